@@ -1,0 +1,145 @@
+/*
+** Trident tensor operations.
+**
+** Every function here is a CONSTRUCTOR: it returns a new +1 tensor (owned by
+** the innermost scope, if any) or NULL on failure with td_last_error() set.
+** A NULL input gives NULL and keeps the first error. Inputs are borrowed.
+** All tensor inputs of one call must live on one device; a mismatch is
+** TD_ERR_DEVICE naming both devices.
+**
+** Broadcasting follows NumPy/PyTorch: shapes are aligned at the trailing dim,
+** and each pair of sizes must be equal or one of them 1.
+** Binary ops promote dtypes with td_dtype_promote(); div and pow of integer
+** tensors compute in float32. Comparisons return bool.
+** When grad mode is on and an input requires grad, the op is recorded for
+** autograd (see autograd.h).
+*/
+#ifndef TRIDENT_OPS_H
+#define TRIDENT_OPS_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- binary, broadcasting ---- */
+TD_API td_tensor *td_add(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_sub(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_mul(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_div(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_pow(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_maximum(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_minimum(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_eq(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_ne(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_lt(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_le(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_gt(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_ge(td_tensor *a, td_tensor *b);
+/* With a scalar s as the second operand (a float s keeps a's float dtype; an
+** integer tensor with a fractional s computes in float32). */
+TD_API td_tensor *td_add_scalar(td_tensor *a, double s);
+TD_API td_tensor *td_sub_scalar(td_tensor *a, double s);
+TD_API td_tensor *td_mul_scalar(td_tensor *a, double s);
+TD_API td_tensor *td_div_scalar(td_tensor *a, double s);
+TD_API td_tensor *td_pow_scalar(td_tensor *a, double s);
+/* cond must be bool; a and b broadcast with cond; result dtype promote(a, b). */
+TD_API td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b);
+
+/* ---- unary ---- */
+TD_API td_tensor *td_neg(td_tensor *x);
+TD_API td_tensor *td_abs(td_tensor *x);
+TD_API td_tensor *td_exp(td_tensor *x);
+TD_API td_tensor *td_log(td_tensor *x);
+TD_API td_tensor *td_sqrt(td_tensor *x);
+TD_API td_tensor *td_rsqrt(td_tensor *x);
+TD_API td_tensor *td_sin(td_tensor *x);
+TD_API td_tensor *td_cos(td_tensor *x);
+TD_API td_tensor *td_tanh(td_tensor *x);
+TD_API td_tensor *td_sigmoid(td_tensor *x);
+TD_API td_tensor *td_relu(td_tensor *x);
+TD_API td_tensor *td_gelu(td_tensor *x, bool tanh_approx); /* false: x*Phi(x) with erf */
+TD_API td_tensor *td_silu(td_tensor *x);
+/* Clamp to [lo, hi]; pass NAN to leave a side open. */
+TD_API td_tensor *td_clamp(td_tensor *x, double lo, double hi);
+
+/* ---- reductions ----
+** dims lists n_dims distinct dims (negative allowed); n_dims == 0 reduces all.
+** keepdim keeps reduced dims as size 1. Reducing an empty set: sum 0, mean NaN,
+** max/min/argmax/argmin fail with TD_ERR_SHAPE. */
+TD_API td_tensor *td_sum(td_tensor *x, int n_dims, const int *dims, bool keepdim);
+TD_API td_tensor *td_mean(td_tensor *x, int n_dims, const int *dims, bool keepdim);
+TD_API td_tensor *td_amax(td_tensor *x, int n_dims, const int *dims, bool keepdim);
+TD_API td_tensor *td_amin(td_tensor *x, int n_dims, const int *dims, bool keepdim);
+/* correction 1 is the unbiased estimator (PyTorch's default). */
+TD_API td_tensor *td_var(td_tensor *x, int n_dims, const int *dims, int correction, bool keepdim);
+TD_API td_tensor *td_logsumexp(td_tensor *x, int n_dims, const int *dims, bool keepdim);
+/* Index (int64) of the first extreme along dim; dim = TD_ALL_DIMS flattens. */
+#define TD_ALL_DIMS (-1000)
+TD_API td_tensor *td_argmax(td_tensor *x, int dim, bool keepdim);
+TD_API td_tensor *td_argmin(td_tensor *x, int dim, bool keepdim);
+
+/* ---- linear algebra ----
+** a is [..., M, K], b is [..., K, N] -> [..., M, N]; batch dims broadcast.
+** 1-D operands are promoted as in torch.matmul (and the added dim removed). */
+TD_API td_tensor *td_matmul(td_tensor *a, td_tensor *b);
+/* x [..., in] @ w[out, in]^T + b[out] (b may be NULL). */
+TD_API td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b);
+
+/* ---- nn primitives ---- */
+TD_API td_tensor *td_softmax(td_tensor *x, int dim);     /* dim must be the last (-1) */
+TD_API td_tensor *td_log_softmax(td_tensor *x, int dim); /* dim must be the last (-1) */
+/* Normalize over the last n_norm dims; weight/bias shaped like those dims or NULL. */
+TD_API td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps);
+/* logits [N, C] (or [C]); target int64 [N] of class ids in [0, C) or ignore_index;
+** weight [C] or NULL. reduction TD_REDUCTION_*. Out-of-range targets: TD_ERR_INDEX. */
+TD_API td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                                   double label_smoothing, int reduction);
+/* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] with
+** Ho = (H + 2*pad - dil*(kh-1) - 1)/stride + 1. */
+TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],
+                            const int dilation[2], int groups);
+/* x [N, C, H, W] -> [N, C, Ho, Wo]; indices (optional OUT, int64 into H*W). */
+TD_API td_tensor *td_max_pool2d(td_tensor *x, const int kernel[2], const int stride[2], const int padding[2],
+                                td_tensor **indices);
+TD_API td_tensor *td_avg_pool2d(td_tensor *x, const int kernel[2], const int stride[2], const int padding[2],
+                                bool count_include_pad);
+/* Zero each element with probability p, scale the rest by 1/(1-p); the mask is
+** Philox(seed, offset). p = 0 returns x itself (+1). */
+TD_API td_tensor *td_dropout(td_tensor *x, double p, uint64_t seed, uint64_t offset);
+
+/* ---- indexing ---- */
+/* weight [V, D], idx integer [...] in [0, V) -> [..., D]. */
+TD_API td_tensor *td_embedding(td_tensor *weight, td_tensor *idx);
+/* idx 1-D integer; selects entries of x along dim. */
+TD_API td_tensor *td_index_select(td_tensor *x, int dim, td_tensor *idx);
+/* idx has x's ndim; out[i][j] = x[idx[i][j]][j] for dim 0, and so on. */
+TD_API td_tensor *td_gather(td_tensor *x, int dim, td_tensor *idx);
+/* out = self with src added at idx along dim (idx and src same shape). */
+TD_API td_tensor *td_scatter_add(td_tensor *self, int dim, td_tensor *idx, td_tensor *src);
+/* Concatenate n tensors along dim; all other sizes equal; dtypes promote. */
+TD_API td_tensor *td_cat(int n, td_tensor *const *xs, int dim);
+/* Integer idx [...] -> int64 [..., num_classes]; num_classes -1 infers max+1. */
+TD_API td_tensor *td_one_hot(td_tensor *idx, int64_t num_classes);
+
+/* ---- fused optimizer updates, in place (one op per parameter) ----
+** param, grad and the state tensors share shape, dtype and device and are
+** contiguous. Optional state (vmax, buf, grad_avg) may be NULL when the
+** matching feature is off. step counts from 1. Formulas are PyTorch's
+** (torch.optim.Adam/AdamW/SGD/RMSprop, foreach=False). Return TD_OK or an error. */
+TD_API td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_tensor *v, td_tensor *vmax,
+                                double lr, double beta1, double beta2, double eps, double weight_decay,
+                                int64_t step, bool decoupled_weight_decay, bool amsgrad, bool maximize);
+/* first_step: the momentum buffer is initialised to the (decayed) gradient. */
+TD_API td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum,
+                               double dampening, double weight_decay, bool nesterov, bool first_step,
+                               bool maximize);
+TD_API td_status td_rmsprop_update(td_tensor *param, td_tensor *grad, td_tensor *square_avg, td_tensor *buf,
+                                   td_tensor *grad_avg, double lr, double alpha, double eps,
+                                   double weight_decay, double momentum, bool centered, bool maximize);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRIDENT_OPS_H */

@@ -1,0 +1,12 @@
+/*
+** Trident: neural-network training in C on CPU, CUDA and Vulkan.
+** Include this header for the whole public API.
+*/
+#ifndef TRIDENT_H
+#define TRIDENT_H
+
+#include "status.h"
+#include "tensor.h"
+#include "ops.h"
+
+#endif /* TRIDENT_H */

@@ -1,0 +1,134 @@
+/*
+** Shared helpers of the CPU backend: buffers, dtype conversion, strided
+** iteration, and the kernel table (one td_cpu_<OP> function per op).
+** defines: td_buffer (CPU), cpu_ptr, half conversions, cpu_iter.
+*/
+#ifndef TRIDENT_BACKEND_CPU_H
+#define TRIDENT_BACKEND_CPU_H
+
+#include <math.h>
+#include <string.h>
+
+#include "trident/backend.h"
+
+struct td_buffer {
+    void *data;
+    size_t size;
+};
+
+/* Host address of a view's element 0. */
+static inline void *cpu_ptr(const td_operand *v) {
+    return (char *)v->buf->data + (size_t)v->offset * td_dtype_size(v->dtype);
+}
+
+/* Kernels, one per op; each returns TD_OK or an error with a message.
+** Declared weak so the table lists exactly the kernels linked in. */
+#define TD_CPU_DECLARE_(N, ni, no, g, dts, lay, s) td_status td_cpu_##N(const td_op *op) __attribute__((weak));
+TD_OP_LIST(TD_CPU_DECLARE_)
+#undef TD_CPU_DECLARE_
+
+/* Number of OpenMP threads worth using for n units of work of cost c each. */
+int cpu_threads_for(int64_t n, int64_t cost_per_unit);
+
+/* ---- half-precision conversion (round to nearest even) ---- */
+
+static inline float cpu_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, bits;
+    if (exp == 0x1F) bits = sign | 0x7F800000u | (mant << 13); /* inf, nan */
+    else if (exp) bits = sign | ((exp + 112) << 23) | (mant << 13);
+    else if (!mant) bits = sign;
+    else { /* subnormal: normalize */
+        int e = -1;
+        do { mant <<= 1; e++; } while (!(mant & 0x400));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3FF) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t cpu_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0)); /* inf/nan */
+    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00);                                 /* overflow */
+    if (ax < 0x38800000u) { /* subnormal or zero: scale into the 2^-24 grid */
+        float a;
+        memcpy(&a, &ax, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
+    }
+    uint32_t r = ax + 0xFFFu + ((ax >> 13) & 1); /* round to nearest even on bit 13 */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static inline float cpu_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t cpu_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
+}
+
+/* Load element i (in elements from p) of dtype dt as double, and store. */
+static inline double cpu_load(const void *p, int64_t i, td_dtype dt) {
+    switch (dt) {
+    case TD_F32: return ((const float *)p)[i];
+    case TD_F64: return ((const double *)p)[i];
+    case TD_F16: return cpu_f16_to_f32(((const uint16_t *)p)[i]);
+    case TD_BF16: return cpu_bf16_to_f32(((const uint16_t *)p)[i]);
+    case TD_I32: return ((const int32_t *)p)[i];
+    case TD_I64: return (double)((const int64_t *)p)[i];
+    case TD_U8: return ((const uint8_t *)p)[i];
+    case TD_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: return NAN;
+    }
+}
+
+/* Float to integer conversion saturates and maps NaN to 0 (C leaves it undefined). */
+static inline int64_t cpu_to_i64(double v, double lo, double hi) {
+    if (v != v) return 0;
+    if (v <= lo) return (int64_t)lo;
+    if (v >= hi) return (int64_t)hi;
+    return (int64_t)v;
+}
+
+static inline void cpu_store(void *p, int64_t i, td_dtype dt, double v) {
+    switch (dt) {
+    case TD_F32: ((float *)p)[i] = (float)v; break;
+    case TD_F64: ((double *)p)[i] = v; break;
+    case TD_F16: ((uint16_t *)p)[i] = cpu_f32_to_f16((float)v); break;
+    case TD_BF16: ((uint16_t *)p)[i] = cpu_f32_to_bf16((float)v); break;
+    case TD_I32: ((int32_t *)p)[i] = (int32_t)cpu_to_i64(v, -2147483648.0, 2147483647.0); break;
+    case TD_I64: ((int64_t *)p)[i] = cpu_to_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
+    case TD_U8: ((uint8_t *)p)[i] = (uint8_t)cpu_to_i64(v, 0, 255); break;
+    case TD_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+/* ---- strided iteration over up to CPU_ITER_MAX operands ----
+** cpu_iter_init() merges dims that are contiguous in every operand, so that
+** the innermost loop is as long as possible. Then each "row" r in
+** [0, cpu_iter_rows) has offsets (in elements) from cpu_iter_row_offsets()
+** and cpu_iter_inner elements spaced by inner_strides[k]. */
+#define CPU_ITER_MAX 4
+typedef struct cpu_iter {
+    int nops, ndim;
+    int64_t shape[TD_MAX_DIMS];
+    int64_t strides[CPU_ITER_MAX][TD_MAX_DIMS];
+    int64_t rows, inner;
+    int64_t inner_strides[CPU_ITER_MAX];
+} cpu_iter;
+
+/* views[k] all have the same shape (inputs already broadcast). */
+void cpu_iter_init(cpu_iter *it, int nops, const td_operand *const *views);
+void cpu_iter_row_offsets(const cpu_iter *it, int64_t row, int64_t *offsets);
+
+#endif /* TRIDENT_BACKEND_CPU_H */

@@ -1,0 +1,224 @@
+/*
+** The CPU backend: host memory, the kernel table and device facts.
+** Kernels live one family per file (cpu_<family>.c).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <cblas.h>
+
+#include "../core/internal.h"
+#include "cpu.h"
+
+#define CPU_ALIGN 64
+
+typedef td_status (*cpu_kernel_fn)(const td_op *op);
+
+static const cpu_kernel_fn kernels[TD_OP_COUNT] = {
+#define TD_CPU_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = td_cpu_##N,
+    TD_OP_LIST(TD_CPU_ENTRY_)
+#undef TD_CPU_ENTRY_
+};
+
+int cpu_threads_for(int64_t n, int64_t cost_per_unit) {
+#ifdef _OPENMP
+    int64_t work = n * cost_per_unit, per_thread = 1 << 15; /* below ~32k ops a thread costs more than it gives */
+    int64_t t = work / per_thread;
+    int max = omp_get_max_threads();
+    return t < 1 ? 1 : t > max ? max : (int)t;
+#else
+    (void)n, (void)cost_per_unit;
+    return 1;
+#endif
+}
+
+/* ---- strided iteration ---- */
+
+void cpu_iter_init(cpu_iter *it, int nops, const td_operand *const *views) {
+    const td_operand *v0 = views[0];
+    it->nops = nops;
+    it->ndim = 0;
+    /* drop size-1 dims, then merge dim i into i+1 when every operand allows */
+    for (int d = 0; d < v0->ndim; d++) {
+        if (v0->shape[d] == 1) continue;
+        int n = it->ndim;
+        bool merge = n > 0;
+        for (int k = 0; k < nops && merge; k++)
+            merge = it->strides[k][n - 1] == views[k]->strides[d] * v0->shape[d];
+        if (merge) {
+            it->shape[n - 1] *= v0->shape[d];
+            for (int k = 0; k < nops; k++) it->strides[k][n - 1] = views[k]->strides[d];
+        } else {
+            it->shape[n] = v0->shape[d];
+            for (int k = 0; k < nops; k++) it->strides[k][n] = views[k]->strides[d];
+            it->ndim++;
+        }
+    }
+    if (it->ndim == 0) { /* a single element (or all dims of size 1) */
+        it->shape[0] = td_operand_numel(v0);
+        for (int k = 0; k < nops; k++) it->strides[k][0] = 1;
+        it->ndim = 1;
+    }
+    it->inner = it->shape[it->ndim - 1];
+    it->rows = 1;
+    for (int d = 0; d < it->ndim - 1; d++) it->rows *= it->shape[d];
+    for (int k = 0; k < nops; k++) it->inner_strides[k] = it->strides[k][it->ndim - 1];
+}
+
+void cpu_iter_row_offsets(const cpu_iter *it, int64_t row, int64_t *offsets) {
+    for (int k = 0; k < it->nops; k++) offsets[k] = 0;
+    for (int d = it->ndim - 2; d >= 0; d--) {
+        int64_t i = row % it->shape[d];
+        row /= it->shape[d];
+        for (int k = 0; k < it->nops; k++) offsets[k] += i * it->strides[k][d];
+    }
+}
+
+/* ---- devices ---- */
+
+static int cpu_device_count(void) { return 1; }
+
+static td_status cpu_device_info(int dev, td_device_info *out) {
+    (void)dev;
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    snprintf(out->name, sizeof out->name, "cpu");
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && colon) {
+            snprintf(out->name, sizeof out->name, "%s", colon + 2);
+            out->name[strcspn(out->name, "\n")] = 0;
+            break;
+        }
+    }
+    if (f) fclose(f);
+    snprintf(out->driver, sizeof out->driver, "%s", openblas_get_config());
+#ifdef _OPENMP
+    out->compute_units = omp_get_max_threads();
+#else
+    out->compute_units = 1;
+#endif
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    out->subgroup_size = avx2 ? 8 : 1;
+    out->fp16 = out->bf16 = false;
+    out->unified_memory = true;
+    out->timestamps = true;
+    snprintf(out->features, sizeof out->features, "%s openmp=%d openblas", avx2 ? "avx2 fma" : "scalar",
+             out->compute_units);
+    return TD_OK;
+}
+
+/* ---- memory ---- */
+
+static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
+    (void)dev;
+    *out = NULL;
+    td_buffer *b = malloc(sizeof *b);
+    size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    void *data = b ? aligned_alloc(CPU_ALIGN, rounded ? rounded : CPU_ALIGN) : NULL;
+    if (!data) {
+        free(b);
+        return td_error_set(TD_ERR_OOM, "cpu: out of memory allocating %zu bytes", nbytes);
+    }
+    b->data = data;
+    b->size = nbytes;
+    *out = b;
+    return TD_OK;
+}
+
+static void cpu_buffer_free(td_buffer *b) {
+    if (!b) return;
+    free(b->data);
+    free(b);
+}
+
+static void *cpu_buffer_host_ptr(td_buffer *b) { return b->data; }
+
+static td_status cpu_write(td_buffer *dst, size_t offset, const void *src, size_t n) {
+    memcpy((char *)dst->data + offset, src, n);
+    return TD_OK;
+}
+
+static td_status cpu_read(td_buffer *src, size_t offset, void *dst, size_t n) {
+    memcpy(dst, (char *)src->data + offset, n);
+    return TD_OK;
+}
+
+static td_status cpu_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t n) {
+    memmove((char *)dst->data + dof, (char *)src->data + so, n);
+    return TD_OK;
+}
+
+static td_status cpu_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t n) {
+    memset((char *)dst->data + offset, byte, n);
+    return TD_OK;
+}
+
+/* ---- ops ---- */
+
+static bool dtype_in_class(td_dtype dt, int cls) {
+    switch (cls) {
+    case TD_DTS_ALL: return true;
+    case TD_DTS_NUM: return dt != TD_BOOL;
+    case TD_DTS_FLOAT: return td_dtype_is_float(dt);
+    default: return false;
+    }
+}
+
+static bool cpu_supports(int dev, const td_op *op) {
+    (void)dev;
+    if ((unsigned)op->kind >= TD_OP_COUNT || !kernels[op->kind]) return false;
+    const td_op_meta *m = td_op_info(op->kind);
+    td_dtype dt = op->n_in && op->in[0].buf && m->n_in != 0 ? op->in[0].dtype : op->out[0].dtype;
+    /* where's first input is the bool mask: its class applies to the values */
+    if (op->kind == TD_OP_WHERE) dt = op->in[1].dtype;
+    return dtype_in_class(dt, m->dtypes);
+}
+
+static td_status cpu_run(int dev, const td_op *op) {
+    (void)dev;
+    return kernels[op->kind](op);
+}
+
+static td_status cpu_synchronize(int dev) {
+    (void)dev;
+    return TD_OK;
+}
+
+static const td_backend_i cpu_iface = {
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_host_ptr = cpu_buffer_host_ptr,
+    .write = cpu_write,
+    .read = cpu_read,
+    .copy = cpu_copy,
+    .memset = cpu_memset,
+    .supports = cpu_supports,
+    .run = cpu_run,
+    .synchronize = cpu_synchronize,
+    .event_create = NULL,
+    .event_record = NULL,
+    .event_elapsed_ms = NULL,
+    .event_free = NULL,
+    .capture_begin = NULL,
+    .capture_end = NULL,
+    .graph_replay = NULL,
+    .graph_free = NULL,
+    .kernel_compile = NULL,
+    .kernel_launch = NULL,
+    .kernel_free = NULL,
+};
+
+const td_backend td_cpu_backend = {
+    .api_version = TD_BACKEND_API_VERSION,
+    .name = "cpu",
+    .device_type = TD_DEVICE_CPU,
+    .init = NULL,
+    .iface = &cpu_iface,
+};

@@ -1,0 +1,72 @@
+/*
+** The dispatcher: every primitive op runs through td__dispatch(), which finds
+** the backend of the operands' device, builds td_views, checks support, runs
+** the op and lets autograd record it.
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+td__record_fn td__record_hook;
+void (*td__release_hook)(td_tensor *t);
+void (*td__view_hook)(td_tensor *base, td_tensor *view);
+
+static const td_op_meta op_meta[TD_OP_COUNT] = {
+#define TD_OP_META_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = {#N, ni, no, g, dts, lay, s},
+    TD_OP_LIST(TD_OP_META_)
+#undef TD_OP_META_
+};
+
+static char op_names[TD_OP_COUNT][32]; /* lower-case names, filled once */
+
+static void fill_names(void) {
+    for (int k = 0; k < TD_OP_COUNT; k++) {
+        const char *s = op_meta[k].name;
+        size_t i = 0;
+        for (; s[i] && i + 1 < sizeof op_names[k]; i++) op_names[k][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+        op_names[k][i] = 0;
+    }
+}
+
+const char *td_op_name(td_op_kind k) {
+    if ((unsigned)k >= TD_OP_COUNT) return "?";
+    if (!op_names[0][0]) fill_names(); /* idempotent, so a benign race */
+    return op_names[k];
+}
+
+const td_op_meta *td_op_info(td_op_kind k) { return (unsigned)k < TD_OP_COUNT ? &op_meta[k] : NULL; }
+
+td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
+                       td_tensor *const *out, const td_op_params *p) {
+    enum { MAX_OPERANDS = 64 };
+    if (n_in > MAX_OPERANDS || n_out > 8)
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs is more than %d", td_op_name(kind), n_in, MAX_OPERANDS);
+    const td_tensor *first = n_out ? out[0] : in[0];
+    td_device dev = first->storage->device;
+    for (int i = 0; i < n_in + n_out; i++) {
+        const td_tensor *t = i < n_in ? in[i] : out[i - n_in];
+        if (t && !td_device_equal(t->storage->device, dev)) {
+            char a[32], b[32];
+            return TD_ERR(TD_ERR_DEVICE, "%s: operands on different devices (%s and %s); move them with td_to",
+                          td_op_name(kind), td_device_str(dev, a, sizeof a),
+                          td_device_str(t->storage->device, b, sizeof b));
+        }
+    }
+    td_operand iv[MAX_OPERANDS], ov[8];
+    for (int i = 0; i < n_in; i++) iv[i] = in_views ? in_views[i] : in[i] ? td__view_of(in[i]) : (td_operand){0};
+    for (int i = 0; i < n_out; i++) ov[i] = out[i] ? td__view_of(out[i]) : (td_operand){0};
+    td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov};
+    if (p) op.p = *p;
+    const td_backend *be = first->storage->backend;
+    if (!be->iface->supports(dev.index, &op)) {
+        char d[32];
+        td_dtype dt = n_in && iv[0].buf ? iv[0].dtype : ov[0].dtype;
+        return TD_ERR(TD_ERR_UNSUPPORTED, "%s: not supported for dtype %s on %s", td_op_name(kind), td_dtype_name(dt),
+                      td_device_str(dev, d, sizeof d));
+    }
+    td_status st = be->iface->run(dev.index, &op);
+    if (st != TD_OK) return st;
+    if (td__record_hook && op_meta[kind].differentiable) td__record_hook(kind, n_in, in, n_out, out, p);
+    return TD_OK;
+}

@@ -1,0 +1,114 @@
+/*
+** Core internals shared by src/core, src/autograd and the built-in CPU backend.
+** defines: struct td_tensor, td_storage, the error macros, the dispatcher.
+*/
+#ifndef TRIDENT_CORE_INTERNAL_H
+#define TRIDENT_CORE_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "trident/backend.h"
+#include "trident/ops.h"
+
+#define TD_TENSOR_ALIVE 0x54524944u /* "TRID" */
+#define TD_TENSOR_DEAD 0xDEADD00Du
+
+/* Bytes of one allocation: refcounted, owned by the tensors that view it. */
+typedef struct td_storage {
+    atomic_long refcount;
+    td_device device;
+    const td_backend *backend;
+    td_buffer *buf;
+    size_t nbytes; /* usable bytes, after the leading guard */
+    size_t guard;  /* guard bytes on each side (TD_DEBUG_GUARDS), else 0 */
+} td_storage;
+
+struct td_node; /* autograd graph node, src/autograd */
+
+struct td_tensor {
+    uint32_t magic; /* TD_TENSOR_ALIVE, or TD_TENSOR_DEAD once released */
+    atomic_long refcount;
+    td_dtype dtype;
+    int ndim;
+    int64_t shape[TD_MAX_DIMS];
+    int64_t strides[TD_MAX_DIMS]; /* elements */
+    int64_t offset;               /* elements from the storage start */
+    td_storage *storage;
+    /* autograd */
+    bool requires_grad;
+    td_tensor *grad;         /* accumulated gradient of a leaf, or NULL */
+    struct td_node *grad_fn; /* node that produced this tensor, or NULL */
+    int output_nr;           /* which output of grad_fn */
+    void *autograd_meta;     /* hooks and retained grads, owned by src/autograd */
+};
+
+/* ---- errors ---- */
+td_status td__error_at(const char *file, int line, td_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define TD_ERR(status, ...) td__error_at(__FILE__, __LINE__, (status), __VA_ARGS__)
+/* Set an error and return NULL from a tensor-returning function. */
+#define TD_FAIL_NULL(status, ...)                                                                              \
+    do {                                                                                                       \
+        TD_ERR((status), __VA_ARGS__);                                                                         \
+        return NULL;                                                                                           \
+    } while (0)
+
+/* Validate a tensor argument: NULL keeps an earlier error (or reports misuse),
+** a released tensor is TD_ERR_STATE. Returns false when t is unusable. */
+bool td__check_arg(const td_tensor *t, const char *op, const char *arg);
+#define TD_CHECK_ARG(t, op)                                                                                    \
+    do {                                                                                                       \
+        if (!td__check_arg((t), (op), #t)) return NULL;                                                        \
+    } while (0)
+#define TD_CHECK_ARG_ST(t, op)                                                                                 \
+    do {                                                                                                       \
+        if (!td__check_arg((t), (op), #t)) return td_last_status() ? td_last_status() : TD_ERR_MISUSE;        \
+    } while (0)
+
+/* ---- shapes ---- */
+int64_t td__numel(int ndim, const int64_t *shape);
+void td__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Normalize a possibly negative dim into [0, ndim); TD_ERR_INDEX on failure. */
+bool td__wrap_dim(int *dim, int ndim, const char *op);
+/* "[2,3,4]" into buf. */
+const char *td__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+
+/* ---- tensors ---- */
+/* New contiguous tensor, uninitialized (poisoned under TD_DEBUG_POISON). */
+td_tensor *td__alloc(int ndim, const int64_t *shape, td_dtype dt, td_device dev);
+/* New tensor header viewing base's storage with the given geometry. */
+td_tensor *td__make_view(td_tensor *base, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
+td_operand td__view_of(const td_tensor *t);
+/* t broadcast to (ndim, shape) as a view descriptor with stride-0 dims. */
+td_operand td__view_broadcast(const td_tensor *t, int ndim, const int64_t *shape);
+/* Register a freshly created +1 tensor with the current scope. Returns t. */
+td_tensor *td__scope_add(td_tensor *t);
+/* Host address of element 0 of a CPU tensor (NULL elsewhere). */
+void *td__host_data(const td_tensor *t);
+
+/* ---- dispatch ----
+** Runs one op on the device of its operands: checks that every non-NULL
+** operand is on one device, builds the views, asks the backend whether it
+** supports the op, runs it, and records it for autograd when needed.
+** in[k] may be NULL for absent optional operands. in_views may be NULL, in
+** which case plain views of in[] are used; otherwise in_views[k] describes
+** in[k] (e.g. broadcast). */
+td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
+                       td_tensor *const *out, const td_op_params *p);
+
+/* (set by src/autograd) called after each successful dispatch of a
+** differentiable op whose inputs require grad while grad mode is on. */
+typedef void (*td__record_fn)(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                              const td_op_params *p);
+extern td__record_fn td__record_hook;
+/* (set by src/autograd) frees a tensor's autograd state when it is released. */
+extern void (*td__release_hook)(td_tensor *t);
+/* (set by src/autograd) records that view was made from base by a view op
+** (reshape, permute, slice, select, expand, ...), so gradients flow back. */
+extern void (*td__view_hook)(td_tensor *base, td_tensor *view);
+
+/* ---- backends ---- */
+const td_backend *td__backend_of(td_device dev); /* NULL with error if unavailable */
+extern const td_backend td_cpu_backend;
+
+#endif /* TRIDENT_CORE_INTERNAL_H */

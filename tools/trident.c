@@ -1,0 +1,31 @@
+/*
+** trident: the command-line tool. Subcommands: devices, train, bench.
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "trident/backend.h"
+#include "trident/trident.h"
+
+int cmd_devices(int argc, char **argv);
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: trident <command> [options]\n\n"
+               "commands:\n"
+               "  devices [--ops]   list backends, devices, capabilities and op coverage\n"
+               "  train [options]   train a model (default: the W2 CNN on Fashion-MNIST)\n"
+               "  bench [options]   benchmark the backends side by side\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage(stderr), 2;
+    if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train")) {
+        fprintf(stderr, "trident train: coming in the training-stack issue (#3)\n");
+        return 3;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(stdout), 0;
+    fprintf(stderr, "trident: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
