@@ -194,6 +194,21 @@ TD_API void td_scope_end(void);
 ** reference (and must td_release it). Returns t. */
 TD_API td_tensor *td_keep(td_tensor *t);
 
+/* ---- The default generator: a (seed, offset) pair shared by the process.
+** Ops that draw random numbers without an explicit seed (nn.Dropout, init)
+** take offsets from it, so td_manual_seed() makes a run reproducible and a
+** checkpoint can save and restore the stream. Thread-safe. */
+typedef struct td_rng_state {
+    uint64_t seed;
+    uint64_t offset; /* next unused Philox counter */
+} td_rng_state;
+TD_API void td_manual_seed(uint64_t seed);       /* seed, offset 0 */
+TD_API td_rng_state td_rng_get_state(void);
+TD_API void td_rng_set_state(td_rng_state s);
+/* METHOD. Reserve counters for n values: returns the seed and the first
+** offset to use, and advances the default generator past them. */
+TD_API td_rng_state td_rng_reserve(uint64_t n);
+
 /* ---- Debug aids (used by the conformance tests) ------------------------ */
 enum {
     TD_DEBUG_POISON = 1, /* fill new buffers with NaN (0xFF bytes) */

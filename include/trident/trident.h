@@ -8,5 +8,6 @@
 #include "status.h"
 #include "tensor.h"
 #include "ops.h"
+#include "autograd.h"
 
 #endif /* TRIDENT_H */

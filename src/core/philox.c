@@ -7,6 +7,8 @@
 ** round: (c0,c1,c2,c3) -> (hi(M1*c2)^c1^k0, lo(M1*c2), hi(M0*c0)^c3^k1, lo(M0*c0))
 **        then k0 += W0, k1 += W1; ten rounds.
 */
+#include <pthread.h>
+
 #include "internal.h"
 
 #define PHILOX_M0 0xD2511F53u
@@ -28,4 +30,36 @@ void td_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]) {
         k1 += PHILOX_W1;
     }
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+/* ---- the default generator ---- */
+
+static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
+static td_rng_state rng = {0x5EEDull, 0};
+
+void td_manual_seed(uint64_t seed) {
+    pthread_mutex_lock(&rng_lock);
+    rng = (td_rng_state){seed, 0};
+    pthread_mutex_unlock(&rng_lock);
+}
+
+td_rng_state td_rng_get_state(void) {
+    pthread_mutex_lock(&rng_lock);
+    td_rng_state s = rng;
+    pthread_mutex_unlock(&rng_lock);
+    return s;
+}
+
+void td_rng_set_state(td_rng_state s) {
+    pthread_mutex_lock(&rng_lock);
+    rng = s;
+    pthread_mutex_unlock(&rng_lock);
+}
+
+td_rng_state td_rng_reserve(uint64_t n) {
+    pthread_mutex_lock(&rng_lock);
+    td_rng_state s = rng;
+    rng.offset += (n + 3) / 4; /* four 32-bit words per counter */
+    pthread_mutex_unlock(&rng_lock);
+    return s;
 }
