@@ -1,0 +1,448 @@
+/*
+** The Vulkan backend on vulkan:0 (lavapipe in CI), through the backend
+** vtable: each op runs on small random inputs (seed printed) and is compared
+** with a double-precision reference written here, or bit for bit where the
+** result is exact. Skips when no Vulkan device is available.
+**
+** Validation: each case turns on TRIDENT_VULKAN_VALIDATION=1 (unless set) and
+** fails if the Khronos validation layer reported an error.
+*/
+#include <stdint.h>
+
+#include "runner.h"
+
+#define TESTS(X)                                                                                               \
+    X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(out_of_memory)
+
+/* ---- harness ---- */
+
+static const td_backend *be;
+static uint64_t seed;
+
+static void setup(void) {
+    setenv("TRIDENT_VULKAN_VALIDATION", "1", 0); /* validation on unless the caller chose */
+    be = td_backend_for(TD_DEVICE_VULKAN);
+    if (!be) TEST_SKIP("no Vulkan device: %s", td_backend_unavailable_reason(TD_DEVICE_VULKAN));
+    const char *s = getenv("TD_TEST_SEED");
+    seed = s ? strtoull(s, NULL, 10) : 1234;
+    printf("  seed %llu (TD_TEST_SEED)\n", (unsigned long long)seed);
+}
+
+/* Fails the case when the validation layer reported errors. */
+static void check_clean(void) {
+    td_device_info info;
+    ASSERT_OK(be->iface->synchronize(0));
+    ASSERT_OK(be->iface->device_info(0, &info));
+    const char *at = strstr(info.features, "validation_errors=");
+    ASSERT(at);
+    ASSERT_EQ_INT(atoi(at + strlen("validation_errors=")), 0);
+}
+
+static double urand(void) { /* xorshift64*, uniform in [0, 1) */
+    seed ^= seed >> 12, seed ^= seed << 25, seed ^= seed >> 27;
+    return (double)((seed * 2685821657736338717ull) >> 11) * (1.0 / 9007199254740992.0);
+}
+static double srand1(void) { return 2 * urand() - 1; }
+
+/* A contiguous device operand holding n elements of host data (dtype dt). */
+static td_operand dev_tensor(td_dtype dt, int ndim, const int64_t *shape, const void *host) {
+    td_operand v = {.dtype = dt, .ndim = ndim};
+    int64_t n = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        v.shape[i] = shape[i];
+        v.strides[i] = n;
+        n *= shape[i];
+    }
+    ASSERT_OK(be->iface->buffer_alloc(0, (size_t)n * td_dtype_size(dt), &v.buf));
+    if (host && n) ASSERT_OK(be->iface->write(v.buf, 0, host, (size_t)n * td_dtype_size(dt)));
+    return v;
+}
+
+static void fetch(const td_operand *v, void *host) {
+    ASSERT_OK(be->iface->read(v->buf, (size_t)v->offset * td_dtype_size(v->dtype), host,
+                              (size_t)td_operand_numel(v) * td_dtype_size(v->dtype)));
+}
+
+static void run(td_op *op) {
+    if (!be->iface->supports(0, op)) TEST_FAIL_("vulkan does not support %s", td_op_name(op->kind));
+    ASSERT_OK(be->iface->run(0, op));
+}
+
+/* Compare n floats with |got - want| <= atol + rtol |want|; prints the first misses. */
+static void check_close(const char *what, const float *got, const double *want, int64_t n, double atol, double rtol) {
+    int bad = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs(got[i] - want[i]);
+        bool ok = err <= atol + rtol * fabs(want[i]) || (isnan(want[i]) && isnan(got[i])) ||
+                  (isinf(want[i]) && got[i] == want[i]);
+        if (!ok && bad++ < 5) fprintf(stderr, "  %s[%lld]: got %.9g, want %.9g\n", what, (long long)i, got[i], want[i]);
+        if (!isnan(err) && err > worst) worst = err;
+    }
+    if (bad) TEST_FAIL_("%s: %d of %lld elements differ (max abs error %g)", what, bad, (long long)n, worst);
+}
+
+/* ---- cases ---- */
+
+TEST(device_info) {
+    setup();
+    ASSERT(be->iface->device_count() >= 1);
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    printf("  %s | %s | subgroup %d | %s\n", info.name, info.driver, info.subgroup_size, info.features);
+    ASSERT(info.name[0]);
+    ASSERT(info.subgroup_size >= 1 && (info.subgroup_size & (info.subgroup_size - 1)) == 0);
+    ASSERT(info.total_memory > 0);
+    ASSERT_ERROR(be->iface->device_info(99, &info), TD_ERR_UNAVAILABLE, "vulkan:99");
+    check_clean();
+}
+
+TEST(fill_dtypes) {
+    setup();
+    int64_t shape[2] = {3, 5};
+    for (int dt = 0; dt < TD_DTYPE_COUNT; dt++) {
+        td_operand out = dev_tensor((td_dtype)dt, 2, shape, NULL);
+        td_op op = {.kind = TD_OP_FILL, .n_out = 1, .out = &out, .p.fill.value = -2.75};
+        if (!be->iface->supports(0, &op)) {
+            printf("  fill %s: unsupported on this device\n", td_dtype_name((td_dtype)dt));
+            continue;
+        }
+        run(&op);
+        /* read back converted to double by the CPU rules: compare with the expected cast */
+        unsigned char raw[15 * 8];
+        fetch(&out, raw);
+        double want = dt == TD_BOOL ? 1 : dt == TD_U8 ? 0 : (dt == TD_I32 || dt == TD_I64) ? -2 : -2.75;
+        for (int i = 0; i < 15; i++) {
+            double got;
+            switch (dt) {
+            case TD_F32: got = ((float *)raw)[i]; break;
+            case TD_F64: got = ((double *)raw)[i]; break;
+            case TD_F16: got = ((uint16_t *)raw)[i] == 0xC180 ? -2.75 : NAN; break; /* -2.75 in binary16 */
+            case TD_BF16: got = ((uint16_t *)raw)[i] == 0xC030 ? -2.75 : NAN; break;
+            case TD_I32: got = ((int32_t *)raw)[i]; break;
+            case TD_I64: got = (double)((int64_t *)raw)[i]; break;
+            default: got = raw[i]; break;
+            }
+            if (got != want) TEST_FAIL_("fill %s [%d]: got %g, want %g", td_dtype_name((td_dtype)dt), i, got, want);
+        }
+        be->iface->buffer_free(out.buf);
+    }
+    check_clean();
+}
+
+/* Values chosen to exercise rounding, saturation and NaN in every conversion. */
+TEST(copy_convert) {
+    setup();
+    const double vals[8] = {1.5, -2.5, 300.7, -1e10, 0.0, 65519.0, 1.00048828125, NAN};
+    int64_t shape[1] = {8};
+    for (int a = 0; a < TD_DTYPE_COUNT; a++) {
+        for (int o = 0; o < TD_DTYPE_COUNT; o++) {
+            /* the source holds vals converted to dtype a by the CPU backend's rules */
+            const td_backend *cpu = td_backend_for(TD_DEVICE_CPU);
+            td_operand cin = {.dtype = TD_F64, .ndim = 1, .shape = {8}, .strides = {1}};
+            td_operand ca = cin, co = cin;
+            ca.dtype = (td_dtype)a, co.dtype = (td_dtype)o;
+            ASSERT_OK(cpu->iface->buffer_alloc(0, 64, &cin.buf));
+            ASSERT_OK(cpu->iface->buffer_alloc(0, 64, &ca.buf));
+            ASSERT_OK(cpu->iface->buffer_alloc(0, 64, &co.buf));
+            ASSERT_OK(cpu->iface->write(cin.buf, 0, vals, 64));
+            td_op c1 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &cin, .out = &ca};
+            ASSERT_OK(cpu->iface->run(0, &c1));
+            td_op c2 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &ca, .out = &co};
+            ASSERT_OK(cpu->iface->run(0, &c2));
+            unsigned char src[64], want[64], got[64];
+            ASSERT_OK(cpu->iface->read(ca.buf, 0, src, 64));
+            ASSERT_OK(cpu->iface->read(co.buf, 0, want, 64));
+            td_operand vin = dev_tensor((td_dtype)a, 1, shape, src);
+            td_operand vout = dev_tensor((td_dtype)o, 1, shape, NULL);
+            td_op op = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &vin, .out = &vout};
+            if (be->iface->supports(0, &op)) {
+                run(&op);
+                fetch(&vout, got);
+                size_t es = td_dtype_size((td_dtype)o);
+                for (int i = 0; i < 8; i++)
+                    if (memcmp(got + i * es, want + i * es, es) &&
+                        !(td_dtype_is_float((td_dtype)o) && vals[i] != vals[i])) /* NaN payloads may differ */
+                        TEST_FAIL_("copy %s -> %s, element %d (%g): bytes differ from the CPU backend",
+                                   td_dtype_name((td_dtype)a), td_dtype_name((td_dtype)o), i, vals[i]);
+            }
+            be->iface->buffer_free(vin.buf);
+            be->iface->buffer_free(vout.buf);
+            cpu->iface->buffer_free(cin.buf);
+            cpu->iface->buffer_free(ca.buf);
+            cpu->iface->buffer_free(co.buf);
+        }
+    }
+    check_clean();
+}
+
+/* Transposed, sliced and broadcast sources into a strided destination. */
+TEST(copy_strided) {
+    setup();
+    enum { R = 5, C = 7 };
+    float host[R * C], got[R * C * 2];
+    for (int i = 0; i < R * C; i++) host[i] = (float)srand1();
+    int64_t shape[2] = {R, C}, big[2] = {C, 2 * R};
+    td_operand src = dev_tensor(TD_F32, 2, shape, host);
+    td_operand dst = dev_tensor(TD_F32, 2, big, NULL);
+    td_op fill = {.kind = TD_OP_FILL, .n_out = 1, .out = &dst, .p.fill.value = 9};
+    run(&fill);
+    /* dst[:, 1::2] = src^T : a strided destination from a transposed source */
+    td_operand t = src, d = dst;
+    t.shape[0] = C, t.shape[1] = R, t.strides[0] = 1, t.strides[1] = C;
+    d.shape[1] = R, d.strides[1] = 2, d.offset = 1;
+    td_op op = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &t, .out = &d};
+    run(&op);
+    fetch(&dst, got);
+    for (int i = 0; i < C; i++)
+        for (int j = 0; j < 2 * R; j++) {
+            float want = j % 2 ? host[(j / 2) * C + i] : 9.0f;
+            if (got[i * 2 * R + j] != want) TEST_FAIL_("dst[%d][%d] = %g, want %g", i, j, got[i * 2 * R + j], want);
+        }
+    /* a broadcast row (stride 0) into 8 dims of sizes 2 and 1: exercises dim merging and splitting */
+    int64_t s8[8] = {2, 1, 2, 2, 1, 2, 2, 2};
+    td_operand out8 = dev_tensor(TD_F32, 8, s8, NULL);
+    td_operand row = out8;
+    row.buf = src.buf;
+    for (int k = 0; k < 8; k++) row.strides[k] = k % 2 ? 1 : 0; /* reads src[sum of odd-dim indices] */
+    td_op op8 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &row, .out = &out8};
+    run(&op8);
+    float g8[64];
+    fetch(&out8, g8);
+    for (int i = 0; i < 64; i++) {
+        int64_t rem = i, idx = 0;
+        for (int k = 7; k >= 0; k--) {
+            int64_t c = rem % s8[k];
+            rem /= s8[k];
+            if (k % 2) idx += c;
+        }
+        if (g8[i] != host[idx]) TEST_FAIL_("broadcast copy [%d] = %g, want %g", i, g8[i], host[idx]);
+    }
+    check_clean();
+}
+
+/* write/read/copy/memset at odd offsets, ordered with queued work. */
+TEST(transfers) {
+    setup();
+    enum { N = 1000 };
+    unsigned char a[N], b[N];
+    for (int i = 0; i < N; i++) a[i] = (unsigned char)(urand() * 256);
+    td_buffer *x, *y;
+    ASSERT_OK(be->iface->buffer_alloc(0, N, &x));
+    ASSERT_OK(be->iface->buffer_alloc(0, N, &y));
+    ASSERT_OK(be->iface->write(x, 0, a, N));
+    ASSERT_OK(be->iface->memset(y, 0, 0x11, N));
+    ASSERT_OK(be->iface->copy(x, 3, y, 5, 501));
+    ASSERT_OK(be->iface->memset(y, 7, 0xEE, 3)); /* unaligned, shorter than a word */
+    ASSERT_OK(be->iface->memset(x, 0, 0, N));    /* must not disturb the copy queued before */
+    ASSERT_OK(be->iface->read(y, 0, b, N));
+    for (int i = 0; i < N; i++) {
+        int want = i >= 7 && i < 10 ? 0xEE : i >= 5 && i < 506 ? a[i - 2] : 0x11;
+        if (b[i] != want) TEST_FAIL_("byte %d = %#x, want %#x", i, b[i], want);
+    }
+    ASSERT_ERROR(be->iface->read(y, N - 10, b, 1000), TD_ERR_MISUSE, "outside");
+    be->iface->buffer_free(x);
+    be->iface->buffer_free(y);
+    check_clean();
+}
+
+TEST(binary_broadcast) {
+    setup();
+    enum { M = 6, N = 9 };
+    float a[M * N], b[N], got[M * N];
+    double want[M * N];
+    for (int i = 0; i < M * N; i++) a[i] = (float)(3 * srand1());
+    for (int i = 0; i < N; i++) b[i] = (float)(2 * srand1());
+    b[0] = 0.5f, b[1] = 2.0f, a[2] = -1.5f, a[N + 1] = -2.0f; /* pow: integer exponents of negatives */
+    int64_t shape[2] = {M, N}, bshape[1] = {N};
+    td_operand va = dev_tensor(TD_F32, 2, shape, a), vb = dev_tensor(TD_F32, 1, bshape, b);
+    td_operand out = dev_tensor(TD_F32, 2, shape, NULL);
+    td_operand bb = va; /* b broadcast over rows */
+    bb.buf = vb.buf, bb.strides[0] = 0, bb.strides[1] = 1;
+    const td_op_kind kinds[] = {TD_OP_ADD, TD_OP_SUB, TD_OP_MUL, TD_OP_DIV, TD_OP_POW, TD_OP_MAXIMUM, TD_OP_MINIMUM};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        td_operand in[2] = {va, bb};
+        td_op op = {.kind = kinds[k], .n_in = 2, .n_out = 1, .in = in, .out = &out};
+        run(&op);
+        fetch(&out, got);
+        for (int i = 0; i < M * N; i++) {
+            double x = a[i], y = b[i % N];
+            switch (kinds[k]) {
+            case TD_OP_ADD: want[i] = x + y; break;
+            case TD_OP_SUB: want[i] = x - y; break;
+            case TD_OP_MUL: want[i] = x * y; break;
+            case TD_OP_DIV: want[i] = x / y; break;
+            case TD_OP_POW: want[i] = pow(x, y); break;
+            case TD_OP_MAXIMUM: want[i] = x > y ? x : y; break;
+            default: want[i] = x < y ? x : y; break;
+            }
+        }
+        check_close(td_op_name(kinds[k]), got, want, M * N, 1e-6, 2e-6);
+    }
+    /* integer add wraps like C */
+    int32_t ia[4] = {1, -7, 2147483647, 40}, ib[4] = {2, 3, 1, -50}, ig[4];
+    int64_t s4[1] = {4};
+    td_operand ina[2] = {dev_tensor(TD_I32, 1, s4, ia), dev_tensor(TD_I32, 1, s4, ib)};
+    td_operand iout = dev_tensor(TD_I32, 1, s4, NULL);
+    td_op iop = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = ina, .out = &iout};
+    run(&iop);
+    fetch(&iout, ig);
+    ASSERT_EQ_INT(ig[0], 3);
+    ASSERT_EQ_INT(ig[1], -4);
+    ASSERT_EQ_INT(ig[2], INT32_MIN);
+    ASSERT_EQ_INT(ig[3], -10);
+    /* mixed dtypes are the front-end's job: unsupported here */
+    td_operand mixed[2] = {va, ina[1]};
+    td_op bad = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = mixed, .out = &out};
+    ASSERT(!be->iface->supports(0, &bad));
+    check_clean();
+}
+
+TEST(compare_where) {
+    setup();
+    enum { N = 40 };
+    float a[N], b[N], fa[N], fb[N], got[N];
+    uint8_t mask[N];
+    for (int i = 0; i < N; i++) a[i] = (float)(int)(4 * srand1()), b[i] = (float)(int)(4 * srand1());
+    a[3] = NAN;
+    for (int i = 0; i < N; i++) fa[i] = (float)srand1(), fb[i] = (float)srand1();
+    int64_t shape[1] = {N};
+    td_operand in[2] = {dev_tensor(TD_F32, 1, shape, a), dev_tensor(TD_F32, 1, shape, b)};
+    td_operand m = dev_tensor(TD_BOOL, 1, shape, NULL);
+    const td_op_kind kinds[] = {TD_OP_EQ, TD_OP_NE, TD_OP_LT, TD_OP_LE, TD_OP_GT, TD_OP_GE};
+    for (size_t k = 0; k < 6; k++) {
+        td_op op = {.kind = kinds[k], .n_in = 2, .n_out = 1, .in = in, .out = &m};
+        run(&op);
+        fetch(&m, mask);
+        for (int i = 0; i < N; i++) {
+            float x = a[i], y = b[i];
+            bool want = k == 0 ? x == y : k == 1 ? x != y : k == 2 ? x < y : k == 3 ? x <= y : k == 4 ? x > y : x >= y;
+            if (mask[i] != want) TEST_FAIL_("%s[%d]: %g vs %g gave %d", td_op_name(kinds[k]), i, x, y, mask[i]);
+        }
+    }
+    /* where(a < b, fa, fb) with the last comparison's mask (GE): recompute LT */
+    td_op lt = {.kind = TD_OP_LT, .n_in = 2, .n_out = 1, .in = in, .out = &m};
+    run(&lt);
+    td_operand w[3] = {m, dev_tensor(TD_F32, 1, shape, fa), dev_tensor(TD_F32, 1, shape, fb)};
+    td_operand out = dev_tensor(TD_F32, 1, shape, NULL);
+    td_op op = {.kind = TD_OP_WHERE, .n_in = 3, .n_out = 1, .in = w, .out = &out};
+    run(&op);
+    fetch(&out, got);
+    for (int i = 0; i < N; i++)
+        if (got[i] != (a[i] < b[i] ? fa[i] : fb[i])) TEST_FAIL_("where[%d] = %g", i, got[i]);
+    check_clean();
+}
+
+static double gelu_ref(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
+
+TEST(unary_float) {
+    setup();
+    enum { N = 64 };
+    float x[N], got[N];
+    double want[N];
+    for (int i = 0; i < N; i++) x[i] = (float)(6 * srand1());
+    x[0] = 0, x[1] = 1e-3f, x[2] = -30, x[3] = 30;
+    int64_t shape[1] = {N};
+    td_operand in = dev_tensor(TD_F32, 1, shape, x), out = dev_tensor(TD_F32, 1, shape, NULL);
+    const td_op_kind kinds[] = {TD_OP_NEG, TD_OP_ABS, TD_OP_EXP, TD_OP_SIN, TD_OP_COS, TD_OP_TANH,
+                                TD_OP_SIGMOID, TD_OP_RELU, TD_OP_GELU, TD_OP_SILU};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        td_op op = {.kind = kinds[k], .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+        run(&op);
+        fetch(&out, got);
+        for (int i = 0; i < N; i++) {
+            double v = x[i];
+            switch (kinds[k]) {
+            case TD_OP_NEG: want[i] = -v; break;
+            case TD_OP_ABS: want[i] = fabs(v); break;
+            case TD_OP_EXP: want[i] = exp(v); break;
+            case TD_OP_SIN: want[i] = sin(v); break;
+            case TD_OP_COS: want[i] = cos(v); break;
+            case TD_OP_TANH: want[i] = tanh(v); break;
+            case TD_OP_SIGMOID: want[i] = 1 / (1 + exp(-v)); break;
+            case TD_OP_RELU: want[i] = v > 0 ? v : 0; break;
+            case TD_OP_GELU: want[i] = gelu_ref(v); break;
+            default: want[i] = v / (1 + exp(-v)); break;
+            }
+        }
+        check_close(td_op_name(kinds[k]), got, want, N, 2e-6, 4e-6);
+    }
+    /* log, sqrt, rsqrt on positives */
+    for (int i = 0; i < N; i++) x[i] = (float)(0.01 + 5 * urand());
+    ASSERT_OK(be->iface->write(in.buf, 0, x, sizeof x));
+    const td_op_kind pos[] = {TD_OP_LOG, TD_OP_SQRT, TD_OP_RSQRT};
+    for (int k = 0; k < 3; k++) {
+        td_op op = {.kind = pos[k], .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+        run(&op);
+        fetch(&out, got);
+        for (int i = 0; i < N; i++) want[i] = k == 0 ? log(x[i]) : k == 1 ? sqrt(x[i]) : 1 / sqrt(x[i]);
+        check_close(td_op_name(pos[k]), got, want, N, 1e-6, 3e-6);
+    }
+    /* gelu_backward, both forms, against central differences of the double forward */
+    float dy[N];
+    for (int i = 0; i < N; i++) dy[i] = (float)srand1(), x[i] = (float)(4 * srand1());
+    ASSERT_OK(be->iface->write(in.buf, 0, x, sizeof x));
+    td_operand gin[2] = {dev_tensor(TD_F32, 1, shape, dy), in};
+    for (int form = 0; form < 2; form++) {
+        td_op op = {.kind = TD_OP_GELU_BACKWARD, .n_in = 2, .n_out = 1, .in = gin, .out = &out};
+        op.p.gelu.approximate = form;
+        run(&op);
+        fetch(&out, got);
+        for (int i = 0; i < N; i++) {
+            double v = x[i], h = 1e-6;
+            double f1, f0;
+            if (form == TD_GELU_ERF) f1 = gelu_ref(v + h), f0 = gelu_ref(v - h);
+            else {
+                double c = sqrt(2 / M_PI);
+                f1 = 0.5 * (v + h) * (1 + tanh(c * ((v + h) + 0.044715 * pow(v + h, 3))));
+                f0 = 0.5 * (v - h) * (1 + tanh(c * ((v - h) + 0.044715 * pow(v - h, 3))));
+            }
+            want[i] = dy[i] * (f1 - f0) / (2 * h);
+        }
+        check_close("gelu_backward", got, want, N, 1e-5, 1e-5);
+    }
+    check_clean();
+}
+
+TEST(unary_int_clamp) {
+    setup();
+    int32_t x[6] = {-5, -1, 0, 3, 7, 100}, got[6];
+    int64_t shape[1] = {6};
+    td_operand in = dev_tensor(TD_I32, 1, shape, x), out = dev_tensor(TD_I32, 1, shape, NULL);
+    td_op op = {.kind = TD_OP_CLAMP, .n_in = 1, .n_out = 1, .in = &in, .out = &out,
+                .p.clamp = {.lo = -1.5, .hi = 6.5, .has_lo = true, .has_hi = true}};
+    run(&op);
+    fetch(&out, got);
+    const int32_t want[6] = {-1, -1, 0, 3, 6, 6};
+    for (int i = 0; i < 6; i++) ASSERT_EQ_INT(got[i], want[i]);
+    op.kind = TD_OP_RELU;
+    run(&op);
+    fetch(&out, got);
+    for (int i = 0; i < 6; i++) ASSERT_EQ_INT(got[i], x[i] > 0 ? x[i] : 0);
+    op.kind = TD_OP_EXP; /* not defined for integers */
+    ASSERT(!be->iface->supports(0, &op));
+    /* float clamp with one open side keeps NaN */
+    float f[4] = {-3, NAN, 0.25f, 9}, fg[4];
+    td_operand fin = dev_tensor(TD_F32, 1, (int64_t[]){4}, f), fout = dev_tensor(TD_F32, 1, (int64_t[]){4}, NULL);
+    td_op fop = {.kind = TD_OP_CLAMP, .n_in = 1, .n_out = 1, .in = &fin, .out = &fout,
+                 .p.clamp = {.lo = 0, .has_lo = true}};
+    run(&fop);
+    fetch(&fout, fg);
+    ASSERT(fg[0] == 0 && isnan(fg[1]) && fg[2] == 0.25f && fg[3] == 9);
+    check_clean();
+}
+
+TEST(out_of_memory) {
+    setup();
+    td_buffer *b = NULL;
+    ASSERT_ERROR(be->iface->buffer_alloc(0, (size_t)1 << 46, &b), TD_ERR_OOM, "vulkan");
+    ASSERT(b == NULL);
+    /* the device still works afterwards */
+    ASSERT_OK(be->iface->buffer_alloc(0, 4096, &b));
+    ASSERT_OK(be->iface->memset(b, 0, 1, 4096));
+    be->iface->buffer_free(b);
+    check_clean();
+}
+
+TEST_MAIN(TESTS)
