@@ -13,7 +13,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -430,6 +430,132 @@ TEST(unary_int_clamp) {
     run(&fop);
     fetch(&fout, fg);
     ASSERT(fg[0] == 0 && isnan(fg[1]) && fg[2] == 0.25f && fg[3] == 9);
+    check_clean();
+}
+
+/* Reference reduction of a [A,B,C] f32 tensor (any strides) over the dims in mask. */
+static void ref_reduce(const float *x, const int64_t *shape, const int64_t *strides, unsigned mask, int code,
+                       double *out) {
+    int64_t os[3];
+    for (int k = 0; k < 3; k++) os[k] = mask >> k & 1 ? 1 : shape[k];
+    for (int64_t o = 0; o < os[0] * os[1] * os[2]; o++) {
+        int64_t oc[3] = {o / (os[1] * os[2]), o / os[2] % os[1], o % os[2]};
+        double acc[3] = {0, 0, 0}, m = -INFINITY;
+        int64_t n = 0, arg = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t i = 0; i < shape[0]; i++)
+                for (int64_t j = 0; j < shape[1]; j++)
+                    for (int64_t k = 0; k < shape[2]; k++) {
+                        int64_t c[3] = {i, j, k};
+                        bool in = true;
+                        for (int q = 0; q < 3; q++) in &= (mask >> q & 1) || c[q] == oc[q];
+                        if (!in) continue;
+                        double v = x[i * strides[0] + j * strides[1] + k * strides[2]];
+                        if (pass == 0) {
+                            if (v > m) m = v, arg = n;
+                            acc[0] += v, n++;
+                        } else {
+                            acc[1] += (v - acc[0] / n) * (v - acc[0] / n);
+                            acc[2] += exp(v - m);
+                        }
+                    }
+        out[o] = code == 0 ? acc[0] : code == 1 ? acc[0] / n : code == 2 ? m : code == 4 ? acc[1] / (n - 1)
+               : code == 5 ? m + log(acc[2]) : (double)arg;
+    }
+}
+
+TEST(reductions) {
+    setup();
+    enum { A = 3, B = 5, C = 70 };
+    float x[A * B * C], got[A * B * C];
+    double want[A * B * C];
+    for (int i = 0; i < A * B * C; i++) x[i] = (float)(2 * srand1());
+    int64_t shape[3] = {A, B, C};
+    td_operand in = dev_tensor(TD_F32, 3, shape, x);
+    /* also a permuted view: dims (C, A, B) of the same data */
+    td_operand perm = in;
+    int64_t pshape[3] = {C, A, B}, pstr[3] = {1, B * C, C};
+    memcpy(perm.shape, pshape, sizeof pshape);
+    memcpy(perm.strides, pstr, sizeof pstr);
+    const td_op_kind kinds[] = {TD_OP_SUM, TD_OP_MEAN, TD_OP_MAX, TD_OP_VAR, TD_OP_LOGSUMEXP, TD_OP_ARGMAX};
+    const int codes[] = {0, 1, 2, 4, 5, 6};
+    for (int view = 0; view < 2; view++)
+        for (unsigned mask = 1; mask < 8; mask++)
+            for (int k = 0; k < 6; k++) {
+                const td_operand *v = view ? &perm : &in;
+                int64_t os[3];
+                for (int q = 0; q < 3; q++) os[q] = mask >> q & 1 ? 1 : v->shape[q];
+                td_dtype odt = kinds[k] == TD_OP_ARGMAX ? TD_I64 : TD_F32;
+                td_operand out = dev_tensor(odt, 3, os, NULL);
+                td_op op = {.kind = kinds[k], .n_in = 1, .n_out = 1, .in = v, .out = &out,
+                            .p.reduce = {.dims = mask, .correction = 1}};
+                run(&op);
+                int64_t n = os[0] * os[1] * os[2];
+                if (odt == TD_I64) {
+                    int64_t idx[A * B * C];
+                    fetch(&out, idx);
+                    for (int64_t i = 0; i < n; i++) got[i] = (float)idx[i];
+                } else {
+                    fetch(&out, got);
+                }
+                ref_reduce(x, v->shape, v->strides, mask, codes[k], want);
+                char what[64];
+                snprintf(what, sizeof what, "%s view %d dims %#x", td_op_name(kinds[k]), view, mask);
+                check_close(what, got, want, n, 1e-5, 1e-5);
+                be->iface->buffer_free(out.buf);
+            }
+    check_clean();
+}
+
+TEST(reduce_nan_arg) {
+    setup();
+    float x[2 * 9] = {1, 5, 5, -2, 0, 5, 3, 1, 1, /* ties: first 5 wins */
+                      1, NAN, 7, NAN, 0, 9, 3, 1, 1};
+    int64_t shape[2] = {2, 9}, oshape[2] = {2, 1};
+    td_operand in = dev_tensor(TD_F32, 2, shape, x);
+    td_operand idx = dev_tensor(TD_I64, 2, oshape, NULL), val = dev_tensor(TD_F32, 2, oshape, NULL);
+    td_op op = {.kind = TD_OP_ARGMAX, .n_in = 1, .n_out = 1, .in = &in, .out = &idx, .p.reduce.dims = 2};
+    run(&op);
+    int64_t gi[2];
+    fetch(&idx, gi);
+    ASSERT_EQ_INT(gi[0], 1);
+    ASSERT_EQ_INT(gi[1], 1); /* the first NaN */
+    op.kind = TD_OP_ARGMIN;
+    run(&op);
+    fetch(&idx, gi);
+    ASSERT_EQ_INT(gi[0], 3);
+    ASSERT_EQ_INT(gi[1], 1);
+    td_op mx = {.kind = TD_OP_MAX, .n_in = 1, .n_out = 1, .in = &in, .out = &val, .p.reduce.dims = 2};
+    run(&mx);
+    float gv[2];
+    fetch(&val, gv);
+    ASSERT(gv[0] == 5 && isnan(gv[1]));
+    check_clean();
+}
+
+TEST(reduce_int) {
+    setup();
+    enum { N = 1000 };
+    int32_t x[N];
+    for (int i = 0; i < N; i++) x[i] = (int32_t)(urand() * 4e6) - 2000000;
+    x[17] = 2147483647;
+    int64_t want = 0;
+    for (int i = 0; i < N; i++) want += x[i]; /* exceeds int32: must accumulate in int64 */
+    int64_t shape[1] = {N}, one[1] = {1};
+    td_operand in = dev_tensor(TD_I32, 1, shape, x), out = dev_tensor(TD_I64, 1, one, NULL);
+    td_op op = {.kind = TD_OP_SUM, .n_in = 1, .n_out = 1, .in = &in, .out = &out, .p.reduce.dims = 1};
+    if (!be->iface->supports(0, &op)) TEST_SKIP("no shaderInt64");
+    run(&op);
+    int64_t got;
+    fetch(&out, &got);
+    ASSERT_EQ_INT(got, want);
+    td_operand m = dev_tensor(TD_I32, 1, one, NULL);
+    td_op mx = {.kind = TD_OP_MIN, .n_in = 1, .n_out = 1, .in = &in, .out = &m, .p.reduce.dims = 1};
+    run(&mx);
+    int32_t gm, wm = x[0];
+    for (int i = 1; i < N; i++) wm = x[i] < wm ? x[i] : wm;
+    fetch(&m, &gm);
+    ASSERT_EQ_INT(gm, wm);
     check_clean();
 }
 
