@@ -13,7 +13,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -556,6 +556,50 @@ TEST(reduce_int) {
     for (int i = 1; i < N; i++) wm = x[i] < wm ? x[i] : wm;
     fetch(&m, &gm);
     ASSERT_EQ_INT(gm, wm);
+    check_clean();
+}
+
+/* out[z] = a[z] @ b[z] for batch [2, 3]; a transposed in memory, b broadcast over dim 0. */
+TEST(matmul) {
+    setup();
+    enum { Z0 = 2, Z1 = 3, M = 37, K = 19, N = 70 };
+    static float a[Z0 * Z1 * K * M], b[Z1 * K * N], got[Z0 * Z1 * M * N];
+    static double want[Z0 * Z1 * M * N];
+    for (int i = 0; i < Z0 * Z1 * K * M; i++) a[i] = (float)srand1();
+    for (int i = 0; i < Z1 * K * N; i++) b[i] = (float)srand1();
+    int64_t ashape[4] = {Z0, Z1, K, M}, bshape[4] = {1, Z1, K, N}, oshape[4] = {Z0, Z1, M, N};
+    td_operand in[2] = {dev_tensor(TD_F32, 4, ashape, a), dev_tensor(TD_F32, 4, bshape, b)};
+    /* a viewed as [Z0, Z1, M, K]: swap the last two dims' strides */
+    in[0].shape[2] = M, in[0].shape[3] = K, in[0].strides[2] = 1, in[0].strides[3] = M;
+    in[1].shape[0] = Z0, in[1].strides[0] = 0;
+    td_operand out = dev_tensor(TD_F32, 4, oshape, NULL);
+    td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+    run(&op);
+    fetch(&out, got);
+    for (int z0 = 0; z0 < Z0; z0++)
+        for (int z1 = 0; z1 < Z1; z1++)
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++) {
+                    double s = 0;
+                    for (int k = 0; k < K; k++)
+                        s += (double)a[((z0 * Z1 + z1) * K + k) * M + m] * b[(z1 * K + k) * N + n];
+                    want[((z0 * Z1 + z1) * M + m) * N + n] = s;
+                }
+    check_close("matmul", got, want, Z0 * Z1 * M * N, 1e-5, 1e-5);
+    /* 2-D, b transposed, one row */
+    td_operand a2 = dev_tensor(TD_F32, 2, (int64_t[]){1, K}, a), b2 = dev_tensor(TD_F32, 2, (int64_t[]){N, K}, b);
+    b2.shape[0] = K, b2.shape[1] = N, b2.strides[0] = 1, b2.strides[1] = K;
+    td_operand o2 = dev_tensor(TD_F32, 2, (int64_t[]){1, N}, NULL);
+    td_operand in2[2] = {a2, b2};
+    td_op op2 = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in2, .out = &o2};
+    run(&op2);
+    fetch(&o2, got);
+    for (int n = 0; n < N; n++) {
+        double s = 0;
+        for (int k = 0; k < K; k++) s += (double)a[k] * b[n * K + k];
+        want[n] = s;
+    }
+    check_close("matmul 1xN", got, want, N, 1e-5, 1e-5);
     check_clean();
 }
 
