@@ -13,7 +13,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -600,6 +600,140 @@ TEST(matmul) {
         want[n] = s;
     }
     check_close("matmul 1xN", got, want, N, 1e-5, 1e-5);
+    check_clean();
+}
+
+/* RAND and DROPOUT bit for bit against td_philox4x32 with the documented
+** mapping; RANDN within a few ulp of the double-precision Box-Muller. */
+TEST(random_philox) {
+    setup();
+    enum { N = 1003 };
+    const uint64_t s = 0x123456789ABCDEFull, off = 0xFFFFFFFFFFFFFF00ull; /* the counter wraps past 2^64 */
+    int64_t shape[1] = {N};
+    td_operand out = dev_tensor(TD_F32, 1, shape, NULL);
+    td_op op = {.kind = TD_OP_RAND, .n_out = 1, .out = &out, .p.rng = {.seed = s, .offset = off}};
+    run(&op);
+    float got[N];
+    fetch(&out, got);
+    for (int i = 0; i < N; i++) {
+        uint32_t w[4];
+        td_philox4x32(s, off + (uint64_t)i / 4, w);
+        float want = (float)(w[i % 4] >> 8) * (1.0f / 16777216.0f);
+        if (memcmp(&got[i], &want, 4)) TEST_FAIL_("rand[%d] = %.9g, want %.9g", i, got[i], want);
+    }
+    op.kind = TD_OP_RANDN;
+    run(&op);
+    fetch(&out, got);
+    double want[N];
+    for (int i = 0; i < N; i++) {
+        uint32_t w[4];
+        int j = i & ~1;
+        td_philox4x32(s, off + (uint64_t)j / 4, w);
+        double u1 = 1.0 - (w[j % 4] >> 8) / 16777216.0, u2 = (w[j % 4 + 1] >> 8) / 16777216.0;
+        double r = sqrt(-2 * log(u1));
+        want[i] = i % 2 ? r * sin(2 * M_PI * u2) : r * cos(2 * M_PI * u2);
+    }
+    check_close("randn", got, want, N, 2e-6, 2e-6);
+    /* dropout with p = 0.3: kept iff u >= p, scaled by 1/(1-p) in float */
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = (float)srand1();
+    td_operand in = dev_tensor(TD_F32, 1, shape, x);
+    td_op dr = {.kind = TD_OP_DROPOUT, .n_in = 1, .n_out = 1, .in = &in, .out = &out,
+                .p.rng = {.seed = s, .offset = 7, .p = 0.3}};
+    run(&dr);
+    fetch(&out, y);
+    int kept = 0;
+    for (int i = 0; i < N; i++) {
+        uint32_t w[4];
+        td_philox4x32(s, 7 + (uint64_t)i / 4, w);
+        bool keep = (double)(w[i % 4] >> 8) / 16777216.0 >= 0.3;
+        float wv = keep ? x[i] * (float)(1.0 / 0.7) : 0.0f;
+        kept += keep;
+        if (memcmp(&y[i], &wv, 4)) TEST_FAIL_("dropout[%d] = %.9g, want %.9g", i, y[i], wv);
+    }
+    ASSERT(kept > N / 2 && kept < N * 9 / 10);
+    check_clean();
+}
+
+TEST(softmax) {
+    setup();
+    enum { R = 7, C = 300 };
+    static float x[R * C], got[R * C];
+    static double want[R * C];
+    for (int i = 0; i < R * C; i++) x[i] = (float)(10 * srand1());
+    x[5] = 80; /* exp overflows without the max shift */
+    int64_t shape[2] = {R, C};
+    td_operand in = dev_tensor(TD_F32, 2, shape, x), out = dev_tensor(TD_F32, 2, shape, NULL);
+    for (int lg = 0; lg < 2; lg++) {
+        td_op op = {.kind = lg ? TD_OP_LOG_SOFTMAX : TD_OP_SOFTMAX, .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+        run(&op);
+        fetch(&out, got);
+        for (int r = 0; r < R; r++) {
+            double m = -INFINITY, s = 0;
+            for (int c = 0; c < C; c++) m = fmax(m, x[r * C + c]);
+            for (int c = 0; c < C; c++) s += exp(x[r * C + c] - m);
+            for (int c = 0; c < C; c++)
+                want[r * C + c] = lg ? x[r * C + c] - m - log(s) : exp(x[r * C + c] - m) / s;
+        }
+        check_close(lg ? "log_softmax" : "softmax", got, want, R * C, 1e-6, 1e-5);
+    }
+    check_clean();
+}
+
+/* loss and gradient for each reduction, with weights, smoothing and an ignored row */
+TEST(cross_entropy) {
+    setup();
+    enum { N = 9, C = 13 };
+    float x[N * C], w[C], got[N * C];
+    int64_t t[N];
+    double want[N * C];
+    for (int i = 0; i < N * C; i++) x[i] = (float)(3 * srand1());
+    for (int c = 0; c < C; c++) w[c] = (float)(0.5 + urand());
+    for (int i = 0; i < N; i++) t[i] = (int64_t)(urand() * C);
+    t[4] = -100;
+    int64_t xs[2] = {N, C}, ts[1] = {N}, ws[1] = {C}, one[1] = {1};
+    td_operand vx = dev_tensor(TD_F32, 2, xs, x), vt = dev_tensor(TD_I64, 1, ts, t), vw = dev_tensor(TD_F32, 1, ws, w);
+    const double eps = 0.1;
+    /* reference per-row loss and gradient */
+    double loss[N], den = 0, grad[N * C];
+    for (int i = 0; i < N; i++) {
+        double m = -INFINITY, s = 0, W = 0, sm = 0;
+        for (int c = 0; c < C; c++) m = fmax(m, x[i * C + c]);
+        for (int c = 0; c < C; c++) s += exp(x[i * C + c] - m), W += w[c];
+        double lse = m + log(s);
+        for (int c = 0; c < C; c++) sm += w[c] * (lse - x[i * C + c]);
+        bool ign = t[i] == -100;
+        double wt = ign ? 0 : w[t[i]];
+        loss[i] = ign ? 0 : (1 - eps) * wt * (lse - x[i * C + t[i]]) + eps / C * sm;
+        den += wt;
+        for (int c = 0; c < C; c++) {
+            double p = exp(x[i * C + c] - lse);
+            grad[i * C + c] = ign ? 0 : (1 - eps) * wt * (p - (c == t[i])) + eps / C * (W * p - w[c]);
+        }
+    }
+    for (int red = 0; red < 3; red++) {
+        td_operand out = red == TD_REDUCTION_NONE ? dev_tensor(TD_F32, 1, ts, NULL) : dev_tensor(TD_F32, 0, NULL, NULL);
+        td_operand in[3] = {vx, vt, vw};
+        td_op op = {.kind = TD_OP_CROSS_ENTROPY, .n_in = 3, .n_out = 1, .in = in, .out = &out,
+                    .p.xent = {.ignore_index = -100, .label_smoothing = eps, .reduction = red}};
+        run(&op);
+        fetch(&out, got);
+        double sum = 0;
+        for (int i = 0; i < N; i++) sum += loss[i];
+        if (red == TD_REDUCTION_NONE) check_close("xent none", got, loss, N, 1e-5, 1e-5);
+        else check_close("xent reduced", got, (double[]){red == TD_REDUCTION_MEAN ? sum / den : sum}, 1, 1e-5, 1e-5);
+        /* backward with dloss 0.5 (per row for none) */
+        float g[N];
+        for (int i = 0; i < N; i++) g[i] = 0.5f;
+        td_operand dl = red == TD_REDUCTION_NONE ? dev_tensor(TD_F32, 1, ts, g) : dev_tensor(TD_F32, 1, one, g);
+        td_operand dx = dev_tensor(TD_F32, 2, xs, NULL);
+        td_operand bin[4] = {dl, vx, vt, vw};
+        td_op bop = {.kind = TD_OP_CROSS_ENTROPY_BACKWARD, .n_in = 4, .n_out = 1, .in = bin, .out = &dx, .p = op.p};
+        run(&bop);
+        fetch(&dx, got);
+        for (int i = 0; i < N * C; i++) want[i] = 0.5 * grad[i] / (red == TD_REDUCTION_MEAN ? den : 1);
+        check_close("xent backward", got, want, N * C, 1e-6, 1e-5);
+    }
     check_clean();
 }
 
