@@ -13,7 +13,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -733,6 +733,64 @@ TEST(cross_entropy) {
         fetch(&dx, got);
         for (int i = 0; i < N * C; i++) want[i] = 0.5 * grad[i] / (red == TD_REDUCTION_MEAN ? den : 1);
         check_close("xent backward", got, want, N * C, 1e-6, 1e-5);
+    }
+    check_clean();
+}
+
+/* Two steps of Adam (L2, amsgrad), SGD (nesterov) and RMSprop (centered,
+** momentum) against double-precision loops of PyTorch's formulas. */
+TEST(optimizers) {
+    setup();
+    enum { N = 300 };
+    float p0[N], g[2][N];
+    for (int i = 0; i < N; i++) p0[i] = (float)srand1(), g[0][i] = (float)srand1(), g[1][i] = (float)srand1();
+    int64_t shape[1] = {N};
+    for (int which = 0; which < 3; which++) {
+        double p[N], s[3][N];
+        float zeros[N] = {0}, got[N];
+        for (int i = 0; i < N; i++) p[i] = p0[i], s[0][i] = s[1][i] = s[2][i] = 0;
+        td_operand out[4] = {dev_tensor(TD_F32, 1, shape, p0), dev_tensor(TD_F32, 1, shape, zeros),
+                             dev_tensor(TD_F32, 1, shape, zeros), dev_tensor(TD_F32, 1, shape, zeros)};
+        for (int step = 1; step <= 2; step++) {
+            td_operand grad = dev_tensor(TD_F32, 1, shape, g[step - 1]);
+            td_op op = {.n_in = 1, .n_out = 4, .in = &grad, .out = out};
+            const double lr = 0.01, wd = 0.1;
+            if (which == 0) {
+                op.kind = TD_OP_ADAM_STEP;
+                op.p.adam = (typeof(op.p.adam)){.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                                                .weight_decay = wd, .step = step, .amsgrad = true};
+            } else if (which == 1) {
+                op.kind = TD_OP_SGD_STEP;
+                op.n_out = 2;
+                op.p.sgd = (typeof(op.p.sgd)){.lr = lr, .momentum = 0.9, .dampening = 0, .weight_decay = wd,
+                                              .nesterov = true, .first_step = step == 1};
+            } else {
+                op.kind = TD_OP_RMSPROP_STEP;
+                op.p.rmsprop = (typeof(op.p.rmsprop)){.lr = lr, .alpha = 0.99, .eps = 1e-8, .weight_decay = wd,
+                                                      .momentum = 0.5, .centered = true};
+            }
+            run(&op);
+            for (int i = 0; i < N; i++) {
+                double gi = g[step - 1][i] + wd * p[i];
+                if (which == 0) {
+                    s[0][i] = 0.9 * s[0][i] + 0.1 * gi;
+                    s[1][i] = 0.999 * s[1][i] + 0.001 * gi * gi;
+                    s[2][i] = fmax(s[2][i], s[1][i]);
+                    p[i] -= lr / (1 - pow(0.9, step)) * s[0][i] / (sqrt(s[2][i]) / sqrt(1 - pow(0.999, step)) + 1e-8);
+                } else if (which == 1) {
+                    s[0][i] = step == 1 ? gi : 0.9 * s[0][i] + gi;
+                    p[i] -= lr * (gi + 0.9 * s[0][i]);
+                } else {
+                    s[0][i] = 0.99 * s[0][i] + 0.01 * gi * gi;
+                    s[2][i] = 0.99 * s[2][i] + 0.01 * gi;
+                    double avg = sqrt(s[0][i] - s[2][i] * s[2][i]) + 1e-8;
+                    s[1][i] = 0.5 * s[1][i] + gi / avg;
+                    p[i] -= lr * s[1][i];
+                }
+            }
+        }
+        fetch(&out[0], got);
+        check_close(which == 0 ? "adam" : which == 1 ? "sgd" : "rmsprop", got, p, N, 2e-6, 1e-5);
     }
     check_clean();
 }
