@@ -13,7 +13,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -791,6 +791,123 @@ TEST(optimizers) {
         }
         fetch(&out[0], got);
         check_close(which == 0 ? "adam" : which == 1 ? "sgd" : "rmsprop", got, p, N, 2e-6, 1e-5);
+    }
+    check_clean();
+}
+
+/* Forward and both backward passes of a grouped, strided, padded, dilated
+** convolution against loops over the definition (the backward references
+** scatter from y's side, the kernels gather from x's side). */
+TEST(conv2d) {
+    setup();
+    enum { NB = 2, C = 4, H = 9, W = 8, O = 6, G = 2, KH = 3, KW = 2 };
+    const int s0 = 2, s1 = 1, p0 = 1, p1 = 2, d0 = 1, d1 = 2;
+    enum { Cg = C / G, Og = O / G };
+    const int Ho = (H + 2 * p0 - d0 * (KH - 1) - 1) / s0 + 1, Wo = (W + 2 * p1 - d1 * (KW - 1) - 1) / s1 + 1;
+    static float x[NB * C * H * W], w[O * Cg * KH * KW], b[O], dy[NB * O * 64 * 64], got[NB * C * H * W * 4];
+    static double y[NB * O * 64 * 64], dx[NB * C * H * W], dw[O * Cg * KH * KW];
+    for (int i = 0; i < NB * C * H * W; i++) x[i] = (float)srand1();
+    for (int i = 0; i < O * Cg * KH * KW; i++) w[i] = (float)srand1();
+    for (int i = 0; i < O; i++) b[i] = (float)srand1();
+    for (int i = 0; i < NB * O * Ho * Wo; i++) dy[i] = (float)srand1(), y[i] = 0;
+    memset(dx, 0, sizeof dx), memset(dw, 0, sizeof dw);
+    for (int n = 0; n < NB; n++)
+        for (int o = 0; o < O; o++)
+            for (int i = 0; i < Ho; i++)
+                for (int j = 0; j < Wo; j++) {
+                    int yi = ((n * O + o) * Ho + i) * Wo + j;
+                    double acc = b[o];
+                    for (int c = 0; c < Cg; c++)
+                        for (int kh = 0; kh < KH; kh++)
+                            for (int kw = 0; kw < KW; kw++) {
+                                int h = i * s0 - p0 + kh * d0, v = j * s1 - p1 + kw * d1;
+                                if (h < 0 || h >= H || v < 0 || v >= W) continue;
+                                int xi = ((n * C + (o / Og) * Cg + c) * H + h) * W + v, wi = ((o * Cg + c) * KH + kh) * KW + kw;
+                                acc += (double)x[xi] * w[wi];
+                                dx[xi] += (double)dy[yi] * w[wi];
+                                dw[wi] += (double)dy[yi] * x[xi];
+                            }
+                    y[yi] = acc;
+                }
+    int64_t xs[4] = {NB, C, H, W}, wsh[4] = {O, Cg, KH, KW}, bs[1] = {O}, ys[4] = {NB, O, Ho, Wo};
+    td_operand vx = dev_tensor(TD_F32, 4, xs, x), vw = dev_tensor(TD_F32, 4, wsh, w), vb = dev_tensor(TD_F32, 1, bs, b);
+    td_operand vy = dev_tensor(TD_F32, 4, ys, NULL), vdy = dev_tensor(TD_F32, 4, ys, dy);
+    td_operand vdx = dev_tensor(TD_F32, 4, xs, NULL), vdw = dev_tensor(TD_F32, 4, wsh, NULL);
+    td_op_params p = {.conv = {.stride = {s0, s1}, .padding = {p0, p1}, .dilation = {d0, d1}, .groups = G}};
+    td_operand fin[3] = {vx, vw, vb}, din[2] = {vdy, vw}, win[2] = {vdy, vx};
+    td_op fwd = {.kind = TD_OP_CONV2D, .n_in = 3, .n_out = 1, .in = fin, .out = &vy, .p = p};
+    td_op bdx = {.kind = TD_OP_CONV2D_BACKWARD_INPUT, .n_in = 2, .n_out = 1, .in = din, .out = &vdx, .p = p};
+    td_op bdw = {.kind = TD_OP_CONV2D_BACKWARD_WEIGHT, .n_in = 2, .n_out = 1, .in = win, .out = &vdw, .p = p};
+    run(&fwd);
+    run(&bdx);
+    run(&bdw);
+    fetch(&vy, got);
+    check_close("conv2d", got, y, NB * O * Ho * Wo, 1e-5, 1e-5);
+    fetch(&vdx, got);
+    check_close("conv2d dx", got, dx, NB * C * H * W, 1e-5, 1e-5);
+    fetch(&vdw, got);
+    check_close("conv2d dw", got, dw, O * Cg * KH * KW, 1e-5, 1e-5);
+    check_clean();
+}
+
+TEST(pooling) {
+    setup();
+    enum { P = 3, H = 7, W = 6, K0 = 3, K1 = 2 };
+    const int s0 = 2, s1 = 2, p0 = 1, p1 = 1;
+    const int Ho = (H + 2 * p0 - K0) / s0 + 1, Wo = (W + 2 * p1 - K1) / s1 + 1;
+    float x[P * H * W], dy[P * 64], got[P * H * W];
+    double want[P * H * W], wdx[P * H * W];
+    int64_t wi[P * 64], gi[P * 64];
+    for (int i = 0; i < P * H * W; i++) x[i] = (float)(int)(8 * srand1()); /* ties: the first max wins */
+    for (int i = 0; i < P * Ho * Wo; i++) dy[i] = (float)srand1();
+    int64_t xs[4] = {1, P, H, W}, ys[4] = {1, P, Ho, Wo};
+    td_operand vx = dev_tensor(TD_F32, 4, xs, x), vdy = dev_tensor(TD_F32, 4, ys, dy);
+    td_operand out[2] = {dev_tensor(TD_F32, 4, ys, NULL), dev_tensor(TD_I64, 4, ys, NULL)};
+    td_operand vdx = dev_tensor(TD_F32, 4, xs, NULL);
+    for (int mode = 0; mode < 3; mode++) { /* max, avg with pad counted, avg without */
+        td_op_params p = {.pool = {.kernel = {K0, K1}, .stride = {s0, s1}, .padding = {p0, p1},
+                                   .count_include_pad = mode == 1}};
+        memset(wdx, 0, sizeof wdx);
+        for (int c = 0; c < P; c++)
+            for (int i = 0; i < Ho; i++)
+                for (int j = 0; j < Wo; j++) {
+                    int hs = i * s0 - p0, ws = j * s1 - p1, k = (c * Ho + i) * Wo + j;
+                    double m = -INFINITY, sum = 0;
+                    int mi = -1, cnt = 0;
+                    for (int h = hs; h < hs + K0; h++)
+                        for (int v = ws; v < ws + K1; v++) {
+                            if (h < 0 || h >= H || v < 0 || v >= W) continue;
+                            double xv = x[(c * H + h) * W + v];
+                            if (xv > m) m = xv, mi = h * W + v;
+                            sum += xv, cnt++;
+                        }
+                    int he = hs + K0 < H + p0 ? hs + K0 : H + p0, we = ws + K1 < W + p1 ? ws + K1 : W + p1;
+                    double div = mode == 1 ? (he - hs) * (we - ws) : cnt;
+                    want[k] = mode == 0 ? m : sum / div;
+                    wi[k] = mi;
+                    for (int h = hs; h < hs + K0; h++)
+                        for (int v = ws; v < ws + K1; v++) {
+                            if (h < 0 || h >= H || v < 0 || v >= W) continue;
+                            if (mode == 0) wdx[c * H * W + mi] += h * W + v == mi ? dy[k] : 0;
+                            else wdx[(c * H + h) * W + v] += dy[k] / div;
+                        }
+                }
+        td_op fwd = {.kind = mode ? TD_OP_AVG_POOL2D : TD_OP_MAX_POOL2D, .n_in = 1, .n_out = mode ? 1 : 2,
+                     .in = &vx, .out = out, .p = p};
+        run(&fwd);
+        fetch(&out[0], got);
+        check_close(mode ? "avg_pool2d" : "max_pool2d", got, want, P * Ho * Wo, 1e-6, 1e-6);
+        td_operand bin[2] = {vdy, out[1]};
+        td_op bwd = {.kind = mode ? TD_OP_AVG_POOL2D_BACKWARD : TD_OP_MAX_POOL2D_BACKWARD, .n_in = mode ? 1 : 2,
+                     .n_out = 1, .in = bin, .out = &vdx, .p = p};
+        run(&bwd);
+        fetch(&vdx, got);
+        check_close("pool backward", got, wdx, P * H * W, 1e-6, 1e-6);
+        if (mode == 0) {
+            fetch(&out[1], gi);
+            for (int k = 0; k < P * Ho * Wo; k++)
+                if (gi[k] != wi[k]) TEST_FAIL_("max_pool2d index %d: %lld, want %lld", k, (long long)gi[k], (long long)wi[k]);
+        }
     }
     check_clean();
 }
