@@ -13,7 +13,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -909,6 +909,126 @@ TEST(pooling) {
                 if (gi[k] != wi[k]) TEST_FAIL_("max_pool2d index %d: %lld, want %lld", k, (long long)gi[k], (long long)wi[k]);
         }
     }
+    check_clean();
+}
+
+TEST(layer_norm_arange_cat) {
+    setup();
+    enum { R = 5, D = 37 };
+    float x[R * D], w[D], b[D], got[R * D];
+    double want[R * D], wm[R], wr[R];
+    for (int i = 0; i < R * D; i++) x[i] = (float)(3 * srand1() + 1);
+    for (int i = 0; i < D; i++) w[i] = (float)srand1(), b[i] = (float)srand1();
+    for (int r = 0; r < R; r++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < D; j++) m += x[r * D + j] / (double)D;
+        for (int j = 0; j < D; j++) v += (x[r * D + j] - m) * (x[r * D + j] - m) / D;
+        wm[r] = m, wr[r] = 1 / sqrt(v + 1e-5);
+        for (int j = 0; j < D; j++) want[r * D + j] = (x[r * D + j] - m) * wr[r] * w[j] + b[j];
+    }
+    int64_t xs[2] = {R, D}, ds[1] = {D}, rs[2] = {R, 1};
+    td_operand in[3] = {dev_tensor(TD_F32, 2, xs, x), dev_tensor(TD_F32, 1, ds, w), dev_tensor(TD_F32, 1, ds, b)};
+    td_operand out[3] = {dev_tensor(TD_F32, 2, xs, NULL), dev_tensor(TD_F32, 2, rs, NULL), dev_tensor(TD_F32, 2, rs, NULL)};
+    td_op op = {.kind = TD_OP_LAYER_NORM, .n_in = 3, .n_out = 3, .in = in, .out = out, .p.norm.eps = 1e-5};
+    run(&op);
+    fetch(&out[0], got);
+    check_close("layer_norm y", got, want, R * D, 1e-5, 1e-5);
+    fetch(&out[1], got);
+    check_close("layer_norm mean", got, wm, R, 1e-6, 1e-6);
+    fetch(&out[2], got);
+    check_close("layer_norm rstd", got, wr, R, 1e-6, 1e-5);
+    /* arange in f32 and i64 */
+    int64_t n7[1] = {7};
+    td_operand af = dev_tensor(TD_F32, 1, n7, NULL), ai = dev_tensor(TD_I64, 1, n7, NULL);
+    td_op ar = {.kind = TD_OP_ARANGE, .n_out = 1, .out = &af, .p.arange = {.start = -1.5, .step = 0.5}};
+    run(&ar);
+    fetch(&af, got);
+    for (int i = 0; i < 7; i++) ASSERT_NEAR(got[i], -1.5 + 0.5 * i, 0);
+    ar.out = &ai, ar.p.arange.start = 10, ar.p.arange.step = -3;
+    run(&ar);
+    int64_t gi[7];
+    fetch(&ai, gi);
+    for (int i = 0; i < 7; i++) ASSERT_EQ_INT(gi[i], 10 - 3 * i);
+    /* cat of [2,3] f32 and a transposed [2,2] view along dim 1 */
+    float c1[6] = {1, 2, 3, 4, 5, 6}, c2[4] = {7, 8, 9, 10}, gc[10];
+    td_operand cin[2] = {dev_tensor(TD_F32, 2, (int64_t[]){2, 3}, c1), dev_tensor(TD_F32, 2, (int64_t[]){2, 2}, c2)};
+    cin[1].strides[0] = 1, cin[1].strides[1] = 2;
+    td_operand cout = dev_tensor(TD_F32, 2, (int64_t[]){2, 5}, NULL);
+    td_op cat = {.kind = TD_OP_CAT, .n_in = 2, .n_out = 1, .in = cin, .out = &cout, .p.axis.dim = 1};
+    run(&cat);
+    fetch(&cout, gc);
+    const float wc[10] = {1, 2, 3, 7, 9, 4, 5, 6, 8, 10};
+    for (int i = 0; i < 10; i++) ASSERT_NEAR(gc[i], wc[i], 0);
+    check_clean();
+}
+
+TEST(indexing) {
+    setup();
+    enum { V = 6, D = 5, T = 8 };
+    float w[V * D], dy[T * D], got[T * D * 2];
+    int64_t idx[T] = {3, 0, 5, 3, 3, 1, 2, 5};
+    double want[V * D * 2];
+    for (int i = 0; i < V * D; i++) w[i] = (float)srand1();
+    for (int i = 0; i < T * D; i++) dy[i] = (float)srand1();
+    int64_t ws[2] = {V, D}, ts[1] = {T}, os[2] = {T, D};
+    td_operand vw = dev_tensor(TD_F32, 2, ws, w), vi = dev_tensor(TD_I64, 1, ts, idx), vdy = dev_tensor(TD_F32, 2, os, dy);
+    /* embedding */
+    td_operand eout = dev_tensor(TD_F32, 2, os, NULL), ein[2] = {vw, vi};
+    td_op emb = {.kind = TD_OP_EMBEDDING, .n_in = 2, .n_out = 1, .in = ein, .out = &eout};
+    run(&emb);
+    fetch(&eout, got);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < D; j++) want[t * D + j] = w[idx[t] * D + j];
+    check_close("embedding", got, want, T * D, 0, 0);
+    /* embedding backward, padding_idx 5 */
+    td_operand dw = dev_tensor(TD_F32, 2, ws, NULL), bin[2] = {vdy, vi};
+    td_op eb = {.kind = TD_OP_EMBEDDING_BACKWARD, .n_in = 2, .n_out = 1, .in = bin, .out = &dw,
+                .p.embedding.padding_idx = 5};
+    run(&eb);
+    fetch(&dw, got);
+    for (int i = 0; i < V * D; i++) want[i] = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < D; j++)
+            if (idx[t] != 5) want[idx[t] * D + j] += dy[t * D + j];
+    check_close("embedding_backward", got, want, V * D, 1e-6, 1e-6);
+    /* index_select along dim 1 of w with int32 indices */
+    int32_t sel[3] = {4, 0, 4};
+    td_operand vs = dev_tensor(TD_I32, 1, (int64_t[]){3}, sel), sout = dev_tensor(TD_F32, 2, (int64_t[]){V, 3}, NULL);
+    td_operand sin_[2] = {vw, vs};
+    td_op is = {.kind = TD_OP_INDEX_SELECT, .n_in = 2, .n_out = 1, .in = sin_, .out = &sout, .p.axis.dim = 1};
+    run(&is);
+    fetch(&sout, got);
+    for (int v = 0; v < V; v++)
+        for (int k = 0; k < 3; k++) want[v * 3 + k] = w[v * D + sel[k]];
+    check_close("index_select", got, want, V * 3, 0, 0);
+    /* gather along dim 1: out[v][k] = w[v][g[v][k]] */
+    int64_t g[V * 2];
+    for (int i = 0; i < V * 2; i++) g[i] = (int64_t)(urand() * D);
+    td_operand vg = dev_tensor(TD_I64, 2, (int64_t[]){V, 2}, g), gout = dev_tensor(TD_F32, 2, (int64_t[]){V, 2}, NULL);
+    td_operand gin[2] = {vw, vg};
+    td_op ga = {.kind = TD_OP_GATHER, .n_in = 2, .n_out = 1, .in = gin, .out = &gout, .p.axis.dim = 1};
+    run(&ga);
+    fetch(&gout, got);
+    for (int i = 0; i < V * 2; i++) want[i] = w[(i / 2) * D + g[i]];
+    check_close("gather", got, want, V * 2, 0, 0);
+    /* scatter_add along dim 0 with repeated indices: self [V, D] += src [2, D] at rows sidx */
+    int64_t sidx[2 * D];
+    for (int i = 0; i < 2 * D; i++) sidx[i] = i % 3 == 0 ? 1 : (int64_t)(urand() * V);
+    td_operand sa[3] = {vw, dev_tensor(TD_I64, 2, (int64_t[]){2, D}, sidx), dev_tensor(TD_F32, 2, (int64_t[]){2, D}, dy)};
+    td_operand saout = dev_tensor(TD_F32, 2, ws, NULL);
+    td_op sop = {.kind = TD_OP_SCATTER_ADD, .n_in = 3, .n_out = 1, .in = sa, .out = &saout, .p.axis.dim = 0};
+    run(&sop);
+    fetch(&saout, got);
+    for (int i = 0; i < V * D; i++) want[i] = w[i];
+    for (int i = 0; i < 2 * D; i++) want[sidx[i] * D + i % D] += dy[i];
+    check_close("scatter_add", got, want, V * D, 1e-6, 1e-6);
+    /* one_hot */
+    td_operand oh = dev_tensor(TD_I64, 2, (int64_t[]){T, V}, NULL);
+    td_op one = {.kind = TD_OP_ONE_HOT, .n_in = 1, .n_out = 1, .in = &vi, .out = &oh, .p.one_hot.num_classes = V};
+    run(&one);
+    int64_t go[T * V];
+    fetch(&oh, go);
+    for (int i = 0; i < T * V; i++) ASSERT_EQ_INT(go[i], idx[i / V] == i % V);
     check_clean();
 }
 
