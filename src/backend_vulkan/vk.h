@@ -107,6 +107,7 @@ typedef struct vk_dev {
     VkDeviceSize block_size;
     vk_block *blocks;
     td_buffer *free_list[VK_N_CLASSES];
+    td_buffer *big_free; /* cached dedicated blocks */
     vk_block *staging;
     VkDeviceSize staging_used;
     td_buffer *dummy; /* bound in place of empty operands */

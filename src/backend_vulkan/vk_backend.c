@@ -89,7 +89,7 @@ const td_backend_i vk_iface = {
     .capture_end = NULL,
     .graph_replay = NULL,
     .graph_free = NULL,
-    .kernel_compile = NULL,
-    .kernel_launch = NULL,
-    .kernel_free = NULL,
+    .kernel_compile = vk_kernel_compile,
+    .kernel_launch = vk_kernel_launch,
+    .kernel_free = vk_kernel_free,
 };

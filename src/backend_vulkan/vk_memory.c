@@ -4,9 +4,11 @@
 ** Blocks: large VkDeviceMemory allocations, each with one VkBuffer over all of
 ** it. A request is rounded up to a size class (256 B * {1, 1.5, 2, 3, 4, 6, ...})
 ** and served from that class's free list, else bump-allocated from a block.
-** Requests above half a block get a dedicated block. Freed buffers return to
-** their class's list and are never handed back to the driver, except when an
-** allocation fails: then idle dedicated blocks are released and it retries once.
+** Requests above half a block get a dedicated block of their size (rounded to
+** 64 KiB), cached on a best-fit list that reuses one at most 25% larger.
+** Freed buffers are never handed back to the driver, except when an
+** allocation fails: then the cached dedicated blocks are released and it
+** retries once.
 ** Reusing memory that queued work still reads is safe: the recorder orders
 ** every dispatch against earlier ones on the same ranges (vk_exec.c).
 **
@@ -143,29 +145,22 @@ void vk_memory_destroy(vk_dev *d) {
     d->staging = NULL;
 }
 
-/* Release dedicated blocks whose buffer sits on a free list (after an allocation failed). */
+/* Release the cached dedicated blocks (after an allocation failed). */
 static void trim(vk_dev *d) {
     if (vk_finish(d) != TD_OK) return;
-    for (int c = 0; c < VK_N_CLASSES; c++) {
-        td_buffer **pp = &d->free_list[c];
-        while (*pp) {
-            td_buffer *b = *pp;
-            if (b->size_class >= 0 && b->block->dedicated) {
-                *pp = b->next_free;
-                vk_block **bp = &d->blocks;
-                while (*bp != b->block) bp = &(*bp)->next;
-                *bp = b->block->next;
-                block_destroy(d, b->block);
-                free(b);
-            } else {
-                pp = &b->next_free;
-            }
-        }
+    while (d->big_free) {
+        td_buffer *b = d->big_free;
+        d->big_free = b->next_free;
+        vk_block **bp = &d->blocks;
+        while (*bp != b->block) bp = &(*bp)->next;
+        *bp = b->block->next;
+        block_destroy(d, b->block);
+        free(b);
     }
 }
 
-static td_status alloc_once(vk_dev *d, int c, VkDeviceSize cap, td_buffer *b) {
-    if (cap > d->block_size / 2) { /* dedicated */
+static td_status alloc_once(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
+    if (b->size_class < 0) { /* dedicated */
         vk_block *blk;
         td_status st = block_new(d, cap, d->mt_device, USAGE, &blk);
         if (st != TD_OK) return st;
@@ -192,17 +187,28 @@ static td_status alloc_once(vk_dev *d, int c, VkDeviceSize cap, td_buffer *b) {
     b->block = blk;
     b->offset = 0;
     blk->used = cap;
-    (void)c;
     return TD_OK;
 }
 
 td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
     *out = NULL;
     VkDeviceSize want = nbytes ? (VkDeviceSize)nbytes : 1;
-    int c = class_of(want);
-    if (class_size(c) < want)
-        return td_error_set(TD_ERR_OOM, "vulkan: %zu bytes is too large an allocation", nbytes);
-    if (d->free_list[c]) {
+    if (want > ((VkDeviceSize)1 << 50)) return td_error_set(TD_ERR_OOM, "vulkan: %zu bytes is too large an allocation", nbytes);
+    bool big = want > d->block_size / 2;
+    int c = big ? -1 : class_of(want);
+    if (big) { /* best fit among cached dedicated blocks, wasting at most a quarter */
+        td_buffer **best = NULL;
+        for (td_buffer **pp = &d->big_free; *pp; pp = &(*pp)->next_free)
+            if ((*pp)->cap >= want && (*pp)->cap <= want + want / 4 && (!best || (*pp)->cap < (*best)->cap)) best = pp;
+        if (best) {
+            td_buffer *b = *best;
+            *best = b->next_free;
+            b->next_free = NULL;
+            b->size = nbytes;
+            *out = b;
+            return TD_OK;
+        }
+    } else if (d->free_list[c]) {
         td_buffer *b = d->free_list[c];
         d->free_list[c] = b->next_free;
         b->next_free = NULL;
@@ -214,12 +220,12 @@ td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
     if (!b) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
     b->dev = d;
     b->size = nbytes;
-    b->cap = class_size(c);
+    b->cap = big ? (want + 65535) & ~(VkDeviceSize)65535 : class_size(c);
     b->size_class = c;
-    td_status st = alloc_once(d, c, b->cap, b);
+    td_status st = alloc_once(d, b->cap, b);
     if (st == TD_ERR_OOM) {
         trim(d);
-        st = alloc_once(d, c, b->cap, b);
+        st = alloc_once(d, b->cap, b);
     }
     if (st != TD_OK) {
         free(b);
@@ -231,8 +237,9 @@ td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
 
 void vk_free(td_buffer *b) {
     vk_dev *d = b->dev;
-    b->next_free = d->free_list[b->size_class];
-    d->free_list[b->size_class] = b;
+    td_buffer **list = b->size_class < 0 ? &d->big_free : &d->free_list[b->size_class];
+    b->next_free = *list;
+    *list = b;
 }
 
 /* ---- the backend slots ---- */

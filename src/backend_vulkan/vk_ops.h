@@ -25,6 +25,13 @@ void vk_event_free(td_event *ev);
 /* COPY of any view into any view of the same shape, converting dtypes. */
 td_status vk_copy_view(vk_dev *d, const td_operand *in, const td_operand *out);
 
+/* vk_glsl.c: user kernels */
+td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
+                            size_t log_size);
+td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views, const void *push,
+                           size_t push_size);
+void vk_kernel_free(td_kernel *k);
+
 /* Shader variant of a dtype family: base + dtype code (variants are listed in
 ** td_dtype order in shaders.cmake). */
 #define VK_DT_SHADER(first, dt) ((int)(first) + (int)(dt))
