@@ -14,7 +14,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -1130,6 +1130,40 @@ TEST(events) {
     ASSERT(ms >= 0 && ms < 60000);
     be->iface->event_free(a);
     be->iface->event_free(b);
+    check_clean();
+}
+
+/* A captured step (y = relu(x) * 2 + y) replayed three times; host transfers
+** are refused while capturing. */
+TEST(capture_replay) {
+    setup();
+    enum { N = 100 };
+    float x[N], y[N], got[N];
+    for (int i = 0; i < N; i++) x[i] = (float)srand1(), y[i] = (float)srand1();
+    int64_t shape[1] = {N};
+    td_operand vx = dev_tensor(TD_F32, 1, shape, x), vy = dev_tensor(TD_F32, 1, shape, y);
+    td_operand tmp = dev_tensor(TD_F32, 1, shape, NULL), two = dev_tensor(TD_F32, 1, shape, NULL);
+    td_op fill = {.kind = TD_OP_FILL, .n_out = 1, .out = &two, .p.fill.value = 2};
+    run(&fill);
+    ASSERT_OK(be->iface->capture_begin(0));
+    td_op relu = {.kind = TD_OP_RELU, .n_in = 1, .n_out = 1, .in = &vx, .out = &tmp};
+    run(&relu);
+    td_operand m[2] = {tmp, two};
+    td_op mul = {.kind = TD_OP_MUL, .n_in = 2, .n_out = 1, .in = m, .out = &tmp};
+    run(&mul);
+    td_operand a[2] = {tmp, vy};
+    td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = a, .out = &vy};
+    run(&add);
+    ASSERT_ERROR(be->iface->read(vy.buf, 0, got, 4), TD_ERR_STATE, "captured");
+    td_graph *g = NULL;
+    ASSERT_OK(be->iface->capture_end(0, &g));
+    fetch(&vy, got); /* capturing ran nothing */
+    for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i], 0);
+    for (int rep = 0; rep < 3; rep++) ASSERT_OK(be->iface->graph_replay(g));
+    fetch(&vy, got);
+    for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i] + 3 * 2 * (x[i] > 0 ? x[i] : 0), 1e-5);
+    be->iface->graph_free(g);
+    ASSERT_ERROR(be->iface->capture_end(0, &g), TD_ERR_STATE, "without");
     check_clean();
 }
 

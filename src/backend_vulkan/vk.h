@@ -131,9 +131,20 @@ typedef struct vk_dev {
     /* timing */
     VkQueryPool qpool;
     uint32_t next_query;
-    /* capture: while capturing, batches are kept instead of submitted */
-    struct vk_graph *capturing;
+    /* capture: while set, commands go into this graph's command buffer */
+    struct td_graph *capturing;
 } vk_dev;
+
+/* A captured command buffer (vk_capture.c). Buffers freed while capturing stay
+** with the graph, so replays never write memory that was handed out again. */
+struct td_graph {
+    vk_dev *d;
+    VkCommandBuffer cb;
+    VkFence fence;
+    VkDescriptorPool dpool; /* without push descriptors */
+    bool pending;
+    td_buffer *held;
+};
 
 /* ---- vk_device.c ---- */
 extern VkInstance vk_instance;
@@ -171,6 +182,7 @@ typedef struct vk_bind {
     bool write;
 } vk_bind;
 td_status vk_exec_init(vk_dev *d);
+td_status vk_new_dpool(vk_dev *d, VkDescriptorPool *out);
 void vk_exec_destroy(vk_dev *d);
 /* The command buffer being recorded (begins a batch if none). */
 td_status vk_recording(vk_dev *d, VkCommandBuffer *cb);
@@ -181,6 +193,8 @@ td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, i
                       const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
 td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
                                size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* The descriptor pool for the command buffer being recorded (no push descriptors). */
+VkDescriptorPool vk_current_dpool(vk_dev *d);
 /* Submit the recording batch (no wait). */
 td_status vk_flush(vk_dev *d);
 /* Submit and wait until the device is idle. */

@@ -114,7 +114,9 @@ static const char *probe(vk_dev *d) {
     VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
     if (!ext) return "out of host memory";
     vkEnumerateDeviceExtensionProperties(p, NULL, &n_ext, ext);
-    c->push_descriptor = has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    /* TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR=1 tests the descriptor-pool path on devices that have it */
+    c->push_descriptor = has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
+                         !getenv("TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR");
     c->memory_budget = has_ext(ext, n_ext, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     c->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
     c->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");

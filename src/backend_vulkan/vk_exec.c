@@ -14,7 +14,10 @@
 **
 ** Descriptors: pushed (VK_KHR_push_descriptor) when the device has it, else
 ** allocated from the batch's descriptor pool, which is reset when the batch is
-** reused.
+** reused (a captured graph has its own pool).
+**
+** Capture (vk_capture.c): while d->capturing is set, commands go into the
+** graph's command buffer instead of a batch and nothing is submitted.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +27,7 @@
 
 #define POOL_SETS 1024
 
-static td_status new_dpool(vk_dev *d, VkDescriptorPool *out) {
+td_status vk_new_dpool(vk_dev *d, VkDescriptorPool *out) {
     VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, POOL_SETS * VK_MAX_BINDINGS};
     VkDescriptorPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = POOL_SETS,
                                      .poolSizeCount = 1, .pPoolSizes = &ps};
@@ -48,7 +51,7 @@ td_status vk_exec_init(vk_dev *d) {
         r = vkCreateFence(d->dev, &fi, NULL, &b->fence);
         if (r != VK_SUCCESS) return vk_fail(r, "vkCreateFence");
         if (!d->push_descriptor) {
-            td_status st = new_dpool(d, &b->dpool);
+            td_status st = vk_new_dpool(d, &b->dpool);
             if (st != TD_OK) return st;
         }
     }
@@ -83,6 +86,10 @@ static td_status wait_batch(vk_dev *d, vk_batch *b) {
 }
 
 td_status vk_recording(vk_dev *d, VkCommandBuffer *cb) {
+    if (d->capturing) {
+        *cb = d->capturing->cb;
+        return TD_OK;
+    }
     if (d->cur >= 0) {
         *cb = d->batches[d->cur].cb;
         return TD_OK;
@@ -169,12 +176,12 @@ td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_
         if (d->push_descriptor) {
             d->push_descriptor(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, (uint32_t)n_bind, w);
         } else {
-            vk_batch *b = &d->batches[d->cur];
             VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                              .descriptorPool = b->dpool, .descriptorSetCount = 1, .pSetLayouts = &d->dsl};
+                                              .descriptorPool = vk_current_dpool(d), .descriptorSetCount = 1,
+                                              .pSetLayouts = &d->dsl};
             VkDescriptorSet set;
             VkResult vr = vkAllocateDescriptorSets(d->dev, &ai, &set);
-            if (vr == VK_ERROR_OUT_OF_POOL_MEMORY || vr == VK_ERROR_FRAGMENTED_POOL) {
+            if ((vr == VK_ERROR_OUT_OF_POOL_MEMORY || vr == VK_ERROR_FRAGMENTED_POOL) && !d->capturing) {
                 /* pool exhausted: submit this batch and record into a fresh one */
                 if ((st = vk_flush(d)) != TD_OK) return st;
                 return vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
@@ -187,8 +194,12 @@ td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_
     }
     if (push_size) vkCmdPushConstants(cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_size, push);
     vkCmdDispatch(cb, gx, gy, gz);
-    if (d->batches[d->cur].n_cmds >= VK_BATCH_DISPATCHES && !d->capturing) return vk_flush(d);
+    if (!d->capturing && d->batches[d->cur].n_cmds >= VK_BATCH_DISPATCHES) return vk_flush(d);
     return TD_OK;
+}
+
+VkDescriptorPool vk_current_dpool(vk_dev *d) {
+    return d->capturing ? d->capturing->dpool : d->batches[d->cur].dpool;
 }
 
 td_status vk_flush(vk_dev *d) {

@@ -237,6 +237,11 @@ td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
 
 void vk_free(td_buffer *b) {
     vk_dev *d = b->dev;
+    if (d->capturing) { /* a replay may still use it: the graph keeps it */
+        b->next_free = d->capturing->held;
+        d->capturing->held = b;
+        return;
+    }
     td_buffer **list = b->size_class < 0 ? &d->big_free : &d->free_list[b->size_class];
     b->next_free = *list;
     *list = b;
@@ -291,11 +296,20 @@ static td_status record_copy(vk_dev *d, VkBuffer src, VkDeviceSize so, VkBuffer 
     return TD_OK;
 }
 
+static td_status not_capturing(vk_dev *d, const char *what) {
+    if (!d->capturing) return TD_OK;
+    return td_error_set(TD_ERR_STATE, "vulkan %s: host transfers cannot be captured (end the capture first)", what);
+}
+
 td_status vk_write(td_buffer *b, size_t offset, const void *src, size_t n) {
     vk_dev *d = b->dev;
     td_status st = check_range(b, offset, n, "write");
     if (st != TD_OK || n == 0) return st;
     vk_lock(d);
+    if ((st = not_capturing(d, "write")) != TD_OK) {
+        vk_unlock(d);
+        return st;
+    }
     if (d->direct && vk_idle(d)) {
         memcpy((char *)b->block->map + b->offset + offset, src, n);
     } else {
@@ -331,6 +345,10 @@ td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
     td_status st = check_range(b, offset, n, "read");
     if (st != TD_OK || n == 0) return st;
     vk_lock(d);
+    if ((st = not_capturing(d, "read")) != TD_OK) {
+        vk_unlock(d);
+        return st;
+    }
     if (d->direct_read) {
         st = finish_for_host(d);
         if (st == TD_OK) memcpy(dst, (const char *)b->block->map + b->offset + offset, n);
@@ -375,7 +393,11 @@ td_status vk_memset(td_buffer *b, size_t offset, uint8_t byte, size_t n) {
     td_status st = check_range(b, offset, n, "memset");
     if (st != TD_OK || n == 0) return st;
     vk_lock(d);
-    if (d->direct && vk_idle(d)) {
+    if (d->capturing && ((b->offset + offset) % 4 || n % 4)) {
+        vk_unlock(d);
+        return not_capturing(d, "memset of unaligned bytes");
+    }
+    if (d->direct && vk_idle(d) && !d->capturing) {
         memset((char *)b->block->map + b->offset + offset, byte, n);
         vk_unlock(d);
         return TD_OK;

@@ -25,6 +25,12 @@ void vk_event_free(td_event *ev);
 /* COPY of any view into any view of the same shape, converting dtypes. */
 td_status vk_copy_view(vk_dev *d, const td_operand *in, const td_operand *out);
 
+/* vk_capture.c */
+td_status vk_capture_begin(int dev);
+td_status vk_capture_end(int dev, td_graph **out);
+td_status vk_graph_replay(td_graph *g);
+void vk_graph_free(td_graph *g);
+
 /* vk_glsl.c: user kernels */
 td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
                             size_t log_size);
