@@ -601,6 +601,24 @@ TEST(matmul) {
         want[n] = s;
     }
     check_close("matmul 1xN", got, want, N, 1e-5, 1e-5);
+    /* large enough for the 128x128 tiles: [130, 70] @ [70, 150] */
+    enum { M3 = 130, K3 = 70, N3 = 150 };
+    static float a3[M3 * K3], b3[K3 * N3], g3[M3 * N3];
+    static double w3[M3 * N3];
+    for (int i = 0; i < M3 * K3; i++) a3[i] = (float)srand1();
+    for (int i = 0; i < K3 * N3; i++) b3[i] = (float)srand1();
+    td_operand in3[2] = {dev_tensor(TD_F32, 2, (int64_t[]){M3, K3}, a3), dev_tensor(TD_F32, 2, (int64_t[]){K3, N3}, b3)};
+    td_operand o3 = dev_tensor(TD_F32, 2, (int64_t[]){M3, N3}, NULL);
+    td_op op3 = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in3, .out = &o3};
+    run(&op3);
+    fetch(&o3, g3);
+    for (int m = 0; m < M3; m++)
+        for (int n = 0; n < N3; n++) {
+            double acc = 0;
+            for (int k = 0; k < K3; k++) acc += (double)a3[m * K3 + k] * b3[k * N3 + n];
+            w3[m * N3 + n] = acc;
+        }
+    check_close("matmul 130x70x150", g3, w3, M3 * N3, 1e-5, 1e-5);
     check_clean();
 }
 

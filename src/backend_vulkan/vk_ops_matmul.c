@@ -7,8 +7,8 @@
 */
 #include "vk_ops.h"
 
-#define WG 256
-#define TILE 64
+/* tile configs: {WG, BK, BM, BN, TM, TN} (shaders/matmul.comp) */
+static const uint32_t SMALL[6] = {256, 16, 64, 64, 4, 4}, LARGE[6] = {256, 8, 128, 128, 8, 8};
 
 /* GLSL: shaders/matmul.comp, block PC. */
 typedef struct vk_pc_matmul {
@@ -68,9 +68,9 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
     pc.bdim = (uint32_t)inner;
     for (int i = 0; i < inner; i++)
         pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i], pc.b_bs[i] = (uint32_t)bbs[outer + i];
-    uint32_t spec[2] = {WG, 16};
+    const uint32_t *spec = pc.M >= 128 && pc.N >= 128 ? LARGE : SMALL;
     int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
-    uint32_t gx = (pc.N + TILE - 1) / TILE, gy = (pc.M + TILE - 1) / TILE;
+    uint32_t gx = (pc.N + spec[3] - 1) / spec[3], gy = (pc.M + spec[2] - 1) / spec[2];
     for (int64_t ob = 0; ob < n_outer && st == TD_OK; ob++) {
         int64_t rem = ob, ao = 0, bo = 0;
         for (int i = outer - 1; i >= 0; i--) {
@@ -83,7 +83,7 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
         for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
             pc.zbase = (uint32_t)z;
             uint32_t gz = (uint32_t)(per - z < 65535 ? per - z : 65535);
-            st = vk_dispatch(d, shader, spec, 2, 3, bind, &pc, sizeof pc, gx, gy, gz);
+            st = vk_dispatch(d, shader, spec, 6, 3, bind, &pc, sizeof pc, gx, gy, gz);
         }
     }
     return st;
