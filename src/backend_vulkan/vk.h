@@ -81,6 +81,8 @@ typedef struct vk_caps {
     uint32_t api_version, vendor, subgroup_size;
     bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
     bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
+    bool coopmat_f16;       /* NV cooperative matrix 16x16x16 f16 x f16 -> f32 at subgroup scope, usable */
+    bool memory_model;      /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
     float timestamp_period; /* ns per tick */
     VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;
     uint32_t max_groups[3], max_wg_invocations, max_push;
@@ -131,6 +133,8 @@ typedef struct vk_dev {
     /* timing */
     VkQueryPool qpool;
     uint32_t next_query;
+    /* f16 matmul on cooperative matrices: 0 unavailable, 1 not yet checked, 2 verified, -1 failed its self-test */
+    int coopmat_state;
     /* capture: while set, commands go into this graph's command buffer */
     struct td_graph *capturing;
 } vk_dev;

@@ -141,6 +141,7 @@ static const char *probe(vk_dev *d) {
     c->fp16_arith = f12.shaderFloat16;
     c->int8_arith = f12.shaderInt8;
     c->bda = f12.bufferDeviceAddress;
+    c->memory_model = f12.vulkanMemoryModel;
     c->int64 = f2.features.shaderInt64;
     c->fp64 = f2.features.shaderFloat64;
     c->int16 = f2.features.shaderInt16;
@@ -160,6 +161,25 @@ static const char *probe(vk_dev *d) {
     vkGetPhysicalDeviceProperties2(p, &p2);
     c->max_alloc = m3.maxMemoryAllocationSize;
 
+    if (c->coopmat_nv && c->fp16_arith && c->storage16 && c->memory_model) {
+        PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+            (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+                vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+        uint32_t n = 0;
+        if (get && get(p, &n, NULL) == VK_SUCCESS && n) {
+            VkCooperativeMatrixPropertiesNV *cm = calloc(n, sizeof *cm);
+            for (uint32_t i = 0; cm && i < n; i++) cm[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+            if (cm && get(p, &n, cm) == VK_SUCCESS)
+                for (uint32_t i = 0; i < n; i++)
+                    c->coopmat_f16 |= cm[i].MSize == 16 && cm[i].NSize == 16 && cm[i].KSize == 16 &&
+                                      cm[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                      cm[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                      cm[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                      cm[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && cm[i].scope == VK_SCOPE_SUBGROUP_NV;
+            free(cm);
+        }
+        if (getenv("TRIDENT_VULKAN_NO_COOPMAT")) c->coopmat_f16 = false;
+    }
     if (!c->subgroup_arith) return "no subgroup arithmetic in compute shaders";
     if (c->max_wg_invocations < 256) return "maxComputeWorkGroupInvocations < 256";
     uint32_t nq = 0;
@@ -278,7 +298,12 @@ static td_status vk_init(char *why, size_t why_size) {
         *d = cand[i];
         d->index = n_devices++;
         d->cur = -1;
-        pthread_mutex_init(&d->lock, NULL);
+        /* recursive: an encoder may call the locked entry points (the matmul self-test does) */
+        pthread_mutexattr_t ma;
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&d->lock, &ma);
+        pthread_mutexattr_destroy(&ma);
     }
     if (n_devices == 0) {
         if (nc > 0)
@@ -301,10 +326,15 @@ static td_status create_device(vk_dev *d) {
     uint32_t ne = 0;
     if (c->push_descriptor) exts[ne++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     if (c->memory_budget) exts[ne++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+    if (c->coopmat_f16) exts[ne++] = "VK_NV_cooperative_matrix";
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+                                                      .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = c->coopmat_f16 ? &fcm : NULL,
                                             .storageBuffer8BitAccess = c->storage8,
                                             .shaderFloat16 = c->fp16_arith,
-                                            .shaderInt8 = c->int8_arith};
+                                            .shaderInt8 = c->int8_arith,
+                                            .vulkanMemoryModel = c->coopmat_f16};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12, .storageBuffer16BitAccess = c->storage16};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
@@ -316,6 +346,7 @@ static td_status create_device(vk_dev *d) {
     VkResult r = vkCreateDevice(d->phys, &ci, NULL, &d->dev);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateDevice");
     vkGetDeviceQueue(d->dev, d->qfam, 0, &d->queue);
+    d->coopmat_state = c->coopmat_f16 ? 1 : 0;
     if (c->push_descriptor)
         d->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(d->dev, "vkCmdPushDescriptorSetKHR");
     td_status st = vk_memory_init(d);
@@ -384,9 +415,10 @@ td_status vk_device_info(int index, td_device_info *out) {
     out->timestamps = c->timestamps;
     out->unified_memory = d->created && !d->failed && d->direct;
     snprintf(out->features, sizeof out->features,
-             "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d coopmat_khr=%d "
+             "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d coopmat_khr=%d "
              "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d",
-             c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv, c->coopmat_khr,
+             c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv, d->coopmat_state,
+             c->coopmat_khr,
              c->push_descriptor, c->bda, c->memory_budget, (unsigned long long)c->max_storage_range,
              (unsigned long long)c->shared_mem, vk_validation_errors());
     return TD_OK;

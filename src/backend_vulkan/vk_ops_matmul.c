@@ -4,7 +4,16 @@
 ** for broadcast, fewer batch dims than out aligned from the right); out is
 ** contiguous. Batch dims are merged where strides allow, at most 3 go to the
 ** shader, and grids past 65535 batch entries are split.
+**
+** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has NV
+** cooperative matrices, after a self-test on first use: a product with exact
+** f16 inputs and sums runs through both kernels and must agree bit for bit,
+** else that device keeps the tiled kernel (and says so on stderr).
 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "vk_ops.h"
 
 /* tile configs: {WG, BK, BM, BN, TM, TN} (shaders/matmul.comp) */
@@ -32,7 +41,7 @@ static int64_t batch_stride(const td_operand *v, int out_ndim, int i) {
     return j < 0 || v->shape[j] == 1 ? 0 : v->strides[j];
 }
 
-td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
+static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
     int nd = o->ndim;
     vk_pc_matmul pc = {.M = (uint32_t)o->shape[nd - 2], .N = (uint32_t)o->shape[nd - 1],
@@ -69,8 +78,11 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
     for (int i = 0; i < inner; i++)
         pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i], pc.b_bs[i] = (uint32_t)bbs[outer + i];
     const uint32_t *spec = pc.M >= 128 && pc.N >= 128 ? LARGE : SMALL;
-    int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
-    uint32_t gx = (pc.N + spec[3] - 1) / spec[3], gy = (pc.M + spec[2] - 1) / spec[2];
+    uint32_t coop_spec[1] = {4 * d->caps.subgroup_size}; /* 4 subgroups, 64 x 64 tiles */
+    int shader = coop ? VK_SHADER_matmul_coopmat_f16 : VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
+    uint32_t gx = coop ? (pc.N + 63) / 64 : (pc.N + spec[3] - 1) / spec[3];
+    uint32_t gy = coop ? (pc.M + 63) / 64 : (pc.M + spec[2] - 1) / spec[2];
+    if (coop) spec = coop_spec;
     for (int64_t ob = 0; ob < n_outer && st == TD_OK; ob++) {
         int64_t rem = ob, ao = 0, bo = 0;
         for (int i = outer - 1; i >= 0; i--) {
@@ -83,8 +95,49 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
         for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
             pc.zbase = (uint32_t)z;
             uint32_t gz = (uint32_t)(per - z < 65535 ? per - z : 65535);
-            st = vk_dispatch(d, shader, spec, 6, 3, bind, &pc, sizeof pc, gx, gy, gz);
+            st = vk_dispatch(d, shader, spec, coop ? 1 : 6, 3, bind, &pc, sizeof pc, gx, gy, gz);
         }
     }
     return st;
+}
+
+/* [M, K] @ [K, N] in f16 through both kernels; inputs are multiples of 1/4 in
+** [-1.25, 1.25], so every sum is exact in f32 and in f16 and the outputs must
+** match bit for bit. */
+static bool coopmat_selftest(vk_dev *d) {
+    enum { M = 70, K = 40, N = 90 };
+    uint16_t ha[M * K], hb[K * N], r1[M * N], r2[M * N];
+    static const uint16_t quarters[11] = {0xBD00, 0xBC00, 0xBA00, 0xB800, 0xB400, 0x0000,
+                                          0x3400, 0x3800, 0x3A00, 0x3C00, 0x3D00}; /* -1.25 .. 1.25 */
+    for (int i = 0; i < M * K; i++) ha[i] = quarters[(i * 7 + 3) % 11];
+    for (int i = 0; i < K * N; i++) hb[i] = quarters[(i * 5 + 1) % 11];
+    td_operand v[4] = {{.dtype = TD_F16, .ndim = 2, .shape = {M, K}, .strides = {K, 1}},
+                       {.dtype = TD_F16, .ndim = 2, .shape = {K, N}, .strides = {N, 1}},
+                       {.dtype = TD_F16, .ndim = 2, .shape = {M, N}, .strides = {N, 1}},
+                       {.dtype = TD_F16, .ndim = 2, .shape = {M, N}, .strides = {N, 1}}};
+    size_t bytes[4] = {sizeof ha, sizeof hb, sizeof r1, sizeof r2};
+    bool ok = true;
+    for (int i = 0; i < 4; i++) ok = ok && vk_alloc(d, bytes[i], &v[i].buf) == TD_OK;
+    ok = ok && vk_write(v[0].buf, 0, ha, sizeof ha) == TD_OK && vk_write(v[1].buf, 0, hb, sizeof hb) == TD_OK;
+    td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = v, .out = &v[2]};
+    ok = ok && matmul(d, &op, false) == TD_OK;
+    op.out = &v[3];
+    ok = ok && matmul(d, &op, true) == TD_OK;
+    ok = ok && vk_read(v[2].buf, 0, r1, sizeof r1) == TD_OK && vk_read(v[3].buf, 0, r2, sizeof r2) == TD_OK;
+    ok = ok && !memcmp(r1, r2, sizeof r1);
+    for (int i = 0; i < 4; i++)
+        if (v[i].buf) vk_free(v[i].buf);
+    return ok;
+}
+
+td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
+    if (op->in[0].dtype == TD_F16 && d->coopmat_state == 1) {
+        td_clear_error();
+        d->coopmat_state = coopmat_selftest(d) ? 2 : -1;
+        if (d->coopmat_state < 0)
+            fprintf(stderr, "trident: vulkan:%d: cooperative-matrix matmul failed its self-test (%s); using the tiled "
+                            "kernel\n", d->index, td_last_error());
+        td_clear_error();
+    }
+    return matmul(d, op, op->in[0].dtype == TD_F16 && d->coopmat_state == 2);
 }
