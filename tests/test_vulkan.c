@@ -14,7 +14,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(matmul_dtypes) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory)
 
 /* ---- harness ---- */
 
@@ -624,6 +624,87 @@ TEST(matmul) {
 
 /* RAND and DROPOUT bit for bit against td_philox4x32 with the documented
 ** mapping; RANDN within a few ulp of the double-precision Box-Muller. */
+/* f16 (tensor cores where the device has them), bf16 and f64 against double loops. */
+TEST(matmul_dtypes) {
+    setup();
+    enum { M = 150, K = 72, N = 130 };
+    static float a[M * K], b[K * N];
+    static double want[M * N], got[M * N];
+    static unsigned char ha[M * K * 8], hb[K * N * 8], ho[M * N * 8];
+    const td_backend *cpu = td_backend_for(TD_DEVICE_CPU);
+    for (int i = 0; i < M * K; i++) a[i] = (float)srand1();
+    for (int i = 0; i < K * N; i++) b[i] = (float)srand1();
+    const td_dtype dts[3] = {TD_F16, TD_BF16, TD_F64};
+    for (int k = 0; k < 3; k++) {
+        td_dtype dt = dts[k];
+        /* inputs rounded to dt by the CPU backend's COPY, and the reference from the rounded values */
+        td_operand fa = {.dtype = TD_F32, .ndim = 1, .shape = {M * K}, .strides = {1}}, fb = fa, ra, rb;
+        fb.shape[0] = K * N;
+        ra = fa, rb = fb, ra.dtype = rb.dtype = dt;
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof a, &fa.buf));
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof b, &fb.buf));
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof ha, &ra.buf));
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof hb, &rb.buf));
+        ASSERT_OK(cpu->iface->write(fa.buf, 0, a, sizeof a));
+        ASSERT_OK(cpu->iface->write(fb.buf, 0, b, sizeof b));
+        td_op c1 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &fa, .out = &ra};
+        td_op c2 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &fb, .out = &rb};
+        ASSERT_OK(cpu->iface->run(0, &c1));
+        ASSERT_OK(cpu->iface->run(0, &c2));
+        ASSERT_OK(cpu->iface->read(ra.buf, 0, ha, (size_t)M * K * td_dtype_size(dt)));
+        ASSERT_OK(cpu->iface->read(rb.buf, 0, hb, (size_t)K * N * td_dtype_size(dt)));
+        double *da = malloc(sizeof(double) * M * K), *db = malloc(sizeof(double) * K * N);
+        td_operand back = fa;
+        back.dtype = TD_F64;
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof(double) * M * K, &back.buf));
+        td_op c3 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &ra, .out = &back};
+        ASSERT_OK(cpu->iface->run(0, &c3));
+        ASSERT_OK(cpu->iface->read(back.buf, 0, da, sizeof(double) * M * K));
+        cpu->iface->buffer_free(back.buf);
+        back = fb, back.dtype = TD_F64;
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof(double) * K * N, &back.buf));
+        td_op c4 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &rb, .out = &back};
+        ASSERT_OK(cpu->iface->run(0, &c4));
+        ASSERT_OK(cpu->iface->read(back.buf, 0, db, sizeof(double) * K * N));
+        cpu->iface->buffer_free(back.buf);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double acc = 0;
+                for (int q = 0; q < K; q++) acc += da[m * K + q] * db[q * N + n];
+                want[m * N + n] = acc;
+            }
+        td_operand in[2] = {dev_tensor(dt, 2, (int64_t[]){M, K}, ha), dev_tensor(dt, 2, (int64_t[]){K, N}, hb)};
+        td_operand out = dev_tensor(dt, 2, (int64_t[]){M, N}, NULL);
+        td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+        if (!be->iface->supports(0, &op)) {
+            printf("  matmul %s unsupported here\n", td_dtype_name(dt));
+            continue;
+        }
+        run(&op);
+        fetch(&out, ho);
+        /* back to double through the CPU backend */
+        td_operand ro = {.dtype = dt, .ndim = 1, .shape = {M * N}, .strides = {1}}, go = ro;
+        go.dtype = TD_F64;
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof ho, &ro.buf));
+        ASSERT_OK(cpu->iface->buffer_alloc(0, sizeof got, &go.buf));
+        ASSERT_OK(cpu->iface->write(ro.buf, 0, ho, (size_t)M * N * td_dtype_size(dt)));
+        td_op c5 = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &ro, .out = &go};
+        ASSERT_OK(cpu->iface->run(0, &c5));
+        ASSERT_OK(cpu->iface->read(go.buf, 0, got, sizeof got));
+        float gf[M * N];
+        for (int i = 0; i < M * N; i++) gf[i] = (float)got[i];
+        double rtol = dt == TD_F64 ? 1e-6 : dt == TD_F16 ? 2e-3 : 1e-2; /* output rounding of the dtype */
+        char what[32];
+        snprintf(what, sizeof what, "matmul %s", td_dtype_name(dt));
+        check_close(what, gf, want, M * N, rtol * 4, rtol);
+        free(da), free(db);
+    }
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    printf("  %s\n", strstr(info.features, "coopmat_nv"));
+    check_clean();
+}
+
 TEST(random_philox) {
     setup();
     enum { N = 1003 };
