@@ -14,7 +14,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(matmul_dtypes) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(matmul_dtypes) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory) X(bench)
 
 /* ---- harness ---- */
 
@@ -1275,6 +1275,58 @@ TEST(out_of_memory) {
     ASSERT_OK(be->iface->buffer_alloc(0, 4096, &b));
     ASSERT_OK(be->iface->memset(b, 0, 1, 4096));
     be->iface->buffer_free(b);
+    check_clean();
+}
+
+
+/* Not a test: timings for the GPU machine, printed only (speed belongs in
+** benchmarks). Runs when TRIDENT_VK_BENCH=1: matmul GFLOP/s in f32 and f16 and
+** copy bandwidth, from timestamp events around 10 repetitions after a warm-up. */
+static double time_op(td_op *op, int reps) {
+    td_event *a, *b;
+    ASSERT_OK(be->iface->event_create(0, &a));
+    ASSERT_OK(be->iface->event_create(0, &b));
+    run(op); /* warm-up: pipeline creation */
+    ASSERT_OK(be->iface->synchronize(0));
+    ASSERT_OK(be->iface->event_record(a));
+    for (int i = 0; i < reps; i++) run(op);
+    ASSERT_OK(be->iface->event_record(b));
+    double ms;
+    ASSERT_OK(be->iface->event_elapsed_ms(a, b, &ms));
+    be->iface->event_free(a);
+    be->iface->event_free(b);
+    return ms / reps;
+}
+
+TEST(bench) {
+    const char *on = getenv("TRIDENT_VK_BENCH");
+    if (!on || !*on || !strcmp(on, "0")) TEST_SKIP("set TRIDENT_VK_BENCH=1 to time matmul and copy");
+    setup();
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    printf("  device: %s (%s)\n", info.name, info.driver);
+    const int64_t n = atoi(on) > 1 ? atoi(on) : 4096;
+    for (int k = 0; k < 2; k++) {
+        td_dtype dt = k ? TD_F16 : TD_F32;
+        int64_t shape[2] = {n, n};
+        td_operand in[2] = {dev_tensor(dt, 2, shape, NULL), dev_tensor(dt, 2, shape, NULL)};
+        td_operand out = dev_tensor(dt, 2, shape, NULL);
+        for (int i = 0; i < 2; i++) {
+            td_op r = {.kind = TD_OP_RAND, .n_out = 1, .out = &in[i], .p.rng = {.seed = 1, .offset = (uint64_t)i << 40}};
+            run(&r);
+        }
+        td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+        double ms = time_op(&op, 10);
+        printf("  matmul %s %lld^3: %.3f ms, %.1f GFLOP/s\n", td_dtype_name(dt), (long long)n, ms,
+               2.0 * n * n * n / ms * 1e-6);
+        td_op cp = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &in[0], .out = &out};
+        ms = time_op(&cp, 10);
+        printf("  copy %s %lld elements: %.3f ms, %.1f GB/s\n", td_dtype_name(dt), (long long)(n * n), ms,
+               2.0 * n * n * td_dtype_size(dt) / ms * 1e-6);
+        for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
+        be->iface->buffer_free(out.buf);
+    }
+    printf("  %s\n", strstr(info.features, "coopmat_nv"));
     check_clean();
 }
 
