@@ -14,7 +14,7 @@
 
 #define TESTS(X)                                                                                               \
     X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
-    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(matmul) X(matmul_dtypes) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory) X(bench)
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory) X(bench)
 
 /* ---- harness ---- */
 
@@ -561,6 +561,32 @@ TEST(reduce_int) {
 }
 
 /* out[z] = a[z] @ b[z] for batch [2, 3]; a transposed in memory, b broadcast over dim 0. */
+/* Long rows take two passes (chunks, then chunk results): sum, mean, max. */
+TEST(reduce_long) {
+    setup();
+    enum { R = 3, N = 1 << 17 };
+    static float x[R * N];
+    for (int i = 0; i < R * N; i++) x[i] = (float)srand1();
+    x[N + 77777] = 5; /* the max of row 1 */
+    int64_t shape[2] = {R, N}, os[2] = {R, 1};
+    td_operand in = dev_tensor(TD_F32, 2, shape, x), out = dev_tensor(TD_F32, 2, os, NULL);
+    const td_op_kind kinds[3] = {TD_OP_SUM, TD_OP_MEAN, TD_OP_MAX};
+    for (int k = 0; k < 3; k++) {
+        td_op op = {.kind = kinds[k], .n_in = 1, .n_out = 1, .in = &in, .out = &out, .p.reduce.dims = 2};
+        run(&op);
+        float got[R];
+        double want[R];
+        fetch(&out, got);
+        for (int r = 0; r < R; r++) {
+            double s = 0, m = -INFINITY;
+            for (int i = 0; i < N; i++) s += x[r * N + i], m = fmax(m, x[r * N + i]);
+            want[r] = k == 0 ? s : k == 1 ? s / N : m;
+        }
+        check_close(td_op_name(kinds[k]), got, want, R, 1e-3, 1e-5);
+    }
+    check_clean();
+}
+
 TEST(matmul) {
     setup();
     enum { Z0 = 2, Z1 = 3, M = 37, K = 19, N = 70 };
