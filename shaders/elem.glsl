@@ -20,6 +20,7 @@ layout(push_constant) uniform PC {
 // Element offsets of operands 0..3 for flat index i of the (merged) shape.
 uvec4 elem_offsets(uint i) {
     uvec4 o = uvec4(pc.off[0], pc.off[1], pc.off[2], pc.off[3]);
+    if (pc.ndim == 1u) return o + i * uvec4(pc.stride[0], pc.stride[4], pc.stride[8], pc.stride[12]); // no division
     for (int d = int(pc.ndim) - 1; d >= 0; d--) {
         uint c = i % pc.shape[d];
         i /= pc.shape[d];
