@@ -13,7 +13,7 @@
 #include "trident/kernel.h"
 
 #define TESTS(X)                                                                                               \
-    X(device_info) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
+    X(device_info) X(tensor_api) X(fill_dtypes) X(copy_convert) X(copy_strided) X(transfers) X(binary_broadcast)            \
     X(compare_where) X(unary_float) X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(out_of_memory) X(bench)
 
 /* ---- harness ---- */
@@ -96,6 +96,30 @@ TEST(device_info) {
     ASSERT(info.subgroup_size >= 1 && (info.subgroup_size & (info.subgroup_size - 1)) == 0);
     ASSERT(info.total_memory > 0);
     ASSERT_ERROR(be->iface->device_info(99, &info), TD_ERR_UNAVAILABLE, "vulkan:99");
+    check_clean();
+}
+
+/* The core's tensor functions on vulkan:0, with poisoned buffers and guard bytes. */
+TEST(tensor_api) {
+    setup();
+    td_debug_set(TD_DEBUG_POISON | TD_DEBUG_GUARDS);
+    float v[6] = {1, 2, 3, 4, 5, 6}, out[6];
+    int64_t shape[2] = {2, 3};
+    td_tensor *t = ASSERT_TENSOR(td_from_data(v, 2, shape, TD_F32, TD_VULKAN(0)));
+    td_tensor *tt = ASSERT_TENSOR(td_contiguous(td_transpose(t, 0, 1)));
+    ASSERT_OK(td_copy_to_host(tt, out, sizeof out, TD_F32));
+    const float want[6] = {1, 4, 2, 5, 3, 6};
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(out[i], want[i], 0);
+    td_tensor *h = ASSERT_TENSOR(td_cast(tt, TD_F16));
+    td_tensor *c = ASSERT_TENSOR(td_to(h, TD_CPU));
+    ASSERT_OK(td_copy_to_host(c, out, sizeof out, TD_F32));
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(out[i], want[i], 0);
+    td_tensor *z = ASSERT_TENSOR(td_zeros(1, (int64_t[]){5}, TD_U8, TD_VULKAN(0)));
+    ASSERT_NEAR(td_item(td_select(z, 0, 3)), 0, 0);
+    td_tensor *s = ASSERT_TENSOR(td_scalar(7.5, TD_F64, TD_VULKAN(0)));
+    ASSERT_NEAR(td_item(s), 7.5, 0);
+    td_release(t), td_release(tt), td_release(h), td_release(c), td_release(z), td_release(s);
+    ASSERT_EQ_INT(td_debug_guard_failures(), 0);
     check_clean();
 }
 
