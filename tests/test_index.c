@@ -5,9 +5,11 @@
 
 #include "core/internal.h" /* td__embedding_backward */
 
-#define TESTS(X) X(embedding_forward) X(embedding_errors) X(embedding_backward) X(embedding_backward_threads) \
-    X(index_select) X(index_select_errors) X(gather) X(gather_errors) X(scatter_add) X(scatter_add_int) \
-    X(scatter_add_errors) X(cat) X(cat_many) X(cat_errors) X(one_hot) X(one_hot_errors)
+#define TESTS(X)                                                                                                       \
+    X(embedding_forward)                                                                                               \
+    X(embedding_errors) X(embedding_backward) X(embedding_backward_threads) X(index_select) X(index_select_errors)     \
+        X(gather) X(gather_errors) X(scatter_add) X(scatter_add_int) X(scatter_add_errors) X(cat) X(cat_many)          \
+            X(cat_errors) X(one_hot) X(one_hot_errors) X(no_leaks)
 
 /* ---- helpers ---- */
 
@@ -22,8 +24,11 @@ static td_tensor *random_tensor(int ndim, const int64_t *shape, td_dtype dt, dou
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     for (int64_t i = 0; i < n; i++)
-        v[i] = td_dtype_is_float(dt) ? test_uniform(-2, 2) : dt == TD_BOOL ? (double)test_int(2) : (double)test_int(100) - 50;
-    if (dt == TD_U8) for (int64_t i = 0; i < n; i++) v[i] = fabs(v[i]);
+        v[i] = td_dtype_is_float(dt) ? test_uniform(-2, 2)
+               : dt == TD_BOOL       ? (double)test_int(2)
+                                     : (double)test_int(100) - 50;
+    if (dt == TD_U8)
+        for (int64_t i = 0; i < n; i++) v[i] = fabs(v[i]);
     td_tensor *t = from_f64(v, ndim, shape, dt);
     ASSERT_OK(td_copy_to_host(t, v, (size_t)n * sizeof *v, TD_F64)); /* values as stored */
     *host = v;
@@ -203,7 +208,8 @@ TEST(index_select_errors) {
     td_tensor *x = ASSERT_TENSOR(td_ones(2, s, TD_F32, TD_CPU));
     int64_t bad[3] = {0, 4, 1}, three = 3;
     td_tensor *idx = ASSERT_TENSOR(td_from_data(bad, 1, &three, TD_I64, TD_CPU));
-    ASSERT_ERROR(td_index_select(x, 1, idx), TD_ERR_INDEX, "index_select: index 4 at position [1] is out of range [0, 4)");
+    ASSERT_ERROR(td_index_select(x, 1, idx), TD_ERR_INDEX,
+                 "index_select: index 4 at position [1] is out of range [0, 4)");
     ASSERT_ERROR(td_index_select(x, 2, idx), TD_ERR_INDEX, "dim 2 out of range");
     ASSERT_ERROR(td_index_select(x, 0, td_reshape(td_slice(idx, 0, 0, 2, 1), 2, two)), TD_ERR_SHAPE, "must be 1-D");
     ASSERT_ERROR(td_index_select(x, 0, x), TD_ERR_DTYPE, "float32");
@@ -321,8 +327,8 @@ TEST(scatter_add_errors) {
     td_tensor *src = ASSERT_TENSOR(td_ones(2, small, TD_F32, TD_CPU));
     ASSERT_ERROR(td_scatter_add(self, 1, td_zeros(2, is, TD_I64, TD_CPU), src), TD_ERR_SHAPE,
                  "idx [2,5] is larger than src [2,2] in dim 1");
-    ASSERT_ERROR(td_scatter_add(self, 0, td_zeros(2, is, TD_I64, TD_CPU), td_ones(2, is, TD_F32, TD_CPU)),
-                 TD_ERR_SHAPE, "larger than self [3,4] in dim 1");
+    ASSERT_ERROR(td_scatter_add(self, 0, td_zeros(2, is, TD_I64, TD_CPU), td_ones(2, is, TD_F32, TD_CPU)), TD_ERR_SHAPE,
+                 "larger than self [3,4] in dim 1");
     ASSERT_ERROR(td_scatter_add(self, 0, td_zeros(2, small, TD_I64, TD_CPU), td_ones(2, small, TD_F64, TD_CPU)),
                  TD_ERR_DTYPE, "src has dtype float64 but self has float32");
     int64_t bad[4] = {0, 1, 2, 3};
@@ -429,12 +435,34 @@ TEST(one_hot_errors) {
     td_tensor *idx = ASSERT_TENSOR(td_from_data(v, 1, &n, TD_I64, TD_CPU));
     ASSERT_ERROR(td_one_hot(idx, 3), TD_ERR_INDEX, "one_hot: index -1 at position [2] is out of range [0, 3)");
     ASSERT_ERROR(td_one_hot(idx, -1), TD_ERR_INDEX, "index -1");
-    ASSERT_ERROR(td_one_hot(td_slice(idx, 0, 0, 2, 1), 2), TD_ERR_INDEX, "index 2 at position [1] is out of range [0, 2)");
+    ASSERT_ERROR(td_one_hot(td_slice(idx, 0, 0, 2, 1), 2), TD_ERR_INDEX,
+                 "index 2 at position [1] is out of range [0, 2)");
     ASSERT_ERROR(td_one_hot(idx, -2), TD_ERR_MISUSE, "num_classes");
     ASSERT_ERROR(td_one_hot(td_zeros(1, &zero, TD_I64, TD_CPU), -1), TD_ERR_SHAPE, "empty");
     ASSERT_ERROR(td_one_hot(td_ones(1, &n, TD_F32, TD_CPU), 3), TD_ERR_DTYPE, "float32");
     td_tensor *e = ASSERT_TENSOR(td_one_hot(td_zeros(1, &zero, TD_I64, TD_CPU), 4));
     ASSERT_EQ_INT(td_size(e, 1), 4);
+}
+
+TEST(no_leaks) {
+    /* every op, on success and on failure, leaves no tensor behind its scope */
+    int64_t live = td_debug_live_tensors();
+    td_scope_begin();
+    int64_t ws[2] = {4, 3}, is[2] = {2, 2}, bad[4] = {0, 1, 2, 9}, ok[4] = {0, 1, 2, 3};
+    td_tensor *w = td_transpose(td_ones(2, (int64_t[]){3, 4}, TD_F32, TD_CPU), 0, 1); /* [4,3] strided */
+    td_tensor *good = td_from_data(ok, 2, is, TD_I64, TD_CPU), *oob = td_from_data(bad, 2, is, TD_I64, TD_CPU);
+    td_tensor *xs[3] = {w, td_zeros(2, ws, TD_I32, TD_CPU), w};
+    ASSERT(td_embedding(w, good) && !td_embedding(w, oob));
+    ASSERT(td__embedding_backward(td_ones(3, (int64_t[]){2, 2, 3}, TD_F32, TD_CPU), good, 4, 1));
+    ASSERT(td_index_select(w, 0, td_reshape(good, 1, (int64_t[]){4})) &&
+           !td_index_select(w, 0, td_reshape(oob, 1, (int64_t[]){4})));
+    ASSERT(td_gather(w, 0, good) && !td_gather(w, 0, oob));
+    ASSERT(td_scatter_add(w, 0, good, w) && !td_scatter_add(w, 0, oob, w));
+    ASSERT(td_cat(3, xs, 1) && td_one_hot(good, -1) && !td_one_hot(oob, 4));
+    ASSERT(td_dropout(w, 0.5, 1, 2));
+    td_scope_end();
+    td_clear_error();
+    ASSERT_EQ_INT(td_debug_live_tensors(), live);
 }
 
 TEST_MAIN(TESTS)

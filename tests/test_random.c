@@ -2,8 +2,10 @@
 #include "runner.h"
 #include "test_seed.h"
 
-#define TESTS(X) X(rand_stream_exact) X(rand_offset_shift) X(rand_half_in_unit) X(rand_stats) \
-    X(randn_stream) X(randn_stats) X(dropout_mask) X(dropout_noncontiguous) X(dropout_dtypes) X(dropout_errors)
+#define TESTS(X)                                                                                                       \
+    X(rand_stream_exact)                                                                                               \
+    X(rand_offset_shift) X(rand_half_in_unit) X(rand_stats) X(randn_stream) X(randn_stats) X(dropout_mask)             \
+        X(dropout_noncontiguous) X(dropout_dtypes) X(dropout_errors)
 
 /* u_i of the stream (seed, offset), from td_philox4x32 directly */
 static float stream_u(uint64_t seed, uint64_t offset, int64_t i) {
@@ -122,8 +124,8 @@ TEST(randn_stats) {
         var += e * e, m4 += e * e * e * e, tail += fabs(v[i]) > 1.96;
     }
     var /= (double)(n - 1), m4 /= (double)n, tail /= (double)n;
-    ASSERT_NEAR(mean, 0, 0.016);        /* 5 sigma of 1/sqrt(n) */
-    ASSERT_NEAR(var, 1, 0.025);         /* sd of var ~ sqrt(2/n) = 4.5e-3 */
+    ASSERT_NEAR(mean, 0, 0.016);           /* 5 sigma of 1/sqrt(n) */
+    ASSERT_NEAR(var, 1, 0.025);            /* sd of var ~ sqrt(2/n) = 4.5e-3 */
     ASSERT_NEAR(m4 / (var * var), 3, 0.1); /* kurtosis of a normal */
     ASSERT_NEAR(tail, 0.05, 0.004);
     free(v);

@@ -29,7 +29,9 @@ static inline uint64_t test_next(void) {
 }
 
 /* uniform double in [lo, hi) */
-static inline double test_uniform(double lo, double hi) { return lo + (hi - lo) * (double)(test_next() >> 11) * 0x1p-53; }
+static inline double test_uniform(double lo, double hi) {
+    return lo + (hi - lo) * (double)(test_next() >> 11) * 0x1p-53;
+}
 
 /* integer in [0, n) */
 static inline int64_t test_int(int64_t n) { return (int64_t)(test_next() % (uint64_t)n); }

@@ -20,28 +20,29 @@ td_status td_cpu_EMBEDDING(const td_op *op) {
     const void *ip = cpu_ptr(idx);
     int nt = cpu_threads_for(N, D);
 #pragma omp parallel for num_threads(nt)
-    for (int64_t n = 0; n < N; n++) memcpy(dst + (size_t)n * row, src + (size_t)cpu_index_at(ip, idx->dtype, n) * row, row);
+    for (int64_t n = 0; n < N; n++)
+        memcpy(dst + (size_t)n * row, src + (size_t)cpu_index_at(ip, idx->dtype, n) * row, row);
     return TD_OK;
 }
 
 /* Sum the rows dy[rows[0..count), d0 .. d0+len) into dw[d0 .. d0+len), in
 ** list order, accumulating in ACC (float for f32/f16/bf16, double for f64). */
-#define ROW_SUM_(T, ACC, LOAD, STORE)                                                                          \
-    do {                                                                                                       \
-        const T *g = cpu_ptr(dy);                                                                              \
-        T *o = (T *)cpu_ptr(out) + v * D;                                                                      \
-        for (int64_t d0 = 0; d0 < D; d0 += CHUNK) {                                                            \
-            int64_t len = D - d0 < CHUNK ? D - d0 : CHUNK;                                                     \
-            ACC acc[CHUNK] = {0};                                                                              \
-            for (int64_t k = begin; k < end; k++) {                                                            \
-                const T *r = g + order[k] * D + d0;                                                            \
-                for (int64_t d = 0; d < len; d++) acc[d] += LOAD(r[d]);                                        \
-            }                                                                                                  \
-            for (int64_t d = 0; d < len; d++) o[d0 + d] = STORE(acc[d]);                                       \
-        }                                                                                                      \
+#define ROW_SUM_(T, ACC, LOAD, STORE)                                                                                  \
+    do {                                                                                                               \
+        const T *g = cpu_ptr(dy);                                                                                      \
+        T *o = (T *)cpu_ptr(out) + v * D;                                                                              \
+        for (int64_t d0 = 0; d0 < D; d0 += CHUNK) {                                                                    \
+            int64_t len = D - d0 < CHUNK ? D - d0 : CHUNK;                                                             \
+            ACC acc[CHUNK] = {0};                                                                                      \
+            for (int64_t k = begin; k < end; k++) {                                                                    \
+                const T *r = g + order[k] * D + d0;                                                                    \
+                for (int64_t d = 0; d < len; d++) acc[d] += LOAD(r[d]);                                                \
+            }                                                                                                          \
+            for (int64_t d = 0; d < len; d++) o[d0 + d] = STORE(acc[d]);                                               \
+        }                                                                                                              \
     } while (0)
 #define SAME_(v) (v)
-#define CHUNK 64
+#define CHUNK    64
 
 /* dy [N..., D], idx [N...] -> dweight [V, D]:
 ** dweight[v, :] = sum over n with idx[n] == v (v != padding_idx) of dy[n, :].

@@ -73,14 +73,14 @@ static int64_t offset_except(const td_operand *idx, int dim, int64_t lin, const 
 
 /* x [...], idx [...] (same ndim, idx.size(d) <= x.size(d) for d != dim) -> out
 ** shaped like idx: out[c] = x[c with c[dim] replaced by idx[c]]. */
-#define GATHER_(T)                                                                                             \
-    do {                                                                                                       \
-        const T *src = cpu_ptr(x);                                                                             \
-        T *dst = cpu_ptr(out);                                                                                 \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t i = 0; i < n; i++) {                          \
-            int64_t j = cpu_index_at(ip, idx->dtype, i);                                                       \
-            dst[i] = src[offset_except(idx, dim, i, xs) + j * xs[dim]];                                        \
-        }                                                                                                      \
+#define GATHER_(T)                                                                                                     \
+    do {                                                                                                               \
+        const T *src = cpu_ptr(x);                                                                                     \
+        T *dst = cpu_ptr(out);                                                                                         \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t i = 0; i < n; i++) {                                  \
+            int64_t j = cpu_index_at(ip, idx->dtype, i);                                                               \
+            dst[i] = src[offset_except(idx, dim, i, xs) + j * xs[dim]];                                                \
+        }                                                                                                              \
     } while (0)
 
 td_status td_cpu_GATHER(const td_op *op) {
@@ -107,19 +107,19 @@ td_status td_cpu_GATHER(const td_op *op) {
 ** position c: out[c with c[dim] = idx[c]] += src[c].
 ** Deterministic: a lane is one position of idx without dim; lanes write
 ** disjoint out elements, and each lane adds in increasing c[dim] order. */
-#define SCATTER_ADD_(T, LOAD, STORE)                                                                           \
-    do {                                                                                                       \
-        const T *s = cpu_ptr(srcv);                                                                            \
-        T *o = cpu_ptr(out);                                                                                   \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t l = 0; l < lanes; l++) {                      \
-            int64_t lin = (l / after) * J * after + l % after; /* idx position of (lane, 0) */                 \
-            int64_t so = offset_except(idx, dim, lin, ss), oo = offset_except(idx, dim, lin, os);              \
-            for (int64_t j = 0; j < J; j++) {                                                                  \
-                int64_t k = cpu_index_at(ip, idx->dtype, lin + j * after);                                     \
-                T *d = &o[oo + k * os[dim]];                                                                   \
-                *d = STORE(LOAD(*d) + LOAD(s[so + j * ss[dim]]));                                              \
-            }                                                                                                  \
-        }                                                                                                      \
+#define SCATTER_ADD_(T, LOAD, STORE)                                                                                   \
+    do {                                                                                                               \
+        const T *s = cpu_ptr(srcv);                                                                                    \
+        T *o = cpu_ptr(out);                                                                                           \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t l = 0; l < lanes; l++) {                              \
+            int64_t lin = (l / after) * J * after + l % after; /* idx position of (lane, 0) */                         \
+            int64_t so = offset_except(idx, dim, lin, ss), oo = offset_except(idx, dim, lin, os);                      \
+            for (int64_t j = 0; j < J; j++) {                                                                          \
+                int64_t k = cpu_index_at(ip, idx->dtype, lin + j * after);                                             \
+                T *d = &o[oo + k * os[dim]];                                                                           \
+                *d = STORE(LOAD(*d) + LOAD(s[so + j * ss[dim]]));                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
     } while (0)
 #define SAME_(v) (v)
 

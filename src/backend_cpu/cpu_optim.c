@@ -6,8 +6,8 @@
 ** back rounded. Adam's formula is in cpu_optim.h; SGD and RMSprop are below.
 ** Elements are independent, so the work is split into blocks over threads.
 */
-#include "../core/internal.h"
 #include "cpu_optim.h"
+#include "../core/internal.h"
 
 #define BLOCK 4096
 
@@ -16,29 +16,29 @@ static void *opt_ptr(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
 
 /* Run ELEM(i) for i in [0, n) over threads; f16/bf16 operands go through
 ** float locals named like the arrays. */
-#define FOR_ELEMENTS_(n, ...)                                                                                  \
-    do {                                                                                                       \
-        int nt_ = cpu_threads_for((n), 16);                                                                    \
-        _Pragma("omp parallel for num_threads(nt_)") for (int64_t i = 0; i < (n); i++) { __VA_ARGS__; }        \
+#define FOR_ELEMENTS_(n, ...)                                                                                          \
+    do {                                                                                                               \
+        int nt_ = cpu_threads_for((n), 16);                                                                            \
+        _Pragma("omp parallel for num_threads(nt_)") for (int64_t i = 0; i < (n); i++) { __VA_ARGS__; }                \
     } while (0)
 
 /* Load element i of an optional half array into float x (0 when absent). */
 #define LOAD_(TO_F, arr, i) ((arr) ? TO_F(((const uint16_t *)(arr))[i]) : 0.0f)
-#define STORE_(FROM_F, arr, i, x)                                                                              \
-    do {                                                                                                       \
-        if (arr) ((uint16_t *)(arr))[i] = FROM_F(x);                                                           \
+#define STORE_(FROM_F, arr, i, x)                                                                                      \
+    do {                                                                                                               \
+        if (arr) ((uint16_t *)(arr))[i] = FROM_F(x);                                                                   \
     } while (0)
 
 /* ---- Adam ---- */
 
-#define ADAM_HALF_(TO_F, FROM_F)                                                                               \
-    FOR_ELEMENTS_(n, {                                                                                         \
-        float pf = LOAD_(TO_F, p, i), mf = LOAD_(TO_F, m, i), vf = LOAD_(TO_F, v, i), xf = LOAD_(TO_F, vmax, i); \
-        pf = cpu_adam_elem_float(pf, LOAD_(TO_F, g, i), &mf, &vf, &xf, &kf);                                   \
-        STORE_(FROM_F, p, i, pf);                                                                              \
-        STORE_(FROM_F, m, i, mf);                                                                              \
-        STORE_(FROM_F, v, i, vf);                                                                              \
-        STORE_(FROM_F, vmax, i, xf);                                                                           \
+#define ADAM_HALF_(TO_F, FROM_F)                                                                                       \
+    FOR_ELEMENTS_(n, {                                                                                                 \
+        float pf = LOAD_(TO_F, p, i), mf = LOAD_(TO_F, m, i), vf = LOAD_(TO_F, v, i), xf = LOAD_(TO_F, vmax, i);       \
+        pf = cpu_adam_elem_float(pf, LOAD_(TO_F, g, i), &mf, &vf, &xf, &kf);                                           \
+        STORE_(FROM_F, p, i, pf);                                                                                      \
+        STORE_(FROM_F, m, i, mf);                                                                                      \
+        STORE_(FROM_F, v, i, vf);                                                                                      \
+        STORE_(FROM_F, vmax, i, xf);                                                                                   \
     })
 
 td_status td_cpu_ADAM_STEP(const td_op *op) {
@@ -53,9 +53,11 @@ td_status td_cpu_ADAM_STEP(const td_op *op) {
 #pragma omp parallel for num_threads(nt)
         for (int64_t b = 0; b < n; b += BLOCK) {
             int64_t len = n - b < BLOCK ? n - b : BLOCK;
-            float *pb = (float *)p + b, *mb = (float *)m + b, *vb = (float *)v + b, *xb = vmax ? (float *)vmax + b : NULL;
+            float *pb = (float *)p + b, *mb = (float *)m + b, *vb = (float *)v + b,
+                  *xb = vmax ? (float *)vmax + b : NULL;
             const float *gb = (const float *)g + b;
-            if (avx2) cpu_adam_f32_avx2(len, pb, gb, mb, vb, xb, &kf);
+            if (avx2)
+                cpu_adam_f32_avx2(len, pb, gb, mb, vb, xb, &kf);
             else
                 for (int64_t i = 0; i < len; i++)
                     pb[i] = cpu_adam_elem_float(pb[i], gb[i], &mb[i], &vb[i], xb ? &xb[i] : NULL, &kf);
@@ -81,34 +83,34 @@ td_status td_cpu_ADAM_STEP(const td_op *op) {
 **   momentum != 0: buf = first_step ? g : momentum * buf + (1 - dampening) * g
 **                  g = nesterov ? g + momentum * buf : buf
 **   p += -lr * g */
-#define SGD_ELEM_(T)                                                                                           \
-    typedef struct sgd_k_##T {                                                                                 \
-        T neg_lr, momentum, one_damp, wd;                                                                      \
-        bool nesterov, first, maximize;                                                                        \
-    } sgd_k_##T;                                                                                               \
-    static inline sgd_k_##T sgd_consts_##T(const td_op *op) {                                                  \
-        return (sgd_k_##T){(T)-op->p.sgd.lr, (T)op->p.sgd.momentum, (T)(1 - op->p.sgd.dampening),              \
-                           (T)op->p.sgd.weight_decay, op->p.sgd.nesterov, op->p.sgd.first_step,                \
-                           op->p.sgd.maximize};                                                                \
-    }                                                                                                          \
-    static inline T sgd_elem_##T(T p, T g, T *buf, const sgd_k_##T *k) {                                       \
-        if (k->maximize) g = -g;                                                                               \
-        if (k->wd != 0) g += k->wd * p;                                                                        \
-        if (buf) {                                                                                             \
-            *buf = k->first ? g : *buf * k->momentum + k->one_damp * g;                                        \
-            g = k->nesterov ? g + k->momentum * *buf : *buf;                                                   \
-        }                                                                                                      \
-        return p + k->neg_lr * g;                                                                              \
+#define SGD_ELEM_(T)                                                                                                   \
+    typedef struct sgd_k_##T {                                                                                         \
+        T neg_lr, momentum, one_damp, wd;                                                                              \
+        bool nesterov, first, maximize;                                                                                \
+    } sgd_k_##T;                                                                                                       \
+    static inline sgd_k_##T sgd_consts_##T(const td_op *op) {                                                          \
+        return (sgd_k_##T){(T)-op->p.sgd.lr,          (T)op->p.sgd.momentum, (T)(1 - op->p.sgd.dampening),             \
+                           (T)op->p.sgd.weight_decay, op->p.sgd.nesterov,    op->p.sgd.first_step,                     \
+                           op->p.sgd.maximize};                                                                        \
+    }                                                                                                                  \
+    static inline T sgd_elem_##T(T p, T g, T *buf, const sgd_k_##T *k) {                                               \
+        if (k->maximize) g = -g;                                                                                       \
+        if (k->wd != 0) g += k->wd * p;                                                                                \
+        if (buf) {                                                                                                     \
+            *buf = k->first ? g : *buf * k->momentum + k->one_damp * g;                                                \
+            g = k->nesterov ? g + k->momentum * *buf : *buf;                                                           \
+        }                                                                                                              \
+        return p + k->neg_lr * g;                                                                                      \
     }
 SGD_ELEM_(float)
 SGD_ELEM_(double)
 
-#define SGD_HALF_(TO_F, FROM_F)                                                                                \
-    FOR_ELEMENTS_(n, {                                                                                         \
-        float bf = LOAD_(TO_F, buf, i);                                                                        \
-        float pf = sgd_elem_float(LOAD_(TO_F, p, i), LOAD_(TO_F, g, i), buf ? &bf : NULL, &kf);                \
-        STORE_(FROM_F, p, i, pf);                                                                              \
-        STORE_(FROM_F, buf, i, bf);                                                                            \
+#define SGD_HALF_(TO_F, FROM_F)                                                                                        \
+    FOR_ELEMENTS_(n, {                                                                                                 \
+        float bf = LOAD_(TO_F, buf, i);                                                                                \
+        float pf = sgd_elem_float(LOAD_(TO_F, p, i), LOAD_(TO_F, g, i), buf ? &bf : NULL, &kf);                        \
+        STORE_(FROM_F, p, i, pf);                                                                                      \
+        STORE_(FROM_F, buf, i, bf);                                                                                    \
     })
 
 td_status td_cpu_SGD_STEP(const td_op *op) {
@@ -144,43 +146,43 @@ td_status td_cpu_SGD_STEP(const td_op *op) {
 **   else:     avg = sqrt(sq) + eps
 **   momentum > 0: buf = momentum * buf + g / avg;  p += -lr * buf
 **   else:         p += -lr * (g / avg) */
-#define RMSPROP_ELEM_(T, SQRT)                                                                                 \
-    typedef struct rms_k_##T {                                                                                 \
-        T neg_lr, alpha, one_alpha, eps, wd, momentum;                                                         \
-        bool maximize;                                                                                         \
-    } rms_k_##T;                                                                                               \
-    static inline rms_k_##T rms_consts_##T(const td_op *op) {                                                  \
-        return (rms_k_##T){(T)-op->p.rmsprop.lr, (T)op->p.rmsprop.alpha, (T)(1 - op->p.rmsprop.alpha),         \
-                           (T)op->p.rmsprop.eps, (T)op->p.rmsprop.weight_decay, (T)op->p.rmsprop.momentum,     \
-                           op->p.rmsprop.maximize};                                                            \
-    }                                                                                                          \
-    static inline T rms_elem_##T(T p, T g, T *sq, T *buf, T *gavg, const rms_k_##T *k) {                       \
-        if (k->maximize) g = -g;                                                                               \
-        if (k->wd != 0) g += k->wd * p;                                                                        \
-        *sq = *sq * k->alpha + k->one_alpha * g * g;                                                           \
-        T avg;                                                                                                 \
-        if (gavg) {                                                                                            \
-            *gavg = *gavg * k->alpha + k->one_alpha * g;                                                       \
-            avg = SQRT(*sq - *gavg * *gavg) + k->eps;                                                          \
-        } else {                                                                                               \
-            avg = SQRT(*sq) + k->eps;                                                                          \
-        }                                                                                                      \
-        if (!buf) return p + k->neg_lr * (g / avg);                                                            \
-        *buf = *buf * k->momentum + g / avg;                                                                   \
-        return p + k->neg_lr * *buf;                                                                           \
+#define RMSPROP_ELEM_(T, SQRT)                                                                                         \
+    typedef struct rms_k_##T {                                                                                         \
+        T neg_lr, alpha, one_alpha, eps, wd, momentum;                                                                 \
+        bool maximize;                                                                                                 \
+    } rms_k_##T;                                                                                                       \
+    static inline rms_k_##T rms_consts_##T(const td_op *op) {                                                          \
+        return (rms_k_##T){(T)-op->p.rmsprop.lr,  (T)op->p.rmsprop.alpha,        (T)(1 - op->p.rmsprop.alpha),         \
+                           (T)op->p.rmsprop.eps,  (T)op->p.rmsprop.weight_decay, (T)op->p.rmsprop.momentum,            \
+                           op->p.rmsprop.maximize};                                                                    \
+    }                                                                                                                  \
+    static inline T rms_elem_##T(T p, T g, T *sq, T *buf, T *gavg, const rms_k_##T *k) {                               \
+        if (k->maximize) g = -g;                                                                                       \
+        if (k->wd != 0) g += k->wd * p;                                                                                \
+        *sq = *sq * k->alpha + k->one_alpha * g * g;                                                                   \
+        T avg;                                                                                                         \
+        if (gavg) {                                                                                                    \
+            *gavg = *gavg * k->alpha + k->one_alpha * g;                                                               \
+            avg = SQRT(*sq - *gavg * *gavg) + k->eps;                                                                  \
+        } else {                                                                                                       \
+            avg = SQRT(*sq) + k->eps;                                                                                  \
+        }                                                                                                              \
+        if (!buf) return p + k->neg_lr * (g / avg);                                                                    \
+        *buf = *buf * k->momentum + g / avg;                                                                           \
+        return p + k->neg_lr * *buf;                                                                                   \
     }
 RMSPROP_ELEM_(float, sqrtf)
 RMSPROP_ELEM_(double, sqrt)
 
-#define RMS_HALF_(TO_F, FROM_F)                                                                                \
-    FOR_ELEMENTS_(n, {                                                                                         \
-        float sf = LOAD_(TO_F, sq, i), bf = LOAD_(TO_F, buf, i), af = LOAD_(TO_F, gavg, i);                    \
-        float pf = rms_elem_float(LOAD_(TO_F, p, i), LOAD_(TO_F, g, i), &sf, buf ? &bf : NULL,                 \
-                                  gavg ? &af : NULL, &kf);                                                     \
-        STORE_(FROM_F, p, i, pf);                                                                              \
-        STORE_(FROM_F, sq, i, sf);                                                                             \
-        STORE_(FROM_F, buf, i, bf);                                                                            \
-        STORE_(FROM_F, gavg, i, af);                                                                           \
+#define RMS_HALF_(TO_F, FROM_F)                                                                                        \
+    FOR_ELEMENTS_(n, {                                                                                                 \
+        float sf = LOAD_(TO_F, sq, i), bf = LOAD_(TO_F, buf, i), af = LOAD_(TO_F, gavg, i);                            \
+        float pf =                                                                                                     \
+            rms_elem_float(LOAD_(TO_F, p, i), LOAD_(TO_F, g, i), &sf, buf ? &bf : NULL, gavg ? &af : NULL, &kf);       \
+        STORE_(FROM_F, p, i, pf);                                                                                      \
+        STORE_(FROM_F, sq, i, sf);                                                                                     \
+        STORE_(FROM_F, buf, i, bf);                                                                                    \
+        STORE_(FROM_F, gavg, i, af);                                                                                   \
     })
 
 td_status td_cpu_RMSPROP_STEP(const td_op *op) {

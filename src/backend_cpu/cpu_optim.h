@@ -20,30 +20,38 @@
 
 #include "cpu.h"
 
-#define CPU_ADAM_(T, SQRT)                                                                                     \
-    typedef struct cpu_adam_k_##T {                                                                            \
-        T b1, one_b1, b2, one_b2, wd, decay, neg_step, bc2_sqrt, eps;                                          \
-        bool l2, decoupled, amsgrad, maximize;                                                                 \
-    } cpu_adam_k_##T;                                                                                          \
-    static inline cpu_adam_k_##T cpu_adam_consts_##T(const td_op *op) {                                        \
-        double b1 = op->p.adam.beta1, b2 = op->p.adam.beta2, lr = op->p.adam.lr, wd = op->p.adam.weight_decay; \
-        double t = (double)op->p.adam.step;                                                                    \
-        return (cpu_adam_k_##T){.b1 = (T)b1, .one_b1 = (T)(1 - b1), .b2 = (T)b2, .one_b2 = (T)(1 - b2),        \
-                                .wd = (T)wd, .decay = (T)(1 - lr * wd), .neg_step = (T)(-lr / (1 - pow(b1, t))), \
-                                .bc2_sqrt = (T)sqrt(1 - pow(b2, t)), .eps = (T)op->p.adam.eps,                 \
-                                .l2 = wd != 0 && !op->p.adam.decoupled, .decoupled = op->p.adam.decoupled,     \
-                                .amsgrad = op->p.adam.amsgrad, .maximize = op->p.adam.maximize};               \
-    }                                                                                                          \
-    /* returns the new p; updates *m, *v and (amsgrad) *vmax */                                                \
-    static inline T cpu_adam_elem_##T(T p, T g, T *m, T *v, T *vmax, const cpu_adam_k_##T *k) {                \
-        if (k->maximize) g = -g;                                                                               \
-        if (k->l2) g += k->wd * p;                                                                             \
-        if (k->decoupled) p *= k->decay;                                                                       \
-        *m = *m * k->b1 + k->one_b1 * g;                                                                       \
-        *v = *v * k->b2 + k->one_b2 * g * g;                                                                   \
-        T vv = *v;                                                                                             \
-        if (k->amsgrad) vv = *vmax = (*vmax != *vmax || *vmax > vv) ? *vmax : vv; /* NaN propagates */         \
-        return p + k->neg_step * (*m / (SQRT(vv) / k->bc2_sqrt + k->eps));                                     \
+#define CPU_ADAM_(T, SQRT)                                                                                             \
+    typedef struct cpu_adam_k_##T {                                                                                    \
+        T b1, one_b1, b2, one_b2, wd, decay, neg_step, bc2_sqrt, eps;                                                  \
+        bool l2, decoupled, amsgrad, maximize;                                                                         \
+    } cpu_adam_k_##T;                                                                                                  \
+    static inline cpu_adam_k_##T cpu_adam_consts_##T(const td_op *op) {                                                \
+        double b1 = op->p.adam.beta1, b2 = op->p.adam.beta2, lr = op->p.adam.lr, wd = op->p.adam.weight_decay;         \
+        double t = (double)op->p.adam.step;                                                                            \
+        return (cpu_adam_k_##T){.b1 = (T)b1,                                                                           \
+                                .one_b1 = (T)(1 - b1),                                                                 \
+                                .b2 = (T)b2,                                                                           \
+                                .one_b2 = (T)(1 - b2),                                                                 \
+                                .wd = (T)wd,                                                                           \
+                                .decay = (T)(1 - lr * wd),                                                             \
+                                .neg_step = (T)(-lr / (1 - pow(b1, t))),                                               \
+                                .bc2_sqrt = (T)sqrt(1 - pow(b2, t)),                                                   \
+                                .eps = (T)op->p.adam.eps,                                                              \
+                                .l2 = wd != 0 && !op->p.adam.decoupled,                                                \
+                                .decoupled = op->p.adam.decoupled,                                                     \
+                                .amsgrad = op->p.adam.amsgrad,                                                         \
+                                .maximize = op->p.adam.maximize};                                                      \
+    }                                                                                                                  \
+    /* returns the new p; updates *m, *v and (amsgrad) *vmax */                                                        \
+    static inline T cpu_adam_elem_##T(T p, T g, T *m, T *v, T *vmax, const cpu_adam_k_##T *k) {                        \
+        if (k->maximize) g = -g;                                                                                       \
+        if (k->l2) g += k->wd * p;                                                                                     \
+        if (k->decoupled) p *= k->decay;                                                                               \
+        *m = *m * k->b1 + k->one_b1 * g;                                                                               \
+        *v = *v * k->b2 + k->one_b2 * g * g;                                                                           \
+        T vv = *v;                                                                                                     \
+        if (k->amsgrad) vv = *vmax = (*vmax != *vmax || *vmax > vv) ? *vmax : vv; /* NaN propagates */                 \
+        return p + k->neg_step * (*m / (SQRT(vv) / k->bc2_sqrt + k->eps));                                             \
     }
 CPU_ADAM_(float, sqrtf)
 CPU_ADAM_(double, sqrt)

@@ -38,7 +38,7 @@
 #include "cpu.h"
 
 #define TWO_PI_F 6.28318530717958647692f
-#define TWO_PI 6.28318530717958647692
+#define TWO_PI   6.28318530717958647692
 
 /* Store a float sample in [0,1) as a half dtype, never reaching 1.0. */
 static inline uint16_t unit_f16(float u) {

@@ -45,10 +45,12 @@ td_tensor *td_embedding(td_tensor *weight, td_tensor *idx) {
         TD_FAIL_NULL(TD_ERR_SHAPE, "embedding: weight must be 2-D [V, D], got %s",
                      td__shape_str(weight->ndim, weight->shape, a, sizeof a));
     if (!td_dtype_is_float(weight->dtype))
-        TD_FAIL_NULL(TD_ERR_DTYPE, "embedding: weight has dtype %s, need a floating type", td_dtype_name(weight->dtype));
+        TD_FAIL_NULL(TD_ERR_DTYPE, "embedding: weight has dtype %s, need a floating type",
+                     td_dtype_name(weight->dtype));
     if (!check_index_dtype(idx, "embedding")) return NULL;
     if (idx->ndim >= TD_MAX_DIMS)
-        TD_FAIL_NULL(TD_ERR_SHAPE, "embedding: idx has %d dims; the result would have more than %d", idx->ndim, TD_MAX_DIMS);
+        TD_FAIL_NULL(TD_ERR_SHAPE, "embedding: idx has %d dims; the result would have more than %d", idx->ndim,
+                     TD_MAX_DIMS);
     int64_t shape[TD_MAX_DIMS];
     memcpy(shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
     shape[idx->ndim] = weight->shape[1];
@@ -60,16 +62,19 @@ td_tensor *td__embedding_backward(td_tensor *dy, td_tensor *idx, int64_t num_wei
     TD_CHECK_ARG(dy, "embedding_backward");
     TD_CHECK_ARG(idx, "embedding_backward");
     if (!td_dtype_is_float(dy->dtype))
-        TD_FAIL_NULL(TD_ERR_DTYPE, "embedding_backward: dy has dtype %s, need a floating type", td_dtype_name(dy->dtype));
+        TD_FAIL_NULL(TD_ERR_DTYPE, "embedding_backward: dy has dtype %s, need a floating type",
+                     td_dtype_name(dy->dtype));
     if (!check_index_dtype(idx, "embedding_backward")) return NULL;
     bool fits = dy->ndim == idx->ndim + 1;
     for (int d = 0; fits && d < idx->ndim; d++) fits = dy->shape[d] == idx->shape[d];
     if (!fits) {
         char a[96], b[96];
         TD_FAIL_NULL(TD_ERR_SHAPE, "embedding_backward: dy %s is not idx %s plus one dim",
-                     td__shape_str(dy->ndim, dy->shape, a, sizeof a), td__shape_str(idx->ndim, idx->shape, b, sizeof b));
+                     td__shape_str(dy->ndim, dy->shape, a, sizeof a),
+                     td__shape_str(idx->ndim, idx->shape, b, sizeof b));
     }
-    if (num_weights < 0) TD_FAIL_NULL(TD_ERR_MISUSE, "embedding_backward: num_weights %lld < 0", (long long)num_weights);
+    if (num_weights < 0)
+        TD_FAIL_NULL(TD_ERR_MISUSE, "embedding_backward: num_weights %lld < 0", (long long)num_weights);
     int64_t shape[2] = {num_weights, dy->shape[dy->ndim - 1]};
     td_op_params p = {.embedding = {padding_idx}};
     td_tensor *in[2] = {dy, idx};
@@ -97,13 +102,15 @@ static bool check_fits(const td_tensor *idx, const td_tensor *x, int free_dim, c
     if (idx->ndim != x->ndim)
         return TD_ERR(TD_ERR_SHAPE, "%s: %s %s and %s %s differ in ndim", op, iname,
                       td__shape_str(idx->ndim, idx->shape, a, sizeof a), xname,
-                      td__shape_str(x->ndim, x->shape, b, sizeof b)), false;
+                      td__shape_str(x->ndim, x->shape, b, sizeof b)),
+               false;
     for (int d = 0; d < x->ndim; d++)
         if (d != free_dim && idx->shape[d] > x->shape[d])
             return TD_ERR(TD_ERR_SHAPE, "%s: %s %s is larger than %s %s in dim %d (%lld > %lld)", op, iname,
                           td__shape_str(idx->ndim, idx->shape, a, sizeof a), xname,
                           td__shape_str(x->ndim, x->shape, b, sizeof b), d, (long long)idx->shape[d],
-                          (long long)x->shape[d]), false;
+                          (long long)x->shape[d]),
+                   false;
     return true;
 }
 
@@ -179,7 +186,8 @@ td_tensor *td_cat(int n, td_tensor *const *xs, int dim) {
         if (!td_device_equal(x->storage->device, x0->storage->device)) {
             char a[32], b[32];
             TD_FAIL_NULL(TD_ERR_DEVICE, "cat: xs[%d] is on %s but xs[0] is on %s", k,
-                         td_device_str(x->storage->device, a, sizeof a), td_device_str(x0->storage->device, b, sizeof b));
+                         td_device_str(x->storage->device, a, sizeof a),
+                         td_device_str(x0->storage->device, b, sizeof b));
         }
         dt = td_dtype_promote(dt, x->dtype);
     }
@@ -203,9 +211,11 @@ td_tensor *td_one_hot(td_tensor *idx, int64_t num_classes) {
     TD_CHECK_ARG(idx, "one_hot");
     if (!check_index_dtype(idx, "one_hot")) return NULL;
     if (num_classes < -1)
-        TD_FAIL_NULL(TD_ERR_MISUSE, "one_hot: num_classes must be -1 (infer) or >= 0, got %lld", (long long)num_classes);
+        TD_FAIL_NULL(TD_ERR_MISUSE, "one_hot: num_classes must be -1 (infer) or >= 0, got %lld",
+                     (long long)num_classes);
     if (idx->ndim >= TD_MAX_DIMS)
-        TD_FAIL_NULL(TD_ERR_SHAPE, "one_hot: idx has %d dims; the result would have more than %d", idx->ndim, TD_MAX_DIMS);
+        TD_FAIL_NULL(TD_ERR_SHAPE, "one_hot: idx has %d dims; the result would have more than %d", idx->ndim,
+                     TD_MAX_DIMS);
     int64_t n = td__numel(idx->ndim, idx->shape);
     if (num_classes == -1) { /* infer max + 1: read the indices to the host */
         if (n == 0) TD_FAIL_NULL(TD_ERR_SHAPE, "one_hot: cannot infer num_classes from an empty tensor");

@@ -19,13 +19,15 @@ static td_status check_like(td_tensor *t, const char *name, const td_tensor *par
         return TD_ERR(TD_ERR_DTYPE, "%s: param has dtype %s, need a floating type", op, td_dtype_name(t->dtype));
     if (t->ndim != param->ndim || memcmp(t->shape, param->shape, sizeof(int64_t) * (size_t)t->ndim))
         return TD_ERR(TD_ERR_SHAPE, "%s: %s %s does not match param %s", op, name,
-                      td__shape_str(t->ndim, t->shape, a, sizeof a), td__shape_str(param->ndim, param->shape, b, sizeof b));
+                      td__shape_str(t->ndim, t->shape, a, sizeof a),
+                      td__shape_str(param->ndim, param->shape, b, sizeof b));
     if (t->dtype != param->dtype)
         return TD_ERR(TD_ERR_DTYPE, "%s: %s has dtype %s but param has %s", op, name, td_dtype_name(t->dtype),
                       td_dtype_name(param->dtype));
     if (!td_device_equal(t->storage->device, param->storage->device))
         return TD_ERR(TD_ERR_DEVICE, "%s: %s is on %s but param is on %s", op, name,
-                      td_device_str(t->storage->device, a, sizeof a), td_device_str(param->storage->device, b, sizeof b));
+                      td_device_str(t->storage->device, a, sizeof a),
+                      td_device_str(param->storage->device, b, sizeof b));
     if (!td_is_contiguous(t)) return TD_ERR(TD_ERR_MISUSE, "%s: %s is not contiguous", op, name);
     return TD_OK;
 }
@@ -44,10 +46,10 @@ static td_status check_range(double x, const char *name, double lo, double hi, b
     return TD_ERR(TD_ERR_MISUSE, "%s: %s = %g is outside [%g, %g%s", op, name, x, lo, hi, hi_open ? ")" : "]");
 }
 
-#define TRY(expr)                                                                                              \
-    do {                                                                                                       \
-        td_status s_ = (expr);                                                                                 \
-        if (s_ != TD_OK) return s_;                                                                            \
+#define TRY(expr)                                                                                                      \
+    do {                                                                                                               \
+        td_status s_ = (expr);                                                                                         \
+        if (s_ != TD_OK) return s_;                                                                                    \
     } while (0)
 
 td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_tensor *v, td_tensor *vmax, double lr,
@@ -71,8 +73,8 @@ td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_ten
     return td__dispatch(TD_OP_ADAM_STEP, 1, &grad, NULL, 4, out, &p);
 }
 
-td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum,
-                        double dampening, double weight_decay, bool nesterov, bool first_step, bool maximize) {
+td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum, double dampening,
+                        double weight_decay, bool nesterov, bool first_step, bool maximize) {
     const char *op = "sgd_update";
     TD_CHECK_ARG_ST(param, "sgd_update");
     TRY(check_like(param, "param", param, op));

@@ -8,7 +8,8 @@
 
 #include "../cpu_optim.h"
 
-void cpu_adam_f32_avx2(int64_t n, float *p, const float *g, float *m, float *v, float *vmax, const cpu_adam_k_float *k) {
+void cpu_adam_f32_avx2(int64_t n, float *p, const float *g, float *m, float *v, float *vmax,
+                       const cpu_adam_k_float *k) {
     const __m256 b1 = _mm256_set1_ps(k->b1), one_b1 = _mm256_set1_ps(k->one_b1);
     const __m256 b2 = _mm256_set1_ps(k->b2), one_b2 = _mm256_set1_ps(k->one_b2);
     const __m256 wd = _mm256_set1_ps(k->wd), decay = _mm256_set1_ps(k->decay);
@@ -20,7 +21,8 @@ void cpu_adam_f32_avx2(int64_t n, float *p, const float *g, float *m, float *v, 
         if (k->l2) gv = _mm256_add_ps(gv, _mm256_mul_ps(wd, pv));
         if (k->decoupled) pv = _mm256_mul_ps(pv, decay);
         __m256 mv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(one_b1, gv));
-        __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(one_b2, gv), gv));
+        __m256 vv =
+            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(one_b2, gv), gv));
         _mm256_storeu_ps(m + i, mv);
         _mm256_storeu_ps(v + i, vv);
         if (k->amsgrad) { /* vmax = (vmax is NaN || vmax > v) ? vmax : v */
