@@ -1,0 +1,93 @@
+/*
+** trident bench: the workloads of WORKLOADS.md on every backend, against the
+** roofline measured on each device and against PyTorch. The work is done by the
+** bench/ library (bench/bench.h); this file parses the command line.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#ifndef BENCH_TWIN_DEFAULT
+#define BENCH_TWIN_DEFAULT "bench/torch_workloads.py"
+#endif
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: trident bench [options]\n"
+               "       trident bench --compare OLD.json NEW.json [--threshold PCT]\n\n"
+               "options:\n"
+               "  --backends LIST   devices to run, e.g. cpu,cuda,vulkan:1 (default: every available one)\n"
+               "  --only LIST       workloads to run, e.g. matmul,add (default: all; the roofline always runs)\n"
+               "  --quick           CI sizes: matmul 256, vectors 2^20, Adam 2^20 params\n"
+               "  --reps N          samples per row at most (default 20, 10 with --quick)\n"
+               "  --torch           also run the PyTorch twin and report the ratio to it\n"
+               "  --python EXE      interpreter for the twin (default python3)\n"
+               "  --twin PATH       the twin script (default %s)\n"
+               "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
+               "  --svg FILE        write a bar chart per workload\n"
+               "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
+               "workloads:\n",
+            BENCH_TWIN_DEFAULT);
+    for (int i = 0; i < bench_n_workloads; i++) fprintf(f, "  %-14s %s\n", bench_workloads[i].name, bench_workloads[i].about);
+}
+
+/* The value after option argv[*i], or NULL (with a message) when it is missing. */
+static const char *value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "trident bench: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
+    const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL;
+    double threshold = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--quick")) opt.quick = true;
+        else if (!strcmp(a, "--torch")) opt.torch = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
+        else if (!strcmp(a, "--compare")) {
+            if (!(cmp_old = value(argc, argv, &i)) || !(cmp_new = value(argc, argv, &i))) return 2;
+        } else if (!(v = value(argc, argv, &i))) return 2;
+        else if (!strcmp(a, "--backends")) backends = v;
+        else if (!strcmp(a, "--only")) opt.only = v;
+        else if (!strcmp(a, "--reps")) opt.max_reps = atoi(v);
+        else if (!strcmp(a, "--python")) opt.python = v;
+        else if (!strcmp(a, "--twin")) opt.twin = v;
+        else if (!strcmp(a, "--json")) json = v;
+        else if (!strcmp(a, "--svg")) svg = v;
+        else if (!strcmp(a, "--threshold")) threshold = atof(v);
+        else {
+            fprintf(stderr, "trident bench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (cmp_old) return bench_compare(cmp_old, cmp_new, threshold, stdout);
+    if (opt.max_reps <= 0) opt.max_reps = opt.quick ? 10 : 20;
+    opt.budget_s = opt.quick ? 0.5 : 3.0;
+
+    bench_session *s = calloc(1, sizeof *s);
+    if (!s) return fprintf(stderr, "trident bench: out of memory\n"), 1;
+    s->opt = opt;
+    char err[256];
+    if (!bench_select_devices(s, backends, err, sizeof err)) {
+        fprintf(stderr, "trident bench: %s\n", err);
+        free(s);
+        return 2;
+    }
+    bench_stamp(s);
+    bench_run_all(s);
+    if (opt.torch) bench_torch_run(s);
+    bench_finalize(s);
+    bench_print_table(s, stdout);
+    int rc = 0;
+    if (json && bench_write_json(s, json)) rc = 1;
+    if (svg && bench_write_svg(s, svg)) rc = 1;
+    bench_session_free(s);
+    free(s);
+    return rc;
+}
