@@ -107,6 +107,10 @@ extern void (*td__release_hook)(td_tensor *t);
 ** (reshape, permute, slice, select, expand, ...), so gradients flow back. */
 extern void (*td__view_hook)(td_tensor *base, td_tensor *view);
 
+/* ---- op helpers for autograd ---- */
+/* dy * gelu'(x) (GELU_BACKWARD), erf or tanh form; dy and x broadcast. CONSTRUCTOR. */
+td_tensor *td__gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_approx);
+
 /* ---- backends ---- */
 const td_backend *td__backend_of(td_device dev); /* NULL with error if unavailable */
 extern const td_backend td_cpu_backend;
