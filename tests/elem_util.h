@@ -45,7 +45,7 @@ static double *values_of(td_tensor *t) {
 }
 
 /* Index into a row-major tensor of shape (nd, shape) that broadcasts to element o of (ond, oshape). */
-static int64_t bcast_index(int64_t o, int ond, const int64_t *oshape, int nd, const int64_t *shape) {
+static inline int64_t bcast_index(int64_t o, int ond, const int64_t *oshape, int nd, const int64_t *shape) {
     int64_t idx = 0, mul = 1;
     for (int d = ond - 1, j = nd - 1; d >= 0; d--, j--) {
         int64_t i = o % oshape[d];

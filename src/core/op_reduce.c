@@ -80,6 +80,7 @@ static td_tensor *reduce_checked(td_op_kind kind, const char *name, td_tensor *x
             TD_FAIL_NULL(TD_ERR_SHAPE, "%s: cannot reduce an empty set (input shape %s); the operation has no identity",
                          name, td__shape_str(x->ndim, x->shape, s, sizeof s));
         }
+        if (kind == TD_OP_ARGMAX || kind == TD_OP_ARGMIN) odt = TD_I64;
         break;
     case SUM_RULES: /* bool and integers accumulate to int64 */
         if (!fl) odt = TD_I64;
