@@ -64,8 +64,7 @@ static void assert_shape(td_tensor *t, int ndim, const int64_t *shape) {
 }
 
 /* got ~= want with absolute-plus-relative tolerance; NaN must match NaN. */
-static void assert_close(const double *got, const double *want, int64_t n, double atol, double rtol,
-                         const char *what) {
+static void assert_close(const double *got, const double *want, int64_t n, double atol, double rtol, const char *what) {
     for (int64_t i = 0; i < n; i++) {
         bool ok = isnan(want[i]) ? isnan(got[i])
                                  : (got[i] == want[i] || fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i]));

@@ -4,11 +4,11 @@
 
 #include "core/internal.h" /* tensor fields, to call the GELU_BACKWARD kernel through the backend */
 
-#define TESTS(X)                                                                                               \
-    X(binary_broadcast_f32) X(binary_broadcast_f64) X(binary_noncontiguous) X(binary_long_rows)              \
-    X(binary_half_types) X(promotion) X(integer_arith) X(compare_ops) X(scalar_ops) X(where_broadcast)        \
-    X(nan_propagation) X(unary_float) X(unary_integer_and_bool) X(clamp_sides) X(gelu_backward_fd)           \
-    X(errors) X(empty_and_scope)
+#define TESTS(X)                                                                                                       \
+    X(binary_broadcast_f32)                                                                                            \
+    X(binary_broadcast_f64) X(binary_noncontiguous) X(binary_long_rows) X(binary_half_types) X(promotion)              \
+        X(integer_arith) X(compare_ops) X(scalar_ops) X(where_broadcast) X(nan_propagation) X(unary_float)             \
+            X(unary_integer_and_bool) X(clamp_sides) X(gelu_backward_fd) X(errors) X(empty_and_scope)
 
 typedef double (*bin_ref)(double, double);
 static double r_add(double x, double y) { return x + y; }
@@ -24,8 +24,9 @@ static const struct {
     const char *name;
     bin_fn fn;
     bin_ref ref;
-} binops[] = {{"add", td_add, r_add}, {"sub", td_sub, r_sub}, {"mul", td_mul, r_mul}, {"div", td_div, r_div},
-              {"pow", td_pow, r_pow}, {"maximum", td_maximum, r_max}, {"minimum", td_minimum, r_min}};
+} binops[] = {{"add", td_add, r_add},        {"sub", td_sub, r_sub}, {"mul", td_mul, r_mul},
+              {"div", td_div, r_div},        {"pow", td_pow, r_pow}, {"maximum", td_maximum, r_max},
+              {"minimum", td_minimum, r_min}};
 #define N_BINOPS (int)(sizeof binops / sizeof binops[0])
 
 /* Check c = op(a, b) elementwise against the reference on the logical values. */
@@ -66,7 +67,7 @@ TEST(binary_noncontiguous) {
     double *v1 = rand_values(35, 0.5, 3), *v2 = rand_values(70, 0.5, 3);
     for (int dti = 0; dti < 2; dti++) {
         td_dtype dt = dti ? TD_F64 : TD_F32;
-        td_tensor *a = ASSERT_TENSOR(td_transpose(tensor_of(v1, 2, s1, dt), 0, 1)); /* [7,5], strides (1,7) */
+        td_tensor *a = ASSERT_TENSOR(td_transpose(tensor_of(v1, 2, s1, dt), 0, 1));    /* [7,5], strides (1,7) */
         td_tensor *b = ASSERT_TENSOR(td_slice(tensor_of(v2, 2, s2, dt), 1, 1, 10, 2)); /* [7,5], strides (10,2) */
         ASSERT(!td_is_contiguous(a) && !td_is_contiguous(b));
         for (int k = 0; k < N_BINOPS; k++) check_binary(k, a, b, ASSERT_TENSOR(binops[k].fn(a, b)), 1e-6, 1e-6);
@@ -90,6 +91,14 @@ TEST(binary_long_rows) {
         check_binary(k, sc, b, ASSERT_TENSOR(binops[k].fn(sc, b)), 1e-6, 1e-6);
     }
     free(v1), free(v2);
+    /* an output over 16 MiB takes the non-temporal store path */
+    int64_t big = (16 << 20) / 4 + 21;
+    double *v3 = rand_values(big, -4, 4);
+    td_tensor *c = tensor_of(v3, 1, &big, TD_F32);
+    check_binary(0, c, sc, ASSERT_TENSOR(td_add(c, sc)), 1e-6, 1e-6);
+    td_tensor *c1 = ASSERT_TENSOR(td_slice(c, 0, 1, big, 1)); /* misaligned start */
+    check_binary(2, c1, c1, ASSERT_TENSOR(td_mul(c1, c1)), 1e-6, 1e-6);
+    free(v3);
 }
 
 TEST(binary_half_types) {
@@ -112,9 +121,11 @@ TEST(binary_half_types) {
 TEST(promotion) {
     double va[3] = {1, 2, 3}, vb[3] = {2, 4, 5};
     int64_t n = 3;
-    struct { td_dtype a, b, want; } cases[] = {
-        {TD_I32, TD_F32, TD_F32}, {TD_U8, TD_I32, TD_I32}, {TD_I32, TD_I64, TD_I64}, {TD_F16, TD_BF16, TD_F32},
-        {TD_F32, TD_F64, TD_F64}, {TD_BOOL, TD_F16, TD_F16}, {TD_BOOL, TD_U8, TD_U8}};
+    struct {
+        td_dtype a, b, want;
+    } cases[] = {{TD_I32, TD_F32, TD_F32},  {TD_U8, TD_I32, TD_I32},  {TD_I32, TD_I64, TD_I64},
+                 {TD_F16, TD_BF16, TD_F32}, {TD_F32, TD_F64, TD_F64}, {TD_BOOL, TD_F16, TD_F16},
+                 {TD_BOOL, TD_U8, TD_U8}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         td_tensor *a = tensor_of(va, 1, &n, cases[i].a), *b = tensor_of(vb, 1, &n, cases[i].b);
         td_tensor *c = ASSERT_TENSOR(td_add(a, b));
@@ -169,8 +180,14 @@ TEST(compare_ops) {
             double *got = values_of(c);
             for (int i = 0; i < 6; i++) {
                 double x = va[i], y = vb[i];
-                bool want = k == 0 ? x == y : k == 1 ? x != y : k == 2 ? x < y : k == 3 ? x <= y : k == 4 ? x > y : x >= y;
-                if (got[i] != want) TEST_FAIL_("op %d dtype %s element %d: got %g", k, td_dtype_name(dts[di]), i, got[i]);
+                bool want = k == 0   ? x == y
+                            : k == 1 ? x != y
+                            : k == 2 ? x < y
+                            : k == 3 ? x <= y
+                            : k == 4 ? x > y
+                                     : x >= y;
+                if (got[i] != want)
+                    TEST_FAIL_("op %d dtype %s element %d: got %g", k, td_dtype_name(dts[di]), i, got[i]);
             }
             free(got);
         }
@@ -316,7 +333,10 @@ TEST(unary_float) {
     int64_t s[2] = {37, 29}; /* transposed below: strided input */
     int64_t n = s[0] * s[1];
     double *v = rand_values(n, -6, 6), *vp = rand_values(n, 0.01, 9);
-    struct { td_dtype dt; double rtol; } dts[4] = {{TD_F64, 1e-14}, {TD_F32, 2e-6}, {TD_F16, 2e-3}, {TD_BF16, 1.6e-2}};
+    struct {
+        td_dtype dt;
+        double rtol;
+    } dts[4] = {{TD_F64, 1e-14}, {TD_F32, 2e-6}, {TD_F16, 2e-3}, {TD_BF16, 1.6e-2}};
     for (int di = 0; di < 4; di++) {
         for (int k = 0; k < 14; k++) {
             bool pos = k == 3 || k == 4 || k == 5;
@@ -349,8 +369,10 @@ TEST(unary_integer_and_bool) {
     double v[5] = {-3, 0, 4, -128, 127};
     int64_t n = 5;
     td_tensor *x = tensor_of(v, 1, &n, TD_I32);
-    struct { td_tensor *t; double want[5]; } c[3] = {
-        {td_neg(x), {3, 0, -4, 128, -127}}, {td_abs(x), {3, 0, 4, 128, 127}}, {td_relu(x), {0, 0, 4, 0, 127}}};
+    struct {
+        td_tensor *t;
+        double want[5];
+    } c[3] = {{td_neg(x), {3, 0, -4, 128, -127}}, {td_abs(x), {3, 0, 4, 128, 127}}, {td_relu(x), {0, 0, 4, 0, 127}}};
     for (int i = 0; i < 3; i++) {
         ASSERT_EQ_INT(td_tensor_dtype(ASSERT_TENSOR(c[i].t)), TD_I32);
         double *g = values_of(c[i].t);
@@ -407,8 +429,10 @@ TEST(clamp_sides) {
 
 /* The operand of t broadcast to (ndim, shape), built from its fields (td__view_of is internal). */
 static td_operand operand_of(td_tensor *t, int ndim, const int64_t *shape) {
-    td_operand v = {.buf = t->storage->buf, .offset = t->offset + (int64_t)(t->storage->guard / td_dtype_size(t->dtype)),
-                    .dtype = t->dtype, .ndim = ndim};
+    td_operand v = {.buf = t->storage->buf,
+                    .offset = t->offset + (int64_t)(t->storage->guard / td_dtype_size(t->dtype)),
+                    .dtype = t->dtype,
+                    .ndim = ndim};
     for (int i = ndim - 1, j = t->ndim - 1; i >= 0; i--, j--) {
         v.shape[i] = shape[i];
         v.strides[i] = j >= 0 && t->shape[j] == shape[i] ? t->strides[j] : 0;
@@ -421,7 +445,11 @@ static td_tensor *gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_form) {
     td_tensor *out = ASSERT_TENSOR(td_empty(x->ndim, x->shape, x->dtype, TD_CPU));
     td_operand in[2] = {operand_of(dy, x->ndim, x->shape), operand_of(x, x->ndim, x->shape)};
     td_operand ov = operand_of(out, x->ndim, x->shape);
-    td_op op = {.kind = TD_OP_GELU_BACKWARD, .n_in = 2, .n_out = 1, .in = in, .out = &ov,
+    td_op op = {.kind = TD_OP_GELU_BACKWARD,
+                .n_in = 2,
+                .n_out = 1,
+                .in = in,
+                .out = &ov,
                 .p.gelu.approximate = tanh_form ? TD_GELU_TANH : TD_GELU_ERF};
     const td_backend *be = td_backend_for(TD_DEVICE_CPU);
     ASSERT(be->iface->supports(0, &op));
@@ -434,7 +462,10 @@ TEST(gelu_backward_fd) {
     lcg_seed(17);
     int64_t s[2] = {8, 16}, n = 128;
     double *vx = rand_values(n, -5, 5), *vdy = rand_values(16, -2, 2);
-    struct { td_dtype dt; double tol; } dts[3] = {{TD_F64, 1e-8}, {TD_F32, 2e-5}, {TD_BF16, 5e-2}};
+    struct {
+        td_dtype dt;
+        double tol;
+    } dts[3] = {{TD_F64, 1e-8}, {TD_F32, 2e-5}, {TD_BF16, 5e-2}};
     for (int di = 0; di < 3; di++) {
         td_tensor *x = tensor_of(vx, 2, s, dts[di].dt), *dy = tensor_of(vdy, 1, s + 1, dts[di].dt);
         double *xin = values_of(x), *dyin = values_of(dy);

@@ -2,10 +2,11 @@
 ** strided inputs, dtypes, NaN, argmax ties, accuracy, empty sets, errors. */
 #include "elem_util.h"
 
-#define TESTS(X)                                                                                               \
-    X(dim_sets_f64) X(dim_sets_f32_strided) X(dim_sets_half) X(sum_integer_and_bool) X(max_min_integer_exact)  \
-    X(argmax_ties_and_nan) X(argmax_flatten) X(nan_propagation) X(var_correction) X(logsumexp_stable)          \
-    X(sum_accuracy_1e6) X(few_outputs_long_rows) X(empty_sets) X(errors)
+#define TESTS(X)                                                                                                       \
+    X(dim_sets_f64)                                                                                                    \
+    X(dim_sets_f32_strided) X(dim_sets_half) X(sum_integer_and_bool) X(max_min_integer_exact) X(argmax_ties_and_nan)   \
+        X(argmax_flatten) X(nan_propagation) X(var_correction) X(logsumexp_stable) X(sum_accuracy_1e6)                 \
+            X(few_outputs_long_rows) X(empty_sets) X(errors)
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_VAR, R_LSE, R_COUNT };
 static const char *rnames[R_COUNT] = {"sum", "mean", "amax", "amin", "var", "logsumexp"};
@@ -42,21 +43,28 @@ static void ref_reduce(int op, const double *v, int nd, const int64_t *shape, ui
     for (int64_t i = 0; i < n; i++) {
         int64_t o = kept_index(i, nd, shape, mask);
         acc[o] += v[i];
-        if (isnan(v[i]) || isnan(ext[o])) ext[o] = NAN;
-        else if (op == R_MIN ? v[i] < ext[o] : v[i] > ext[o]) ext[o] = v[i];
+        if (isnan(v[i]) || isnan(ext[o]))
+            ext[o] = NAN;
+        else if (op == R_MIN ? v[i] < ext[o] : v[i] > ext[o])
+            ext[o] = v[i];
     }
     for (int64_t o = 0; o < M; o++) {
-        if (op == R_SUM) out[o] = acc[o];
-        else if (op == R_MEAN) out[o] = acc[o] / (double)K;
-        else if (op == R_MAX || op == R_MIN) out[o] = ext[o];
-        else out[o] = 0;
+        if (op == R_SUM)
+            out[o] = acc[o];
+        else if (op == R_MEAN)
+            out[o] = acc[o] / (double)K;
+        else if (op == R_MAX || op == R_MIN)
+            out[o] = ext[o];
+        else
+            out[o] = 0;
     }
     for (int64_t i = 0; i < n && op >= R_VAR; i++) {
         int64_t o = kept_index(i, nd, shape, mask);
         double d = v[i] - acc[o] / (double)K;
         out[o] += op == R_VAR ? d * d : exp(v[i] - ext[o]);
     }
-    for (int64_t o = 0; o < M && op >= R_VAR; o++) out[o] = op == R_VAR ? out[o] / (double)(K - corr) : ext[o] + log(out[o]);
+    for (int64_t o = 0; o < M && op >= R_VAR; o++)
+        out[o] = op == R_VAR ? out[o] / (double)(K - corr) : ext[o] + log(out[o]);
     free(acc), free(ext);
 }
 
@@ -83,8 +91,10 @@ static void check_dim_sets(td_tensor *x, double rtol, double atol) {
             ref_reduce(op, v, nd, shape, mask, 1, want, M);
             for (int keep = 0; keep < 2; keep++) {
                 td_tensor *r = ASSERT_TENSOR(r_call(op, x, n, dims, keep, 1));
-                if (keep) assert_shape(r, nd, kshape);
-                else assert_shape(r, dn, dshape);
+                if (keep)
+                    assert_shape(r, nd, kshape);
+                else
+                    assert_shape(r, dn, dshape);
                 ASSERT_EQ_INT(td_tensor_dtype(r), td_tensor_dtype(x));
                 double *got = values_of(r);
                 char what[96];
@@ -176,7 +186,7 @@ TEST(argmax_ties_and_nan) {
         ASSERT_OK(td_copy_to_host(td_argmin(x, -1, false), got, 3 * sizeof(int64_t), TD_I64));
         ASSERT_EQ_INT(got[0], 0);
         ASSERT_EQ_INT(got[1], 2);
-        ASSERT_EQ_INT(got[2], dts[di] == TD_I32 ? 0 : 1); /* NaN also wins argmin */
+        ASSERT_EQ_INT(got[2], dts[di] == TD_I32 ? 0 : 1);     /* NaN also wins argmin */
         td_tensor *ak = ASSERT_TENSOR(td_argmax(x, 0, true)); /* down columns */
         int64_t ks[2] = {1, 4};
         assert_shape(ak, 2, ks);

@@ -9,21 +9,21 @@
 
 #define ID_(x) (x)
 
-#define CMP_LOOP_(LD, OP)                                                                                      \
+#define CMP_LOOP_(LD, OP)                                                                                              \
     for (int64_t i = 0; i < n; i++) o[i * so] = LD(a[i * sa]) OP LD(b[i * sb])
 
-#define CMP_ROW_(NAME, T, LD)                                                                                  \
-    static void NAME(td_op_kind k, int64_t n, uint8_t *o, int64_t so, const T *a, int64_t sa, const T *b,      \
-                     int64_t sb) {                                                                             \
-        switch (k) {                                                                                           \
-        case TD_OP_EQ: CMP_LOOP_(LD, ==); break;                                                               \
-        case TD_OP_NE: CMP_LOOP_(LD, !=); break;                                                               \
-        case TD_OP_LT: CMP_LOOP_(LD, <); break;                                                                \
-        case TD_OP_LE: CMP_LOOP_(LD, <=); break;                                                               \
-        case TD_OP_GT: CMP_LOOP_(LD, >); break;                                                                \
-        case TD_OP_GE: CMP_LOOP_(LD, >=); break;                                                               \
-        default: break;                                                                                        \
-        }                                                                                                      \
+#define CMP_ROW_(NAME, T, LD)                                                                                          \
+    static void NAME(td_op_kind k, int64_t n, uint8_t *o, int64_t so, const T *a, int64_t sa, const T *b,              \
+                     int64_t sb) {                                                                                     \
+        switch (k) {                                                                                                   \
+        case TD_OP_EQ: CMP_LOOP_(LD, ==); break;                                                                       \
+        case TD_OP_NE: CMP_LOOP_(LD, !=); break;                                                                       \
+        case TD_OP_LT: CMP_LOOP_(LD, <); break;                                                                        \
+        case TD_OP_LE: CMP_LOOP_(LD, <=); break;                                                                       \
+        case TD_OP_GT: CMP_LOOP_(LD, >); break;                                                                        \
+        case TD_OP_GE: CMP_LOOP_(LD, >=); break;                                                                       \
+        default: break;                                                                                                \
+        }                                                                                                              \
     }
 CMP_ROW_(cmp_f32, float, ID_)
 CMP_ROW_(cmp_f64, double, ID_)
@@ -57,12 +57,12 @@ td_status td_cpu_GT(const td_op *op) { return cpu_elementwise(op, compare_row, 1
 td_status td_cpu_GE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
 
 /* out[i] = cond[i] ? a[i] : b[i], moving raw elements of the dtype's size */
-#define WHERE_LOOP_(T)                                                                                         \
-    do {                                                                                                       \
-        T *o = (T *)p[0];                                                                                      \
-        const uint8_t *c = (const uint8_t *)p[1];                                                              \
-        const T *a = (const T *)p[2], *b = (const T *)p[3];                                                    \
-        for (int64_t i = 0; i < n; i++) o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]];                 \
+#define WHERE_LOOP_(T)                                                                                                 \
+    do {                                                                                                               \
+        T *o = (T *)p[0];                                                                                              \
+        const uint8_t *c = (const uint8_t *)p[1];                                                                      \
+        const T *a = (const T *)p[2], *b = (const T *)p[3];                                                            \
+        for (int64_t i = 0; i < n; i++) o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]];                         \
     } while (0)
 
 static void where_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {

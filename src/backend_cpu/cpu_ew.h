@@ -13,9 +13,7 @@
 ** tile are split, so a single contiguous row still uses every thread. */
 #define CPU_TILE 16384
 
-static inline int64_t cpu_iter_tiles(const cpu_iter *it) {
-    return it->rows * ((it->inner + CPU_TILE - 1) / CPU_TILE);
-}
+static inline int64_t cpu_iter_tiles(const cpu_iter *it) { return it->rows * ((it->inner + CPU_TILE - 1) / CPU_TILE); }
 
 /* Offsets (elements, one per operand) of tile t's first element; returns its length. */
 static inline int64_t cpu_iter_tile(const cpu_iter *it, int64_t t, int64_t *offsets) {
@@ -45,10 +43,13 @@ static inline bool cpu_has_avx2(void) {
 
 /* ---- AVX2/FMA kernels (src/backend_cpu/x86/); call only when cpu_has_avx2() ---- */
 
-/* o[i] = a[i*sa] op b[i*sb] for i < n, op in ADD/SUB/MUL/DIV; sa, sb in {0, 1}.
-** Returns false (doing nothing) for other ops. */
-bool cpu_binary_f32_avx2(td_op_kind kind, int64_t n, float *o, const float *a, int64_t sa, const float *b,
-                         int64_t sb);
+/* Outputs of at least this many bytes are written with non-temporal stores. */
+#define CPU_STREAM_BYTES ((int64_t)16 << 20)
+
+/* o[i] = a[i*sa] op b[i*sb] for i < n, op in ADD/SUB/MUL/DIV; sa, sb in {0, 1};
+** stream: non-temporal stores. Returns false (doing nothing) for other ops. */
+bool cpu_binary_f32_avx2(td_op_kind kind, int64_t n, float *o, const float *a, int64_t sa, const float *b, int64_t sb,
+                         bool stream);
 /* o[i] = max(x[i], 0) with NaN kept, contiguous. */
 void cpu_relu_f32_avx2(int64_t n, float *o, const float *x);
 /* sum of x[0..n) accumulated in double. */

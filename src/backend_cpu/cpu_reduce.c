@@ -38,55 +38,56 @@ static bool is_max(td_op_kind k) { return k == TD_OP_MAX || k == TD_OP_ARGMAX; }
 
 /* ---- one tile: n elements at p with stride st, the first one at reduced index first ---- */
 
-#define F16_IN_(x) cpu_f16_to_f32(x)
+#define F16_IN_(x)  cpu_f16_to_f32(x)
 #define BF16_IN_(x) cpu_bf16_to_f32(x)
-#define ID_(x) (x)
+#define ID_(x)      (x)
 
 /* floats, computed in double; "better" is > for max and < for min, NaN beating all */
-#define FLOAT_TILE_(NAME, T, LD)                                                                               \
-    static racc NAME(td_op_kind k, const T *p, int64_t n, int64_t st, int64_t first) {                         \
-        racc a = {.any = true, .m = LD(p[0]), .idx = first, .n = n};                                           \
-        switch (k) {                                                                                           \
-        case TD_OP_SUM:                                                                                        \
-        case TD_OP_MEAN:                                                                                       \
-            for (int64_t i = 0; i < n; i++) a.s += LD(p[i * st]);                                              \
-            break;                                                                                             \
-        case TD_OP_MAX:                                                                                        \
-        case TD_OP_ARGMAX:                                                                                     \
-            for (int64_t i = 1; i < n && a.m == a.m; i++) {                                                    \
-                double x = LD(p[i * st]);                                                                      \
-                if (x > a.m || x != x) a.m = x, a.idx = first + i;                                             \
-            }                                                                                                  \
-            break;                                                                                             \
-        case TD_OP_MIN:                                                                                        \
-        case TD_OP_ARGMIN:                                                                                     \
-            for (int64_t i = 1; i < n && a.m == a.m; i++) {                                                    \
-                double x = LD(p[i * st]);                                                                      \
-                if (x < a.m || x != x) a.m = x, a.idx = first + i;                                             \
-            }                                                                                                  \
-            break;                                                                                             \
-        case TD_OP_VAR: {                                                                                      \
-            double sum = 0;                                                                                    \
-            for (int64_t i = 0; i < n; i++) sum += LD(p[i * st]);                                              \
-            a.m = sum / (double)n;                                                                             \
-            for (int64_t i = 0; i < n; i++) {                                                                  \
-                double d = LD(p[i * st]) - a.m;                                                                \
-                a.s += d * d;                                                                                  \
-            }                                                                                                  \
-            break;                                                                                             \
-        }                                                                                                      \
-        case TD_OP_LOGSUMEXP:                                                                                  \
-            for (int64_t i = 1; i < n && a.m == a.m; i++) {                                                    \
-                double x = LD(p[i * st]);                                                                      \
-                if (x > a.m || x != x) a.m = x;                                                                \
-            }                                                                                                  \
-            if (!isfinite(a.m)) a.s = 1; /* the result is m itself: -inf, +inf or NaN */                       \
-            else                                                                                               \
-                for (int64_t i = 0; i < n; i++) a.s += exp(LD(p[i * st]) - a.m);                               \
-            break;                                                                                             \
-        default: break;                                                                                        \
-        }                                                                                                      \
-        return a;                                                                                              \
+#define FLOAT_TILE_(NAME, T, LD)                                                                                       \
+    static racc NAME(td_op_kind k, const T *p, int64_t n, int64_t st, int64_t first) {                                 \
+        racc a = {.any = true, .m = LD(p[0]), .idx = first, .n = n};                                                   \
+        switch (k) {                                                                                                   \
+        case TD_OP_SUM:                                                                                                \
+        case TD_OP_MEAN:                                                                                               \
+            for (int64_t i = 0; i < n; i++) a.s += LD(p[i * st]);                                                      \
+            break;                                                                                                     \
+        case TD_OP_MAX:                                                                                                \
+        case TD_OP_ARGMAX:                                                                                             \
+            for (int64_t i = 1; i < n && a.m == a.m; i++) {                                                            \
+                double x = LD(p[i * st]);                                                                              \
+                if (x > a.m || x != x) a.m = x, a.idx = first + i;                                                     \
+            }                                                                                                          \
+            break;                                                                                                     \
+        case TD_OP_MIN:                                                                                                \
+        case TD_OP_ARGMIN:                                                                                             \
+            for (int64_t i = 1; i < n && a.m == a.m; i++) {                                                            \
+                double x = LD(p[i * st]);                                                                              \
+                if (x < a.m || x != x) a.m = x, a.idx = first + i;                                                     \
+            }                                                                                                          \
+            break;                                                                                                     \
+        case TD_OP_VAR: {                                                                                              \
+            double sum = 0;                                                                                            \
+            for (int64_t i = 0; i < n; i++) sum += LD(p[i * st]);                                                      \
+            a.m = sum / (double)n;                                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                double d = LD(p[i * st]) - a.m;                                                                        \
+                a.s += d * d;                                                                                          \
+            }                                                                                                          \
+            break;                                                                                                     \
+        }                                                                                                              \
+        case TD_OP_LOGSUMEXP:                                                                                          \
+            for (int64_t i = 1; i < n && a.m == a.m; i++) {                                                            \
+                double x = LD(p[i * st]);                                                                              \
+                if (x > a.m || x != x) a.m = x;                                                                        \
+            }                                                                                                          \
+            if (!isfinite(a.m))                                                                                        \
+                a.s = 1; /* the result is m itself: -inf, +inf or NaN */                                               \
+            else                                                                                                       \
+                for (int64_t i = 0; i < n; i++) a.s += exp(LD(p[i * st]) - a.m);                                       \
+            break;                                                                                                     \
+        default: break;                                                                                                \
+        }                                                                                                              \
+        return a;                                                                                                      \
     }
 FLOAT_TILE_(tile_f64, double, ID_)
 FLOAT_TILE_(tile_f32_scalar, float, ID_)
@@ -100,21 +101,21 @@ static racc tile_f32(td_op_kind k, const float *p, int64_t n, int64_t st, int64_
 }
 
 /* integers, exact in int64_t; SUM wraps through uint64_t */
-#define INT_TILE_(NAME, T)                                                                                     \
-    static racc NAME(td_op_kind k, const T *p, int64_t n, int64_t st, int64_t first) {                         \
-        racc a = {.any = true, .i = p[0], .idx = first, .n = n};                                               \
-        if (k == TD_OP_SUM) {                                                                                  \
-            uint64_t s = 0;                                                                                    \
-            for (int64_t i = 0; i < n; i++) s += (uint64_t)(int64_t)p[i * st];                                 \
-            a.i = (int64_t)s;                                                                                  \
-        } else if (is_max(k)) {                                                                                \
-            for (int64_t i = 1; i < n; i++)                                                                    \
-                if (p[i * st] > a.i) a.i = p[i * st], a.idx = first + i;                                       \
-        } else {                                                                                               \
-            for (int64_t i = 1; i < n; i++)                                                                    \
-                if (p[i * st] < a.i) a.i = p[i * st], a.idx = first + i;                                       \
-        }                                                                                                      \
-        return a;                                                                                              \
+#define INT_TILE_(NAME, T)                                                                                             \
+    static racc NAME(td_op_kind k, const T *p, int64_t n, int64_t st, int64_t first) {                                 \
+        racc a = {.any = true, .i = p[0], .idx = first, .n = n};                                                       \
+        if (k == TD_OP_SUM) {                                                                                          \
+            uint64_t s = 0;                                                                                            \
+            for (int64_t i = 0; i < n; i++) s += (uint64_t)(int64_t)p[i * st];                                         \
+            a.i = (int64_t)s;                                                                                          \
+        } else if (is_max(k)) {                                                                                        \
+            for (int64_t i = 1; i < n; i++)                                                                            \
+                if (p[i * st] > a.i) a.i = p[i * st], a.idx = first + i;                                               \
+        } else {                                                                                                       \
+            for (int64_t i = 1; i < n; i++)                                                                            \
+                if (p[i * st] < a.i) a.i = p[i * st], a.idx = first + i;                                               \
+        }                                                                                                              \
+        return a;                                                                                                      \
     }
 INT_TILE_(tile_i32, int32_t)
 INT_TILE_(tile_i64, int64_t)
@@ -196,10 +197,14 @@ static void store_result(const td_op *op, int64_t o, const racc *a, int64_t K) {
     case TD_OP_LOGSUMEXP: v = !a->any ? -INFINITY : isfinite(a->m) ? a->m + log(a->s) : a->m; break;
     default: break;
     }
-    if (!int_out) cpu_store(dst, o, out->dtype, v);
-    else if (out->dtype == TD_I64) ((int64_t *)dst)[o] = iv;
-    else if (out->dtype == TD_I32) ((int32_t *)dst)[o] = (int32_t)iv;
-    else ((uint8_t *)dst)[o] = (uint8_t)iv;
+    if (!int_out)
+        cpu_store(dst, o, out->dtype, v);
+    else if (out->dtype == TD_I64)
+        ((int64_t *)dst)[o] = iv;
+    else if (out->dtype == TD_I32)
+        ((int32_t *)dst)[o] = (int32_t)iv;
+    else
+        ((uint8_t *)dst)[o] = (uint8_t)iv;
 }
 
 /* ---- driver ---- */
@@ -234,8 +239,8 @@ static racc tile_of(const reduce_plan *pl, const char *base, int64_t t) {
 
 static td_status reduce(const td_op *op) {
     const td_operand *in = &op->in[0];
-    reduce_plan pl = {.op = op, .base = cpu_ptr(in), .esize = td_dtype_size(in->dtype),
-                      .is_int = !td_dtype_is_float(in->dtype)};
+    reduce_plan pl = {
+        .op = op, .base = cpu_ptr(in), .esize = td_dtype_size(in->dtype), .is_int = !td_dtype_is_float(in->dtype)};
     td_operand red = {.ndim = 0};
     for (int d = 0; d < in->ndim; d++) {
         td_operand *v = (op->p.reduce.dims >> d & 1) ? &red : &pl.kept;
@@ -265,8 +270,9 @@ static td_status reduce(const td_op *op) {
     }
     /* few outputs, many tiles each: threads take tiles, merged in order afterwards */
     racc *part = malloc(sizeof(racc) * (size_t)pl.tiles);
-    if (!part) return td_error_set(TD_ERR_OOM, "%s: out of memory for %lld partial results", td_op_name(op->kind),
-                                   (long long)pl.tiles);
+    if (!part)
+        return td_error_set(TD_ERR_OOM, "%s: out of memory for %lld partial results", td_op_name(op->kind),
+                            (long long)pl.tiles);
     for (int64_t o = 0; o < M; o++) {
         const char *base = out_base(&pl, o);
 #pragma omp parallel for num_threads(nt) schedule(static)

@@ -82,7 +82,10 @@ static bool is_whole(double s) { return isfinite(s) && s == floor(s); }
 ** its dtype for a whole s (bool becomes int64) and computes in float32 otherwise. */
 static td_tensor *binary_scalar(td_op_kind kind, const char *name, td_tensor *a, double s) {
     TD_CHECK_ARG(a, name);
-    td_dtype dt = td_dtype_is_float(a->dtype) ? a->dtype : !is_whole(s) ? TD_F32 : a->dtype == TD_BOOL ? TD_I64 : a->dtype;
+    td_dtype dt = td_dtype_is_float(a->dtype) ? a->dtype
+                  : !is_whole(s)              ? TD_F32
+                  : a->dtype == TD_BOOL       ? TD_I64
+                                              : a->dtype;
     td_tensor *b = td_keep(td_scalar(s, dt, a->storage->device));
     td_tensor *out = b ? binary(kind, name, a, b) : NULL;
     td_release(b);

@@ -128,5 +128,9 @@ static td_tensor *arg_reduce(td_op_kind kind, const char *name, td_tensor *x, in
     return out;
 }
 
-td_tensor *td_argmax(td_tensor *x, int dim, bool keepdim) { return arg_reduce(TD_OP_ARGMAX, "argmax", x, dim, keepdim); }
-td_tensor *td_argmin(td_tensor *x, int dim, bool keepdim) { return arg_reduce(TD_OP_ARGMIN, "argmin", x, dim, keepdim); }
+td_tensor *td_argmax(td_tensor *x, int dim, bool keepdim) {
+    return arg_reduce(TD_OP_ARGMAX, "argmax", x, dim, keepdim);
+}
+td_tensor *td_argmin(td_tensor *x, int dim, bool keepdim) {
+    return arg_reduce(TD_OP_ARGMIN, "argmin", x, dim, keepdim);
+}
