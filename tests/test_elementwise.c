@@ -6,9 +6,10 @@
 
 #define TESTS(X)                                                                                                       \
     X(binary_broadcast_f32)                                                                                            \
-    X(binary_broadcast_f64) X(binary_noncontiguous) X(binary_long_rows) X(binary_half_types) X(promotion)              \
-        X(integer_arith) X(compare_ops) X(scalar_ops) X(where_broadcast) X(nan_propagation) X(unary_float)             \
-            X(unary_integer_and_bool) X(clamp_sides) X(gelu_backward_fd) X(errors) X(empty_and_scope)
+    X(binary_broadcast_f64)                                                                                            \
+    X(binary_noncontiguous) X(binary_long_rows) X(binary_half_types) X(promotion) X(integer_arith) X(compare_ops)      \
+        X(scalar_ops) X(where_broadcast) X(nan_propagation) X(unary_float) X(unary_integer_and_bool) X(clamp_sides)    \
+            X(gelu_backward_fd) X(errors) X(empty_and_scope)
 
 typedef double (*bin_ref)(double, double);
 static double r_add(double x, double y) { return x + y; }
@@ -409,6 +410,10 @@ TEST(clamp_sides) {
     g = values_of(ASSERT_TENSOR(td_clamp(x, 0, NAN)));
     double w3[6] = {0, 0, 0.25, 2, NAN, 9};
     assert_close(g, w3, 6, 0, 0, "clamp lo only");
+    free(g);
+    g = values_of(ASSERT_TENSOR(td_clamp(x, 3, 1))); /* lo > hi: everything is hi, as min(max(x, lo), hi) */
+    double w6[6] = {1, 1, 1, 1, NAN, 1};
+    assert_close(g, w6, 6, 0, 0, "clamp lo > hi");
     free(g);
     double vi[4] = {-7, 0, 3, 100};
     int64_t n4 = 4;

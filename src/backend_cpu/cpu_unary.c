@@ -25,6 +25,9 @@
 #define INV_SQRT2    0.7071067811865476
 #define INV_SQRT_2PI 0.3989422804014327
 
+/* min(max(x, lo), hi): hi wins when lo > hi, and NaN stays NaN (comparisons are false) */
+#define CLAMP_(x, lo, hi) (((x) < (lo) ? (lo) : (x)) > (hi) ? (hi) : ((x) < (lo) ? (lo) : (x)))
+
 /* o[i] = EXPR with x = in[i] loaded as C */
 #define LOOP_(C, LD, ST, EXPR)                                                                                         \
     for (int64_t i = 0; i < n; i++) {                                                                                  \
@@ -35,8 +38,9 @@
 #define FLOAT_ROW_(NAME, T, C, LD, ST, F)                                                                              \
     static void NAME(const td_op *op, int64_t n, T *o, int64_t so, const T *in, int64_t si) {                          \
         const C one = 1, half = 0.5, k = (C)GELU_K, c = (C)GELU_C, r2 = (C)INV_SQRT2;                                  \
-        const C lo = (C)op->p.clamp.lo, hi = (C)op->p.clamp.hi;                                                        \
-        const bool has_lo = op->p.clamp.has_lo, has_hi = op->p.clamp.has_hi;                                           \
+        /* an open side is an infinite bound */                                                                        \
+        const C lo = op->p.clamp.has_lo ? (C)op->p.clamp.lo : -(C)INFINITY;                                            \
+        const C hi = op->p.clamp.has_hi ? (C)op->p.clamp.hi : (C)INFINITY;                                             \
         switch (op->kind) {                                                                                            \
         case TD_OP_NEG: LOOP_(C, LD, ST, -x); break;                                                                   \
         case TD_OP_ABS: LOOP_(C, LD, ST, F(fabs)(x)); break;                                                           \
@@ -56,7 +60,7 @@
             else                                                                                                       \
                 LOOP_(C, LD, ST, half *x *(one + F(erf)(x * r2)))                                                      \
             break;                                                                                                     \
-        case TD_OP_CLAMP: LOOP_(C, LD, ST, has_hi &&x > hi ? hi : has_lo && x < lo ? lo : x); break;                   \
+        case TD_OP_CLAMP: LOOP_(C, LD, ST, CLAMP_(x, lo, hi)); break;                                                  \
         default: break;                                                                                                \
         }                                                                                                              \
     }
@@ -75,7 +79,7 @@ FLOAT_ROW_(row_bf16, uint16_t, float, BF16_IN_, BF16_OUT_, FNF_)
         case TD_OP_NEG: LOOP_(uint64_t, (uint64_t), (T), 0 - x); break;                                                \
         case TD_OP_ABS: LOOP_(int64_t, ID_, (T), x < 0 ? (int64_t)(0 - (uint64_t)x) : x); break;                       \
         case TD_OP_RELU: LOOP_(T, ID_, ID_, x > 0 ? x : 0); break;                                                     \
-        case TD_OP_CLAMP: LOOP_(int64_t, ID_, (T), x > hi ? hi : x < lo ? lo : x); break;                              \
+        case TD_OP_CLAMP: LOOP_(int64_t, ID_, (T), CLAMP_(x, lo, hi)); break;                                          \
         default: break;                                                                                                \
         }                                                                                                              \
     }
