@@ -2,7 +2,7 @@
 ** dtype promotion, comparisons, where, NaN, unary math, clamp, GELU backward. */
 #include "elem_util.h"
 
-#include "core/internal.h" /* tensor fields, to call the GELU_BACKWARD kernel through the backend */
+#include "core/internal.h" /* td__gelu_backward */
 
 #define TESTS(X)                                                                                                       \
     X(binary_broadcast_f32)                                                                                            \
@@ -432,36 +432,6 @@ TEST(clamp_sides) {
     free(g);
 }
 
-/* The operand of t broadcast to (ndim, shape), built from its fields (td__view_of is internal). */
-static td_operand operand_of(td_tensor *t, int ndim, const int64_t *shape) {
-    td_operand v = {.buf = t->storage->buf,
-                    .offset = t->offset + (int64_t)(t->storage->guard / td_dtype_size(t->dtype)),
-                    .dtype = t->dtype,
-                    .ndim = ndim};
-    for (int i = ndim - 1, j = t->ndim - 1; i >= 0; i--, j--) {
-        v.shape[i] = shape[i];
-        v.strides[i] = j >= 0 && t->shape[j] == shape[i] ? t->strides[j] : 0;
-    }
-    return v;
-}
-
-/* GELU_BACKWARD run on the CPU backend: dy broadcasts to x's shape. */
-static td_tensor *gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_form) {
-    td_tensor *out = ASSERT_TENSOR(td_empty(x->ndim, x->shape, x->dtype, TD_CPU));
-    td_operand in[2] = {operand_of(dy, x->ndim, x->shape), operand_of(x, x->ndim, x->shape)};
-    td_operand ov = operand_of(out, x->ndim, x->shape);
-    td_op op = {.kind = TD_OP_GELU_BACKWARD,
-                .n_in = 2,
-                .n_out = 1,
-                .in = in,
-                .out = &ov,
-                .p.gelu.approximate = tanh_form ? TD_GELU_TANH : TD_GELU_ERF};
-    const td_backend *be = td_backend_for(TD_DEVICE_CPU);
-    ASSERT(be->iface->supports(0, &op));
-    ASSERT_OK(be->iface->run(0, &op));
-    return out;
-}
-
 /* gelu'(x) by central differences of the double reference, both forms and dtypes. */
 TEST(gelu_backward_fd) {
     lcg_seed(17);
@@ -475,7 +445,7 @@ TEST(gelu_backward_fd) {
         td_tensor *x = tensor_of(vx, 2, s, dts[di].dt), *dy = tensor_of(vdy, 1, s + 1, dts[di].dt);
         double *xin = values_of(x), *dyin = values_of(dy);
         for (int tf = 0; tf < 2; tf++) {
-            double *g = values_of(gelu_backward(dy, x, tf));
+            double *g = values_of(ASSERT_TENSOR(td__gelu_backward(dy, x, tf)));
             for (int64_t i = 0; i < n; i++) {
                 double h = 1e-5, d = (gelu_ref(xin[i] + h, tf) - gelu_ref(xin[i] - h, tf)) / (2 * h);
                 ASSERT_NEAR(g[i], dyin[i % 16] * d, dts[di].tol * (1 + fabs(dyin[i % 16] * d)));
