@@ -354,6 +354,7 @@ TEST(errors) {
     ASSERT(td_sum(x, 1, dup + 1, false) && td_argmax(x, TD_ALL_DIMS, true) && td_logsumexp(xi, 0, NULL, false));
     td_scope_end();
     td_release(x), td_release(xi), td_release(xb);
+    ASSERT_EQ_INT(td_debug_live_tensors(), 0); /* no temporaries (casts, keepdim outputs) leaked */
 }
 
 TEST_MAIN(TESTS)
