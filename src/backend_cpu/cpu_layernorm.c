@@ -6,7 +6,9 @@
 **   rstd_r = 1 / sqrt(sum_j (x[r,j] - mean_r)^2 / D + eps)   (biased variance)
 **   y[r,j] = (x[r,j] - mean_r) * rstd_r * w[j] + b[j]
 ** The variance is a second pass over (x - mean), not E[x^2] - mean^2, which
-** cancels catastrophically when |mean| >> std. Rows run in parallel.
+** cancels catastrophically when |mean| >> std. Sums and (x - mean) are taken
+** in double for every dtype (a float mean of values near 1e4 is off by 1e-3).
+** Rows run in parallel.
 ** Reference: torch.nn.functional.layer_norm.
 */
 #include <stdlib.h>
@@ -14,24 +16,25 @@
 #include "../core/internal.h"
 #include "cpu_nn.h"
 
-#define LAYERNORM_ROWS_(T, SQRT)                                                                               \
+#define LAYERNORM_ROWS_(T)                                                                               \
     static void layernorm_rows_##T(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R,      \
                                    int64_t D, double eps) {                                                    \
         int nt = cpu_threads_for(R, D * 4);                                                                    \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                         \
             const T *xr = x + r * D;                                                                           \
-            T *yr = y + r * D, m = 0, v = 0;                                                                   \
+            T *yr = y + r * D;                                                                                 \
+            double m = 0, v = 0; /* in double: a float mean near 1e4 is off by ~1e-3 */                        \
             for (int64_t j = 0; j < D; j++) m += xr[j]; /* pass 1: mean */                                     \
-            m /= (T)D;                                                                                         \
+            m /= (double)D;                                                                                    \
             for (int64_t j = 0; j < D; j++) v += (xr[j] - m) * (xr[j] - m); /* pass 2: variance */             \
-            T rs = 1 / SQRT(v / (T)D + (T)eps);                                                                \
+            double rs = 1 / sqrt(v / (double)D + eps);                                                         \
             for (int64_t j = 0; j < D; j++) /* pass 3: normalize, scale, shift */                              \
-                yr[j] = (xr[j] - m) * rs * (w ? w[j] : 1) + (b ? b[j] : 0);                                    \
-            mean[r] = m, rstd[r] = rs;                                                                         \
+                yr[j] = (T)((xr[j] - m) * rs) * (w ? w[j] : 1) + (b ? b[j] : 0);                               \
+            mean[r] = (T)m, rstd[r] = (T)rs;                                                                   \
         }                                                                                                      \
     }
-LAYERNORM_ROWS_(float, sqrtf)
-LAYERNORM_ROWS_(double, sqrt)
+LAYERNORM_ROWS_(float)
+LAYERNORM_ROWS_(double)
 
 static void *ptr_or_null(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
 
