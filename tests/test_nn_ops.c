@@ -8,7 +8,7 @@
 #define TESTS(X)                                                                                               \
     X(softmax_random) X(softmax_errors) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures)            \
     X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_errors)              \
-    X(pool_fixtures) X(pool_random) X(pool_errors)
+    X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks)
 
 static td_tensor *from_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
     return ASSERT_TENSOR(td_cast(ASSERT_TENSOR(td_from_data(v, ndim, shape, TD_F64, TD_CPU)), dt));
@@ -514,6 +514,48 @@ TEST(pool_errors) {
     int64_t bad[4] = {0, 3, 16, 1};
     td_tensor *idx = ASSERT_TENSOR(td_from_data(bad, 4, (int64_t[]){1, 1, 2, 2}, TD_I64, TD_CPU));
     ASSERT_ERROR(td__max_pool2d_backward(dy, idx, (int64_t[]){1, 1, 4, 4}), TD_ERR_INDEX, "index 16 at position 2");
+}
+
+/* Every front-end under NaN-poisoned, guarded allocations: outputs are fully
+** written (finite), nothing writes past a buffer, and no tensor leaks. */
+static void assert_finite(td_tensor *t, const char *what) {
+    double *v = nn_host(t);
+    for (int64_t i = 0; i < td_numel(t); i++)
+        if (!isfinite(v[i])) TEST_FAIL_("%s[%lld] is %g", what, (long long)i, v[i]);
+    free(v);
+}
+
+TEST(poisoned_outputs_no_leaks) {
+    td_debug_set(TD_DEBUG_POISON | TD_DEBUG_GUARDS);
+    nn_seed(28);
+    int64_t live = td_debug_live_tensors();
+    td_scope_begin();
+    for (int d = 0; d < 4; d++) {
+        td_dtype dt = nn_float_dtypes[d];
+        td_tensor *x = nn_rand(4, (int64_t[]){2, 4, 9, 7}, 1, dt), *w = nn_rand(4, (int64_t[]){6, 2, 3, 3}, 1, dt);
+        td_tensor *y = ASSERT_TENSOR(td_conv2d(x, w, NULL, (int[]){2, 1}, (int[]){1, 1}, NULL, 2));
+        assert_finite(y, "conv2d");
+        assert_finite(ASSERT_TENSOR(td__conv2d_backward_input(y, w, td_shape(x), (int[]){2, 1}, (int[]){1, 1}, NULL, 2)), "dx");
+        assert_finite(ASSERT_TENSOR(td__conv2d_backward_weight(y, x, td_shape(w), (int[]){2, 1}, (int[]){1, 1}, NULL, 2)), "dw");
+        td_tensor *p = ASSERT_TENSOR(td_max_pool2d(x, (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}, NULL));
+        assert_finite(p, "max_pool2d");
+        td_tensor *a = ASSERT_TENSOR(td_avg_pool2d(x, (int[]){3, 3}, NULL, (int[]){1, 1}, false));
+        assert_finite(ASSERT_TENSOR(td__avg_pool2d_backward(a, td_shape(x), (int[]){3, 3}, NULL, (int[]){1, 1}, false)), "avg dx");
+        td_tensor *m = nn_rand(2, (int64_t[]){5, 7}, 1, dt);
+        assert_finite(ASSERT_TENSOR(td_matmul(m, ASSERT_TENSOR(td_transpose(m, 0, 1)))), "matmul");
+        assert_finite(ASSERT_TENSOR(td_softmax(m, -1)), "softmax");
+        assert_finite(ASSERT_TENSOR(td_layer_norm(m, 1, NULL, NULL, 1e-5)), "layer_norm");
+        int64_t tg[5] = {0, 6, -100, 3, 3};
+        td_tensor *t = ASSERT_TENSOR(td_from_data(tg, 1, (int64_t[]){5}, TD_I64, TD_CPU));
+        td_tensor *l = ASSERT_TENSOR(td_cross_entropy(m, t, NULL, -100, 0.1, TD_REDUCTION_NONE));
+        assert_finite(ASSERT_TENSOR(td__cross_entropy_backward(l, m, t, NULL, -100, 0.1, TD_REDUCTION_NONE)), "dlogits");
+        td_clear_error();
+        (void)td_cross_entropy(m, t, NULL, 5, 0, TD_REDUCTION_MEAN); /* target 6 out of range: fails, frees */
+        ASSERT(td_last_status() == TD_ERR_INDEX);
+    }
+    td_scope_end();
+    ASSERT_EQ_INT(td_debug_live_tensors(), live);
+    ASSERT_EQ_INT(td_debug_guard_failures(), 0);
 }
 
 TEST_MAIN(TESTS)

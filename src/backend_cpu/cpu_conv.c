@@ -41,6 +41,14 @@ static int64_t conv_chunk(const conv_geom *q) {
     return nb < 1 ? 1 : nb > q->N ? (q->N ? q->N : 1) : nb;
 }
 
+/* Output positions o in [0, count) whose input position o*s + off lies in
+** [0, n): the range [*lo, *hi), so inner loops run without bounds checks. */
+static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, int64_t *lo, int64_t *hi) {
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s, b = n - off <= 0 ? 0 : (n - off + s - 1) / s;
+    *lo = a < count ? a : count;
+    *hi = b < *lo ? *lo : b > count ? count : b;
+}
+
 #define CONV_T float
 #define CONV_GEMM cblas_sgemm
 #define CONV_FN(name) name##_f32

@@ -17,18 +17,21 @@ static void CONV_FN(im2col)(const conv_geom *q, const CONV_T *x, int64_t n0, int
         for (int64_t ki = 0; ki < q->kh; ki++)
             for (int64_t kj = 0; kj < q->kw; kj++) {
                 CONV_T *dst = col + ((c * q->kh + ki) * q->kw + kj) * cols + i * q->P;
+                int64_t off = kj * q->dw - q->pw, lo, hi; /* input column = ow*sw + off */
+                conv_valid_range(off, q->sw, q->W, q->Wo, &lo, &hi);
                 for (int64_t oh = 0; oh < q->Ho; oh++) {
                     int64_t h = oh * q->sh - q->ph + ki * q->dh;
                     CONV_T *d = dst + oh * q->Wo;
                     if (h < 0 || h >= q->H) {
-                        for (int64_t ow = 0; ow < q->Wo; ow++) d[ow] = 0;
+                        memset(d, 0, (size_t)q->Wo * sizeof(CONV_T));
                         continue;
                     }
                     const CONV_T *row = plane + h * q->W;
-                    for (int64_t ow = 0; ow < q->Wo; ow++) {
-                        int64_t w = ow * q->sw - q->pw + kj * q->dw;
-                        d[ow] = w >= 0 && w < q->W ? row[w] : 0;
-                    }
+                    for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
+                    if (q->sw == 1) memcpy(d + lo, row + lo + off, (size_t)(hi - lo) * sizeof(CONV_T));
+                    else
+                        for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow * q->sw + off];
+                    for (int64_t ow = hi; ow < q->Wo; ow++) d[ow] = 0;
                 }
             }
     }
@@ -45,15 +48,14 @@ static void CONV_FN(col2im)(const conv_geom *q, const CONV_T *dcol, int64_t n0, 
         for (int64_t ki = 0; ki < q->kh; ki++)
             for (int64_t kj = 0; kj < q->kw; kj++) {
                 const CONV_T *src = dcol + ((c * q->kh + ki) * q->kw + kj) * cols + i * q->P;
+                int64_t off = kj * q->dw - q->pw, lo, hi;
+                conv_valid_range(off, q->sw, q->W, q->Wo, &lo, &hi);
                 for (int64_t oh = 0; oh < q->Ho; oh++) {
                     int64_t h = oh * q->sh - q->ph + ki * q->dh;
                     if (h < 0 || h >= q->H) continue;
                     CONV_T *row = plane + h * q->W;
                     const CONV_T *s = src + oh * q->Wo;
-                    for (int64_t ow = 0; ow < q->Wo; ow++) {
-                        int64_t w = ow * q->sw - q->pw + kj * q->dw;
-                        if (w >= 0 && w < q->W) row[w] += s[ow];
-                    }
+                    for (int64_t ow = lo; ow < hi; ow++) row[ow * q->sw + off] += s[ow];
                 }
             }
     }
@@ -72,11 +74,9 @@ static void CONV_FN(gather_dy)(const conv_geom *q, const CONV_T *dy, int64_t n0,
 /* Forward: y[n, g*Og + o, p] = sum_k w[g*Og + o][k] * col[k][i*P + p] + b[g*Og + o] */
 static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, const CONV_T *w, const CONV_T *b, CONV_T *y) {
     int64_t nb = conv_chunk(q);
-    CONV_T *col = malloc((size_t)(q->K * nb * q->P) * sizeof(CONV_T)), *Y = malloc((size_t)(q->Og * nb * q->P) * sizeof(CONV_T));
-    if (!col || !Y) {
-        free(col), free(Y);
-        return cpu_nn_oom("conv2d", (size_t)((q->K + q->Og) * nb * q->P) * sizeof(CONV_T));
-    }
+    size_t ncol = (size_t)(q->K * nb * q->P), nY = (size_t)(q->Og * nb * q->P);
+    CONV_T *col = cpu_nn_workspace((ncol + nY) * sizeof(CONV_T)), *Y = col ? col + ncol : NULL;
+    if (!col) return td_last_status();
     for (int64_t n0 = 0; n0 < q->N; n0 += nb) {
         int64_t m = q->N - n0 < nb ? q->N - n0 : nb, cols = m * q->P;
         for (int64_t g = 0; g < q->G; g++) {
@@ -93,18 +93,15 @@ static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, cons
             }
         }
     }
-    free(col), free(Y);
     return TD_OK;
 }
 
 /* Backward to the input: dcol = w_g^T @ dY, then dx += col2im(dcol). dx starts at 0. */
 static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *dy, const CONV_T *w, CONV_T *dx) {
     int64_t nb = conv_chunk(q);
-    CONV_T *dcol = malloc((size_t)(q->K * nb * q->P) * sizeof(CONV_T)), *dY = malloc((size_t)(q->Og * nb * q->P) * sizeof(CONV_T));
-    if (!dcol || !dY) {
-        free(dcol), free(dY);
-        return cpu_nn_oom("conv2d_backward_input", (size_t)((q->K + q->Og) * nb * q->P) * sizeof(CONV_T));
-    }
+    size_t ndcol = (size_t)(q->K * nb * q->P), ndY = (size_t)(q->Og * nb * q->P);
+    CONV_T *dcol = cpu_nn_workspace((ndcol + ndY) * sizeof(CONV_T)), *dY = dcol ? dcol + ndcol : NULL;
+    if (!dcol) return td_last_status();
     memset(dx, 0, (size_t)(q->N * q->C * q->H * q->W) * sizeof(CONV_T));
     for (int64_t n0 = 0; n0 < q->N; n0 += nb) {
         int64_t m = q->N - n0 < nb ? q->N - n0 : nb, cols = m * q->P;
@@ -115,18 +112,15 @@ static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *
             CONV_FN(col2im)(q, dcol, n0, m, g, dx);
         }
     }
-    free(dcol), free(dY);
     return TD_OK;
 }
 
 /* Backward to the weight: dw_g = sum over chunks of dY @ col^T (beta 1 accumulates). dw starts at 0. */
 static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T *dy, const CONV_T *x, CONV_T *dw) {
     int64_t nb = conv_chunk(q);
-    CONV_T *col = malloc((size_t)(q->K * nb * q->P) * sizeof(CONV_T)), *dY = malloc((size_t)(q->Og * nb * q->P) * sizeof(CONV_T));
-    if (!col || !dY) {
-        free(col), free(dY);
-        return cpu_nn_oom("conv2d_backward_weight", (size_t)((q->K + q->Og) * nb * q->P) * sizeof(CONV_T));
-    }
+    size_t ncol = (size_t)(q->K * nb * q->P), ndY = (size_t)(q->Og * nb * q->P);
+    CONV_T *col = cpu_nn_workspace((ncol + ndY) * sizeof(CONV_T)), *dY = col ? col + ncol : NULL;
+    if (!col) return td_last_status();
     memset(dw, 0, (size_t)(q->O * q->K) * sizeof(CONV_T));
     for (int64_t n0 = 0; n0 < q->N; n0 += nb) {
         int64_t m = q->N - n0 < nb ? q->N - n0 : nb, cols = m * q->P;
@@ -137,6 +131,5 @@ static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T 
                       col, (int)cols, 1, dw + g * q->Og * q->K, (int)q->K);
         }
     }
-    free(col), free(dY);
     return TD_OK;
 }

@@ -1,6 +1,6 @@
 /*
-** Shared helpers of the CPU nn kernels: widening f16/bf16 operands to f32 and
-** narrowing results back (see cpu_nn.h).
+** Shared helpers of the CPU nn kernels: widening f16/bf16 operands to f32,
+** narrowing results back, and a reusable scratch buffer (see cpu_nn.h).
 */
 #include <stdlib.h>
 
@@ -9,6 +9,21 @@
 
 td_status cpu_nn_oom(const char *op, size_t nbytes) {
     return td_error_set(TD_ERR_OOM, "%s: out of memory for a %zu-byte work buffer", op, nbytes);
+}
+
+void *cpu_nn_workspace(size_t nbytes) {
+    static _Thread_local void *buf;
+    static _Thread_local size_t size;
+    if (nbytes <= size) return buf;
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded);
+    if (!p) {
+        cpu_nn_oom("cpu", nbytes);
+        return NULL;
+    }
+    free(buf);
+    buf = p, size = rounded;
+    return buf;
 }
 
 float *cpu_nn_to_f32(const td_operand *v) {
