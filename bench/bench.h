@@ -49,7 +49,7 @@ typedef struct bench_device {
 typedef struct bench_row {
     char workload[32]; /* "W4-matmul" */
     char variant[24];  /* "float32", "bfloat16", ... or "" */
-    char size[48];     /* "4096x4096x4096", "16777216" */
+    char size[80];     /* "4096x4096x4096", "16777216" */
     int device;        /* index into bench_session.devices */
     bench_unit unit;
     double work;       /* flops or bytes per call */

@@ -71,7 +71,7 @@ static void run_twin(bench_session *s, const char *device, int64_t elems, char *
     while (fgets(line, sizeof line, p)) {
         line[strcspn(line, "\n")] = 0;
         if (line[0] == '{') parse_line(s, line);
-        else if (line[0]) snprintf(last, sizeof last, "%s", line);
+        else if (line[0]) snprintf(last, sizeof last, "%.255s", line);
     }
     int rc = pclose(p);
     if (strstr(last, "No module named 'torch'") || rc == 127 << 8 || strstr(last, "not found"))
@@ -92,7 +92,7 @@ void bench_torch_run(bench_session *s) {
         for (int i = 0; i < n_done; i++) seen |= !strcmp(done[i], dev);
         if (seen) continue;
         done[n_done++] = dev;
-        char status[128];
+        char status[96];
         run_twin(s, dev, bench_vector_elems(s, d), status, sizeof status);
         fprintf(stderr, "[bench] torch %s: %s\n", dev, status);
         for (int e = d; e < s->n_devices; e++)

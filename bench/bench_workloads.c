@@ -76,7 +76,7 @@ static td_status time_matmul(bench_session *s, int device, const char *workload,
     td_status st = fill_sets(a.x, 1, 2, shape, dt, dev, 1);
     if (st == TD_OK) st = fill_sets(a.y, 1, 2, shape, dt, dev, 2);
     if (st == TD_OK) {
-        char size[48];
+        char size[80];
         snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)n, (long long)n, (long long)n);
         if (!bench_time(s, device, workload, td_dtype_name(dt), size, BENCH_UNIT_GFLOPS, 2.0 * n * n * n, 1,
                         fn_matmul, &a))
@@ -117,7 +117,7 @@ td_status bench_roofline(bench_session *s, int device) {
     td_scope_begin();
     td_status st = fill_sets(a.x, a.k, 1, &c, TD_F32, dev, 1);
     if (st == TD_OK) st = fill_sets(a.y, a.k, 1, &c, TD_F32, dev, 2);
-    char size[48];
+    char size[80];
     snprintf(size, sizeof size, "%lld", (long long)c);
     if (st == TD_OK)
         bench_time(s, device, "roof-copy", "float32", size, BENCH_UNIT_GBPS, 8.0 * (double)c, a.k, fn_copy, &a);
@@ -149,7 +149,7 @@ static td_status run_vector(bench_session *s, int device, const char *workload, 
         a.b = td_zeros(1, &len, TD_F32, dev);
         if (!a.w || !a.b) st = td_last_status();
     }
-    char size[48];
+    char size[80];
     if (rows) snprintf(size, sizeof size, "%lldx%d", (long long)shape[0], ROW_LEN);
     else snprintf(size, sizeof size, "%lld", (long long)m);
     if (st != TD_OK) bench_fail(s, device, workload, "float32", NULL);
@@ -176,7 +176,7 @@ static td_status run_adam(bench_session *s, int device) {
         a.v[i] = td_zeros(1, &n, TD_F32, dev);
         if (!a.m[i] || !a.v[i]) st = td_last_status();
     }
-    char size[48];
+    char size[80];
     snprintf(size, sizeof size, "%lld", (long long)n);
     if (st != TD_OK) bench_fail(s, device, "W4-adam", "float32", NULL);
     else if (!bench_time(s, device, "W4-adam", "float32", size, BENCH_UNIT_GBPS, 28.0 * (double)n, a.k, fn_adam, &a))

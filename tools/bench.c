@@ -44,15 +44,19 @@ int cmd_bench(int argc, char **argv) {
     bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL;
     double threshold = 5;
+    static const char *valued[] = {"--backends", "--only", "--reps", "--python", "--twin", "--json", "--svg",
+                                   "--threshold"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
+        bool takes_value = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) takes_value |= !strcmp(a, valued[k]);
+        if (takes_value && !(v = value(argc, argv, &i))) return 2;
         if (!strcmp(a, "--quick")) opt.quick = true;
         else if (!strcmp(a, "--torch")) opt.torch = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
         else if (!strcmp(a, "--compare")) {
             if (!(cmp_old = value(argc, argv, &i)) || !(cmp_new = value(argc, argv, &i))) return 2;
-        } else if (!(v = value(argc, argv, &i))) return 2;
-        else if (!strcmp(a, "--backends")) backends = v;
+        } else if (!strcmp(a, "--backends")) backends = v;
         else if (!strcmp(a, "--only")) opt.only = v;
         else if (!strcmp(a, "--reps")) opt.max_reps = atoi(v);
         else if (!strcmp(a, "--python")) opt.python = v;
