@@ -25,8 +25,8 @@
 
 #define BENCH_MAX_DEVICES 8
 #define BENCH_MAX_SAMPLES 64
-#define BENCH_MAX_ROWS 256
-#define BENCH_MAX_TORCH 128
+#define BENCH_MAX_ROWS    256
+#define BENCH_MAX_TORCH   128
 
 typedef enum { BENCH_UNIT_GFLOPS = 0, BENCH_UNIT_GBPS = 1 } bench_unit;
 const char *bench_unit_name(bench_unit u); /* "GFLOP/s", "GB/s" */
@@ -37,11 +37,11 @@ typedef struct bench_device {
     char label[16]; /* "cpu", "cuda:0", "vulkan:0" */
     td_device_info info;
     const td_backend *be;
-    const char *timer;                 /* how its samples were timed (see bench_time) */
-    const char *torch_device;          /* twin's device for ratios: "cpu" or "cuda" */
-    char torch_status[96];             /* "ok", "n/a (torch not found)", ...; "" without --torch */
-    double copy_gbps;                  /* device-to-device copy, read + write bytes */
-    int64_t copy_elems;                /* f32 elements of that copy */
+    const char *timer;                  /* how its samples were timed (see bench_time) */
+    const char *torch_device;           /* twin's device for ratios: "cpu" or "cuda" */
+    char torch_status[96];              /* "ok", "n/a (torch not found)", ...; "" without --torch */
+    double copy_gbps;                   /* device-to-device copy, read + write bytes */
+    int64_t copy_elems;                 /* f32 elements of that copy */
     double gemm_gflops[TD_DTYPE_COUNT]; /* best matmul rate seen per dtype; 0: not measured */
 } bench_device;
 
@@ -52,15 +52,15 @@ typedef struct bench_row {
     char size[80];     /* "4096x4096x4096", "16777216" */
     int device;        /* index into bench_session.devices */
     bench_unit unit;
-    double work;       /* flops or bytes per call */
-    int buffers;       /* input sets rotated across repeats (1: none) */
+    double work; /* flops or bytes per call */
+    int buffers; /* input sets rotated across repeats (1: none) */
     int n_samples;
     double samples_ms[BENCH_MAX_SAMPLES];
     double median_ms, rate;
-    double roof, roof_pct;     /* 0 when no roof applies */
+    double roof, roof_pct; /* 0 when no roof applies */
     double vs_fastest;
-    double torch_rate;         /* 0: no PyTorch number for this row */
-    char error[160];           /* non-empty: the row failed, with why */
+    double torch_rate; /* 0: no PyTorch number for this row */
+    char error[160];   /* non-empty: the row failed, with why */
 } bench_row;
 
 /* A measurement line from the PyTorch twin, mapped onto a row key. */
@@ -71,9 +71,9 @@ typedef struct bench_torch_row {
 
 typedef struct bench_options {
     bool quick;
-    int max_reps;       /* samples per row at most (after warm-up) */
-    double budget_s;    /* stop sampling a row after this much time, once 3 samples exist */
-    const char *only;   /* comma list of workload names or their short forms ("add"), or NULL */
+    int max_reps;     /* samples per row at most (after warm-up) */
+    double budget_s;  /* stop sampling a row after this much time, once 3 samples exist */
+    const char *only; /* comma list of workload names or their short forms ("add"), or NULL */
     bool torch;
     const char *python; /* interpreter for the twin */
     const char *twin;   /* path of torch_workloads.py */

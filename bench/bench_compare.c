@@ -70,9 +70,9 @@ int bench_compare(const char *old_path, const char *new_path, double threshold_p
         compared++;
         fprintf(f, "%11.3f %11.3f %+8.1f%%%s\n", t_old, t_new, change, bad ? "  REGRESSION" : "");
     }
-    json_array_foreach(old_rows, i, r) if (!find_row(new_rows, r)) fprintf(f, "%-13s %-9s %-9s %-16s %11s\n",
-                                                                         str(r, "workload"), str(r, "variant"),
-                                                                         str(r, "device"), str(r, "size"), "(gone)");
+    json_array_foreach(old_rows, i, r) if (!find_row(new_rows, r))
+        fprintf(f, "%-13s %-9s %-9s %-16s %11s\n", str(r, "workload"), str(r, "variant"), str(r, "device"),
+                str(r, "size"), "(gone)");
     fprintf(f, "%d rows compared, %d slower than the %.1f%% threshold\n", compared, regressions, threshold_pct);
     json_decref(old_root);
     json_decref(new_root);

@@ -13,9 +13,9 @@
 
 #include "bench.h"
 
-#define PANEL_W 250
-#define PANEL_H 230
-#define MAX_COLS 4
+#define PANEL_W     250
+#define PANEL_H     230
+#define MAX_COLS    4
 #define LEGEND_LINE 20
 
 static const char *palette[BENCH_MAX_DEVICES] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
@@ -23,11 +23,16 @@ static const char *palette[BENCH_MAX_DEVICES] = {"#4e79a7", "#f28e2b", "#59a14f"
 
 static void xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
-        if (*s == '&') fputs("&amp;", f);
-        else if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
+        if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
     }
 }
 
@@ -56,7 +61,8 @@ static int collect_groups(const bench_session *s, group *g, int max) {
         const bench_row *r = &s->rows[i];
         if (!strncmp(r->workload, "roof-", 5)) continue;
         bool seen = false;
-        for (int k = 0; k < n && !seen; k++) seen = !strcmp(g[k].workload, r->workload) && !strcmp(g[k].variant, r->variant);
+        for (int k = 0; k < n && !seen; k++)
+            seen = !strcmp(g[k].workload, r->workload) && !strcmp(g[k].variant, r->variant);
         if (!seen && n < max) g[n++] = (group){r->workload, r->variant};
     }
     return n;
@@ -73,7 +79,7 @@ static const bench_row *row_for(const bench_session *s, const group *g, int devi
 static void panel(FILE *f, const bench_session *s, const group *g, double px, double py) {
     double x0 = px + 48, x1 = px + PANEL_W - 14, top = py + 50, base = py + PANEL_H - 44;
     double ymax = 0;
-    const char *unit = "";
+    const char *unit = "", *size = "";
     /* torch lines: one per torch device, taken from any row of that device class */
     const char *tdev[BENCH_MAX_DEVICES];
     double trate[BENCH_MAX_DEVICES];
@@ -82,6 +88,7 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         const bench_row *r = row_for(s, g, d);
         if (!r || r->error[0]) continue;
         unit = bench_unit_name(r->unit);
+        size = r->size;
         ymax = fmax(ymax, r->rate);
         bool seen = false;
         for (int k = 0; k < nt; k++) seen |= !strcmp(tdev[k], s->devices[d].torch_device);
@@ -96,7 +103,8 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
     xml_text(f, g->workload);
     fprintf(f, " ");
     xml_text(f, g->variant);
-    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small\">%s</text>\n", px + 10, py + 36, unit);
+    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small\">%s, size %s</text>\n", px + 10, py + 36, unit,
+            size);
     for (int t = 0; t <= 2; t++) { /* axis ticks at 0, ymax/2, ymax */
         double v = ymax * t / 2, y = base - (base - top) * t / 2;
         char lab[32];
@@ -114,7 +122,8 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         fprintf(f, "</text>\n");
         if (!r) continue;
         if (r->error[0]) {
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\" fill=\"#c00\">failed</text>\n",
+            fprintf(f,
+                    "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\" fill=\"#c00\">failed</text>\n",
                     cx, base - 6);
             continue;
         }
@@ -123,9 +132,10 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         fmt_rate(val, sizeof val, r->rate);
         fprintf(f, "<rect class=\"bar\" data-device=\"%s\" data-workload=\"", s->devices[d].label);
         xml_text(f, g->workload);
-        fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", cx - bw / 2, base - h, bw, h,
-                palette[d % BENCH_MAX_DEVICES]);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">%s</text>\n", cx, base - h - 4, val);
+        fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", cx - bw / 2, base - h, bw,
+                h, palette[d % BENCH_MAX_DEVICES]);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">%s</text>\n", cx, base - h - 4,
+                val);
         if (r->roof > 0)
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"middle\">%.0f%% roof</text>\n", cx,
                     base + 27, r->roof_pct);
@@ -134,8 +144,10 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         double y = base - (base - top) * trate[k] / ymax;
         char val[32];
         fmt_rate(val, sizeof val, trate[k]);
-        fprintf(f, "<line class=\"torch\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
-                   "stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n", x0, y, x1, y);
+        fprintf(f,
+                "<line class=\"torch\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
+                "stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n",
+                x0, y, x1, y);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"end\">torch %s %s</text>\n", x1, y - 3,
                 tdev[k], val);
     }
@@ -153,11 +165,12 @@ int bench_write_svg(const bench_session *s, const char *path) {
     int cols = ng < MAX_COLS ? (ng > 0 ? ng : 1) : MAX_COLS, prow = (ng + cols - 1) / cols;
     int head = 46 + LEGEND_LINE * (s->n_devices + (s->opt.torch ? 1 : 0));
     int w = cols * PANEL_W + 20, h = head + prow * PANEL_H + 10;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
-               "<style>text{font-family:sans-serif;font-size:13px;fill:#222}.title{font-weight:bold}"
-               ".small{font-size:11px}.tiny{font-size:10px;fill:#555}</style>\n"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
+            "<style>text{font-family:sans-serif;font-size:13px;fill:#222}.title{font-weight:bold}"
+            ".small{font-size:11px}.tiny{font-size:10px;fill:#555}</style>\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
             w, h, w, h);
     fprintf(f, "<text x=\"10\" y=\"22\" class=\"title\">trident bench %s%s, commit %s</text>\n", s->date,
             s->opt.quick ? " (--quick sizes)" : "", s->commit[0] ? s->commit : "unknown");
@@ -176,8 +189,9 @@ int bench_write_svg(const bench_session *s, const char *path) {
     }
     if (s->opt.torch) {
         double y = 40 + LEGEND_LINE * s->n_devices;
-        fprintf(f, "<line x1=\"10\" y1=\"%.1f\" x2=\"24\" y2=\"%.1f\" stroke=\"#222\" stroke-width=\"2\" "
-                   "stroke-dasharray=\"6 3\"/>\n<text x=\"30\" y=\"%.1f\">PyTorch %s: ",
+        fprintf(f,
+                "<line x1=\"10\" y1=\"%.1f\" x2=\"24\" y2=\"%.1f\" stroke=\"#222\" stroke-width=\"2\" "
+                "stroke-dasharray=\"6 3\"/>\n<text x=\"30\" y=\"%.1f\">PyTorch %s: ",
                 y + 7, y + 7, y + 12, s->torch_version);
         xml_text(f, s->torch_status);
         fprintf(f, "</text>\n");

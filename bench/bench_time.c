@@ -13,8 +13,8 @@
 
 #include "bench.h"
 
-#define BENCH_WARMUP 2
-#define BENCH_MIN_SAMPLES 3
+#define BENCH_WARMUP       2
+#define BENCH_MIN_SAMPLES  3
 #define BENCH_ROTATE_BYTES (128.0 * 1024 * 1024)
 
 static double now_ms(void) {

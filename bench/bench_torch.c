@@ -70,14 +70,16 @@ static void run_twin(bench_session *s, const char *device, int64_t elems, char *
     int measured = s->n_torch;
     while (fgets(line, sizeof line, p)) {
         line[strcspn(line, "\n")] = 0;
-        if (line[0] == '{') parse_line(s, line);
-        else if (line[0]) snprintf(last, sizeof last, "%.255s", line);
+        if (line[0] == '{')
+            parse_line(s, line);
+        else if (line[0])
+            snprintf(last, sizeof last, "%.255s", line);
     }
     int rc = pclose(p);
     if (strstr(last, "No module named 'torch'") || rc == 127 << 8 || strstr(last, "not found"))
         snprintf(status, status_size, "n/a (torch not found)");
     else if (rc != 0 || s->n_torch == measured)
-        snprintf(status, status_size, "n/a (twin failed: %.80s)", last[0] ? last : "no output");
+        snprintf(status, status_size, "n/a (twin failed: %.70s)", last[0] ? last : "no output");
     else
         snprintf(status, status_size, "ok");
 }

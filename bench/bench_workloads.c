@@ -18,7 +18,7 @@
 
 #include "bench.h"
 
-#define ROW_LEN 4096
+#define ROW_LEN     4096
 #define ADAM_PARAMS 10000000
 
 int64_t bench_matmul_n(const bench_session *s) { return s->opt.quick ? 256 : 4096; }
@@ -78,8 +78,8 @@ static td_status time_matmul(bench_session *s, int device, const char *workload,
     if (st == TD_OK) {
         char size[80];
         snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)n, (long long)n, (long long)n);
-        if (!bench_time(s, device, workload, td_dtype_name(dt), size, BENCH_UNIT_GFLOPS, 2.0 * n * n * n, 1,
-                        fn_matmul, &a))
+        if (!bench_time(s, device, workload, td_dtype_name(dt), size, BENCH_UNIT_GFLOPS, 2.0 * n * n * n, 1, fn_matmul,
+                        &a))
             st = TD_ERR_DEVICE; /* the row holds the message */
     } else {
         bench_fail(s, device, workload, td_dtype_name(dt), NULL);
@@ -127,7 +127,8 @@ td_status bench_roofline(bench_session *s, int device) {
     td_dtype dts[3];
     int nd = matmul_dtypes(&s->devices[device], dts);
     for (int i = 0; i < nd; i++)
-        for (int64_t n = bench_matmul_n(s) / 4; n < bench_matmul_n(s); n *= 2) time_matmul(s, device, "roof-gemm", n, dts[i]);
+        for (int64_t n = bench_matmul_n(s) / 4; n < bench_matmul_n(s); n *= 2)
+            time_matmul(s, device, "roof-gemm", n, dts[i]);
     return st;
 }
 
@@ -150,10 +151,14 @@ static td_status run_vector(bench_session *s, int device, const char *workload, 
         if (!a.w || !a.b) st = td_last_status();
     }
     char size[80];
-    if (rows) snprintf(size, sizeof size, "%lldx%d", (long long)shape[0], ROW_LEN);
-    else snprintf(size, sizeof size, "%lld", (long long)m);
-    if (st != TD_OK) bench_fail(s, device, workload, "float32", NULL);
-    else if (!bench_time(s, device, workload, "float32", size, BENCH_UNIT_GBPS, bytes_per_elem * (double)m, a.k, fn, &a))
+    if (rows)
+        snprintf(size, sizeof size, "%lldx%d", (long long)shape[0], ROW_LEN);
+    else
+        snprintf(size, sizeof size, "%lld", (long long)m);
+    if (st != TD_OK)
+        bench_fail(s, device, workload, "float32", NULL);
+    else if (!bench_time(s, device, workload, "float32", size, BENCH_UNIT_GBPS, bytes_per_elem * (double)m, a.k, fn,
+                         &a))
         st = TD_ERR_DEVICE;
     td_scope_end();
     return st;
@@ -178,7 +183,8 @@ static td_status run_adam(bench_session *s, int device) {
     }
     char size[80];
     snprintf(size, sizeof size, "%lld", (long long)n);
-    if (st != TD_OK) bench_fail(s, device, "W4-adam", "float32", NULL);
+    if (st != TD_OK)
+        bench_fail(s, device, "W4-adam", "float32", NULL);
     else if (!bench_time(s, device, "W4-adam", "float32", size, BENCH_UNIT_GBPS, 28.0 * (double)n, a.k, fn_adam, &a))
         st = TD_ERR_DEVICE;
     td_scope_end();

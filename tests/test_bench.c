@@ -11,8 +11,8 @@
 
 #include "runner.h"
 
-#define TESTS(X) X(json_fields_and_samples) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) \
-    X(svg_renders_bars)
+#define TESTS(X)                                                                                                       \
+    X(json_fields_and_samples) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars)
 
 static char bin[PATH_MAX], dir[64];
 
@@ -85,8 +85,9 @@ static bool file_has(const char *path, const char *needle) {
 
 TEST(json_fields_and_samples) {
     setup();
-    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir,
-                     dir), 0);
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir, dir),
+        0);
     json_t *j = load(at("b.json"));
     ASSERT_EQ_INT(json_integer_value(json_object_get(j, "trident_bench")), 1);
     ASSERT(strlen(get_str(j, "date")) == 20); /* 2026-11-26T01:02:03Z */
@@ -103,8 +104,8 @@ TEST(json_fields_and_samples) {
     ASSERT(get_num(json_object_get(cpu, "gemm_gflops"), "float32") > 0);
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "not requested"));
 
-    static const char *want[] = {"roof-copy", "roof-gemm", "W4-matmul", "W4-add", "W4-softmax", "W4-layernorm", "W4-sum",
-                                 "W4-adam"};
+    static const char *want[] = {"roof-copy",  "roof-gemm",    "W4-matmul", "W4-add",
+                                 "W4-softmax", "W4-layernorm", "W4-sum",    "W4-adam"};
     int found[8] = {0};
     size_t i;
     json_t *r;
@@ -152,8 +153,8 @@ TEST(json_fields_and_samples) {
 /* A JSON from a real run, then a copy where one row's samples and median are doubled. */
 TEST(compare_flags_slowdown) {
     setup();
-    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only add,sum --reps 3 --json %s/old.json >/dev/null 2>&1", bin,
-                     dir), 0);
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --only add,sum --reps 3 --json %s/old.json >/dev/null 2>&1", bin, dir), 0);
     const char *old = at("old.json"), *slow = at("slow.json"), *out = at("cmp.txt");
     json_t *j = load(old);
     size_t i;
@@ -188,7 +189,9 @@ TEST(compare_flags_slowdown) {
 TEST(torch_missing_says_so) {
     setup();
     ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only sum --reps 3 --torch --python %s/no-python "
-                     "--json %s/t.json >%s/t.txt 2>/dev/null", bin, dir, dir, dir), 0);
+                     "--json %s/t.json >%s/t.txt 2>/dev/null",
+                     bin, dir, dir, dir),
+                  0);
     ASSERT(file_has(at("t.txt"), "n/a (torch not found)"));
     json_t *j = load(at("t.json"));
     json_t *torch = json_object_get(j, "torch");
@@ -214,8 +217,9 @@ TEST(svg_renders_bars) {
         TEST_SKIP("chromium not found (Debian: apt-get install chromium; scripts/install-deps installs it)");
     if (sh("command -v python3 >/dev/null 2>&1")) TEST_SKIP("python3 not found");
     setup();
-    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only matmul,add,sum --reps 3 --svg %s/c.svg >/dev/null 2>&1",
-                     bin, dir), 0);
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --only matmul,add,sum --reps 3 --svg %s/c.svg >/dev/null 2>&1", bin, dir),
+        0);
     const char *svg = at("c.svg");
     ASSERT(file_has(svg, "class=\"bar\""));
     /* the window is the SVG's own size, read from its root element */
@@ -229,9 +233,11 @@ TEST(svg_renders_bars) {
     }
     fclose(f);
     ASSERT(w > 100 && h > 100);
-    ASSERT_EQ_INT(sh("chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --force-device-scale-factor=1 "
-                     "--user-data-dir=%s/chrome --window-size=%d,%d --screenshot=%s/c.png file://%s >%s/chrome.log 2>&1",
-                     dir, w, h, dir, svg, dir), 0);
+    ASSERT_EQ_INT(
+        sh("chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --force-device-scale-factor=1 "
+           "--user-data-dir=%s/chrome --window-size=%d,%d --screenshot=%s/c.png file://%s >%s/chrome.log 2>&1",
+           dir, w, h, dir, svg, dir),
+        0);
     ASSERT_EQ_INT(sh("python3 %s/tests/bench_svg_check.py %s %s/c.png", BENCH_SOURCE_DIR, svg, dir), 0);
     sh("rm -rf %s", dir);
 }

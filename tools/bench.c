@@ -13,22 +13,24 @@
 #endif
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: trident bench [options]\n"
-               "       trident bench --compare OLD.json NEW.json [--threshold PCT]\n\n"
-               "options:\n"
-               "  --backends LIST   devices to run, e.g. cpu,cuda,vulkan:1 (default: every available one)\n"
-               "  --only LIST       workloads to run, e.g. matmul,add (default: all; the roofline always runs)\n"
-               "  --quick           CI sizes: matmul 256, vectors 2^20, Adam 2^20 params\n"
-               "  --reps N          samples per row at most (default 20, 10 with --quick)\n"
-               "  --torch           also run the PyTorch twin and report the ratio to it\n"
-               "  --python EXE      interpreter for the twin (default python3)\n"
-               "  --twin PATH       the twin script (default %s)\n"
-               "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
-               "  --svg FILE        write a bar chart per workload\n"
-               "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
-               "workloads:\n",
+    fprintf(f,
+            "usage: trident bench [options]\n"
+            "       trident bench --compare OLD.json NEW.json [--threshold PCT]\n\n"
+            "options:\n"
+            "  --backends LIST   devices to run, e.g. cpu,cuda,vulkan:1 (default: every available one)\n"
+            "  --only LIST       workloads to run, e.g. matmul,add (default: all; the roofline always runs)\n"
+            "  --quick           CI sizes: matmul 256, vectors 2^20, Adam 2^20 params\n"
+            "  --reps N          samples per row at most (default 20, 10 with --quick)\n"
+            "  --torch           also run the PyTorch twin and report the ratio to it\n"
+            "  --python EXE      interpreter for the twin (default python3)\n"
+            "  --twin PATH       the twin script (default %s)\n"
+            "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
+            "  --svg FILE        write a bar chart per workload\n"
+            "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
+            "workloads:\n",
             BENCH_TWIN_DEFAULT);
-    for (int i = 0; i < bench_n_workloads; i++) fprintf(f, "  %-14s %s\n", bench_workloads[i].name, bench_workloads[i].about);
+    for (int i = 0; i < bench_n_workloads; i++)
+        fprintf(f, "  %-14s %s\n", bench_workloads[i].name, bench_workloads[i].about);
 }
 
 /* The value after option argv[*i], or NULL (with a message) when it is missing. */
@@ -44,26 +46,37 @@ int cmd_bench(int argc, char **argv) {
     bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL;
     double threshold = 5;
-    static const char *valued[] = {"--backends", "--only", "--reps", "--python", "--twin", "--json", "--svg",
-                                   "--threshold"};
+    static const char *valued[] = {"--backends", "--only", "--reps", "--python",
+                                   "--twin",     "--json", "--svg",  "--threshold"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool takes_value = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) takes_value |= !strcmp(a, valued[k]);
         if (takes_value && !(v = value(argc, argv, &i))) return 2;
-        if (!strcmp(a, "--quick")) opt.quick = true;
-        else if (!strcmp(a, "--torch")) opt.torch = true;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
+        if (!strcmp(a, "--quick"))
+            opt.quick = true;
+        else if (!strcmp(a, "--torch"))
+            opt.torch = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return usage(stdout), 0;
         else if (!strcmp(a, "--compare")) {
             if (!(cmp_old = value(argc, argv, &i)) || !(cmp_new = value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--backends")) backends = v;
-        else if (!strcmp(a, "--only")) opt.only = v;
-        else if (!strcmp(a, "--reps")) opt.max_reps = atoi(v);
-        else if (!strcmp(a, "--python")) opt.python = v;
-        else if (!strcmp(a, "--twin")) opt.twin = v;
-        else if (!strcmp(a, "--json")) json = v;
-        else if (!strcmp(a, "--svg")) svg = v;
-        else if (!strcmp(a, "--threshold")) threshold = atof(v);
+        } else if (!strcmp(a, "--backends"))
+            backends = v;
+        else if (!strcmp(a, "--only"))
+            opt.only = v;
+        else if (!strcmp(a, "--reps"))
+            opt.max_reps = atoi(v);
+        else if (!strcmp(a, "--python"))
+            opt.python = v;
+        else if (!strcmp(a, "--twin"))
+            opt.twin = v;
+        else if (!strcmp(a, "--json"))
+            json = v;
+        else if (!strcmp(a, "--svg"))
+            svg = v;
+        else if (!strcmp(a, "--threshold"))
+            threshold = atof(v);
         else {
             fprintf(stderr, "trident bench: unknown option '%s'\n", a);
             usage(stderr);
