@@ -116,6 +116,15 @@ typedef struct td__view_info {
 ** (reshape, permute, slice, select, expand, ...), so gradients flow back. */
 extern void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
 
+/* ---- internal ops (autograd formulas) ----
+** dy [..., D], idx int [...] -> dweight [num_weights, D]: rows of dy summed by
+** index, rows of padding_idx left zero (padding_idx < 0: none). Exported for
+** the tests. */
+TD_API td_tensor *td__embedding_backward(td_tensor *dy, td_tensor *idx, int64_t num_weights, int64_t padding_idx);
+/* dy * gelu'(x) (GELU_BACKWARD), erf or tanh form; dy and x broadcast; float
+** dtypes. CONSTRUCTOR. Exported for the tests. */
+TD_API td_tensor *td__gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_approx);
+
 /* ---- backends ---- */
 const td_backend *td__backend_of(td_device dev); /* NULL with error if unavailable */
 extern const td_backend td_cpu_backend;
