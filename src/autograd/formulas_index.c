@@ -13,9 +13,9 @@ static int axis(const td_node *n, int ndim) {
 }
 
 /* y = weight[idx]: dweight[v] = sum of dy rows whose idx is v (fused
-** EMBEDDING_BACKWARD, a scatter-add) */
+** EMBEDDING_BACKWARD, a scatter-add; td_embedding has no padding_idx) */
 static td_status bw_embedding(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    gx[0] = td__embedding_backward(gy[0], IN(1), n->in_meta[0].shape[0], n->p.embedding.padding_idx);
+    gx[0] = td__embedding_backward(gy[0], IN(1), n->in_meta[0].shape[0], -1);
     return td__done(n, gx);
 }
 

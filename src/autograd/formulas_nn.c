@@ -33,35 +33,36 @@ static td_status bw_log_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx
     return td__done(n, gx);
 }
 
-/* (y, mean, rstd) = layer_norm(x[.., D], w[D]?, b[D]?):
+/* (y, mean, rstd) = layer_norm(x, w?, b?) over the trailing dims that w spans;
+** with x viewed as [R, D] (R rows of D normalized elements):
 **   xhat = (x - mean) rstd,  y = xhat w + b
-**   dw = sum_rows(dy xhat), db = sum_rows(dy)         (rows summed by the engine)
+**   dw = sum_R(dy xhat), db = sum_R(dy)
 **   g = dy w;  dx = rstd (g - mean_D(g) - xhat mean_D(g xhat))
 ** Under create_graph, mean and rstd are recomputed from x with ops, so the
 ** second derivative sees their dependence on x. */
 static td_status bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    td_tensor *x = IN(0), *dy = gy[0];
-    if (!dy) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
-    int last = -1;
-    td_tensor *mean, *rstd;
+    if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
+    const td__tmeta *mx = &n->in_meta[0];
+    int64_t R = td__numel(n->out_meta[1].ndim, n->out_meta[1].shape), D = R ? td__numel(mx->ndim, mx->shape) / R : 0;
+    int64_t rd[2] = {R, D}, r1[2] = {R, 1};
+    int last = -1, rows = 0;
+    td_tensor *x = td_reshape(IN(0), 2, rd), *dy = td_reshape(gy[0], 2, rd), *mean, *rstd;
     if (td_grad_enabled()) {
         mean = td_mean(x, 1, &last, true);
         rstd = td_rsqrt(td_add_scalar(td_var(x, 1, &last, 0, true), n->p.norm.eps));
     } else {
-        int64_t shape[TD_MAX_DIMS];
-        for (int i = 0; i < x->ndim; i++) shape[i] = i == x->ndim - 1 ? 1 : x->shape[i];
-        mean = td_reshape(OUT(1), x->ndim, shape);
-        rstd = td_reshape(OUT(2), x->ndim, shape);
+        mean = td_reshape(OUT(1), 2, r1);
+        rstd = td_reshape(OUT(2), 2, r1);
     }
     td_tensor *xhat = td_mul(td_sub(x, mean), rstd);
-    td_tensor *g = n->in_meta[1].present ? td_mul(dy, IN(1)) : dy;
+    td_tensor *g = n->in_meta[1].present ? td_mul(dy, td_reshape(IN(1), 1, &D)) : dy;
     if (NEED(0)) {
         td_tensor *t1 = td_mean(g, 1, &last, true);
         td_tensor *t2 = td_mul(xhat, td_mean(td_mul(g, xhat), 1, &last, true));
-        gx[0] = td_mul(rstd, td_sub(td_sub(g, t1), t2));
+        gx[0] = td_reshape(td_mul(rstd, td_sub(td_sub(g, t1), t2)), mx->ndim, mx->shape);
     }
-    if (NEED(1)) gx[1] = td_mul(dy, xhat);
-    if (NEED(2)) gx[2] = dy;
+    if (NEED(1)) gx[1] = td_reshape(td_sum(td_mul(dy, xhat), 1, &rows, false), n->in_meta[1].ndim, n->in_meta[1].shape);
+    if (NEED(2)) gx[2] = td_reshape(td_sum(dy, 1, &rows, false), n->in_meta[2].ndim, n->in_meta[2].shape);
     return td__done(n, gx);
 }
 
