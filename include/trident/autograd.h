@@ -43,6 +43,10 @@ TD_API td_status td_backward(td_tensor *t, td_tensor *grad_output, bool retain_g
 TD_API td_status td_grad(int n_out, td_tensor *const *outputs, td_tensor *const *grad_outputs, int n_in,
                          td_tensor *const *inputs, td_tensor **grads_out, bool retain_graph, bool create_graph,
                          bool allow_unused);
+/* (As in PyTorch, a create_graph call whose result is differentiated again
+** needs retain_graph too: the second pass runs through the first graph.)
+** inputs may be non-leaves (the gradient of an intermediate). Tensor hooks of
+** leaf inputs run. Results are owned by the current scope, if any. */
 
 /* CONSTRUCTOR. A view of t's data that is cut from the graph. */
 TD_API td_tensor *td_detach(td_tensor *t);
@@ -83,7 +87,8 @@ TD_API td_status td_value_and_grad(td_loss_fn fn, void *user, int n, td_tensor *
 /* ---- gradient checkpointing ----
 ** A region fn(inputs) -> outputs (outputs[i] are new tensors made with ops). */
 typedef td_status (*td_region_fn)(void *user, int n_in, td_tensor *const *inputs, int n_out, td_tensor **outputs);
-/* CONSTRUCTOR (of outputs[0..n_out)). Run fn without recording, keeping only
+/* CONSTRUCTOR (of outputs[0..n_out)). PyTorch's checkpoint (named so beside
+** io.h's td_checkpoint, the training-state file). Run fn without recording, keeping only
 ** the inputs; backward re-runs fn with grad mode on and the default
 ** generator's state (td_rng_get_state) as it was at this call, then
 ** backpropagates through the recomputed region, accumulating into the .grad of
@@ -92,8 +97,8 @@ typedef td_status (*td_region_fn)(void *user, int n_in, td_tensor *const *inputs
 ** tensor fn reads requires grad. Gradients of tensors used inside fn but not
 ** passed as inputs are not returned by td_grad (only accumulated by
 ** td_backward). Returns fn's status on failure, with outputs set to NULL. */
-TD_API td_status td_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
-                               td_tensor **outputs);
+TD_API td_status td_grad_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
+                                    td_tensor **outputs);
 
 /* ---- custom functions (seeds 002/004): how user kernels join autograd ----
 ** forward runs with grad mode off and writes n_out new tensors (made with ops
