@@ -56,7 +56,7 @@ TD_API void td_no_grad_begin(void);     /* ops are not recorded */
 TD_API void td_no_grad_end(void);
 TD_API void td_enable_grad_begin(void); /* ops are recorded (inside no_grad) */
 TD_API void td_enable_grad_end(void);
-TD_API void td_inference_begin(void);   /* no recording, and results can never join a graph */
+TD_API void td_inference_begin(void);   /* no recording, even inside a nested enable_grad */
 TD_API void td_inference_end(void);
 TD_API bool td_grad_enabled(void);
 
