@@ -271,7 +271,7 @@ TEST(checkpoint_dropout) {
         td_tensor *in[2] = {x, w};
         td_scope_begin();
         if (mode == 0) ASSERT_OK(drop_region(NULL, 2, in, 1, &y));
-        else ASSERT_OK(td_grad_checkpoint(drop_region, NULL, 2, in, 1, &y));
+        else ASSERT_OK(td_checkpoint(drop_region, NULL, 2, in, 1, &y));
         td_keep(y);
         td_scope_end(); /* the region's temporaries go; the graph keeps what it saved */
         (mode ? &live_ckpt : &live_plain)[0] = td_debug_live_tensors() - before;
@@ -307,7 +307,7 @@ TEST(checkpoint_params_inside) {
     td_scope_begin();
     double xv[3] = {0.2, -0.4, 1}, wv[3] = {1.5, 0.5, -2};
     td_tensor *x = vec(3, xv, false), *w = vec(3, wv, true), *y;
-    ASSERT_OK(td_grad_checkpoint(param_region, w, 1, &x, 1, &y));
+    ASSERT_OK(td_checkpoint(param_region, w, 1, &x, 1, &y));
     ASSERT(td_requires_grad(y)); /* the region reads w, which requires grad */
     ASSERT_OK(td_backward(sum_all(y), NULL, false));
     double want[3];

@@ -87,8 +87,7 @@ TD_API td_status td_value_and_grad(td_loss_fn fn, void *user, int n, td_tensor *
 /* ---- gradient checkpointing ----
 ** A region fn(inputs) -> outputs (outputs[i] are new tensors made with ops). */
 typedef td_status (*td_region_fn)(void *user, int n_in, td_tensor *const *inputs, int n_out, td_tensor **outputs);
-/* CONSTRUCTOR (of outputs[0..n_out)). PyTorch's checkpoint (named so beside
-** io.h's td_checkpoint, the training-state file). Run fn without recording, keeping only
+/* CONSTRUCTOR (of outputs[0..n_out)). PyTorch's torch.utils.checkpoint. Run fn without recording, keeping only
 ** the inputs; backward re-runs fn with grad mode on and the default
 ** generator's state (td_rng_get_state) as it was at this call, then
 ** backpropagates through the recomputed region, accumulating into the .grad of
@@ -97,7 +96,7 @@ typedef td_status (*td_region_fn)(void *user, int n_in, td_tensor *const *inputs
 ** tensor fn reads requires grad. Gradients of tensors used inside fn but not
 ** passed as inputs are not returned by td_grad (only accumulated by
 ** td_backward). Returns fn's status on failure, with outputs set to NULL. */
-TD_API td_status td_grad_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
+TD_API td_status td_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
                                     td_tensor **outputs);
 
 /* ---- custom functions (seeds 002/004): how user kernels join autograd ----

@@ -83,7 +83,7 @@ static td_status bw_checkpoint(td_node *n, td_tensor *const *gy, td_tensor **gx)
     return st;
 }
 
-td_status td_grad_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
+td_status td_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
                         td_tensor **outputs) {
     if (outputs)
         for (int j = 0; j < n_out; j++) outputs[j] = NULL;
