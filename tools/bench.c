@@ -33,6 +33,29 @@ static void usage(FILE *f) {
         fprintf(f, "  %-14s %s\n", bench_workloads[i].name, bench_workloads[i].about);
 }
 
+/* DIR/<device>-<date>.ext: the first GPU's name (else the CPU's), lower case, runs
+** of other characters as one '-'; the date as YYYY-MM-DD. */
+static void save_path(const bench_session *s, const char *dir, const char *ext, char *out, size_t n) {
+    const bench_device *d = &s->devices[0];
+    for (int i = 0; i < s->n_devices; i++)
+        if (s->devices[i].dev.type != TD_DEVICE_CPU) {
+            d = &s->devices[i];
+            break;
+        }
+    char slug[64];
+    size_t k = 0;
+    for (const char *c = d->info.name; *c && k < sizeof slug - 1; c++) {
+        bool alnum = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9');
+        if (alnum)
+            slug[k++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        else if (k && slug[k - 1] != '-')
+            slug[k++] = '-';
+    }
+    while (k && slug[k - 1] == '-') k--;
+    slug[k] = 0;
+    snprintf(out, n, "%s/%s-%.10s.%s", dir, k ? slug : d->label, s->date, ext);
+}
+
 /* The value after option argv[*i], or NULL (with a message) when it is missing. */
 static const char *value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
@@ -44,10 +67,10 @@ static const char *value(int argc, char **argv, int *i) {
 
 int cmd_bench(int argc, char **argv) {
     bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
-    const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL;
+    const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
     double threshold = 5;
-    static const char *valued[] = {"--backends", "--only", "--reps", "--python",
-                                   "--twin",     "--json", "--svg",  "--threshold"};
+    static const char *valued[] = {"--backends", "--only", "--reps", "--python",   "--twin",
+                                   "--json",     "--svg",  "--save", "--threshold"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool takes_value = false;
@@ -75,6 +98,8 @@ int cmd_bench(int argc, char **argv) {
             json = v;
         else if (!strcmp(a, "--svg"))
             svg = v;
+        else if (!strcmp(a, "--save"))
+            save = v;
         else if (!strcmp(a, "--threshold"))
             threshold = atof(v);
         else {
@@ -104,6 +129,19 @@ int cmd_bench(int argc, char **argv) {
     int rc = 0;
     if (json && bench_write_json(s, json)) rc = 1;
     if (svg && bench_write_svg(s, svg)) rc = 1;
+    if (save) {
+        char path[1024];
+        save_path(s, save, "json", path, sizeof path);
+        if (bench_write_json(s, path))
+            rc = 1;
+        else
+            fprintf(stderr, "[bench] wrote %s\n", path);
+        save_path(s, save, "svg", path, sizeof path);
+        if (bench_write_svg(s, path))
+            rc = 1;
+        else
+            fprintf(stderr, "[bench] wrote %s\n", path);
+    }
     bench_session_free(s);
     free(s);
     return rc;
