@@ -11,8 +11,11 @@
 
 #include "runner.h"
 
+#define BENCH_TEST_DEVS 2
+
 #define TESTS(X)                                                                                                       \
-    X(json_fields_and_samples) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars)
+    X(json_fields_and_samples)                                                                                         \
+    X(cpu_and_vulkan) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars)
 
 static char bin[PATH_MAX], dir[64];
 
@@ -83,38 +86,45 @@ static bool file_has(const char *path, const char *needle) {
     return strstr(buf, needle) != NULL;
 }
 
-TEST(json_fields_and_samples) {
-    setup();
-    ASSERT_EQ_INT(
-        sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir, dir),
-        0);
-    json_t *j = load(at("b.json"));
+/* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W4 and roofline
+** row on every device without error, and the medians and rates recomputed from the raw samples. */
+static void check_json(const char *path, int n_dev, const char *const *devs) {
+    json_t *j = load(path);
     ASSERT_EQ_INT(json_integer_value(json_object_get(j, "trident_bench")), 1);
     ASSERT(strlen(get_str(j, "date")) == 20); /* 2026-11-26T01:02:03Z */
     get_str(j, "commit");
     ASSERT(json_is_true(json_object_get(j, "quick")));
-    json_t *devs = json_object_get(j, "devices");
-    ASSERT_EQ_INT(json_array_size(devs), 1);
-    json_t *cpu = json_array_get(devs, 0);
-    ASSERT(!strcmp(get_str(cpu, "device"), "cpu"));
-    ASSERT(strlen(get_str(cpu, "name")) > 0);
-    get_str(cpu, "driver");
-    ASSERT(strstr(get_str(cpu, "timer"), "host clock"));
-    ASSERT(get_num(cpu, "copy_gbps") > 0);
-    ASSERT(get_num(json_object_get(cpu, "gemm_gflops"), "float32") > 0);
+    json_t *jd = json_object_get(j, "devices");
+    ASSERT_EQ_INT(json_array_size(jd), n_dev);
+    for (int d = 0; d < n_dev; d++) {
+        json_t *dev = json_array_get(jd, (size_t)d);
+        ASSERT(!strcmp(get_str(dev, "device"), devs[d]));
+        ASSERT(strlen(get_str(dev, "name")) > 0);
+        get_str(dev, "driver");
+        const char *timer = get_str(dev, "timer");
+        if (!strcmp(devs[d], "cpu"))
+            ASSERT(strstr(timer, "synchronous backend"));
+        else
+            ASSERT(strstr(timer, "device events") || strstr(timer, "synchronize + host clock"));
+        ASSERT(get_num(dev, "copy_gbps") > 0);
+        ASSERT(get_num(json_object_get(dev, "gemm_gflops"), "float32") > 0);
+    }
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "not requested"));
 
     static const char *want[] = {"roof-copy",  "roof-gemm",    "W4-matmul", "W4-add",
                                  "W4-softmax", "W4-layernorm", "W4-sum",    "W4-adam"};
-    int found[8] = {0};
+    int found[BENCH_TEST_DEVS][8] = {{0}};
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(j, "rows"), i, r) {
-        const char *w = get_str(r, "workload");
-        if (json_object_get(r, "error")) TEST_FAIL_("row %s failed: %s", w, get_str(r, "error"));
-        for (int k = 0; k < 8; k++) found[k] += !strcmp(w, want[k]);
-        ASSERT(!strcmp(get_str(r, "device"), "cpu"));
-        ASSERT(!strcmp(get_str(r, "variant"), "float32"));
+        const char *w = get_str(r, "workload"), *dev = get_str(r, "device");
+        if (json_object_get(r, "error")) TEST_FAIL_("row %s on %s failed: %s", w, dev, get_str(r, "error"));
+        int d = 0;
+        while (d < n_dev && strcmp(dev, devs[d])) d++;
+        if (d == n_dev) TEST_FAIL_("row %s on unknown device %s", w, dev);
+        for (int k = 0; k < 8; k++) found[d][k] += !strcmp(w, want[k]);
+        const char *variant = get_str(r, "variant");
+        ASSERT(!strcmp(variant, "float32") || (strstr(w, "matmul") || strstr(w, "gemm")));
         get_str(r, "size");
         const char *unit = get_str(r, "unit");
         ASSERT(!strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
@@ -133,20 +143,46 @@ TEST(json_fields_and_samples) {
         double rate = get_num(r, "work") / (med * 1e-3) / 1e9;
         ASSERT_NEAR(get_num(r, "rate"), rate, 1e-9 * rate);
         ASSERT_NEAR(get_num(r, "roof_pct"), 100 * rate / get_num(r, "roof"), 1e-6);
-        ASSERT_NEAR(get_num(r, "vs_fastest"), 1, 1e-12); /* one backend: it is the fastest */
+        double vf = get_num(r, "vs_fastest");
+        ASSERT(vf > 0 && vf <= 1 + 1e-12);
+        if (n_dev == 1) ASSERT_NEAR(vf, 1, 1e-12); /* one backend: it is the fastest */
         ASSERT(json_is_null(json_object_get(r, "vs_torch")));
         ASSERT(get_num(r, "buffers") >= 1);
+        /* add at 2^20 elements: 12 bytes each; matmul 256^3: 2n^3 flop */
+        if (!strcmp(w, "W4-add")) ASSERT_NEAR(get_num(r, "work"), 12.0 * (1 << 20), 0);
+        if (!strcmp(w, "W4-matmul")) ASSERT_NEAR(get_num(r, "work"), 2.0 * 256 * 256 * 256, 0);
     }
-    for (int k = 0; k < 8; k++)
-        if (!found[k]) TEST_FAIL_("no %s row", want[k]);
-    /* add at 2^20 elements: 12 bytes each; matmul 256^3: 2n^3 flop */
-    json_array_foreach(json_object_get(j, "rows"), i, r) {
-        if (!strcmp(get_str(r, "workload"), "W4-add")) ASSERT_NEAR(get_num(r, "work"), 12.0 * (1 << 20), 0);
-        if (!strcmp(get_str(r, "workload"), "W4-matmul")) ASSERT_NEAR(get_num(r, "work"), 2.0 * 256 * 256 * 256, 0);
-    }
+    for (int d = 0; d < n_dev; d++)
+        for (int k = 0; k < 8; k++)
+            if (!found[d][k]) TEST_FAIL_("no %s row on %s", want[k], devs[d]);
     json_decref(j);
+}
+
+TEST(json_fields_and_samples) {
+    setup();
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir, dir),
+        0);
+    static const char *const devs[] = {"cpu"};
+    check_json(at("b.json"), 1, devs);
     ASSERT(file_has(at("out.txt"), "W4-layernorm"));
     ASSERT(file_has(at("out.txt"), "roofline: copy"));
+    sh("rm -rf %s", dir);
+}
+
+/* CI's Vulkan (lavapipe) beside the CPU, as the CI line runs it. */
+TEST(cpu_and_vulkan) {
+    if (!td_device_available(TD_VULKAN(0))) {
+        const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+        TEST_SKIP("no Vulkan device (%s)", why ? why : "the backend lists none");
+    }
+    setup();
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu,vulkan --reps 4 --json %s/v.json --svg %s/v.svg >/dev/null", bin, dir, dir),
+        0);
+    static const char *const devs[] = {"cpu", "vulkan:0"};
+    check_json(at("v.json"), 2, devs);
+    ASSERT(file_has(at("v.svg"), "data-device=\"vulkan:0\""));
     sh("rm -rf %s", dir);
 }
 
