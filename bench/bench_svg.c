@@ -50,6 +50,29 @@ static void fmt_rate(char *buf, size_t n, double v) {
     snprintf(buf, n, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
 }
 
+/* A panel's y axis: linear from 0 to hi, or log10 from decade lo to decade hi. */
+typedef struct axis {
+    bool log;
+    double lo, hi;
+} axis;
+
+/* Where v sits on the axis, from 0 (the base line) to 1 (the top). */
+static double axis_frac(const axis *a, double v) {
+    if (!a->log) return v / a->hi;
+    double t = (log10(v) - a->lo) / (a->hi - a->lo);
+    return t < 0 ? 0 : t;
+}
+
+/* Linear unless the values span more than LOG_SPAN: then bars of a slow backend would vanish. */
+#define LOG_SPAN 30
+static axis axis_for(double vmin, double vmax) {
+    if (vmin > 0 && vmax / vmin > LOG_SPAN) {
+        axis a = {true, floor(log10(vmin)), ceil(log10(vmax * 1.08))};
+        return a;
+    }
+    return (axis){false, 0, nice_ceil(vmax * 1.08)};
+}
+
 typedef struct group {
     const char *workload, *variant;
 } group;
@@ -78,7 +101,7 @@ static const bench_row *row_for(const bench_session *s, const group *g, int devi
 
 static void panel(FILE *f, const bench_session *s, const group *g, double px, double py) {
     double x0 = px + 48, x1 = px + PANEL_W - 14, top = py + 50, base = py + PANEL_H - 44;
-    double ymax = 0;
+    double ymax = 0, ymin = INFINITY;
     const char *unit = "", *size = "";
     /* torch lines: one per torch device, taken from any row of that device class */
     const char *tdev[BENCH_MAX_DEVICES];
@@ -90,25 +113,32 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         unit = bench_unit_name(r->unit);
         size = r->size;
         ymax = fmax(ymax, r->rate);
+        if (r->rate > 0) ymin = fmin(ymin, r->rate);
         bool seen = false;
         for (int k = 0; k < nt; k++) seen |= !strcmp(tdev[k], s->devices[d].torch_device);
         if (r->torch_rate > 0 && !seen) {
             tdev[nt] = s->devices[d].torch_device;
             trate[nt++] = r->torch_rate;
             ymax = fmax(ymax, r->torch_rate);
+            ymin = fmin(ymin, r->torch_rate);
         }
     }
-    ymax = nice_ceil(ymax * 1.08);
+    axis ax = axis_for(ymin, ymax);
     fprintf(f, "<g class=\"panel\">\n<text x=\"%.1f\" y=\"%.1f\" class=\"title\">", px + 10, py + 20);
     xml_text(f, g->workload);
     fprintf(f, " ");
     xml_text(f, g->variant);
-    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small\">%s, size %s</text>\n", px + 10, py + 36, unit,
-            size);
-    for (int t = 0; t <= 2; t++) { /* axis ticks at 0, ymax/2, ymax */
-        double v = ymax * t / 2, y = base - (base - top) * t / 2;
+    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small\">%s, size %s%s</text>\n", px + 10, py + 36, unit,
+            size, ax.log ? ", log scale" : "");
+    /* ticks: 0, hi/2, hi; or every decade (every other one past 6) */
+    int nticks = ax.log ? (int)(ax.hi - ax.lo) : 2, step = nticks > 6 ? 2 : 1;
+    for (int t = 0; t <= nticks; t += step) {
+        double v = ax.log ? pow(10, ax.lo + t) : ax.hi * t / 2, y = base - (base - top) * axis_frac(&ax, v);
         char lab[32];
-        fmt_rate(lab, sizeof lab, v);
+        if (ax.log)
+            snprintf(lab, sizeof lab, "%g", v);
+        else
+            fmt_rate(lab, sizeof lab, v);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", x0, y, x1, y,
                 t ? "#e6e6e6" : "#888");
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"end\">%s</text>\n", x0 - 4, y + 4, lab);
@@ -127,7 +157,7 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
                     cx, base - 6);
             continue;
         }
-        double h = (base - top) * r->rate / ymax;
+        double h = (base - top) * axis_frac(&ax, r->rate);
         char val[32];
         fmt_rate(val, sizeof val, r->rate);
         fprintf(f, "<rect class=\"bar\" data-device=\"%s\" data-workload=\"", s->devices[d].label);
@@ -141,7 +171,7 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
                     base + 27, r->roof_pct);
     }
     for (int k = 0; k < nt; k++) {
-        double y = base - (base - top) * trate[k] / ymax;
+        double y = base - (base - top) * axis_frac(&ax, trate[k]);
         char val[32];
         fmt_rate(val, sizeof val, trate[k]);
         fprintf(f,
