@@ -88,7 +88,7 @@ static bool file_has(const char *path, const char *needle) {
 
 /* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W4 and roofline
 ** row on every device without error, and the medians and rates recomputed from the raw samples. */
-static void check_json(const char *path, int n_dev, const char *const *devs) {
+static void check_json(const char *path, int n_dev, const char *const *devs, bool allow_unsupported) {
     json_t *j = load(path);
     ASSERT_EQ_INT(json_integer_value(json_object_get(j, "trident_bench")), 1);
     ASSERT(strlen(get_str(j, "date")) == 20); /* 2026-11-26T01:02:03Z */
@@ -118,11 +118,16 @@ static void check_json(const char *path, int n_dev, const char *const *devs) {
     json_t *r;
     json_array_foreach(json_object_get(j, "rows"), i, r) {
         const char *w = get_str(r, "workload"), *dev = get_str(r, "device");
-        if (json_object_get(r, "error")) TEST_FAIL_("row %s on %s failed: %s", w, dev, get_str(r, "error"));
         int d = 0;
         while (d < n_dev && strcmp(dev, devs[d])) d++;
         if (d == n_dev) TEST_FAIL_("row %s on unknown device %s", w, dev);
         for (int k = 0; k < 8; k++) found[d][k] += !strcmp(w, want[k]);
+        if (json_object_get(r, "error")) {
+            const char *why = get_str(r, "error");
+            if (!allow_unsupported || !strstr(why, "not supported")) TEST_FAIL_("row %s on %s failed: %s", w, dev, why);
+            fprintf(stderr, "  note: %s on %s: %s\n", w, dev, why);
+            continue;
+        }
         const char *variant = get_str(r, "variant");
         ASSERT(!strcmp(variant, "float32") || (strstr(w, "matmul") || strstr(w, "gemm")));
         get_str(r, "size");
@@ -164,7 +169,7 @@ TEST(json_fields_and_samples) {
         sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir, dir),
         0);
     static const char *const devs[] = {"cpu"};
-    check_json(at("b.json"), 1, devs);
+    check_json(at("b.json"), 1, devs, false);
     ASSERT(file_has(at("out.txt"), "W4-layernorm"));
     ASSERT(file_has(at("out.txt"), "roofline: copy"));
     sh("rm -rf %s", dir);
@@ -181,7 +186,7 @@ TEST(cpu_and_vulkan) {
         sh("%s bench --quick --backends cpu,vulkan --reps 4 --json %s/v.json --svg %s/v.svg >/dev/null", bin, dir, dir),
         0);
     static const char *const devs[] = {"cpu", "vulkan:0"};
-    check_json(at("v.json"), 2, devs);
+    check_json(at("v.json"), 2, devs, true); /* an op the backend lacks is a row that says so */
     ASSERT(file_has(at("v.svg"), "data-device=\"vulkan:0\""));
     sh("rm -rf %s", dir);
 }
