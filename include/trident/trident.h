@@ -9,5 +9,7 @@
 #include "tensor.h"
 #include "ops.h"
 #include "autograd.h"
+#include "nn.h"
+#include "optim.h"
 
 #endif /* TRIDENT_H */
