@@ -6,7 +6,7 @@
 **        by the summed weights)
 **   cross_entropy: the fused op on [N*d, C] rows (class ids), or
 **        l_i = -sum_c w_c t'_ic log_softmax(x)_ic with t' = (1-ls) t + ls/C
-**        for class-probability targets (the mean divides by N)
+**        for class-probability targets (the mean divides by the positions)
 **   bce  l = -w (t max(log x, -100) + (1 - t) max(log(1 - x), -100))
 **   bce_with_logits  l = -w (pw t log s(x) + (1 - t) log s(-x)), s the
 **        sigmoid, with [log s(x), log s(-x)] = log_softmax([x, 0]): stable for
@@ -129,9 +129,7 @@ static td_tensor *soft_cross_entropy(td_tensor *x, td_tensor *target, td_tensor 
         for (int i = 0; i < nd; i++) wshape[i] = i == cdim ? c : 1;
         prod = td_mul(prod, td_reshape(weight, nd, wshape));
     }
-    td_tensor *l = td_neg(td_sum(prod, 1, &cdim, false));
-    if (r == TD_REDUCE_MEAN && nd > 1) return td_div_scalar(td_sum(l, 0, NULL, false), (double)td_size(x, 0));
-    return r == TD_REDUCE_NONE ? l : td_sum(l, 0, NULL, false);
+    return reduce(td_neg(td_sum(prod, 1, &cdim, false)), r); /* the mean is over positions */
 }
 
 td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
