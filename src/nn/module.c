@@ -361,15 +361,16 @@ td_status td_module_to(td_module *m, td_device dev) {
 typedef struct load_arg {
     const td_state_dict *sd;
     bool strict, copy;
-    int matched;
-    char missing[256];
-    int n_missing;
+    int matched, n_missing;
+    char missing[256];  /* the first missing keys */
+    td_status mismatch; /* the first shape or dtype mismatch, its message in text */
+    char text[320];
 } load_arg;
 
 static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
     (void)is_param;
     load_arg *a = arg;
-    td_tensor *src = td_state_dict_get(a->sd, name);
+    td_tensor *src = td_state_dict_get(a->sd, name), *dst = *slot;
     if (!src) {
         if (a->strict && a->n_missing++ < 4) {
             size_t at = strlen(a->missing);
@@ -378,17 +379,30 @@ static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is
         return TD_OK;
     }
     a->matched++;
-    td_tensor *dst = *slot;
     if (a->copy) return td_copy_(dst, src);
+    if (a->mismatch) return TD_OK;
     char s1[96], s2[96];
-    if (td_ndim(src) != td_ndim(dst) || memcmp(td_shape(src), td_shape(dst), sizeof(int64_t) * (size_t)td_ndim(dst)))
-        return TD_ERR(TD_ERR_SHAPE, "load_state_dict: '%s': checkpoint shape %s, model shape %s", name,
-                      td__shape_str(td_ndim(src), td_shape(src), s1, sizeof s1),
-                      td__shape_str(td_ndim(dst), td_shape(dst), s2, sizeof s2));
-    if (td_tensor_dtype(src) != td_tensor_dtype(dst))
-        return TD_ERR(TD_ERR_DTYPE, "load_state_dict: '%s': checkpoint dtype %s, model dtype %s", name,
-                      td_dtype_name(td_tensor_dtype(src)), td_dtype_name(td_tensor_dtype(dst)));
+    if (td_ndim(src) != td_ndim(dst) || memcmp(td_shape(src), td_shape(dst), sizeof(int64_t) * (size_t)td_ndim(dst))) {
+        a->mismatch = TD_ERR_SHAPE;
+        snprintf(a->text, sizeof a->text, "'%s': checkpoint shape %s, model shape %s", name,
+                 td__shape_str(td_ndim(src), td_shape(src), s1, sizeof s1), td__shape_str(td_ndim(dst), td_shape(dst), s2, sizeof s2));
+    } else if (td_tensor_dtype(src) != td_tensor_dtype(dst)) {
+        a->mismatch = TD_ERR_DTYPE;
+        snprintf(a->text, sizeof a->text, "'%s': checkpoint dtype %s, model dtype %s", name,
+                 td_dtype_name(td_tensor_dtype(src)), td_dtype_name(td_tensor_dtype(dst)));
+    }
     return TD_OK;
+}
+
+/* The first key of sd that m lacks, or NULL. */
+static const char *first_unexpected(td_module *m, const td_state_dict *sd) {
+    for (int i = 0; i < td_state_dict_count(sd); i++) {
+        const char *key = td_state_dict_name(sd, i);
+        bool found = td_module_get(m, key) != NULL;
+        td_clear_error();
+        if (!found) return key;
+    }
+    return NULL;
 }
 
 td_status td_module_load_state_dict(td_module *m, const td_state_dict *sd, bool strict) {
@@ -396,20 +410,19 @@ td_status td_module_load_state_dict(td_module *m, const td_state_dict *sd, bool 
     load_arg a = {.sd = sd, .strict = strict};
     td_status st = walk_all(m, true, load_one, &a);
     if (st != TD_OK) return st;
-    if (a.n_missing)
-        return TD_ERR(TD_ERR_MISUSE, "load_state_dict: %d key(s) of the %s missing from the checkpoint: %s%s",
-                      a.n_missing, td_module_type(m), a.missing, a.n_missing > 4 ? ", ..." : "");
-    int total = td_state_dict_count(sd);
-    if (strict && a.matched != total) {
-        /* an unexpected key: name the first one */
-        for (int i = 0; i < total; i++) {
-            td_clear_error();
-            const char *key = td_state_dict_name(sd, i);
-            if (!td_module_get(m, key))
-                return TD_ERR(TD_ERR_MISUSE, "load_state_dict: %d unexpected key(s) in the checkpoint for a %s, e.g. '%s'",
-                              total - a.matched, td_module_type(m), key);
-        }
+    /* Keys that do not match say "another model" most plainly: report them first. */
+    int unexpected = strict ? td_state_dict_count(sd) - a.matched : 0;
+    if (a.n_missing || unexpected) {
+        char more[200] = "";
+        if (unexpected)
+            snprintf(more, sizeof more, "%s%d unexpected key(s), e.g. '%s'", a.n_missing ? "; " : "", unexpected,
+                     first_unexpected(m, sd));
+        if (a.n_missing)
+            return TD_ERR(TD_ERR_MISUSE, "load_state_dict: the checkpoint does not fit this %s: %d key(s) missing from the checkpoint: %s%s%s",
+                          td_module_type(m), a.n_missing, a.missing, a.n_missing > 4 ? ", ..." : "", more);
+        return TD_ERR(TD_ERR_MISUSE, "load_state_dict: the checkpoint does not fit this %s: %s", td_module_type(m), more);
     }
+    if (a.mismatch) return TD_ERR(a.mismatch, "load_state_dict: %s", a.text);
     a.copy = true;
     td_no_grad_begin();
     st = walk_all(m, true, load_one, &a);
