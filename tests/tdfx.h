@@ -38,19 +38,23 @@ static tdfx *tdfx_open(const char *file) {
     } else { /* this header's directory: CMake compiles with absolute paths */
         snprintf(dir, sizeof dir, "%s", __FILE__);
         char *slash = strrchr(dir, '/');
-        if (slash) snprintf(slash, sizeof dir - (size_t)(slash - dir), "/fixtures");
-        else snprintf(dir, sizeof dir, "tests/fixtures");
+        if (slash)
+            snprintf(slash, sizeof dir - (size_t)(slash - dir), "/fixtures");
+        else
+            snprintf(dir, sizeof dir, "tests/fixtures");
     }
     snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        fprintf(stderr, "  cannot open fixture %s (regenerate: /usr/bin/python3 tests/fixtures/gen_nn_fixtures.py)\n", path);
+        fprintf(stderr, "  cannot open fixture %s (regenerate: /usr/bin/python3 tests/fixtures/gen_nn_fixtures.py)\n",
+                path);
         return NULL;
     }
     char magic[8];
     uint32_t count = 0;
     tdfx *f = calloc(1, sizeof *f);
-    bool ok = f && tdfx_read(fp, magic, 8) && !memcmp(magic, "TDFX0001", 8) && tdfx_read(fp, &count, 4) && count < 100000;
+    bool ok =
+        f && tdfx_read(fp, magic, 8) && !memcmp(magic, "TDFX0001", 8) && tdfx_read(fp, &count, 4) && count < 100000;
     if (ok) f->e = calloc(count ? count : 1, sizeof *f->e);
     ok = ok && f->e;
     for (uint32_t i = 0; ok && i < count; i++) {

@@ -4,12 +4,14 @@
 ** the printed seed. */
 #include "runner.h"
 
-#define TESTS(X)                                                                                                   \
-    X(named_parameters) X(state_dict_names_and_buffers) X(state_dict_roundtrip) X(load_state_dict_mismatch)        \
-    X(module_registration_errors) X(init_statistics) X(init_functions) X(init_reproducible) X(dropout_train_eval)   \
-    X(batchnorm_train_eval) X(mha_causal) X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to)                     \
-    X(schedulers_closed_form) X(clip_grad) X(optimizer_state_roundtrip) X(optimizer_groups_and_lr)                 \
-    X(optimizer_bad_input) X(loss_bad_input) X(layer_bad_input) X(constructor_bad_input) X(no_leaks)
+#define TESTS(X)                                                                                                       \
+    X(named_parameters)                                                                                                \
+    X(state_dict_names_and_buffers)                                                                                    \
+    X(state_dict_roundtrip) X(load_state_dict_mismatch) X(module_registration_errors) X(init_statistics)               \
+        X(init_functions) X(init_reproducible) X(dropout_train_eval) X(batchnorm_train_eval) X(mha_causal)             \
+            X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to) X(schedulers_closed_form) X(clip_grad)                \
+                X(optimizer_state_roundtrip) X(optimizer_groups_and_lr) X(optimizer_bad_input) X(loss_bad_input)       \
+                    X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(no_leaks)
 
 #define SEED 20240611ull
 
@@ -33,7 +35,8 @@ static void assert_names(td_state_dict *sd, int n, const char *const *want) {
         for (int i = 0; i < td_state_dict_count(sd); i++) fprintf(stderr, "  have %s\n", td_state_dict_name(sd, i));
     ASSERT_EQ_INT(td_state_dict_count(sd), n);
     for (int i = 0; i < n; i++)
-        if (strcmp(td_state_dict_name(sd, i), want[i])) TEST_FAIL_("entry %d is %s, want %s", i, td_state_dict_name(sd, i), want[i]);
+        if (strcmp(td_state_dict_name(sd, i), want[i]))
+            TEST_FAIL_("entry %d is %s, want %s", i, td_state_dict_name(sd, i), want[i]);
 }
 
 static td_module *mlp(void) {
@@ -124,25 +127,31 @@ TEST(state_dict_roundtrip) {
 TEST(load_state_dict_mismatch) {
     td_module *m = mlp();
     /* a checkpoint of a different model: layer widths differ */
-    td_module *other = td_sequential_new(3, (td_module *[]){td_linear_new(4, 5, true), td_relu_new(), td_linear_new(5, 2, true)});
+    td_module *other =
+        td_sequential_new(3, (td_module *[]){td_linear_new(4, 5, true), td_relu_new(), td_linear_new(5, 2, true)});
     td_state_dict *sd = td_module_state_dict(other);
-    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_SHAPE, "'0.weight': checkpoint shape [5,4], model shape [3,4]");
+    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_SHAPE,
+                 "'0.weight': checkpoint shape [5,4], model shape [3,4]");
     td_state_dict_free(sd);
     /* nothing was copied by the failed load */
-    td_module *cnn = td_sequential_new(2, (td_module *[]){td_conv2d_new(1, 2, (int[]){3, 3}, NULL, NULL, NULL, 1, true), td_flatten_new(1, -1)});
+    td_module *cnn = td_sequential_new(
+        2, (td_module *[]){td_conv2d_new(1, 2, (int[]){3, 3}, NULL, NULL, NULL, 1, true), td_flatten_new(1, -1)});
     sd = td_module_state_dict(cnn);
-    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE, "2 key(s) missing from the checkpoint: '2.weight', '2.bias'");
+    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE,
+                 "2 key(s) missing from the checkpoint: '2.weight', '2.bias'");
     ASSERT_ERROR(td_module_load_state_dict(m, sd, false), TD_ERR_SHAPE, "'0.weight'");
     td_state_dict_free(sd);
     /* an extra key */
     sd = td_module_state_dict(m);
     ASSERT_OK(td_state_dict_set(sd, "3.weight", td_module_get(m, "0.bias")));
-    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE, "does not fit this Sequential: 1 unexpected key(s), e.g. '3.weight'");
+    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE,
+                 "does not fit this Sequential: 1 unexpected key(s), e.g. '3.weight'");
     ASSERT_OK(td_module_load_state_dict(m, sd, false));
     /* a dtype mismatch */
     td_tensor *w64 = ASSERT_TENSOR(td_cast(td_module_get(m, "2.bias"), TD_F64));
     ASSERT_OK(td_state_dict_set(sd, "2.bias", w64));
-    ASSERT_ERROR(td_module_load_state_dict(m, sd, false), TD_ERR_DTYPE, "'2.bias': checkpoint dtype float64, model dtype float32");
+    ASSERT_ERROR(td_module_load_state_dict(m, sd, false), TD_ERR_DTYPE,
+                 "'2.bias': checkpoint dtype float64, model dtype float32");
     td_state_dict_free(sd);
     ASSERT_ERROR(td_module_load_state_dict(m, NULL, true), TD_ERR_MISUSE, "NULL");
     td_module_free(cnn);
@@ -250,7 +259,8 @@ TEST(init_reproducible) {
     td_manual_seed(42);
     td_module *b = td_linear_new(7, 5, true);
     td_module *c = td_linear_new(7, 5, true); /* the generator moved on */
-    double *wa = host(td_module_get(a, "weight")), *wb = host(td_module_get(b, "weight")), *wc = host(td_module_get(c, "weight"));
+    double *wa = host(td_module_get(a, "weight")), *wb = host(td_module_get(b, "weight")),
+           *wc = host(td_module_get(c, "weight"));
     int same = 0;
     for (int i = 0; i < 35; i++) {
         ASSERT_NEAR(wa[i], wb[i], 0);
@@ -269,8 +279,10 @@ TEST(dropout_train_eval) {
     double *y1 = host(td_module_forward(d, x)), *y2 = host(td_module_forward(d, x));
     int zeros = 0, differ = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (y1[i] == 0) zeros++;
-        else ASSERT_NEAR(y1[i], 2.0 / 0.7, 1e-5);
+        if (y1[i] == 0)
+            zeros++;
+        else
+            ASSERT_NEAR(y1[i], 2.0 / 0.7, 1e-5);
         differ += (y1[i] == 0) != (y2[i] == 0);
     }
     ASSERT_NEAR(zeros / (double)n, 0.3, 0.015);
@@ -337,8 +349,10 @@ TEST(mha_causal) {
     for (int i = 0; i < 80; i++) ASSERT_NEAR(e[i], a[i], 1e-6);
     td_tensor *k4 = randu(3, (int64_t[]){2, 4, 8}, 0);
     ASSERT_ERROR(td_multihead_attention_forward(full, x, k4, x, NULL, false), TD_ERR_SHAPE, "disagree");
-    ASSERT_ERROR(td_multihead_attention_forward(full, x, k4, k4, NULL, true), TD_ERR_SHAPE, "causal mask needs as many keys");
-    ASSERT_ERROR(td_multihead_attention_forward(causal, x, x, x, k4, false), TD_ERR_SHAPE, "attn_mask has shape [2,4,8], expected [5,5]");
+    ASSERT_ERROR(td_multihead_attention_forward(full, x, k4, k4, NULL, true), TD_ERR_SHAPE,
+                 "causal mask needs as many keys");
+    ASSERT_ERROR(td_multihead_attention_forward(causal, x, x, x, k4, false), TD_ERR_SHAPE,
+                 "attn_mask has shape [2,4,8], expected [5,5]");
     free(a), free(b), free(c), free(d), free(e);
     td_module_free(causal), td_module_free(full);
 }
@@ -398,18 +412,18 @@ TEST(schedulers_closed_form) {
     for (int kind = 0; kind < 4; kind++) {
         td_optimizer_set_group_lr(opt, 0, 0.1);
         td_optimizer_set_group_lr(opt, 1, 0.02);
-        td_scheduler *s = kind == 0 ? td_step_lr_new(opt, 4, 0.3)
-                        : kind == 1 ? td_exponential_lr_new(opt, 0.95)
-                        : kind == 2 ? td_cosine_annealing_lr_new(opt, 7, 0.001)
-                                    : td_linear_lr_new(opt, 0.25, 1.0, 6);
+        td_scheduler *s = kind == 0   ? td_step_lr_new(opt, 4, 0.3)
+                          : kind == 1 ? td_exponential_lr_new(opt, 0.95)
+                          : kind == 2 ? td_cosine_annealing_lr_new(opt, 7, 0.001)
+                                      : td_linear_lr_new(opt, 0.25, 1.0, 6);
         ASSERT(s);
         for (int e = 0; e <= 20; e++) {
             ASSERT_EQ_INT(td_scheduler_last_epoch(s), e);
             for (int g = 0; g < 2; g++) {
-                double b = base[g], want = kind == 0 ? b * pow(0.3, e / 4)
-                                         : kind == 1 ? b * pow(0.95, e)
-                                         : kind == 2 ? 0.001 + (b - 0.001) * (1 + cos(M_PI * e / 7)) / 2
-                                                     : b * (0.25 + 0.75 * fmin(e, 6) / 6);
+                double b = base[g], want = kind == 0   ? b * pow(0.3, e / 4)
+                                           : kind == 1 ? b * pow(0.95, e)
+                                           : kind == 2 ? 0.001 + (b - 0.001) * (1 + cos(M_PI * e / 7)) / 2
+                                                       : b * (0.25 + 0.75 * fmin(e, 6) / 6);
                 ASSERT_NEAR(td_optimizer_get_lr(opt, g), want, 1e-15);
             }
             td_scheduler_step(s);
@@ -466,7 +480,8 @@ TEST(clip_grad) {
 /* Two params, grads drawn from offset k; returns the final values of p[0] */
 static void adam_steps(td_optimizer *o, td_tensor **p, int from, int to) {
     for (int k = from; k < to; k++) {
-        for (int i = 0; i < 2; i++) set_grad(p[i], randu(td_ndim(p[i]), td_shape(p[i]), 1000 + 10 * (uint64_t)k + (uint64_t)i));
+        for (int i = 0; i < 2; i++)
+            set_grad(p[i], randu(td_ndim(p[i]), td_shape(p[i]), 1000 + 10 * (uint64_t)k + (uint64_t)i));
         ASSERT_OK(td_optimizer_step(o));
     }
 }
@@ -485,9 +500,9 @@ TEST(optimizer_state_roundtrip) {
     td_optimizer *oa = td_adam_new(2, a, &o);
     adam_steps(oa, a, 0, 3);
     td_state_dict *sd = td_optimizer_state_dict(oa);
-    static const char *names[] = {"state.0.exp_avg", "state.0.exp_avg_sq", "state.0.max_exp_avg_sq", "state.0.step",
-                                  "state.1.exp_avg", "state.1.exp_avg_sq", "state.1.max_exp_avg_sq", "state.1.step",
-                                  "param_groups.0.lr"};
+    static const char *names[] = {"state.0.exp_avg",        "state.0.exp_avg_sq", "state.0.max_exp_avg_sq",
+                                  "state.0.step",           "state.1.exp_avg",    "state.1.exp_avg_sq",
+                                  "state.1.max_exp_avg_sq", "state.1.step",       "param_groups.0.lr"};
     assert_names(sd, 9, names);
     ASSERT_NEAR(td_item(td_state_dict_get(sd, "state.1.step")), 3, 0);
     /* b: same values as a after 3 steps, a fresh optimizer loaded from a's state */
@@ -516,7 +531,8 @@ TEST(optimizer_state_roundtrip) {
     td_state_dict_free(sd);
     sd = td_state_dict_new();
     ASSERT_OK(td_state_dict_set(sd, "state.0.exp_avg", b[1]));
-    ASSERT_ERROR(td_optimizer_load_state_dict(oa, sd), TD_ERR_SHAPE, "'state.0.exp_avg' has shape [4,1], its parameter [3,4]");
+    ASSERT_ERROR(td_optimizer_load_state_dict(oa, sd), TD_ERR_SHAPE,
+                 "'state.0.exp_avg' has shape [4,1], its parameter [3,4]");
     td_state_dict_free(sd);
     td_optimizer_free(sgd), td_optimizer_free(oa), td_optimizer_free(ob);
 }
@@ -567,7 +583,8 @@ TEST(optimizer_bad_input) {
     ASSERT(opt);
     td_state_dict *sd = td_state_dict_new();
     ASSERT_OK(td_state_dict_set(sd, "state.4.exp_avg", p));
-    ASSERT_ERROR(td_optimizer_load_state_dict(opt, sd), TD_ERR_MISUSE, "refers to parameter 4, but the optimizer has 1");
+    ASSERT_ERROR(td_optimizer_load_state_dict(opt, sd), TD_ERR_MISUSE,
+                 "refers to parameter 4, but the optimizer has 1");
     td_state_dict_free(sd);
     sd = td_state_dict_new();
     ASSERT_OK(td_state_dict_set(sd, "weights.0", p));
@@ -578,7 +595,8 @@ TEST(optimizer_bad_input) {
 
 TEST(loss_bad_input) {
     td_tensor *x = randu(2, (int64_t[]){4, 3}, 800), *t = randu(2, (int64_t[]){3, 4}, 801);
-    ASSERT_ERROR(td_mse_loss(x, t, TD_REDUCE_MEAN), TD_ERR_SHAPE, "mse_loss: input shape [4,3] and target shape [3,4] differ");
+    ASSERT_ERROR(td_mse_loss(x, t, TD_REDUCE_MEAN), TD_ERR_SHAPE,
+                 "mse_loss: input shape [4,3] and target shape [3,4] differ");
     ASSERT_ERROR(td_l1_loss(x, x, (td_reduction)7), TD_ERR_MISUSE, "reduction 7");
     int64_t ids[4] = {0, 2, 3, 1};
     td_tensor *cls = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){4}, TD_I64, TD_CPU));
@@ -597,7 +615,8 @@ TEST(loss_bad_input) {
     ASSERT_ERROR(td_cross_entropy_loss(x, cls, NULL, -100, 1.5, TD_REDUCE_MEAN), TD_ERR_MISUSE, "label_smoothing 1.5");
     td_tensor *big = ASSERT_TENSOR(td_add_scalar(x, 1.0));
     ASSERT_ERROR(td_bce_loss(big, x, NULL, TD_REDUCE_MEAN), TD_ERR_MISUSE, "probabilities in [0, 1]");
-    ASSERT_ERROR(td_bce_with_logits_loss(x, x, NULL, w, TD_REDUCE_MEAN), TD_ERR_SHAPE, "pos_weight of shape [4] does not broadcast");
+    ASSERT_ERROR(td_bce_with_logits_loss(x, x, NULL, w, TD_REDUCE_MEAN), TD_ERR_SHAPE,
+                 "pos_weight of shape [4] does not broadcast");
     /* an ignored id out of range is fine */
     ids[0] = -100;
     cls = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){4}, TD_I64, TD_CPU));
@@ -636,18 +655,44 @@ TEST(constructor_bad_input) {
     ASSERT_ERROR(td_conv1d_new(3, 4, 0, 1, 0, 1, 1, true), TD_ERR_MISUSE, "Conv1d: kernel 0");
     ASSERT_ERROR(td_dropout_new(1.5), TD_ERR_MISUSE, "Dropout: probability 1.5 is outside [0, 1)");
     ASSERT_ERROR(td_max_pool2d_new((int[]){2, 2}, NULL, (int[]){2, 0}), TD_ERR_MISUSE, "padding 2");
-    ASSERT_ERROR(td_multihead_attention_new(10, 3, true, false), TD_ERR_MISUSE, "embed_dim 10 must be a positive multiple of num_heads 3");
+    ASSERT_ERROR(td_multihead_attention_new(10, 3, true, false), TD_ERR_MISUSE,
+                 "embed_dim 10 must be a positive multiple of num_heads 3");
     ASSERT_ERROR(td_batch_norm1d_new(4, 0, 0.1, true, true), TD_ERR_MISUSE, "eps 0 must be positive");
     ASSERT_ERROR(td_unflatten_new(1, 2, (int64_t[]){-1, -1}), TD_ERR_MISUSE, "only one size may be -1");
     /* a failed layer inside a Sequential keeps its error */
-    ASSERT_ERROR(td_sequential_new(2, (td_module *[]){td_relu_new(), td_embedding_new(-1, 3)}), TD_ERR_MISUSE, "Embedding: sizes must be positive");
+    ASSERT_ERROR(td_sequential_new(2, (td_module *[]){td_relu_new(), td_embedding_new(-1, 3)}), TD_ERR_MISUSE,
+                 "Embedding: sizes must be positive");
+}
+
+/* W2 of WORKLOADS.md, built as its PyTorch twin: 421,642 parameters, [N, 784] -> [N, 10] */
+TEST(w2_cnn_shapes) {
+    int k[2] = {3, 3}, p[2] = {1, 1}, two[2] = {2, 2};
+    td_module *m = td_sequential_new(
+        11, (td_module *[]){td_unflatten_new(1, 3, (int64_t[]){1, 28, 28}),
+                            td_conv2d_new(1, 32, k, NULL, p, NULL, 1, true), td_relu_new(),
+                            td_max_pool2d_new(two, NULL, NULL), td_conv2d_new(32, 64, k, NULL, p, NULL, 1, true),
+                            td_relu_new(), td_max_pool2d_new(two, NULL, NULL), td_flatten_new(1, -1),
+                            td_linear_new(3136, 128, true), td_relu_new(), td_linear_new(128, 10, true)});
+    ASSERT(m);
+    td_tensor *params[16];
+    int n = td_module_parameters(m, params, 16);
+    ASSERT_EQ_INT(n, 8);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += td_numel(params[i]);
+    ASSERT_EQ_INT(total, 421642);
+    td_tensor *y = ASSERT_TENSOR(td_module_forward(m, randu(2, (int64_t[]){3, 784}, 1100)));
+    ASSERT_EQ_INT(td_ndim(y), 2);
+    ASSERT_EQ_INT(td_size(y, 0), 3);
+    ASSERT_EQ_INT(td_size(y, 1), 10);
+    td_module_free(m);
 }
 
 TEST(no_leaks) {
     int64_t before = td_debug_live_tensors();
-    td_module *m = td_sequential_new(4, (td_module *[]){td_conv2d_new(1, 2, (int[]){3, 3}, NULL, (int[]){1, 1}, NULL, 1, true),
-                                                        td_batch_norm2d_new(2, 1e-5, 0.1, true, true), td_flatten_new(1, -1),
-                                                        td_linear_new(32, 3, true)});
+    td_module *m =
+        td_sequential_new(4, (td_module *[]){td_conv2d_new(1, 2, (int[]){3, 3}, NULL, (int[]){1, 1}, NULL, 1, true),
+                                             td_batch_norm2d_new(2, 1e-5, 0.1, true, true), td_flatten_new(1, -1),
+                                             td_linear_new(32, 3, true)});
     td_tensor *params[16];
     int n = td_module_parameters(m, params, 16);
     td_optimizer *o = td_adam_new(n, params, NULL);
@@ -657,7 +702,8 @@ TEST(no_leaks) {
         td_scope_begin();
         td_tensor *x = randu(4, (int64_t[]){2, 1, 4, 4}, 1000);
         td_tensor *y = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){2}, TD_I64, TD_CPU));
-        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy_loss(td_module_forward(m, x), y, NULL, -100, 0, TD_REDUCE_MEAN));
+        td_tensor *loss =
+            ASSERT_TENSOR(td_cross_entropy_loss(td_module_forward(m, x), y, NULL, -100, 0, TD_REDUCE_MEAN));
         td_optimizer_zero_grad(o);
         ASSERT_OK(td_backward(loss, NULL, false));
         ASSERT_OK(td_optimizer_step(o));

@@ -5,10 +5,11 @@
 #include "runner.h"
 #include "tdfx.h"
 
-#define TESTS(X)                                                                                                  \
-    X(linear) X(linear_nobias) X(conv2d) X(conv2d_groups) X(conv1d) X(maxpool2d) X(avgpool2d)                     \
-    X(adaptive_avgpool2d) X(flatten) X(unflatten) X(batchnorm1d) X(batchnorm2d) X(layernorm) X(embedding) X(mha)  \
-    X(activations) X(sequential) X(losses) X(optimizers) X(schedulers) X(clipping) X(w1_mlp_three_steps)
+#define TESTS(X)                                                                                                       \
+    X(linear)                                                                                                          \
+    X(linear_nobias) X(conv2d) X(conv2d_groups) X(conv1d) X(maxpool2d) X(avgpool2d) X(adaptive_avgpool2d) X(flatten)   \
+        X(unflatten) X(batchnorm1d) X(batchnorm2d) X(layernorm) X(embedding) X(mha) X(activations) X(sequential)       \
+            X(losses) X(optimizers) X(schedulers) X(clipping) X(w1_mlp_three_steps)
 
 #define ATOL 1e-5
 #define RTOL 1e-5
@@ -144,8 +145,8 @@ TEST(mha) {
 
 TEST(activations) {
     static const char *names[] = {"relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "softmax", "log_softmax"};
-    td_module *mods[] = {td_relu_new(),    td_gelu_new(false), td_gelu_new(true),  td_silu_new(),
-                         td_tanh_new(),    td_sigmoid_new(),   td_softmax_new(1), td_log_softmax_new(-1)};
+    td_module *mods[] = {td_relu_new(), td_gelu_new(false), td_gelu_new(true), td_silu_new(),
+                         td_tanh_new(), td_sigmoid_new(),   td_softmax_new(1), td_log_softmax_new(-1)};
     for (int i = 0; i < 8; i++) {
         fprintf(stderr, "  %s\n", names[i]);
         module_parity(names[i], mods[i], ATOL);
@@ -153,7 +154,8 @@ TEST(activations) {
 }
 
 TEST(sequential) {
-    td_module *m = td_sequential_new(3, (td_module *[]){td_linear_new(6, 5, true), td_relu_new(), td_linear_new(5, 3, true)});
+    td_module *m =
+        td_sequential_new(3, (td_module *[]){td_linear_new(6, 5, true), td_relu_new(), td_linear_new(5, 3, true)});
     module_parity("sequential", m, ATOL);
 }
 
@@ -184,10 +186,10 @@ static td_tensor *run_loss(const char *n, td_tensor *x, td_tensor *a0, td_tensor
 }
 
 TEST(losses) {
-    static const char *cases[] = {"mse_mean", "mse_sum", "mse_none", "l1_mean", "ce_mean", "ce_weight", "ce_ignore",
-                                  "ce_smooth", "ce_all", "ce_sum", "ce_none", "ce_spatial", "ce_probs",
-                                  "nll_weight_ignore", "nll_sum", "bce_mean", "bce_weight", "bcel_mean", "bcel_posw",
-                                  "bcel_none"};
+    static const char *cases[] = {"mse_mean",  "mse_sum",           "mse_none", "l1_mean",  "ce_mean",    "ce_weight",
+                                  "ce_ignore", "ce_smooth",         "ce_all",   "ce_sum",   "ce_none",    "ce_spatial",
+                                  "ce_probs",  "nll_weight_ignore", "nll_sum",  "bce_mean", "bce_weight", "bcel_mean",
+                                  "bcel_posw", "bcel_none"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *n = cases[i];
         fprintf(stderr, "  %s\n", n);
@@ -237,8 +239,9 @@ static void set_grad(td_tensor *p, td_tensor *g) {
 }
 
 TEST(optimizers) {
-    static const char *cases[] = {"sgd", "sgd_momentum", "sgd_nesterov_wd", "sgd_dampening_max", "adam", "adam_amsgrad_wd",
-                                  "adam_max", "adamw", "adamw_amsgrad", "rmsprop", "rmsprop_momentum", "rmsprop_centered"};
+    static const char *cases[] = {"sgd",           "sgd_momentum",    "sgd_nesterov_wd",  "sgd_dampening_max",
+                                  "adam",          "adam_amsgrad_wd", "adam_max",         "adamw",
+                                  "adamw_amsgrad", "rmsprop",         "rmsprop_momentum", "rmsprop_centered"};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         const char *n = cases[c];
         fprintf(stderr, "  %s\n", n);
@@ -274,10 +277,10 @@ TEST(schedulers) {
         ASSERT_OK(td_set_requires_grad(p, true));
         td_optim_options oo = td_sgd_defaults(0.5);
         td_optimizer *o = td_sgd_new(1, &p, &oo);
-        td_scheduler *s = c == 0 ? td_step_lr_new(o, 3, 0.5)
-                        : c == 1 ? td_exponential_lr_new(o, 0.9)
-                        : c == 2 ? td_cosine_annealing_lr_new(o, 10, 0.01)
-                                 : td_linear_lr_new(o, 0.1, 1.0, 5);
+        td_scheduler *s = c == 0   ? td_step_lr_new(o, 3, 0.5)
+                          : c == 1 ? td_exponential_lr_new(o, 0.9)
+                          : c == 2 ? td_cosine_annealing_lr_new(o, 10, 0.01)
+                                   : td_linear_lr_new(o, 0.1, 1.0, 5);
         ASSERT(s);
         td_tensor *want = need(fxt("sched.%s%s", cases[c], ""), cases[c]);
         double lrs[12];
@@ -338,7 +341,8 @@ TEST(w1_mlp_three_steps) {
     double losses[3];
     for (int s = 0; s < 3; s++) {
         td_scope_begin();
-        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy_loss(td_module_forward(m, x), y, NULL, -100, 0, TD_REDUCE_MEAN));
+        td_tensor *loss =
+            ASSERT_TENSOR(td_cross_entropy_loss(td_module_forward(m, x), y, NULL, -100, 0, TD_REDUCE_MEAN));
         td_optimizer_zero_grad(o);
         ASSERT_OK(td_backward(loss, NULL, false));
         ASSERT_OK(td_optimizer_step(o));

@@ -297,8 +297,8 @@ TD_API td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction r
 ** Errors: TD_ERR_SHAPE for mismatched shapes, TD_ERR_DTYPE for non-integer
 ** targets, TD_ERR_INDEX for a class id outside [0, C) ("class 12 ... 10 classes").
 */
-TD_API td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor *weight,
-                                        int64_t ignore_index, double label_smoothing, td_reduction reduction);
+TD_API td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                                        double label_smoothing, td_reduction reduction);
 /* CONSTRUCTOR. F.nll_loss: log-probabilities [N, C] (or [C]) and class ids, with
 ** the same rules as td_cross_entropy_loss: loss_i = -weight[t_i] * x[i, t_i]. */
 TD_API td_tensor *td_nll_loss(td_tensor *log_probs, td_tensor *target, td_tensor *weight, int64_t ignore_index,
@@ -314,8 +314,8 @@ TD_API td_tensor *td_bce_loss(td_tensor *input, td_tensor *target, td_tensor *we
 **   l = (1 - t) x + (1 + (pw - 1) t) (log(1 + e^-|x|) + max(-x, 0))
 ** weight and pos_weight (broadcast over the last dim, [C]) may be NULL.
 */
-TD_API td_tensor *td_bce_with_logits_loss(td_tensor *input, td_tensor *target, td_tensor *weight,
-                                          td_tensor *pos_weight, td_reduction reduction);
+TD_API td_tensor *td_bce_with_logits_loss(td_tensor *input, td_tensor *target, td_tensor *weight, td_tensor *pos_weight,
+                                          td_reduction reduction);
 
 /* ======================================================================
 ** Initialization (torch.nn.init). Each fills t in place, without recording

@@ -28,8 +28,12 @@ static td_tensor *silu_forward(td_module *m, td_tensor *x) { return (void)m, td_
 static td_tensor *tanh_forward(td_module *m, td_tensor *x) { return (void)m, td_tanh(x); }
 static td_tensor *sigmoid_forward(td_module *m, td_tensor *x) { return (void)m, td_sigmoid(x); }
 static td_tensor *gelu_forward(td_module *m, td_tensor *x) { return td_gelu(x, ((act_ctx *)m->ctx)->tanh_approx); }
-static td_tensor *softmax_forward(td_module *m, td_tensor *x) { return td__softmax_dim(x, ((act_ctx *)m->ctx)->dim, false); }
-static td_tensor *log_softmax_forward(td_module *m, td_tensor *x) { return td__softmax_dim(x, ((act_ctx *)m->ctx)->dim, true); }
+static td_tensor *softmax_forward(td_module *m, td_tensor *x) {
+    return td__softmax_dim(x, ((act_ctx *)m->ctx)->dim, false);
+}
+static td_tensor *log_softmax_forward(td_module *m, td_tensor *x) {
+    return td__softmax_dim(x, ((act_ctx *)m->ctx)->dim, true);
+}
 
 static const td_module_i relu_iface = {.type = "ReLU", .forward = relu_forward, .free_ctx = NULL};
 static const td_module_i gelu_iface = {.type = "GELU", .forward = gelu_forward, .free_ctx = NULL};

@@ -28,7 +28,9 @@ static td_tensor *split_heads(td_tensor *x, int64_t h) {
 /* Additive [T, S] mask: -inf where key j > query i. */
 static td_tensor *causal_mask(int64_t t, int64_t s, td_dtype dt, td_device dev) {
     float *m = malloc((size_t)(t * s) * sizeof *m);
-    if (!m) TD_FAIL_NULL(TD_ERR_OOM, "MultiheadAttention: out of host memory for a %lldx%lld mask", (long long)t, (long long)s);
+    if (!m)
+        TD_FAIL_NULL(TD_ERR_OOM, "MultiheadAttention: out of host memory for a %lldx%lld mask", (long long)t,
+                     (long long)s);
     for (int64_t i = 0; i < t; i++)
         for (int64_t j = 0; j < s; j++) m[i * s + j] = j > i ? -INFINITY : 0.0f;
     int64_t shape[2] = {t, s};
@@ -51,8 +53,9 @@ static td_tensor *attend(td_module *m, td_tensor *q, td_tensor *k, td_tensor *v,
     if (!check_3d(q, c->e, "query") || !check_3d(k, c->e, "key") || !check_3d(v, c->e, "value")) return NULL;
     int64_t n = td_size(q, 0), t = td_size(q, 1), s = td_size(k, 1), d = c->e / c->h;
     if (td_size(k, 0) != n || td_size(v, 0) != n || td_size(v, 1) != s)
-        TD_FAIL_NULL(TD_ERR_SHAPE, "MultiheadAttention: query batch %lld, key [%lld, %lld] and value [%lld, %lld] disagree",
-                     (long long)n, (long long)td_size(k, 0), (long long)s, (long long)td_size(v, 0), (long long)td_size(v, 1));
+        TD_FAIL_NULL(
+            TD_ERR_SHAPE, "MultiheadAttention: query batch %lld, key [%lld, %lld] and value [%lld, %lld] disagree",
+            (long long)n, (long long)td_size(k, 0), (long long)s, (long long)td_size(v, 0), (long long)td_size(v, 1));
     if (causal && t != s)
         TD_FAIL_NULL(TD_ERR_SHAPE, "MultiheadAttention: a causal mask needs as many keys as queries (%lld != %lld)",
                      (long long)s, (long long)t);
@@ -77,11 +80,14 @@ static td_tensor *attend(td_module *m, td_tensor *q, td_tensor *k, td_tensor *v,
         if (td_ndim(attn_mask) != 2 || td_size(attn_mask, 0) != t || td_size(attn_mask, 1) != s) {
             char s1[96], s2[96];
             TD_FAIL_NULL(TD_ERR_SHAPE, "MultiheadAttention: attn_mask has shape %s, expected %s",
-                         td__shape_str(td_ndim(attn_mask), td_shape(attn_mask), s1, sizeof s1), td__shape_str(2, want, s2, sizeof s2));
+                         td__shape_str(td_ndim(attn_mask), td_shape(attn_mask), s1, sizeof s1),
+                         td__shape_str(2, want, s2, sizeof s2));
         }
         if (td_tensor_dtype(attn_mask) == TD_BOOL)
-            scores = td_where(attn_mask, td_scalar(-INFINITY, td_tensor_dtype(scores), td_tensor_device(scores)), scores);
-        else scores = td_add(scores, attn_mask);
+            scores =
+                td_where(attn_mask, td_scalar(-INFINITY, td_tensor_dtype(scores), td_tensor_device(scores)), scores);
+        else
+            scores = td_add(scores, attn_mask);
     }
     if (causal) scores = td_add(scores, causal_mask(t, s, td_tensor_dtype(q), td_tensor_device(q)));
     td_tensor *y = td_matmul(td_softmax(scores, -1), split_heads(vp, c->h)); /* [N, H, T, D] */
@@ -119,7 +125,8 @@ td_module *td_multihead_attention_new(int64_t embed_dim, int64_t num_heads, bool
     int64_t wshape[2] = {3 * embed_dim, embed_dim}, bshape = 3 * embed_dim;
     td_status st = td__module_add_param(m, "in_proj_weight", td__new_param(2, wshape));
     if (st == TD_OK) st = td_init_xavier_uniform_(td__param(m, 0), 1.0);
-    if (st == TD_OK && bias) st = td__module_add_param(m, "in_proj_bias", td_keep(td_zeros(1, &bshape, TD_F32, TD_CPU)));
+    if (st == TD_OK && bias)
+        st = td__module_add_param(m, "in_proj_bias", td_keep(td_zeros(1, &bshape, TD_F32, TD_CPU)));
     if (st == TD_OK) st = td_module_register_module(m, "out_proj", td_linear_new(embed_dim, embed_dim, bias));
     if (st == TD_OK && bias) st = td_init_constant_(td_module_get(m, "out_proj.bias"), 0);
     if (st != TD_OK) {

@@ -79,8 +79,8 @@ td_module *td_conv2d_new(int64_t in_channels, int64_t out_channels, const int ke
                     dilation ? dilation : ones, groups, bias);
 }
 
-td_module *td_conv1d_new(int64_t in_channels, int64_t out_channels, int kernel, int stride, int padding,
-                         int dilation, int groups, bool bias) {
+td_module *td_conv1d_new(int64_t in_channels, int64_t out_channels, int kernel, int stride, int padding, int dilation,
+                         int groups, bool bias) {
     int k[2] = {1, kernel}, s[2] = {1, stride}, p[2] = {0, padding}, d[2] = {1, dilation};
     return conv_new(true, in_channels, out_channels, k, s, p, d, groups, bias);
 }

@@ -69,8 +69,7 @@ static td_status fans(td_tensor *t, const char *fn, double *fan_in, double *fan_
     td_status st = check_float(t, fn);
     if (st != TD_OK) return st;
     int nd = td_ndim(t);
-    if (nd < 2)
-        return TD_ERR(TD_ERR_SHAPE, "%s: fan in and fan out need a tensor of 2 or more dims, got %d", fn, nd);
+    if (nd < 2) return TD_ERR(TD_ERR_SHAPE, "%s: fan in and fan out need a tensor of 2 or more dims, got %d", fn, nd);
     double receptive = 1;
     for (int i = 2; i < nd; i++) receptive *= (double)td_size(t, i);
     *fan_in = (double)td_size(t, 1) * receptive;

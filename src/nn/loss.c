@@ -40,8 +40,8 @@ static bool check_same_shape(td_tensor *a, td_tensor *b, const char *fn, const c
     if (na < 0 || nb < 0) return false;
     if (na == nb && !memcmp(td_shape(a), td_shape(b), (size_t)na * sizeof(int64_t))) return true;
     char s1[96], s2[96];
-    TD_ERR(TD_ERR_SHAPE, "%s: %s shape %s and %s shape %s differ", fn, an, td__shape_str(na, td_shape(a), s1, sizeof s1),
-           bn, td__shape_str(nb, td_shape(b), s2, sizeof s2));
+    TD_ERR(TD_ERR_SHAPE, "%s: %s shape %s and %s shape %s differ", fn, an,
+           td__shape_str(na, td_shape(a), s1, sizeof s1), bn, td__shape_str(nb, td_shape(b), s2, sizeof s2));
     return false;
 }
 
@@ -60,8 +60,8 @@ static bool check_targets(td_tensor *target, int64_t c, int64_t ignore_index, co
     bool ok = td_copy_to_host(target, ids, (size_t)n * sizeof *ids, TD_I64) == TD_OK;
     for (int64_t i = 0; ok && i < n; i++)
         if (ids[i] != ignore_index && (ids[i] < 0 || ids[i] >= c)) {
-            TD_ERR(TD_ERR_INDEX, "%s: target %lld at position %lld is out of range for %lld classes (valid: 0..%lld)", fn,
-                   (long long)ids[i], (long long)i, (long long)c, (long long)(c - 1));
+            TD_ERR(TD_ERR_INDEX, "%s: target %lld at position %lld is out of range for %lld classes (valid: 0..%lld)",
+                   fn, (long long)ids[i], (long long)i, (long long)c, (long long)(c - 1));
             ok = false;
         }
     free(ids);
@@ -177,9 +177,12 @@ td_tensor *td_nll_loss(td_tensor *log_probs, td_tensor *target, td_tensor *weigh
         if (weight) w = td_mul(w, td_index_select(weight, 0, safe));
         td_tensor *picked = td_reshape(td_gather(x, 1, td_unsqueeze(safe, 1)), 1, (int64_t[]){-1});
         td_tensor *l = td_neg(td_mul(picked, w));
-        if (reduction == TD_REDUCE_NONE) out = td_reshape(l, pnd, pshape);
-        else if (reduction == TD_REDUCE_SUM) out = td_sum(l, 0, NULL, false);
-        else out = td_div(td_sum(l, 0, NULL, false), td_sum(w, 0, NULL, false));
+        if (reduction == TD_REDUCE_NONE)
+            out = td_reshape(l, pnd, pshape);
+        else if (reduction == TD_REDUCE_SUM)
+            out = td_sum(l, 0, NULL, false);
+        else
+            out = td_div(td_sum(l, 0, NULL, false), td_sum(w, 0, NULL, false));
     }
     td_keep(out);
     td_scope_end();
@@ -189,7 +192,8 @@ td_tensor *td_nll_loss(td_tensor *log_probs, td_tensor *target, td_tensor *weigh
 td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction reduction) {
     TD_CHECK_ARG(input, "mse_loss");
     TD_CHECK_ARG(target, "mse_loss");
-    if (!check_reduction(reduction, "mse_loss") || !check_same_shape(input, target, "mse_loss", "input", "target")) return NULL;
+    if (!check_reduction(reduction, "mse_loss") || !check_same_shape(input, target, "mse_loss", "input", "target"))
+        return NULL;
     td_scope_begin();
     td_tensor *d = td_sub(input, target);
     td_tensor *out = td_keep(reduce(td_mul(d, d), reduction));
@@ -200,7 +204,8 @@ td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction reducti
 td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction reduction) {
     TD_CHECK_ARG(input, "l1_loss");
     TD_CHECK_ARG(target, "l1_loss");
-    if (!check_reduction(reduction, "l1_loss") || !check_same_shape(input, target, "l1_loss", "input", "target")) return NULL;
+    if (!check_reduction(reduction, "l1_loss") || !check_same_shape(input, target, "l1_loss", "input", "target"))
+        return NULL;
     td_scope_begin();
     td_tensor *out = td_keep(reduce(td_abs(td_sub(input, target)), reduction));
     td_scope_end();
@@ -212,12 +217,13 @@ static bool check_weight_broadcast(td_tensor *w, td_tensor *x, const char *fn, c
     if (!w) return true;
     int nd;
     int64_t shape[TD_MAX_DIMS];
-    if (td_broadcast_shapes(td_ndim(w), td_shape(w), td_ndim(x), td_shape(x), &nd, shape) == TD_OK && nd == td_ndim(x) &&
-        !memcmp(shape, td_shape(x), (size_t)nd * sizeof(int64_t)))
+    if (td_broadcast_shapes(td_ndim(w), td_shape(w), td_ndim(x), td_shape(x), &nd, shape) == TD_OK &&
+        nd == td_ndim(x) && !memcmp(shape, td_shape(x), (size_t)nd * sizeof(int64_t)))
         return true;
     char s1[96], s2[96];
     TD_ERR(TD_ERR_SHAPE, "%s: %s of shape %s does not broadcast to the input shape %s", fn, arg,
-           td__shape_str(td_ndim(w), td_shape(w), s1, sizeof s1), td__shape_str(td_ndim(x), td_shape(x), s2, sizeof s2));
+           td__shape_str(td_ndim(w), td_shape(w), s1, sizeof s1),
+           td__shape_str(td_ndim(x), td_shape(x), s2, sizeof s2));
     return false;
 }
 
@@ -253,7 +259,8 @@ td_tensor *td_bce_with_logits_loss(td_tensor *input, td_tensor *target, td_tenso
     TD_CHECK_ARG(input, fn);
     TD_CHECK_ARG(target, fn);
     if (!check_reduction(reduction, fn) || !check_float_input(input, fn, "input") ||
-        !check_same_shape(input, target, fn, "input", "target") || !check_weight_broadcast(weight, input, fn, "weight") ||
+        !check_same_shape(input, target, fn, "input", "target") ||
+        !check_weight_broadcast(weight, input, fn, "weight") ||
         !check_weight_broadcast(pos_weight, input, fn, "pos_weight"))
         return NULL;
     td_scope_begin();

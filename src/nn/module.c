@@ -31,8 +31,10 @@ static td_status entries_push(td_entries *e, const char *name, void *value, bool
     if (!copy) return TD_ERR(TD_ERR_OOM, "module: out of host memory registering '%s'", name);
     td_entry *it = &e->items[e->n++];
     it->name = copy;
-    if (is_child) it->child = value;
-    else it->tensor = value;
+    if (is_child)
+        it->child = value;
+    else
+        it->tensor = value;
     return TD_OK;
 }
 
@@ -96,7 +98,8 @@ bool td__check_ndim(td_tensor *x, unsigned ndims, const char *layer, const char 
     if (nd < 0) return false;
     if (nd < 32 && (ndims >> nd) & 1u) return true;
     char s[96];
-    TD_ERR(TD_ERR_SHAPE, "%s: expected input %s, got shape %s", layer, layout, td__shape_str(nd, td_shape(x), s, sizeof s));
+    TD_ERR(TD_ERR_SHAPE, "%s: expected input %s, got shape %s", layer, layout,
+           td__shape_str(nd, td_shape(x), s, sizeof s));
     return false;
 }
 
@@ -136,14 +139,19 @@ td_status td_module_register_buffer(td_module *m, const char *name, td_tensor *t
 
 td_status td_module_register_module(td_module *m, const char *name, td_module *child) {
     td_status st = TD_OK;
-    if (!m) st = TD_ERR(TD_ERR_MISUSE, "register_module: module is NULL");
-    else if (!child) st = td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "register_module: child is NULL");
+    if (!m)
+        st = TD_ERR(TD_ERR_MISUSE, "register_module: module is NULL");
+    else if (!child)
+        st = td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "register_module: child is NULL");
     else if (child == m || child->has_parent)
         st = TD_ERR(TD_ERR_MISUSE, "register_module: '%s' already has a parent", name ? name : "?");
-    else st = check_new_name(m, name, "register_module");
+    else
+        st = check_new_name(m, name, "register_module");
     if (st == TD_OK) st = entries_push(&m->children, name, child, true);
-    if (st == TD_OK) child->has_parent = true;
-    else if (child && child != m && !child->has_parent) td_module_free(child);
+    if (st == TD_OK)
+        child->has_parent = true;
+    else if (child && child != m && !child->has_parent)
+        td_module_free(child);
     return st;
 }
 
@@ -176,8 +184,10 @@ void td_module_free(td_module *m) {
     free(m->params.items);
     free(m->buffers.items);
     free(m->children.items);
-    if (m->iface->free_ctx) m->iface->free_ctx(m->ctx);
-    else free(m->ctx);
+    if (m->iface->free_ctx)
+        m->iface->free_ctx(m->ctx);
+    else
+        free(m->ctx);
     if (m->free_user) m->free_user(m->user);
     free(m);
 }
@@ -385,7 +395,8 @@ static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is
     if (td_ndim(src) != td_ndim(dst) || memcmp(td_shape(src), td_shape(dst), sizeof(int64_t) * (size_t)td_ndim(dst))) {
         a->mismatch = TD_ERR_SHAPE;
         snprintf(a->text, sizeof a->text, "'%s': checkpoint shape %s, model shape %s", name,
-                 td__shape_str(td_ndim(src), td_shape(src), s1, sizeof s1), td__shape_str(td_ndim(dst), td_shape(dst), s2, sizeof s2));
+                 td__shape_str(td_ndim(src), td_shape(src), s1, sizeof s1),
+                 td__shape_str(td_ndim(dst), td_shape(dst), s2, sizeof s2));
     } else if (td_tensor_dtype(src) != td_tensor_dtype(dst)) {
         a->mismatch = TD_ERR_DTYPE;
         snprintf(a->text, sizeof a->text, "'%s': checkpoint dtype %s, model dtype %s", name,
@@ -418,9 +429,12 @@ td_status td_module_load_state_dict(td_module *m, const td_state_dict *sd, bool 
             snprintf(more, sizeof more, "%s%d unexpected key(s), e.g. '%s'", a.n_missing ? "; " : "", unexpected,
                      first_unexpected(m, sd));
         if (a.n_missing)
-            return TD_ERR(TD_ERR_MISUSE, "load_state_dict: the checkpoint does not fit this %s: %d key(s) missing from the checkpoint: %s%s%s",
-                          td_module_type(m), a.n_missing, a.missing, a.n_missing > 4 ? ", ..." : "", more);
-        return TD_ERR(TD_ERR_MISUSE, "load_state_dict: the checkpoint does not fit this %s: %s", td_module_type(m), more);
+            return TD_ERR(
+                TD_ERR_MISUSE,
+                "load_state_dict: the checkpoint does not fit this %s: %d key(s) missing from the checkpoint: %s%s%s",
+                td_module_type(m), a.n_missing, a.missing, a.n_missing > 4 ? ", ..." : "", more);
+        return TD_ERR(TD_ERR_MISUSE, "load_state_dict: the checkpoint does not fit this %s: %s", td_module_type(m),
+                      more);
     }
     if (a.mismatch) return TD_ERR(a.mismatch, "load_state_dict: %s", a.text);
     a.copy = true;

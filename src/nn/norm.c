@@ -33,7 +33,8 @@ typedef struct ln_ctx {
 
 /* running = (1 - momentum) running + momentum stat, in place, not recorded. */
 static td_status update_running(td_tensor *running, td_tensor *stat, double momentum) {
-    td_tensor *v = td_add(td_mul_scalar(running, 1 - momentum), td_mul_scalar(td_reshape(stat, 1, td_shape(running)), momentum));
+    td_tensor *v =
+        td_add(td_mul_scalar(running, 1 - momentum), td_mul_scalar(td_reshape(stat, 1, td_shape(running)), momentum));
     return v ? td_copy_(running, v) : td_last_status();
 }
 
@@ -62,7 +63,8 @@ static td_tensor *bn_forward(td_module *m, td_tensor *x) {
         if (m->training && c->track) {
             td_no_grad_begin();
             td_status st = update_running(td__buffer(m, 0), mean, c->momentum);
-            if (st == TD_OK) st = update_running(td__buffer(m, 1), td_mul_scalar(var, (double)n / (double)(n - 1)), c->momentum);
+            if (st == TD_OK)
+                st = update_running(td__buffer(m, 1), td_mul_scalar(var, (double)n / (double)(n - 1)), c->momentum);
             if (st == TD_OK) st = td_copy_(td__buffer(m, 2), td_add_scalar(td__buffer(m, 2), 1));
             td_no_grad_end();
             if (st != TD_OK) return NULL;
@@ -72,7 +74,8 @@ static td_tensor *bn_forward(td_module *m, td_tensor *x) {
         var = td_reshape(td__buffer(m, 1), nd, bshape);
     }
     td_tensor *y = td_mul(td_sub(x, mean), td_rsqrt(td_add_scalar(var, c->eps)));
-    if (c->affine) y = td_add(td_mul(y, td_reshape(td__param(m, 0), nd, bshape)), td_reshape(td__param(m, 1), nd, bshape));
+    if (c->affine)
+        y = td_add(td_mul(y, td_reshape(td__param(m, 0), nd, bshape)), td_reshape(td__param(m, 1), nd, bshape));
     return y;
 }
 
@@ -85,7 +88,8 @@ static td_tensor *ln_forward(td_module *m, td_tensor *x) {
         TD_FAIL_NULL(TD_ERR_SHAPE, "LayerNorm: input of shape %s does not end in the normalized shape %s",
                      td__shape_str(nd, td_shape(x), s1, sizeof s1), td__shape_str(c->n, c->shape, s2, sizeof s2));
     }
-    if (c->n == 1) return td_layer_norm(x, 1, c->affine ? td__param(m, 0) : NULL, c->affine ? td__param(m, 1) : NULL, c->eps);
+    if (c->n == 1)
+        return td_layer_norm(x, 1, c->affine ? td__param(m, 0) : NULL, c->affine ? td__param(m, 1) : NULL, c->eps);
     /* Normalize rows of D = prod(normalized_shape): x [..., D], weight and bias [D]. */
     int64_t d = 1, flat = -1, shape[TD_MAX_DIMS];
     for (int i = 0; i < c->n; i++) d *= c->shape[i];
@@ -127,11 +131,13 @@ static td_module *bn_new(bool two_d, int64_t c, double eps, double momentum, boo
     return m;
 }
 
-td_module *td_batch_norm1d_new(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats) {
+td_module *td_batch_norm1d_new(int64_t num_features, double eps, double momentum, bool affine,
+                               bool track_running_stats) {
     return bn_new(false, num_features, eps, momentum, affine, track_running_stats);
 }
 
-td_module *td_batch_norm2d_new(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats) {
+td_module *td_batch_norm2d_new(int64_t num_features, double eps, double momentum, bool affine,
+                               bool track_running_stats) {
     return bn_new(true, num_features, eps, momentum, affine, track_running_stats);
 }
 

@@ -30,8 +30,8 @@ static td_tensor *avg_forward(td_module *m, td_tensor *x) {
     pool_ctx *c = m->ctx;
     if (!td__check_ndim(x, 1u << 3 | 1u << 4, "AvgPool2d", layout4)) return NULL;
     bool unbatched = td_ndim(x) == 3;
-    td_tensor *y = td_avg_pool2d(unbatched ? td_unsqueeze(x, 0) : x, c->kernel, c->stride, c->padding,
-                                 c->count_include_pad);
+    td_tensor *y =
+        td_avg_pool2d(unbatched ? td_unsqueeze(x, 0) : x, c->kernel, c->stride, c->padding, c->count_include_pad);
     return unbatched ? td_squeeze(y, 0) : y;
 }
 

@@ -27,8 +27,10 @@ static td_tensor *unflatten_forward(td_module *m, td_tensor *x) {
     int k = 0, infer = -1;
     for (int i = 0; i < dim; i++) shape[k++] = td_size(x, i);
     for (int i = 0; i < c->n; i++) {
-        if (c->sizes[i] == -1) infer = k;
-        else known *= c->sizes[i];
+        if (c->sizes[i] == -1)
+            infer = k;
+        else
+            known *= c->sizes[i];
         shape[k++] = c->sizes[i];
     }
     for (int i = dim + 1; i < nd; i++) shape[k++] = td_size(x, i);
@@ -55,7 +57,8 @@ td_module *td_flatten_new(int start_dim, int end_dim) {
 }
 
 td_module *td_unflatten_new(int dim, int n, const int64_t *sizes) {
-    if (n < 1 || n > TD_MAX_DIMS || !sizes) TD_FAIL_NULL(TD_ERR_MISUSE, "Unflatten: needs 1 to %d sizes, got %d", TD_MAX_DIMS, n);
+    if (n < 1 || n > TD_MAX_DIMS || !sizes)
+        TD_FAIL_NULL(TD_ERR_MISUSE, "Unflatten: needs 1 to %d sizes, got %d", TD_MAX_DIMS, n);
     int inferred = 0;
     for (int i = 0; i < n; i++) {
         if (sizes[i] < -1) TD_FAIL_NULL(TD_ERR_MISUSE, "Unflatten: size %lld is negative", (long long)sizes[i]);

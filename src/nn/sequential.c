@@ -26,15 +26,18 @@ td_status td_sequential_append(td_module *seq, td_module *child) {
 
 td_module *td_sequential_new(int n, td_module *const *mods) {
     td_status st = TD_OK;
-    if (n < 0 || (n > 0 && !mods)) st = TD_ERR(TD_ERR_MISUSE, "Sequential: %d modules from a %s array", n, mods ? "valid" : "NULL");
+    if (n < 0 || (n > 0 && !mods))
+        st = TD_ERR(TD_ERR_MISUSE, "Sequential: %d modules from a %s array", n, mods ? "valid" : "NULL");
     for (int i = 0; st == TD_OK && i < n; i++)
         if (!mods[i]) /* a failed constructor: keep its error */
             st = td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "Sequential: module %d is NULL", i);
     td_module *seq = st == TD_OK ? td__module_alloc(&sequential_iface, 0) : NULL;
     if (st == TD_OK && !seq) st = td_last_status();
     for (int i = 0; mods && i < n; i++) {
-        if (st == TD_OK) st = td_sequential_append(seq, mods[i]);
-        else td_module_free(mods[i]);
+        if (st == TD_OK)
+            st = td_sequential_append(seq, mods[i]);
+        else
+            td_module_free(mods[i]);
     }
     if (st != TD_OK) {
         td_module_free(seq);

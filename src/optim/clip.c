@@ -30,9 +30,9 @@ double td_clip_grad_norm_(int n, td_tensor *const *params, double max_norm, doub
         if (!g) continue;
         td_dtype dt = td_tensor_dtype(g);
         td_tensor *a = td_abs(dt == TD_F64 ? g : td_cast(g, TD_F32)); /* half grads accumulate in f32 */
-        td_tensor *part = inf ? td_amax(a, 0, NULL, false)
-                        : norm_type == 2 ? td_sum(td_mul(a, a), 0, NULL, false)
-                                         : td_sum(td_pow_scalar(a, norm_type), 0, NULL, false);
+        td_tensor *part = inf              ? td_amax(a, 0, NULL, false)
+                          : norm_type == 2 ? td_sum(td_mul(a, a), 0, NULL, false)
+                                           : td_sum(td_pow_scalar(a, norm_type), 0, NULL, false);
         td_tensor *moved = td_to(part, TD_CPU);
         acc = !acc ? moved : inf ? td_maximum(acc, moved) : td_add(acc, moved);
         failed = !acc;

@@ -40,6 +40,7 @@ struct td_optimizer {
 
 extern const td_optim_algo td_optim_sgd, td_optim_adam, td_optim_adamw, td_optim_rmsprop;
 
-td_optimizer *td__optimizer_new(const td_optim_algo *algo, int n, td_tensor *const *params, const td_optim_options *opt);
+td_optimizer *td__optimizer_new(const td_optim_algo *algo, int n, td_tensor *const *params,
+                                const td_optim_options *opt);
 
 #endif /* TRIDENT_OPTIM_INTERNAL_H */

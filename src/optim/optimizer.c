@@ -19,7 +19,8 @@ static td_status add_params(td_optimizer *o, int n, td_tensor *const *params, in
         if (!td_dtype_is_float(td_tensor_dtype(p)) || !td_is_leaf(p) || !td_requires_grad(p))
             return TD_ERR(TD_ERR_MISUSE, "%s: parameter %d must be a floating leaf tensor that requires grad", fn, i);
         for (int j = 0; j < o->n; j++)
-            if (o->p[j].param == p) return TD_ERR(TD_ERR_MISUSE, "%s: parameter %d appears in more than one place", fn, i);
+            if (o->p[j].param == p)
+                return TD_ERR(TD_ERR_MISUSE, "%s: parameter %d appears in more than one place", fn, i);
         for (int j = 0; j < i; j++)
             if (params[j] == p) return TD_ERR(TD_ERR_MISUSE, "%s: parameter %d appears in more than one place", fn, i);
     }
@@ -47,7 +48,8 @@ td_status td_optimizer_add_param_group(td_optimizer *o, int n, td_tensor *const 
     return st;
 }
 
-td_optimizer *td__optimizer_new(const td_optim_algo *algo, int n, td_tensor *const *params, const td_optim_options *opt) {
+td_optimizer *td__optimizer_new(const td_optim_algo *algo, int n, td_tensor *const *params,
+                                const td_optim_options *opt) {
     td_optimizer *o = calloc(1, sizeof *o);
     if (!o) TD_FAIL_NULL(TD_ERR_OOM, "%s: out of host memory", algo->name);
     o->algo = algo;
@@ -130,7 +132,8 @@ void td_optimizer_set_lr(td_optimizer *o, double lr) {
 
 td_status td_optimizer_set_group_lr(td_optimizer *o, int g, double lr) {
     if (!o || g < 0 || g >= o->n_groups)
-        return TD_ERR(TD_ERR_INDEX, "optimizer_set_group_lr: group %d out of range (%d groups)", g, o ? o->n_groups : 0);
+        return TD_ERR(TD_ERR_INDEX, "optimizer_set_group_lr: group %d out of range (%d groups)", g,
+                      o ? o->n_groups : 0);
     o->groups[g].lr = lr;
     return TD_OK;
 }
@@ -178,9 +181,12 @@ td_state_dict *td_optimizer_state_dict(td_optimizer *o) {
 /* Parse key into (kind 's' state / 'g' group, index, field). */
 static bool parse_key(const char *key, char *kind, int *index, const char **field) {
     const char *rest;
-    if (!strncmp(key, "state.", 6)) *kind = 's', rest = key + 6;
-    else if (!strncmp(key, "param_groups.", 13)) *kind = 'g', rest = key + 13;
-    else return false;
+    if (!strncmp(key, "state.", 6))
+        *kind = 's', rest = key + 6;
+    else if (!strncmp(key, "param_groups.", 13))
+        *kind = 'g', rest = key + 13;
+    else
+        return false;
     char *end;
     long v = strtol(rest, &end, 10);
     if (end == rest || *end != '.' || v < 0 || v > 1 << 30) return false;
@@ -205,7 +211,8 @@ static td_status check_entry(td_optimizer *o, const char *key, td_tensor *t) {
     if (i >= limit)
         return TD_ERR(TD_ERR_MISUSE, "%s: '%s' refers to %s %d, but the optimizer has %d", fn, key,
                       kind == 's' ? "parameter" : "group", i, limit);
-    if ((kind == 'g' && strcmp(field, "lr")) || (kind == 's' && strcmp(field, "step") && slot_index(o->algo, field) < 0))
+    if ((kind == 'g' && strcmp(field, "lr")) ||
+        (kind == 's' && strcmp(field, "step") && slot_index(o->algo, field) < 0))
         return TD_ERR(TD_ERR_MISUSE, "%s: unexpected key '%s' for %s", fn, key, o->algo->name);
     if (kind == 'g' || !strcmp(field, "step")) {
         if (td_numel(t) != 1) return TD_ERR(TD_ERR_SHAPE, "%s: '%s' must hold one number", fn, key);
@@ -215,10 +222,11 @@ static td_status check_entry(td_optimizer *o, const char *key, td_tensor *t) {
     char s1[96], s2[96];
     if (td_ndim(t) != td_ndim(p) || memcmp(td_shape(t), td_shape(p), sizeof(int64_t) * (size_t)td_ndim(p)))
         return TD_ERR(TD_ERR_SHAPE, "%s: '%s' has shape %s, its parameter %s", fn, key,
-                      td__shape_str(td_ndim(t), td_shape(t), s1, sizeof s1), td__shape_str(td_ndim(p), td_shape(p), s2, sizeof s2));
+                      td__shape_str(td_ndim(t), td_shape(t), s1, sizeof s1),
+                      td__shape_str(td_ndim(p), td_shape(p), s2, sizeof s2));
     if (td_tensor_dtype(t) != td_tensor_dtype(p))
-        return TD_ERR(TD_ERR_DTYPE, "%s: '%s' has dtype %s, its parameter %s", fn, key, td_dtype_name(td_tensor_dtype(t)),
-                      td_dtype_name(td_tensor_dtype(p)));
+        return TD_ERR(TD_ERR_DTYPE, "%s: '%s' has dtype %s, its parameter %s", fn, key,
+                      td_dtype_name(td_tensor_dtype(t)), td_dtype_name(td_tensor_dtype(p)));
     return TD_OK;
 }
 

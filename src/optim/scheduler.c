@@ -97,7 +97,8 @@ td_scheduler *td_cosine_annealing_lr_new(td_optimizer *o, int64_t t_max, double 
 
 td_scheduler *td_linear_lr_new(td_optimizer *o, double start_factor, double end_factor, int64_t total_iters) {
     if (!(start_factor > 0 && start_factor <= 1) || !(end_factor >= 0 && end_factor <= 1) || total_iters <= 0)
-        TD_FAIL_NULL(TD_ERR_MISUSE, "LinearLR: start_factor %g must be in (0, 1], end_factor %g in [0, 1], total_iters %lld > 0",
+        TD_FAIL_NULL(TD_ERR_MISUSE,
+                     "LinearLR: start_factor %g must be in (0, 1], end_factor %g in [0, 1], total_iters %lld > 0",
                      start_factor, end_factor, (long long)total_iters);
     td_scheduler *s = sched_new(o, SCHED_LINEAR, "LinearLR");
     if (s) s->period = total_iters, s->start = start_factor, s->end = end_factor;
