@@ -11,5 +11,7 @@
 #include "autograd.h"
 #include "nn.h"
 #include "optim.h"
+#include "data.h"
+#include "io.h"
 
 #endif /* TRIDENT_H */
