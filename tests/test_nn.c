@@ -7,8 +7,9 @@
 #define TESTS(X)                                                                                                       \
     X(named_parameters)                                                                                                \
     X(state_dict_names_and_buffers)                                                                                    \
-    X(state_dict_roundtrip) X(load_state_dict_mismatch) X(module_registration_errors) X(init_statistics)               \
-        X(init_functions) X(init_reproducible) X(dropout_train_eval) X(batchnorm_train_eval) X(mha_causal)             \
+    X(state_dict_roundtrip)                                                                                            \
+    X(load_state_dict_mismatch) X(module_registration_errors) X(init_statistics) X(init_functions)                     \
+        X(init_reproducible) X(dropout_train_eval) X(batchnorm_train_eval) X(mha_causal)                               \
             X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to) X(schedulers_closed_form) X(clip_grad)                \
                 X(optimizer_state_roundtrip) X(optimizer_groups_and_lr) X(optimizer_bad_input) X(loss_bad_input)       \
                     X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(no_leaks)
@@ -29,14 +30,14 @@ static double *host(td_tensor *t) {
     return v;
 }
 
-static void assert_names(td_state_dict *sd, int n, const char *const *want) {
+static void assert_names(td_named_tensors *sd, int n, const char *const *want) {
     ASSERT(sd);
-    if (td_state_dict_count(sd) != n)
-        for (int i = 0; i < td_state_dict_count(sd); i++) fprintf(stderr, "  have %s\n", td_state_dict_name(sd, i));
-    ASSERT_EQ_INT(td_state_dict_count(sd), n);
+    if (td_named_tensors_len(sd) != n)
+        for (int i = 0; i < td_named_tensors_len(sd); i++) fprintf(stderr, "  have %s\n", td_named_tensors_name(sd, i));
+    ASSERT_EQ_INT(td_named_tensors_len(sd), n);
     for (int i = 0; i < n; i++)
-        if (strcmp(td_state_dict_name(sd, i), want[i]))
-            TEST_FAIL_("entry %d is %s, want %s", i, td_state_dict_name(sd, i), want[i]);
+        if (strcmp(td_named_tensors_name(sd, i), want[i]))
+            TEST_FAIL_("entry %d is %s, want %s", i, td_named_tensors_name(sd, i), want[i]);
 }
 
 static td_module *mlp(void) {
@@ -51,9 +52,9 @@ TEST(named_parameters) {
     td_module *m = mlp();
     ASSERT(m);
     static const char *want[] = {"0.weight", "0.bias", "2.weight", "2.bias"};
-    td_state_dict *sd = td_module_named_parameters(m);
+    td_named_tensors *sd = td_module_named_parameters(m);
     assert_names(sd, 4, want);
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     td_tensor *ps[8];
     ASSERT_EQ_INT(td_module_parameters(m, ps, 8), 4);
     ASSERT_EQ_INT(td_module_parameters(m, NULL, 0), 4);
@@ -69,7 +70,7 @@ TEST(named_parameters) {
     static const char *want2[] = {"fc.fc.weight"};
     sd = td_module_named_parameters(outer);
     assert_names(sd, 1, want2);
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     ASSERT(td_module_child(outer, "fc.fc") != NULL);
     ASSERT(!strcmp(td_module_type(blk), "Block"));
     td_module_free(outer);
@@ -79,28 +80,28 @@ TEST(named_parameters) {
 TEST(state_dict_names_and_buffers) {
     td_module *bn = td_batch_norm2d_new(3, 1e-5, 0.1, true, true);
     static const char *bn_names[] = {"weight", "bias", "running_mean", "running_var", "num_batches_tracked"};
-    td_state_dict *sd = td_module_state_dict(bn);
+    td_named_tensors *sd = td_module_state_dict(bn);
     assert_names(sd, 5, bn_names);
-    ASSERT_EQ_INT(td_tensor_dtype(td_state_dict_get(sd, "num_batches_tracked")), TD_I64);
-    td_state_dict_free(sd);
+    ASSERT_EQ_INT(td_tensor_dtype(td_named_tensors_get(sd, "num_batches_tracked")), TD_I64);
+    td_named_tensors_free(sd);
     sd = td_module_named_parameters(bn); /* buffers are not parameters */
-    ASSERT_EQ_INT(td_state_dict_count(sd), 2);
-    td_state_dict_free(sd);
+    ASSERT_EQ_INT(td_named_tensors_len(sd), 2);
+    td_named_tensors_free(sd);
     td_module_free(bn);
     td_module *mha = td_multihead_attention_new(8, 2, true, false);
     static const char *mha_names[] = {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"};
     sd = td_module_state_dict(mha);
     assert_names(sd, 4, mha_names);
-    ASSERT_EQ_INT(td_size(td_state_dict_get(sd, "in_proj_weight"), 0), 24);
-    double *b = host(td_state_dict_get(sd, "out_proj.bias"));
+    ASSERT_EQ_INT(td_size(td_named_tensors_get(sd, "in_proj_weight"), 0), 24);
+    double *b = host(td_named_tensors_get(sd, "out_proj.bias"));
     for (int i = 0; i < 8; i++) ASSERT_NEAR(b[i], 0, 0); /* PyTorch zeroes MHA biases */
     free(b);
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     td_module_free(mha);
     td_module *ln = td_layer_norm_new(1, (int64_t[]){6}, 1e-5, false);
     sd = td_module_state_dict(ln);
-    ASSERT_EQ_INT(td_state_dict_count(sd), 0);
-    td_state_dict_free(sd);
+    ASSERT_EQ_INT(td_named_tensors_len(sd), 0);
+    td_named_tensors_free(sd);
     td_module_free(ln);
 }
 
@@ -112,9 +113,9 @@ TEST(state_dict_roundtrip) {
     td_tensor *x = randu(2, (int64_t[]){5, 4}, 0);
     double *ya = host(td_module_forward(a, x)), *yb = host(td_module_forward(b, x));
     ASSERT(fabs(ya[0] - yb[0]) > 1e-6); /* different weights */
-    td_state_dict *sd = td_module_state_dict(a);
+    td_named_tensors *sd = td_module_state_dict(a);
     ASSERT_OK(td_module_load_state_dict(b, sd, true));
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     double *yb2 = host(td_module_forward(b, x));
     for (int i = 0; i < 10; i++) ASSERT_NEAR(yb2[i], ya[i], 0);
     /* the copy is by value: b's tensors stay b's own */
@@ -129,10 +130,10 @@ TEST(load_state_dict_mismatch) {
     /* a checkpoint of a different model: layer widths differ */
     td_module *other =
         td_sequential_new(3, (td_module *[]){td_linear_new(4, 5, true), td_relu_new(), td_linear_new(5, 2, true)});
-    td_state_dict *sd = td_module_state_dict(other);
+    td_named_tensors *sd = td_module_state_dict(other);
     ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_SHAPE,
                  "'0.weight': checkpoint shape [5,4], model shape [3,4]");
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     /* nothing was copied by the failed load */
     td_module *cnn = td_sequential_new(
         2, (td_module *[]){td_conv2d_new(1, 2, (int[]){3, 3}, NULL, NULL, NULL, 1, true), td_flatten_new(1, -1)});
@@ -140,19 +141,22 @@ TEST(load_state_dict_mismatch) {
     ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE,
                  "2 key(s) missing from the checkpoint: '2.weight', '2.bias'");
     ASSERT_ERROR(td_module_load_state_dict(m, sd, false), TD_ERR_SHAPE, "'0.weight'");
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     /* an extra key */
     sd = td_module_state_dict(m);
-    ASSERT_OK(td_state_dict_set(sd, "3.weight", td_module_get(m, "0.bias")));
+    ASSERT_OK(td_named_tensors_add(sd, "3.weight", td_module_get(m, "0.bias")));
     ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE,
                  "does not fit this Sequential: 1 unexpected key(s), e.g. '3.weight'");
     ASSERT_OK(td_module_load_state_dict(m, sd, false));
+    td_named_tensors_free(sd);
     /* a dtype mismatch */
-    td_tensor *w64 = ASSERT_TENSOR(td_cast(td_module_get(m, "2.bias"), TD_F64));
-    ASSERT_OK(td_state_dict_set(sd, "2.bias", w64));
-    ASSERT_ERROR(td_module_load_state_dict(m, sd, false), TD_ERR_DTYPE,
+    sd = td_named_tensors_new();
+    static const char *keys[] = {"0.weight", "0.bias", "2.weight"};
+    for (int i = 0; i < 3; i++) ASSERT_OK(td_named_tensors_add(sd, keys[i], td_module_get(m, keys[i])));
+    ASSERT_OK(td_named_tensors_add(sd, "2.bias", ASSERT_TENSOR(td_cast(td_module_get(m, "2.bias"), TD_F64))));
+    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_DTYPE,
                  "'2.bias': checkpoint dtype float64, model dtype float32");
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     ASSERT_ERROR(td_module_load_state_dict(m, NULL, true), TD_ERR_MISUSE, "NULL");
     td_module_free(cnn);
     td_module_free(other);
@@ -328,9 +332,9 @@ TEST(batchnorm_train_eval) {
 TEST(mha_causal) {
     td_module *causal = td_multihead_attention_new(8, 2, true, true);
     td_module *full = td_multihead_attention_new(8, 2, true, false);
-    td_state_dict *sd = td_module_state_dict(causal);
+    td_named_tensors *sd = td_module_state_dict(causal);
     ASSERT_OK(td_module_load_state_dict(full, sd, true));
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     int64_t shape[3] = {2, 5, 8};
     td_tensor *x = randu(3, shape, 200);
     td_tensor *x2 = ASSERT_TENSOR(td_clone(x));
@@ -499,12 +503,12 @@ TEST(optimizer_state_roundtrip) {
     o.amsgrad = true;
     td_optimizer *oa = td_adam_new(2, a, &o);
     adam_steps(oa, a, 0, 3);
-    td_state_dict *sd = td_optimizer_state_dict(oa);
+    td_named_tensors *sd = td_optimizer_state_dict(oa);
     static const char *names[] = {"state.0.exp_avg",        "state.0.exp_avg_sq", "state.0.max_exp_avg_sq",
                                   "state.0.step",           "state.1.exp_avg",    "state.1.exp_avg_sq",
                                   "state.1.max_exp_avg_sq", "state.1.step",       "param_groups.0.lr"};
     assert_names(sd, 9, names);
-    ASSERT_NEAR(td_item(td_state_dict_get(sd, "state.1.step")), 3, 0);
+    ASSERT_NEAR(td_item(td_named_tensors_get(sd, "state.1.step")), 3, 0);
     /* b: same values as a after 3 steps, a fresh optimizer loaded from a's state */
     for (int i = 0; i < 2; i++) {
         td_no_grad_begin();
@@ -513,7 +517,7 @@ TEST(optimizer_state_roundtrip) {
     }
     td_optimizer *ob = td_adam_new(2, b, &o);
     ASSERT_OK(td_optimizer_load_state_dict(ob, sd));
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     adam_steps(oa, a, 3, 5);
     adam_steps(ob, b, 3, 5);
     for (int i = 0; i < 2; i++) {
@@ -528,12 +532,12 @@ TEST(optimizer_state_roundtrip) {
     adam_steps(oa, a, 5, 6);
     sd = td_optimizer_state_dict(oa);
     ASSERT_ERROR(td_optimizer_load_state_dict(sgd, sd), TD_ERR_MISUSE, "'state.0.exp_avg'");
-    td_state_dict_free(sd);
-    sd = td_state_dict_new();
-    ASSERT_OK(td_state_dict_set(sd, "state.0.exp_avg", b[1]));
+    td_named_tensors_free(sd);
+    sd = td_named_tensors_new();
+    ASSERT_OK(td_named_tensors_add(sd, "state.0.exp_avg", b[1]));
     ASSERT_ERROR(td_optimizer_load_state_dict(oa, sd), TD_ERR_SHAPE,
                  "'state.0.exp_avg' has shape [4,1], its parameter [3,4]");
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     td_optimizer_free(sgd), td_optimizer_free(oa), td_optimizer_free(ob);
 }
 
@@ -581,15 +585,15 @@ TEST(optimizer_bad_input) {
     ASSERT_ERROR(td_rmsprop_new(1, &p, &o), TD_ERR_MISUSE, "lr -1");
     td_optimizer *opt = td_adamw_new(1, &p, NULL);
     ASSERT(opt);
-    td_state_dict *sd = td_state_dict_new();
-    ASSERT_OK(td_state_dict_set(sd, "state.4.exp_avg", p));
+    td_named_tensors *sd = td_named_tensors_new();
+    ASSERT_OK(td_named_tensors_add(sd, "state.4.exp_avg", p));
     ASSERT_ERROR(td_optimizer_load_state_dict(opt, sd), TD_ERR_MISUSE,
                  "refers to parameter 4, but the optimizer has 1");
-    td_state_dict_free(sd);
-    sd = td_state_dict_new();
-    ASSERT_OK(td_state_dict_set(sd, "weights.0", p));
+    td_named_tensors_free(sd);
+    sd = td_named_tensors_new();
+    ASSERT_OK(td_named_tensors_add(sd, "weights.0", p));
     ASSERT_ERROR(td_optimizer_load_state_dict(opt, sd), TD_ERR_MISUSE, "unexpected key 'weights.0' for AdamW");
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     td_optimizer_free(opt);
 }
 
@@ -709,8 +713,8 @@ TEST(no_leaks) {
         ASSERT_OK(td_optimizer_step(o));
         td_scope_end();
     }
-    td_state_dict *sd = td_optimizer_state_dict(o);
-    td_state_dict_free(sd);
+    td_named_tensors *sd = td_optimizer_state_dict(o);
+    td_named_tensors_free(sd);
     td_optimizer_free(o);
     td_module_free(m);
     ASSERT_EQ_INT(td_debug_live_tensors(), before);

@@ -7,9 +7,10 @@
 
 #define TESTS(X)                                                                                                       \
     X(linear)                                                                                                          \
-    X(linear_nobias) X(conv2d) X(conv2d_groups) X(conv1d) X(maxpool2d) X(avgpool2d) X(adaptive_avgpool2d) X(flatten)   \
-        X(unflatten) X(batchnorm1d) X(batchnorm2d) X(layernorm) X(embedding) X(mha) X(activations) X(sequential)       \
-            X(losses) X(optimizers) X(schedulers) X(clipping) X(w1_mlp_three_steps)
+    X(linear_nobias)                                                                                                   \
+    X(conv2d) X(conv2d_groups) X(conv1d) X(maxpool2d) X(avgpool2d) X(adaptive_avgpool2d) X(flatten) X(unflatten)       \
+        X(batchnorm1d) X(batchnorm2d) X(layernorm) X(embedding) X(mha) X(activations) X(sequential) X(losses)          \
+            X(optimizers) X(schedulers) X(clipping) X(w1_mlp_three_steps)
 
 #define ATOL 1e-5
 #define RTOL 1e-5
@@ -60,13 +61,13 @@ static void check_close(td_tensor *got, td_tensor *want, double atol, double rto
 }
 
 /* The entries named "<prefix><key>", as a state dict keyed by <key>. */
-static td_state_dict *dict_with_prefix(const char *prefix) {
+static td_named_tensors *dict_with_prefix(const char *prefix) {
     tdfx *f = fixtures();
-    td_state_dict *sd = td_state_dict_new();
+    td_named_tensors *sd = td_named_tensors_new();
     size_t len = strlen(prefix);
     for (int i = 0; i < f->n; i++)
         if (!strncmp(f->e[i].name, prefix, len))
-            ASSERT_OK(td_state_dict_set(sd, f->e[i].name + len, ASSERT_TENSOR(tdfx_tensor(f, f->e[i].name))));
+            ASSERT_OK(td_named_tensors_add(sd, f->e[i].name + len, ASSERT_TENSOR(tdfx_tensor(f, f->e[i].name))));
     return sd;
 }
 
@@ -75,9 +76,9 @@ static void module_parity(const char *name, td_module *m, double tol) {
     ASSERT(m);
     char prefix[128];
     snprintf(prefix, sizeof prefix, "%s.s.", name);
-    td_state_dict *sd = dict_with_prefix(prefix);
+    td_named_tensors *sd = dict_with_prefix(prefix);
     ASSERT_OK(td_module_load_state_dict(m, sd, true));
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     td_tensor *x = need(fxt("%s.x", name, ""), "x");
     bool float_in = td_dtype_is_float(td_tensor_dtype(x));
     if (float_in) ASSERT_OK(td_set_requires_grad(x, true));
@@ -328,11 +329,11 @@ TEST(w1_mlp_three_steps) {
                                                         td_linear_new(256, 256, true), td_relu_new(),
                                                         td_linear_new(256, 10, true)});
     ASSERT(m);
-    td_state_dict *sd = td_state_dict_new();
+    td_named_tensors *sd = td_named_tensors_new();
     static const char *keys[] = {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"};
-    for (int i = 0; i < 6; i++) ASSERT_OK(td_state_dict_set(sd, keys[i], ASSERT_TENSOR(tdfx_tensor(w, keys[i]))));
+    for (int i = 0; i < 6; i++) ASSERT_OK(td_named_tensors_add(sd, keys[i], ASSERT_TENSOR(tdfx_tensor(w, keys[i]))));
     ASSERT_OK(td_module_load_state_dict(m, sd, true));
-    td_state_dict_free(sd);
+    td_named_tensors_free(sd);
     td_tensor *params[6];
     ASSERT_EQ_INT(td_module_parameters(m, params, 6), 6);
     td_optimizer *o = td_adam_new(6, params, NULL);

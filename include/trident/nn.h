@@ -23,6 +23,9 @@
 ** (td_rng_reserve), so td_manual_seed() makes construction and training
 ** reproducible, on every backend alike.
 **
+** State dicts are td_named_tensors lists (io.h), so they go straight into
+** safetensors files and checkpoints.
+**
 ** Errors: constructors and forwards return NULL with td_last_error() set; a
 ** NULL module or tensor argument returns NULL (keeping an earlier error).
 ** Functions returning td_status return TD_OK or the error. Modules are not
@@ -31,6 +34,7 @@
 #ifndef TRIDENT_NN_H
 #define TRIDENT_NN_H
 
+#include "io.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -38,38 +42,6 @@ extern "C" {
 #endif
 
 typedef struct td_module td_module;
-typedef struct td_state_dict td_state_dict;
-
-/* ======================================================================
-** State dicts: ordered (name -> tensor) maps
-** ====================================================================== */
-
-/*
-** CONSTRUCTOR. An empty state dict. Free it with td_state_dict_free(), which
-** releases the references it holds. Returns NULL (TD_ERR_OOM) on failure.
-*/
-TD_API td_state_dict *td_state_dict_new(void);
-
-/* DESTRUCTOR. Release every tensor and free the dict. NULL is a no-op. */
-TD_API void td_state_dict_free(td_state_dict *sd);
-
-/*
-** METHOD. Add (name, t), or replace the tensor of an existing name (keeping its
-** position). The dict retains t (+1) and copies name.
-**   IN sd, name, t   none may be NULL (TD_ERR_MISUSE)
-** Returns TD_OK, TD_ERR_MISUSE or TD_ERR_OOM.
-*/
-TD_API td_status td_state_dict_set(td_state_dict *sd, const char *name, td_tensor *t);
-
-/* GETTER. The tensor stored under name (borrowed), or NULL without an error
-** when there is none. */
-TD_API td_tensor *td_state_dict_get(const td_state_dict *sd, const char *name);
-
-/* GETTERS. Entry count (-1 for NULL), and entry i's name and tensor (borrowed;
-** NULL when i is out of range). Entries keep insertion order. */
-TD_API int td_state_dict_count(const td_state_dict *sd);
-TD_API const char *td_state_dict_name(const td_state_dict *sd, int i);
-TD_API td_tensor *td_state_dict_tensor(const td_state_dict *sd, int i);
 
 /* ======================================================================
 ** Modules: the generic interface
@@ -105,17 +77,19 @@ TD_API const char *td_module_type(const td_module *m);
 */
 TD_API int td_module_parameters(td_module *m, td_tensor **out, int cap);
 
-/* CONSTRUCTOR. A state dict of the parameters with their dotted names
-** (module.named_parameters()). NULL on failure. */
-TD_API td_state_dict *td_module_named_parameters(td_module *m);
+/* CONSTRUCTOR. A list of the parameters with their dotted names
+** (module.named_parameters()), freed with td_named_tensors_free(). NULL on
+** failure. */
+TD_API td_named_tensors *td_module_named_parameters(td_module *m);
 
 /*
 ** CONSTRUCTOR. Parameters and buffers with their dotted names, in PyTorch's
 ** order (module.state_dict()): per module its own parameters, then its
-** buffers, then its children. The dict holds references to the module's own
-** tensors (not copies): save it before the next optimizer step.
+** buffers, then its children. The list holds references to the module's own
+** tensors (not copies): save it before the next optimizer step. Free it with
+** td_named_tensors_free().
 */
-TD_API td_state_dict *td_module_state_dict(td_module *m);
+TD_API td_named_tensors *td_module_state_dict(td_module *m);
 
 /*
 ** METHOD. Copy every tensor of sd into the parameter or buffer of the same
@@ -129,7 +103,7 @@ TD_API td_state_dict *td_module_state_dict(td_module *m);
 **   TD_ERR_DTYPE   the dtypes differ.
 ** This is how a checkpoint of a different model is detected.
 */
-TD_API td_status td_module_load_state_dict(td_module *m, const td_state_dict *sd, bool strict);
+TD_API td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bool strict);
 
 /* GETTER. The parameter or buffer with the given dotted name (borrowed), or
 ** NULL with TD_ERR_MISUSE naming the key. */

@@ -98,7 +98,7 @@ TD_API const char *td_optimizer_name(const td_optimizer *o);
 ** file). The state tensors are the optimizer's own (not copies); step
 ** counters and learning rates are fresh scalars. NULL on failure.
 */
-TD_API td_state_dict *td_optimizer_state_dict(td_optimizer *o);
+TD_API td_named_tensors *td_optimizer_state_dict(td_optimizer *o);
 
 /*
 ** METHOD. Restore a state saved by td_optimizer_state_dict from an optimizer
@@ -108,7 +108,7 @@ TD_API td_state_dict *td_optimizer_state_dict(td_optimizer *o);
 ** an unknown key, TD_ERR_SHAPE/TD_ERR_DTYPE when a tensor does not match its
 ** parameter. Nothing changes unless every check passes.
 */
-TD_API td_status td_optimizer_load_state_dict(td_optimizer *o, const td_state_dict *sd);
+TD_API td_status td_optimizer_load_state_dict(td_optimizer *o, const td_named_tensors *sd);
 
 /* ======================================================================
 ** Learning-rate schedulers (torch.optim.lr_scheduler), by closed form:

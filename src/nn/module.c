@@ -254,21 +254,21 @@ int td_module_parameters(td_module *m, td_tensor **out, int cap) {
 
 static td_status add_to_dict(void *arg, const char *name, td_tensor **slot, bool is_param) {
     (void)is_param;
-    return td_state_dict_set(arg, name, *slot);
+    return td_named_tensors_add(arg, name, *slot);
 }
 
-static td_state_dict *to_dict(td_module *m, bool with_buffers, const char *fn) {
+static td_named_tensors *to_dict(td_module *m, bool with_buffers, const char *fn) {
     if (!m) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: module is NULL", fn);
-    td_state_dict *sd = td_state_dict_new();
+    td_named_tensors *sd = td_named_tensors_new();
     if (sd && walk_all(m, with_buffers, add_to_dict, sd) != TD_OK) {
-        td_state_dict_free(sd);
+        td_named_tensors_free(sd);
         return NULL;
     }
     return sd;
 }
 
-td_state_dict *td_module_named_parameters(td_module *m) { return to_dict(m, false, "named_parameters"); }
-td_state_dict *td_module_state_dict(td_module *m) { return to_dict(m, true, "state_dict"); }
+td_named_tensors *td_module_named_parameters(td_module *m) { return to_dict(m, false, "named_parameters"); }
+td_named_tensors *td_module_state_dict(td_module *m) { return to_dict(m, true, "state_dict"); }
 
 td_module *td_module_child(td_module *m, const char *name) {
     if (!m || !name) TD_FAIL_NULL(TD_ERR_MISUSE, "module_child: module or name is NULL");
@@ -369,7 +369,7 @@ td_status td_module_to(td_module *m, td_device dev) {
 /* ---- load_state_dict: check everything, then copy ---- */
 
 typedef struct load_arg {
-    const td_state_dict *sd;
+    const td_named_tensors *sd;
     bool strict, copy;
     int matched, n_missing;
     char missing[256];  /* the first missing keys */
@@ -380,7 +380,7 @@ typedef struct load_arg {
 static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
     (void)is_param;
     load_arg *a = arg;
-    td_tensor *src = td_state_dict_get(a->sd, name), *dst = *slot;
+    td_tensor *src = td_named_tensors_get(a->sd, name), *dst = *slot;
     if (!src) {
         if (a->strict && a->n_missing++ < 4) {
             size_t at = strlen(a->missing);
@@ -406,9 +406,9 @@ static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is
 }
 
 /* The first key of sd that m lacks, or NULL. */
-static const char *first_unexpected(td_module *m, const td_state_dict *sd) {
-    for (int i = 0; i < td_state_dict_count(sd); i++) {
-        const char *key = td_state_dict_name(sd, i);
+static const char *first_unexpected(td_module *m, const td_named_tensors *sd) {
+    for (int i = 0; i < td_named_tensors_len(sd); i++) {
+        const char *key = td_named_tensors_name(sd, i);
         bool found = td_module_get(m, key) != NULL;
         td_clear_error();
         if (!found) return key;
@@ -416,13 +416,13 @@ static const char *first_unexpected(td_module *m, const td_state_dict *sd) {
     return NULL;
 }
 
-td_status td_module_load_state_dict(td_module *m, const td_state_dict *sd, bool strict) {
+td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bool strict) {
     if (!m || !sd) return TD_ERR(TD_ERR_MISUSE, "load_state_dict: module or state dict is NULL");
     load_arg a = {.sd = sd, .strict = strict};
     td_status st = walk_all(m, true, load_one, &a);
     if (st != TD_OK) return st;
     /* Keys that do not match say "another model" most plainly: report them first. */
-    int unexpected = strict ? td_state_dict_count(sd) - a.matched : 0;
+    int unexpected = strict ? td_named_tensors_len(sd) - a.matched : 0;
     if (a.n_missing || unexpected) {
         char more[200] = "";
         if (unexpected)

@@ -149,9 +149,9 @@ const char *td_optimizer_name(const td_optimizer *o) { return o ? o->algo->name 
 
 /* ---- state dicts ---- */
 
-td_state_dict *td_optimizer_state_dict(td_optimizer *o) {
+td_named_tensors *td_optimizer_state_dict(td_optimizer *o) {
     if (!o) TD_FAIL_NULL(TD_ERR_MISUSE, "optimizer_state_dict: optimizer is NULL");
-    td_state_dict *sd = td_state_dict_new();
+    td_named_tensors *sd = td_named_tensors_new();
     td_status st = sd ? TD_OK : td_last_status();
     char key[64];
     td_scope_begin();
@@ -161,18 +161,18 @@ td_state_dict *td_optimizer_state_dict(td_optimizer *o) {
         for (int s = 0; s < TD_OPTIM_SLOTS && st == TD_OK; s++)
             if (ps->slot[s]) {
                 snprintf(key, sizeof key, "state.%d.%s", i, o->algo->slot_names[s]);
-                st = td_state_dict_set(sd, key, ps->slot[s]);
+                st = td_named_tensors_add(sd, key, ps->slot[s]);
             }
         snprintf(key, sizeof key, "state.%d.step", i);
-        if (st == TD_OK) st = td_state_dict_set(sd, key, td_scalar((double)ps->step, TD_I64, TD_CPU));
+        if (st == TD_OK) st = td_named_tensors_add(sd, key, td_scalar((double)ps->step, TD_I64, TD_CPU));
     }
     for (int g = 0; g < o->n_groups && st == TD_OK; g++) {
         snprintf(key, sizeof key, "param_groups.%d.lr", g);
-        st = td_state_dict_set(sd, key, td_scalar(o->groups[g].lr, TD_F64, TD_CPU));
+        st = td_named_tensors_add(sd, key, td_scalar(o->groups[g].lr, TD_F64, TD_CPU));
     }
     td_scope_end();
     if (st != TD_OK) {
-        td_state_dict_free(sd);
+        td_named_tensors_free(sd);
         return NULL;
     }
     return sd;
@@ -230,11 +230,11 @@ static td_status check_entry(td_optimizer *o, const char *key, td_tensor *t) {
     return TD_OK;
 }
 
-td_status td_optimizer_load_state_dict(td_optimizer *o, const td_state_dict *sd) {
+td_status td_optimizer_load_state_dict(td_optimizer *o, const td_named_tensors *sd) {
     if (!o || !sd) return TD_ERR(TD_ERR_MISUSE, "optimizer_load_state_dict: optimizer or state dict is NULL");
-    int n = td_state_dict_count(sd);
+    int n = td_named_tensors_len(sd);
     for (int k = 0; k < n; k++) {
-        td_status st = check_entry(o, td_state_dict_name(sd, k), td_state_dict_tensor(sd, k));
+        td_status st = check_entry(o, td_named_tensors_name(sd, k), td_named_tensors_at(sd, k));
         if (st != TD_OK) return st;
     }
     for (int i = 0; i < o->n; i++) clear_state(&o->p[i]);
@@ -244,8 +244,8 @@ td_status td_optimizer_load_state_dict(td_optimizer *o, const td_state_dict *sd)
         const char *field = NULL;
         char kind = 0;
         int i = 0;
-        parse_key(td_state_dict_name(sd, k), &kind, &i, &field);
-        td_tensor *t = td_state_dict_tensor(sd, k);
+        parse_key(td_named_tensors_name(sd, k), &kind, &i, &field);
+        td_tensor *t = td_named_tensors_at(sd, k);
         if (kind == 'g') {
             o->groups[i].lr = td_item(t);
         } else if (!strcmp(field, "step")) {
