@@ -88,16 +88,7 @@ static td_tensor *ln_forward(td_module *m, td_tensor *x) {
         TD_FAIL_NULL(TD_ERR_SHAPE, "LayerNorm: input of shape %s does not end in the normalized shape %s",
                      td__shape_str(nd, td_shape(x), s1, sizeof s1), td__shape_str(c->n, c->shape, s2, sizeof s2));
     }
-    if (c->n == 1)
-        return td_layer_norm(x, 1, c->affine ? td__param(m, 0) : NULL, c->affine ? td__param(m, 1) : NULL, c->eps);
-    /* Normalize rows of D = prod(normalized_shape): x [..., D], weight and bias [D]. */
-    int64_t d = 1, flat = -1, shape[TD_MAX_DIMS];
-    for (int i = 0; i < c->n; i++) d *= c->shape[i];
-    for (int i = 0; i < nd - c->n; i++) shape[i] = td_size(x, i);
-    shape[nd - c->n] = d;
-    td_tensor *w = c->affine ? td_reshape(td__param(m, 0), 1, &flat) : NULL;
-    td_tensor *b = c->affine ? td_reshape(td__param(m, 1), 1, &flat) : NULL;
-    return td_reshape(td_layer_norm(td_reshape(x, nd - c->n + 1, shape), 1, w, b, c->eps), nd, td_shape(x));
+    return td_layer_norm(x, c->n, c->affine ? td__param(m, 0) : NULL, c->affine ? td__param(m, 1) : NULL, c->eps);
 }
 
 static const td_module_i bn1_iface = {.type = "BatchNorm1d", .forward = bn_forward, .free_ctx = NULL};
