@@ -9,5 +9,7 @@
 #include "tensor.h"
 #include "ops.h"
 #include "autograd.h"
+#include "data.h"
+#include "io.h"
 
 #endif /* TRIDENT_H */
