@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "trident/backend.h"
 #include "trident/trident.h"
 
 enum { WARMUP = 2, REPS = 9 };

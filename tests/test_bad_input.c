@@ -35,7 +35,9 @@
     /* indexing */                                                                                             \
     X(embedding_index_out_of_range) X(embedding_float_index) X(index_select_2d_index) X(gather_index_out_of_range) \
     X(scatter_add_dtype_mismatch) X(cat_shape_mismatch) X(cat_no_tensors) X(one_hot_bad_num_classes)           \
-    X(one_hot_index_too_large)
+    X(one_hot_index_too_large)                                                                                 \
+    /* optimizer updates */                                                                                    \
+    X(adam_state_shape_mismatch) X(adam_step_zero) X(sgd_nesterov_without_momentum) X(rmsprop_missing_state)
 
 #define S(...) (const int64_t[]){__VA_ARGS__}
 
@@ -249,5 +251,29 @@ TEST(cat_shape_mismatch) {
 TEST(cat_no_tensors) { ASSERT_ERROR(td_cat(0, NULL, 0), TD_ERR_MISUSE, "at least one tensor"); }
 TEST(one_hot_bad_num_classes) { ASSERT_ERROR(td_one_hot(i64(1, S(3), 1), -5), TD_ERR_MISUSE, "num_classes"); }
 TEST(one_hot_index_too_large) { ASSERT_ERROR(td_one_hot(i64(1, S(3), 4), 3), TD_ERR_INDEX, "4"); }
+
+/* ---- optimizer updates ---- */
+
+TEST(adam_state_shape_mismatch) {
+    td_tensor *p = f32(1, S(4));
+    ASSERT_ERROR(td_adam_update(p, f32(1, S(4)), f32(1, S(5)), f32(1, S(4)), NULL, 1e-3, 0.9, 0.999, 1e-8, 0, 1, false,
+                                false, false),
+                 TD_ERR_SHAPE, "does not match param [4]");
+}
+TEST(adam_step_zero) {
+    td_tensor *p = f32(1, S(4));
+    ASSERT_ERROR(td_adam_update(p, f32(1, S(4)), f32(1, S(4)), f32(1, S(4)), NULL, 1e-3, 0.9, 0.999, 1e-8, 0, 0, false,
+                                false, false),
+                 TD_ERR_MISUSE, "steps count from 1");
+}
+TEST(sgd_nesterov_without_momentum) {
+    ASSERT_ERROR(td_sgd_update(f32(1, S(4)), f32(1, S(4)), NULL, 0.1, 0, 0, 0, true, false, false), TD_ERR_MISUSE,
+                 "nesterov needs momentum");
+}
+TEST(rmsprop_missing_state) {
+    ASSERT_ERROR(td_rmsprop_update(f32(1, S(4)), f32(1, S(4)), f32(1, S(4)), NULL, NULL, 1e-2, 0.99, 1e-8, 0, 0.9,
+                                   false, false),
+                 TD_ERR_MISUSE, "needs the state tensor");
+}
 
 TEST_MAIN(TESTS)
