@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The workloads of bench_cpu.c through PyTorch on the CPU (Debian's python3-torch):
 sgemm 512/1024/2048, add 2^24, softmax of [4096,4096] over rows, sum 2^24, float32.
-Median of REPS timed runs after WARMUP. Prints "RESULT op torch value unit" lines."""
+Median of REPS timed runs after WARMUP, on as many threads as Trident uses. Prints "RESULT op torch value unit" lines."""
+import os
 import statistics
 import sys
 import time
@@ -26,6 +27,8 @@ def main():
     quick = "--quick" in sys.argv
     reps = 3 if quick else REPS
     torch.manual_seed(0)
+    # the same thread count as Trident's OpenMP default (all logical CPUs, or OMP_NUM_THREADS)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", os.cpu_count())))
     print(f"RESULT torch_version {torch.__version__}")
     print(f"RESULT torch_threads {torch.get_num_threads()}")
     for n in (512, 1024, 2048)[: 2 if quick else 3]:
