@@ -389,14 +389,14 @@ static bool conf_compare(const conf_host *got, const conf_host *ref, double limi
     double nmse = den > 0 ? err / den : err;
     *nmse_out = nmse;
     if (bad == 0 && nmse <= limit) return true;
-    int at = snprintf(msg, msg_size, "%s", bad ? "" : "");
+    int at = 0;
     if (bad)
         at += snprintf(msg + at, msg_size - (size_t)at, "%lld of %lld elements differ%s", (long long)bad,
                        (long long)got->n, limit > 0 ? " (non-finite)" : "");
     else
         at += snprintf(msg + at, msg_size - (size_t)at, "nmse %.3g > limit %.3g; max |diff| %.3g at %lld (%.9g vs %.9g)",
                        nmse, limit, maxdiff, (long long)maxat, got->v[maxat], ref->v[maxat]);
-    for (int k = 0; k < 3 && first[k] >= 0; k++)
+    for (int k = 0; k < 3 && first[k] >= 0 && (size_t)at < msg_size; k++)
         at += snprintf(msg + at, msg_size - (size_t)at, "%s[%lld] %.9g vs %.9g", k ? ", " : ": ", (long long)first[k],
                        got->v[first[k]], ref->v[first[k]]);
     return false;
