@@ -426,12 +426,12 @@ static void make_state(td_named_tensors **model, td_named_tensors **optim) {
 
 TEST(checkpoint_roundtrip) {
     td_scope_begin();
-    td_checkpoint ck = {.model_name = "mlp", .step = 1234, .epoch = 3, .rng = {0xFFFFFFFFFFFFFFFFull, 987654321}};
+    td_train_state ck = {.model_name = "mlp", .step = 1234, .epoch = 3, .rng = {0xFFFFFFFFFFFFFFFFull, 987654321}};
     make_state(&ck.model, &ck.optim);
     const char *p = tmpfile_("ck.safetensors");
-    ASSERT_OK(td_checkpoint_save(p, &ck));
-    td_checkpoint back;
-    ASSERT_OK(td_checkpoint_load(p, TD_CPU, "mlp", ck.model, &back));
+    ASSERT_OK(td_train_state_save(p, &ck));
+    td_train_state back;
+    ASSERT_OK(td_train_state_load(p, TD_CPU, "mlp", ck.model, &back));
     ASSERT(!strcmp(back.model_name, "mlp"));
     ASSERT_EQ_INT(back.step, 1234);
     ASSERT_EQ_INT(back.epoch, 3);
@@ -446,74 +446,74 @@ TEST(checkpoint_roundtrip) {
     ASSERT(!strcmp(td_named_tensors_meta(raw, "rng_seed"), "18446744073709551615"));
     ASSERT(!strcmp(td_named_tensors_meta(raw, "step"), "1234"));
     td_named_tensors_free(raw);
-    td_checkpoint_clear(&back);
-    td_checkpoint_clear(&ck);
+    td_train_state_clear(&back);
+    td_train_state_clear(&ck);
     td_scope_end();
     ASSERT_EQ_INT(td_debug_live_tensors(), 0);
 }
 
 TEST(checkpoint_wrong_model) {
-    td_checkpoint ck = {.model_name = "cnn", .step = 1};
+    td_train_state ck = {.model_name = "cnn", .step = 1};
     td_named_tensors *optim;
     make_state(&ck.model, &optim);
     const char *p = tmpfile_("ck2.safetensors");
-    ASSERT_OK(td_checkpoint_save(p, &ck));
-    td_checkpoint back;
-    ASSERT_ERROR(td_checkpoint_load(p, TD_CPU, "mlp", NULL, &back), TD_ERR_FORMAT, "model 'mlp' expected, checkpoint holds 'cnn'");
+    ASSERT_OK(td_train_state_save(p, &ck));
+    td_train_state back;
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", NULL, &back), TD_ERR_FORMAT, "model 'mlp' expected, checkpoint holds 'cnn'");
     ASSERT(back.model == NULL && back.optim == NULL);
-    ASSERT_OK(td_checkpoint_load(p, TD_CPU, NULL, NULL, &back)); /* no expectation: accepted */
+    ASSERT_OK(td_train_state_load(p, TD_CPU, NULL, NULL, &back)); /* no expectation: accepted */
     ASSERT_EQ_INT(td_named_tensors_len(back.optim), 0);
-    td_checkpoint_clear(&back);
-    ASSERT_ERROR(td_checkpoint_save(p, &(td_checkpoint){.model = ck.model}), TD_ERR_MISUSE, "model name");
-    td_checkpoint_clear(&ck);
+    td_train_state_clear(&back);
+    ASSERT_ERROR(td_train_state_save(p, &(td_train_state){.model = ck.model}), TD_ERR_MISUSE, "model name");
+    td_train_state_clear(&ck);
     td_named_tensors_free(optim);
 }
 
 TEST(checkpoint_tensor_mismatch) {
-    td_checkpoint ck = {.model_name = "mlp"};
+    td_train_state ck = {.model_name = "mlp"};
     td_named_tensors *optim;
     make_state(&ck.model, &optim);
     const char *p = tmpfile_("ck3.safetensors");
-    ASSERT_OK(td_checkpoint_save(p, &ck));
-    td_checkpoint back;
+    ASSERT_OK(td_train_state_save(p, &ck));
+    td_train_state back;
     td_named_tensors *exp = td_named_tensors_new(); /* a model with another layer */
     ASSERT_OK(td_named_tensors_add(exp, "fc1.weight", td_named_tensors_get(ck.model, "fc1.weight")));
     ASSERT_OK(td_named_tensors_add(exp, "fc1.bias", td_named_tensors_get(ck.model, "fc1.bias")));
     ASSERT_OK(td_named_tensors_add(exp, "fc2.weight", td_named_tensors_get(ck.model, "fc1.bias")));
-    ASSERT_ERROR(td_checkpoint_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "lacks model.fc2.weight");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "lacks model.fc2.weight");
     td_named_tensors_free(exp);
     exp = td_named_tensors_new(); /* a smaller model */
     ASSERT_OK(td_named_tensors_add(exp, "fc1.weight", td_named_tensors_get(ck.model, "fc1.weight")));
-    ASSERT_ERROR(td_checkpoint_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "unexpected tensor model.fc1.bias");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "unexpected tensor model.fc1.bias");
     td_named_tensors_free(exp);
     exp = td_named_tensors_new(); /* same names, other shapes / dtypes */
     ASSERT_OK(td_named_tensors_add(exp, "fc1.weight", td_zeros(2, (int64_t[]){4, 5}, TD_F32, TD_CPU)));
     ASSERT_OK(td_named_tensors_add(exp, "fc1.bias", td_zeros(1, (int64_t[]){4}, TD_F64, TD_CPU)));
-    ASSERT_ERROR(td_checkpoint_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "has shape [4,3], expected [4,5]");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "has shape [4,3], expected [4,5]");
     td_named_tensors_free(exp);
     exp = td_named_tensors_new();
     ASSERT_OK(td_named_tensors_add(exp, "fc1.weight", td_zeros(2, (int64_t[]){4, 3}, TD_F32, TD_CPU)));
     ASSERT_OK(td_named_tensors_add(exp, "fc1.bias", td_zeros(1, (int64_t[]){4}, TD_F64, TD_CPU)));
-    ASSERT_ERROR(td_checkpoint_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "dtype float32, expected float64");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "dtype float32, expected float64");
     td_named_tensors_free(exp);
-    td_checkpoint_clear(&ck);
+    td_train_state_clear(&ck);
     td_named_tensors_free(optim);
 }
 
 TEST(checkpoint_bad_metadata) {
-    td_checkpoint back;
+    td_train_state back;
     /* a plain safetensors file is not a checkpoint */
-    ASSERT_ERROR(td_checkpoint_load(make_file("plain.safetensors", ONE_F32, 8), TD_CPU, NULL, NULL, &back),
+    ASSERT_ERROR(td_train_state_load(make_file("plain.safetensors", ONE_F32, 8), TD_CPU, NULL, NULL, &back),
                  TD_ERR_FORMAT, "format is '(none)'");
     const char *j = "{\"__metadata__\":{\"format\":\"trident-checkpoint-1\",\"model\":\"mlp\",\"step\":\"12x\","
                     "\"epoch\":\"1\",\"rng_seed\":\"1\",\"rng_offset\":\"0\"}}";
-    ASSERT_ERROR(td_checkpoint_load(make_file("badstep.safetensors", j, 0), TD_CPU, NULL, NULL, &back), TD_ERR_FORMAT,
+    ASSERT_ERROR(td_train_state_load(make_file("badstep.safetensors", j, 0), TD_CPU, NULL, NULL, &back), TD_ERR_FORMAT,
                  "'step' = '12x' is not a decimal integer");
     const char *k = "{\"__metadata__\":{\"format\":\"trident-checkpoint-1\",\"model\":\"mlp\",\"step\":\"1\","
                     "\"epoch\":\"1\",\"rng_seed\":\"1\"}}";
-    ASSERT_ERROR(td_checkpoint_load(make_file("norng.safetensors", k, 0), TD_CPU, NULL, NULL, &back), TD_ERR_FORMAT,
+    ASSERT_ERROR(td_train_state_load(make_file("norng.safetensors", k, 0), TD_CPU, NULL, NULL, &back), TD_ERR_FORMAT,
                  "lacks metadata 'rng_offset'");
-    ASSERT_ERROR(td_checkpoint_load("/nonexistent_td/ck", TD_CPU, NULL, NULL, &back), TD_ERR_IO, "cannot open");
+    ASSERT_ERROR(td_train_state_load("/nonexistent_td/ck", TD_CPU, NULL, NULL, &back), TD_ERR_IO, "cannot open");
 }
 
 /* Path of tests/interop_safetensors.py, beside this source file. */

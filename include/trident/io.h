@@ -117,19 +117,19 @@ TD_API td_status td_safetensors_load(const char *path, td_device dev, td_named_t
 **     "step", "epoch", "rng_seed", "rng_offset" as decimal strings, and the
 **     metadata of the model and optim lists with keys "model.<key>" and
 **     "optim.<key>" (for hyperparameters and scheduler state). */
-typedef struct td_checkpoint {
+typedef struct td_train_state {
     char model_name[128];     /* for example "mlp"; checked on load */
     td_named_tensors *model;  /* state dict; names without the "model." prefix */
     td_named_tensors *optim;  /* optimizer state, or NULL for none */
     int64_t step, epoch;      /* optimizer steps taken; epochs completed */
     td_rng_state rng;         /* the default generator (td_rng_get_state()) */
-} td_checkpoint;
+} td_train_state;
 
 /* METHOD. Write ck to path atomically (see td_safetensors_save).
 ** IN ck: model_name non-empty; model non-NULL; optim may be NULL.
 ** Returns TD_ERR_MISUSE for a NULL or incomplete ck, else as
 ** td_safetensors_save. The lists stay owned by the caller. */
-TD_API td_status td_checkpoint_save(const char *path, const td_checkpoint *ck);
+TD_API td_status td_train_state_save(const char *path, const td_train_state *ck);
 
 /* CONSTRUCTOR. Read the checkpoint at path into *out, with tensors on dev.
 ** When expected_model is not NULL the file's model name must equal it; when
@@ -139,14 +139,14 @@ TD_API td_status td_checkpoint_save(const char *path, const td_checkpoint *ck);
 ** 'mlp' expected, checkpoint holds 'cnn'", "lacks model.fc1.weight",
 ** "model.fc1.weight has shape [10,784], expected [10,100]").
 ** On success out->model and out->optim (empty when the file has no optim
-** tensors) are new lists the caller releases with td_checkpoint_clear(); on
+** tensors) are new lists the caller releases with td_train_state_clear(); on
 ** failure they are NULL. Other errors as td_safetensors_load, and
 ** TD_ERR_FORMAT for missing or malformed checkpoint metadata. */
-TD_API td_status td_checkpoint_load(const char *path, td_device dev, const char *expected_model,
-                                    const td_named_tensors *expected, td_checkpoint *out);
+TD_API td_status td_train_state_load(const char *path, td_device dev, const char *expected_model,
+                                    const td_named_tensors *expected, td_train_state *out);
 
 /* DESTRUCTOR. Free ck->model and ck->optim and set them to NULL. NULL is a no-op. */
-TD_API void td_checkpoint_clear(td_checkpoint *ck);
+TD_API void td_train_state_clear(td_train_state *ck);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #include "tensor.h"
 #include "ops.h"
 #include "autograd.h"
+#include "nn.h"
+#include "optim.h"
 #include "data.h"
 #include "io.h"
 

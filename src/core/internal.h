@@ -103,9 +103,18 @@ typedef void (*td__record_fn)(td_op_kind kind, int n_in, td_tensor *const *in, i
 extern td__record_fn td__record_hook;
 /* (set by src/autograd) frees a tensor's autograd state when it is released. */
 extern void (*td__release_hook)(td_tensor *t);
+/* What a view op did, so autograd can send gradients back to the base.
+** squeeze/unsqueeze/flatten go through td_view and report RESHAPE. */
+typedef enum td__view_kind { TD__VIEW_RESHAPE, TD__VIEW_PERMUTE, TD__VIEW_SLICE, TD__VIEW_SELECT, TD__VIEW_EXPAND } td__view_kind;
+typedef struct td__view_info {
+    td__view_kind kind;
+    int dim;                  /* SLICE, SELECT: the (wrapped) dim */
+    int64_t start, end, step; /* SLICE: clamped bounds; SELECT: start is the (wrapped) index */
+    int perm[TD_MAX_DIMS];    /* PERMUTE: view dim i is base dim perm[i] */
+} td__view_info;
 /* (set by src/autograd) records that view was made from base by a view op
 ** (reshape, permute, slice, select, expand, ...), so gradients flow back. */
-extern void (*td__view_hook)(td_tensor *base, td_tensor *view);
+extern void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
 
 /* ---- internal ops (autograd formulas) ----
 ** dy [..., D], idx int [...] -> dweight [num_weights, D]: rows of dy summed by

@@ -33,7 +33,7 @@ static td_status add_prefixed(td_named_tensors *dst, const char *prefix, const t
     return TD_OK;
 }
 
-td_status td_checkpoint_save(const char *path, const td_checkpoint *ck) {
+td_status td_train_state_save(const char *path, const td_train_state *ck) {
     if (!path || !ck || !ck->model || !ck->model_name[0] || !memchr(ck->model_name, 0, sizeof ck->model_name))
         return TD_ERR(TD_ERR_MISUSE, "checkpoint_save: need a path, a model name and a model state");
     td_named_tensors *all = td_named_tensors_new();
@@ -68,7 +68,7 @@ static td_status meta_number(const td_named_tensors *l, const char *path, const 
 }
 
 /* Split the file's entries by prefix into ck->model and ck->optim. */
-static td_status split(const td_named_tensors *all, td_checkpoint *ck, const char *path) {
+static td_status split(const td_named_tensors *all, td_train_state *ck, const char *path) {
     for (int64_t i = 0; i < td_named_tensors_len(all); i++) {
         const char *n = td_named_tensors_name(all, i);
         td_named_tensors *dst = !strncmp(n, "model.", 6) ? ck->model : !strncmp(n, "optim.", 6) ? ck->optim : NULL;
@@ -108,7 +108,7 @@ static td_status check_tensors(const td_named_tensors *got, const td_named_tenso
 }
 
 static td_status load_into(const td_named_tensors *all, const char *path, const char *expected_model,
-                           const td_named_tensors *expected, td_checkpoint *ck) {
+                           const td_named_tensors *expected, td_train_state *ck) {
     const char *fmt = td_named_tensors_meta(all, "format"), *model = td_named_tensors_meta(all, "model");
     if (!fmt || strcmp(fmt, CKPT_FORMAT))
         return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s': metadata format is '%s', expected '%s'", path, fmt ? fmt : "(none)",
@@ -132,19 +132,19 @@ static td_status load_into(const td_named_tensors *all, const char *path, const 
     return st;
 }
 
-td_status td_checkpoint_load(const char *path, td_device dev, const char *expected_model,
-                             const td_named_tensors *expected, td_checkpoint *out) {
+td_status td_train_state_load(const char *path, td_device dev, const char *expected_model,
+                             const td_named_tensors *expected, td_train_state *out) {
     if (!out) return TD_ERR(TD_ERR_MISUSE, "checkpoint_load: out is NULL");
     memset(out, 0, sizeof *out);
     td_named_tensors *all = NULL;
     td_status st = td_safetensors_load(path, dev, &all);
     if (st == TD_OK) st = load_into(all, path, expected_model, expected, out);
     td_named_tensors_free(all);
-    if (st != TD_OK) td_checkpoint_clear(out);
+    if (st != TD_OK) td_train_state_clear(out);
     return st;
 }
 
-void td_checkpoint_clear(td_checkpoint *ck) {
+void td_train_state_clear(td_train_state *ck) {
     if (!ck) return;
     td_named_tensors_free(ck->model);
     td_named_tensors_free(ck->optim);
