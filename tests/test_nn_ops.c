@@ -13,7 +13,7 @@ static const int64_t row_lengths[6] = {1, 7, 8, 9, 33, 4096};
     X(softmax_random) X(softmax_errors) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures)            \
     X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_errors)              \
     X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp) X(softmax_rows)        \
-    X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows)
+    X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows) X(max_pool_2x2)
 
 static td_tensor *from_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
     return ASSERT_TENSOR(td_cast(ASSERT_TENSOR(td_from_data(v, ndim, shape, TD_F64, TD_CPU)), dt));
@@ -727,6 +727,49 @@ TEST(xent_rows) {
         free(hx), free(hxf), free(hg), free(dx);
         td_scope_end();
     }
+}
+
+/* The 2x2/stride-2 unpadded max pool (vector rows of 8 windows, masked tails): output widths 1, 7, 8, 9
+** and 17, odd input sizes (the last row/column unused), ties (values on a 0.5 grid: the first max wins),
+** windows of -inf (index of the window's first element) and NaNs (the last NaN wins), as PyTorch. */
+TEST(max_pool_2x2) {
+    nn_seed(35);
+    const int64_t widths[6] = {2, 14, 15, 16, 18, 34};
+    const int k2[2] = {2, 2}, p0[2] = {0, 0};
+    for (int d = 0; d < 2; d++)
+        for (int wi = 0; wi < 6; wi++) {
+            td_dtype dt = d ? TD_F64 : TD_F32;
+            int64_t H = 5, W = widths[wi], xs[4] = {2, 3, H, W}, n = 2 * 3 * H * W, Ho = H / 2, Wo = W / 2;
+            td_scope_begin();
+            double *hx = malloc((size_t)n * sizeof(double));
+            for (int64_t i = 0; i < n; i++) {
+                double u = nn_uniform();
+                hx[i] = u > 0.97 ? NAN : u < -0.9 ? -INFINITY : round(u * 8) / 2;
+            }
+            td_tensor *idx = NULL;
+            td_tensor *y = ASSERT_TENSOR(td_max_pool2d(from_f64(hx, 4, xs, dt), k2, NULL, p0, &idx));
+            double *got = nn_host(y);
+            int64_t *gi = malloc((size_t)(6 * Ho * Wo) * sizeof(int64_t));
+            ASSERT_OK(td_copy_to_host(idx, gi, (size_t)(6 * Ho * Wo) * sizeof(int64_t), TD_I64));
+            for (int64_t pl = 0; pl < 6; pl++)
+                for (int64_t oh = 0; oh < Ho; oh++)
+                    for (int64_t ow = 0; ow < Wo; ow++) {
+                        double best = -INFINITY;
+                        int64_t bi = 2 * oh * W + 2 * ow, o = (pl * Ho + oh) * Wo + ow;
+                        for (int i = 0; i < 2; i++)
+                            for (int j = 0; j < 2; j++) {
+                                int64_t at = (2 * oh + i) * W + 2 * ow + j;
+                                double v = hx[pl * H * W + at];
+                                if (v > best || isnan(v)) best = v, bi = at;
+                            }
+                        if (gi[o] != bi || !(got[o] == best || (isnan(got[o]) && isnan(best))))
+                            TEST_FAIL_("%s W=%lld plane %lld (%lld, %lld): got %g at %lld, want %g at %lld",
+                                       td_dtype_name(dt), (long long)W, (long long)pl, (long long)oh, (long long)ow,
+                                       got[o], (long long)gi[o], best, (long long)bi);
+                    }
+            free(hx), free(got), free(gi);
+            td_scope_end();
+        }
 }
 
 TEST_MAIN(TESTS)
