@@ -69,7 +69,8 @@ static void *b_memcpy(bench_ctx *c) {
 #else
         size_t nt = 1, t = 0;
 #endif
-        size_t chunk = (c->bytes / nt + 63) / 64 * 64, lo = t * chunk, hi = lo + chunk < c->bytes ? lo + chunk : c->bytes;
+        size_t chunk = (c->bytes / nt + 63) / 64 * 64, lo = t * chunk,
+               hi = lo + chunk < c->bytes ? lo + chunk : c->bytes;
         if (lo < hi) memcpy((char *)c->dst + lo, (const char *)c->src + lo, hi - lo);
     }
     return c->dst;
@@ -78,7 +79,9 @@ static void *b_conv_fwd(bench_ctx *c) { return td_conv2d(c->a, c->b, c->c, S1, P
 static void *b_conv_bw_weight(bench_ctx *c) {
     return td__conv2d_backward_weight(c->d, c->a, td_shape(c->b), S1, P1, S1, 1);
 }
-static void *b_conv_bw_input(bench_ctx *c) { return td__conv2d_backward_input(c->d, c->b, td_shape(c->a), S1, P1, S1, 1); }
+static void *b_conv_bw_input(bench_ctx *c) {
+    return td__conv2d_backward_input(c->d, c->b, td_shape(c->a), S1, P1, S1, 1);
+}
 static void *b_pool_fwd(bench_ctx *c) {
     td_tensor *idx;
     return td_max_pool2d(c->a, K2, K2, P0, &idx);
@@ -103,8 +106,10 @@ static const char *filter;
 static void report(const char *name, bench_fn fn, bench_ctx *c, double gbytes) {
     if (filter && !strstr(name, filter)) return;
     double ms = median_ms(fn, c);
-    if (gbytes > 0) printf("TRIDENT %s %.3f  (%.2f GB/s)\n", name, ms, gbytes / (ms * 1e-3));
-    else printf("TRIDENT %s %.3f\n", name, ms);
+    if (gbytes > 0)
+        printf("TRIDENT %s %.3f  (%.2f GB/s)\n", name, ms, gbytes / (ms * 1e-3));
+    else
+        printf("TRIDENT %s %.3f\n", name, ms);
     fflush(stdout);
 }
 
@@ -118,10 +123,14 @@ int main(int argc, char **argv) {
     memset(c.src, 1, c.bytes), memset(c.dst, 2, c.bytes);
     report("copy_64MiB", b_memcpy, &c, 2.0 * (double)c.bytes * 1e-9);
     /* conv1: x (B,1,28,28), w (32,1,3,3); conv2: x (B,32,14,14), w (64,32,3,3) */
-    bench_ctx c1 = {.a = randn(4, (int64_t[]){B, 1, 28, 28}, 1), .b = randn(4, (int64_t[]){32, 1, 3, 3}, 2),
-                    .c = randn(1, (int64_t[]){32}, 3), .d = randn(4, (int64_t[]){B, 32, 28, 28}, 4)};
-    bench_ctx c2 = {.a = randn(4, (int64_t[]){B, 32, 14, 14}, 5), .b = randn(4, (int64_t[]){64, 32, 3, 3}, 6),
-                    .c = randn(1, (int64_t[]){64}, 7), .d = randn(4, (int64_t[]){B, 64, 14, 14}, 8)};
+    bench_ctx c1 = {.a = randn(4, (int64_t[]){B, 1, 28, 28}, 1),
+                    .b = randn(4, (int64_t[]){32, 1, 3, 3}, 2),
+                    .c = randn(1, (int64_t[]){32}, 3),
+                    .d = randn(4, (int64_t[]){B, 32, 28, 28}, 4)};
+    bench_ctx c2 = {.a = randn(4, (int64_t[]){B, 32, 14, 14}, 5),
+                    .b = randn(4, (int64_t[]){64, 32, 3, 3}, 6),
+                    .c = randn(1, (int64_t[]){64}, 7),
+                    .d = randn(4, (int64_t[]){B, 64, 14, 14}, 8)};
     report("conv1_fwd", b_conv_fwd, &c1, 0);
     report("conv2_fwd", b_conv_fwd, &c2, 0);
     report("conv1_bw_weight", b_conv_bw_weight, &c1, 0);
@@ -137,12 +146,14 @@ int main(int argc, char **argv) {
         report(fwd_name[k], b_pool_fwd, &p, 0);
         report(bw_name[k], b_pool_bw, &p, 0);
     }
-    bench_ctx r = {.a = randn(4, pshape[0], 11), .b = randn(4, pshape[0], 12), .c = td_keep(td_scalar(0, TD_F32, TD_CPU))};
+    bench_ctx r = {
+        .a = randn(4, pshape[0], 11), .b = randn(4, pshape[0], 12), .c = td_keep(td_scalar(0, TD_F32, TD_CPU))};
     report("relu1_fwd", b_relu, &r, 0);
     report("relu1_bw", b_relu_bw, &r, 0);
     /* rows of 4096: 8 bytes per element (read x, write y) */
     double gb = 8.0 * 4096 * 4096 * 1e-9;
-    bench_ctx s = {.a = randn(2, (int64_t[]){4096, 4096}, 13), .b = randn(1, (int64_t[]){4096}, 14),
+    bench_ctx s = {.a = randn(2, (int64_t[]){4096, 4096}, 13),
+                   .b = randn(1, (int64_t[]){4096}, 14),
                    .c = randn(1, (int64_t[]){4096}, 15)};
     report("softmax_4096x4096", b_softmax, &s, gb);
     report("log_softmax_4096x4096", b_log_softmax, &s, gb);

@@ -36,20 +36,26 @@ static void charge(const char *name, double s) {
 }
 
 /* Evaluate expr, charge its time to name, and fail loudly on NULL. */
-#define TIMED(name, expr)                                                                                    \
-    ({                                                                                                       \
-        double t0_ = now_s();                                                                                \
-        __typeof__(expr) r_ = (expr);                                                                        \
-        charge(name, now_s() - t0_);                                                                         \
-        if (!r_) { fprintf(stderr, "%s failed: %s\n", name, td_last_error()); exit(1); }                    \
-        r_;                                                                                                  \
+#define TIMED(name, expr)                                                                                              \
+    ({                                                                                                                 \
+        double t0_ = now_s();                                                                                          \
+        __typeof__(expr) r_ = (expr);                                                                                  \
+        charge(name, now_s() - t0_);                                                                                   \
+        if (!r_) {                                                                                                     \
+            fprintf(stderr, "%s failed: %s\n", name, td_last_error());                                                 \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+        r_;                                                                                                            \
     })
-#define TIMED_ST(name, expr)                                                                                 \
-    do {                                                                                                     \
-        double t0_ = now_s();                                                                                \
-        td_status s_ = (expr);                                                                               \
-        charge(name, now_s() - t0_);                                                                         \
-        if (s_ != TD_OK) { fprintf(stderr, "%s failed: %s\n", name, td_last_error()); exit(1); }            \
+#define TIMED_ST(name, expr)                                                                                           \
+    do {                                                                                                               \
+        double t0_ = now_s();                                                                                          \
+        td_status s_ = (expr);                                                                                         \
+        charge(name, now_s() - t0_);                                                                                   \
+        if (s_ != TD_OK) {                                                                                             \
+            fprintf(stderr, "%s failed: %s\n", name, td_last_error());                                                 \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 typedef struct param {
@@ -104,7 +110,8 @@ int main(int argc, char **argv) {
         td_tensor *loss = TIMED("xent_fwd", td_cross_entropy(logits, target, NULL, -100, 0, TD_REDUCTION_MEAN));
         /* backward */
         td_tensor *one = td_full(0, NULL, 1, TD_F32, TD_CPU);
-        td_tensor *dlog = TIMED("xent_bw", td__cross_entropy_backward(one, logits, target, NULL, -100, 0, TD_REDUCTION_MEAN));
+        td_tensor *dlog =
+            TIMED("xent_bw", td__cross_entropy_backward(one, logits, target, NULL, -100, 0, TD_REDUCTION_MEAN));
         td_tensor *dw4 = TIMED("matmul_bw", td_matmul(td_transpose(dlog, 0, 1), r3));
         td_tensor *db4 = TIMED("bias_sum", td_sum(dlog, 1, (int[]){0}, false));
         td_tensor *dr3 = TIMED("matmul_bw", td_matmul(dlog, w4.p));
@@ -125,8 +132,8 @@ int main(int argc, char **argv) {
         /* Adam */
         td_tensor *grads[8] = {dw1, db1, dw2, db2, dw3, db3, dw4, db4};
         for (int k = 0; k < 8; k++)
-            TIMED_ST("adam", td_adam_update(ps[k]->p, grads[k], ps[k]->m, ps[k]->v, NULL, 1e-3, 0.9, 0.999, 1e-8,
-                                            0, it + 1, false, false, false));
+            TIMED_ST("adam", td_adam_update(ps[k]->p, grads[k], ps[k]->m, ps[k]->v, NULL, 1e-3, 0.9, 0.999, 1e-8, 0,
+                                            it + 1, false, false, false));
         (void)td_item(loss);
         td_scope_end();
         if (it >= WARMUP) total += now_s() - t0;
@@ -137,6 +144,7 @@ int main(int argc, char **argv) {
         accounted += kind_s[k];
     }
     printf("PROF %-15s %8.3f ms/step\n", "other", 1e3 * (total - accounted) / steps);
-    printf("PROF %-15s %8.3f ms/step  (epoch of 468 steps: %.2f s)\n", "step", 1e3 * total / steps, 468 * total / steps);
+    printf("PROF %-15s %8.3f ms/step  (epoch of 468 steps: %.2f s)\n", "step", 1e3 * total / steps,
+           468 * total / steps);
     return 0;
 }

@@ -32,7 +32,8 @@ void cpu_max_pool_2x2_row_f32_avx2(const float *r0, const float *r1, int64_t Wo,
             deinterleave(_mm256_loadu_ps(r1 + 2 * ow), _mm256_loadu_ps(r1 + 2 * ow + 8), &v[2], &v[3]);
         } else { /* 2*left inputs per row: the lanes past them read as -inf and are never stored */
             __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), n2 = _mm256_set1_epi32((int)(2 * left));
-            __m256i m0 = _mm256_cmpgt_epi32(n2, iota), m1 = _mm256_cmpgt_epi32(n2, _mm256_add_epi32(iota, _mm256_set1_epi32(8)));
+            __m256i m0 = _mm256_cmpgt_epi32(n2, iota),
+                    m1 = _mm256_cmpgt_epi32(n2, _mm256_add_epi32(iota, _mm256_set1_epi32(8)));
             __m256 a0 = _mm256_blendv_ps(ninf, _mm256_maskload_ps(r0 + 2 * ow, m0), _mm256_castsi256_ps(m0));
             __m256 a1 = _mm256_blendv_ps(ninf, _mm256_maskload_ps(r0 + 2 * ow + 8, m1), _mm256_castsi256_ps(m1));
             __m256 b0 = _mm256_blendv_ps(ninf, _mm256_maskload_ps(r1 + 2 * ow, m0), _mm256_castsi256_ps(m0));
@@ -46,10 +47,12 @@ void cpu_max_pool_2x2_row_f32_avx2(const float *r0, const float *r1, int64_t Wo,
         __m256 t1 = takes_over(m1, m0);
         __m256i base = _mm256_add_epi32(_mm256_set1_epi32(i0 + (int32_t)(2 * ow)), lane2);
         __m256i j0 = _mm256_add_epi32(base, _mm256_and_si256(_mm256_castps_si256(tb), one));
-        __m256i j1 = _mm256_add_epi32(_mm256_add_epi32(base, _mm256_set1_epi32(W)), _mm256_and_si256(_mm256_castps_si256(td), one));
+        __m256i j1 = _mm256_add_epi32(_mm256_add_epi32(base, _mm256_set1_epi32(W)),
+                                      _mm256_and_si256(_mm256_castps_si256(td), one));
         __m256 best = _mm256_blendv_ps(m0, m1, t1);
         __m256i bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(j0), _mm256_castsi256_ps(j1), t1));
-        __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi)), hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi, 1));
+        __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bi)),
+                hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bi, 1));
         if (left >= 8) {
             _mm256_storeu_ps(y + ow, best);
             _mm256_storeu_si256((__m256i *)(idx + ow), lo);

@@ -157,9 +157,12 @@ void cpu_layernorm_row_f32_avx2(const float *x, const float *w, const float *b, 
         __m256 bv = !b ? zero : full ? _mm256_loadu_ps(b + i) : _mm256_maskload_ps(b + i, mask);
         __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(xv, mhv), mlv), rsv);
         __m256 out = _mm256_fmadd_ps(d, wv, bv);
-        if (stream) _mm256_stream_ps(y + i, out);
-        else if (full) _mm256_storeu_ps(y + i, out);
-        else _mm256_maskstore_ps(y + i, mask, out);
+        if (stream)
+            _mm256_stream_ps(y + i, out);
+        else if (full)
+            _mm256_storeu_ps(y + i, out);
+        else
+            _mm256_maskstore_ps(y + i, mask, out);
     }
     *mean = mh, *rstd = (float)rs;
 }
