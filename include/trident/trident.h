@@ -9,5 +9,9 @@
 #include "tensor.h"
 #include "ops.h"
 #include "autograd.h"
+#include "nn.h"
+#include "optim.h"
+#include "data.h"
+#include "io.h"
 
 #endif /* TRIDENT_H */

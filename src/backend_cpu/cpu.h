@@ -13,7 +13,10 @@
 
 struct td_buffer {
     void *data;
-    size_t size;
+    size_t size;                 /* bytes asked for */
+    size_t capacity;             /* bytes allocated (the size class) */
+    int size_class;              /* caching-allocator class, or -1 when not cached */
+    struct td_buffer *next_free; /* free-list link while cached */
 };
 
 /* Host address of a view's element 0. */

@@ -2,6 +2,7 @@
 ** The CPU backend: host memory, the kernel table and device facts.
 ** Kernels live one family per file (cpu_<family>.c).
 */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,24 +115,80 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
 
 /* ---- memory ---- */
 
+/* A caching allocator: freed buffers wait in per-size-class lists for reuse,
+** so a training loop that allocates the same shapes every step stops paying
+** for malloc, page faults and zeroing. Classes are 4 per power of two above
+** 4 KiB; at most CACHE_LIMIT bytes are kept. Off under AddressSanitizer,
+** which must see every free to catch use-after-free. */
+#define CACHE_CLASSES 256
+#define CACHE_LIMIT ((size_t)2 << 30)
+#if defined(__SANITIZE_ADDRESS__)
+#define CACHE_ON 0
+#else
+#define CACHE_ON 1
+#endif
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static td_buffer *cache[CACHE_CLASSES]; /* free lists, linked through next_free */
+static size_t cache_bytes;
+
+/* Size class of n bytes, and the capacity it rounds up to; -1 if uncached. */
+static int size_class(size_t n, size_t *capacity) {
+    if (n <= 4096) {
+        *capacity = 4096;
+        return 0;
+    }
+    int log2 = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^log2 < n <= 2^(log2+1) */
+    size_t base = (size_t)1 << log2, step = base / 4;
+    size_t quarter = (n - base + step - 1) / step; /* 1..4 */
+    *capacity = base + quarter * step;
+    int c = (log2 - 12) * 4 + (int)quarter;
+    return c < CACHE_CLASSES ? c : -1;
+}
+
 static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
     (void)dev;
     *out = NULL;
+    size_t capacity = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    int c = CACHE_ON ? size_class(nbytes, &capacity) : -1;
+    if (c >= 0) {
+        pthread_mutex_lock(&cache_lock);
+        td_buffer *b = cache[c];
+        if (b) {
+            cache[c] = b->next_free;
+            cache_bytes -= b->capacity;
+        }
+        pthread_mutex_unlock(&cache_lock);
+        if (b) {
+            b->size = nbytes;
+            *out = b;
+            return TD_OK;
+        }
+    }
     td_buffer *b = malloc(sizeof *b);
-    size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
-    void *data = b ? aligned_alloc(CPU_ALIGN, rounded ? rounded : CPU_ALIGN) : NULL;
+    void *data = b ? aligned_alloc(CPU_ALIGN, capacity ? capacity : CPU_ALIGN) : NULL;
     if (!data) {
         free(b);
         return td_error_set(TD_ERR_OOM, "cpu: out of memory allocating %zu bytes", nbytes);
     }
-    b->data = data;
-    b->size = nbytes;
+    *b = (td_buffer){.data = data, .size = nbytes, .capacity = capacity, .size_class = c};
     *out = b;
     return TD_OK;
 }
 
 static void cpu_buffer_free(td_buffer *b) {
     if (!b) return;
+    if (b->size_class >= 0) {
+        pthread_mutex_lock(&cache_lock);
+        bool keep = cache_bytes + b->capacity <= CACHE_LIMIT;
+        if (keep) {
+            b->next_free = cache[b->size_class];
+            cache[b->size_class] = b;
+            cache_bytes += b->capacity;
+        }
+        pthread_mutex_unlock(&cache_lock);
+        if (keep) return;
+    }
     free(b->data);
     free(b);
 }

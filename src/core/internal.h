@@ -103,9 +103,44 @@ typedef void (*td__record_fn)(td_op_kind kind, int n_in, td_tensor *const *in, i
 extern td__record_fn td__record_hook;
 /* (set by src/autograd) frees a tensor's autograd state when it is released. */
 extern void (*td__release_hook)(td_tensor *t);
+/* What a view op did, so autograd can send gradients back to the base.
+** squeeze/unsqueeze/flatten go through td_view and report RESHAPE. */
+typedef enum td__view_kind { TD__VIEW_RESHAPE, TD__VIEW_PERMUTE, TD__VIEW_SLICE, TD__VIEW_SELECT, TD__VIEW_EXPAND } td__view_kind;
+typedef struct td__view_info {
+    td__view_kind kind;
+    int dim;                  /* SLICE, SELECT: the (wrapped) dim */
+    int64_t start, end, step; /* SLICE: clamped bounds; SELECT: start is the (wrapped) index */
+    int perm[TD_MAX_DIMS];    /* PERMUTE: view dim i is base dim perm[i] */
+} td__view_info;
 /* (set by src/autograd) records that view was made from base by a view op
 ** (reshape, permute, slice, select, expand, ...), so gradients flow back. */
-extern void (*td__view_hook)(td_tensor *base, td_tensor *view);
+extern void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
+
+/* ---- internal ops (autograd formulas) ----
+** dy [..., D], idx int [...] -> dweight [num_weights, D]: rows of dy summed by
+** index, rows of padding_idx left zero (padding_idx < 0: none). Exported for
+** the tests. */
+TD_API td_tensor *td__embedding_backward(td_tensor *dy, td_tensor *idx, int64_t num_weights, int64_t padding_idx);
+/* dy * gelu'(x) (GELU_BACKWARD), erf or tanh form; dy and x broadcast; float
+** dtypes. CONSTRUCTOR. Exported for the tests. */
+TD_API td_tensor *td__gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_approx);
+/* ---- backward front-ends of fused nn ops (called by autograd; exported for tests) ----
+** Each validates its arguments like the forward op, makes operands contiguous
+** and returns a new tensor in the current scope, or NULL with the error set.
+** dloss has the loss's shape; dlogits, dx and dw have the shapes of logits, x and w. */
+TD_API td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
+                                             int64_t ignore_index, double label_smoothing, int reduction);
+/* dy [N,O,Ho,Wo], w [O,C/g,kh,kw] -> dx [N,C,H,W] = x_shape */
+TD_API td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t x_shape[4], const int stride[2],
+                                            const int padding[2], const int dilation[2], int groups);
+/* dy [N,O,Ho,Wo], x [N,C,H,W] -> dw [O,C/g,kh,kw] = w_shape */
+TD_API td_tensor *td__conv2d_backward_weight(td_tensor *dy, td_tensor *x, const int64_t w_shape[4], const int stride[2],
+                                             const int padding[2], const int dilation[2], int groups);
+/* dy [N,C,Ho,Wo], indices int64 [N,C,Ho,Wo] (from td_max_pool2d) -> dx [N,C,H,W] = x_shape */
+TD_API td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, const int64_t x_shape[4]);
+/* dy [N,C,Ho,Wo] -> dx [N,C,H,W] = x_shape */
+TD_API td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], const int kernel[2],
+                                          const int stride[2], const int padding[2], bool count_include_pad);
 
 /* ---- backends ---- */
 const td_backend *td__backend_of(td_device dev); /* NULL with error if unavailable */

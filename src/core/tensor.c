@@ -186,8 +186,10 @@ td_tensor *td__make_view(td_tensor *base, int ndim, const int64_t *shape, const 
     if (!t) TD_FAIL_NULL(TD_ERR_OOM, "out of host memory for a tensor header");
     t->dtype = base->dtype;
     t->ndim = ndim;
-    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
-    memcpy(t->strides, strides, sizeof(int64_t) * (size_t)ndim);
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->strides[i] = strides[i];
+    }
     t->offset = offset;
     t->storage = base->storage;
     atomic_fetch_add(&t->storage->refcount, 1);

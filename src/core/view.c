@@ -128,7 +128,7 @@ td_tensor *td_view(td_tensor *t, int ndim, const int64_t *shape) {
                      td__shape_str(t->ndim, t->shape, a, sizeof a));
     }
     td_tensor *v = td__make_view(t, ndim, s, st, t->offset);
-    if (v && td__view_hook) td__view_hook(t, v);
+    if (v && td__view_hook) td__view_hook(t, v, &(td__view_info){.kind = TD__VIEW_RESHAPE});
     return v;
 }
 
@@ -175,7 +175,11 @@ td_tensor *td_permute(td_tensor *t, const int *perm) {
         st[i] = t->strides[d];
     }
     td_tensor *v = td__make_view(t, t->ndim, s, st, t->offset);
-    if (v && td__view_hook) td__view_hook(t, v);
+    if (v && td__view_hook) {
+        td__view_info info = {.kind = TD__VIEW_PERMUTE};
+        for (int i = 0; i < t->ndim; i++) info.perm[i] = perm[i] < 0 ? perm[i] + t->ndim : perm[i];
+        td__view_hook(t, v, &info);
+    }
     return v;
 }
 
@@ -207,7 +211,8 @@ td_tensor *td_slice(td_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     s[dim] = (end - start + step - 1) / step;
     st[dim] = t->strides[dim] * step;
     td_tensor *v = td__make_view(t, t->ndim, s, st, t->offset + start * t->strides[dim]);
-    if (v && td__view_hook) td__view_hook(t, v);
+    if (v && td__view_hook)
+        td__view_hook(t, v, &(td__view_info){.kind = TD__VIEW_SLICE, .dim = dim, .start = start, .end = end, .step = step});
     return v;
 }
 
@@ -228,7 +233,7 @@ td_tensor *td_select(td_tensor *t, int dim, int64_t index) {
             st[k++] = t->strides[i];
         }
     td_tensor *v = td__make_view(t, k, s, st, t->offset + index * t->strides[dim]);
-    if (v && td__view_hook) td__view_hook(t, v);
+    if (v && td__view_hook) td__view_hook(t, v, &(td__view_info){.kind = TD__VIEW_SELECT, .dim = dim, .start = index});
     return v;
 }
 
@@ -279,6 +284,6 @@ td_tensor *td_expand(td_tensor *t, int ndim, const int64_t *shape) {
         st[i] = (j >= 0 && have == want) ? t->strides[j] : 0;
     }
     td_tensor *v = td__make_view(t, ndim, s, st, t->offset);
-    if (v && td__view_hook) td__view_hook(t, v);
+    if (v && td__view_hook) td__view_hook(t, v, &(td__view_info){.kind = TD__VIEW_EXPAND});
     return v;
 }

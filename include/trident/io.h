@@ -1,0 +1,154 @@
+/*
+** Trident I/O: named-tensor lists, safetensors files and training checkpoints.
+**
+** safetensors is the format Hugging Face and PyTorch load
+** (https://github.com/huggingface/safetensors):
+**
+**     8 bytes   N, the header length, unsigned 64-bit little-endian
+**     N bytes   a JSON object, UTF-8, padded with spaces to a multiple of 8:
+**               {"__metadata__": {"key": "value", ...},
+**                "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+**     rest      the byte buffer; tensor data is row-major and little-endian,
+**               data_offsets are relative to the buffer start
+**
+** dtype strings: F32 F64 F16 BF16 I32 I64 U8 BOOL (Trident's dtypes). The
+** other safetensors dtypes (I8, I16, U16, U32, U64, F8_*) are reported as
+** TD_ERR_UNSUPPORTED.
+**
+** Thread safety: a td_named_tensors list may be read from several threads at
+** once but must not be changed concurrently. The file functions share no state.
+*/
+#ifndef TRIDENT_IO_H
+#define TRIDENT_IO_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Named-tensor lists ---------------------------------------------------
+** An ordered list of (name, tensor) pairs with unique names, plus string
+** metadata (key -> value, unique keys, in insertion order). It is the common
+** currency of state dicts, optimizer state and files. The list holds one
+** reference to each of its tensors. */
+typedef struct td_named_tensors td_named_tensors;
+
+/* CONSTRUCTOR. An empty list, or NULL with TD_ERR_OOM. Free it with
+** td_named_tensors_free(). */
+TD_API td_named_tensors *td_named_tensors_new(void);
+
+/* DESTRUCTOR. Release every tensor of the list and free it. NULL is a no-op. */
+TD_API void td_named_tensors_free(td_named_tensors *list);
+
+/* METHOD. Append (name, t). The list retains t (the caller keeps its own
+** reference) and copies name.
+** IN list, name: a non-empty string; t: a live tensor on any device.
+** Returns TD_ERR_MISUSE for a NULL/empty argument or a name already in the
+** list (the message names it), TD_ERR_STATE for a released tensor, TD_ERR_OOM. */
+TD_API td_status td_named_tensors_add(td_named_tensors *list, const char *name, td_tensor *t);
+
+/* GETTERS. Number of entries (-1 for NULL); the name and the tensor of entry
+** i in insertion order (borrowed; NULL with TD_ERR_INDEX out of range). */
+TD_API int64_t td_named_tensors_len(const td_named_tensors *list);
+TD_API const char *td_named_tensors_name(const td_named_tensors *list, int64_t i);
+TD_API td_tensor *td_named_tensors_at(const td_named_tensors *list, int64_t i);
+
+/* GETTER. The tensor called name (borrowed), or NULL when absent. A missing
+** name is not an error and leaves td_last_error() unchanged. */
+TD_API td_tensor *td_named_tensors_get(const td_named_tensors *list, const char *name);
+
+/* METHOD. Set metadata key to value (both copied; an existing key is
+** replaced). Returns TD_ERR_MISUSE for NULL arguments or an empty key,
+** TD_ERR_OOM. */
+TD_API td_status td_named_tensors_set_meta(td_named_tensors *list, const char *key, const char *value);
+
+/* GETTERS. Metadata value of key (borrowed, NULL when absent); the number of
+** metadata entries; the key of entry i (borrowed, insertion order). */
+TD_API const char *td_named_tensors_meta(const td_named_tensors *list, const char *key);
+TD_API int64_t td_named_tensors_meta_len(const td_named_tensors *list);
+TD_API const char *td_named_tensors_meta_key(const td_named_tensors *list, int64_t i);
+
+/* ---- safetensors ---------------------------------------------------------- */
+
+/* METHOD. Write list to path in the safetensors format, as the reference
+** writer lays it out: tensors sorted by descending dtype alignment, then by
+** name; offsets contiguous from 0; the JSON compact with "__metadata__" first
+** (omitted when the list has no metadata) and padded with spaces to a multiple
+** of 8 bytes. Tensors may be on any device and have any strides (they are
+** copied to the host in row-major order).
+**
+** The write is atomic: the bytes go to a temporary file in the directory of
+** path, which is fsync'd and renamed over path, and the directory is fsync'd.
+** A crash leaves either the old file or the new one, never a mix.
+**
+** Returns TD_OK; TD_ERR_MISUSE for NULL arguments; TD_ERR_IO (naming the path
+** and the system error) when a file step fails, in which case the temporary
+** file is removed and path is untouched; TD_ERR_OOM. Thread-safe for distinct
+** paths. */
+TD_API td_status td_safetensors_save(const char *path, const td_named_tensors *list);
+
+/* CONSTRUCTOR. Read the safetensors file at path into a new list whose
+** tensors live on dev, in the order of their data offsets, with the
+** "__metadata__" entries as metadata. On success *out owns a list the caller
+** frees with td_named_tensors_free(); on failure *out is NULL.
+**
+** The reader enforces the reference rules; each violation is TD_ERR_FORMAT
+** with a message naming the file and the problem:
+**   - the file holds at least the 8-byte length, and N <= 100,000,000;
+**   - the header fits in the file, is valid UTF-8 JSON and starts with '{';
+**   - no duplicate names; every entry has a known dtype, a shape of at most
+**     TD_MAX_DIMS non-negative integers and two integer data_offsets;
+**   - sorted by begin, the offsets start at 0 and each begins where the last
+**     ended (no gap, no overlap), with begin <= end;
+**   - end - begin == numel * dtype size, computed with overflow checks;
+**   - 8 + N + the last end == the file size exactly.
+** __metadata__ values must be strings.
+** Also TD_ERR_IO when the file cannot be opened or read (naming it and the
+** system error), TD_ERR_UNSUPPORTED for a valid safetensors dtype Trident has
+** no type for, TD_ERR_UNAVAILABLE for an absent dev, TD_ERR_OOM. */
+TD_API td_status td_safetensors_load(const char *path, td_device dev, td_named_tensors **out);
+
+/* ---- Checkpoints -----------------------------------------------------------
+** A checkpoint is one safetensors file holding:
+**   - model tensors, named "model.<name>";
+**   - optimizer state tensors, named "optim.<name>";
+**   - __metadata__: "format" = "trident-checkpoint-1", "model" = model_name,
+**     "step", "epoch", "rng_seed", "rng_offset" as decimal strings, and the
+**     metadata of the model and optim lists with keys "model.<key>" and
+**     "optim.<key>" (for hyperparameters and scheduler state). */
+typedef struct td_train_state {
+    char model_name[128];     /* for example "mlp"; checked on load */
+    td_named_tensors *model;  /* state dict; names without the "model." prefix */
+    td_named_tensors *optim;  /* optimizer state, or NULL for none */
+    int64_t step, epoch;      /* optimizer steps taken; epochs completed */
+    td_rng_state rng;         /* the default generator (td_rng_get_state()) */
+} td_train_state;
+
+/* METHOD. Write ck to path atomically (see td_safetensors_save).
+** IN ck: model_name non-empty; model non-NULL; optim may be NULL.
+** Returns TD_ERR_MISUSE for a NULL or incomplete ck, else as
+** td_safetensors_save. The lists stay owned by the caller. */
+TD_API td_status td_train_state_save(const char *path, const td_train_state *ck);
+
+/* CONSTRUCTOR. Read the checkpoint at path into *out, with tensors on dev.
+** When expected_model is not NULL the file's model name must equal it; when
+** expected is not NULL (for example the state dict of the freshly built
+** model) the file's model tensors must have exactly its names, shapes and
+** dtypes. A mismatch is TD_ERR_FORMAT naming the first difference ("model
+** 'mlp' expected, checkpoint holds 'cnn'", "lacks model.fc1.weight",
+** "model.fc1.weight has shape [10,784], expected [10,100]").
+** On success out->model and out->optim (empty when the file has no optim
+** tensors) are new lists the caller releases with td_train_state_clear(); on
+** failure they are NULL. Other errors as td_safetensors_load, and
+** TD_ERR_FORMAT for missing or malformed checkpoint metadata. */
+TD_API td_status td_train_state_load(const char *path, td_device dev, const char *expected_model,
+                                    const td_named_tensors *expected, td_train_state *out);
+
+/* DESTRUCTOR. Free ck->model and ck->optim and set them to NULL. NULL is a no-op. */
+TD_API void td_train_state_clear(td_train_state *ck);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRIDENT_IO_H */

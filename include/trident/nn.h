@@ -1,0 +1,328 @@
+/*
+** Trident nn: modules, layers, losses and initialization, with PyTorch's
+** names, defaults and formulas (torch.nn, torch.nn.functional, torch.nn.init).
+**
+** A td_module is an opaque handle. Every module holds, in registration order,
+** named parameters (leaf tensors that require grad), named buffers (state
+** that is saved but not trained, like BatchNorm's running statistics) and
+** named child modules. Names of nested entries are dotted as in PyTorch:
+** "0.weight", "fc.bias", "out_proj.weight".
+**
+** Ownership: a *_new function is a CONSTRUCTOR and returns a module the
+** caller frees with td_module_free(). A container (Sequential, or a module
+** given children with td_module_register_module) takes ownership of its
+** children. Parameters and buffers are owned by their module; getters return
+** borrowed tensors valid until the module is freed or moved (td_module_to).
+**
+** Forward functions return a new tensor with the same ownership as an op's
+** result (ops.h): it belongs to the innermost scope, or to the caller when no
+** scope is open. Temporaries of a forward are released before it returns;
+** autograd keeps what backward needs.
+**
+** Randomness (initialization, Dropout) draws from the default generator
+** (td_rng_reserve), so td_manual_seed() makes construction and training
+** reproducible, on every backend alike.
+**
+** State dicts are td_named_tensors lists (io.h), so they go straight into
+** safetensors files and checkpoints.
+**
+** Errors: constructors and forwards return NULL with td_last_error() set; a
+** NULL module or tensor argument returns NULL (keeping an earlier error).
+** Functions returning td_status return TD_OK or the error. Modules are not
+** thread-safe: use one module from one thread at a time.
+*/
+#ifndef TRIDENT_NN_H
+#define TRIDENT_NN_H
+
+#include "io.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct td_module td_module;
+
+/* ======================================================================
+** Modules: the generic interface
+** ====================================================================== */
+
+/*
+** METHOD. Run the module on x (module(x) in PyTorch). Recorded for autograd
+** when grad mode is on and a parameter or x requires grad.
+** Returns a new tensor, or NULL: TD_ERR_SHAPE/TD_ERR_DTYPE when x does not fit
+** the layer (the message names the layer, the expected and the given shape).
+*/
+TD_API td_tensor *td_module_forward(td_module *m, td_tensor *x);
+
+/* DESTRUCTOR. Free m, its children, parameters and buffers. NULL is a no-op. */
+TD_API void td_module_free(td_module *m);
+
+/* METHOD. Set training mode on m and all its children (module.train(mode)).
+** Dropout and BatchNorm behave differently in training and evaluation.
+** Modules start in training mode. */
+TD_API void td_module_train(td_module *m, bool mode);
+/* METHOD. Same as td_module_train(m, false). */
+TD_API void td_module_eval(td_module *m);
+/* GETTER. Whether m is in training mode (false for NULL). */
+TD_API bool td_module_is_training(const td_module *m);
+/* GETTER. The class name, e.g. "Linear", "Sequential" ("?" for NULL). */
+TD_API const char *td_module_type(const td_module *m);
+
+/*
+** METHOD. The parameters of m and its children, depth first in registration
+** order (module.parameters()). Writes up to cap borrowed tensors to out and
+** returns the total count (which may exceed cap, as snprintf does); -1 when m
+** is NULL. out may be NULL when cap is 0.
+*/
+TD_API int td_module_parameters(td_module *m, td_tensor **out, int cap);
+
+/* CONSTRUCTOR. A list of the parameters with their dotted names
+** (module.named_parameters()), freed with td_named_tensors_free(). NULL on
+** failure. */
+TD_API td_named_tensors *td_module_named_parameters(td_module *m);
+
+/*
+** CONSTRUCTOR. Parameters and buffers with their dotted names, in PyTorch's
+** order (module.state_dict()): per module its own parameters, then its
+** buffers, then its children. The list holds references to the module's own
+** tensors (not copies): save it before the next optimizer step. Free it with
+** td_named_tensors_free().
+*/
+TD_API td_named_tensors *td_module_state_dict(td_module *m);
+
+/*
+** METHOD. Copy every tensor of sd into the parameter or buffer of the same
+** name (module.load_state_dict). The values are copied in place, so existing
+** references (an optimizer's) stay valid; tensors may come from another device.
+**   IN strict  when true, keys of m missing from sd and keys of sd unknown to m
+**              are errors; when false they are skipped.
+** Nothing is copied unless every check passes. Errors, each naming the key:
+**   TD_ERR_MISUSE  missing or unexpected keys (strict), listing the first ones;
+**   TD_ERR_SHAPE   "fc.weight: checkpoint shape [10,256], model shape [10,128]";
+**   TD_ERR_DTYPE   the dtypes differ.
+** This is how a checkpoint of a different model is detected.
+*/
+TD_API td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bool strict);
+
+/* GETTER. The parameter or buffer with the given dotted name (borrowed), or
+** NULL with TD_ERR_MISUSE naming the key. */
+TD_API td_tensor *td_module_get(td_module *m, const char *name);
+
+/* METHOD. Drop the gradients of every parameter (zero_grad(set_to_none=True)). */
+TD_API void td_module_zero_grad(td_module *m);
+
+/*
+** METHOD. Move every parameter and buffer to dev (module.to(device)). The
+** tensors are replaced by new ones on dev (still leaves that require grad):
+** build optimizers after moving. Returns TD_OK, or an error leaving the
+** module unchanged.
+*/
+TD_API td_status td_module_to(td_module *m, td_device dev);
+
+/* ---- custom modules ------------------------------------------------------
+** Compose layers that Sequential cannot express (residual blocks, a GPT).
+** forward receives the module itself; td_module_user() gives back user. */
+typedef td_tensor *(*td_forward_fn)(td_module *self, td_tensor *x);
+
+/* CONSTRUCTOR. A module of class name type whose forward is fn. free_user (may
+** be NULL) is called on user when the module is freed. */
+TD_API td_module *td_module_new(const char *type, td_forward_fn fn, void *user, void (*free_user)(void *));
+/* GETTER. The user pointer given to td_module_new (NULL for built-in layers). */
+TD_API void *td_module_user(const td_module *m);
+
+/*
+** METHOD. Register t as parameter name of m: the module retains t and marks it
+** requires_grad. Names are unique among a module's parameters, buffers and
+** children and contain no '.' (TD_ERR_MISUSE otherwise).
+*/
+TD_API td_status td_module_register_parameter(td_module *m, const char *name, td_tensor *t);
+/* METHOD. Register t as buffer name of m (retained; never requires grad). */
+TD_API td_status td_module_register_buffer(td_module *m, const char *name, td_tensor *t);
+/* METHOD. Register child under name; m takes ownership of child, also on
+** failure (the child is then freed). A module has at most one parent. */
+TD_API td_status td_module_register_module(td_module *m, const char *name, td_module *child);
+/* GETTER. The child registered under name (borrowed; dots walk deeper:
+** "blocks.0.attn"), or NULL with TD_ERR_MISUSE. */
+TD_API td_module *td_module_child(td_module *m, const char *name);
+
+/* ======================================================================
+** Containers
+** ====================================================================== */
+
+/* CONSTRUCTOR. nn.Sequential of n modules, named "0" .. "n-1"; forward feeds
+** each output to the next. Takes ownership of the modules (also on failure).
+** mods may hold NULLs only when a constructor failed: the call then returns
+** NULL keeping that error. */
+TD_API td_module *td_sequential_new(int n, td_module *const *mods);
+/* METHOD. Append child under the next index name ("3"), taking ownership. */
+TD_API td_status td_sequential_append(td_module *seq, td_module *child);
+
+/* ======================================================================
+** Layers. Shapes: N batch, C channels, H/W/L spatial, T sequence, E/D features.
+** ====================================================================== */
+
+/* CONSTRUCTOR. nn.Linear: y = x W^T + b, x [..., in] -> [..., out].
+** weight [out, in] and bias [out] start as kaiming_uniform(a=sqrt(5)) and
+** U(-1/sqrt(in), 1/sqrt(in)). */
+TD_API td_module *td_linear_new(int64_t in_features, int64_t out_features, bool bias);
+
+/* CONSTRUCTOR. nn.Conv2d: x [N, C, H, W] -> [N, O, Ho, Wo],
+** Ho = (H + 2*padding - dilation*(kh-1) - 1)/stride + 1. weight [O, C/groups,
+** kh, kw], bias [O]. stride, padding, dilation may be NULL for 1, 0, 1.
+** Init as Linear with fan_in = C/groups*kh*kw. */
+TD_API td_module *td_conv2d_new(int64_t in_channels, int64_t out_channels, const int kernel[2], const int stride[2],
+                                const int padding[2], const int dilation[2], int groups, bool bias);
+/* CONSTRUCTOR. nn.Conv1d: x [N, C, L] -> [N, O, Lo]; weight [O, C/groups, k].
+** Runs as a Conv2d over H = 1. */
+TD_API td_module *td_conv1d_new(int64_t in_channels, int64_t out_channels, int kernel, int stride, int padding,
+                                int dilation, int groups, bool bias);
+
+/* CONSTRUCTOR. nn.MaxPool2d / nn.AvgPool2d on [N, C, H, W]; stride NULL means
+** the kernel size, padding NULL means 0. */
+TD_API td_module *td_max_pool2d_new(const int kernel[2], const int stride[2], const int padding[2]);
+TD_API td_module *td_avg_pool2d_new(const int kernel[2], const int stride[2], const int padding[2],
+                                    bool count_include_pad);
+/* CONSTRUCTOR. nn.AdaptiveAvgPool2d: [N, C, H, W] -> [N, C, out_h, out_w];
+** cell i spans rows floor(i*H/out_h) .. ceil((i+1)*H/out_h). */
+TD_API td_module *td_adaptive_avg_pool2d_new(int64_t out_h, int64_t out_w);
+
+/* CONSTRUCTOR. nn.Flatten(start_dim, end_dim): merge those dims (PyTorch's
+** defaults are 1, -1). nn.Unflatten(dim, sizes): split dim into n sizes (one
+** may be -1). */
+TD_API td_module *td_flatten_new(int start_dim, int end_dim);
+TD_API td_module *td_unflatten_new(int dim, int n, const int64_t *sizes);
+
+/*
+** CONSTRUCTOR. nn.BatchNorm1d ([N, C] or [N, C, L]) and nn.BatchNorm2d
+** ([N, C, H, W]). PyTorch's defaults: eps 1e-5, momentum 0.1, affine, track
+** running stats. In training the batch mean and biased variance normalize,
+** and running_mean/running_var move by momentum towards the mean and the
+** UNBIASED variance; in evaluation the running stats normalize. Parameters
+** weight (ones) and bias (zeros); buffers running_mean (zeros), running_var
+** (ones) and num_batches_tracked (int64 scalar).
+*/
+TD_API td_module *td_batch_norm1d_new(int64_t num_features, double eps, double momentum, bool affine,
+                                      bool track_running_stats);
+TD_API td_module *td_batch_norm2d_new(int64_t num_features, double eps, double momentum, bool affine,
+                                      bool track_running_stats);
+
+/* CONSTRUCTOR. nn.LayerNorm over the last n dims of shape normalized_shape
+** (eps 1e-5 by default); weight ones and bias zeros when elementwise_affine. */
+TD_API td_module *td_layer_norm_new(int n, const int64_t *normalized_shape, double eps, bool elementwise_affine);
+
+/* CONSTRUCTOR. nn.Dropout(p): in training, zero each element with
+** probability p and scale the rest by 1/(1-p), with a mask drawn from the
+** default generator; identity in evaluation. p outside [0, 1) is an error. */
+TD_API td_module *td_dropout_new(double p);
+
+/* CONSTRUCTOR. nn.Embedding: integer idx [...] -> [..., dim]; weight
+** [num, dim] starts N(0, 1). Ids outside [0, num) are TD_ERR_INDEX. */
+TD_API td_module *td_embedding_new(int64_t num_embeddings, int64_t embedding_dim);
+
+/*
+** CONSTRUCTOR. nn.MultiheadAttention(embed_dim, num_heads, bias, batch_first=True)
+** with PyTorch's parameter names and layout: in_proj_weight [3E, E] (rows q, k,
+** v; xavier_uniform), in_proj_bias [3E] (zeros), out_proj.weight [E, E]
+** (Linear's init), out_proj.bias [E] (zeros). td_module_forward(m, x) is
+** self-attention on x [N, T, E], causal when causal is true.
+*/
+TD_API td_module *td_multihead_attention_new(int64_t embed_dim, int64_t num_heads, bool bias, bool causal);
+/*
+** METHOD. Attention of query [N, T, E] over key and value [N, S, E] ->
+** [N, T, E]: softmax(q k^T / sqrt(E/heads) + mask) v per head, then out_proj.
+**   IN attn_mask  NULL, or [T, S]: float (added to the scores) or bool (true
+**                 means "may not attend", PyTorch's convention)
+**   IN causal     also mask keys after the query's position (needs T == S)
+*/
+TD_API td_tensor *td_multihead_attention_forward(td_module *m, td_tensor *query, td_tensor *key, td_tensor *value,
+                                                 td_tensor *attn_mask, bool causal);
+
+/* CONSTRUCTORS. Activations, elementwise unless noted. GELU: tanh_approx
+** false is the exact erf form (PyTorch's default). Softmax and LogSoftmax
+** normalize over dim (any dim; negative counts from the end). */
+TD_API td_module *td_relu_new(void);
+TD_API td_module *td_gelu_new(bool tanh_approx);
+TD_API td_module *td_silu_new(void);
+TD_API td_module *td_tanh_new(void);
+TD_API td_module *td_sigmoid_new(void);
+TD_API td_module *td_softmax_new(int dim);
+TD_API td_module *td_log_softmax_new(int dim);
+
+/* ======================================================================
+** Losses (torch.nn.functional). Each returns a 0-d tensor for mean and sum
+** reductions, or the unreduced per-element losses for TD_REDUCE_NONE.
+** ====================================================================== */
+
+typedef enum td_reduction { TD_REDUCE_NONE = 0, TD_REDUCE_MEAN = 1, TD_REDUCE_SUM = 2 } td_reduction;
+
+/* CONSTRUCTOR. (input - target)^2 and |input - target|. input and target have
+** the same shape (else TD_ERR_SHAPE naming both). */
+TD_API td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction reduction);
+TD_API td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction reduction);
+
+/*
+** CONSTRUCTOR. F.cross_entropy: logits [N, C] (or [C], or [N, C, d1, ...]) and
+** int64 class ids target [N] (or [], or [N, d1, ...]).
+**   IN weight          per-class weights [C], or NULL
+**   IN ignore_index    targets equal to it add nothing (PyTorch's default -100)
+**   IN label_smoothing in [0, 1]
+** The mean divides by the summed weights of the non-ignored targets.
+** Errors: TD_ERR_SHAPE for mismatched shapes, TD_ERR_DTYPE for non-integer
+** targets, TD_ERR_INDEX for a class id outside [0, C) ("class 12 ... 10 classes").
+*/
+TD_API td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                                        double label_smoothing, td_reduction reduction);
+/* CONSTRUCTOR. F.nll_loss: log-probabilities [N, C] (or [C]) and class ids, with
+** the same rules as td_cross_entropy_loss: loss_i = -weight[t_i] * x[i, t_i]. */
+TD_API td_tensor *td_nll_loss(td_tensor *log_probs, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                              td_reduction reduction);
+/*
+** CONSTRUCTOR. F.binary_cross_entropy: probabilities input in [0, 1] (else
+** TD_ERR_MISUSE), target of the same shape, optional weight broadcasting to
+** it. Each log is clamped at -100 as PyTorch does.
+*/
+TD_API td_tensor *td_bce_loss(td_tensor *input, td_tensor *target, td_tensor *weight, td_reduction reduction);
+/*
+** CONSTRUCTOR. F.binary_cross_entropy_with_logits in its stable form
+**   l = (1 - t) x + (1 + (pw - 1) t) (log(1 + e^-|x|) + max(-x, 0))
+** weight and pos_weight (broadcast over the last dim, [C]) may be NULL.
+*/
+TD_API td_tensor *td_bce_with_logits_loss(td_tensor *input, td_tensor *target, td_tensor *weight, td_tensor *pos_weight,
+                                          td_reduction reduction);
+
+/* ======================================================================
+** Initialization (torch.nn.init). Each fills t in place, without recording
+** for autograd, drawing from the default generator. Returns TD_OK, or
+** TD_ERR_DTYPE for a non-float t, TD_ERR_SHAPE when fans need ndim >= 2.
+** fan_in = size(1) * receptive field, fan_out = size(0) * receptive field.
+** ====================================================================== */
+
+typedef enum td_fan_mode { TD_FAN_IN = 0, TD_FAN_OUT = 1 } td_fan_mode;
+typedef enum td_nonlinearity {
+    TD_NL_LINEAR = 0, /* gain 1 (also conv and sigmoid) */
+    TD_NL_SIGMOID,    /* 1 */
+    TD_NL_TANH,       /* 5/3 */
+    TD_NL_RELU,       /* sqrt(2) */
+    TD_NL_LEAKY_RELU, /* sqrt(2 / (1 + a^2)) */
+    TD_NL_SELU        /* 3/4 */
+} td_nonlinearity;
+
+/* METHOD. nn.init.calculate_gain(nonlinearity, param); param is leaky_relu's
+** negative slope a. */
+TD_API double td_init_calculate_gain(td_nonlinearity nl, double param);
+/* METHOD. U(lo, hi), N(mean, std) and a constant. */
+TD_API td_status td_init_uniform_(td_tensor *t, double lo, double hi);
+TD_API td_status td_init_normal_(td_tensor *t, double mean, double std);
+TD_API td_status td_init_constant_(td_tensor *t, double value);
+/* METHOD. std = gain(nl, a) / sqrt(fan); uniform bound sqrt(3) * std. */
+TD_API td_status td_init_kaiming_uniform_(td_tensor *t, double a, td_fan_mode mode, td_nonlinearity nl);
+TD_API td_status td_init_kaiming_normal_(td_tensor *t, double a, td_fan_mode mode, td_nonlinearity nl);
+/* METHOD. std = gain * sqrt(2 / (fan_in + fan_out)); uniform bound sqrt(3) * std. */
+TD_API td_status td_init_xavier_uniform_(td_tensor *t, double gain);
+TD_API td_status td_init_xavier_normal_(td_tensor *t, double gain);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRIDENT_NN_H */

@@ -1,0 +1,160 @@
+/*
+** Autograd internals shared by the files of src/autograd.
+** defines: td_node (a recorded op), td__edge, td__tmeta, td__formula (the
+** derivative table), saved-tensor access, the engine entry td__engine_run.
+**
+** Ownership in the graph:
+**   tensor --grad_fn--> node          (+1 on the node)
+**   node --edge--> producer node       (+1), or --edge--> leaf tensor (+1)
+**   node --saved--> input tensor       (+1); outputs are saved as detached
+**                                      aliases, so no cycle exists.
+** A node is freed when its last reference goes (iteratively, so long chains
+** cannot overflow the stack).
+*/
+#ifndef TRIDENT_AUTOGRAD_INTERNAL_H
+#define TRIDENT_AUTOGRAD_INTERNAL_H
+
+#include "../core/internal.h"
+#include "trident/autograd.h"
+
+/* Shape, dtype and device of an operand when it was recorded. */
+typedef struct td__tmeta {
+    bool present; /* false for an absent optional operand */
+    td_dtype dtype;
+    int ndim;
+    int64_t shape[TD_MAX_DIMS];
+    td_device device;
+} td__tmeta;
+
+/* Where the gradient of one input goes: the node that produced it (and which
+** of its outputs), or the leaf itself; both NULL when it needs no gradient. */
+typedef struct td__edge {
+    struct td_node *node;
+    int nr;
+    td_tensor *leaf;
+} td__edge;
+
+typedef struct td_node td_node;
+
+/* Backward of one node: gy[j] is the gradient of output j (NULL when none
+** reached it); write gx[i] for the inputs with td__needs(n, i), as tensors made
+** with ops (they may belong to the current scope: the engine runs each node in
+** its own scope and takes references). gx[i] may have a broadcast shape of
+** input i, or another float dtype: the engine sums and casts it down. */
+typedef td_status (*td__backward_fn)(td_node *n, td_tensor *const *gy, td_tensor **gx);
+
+struct td_node {
+    atomic_long refcount;
+    const char *name;     /* op name or custom function name */
+    td__backward_fn backward;
+    int kind;             /* td_op_kind, or -1 (view, custom, checkpoint) */
+    td_op_params p;
+    int n_in, n_out;
+    td__edge *edges;      /* n_in */
+    td__tmeta *in_meta;   /* n_in */
+    td__tmeta *out_meta;  /* n_out */
+    td_tensor **saved_in;  /* n_in: retained inputs the formula needs, else NULL */
+    td_tensor **saved_out; /* n_out: detached aliases of outputs it needs, else NULL */
+    bool has_saved;        /* the formula needs saved state */
+    bool saved_freed;      /* ... and it was freed by a backward */
+    bool side_effects;     /* runs in td_backward even when no input needs a gradient (checkpoint:
+                              it accumulates into the parameters its region reads) */
+    void *data;            /* view info, custom ctx, checkpoint state */
+    void (*free_data)(void *data);
+    void (*free_saved)(td_node *n); /* (optional) extra saved state to drop with the graph */
+    /* per-run engine state */
+    uint64_t run;
+    int state;          /* 0 unvisited, 1 on the DFS stack, 2 done */
+    uint64_t need_mask; /* inputs whose gradient this run needs */
+    td_tensor **buf;    /* n_out accumulated output gradients */
+};
+
+/* A derivative formula and what it needs saved: bit i of save_in keeps input
+** i, bit j of save_out keeps output j. n_diff_out: outputs that carry
+** gradients (the first ones; the rest, such as layer_norm's mean/rstd, do not
+** require grad). 0 means all. */
+typedef struct td__formula {
+    td__backward_fn fn;
+    uint32_t save_in, save_out;
+    int n_diff_out;
+} td__formula;
+
+/* The formula table, filled once by each family's register function. */
+const td__formula *td__formula_for(td_op_kind kind);
+void td__formulas_elementwise(td__formula *table);
+void td__formulas_reduce(td__formula *table);
+void td__formulas_nn(td__formula *table);
+void td__formulas_index(td__formula *table);
+
+/* ---- nodes (graph.c) ---- */
+/* New node with refcount 1 and edges to in[] (those requiring grad). */
+td_node *td__node_new(const char *name, td__backward_fn fn, int kind, int n_in, td_tensor *const *in, int n_out,
+                      td_tensor *const *out);
+void td__node_retain(td_node *n);
+void td__node_release(td_node *n);
+/* Make out a non-leaf output nr of n (requires_grad, grad_fn = n, +1). */
+void td__node_attach(td_node *n, td_tensor *out, int nr);
+/* A detached alias of t (same storage and geometry, no grad), +1, unscoped. */
+td_tensor *td__alias(td_tensor *t);
+/* Whether input i's gradient is needed by the current backward run. */
+static inline bool td__needs(const td_node *n, int i) { return (n->need_mask >> i) & 1; }
+/* Saved input i (borrowed), or saved output j: a detached alias, re-attached
+** to n (scope-owned) when grad mode is on so that create_graph differentiates
+** through it. */
+td_tensor *td__saved_input(td_node *n, int i);
+td_tensor *td__saved_output(td_node *n, int j);
+/* Drop a node's saved state (after a backward without retain_graph). */
+void td__node_free_saved(td_node *n);
+
+/* Any of in[0..n) requires grad. */
+bool td__any_requires_grad(int n, td_tensor *const *in);
+/* Probe mode (checkpoint forward): with grad mode off, note whether any
+** recorded op or view read a tensor that requires grad. begin returns the
+** outer probe's state, to pass to end; end returns whether this probe hit. */
+bool td__probe_begin(void);
+bool td__probe_end(bool outer);
+void td__probe_note(int n, td_tensor *const *in);
+
+/* The view hook (formulas_view.c). */
+void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info);
+/* Free a tensor's autograd_meta (tensor_grad.c). */
+void td__free_tensor_meta(void *meta);
+
+/* ---- engine (engine.c) ----
+** Backpropagate grads[i] from roots[i] (grads[i] may be NULL for a one-element
+** root). When accumulate, leaf gradients go into .grad; captures[k] (any
+** tensors) receive a +1 gradient in captured[k] (NULL when none reached it). */
+typedef struct td__engine_req {
+    int n_roots;
+    td_tensor *const *roots;
+    td_tensor *const *grads;
+    int n_captures;
+    td_tensor *const *captures;
+    td_tensor **captured;
+    bool accumulate, retain_graph, create_graph;
+    const char *api; /* "backward" or "grad", for messages */
+} td__engine_req;
+td_status td__engine_run(const td__engine_req *req);
+/* Whether the run now executing on this thread accumulates into .grad
+** (td_backward) or not (td_grad); checkpoint's inner run follows it. */
+bool td__engine_accumulating(void);
+
+/* Hooks of a leaf run on its gradient; returns +1 (the result or grad). */
+td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad);
+
+/* ---- helpers for formulas (formulas.c) ---- */
+/* g summed over the dims where it is broadcast relative to (ndim, shape):
+** leading dims and dims of size 1. Scope-owned; g itself when nothing to do. */
+td_tensor *td__sum_to(td_tensor *g, int ndim, const int64_t *shape);
+/* 0-d tensor of value with like's dtype and device, scope-owned. */
+td_tensor *td__scalar_like(td_tensor *like, double value);
+/* Bool mask as like's dtype (1/0), scope-owned. */
+td_tensor *td__mask_as(td_tensor *mask, td_tensor *like);
+/* Zeros shaped by meta, with dtype dt and device dev, scope-owned. */
+td_tensor *td__zeros_meta(const td__tmeta *m, td_dtype dt);
+
+/* A formula's return value: TD_OK when every needed gx[i] was made, else the
+** error that stopped it. */
+td_status td__done(const td_node *n, td_tensor *const *gx);
+
+#endif /* TRIDENT_AUTOGRAD_INTERNAL_H */

@@ -1,0 +1,202 @@
+/*
+** Derivatives of the elementwise ops: copy/cast, binary arithmetic, where and
+** the unary functions. y is the output, dy its gradient; a, b the inputs of a
+** binary op, x of a unary one. Broadcasting is undone by the engine (it sums
+** each gx down to its input's shape), and so is dtype promotion.
+*/
+#include "autograd_internal.h"
+
+#define NEED(i) td__needs(n, i)
+#define IN(i) td__saved_input(n, i)
+#define OUT(j) td__saved_output(n, j)
+#define K(v) td__scalar_like(gy[0], (v))
+
+/* y = cast(x) or x moved to another device (td_to): dx = dy moved back */
+static td_status bw_copy(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_to(gy[0], n->in_meta[0].device);
+    return td__done(n, gx);
+}
+
+/* y = a + b: da = dy, db = dy */
+static td_status bw_add(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = gy[0];
+    gx[1] = gy[0];
+    return td__done(n, gx);
+}
+
+/* y = a - b: da = dy, db = -dy */
+static td_status bw_sub(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = gy[0];
+    if (NEED(1)) gx[1] = td_neg(gy[0]);
+    return td__done(n, gx);
+}
+
+/* y = a * b: da = dy * b, db = dy * a */
+static td_status bw_mul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    if (NEED(0)) gx[0] = td_mul(gy[0], IN(1));
+    if (NEED(1)) gx[1] = td_mul(gy[0], IN(0));
+    return td__done(n, gx);
+}
+
+/* y = a / b: da = dy / b, db = -dy * a / b^2 */
+static td_status bw_div(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *b = IN(1);
+    if (NEED(0)) gx[0] = td_div(gy[0], b);
+    if (NEED(1)) gx[1] = td_neg(td_div(td_mul(gy[0], IN(0)), td_mul(b, b)));
+    return td__done(n, gx);
+}
+
+/* y = a ^ b: da = dy * b * a^(b-1)  (0 where b == 0, as PyTorch)
+**            db = dy * y * ln(a)     (0 where a == 0 and b >= 0, as PyTorch) */
+static td_status bw_pow(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *a = IN(0), *b = IN(1), *zero = K(0);
+    if (NEED(0)) {
+        td_tensor *d = td_mul(td_mul(gy[0], b), td_pow(a, td_sub_scalar(b, 1)));
+        gx[0] = td_where(td_eq(b, zero), zero, d);
+    }
+    if (NEED(1)) {
+        td_tensor *d = td_mul(td_mul(gy[0], OUT(0)), td_log(a));
+        gx[1] = td_where(td_eq(a, zero), td_where(td_ge(b, zero), zero, d), d);
+    }
+    return td__done(n, gx);
+}
+
+/* y = max(a, b): dy goes to the larger input, split evenly on ties (PyTorch) */
+static td_status bw_extremum(td_node *n, td_tensor *const *gy, td_tensor **gx, bool is_max) {
+    td_tensor *a = IN(0), *b = IN(1), *dy = gy[0];
+    td_tensor *half_tie = td_mul_scalar(td__mask_as(td_eq(a, b), dy), 0.5);
+    td_tensor *a_wins = td__mask_as(is_max ? td_gt(a, b) : td_lt(a, b), dy);
+    td_tensor *b_wins = td__mask_as(is_max ? td_lt(a, b) : td_gt(a, b), dy);
+    if (NEED(0)) gx[0] = td_mul(dy, td_add(a_wins, half_tie));
+    if (NEED(1)) gx[1] = td_mul(dy, td_add(b_wins, half_tie));
+    return td__done(n, gx);
+}
+static td_status bw_maximum(td_node *n, td_tensor *const *gy, td_tensor **gx) { return bw_extremum(n, gy, gx, true); }
+static td_status bw_minimum(td_node *n, td_tensor *const *gy, td_tensor **gx) { return bw_extremum(n, gy, gx, false); }
+
+/* y = cond ? a : b: da = cond ? dy : 0, db = cond ? 0 : dy */
+static td_status bw_where(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *cond = IN(0), *zero = K(0);
+    if (NEED(1)) gx[1] = td_where(cond, gy[0], zero);
+    if (NEED(2)) gx[2] = td_where(cond, zero, gy[0]);
+    return td__done(n, gx);
+}
+
+/* y = -x: dx = -dy */
+static td_status bw_neg(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_neg(gy[0]);
+    return td__done(n, gx);
+}
+
+/* y = |x|: dx = dy * sign(x), sign(0) = 0 */
+static td_status bw_abs(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *x = IN(0), *zero = K(0);
+    td_tensor *sign = td_sub(td__mask_as(td_gt(x, zero), gy[0]), td__mask_as(td_lt(x, zero), gy[0]));
+    gx[0] = td_mul(gy[0], sign);
+    return td__done(n, gx);
+}
+
+/* y = e^x: dx = dy * y */
+static td_status bw_exp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_mul(gy[0], OUT(0));
+    return td__done(n, gx);
+}
+
+/* y = ln x: dx = dy / x */
+static td_status bw_log(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_div(gy[0], IN(0));
+    return td__done(n, gx);
+}
+
+/* y = sqrt x: dx = dy / (2 y) */
+static td_status bw_sqrt(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_div(gy[0], td_mul_scalar(OUT(0), 2));
+    return td__done(n, gx);
+}
+
+/* y = x^-1/2: dx = dy * (-1/2) x^-3/2 = -dy * y^3 / 2 */
+static td_status bw_rsqrt(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_mul(gy[0], td_mul_scalar(td_pow_scalar(OUT(0), 3), -0.5));
+    return td__done(n, gx);
+}
+
+/* y = sin x: dx = dy cos x */
+static td_status bw_sin(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_mul(gy[0], td_cos(IN(0)));
+    return td__done(n, gx);
+}
+
+/* y = cos x: dx = -dy sin x */
+static td_status bw_cos(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td_neg(td_mul(gy[0], td_sin(IN(0))));
+    return td__done(n, gx);
+}
+
+/* y = tanh x: dx = dy (1 - y^2) */
+static td_status bw_tanh(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *y = OUT(0);
+    gx[0] = td_mul(gy[0], td_sub(K(1), td_mul(y, y)));
+    return td__done(n, gx);
+}
+
+/* y = 1/(1+e^-x): dx = dy y (1 - y) */
+static td_status bw_sigmoid(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *y = OUT(0);
+    gx[0] = td_mul(td_mul(gy[0], y), td_sub(K(1), y));
+    return td__done(n, gx);
+}
+
+/* y = max(x, 0): dx = y > 0 ? dy : 0 */
+static td_status bw_relu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *zero = K(0);
+    gx[0] = td_where(td_gt(OUT(0), zero), gy[0], zero);
+    return td__done(n, gx);
+}
+
+/* y = gelu(x): dx = dy gelu'(x), by the fused GELU_BACKWARD op */
+static td_status bw_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td__gelu_backward(gy[0], IN(0), n->p.gelu.approximate == TD_GELU_TANH);
+    return td__done(n, gx);
+}
+
+/* y = x s, s = sigmoid(x): dx = dy s (1 + x (1 - s)) */
+static td_status bw_silu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *x = IN(0), *s = td_sigmoid(x);
+    gx[0] = td_mul(td_mul(gy[0], s), td_add(K(1), td_mul(x, td_sub(K(1), s))));
+    return td__done(n, gx);
+}
+
+/* y = min(max(x, lo), hi): dx = dy where lo <= x <= hi, else 0 (PyTorch) */
+static td_status bw_clamp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *x = IN(0), *keep = K(1);
+    if (n->p.clamp.has_lo) keep = td_mul(keep, td__mask_as(td_ge(x, K(n->p.clamp.lo)), gy[0]));
+    if (n->p.clamp.has_hi) keep = td_mul(keep, td__mask_as(td_le(x, K(n->p.clamp.hi)), gy[0]));
+    gx[0] = td_mul(gy[0], keep);
+    return td__done(n, gx);
+}
+
+void td__formulas_elementwise(td__formula *t) {
+    t[TD_OP_COPY] = (td__formula){bw_copy, 0, 0, 0};
+    t[TD_OP_ADD] = (td__formula){bw_add, 0, 0, 0};
+    t[TD_OP_SUB] = (td__formula){bw_sub, 0, 0, 0};
+    t[TD_OP_MUL] = (td__formula){bw_mul, 3, 0, 0};
+    t[TD_OP_DIV] = (td__formula){bw_div, 3, 0, 0};
+    t[TD_OP_POW] = (td__formula){bw_pow, 3, 1, 0};
+    t[TD_OP_MAXIMUM] = (td__formula){bw_maximum, 3, 0, 0};
+    t[TD_OP_MINIMUM] = (td__formula){bw_minimum, 3, 0, 0};
+    t[TD_OP_WHERE] = (td__formula){bw_where, 1, 0, 0};
+    t[TD_OP_NEG] = (td__formula){bw_neg, 0, 0, 0};
+    t[TD_OP_ABS] = (td__formula){bw_abs, 1, 0, 0};
+    t[TD_OP_EXP] = (td__formula){bw_exp, 0, 1, 0};
+    t[TD_OP_LOG] = (td__formula){bw_log, 1, 0, 0};
+    t[TD_OP_SQRT] = (td__formula){bw_sqrt, 0, 1, 0};
+    t[TD_OP_RSQRT] = (td__formula){bw_rsqrt, 0, 1, 0};
+    t[TD_OP_SIN] = (td__formula){bw_sin, 1, 0, 0};
+    t[TD_OP_COS] = (td__formula){bw_cos, 1, 0, 0};
+    t[TD_OP_TANH] = (td__formula){bw_tanh, 0, 1, 0};
+    t[TD_OP_SIGMOID] = (td__formula){bw_sigmoid, 0, 1, 0};
+    t[TD_OP_RELU] = (td__formula){bw_relu, 0, 1, 0};
+    t[TD_OP_GELU] = (td__formula){bw_gelu, 1, 0, 0};
+    t[TD_OP_SILU] = (td__formula){bw_silu, 1, 0, 0};
+    t[TD_OP_CLAMP] = (td__formula){bw_clamp, 1, 0, 0};
+}

@@ -1,0 +1,81 @@
+/*
+** Views (reshape/view/squeeze/unsqueeze/flatten, permute, slice, select,
+** expand): recording and their derivatives. x is the base, y the view.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd_internal.h"
+
+static const char *view_names[] = {
+    [TD__VIEW_RESHAPE] = "view", [TD__VIEW_PERMUTE] = "permute", [TD__VIEW_SLICE] = "slice",
+    [TD__VIEW_SELECT] = "select", [TD__VIEW_EXPAND] = "expand",
+};
+
+/* y = x[..., start:end:step, ...] along dim; dx = zeros with dy placed there.
+** Under create_graph the placement must itself be differentiable, so it is a
+** scatter_add into zeros of the indices start, start+step, ... */
+static td_tensor *embed_slice(const td__tmeta *m, int dim, int64_t start, int64_t step, td_tensor *dy) {
+    td_tensor *z = td__zeros_meta(m, dy->dtype);
+    if (!z) return NULL;
+    int64_t k = dy->shape[dim];
+    if (!td_grad_enabled()) {
+        td_tensor *dst = td_slice(z, dim, start, start + k * step, step);
+        return dst && td_copy_(dst, dy) == TD_OK ? z : NULL;
+    }
+    td_tensor *idx = td_arange((double)start, (double)(start + k * step), (double)step, TD_I64, m->device);
+    int64_t shape[TD_MAX_DIMS];
+    for (int i = 0; i < dy->ndim; i++) shape[i] = i == dim ? k : 1;
+    idx = td_contiguous(td_expand(td_reshape(idx, dy->ndim, shape), dy->ndim, dy->shape));
+    return td_scatter_add(z, dim, idx, dy);
+}
+
+static td_status bw_view(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    const td__view_info *v = n->data;
+    const td__tmeta *m = &n->in_meta[0];
+    td_tensor *dy = gy[0];
+    switch (v->kind) {
+    case TD__VIEW_RESHAPE: /* y = x.view(shape) -> dx = dy.reshape(x.shape) */
+        gx[0] = td_reshape(dy, m->ndim, m->shape);
+        break;
+    case TD__VIEW_PERMUTE: { /* y = x.permute(perm) -> dx = dy.permute(inverse(perm)) */
+        int inv[TD_MAX_DIMS];
+        for (int i = 0; i < m->ndim; i++) inv[v->perm[i]] = i;
+        gx[0] = td_permute(dy, inv);
+        break;
+    }
+    case TD__VIEW_SLICE:
+        gx[0] = embed_slice(m, v->dim, v->start, v->step, dy);
+        break;
+    case TD__VIEW_SELECT: /* y = x.select(dim, i) = x[i:i+1].squeeze(dim) */
+        gx[0] = embed_slice(m, v->dim, v->start, 1, td_unsqueeze(dy, v->dim));
+        break;
+    case TD__VIEW_EXPAND: /* y = x.expand(shape) -> dx = dy summed over the expanded dims */
+        gx[0] = td__sum_to(dy, m->ndim, m->shape);
+        break;
+    }
+    return gx[0] ? TD_OK : td_last_status();
+}
+
+void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info) {
+    if (!base->requires_grad) return;
+    if (!td_grad_enabled()) {
+        td__probe_note(1, &base);
+        return;
+    }
+    td__view_info *copy = malloc(sizeof *copy);
+    if (!copy) {
+        TD_ERR(TD_ERR_OOM, "%s: out of host memory recording the autograd graph", view_names[info->kind]);
+        return;
+    }
+    *copy = *info;
+    td_node *n = td__node_new(view_names[info->kind], bw_view, -1, 1, &base, 1, &view);
+    if (!n) {
+        free(copy);
+        return;
+    }
+    n->data = copy;
+    n->free_data = free;
+    td__node_attach(n, view, 0);
+    td__node_release(n);
+}

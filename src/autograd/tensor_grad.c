@@ -1,0 +1,108 @@
+/*
+** The autograd side of a tensor: requires_grad, .grad, detach, and hooks on
+** leaves (kept in td_tensor.autograd_meta).
+*/
+#include <stdlib.h>
+
+#include "autograd_internal.h"
+
+typedef struct hook {
+    td_grad_hook fn;
+    void *user;
+} hook;
+
+typedef struct tensor_meta {
+    hook *hooks;
+    int n_hooks, cap_hooks;
+} tensor_meta;
+
+void td__free_tensor_meta(void *meta) {
+    tensor_meta *m = meta;
+    free(m->hooks);
+    free(m);
+}
+
+td_status td_set_requires_grad(td_tensor *t, bool requires_grad) {
+    TD_CHECK_ARG_ST(t, "set_requires_grad");
+    if (!td_dtype_is_float(t->dtype))
+        return TD_ERR(TD_ERR_DTYPE, "set_requires_grad: only floating-point tensors can require grad, not %s",
+                      td_dtype_name(t->dtype));
+    if (t->grad_fn)
+        return TD_ERR(TD_ERR_MISUSE,
+                      "set_requires_grad: the tensor is not a leaf (it is the result of '%s'); use td_detach to "
+                      "make a leaf",
+                      t->grad_fn->name);
+    t->requires_grad = requires_grad;
+    return TD_OK;
+}
+
+bool td_requires_grad(const td_tensor *t) { return t && t->magic == TD_TENSOR_ALIVE && t->requires_grad; }
+
+td_tensor *td_grad_of(const td_tensor *t) { return t && t->magic == TD_TENSOR_ALIVE ? t->grad : NULL; }
+
+void td_zero_grad(td_tensor *t) {
+    if (!t || t->magic != TD_TENSOR_ALIVE) return;
+    td_tensor *g = t->grad;
+    t->grad = NULL;
+    td_release(g);
+}
+
+bool td_is_leaf(const td_tensor *t) { return t && t->magic == TD_TENSOR_ALIVE && !t->grad_fn; }
+
+td_tensor *td_detach(td_tensor *t) {
+    TD_CHECK_ARG(t, "detach");
+    return td__make_view(t, t->ndim, t->shape, t->strides, t->offset);
+}
+
+td_status td_register_hook(td_tensor *t, td_grad_hook fn, void *user) {
+    TD_CHECK_ARG_ST(t, "register_hook");
+    if (!fn) return TD_ERR(TD_ERR_MISUSE, "register_hook: fn is NULL");
+    if (t->grad_fn)
+        return TD_ERR(TD_ERR_MISUSE, "register_hook: hooks go on leaves; this tensor is the result of '%s'",
+                      t->grad_fn->name);
+    if (!t->requires_grad) return TD_ERR(TD_ERR_MISUSE, "register_hook: the tensor does not require grad");
+    tensor_meta *m = t->autograd_meta;
+    if (!m) {
+        m = calloc(1, sizeof *m);
+        if (!m) return TD_ERR(TD_ERR_OOM, "register_hook: out of host memory");
+        t->autograd_meta = m;
+    }
+    if (m->n_hooks == m->cap_hooks) {
+        int cap = m->cap_hooks ? m->cap_hooks * 2 : 4;
+        hook *h = realloc(m->hooks, (size_t)cap * sizeof *h);
+        if (!h) return TD_ERR(TD_ERR_OOM, "register_hook: out of host memory");
+        m->hooks = h;
+        m->cap_hooks = cap;
+    }
+    m->hooks[m->n_hooks++] = (hook){fn, user};
+    return TD_OK;
+}
+
+td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad) {
+    tensor_meta *m = leaf->autograd_meta;
+    td_tensor *g = td_retain(grad);
+    for (int k = 0; m && k < m->n_hooks; k++) {
+        td_scope_begin();
+        td_tensor *r = m->hooks[k].fn(g, m->hooks[k].user);
+        bool ok = true;
+        bool same = r && r->ndim == g->ndim;
+        for (int d = 0; same && d < g->ndim; d++) same = r->shape[d] == g->shape[d];
+        if (r && !same) {
+            char a[96], b[96];
+            TD_ERR(TD_ERR_SHAPE, "hook %d returned a gradient of shape %s for a leaf of shape %s", k,
+                   td__shape_str(r->ndim, r->shape, a, sizeof a), td__shape_str(g->ndim, g->shape, b, sizeof b));
+            ok = false;
+        }
+        if (ok && r) {
+            td_retain(r);
+            td_release(g);
+            g = r;
+        }
+        td_scope_end();
+        if (!ok) {
+            td_release(g);
+            return NULL;
+        }
+    }
+    return g;
+}

@@ -1,0 +1,91 @@
+/*
+** LAYER_NORM: normalize each row over its D elements.
+**   x is (R, D) contiguous, w and b are (D) or absent;
+**   outputs y (R, D), mean (R) and rstd (R), all in x's dtype.
+**   mean_r = sum_j x[r,j] / D
+**   rstd_r = 1 / sqrt(sum_j (x[r,j] - mean_r)^2 / D + eps)   (biased variance)
+**   y[r,j] = (x[r,j] - mean_r) * rstd_r * w[j] + b[j]
+** The variance is a second pass over (x - mean), not E[x^2] - mean^2, which
+** cancels catastrophically when |mean| >> std. Sums and (x - mean) are taken
+** in double for every dtype (a float mean of values near 1e4 is off by 1e-3).
+** Rows run in parallel. f32 rows use the AVX2 kernel of x86/rows_avx2.c when
+** the CPU has it (the same passes, with the mean subtracted as a float pair).
+** Reference: torch.nn.functional.layer_norm.
+*/
+#include <stdlib.h>
+
+#include "../core/internal.h"
+#include "cpu_nn.h"
+#include "cpu_rows.h"
+
+#define LAYERNORM_ROWS_(T)                                                                               \
+    static void layernorm_rows_##T(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R,      \
+                                   int64_t D, double eps) {                                                    \
+        int nt = cpu_threads_for(R, D * 4);                                                                    \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                         \
+            const T *xr = x + r * D;                                                                           \
+            T *yr = y + r * D;                                                                                 \
+            double m = 0, v = 0; /* in double: a float mean near 1e4 is off by ~1e-3 */                        \
+            for (int64_t j = 0; j < D; j++) m += xr[j]; /* pass 1: mean */                                     \
+            m /= (double)D;                                                                                    \
+            for (int64_t j = 0; j < D; j++) v += (xr[j] - m) * (xr[j] - m); /* pass 2: variance */             \
+            double rs = 1 / sqrt(v / (double)D + eps);                                                         \
+            for (int64_t j = 0; j < D; j++) /* pass 3: normalize, scale, shift */                              \
+                yr[j] = (T)((xr[j] - m) * rs) * (w ? w[j] : 1) + (b ? b[j] : 0);                               \
+            mean[r] = (T)m, rstd[r] = (T)rs;                                                                   \
+        }                                                                                                      \
+    }
+LAYERNORM_ROWS_(float)
+LAYERNORM_ROWS_(double)
+
+static void layernorm_rows_f32(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd,
+                               int64_t R, int64_t D, double eps) {
+    if (!cpu_has_avx2()) {
+        layernorm_rows_float(x, w, b, y, mean, rstd, R, D, eps);
+        return;
+    }
+    bool stream = R * D * (int64_t)sizeof(float) >= CPU_STREAM_BYTES && x != y; /* far larger than the cache */
+    int nt = cpu_threads_for(R, D * 4);
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for
+        for (int64_t r = 0; r < R; r++)
+            cpu_layernorm_row_f32_avx2(x + r * D, w, b, y + r * D, D, eps, mean + r, rstd + r, stream);
+        if (stream) cpu_rows_stream_fence();
+    }
+}
+
+static void *ptr_or_null(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
+
+td_status td_cpu_LAYER_NORM(const td_op *op) {
+    const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
+    const td_operand *y = &op->out[0], *mean = &op->out[1], *rstd = &op->out[2];
+    int64_t R = td_operand_numel(mean), n = td_operand_numel(x);
+    if (n == 0) return TD_OK;
+    int64_t D = n / R;
+    double eps = op->p.norm.eps;
+    switch (x->dtype) {
+    case TD_F32:
+        layernorm_rows_f32(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R,
+                             D, eps);
+        return TD_OK;
+    case TD_F64:
+        layernorm_rows_double(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd),
+                              R, D, eps);
+        return TD_OK;
+    default: break;
+    }
+    float *fx = cpu_nn_to_f32(x), *fw = cpu_nn_to_f32(w), *fb = cpu_nn_to_f32(b);
+    float *stats = malloc((size_t)(2 * R) * sizeof(float));
+    td_status st = TD_OK;
+    if (!fx || (w->buf && !fw) || (b->buf && !fb) || !stats) {
+        st = stats ? td_last_status() : cpu_nn_oom("layer_norm", (size_t)(2 * R) * sizeof(float));
+    } else {
+        layernorm_rows_f32(fx, fw, fb, fx, stats, stats + R, R, D, eps); /* y over x: rows are independent */
+        cpu_nn_from_f32(y, fx);
+        cpu_nn_from_f32(mean, stats);
+        cpu_nn_from_f32(rstd, stats + R);
+    }
+    free(fx), free(fw), free(fb), free(stats);
+    return st;
+}

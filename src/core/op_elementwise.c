@@ -1,0 +1,168 @@
+/*
+** Elementwise front-ends: binary arithmetic and comparisons with NumPy
+** broadcasting and PyTorch dtype promotion, their scalar forms, where, the
+** unary math ops, clamp, and GELU's backward (for autograd).
+** Inputs are cast to the compute dtype with td_cast (so autograd sees the
+** cast), broadcast through stride-0 views, and the result is a fresh
+** contiguous tensor.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* t converted to dt, owned by the caller (NULL passes through). */
+static td_tensor *cast_kept(td_tensor *t, td_dtype dt) { return td_keep(td_cast(t, dt)); }
+
+/* Broadcast in[0..n) against each other and run kind into a new tensor of dtype odt. */
+static td_tensor *run_elementwise(td_op_kind kind, const char *name, int n, td_tensor **in, td_dtype odt,
+                                  const td_op_params *p) {
+    int nd = in[0]->ndim;
+    int64_t shape[TD_MAX_DIMS], prev[TD_MAX_DIMS];
+    memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)nd);
+    for (int k = 1; k < n; k++) {
+        memcpy(prev, shape, sizeof prev);
+        if (td_broadcast_shapes(nd, prev, in[k]->ndim, in[k]->shape, &nd, shape) != TD_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", td_last_error());
+            TD_FAIL_NULL(TD_ERR_SHAPE, "%s: %s", name, why);
+        }
+    }
+    td_operand views[3];
+    for (int k = 0; k < n; k++) views[k] = td__view_broadcast(in[k], nd, shape);
+    td_tensor *out = td__alloc(nd, shape, odt, in[0]->storage->device);
+    if (!out) return NULL;
+    if (td__dispatch(kind, n, in, views, 1, &out, p) != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
+    return td__scope_add(out);
+}
+
+static bool is_compare(td_op_kind k) { return k >= TD_OP_EQ && k <= TD_OP_GE; }
+
+/* a op b: promote, cast both to the compute dtype, broadcast, run. */
+static td_tensor *binary(td_op_kind kind, const char *name, td_tensor *a, td_tensor *b) {
+    TD_CHECK_ARG(a, name);
+    TD_CHECK_ARG(b, name);
+    td_dtype dt = td_dtype_promote(a->dtype, b->dtype), odt = dt;
+    if (is_compare(kind)) {
+        odt = TD_BOOL;
+        if (dt == TD_BOOL && kind != TD_OP_EQ && kind != TD_OP_NE) dt = TD_U8; /* order false < true */
+    } else if (dt == TD_BOOL) {
+        TD_FAIL_NULL(TD_ERR_DTYPE, "%s: not defined for two bool tensors; cast one to a numeric dtype first", name);
+    } else if ((kind == TD_OP_DIV || kind == TD_OP_POW) && !td_dtype_is_float(dt)) {
+        dt = odt = TD_F32; /* true division and pow of integers compute in float32 */
+    }
+    td_tensor *in[2] = {cast_kept(a, dt), cast_kept(b, dt)};
+    td_tensor *out = in[0] && in[1] ? run_elementwise(kind, name, 2, in, odt, NULL) : NULL;
+    td_release(in[0]);
+    td_release(in[1]);
+    return out;
+}
+
+td_tensor *td_add(td_tensor *a, td_tensor *b) { return binary(TD_OP_ADD, "add", a, b); }
+td_tensor *td_sub(td_tensor *a, td_tensor *b) { return binary(TD_OP_SUB, "sub", a, b); }
+td_tensor *td_mul(td_tensor *a, td_tensor *b) { return binary(TD_OP_MUL, "mul", a, b); }
+td_tensor *td_div(td_tensor *a, td_tensor *b) { return binary(TD_OP_DIV, "div", a, b); }
+td_tensor *td_pow(td_tensor *a, td_tensor *b) { return binary(TD_OP_POW, "pow", a, b); }
+td_tensor *td_maximum(td_tensor *a, td_tensor *b) { return binary(TD_OP_MAXIMUM, "maximum", a, b); }
+td_tensor *td_minimum(td_tensor *a, td_tensor *b) { return binary(TD_OP_MINIMUM, "minimum", a, b); }
+td_tensor *td_eq(td_tensor *a, td_tensor *b) { return binary(TD_OP_EQ, "eq", a, b); }
+td_tensor *td_ne(td_tensor *a, td_tensor *b) { return binary(TD_OP_NE, "ne", a, b); }
+td_tensor *td_lt(td_tensor *a, td_tensor *b) { return binary(TD_OP_LT, "lt", a, b); }
+td_tensor *td_le(td_tensor *a, td_tensor *b) { return binary(TD_OP_LE, "le", a, b); }
+td_tensor *td_gt(td_tensor *a, td_tensor *b) { return binary(TD_OP_GT, "gt", a, b); }
+td_tensor *td_ge(td_tensor *a, td_tensor *b) { return binary(TD_OP_GE, "ge", a, b); }
+
+static bool is_whole(double s) { return isfinite(s) && s == floor(s); }
+
+/* a op s with s as a 0-d tensor: a float a keeps its dtype; an integer a keeps
+** its dtype for a whole s (bool becomes int64) and computes in float32 otherwise. */
+static td_tensor *binary_scalar(td_op_kind kind, const char *name, td_tensor *a, double s) {
+    TD_CHECK_ARG(a, name);
+    td_dtype dt = td_dtype_is_float(a->dtype) ? a->dtype
+                  : !is_whole(s)              ? TD_F32
+                  : a->dtype == TD_BOOL       ? TD_I64
+                                              : a->dtype;
+    td_tensor *b = td_keep(td_scalar(s, dt, a->storage->device));
+    td_tensor *out = b ? binary(kind, name, a, b) : NULL;
+    td_release(b);
+    return out;
+}
+
+td_tensor *td_add_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_ADD, "add_scalar", a, s); }
+td_tensor *td_sub_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_SUB, "sub_scalar", a, s); }
+td_tensor *td_mul_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_MUL, "mul_scalar", a, s); }
+td_tensor *td_div_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_DIV, "div_scalar", a, s); }
+td_tensor *td_pow_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_POW, "pow_scalar", a, s); }
+
+td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b) {
+    TD_CHECK_ARG(cond, "where");
+    TD_CHECK_ARG(a, "where");
+    TD_CHECK_ARG(b, "where");
+    if (cond->dtype != TD_BOOL)
+        TD_FAIL_NULL(TD_ERR_DTYPE, "where: cond must be bool, got %s (compare it, e.g. td_ne(cond, zero))",
+                     td_dtype_name(cond->dtype));
+    td_dtype dt = td_dtype_promote(a->dtype, b->dtype);
+    td_tensor *in[3] = {cond, cast_kept(a, dt), cast_kept(b, dt)};
+    td_tensor *out = in[1] && in[2] ? run_elementwise(TD_OP_WHERE, "where", 3, in, dt, NULL) : NULL;
+    td_release(in[1]);
+    td_release(in[2]);
+    return out;
+}
+
+/* ---- unary ---- */
+
+/* kind on x; integer x computes in float32 when the op is float-only (as in PyTorch). */
+static td_tensor *unary(td_op_kind kind, const char *name, td_tensor *x, bool to_float, const td_op_params *p) {
+    TD_CHECK_ARG(x, name);
+    if (x->dtype == TD_BOOL)
+        TD_FAIL_NULL(TD_ERR_DTYPE, "%s: not defined for bool tensors; cast to a numeric dtype first", name);
+    td_dtype dt = to_float && !td_dtype_is_float(x->dtype) ? TD_F32 : x->dtype;
+    td_tensor *in = cast_kept(x, dt);
+    td_tensor *out = in ? run_elementwise(kind, name, 1, &in, dt, p) : NULL;
+    td_release(in);
+    return out;
+}
+
+td_tensor *td_neg(td_tensor *x) { return unary(TD_OP_NEG, "neg", x, false, NULL); }
+td_tensor *td_abs(td_tensor *x) { return unary(TD_OP_ABS, "abs", x, false, NULL); }
+td_tensor *td_exp(td_tensor *x) { return unary(TD_OP_EXP, "exp", x, true, NULL); }
+td_tensor *td_log(td_tensor *x) { return unary(TD_OP_LOG, "log", x, true, NULL); }
+td_tensor *td_sqrt(td_tensor *x) { return unary(TD_OP_SQRT, "sqrt", x, true, NULL); }
+td_tensor *td_rsqrt(td_tensor *x) { return unary(TD_OP_RSQRT, "rsqrt", x, true, NULL); }
+td_tensor *td_sin(td_tensor *x) { return unary(TD_OP_SIN, "sin", x, true, NULL); }
+td_tensor *td_cos(td_tensor *x) { return unary(TD_OP_COS, "cos", x, true, NULL); }
+td_tensor *td_tanh(td_tensor *x) { return unary(TD_OP_TANH, "tanh", x, true, NULL); }
+td_tensor *td_sigmoid(td_tensor *x) { return unary(TD_OP_SIGMOID, "sigmoid", x, true, NULL); }
+td_tensor *td_relu(td_tensor *x) { return unary(TD_OP_RELU, "relu", x, false, NULL); }
+td_tensor *td_silu(td_tensor *x) { return unary(TD_OP_SILU, "silu", x, true, NULL); }
+
+td_tensor *td_gelu(td_tensor *x, bool tanh_approx) {
+    td_op_params p = {.gelu = {tanh_approx ? TD_GELU_TANH : TD_GELU_ERF}};
+    return unary(TD_OP_GELU, "gelu", x, true, &p);
+}
+
+/* NAN leaves a side open; an integer x with a fractional bound computes in float32. */
+td_tensor *td_clamp(td_tensor *x, double lo, double hi) {
+    td_op_params p = {.clamp = {lo, hi, !isnan(lo), !isnan(hi)}};
+    bool whole = (isnan(lo) || is_whole(lo)) && (isnan(hi) || is_whole(hi));
+    return unary(TD_OP_CLAMP, "clamp", x, !whole, &p);
+}
+
+td_tensor *td__gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_approx) {
+    TD_CHECK_ARG(dy, "gelu_backward");
+    TD_CHECK_ARG(x, "gelu_backward");
+    td_dtype dt = td_dtype_promote(dy->dtype, x->dtype);
+    if (!td_dtype_is_float(dt))
+        TD_FAIL_NULL(TD_ERR_DTYPE, "gelu_backward: dy (%s) and x (%s) must be floating", td_dtype_name(dy->dtype),
+                     td_dtype_name(x->dtype));
+    td_op_params p = {.gelu = {tanh_approx ? TD_GELU_TANH : TD_GELU_ERF}};
+    td_tensor *in[2] = {cast_kept(dy, dt), cast_kept(x, dt)};
+    td_tensor *out = in[0] && in[1] ? run_elementwise(TD_OP_GELU_BACKWARD, "gelu_backward", 2, in, dt, &p) : NULL;
+    td_release(in[0]);
+    td_release(in[1]);
+    return out;
+}

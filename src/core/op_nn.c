@@ -1,0 +1,169 @@
+/*
+** Front-ends of the row-wise nn primitives: softmax, log_softmax, layer_norm
+** and cross_entropy (with the fused backward autograd calls). Each makes its
+** operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op.
+*/
+#include "internal.h"
+
+/* Keep t contiguous for the duration of a front-end (NULL stays NULL). */
+static td_tensor *contig(td_tensor *t) { return t ? td_keep(td_contiguous(t)) : NULL; }
+
+static bool check_float(const td_tensor *t, const char *op, const char *arg) {
+    if (td_dtype_is_float(t->dtype)) return true;
+    TD_ERR(TD_ERR_DTYPE, "%s: %s must be a floating-point tensor, got %s", op, arg, td_dtype_name(t->dtype));
+    return false;
+}
+
+static td_tensor *softmax_common(td_tensor *x, int dim, td_op_kind kind, const char *name) {
+    TD_CHECK_ARG(x, name);
+    if (!check_float(x, name, "x")) return NULL;
+    int d = dim;
+    if (!td__wrap_dim(&d, x->ndim, name)) return NULL;
+    if (x->ndim > 0 && d != x->ndim - 1)
+        TD_FAIL_NULL(TD_ERR_MISUSE, "%s: only the last dim is supported (got dim %d of a %d-d tensor); transpose first",
+                     name, dim, x->ndim);
+    td_tensor *xc = contig(x);
+    td_tensor *out = xc ? td__alloc(x->ndim, x->shape, x->dtype, x->storage->device) : NULL;
+    td_status st = out ? td__dispatch(kind, 1, &xc, NULL, 1, &out, NULL) : td_last_status();
+    td_release(xc);
+    if (st != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
+    return td__scope_add(out);
+}
+
+td_tensor *td_softmax(td_tensor *x, int dim) { return softmax_common(x, dim, TD_OP_SOFTMAX, "softmax"); }
+td_tensor *td_log_softmax(td_tensor *x, int dim) { return softmax_common(x, dim, TD_OP_LOG_SOFTMAX, "log_softmax"); }
+
+/* weight/bias of layer_norm: absent, or shaped like x's last n dims, dtype of x */
+static bool check_affine(const td_tensor *p, const td_tensor *x, int n, const char *arg) {
+    if (!p) return true;
+    if (!td__check_arg(p, "layer_norm", arg)) return false;
+    bool ok = p->ndim == n;
+    for (int i = 0; ok && i < n; i++) ok = p->shape[i] == x->shape[x->ndim - n + i];
+    if (!ok) {
+        char a[96], b[96];
+        TD_ERR(TD_ERR_SHAPE, "layer_norm: %s has shape %s, expected %s (the normalized dims)", arg,
+               td__shape_str(p->ndim, p->shape, a, sizeof a), td__shape_str(n, x->shape + x->ndim - n, b, sizeof b));
+        return false;
+    }
+    if (p->dtype != x->dtype) {
+        TD_ERR(TD_ERR_DTYPE, "layer_norm: %s is %s but x is %s", arg, td_dtype_name(p->dtype), td_dtype_name(x->dtype));
+        return false;
+    }
+    return true;
+}
+
+td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps) {
+    TD_CHECK_ARG(x, "layer_norm");
+    if (!check_float(x, "layer_norm", "x")) return NULL;
+    if (n_norm < 1 || n_norm > x->ndim)
+        TD_FAIL_NULL(TD_ERR_SHAPE, "layer_norm: n_norm %d outside [1, %d] for a %d-d input", n_norm, x->ndim, x->ndim);
+    if (!check_affine(weight, x, n_norm, "weight") || !check_affine(bias, x, n_norm, "bias")) return NULL;
+    int64_t rows = td__numel(x->ndim - n_norm, x->shape);
+    td_device dev = x->storage->device;
+    td_tensor *in[3] = {contig(x), contig(weight), contig(bias)};
+    /* mean and rstd per row are outputs too, so that autograd can save them */
+    td_tensor *out[3] = {NULL, NULL, NULL};
+    td_status st = TD_ERR_OOM;
+    if (in[0] && (!weight || in[1]) && (!bias || in[2]) && (out[0] = td__alloc(x->ndim, x->shape, x->dtype, dev)) &&
+        (out[1] = td__alloc(1, &rows, x->dtype, dev)) && (out[2] = td__alloc(1, &rows, x->dtype, dev))) {
+        td_op_params p = {.norm = {eps}};
+        st = td__dispatch(TD_OP_LAYER_NORM, 3, in, NULL, 3, out, &p);
+    }
+    for (int i = 0; i < 3; i++) td_release(in[i]);
+    td_release(out[1]);
+    td_release(out[2]);
+    if (st != TD_OK) {
+        td_release(out[0]);
+        return NULL;
+    }
+    return td__scope_add(out[0]);
+}
+
+/* Shared checks of cross_entropy and its backward: logits [N, C] with target
+** [N], or logits [C] with a 0-d target; int64 target; weight [C]. */
+static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_tensor *weight,
+                       double label_smoothing, int reduction) {
+    if (!check_float(logits, op, "logits")) return false;
+    char a[96], b[96];
+    td__shape_str(logits->ndim, logits->shape, a, sizeof a);
+    td__shape_str(target->ndim, target->shape, b, sizeof b);
+    if (target->dtype != TD_I64)
+        return TD_ERR(TD_ERR_DTYPE, "%s: target must be int64 class ids, got %s", op, td_dtype_name(target->dtype)),
+               false;
+    bool ok = (logits->ndim == 2 && target->ndim == 1 && target->shape[0] == logits->shape[0]) ||
+              (logits->ndim == 1 && target->ndim == 0);
+    if (!ok) return TD_ERR(TD_ERR_SHAPE, "%s: logits %s and target %s do not fit ([N, C] with [N], or [C] with [])", op, a, b), false;
+    int64_t C = logits->shape[logits->ndim - 1];
+    if (C < 1) return TD_ERR(TD_ERR_SHAPE, "%s: logits %s have no classes", op, a), false;
+    if (weight) {
+        if (!td__check_arg(weight, op, "weight")) return false;
+        if (weight->ndim != 1 || weight->shape[0] != C)
+            return TD_ERR(TD_ERR_SHAPE, "%s: weight has shape %s, expected [%lld]", op,
+                          td__shape_str(weight->ndim, weight->shape, b, sizeof b), (long long)C), false;
+        if (weight->dtype != logits->dtype)
+            return TD_ERR(TD_ERR_DTYPE, "%s: weight is %s but logits are %s", op, td_dtype_name(weight->dtype),
+                          td_dtype_name(logits->dtype)), false;
+    }
+    if (!(label_smoothing >= 0 && label_smoothing <= 1))
+        return TD_ERR(TD_ERR_MISUSE, "%s: label_smoothing %g outside [0, 1]", op, label_smoothing), false;
+    if (reduction != TD_REDUCTION_NONE && reduction != TD_REDUCTION_MEAN && reduction != TD_REDUCTION_SUM)
+        return TD_ERR(TD_ERR_MISUSE, "%s: unknown reduction %d (use TD_REDUCTION_NONE, _MEAN or _SUM)", op, reduction),
+               false;
+    return true;
+}
+
+td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                            double label_smoothing, int reduction) {
+    TD_CHECK_ARG(logits, "cross_entropy");
+    TD_CHECK_ARG(target, "cross_entropy");
+    if (!check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) return NULL;
+    td_tensor *in[3] = {contig(logits), contig(target), contig(weight)}, *out = NULL;
+    td_status st = td_last_status();
+    if (in[0] && in[1] && (!weight || in[2])) {
+        bool none = reduction == TD_REDUCTION_NONE;
+        out = td__alloc(none ? target->ndim : 0, target->shape, logits->dtype, logits->storage->device);
+        td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
+        st = out ? td__dispatch(TD_OP_CROSS_ENTROPY, 3, in, NULL, 1, &out, &p) : td_last_status();
+    }
+    for (int i = 0; i < 3; i++) td_release(in[i]);
+    if (st != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
+    return td__scope_add(out);
+}
+
+td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
+                                      int64_t ignore_index, double label_smoothing, int reduction) {
+    const char *op = "cross_entropy_backward";
+    TD_CHECK_ARG(dloss, op);
+    TD_CHECK_ARG(logits, op);
+    TD_CHECK_ARG(target, op);
+    if (!check_xent(op, logits, target, weight, label_smoothing, reduction)) return NULL;
+    bool none = reduction == TD_REDUCTION_NONE;
+    bool fits = none ? dloss->ndim == target->ndim && td__numel(dloss->ndim, dloss->shape) == td__numel(target->ndim, target->shape)
+                     : td__numel(dloss->ndim, dloss->shape) == 1;
+    if (!fits) {
+        char a[96];
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: dloss has shape %s, expected the loss's shape", op,
+                     td__shape_str(dloss->ndim, dloss->shape, a, sizeof a));
+    }
+    td_tensor *dl = td_keep(td_cast(dloss, logits->dtype));
+    td_tensor *in[4] = {contig(dl), contig(logits), contig(target), contig(weight)}, *out = NULL;
+    td_release(dl);
+    td_status st = td_last_status();
+    if (in[0] && in[1] && in[2] && (!weight || in[3])) {
+        out = td__alloc(logits->ndim, logits->shape, logits->dtype, logits->storage->device);
+        td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
+        st = out ? td__dispatch(TD_OP_CROSS_ENTROPY_BACKWARD, 4, in, NULL, 1, &out, &p) : td_last_status();
+    }
+    for (int i = 0; i < 4; i++) td_release(in[i]);
+    if (st != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
+    return td__scope_add(out);
+}

@@ -1,0 +1,40 @@
+/*
+** nn.Linear: y = x W^T + b. x [..., in], W [out, in], b [out] -> [..., out].
+*/
+#include "nn_internal.h"
+
+typedef struct linear_ctx {
+    int64_t in, out;
+    bool bias;
+} linear_ctx;
+
+static td_tensor *linear_forward(td_module *m, td_tensor *x) {
+    linear_ctx *c = m->ctx;
+    int nd = td_ndim(x);
+    if (nd < 1 || td_size(x, -1) != c->in) {
+        char s[96];
+        TD_FAIL_NULL(TD_ERR_SHAPE, "Linear: expected input [..., %lld], got shape %s", (long long)c->in,
+                     td__shape_str(nd, td_shape(x), s, sizeof s));
+    }
+    return td_linear(x, td__param(m, 0), c->bias ? td__param(m, 1) : NULL);
+}
+
+static const td_module_i linear_iface = {.type = "Linear", .forward = linear_forward, .free_ctx = NULL};
+
+td_module *td_linear_new(int64_t in_features, int64_t out_features, bool bias) {
+    if (in_features <= 0 || out_features <= 0)
+        TD_FAIL_NULL(TD_ERR_MISUSE, "Linear: sizes must be positive, got in %lld, out %lld", (long long)in_features,
+                     (long long)out_features);
+    td_module *m = td__module_alloc(&linear_iface, sizeof(linear_ctx));
+    if (!m) return NULL;
+    *(linear_ctx *)m->ctx = (linear_ctx){in_features, out_features, bias};
+    int64_t wshape[2] = {out_features, in_features};
+    td_status st = td__module_add_param(m, "weight", td__new_param(2, wshape));
+    if (st == TD_OK && bias) st = td__module_add_param(m, "bias", td__new_param(1, &out_features));
+    if (st == TD_OK) st = td__init_linear_like(td__param(m, 0), bias ? td__param(m, 1) : NULL);
+    if (st != TD_OK) {
+        td_module_free(m);
+        return NULL;
+    }
+    return m;
+}

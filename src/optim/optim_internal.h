@@ -1,0 +1,46 @@
+/*
+** optim internals.
+** defines: struct td_optimizer, the per-algorithm table, per-parameter state.
+*/
+#ifndef TRIDENT_OPTIM_INTERNAL_H
+#define TRIDENT_OPTIM_INTERNAL_H
+
+#include "nn/nn_internal.h"
+#include "trident/optim.h"
+
+#define TD_OPTIM_SLOTS 3
+
+/* Per-parameter state: the step counter and up to three state tensors. */
+typedef struct td_param_state {
+    td_tensor *param; /* retained */
+    int group;
+    int64_t step;
+    td_tensor *slot[TD_OPTIM_SLOTS]; /* +1, NULL until the first step or when unused */
+} td_param_state;
+
+/* One algorithm: its name, state slot names (as in PyTorch's state) and update. */
+typedef struct td_optim_algo {
+    const char *name;
+    const char *slot_names[TD_OPTIM_SLOTS];
+    /* Which slots options o needs. */
+    bool (*uses_slot)(const td_optim_options *o, int slot);
+    /* Check options, naming the algorithm; TD_OK or TD_ERR_MISUSE. */
+    td_status (*validate)(const td_optim_options *o);
+    /* One fused update of ps with gradient g (contiguous); slots exist. */
+    td_status (*update)(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool first_step);
+} td_optim_algo;
+
+struct td_optimizer {
+    const td_optim_algo *algo;
+    td_optim_options *groups;
+    int n_groups;
+    td_param_state *p;
+    int n, cap;
+};
+
+extern const td_optim_algo td_optim_sgd, td_optim_adam, td_optim_adamw, td_optim_rmsprop;
+
+td_optimizer *td__optimizer_new(const td_optim_algo *algo, int n, td_tensor *const *params,
+                                const td_optim_options *opt);
+
+#endif /* TRIDENT_OPTIM_INTERNAL_H */

@@ -1,0 +1,241 @@
+/* td_gradcheck over every differentiable op of the op table (f64, central
+** differences, PyTorch's tolerances). Inputs are drawn from a printed seed
+** (TD_SEED overrides it) and kept away from kinks: values that need grad lie
+** in +-[0.1, 1], so relu/abs/clamp/max never sit on a corner and ties have
+** probability zero. every_op_has_a_case fails when an op is added to the table
+** without a case here. */
+#include "runner.h"
+
+#define GC_CASES(X)                                                                                           \
+    X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
+    X(SQRT) X(RSQRT) X(SIN) X(COS) X(TANH) X(SIGMOID) X(RELU) X(GELU) X(SILU) X(CLAMP) X(SUM) X(MEAN) X(MAX)  \
+    X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
+    X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)
+#define TESTS(X) GC_CASES(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
+
+/* ---- inputs ---- */
+enum { G, P, C, CP, IDX, MASK }; /* grad +-[0.1,1]; grad [0.5,1.5]; const; const positive; int64 [0,range); bool */
+typedef struct in_spec {
+    int kind;
+    int64_t range; /* IDX */
+    int ndim;
+    int64_t shape[4];
+} in_spec;
+#define S(kind, ndim, ...) {kind, 0, ndim, {__VA_ARGS__}}
+#define SI(range, ndim, ...) {IDX, range, ndim, {__VA_ARGS__}}
+
+static uint64_t rng_state;
+static double uniform(void) { /* xorshift64*, [0, 1) */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+
+static td_tensor *make_input(const in_spec *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= s->shape[i];
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        double u = uniform();
+        switch (s->kind) {
+        case G: v[i] = (uniform() < 0.5 ? -1 : 1) * (0.1 + 0.9 * u); break;
+        case P: case CP: v[i] = 0.5 + u; break;
+        case C: v[i] = 2 * u - 1; break;
+        case IDX: v[i] = (double)(int64_t)(u * (double)s->range); break;
+        case MASK: v[i] = u < 0.5; break;
+        }
+    }
+    td_dtype dt = s->kind == IDX ? TD_I64 : s->kind == MASK ? TD_BOOL : TD_F64;
+    td_scope_begin();
+    td_tensor *f = ASSERT_TENSOR(td_from_data(v, s->ndim, s->shape, TD_F64, TD_CPU));
+    td_tensor *t = ASSERT_TENSOR(td_keep(td_cast(f, dt)));
+    td_scope_end();
+    free(v);
+    if (s->kind == G || s->kind == P) ASSERT_OK(td_set_requires_grad(t, true));
+    return t;
+}
+
+static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *specs) {
+    uint64_t seed = getenv("TD_SEED") ? strtoull(getenv("TD_SEED"), NULL, 0) : 0x7D5EED;
+    rng_state = seed * 0x9E3779B97F4A7C15ull + (uint64_t)strlen(name) * 7919 + (uint64_t)name[0];
+    if (!rng_state) rng_state = 1;
+    fprintf(stderr, "  %s: seed %llu (TD_SEED)\n", name, (unsigned long long)seed);
+    td_tensor *in[4];
+    for (int i = 0; i < n; i++) in[i] = make_input(&specs[i]);
+    td_scope_begin();
+    ASSERT_OK(td_gradcheck(fn, NULL, n, in, NULL));
+    td_scope_end();
+    for (int i = 0; i < n; i++) td_release(in[i]);
+}
+
+#define CASE(NAME, N, ...)                                                                                    \
+    TEST(NAME) {                                                                                              \
+        static const in_spec specs[N] = {__VA_ARGS__};                                                        \
+        run_case(#NAME, f_##NAME, N, specs);                                                                  \
+    }
+#define FN(NAME) static td_tensor *f_##NAME(void *user, int n, td_tensor *const *x)
+#define UNUSED (void)user, (void)n
+
+/* ---- one function and one case per op ---- */
+FN(COPY) { UNUSED; return td_contiguous(td_transpose(x[0], 0, 1)); }
+CASE(COPY, 1, S(G, 2, 3, 4))
+FN(ADD) { UNUSED; return td_add(x[0], x[1]); }
+CASE(ADD, 2, S(G, 2, 3, 4), S(G, 1, 4))
+FN(SUB) { UNUSED; return td_sub(x[0], x[1]); }
+CASE(SUB, 2, S(G, 2, 2, 3), S(G, 2, 2, 1))
+FN(MUL) { UNUSED; return td_mul(x[0], x[1]); }
+CASE(MUL, 2, S(G, 2, 3, 1), S(G, 2, 1, 4))
+FN(DIV) { UNUSED; return td_div(x[0], x[1]); }
+CASE(DIV, 2, S(G, 2, 3, 4), S(P, 2, 3, 4))
+FN(POW) { UNUSED; return td_pow(x[0], x[1]); }
+CASE(POW, 2, S(P, 2, 3, 4), S(G, 2, 3, 4))
+FN(MAXIMUM) { UNUSED; return td_maximum(x[0], x[1]); }
+CASE(MAXIMUM, 2, S(G, 2, 3, 4), S(G, 1, 4))
+FN(MINIMUM) { UNUSED; return td_minimum(x[0], x[1]); }
+CASE(MINIMUM, 2, S(G, 2, 3, 4), S(G, 2, 3, 4))
+FN(WHERE) { UNUSED; return td_where(x[0], x[1], x[2]); }
+CASE(WHERE, 3, S(MASK, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4))
+FN(NEG) { UNUSED; return td_neg(x[0]); }
+CASE(NEG, 1, S(G, 2, 2, 3))
+FN(ABS) { UNUSED; return td_abs(x[0]); }
+CASE(ABS, 1, S(G, 2, 2, 3))
+FN(EXP) { UNUSED; return td_exp(x[0]); }
+CASE(EXP, 1, S(G, 2, 2, 3))
+FN(LOG) { UNUSED; return td_log(x[0]); }
+CASE(LOG, 1, S(P, 2, 2, 3))
+FN(SQRT) { UNUSED; return td_sqrt(x[0]); }
+CASE(SQRT, 1, S(P, 2, 2, 3))
+FN(RSQRT) { UNUSED; return td_rsqrt(x[0]); }
+CASE(RSQRT, 1, S(P, 2, 2, 3))
+FN(SIN) { UNUSED; return td_sin(x[0]); }
+CASE(SIN, 1, S(G, 2, 2, 3))
+FN(COS) { UNUSED; return td_cos(x[0]); }
+CASE(COS, 1, S(G, 2, 2, 3))
+FN(TANH) { UNUSED; return td_tanh(x[0]); }
+CASE(TANH, 1, S(G, 2, 2, 3))
+FN(SIGMOID) { UNUSED; return td_sigmoid(x[0]); }
+CASE(SIGMOID, 1, S(G, 2, 2, 3))
+FN(RELU) { UNUSED; return td_relu(x[0]); }
+CASE(RELU, 1, S(G, 2, 3, 4))
+FN(GELU) { UNUSED; return td_add(td_gelu(x[0], false), td_mul_scalar(td_gelu(x[0], true), 0.5)); } /* both forms */
+CASE(GELU, 1, S(G, 2, 3, 4))
+FN(SILU) { UNUSED; return td_silu(x[0]); }
+CASE(SILU, 1, S(G, 2, 2, 3))
+FN(CLAMP) { UNUSED; return td_add(td_clamp(x[0], -0.55, 0.45), td_clamp(x[0], NAN, 0.05)); }
+CASE(CLAMP, 1, S(G, 2, 4, 5))
+FN(SUM) { UNUSED; return td_sum(x[0], 2, (int[]){0, 2}, false); }
+CASE(SUM, 1, S(G, 3, 2, 3, 4))
+FN(MEAN) { UNUSED; return td_mean(x[0], 1, (int[]){1}, true); }
+CASE(MEAN, 1, S(G, 3, 2, 3, 4))
+FN(MAX) { UNUSED; return td_amax(x[0], 1, (int[]){1}, false); }
+CASE(MAX, 1, S(G, 3, 2, 3, 4))
+FN(MIN) { UNUSED; return td_amin(x[0], 0, NULL, false); }
+CASE(MIN, 1, S(G, 2, 3, 4))
+FN(VAR) { UNUSED; return td_add(td_var(x[0], 1, (int[]){1}, 1, false), td_sum(td_var(x[0], 0, NULL, 0, true), 0, NULL, false)); }
+CASE(VAR, 1, S(G, 2, 3, 4))
+FN(LOGSUMEXP) { UNUSED; return td_logsumexp(x[0], 1, (int[]){-1}, false); }
+CASE(LOGSUMEXP, 1, S(G, 2, 3, 4))
+FN(MATMUL) { UNUSED; return td_matmul(x[0], x[1]); }
+CASE(MATMUL, 2, S(G, 3, 2, 3, 4), S(G, 2, 4, 2))
+FN(SOFTMAX) { UNUSED; return td_softmax(x[0], -1); }
+CASE(SOFTMAX, 1, S(G, 2, 2, 4))
+FN(LOG_SOFTMAX) { UNUSED; return td_log_softmax(x[0], -1); }
+CASE(LOG_SOFTMAX, 1, S(G, 2, 2, 4))
+FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last without */
+    UNUSED;
+    return td_add(td_layer_norm(x[0], 2, x[1], x[2], 1e-5), td_layer_norm(x[0], 1, NULL, NULL, 1e-5));
+}
+CASE(LAYER_NORM, 3, S(G, 3, 2, 2, 3), S(G, 2, 2, 3), S(G, 2, 2, 3))
+FN(CROSS_ENTROPY) { /* class weights, label smoothing and an ignored row (target 0) */
+    UNUSED;
+    return td_add(td_cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),
+                  td_sum(td_cross_entropy(x[0], x[1], NULL, -100, 0, TD_REDUCTION_NONE), 0, NULL, false));
+}
+CASE(CROSS_ENTROPY, 3, S(G, 2, 4, 5), SI(5, 1, 4), S(CP, 1, 5))
+FN(CONV2D) { /* stride 2x1, padding 1, and a grouped dilated one */
+    UNUSED;
+    td_tensor *a = td_conv2d(x[0], x[1], x[2], (int[]){2, 1}, (int[]){1, 1}, (int[]){1, 1}, 1);
+    td_tensor *b = td_conv2d(x[0], x[3], NULL, (int[]){1, 1}, (int[]){2, 1}, (int[]){2, 1}, 2);
+    return td_add(td_sum(a, 0, NULL, false), td_mul(td_sum(b, 0, NULL, false), td_sum(a, 0, NULL, false)));
+}
+CASE(CONV2D, 4, S(G, 4, 2, 2, 4, 4), S(G, 4, 3, 2, 3, 3), S(G, 1, 3), S(G, 4, 2, 1, 2, 2))
+FN(MAX_POOL2D) { UNUSED; return td_max_pool2d(x[0], (int[]){2, 2}, (int[]){2, 1}, (int[]){1, 0}, NULL); }
+CASE(MAX_POOL2D, 1, S(G, 4, 1, 2, 4, 5))
+FN(AVG_POOL2D) {
+    UNUSED;
+    return td_add(td_avg_pool2d(x[0], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}, false),
+                  td_avg_pool2d(x[0], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}, true));
+}
+CASE(AVG_POOL2D, 1, S(G, 4, 1, 2, 5, 5))
+FN(EMBEDDING) { UNUSED; return td_embedding(x[0], x[1]); }
+CASE(EMBEDDING, 2, S(G, 2, 6, 3), SI(6, 2, 2, 4))
+FN(INDEX_SELECT) { UNUSED; return td_index_select(x[0], 1, x[1]); }
+CASE(INDEX_SELECT, 2, S(G, 2, 3, 4), SI(4, 1, 6))
+FN(GATHER) { UNUSED; return td_gather(x[0], 1, x[1]); }
+CASE(GATHER, 2, S(G, 2, 3, 4), SI(4, 2, 3, 5))
+FN(SCATTER_ADD) { UNUSED; return td_scatter_add(x[0], 0, x[1], x[2]); }
+CASE(SCATTER_ADD, 3, S(G, 2, 3, 4), SI(3, 2, 2, 4), S(G, 2, 2, 4))
+FN(CAT) { UNUSED; return td_cat(3, x, 0); }
+CASE(CAT, 3, S(G, 2, 2, 3), S(C, 2, 1, 3), S(G, 2, 4, 3))
+FN(DROPOUT) { UNUSED; return td_dropout(x[0], 0.3, 7, 0); }
+CASE(DROPOUT, 1, S(G, 2, 4, 5))
+
+/* the view ops autograd records besides the table: permute, slice with a
+** step, select, expand, reshape/squeeze/unsqueeze */
+FN(views) {
+    UNUSED;
+    td_tensor *t = td_slice(td_permute(x[0], (int[]){2, 0, 1}), 0, 1, 4, 2); /* [4,2,3] -> [2,2,3] */
+    td_tensor *e = td_expand(td_reshape(x[1], 2, (int64_t[]){1, 3}), 3, (int64_t[]){2, 2, 3});
+    td_tensor *s = td_squeeze(td_unsqueeze(td_select(x[0], 1, 2), 0), 0); /* [2,4] */
+    return td_add(td_mul(t, e), td_reshape(td_sum(s, 1, (int[]){1}, false), 3, (int64_t[]){1, 2, 1}));
+}
+CASE(views, 2, S(G, 3, 2, 3, 4), S(G, 1, 3))
+
+TEST(every_op_has_a_case) {
+    static const int covered[] = {
+#define KIND_(N) TD_OP_##N,
+        GC_CASES(KIND_)
+#undef KIND_
+    };
+    int n = (int)(sizeof covered / sizeof covered[0]);
+    for (int k = 0; k < TD_OP_COUNT; k++) {
+        bool has = false;
+        for (int i = 0; i < n; i++) has |= covered[i] == k;
+        if (td_op_info((td_op_kind)k)->differentiable && !has)
+            TEST_FAIL_("differentiable op %s has no gradcheck case", td_op_name((td_op_kind)k));
+        if (has && !td_op_info((td_op_kind)k)->differentiable)
+            TEST_FAIL_("op %s has a gradcheck case but is not differentiable", td_op_name((td_op_kind)k));
+    }
+}
+
+/* a custom function whose backward is off by 1% must fail, naming the element */
+static td_status sq_fwd(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
+    (void)n_in, (void)n_out;
+    out[0] = td_mul(in[0], in[0]);
+    return td_ctx_save_for_backward(ctx, 1, in);
+}
+static td_status sq_bwd_wrong(td_function_ctx *ctx, int n_out, td_tensor *const *dy, int n_in, td_tensor **dx) {
+    (void)n_out, (void)n_in;
+    dx[0] = td_mul(dy[0], td_mul_scalar(td_ctx_saved(ctx, 0), 2.02));
+    return TD_OK;
+}
+static const td_function wrong_square = {"wrong_square", sq_fwd, sq_bwd_wrong};
+FN(wrong) {
+    (void)user;
+    td_tensor *y;
+    return td_function_apply(&wrong_square, NULL, n, x, 1, &y) == TD_OK ? y : NULL;
+}
+
+TEST(gradcheck_catches_a_wrong_formula) {
+    double v[3] = {0.5, -1, 2};
+    int64_t three = 3;
+    td_tensor *x = ASSERT_TENSOR(td_from_data(v, 1, &three, TD_F64, TD_CPU));
+    ASSERT_OK(td_set_requires_grad(x, true));
+    ASSERT_ERROR(td_gradcheck(f_wrong, NULL, 1, &x, NULL), TD_ERR_STATE, "input 0 element 2, output element 2");
+    td_tensor *xf = ASSERT_TENSOR(td_cast(td_detach(x), TD_F32));
+    ASSERT_OK(td_set_requires_grad(xf, true));
+    ASSERT_ERROR(td_gradcheck(f_wrong, NULL, 1, &xf, NULL), TD_ERR_DTYPE, "float64");
+    td_release(xf);
+    td_release(x);
+}
+
+TEST_MAIN(TESTS)

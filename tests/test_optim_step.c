@@ -1,0 +1,304 @@
+/* Fused optimizer updates (Adam/AdamW, SGD, RMSprop): three steps of every
+** flag combination against double loops written here, the double loops and
+** the kernels against PyTorch (tests/fixtures/optim_steps.h), and errors. */
+#include "runner.h"
+#include "test_seed.h"
+
+#include "fixtures/optim_steps.h"
+
+#define TESTS(X)                                                                                                       \
+    X(reference_matches_torch)                                                                                         \
+    X(torch_fixture) X(adam_variants) X(adam_large) X(sgd_variants) X(rmsprop_variants) X(adam_errors) X(sgd_errors)   \
+        X(rmsprop_errors)
+
+/* ---- double-precision references (torch.optim formulas, foreach=False) ---- */
+
+/* st[0..2]: adam (m, v, vmax); sgd (buf); rmsprop (square_avg, buf, grad_avg) */
+static void reference_step(const optim_fixture *c, int step, int64_t n, double *p, const double *grad, double **st) {
+    for (int64_t i = 0; i < n; i++) {
+        double g = c->maximize ? -grad[i] : grad[i];
+        if (c->kind == OPTIM_ADAM) {
+            double *m = &st[0][i], *v = &st[1][i], *vmax = &st[2][i];
+            if (c->decoupled)
+                p[i] *= 1 - c->lr * c->wd;
+            else
+                g += c->wd * p[i];
+            *m = c->b1 * *m + (1 - c->b1) * g;
+            *v = c->b2 * *v + (1 - c->b2) * g * g;
+            double vv = *v;
+            if (c->amsgrad) vv = *vmax = fmax(*vmax, *v);
+            double bc1 = 1 - pow(c->b1, step), bc2 = 1 - pow(c->b2, step);
+            p[i] -= c->lr / bc1 * *m / (sqrt(vv) / sqrt(bc2) + c->eps);
+        } else if (c->kind == OPTIM_SGD) {
+            double *buf = &st[0][i];
+            g += c->wd * p[i];
+            if (c->momentum != 0) {
+                *buf = step == 1 ? g : c->momentum * *buf + (1 - c->dampening) * g;
+                g = c->nesterov ? g + c->momentum * *buf : *buf;
+            }
+            p[i] -= c->lr * g;
+        } else {
+            double *sq = &st[0][i], *buf = &st[1][i], *gavg = &st[2][i], alpha = c->b1;
+            g += c->wd * p[i];
+            *sq = alpha * *sq + (1 - alpha) * g * g;
+            double avg;
+            if (c->centered) {
+                *gavg = alpha * *gavg + (1 - alpha) * g;
+                avg = sqrt(*sq - *gavg * *gavg) + c->eps;
+            } else {
+                avg = sqrt(*sq) + c->eps;
+            }
+            if (c->momentum > 0) {
+                *buf = c->momentum * *buf + g / avg;
+                p[i] -= c->lr * *buf;
+            } else {
+                p[i] -= c->lr * g / avg;
+            }
+        }
+    }
+}
+
+/* ---- the same steps through Trident ---- */
+
+static td_tensor *tensor_of(const double *v, int64_t n, td_dtype dt) {
+    return ASSERT_TENSOR(td_cast(ASSERT_TENSOR(td_from_data(v, 1, &n, TD_F64, TD_CPU)), dt));
+}
+
+static void to_host(td_tensor *t, double *v, int64_t n) {
+    ASSERT_OK(td_copy_to_host(t, v, (size_t)n * sizeof *v, TD_F64));
+}
+
+/* One step of c on param with state tensors s[0..2] (NULL where unused). */
+static td_status trident_step(const optim_fixture *c, int step, td_tensor *param, td_tensor *grad, td_tensor **s) {
+    switch (c->kind) {
+    case OPTIM_ADAM:
+        return td_adam_update(param, grad, s[0], s[1], s[2], c->lr, c->b1, c->b2, c->eps, c->wd, step, c->decoupled,
+                              c->amsgrad, c->maximize);
+    case OPTIM_SGD:
+        return td_sgd_update(param, grad, s[0], c->lr, c->momentum, c->dampening, c->wd, c->nesterov, step == 1,
+                             c->maximize);
+    default:
+        return td_rmsprop_update(param, grad, s[0], s[1], s[2], c->lr, c->b1, c->eps, c->wd, c->momentum, c->centered,
+                                 c->maximize);
+    }
+}
+
+/* Which states the configuration needs. */
+static void states_used(const optim_fixture *c, bool used[3]) {
+    used[0] = c->kind != OPTIM_SGD || c->momentum != 0;
+    used[1] = c->kind == OPTIM_ADAM || (c->kind == OPTIM_RMSPROP && c->momentum > 0);
+    used[2] = (c->kind == OPTIM_ADAM && c->amsgrad) || (c->kind == OPTIM_RMSPROP && c->centered);
+}
+
+/* Run STEPS steps in dtype dt from p0 with grads[step][n]; the parameter after
+** each step goes to after[step][n] (states are checked through the parameter). */
+static void run_trident(const optim_fixture *c, td_dtype dt, int64_t n, const double *p0, double *const *grads,
+                        double **after) {
+    bool used[3];
+    states_used(c, used);
+    td_tensor *param = tensor_of(p0, n, dt), *s[3] = {0};
+    for (int k = 0; k < 3; k++)
+        if (used[k]) s[k] = ASSERT_TENSOR(td_zeros(1, &n, dt, TD_CPU));
+    for (int step = 1; step <= OPTIM_STEPS; step++) {
+        ASSERT_OK(trident_step(c, step, param, tensor_of(grads[step - 1], n, dt), s));
+        to_host(param, after[step - 1], n);
+    }
+}
+
+static void compare(const char *what, const double *got, const double *want, int64_t n, double rtol, double atol) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= atol + rtol * fabs(want[i])))
+            TEST_FAIL_("%s, element %lld: got %.12g, want %.12g (diff %.3g)", what, (long long)i, got[i], want[i],
+                       fabs(got[i] - want[i]));
+}
+
+TEST(reference_matches_torch) {
+    /* the double loops above reproduce PyTorch on its own fixture */
+    for (size_t f = 0; f < sizeof optim_fixtures / sizeof optim_fixtures[0]; f++) {
+        const optim_fixture *c = &optim_fixtures[f];
+        double p[OPTIM_N], s[3][OPTIM_N] = {{0}}, *st[3] = {s[0], s[1], s[2]};
+        memcpy(p, c->p0, sizeof p);
+        for (int step = 1; step <= OPTIM_STEPS; step++) {
+            reference_step(c, step, OPTIM_N, p, c->grad[step - 1], st);
+            compare(c->name, p, c->p[step - 1], OPTIM_N, 1e-13, 1e-15);
+        }
+    }
+}
+
+TEST(torch_fixture) {
+    td_dtype dts[2] = {TD_F64, TD_F32};
+    double rtol[2] = {1e-12, 2e-6}, atol[2] = {1e-14, 2e-7};
+    for (size_t f = 0; f < sizeof optim_fixtures / sizeof optim_fixtures[0]; f++)
+        for (int k = 0; k < 2; k++) {
+            const optim_fixture *c = &optim_fixtures[f];
+            double after[OPTIM_STEPS][OPTIM_N], *ap[OPTIM_STEPS], *gp[OPTIM_STEPS];
+            for (int s = 0; s < OPTIM_STEPS; s++) ap[s] = after[s], gp[s] = (double *)c->grad[s];
+            run_trident(c, dts[k], OPTIM_N, c->p0, gp, ap);
+            for (int s = 0; s < OPTIM_STEPS; s++) {
+                char what[96];
+                snprintf(what, sizeof what, "%s %s step %d", c->name, td_dtype_name(dts[k]), s + 1);
+                compare(what, after[s], c->p[s], OPTIM_N, rtol[k], atol[k]);
+            }
+        }
+}
+
+/* Random p0 and grads, STEPS steps in each dtype vs the double reference. */
+static void check_config(const optim_fixture *c, int64_t n) {
+    double *p0 = malloc((size_t)n * sizeof(double)), *grads[OPTIM_STEPS], *after[OPTIM_STEPS], *want[OPTIM_STEPS];
+    double *st[3];
+    for (int64_t i = 0; i < n; i++) p0[i] = test_uniform(-1, 1);
+    for (int s = 0; s < OPTIM_STEPS; s++) {
+        grads[s] = malloc((size_t)n * sizeof(double));
+        after[s] = malloc((size_t)n * sizeof(double));
+        want[s] = malloc((size_t)n * sizeof(double));
+        for (int64_t i = 0; i < n; i++) grads[s][i] = test_uniform(-1, 1);
+    }
+    for (int k = 0; k < 3; k++) st[k] = calloc((size_t)n, sizeof(double));
+    memcpy(want[0], p0, (size_t)n * sizeof(double));
+    for (int s = 0; s < OPTIM_STEPS; s++) {
+        if (s) memcpy(want[s], want[s - 1], (size_t)n * sizeof(double));
+        reference_step(c, s + 1, n, want[s], grads[s], st);
+    }
+    td_dtype dts[4] = {TD_F64, TD_F32, TD_F16, TD_BF16};
+    /* the last two: a few ulps of |p| <= ~1.1 (half inputs are rounded too) */
+    double rtol[4] = {1e-12, 1e-5, 4e-3, 3e-2}, atol[4] = {1e-14, 1e-6, 4e-3, 3e-2};
+    for (int k = 0; k < 4; k++) {
+        run_trident(c, dts[k], n, p0, grads, after);
+        for (int s = 0; s < OPTIM_STEPS; s++) {
+            char what[160];
+            snprintf(what, sizeof what, "%s kind %d wd %g mom %g damp %g nest %d dec %d ams %d max %d cen %d step %d",
+                     td_dtype_name(dts[k]), c->kind, c->wd, c->momentum, c->dampening, c->nesterov, c->decoupled,
+                     c->amsgrad, c->maximize, c->centered, s + 1);
+            compare(what, after[s], want[s], n, rtol[k], atol[k]);
+        }
+    }
+    free(p0);
+    for (int s = 0; s < OPTIM_STEPS; s++) free(grads[s]), free(after[s]), free(want[s]);
+    for (int k = 0; k < 3; k++) free(st[k]);
+}
+
+TEST(adam_variants) {
+    test_seed();
+    for (int bits = 0; bits < 16; bits++) {
+        optim_fixture c = {.kind = OPTIM_ADAM, .lr = 0.01, .b1 = 0.9, .b2 = 0.99, .eps = 1e-8};
+        c.wd = bits & 1 ? 0.1 : 0;
+        c.decoupled = (bits >> 1) & 1;
+        c.amsgrad = (bits >> 2) & 1;
+        c.maximize = (bits >> 3) & 1;
+        check_config(&c, 37); /* 4 AVX2 vectors and a tail of 5 */
+    }
+}
+
+TEST(adam_large) {
+    /* several threads and blocks, AMSGrad and AdamW on */
+    test_seed();
+    optim_fixture c = {
+        .kind = OPTIM_ADAM, .lr = 3e-4, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = 0.01, .decoupled = 1, .amsgrad = 1};
+    check_config(&c, 100003);
+}
+
+TEST(sgd_variants) {
+    test_seed();
+    double moms[2] = {0, 0.9}, damps[2] = {0, 0.2};
+    for (int bits = 0; bits < 32; bits++) {
+        optim_fixture c = {.kind = OPTIM_SGD, .lr = 0.05};
+        c.momentum = moms[bits & 1];
+        c.dampening = damps[(bits >> 1) & 1];
+        c.nesterov = (bits >> 2) & 1;
+        c.wd = (bits >> 3) & 1 ? 0.02 : 0;
+        c.maximize = (bits >> 4) & 1;
+        if (c.nesterov && (c.momentum == 0 || c.dampening != 0)) continue; /* invalid, see sgd_errors */
+        check_config(&c, 21);
+    }
+}
+
+TEST(rmsprop_variants) {
+    test_seed();
+    for (int bits = 0; bits < 16; bits++) {
+        optim_fixture c = {.kind = OPTIM_RMSPROP, .lr = 0.01, .b1 = 0.9, .eps = 1e-8};
+        c.centered = bits & 1;
+        c.momentum = (bits >> 1) & 1 ? 0.5 : 0;
+        c.wd = (bits >> 2) & 1 ? 0.01 : 0;
+        c.maximize = (bits >> 3) & 1;
+        check_config(&c, 21);
+    }
+}
+
+TEST(adam_errors) {
+    int64_t n = 4, n5 = 5, s2[2] = {2, 2};
+    td_tensor *p = ASSERT_TENSOR(td_zeros(1, &n, TD_F32, TD_CPU)), *g = ASSERT_TENSOR(td_ones(1, &n, TD_F32, TD_CPU));
+    td_tensor *m = ASSERT_TENSOR(td_zeros(1, &n, TD_F32, TD_CPU)), *v = ASSERT_TENSOR(td_zeros(1, &n, TD_F32, TD_CPU));
+#define ADAM_(P, G, M, V, X, lr, b1, b2, step, ams)                                                                    \
+    td_adam_update(P, G, M, V, X, lr, b1, b2, 1e-8, 0, step, false, ams, false)
+    ASSERT_ERROR(ADAM_(p, td_ones(1, &n5, TD_F32, TD_CPU), m, v, NULL, 0.1, 0.9, 0.99, 1, false), TD_ERR_SHAPE,
+                 "adam_update: grad [5] does not match param [4]");
+    ASSERT_ERROR(ADAM_(p, g, td_zeros(1, &n, TD_F64, TD_CPU), v, NULL, 0.1, 0.9, 0.99, 1, false), TD_ERR_DTYPE,
+                 "m has dtype float64 but param has float32");
+    td_tensor *strided =
+        ASSERT_TENSOR(td_select(td_transpose(td_zeros(2, (int64_t[]){4, 2}, TD_F32, TD_CPU), 0, 1), 0, 0));
+    ASSERT_ERROR(ADAM_(p, g, m, strided, NULL, 0.1, 0.9, 0.99, 1, false), TD_ERR_MISUSE, "v is not contiguous");
+    ASSERT_ERROR(ADAM_(p, g, m, v, NULL, 0.1, 0.9, 0.99, 1, true), TD_ERR_MISUSE,
+                 "amsgrad needs the state tensor vmax");
+    ASSERT_ERROR(ADAM_(p, g, m, v, NULL, -0.1, 0.9, 0.99, 1, false), TD_ERR_MISUSE, "lr = -0.1 is outside");
+    ASSERT_ERROR(ADAM_(p, g, m, v, NULL, NAN, 0.9, 0.99, 1, false), TD_ERR_MISUSE, "lr = nan");
+    ASSERT_ERROR(ADAM_(p, g, m, v, NULL, 0.1, 1.0, 0.99, 1, false), TD_ERR_MISUSE, "beta1 = 1 is outside [0, 1)");
+    ASSERT_ERROR(ADAM_(p, g, m, v, NULL, 0.1, 0.9, -0.5, 1, false), TD_ERR_MISUSE, "beta2");
+    ASSERT_ERROR(ADAM_(p, g, m, v, NULL, 0.1, 0.9, 0.99, 0, false), TD_ERR_MISUSE, "step = 0");
+    ASSERT_ERROR(ADAM_(p, NULL, m, v, NULL, 0.1, 0.9, 0.99, 1, false), TD_ERR_MISUSE, "'grad' is NULL");
+    td_tensor *pi = ASSERT_TENSOR(td_zeros(1, &n, TD_I32, TD_CPU));
+    ASSERT_ERROR(ADAM_(pi, pi, pi, pi, NULL, 0.1, 0.9, 0.99, 1, false), TD_ERR_DTYPE, "param has dtype int32");
+    ASSERT_ERROR(td_adam_update(p, g, m, v, NULL, 0.1, 0.9, 0.99, -1, 0, 1, false, false, false), TD_ERR_MISUSE, "eps");
+    ASSERT_ERROR(td_adam_update(p, g, m, v, NULL, 0.1, 0.9, 0.99, 1e-8, INFINITY, 1, false, false, false),
+                 TD_ERR_MISUSE, "weight_decay");
+    ASSERT_ERROR(ADAM_(td_reshape(p, 2, s2), g, m, v, NULL, 0.1, 0.9, 0.99, 1, false), TD_ERR_SHAPE, "does not match");
+    /* nothing above touched the tensors; a valid call still works */
+    ASSERT_OK(ADAM_(p, g, m, v, NULL, 0.1, 0.9, 0.99, 1, false));
+    double pv[4];
+    to_host(p, pv, 4);
+    ASSERT_NEAR(pv[0], -0.1, 1e-6);
+#undef ADAM_
+}
+
+TEST(sgd_errors) {
+    int64_t n = 3;
+    td_tensor *p = ASSERT_TENSOR(td_zeros(1, &n, TD_F64, TD_CPU)), *g = ASSERT_TENSOR(td_ones(1, &n, TD_F64, TD_CPU));
+    ASSERT_ERROR(td_sgd_update(p, g, NULL, 0.1, 0.9, 0, 0, false, true, false), TD_ERR_MISUSE,
+                 "sgd_update: momentum needs the state tensor buf");
+    ASSERT_ERROR(td_sgd_update(p, g, NULL, 0.1, 0, 0, 0, true, true, false), TD_ERR_MISUSE,
+                 "nesterov needs momentum > 0");
+    td_tensor *b = ASSERT_TENSOR(td_zeros(1, &n, TD_F64, TD_CPU));
+    ASSERT_ERROR(td_sgd_update(p, g, b, 0.1, 0.9, 0.1, 0, true, true, false), TD_ERR_MISUSE, "dampening 0");
+    ASSERT_ERROR(td_sgd_update(p, g, b, 0.1, -0.9, 0, 0, false, true, false), TD_ERR_MISUSE, "momentum = -0.9");
+    ASSERT_ERROR(td_sgd_update(p, g, b, INFINITY, 0.9, 0, 0, false, true, false), TD_ERR_MISUSE, "lr = inf");
+    ASSERT_ERROR(td_sgd_update(p, g, b, 0.1, 0.9, NAN, 0, false, true, false), TD_ERR_MISUSE, "dampening = nan");
+    ASSERT_ERROR(td_sgd_update(p, td_ones(1, &n, TD_F32, TD_CPU), NULL, 0.1, 0, 0, 0, false, true, false), TD_ERR_DTYPE,
+                 "grad has dtype float32");
+    ASSERT_ERROR(td_sgd_update(NULL, g, NULL, 0.1, 0, 0, 0, false, true, false), TD_ERR_MISUSE, "NULL");
+    /* plain SGD needs no buffer */
+    ASSERT_OK(td_sgd_update(p, g, NULL, 0.5, 0, 0, 0, false, true, false));
+    double pv[3];
+    to_host(p, pv, 3);
+    ASSERT_NEAR(pv[2], -0.5, 0);
+}
+
+TEST(rmsprop_errors) {
+    int64_t n = 3;
+    td_tensor *p = ASSERT_TENSOR(td_zeros(1, &n, TD_BF16, TD_CPU)), *g = ASSERT_TENSOR(td_ones(1, &n, TD_BF16, TD_CPU));
+    td_tensor *sq = ASSERT_TENSOR(td_zeros(1, &n, TD_BF16, TD_CPU));
+    ASSERT_ERROR(td_rmsprop_update(p, g, sq, NULL, NULL, 0.01, 0.99, 1e-8, 0, 0.5, false, false), TD_ERR_MISUSE,
+                 "momentum needs the state tensor buf");
+    ASSERT_ERROR(td_rmsprop_update(p, g, sq, NULL, NULL, 0.01, 0.99, 1e-8, 0, 0, true, false), TD_ERR_MISUSE,
+                 "centered needs the state tensor grad_avg");
+    ASSERT_ERROR(td_rmsprop_update(p, g, NULL, NULL, NULL, 0.01, 0.99, 1e-8, 0, 0, false, false), TD_ERR_MISUSE,
+                 "'square_avg' is NULL");
+    ASSERT_ERROR(td_rmsprop_update(p, g, sq, NULL, NULL, 0.01, 1.5, 1e-8, 0, 0, false, false), TD_ERR_MISUSE,
+                 "alpha = 1.5 is outside [0, 1]");
+    ASSERT_ERROR(td_rmsprop_update(p, g, sq, NULL, NULL, 0.01, 0.99, 1e-8, -1, 0, false, false), TD_ERR_MISUSE,
+                 "weight_decay = -1");
+    ASSERT_OK(td_rmsprop_update(p, g, sq, NULL, NULL, 0.01, 0.99, 1e-8, 0, 0, false, false));
+    double pv[3];
+    to_host(p, pv, 3);
+    ASSERT_NEAR(pv[0], -0.1, 1e-3); /* -lr * 1 / sqrt(0.01) */
+}
+
+TEST_MAIN(TESTS)
