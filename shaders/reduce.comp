@@ -147,13 +147,15 @@ void main() {
                 for (uint j = t; j < pc.n_red; j += WG) s += ACC(exp(float(load(base, j) - m)));
             s = wg_reduce(s, R_ADD);
             if (t == 0u) store(r, nan ? ACC(0.0 / 0.0) : isinf(m) ? m : m + ACC(log(float(s))));
-        } else if (OP == 4u) { // two passes: mean, then squared deviations
+        } else if (OP == 4u) { // two passes over data shifted by its first element k:
+            // mean of (x - k), then squared deviations; exact 0 for constant rows
+            ACC k = pc.n_red > 0u ? load(base, 0u) : ACC(0);
             ACC s = ACC(0);
-            for (uint j = t; j < pc.n_red; j += WG) s += load(base, j);
+            for (uint j = t; j < pc.n_red; j += WG) s += load(base, j) - k;
             ACC mean = wg_reduce(s, R_ADD) / ACC(pc.n_red);
             ACC q = ACC(0);
             for (uint j = t; j < pc.n_red; j += WG) {
-                ACC dx = load(base, j) - mean;
+                ACC dx = load(base, j) - k - mean;
                 q += dx * dx;
             }
             q = wg_reduce(q, R_ADD);

@@ -54,8 +54,10 @@ td_status vk_op_ARANGE(vk_dev *d, const td_op *op) {
     bool writes[1] = {true};
     uint32_t sc[4] = {0}, spec[2] = {WG, 1};
     td_dtype dt = op->out[0].dtype;
-    vk_scalar(sc, 0, dt, op->p.arange.start);
-    vk_scalar(sc, 1, dt, op->p.arange.step);
+    /* u8 steps may be negative: they go in as int32 bits and wrap in the shader's uint math */
+    td_dtype sdt = dt == TD_U8 ? TD_I32 : dt;
+    vk_scalar(sc, 0, sdt, op->p.arange.start);
+    vk_scalar(sc, 1, sdt, op->p.arange.step);
     td_operand flat = op->out[0]; /* one dim, so the element index is the flat index */
     flat.ndim = 1, flat.shape[0] = td_operand_numel(&op->out[0]), flat.strides[0] = 1;
     views[0] = &flat;

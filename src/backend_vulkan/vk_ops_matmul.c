@@ -28,23 +28,34 @@ typedef struct vk_pc_matmul {
 } vk_pc_matmul;
 static_assert(sizeof(vk_pc_matmul) == 84, "vk_pc_matmul must match shaders/matmul.comp");
 
+/* Batch dim i of the nb = max(a, b) - 2 batch dims, right-aligned: its size and
+** each operand's stride (0 when absent or broadcast). */
+static int64_t batch_dim(const td_operand *a, const td_operand *b, int nb, int i, int64_t *sa, int64_t *sb) {
+    int ja = i - (nb + 2 - a->ndim), jb = i - (nb + 2 - b->ndim);
+    int64_t na = ja < 0 ? 1 : a->shape[ja], nbb = jb < 0 ? 1 : b->shape[jb];
+    *sa = ja < 0 || na == 1 ? 0 : a->strides[ja];
+    *sb = jb < 0 || nbb == 1 ? 0 : b->strides[jb];
+    return na > nbb ? na : nbb;
+}
+
+/* out is contiguous with (batches x M x N) elements; the core may fold batch
+** dims into M (a [B*M, K] for out [B, M, N]), so M comes from a, not out. */
 bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
     (void)d;
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
-    return op->n_in == 2 && vk_is_float(a->dtype) && a->dtype == b->dtype && o->dtype == a->dtype && a->ndim >= 2 &&
-           b->ndim >= 2 && o->ndim >= 2 && a->ndim <= o->ndim && b->ndim <= o->ndim;
-}
-
-/* stride of batch dim i (of out's ndim - 2 batch dims) in operand v, 0 when absent or broadcast */
-static int64_t batch_stride(const td_operand *v, int out_ndim, int i) {
-    int j = i - (out_ndim - v->ndim);
-    return j < 0 || v->shape[j] == 1 ? 0 : v->strides[j];
+    if (op->n_in != 2 || !vk_is_float(a->dtype) || a->dtype != b->dtype || o->dtype != a->dtype || a->ndim < 2 ||
+        b->ndim < 2 || a->shape[a->ndim - 1] != b->shape[b->ndim - 2] || !td_operand_is_contiguous(o))
+        return false;
+    int nb = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
+    int64_t n = a->shape[a->ndim - 2] * b->shape[b->ndim - 1], sa, sb;
+    for (int i = 0; i < nb; i++) n *= batch_dim(a, b, nb, i, &sa, &sb);
+    return n == td_operand_numel(o);
 }
 
 static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
-    int nd = o->ndim;
-    vk_pc_matmul pc = {.M = (uint32_t)o->shape[nd - 2], .N = (uint32_t)o->shape[nd - 1],
+    int nd = (a->ndim > b->ndim ? a->ndim : b->ndim);
+    vk_pc_matmul pc = {.M = (uint32_t)a->shape[a->ndim - 2], .N = (uint32_t)b->shape[b->ndim - 1],
                        .K = (uint32_t)a->shape[a->ndim - 1]};
     pc.a_rs = (uint32_t)a->strides[a->ndim - 2], pc.a_cs = (uint32_t)a->strides[a->ndim - 1];
     pc.b_rs = (uint32_t)b->strides[b->ndim - 2], pc.b_cs = (uint32_t)b->strides[b->ndim - 1];
@@ -52,7 +63,7 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     int64_t bs[TD_MAX_DIMS], as_[TD_MAX_DIMS], bbs[TD_MAX_DIMS];
     int nb = 0;
     for (int i = 0; i < nd - 2; i++) {
-        int64_t size = o->shape[i], sa = batch_stride(a, nd, i), sb = batch_stride(b, nd, i);
+        int64_t sa, sb, size = batch_dim(a, b, nd - 2, i, &sa, &sb);
         if (size == 1) continue;
         if (nb > 0 && as_[nb - 1] == sa * size && bbs[nb - 1] == sb * size) {
             bs[nb - 1] *= size, as_[nb - 1] = sa, bbs[nb - 1] = sb;
