@@ -4,7 +4,9 @@
 //   window of output (i, j): rows i s0 - p0 .. + KH, cols j s1 - p1 .. + KW, clipped to the plane
 //   OP 0 max:  y = max over the window, idx = h W + v of the max (int64); NaN wins, as in
 //              PyTorch's "val > max || isnan(val)" scan starting at the first valid tap
-//   OP 1 max backward:  dx[h, v] = sum of dy over outputs whose idx is h W + v
+//   OP 1 max backward:  dx[h, v] = sum of dy over outputs whose idx is h W + v (the
+//              outputs whose window holds (h, v); every output of the plane when
+//              the geometry is not given, KH = 0)
 //   OP 2 avg:  y = sum / divisor; divisor = window size with padding (clipped to
 //              H + p, W + p) when count_include_pad, else the valid taps
 //   OP 3 avg backward: dx[h, v] = sum over outputs whose window holds (h, v) of dy / divisor
@@ -67,11 +69,15 @@ void main() {
             }
         } else {
             uint v = e % pc.W, h = (e / pc.W) % pc.H, plane = e / (pc.W * pc.H);
-            // outputs i with i s0 - p0 <= h < i s0 - p0 + KH
-            int i0 = max(0, (int(h) + pc.p0 - int(pc.KH)) / int(pc.s0) + 1), i1 = min(int(pc.Ho) - 1, (int(h) + pc.p0) / int(pc.s0));
-            int j0 = max(0, (int(v) + pc.p1 - int(pc.KW)) / int(pc.s1) + 1), j1 = min(int(pc.Wo) - 1, (int(v) + pc.p1) / int(pc.s1));
-            if (int(h) + pc.p0 - int(pc.KH) < 0) i0 = 0;
-            if (int(v) + pc.p1 - int(pc.KW) < 0) j0 = 0;
+            // outputs i with i s0 - p0 <= h < i s0 - p0 + KH (all of them when KH = 0)
+            int i0 = 0, i1 = int(pc.Ho) - 1, j0 = 0, j1 = int(pc.Wo) - 1;
+            if (pc.KH != 0u) {
+                int hh = int(h) + pc.p0, vv = int(v) + pc.p1;
+                i0 = hh - int(pc.KH) < 0 ? 0 : (hh - int(pc.KH)) / int(pc.s0) + 1;
+                j0 = vv - int(pc.KW) < 0 ? 0 : (vv - int(pc.KW)) / int(pc.s1) + 1;
+                i1 = min(i1, hh / int(pc.s0));
+                j1 = min(j1, vv / int(pc.s1));
+            }
             ACC s = ACC(0);
             uint me = h * pc.W + v;
             for (int i = i0; i <= i1; i++)

@@ -8,9 +8,11 @@
 */
 #include "vulkan_harness.h"
 #include "trident/kernel.h"
+#include "trident/nn.h"
+#include "trident/optim.h"
 
 #define TESTS(X) \
-    X(device_info) X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) \
+    X(device_info) X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn) \
     X(out_of_memory) X(bench)
 
 TEST(device_info) {
@@ -206,6 +208,58 @@ TEST(capture_replay) {
     for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i] + 3 * 2 * (x[i] > 0 ? x[i] : 0), 1e-5);
     be->iface->graph_free(g);
     ASSERT_ERROR(be->iface->capture_end(0, &g), TD_ERR_STATE, "without");
+    check_clean();
+}
+
+/* Three training steps of a small W2-shaped CNN (conv-relu-pool twice, linear,
+** cross entropy, Adam) on one random batch, from one seed on cpu and vulkan:0:
+** the losses must agree and fall. Exercises nn, autograd and the optimizer
+** through Vulkan. */
+static void train_steps(td_device dev, double *losses, int steps) {
+    td_manual_seed(42);
+    const int k3[2] = {3, 3}, s1[2] = {1, 1}, p1[2] = {1, 1}, d1[2] = {1, 1}, k2[2] = {2, 2};
+    td_module *layers[] = {td_conv2d_new(1, 4, k3, s1, p1, d1, 1, true), td_relu_new(),
+                           td_max_pool2d_new(k2, k2, (int[2]){0, 0}), td_conv2d_new(4, 8, k3, s1, p1, d1, 1, true),
+                           td_relu_new(), td_max_pool2d_new(k2, k2, (int[2]){0, 0}), td_flatten_new(1, -1),
+                           td_linear_new(8 * 3 * 3, 10, true)};
+    td_module *m = td_sequential_new(8, layers);
+    ASSERT(m);
+    ASSERT_OK(td_module_to(m, dev));
+    td_tensor *params[16];
+    int np = td_module_parameters(m, params, 16);
+    td_optim_options o = td_adam_defaults(1e-2);
+    td_optimizer *opt = td_adam_new(np, params, &o);
+    ASSERT(opt);
+    for (int step = 0; step < steps; step++) {
+        td_scope_begin();
+        int64_t xs[4] = {8, 1, 12, 12};
+        td_tensor *x = ASSERT_TENSOR(td_rand(4, xs, 7, 0, TD_F32, TD_CPU));
+        int64_t ids[8];
+        for (int i = 0; i < 8; i++) ids[i] = (i * 3) % 10;
+        td_tensor *y = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){8}, TD_I64, TD_CPU));
+        td_tensor *logits = ASSERT_TENSOR(td_module_forward(m, td_to(x, dev)));
+        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, td_to(y, dev), NULL, -100, 0.0, TD_REDUCTION_MEAN));
+        losses[step] = td_item(loss);
+        td_optimizer_zero_grad(opt);
+        ASSERT_OK(td_backward(loss, NULL, false));
+        ASSERT_OK(td_optimizer_step(opt));
+        td_scope_end();
+    }
+    td_optimizer_free(opt);
+    td_module_free(m);
+}
+
+TEST(train_cnn) {
+    setup();
+    double lc[3], lv[3];
+    train_steps(TD_CPU, lc, 3);
+    train_steps(TD_VULKAN(0), lv, 3);
+    for (int i = 0; i < 3; i++) {
+        printf("  step %d: cpu %.6f vulkan %.6f\n", i, lc[i], lv[i]);
+        fflush(stdout);
+        ASSERT_NEAR(lv[i], lc[i], 1e-4 * (1 + fabs(lc[i])));
+    }
+    ASSERT(lv[2] < lv[0]);
     check_clean();
 }
 

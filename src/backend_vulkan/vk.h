@@ -81,6 +81,7 @@ typedef struct vk_caps {
     uint32_t api_version, vendor, subgroup_size;
     bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
     bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
+    bool atomic_float_add; /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
     bool coopmat_f16;       /* NV cooperative matrix 16x16x16 f16 x f16 -> f32 at subgroup scope, usable */
     bool memory_model;      /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
     float timestamp_period; /* ns per tick */

@@ -132,7 +132,9 @@ static const char *probe(vk_dev *d) {
                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
 
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = atomic_float_ext ? &fat : NULL};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
     vkGetPhysicalDeviceFeatures2(p, &f2);
@@ -146,6 +148,7 @@ static const char *probe(vk_dev *d) {
     c->fp64 = f2.features.shaderFloat64;
     c->int16 = f2.features.shaderInt16;
     c->atomic_float = atomic_float_ext;
+    c->atomic_float_add = atomic_float_ext && fat.shaderBufferFloat32AtomicAdd;
 
     const VkPhysicalDeviceLimits *lim = &d->props.limits;
     c->timestamps = lim->timestampComputeAndGraphics && lim->timestampPeriod > 0;
@@ -322,15 +325,18 @@ static td_status create_device(vk_dev *d) {
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->qfam,
                                    .queueCount = 1, .pQueuePriorities = &prio};
-    const char *exts[4];
+    const char *exts[5];
     uint32_t ne = 0;
     if (c->push_descriptor) exts[ne++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     if (c->memory_budget) exts[ne++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
     if (c->coopmat_f16) exts[ne++] = "VK_NV_cooperative_matrix";
+    if (c->atomic_float_add) exts[ne++] = "VK_EXT_shader_atomic_float";
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+                                                        .shaderBufferFloat32AtomicAdd = VK_TRUE};
     VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
                                                       .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = c->coopmat_f16 ? &fcm : NULL,
+                                            .pNext = c->atomic_float_add ? (void *)&fat : NULL,
                                             .storageBuffer8BitAccess = c->storage8,
                                             .shaderFloat16 = c->fp16_arith,
                                             .shaderInt8 = c->int8_arith,
@@ -338,6 +344,8 @@ static td_status create_device(vk_dev *d) {
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12, .storageBuffer16BitAccess = c->storage16};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    fat.pNext = c->coopmat_f16 ? &fcm : NULL;
+    if (!c->atomic_float_add) f12.pNext = c->coopmat_f16 ? &fcm : NULL;
     f2.features.shaderInt64 = c->int64;
     f2.features.shaderFloat64 = c->fp64;
     f2.features.shaderInt16 = c->int16;

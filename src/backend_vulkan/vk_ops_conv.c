@@ -4,6 +4,8 @@
 ** contiguous NCHW. Backward passes gather instead of scattering, so results
 ** are deterministic and need no float atomics.
 */
+#include <string.h>
+
 #include "vk_ops.h"
 
 #define WG 256
@@ -103,36 +105,63 @@ static td_status pool(vk_dev *d, const td_op *op, uint32_t code, const td_operan
                        vk_groups(td_operand_numel(out), WG), 1, 1);
 }
 
+static bool geometry_ok(const td_op *op) {
+    return op->p.pool.stride[0] >= 1 && op->p.pool.stride[1] >= 1 && op->p.pool.kernel[0] >= 1 &&
+           op->p.pool.kernel[1] >= 1;
+}
+
 static bool pool_ok(const td_op *op) {
     const td_operand *a = &op->in[0];
-    return vk_is_float(a->dtype) && a->ndim == 4 && op->out[0].ndim == 4 && op->out[0].dtype == a->dtype &&
-           op->p.pool.stride[0] >= 1 && op->p.pool.stride[1] >= 1 && op->p.pool.kernel[0] >= 1 &&
-           op->p.pool.kernel[1] >= 1;
+    return vk_is_float(a->dtype) && a->ndim == 4 && op->out[0].ndim == 4 && op->out[0].dtype == a->dtype;
 }
 
 /* in = x; out = (y, indices) */
 bool vk_supports_MAX_POOL2D(vk_dev *d, const td_op *op) {
-    return (void)d, op->n_out == 2 && pool_ok(op) && op->out[1].dtype == TD_I64;
+    return (void)d, op->n_out == 2 && pool_ok(op) && geometry_ok(op) && op->out[1].dtype == TD_I64;
 }
 td_status vk_op_MAX_POOL2D(vk_dev *d, const td_op *op) {
     return pool(d, op, POOL_MAX, &op->in[0], &op->out[1], &op->out[0], &op->in[0], &op->out[0]);
 }
 
-/* in = (dy, indices); out = dx */
+/* in = (dy, indices); out = dx. The geometry in p.pool is optional (the indices
+** alone locate each gradient): without it, f32 scatters with float atomics
+** where the device has them, and otherwise every dx element scans its plane. */
 bool vk_supports_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
     return (void)d, op->n_in == 2 && pool_ok(op) && op->in[1].dtype == TD_I64;
 }
 td_status vk_op_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
-    return pool(d, op, POOL_MAX_BWD, &op->in[0], &op->in[1], &op->out[0], &op->out[0], &op->in[0]);
+    if (geometry_ok(op) || op->out[0].dtype != TD_F32 || !d->caps.atomic_float_add) {
+        td_op scan = *op;
+        if (!geometry_ok(op)) memset(&scan.p.pool, 0, sizeof scan.p.pool);
+        return pool(d, &scan, POOL_MAX_BWD, &op->in[0], &op->in[1], &op->out[0], &op->out[0], &op->in[0]);
+    }
+    td_op zero = {.kind = TD_OP_FILL, .n_out = 1, .out = op->out};
+    td_status st = vk_op_FILL(d, &zero);
+    if (st != TD_OK) return st;
+    const td_operand *x = &op->out[0], *y = &op->in[0];
+    vk_pc_pool pc = {.NC = (uint32_t)(x->shape[0] * x->shape[1]), .H = (uint32_t)x->shape[2], .W = (uint32_t)x->shape[3],
+                     .Ho = (uint32_t)y->shape[2], .Wo = (uint32_t)y->shape[3]};
+    vk_bind bind[3];
+    st = vk_bind_view(d, y, false, &bind[0], &pc.a_off);
+    if (st == TD_OK) st = vk_bind_view(d, &op->in[1], false, &bind[1], &pc.i_off);
+    if (st == TD_OK) st = vk_bind_view(d, x, true, &bind[2], &pc.o_off);
+    if (st != TD_OK) return st;
+    uint32_t spec[1] = {WG};
+    return vk_dispatch(d, VK_SHADER_pool2d_scatter_f32, spec, 1, 3, bind, &pc, sizeof pc,
+                       vk_groups(td_operand_numel(y), WG), 1, 1);
 }
 
-bool vk_supports_AVG_POOL2D(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 1 && pool_ok(op); }
+bool vk_supports_AVG_POOL2D(vk_dev *d, const td_op *op) {
+    return (void)d, op->n_in == 1 && pool_ok(op) && geometry_ok(op);
+}
 td_status vk_op_AVG_POOL2D(vk_dev *d, const td_op *op) {
     return pool(d, op, POOL_AVG, &op->in[0], NULL, &op->out[0], &op->in[0], &op->out[0]);
 }
 
 /* in = dy; out = dx */
-bool vk_supports_AVG_POOL2D_BACKWARD(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 1 && pool_ok(op); }
+bool vk_supports_AVG_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
+    return (void)d, op->n_in == 1 && pool_ok(op) && geometry_ok(op);
+}
 td_status vk_op_AVG_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
     return pool(d, op, POOL_AVG_BWD, &op->in[0], NULL, &op->out[0], &op->out[0], &op->in[0]);
 }
