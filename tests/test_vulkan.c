@@ -12,7 +12,7 @@
 #include "trident/optim.h"
 
 #define TESTS(X) \
-    X(device_info) X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn) \
+    X(device_info) X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn) X(train_attention) \
     X(out_of_memory) X(bench)
 
 TEST(device_info) {
@@ -254,6 +254,56 @@ TEST(train_cnn) {
     double lc[3], lv[3];
     train_steps(TD_CPU, lc, 3);
     train_steps(TD_VULKAN(0), lv, 3);
+    for (int i = 0; i < 3; i++) {
+        printf("  step %d: cpu %.6f vulkan %.6f\n", i, lc[i], lv[i]);
+        fflush(stdout);
+        ASSERT_NEAR(lv[i], lc[i], 1e-4 * (1 + fabs(lc[i])));
+    }
+    ASSERT(lv[2] < lv[0]);
+    check_clean();
+}
+
+/* Two AdamW steps of a tiny GPT-style block (token embedding, layer norm,
+** causal self-attention, GELU MLP, head) on cpu and vulkan:0 from one seed. */
+static void attention_steps(td_device dev, double *losses, int steps) {
+    td_manual_seed(7);
+    enum { V = 17, E = 16, T = 6, B = 2 };
+    int64_t ln_shape[1] = {E};
+    td_module *layers[] = {td_embedding_new(V, E), td_layer_norm_new(1, ln_shape, 1e-5, true),
+                           td_multihead_attention_new(E, 2, true, true), td_linear_new(E, 4 * E, true),
+                           td_gelu_new(false), td_linear_new(4 * E, V, true)};
+    td_module *m = td_sequential_new(6, layers);
+    ASSERT(m);
+    ASSERT_OK(td_module_to(m, dev));
+    td_tensor *params[32];
+    int np = td_module_parameters(m, params, 32);
+    td_optim_options o = td_adamw_defaults(3e-3);
+    td_optimizer *opt = td_adamw_new(np, params, &o);
+    ASSERT(opt);
+    int64_t tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++) tok[i] = (i * 5 + 1) % V, tgt[i] = (i * 7 + 3) % V;
+    for (int step = 0; step < steps; step++) {
+        td_scope_begin();
+        td_tensor *x = ASSERT_TENSOR(td_to(td_from_data(tok, 2, (int64_t[]){B, T}, TD_I64, TD_CPU), dev));
+        td_tensor *y = ASSERT_TENSOR(td_to(td_from_data(tgt, 1, (int64_t[]){B * T}, TD_I64, TD_CPU), dev));
+        td_tensor *logits = ASSERT_TENSOR(td_module_forward(m, x));
+        logits = ASSERT_TENSOR(td_reshape(logits, 2, (int64_t[]){B * T, V}));
+        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, y, NULL, -100, 0.0, TD_REDUCTION_MEAN));
+        losses[step] = td_item(loss);
+        td_optimizer_zero_grad(opt);
+        ASSERT_OK(td_backward(loss, NULL, false));
+        ASSERT_OK(td_optimizer_step(opt));
+        td_scope_end();
+    }
+    td_optimizer_free(opt);
+    td_module_free(m);
+}
+
+TEST(train_attention) {
+    setup();
+    double lc[3], lv[3];
+    attention_steps(TD_CPU, lc, 3);
+    attention_steps(TD_VULKAN(0), lv, 3);
     for (int i = 0; i < 3; i++) {
         printf("  step %d: cpu %.6f vulkan %.6f\n", i, lc[i], lv[i]);
         fflush(stdout);
