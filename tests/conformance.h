@@ -386,7 +386,11 @@ static bool conf_compare(const conf_host *got, const conf_host *ref, double limi
             bad++;
         }
     }
-    double nmse = den > 0 ? err / den : err;
+    /* Outputs that should be ~0 (the variance of equal values) make sum(r^2) tiny, so
+    ** the denominator has a floor of 1e-12 per element (an RMS of 1e-6): such
+    ** outputs must then be within sqrt(limit)*1e-6 of the reference, absolutely. */
+    double floor = 1e-12 * (double)got->n;
+    double nmse = err / (den > floor ? den : floor);
     *nmse_out = nmse;
     if (bad == 0 && nmse <= limit) return true;
     int at = 0;
