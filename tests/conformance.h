@@ -389,7 +389,7 @@ static bool conf_compare(const conf_host *got, const conf_host *ref, double limi
     /* Outputs that should be ~0 (the variance of equal values) make sum(r^2) tiny, so
     ** the denominator has a floor of 1e-12 per element (an RMS of 1e-6): such
     ** outputs must then be within sqrt(limit)*1e-6 of the reference, absolutely. */
-    double floor = 1e-12 * (double)got->n;
+    double floor = 1e-12 * (double)(got->n > 0 ? got->n : 1);
     double nmse = err / (den > floor ? den : floor);
     *nmse_out = nmse;
     if (bad == 0 && nmse <= limit) return true;
