@@ -8,7 +8,7 @@
 
 #define TESTS(X) \
     X(fill_dtypes) X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float) \
-    X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) \
+    X(unary_int_clamp) X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) \
     X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) \
     X(indexing)
 
@@ -351,6 +351,44 @@ static void ref_reduce(const float *x, const int64_t *shape, const int64_t *stri
         out[o] = code == 0 ? acc[0] : code == 1 ? acc[0] / n : code == 2 ? m : code == 4 ? acc[1] / (n - 1)
                : code == 5 ? m + log(acc[2]) : (double)arg;
     }
+}
+
+/* f64 transcendentals (shaders/math64.glsl) against libm: exp, sin, cos to a
+** few ulp; gelu's 0.5 x (1 + erf) to |x| ulp(1), its cancellation. */
+TEST(unary_f64) {
+    setup();
+    enum { N = 200 };
+    double x[N], got[N], want[N];
+    for (int i = 0; i < N; i++) x[i] = 12 * srand1();
+    x[0] = 0, x[1] = 1e-300, x[2] = -700, x[3] = 700, x[4] = 1e-9, x[5] = -2.5, x[6] = 3.5, x[7] = 30;
+    int64_t shape[1] = {N};
+    td_operand in = dev_tensor(TD_F64, 1, shape, x), out = dev_tensor(TD_F64, 1, shape, NULL);
+    const td_op_kind kinds[] = {TD_OP_EXP, TD_OP_SIN, TD_OP_COS, TD_OP_TANH, TD_OP_SIGMOID, TD_OP_GELU, TD_OP_SILU};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        td_op op = {.kind = kinds[k], .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+        if (!be->iface->supports(0, &op)) TEST_SKIP("no shaderFloat64");
+        run(&op);
+        fetch(&out, got);
+        for (int i = 0; i < N; i++) {
+            double v = x[i];
+            want[i] = kinds[k] == TD_OP_EXP ? exp(v) : kinds[k] == TD_OP_SIN ? sin(v) : kinds[k] == TD_OP_COS ? cos(v)
+                    : kinds[k] == TD_OP_TANH ? tanh(v) : kinds[k] == TD_OP_SIGMOID ? 1 / (1 + exp(-v))
+                    : kinds[k] == TD_OP_GELU ? 0.5 * v * (1 + erf(v / sqrt(2.0))) : v / (1 + exp(-v));
+            double err = fabs(got[i] - want[i]), tol = 1e-300 + 4e-15 * fabs(want[i]);
+            if (kinds[k] == TD_OP_GELU) tol += 2e-15 * fabs(v); /* 0.5 x (1 + erf): absolute error ~ |x| ulp(1) */
+            if (!(err <= tol) && !(isinf(want[i]) && got[i] == want[i]))
+                TEST_FAIL_("%s(%.17g) = %.17g, want %.17g", td_op_name(kinds[k]), v, got[i], want[i]);
+        }
+    }
+    for (int i = 0; i < N; i++) x[i] = exp(20 * srand1());
+    ASSERT_OK(be->iface->write(in.buf, 0, x, sizeof x));
+    td_op lg = {.kind = TD_OP_LOG, .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+    run(&lg);
+    fetch(&out, got);
+    for (int i = 0; i < N; i++)
+        if (!(fabs(got[i] - log(x[i])) <= 4e-15 * fabs(log(x[i])) + 1e-300))
+            TEST_FAIL_("log(%.17g) = %.17g, want %.17g", x[i], got[i], log(x[i]));
+    check_clean();
 }
 
 TEST(reductions) {

@@ -182,7 +182,7 @@ VK_BINARY_(ADD, B_ADD, binary_ok(op, false))
 VK_BINARY_(SUB, B_SUB, binary_ok(op, false))
 VK_BINARY_(MUL, B_MUL, binary_ok(op, false))
 VK_BINARY_(DIV, B_DIV, binary_ok(op, false) && vk_is_float(op->in[0].dtype))
-VK_BINARY_(POW, B_POW, binary_ok(op, false) && vk_is_float(op->in[0].dtype) && op->in[0].dtype != TD_F64)
+VK_BINARY_(POW, B_POW, binary_ok(op, false) && vk_is_float(op->in[0].dtype))
 VK_BINARY_(MAXIMUM, B_MAX, binary_ok(op, false))
 VK_BINARY_(MINIMUM, B_MIN, binary_ok(op, false))
 VK_BINARY_(EQ, B_EQ, binary_ok(op, true))
@@ -193,7 +193,7 @@ VK_BINARY_(GT, B_GT, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
 VK_BINARY_(GE, B_GE, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
 
 bool vk_supports_GELU_BACKWARD(vk_dev *d, const td_op *op) {
-    return (void)d, binary_ok(op, false) && vk_is_float(op->in[0].dtype) && op->in[0].dtype != TD_F64;
+    return (void)d, binary_ok(op, false) && vk_is_float(op->in[0].dtype);
 }
 td_status vk_op_GELU_BACKWARD(vk_dev *d, const td_op *op) {
     return binary(d, op, op->p.gelu.approximate == TD_GELU_TANH ? B_GELU_TANH : B_GELU_ERF);
@@ -225,9 +225,7 @@ static bool unary_ok(const td_op *op, uint32_t code) {
     td_dtype dt = op->in[0].dtype;
     bool simple = code == U_NEG || code == U_ABS || code == U_RELU || code == U_CLAMP;
     if (dt == TD_BOOL) return false;
-    if (!vk_is_float(dt)) return simple;
-    if (dt == TD_F64) return simple || code == U_SQRT || code == U_RSQRT;
-    return true;
+    return vk_is_float(dt) || simple;
 }
 
 static td_status unary(vk_dev *d, const td_op *op, uint32_t code, const uint32_t sc[4]) {
