@@ -132,7 +132,6 @@ static bool reduce_ok(vk_dev *d, const td_op *op, uint32_t code) {
         if (code == R_SUM) return ot == TD_I64 && d->caps.int64;
         if (code != R_MAX && code != R_MIN) return false;
     }
-    if (code == R_LSE && dt == TD_F64) return false; /* no double exp/log in GLSL */
     return ot == dt;
 }
 
