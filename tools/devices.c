@@ -26,7 +26,8 @@ static void print_devices(void) {
                 continue;
             }
             printf("%s:%d  %s\n", type_names[type], i, info.name);
-            printf("        driver %s; %d compute units; subgroup %d", info.driver, info.compute_units, info.subgroup_size);
+            printf("        driver %s; %d compute units; subgroup %d", info.driver, info.compute_units,
+                   info.subgroup_size);
             if (info.total_memory) printf("; memory %.1f GiB", (double)info.total_memory / (1 << 30));
             printf("\n        fp16 %s, bf16 %s, int8 %s, coopmat %s, timestamps %s; %s\n", info.fp16 ? "yes" : "no",
                    info.bf16 ? "yes" : "no", info.int8 ? "yes" : "no", info.cooperative_matrix ? "yes" : "no",
@@ -43,9 +44,17 @@ static void probe_operands(td_op_kind k, td_dtype dt, td_operand *in, td_operand
     static char marker;
     int rank = 1;
     switch (k) {
-    case TD_OP_MATMUL: case TD_OP_CROSS_ENTROPY: case TD_OP_EMBEDDING: case TD_OP_EMBEDDING_BACKWARD: rank = 2; break;
-    case TD_OP_CONV2D: case TD_OP_CONV2D_BACKWARD_INPUT: case TD_OP_CONV2D_BACKWARD_WEIGHT: case TD_OP_MAX_POOL2D:
-    case TD_OP_MAX_POOL2D_BACKWARD: case TD_OP_AVG_POOL2D: case TD_OP_AVG_POOL2D_BACKWARD: rank = 4; break;
+    case TD_OP_MATMUL:
+    case TD_OP_CROSS_ENTROPY:
+    case TD_OP_EMBEDDING:
+    case TD_OP_EMBEDDING_BACKWARD: rank = 2; break;
+    case TD_OP_CONV2D:
+    case TD_OP_CONV2D_BACKWARD_INPUT:
+    case TD_OP_CONV2D_BACKWARD_WEIGHT:
+    case TD_OP_MAX_POOL2D:
+    case TD_OP_MAX_POOL2D_BACKWARD:
+    case TD_OP_AVG_POOL2D:
+    case TD_OP_AVG_POOL2D_BACKWARD: rank = 4; break;
     default: break;
     }
     for (int i = 0; i < 8; i++) {
@@ -57,15 +66,24 @@ static void probe_operands(td_op_kind k, td_dtype dt, td_operand *in, td_operand
         for (int d = 0; d < rank; d++) v->shape[d] = 1, v->strides[d] = 1;
     }
     switch (k) {
-    case TD_OP_EQ: case TD_OP_NE: case TD_OP_LT: case TD_OP_LE: case TD_OP_GT: case TD_OP_GE: out[0].dtype = TD_BOOL; break;
+    case TD_OP_EQ:
+    case TD_OP_NE:
+    case TD_OP_LT:
+    case TD_OP_LE:
+    case TD_OP_GT:
+    case TD_OP_GE: out[0].dtype = TD_BOOL; break;
     case TD_OP_WHERE: in[0].dtype = TD_BOOL; break;
-    case TD_OP_ARGMAX: case TD_OP_ARGMIN: out[0].dtype = TD_I64; break;
+    case TD_OP_ARGMAX:
+    case TD_OP_ARGMIN: out[0].dtype = TD_I64; break;
     case TD_OP_CROSS_ENTROPY: in[1].dtype = TD_I64, in[1].ndim = 1, in[2].ndim = 1, out[0].ndim = 0; break;
     case TD_OP_CROSS_ENTROPY_BACKWARD: in[1].ndim = 2, in[2].dtype = TD_I64, in[3].ndim = 1, out[0].ndim = 2; break;
     case TD_OP_CONV2D: in[2].ndim = 1; break;
     case TD_OP_MAX_POOL2D: out[1].dtype = TD_I64; break;
     case TD_OP_MAX_POOL2D_BACKWARD: in[1].dtype = TD_I64; break;
-    case TD_OP_EMBEDDING: case TD_OP_EMBEDDING_BACKWARD: case TD_OP_INDEX_SELECT: case TD_OP_GATHER:
+    case TD_OP_EMBEDDING:
+    case TD_OP_EMBEDDING_BACKWARD:
+    case TD_OP_INDEX_SELECT:
+    case TD_OP_GATHER:
     case TD_OP_SCATTER_ADD: in[1].dtype = TD_I64; break;
     case TD_OP_ONE_HOT: in[0].dtype = out[0].dtype = TD_I64; break;
     default: break;
@@ -73,7 +91,8 @@ static void probe_operands(td_op_kind k, td_dtype dt, td_operand *in, td_operand
     memset(p, 0, sizeof *p);
     if (k == TD_OP_CONV2D || k == TD_OP_CONV2D_BACKWARD_INPUT || k == TD_OP_CONV2D_BACKWARD_WEIGHT)
         p->conv.stride[0] = p->conv.stride[1] = p->conv.dilation[0] = p->conv.dilation[1] = p->conv.groups = 1;
-    if (k == TD_OP_MAX_POOL2D || k == TD_OP_MAX_POOL2D_BACKWARD || k == TD_OP_AVG_POOL2D || k == TD_OP_AVG_POOL2D_BACKWARD)
+    if (k == TD_OP_MAX_POOL2D || k == TD_OP_MAX_POOL2D_BACKWARD || k == TD_OP_AVG_POOL2D ||
+        k == TD_OP_AVG_POOL2D_BACKWARD)
         p->pool.kernel[0] = p->pool.kernel[1] = p->pool.stride[0] = p->pool.stride[1] = 1;
 }
 
@@ -116,7 +135,8 @@ static void print_ops(void) {
 int cmd_devices(int argc, char **argv) {
     bool ops = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ops")) ops = true;
+        if (!strcmp(argv[i], "--ops"))
+            ops = true;
         else {
             fprintf(stderr, "trident devices: unknown option '%s' (expected --ops)\n", argv[i]);
             return 2;

@@ -27,7 +27,6 @@ typedef struct vk_pc_xent {
 } vk_pc_xent;
 static_assert(sizeof(vk_pc_xent) == 56, "vk_pc_xent must match shaders/cross_entropy.comp");
 
-
 static bool softmax_ok(const td_op *op) {
     return op->n_in == 1 && op->n_out == 1 && vk_is_float(op->in[0].dtype) && op->out[0].dtype == op->in[0].dtype;
 }
@@ -58,8 +57,8 @@ enum { X_ROWS, X_FINISH, X_DENOM, X_BACKWARD };
 static bool xent_ok(const td_op *op, int first_logits) {
     const td_operand *x = &op->in[first_logits], *t = &op->in[first_logits + 1], *w = &op->in[first_logits + 2];
     return vk_is_float(x->dtype) && (x->ndim == 1 || x->ndim == 2) && t->dtype == TD_I64 &&
-           (!w->buf || w->dtype == x->dtype) && op->out[0].dtype == x->dtype &&
-           op->p.xent.ignore_index >= INT32_MIN && op->p.xent.ignore_index <= INT32_MAX;
+           (!w->buf || w->dtype == x->dtype) && op->out[0].dtype == x->dtype && op->p.xent.ignore_index >= INT32_MIN &&
+           op->p.xent.ignore_index <= INT32_MAX;
 }
 
 bool vk_supports_CROSS_ENTROPY(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 3 && xent_ok(op, 0); }
@@ -89,8 +88,10 @@ static td_status xent_run(vk_dev *d, const td_operand *dl, const td_operand *x, 
 }
 
 static vk_pc_xent xent_params(const td_op *op, const td_operand *x) {
-    vk_pc_xent pc = {.C = (uint32_t)x->shape[x->ndim - 1], .N = x->ndim == 2 ? (uint32_t)x->shape[0] : 1,
-                     .reduction = (uint32_t)op->p.xent.reduction, .ignore_index = (int32_t)op->p.xent.ignore_index,
+    vk_pc_xent pc = {.C = (uint32_t)x->shape[x->ndim - 1],
+                     .N = x->ndim == 2 ? (uint32_t)x->shape[0] : 1,
+                     .reduction = (uint32_t)op->p.xent.reduction,
+                     .ignore_index = (int32_t)op->p.xent.ignore_index,
                      .eps = (float)op->p.xent.label_smoothing};
     uint64_t bits;
     memcpy(&bits, &op->p.xent.label_smoothing, 8);
