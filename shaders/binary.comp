@@ -10,6 +10,9 @@
 // Variants: binary_<dt>, compare_<dt>.
 #include "types.glsl"
 #include "elem.glsl"
+#if A_DT == DT_F64
+#define MATH64
+#endif
 #include "math.glsl"
 
 layout(constant_id = 1) const uint OP = 0;
@@ -46,11 +49,9 @@ V apply(V x, V y) {
     case 3: return x / y;
     case 5: return isnan(x) || isnan(y) ? x + y : max(x, y);
     case 6: return isnan(x) || isnan(y) ? x + y : min(x, y);
-#if A_DT != DT_F64
     case 4: return t_pow(x, y);
     case 13: return x * gelu_grad_erf(y);
     case 14: return x * gelu_grad_tanh(y);
-#endif
 #else
     case 5: return max(x, y);
     case 6: return min(x, y);

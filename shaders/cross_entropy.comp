@@ -15,15 +15,30 @@
 //   1 finish:   one workgroup sums the scratch into out[0] (mean or sum)
 //   2 denom:    one workgroup writes sum_i w_t(i) into scratch[0] (backward of mean)
 //   3 backward: dx [N, C] -> out
-// One workgroup per row in 0 and 3. Variants xent_<float dt> (math in float).
+// One workgroup per row in 0 and 3. Variants xent_<float dt> (math in float;
+// double for f64, whose scratch holds doubles).
 // C mirror: vk_pc_xent (vk_ops_loss.c).
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;
 layout(constant_id = 1) const uint OP = 0;
 layout(local_size_x_id = 0) in;
+#if A_DT == DT_F64
+#include "math64.glsl"
+#define ACC double
+#define EXP(x) d_exp(x)
+#define LOG(x) d_log(x)
+#else
 #define ACC float
+#define EXP(x) exp(x)
+#define LOG(x) log(x)
+#endif
 #include "reduce.glsl"
+#if A_DT == DT_F64
+#define EPS packDouble2x32(uvec2(pc.eps_lo, pc.eps_hi))
+#else
+#define EPS pc.eps
+#endif
 
 layout(push_constant) uniform PC {
     uint N, C, x_off, t_off;
@@ -31,19 +46,20 @@ layout(push_constant) uniform PC {
     uint has_w, reduction; // reduction: 0 none, 1 mean, 2 sum
     int ignore_index;
     float eps;
+    uint eps_lo, eps_hi; // eps as a double, for the f64 variant
 } pc;
 
 layout(binding = 0) readonly buffer BX { ST(A_DT) x[]; };
 layout(binding = 1) readonly buffer BT { uint tg[]; };
 layout(binding = 2) readonly buffer BW { ST(A_DT) wt[]; };
 layout(binding = 3) readonly buffer BD { ST(A_DT) dl[]; };
-layout(binding = 4) buffer BS { float sc[]; };
+layout(binding = 4) buffer BS { ACC sc[]; };
 layout(binding = 5) writeonly buffer BO { ST(A_DT) o[]; };
 
-#define NAN uintBitsToFloat(0x7FC00000u)
+#define NAN ACC(uintBitsToFloat(0x7FC00000u))
 
-float xv(uint i, uint c) { return float(LD(A_DT, x[pc.x_off + i * pc.C + c])); }
-float wv(uint c) { return pc.has_w != 0u ? float(LD(A_DT, wt[pc.w_off + c])) : 1.0; }
+ACC xv(uint i, uint c) { return ACC(LD(A_DT, x[pc.x_off + i * pc.C + c])); }
+ACC wv(uint c) { return pc.has_w != 0u ? ACC(LD(A_DT, wt[pc.w_off + c])) : 1.0; }
 
 // target of row i: -1 ignored, -2 out of range, else the class
 int target(uint i) {
@@ -55,24 +71,24 @@ int target(uint i) {
 }
 
 // weight of row i's target (0 when ignored, NaN when out of range)
-float row_weight(uint i) {
+ACC row_weight(uint i) {
     int t = target(i);
-    return t == -1 ? 0.0 : t == -2 ? NAN : wv(uint(t));
+    return t == -1 ? ACC(0) : t == -2 ? NAN : wv(uint(t));
 }
 
-float lse_row(uint i, uint tid) {
-    float m = uintBitsToFloat(0xFF800000u);
+ACC lse_row(uint i, uint tid) {
+    ACC m = uintBitsToFloat(0xFF800000u);
     for (uint c = tid; c < pc.C; c += WG) m = max(m, xv(i, c));
     m = wg_reduce(m, R_MAX);
-    float s = 0.0;
-    for (uint c = tid; c < pc.C; c += WG) s += exp(xv(i, c) - m);
-    return m + log(wg_reduce(s, R_ADD));
+    ACC s = 0.0;
+    for (uint c = tid; c < pc.C; c += WG) s += EXP(xv(i, c) - m);
+    return m + LOG(wg_reduce(s, R_ADD));
 }
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
     if (OP == 1u || OP == 2u) { // single workgroup
-        float l = 0.0, w = 0.0;
+        ACC l = 0.0, w = 0.0;
         for (uint i = tid; i < pc.N; i += WG) {
             if (OP == 1u) l += sc[pc.s_off + 2u * i], w += sc[pc.s_off + 2u * i + 1u];
             else w += row_weight(i);
@@ -85,16 +101,16 @@ void main() {
         }
         return;
     }
-    float eps = pc.eps, C = float(pc.C);
+    ACC eps = EPS, C = ACC(pc.C);
     for (uint i = gl_WorkGroupID.x; i < pc.N; i += gl_NumWorkGroups.x) {
         int t = target(i);
-        float lse = lse_row(i, tid);
+        ACC lse = lse_row(i, tid);
         if (OP == 0u) {
-            float sm = 0.0; // sum_c w_c (lse - x_c)
+            ACC sm = 0.0; // sum_c w_c (lse - x_c)
             if (eps != 0.0)
                 for (uint c = tid; c < pc.C; c += WG) sm += wv(c) * (lse - xv(i, c));
             sm = wg_reduce(sm, R_ADD);
-            float loss = 0.0, w = 0.0;
+            ACC loss = 0.0, w = 0.0;
             if (t == -2) loss = NAN, w = NAN;
             else if (t >= 0) {
                 w = wv(uint(t));
@@ -105,16 +121,16 @@ void main() {
                 else sc[pc.s_off + 2u * i] = loss, sc[pc.s_off + 2u * i + 1u] = w;
             }
         } else {
-            float W = 0.0;
+            ACC W = 0.0;
             if (eps != 0.0)
                 for (uint c = tid; c < pc.C; c += WG) W += wv(c);
             W = wg_reduce(W, R_ADD);
-            float g = float(LD(A_DT, dl[pc.d_off + (pc.reduction == 0u ? i : 0u)]));
+            ACC g = ACC(LD(A_DT, dl[pc.d_off + (pc.reduction == 0u ? i : 0u)]));
             if (pc.reduction == 1u) g /= sc[pc.s_off];
-            float wt_ = t >= 0 ? wv(uint(t)) : 0.0;
+            ACC wt_ = t >= 0 ? wv(uint(t)) : 0.0;
             for (uint c = tid; c < pc.C; c += WG) {
-                float p = exp(xv(i, c) - lse);
-                float dx = (1.0 - eps) * wt_ * (p - (int(c) == t ? 1.0 : 0.0)) + eps / C * (W * p - wv(c));
+                ACC p = EXP(xv(i, c) - lse);
+                ACC dx = (1.0 - eps) * wt_ * (p - (int(c) == t ? 1.0 : 0.0)) + eps / C * (W * p - wv(c));
                 o[pc.o_off + i * pc.C + c] = SV(A_DT, t == -1 ? 0.0 : t == -2 ? NAN : g * dx);
             }
         }

@@ -1,10 +1,12 @@
-// Float helpers GLSL lacks or defines loosely: erf, a NaN-safe tanh, pow for
-// negative bases, the normal CDF and the GELU derivatives.
+// Math that GLSL lacks or defines loosely, for float and (with -DMATH64)
+// double: erf, a NaN-safe tanh, the sigmoid, pow for negative bases, the
+// normal CDF and the GELU derivatives. The shared formulas live in
+// math_body.glsl, instantiated once per type as overloads.
 #ifndef MATH_GLSL
 #define MATH_GLSL
 
-// erf(x): Taylor series near 0 (no cancellation), else 1 - erfc(|x|) with the
-// Chebyshev fit of Numerical Recipes' erfcc (fractional error < 1.2e-7).
+// erf(x) in float: Taylor series near 0 (no cancellation), else 1 - erfc(|x|)
+// with the Chebyshev fit of Numerical Recipes' erfcc (fractional error < 1.2e-7).
 float t_erf(float x) {
     float z = abs(x);
     if (z < 0.5) {
@@ -18,50 +20,36 @@ float t_erf(float x) {
               t * (-0.82215223 + t * 0.17087277)))))))));
     return x >= 0.0 ? 1.0 - r : r - 1.0;
 }
+float t_tanh_core(float x) { return tanh(clamp(x, -15.0, 15.0)); }
 
-float t_tanh(float x) { return isnan(x) ? x : tanh(clamp(x, -15.0, 15.0)); }
-float t_sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
-float t_phi_cdf(float x) { return 0.5 * (1.0 + t_erf(x * 0.70710678118654752)); }
+#define MT float
+#define M_EXP(x) exp(x)
+#define M_LOG2(x) log2(x)
+#define M_EXP2(x) exp2(x)
+#define M_TANH(x) t_tanh_core(x)
+#define M_ERF(x) t_erf(x)
+#include "math_body.glsl"
+#undef MT
+#undef M_EXP
+#undef M_LOG2
+#undef M_EXP2
+#undef M_TANH
+#undef M_ERF
 
-// a^b with C pow semantics for a <= 0 and exact small integer powers.
-float t_pow(float a, float b) {
-    if (b == 0.0) return 1.0;
-    if (isnan(a) || isnan(b)) return a + b;
-    bool b_int = b == floor(b);
-    if (b_int && abs(b) <= 64.0) {
-        float r = 1.0, p = a;
-        uint e = uint(abs(b));
-        while (e != 0u) {
-            if ((e & 1u) != 0u) r *= p;
-            p *= p;
-            e >>= 1;
-        }
-        return b < 0.0 ? 1.0 / r : r;
-    }
-    if (a < 0.0) {
-        if (!b_int) return uintBitsToFloat(0x7FC00000u);
-        float r = exp2(b * log2(-a));
-        return mod(b, 2.0) == 1.0 ? -r : r;
-    }
-    if (a == 0.0) return b > 0.0 ? 0.0 : uintBitsToFloat(0x7F800000u);
-    return exp2(b * log2(a));
+#ifdef MATH64
+#include "math64.glsl"
+double d_tanh_core(double x) {
+    double e = d_expm1(2.0LF * abs(min(abs(x), 20.0LF)));
+    double t = e / (e + 2.0LF);
+    return x < 0.0LF ? -t : t;
 }
-
-const float SQRT_2_OVER_PI = 0.79788456080286536;
-
-float gelu_tanh(float x) {
-    float u = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x);
-    return 0.5 * x * (1.0 + t_tanh(u));
-}
-
-// d/dx [x Phi(x)] = Phi(x) + x phi(x)
-float gelu_grad_erf(float x) { return t_phi_cdf(x) + x * 0.39894228040143268 * exp(-0.5 * x * x); }
-
-// d/dx [0.5 x (1 + tanh(u))], u = s (x + c x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 c x^2)
-float gelu_grad_tanh(float x) {
-    float u = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x);
-    float t = t_tanh(u);
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x);
-}
+#define MT double
+#define M_EXP(x) d_exp(x)
+#define M_LOG2(x) (d_log(x) * 1.44269504088896340736LF)
+#define M_EXP2(x) d_exp((x) * 0.69314718055994530942LF)
+#define M_TANH(x) d_tanh_core(x)
+#define M_ERF(x) d_erf(x)
+#include "math_body.glsl"
+#endif
 
 #endif

@@ -6,12 +6,16 @@
 //   OP 0 RAND:    out[i] = u_i (f16/bf16: rounded, kept below 1.0)
 //   OP 1 RANDN:   pairs (2j, 2j+1): r = sqrt(-2 ln(1 - u_2j)), angle 2 pi u_2j+1,
 //                 out = (r cos, r sin); float math with an accurate sin/cos
+//                 (double math from the same u for f64, as the CPU does)
 //   OP 2 DROPOUT: out[i] = (w_i >> 8) >= threshold ? x[i] * scale : 0
 // x (binding 0; bound to out for RAND/RANDN) and out (binding 1) are
 // contiguous. One invocation per counter (4 elements). Variants rand_<float dt>.
 // C mirror: vk_pc_rand (vk_ops_rand.c).
 #include "types.glsl"
 #include "philox.glsl"
+#if A_DT == DT_F64
+#include "math64.glsl"
+#endif
 
 layout(constant_id = 0) const uint WG = 256;
 layout(constant_id = 1) const uint OP = 0;
@@ -60,6 +64,13 @@ void main() {
         } else if (OP == 1u) {
             for (int k = 0; k < 4; k += 2) {
                 float u1 = 1.0 - philox_uniform(w[k]), u2 = philox_uniform(w[k + 1]);
+#if A_DT == DT_F64
+                double rd = sqrt(-2.0LF * d_log(double(u1)));
+                dvec2 scd = d_sincos(6.28318530717958647692LF * double(u2));
+                put(i0 + uint(k), rd * scd.y);
+                put(i0 + uint(k) + 1u, rd * scd.x);
+                continue;
+#endif
                 float r = sqrt(-2.0 * log(u1));
                 // 2 pi u2 in [0, 2 pi): take the equal angle 2 pi (u2 - 1) in [-pi, 0) past one half
                 vec2 sc = t_sincos(6.28318530717958647692 * (u2 >= 0.5 ? u2 - 1.0 : u2));

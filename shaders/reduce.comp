@@ -41,6 +41,14 @@ layout(push_constant) uniform PC {
 #endif
 #endif
 #include "reduce.glsl"
+#if A_DT == DT_F64
+#include "math64.glsl"
+#define EXP(x) d_exp(x)
+#define LOG(x) d_log(x)
+#else
+#define EXP(x) ACC(exp(float(x)))
+#define LOG(x) ACC(log(float(x)))
+#endif
 
 layout(binding = 0) readonly buffer BA { ST(A_DT) a[]; };
 layout(binding = 1) writeonly buffer BO { ST(O_DT) o[]; };
@@ -144,9 +152,9 @@ void main() {
             m = wg_reduce(m, R_MAX);
             ACC s = ACC(0);
             if (!isinf(m))
-                for (uint j = t; j < pc.n_red; j += WG) s += ACC(exp(float(load(base, j) - m)));
+                for (uint j = t; j < pc.n_red; j += WG) s += EXP(load(base, j) - m);
             s = wg_reduce(s, R_ADD);
-            if (t == 0u) store(r, nan ? ACC(0.0 / 0.0) : isinf(m) ? m : m + ACC(log(float(s))));
+            if (t == 0u) store(r, nan ? ACC(0.0 / 0.0) : isinf(m) ? m : m + LOG(s));
         } else if (OP == 4u) { // two passes over data shifted by its first element k:
             // mean of (x - k), then squared deviations; exact 0 for constant rows
             ACC k = pc.n_red > 0u ? load(base, 0u) : ACC(0);

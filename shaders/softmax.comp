@@ -1,19 +1,29 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // SOFTMAX / LOG_SOFTMAX over the last dim of a contiguous [rows, C] tensor.
-// in (binding 0), out (binding 1), dtype A_DT, math in float. One workgroup
+// in (binding 0), out (binding 1), dtype A_DT, math in float (double for f64,
+// with math64.glsl). One workgroup
 // per row (grid-stride over rows):
 //   pass 1  m = max_j x_j                      (the shift keeps exp() finite)
 //   pass 2  s = sum_j exp(x_j - m)
 //   pass 3  softmax y_j = exp(x_j - m) / s;  log_softmax y_j = x_j - m - log(s)
 // OP (specialization constant 1): 0 softmax, 1 log_softmax.
-// C mirror: vk_pc_rows (vk_ops_nn.c). Variants softmax_<f32|f16|bf16>.
+// C mirror: vk_pc_rows (vk_ops_loss.c). Variants softmax_<float dt>.
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;
 layout(constant_id = 1) const uint OP = 0;
 layout(local_size_x_id = 0) in;
+#if A_DT == DT_F64
+#include "math64.glsl"
+#define ACC double
+#define EXP(x) d_exp(x)
+#define LOG(x) d_log(x)
+#else
 #define ACC float
+#define EXP(x) exp(x)
+#define LOG(x) log(x)
+#endif
 #include "reduce.glsl"
 
 layout(push_constant) uniform PC {
@@ -27,16 +37,16 @@ void main() {
     uint t = gl_LocalInvocationID.x;
     for (uint r = gl_WorkGroupID.x; r < pc.rows; r += gl_NumWorkGroups.x) {
         uint ib = pc.in_off + r * pc.C, ob = pc.out_off + r * pc.C;
-        float m = uintBitsToFloat(0xFF800000u);
-        for (uint j = t; j < pc.C; j += WG) m = max(m, float(LD(A_DT, a[ib + j])));
+        ACC m = ACC(uintBitsToFloat(0xFF800000u));
+        for (uint j = t; j < pc.C; j += WG) m = max(m, ACC(LD(A_DT, a[ib + j])));
         m = wg_reduce(m, R_MAX);
-        float s = 0.0;
-        for (uint j = t; j < pc.C; j += WG) s += exp(float(LD(A_DT, a[ib + j])) - m);
+        ACC s = ACC(0);
+        for (uint j = t; j < pc.C; j += WG) s += EXP(ACC(LD(A_DT, a[ib + j])) - m);
         s = wg_reduce(s, R_ADD);
-        float ls = log(s), inv = 1.0 / s;
+        ACC ls = LOG(s), inv = ACC(1) / s;
         for (uint j = t; j < pc.C; j += WG) {
-            float x = float(LD(A_DT, a[ib + j])) - m;
-            o[ob + j] = SV(A_DT, OP == 0u ? exp(x) * inv : x - ls);
+            ACC x = ACC(LD(A_DT, a[ib + j])) - m;
+            o[ob + j] = SV(A_DT, OP == 0u ? EXP(x) * inv : x - ls);
         }
     }
 }

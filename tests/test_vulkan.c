@@ -6,14 +6,15 @@
 ** Validation: each case turns on TRIDENT_VULKAN_VALIDATION=1 (unless set) and
 ** fails if the Khronos validation layer reported an error.
 */
-#include "vulkan_harness.h"
 #include "trident/kernel.h"
 #include "trident/nn.h"
 #include "trident/optim.h"
+#include "vulkan_harness.h"
 
-#define TESTS(X) \
-    X(device_info) X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn) X(train_attention) \
-    X(out_of_memory) X(bench)
+#define TESTS(X)                                                                                                       \
+    X(device_info)                                                                                                     \
+    X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn)                  \
+        X(train_attention) X(out_of_memory) X(bench)
 
 TEST(device_info) {
     setup();
@@ -77,16 +78,15 @@ TEST(transfers) {
     check_clean();
 }
 
-static const char *saxpy_src =
-    "#version 450\n"
-    "layout(local_size_x = 64) in;\n"
-    "layout(binding = 0) readonly buffer X { float x[]; };\n"
-    "layout(binding = 1) buffer Y { float y[]; };\n"
-    "layout(push_constant) uniform P { float a; uint n; } p;\n"
-    "void saxpy() {\n"
-    "    uint i = gl_GlobalInvocationID.x;\n"
-    "    if (i < p.n) y[i] += p.a * x[i];\n"
-    "}\n";
+static const char *saxpy_src = "#version 450\n"
+                               "layout(local_size_x = 64) in;\n"
+                               "layout(binding = 0) readonly buffer X { float x[]; };\n"
+                               "layout(binding = 1) buffer Y { float y[]; };\n"
+                               "layout(push_constant) uniform P { float a; uint n; } p;\n"
+                               "void saxpy() {\n"
+                               "    uint i = gl_GlobalInvocationID.x;\n"
+                               "    if (i < p.n) y[i] += p.a * x[i];\n"
+                               "}\n";
 
 /* Runtime GLSL through the public kernel API, on tensors, ordered with ops. */
 TEST(glsl_kernel) {
@@ -100,7 +100,10 @@ TEST(glsl_kernel) {
     td_user_kernel *k = NULL;
     char log[4096];
     ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", &k, log, sizeof log));
-    struct { float a; uint32_t n; } push = {2.5f, N};
+    struct {
+        float a;
+        uint32_t n;
+    } push = {2.5f, N};
     uint32_t grid[3] = {(N + 63) / 64, 1, 1};
     td_tensor *args[2] = {tx, ty};
     ASSERT_OK(td_kernel_launch(k, grid, 2, args, &push, sizeof push));
@@ -133,10 +136,9 @@ TEST(glsl_errors) {
     printf("  compile log: %.120s\n", log);
     ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_CUDA, bad, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED,
                  "GLSL");
-    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", &k, log, sizeof log),
-                 TD_ERR_MISUSE, "identifier");
-    ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED,
-                 "cpu");
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", &k, log, sizeof log), TD_ERR_MISUSE,
+                 "identifier");
+    ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED, "cpu");
     /* a binding too large for one descriptor, when the device's limit is reachable */
     td_device_info info;
     ASSERT_OK(be->iface->device_info(0, &info));
@@ -218,9 +220,13 @@ TEST(capture_replay) {
 static void train_steps(td_device dev, double *losses, int steps) {
     td_manual_seed(42);
     const int k3[2] = {3, 3}, s1[2] = {1, 1}, p1[2] = {1, 1}, d1[2] = {1, 1}, k2[2] = {2, 2};
-    td_module *layers[] = {td_conv2d_new(1, 4, k3, s1, p1, d1, 1, true), td_relu_new(),
-                           td_max_pool2d_new(k2, k2, (int[2]){0, 0}), td_conv2d_new(4, 8, k3, s1, p1, d1, 1, true),
-                           td_relu_new(), td_max_pool2d_new(k2, k2, (int[2]){0, 0}), td_flatten_new(1, -1),
+    td_module *layers[] = {td_conv2d_new(1, 4, k3, s1, p1, d1, 1, true),
+                           td_relu_new(),
+                           td_max_pool2d_new(k2, k2, (int[2]){0, 0}),
+                           td_conv2d_new(4, 8, k3, s1, p1, d1, 1, true),
+                           td_relu_new(),
+                           td_max_pool2d_new(k2, k2, (int[2]){0, 0}),
+                           td_flatten_new(1, -1),
                            td_linear_new(8 * 3 * 3, 10, true)};
     td_module *m = td_sequential_new(8, layers);
     ASSERT(m);
@@ -269,9 +275,12 @@ static void attention_steps(td_device dev, double *losses, int steps) {
     td_manual_seed(7);
     enum { V = 17, E = 16, T = 6, B = 2 };
     int64_t ln_shape[1] = {E};
-    td_module *layers[] = {td_embedding_new(V, E), td_layer_norm_new(1, ln_shape, 1e-5, true),
-                           td_multihead_attention_new(E, 2, true, true), td_linear_new(E, 4 * E, true),
-                           td_gelu_new(false), td_linear_new(4 * E, V, true)};
+    td_module *layers[] = {td_embedding_new(V, E),
+                           td_layer_norm_new(1, ln_shape, 1e-5, true),
+                           td_multihead_attention_new(E, 2, true, true),
+                           td_linear_new(E, 4 * E, true),
+                           td_gelu_new(false),
+                           td_linear_new(4 * E, V, true)};
     td_module *m = td_sequential_new(6, layers);
     ASSERT(m);
     ASSERT_OK(td_module_to(m, dev));
@@ -325,7 +334,6 @@ TEST(out_of_memory) {
     check_clean();
 }
 
-
 /* Not a test: timings for the GPU machine, printed only (speed belongs in
 ** benchmarks). Runs when TRIDENT_VK_BENCH=1: matmul GFLOP/s in f32 and f16 and
 ** copy bandwidth, from timestamp events around 10 repetitions after a warm-up. */
@@ -359,7 +367,8 @@ TEST(bench) {
         td_operand in[2] = {dev_tensor(dt, 2, shape, NULL), dev_tensor(dt, 2, shape, NULL)};
         td_operand out = dev_tensor(dt, 2, shape, NULL);
         for (int i = 0; i < 2; i++) {
-            td_op r = {.kind = TD_OP_RAND, .n_out = 1, .out = &in[i], .p.rng = {.seed = 1, .offset = (uint64_t)i << 40}};
+            td_op r = {
+                .kind = TD_OP_RAND, .n_out = 1, .out = &in[i], .p.rng = {.seed = 1, .offset = (uint64_t)i << 40}};
             run(&r);
         }
         td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
@@ -376,6 +385,5 @@ TEST(bench) {
     printf("  %s\n", strstr(info.features, "coopmat_nv"));
     check_clean();
 }
-
 
 TEST_MAIN(TESTS)

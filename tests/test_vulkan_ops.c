@@ -6,11 +6,12 @@
 */
 #include "vulkan_harness.h"
 
-#define TESTS(X) \
-    X(fill_dtypes) X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float) \
-    X(unary_int_clamp) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) \
-    X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) \
-    X(indexing)
+#define TESTS(X)                                                                                                       \
+    X(fill_dtypes)                                                                                                     \
+    X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float) X(unary_int_clamp)             \
+        X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes)           \
+            X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat)   \
+                X(indexing)
 
 TEST(fill_dtypes) {
     setup();
@@ -234,8 +235,8 @@ TEST(unary_float) {
     x[0] = 0, x[1] = 1e-3f, x[2] = -30, x[3] = 30;
     int64_t shape[1] = {N};
     td_operand in = dev_tensor(TD_F32, 1, shape, x), out = dev_tensor(TD_F32, 1, shape, NULL);
-    const td_op_kind kinds[] = {TD_OP_NEG, TD_OP_ABS, TD_OP_EXP, TD_OP_SIN, TD_OP_COS, TD_OP_TANH,
-                                TD_OP_SIGMOID, TD_OP_RELU, TD_OP_GELU, TD_OP_SILU};
+    const td_op_kind kinds[] = {TD_OP_NEG,  TD_OP_ABS,     TD_OP_EXP,  TD_OP_SIN,  TD_OP_COS,
+                                TD_OP_TANH, TD_OP_SIGMOID, TD_OP_RELU, TD_OP_GELU, TD_OP_SILU};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         td_op op = {.kind = kinds[k], .n_in = 1, .n_out = 1, .in = &in, .out = &out};
         run(&op);
@@ -281,7 +282,8 @@ TEST(unary_float) {
         for (int i = 0; i < N; i++) {
             double v = x[i], h = 1e-6;
             double f1, f0;
-            if (form == TD_GELU_ERF) f1 = gelu_ref(v + h), f0 = gelu_ref(v - h);
+            if (form == TD_GELU_ERF)
+                f1 = gelu_ref(v + h), f0 = gelu_ref(v - h);
             else {
                 double c = sqrt(2 / M_PI);
                 f1 = 0.5 * (v + h) * (1 + tanh(c * ((v + h) + 0.044715 * pow(v + h, 3))));
@@ -299,7 +301,11 @@ TEST(unary_int_clamp) {
     int32_t x[6] = {-5, -1, 0, 3, 7, 100}, got[6];
     int64_t shape[1] = {6};
     td_operand in = dev_tensor(TD_I32, 1, shape, x), out = dev_tensor(TD_I32, 1, shape, NULL);
-    td_op op = {.kind = TD_OP_CLAMP, .n_in = 1, .n_out = 1, .in = &in, .out = &out,
+    td_op op = {.kind = TD_OP_CLAMP,
+                .n_in = 1,
+                .n_out = 1,
+                .in = &in,
+                .out = &out,
                 .p.clamp = {.lo = -1.5, .hi = 6.5, .has_lo = true, .has_hi = true}};
     run(&op);
     fetch(&out, got);
@@ -314,8 +320,8 @@ TEST(unary_int_clamp) {
     /* float clamp with one open side keeps NaN */
     float f[4] = {-3, NAN, 0.25f, 9}, fg[4];
     td_operand fin = dev_tensor(TD_F32, 1, (int64_t[]){4}, f), fout = dev_tensor(TD_F32, 1, (int64_t[]){4}, NULL);
-    td_op fop = {.kind = TD_OP_CLAMP, .n_in = 1, .n_out = 1, .in = &fin, .out = &fout,
-                 .p.clamp = {.lo = 0, .has_lo = true}};
+    td_op fop = {
+        .kind = TD_OP_CLAMP, .n_in = 1, .n_out = 1, .in = &fin, .out = &fout, .p.clamp = {.lo = 0, .has_lo = true}};
     run(&fop);
     fetch(&fout, fg);
     ASSERT(fg[0] == 0 && isnan(fg[1]) && fg[2] == 0.25f && fg[3] == 9);
@@ -348,9 +354,55 @@ static void ref_reduce(const float *x, const int64_t *shape, const int64_t *stri
                             acc[2] += exp(v - m);
                         }
                     }
-        out[o] = code == 0 ? acc[0] : code == 1 ? acc[0] / n : code == 2 ? m : code == 4 ? acc[1] / (n - 1)
-               : code == 5 ? m + log(acc[2]) : (double)arg;
+        out[o] = code == 0   ? acc[0]
+                 : code == 1 ? acc[0] / n
+                 : code == 2 ? m
+                 : code == 4 ? acc[1] / (n - 1)
+                 : code == 5 ? m + log(acc[2])
+                             : (double)arg;
     }
+}
+
+/* f64 transcendentals (shaders/math64.glsl) against libm: exp, sin, cos to a
+** few ulp; gelu's 0.5 x (1 + erf) to |x| ulp(1), its cancellation. */
+TEST(unary_f64) {
+    setup();
+    enum { N = 200 };
+    double x[N], got[N], want[N];
+    for (int i = 0; i < N; i++) x[i] = 12 * srand1();
+    x[0] = 0, x[1] = 1e-300, x[2] = -700, x[3] = 700, x[4] = 1e-9, x[5] = -2.5, x[6] = 3.5, x[7] = 30;
+    int64_t shape[1] = {N};
+    td_operand in = dev_tensor(TD_F64, 1, shape, x), out = dev_tensor(TD_F64, 1, shape, NULL);
+    const td_op_kind kinds[] = {TD_OP_EXP, TD_OP_SIN, TD_OP_COS, TD_OP_TANH, TD_OP_SIGMOID, TD_OP_GELU, TD_OP_SILU};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        td_op op = {.kind = kinds[k], .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+        if (!be->iface->supports(0, &op)) TEST_SKIP("no shaderFloat64");
+        run(&op);
+        fetch(&out, got);
+        for (int i = 0; i < N; i++) {
+            double v = x[i];
+            want[i] = kinds[k] == TD_OP_EXP       ? exp(v)
+                      : kinds[k] == TD_OP_SIN     ? sin(v)
+                      : kinds[k] == TD_OP_COS     ? cos(v)
+                      : kinds[k] == TD_OP_TANH    ? tanh(v)
+                      : kinds[k] == TD_OP_SIGMOID ? 1 / (1 + exp(-v))
+                      : kinds[k] == TD_OP_GELU    ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
+                                                  : v / (1 + exp(-v));
+            double err = fabs(got[i] - want[i]), tol = 1e-300 + 4e-15 * fabs(want[i]);
+            if (kinds[k] == TD_OP_GELU) tol += 2e-15 * fabs(v); /* 0.5 x (1 + erf): absolute error ~ |x| ulp(1) */
+            if (!(err <= tol) && !(isinf(want[i]) && got[i] == want[i]))
+                TEST_FAIL_("%s(%.17g) = %.17g, want %.17g", td_op_name(kinds[k]), v, got[i], want[i]);
+        }
+    }
+    for (int i = 0; i < N; i++) x[i] = exp(20 * srand1());
+    ASSERT_OK(be->iface->write(in.buf, 0, x, sizeof x));
+    td_op lg = {.kind = TD_OP_LOG, .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+    run(&lg);
+    fetch(&out, got);
+    for (int i = 0; i < N; i++)
+        if (!(fabs(got[i] - log(x[i])) <= 4e-15 * fabs(log(x[i])) + 1e-300))
+            TEST_FAIL_("log(%.17g) = %.17g, want %.17g", x[i], got[i], log(x[i]));
+    check_clean();
 }
 
 TEST(reductions) {
@@ -376,7 +428,11 @@ TEST(reductions) {
                 for (int q = 0; q < 3; q++) os[q] = mask >> q & 1 ? 1 : v->shape[q];
                 td_dtype odt = kinds[k] == TD_OP_ARGMAX ? TD_I64 : TD_F32;
                 td_operand out = dev_tensor(odt, 3, os, NULL);
-                td_op op = {.kind = kinds[k], .n_in = 1, .n_out = 1, .in = v, .out = &out,
+                td_op op = {.kind = kinds[k],
+                            .n_in = 1,
+                            .n_out = 1,
+                            .in = v,
+                            .out = &out,
                             .p.reduce = {.dims = mask, .correction = 1}};
                 run(&op);
                 int64_t n = os[0] * os[1] * os[2];
@@ -398,7 +454,7 @@ TEST(reductions) {
 
 TEST(reduce_nan_arg) {
     setup();
-    float x[2 * 9] = {1, 5, 5, -2, 0, 5, 3, 1, 1, /* ties: first 5 wins */
+    float x[2 * 9] = {1, 5,   5, -2,  0, 5, 3, 1, 1, /* ties: first 5 wins */
                       1, NAN, 7, NAN, 0, 9, 3, 1, 1};
     int64_t shape[2] = {2, 9}, oshape[2] = {2, 1};
     td_operand in = dev_tensor(TD_F32, 2, shape, x);
@@ -521,7 +577,8 @@ TEST(matmul) {
     static double w3[M3 * N3];
     for (int i = 0; i < M3 * K3; i++) a3[i] = (float)srand1();
     for (int i = 0; i < K3 * N3; i++) b3[i] = (float)srand1();
-    td_operand in3[2] = {dev_tensor(TD_F32, 2, (int64_t[]){M3, K3}, a3), dev_tensor(TD_F32, 2, (int64_t[]){K3, N3}, b3)};
+    td_operand in3[2] = {dev_tensor(TD_F32, 2, (int64_t[]){M3, K3}, a3),
+                         dev_tensor(TD_F32, 2, (int64_t[]){K3, N3}, b3)};
     td_operand o3 = dev_tensor(TD_F32, 2, (int64_t[]){M3, N3}, NULL);
     td_op op3 = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in3, .out = &o3};
     run(&op3);
@@ -652,7 +709,11 @@ TEST(random_philox) {
     float x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = (float)srand1();
     td_operand in = dev_tensor(TD_F32, 1, shape, x);
-    td_op dr = {.kind = TD_OP_DROPOUT, .n_in = 1, .n_out = 1, .in = &in, .out = &out,
+    td_op dr = {.kind = TD_OP_DROPOUT,
+                .n_in = 1,
+                .n_out = 1,
+                .in = &in,
+                .out = &out,
                 .p.rng = {.seed = s, .offset = 7, .p = 0.3}};
     run(&dr);
     fetch(&out, y);
@@ -686,8 +747,7 @@ TEST(softmax) {
             double m = -INFINITY, s = 0;
             for (int c = 0; c < C; c++) m = fmax(m, x[r * C + c]);
             for (int c = 0; c < C; c++) s += exp(x[r * C + c] - m);
-            for (int c = 0; c < C; c++)
-                want[r * C + c] = lg ? x[r * C + c] - m - log(s) : exp(x[r * C + c] - m) / s;
+            for (int c = 0; c < C; c++) want[r * C + c] = lg ? x[r * C + c] - m - log(s) : exp(x[r * C + c] - m) / s;
         }
         check_close(lg ? "log_softmax" : "softmax", got, want, R * C, 1e-6, 1e-5);
     }
@@ -728,14 +788,20 @@ TEST(cross_entropy) {
     for (int red = 0; red < 3; red++) {
         td_operand out = red == TD_REDUCTION_NONE ? dev_tensor(TD_F32, 1, ts, NULL) : dev_tensor(TD_F32, 0, NULL, NULL);
         td_operand in[3] = {vx, vt, vw};
-        td_op op = {.kind = TD_OP_CROSS_ENTROPY, .n_in = 3, .n_out = 1, .in = in, .out = &out,
+        td_op op = {.kind = TD_OP_CROSS_ENTROPY,
+                    .n_in = 3,
+                    .n_out = 1,
+                    .in = in,
+                    .out = &out,
                     .p.xent = {.ignore_index = -100, .label_smoothing = eps, .reduction = red}};
         run(&op);
         fetch(&out, got);
         double sum = 0;
         for (int i = 0; i < N; i++) sum += loss[i];
-        if (red == TD_REDUCTION_NONE) check_close("xent none", got, loss, N, 1e-5, 1e-5);
-        else check_close("xent reduced", got, (double[]){red == TD_REDUCTION_MEAN ? sum / den : sum}, 1, 1e-5, 1e-5);
+        if (red == TD_REDUCTION_NONE)
+            check_close("xent none", got, loss, N, 1e-5, 1e-5);
+        else
+            check_close("xent reduced", got, (double[]){red == TD_REDUCTION_MEAN ? sum / den : sum}, 1, 1e-5, 1e-5);
         /* backward with dloss 0.5 (per row for none) */
         float g[N];
         for (int i = 0; i < N; i++) g[i] = 0.5f;
@@ -771,17 +837,26 @@ TEST(optimizers) {
             const double lr = 0.01, wd = 0.1;
             if (which == 0) {
                 op.kind = TD_OP_ADAM_STEP;
-                op.p.adam = (typeof(op.p.adam)){.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                                                .weight_decay = wd, .step = step, .amsgrad = true};
+                op.p.adam = (typeof(op.p.adam)){.lr = lr,
+                                                .beta1 = 0.9,
+                                                .beta2 = 0.999,
+                                                .eps = 1e-8,
+                                                .weight_decay = wd,
+                                                .step = step,
+                                                .amsgrad = true};
             } else if (which == 1) {
                 op.kind = TD_OP_SGD_STEP;
                 op.n_out = 2;
-                op.p.sgd = (typeof(op.p.sgd)){.lr = lr, .momentum = 0.9, .dampening = 0, .weight_decay = wd,
-                                              .nesterov = true, .first_step = step == 1};
+                op.p.sgd = (typeof(op.p.sgd)){.lr = lr,
+                                              .momentum = 0.9,
+                                              .dampening = 0,
+                                              .weight_decay = wd,
+                                              .nesterov = true,
+                                              .first_step = step == 1};
             } else {
                 op.kind = TD_OP_RMSPROP_STEP;
-                op.p.rmsprop = (typeof(op.p.rmsprop)){.lr = lr, .alpha = 0.99, .eps = 1e-8, .weight_decay = wd,
-                                                      .momentum = 0.5, .centered = true};
+                op.p.rmsprop = (typeof(op.p.rmsprop)){
+                    .lr = lr, .alpha = 0.99, .eps = 1e-8, .weight_decay = wd, .momentum = 0.5, .centered = true};
             }
             run(&op);
             for (int i = 0; i < N; i++) {
@@ -836,7 +911,8 @@ TEST(conv2d) {
                             for (int kw = 0; kw < KW; kw++) {
                                 int h = i * s0 - p0 + kh * d0, v = j * s1 - p1 + kw * d1;
                                 if (h < 0 || h >= H || v < 0 || v >= W) continue;
-                                int xi = ((n * C + (o / Og) * Cg + c) * H + h) * W + v, wi = ((o * Cg + c) * KH + kh) * KW + kw;
+                                int xi = ((n * C + (o / Og) * Cg + c) * H + h) * W + v,
+                                    wi = ((o * Cg + c) * KH + kh) * KW + kw;
                                 acc += (double)x[xi] * w[wi];
                                 dx[xi] += (double)dy[yi] * w[wi];
                                 dw[wi] += (double)dy[yi] * x[xi];
@@ -879,8 +955,8 @@ TEST(pooling) {
     td_operand out[2] = {dev_tensor(TD_F32, 4, ys, NULL), dev_tensor(TD_I64, 4, ys, NULL)};
     td_operand vdx = dev_tensor(TD_F32, 4, xs, NULL);
     for (int mode = 0; mode < 3; mode++) { /* max, avg with pad counted, avg without */
-        td_op_params p = {.pool = {.kernel = {K0, K1}, .stride = {s0, s1}, .padding = {p0, p1},
-                                   .count_include_pad = mode == 1}};
+        td_op_params p = {
+            .pool = {.kernel = {K0, K1}, .stride = {s0, s1}, .padding = {p0, p1}, .count_include_pad = mode == 1}};
         memset(wdx, 0, sizeof wdx);
         for (int c = 0; c < P; c++)
             for (int i = 0; i < Ho; i++)
@@ -902,18 +978,28 @@ TEST(pooling) {
                     for (int h = hs; h < hs + K0; h++)
                         for (int v = ws; v < ws + K1; v++) {
                             if (h < 0 || h >= H || v < 0 || v >= W) continue;
-                            if (mode == 0) wdx[c * H * W + mi] += h * W + v == mi ? dy[k] : 0;
-                            else wdx[(c * H + h) * W + v] += dy[k] / div;
+                            if (mode == 0)
+                                wdx[c * H * W + mi] += h * W + v == mi ? dy[k] : 0;
+                            else
+                                wdx[(c * H + h) * W + v] += dy[k] / div;
                         }
                 }
-        td_op fwd = {.kind = mode ? TD_OP_AVG_POOL2D : TD_OP_MAX_POOL2D, .n_in = 1, .n_out = mode ? 1 : 2,
-                     .in = &vx, .out = out, .p = p};
+        td_op fwd = {.kind = mode ? TD_OP_AVG_POOL2D : TD_OP_MAX_POOL2D,
+                     .n_in = 1,
+                     .n_out = mode ? 1 : 2,
+                     .in = &vx,
+                     .out = out,
+                     .p = p};
         run(&fwd);
         fetch(&out[0], got);
         check_close(mode ? "avg_pool2d" : "max_pool2d", got, want, P * Ho * Wo, 1e-6, 1e-6);
         td_operand bin[2] = {vdy, out[1]};
-        td_op bwd = {.kind = mode ? TD_OP_AVG_POOL2D_BACKWARD : TD_OP_MAX_POOL2D_BACKWARD, .n_in = mode ? 1 : 2,
-                     .n_out = 1, .in = bin, .out = &vdx, .p = p};
+        td_op bwd = {.kind = mode ? TD_OP_AVG_POOL2D_BACKWARD : TD_OP_MAX_POOL2D_BACKWARD,
+                     .n_in = mode ? 1 : 2,
+                     .n_out = 1,
+                     .in = bin,
+                     .out = &vdx,
+                     .p = p};
         run(&bwd);
         fetch(&vdx, got);
         check_close("pool backward", got, wdx, P * H * W, 1e-6, 1e-6);
@@ -926,7 +1012,8 @@ TEST(pooling) {
         if (mode == 0) {
             fetch(&out[1], gi);
             for (int k = 0; k < P * Ho * Wo; k++)
-                if (gi[k] != wi[k]) TEST_FAIL_("max_pool2d index %d: %lld, want %lld", k, (long long)gi[k], (long long)wi[k]);
+                if (gi[k] != wi[k])
+                    TEST_FAIL_("max_pool2d index %d: %lld, want %lld", k, (long long)gi[k], (long long)wi[k]);
         }
     }
     check_clean();
@@ -948,7 +1035,8 @@ TEST(layer_norm_arange_cat) {
     }
     int64_t xs[2] = {R, D}, ds[1] = {D}, rs[2] = {R, 1};
     td_operand in[3] = {dev_tensor(TD_F32, 2, xs, x), dev_tensor(TD_F32, 1, ds, w), dev_tensor(TD_F32, 1, ds, b)};
-    td_operand out[3] = {dev_tensor(TD_F32, 2, xs, NULL), dev_tensor(TD_F32, 2, rs, NULL), dev_tensor(TD_F32, 2, rs, NULL)};
+    td_operand out[3] = {dev_tensor(TD_F32, 2, xs, NULL), dev_tensor(TD_F32, 2, rs, NULL),
+                         dev_tensor(TD_F32, 2, rs, NULL)};
     td_op op = {.kind = TD_OP_LAYER_NORM, .n_in = 3, .n_out = 3, .in = in, .out = out, .p.norm.eps = 1e-5};
     run(&op);
     fetch(&out[0], got);
@@ -991,7 +1079,8 @@ TEST(indexing) {
     for (int i = 0; i < V * D; i++) w[i] = (float)srand1();
     for (int i = 0; i < T * D; i++) dy[i] = (float)srand1();
     int64_t ws[2] = {V, D}, ts[1] = {T}, os[2] = {T, D};
-    td_operand vw = dev_tensor(TD_F32, 2, ws, w), vi = dev_tensor(TD_I64, 1, ts, idx), vdy = dev_tensor(TD_F32, 2, os, dy);
+    td_operand vw = dev_tensor(TD_F32, 2, ws, w), vi = dev_tensor(TD_I64, 1, ts, idx),
+               vdy = dev_tensor(TD_F32, 2, os, dy);
     /* embedding */
     td_operand eout = dev_tensor(TD_F32, 2, os, NULL), ein[2] = {vw, vi};
     td_op emb = {.kind = TD_OP_EMBEDDING, .n_in = 2, .n_out = 1, .in = ein, .out = &eout};
@@ -1002,8 +1091,8 @@ TEST(indexing) {
     check_close("embedding", got, want, T * D, 0, 0);
     /* embedding backward, padding_idx 5 */
     td_operand dw = dev_tensor(TD_F32, 2, ws, NULL), bin[2] = {vdy, vi};
-    td_op eb = {.kind = TD_OP_EMBEDDING_BACKWARD, .n_in = 2, .n_out = 1, .in = bin, .out = &dw,
-                .p.embedding.padding_idx = 5};
+    td_op eb = {
+        .kind = TD_OP_EMBEDDING_BACKWARD, .n_in = 2, .n_out = 1, .in = bin, .out = &dw, .p.embedding.padding_idx = 5};
     run(&eb);
     fetch(&dw, got);
     for (int i = 0; i < V * D; i++) want[i] = 0;
@@ -1034,7 +1123,8 @@ TEST(indexing) {
     /* scatter_add along dim 0 with repeated indices: self [V, D] += src [2, D] at rows sidx */
     int64_t sidx[2 * D];
     for (int i = 0; i < 2 * D; i++) sidx[i] = i % 3 == 0 ? 1 : (int64_t)(urand() * V);
-    td_operand sa[3] = {vw, dev_tensor(TD_I64, 2, (int64_t[]){2, D}, sidx), dev_tensor(TD_F32, 2, (int64_t[]){2, D}, dy)};
+    td_operand sa[3] = {vw, dev_tensor(TD_I64, 2, (int64_t[]){2, D}, sidx),
+                        dev_tensor(TD_F32, 2, (int64_t[]){2, D}, dy)};
     td_operand saout = dev_tensor(TD_F32, 2, ws, NULL);
     td_op sop = {.kind = TD_OP_SCATTER_ADD, .n_in = 3, .n_out = 1, .in = sa, .out = &saout, .p.axis.dim = 0};
     run(&sop);

@@ -63,7 +63,8 @@ static inline void run(td_op *op) {
 }
 
 /* Compare n floats with |got - want| <= atol + rtol |want|; prints the first misses. */
-static inline void check_close(const char *what, const float *got, const double *want, int64_t n, double atol, double rtol) {
+static inline void check_close(const char *what, const float *got, const double *want, int64_t n, double atol,
+                               double rtol) {
     int bad = 0;
     double worst = 0;
     for (int64_t i = 0; i < n; i++) {

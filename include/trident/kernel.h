@@ -35,8 +35,8 @@ typedef struct td_user_kernel td_user_kernel; /* opaque */
 ** device's backend takes no kernels in that language), TD_ERR_UNAVAILABLE,
 ** TD_ERR_MISUSE (NULL source or a bad entry name). Compiled code is cached by
 ** a hash of the source. Thread-safe. */
-TD_API td_status td_kernel_compile(td_device dev, int lang, const char *source, const char *entry,
-                                   td_user_kernel **out, char *log, size_t log_size);
+TD_API td_status td_kernel_compile(td_device dev, int lang, const char *source, const char *entry, td_user_kernel **out,
+                                   char *log, size_t log_size);
 
 /* METHOD. Launch k over grid[3] workgroups (blocks) with tensors[0..n) bound
 ** in order and push_size bytes of push data.

@@ -22,15 +22,15 @@
 #include "trident/backend.h"
 #include "vk_shaders.h"
 
-#define VK_MAX_DEVICES 8
-#define VK_MAX_BINDINGS 8
-#define VK_PUSH_MAX 128       /* the push-constant range every pipeline layout declares */
-#define VK_N_BATCHES 3        /* command buffers in flight */
-#define VK_BATCH_DISPATCHES 256 /* dispatches recorded before a batch is submitted without waiting */
-#define VK_MAX_HAZARDS 64     /* ranges tracked since the last barrier */
-#define VK_N_CLASSES 64       /* size classes of the free lists */
-#define VK_QUERY_COUNT 1024   /* timestamp queries (events) */
-#define VK_MAX_SPEC 6         /* specialization constants per pipeline (id 0 = workgroup size) */
+#define VK_MAX_DEVICES      8
+#define VK_MAX_BINDINGS     8
+#define VK_PUSH_MAX         128  /* the push-constant range every pipeline layout declares */
+#define VK_N_BATCHES        3    /* command buffers in flight */
+#define VK_BATCH_DISPATCHES 256  /* dispatches recorded before a batch is submitted without waiting */
+#define VK_MAX_HAZARDS      64   /* ranges tracked since the last barrier */
+#define VK_N_CLASSES        64   /* size classes of the free lists */
+#define VK_QUERY_COUNT      1024 /* timestamp queries (events) */
+#define VK_MAX_SPEC         6    /* specialization constants per pipeline (id 0 = workgroup size) */
 
 /* One VkDeviceMemory with one VkBuffer over all of it. */
 typedef struct vk_block {
@@ -81,7 +81,7 @@ typedef struct vk_caps {
     uint32_t api_version, vendor, subgroup_size;
     bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
     bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
-    bool atomic_float_add; /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
+    bool atomic_float_add;  /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
     bool coopmat_f16;       /* NV cooperative matrix 16x16x16 f16 x f16 -> f32 at subgroup scope, usable */
     bool memory_model;      /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
     float timestamp_period; /* ns per tick */
@@ -96,8 +96,8 @@ typedef struct vk_dev {
     VkPhysicalDeviceMemoryProperties memprops;
     vk_caps caps;
     pthread_mutex_t lock;
-    bool created;      /* logical device made (lazily, on first use) */
-    td_status failed;  /* creation failed: the status to report again */
+    bool created;     /* logical device made (lazily, on first use) */
+    td_status failed; /* creation failed: the status to report again */
     char fail_msg[256];
     VkDevice dev;
     VkQueue queue;
@@ -118,7 +118,7 @@ typedef struct vk_dev {
     /* execution */
     VkCommandPool pool;
     vk_batch batches[VK_N_BATCHES];
-    int cur;            /* index of the recording batch, or -1 */
+    int cur; /* index of the recording batch, or -1 */
     uint64_t next_serial, done_serial;
     vk_range hazards[VK_MAX_HAZARDS];
     int n_hazards;
@@ -170,7 +170,7 @@ int vk_validation_errors(void);
 td_status vk_memory_init(vk_dev *d);
 void vk_memory_destroy(vk_dev *d);
 td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out); /* under the lock */
-void vk_free(td_buffer *b);                                     /* under the lock */
+void vk_free(td_buffer *b);                                    /* under the lock */
 extern const td_backend_i vk_iface;
 td_status vk_buffer_alloc(int dev, size_t nbytes, td_buffer **out);
 void vk_buffer_free(td_buffer *buf);
@@ -232,8 +232,8 @@ bool vk_dtype_ok(vk_dev *d, td_dtype dt); /* the device can store and load dt */
 
 /* Elementwise push constants. GLSL: shaders/elem.glsl, block PC. */
 typedef struct vk_pc_elem {
-    uint32_t n;          /* elements */
-    uint32_t ndim;       /* 1..4 dims of shape, innermost last */
+    uint32_t n;    /* elements */
+    uint32_t ndim; /* 1..4 dims of shape, innermost last */
     uint32_t shape[4];
     uint32_t off[4];     /* first element of operand k (= binding k) */
     uint32_t stride[16]; /* stride[4*k + d] of operand k along dim d, in elements */

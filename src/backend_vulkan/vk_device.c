@@ -9,7 +9,8 @@
 ** first use.
 **
 ** Validation: TRIDENT_VULKAN_VALIDATION=1 enables VK_LAYER_KHRONOS_validation (if
-** installed) and a debug-utils messenger (=sync adds synchronization validation); the messenger also runs when the layer
+** installed) and a debug-utils messenger (=sync adds synchronization validation); the messenger also runs when the
+*layer
 ** comes from VK_INSTANCE_LAYERS. Each validation error is printed to stderr and
 ** counted; td_device_info.features ends with "validation_errors=N", so tests
 ** can fail on N > 0.
@@ -115,8 +116,8 @@ static const char *probe(vk_dev *d) {
     if (!ext) return "out of host memory";
     vkEnumerateDeviceExtensionProperties(p, NULL, &n_ext, ext);
     /* TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR=1 tests the descriptor-pool path on devices that have it */
-    c->push_descriptor = has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
-                         !getenv("TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR");
+    c->push_descriptor =
+        has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !getenv("TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR");
     c->memory_budget = has_ext(ext, n_ext, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     c->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
     c->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
@@ -132,10 +133,12 @@ static const char *probe(vk_dev *d) {
                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
 
-    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = atomic_float_ext ? &fat : NULL};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
     vkGetPhysicalDeviceFeatures2(p, &f2);
     c->storage16 = f11.storageBuffer16BitAccess;
@@ -174,11 +177,11 @@ static const char *probe(vk_dev *d) {
             for (uint32_t i = 0; cm && i < n; i++) cm[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
             if (cm && get(p, &n, cm) == VK_SUCCESS)
                 for (uint32_t i = 0; i < n; i++)
-                    c->coopmat_f16 |= cm[i].MSize == 16 && cm[i].NSize == 16 && cm[i].KSize == 16 &&
-                                      cm[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                                      cm[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                                      cm[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                                      cm[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && cm[i].scope == VK_SCOPE_SUBGROUP_NV;
+                    c->coopmat_f16 |=
+                        cm[i].MSize == 16 && cm[i].NSize == 16 && cm[i].KSize == 16 &&
+                        cm[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && cm[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                        cm[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && cm[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                        cm[i].scope == VK_SCOPE_SUBGROUP_NV;
             free(cm);
         }
         if (getenv("TRIDENT_VULKAN_NO_COOPMAT")) c->coopmat_f16 = false;
@@ -223,23 +226,33 @@ static td_status create_instance(char *why, size_t why_size) {
     if (portability) exts[ne++] = "VK_KHR_portability_enumeration";
     free(ext);
     const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "trident",
-                             .pEngineName = "trident", .apiVersion = VK_API_VERSION_1_2};
-    VkDebugUtilsMessengerCreateInfoEXT mci = {
-        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
-        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT,
-        .pfnUserCallback = on_message};
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "trident",
+                             .pEngineName = "trident",
+                             .apiVersion = VK_API_VERSION_1_2};
+    VkDebugUtilsMessengerCreateInfoEXT mci = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+                                              .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
+                                                                 VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT,
+                                              .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                                                             VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT,
+                                              .pfnUserCallback = on_message};
     /* TRIDENT_VULKAN_VALIDATION=sync also checks barriers (synchronization validation) */
     VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
-    VkValidationFeaturesEXT vf = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT, .pNext = &mci,
-                                  .enabledValidationFeatureCount = 1, .pEnabledValidationFeatures = &sync};
+    VkValidationFeaturesEXT vf = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+                                  .pNext = &mci,
+                                  .enabledValidationFeatureCount = 1,
+                                  .pEnabledValidationFeatures = &sync};
     bool want_sync = layer && !strcmp(val, "sync");
-    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
-                               .enabledExtensionCount = ne, .ppEnabledExtensionNames = exts,
-                               .enabledLayerCount = layer ? 1 : 0, .ppEnabledLayerNames = layers,
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                               .pApplicationInfo = &app,
+                               .enabledExtensionCount = ne,
+                               .ppEnabledExtensionNames = exts,
+                               .enabledLayerCount = layer ? 1 : 0,
+                               .ppEnabledLayerNames = layers,
                                .flags = portability ? 0x00000001 /* ENUMERATE_PORTABILITY */ : 0,
-                               .pNext = want_sync ? (void *)&vf : debug ? (void *)&mci : NULL};
+                               .pNext = want_sync ? (void *)&vf
+                                        : debug   ? (void *)&mci
+                                                  : NULL};
     VkResult r = vkCreateInstance(&ci, NULL, &vk_instance);
     if (r != VK_SUCCESS) {
         snprintf(why, why_size, "vkCreateInstance failed: %s (no Vulkan driver installed?)", vk_result_str(r));
@@ -323,18 +336,21 @@ static td_status vk_init(char *why, size_t why_size) {
 static td_status create_device(vk_dev *d) {
     const vk_caps *c = &d->caps;
     float prio = 1.0f;
-    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->qfam,
-                                   .queueCount = 1, .pQueuePriorities = &prio};
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = d->qfam,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
     const char *exts[5];
     uint32_t ne = 0;
     if (c->push_descriptor) exts[ne++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     if (c->memory_budget) exts[ne++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
     if (c->coopmat_f16) exts[ne++] = "VK_NV_cooperative_matrix";
     if (c->atomic_float_add) exts[ne++] = "VK_EXT_shader_atomic_float";
-    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
-                                                        .shaderBufferFloat32AtomicAdd = VK_TRUE};
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
-                                                      .cooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+        .shaderBufferFloat32AtomicAdd = VK_TRUE};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = c->atomic_float_add ? (void *)&fat : NULL,
                                             .storageBuffer8BitAccess = c->storage8,
@@ -342,15 +358,20 @@ static td_status create_device(vk_dev *d) {
                                             .shaderInt8 = c->int8_arith,
                                             .vulkanMemoryModel = c->coopmat_f16};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .pNext = &f12, .storageBuffer16BitAccess = c->storage16};
+                                            .pNext = &f12,
+                                            .storageBuffer16BitAccess = c->storage16};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
     fat.pNext = c->coopmat_f16 ? &fcm : NULL;
     if (!c->atomic_float_add) f12.pNext = c->coopmat_f16 ? &fcm : NULL;
     f2.features.shaderInt64 = c->int64;
     f2.features.shaderFloat64 = c->fp64;
     f2.features.shaderInt16 = c->int16;
-    VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f2, .queueCreateInfoCount = 1,
-                             .pQueueCreateInfos = &qci, .enabledExtensionCount = ne, .ppEnabledExtensionNames = exts};
+    VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .pNext = &f2,
+                             .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qci,
+                             .enabledExtensionCount = ne,
+                             .ppEnabledExtensionNames = exts};
     VkResult r = vkCreateDevice(d->phys, &ci, NULL, &d->dev);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateDevice");
     vkGetDeviceQueue(d->dev, d->qfam, 0, &d->queue);
@@ -402,7 +423,8 @@ td_status vk_device_info(int index, td_device_info *out) {
     uint32_t v = d->props.driverVersion;
     snprintf(out->driver, sizeof out->driver, "Vulkan %u.%u.%u, driver 0x%x", VK_API_VERSION_MAJOR(c->api_version),
              VK_API_VERSION_MINOR(c->api_version), VK_API_VERSION_PATCH(c->api_version), v);
-    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
     VkPhysicalDeviceMemoryProperties2 mp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
                                             .pNext = c->memory_budget ? &budget : NULL};
     vkGetPhysicalDeviceMemoryProperties2(d->phys, &mp);
@@ -412,7 +434,8 @@ td_status vk_device_info(int index, td_device_info *out) {
         if (size <= out->total_memory) continue;
         out->total_memory = size;
         out->free_memory = c->memory_budget && budget.heapBudget[h] > budget.heapUsage[h]
-                               ? budget.heapBudget[h] - budget.heapUsage[h] : 0;
+                               ? budget.heapBudget[h] - budget.heapUsage[h]
+                               : 0;
     }
     out->compute_units = 0; /* Vulkan does not report SM/CU counts */
     out->subgroup_size = (int)c->subgroup_size;
@@ -425,10 +448,9 @@ td_status vk_device_info(int index, td_device_info *out) {
     snprintf(out->features, sizeof out->features,
              "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d coopmat_khr=%d "
              "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d",
-             c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv, d->coopmat_state,
-             c->coopmat_khr,
-             c->push_descriptor, c->bda, c->memory_budget, (unsigned long long)c->max_storage_range,
-             (unsigned long long)c->shared_mem, vk_validation_errors());
+             c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv,
+             d->coopmat_state, c->coopmat_khr, c->push_descriptor, c->bda, c->memory_budget,
+             (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem, vk_validation_errors());
     return TD_OK;
 }
 

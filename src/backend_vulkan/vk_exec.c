@@ -29,8 +29,10 @@
 
 td_status vk_new_dpool(vk_dev *d, VkDescriptorPool *out) {
     VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, POOL_SETS * VK_MAX_BINDINGS};
-    VkDescriptorPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = POOL_SETS,
-                                     .poolSizeCount = 1, .pPoolSizes = &ps};
+    VkDescriptorPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                     .maxSets = POOL_SETS,
+                                     .poolSizeCount = 1,
+                                     .pPoolSizes = &ps};
     VkResult r = vkCreateDescriptorPool(d->dev, &ci, NULL, out);
     return r == VK_SUCCESS ? TD_OK : vk_fail(r, "vkCreateDescriptorPool");
 }
@@ -43,8 +45,10 @@ td_status vk_exec_init(vk_dev *d) {
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateCommandPool");
     for (int i = 0; i < VK_N_BATCHES; i++) {
         vk_batch *b = &d->batches[i];
-        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = d->pool,
-                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = d->pool,
+                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 1};
         r = vkAllocateCommandBuffers(d->dev, &ai, &b->cb);
         if (r != VK_SUCCESS) return vk_fail(r, "vkAllocateCommandBuffers");
         VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
@@ -57,7 +61,8 @@ td_status vk_exec_init(vk_dev *d) {
     }
     if (d->caps.timestamps) {
         VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                    .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = VK_QUERY_COUNT};
+                                    .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                    .queryCount = VK_QUERY_COUNT};
         r = vkCreateQueryPool(d->dev, &qi, NULL, &d->qpool);
         if (r != VK_SUCCESS) d->caps.timestamps = false;
     }
@@ -166,8 +171,10 @@ td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_
     for (int i = 0; i < n_bind; i++) {
         r[i] = (vk_range){binds[i].buf, binds[i].offset, binds[i].offset + binds[i].range, binds[i].write};
         info[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].offset, binds[i].range};
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = (uint32_t)i,
-                                      .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstBinding = (uint32_t)i,
+                                      .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &info[i]};
     }
     vk_hazard(d, cb, n_bind, r);
@@ -177,7 +184,8 @@ td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_
             d->push_descriptor(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, (uint32_t)n_bind, w);
         } else {
             VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                              .descriptorPool = vk_current_dpool(d), .descriptorSetCount = 1,
+                                              .descriptorPool = vk_current_dpool(d),
+                                              .descriptorSetCount = 1,
                                               .pSetLayouts = &d->dsl};
             VkDescriptorSet set;
             VkResult vr = vkAllocateDescriptorSets(d->dev, &ai, &set);
@@ -198,9 +206,7 @@ td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_
     return TD_OK;
 }
 
-VkDescriptorPool vk_current_dpool(vk_dev *d) {
-    return d->capturing ? d->capturing->dpool : d->batches[d->cur].dpool;
-}
+VkDescriptorPool vk_current_dpool(vk_dev *d) { return d->capturing ? d->capturing->dpool : d->batches[d->cur].dpool; }
 
 td_status vk_flush(vk_dev *d) {
     if (d->cur < 0) return TD_OK;
@@ -239,9 +245,7 @@ bool vk_idle(vk_dev *d) {
 
 /* ---- bindings ---- */
 
-vk_bind vk_bind_buffer(td_buffer *b, bool write) {
-    return (vk_bind){b->block->buf, b->offset, b->cap, write};
-}
+vk_bind vk_bind_buffer(td_buffer *b, bool write) { return (vk_bind){b->block->buf, b->offset, b->cap, write}; }
 
 td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off) {
     size_t es = td_dtype_size(v->dtype);

@@ -60,9 +60,12 @@ static bool disk_path(uint64_t hash, char *path, size_t n) {
     const char *off = getenv("TRIDENT_VULKAN_PIPELINE_CACHE");
     if (off && !strcmp(off, "0")) return false;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg) snprintf(path, n, "%s/trident/spirv-%016llx.spv", xdg, (unsigned long long)hash);
-    else if (home && *home) snprintf(path, n, "%s/.cache/trident/spirv-%016llx.spv", home, (unsigned long long)hash);
-    else return false;
+    if (xdg && *xdg)
+        snprintf(path, n, "%s/trident/spirv-%016llx.spv", xdg, (unsigned long long)hash);
+    else if (home && *home)
+        snprintf(path, n, "%s/.cache/trident/spirv-%016llx.spv", home, (unsigned long long)hash);
+    else
+        return false;
     return true;
 }
 

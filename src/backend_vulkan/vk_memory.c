@@ -51,13 +51,16 @@ static VkDeviceSize heap_size(vk_dev *d, uint32_t type) {
 static td_status block_new(vk_dev *d, VkDeviceSize size, uint32_t type, VkBufferUsageFlags usage, vk_block **out) {
     *out = NULL;
     if (size > d->caps.max_alloc || size > heap_size(d, type))
-        return td_error_set(TD_ERR_OOM, "vulkan: %llu bytes is more than one allocation may hold on %s "
+        return td_error_set(TD_ERR_OOM,
+                            "vulkan: %llu bytes is more than one allocation may hold on %s "
                             "(maxMemoryAllocationSize %llu, heap %llu)",
                             (unsigned long long)size, d->props.deviceName, (unsigned long long)d->caps.max_alloc,
                             (unsigned long long)heap_size(d, type));
     vk_block *b = calloc(1, sizeof *b);
     if (!b) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
-    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage,
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = size,
+                             .usage = usage,
                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     VkResult r = vkCreateBuffer(d->dev, &bi, NULL, &b->buf);
     if (r != VK_SUCCESS) {
@@ -66,8 +69,8 @@ static td_status block_new(vk_dev *d, VkDeviceSize size, uint32_t type, VkBuffer
     }
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
-    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
-                               .memoryTypeIndex = type};
+    VkMemoryAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
     r = vkAllocateMemory(d->dev, &ai, NULL, &b->mem);
     if (r == VK_SUCCESS) r = vkBindBufferMemory(d->dev, b->buf, b->mem, 0);
     if (r == VK_SUCCESS && (d->memprops.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
@@ -193,7 +196,8 @@ static td_status alloc_once(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
 td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
     *out = NULL;
     VkDeviceSize want = nbytes ? (VkDeviceSize)nbytes : 1;
-    if (want > ((VkDeviceSize)1 << 50)) return td_error_set(TD_ERR_OOM, "vulkan: %zu bytes is too large an allocation", nbytes);
+    if (want > ((VkDeviceSize)1 << 50))
+        return td_error_set(TD_ERR_OOM, "vulkan: %zu bytes is too large an allocation", nbytes);
     bool big = want > d->block_size / 2;
     int c = big ? -1 : class_of(want);
     if (big) { /* best fit among cached dedicated blocks, wasting at most a quarter */

@@ -45,13 +45,24 @@ static bool same_float(const td_op *op) {
 /* x/dy/dx shapes give N, C, H, W, O, Ho, Wo; w gives KH, KW. */
 static td_status conv(vk_dev *d, const td_op *op, uint32_t code, const td_operand *x, const td_operand *w,
                       const td_operand *y) {
-    const td_operand *a = code == CONV_FWD ? x : y, *b = code == CONV_DW ? x : w, *bias = code == CONV_FWD ? &op->in[2] : NULL;
+    const td_operand *a = code == CONV_FWD ? x : y, *b = code == CONV_DW ? x : w,
+                     *bias = code == CONV_FWD ? &op->in[2] : NULL;
     const td_operand *out = &op->out[0];
-    vk_pc_conv pc = {.N = (uint32_t)x->shape[0], .C = (uint32_t)x->shape[1], .H = (uint32_t)x->shape[2],
-                     .W = (uint32_t)x->shape[3], .O = (uint32_t)y->shape[1], .Ho = (uint32_t)y->shape[2],
-                     .Wo = (uint32_t)y->shape[3], .G = (uint32_t)op->p.conv.groups, .KH = (uint32_t)w->shape[2],
-                     .KW = (uint32_t)w->shape[3], .s0 = (uint32_t)op->p.conv.stride[0], .s1 = (uint32_t)op->p.conv.stride[1],
-                     .p0 = op->p.conv.padding[0], .p1 = op->p.conv.padding[1], .d0 = op->p.conv.dilation[0],
+    vk_pc_conv pc = {.N = (uint32_t)x->shape[0],
+                     .C = (uint32_t)x->shape[1],
+                     .H = (uint32_t)x->shape[2],
+                     .W = (uint32_t)x->shape[3],
+                     .O = (uint32_t)y->shape[1],
+                     .Ho = (uint32_t)y->shape[2],
+                     .Wo = (uint32_t)y->shape[3],
+                     .G = (uint32_t)op->p.conv.groups,
+                     .KH = (uint32_t)w->shape[2],
+                     .KW = (uint32_t)w->shape[3],
+                     .s0 = (uint32_t)op->p.conv.stride[0],
+                     .s1 = (uint32_t)op->p.conv.stride[1],
+                     .p0 = op->p.conv.padding[0],
+                     .p1 = op->p.conv.padding[1],
+                     .d0 = op->p.conv.dilation[0],
                      .d1 = op->p.conv.dilation[1]};
     vk_bind bind[4];
     td_operand none = {0};
@@ -64,11 +75,14 @@ static td_status conv(vk_dev *d, const td_op *op, uint32_t code, const td_operan
     uint32_t spec[2] = {WG, code};
     int64_t n = td_operand_numel(out);
     uint32_t groups = code == CONV_DW ? vk_groups(n, 1) : vk_groups(n, WG);
-    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_f32, out->dtype), spec, 2, 4, bind, &pc, sizeof pc, groups, 1, 1);
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_f32, out->dtype), spec, 2, 4, bind, &pc, sizeof pc, groups, 1,
+                       1);
 }
 
 bool vk_supports_CONV2D(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 3 && same_float(op); }
-td_status vk_op_CONV2D(vk_dev *d, const td_op *op) { return conv(d, op, CONV_FWD, &op->in[0], &op->in[1], &op->out[0]); }
+td_status vk_op_CONV2D(vk_dev *d, const td_op *op) {
+    return conv(d, op, CONV_FWD, &op->in[0], &op->in[1], &op->out[0]);
+}
 
 /* in = (dy, w), out = dx */
 bool vk_supports_CONV2D_BACKWARD_INPUT(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 2 && same_float(op); }
@@ -89,10 +103,17 @@ enum { POOL_MAX, POOL_MAX_BWD, POOL_AVG, POOL_AVG_BWD };
 /* x: the [N,C,H,W] side; y: the [N,C,Ho,Wo] side */
 static td_status pool(vk_dev *d, const td_op *op, uint32_t code, const td_operand *a, const td_operand *idx,
                       const td_operand *out, const td_operand *x, const td_operand *y) {
-    vk_pc_pool pc = {.NC = (uint32_t)(x->shape[0] * x->shape[1]), .H = (uint32_t)x->shape[2], .W = (uint32_t)x->shape[3],
-                     .Ho = (uint32_t)y->shape[2], .Wo = (uint32_t)y->shape[3], .KH = (uint32_t)op->p.pool.kernel[0],
-                     .KW = (uint32_t)op->p.pool.kernel[1], .s0 = (uint32_t)op->p.pool.stride[0],
-                     .s1 = (uint32_t)op->p.pool.stride[1], .p0 = op->p.pool.padding[0], .p1 = op->p.pool.padding[1],
+    vk_pc_pool pc = {.NC = (uint32_t)(x->shape[0] * x->shape[1]),
+                     .H = (uint32_t)x->shape[2],
+                     .W = (uint32_t)x->shape[3],
+                     .Ho = (uint32_t)y->shape[2],
+                     .Wo = (uint32_t)y->shape[3],
+                     .KH = (uint32_t)op->p.pool.kernel[0],
+                     .KW = (uint32_t)op->p.pool.kernel[1],
+                     .s0 = (uint32_t)op->p.pool.stride[0],
+                     .s1 = (uint32_t)op->p.pool.stride[1],
+                     .p0 = op->p.pool.padding[0],
+                     .p1 = op->p.pool.padding[1],
                      .include_pad = op->p.pool.count_include_pad};
     vk_bind bind[3];
     td_operand none = {0};
@@ -139,8 +160,11 @@ td_status vk_op_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
     td_status st = vk_op_FILL(d, &zero);
     if (st != TD_OK) return st;
     const td_operand *x = &op->out[0], *y = &op->in[0];
-    vk_pc_pool pc = {.NC = (uint32_t)(x->shape[0] * x->shape[1]), .H = (uint32_t)x->shape[2], .W = (uint32_t)x->shape[3],
-                     .Ho = (uint32_t)y->shape[2], .Wo = (uint32_t)y->shape[3]};
+    vk_pc_pool pc = {.NC = (uint32_t)(x->shape[0] * x->shape[1]),
+                     .H = (uint32_t)x->shape[2],
+                     .W = (uint32_t)x->shape[3],
+                     .Ho = (uint32_t)y->shape[2],
+                     .Wo = (uint32_t)y->shape[3]};
     vk_bind bind[3];
     st = vk_bind_view(d, y, false, &bind[0], &pc.a_off);
     if (st == TD_OK) st = vk_bind_view(d, &op->in[1], false, &bind[1], &pc.i_off);

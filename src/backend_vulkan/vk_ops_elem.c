@@ -22,7 +22,10 @@ void vk_scalar(uint32_t sc[4], int k, td_dtype dt, double v) {
         break;
     }
     case TD_I64: {
-        int64_t i = v != v ? 0 : v <= -9223372036854775808.0 ? INT64_MIN : v >= 9223372036854775807.0 ? INT64_MAX : (int64_t)v;
+        int64_t i = v != v                        ? 0
+                    : v <= -9223372036854775808.0 ? INT64_MIN
+                    : v >= 9223372036854775807.0  ? INT64_MAX
+                                                  : (int64_t)v;
         sc[2 * k] = (uint32_t)(uint64_t)i, sc[2 * k + 1] = (uint32_t)((uint64_t)i >> 32);
         break;
     }
@@ -77,14 +80,16 @@ td_status vk_elementwise(vk_dev *d, int shader, const uint32_t *spec, int n_spec
     for (int i = outer; i < nd; i++) count *= shape[i];
     for (int i = 0; i < outer; i++) n_outer *= shape[i];
     if (count > UINT32_MAX)
-        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: %lld elements in one dispatch is more than 2^32", (long long)count);
+        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: %lld elements in one dispatch is more than 2^32",
+                            (long long)count);
     pc.n = (uint32_t)count;
     pc.ndim = (uint32_t)inner;
     for (int i = 0; i < inner; i++) {
         pc.shape[i] = (uint32_t)shape[outer + i];
         for (int k = 0; k < n; k++) {
             if (strides[k][outer + i] > UINT32_MAX)
-                return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: stride %lld too large", (long long)strides[k][outer + i]);
+                return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: stride %lld too large",
+                                    (long long)strides[k][outer + i]);
             pc.stride[4 * k + i] = (uint32_t)strides[k][outer + i];
         }
     }
@@ -112,8 +117,10 @@ td_status vk_op_FILL(vk_dev *d, const td_op *op) {
     bool writes[1] = {true};
     uint32_t sc[4] = {0}, spec[1] = {WG};
     td_dtype dt = op->out[0].dtype;
-    if (dt == TD_BOOL) vk_scalar(sc, 0, dt, op->p.fill.value != 0);
-    else vk_scalar(sc, 0, dt, op->p.fill.value);
+    if (dt == TD_BOOL)
+        vk_scalar(sc, 0, dt, op->p.fill.value != 0);
+    else
+        vk_scalar(sc, 0, dt, op->p.fill.value);
     return vk_elementwise(d, VK_DT_SHADER(VK_SHADER_fill_f32, dt), spec, 1, 1, views, writes, sc);
 }
 
@@ -174,15 +181,15 @@ static td_status binary(vk_dev *d, const td_op *op, uint32_t code) {
     return vk_elementwise(d, VK_DT_SHADER(base, op->in[0].dtype), spec, 2, 3, views, writes, NULL);
 }
 
-#define VK_BINARY_(NAME, CODE, OK)                                                                             \
-    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return (void)d, (OK); }                              \
+#define VK_BINARY_(NAME, CODE, OK)                                                                                     \
+    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return (void)d, (OK); }                                      \
     td_status vk_op_##NAME(vk_dev *d, const td_op *op) { return binary(d, op, CODE); }
 
 VK_BINARY_(ADD, B_ADD, binary_ok(op, false))
 VK_BINARY_(SUB, B_SUB, binary_ok(op, false))
 VK_BINARY_(MUL, B_MUL, binary_ok(op, false))
 VK_BINARY_(DIV, B_DIV, binary_ok(op, false) && vk_is_float(op->in[0].dtype))
-VK_BINARY_(POW, B_POW, binary_ok(op, false) && vk_is_float(op->in[0].dtype) && op->in[0].dtype != TD_F64)
+VK_BINARY_(POW, B_POW, binary_ok(op, false) && vk_is_float(op->in[0].dtype))
 VK_BINARY_(MAXIMUM, B_MAX, binary_ok(op, false))
 VK_BINARY_(MINIMUM, B_MIN, binary_ok(op, false))
 VK_BINARY_(EQ, B_EQ, binary_ok(op, true))
@@ -193,7 +200,7 @@ VK_BINARY_(GT, B_GT, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
 VK_BINARY_(GE, B_GE, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
 
 bool vk_supports_GELU_BACKWARD(vk_dev *d, const td_op *op) {
-    return (void)d, binary_ok(op, false) && vk_is_float(op->in[0].dtype) && op->in[0].dtype != TD_F64;
+    return (void)d, binary_ok(op, false) && vk_is_float(op->in[0].dtype);
 }
 td_status vk_op_GELU_BACKWARD(vk_dev *d, const td_op *op) {
     return binary(d, op, op->p.gelu.approximate == TD_GELU_TANH ? B_GELU_TANH : B_GELU_ERF);
@@ -216,8 +223,23 @@ td_status vk_op_WHERE(vk_dev *d, const td_op *op) {
 
 /* ---- unary ---- */
 
-enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU, U_GELU_ERF, U_GELU_TANH,
-       U_SILU, U_CLAMP };
+enum {
+    U_NEG,
+    U_ABS,
+    U_EXP,
+    U_LOG,
+    U_SQRT,
+    U_RSQRT,
+    U_SIN,
+    U_COS,
+    U_TANH,
+    U_SIGMOID,
+    U_RELU,
+    U_GELU_ERF,
+    U_GELU_TANH,
+    U_SILU,
+    U_CLAMP
+};
 
 /* which unary codes each dtype kind implements (see shaders/unary.comp) */
 static bool unary_ok(const td_op *op, uint32_t code) {
@@ -225,9 +247,7 @@ static bool unary_ok(const td_op *op, uint32_t code) {
     td_dtype dt = op->in[0].dtype;
     bool simple = code == U_NEG || code == U_ABS || code == U_RELU || code == U_CLAMP;
     if (dt == TD_BOOL) return false;
-    if (!vk_is_float(dt)) return simple;
-    if (dt == TD_F64) return simple || code == U_SQRT || code == U_RSQRT;
-    return true;
+    return vk_is_float(dt) || simple;
 }
 
 static td_status unary(vk_dev *d, const td_op *op, uint32_t code, const uint32_t sc[4]) {
@@ -237,8 +257,8 @@ static td_status unary(vk_dev *d, const td_op *op, uint32_t code, const uint32_t
     return vk_elementwise(d, VK_DT_SHADER(VK_SHADER_unary_f32, op->in[0].dtype), spec, 2, 2, views, writes, sc);
 }
 
-#define VK_UNARY_(NAME, CODE)                                                                                  \
-    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return (void)d, unary_ok(op, CODE); }                \
+#define VK_UNARY_(NAME, CODE)                                                                                          \
+    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return (void)d, unary_ok(op, CODE); }                        \
     td_status vk_op_##NAME(vk_dev *d, const td_op *op) { return unary(d, op, CODE, NULL); }
 
 VK_UNARY_(NEG, U_NEG)

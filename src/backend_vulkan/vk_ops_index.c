@@ -79,8 +79,11 @@ bool vk_supports_LAYER_NORM(vk_dev *d, const td_op *op) {
 
 td_status vk_op_LAYER_NORM(vk_dev *d, const td_op *op) {
     int64_t rows = td_operand_numel(&op->out[1]);
-    vk_pc_norm pc = {.rows = (uint32_t)rows, .D = (uint32_t)(td_operand_numel(&op->in[0]) / rows),
-                     .has_w = op->in[1].buf != NULL, .has_b = op->in[2].buf != NULL, .eps = (float)op->p.norm.eps};
+    vk_pc_norm pc = {.rows = (uint32_t)rows,
+                     .D = (uint32_t)(td_operand_numel(&op->in[0]) / rows),
+                     .has_w = op->in[1].buf != NULL,
+                     .has_b = op->in[2].buf != NULL,
+                     .eps = (float)op->p.norm.eps};
     vk_bind b[6];
     uint32_t *offs[6] = {&pc.x_off, &pc.w_off, &pc.b_off, &pc.y_off, &pc.m_off, &pc.r_off};
     td_operand none = {0};
@@ -111,7 +114,10 @@ static td_status index_run(vk_dev *d, uint32_t code, const td_operand *x, const 
     if (st != TD_OK) return st;
     if (pc->idx64) pc->i_off *= 2; /* in uint words */
     size_t es = td_dtype_size(out->dtype);
-    int shader = es == 1 ? VK_SHADER_index_1 : es == 2 ? VK_SHADER_index_2 : es == 4 ? VK_SHADER_index_4 : VK_SHADER_index_8;
+    int shader = es == 1   ? VK_SHADER_index_1
+                 : es == 2 ? VK_SHADER_index_2
+                 : es == 4 ? VK_SHADER_index_4
+                           : VK_SHADER_index_8;
     uint32_t spec[2] = {WG, code};
     return vk_dispatch(d, shader, spec, 2, 3, b, pc, sizeof *pc, vk_groups(pc->n, WG), 1, 1);
 }
@@ -125,7 +131,9 @@ bool vk_supports_EMBEDDING(vk_dev *d, const td_op *op) {
 
 td_status vk_op_EMBEDDING(vk_dev *d, const td_op *op) {
     const td_operand *w = &op->in[0];
-    vk_pc_index pc = {.pre = 1, .K = (uint32_t)td_operand_numel(&op->in[1]), .post = (uint32_t)w->shape[1],
+    vk_pc_index pc = {.pre = 1,
+                      .K = (uint32_t)td_operand_numel(&op->in[1]),
+                      .post = (uint32_t)w->shape[1],
                       .xdim = (uint32_t)w->shape[0]};
     return index_run(d, IX_SELECT, w, &op->in[1], &op->out[0], &pc);
 }
@@ -141,7 +149,9 @@ bool vk_supports_INDEX_SELECT(vk_dev *d, const td_op *op) {
 td_status vk_op_INDEX_SELECT(vk_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0];
     int dim = op->p.axis.dim;
-    vk_pc_index pc = {.pre = 1, .post = 1, .K = (uint32_t)td_operand_numel(&op->in[1]),
+    vk_pc_index pc = {.pre = 1,
+                      .post = 1,
+                      .K = (uint32_t)td_operand_numel(&op->in[1]),
                       .xdim = (uint32_t)(x->ndim ? x->shape[dim] : 1)};
     for (int i = 0; i < dim; i++) pc.pre *= (uint32_t)x->shape[i];
     for (int i = dim + 1; i < x->ndim; i++) pc.post *= (uint32_t)x->shape[i];
@@ -158,8 +168,8 @@ bool vk_supports_GATHER(vk_dev *d, const td_op *op) {
 
 td_status vk_op_GATHER(vk_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0], *out = &op->out[0];
-    vk_pc_index pc = {.dim = (uint32_t)op->p.axis.dim, .ndim = (uint32_t)out->ndim,
-                      .xdim = (uint32_t)x->shape[op->p.axis.dim]};
+    vk_pc_index pc = {
+        .dim = (uint32_t)op->p.axis.dim, .ndim = (uint32_t)out->ndim, .xdim = (uint32_t)x->shape[op->p.axis.dim]};
     for (int i = 0; i < out->ndim; i++) pc.shape[i] = (uint32_t)out->shape[i], pc.xstride[i] = (uint32_t)x->strides[i];
     return index_run(d, IX_GATHER, x, &op->in[1], out, &pc);
 }
@@ -203,7 +213,8 @@ bool vk_supports_EMBEDDING_BACKWARD(vk_dev *d, const td_op *op) {
 
 td_status vk_op_EMBEDDING_BACKWARD(vk_dev *d, const td_op *op) {
     int64_t pad = op->p.embedding.padding_idx;
-    vk_pc_scatter pc = {.T = (uint32_t)td_operand_numel(&op->in[1]), .D = (uint32_t)op->out[0].shape[1],
+    vk_pc_scatter pc = {.T = (uint32_t)td_operand_numel(&op->in[1]),
+                        .D = (uint32_t)op->out[0].shape[1],
                         .padding_idx = pad < 0 || pad > INT32_MAX ? -1 : (int32_t)pad};
     return scatter_run(d, 0, NULL, &op->in[1], &op->in[0], &op->out[0], &pc);
 }

@@ -1,9 +1,11 @@
 /*
 ** SOFTMAX, LOG_SOFTMAX (shaders/softmax.comp) and CROSS_ENTROPY with its
 ** backward (shaders/cross_entropy.comp). All operands are contiguous; rows
-** are the last dim. Math runs in float for f32/f16/bf16 (f64 stays on the CPU:
-** GLSL has no double exp/log).
+** are the last dim. Math runs in float for f32/f16/bf16, in double for f64
+** (with shaders/math64.glsl).
 */
+#include <string.h>
+
 #include "vk_ops.h"
 
 #define WG 256
@@ -21,13 +23,12 @@ typedef struct vk_pc_xent {
     uint32_t has_w, reduction;
     int32_t ignore_index;
     float eps;
+    uint32_t eps_lo, eps_hi;
 } vk_pc_xent;
-static_assert(sizeof(vk_pc_xent) == 48, "vk_pc_xent must match shaders/cross_entropy.comp");
-
-static bool float32ish(td_dtype dt) { return dt == TD_F32 || dt == TD_F16 || dt == TD_BF16; }
+static_assert(sizeof(vk_pc_xent) == 56, "vk_pc_xent must match shaders/cross_entropy.comp");
 
 static bool softmax_ok(const td_op *op) {
-    return op->n_in == 1 && op->n_out == 1 && float32ish(op->in[0].dtype) && op->out[0].dtype == op->in[0].dtype;
+    return op->n_in == 1 && op->n_out == 1 && vk_is_float(op->in[0].dtype) && op->out[0].dtype == op->in[0].dtype;
 }
 
 static td_status softmax(vk_dev *d, const td_op *op, uint32_t code) {
@@ -55,9 +56,9 @@ enum { X_ROWS, X_FINISH, X_DENOM, X_BACKWARD };
 /* logits [N, C] or [C]; target int64; weight [C] or absent */
 static bool xent_ok(const td_op *op, int first_logits) {
     const td_operand *x = &op->in[first_logits], *t = &op->in[first_logits + 1], *w = &op->in[first_logits + 2];
-    return float32ish(x->dtype) && (x->ndim == 1 || x->ndim == 2) && t->dtype == TD_I64 &&
-           (!w->buf || w->dtype == x->dtype) && op->out[0].dtype == x->dtype &&
-           op->p.xent.ignore_index >= INT32_MIN && op->p.xent.ignore_index <= INT32_MAX;
+    return vk_is_float(x->dtype) && (x->ndim == 1 || x->ndim == 2) && t->dtype == TD_I64 &&
+           (!w->buf || w->dtype == x->dtype) && op->out[0].dtype == x->dtype && op->p.xent.ignore_index >= INT32_MIN &&
+           op->p.xent.ignore_index <= INT32_MAX;
 }
 
 bool vk_supports_CROSS_ENTROPY(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 3 && xent_ok(op, 0); }
@@ -87,9 +88,14 @@ static td_status xent_run(vk_dev *d, const td_operand *dl, const td_operand *x, 
 }
 
 static vk_pc_xent xent_params(const td_op *op, const td_operand *x) {
-    vk_pc_xent pc = {.C = (uint32_t)x->shape[x->ndim - 1], .N = x->ndim == 2 ? (uint32_t)x->shape[0] : 1,
-                     .reduction = (uint32_t)op->p.xent.reduction, .ignore_index = (int32_t)op->p.xent.ignore_index,
+    vk_pc_xent pc = {.C = (uint32_t)x->shape[x->ndim - 1],
+                     .N = x->ndim == 2 ? (uint32_t)x->shape[0] : 1,
+                     .reduction = (uint32_t)op->p.xent.reduction,
+                     .ignore_index = (int32_t)op->p.xent.ignore_index,
                      .eps = (float)op->p.xent.label_smoothing};
+    uint64_t bits;
+    memcpy(&bits, &op->p.xent.label_smoothing, 8);
+    pc.eps_lo = (uint32_t)bits, pc.eps_hi = (uint32_t)(bits >> 32);
     return pc;
 }
 
@@ -100,7 +106,8 @@ td_status vk_op_CROSS_ENTROPY(vk_dev *d, const td_op *op) {
     if (pc.reduction == TD_REDUCTION_NONE)
         return xent_run(d, NULL, x, t, w, out, NULL, X_ROWS, vk_groups(pc.N, 1), &pc);
     td_buffer *scratch;
-    td_status st = vk_alloc(d, (size_t)pc.N * 8 + 8, &scratch);
+    size_t acc = x->dtype == TD_F64 ? 8 : 4; /* the shader's accumulator: (loss, weight) pairs */
+    td_status st = vk_alloc(d, (size_t)pc.N * 2 * acc + 2 * acc, &scratch);
     if (st != TD_OK) return st;
     st = xent_run(d, NULL, x, t, w, out, scratch, X_ROWS, vk_groups(pc.N, 1), &pc);
     if (st == TD_OK) st = xent_run(d, NULL, x, t, w, out, scratch, X_FINISH, 1, &pc);

@@ -55,7 +55,8 @@ bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
 static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
     int nd = (a->ndim > b->ndim ? a->ndim : b->ndim);
-    vk_pc_matmul pc = {.M = (uint32_t)a->shape[a->ndim - 2], .N = (uint32_t)b->shape[b->ndim - 1],
+    vk_pc_matmul pc = {.M = (uint32_t)a->shape[a->ndim - 2],
+                       .N = (uint32_t)b->shape[b->ndim - 1],
                        .K = (uint32_t)a->shape[a->ndim - 1]};
     pc.a_rs = (uint32_t)a->strides[a->ndim - 2], pc.a_cs = (uint32_t)a->strides[a->ndim - 1];
     pc.b_rs = (uint32_t)b->strides[b->ndim - 2], pc.b_cs = (uint32_t)b->strides[b->ndim - 1];
@@ -87,7 +88,8 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     for (int i = 0; i < outer; i++) n_outer *= bs[i];
     pc.bdim = (uint32_t)inner;
     for (int i = 0; i < inner; i++)
-        pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i], pc.b_bs[i] = (uint32_t)bbs[outer + i];
+        pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i],
+        pc.b_bs[i] = (uint32_t)bbs[outer + i];
     const uint32_t *spec = pc.M >= 128 && pc.N >= 128 ? LARGE : SMALL;
     uint32_t coop_spec[1] = {4 * d->caps.subgroup_size}; /* 4 subgroups, 64 x 64 tiles */
     int shader = coop ? VK_SHADER_matmul_coopmat_f16 : VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
@@ -146,8 +148,10 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
         td_clear_error();
         d->coopmat_state = coopmat_selftest(d) ? 2 : -1;
         if (d->coopmat_state < 0)
-            fprintf(stderr, "trident: vulkan:%d: cooperative-matrix matmul failed its self-test (%s); using the tiled "
-                            "kernel\n", d->index, td_last_error());
+            fprintf(stderr,
+                    "trident: vulkan:%d: cooperative-matrix matmul failed its self-test (%s); using the tiled "
+                    "kernel\n",
+                    d->index, td_last_error());
         td_clear_error();
     }
     return matmul(d, op, op->in[0].dtype == TD_F16 && d->coopmat_state == 2);

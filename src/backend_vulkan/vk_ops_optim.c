@@ -68,7 +68,8 @@ td_status vk_op_ADAM_STEP(vk_dev *d, const td_op *op) {
     double b1 = op->p.adam.beta1, b2 = op->p.adam.beta2, lr = op->p.adam.lr, wd = op->p.adam.weight_decay;
     double t = (double)op->p.adam.step;
     vk_pc_optim pc = {0};
-    double k[9] = {b1, 1 - b1, b2, 1 - b2, wd, 1 - lr * wd, -lr / (1 - pow(b1, t)), sqrt(1 - pow(b2, t)), op->p.adam.eps};
+    double k[9] = {
+        b1, 1 - b1, b2, 1 - b2, wd, 1 - lr * wd, -lr / (1 - pow(b1, t)), sqrt(1 - pow(b2, t)), op->p.adam.eps};
     for (int i = 0; i < 9; i++) put_k(&pc, dt, i, k[i]);
     pc.flags = (wd != 0 && !op->p.adam.decoupled) | op->p.adam.decoupled << 1 | op->p.adam.amsgrad << 2 |
                op->p.adam.maximize << 3;
@@ -93,7 +94,7 @@ td_status vk_op_SGD_STEP(vk_dev *d, const td_op *op) {
 
 bool vk_supports_RMSPROP_STEP(vk_dev *d, const td_op *op) {
     return (void)d, optim_ok(op, 1) && (op->p.rmsprop.momentum <= 0 || (op->n_out >= 3 && op->out[2].buf)) &&
-           (!op->p.rmsprop.centered || (op->n_out >= 4 && op->out[3].buf));
+                        (!op->p.rmsprop.centered || (op->n_out >= 4 && op->out[3].buf));
 }
 
 td_status vk_op_RMSPROP_STEP(vk_dev *d, const td_op *op) {

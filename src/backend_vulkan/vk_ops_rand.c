@@ -2,7 +2,7 @@
 ** RAND, RANDN, DROPOUT (shaders/rand.comp): Philox4x32-10 streams identical
 ** to the CPU backend's (see src/backend_cpu/cpu_random.c for the mapping).
 ** RAND and DROPOUT are bit-exact; RANDN matches to a few ulp (float
-** transcendentals). RANDN in f64 is left to the CPU: GLSL has no double log/cos.
+** transcendentals; f64 computes in double with shaders/math64.glsl).
 */
 #include <math.h>
 #include <string.h>
@@ -49,7 +49,7 @@ bool vk_supports_RAND(vk_dev *d, const td_op *op) {
 }
 td_status vk_op_RAND(vk_dev *d, const td_op *op) { return rand_op(d, op, 0); }
 
-bool vk_supports_RANDN(vk_dev *d, const td_op *op) { return vk_supports_RAND(d, op) && op->out[0].dtype != TD_F64; }
+bool vk_supports_RANDN(vk_dev *d, const td_op *op) { return vk_supports_RAND(d, op); }
 td_status vk_op_RANDN(vk_dev *d, const td_op *op) { return rand_op(d, op, 1); }
 
 bool vk_supports_DROPOUT(vk_dev *d, const td_op *op) {

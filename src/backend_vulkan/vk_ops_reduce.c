@@ -44,8 +44,8 @@ typedef struct red_plan {
 } red_plan;
 
 /* One pass: out[r] (from out_off, contiguous) = R over the reduced dims of in at in_off. */
-static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, const vk_bind *b, uint32_t in_off,
-                             uint32_t out_off, const red_plan *pl, int correction) {
+static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, const vk_bind *b, uint32_t in_off, uint32_t out_off,
+                             const red_plan *pl, int correction) {
     vk_pc_reduce pc = {.n_red = (uint32_t)pl->n_red, .rdim = (uint32_t)pl->nr, .correction = correction};
     for (int i = 0; i < pl->nr; i++) pc.rshape[i] = (uint32_t)pl->rs[i], pc.rstride[i] = (uint32_t)pl->rst[i];
     int inner = pl->nk < 4 ? pl->nk : 4, outer = pl->nk - inner;
@@ -54,7 +54,8 @@ static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, const vk_bind
     for (int i = 0; i < outer; i++) n_outer *= pl->ks[i];
     pc.n_out = (uint32_t)per;
     pc.kdim = (uint32_t)inner;
-    for (int i = 0; i < inner; i++) pc.kshape[i] = (uint32_t)pl->ks[outer + i], pc.kstride[i] = (uint32_t)pl->kst[outer + i];
+    for (int i = 0; i < inner; i++)
+        pc.kshape[i] = (uint32_t)pl->ks[outer + i], pc.kstride[i] = (uint32_t)pl->kst[outer + i];
     if (inner == 0) pc.kdim = 1, pc.kshape[0] = 1, pc.kstride[0] = 0;
     uint32_t spec[2] = {WG, code};
     for (int64_t o = 0; o < n_outer; o++) {
@@ -132,12 +133,11 @@ static bool reduce_ok(vk_dev *d, const td_op *op, uint32_t code) {
         if (code == R_SUM) return ot == TD_I64 && d->caps.int64;
         if (code != R_MAX && code != R_MIN) return false;
     }
-    if (code == R_LSE && dt == TD_F64) return false; /* no double exp/log in GLSL */
     return ot == dt;
 }
 
-#define VK_REDUCE_(NAME, CODE)                                                                                 \
-    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return reduce_ok(d, op, CODE); }                     \
+#define VK_REDUCE_(NAME, CODE)                                                                                         \
+    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return reduce_ok(d, op, CODE); }                             \
     td_status vk_op_##NAME(vk_dev *d, const td_op *op) { return reduce(d, op, CODE); }
 
 VK_REDUCE_(SUM, R_SUM)

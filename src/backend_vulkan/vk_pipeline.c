@@ -28,9 +28,12 @@ static bool cache_path(vk_dev *d, char *path, size_t n) {
     if (off && !strcmp(off, "0")) return false;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[3072];
-    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/trident", xdg);
-    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/trident", home);
-    else return false;
+    if (xdg && *xdg)
+        snprintf(dir, sizeof dir, "%s/trident", xdg);
+    else if (home && *home)
+        snprintf(dir, sizeof dir, "%s/.cache/trident", home);
+    else
+        return false;
     char uuid[2 * VK_UUID_SIZE + 1];
     for (unsigned i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
     snprintf(path, n, "%s/vulkan-%04x-%04x-%s.bin", dir, d->props.vendorID, d->props.deviceID, uuid);
@@ -93,23 +96,30 @@ void vk_pipeline_cache_save(vk_dev *d) {
 td_status vk_pipeline_init(vk_dev *d) {
     VkDescriptorSetLayoutBinding b[VK_MAX_BINDINGS];
     for (int i = 0; i < VK_MAX_BINDINGS; i++)
-        b[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                              .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-    VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                          .flags = d->push_descriptor ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
-                                          .bindingCount = VK_MAX_BINDINGS, .pBindings = b};
+        b[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
+                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .descriptorCount = 1,
+                                              .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo li = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+        .flags = d->push_descriptor ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
+        .bindingCount = VK_MAX_BINDINGS,
+        .pBindings = b};
     VkResult r = vkCreateDescriptorSetLayout(d->dev, &li, NULL, &d->dsl);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateDescriptorSetLayout");
     VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_MAX};
-    VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-                                     .pSetLayouts = &d->dsl, .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
+    VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                     .setLayoutCount = 1,
+                                     .pSetLayouts = &d->dsl,
+                                     .pushConstantRangeCount = 1,
+                                     .pPushConstantRanges = &pr};
     r = vkCreatePipelineLayout(d->dev, &pi, NULL, &d->layout);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreatePipelineLayout");
     char path[4096];
     size_t size = 0;
     void *data = cache_path(d, path, sizeof path) ? load_file(path, &size) : NULL;
-    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = size,
-                                    .pInitialData = data};
+    VkPipelineCacheCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = size, .pInitialData = data};
     r = vkCreatePipelineCache(d->dev, &ci, NULL, &d->cache);
     if (r != VK_SUCCESS && data) { /* a damaged file: start empty */
         ci.initialDataSize = 0;
@@ -139,13 +149,15 @@ static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry,
                                VkPipeline *out) {
     VkSpecializationMapEntry me[VK_MAX_SPEC];
     for (int i = 0; i < n_spec; i++) me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)(4 * i), 4};
-    VkSpecializationInfo si = {.mapEntryCount = (uint32_t)n_spec, .pMapEntries = me, .dataSize = 4 * (size_t)n_spec,
-                               .pData = spec};
-    VkComputePipelineCreateInfo ci = {
-        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                  .module = mod, .pName = entry, .pSpecializationInfo = n_spec ? &si : NULL},
-        .layout = d->layout};
+    VkSpecializationInfo si = {
+        .mapEntryCount = (uint32_t)n_spec, .pMapEntries = me, .dataSize = 4 * (size_t)n_spec, .pData = spec};
+    VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                                .module = mod,
+                                                .pName = entry,
+                                                .pSpecializationInfo = n_spec ? &si : NULL},
+                                      .layout = d->layout};
     VkResult r = vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, out);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateComputePipelines");
     d->cache_dirty = true;
@@ -162,8 +174,8 @@ td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spe
         }
     if (!d->modules[shader]) {
         const vk_shader_code *c = &vk_shader_table[shader];
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size,
-                                       .pCode = c->code};
+        VkShaderModuleCreateInfo mi = {
+            .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size, .pCode = c->code};
         VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &d->modules[shader]);
         if (r != VK_SUCCESS) return vk_fail(r, "vkCreateShaderModule");
     }
@@ -184,7 +196,8 @@ td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spe
 
 td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, const char *entry, uint32_t wg,
                                  VkShaderModule *mod, VkPipeline *out) {
-    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code};
+    VkShaderModuleCreateInfo mi = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code};
     VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, mod);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateShaderModule");
     td_status st = make_pipeline(d, *mod, entry, &wg, wg ? 1 : 0, out);

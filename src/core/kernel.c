@@ -8,7 +8,8 @@
 #include "internal.h"
 #include "trident/kernel.h"
 
-_Static_assert((int)TD_KERNEL_GLSL == (int)TD_LANG_GLSL && (int)TD_KERNEL_CUDA == (int)TD_LANG_CUDA, "kernel.h languages mirror backend.h");
+_Static_assert((int)TD_KERNEL_GLSL == (int)TD_LANG_GLSL && (int)TD_KERNEL_CUDA == (int)TD_LANG_CUDA,
+               "kernel.h languages mirror backend.h");
 
 #define KERNEL_MAX_TENSORS 64
 
@@ -28,7 +29,8 @@ td_status td_kernel_compile(td_device dev, int lang, const char *source, const c
     if (!be) return td_last_status();
     if (!be->iface->kernel_compile) {
         char d[32];
-        return TD_ERR(TD_ERR_UNSUPPORTED, "td_kernel_compile: %s takes no user kernels", td_device_str(dev, d, sizeof d));
+        return TD_ERR(TD_ERR_UNSUPPORTED, "td_kernel_compile: %s takes no user kernels",
+                      td_device_str(dev, d, sizeof d));
     }
     td_user_kernel *uk = calloc(1, sizeof *uk);
     if (!uk) return TD_ERR(TD_ERR_OOM, "td_kernel_compile: out of host memory");
