@@ -256,7 +256,10 @@ TEST(unary_float) {
             default: want[i] = v / (1 + exp(-v)); break;
             }
         }
-        check_close(td_op_name(kinds[k]), got, want, N, 2e-6, 4e-6);
+        /* GLSL sin/cos are the driver's: NVIDIA's hardware approximation is off by
+        ** ~3.6e-6 at |x| = 30 (the Vulkan spec only bounds them on [-pi, pi]) */
+        bool trig = kinds[k] == TD_OP_SIN || kinds[k] == TD_OP_COS;
+        check_close(td_op_name(kinds[k]), got, want, N, trig ? 1e-5 : 2e-6, 4e-6);
     }
     /* log, sqrt, rsqrt on positives */
     for (int i = 0; i < N; i++) x[i] = (float)(0.01 + 5 * urand());
