@@ -1,23 +1,32 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // MATMUL for f16 on tensor cores through GL_NV_cooperative_matrix:
-// same operands, strides and push block as matmul.comp (C mirror vk_pc_matmul).
-// A workgroup of 4 subgroups (constant 0 = 4 x subgroup size) owns a 64 x 64
-// block of out. Per BK = 32 step it stages A (64 x 32) and B (32 x 64) as
-// float16 in shared memory (zero-padded at the edges), and each subgroup
-// multiplies a 32 x 32 quadrant as 2 x 2 16x16x16 cooperative matrices with
-// f32 accumulators. The result goes through shared memory to be rounded to
-// f16 and stored with bounds checks.
-// Shared memory: (64 * 40 + 32 * 72) halfs + 64 * 68 floats = 26 KiB.
-// Used only where the device lists 16x16x16 f16 x f16 -> f32 at subgroup
-// scope, and only after a self-test against matmul.comp (vk_ops_matmul.c).
+// out[z] = a[z] @ b[z], a [.., M, K], b [.., K, N], out [.., M, N] contiguous,
+// same strides and push block as matmul.comp (C mirror vk_pc_matmul).
+// A workgroup of 256 invocations (constant 0) owns a 128 x 128 block of out;
+// its S = 256 / subgroup size subgroups (2, 4 or 8) a 2 x S/2 grid of 64 x WN
+// blocks (WN = 256 / S, constant 4), each held as (64/LM) x (WN/LN)
+// cooperative matrices of the device's LM x LN x LK shape (constants 1..3,
+// listed by vkGetPhysicalDeviceCooperativeMatrixPropertiesNV), f32 accumulators. K goes in steps of BK = 32: every thread loads its 2 + 2
+// runs of 8 halfs of the next A (128 x 32) and B (32 x 128) tiles into
+// registers while the subgroups multiply the current tiles from shared memory
+// (two stages, one barrier per step). Runs are one 16-byte load where the
+// operand is row-major with 8-aligned rows, offset and length, else 8 strided
+// loads with bounds checks (zeros outside). The accumulators are rounded to
+// f16 into shared memory (the stage buffers) and stored with bounds checks.
+// Shared memory: 2 stages x (128 x 40 + 32 x 136) halfs = 37 KiB <= 48 KiB.
+// Used only after a self-test against a host reference (vk_ops_matmul.c).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "types.glsl"
 
-layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint LM = 16;
+layout(constant_id = 2) const uint LN = 16;
+layout(constant_id = 3) const uint LK = 16;
+layout(constant_id = 4) const uint WN = 32; // subgroup block width: 256 / (number of subgroups)
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
@@ -28,21 +37,72 @@ layout(push_constant) uniform PC {
 } pc;
 
 layout(binding = 0) readonly buffer BA { float16_t a[]; };
+layout(binding = 0) readonly buffer BA4 { uvec4 a4[]; };
 layout(binding = 1) readonly buffer BB { float16_t b[]; };
-layout(binding = 2) writeonly buffer BO { uint16_t o[]; };
+layout(binding = 1) readonly buffer BB4 { uvec4 b4[]; };
+layout(binding = 2) writeonly buffer BO { float16_t o[]; };
+layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
 
-#define BM 64u
-#define BN 64u
+#define BM 128u
+#define BN 128u
 #define BK 32u
-#define LDA 40u // BK + 8: rows start 16-byte aligned
-#define LDB 72u // BN + 8
-#define LDC 68u // BN + 4
-shared float16_t As[BM * LDA];
-shared float16_t Bs[BK * LDB];
-shared float Cs[BM * LDC];
+#define LDA 40u  // BK + 8: 80-byte rows, conflict-free 16-byte row reads
+#define LDB 136u // BN + 8
+#define LDC 136u
+#define A_SZ (BM * LDA)
+#define STAGE (A_SZ + BK * LDB)
+const uint FM = 64u / LM, FN = WN / LN;
+shared float16_t sm[2u * STAGE]; // stage s: A at s * STAGE, B after it; C at 0 in the end
 
-#define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define ACCM fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define HALF fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
+#define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
+#define ACCM fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
+#define OUTM fcoopmatNV<16, gl_ScopeSubgroup, LM, LN>
+
+uvec4 ra[2], rb[2];
+
+uint pack2(float16_t x, float16_t y) { return packFloat2x16(f16vec2(x, y)); }
+
+// run i (0..1) of this thread: A row t / 4 + 64 i, k 8 * (t % 4); B row t / 16 + 16 i, n 8 * (t % 16)
+void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
+    uint t = gl_LocalInvocationID.x;
+    for (uint i = 0u; i < 2u; i++) {
+        uint gm = gl_WorkGroupID.y * BM + t / 4u + 64u * i, gk = k0 + 8u * (t % 4u);
+        if (avec) {
+            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk) / 8u] : uvec4(0u);
+        } else {
+            float16_t v[8];
+            for (uint j = 0u; j < 8u; j++)
+                v[j] = gm < pc.M && gk + j < pc.K ? a[ao + gm * pc.a_rs + (gk + j) * pc.a_cs] : float16_t(0.0);
+            ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+        }
+        uint kb = k0 + t / 16u + 16u * i, gn = gl_WorkGroupID.x * BN + 8u * (t % 16u);
+        if (bvec) {
+            rb[i] = kb < pc.K && gn < pc.N ? b4[(bo + kb * pc.b_rs + gn) / 8u] : uvec4(0u);
+        } else {
+            float16_t v[8];
+            for (uint j = 0u; j < 8u; j++)
+                v[j] = kb < pc.K && gn + j < pc.N ? b[bo + kb * pc.b_rs + (gn + j) * pc.b_cs] : float16_t(0.0);
+            rb[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+        }
+    }
+}
+
+void store_run(uint base, uvec4 r) {
+    for (uint j = 0u; j < 4u; j++) {
+        f16vec2 h = unpackFloat2x16(r[j]);
+        sm[base + 2u * j] = h.x;
+        sm[base + 2u * j + 1u] = h.y;
+    }
+}
+
+void store_tiles(uint s) {
+    uint t = gl_LocalInvocationID.x;
+    for (uint i = 0u; i < 2u; i++) {
+        store_run(s * STAGE + (t / 4u + 64u * i) * LDA + 8u * (t % 4u), ra[i]);
+        store_run(s * STAGE + A_SZ + (t / 16u + 16u * i) * LDB + 8u * (t % 16u), rb[i]);
+    }
+}
 
 void main() {
     uint t = gl_LocalInvocationID.x;
@@ -55,43 +115,51 @@ void main() {
         ao += c * pc.a_bs[d];
         bo += c * pc.b_bs[d];
     }
-    uint sg = gl_SubgroupID, wm = (sg / 2u) * 32u, wn = (sg % 2u) * 32u;
-    ACCM c00 = ACCM(0.0), c01 = ACCM(0.0), c10 = ACCM(0.0), c11 = ACCM(0.0);
-    bool a_rowmajor = pc.a_cs == 1u, b_rowmajor = pc.b_cs == 1u;
-    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-        for (uint e = t; e < BM * BK; e += WG) {
-            uint r = a_rowmajor ? e / BK : e % BM, c = a_rowmajor ? e % BK : e / BM;
-            uint gm = m0 + r, gk = k0 + c;
-            As[r * LDA + c] = gm < pc.M && gk < pc.K ? a[ao + gm * pc.a_rs + gk * pc.a_cs]
-                                                   : float16_t(0.0);
-        }
-        for (uint e = t; e < BK * BN; e += WG) {
-            uint r = b_rowmajor ? e / BN : e % BK, c = b_rowmajor ? e % BN : e / BK;
-            uint gk = k0 + r, gn = n0 + c;
-            Bs[r * LDB + c] = gk < pc.K && gn < pc.N ? b[bo + gk * pc.b_rs + gn * pc.b_cs]
-                                                   : float16_t(0.0);
-        }
-        barrier();
-        for (uint kk = 0u; kk < BK; kk += 16u) {
-            HALF a0, a1, b0, b1;
-            coopMatLoadNV(a0, As, wm * LDA + kk, LDA, false);
-            coopMatLoadNV(a1, As, (wm + 16u) * LDA + kk, LDA, false);
-            coopMatLoadNV(b0, Bs, kk * LDB + wn, LDB, false);
-            coopMatLoadNV(b1, Bs, kk * LDB + wn + 16u, LDB, false);
-            c00 = coopMatMulAddNV(a0, b0, c00);
-            c01 = coopMatMulAddNV(a0, b1, c01);
-            c10 = coopMatMulAddNV(a1, b0, c10);
-            c11 = coopMatMulAddNV(a1, b1, c11);
-        }
-        barrier();
-    }
-    coopMatStoreNV(c00, Cs, wm * LDC + wn, LDC, false);
-    coopMatStoreNV(c01, Cs, wm * LDC + wn + 16u, LDC, false);
-    coopMatStoreNV(c10, Cs, (wm + 16u) * LDC + wn, LDC, false);
-    coopMatStoreNV(c11, Cs, (wm + 16u) * LDC + wn + 16u, LDC, false);
+    bool avec = pc.a_cs == 1u && pc.a_rs % 8u == 0u && ao % 8u == 0u && pc.K % 8u == 0u;
+    bool bvec = pc.b_cs == 1u && pc.b_rs % 8u == 0u && bo % 8u == 0u && pc.N % 8u == 0u;
+    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * 64u, wn = (sg % (BN / WN)) * WN;
+    ACCM acc[FM][FN];
+    for (uint i = 0u; i < FM; i++)
+        for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
+    load_tiles(0u, ao, bo, avec, bvec);
+    store_tiles(0u);
     barrier();
-    for (uint e = t; e < BM * BN; e += WG) {
-        uint r = e / BN, c = e % BN, gm = m0 + r, gn = n0 + c;
-        if (gm < pc.M && gn < pc.N) o[oo + gm * pc.N + gn] = uint16_t(f32_to_f16(Cs[r * LDC + c]));
+    uint s = 0u;
+    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+        bool more = k0 + BK < pc.K;
+        if (more) load_tiles(k0 + BK, ao, bo, avec, bvec);
+        for (uint kk = 0u; kk < BK; kk += LK) {
+            HALF fa[FM];
+            HALFB fb[FN];
+            for (uint i = 0u; i < FM; i++) coopMatLoadNV(fa[i], sm, s * STAGE + (wm + i * LM) * LDA + kk, LDA, false);
+            for (uint j = 0u; j < FN; j++)
+                coopMatLoadNV(fb[j], sm, s * STAGE + A_SZ + kk * LDB + wn + j * LN, LDB, false);
+            for (uint i = 0u; i < FM; i++)
+                for (uint j = 0u; j < FN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+        }
+        if (more) store_tiles(s ^ 1u);
+        barrier();
+        s ^= 1u;
+    }
+    for (uint i = 0u; i < FM; i++)
+        for (uint j = 0u; j < FN; j++) {
+            OUTM h = OUTM(acc[i][j]);
+            coopMatStoreNV(h, sm, (wm + i * LM) * LDC + wn + j * LN, LDC, false);
+        }
+    barrier();
+    bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
+    for (uint e = t; e < BM * BN / 8u; e += WG) {
+        uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + r, gn = n0 + c;
+        if (gm >= pc.M) continue;
+        uint base = r * LDC + c;
+        if (ovec) {
+            if (gn < pc.N)
+                o4[(oo + gm * pc.N + gn) / 8u] =
+                    uvec4(pack2(sm[base], sm[base + 1u]), pack2(sm[base + 2u], sm[base + 3u]),
+                          pack2(sm[base + 4u], sm[base + 5u]), pack2(sm[base + 6u], sm[base + 7u]));
+        } else {
+            for (uint j = 0u; j < 8u; j++)
+                if (gn + j < pc.N) o[oo + gm * pc.N + gn + j] = sm[base + j];
+        }
     }
 }

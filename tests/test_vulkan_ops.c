@@ -9,7 +9,7 @@
 #define TESTS(X)                                                                                                       \
     X(fill_dtypes)                                                                                                     \
     X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float) X(unary_int_clamp)             \
-        X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes)           \
+        X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) X(matmul_tiles)           \
             X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat)   \
                 X(indexing)
 
@@ -596,8 +596,6 @@ TEST(matmul) {
     check_clean();
 }
 
-/* RAND and DROPOUT bit for bit against td_philox4x32 with the documented
-** mapping; RANDN within a few ulp of the double-precision Box-Muller. */
 /* f16 (tensor cores where the device has them), bf16 and f64 against double loops. */
 TEST(matmul_dtypes) {
     setup();
@@ -679,6 +677,61 @@ TEST(matmul_dtypes) {
     check_clean();
 }
 
+/* The tiled kernels' load paths: f32 (16-byte runs where aligned, else strided
+** loads) and f16 (tensor cores where the device has them) for row-major and
+** transposed operands, aligned and odd sizes, partial tiles and K < the tile
+** depth, against double loops over the values as stored. */
+TEST(matmul_tiles) {
+    setup();
+    static const int sizes[4][3] = {{260, 36, 132}, {131, 37, 129}, {5, 3, 200}, {136, 200, 8}};
+    for (int s = 0; s < 4; s++)
+        for (int at = 0; at < 2; at++)
+            for (int bt = 0; bt < 2; bt++)
+                for (int h = 0; h < 2; h++) {
+                    int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];
+                    float *a = malloc(sizeof(float) * (M * K + K * N + M * N)), *b = a + M * K, *got = b + K * N;
+                    _Float16 *ha = malloc(sizeof(_Float16) * (M * K + K * N + M * N)), *hb = ha + M * K,
+                             *ho = hb + K * N;
+                    double *want = malloc(sizeof(double) * M * N);
+                    for (int i = 0; i < M * K + K * N; i++) {
+                        ha[i] = (_Float16)srand1();
+                        a[i] = h ? (float)ha[i] : (float)srand1();
+                    }
+                    /* a stored [M, K] or [K, M] (at), b [K, N] or [N, K] (bt) */
+                    for (int m = 0; m < M; m++)
+                        for (int n = 0; n < N; n++) {
+                            double acc = 0;
+                            for (int k = 0; k < K; k++)
+                                acc += (double)a[at ? k * M + m : m * K + k] * b[bt ? n * K + k : k * N + n];
+                            want[m * N + n] = acc;
+                        }
+                    td_dtype dt = h ? TD_F16 : TD_F32;
+                    td_operand in[2] = {dev_tensor(dt, 2, at ? (int64_t[]){K, M} : (int64_t[]){M, K}, h ? (void *)ha : a),
+                                        dev_tensor(dt, 2, bt ? (int64_t[]){N, K} : (int64_t[]){K, N}, h ? (void *)hb : b)};
+                    if (at) in[0].shape[0] = M, in[0].shape[1] = K, in[0].strides[0] = 1, in[0].strides[1] = M;
+                    if (bt) in[1].shape[0] = K, in[1].shape[1] = N, in[1].strides[0] = 1, in[1].strides[1] = K;
+                    td_operand out = dev_tensor(dt, 2, (int64_t[]){M, N}, NULL);
+                    td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+                    run(&op);
+                    if (h) {
+                        fetch(&out, ho);
+                        for (int i = 0; i < M * N; i++) got[i] = (float)ho[i];
+                    } else {
+                        fetch(&out, got);
+                    }
+                    char what[64];
+                    snprintf(what, sizeof what, "matmul %s [%d,%d]%s @ [%d,%d]%s", td_dtype_name(dt), M, K,
+                             at ? "^T" : "", K, N, bt ? "^T" : "");
+                    check_close(what, got, want, M * N, h ? 8e-3 : 1e-5, h ? 2e-3 : 1e-5);
+                    for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
+                    be->iface->buffer_free(out.buf);
+                    free(a), free(ha), free(want);
+                }
+    check_clean();
+}
+
+/* RAND and DROPOUT bit for bit against td_philox4x32 with the documented
+** mapping; RANDN within a few ulp of the double-precision Box-Muller. */
 TEST(random_philox) {
     setup();
     enum { N = 1003 };

@@ -82,7 +82,8 @@ typedef struct vk_caps {
     bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
     bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
     bool atomic_float_add;  /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
-    bool coopmat_f16;       /* NV cooperative matrix 16x16x16 f16 x f16 -> f32 at subgroup scope, usable */
+    bool coopmat_f16;       /* NV cooperative matrix f16 x f16 -> f32 at subgroup scope, usable */
+    uint32_t coopmat_shape[3]; /* its M, N, K (the largest listed that tiles 64 x subgroup size x 32) */
     bool memory_model;      /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
     float timestamp_period; /* ns per tick */
     VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;

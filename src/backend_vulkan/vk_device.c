@@ -167,7 +167,9 @@ static const char *probe(vk_dev *d) {
     vkGetPhysicalDeviceProperties2(p, &p2);
     c->max_alloc = m3.maxMemoryAllocationSize;
 
-    if (c->coopmat_nv && c->fp16_arith && c->storage16 && c->memory_model) {
+    /* the cooperative-matrix kernel has 256 invocations in 2, 4 or 8 subgroups */
+    bool coop_sg = c->subgroup_size == 32 || c->subgroup_size == 64 || c->subgroup_size == 128;
+    if (c->coopmat_nv && c->fp16_arith && c->storage16 && c->memory_model && coop_sg) {
         PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
             (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
                 vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
@@ -176,12 +178,24 @@ static const char *probe(vk_dev *d) {
             VkCooperativeMatrixPropertiesNV *cm = calloc(n, sizeof *cm);
             for (uint32_t i = 0; cm && i < n; i++) cm[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
             if (cm && get(p, &n, cm) == VK_SUCCESS)
-                for (uint32_t i = 0; i < n; i++)
-                    c->coopmat_f16 |=
-                        cm[i].MSize == 16 && cm[i].NSize == 16 && cm[i].KSize == 16 &&
-                        cm[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && cm[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                        cm[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && cm[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                        cm[i].scope == VK_SCOPE_SUBGROUP_NV;
+                for (uint32_t i = 0; i < n; i++) {
+                    const VkCooperativeMatrixPropertiesNV *q = &cm[i];
+                    if (getenv("TRIDENT_VULKAN_VERBOSE"))
+                        fprintf(stderr, "vulkan: %s: NV cooperative matrix %ux%ux%u types %d %d %d %d scope %d\n",
+                                d->props.deviceName, q->MSize, q->NSize, q->KSize, q->AType, q->BType, q->CType,
+                                q->DType, q->scope);
+                    /* matmul_coopmat.comp: 64 x WN subgroup blocks (WN = subgroup size), K steps of 32 */
+                    bool fits = q->MSize && q->NSize && q->KSize && 64 % q->MSize == 0 &&
+                                c->subgroup_size % q->NSize == 0 && 32 % q->KSize == 0;
+                    bool types = q->AType == VK_COMPONENT_TYPE_FLOAT16_NV && q->BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                 q->CType == VK_COMPONENT_TYPE_FLOAT32_NV && q->DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                 q->scope == VK_SCOPE_SUBGROUP_NV;
+                    uint32_t *best = c->coopmat_shape;
+                    if (fits && types && q->MSize * q->NSize * q->KSize > best[0] * best[1] * best[2]) {
+                        best[0] = q->MSize, best[1] = q->NSize, best[2] = q->KSize;
+                        c->coopmat_f16 = true;
+                    }
+                }
             free(cm);
         }
         if (getenv("TRIDENT_VULKAN_NO_COOPMAT")) c->coopmat_f16 = false;
@@ -446,10 +460,10 @@ td_status vk_device_info(int index, td_device_info *out) {
     out->timestamps = c->timestamps;
     out->unified_memory = d->created && !d->failed && d->direct;
     snprintf(out->features, sizeof out->features,
-             "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d coopmat_khr=%d "
+             "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d/%ux%ux%u coopmat_khr=%d "
              "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d",
              c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv,
-             d->coopmat_state, c->coopmat_khr, c->push_descriptor, c->bda, c->memory_budget,
+             d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1], c->coopmat_shape[2], c->coopmat_khr, c->push_descriptor, c->bda, c->memory_budget,
              (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem, vk_validation_errors());
     return TD_OK;
 }
