@@ -51,6 +51,9 @@ layout(push_constant) uniform PC {
 #endif
 
 layout(binding = 0) readonly buffer BA { ST(A_DT) a[]; };
+#if A_DT == DT_F32
+layout(binding = 0) readonly buffer BA4 { vec4 a4[]; }; // contiguous f32 sums: 16-byte loads
+#endif
 layout(binding = 1) writeonly buffer BO { ST(O_DT) o[]; };
 layout(binding = 1) writeonly buffer BOI { uint oi[]; }; // arg variants: int64 as words
 
@@ -104,7 +107,23 @@ void main() {
         uint base = kept_offset(r);
         if (OP == 0u || OP == 1u) {
             ACC s = ACC(0);
-            for (uint j = t; j < pc.n_red; j += WG) s += load(base, j);
+            uint j0 = 0u;
+#if A_DT == DT_F32
+            if (pc.rdim == 1u && pc.rstride[0] == 1u && base % 4u == 0u) {
+                // two independent 16-byte loads in flight per step, then the tail
+                uint n4 = pc.n_red / 4u, b4 = base / 4u, j = t;
+                vec4 s0 = vec4(0.0), s1 = vec4(0.0);
+                for (; j + WG < n4; j += 2u * WG) {
+                    s0 += a4[b4 + j];
+                    s1 += a4[b4 + j + WG];
+                }
+                if (j < n4) s0 += a4[b4 + j];
+                s0 += s1;
+                s = (s0.x + s0.y) + (s0.z + s0.w);
+                j0 = 4u * n4;
+            }
+#endif
+            for (uint j = j0 + t; j < pc.n_red; j += WG) s += load(base, j);
             s = wg_reduce(s, R_ADD);
 #if IS_FLOAT
             if (OP == 1u) s /= ACC(pc.n_red);

@@ -30,7 +30,7 @@
 #define VK_MAX_HAZARDS      64   /* ranges tracked since the last barrier */
 #define VK_N_CLASSES        64   /* size classes of the free lists */
 #define VK_QUERY_COUNT      1024 /* timestamp queries (events) */
-#define VK_MAX_SPEC         6    /* specialization constants per pipeline (id 0 = workgroup size) */
+#define VK_MAX_SPEC         8    /* specialization constants per pipeline (id 0 = workgroup size) */
 
 /* One VkDeviceMemory with one VkBuffer over all of it. */
 typedef struct vk_block {
@@ -81,11 +81,11 @@ typedef struct vk_caps {
     uint32_t api_version, vendor, subgroup_size;
     bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
     bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
-    bool atomic_float_add;  /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
-    bool coopmat_f16;       /* NV cooperative matrix f16 x f16 -> f32 at subgroup scope, usable */
+    bool atomic_float_add;     /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
+    bool coopmat_f16;          /* NV cooperative matrix f16 x f16 -> f32 at subgroup scope, usable */
     uint32_t coopmat_shape[3]; /* its M, N, K (the largest listed that tiles 64 x subgroup size x 32) */
-    bool memory_model;      /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
-    float timestamp_period; /* ns per tick */
+    bool memory_model;         /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
+    float timestamp_period;    /* ns per tick */
     VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;
     uint32_t max_groups[3], max_wg_invocations, max_push;
 } vk_caps;

@@ -463,8 +463,9 @@ td_status vk_device_info(int index, td_device_info *out) {
              "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d/%ux%ux%u coopmat_khr=%d "
              "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d",
              c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv,
-             d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1], c->coopmat_shape[2], c->coopmat_khr, c->push_descriptor, c->bda, c->memory_budget,
-             (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem, vk_validation_errors());
+             d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1], c->coopmat_shape[2], c->coopmat_khr,
+             c->push_descriptor, c->bda, c->memory_budget, (unsigned long long)c->max_storage_range,
+             (unsigned long long)c->shared_mem, vk_validation_errors());
     return TD_OK;
 }
 

@@ -1,8 +1,12 @@
 /*
-** CONV2D (+ both backward passes) and 2-D pooling (+ backward), direct
-** kernels in shaders/conv2d.comp and shaders/pool2d.comp. All operands are
-** contiguous NCHW. Backward passes gather instead of scattering, so results
-** are deterministic and need no float atomics.
+** CONV2D (+ both backward passes) and 2-D pooling (+ backward). All operands
+** are contiguous NCHW. Convolutions run as implicit GEMMs on the tiled matmul
+** machinery (shaders/conv2d_gemm.comp); the weight gradient splits its long
+** K (batch x pixels) into chunks summed by a SUM reduction. Products whose
+** grid would pass the device's limits take the direct kernels of
+** shaders/conv2d.comp. Backward passes gather instead of scattering, so
+** results are deterministic and need no float atomics. Pooling:
+** shaders/pool2d.comp.
 */
 #include <string.h>
 
@@ -32,7 +36,103 @@ typedef struct vk_pc_pool {
 } vk_pc_pool;
 static_assert(sizeof(vk_pc_pool) == 60, "vk_pc_pool must match shaders/pool2d.comp");
 
+/* GLSL: shaders/conv2d_gemm.comp, block PC. */
+typedef struct vk_pc_convmm {
+    uint32_t M, N, K, G;
+    uint32_t Nb, C, H, W;
+    uint32_t O, Ho, Wo, KH;
+    uint32_t KW, s0, s1, kchunk;
+    int32_t p0, p1, d0, d1;
+    uint32_t x_off, y_off, bias_off, o_off;
+    uint32_t has_b;
+} vk_pc_convmm;
+static_assert(sizeof(vk_pc_convmm) == 100, "vk_pc_convmm must match shaders/conv2d_gemm.comp");
+
 enum { CONV_FWD, CONV_DX, CONV_DW };
+
+/* tile configs {WG, BK, BM, BN, TM, TN} as in vk_ops_matmul.c; shared memory <= 17 KiB */
+static const uint32_t CSMALL[6] = {256, 16, 64, 64, 4, 4}, CLARGE[6] = {256, 16, 128, 128, 8, 8},
+                      CLARGE64[6] = {256, 8, 128, 128, 8, 8};
+
+/* The implicit GEMM for conv()'s push block c and bindings; *done stays false
+** when its grid or sizes pass the device's limits (conv() then runs the direct
+** kernel). */
+static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const vk_bind *bind, td_dtype dt,
+                           const td_operand *out, bool *done) {
+    uint64_t Cg = c->C / c->G, Og = c->O / c->G, KK = (uint64_t)c->KH * c->KW;
+    uint64_t m = code == CONV_DX ? Cg : Og, k, n;
+    if (code == CONV_FWD)
+        k = Cg * KK, n = (uint64_t)c->N * c->Ho * c->Wo;
+    else if (code == CONV_DX)
+        k = Og * KK, n = (uint64_t)c->N * c->H * c->W;
+    else
+        k = (uint64_t)c->N * c->Ho * c->Wo, n = Cg * KK;
+    const uint32_t *spec = m < 128 || n < 128 ? CSMALL : dt == TD_F64 ? CLARGE64 : CLARGE;
+    uint64_t gx = (n + spec[3] - 1) / spec[3], gy = (m + spec[2] - 1) / spec[2];
+    /* weight gradient: split K so that about 1024 workgroups run (not for 16-bit partial sums) */
+    uint64_t chunks = 1, tiles = gx * gy * c->G;
+    if (code == CONV_DW && td_dtype_size(dt) >= 4 && tiles < 1024) {
+        chunks = (1024 + tiles - 1) / tiles;
+        if (chunks > k / 512) chunks = k / 512 > 0 ? k / 512 : 1;
+    }
+    uint64_t kchunk = ((k + chunks - 1) / chunks + spec[1] - 1) / spec[1] * spec[1];
+    chunks = (k + kchunk - 1) / kchunk;
+    uint64_t elems = (uint64_t)td_operand_numel(out) * chunks;
+    *done = false;
+    if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || c->G * chunks > d->caps.max_groups[2] ||
+        n > UINT32_MAX || k > UINT32_MAX || elems > UINT32_MAX)
+        return TD_OK;
+    vk_pc_convmm pc = {.M = (uint32_t)m,
+                       .N = (uint32_t)n,
+                       .K = (uint32_t)k,
+                       .G = c->G,
+                       .Nb = c->N,
+                       .C = c->C,
+                       .H = c->H,
+                       .W = c->W,
+                       .O = c->O,
+                       .Ho = c->Ho,
+                       .Wo = c->Wo,
+                       .KH = c->KH,
+                       .KW = c->KW,
+                       .s0 = c->s0,
+                       .s1 = c->s1,
+                       .kchunk = (uint32_t)(chunks > 1 ? kchunk : k),
+                       .p0 = c->p0,
+                       .p1 = c->p1,
+                       .d0 = c->d0,
+                       .d1 = c->d1,
+                       .x_off = c->a_off,
+                       .y_off = c->b_off,
+                       .bias_off = c->bias_off,
+                       .o_off = c->o_off,
+                       .has_b = c->has_b};
+    if (code == CONV_DW) pc.x_off = c->b_off, pc.y_off = c->a_off; /* conv() binds dy first, x second */
+    uint32_t sp[7] = {spec[0], spec[1], spec[2], spec[3], spec[4], spec[5], code};
+    vk_bind b[4] = {bind[0], bind[1], bind[2], bind[3]};
+    if (code == CONV_DW) b[0] = bind[1], b[1] = bind[0];
+    td_buffer *scratch = NULL;
+    td_status st = TD_OK;
+    if (chunks > 1) { /* chunk q writes scratch[q, :], then dw = sum over q */
+        st = vk_alloc(d, (size_t)elems * td_dtype_size(dt), &scratch);
+        if (st != TD_OK) return st;
+        b[3] = vk_bind_buffer(scratch, true), pc.o_off = 0;
+    }
+    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_gemm_f32, dt), sp, 7, 4, b, &pc, sizeof pc, (uint32_t)gx,
+                     (uint32_t)gy, (uint32_t)(c->G * chunks));
+    if (st == TD_OK && scratch) {
+        int64_t per = td_operand_numel(out);
+        td_operand parts = {
+            .buf = scratch, .dtype = dt, .ndim = 2, .shape = {(int64_t)chunks, per}, .strides = {per, 1}};
+        td_operand sum = {
+            .buf = out->buf, .offset = out->offset, .dtype = dt, .ndim = 2, .shape = {1, per}, .strides = {per, 1}};
+        td_op red = {.kind = TD_OP_SUM, .n_in = 1, .n_out = 1, .in = &parts, .out = &sum, .p.reduce.dims = 1};
+        st = vk_op_SUM(d, &red);
+    }
+    if (scratch) vk_free(scratch);
+    *done = st == TD_OK;
+    return st;
+}
 
 static bool same_float(const td_op *op) {
     td_dtype dt = op->out[0].dtype;
@@ -72,6 +172,8 @@ static td_status conv(vk_dev *d, const td_op *op, uint32_t code, const td_operan
     if (st == TD_OK) st = vk_bind_view(d, pc.has_b ? bias : &none, false, &bind[2], &pc.bias_off);
     if (st == TD_OK) st = vk_bind_view(d, out, true, &bind[3], &pc.o_off);
     if (st != TD_OK) return st;
+    bool done;
+    if ((st = conv_gemm(d, code, &pc, bind, out->dtype, out, &done)) != TD_OK || done) return st;
     uint32_t spec[2] = {WG, code};
     int64_t n = td_operand_numel(out);
     uint32_t groups = code == CONV_DW ? vk_groups(n, 1) : vk_groups(n, WG);

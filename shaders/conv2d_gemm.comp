@@ -1,0 +1,172 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// CONV2D and its two backward passes as implicit GEMMs (no im2col buffer):
+// the tiled product of shaders/matmul.comp with operand elements computed
+// from the NCHW tensors. Letters as in conv2d.comp: N batch, C in, O out
+// channels, G groups (Cg = C/G, Og = O/G), H x W in, Ho x Wo out, KH x KW
+// kernel (KK = KH KW), stride s, padding p, dilation d; group g = z % G.
+//   MODE 0 forward      out[Og, N Ho Wo] = w_g[Og, Cg KK] @ col(x)[Cg KK, N Ho Wo] (+ bias)
+//        col(x)[(c,kh,kw), (n,i,j)] = x[n, g Cg + c, i s0 - p0 + kh d0, j s1 - p1 + kw d1] (0 outside)
+//   MODE 1 grad input   dx[Cg, N H W] = w_g^T[Cg, Og KK] @ row(dy)[Og KK, N H W]
+//        row(dy)[(o,kh,kw), (n,h,v)] = dy[n, g Og + o, i, j] where i = (h + p0 - kh d0) / s0 is
+//        integral and in [0, Ho) (same for j), else 0
+//   MODE 2 grad weight  dw[Og, Cg KK] = dy_g[Og, N Ho Wo] @ col(x)^T[N Ho Wo, Cg KK]; K is split
+//        into z / G chunks of kchunk, chunk q writing out + q O Cg KK (the host sums the chunks)
+// Bindings: 0 x (modes 0, 2) or dy (mode 1), 1 w (modes 0, 1) or dy (mode 2), 2 bias, 3 out.
+// Tiling (constants 1..5: BK, BM, BN, TM, TN) as in matmul.comp: k-major
+// shared tiles read as 4-vectors, the next step's elements loaded into
+// registers during the current step's products. A's elements go along k
+// (consecutive invocations read consecutive k: contiguous in w and in dy),
+// B's along n in modes 0 and 1 (along output pixels) and along k in mode 2.
+// Grid: (ceil(N'/BN), ceil(M'/BM), G x chunks). C mirror: vk_pc_convmm (vk_ops_conv.c).
+#include "types.glsl"
+
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint BK = 16;
+layout(constant_id = 2) const uint BM = 64;
+layout(constant_id = 3) const uint BN = 64;
+layout(constant_id = 4) const uint TM = 4;
+layout(constant_id = 5) const uint TN = 4;
+layout(constant_id = 6) const uint MODE = 0;
+layout(local_size_x_id = 0) in;
+const uint TX = BN / TN, TY = BM / TM;
+const uint RA = BM * BK / WG, RB = BK * BN / WG; // elements per invocation
+const uint LDS_A = BM / 4u + 1u, LDS_B = BN / 4u + 1u; // vec4 per k row, padded
+
+layout(push_constant) uniform PC {
+    uint M, N, K, G;
+    uint Nb, C, H, W;
+    uint O, Ho, Wo, KH;
+    uint KW, s0, s1, kchunk;
+    int p0, p1, d0, d1;
+    uint x_off, y_off, bias_off, o_off;
+    uint has_b;
+} pc;
+
+layout(binding = 0) readonly buffer BX { ST(A_DT) x[]; };
+layout(binding = 1) readonly buffer BY { ST(A_DT) y[]; };
+layout(binding = 2) readonly buffer BC { ST(A_DT) bias[]; };
+layout(binding = 3) writeonly buffer BO { ST(A_DT) o[]; };
+
+#define ACC VT(A_DT)
+#if A_DT == DT_F64
+#define ACC4 dvec4
+#else
+#define ACC4 vec4
+#endif
+shared ACC4 As[BK * LDS_A]; // As[k][m]
+shared ACC4 Bs[BK * LDS_B]; // Bs[k][n]
+ACC ra[RA], rb[RB];
+
+uint g, Cg, Og, KK;
+
+// x[n, g Cg + c, i s0 - p0 + kh d0, j s1 - p1 + kw d1] for tap r = (c, kh, kw) of output pixel (n, i, j)
+ACC x_tap(uint r, uint n, uint i, uint j) {
+    uint c = r / KK, kk = r % KK;
+    int h = int(i * pc.s0) - pc.p0 + int(kk / pc.KW) * pc.d0, v = int(j * pc.s1) - pc.p1 + int(kk % pc.KW) * pc.d1;
+    if (h < 0 || v < 0 || h >= int(pc.H) || v >= int(pc.W)) return ACC(0);
+    return ACC(LD(A_DT, x[pc.x_off + ((n * pc.C + g * Cg + c) * pc.H + uint(h)) * pc.W + uint(v)]));
+}
+
+ACC load_a(uint m, uint k) {
+    if (m >= pc.M || k >= pc.K) return ACC(0);
+    if (MODE == 0u) return ACC(LD(A_DT, y[pc.y_off + (g * Og + m) * Cg * KK + k]));
+    if (MODE == 1u) return ACC(LD(A_DT, y[pc.y_off + ((g * Og + k / KK) * Cg + m) * KK + k % KK]));
+    uint hw = pc.Ho * pc.Wo, n = k / hw; // MODE 2: dy[n, g Og + m, pixel]
+    return ACC(LD(A_DT, y[pc.y_off + (n * pc.O + g * Og + m) * hw + k % hw]));
+}
+
+ACC load_b(uint k, uint n) {
+    if (k >= pc.K || n >= pc.N) return ACC(0);
+    if (MODE == 0u) {
+        uint hw = pc.Ho * pc.Wo, q = n % hw;
+        return x_tap(k, n / hw, q / pc.Wo, q % pc.Wo);
+    }
+    if (MODE == 2u) {
+        uint hw = pc.Ho * pc.Wo, q = k % hw;
+        return x_tap(n, k / hw, q / pc.Wo, q % pc.Wo);
+    }
+    uint hw = pc.H * pc.W, b = n / hw, q = n % hw, o = k / KK, kk = k % KK; // MODE 1
+    int th = int(q / pc.W) + pc.p0 - int(kk / pc.KW) * pc.d0, tv = int(q % pc.W) + pc.p1 - int(kk % pc.KW) * pc.d1;
+    if (th < 0 || tv < 0 || th % int(pc.s0) != 0 || tv % int(pc.s1) != 0) return ACC(0);
+    uint i = uint(th) / pc.s0, j = uint(tv) / pc.s1;
+    if (i >= pc.Ho || j >= pc.Wo) return ACC(0);
+    return ACC(LD(A_DT, x[pc.x_off + ((b * pc.O + g * Og + o) * pc.Ho + i) * pc.Wo + j]));
+}
+
+// element e of a tile: A (m, k) along k; B (k, n) along n (modes 0, 1) or k (mode 2)
+void load_tiles(uint m0, uint n0, uint k0, uint kend) {
+    uint t = gl_LocalInvocationID.x;
+    for (uint i = 0u; i < RA; i++) {
+        uint e = t + i * WG, k = k0 + e % BK;
+        ra[i] = k < kend ? load_a(m0 + e / BK, k) : ACC(0);
+    }
+    for (uint i = 0u; i < RB; i++) {
+        uint e = t + i * WG, k = k0 + (MODE == 2u ? e % BK : e / BN), n = n0 + (MODE == 2u ? e / BK : e % BN);
+        rb[i] = k < kend ? load_b(k, n) : ACC(0);
+    }
+}
+
+void store_tiles() {
+    uint t = gl_LocalInvocationID.x;
+    for (uint i = 0u; i < RA; i++) {
+        uint e = t + i * WG, m = e / BK, k = e % BK;
+        As[k * LDS_A + m / 4u][m % 4u] = ra[i];
+    }
+    for (uint i = 0u; i < RB; i++) {
+        uint e = t + i * WG, k = MODE == 2u ? e % BK : e / BN, n = MODE == 2u ? e / BK : e % BN;
+        Bs[k * LDS_B + n / 4u][n % 4u] = rb[i];
+    }
+}
+
+void main() {
+    uint t = gl_LocalInvocationID.x, tx = t % TX, ty = t / TX;
+    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    g = gl_WorkGroupID.z % pc.G;
+    uint chunk = gl_WorkGroupID.z / pc.G;
+    Cg = pc.C / pc.G, Og = pc.O / pc.G, KK = pc.KH * pc.KW;
+    uint kbeg = chunk * pc.kchunk, kend = min(pc.K, kbeg + pc.kchunk);
+    ACC acc[TM * TN];
+    for (uint i = 0u; i < TM * TN; i++) acc[i] = ACC(0);
+    load_tiles(m0, n0, kbeg, kend);
+    for (uint k0 = kbeg; k0 < kend; k0 += BK) {
+        store_tiles();
+        barrier();
+        if (k0 + BK < kend) load_tiles(m0, n0, k0 + BK, kend);
+        for (uint k = 0u; k < BK; k++) {
+            ACC ar[TM], br[TN];
+            for (uint c = 0u; c < TM / 4u; c++) {
+                ACC4 v = As[k * LDS_A + c * TY + ty];
+                for (uint j = 0u; j < 4u; j++) ar[4u * c + j] = v[j];
+            }
+            for (uint c = 0u; c < TN / 4u; c++) {
+                ACC4 v = Bs[k * LDS_B + c * TX + tx];
+                for (uint j = 0u; j < 4u; j++) br[4u * c + j] = v[j];
+            }
+            for (uint i = 0u; i < TM; i++)
+                for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
+        }
+        barrier();
+    }
+    for (uint i = 0u; i < TM; i++) {
+        uint m = m0 + 4u * ty + 4u * TY * (i / 4u) + i % 4u;
+        if (m >= pc.M) continue;
+        for (uint j = 0u; j < TN; j++) {
+            uint n = n0 + 4u * tx + 4u * TX * (j / 4u) + j % 4u;
+            if (n >= pc.N) continue;
+            ACC v = acc[i * TN + j];
+            uint dst;
+            if (MODE == 0u) {
+                uint hw = pc.Ho * pc.Wo;
+                dst = ((n / hw) * pc.O + g * Og + m) * hw + n % hw;
+                if (pc.has_b != 0u) v += ACC(LD(A_DT, bias[pc.bias_off + g * Og + m]));
+            } else if (MODE == 1u) {
+                uint hw = pc.H * pc.W;
+                dst = ((n / hw) * pc.C + g * Cg + m) * hw + n % hw;
+            } else {
+                dst = chunk * pc.O * Cg * KK + (g * Og + m) * Cg * KK + n;
+            }
+            o[pc.o_off + dst] = SV(A_DT, v);
+        }
+    }
+}
