@@ -13,8 +13,10 @@
 
 #define TESTS(X)                                                                                                       \
     X(device_info)                                                                                                     \
-    X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn)                  \
-        X(train_attention) X(out_of_memory) X(bench)
+    X(tensor_api)                                                                                                      \
+    X(transfers)                                                                                                       \
+    X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn) X(train_attention) X(out_of_memory)         \
+        X(bench)
 
 TEST(device_info) {
     setup();
@@ -335,8 +337,9 @@ TEST(out_of_memory) {
 }
 
 /* Not a test: timings for the GPU machine, printed only (speed belongs in
-** benchmarks). Runs when TRIDENT_VK_BENCH=1: matmul GFLOP/s in f32 and f16 and
-** copy bandwidth, from timestamp events around 10 repetitions after a warm-up. */
+** benchmarks). Runs when TRIDENT_VK_BENCH=1: matmul GFLOP/s in f32 and f16,
+** copy bandwidth and W2's two convolutions (batch 128, forward and both
+** gradients), from timestamp events around 10 repetitions after a warm-up. */
 static double time_op(td_op *op, int reps) {
     td_event *a, *b;
     ASSERT_OK(be->iface->event_create(0, &a));
@@ -381,6 +384,32 @@ TEST(bench) {
                2.0 * n * n * td_dtype_size(dt) / ms * 1e-6);
         for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
         be->iface->buffer_free(out.buf);
+    }
+    /* W2: Conv2d 1->32 on 28x28 and 32->64 on 14x14, 3x3, padding 1; batch 128 (2 for a quick look at n < 1024) */
+    static const int64_t convs[2][4] = {{1, 32, 28, 28}, {32, 64, 14, 14}}; /* C, O, H, W */
+    for (int k = 0; k < 2; k++) {
+        const int64_t C = convs[k][0], O = convs[k][1], H = convs[k][2], W = convs[k][3], B = n >= 1024 ? 128 : 2;
+        td_operand x = dev_tensor(TD_F32, 4, (int64_t[]){B, C, H, W}, NULL),
+                   w = dev_tensor(TD_F32, 4, (int64_t[]){O, C, 3, 3}, NULL),
+                   b = dev_tensor(TD_F32, 1, (int64_t[]){O}, NULL),
+                   y = dev_tensor(TD_F32, 4, (int64_t[]){B, O, H, W}, NULL);
+        td_operand t[4] = {x, w, b, y};
+        for (int i = 0; i < 4; i++) {
+            td_op r = {.kind = TD_OP_RAND, .n_out = 1, .out = &t[i], .p.rng = {.seed = 2, .offset = (uint64_t)i << 40}};
+            run(&r);
+        }
+        td_op_params p = {.conv = {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1}};
+        td_operand fin[3] = {x, w, b}, din[2] = {y, w}, win[2] = {y, x};
+        td_op ops[3] = {{.kind = TD_OP_CONV2D, .n_in = 3, .n_out = 1, .in = fin, .out = &y, .p = p},
+                        {.kind = TD_OP_CONV2D_BACKWARD_INPUT, .n_in = 2, .n_out = 1, .in = din, .out = &x, .p = p},
+                        {.kind = TD_OP_CONV2D_BACKWARD_WEIGHT, .n_in = 2, .n_out = 1, .in = win, .out = &w, .p = p}};
+        static const char *what[3] = {"forward", "grad input", "grad weight"};
+        for (int i = 0; i < 3; i++) {
+            double ms = time_op(&ops[i], 10);
+            printf("  conv2d %lld->%lld %lldx%lld batch %lld %s: %.4f ms, %.1f GFLOP/s\n", (long long)C, (long long)O,
+                   (long long)H, (long long)W, (long long)B, what[i], ms, 2.0 * B * O * C * 9 * H * W / ms * 1e-6);
+        }
+        for (int i = 0; i < 4; i++) be->iface->buffer_free(t[i].buf);
     }
     printf("  %s\n", strstr(info.features, "coopmat_nv"));
     check_clean();

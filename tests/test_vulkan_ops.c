@@ -1009,7 +1009,7 @@ TEST(conv2d) {
 }
 
 /* shapes for the implicit GEMM's large tiles (130 output channels, 1536
-** pixels) and its split weight gradient (K = 6 x 16 x 16 in 3 chunks) */
+** pixels) and its split weight gradient (K = 6 x 16 x 16 in 6 chunks) */
 TEST(conv2d_large) {
     setup();
     conv_check((const int[]){6, 8, 16, 16, 130, 1, 3, 3, 1, 1, 1, 1, 1, 1});

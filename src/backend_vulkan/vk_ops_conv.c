@@ -73,7 +73,7 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
     uint64_t chunks = 1, tiles = gx * gy * c->G;
     if (code == CONV_DW && td_dtype_size(dt) >= 4 && tiles < 1024) {
         chunks = (1024 + tiles - 1) / tiles;
-        if (chunks > k / 512) chunks = k / 512 > 0 ? k / 512 : 1;
+        if (chunks > k / 256) chunks = k / 256 > 0 ? k / 256 : 1;
     }
     uint64_t kchunk = ((k + chunks - 1) / chunks + spec[1] - 1) / spec[1] * spec[1];
     chunks = (k + kchunk - 1) / kchunk;
