@@ -19,6 +19,7 @@
 // (consecutive invocations read consecutive k: contiguous in w and in dy),
 // B's along n in modes 0 and 1 (along output pixels) and along k in mode 2.
 // Grid: (ceil(N'/BN), ceil(M'/BM), G x chunks). C mirror: vk_pc_convmm (vk_ops_conv.c).
+#extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;
@@ -97,11 +98,11 @@ ACC load_b(uint k, uint n) {
 // element e of a tile: A (m, k) along k; B (k, n) along n (modes 0, 1) or k (mode 2)
 void load_tiles(uint m0, uint n0, uint k0, uint kend) {
     uint t = gl_LocalInvocationID.x;
-    for (uint i = 0u; i < RA; i++) {
+    [[unroll]] for (uint i = 0u; i < RA; i++) {
         uint e = t + i * WG, k = k0 + e % BK;
         ra[i] = k < kend ? load_a(m0 + e / BK, k) : ACC(0);
     }
-    for (uint i = 0u; i < RB; i++) {
+    [[unroll]] for (uint i = 0u; i < RB; i++) {
         uint e = t + i * WG, k = k0 + (MODE == 2u ? e % BK : e / BN), n = n0 + (MODE == 2u ? e / BK : e % BN);
         rb[i] = k < kend ? load_b(k, n) : ACC(0);
     }
@@ -109,11 +110,11 @@ void load_tiles(uint m0, uint n0, uint k0, uint kend) {
 
 void store_tiles() {
     uint t = gl_LocalInvocationID.x;
-    for (uint i = 0u; i < RA; i++) {
+    [[unroll]] for (uint i = 0u; i < RA; i++) {
         uint e = t + i * WG, m = e / BK, k = e % BK;
         As[k * LDS_A + m / 4u][m % 4u] = ra[i];
     }
-    for (uint i = 0u; i < RB; i++) {
+    [[unroll]] for (uint i = 0u; i < RB; i++) {
         uint e = t + i * WG, k = MODE == 2u ? e % BK : e / BN, n = MODE == 2u ? e / BK : e % BN;
         Bs[k * LDS_B + n / 4u][n % 4u] = rb[i];
     }
@@ -127,31 +128,31 @@ void main() {
     Cg = pc.C / pc.G, Og = pc.O / pc.G, KK = pc.KH * pc.KW;
     uint kbeg = chunk * pc.kchunk, kend = min(pc.K, kbeg + pc.kchunk);
     ACC acc[TM * TN];
-    for (uint i = 0u; i < TM * TN; i++) acc[i] = ACC(0);
+    [[unroll]] for (uint i = 0u; i < TM * TN; i++) acc[i] = ACC(0);
     load_tiles(m0, n0, kbeg, kend);
     for (uint k0 = kbeg; k0 < kend; k0 += BK) {
         store_tiles();
         barrier();
         if (k0 + BK < kend) load_tiles(m0, n0, k0 + BK, kend);
-        for (uint k = 0u; k < BK; k++) {
+        [[unroll]] for (uint k = 0u; k < BK; k++) {
             ACC ar[TM], br[TN];
-            for (uint c = 0u; c < TM / 4u; c++) {
+            [[unroll]] for (uint c = 0u; c < TM / 4u; c++) {
                 ACC4 v = As[k * LDS_A + c * TY + ty];
-                for (uint j = 0u; j < 4u; j++) ar[4u * c + j] = v[j];
+                [[unroll]] for (uint j = 0u; j < 4u; j++) ar[4u * c + j] = v[j];
             }
-            for (uint c = 0u; c < TN / 4u; c++) {
+            [[unroll]] for (uint c = 0u; c < TN / 4u; c++) {
                 ACC4 v = Bs[k * LDS_B + c * TX + tx];
-                for (uint j = 0u; j < 4u; j++) br[4u * c + j] = v[j];
+                [[unroll]] for (uint j = 0u; j < 4u; j++) br[4u * c + j] = v[j];
             }
-            for (uint i = 0u; i < TM; i++)
-                for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
+            [[unroll]] for (uint i = 0u; i < TM; i++)
+                [[unroll]] for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
         }
         barrier();
     }
-    for (uint i = 0u; i < TM; i++) {
+    [[unroll]] for (uint i = 0u; i < TM; i++) {
         uint m = m0 + 4u * ty + 4u * TY * (i / 4u) + i % 4u;
         if (m >= pc.M) continue;
-        for (uint j = 0u; j < TN; j++) {
+        [[unroll]] for (uint j = 0u; j < TN; j++) {
             uint n = n0 + 4u * tx + 4u * TX * (j / 4u) + j % 4u;
             if (n >= pc.N) continue;
             ACC v = acc[i * TN + j];

@@ -20,7 +20,8 @@ double d_exp(double x) {
     if (x > 709.8LF) return D_INF;
     if (x < -745.2LF) return 0.0LF;
     double k = floor(x * 1.4426950408889634LF + 0.5LF); // round(x / ln2)
-    return ldexp(d_exp_small((x - k * D_LN2_HI) - k * D_LN2_LO), int(k));
+    precise double r = (x - k * D_LN2_HI) - k * D_LN2_LO;   // precise: no reassociation into x - k ln2
+    return ldexp(d_exp_small(r), int(k));
 }
 
 // e^x - 1 without cancellation near 0

@@ -18,6 +18,7 @@
 // Shared memory: (BM + BN) * BK * sizeof(ACC); the host keeps it within the
 // device's limit (48 KiB on NVIDIA Vulkan, 32 KiB on lavapipe).
 // Grid: (ceil(N/BN), ceil(M/BM), batches). C mirror: vk_pc_matmul (vk_ops_matmul.c).
+#extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256; // (BM / TM) * (BN / TN)
@@ -76,7 +77,7 @@ ACC ld_b(uint bo, uint gk, uint gn) {
 
 void load_tiles(uint m0, uint n0, uint k0, uint ao, uint bo, bool a_m, bool b_n, bool avec, bool bvec) {
     uint t = gl_LocalInvocationID.x;
-    for (uint i = 0u; i < RA; i++) {
+    [[unroll]] for (uint i = 0u; i < RA; i++) {
         uint r, c;
         a_run(t + i * WG, a_m, r, c);
         uint gm = m0 + r, gk = k0 + c;
@@ -91,7 +92,7 @@ void load_tiles(uint m0, uint n0, uint k0, uint ao, uint bo, bool a_m, bool b_n,
         ra[i] = ACC4(ld_a(ao, gm, gk), ld_a(ao, gm + dm, gk + dk), ld_a(ao, gm + 2u * dm, gk + 2u * dk),
                      ld_a(ao, gm + 3u * dm, gk + 3u * dk));
     }
-    for (uint i = 0u; i < RB; i++) {
+    [[unroll]] for (uint i = 0u; i < RB; i++) {
         uint r, c;
         b_run(t + i * WG, b_n, r, c);
         uint gk = k0 + r, gn = n0 + c;
@@ -110,22 +111,22 @@ void load_tiles(uint m0, uint n0, uint k0, uint ao, uint bo, bool a_m, bool b_n,
 
 void store_tiles(bool a_m, bool b_n) {
     uint t = gl_LocalInvocationID.x;
-    for (uint i = 0u; i < RA; i++) {
+    [[unroll]] for (uint i = 0u; i < RA; i++) {
         uint r, c;
         a_run(t + i * WG, a_m, r, c);
         if (a_m) {
             As[(c * BM + r) / 4u] = ra[i];
         } else {
-            for (uint j = 0u; j < 4u; j++) As[((c + j) * BM + r) / 4u][r % 4u] = ra[i][j];
+            [[unroll]] for (uint j = 0u; j < 4u; j++) As[((c + j) * BM + r) / 4u][r % 4u] = ra[i][j];
         }
     }
-    for (uint i = 0u; i < RB; i++) {
+    [[unroll]] for (uint i = 0u; i < RB; i++) {
         uint r, c;
         b_run(t + i * WG, b_n, r, c);
         if (b_n) {
             Bs[(r * BN + c) / 4u] = rb[i];
         } else {
-            for (uint j = 0u; j < 4u; j++) Bs[((r + j) * BN + c) / 4u][c % 4u] = rb[i][j];
+            [[unroll]] for (uint j = 0u; j < 4u; j++) Bs[((r + j) * BN + c) / 4u][c % 4u] = rb[i][j];
         }
     }
 }
@@ -148,31 +149,31 @@ void main() {
     avec = avec && ao % 4u == 0u;
     bvec = bvec && bo % 4u == 0u;
     ACC acc[TM * TN];
-    for (uint i = 0u; i < TM * TN; i++) acc[i] = ACC(0);
+    [[unroll]] for (uint i = 0u; i < TM * TN; i++) acc[i] = ACC(0);
     load_tiles(m0, n0, 0u, ao, bo, a_m, b_n, avec, bvec);
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         store_tiles(a_m, b_n);
         barrier();
         if (k0 + BK < pc.K) load_tiles(m0, n0, k0 + BK, ao, bo, a_m, b_n, avec, bvec);
-        for (uint k = 0u; k < BK; k++) {
+        [[unroll]] for (uint k = 0u; k < BK; k++) {
             ACC ar[TM], br[TN];
-            for (uint c = 0u; c < TM / 4u; c++) {
+            [[unroll]] for (uint c = 0u; c < TM / 4u; c++) {
                 ACC4 v = As[k * (BM / 4u) + c * TY + ty];
-                for (uint j = 0u; j < 4u; j++) ar[4u * c + j] = v[j];
+                [[unroll]] for (uint j = 0u; j < 4u; j++) ar[4u * c + j] = v[j];
             }
-            for (uint c = 0u; c < TN / 4u; c++) {
+            [[unroll]] for (uint c = 0u; c < TN / 4u; c++) {
                 ACC4 v = Bs[k * (BN / 4u) + c * TX + tx];
-                for (uint j = 0u; j < 4u; j++) br[4u * c + j] = v[j];
+                [[unroll]] for (uint j = 0u; j < 4u; j++) br[4u * c + j] = v[j];
             }
-            for (uint i = 0u; i < TM; i++)
-                for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
+            [[unroll]] for (uint i = 0u; i < TM; i++)
+                [[unroll]] for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
         }
         barrier();
     }
-    for (uint i = 0u; i < TM; i++) {
+    [[unroll]] for (uint i = 0u; i < TM; i++) {
         uint gm = m0 + 4u * ty + 4u * TY * (i / 4u) + i % 4u;
         if (gm >= pc.M) continue;
-        for (uint j = 0u; j < TN; j++) {
+        [[unroll]] for (uint j = 0u; j < TN; j++) {
             uint gn = n0 + 4u * tx + 4u * TX * (j / 4u) + j % 4u;
             if (gn < pc.N) o[oo + gm * pc.N + gn] = SV(A_DT, acc[i * TN + j]);
         }

@@ -12,14 +12,17 @@
 // registers while the subgroups multiply the current tiles from shared memory
 // (two stages, one barrier per step). Runs are one 16-byte load where the
 // operand is row-major with 8-aligned rows, offset and length, else 8 strided
-// loads with bounds checks (zeros outside). The accumulators are rounded to
-// f16 into shared memory (the stage buffers) and stored with bounds checks.
+// loads with bounds checks (zeros outside). Shared memory holds uvec4 runs
+// (16-byte aligned, so fragments load as whole rows); every fragment loop
+// unrolls, so fragment arrays stay in registers. The accumulators are rounded
+// to f16 into shared memory (the stage buffers) and stored with bounds checks.
 // Shared memory: 2 stages x (128 x 40 + 32 x 136) halfs = 37 KiB <= 48 KiB.
 // Used only after a self-test against a host reference (vk_ops_matmul.c).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;
@@ -46,13 +49,14 @@ layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
 #define BM 128u
 #define BN 128u
 #define BK 32u
-#define LDA 40u  // BK + 8: 80-byte rows, conflict-free 16-byte row reads
+#define LDA 40u  // BK + 8 halfs: 80-byte rows, conflict-free 16-byte row reads
 #define LDB 136u // BN + 8
 #define LDC 136u
 #define A_SZ (BM * LDA)
 #define STAGE (A_SZ + BK * LDB)
 const uint FM = 64u / LM, FN = WN / LN;
-shared float16_t sm[2u * STAGE]; // stage s: A at s * STAGE, B after it; C at 0 in the end
+// offsets below count halfs (multiples of 8); stage s: A at s * STAGE, B after it; C at 0 in the end
+shared uvec4 sm[2u * STAGE / 8u];
 
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
 #define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
@@ -66,13 +70,13 @@ uint pack2(float16_t x, float16_t y) { return packFloat2x16(f16vec2(x, y)); }
 // run i (0..1) of this thread: A row t / 4 + 64 i, k 8 * (t % 4); B row t / 16 + 16 i, n 8 * (t % 16)
 void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
     uint t = gl_LocalInvocationID.x;
-    for (uint i = 0u; i < 2u; i++) {
+    [[unroll]] for (uint i = 0u; i < 2u; i++) {
         uint gm = gl_WorkGroupID.y * BM + t / 4u + 64u * i, gk = k0 + 8u * (t % 4u);
         if (avec) {
             ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk) / 8u] : uvec4(0u);
         } else {
             float16_t v[8];
-            for (uint j = 0u; j < 8u; j++)
+            [[unroll]] for (uint j = 0u; j < 8u; j++)
                 v[j] = gm < pc.M && gk + j < pc.K ? a[ao + gm * pc.a_rs + (gk + j) * pc.a_cs] : float16_t(0.0);
             ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
@@ -81,26 +85,18 @@ void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
             rb[i] = kb < pc.K && gn < pc.N ? b4[(bo + kb * pc.b_rs + gn) / 8u] : uvec4(0u);
         } else {
             float16_t v[8];
-            for (uint j = 0u; j < 8u; j++)
+            [[unroll]] for (uint j = 0u; j < 8u; j++)
                 v[j] = kb < pc.K && gn + j < pc.N ? b[bo + kb * pc.b_rs + (gn + j) * pc.b_cs] : float16_t(0.0);
             rb[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
     }
 }
 
-void store_run(uint base, uvec4 r) {
-    for (uint j = 0u; j < 4u; j++) {
-        f16vec2 h = unpackFloat2x16(r[j]);
-        sm[base + 2u * j] = h.x;
-        sm[base + 2u * j + 1u] = h.y;
-    }
-}
-
 void store_tiles(uint s) {
     uint t = gl_LocalInvocationID.x;
-    for (uint i = 0u; i < 2u; i++) {
-        store_run(s * STAGE + (t / 4u + 64u * i) * LDA + 8u * (t % 4u), ra[i]);
-        store_run(s * STAGE + A_SZ + (t / 16u + 16u * i) * LDB + 8u * (t % 16u), rb[i]);
+    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+        sm[(s * STAGE + (t / 4u + 64u * i) * LDA + 8u * (t % 4u)) / 8u] = ra[i];
+        sm[(s * STAGE + A_SZ + (t / 16u + 16u * i) * LDB + 8u * (t % 16u)) / 8u] = rb[i];
     }
 }
 
@@ -119,8 +115,8 @@ void main() {
     bool bvec = pc.b_cs == 1u && pc.b_rs % 8u == 0u && bo % 8u == 0u && pc.N % 8u == 0u;
     uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * 64u, wn = (sg % (BN / WN)) * WN;
     ACCM acc[FM][FN];
-    for (uint i = 0u; i < FM; i++)
-        for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
+    [[unroll]] for (uint i = 0u; i < FM; i++)
+        [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
     load_tiles(0u, ao, bo, avec, bvec);
     store_tiles(0u);
     barrier();
@@ -128,38 +124,38 @@ void main() {
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         bool more = k0 + BK < pc.K;
         if (more) load_tiles(k0 + BK, ao, bo, avec, bvec);
-        for (uint kk = 0u; kk < BK; kk += LK) {
+        [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
             HALF fa[FM];
             HALFB fb[FN];
-            for (uint i = 0u; i < FM; i++) coopMatLoadNV(fa[i], sm, s * STAGE + (wm + i * LM) * LDA + kk, LDA, false);
-            for (uint j = 0u; j < FN; j++)
-                coopMatLoadNV(fb[j], sm, s * STAGE + A_SZ + kk * LDB + wn + j * LN, LDB, false);
-            for (uint i = 0u; i < FM; i++)
-                for (uint j = 0u; j < FN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+            [[unroll]] for (uint i = 0u; i < FM; i++)
+                coopMatLoadNV(fa[i], sm, (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u, false);
+            [[unroll]] for (uint j = 0u; j < FN; j++)
+                coopMatLoadNV(fb[j], sm, (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u, false);
+            [[unroll]] for (uint i = 0u; i < FM; i++)
+                [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
         }
         if (more) store_tiles(s ^ 1u);
         barrier();
         s ^= 1u;
     }
-    for (uint i = 0u; i < FM; i++)
-        for (uint j = 0u; j < FN; j++) {
+    [[unroll]] for (uint i = 0u; i < FM; i++)
+        [[unroll]] for (uint j = 0u; j < FN; j++) {
             OUTM h = OUTM(acc[i][j]);
-            coopMatStoreNV(h, sm, (wm + i * LM) * LDC + wn + j * LN, LDC, false);
+            coopMatStoreNV(h, sm, ((wm + i * LM) * LDC + wn + j * LN) / 8u, LDC / 8u, false);
         }
     barrier();
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
     for (uint e = t; e < BM * BN / 8u; e += WG) {
         uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + r, gn = n0 + c;
         if (gm >= pc.M) continue;
-        uint base = r * LDC + c;
+        uvec4 v = sm[(r * LDC + c) / 8u];
         if (ovec) {
-            if (gn < pc.N)
-                o4[(oo + gm * pc.N + gn) / 8u] =
-                    uvec4(pack2(sm[base], sm[base + 1u]), pack2(sm[base + 2u], sm[base + 3u]),
-                          pack2(sm[base + 4u], sm[base + 5u]), pack2(sm[base + 6u], sm[base + 7u]));
+            if (gn < pc.N) o4[(oo + gm * pc.N + gn) / 8u] = v;
         } else {
-            for (uint j = 0u; j < 8u; j++)
-                if (gn + j < pc.N) o[oo + gm * pc.N + gn + j] = sm[base + j];
+            [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                f16vec2 h = unpackFloat2x16(v[j / 2u]);
+                if (gn + j < pc.N) o[oo + gm * pc.N + gn + j] = j % 2u == 0u ? h.x : h.y;
+            }
         }
     }
 }

@@ -15,8 +15,7 @@
     X(device_info)                                                                                                     \
     X(tensor_api)                                                                                                      \
     X(transfers)                                                                                                       \
-    X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn) X(train_attention) X(out_of_memory)         \
-        X(bench)
+    X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn) X(train_attention) X(out_of_memory) X(bench)
 
 TEST(device_info) {
     setup();
@@ -411,6 +410,7 @@ TEST(bench) {
         }
         for (int i = 0; i < 4; i++) be->iface->buffer_free(t[i].buf);
     }
+    ASSERT_OK(be->iface->device_info(0, &info)); /* the cooperative-matrix state after its first use */
     printf("  %s\n", strstr(info.features, "coopmat_nv"));
     check_clean();
 }

@@ -50,9 +50,10 @@ static_assert(sizeof(vk_pc_convmm) == 100, "vk_pc_convmm must match shaders/conv
 
 enum { CONV_FWD, CONV_DX, CONV_DW };
 
-/* tile configs {WG, BK, BM, BN, TM, TN} as in vk_ops_matmul.c; shared memory <= 17 KiB */
+/* tile configs {WG, BK, BM, BN, TM, TN} as in vk_ops_matmul.c, and 32 x 128 for
+** few channels (W2's first layer); shared memory <= 17 KiB */
 static const uint32_t CSMALL[6] = {256, 16, 64, 64, 4, 4}, CLARGE[6] = {256, 16, 128, 128, 8, 8},
-                      CLARGE64[6] = {256, 8, 128, 128, 8, 8};
+                      CLARGE64[6] = {256, 8, 128, 128, 8, 8}, CTHIN[6] = {256, 16, 32, 128, 4, 4};
 
 /* The implicit GEMM for conv()'s push block c and bindings; *done stays false
 ** when its grid or sizes pass the device's limits (conv() then runs the direct
@@ -67,7 +68,7 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
         k = Og * KK, n = (uint64_t)c->N * c->H * c->W;
     else
         k = (uint64_t)c->N * c->Ho * c->Wo, n = Cg * KK;
-    const uint32_t *spec = m < 128 || n < 128 ? CSMALL : dt == TD_F64 ? CLARGE64 : CLARGE;
+    const uint32_t *spec = m <= 32 && n >= 128 ? CTHIN : m < 128 || n < 128 ? CSMALL : dt == TD_F64 ? CLARGE64 : CLARGE;
     uint64_t gx = (n + spec[3] - 1) / spec[3], gy = (m + spec[2] - 1) / spec[2];
     /* weight gradient: split K so that about 1024 workgroups run (not for 16-bit partial sums) */
     uint64_t chunks = 1, tiles = gx * gy * c->G;
