@@ -20,7 +20,7 @@ double d_exp(double x) {
     if (x > 709.8LF) return D_INF;
     if (x < -745.2LF) return 0.0LF;
     double k = floor(x * 1.4426950408889634LF + 0.5LF); // round(x / ln2)
-    precise double r = (x - k * D_LN2_HI) - k * D_LN2_LO;   // precise: no reassociation into x - k ln2
+    precise double r = (x - k * D_LN2_HI) - k * D_LN2_LO; // precise: never reassociated into x - k ln2
     return ldexp(d_exp_small(r), int(k));
 }
 
@@ -41,13 +41,16 @@ double d_log(double x) {
     if (m < 0.70710678118654752LF) m *= 2.0LF, e -= 1;
     double s = (m - 1.0LF) / (m + 1.0LF), t = s * s, p = 0.0LF;
     for (int k = 12; k >= 0; k--) p = p * t + 1.0LF / double(2 * k + 1);
-    return double(e) * D_LN2_HI + (2.0LF * s * p + double(e) * D_LN2_LO);
+    precise double lo = 2.0LF * s * p + double(e) * D_LN2_LO;
+    return double(e) * D_LN2_HI + lo;
 }
 
 // (sin x, cos x)
 dvec2 d_sincos(double x) {
     double q = floor(x * 0.63661977236758134308LF + 0.5LF); // round(x / (pi/2))
-    double r = ((x - q * 1.57079632673412561417LF) - q * 6.07710050630396597660e-11LF) - q * 2.02226624871116645580e-21LF;
+    // precise: the three-part reduction must not be reassociated (NVIDIA's compiler does)
+    precise double r = ((x - q * 1.57079632673412561417LF) - q * 6.07710050630396597660e-11LF) -
+                       q * 2.02226624871116645580e-21LF;
     double t = r * r, s = 1.0LF, c = 1.0LF;
     for (int k = 11; k >= 1; k--) {
         s = 1.0LF - s * t / double((2 * k) * (2 * k + 1));

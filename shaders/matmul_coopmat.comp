@@ -3,12 +3,13 @@
 // MATMUL for f16 on tensor cores through GL_NV_cooperative_matrix:
 // out[z] = a[z] @ b[z], a [.., M, K], b [.., K, N], out [.., M, N] contiguous,
 // same strides and push block as matmul.comp (C mirror vk_pc_matmul).
-// A workgroup of 256 invocations (constant 0) owns a 128 x 128 block of out;
-// its S = 256 / subgroup size subgroups (2, 4 or 8) a 2 x S/2 grid of 64 x WN
-// blocks (WN = 256 / S, constant 4), each held as (64/LM) x (WN/LN)
-// cooperative matrices of the device's LM x LN x LK shape (constants 1..3,
-// listed by vkGetPhysicalDeviceCooperativeMatrixPropertiesNV), f32 accumulators. K goes in steps of BK = 32: every thread loads its 2 + 2
-// runs of 8 halfs of the next A (128 x 32) and B (32 x 128) tiles into
+// A workgroup owns a 128 x 128 block of out; its S subgroups (constant 0 =
+// S x subgroup size invocations) a 2 x S/2 grid of 64 x WN blocks (WN = 256 / S,
+// constant 4), each held as (64/LM) x (WN/LN) cooperative matrices of the
+// device's LM x LN x LK shape (constants 1..3, listed by
+// vkGetPhysicalDeviceCooperativeMatrixPropertiesNV), f32 accumulators.
+// K goes in steps of BK = 32: every invocation loads its 512 / WG runs of 8
+// halfs of the next A (128 x 32) and of the next B (32 x 128) tile into
 // registers while the subgroups multiply the current tiles from shared memory
 // (two stages, one barrier per step). Runs are one 16-byte load where the
 // operand is row-major with 8-aligned rows, offset and length, else 8 strided
@@ -25,11 +26,11 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
 
-layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 0) const uint WG = 256; // 128 x 128 / (64 x WN) subgroups
 layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
-layout(constant_id = 4) const uint WN = 32; // subgroup block width: 256 / (number of subgroups)
+layout(constant_id = 4) const uint WN = 32; // subgroup block width
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
@@ -63,15 +64,16 @@ shared uvec4 sm[2u * STAGE / 8u];
 #define ACCM fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
 #define OUTM fcoopmatNV<16, gl_ScopeSubgroup, LM, LN>
 
-uvec4 ra[2], rb[2];
+const uint RUNS = BM * BK / 8u / WG; // 16-byte runs of A (and of B) per invocation
+uvec4 ra[RUNS], rb[RUNS];
 
 uint pack2(float16_t x, float16_t y) { return packFloat2x16(f16vec2(x, y)); }
 
-// run i (0..1) of this thread: A row t / 4 + 64 i, k 8 * (t % 4); B row t / 16 + 16 i, n 8 * (t % 16)
+// run u = t + i WG of this invocation: A row u / 4, k 8 (u % 4); B row u / 16, n 8 (u % 16)
 void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
     uint t = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0u; i < 2u; i++) {
-        uint gm = gl_WorkGroupID.y * BM + t / 4u + 64u * i, gk = k0 + 8u * (t % 4u);
+    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
+        uint u = t + i * WG, gm = gl_WorkGroupID.y * BM + u / 4u, gk = k0 + 8u * (u % 4u);
         if (avec) {
             ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk) / 8u] : uvec4(0u);
         } else {
@@ -80,7 +82,7 @@ void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
                 v[j] = gm < pc.M && gk + j < pc.K ? a[ao + gm * pc.a_rs + (gk + j) * pc.a_cs] : float16_t(0.0);
             ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
-        uint kb = k0 + t / 16u + 16u * i, gn = gl_WorkGroupID.x * BN + 8u * (t % 16u);
+        uint kb = k0 + u / 16u, gn = gl_WorkGroupID.x * BN + 8u * (u % 16u);
         if (bvec) {
             rb[i] = kb < pc.K && gn < pc.N ? b4[(bo + kb * pc.b_rs + gn) / 8u] : uvec4(0u);
         } else {
@@ -94,9 +96,10 @@ void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
 
 void store_tiles(uint s) {
     uint t = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0u; i < 2u; i++) {
-        sm[(s * STAGE + (t / 4u + 64u * i) * LDA + 8u * (t % 4u)) / 8u] = ra[i];
-        sm[(s * STAGE + A_SZ + (t / 16u + 16u * i) * LDB + 8u * (t % 16u)) / 8u] = rb[i];
+    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
+        uint u = t + i * WG;
+        sm[(s * STAGE + (u / 4u) * LDA + 8u * (u % 4u)) / 8u] = ra[i];
+        sm[(s * STAGE + A_SZ + (u / 16u) * LDB + 8u * (u % 16u)) / 8u] = rb[i];
     }
 }
 
