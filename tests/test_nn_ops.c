@@ -5,10 +5,15 @@
 #include "fixtures/nn_ops_fixtures.h"
 #include "nn_util.h"
 
+/* Row lengths that reach every part of the 8-lane kernels: one partial vector, exactly one, one
+** plus a tail, several plus a tail, and a long row. */
+static const int64_t row_lengths[6] = {1, 7, 8, 9, 33, 4096};
+
 #define TESTS(X)                                                                                               \
     X(softmax_random) X(softmax_errors) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures)            \
     X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_errors)              \
-    X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks)
+    X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp) X(softmax_rows)        \
+    X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows) X(max_pool_2x2)
 
 static td_tensor *from_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
     return ASSERT_TENSOR(td_cast(ASSERT_TENSOR(td_from_data(v, ndim, shape, TD_F64, TD_CPU)), dt));
@@ -556,6 +561,215 @@ TEST(poisoned_outputs_no_leaks) {
     td_scope_end();
     ASSERT_EQ_INT(td_debug_live_tensors(), live);
     ASSERT_EQ_INT(td_debug_guard_failures(), 0);
+}
+
+
+/* ---- the vector kernels (x86/rows_avx2.c, exp_avx2.h) and their row tails ---- */
+
+/* |got - want| in units of the last place of want (as a float; 2^-149 in the subnormal range) */
+static double ulp_error(float got, double want) {
+    int e;
+    frexp(want, &e);
+    double ulp = ldexp(1.0, (e - 24 > -149 ? e - 24 : -149));
+    return fabs((double)got - want) / ulp;
+}
+
+/* exp of f32: at most 1.5 ulp from exp() in double over [-104, 88.75] (the vector exp measures
+** 1.26 on every float of the range), and exact special values. */
+TEST(exp_ulp) {
+    const int64_t n = 1 << 20;
+    float *v = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(-104.0 + (88.75 + 104.0) * (double)i / (double)(n - 1));
+    td_tensor *y = ASSERT_TENSOR(td_exp(ASSERT_TENSOR(td_from_data(v, 1, &n, TD_F32, TD_CPU))));
+    ASSERT_OK(td_copy_to_host(y, got, (size_t)n * sizeof(float), TD_F32));
+    double worst = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double want = exp((double)v[i]), u = want > 3.4028234663852886e38 ? (isinf(got[i]) ? 0 : INFINITY)
+                                                                           : ulp_error(got[i], want);
+        if (!(u <= worst)) worst = u, at = i;
+    }
+    printf("  max error %.3f ulp at x = %.9g\n", worst, v[at]);
+    ASSERT(worst <= 1.5);
+    const float sp[9] = {-INFINITY, INFINITY, NAN, 0, -0.0f, 89.0f, -110.0f, 88.7f, -87.0f};
+    const double want[9] = {0, INFINITY, NAN, 1, 1, INFINITY, 0, exp(88.7f), exp(-87.0f)};
+    int64_t n9 = 9;
+    float g9[9];
+    y = ASSERT_TENSOR(td_exp(ASSERT_TENSOR(td_from_data(sp, 1, &n9, TD_F32, TD_CPU))));
+    ASSERT_OK(td_copy_to_host(y, g9, sizeof g9, TD_F32));
+    for (int i = 0; i < 9; i++) {
+        if (isnan(want[i])) ASSERT(isnan(g9[i]));
+        else if (isinf(want[i]) || want[i] == 0) ASSERT(g9[i] == want[i]);
+        else ASSERT(ulp_error(g9[i], want[i]) <= 1.5);
+    }
+    free(v), free(got);
+}
+
+/* nn_check that also requires infinities to match exactly (log_softmax of -inf is -inf) */
+static void check_with_inf(const char *what, td_tensor *t, const double *want, double atol, double rtol) {
+    int64_t n = td_numel(t);
+    double *got = nn_host(t), *finite_want = malloc((size_t)n * sizeof(double));
+    for (int64_t i = 0; i < n; i++) {
+        if (isinf(want[i])) {
+            if (got[i] != want[i]) TEST_FAIL_("%s[%lld]: got %g want %g", what, (long long)i, got[i], want[i]);
+            got[i] = finite_want[i] = 0;
+        } else finite_want[i] = want[i];
+    }
+    nn_check(what, got, finite_want, n, atol, rtol);
+    free(got), free(finite_want);
+}
+
+/* R rows of C values in [-8, 8); row 1 also holds -inf logits (never all of them), row 2 is scaled
+** by 1000 (large logits: the max shift keeps exp finite), row 3 is offset by 1e4. */
+static double *rows_with_extremes(int64_t R, int64_t C) {
+    double *v = malloc((size_t)(R * C) * sizeof(double));
+    for (int64_t i = 0; i < R * C; i++) v[i] = nn_uniform() * 8;
+    for (int64_t j = 0; j < C; j++) {
+        if (C > 1 && R > 1 && j % 3 == 1) v[C + j] = -INFINITY;
+        if (R > 2) v[2 * C + j] *= 1000;
+        if (R > 3) v[3 * C + j] += 1e4;
+    }
+    return v;
+}
+
+TEST(softmax_rows) {
+    nn_seed(31);
+    const int64_t R = 4;
+    for (int k = 0; k < 6; k++) {
+        int64_t C = row_lengths[k], shape[2] = {R, C};
+        td_scope_begin();
+        double *hx = rows_with_extremes(R, C), *want = malloc((size_t)(R * C) * sizeof(double));
+        td_tensor *x = from_f64(hx, 2, shape, TD_F32);
+        double *hxf = nn_host(x); /* the reference reads the rounded f32 inputs */
+        for (int lg = 0; lg < 2; lg++) {
+            ref_softmax(hxf, want, R, C, lg);
+            char what[64];
+            snprintf(what, sizeof what, "%s, rows of %lld", lg ? "log_softmax" : "softmax", (long long)C);
+            check_with_inf(what, ASSERT_TENSOR(lg ? td_log_softmax(x, -1) : td_softmax(x, -1)), want, 1e-6, 2e-5);
+        }
+        free(hx), free(hxf), free(want);
+        td_scope_end();
+    }
+}
+
+/* 1024 rows of 4096: 16 MiB of output, written with non-temporal stores from a scratch row */
+TEST(softmax_rows_streamed) {
+    nn_seed(32);
+    const int64_t R = 1024, C = 4096, shape[2] = {R, C};
+    td_tensor *x = nn_rand(2, shape, 8, TD_F32);
+    double *hx = nn_host(x), *want = malloc((size_t)(R * C) * sizeof(double));
+    for (int lg = 0; lg < 2; lg++) {
+        ref_softmax(hx, want, R, C, lg);
+        nn_check_tensor(lg ? "log_softmax 1024x4096" : "softmax 1024x4096",
+                        ASSERT_TENSOR(lg ? td_log_softmax(x, -1) : td_softmax(x, -1)), want, 1e-6, 2e-5);
+    }
+    ref_layer_norm(hx, NULL, NULL, want, R, C, 1e-5);
+    nn_check_tensor("layer_norm 1024x4096", ASSERT_TENSOR(td_layer_norm(x, 1, NULL, NULL, 1e-5)), want, 1e-5, 1e-5);
+    free(hx), free(want);
+}
+
+TEST(layer_norm_rows) {
+    nn_seed(33);
+    const int64_t R = 4;
+    for (int k = 0; k < 6; k++)
+        for (int affine = 0; affine < 2; affine++) {
+            int64_t C = row_lengths[k], shape[2] = {R, C};
+            td_scope_begin();
+            double *hx = malloc((size_t)(R * C) * sizeof(double)), *want = malloc((size_t)(R * C) * sizeof(double));
+            for (int64_t i = 0; i < R * C; i++) hx[i] = nn_uniform() * 3 + (i / C == 3 ? 1e4 : 0); /* row 3: |mean| >> std */
+            td_tensor *x = from_f64(hx, 2, shape, TD_F32);
+            td_tensor *w = affine ? nn_rand(1, &C, 1, TD_F32) : NULL, *b = affine ? nn_rand(1, &C, 1, TD_F32) : NULL;
+            double *hxf = nn_host(x), *hw = w ? nn_host(w) : NULL, *hb = b ? nn_host(b) : NULL;
+            ref_layer_norm(hxf, hw, hb, want, R, C, 1e-5);
+            char what[64];
+            snprintf(what, sizeof what, "layer_norm, rows of %lld%s", (long long)C, affine ? ", affine" : "");
+            nn_check_tensor(what, ASSERT_TENSOR(td_layer_norm(x, 1, w, b, 1e-5)), want, 2e-4, 1e-4);
+            free(hx), free(want), free(hxf), free(hw), free(hb);
+            td_scope_end();
+        }
+}
+
+/* Loss and dlogits (reduction none, weights none, no smoothing) against a direct double formula:
+** loss = lse - x[t], dx[c] = g * (exp(x[c] - lse) - [c == t]). */
+TEST(xent_rows) {
+    nn_seed(34);
+    const int64_t N = 4;
+    for (int k = 0; k < 6; k++) {
+        int64_t C = row_lengths[k], shape[2] = {N, C}, tg[4];
+        td_scope_begin();
+        double *hx = rows_with_extremes(N, C), loss[4], g[4], *dx = malloc((size_t)(N * C) * sizeof(double));
+        for (int64_t n = 0; n < N; n++) {
+            tg[n] = (int64_t)((nn_uniform() + 1) * 0.5 * (double)C) % C;
+            if (isinf(hx[n * C + tg[n]])) tg[n] = (tg[n] + 1) % C; /* a finite target logit */
+            g[n] = nn_uniform();
+        }
+        td_tensor *x = from_f64(hx, 2, shape, TD_F32), *gl = from_f64(g, 1, &N, TD_F32);
+        td_tensor *t = ASSERT_TENSOR(td_from_data(tg, 1, &N, TD_I64, TD_CPU));
+        double *hxf = nn_host(x), *hg = nn_host(gl);
+        for (int64_t n = 0; n < N; n++) {
+            const double *xr = hxf + n * C;
+            double m = -INFINITY, s = 0;
+            for (int64_t c = 0; c < C; c++) m = fmax(m, xr[c]);
+            for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
+            double lse = m + log(s);
+            loss[n] = lse - xr[tg[n]];
+            for (int64_t c = 0; c < C; c++) dx[n * C + c] = hg[n] * (exp(xr[c] - lse) - (c == tg[n]));
+        }
+        char what[64];
+        snprintf(what, sizeof what, "cross_entropy, rows of %lld", (long long)C);
+        /* lse - x[t] cancels: its absolute error is a few ulps of the largest logit (8000 in row 2) */
+        double big = 0;
+        for (int64_t i = 0; i < N * C; i++) big = isinf(hxf[i]) ? big : fmax(big, fabs(hxf[i]));
+        nn_check_tensor(what, ASSERT_TENSOR(td_cross_entropy(x, t, NULL, -100, 0, TD_REDUCTION_NONE)), loss,
+                        1e-5 + 4e-7 * big, 2e-5);
+        nn_check_tensor(what, ASSERT_TENSOR(td__cross_entropy_backward(gl, x, t, NULL, -100, 0, TD_REDUCTION_NONE)), dx,
+                        1e-6, 2e-5);
+        free(hx), free(hxf), free(hg), free(dx);
+        td_scope_end();
+    }
+}
+
+/* The 2x2/stride-2 unpadded max pool (vector rows of 8 windows, masked tails): output widths 1, 7, 8, 9
+** and 17, odd input sizes (the last row/column unused), ties (values on a 0.5 grid: the first max wins),
+** windows of -inf (index of the window's first element) and NaNs (the last NaN wins), as PyTorch. */
+TEST(max_pool_2x2) {
+    nn_seed(35);
+    const int64_t widths[6] = {2, 14, 15, 16, 18, 34};
+    const int k2[2] = {2, 2}, p0[2] = {0, 0};
+    for (int d = 0; d < 2; d++)
+        for (int wi = 0; wi < 6; wi++) {
+            td_dtype dt = d ? TD_F64 : TD_F32;
+            int64_t H = 5, W = widths[wi], xs[4] = {2, 3, H, W}, n = 2 * 3 * H * W, Ho = H / 2, Wo = W / 2;
+            td_scope_begin();
+            double *hx = malloc((size_t)n * sizeof(double));
+            for (int64_t i = 0; i < n; i++) {
+                double u = nn_uniform();
+                hx[i] = u > 0.97 ? NAN : u < -0.9 ? -INFINITY : round(u * 8) / 2;
+            }
+            td_tensor *idx = NULL;
+            td_tensor *y = ASSERT_TENSOR(td_max_pool2d(from_f64(hx, 4, xs, dt), k2, NULL, p0, &idx));
+            double *got = nn_host(y);
+            int64_t *gi = malloc((size_t)(6 * Ho * Wo) * sizeof(int64_t));
+            ASSERT_OK(td_copy_to_host(idx, gi, (size_t)(6 * Ho * Wo) * sizeof(int64_t), TD_I64));
+            for (int64_t pl = 0; pl < 6; pl++)
+                for (int64_t oh = 0; oh < Ho; oh++)
+                    for (int64_t ow = 0; ow < Wo; ow++) {
+                        double best = -INFINITY;
+                        int64_t bi = 2 * oh * W + 2 * ow, o = (pl * Ho + oh) * Wo + ow;
+                        for (int i = 0; i < 2; i++)
+                            for (int j = 0; j < 2; j++) {
+                                int64_t at = (2 * oh + i) * W + 2 * ow + j;
+                                double v = hx[pl * H * W + at];
+                                if (v > best || isnan(v)) best = v, bi = at;
+                            }
+                        if (gi[o] != bi || !(got[o] == best || (isnan(got[o]) && isnan(best))))
+                            TEST_FAIL_("%s W=%lld plane %lld (%lld, %lld): got %g at %lld, want %g at %lld",
+                                       td_dtype_name(dt), (long long)W, (long long)pl, (long long)oh, (long long)ow,
+                                       got[o], (long long)gi[o], best, (long long)bi);
+                    }
+            free(hx), free(got), free(gi);
+            td_scope_end();
+        }
 }
 
 TEST_MAIN(TESTS)

@@ -9,8 +9,16 @@
 
 #define ID_(x) (x)
 
+/* contiguous a against contiguous or scalar b get their own loops, which the compiler vectorizes */
 #define CMP_LOOP_(LD, OP)                                                                                              \
-    for (int64_t i = 0; i < n; i++) o[i * so] = LD(a[i * sa]) OP LD(b[i * sb])
+    do {                                                                                                               \
+        if (so == 1 && sa == 1 && sb == 0)                                                                             \
+            for (int64_t i = 0; i < n; i++) o[i] = LD(a[i]) OP LD(b[0]);                                               \
+        else if (so == 1 && sa == 1 && sb == 1)                                                                        \
+            for (int64_t i = 0; i < n; i++) o[i] = LD(a[i]) OP LD(b[i]);                                               \
+        else                                                                                                           \
+            for (int64_t i = 0; i < n; i++) o[i * so] = LD(a[i * sa]) OP LD(b[i * sb]);                                \
+    } while (0)
 
 #define CMP_ROW_(NAME, T, LD)                                                                                          \
     static void NAME(td_op_kind k, int64_t n, uint8_t *o, int64_t so, const T *a, int64_t sa, const T *b,              \
@@ -62,7 +70,17 @@ td_status td_cpu_GE(const td_op *op) { return cpu_elementwise(op, compare_row, 1
         T *o = (T *)p[0];                                                                                              \
         const uint8_t *c = (const uint8_t *)p[1];                                                                      \
         const T *a = (const T *)p[2], *b = (const T *)p[3];                                                            \
-        for (int64_t i = 0; i < n; i++) o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]];                         \
+        /* contiguous operands (b possibly a scalar, as in relu's backward) select by bit masks, */             \
+        /* without branches, so the compiler vectorizes the loop */                                                \
+        if (s[0] == 1 && s[1] == 1 && s[2] == 1 && (s[3] == 0 || s[3] == 1)) {                                         \
+            int64_t sb = s[3];                                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                T m = (T)0 - (T)(c[i] != 0);                                                                           \
+                o[i] = (T)((a[i] & m) | (b[i * sb] & (T)~m));                                                          \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            for (int64_t i = 0; i < n; i++) o[i * s[0]] = c[i * s[1]] ? a[i * s[2]] : b[i * s[3]];                     \
+        }                                                                                                              \
     } while (0)
 
 static void where_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {

@@ -8,13 +8,15 @@
 ** The variance is a second pass over (x - mean), not E[x^2] - mean^2, which
 ** cancels catastrophically when |mean| >> std. Sums and (x - mean) are taken
 ** in double for every dtype (a float mean of values near 1e4 is off by 1e-3).
-** Rows run in parallel.
+** Rows run in parallel. f32 rows use the AVX2 kernel of x86/rows_avx2.c when
+** the CPU has it (the same passes, with the mean subtracted as a float pair).
 ** Reference: torch.nn.functional.layer_norm.
 */
 #include <stdlib.h>
 
 #include "../core/internal.h"
 #include "cpu_nn.h"
+#include "cpu_rows.h"
 
 #define LAYERNORM_ROWS_(T)                                                                               \
     static void layernorm_rows_##T(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R,      \
@@ -36,6 +38,23 @@
 LAYERNORM_ROWS_(float)
 LAYERNORM_ROWS_(double)
 
+static void layernorm_rows_f32(const float *x, const float *w, const float *b, float *y, float *mean, float *rstd,
+                               int64_t R, int64_t D, double eps) {
+    if (!cpu_has_avx2()) {
+        layernorm_rows_float(x, w, b, y, mean, rstd, R, D, eps);
+        return;
+    }
+    bool stream = R * D * (int64_t)sizeof(float) >= CPU_STREAM_BYTES && x != y; /* far larger than the cache */
+    int nt = cpu_threads_for(R, D * 4);
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for
+        for (int64_t r = 0; r < R; r++)
+            cpu_layernorm_row_f32_avx2(x + r * D, w, b, y + r * D, D, eps, mean + r, rstd + r, stream);
+        if (stream) cpu_rows_stream_fence();
+    }
+}
+
 static void *ptr_or_null(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
 
 td_status td_cpu_LAYER_NORM(const td_op *op) {
@@ -47,7 +66,7 @@ td_status td_cpu_LAYER_NORM(const td_op *op) {
     double eps = op->p.norm.eps;
     switch (x->dtype) {
     case TD_F32:
-        layernorm_rows_float(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R,
+        layernorm_rows_f32(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R,
                              D, eps);
         return TD_OK;
     case TD_F64:
@@ -62,7 +81,7 @@ td_status td_cpu_LAYER_NORM(const td_op *op) {
     if (!fx || (w->buf && !fw) || (b->buf && !fb) || !stats) {
         st = stats ? td_last_status() : cpu_nn_oom("layer_norm", (size_t)(2 * R) * sizeof(float));
     } else {
-        layernorm_rows_float(fx, fw, fb, fx, stats, stats + R, R, D, eps); /* y over x: rows are independent */
+        layernorm_rows_f32(fx, fw, fb, fx, stats, stats + R, R, D, eps); /* y over x: rows are independent */
         cpu_nn_from_f32(y, fx);
         cpu_nn_from_f32(mean, stats);
         cpu_nn_from_f32(rstd, stats + R);

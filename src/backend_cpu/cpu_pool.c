@@ -16,6 +16,7 @@
 
 #include "../core/internal.h"
 #include "cpu_nn.h"
+#include "cpu_pool.h"
 
 typedef struct pool_geom {
     int64_t planes, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw;
@@ -44,16 +45,25 @@ static pool_window pool_window_at(const pool_geom *q, int64_t oh, int64_t ow) {
     return win;
 }
 
+/* POOL_HAS_VEC / POOL_VEC_ROW_2X2: the AVX2 row of a 2x2/stride-2 max pool (f32 only) */
 #define POOL_T float
 #define POOL_FN(name) name##_f32
+#define POOL_HAS_VEC cpu_has_avx2()
+#define POOL_VEC_ROW_2X2 cpu_max_pool_2x2_row_f32_avx2
 #include "cpu_pool_impl.h"
 #undef POOL_T
 #undef POOL_FN
+#undef POOL_HAS_VEC
+#undef POOL_VEC_ROW_2X2
 #define POOL_T double
 #define POOL_FN(name) name##_f64
+#define POOL_HAS_VEC false
+#define POOL_VEC_ROW_2X2(...) (void)0
 #include "cpu_pool_impl.h"
 #undef POOL_T
 #undef POOL_FN
+#undef POOL_HAS_VEC
+#undef POOL_VEC_ROW_2X2
 
 /* Run fn_f32 / fn_f64 on native dtypes, or widen the float input `in`, run
 ** the f32 kernel into a temporary and narrow it into `out`. */

@@ -10,12 +10,16 @@
 ** Backward, with p = softmax(logits[n]) and g[n] = dloss[n] (none), dloss (sum) or
 ** dloss / sum_n w[t_n] (mean); d(-logp[k])/dlogits[c] = p[c] - [c == k]:
 **   dlogits[n,c] = g[n] * (p[c] * ((1-eps) w[t] + eps/C * W) - (1-eps) w[t] [c == t] - eps/C * w[c])
-** Targets are checked on the host before anything runs.
+** Targets are checked on the host before anything runs. Each row's max and
+** sum of exp(x - max) come from row_max_* / row_sum_exp_* below: scalar loops,
+** or for f32 the AVX2 kernels of x86/rows_avx2.c (the backward pass stores
+** the exponentials into dlogits and scales them there, fused).
 */
 #include <stdlib.h>
 
 #include "../core/internal.h"
 #include "cpu_nn.h"
+#include "cpu_rows.h"
 
 /* TD_ERR_INDEX for the first target outside [0, C) that is not ignore_index. */
 static td_status check_targets(const int64_t *target, int64_t N, int64_t C, int64_t ignore_index) {
@@ -37,7 +41,35 @@ static double target_weight_sum(const int64_t *target, int64_t N, int64_t ignore
 static double weight_f32(const void *w, int64_t i) { return ((const float *)w)[i]; }
 static double weight_f64(const void *w, int64_t i) { return ((const double *)w)[i]; }
 
-#define XENT_(T, EXP, LOG)                                                                                     \
+/* max_c x[c]; sum_c exp(x[c] - m), storing the terms into e[c] unless e is NULL */
+#define ROW_EXP_(T, EXP)                                                                                       \
+    static T row_max_##T(const T *x, int64_t C) {                                                              \
+        T m = -INFINITY;                                                                                       \
+        for (int64_t c = 0; c < C; c++) m = x[c] > m ? x[c] : m;                                               \
+        return m;                                                                                              \
+    }                                                                                                          \
+    static T row_sum_exp_##T(const T *x, int64_t C, T m, T *e) {                                               \
+        T s = 0;                                                                                               \
+        for (int64_t c = 0; c < C; c++) {                                                                      \
+            T v = EXP(x[c] - m);                                                                               \
+            s += v;                                                                                            \
+            if (e) e[c] = v;                                                                                   \
+        }                                                                                                      \
+        return s;                                                                                              \
+    }
+ROW_EXP_(float, expf)
+ROW_EXP_(double, exp)
+
+static float row_max_f32(const float *x, int64_t C) {
+    return cpu_has_avx2() ? cpu_row_max_f32_avx2(x, C) : row_max_float(x, C);
+}
+static float row_sum_exp_f32(const float *x, int64_t C, float m, float *e) {
+    return cpu_has_avx2() ? cpu_row_sum_exp_f32_avx2(x, C, m, e) : row_sum_exp_float(x, C, m, e);
+}
+#define row_max_f64     row_max_double
+#define row_sum_exp_f64 row_sum_exp_double
+
+#define XENT_(T, SFX, LOG)                                                                                     \
     /* per-sample losses into loss[N] (double, for a deterministic serial reduction) */                        \
     static void xent_forward_##T(const T *x, const int64_t *target, const T *w, double *loss, int64_t N,       \
                                  int64_t C, int64_t ignore_index, double eps) {                                \
@@ -49,10 +81,8 @@ static double weight_f64(const void *w, int64_t i) { return ((const double *)w)[
                 loss[n] = 0;                                                                                   \
                 continue;                                                                                      \
             }                                                                                                  \
-            T m = -INFINITY, s = 0, smooth = 0; /* log_softmax: logp[c] = x[c] - lse */                        \
-            for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;                                         \
-            for (int64_t c = 0; c < C; c++) s += EXP(xr[c] - m);                                               \
-            T lse = m + LOG(s);                                                                                \
+            T m = row_max_##SFX(xr, C), smooth = 0; /* log_softmax: logp[c] = x[c] - lse */                   \
+            T lse = m + LOG(row_sum_exp_##SFX(xr, C, m, NULL));                                                \
             if (eps != 0)                                                                                      \
                 for (int64_t c = 0; c < C; c++) smooth += (w ? w[c] : 1) * (lse - xr[c]);                      \
             loss[n] = (1 - eps) * (double)(w ? w[t] : 1) * (double)(lse - xr[t]) + eps / (double)C * smooth;   \
@@ -71,17 +101,16 @@ static double weight_f64(const void *w, int64_t i) { return ((const double *)w)[
                 for (int64_t c = 0; c < C; c++) dr[c] = 0;                                                     \
                 continue;                                                                                      \
             }                                                                                                  \
-            T g = (T)((double)dloss[per_sample ? n : 0] * scale), m = -INFINITY, s = 0;                         \
-            for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;                                         \
-            for (int64_t c = 0; c < C; c++) s += dr[c] = EXP(xr[c] - m);                                       \
+            T g = (T)((double)dloss[per_sample ? n : 0] * scale), m = row_max_##SFX(xr, C);                     \
+            T s = row_sum_exp_##SFX(xr, C, m, dr); /* dr[c] = exp(x[c] - m) */                                \
             T wt = (T)((1 - eps) * (double)(w ? w[t] : 1)), pcoef = (T)(wt + eps / (double)C * W) / s;         \
             T sm = (T)(eps / (double)C);                                                                       \
             for (int64_t c = 0; c < C; c++) dr[c] = g * (dr[c] * pcoef - sm * (w ? w[c] : 1));                 \
             dr[t] -= g * wt;                                                                                   \
         }                                                                                                      \
     }
-XENT_(float, expf, logf)
-XENT_(double, exp, log)
+XENT_(float, f32, logf)
+XENT_(double, f64, log)
 
 /* logits, weight and dloss of op in a natively computed dtype (f32 or f64);
 ** f16/bf16 operands are widened into malloc'd f32 copies listed in owned[]. */

@@ -1,0 +1,172 @@
+/*
+** bench: the library behind `trident bench`.
+**
+** A session holds the devices under test (with the roofline measured on each),
+** the result rows, and the PyTorch twin's numbers. Workloads are entries of
+** bench_workloads[] (bench_workloads.c): each one runs on one device and adds
+** rows through bench_time(). W4 ops are there now; W1-W3 join as entries when
+** their model builders exist, with no change elsewhere.
+**
+** Terms used throughout:
+**   rate   work / median time, in the row's unit (GFLOP/s or GB/s); higher is better
+**   roof   the device's measured limit for that row: copy bandwidth for memory-bound
+**          rows, the best GEMM rate of the dtype for matmul
+**   vs_fastest  rate / the best rate of any backend on the same row (<= 1)
+**   vs_torch    rate / PyTorch's rate on the same row and device class (> 1: faster)
+*/
+#ifndef TRIDENT_BENCH_H
+#define TRIDENT_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "trident/backend.h"
+#include "trident/trident.h"
+
+#define BENCH_MAX_DEVICES 8
+#define BENCH_MAX_SAMPLES 64
+#define BENCH_MAX_ROWS    256
+#define BENCH_MAX_TORCH   128
+
+typedef enum { BENCH_UNIT_GFLOPS = 0, BENCH_UNIT_GBPS = 1 } bench_unit;
+const char *bench_unit_name(bench_unit u); /* "GFLOP/s", "GB/s" */
+
+/* One device under test and its roofline. */
+typedef struct bench_device {
+    td_device dev;
+    char label[16]; /* "cpu", "cuda:0", "vulkan:0" */
+    td_device_info info;
+    const td_backend *be;
+    const char *timer;                  /* how its samples were timed (see bench_time) */
+    const char *torch_device;           /* twin's device for ratios: "cpu" or "cuda" */
+    char torch_status[96];              /* "ok", "n/a (torch not found)", ...; "" without --torch */
+    double copy_gbps;                   /* device-to-device copy, read + write bytes */
+    int64_t copy_elems;                 /* f32 elements of that copy */
+    double gemm_gflops[TD_DTYPE_COUNT]; /* best matmul rate seen per dtype; 0: not measured */
+} bench_device;
+
+/* One measured row: a workload (and variant) on one device. */
+typedef struct bench_row {
+    char workload[32]; /* "W4-matmul" */
+    char variant[24];  /* "float32", "bfloat16", ... or "" */
+    char size[80];     /* "4096x4096x4096", "16777216" */
+    int device;        /* index into bench_session.devices */
+    bench_unit unit;
+    double work; /* flops or bytes per call */
+    int buffers; /* input sets rotated across repeats (1: none) */
+    int n_samples;
+    double samples_ms[BENCH_MAX_SAMPLES];
+    double median_ms, rate;
+    double roof, roof_pct; /* 0 when no roof applies */
+    double vs_fastest;
+    double torch_rate; /* 0: no PyTorch number for this row */
+    char error[160];   /* non-empty: the row failed, with why */
+} bench_row;
+
+/* A measurement line from the PyTorch twin, mapped onto a row key. */
+typedef struct bench_torch_row {
+    char workload[32], variant[24], device[8];
+    double rate; /* in the row's unit */
+} bench_torch_row;
+
+typedef struct bench_options {
+    bool quick;
+    int max_reps;     /* samples per row at most (after warm-up) */
+    double budget_s;  /* stop sampling a row after this much time, once 3 samples exist */
+    const char *only; /* comma list of workload names or their short forms ("add"), or NULL */
+    bool torch;
+    const char *python; /* interpreter for the twin */
+    const char *twin;   /* path of torch_workloads.py */
+} bench_options;
+
+typedef struct bench_session {
+    bench_options opt;
+    char date[32];   /* UTC, ISO 8601 */
+    char commit[48]; /* git commit of the source tree, or "" */
+    int n_devices;
+    bench_device devices[BENCH_MAX_DEVICES];
+    int n_rows;
+    bench_row rows[BENCH_MAX_ROWS];
+    /* PyTorch: status is "ok" or the reason it has no numbers ("n/a (torch not found)") */
+    char torch_status[128];
+    char torch_version[32];
+    int n_torch;
+    bench_torch_row torch[BENCH_MAX_TORCH];
+    char *torch_raw; /* every JSON line the twin printed, newline-separated (malloc'd) */
+} bench_session;
+
+/* ---- workloads (bench_workloads.c) ---- */
+
+/* A workload runs on one device and adds its rows with bench_time(). It
+** returns TD_OK, or an error for rows it could not add (recorded by the caller). */
+typedef struct bench_workload {
+    const char *name;  /* "W4-add": the row key, and the twin's "workload" field */
+    const char *about; /* one line for --help */
+    td_status (*run)(bench_session *s, int device);
+    /* The twin's line for this workload: rate = value of torch_key * torch_scale. */
+    const char *torch_key;
+    double torch_scale;
+} bench_workload;
+
+extern const bench_workload bench_workloads[];
+extern const int bench_n_workloads;
+
+/* Measure copy bandwidth and the GEMM rate of each dtype at sizes below the
+** matmul row's (the row itself also counts toward the best). */
+td_status bench_roofline(bench_session *s, int device);
+
+/* The problem sizes, scaled by --quick and by device kind. */
+int64_t bench_matmul_n(const bench_session *s);
+int64_t bench_vector_elems(const bench_session *s, int device);
+
+/* ---- timing (bench_time.c) ---- */
+
+/* One call of the measured operation; rep selects the rotated input set. */
+typedef td_status (*bench_fn)(void *arg, int rep);
+
+/* Warm up, then sample fn until opt.max_reps samples or opt.budget_s (at least
+** 3 samples), and add the row. GPU samples come from the backend's events
+** between fn's enqueue and completion; without events, from synchronize + host
+** clock (d->timer says which). Returns the new row, or NULL with row error set. */
+bench_row *bench_time(bench_session *s, int device, const char *workload, const char *variant, const char *size,
+                      bench_unit unit, double work, int buffers, bench_fn fn, void *arg);
+/* Input sets to rotate so that repeats do not run from cache: enough sets of
+** bytes_per_set to pass 128 MiB, between 1 and 8. */
+int bench_rotation(double bytes_per_set);
+/* Add a failed row (error message from td_last_error or why). */
+void bench_fail(bench_session *s, int device, const char *workload, const char *variant, const char *why);
+
+/* ---- session (bench_session.c) ---- */
+
+/* Parse "cpu,cuda,vulkan" (NULL: every available device) into s->devices.
+** Writes why into err on failure. */
+bool bench_select_devices(bench_session *s, const char *list, char *err, size_t err_size);
+bool bench_workload_selected(const bench_session *s, const bench_workload *w);
+/* Roofline and every selected workload on every device, with progress on stderr. */
+void bench_run_all(bench_session *s);
+/* Medians are set by bench_time; this fills roofs, vs_fastest and torch_rate. */
+void bench_finalize(bench_session *s);
+void bench_session_free(bench_session *s);
+double bench_median(const double *v, int n);
+
+/* ---- PyTorch twin (bench_torch.c) ---- */
+
+/* Run the twin for each torch device the session needs and parse its lines.
+** Never fails: without python/torch, torch_status says why. */
+void bench_torch_run(bench_session *s);
+
+/* ---- output (bench_report.c, bench_svg.c) ---- */
+
+/* Fill date and commit. */
+void bench_stamp(bench_session *s);
+void bench_print_table(const bench_session *s, FILE *f);
+int bench_write_json(const bench_session *s, const char *path); /* 0 or -1 with a message on stderr */
+int bench_write_svg(const bench_session *s, const char *path);
+
+/* ---- regression compare (bench_compare.c) ---- */
+
+/* Print the per-row change of median time from old to new; rows slower by more
+** than threshold_pct are flagged. Returns 0 (none), 1 (regressions), 2 (bad input). */
+int bench_compare(const char *old_path, const char *new_path, double threshold_pct, FILE *f);
+
+#endif /* TRIDENT_BENCH_H */

@@ -1,0 +1,132 @@
+/*
+** The terminal table and the JSON file of a session.
+**
+** JSON layout (version 1):
+**   {"trident_bench": 1, "date", "commit", "quick",
+**    "devices": [{"device", "name", "driver", "features", "compute_units", "total_memory", "timer",
+**                 "torch_device", "torch_status", "copy_gbps", "gemm_gflops": {dtype: rate}}],
+**    "torch": {"requested", "status", "version", "lines": [the twin's JSON lines]},
+**    "rows": [{"workload", "variant", "device", "size", "unit", "work", "buffers", "samples_ms": [...],
+**              "median_ms", "rate", "roof", "roof_pct", "vs_fastest", "torch_rate", "vs_torch", "error"}]}
+*/
+#include <jansson.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+#ifndef BENCH_SOURCE_DIR
+#define BENCH_SOURCE_DIR "."
+#endif
+
+void bench_stamp(bench_session *s) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(s->date, sizeof s->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    s->commit[0] = 0;
+    FILE *p = popen("git -C '" BENCH_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null", "r");
+    if (!p) return;
+    if (fgets(s->commit, sizeof s->commit, p)) s->commit[strcspn(s->commit, "\n")] = 0;
+    if (pclose(p) != 0) s->commit[0] = 0;
+}
+
+/* The "vs torch" cell of row r. */
+static void torch_cell(const bench_session *s, const bench_row *r, char *buf, size_t n) {
+    const bench_device *d = &s->devices[r->device];
+    if (r->torch_rate > 0)
+        snprintf(buf, n, "%.2fx (torch %.1f)", r->rate / r->torch_rate, r->torch_rate);
+    else if (!s->opt.torch || !strncmp(r->workload, "roof-", 5))
+        snprintf(buf, n, "-");
+    else if (strcmp(d->torch_status, "ok"))
+        snprintf(buf, n, "%s", d->torch_status);
+    else
+        snprintf(buf, n, "n/a (not in twin)");
+}
+
+void bench_print_table(const bench_session *s, FILE *f) {
+    fprintf(f, "\ntrident bench  %s%s  commit %s\n", s->date, s->opt.quick ? "  (--quick sizes)" : "",
+            s->commit[0] ? s->commit : "unknown");
+    for (int i = 0; i < s->n_devices; i++) {
+        const bench_device *d = &s->devices[i];
+        fprintf(f, "  %-9s %s; %s; timer: %s\n", d->label, d->info.name, d->info.driver, d->timer);
+        fprintf(f, "            roofline: copy %.1f GB/s", d->copy_gbps);
+        for (int dt = 0; dt < TD_DTYPE_COUNT; dt++)
+            if (d->gemm_gflops[dt] > 0)
+                fprintf(f, "; GEMM %s %.1f GFLOP/s", td_dtype_name((td_dtype)dt), d->gemm_gflops[dt]);
+        fprintf(f, "\n");
+    }
+    if (s->opt.torch) fprintf(f, "  PyTorch %s: %s\n", s->torch_version[0] ? s->torch_version : "?", s->torch_status);
+    fprintf(f, "\n%-13s %-9s %-9s %-16s %11s %16s %7s %8s  %s\n", "workload", "variant", "device", "size", "median ms",
+            "rate", "roof%", "vs best", "vs torch");
+    for (int i = 0; i < s->n_rows; i++) {
+        const bench_row *r = &s->rows[i];
+        const char *dev = s->devices[r->device].label;
+        if (r->error[0]) {
+            fprintf(f, "%-13s %-9s %-9s failed: %s\n", r->workload, r->variant, dev, r->error);
+            continue;
+        }
+        char rate[32], roof[16], torch[128];
+        snprintf(rate, sizeof rate, "%.1f %s", r->rate, bench_unit_name(r->unit));
+        if (r->roof > 0)
+            snprintf(roof, sizeof roof, "%.0f%%", r->roof_pct);
+        else
+            snprintf(roof, sizeof roof, "-");
+        torch_cell(s, r, torch, sizeof torch);
+        fprintf(f, "%-13s %-9s %-9s %-16s %11.3f %16s %7s %7.2fx  %s\n", r->workload, r->variant, dev, r->size,
+                r->median_ms, rate, roof, r->vs_fastest, torch);
+    }
+    fprintf(f,
+            "\nmedian of 3 to %d samples after 2 warm-up calls; roof%%: of the copy bandwidth (GB/s rows) or the best "
+            "GEMM\n"
+            "rate of the dtype (GFLOP/s rows) measured on the same device; vs best: rate / fastest backend's rate;\n"
+            "vs torch: rate / PyTorch's rate on the same device class (> 1: Trident is faster).\n",
+            s->opt.max_reps);
+}
+
+static json_t *device_json(const bench_device *d) {
+    json_t *gemm = json_object();
+    for (int dt = 0; dt < TD_DTYPE_COUNT; dt++)
+        if (d->gemm_gflops[dt] > 0)
+            json_object_set_new(gemm, td_dtype_name((td_dtype)dt), json_real(d->gemm_gflops[dt]));
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:s, s:s, s:s, s:f, s:I, s:o}", "device", d->label, "name",
+                     d->info.name, "driver", d->info.driver, "features", d->info.features, "compute_units",
+                     d->info.compute_units, "total_memory", (json_int_t)d->info.total_memory, "timer", d->timer,
+                     "torch_device", d->torch_device, "torch_status", d->torch_status, "copy_gbps", d->copy_gbps,
+                     "copy_elems", (json_int_t)d->copy_elems, "gemm_gflops", gemm);
+}
+
+static json_t *row_json(const bench_session *s, const bench_row *r) {
+    json_t *samples = json_array();
+    for (int i = 0; i < r->n_samples; i++) json_array_append_new(samples, json_real(r->samples_ms[i]));
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:i, s:o, s:f, s:f, s:f, s:f, s:f}", "workload", r->workload,
+                  "variant", r->variant, "device", s->devices[r->device].label, "size", r->size, "unit",
+                  bench_unit_name(r->unit), "work", r->work, "buffers", r->buffers, "samples_ms", samples, "median_ms",
+                  r->median_ms, "rate", r->rate, "roof", r->roof, "roof_pct", r->roof_pct, "vs_fastest", r->vs_fastest);
+    json_object_set_new(o, "torch_rate", r->torch_rate > 0 ? json_real(r->torch_rate) : json_null());
+    json_object_set_new(o, "vs_torch", r->torch_rate > 0 ? json_real(r->rate / r->torch_rate) : json_null());
+    if (r->error[0]) json_object_set_new(o, "error", json_string(r->error));
+    return o;
+}
+
+int bench_write_json(const bench_session *s, const char *path) {
+    json_t *devices = json_array(), *rows = json_array(), *lines = json_array();
+    for (int i = 0; i < s->n_devices; i++) json_array_append_new(devices, device_json(&s->devices[i]));
+    for (int i = 0; i < s->n_rows; i++) json_array_append_new(rows, row_json(s, &s->rows[i]));
+    for (const char *p = s->torch_raw; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        json_t *line = json_loadb(p, nl ? (size_t)(nl - p) : strlen(p), 0, NULL);
+        if (line) json_array_append_new(lines, line);
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    json_t *torch =
+        json_pack("{s:b, s:s, s:s, s:o}", "requested", s->opt.torch, "status",
+                  s->opt.torch ? s->torch_status : "not requested", "version", s->torch_version, "lines", lines);
+    json_t *root = json_pack("{s:i, s:s, s:s, s:b, s:o, s:o, s:o}", "trident_bench", 1, "date", s->date, "commit",
+                             s->commit, "quick", s->opt.quick, "devices", devices, "torch", torch, "rows", rows);
+    int rc = root && !json_dump_file(root, path, JSON_INDENT(1)) ? 0 : -1;
+    if (rc) fprintf(stderr, "trident bench: cannot write %s\n", path);
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/*
+** The session: which devices, in which order the workloads run, and the derived
+** columns (roofline %, ratio to the fastest backend, ratio to PyTorch).
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+const char *bench_unit_name(bench_unit u) { return u == BENCH_UNIT_GFLOPS ? "GFLOP/s" : "GB/s"; }
+
+static bool add_device(bench_session *s, td_device dev, char *err, size_t err_size) {
+    for (int i = 0; i < s->n_devices; i++)
+        if (td_device_equal(s->devices[i].dev, dev)) return true; /* named twice */
+    if (s->n_devices >= BENCH_MAX_DEVICES) {
+        snprintf(err, err_size, "more than %d devices", BENCH_MAX_DEVICES);
+        return false;
+    }
+    bench_device *d = &s->devices[s->n_devices];
+    memset(d, 0, sizeof *d);
+    d->dev = dev;
+    td_device_str(dev, d->label, sizeof d->label);
+    d->be = td_backend_for(dev.type);
+    if (!d->be || d->be->iface->device_info(dev.index, &d->info) != TD_OK) {
+        snprintf(err, err_size, "%s: %s", d->label, td_last_error());
+        return false;
+    }
+    d->torch_device = dev.type == TD_DEVICE_CPU ? "cpu" : "cuda";
+    d->timer = "not run";
+    s->n_devices++;
+    return true;
+}
+
+bool bench_select_devices(bench_session *s, const char *list, char *err, size_t err_size) {
+    s->n_devices = 0;
+    if (!list) {
+        for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++) {
+            if (td_backend_unavailable_reason(type)) continue;
+            int n = td_backend_for(type)->iface->device_count();
+            for (int i = 0; i < n; i++) {
+                td_device dev = {type, i};
+                if (td_device_available(dev) && !add_device(s, dev, err, err_size)) return false;
+            }
+        }
+        td_clear_error();
+        return s->n_devices > 0 || (snprintf(err, err_size, "no device available"), false);
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        td_device dev;
+        if (td_device_parse(tok, &dev) != TD_OK || !td_device_available(dev)) {
+            snprintf(err, err_size, "backend '%s': %s", tok, td_last_error());
+            return false;
+        }
+        if (!add_device(s, dev, err, err_size)) return false;
+    }
+    return s->n_devices > 0 || (snprintf(err, err_size, "--backends names no device"), false);
+}
+
+bool bench_workload_selected(const bench_session *s, const bench_workload *w) {
+    if (!s->opt.only) return true;
+    const char *dash = strchr(w->name, '-');
+    const char *shortname = dash ? dash + 1 : w->name;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s->opt.only);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (!strcmp(tok, w->name) || !strcmp(tok, shortname)) return true;
+    return false;
+}
+
+static void progress_rows(const bench_session *s, int from) {
+    for (int i = from; i < s->n_rows; i++) {
+        const bench_row *r = &s->rows[i];
+        if (r->error[0])
+            fprintf(stderr, "  %-12s %-9s failed: %s\n", r->workload, r->variant, r->error);
+        else
+            fprintf(stderr, "  %-12s %-9s %-16s %10.3f ms %10.1f %s\n", r->workload, r->variant, r->size, r->median_ms,
+                    r->rate, bench_unit_name(r->unit));
+    }
+}
+
+void bench_run_all(bench_session *s) {
+    for (int d = 0; d < s->n_devices; d++) {
+        bench_device *dev = &s->devices[d];
+        fprintf(stderr, "[bench] %s: %s (%s)\n", dev->label, dev->info.name, dev->info.driver);
+        int from = s->n_rows;
+        fprintf(stderr, "[bench] %s: roofline\n", dev->label);
+        bench_roofline(s, d);
+        progress_rows(s, from);
+        for (int w = 0; w < bench_n_workloads; w++) {
+            if (!bench_workload_selected(s, &bench_workloads[w])) continue;
+            from = s->n_rows;
+            fprintf(stderr, "[bench] %s: %s\n", dev->label, bench_workloads[w].name);
+            if (bench_workloads[w].run(s, d) != TD_OK && s->n_rows == from)
+                bench_fail(s, d, bench_workloads[w].name, "", NULL);
+            progress_rows(s, from);
+        }
+    }
+}
+
+static td_dtype dtype_of(const char *name) {
+    for (int dt = 0; dt < TD_DTYPE_COUNT; dt++)
+        if (!strcmp(td_dtype_name((td_dtype)dt), name)) return (td_dtype)dt;
+    return TD_DTYPE_COUNT;
+}
+
+/* Rows compare across backends by workload and variant; roofline sweep rows also by size. */
+static bool same_key(const bench_row *a, const bench_row *b) {
+    return !strcmp(a->workload, b->workload) && !strcmp(a->variant, b->variant) &&
+           (strncmp(a->workload, "roof-", 5) || !strcmp(a->size, b->size));
+}
+
+void bench_finalize(bench_session *s) {
+    for (int i = 0; i < s->n_rows; i++) {
+        bench_row *r = &s->rows[i];
+        if (r->error[0]) continue;
+        bench_device *d = &s->devices[r->device];
+        td_dtype dt = dtype_of(r->variant);
+        if (!strcmp(r->workload, "roof-copy") && r->rate > d->copy_gbps) d->copy_gbps = r->rate;
+        if (r->unit == BENCH_UNIT_GFLOPS && dt < TD_DTYPE_COUNT && r->rate > d->gemm_gflops[dt])
+            d->gemm_gflops[dt] = r->rate;
+    }
+    for (int i = 0; i < s->n_rows; i++) {
+        bench_row *r = &s->rows[i];
+        if (r->error[0]) continue;
+        const bench_device *d = &s->devices[r->device];
+        td_dtype dt = dtype_of(r->variant);
+        r->roof = r->unit == BENCH_UNIT_GBPS ? d->copy_gbps : dt < TD_DTYPE_COUNT ? d->gemm_gflops[dt] : 0;
+        r->roof_pct = r->roof > 0 ? 100.0 * r->rate / r->roof : 0;
+        double best = 0;
+        for (int j = 0; j < s->n_rows; j++)
+            if (!s->rows[j].error[0] && same_key(r, &s->rows[j]) && s->rows[j].rate > best) best = s->rows[j].rate;
+        r->vs_fastest = best > 0 ? r->rate / best : 0;
+        r->torch_rate = 0;
+        for (int t = 0; t < s->n_torch; t++) {
+            const bench_torch_row *tr = &s->torch[t];
+            if (!strcmp(tr->workload, r->workload) && !strcmp(tr->variant, r->variant) &&
+                !strcmp(tr->device, d->torch_device))
+                r->torch_rate = tr->rate;
+        }
+    }
+}
+
+void bench_session_free(bench_session *s) {
+    free(s->torch_raw);
+    s->torch_raw = NULL;
+}

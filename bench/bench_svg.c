@@ -1,0 +1,232 @@
+/*
+** The SVG chart: one panel per workload (and variant), one bar per device in
+** the device's colour, PyTorch's rate as a dashed reference line per torch
+** device. Each panel has its own linear axis from 0, in the row's unit.
+** Self-contained (no scripts, fonts or links), so it opens in any browser.
+**
+** Bars are <rect class="bar" data-device=".." data-workload=".."> with their
+** fill set; tests/bench_svg_check.py finds them by that class and checks the
+** rendered pixels.
+*/
+#include <math.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define PANEL_W     250
+#define PANEL_H     230
+#define MAX_COLS    4
+#define LEGEND_LINE 20
+
+static const char *palette[BENCH_MAX_DEVICES] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                                                 "#b07aa1", "#76b7b2", "#edc948", "#9c755f"};
+
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '"')
+            fputs("&quot;", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+/* The smallest 1, 2, 2.5 or 5 times a power of ten that is >= x. */
+static double nice_ceil(double x) {
+    if (x <= 0) return 1;
+    double p = pow(10, floor(log10(x)));
+    static const double steps[] = {1, 2, 2.5, 5, 10};
+    for (int i = 0; i < 5; i++)
+        if (steps[i] * p >= x) return steps[i] * p;
+    return 10 * p;
+}
+
+static void fmt_rate(char *buf, size_t n, double v) {
+    snprintf(buf, n, v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
+}
+
+/* A panel's y axis: linear from 0 to hi, or log10 from decade lo to decade hi. */
+typedef struct axis {
+    bool log;
+    double lo, hi;
+} axis;
+
+/* Where v sits on the axis, from 0 (the base line) to 1 (the top). */
+static double axis_frac(const axis *a, double v) {
+    if (!a->log) return v / a->hi;
+    double t = (log10(v) - a->lo) / (a->hi - a->lo);
+    return t < 0 ? 0 : t;
+}
+
+/* Linear unless the values span more than LOG_SPAN: then bars of a slow backend would vanish. */
+#define LOG_SPAN 30
+static axis axis_for(double vmin, double vmax) {
+    if (vmin > 0 && vmax / vmin > LOG_SPAN) {
+        axis a = {true, floor(log10(vmin)), ceil(log10(vmax * 1.08))};
+        return a;
+    }
+    return (axis){false, 0, nice_ceil(vmax * 1.08)};
+}
+
+typedef struct group {
+    const char *workload, *variant;
+} group;
+
+/* The chart's panels: distinct (workload, variant) of the non-roofline rows, in row order. */
+static int collect_groups(const bench_session *s, group *g, int max) {
+    int n = 0;
+    for (int i = 0; i < s->n_rows; i++) {
+        const bench_row *r = &s->rows[i];
+        if (!strncmp(r->workload, "roof-", 5)) continue;
+        bool seen = false;
+        for (int k = 0; k < n && !seen; k++)
+            seen = !strcmp(g[k].workload, r->workload) && !strcmp(g[k].variant, r->variant);
+        if (!seen && n < max) g[n++] = (group){r->workload, r->variant};
+    }
+    return n;
+}
+
+static const bench_row *row_for(const bench_session *s, const group *g, int device) {
+    for (int i = 0; i < s->n_rows; i++) {
+        const bench_row *r = &s->rows[i];
+        if (r->device == device && !strcmp(r->workload, g->workload) && !strcmp(r->variant, g->variant)) return r;
+    }
+    return NULL;
+}
+
+static void panel(FILE *f, const bench_session *s, const group *g, double px, double py) {
+    double x0 = px + 48, x1 = px + PANEL_W - 14, top = py + 50, base = py + PANEL_H - 44;
+    double ymax = 0, ymin = INFINITY;
+    const char *unit = "", *size = "";
+    /* torch lines: one per torch device, taken from any row of that device class */
+    const char *tdev[BENCH_MAX_DEVICES];
+    double trate[BENCH_MAX_DEVICES];
+    int nt = 0;
+    for (int d = 0; d < s->n_devices; d++) {
+        const bench_row *r = row_for(s, g, d);
+        if (!r || r->error[0]) continue;
+        unit = bench_unit_name(r->unit);
+        size = r->size;
+        ymax = fmax(ymax, r->rate);
+        if (r->rate > 0) ymin = fmin(ymin, r->rate);
+        bool seen = false;
+        for (int k = 0; k < nt; k++) seen |= !strcmp(tdev[k], s->devices[d].torch_device);
+        if (r->torch_rate > 0 && !seen) {
+            tdev[nt] = s->devices[d].torch_device;
+            trate[nt++] = r->torch_rate;
+            ymax = fmax(ymax, r->torch_rate);
+            ymin = fmin(ymin, r->torch_rate);
+        }
+    }
+    axis ax = axis_for(ymin, ymax);
+    fprintf(f, "<g class=\"panel\">\n<text x=\"%.1f\" y=\"%.1f\" class=\"title\">", px + 10, py + 20);
+    xml_text(f, g->workload);
+    fprintf(f, " ");
+    xml_text(f, g->variant);
+    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small\">%s, size %s%s</text>\n", px + 10, py + 36, unit,
+            size, ax.log ? ", log scale" : "");
+    /* ticks: 0, hi/2, hi; or every decade (every other one past 6) */
+    int nticks = ax.log ? (int)(ax.hi - ax.lo) : 2, step = nticks > 6 ? 2 : 1;
+    for (int t = 0; t <= nticks; t += step) {
+        double v = ax.log ? pow(10, ax.lo + t) : ax.hi * t / 2, y = base - (base - top) * axis_frac(&ax, v);
+        char lab[32];
+        if (ax.log)
+            snprintf(lab, sizeof lab, "%g", v);
+        else
+            fmt_rate(lab, sizeof lab, v);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", x0, y, x1, y,
+                t ? "#e6e6e6" : "#888");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"end\">%s</text>\n", x0 - 4, y + 4, lab);
+    }
+    double slot = (x1 - x0) / s->n_devices, bw = fmin(slot * 0.6, 48);
+    for (int d = 0; d < s->n_devices; d++) {
+        const bench_row *r = row_for(s, g, d);
+        double cx = x0 + slot * (d + 0.5);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">", cx, base + 14);
+        xml_text(f, s->devices[d].label);
+        fprintf(f, "</text>\n");
+        if (!r) continue;
+        if (r->error[0]) {
+            fprintf(f,
+                    "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\" fill=\"#c00\">failed</text>\n",
+                    cx, base - 6);
+            continue;
+        }
+        double h = (base - top) * axis_frac(&ax, r->rate);
+        char val[32];
+        fmt_rate(val, sizeof val, r->rate);
+        fprintf(f, "<rect class=\"bar\" data-device=\"%s\" data-workload=\"", s->devices[d].label);
+        xml_text(f, g->workload);
+        fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", cx - bw / 2, base - h, bw,
+                h, palette[d % BENCH_MAX_DEVICES]);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">%s</text>\n", cx, base - h - 4,
+                val);
+        if (r->roof > 0)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"middle\">%.0f%% roof</text>\n", cx,
+                    base + 27, r->roof_pct);
+    }
+    for (int k = 0; k < nt; k++) {
+        double y = base - (base - top) * axis_frac(&ax, trate[k]);
+        char val[32];
+        fmt_rate(val, sizeof val, trate[k]);
+        fprintf(f,
+                "<line class=\"torch\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
+                "stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n",
+                x0, y, x1, y);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"end\">torch %s %s</text>\n", x1, y - 3,
+                tdev[k], val);
+    }
+    fprintf(f, "</g>\n");
+}
+
+int bench_write_svg(const bench_session *s, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "trident bench: cannot write %s\n", path);
+        return -1;
+    }
+    group g[BENCH_MAX_ROWS];
+    int ng = collect_groups(s, g, BENCH_MAX_ROWS);
+    int cols = ng < MAX_COLS ? (ng > 0 ? ng : 1) : MAX_COLS, prow = (ng + cols - 1) / cols;
+    int head = 46 + LEGEND_LINE * (s->n_devices + (s->opt.torch ? 1 : 0));
+    int w = cols * PANEL_W + 20, h = head + prow * PANEL_H + 10;
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
+            "<style>text{font-family:sans-serif;font-size:13px;fill:#222}.title{font-weight:bold}"
+            ".small{font-size:11px}.tiny{font-size:10px;fill:#555}</style>\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
+            w, h, w, h);
+    fprintf(f, "<text x=\"10\" y=\"22\" class=\"title\">trident bench %s%s, commit %s</text>\n", s->date,
+            s->opt.quick ? " (--quick sizes)" : "", s->commit[0] ? s->commit : "unknown");
+    for (int d = 0; d < s->n_devices; d++) {
+        const bench_device *dv = &s->devices[d];
+        double y = 40 + LEGEND_LINE * d;
+        fprintf(f, "<rect class=\"legend\" x=\"10\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", y,
+                palette[d % BENCH_MAX_DEVICES]);
+        fprintf(f, "<text x=\"30\" y=\"%.1f\">", y + 12);
+        xml_text(f, dv->label);
+        fprintf(f, ": ");
+        xml_text(f, dv->info.name);
+        fprintf(f, " (copy %.1f GB/s; timer: ", dv->copy_gbps);
+        xml_text(f, dv->timer);
+        fprintf(f, ")</text>\n");
+    }
+    if (s->opt.torch) {
+        double y = 40 + LEGEND_LINE * s->n_devices;
+        fprintf(f,
+                "<line x1=\"10\" y1=\"%.1f\" x2=\"24\" y2=\"%.1f\" stroke=\"#222\" stroke-width=\"2\" "
+                "stroke-dasharray=\"6 3\"/>\n<text x=\"30\" y=\"%.1f\">PyTorch %s: ",
+                y + 7, y + 7, y + 12, s->torch_version);
+        xml_text(f, s->torch_status);
+        fprintf(f, "</text>\n");
+    }
+    for (int i = 0; i < ng; i++) panel(f, s, &g[i], 10 + (i % cols) * PANEL_W, head + (i / cols) * PANEL_H);
+    fprintf(f, "</svg>\n");
+    return fclose(f) ? -1 : 0;
+}

@@ -1,0 +1,157 @@
+/*
+** Timing of one row: warm-up, then samples until a count or time budget.
+**
+** GPU backends queue work asynchronously, so a host clock around the call would
+** time the enqueue. With the backend's event slots each sample is the time
+** between two events recorded around the call. A backend without events is
+** synchronized before and after, and timed by the host clock. The CPU backend is
+** synchronous, so its host clock is exact. bench_device.timer records which.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+#define BENCH_WARMUP       2
+#define BENCH_MIN_SAMPLES  3
+#define BENCH_ROTATE_BYTES (128.0 * 1024 * 1024)
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int bench_rotation(double bytes_per_set) {
+    if (bytes_per_set <= 0) return 1;
+    double k = BENCH_ROTATE_BYTES / bytes_per_set;
+    return k >= 8 ? 8 : k <= 1 ? 1 : (int)k + 1;
+}
+
+/* One call inside its own scope, so its outputs are freed after the sample. */
+static td_status call(bench_fn fn, void *arg, int rep) {
+    td_scope_begin();
+    td_status st = fn(arg, rep);
+    td_scope_end();
+    return st;
+}
+
+typedef struct timer {
+    const td_backend_i *io;
+    int dev;
+    td_event *start, *end; /* NULL: host clock */
+    bool sync;             /* synchronize around host-clock samples */
+} timer;
+
+static td_status sample(timer *t, bench_fn fn, void *arg, int rep, double *ms) {
+    td_status st;
+    if (t->start) {
+        if ((st = t->io->event_record(t->start)) != TD_OK) return st;
+        td_scope_begin();
+        st = fn(arg, rep);
+        if (st == TD_OK) st = t->io->event_record(t->end);
+        td_scope_end();
+        return st != TD_OK ? st : t->io->event_elapsed_ms(t->start, t->end, ms);
+    }
+    if (t->sync && (st = t->io->synchronize(t->dev)) != TD_OK) return st;
+    double t0 = now_ms();
+    td_scope_begin();
+    st = fn(arg, rep);
+    if (st == TD_OK && t->sync) st = t->io->synchronize(t->dev);
+    *ms = now_ms() - t0;
+    td_scope_end();
+    return st;
+}
+
+/* Pick the timer of device d and name it in d->timer. */
+static void timer_open(bench_device *d, timer *t) {
+    memset(t, 0, sizeof *t);
+    t->io = d->be->iface;
+    t->dev = d->dev.index;
+    if (d->dev.type == TD_DEVICE_CPU) {
+        d->timer = "host clock (synchronous backend)";
+        return;
+    }
+    t->sync = true;
+    if (t->io->event_create && t->io->event_record && t->io->event_elapsed_ms &&
+        t->io->event_create(t->dev, &t->start) == TD_OK && t->io->event_create(t->dev, &t->end) == TD_OK) {
+        d->timer = "device events";
+        return;
+    }
+    if (t->start && t->io->event_free) t->io->event_free(t->start);
+    t->start = NULL;
+    td_clear_error();
+    d->timer = "synchronize + host clock (backend has no events)";
+}
+
+static void timer_close(timer *t) {
+    if (t->io->event_free) {
+        if (t->start) t->io->event_free(t->start);
+        if (t->end) t->io->event_free(t->end);
+    }
+}
+
+static bench_row *new_row(bench_session *s, int device, const char *workload, const char *variant) {
+    if (s->n_rows >= BENCH_MAX_ROWS) return NULL;
+    bench_row *r = &s->rows[s->n_rows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->workload, sizeof r->workload, "%s", workload);
+    snprintf(r->variant, sizeof r->variant, "%s", variant ? variant : "");
+    r->device = device;
+    r->buffers = 1;
+    return r;
+}
+
+void bench_fail(bench_session *s, int device, const char *workload, const char *variant, const char *why) {
+    bench_row *r = new_row(s, device, workload, variant);
+    if (r) snprintf(r->error, sizeof r->error, "%s", why ? why : td_last_error());
+    td_clear_error();
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(const double *v, int n) {
+    if (n <= 0) return 0;
+    double tmp[BENCH_MAX_SAMPLES];
+    if (n > BENCH_MAX_SAMPLES) n = BENCH_MAX_SAMPLES;
+    memcpy(tmp, v, (size_t)n * sizeof *v);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+bench_row *bench_time(bench_session *s, int device, const char *workload, const char *variant, const char *size,
+                      bench_unit unit, double work, int buffers, bench_fn fn, void *arg) {
+    bench_device *d = &s->devices[device];
+    timer t;
+    timer_open(d, &t);
+    td_status st = TD_OK;
+    for (int i = 0; i < BENCH_WARMUP && st == TD_OK; i++) st = call(fn, arg, i % buffers);
+    if (st == TD_OK && t.sync) st = t.io->synchronize(t.dev);
+    int max = s->opt.max_reps < 1 ? 1 : s->opt.max_reps > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES : s->opt.max_reps;
+    double samples[BENCH_MAX_SAMPLES], spent = 0;
+    int n = 0;
+    while (st == TD_OK && n < max && (n < BENCH_MIN_SAMPLES || spent < s->opt.budget_s * 1e3)) {
+        st = sample(&t, fn, arg, n % buffers, &samples[n]);
+        if (st == TD_OK) spent += samples[n++];
+    }
+    timer_close(&t);
+    if (st != TD_OK) {
+        bench_fail(s, device, workload, variant, NULL);
+        return NULL;
+    }
+    bench_row *r = new_row(s, device, workload, variant);
+    if (!r) return NULL;
+    snprintf(r->size, sizeof r->size, "%s", size);
+    r->unit = unit;
+    r->work = work;
+    r->buffers = buffers;
+    r->n_samples = n;
+    memcpy(r->samples_ms, samples, (size_t)n * sizeof *samples);
+    r->median_ms = bench_median(samples, n);
+    r->rate = r->median_ms > 0 ? work / (r->median_ms * 1e-3) / 1e9 : 0;
+    return r;
+}

@@ -1,0 +1,203 @@
+/*
+** The workload table and the W4 operator microbenchmarks of WORKLOADS.md, plus
+** the roofline measured on the same device.
+**
+** Sizes (n: matmul side; m: vector elements; R = m/4096 rows):
+**   matmul     [n,n] @ [n,n]            2n^3 flop       n = 4096 (--quick 256)
+**   add        [m] + [m]                12 bytes/elem   m = 2^28 GPU, 2^24 CPU (--quick 2^20)
+**   softmax    [R,4096], last dim       8 bytes/elem
+**   layernorm  [R,4096], w,b [4096]     8 bytes/elem
+**   sum        [m] -> []                4 bytes/elem
+**   adam       10M params (--quick 2^20) 28 bytes/param: read p,g,m,v; write p,m,v
+**   roofline   copy [c] -> [c], 8 bytes/elem (c = 2^28 GPU, 2^24 CPU and --quick);
+**              matmul at n/4 and n/2 for each dtype the row set measures
+** These match ../shared/anchors/torch_workloads.py (bench/torch_workloads.py),
+** which `trident bench --torch` runs with the same sizes.
+*/
+#include <string.h>
+
+#include "bench.h"
+
+#define ROW_LEN     4096
+#define ADAM_PARAMS 10000000
+
+int64_t bench_matmul_n(const bench_session *s) { return s->opt.quick ? 256 : 4096; }
+
+int64_t bench_vector_elems(const bench_session *s, int device) {
+    if (s->opt.quick) return (int64_t)1 << 20;
+    return s->devices[device].dev.type == TD_DEVICE_CPU ? (int64_t)1 << 24 : (int64_t)1 << 28;
+}
+
+static int64_t copy_elems(const bench_session *s, int device) {
+    return s->opt.quick || s->devices[device].dev.type == TD_DEVICE_CPU ? (int64_t)1 << 24 : (int64_t)1 << 28;
+}
+
+/* Inputs of one workload: k rotated sets of x (and y, m, v), shared w and b. */
+typedef struct op_arg {
+    int k;
+    td_tensor *x[8], *y[8], *m[8], *v[8];
+    td_tensor *w, *b;
+    int64_t step;
+} op_arg;
+
+static td_status ok_if(td_tensor *t) { return t ? TD_OK : td_last_status(); }
+
+static td_status fn_matmul(void *p, int r) { return ok_if(td_matmul(((op_arg *)p)->x[r], ((op_arg *)p)->y[r])); }
+static td_status fn_add(void *p, int r) { return ok_if(td_add(((op_arg *)p)->x[r], ((op_arg *)p)->y[r])); }
+static td_status fn_softmax(void *p, int r) { return ok_if(td_softmax(((op_arg *)p)->x[r], -1)); }
+static td_status fn_sum(void *p, int r) { return ok_if(td_sum(((op_arg *)p)->x[r], 0, NULL, false)); }
+static td_status fn_copy(void *p, int r) { return td_copy_(((op_arg *)p)->y[r], ((op_arg *)p)->x[r]); }
+
+static td_status fn_layernorm(void *p, int r) {
+    op_arg *a = p;
+    return ok_if(td_layer_norm(a->x[r], 1, a->w, a->b, 1e-5));
+}
+
+static td_status fn_adam(void *p, int r) {
+    op_arg *a = p;
+    return td_adam_update(a->x[r], a->y[r], a->m[r], a->v[r], NULL, 1e-3, 0.9, 0.999, 1e-8, 0.0, ++a->step, false,
+                          false, false);
+}
+
+/* k sets of normal(0,1) tensors of one shape; seeds differ per set and slot. */
+static td_status fill_sets(td_tensor **set, int k, int ndim, const int64_t *shape, td_dtype dt, td_device dev,
+                           uint64_t slot) {
+    for (int i = 0; i < k; i++)
+        if (!(set[i] = td_randn(ndim, shape, 1000 * slot + (uint64_t)i, 0, dt, dev))) return td_last_status();
+    return TD_OK;
+}
+
+/* Time [n,n] @ [n,n] in dtype dt; roof rows name the roofline sweep. */
+static td_status time_matmul(bench_session *s, int device, const char *workload, int64_t n, td_dtype dt) {
+    op_arg a = {.k = 1};
+    int64_t shape[2] = {n, n};
+    td_device dev = s->devices[device].dev;
+    td_scope_begin();
+    td_status st = fill_sets(a.x, 1, 2, shape, dt, dev, 1);
+    if (st == TD_OK) st = fill_sets(a.y, 1, 2, shape, dt, dev, 2);
+    if (st == TD_OK) {
+        char size[80];
+        snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)n, (long long)n, (long long)n);
+        if (!bench_time(s, device, workload, td_dtype_name(dt), size, BENCH_UNIT_GFLOPS, 2.0 * n * n * n, 1, fn_matmul,
+                        &a))
+            st = TD_ERR_DEVICE; /* the row holds the message */
+    } else {
+        bench_fail(s, device, workload, td_dtype_name(dt), NULL);
+    }
+    td_scope_end();
+    return st;
+}
+
+/* The dtypes whose matmul rows this device gets: f32 always, bf16/fp16 where
+** the device computes them natively. Returns the count written to dts. */
+static int matmul_dtypes(const bench_device *d, td_dtype dts[3]) {
+    int n = 0;
+    dts[n++] = TD_F32;
+    if (d->info.bf16) dts[n++] = TD_BF16;
+    if (d->info.fp16) dts[n++] = TD_F16;
+    return n;
+}
+
+static td_status run_matmul(bench_session *s, int device) {
+    td_dtype dts[3];
+    int n = matmul_dtypes(&s->devices[device], dts);
+    td_status worst = TD_OK;
+    for (int i = 0; i < n; i++) {
+        td_status st = time_matmul(s, device, "W4-matmul", bench_matmul_n(s), dts[i]);
+        if (st != TD_OK) worst = st;
+    }
+    return worst;
+}
+
+td_status bench_roofline(bench_session *s, int device) {
+    td_device dev = s->devices[device].dev;
+    int64_t c = copy_elems(s, device);
+    s->devices[device].copy_elems = c;
+    op_arg a = {.k = bench_rotation(8.0 * (double)c)};
+    td_scope_begin();
+    td_status st = fill_sets(a.x, a.k, 1, &c, TD_F32, dev, 1);
+    if (st == TD_OK) st = fill_sets(a.y, a.k, 1, &c, TD_F32, dev, 2);
+    char size[80];
+    snprintf(size, sizeof size, "%lld", (long long)c);
+    if (st == TD_OK)
+        bench_time(s, device, "roof-copy", "float32", size, BENCH_UNIT_GBPS, 8.0 * (double)c, a.k, fn_copy, &a);
+    else
+        bench_fail(s, device, "roof-copy", "float32", NULL);
+    td_scope_end();
+    td_dtype dts[3];
+    int nd = matmul_dtypes(&s->devices[device], dts);
+    for (int i = 0; i < nd; i++)
+        for (int64_t n = bench_matmul_n(s) / 4; n < bench_matmul_n(s); n *= 2)
+            time_matmul(s, device, "roof-gemm", n, dts[i]);
+    return st;
+}
+
+/* add, softmax, layernorm, sum: m f32 elements in k rotated sets. */
+static td_status run_vector(bench_session *s, int device, const char *workload, int n_inputs, double bytes_per_elem,
+                            bench_fn fn) {
+    int64_t m = bench_vector_elems(s, device);
+    bool rows = fn == fn_softmax || fn == fn_layernorm;
+    int64_t shape[2] = {rows ? m / ROW_LEN : m, ROW_LEN};
+    int ndim = rows ? 2 : 1;
+    td_device dev = s->devices[device].dev;
+    op_arg a = {.k = bench_rotation(bytes_per_elem * (double)m)};
+    td_scope_begin();
+    td_status st = fill_sets(a.x, a.k, ndim, shape, TD_F32, dev, 1);
+    if (st == TD_OK && n_inputs == 2) st = fill_sets(a.y, a.k, ndim, shape, TD_F32, dev, 2);
+    if (st == TD_OK && fn == fn_layernorm) {
+        int64_t len = ROW_LEN;
+        a.w = td_ones(1, &len, TD_F32, dev);
+        a.b = td_zeros(1, &len, TD_F32, dev);
+        if (!a.w || !a.b) st = td_last_status();
+    }
+    char size[80];
+    if (rows)
+        snprintf(size, sizeof size, "%lldx%d", (long long)shape[0], ROW_LEN);
+    else
+        snprintf(size, sizeof size, "%lld", (long long)m);
+    if (st != TD_OK)
+        bench_fail(s, device, workload, "float32", NULL);
+    else if (!bench_time(s, device, workload, "float32", size, BENCH_UNIT_GBPS, bytes_per_elem * (double)m, a.k, fn,
+                         &a))
+        st = TD_ERR_DEVICE;
+    td_scope_end();
+    return st;
+}
+
+static td_status run_add(bench_session *s, int d) { return run_vector(s, d, "W4-add", 2, 12, fn_add); }
+static td_status run_softmax(bench_session *s, int d) { return run_vector(s, d, "W4-softmax", 1, 8, fn_softmax); }
+static td_status run_layernorm(bench_session *s, int d) { return run_vector(s, d, "W4-layernorm", 1, 8, fn_layernorm); }
+static td_status run_sum(bench_session *s, int d) { return run_vector(s, d, "W4-sum", 1, 4, fn_sum); }
+
+static td_status run_adam(bench_session *s, int device) {
+    int64_t n = s->opt.quick ? (int64_t)1 << 20 : ADAM_PARAMS;
+    td_device dev = s->devices[device].dev;
+    op_arg a = {.k = bench_rotation(28.0 * (double)n)};
+    td_scope_begin();
+    td_status st = fill_sets(a.x, a.k, 1, &n, TD_F32, dev, 1);
+    if (st == TD_OK) st = fill_sets(a.y, a.k, 1, &n, TD_F32, dev, 2);
+    for (int i = 0; i < a.k && st == TD_OK; i++) {
+        a.m[i] = td_zeros(1, &n, TD_F32, dev);
+        a.v[i] = td_zeros(1, &n, TD_F32, dev);
+        if (!a.m[i] || !a.v[i]) st = td_last_status();
+    }
+    char size[80];
+    snprintf(size, sizeof size, "%lld", (long long)n);
+    if (st != TD_OK)
+        bench_fail(s, device, "W4-adam", "float32", NULL);
+    else if (!bench_time(s, device, "W4-adam", "float32", size, BENCH_UNIT_GBPS, 28.0 * (double)n, a.k, fn_adam, &a))
+        st = TD_ERR_DEVICE;
+    td_scope_end();
+    return st;
+}
+
+/* The workloads, in run order. W1-W3 (training) join here as entries. */
+const bench_workload bench_workloads[] = {
+    {"W4-matmul", "matmul n x n x n, f32 (+bf16/fp16 where native), GFLOP/s = 2n^3/t", run_matmul, "tflops", 1e3},
+    {"W4-add", "add of two f32 vectors, GB/s over 12 bytes/element", run_add, "gbps", 1},
+    {"W4-softmax", "softmax over rows of 4096, GB/s over 8 bytes/element", run_softmax, "gbps", 1},
+    {"W4-layernorm", "layer_norm over rows of 4096 with weight and bias, 8 bytes/element", run_layernorm, "gbps", 1},
+    {"W4-sum", "sum of an f32 vector, GB/s over 4 bytes/element", run_sum, "gbps", 1},
+    {"W4-adam", "fused Adam step over 10M f32 params, 28 bytes/param", run_adam, NULL, 0},
+};
+const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);

@@ -1,0 +1,169 @@
+"""PyTorch twin of the reference workloads in ../WORKLOADS.md (W1 MLP, W2 CNN, W3 GPT-mini, W4 ops).
+
+Usage: python3 torch_workloads.py DATA_DIR DEVICE [--epochs N] [--quick]
+                                  [--only ops] [--matmul-n N] [--elems M]
+DATA_DIR holds the four Fashion-MNIST *-ubyte.gz files. DEVICE: cpu or cuda.
+--only ops runs the W4 ops alone (DATA_DIR is then unused; pass -).
+--matmul-n and --elems override the W4 sizes, so `trident bench --torch`
+measures the same sizes as Trident (bench/torch_workloads.py is a copy of
+../shared/anchors/torch_workloads.py with these flags added).
+Prints one JSON line per measurement. The same workloads are defined in
+../WORKLOADS.md, so Trident and PyTorch can be measured side by side in one run.
+"""
+import gzip, json, math, os, struct, sys, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+def idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, n = struct.unpack(">II", data[:8])
+    if magic == 2051:
+        r, c = struct.unpack(">II", data[8:16])
+        return torch.frombuffer(bytearray(data[16:]), dtype=torch.uint8).reshape(n, r * c)
+    return torch.frombuffer(bytearray(data[8:]), dtype=torch.uint8).long()
+
+def emit(**kw):
+    print(json.dumps(kw), flush=True)
+
+def sync(dev):
+    if dev == "cuda":
+        torch.cuda.synchronize()
+
+def mlp():
+    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+
+def cnn():
+    return nn.Sequential(
+        nn.Unflatten(1, (1, 28, 28)),
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+
+def train(name, model, xtr, ytr, xte, yte, dev, epochs, bs=128):
+    torch.manual_seed(0)
+    model = model.to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    n = xtr.shape[0]
+    times = []
+    for ep in range(epochs):
+        perm = torch.randperm(n, device=dev)
+        sync(dev); t0 = time.perf_counter()
+        model.train()
+        for i in range(0, n - bs + 1, bs):
+            b = perm[i:i + bs]
+            loss = F.cross_entropy(model(xtr[b]), ytr[b])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        sync(dev); times.append(time.perf_counter() - t0)
+    model.eval()
+    with torch.no_grad():
+        acc = sum((model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, xte.shape[0], 1000)) / xte.shape[0]
+    emit(workload=name, device=dev, epochs=epochs, epoch_s=[round(t, 3) for t in times],
+         best_epoch_s=round(min(times), 3), test_acc=round(acc, 4), final_loss=round(loss.item(), 4))
+
+class Block(nn.Module):
+    def __init__(s, d, h):
+        super().__init__()
+        s.ln1, s.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        s.qkv, s.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        s.fc, s.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        s.h = h
+    def forward(s, x):
+        B, T, C = x.shape
+        q, k, v = s.qkv(s.ln1(x)).split(C, dim=2)
+        q, k, v = [t.view(B, T, s.h, C // s.h).transpose(1, 2) for t in (q, k, v)]
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch < 2.0
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.shape[-1])
+            att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            y = att.softmax(-1) @ v
+        x = x + s.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        return x + s.out(F.gelu(s.fc(s.ln2(x))))
+
+class GPT(nn.Module):
+    def __init__(s, vocab=256, d=384, h=6, L=6, T=256):
+        super().__init__()
+        s.tok, s.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
+        s.blocks = nn.Sequential(*[Block(d, h) for _ in range(L)])
+        s.ln, s.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+    def forward(s, idx):
+        x = s.tok(idx) + s.pos(torch.arange(idx.shape[1], device=idx.device))
+        return s.head(s.ln(s.blocks(x)))
+
+def gpt(dev, compiled, steps, B=64, T=256):
+    torch.manual_seed(0)
+    m = GPT().to(dev)
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-4)
+    f = torch.compile(m) if compiled else m
+    data = torch.randint(0, 256, (B, T + 1), device=dev)
+    def step():
+        logits = f(data[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 256), data[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        return loss
+    for _ in range(3): step()
+    sync(dev); t0 = time.perf_counter()
+    for _ in range(steps): step()
+    sync(dev); dt = (time.perf_counter() - t0) / steps
+    emit(workload="W3-gpt-mini", device=dev, compiled=compiled, ms_per_step=round(dt * 1e3, 3),
+         tokens_per_s=round(B * T / dt), params=sum(p.numel() for p in m.parameters()))
+
+def timeit(fn, dev, reps):
+    for _ in range(3): fn()
+    sync(dev); t0 = time.perf_counter()
+    for _ in range(reps): fn()
+    sync(dev); return (time.perf_counter() - t0) / reps
+
+def ops(dev, quick, n=None, m=None):
+    n = n or (1024 if quick else 4096)
+    for dt in ([torch.float32] if dev == "cpu" else [torch.float32, torch.bfloat16, torch.float16]):
+        for tf32 in ([False] if dt != torch.float32 or dev == "cpu" else [False, True]):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            a = torch.randn(n, n, device=dev, dtype=dt); b = torch.randn(n, n, device=dev, dtype=dt)
+            t = timeit(lambda: a @ b, dev, 20 if dev == "cuda" else 5)
+            emit(workload="W4-matmul", device=dev, n=n, dtype=str(dt), tf32=tf32, tflops=round(2 * n ** 3 / t / 1e12, 2))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m = m or ((1 << 24) if quick or dev == "cpu" else (1 << 28))
+    x = torch.randn(m, device=dev); y = torch.randn(m, device=dev)
+    t = timeit(lambda: x + y, dev, 20)
+    emit(workload="W4-add", device=dev, elems=m, gbps=round(3 * 4 * m / t / 1e9, 1))
+    rows = m // 4096
+    z = x.view(rows, 4096)
+    t = timeit(lambda: torch.softmax(z, dim=1), dev, 20)
+    emit(workload="W4-softmax", device=dev, shape=[rows, 4096], gbps=round(2 * 4 * m / t / 1e9, 1))
+    w = torch.ones(4096, device=dev); bb = torch.zeros(4096, device=dev)
+    t = timeit(lambda: F.layer_norm(z, (4096,), w, bb), dev, 20)
+    emit(workload="W4-layernorm", device=dev, shape=[rows, 4096], gbps=round(2 * 4 * m / t / 1e9, 1))
+    t = timeit(lambda: x.sum(), dev, 20)
+    emit(workload="W4-sum", device=dev, elems=m, gbps=round(4 * m / t / 1e9, 1))
+
+def main():
+    data, dev = sys.argv[1], sys.argv[2]
+    quick = "--quick" in sys.argv
+    epochs = int(sys.argv[sys.argv.index("--epochs") + 1]) if "--epochs" in sys.argv else 3
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    arg = lambda flag: int(sys.argv[sys.argv.index(flag) + 1]) if flag in sys.argv else None
+    emit(torch=torch.__version__, device=dev, name=torch.cuda.get_device_name() if dev == "cuda" else "cpu",
+         threads=torch.get_num_threads())
+    if only == "ops":
+        ops(dev, quick, arg("--matmul-n"), arg("--elems"))
+        return
+    xtr = (idx(os.path.join(data, "train-images-idx3-ubyte.gz")).float() / 255.0).to(dev)
+    ytr = idx(os.path.join(data, "train-labels-idx1-ubyte.gz")).to(dev)
+    xte = (idx(os.path.join(data, "t10k-images-idx3-ubyte.gz")).float() / 255.0).to(dev)
+    yte = idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz")).to(dev)
+    ops(dev, quick)
+    train("W1-mlp", mlp(), xtr, ytr, xte, yte, dev, epochs)
+    train("W2-cnn", cnn(), xtr, ytr, xte, yte, dev, epochs)
+    if dev == "cuda":
+        gpt(dev, False, 20)
+        gpt(dev, True, 20)
+    else:
+        gpt(dev, False, 2, B=8)
+
+if __name__ == "__main__":
+    main()

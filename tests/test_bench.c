@@ -1,0 +1,286 @@
+/*
+** trident bench, end to end: runs the CLI on the CPU with --quick sizes and checks
+** its JSON (with jansson, recomputing the medians and rates from the raw samples),
+** --compare on a planted 2x slowdown, the PyTorch-missing path, and the SVG as
+** rendered by headless Chromium (tests/bench_svg_check.py reads the pixels).
+*/
+#include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+
+#include "runner.h"
+
+#define BENCH_TEST_DEVS 2
+
+#define TESTS(X)                                                                                                       \
+    X(json_fields_and_samples)                                                                                         \
+    X(cpu_and_vulkan) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars)
+
+static char bin[PATH_MAX], dir[64];
+
+/* The CLI beside this test (build/tests/test_bench -> build/bin/trident) and a fresh temp dir. */
+static void setup(void) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT(n > 0);
+    exe[n] = 0;
+    snprintf(bin, sizeof bin, "%s/../bin/trident", dirname(exe));
+    ASSERT(access(bin, X_OK) == 0);
+    snprintf(dir, sizeof dir, "/tmp/td_bench_XXXXXX");
+    ASSERT(mkdtemp(dir));
+}
+
+/* dir/name; four calls may be live at once. */
+static const char *at(const char *name) {
+    static char buf[4][PATH_MAX];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* Run a shell command; returns its exit status. */
+static int sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "  $ %s\n", cmd);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static json_t *load(const char *path) {
+    json_error_t err;
+    json_t *j = json_load_file(path, 0, &err);
+    if (!j) TEST_FAIL_("%s:%d: %s", path, err.line, err.text);
+    return j;
+}
+
+static const char *get_str(json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    if (!s) TEST_FAIL_("JSON field \"%s\" missing or not a string", key);
+    return s;
+}
+
+static double get_num(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    if (!json_is_number(v)) TEST_FAIL_("JSON field \"%s\" missing or not a number", key);
+    return json_number_value(v);
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static bool file_has(const char *path, const char *needle) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+/* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W4 and roofline
+** row on every device without error, and the medians and rates recomputed from the raw samples. */
+static void check_json(const char *path, int n_dev, const char *const *devs, bool allow_unsupported) {
+    json_t *j = load(path);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "trident_bench")), 1);
+    ASSERT(strlen(get_str(j, "date")) == 20); /* 2026-11-26T01:02:03Z */
+    get_str(j, "commit");
+    ASSERT(json_is_true(json_object_get(j, "quick")));
+    json_t *jd = json_object_get(j, "devices");
+    ASSERT_EQ_INT(json_array_size(jd), n_dev);
+    for (int d = 0; d < n_dev; d++) {
+        json_t *dev = json_array_get(jd, (size_t)d);
+        ASSERT(!strcmp(get_str(dev, "device"), devs[d]));
+        ASSERT(strlen(get_str(dev, "name")) > 0);
+        get_str(dev, "driver");
+        const char *timer = get_str(dev, "timer");
+        if (!strcmp(devs[d], "cpu"))
+            ASSERT(strstr(timer, "synchronous backend"));
+        else
+            ASSERT(strstr(timer, "device events") || strstr(timer, "synchronize + host clock"));
+        ASSERT(get_num(dev, "copy_gbps") > 0);
+        ASSERT(get_num(json_object_get(dev, "gemm_gflops"), "float32") > 0);
+    }
+    ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "not requested"));
+
+    static const char *want[] = {"roof-copy",  "roof-gemm",    "W4-matmul", "W4-add",
+                                 "W4-softmax", "W4-layernorm", "W4-sum",    "W4-adam"};
+    int found[BENCH_TEST_DEVS][8] = {{0}};
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(j, "rows"), i, r) {
+        const char *w = get_str(r, "workload"), *dev = get_str(r, "device");
+        int d = 0;
+        while (d < n_dev && strcmp(dev, devs[d])) d++;
+        if (d == n_dev) TEST_FAIL_("row %s on unknown device %s", w, dev);
+        for (int k = 0; k < 8; k++) found[d][k] += !strcmp(w, want[k]);
+        if (json_object_get(r, "error")) {
+            const char *why = get_str(r, "error");
+            if (!allow_unsupported || !strstr(why, "not supported")) TEST_FAIL_("row %s on %s failed: %s", w, dev, why);
+            fprintf(stderr, "  note: %s on %s: %s\n", w, dev, why);
+            continue;
+        }
+        const char *variant = get_str(r, "variant");
+        ASSERT(!strcmp(variant, "float32") || (strstr(w, "matmul") || strstr(w, "gemm")));
+        get_str(r, "size");
+        const char *unit = get_str(r, "unit");
+        ASSERT(!strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
+        /* every raw sample is there; median and rate follow from them */
+        json_t *s = json_object_get(r, "samples_ms");
+        int n = (int)json_array_size(s);
+        if (n < 3 || n > 4) TEST_FAIL_("row %s has %d samples, expected 3..4 (--reps 4)", w, n);
+        double v[4];
+        for (int k = 0; k < n; k++) {
+            v[k] = json_number_value(json_array_get(s, k));
+            ASSERT(v[k] > 0);
+        }
+        qsort(v, (size_t)n, sizeof *v, cmp_d);
+        double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        ASSERT_NEAR(get_num(r, "median_ms"), med, 1e-9 * med);
+        double rate = get_num(r, "work") / (med * 1e-3) / 1e9;
+        ASSERT_NEAR(get_num(r, "rate"), rate, 1e-9 * rate);
+        ASSERT_NEAR(get_num(r, "roof_pct"), 100 * rate / get_num(r, "roof"), 1e-6);
+        double vf = get_num(r, "vs_fastest");
+        ASSERT(vf > 0 && vf <= 1 + 1e-12);
+        if (n_dev == 1) ASSERT_NEAR(vf, 1, 1e-12); /* one backend: it is the fastest */
+        ASSERT(json_is_null(json_object_get(r, "vs_torch")));
+        ASSERT(get_num(r, "buffers") >= 1);
+        /* add at 2^20 elements: 12 bytes each; matmul 256^3: 2n^3 flop */
+        if (!strcmp(w, "W4-add")) ASSERT_NEAR(get_num(r, "work"), 12.0 * (1 << 20), 0);
+        if (!strcmp(w, "W4-matmul")) ASSERT_NEAR(get_num(r, "work"), 2.0 * 256 * 256 * 256, 0);
+    }
+    for (int d = 0; d < n_dev; d++)
+        for (int k = 0; k < 8; k++)
+            if (!found[d][k]) TEST_FAIL_("no %s row on %s", want[k], devs[d]);
+    json_decref(j);
+}
+
+TEST(json_fields_and_samples) {
+    setup();
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir, dir),
+        0);
+    static const char *const devs[] = {"cpu"};
+    check_json(at("b.json"), 1, devs, false);
+    ASSERT(file_has(at("out.txt"), "W4-layernorm"));
+    ASSERT(file_has(at("out.txt"), "roofline: copy"));
+    sh("rm -rf %s", dir);
+}
+
+/* CI's Vulkan (lavapipe) beside the CPU, as the CI line runs it. */
+TEST(cpu_and_vulkan) {
+    if (!td_device_available(TD_VULKAN(0))) {
+        const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+        TEST_SKIP("no Vulkan device (%s)", why ? why : "the backend lists none");
+    }
+    setup();
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu,vulkan --reps 4 --json %s/v.json --svg %s/v.svg >/dev/null", bin, dir, dir),
+        0);
+    static const char *const devs[] = {"cpu", "vulkan:0"};
+    check_json(at("v.json"), 2, devs, true); /* an op the backend lacks is a row that says so */
+    ASSERT(file_has(at("v.svg"), "data-device=\"vulkan:0\""));
+    sh("rm -rf %s", dir);
+}
+
+/* A JSON from a real run, then a copy where one row's samples and median are doubled. */
+TEST(compare_flags_slowdown) {
+    setup();
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --only add,sum --reps 3 --json %s/old.json >/dev/null 2>&1", bin, dir), 0);
+    const char *old = at("old.json"), *slow = at("slow.json"), *out = at("cmp.txt");
+    json_t *j = load(old);
+    size_t i;
+    json_t *r;
+    int planted = 0;
+    json_array_foreach(json_object_get(j, "rows"), i, r) {
+        if (strcmp(get_str(r, "workload"), "W4-add")) continue;
+        json_object_set_new(r, "median_ms", json_real(2 * get_num(r, "median_ms")));
+        size_t k;
+        json_t *s;
+        json_array_foreach(json_object_get(r, "samples_ms"), k, s) json_real_set(s, 2 * json_real_value(s));
+        planted++;
+    }
+    ASSERT_EQ_INT(planted, 1);
+    ASSERT_EQ_INT(json_dump_file(j, slow, JSON_INDENT(1)), 0);
+    json_decref(j);
+
+    ASSERT_EQ_INT(sh("%s bench --compare %s %s --threshold 5 >%s", bin, old, slow, out), 1);
+    ASSERT(file_has(out, "+100.0%  REGRESSION"));
+    ASSERT(file_has(out, "1 slower than the 5.0% threshold"));
+    /* the same file against itself, and the slow one as the baseline: no regression */
+    ASSERT_EQ_INT(sh("%s bench --compare %s %s >%s", bin, old, old, out), 0);
+    ASSERT(!file_has(out, "REGRESSION"));
+    ASSERT_EQ_INT(sh("%s bench --compare %s %s >%s", bin, slow, old, out), 0);
+    ASSERT(file_has(out, "-50.0%"));
+    /* a threshold above the slowdown does not flag it */
+    ASSERT_EQ_INT(sh("%s bench --compare %s %s --threshold 150 >%s", bin, old, slow, out), 0);
+    ASSERT_EQ_INT(sh("%s bench --compare %s %s/missing.json >%s 2>&1", bin, old, dir, out), 2);
+    sh("rm -rf %s", dir);
+}
+
+TEST(torch_missing_says_so) {
+    setup();
+    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only sum --reps 3 --torch --python %s/no-python "
+                     "--json %s/t.json >%s/t.txt 2>/dev/null",
+                     bin, dir, dir, dir),
+                  0);
+    ASSERT(file_has(at("t.txt"), "n/a (torch not found)"));
+    json_t *j = load(at("t.json"));
+    json_t *torch = json_object_get(j, "torch");
+    ASSERT(json_is_true(json_object_get(torch, "requested")));
+    ASSERT(strstr(get_str(torch, "status"), "n/a (torch not found)"));
+    ASSERT(strstr(get_str(json_array_get(json_object_get(j, "devices"), 0), "torch_status"), "torch not found"));
+    json_decref(j);
+    sh("rm -rf %s", dir);
+}
+
+TEST(bad_backend) {
+    setup();
+    const char *out = at("err.txt");
+    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu,nosuch >/dev/null 2>%s", bin, out), 2);
+    ASSERT(file_has(out, "nosuch"));
+    ASSERT_EQ_INT(sh("%s bench --frobnicate >/dev/null 2>%s", bin, out), 2);
+    ASSERT(file_has(out, "unknown option '--frobnicate'"));
+    sh("rm -rf %s", dir);
+}
+
+TEST(svg_renders_bars) {
+    if (sh("command -v chromium >/dev/null 2>&1"))
+        TEST_SKIP("chromium not found (Debian: apt-get install chromium; scripts/install-deps installs it)");
+    if (sh("command -v python3 >/dev/null 2>&1")) TEST_SKIP("python3 not found");
+    setup();
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --only matmul,add,sum --reps 3 --svg %s/c.svg >/dev/null 2>&1", bin, dir),
+        0);
+    const char *svg = at("c.svg");
+    ASSERT(file_has(svg, "class=\"bar\""));
+    /* the window is the SVG's own size, read from its root element */
+    FILE *f = fopen(svg, "r");
+    ASSERT(f);
+    char line[512];
+    int w = 0, h = 0;
+    while (fgets(line, sizeof line, f) && !w) {
+        char *p = strstr(line, "<svg ");
+        if (p && strstr(p, "width=\"")) sscanf(strstr(p, "width=\""), "width=\"%d\" height=\"%d\"", &w, &h);
+    }
+    fclose(f);
+    ASSERT(w > 100 && h > 100);
+    ASSERT_EQ_INT(
+        sh("chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --force-device-scale-factor=1 "
+           "--user-data-dir=%s/chrome --window-size=%d,%d --screenshot=%s/c.png file://%s >%s/chrome.log 2>&1",
+           dir, w, h, dir, svg, dir),
+        0);
+    ASSERT_EQ_INT(sh("python3 %s/tests/bench_svg_check.py %s %s/c.png", BENCH_SOURCE_DIR, svg, dir), 0);
+    sh("rm -rf %s", dir);
+}
+
+TEST_MAIN(TESTS)

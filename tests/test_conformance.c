@@ -1,0 +1,955 @@
+/*
+** Conformance: every op of the op table, on every available device and every
+** dtype of its class, against the CPU float64 reference (see conformance.h for
+** the method, the limits and the environment variables).
+**
+**   test_conformance [case ...]        check (one runner case per op)
+**   test_conformance --perf [case ...] print GFLOP/s or GB/s per op and device
+**
+** Shapes: broadcasting, transposed / stepped / expanded views, 0-d, size 1,
+** size 0 and odd sizes (1, 7, 33, 1000). Adding an op to TD_OP_LIST without a
+** line in CONF_CASES fails the op_coverage case.
+*/
+#include "conformance.h"
+#include "core/internal.h"
+
+/* X(case name, op kind, dtypes (CONF_CLASS: the op's class), NMSE limits) */
+#define CONF_CASES(X)                                                                                          \
+    X(fill, FILL, CONF_CLASS, TOL_EXACT)                                                                       \
+    X(arange, ARANGE, CONF_CLASS, TOL_EXACT)                                                                   \
+    X(rand, RAND, CONF_CLASS, TOL_ROUND)                                                                       \
+    X(randn, RANDN, CONF_CLASS, TOL_TRANS)                                                                     \
+    X(copy, COPY, CONF_CLASS, TOL_EXACT)                                                                       \
+    X(add, ADD, CONF_CLASS, TOL_ROUND)                                                                         \
+    X(sub, SUB, CONF_CLASS, TOL_ROUND)                                                                         \
+    X(mul, MUL, CONF_CLASS, TOL_ROUND)                                                                         \
+    X(div, DIV, CONF_CLASS, TOL_ROUND)                                                                         \
+    X(pow, POW, CONF_CLASS, TOL_TRANS)                                                                         \
+    X(maximum, MAXIMUM, CONF_CLASS, TOL_EXACT)                                                                 \
+    X(minimum, MINIMUM, CONF_CLASS, TOL_EXACT)                                                                 \
+    X(eq, EQ, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(ne, NE, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(lt, LT, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(le, LE, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(gt, GT, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(ge, GE, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(where, WHERE, CONF_CLASS, TOL_EXACT)                                                                     \
+    X(neg, NEG, CONF_CLASS, TOL_EXACT)                                                                         \
+    X(abs, ABS, CONF_CLASS, TOL_EXACT)                                                                         \
+    X(exp, EXP, CONF_CLASS, TOL_TRANS)                                                                         \
+    X(log, LOG, CONF_CLASS, TOL_TRANS)                                                                         \
+    X(sqrt, SQRT, CONF_CLASS, TOL_ROUND)                                                                       \
+    X(rsqrt, RSQRT, CONF_CLASS, TOL_TRANS)                                                                     \
+    X(sin, SIN, CONF_CLASS, TOL_TRANS)                                                                         \
+    X(cos, COS, CONF_CLASS, TOL_TRANS)                                                                         \
+    X(tanh, TANH, CONF_CLASS, TOL_TRANS)                                                                       \
+    X(sigmoid, SIGMOID, CONF_CLASS, TOL_TRANS)                                                                 \
+    X(relu, RELU, CONF_CLASS, TOL_EXACT)                                                                       \
+    X(gelu, GELU, CONF_CLASS, TOL_TRANS)                                                                       \
+    X(gelu_backward, GELU_BACKWARD, CONF_CLASS, TOL_TRANS)                                                     \
+    X(silu, SILU, CONF_CLASS, TOL_TRANS)                                                                       \
+    X(clamp, CLAMP, CONF_CLASS, TOL_EXACT)                                                                     \
+    X(sum, SUM, CONF_CLASS, TOL_ACCUM)                                                                         \
+    X(mean, MEAN, CONF_CLASS, TOL_ACCUM)                                                                       \
+    X(amax, MAX, CONF_CLASS, TOL_EXACT)                                                                        \
+    X(amin, MIN, CONF_CLASS, TOL_EXACT)                                                                        \
+    X(argmax, ARGMAX, CONF_CLASS, TOL_EXACT)                                                                   \
+    X(argmin, ARGMIN, CONF_CLASS, TOL_EXACT)                                                                   \
+    X(var, VAR, CONF_CLASS, TOL_LOOSE)                                                                         \
+    X(logsumexp, LOGSUMEXP, CONF_CLASS, TOL_ACCUM)                                                             \
+    X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM)                                                                   \
+    X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
+    X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                         \
+    X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                           \
+    X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM)                                                     \
+    X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM)                                   \
+    X(conv2d, CONV2D, CONF_CLASS, TOL_ACCUM)                                                                   \
+    X(conv2d_backward_input, CONV2D_BACKWARD_INPUT, CONF_CLASS, TOL_ACCUM)                                     \
+    X(conv2d_backward_weight, CONV2D_BACKWARD_WEIGHT, CONF_CLASS, TOL_ACCUM)                                   \
+    X(max_pool2d, MAX_POOL2D, CONF_CLASS, TOL_EXACT)                                                           \
+    X(max_pool2d_backward, MAX_POOL2D_BACKWARD, CONF_CLASS, TOL_ROUND)                                         \
+    X(avg_pool2d, AVG_POOL2D, CONF_CLASS, TOL_ACCUM)                                                           \
+    X(avg_pool2d_backward, AVG_POOL2D_BACKWARD, CONF_CLASS, TOL_ACCUM)                                         \
+    X(embedding, EMBEDDING, CONF_CLASS, TOL_EXACT)                                                             \
+    X(embedding_backward, EMBEDDING_BACKWARD, CONF_CLASS, TOL_ACCUM)                                           \
+    X(index_select, INDEX_SELECT, CONF_CLASS, TOL_EXACT)                                                       \
+    X(gather, GATHER, CONF_CLASS, TOL_EXACT)                                                                   \
+    X(scatter_add, SCATTER_ADD, CONF_CLASS, TOL_LOOSE)                                                         \
+    X(cat, CAT, CONF_CLASS, TOL_EXACT)                                                                         \
+    X(one_hot, ONE_HOT, CONF_DT(I32) | CONF_DT(I64), TOL_EXACT)                                                                  \
+    X(dropout, DROPOUT, CONF_CLASS, TOL_ROUND)                                                                 \
+    X(adam, ADAM_STEP, CONF_CLASS, TOL_LOOSE)                                                                  \
+    X(sgd, SGD_STEP, CONF_CLASS, TOL_ROUND)                                                                    \
+    X(rmsprop, RMSPROP_STEP, CONF_CLASS, TOL_LOOSE)
+
+#define VARIANT(s) (c->variant = (s))
+/* Store one result and report it: NULL means a Trident call failed. */
+#define RETURN1(expr)                                                                                          \
+    do {                                                                                                       \
+        out[0] = (expr);                                                                                       \
+        return out[0] ? 1 : -1;                                                                                \
+    } while (0)
+#define PERF_N(c) BIG(c, (int64_t)1 << 24, 1 << 16) /* elements of a bandwidth-bound perf variant */
+
+/* ---- creation ---- */
+
+static int case_fill(conf_ctx *c, int v, td_tensor **out) {
+    double value = c->dt == TD_BOOL ? 1 : conf_is_int(c->dt) ? 7 : -1.625;
+    switch (v) {
+    case 0: VARIANT("[33,7]"); RETURN1(td_full(SHAPE(33, 7), value, c->odt, c->dev));
+    case 1: VARIANT("0-d"); RETURN1(td_full(SCALAR, value, c->odt, c->dev));
+    case 2: VARIANT("size 0 [0,3]"); RETURN1(td_full(SHAPE(0, 3), value, c->odt, c->dev));
+    case 3: VARIANT("odd [1000]"); RETURN1(td_full(SHAPE(BIG(c, 1000, 33)), value, c->odt, c->dev));
+    case CONF_PERF: VARIANT("[2^24]"); RETURN1(TIMED(c, td_full(SHAPE(PERF_N(c)), value, c->odt, c->dev)));
+    default: return 0;
+    }
+}
+
+static int case_arange(conf_ctx *c, int v, td_tensor **out) {
+    bool ints = conf_is_int(c->dt);
+    switch (v) {
+    case 0: VARIANT("[-3, 30) step 0.25 (ints: step 3)"); RETURN1(td_arange(c->dt == TD_U8 ? 0 : -3, 30, ints ? 3 : 0.25, c->odt, c->dev));
+    case 1: VARIANT("descending, step -1.5 (ints: -2)"); RETURN1(td_arange(20, c->dt == TD_U8 ? 0 : -5, ints ? -2 : -1.5, c->odt, c->dev));
+    case 2: VARIANT("empty [5, 5)"); RETURN1(td_arange(5, 5, 1, c->odt, c->dev));
+    case 3: VARIANT("one element"); RETURN1(td_arange(2, 3, 1, c->odt, c->dev));
+    case 4: VARIANT("odd, 1000 elements (u8: 251)"); RETURN1(td_arange(0, c->dt == TD_U8 ? 251 : (double)BIG(c, 1000, 33), 1, c->odt, c->dev));
+    case CONF_PERF: VARIANT("[2^24]"); RETURN1(TIMED(c, td_arange(0, (double)PERF_N(c), 1, c->odt, c->dev)));
+    default: return 0;
+    }
+}
+
+/* rand and randn: the same Philox stream (seed, offset) on every device */
+static int random_case(conf_ctx *c, int v, td_tensor **out, bool normal) {
+    td_tensor *(*fn)(int, const int64_t *, uint64_t, uint64_t, td_dtype, td_device) = normal ? td_randn : td_rand;
+    switch (v) {
+    case 0: VARIANT("[33,7] offset 0"); RETURN1(fn(SHAPE(33, 7), c->seed, 0, c->odt, c->dev));
+    case 1: VARIANT("odd [1000] offset 5"); RETURN1(fn(SHAPE(BIG(c, 1000, 33)), c->seed, 5, c->odt, c->dev));
+    case 2: VARIANT("size 1, offset 3"); RETURN1(fn(SHAPE(1), c->seed, 3, c->odt, c->dev));
+    case 3: VARIANT("odd [7] offset 2^32+1"); RETURN1(fn(SHAPE(7), c->seed, ((uint64_t)1 << 32) + 1, c->odt, c->dev));
+    case 4: VARIANT("size 0"); RETURN1(fn(SHAPE(0), c->seed, 0, c->odt, c->dev));
+    case CONF_PERF: VARIANT("[2^24]"); RETURN1(TIMED(c, fn(SHAPE(PERF_N(c)), c->seed, 0, c->odt, c->dev)));
+    default: return 0;
+    }
+}
+static int case_rand(conf_ctx *c, int v, td_tensor **out) { return random_case(c, v, out, false); }
+static int case_randn(conf_ctx *c, int v, td_tensor **out) { return random_case(c, v, out, true); }
+
+/* copy: contiguous copies of views, casts to every dtype, copy_ into views */
+static int case_copy(conf_ctx *c, int v, td_tensor **out) {
+    if (v >= 1 && v <= TD_DTYPE_COUNT) {
+        VARIANT(conf_name(c, "cast [33,7] to %s", conf_dt_short((td_dtype)(v - 1))));
+        RETURN1(td_cast(conf_in(c, -100, 300, SHAPE(33, 7)), (td_dtype)(v - 1)));
+    }
+    switch (v) {
+    case 0: VARIANT("contiguous() of a transposed [33,7]"); RETURN1(td_contiguous(conf_in_t(c, -9, 9, 33, 7)));
+    case 9: {
+        VARIANT("copy_ [33,7] into a step-2 slice of [66,7]");
+        td_tensor *dst = td_zeros(SHAPE(66, 7), c->odt, c->dev), *src = conf_in(c, -9, 9, SHAPE(33, 7));
+        if (td_copy_(td_slice(dst, 0, 0, INT64_MAX, 2), src) != TD_OK) return -1;
+        RETURN1(dst);
+    }
+    case 10: {
+        VARIANT("copy_ broadcast [7] into transposed [33,7]");
+        td_tensor *dst = td_zeros(SHAPE(7, 33), c->odt, c->dev), *src = conf_in(c, -9, 9, SHAPE(7));
+        if (td_copy_(td_transpose(dst, 0, 1), src) != TD_OK) return -1;
+        RETURN1(dst);
+    }
+    case 11: VARIANT("expanded [1,7] -> [33,7]"); RETURN1(td_contiguous(td_expand(conf_in(c, -9, 9, SHAPE(1, 7)), SHAPE(33, 7))));
+    case 12: VARIANT("0-d clone"); RETURN1(td_clone(conf_in(c, -9, 9, SCALAR)));
+    case 13: VARIANT("size 0 clone [0,7]"); RETURN1(td_clone(conf_in(c, -9, 9, SHAPE(0, 7))));
+    case 14: VARIANT("odd: step-3 slice of [3000] clone"); RETURN1(td_clone(conf_in_step(c, -9, 9, 3, SHAPE(BIG(c, 1000, 33)))));
+    case CONF_PERF: {
+        VARIANT("contiguous() of transposed [4096,4096]");
+        int64_t n = BIG(c, 4096, 256);
+        td_tensor *x = conf_in_t(c, -1, 1, n, n);
+        RETURN1(TIMED(c, td_contiguous(x)));
+    }
+    default: return 0;
+    }
+}
+
+/* ---- binary ops ---- */
+
+typedef td_tensor *(*binary_fn)(td_tensor *, td_tensor *);
+
+/* Inputs of variant v for a broadcasting binary op: a in [lo_a, hi_a], b in
+** [lo_b, hi_b] (ties: values from a small set). false past the last variant. */
+static bool binary_inputs(conf_ctx *c, int v, double lo_a, double hi_a, double lo_b, double hi_b, bool ties,
+                          td_tensor **a, td_tensor **b) {
+#define IN_A(...) (ties ? conf_ties(c, __VA_ARGS__) : conf_in(c, lo_a, hi_a, __VA_ARGS__))
+#define IN_B(...) (ties ? conf_ties(c, __VA_ARGS__) : conf_in(c, lo_b, hi_b, __VA_ARGS__))
+    int64_t big = BIG(c, 1000, 33);
+    switch (v) {
+    case 0: VARIANT("[33,7] . [33,7]"); *a = IN_A(SHAPE(33, 7)); *b = IN_B(SHAPE(33, 7)); return true;
+    case 1: VARIANT("broadcast [4,1,7] . [5,1]"); *a = IN_A(SHAPE(4, 1, 7)); *b = IN_B(SHAPE(5, 1)); return true;
+    case 2:
+        VARIANT("transposed [7,33]^T . [33,7]");
+        *a = ties ? td_transpose(conf_ties(c, SHAPE(7, 33)), 0, 1) : conf_in_t(c, lo_a, hi_a, 33, 7);
+        *b = IN_B(SHAPE(33, 7));
+        return true;
+    case 3:
+        VARIANT("step-2 rows [33,7] . expanded [1,7]");
+        *a = ties ? td_slice(conf_ties(c, SHAPE(66, 7)), 0, 0, INT64_MAX, 2) : conf_in_step(c, lo_a, hi_a, 2, SHAPE(33, 7));
+        *b = td_expand(IN_B(SHAPE(1, 7)), SHAPE(33, 7));
+        return true;
+    case 4: VARIANT("0-d . [1000]"); *a = IN_A(SCALAR); *b = IN_B(SHAPE(big)); return true;
+    case 5: VARIANT("size 1 [1] . [1]"); *a = IN_A(SHAPE(1)); *b = IN_B(SHAPE(1)); return true;
+    case 6: VARIANT("size 0 [0,7] . [1,7]"); *a = IN_A(SHAPE(0, 7)); *b = IN_B(SHAPE(1, 7)); return true;
+    case 7: VARIANT("odd [3,1000] . [1000]"); *a = IN_A(SHAPE(3, big)); *b = IN_B(SHAPE(big)); return true;
+    case CONF_PERF: VARIANT("[2^24] . [2^24]"); *a = IN_A(SHAPE(PERF_N(c))); *b = IN_B(SHAPE(PERF_N(c))); return true;
+    default: return false;
+    }
+#undef IN_A
+#undef IN_B
+}
+
+static int binary_case(conf_ctx *c, int v, td_tensor **out, binary_fn fn, double lo_a, double hi_a, double lo_b,
+                       double hi_b, bool ties) {
+    td_tensor *a, *b;
+    if (!binary_inputs(c, v, lo_a, hi_a, lo_b, hi_b, ties, &a, &b)) return 0;
+    RETURN1(TIMED(c, fn(a, b)));
+}
+
+static int case_add(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_add, -9, 9, -9, 9, false); }
+static int case_sub(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_sub, -9, 9, -9, 9, false); }
+static int case_mul(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_mul, -9, 9, -9, 9, false); }
+static int case_div(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_div, -9, 9, 0.25, 4, false); }
+static int case_pow(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_pow, 0.25, 3, -2.5, 2.5, false); }
+static int case_maximum(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_maximum, 0, 0, 0, 0, true); }
+static int case_minimum(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_minimum, 0, 0, 0, 0, true); }
+static int case_eq(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_eq, 0, 0, 0, 0, true); }
+static int case_ne(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_ne, 0, 0, 0, 0, true); }
+static int case_lt(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_lt, 0, 0, 0, 0, true); }
+static int case_le(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_le, 0, 0, 0, 0, true); }
+static int case_gt(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_gt, 0, 0, 0, 0, true); }
+static int case_ge(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_ge, 0, 0, 0, 0, true); }
+
+static int case_where(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: {
+        VARIANT("cond [33,1], a [33,7], b [7]");
+        td_tensor *m = conf_in_as(c, TD_BOOL, 0, 1, SHAPE(33, 1));
+        RETURN1(td_where(m, conf_in(c, -9, 9, SHAPE(33, 7)), conf_in(c, -9, 9, SHAPE(7))));
+    }
+    case 1: {
+        VARIANT("transposed cond and a, 0-d b");
+        td_tensor *m = td_transpose(conf_in_as(c, TD_BOOL, 0, 1, SHAPE(7, 33)), 0, 1);
+        RETURN1(td_where(m, conf_in_t(c, -9, 9, 33, 7), conf_in(c, -9, 9, SCALAR)));
+    }
+    case 2: {
+        VARIANT("size 0 [0,7]");
+        td_tensor *m = conf_in_as(c, TD_BOOL, 0, 1, SHAPE(0, 7));
+        RETURN1(td_where(m, conf_in(c, -9, 9, SHAPE(0, 7)), conf_in(c, -9, 9, SHAPE(1))));
+    }
+    case 3: {
+        VARIANT("odd [1000], step-2 b");
+        int64_t n = BIG(c, 1000, 33);
+        td_tensor *m = conf_in_as(c, TD_BOOL, 0, 1, SHAPE(n));
+        RETURN1(td_where(m, conf_in(c, -9, 9, SHAPE(n)), conf_in_step(c, -9, 9, 2, SHAPE(n))));
+    }
+    case CONF_PERF: {
+        VARIANT("[2^24]");
+        td_tensor *m = conf_in_as(c, TD_BOOL, 0, 1, SHAPE(PERF_N(c))), *a = conf_in(c, -9, 9, SHAPE(PERF_N(c)));
+        td_tensor *b = conf_in(c, -9, 9, SHAPE(PERF_N(c)));
+        RETURN1(TIMED(c, td_where(m, a, b)));
+    }
+    default: return 0;
+    }
+}
+
+/* ---- unary ops ---- */
+
+/* Input of variant v for an elementwise unary op, values in [lo, hi]; NULL
+** with *end set past the last variant. */
+static td_tensor *unary_input(conf_ctx *c, int v, double lo, double hi, bool *end) {
+    *end = false;
+    switch (v) {
+    case 0: VARIANT("[33,7]"); return conf_in(c, lo, hi, SHAPE(33, 7));
+    case 1: VARIANT("transposed [7,33]^T"); return conf_in_t(c, lo, hi, 33, 7);
+    case 2: VARIANT("step-3 rows [11,7]"); return conf_in_step(c, lo, hi, 3, SHAPE(11, 7));
+    case 3: VARIANT("expanded [1,7] -> [33,7]"); return td_expand(conf_in(c, lo, hi, SHAPE(1, 7)), SHAPE(33, 7));
+    case 4: VARIANT("0-d"); return conf_in(c, lo, hi, SCALAR);
+    case 5: VARIANT("size 0 [0,5]"); return conf_in(c, lo, hi, SHAPE(0, 5));
+    case 6: VARIANT("size 1 [1]"); return conf_in(c, lo, hi, SHAPE(1));
+    case 7: VARIANT("odd [1000]"); return conf_in(c, lo, hi, SHAPE(BIG(c, 1000, 33)));
+    case CONF_PERF: VARIANT("[2^24]"); return conf_in(c, lo, hi, SHAPE(PERF_N(c)));
+    default: *end = true; return NULL;
+    }
+}
+#define UNARY_VARIANTS 8
+
+typedef td_tensor *(*unary_fn)(td_tensor *);
+
+static int unary_case(conf_ctx *c, int v, td_tensor **out, unary_fn fn, double lo, double hi) {
+    bool end;
+    td_tensor *x = unary_input(c, v, lo, hi, &end);
+    if (end) return 0;
+    RETURN1(TIMED(c, fn(x)));
+}
+
+static int case_neg(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_neg, -9, 9); }
+static int case_abs(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_abs, -9, 9); }
+static int case_exp(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_exp, -6, 6); }
+static int case_log(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_log, 0.01, 50); }
+static int case_sqrt(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_sqrt, 0, 50); }
+static int case_rsqrt(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_rsqrt, 0.01, 50); }
+static int case_sin(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_sin, -7, 7); }
+static int case_cos(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_cos, -7, 7); }
+static int case_tanh(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_tanh, -5, 5); }
+static int case_sigmoid(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_sigmoid, -9, 9); }
+static int case_relu(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_relu, -9, 9); }
+static int case_silu(conf_ctx *c, int v, td_tensor **out) { return unary_case(c, v, out, td_silu, -9, 9); }
+
+/* gelu: the erf form on every unary variant, then the tanh form */
+static int case_gelu(conf_ctx *c, int v, td_tensor **out) {
+    bool tanh_form = v >= UNARY_VARIANTS, end;
+    td_tensor *x = unary_input(c, v == CONF_PERF ? v : v % UNARY_VARIANTS, -3, 3, &end);
+    if (end || v >= 2 * UNARY_VARIANTS) return 0;
+    VARIANT(conf_name(c, "%s, %s form", c->variant, tanh_form ? "tanh" : "erf"));
+    RETURN1(TIMED(c, td_gelu(x, tanh_form)));
+}
+
+static int case_gelu_backward(conf_ctx *c, int v, td_tensor **out) {
+    bool tanh_form = v >= UNARY_VARIANTS, end;
+    td_tensor *x = unary_input(c, v == CONF_PERF ? v : v % UNARY_VARIANTS, -3, 3, &end);
+    if (end || v >= 2 * UNARY_VARIANTS) return 0;
+    VARIANT(conf_name(c, "%s, %s form", c->variant, tanh_form ? "tanh" : "erf"));
+    if (!x) return -1;
+    td_tensor *dy = conf_in(c, -2, 2, td_ndim(x), td_shape(x));
+    RETURN1(TIMED(c, td__gelu_backward(dy, x, tanh_form)));
+}
+
+static int case_clamp(conf_ctx *c, int v, td_tensor **out) {
+    bool ints = conf_is_int(c->dt);
+    double lo = ints ? -3 : -0.5, hi = ints ? 5 : 0.75;
+    if (v == UNARY_VARIANTS) {
+        VARIANT("upper side open (hi NaN)");
+        RETURN1(td_clamp(conf_in(c, -9, 9, SHAPE(33, 7)), lo, NAN));
+    }
+    if (v == UNARY_VARIANTS + 1) {
+        VARIANT("lower side open (lo NaN)");
+        RETURN1(td_clamp(conf_in_t(c, -9, 9, 33, 7), NAN, hi));
+    }
+    bool end;
+    td_tensor *x = unary_input(c, v, -9, 9, &end);
+    if (end) return 0;
+    RETURN1(TIMED(c, td_clamp(x, lo, hi)));
+}
+
+/* ---- reductions ---- */
+
+typedef td_tensor *(*reduce_fn)(td_tensor *, int, const int *, bool);
+
+/* Input and dims of variant v of a reduction; false past the last. empty:
+** whether to include the size-0 variant (sum/mean/var/logsumexp). */
+static bool reduce_inputs(conf_ctx *c, int v, bool empty, td_tensor **x, int *nd, int *dims, bool *keep) {
+    *keep = false;
+    *nd = 1;
+    switch (v) {
+    case 0: VARIANT("[33,7,5] all dims"); *x = conf_in(c, -3, 3, SHAPE(33, 7, 5)); *nd = 0; return true;
+    case 1: VARIANT("[33,7,5] dim 1, keepdim"); *x = conf_in(c, -3, 3, SHAPE(33, 7, 5)); dims[0] = 1; *keep = true; return true;
+    case 2: VARIANT("[33,7,5] dims {0,2}"); *x = conf_in(c, -3, 3, SHAPE(33, 7, 5)); *nd = 2; dims[0] = 0; dims[1] = 2; return true;
+    case 3: VARIANT("transposed [7,33]^T dim -1"); *x = conf_in_t(c, -3, 3, 7, 33); dims[0] = -1; return true;
+    case 4: VARIANT("odd [1000] all dims"); *x = conf_in(c, -3, 3, SHAPE(BIG(c, 1000, 33))); *nd = 0; return true;
+    case 5: VARIANT("size 1 dims [1,7,1] dim 0, keepdim"); *x = conf_in(c, -3, 3, SHAPE(1, 7, 1)); dims[0] = 0; *keep = true; return true;
+    case 6: VARIANT("step-2 rows [16,33] dim 0"); *x = conf_in_step(c, -3, 3, 2, SHAPE(16, 33)); dims[0] = 0; return true;
+    case 7: VARIANT("expanded [1,7] -> [33,7] dim 0"); *x = td_expand(conf_in(c, -3, 3, SHAPE(1, 7)), SHAPE(33, 7)); dims[0] = 0; return true;
+    case 8:
+        if (!empty) return false;
+        VARIANT("size 0 [0,7] dim 0");
+        *x = conf_in(c, -3, 3, SHAPE(0, 7));
+        dims[0] = 0;
+        return true;
+    case CONF_PERF: VARIANT("[2^24] all dims"); *x = conf_in(c, -3, 3, SHAPE(PERF_N(c))); *nd = 0; return true;
+    default: return false;
+    }
+}
+
+static int reduce_case(conf_ctx *c, int v, td_tensor **out, reduce_fn fn, bool empty) {
+    td_tensor *x;
+    int nd, dims[2];
+    bool keep;
+    if (!reduce_inputs(c, v, empty, &x, &nd, dims, &keep)) return 0;
+    RETURN1(TIMED(c, fn(x, nd, dims, keep)));
+}
+
+static int case_sum(conf_ctx *c, int v, td_tensor **out) { return reduce_case(c, v, out, td_sum, true); }
+static int case_mean(conf_ctx *c, int v, td_tensor **out) { return reduce_case(c, v, out, td_mean, true); }
+static int case_amax(conf_ctx *c, int v, td_tensor **out) { return reduce_case(c, v, out, td_amax, false); }
+static int case_amin(conf_ctx *c, int v, td_tensor **out) { return reduce_case(c, v, out, td_amin, false); }
+static int case_logsumexp(conf_ctx *c, int v, td_tensor **out) { return reduce_case(c, v, out, td_logsumexp, true); }
+
+static int case_var(conf_ctx *c, int v, td_tensor **out) {
+    td_tensor *x;
+    int nd, dims[2];
+    bool keep;
+    int correction = v % 2; /* alternate population and unbiased variance */
+    if (!reduce_inputs(c, v, false, &x, &nd, dims, &keep)) return 0;
+    RETURN1(TIMED(c, td_var(x, nd, dims, correction, keep)));
+}
+
+static int arg_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td_tensor *, int, bool)) {
+    switch (v) {
+    case 0: VARIANT("[33,7,5] flattened"); RETURN1(fn(conf_ties(c, SHAPE(33, 7, 5)), TD_ALL_DIMS, false));
+    case 1: VARIANT("[33,7,5] dim 1, keepdim"); RETURN1(fn(conf_ties(c, SHAPE(33, 7, 5)), 1, true));
+    case 2: VARIANT("transposed [7,33]^T dim -1"); RETURN1(fn(td_transpose(conf_ties(c, SHAPE(33, 7)), 0, 1), -1, false));
+    case 3: VARIANT("odd [1000] dim 0"); RETURN1(fn(conf_in(c, -50, 50, SHAPE(BIG(c, 1000, 33))), 0, false));
+    case 4: VARIANT("size 1 [1,7] dim 0"); RETURN1(fn(conf_ties(c, SHAPE(1, 7)), 0, false));
+    case 5: VARIANT("0-d"); RETURN1(fn(conf_in(c, -3, 3, SCALAR), TD_ALL_DIMS, false));
+    case CONF_PERF: {
+        VARIANT("[4096,4096] dim -1");
+        int64_t n = BIG(c, 4096, 256);
+        td_tensor *x = conf_in(c, -3, 3, SHAPE(n, n));
+        RETURN1(TIMED(c, fn(x, -1, false)));
+    }
+    default: return 0;
+    }
+}
+static int case_argmax(conf_ctx *c, int v, td_tensor **out) { return arg_case(c, v, out, td_argmax); }
+static int case_argmin(conf_ctx *c, int v, td_tensor **out) { return arg_case(c, v, out, td_argmin); }
+
+/* ---- linear algebra and nn primitives ---- */
+
+static int case_matmul(conf_ctx *c, int v, td_tensor **out) {
+    int64_t big = BIG(c, 1000, 40);
+    switch (v) {
+    case 0: VARIANT("[33,17] @ [17,9]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 1: VARIANT("batched [3,13,17] @ [3,17,9]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(3, 13, 17)), conf_in(c, -1, 1, SHAPE(3, 17, 9))));
+    case 2: VARIANT("batch broadcast [2,1,8,16] @ [3,16,5]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(2, 1, 8, 16)), conf_in(c, -1, 1, SHAPE(3, 16, 5))));
+    case 3: VARIANT("a transposed [17,33]^T @ [17,9]"); RETURN1(td_matmul(conf_in_t(c, -1, 1, 33, 17), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 4: VARIANT("b transposed [33,17] @ [9,17]^T"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in_t(c, -1, 1, 17, 9)));
+    case 5: VARIANT("1-D @ 2-D [17] @ [17,9]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(17)), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 6: VARIANT("2-D @ 1-D [33,17] @ [17]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17))));
+    case 7: VARIANT("K = 0: [4,0] @ [0,5]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(4, 0)), conf_in(c, -1, 1, SHAPE(0, 5))));
+    case 8: VARIANT("size 1: [1,1] @ [1,1]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(1, 1)), conf_in(c, -1, 1, SHAPE(1, 1))));
+    case 9: VARIANT("odd [7,1000] @ [1000,33]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(7, big)), conf_in(c, -1, 1, SHAPE(big, 33))));
+    case 10: VARIANT("step-2 rows [33,17] @ [17,9]"); RETURN1(td_matmul(conf_in_step(c, -1, 1, 2, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 11: VARIANT("linear x[5,33] w[9,33] b[9]"); RETURN1(td_linear(conf_in(c, -1, 1, SHAPE(5, 33)), conf_in(c, -1, 1, SHAPE(9, 33)), conf_in(c, -1, 1, SHAPE(9))));
+    case 12: VARIANT("linear x[2,3,33] w[9,33], no bias"); RETURN1(td_linear(conf_in(c, -1, 1, SHAPE(2, 3, 33)), conf_in(c, -1, 1, SHAPE(9, 33)), NULL));
+    case CONF_PERF: {
+        int64_t n = BIG(c, 1024, 128);
+        VARIANT(c->tiny ? "[128,128] @ [128,128]" : "[1024,1024] @ [1024,1024]");
+        td_tensor *a = conf_in(c, -1, 1, SHAPE(n, n)), *b = conf_in(c, -1, 1, SHAPE(n, n));
+        c->flops = 2.0 * (double)n * (double)n * (double)n;
+        RETURN1(TIMED(c, td_matmul(a, b)));
+    }
+    default: return 0;
+    }
+}
+
+/* softmax and log_softmax over the last dim; inputs in [-20, 20] test the max shift */
+static int softmax_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td_tensor *, int)) {
+    switch (v) {
+    case 0: VARIANT("[33,7]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(33, 7)), -1));
+    case 1: VARIANT("odd rows [4,1000]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(4, BIG(c, 1000, 33))), -1));
+    case 2: VARIANT("[2,3,33], dim 2"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(2, 3, 33)), 2));
+    case 3: VARIANT("transposed [7,33]^T"); RETURN1(fn(conf_in_t(c, -20, 20, 7, 33), -1));
+    case 4: VARIANT("size 1 [1,1]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(1, 1)), -1));
+    case 5: VARIANT("size 0 rows [0,7]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(0, 7)), -1));
+    case 6: VARIANT("1-D [33]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(33)), 0));
+    case CONF_PERF: {
+        VARIANT("rows of 4096 [4096,4096]");
+        int64_t n = BIG(c, 4096, 256);
+        td_tensor *x = conf_in(c, -5, 5, SHAPE(n, 4096));
+        RETURN1(TIMED(c, fn(x, -1)));
+    }
+    default: return 0;
+    }
+}
+static int case_softmax(conf_ctx *c, int v, td_tensor **out) { return softmax_case(c, v, out, td_softmax); }
+static int case_log_softmax(conf_ctx *c, int v, td_tensor **out) { return softmax_case(c, v, out, td_log_softmax); }
+
+static int case_layer_norm(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: VARIANT("[33,7], w and b [7]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(33, 7)), 1, conf_in(c, 0.5, 2, SHAPE(7)), conf_in(c, -1, 1, SHAPE(7)), 1e-5));
+    case 1: VARIANT("[4,5,6] over 2 dims, w and b [5,6]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(4, 5, 6)), 2, conf_in(c, 0.5, 2, SHAPE(5, 6)), conf_in(c, -1, 1, SHAPE(5, 6)), 1e-5));
+    case 2: VARIANT("odd rows [2,1000], no affine"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(2, BIG(c, 1000, 33))), 1, NULL, NULL, 1e-5));
+    case 3: VARIANT("transposed [7,33]^T, w only"); RETURN1(td_layer_norm(conf_in_t(c, -3, 5, 7, 33), 1, conf_in(c, 0.5, 2, SHAPE(33)), NULL, 1e-5));
+    case 4: VARIANT("size 1 row [3,1], eps 0.1"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(3, 1)), 1, NULL, conf_in(c, -1, 1, SHAPE(1)), 0.1));
+    case 5: VARIANT("size 0 [0,7]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(0, 7)), 1, NULL, NULL, 1e-5));
+    case CONF_PERF: {
+        VARIANT("[4096,1024]");
+        int64_t n = BIG(c, 4096, 256);
+        td_tensor *x = conf_in(c, -3, 5, SHAPE(n, 1024)), *w = conf_in(c, 0.5, 2, SHAPE(1024)), *b = conf_in(c, -1, 1, SHAPE(1024));
+        RETURN1(TIMED(c, td_layer_norm(x, 1, w, b, 1e-5)));
+    }
+    default: return 0;
+    }
+}
+
+/* cross_entropy variants: logits [N, C], int64 targets, options */
+typedef struct xent_variant {
+    const char *name;
+    int64_t n, c; /* n < 0: 1-D logits [C] with a 0-d target */
+    bool weight;
+    int64_t ignore_index; /* a class id to ignore, or -100 (none present) */
+    double smoothing;
+    int reduction;
+} xent_variant;
+
+static const xent_variant xent_variants[] = {
+    {"[33,7] mean", 33, 7, false, -100, 0, TD_REDUCTION_MEAN},
+    {"[33,7] sum, weight", 33, 7, true, -100, 0, TD_REDUCTION_SUM},
+    {"[33,7] none", 33, 7, false, -100, 0, TD_REDUCTION_NONE},
+    {"[33,7] mean, weight, ignore_index 2", 33, 7, true, 2, 0, TD_REDUCTION_MEAN},
+    {"[33,7] mean, weight, smoothing 0.1", 33, 7, true, -100, 0.1, TD_REDUCTION_MEAN},
+    {"[33,7] none, smoothing 0.2, ignore 0", 33, 7, false, 0, 0.2, TD_REDUCTION_NONE},
+    {"1-D logits [7], 0-d target", -1, 7, false, -100, 0, TD_REDUCTION_MEAN},
+    {"size 1 [1,1]", 1, 1, false, -100, 0, TD_REDUCTION_SUM},
+    {"odd classes [4,1000]", 4, 1000, false, -100, 0, TD_REDUCTION_MEAN},
+};
+#define XENT_VARIANTS ((int)(sizeof xent_variants / sizeof xent_variants[0]))
+
+/* Inputs of a cross_entropy variant (also used by its backward). */
+static const xent_variant *xent_inputs(conf_ctx *c, int v, td_tensor **logits, td_tensor **target, td_tensor **w) {
+    static const xent_variant perf = {"[4096,1000] mean", 4096, 1000, false, -100, 0, TD_REDUCTION_MEAN};
+    if (v >= XENT_VARIANTS) return NULL;
+    const xent_variant *xv = v == CONF_PERF ? &perf : &xent_variants[v];
+    VARIANT(xv->name);
+    int64_t classes = xv->c == 1000 ? BIG(c, 1000, 33) : xv->c, n = xv == &perf ? BIG(c, xv->n, 64) : xv->n;
+    if (n < 0) {
+        *logits = conf_in(c, -4, 4, SHAPE(classes));
+        *target = conf_in_as(c, TD_I64, 0, (double)classes - 1, SCALAR);
+    } else {
+        *logits = conf_in(c, -4, 4, SHAPE(n, classes));
+        *target = conf_in_as(c, TD_I64, 0, (double)classes - 1, SHAPE(n));
+    }
+    *w = xv->weight ? conf_in(c, 0.5, 2, SHAPE(classes)) : NULL;
+    return xv;
+}
+
+static int case_cross_entropy(conf_ctx *c, int v, td_tensor **out) {
+    td_tensor *logits, *target, *w;
+    const xent_variant *xv = xent_inputs(c, v, &logits, &target, &w);
+    if (!xv) return 0;
+    RETURN1(TIMED(c, td_cross_entropy(logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
+}
+
+static int case_cross_entropy_backward(conf_ctx *c, int v, td_tensor **out) {
+    td_tensor *logits, *target, *w;
+    const xent_variant *xv = xent_inputs(c, v, &logits, &target, &w);
+    if (!xv) return 0;
+    /* dloss has the loss's shape: [N] for reduction none, else 0-d */
+    int64_t n = td_ndim(logits) == 2 ? td_size(logits, 0) : 1;
+    td_tensor *dloss = xv->reduction == TD_REDUCTION_NONE && td_ndim(logits) == 2 ? conf_in(c, -2, 2, SHAPE(n))
+                                                                                  : conf_in(c, 0.5, 2, SCALAR);
+    RETURN1(TIMED(c, td__cross_entropy_backward(dloss, logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
+}
+
+/* conv2d variants: x [N,C,H,W], w [O,C/g,kh,kw] */
+typedef struct conv_variant {
+    const char *name;
+    int64_t n, ci, h, w, co, kh, kw;
+    int stride[2], pad[2], dil[2], groups;
+    bool bias, transposed_x;
+} conv_variant;
+
+static const conv_variant conv_variants[] = {
+    {"x[2,3,9,9] w[4,3,3,3] pad 1, bias", 2, 3, 9, 9, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+    {"stride 2, dilation 2, no bias", 1, 3, 11, 10, 5, 3, 3, {2, 2}, {0, 0}, {2, 2}, 1, false, false},
+    {"groups 2 x[2,4,7,7] w[6,2,3,3]", 2, 4, 7, 7, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true, false},
+    {"1x1 x[2,8,5,5] w[3,8,1,1]", 2, 8, 5, 5, 3, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
+    {"odd x[1,1,33,33] w[2,1,5,3] stride (2,1) pad (2,0)", 1, 1, 33, 33, 2, 5, 3, {2, 1}, {2, 0}, {1, 1}, 1, false, false},
+    {"depthwise x[1,4,8,8] w[4,1,3,3]", 1, 4, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true, false},
+    {"non-contiguous x (H and W swapped)", 2, 3, 7, 6, 4, 3, 2, {1, 1}, {1, 0}, {1, 1}, 1, true, true},
+};
+#define CONV_VARIANTS ((int)(sizeof conv_variants / sizeof conv_variants[0]))
+
+static const conv_variant *conv_pick(conf_ctx *c, int v) {
+    static conv_variant perf = {"x[8,64,56,56] w[64,64,3,3] pad 1", 8, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false};
+    if (v == CONF_PERF) {
+        if (c->tiny) perf = (conv_variant){"x[2,16,16,16] w[16,16,3,3] pad 1", 2, 16, 16, 16, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false};
+        VARIANT(perf.name);
+        return &perf;
+    }
+    if (v >= CONV_VARIANTS) return NULL;
+    VARIANT(conv_variants[v].name);
+    return &conv_variants[v];
+}
+
+static int64_t conv_out_size(int64_t in, int64_t k, int stride, int pad, int dil) {
+    return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+}
+
+static td_tensor *conv_x(conf_ctx *c, const conv_variant *cv) {
+    if (cv->transposed_x) return td_transpose(conf_in(c, -1, 1, SHAPE(cv->n, cv->ci, cv->w, cv->h)), 2, 3);
+    return conf_in(c, -1, 1, SHAPE(cv->n, cv->ci, cv->h, cv->w));
+}
+
+static int case_conv2d(conf_ctx *c, int v, td_tensor **out) {
+    const conv_variant *cv = conv_pick(c, v);
+    if (!cv) return 0;
+    td_tensor *x = conv_x(c, cv), *w = conf_in(c, -1, 1, SHAPE(cv->co, cv->ci / cv->groups, cv->kh, cv->kw));
+    td_tensor *b = cv->bias ? conf_in(c, -1, 1, SHAPE(cv->co)) : NULL;
+    int64_t ho = conv_out_size(cv->h, cv->kh, cv->stride[0], cv->pad[0], cv->dil[0]);
+    int64_t wo = conv_out_size(cv->w, cv->kw, cv->stride[1], cv->pad[1], cv->dil[1]);
+    c->flops = 2.0 * (double)(cv->n * cv->co * ho * wo) * (double)(cv->ci / cv->groups * cv->kh * cv->kw);
+    RETURN1(TIMED(c, td_conv2d(x, w, b, cv->stride, cv->pad, cv->dil, cv->groups)));
+}
+
+/* dy [N,O,Ho,Wo] with the forward's geometry */
+static td_tensor *conv_dy(conf_ctx *c, const conv_variant *cv) {
+    int64_t ho = conv_out_size(cv->h, cv->kh, cv->stride[0], cv->pad[0], cv->dil[0]);
+    int64_t wo = conv_out_size(cv->w, cv->kw, cv->stride[1], cv->pad[1], cv->dil[1]);
+    c->flops = 2.0 * (double)(cv->n * cv->co * ho * wo) * (double)(cv->ci / cv->groups * cv->kh * cv->kw);
+    return conf_in(c, -1, 1, SHAPE(cv->n, cv->co, ho, wo));
+}
+
+static int case_conv2d_backward_input(conf_ctx *c, int v, td_tensor **out) {
+    const conv_variant *cv = conv_pick(c, v);
+    if (!cv) return 0;
+    td_tensor *w = conf_in(c, -1, 1, SHAPE(cv->co, cv->ci / cv->groups, cv->kh, cv->kw)), *dy = conv_dy(c, cv);
+    const int64_t x_shape[4] = {cv->n, cv->ci, cv->h, cv->w};
+    RETURN1(TIMED(c, td__conv2d_backward_input(dy, w, x_shape, cv->stride, cv->pad, cv->dil, cv->groups)));
+}
+
+static int case_conv2d_backward_weight(conf_ctx *c, int v, td_tensor **out) {
+    const conv_variant *cv = conv_pick(c, v);
+    if (!cv) return 0;
+    td_tensor *x = conv_x(c, cv), *dy = conv_dy(c, cv);
+    const int64_t w_shape[4] = {cv->co, cv->ci / cv->groups, cv->kh, cv->kw};
+    RETURN1(TIMED(c, td__conv2d_backward_weight(dy, x, w_shape, cv->stride, cv->pad, cv->dil, cv->groups)));
+}
+
+/* pooling variants: x [N,C,H,W] */
+typedef struct pool_variant {
+    const char *name;
+    int64_t n, ch, h, w;
+    int kernel[2], stride[2], pad[2];
+    bool include_pad;
+} pool_variant;
+
+static const pool_variant pool_variants[] = {
+    {"x[2,3,8,8] k2 s2", 2, 3, 8, 8, {2, 2}, {2, 2}, {0, 0}, true},
+    {"x[2,3,9,9] k3 s2 pad 1", 2, 3, 9, 9, {3, 3}, {2, 2}, {1, 1}, true},
+    {"x[1,2,7,9] k(2,3) s(1,2) pad (1,1), pad not counted", 1, 2, 7, 9, {2, 3}, {1, 2}, {1, 1}, false},
+    {"odd x[1,1,33,33] k3 s3", 1, 1, 33, 33, {3, 3}, {3, 3}, {0, 0}, true},
+    {"size 1 x[1,1,1,1] k1", 1, 1, 1, 1, {1, 1}, {1, 1}, {0, 0}, true},
+};
+#define POOL_VARIANTS ((int)(sizeof pool_variants / sizeof pool_variants[0]))
+
+static const pool_variant *pool_pick(conf_ctx *c, int v) {
+    static pool_variant perf = {"x[32,64,56,56] k2 s2", 32, 64, 56, 56, {2, 2}, {2, 2}, {0, 0}, true};
+    if (v == CONF_PERF) {
+        if (c->tiny) perf.n = 1;
+        VARIANT(perf.name);
+        return &perf;
+    }
+    if (v >= POOL_VARIANTS) return NULL;
+    VARIANT(pool_variants[v].name);
+    return &pool_variants[v];
+}
+
+static int case_max_pool2d(conf_ctx *c, int v, td_tensor **out) {
+    const pool_variant *pv = pool_pick(c, v);
+    if (!pv) return 0;
+    td_tensor *x = conf_ties(c, SHAPE(pv->n, pv->ch, pv->h, pv->w));
+    out[0] = TIMED(c, td_max_pool2d(x, pv->kernel, pv->stride, pv->pad, &out[1]));
+    return out[0] && out[1] ? 2 : -1;
+}
+
+static int case_max_pool2d_backward(conf_ctx *c, int v, td_tensor **out) {
+    const pool_variant *pv = pool_pick(c, v);
+    if (!pv) return 0;
+    td_tensor *idx = NULL, *x = conf_in(c, -3, 3, SHAPE(pv->n, pv->ch, pv->h, pv->w));
+    td_tensor *y = td_max_pool2d(x, pv->kernel, pv->stride, pv->pad, &idx);
+    if (!y) return -1;
+    td_tensor *dy = conf_in(c, -2, 2, td_ndim(y), td_shape(y));
+    const int64_t x_shape[4] = {pv->n, pv->ch, pv->h, pv->w};
+    RETURN1(TIMED(c, td__max_pool2d_backward(dy, idx, x_shape)));
+}
+
+static int case_avg_pool2d(conf_ctx *c, int v, td_tensor **out) {
+    const pool_variant *pv = pool_pick(c, v);
+    if (!pv) return 0;
+    td_tensor *x = conf_in(c, -3, 3, SHAPE(pv->n, pv->ch, pv->h, pv->w));
+    RETURN1(TIMED(c, td_avg_pool2d(x, pv->kernel, pv->stride, pv->pad, pv->include_pad)));
+}
+
+static int case_avg_pool2d_backward(conf_ctx *c, int v, td_tensor **out) {
+    const pool_variant *pv = pool_pick(c, v);
+    if (!pv) return 0;
+    int64_t ho = conv_out_size(pv->h, pv->kernel[0], pv->stride[0], pv->pad[0], 1);
+    int64_t wo = conv_out_size(pv->w, pv->kernel[1], pv->stride[1], pv->pad[1], 1);
+    td_tensor *dy = conf_in(c, -2, 2, SHAPE(pv->n, pv->ch, ho, wo));
+    const int64_t x_shape[4] = {pv->n, pv->ch, pv->h, pv->w};
+    RETURN1(TIMED(c, td__avg_pool2d_backward(dy, x_shape, pv->kernel, pv->stride, pv->pad, pv->include_pad)));
+}
+
+/* ---- indexing ---- */
+
+static int case_embedding(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: VARIANT("w[10,7], int64 idx [4,5]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I64, 0, 9, SHAPE(4, 5))));
+    case 1: VARIANT("int32 idx [6]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I32, 0, 9, SHAPE(6))));
+    case 2: VARIANT("odd w[50,1000], idx [33]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(50, BIG(c, 1000, 33))), conf_in_as(c, TD_I64, 0, 49, SHAPE(33))));
+    case 3: VARIANT("size 0 idx [0]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I64, 0, 9, SHAPE(0))));
+    case 4: VARIANT("size 1 w[1,1], 0-d idx"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(1, 1)), conf_in_as(c, TD_I64, 0, 0, SCALAR)));
+    case CONF_PERF: {
+        VARIANT("w[50000,768], idx [8192]");
+        td_tensor *w = conf_in(c, -2, 2, SHAPE(BIG(c, 50000, 100), 768));
+        td_tensor *idx = conf_in_as(c, TD_I64, 0, (double)BIG(c, 50000, 100) - 1, SHAPE(8192));
+        RETURN1(TIMED(c, td_embedding(w, idx)));
+    }
+    default: return 0;
+    }
+}
+
+static int case_embedding_backward(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: {
+        VARIANT("dy[4,5,7], idx [4,5] with repeats, V 10");
+        td_tensor *dy = conf_in(c, -2, 2, SHAPE(4, 5, 7)), *idx = conf_in_as(c, TD_I64, 0, 9, SHAPE(4, 5));
+        RETURN1(td__embedding_backward(dy, idx, 10, -1));
+    }
+    case 1: {
+        VARIANT("padding_idx 3, int32 idx [33]");
+        td_tensor *dy = conf_in(c, -2, 2, SHAPE(33, 7)), *idx = conf_in_as(c, TD_I32, 0, 5, SHAPE(33));
+        RETURN1(td__embedding_backward(dy, idx, 6, 3));
+    }
+    case 2: {
+        VARIANT("odd D 1000, V 50");
+        int64_t d = BIG(c, 1000, 33);
+        td_tensor *dy = conf_in(c, -2, 2, SHAPE(7, d)), *idx = conf_in_as(c, TD_I64, 0, 49, SHAPE(7));
+        RETURN1(td__embedding_backward(dy, idx, 50, -1));
+    }
+    case 3: {
+        VARIANT("size 0 idx");
+        td_tensor *dy = conf_in(c, -2, 2, SHAPE(0, 7)), *idx = conf_in_as(c, TD_I64, 0, 9, SHAPE(0));
+        RETURN1(td__embedding_backward(dy, idx, 10, -1));
+    }
+    case CONF_PERF: {
+        VARIANT("dy[8192,768] into V 50000");
+        td_tensor *dy = conf_in(c, -2, 2, SHAPE(8192, 768));
+        td_tensor *idx = conf_in_as(c, TD_I64, 0, (double)BIG(c, 50000, 100) - 1, SHAPE(8192));
+        RETURN1(TIMED(c, td__embedding_backward(dy, idx, BIG(c, 50000, 100), -1)));
+    }
+    default: return 0;
+    }
+}
+
+static int case_index_select(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: VARIANT("x[10,7] dim 0, int64 idx [5] with repeats"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(10, 7)), 0, conf_in_as(c, TD_I64, 0, 9, SHAPE(5))));
+    case 1: VARIANT("x[3,10,4] dim 1, int32 idx [12]"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(3, 10, 4)), 1, conf_in_as(c, TD_I32, 0, 9, SHAPE(12))));
+    case 2: VARIANT("transposed x[7,10]^T dim -1"); RETURN1(td_index_select(conf_in_t(c, -9, 9, 7, 10), -1, conf_in_as(c, TD_I64, 0, 9, SHAPE(4))));
+    case 3: VARIANT("size 0 idx"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(10, 7)), 0, conf_in_as(c, TD_I64, 0, 9, SHAPE(0))));
+    case 4: VARIANT("odd x[1000,3], idx [33]"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(BIG(c, 1000, 40), 3)), 0, conf_in_as(c, TD_I64, 0, (double)BIG(c, 1000, 40) - 1, SHAPE(33))));
+    default: return 0;
+    }
+}
+
+static int case_gather(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: VARIANT("x[5,7] dim 1, idx [5,4]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 4))));
+    case 1: VARIANT("x[5,7] dim 0, idx [3,7]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(3, 7))));
+    case 2: VARIANT("3-D x[2,3,33] dim -1, idx [2,3,5]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(2, 3, 33)), -1, conf_in_as(c, TD_I64, 0, 32, SHAPE(2, 3, 5))));
+    case 3: VARIANT("transposed x[7,5]^T dim 1"); RETURN1(td_gather(conf_in_t(c, -9, 9, 5, 7), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 2))));
+    case 4: VARIANT("size 0 idx [0,7]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(0, 7))));
+    default: return 0;
+    }
+}
+
+static int case_scatter_add(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: VARIANT("self[5,7] dim 0, idx/src [4,7]"); RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(4, 7)), conf_in(c, -9, 9, SHAPE(4, 7))));
+    case 1: VARIANT("self[5,7] dim 1, idx/src [5,12]"); RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 12)), conf_in(c, -9, 9, SHAPE(5, 12))));
+    case 2: VARIANT("transposed self, 3-D"); RETURN1(td_scatter_add(td_transpose(conf_in(c, -9, 9, SHAPE(2, 6, 3)), 1, 2), 2, conf_in_as(c, TD_I64, 0, 5, SHAPE(2, 3, 4)), conf_in(c, -9, 9, SHAPE(2, 3, 4))));
+    case 3: /* ~10 sources per slot: collisions, without the bf16 rounding of long sums */
+        VARIANT("odd: 1000 sources into 100");
+        RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(100)), 0, conf_in_as(c, TD_I64, 0, 99, SHAPE(BIG(c, 1000, 33))), conf_in(c, -9, 9, SHAPE(BIG(c, 1000, 33)))));
+    case 4: VARIANT("size 0 idx"); RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(0, 7)), conf_in(c, -9, 9, SHAPE(0, 7))));
+    default: return 0;
+    }
+}
+
+static int case_cat(conf_ctx *c, int v, td_tensor **out) {
+    td_tensor *xs[4];
+    switch (v) {
+    case 0:
+        VARIANT("[2,7] [3,7] [1,7] dim 0");
+        xs[0] = conf_in(c, -9, 9, SHAPE(2, 7)), xs[1] = conf_in(c, -9, 9, SHAPE(3, 7)), xs[2] = conf_in(c, -9, 9, SHAPE(1, 7));
+        RETURN1(td_cat(3, xs, 0));
+    case 1:
+        VARIANT("dim 1 with a transposed and a stepped input");
+        xs[0] = conf_in_t(c, -9, 9, 5, 4), xs[1] = conf_in_step(c, -9, 9, 2, SHAPE(5, 3)), xs[2] = conf_in(c, -9, 9, SHAPE(5, 1));
+        RETURN1(td_cat(3, xs, 1));
+    case 2:
+        VARIANT("3-D dim -1 with an empty input");
+        xs[0] = conf_in(c, -9, 9, SHAPE(2, 3, 4)), xs[1] = conf_in(c, -9, 9, SHAPE(2, 3, 0)), xs[2] = conf_in(c, -9, 9, SHAPE(2, 3, 33));
+        RETURN1(td_cat(3, xs, -1));
+    case 3:
+        VARIANT("one input, odd [1000]");
+        xs[0] = conf_in(c, -9, 9, SHAPE(BIG(c, 1000, 33)));
+        RETURN1(td_cat(1, xs, 0));
+    case 4:
+        VARIANT("expanded inputs, dim 0");
+        xs[0] = td_expand(conf_in(c, -9, 9, SHAPE(1, 7)), SHAPE(4, 7)), xs[1] = conf_in(c, -9, 9, SHAPE(2, 7));
+        RETURN1(td_cat(2, xs, 0));
+    case CONF_PERF: {
+        VARIANT("4 x [2^22] dim 0");
+        for (int i = 0; i < 4; i++) xs[i] = conf_in(c, -9, 9, SHAPE(PERF_N(c) / 4));
+        RETURN1(TIMED(c, td_cat(4, xs, 0)));
+    }
+    default: return 0;
+    }
+}
+
+/* one_hot: the swept dtype is the index dtype (int32 and int64) */
+static int case_one_hot(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: VARIANT("idx [33], 7 classes"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 6, SHAPE(33)), 7));
+    case 1: VARIANT("idx [4,5], classes inferred"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 9, SHAPE(4, 5)), -1));
+    case 2: VARIANT("transposed idx [3,5]^T, 12 classes"); RETURN1(td_one_hot(td_transpose(conf_in_as(c, c->dt, 0, 11, SHAPE(3, 5)), 0, 1), 12));
+    case 3: VARIANT("0-d idx"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 4, SCALAR), 5));
+    case 4: VARIANT("size 0 idx"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 4, SHAPE(0)), 5));
+    default: return 0;
+    }
+}
+
+static int case_dropout(conf_ctx *c, int v, td_tensor **out) {
+    switch (v) {
+    case 0: VARIANT("[33,7] p 0.3"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(33, 7)), 0.3, c->seed, 0));
+    case 1: VARIANT("odd [1000] p 0.5, offset 9"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(BIG(c, 1000, 33))), 0.5, c->seed, 9));
+    case 2: VARIANT("transposed [7,33]^T p 0.1"); RETURN1(td_dropout(conf_in_t(c, -3, 3, 7, 33), 0.1, c->seed, 3));
+    case 3: VARIANT("p 0 returns x"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(5, 7)), 0, c->seed, 0));
+    case 4: VARIANT("size 0"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(0, 7)), 0.5, c->seed, 0));
+    case 5: VARIANT("size 1, p 0.9"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(1)), 0.9, c->seed, 1));
+    case CONF_PERF: {
+        VARIANT("[2^24] p 0.1");
+        td_tensor *x = conf_in(c, -3, 3, SHAPE(PERF_N(c)));
+        RETURN1(TIMED(c, td_dropout(x, 0.1, c->seed, 0)));
+    }
+    default: return 0;
+    }
+}
+
+/* ---- fused optimizer updates: the outputs are the updated state tensors ---- */
+
+static int case_adam(conf_ctx *c, int v, td_tensor **out) {
+    static const struct {
+        const char *name;
+        double wd;
+        int64_t step;
+        bool decoupled, amsgrad, maximize;
+    } av[] = {
+        {"[33,7] Adam, weight decay 0.01, step 1", 0.01, 1, false, false, false},
+        {"[33,7] AdamW 0.1, step 7", 0.1, 7, true, false, false},
+        {"[33,7] amsgrad, step 3", 0, 3, false, true, false},
+        {"[33,7] AdamW amsgrad maximize, step 2", 0.05, 2, true, true, true},
+        {"odd [1000] Adam, step 100", 0, 100, false, false, false},
+        {"size 0", 0.01, 1, false, false, false},
+    };
+    int64_t n;
+    if (v == CONF_PERF) n = PERF_N(c), VARIANT("[2^24] AdamW");
+    else if (v < (int)(sizeof av / sizeof av[0])) n = v == 4 ? BIG(c, 1000, 33) : v == 5 ? 0 : 33 * 7, VARIANT(av[v].name);
+    else return 0;
+    int k = v == CONF_PERF ? 1 : v;
+    td_tensor *p = conf_in(c, -1, 1, SHAPE(n)), *g = conf_in(c, -1, 1, SHAPE(n)), *m = conf_in(c, -0.1, 0.1, SHAPE(n));
+    td_tensor *s = conf_in(c, 0, 0.01, SHAPE(n)), *vmax = av[k].amsgrad ? conf_in(c, 0.01, 0.02, SHAPE(n)) : NULL;
+    if (!p || !g || !m || !s || (av[k].amsgrad && !vmax)) return -1;
+    td_status st = TIMED_ST(c, td_adam_update(p, g, m, s, vmax, 1e-2, 0.9, 0.999, 1e-8, av[k].wd, av[k].step,
+                                             av[k].decoupled, av[k].amsgrad, av[k].maximize));
+    if (st != TD_OK) return -1;
+    out[0] = p, out[1] = m, out[2] = s, out[3] = vmax;
+    return vmax ? 4 : 3;
+}
+
+static int case_sgd(conf_ctx *c, int v, td_tensor **out) {
+    static const struct {
+        const char *name;
+        double momentum, dampening, wd;
+        bool nesterov, first_step, maximize;
+    } sv[] = {
+        {"[33,7] plain", 0, 0, 0, false, false, false},
+        {"[33,7] momentum 0.9, dampening 0.1", 0.9, 0.1, 0, false, false, false},
+        {"[33,7] nesterov, weight decay 0.01", 0.9, 0, 0.01, true, false, false},
+        {"[33,7] momentum, first step", 0.9, 0, 0.01, false, true, false},
+        {"odd [1000] momentum, maximize", 0.5, 0, 0.1, false, false, true},
+        {"size 0 momentum", 0.9, 0, 0, false, false, false},
+    };
+    int64_t n;
+    if (v == CONF_PERF) n = PERF_N(c), VARIANT("[2^24] momentum");
+    else if (v < (int)(sizeof sv / sizeof sv[0])) n = v == 4 ? BIG(c, 1000, 33) : v == 5 ? 0 : 33 * 7, VARIANT(sv[v].name);
+    else return 0;
+    int k = v == CONF_PERF ? 1 : v;
+    td_tensor *p = conf_in(c, -1, 1, SHAPE(n)), *g = conf_in(c, -1, 1, SHAPE(n));
+    td_tensor *buf = sv[k].momentum ? conf_in(c, -0.1, 0.1, SHAPE(n)) : NULL;
+    if (!p || !g || (sv[k].momentum && !buf)) return -1;
+    td_status st = TIMED_ST(c, td_sgd_update(p, g, buf, 0.1, sv[k].momentum, sv[k].dampening, sv[k].wd,
+                                            sv[k].nesterov, sv[k].first_step, sv[k].maximize));
+    if (st != TD_OK) return -1;
+    out[0] = p, out[1] = buf;
+    return buf ? 2 : 1;
+}
+
+static int case_rmsprop(conf_ctx *c, int v, td_tensor **out) {
+    static const struct {
+        const char *name;
+        double wd, momentum;
+        bool centered, maximize;
+    } rv[] = {
+        {"[33,7] plain", 0, 0, false, false},
+        {"[33,7] momentum 0.9", 0, 0.9, false, false},
+        {"[33,7] centered, momentum", 0, 0.9, true, false},
+        {"odd [1000] centered, weight decay, maximize", 0.01, 0, true, true},
+        {"size 0", 0, 0.9, true, false},
+    };
+    int64_t n;
+    if (v == CONF_PERF) n = PERF_N(c), VARIANT("[2^24] momentum");
+    else if (v < (int)(sizeof rv / sizeof rv[0])) n = v == 3 ? BIG(c, 1000, 33) : v == 4 ? 0 : 33 * 7, VARIANT(rv[v].name);
+    else return 0;
+    int k = v == CONF_PERF ? 1 : v;
+    td_tensor *p = conf_in(c, -1, 1, SHAPE(n)), *g = conf_in(c, -1, 1, SHAPE(n)), *sq = conf_in(c, 0, 0.01, SHAPE(n));
+    td_tensor *buf = rv[k].momentum ? conf_in(c, -0.1, 0.1, SHAPE(n)) : NULL;
+    td_tensor *gavg = rv[k].centered ? conf_in(c, -0.01, 0.01, SHAPE(n)) : NULL;
+    if (!p || !g || !sq || (rv[k].momentum && !buf) || (rv[k].centered && !gavg)) return -1;
+    td_status st = TIMED_ST(c, td_rmsprop_update(p, g, sq, buf, gavg, 1e-2, 0.99, 1e-8, rv[k].wd, rv[k].momentum,
+                                                rv[k].centered, rv[k].maximize));
+    if (st != TD_OK) return -1;
+    int n_out = 0;
+    out[n_out++] = p, out[n_out++] = sq;
+    if (buf) out[n_out++] = buf;
+    if (gavg) out[n_out++] = gavg;
+    return n_out;
+}
+
+/* ---- the runner cases ---- */
+
+static const conf_case conf_cases[] = {
+#define CONF_ENTRY_(name, K, dts, tol) {#name, TD_OP_##K, dts, tol, case_##name},
+    CONF_CASES(CONF_ENTRY_)
+#undef CONF_ENTRY_
+};
+#define N_CASES ((int)(sizeof conf_cases / sizeof conf_cases[0]))
+
+enum {
+#define CONF_INDEX_(nm, K, dts, tol) CONF_INDEX_##nm,
+    CONF_CASES(CONF_INDEX_)
+#undef CONF_INDEX_
+};
+#define CONF_TEST_(nm, K, dts, tol) \
+    static void test_##nm(void) { conf_run_case(&conf_cases[CONF_INDEX_##nm]); }
+CONF_CASES(CONF_TEST_)
+#undef CONF_TEST_
+
+/* Every op kind of the op table has at least one case. */
+static void test_op_coverage(void) {
+    bool covered[TD_OP_COUNT] = {false};
+    for (int i = 0; i < N_CASES; i++) covered[conf_cases[i].kind] = true;
+    int missing = 0;
+    for (int k = 0; k < TD_OP_COUNT; k++)
+        if (!covered[k]) printf("  op %s has no conformance case\n", td_op_name((td_op_kind)k)), missing++;
+    ASSERT_EQ_INT(missing, 0);
+}
+
+int main(int argc, char **argv) {
+    static const test_case cases[] = {
+        {"op_coverage", test_op_coverage},
+#define CONF_RUNNER_ENTRY_(name, K, dts, tol) {#name, test_##name},
+        CONF_CASES(CONF_RUNNER_ENTRY_)
+#undef CONF_RUNNER_ENTRY_
+    };
+    if (argc > 1 && !strcmp(argv[1], "--perf")) return conf_perf(conf_cases, N_CASES, argc - 2, argv + 2);
+    return test_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
+}

@@ -1,0 +1,148 @@
+/*
+** trident bench: the workloads of WORKLOADS.md on every backend, against the
+** roofline measured on each device and against PyTorch. The work is done by the
+** bench/ library (bench/bench.h); this file parses the command line.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#ifndef BENCH_TWIN_DEFAULT
+#define BENCH_TWIN_DEFAULT "bench/torch_workloads.py"
+#endif
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: trident bench [options]\n"
+            "       trident bench --compare OLD.json NEW.json [--threshold PCT]\n\n"
+            "options:\n"
+            "  --backends LIST   devices to run, e.g. cpu,cuda,vulkan:1 (default: every available one)\n"
+            "  --only LIST       workloads to run, e.g. matmul,add (default: all; the roofline always runs)\n"
+            "  --quick           CI sizes: matmul 256, vectors 2^20, Adam 2^20 params\n"
+            "  --reps N          samples per row at most (default 20, 10 with --quick)\n"
+            "  --torch           also run the PyTorch twin and report the ratio to it\n"
+            "  --python EXE      interpreter for the twin (default python3)\n"
+            "  --twin PATH       the twin script (default %s)\n"
+            "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
+            "  --svg FILE        write a bar chart per workload\n"
+            "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
+            "workloads:\n",
+            BENCH_TWIN_DEFAULT);
+    for (int i = 0; i < bench_n_workloads; i++)
+        fprintf(f, "  %-14s %s\n", bench_workloads[i].name, bench_workloads[i].about);
+}
+
+/* DIR/<device>-<date>.ext: the first GPU's name (else the CPU's), lower case, runs
+** of other characters as one '-'; the date as YYYY-MM-DD. */
+static void save_path(const bench_session *s, const char *dir, const char *ext, char *out, size_t n) {
+    const bench_device *d = &s->devices[0];
+    for (int i = 0; i < s->n_devices; i++)
+        if (s->devices[i].dev.type != TD_DEVICE_CPU) {
+            d = &s->devices[i];
+            break;
+        }
+    char slug[64];
+    size_t k = 0;
+    for (const char *c = d->info.name; *c && k < sizeof slug - 1; c++) {
+        bool alnum = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9');
+        if (alnum)
+            slug[k++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        else if (k && slug[k - 1] != '-')
+            slug[k++] = '-';
+    }
+    while (k && slug[k - 1] == '-') k--;
+    slug[k] = 0;
+    snprintf(out, n, "%s/%s-%.10s.%s", dir, k ? slug : d->label, s->date, ext);
+}
+
+/* The value after option argv[*i], or NULL (with a message) when it is missing. */
+static const char *value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "trident bench: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
+    const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
+    double threshold = 5;
+    static const char *valued[] = {"--backends", "--only", "--reps", "--python",   "--twin",
+                                   "--json",     "--svg",  "--save", "--threshold"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        bool takes_value = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) takes_value |= !strcmp(a, valued[k]);
+        if (takes_value && !(v = value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "--quick"))
+            opt.quick = true;
+        else if (!strcmp(a, "--torch"))
+            opt.torch = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return usage(stdout), 0;
+        else if (!strcmp(a, "--compare")) {
+            if (!(cmp_old = value(argc, argv, &i)) || !(cmp_new = value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--backends"))
+            backends = v;
+        else if (!strcmp(a, "--only"))
+            opt.only = v;
+        else if (!strcmp(a, "--reps"))
+            opt.max_reps = atoi(v);
+        else if (!strcmp(a, "--python"))
+            opt.python = v;
+        else if (!strcmp(a, "--twin"))
+            opt.twin = v;
+        else if (!strcmp(a, "--json"))
+            json = v;
+        else if (!strcmp(a, "--svg"))
+            svg = v;
+        else if (!strcmp(a, "--save"))
+            save = v;
+        else if (!strcmp(a, "--threshold"))
+            threshold = atof(v);
+        else {
+            fprintf(stderr, "trident bench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (cmp_old) return bench_compare(cmp_old, cmp_new, threshold, stdout);
+    if (opt.max_reps <= 0) opt.max_reps = opt.quick ? 10 : 20;
+    opt.budget_s = opt.quick ? 0.5 : 3.0;
+
+    bench_session *s = calloc(1, sizeof *s);
+    if (!s) return fprintf(stderr, "trident bench: out of memory\n"), 1;
+    s->opt = opt;
+    char err[256];
+    if (!bench_select_devices(s, backends, err, sizeof err)) {
+        fprintf(stderr, "trident bench: %s\n", err);
+        free(s);
+        return 2;
+    }
+    bench_stamp(s);
+    bench_run_all(s);
+    if (opt.torch) bench_torch_run(s);
+    bench_finalize(s);
+    bench_print_table(s, stdout);
+    int rc = 0;
+    if (json && bench_write_json(s, json)) rc = 1;
+    if (svg && bench_write_svg(s, svg)) rc = 1;
+    if (save) {
+        char path[1024];
+        save_path(s, save, "json", path, sizeof path);
+        if (bench_write_json(s, path))
+            rc = 1;
+        else
+            fprintf(stderr, "[bench] wrote %s\n", path);
+        save_path(s, save, "svg", path, sizeof path);
+        if (bench_write_svg(s, path))
+            rc = 1;
+        else
+            fprintf(stderr, "[bench] wrote %s\n", path);
+    }
+    bench_session_free(s);
+    free(s);
+    return rc;
+}
