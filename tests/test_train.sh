@@ -10,10 +10,11 @@ set -u
 CASE=$2
 [ "$CASE" = --list ] || BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint missing_checkpoint \
-other_model other_gpt_size w1_small resume_stop resume_kill w3_text"
+other_model other_gpt_size w1_small resume_stop resume_kill w3_text twin_names"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 TEXT=/usr/share/common-licenses/GPL-3
+TWIN=${TRIDENT_TWIN_DIR:-$(cd "$(dirname "$0")/../bench" && pwd)} # bench/torch_workloads.py, the twin with flags
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -149,6 +150,36 @@ w3_text)
     # the mean of the last 20 step losses (ln 256 = 5.55 at the start)
     tail -20 g.csv | awk -F, '{ s += $3 } END { printf "mean loss of steps 281-300: %.4f\n", s / NR; exit !(NR == 20 && s / NR < 2.5) }' ||
         fail "loss not below 2.5 after 300 steps"
+    ;;
+twin_names)
+    # the checkpoints' model tensors have the PyTorch twin's state_dict names and shapes
+    need_data
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    [ -f "$TWIN/torch_workloads.py" ] && /usr/bin/python3 -c "import torch" 2>/dev/null ||
+        { echo "SKIP: no python3-torch or no twin in $TWIN"; exit 77; }
+    for m in mlp cnn; do
+        "$BIN" train --model $m --data "$DATA" --limit 256 --max-steps 1 --checkpoint $m.safetensors >/dev/null 2>&1 ||
+            fail "$m run failed"
+    done
+    "$BIN" train --model gpt --text "$TEXT" --d-model 32 --heads 2 --layers 2 --context 16 --batch 2 --max-steps 1 \
+        --checkpoint gpt.safetensors >/dev/null 2>&1 || fail "gpt run failed"
+    /usr/bin/python3 - "$TWIN" <<'EOF' || fail "names or shapes differ from the twin"
+import json, struct, sys
+sys.path.insert(0, sys.argv[1])
+import torch_workloads as tw
+def model_tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+    return {k[6:]: v["shape"] for k, v in h.items() if k.startswith("model.")}
+bad = 0
+for name, m in [("mlp", tw.mlp()), ("cnn", tw.cnn()), ("gpt", tw.GPT(256, 32, 2, 2, 16))]:
+    want = {k: list(v.shape) for k, v in m.state_dict().items()}
+    got = model_tensors(name + ".safetensors")
+    print(name, len(want), "tensors:", "same names and shapes" if got == want else f"differ: {got} vs {want}")
+    bad |= got != want
+sys.exit(bad)
+EOF
     ;;
 *) fail "unknown case (see --list)" ;;
 esac
