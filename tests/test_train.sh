@@ -106,15 +106,20 @@ w1_small)
     ;;
 resume_stop)
     need_data
-    w1 --epochs 2 --checkpoint a.safetensors --log-steps a.csv >/dev/null 2>&1 || fail "the uninterrupted run failed"
+    w1 --epochs 2 --checkpoint a.safetensors --log-steps a.csv --log am.csv >/dev/null 2>&1 ||
+        fail "the uninterrupted run failed"
     # stop at step 45 (batch 13 of epoch 2) with a checkpoint, then resume
     w1 --epochs 2 --checkpoint b.safetensors --log-steps b.csv --max-steps 45 >out.txt 2>&1 || fail "the stopped run failed"
     grep -q "stopped after step 45" out.txt || { cat out.txt; fail "no stop message"; }
-    w1 --epochs 2 --checkpoint b.safetensors --log-steps c.csv --resume >out.txt 2>&1 || { cat out.txt; fail "resume failed"; }
+    w1 --epochs 2 --checkpoint b.safetensors --log-steps c.csv --log cm.csv --resume >out.txt 2>&1 ||
+        { cat out.txt; fail "resume failed"; }
     grep -q "resumed from b.safetensors: epoch 2, batch 13, step 45" out.txt || { cat out.txt; fail "bad resume line"; }
     [ "$(sed -n 2p c.csv | cut -d, -f2)" = 46 ] || fail "the resumed run did not start at step 46"
     same_losses a.csv b.csv
     same_losses a.csv c.csv
+    # epoch 2's metrics (train loss over all its steps, test loss and accuracy) are the same too
+    [ "$(sed -n 3p am.csv | cut -d, -f1-5)" = "$(sed -n 2p cm.csv | cut -d, -f1-5)" ] ||
+        { cat am.csv cm.csv; fail "epoch 2 metrics differ"; }
     ;;
 resume_kill)
     need_data
