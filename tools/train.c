@@ -17,12 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "train.h"
-#include "trident/backend.h"
 
 /* ---- command line -------------------------------------------------------- */
 
@@ -140,7 +136,10 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(flag, "--max-steps")) ok = parse_i64(val, 1, &o->max_steps);
         else if (!strcmp(flag, "--limit")) ok = parse_i64(val, 1, &o->limit);
         else if (!strcmp(flag, "--checkpoint-every")) ok = parse_i64(val, 1, &o->checkpoint_every);
-        else if (!strcmp(flag, "--workers")) ok = parse_i64(val, 0, &n) && n <= 64, o->workers = (int)n;
+        else if (!strcmp(flag, "--workers")) {
+            ok = parse_i64(val, 0, &n) && n <= 64;
+            o->workers = (int)n;
+        }
         else if (!strcmp(flag, "--layers")) ok = parse_i64(val, 1, &o->gpt.layers);
         else if (!strcmp(flag, "--d-model")) ok = parse_i64(val, 1, &o->gpt.d_model);
         else if (!strcmp(flag, "--heads")) ok = parse_i64(val, 1, &o->gpt.heads);
