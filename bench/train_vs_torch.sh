@@ -3,7 +3,8 @@
 # `trident train` for EPOCHS epochs each, then the PyTorch twin for TWIN_EPOCHS.
 # Epoch time is the steady state: the best of epochs 2..N (training steps only).
 #   bench/train_vs_torch.sh [epochs=5] [twin_epochs=2] [build=build] [out=train-cpu-logs]
-# Writes the logs to $out and prints one summary line per workload.
+# Writes the logs to $out and prints one summary line per workload. TRIDENT_TWIN names another copy of the twin
+# (default bench/torch_workloads.py, which is ../shared/anchors/torch_workloads.py plus flags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=${1:-5} twin_epochs=${2:-2} build=${3:-build} out=${4:-train-cpu-logs}
@@ -18,7 +19,7 @@ for m in mlp cnn; do
   cat "$out/$m.out"
 done
 echo "load before torch: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/python3 ../shared/anchors/torch_workloads.py "$data" cpu --epochs "$twin_epochs" >"$out/torch.jsonl" 2>"$out/torch.err"
+/usr/bin/python3 "${TRIDENT_TWIN:-bench/torch_workloads.py}" "$data" cpu --epochs "$twin_epochs" >"$out/torch.jsonl" 2>"$out/torch.err"
 cat "$out/torch.jsonl"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 for m in mlp cnn; do
