@@ -70,87 +70,112 @@ int train_fail(const char *fmt, ...) {
     return 1;
 }
 
-static bool parse_i64(const char *s, int64_t lo, int64_t *out) {
-    char *end;
+/* How an option's value is parsed into its field. */
+typedef enum opt_kind {
+    OPT_FLAG,    /* no value: sets a bool */
+    OPT_STR,     /* const char * */
+    OPT_COUNT,   /* int64_t >= 1 */
+    OPT_SEED,    /* uint64_t from a non-negative integer */
+    OPT_WORKERS, /* int in [0, 64] */
+    OPT_LR,      /* double > 0 */
+    OPT_MODEL,   /* workload_kind */
+    OPT_OPTIM,   /* "adam", "adamw", "sgd", "rmsprop" */
+} opt_kind;
+
+typedef struct opt_spec {
+    const char *name;
+    opt_kind kind;
+    void *field;
+} opt_spec;
+
+/* Parse val for spec into its field; on a bad value prints one line and returns false. */
+static bool parse_value(const opt_spec *spec, const char *val) {
+    char *end = NULL;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo) return false;
-    *out = v;
-    return true;
+    long long n =
+        spec->kind == OPT_COUNT || spec->kind == OPT_SEED || spec->kind == OPT_WORKERS ? strtoll(val, &end, 10) : 0;
+    bool number = end && end != val && !*end && !errno;
+    switch (spec->kind) {
+    case OPT_FLAG: return false; /* not reached: flags take no value */
+    case OPT_STR: *(const char **)spec->field = val; return true;
+    case OPT_COUNT:
+        if (number && n >= 1) return *(int64_t *)spec->field = n, true;
+        return train_fail("%s expects a positive integer, got '%s'", spec->name, val), false;
+    case OPT_SEED:
+        if (number && n >= 0) return *(uint64_t *)spec->field = (uint64_t)n, true;
+        return train_fail("%s expects a non-negative integer, got '%s'", spec->name, val), false;
+    case OPT_WORKERS:
+        if (number && n >= 0 && n <= 64) return *(int *)spec->field = (int)n, true;
+        return train_fail("%s expects an integer in [0, 64], got '%s'", spec->name, val), false;
+    case OPT_LR: {
+        double x = strtod(val, &end);
+        if (end != val && !*end && x > 0 && isfinite(x)) return *(double *)spec->field = x, true;
+        return train_fail("%s expects a positive number, got '%s'", spec->name, val), false;
+    }
+    case OPT_MODEL:
+        if (workload_kind_parse(val, spec->field) == TD_OK) return true;
+        return train_fail("%s: '%s' is not mlp, cnn or gpt", spec->name, val), false;
+    case OPT_OPTIM:
+        if (!strcmp(val, "adam") || !strcmp(val, "adamw") || !strcmp(val, "sgd") || !strcmp(val, "rmsprop"))
+            return *(const char **)spec->field = val, true;
+        return train_fail("%s: '%s' is not adam, adamw, sgd or rmsprop", spec->name, val), false;
+    }
+    return false;
 }
 
 /* Parse argv into *o; on a bad flag or value prints one line and returns false. */
 static bool parse_args(int argc, char **argv, train_opts *o) {
-    *o = (train_opts){.kind = WORKLOAD_CNN, .device = "auto", .data = TRAIN_DEFAULT_DATA, .epochs = 5, .steps = -1,
+    *o = (train_opts){.kind = WORKLOAD_CNN,
+                      .device = "auto",
+                      .data = TRAIN_DEFAULT_DATA,
+                      .epochs = 5,
+                      .steps = -1,
                       .gpt = workload_gpt_config_default()};
     int64_t batch = -1;
+    const opt_spec specs[] = {
+        {"--model", OPT_MODEL, &o->kind},
+        {"--device", OPT_STR, &o->device},
+        {"--epochs", OPT_COUNT, &o->epochs},
+        {"--batch", OPT_COUNT, &batch},
+        {"--lr", OPT_LR, &o->lr},
+        {"--optimizer", OPT_OPTIM, &o->optimizer},
+        {"--seed", OPT_SEED, &o->seed},
+        {"--data", OPT_STR, &o->data},
+        {"--text", OPT_STR, &o->text},
+        {"--checkpoint", OPT_STR, &o->checkpoint},
+        {"--resume", OPT_FLAG, &o->resume},
+        {"--checkpoint-every", OPT_COUNT, &o->checkpoint_every},
+        {"--steps", OPT_COUNT, &o->steps},
+        {"--max-steps", OPT_COUNT, &o->max_steps},
+        {"--limit", OPT_COUNT, &o->limit},
+        {"--workers", OPT_WORKERS, &o->workers},
+        {"--log", OPT_STR, &o->log},
+        {"--log-steps", OPT_STR, &o->log_steps},
+        {"--deterministic", OPT_FLAG, &o->deterministic},
+        {"--layers", OPT_COUNT, &o->gpt.layers},
+        {"--d-model", OPT_COUNT, &o->gpt.d_model},
+        {"--heads", OPT_COUNT, &o->gpt.heads},
+        {"--context", OPT_COUNT, &o->gpt.context},
+    };
     for (int i = 1; i < argc; i++) {
-        char *arg = argv[i], *val = NULL, *eq = strchr(arg, '=');
-        char flag[64];
-        snprintf(flag, sizeof flag, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
-        if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) {
+        char *arg = argv[i], *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             usage(stdout);
             exit(0);
         }
-        if (!strcmp(flag, "--resume") || !strcmp(flag, "--deterministic")) {
-            if (eq) return train_fail("%s takes no value", flag), false;
-            *(!strcmp(flag, "--resume") ? &o->resume : &o->deterministic) = true;
+        const opt_spec *spec = NULL;
+        for (size_t k = 0; k < sizeof specs / sizeof *specs && !spec; k++)
+            if (strlen(specs[k].name) == len && !strncmp(arg, specs[k].name, len)) spec = &specs[k];
+        if (!spec) return train_fail("unknown option '%s' (see trident train --help)", arg), false;
+        if (spec->kind == OPT_FLAG) {
+            if (eq) return train_fail("%s takes no value", spec->name), false;
+            *(bool *)spec->field = true;
             continue;
         }
-        static const char *const with_value[] = {
-            "--model",  "--device",           "--epochs",    "--batch",     "--lr",        "--optimizer",
-            "--seed",   "--data",             "--text",      "--checkpoint", "--steps",    "--max-steps",
-            "--limit",  "--checkpoint-every", "--workers",   "--log",       "--log-steps", "--layers",
-            "--d-model", "--heads",           "--context"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(flag, with_value[k]);
-        if (!known) return train_fail("unknown option '%s' (see trident train --help)", arg), false;
-        val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
-        if (!val) return train_fail("%s needs a value", flag), false;
-        int64_t n = 0;
-        bool ok = true;
-        if (!strcmp(flag, "--model")) {
-            ok = workload_kind_parse(val, &o->kind) == TD_OK;
-            if (!ok) return train_fail("--model: '%s' is not mlp, cnn or gpt", val), false;
-        } else if (!strcmp(flag, "--device")) o->device = val;
-        else if (!strcmp(flag, "--optimizer")) {
-            ok = !strcmp(val, "adam") || !strcmp(val, "adamw") || !strcmp(val, "sgd") || !strcmp(val, "rmsprop");
-            if (!ok) return train_fail("--optimizer: '%s' is not adam, adamw, sgd or rmsprop", val), false;
-            o->optimizer = val;
-        } else if (!strcmp(flag, "--data")) o->data = val;
-        else if (!strcmp(flag, "--text")) o->text = val;
-        else if (!strcmp(flag, "--checkpoint")) o->checkpoint = val;
-        else if (!strcmp(flag, "--log")) o->log = val;
-        else if (!strcmp(flag, "--log-steps")) o->log_steps = val;
-        else if (!strcmp(flag, "--lr")) {
-            char *end;
-            o->lr = strtod(val, &end);
-            if (end == val || *end || !(o->lr > 0) || !isfinite(o->lr))
-                return train_fail("--lr expects a positive number, got '%s'", val), false;
-        } else if (!strcmp(flag, "--seed")) {
-            ok = parse_i64(val, 0, &n);
-            o->seed = (uint64_t)n;
-        } else if (!strcmp(flag, "--epochs")) ok = parse_i64(val, 1, &o->epochs);
-        else if (!strcmp(flag, "--batch")) ok = parse_i64(val, 1, &batch);
-        else if (!strcmp(flag, "--steps")) ok = parse_i64(val, 1, &o->steps);
-        else if (!strcmp(flag, "--max-steps")) ok = parse_i64(val, 1, &o->max_steps);
-        else if (!strcmp(flag, "--limit")) ok = parse_i64(val, 1, &o->limit);
-        else if (!strcmp(flag, "--checkpoint-every")) ok = parse_i64(val, 1, &o->checkpoint_every);
-        else if (!strcmp(flag, "--workers")) {
-            ok = parse_i64(val, 0, &n) && n <= 64;
-            o->workers = (int)n;
-        }
-        else if (!strcmp(flag, "--layers")) ok = parse_i64(val, 1, &o->gpt.layers);
-        else if (!strcmp(flag, "--d-model")) ok = parse_i64(val, 1, &o->gpt.d_model);
-        else if (!strcmp(flag, "--heads")) ok = parse_i64(val, 1, &o->gpt.heads);
-        else if (!strcmp(flag, "--context")) ok = parse_i64(val, 1, &o->gpt.context);
-        if (!ok)
-            return train_fail("%s expects %s, got '%s'", flag,
-                        !strcmp(flag, "--seed") ? "a non-negative integer"
-                        : !strcmp(flag, "--workers") ? "an integer in [0, 64]"
-                                                     : "a positive integer",
-                        val),
-                   false;
+        const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) return train_fail("%s needs a value", spec->name), false;
+        if (!parse_value(spec, val)) return false;
     }
     o->batch = batch > 0 ? batch : o->kind == WORKLOAD_GPT ? 64 : 128;
     if (o->steps < 0 && o->kind == WORKLOAD_GPT) o->steps = 200;
@@ -172,7 +197,9 @@ int cmd_train(int argc, char **argv) {
     char ckpt_default[64];
     if (!o.checkpoint) {
         snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors",
-                 o.kind == WORKLOAD_MLP ? "mlp" : o.kind == WORKLOAD_CNN ? "cnn" : "gpt");
+                 o.kind == WORKLOAD_MLP   ? "mlp"
+                 : o.kind == WORKLOAD_CNN ? "cnn"
+                                          : "gpt");
         o.checkpoint = ckpt_default;
     }
     train_run r = {.seed = o.seed,
@@ -185,8 +212,8 @@ int cmd_train(int argc, char **argv) {
                    .deterministic = o.deterministic,
                    .checkpoint = o.checkpoint};
     /* the data first: a missing dataset should not wait for a model */
-    int rc = o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context)
-                                    : train_images_load(&r, o.data, o.limit);
+    int rc =
+        o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
     if (rc) return rc;
     td_manual_seed(o.seed);
     if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr) != TD_OK) {

@@ -32,15 +32,21 @@ int train_checkpoint_save(train_run *r) {
     snprintf(v[3], sizeof v[3], "%" PRIu64, r->seed);
     snprintf(v[4], sizeof v[4], "%d", cpu_threads());
     const workload_gpt_config *g = &r->w.gpt;
-    snprintf(v[5], sizeof v[5], "vocab=%" PRId64 ",d_model=%" PRId64 ",heads=%" PRId64 ",layers=%" PRId64
-             ",context=%" PRId64, g->vocab, g->d_model, g->heads, g->layers, g->context);
-    const char *meta[7][2] = {{"batch", v[0]},   {"loss_sum", v[1]}, {"loss_n", v[2]}, {"seed", v[3]},
-                              {"threads", v[4]}, {"device", td_device_str(r->w.device, dev, sizeof dev)},
+    snprintf(v[5], sizeof v[5],
+             "vocab=%" PRId64 ",d_model=%" PRId64 ",heads=%" PRId64 ",layers=%" PRId64 ",context=%" PRId64, g->vocab,
+             g->d_model, g->heads, g->layers, g->context);
+    const char *meta[7][2] = {{"batch", v[0]},
+                              {"loss_sum", v[1]},
+                              {"loss_n", v[2]},
+                              {"seed", v[3]},
+                              {"threads", v[4]},
+                              {"device", td_device_str(r->w.device, dev, sizeof dev)},
                               {"config", r->w.kind == WORKLOAD_GPT ? v[5] : "-"}};
     td_status st = model && optim ? TD_OK : td_last_status();
     for (int i = 0; i < 7 && st == TD_OK; i++) st = td_named_tensors_set_meta(model, meta[i][0], meta[i][1]);
     if (st == TD_OK) {
-        td_train_state ck = {.model = model, .optim = optim, .step = r->step, .epoch = r->epoch, .rng = td_rng_get_state()};
+        td_train_state ck = {
+            .model = model, .optim = optim, .step = r->step, .epoch = r->epoch, .rng = td_rng_get_state()};
         snprintf(ck.model_name, sizeof ck.model_name, "%s", r->w.name);
         st = td_train_state_save(r->checkpoint, &ck);
     }
@@ -74,7 +80,8 @@ int train_resume(train_run *r) {
     if (!rc) rc = meta_i64(ck.model, path, "loss_n", &loss_n);
     if (!rc) rc = meta_i64(ck.model, path, "seed", &seed);
     if (!rc) rc = meta_i64(ck.model, path, "threads", &threads);
-    const char *loss_sum = td_named_tensors_meta(ck.model, "loss_sum"), *dev = td_named_tensors_meta(ck.model, "device");
+    const char *loss_sum = td_named_tensors_meta(ck.model, "loss_sum"),
+               *dev = td_named_tensors_meta(ck.model, "device");
     char here[32];
     td_device_str(r->w.device, here, sizeof here);
     if (!rc && (!loss_sum || !dev)) rc = train_fail("checkpoint '%s' lacks model.loss_sum or model.device", path);

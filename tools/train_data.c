@@ -11,9 +11,9 @@
 #include "train.h"
 #include "trident/backend.h"
 
-#define TEXT_SEED_MIX 0xD1B54A32D192ED03ull /* the windows' stream, apart from the init stream */
-#define EVAL_BATCH 1000                     /* test images per evaluation batch */
-#define EVAL_TEXT_BATCHES 4                 /* held-out windows: at most 4 batches */
+#define TEXT_SEED_MIX     0xD1B54A32D192ED03ull /* the windows' stream, apart from the init stream */
+#define EVAL_BATCH        1000                  /* test images per evaluation batch */
+#define EVAL_TEXT_BATCHES 4                     /* held-out windows: at most 4 batches */
 
 int train_images_load(train_run *r, const char *dir, int64_t limit) {
     struct stat sb;
@@ -58,8 +58,8 @@ int train_text_load(train_run *r, const char *path, int64_t context) {
     r->n_text = (int64_t)n;
     r->n_train = r->n_text - r->n_text / 10;
     if (r->n_text / 10 < context + 1)
-        return train_fail("text file '%s' has %" PRId64 " bytes; --context %" PRId64
-                          " needs at least %" PRId64 " (10%% are held out)",
+        return train_fail("text file '%s' has %" PRId64 " bytes; --context %" PRId64 " needs at least %" PRId64
+                          " (10%% are held out)",
                           path, r->n_text, context, 10 * (context + 1));
     return 0;
 }

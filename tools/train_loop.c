@@ -27,7 +27,8 @@ static td_log_format log_format(const char *path) {
 }
 
 int train_logs_open(train_run *r, const char *log, const char *log_steps) {
-    if (log && td_metric_log_open(log, log_format(log), &r->log) != TD_OK) return train_fail("--log: %s", td_last_error());
+    if (log && td_metric_log_open(log, log_format(log), &r->log) != TD_OK)
+        return train_fail("--log: %s", td_last_error());
     if (log_steps && td_metric_log_open(log_steps, log_format(log_steps), &r->log_steps) != TD_OK)
         return train_fail("--log-steps: %s", td_last_error());
     return 0;
@@ -68,12 +69,14 @@ static void progress_update(progress *p, const train_run *r, int64_t done) {
         int fill = (int)(24 * done / p->total);
         for (int i = 0; i < 24; i++) bar[i] = i < fill ? '#' : '.';
         bar[24] = 0;
-        fprintf(stderr, "\repoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64 "  %.1f steps/s  loss %.4f  ETA %d:%02d ",
+        fprintf(stderr,
+                "\repoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64 "  %.1f steps/s  loss %.4f  ETA %d:%02d ",
                 r->epoch + 1, r->epochs, bar, done, p->total, rate, loss, (int)eta / 60, (int)eta % 60);
         if (done == p->total) fputs("\r\033[K", stderr);
     } else if (done >= p->next_line && done < p->total) {
         p->next_line += (p->total + 9) / 10;
-        fprintf(stderr, "epoch %" PRId64 "/%" PRId64 "  step %" PRId64 "/%" PRId64 "  loss %.4f  %.1f steps/s  ETA %.0f s\n",
+        fprintf(stderr,
+                "epoch %" PRId64 "/%" PRId64 "  step %" PRId64 "/%" PRId64 "  loss %.4f  %.1f steps/s  ETA %.0f s\n",
                 r->epoch + 1, r->epochs, done, p->total, loss, rate, eta);
     }
     fflush(stderr);
@@ -139,8 +142,8 @@ int train_loop(train_run *r) {
     td_named_tensors *params = td_module_named_parameters(r->w.model);
     for (int64_t i = 0; i < td_named_tensors_len(params); i++) n_params += td_numel(td_named_tensors_at(params, i));
     td_named_tensors_free(params);
-    printf("training %s on %s: %" PRId64 " parameters, %s lr %g, batch %" PRId64 ", %" PRId64 " steps per epoch, %" PRId64
-           " epochs\n",
+    printf("training %s on %s: %" PRId64 " parameters, %s lr %g, batch %" PRId64 ", %" PRId64
+           " steps per epoch, %" PRId64 " epochs\n",
            r->w.name, td_device_str(r->w.device, dev, sizeof dev), n_params, td_optimizer_name(r->w.opt),
            td_optimizer_get_lr(r->w.opt, 0), r->batch, per_epoch, r->epochs);
     fflush(stdout);
@@ -152,8 +155,7 @@ int train_loop(train_run *r) {
         int64_t first = r->batch_in_epoch;
         while (r->batch_in_epoch < per_epoch) {
             double loss;
-            if (step_once(r, &loss) != TD_OK)
-                return train_fail("step %" PRId64 ": %s", r->step + 1, td_last_error());
+            if (step_once(r, &loss) != TD_OK) return train_fail("step %" PRId64 ": %s", r->step + 1, td_last_error());
             r->step++, r->batch_in_epoch++;
             r->loss_sum += loss, r->loss_n++;
             static const char *const keys[3] = {"epoch", "step", "loss"};

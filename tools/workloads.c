@@ -133,7 +133,8 @@ typedef struct gpt_model {
 
 static td_tensor *gpt_forward(td_module *self, td_tensor *idx) {
     gpt_model *g = td_module_user(self);
-    td_tensor *pos = td_arange(0, (double)td_size(idx, 1), 1, TD_I64, td_tensor_device(idx)); /* ids >= context fail in pos */
+    td_tensor *pos =
+        td_arange(0, (double)td_size(idx, 1), 1, TD_I64, td_tensor_device(idx)); /* ids >= context fail in pos */
     td_tensor *x = td_add(td_module_forward(g->tok, idx), td_module_forward(g->pos, pos));
     return td_module_forward(g->head, td_module_forward(g->ln, td_module_forward(g->blocks, x)));
 }
@@ -141,9 +142,11 @@ static td_tensor *gpt_forward(td_module *self, td_tensor *idx) {
 /* TD_OK, or TD_ERR_MISUSE naming the bad size. */
 static td_status gpt_config_check(const workload_gpt_config *c) {
     if (c->vocab < 1 || c->d_model < 1 || c->heads < 1 || c->layers < 1 || c->context < 1)
-        return td_error_set(TD_ERR_MISUSE, "gpt: sizes must be positive (vocab %lld, d_model %lld, heads %lld, layers %lld, context %lld)",
-                 (long long)c->vocab, (long long)c->d_model, (long long)c->heads, (long long)c->layers,
-                 (long long)c->context);
+        return td_error_set(
+            TD_ERR_MISUSE,
+            "gpt: sizes must be positive (vocab %lld, d_model %lld, heads %lld, layers %lld, context %lld)",
+            (long long)c->vocab, (long long)c->d_model, (long long)c->heads, (long long)c->layers,
+            (long long)c->context);
     if (c->d_model % c->heads)
         return td_error_set(TD_ERR_MISUSE, "gpt: d_model %lld is not a multiple of heads %lld", (long long)c->d_model,
                             (long long)c->heads);
@@ -164,7 +167,8 @@ td_module *workload_gpt_new(const workload_gpt_config *cfg) {
     td_status st = add_child(m, "tok", td_embedding_new(cfg->vocab, c), &g->tok);
     if (st == TD_OK) st = add_child(m, "pos", td_embedding_new(cfg->context, c), &g->pos);
     if (st == TD_OK) st = add_child(m, "blocks", td_sequential_new(0, NULL), &g->blocks);
-    for (int64_t i = 0; i < cfg->layers && st == TD_OK; i++) st = td_sequential_append(g->blocks, gpt_block_new(c, cfg->heads));
+    for (int64_t i = 0; i < cfg->layers && st == TD_OK; i++)
+        st = td_sequential_append(g->blocks, gpt_block_new(c, cfg->heads));
     if (st == TD_OK) st = add_child(m, "ln", td_layer_norm_new(1, &c, 1e-5, true), &g->ln);
     if (st == TD_OK) st = add_child(m, "head", td_linear_new(c, cfg->vocab, true), &g->head);
     if (st != TD_OK) {
@@ -191,8 +195,9 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
     w->name = kind_names[kind];
     w->gpt = cfg ? *cfg : workload_gpt_config_default();
     w->device = dev;
-    w->model = kind == WORKLOAD_MLP ? workload_mlp_new() : kind == WORKLOAD_CNN ? workload_cnn_new()
-                                                                              : workload_gpt_new(&w->gpt);
+    w->model = kind == WORKLOAD_MLP   ? workload_mlp_new()
+               : kind == WORKLOAD_CNN ? workload_cnn_new()
+                                      : workload_gpt_new(&w->gpt);
     td_status st = w->model ? td_module_to(w->model, dev) : td_last_status();
     int n = w->model ? td_module_parameters(w->model, NULL, 0) : 0;
     td_tensor **params = calloc((size_t)n + 1, sizeof *params);
@@ -202,10 +207,14 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
         if (!optimizer) optimizer = kind == WORKLOAD_GPT ? "adamw" : "adam";
         if (lr <= 0) lr = kind == WORKLOAD_GPT ? 3e-4 : 1e-3;
         td_optim_options o;
-        if (!strcmp(optimizer, "adam")) o = td_adam_defaults(lr), w->opt = td_adam_new(n, params, &o);
-        else if (!strcmp(optimizer, "adamw")) o = td_adamw_defaults(lr), w->opt = td_adamw_new(n, params, &o);
-        else if (!strcmp(optimizer, "sgd")) o = td_sgd_defaults(lr), w->opt = td_sgd_new(n, params, &o);
-        else if (!strcmp(optimizer, "rmsprop")) o = td_rmsprop_defaults(lr), w->opt = td_rmsprop_new(n, params, &o);
+        if (!strcmp(optimizer, "adam"))
+            o = td_adam_defaults(lr), w->opt = td_adam_new(n, params, &o);
+        else if (!strcmp(optimizer, "adamw"))
+            o = td_adamw_defaults(lr), w->opt = td_adamw_new(n, params, &o);
+        else if (!strcmp(optimizer, "sgd"))
+            o = td_sgd_defaults(lr), w->opt = td_sgd_new(n, params, &o);
+        else if (!strcmp(optimizer, "rmsprop"))
+            o = td_rmsprop_defaults(lr), w->opt = td_rmsprop_new(n, params, &o);
         else
             st = td_error_set(TD_ERR_MISUSE, "unknown optimizer '%s' (adam, adamw, sgd, rmsprop)", optimizer);
         if (st == TD_OK && !w->opt) st = td_last_status();
