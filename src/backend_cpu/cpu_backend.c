@@ -18,6 +18,20 @@
 
 typedef td_status (*cpu_kernel_fn)(const td_op *op);
 
+/* One thread pool owns the cores: the kernels split their GEMMs over OpenMP
+** threads themselves (cpu_matmul.c, cpu_conv.c) and call OpenBLAS from inside
+** those threads, so OpenBLAS must run each call on its caller's thread. A
+** pthreads OpenBLAS (openblas_get_parallel() == 1, Debian's default) is set to
+** one thread; its own pool would otherwise compete with OpenMP's for the same
+** cores. An OpenMP OpenBLAS (== 2) already runs single-threaded inside a
+** parallel region, and its openblas_set_num_threads would also change
+** OpenMP's thread count, so it is left alone; a serial one (== 0) needs nothing. */
+static td_status cpu_init(char *why, size_t why_size) {
+    (void)why, (void)why_size;
+    if (openblas_get_parallel() == 1) openblas_set_num_threads(1);
+    return TD_OK;
+}
+
 static const cpu_kernel_fn kernels[TD_OP_COUNT] = {
 #define TD_CPU_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = td_cpu_##N,
     TD_OP_LIST(TD_CPU_ENTRY_)
@@ -276,6 +290,6 @@ const td_backend td_cpu_backend = {
     .api_version = TD_BACKEND_API_VERSION,
     .name = "cpu",
     .device_type = TD_DEVICE_CPU,
-    .init = NULL,
+    .init = cpu_init,
     .iface = &cpu_iface,
 };

@@ -4,12 +4,17 @@
 **   all contiguous; G groups, Cg = C/G, Og = O/G, K = Cg*kh*kw, P = Ho*Wo.
 **   y[n, g*Og+o, oh, ow] = b[g*Og+o] + sum_{c,ki,kj} w[g*Og+o, c, ki, kj]
 **                          * x[n, g*Cg+c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]   (0 outside x)
-** Images are processed in chunks of nb: im2col lays out a chunk as
-** col (K, nb*P), so each group is one large GEMM (Og, K) @ (K, nb*P) that
-** OpenBLAS threads well; the rearrangements around it use OpenMP.
-**   forward:         Y = w_g @ col                      (Og, nb*P), scattered into y
-**   backward input:  dcol = w_g^T @ dY, dx = col2im(dcol) (summed over overlapping windows)
-**   backward weight: dw_g = sum over chunks of dY @ col^T
+** Threads: the images are split into nt "slots" of consecutive images (slot s
+** has images [N*s/nt, N*(s+1)/nt)); each slot runs on one OpenMP thread with
+** its own im2col scratch (one image, about K*P elements: L2-sized for the
+** usual shapes) and single-threaded GEMMs (cpu_backend.c keeps OpenBLAS on one
+** thread), so one thread pool owns the cores.
+**   forward:         y[n]_g = w_g @ im2col(x[n]_g), written in place
+**   backward input:  stride 1: the forward conv of dy with the flipped weight (one GEMM, no col2im);
+**                    else dcol = w_g^T @ dy[n]_g and dx[n] = col2im(dcol)
+**   backward weight: per slot, dw_s = sum of dy_g @ col_g^T over its images, several images per GEMM;
+**                    then dw = dw_0 + dw_1 + ... in slot order (deterministic for a given nt)
+** A 1x1 window with stride 1 and no padding reads the planes in place.
 ** f64 runs in double (the reference); f16/bf16 are widened to f32.
 */
 #include <stdlib.h>
@@ -35,10 +40,45 @@ static conv_geom conv_geom_of(const td_op *op, const int64_t *x, const int64_t *
     return q;
 }
 
-/* Images per chunk: the col buffer stays near 8M elements, at least one image. */
-static int64_t conv_chunk(const conv_geom *q) {
-    int64_t per_image = q->K * q->P, nb = ((int64_t)1 << 23) / (per_image ? per_image : 1);
-    return nb < 1 ? 1 : nb > q->N ? (q->N ? q->N : 1) : nb;
+/* An im2col window: ch planes of hi x wi read through a kh x kw kernel (stride s,
+** padding p, which may be negative, dilation d) into rows of ho x wo. */
+typedef struct conv_win {
+    int64_t ch, hi, wi, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw;
+} conv_win;
+
+/* The forward window: x[n]_g (Cg, H, W) -> (K, Ho*Wo). */
+static conv_win conv_forward_win(const conv_geom *q) {
+    return (conv_win){q->Cg, q->H, q->W, q->Ho, q->Wo, q->kh, q->kw, q->sh, q->sw, q->ph, q->pw, q->dh, q->dw};
+}
+
+/* At stride 1, dx[h] = sum_ki w[ki] dy[h + ph - ki*dh]: with ki' = kh-1-ki that reads
+** dy[h - ((kh-1)*dh - ph) + ki'*dh], a window over dy[n]_g (Og, Ho, Wo) -> (Og*kh*kw, H*W). */
+static conv_win conv_backward_win(const conv_geom *q) {
+    return (conv_win){q->Og,   q->Ho, q->Wo, q->H, q->W, q->kh, q->kw, 1, 1, (q->kh - 1) * q->dh - q->ph,
+                      (q->kw - 1) * q->dw - q->pw, q->dh, q->dw};
+}
+
+/* A window that reads every plane in place (im2col would copy it unchanged). */
+static bool conv_win_is_identity(const conv_win *v) {
+    return v->kh == 1 && v->kw == 1 && v->sh == 1 && v->sw == 1 && v->ph == 0 && v->pw == 0 && v->ho == v->hi &&
+           v->wo == v->wi;
+}
+
+/* Thread slots: as many as the work is worth, at most one per image. */
+static int conv_slots(const conv_geom *q) {
+    int nt = cpu_threads_for(q->N, 2 * q->O * q->K * q->P);
+    return nt > q->N ? (int)q->N : nt;
+}
+
+/* n elements rounded up to 64 bytes of floats, so per-slot scratch stays aligned. */
+static int64_t conv_round(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* Images per backward-weight GEMM: their columns fill about CONV_WEIGHT_COLS bytes. */
+#define CONV_WEIGHT_COLS ((int64_t)256 << 10)
+static int64_t conv_weight_chunk(const conv_geom *q, size_t elem) {
+    int64_t per_image = q->K * q->P * (int64_t)elem, nb = CONV_WEIGHT_COLS / (per_image ? per_image : 1);
+    int64_t most = (q->N + conv_slots(q) - 1) / conv_slots(q);
+    return nb < 1 ? 1 : nb > most ? most : nb;
 }
 
 /* Output positions o in [0, count) whose input position o*s + off lies in

@@ -6,8 +6,12 @@
 ** row-major (strides[-1] == 1, strides[-2] >= max(1, cols)) or column-major
 ** (strides[-2] == 1, strides[-1] >= max(1, rows)). So every matrix maps onto a
 ** BLAS operand with a transpose flag and a leading dimension.
-** Threads: one big GEMM is left to OpenBLAS's threads; many small ones (which
-** OpenBLAS runs on one thread anyway) are spread over OpenMP threads.
+** Threads: OpenBLAS runs on its caller's thread (see cpu_backend.c), and the
+** OpenMP threads share out "tasks": each of the batch's GEMMs is cut into T
+** blocks of output rows (or columns, when N > M), T = 1 when there are batches
+** enough for every thread, and every task is one single-threaded GEMM. Each
+** output element is computed by one GEMM call whatever the schedule, so the
+** result depends only on the thread count.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -39,17 +43,42 @@ static int64_t mm_batch_offset(const td_operand *v, int64_t b) {
     return off;
 }
 
+/* Blocks to cut each of the batch's GEMMs into, given nt threads. */
+static int64_t mm_tiles(int64_t batches, int64_t M, int64_t N, int nt) {
+    int64_t t = batches >= nt ? 1 : (nt + batches - 1) / batches, longest = M > N ? M : N;
+    return t > longest ? longest : t;
+}
+
+/* [*lo, *hi): block i of T over n rows, cut on multiples of 16 when each block still gets some. */
+static void mm_block(int64_t n, int64_t T, int64_t i, int64_t *lo, int64_t *hi) {
+    int64_t step = (n + T - 1) / T;
+    if (n >= 16 * T) step = (step + 15) / 16 * 16;
+    *lo = i * step < n ? i * step : n;
+    *hi = (i + 1) * step < n ? (i + 1) * step : n;
+}
+
 /* Runs the batched product on raw element pointers pa, pb, pc (pc contiguous),
-** with shapes and strides taken from the views a and b. */
+** with shapes and strides taken from the views a and b. Task (bi, i) computes
+** block i of out[bi]: rows [lo, hi) of op(a) when M >= N, else columns [lo, hi) of op(b).
+** A row of a sits at r*ld (untransposed) or r (transposed), and a column of b
+** at c (untransposed) or c*ld (transposed). */
 #define MM_BATCHED_(T, GEMM)                                                                                   \
     do {                                                                                                       \
         const T *pa_ = pa, *pb_ = pb;                                                                          \
         T *pc_ = pc;                                                                                           \
-        bool many_small = batches > 1 && M * N * K < (1 << 18);                                                \
-        int nt = many_small ? cpu_threads_for(batches, M * N * K) : 1;                                         \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t bi = 0; bi < batches; bi++)                  \
-            GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)N, (int)K, 1, pa_ + mm_batch_offset(a, bi),   \
-                 (int)la.ld, pb_ + mm_batch_offset(b, bi), (int)lb.ld, 0, pc_ + bi * M * N, (int)N);           \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)") for (int64_t task = 0; task < tasks; task++) { \
+            int64_t bi = task / tiles, lo, hi;                                                                 \
+            mm_block(by_rows ? M : N, tiles, task % tiles, &lo, &hi);                                          \
+            if (lo == hi) continue;                                                                            \
+            const T *A = pa_ + mm_batch_offset(a, bi), *B = pb_ + mm_batch_offset(b, bi);                      \
+            T *C = pc_ + bi * M * N;                                                                           \
+            if (by_rows)                                                                                       \
+                GEMM(CblasRowMajor, la.trans, lb.trans, (int)(hi - lo), (int)N, (int)K, 1,                     \
+                     A + lo * (la.trans == CblasNoTrans ? la.ld : 1), (int)la.ld, B, (int)lb.ld, 0, C + lo * N, (int)N); \
+            else                                                                                               \
+                GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)(hi - lo), (int)K, 1, A, (int)la.ld,      \
+                     B + lo * (lb.trans == CblasNoTrans ? 1 : lb.ld), (int)lb.ld, 0, C + lo, (int)N);          \
+        }                                                                                                      \
     } while (0)
 
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
@@ -57,6 +86,11 @@ static void mm_run(const td_operand *a, const void *pa, const td_operand *b, con
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batches = td__numel(nd - 2, a->shape);
     mm_mat la = mm_layout(a), lb = mm_layout(b);
+    /* about 256k multiply-adds per thread before another one pays */
+    int nt = cpu_threads_for(batches * M * N, K / 8 + 1);
+    int64_t tiles = mm_tiles(batches, M, N, nt), tasks = batches * tiles;
+    bool by_rows = M >= N;
+    if (tasks < nt) nt = (int)tasks;
     if (dt == TD_F64) MM_BATCHED_(double, cblas_dgemm);
     else MM_BATCHED_(float, cblas_sgemm);
 }

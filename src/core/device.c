@@ -71,6 +71,7 @@ static void load_plugin(int type) {
 
 static void load_all(void) {
     slots[TD_DEVICE_CPU].backend = &td_cpu_backend;
+    td_cpu_backend.init(slots[TD_DEVICE_CPU].why, sizeof slots[0].why); /* never fails */
     if (!getenv("TRIDENT_NO_CUDA")) load_plugin(TD_DEVICE_CUDA);
     else snprintf(slots[TD_DEVICE_CUDA].why, sizeof slots[0].why, "disabled by TRIDENT_NO_CUDA");
     if (!getenv("TRIDENT_NO_VULKAN")) load_plugin(TD_DEVICE_VULKAN);
