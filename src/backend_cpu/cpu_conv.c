@@ -10,8 +10,7 @@
 ** usual shapes) and single-threaded GEMMs (cpu_backend.c keeps OpenBLAS on one
 ** thread), so one thread pool owns the cores.
 **   forward:         y[n]_g = w_g @ im2col(x[n]_g), written in place
-**   backward input:  stride 1: the forward conv of dy with the flipped weight (one GEMM, no col2im);
-**                    else dcol = w_g^T @ dy[n]_g and dx[n] = col2im(dcol)
+**   backward input:  dcol = w_g^T @ dy[n]_g and dx[n] = col2im(dcol)
 **   backward weight: per slot, dw_s = sum of dy_g @ col_g^T over its images, several images per GEMM;
 **                    then dw = dw_0 + dw_1 + ... in slot order (deterministic for a given nt)
 ** A 1x1 window with stride 1 and no padding reads the planes in place.
@@ -31,7 +30,15 @@ typedef struct conv_geom {
 } conv_geom;
 
 static conv_geom conv_geom_of(const td_op *op, const int64_t *x, const int64_t *w, const int64_t *y) {
-    conv_geom q = {.N = x[0], .C = x[1], .H = x[2], .W = x[3], .O = w[0], .kh = w[2], .kw = w[3], .Ho = y[2], .Wo = y[3],
+    conv_geom q = {.N = x[0],
+                   .C = x[1],
+                   .H = x[2],
+                   .W = x[3],
+                   .O = w[0],
+                   .kh = w[2],
+                   .kw = w[3],
+                   .Ho = y[2],
+                   .Wo = y[3],
                    .G = op->p.conv.groups};
     q.Cg = q.C / q.G, q.Og = q.O / q.G, q.K = q.Cg * q.kh * q.kw, q.P = q.Ho * q.Wo;
     q.sh = op->p.conv.stride[0], q.sw = op->p.conv.stride[1];
@@ -49,13 +56,6 @@ typedef struct conv_win {
 /* The forward window: x[n]_g (Cg, H, W) -> (K, Ho*Wo). */
 static conv_win conv_forward_win(const conv_geom *q) {
     return (conv_win){q->Cg, q->H, q->W, q->Ho, q->Wo, q->kh, q->kw, q->sh, q->sw, q->ph, q->pw, q->dh, q->dw};
-}
-
-/* At stride 1, dx[h] = sum_ki w[ki] dy[h + ph - ki*dh]: with ki' = kh-1-ki that reads
-** dy[h - ((kh-1)*dh - ph) + ki'*dh], a window over dy[n]_g (Og, Ho, Wo) -> (Og*kh*kw, H*W). */
-static conv_win conv_backward_win(const conv_geom *q) {
-    return (conv_win){q->Og,   q->Ho, q->Wo, q->H, q->W, q->kh, q->kw, 1, 1, (q->kh - 1) * q->dh - q->ph,
-                      (q->kw - 1) * q->dw - q->pw, q->dh, q->dw};
 }
 
 /* A window that reads every plane in place (im2col would copy it unchanged). */
@@ -89,15 +89,15 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
     *hi = b < *lo ? *lo : b > count ? count : b;
 }
 
-#define CONV_T float
-#define CONV_GEMM cblas_sgemm
+#define CONV_T        float
+#define CONV_GEMM     cblas_sgemm
 #define CONV_FN(name) name##_f32
 #include "cpu_conv_impl.h"
 #undef CONV_T
 #undef CONV_GEMM
 #undef CONV_FN
-#define CONV_T double
-#define CONV_GEMM cblas_dgemm
+#define CONV_T        double
+#define CONV_GEMM     cblas_dgemm
 #define CONV_FN(name) name##_f64
 #include "cpu_conv_impl.h"
 #undef CONV_T
@@ -113,8 +113,8 @@ td_status td_cpu_CONV2D(const td_op *op) {
     float *fx = cpu_nn_to_f32(x), *fw = cpu_nn_to_f32(w), *fb = cpu_nn_to_f32(b);
     float *fy = malloc((size_t)td_operand_numel(y) * sizeof(float));
     td_status st = !fx || !fw || (b->buf && !fb) ? td_last_status()
-                   : !fy                        ? cpu_nn_oom("conv2d", (size_t)td_operand_numel(y) * sizeof(float))
-                                                : conv_forward_f32(&q, fx, fw, fb, fy);
+                   : !fy                         ? cpu_nn_oom("conv2d", (size_t)td_operand_numel(y) * sizeof(float))
+                                                 : conv_forward_f32(&q, fx, fw, fb, fy);
     if (st == TD_OK) cpu_nn_from_f32(y, fy);
     free(fx), free(fw), free(fb), free(fy);
     return st;

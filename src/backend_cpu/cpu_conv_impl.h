@@ -17,31 +17,53 @@ static void CONV_FN(im2col)(const conv_win *v, const CONV_T *src, CONV_T *col, i
                 conv_valid_range(hoff, v->sh, v->hi, v->ho, &hlo, &hhi); /* input row = oh*sh + hoff */
                 conv_valid_range(woff, v->sw, v->wi, v->wo, &lo, &hi);   /* input column = ow*sw + woff */
                 memset(dst, 0, (size_t)(hlo * v->wo) * sizeof(CONV_T));
-                for (int64_t oh = hlo; oh < hhi; oh++) {
-                    const CONV_T *row = plane + (oh * v->sh + hoff) * v->wi;
-                    CONV_T *d = dst + oh * v->wo;
-                    for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
-                    if (v->sw == 1)
-                        for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow + woff];
-                    else
-                        for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow * v->sw + woff];
-                    for (int64_t ow = hi; ow < v->wo; ow++) d[ow] = 0;
-                }
+                if (v->sh == 1 && v->sw == 1 && v->wo == v->wi && hlo < hhi && lo < hi) {
+                    /* rows as wide as the input's: the valid rows are one shifted run of the plane,
+                    ** d[j] = plane[j + hoff*wi + woff]; then the columns outside [lo, hi) are zeroed */
+                    int64_t shift = hoff * v->wi + woff, j0 = hlo * v->wo + lo, j1 = (hhi - 1) * v->wo + hi;
+                    memcpy(dst + j0, plane + j0 + shift, (size_t)(j1 - j0) * sizeof(CONV_T));
+                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                        for (int64_t ow = 0; ow < lo; ow++) dst[oh * v->wo + ow] = 0;
+                        for (int64_t ow = hi; ow < v->wo; ow++) dst[oh * v->wo + ow] = 0;
+                    }
+                } else
+                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                        const CONV_T *row = plane + (oh * v->sh + hoff) * v->wi;
+                        CONV_T *d = dst + oh * v->wo;
+                        for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
+                        if (v->sw == 1)
+                            for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow + woff];
+                        else
+                            for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow * v->sw + woff];
+                        for (int64_t ow = hi; ow < v->wo; ow++) d[ow] = 0;
+                    }
                 memset(dst + hhi * v->wo, 0, (size_t)((v->ho - hhi) * v->wo) * sizeof(CONV_T));
             }
     }
 }
 
-/* The adjoint of im2col: dsrc[c, h, w] += dcol[k*ld + p] over every (k, p) that read (h, w). */
-static void CONV_FN(col2im)(const conv_win *v, const CONV_T *dcol, int64_t ld, CONV_T *dsrc) {
+/* The adjoint of im2col: dsrc[c, h, w] += dcol[k*ld + p] over every (k, p) that read (h, w).
+** dcol is scratch: its entries that read the padding may be zeroed. */
+static void CONV_FN(col2im)(const conv_win *v, CONV_T *dcol, int64_t ld, CONV_T *dsrc) {
     for (int64_t c = 0; c < v->ch; c++) {
         CONV_T *plane = dsrc + c * v->hi * v->wi;
         for (int64_t ki = 0; ki < v->kh; ki++)
             for (int64_t kj = 0; kj < v->kw; kj++) {
-                const CONV_T *s = dcol + ((c * v->kh + ki) * v->kw + kj) * ld;
+                CONV_T *s = dcol + ((c * v->kh + ki) * v->kw + kj) * ld;
                 int64_t hoff = ki * v->dh - v->ph, woff = kj * v->dw - v->pw, hlo, hhi, lo, hi;
                 conv_valid_range(hoff, v->sh, v->hi, v->ho, &hlo, &hhi);
                 conv_valid_range(woff, v->sw, v->wi, v->wo, &lo, &hi);
+                if (v->sh == 1 && v->sw == 1 && v->wo == v->wi && hlo < hhi && lo < hi) {
+                    /* as in im2col, one shifted run: dsrc[j + hoff*wi + woff] += s[j], after the
+                    ** entries of s outside the columns [lo, hi) (which read nothing) are zeroed */
+                    int64_t shift = hoff * v->wi + woff, j0 = hlo * v->wo + lo, j1 = (hhi - 1) * v->wo + hi;
+                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                        for (int64_t ow = 0; ow < lo; ow++) s[oh * v->wo + ow] = 0;
+                        for (int64_t ow = hi; ow < v->wo; ow++) s[oh * v->wo + ow] = 0;
+                    }
+                    for (int64_t j = j0; j < j1; j++) plane[j + shift] += s[j];
+                    continue;
+                }
                 for (int64_t oh = hlo; oh < hhi; oh++) {
                     CONV_T *row = plane + (oh * v->sh + hoff) * v->wi;
                     const CONV_T *r = s + oh * v->wo;
@@ -52,7 +74,8 @@ static void CONV_FN(col2im)(const conv_win *v, const CONV_T *dcol, int64_t ld, C
 }
 
 /* Forward, image by image: y[n, g*Og + o, :] = w_g (Og, K) @ col_g (K, P) + b[g*Og + o],
-** col_g = im2col of x[n, g*Cg : (g+1)*Cg] (or those planes themselves for a 1x1 window). */
+** col_g = im2col of x[n, g*Cg : (g+1)*Cg] (or those planes themselves for a 1x1 window).
+** y[n] is first filled with the bias (or 0) and the GEMM adds to it (beta 1). */
 static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, const CONV_T *w, const CONV_T *b,
                                        CONV_T *y) {
     conv_win v = conv_forward_win(q);
@@ -64,58 +87,23 @@ static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, cons
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int s = 0; s < nt; s++) {
         CONV_T *col = per ? ws + s * per : NULL;
-        for (int64_t n = q->N * s / nt; n < q->N * (s + 1) / nt; n++) {
-            for (int64_t g = 0; g < q->G; g++) {
-                const CONV_T *src = x + (n * q->C + g * q->Cg) * q->H * q->W;
-                if (!direct) CONV_FN(im2col)(&v, src, col, q->P);
-                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)q->Og, (int)q->P, (int)q->K, 1,
-                          w + g * q->Og * q->K, (int)q->K, direct ? src : col, (int)q->P, 0,
-                          y + (n * q->O + g * q->Og) * q->P, (int)q->P);
-            }
-            for (int64_t o = 0; b && o < q->O; o++) {
-                CONV_T *row = y + (n * q->O + o) * q->P, bias = b[o];
-                for (int64_t p = 0; p < q->P; p++) row[p] += bias;
-            }
-        }
-    }
-    return TD_OK;
-}
-
-/* Backward to the input at stride 1, as the forward conv of dy with the flipped, transposed weight:
-**   dx[n, g*Cg + c, :] = wt_g (Cg, Og*kh*kw) @ im2col(dy[n, g*Og : (g+1)*Og]) (Og*kh*kw, H*W)
-**   wt_g[c][(o*kh + ki)*kw + kj] = w[g*Og + o, c, kh-1-ki, kw-1-kj], window padding (k-1)*d - p.
-** It is one GEMM with the long inner dimension Og*kh*kw per image and no col2im. */
-static td_status CONV_FN(conv_backward_input_s1)(const conv_geom *q, const CONV_T *dy, const CONV_T *w, CONV_T *dx) {
-    conv_win v = conv_backward_win(q);
-    bool direct = conv_win_is_identity(&v);
-    int nt = conv_slots(q);
-    int64_t Kt = q->Og * q->kh * q->kw, HW = q->H * q->W, nwt = conv_round(q->O * q->K);
-    int64_t per = direct ? 0 : conv_round(Kt * HW);
-    CONV_T *wt = cpu_nn_workspace((size_t)(nwt + nt * per) * sizeof(CONV_T)), *ws = wt ? wt + nwt : NULL;
-    if (!wt) return td_last_status();
-    int64_t kk = q->kh * q->kw;
-    for (int64_t g = 0; g < q->G; g++)
-        for (int64_t o = 0; o < q->Og; o++)
-            for (int64_t c = 0; c < q->Cg; c++)
-                for (int64_t t = 0; t < kk; t++) /* t runs over (ki, kj); kk-1-t over the flipped ones */
-                    wt[(g * q->Cg + c) * Kt + o * kk + t] = w[((g * q->Og + o) * q->Cg + c) * kk + kk - 1 - t];
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int s = 0; s < nt; s++) {
-        CONV_T *col = per ? ws + s * per : NULL;
         for (int64_t n = q->N * s / nt; n < q->N * (s + 1) / nt; n++)
             for (int64_t g = 0; g < q->G; g++) {
-                const CONV_T *src = dy + (n * q->O + g * q->Og) * q->P;
-                if (!direct) CONV_FN(im2col)(&v, src, col, HW);
-                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)q->Cg, (int)HW, (int)Kt, 1, wt + g * q->Cg * Kt,
-                          (int)Kt, direct ? src : col, (int)HW, 0, dx + (n * q->C + g * q->Cg) * HW, (int)HW);
+                const CONV_T *src = x + (n * q->C + g * q->Cg) * q->H * q->W;
+                CONV_T *dst = y + (n * q->O + g * q->Og) * q->P;
+                for (int64_t o = 0; o < q->Og; o++)
+                    for (int64_t p = 0; p < q->P; p++) dst[o * q->P + p] = b ? b[g * q->Og + o] : 0;
+                if (!direct) CONV_FN(im2col)(&v, src, col, q->P);
+                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)q->Og, (int)q->P, (int)q->K, 1,
+                          w + g * q->Og * q->K, (int)q->K, direct ? src : col, (int)q->P, 1, dst, (int)q->P);
             }
     }
     return TD_OK;
 }
 
-/* Backward to the input, any stride: dcol = w_g^T (K, Og) @ dy[n]_g (Og, P), then dx[n] += col2im(dcol). */
+/* Backward to the input: dcol = w_g^T (K, Og) @ dy[n]_g (Og, P), then dx[n] = col2im(dcol).
+** dcol is zeroed and the GEMM adds to it (beta 1): OpenBLAS's own beta-0 pass is slower than memset. */
 static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *dy, const CONV_T *w, CONV_T *dx) {
-    if (q->sh == 1 && q->sw == 1) return CONV_FN(conv_backward_input_s1)(q, dy, w, dx);
     conv_win v = conv_forward_win(q);
     int nt = conv_slots(q);
     int64_t per = conv_round(q->K * q->P), CHW = q->C * q->H * q->W;
@@ -127,8 +115,9 @@ static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *
         for (int64_t n = q->N * s / nt; n < q->N * (s + 1) / nt; n++) {
             memset(dx + n * CHW, 0, (size_t)CHW * sizeof(CONV_T));
             for (int64_t g = 0; g < q->G; g++) {
+                memset(dcol, 0, (size_t)(q->K * q->P) * sizeof(CONV_T));
                 CONV_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)q->K, (int)q->P, (int)q->Og, 1,
-                          w + g * q->Og * q->K, (int)q->K, dy + (n * q->O + g * q->Og) * q->P, (int)q->P, 0, dcol,
+                          w + g * q->Og * q->K, (int)q->K, dy + (n * q->O + g * q->Og) * q->P, (int)q->P, 1, dcol,
                           (int)q->P);
                 CONV_FN(col2im)(&v, dcol, q->P, dx + n * CHW + g * q->Cg * q->H * q->W);
             }
@@ -147,7 +136,8 @@ static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T 
     int nt = conv_slots(q);
     int64_t nb = conv_weight_chunk(q, sizeof(CONV_T)), OK = q->O * q->K;
     bool gather = nb > 1; /* with one image, dy[n]_g is already (Og, P) with rows P apart */
-    int64_t ncol = direct && nb == 1 ? 0 : conv_round(q->K * nb * q->P), ndy = gather ? conv_round(q->Og * nb * q->P) : 0;
+    int64_t ncol = direct && nb == 1 ? 0 : conv_round(q->K * nb * q->P),
+            ndy = gather ? conv_round(q->Og * nb * q->P) : 0;
     int64_t per = ncol + ndy + conv_round(OK);
     CONV_T *ws = cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T));
     if (!ws) return td_last_status();
@@ -165,9 +155,8 @@ static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T 
                     for (int64_t o = 0; o < q->Og; o++)
                         memcpy(dY + o * cols + i * q->P, dy + ((n0 + i) * q->O + g * q->Og + o) * q->P,
                                (size_t)q->P * sizeof(CONV_T));
-                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->Og, (int)q->K, (int)cols, 1,
-                          gather ? dY : A, (int)cols, ncol ? col : B, (int)cols, n0 == lo ? 0 : 1,
-                          part + g * q->Og * q->K, (int)q->K);
+                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->Og, (int)q->K, (int)cols, 1, gather ? dY : A,
+                          (int)cols, ncol ? col : B, (int)cols, n0 == lo ? 0 : 1, part + g * q->Og * q->K, (int)q->K);
             }
         }
     }

@@ -62,23 +62,24 @@ static void mm_block(int64_t n, int64_t T, int64_t i, int64_t *lo, int64_t *hi) 
 ** block i of out[bi]: rows [lo, hi) of op(a) when M >= N, else columns [lo, hi) of op(b).
 ** A row of a sits at r*ld (untransposed) or r (transposed), and a column of b
 ** at c (untransposed) or c*ld (transposed). */
-#define MM_BATCHED_(T, GEMM)                                                                                   \
-    do {                                                                                                       \
-        const T *pa_ = pa, *pb_ = pb;                                                                          \
-        T *pc_ = pc;                                                                                           \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)") for (int64_t task = 0; task < tasks; task++) { \
-            int64_t bi = task / tiles, lo, hi;                                                                 \
-            mm_block(by_rows ? M : N, tiles, task % tiles, &lo, &hi);                                          \
-            if (lo == hi) continue;                                                                            \
-            const T *A = pa_ + mm_batch_offset(a, bi), *B = pb_ + mm_batch_offset(b, bi);                      \
-            T *C = pc_ + bi * M * N;                                                                           \
-            if (by_rows)                                                                                       \
-                GEMM(CblasRowMajor, la.trans, lb.trans, (int)(hi - lo), (int)N, (int)K, 1,                     \
-                     A + lo * (la.trans == CblasNoTrans ? la.ld : 1), (int)la.ld, B, (int)lb.ld, 0, C + lo * N, (int)N); \
-            else                                                                                               \
-                GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)(hi - lo), (int)K, 1, A, (int)la.ld,      \
-                     B + lo * (lb.trans == CblasNoTrans ? 1 : lb.ld), (int)lb.ld, 0, C + lo, (int)N);          \
-        }                                                                                                      \
+#define MM_BATCHED_(T, GEMM)                                                                                           \
+    do {                                                                                                               \
+        const T *pa_ = pa, *pb_ = pb;                                                                                  \
+        T *pc_ = pc;                                                                                                   \
+        _Pragma("omp parallel for num_threads(nt) schedule(static)") for (int64_t task = 0; task < tasks; task++) {    \
+            int64_t bi = task / tiles, lo, hi;                                                                         \
+            mm_block(by_rows ? M : N, tiles, task % tiles, &lo, &hi);                                                  \
+            if (lo == hi) continue;                                                                                    \
+            const T *A = pa_ + mm_batch_offset(a, bi), *B = pb_ + mm_batch_offset(b, bi);                              \
+            T *C = pc_ + bi * M * N;                                                                                   \
+            if (by_rows)                                                                                               \
+                GEMM(CblasRowMajor, la.trans, lb.trans, (int)(hi - lo), (int)N, (int)K, 1,                             \
+                     A + lo * (la.trans == CblasNoTrans ? la.ld : 1), (int)la.ld, B, (int)lb.ld, 0, C + lo * N,        \
+                     (int)N);                                                                                          \
+            else                                                                                                       \
+                GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)(hi - lo), (int)K, 1, A, (int)la.ld,              \
+                     B + lo * (lb.trans == CblasNoTrans ? 1 : lb.ld), (int)lb.ld, 0, C + lo, (int)N);                  \
+        }                                                                                                              \
     } while (0)
 
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
@@ -91,8 +92,10 @@ static void mm_run(const td_operand *a, const void *pa, const td_operand *b, con
     int64_t tiles = mm_tiles(batches, M, N, nt), tasks = batches * tiles;
     bool by_rows = M >= N;
     if (tasks < nt) nt = (int)tasks;
-    if (dt == TD_F64) MM_BATCHED_(double, cblas_dgemm);
-    else MM_BATCHED_(float, cblas_sgemm);
+    if (dt == TD_F64)
+        MM_BATCHED_(double, cblas_dgemm);
+    else
+        MM_BATCHED_(float, cblas_sgemm);
 }
 
 td_status td_cpu_MATMUL(const td_op *op) {
@@ -115,7 +118,8 @@ td_status td_cpu_MATMUL(const td_op *op) {
     td__contiguous_strides(nd, b->shape, cb.strides);
     float *fa = cpu_nn_to_f32(a), *fb = cpu_nn_to_f32(b), *fc = malloc((size_t)n_out * sizeof(float));
     td_status st = TD_OK;
-    if (!fa || !fb || !fc) st = fc ? td_last_status() : cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
+    if (!fa || !fb || !fc)
+        st = fc ? td_last_status() : cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
     else {
         mm_run(&ca, fa, &cb, fb, TD_F32, fc);
         cpu_nn_from_f32(out, fc);
