@@ -75,4 +75,12 @@ static double nn_tol(td_dtype dt) {
 
 static const td_dtype nn_float_dtypes[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
 
+/* OpenMP's thread count for this thread's later calls, so that the kernels' multi-thread splits run
+** whatever the machine; a no-op without OpenMP. libgomp comes in through libtrident, so the test
+** refers to it weakly rather than linking it. */
+void omp_set_num_threads(int n) __attribute__((weak));
+static void nn_threads(int n) {
+    if (omp_set_num_threads) omp_set_num_threads(n);
+}
+
 #endif /* TRIDENT_TEST_NN_UTIL_H */

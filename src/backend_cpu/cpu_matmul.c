@@ -57,45 +57,56 @@ static void mm_block(int64_t n, int64_t T, int64_t i, int64_t *lo, int64_t *hi) 
     *hi = (i + 1) * step < n ? (i + 1) * step : n;
 }
 
-/* Runs the batched product on raw element pointers pa, pb, pc (pc contiguous),
-** with shapes and strides taken from the views a and b. Task (bi, i) computes
-** block i of out[bi]: rows [lo, hi) of op(a) when M >= N, else columns [lo, hi) of op(b).
-** A row of a sits at r*ld (untransposed) or r (transposed), and a column of b
-** at c (untransposed) or c*ld (transposed). */
-#define MM_BATCHED_(T, GEMM)                                                                                           \
-    do {                                                                                                               \
-        const T *pa_ = pa, *pb_ = pb;                                                                                  \
-        T *pc_ = pc;                                                                                                   \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)") for (int64_t task = 0; task < tasks; task++) {    \
-            int64_t bi = task / tiles, lo, hi;                                                                         \
-            mm_block(by_rows ? M : N, tiles, task % tiles, &lo, &hi);                                                  \
-            if (lo == hi) continue;                                                                                    \
-            const T *A = pa_ + mm_batch_offset(a, bi), *B = pb_ + mm_batch_offset(b, bi);                              \
-            T *C = pc_ + bi * M * N;                                                                                   \
-            if (by_rows)                                                                                               \
-                GEMM(CblasRowMajor, la.trans, lb.trans, (int)(hi - lo), (int)N, (int)K, 1,                             \
-                     A + lo * (la.trans == CblasNoTrans ? la.ld : 1), (int)la.ld, B, (int)lb.ld, 0, C + lo * N,        \
-                     (int)N);                                                                                          \
-            else                                                                                                       \
-                GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)(hi - lo), (int)K, 1, A, (int)la.ld,              \
-                     B + lo * (lb.trans == CblasNoTrans ? 1 : lb.ld), (int)lb.ld, 0, C + lo, (int)N);                  \
-        }                                                                                                              \
-    } while (0)
+/* One batched product: out[bi] = a[bi] @ b[bi] on raw element pointers pa, pb, pc (pc contiguous),
+** with shapes and strides taken from the views a and b, cut into `tiles` blocks per batch index. */
+typedef struct mm_plan {
+    const td_operand *a, *b;
+    const void *pa, *pb;
+    void *pc;
+    td_dtype dt;
+    int64_t M, N, K, tiles;
+    mm_mat la, lb;
+    bool by_rows; /* blocks of output rows (else of columns) */
+} mm_plan;
+
+/* Task (bi, i) computes block i of out[bi]: rows [lo, hi) of op(a) when by_rows, else columns
+** [lo, hi) of op(b). A row of a sits at r*ld (untransposed) or r (transposed), a column of b at
+** c (untransposed) or c*ld (transposed). The block is zeroed and the GEMM adds to it (beta 1):
+** OpenBLAS's own beta-0 pass over C is slower than memset. */
+static void mm_task(const mm_plan *p, int64_t task) {
+    int64_t bi = task / p->tiles, lo, hi, M = p->M, N = p->N, K = p->K;
+    mm_block(p->by_rows ? M : N, p->tiles, task % p->tiles, &lo, &hi);
+    if (lo == hi) return;
+    size_t es = td_dtype_size(p->dt);
+    int64_t ao = mm_batch_offset(p->a, bi), bo = mm_batch_offset(p->b, bi), co = bi * M * N, m = M, n = N;
+    if (p->by_rows) {
+        ao += lo * (p->la.trans == CblasNoTrans ? p->la.ld : 1), co += lo * N, m = hi - lo;
+        memset((char *)p->pc + (size_t)co * es, 0, (size_t)(m * N) * es);
+    } else {
+        bo += lo * (p->lb.trans == CblasNoTrans ? 1 : p->lb.ld), co += lo, n = hi - lo;
+        for (int64_t r = 0; r < M; r++) memset((char *)p->pc + (size_t)(co + r * N) * es, 0, (size_t)n * es);
+    }
+    const char *A = (const char *)p->pa + (size_t)ao * es, *B = (const char *)p->pb + (size_t)bo * es;
+    char *C = (char *)p->pc + (size_t)co * es;
+    if (p->dt == TD_F64)
+        cblas_dgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const double *)A,
+                    (int)p->la.ld, (const double *)B, (int)p->lb.ld, 1, (double *)C, (int)N);
+    else
+        cblas_sgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const float *)A, (int)p->la.ld,
+                    (const float *)B, (int)p->lb.ld, 1, (float *)C, (int)N);
+}
 
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batches = td__numel(nd - 2, a->shape);
-    mm_mat la = mm_layout(a), lb = mm_layout(b);
     /* about 256k multiply-adds per thread before another one pays */
     int nt = cpu_threads_for(batches * M * N, K / 8 + 1);
-    int64_t tiles = mm_tiles(batches, M, N, nt), tasks = batches * tiles;
-    bool by_rows = M >= N;
+    mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, nt), mm_layout(a), mm_layout(b), M >= N};
+    int64_t tasks = batches * p.tiles;
     if (tasks < nt) nt = (int)tasks;
-    if (dt == TD_F64)
-        MM_BATCHED_(double, cblas_dgemm);
-    else
-        MM_BATCHED_(float, cblas_sgemm);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t task = 0; task < tasks; task++) mm_task(&p, task);
 }
 
 td_status td_cpu_MATMUL(const td_op *op) {
