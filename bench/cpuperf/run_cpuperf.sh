@@ -14,7 +14,8 @@ echo "date $(date -u +%Y-%m-%dT%H:%MZ)  cpu $(grep -m1 'model name' /proc/cpuinf
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$build/bench/cpu_kernels" | tee -a "$tmp"
 /usr/bin/python3 bench/cpuperf/torch_w2_ops.py "$threads" | tee -a "$tmp"
-"$build/bench/w2_profile" 10 | grep 'PROF step' | awk '{print "TRIDENT w2_step", $3}' | tee -a "$tmp"
+"$build/bench/w2_profile" 10 | awk '$2 == "step" {print "TRIDENT w2_step", $3} $2 == "step_cpu" {print "TRIDENT w2_step_cpu", $3}' |
+    tee -a "$tmp"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 awk '$1 == "TRIDENT" { t[$2] = $3; if (!($2 in seen)) { seen[$2] = 1; order[n++] = $2 } }
      $1 == "TORCH" && NF == 3 { p[$2] = $3 }
