@@ -393,15 +393,15 @@ TEST(conv_chunked) {
     free(hx), free(hw), free(hb), free(hdy), free(y), free(dx);
 }
 
-/* The per-thread image slots on 3 threads (uneven: 7 images), with the paths they choose: 3x3 with
-** padding 1 at stride 1 (the run fast path of im2col/col2im, W2's shape), a 1x1 window read in place,
-** a 1x1 window with padding, stride 2 with dilation, and groups; several images per backward-weight
-** GEMM. A rerun must give the same bits (the per-slot dw partials are summed in a fixed order). */
+/* Images shared out over 3 threads, with the paths they choose: 3x3 with padding 1 at stride 1 (the
+** run fast path of im2col/col2im, W2's shape; 29 images, so the backward-weight slots hold several
+** images per GEMM), a 1x1 window read in place, a 1x1 window with padding, stride 2 with dilation,
+** and groups. A rerun must give the same bits (the per-slot dw partials are summed in a fixed order). */
 TEST(conv_threads) {
     nn_seed(27);
     nn_threads(3);
     const conv_case cases[5] = {
-        {{7, 5, 9, 8}, {6, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},   /* W2-like: 3x3, pad 1, stride 1 */
+        {{29, 5, 9, 8}, {6, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},  /* W2-like: 3x3, pad 1, stride 1 */
         {{7, 12, 9, 8}, {10, 12, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1}, /* 1x1 in place */
         {{7, 12, 9, 8}, {10, 6, 1, 1}, {1, 1}, {1, 0}, {1, 1}, 2},  /* 1x1 with padding, groups */
         {{7, 6, 11, 10}, {8, 3, 3, 2}, {2, 1}, {1, 2}, {2, 1}, 2},  /* stride, dilation, groups */

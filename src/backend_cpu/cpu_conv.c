@@ -4,15 +4,15 @@
 **   all contiguous; G groups, Cg = C/G, Og = O/G, K = Cg*kh*kw, P = Ho*Wo.
 **   y[n, g*Og+o, oh, ow] = b[g*Og+o] + sum_{c,ki,kj} w[g*Og+o, c, ki, kj]
 **                          * x[n, g*Cg+c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]   (0 outside x)
-** Threads: the images are split into nt "slots" of consecutive images (slot s
-** has images [N*s/nt, N*(s+1)/nt)); each slot runs on one OpenMP thread with
-** its own im2col scratch (one image, about K*P elements: L2-sized for the
-** usual shapes) and single-threaded GEMMs (cpu_backend.c keeps OpenBLAS on one
-** thread), so one thread pool owns the cores.
+** Threads: OpenMP threads take whole images (dynamically, so a thread slowed
+** by other load takes fewer), each with its own im2col scratch (one image,
+** about K*P elements: L2-sized for the usual shapes) and single-threaded GEMMs
+** (cpu_backend.c keeps OpenBLAS on one thread), so one thread pool owns the
+** cores. Every image's output is computed the same way on any thread.
 **   forward:         y[n]_g = w_g @ im2col(x[n]_g), written in place
 **   backward input:  dcol = w_g^T @ dy[n]_g and dx[n] = col2im(dcol)
-**   backward weight: per slot, dw_s = sum of dy_g @ col_g^T over its images, several images per GEMM;
-**                    then dw = dw_0 + dw_1 + ... in slot order (deterministic for a given nt)
+**   backward weight: per slot of images, dw_s = sum of dy_g @ col_g^T, several images per GEMM;
+**                    then dw = dw_0 + dw_1 + ... in slot order (deterministic for a given thread count)
 ** A 1x1 window with stride 1 and no padding reads the planes in place.
 ** f64 runs in double (the reference); f16/bf16 are widened to f32.
 */
@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../core/internal.h"
 #include "cpu_nn.h"
@@ -64,20 +67,36 @@ static bool conv_win_is_identity(const conv_win *v) {
            v->wo == v->wi;
 }
 
-/* Thread slots: as many as the work is worth, at most one per image. */
-static int conv_slots(const conv_geom *q) {
+/* Threads: as many as the work is worth, at most one per image. */
+static int conv_threads(const conv_geom *q) {
     int nt = cpu_threads_for(q->N, 2 * q->O * q->K * q->P);
     return nt > q->N ? (int)q->N : nt;
 }
 
-/* n elements rounded up to 64 bytes of floats, so per-slot scratch stays aligned. */
+/* This thread's index in the team, which picks its scratch. */
+static int conv_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* n elements rounded up to 64 bytes of floats, so per-thread scratch stays aligned. */
 static int64_t conv_round(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* Backward-weight slots: CONV_SLOTS_PER_THREAD per thread (one on one thread), at most one per image. */
+#define CONV_SLOTS_PER_THREAD 4
+static int64_t conv_weight_slots(const conv_geom *q, int nt) {
+    int64_t S = nt == 1 ? 1 : (int64_t)nt * CONV_SLOTS_PER_THREAD;
+    return S > q->N ? q->N : S;
+}
 
 /* Images per backward-weight GEMM: their columns fill about CONV_WEIGHT_COLS bytes. */
 #define CONV_WEIGHT_COLS ((int64_t)256 << 10)
-static int64_t conv_weight_chunk(const conv_geom *q, size_t elem) {
+static int64_t conv_weight_chunk(const conv_geom *q, int64_t S, size_t elem) {
     int64_t per_image = q->K * q->P * (int64_t)elem, nb = CONV_WEIGHT_COLS / (per_image ? per_image : 1);
-    int64_t most = (q->N + conv_slots(q) - 1) / conv_slots(q);
+    int64_t most = (q->N + S - 1) / S;
     return nb < 1 ? 1 : nb > most ? most : nb;
 }
 

@@ -80,14 +80,15 @@ static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, cons
                                        CONV_T *y) {
     conv_win v = conv_forward_win(q);
     bool direct = conv_win_is_identity(&v);
-    int nt = conv_slots(q);
+    int nt = conv_threads(q);
     int64_t per = direct ? 0 : conv_round(q->K * q->P);
     CONV_T *ws = per ? cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T)) : NULL;
     if (per && !ws) return td_last_status();
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int s = 0; s < nt; s++) {
-        CONV_T *col = per ? ws + s * per : NULL;
-        for (int64_t n = q->N * s / nt; n < q->N * (s + 1) / nt; n++)
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *col = per ? ws + conv_thread() * per : NULL;
+#pragma omp for schedule(dynamic)
+        for (int64_t n = 0; n < q->N; n++)
             for (int64_t g = 0; g < q->G; g++) {
                 const CONV_T *src = x + (n * q->C + g * q->Cg) * q->H * q->W;
                 CONV_T *dst = y + (n * q->O + g * q->Og) * q->P;
@@ -105,14 +106,15 @@ static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, cons
 ** dcol is zeroed and the GEMM adds to it (beta 1): OpenBLAS's own beta-0 pass is slower than memset. */
 static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *dy, const CONV_T *w, CONV_T *dx) {
     conv_win v = conv_forward_win(q);
-    int nt = conv_slots(q);
+    int nt = conv_threads(q);
     int64_t per = conv_round(q->K * q->P), CHW = q->C * q->H * q->W;
     CONV_T *ws = cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T));
     if (!ws) return td_last_status();
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int s = 0; s < nt; s++) {
-        CONV_T *dcol = ws + s * per;
-        for (int64_t n = q->N * s / nt; n < q->N * (s + 1) / nt; n++) {
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *dcol = ws + conv_thread() * per;
+#pragma omp for schedule(dynamic)
+        for (int64_t n = 0; n < q->N; n++) {
             memset(dx + n * CHW, 0, (size_t)CHW * sizeof(CONV_T));
             for (int64_t g = 0; g < q->G; g++) {
                 memset(dcol, 0, (size_t)(q->K * q->P) * sizeof(CONV_T));
@@ -127,42 +129,51 @@ static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *
 }
 
 /* Backward to the weight: dw_g (Og, K) = sum over images of dy[n]_g (Og, P) @ col_g(n)^T (P, K).
-** Slot s sums its own images into part_s (slot 0 into dw itself), nb images per GEMM with their
-** columns side by side (col (K, nb*P), dY (Og, nb*P)); then dw = part_0 + part_1 + ... in slot
-** order, so the result depends on the slot count only, never on the schedule. */
+** The images are cut into S slots of consecutive images (slot s has [N*s/S, N*(s+1)/S)), a few per
+** thread so that a thread slowed by other load takes fewer. Slot s sums its images into part_s
+** (slot 0 into dw itself), nb images per GEMM with their columns side by side (col (K, nb*P),
+** dY (Og, nb*P)); then dw = part_0 + part_1 + ... in slot order, so the result depends on S (the
+** thread count) only, never on the schedule. */
 static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T *dy, const CONV_T *x, CONV_T *dw) {
     conv_win v = conv_forward_win(q);
     bool direct = conv_win_is_identity(&v);
-    int nt = conv_slots(q);
-    int64_t nb = conv_weight_chunk(q, sizeof(CONV_T)), OK = q->O * q->K;
+    int nt = conv_threads(q);
+    int64_t S = conv_weight_slots(q, nt), nb = conv_weight_chunk(q, S, sizeof(CONV_T)), OK = q->O * q->K;
     bool gather = nb > 1; /* with one image, dy[n]_g is already (Og, P) with rows P apart */
     int64_t ncol = direct && nb == 1 ? 0 : conv_round(q->K * nb * q->P),
             ndy = gather ? conv_round(q->Og * nb * q->P) : 0;
-    int64_t per = ncol + ndy + conv_round(OK);
-    CONV_T *ws = cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T));
+    int64_t per = ncol + ndy, nparts = (S - 1) * conv_round(OK);
+    CONV_T *ws = cpu_nn_workspace((size_t)(nt * per + nparts) * sizeof(CONV_T)), *parts = ws ? ws + nt * per : NULL;
     if (!ws) return td_last_status();
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int s = 0; s < nt; s++) {
-        CONV_T *col = ws + s * per, *dY = col + ncol, *part = s ? dY + ndy : dw;
-        int64_t lo = q->N * s / nt, hi = q->N * (s + 1) / nt;
-        for (int64_t n0 = lo; n0 < hi; n0 += nb) {
-            int64_t m = hi - n0 < nb ? hi - n0 : nb, cols = m * q->P;
-            for (int64_t g = 0; g < q->G; g++) {
-                const CONV_T *A = dy + (n0 * q->O + g * q->Og) * q->P, *B = x + (n0 * q->C + g * q->Cg) * q->H * q->W;
-                for (int64_t i = 0; i < m && ncol; i++)
-                    CONV_FN(im2col)(&v, x + ((n0 + i) * q->C + g * q->Cg) * q->H * q->W, col + i * q->P, cols);
-                for (int64_t i = 0; i < m && gather; i++)
-                    for (int64_t o = 0; o < q->Og; o++)
-                        memcpy(dY + o * cols + i * q->P, dy + ((n0 + i) * q->O + g * q->Og + o) * q->P,
-                               (size_t)q->P * sizeof(CONV_T));
-                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->Og, (int)q->K, (int)cols, 1, gather ? dY : A,
-                          (int)cols, ncol ? col : B, (int)cols, n0 == lo ? 0 : 1, part + g * q->Og * q->K, (int)q->K);
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *col = ws + conv_thread() * per, *dY = col + ncol;
+#pragma omp for schedule(dynamic)
+        for (int64_t s = 0; s < S; s++) {
+            CONV_T *part = s ? parts + (s - 1) * conv_round(OK) : dw;
+            int64_t lo = q->N * s / S, hi = q->N * (s + 1) / S;
+            memset(part, 0, (size_t)OK * sizeof(CONV_T)); /* then beta 1: see conv_backward_input */
+            for (int64_t n0 = lo; n0 < hi; n0 += nb) {
+                int64_t m = hi - n0 < nb ? hi - n0 : nb, cols = m * q->P;
+                for (int64_t g = 0; g < q->G; g++) {
+                    const CONV_T *A = dy + (n0 * q->O + g * q->Og) * q->P,
+                                 *B = x + (n0 * q->C + g * q->Cg) * q->H * q->W;
+                    for (int64_t i = 0; i < m && ncol; i++)
+                        CONV_FN(im2col)(&v, x + ((n0 + i) * q->C + g * q->Cg) * q->H * q->W, col + i * q->P, cols);
+                    for (int64_t i = 0; i < m && gather; i++)
+                        for (int64_t o = 0; o < q->Og; o++)
+                            memcpy(dY + o * cols + i * q->P, dy + ((n0 + i) * q->O + g * q->Og + o) * q->P,
+                                   (size_t)q->P * sizeof(CONV_T));
+                    CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->Og, (int)q->K, (int)cols, 1,
+                              gather ? dY : A, (int)cols, ncol ? col : B, (int)cols, 1, part + g * q->Og * q->K,
+                              (int)q->K);
+                }
             }
         }
     }
-    int rt = cpu_threads_for(OK, nt);
+    int rt = cpu_threads_for(OK, S);
 #pragma omp parallel for num_threads(rt) schedule(static)
     for (int64_t e = 0; e < OK; e++)
-        for (int s = 1; s < nt; s++) dw[e] += ws[s * per + ncol + ndy + e];
+        for (int64_t s = 1; s < S; s++) dw[e] += parts[(s - 1) * conv_round(OK) + e];
     return TD_OK;
 }
