@@ -2,7 +2,10 @@
 # Trident's CPU kernels (build/bench/cpu_kernels, w2_profile) beside PyTorch CPU (torch_w2_ops.py) for the
 # same shapes, in one run, with the same thread count for both. Usage:
 #   bench/cpuperf/run_cpuperf.sh [threads] [build-dir]
-# Prints "name trident_ms torch_ms ratio" rows (ratio = Trident time / PyTorch time; < 1 is faster).
+# Prints "name trident_ms torch_ms ratio" rows (ratio = Trident time / PyTorch time; < 1 is faster);
+# w2_step is wall time, w2_step_cpu the process's CPU time (the steadier figure on a loaded machine).
+# Trident's CPU backend runs OpenBLAS on one thread whatever OPENBLAS_NUM_THREADS says (cpu_backend.c);
+# the variable is set for PyTorch's sake.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 threads=${1:-$(nproc)}
