@@ -43,10 +43,11 @@ static int64_t mm_batch_offset(const td_operand *v, int64_t b) {
     return off;
 }
 
-/* Blocks to cut each of the batch's GEMMs into, given nt threads. */
+/* Blocks to cut each of the batch's GEMMs into, given nt threads: enough for every thread, but
+** blocks of at least 16 rows (or columns), since every block packs all of the other operand. */
 static int64_t mm_tiles(int64_t batches, int64_t M, int64_t N, int nt) {
-    int64_t t = batches >= nt ? 1 : (nt + batches - 1) / batches, longest = M > N ? M : N;
-    return t > longest ? longest : t;
+    int64_t t = batches >= nt ? 1 : (nt + batches - 1) / batches, most = (M > N ? M : N) / 16;
+    return t > most ? (most > 1 ? most : 1) : t;
 }
 
 /* [*lo, *hi): block i of T over n rows, cut on multiples of 16 when each block still gets some. */
