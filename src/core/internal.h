@@ -95,6 +95,15 @@ void *td__host_data(const td_tensor *t);
 ** in[k] (e.g. broadcast). */
 td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
                        td_tensor *const *out, const td_op_params *p);
+/* td__dispatch for ops of layout TD_LAYOUT_CONTIG: runs kind on contiguous
+** copies of the non-NULL in[0..n_in) (n_in <= 4) and releases the copies
+** before returning. A NULL out[k] (a failed td__alloc) returns the error
+** already set, so callers may pass td__alloc results unchecked. */
+td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                              const td_op_params *p);
+/* The tail of a front-end: on TD_OK registers out with the current scope and
+** returns it; otherwise releases out (NULL is fine) and returns NULL. */
+td_tensor *td__finish(td_status st, td_tensor *out);
 
 /* (set by src/autograd) called after each successful dispatch of a
 ** differentiable op whose inputs require grad while grad mode is on. */

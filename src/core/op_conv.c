@@ -9,23 +9,6 @@
 
 #include "internal.h"
 
-static td_tensor *contig(td_tensor *t) { return t ? td_keep(td_contiguous(t)) : NULL; }
-
-/* Dispatch kind on contiguous copies of in[0..n_in) into out[0..n_out) and
-** release the copies. Returns the dispatch status. */
-static td_status run_contig(td_op_kind kind, int n_in, td_tensor **in, int n_out, td_tensor **out,
-                            const td_op_params *p) {
-    td_tensor *c[4] = {NULL, NULL, NULL, NULL};
-    td_status st = TD_OK;
-    for (int i = 0; i < n_in; i++)
-        if (in[i] && !(c[i] = contig(in[i]))) st = td_last_status();
-    for (int i = 0; i < n_out && st == TD_OK; i++)
-        if (!out[i]) st = td_last_status();
-    if (st == TD_OK) st = td__dispatch(kind, n_in, c, NULL, n_out, out, p);
-    for (int i = 0; i < n_in; i++) td_release(c[i]);
-    return st;
-}
-
 /* Validate conv2d's geometry: x [N,C,H,W] and w [O,C/groups,kh,kw] shapes,
 ** parameters (NULL -> defaults), and compute p and the output shape y. */
 static bool conv_geometry(const char *op, const int64_t *x, const int64_t *w, const int stride[2],
@@ -82,14 +65,6 @@ static bool same_shape(const char *op, const char *what, const td_tensor *t, con
     return false;
 }
 
-static td_tensor *finish(td_status st, td_tensor *out) {
-    if (st != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
-}
-
 td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],
                      const int dilation[2], int groups) {
     TD_CHECK_ARG(x, "conv2d");
@@ -107,7 +82,7 @@ td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[
     int64_t y[4];
     if (!conv_geometry("conv2d", x->shape, w->shape, stride, padding, dilation, groups, &p, y)) return NULL;
     td_tensor *in[3] = {x, w, b}, *out = td__alloc(4, y, x->dtype, x->storage->device);
-    return finish(run_contig(TD_OP_CONV2D, 3, in, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_CONV2D, 3, in, 1, &out, &p), out);
 }
 
 td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t x_shape[4], const int stride[2],
@@ -122,7 +97,7 @@ td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t 
     if (!conv_geometry(op, x_shape, w->shape, stride, padding, dilation, groups, &p, y) || !same_shape(op, "dy", dy, y))
         return NULL;
     td_tensor *in[2] = {dy, w}, *out = td__alloc(4, x_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_CONV2D_BACKWARD_INPUT, 2, in, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_CONV2D_BACKWARD_INPUT, 2, in, 1, &out, &p), out);
 }
 
 td_tensor *td__conv2d_backward_weight(td_tensor *dy, td_tensor *x, const int64_t w_shape[4], const int stride[2],
@@ -137,7 +112,7 @@ td_tensor *td__conv2d_backward_weight(td_tensor *dy, td_tensor *x, const int64_t
     if (!conv_geometry(op, x->shape, w_shape, stride, padding, dilation, groups, &p, y) || !same_shape(op, "dy", dy, y))
         return NULL;
     td_tensor *in[2] = {dy, x}, *out = td__alloc(4, w_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_CONV2D_BACKWARD_WEIGHT, 2, in, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_CONV2D_BACKWARD_WEIGHT, 2, in, 1, &out, &p), out);
 }
 
 /* Validate pooling parameters (NULL stride -> kernel, NULL padding -> 0) for
@@ -175,11 +150,11 @@ td_tensor *td_max_pool2d(td_tensor *x, const int kernel[2], const int stride[2],
     if (!pool_geometry("max_pool2d", x->shape, kernel, stride, padding, false, &p, y)) return NULL;
     td_tensor *out[2] = {td__alloc(4, y, x->dtype, x->storage->device), NULL};
     if (out[0]) out[1] = td__alloc(4, y, TD_I64, x->storage->device);
-    td_status st = run_contig(TD_OP_MAX_POOL2D, 1, &x, 2, out, &p);
+    td_status st = td__dispatch_contig(TD_OP_MAX_POOL2D, 1, &x, 2, out, &p);
     /* indices are an output even when unwanted: autograd saves them */
     if (st == TD_OK && indices) *indices = td__scope_add(out[1]);
     else td_release(out[1]);
-    return finish(st, out[0]);
+    return td__finish(st, out[0]);
 }
 
 td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, const int64_t x_shape[4]) {
@@ -196,7 +171,7 @@ td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, const int6
                      td__shape_str(4, x_shape, b, sizeof b));
     }
     td_tensor *in[2] = {dy, indices}, *out = td__alloc(4, x_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_MAX_POOL2D_BACKWARD, 2, in, 1, &out, NULL), out);
+    return td__finish(td__dispatch_contig(TD_OP_MAX_POOL2D_BACKWARD, 2, in, 1, &out, NULL), out);
 }
 
 td_tensor *td_avg_pool2d(td_tensor *x, const int kernel[2], const int stride[2], const int padding[2],
@@ -207,7 +182,7 @@ td_tensor *td_avg_pool2d(td_tensor *x, const int kernel[2], const int stride[2],
     int64_t y[4];
     if (!pool_geometry("avg_pool2d", x->shape, kernel, stride, padding, count_include_pad, &p, y)) return NULL;
     td_tensor *out = td__alloc(4, y, x->dtype, x->storage->device);
-    return finish(run_contig(TD_OP_AVG_POOL2D, 1, &x, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_AVG_POOL2D, 1, &x, 1, &out, &p), out);
 }
 
 td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], const int kernel[2], const int stride[2],
@@ -221,5 +196,5 @@ td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], cons
     if (!pool_geometry(op, x_shape, kernel, stride, padding, count_include_pad, &p, y) || !same_shape(op, "dy", dy, y))
         return NULL;
     td_tensor *out = td__alloc(4, x_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_AVG_POOL2D_BACKWARD, 1, &dy, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_AVG_POOL2D_BACKWARD, 1, &dy, 1, &out, &p), out);
 }

@@ -272,11 +272,7 @@ td_tensor *td_full(int ndim, const int64_t *shape, double value, td_dtype dt, td
     td_tensor *t = td__alloc(ndim, shape, dt, dev);
     if (!t) return NULL;
     td_op_params p = {.fill = {value}};
-    if (td__dispatch(TD_OP_FILL, 0, NULL, NULL, 1, &t, &p) != TD_OK) {
-        td_release(t);
-        return NULL;
-    }
-    return td__scope_add(t);
+    return td__finish(td__dispatch(TD_OP_FILL, 0, NULL, NULL, 1, &t, &p), t);
 }
 
 td_tensor *td_zeros(int ndim, const int64_t *shape, td_dtype dt, td_device dev) { return td_full(ndim, shape, 0, dt, dev); }
@@ -321,11 +317,7 @@ td_tensor *td_arange(double start, double end, double step, td_dtype dt, td_devi
     td_tensor *t = td__alloc(1, &n, dt, dev);
     if (!t) return NULL;
     td_op_params p = {.arange = {start, step}};
-    if (td__dispatch(TD_OP_ARANGE, 0, NULL, NULL, 1, &t, &p) != TD_OK) {
-        td_release(t);
-        return NULL;
-    }
-    return td__scope_add(t);
+    return td__finish(td__dispatch(TD_OP_ARANGE, 0, NULL, NULL, 1, &t, &p), t);
 }
 
 static td_tensor *random_tensor(td_op_kind kind, int ndim, const int64_t *shape, uint64_t seed, uint64_t offset,
@@ -335,11 +327,7 @@ static td_tensor *random_tensor(td_op_kind kind, int ndim, const int64_t *shape,
     td_tensor *t = td__alloc(ndim, shape, dt, dev);
     if (!t) return NULL;
     td_op_params p = {.rng = {seed, offset, 0}};
-    if (td__dispatch(kind, 0, NULL, NULL, 1, &t, &p) != TD_OK) {
-        td_release(t);
-        return NULL;
-    }
-    return td__scope_add(t);
+    return td__finish(td__dispatch(kind, 0, NULL, NULL, 1, &t, &p), t);
 }
 
 td_tensor *td_rand(int ndim, const int64_t *shape, uint64_t seed, uint64_t offset, td_dtype dt, td_device dev) {
@@ -355,11 +343,7 @@ td_tensor *td_randn(int ndim, const int64_t *shape, uint64_t seed, uint64_t offs
 static td_tensor *copy_as(td_tensor *t, td_dtype dt) {
     td_tensor *out = td__alloc(t->ndim, t->shape, dt, t->storage->device);
     if (!out) return NULL;
-    if (td__dispatch(TD_OP_COPY, 1, &t, NULL, 1, &out, NULL) != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
+    return td__finish(td__dispatch(TD_OP_COPY, 1, &t, NULL, 1, &out, NULL), out);
 }
 
 td_tensor *td_contiguous(td_tensor *t) {
