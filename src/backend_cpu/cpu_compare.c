@@ -7,8 +7,6 @@
 #include "../core/internal.h"
 #include "cpu_ew.h"
 
-#define ID_(x) (x)
-
 #define CMP_LOOP_(LD, OP)                                                                                              \
     for (int64_t i = 0; i < n; i++) o[i * so] = LD(a[i * sa]) OP LD(b[i * sb])
 
@@ -36,17 +34,7 @@ CMP_ROW_(cmp_u8, uint8_t, ID_) /* also bool, stored as 0/1 */
 #define CMP_CALL_(fn, T) fn(op->kind, n, (uint8_t *)p[0], s[0], (const T *)p[1], s[1], (const T *)p[2], s[2])
 
 static void compare_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
-    switch (op->in[0].dtype) {
-    case TD_F32: CMP_CALL_(cmp_f32, float); break;
-    case TD_F64: CMP_CALL_(cmp_f64, double); break;
-    case TD_F16: CMP_CALL_(cmp_f16, uint16_t); break;
-    case TD_BF16: CMP_CALL_(cmp_bf16, uint16_t); break;
-    case TD_I32: CMP_CALL_(cmp_i32, int32_t); break;
-    case TD_I64: CMP_CALL_(cmp_i64, int64_t); break;
-    case TD_U8:
-    case TD_BOOL: CMP_CALL_(cmp_u8, uint8_t); break;
-    default: break;
-    }
+    CPU_ROW_SWITCH_(op->in[0].dtype, CMP_CALL_, cmp)
 }
 
 td_status td_cpu_EQ(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
