@@ -83,6 +83,9 @@ td_operand td__view_of(const td_tensor *t);
 td_operand td__view_broadcast(const td_tensor *t, int ndim, const int64_t *shape);
 /* Register a freshly created +1 tensor with the current scope. Returns t. */
 td_tensor *td__scope_add(td_tensor *t);
+/* td_scope_end() that moves t (a scoped result; NULL is fine) from the ending
+** scope into the enclosing one, for front-ends built from other ops. Returns t. */
+td_tensor *td__scope_end_keep(td_tensor *t);
 /* Host address of element 0 of a CPU tensor (NULL elsewhere). */
 void *td__host_data(const td_tensor *t);
 
