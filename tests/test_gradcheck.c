@@ -4,7 +4,7 @@
 ** in +-[0.1, 1], so relu/abs/clamp/max never sit on a corner and ties have
 ** probability zero. every_op_has_a_case fails when an op is added to the table
 ** without a case here. */
-#include "runner.h"
+#include "test_util.h"
 
 #define GC_CASES(X)                                                                                           \
     X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
@@ -24,20 +24,15 @@ typedef struct in_spec {
 #define S(kind, ndim, ...) {kind, 0, ndim, {__VA_ARGS__}}
 #define SI(range, ndim, ...) {IDX, range, ndim, {__VA_ARGS__}}
 
-static uint64_t rng_state;
-static double uniform(void) { /* xorshift64*, [0, 1) */
-    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
 
 static td_tensor *make_input(const in_spec *s) {
     int64_t n = 1;
     for (int i = 0; i < s->ndim; i++) n *= s->shape[i];
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     for (int64_t i = 0; i < n; i++) {
-        double u = uniform();
+        double u = test_uniform(0, 1);
         switch (s->kind) {
-        case G: v[i] = (uniform() < 0.5 ? -1 : 1) * (0.1 + 0.9 * u); break;
+        case G: v[i] = (test_uniform(0, 1) < 0.5 ? -1 : 1) * (0.1 + 0.9 * u); break;
         case P: case CP: v[i] = 0.5 + u; break;
         case C: v[i] = 2 * u - 1; break;
         case IDX: v[i] = (double)(int64_t)(u * (double)s->range); break;
@@ -55,10 +50,8 @@ static td_tensor *make_input(const in_spec *s) {
 }
 
 static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *specs) {
-    uint64_t seed = getenv("TD_SEED") ? strtoull(getenv("TD_SEED"), NULL, 0) : 0x7D5EED;
-    rng_state = seed * 0x9E3779B97F4A7C15ull + (uint64_t)strlen(name) * 7919 + (uint64_t)name[0];
-    if (!rng_state) rng_state = 1;
-    fprintf(stderr, "  %s: seed %llu (TD_SEED)\n", name, (unsigned long long)seed);
+    fprintf(stderr, "  %s:", name);
+    test_seed_from(0x7D5EED);
     td_tensor *in[4];
     for (int i = 0; i < n; i++) in[i] = make_input(&specs[i]);
     td_scope_begin();
