@@ -41,7 +41,8 @@ typedef enum td_op_kind {
         TD_OP_COUNT
 } td_op_kind;
 
-TD_API const char *td_op_name(td_op_kind k); /* "add"; "?" if out of range */
+/* GETTER. Lower-case name of an op ("add"); "?" if out of range. */
+TD_API const char *td_op_name(td_op_kind k);
 
 /* Static facts about an op from the table. */
 typedef struct td_op_meta {
