@@ -120,7 +120,8 @@ TD_API td_status td_dataloader_new(td_dataset *ds, const td_dataloader_opts *opt
 ** no-op. */
 TD_API void td_dataloader_free(td_dataloader *dl);
 
-/* GETTER. Batches per epoch: ceil(N / batch_size), or floor with drop_last. */
+/* GETTER. Batches per epoch: ceil(N / batch_size), or floor with drop_last; -1
+** for NULL. */
 TD_API int64_t td_dataloader_num_batches(const td_dataloader *dl);
 
 /* METHOD. Begin epoch (>= 0) at batch first_batch (0 normally; a resumed run
