@@ -40,8 +40,9 @@ static void nn_check(const char *what, const double *got, const double *want, in
             bad++;
         }
     }
-    if (bad) TEST_FAIL_("%s: %d of %lld values differ (max diff %.3g, atol %g, rtol %g)", what, bad, (long long)n,
-                        maxdiff, atol, rtol);
+    if (bad)
+        TEST_FAIL_("%s: %d of %lld values differ (max diff %.3g, atol %g, rtol %g)", what, bad, (long long)n, maxdiff,
+                   atol, rtol);
 }
 
 /* nn_check of a tensor against a reference array. */

@@ -7,12 +7,14 @@
 #include "test_util.h"
 #include "trident/data.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                               \
     X(idx_raw_and_gz) X(idx_types) X(idx_corrupt) X(idx_gz_corrupt) X(fashion_mnist_real) X(mnist_dir)         \
     X(cifar_small) X(cifar_bad) X(tensor_dataset) X(loader_order) X(loader_drop_last) X(loader_shuffle)         \
     X(loader_workers_match) X(loader_generic_get) X(loader_shutdown_midepoch) X(loader_worker_error)           \
     X(loader_first_batch) X(loader_transform) X(loader_misuse) X(normalize) X(random_crop) X(hflip)           \
     X(metrics_hand) X(metrics_errors) X(early_stopping_min) X(early_stopping_max_nan) X(log_csv) X(log_jsonl)
+/* clang-format on */
 
 /* gzip src into dst with the gzip tool (independent of the reader's zlib use). */
 static void gzip_file(const char *src, const char *dst) {
@@ -276,8 +278,10 @@ static td_dataset *make_ds(int64_t n, td_tensor **xo, td_tensor **yo) {
     free(yv);
     td_dataset *ds;
     ASSERT_OK(td_tensor_dataset_new(2, t, &ds));
-    if (xo) *xo = t[0], *yo = t[1];
-    else td_release(t[0]), td_release(t[1]);
+    if (xo)
+        *xo = t[0], *yo = t[1];
+    else
+        td_release(t[0]), td_release(t[1]);
     return ds;
 }
 
@@ -431,7 +435,10 @@ TEST(loader_workers_match) {
 /* A dataset with only get(): sample i is ([i, -i] as f64 [2], i as i32 []);
 ** get fails for the index stored in fail_at. */
 static int64_t gen_len(void *ctx) { return ((int64_t *)ctx)[0]; }
-static int gen_fields(void *ctx) { (void)ctx; return 2; }
+static int gen_fields(void *ctx) {
+    (void)ctx;
+    return 2;
+}
 static td_status gen_get(void *ctx, int64_t i, td_tensor **f) {
     if (i == ((int64_t *)ctx)[1]) return td_error_set(TD_ERR_FORMAT, "bad sample %lld", (long long)i);
     double v[2] = {(double)i, (double)-i};
@@ -447,7 +454,8 @@ TEST(loader_generic_get) {
     td_dataset *ds;
     ASSERT_OK(td_dataset_new(&gen_iface, ctx, &ds));
     td_dataloader *dl;
-    ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = 3}, &dl));
+    ASSERT_OK(td_dataloader_new(
+        ds, &(td_dataloader_opts){.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = 3}, &dl));
     int64_t want[21];
     ref_perm(want, 21, 3, 0);
     ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
@@ -479,12 +487,13 @@ TEST(loader_shutdown_midepoch) {
     td_dataset *ds = make_ds(1000, NULL, NULL);
     for (int round = 0; round < 20; round++) {
         td_dataloader *dl;
-        ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 3, .shuffle = true, .num_workers = 4}, &dl));
+        ASSERT_OK(
+            td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 3, .shuffle = true, .num_workers = 4}, &dl));
         int64_t ids[8];
         ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
         for (int b = 0; b < round % 4; b++) ASSERT_EQ_INT(next_ids(dl, ids), 3);
         if (round % 2) ASSERT_OK(td_dataloader_start_epoch(dl, 1, 0)); /* restart mid-epoch */
-        td_dataloader_free(dl); /* workers busy or blocked on a full queue */
+        td_dataloader_free(dl);                                        /* workers busy or blocked on a full queue */
     }
     td_dataset_free(ds);
     ASSERT_EQ_INT(td_debug_live_tensors(), 0);
@@ -518,7 +527,8 @@ TEST(loader_first_batch) {
     enum { N = 30 };
     td_dataset *ds = make_ds(N, NULL, NULL);
     td_dataloader *dl;
-    ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 4, .shuffle = true, .seed = 5, .num_workers = 2}, &dl));
+    ASSERT_OK(td_dataloader_new(
+        ds, &(td_dataloader_opts){.batch_size = 4, .shuffle = true, .seed = 5, .num_workers = 2}, &dl));
     int64_t all[N], tail[N];
     ASSERT_EQ_INT(epoch_ids(dl, 3, 0, all, NULL), N);
     ASSERT_EQ_INT(epoch_ids(dl, 3, 5, tail, NULL), N - 20); /* resume after 5 batches */
@@ -552,8 +562,9 @@ TEST(loader_transform) {
     td_release(t[1]);
     int calls = 0;
     td_dataloader *dl;
-    ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 4, .num_workers = 2, .transform = flip_all,
-                                                          .transform_user = &calls}, &dl));
+    ASSERT_OK(td_dataloader_new(
+        ds, &(td_dataloader_opts){.batch_size = 4, .num_workers = 2, .transform = flip_all, .transform_user = &calls},
+        &dl));
     ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
     int64_t at = 0;
     for (;;) {
@@ -590,7 +601,8 @@ TEST(loader_misuse) {
     ASSERT_ERROR(td_dataloader_start_epoch(dl, -1, 0), TD_ERR_MISUSE, "epoch -1");
     td_dataloader_free(dl);
     td_dataset *d2;
-    ASSERT_ERROR(td_dataset_new(&(td_dataset_i){.len = gen_len}, NULL, &d2), TD_ERR_MISUSE, "needs len, num_fields and get");
+    ASSERT_ERROR(td_dataset_new(&(td_dataset_i){.len = gen_len}, NULL, &d2), TD_ERR_MISUSE,
+                 "needs len, num_fields and get");
     td_dataset_free(ds);
 }
 
@@ -608,7 +620,7 @@ TEST(normalize) {
                 int i = (b * 3 + c) * 2 + w;
                 ASSERT_NEAR(out[i], (xv[i] - mean[c]) / sd[c], 1e-15);
             }
-    ASSERT_NEAR(out[5], -0.3125, 0); /* x[0,2,0,1] = 0.75: (0.75 - 2) / 4 */
+    ASSERT_NEAR(out[5], -0.3125, 0);                                    /* x[0,2,0,1] = 0.75: (0.75 - 2) / 4 */
     td_tensor *xf = ASSERT_TENSOR(td_cast(td_select(x, 0, 1), TD_F32)); /* [3,1,2] */
     td_tensor *yf = ASSERT_TENSOR(td_transform_normalize(xf, 3, mean, sd));
     ASSERT_EQ_INT(td_tensor_dtype(yf), TD_F32);

@@ -4,6 +4,7 @@
 
 #include "core/internal.h" /* td__gelu_backward */
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(binary_broadcast_f32)                                                                                            \
     X(binary_broadcast_f64)                                                                                            \
@@ -11,6 +12,7 @@
     X(binary_long_rows) X(binary_half_types) X(promotion) X(integer_arith) X(compare_ops) X(scalar_ops)                \
         X(where_broadcast) X(nan_propagation) X(unary_float) X(unary_integer_and_bool) X(clamp_sides)                  \
             X(gelu_backward_fd) X(errors) X(empty_and_scope)
+/* clang-format on */
 
 typedef double (*bin_ref)(double, double);
 static double r_add(double x, double y) { return x + y; }

@@ -4,11 +4,13 @@
 
 #include "core/internal.h" /* td__embedding_backward */
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(embedding_forward)                                                                                               \
     X(embedding_errors) X(embedding_backward) X(embedding_backward_threads) X(index_select) X(index_select_errors)     \
         X(gather) X(gather_errors) X(scatter_add) X(scatter_add_int) X(scatter_add_errors) X(cat) X(cat_many)          \
             X(cat_errors) X(one_hot) X(one_hot_errors) X(no_leaks)
+/* clang-format on */
 
 /* ---- helpers ---- */
 

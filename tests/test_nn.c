@@ -4,6 +4,7 @@
 ** the printed seed. */
 #include "test_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(named_parameters)                                                                                                \
     X(state_dict_names_and_buffers)                                                                                    \
@@ -13,6 +14,7 @@
             X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to) X(schedulers_closed_form) X(clip_grad)                \
                 X(optimizer_state_roundtrip) X(optimizer_groups_and_lr) X(optimizer_bad_input) X(loss_bad_input)       \
                     X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(no_leaks)
+/* clang-format on */
 
 #define SEED 20240611ull
 

@@ -2,15 +2,17 @@
 ** losses, 5 steps of each optimizer, schedulers, clipping, and a 3-step W1 run.
 ** References come from tests/fixtures/gen_nn_fixtures.py (torch 1.13, float64
 ** unless noted); each check is |got - want| <= atol + rtol |want|. */
-#include "test_util.h"
 #include "tdfx.h"
+#include "test_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(linear)                                                                                                          \
     X(linear_nobias)                                                                                                   \
     X(conv2d) X(conv2d_groups) X(conv1d) X(maxpool2d) X(avgpool2d) X(adaptive_avgpool2d) X(flatten) X(unflatten)       \
         X(batchnorm1d) X(batchnorm2d) X(layernorm) X(embedding) X(mha) X(activations) X(sequential) X(losses)          \
             X(optimizers) X(schedulers) X(clipping) X(w1_mlp_three_steps)
+/* clang-format on */
 
 #define ATOL 1e-5
 #define RTOL 1e-5

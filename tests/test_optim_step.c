@@ -5,10 +5,12 @@
 
 #include "fixtures/optim_steps.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(reference_matches_torch)                                                                                         \
     X(torch_fixture) X(adam_variants) X(adam_large) X(sgd_variants) X(rmsprop_variants) X(adam_errors) X(sgd_errors)   \
         X(rmsprop_errors)
+/* clang-format on */
 
 /* ---- double-precision references (torch.optim formulas, foreach=False) ---- */
 

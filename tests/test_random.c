@@ -1,10 +1,12 @@
 /* rand, randn and dropout: exact Philox streams, statistics, masks, errors. */
 #include "test_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(rand_stream_exact)                                                                                               \
     X(rand_offset_shift) X(rand_half_in_unit) X(rand_stats) X(randn_stream) X(randn_stats) X(dropout_mask)             \
         X(dropout_noncontiguous) X(dropout_dtypes) X(dropout_errors)
+/* clang-format on */
 
 /* u_i of the stream (seed, offset), from td_philox4x32 directly */
 static float stream_u(uint64_t seed, uint64_t offset, int64_t i) {

@@ -2,12 +2,14 @@
 ** strided inputs, dtypes, NaN, argmax ties, accuracy, empty sets, errors. */
 #include "elem_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(dim_sets_f64)                                                                                                    \
     X(dim_sets_f32_strided)                                                                                            \
     X(dim_sets_half)                                                                                                   \
     X(sum_integer_and_bool) X(max_min_integer_exact) X(argmax_ties_and_nan) X(argmax_flatten) X(nan_propagation)       \
         X(var_correction) X(logsumexp_stable) X(sum_accuracy_1e6) X(few_outputs_long_rows) X(empty_sets) X(errors)
+/* clang-format on */
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_VAR, R_LSE, R_COUNT };
 static const char *rnames[R_COUNT] = {"sum", "mean", "amax", "amin", "var", "logsumexp"};

@@ -7,6 +7,7 @@
 #include "test_util.h"
 #include "trident/io.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                               \
     X(roundtrip_all_dtypes) X(reference_bytes) X(writer_order_and_alignment) X(noncontiguous_and_empty)         \
     X(atomic_replace) X(save_unwritable_dir) X(bad_truncated) X(bad_too_short) X(bad_header_too_large)         \
@@ -14,6 +15,7 @@
     X(bad_dtype) X(bad_shape_size) X(bad_overflow) X(bad_missing_file) X(bad_duplicate) X(bad_metadata_value)  \
     X(bad_offsets_form) X(unsupported_dtype) X(named_list_misuse) X(checkpoint_roundtrip)                      \
     X(checkpoint_wrong_model) X(checkpoint_tensor_mismatch) X(checkpoint_bad_metadata) X(pytorch_interop)
+/* clang-format on */
 
 /* A file with the given JSON header (padded to a multiple of 8 unless raw)
 ** followed by ndata bytes of data (values 1, 2, ...). */
@@ -67,7 +69,8 @@ static td_named_tensors *interop_tensors(void) {
     int64_t s34[2] = {3, 4}, s4 = 4, s5 = 5, s22[2] = {2, 2}, s3 = 3, s2 = 2;
     ASSERT_OK(td_named_tensors_add(l, "weight", ASSERT_TENSOR(td_from_data(w, 2, s34, TD_F32, TD_CPU))));
     ASSERT_OK(td_named_tensors_add(l, "bias", ASSERT_TENSOR(td_from_data(bias, 1, &s4, TD_F64, TD_CPU))));
-    ASSERT_OK(td_named_tensors_add(l, "half", ASSERT_TENSOR(td_cast(td_from_data(half, 1, &s5, TD_F32, TD_CPU), TD_F16))));
+    ASSERT_OK(
+        td_named_tensors_add(l, "half", ASSERT_TENSOR(td_cast(td_from_data(half, 1, &s5, TD_F32, TD_CPU), TD_F16))));
     ASSERT_OK(td_named_tensors_add(l, "bf", ASSERT_TENSOR(td_cast(td_from_data(bf, 2, s22, TD_F32, TD_CPU), TD_BF16))));
     ASSERT_OK(td_named_tensors_add(l, "idx", ASSERT_TENSOR(td_from_data(idx, 1, &s3, TD_I64, TD_CPU))));
     ASSERT_OK(td_named_tensors_add(l, "i32", ASSERT_TENSOR(td_from_data(i32, 1, &s2, TD_I32, TD_CPU))));
@@ -131,10 +134,10 @@ TEST(reference_bytes) {
     const char *p = test_tmp_path("ref.safetensors");
     ASSERT_OK(td_safetensors_save(p, l));
     static const unsigned char want[] = {
-        64, 0, 0, 0, 0, 0, 0, 0, 123, 34, 97, 116, 116, 110, 46, 48, 34, 58, 123, 34, 100, 116, 121, 112, 101, 34,
-        58, 34, 70, 51, 50, 34, 44, 34, 115, 104, 97, 112, 101, 34, 58, 91, 49, 44, 50, 44, 51, 93, 44, 34, 100, 97,
-        116, 97, 95, 111, 102, 102, 115, 101, 116, 115, 34, 58, 91, 48, 44, 50, 52, 93, 125, 125, 0, 0, 0, 0, 0, 0,
-        128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 0, 0, 128, 64, 0, 0, 160, 64};
+        64,  0,  0,   0,  0,   0,  0,   0,   123, 34,  97,  116, 116, 110, 46,  48, 34, 58, 123, 34, 100, 116, 121, 112,
+        101, 34, 58,  34, 70,  51, 50,  34,  44,  34,  115, 104, 97,  112, 101, 34, 58, 91, 49,  44, 50,  44,  51,  93,
+        44,  34, 100, 97, 116, 97, 95,  111, 102, 102, 115, 101, 116, 115, 34,  58, 91, 48, 44,  50, 52,  93,  125, 125,
+        0,   0,  0,   0,  0,   0,  128, 63,  0,   0,   0,   64,  0,   0,   64,  64, 0,  0,  128, 64, 0,   0,   160, 64};
     size_t n;
     unsigned char *got = test_read_file(p, &n);
     ASSERT_EQ_INT(n, sizeof want);
@@ -145,10 +148,9 @@ TEST(reference_bytes) {
     td_named_tensors *e = td_named_tensors_new();
     ASSERT_OK(td_named_tensors_set_meta(e, "framework", "pt"));
     ASSERT_OK(td_safetensors_save(p, e));
-    static const unsigned char want_empty[] = {40,  0,   0,   0,   0,   0,   0,   0,   123, 34,  95,  95,  109, 101,
-                                               116, 97,  100, 97,  116, 97,  95,  95,  34,  58,  123, 34,  102, 114,
-                                               97,  109, 101, 119, 111, 114, 107, 34,  58,  34,  112, 116, 34,  125,
-                                               125, 32,  32,  32,  32,  32};
+    static const unsigned char want_empty[] = {
+        40,  0,  0,   0,   0,  0,   0,   0,   123, 34,  95,  95, 109, 101, 116, 97,  100, 97,  116, 97, 95, 95, 34, 58,
+        123, 34, 102, 114, 97, 109, 101, 119, 111, 114, 107, 34, 58,  34,  112, 116, 34,  125, 125, 32, 32, 32, 32, 32};
     got = test_read_file(p, &n);
     ASSERT_EQ_INT(n, sizeof want_empty);
     ASSERT(!memcmp(got, want_empty, n));
@@ -174,7 +176,8 @@ TEST(writer_order_and_alignment) {
     ASSERT_EQ_INT(n, 8 + hl + 24 + 12 + 12 + 3);
     b[8 + hl] = 0;
     const char *h = (const char *)b + 8;
-    const char *pd = strstr(h, "\"d\":"), *pa = strstr(h, "\"a\":"), *pb = strstr(h, "\"b\":"), *pc = strstr(h, "\"c\":");
+    const char *pd = strstr(h, "\"d\":"), *pa = strstr(h, "\"a\":"), *pb = strstr(h, "\"b\":"),
+               *pc = strstr(h, "\"c\":");
     ASSERT(pd && pa && pb && pc && pd < pa && pa < pb && pb < pc);
     ASSERT(strstr(h, "\"d\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[0,24]}"));
     ASSERT(strstr(h, "\"c\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[48,51]}"));
@@ -422,7 +425,8 @@ TEST(checkpoint_wrong_model) {
     const char *p = test_tmp_path("ck2.safetensors");
     ASSERT_OK(td_train_state_save(p, &ck));
     td_train_state back;
-    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", NULL, &back), TD_ERR_FORMAT, "model 'mlp' expected, checkpoint holds 'cnn'");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", NULL, &back), TD_ERR_FORMAT,
+                 "model 'mlp' expected, checkpoint holds 'cnn'");
     ASSERT(back.model == NULL && back.optim == NULL);
     ASSERT_OK(td_train_state_load(p, TD_CPU, NULL, NULL, &back)); /* no expectation: accepted */
     ASSERT_EQ_INT(td_named_tensors_len(back.optim), 0);
@@ -483,7 +487,8 @@ TEST(checkpoint_bad_metadata) {
 static const char *script_path(void) {
     static char p[1024];
     const char *env = getenv("TD_TEST_SOURCE_DIR");
-    if (env) snprintf(p, sizeof p, "%s/interop_safetensors.py", env);
+    if (env)
+        snprintf(p, sizeof p, "%s/interop_safetensors.py", env);
     else {
         snprintf(p, sizeof p, "%s", __FILE__);
         char *slash = strrchr(p, '/');
@@ -502,7 +507,8 @@ static int run_script(const char *mode, const char *file) {
 TEST(pytorch_interop) {
     if (access("/usr/bin/python3", X_OK) != 0) TEST_SKIP("/usr/bin/python3 is missing");
     if (access(script_path(), R_OK) != 0) TEST_SKIP("cannot find %s (set TD_TEST_SOURCE_DIR)", script_path());
-    if (system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) TEST_SKIP("/usr/bin/python3 cannot import torch");
+    if (system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0)
+        TEST_SKIP("/usr/bin/python3 cannot import torch");
     td_named_tensors *l = interop_tensors();
     ASSERT_OK(td_named_tensors_set_meta(l, "producer", "trident"));
     const char *ours = test_tmp_path("trident.safetensors"), *theirs = test_tmp_path("torch.safetensors");

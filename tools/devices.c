@@ -26,7 +26,8 @@ static void print_devices(void) {
                 continue;
             }
             printf("%s:%d  %s\n", type_names[type], i, info.name);
-            printf("        driver %s; %d compute units; subgroup %d", info.driver, info.compute_units, info.subgroup_size);
+            printf("        driver %s; %d compute units; subgroup %d", info.driver, info.compute_units,
+                   info.subgroup_size);
             if (info.total_memory) printf("; memory %.1f GiB", (double)info.total_memory / (1 << 30));
             printf("\n        fp16 %s, bf16 %s, int8 %s, coopmat %s, timestamps %s; %s\n", info.fp16 ? "yes" : "no",
                    info.bf16 ? "yes" : "no", info.int8 ? "yes" : "no", info.cooperative_matrix ? "yes" : "no",
@@ -80,7 +81,8 @@ static void print_ops(void) {
 int cmd_devices(int argc, char **argv) {
     bool ops = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ops")) ops = true;
+        if (!strcmp(argv[i], "--ops"))
+            ops = true;
         else {
             fprintf(stderr, "trident devices: unknown option '%s' (expected --ops)\n", argv[i]);
             return 2;

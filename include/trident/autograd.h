@@ -53,11 +53,11 @@ TD_API td_status td_grad(int n_out, td_tensor *const *outputs, td_tensor *const 
 TD_API td_tensor *td_detach(td_tensor *t);
 
 /* ---- grad modes: METHODs opening and closing scopes on this thread; they nest ---- */
-TD_API void td_no_grad_begin(void);     /* ops are not recorded */
+TD_API void td_no_grad_begin(void); /* ops are not recorded */
 TD_API void td_no_grad_end(void);
 TD_API void td_enable_grad_begin(void); /* ops are recorded (inside no_grad) */
 TD_API void td_enable_grad_end(void);
-TD_API void td_inference_begin(void);   /* no recording, even inside a nested enable_grad */
+TD_API void td_inference_begin(void); /* no recording, even inside a nested enable_grad */
 TD_API void td_inference_end(void);
 TD_API bool td_grad_enabled(void);
 
@@ -98,7 +98,7 @@ typedef td_status (*td_region_fn)(void *user, int n_in, td_tensor *const *inputs
 ** passed as inputs are not returned by td_grad (only accumulated by
 ** td_backward). Returns fn's status on failure, with outputs set to NULL. */
 TD_API td_status td_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
-                                    td_tensor **outputs);
+                               td_tensor **outputs);
 
 /* ---- custom functions: how user kernels join autograd ----
 ** forward runs with grad mode off and writes n_out new tensors (made with ops

@@ -146,15 +146,14 @@ TD_API td_tensor *td_one_hot(td_tensor *idx, int64_t num_classes);
 ** non-float param); TD_ERR_STATE for a released tensor. Not recorded by
 ** autograd. */
 TD_API td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_tensor *v, td_tensor *vmax,
-                                double lr, double beta1, double beta2, double eps, double weight_decay,
-                                int64_t step, bool decoupled_weight_decay, bool amsgrad, bool maximize);
+                                double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step,
+                                bool decoupled_weight_decay, bool amsgrad, bool maximize);
 /* first_step: the momentum buffer is initialised to the (decayed) gradient. */
 TD_API td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum,
-                               double dampening, double weight_decay, bool nesterov, bool first_step,
-                               bool maximize);
+                               double dampening, double weight_decay, bool nesterov, bool first_step, bool maximize);
 TD_API td_status td_rmsprop_update(td_tensor *param, td_tensor *grad, td_tensor *square_avg, td_tensor *buf,
-                                   td_tensor *grad_avg, double lr, double alpha, double eps,
-                                   double weight_decay, double momentum, bool centered, bool maximize);
+                                   td_tensor *grad_avg, double lr, double alpha, double eps, double weight_decay,
+                                   double momentum, bool centered, bool maximize);
 
 #ifdef __cplusplus
 }

@@ -33,14 +33,14 @@ extern "C" {
 #define TD_MAX_DIMS 8
 
 /* X(NAME, name, bytes, is_float, is_signed) */
-#define TD_DTYPE_LIST(X)                \
-    X(F32, "float32", 4, 1, 1)          \
-    X(F64, "float64", 8, 1, 1)          \
-    X(F16, "float16", 2, 1, 1)          \
-    X(BF16, "bfloat16", 2, 1, 1)        \
-    X(I32, "int32", 4, 0, 1)            \
-    X(I64, "int64", 8, 0, 1)            \
-    X(U8, "uint8", 1, 0, 0)             \
+#define TD_DTYPE_LIST(X)                                                                                               \
+    X(F32, "float32", 4, 1, 1)                                                                                         \
+    X(F64, "float64", 8, 1, 1)                                                                                         \
+    X(F16, "float16", 2, 1, 1)                                                                                         \
+    X(BF16, "bfloat16", 2, 1, 1)                                                                                       \
+    X(I32, "int32", 4, 0, 1)                                                                                           \
+    X(I64, "int64", 8, 0, 1)                                                                                           \
+    X(U8, "uint8", 1, 0, 0)                                                                                            \
     X(BOOL, "bool", 1, 0, 0)
 
 typedef enum td_dtype {
@@ -62,15 +62,20 @@ TD_API td_dtype td_dtype_promote(td_dtype a, td_dtype b);
 
 /* ---- Devices ---------------------------------------------------------- */
 
-typedef enum td_device_type { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1, TD_DEVICE_VULKAN = 2, TD_DEVICE_TYPE_COUNT } td_device_type;
+typedef enum td_device_type {
+    TD_DEVICE_CPU = 0,
+    TD_DEVICE_CUDA = 1,
+    TD_DEVICE_VULKAN = 2,
+    TD_DEVICE_TYPE_COUNT
+} td_device_type;
 
 typedef struct td_device {
     int type;  /* td_device_type */
     int index; /* ordinal within that backend */
 } td_device;
 
-#define TD_CPU ((td_device){TD_DEVICE_CPU, 0})
-#define TD_CUDA(i) ((td_device){TD_DEVICE_CUDA, (i)})
+#define TD_CPU       ((td_device){TD_DEVICE_CPU, 0})
+#define TD_CUDA(i)   ((td_device){TD_DEVICE_CUDA, (i)})
 #define TD_VULKAN(i) ((td_device){TD_DEVICE_VULKAN, (i)})
 
 /* METHOD. Whether a and b are the same device (type and index). */
@@ -137,10 +142,10 @@ TD_API void td_release(td_tensor *t);
 ** NULL (shape, strides), TD_DTYPE_COUNT (dtype), {-1, -1} (device) or false
 ** (is_contiguous). A dim out of range gives -1 with TD_ERR_INDEX. */
 TD_API int td_ndim(const td_tensor *t);
-TD_API int64_t td_size(const td_tensor *t, int dim); /* dim may be negative */
+TD_API int64_t td_size(const td_tensor *t, int dim);   /* dim may be negative */
 TD_API int64_t td_stride(const td_tensor *t, int dim); /* in elements */
-TD_API const int64_t *td_shape(const td_tensor *t);   /* borrowed, ndim entries */
-TD_API const int64_t *td_strides(const td_tensor *t); /* borrowed, in elements */
+TD_API const int64_t *td_shape(const td_tensor *t);    /* borrowed, ndim entries */
+TD_API const int64_t *td_strides(const td_tensor *t);  /* borrowed, in elements */
 TD_API int64_t td_numel(const td_tensor *t);
 TD_API td_dtype td_tensor_dtype(const td_tensor *t);
 TD_API td_device td_tensor_device(const td_tensor *t);
@@ -155,7 +160,7 @@ TD_API td_status td_copy_to_host(td_tensor *t, void *dst, size_t nbytes, td_dtyp
 /* METHOD. Read one element as double (waits for the device). Returns NAN and
 ** sets the error on failure: td_item TD_ERR_SHAPE when numel is not 1, td_get
 ** TD_ERR_INDEX for an index out of range and TD_ERR_MISUSE for a NULL idx. */
-TD_API double td_item(td_tensor *t);                  /* numel must be 1 */
+TD_API double td_item(td_tensor *t);                    /* numel must be 1 */
 TD_API double td_get(td_tensor *t, const int64_t *idx); /* idx has ndim entries */
 
 /* METHOD. Copy src into dst elementwise, with broadcasting of src and dtype
@@ -219,7 +224,7 @@ typedef struct td_rng_state {
     uint64_t seed;
     uint64_t offset; /* next unused Philox counter */
 } td_rng_state;
-TD_API void td_manual_seed(uint64_t seed);       /* seed, offset 0 */
+TD_API void td_manual_seed(uint64_t seed); /* seed, offset 0 */
 TD_API td_rng_state td_rng_get_state(void);
 TD_API void td_rng_set_state(td_rng_state s);
 /* METHOD. Reserve counters for n values: returns the seed and the first

@@ -33,11 +33,12 @@ CMP_ROW_(cmp_u8, uint8_t, ID_) /* also bool, stored as 0/1 */
 
 #define CMP_CALL_(fn, T) fn(op->kind, n, (uint8_t *)p[0], s[0], (const T *)p[1], s[1], (const T *)p[2], s[2])
 
-static void compare_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
-    CPU_ROW_SWITCH_(op->in[0].dtype, CMP_CALL_, cmp)
-}
+static void compare_row(const td_op *op, int64_t n, char *const *p,
+                        const int64_t *s){CPU_ROW_SWITCH_(op->in[0].dtype, CMP_CALL_, cmp)}
 
-td_status td_cpu_EQ(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
+td_status td_cpu_EQ(const td_op *op) {
+    return cpu_elementwise(op, compare_row, 1);
+}
 td_status td_cpu_NE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
 td_status td_cpu_LT(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
 td_status td_cpu_LE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }

@@ -7,20 +7,21 @@
 #include "cpu.h"
 
 /* Same-dtype element copy for element sizes 1, 2, 4 and 8 bytes. */
-#define COPY_SAME_(T)                                                                                          \
-    do {                                                                                                       \
-        const T *src = cpu_ptr(in);                                                                            \
-        T *dst = cpu_ptr(out);                                                                                 \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < it.rows; r++) {                    \
-            int64_t off[2];                                                                                    \
-            cpu_iter_row_offsets(&it, r, off);                                                                 \
-            const T *s = src + off[1];                                                                         \
-            T *d = dst + off[0];                                                                               \
-            int64_t ds = it.inner_strides[0], ss = it.inner_strides[1];                                        \
-            if (ds == 1 && ss == 1) memcpy(d, s, (size_t)it.inner * sizeof(T));                                \
-            else                                                                                               \
-                for (int64_t i = 0; i < it.inner; i++) d[i * ds] = s[i * ss];                                  \
-        }                                                                                                      \
+#define COPY_SAME_(T)                                                                                                  \
+    do {                                                                                                               \
+        const T *src = cpu_ptr(in);                                                                                    \
+        T *dst = cpu_ptr(out);                                                                                         \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < it.rows; r++) {                            \
+            int64_t off[2];                                                                                            \
+            cpu_iter_row_offsets(&it, r, off);                                                                         \
+            const T *s = src + off[1];                                                                                 \
+            T *d = dst + off[0];                                                                                       \
+            int64_t ds = it.inner_strides[0], ss = it.inner_strides[1];                                                \
+            if (ds == 1 && ss == 1)                                                                                    \
+                memcpy(d, s, (size_t)it.inner * sizeof(T));                                                            \
+            else                                                                                                       \
+                for (int64_t i = 0; i < it.inner; i++) d[i * ds] = s[i * ss];                                          \
+        }                                                                                                              \
     } while (0)
 
 td_status td_cpu_COPY(const td_op *op) {

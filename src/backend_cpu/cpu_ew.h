@@ -2,7 +2,8 @@
 ** Helpers of the elementwise and reduction kernels (cpu_binary.c,
 ** cpu_unary.c, cpu_reduce.c): OpenMP tiles over a cpu_iter, and the AVX2/FMA
 ** fast paths in x86/, chosen at run time.
-** defines: CPU_TILE, cpu_iter_tiles, cpu_iter_tile, cpu_elementwise, ID_/F16_IN_/F16_OUT_/BF16_IN_/BF16_OUT_, CPU_ROW_SWITCH_,
+** defines: CPU_TILE, cpu_iter_tiles, cpu_iter_tile, cpu_elementwise, ID_/F16_IN_/F16_OUT_/BF16_IN_/BF16_OUT_,
+*CPU_ROW_SWITCH_,
 ** cpu_has_avx2, *_avx2.
 */
 #ifndef TRIDENT_BACKEND_CPU_EW_H

@@ -12,8 +12,8 @@
 #include "../core/internal.h"
 #include "cpu_ew.h"
 
-#define FNF_(name)   name##f /* the float flavour of a libm function */
-#define FND_(name)   name    /* the double flavour */
+#define FNF_(name) name##f /* the float flavour of a libm function */
+#define FND_(name) name    /* the double flavour */
 
 #define GELU_K       0.7978845608028654 /* sqrt(2/pi) */
 #define GELU_C       0.044715

@@ -24,7 +24,8 @@ static void fill_names(void) {
     for (int k = 0; k < TD_OP_COUNT; k++) {
         const char *s = op_meta[k].name;
         size_t i = 0;
-        for (; s[i] && i + 1 < sizeof op_names[k]; i++) op_names[k][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+        for (; s[i] && i + 1 < sizeof op_names[k]; i++)
+            op_names[k][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
         op_names[k][i] = 0;
     }
 }
@@ -75,7 +76,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
 td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
                               const td_op_params *p) {
     td_tensor *c[4] = {NULL, NULL, NULL, NULL};
-    td_status st = n_in <= 4 ? TD_OK : TD_ERR(TD_ERR_MISUSE, "%s: %d contiguous inputs is more than 4", td_op_name(kind), n_in);
+    td_status st =
+        n_in <= 4 ? TD_OK : TD_ERR(TD_ERR_MISUSE, "%s: %d contiguous inputs is more than 4", td_op_name(kind), n_in);
     for (int i = 0; i < n_in && st == TD_OK; i++)
         if (in[i] && !(c[i] = td_keep(td_contiguous(in[i])))) st = td_last_status();
     for (int i = 0; i < n_out && st == TD_OK; i++)

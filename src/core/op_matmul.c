@@ -125,7 +125,8 @@ td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
     TD_CHECK_ARG(w, "linear");
     if (w->ndim != 2) {
         char s[96];
-        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: weight must be [out, in], got %s", td__shape_str(w->ndim, w->shape, s, sizeof s));
+        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: weight must be [out, in], got %s",
+                     td__shape_str(w->ndim, w->shape, s, sizeof s));
     }
     if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
         char s[96];

@@ -66,8 +66,8 @@ td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor 
 
 /* Shared checks of cross_entropy and its backward: logits [N, C] with target
 ** [N], or logits [C] with a 0-d target; int64 target; weight [C]. */
-static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_tensor *weight,
-                       double label_smoothing, int reduction) {
+static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_tensor *weight, double label_smoothing,
+                       int reduction) {
     if (!check_float(logits, op, "logits")) return false;
     char a[96], b[96];
     td__shape_str(logits->ndim, logits->shape, a, sizeof a);
@@ -77,17 +77,22 @@ static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_
                false;
     bool ok = (logits->ndim == 2 && target->ndim == 1 && target->shape[0] == logits->shape[0]) ||
               (logits->ndim == 1 && target->ndim == 0);
-    if (!ok) return TD_ERR(TD_ERR_SHAPE, "%s: logits %s and target %s do not fit ([N, C] with [N], or [C] with [])", op, a, b), false;
+    if (!ok)
+        return TD_ERR(TD_ERR_SHAPE, "%s: logits %s and target %s do not fit ([N, C] with [N], or [C] with [])", op, a,
+                      b),
+               false;
     int64_t C = logits->shape[logits->ndim - 1];
     if (C < 1) return TD_ERR(TD_ERR_SHAPE, "%s: logits %s have no classes", op, a), false;
     if (weight) {
         if (!td__check_arg(weight, op, "weight")) return false;
         if (weight->ndim != 1 || weight->shape[0] != C)
             return TD_ERR(TD_ERR_SHAPE, "%s: weight has shape %s, expected [%lld]", op,
-                          td__shape_str(weight->ndim, weight->shape, b, sizeof b), (long long)C), false;
+                          td__shape_str(weight->ndim, weight->shape, b, sizeof b), (long long)C),
+                   false;
         if (weight->dtype != logits->dtype)
             return TD_ERR(TD_ERR_DTYPE, "%s: weight is %s but logits are %s", op, td_dtype_name(weight->dtype),
-                          td_dtype_name(logits->dtype)), false;
+                          td_dtype_name(logits->dtype)),
+                   false;
     }
     if (!(label_smoothing >= 0 && label_smoothing <= 1))
         return TD_ERR(TD_ERR_MISUSE, "%s: label_smoothing %g outside [0, 1]", op, label_smoothing), false;
@@ -117,7 +122,8 @@ td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_te
     TD_CHECK_ARG(target, op);
     if (!check_xent(op, logits, target, weight, label_smoothing, reduction)) return NULL;
     bool none = reduction == TD_REDUCTION_NONE;
-    bool fits = none ? dloss->ndim == target->ndim && td__numel(dloss->ndim, dloss->shape) == td__numel(target->ndim, target->shape)
+    bool fits = none ? dloss->ndim == target->ndim &&
+                           td__numel(dloss->ndim, dloss->shape) == td__numel(target->ndim, target->shape)
                      : td__numel(dloss->ndim, dloss->shape) == 1;
     if (!fits) {
         char a[96];
