@@ -3,6 +3,7 @@
 ** the backend of the operands' device, builds td_views, checks support, runs
 ** the op and lets autograd record it.
 */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,7 +33,8 @@ static void fill_names(void) {
 
 const char *td_op_name(td_op_kind k) {
     if ((unsigned)k >= TD_OP_COUNT) return "?";
-    if (!op_names[0][0]) fill_names(); /* idempotent, so a benign race */
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* a reader never sees a half-filled table */
+    pthread_once(&once, fill_names);
     return op_names[k];
 }
 
