@@ -8,10 +8,10 @@
 
 #define TESTS(X)                                                                                                       \
     X(fill_dtypes)                                                                                                     \
-    X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float) X(unary_int_clamp)             \
-        X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes)           \
-            X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat)   \
-                X(indexing)
+    X(copy_convert)                                                                                                    \
+    X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float) X(unary_int_clamp) X(unary_f64) X(reductions)  \
+        X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) X(random_philox) X(softmax)          \
+            X(cross_entropy) X(optimizers) X(conv2d) X(pooling) X(layer_norm_arange_cat) X(indexing)
 
 TEST(fill_dtypes) {
     setup();

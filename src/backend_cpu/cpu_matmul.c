@@ -41,15 +41,15 @@ static int64_t mm_batch_offset(const td_operand *v, int64_t b) {
 
 /* Runs the batched product on raw element pointers pa, pb, pc (pc contiguous),
 ** with shapes and strides taken from the views a and b. */
-#define MM_BATCHED_(T, GEMM)                                                                                   \
-    do {                                                                                                       \
-        const T *pa_ = pa, *pb_ = pb;                                                                          \
-        T *pc_ = pc;                                                                                           \
-        bool many_small = batches > 1 && M * N * K < (1 << 18);                                                \
-        int nt = many_small ? cpu_threads_for(batches, M * N * K) : 1;                                         \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t bi = 0; bi < batches; bi++)                  \
-            GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)N, (int)K, 1, pa_ + mm_batch_offset(a, bi),   \
-                 (int)la.ld, pb_ + mm_batch_offset(b, bi), (int)lb.ld, 0, pc_ + bi * M * N, (int)N);           \
+#define MM_BATCHED_(T, GEMM)                                                                                           \
+    do {                                                                                                               \
+        const T *pa_ = pa, *pb_ = pb;                                                                                  \
+        T *pc_ = pc;                                                                                                   \
+        bool many_small = batches > 1 && M * N * K < (1 << 18);                                                        \
+        int nt = many_small ? cpu_threads_for(batches, M * N * K) : 1;                                                 \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t bi = 0; bi < batches; bi++)                           \
+            GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)N, (int)K, 1, pa_ + mm_batch_offset(a, bi),           \
+                 (int)la.ld, pb_ + mm_batch_offset(b, bi), (int)lb.ld, 0, pc_ + bi * M * N, (int)N);                   \
     } while (0)
 
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
@@ -57,8 +57,10 @@ static void mm_run(const td_operand *a, const void *pa, const td_operand *b, con
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batches = td__numel(nd - 2, a->shape);
     mm_mat la = mm_layout(a), lb = mm_layout(b);
-    if (dt == TD_F64) MM_BATCHED_(double, cblas_dgemm);
-    else MM_BATCHED_(float, cblas_sgemm);
+    if (dt == TD_F64)
+        MM_BATCHED_(double, cblas_dgemm);
+    else
+        MM_BATCHED_(float, cblas_sgemm);
 }
 
 td_status td_cpu_MATMUL(const td_op *op) {
@@ -81,7 +83,8 @@ td_status td_cpu_MATMUL(const td_op *op) {
     td__contiguous_strides(nd, b->shape, cb.strides);
     float *fa = cpu_nn_to_f32(a), *fb = cpu_nn_to_f32(b), *fc = malloc((size_t)n_out * sizeof(float));
     td_status st = TD_OK;
-    if (!fa || !fb || !fc) st = fc ? td_last_status() : cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
+    if (!fa || !fb || !fc)
+        st = fc ? td_last_status() : cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
     else {
         mm_run(&ca, fa, &cb, fb, TD_F32, fc);
         cpu_nn_from_f32(out, fc);
