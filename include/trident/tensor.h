@@ -138,7 +138,7 @@ TD_API td_tensor *td_retain(td_tensor *t);
 TD_API void td_release(td_tensor *t);
 
 /* GETTERS. On NULL (TD_ERR_MISUSE) or a released tensor (TD_ERR_STATE) they
-** set the error and return -1 (ndim, numel, size, stride, storage_offset),
+** set the error when none is stored (never overwriting an earlier one) and return -1 (ndim, numel, size, stride, storage_offset),
 ** NULL (shape, strides), TD_DTYPE_COUNT (dtype), {-1, -1} (device) or false
 ** (is_contiguous). A dim out of range gives -1 with TD_ERR_INDEX. */
 TD_API int td_ndim(const td_tensor *t);

@@ -219,10 +219,15 @@ void td_release(td_tensor *t) {
 
 /* ---- getters ---- */
 
+/* Getters report a NULL or released tensor only when no error is stored yet:
+** they never overwrite the first error of a failed expression. */
 static bool alive(const td_tensor *t, const char *fn) {
-    if (!t) return TD_ERR(TD_ERR_MISUSE, "%s: tensor is NULL", fn), false;
-    if (t->magic != TD_TENSOR_ALIVE) return TD_ERR(TD_ERR_STATE, "%s: tensor was released", fn), false;
-    return true;
+    if (t && t->magic == TD_TENSOR_ALIVE) return true;
+    if (td_last_status() == TD_OK) {
+        if (!t) TD_ERR(TD_ERR_MISUSE, "%s: tensor is NULL", fn);
+        else TD_ERR(TD_ERR_STATE, "%s: tensor was released", fn);
+    }
+    return false;
 }
 
 int td_ndim(const td_tensor *t) { return alive(t, "td_ndim") ? t->ndim : -1; }
