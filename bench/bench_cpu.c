@@ -55,10 +55,10 @@ static double time_median(void (*fn)(void *), void *ctx, int reps) {
 /* ---- the workloads ---- */
 
 typedef struct work {
-    td_tensor *a, *b; /* Trident inputs */
+    td_tensor *a, *b;    /* Trident inputs */
     float *fa, *fb, *fc; /* host buffers for OpenBLAS and memcpy */
-    int n;            /* matrix size */
-    size_t bytes;     /* memcpy size */
+    int n;               /* matrix size */
+    size_t bytes;        /* memcpy size */
     int kind;
 } work;
 
@@ -98,8 +98,9 @@ static void run_memcpy_mt(void *p) {
 }
 static void run_td_op(void *p) {
     work *w = p;
-    td_tensor *r = w->kind == W_ADD ? td_add(w->a, w->b) : w->kind == W_SOFTMAX ? td_softmax(w->a, -1)
-                                                                                 : td_sum(w->a, 0, NULL, false);
+    td_tensor *r = w->kind == W_ADD       ? td_add(w->a, w->b)
+                   : w->kind == W_SOFTMAX ? td_softmax(w->a, -1)
+                                          : td_sum(w->a, 0, NULL, false);
     if (!r) {
         fprintf(stderr, "bench_cpu: %s\n", td_last_error());
         exit(1);
@@ -136,7 +137,10 @@ int main(int argc, char **argv) {
     const int sizes[3] = {512, 1024, 2048};
     for (int s = 0; s < (quick ? 2 : 3); s++) {
         int n = sizes[s];
-        work w = {.n = n, .fa = host_random((size_t)n * n), .fb = host_random((size_t)n * n), .fc = host_random((size_t)n * n)};
+        work w = {.n = n,
+                  .fa = host_random((size_t)n * n),
+                  .fb = host_random((size_t)n * n),
+                  .fc = host_random((size_t)n * n)};
         int64_t shape[2] = {n, n};
         w.a = td_from_data(w.fa, 2, shape, TD_F32, TD_CPU);
         w.b = td_from_data(w.fb, 2, shape, TD_F32, TD_CPU);
@@ -173,7 +177,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 3; k++) {
         work w = {.kind = ops[k].kind};
         int64_t shape1[1] = {n}, shape2[2] = {4096, n / 4096};
-        w.a = td_rand(ops[k].kind == W_SOFTMAX ? 2 : 1, ops[k].kind == W_SOFTMAX ? shape2 : shape1, 1, 0, TD_F32, TD_CPU);
+        w.a =
+            td_rand(ops[k].kind == W_SOFTMAX ? 2 : 1, ops[k].kind == W_SOFTMAX ? shape2 : shape1, 1, 0, TD_F32, TD_CPU);
         w.b = td_rand(1, shape1, 2, 0, TD_F32, TD_CPU);
         double gbs = ops[k].bytes_per_elem * (double)n / time_median(run_td_op, &w, reps) * 1e-9;
         printf("%-34s %10.2f %9.1f%%\n", ops[k].label, gbs, 100 * gbs / bw);

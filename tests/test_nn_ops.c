@@ -398,7 +398,7 @@ TEST(conv_chunked) {
 ** images per GEMM), a 1x1 window read in place, a 1x1 window with padding, stride 2 with dilation,
 ** and groups. A rerun must give the same bits (the per-slot dw partials are summed in a fixed order). */
 TEST(conv_threads) {
-    nn_seed(27);
+    nn_seed(29);
     nn_threads(3);
     const conv_case cases[5] = {
         {{29, 5, 9, 8}, {6, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},  /* W2-like: 3x3, pad 1, stride 1 */

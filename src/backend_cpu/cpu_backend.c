@@ -61,8 +61,7 @@ void cpu_iter_init(cpu_iter *it, int nops, const td_operand *const *views) {
         if (v0->shape[d] == 1) continue;
         int n = it->ndim;
         bool merge = n > 0;
-        for (int k = 0; k < nops && merge; k++)
-            merge = it->strides[k][n - 1] == views[k]->strides[d] * v0->shape[d];
+        for (int k = 0; k < nops && merge; k++) merge = it->strides[k][n - 1] == views[k]->strides[d] * v0->shape[d];
         if (merge) {
             it->shape[n - 1] *= v0->shape[d];
             for (int k = 0; k < nops; k++) it->strides[k][n - 1] = views[k]->strides[d];
@@ -135,7 +134,7 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
 ** 4 KiB; at most CACHE_LIMIT bytes are kept. Off under AddressSanitizer,
 ** which must see every free to catch use-after-free. */
 #define CACHE_CLASSES 256
-#define CACHE_LIMIT ((size_t)2 << 30)
+#define CACHE_LIMIT   ((size_t)2 << 30)
 #if defined(__SANITIZE_ADDRESS__)
 #define CACHE_ON 0
 #else
