@@ -8,6 +8,7 @@
 #include "trident/trident.h"
 
 int cmd_devices(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 static void usage(FILE *f) {
@@ -21,11 +22,8 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
     if (argc < 2) return usage(stderr), 2;
     if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "train")) {
-        fprintf(stderr, "trident train: coming in the training-stack issue (#3)\n");
-        return 3;
-    }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(stdout), 0;
     fprintf(stderr, "trident: unknown command '%s'\n", argv[1]);
     usage(stderr);
