@@ -1,52 +1,36 @@
 /*
 ** COPY: strided copy with dtype conversion.
 ** in is any shape-compatible view (broadcast dims have stride 0); out may be
-** strided but never overlaps itself.
+** strided but never overlaps itself. Runs through cpu_elementwise, so a long
+** contiguous copy is split into tiles over every thread.
 */
 #include "../core/internal.h"
-#include "cpu.h"
+#include "cpu_ew.h"
 
-/* Same-dtype element copy for element sizes 1, 2, 4 and 8 bytes. */
-#define COPY_SAME_(T)                                                                                          \
-    do {                                                                                                       \
-        const T *src = cpu_ptr(in);                                                                            \
-        T *dst = cpu_ptr(out);                                                                                 \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < it.rows; r++) {                    \
-            int64_t off[2];                                                                                    \
-            cpu_iter_row_offsets(&it, r, off);                                                                 \
-            const T *s = src + off[1];                                                                         \
-            T *d = dst + off[0];                                                                               \
-            int64_t ds = it.inner_strides[0], ss = it.inner_strides[1];                                        \
-            if (ds == 1 && ss == 1) memcpy(d, s, (size_t)it.inner * sizeof(T));                                \
-            else                                                                                               \
-                for (int64_t i = 0; i < it.inner; i++) d[i * ds] = s[i * ss];                                  \
-        }                                                                                                      \
+/* Same-dtype copy of n elements of type T with strides s[0] (out), s[1] (in). */
+#define COPY_SAME_(T)                                                                                                  \
+    do {                                                                                                               \
+        T *d = (T *)p[0];                                                                                              \
+        const T *src = (const T *)p[1];                                                                                \
+        for (int64_t i = 0; i < n; i++) d[i * s[0]] = src[i * s[1]];                                                   \
     } while (0)
 
-td_status td_cpu_COPY(const td_op *op) {
-    const td_operand *in = &op->in[0], *out = &op->out[0];
-    if (td_operand_numel(out) == 0) return TD_OK;
-    const td_operand *views[2] = {out, in};
-    cpu_iter it;
-    cpu_iter_init(&it, 2, views);
-    int nt = cpu_threads_for(td_operand_numel(out), 1);
-    if (in->dtype == out->dtype) {
-        switch (td_dtype_size(in->dtype)) {
-        case 1: COPY_SAME_(uint8_t); return TD_OK;
-        case 2: COPY_SAME_(uint16_t); return TD_OK;
-        case 4: COPY_SAME_(uint32_t); return TD_OK;
-        case 8: COPY_SAME_(uint64_t); return TD_OK;
+static void copy_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
+    td_dtype sd = op->in[0].dtype, dd = op->out[0].dtype;
+    size_t size = td_dtype_size(dd);
+    if (sd == dd && s[0] == 1 && s[1] == 1) {
+        memcpy(p[0], p[1], (size_t)n * size);
+        return;
+    }
+    if (sd == dd) {
+        switch (size) {
+        case 1: COPY_SAME_(uint8_t); return;
+        case 2: COPY_SAME_(uint16_t); return;
+        case 4: COPY_SAME_(uint32_t); return;
+        case 8: COPY_SAME_(uint64_t); return;
         }
     }
-    const void *src = cpu_ptr(in);
-    void *dst = cpu_ptr(out);
-    td_dtype sd = in->dtype, dd = out->dtype;
-#pragma omp parallel for num_threads(nt)
-    for (int64_t r = 0; r < it.rows; r++) {
-        int64_t off[2];
-        cpu_iter_row_offsets(&it, r, off);
-        for (int64_t i = 0; i < it.inner; i++)
-            cpu_store(dst, off[0] + i * it.inner_strides[0], dd, cpu_load(src, off[1] + i * it.inner_strides[1], sd));
-    }
-    return TD_OK;
+    for (int64_t i = 0; i < n; i++) cpu_store(p[0], i * s[0], dd, cpu_load(p[1], i * s[1], sd));
 }
+
+td_status td_cpu_COPY(const td_op *op) { return cpu_elementwise(op, copy_row, 1); }

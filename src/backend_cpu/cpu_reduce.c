@@ -13,7 +13,8 @@
 **   MAX/MIN extreme value; NaN propagates
 **   ARG*    index (row-major over the reduced dims) of the first extreme; NaN
 **           counts as the extreme (PyTorch)
-**   VAR     two passes per tile (mean, then M2 = sum (x-mean)^2), tiles merged
+**   VAR     two passes per tile over x - x0 (x0 its first element: constant rows
+**           give exactly 0): mean, then M2 = sum (x-mean)^2; tiles merged
 **           with Chan's formula; result M2 / max(0, K - correction)
 **   LOGSUMEXP m + log(sum e^(x-m)) with m = max x, tiles merged by rescaling
 **           to the larger max; all -inf gives -inf, +inf gives +inf.
@@ -38,10 +39,6 @@ static bool is_max(td_op_kind k) { return k == TD_OP_MAX || k == TD_OP_ARGMAX; }
 
 /* ---- one tile: n elements at p with stride st, the first one at reduced index first ---- */
 
-#define F16_IN_(x)  cpu_f16_to_f32(x)
-#define BF16_IN_(x) cpu_bf16_to_f32(x)
-#define ID_(x)      (x)
-
 /* floats, computed in double; "better" is > for max and < for min, NaN beating all */
 #define FLOAT_TILE_(NAME, T, LD)                                                                                       \
     static racc NAME(td_op_kind k, const T *p, int64_t n, int64_t st, int64_t first) {                                 \
@@ -65,12 +62,13 @@ static bool is_max(td_op_kind k) { return k == TD_OP_MAX || k == TD_OP_ARGMAX; }
                 if (x < a.m || x != x) a.m = x, a.idx = first + i;                                                     \
             }                                                                                                          \
             break;                                                                                                     \
-        case TD_OP_VAR: {                                                                                              \
-            double sum = 0;                                                                                            \
-            for (int64_t i = 0; i < n; i++) sum += LD(p[i * st]);                                                      \
-            a.m = sum / (double)n;                                                                                     \
+        case TD_OP_VAR: { /* on data shifted by the first element: exact 0 for constant rows */                    \
+            double k0 = LD(p[0]), sum = 0;                                                                             \
+            for (int64_t i = 0; i < n; i++) sum += LD(p[i * st]) - k0;                                                 \
+            double dm = sum / (double)n;                                                                               \
+            a.m = k0 + dm;                                                                                             \
             for (int64_t i = 0; i < n; i++) {                                                                          \
-                double d = LD(p[i * st]) - a.m;                                                                        \
+                double d = (LD(p[i * st]) - k0) - dm;                                                                  \
                 a.s += d * d;                                                                                          \
             }                                                                                                          \
             break;                                                                                                     \

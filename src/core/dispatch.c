@@ -3,6 +3,7 @@
 ** the backend of the operands' device, builds td_views, checks support, runs
 ** the op and lets autograd record it.
 */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +27,16 @@ static void fill_names(void) {
     for (int k = 0; k < TD_OP_COUNT; k++) {
         const char *s = op_meta[k].name;
         size_t i = 0;
-        for (; s[i] && i + 1 < sizeof op_names[k]; i++) op_names[k][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+        for (; s[i] && i + 1 < sizeof op_names[k]; i++)
+            op_names[k][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
         op_names[k][i] = 0;
     }
 }
 
 const char *td_op_name(td_op_kind k) {
     if ((unsigned)k >= TD_OP_COUNT) return "?";
-    if (!op_names[0][0]) fill_names(); /* idempotent, so a benign race */
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* a reader never sees a half-filled table */
+    pthread_once(&once, fill_names);
     return op_names[k];
 }
 
@@ -80,7 +83,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
                        td_tensor *const *out, const td_op_params *p) {
     enum { MAX_OPERANDS = 64 };
     if (n_in > MAX_OPERANDS || n_out > 8)
-        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs is more than %d", td_op_name(kind), n_in, MAX_OPERANDS);
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs and %d outputs; at most %d and 8", td_op_name(kind), n_in, n_out,
+                      MAX_OPERANDS);
     const td_tensor *first = n_out ? out[0] : in[0];
     td_device dev = first->storage->device;
     for (int i = 0; i < n_in + n_out; i++) {
@@ -113,4 +117,26 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     if (st != TD_OK) return st;
     if (td__record_hook && op_meta[kind].differentiable) td__record_hook(kind, n_in, in, n_out, out, p);
     return TD_OK;
+}
+
+td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                              const td_op_params *p) {
+    td_tensor *c[4] = {NULL, NULL, NULL, NULL};
+    td_status st =
+        n_in <= 4 ? TD_OK : TD_ERR(TD_ERR_MISUSE, "%s: %d contiguous inputs is more than 4", td_op_name(kind), n_in);
+    for (int i = 0; i < n_in && st == TD_OK; i++)
+        if (in[i] && !(c[i] = td_keep(td_contiguous(in[i])))) st = td_last_status();
+    for (int i = 0; i < n_out && st == TD_OK; i++)
+        if (!out[i]) st = td_last_status();
+    if (st == TD_OK) st = td__dispatch(kind, n_in, c, NULL, n_out, out, p);
+    for (int i = 0; i < n_in && i < 4; i++) td_release(c[i]);
+    return st;
+}
+
+td_tensor *td__finish(td_status st, td_tensor *out) {
+    if (st != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
+    return td__scope_add(out);
 }

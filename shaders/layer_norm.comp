@@ -1,0 +1,54 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// LAYER_NORM over rows of D elements (x contiguous [rows, D]):
+//   mean = sum x / D;  var = sum (x - mean)^2 / D  (two passes, biased, as PyTorch)
+//   rstd = 1 / sqrt(var + eps);  y = (x - mean) * rstd * w + b   (w, b [D] optional)
+// Bindings: 0 x, 1 w, 2 b (dummies when absent), 3 y, 4 mean [rows], 5 rstd [rows].
+// One workgroup per row, subgroup reductions. Math in float (double for f64).
+// C mirror: vk_pc_norm (vk_ops_index.c). Variants layer_norm_<float dt>.
+#include "types.glsl"
+
+layout(constant_id = 0) const uint WG = 256;
+layout(local_size_x_id = 0) in;
+#define ACC VT(A_DT)
+#include "reduce.glsl"
+
+layout(push_constant) uniform PC {
+    uint rows, D, has_w, has_b;
+    uint x_off, w_off, b_off, y_off;
+    uint m_off, r_off;
+    float eps;
+} pc;
+
+layout(binding = 0) readonly buffer BX { ST(A_DT) x[]; };
+layout(binding = 1) readonly buffer BW { ST(A_DT) w[]; };
+layout(binding = 2) readonly buffer BB { ST(A_DT) b[]; };
+layout(binding = 3) writeonly buffer BY { ST(A_DT) y[]; };
+layout(binding = 4) writeonly buffer BM { ST(A_DT) mo[]; };
+layout(binding = 5) writeonly buffer BR { ST(A_DT) ro[]; };
+
+void main() {
+    uint t = gl_LocalInvocationID.x;
+    for (uint r = gl_WorkGroupID.x; r < pc.rows; r += gl_NumWorkGroups.x) {
+        uint xb = pc.x_off + r * pc.D;
+        ACC s = ACC(0);
+        for (uint j = t; j < pc.D; j += WG) s += LD(A_DT, x[xb + j]);
+        ACC mean = wg_reduce(s, R_ADD) / ACC(pc.D);
+        ACC q = ACC(0);
+        for (uint j = t; j < pc.D; j += WG) {
+            ACC dx = LD(A_DT, x[xb + j]) - mean;
+            q += dx * dx;
+        }
+        ACC rstd = ACC(1) / sqrt(wg_reduce(q, R_ADD) / ACC(pc.D) + ACC(pc.eps));
+        for (uint j = t; j < pc.D; j += WG) {
+            ACC v = (LD(A_DT, x[xb + j]) - mean) * rstd;
+            if (pc.has_w != 0u) v *= LD(A_DT, w[pc.w_off + j]);
+            if (pc.has_b != 0u) v += LD(A_DT, b[pc.b_off + j]);
+            y[pc.y_off + r * pc.D + j] = SV(A_DT, v);
+        }
+        if (t == 0u) {
+            mo[pc.m_off + r] = SV(A_DT, mean);
+            ro[pc.r_off + r] = SV(A_DT, rstd);
+        }
+    }
+}

@@ -1,0 +1,252 @@
+/*
+** Internals of the Vulkan backend (libtrident-vulkan.so).
+** defines: vk_dev (one logical device), td_buffer (a sub-allocation), vk_block,
+** the recording/submission API used by the op encoders, and the push-constant
+** mirrors shared by several shaders.
+**
+** Threading: every entry point takes the device's mutex; encoders run under it.
+** Ordering: all work goes to one compute queue in submission order; the
+** recorder inserts a memory barrier only where a dispatch touches a range that
+** an earlier, not yet synchronized dispatch or transfer wrote (or reads-then-
+** writes), and once at the start of every command buffer.
+*/
+#ifndef TRIDENT_VK_H
+#define TRIDENT_VK_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "trident/backend.h"
+#include "vk_shaders.h"
+
+#define VK_MAX_DEVICES      8
+#define VK_MAX_BINDINGS     8
+#define VK_PUSH_MAX         128  /* the push-constant range every pipeline layout declares */
+#define VK_N_BATCHES        3    /* command buffers in flight */
+#define VK_BATCH_DISPATCHES 256  /* dispatches recorded before a batch is submitted without waiting */
+#define VK_MAX_HAZARDS      64   /* ranges tracked since the last barrier */
+#define VK_N_CLASSES        64   /* size classes of the free lists */
+#define VK_QUERY_COUNT      1024 /* timestamp queries (events) */
+#define VK_MAX_SPEC         6    /* specialization constants per pipeline (id 0 = workgroup size) */
+
+/* One VkDeviceMemory with one VkBuffer over all of it. */
+typedef struct vk_block {
+    VkDeviceMemory mem;
+    VkBuffer buf;
+    VkDeviceSize size, used; /* bump pointer for new sub-allocations */
+    void *map;               /* host address when host-visible, else NULL */
+    bool dedicated;          /* holds exactly one td_buffer (larger than a block) */
+    struct vk_block *next;
+} vk_block;
+
+struct td_buffer {
+    struct vk_dev *dev;
+    vk_block *block;
+    VkDeviceSize offset; /* within block, aligned to VK_ALIGN */
+    VkDeviceSize size;   /* bytes asked for */
+    VkDeviceSize cap;    /* bytes reserved (size class) */
+    int size_class;      /* -1: dedicated block */
+    td_buffer *next_free;
+};
+
+/* One range a recorded command touches. */
+typedef struct vk_range {
+    VkBuffer buf;
+    VkDeviceSize lo, hi;
+    bool write;
+} vk_range;
+
+/* A command buffer and its fence. serial counts submissions; 0 = never submitted. */
+typedef struct vk_batch {
+    VkCommandBuffer cb;
+    VkFence fence;
+    VkDescriptorPool dpool; /* without push descriptors: sets of this batch */
+    uint64_t serial;
+    bool recording, pending;
+    int n_cmds;
+} vk_batch;
+
+typedef struct vk_pipeline {
+    uint32_t spec[VK_MAX_SPEC];
+    int n_spec;
+    VkPipeline pipe;
+    struct vk_pipeline *next;
+} vk_pipeline;
+
+/* Capabilities found at device creation (also reported through td_device_info). */
+typedef struct vk_caps {
+    uint32_t api_version, vendor, subgroup_size;
+    bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
+    bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
+    bool atomic_float_add;  /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
+    bool coopmat_f16;       /* NV cooperative matrix 16x16x16 f16 x f16 -> f32 at subgroup scope, usable */
+    bool memory_model;      /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
+    float timestamp_period; /* ns per tick */
+    VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;
+    uint32_t max_groups[3], max_wg_invocations, max_push;
+} vk_caps;
+
+typedef struct vk_dev {
+    int index;
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties memprops;
+    vk_caps caps;
+    pthread_mutex_t lock;
+    bool created;     /* logical device made (lazily, on first use) */
+    td_status failed; /* creation failed: the status to report again */
+    char fail_msg[256];
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t qfam;
+    /* memory */
+    uint32_t mt_device;  /* memory type of blocks */
+    uint32_t mt_staging; /* host-visible, coherent (cached when possible) */
+    bool direct;         /* blocks are host-visible and coherent: map instead of staging */
+    bool direct_read;    /* ... and host-cached, so reading them is fast */
+    VkDeviceSize block_size;
+    vk_block *blocks;
+    td_buffer *free_list[VK_N_CLASSES];
+    td_buffer *big_free; /* cached dedicated blocks */
+    vk_block *staging;
+    VkDeviceSize staging_used;
+    td_buffer *dummy; /* bound in place of empty operands */
+    VkDeviceSize bytes_reserved;
+    /* execution */
+    VkCommandPool pool;
+    vk_batch batches[VK_N_BATCHES];
+    int cur; /* index of the recording batch, or -1 */
+    uint64_t next_serial, done_serial;
+    vk_range hazards[VK_MAX_HAZARDS];
+    int n_hazards;
+    bool batch_fresh; /* no barrier yet in the recording batch */
+    /* pipelines */
+    VkPipelineCache cache;
+    bool cache_dirty;
+    VkShaderModule modules[VK_SHADER_COUNT];
+    vk_pipeline *pipelines[VK_SHADER_COUNT];
+    VkDescriptorSetLayout dsl; /* VK_MAX_BINDINGS storage buffers; shaders use a prefix */
+    VkPipelineLayout layout;   /* dsl + VK_PUSH_MAX bytes of push constants */
+    PFN_vkCmdPushDescriptorSetKHR push_descriptor;
+    /* timing */
+    VkQueryPool qpool;
+    uint32_t next_query;
+    /* f16 matmul on cooperative matrices: 0 unavailable, 1 not yet checked, 2 verified, -1 failed its self-test */
+    int coopmat_state;
+    /* capture: while set, commands go into this graph's command buffer */
+    struct td_graph *capturing;
+} vk_dev;
+
+/* A captured command buffer (vk_capture.c). Buffers freed while capturing stay
+** with the graph, so replays never write memory that was handed out again. */
+struct td_graph {
+    vk_dev *d;
+    VkCommandBuffer cb;
+    VkFence fence;
+    VkDescriptorPool dpool; /* without push descriptors */
+    bool pending;
+    td_buffer *held;
+};
+
+/* ---- vk_device.c ---- */
+extern VkInstance vk_instance;
+int vk_device_count(void);
+td_status vk_device_info(int index, td_device_info *out);
+/* The device, created on first use; NULL with an error set when it cannot be made. Locks nothing. */
+vk_dev *vk_get(int index);
+void vk_lock(vk_dev *d);
+void vk_unlock(vk_dev *d);
+/* Map a VkResult to a td_status with a message naming what failed. */
+td_status vk_fail(VkResult r, const char *what);
+const char *vk_result_str(VkResult r);
+/* Validation messages counted by the debug messenger (TRIDENT_VULKAN_VALIDATION=1). */
+int vk_validation_errors(void);
+
+/* ---- vk_memory.c ---- */
+#define VK_ALIGN 256
+td_status vk_memory_init(vk_dev *d);
+void vk_memory_destroy(vk_dev *d);
+td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out); /* under the lock */
+void vk_free(td_buffer *b);                                    /* under the lock */
+extern const td_backend_i vk_iface;
+td_status vk_buffer_alloc(int dev, size_t nbytes, td_buffer **out);
+void vk_buffer_free(td_buffer *buf);
+td_status vk_write(td_buffer *dst, size_t offset, const void *src, size_t nbytes);
+td_status vk_read(td_buffer *src, size_t offset, void *dst, size_t nbytes);
+td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t nbytes);
+td_status vk_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t nbytes);
+
+/* ---- vk_exec.c ---- */
+/* One storage-buffer binding of a dispatch. */
+typedef struct vk_bind {
+    VkBuffer buf;
+    VkDeviceSize offset, range; /* bytes; offset is a multiple of minStorageBufferOffsetAlignment */
+    bool write;
+} vk_bind;
+td_status vk_exec_init(vk_dev *d);
+td_status vk_new_dpool(vk_dev *d, VkDescriptorPool *out);
+void vk_exec_destroy(vk_dev *d);
+/* The command buffer being recorded (begins a batch if none). */
+td_status vk_recording(vk_dev *d, VkCommandBuffer *cb);
+/* Note that the next command touches these ranges; records a barrier first if needed. */
+void vk_hazard(vk_dev *d, VkCommandBuffer cb, int n, const vk_range *r);
+/* Record a compute dispatch of shader with spec constants spec[0..n_spec) (spec[0]: workgroup size). */
+td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
+                      const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
+                               size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* The descriptor pool for the command buffer being recorded (no push descriptors). */
+VkDescriptorPool vk_current_dpool(vk_dev *d);
+/* Submit the recording batch (no wait). */
+td_status vk_flush(vk_dev *d);
+/* Submit and wait until the device is idle. */
+td_status vk_finish(vk_dev *d);
+/* True when nothing is recorded or in flight. */
+bool vk_idle(vk_dev *d);
+/* Bind a view: the window of its buffer that holds all its elements. *elem_off
+** gets the view's first element relative to the window. */
+td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off);
+/* Bind a whole buffer (at least min_bytes). */
+vk_bind vk_bind_buffer(td_buffer *b, bool write);
+
+/* ---- vk_pipeline.c ---- */
+td_status vk_pipeline_init(vk_dev *d);
+void vk_pipeline_destroy(vk_dev *d);
+/* The pipeline of (shader, spec); created and cached on first use. */
+td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out);
+/* Pipeline for a user-supplied SPIR-V module (vk_glsl.c). */
+td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, const char *entry, uint32_t wg,
+                                 VkShaderModule *mod, VkPipeline *out);
+/* Write the pipeline cache to disk when new pipelines were made. */
+void vk_pipeline_cache_save(vk_dev *d);
+
+/* ---- ops (vk_ops_*.c) ---- */
+typedef td_status (*vk_op_fn)(vk_dev *d, const td_op *op);
+typedef bool (*vk_supports_fn)(vk_dev *d, const td_op *op);
+/* Workgroup count for n items of wg each, capped (shaders loop over the rest). */
+uint32_t vk_groups(int64_t n, uint32_t per_group);
+bool vk_dtype_ok(vk_dev *d, td_dtype dt); /* the device can store and load dt */
+
+/* Elementwise push constants. GLSL: shaders/elem.glsl, block PC. */
+typedef struct vk_pc_elem {
+    uint32_t n;    /* elements */
+    uint32_t ndim; /* 1..4 dims of shape, innermost last */
+    uint32_t shape[4];
+    uint32_t off[4];     /* first element of operand k (= binding k) */
+    uint32_t stride[16]; /* stride[4*k + d] of operand k along dim d, in elements */
+    uint32_t sc[4];      /* scalars; meaning per shader */
+} vk_pc_elem;
+static_assert(sizeof(vk_pc_elem) == 120, "vk_pc_elem must match shaders/elem.glsl");
+
+/* Elementwise launch: views[0..n) all of out's shape (inputs already broadcast),
+** bound in order; merges dims and splits into several dispatches past 4 dims. */
+td_status vk_elementwise(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n, const td_operand *const *views,
+                         const bool *writes, const uint32_t sc[4]);
+/* Scalars of an elementwise op: the value as dtype dt's bits into sc at slot k
+** (64-bit dtypes take two slots 2k, 2k+1). */
+void vk_scalar(uint32_t sc[4], int k, td_dtype dt, double v);
+
+#endif /* TRIDENT_VK_H */

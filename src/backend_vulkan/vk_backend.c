@@ -1,0 +1,95 @@
+/*
+** The backend vtable: op support and dispatch, synchronization.
+** Each op has an encoder vk_op_<NAME> and a predicate vk_supports_<NAME> in a
+** vk_ops_<family>.c file; both are declared weak, so the table lists exactly
+** the ops linked in and supports() stays truthful.
+*/
+#include <string.h>
+
+#include "vk.h"
+#include "vk_ops.h"
+
+static const vk_op_fn encoders[TD_OP_COUNT] = {
+#define VK_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = vk_op_##N,
+    TD_OP_LIST(VK_ENTRY_)
+#undef VK_ENTRY_
+};
+
+static const vk_supports_fn predicates[TD_OP_COUNT] = {
+#define VK_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = vk_supports_##N,
+    TD_OP_LIST(VK_ENTRY_)
+#undef VK_ENTRY_
+};
+
+bool vk_dtype_ok(vk_dev *d, td_dtype dt) {
+    switch (dt) {
+    case TD_F32:
+    case TD_I32: return true;
+    case TD_F64: return d->caps.fp64;
+    case TD_I64: return d->caps.int64;
+    case TD_F16:
+    case TD_BF16: return d->caps.storage16;
+    case TD_U8:
+    case TD_BOOL: return d->caps.storage8;
+    default: return false;
+    }
+}
+
+static bool vk_supports(int dev, const td_op *op) {
+    if ((unsigned)op->kind >= TD_OP_COUNT || !encoders[op->kind] || !predicates[op->kind]) return false;
+    vk_dev *d = vk_get(dev);
+    if (!d) return false;
+    for (int i = 0; i < op->n_in; i++)
+        if (op->in[i].buf && !vk_dtype_ok(d, op->in[i].dtype)) return false;
+    for (int i = 0; i < op->n_out; i++)
+        if (op->out[i].buf && !vk_dtype_ok(d, op->out[i].dtype)) return false;
+    return predicates[op->kind](d, op);
+}
+
+static td_status vk_run(int dev, const td_op *op) {
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    for (int i = 0; i < op->n_out; i++)
+        if (op->out[i].buf && td_operand_numel(&op->out[i]) == 0) return TD_OK; /* nothing to write */
+    vk_lock(d);
+    td_status st = encoders[op->kind](d, op);
+    vk_unlock(d);
+    if (st != TD_OK && !strstr(td_last_error(), td_op_name(op->kind)))
+        td_error_set(st, "%s on vulkan:%d: %s", td_op_name(op->kind), dev, td_last_error());
+    return st;
+}
+
+static td_status vk_synchronize(int dev) {
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    vk_lock(d);
+    td_status st = vk_finish(d);
+    vk_unlock(d);
+    return st;
+}
+
+const td_backend_i vk_iface = {
+    .device_count = vk_device_count,
+    .device_info = vk_device_info,
+    .buffer_alloc = vk_buffer_alloc,
+    .buffer_free = vk_buffer_free,
+    .buffer_host_ptr = NULL,
+    .write = vk_write,
+    .read = vk_read,
+    .copy = vk_copy,
+    .memset = vk_memset,
+    .supports = vk_supports,
+    .run = vk_run,
+    .synchronize = vk_synchronize,
+    .event_create = vk_event_create,
+    .event_record = vk_event_record,
+    .event_elapsed_ms = vk_event_elapsed_ms,
+    .event_free = vk_event_free,
+    .capture_begin = vk_capture_begin,
+    .capture_end = vk_capture_end,
+    .graph_replay = vk_graph_replay,
+    .graph_free = vk_graph_free,
+    .kernel_compile = vk_kernel_compile,
+    .kernel_launch = vk_kernel_launch,
+    .kernel_free = vk_kernel_free,
+};

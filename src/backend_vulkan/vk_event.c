@@ -1,0 +1,68 @@
+/*
+** Events: timestamp queries written into the command stream.
+** event_record writes a timestamp after all earlier work of the queue
+** (bottom of pipe); event_elapsed_ms waits for the later event's batch and
+** converts ticks with timestampPeriod (ns per tick).
+*/
+#include <stdlib.h>
+
+#include "vk_ops.h"
+
+struct td_event {
+    vk_dev *d;
+    uint32_t query;
+    bool recorded;
+};
+
+td_status vk_event_create(int dev, td_event **out) {
+    *out = NULL;
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    if (!d->caps.timestamps)
+        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan:%d (%s) has no compute timestamps", dev, d->props.deviceName);
+    td_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+    vk_lock(d);
+    ev->d = d;
+    ev->query = d->next_query++ % VK_QUERY_COUNT; /* events reuse queries after VK_QUERY_COUNT */
+    vk_unlock(d);
+    *out = ev;
+    return TD_OK;
+}
+
+td_status vk_event_record(td_event *ev) {
+    vk_dev *d = ev->d;
+    vk_lock(d);
+    VkCommandBuffer cb;
+    td_status st = vk_recording(d, &cb);
+    if (st == TD_OK) {
+        vkCmdResetQueryPool(cb, d->qpool, ev->query, 1);
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, d->qpool, ev->query);
+        ev->recorded = true;
+    }
+    vk_unlock(d);
+    return st;
+}
+
+td_status vk_event_elapsed_ms(td_event *start, td_event *end, double *ms) {
+    *ms = 0;
+    vk_dev *d = end->d;
+    if (start->d != d) return td_error_set(TD_ERR_DEVICE, "vulkan: events on different devices");
+    if (!start->recorded || !end->recorded) return td_error_set(TD_ERR_STATE, "vulkan: event was never recorded");
+    vk_lock(d);
+    td_status st = vk_finish(d);
+    uint64_t t[2] = {0, 0};
+    if (st == TD_OK) {
+        VkResult r = vkGetQueryPoolResults(d->dev, d->qpool, start->query, 1, 8, &t[0], 8,
+                                           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (r == VK_SUCCESS)
+            r = vkGetQueryPoolResults(d->dev, d->qpool, end->query, 1, 8, &t[1], 8,
+                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (r != VK_SUCCESS) st = vk_fail(r, "vkGetQueryPoolResults");
+    }
+    vk_unlock(d);
+    if (st == TD_OK) *ms = (double)(int64_t)(t[1] - t[0]) * d->caps.timestamp_period * 1e-6;
+    return st;
+}
+
+void vk_event_free(td_event *ev) { free(ev); }

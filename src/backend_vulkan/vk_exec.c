@@ -1,0 +1,280 @@
+/*
+** Recording and submission.
+**
+** Work is recorded into the current batch (a command buffer). A batch is
+** submitted when VK_BATCH_DISPATCHES commands are in it, or when the host must
+** wait (read, synchronize, event timing); the host blocks only then. Up to
+** VK_N_BATCHES batches are in flight, each with a fence.
+**
+** Barriers: the recorder keeps the buffer ranges touched since the last
+** barrier. A command that writes a range someone touched, or reads a range
+** someone wrote, gets one global memory barrier (compute|transfer ->
+** compute|transfer) first; independent dispatches run back to back. Every
+** batch starts with one barrier, which orders it after earlier batches.
+**
+** Descriptors: pushed (VK_KHR_push_descriptor) when the device has it, else
+** allocated from the batch's descriptor pool, which is reset when the batch is
+** reused (a captured graph has its own pool).
+**
+** Capture (vk_capture.c): while d->capturing is set, commands go into the
+** graph's command buffer instead of a batch and nothing is submitted.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk.h"
+
+#define POOL_SETS 1024
+
+td_status vk_new_dpool(vk_dev *d, VkDescriptorPool *out) {
+    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, POOL_SETS * VK_MAX_BINDINGS};
+    VkDescriptorPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                     .maxSets = POOL_SETS,
+                                     .poolSizeCount = 1,
+                                     .pPoolSizes = &ps};
+    VkResult r = vkCreateDescriptorPool(d->dev, &ci, NULL, out);
+    return r == VK_SUCCESS ? TD_OK : vk_fail(r, "vkCreateDescriptorPool");
+}
+
+td_status vk_exec_init(vk_dev *d) {
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = d->qfam};
+    VkResult r = vkCreateCommandPool(d->dev, &pci, NULL, &d->pool);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkCreateCommandPool");
+    for (int i = 0; i < VK_N_BATCHES; i++) {
+        vk_batch *b = &d->batches[i];
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = d->pool,
+                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 1};
+        r = vkAllocateCommandBuffers(d->dev, &ai, &b->cb);
+        if (r != VK_SUCCESS) return vk_fail(r, "vkAllocateCommandBuffers");
+        VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        r = vkCreateFence(d->dev, &fi, NULL, &b->fence);
+        if (r != VK_SUCCESS) return vk_fail(r, "vkCreateFence");
+        if (!d->push_descriptor) {
+            td_status st = vk_new_dpool(d, &b->dpool);
+            if (st != TD_OK) return st;
+        }
+    }
+    if (d->caps.timestamps) {
+        VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                    .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                    .queryCount = VK_QUERY_COUNT};
+        r = vkCreateQueryPool(d->dev, &qi, NULL, &d->qpool);
+        if (r != VK_SUCCESS) d->caps.timestamps = false;
+    }
+    d->cur = -1;
+    return TD_OK;
+}
+
+void vk_exec_destroy(vk_dev *d) {
+    vk_finish(d);
+    for (int i = 0; i < VK_N_BATCHES; i++) {
+        vkDestroyFence(d->dev, d->batches[i].fence, NULL);
+        if (d->batches[i].dpool) vkDestroyDescriptorPool(d->dev, d->batches[i].dpool, NULL);
+    }
+    if (d->qpool) vkDestroyQueryPool(d->dev, d->qpool, NULL);
+    vkDestroyCommandPool(d->dev, d->pool, NULL);
+}
+
+static td_status wait_batch(vk_dev *d, vk_batch *b) {
+    if (!b->pending) return TD_OK;
+    VkResult r = vkWaitForFences(d->dev, 1, &b->fence, VK_TRUE, UINT64_MAX);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkWaitForFences");
+    vkResetFences(d->dev, 1, &b->fence);
+    b->pending = false;
+    if (b->serial > d->done_serial) d->done_serial = b->serial;
+    return TD_OK;
+}
+
+td_status vk_recording(vk_dev *d, VkCommandBuffer *cb) {
+    if (d->capturing) {
+        *cb = d->capturing->cb;
+        return TD_OK;
+    }
+    if (d->cur >= 0) {
+        *cb = d->batches[d->cur].cb;
+        return TD_OK;
+    }
+    /* reuse the batch submitted longest ago */
+    int pick = 0;
+    for (int i = 1; i < VK_N_BATCHES; i++)
+        if (d->batches[i].serial < d->batches[pick].serial) pick = i;
+    vk_batch *b = &d->batches[pick];
+    td_status st = wait_batch(d, b);
+    if (st != TD_OK) return st;
+    VkResult r = vkResetCommandBuffer(b->cb, 0);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkResetCommandBuffer");
+    if (b->dpool) vkResetDescriptorPool(d->dev, b->dpool, 0);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    r = vkBeginCommandBuffer(b->cb, &bi);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkBeginCommandBuffer");
+    b->recording = true;
+    b->n_cmds = 0;
+    d->cur = pick;
+    d->n_hazards = 0;
+    d->batch_fresh = true;
+    *cb = b->cb;
+    return TD_OK;
+}
+
+static bool overlaps(const vk_range *a, const vk_range *b) {
+    return a->buf == b->buf && a->lo < b->hi && b->lo < a->hi;
+}
+
+void vk_hazard(vk_dev *d, VkCommandBuffer cb, int n, const vk_range *r) {
+    bool need = d->batch_fresh || d->n_hazards + n > VK_MAX_HAZARDS;
+    for (int i = 0; i < n && !need; i++)
+        for (int j = 0; j < d->n_hazards && !need; j++)
+            need = (r[i].write || d->hazards[j].write) && overlaps(&r[i], &d->hazards[j]);
+    if (need) {
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                               VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+        VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+        vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+        d->n_hazards = 0;
+        d->batch_fresh = false;
+    }
+    for (int i = 0; i < n; i++) d->hazards[d->n_hazards++] = r[i];
+    if (d->cur >= 0) d->batches[d->cur].n_cmds++;
+}
+
+td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
+                      const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (gx == 0 || gy == 0 || gz == 0) return TD_OK;
+    if (n_bind > VK_MAX_BINDINGS || push_size > VK_PUSH_MAX || push_size % 4)
+        return td_error_set(TD_ERR_MISUSE, "vulkan: %d bindings / %zu push bytes exceed the limits (%d / %d)", n_bind,
+                            push_size, VK_MAX_BINDINGS, VK_PUSH_MAX);
+    if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || gz > d->caps.max_groups[2])
+        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: grid %ux%ux%u exceeds maxComputeWorkGroupCount %ux%ux%u", gx,
+                            gy, gz, d->caps.max_groups[0], d->caps.max_groups[1], d->caps.max_groups[2]);
+    VkPipeline pipe;
+    td_status st = vk_pipeline_get(d, shader, spec, n_spec, &pipe);
+    if (st != TD_OK) return st;
+    return vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
+}
+
+td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
+                               size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+    VkCommandBuffer cb;
+    td_status st = vk_recording(d, &cb);
+    if (st != TD_OK) return st;
+    vk_range r[VK_MAX_BINDINGS] = {{0}};
+    VkDescriptorBufferInfo info[VK_MAX_BINDINGS];
+    VkWriteDescriptorSet w[VK_MAX_BINDINGS];
+    for (int i = 0; i < n_bind; i++) {
+        r[i] = (vk_range){binds[i].buf, binds[i].offset, binds[i].offset + binds[i].range, binds[i].write};
+        info[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].offset, binds[i].range};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstBinding = (uint32_t)i,
+                                      .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &info[i]};
+    }
+    vk_hazard(d, cb, n_bind, r);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    if (n_bind) {
+        if (d->push_descriptor) {
+            d->push_descriptor(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, (uint32_t)n_bind, w);
+        } else {
+            VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                              .descriptorPool = vk_current_dpool(d),
+                                              .descriptorSetCount = 1,
+                                              .pSetLayouts = &d->dsl};
+            VkDescriptorSet set;
+            VkResult vr = vkAllocateDescriptorSets(d->dev, &ai, &set);
+            if ((vr == VK_ERROR_OUT_OF_POOL_MEMORY || vr == VK_ERROR_FRAGMENTED_POOL) && !d->capturing) {
+                /* pool exhausted: submit this batch and record into a fresh one */
+                if ((st = vk_flush(d)) != TD_OK) return st;
+                return vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
+            }
+            if (vr != VK_SUCCESS) return vk_fail(vr, "vkAllocateDescriptorSets");
+            for (int i = 0; i < n_bind; i++) w[i].dstSet = set;
+            vkUpdateDescriptorSets(d->dev, (uint32_t)n_bind, w, 0, NULL);
+            vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set, 0, NULL);
+        }
+    }
+    if (push_size) vkCmdPushConstants(cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_size, push);
+    vkCmdDispatch(cb, gx, gy, gz);
+    if (!d->capturing && d->batches[d->cur].n_cmds >= VK_BATCH_DISPATCHES) return vk_flush(d);
+    return TD_OK;
+}
+
+VkDescriptorPool vk_current_dpool(vk_dev *d) { return d->capturing ? d->capturing->dpool : d->batches[d->cur].dpool; }
+
+td_status vk_flush(vk_dev *d) {
+    if (d->cur < 0) return TD_OK;
+    vk_batch *b = &d->batches[d->cur];
+    d->cur = -1;
+    b->recording = false;
+    VkResult r = vkEndCommandBuffer(b->cb);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &b->cb};
+    r = vkQueueSubmit(d->queue, 1, &si, b->fence);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkQueueSubmit");
+    b->serial = ++d->next_serial;
+    b->pending = true;
+    return TD_OK;
+}
+
+td_status vk_finish(vk_dev *d) {
+    td_status st = vk_flush(d);
+    for (int i = 0; i < VK_N_BATCHES && st == TD_OK; i++) st = wait_batch(d, &d->batches[i]);
+    if (st != TD_OK) return st;
+    d->staging_used = 0;
+    if (d->cache_dirty) vk_pipeline_cache_save(d);
+    return TD_OK;
+}
+
+bool vk_idle(vk_dev *d) {
+    if (d->cur >= 0 && d->batches[d->cur].n_cmds > 0) return false;
+    for (int i = 0; i < VK_N_BATCHES; i++) {
+        vk_batch *b = &d->batches[i];
+        if (!b->pending) continue;
+        if (vkGetFenceStatus(d->dev, b->fence) != VK_SUCCESS) return false;
+        wait_batch(d, b);
+    }
+    return true;
+}
+
+/* ---- bindings ---- */
+
+vk_bind vk_bind_buffer(td_buffer *b, bool write) { return (vk_bind){b->block->buf, b->offset, b->cap, write}; }
+
+td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off) {
+    size_t es = td_dtype_size(v->dtype);
+    int64_t n = td_operand_numel(v);
+    if (n == 0 || !v->buf) {
+        *b = vk_bind_buffer(d->dummy, write);
+        *elem_off = 0;
+        return TD_OK;
+    }
+    int64_t hi_el = v->offset;
+    for (int i = 0; i < v->ndim; i++) hi_el += (v->shape[i] - 1) * v->strides[i];
+    const td_buffer *buf = v->buf;
+    VkDeviceSize lo = buf->offset + (VkDeviceSize)v->offset * es, hi = buf->offset + (VkDeviceSize)(hi_el + 1) * es;
+    VkDeviceSize align = d->caps.min_storage_align > 4 ? d->caps.min_storage_align : 4;
+    VkDeviceSize start = lo / align * align;
+    if (start < buf->offset) start = buf->offset;
+    if (hi - start > d->caps.max_storage_range)
+        return td_error_set(TD_ERR_UNSUPPORTED,
+                            "vulkan: a %s view spans %llu bytes, more than one binding may hold on %s "
+                            "(maxStorageBufferRange %llu); split the tensor",
+                            td_dtype_name(v->dtype), (unsigned long long)(hi - start), d->props.deviceName,
+                            (unsigned long long)d->caps.max_storage_range);
+    if ((lo - start) / es > UINT32_MAX) return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: view offset too large");
+    *b = (vk_bind){buf->block->buf, start, hi - start, write};
+    *elem_off = (uint32_t)((lo - start) / es);
+    return TD_OK;
+}
+
+uint32_t vk_groups(int64_t n, uint32_t per_group) {
+    int64_t g = (n + per_group - 1) / per_group;
+    return g < 1 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}

@@ -1,0 +1,287 @@
+/*
+** User kernels in GLSL: compiled at run time through glslang's C interface,
+** launched with tensors bound in order as storage buffers 0..n-1 of set 0 and
+** up to VK_PUSH_MAX bytes of push constants.
+**
+** The kernel is a GLSL compute shader. entry names its entry function; a name
+** other than "main" is mapped to main through a preamble "#define <entry> main".
+** #version may be omitted (450 is assumed).
+**
+** SPIR-V cache: keyed by a 64-bit FNV-1a hash of (entry, source), in memory
+** for the process and on disk as $XDG_CACHE_HOME/trident/spirv-<hash>.spv
+** (else ~/.cache/trident; off with TRIDENT_VULKAN_PIPELINE_CACHE=0), since the
+** first glslang compile of a process costs 100+ ms.
+**
+** Binding rules: each tensor is bound from its first element, which must sit
+** at a multiple of minStorageBufferOffsetAlignment (fresh tensors do); the
+** number of tensors must equal the shader's binding count (read from the
+** SPIR-V's Binding decorations).
+*/
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glslang/Include/glslang_c_interface.h>
+#include <glslang/Public/resource_limits_c.h>
+
+#include "vk_ops.h"
+
+struct td_kernel {
+    vk_dev *d;
+    VkShaderModule mod;
+    VkPipeline pipe;
+    int n_bindings;
+};
+
+typedef struct spirv_entry {
+    uint64_t hash;
+    uint32_t *words;
+    size_t size; /* bytes */
+    struct spirv_entry *next;
+} spirv_entry;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static spirv_entry *cache;
+static pthread_once_t glslang_once = PTHREAD_ONCE_INIT;
+
+static void glslang_start(void) { glslang_initialize_process(); }
+
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+    return h;
+}
+
+static bool disk_path(uint64_t hash, char *path, size_t n) {
+    const char *off = getenv("TRIDENT_VULKAN_PIPELINE_CACHE");
+    if (off && !strcmp(off, "0")) return false;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(path, n, "%s/trident/spirv-%016llx.spv", xdg, (unsigned long long)hash);
+    else if (home && *home)
+        snprintf(path, n, "%s/.cache/trident/spirv-%016llx.spv", home, (unsigned long long)hash);
+    else
+        return false;
+    return true;
+}
+
+static spirv_entry *cache_find(uint64_t hash) {
+    for (spirv_entry *e = cache; e; e = e->next)
+        if (e->hash == hash) return e;
+    char path[4096];
+    if (!disk_path(hash, path, sizeof path)) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    spirv_entry *e = calloc(1, sizeof *e);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (e && len > 20 && len % 4 == 0 && (e->words = malloc((size_t)len)) &&
+        fread(e->words, 1, (size_t)len, f) == (size_t)len && e->words[0] == 0x07230203u) {
+        e->size = (size_t)len;
+        e->hash = hash;
+        e->next = cache;
+        cache = e;
+    } else if (e) {
+        free(e->words);
+        free(e);
+        e = NULL;
+    }
+    fclose(f);
+    return e;
+}
+
+static void cache_store(spirv_entry *e) {
+    e->next = cache;
+    cache = e;
+    char path[4096], tmp[4200];
+    if (!disk_path(e->hash, path, sizeof path)) return;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    mkdir(dir, 0755); /* the parent was made with the pipeline cache, or exists */
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(e->words, 1, e->size, f) == e->size;
+    if (f) ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+
+static void put_log(char *log, size_t log_size, const char *a, const char *b) {
+    if (!log || !log_size) return;
+    snprintf(log, log_size, "%s%s%s", a ? a : "", a && *a && b && *b ? "\n" : "", b ? b : "");
+}
+
+/* Compile source to SPIR-V; on failure TD_ERR_COMPILE with glslang's messages in log. */
+static td_status compile(const char *source, const char *entry, spirv_entry **out, char *log, size_t log_size) {
+    pthread_once(&glslang_once, glslang_start);
+    char preamble[160] = "";
+    if (strcmp(entry, "main") != 0) snprintf(preamble, sizeof preamble, "#define %s main\n", entry);
+    glslang_input_t in = {
+        .language = GLSLANG_SOURCE_GLSL,
+        .stage = GLSLANG_STAGE_COMPUTE,
+        .client = GLSLANG_CLIENT_VULKAN,
+        .client_version = GLSLANG_TARGET_VULKAN_1_2,
+        .target_language = GLSLANG_TARGET_SPV,
+        .target_language_version = GLSLANG_TARGET_SPV_1_5,
+        .code = source,
+        .default_version = 450,
+        .default_profile = GLSLANG_NO_PROFILE,
+        .force_default_version_and_profile = false,
+        .forward_compatible = false,
+        .messages = GLSLANG_MSG_DEFAULT_BIT | GLSLANG_MSG_SPV_RULES_BIT | GLSLANG_MSG_VULKAN_RULES_BIT,
+        .resource = glslang_default_resource(),
+    };
+    glslang_shader_t *sh = glslang_shader_create(&in);
+    if (!sh) return td_error_set(TD_ERR_OOM, "glsl: out of memory creating a shader");
+    if (preamble[0]) glslang_shader_set_preamble(sh, preamble);
+    td_status st = TD_OK;
+    glslang_program_t *prog = NULL;
+    if (!glslang_shader_preprocess(sh, &in) || !glslang_shader_parse(sh, &in)) {
+        put_log(log, log_size, glslang_shader_get_info_log(sh), glslang_shader_get_info_debug_log(sh));
+        st = td_error_set(TD_ERR_COMPILE, "glsl: compile failed: %s", glslang_shader_get_info_log(sh));
+    } else {
+        prog = glslang_program_create();
+        glslang_program_add_shader(prog, sh);
+        if (!glslang_program_link(prog, in.messages)) {
+            put_log(log, log_size, glslang_program_get_info_log(prog), glslang_program_get_info_debug_log(prog));
+            st = td_error_set(TD_ERR_COMPILE, "glsl: link failed: %s", glslang_program_get_info_log(prog));
+        } else {
+            glslang_program_SPIRV_generate(prog, GLSLANG_STAGE_COMPUTE);
+            spirv_entry *e = calloc(1, sizeof *e);
+            size_t words = glslang_program_SPIRV_get_size(prog);
+            if (e) e->words = malloc(words * 4);
+            if (!e || !e->words) {
+                free(e);
+                st = td_error_set(TD_ERR_OOM, "glsl: out of memory");
+            } else {
+                glslang_program_SPIRV_get(prog, e->words);
+                e->size = words * 4;
+                *out = e;
+                put_log(log, log_size, glslang_program_SPIRV_get_messages(prog), NULL);
+            }
+        }
+    }
+    if (prog) glslang_program_delete(prog);
+    glslang_shader_delete(sh);
+    return st;
+}
+
+/* Number of storage bindings: 1 + the highest Binding decoration (OpDecorate = 71, Binding = 33). */
+static int count_bindings(const uint32_t *w, size_t n_words) {
+    int n = 0;
+    for (size_t i = 5; i < n_words;) {
+        uint32_t len = w[i] >> 16, opcode = w[i] & 0xFFFF;
+        if (len == 0) break;
+        if (opcode == 71 && len >= 4 && w[i + 2] == 33 && (int)w[i + 3] + 1 > n) n = (int)w[i + 3] + 1;
+        i += len;
+    }
+    return n;
+}
+
+static bool valid_identifier(const char *s) {
+    if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_') return false;
+    return true;
+}
+
+td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
+                            size_t log_size) {
+    *out = NULL;
+    if (log && log_size) log[0] = 0;
+    if (lang != TD_LANG_GLSL)
+        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan kernels are written in GLSL (language %d given)", lang);
+    if (!source) return td_error_set(TD_ERR_MISUSE, "glsl: source is NULL");
+    if (!entry) entry = "main";
+    if (!valid_identifier(entry) || strlen(entry) > 100)
+        return td_error_set(TD_ERR_MISUSE, "glsl: entry '%s' is not a GLSL identifier", entry);
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    uint64_t hash = fnv1a(fnv1a(0xCBF29CE484222325ull, entry, strlen(entry) + 1), source, strlen(source));
+    pthread_mutex_lock(&cache_lock);
+    spirv_entry *e = cache_find(hash);
+    td_status st = TD_OK;
+    if (!e) {
+        st = compile(source, entry, &e, log, log_size);
+        if (st == TD_OK) {
+            e->hash = hash;
+            cache_store(e);
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (st != TD_OK) return st;
+    td_kernel *k = calloc(1, sizeof *k);
+    if (!k) return td_error_set(TD_ERR_OOM, "glsl: out of host memory");
+    k->d = d;
+    k->n_bindings = count_bindings(e->words, e->size / 4);
+    if (k->n_bindings > VK_MAX_BINDINGS) {
+        int n = k->n_bindings;
+        free(k);
+        return td_error_set(TD_ERR_UNSUPPORTED, "glsl: the kernel declares %d bindings; at most %d are supported", n,
+                            VK_MAX_BINDINGS);
+    }
+    vk_lock(d);
+    st = vk_pipeline_from_spirv(d, e->words, e->size, "main", 0, &k->mod, &k->pipe);
+    vk_unlock(d);
+    if (st != TD_OK) {
+        free(k);
+        return st;
+    }
+    *out = k;
+    return TD_OK;
+}
+
+td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views, const void *push,
+                           size_t push_size) {
+    vk_dev *d = k->d;
+    if (n_views != k->n_bindings)
+        return td_error_set(TD_ERR_MISUSE, "glsl kernel: launched with %d tensors, but the shader has %d bindings",
+                            n_views, k->n_bindings);
+    if (push_size > VK_PUSH_MAX)
+        return td_error_set(TD_ERR_MISUSE, "glsl kernel: %zu bytes of push data, at most %d", push_size, VK_PUSH_MAX);
+    if (push_size && !push) return td_error_set(TD_ERR_MISUSE, "glsl kernel: push is NULL");
+    for (int i = 0; i < 3; i++)
+        if (grid[i] > d->caps.max_groups[i])
+            return td_error_set(TD_ERR_MISUSE, "glsl kernel: grid[%d] = %u exceeds maxComputeWorkGroupCount (%u)", i,
+                                grid[i], d->caps.max_groups[i]);
+    if (!grid[0] || !grid[1] || !grid[2]) return TD_OK;
+    uint32_t pushed[VK_PUSH_MAX / 4] = {0};
+    if (push_size) memcpy(pushed, push, push_size);
+    vk_bind b[VK_MAX_BINDINGS];
+    vk_lock(d);
+    td_status st = TD_OK;
+    for (int i = 0; i < n_views && st == TD_OK; i++) {
+        uint32_t off;
+        if (views[i].buf && views[i].buf->dev != d) {
+            st = td_error_set(TD_ERR_DEVICE, "glsl kernel: tensor %d is on another Vulkan device", i);
+            break;
+        }
+        st = vk_bind_view(d, &views[i], true, &b[i], &off);
+        if (st == TD_OK && off != 0)
+            st = td_error_set(TD_ERR_MISUSE,
+                              "glsl kernel: tensor %d starts %u elements past an aligned address "
+                              "(minStorageBufferOffsetAlignment %llu); pass a contiguous copy",
+                              i, off, (unsigned long long)d->caps.min_storage_align);
+    }
+    if (st == TD_OK)
+        st = vk_dispatch_pipeline(d, k->pipe, n_views, b, pushed, (push_size + 3) & ~(size_t)3, grid[0], grid[1],
+                                  grid[2]);
+    vk_unlock(d);
+    return st;
+}
+
+void vk_kernel_free(td_kernel *k) {
+    if (!k) return;
+    vk_dev *d = k->d;
+    vk_lock(d);
+    vk_finish(d); /* the pipeline may still be in a queued batch */
+    vkDestroyPipeline(d->dev, k->pipe, NULL);
+    vkDestroyShaderModule(d->dev, k->mod, NULL);
+    vk_unlock(d);
+    free(k);
+}

@@ -1,0 +1,428 @@
+/*
+** Device memory: a caching sub-allocator, and host <-> device transfers.
+**
+** Blocks: large VkDeviceMemory allocations, each with one VkBuffer over all of
+** it. A request is rounded up to a size class (256 B * {1, 1.5, 2, 3, 4, 6, ...})
+** and served from that class's free list, else bump-allocated from a block.
+** Requests above half a block get a dedicated block of their size (rounded to
+** 64 KiB), cached on a best-fit list that reuses one at most 25% larger.
+** Freed buffers are never handed back to the driver, except when an
+** allocation fails: then the cached dedicated blocks are released and it
+** retries once.
+** Reusing memory that queued work still reads is safe: the recorder orders
+** every dispatch against earlier ones on the same ranges (vk_exec.c).
+**
+** Transfers: when blocks are host-visible and coherent (lavapipe, ReBAR GPUs)
+** and the device is idle, write/memset touch the mapping directly; otherwise
+** the data goes through a host-visible staging buffer and a recorded copy, so
+** it stays ordered with queued work without waiting. read() waits.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk.h"
+
+#define STAGING_SIZE ((VkDeviceSize)16 << 20)
+
+static VkDeviceSize class_size(int c) {
+    VkDeviceSize base = (VkDeviceSize)VK_ALIGN << (c / 2);
+    return c % 2 ? base + base / 2 : base;
+}
+
+static int class_of(VkDeviceSize n) {
+    int c = 0;
+    while (c < VK_N_CLASSES - 1 && class_size(c) < n) c++;
+    return c;
+}
+
+static int find_type(vk_dev *d, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
+    for (uint32_t i = 0; i < d->memprops.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = d->memprops.memoryTypes[i].propertyFlags;
+        if ((bits & (1u << i)) && (f & want) == want && !(f & avoid)) return (int)i;
+    }
+    return -1;
+}
+
+static VkDeviceSize heap_size(vk_dev *d, uint32_t type) {
+    return d->memprops.memoryHeaps[d->memprops.memoryTypes[type].heapIndex].size;
+}
+
+static td_status block_new(vk_dev *d, VkDeviceSize size, uint32_t type, VkBufferUsageFlags usage, vk_block **out) {
+    *out = NULL;
+    if (size > d->caps.max_alloc || size > heap_size(d, type))
+        return td_error_set(TD_ERR_OOM,
+                            "vulkan: %llu bytes is more than one allocation may hold on %s "
+                            "(maxMemoryAllocationSize %llu, heap %llu)",
+                            (unsigned long long)size, d->props.deviceName, (unsigned long long)d->caps.max_alloc,
+                            (unsigned long long)heap_size(d, type));
+    vk_block *b = calloc(1, sizeof *b);
+    if (!b) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = size,
+                             .usage = usage,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkResult r = vkCreateBuffer(d->dev, &bi, NULL, &b->buf);
+    if (r != VK_SUCCESS) {
+        free(b);
+        return vk_fail(r, "vkCreateBuffer");
+    }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
+    VkMemoryAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
+    r = vkAllocateMemory(d->dev, &ai, NULL, &b->mem);
+    if (r == VK_SUCCESS) r = vkBindBufferMemory(d->dev, b->buf, b->mem, 0);
+    if (r == VK_SUCCESS && (d->memprops.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+        r = vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
+    if (r != VK_SUCCESS) {
+        if (b->mem) vkFreeMemory(d->dev, b->mem, NULL);
+        vkDestroyBuffer(d->dev, b->buf, NULL);
+        free(b);
+        if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+            return td_error_set(TD_ERR_OOM, "vulkan: out of device memory allocating %llu bytes on %s (%s)",
+                                (unsigned long long)size, d->props.deviceName, vk_result_str(r));
+        return vk_fail(r, "vkAllocateMemory");
+    }
+    b->size = size;
+    d->bytes_reserved += size;
+    *out = b;
+    return TD_OK;
+}
+
+static void block_destroy(vk_dev *d, vk_block *b) {
+    if (b->map) vkUnmapMemory(d->dev, b->mem);
+    vkDestroyBuffer(d->dev, b->buf, NULL);
+    vkFreeMemory(d->dev, b->mem, NULL);
+    d->bytes_reserved -= b->size;
+    free(b);
+}
+
+static const VkBufferUsageFlags USAGE =
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+
+td_status vk_memory_init(vk_dev *d) {
+    /* memoryTypeBits of a storage buffer */
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = 4096, .usage = USAGE};
+    VkBuffer probe;
+    VkResult r = vkCreateBuffer(d->dev, &bi, NULL, &probe);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(d->dev, probe, &req);
+    vkDestroyBuffer(d->dev, probe, NULL);
+    const VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                                HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                HC = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    int dev_only = find_type(d, req.memoryTypeBits, DL, 0);
+    if (dev_only < 0) dev_only = find_type(d, req.memoryTypeBits, 0, 0);
+    if (dev_only < 0) return td_error_set(TD_ERR_DEVICE, "vulkan: no memory type for storage buffers");
+    /* device-local + host-visible, when its heap is (nearly) all of device memory: ReBAR or unified */
+    int mapped = find_type(d, req.memoryTypeBits, DL | HV | HC, 0);
+    if (mapped < 0) mapped = find_type(d, req.memoryTypeBits, DL | HV, 0);
+    d->mt_device = (uint32_t)dev_only;
+    if (mapped >= 0 && heap_size(d, (uint32_t)mapped) >= heap_size(d, (uint32_t)dev_only) / 10 * 9) {
+        d->mt_device = (uint32_t)mapped;
+        d->direct = true;
+        d->direct_read = (d->memprops.memoryTypes[mapped].propertyFlags & HC) != 0;
+    }
+    int st = find_type(d, req.memoryTypeBits, HV | HC, 0);
+    if (st < 0) st = find_type(d, req.memoryTypeBits, HV, 0);
+    if (st < 0) return td_error_set(TD_ERR_DEVICE, "vulkan: no host-visible memory type for staging");
+    d->mt_staging = (uint32_t)st;
+    bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    d->block_size = (VkDeviceSize)(cpu ? 64 : 256) << 20;
+    if (d->block_size > d->caps.max_alloc) d->block_size = d->caps.max_alloc / VK_ALIGN * VK_ALIGN;
+    td_status s = block_new(d, STAGING_SIZE, d->mt_staging,
+                            VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, &d->staging);
+    if (s != TD_OK) return s;
+    return vk_alloc(d, 256, &d->dummy);
+}
+
+void vk_memory_destroy(vk_dev *d) {
+    for (vk_block *b = d->blocks, *next; b; b = next) {
+        next = b->next;
+        block_destroy(d, b);
+    }
+    d->blocks = NULL;
+    if (d->staging) block_destroy(d, d->staging);
+    d->staging = NULL;
+}
+
+/* Release the cached dedicated blocks (after an allocation failed). */
+static void trim(vk_dev *d) {
+    if (vk_finish(d) != TD_OK) return;
+    while (d->big_free) {
+        td_buffer *b = d->big_free;
+        d->big_free = b->next_free;
+        vk_block **bp = &d->blocks;
+        while (*bp != b->block) bp = &(*bp)->next;
+        *bp = b->block->next;
+        block_destroy(d, b->block);
+        free(b);
+    }
+}
+
+static td_status alloc_once(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
+    if (b->size_class < 0) { /* dedicated */
+        vk_block *blk;
+        td_status st = block_new(d, cap, d->mt_device, USAGE, &blk);
+        if (st != TD_OK) return st;
+        blk->dedicated = true;
+        blk->used = cap;
+        blk->next = d->blocks;
+        d->blocks = blk;
+        b->block = blk;
+        b->offset = 0;
+        return TD_OK;
+    }
+    for (vk_block *blk = d->blocks; blk; blk = blk->next) {
+        if (blk->dedicated || blk->size - blk->used < cap) continue;
+        b->block = blk;
+        b->offset = blk->used;
+        blk->used += cap;
+        return TD_OK;
+    }
+    vk_block *blk;
+    td_status st = block_new(d, d->block_size, d->mt_device, USAGE, &blk);
+    if (st != TD_OK) return st;
+    blk->next = d->blocks;
+    d->blocks = blk;
+    b->block = blk;
+    b->offset = 0;
+    blk->used = cap;
+    return TD_OK;
+}
+
+td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
+    *out = NULL;
+    VkDeviceSize want = nbytes ? (VkDeviceSize)nbytes : 1;
+    if (want > ((VkDeviceSize)1 << 50))
+        return td_error_set(TD_ERR_OOM, "vulkan: %zu bytes is too large an allocation", nbytes);
+    bool big = want > d->block_size / 2;
+    int c = big ? -1 : class_of(want);
+    if (big) { /* best fit among cached dedicated blocks, wasting at most a quarter */
+        td_buffer **best = NULL;
+        for (td_buffer **pp = &d->big_free; *pp; pp = &(*pp)->next_free)
+            if ((*pp)->cap >= want && (*pp)->cap <= want + want / 4 && (!best || (*pp)->cap < (*best)->cap)) best = pp;
+        if (best) {
+            td_buffer *b = *best;
+            *best = b->next_free;
+            b->next_free = NULL;
+            b->size = nbytes;
+            *out = b;
+            return TD_OK;
+        }
+    } else if (d->free_list[c]) {
+        td_buffer *b = d->free_list[c];
+        d->free_list[c] = b->next_free;
+        b->next_free = NULL;
+        b->size = nbytes;
+        *out = b;
+        return TD_OK;
+    }
+    td_buffer *b = calloc(1, sizeof *b);
+    if (!b) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+    b->dev = d;
+    b->size = nbytes;
+    b->cap = big ? (want + 65535) & ~(VkDeviceSize)65535 : class_size(c);
+    b->size_class = c;
+    td_status st = alloc_once(d, b->cap, b);
+    if (st == TD_ERR_OOM) {
+        trim(d);
+        st = alloc_once(d, b->cap, b);
+    }
+    if (st != TD_OK) {
+        free(b);
+        return st;
+    }
+    *out = b;
+    return TD_OK;
+}
+
+void vk_free(td_buffer *b) {
+    vk_dev *d = b->dev;
+    if (d->capturing) { /* a replay may still use it: the graph keeps it */
+        b->next_free = d->capturing->held;
+        d->capturing->held = b;
+        return;
+    }
+    td_buffer **list = b->size_class < 0 ? &d->big_free : &d->free_list[b->size_class];
+    b->next_free = *list;
+    *list = b;
+}
+
+/* ---- the backend slots ---- */
+
+td_status vk_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
+    *out = NULL;
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    vk_lock(d);
+    td_status st = vk_alloc(d, nbytes, out);
+    vk_unlock(d);
+    return st;
+}
+
+void vk_buffer_free(td_buffer *b) {
+    if (!b) return;
+    vk_lock(b->dev);
+    vk_free(b);
+    vk_unlock(b->dev);
+}
+
+static td_status check_range(const td_buffer *b, size_t offset, size_t n, const char *what) {
+    if (offset > b->cap || n > b->cap - offset)
+        return td_error_set(TD_ERR_MISUSE, "vulkan %s: bytes [%zu, %zu) outside a %zu-byte buffer", what, offset,
+                            offset + n, (size_t)b->size);
+    return TD_OK;
+}
+
+/* Room for n bytes in the staging buffer; waits for the device when it is full. */
+static td_status staging_take(vk_dev *d, VkDeviceSize n, VkDeviceSize *at) {
+    n = (n + 15) & ~(VkDeviceSize)15;
+    if (d->staging_used + n > d->staging->size) {
+        td_status st = vk_finish(d);
+        if (st != TD_OK) return st;
+    }
+    *at = d->staging_used;
+    d->staging_used += n;
+    return TD_OK;
+}
+
+static td_status record_copy(vk_dev *d, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDeviceSize dof, VkDeviceSize n) {
+    VkCommandBuffer cb;
+    td_status st = vk_recording(d, &cb);
+    if (st != TD_OK) return st;
+    vk_range r[2] = {{src, so, so + n, false}, {dst, dof, dof + n, true}};
+    vk_hazard(d, cb, 2, r);
+    VkBufferCopy region = {so, dof, n};
+    vkCmdCopyBuffer(cb, src, dst, 1, &region);
+    return TD_OK;
+}
+
+static td_status not_capturing(vk_dev *d, const char *what) {
+    if (!d->capturing) return TD_OK;
+    return td_error_set(TD_ERR_STATE, "vulkan %s: host transfers cannot be captured (end the capture first)", what);
+}
+
+td_status vk_write(td_buffer *b, size_t offset, const void *src, size_t n) {
+    vk_dev *d = b->dev;
+    td_status st = check_range(b, offset, n, "write");
+    if (st != TD_OK || n == 0) return st;
+    vk_lock(d);
+    if ((st = not_capturing(d, "write")) != TD_OK) {
+        vk_unlock(d);
+        return st;
+    }
+    if (d->direct && vk_idle(d)) {
+        memcpy((char *)b->block->map + b->offset + offset, src, n);
+    } else {
+        for (size_t done = 0; done < n && st == TD_OK;) {
+            size_t chunk = n - done < STAGING_SIZE ? n - done : STAGING_SIZE;
+            VkDeviceSize at;
+            st = staging_take(d, chunk, &at);
+            if (st != TD_OK) break;
+            memcpy((char *)d->staging->map + at, (const char *)src + done, chunk);
+            st = record_copy(d, d->staging->buf, at, b->block->buf, b->offset + offset + done, chunk);
+            done += chunk;
+        }
+    }
+    vk_unlock(d);
+    return st;
+}
+
+/* Make device writes visible to the host, then wait for everything. */
+static td_status finish_for_host(vk_dev *d) {
+    VkCommandBuffer cb;
+    td_status st = vk_recording(d, &cb);
+    if (st != TD_OK) return st;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    return vk_finish(d);
+}
+
+td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
+    vk_dev *d = b->dev;
+    td_status st = check_range(b, offset, n, "read");
+    if (st != TD_OK || n == 0) return st;
+    vk_lock(d);
+    if ((st = not_capturing(d, "read")) != TD_OK) {
+        vk_unlock(d);
+        return st;
+    }
+    if (d->direct_read) {
+        st = finish_for_host(d);
+        if (st == TD_OK) memcpy(dst, (const char *)b->block->map + b->offset + offset, n);
+    } else {
+        for (size_t done = 0; done < n && st == TD_OK;) {
+            size_t chunk = n - done < STAGING_SIZE ? n - done : STAGING_SIZE;
+            VkDeviceSize at;
+            st = staging_take(d, chunk, &at);
+            if (st == TD_OK) st = record_copy(d, b->block->buf, b->offset + offset + done, d->staging->buf, at, chunk);
+            if (st == TD_OK) st = finish_for_host(d);
+            if (st == TD_OK) memcpy((char *)dst + done, (const char *)d->staging->map + at, chunk);
+            done += chunk;
+        }
+    }
+    vk_unlock(d);
+    return st;
+}
+
+td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t n) {
+    vk_dev *d = dst->dev;
+    if (src->dev != d) return td_error_set(TD_ERR_DEVICE, "vulkan copy: buffers on different devices");
+    td_status st = check_range(src, so, n, "copy");
+    if (st == TD_OK) st = check_range(dst, dof, n, "copy");
+    if (st != TD_OK || n == 0) return st;
+    vk_lock(d);
+    VkDeviceSize a = src->offset + so, b = dst->offset + dof;
+    if (src->block == dst->block && a < b + n && b < a + n) { /* overlapping: through a temporary */
+        td_buffer *tmp;
+        st = vk_alloc(d, n, &tmp);
+        if (st == TD_OK) st = record_copy(d, src->block->buf, a, tmp->block->buf, tmp->offset, n);
+        if (st == TD_OK) st = record_copy(d, tmp->block->buf, tmp->offset, dst->block->buf, b, n);
+        if (tmp) vk_free(tmp);
+    } else {
+        st = record_copy(d, src->block->buf, a, dst->block->buf, b, n);
+    }
+    vk_unlock(d);
+    return st;
+}
+
+td_status vk_memset(td_buffer *b, size_t offset, uint8_t byte, size_t n) {
+    vk_dev *d = b->dev;
+    td_status st = check_range(b, offset, n, "memset");
+    if (st != TD_OK || n == 0) return st;
+    vk_lock(d);
+    if (d->capturing && ((b->offset + offset) % 4 || n % 4)) {
+        vk_unlock(d);
+        return not_capturing(d, "memset of unaligned bytes");
+    }
+    if (d->direct && vk_idle(d) && !d->capturing) {
+        memset((char *)b->block->map + b->offset + offset, byte, n);
+        vk_unlock(d);
+        return TD_OK;
+    }
+    /* vkCmdFillBuffer needs 4-byte alignment: fill the aligned middle, write the edges */
+    VkDeviceSize lo = b->offset + offset, hi = lo + n;
+    VkDeviceSize alo = (lo + 3) & ~(VkDeviceSize)3, ahi = hi & ~(VkDeviceSize)3;
+    uint8_t edge[4];
+    memset(edge, byte, sizeof edge);
+    if (alo >= ahi) alo = ahi = hi; /* too short: all edge */
+    VkCommandBuffer cb;
+    st = vk_recording(d, &cb);
+    if (st == TD_OK && ahi > alo) {
+        vk_range r = {b->block->buf, alo, ahi, true};
+        vk_hazard(d, cb, 1, &r);
+        vkCmdFillBuffer(cb, b->block->buf, alo, ahi - alo, 0x01010101u * byte);
+    }
+    vk_unlock(d);
+    for (VkDeviceSize at = lo; st == TD_OK && at < hi; at = at == alo ? ahi : at + 1) {
+        if (at >= alo && at < ahi) continue;
+        st = vk_write(b, at - b->offset, edge, 1);
+    }
+    return st;
+}

@@ -1,0 +1,48 @@
+/*
+** Op encoders of the Vulkan backend: vk_op_<NAME> records the op, and
+** vk_supports_<NAME> tells whether it can (dtypes beyond the device's storage
+** support are already filtered out by vk_supports in vk_backend.c).
+** Declared weak: an op without an encoder is reported unsupported.
+** defines: the encoder prototypes, events/capture/kernel slots, shared helpers.
+*/
+#ifndef TRIDENT_VK_OPS_H
+#define TRIDENT_VK_OPS_H
+
+#include "vk.h"
+
+#define VK_OP_DECLARE_(N, ni, no, g, dts, lay, s)                                                                      \
+    td_status vk_op_##N(vk_dev *d, const td_op *op) __attribute__((weak));                                             \
+    bool vk_supports_##N(vk_dev *d, const td_op *op) __attribute__((weak));
+TD_OP_LIST(VK_OP_DECLARE_)
+#undef VK_OP_DECLARE_
+
+/* vk_event.c */
+td_status vk_event_create(int dev, td_event **out);
+td_status vk_event_record(td_event *ev);
+td_status vk_event_elapsed_ms(td_event *start, td_event *end, double *ms);
+void vk_event_free(td_event *ev);
+
+/* COPY of any view into any view of the same shape, converting dtypes. */
+td_status vk_copy_view(vk_dev *d, const td_operand *in, const td_operand *out);
+
+/* vk_capture.c */
+td_status vk_capture_begin(int dev);
+td_status vk_capture_end(int dev, td_graph **out);
+td_status vk_graph_replay(td_graph *g);
+void vk_graph_free(td_graph *g);
+
+/* vk_glsl.c: user kernels */
+td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
+                            size_t log_size);
+td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views, const void *push,
+                           size_t push_size);
+void vk_kernel_free(td_kernel *k);
+
+/* Shader variant of a dtype family: base + dtype code (variants are listed in
+** td_dtype order in shaders.cmake). */
+#define VK_DT_SHADER(first, dt) ((int)(first) + (int)(dt))
+
+/* Float dtypes of the op class TD_DTS_FLOAT that the float shaders take. */
+static inline bool vk_is_float(td_dtype dt) { return td_dtype_is_float(dt); }
+
+#endif /* TRIDENT_VK_OPS_H */

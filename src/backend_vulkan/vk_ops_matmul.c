@@ -1,0 +1,158 @@
+/*
+** MATMUL (shaders/matmul.comp): a [..., M, K] @ b [..., K, N] -> out [..., M, N].
+** a and b have any strides (row- or column-major matrices, stride-0 batch dims
+** for broadcast, fewer batch dims than out aligned from the right); out is
+** contiguous. Batch dims are merged where strides allow, at most 3 go to the
+** shader, and grids past 65535 batch entries are split.
+**
+** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has NV
+** cooperative matrices, after a self-test on first use: a product with exact
+** f16 inputs and sums runs through both kernels and must agree bit for bit,
+** else that device keeps the tiled kernel (and says so on stderr).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_ops.h"
+
+/* tile configs: {WG, BK, BM, BN, TM, TN} (shaders/matmul.comp) */
+static const uint32_t SMALL[6] = {256, 16, 64, 64, 4, 4}, LARGE[6] = {256, 8, 128, 128, 8, 8};
+
+/* GLSL: shaders/matmul.comp, block PC. */
+typedef struct vk_pc_matmul {
+    uint32_t M, N, K, zbase;
+    uint32_t a_off, b_off, o_off, bdim;
+    uint32_t a_rs, a_cs, b_rs, b_cs;
+    uint32_t bshape[3], a_bs[3], b_bs[3];
+} vk_pc_matmul;
+static_assert(sizeof(vk_pc_matmul) == 84, "vk_pc_matmul must match shaders/matmul.comp");
+
+/* Batch dim i of the nb = max(a, b) - 2 batch dims, right-aligned: its size and
+** each operand's stride (0 when absent or broadcast). */
+static int64_t batch_dim(const td_operand *a, const td_operand *b, int nb, int i, int64_t *sa, int64_t *sb) {
+    int ja = i - (nb + 2 - a->ndim), jb = i - (nb + 2 - b->ndim);
+    int64_t na = ja < 0 ? 1 : a->shape[ja], nbb = jb < 0 ? 1 : b->shape[jb];
+    *sa = ja < 0 || na == 1 ? 0 : a->strides[ja];
+    *sb = jb < 0 || nbb == 1 ? 0 : b->strides[jb];
+    return na > nbb ? na : nbb;
+}
+
+/* out is contiguous with (batches x M x N) elements; the core may fold batch
+** dims into M (a [B*M, K] for out [B, M, N]), so M comes from a, not out. */
+bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
+    (void)d;
+    const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
+    if (op->n_in != 2 || !vk_is_float(a->dtype) || a->dtype != b->dtype || o->dtype != a->dtype || a->ndim < 2 ||
+        b->ndim < 2 || a->shape[a->ndim - 1] != b->shape[b->ndim - 2] || !td_operand_is_contiguous(o))
+        return false;
+    int nb = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
+    int64_t n = a->shape[a->ndim - 2] * b->shape[b->ndim - 1], sa, sb;
+    for (int i = 0; i < nb; i++) n *= batch_dim(a, b, nb, i, &sa, &sb);
+    return n == td_operand_numel(o);
+}
+
+static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
+    const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
+    int nd = (a->ndim > b->ndim ? a->ndim : b->ndim);
+    vk_pc_matmul pc = {.M = (uint32_t)a->shape[a->ndim - 2],
+                       .N = (uint32_t)b->shape[b->ndim - 1],
+                       .K = (uint32_t)a->shape[a->ndim - 1]};
+    pc.a_rs = (uint32_t)a->strides[a->ndim - 2], pc.a_cs = (uint32_t)a->strides[a->ndim - 1];
+    pc.b_rs = (uint32_t)b->strides[b->ndim - 2], pc.b_cs = (uint32_t)b->strides[b->ndim - 1];
+    /* merge batch dims (out is contiguous, so merging needs a and b to agree) */
+    int64_t bs[TD_MAX_DIMS], as_[TD_MAX_DIMS], bbs[TD_MAX_DIMS];
+    int nb = 0;
+    for (int i = 0; i < nd - 2; i++) {
+        int64_t sa, sb, size = batch_dim(a, b, nd - 2, i, &sa, &sb);
+        if (size == 1) continue;
+        if (nb > 0 && as_[nb - 1] == sa * size && bbs[nb - 1] == sb * size) {
+            bs[nb - 1] *= size, as_[nb - 1] = sa, bbs[nb - 1] = sb;
+        } else {
+            bs[nb] = size, as_[nb] = sa, bbs[nb] = sb, nb++;
+        }
+    }
+    if (pc.K == 0) { /* empty sum: zeros */
+        td_op fill = {.kind = TD_OP_FILL, .n_out = 1, .out = (td_operand *)o};
+        return vk_op_FILL(d, &fill);
+    }
+    vk_bind bind[3];
+    uint32_t off[3];
+    td_status st = TD_OK;
+    for (int k = 0; k < 3 && st == TD_OK; k++) st = vk_bind_view(d, k < 2 ? &op->in[k] : o, k == 2, &bind[k], &off[k]);
+    if (st != TD_OK) return st;
+    /* more than 3 merged batch dims: the outer ones loop here */
+    int inner = nb < 3 ? nb : 3, outer = nb - inner;
+    int64_t per = 1, n_outer = 1;
+    for (int i = outer; i < nb; i++) per *= bs[i];
+    for (int i = 0; i < outer; i++) n_outer *= bs[i];
+    pc.bdim = (uint32_t)inner;
+    for (int i = 0; i < inner; i++)
+        pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i],
+        pc.b_bs[i] = (uint32_t)bbs[outer + i];
+    const uint32_t *spec = pc.M >= 128 && pc.N >= 128 ? LARGE : SMALL;
+    uint32_t coop_spec[1] = {4 * d->caps.subgroup_size}; /* 4 subgroups, 64 x 64 tiles */
+    int shader = coop ? VK_SHADER_matmul_coopmat_f16 : VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
+    uint32_t gx = coop ? (pc.N + 63) / 64 : (pc.N + spec[3] - 1) / spec[3];
+    uint32_t gy = coop ? (pc.M + 63) / 64 : (pc.M + spec[2] - 1) / spec[2];
+    if (coop) spec = coop_spec;
+    for (int64_t ob = 0; ob < n_outer && st == TD_OK; ob++) {
+        int64_t rem = ob, ao = 0, bo = 0;
+        for (int i = outer - 1; i >= 0; i--) {
+            int64_t c = rem % bs[i];
+            rem /= bs[i];
+            ao += c * as_[i], bo += c * bbs[i];
+        }
+        pc.a_off = off[0] + (uint32_t)ao, pc.b_off = off[1] + (uint32_t)bo;
+        pc.o_off = off[2] + (uint32_t)(ob * per * pc.M * pc.N);
+        for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
+            pc.zbase = (uint32_t)z;
+            uint32_t gz = (uint32_t)(per - z < 65535 ? per - z : 65535);
+            st = vk_dispatch(d, shader, spec, coop ? 1 : 6, 3, bind, &pc, sizeof pc, gx, gy, gz);
+        }
+    }
+    return st;
+}
+
+/* [M, K] @ [K, N] in f16 through both kernels; inputs are multiples of 1/4 in
+** [-1.25, 1.25], so every sum is exact in f32 and in f16 and the outputs must
+** match bit for bit. */
+static bool coopmat_selftest(vk_dev *d) {
+    enum { M = 70, K = 40, N = 90 };
+    uint16_t ha[M * K], hb[K * N], r1[M * N], r2[M * N];
+    static const uint16_t quarters[11] = {0xBD00, 0xBC00, 0xBA00, 0xB800, 0xB400, 0x0000,
+                                          0x3400, 0x3800, 0x3A00, 0x3C00, 0x3D00}; /* -1.25 .. 1.25 */
+    for (int i = 0; i < M * K; i++) ha[i] = quarters[(i * 7 + 3) % 11];
+    for (int i = 0; i < K * N; i++) hb[i] = quarters[(i * 5 + 1) % 11];
+    td_operand v[4] = {{.dtype = TD_F16, .ndim = 2, .shape = {M, K}, .strides = {K, 1}},
+                       {.dtype = TD_F16, .ndim = 2, .shape = {K, N}, .strides = {N, 1}},
+                       {.dtype = TD_F16, .ndim = 2, .shape = {M, N}, .strides = {N, 1}},
+                       {.dtype = TD_F16, .ndim = 2, .shape = {M, N}, .strides = {N, 1}}};
+    size_t bytes[4] = {sizeof ha, sizeof hb, sizeof r1, sizeof r2};
+    bool ok = true;
+    for (int i = 0; i < 4; i++) ok = ok && vk_alloc(d, bytes[i], &v[i].buf) == TD_OK;
+    ok = ok && vk_write(v[0].buf, 0, ha, sizeof ha) == TD_OK && vk_write(v[1].buf, 0, hb, sizeof hb) == TD_OK;
+    td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = v, .out = &v[2]};
+    ok = ok && matmul(d, &op, false) == TD_OK;
+    op.out = &v[3];
+    ok = ok && matmul(d, &op, true) == TD_OK;
+    ok = ok && vk_read(v[2].buf, 0, r1, sizeof r1) == TD_OK && vk_read(v[3].buf, 0, r2, sizeof r2) == TD_OK;
+    ok = ok && !memcmp(r1, r2, sizeof r1);
+    for (int i = 0; i < 4; i++)
+        if (v[i].buf) vk_free(v[i].buf);
+    return ok;
+}
+
+td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
+    if (op->in[0].dtype == TD_F16 && d->coopmat_state == 1) {
+        td_clear_error();
+        d->coopmat_state = coopmat_selftest(d) ? 2 : -1;
+        if (d->coopmat_state < 0)
+            fprintf(stderr,
+                    "trident: vulkan:%d: cooperative-matrix matmul failed its self-test (%s); using the tiled "
+                    "kernel\n",
+                    d->index, td_last_error());
+        td_clear_error();
+    }
+    return matmul(d, op, op->in[0].dtype == TD_F16 && d->coopmat_state == 2);
+}

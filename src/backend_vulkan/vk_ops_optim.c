@@ -1,0 +1,110 @@
+/*
+** ADAM_STEP, SGD_STEP, RMSPROP_STEP (shaders/optim.comp): in = (grad),
+** out = (param, state...) updated in place; every operand contiguous [n] of
+** one float dtype; absent optional state has buf == NULL. Constants are
+** computed in double and rounded once to the compute type, as the CPU does.
+*/
+#include <math.h>
+#include <string.h>
+
+#include "vk_ops.h"
+
+#define WG 256
+
+/* GLSL: shaders/optim.comp, block PC. */
+typedef struct vk_pc_optim {
+    uint32_t n, flags;
+    uint32_t off[5];
+    uint32_t k[18];
+} vk_pc_optim;
+static_assert(sizeof(vk_pc_optim) == 100, "vk_pc_optim must match shaders/optim.comp");
+
+static void put_k(vk_pc_optim *pc, td_dtype dt, int i, double v) {
+    if (dt == TD_F64) {
+        uint64_t bits;
+        memcpy(&bits, &v, 8);
+        pc->k[2 * i] = (uint32_t)bits, pc->k[2 * i + 1] = (uint32_t)(bits >> 32);
+    } else {
+        float f = (float)v;
+        memcpy(&pc->k[i], &f, 4);
+    }
+}
+
+static bool optim_ok(const td_op *op, int n_state) {
+    if (op->n_in != 1 || op->n_out < 1 + n_state) return false;
+    td_dtype dt = op->in[0].dtype;
+    if (!vk_is_float(dt)) return false;
+    for (int i = 0; i < op->n_out; i++)
+        if (op->out[i].buf && (op->out[i].dtype != dt || td_operand_numel(&op->out[i]) != td_operand_numel(&op->in[0])))
+            return false;
+    return true;
+}
+
+/* present[k]: whether out[k] takes part (else its binding is the dummy) */
+static td_status optim(vk_dev *d, const td_op *op, uint32_t code, vk_pc_optim *pc, const bool *present) {
+    vk_bind b[5];
+    pc->n = (uint32_t)td_operand_numel(&op->in[0]);
+    td_status st = vk_bind_view(d, &op->in[0], false, &b[0], &pc->off[0]);
+    for (int k = 0; k < 4 && st == TD_OK; k++) {
+        if (k < op->n_out && present[k]) {
+            st = vk_bind_view(d, &op->out[k], true, &b[k + 1], &pc->off[k + 1]);
+        } else {
+            b[k + 1] = vk_bind_buffer(d->dummy, true);
+            pc->off[k + 1] = 0;
+        }
+    }
+    if (st != TD_OK) return st;
+    uint32_t spec[2] = {WG, code};
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_optim_f32, op->in[0].dtype), spec, 2, 5, b, pc, sizeof *pc,
+                       vk_groups(pc->n, WG), 1, 1);
+}
+
+bool vk_supports_ADAM_STEP(vk_dev *d, const td_op *op) {
+    return (void)d, optim_ok(op, 2) && (!op->p.adam.amsgrad || (op->n_out >= 4 && op->out[3].buf));
+}
+
+td_status vk_op_ADAM_STEP(vk_dev *d, const td_op *op) {
+    td_dtype dt = op->in[0].dtype;
+    double b1 = op->p.adam.beta1, b2 = op->p.adam.beta2, lr = op->p.adam.lr, wd = op->p.adam.weight_decay;
+    double t = (double)op->p.adam.step;
+    vk_pc_optim pc = {0};
+    double k[9] = {
+        b1, 1 - b1, b2, 1 - b2, wd, 1 - lr * wd, -lr / (1 - pow(b1, t)), sqrt(1 - pow(b2, t)), op->p.adam.eps};
+    for (int i = 0; i < 9; i++) put_k(&pc, dt, i, k[i]);
+    pc.flags = (wd != 0 && !op->p.adam.decoupled) | op->p.adam.decoupled << 1 | op->p.adam.amsgrad << 2 |
+               op->p.adam.maximize << 3;
+    bool present[4] = {true, true, true, op->p.adam.amsgrad};
+    return optim(d, op, 0, &pc, present);
+}
+
+bool vk_supports_SGD_STEP(vk_dev *d, const td_op *op) {
+    return (void)d, optim_ok(op, 0) && (op->p.sgd.momentum == 0 || (op->n_out >= 2 && op->out[1].buf));
+}
+
+td_status vk_op_SGD_STEP(vk_dev *d, const td_op *op) {
+    td_dtype dt = op->in[0].dtype;
+    vk_pc_optim pc = {0};
+    double k[4] = {-op->p.sgd.lr, op->p.sgd.momentum, 1 - op->p.sgd.dampening, op->p.sgd.weight_decay};
+    for (int i = 0; i < 4; i++) put_k(&pc, dt, i, k[i]);
+    bool buf = op->p.sgd.momentum != 0;
+    pc.flags = op->p.sgd.nesterov | op->p.sgd.first_step << 1 | op->p.sgd.maximize << 2 | buf << 3;
+    bool present[4] = {true, buf, false, false};
+    return optim(d, op, 1, &pc, present);
+}
+
+bool vk_supports_RMSPROP_STEP(vk_dev *d, const td_op *op) {
+    return (void)d, optim_ok(op, 1) && (op->p.rmsprop.momentum <= 0 || (op->n_out >= 3 && op->out[2].buf)) &&
+                        (!op->p.rmsprop.centered || (op->n_out >= 4 && op->out[3].buf));
+}
+
+td_status vk_op_RMSPROP_STEP(vk_dev *d, const td_op *op) {
+    td_dtype dt = op->in[0].dtype;
+    vk_pc_optim pc = {0};
+    double a = op->p.rmsprop.alpha;
+    double k[6] = {-op->p.rmsprop.lr, a, 1 - a, op->p.rmsprop.eps, op->p.rmsprop.weight_decay, op->p.rmsprop.momentum};
+    for (int i = 0; i < 6; i++) put_k(&pc, dt, i, k[i]);
+    bool buf = op->p.rmsprop.momentum > 0, centered = op->p.rmsprop.centered;
+    pc.flags = op->p.rmsprop.maximize | buf << 1 | centered << 2;
+    bool present[4] = {true, true, buf, centered};
+    return optim(d, op, 2, &pc, present);
+}

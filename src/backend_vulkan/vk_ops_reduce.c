@@ -1,0 +1,150 @@
+/*
+** Reductions: SUM, MEAN, MAX, MIN, VAR, LOGSUMEXP, ARGMAX, ARGMIN
+** (shaders/reduce.comp). in is any view; p.reduce.dims has bit k set for each
+** reduced dim; out is contiguous with in's ndim (reduced dims of size 1).
+** Integer SUM accumulates into int64 (reduce_sum_<dt>).
+*/
+#include <string.h>
+
+#include "vk_ops.h"
+
+#define WG 256
+
+/* GLSL: shaders/reduce.comp, block PC. */
+typedef struct vk_pc_reduce {
+    uint32_t n_out, n_red, in_off, out_off;
+    uint32_t kdim, rdim;
+    int32_t correction;
+    uint32_t pad;
+    uint32_t kshape[4], kstride[4];
+    uint32_t rshape[8], rstride[8];
+} vk_pc_reduce;
+static_assert(sizeof(vk_pc_reduce) == 128, "vk_pc_reduce must match shaders/reduce.comp");
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_VAR, R_LSE, R_ARGMAX, R_ARGMIN };
+
+/* Append dim (size, stride) to a list, merging into the last entry when contiguous with it. */
+static void push_dim(int64_t *shape, int64_t *stride, int *n, int64_t size, int64_t st) {
+    if (size == 1) return;
+    if (*n > 0 && stride[*n - 1] == st * size) {
+        shape[*n - 1] *= size;
+        stride[*n - 1] = st;
+        return;
+    }
+    shape[*n] = size;
+    stride[*n] = st;
+    (*n)++;
+}
+
+/* A reduction problem: kept dims (output order) and reduced dims, as merged lists. */
+typedef struct red_plan {
+    int nk, nr;
+    int64_t ks[TD_MAX_DIMS + 1], kst[TD_MAX_DIMS + 1], rs[TD_MAX_DIMS], rst[TD_MAX_DIMS];
+    int64_t n_red;
+} red_plan;
+
+/* One pass: out[r] (from out_off, contiguous) = R over the reduced dims of in at in_off. */
+static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, const vk_bind *b, uint32_t in_off, uint32_t out_off,
+                             const red_plan *pl, int correction) {
+    vk_pc_reduce pc = {.n_red = (uint32_t)pl->n_red, .rdim = (uint32_t)pl->nr, .correction = correction};
+    for (int i = 0; i < pl->nr; i++) pc.rshape[i] = (uint32_t)pl->rs[i], pc.rstride[i] = (uint32_t)pl->rst[i];
+    int inner = pl->nk < 4 ? pl->nk : 4, outer = pl->nk - inner;
+    int64_t per = 1, n_outer = 1;
+    for (int i = outer; i < pl->nk; i++) per *= pl->ks[i];
+    for (int i = 0; i < outer; i++) n_outer *= pl->ks[i];
+    pc.n_out = (uint32_t)per;
+    pc.kdim = (uint32_t)inner;
+    for (int i = 0; i < inner; i++)
+        pc.kshape[i] = (uint32_t)pl->ks[outer + i], pc.kstride[i] = (uint32_t)pl->kst[outer + i];
+    if (inner == 0) pc.kdim = 1, pc.kshape[0] = 1, pc.kstride[0] = 0;
+    uint32_t spec[2] = {WG, code};
+    for (int64_t o = 0; o < n_outer; o++) {
+        int64_t rem = o, koff = 0;
+        for (int i = outer - 1; i >= 0; i--) {
+            koff += rem % pl->ks[i] * pl->kst[i];
+            rem /= pl->ks[i];
+        }
+        pc.in_off = in_off + (uint32_t)koff;
+        pc.out_off = out_off + (uint32_t)(o * per);
+        td_status st = vk_dispatch(d, shader, spec, 2, 2, b, &pc, sizeof pc, vk_groups(per, 1), 1, 1);
+        if (st != TD_OK) return st;
+    }
+    return TD_OK;
+}
+
+/* Chunks per row for a two-pass reduction, or 1: few long rows would leave most
+** of the GPU idle with one workgroup per row. Needs equal chunks (so that a
+** mean of chunk means is the mean) over one merged reduced dim. */
+static int64_t split_of(const red_plan *pl, int64_t n_out, uint32_t code, td_dtype dt) {
+    if ((code != R_SUM && code != R_MEAN && code != R_MAX && code != R_MIN) || (dt != TD_F32 && dt != TD_F64) ||
+        pl->nr != 1 || n_out >= 1024 || pl->n_red < 65536)
+        return 1;
+    for (int64_t s = 1024; s >= 16; s /= 2)
+        if (pl->n_red % s == 0 && pl->n_red / s >= 1024) return s;
+    return 1;
+}
+
+static td_status reduce(vk_dev *d, const td_op *op, uint32_t code) {
+    const td_operand *in = &op->in[0], *out = &op->out[0];
+    red_plan pl = {.n_red = 1};
+    for (int i = 0; i < in->ndim; i++) {
+        if (op->p.reduce.dims >> i & 1) {
+            push_dim(pl.rs, pl.rst, &pl.nr, in->shape[i], in->strides[i]);
+            pl.n_red *= in->shape[i];
+        } else {
+            push_dim(pl.ks, pl.kst, &pl.nk, in->shape[i], in->strides[i]);
+        }
+    }
+    if (pl.nr == 0) pl.rs[0] = pl.n_red, pl.rst[0] = 0, pl.nr = 1; /* n_red is 0 or 1 */
+    if (pl.n_red > UINT32_MAX)
+        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: reducing %lld elements", (long long)pl.n_red);
+    vk_bind b[2];
+    uint32_t in_off, out_off;
+    td_status st = vk_bind_view(d, in, false, &b[0], &in_off);
+    if (st == TD_OK) st = vk_bind_view(d, out, true, &b[1], &out_off);
+    if (st != TD_OK) return st;
+    td_dtype dt = in->dtype;
+    int shader = !vk_is_float(dt) && code == R_SUM ? VK_SHADER_reduce_sum_i32 + (int)(dt - TD_I32)
+                                                   : VK_DT_SHADER(VK_SHADER_reduce_f32, dt);
+    int64_t n_out = td_operand_numel(out), split = split_of(&pl, n_out, code, dt);
+    if (split == 1) return reduce_pass(d, shader, code, b, in_off, out_off, &pl, op->p.reduce.correction);
+    /* pass 1: the reduced dim becomes (split, n_red / split); chunk results go to a scratch [n_out, split] */
+    td_buffer *scratch;
+    if ((st = vk_alloc(d, (size_t)(n_out * split) * td_dtype_size(dt), &scratch)) != TD_OK) return st;
+    red_plan p1 = pl;
+    p1.ks[p1.nk] = split, p1.kst[p1.nk] = pl.rst[0] * (pl.n_red / split), p1.nk++;
+    p1.rs[0] = pl.n_red / split, p1.n_red = pl.n_red / split;
+    vk_bind b1[2] = {b[0], vk_bind_buffer(scratch, true)};
+    st = reduce_pass(d, shader, code, b1, in_off, 0, &p1, 0);
+    /* pass 2: the same reduction over each row of chunk results */
+    red_plan p2 = {.nk = 1, .nr = 1, .ks = {n_out}, .kst = {split}, .rs = {split}, .rst = {1}, .n_red = split};
+    vk_bind b2[2] = {vk_bind_buffer(scratch, false), b[1]};
+    if (st == TD_OK) st = reduce_pass(d, shader, code, b2, 0, out_off, &p2, 0);
+    vk_free(scratch);
+    return st;
+}
+
+static bool reduce_ok(vk_dev *d, const td_op *op, uint32_t code) {
+    if (op->n_in != 1 || op->n_out != 1 || op->in[0].ndim != op->out[0].ndim) return false;
+    td_dtype dt = op->in[0].dtype, ot = op->out[0].dtype;
+    if (dt == TD_BOOL) return false;
+    if (code == R_ARGMAX || code == R_ARGMIN) return ot == TD_I64;
+    if (!vk_is_float(dt)) {
+        if (code == R_SUM) return ot == TD_I64 && d->caps.int64;
+        if (code != R_MAX && code != R_MIN) return false;
+    }
+    return ot == dt;
+}
+
+#define VK_REDUCE_(NAME, CODE)                                                                                         \
+    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return reduce_ok(d, op, CODE); }                             \
+    td_status vk_op_##NAME(vk_dev *d, const td_op *op) { return reduce(d, op, CODE); }
+
+VK_REDUCE_(SUM, R_SUM)
+VK_REDUCE_(MEAN, R_MEAN)
+VK_REDUCE_(MAX, R_MAX)
+VK_REDUCE_(MIN, R_MIN)
+VK_REDUCE_(VAR, R_VAR)
+VK_REDUCE_(LOGSUMEXP, R_LSE)
+VK_REDUCE_(ARGMAX, R_ARGMAX)
+VK_REDUCE_(ARGMIN, R_ARGMIN)

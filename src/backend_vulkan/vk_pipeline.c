@@ -1,0 +1,209 @@
+/*
+** Compute pipelines, created on first use and cached.
+**
+** Every pipeline shares one layout: set 0 holds VK_MAX_BINDINGS storage
+** buffers (shaders use bindings 0..n-1) and VK_PUSH_MAX bytes of push
+** constants. A pipeline is keyed by (shader variant, specialization constants);
+** constant 0 is always the workgroup size.
+**
+** The VkPipelineCache is loaded from and saved to
+** $XDG_CACHE_HOME/trident (else ~/.cache/trident), one file per device
+** (vendor, device id and pipeline-cache UUID in the name); saving happens
+** after new pipelines were made, at the next host wait. A cache written by
+** another driver is rejected by the driver itself (its header is checked).
+** TRIDENT_VULKAN_PIPELINE_CACHE=0 turns the disk cache off.
+*/
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vk.h"
+
+static bool cache_path(vk_dev *d, char *path, size_t n) {
+    const char *off = getenv("TRIDENT_VULKAN_PIPELINE_CACHE");
+    if (off && !strcmp(off, "0")) return false;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[3072];
+    if (xdg && *xdg)
+        snprintf(dir, sizeof dir, "%s/trident", xdg);
+    else if (home && *home)
+        snprintf(dir, sizeof dir, "%s/.cache/trident", home);
+    else
+        return false;
+    char uuid[2 * VK_UUID_SIZE + 1];
+    for (unsigned i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
+    snprintf(path, n, "%s/vulkan-%04x-%04x-%s.bin", dir, d->props.vendorID, d->props.deviceID, uuid);
+    return true;
+}
+
+static void *load_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    void *data = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        if (len > 0 && len < (1L << 30) && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)len))) {
+            if (fread(data, 1, (size_t)len, f) != (size_t)len) {
+                free(data);
+                data = NULL;
+            } else {
+                *size = (size_t)len;
+            }
+        }
+    }
+    fclose(f);
+    return data;
+}
+
+static void mkdirs(char *dir) {
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+    mkdir(dir, 0755);
+}
+
+void vk_pipeline_cache_save(vk_dev *d) {
+    d->cache_dirty = false;
+    char path[4096];
+    if (!d->cache || !cache_path(d, path, sizeof path)) return;
+    size_t size = 0;
+    if (vkGetPipelineCacheData(d->dev, d->cache, &size, NULL) != VK_SUCCESS || !size) return;
+    void *data = malloc(size);
+    if (!data) return;
+    if (vkGetPipelineCacheData(d->dev, d->cache, &size, data) == VK_SUCCESS) {
+        char dir[4096], tmp[4200];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        mkdirs(dir);
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        bool ok = f && fwrite(data, 1, size, f) == size;
+        if (f) ok = fclose(f) == 0 && ok;
+        if (ok) ok = rename(tmp, path) == 0;
+        if (!ok) unlink(tmp);
+    }
+    free(data);
+}
+
+td_status vk_pipeline_init(vk_dev *d) {
+    VkDescriptorSetLayoutBinding b[VK_MAX_BINDINGS];
+    for (int i = 0; i < VK_MAX_BINDINGS; i++)
+        b[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
+                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .descriptorCount = 1,
+                                              .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo li = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+        .flags = d->push_descriptor ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
+        .bindingCount = VK_MAX_BINDINGS,
+        .pBindings = b};
+    VkResult r = vkCreateDescriptorSetLayout(d->dev, &li, NULL, &d->dsl);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkCreateDescriptorSetLayout");
+    VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_MAX};
+    VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                     .setLayoutCount = 1,
+                                     .pSetLayouts = &d->dsl,
+                                     .pushConstantRangeCount = 1,
+                                     .pPushConstantRanges = &pr};
+    r = vkCreatePipelineLayout(d->dev, &pi, NULL, &d->layout);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkCreatePipelineLayout");
+    char path[4096];
+    size_t size = 0;
+    void *data = cache_path(d, path, sizeof path) ? load_file(path, &size) : NULL;
+    VkPipelineCacheCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = size, .pInitialData = data};
+    r = vkCreatePipelineCache(d->dev, &ci, NULL, &d->cache);
+    if (r != VK_SUCCESS && data) { /* a damaged file: start empty */
+        ci.initialDataSize = 0;
+        ci.pInitialData = NULL;
+        r = vkCreatePipelineCache(d->dev, &ci, NULL, &d->cache);
+    }
+    free(data);
+    if (r != VK_SUCCESS) d->cache = VK_NULL_HANDLE;
+    return TD_OK;
+}
+
+void vk_pipeline_destroy(vk_dev *d) {
+    for (int s = 0; s < VK_SHADER_COUNT; s++) {
+        for (vk_pipeline *p = d->pipelines[s], *next; p; p = next) {
+            next = p->next;
+            vkDestroyPipeline(d->dev, p->pipe, NULL);
+            free(p);
+        }
+        if (d->modules[s]) vkDestroyShaderModule(d->dev, d->modules[s], NULL);
+    }
+    if (d->cache) vkDestroyPipelineCache(d->dev, d->cache, NULL);
+    vkDestroyPipelineLayout(d->dev, d->layout, NULL);
+    vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
+}
+
+static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
+                               VkPipeline *out) {
+    VkSpecializationMapEntry me[VK_MAX_SPEC];
+    for (int i = 0; i < n_spec; i++) me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)(4 * i), 4};
+    VkSpecializationInfo si = {
+        .mapEntryCount = (uint32_t)n_spec, .pMapEntries = me, .dataSize = 4 * (size_t)n_spec, .pData = spec};
+    VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                                .module = mod,
+                                                .pName = entry,
+                                                .pSpecializationInfo = n_spec ? &si : NULL},
+                                      .layout = d->layout};
+    VkResult r = vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, out);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkCreateComputePipelines");
+    d->cache_dirty = true;
+    return TD_OK;
+}
+
+td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
+    if (shader < 0 || shader >= VK_SHADER_COUNT || n_spec > VK_MAX_SPEC)
+        return td_error_set(TD_ERR_MISUSE, "vulkan: bad shader id %d", shader);
+    for (vk_pipeline *p = d->pipelines[shader]; p; p = p->next)
+        if (p->n_spec == n_spec && !memcmp(p->spec, spec, 4 * (size_t)n_spec)) {
+            *out = p->pipe;
+            return TD_OK;
+        }
+    if (!d->modules[shader]) {
+        const vk_shader_code *c = &vk_shader_table[shader];
+        VkShaderModuleCreateInfo mi = {
+            .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size, .pCode = c->code};
+        VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &d->modules[shader]);
+        if (r != VK_SUCCESS) return vk_fail(r, "vkCreateShaderModule");
+    }
+    vk_pipeline *p = calloc(1, sizeof *p);
+    if (!p) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+    td_status st = make_pipeline(d, d->modules[shader], "main", spec, n_spec, &p->pipe);
+    if (st != TD_OK) {
+        free(p);
+        return td_error_set(st, "vulkan: shader %s: %s", vk_shader_table[shader].name, td_last_error());
+    }
+    memcpy(p->spec, spec, 4 * (size_t)n_spec);
+    p->n_spec = n_spec;
+    p->next = d->pipelines[shader];
+    d->pipelines[shader] = p;
+    *out = p->pipe;
+    return TD_OK;
+}
+
+td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, const char *entry, uint32_t wg,
+                                 VkShaderModule *mod, VkPipeline *out) {
+    VkShaderModuleCreateInfo mi = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code};
+    VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, mod);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkCreateShaderModule");
+    td_status st = make_pipeline(d, *mod, entry, &wg, wg ? 1 : 0, out);
+    if (st != TD_OK) {
+        vkDestroyShaderModule(d->dev, *mod, NULL);
+        *mod = VK_NULL_HANDLE;
+    }
+    return st;
+}

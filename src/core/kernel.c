@@ -1,0 +1,72 @@
+/*
+** User kernels (include/trident/kernel.h): a thin layer over the backend's
+** kernel_compile / kernel_launch / kernel_free slots that checks devices and
+** turns tensors into operands.
+*/
+#include <stdlib.h>
+
+#include "internal.h"
+#include "trident/kernel.h"
+
+_Static_assert((int)TD_KERNEL_GLSL == (int)TD_LANG_GLSL && (int)TD_KERNEL_CUDA == (int)TD_LANG_CUDA,
+               "kernel.h languages mirror backend.h");
+
+#define KERNEL_MAX_TENSORS 64
+
+struct td_user_kernel {
+    const td_backend *be;
+    td_device dev;
+    td_kernel *k;
+};
+
+td_status td_kernel_compile(td_device dev, int lang, const char *source, const char *entry, td_user_kernel **out,
+                            char *log, size_t log_size) {
+    if (log && log_size) log[0] = 0;
+    if (!out) return TD_ERR(TD_ERR_MISUSE, "td_kernel_compile: out is NULL");
+    *out = NULL;
+    if (!source) return TD_ERR(TD_ERR_MISUSE, "td_kernel_compile: source is NULL");
+    const td_backend *be = td__backend_of(dev);
+    if (!be) return td_last_status();
+    if (!be->iface->kernel_compile) {
+        char d[32];
+        return TD_ERR(TD_ERR_UNSUPPORTED, "td_kernel_compile: %s takes no user kernels",
+                      td_device_str(dev, d, sizeof d));
+    }
+    td_user_kernel *uk = calloc(1, sizeof *uk);
+    if (!uk) return TD_ERR(TD_ERR_OOM, "td_kernel_compile: out of host memory");
+    td_status st = be->iface->kernel_compile(dev.index, lang, source, entry, &uk->k, log, log_size);
+    if (st != TD_OK) {
+        free(uk);
+        return st;
+    }
+    uk->be = be;
+    uk->dev = dev;
+    *out = uk;
+    return TD_OK;
+}
+
+td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], int n, td_tensor *const *tensors,
+                           const void *push, size_t push_size) {
+    if (!k || !grid || n < 0 || (n > 0 && !tensors))
+        return TD_ERR(TD_ERR_MISUSE, "td_kernel_launch: NULL kernel, grid or tensors");
+    if (n > KERNEL_MAX_TENSORS)
+        return TD_ERR(TD_ERR_MISUSE, "td_kernel_launch: %d tensors is more than %d", n, KERNEL_MAX_TENSORS);
+    td_operand views[KERNEL_MAX_TENSORS];
+    for (int i = 0; i < n; i++) {
+        if (!tensors[i]) return TD_ERR(TD_ERR_MISUSE, "td_kernel_launch: tensor %d is NULL", i);
+        if (!td__check_arg(tensors[i], "td_kernel_launch", "tensor")) return td_last_status();
+        if (!td_device_equal(tensors[i]->storage->device, k->dev)) {
+            char a[32], b[32];
+            return TD_ERR(TD_ERR_DEVICE, "td_kernel_launch: tensor %d is on %s, the kernel on %s", i,
+                          td_device_str(tensors[i]->storage->device, a, sizeof a), td_device_str(k->dev, b, sizeof b));
+        }
+        views[i] = td__view_of(tensors[i]);
+    }
+    return k->be->iface->kernel_launch(k->k, grid, n, views, push, push_size);
+}
+
+void td_kernel_free(td_user_kernel *k) {
+    if (!k) return;
+    k->be->iface->kernel_free(k->k);
+    free(k);
+}

@@ -1,0 +1,389 @@
+/*
+** The Vulkan backend on vulkan:0 (lavapipe in CI): devices, transfers, the
+** core tensor API on Vulkan tensors, runtime GLSL, events, capture and OOM;
+** the ops are in test_vulkan_ops.c. Skips when no Vulkan device is available.
+**
+** Validation: each case turns on TRIDENT_VULKAN_VALIDATION=1 (unless set) and
+** fails if the Khronos validation layer reported an error.
+*/
+#include "trident/kernel.h"
+#include "trident/nn.h"
+#include "trident/optim.h"
+#include "vulkan_harness.h"
+
+#define TESTS(X)                                                                                                       \
+    X(device_info)                                                                                                     \
+    X(tensor_api) X(transfers) X(glsl_kernel) X(glsl_errors) X(events) X(capture_replay) X(train_cnn)                  \
+        X(train_attention) X(out_of_memory) X(bench)
+
+TEST(device_info) {
+    setup();
+    ASSERT(be->iface->device_count() >= 1);
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    printf("  %s | %s | subgroup %d | %s\n", info.name, info.driver, info.subgroup_size, info.features);
+    ASSERT(info.name[0]);
+    ASSERT(info.subgroup_size >= 1 && (info.subgroup_size & (info.subgroup_size - 1)) == 0);
+    ASSERT(info.total_memory > 0);
+    ASSERT_ERROR(be->iface->device_info(99, &info), TD_ERR_UNAVAILABLE, "vulkan:99");
+    check_clean();
+}
+
+/* The core's tensor functions on vulkan:0, with poisoned buffers and guard bytes. */
+TEST(tensor_api) {
+    setup();
+    td_debug_set(TD_DEBUG_POISON | TD_DEBUG_GUARDS);
+    float v[6] = {1, 2, 3, 4, 5, 6}, out[6];
+    int64_t shape[2] = {2, 3};
+    td_tensor *t = ASSERT_TENSOR(td_from_data(v, 2, shape, TD_F32, TD_VULKAN(0)));
+    td_tensor *tt = ASSERT_TENSOR(td_contiguous(td_transpose(t, 0, 1)));
+    ASSERT_OK(td_copy_to_host(tt, out, sizeof out, TD_F32));
+    const float want[6] = {1, 4, 2, 5, 3, 6};
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(out[i], want[i], 0);
+    td_tensor *h = ASSERT_TENSOR(td_cast(tt, TD_F16));
+    td_tensor *c = ASSERT_TENSOR(td_to(h, TD_CPU));
+    ASSERT_OK(td_copy_to_host(c, out, sizeof out, TD_F32));
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(out[i], want[i], 0);
+    td_tensor *z = ASSERT_TENSOR(td_zeros(1, (int64_t[]){5}, TD_U8, TD_VULKAN(0)));
+    ASSERT_NEAR(td_item(td_select(z, 0, 3)), 0, 0);
+    td_tensor *s = ASSERT_TENSOR(td_scalar(7.5, TD_F64, TD_VULKAN(0)));
+    ASSERT_NEAR(td_item(s), 7.5, 0);
+    td_release(t), td_release(tt), td_release(h), td_release(c), td_release(z), td_release(s);
+    ASSERT_EQ_INT(td_debug_guard_failures(), 0);
+    check_clean();
+}
+
+/* write/read/copy/memset at odd offsets, ordered with queued work. */
+TEST(transfers) {
+    setup();
+    enum { N = 1000 };
+    unsigned char a[N], b[N];
+    for (int i = 0; i < N; i++) a[i] = (unsigned char)(urand() * 256);
+    td_buffer *x, *y;
+    ASSERT_OK(be->iface->buffer_alloc(0, N, &x));
+    ASSERT_OK(be->iface->buffer_alloc(0, N, &y));
+    ASSERT_OK(be->iface->write(x, 0, a, N));
+    ASSERT_OK(be->iface->memset(y, 0, 0x11, N));
+    ASSERT_OK(be->iface->copy(x, 3, y, 5, 501));
+    ASSERT_OK(be->iface->memset(y, 7, 0xEE, 3)); /* unaligned, shorter than a word */
+    ASSERT_OK(be->iface->memset(x, 0, 0, N));    /* must not disturb the copy queued before */
+    ASSERT_OK(be->iface->read(y, 0, b, N));
+    for (int i = 0; i < N; i++) {
+        int want = i >= 7 && i < 10 ? 0xEE : i >= 5 && i < 506 ? a[i - 2] : 0x11;
+        if (b[i] != want) TEST_FAIL_("byte %d = %#x, want %#x", i, b[i], want);
+    }
+    ASSERT_ERROR(be->iface->read(y, N - 10, b, 1000), TD_ERR_MISUSE, "outside");
+    be->iface->buffer_free(x);
+    be->iface->buffer_free(y);
+    check_clean();
+}
+
+static const char *saxpy_src = "#version 450\n"
+                               "layout(local_size_x = 64) in;\n"
+                               "layout(binding = 0) readonly buffer X { float x[]; };\n"
+                               "layout(binding = 1) buffer Y { float y[]; };\n"
+                               "layout(push_constant) uniform P { float a; uint n; } p;\n"
+                               "void saxpy() {\n"
+                               "    uint i = gl_GlobalInvocationID.x;\n"
+                               "    if (i < p.n) y[i] += p.a * x[i];\n"
+                               "}\n";
+
+/* Runtime GLSL through the public kernel API, on tensors, ordered with ops. */
+TEST(glsl_kernel) {
+    setup();
+    enum { N = 1000 };
+    float x[N], y[N], got[N];
+    for (int i = 0; i < N; i++) x[i] = (float)srand1(), y[i] = (float)srand1();
+    int64_t shape[1] = {N};
+    td_tensor *tx = ASSERT_TENSOR(td_from_data(x, 1, shape, TD_F32, TD_VULKAN(0)));
+    td_tensor *ty = ASSERT_TENSOR(td_from_data(y, 1, shape, TD_F32, TD_VULKAN(0)));
+    td_user_kernel *k = NULL;
+    char log[4096];
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", &k, log, sizeof log));
+    struct {
+        float a;
+        uint32_t n;
+    } push = {2.5f, N};
+    uint32_t grid[3] = {(N + 63) / 64, 1, 1};
+    td_tensor *args[2] = {tx, ty};
+    ASSERT_OK(td_kernel_launch(k, grid, 2, args, &push, sizeof push));
+    ASSERT_OK(td_kernel_launch(k, grid, 2, args, &push, sizeof push)); /* twice: the second reads the first */
+    ASSERT_OK(td_copy_to_host(ty, got, sizeof got, TD_F32));
+    for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i] + 5.0f * x[i], 1e-5);
+    /* compiled again: served from the SPIR-V cache, same result */
+    td_user_kernel *k2 = NULL;
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", &k2, NULL, 0));
+    td_kernel_free(k2);
+    /* wrong tensor count; a tensor on the CPU */
+    ASSERT_ERROR(td_kernel_launch(k, grid, 1, args, &push, sizeof push), TD_ERR_MISUSE, "2 bindings");
+    td_tensor *cpu = ASSERT_TENSOR(td_from_data(x, 1, shape, TD_F32, TD_CPU));
+    td_tensor *mixed[2] = {cpu, ty};
+    ASSERT_ERROR(td_kernel_launch(k, grid, 2, mixed, &push, sizeof push), TD_ERR_DEVICE, "cpu");
+    td_kernel_free(k);
+    td_release(tx), td_release(ty), td_release(cpu);
+    check_clean();
+}
+
+TEST(glsl_errors) {
+    setup();
+    char log[4096];
+    td_user_kernel *k = (td_user_kernel *)1;
+    const char *bad = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undeclared_thing = 1; }\n";
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, NULL, &k, log, sizeof log), TD_ERR_COMPILE,
+                 "undeclared_thing");
+    ASSERT(k == NULL);
+    ASSERT(strstr(log, "undeclared_thing") != NULL);
+    printf("  compile log: %.120s\n", log);
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_CUDA, bad, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED,
+                 "GLSL");
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", &k, log, sizeof log), TD_ERR_MISUSE,
+                 "identifier");
+    ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED, "cpu");
+    /* a binding too large for one descriptor, when the device's limit is reachable */
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    const char *at = strstr(info.features, "max_binding=");
+    unsigned long long maxb = at ? strtoull(at + 12, NULL, 10) : 0;
+    if (maxb && maxb < ((unsigned long long)1 << 30)) {
+        int64_t n = (int64_t)(maxb / 4) + 16;
+        td_operand big = {.dtype = TD_F32, .ndim = 1, .shape = {n}, .strides = {1}};
+        if (be->iface->buffer_alloc(0, (size_t)n * 4, &big.buf) == TD_OK) {
+            td_op op = {.kind = TD_OP_FILL, .n_out = 1, .out = &big};
+            ASSERT_ERROR(be->iface->run(0, &op), TD_ERR_UNSUPPORTED, "maxStorageBufferRange");
+            be->iface->buffer_free(big.buf);
+        }
+    }
+    check_clean();
+}
+
+TEST(events) {
+    setup();
+    td_event *a, *b;
+    ASSERT_OK(be->iface->event_create(0, &a));
+    ASSERT_OK(be->iface->event_create(0, &b));
+    int64_t shape[2] = {64, 64};
+    td_operand x = dev_tensor(TD_F32, 2, shape, NULL), y = dev_tensor(TD_F32, 2, shape, NULL);
+    td_op fill = {.kind = TD_OP_FILL, .n_out = 1, .out = &x, .p.fill.value = 1};
+    run(&fill);
+    ASSERT_OK(be->iface->event_record(a));
+    td_operand in[2] = {x, x};
+    td_op mm = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &y};
+    run(&mm);
+    ASSERT_OK(be->iface->event_record(b));
+    double ms = -1;
+    ASSERT_OK(be->iface->event_elapsed_ms(a, b, &ms));
+    printf("  64^3 matmul: %.3f ms\n", ms);
+    ASSERT(ms >= 0 && ms < 60000);
+    be->iface->event_free(a);
+    be->iface->event_free(b);
+    check_clean();
+}
+
+/* A captured step (y = relu(x) * 2 + y) replayed three times; host transfers
+** are refused while capturing. */
+TEST(capture_replay) {
+    setup();
+    enum { N = 100 };
+    float x[N], y[N], got[N];
+    for (int i = 0; i < N; i++) x[i] = (float)srand1(), y[i] = (float)srand1();
+    int64_t shape[1] = {N};
+    td_operand vx = dev_tensor(TD_F32, 1, shape, x), vy = dev_tensor(TD_F32, 1, shape, y);
+    td_operand tmp = dev_tensor(TD_F32, 1, shape, NULL), two = dev_tensor(TD_F32, 1, shape, NULL);
+    td_op fill = {.kind = TD_OP_FILL, .n_out = 1, .out = &two, .p.fill.value = 2};
+    run(&fill);
+    ASSERT_OK(be->iface->capture_begin(0));
+    td_op relu = {.kind = TD_OP_RELU, .n_in = 1, .n_out = 1, .in = &vx, .out = &tmp};
+    run(&relu);
+    td_operand m[2] = {tmp, two};
+    td_op mul = {.kind = TD_OP_MUL, .n_in = 2, .n_out = 1, .in = m, .out = &tmp};
+    run(&mul);
+    td_operand a[2] = {tmp, vy};
+    td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = a, .out = &vy};
+    run(&add);
+    ASSERT_ERROR(be->iface->read(vy.buf, 0, got, 4), TD_ERR_STATE, "captured");
+    td_graph *g = NULL;
+    ASSERT_OK(be->iface->capture_end(0, &g));
+    fetch(&vy, got); /* capturing ran nothing */
+    for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i], 0);
+    for (int rep = 0; rep < 3; rep++) ASSERT_OK(be->iface->graph_replay(g));
+    fetch(&vy, got);
+    for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i] + 3 * 2 * (x[i] > 0 ? x[i] : 0), 1e-5);
+    be->iface->graph_free(g);
+    ASSERT_ERROR(be->iface->capture_end(0, &g), TD_ERR_STATE, "without");
+    check_clean();
+}
+
+/* Three training steps of a small W2-shaped CNN (conv-relu-pool twice, linear,
+** cross entropy, Adam) on one random batch, from one seed on cpu and vulkan:0:
+** the losses must agree and fall. Exercises nn, autograd and the optimizer
+** through Vulkan. */
+static void train_steps(td_device dev, double *losses, int steps) {
+    td_manual_seed(42);
+    const int k3[2] = {3, 3}, s1[2] = {1, 1}, p1[2] = {1, 1}, d1[2] = {1, 1}, k2[2] = {2, 2};
+    td_module *layers[] = {td_conv2d_new(1, 4, k3, s1, p1, d1, 1, true),
+                           td_relu_new(),
+                           td_max_pool2d_new(k2, k2, (int[2]){0, 0}),
+                           td_conv2d_new(4, 8, k3, s1, p1, d1, 1, true),
+                           td_relu_new(),
+                           td_max_pool2d_new(k2, k2, (int[2]){0, 0}),
+                           td_flatten_new(1, -1),
+                           td_linear_new(8 * 3 * 3, 10, true)};
+    td_module *m = td_sequential_new(8, layers);
+    ASSERT(m);
+    ASSERT_OK(td_module_to(m, dev));
+    td_tensor *params[16];
+    int np = td_module_parameters(m, params, 16);
+    td_optim_options o = td_adam_defaults(1e-2);
+    td_optimizer *opt = td_adam_new(np, params, &o);
+    ASSERT(opt);
+    for (int step = 0; step < steps; step++) {
+        td_scope_begin();
+        int64_t xs[4] = {8, 1, 12, 12};
+        td_tensor *x = ASSERT_TENSOR(td_rand(4, xs, 7, 0, TD_F32, TD_CPU));
+        int64_t ids[8];
+        for (int i = 0; i < 8; i++) ids[i] = (i * 3) % 10;
+        td_tensor *y = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){8}, TD_I64, TD_CPU));
+        td_tensor *logits = ASSERT_TENSOR(td_module_forward(m, td_to(x, dev)));
+        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, td_to(y, dev), NULL, -100, 0.0, TD_REDUCTION_MEAN));
+        losses[step] = td_item(loss);
+        td_optimizer_zero_grad(opt);
+        ASSERT_OK(td_backward(loss, NULL, false));
+        ASSERT_OK(td_optimizer_step(opt));
+        td_scope_end();
+    }
+    td_optimizer_free(opt);
+    td_module_free(m);
+}
+
+TEST(train_cnn) {
+    setup();
+    double lc[3], lv[3];
+    train_steps(TD_CPU, lc, 3);
+    train_steps(TD_VULKAN(0), lv, 3);
+    for (int i = 0; i < 3; i++) {
+        printf("  step %d: cpu %.6f vulkan %.6f\n", i, lc[i], lv[i]);
+        fflush(stdout);
+        ASSERT_NEAR(lv[i], lc[i], 1e-4 * (1 + fabs(lc[i])));
+    }
+    ASSERT(lv[2] < lv[0]);
+    check_clean();
+}
+
+/* Two AdamW steps of a tiny GPT-style block (token embedding, layer norm,
+** causal self-attention, GELU MLP, head) on cpu and vulkan:0 from one seed. */
+static void attention_steps(td_device dev, double *losses, int steps) {
+    td_manual_seed(7);
+    enum { V = 17, E = 16, T = 6, B = 2 };
+    int64_t ln_shape[1] = {E};
+    td_module *layers[] = {td_embedding_new(V, E),
+                           td_layer_norm_new(1, ln_shape, 1e-5, true),
+                           td_multihead_attention_new(E, 2, true, true),
+                           td_linear_new(E, 4 * E, true),
+                           td_gelu_new(false),
+                           td_linear_new(4 * E, V, true)};
+    td_module *m = td_sequential_new(6, layers);
+    ASSERT(m);
+    ASSERT_OK(td_module_to(m, dev));
+    td_tensor *params[32];
+    int np = td_module_parameters(m, params, 32);
+    td_optim_options o = td_adamw_defaults(3e-3);
+    td_optimizer *opt = td_adamw_new(np, params, &o);
+    ASSERT(opt);
+    int64_t tok[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++) tok[i] = (i * 5 + 1) % V, tgt[i] = (i * 7 + 3) % V;
+    for (int step = 0; step < steps; step++) {
+        td_scope_begin();
+        td_tensor *x = ASSERT_TENSOR(td_to(td_from_data(tok, 2, (int64_t[]){B, T}, TD_I64, TD_CPU), dev));
+        td_tensor *y = ASSERT_TENSOR(td_to(td_from_data(tgt, 1, (int64_t[]){B * T}, TD_I64, TD_CPU), dev));
+        td_tensor *logits = ASSERT_TENSOR(td_module_forward(m, x));
+        logits = ASSERT_TENSOR(td_reshape(logits, 2, (int64_t[]){B * T, V}));
+        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, y, NULL, -100, 0.0, TD_REDUCTION_MEAN));
+        losses[step] = td_item(loss);
+        td_optimizer_zero_grad(opt);
+        ASSERT_OK(td_backward(loss, NULL, false));
+        ASSERT_OK(td_optimizer_step(opt));
+        td_scope_end();
+    }
+    td_optimizer_free(opt);
+    td_module_free(m);
+}
+
+TEST(train_attention) {
+    setup();
+    double lc[3], lv[3];
+    attention_steps(TD_CPU, lc, 3);
+    attention_steps(TD_VULKAN(0), lv, 3);
+    for (int i = 0; i < 3; i++) {
+        printf("  step %d: cpu %.6f vulkan %.6f\n", i, lc[i], lv[i]);
+        fflush(stdout);
+        ASSERT_NEAR(lv[i], lc[i], 1e-4 * (1 + fabs(lc[i])));
+    }
+    ASSERT(lv[2] < lv[0]);
+    check_clean();
+}
+
+TEST(out_of_memory) {
+    setup();
+    td_buffer *b = NULL;
+    ASSERT_ERROR(be->iface->buffer_alloc(0, (size_t)1 << 46, &b), TD_ERR_OOM, "vulkan");
+    ASSERT(b == NULL);
+    /* the device still works afterwards */
+    ASSERT_OK(be->iface->buffer_alloc(0, 4096, &b));
+    ASSERT_OK(be->iface->memset(b, 0, 1, 4096));
+    be->iface->buffer_free(b);
+    check_clean();
+}
+
+/* Not a test: timings for the GPU machine, printed only (speed belongs in
+** benchmarks). Runs when TRIDENT_VK_BENCH=1: matmul GFLOP/s in f32 and f16 and
+** copy bandwidth, from timestamp events around 10 repetitions after a warm-up. */
+static double time_op(td_op *op, int reps) {
+    td_event *a, *b;
+    ASSERT_OK(be->iface->event_create(0, &a));
+    ASSERT_OK(be->iface->event_create(0, &b));
+    run(op); /* warm-up: pipeline creation */
+    ASSERT_OK(be->iface->synchronize(0));
+    ASSERT_OK(be->iface->event_record(a));
+    for (int i = 0; i < reps; i++) run(op);
+    ASSERT_OK(be->iface->event_record(b));
+    double ms;
+    ASSERT_OK(be->iface->event_elapsed_ms(a, b, &ms));
+    be->iface->event_free(a);
+    be->iface->event_free(b);
+    return ms / reps;
+}
+
+TEST(bench) {
+    const char *on = getenv("TRIDENT_VK_BENCH");
+    if (!on || !*on || !strcmp(on, "0")) TEST_SKIP("set TRIDENT_VK_BENCH=1 to time matmul and copy");
+    setup();
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    printf("  device: %s (%s)\n", info.name, info.driver);
+    const int64_t n = atoi(on) > 1 ? atoi(on) : 4096;
+    for (int k = 0; k < 2; k++) {
+        td_dtype dt = k ? TD_F16 : TD_F32;
+        int64_t shape[2] = {n, n};
+        td_operand in[2] = {dev_tensor(dt, 2, shape, NULL), dev_tensor(dt, 2, shape, NULL)};
+        td_operand out = dev_tensor(dt, 2, shape, NULL);
+        for (int i = 0; i < 2; i++) {
+            td_op r = {
+                .kind = TD_OP_RAND, .n_out = 1, .out = &in[i], .p.rng = {.seed = 1, .offset = (uint64_t)i << 40}};
+            run(&r);
+        }
+        td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+        double ms = time_op(&op, 10);
+        printf("  matmul %s %lld^3: %.3f ms, %.1f GFLOP/s\n", td_dtype_name(dt), (long long)n, ms,
+               2.0 * n * n * n / ms * 1e-6);
+        td_op cp = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &in[0], .out = &out};
+        ms = time_op(&cp, 10);
+        printf("  copy %s %lld elements: %.3f ms, %.1f GB/s\n", td_dtype_name(dt), (long long)(n * n), ms,
+               2.0 * n * n * td_dtype_size(dt) / ms * 1e-6);
+        for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
+        be->iface->buffer_free(out.buf);
+    }
+    printf("  %s\n", strstr(info.features, "coopmat_nv"));
+    check_clean();
+}
+
+TEST_MAIN(TESTS)
