@@ -116,8 +116,8 @@ typedef struct bench_workload {
     const char *about; /* one line for --help */
     td_status (*run)(bench_session *s, int device);
     /* The twin's line for this workload: rate = value of torch_key * torch_scale;
-    ** with torch_per_epoch, rate = steps * torch_scale / value (value: seconds per
-    ** epoch of steps batches of torch_scale samples; steps from the line, else 468). */
+    ** with torch_per_epoch, rate = steps * batch / value (value: seconds per epoch
+    ** of steps batches; steps and batch from the line, else 468 and torch_scale). */
     const char *torch_key;
     double torch_scale;
     bool torch_per_epoch;
@@ -140,8 +140,10 @@ int64_t bench_vector_elems(const bench_session *s, int device);
 td_status bench_run_mlp(bench_session *s, int device); /* W1 */
 td_status bench_run_cnn(bench_session *s, int device); /* W2 */
 td_status bench_run_gpt(bench_session *s, int device); /* W3 */
-/* W3's size: WORKLOADS.md's (--quick: d_model 64, 2 heads, 2 layers, context 64),
-** and its batch on device (64; 8 on the CPU and with --quick). */
+/* W1/W2's batch: 128 (--quick: 16). W3's size: WORKLOADS.md's (--quick: d_model
+** 32, 2 heads, 1 layer, context 32), and its batch on device (64; 8 on the CPU;
+** 4 with --quick). */
+int64_t bench_image_batch(const bench_session *s);
 workload_gpt_config bench_gpt_config(const bench_session *s);
 int64_t bench_gpt_batch(const bench_session *s, int device);
 /* The Fashion-MNIST directory W1/W2 use (--data, else the default if present), or NULL. */

@@ -101,7 +101,7 @@ void bench_print_table(const bench_session *s, FILE *f) {
             "\nmedian of 3 to %d samples after 2 warm-up calls (training rows: whole steps after %d warm-up step%s);\n"
             "roof%%: of the copy bandwidth (GB/s rows) or the best GEMM rate of the dtype (GFLOP/s rows) measured on\n"
             "the same device; vs best: rate / fastest backend's rate; vs torch: rate / PyTorch's rate on the same\n"
-            "device class (> 1: Trident is faster; W1/W2 as epoch times of 468 steps, W3 as ms/step).\n",
+            "device class (> 1: Trident is faster; W1/W2 as epoch times, W3 as ms/step).\n",
             s->opt.max_reps, s->opt.quick ? 1 : 3, s->opt.quick ? "" : "s");
 }
 

@@ -2,7 +2,7 @@
 ** The PyTorch twin (bench/torch_workloads.py, ../shared/anchors/torch_workloads.py
 ** with flags that pick its parts and sizes) run in the same invocation:
 **     PYTHON TWIN DATA DEVICE --only PARTS --matmul-n N --elems M
-**            --epochs 2 [--max-steps 20] --gpt-size D,H,L,T --gpt-batch B [--gpt-steps 3 --no-compile]
+**            --epochs 2 --gpt-size D,H,L,T --gpt-batch B [--batch 16 --max-steps 20 --gpt-steps 3 --no-compile]
 ** PARTS are the twin_part of the selected workloads (ops, w1, w2, w3); DATA is
 ** the Fashion-MNIST directory W1/W2 use, or "-" for random images; the bracketed
 ** flags come with --quick. It prints one JSON object per line; each line whose
@@ -61,10 +61,11 @@ static void parse_line(bench_session *s, const char *line) {
         if (json_is_true(json_object_get(j, "compiled")))
             snprintf(r->variant + used, sizeof r->variant - used, "-compiled");
         double v = json_number_value(value), steps = json_number_value(json_object_get(j, "steps"));
+        double batch = json_number_value(json_object_get(j, "batch"));
         if (!w->torch_per_epoch)
             r->rate = v * w->torch_scale;
-        else /* seconds per epoch of steps batches; a full epoch when the line does not say */
-            r->rate = v > 0 ? (steps > 0 ? steps : EPOCH_STEPS) * w->torch_scale / v : 0;
+        else /* seconds per epoch of steps batches; a full epoch of 128 when the line does not say */
+            r->rate = v > 0 ? (steps > 0 ? steps : EPOCH_STEPS) * (batch > 0 ? batch : w->torch_scale) / v : 0;
     }
     json_decref(j);
 }
@@ -98,7 +99,7 @@ static void run_twin(bench_session *s, int d, char *status, size_t status_size) 
              s->opt.python, s->opt.twin, data ? data : "-", device, parts[0] ? parts : "ops",
              (long long)bench_matmul_n(s), (long long)bench_vector_elems(s, d), (long long)g.d_model,
              (long long)g.heads, (long long)g.layers, (long long)g.context, (long long)bench_gpt_batch(s, d),
-             s->opt.quick ? " --max-steps 20 --gpt-steps 3 --no-compile" : "");
+             s->opt.quick ? " --batch 16 --max-steps 20 --gpt-steps 3 --no-compile" : "");
     fprintf(stderr, "[bench] torch %s: %s\n", device, cmd);
     FILE *p = popen(cmd, "r");
     if (!p) {

@@ -8,8 +8,10 @@
 **   W1-mlp       x [128, 784], Adam lr 1e-3             samples/s; epoch = 468 steps
 **   W2-cnn       x [128, 784] as [128,1,28,28], Adam    samples/s; epoch = 468 steps
 **   W3-gpt-mini  tokens [64, 256], AdamW lr 3e-4 wd 0.01, WORKLOADS.md's model
-**                (10.9 M params); batch 8 on the CPU, as the twin's CPU run;
-**                --quick: d_model 64, 2 heads, 2 layers, context 64, batch 8
+**                (10.9 M params); batch 8 on the CPU, as the twin's CPU run
+** --quick (CI, where lavapipe takes seconds per step): W1/W2 batch 16 (an epoch
+** is then 3750 steps), W3 d_model 32, 2 heads, 1 layer, context 32, batch 4, and
+** one warm-up step.
 **
 ** Data: W1/W2 train on Fashion-MNIST (--data DIR, else
 ** /usr/share/datasets/fashion-mnist when it exists), IMAGE_SETS batches drawn
@@ -23,9 +25,8 @@
 
 #include "bench.h"
 
-#define IMAGE_BATCH    128
+#define TRAIN_IMAGES   60000 /* Fashion-MNIST's training set; epochs drop the last partial batch */
 #define IMAGE_SETS     8
-#define EPOCH_STEPS    468 /* 60000 / 128, the last partial batch dropped */
 #define DEFAULT_DATA   "/usr/share/datasets/fashion-mnist"
 #define TRAIN_WARMUP   3    /* untimed steps before the timed ones (--quick: 1) */
 #define TRAIN_BUDGET_S 10.0 /* per row, once 3 steps are timed (--quick: the session's budget) */
@@ -97,7 +98,7 @@ static int64_t count_params(td_module *m) {
 /* IMAGE_SETS batches [128, 784] and [128] on dev: picked at random from the
 ** data set when it is loaded, else random pixels and labels. */
 static td_status image_batches(bench_session *s, train_arg *a, td_device dev, char *note, size_t note_size) {
-    int64_t xs[2] = {IMAGE_BATCH, 784}, ys[1] = {IMAGE_BATCH};
+    int64_t b = bench_image_batch(s), xs[2] = {b, 784}, ys[1] = {b};
     a->k = IMAGE_SETS;
     for (int i = 0; i < a->k; i++) {
         if (s->images) {
@@ -114,6 +115,10 @@ static td_status image_batches(bench_session *s, train_arg *a, td_device dev, ch
         snprintf(note, note_size, "Fashion-MNIST (%s), %d batches rotated", bench_data_dir(s), IMAGE_SETS);
     else
         snprintf(note, note_size, "random pixels and labels (no Fashion-MNIST found; --data DIR)");
+    if (s->opt.quick) {
+        size_t used = strlen(note);
+        snprintf(note + used, note_size - used, "; --quick batch %lld", (long long)b);
+    }
     return TD_OK;
 }
 
@@ -132,17 +137,22 @@ static td_status time_steps(bench_session *s, int device, const char *name, cons
     return TD_OK;
 }
 
-static td_status run_images(bench_session *s, int device, workload_kind kind, const char *name, const char *size) {
+int64_t bench_image_batch(const bench_session *s) { return s->opt.quick ? 16 : 128; }
+
+/* W1 or W2; size is the batch's shape after its leading batch size ("x784"). */
+static td_status run_images(bench_session *s, int device, workload_kind kind, const char *name, const char *shape) {
     td_device dev = s->devices[device].dev;
     train_arg a = {.k = 1};
-    char note[128] = "";
+    int64_t b = bench_image_batch(s);
+    char note[128] = "", size[80];
+    snprintf(size, sizeof size, "%lld%s", (long long)b, shape);
     td_scope_begin();
     td_manual_seed(0);
     td_status st = load_images(s);
     if (st == TD_OK) st = image_batches(s, &a, dev, note, sizeof note);
     if (st == TD_OK) st = workload_init(&a.w, kind, NULL, dev, NULL, 0); /* Adam, lr 1e-3 */
     if (st == TD_OK)
-        st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, IMAGE_BATCH, &a, note, EPOCH_STEPS);
+        st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, (double)b, &a, note, (int)(TRAIN_IMAGES / b));
     else
         bench_fail(s, device, name, "float32", NULL);
     workload_free(&a.w);
@@ -150,22 +160,20 @@ static td_status run_images(bench_session *s, int device, workload_kind kind, co
     return st;
 }
 
-td_status bench_run_mlp(bench_session *s, int device) {
-    return run_images(s, device, WORKLOAD_MLP, "W1-mlp", "128x784");
-}
+td_status bench_run_mlp(bench_session *s, int device) { return run_images(s, device, WORKLOAD_MLP, "W1-mlp", "x784"); }
 
 td_status bench_run_cnn(bench_session *s, int device) {
-    return run_images(s, device, WORKLOAD_CNN, "W2-cnn", "128x1x28x28");
+    return run_images(s, device, WORKLOAD_CNN, "W2-cnn", "x1x28x28");
 }
 
 workload_gpt_config bench_gpt_config(const bench_session *s) {
     workload_gpt_config c = workload_gpt_config_default();
-    if (s->opt.quick) c.d_model = 64, c.heads = 2, c.layers = 2, c.context = 64;
+    if (s->opt.quick) c.d_model = 32, c.heads = 2, c.layers = 1, c.context = 32;
     return c;
 }
 
 int64_t bench_gpt_batch(const bench_session *s, int device) {
-    return s->opt.quick || s->devices[device].dev.type == TD_DEVICE_CPU ? 8 : 64;
+    return s->opt.quick ? 4 : s->devices[device].dev.type == TD_DEVICE_CPU ? 8 : 64;
 }
 
 td_status bench_run_gpt(bench_session *s, int device) {
@@ -181,9 +189,9 @@ td_status bench_run_gpt(bench_session *s, int device) {
     if (st == TD_OK) st = workload_init(&a.w, WORKLOAD_GPT, &cfg, dev, NULL, 0); /* AdamW, lr 3e-4, wd 0.01 */
     char size[80], note[128];
     snprintf(size, sizeof size, "%lldx%lld", (long long)b, (long long)cfg.context);
-    snprintf(note, sizeof note, "%sd_model %lld, %lld heads, %lld layers; random tokens%s",
+    snprintf(note, sizeof note, "%sd_model %lld, %lld heads, %lld layer%s; random tokens%s",
              s->opt.quick ? "--quick config: " : "", (long long)cfg.d_model, (long long)cfg.heads,
-             (long long)cfg.layers,
+             (long long)cfg.layers, cfg.layers == 1 ? "" : "s",
              !s->opt.quick && dev.type == TD_DEVICE_CPU ? "; batch 8 on CPU (as the twin), 64 on GPUs" : "");
     if (st == TD_OK)
         st = time_steps(s, device, "W3-gpt-mini", size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, note, 0);

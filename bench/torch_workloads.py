@@ -1,7 +1,7 @@
 """PyTorch twin of the reference workloads in ../WORKLOADS.md (W1 MLP, W2 CNN, W3 GPT-mini, W4 ops).
 
 Usage: python3 torch_workloads.py DATA_DIR DEVICE [--epochs N] [--quick]
-                                  [--only PARTS] [--matmul-n N] [--elems M] [--max-steps S]
+                                  [--only PARTS] [--matmul-n N] [--elems M] [--batch B] [--max-steps S]
                                   [--gpt-size D,H,L,T] [--gpt-batch B] [--gpt-steps N] [--no-compile]
 DATA_DIR holds the four Fashion-MNIST *-ubyte.gz files. DEVICE: cpu or cuda.
 bench/torch_workloads.py is ../shared/anchors/torch_workloads.py with these
@@ -10,6 +10,7 @@ without them it behaves as the anchor:
 --only PARTS    a comma list of ops, w1, w2, w3: run those parts alone.
 DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
 --matmul-n, --elems   the W4 sizes.
+--batch B       W1/W2's batch (default 128; the line then carries "batch").
 --max-steps S   at most S steps per W1/W2 epoch (the line then carries "steps").
 --gpt-size D,H,L,T    W3's d_model, heads, layers and context; --gpt-batch B its
                 batch (default 64 on cuda, 8 on cpu); --gpt-steps N its timed
@@ -70,6 +71,8 @@ def train(name, model, xtr, ytr, xte, yte, dev, epochs, bs=128, max_steps=None):
     with torch.no_grad():
         acc = sum((model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, xte.shape[0], 1000)) / xte.shape[0]
     extra = {} if max_steps is None else {"steps": min(max_steps, n // bs)}
+    if "--batch" in sys.argv:
+        extra["batch"] = bs
     emit(workload=name, device=dev, epochs=epochs, epoch_s=[round(t, 3) for t in times],
          best_epoch_s=round(min(times), 3), test_acc=round(acc, 4), final_loss=round(loss.item(), 4), **extra)
 
@@ -172,9 +175,9 @@ def main():
     if "ops" in only:
         ops(dev, quick, arg("--matmul-n"), arg("--elems"))
     if "w1" in only:
-        train("W1-mlp", mlp(), xtr, ytr, xte, yte, dev, epochs, max_steps=arg("--max-steps"))
+        train("W1-mlp", mlp(), xtr, ytr, xte, yte, dev, epochs, arg("--batch") or 128, arg("--max-steps"))
     if "w2" in only:
-        train("W2-cnn", cnn(), xtr, ytr, xte, yte, dev, epochs, max_steps=arg("--max-steps"))
+        train("W2-cnn", cnn(), xtr, ytr, xte, yte, dev, epochs, arg("--batch") or 128, arg("--max-steps"))
     if "w3" in only:
         size = sys.argv[sys.argv.index("--gpt-size") + 1].split(",") if "--gpt-size" in sys.argv else None
         cfg = dict(zip(("d", "h", "L", "T"), map(int, size))) if size else None

@@ -93,14 +93,14 @@ static bool file_has(const char *path, const char *needle) {
 static void check_training_row(json_t *r, const char *w, double med) {
     bool images = strcmp(w, "W3-gpt-mini") != 0;
     ASSERT(!strcmp(get_str(r, "unit"), images ? "samples/s" : "tokens/s"));
-    ASSERT_NEAR(get_num(r, "work"), images ? 128 : 8 * 64, 0); /* batch 128; --quick gpt 8 x 64 tokens */
+    ASSERT_NEAR(get_num(r, "work"), images ? 16 : 4 * 32, 0); /* --quick: batch 16; gpt 4 x 32 tokens */
     ASSERT_NEAR(get_num(r, "ms_per_step"), med, 1e-9 * med);
     ASSERT(get_num(r, "params") > 1000);
     ASSERT(strlen(get_str(r, "note")) > 0);
     ASSERT_NEAR(get_num(r, "roof"), 0, 0);
     if (images) {
-        ASSERT_NEAR(get_num(r, "steps_per_epoch"), 468, 0);
-        ASSERT_NEAR(get_num(r, "epoch_s"), med * 468e-3, 1e-9 * med);
+        ASSERT_NEAR(get_num(r, "steps_per_epoch"), 3750, 0); /* 60000 / 16 */
+        ASSERT_NEAR(get_num(r, "epoch_s"), med * 3750e-3, 1e-9 * med);
     }
     if (!strcmp(w, "W1-mlp")) ASSERT_NEAR(get_num(r, "params"), 784 * 256 + 256 + 256 * 256 + 256 + 2570, 0);
 }
@@ -196,7 +196,7 @@ TEST(json_fields_and_samples) {
     static const char *const devs[] = {"cpu"};
     check_json(at("b.json"), 1, devs, false);
     ASSERT(file_has(at("out.txt"), "W4-layernorm"));
-    ASSERT(file_has(at("out.txt"), "s/epoch (468 steps)"));
+    ASSERT(file_has(at("out.txt"), "s/epoch (3750 steps)"));
     ASSERT(file_has(at("out.txt"), "roofline: copy"));
     sh("rm -rf %s", dir);
 }
@@ -229,7 +229,7 @@ TEST(training_torch_mapping) {
             "echo \"$@\" > %s/args.txt\n"
             "echo '{\"torch\": \"9.9\", \"device\": \"cpu\"}'\n"
             "echo '{\"workload\": \"W1-mlp\", \"device\": \"cpu\", \"epochs\": 2, \"epoch_s\": [0.9, 0.8], "
-            "\"best_epoch_s\": 0.8, \"test_acc\": 0.1, \"final_loss\": 2.3, \"steps\": 20}'\n"
+            "\"best_epoch_s\": 0.8, \"test_acc\": 0.1, \"final_loss\": 2.3, \"steps\": 20, \"batch\": 16}'\n"
             "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": false, "
             "\"ms_per_step\": 40.0, \"tokens_per_s\": 12800, \"params\": 1}'\n"
             "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": true, "
@@ -241,8 +241,8 @@ TEST(training_torch_mapping) {
                      bin, twin, dir, dir),
                   0);
     ASSERT(file_has(at("args.txt"), "--only w1,w3 "));
-    ASSERT(file_has(at("args.txt"), "--gpt-size 64,2,2,64 --gpt-batch 8"));
-    ASSERT(file_has(at("args.txt"), "--max-steps 20"));
+    ASSERT(file_has(at("args.txt"), "--gpt-size 32,2,1,32 --gpt-batch 4"));
+    ASSERT(file_has(at("args.txt"), "--batch 16 --max-steps 20"));
     ASSERT(file_has(at("m.txt"), "s/epoch, ours"));
     json_t *j = load(at("m.json"));
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "cpu: ok"));
@@ -252,16 +252,16 @@ TEST(training_torch_mapping) {
     json_array_foreach(json_object_get(j, "rows"), i, r) {
         const char *w = get_str(r, "workload");
         if (!strcmp(w, "W1-mlp")) {
-            /* 20 steps x 128 samples in 0.8 s; a 468-step epoch at that rate */
-            ASSERT_NEAR(get_num(r, "torch_rate"), 20 * 128 / 0.8, 1e-6);
-            ASSERT_NEAR(get_num(r, "torch_epoch_s"), 0.8 * 468 / 20, 1e-9);
+            /* 20 steps x 16 samples in 0.8 s; a 3750-step epoch at that rate */
+            ASSERT_NEAR(get_num(r, "torch_rate"), 20 * 16 / 0.8, 1e-9);
+            ASSERT_NEAR(get_num(r, "torch_epoch_s"), 0.8 * 3750 / 20, 1e-9);
             ASSERT_NEAR(get_num(r, "vs_torch"), get_num(r, "torch_epoch_s") / get_num(r, "epoch_s"), 1e-9);
             rows++;
         } else if (!strcmp(w, "W3-gpt-mini")) {
             ASSERT_NEAR(get_num(r, "torch_rate"), 12800, 0);
             ASSERT_NEAR(get_num(r, "torch_compiled_rate"), 25600, 0);
-            ASSERT_NEAR(get_num(r, "torch_ms_per_step"), 8 * 64 / 12800.0 * 1e3, 1e-9); /* at bench's batch */
-            ASSERT_NEAR(get_num(r, "torch_compiled_ms_per_step"), 8 * 64 / 25600.0 * 1e3, 1e-9);
+            ASSERT_NEAR(get_num(r, "torch_ms_per_step"), 4 * 32 / 12800.0 * 1e3, 1e-9); /* at bench's batch */
+            ASSERT_NEAR(get_num(r, "torch_compiled_ms_per_step"), 4 * 32 / 25600.0 * 1e3, 1e-9);
             ASSERT_NEAR(get_num(r, "vs_torch"), get_num(r, "rate") / 12800, 1e-9);
             rows++;
         } else if (w[0] == 'W')
