@@ -4,13 +4,14 @@
 ** A session holds the devices under test (with the roofline measured on each),
 ** the result rows, and the PyTorch twin's numbers. Workloads are entries of
 ** bench_workloads[] (bench_workloads.c): each one runs on one device and adds
-** rows through bench_time(). W4 ops are there now; W1-W3 join as entries when
-** their model builders exist, with no change elsewhere.
+** rows through bench_time(): the W4 ops (bench_workloads.c) and the training
+** steps of W1-W3 (bench_train.c, with the models of tools/workloads.h).
 **
 ** Terms used throughout:
-**   rate   work / median time, in the row's unit (GFLOP/s or GB/s); higher is better
+**   rate   work / median time, in the row's unit (GFLOP/s, GB/s, samples/s or
+**          tokens/s); higher is better
 **   roof   the device's measured limit for that row: copy bandwidth for memory-bound
-**          rows, the best GEMM rate of the dtype for matmul
+**          rows, the best GEMM rate of the dtype for matmul; none for training rows
 **   vs_fastest  rate / the best rate of any backend on the same row (<= 1)
 **   vs_torch    rate / PyTorch's rate on the same row and device class (> 1: faster)
 */
@@ -22,14 +23,17 @@
 
 #include "trident/backend.h"
 #include "trident/trident.h"
+#include "workloads.h" /* tools/: the W1-W3 models */
 
 #define BENCH_MAX_DEVICES 8
 #define BENCH_MAX_SAMPLES 64
 #define BENCH_MAX_ROWS    256
 #define BENCH_MAX_TORCH   128
 
-typedef enum { BENCH_UNIT_GFLOPS = 0, BENCH_UNIT_GBPS = 1 } bench_unit;
-const char *bench_unit_name(bench_unit u); /* "GFLOP/s", "GB/s" */
+typedef enum { BENCH_UNIT_GFLOPS = 0, BENCH_UNIT_GBPS = 1, BENCH_UNIT_SAMPLES = 2, BENCH_UNIT_TOKENS = 3 } bench_unit;
+const char *bench_unit_name(bench_unit u); /* "GFLOP/s", "GB/s", "samples/s", "tokens/s" */
+/* What one unit counts: 1e9 for GFLOP/s and GB/s, 1 for samples/s and tokens/s. */
+double bench_unit_scale(bench_unit u);
 
 /* One device under test and its roofline. */
 typedef struct bench_device {
@@ -59,11 +63,17 @@ typedef struct bench_row {
     double median_ms, rate;
     double roof, roof_pct; /* 0 when no roof applies */
     double vs_fastest;
-    double torch_rate; /* 0: no PyTorch number for this row */
-    char error[160];   /* non-empty: the row failed, with why */
+    double torch_rate;          /* 0: no PyTorch number for this row */
+    double torch_compiled_rate; /* W3: the twin's torch.compile run; 0: none */
+    char error[160];            /* non-empty: the row failed, with why */
+    /* training rows (W1-W3): one sample is one whole step; work is samples or tokens per step */
+    char note[160];      /* the data and the config, e.g. "random tokens; batch 8 on CPU" */
+    int64_t params;      /* the model's parameter count; 0: not a training row */
+    int steps_per_epoch; /* W1/W2: 468, for the extrapolated epoch time; 0: none */
 } bench_row;
 
-/* A measurement line from the PyTorch twin, mapped onto a row key. */
+/* A measurement line from the PyTorch twin, mapped onto a row key (W3's
+** torch.compile line gets variant "<dtype>-compiled"). */
 typedef struct bench_torch_row {
     char workload[32], variant[24], device[8];
     double rate; /* in the row's unit */
@@ -77,6 +87,7 @@ typedef struct bench_options {
     bool torch;
     const char *python; /* interpreter for the twin */
     const char *twin;   /* path of torch_workloads.py */
+    const char *data;   /* Fashion-MNIST directory for W1/W2, or NULL: the default one if present */
 } bench_options;
 
 typedef struct bench_session {
@@ -92,7 +103,8 @@ typedef struct bench_session {
     char torch_version[32];
     int n_torch;
     bench_torch_row torch[BENCH_MAX_TORCH];
-    char *torch_raw; /* every JSON line the twin printed, newline-separated (malloc'd) */
+    char *torch_raw;            /* every JSON line the twin printed, newline-separated (malloc'd) */
+    td_tensor *images, *labels; /* Fashion-MNIST training set for W1/W2 (kept), or NULL */
 } bench_session;
 
 /* ---- workloads (bench_workloads.c) ---- */
@@ -103,9 +115,13 @@ typedef struct bench_workload {
     const char *name;  /* "W4-add": the row key, and the twin's "workload" field */
     const char *about; /* one line for --help */
     td_status (*run)(bench_session *s, int device);
-    /* The twin's line for this workload: rate = value of torch_key * torch_scale. */
+    /* The twin's line for this workload: rate = value of torch_key * torch_scale;
+    ** with torch_per_epoch, rate = steps * batch / value (value: seconds per epoch
+    ** of steps batches; steps and batch from the line, else 468 and torch_scale). */
     const char *torch_key;
     double torch_scale;
+    bool torch_per_epoch;
+    const char *twin_part; /* the twin's --only name for it: "ops", "w1", "w2", "w3" */
 } bench_workload;
 
 extern const bench_workload bench_workloads[];
@@ -119,10 +135,31 @@ td_status bench_roofline(bench_session *s, int device);
 int64_t bench_matmul_n(const bench_session *s);
 int64_t bench_vector_elems(const bench_session *s, int device);
 
+/* ---- training workloads (bench_train.c) ---- */
+
+td_status bench_run_mlp(bench_session *s, int device); /* W1 */
+td_status bench_run_cnn(bench_session *s, int device); /* W2 */
+td_status bench_run_gpt(bench_session *s, int device); /* W3 */
+/* W1/W2's batch: 128 (--quick: 16). W3's size: WORKLOADS.md's (--quick: d_model
+** 32, 2 heads, 1 layer, context 32), and its batch on device (64; 8 on the CPU;
+** 4 with --quick). */
+int64_t bench_image_batch(const bench_session *s);
+workload_gpt_config bench_gpt_config(const bench_session *s);
+int64_t bench_gpt_batch(const bench_session *s, int device);
+/* The Fashion-MNIST directory W1/W2 use (--data, else the default if present), or NULL. */
+const char *bench_data_dir(const bench_session *s);
+
 /* ---- timing (bench_time.c) ---- */
 
 /* One call of the measured operation; rep selects the rotated input set. */
 typedef td_status (*bench_fn)(void *arg, int rep);
+
+/* How a row is sampled: warmup untimed calls, then timed calls until
+** max_samples, or until budget_s seconds once 3 samples exist. */
+typedef struct bench_sampling {
+    int warmup, max_samples;
+    double budget_s;
+} bench_sampling;
 
 /* Warm up, then sample fn until opt.max_reps samples or opt.budget_s (at least
 ** 3 samples), and add the row. GPU samples come from the backend's events
@@ -130,6 +167,9 @@ typedef td_status (*bench_fn)(void *arg, int rep);
 ** clock (d->timer says which). Returns the new row, or NULL with row error set. */
 bench_row *bench_time(bench_session *s, int device, const char *workload, const char *variant, const char *size,
                       bench_unit unit, double work, int buffers, bench_fn fn, void *arg);
+/* bench_time with its own sampling (how). */
+bench_row *bench_time_ext(bench_session *s, int device, const char *workload, const char *variant, const char *size,
+                          bench_unit unit, double work, int buffers, bench_fn fn, void *arg, const bench_sampling *how);
 /* Input sets to rotate so that repeats do not run from cache: enough sets of
 ** bytes_per_set to pass 128 MiB, between 1 and 8. */
 int bench_rotation(double bytes_per_set);

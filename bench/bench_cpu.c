@@ -1,6 +1,8 @@
 /*
 ** bench_cpu: the CPU backend against what the machine can do.
-**   - sgemm through td_matmul against cblas_sgemm called directly (goal >= 0.95x);
+**   - sgemm through td_matmul against cblas_sgemm called directly (goal >= 0.95x). The CPU backend runs
+**     OpenBLAS on one thread and splits the GEMM over OpenMP threads itself (cpu_matmul.c); the direct
+**     call gets OpenBLAS's own threading with as many threads (blas_threads), so both use every core;
 **   - add, softmax and sum through Trident against the copy bandwidth measured with memcpy (goal >= 90%).
 ** Each figure is the median of REPS timed runs after WARMUP untimed ones. Bytes per element: add 12
 ** (read a and b, write out), softmax 8 (read x, write y), sum 4 (read x); memcpy counts read + write.
@@ -53,10 +55,10 @@ static double time_median(void (*fn)(void *), void *ctx, int reps) {
 /* ---- the workloads ---- */
 
 typedef struct work {
-    td_tensor *a, *b; /* Trident inputs */
+    td_tensor *a, *b;    /* Trident inputs */
     float *fa, *fb, *fc; /* host buffers for OpenBLAS and memcpy */
-    int n;            /* matrix size */
-    size_t bytes;     /* memcpy size */
+    int n;               /* matrix size */
+    size_t bytes;        /* memcpy size */
     int kind;
 } work;
 
@@ -66,10 +68,15 @@ static void run_td_matmul(void *p) {
     work *w = p;
     td_release(td_matmul(w->a, w->b));
 }
+/* The OpenBLAS thread count for the direct call; the backend's own setting is restored after it. */
+static int blas_threads = 1;
 static void run_cblas(void *p) {
     work *w = p;
+    int backend_threads = openblas_get_num_threads();
+    openblas_set_num_threads(blas_threads);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, w->n, w->n, w->n, 1.0f, w->fa, w->n, w->fb, w->n, 0.0f,
                 w->fc, w->n);
+    openblas_set_num_threads(backend_threads);
 }
 static void run_memcpy(void *p) {
     work *w = p;
@@ -91,8 +98,9 @@ static void run_memcpy_mt(void *p) {
 }
 static void run_td_op(void *p) {
     work *w = p;
-    td_tensor *r = w->kind == W_ADD ? td_add(w->a, w->b) : w->kind == W_SOFTMAX ? td_softmax(w->a, -1)
-                                                                                 : td_sum(w->a, 0, NULL, false);
+    td_tensor *r = w->kind == W_ADD       ? td_add(w->a, w->b)
+                   : w->kind == W_SOFTMAX ? td_softmax(w->a, -1)
+                                          : td_sum(w->a, 0, NULL, false);
     if (!r) {
         fprintf(stderr, "bench_cpu: %s\n", td_last_error());
         exit(1);
@@ -120,6 +128,7 @@ int main(int argc, char **argv) {
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
+    blas_threads = threads;
     printf("# bench_cpu on %s, %d threads; median of %d after %d warm-up runs\n", info.name, threads, reps, WARMUP);
     printf("RESULT cpu_model %s\nRESULT threads %d\n", info.name, threads);
 
@@ -128,7 +137,10 @@ int main(int argc, char **argv) {
     const int sizes[3] = {512, 1024, 2048};
     for (int s = 0; s < (quick ? 2 : 3); s++) {
         int n = sizes[s];
-        work w = {.n = n, .fa = host_random((size_t)n * n), .fb = host_random((size_t)n * n), .fc = host_random((size_t)n * n)};
+        work w = {.n = n,
+                  .fa = host_random((size_t)n * n),
+                  .fb = host_random((size_t)n * n),
+                  .fc = host_random((size_t)n * n)};
         int64_t shape[2] = {n, n};
         w.a = td_from_data(w.fa, 2, shape, TD_F32, TD_CPU);
         w.b = td_from_data(w.fb, 2, shape, TD_F32, TD_CPU);
@@ -165,7 +177,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 3; k++) {
         work w = {.kind = ops[k].kind};
         int64_t shape1[1] = {n}, shape2[2] = {4096, n / 4096};
-        w.a = td_rand(ops[k].kind == W_SOFTMAX ? 2 : 1, ops[k].kind == W_SOFTMAX ? shape2 : shape1, 1, 0, TD_F32, TD_CPU);
+        w.a =
+            td_rand(ops[k].kind == W_SOFTMAX ? 2 : 1, ops[k].kind == W_SOFTMAX ? shape2 : shape1, 1, 0, TD_F32, TD_CPU);
         w.b = td_rand(1, shape1, 2, 0, TD_F32, TD_CPU);
         double gbs = ops[k].bytes_per_elem * (double)n / time_median(run_td_op, &w, reps) * 1e-9;
         printf("%-34s %10.2f %9.1f%%\n", ops[k].label, gbs, 100 * gbs / bw);

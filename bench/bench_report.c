@@ -7,7 +7,12 @@
 **                 "torch_device", "torch_status", "copy_gbps", "gemm_gflops": {dtype: rate}}],
 **    "torch": {"requested", "status", "version", "lines": [the twin's JSON lines]},
 **    "rows": [{"workload", "variant", "device", "size", "unit", "work", "buffers", "samples_ms": [...],
-**              "median_ms", "rate", "roof", "roof_pct", "vs_fastest", "torch_rate", "vs_torch", "error"}]}
+**              "median_ms", "rate", "roof", "roof_pct", "vs_fastest", "torch_rate", "vs_torch", "error",
+**              training rows (W1-W3) also: "note", "params", "ms_per_step" (= median_ms), and
+**                W1/W2: "steps_per_epoch", "epoch_s" (median step x steps), "torch_epoch_s";
+**                W3: "torch_ms_per_step", "torch_compiled_rate", "torch_compiled_ms_per_step"}]}
+**   A training row's work is samples (W1/W2) or tokens (W3) per step, its rate per second;
+**   its samples are whole steps. The twin's figures are converted to the same batch.
 */
 #include <jansson.h>
 #include <string.h>
@@ -31,10 +36,18 @@ void bench_stamp(bench_session *s) {
     if (pclose(p) != 0) s->commit[0] = 0;
 }
 
-/* The "vs torch" cell of row r. */
+/* Milliseconds per step at rate (a training row's work per second). */
+static double step_ms(const bench_row *r, double rate) { return rate > 0 ? r->work / rate * 1e3 : 0; }
+
+/* The "vs torch" cell of row r: epoch seconds for W1/W2, ms/step for W3. */
 static void torch_cell(const bench_session *s, const bench_row *r, char *buf, size_t n) {
     const bench_device *d = &s->devices[r->device];
-    if (r->torch_rate > 0)
+    if (r->torch_rate > 0 && r->steps_per_epoch)
+        snprintf(buf, n, "%.2fx (torch %.2f s/epoch, ours %.2f)", r->rate / r->torch_rate,
+                 step_ms(r, r->torch_rate) * r->steps_per_epoch * 1e-3, r->median_ms * r->steps_per_epoch * 1e-3);
+    else if (r->torch_rate > 0 && r->params)
+        snprintf(buf, n, "%.2fx (torch %.1f ms/step)", r->rate / r->torch_rate, step_ms(r, r->torch_rate));
+    else if (r->torch_rate > 0)
         snprintf(buf, n, "%.2fx (torch %.1f)", r->rate / r->torch_rate, r->torch_rate);
     else if (!s->opt.torch || !strncmp(r->workload, "roof-", 5))
         snprintf(buf, n, "-");
@@ -57,7 +70,7 @@ void bench_print_table(const bench_session *s, FILE *f) {
         fprintf(f, "\n");
     }
     if (s->opt.torch) fprintf(f, "  PyTorch %s: %s\n", s->torch_version[0] ? s->torch_version : "?", s->torch_status);
-    fprintf(f, "\n%-13s %-9s %-9s %-16s %11s %16s %7s %8s  %s\n", "workload", "variant", "device", "size", "median ms",
+    fprintf(f, "\n%-13s %-9s %-9s %-16s %11s %18s %7s %8s  %s\n", "workload", "variant", "device", "size", "median ms",
             "rate", "roof%", "vs best", "vs torch");
     for (int i = 0; i < s->n_rows; i++) {
         const bench_row *r = &s->rows[i];
@@ -73,15 +86,23 @@ void bench_print_table(const bench_session *s, FILE *f) {
         else
             snprintf(roof, sizeof roof, "-");
         torch_cell(s, r, torch, sizeof torch);
-        fprintf(f, "%-13s %-9s %-9s %-16s %11.3f %16s %7s %7.2fx  %s\n", r->workload, r->variant, dev, r->size,
+        fprintf(f, "%-13s %-9s %-9s %-16s %11.3f %18s %7s %7.2fx  %s\n", r->workload, r->variant, dev, r->size,
                 r->median_ms, rate, roof, r->vs_fastest, torch);
     }
+    for (int i = 0; i < s->n_rows; i++) {
+        const bench_row *r = &s->rows[i];
+        if (r->error[0] || !r->params) continue;
+        fprintf(f, "  %s on %s: %.3f ms/step", r->workload, s->devices[r->device].label, r->median_ms);
+        if (r->steps_per_epoch)
+            fprintf(f, ", %.2f s/epoch (%d steps)", r->median_ms * r->steps_per_epoch * 1e-3, r->steps_per_epoch);
+        fprintf(f, ", %.0f %s; %.2f M params; %s\n", r->rate, bench_unit_name(r->unit), r->params * 1e-6, r->note);
+    }
     fprintf(f,
-            "\nmedian of 3 to %d samples after 2 warm-up calls; roof%%: of the copy bandwidth (GB/s rows) or the best "
-            "GEMM\n"
-            "rate of the dtype (GFLOP/s rows) measured on the same device; vs best: rate / fastest backend's rate;\n"
-            "vs torch: rate / PyTorch's rate on the same device class (> 1: Trident is faster).\n",
-            s->opt.max_reps);
+            "\nmedian of 3 to %d samples after 2 warm-up calls (training rows: whole steps after %d warm-up step%s);\n"
+            "roof%%: of the copy bandwidth (GB/s rows) or the best GEMM rate of the dtype (GFLOP/s rows) measured on\n"
+            "the same device; vs best: rate / fastest backend's rate; vs torch: rate / PyTorch's rate on the same\n"
+            "device class (> 1: Trident is faster; W1/W2 as epoch times, W3 as ms/step).\n",
+            s->opt.max_reps, s->opt.quick ? 1 : 3, s->opt.quick ? "" : "s");
 }
 
 static json_t *device_json(const bench_device *d) {
@@ -107,6 +128,24 @@ static json_t *row_json(const bench_session *s, const bench_row *r) {
     json_object_set_new(o, "torch_rate", r->torch_rate > 0 ? json_real(r->torch_rate) : json_null());
     json_object_set_new(o, "vs_torch", r->torch_rate > 0 ? json_real(r->rate / r->torch_rate) : json_null());
     if (r->error[0]) json_object_set_new(o, "error", json_string(r->error));
+    if (!r->params) return o;
+    json_object_set_new(o, "note", json_string(r->note));
+    json_object_set_new(o, "params", json_integer((json_int_t)r->params));
+    json_object_set_new(o, "ms_per_step", json_real(r->median_ms));
+    if (r->steps_per_epoch) {
+        json_object_set_new(o, "steps_per_epoch", json_integer(r->steps_per_epoch));
+        json_object_set_new(o, "epoch_s", json_real(r->median_ms * r->steps_per_epoch * 1e-3));
+        json_object_set_new(o, "torch_epoch_s",
+                            r->torch_rate > 0 ? json_real(step_ms(r, r->torch_rate) * r->steps_per_epoch * 1e-3)
+                                              : json_null());
+    } else {
+        json_object_set_new(o, "torch_ms_per_step",
+                            r->torch_rate > 0 ? json_real(step_ms(r, r->torch_rate)) : json_null());
+        json_object_set_new(o, "torch_compiled_rate",
+                            r->torch_compiled_rate > 0 ? json_real(r->torch_compiled_rate) : json_null());
+        json_object_set_new(o, "torch_compiled_ms_per_step",
+                            r->torch_compiled_rate > 0 ? json_real(step_ms(r, r->torch_compiled_rate)) : json_null());
+    }
     return o;
 }
 

@@ -4,10 +4,16 @@
 */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 
-const char *bench_unit_name(bench_unit u) { return u == BENCH_UNIT_GFLOPS ? "GFLOP/s" : "GB/s"; }
+const char *bench_unit_name(bench_unit u) {
+    static const char *const names[] = {"GFLOP/s", "GB/s", "samples/s", "tokens/s"};
+    return names[u];
+}
+
+double bench_unit_scale(bench_unit u) { return u == BENCH_UNIT_GFLOPS || u == BENCH_UNIT_GBPS ? 1e9 : 1; }
 
 static bool add_device(bench_session *s, td_device dev, char *err, size_t err_size) {
     for (int i = 0; i < s->n_devices; i++)
@@ -58,14 +64,24 @@ bool bench_select_devices(bench_session *s, const char *list, char *err, size_t 
     return s->n_devices > 0 || (snprintf(err, err_size, "--backends names no device"), false);
 }
 
+/* A --only name selects a workload by its full name ("W2-cnn"), the part after
+** the dash ("cnn", "gpt-mini"), that part's first word ("gpt"), or its number
+** in any case ("w2"; "w4" selects every operator). */
+static bool name_matches(const char *tok, const char *name) {
+    const char *dash = strchr(name, '-');
+    if (!dash) return !strcmp(tok, name);
+    const char *rest = dash + 1, *word_end = strchr(rest, '-');
+    size_t word = word_end ? (size_t)(word_end - rest) : strlen(rest);
+    return !strcmp(tok, name) || !strcmp(tok, rest) || (strlen(tok) == word && !strncmp(tok, rest, word)) ||
+           (strlen(tok) == (size_t)(dash - name) && !strncasecmp(tok, name, (size_t)(dash - name)));
+}
+
 bool bench_workload_selected(const bench_session *s, const bench_workload *w) {
     if (!s->opt.only) return true;
-    const char *dash = strchr(w->name, '-');
-    const char *shortname = dash ? dash + 1 : w->name;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s->opt.only);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-        if (!strcmp(tok, w->name) || !strcmp(tok, shortname)) return true;
+        if (name_matches(tok, w->name)) return true;
     return false;
 }
 
@@ -75,8 +91,8 @@ static void progress_rows(const bench_session *s, int from) {
         if (r->error[0])
             fprintf(stderr, "  %-12s %-9s failed: %s\n", r->workload, r->variant, r->error);
         else
-            fprintf(stderr, "  %-12s %-9s %-16s %10.3f ms %10.1f %s\n", r->workload, r->variant, r->size, r->median_ms,
-                    r->rate, bench_unit_name(r->unit));
+            fprintf(stderr, "  %-12s %-9s %-16s %10.3f ms %10.1f %s%s%s\n", r->workload, r->variant, r->size,
+                    r->median_ms, r->rate, bench_unit_name(r->unit), r->note[0] ? "  " : "", r->note);
     }
 }
 
@@ -126,18 +142,22 @@ void bench_finalize(bench_session *s) {
         if (r->error[0]) continue;
         const bench_device *d = &s->devices[r->device];
         td_dtype dt = dtype_of(r->variant);
-        r->roof = r->unit == BENCH_UNIT_GBPS ? d->copy_gbps : dt < TD_DTYPE_COUNT ? d->gemm_gflops[dt] : 0;
+        r->roof = r->unit == BENCH_UNIT_GBPS                            ? d->copy_gbps
+                  : r->unit == BENCH_UNIT_GFLOPS && dt < TD_DTYPE_COUNT ? d->gemm_gflops[dt]
+                                                                        : 0;
         r->roof_pct = r->roof > 0 ? 100.0 * r->rate / r->roof : 0;
         double best = 0;
         for (int j = 0; j < s->n_rows; j++)
             if (!s->rows[j].error[0] && same_key(r, &s->rows[j]) && s->rows[j].rate > best) best = s->rows[j].rate;
         r->vs_fastest = best > 0 ? r->rate / best : 0;
-        r->torch_rate = 0;
+        r->torch_rate = r->torch_compiled_rate = 0;
+        char compiled[sizeof r->variant + 16];
+        snprintf(compiled, sizeof compiled, "%s-compiled", r->variant);
         for (int t = 0; t < s->n_torch; t++) {
             const bench_torch_row *tr = &s->torch[t];
-            if (!strcmp(tr->workload, r->workload) && !strcmp(tr->variant, r->variant) &&
-                !strcmp(tr->device, d->torch_device))
-                r->torch_rate = tr->rate;
+            if (strcmp(tr->workload, r->workload) || strcmp(tr->device, d->torch_device)) continue;
+            if (!strcmp(tr->variant, r->variant)) r->torch_rate = tr->rate;
+            if (!strcmp(tr->variant, compiled)) r->torch_compiled_rate = tr->rate;
         }
     }
 }
@@ -145,4 +165,7 @@ void bench_finalize(bench_session *s) {
 void bench_session_free(bench_session *s) {
     free(s->torch_raw);
     s->torch_raw = NULL;
+    td_release(s->images);
+    td_release(s->labels);
+    s->images = s->labels = NULL;
 }

@@ -1,7 +1,8 @@
 /*
 ** The SVG chart: one panel per workload (and variant), one bar per device in
 ** the device's colour, PyTorch's rate as a dashed reference line per torch
-** device. Each panel has its own linear axis from 0, in the row's unit.
+** device. Training rows (W1-W3) show samples/s or tokens/s, with the step time
+** under each bar. Each panel has its own linear axis from 0, in the row's unit.
 ** Self-contained (no scripts, fonts or links), so it opens in any browser.
 **
 ** Bars are <rect class="bar" data-device=".." data-workload=".."> with their
@@ -169,6 +170,9 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         if (r->roof > 0)
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"middle\">%.0f%% roof</text>\n", cx,
                     base + 27, r->roof_pct);
+        else if (r->params) /* training rows: the step time under the device */
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"middle\">%.1f ms/step</text>\n", cx,
+                    base + 27, r->median_ms);
     }
     for (int k = 0; k < nt; k++) {
         double y = base - (base - top) * axis_frac(&ax, trate[k]);

@@ -125,16 +125,23 @@ double bench_median(const double *v, int n) {
 
 bench_row *bench_time(bench_session *s, int device, const char *workload, const char *variant, const char *size,
                       bench_unit unit, double work, int buffers, bench_fn fn, void *arg) {
+    bench_sampling how = {.warmup = BENCH_WARMUP, .max_samples = s->opt.max_reps, .budget_s = s->opt.budget_s};
+    return bench_time_ext(s, device, workload, variant, size, unit, work, buffers, fn, arg, &how);
+}
+
+bench_row *bench_time_ext(bench_session *s, int device, const char *workload, const char *variant, const char *size,
+                          bench_unit unit, double work, int buffers, bench_fn fn, void *arg,
+                          const bench_sampling *how) {
     bench_device *d = &s->devices[device];
     timer t;
     timer_open(d, &t);
     td_status st = TD_OK;
-    for (int i = 0; i < BENCH_WARMUP && st == TD_OK; i++) st = call(fn, arg, i % buffers);
+    for (int i = 0; i < how->warmup && st == TD_OK; i++) st = call(fn, arg, i % buffers);
     if (st == TD_OK && t.sync) st = t.io->synchronize(t.dev);
-    int max = s->opt.max_reps < 1 ? 1 : s->opt.max_reps > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES : s->opt.max_reps;
+    int max = how->max_samples < 1 ? 1 : how->max_samples > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES : how->max_samples;
     double samples[BENCH_MAX_SAMPLES], spent = 0;
     int n = 0;
-    while (st == TD_OK && n < max && (n < BENCH_MIN_SAMPLES || spent < s->opt.budget_s * 1e3)) {
+    while (st == TD_OK && n < max && (n < BENCH_MIN_SAMPLES || spent < how->budget_s * 1e3)) {
         st = sample(&t, fn, arg, n % buffers, &samples[n]);
         if (st == TD_OK) spent += samples[n++];
     }
@@ -152,6 +159,6 @@ bench_row *bench_time(bench_session *s, int device, const char *workload, const 
     r->n_samples = n;
     memcpy(r->samples_ms, samples, (size_t)n * sizeof *samples);
     r->median_ms = bench_median(samples, n);
-    r->rate = r->median_ms > 0 ? work / (r->median_ms * 1e-3) / 1e9 : 0;
+    r->rate = r->median_ms > 0 ? work / (r->median_ms * 1e-3) / bench_unit_scale(unit) : 0;
     return r;
 }

@@ -1,16 +1,23 @@
 /*
-** The PyTorch twin (bench/torch_workloads.py, a copy of
-** ../shared/anchors/torch_workloads.py) run in the same invocation:
-**     PYTHON TWIN - DEVICE --only ops --matmul-n N --elems M
-** It prints one JSON object per line; each line whose "workload" has a
-** torch_key in bench_workloads[] becomes a bench_torch_row. A missing python or
-** torch leaves the rows without numbers and says why in torch_status.
+** The PyTorch twin (bench/torch_workloads.py, ../shared/anchors/torch_workloads.py
+** with flags that pick its parts and sizes) run in the same invocation:
+**     PYTHON TWIN DATA DEVICE --only PARTS --matmul-n N --elems M
+**            --epochs 2 --gpt-size D,H,L,T --gpt-batch B [--batch 16 --max-steps 20 --gpt-steps 3 --no-compile]
+** PARTS are the twin_part of the selected workloads (ops, w1, w2, w3); DATA is
+** the Fashion-MNIST directory W1/W2 use, or "-" for random images; the bracketed
+** flags come with --quick. It prints one JSON object per line; each line whose
+** "workload" has a torch_key in bench_workloads[] becomes a bench_torch_row
+** (W1/W2: samples/s from best_epoch_s; W3: tokens/s, the compiled run as variant
+** "float32-compiled"). A missing python or torch leaves the rows without
+** numbers and says why in torch_status.
 */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+
+#define EPOCH_STEPS 468 /* the twin's full epoch: 60000 images in batches of 128 */
 
 static const bench_workload *workload_named(const char *name) {
     for (int i = 0; i < bench_n_workloads; i++)
@@ -50,16 +57,49 @@ static void parse_line(bench_session *s, const char *line) {
         if (dt && !strncmp(dt, "torch.", 6)) dt += 6;
         snprintf(r->variant, sizeof r->variant, "%s%s", dt ? dt : "float32",
                  json_is_true(json_object_get(j, "tf32")) ? "-tf32" : "");
-        r->rate = json_number_value(value) * w->torch_scale;
+        size_t used = strlen(r->variant);
+        if (json_is_true(json_object_get(j, "compiled")))
+            snprintf(r->variant + used, sizeof r->variant - used, "-compiled");
+        double v = json_number_value(value), steps = json_number_value(json_object_get(j, "steps"));
+        double batch = json_number_value(json_object_get(j, "batch"));
+        if (!w->torch_per_epoch)
+            r->rate = v * w->torch_scale;
+        else /* seconds per epoch of steps batches; a full epoch of 128 when the line does not say */
+            r->rate = v > 0 ? (steps > 0 ? steps : EPOCH_STEPS) * (batch > 0 ? batch : w->torch_scale) / v : 0;
     }
     json_decref(j);
 }
 
-/* Run the twin on one torch device; returns "ok" or why not into status. */
-static void run_twin(bench_session *s, const char *device, int64_t elems, char *status, size_t status_size) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' - %s --only ops --matmul-n %lld --elems %lld 2>&1", s->opt.python, s->opt.twin,
-             device, (long long)bench_matmul_n(s), (long long)elems);
+/* The twin's --only list: the twin_part of each selected workload, once each. */
+static void twin_parts(const bench_session *s, char *out, size_t n) {
+    out[0] = 0;
+    for (int i = 0; i < bench_n_workloads; i++) {
+        const char *part = bench_workloads[i].twin_part;
+        if (!part || !bench_workload_selected(s, &bench_workloads[i])) continue;
+        char padded[64];
+        snprintf(padded, sizeof padded, ",%s,", part);
+        char have[256];
+        snprintf(have, sizeof have, ",%s,", out);
+        if (strstr(have, padded)) continue;
+        size_t used = strlen(out);
+        snprintf(out + used, n - used, "%s%s", used ? "," : "", part);
+    }
+}
+
+/* Run the twin on one torch device (d: the first device of that class); returns "ok" or why not into status. */
+static void run_twin(bench_session *s, int d, char *status, size_t status_size) {
+    const char *device = s->devices[d].torch_device, *data = bench_data_dir(s);
+    char parts[128];
+    twin_parts(s, parts, sizeof parts);
+    workload_gpt_config g = bench_gpt_config(s);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' '%s' '%s' %s --only %s --matmul-n %lld --elems %lld --epochs 2 --gpt-size %lld,%lld,%lld,%lld "
+             "--gpt-batch %lld%s 2>&1",
+             s->opt.python, s->opt.twin, data ? data : "-", device, parts[0] ? parts : "ops",
+             (long long)bench_matmul_n(s), (long long)bench_vector_elems(s, d), (long long)g.d_model,
+             (long long)g.heads, (long long)g.layers, (long long)g.context, (long long)bench_gpt_batch(s, d),
+             s->opt.quick ? " --batch 16 --max-steps 20 --gpt-steps 3 --no-compile" : "");
     fprintf(stderr, "[bench] torch %s: %s\n", device, cmd);
     FILE *p = popen(cmd, "r");
     if (!p) {
@@ -95,7 +135,7 @@ void bench_torch_run(bench_session *s) {
         if (seen) continue;
         done[n_done++] = dev;
         char status[96];
-        run_twin(s, dev, bench_vector_elems(s, d), status, sizeof status);
+        run_twin(s, d, status, sizeof status);
         fprintf(stderr, "[bench] torch %s: %s\n", dev, status);
         for (int e = d; e < s->n_devices; e++)
             if (!strcmp(s->devices[e].torch_device, dev))

@@ -1,5 +1,5 @@
 /*
-** The workload table and the W4 operator microbenchmarks of WORKLOADS.md, plus
+** The workload table (W1-W3 run in bench_train.c) and the W4 operator microbenchmarks of WORKLOADS.md, plus
 ** the roofline measured on the same device.
 **
 ** Sizes (n: matmul side; m: vector elements; R = m/4096 rows):
@@ -191,13 +191,21 @@ static td_status run_adam(bench_session *s, int device) {
     return st;
 }
 
-/* The workloads, in run order. W1-W3 (training) join here as entries. */
+/* The workloads, in run order: W1-W3 from bench_train.c, then the W4 ops. */
 const bench_workload bench_workloads[] = {
-    {"W4-matmul", "matmul n x n x n, f32 (+bf16/fp16 where native), GFLOP/s = 2n^3/t", run_matmul, "tflops", 1e3},
-    {"W4-add", "add of two f32 vectors, GB/s over 12 bytes/element", run_add, "gbps", 1},
-    {"W4-softmax", "softmax over rows of 4096, GB/s over 8 bytes/element", run_softmax, "gbps", 1},
-    {"W4-layernorm", "layer_norm over rows of 4096 with weight and bias, 8 bytes/element", run_layernorm, "gbps", 1},
-    {"W4-sum", "sum of an f32 vector, GB/s over 4 bytes/element", run_sum, "gbps", 1},
-    {"W4-adam", "fused Adam step over 10M f32 params, 28 bytes/param", run_adam, NULL, 0},
+    {"W1-mlp", "MLP training step, batch 128, Adam: ms/step, s/epoch (468 steps), samples/s", bench_run_mlp,
+     "best_epoch_s", 128, true, "w1"},
+    {"W2-cnn", "CNN training step, batch 128, Adam: ms/step, s/epoch (468 steps), samples/s", bench_run_cnn,
+     "best_epoch_s", 128, true, "w2"},
+    {"W3-gpt-mini", "GPT-mini training step, 64x256 tokens (8x256 on CPU), AdamW: ms/step, tokens/s", bench_run_gpt,
+     "tokens_per_s", 1, false, "w3"},
+    {"W4-matmul", "matmul n x n x n, f32 (+bf16/fp16 where native), GFLOP/s = 2n^3/t", run_matmul, "tflops", 1e3, false,
+     "ops"},
+    {"W4-add", "add of two f32 vectors, GB/s over 12 bytes/element", run_add, "gbps", 1, false, "ops"},
+    {"W4-softmax", "softmax over rows of 4096, GB/s over 8 bytes/element", run_softmax, "gbps", 1, false, "ops"},
+    {"W4-layernorm", "layer_norm over rows of 4096 with weight and bias, 8 bytes/element", run_layernorm, "gbps", 1,
+     false, "ops"},
+    {"W4-sum", "sum of an f32 vector, GB/s over 4 bytes/element", run_sum, "gbps", 1, false, "ops"},
+    {"W4-adam", "fused Adam step over 10M f32 params, 28 bytes/param", run_adam, NULL, 0, false, "ops"},
 };
 const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);

@@ -1,12 +1,21 @@
 """PyTorch twin of the reference workloads in ../WORKLOADS.md (W1 MLP, W2 CNN, W3 GPT-mini, W4 ops).
 
 Usage: python3 torch_workloads.py DATA_DIR DEVICE [--epochs N] [--quick]
-                                  [--only ops] [--matmul-n N] [--elems M]
+                                  [--only PARTS] [--matmul-n N] [--elems M] [--batch B] [--max-steps S]
+                                  [--gpt-size D,H,L,T] [--gpt-batch B] [--gpt-steps N] [--no-compile]
 DATA_DIR holds the four Fashion-MNIST *-ubyte.gz files. DEVICE: cpu or cuda.
---only ops runs the W4 ops alone (DATA_DIR is then unused; pass -).
---matmul-n and --elems override the W4 sizes, so `trident bench --torch`
-measures the same sizes as Trident (bench/torch_workloads.py is a copy of
-../shared/anchors/torch_workloads.py with these flags added).
+bench/torch_workloads.py is ../shared/anchors/torch_workloads.py with these
+flags added, so `trident bench --torch` asks for what it measures, at its sizes;
+without them it behaves as the anchor:
+--only PARTS    a comma list of ops, w1, w2, w3: run those parts alone.
+DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
+--matmul-n, --elems   the W4 sizes.
+--batch B       W1/W2's batch (default 128; the line then carries "batch").
+--max-steps S   at most S steps per W1/W2 epoch (the line then carries "steps").
+--gpt-size D,H,L,T    W3's d_model, heads, layers and context; --gpt-batch B its
+                batch (default 64 on cuda, 8 on cpu); --gpt-steps N its timed
+                steps (default 20 on cuda, 2 on cpu); --no-compile skips the
+                torch.compile run on cuda.
 Prints one JSON line per measurement. The same workloads are defined in
 ../WORKLOADS.md, so Trident and PyTorch can be measured side by side in one run.
 """
@@ -41,7 +50,7 @@ def cnn():
         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
 
-def train(name, model, xtr, ytr, xte, yte, dev, epochs, bs=128):
+def train(name, model, xtr, ytr, xte, yte, dev, epochs, bs=128, max_steps=None):
     torch.manual_seed(0)
     model = model.to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -51,7 +60,7 @@ def train(name, model, xtr, ytr, xte, yte, dev, epochs, bs=128):
         perm = torch.randperm(n, device=dev)
         sync(dev); t0 = time.perf_counter()
         model.train()
-        for i in range(0, n - bs + 1, bs):
+        for i in range(0, n - bs + 1 if max_steps is None else min(n - bs + 1, max_steps * bs), bs):
             b = perm[i:i + bs]
             loss = F.cross_entropy(model(xtr[b]), ytr[b])
             opt.zero_grad(set_to_none=True)
@@ -61,8 +70,11 @@ def train(name, model, xtr, ytr, xte, yte, dev, epochs, bs=128):
     model.eval()
     with torch.no_grad():
         acc = sum((model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item() for i in range(0, xte.shape[0], 1000)) / xte.shape[0]
+    extra = {} if max_steps is None else {"steps": min(max_steps, n // bs)}
+    if "--batch" in sys.argv:
+        extra["batch"] = bs
     emit(workload=name, device=dev, epochs=epochs, epoch_s=[round(t, 3) for t in times],
-         best_epoch_s=round(min(times), 3), test_acc=round(acc, 4), final_loss=round(loss.item(), 4))
+         best_epoch_s=round(min(times), 3), test_acc=round(acc, 4), final_loss=round(loss.item(), 4), **extra)
 
 class Block(nn.Module):
     def __init__(s, d, h):
@@ -94,9 +106,11 @@ class GPT(nn.Module):
         x = s.tok(idx) + s.pos(torch.arange(idx.shape[1], device=idx.device))
         return s.head(s.ln(s.blocks(x)))
 
-def gpt(dev, compiled, steps, B=64, T=256):
+def gpt(dev, compiled, steps, B=64, T=256, cfg=None):
     torch.manual_seed(0)
-    m = GPT().to(dev)
+    cfg = cfg or {}
+    T = cfg.get("T", T)
+    m = GPT(**cfg).to(dev)
     opt = torch.optim.AdamW(m.parameters(), lr=3e-4)
     f = torch.compile(m) if compiled else m
     data = torch.randint(0, 256, (B, T + 1), device=dev)
@@ -145,25 +159,34 @@ def main():
     data, dev = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv
     epochs = int(sys.argv[sys.argv.index("--epochs") + 1]) if "--epochs" in sys.argv else 3
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    only = set(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else {"ops", "w1", "w2", "w3"}
     arg = lambda flag: int(sys.argv[sys.argv.index(flag) + 1]) if flag in sys.argv else None
     emit(torch=torch.__version__, device=dev, name=torch.cuda.get_device_name() if dev == "cuda" else "cpu",
          threads=torch.get_num_threads())
-    if only == "ops":
+    if only & {"w1", "w2"} and data == "-":
+        torch.manual_seed(0)
+        xtr, ytr = torch.rand(60000, 784, device=dev), torch.randint(0, 10, (60000,), device=dev)
+        xte, yte = torch.rand(10000, 784, device=dev), torch.randint(0, 10, (10000,), device=dev)
+    elif only & {"w1", "w2"}:
+        xtr = (idx(os.path.join(data, "train-images-idx3-ubyte.gz")).float() / 255.0).to(dev)
+        ytr = idx(os.path.join(data, "train-labels-idx1-ubyte.gz")).to(dev)
+        xte = (idx(os.path.join(data, "t10k-images-idx3-ubyte.gz")).float() / 255.0).to(dev)
+        yte = idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz")).to(dev)
+    if "ops" in only:
         ops(dev, quick, arg("--matmul-n"), arg("--elems"))
-        return
-    xtr = (idx(os.path.join(data, "train-images-idx3-ubyte.gz")).float() / 255.0).to(dev)
-    ytr = idx(os.path.join(data, "train-labels-idx1-ubyte.gz")).to(dev)
-    xte = (idx(os.path.join(data, "t10k-images-idx3-ubyte.gz")).float() / 255.0).to(dev)
-    yte = idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz")).to(dev)
-    ops(dev, quick)
-    train("W1-mlp", mlp(), xtr, ytr, xte, yte, dev, epochs)
-    train("W2-cnn", cnn(), xtr, ytr, xte, yte, dev, epochs)
-    if dev == "cuda":
-        gpt(dev, False, 20)
-        gpt(dev, True, 20)
-    else:
-        gpt(dev, False, 2, B=8)
+    if "w1" in only:
+        train("W1-mlp", mlp(), xtr, ytr, xte, yte, dev, epochs, arg("--batch") or 128, arg("--max-steps"))
+    if "w2" in only:
+        train("W2-cnn", cnn(), xtr, ytr, xte, yte, dev, epochs, arg("--batch") or 128, arg("--max-steps"))
+    if "w3" in only:
+        size = sys.argv[sys.argv.index("--gpt-size") + 1].split(",") if "--gpt-size" in sys.argv else None
+        cfg = dict(zip(("d", "h", "L", "T"), map(int, size))) if size else None
+        if dev == "cuda":
+            gpt(dev, False, arg("--gpt-steps") or 20, B=arg("--gpt-batch") or 64, cfg=cfg)
+            if "--no-compile" not in sys.argv:
+                gpt(dev, True, arg("--gpt-steps") or 20, B=arg("--gpt-batch") or 64, cfg=cfg)
+        else:
+            gpt(dev, False, arg("--gpt-steps") or 2, B=arg("--gpt-batch") or 8, cfg=cfg)
 
 if __name__ == "__main__":
     main()

@@ -39,28 +39,28 @@
 
 #include "runner.h"
 
-#define CONF_PERF (-1)
-#define CONF_MAX_OUT 4
+#define CONF_PERF        (-1)
+#define CONF_MAX_OUT     4
 #define CONF_MAX_DEVICES 8
 
 /* dtype masks for a case's sweep (bit = 1 << td_dtype) */
-#define CONF_DT(d) (1u << TD_##d)
+#define CONF_DT(d)  (1u << TD_##d)
 #define CONF_FLOATS (CONF_DT(F32) | CONF_DT(F64) | CONF_DT(F16) | CONF_DT(BF16))
-#define CONF_INTS (CONF_DT(I32) | CONF_DT(I64) | CONF_DT(U8))
-#define CONF_NUMS (CONF_FLOATS | CONF_INTS)
-#define CONF_ALL (CONF_NUMS | CONF_DT(BOOL))
-#define CONF_CLASS 0u /* the op's dtype class from the op table */
+#define CONF_INTS   (CONF_DT(I32) | CONF_DT(I64) | CONF_DT(U8))
+#define CONF_NUMS   (CONF_FLOATS | CONF_INTS)
+#define CONF_ALL    (CONF_NUMS | CONF_DT(BOOL))
+#define CONF_CLASS  0u /* the op's dtype class from the op table */
 
 /* NMSE limits per output dtype {f32, f64, f16, bf16}; integer and bool outputs
 ** are always compared exactly. */
 typedef struct conf_tol {
     double f32, f64, f16, bf16;
 } conf_tol;
-#define TOL_EXACT ((conf_tol){0, 0, 0, 0})                     /* copies, selections, comparisons */
-#define TOL_ROUND ((conf_tol){1e-12, 1e-26, 1e-6, 3e-5})        /* one rounding: add, mul, div */
-#define TOL_TRANS ((conf_tol){1e-9, 1e-24, 1e-5, 1e-4})         /* libm functions and formulas: exp, tanh, gelu */
-#define TOL_ACCUM ((conf_tol){1e-9, 1e-24, 1e-5, 2e-4})         /* sums: reductions, matmul, norms */
-#define TOL_LOOSE ((conf_tol){1e-7, 1e-22, 1e-4, 1e-3})         /* chains with cancellation: var, fused updates */
+#define TOL_EXACT ((conf_tol){0, 0, 0, 0})               /* copies, selections, comparisons */
+#define TOL_ROUND ((conf_tol){1e-12, 1e-26, 1e-6, 3e-5}) /* one rounding: add, mul, div */
+#define TOL_TRANS ((conf_tol){1e-9, 1e-24, 1e-5, 1e-4})  /* libm functions and formulas: exp, tanh, gelu */
+#define TOL_ACCUM ((conf_tol){1e-9, 1e-24, 1e-5, 2e-4})  /* sums: reductions, matmul, norms */
+#define TOL_LOOSE ((conf_tol){1e-7, 1e-22, 1e-4, 1e-3})  /* chains with cancellation: var, fused updates */
 
 typedef struct conf_ctx {
     td_device dev;       /* where the op runs (CPU for the reference) */
@@ -73,9 +73,9 @@ typedef struct conf_ctx {
     const char *variant; /* set by the case: what this variant exercises */
     char name_buf[128];  /* storage for a formatted variant name */
     /* --perf */
-    int reps;                 /* times TIMED() runs its expression (1 when checking) */
-    double ms[64];            /* milliseconds of each repetition */
-    double bytes, flops;      /* bytes read+written (inputs via conf_in*) and flops of one call */
+    int reps;            /* times TIMED() runs its expression (1 when checking) */
+    double ms[64];       /* milliseconds of each repetition */
+    double bytes, flops; /* bytes read+written (inputs via conf_in*) and flops of one call */
 } conf_ctx;
 
 /* ---- seeded host random numbers (xorshift64*) ---- */
@@ -104,9 +104,10 @@ __attribute__((format(printf, 2, 3))) static const char *conf_name(conf_ctx *c, 
 
 /* ---- shapes ---- */
 #define CONF_NARG_(a, b, c, d, e, f, g, h, N, ...) N
-#define CONF_NARG(...) CONF_NARG_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define CONF_NARG(...)                             CONF_NARG_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 /* SHAPE(33, 7) expands to the (ndim, shape) argument pair; SCALAR is 0-d. */
-#define SHAPE(...) CONF_NARG(__VA_ARGS__), (const int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                                     \
+    CONF_NARG(__VA_ARGS__), (const int64_t[]) { __VA_ARGS__ }
 #define SCALAR 0, (const int64_t *)NULL
 /* n, or a small stand-in in tiny mode */
 #define BIG(c, n, small) ((c)->tiny ? (int64_t)(small) : (int64_t)(n))
@@ -119,7 +120,8 @@ static int64_t conf_numel(int ndim, const int64_t *shape) {
 
 static const char *conf_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
     size_t at = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < ndim && at < n; i++) at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? "," : "", (long long)shape[i]);
+    for (int i = 0; i < ndim && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? "," : "", (long long)shape[i]);
     if (at < n) snprintf(buf + at, n - at, "]");
     return buf;
 }
@@ -131,7 +133,8 @@ static bool conf_is_int(td_dtype dt) { return !td_dtype_is_float(dt); }
 static void conf_fill_host(conf_ctx *c, td_dtype dt, double *v, int64_t n, double lo, double hi) {
     for (int64_t i = 0; i < n; i++) {
         double u = conf_uniform(c);
-        if (dt == TD_BOOL) v[i] = u < 0.5;
+        if (dt == TD_BOOL)
+            v[i] = u < 0.5;
         else if (conf_is_int(dt)) {
             double l = dt == TD_U8 && lo < 0 ? 0 : lo, h = dt == TD_U8 && lo < 0 ? hi - lo : hi;
             v[i] = floor(l + u * (h - l + 1));
@@ -218,31 +221,31 @@ static void conf_sync(td_device dev) {
 
 /* Evaluate a tensor expression c->reps times, timing each; returns the last
 ** result (earlier ones are released). */
-#define TIMED(c, expr)                                                                                         \
-    ({                                                                                                         \
-        td_tensor *r_ = NULL;                                                                                  \
-        for (int i_ = 0; i_ < (c)->reps; i_++) {                                                               \
-            if (r_) td_release(td_keep(r_));                                                                   \
-            conf_sync((c)->dev);                                                                               \
-            double t0_ = conf_now_ms();                                                                        \
-            r_ = (expr);                                                                                       \
-            conf_sync((c)->dev);                                                                               \
-            (c)->ms[i_] = conf_now_ms() - t0_;                                                                 \
-        }                                                                                                      \
-        r_;                                                                                                    \
+#define TIMED(c, expr)                                                                                                 \
+    ({                                                                                                                 \
+        td_tensor *r_ = NULL;                                                                                          \
+        for (int i_ = 0; i_ < (c)->reps; i_++) {                                                                       \
+            if (r_) td_release(td_keep(r_));                                                                           \
+            conf_sync((c)->dev);                                                                                       \
+            double t0_ = conf_now_ms();                                                                                \
+            r_ = (expr);                                                                                               \
+            conf_sync((c)->dev);                                                                                       \
+            (c)->ms[i_] = conf_now_ms() - t0_;                                                                         \
+        }                                                                                                              \
+        r_;                                                                                                            \
     })
 /* The same for an in-place update returning td_status. */
-#define TIMED_ST(c, expr)                                                                                      \
-    ({                                                                                                         \
-        td_status s_ = TD_OK;                                                                                  \
-        for (int i_ = 0; i_ < (c)->reps && s_ == TD_OK; i_++) {                                                \
-            conf_sync((c)->dev);                                                                               \
-            double t0_ = conf_now_ms();                                                                        \
-            s_ = (expr);                                                                                       \
-            conf_sync((c)->dev);                                                                               \
-            (c)->ms[i_] = conf_now_ms() - t0_;                                                                 \
-        }                                                                                                      \
-        s_;                                                                                                    \
+#define TIMED_ST(c, expr)                                                                                              \
+    ({                                                                                                                 \
+        td_status s_ = TD_OK;                                                                                          \
+        for (int i_ = 0; i_ < (c)->reps && s_ == TD_OK; i_++) {                                                        \
+            conf_sync((c)->dev);                                                                                       \
+            double t0_ = conf_now_ms();                                                                                \
+            s_ = (expr);                                                                                               \
+            conf_sync((c)->dev);                                                                                       \
+            (c)->ms[i_] = conf_now_ms() - t0_;                                                                         \
+        }                                                                                                              \
+        s_;                                                                                                            \
     })
 
 /* ---- the sweep ---- */
@@ -289,16 +292,20 @@ static conf_env conf_env_load(void) {
         snprintf(list, sizeof list, "%s", b);
         for (char *tok = strtok(list, ", "); tok && e.n_dev < CONF_MAX_DEVICES; tok = strtok(NULL, ", ")) {
             td_device d;
-            if (td_device_parse(tok, &d) == TD_OK) e.devs[e.n_dev++] = d;
-            else printf("  TD_BACKENDS: %s\n", td_last_error());
+            if (td_device_parse(tok, &d) == TD_OK)
+                e.devs[e.n_dev++] = d;
+            else
+                printf("  TD_BACKENDS: %s\n", td_last_error());
         }
         td_clear_error();
         return e;
     }
     const td_device all[] = {TD_CPU, TD_CUDA(0), TD_VULKAN(0)};
     for (int i = 0; i < 3; i++) {
-        if (td_device_available(all[i])) e.devs[e.n_dev++] = all[i];
-        else if (i) printf("  %s: %s\n", i == 1 ? "cuda" : "vulkan", td_backend_unavailable_reason(all[i].type));
+        if (td_device_available(all[i]))
+            e.devs[e.n_dev++] = all[i];
+        else if (i)
+            printf("  %s: %s\n", i == 1 ? "cuda" : "vulkan", td_backend_unavailable_reason(all[i].type));
     }
     return e;
 }
@@ -338,8 +345,10 @@ static bool conf_fetch(td_tensor *t, td_dtype as, conf_host *h) {
             double r = h->v[i];
             if (!isfinite(r)) continue; /* cannot be represented: the comparison reports it */
             int64_t x = (int64_t)r;
-            h->v[i] = as == TD_I32 ? (double)(int32_t)(uint32_t)x : as == TD_U8 ? (double)(uint8_t)x
-                    : as == TD_BOOL ? (double)(x != 0) : (double)x;
+            h->v[i] = as == TD_I32    ? (double)(int32_t)(uint32_t)x
+                      : as == TD_U8   ? (double)(uint8_t)x
+                      : as == TD_BOOL ? (double)(x != 0)
+                                      : (double)x;
         }
     return true;
 }
@@ -372,8 +381,10 @@ static bool conf_compare(const conf_host *got, const conf_host *ref, double limi
     for (int64_t i = 0; i < got->n; i++) {
         double x = got->v[i], r = ref->v[i];
         bool ok;
-        if (!isfinite(r)) ok = isnan(r) ? isnan(x) : x == r;
-        else if (!isfinite(x)) ok = false;
+        if (!isfinite(r))
+            ok = isnan(r) ? isnan(x) : x == r;
+        else if (!isfinite(x))
+            ok = false;
         else {
             double d = x - r;
             err += d * d;
@@ -398,8 +409,9 @@ static bool conf_compare(const conf_host *got, const conf_host *ref, double limi
         at += snprintf(msg + at, msg_size - (size_t)at, "%lld of %lld elements differ%s", (long long)bad,
                        (long long)got->n, limit > 0 ? " (non-finite)" : "");
     else
-        at += snprintf(msg + at, msg_size - (size_t)at, "nmse %.3g > limit %.3g; max |diff| %.3g at %lld (%.9g vs %.9g)",
-                       nmse, limit, maxdiff, (long long)maxat, got->v[maxat], ref->v[maxat]);
+        at +=
+            snprintf(msg + at, msg_size - (size_t)at, "nmse %.3g > limit %.3g; max |diff| %.3g at %lld (%.9g vs %.9g)",
+                     nmse, limit, maxdiff, (long long)maxat, got->v[maxat], ref->v[maxat]);
     for (int k = 0; k < 3 && first[k] >= 0 && (size_t)at < msg_size; k++)
         at += snprintf(msg + at, msg_size - (size_t)at, "%s[%lld] %.9g vs %.9g", k ? ", " : ": ", (long long)first[k],
                        got->v[first[k]], ref->v[first[k]]);
@@ -411,8 +423,8 @@ enum { CONF_PASS, CONF_FAIL, CONF_UNSUPPORTED, CONF_END };
 
 /* Run variant v of a case as the reference and on (dev, dt) and compare.
 ** *worst collects the largest NMSE seen; msg says what failed. */
-static int conf_run_variant(const conf_case *cc, const conf_env *e, td_device dev, td_dtype dt, int v,
-                            double *worst, char *msg, size_t msg_size) {
+static int conf_run_variant(const conf_case *cc, const conf_env *e, td_device dev, td_dtype dt, int v, double *worst,
+                            char *msg, size_t msg_size) {
     int64_t live0 = td_debug_live_tensors();
     int guards0 = td_debug_guard_failures();
     uint64_t vseed = conf_variant_seed(e->seed, cc->name, v);
@@ -422,12 +434,13 @@ static int conf_run_variant(const conf_case *cc, const conf_env *e, td_device de
 
     td_scope_begin();
     td_clear_error();
-    conf_ctx c = {.dev = TD_CPU, .dt = dt, .odt = TD_F64, .ref = true, .tiny = e->tiny, .rng = vseed, .seed = vseed,
-                  .reps = 1};
+    conf_ctx c = {
+        .dev = TD_CPU, .dt = dt, .odt = TD_F64, .ref = true, .tiny = e->tiny, .rng = vseed, .seed = vseed, .reps = 1};
     int n = cc->fn(&c, v, ref_out);
     char variant[sizeof c.name_buf];
     snprintf(variant, sizeof variant, "%s", c.variant ? c.variant : "");
-    if (n == 0) result = CONF_END;
+    if (n == 0)
+        result = CONF_END;
     else if (n < 0) {
         snprintf(msg, msg_size, "[%s] the f64 reference failed: %s", variant, td_last_error());
         result = CONF_FAIL;
@@ -475,7 +488,9 @@ static int conf_run_variant(const conf_case *cc, const conf_env *e, td_device de
     if (e->verbose && result != CONF_END) {
         char d[32];
         printf("    %-9s %-4s #%-2d %-44s %s\n", td_device_str(dev, d, sizeof d), conf_dt_short(dt), v, variant,
-               result == CONF_PASS ? "ok" : result == CONF_FAIL ? msg : "unsupported");
+               result == CONF_PASS   ? "ok"
+               : result == CONF_FAIL ? msg
+                                     : "unsupported");
     }
     return result;
 }
@@ -560,8 +575,12 @@ static int conf_perf(const conf_case *cases, int n_cases, int argc, char **argv)
                         ms[b] = ms[b - 1], ms[b - 1] = t;
                     }
                 double med = (ms[(m - 1) / 2] + ms[m / 2]) / 2;
-                if (c.flops > 0) printf("%-22s %-9s %-36s %10.3f %8.1f GFLOP/s\n", cases[i].name, dname, c.variant, med, c.flops / med * 1e-6);
-                else printf("%-22s %-9s %-36s %10.3f %8.2f GB/s\n", cases[i].name, dname, c.variant, med, c.bytes / med * 1e-6);
+                if (c.flops > 0)
+                    printf("%-22s %-9s %-36s %10.3f %8.1f GFLOP/s\n", cases[i].name, dname, c.variant, med,
+                           c.flops / med * 1e-6);
+                else
+                    printf("%-22s %-9s %-36s %10.3f %8.2f GB/s\n", cases[i].name, dname, c.variant, med,
+                           c.bytes / med * 1e-6);
             } else if (n < 0) {
                 printf("%-22s %-9s %-36s %s\n", cases[i].name, dname, c.variant ? c.variant : "", td_last_error());
             }

@@ -1,25 +1,18 @@
 /*
-** Helpers shared by test_matmul.c and test_nn_ops.c: seeded random tensors,
-** host copies in double, and an absolute-plus-relative comparison that prints
-** the first mismatches and the largest difference.
+** Helpers shared by test_matmul.c and test_nn_ops.c (over test_util.h):
+** seeded random tensors, host copies in double, and an absolute-plus-relative
+** comparison that prints the first mismatches and the largest difference.
 */
 #ifndef TRIDENT_TEST_NN_UTIL_H
 #define TRIDENT_TEST_NN_UTIL_H
 
 #include <stdint.h>
 
-#include "runner.h"
+#include "test_util.h"
 
-/* xorshift64*: the test's own generator, so references never depend on td_rand */
-static uint64_t nn_rng_state;
-static void nn_seed(uint64_t seed) {
-    nn_rng_state = seed * 2654435761u + 1;
-    printf("  seed %llu\n", (unsigned long long)seed);
-}
-static double nn_uniform(void) { /* [-1, 1) */
-    nn_rng_state ^= nn_rng_state >> 12, nn_rng_state ^= nn_rng_state << 25, nn_rng_state ^= nn_rng_state >> 27;
-    return (double)((nn_rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2 - 1;
-}
+/* test_util.h's generator under the names test_matmul.c and test_nn_ops.c use */
+static void nn_seed(uint64_t seed) { test_seed_from(seed); }
+static double nn_uniform(void) { return test_uniform(-1, 1); } /* [-1, 1) */
 
 /* A tensor of uniform values in [-scale, scale), made in f64 and cast to dt. */
 static td_tensor *nn_rand(int ndim, const int64_t *shape, double scale, td_dtype dt) {
@@ -27,18 +20,13 @@ static td_tensor *nn_rand(int ndim, const int64_t *shape, double scale, td_dtype
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = malloc((size_t)(n ? n : 1) * sizeof(double));
     for (int64_t i = 0; i < n; i++) v[i] = nn_uniform() * scale;
-    td_tensor *t = td_from_data(v, ndim, shape, TD_F64, TD_CPU);
+    td_tensor *t = test_tensor_f64(v, ndim, shape, dt);
     free(v);
-    return ASSERT_TENSOR(td_cast(t, dt));
+    return t;
 }
 
 /* Logical (row-major) contents of t in double; malloc'd. */
-static double *nn_host(td_tensor *t) {
-    int64_t n = td_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof(double));
-    ASSERT_OK(td_copy_to_host(t, v, (size_t)n * sizeof(double), TD_F64));
-    return v;
-}
+static double *nn_host(td_tensor *t) { return test_host(t); }
 
 /* |got - want| <= atol + rtol*|want| everywhere; prints up to 5 mismatches. */
 static void nn_check(const char *what, const double *got, const double *want, int64_t n, double atol, double rtol) {
@@ -52,8 +40,9 @@ static void nn_check(const char *what, const double *got, const double *want, in
             bad++;
         }
     }
-    if (bad) TEST_FAIL_("%s: %d of %lld values differ (max diff %.3g, atol %g, rtol %g)", what, bad, (long long)n,
-                        maxdiff, atol, rtol);
+    if (bad)
+        TEST_FAIL_("%s: %d of %lld values differ (max diff %.3g, atol %g, rtol %g)", what, bad, (long long)n, maxdiff,
+                   atol, rtol);
 }
 
 /* nn_check of a tensor against a reference array. */
@@ -74,5 +63,13 @@ static double nn_tol(td_dtype dt) {
 }
 
 static const td_dtype nn_float_dtypes[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
+
+/* OpenMP's thread count for this thread's later calls, so that the kernels' multi-thread splits run
+** whatever the machine; a no-op without OpenMP. libgomp comes in through libtrident, so the test
+** refers to it weakly rather than linking it. */
+void omp_set_num_threads(int n) __attribute__((weak));
+static void nn_threads(int n) {
+    if (omp_set_num_threads) omp_set_num_threads(n);
+}
 
 #endif /* TRIDENT_TEST_NN_UTIL_H */

@@ -22,8 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "trident/trident.h"
 #include "trident/backend.h"
+#include "trident/trident.h"
 
 #define TEST_SKIP_CODE 77
 
@@ -32,70 +32,71 @@ typedef struct test_case {
     void (*fn)(void);
 } test_case;
 
-#define TEST(name) static void test_##name(void)
+#define TEST(name)        static void test_##name(void)
 #define TEST_ENTRY_(name) {#name, test_##name},
-#define TEST_MAIN(LIST)                                                                                        \
-    LIST(TEST_DECLARE_)                                                                                        \
-    int main(int argc, char **argv) {                                                                          \
-        static const test_case cases[] = {LIST(TEST_ENTRY_)};                                                  \
-        return test_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);                            \
+#define TEST_MAIN(LIST)                                                                                                \
+    LIST(TEST_DECLARE_)                                                                                                \
+    int main(int argc, char **argv) {                                                                                  \
+        static const test_case cases[] = {LIST(TEST_ENTRY_)};                                                          \
+        return test_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);                                     \
     }
 #define TEST_DECLARE_(name) static void test_##name(void);
 
-#define TEST_FAIL_(...)                                                                                        \
-    do {                                                                                                       \
-        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                                                      \
-        fprintf(stderr, __VA_ARGS__);                                                                          \
-        fprintf(stderr, "\n  last error: %s\n", td_last_error());                                              \
-        fflush(stderr);                                                                                        \
-        _exit(1);                                                                                              \
+#define TEST_FAIL_(...)                                                                                                \
+    do {                                                                                                               \
+        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                                                              \
+        fprintf(stderr, __VA_ARGS__);                                                                                  \
+        fprintf(stderr, "\n  last error: %s\n", td_last_error());                                                      \
+        fflush(stderr);                                                                                                \
+        _exit(1);                                                                                                      \
     } while (0)
 
-#define ASSERT(cond)                                                                                           \
-    do {                                                                                                       \
-        if (!(cond)) TEST_FAIL_("assertion failed: %s", #cond);                                                \
+#define ASSERT(cond)                                                                                                   \
+    do {                                                                                                               \
+        if (!(cond)) TEST_FAIL_("assertion failed: %s", #cond);                                                        \
     } while (0)
-#define ASSERT_EQ_INT(a, b)                                                                                    \
-    do {                                                                                                       \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                                    \
-        if (a_ != b_) TEST_FAIL_("%s == %s failed: %lld != %lld", #a, #b, a_, b_);                             \
+#define ASSERT_EQ_INT(a, b)                                                                                            \
+    do {                                                                                                               \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                                            \
+        if (a_ != b_) TEST_FAIL_("%s == %s failed: %lld != %lld", #a, #b, a_, b_);                                     \
     } while (0)
-#define ASSERT_NEAR(a, b, tol)                                                                                 \
-    do {                                                                                                       \
-        double a_ = (double)(a), b_ = (double)(b);                                                             \
-        if (!(fabs(a_ - b_) <= (tol))) TEST_FAIL_("%s ~= %s failed: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, (double)(tol)); \
+#define ASSERT_NEAR(a, b, tol)                                                                                         \
+    do {                                                                                                               \
+        double a_ = (double)(a), b_ = (double)(b);                                                                     \
+        if (!(fabs(a_ - b_) <= (tol)))                                                                                 \
+            TEST_FAIL_("%s ~= %s failed: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, (double)(tol));                       \
     } while (0)
 /* expr returns td_status: must be TD_OK */
-#define ASSERT_OK(expr)                                                                                        \
-    do {                                                                                                       \
-        td_status s_ = (expr);                                                                                 \
-        if (s_ != TD_OK) TEST_FAIL_("%s returned %s", #expr, td_status_str(s_));                              \
+#define ASSERT_OK(expr)                                                                                                \
+    do {                                                                                                               \
+        td_status s_ = (expr);                                                                                         \
+        if (s_ != TD_OK) TEST_FAIL_("%s returned %s", #expr, td_status_str(s_));                                       \
     } while (0)
 /* a tensor-returning expression must succeed */
-#define ASSERT_TENSOR(expr)                                                                                    \
-    ({                                                                                                         \
-        td_tensor *t_ = (expr);                                                                                \
-        if (!t_) TEST_FAIL_("%s returned NULL", #expr);                                                        \
-        t_;                                                                                                    \
+#define ASSERT_TENSOR(expr)                                                                                            \
+    ({                                                                                                                 \
+        td_tensor *t_ = (expr);                                                                                        \
+        if (!t_) TEST_FAIL_("%s returned NULL", #expr);                                                                \
+        t_;                                                                                                            \
     })
 /* expr must fail with status st and a message containing substr */
-#define ASSERT_ERROR(expr, st, substr)                                                                         \
-    do {                                                                                                       \
-        td_clear_error();                                                                                      \
-        (void)(expr);                                                                                          \
-        if (td_last_status() != (st))                                                                          \
-            TEST_FAIL_("%s: expected %s, got %s", #expr, td_status_str(st), td_status_str(td_last_status()));  \
-        if (!strstr(td_last_error(), (substr)))                                                                \
-            TEST_FAIL_("%s: message \"%s\" lacks \"%s\"", #expr, td_last_error(), (substr));                   \
-        td_clear_error();                                                                                      \
+#define ASSERT_ERROR(expr, st, substr)                                                                                 \
+    do {                                                                                                               \
+        td_clear_error();                                                                                              \
+        (void)(expr);                                                                                                  \
+        if (td_last_status() != (st))                                                                                  \
+            TEST_FAIL_("%s: expected %s, got %s", #expr, td_status_str(st), td_status_str(td_last_status()));          \
+        if (!strstr(td_last_error(), (substr)))                                                                        \
+            TEST_FAIL_("%s: message \"%s\" lacks \"%s\"", #expr, td_last_error(), (substr));                           \
+        td_clear_error();                                                                                              \
     } while (0)
-#define TEST_SKIP(...)                                                                                         \
-    do {                                                                                                       \
-        fprintf(stderr, "  skipped: ");                                                                        \
-        fprintf(stderr, __VA_ARGS__);                                                                          \
-        fprintf(stderr, "\n");                                                                                 \
-        fflush(stderr);                                                                                        \
-        _exit(TEST_SKIP_CODE);                                                                                 \
+#define TEST_SKIP(...)                                                                                                 \
+    do {                                                                                                               \
+        fprintf(stderr, "  skipped: ");                                                                                \
+        fprintf(stderr, __VA_ARGS__);                                                                                  \
+        fprintf(stderr, "\n");                                                                                         \
+        fflush(stderr);                                                                                                \
+        _exit(TEST_SKIP_CODE);                                                                                         \
     } while (0)
 
 static int test_run_one(const test_case *c, int timeout_s) {
@@ -129,9 +130,12 @@ static int test_run(const test_case *cases, int n, int argc, char **argv) {
         const char *verdict = rc == 0 ? "ok" : rc == TEST_SKIP_CODE ? "skip" : "FAIL";
         printf("%-4s %s\n", verdict, cases[i].name);
         fflush(stdout);
-        if (rc == 0) passed++;
-        else if (rc == TEST_SKIP_CODE) skipped++;
-        else failed++;
+        if (rc == 0)
+            passed++;
+        else if (rc == TEST_SKIP_CODE)
+            skipped++;
+        else
+            failed++;
     }
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;

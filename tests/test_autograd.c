@@ -3,12 +3,14 @@
 ** gradients are derived by hand in the comments. */
 #include "runner.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                              \
     X(accumulate_two_backwards) X(grad_not_aliased) X(retain_graph_and_second_backward) X(nonscalar_backward)  \
     X(no_grad_and_inference) X(detach) X(leaf_hooks) X(grad_of_intermediate) X(grad_unused)                  \
     X(second_derivative_cube) X(second_derivative_tanh) X(value_and_grad) X(checkpoint_dropout)               \
     X(checkpoint_params_inside) X(custom_function) X(custom_function_saves_output) X(broadcast_grads)         \
     X(view_grads) X(slice_step_grad) X(requires_grad_errors) X(no_leaks) X(long_chain_frees)
+/* clang-format on */
 
 static td_tensor *vec(int n, const double *v, bool rg) {
     int64_t shape[1] = {n};
@@ -270,8 +272,10 @@ TEST(checkpoint_dropout) {
         int64_t before = td_debug_live_tensors();
         td_tensor *in[2] = {x, w};
         td_scope_begin();
-        if (mode == 0) ASSERT_OK(drop_region(NULL, 2, in, 1, &y));
-        else ASSERT_OK(td_checkpoint(drop_region, NULL, 2, in, 1, &y));
+        if (mode == 0)
+            ASSERT_OK(drop_region(NULL, 2, in, 1, &y));
+        else
+            ASSERT_OK(td_checkpoint(drop_region, NULL, 2, in, 1, &y));
         td_keep(y);
         td_scope_end(); /* the region's temporaries go; the graph keeps what it saved */
         (mode ? &live_ckpt : &live_plain)[0] = td_debug_live_tensors() - before;

@@ -4,9 +4,10 @@
 ** message substring, via ASSERT_ERROR), never a crash. Each case runs in its own
 ** process, so a crash fails that case alone.
 */
-#include "runner.h"
 #include "core/internal.h"
+#include "runner.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                               \
     /* creation and sizes */                                                                                   \
     X(empty_negative_size) X(empty_too_many_dims) X(empty_size_overflow) X(empty_invalid_dtype)               \
@@ -38,11 +39,15 @@
     X(one_hot_index_too_large)                                                                                 \
     /* optimizer updates */                                                                                    \
     X(adam_state_shape_mismatch) X(adam_step_zero) X(sgd_nesterov_without_momentum) X(rmsprop_missing_state)
+/* clang-format on */
 
-#define S(...) (const int64_t[]){__VA_ARGS__}
+#define S(...)                                                                                                         \
+    (const int64_t[]) { __VA_ARGS__ }
 
 /* A float32 CPU tensor of the given shape filled with 1.5. */
-static td_tensor *f32(int ndim, const int64_t *shape) { return ASSERT_TENSOR(td_full(ndim, shape, 1.5, TD_F32, TD_CPU)); }
+static td_tensor *f32(int ndim, const int64_t *shape) {
+    return ASSERT_TENSOR(td_full(ndim, shape, 1.5, TD_F32, TD_CPU));
+}
 static td_tensor *i64(int ndim, const int64_t *shape, double value) {
     return ASSERT_TENSOR(td_full(ndim, shape, value, TD_I64, TD_CPU));
 }
@@ -128,19 +133,29 @@ TEST(scope_end_without_begin) { ASSERT_ERROR(td_scope_end(), TD_ERR_MISUSE, "no 
 
 /* ---- views ---- */
 
-TEST(view_wrong_numel) { ASSERT_ERROR(td_view(f32(2, S(2, 3)), 2, S(4, 2)), TD_ERR_SHAPE, "invalid for a tensor of shape [2,3]"); }
-TEST(view_two_inferred_dims) { ASSERT_ERROR(td_reshape(f32(2, S(2, 3)), 2, S(-1, -1)), TD_ERR_SHAPE, "only one dim may be -1"); }
+TEST(view_wrong_numel) {
+    ASSERT_ERROR(td_view(f32(2, S(2, 3)), 2, S(4, 2)), TD_ERR_SHAPE, "invalid for a tensor of shape [2,3]");
+}
+TEST(view_two_inferred_dims) {
+    ASSERT_ERROR(td_reshape(f32(2, S(2, 3)), 2, S(-1, -1)), TD_ERR_SHAPE, "only one dim may be -1");
+}
 TEST(view_non_contiguous) {
     td_tensor *t = ASSERT_TENSOR(td_transpose(f32(2, S(2, 3)), 0, 1));
     ASSERT_ERROR(td_view(t, 1, S(6)), TD_ERR_SHAPE, "use td_reshape");
 }
-TEST(permute_repeated_dim) { ASSERT_ERROR(td_permute(f32(3, S(2, 3, 4)), (const int[]){0, 1, 1}), TD_ERR_INDEX, "appears twice"); }
+TEST(permute_repeated_dim) {
+    ASSERT_ERROR(td_permute(f32(3, S(2, 3, 4)), (const int[]){0, 1, 1}), TD_ERR_INDEX, "appears twice");
+}
 TEST(permute_dim_out_of_range) {
     ASSERT_ERROR(td_permute(f32(2, S(2, 3)), (const int[]){0, 5}), TD_ERR_INDEX, "dim 5 out of range");
 }
-TEST(transpose_dim_out_of_range) { ASSERT_ERROR(td_transpose(f32(2, S(2, 3)), 0, -3), TD_ERR_INDEX, "dim -3 out of range"); }
+TEST(transpose_dim_out_of_range) {
+    ASSERT_ERROR(td_transpose(f32(2, S(2, 3)), 0, -3), TD_ERR_INDEX, "dim -3 out of range");
+}
 TEST(slice_zero_step) { ASSERT_ERROR(td_slice(f32(1, S(8)), 0, 0, 8, 0), TD_ERR_MISUSE, "step must be positive"); }
-TEST(select_index_out_of_range) { ASSERT_ERROR(td_select(f32(2, S(2, 3)), 1, 3), TD_ERR_INDEX, "index 3 out of range"); }
+TEST(select_index_out_of_range) {
+    ASSERT_ERROR(td_select(f32(2, S(2, 3)), 1, 3), TD_ERR_INDEX, "index 3 out of range");
+}
 TEST(squeeze_size_not_one) { ASSERT_ERROR(td_squeeze(f32(2, S(2, 3)), 1), TD_ERR_SHAPE, "size 3, not 1"); }
 TEST(expand_incompatible) { ASSERT_ERROR(td_expand(f32(2, S(2, 3)), 2, S(2, 4)), TD_ERR_SHAPE, "cannot expand"); }
 TEST(unsqueeze_past_max_dims) {
@@ -161,16 +176,23 @@ TEST(add_two_bools) {
     td_tensor *b = ASSERT_TENSOR(td_full(1, S(3), 1, TD_BOOL, TD_CPU));
     ASSERT_ERROR(td_add(b, b), TD_ERR_DTYPE, "bool");
 }
-TEST(where_cond_not_bool) { ASSERT_ERROR(td_where(f32(1, S(3)), f32(1, S(3)), f32(1, S(3))), TD_ERR_DTYPE, "cond must be bool"); }
-TEST(sum_dim_out_of_range) { ASSERT_ERROR(td_sum(f32(2, S(2, 3)), 1, (const int[]){2}, false), TD_ERR_INDEX, "out of range"); }
-TEST(sum_repeated_dim) { ASSERT_ERROR(td_sum(f32(2, S(2, 3)), 2, (const int[]){1, -1}, false), TD_ERR_INDEX, "more than once"); }
+TEST(where_cond_not_bool) {
+    ASSERT_ERROR(td_where(f32(1, S(3)), f32(1, S(3)), f32(1, S(3))), TD_ERR_DTYPE, "cond must be bool");
+}
+TEST(sum_dim_out_of_range) {
+    ASSERT_ERROR(td_sum(f32(2, S(2, 3)), 1, (const int[]){2}, false), TD_ERR_INDEX, "out of range");
+}
+TEST(sum_repeated_dim) {
+    ASSERT_ERROR(td_sum(f32(2, S(2, 3)), 2, (const int[]){1, -1}, false), TD_ERR_INDEX, "more than once");
+}
 TEST(amax_of_empty) { ASSERT_ERROR(td_amax(f32(2, S(0, 3)), 1, (const int[]){0}, false), TD_ERR_SHAPE, "empty"); }
 TEST(argmax_dim_out_of_range) { ASSERT_ERROR(td_argmax(f32(2, S(2, 3)), 4, false), TD_ERR_INDEX, "out of range"); }
 
 /* ---- linear algebra and nn ---- */
 
 TEST(matmul_inner_mismatch) {
-    ASSERT_ERROR(td_matmul(f32(2, S(2, 3)), f32(2, S(4, 5))), TD_ERR_SHAPE, "shapes [2,3] and [4,5] do not align (3 != 4)");
+    ASSERT_ERROR(td_matmul(f32(2, S(2, 3)), f32(2, S(4, 5))), TD_ERR_SHAPE,
+                 "shapes [2,3] and [4,5] do not align (3 != 4)");
 }
 TEST(matmul_zero_dim) { ASSERT_ERROR(td_matmul(f32(0, NULL), f32(2, S(4, 5))), TD_ERR_SHAPE, "at least 1 dim"); }
 TEST(matmul_integer) { ASSERT_ERROR(td_matmul(i64(2, S(2, 3), 1), i64(2, S(3, 2), 1)), TD_ERR_DTYPE, "int64"); }
@@ -187,10 +209,12 @@ TEST(cross_entropy_target_out_of_range) {
                  "target 3 at position 3 is out of range [0, 3)");
 }
 TEST(cross_entropy_float_target) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), f32(1, S(4)), NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_DTYPE, "int64");
+    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), f32(1, S(4)), NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_DTYPE,
+                 "int64");
 }
 TEST(cross_entropy_bad_reduction) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 0, 7), TD_ERR_MISUSE, "unknown reduction 7");
+    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 0, 7), TD_ERR_MISUSE,
+                 "unknown reduction 7");
 }
 TEST(cross_entropy_bad_smoothing) {
     ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 2, TD_REDUCTION_MEAN), TD_ERR_MISUSE,
@@ -219,8 +243,9 @@ TEST(conv2d_backward_null_shape) {
                  TD_ERR_MISUSE, "x_shape is NULL");
 }
 TEST(max_pool2d_padding_too_large) {
-    ASSERT_ERROR(td_max_pool2d(f32(4, S(1, 1, 8, 8)), (const int[]){2, 2}, (const int[]){2, 2}, (const int[]){2, 2}, NULL),
-                 TD_ERR_MISUSE, "at most half");
+    ASSERT_ERROR(
+        td_max_pool2d(f32(4, S(1, 1, 8, 8)), (const int[]){2, 2}, (const int[]){2, 2}, (const int[]){2, 2}, NULL),
+        TD_ERR_MISUSE, "at most half");
 }
 TEST(max_pool2d_backward_float_indices) {
     ASSERT_ERROR(td__max_pool2d_backward(f32(4, S(1, 1, 2, 2)), f32(4, S(1, 1, 2, 2)), S(1, 1, 4, 4)), TD_ERR_DTYPE,
@@ -233,7 +258,9 @@ TEST(dropout_bad_p) { ASSERT_ERROR(td_dropout(f32(1, S(4)), 1.5, 1, 0), TD_ERR_M
 TEST(embedding_index_out_of_range) {
     ASSERT_ERROR(td_embedding(f32(2, S(10, 4)), i64(1, S(3), 10)), TD_ERR_INDEX, "index 10");
 }
-TEST(embedding_float_index) { ASSERT_ERROR(td_embedding(f32(2, S(10, 4)), f32(1, S(3))), TD_ERR_DTYPE, "int32 or int64"); }
+TEST(embedding_float_index) {
+    ASSERT_ERROR(td_embedding(f32(2, S(10, 4)), f32(1, S(3))), TD_ERR_DTYPE, "int32 or int64");
+}
 TEST(index_select_2d_index) {
     ASSERT_ERROR(td_index_select(f32(2, S(10, 4)), 0, i64(2, S(2, 2), 0)), TD_ERR_SHAPE, "idx must be 1-D");
 }
@@ -271,9 +298,9 @@ TEST(sgd_nesterov_without_momentum) {
                  "nesterov needs momentum");
 }
 TEST(rmsprop_missing_state) {
-    ASSERT_ERROR(td_rmsprop_update(f32(1, S(4)), f32(1, S(4)), f32(1, S(4)), NULL, NULL, 1e-2, 0.99, 1e-8, 0, 0.9,
-                                   false, false),
-                 TD_ERR_MISUSE, "needs the state tensor");
+    ASSERT_ERROR(
+        td_rmsprop_update(f32(1, S(4)), f32(1, S(4)), f32(1, S(4)), NULL, NULL, 1e-2, 0.99, 1e-8, 0, 0.9, false, false),
+        TD_ERR_MISUSE, "needs the state tensor");
 }
 
 TEST_MAIN(TESTS)

@@ -1,8 +1,10 @@
 /*
 ** trident bench, end to end: runs the CLI on the CPU with --quick sizes and checks
 ** its JSON (with jansson, recomputing the medians and rates from the raw samples),
-** --compare on a planted 2x slowdown, the PyTorch-missing path, and the SVG as
-** rendered by headless Chromium (tests/bench_svg_check.py reads the pixels).
+** the training rows (W1-W3) with their step and epoch figures, their mapping of a
+** stand-in PyTorch twin's lines, --compare on a planted 2x slowdown, the
+** PyTorch-missing path, and the SVG as rendered by headless Chromium
+** (tests/bench_svg_check.py reads the pixels).
 */
 #include <jansson.h>
 #include <libgen.h>
@@ -15,7 +17,8 @@
 
 #define TESTS(X)                                                                                                       \
     X(json_fields_and_samples)                                                                                         \
-    X(cpu_and_vulkan) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars)
+    X(cpu_and_vulkan)                                                                                                  \
+    X(training_torch_mapping) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars)
 
 static char bin[PATH_MAX], dir[64];
 
@@ -86,7 +89,25 @@ static bool file_has(const char *path, const char *needle) {
     return strstr(buf, needle) != NULL;
 }
 
-/* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W4 and roofline
+/* The fields only training rows have: a whole step per sample, its batch as work. */
+static void check_training_row(json_t *r, const char *w, double med) {
+    bool images = strcmp(w, "W3-gpt-mini") != 0;
+    ASSERT(!strcmp(get_str(r, "unit"), images ? "samples/s" : "tokens/s"));
+    ASSERT_NEAR(get_num(r, "work"), images ? 16 : 4 * 32, 0); /* --quick: batch 16; gpt 4 x 32 tokens */
+    ASSERT_NEAR(get_num(r, "ms_per_step"), med, 1e-9 * med);
+    ASSERT(get_num(r, "params") > 1000);
+    ASSERT(strlen(get_str(r, "note")) > 0);
+    ASSERT_NEAR(get_num(r, "roof"), 0, 0);
+    if (images) {
+        ASSERT_NEAR(get_num(r, "steps_per_epoch"), 3750, 0); /* 60000 / 16 */
+        ASSERT_NEAR(get_num(r, "epoch_s"), med * 3750e-3, 1e-9 * med);
+    }
+    if (!strcmp(w, "W1-mlp")) ASSERT_NEAR(get_num(r, "params"), 784 * 256 + 256 + 256 * 256 + 256 + 2570, 0);
+}
+
+#define N_WANT 11
+
+/* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W1-W4 and roofline
 ** row on every device without error, and the medians and rates recomputed from the raw samples. */
 static void check_json(const char *path, int n_dev, const char *const *devs, bool allow_unsupported) {
     json_t *j = load(path);
@@ -111,9 +132,9 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
     }
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "not requested"));
 
-    static const char *want[] = {"roof-copy",  "roof-gemm",    "W4-matmul", "W4-add",
-                                 "W4-softmax", "W4-layernorm", "W4-sum",    "W4-adam"};
-    int found[BENCH_TEST_DEVS][8] = {{0}};
+    static const char *want[N_WANT] = {"roof-copy", "roof-gemm", "W4-matmul", "W4-add", "W4-softmax", "W4-layernorm",
+                                       "W4-sum",    "W4-adam",   "W1-mlp",    "W2-cnn", "W3-gpt-mini"};
+    int found[BENCH_TEST_DEVS][N_WANT] = {{0}};
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(j, "rows"), i, r) {
@@ -121,7 +142,7 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         int d = 0;
         while (d < n_dev && strcmp(dev, devs[d])) d++;
         if (d == n_dev) TEST_FAIL_("row %s on unknown device %s", w, dev);
-        for (int k = 0; k < 8; k++) found[d][k] += !strcmp(w, want[k]);
+        for (int k = 0; k < N_WANT; k++) found[d][k] += !strcmp(w, want[k]);
         if (json_object_get(r, "error")) {
             const char *why = get_str(r, "error");
             if (!allow_unsupported || !strstr(why, "not supported")) TEST_FAIL_("row %s on %s failed: %s", w, dev, why);
@@ -132,7 +153,8 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         ASSERT(!strcmp(variant, "float32") || (strstr(w, "matmul") || strstr(w, "gemm")));
         get_str(r, "size");
         const char *unit = get_str(r, "unit");
-        ASSERT(!strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
+        bool training = w[0] == 'W' && w[1] >= '1' && w[1] <= '3';
+        ASSERT(training || !strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
         /* every raw sample is there; median and rate follow from them */
         json_t *s = json_object_get(r, "samples_ms");
         int n = (int)json_array_size(s);
@@ -145,9 +167,12 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         qsort(v, (size_t)n, sizeof *v, cmp_d);
         double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
         ASSERT_NEAR(get_num(r, "median_ms"), med, 1e-9 * med);
-        double rate = get_num(r, "work") / (med * 1e-3) / 1e9;
+        double rate = get_num(r, "work") / (med * 1e-3) / (training ? 1 : 1e9); /* samples or tokens per s */
         ASSERT_NEAR(get_num(r, "rate"), rate, 1e-9 * rate);
-        ASSERT_NEAR(get_num(r, "roof_pct"), 100 * rate / get_num(r, "roof"), 1e-6);
+        if (training)
+            check_training_row(r, w, med);
+        else
+            ASSERT_NEAR(get_num(r, "roof_pct"), 100 * rate / get_num(r, "roof"), 1e-6);
         double vf = get_num(r, "vs_fastest");
         ASSERT(vf > 0 && vf <= 1 + 1e-12);
         if (n_dev == 1) ASSERT_NEAR(vf, 1, 1e-12); /* one backend: it is the fastest */
@@ -158,7 +183,7 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         if (!strcmp(w, "W4-matmul")) ASSERT_NEAR(get_num(r, "work"), 2.0 * 256 * 256 * 256, 0);
     }
     for (int d = 0; d < n_dev; d++)
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < N_WANT; k++)
             if (!found[d][k]) TEST_FAIL_("no %s row on %s", want[k], devs[d]);
     json_decref(j);
 }
@@ -171,6 +196,7 @@ TEST(json_fields_and_samples) {
     static const char *const devs[] = {"cpu"};
     check_json(at("b.json"), 1, devs, false);
     ASSERT(file_has(at("out.txt"), "W4-layernorm"));
+    ASSERT(file_has(at("out.txt"), "s/epoch (3750 steps)"));
     ASSERT(file_has(at("out.txt"), "roofline: copy"));
     sh("rm -rf %s", dir);
 }
@@ -188,6 +214,61 @@ TEST(cpu_and_vulkan) {
     static const char *const devs[] = {"cpu", "vulkan:0"};
     check_json(at("v.json"), 2, devs, true); /* an op the backend lacks is a row that says so */
     ASSERT(file_has(at("v.svg"), "data-device=\"vulkan:0\""));
+    sh("rm -rf %s", dir);
+}
+
+/* A stand-in twin (a shell script run as the "python") prints W1 and W3 lines as the real one
+** does and records its arguments: bench must ask for the parts and sizes it runs, and map
+** W1's epoch seconds (20 capped steps) and W3's tokens/s, compiled run apart, onto its rows. */
+TEST(training_torch_mapping) {
+    setup();
+    const char *twin = at("twin.sh");
+    FILE *f = fopen(twin, "w");
+    ASSERT(f);
+    fprintf(f,
+            "echo \"$@\" > %s/args.txt\n"
+            "echo '{\"torch\": \"9.9\", \"device\": \"cpu\"}'\n"
+            "echo '{\"workload\": \"W1-mlp\", \"device\": \"cpu\", \"epochs\": 2, \"epoch_s\": [0.9, 0.8], "
+            "\"best_epoch_s\": 0.8, \"test_acc\": 0.1, \"final_loss\": 2.3, \"steps\": 20, \"batch\": 16}'\n"
+            "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": false, "
+            "\"ms_per_step\": 40.0, \"tokens_per_s\": 12800, \"params\": 1}'\n"
+            "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": true, "
+            "\"ms_per_step\": 20.0, \"tokens_per_s\": 25600, \"params\": 1}'\n",
+            dir);
+    fclose(f);
+    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only mlp,gpt --reps 3 --torch --python sh --twin %s "
+                     "--json %s/m.json >%s/m.txt 2>&1",
+                     bin, twin, dir, dir),
+                  0);
+    ASSERT(file_has(at("args.txt"), "--only w1,w3 "));
+    ASSERT(file_has(at("args.txt"), "--gpt-size 32,2,1,32 --gpt-batch 4"));
+    ASSERT(file_has(at("args.txt"), "--batch 16 --max-steps 20"));
+    ASSERT(file_has(at("m.txt"), "s/epoch, ours"));
+    json_t *j = load(at("m.json"));
+    ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "cpu: ok"));
+    size_t i;
+    json_t *r;
+    int rows = 0;
+    json_array_foreach(json_object_get(j, "rows"), i, r) {
+        const char *w = get_str(r, "workload");
+        if (!strcmp(w, "W1-mlp")) {
+            /* 20 steps x 16 samples in 0.8 s; a 3750-step epoch at that rate */
+            ASSERT_NEAR(get_num(r, "torch_rate"), 20 * 16 / 0.8, 1e-9);
+            ASSERT_NEAR(get_num(r, "torch_epoch_s"), 0.8 * 3750 / 20, 1e-9);
+            ASSERT_NEAR(get_num(r, "vs_torch"), get_num(r, "torch_epoch_s") / get_num(r, "epoch_s"), 1e-9);
+            rows++;
+        } else if (!strcmp(w, "W3-gpt-mini")) {
+            ASSERT_NEAR(get_num(r, "torch_rate"), 12800, 0);
+            ASSERT_NEAR(get_num(r, "torch_compiled_rate"), 25600, 0);
+            ASSERT_NEAR(get_num(r, "torch_ms_per_step"), 4 * 32 / 12800.0 * 1e3, 1e-9); /* at bench's batch */
+            ASSERT_NEAR(get_num(r, "torch_compiled_ms_per_step"), 4 * 32 / 25600.0 * 1e3, 1e-9);
+            ASSERT_NEAR(get_num(r, "vs_torch"), get_num(r, "rate") / 12800, 1e-9);
+            rows++;
+        } else if (w[0] == 'W')
+            TEST_FAIL_("--only mlp,gpt ran %s", w);
+    }
+    ASSERT_EQ_INT(rows, 2);
+    json_decref(j);
     sh("rm -rf %s", dir);
 }
 
@@ -259,7 +340,7 @@ TEST(svg_renders_bars) {
     if (sh("command -v python3 >/dev/null 2>&1")) TEST_SKIP("python3 not found");
     setup();
     ASSERT_EQ_INT(
-        sh("%s bench --quick --backends cpu --only matmul,add,sum --reps 3 --svg %s/c.svg >/dev/null 2>&1", bin, dir),
+        sh("%s bench --quick --backends cpu --only matmul,add,mlp --reps 3 --svg %s/c.svg >/dev/null 2>&1", bin, dir),
         0);
     const char *svg = at("c.svg");
     ASSERT(file_has(svg, "class=\"bar\""));

@@ -14,80 +14,80 @@
 #include "core/internal.h"
 
 /* X(case name, op kind, dtypes (CONF_CLASS: the op's class), NMSE limits) */
-#define CONF_CASES(X)                                                                                          \
-    X(fill, FILL, CONF_CLASS, TOL_EXACT)                                                                       \
-    X(arange, ARANGE, CONF_CLASS, TOL_EXACT)                                                                   \
-    X(rand, RAND, CONF_CLASS, TOL_ROUND)                                                                       \
-    X(randn, RANDN, CONF_CLASS, TOL_TRANS)                                                                     \
-    X(copy, COPY, CONF_CLASS, TOL_EXACT)                                                                       \
-    X(add, ADD, CONF_CLASS, TOL_ROUND)                                                                         \
-    X(sub, SUB, CONF_CLASS, TOL_ROUND)                                                                         \
-    X(mul, MUL, CONF_CLASS, TOL_ROUND)                                                                         \
-    X(div, DIV, CONF_CLASS, TOL_ROUND)                                                                         \
-    X(pow, POW, CONF_CLASS, TOL_TRANS)                                                                         \
-    X(maximum, MAXIMUM, CONF_CLASS, TOL_EXACT)                                                                 \
-    X(minimum, MINIMUM, CONF_CLASS, TOL_EXACT)                                                                 \
-    X(eq, EQ, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(ne, NE, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(lt, LT, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(le, LE, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(gt, GT, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(ge, GE, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(where, WHERE, CONF_CLASS, TOL_EXACT)                                                                     \
-    X(neg, NEG, CONF_CLASS, TOL_EXACT)                                                                         \
-    X(abs, ABS, CONF_CLASS, TOL_EXACT)                                                                         \
-    X(exp, EXP, CONF_CLASS, TOL_TRANS)                                                                         \
-    X(log, LOG, CONF_CLASS, TOL_TRANS)                                                                         \
-    X(sqrt, SQRT, CONF_CLASS, TOL_ROUND)                                                                       \
-    X(rsqrt, RSQRT, CONF_CLASS, TOL_TRANS)                                                                     \
-    X(sin, SIN, CONF_CLASS, TOL_TRANS)                                                                         \
-    X(cos, COS, CONF_CLASS, TOL_TRANS)                                                                         \
-    X(tanh, TANH, CONF_CLASS, TOL_TRANS)                                                                       \
-    X(sigmoid, SIGMOID, CONF_CLASS, TOL_TRANS)                                                                 \
-    X(relu, RELU, CONF_CLASS, TOL_EXACT)                                                                       \
-    X(gelu, GELU, CONF_CLASS, TOL_TRANS)                                                                       \
-    X(gelu_backward, GELU_BACKWARD, CONF_CLASS, TOL_TRANS)                                                     \
-    X(silu, SILU, CONF_CLASS, TOL_TRANS)                                                                       \
-    X(clamp, CLAMP, CONF_CLASS, TOL_EXACT)                                                                     \
-    X(sum, SUM, CONF_CLASS, TOL_ACCUM)                                                                         \
-    X(mean, MEAN, CONF_CLASS, TOL_ACCUM)                                                                       \
-    X(amax, MAX, CONF_CLASS, TOL_EXACT)                                                                        \
-    X(amin, MIN, CONF_CLASS, TOL_EXACT)                                                                        \
-    X(argmax, ARGMAX, CONF_CLASS, TOL_EXACT)                                                                   \
-    X(argmin, ARGMIN, CONF_CLASS, TOL_EXACT)                                                                   \
-    X(var, VAR, CONF_CLASS, TOL_LOOSE)                                                                         \
-    X(logsumexp, LOGSUMEXP, CONF_CLASS, TOL_ACCUM)                                                             \
-    X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM)                                                                   \
-    X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
-    X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                         \
-    X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                           \
-    X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM)                                                     \
-    X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM)                                   \
-    X(conv2d, CONV2D, CONF_CLASS, TOL_ACCUM)                                                                   \
-    X(conv2d_backward_input, CONV2D_BACKWARD_INPUT, CONF_CLASS, TOL_ACCUM)                                     \
-    X(conv2d_backward_weight, CONV2D_BACKWARD_WEIGHT, CONF_CLASS, TOL_ACCUM)                                   \
-    X(max_pool2d, MAX_POOL2D, CONF_CLASS, TOL_EXACT)                                                           \
-    X(max_pool2d_backward, MAX_POOL2D_BACKWARD, CONF_CLASS, TOL_ROUND)                                         \
-    X(avg_pool2d, AVG_POOL2D, CONF_CLASS, TOL_ACCUM)                                                           \
-    X(avg_pool2d_backward, AVG_POOL2D_BACKWARD, CONF_CLASS, TOL_ACCUM)                                         \
-    X(embedding, EMBEDDING, CONF_CLASS, TOL_EXACT)                                                             \
-    X(embedding_backward, EMBEDDING_BACKWARD, CONF_CLASS, TOL_ACCUM)                                           \
-    X(index_select, INDEX_SELECT, CONF_CLASS, TOL_EXACT)                                                       \
-    X(gather, GATHER, CONF_CLASS, TOL_EXACT)                                                                   \
-    X(scatter_add, SCATTER_ADD, CONF_CLASS, TOL_LOOSE)                                                         \
-    X(cat, CAT, CONF_CLASS, TOL_EXACT)                                                                         \
-    X(one_hot, ONE_HOT, CONF_DT(I32) | CONF_DT(I64), TOL_EXACT)                                                                  \
-    X(dropout, DROPOUT, CONF_CLASS, TOL_ROUND)                                                                 \
-    X(adam, ADAM_STEP, CONF_CLASS, TOL_LOOSE)                                                                  \
-    X(sgd, SGD_STEP, CONF_CLASS, TOL_ROUND)                                                                    \
+#define CONF_CASES(X)                                                                                                  \
+    X(fill, FILL, CONF_CLASS, TOL_EXACT)                                                                               \
+    X(arange, ARANGE, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(rand, RAND, CONF_CLASS, TOL_ROUND)                                                                               \
+    X(randn, RANDN, CONF_CLASS, TOL_TRANS)                                                                             \
+    X(copy, COPY, CONF_CLASS, TOL_EXACT)                                                                               \
+    X(add, ADD, CONF_CLASS, TOL_ROUND)                                                                                 \
+    X(sub, SUB, CONF_CLASS, TOL_ROUND)                                                                                 \
+    X(mul, MUL, CONF_CLASS, TOL_ROUND)                                                                                 \
+    X(div, DIV, CONF_CLASS, TOL_ROUND)                                                                                 \
+    X(pow, POW, CONF_CLASS, TOL_TRANS)                                                                                 \
+    X(maximum, MAXIMUM, CONF_CLASS, TOL_EXACT)                                                                         \
+    X(minimum, MINIMUM, CONF_CLASS, TOL_EXACT)                                                                         \
+    X(eq, EQ, CONF_CLASS, TOL_EXACT)                                                                                   \
+    X(ne, NE, CONF_CLASS, TOL_EXACT)                                                                                   \
+    X(lt, LT, CONF_CLASS, TOL_EXACT)                                                                                   \
+    X(le, LE, CONF_CLASS, TOL_EXACT)                                                                                   \
+    X(gt, GT, CONF_CLASS, TOL_EXACT)                                                                                   \
+    X(ge, GE, CONF_CLASS, TOL_EXACT)                                                                                   \
+    X(where, WHERE, CONF_CLASS, TOL_EXACT)                                                                             \
+    X(neg, NEG, CONF_CLASS, TOL_EXACT)                                                                                 \
+    X(abs, ABS, CONF_CLASS, TOL_EXACT)                                                                                 \
+    X(exp, EXP, CONF_CLASS, TOL_TRANS)                                                                                 \
+    X(log, LOG, CONF_CLASS, TOL_TRANS)                                                                                 \
+    X(sqrt, SQRT, CONF_CLASS, TOL_ROUND)                                                                               \
+    X(rsqrt, RSQRT, CONF_CLASS, TOL_TRANS)                                                                             \
+    X(sin, SIN, CONF_CLASS, TOL_TRANS)                                                                                 \
+    X(cos, COS, CONF_CLASS, TOL_TRANS)                                                                                 \
+    X(tanh, TANH, CONF_CLASS, TOL_TRANS)                                                                               \
+    X(sigmoid, SIGMOID, CONF_CLASS, TOL_TRANS)                                                                         \
+    X(relu, RELU, CONF_CLASS, TOL_EXACT)                                                                               \
+    X(gelu, GELU, CONF_CLASS, TOL_TRANS)                                                                               \
+    X(gelu_backward, GELU_BACKWARD, CONF_CLASS, TOL_TRANS)                                                             \
+    X(silu, SILU, CONF_CLASS, TOL_TRANS)                                                                               \
+    X(clamp, CLAMP, CONF_CLASS, TOL_EXACT)                                                                             \
+    X(sum, SUM, CONF_CLASS, TOL_ACCUM)                                                                                 \
+    X(mean, MEAN, CONF_CLASS, TOL_ACCUM)                                                                               \
+    X(amax, MAX, CONF_CLASS, TOL_EXACT)                                                                                \
+    X(amin, MIN, CONF_CLASS, TOL_EXACT)                                                                                \
+    X(argmax, ARGMAX, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(argmin, ARGMIN, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(var, VAR, CONF_CLASS, TOL_LOOSE)                                                                                 \
+    X(logsumexp, LOGSUMEXP, CONF_CLASS, TOL_ACCUM)                                                                     \
+    X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM)                                                                           \
+    X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                         \
+    X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
+    X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                                   \
+    X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM)                                                             \
+    X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM)                                           \
+    X(conv2d, CONV2D, CONF_CLASS, TOL_ACCUM)                                                                           \
+    X(conv2d_backward_input, CONV2D_BACKWARD_INPUT, CONF_CLASS, TOL_ACCUM)                                             \
+    X(conv2d_backward_weight, CONV2D_BACKWARD_WEIGHT, CONF_CLASS, TOL_ACCUM)                                           \
+    X(max_pool2d, MAX_POOL2D, CONF_CLASS, TOL_EXACT)                                                                   \
+    X(max_pool2d_backward, MAX_POOL2D_BACKWARD, CONF_CLASS, TOL_ROUND)                                                 \
+    X(avg_pool2d, AVG_POOL2D, CONF_CLASS, TOL_ACCUM)                                                                   \
+    X(avg_pool2d_backward, AVG_POOL2D_BACKWARD, CONF_CLASS, TOL_ACCUM)                                                 \
+    X(embedding, EMBEDDING, CONF_CLASS, TOL_EXACT)                                                                     \
+    X(embedding_backward, EMBEDDING_BACKWARD, CONF_CLASS, TOL_ACCUM)                                                   \
+    X(index_select, INDEX_SELECT, CONF_CLASS, TOL_EXACT)                                                               \
+    X(gather, GATHER, CONF_CLASS, TOL_EXACT)                                                                           \
+    X(scatter_add, SCATTER_ADD, CONF_CLASS, TOL_LOOSE)                                                                 \
+    X(cat, CAT, CONF_CLASS, TOL_EXACT)                                                                                 \
+    X(one_hot, ONE_HOT, CONF_DT(I32) | CONF_DT(I64), TOL_EXACT)                                                        \
+    X(dropout, DROPOUT, CONF_CLASS, TOL_ROUND)                                                                         \
+    X(adam, ADAM_STEP, CONF_CLASS, TOL_LOOSE)                                                                          \
+    X(sgd, SGD_STEP, CONF_CLASS, TOL_ROUND)                                                                            \
     X(rmsprop, RMSPROP_STEP, CONF_CLASS, TOL_LOOSE)
 
 #define VARIANT(s) (c->variant = (s))
 /* Store one result and report it: NULL means a Trident call failed. */
-#define RETURN1(expr)                                                                                          \
-    do {                                                                                                       \
-        out[0] = (expr);                                                                                       \
-        return out[0] ? 1 : -1;                                                                                \
+#define RETURN1(expr)                                                                                                  \
+    do {                                                                                                               \
+        out[0] = (expr);                                                                                               \
+        return out[0] ? 1 : -1;                                                                                        \
     } while (0)
 #define PERF_N(c) BIG(c, (int64_t)1 << 24, 1 << 16) /* elements of a bandwidth-bound perf variant */
 
@@ -108,11 +108,17 @@ static int case_fill(conf_ctx *c, int v, td_tensor **out) {
 static int case_arange(conf_ctx *c, int v, td_tensor **out) {
     bool ints = conf_is_int(c->dt);
     switch (v) {
-    case 0: VARIANT("[-3, 30) step 0.25 (ints: step 3)"); RETURN1(td_arange(c->dt == TD_U8 ? 0 : -3, 30, ints ? 3 : 0.25, c->odt, c->dev));
-    case 1: VARIANT("descending, step -1.5 (ints: -2)"); RETURN1(td_arange(20, c->dt == TD_U8 ? 0 : -5, ints ? -2 : -1.5, c->odt, c->dev));
+    case 0:
+        VARIANT("[-3, 30) step 0.25 (ints: step 3)");
+        RETURN1(td_arange(c->dt == TD_U8 ? 0 : -3, 30, ints ? 3 : 0.25, c->odt, c->dev));
+    case 1:
+        VARIANT("descending, step -1.5 (ints: -2)");
+        RETURN1(td_arange(20, c->dt == TD_U8 ? 0 : -5, ints ? -2 : -1.5, c->odt, c->dev));
     case 2: VARIANT("empty [5, 5)"); RETURN1(td_arange(5, 5, 1, c->odt, c->dev));
     case 3: VARIANT("one element"); RETURN1(td_arange(2, 3, 1, c->odt, c->dev));
-    case 4: VARIANT("odd, 1000 elements (u8: 251)"); RETURN1(td_arange(0, c->dt == TD_U8 ? 251 : (double)BIG(c, 1000, 33), 1, c->odt, c->dev));
+    case 4:
+        VARIANT("odd, 1000 elements (u8: 251)");
+        RETURN1(td_arange(0, c->dt == TD_U8 ? 251 : (double)BIG(c, 1000, 33), 1, c->odt, c->dev));
     case CONF_PERF: VARIANT("[2^24]"); RETURN1(TIMED(c, td_arange(0, (double)PERF_N(c), 1, c->odt, c->dev)));
     default: return 0;
     }
@@ -154,10 +160,14 @@ static int case_copy(conf_ctx *c, int v, td_tensor **out) {
         if (td_copy_(td_transpose(dst, 0, 1), src) != TD_OK) return -1;
         RETURN1(dst);
     }
-    case 11: VARIANT("expanded [1,7] -> [33,7]"); RETURN1(td_contiguous(td_expand(conf_in(c, -9, 9, SHAPE(1, 7)), SHAPE(33, 7))));
+    case 11:
+        VARIANT("expanded [1,7] -> [33,7]");
+        RETURN1(td_contiguous(td_expand(conf_in(c, -9, 9, SHAPE(1, 7)), SHAPE(33, 7))));
     case 12: VARIANT("0-d clone"); RETURN1(td_clone(conf_in(c, -9, 9, SCALAR)));
     case 13: VARIANT("size 0 clone [0,7]"); RETURN1(td_clone(conf_in(c, -9, 9, SHAPE(0, 7))));
-    case 14: VARIANT("odd: step-3 slice of [3000] clone"); RETURN1(td_clone(conf_in_step(c, -9, 9, 3, SHAPE(BIG(c, 1000, 33)))));
+    case 14:
+        VARIANT("odd: step-3 slice of [3000] clone");
+        RETURN1(td_clone(conf_in_step(c, -9, 9, 3, SHAPE(BIG(c, 1000, 33)))));
     case CONF_PERF: {
         VARIANT("contiguous() of transposed [4096,4096]");
         int64_t n = BIG(c, 4096, 256);
@@ -180,8 +190,16 @@ static bool binary_inputs(conf_ctx *c, int v, double lo_a, double hi_a, double l
 #define IN_B(...) (ties ? conf_ties(c, __VA_ARGS__) : conf_in(c, lo_b, hi_b, __VA_ARGS__))
     int64_t big = BIG(c, 1000, 33);
     switch (v) {
-    case 0: VARIANT("[33,7] . [33,7]"); *a = IN_A(SHAPE(33, 7)); *b = IN_B(SHAPE(33, 7)); return true;
-    case 1: VARIANT("broadcast [4,1,7] . [5,1]"); *a = IN_A(SHAPE(4, 1, 7)); *b = IN_B(SHAPE(5, 1)); return true;
+    case 0:
+        VARIANT("[33,7] . [33,7]");
+        *a = IN_A(SHAPE(33, 7));
+        *b = IN_B(SHAPE(33, 7));
+        return true;
+    case 1:
+        VARIANT("broadcast [4,1,7] . [5,1]");
+        *a = IN_A(SHAPE(4, 1, 7));
+        *b = IN_B(SHAPE(5, 1));
+        return true;
     case 2:
         VARIANT("transposed [7,33]^T . [33,7]");
         *a = ties ? td_transpose(conf_ties(c, SHAPE(7, 33)), 0, 1) : conf_in_t(c, lo_a, hi_a, 33, 7);
@@ -189,14 +207,35 @@ static bool binary_inputs(conf_ctx *c, int v, double lo_a, double hi_a, double l
         return true;
     case 3:
         VARIANT("step-2 rows [33,7] . expanded [1,7]");
-        *a = ties ? td_slice(conf_ties(c, SHAPE(66, 7)), 0, 0, INT64_MAX, 2) : conf_in_step(c, lo_a, hi_a, 2, SHAPE(33, 7));
+        *a = ties ? td_slice(conf_ties(c, SHAPE(66, 7)), 0, 0, INT64_MAX, 2)
+                  : conf_in_step(c, lo_a, hi_a, 2, SHAPE(33, 7));
         *b = td_expand(IN_B(SHAPE(1, 7)), SHAPE(33, 7));
         return true;
-    case 4: VARIANT("0-d . [1000]"); *a = IN_A(SCALAR); *b = IN_B(SHAPE(big)); return true;
-    case 5: VARIANT("size 1 [1] . [1]"); *a = IN_A(SHAPE(1)); *b = IN_B(SHAPE(1)); return true;
-    case 6: VARIANT("size 0 [0,7] . [1,7]"); *a = IN_A(SHAPE(0, 7)); *b = IN_B(SHAPE(1, 7)); return true;
-    case 7: VARIANT("odd [3,1000] . [1000]"); *a = IN_A(SHAPE(3, big)); *b = IN_B(SHAPE(big)); return true;
-    case CONF_PERF: VARIANT("[2^24] . [2^24]"); *a = IN_A(SHAPE(PERF_N(c))); *b = IN_B(SHAPE(PERF_N(c))); return true;
+    case 4:
+        VARIANT("0-d . [1000]");
+        *a = IN_A(SCALAR);
+        *b = IN_B(SHAPE(big));
+        return true;
+    case 5:
+        VARIANT("size 1 [1] . [1]");
+        *a = IN_A(SHAPE(1));
+        *b = IN_B(SHAPE(1));
+        return true;
+    case 6:
+        VARIANT("size 0 [0,7] . [1,7]");
+        *a = IN_A(SHAPE(0, 7));
+        *b = IN_B(SHAPE(1, 7));
+        return true;
+    case 7:
+        VARIANT("odd [3,1000] . [1000]");
+        *a = IN_A(SHAPE(3, big));
+        *b = IN_B(SHAPE(big));
+        return true;
+    case CONF_PERF:
+        VARIANT("[2^24] . [2^24]");
+        *a = IN_A(SHAPE(PERF_N(c)));
+        *b = IN_B(SHAPE(PERF_N(c)));
+        return true;
     default: return false;
     }
 #undef IN_A
@@ -213,10 +252,18 @@ static int binary_case(conf_ctx *c, int v, td_tensor **out, binary_fn fn, double
 static int case_add(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_add, -9, 9, -9, 9, false); }
 static int case_sub(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_sub, -9, 9, -9, 9, false); }
 static int case_mul(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_mul, -9, 9, -9, 9, false); }
-static int case_div(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_div, -9, 9, 0.25, 4, false); }
-static int case_pow(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_pow, 0.25, 3, -2.5, 2.5, false); }
-static int case_maximum(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_maximum, 0, 0, 0, 0, true); }
-static int case_minimum(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_minimum, 0, 0, 0, 0, true); }
+static int case_div(conf_ctx *c, int v, td_tensor **out) {
+    return binary_case(c, v, out, td_div, -9, 9, 0.25, 4, false);
+}
+static int case_pow(conf_ctx *c, int v, td_tensor **out) {
+    return binary_case(c, v, out, td_pow, 0.25, 3, -2.5, 2.5, false);
+}
+static int case_maximum(conf_ctx *c, int v, td_tensor **out) {
+    return binary_case(c, v, out, td_maximum, 0, 0, 0, 0, true);
+}
+static int case_minimum(conf_ctx *c, int v, td_tensor **out) {
+    return binary_case(c, v, out, td_minimum, 0, 0, 0, 0, true);
+}
 static int case_eq(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_eq, 0, 0, 0, 0, true); }
 static int case_ne(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_ne, 0, 0, 0, 0, true); }
 static int case_lt(conf_ctx *c, int v, td_tensor **out) { return binary_case(c, v, out, td_lt, 0, 0, 0, 0, true); }
@@ -346,21 +393,61 @@ static bool reduce_inputs(conf_ctx *c, int v, bool empty, td_tensor **x, int *nd
     *keep = false;
     *nd = 1;
     switch (v) {
-    case 0: VARIANT("[33,7,5] all dims"); *x = conf_in(c, -3, 3, SHAPE(33, 7, 5)); *nd = 0; return true;
-    case 1: VARIANT("[33,7,5] dim 1, keepdim"); *x = conf_in(c, -3, 3, SHAPE(33, 7, 5)); dims[0] = 1; *keep = true; return true;
-    case 2: VARIANT("[33,7,5] dims {0,2}"); *x = conf_in(c, -3, 3, SHAPE(33, 7, 5)); *nd = 2; dims[0] = 0; dims[1] = 2; return true;
-    case 3: VARIANT("transposed [7,33]^T dim -1"); *x = conf_in_t(c, -3, 3, 7, 33); dims[0] = -1; return true;
-    case 4: VARIANT("odd [1000] all dims"); *x = conf_in(c, -3, 3, SHAPE(BIG(c, 1000, 33))); *nd = 0; return true;
-    case 5: VARIANT("size 1 dims [1,7,1] dim 0, keepdim"); *x = conf_in(c, -3, 3, SHAPE(1, 7, 1)); dims[0] = 0; *keep = true; return true;
-    case 6: VARIANT("step-2 rows [16,33] dim 0"); *x = conf_in_step(c, -3, 3, 2, SHAPE(16, 33)); dims[0] = 0; return true;
-    case 7: VARIANT("expanded [1,7] -> [33,7] dim 0"); *x = td_expand(conf_in(c, -3, 3, SHAPE(1, 7)), SHAPE(33, 7)); dims[0] = 0; return true;
+    case 0:
+        VARIANT("[33,7,5] all dims");
+        *x = conf_in(c, -3, 3, SHAPE(33, 7, 5));
+        *nd = 0;
+        return true;
+    case 1:
+        VARIANT("[33,7,5] dim 1, keepdim");
+        *x = conf_in(c, -3, 3, SHAPE(33, 7, 5));
+        dims[0] = 1;
+        *keep = true;
+        return true;
+    case 2:
+        VARIANT("[33,7,5] dims {0,2}");
+        *x = conf_in(c, -3, 3, SHAPE(33, 7, 5));
+        *nd = 2;
+        dims[0] = 0;
+        dims[1] = 2;
+        return true;
+    case 3:
+        VARIANT("transposed [7,33]^T dim -1");
+        *x = conf_in_t(c, -3, 3, 7, 33);
+        dims[0] = -1;
+        return true;
+    case 4:
+        VARIANT("odd [1000] all dims");
+        *x = conf_in(c, -3, 3, SHAPE(BIG(c, 1000, 33)));
+        *nd = 0;
+        return true;
+    case 5:
+        VARIANT("size 1 dims [1,7,1] dim 0, keepdim");
+        *x = conf_in(c, -3, 3, SHAPE(1, 7, 1));
+        dims[0] = 0;
+        *keep = true;
+        return true;
+    case 6:
+        VARIANT("step-2 rows [16,33] dim 0");
+        *x = conf_in_step(c, -3, 3, 2, SHAPE(16, 33));
+        dims[0] = 0;
+        return true;
+    case 7:
+        VARIANT("expanded [1,7] -> [33,7] dim 0");
+        *x = td_expand(conf_in(c, -3, 3, SHAPE(1, 7)), SHAPE(33, 7));
+        dims[0] = 0;
+        return true;
     case 8:
         if (!empty) return false;
         VARIANT("size 0 [0,7] dim 0");
         *x = conf_in(c, -3, 3, SHAPE(0, 7));
         dims[0] = 0;
         return true;
-    case CONF_PERF: VARIANT("[2^24] all dims"); *x = conf_in(c, -3, 3, SHAPE(PERF_N(c))); *nd = 0; return true;
+    case CONF_PERF:
+        VARIANT("[2^24] all dims");
+        *x = conf_in(c, -3, 3, SHAPE(PERF_N(c)));
+        *nd = 0;
+        return true;
     default: return false;
     }
 }
@@ -392,7 +479,9 @@ static int arg_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td_ten
     switch (v) {
     case 0: VARIANT("[33,7,5] flattened"); RETURN1(fn(conf_ties(c, SHAPE(33, 7, 5)), TD_ALL_DIMS, false));
     case 1: VARIANT("[33,7,5] dim 1, keepdim"); RETURN1(fn(conf_ties(c, SHAPE(33, 7, 5)), 1, true));
-    case 2: VARIANT("transposed [7,33]^T dim -1"); RETURN1(fn(td_transpose(conf_ties(c, SHAPE(33, 7)), 0, 1), -1, false));
+    case 2:
+        VARIANT("transposed [7,33]^T dim -1");
+        RETURN1(fn(td_transpose(conf_ties(c, SHAPE(33, 7)), 0, 1), -1, false));
     case 3: VARIANT("odd [1000] dim 0"); RETURN1(fn(conf_in(c, -50, 50, SHAPE(BIG(c, 1000, 33))), 0, false));
     case 4: VARIANT("size 1 [1,7] dim 0"); RETURN1(fn(conf_ties(c, SHAPE(1, 7)), 0, false));
     case 5: VARIANT("0-d"); RETURN1(fn(conf_in(c, -3, 3, SCALAR), TD_ALL_DIMS, false));
@@ -413,19 +502,46 @@ static int case_argmin(conf_ctx *c, int v, td_tensor **out) { return arg_case(c,
 static int case_matmul(conf_ctx *c, int v, td_tensor **out) {
     int64_t big = BIG(c, 1000, 40);
     switch (v) {
-    case 0: VARIANT("[33,17] @ [17,9]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17, 9))));
-    case 1: VARIANT("batched [3,13,17] @ [3,17,9]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(3, 13, 17)), conf_in(c, -1, 1, SHAPE(3, 17, 9))));
-    case 2: VARIANT("batch broadcast [2,1,8,16] @ [3,16,5]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(2, 1, 8, 16)), conf_in(c, -1, 1, SHAPE(3, 16, 5))));
-    case 3: VARIANT("a transposed [17,33]^T @ [17,9]"); RETURN1(td_matmul(conf_in_t(c, -1, 1, 33, 17), conf_in(c, -1, 1, SHAPE(17, 9))));
-    case 4: VARIANT("b transposed [33,17] @ [9,17]^T"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in_t(c, -1, 1, 17, 9)));
-    case 5: VARIANT("1-D @ 2-D [17] @ [17,9]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(17)), conf_in(c, -1, 1, SHAPE(17, 9))));
-    case 6: VARIANT("2-D @ 1-D [33,17] @ [17]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17))));
-    case 7: VARIANT("K = 0: [4,0] @ [0,5]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(4, 0)), conf_in(c, -1, 1, SHAPE(0, 5))));
-    case 8: VARIANT("size 1: [1,1] @ [1,1]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(1, 1)), conf_in(c, -1, 1, SHAPE(1, 1))));
-    case 9: VARIANT("odd [7,1000] @ [1000,33]"); RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(7, big)), conf_in(c, -1, 1, SHAPE(big, 33))));
-    case 10: VARIANT("step-2 rows [33,17] @ [17,9]"); RETURN1(td_matmul(conf_in_step(c, -1, 1, 2, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17, 9))));
-    case 11: VARIANT("linear x[5,33] w[9,33] b[9]"); RETURN1(td_linear(conf_in(c, -1, 1, SHAPE(5, 33)), conf_in(c, -1, 1, SHAPE(9, 33)), conf_in(c, -1, 1, SHAPE(9))));
-    case 12: VARIANT("linear x[2,3,33] w[9,33], no bias"); RETURN1(td_linear(conf_in(c, -1, 1, SHAPE(2, 3, 33)), conf_in(c, -1, 1, SHAPE(9, 33)), NULL));
+    case 0:
+        VARIANT("[33,17] @ [17,9]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 1:
+        VARIANT("batched [3,13,17] @ [3,17,9]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(3, 13, 17)), conf_in(c, -1, 1, SHAPE(3, 17, 9))));
+    case 2:
+        VARIANT("batch broadcast [2,1,8,16] @ [3,16,5]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(2, 1, 8, 16)), conf_in(c, -1, 1, SHAPE(3, 16, 5))));
+    case 3:
+        VARIANT("a transposed [17,33]^T @ [17,9]");
+        RETURN1(td_matmul(conf_in_t(c, -1, 1, 33, 17), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 4:
+        VARIANT("b transposed [33,17] @ [9,17]^T");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in_t(c, -1, 1, 17, 9)));
+    case 5:
+        VARIANT("1-D @ 2-D [17] @ [17,9]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(17)), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 6:
+        VARIANT("2-D @ 1-D [33,17] @ [17]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17))));
+    case 7:
+        VARIANT("K = 0: [4,0] @ [0,5]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(4, 0)), conf_in(c, -1, 1, SHAPE(0, 5))));
+    case 8:
+        VARIANT("size 1: [1,1] @ [1,1]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(1, 1)), conf_in(c, -1, 1, SHAPE(1, 1))));
+    case 9:
+        VARIANT("odd [7,1000] @ [1000,33]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(7, big)), conf_in(c, -1, 1, SHAPE(big, 33))));
+    case 10:
+        VARIANT("step-2 rows [33,17] @ [17,9]");
+        RETURN1(td_matmul(conf_in_step(c, -1, 1, 2, SHAPE(33, 17)), conf_in(c, -1, 1, SHAPE(17, 9))));
+    case 11:
+        VARIANT("linear x[5,33] w[9,33] b[9]");
+        RETURN1(
+            td_linear(conf_in(c, -1, 1, SHAPE(5, 33)), conf_in(c, -1, 1, SHAPE(9, 33)), conf_in(c, -1, 1, SHAPE(9))));
+    case 12:
+        VARIANT("linear x[2,3,33] w[9,33], no bias");
+        RETURN1(td_linear(conf_in(c, -1, 1, SHAPE(2, 3, 33)), conf_in(c, -1, 1, SHAPE(9, 33)), NULL));
     case CONF_PERF: {
         int64_t n = BIG(c, 1024, 128);
         VARIANT(c->tiny ? "[128,128] @ [128,128]" : "[1024,1024] @ [1024,1024]");
@@ -461,16 +577,29 @@ static int case_log_softmax(conf_ctx *c, int v, td_tensor **out) { return softma
 
 static int case_layer_norm(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
-    case 0: VARIANT("[33,7], w and b [7]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(33, 7)), 1, conf_in(c, 0.5, 2, SHAPE(7)), conf_in(c, -1, 1, SHAPE(7)), 1e-5));
-    case 1: VARIANT("[4,5,6] over 2 dims, w and b [5,6]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(4, 5, 6)), 2, conf_in(c, 0.5, 2, SHAPE(5, 6)), conf_in(c, -1, 1, SHAPE(5, 6)), 1e-5));
-    case 2: VARIANT("odd rows [2,1000], no affine"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(2, BIG(c, 1000, 33))), 1, NULL, NULL, 1e-5));
-    case 3: VARIANT("transposed [7,33]^T, w only"); RETURN1(td_layer_norm(conf_in_t(c, -3, 5, 7, 33), 1, conf_in(c, 0.5, 2, SHAPE(33)), NULL, 1e-5));
-    case 4: VARIANT("size 1 row [3,1], eps 0.1"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(3, 1)), 1, NULL, conf_in(c, -1, 1, SHAPE(1)), 0.1));
+    case 0:
+        VARIANT("[33,7], w and b [7]");
+        RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(33, 7)), 1, conf_in(c, 0.5, 2, SHAPE(7)),
+                              conf_in(c, -1, 1, SHAPE(7)), 1e-5));
+    case 1:
+        VARIANT("[4,5,6] over 2 dims, w and b [5,6]");
+        RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(4, 5, 6)), 2, conf_in(c, 0.5, 2, SHAPE(5, 6)),
+                              conf_in(c, -1, 1, SHAPE(5, 6)), 1e-5));
+    case 2:
+        VARIANT("odd rows [2,1000], no affine");
+        RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(2, BIG(c, 1000, 33))), 1, NULL, NULL, 1e-5));
+    case 3:
+        VARIANT("transposed [7,33]^T, w only");
+        RETURN1(td_layer_norm(conf_in_t(c, -3, 5, 7, 33), 1, conf_in(c, 0.5, 2, SHAPE(33)), NULL, 1e-5));
+    case 4:
+        VARIANT("size 1 row [3,1], eps 0.1");
+        RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(3, 1)), 1, NULL, conf_in(c, -1, 1, SHAPE(1)), 0.1));
     case 5: VARIANT("size 0 [0,7]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(0, 7)), 1, NULL, NULL, 1e-5));
     case CONF_PERF: {
         VARIANT("[4096,1024]");
         int64_t n = BIG(c, 4096, 256);
-        td_tensor *x = conf_in(c, -3, 5, SHAPE(n, 1024)), *w = conf_in(c, 0.5, 2, SHAPE(1024)), *b = conf_in(c, -1, 1, SHAPE(1024));
+        td_tensor *x = conf_in(c, -3, 5, SHAPE(n, 1024)), *w = conf_in(c, 0.5, 2, SHAPE(1024)),
+                  *b = conf_in(c, -1, 1, SHAPE(1024));
         RETURN1(TIMED(c, td_layer_norm(x, 1, w, b, 1e-5)));
     }
     default: return 0;
@@ -533,7 +662,8 @@ static int case_cross_entropy_backward(conf_ctx *c, int v, td_tensor **out) {
     int64_t n = td_ndim(logits) == 2 ? td_size(logits, 0) : 1;
     td_tensor *dloss = xv->reduction == TD_REDUCTION_NONE && td_ndim(logits) == 2 ? conf_in(c, -2, 2, SHAPE(n))
                                                                                   : conf_in(c, 0.5, 2, SCALAR);
-    RETURN1(TIMED(c, td__cross_entropy_backward(dloss, logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
+    RETURN1(
+        TIMED(c, td__cross_entropy_backward(dloss, logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
 }
 
 /* conv2d variants: x [N,C,H,W], w [O,C/g,kh,kw] */
@@ -549,16 +679,32 @@ static const conv_variant conv_variants[] = {
     {"stride 2, dilation 2, no bias", 1, 3, 11, 10, 5, 3, 3, {2, 2}, {0, 0}, {2, 2}, 1, false, false},
     {"groups 2 x[2,4,7,7] w[6,2,3,3]", 2, 4, 7, 7, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true, false},
     {"1x1 x[2,8,5,5] w[3,8,1,1]", 2, 8, 5, 5, 3, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
-    {"odd x[1,1,33,33] w[2,1,5,3] stride (2,1) pad (2,0)", 1, 1, 33, 33, 2, 5, 3, {2, 1}, {2, 0}, {1, 1}, 1, false, false},
+    {"odd x[1,1,33,33] w[2,1,5,3] stride (2,1) pad (2,0)",
+     1,
+     1,
+     33,
+     33,
+     2,
+     5,
+     3,
+     {2, 1},
+     {2, 0},
+     {1, 1},
+     1,
+     false,
+     false},
     {"depthwise x[1,4,8,8] w[4,1,3,3]", 1, 4, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true, false},
     {"non-contiguous x (H and W swapped)", 2, 3, 7, 6, 4, 3, 2, {1, 1}, {1, 0}, {1, 1}, 1, true, true},
 };
 #define CONV_VARIANTS ((int)(sizeof conv_variants / sizeof conv_variants[0]))
 
 static const conv_variant *conv_pick(conf_ctx *c, int v) {
-    static conv_variant perf = {"x[8,64,56,56] w[64,64,3,3] pad 1", 8, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false};
+    static conv_variant perf = {
+        "x[8,64,56,56] w[64,64,3,3] pad 1", 8, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false};
     if (v == CONF_PERF) {
-        if (c->tiny) perf = (conv_variant){"x[2,16,16,16] w[16,16,3,3] pad 1", 2, 16, 16, 16, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false};
+        if (c->tiny)
+            perf = (conv_variant){
+                "x[2,16,16,16] w[16,16,3,3] pad 1", 2, 16, 16, 16, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, false};
         VARIANT(perf.name);
         return &perf;
     }
@@ -680,11 +826,21 @@ static int case_avg_pool2d_backward(conf_ctx *c, int v, td_tensor **out) {
 
 static int case_embedding(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
-    case 0: VARIANT("w[10,7], int64 idx [4,5]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I64, 0, 9, SHAPE(4, 5))));
-    case 1: VARIANT("int32 idx [6]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I32, 0, 9, SHAPE(6))));
-    case 2: VARIANT("odd w[50,1000], idx [33]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(50, BIG(c, 1000, 33))), conf_in_as(c, TD_I64, 0, 49, SHAPE(33))));
-    case 3: VARIANT("size 0 idx [0]"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I64, 0, 9, SHAPE(0))));
-    case 4: VARIANT("size 1 w[1,1], 0-d idx"); RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(1, 1)), conf_in_as(c, TD_I64, 0, 0, SCALAR)));
+    case 0:
+        VARIANT("w[10,7], int64 idx [4,5]");
+        RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I64, 0, 9, SHAPE(4, 5))));
+    case 1:
+        VARIANT("int32 idx [6]");
+        RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I32, 0, 9, SHAPE(6))));
+    case 2:
+        VARIANT("odd w[50,1000], idx [33]");
+        RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(50, BIG(c, 1000, 33))), conf_in_as(c, TD_I64, 0, 49, SHAPE(33))));
+    case 3:
+        VARIANT("size 0 idx [0]");
+        RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(10, 7)), conf_in_as(c, TD_I64, 0, 9, SHAPE(0))));
+    case 4:
+        VARIANT("size 1 w[1,1], 0-d idx");
+        RETURN1(td_embedding(conf_in(c, -2, 2, SHAPE(1, 1)), conf_in_as(c, TD_I64, 0, 0, SCALAR)));
     case CONF_PERF: {
         VARIANT("w[50000,768], idx [8192]");
         td_tensor *w = conf_in(c, -2, 2, SHAPE(BIG(c, 50000, 100), 768));
@@ -730,35 +886,69 @@ static int case_embedding_backward(conf_ctx *c, int v, td_tensor **out) {
 
 static int case_index_select(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
-    case 0: VARIANT("x[10,7] dim 0, int64 idx [5] with repeats"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(10, 7)), 0, conf_in_as(c, TD_I64, 0, 9, SHAPE(5))));
-    case 1: VARIANT("x[3,10,4] dim 1, int32 idx [12]"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(3, 10, 4)), 1, conf_in_as(c, TD_I32, 0, 9, SHAPE(12))));
-    case 2: VARIANT("transposed x[7,10]^T dim -1"); RETURN1(td_index_select(conf_in_t(c, -9, 9, 7, 10), -1, conf_in_as(c, TD_I64, 0, 9, SHAPE(4))));
-    case 3: VARIANT("size 0 idx"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(10, 7)), 0, conf_in_as(c, TD_I64, 0, 9, SHAPE(0))));
-    case 4: VARIANT("odd x[1000,3], idx [33]"); RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(BIG(c, 1000, 40), 3)), 0, conf_in_as(c, TD_I64, 0, (double)BIG(c, 1000, 40) - 1, SHAPE(33))));
+    case 0:
+        VARIANT("x[10,7] dim 0, int64 idx [5] with repeats");
+        RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(10, 7)), 0, conf_in_as(c, TD_I64, 0, 9, SHAPE(5))));
+    case 1:
+        VARIANT("x[3,10,4] dim 1, int32 idx [12]");
+        RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(3, 10, 4)), 1, conf_in_as(c, TD_I32, 0, 9, SHAPE(12))));
+    case 2:
+        VARIANT("transposed x[7,10]^T dim -1");
+        RETURN1(td_index_select(conf_in_t(c, -9, 9, 7, 10), -1, conf_in_as(c, TD_I64, 0, 9, SHAPE(4))));
+    case 3:
+        VARIANT("size 0 idx");
+        RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(10, 7)), 0, conf_in_as(c, TD_I64, 0, 9, SHAPE(0))));
+    case 4:
+        VARIANT("odd x[1000,3], idx [33]");
+        RETURN1(td_index_select(conf_in(c, -9, 9, SHAPE(BIG(c, 1000, 40), 3)), 0,
+                                conf_in_as(c, TD_I64, 0, (double)BIG(c, 1000, 40) - 1, SHAPE(33))));
     default: return 0;
     }
 }
 
 static int case_gather(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
-    case 0: VARIANT("x[5,7] dim 1, idx [5,4]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 4))));
-    case 1: VARIANT("x[5,7] dim 0, idx [3,7]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(3, 7))));
-    case 2: VARIANT("3-D x[2,3,33] dim -1, idx [2,3,5]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(2, 3, 33)), -1, conf_in_as(c, TD_I64, 0, 32, SHAPE(2, 3, 5))));
-    case 3: VARIANT("transposed x[7,5]^T dim 1"); RETURN1(td_gather(conf_in_t(c, -9, 9, 5, 7), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 2))));
-    case 4: VARIANT("size 0 idx [0,7]"); RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(0, 7))));
+    case 0:
+        VARIANT("x[5,7] dim 1, idx [5,4]");
+        RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 4))));
+    case 1:
+        VARIANT("x[5,7] dim 0, idx [3,7]");
+        RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(3, 7))));
+    case 2:
+        VARIANT("3-D x[2,3,33] dim -1, idx [2,3,5]");
+        RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(2, 3, 33)), -1, conf_in_as(c, TD_I64, 0, 32, SHAPE(2, 3, 5))));
+    case 3:
+        VARIANT("transposed x[7,5]^T dim 1");
+        RETURN1(td_gather(conf_in_t(c, -9, 9, 5, 7), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 2))));
+    case 4:
+        VARIANT("size 0 idx [0,7]");
+        RETURN1(td_gather(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(0, 7))));
     default: return 0;
     }
 }
 
 static int case_scatter_add(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
-    case 0: VARIANT("self[5,7] dim 0, idx/src [4,7]"); RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(4, 7)), conf_in(c, -9, 9, SHAPE(4, 7))));
-    case 1: VARIANT("self[5,7] dim 1, idx/src [5,12]"); RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 12)), conf_in(c, -9, 9, SHAPE(5, 12))));
-    case 2: VARIANT("transposed self, 3-D"); RETURN1(td_scatter_add(td_transpose(conf_in(c, -9, 9, SHAPE(2, 6, 3)), 1, 2), 2, conf_in_as(c, TD_I64, 0, 5, SHAPE(2, 3, 4)), conf_in(c, -9, 9, SHAPE(2, 3, 4))));
+    case 0:
+        VARIANT("self[5,7] dim 0, idx/src [4,7]");
+        RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(4, 7)),
+                               conf_in(c, -9, 9, SHAPE(4, 7))));
+    case 1:
+        VARIANT("self[5,7] dim 1, idx/src [5,12]");
+        RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 1, conf_in_as(c, TD_I64, 0, 6, SHAPE(5, 12)),
+                               conf_in(c, -9, 9, SHAPE(5, 12))));
+    case 2:
+        VARIANT("transposed self, 3-D");
+        RETURN1(td_scatter_add(td_transpose(conf_in(c, -9, 9, SHAPE(2, 6, 3)), 1, 2), 2,
+                               conf_in_as(c, TD_I64, 0, 5, SHAPE(2, 3, 4)), conf_in(c, -9, 9, SHAPE(2, 3, 4))));
     case 3: /* ~10 sources per slot: collisions, without the bf16 rounding of long sums */
         VARIANT("odd: 1000 sources into 100");
-        RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(100)), 0, conf_in_as(c, TD_I64, 0, 99, SHAPE(BIG(c, 1000, 33))), conf_in(c, -9, 9, SHAPE(BIG(c, 1000, 33)))));
-    case 4: VARIANT("size 0 idx"); RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(0, 7)), conf_in(c, -9, 9, SHAPE(0, 7))));
+        RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(100)), 0, conf_in_as(c, TD_I64, 0, 99, SHAPE(BIG(c, 1000, 33))),
+                               conf_in(c, -9, 9, SHAPE(BIG(c, 1000, 33)))));
+    case 4:
+        VARIANT("size 0 idx");
+        RETURN1(td_scatter_add(conf_in(c, -9, 9, SHAPE(5, 7)), 0, conf_in_as(c, TD_I64, 0, 4, SHAPE(0, 7)),
+                               conf_in(c, -9, 9, SHAPE(0, 7))));
     default: return 0;
     }
 }
@@ -768,15 +958,18 @@ static int case_cat(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
     case 0:
         VARIANT("[2,7] [3,7] [1,7] dim 0");
-        xs[0] = conf_in(c, -9, 9, SHAPE(2, 7)), xs[1] = conf_in(c, -9, 9, SHAPE(3, 7)), xs[2] = conf_in(c, -9, 9, SHAPE(1, 7));
+        xs[0] = conf_in(c, -9, 9, SHAPE(2, 7)), xs[1] = conf_in(c, -9, 9, SHAPE(3, 7)),
+        xs[2] = conf_in(c, -9, 9, SHAPE(1, 7));
         RETURN1(td_cat(3, xs, 0));
     case 1:
         VARIANT("dim 1 with a transposed and a stepped input");
-        xs[0] = conf_in_t(c, -9, 9, 5, 4), xs[1] = conf_in_step(c, -9, 9, 2, SHAPE(5, 3)), xs[2] = conf_in(c, -9, 9, SHAPE(5, 1));
+        xs[0] = conf_in_t(c, -9, 9, 5, 4), xs[1] = conf_in_step(c, -9, 9, 2, SHAPE(5, 3)),
+        xs[2] = conf_in(c, -9, 9, SHAPE(5, 1));
         RETURN1(td_cat(3, xs, 1));
     case 2:
         VARIANT("3-D dim -1 with an empty input");
-        xs[0] = conf_in(c, -9, 9, SHAPE(2, 3, 4)), xs[1] = conf_in(c, -9, 9, SHAPE(2, 3, 0)), xs[2] = conf_in(c, -9, 9, SHAPE(2, 3, 33));
+        xs[0] = conf_in(c, -9, 9, SHAPE(2, 3, 4)), xs[1] = conf_in(c, -9, 9, SHAPE(2, 3, 0)),
+        xs[2] = conf_in(c, -9, 9, SHAPE(2, 3, 33));
         RETURN1(td_cat(3, xs, -1));
     case 3:
         VARIANT("one input, odd [1000]");
@@ -800,7 +993,9 @@ static int case_one_hot(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
     case 0: VARIANT("idx [33], 7 classes"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 6, SHAPE(33)), 7));
     case 1: VARIANT("idx [4,5], classes inferred"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 9, SHAPE(4, 5)), -1));
-    case 2: VARIANT("transposed idx [3,5]^T, 12 classes"); RETURN1(td_one_hot(td_transpose(conf_in_as(c, c->dt, 0, 11, SHAPE(3, 5)), 0, 1), 12));
+    case 2:
+        VARIANT("transposed idx [3,5]^T, 12 classes");
+        RETURN1(td_one_hot(td_transpose(conf_in_as(c, c->dt, 0, 11, SHAPE(3, 5)), 0, 1), 12));
     case 3: VARIANT("0-d idx"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 4, SCALAR), 5));
     case 4: VARIANT("size 0 idx"); RETURN1(td_one_hot(conf_in_as(c, c->dt, 0, 4, SHAPE(0)), 5));
     default: return 0;
@@ -810,7 +1005,9 @@ static int case_one_hot(conf_ctx *c, int v, td_tensor **out) {
 static int case_dropout(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
     case 0: VARIANT("[33,7] p 0.3"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(33, 7)), 0.3, c->seed, 0));
-    case 1: VARIANT("odd [1000] p 0.5, offset 9"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(BIG(c, 1000, 33))), 0.5, c->seed, 9));
+    case 1:
+        VARIANT("odd [1000] p 0.5, offset 9");
+        RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(BIG(c, 1000, 33))), 0.5, c->seed, 9));
     case 2: VARIANT("transposed [7,33]^T p 0.1"); RETURN1(td_dropout(conf_in_t(c, -3, 3, 7, 33), 0.1, c->seed, 3));
     case 3: VARIANT("p 0 returns x"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(5, 7)), 0, c->seed, 0));
     case 4: VARIANT("size 0"); RETURN1(td_dropout(conf_in(c, -3, 3, SHAPE(0, 7)), 0.5, c->seed, 0));
@@ -841,15 +1038,18 @@ static int case_adam(conf_ctx *c, int v, td_tensor **out) {
         {"size 0", 0.01, 1, false, false, false},
     };
     int64_t n;
-    if (v == CONF_PERF) n = PERF_N(c), VARIANT("[2^24] AdamW");
-    else if (v < (int)(sizeof av / sizeof av[0])) n = v == 4 ? BIG(c, 1000, 33) : v == 5 ? 0 : 33 * 7, VARIANT(av[v].name);
-    else return 0;
+    if (v == CONF_PERF)
+        n = PERF_N(c), VARIANT("[2^24] AdamW");
+    else if (v < (int)(sizeof av / sizeof av[0]))
+        n = v == 4 ? BIG(c, 1000, 33) : v == 5 ? 0 : 33 * 7, VARIANT(av[v].name);
+    else
+        return 0;
     int k = v == CONF_PERF ? 1 : v;
     td_tensor *p = conf_in(c, -1, 1, SHAPE(n)), *g = conf_in(c, -1, 1, SHAPE(n)), *m = conf_in(c, -0.1, 0.1, SHAPE(n));
     td_tensor *s = conf_in(c, 0, 0.01, SHAPE(n)), *vmax = av[k].amsgrad ? conf_in(c, 0.01, 0.02, SHAPE(n)) : NULL;
     if (!p || !g || !m || !s || (av[k].amsgrad && !vmax)) return -1;
     td_status st = TIMED_ST(c, td_adam_update(p, g, m, s, vmax, 1e-2, 0.9, 0.999, 1e-8, av[k].wd, av[k].step,
-                                             av[k].decoupled, av[k].amsgrad, av[k].maximize));
+                                              av[k].decoupled, av[k].amsgrad, av[k].maximize));
     if (st != TD_OK) return -1;
     out[0] = p, out[1] = m, out[2] = s, out[3] = vmax;
     return vmax ? 4 : 3;
@@ -869,15 +1069,18 @@ static int case_sgd(conf_ctx *c, int v, td_tensor **out) {
         {"size 0 momentum", 0.9, 0, 0, false, false, false},
     };
     int64_t n;
-    if (v == CONF_PERF) n = PERF_N(c), VARIANT("[2^24] momentum");
-    else if (v < (int)(sizeof sv / sizeof sv[0])) n = v == 4 ? BIG(c, 1000, 33) : v == 5 ? 0 : 33 * 7, VARIANT(sv[v].name);
-    else return 0;
+    if (v == CONF_PERF)
+        n = PERF_N(c), VARIANT("[2^24] momentum");
+    else if (v < (int)(sizeof sv / sizeof sv[0]))
+        n = v == 4 ? BIG(c, 1000, 33) : v == 5 ? 0 : 33 * 7, VARIANT(sv[v].name);
+    else
+        return 0;
     int k = v == CONF_PERF ? 1 : v;
     td_tensor *p = conf_in(c, -1, 1, SHAPE(n)), *g = conf_in(c, -1, 1, SHAPE(n));
     td_tensor *buf = sv[k].momentum ? conf_in(c, -0.1, 0.1, SHAPE(n)) : NULL;
     if (!p || !g || (sv[k].momentum && !buf)) return -1;
-    td_status st = TIMED_ST(c, td_sgd_update(p, g, buf, 0.1, sv[k].momentum, sv[k].dampening, sv[k].wd,
-                                            sv[k].nesterov, sv[k].first_step, sv[k].maximize));
+    td_status st = TIMED_ST(c, td_sgd_update(p, g, buf, 0.1, sv[k].momentum, sv[k].dampening, sv[k].wd, sv[k].nesterov,
+                                             sv[k].first_step, sv[k].maximize));
     if (st != TD_OK) return -1;
     out[0] = p, out[1] = buf;
     return buf ? 2 : 1;
@@ -896,16 +1099,19 @@ static int case_rmsprop(conf_ctx *c, int v, td_tensor **out) {
         {"size 0", 0, 0.9, true, false},
     };
     int64_t n;
-    if (v == CONF_PERF) n = PERF_N(c), VARIANT("[2^24] momentum");
-    else if (v < (int)(sizeof rv / sizeof rv[0])) n = v == 3 ? BIG(c, 1000, 33) : v == 4 ? 0 : 33 * 7, VARIANT(rv[v].name);
-    else return 0;
+    if (v == CONF_PERF)
+        n = PERF_N(c), VARIANT("[2^24] momentum");
+    else if (v < (int)(sizeof rv / sizeof rv[0]))
+        n = v == 3 ? BIG(c, 1000, 33) : v == 4 ? 0 : 33 * 7, VARIANT(rv[v].name);
+    else
+        return 0;
     int k = v == CONF_PERF ? 1 : v;
     td_tensor *p = conf_in(c, -1, 1, SHAPE(n)), *g = conf_in(c, -1, 1, SHAPE(n)), *sq = conf_in(c, 0, 0.01, SHAPE(n));
     td_tensor *buf = rv[k].momentum ? conf_in(c, -0.1, 0.1, SHAPE(n)) : NULL;
     td_tensor *gavg = rv[k].centered ? conf_in(c, -0.01, 0.01, SHAPE(n)) : NULL;
     if (!p || !g || !sq || (rv[k].momentum && !buf) || (rv[k].centered && !gavg)) return -1;
     td_status st = TIMED_ST(c, td_rmsprop_update(p, g, sq, buf, gavg, 1e-2, 0.99, 1e-8, rv[k].wd, rv[k].momentum,
-                                                rv[k].centered, rv[k].maximize));
+                                                 rv[k].centered, rv[k].maximize));
     if (st != TD_OK) return -1;
     int n_out = 0;
     out[n_out++] = p, out[n_out++] = sq;
@@ -928,7 +1134,7 @@ enum {
     CONF_CASES(CONF_INDEX_)
 #undef CONF_INDEX_
 };
-#define CONF_TEST_(nm, K, dts, tol) \
+#define CONF_TEST_(nm, K, dts, tol)                                                                                    \
     static void test_##nm(void) { conf_run_case(&conf_cases[CONF_INDEX_##nm]); }
 CONF_CASES(CONF_TEST_)
 #undef CONF_TEST_
@@ -944,10 +1150,9 @@ static void test_op_coverage(void) {
 }
 
 int main(int argc, char **argv) {
-    static const test_case cases[] = {
-        {"op_coverage", test_op_coverage},
+    static const test_case cases[] = {{"op_coverage", test_op_coverage},
 #define CONF_RUNNER_ENTRY_(name, K, dts, tol) {#name, test_##name},
-        CONF_CASES(CONF_RUNNER_ENTRY_)
+                                      CONF_CASES(CONF_RUNNER_ENTRY_)
 #undef CONF_RUNNER_ENTRY_
     };
     if (argc > 1 && !strcmp(argv[1], "--perf")) return conf_perf(conf_cases, N_CASES, argc - 2, argv + 2);

@@ -4,52 +4,17 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "runner.h"
+#include "test_util.h"
 #include "trident/data.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                               \
     X(idx_raw_and_gz) X(idx_types) X(idx_corrupt) X(idx_gz_corrupt) X(fashion_mnist_real) X(mnist_dir)         \
     X(cifar_small) X(cifar_bad) X(tensor_dataset) X(loader_order) X(loader_drop_last) X(loader_shuffle)         \
     X(loader_workers_match) X(loader_generic_get) X(loader_shutdown_midepoch) X(loader_worker_error)           \
     X(loader_first_batch) X(loader_transform) X(loader_misuse) X(normalize) X(random_crop) X(hflip)           \
     X(metrics_hand) X(metrics_errors) X(early_stopping_min) X(early_stopping_max_nan) X(log_csv) X(log_jsonl)
-
-static const char *tmpdir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/td_data_%d_XXXXXX", (int)getpid());
-        if (!mkdtemp(dir)) TEST_FAIL_("mkdtemp failed");
-    }
-    return dir;
-}
-
-static const char *tmp_path(const char *name) {
-    static char p[8][512];
-    static int k;
-    char *s = p[k++ % 8];
-    snprintf(s, 512, "%s/%s", tmpdir(), name);
-    return s;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ASSERT(f);
-    ASSERT(fwrite(data, 1, n, f) == n);
-    fclose(f);
-}
-
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ASSERT(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    ASSERT(fread(b, 1, *n, f) == *n);
-    b[*n] = 0;
-    fclose(f);
-    return b;
-}
+/* clang-format on */
 
 /* gzip src into dst with the gzip tool (independent of the reader's zlib use). */
 static void gzip_file(const char *src, const char *dst) {
@@ -73,9 +38,9 @@ TEST(idx_raw_and_gz) {
     unsigned char px[3 * 4 * 5], buf[512], lab[3] = {7, 0, 9};
     for (int i = 0; i < 60; i++) px[i] = img_pixel(i);
     uint32_t di[3] = {3, 4, 5}, dl[1] = {3};
-    const char *raw = tmp_path("img.idx"), *gz = tmp_path("img.idx.gz"), *lraw = tmp_path("lab.idx");
-    write_bytes(raw, buf, make_idx(buf, 0x08, 3, di, px, 60));
-    write_bytes(lraw, buf, make_idx(buf, 0x08, 1, dl, lab, 3));
+    const char *raw = test_tmp_path("img.idx"), *gz = test_tmp_path("img.idx.gz"), *lraw = test_tmp_path("lab.idx");
+    test_write_file(raw, buf, make_idx(buf, 0x08, 3, di, px, 60));
+    test_write_file(lraw, buf, make_idx(buf, 0x08, 1, dl, lab, 3));
     gzip_file(raw, gz);
     for (int pass = 0; pass < 2; pass++) {
         const char *p = pass ? gz : raw;
@@ -111,8 +76,8 @@ TEST(idx_types) {
     /* i32 big-endian with negatives, f64, i16 */
     unsigned char be[16] = {0xFF, 0xFF, 0xFF, 0xFE, 0x00, 0x01, 0x00, 0x00}, buf[64];
     uint32_t d2[1] = {2};
-    const char *p = tmp_path("i32.idx");
-    write_bytes(p, buf, make_idx(buf, 0x0C, 1, d2, be, 8));
+    const char *p = test_tmp_path("i32.idx");
+    test_write_file(p, buf, make_idx(buf, 0x0C, 1, d2, be, 8));
     td_tensor *t;
     ASSERT_OK(td_idx_load(p, TD_IDX_RAW, &t));
     ASSERT_EQ_INT(td_tensor_dtype(t), TD_I32);
@@ -121,12 +86,12 @@ TEST(idx_types) {
     td_release(t);
     unsigned char f64[8] = {0x40, 0x09, 0x21, 0xFB, 0x54, 0x44, 0x2D, 0x18}; /* pi */
     uint32_t d1[1] = {1};
-    write_bytes(p, buf, make_idx(buf, 0x0E, 1, d1, f64, 8));
+    test_write_file(p, buf, make_idx(buf, 0x0E, 1, d1, f64, 8));
     ASSERT_OK(td_idx_load(p, TD_IDX_RAW, &t));
     ASSERT_NEAR(td_get(t, (int64_t[]){0}), 3.141592653589793, 0);
     td_release(t);
     unsigned char i16[4] = {0x80, 0x00, 0x7F, 0xFF};
-    write_bytes(p, buf, make_idx(buf, 0x0B, 1, d2, i16, 4));
+    test_write_file(p, buf, make_idx(buf, 0x0B, 1, d2, i16, 4));
     ASSERT_OK(td_idx_load(p, TD_IDX_RAW, &t));
     ASSERT_NEAR(td_get(t, (int64_t[]){0}), -32768, 0);
     ASSERT_NEAR(td_get(t, (int64_t[]){1}), 32767, 0);
@@ -138,37 +103,37 @@ TEST(idx_corrupt) {
     unsigned char px[12], buf[128];
     for (int i = 0; i < 12; i++) px[i] = (unsigned char)i;
     uint32_t d[2] = {3, 4};
-    const char *p = tmp_path("bad.idx");
+    const char *p = test_tmp_path("bad.idx");
     td_tensor *t = (td_tensor *)1;
     size_t n = make_idx(buf, 0x08, 2, d, px, 12);
-    write_bytes(p, buf, n - 1);
+    test_write_file(p, buf, n - 1);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "truncated: the payload needs 12 bytes, only 11");
     ASSERT(t == NULL);
-    write_bytes(p, buf, 6);
+    test_write_file(p, buf, 6);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "truncated: the dimension sizes");
     buf[n] = 0x55;
-    write_bytes(p, buf, n + 1);
+    test_write_file(p, buf, n + 1);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "trailing bytes");
     buf[2] = 0x07;
-    write_bytes(p, buf, n);
+    test_write_file(p, buf, n);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "bad magic 00 00 07 02");
     buf[2] = 0x08, buf[1] = 0x01;
-    write_bytes(p, buf, n);
+    test_write_file(p, buf, n);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "bad magic");
     buf[1] = 0, buf[3] = 0;
-    write_bytes(p, buf, n);
+    test_write_file(p, buf, n);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "has 0 dims");
     buf[3] = 2;
-    write_bytes(p, buf, n);
+    test_write_file(p, buf, n);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_LABELS_I64, &t), TD_ERR_FORMAT, "not a label file");
     /* claims 2^32-1 x 2^32-1 images: refused before any allocation */
     uint32_t huge[3] = {0xFFFFFFFFu, 0xFFFFFFFFu, 28};
-    write_bytes(p, buf, make_idx(buf, 0x08, 3, huge, px, 12));
+    test_write_file(p, buf, make_idx(buf, 0x08, 3, huge, px, 12));
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "implausible sizes");
     uint32_t big[1] = {1u << 30}; /* 1 GiB claimed, 12 bytes present */
-    write_bytes(p, buf, make_idx(buf, 0x08, 1, big, px, 12));
+    test_write_file(p, buf, make_idx(buf, 0x08, 1, big, px, 12));
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "truncated");
-    ASSERT_ERROR(td_idx_load(tmp_path("missing.idx"), TD_IDX_RAW, &t), TD_ERR_IO, "No such file");
+    ASSERT_ERROR(td_idx_load(test_tmp_path("missing.idx"), TD_IDX_RAW, &t), TD_ERR_IO, "No such file");
     ASSERT_ERROR(td_idx_load(p, (td_idx_mode)9, &t), TD_ERR_MISUSE, "unknown mode");
 }
 
@@ -182,17 +147,17 @@ TEST(idx_gz_corrupt) {
         px[i] = (unsigned char)w[0];
     }
     uint32_t d[2] = {40, 100};
-    const char *raw = tmp_path("g.idx"), *gz = tmp_path("g.idx.gz");
-    write_bytes(raw, buf, make_idx(buf, 0x08, 2, d, px, 4000));
+    const char *raw = test_tmp_path("g.idx"), *gz = test_tmp_path("g.idx.gz");
+    test_write_file(raw, buf, make_idx(buf, 0x08, 2, d, px, 4000));
     gzip_file(raw, gz);
     size_t n;
-    unsigned char *z = read_all(gz, &n);
+    unsigned char *z = test_read_file(gz, &n);
     td_tensor *t;
-    write_bytes(gz, z, n / 2); /* cut the stream in half */
+    test_write_file(gz, z, n / 2); /* cut the stream in half */
     ASSERT_ERROR(td_idx_load(gz, TD_IDX_RAW, &t), TD_ERR_FORMAT, "g.idx.gz");
     z[n / 2] ^= 0xFF; /* flip bits in the middle of the deflate data */
     z[n / 2 + 1] ^= 0x5A;
-    write_bytes(gz, z, n);
+    test_write_file(gz, z, n);
     td_clear_error();
     td_status st = td_idx_load(gz, TD_IDX_RAW, &t);
     ASSERT_EQ_INT(st, TD_ERR_FORMAT); /* a bad block or a CRC mismatch */
@@ -235,14 +200,14 @@ TEST(mnist_dir) {
     for (int i = 0; i < 2 * 784; i++) px[i] = img_pixel(i);
     uint32_t di[3] = {2, 28, 28}, dl[1] = {2};
     char dir[600];
-    snprintf(dir, sizeof dir, "%s/mnist", tmpdir());
+    snprintf(dir, sizeof dir, "%s/mnist", test_tmp_dir());
     mkdir(dir, 0755);
     char pi[700], pl[700], plg[700];
     snprintf(pi, sizeof pi, "%s/t10k-images-idx3-ubyte", dir);
     snprintf(pl, sizeof pl, "%s/lab.raw", dir);
     snprintf(plg, sizeof plg, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    write_bytes(pi, buf, make_idx(buf, 0x08, 3, di, px, sizeof px));
-    write_bytes(pl, buf, make_idx(buf, 0x08, 1, dl, lab, 2));
+    test_write_file(pi, buf, make_idx(buf, 0x08, 3, di, px, sizeof px));
+    test_write_file(pl, buf, make_idx(buf, 0x08, 1, dl, lab, 2));
     gzip_file(pl, plg);
     td_tensor *x, *y;
     ASSERT_OK(td_mnist_load(dir, false, false, &x, &y));
@@ -251,7 +216,7 @@ TEST(mnist_dir) {
     ASSERT_NEAR(td_get(x, (int64_t[]){1, 0, 3}), img_pixel(784 + 3), 0);
     ASSERT_NEAR(td_get(y, (int64_t[]){1}), 2, 0);
     uint32_t dl3[1] = {3};
-    write_bytes(pl, buf, make_idx(buf, 0x08, 1, dl3, lab, 3));
+    test_write_file(pl, buf, make_idx(buf, 0x08, 1, dl3, lab, 3));
     gzip_file(pl, plg);
     ASSERT_ERROR(td_mnist_load(dir, false, false, &x, &y), TD_ERR_FORMAT, "has 2 images but");
     ASSERT(x == NULL && y == NULL);
@@ -265,9 +230,9 @@ TEST(cifar_small) {
         rec[r][0] = (unsigned char)(r * 4 + 1); /* labels 1, 5, 9 */
         for (int i = 0; i < 3072; i++) rec[r][1 + i] = (unsigned char)((r * 3072 + i) * 7 % 251);
     }
-    const char *a = tmp_path("data_batch_1.bin"), *b = tmp_path("data_batch_2.bin");
-    write_bytes(a, rec, 2 * 3073);
-    write_bytes(b, rec[2], 3073);
+    const char *a = test_tmp_path("data_batch_1.bin"), *b = test_tmp_path("data_batch_2.bin");
+    test_write_file(a, rec, 2 * 3073);
+    test_write_file(b, rec[2], 3073);
     const char *paths[2] = {a, b};
     td_tensor *x, *y;
     ASSERT_OK(td_cifar10_load(2, paths, false, &x, &y));
@@ -291,15 +256,15 @@ TEST(cifar_small) {
 
 TEST(cifar_bad) {
     static unsigned char rec[2][3073];
-    const char *p = tmp_path("c.bin");
+    const char *p = test_tmp_path("c.bin");
     td_tensor *x, *y;
-    write_bytes(p, rec, 3073 + 100);
+    test_write_file(p, rec, 3073 + 100);
     ASSERT_ERROR(td_cifar10_load(1, &p, false, &x, &y), TD_ERR_FORMAT, "not a multiple of the 3073-byte record");
     rec[1][0] = 10;
-    write_bytes(p, rec, 2 * 3073);
+    test_write_file(p, rec, 2 * 3073);
     ASSERT_ERROR(td_cifar10_load(1, &p, false, &x, &y), TD_ERR_FORMAT, "record 1 has label 10");
     ASSERT(x == NULL && y == NULL);
-    const char *missing = tmp_path("none.bin");
+    const char *missing = test_tmp_path("none.bin");
     ASSERT_ERROR(td_cifar10_load(1, &missing, false, &x, &y), TD_ERR_IO, "none.bin");
 }
 
@@ -313,8 +278,10 @@ static td_dataset *make_ds(int64_t n, td_tensor **xo, td_tensor **yo) {
     free(yv);
     td_dataset *ds;
     ASSERT_OK(td_tensor_dataset_new(2, t, &ds));
-    if (xo) *xo = t[0], *yo = t[1];
-    else td_release(t[0]), td_release(t[1]);
+    if (xo)
+        *xo = t[0], *yo = t[1];
+    else
+        td_release(t[0]), td_release(t[1]);
     return ds;
 }
 
@@ -468,7 +435,10 @@ TEST(loader_workers_match) {
 /* A dataset with only get(): sample i is ([i, -i] as f64 [2], i as i32 []);
 ** get fails for the index stored in fail_at. */
 static int64_t gen_len(void *ctx) { return ((int64_t *)ctx)[0]; }
-static int gen_fields(void *ctx) { (void)ctx; return 2; }
+static int gen_fields(void *ctx) {
+    (void)ctx;
+    return 2;
+}
 static td_status gen_get(void *ctx, int64_t i, td_tensor **f) {
     if (i == ((int64_t *)ctx)[1]) return td_error_set(TD_ERR_FORMAT, "bad sample %lld", (long long)i);
     double v[2] = {(double)i, (double)-i};
@@ -484,7 +454,8 @@ TEST(loader_generic_get) {
     td_dataset *ds;
     ASSERT_OK(td_dataset_new(&gen_iface, ctx, &ds));
     td_dataloader *dl;
-    ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = 3}, &dl));
+    ASSERT_OK(td_dataloader_new(
+        ds, &(td_dataloader_opts){.batch_size = 5, .shuffle = true, .seed = 3, .num_workers = 3}, &dl));
     int64_t want[21];
     ref_perm(want, 21, 3, 0);
     ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
@@ -516,12 +487,13 @@ TEST(loader_shutdown_midepoch) {
     td_dataset *ds = make_ds(1000, NULL, NULL);
     for (int round = 0; round < 20; round++) {
         td_dataloader *dl;
-        ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 3, .shuffle = true, .num_workers = 4}, &dl));
+        ASSERT_OK(
+            td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 3, .shuffle = true, .num_workers = 4}, &dl));
         int64_t ids[8];
         ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
         for (int b = 0; b < round % 4; b++) ASSERT_EQ_INT(next_ids(dl, ids), 3);
         if (round % 2) ASSERT_OK(td_dataloader_start_epoch(dl, 1, 0)); /* restart mid-epoch */
-        td_dataloader_free(dl); /* workers busy or blocked on a full queue */
+        td_dataloader_free(dl);                                        /* workers busy or blocked on a full queue */
     }
     td_dataset_free(ds);
     ASSERT_EQ_INT(td_debug_live_tensors(), 0);
@@ -555,7 +527,8 @@ TEST(loader_first_batch) {
     enum { N = 30 };
     td_dataset *ds = make_ds(N, NULL, NULL);
     td_dataloader *dl;
-    ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 4, .shuffle = true, .seed = 5, .num_workers = 2}, &dl));
+    ASSERT_OK(td_dataloader_new(
+        ds, &(td_dataloader_opts){.batch_size = 4, .shuffle = true, .seed = 5, .num_workers = 2}, &dl));
     int64_t all[N], tail[N];
     ASSERT_EQ_INT(epoch_ids(dl, 3, 0, all, NULL), N);
     ASSERT_EQ_INT(epoch_ids(dl, 3, 5, tail, NULL), N - 20); /* resume after 5 batches */
@@ -589,8 +562,9 @@ TEST(loader_transform) {
     td_release(t[1]);
     int calls = 0;
     td_dataloader *dl;
-    ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 4, .num_workers = 2, .transform = flip_all,
-                                                          .transform_user = &calls}, &dl));
+    ASSERT_OK(td_dataloader_new(
+        ds, &(td_dataloader_opts){.batch_size = 4, .num_workers = 2, .transform = flip_all, .transform_user = &calls},
+        &dl));
     ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
     int64_t at = 0;
     for (;;) {
@@ -627,7 +601,8 @@ TEST(loader_misuse) {
     ASSERT_ERROR(td_dataloader_start_epoch(dl, -1, 0), TD_ERR_MISUSE, "epoch -1");
     td_dataloader_free(dl);
     td_dataset *d2;
-    ASSERT_ERROR(td_dataset_new(&(td_dataset_i){.len = gen_len}, NULL, &d2), TD_ERR_MISUSE, "needs len, num_fields and get");
+    ASSERT_ERROR(td_dataset_new(&(td_dataset_i){.len = gen_len}, NULL, &d2), TD_ERR_MISUSE,
+                 "needs len, num_fields and get");
     td_dataset_free(ds);
 }
 
@@ -645,7 +620,7 @@ TEST(normalize) {
                 int i = (b * 3 + c) * 2 + w;
                 ASSERT_NEAR(out[i], (xv[i] - mean[c]) / sd[c], 1e-15);
             }
-    ASSERT_NEAR(out[5], -0.3125, 0); /* x[0,2,0,1] = 0.75: (0.75 - 2) / 4 */
+    ASSERT_NEAR(out[5], -0.3125, 0);                                    /* x[0,2,0,1] = 0.75: (0.75 - 2) / 4 */
     td_tensor *xf = ASSERT_TENSOR(td_cast(td_select(x, 0, 1), TD_F32)); /* [3,1,2] */
     td_tensor *yf = ASSERT_TENSOR(td_transform_normalize(xf, 3, mean, sd));
     ASSERT_EQ_INT(td_tensor_dtype(yf), TD_F32);
@@ -789,13 +764,13 @@ TEST(early_stopping_max_nan) {
 }
 
 TEST(log_csv) {
-    const char *p = tmp_path("log.csv");
+    const char *p = test_tmp_path("log.csv");
     const char *keys[3] = {"epoch", "loss", "acc"};
     td_metric_log *log;
     ASSERT_OK(td_metric_log_open(p, TD_LOG_CSV, &log));
     ASSERT_OK(td_metric_log_write(log, 3, keys, (double[]){1, 0.25, 0.875}));
     size_t n;
-    char *text = (char *)read_all(p, &n); /* flushed at once */
+    char *text = (char *)test_read_file(p, &n); /* flushed at once */
     ASSERT(!strcmp(text, "epoch,loss,acc\n1,0.25,0.875\n"));
     free(text);
     td_metric_log_close(log);
@@ -804,14 +779,14 @@ TEST(log_csv) {
     const char *other[3] = {"epoch", "loss", "f1"};
     ASSERT_ERROR(td_metric_log_write(log, 3, other, (double[]){3, 0, 0}), TD_ERR_MISUSE, "differ from the header");
     td_metric_log_close(log);
-    text = (char *)read_all(p, &n);
+    text = (char *)test_read_file(p, &n);
     ASSERT(!strcmp(text, "epoch,loss,acc\n1,0.25,0.875\n2,0.10000000000000001,0.90000000000000002\n"));
     free(text);
     ASSERT_ERROR(td_metric_log_open("/nonexistent_td/log.csv", TD_LOG_CSV, &log), TD_ERR_IO, "nonexistent_td");
 }
 
 TEST(log_jsonl) {
-    const char *p = tmp_path("log.jsonl");
+    const char *p = test_tmp_path("log.jsonl");
     const char *keys[3] = {"epoch", "loss", "acc"};
     td_metric_log *log;
     ASSERT_OK(td_metric_log_open(p, TD_LOG_JSONL, &log));
@@ -819,7 +794,7 @@ TEST(log_jsonl) {
     ASSERT_OK(td_metric_log_write(log, 2, keys, (double[]){2, -1.5e-7}));
     td_metric_log_close(log);
     size_t n;
-    char *text = (char *)read_all(p, &n);
+    char *text = (char *)test_read_file(p, &n);
     ASSERT(!strcmp(text, "{\"epoch\":1,\"loss\":0.25,\"acc\":null}\n{\"epoch\":2,\"loss\":-1.4999999999999999e-7}\n"));
     free(text);
 }

@@ -4,6 +4,7 @@
 
 #include "core/internal.h" /* td__gelu_backward */
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(binary_broadcast_f32)                                                                                            \
     X(binary_broadcast_f64)                                                                                            \
@@ -11,6 +12,7 @@
     X(binary_long_rows) X(binary_half_types) X(promotion) X(integer_arith) X(compare_ops) X(scalar_ops)                \
         X(where_broadcast) X(nan_propagation) X(unary_float) X(unary_integer_and_bool) X(clamp_sides)                  \
             X(gelu_backward_fd) X(errors) X(empty_and_scope)
+/* clang-format on */
 
 typedef double (*bin_ref)(double, double);
 static double r_add(double x, double y) { return x + y; }
@@ -33,7 +35,7 @@ static const struct {
 
 /* Check c = op(a, b) elementwise against the reference on the logical values. */
 static void check_binary(int k, td_tensor *a, td_tensor *b, td_tensor *c, double atol, double rtol) {
-    double *va = values_of(a), *vb = values_of(b), *vc = values_of(c);
+    double *va = test_host(a), *vb = test_host(b), *vc = test_host(c);
     int64_t n = td_numel(c);
     double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t o = 0; o < n; o++)
@@ -44,10 +46,10 @@ static void check_binary(int k, td_tensor *a, td_tensor *b, td_tensor *c, double
 }
 
 static void broadcast_case(td_dtype dt, double atol, double rtol) {
-    lcg_seed(11);
+    test_seed_from(11);
     int64_t sa[3] = {4, 1, 5}, sb[2] = {3, 1}, sc[3] = {4, 3, 5};
     double *va = rand_values(20, 0.5, 2), *vb = rand_values(3, -2, 2);
-    td_tensor *a = tensor_of(va, 3, sa, dt), *b = tensor_of(vb, 2, sb, dt);
+    td_tensor *a = test_tensor_f64(va, 3, sa, dt), *b = test_tensor_f64(vb, 2, sb, dt);
     for (int k = 0; k < N_BINOPS; k++) {
         td_tensor *c = ASSERT_TENSOR(binops[k].fn(a, b));
         assert_shape(c, 3, sc);
@@ -64,13 +66,13 @@ TEST(binary_broadcast_f32) { broadcast_case(TD_F32, 1e-6, 1e-6); }
 TEST(binary_broadcast_f64) { broadcast_case(TD_F64, 0, 1e-15); }
 
 TEST(binary_noncontiguous) {
-    lcg_seed(12);
+    test_seed_from(12);
     int64_t s1[2] = {5, 7}, s2[2] = {7, 10};
     double *v1 = rand_values(35, 0.5, 3), *v2 = rand_values(70, 0.5, 3);
     for (int dti = 0; dti < 2; dti++) {
         td_dtype dt = dti ? TD_F64 : TD_F32;
-        td_tensor *a = ASSERT_TENSOR(td_transpose(tensor_of(v1, 2, s1, dt), 0, 1));    /* [7,5], strides (1,7) */
-        td_tensor *b = ASSERT_TENSOR(td_slice(tensor_of(v2, 2, s2, dt), 1, 1, 10, 2)); /* [7,5], strides (10,2) */
+        td_tensor *a = ASSERT_TENSOR(td_transpose(test_tensor_f64(v1, 2, s1, dt), 0, 1));    /* [7,5], strides (1,7) */
+        td_tensor *b = ASSERT_TENSOR(td_slice(test_tensor_f64(v2, 2, s2, dt), 1, 1, 10, 2)); /* [7,5], strides (10,2) */
         ASSERT(!td_is_contiguous(a) && !td_is_contiguous(b));
         for (int k = 0; k < N_BINOPS; k++) check_binary(k, a, b, ASSERT_TENSOR(binops[k].fn(a, b)), 1e-6, 1e-6);
         /* row of a against column broadcast of a strided select */
@@ -82,10 +84,10 @@ TEST(binary_noncontiguous) {
 
 /* Long contiguous rows (SIMD body, scalar tail, several OpenMP tiles) and a broadcast scalar. */
 TEST(binary_long_rows) {
-    lcg_seed(13);
+    test_seed_from(13);
     int64_t n = 3 * 16384 + 13;
     double *v1 = rand_values(n, -4, 4), *v2 = rand_values(n, 0.25, 4), s = 1.75;
-    td_tensor *a = tensor_of(v1, 1, &n, TD_F32), *b = tensor_of(v2, 1, &n, TD_F32);
+    td_tensor *a = test_tensor_f64(v1, 1, &n, TD_F32), *b = test_tensor_f64(v2, 1, &n, TD_F32);
     td_tensor *sc = ASSERT_TENSOR(td_scalar(s, TD_F32, TD_CPU));
     for (int k = 0; k < 4; k++) { /* add sub mul div */
         check_binary(k, a, b, ASSERT_TENSOR(binops[k].fn(a, b)), 1e-6, 1e-6);
@@ -96,7 +98,7 @@ TEST(binary_long_rows) {
     /* an output over 16 MiB takes the non-temporal store path */
     int64_t big = (16 << 20) / 4 + 21;
     double *v3 = rand_values(big, -4, 4);
-    td_tensor *c = tensor_of(v3, 1, &big, TD_F32);
+    td_tensor *c = test_tensor_f64(v3, 1, &big, TD_F32);
     check_binary(0, c, sc, ASSERT_TENSOR(td_add(c, sc)), 1e-6, 1e-6);
     td_tensor *c1 = ASSERT_TENSOR(td_slice(c, 0, 1, big, 1)); /* misaligned start */
     check_binary(2, c1, c1, ASSERT_TENSOR(td_mul(c1, c1)), 1e-6, 1e-6);
@@ -104,12 +106,12 @@ TEST(binary_long_rows) {
 }
 
 TEST(binary_half_types) {
-    lcg_seed(14);
+    test_seed_from(14);
     int64_t s[2] = {6, 9};
     double *v1 = rand_values(54, 0.5, 2), *v2 = rand_values(9, 0.5, 2);
     td_dtype dts[2] = {TD_F16, TD_BF16};
     for (int i = 0; i < 2; i++) {
-        td_tensor *a = tensor_of(v1, 2, s, dts[i]), *b = tensor_of(v2, 1, s + 1, dts[i]);
+        td_tensor *a = test_tensor_f64(v1, 2, s, dts[i]), *b = test_tensor_f64(v2, 1, s + 1, dts[i]);
         double tol = dts[i] == TD_F16 ? 2e-3 : 1.6e-2; /* one rounding of the result */
         for (int k = 0; k < N_BINOPS; k++) {
             td_tensor *c = ASSERT_TENSOR(binops[k].fn(a, b));
@@ -129,13 +131,13 @@ TEST(promotion) {
                  {TD_F16, TD_BF16, TD_F32}, {TD_F32, TD_F64, TD_F64}, {TD_BOOL, TD_F16, TD_F16},
                  {TD_BOOL, TD_U8, TD_U8}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        td_tensor *a = tensor_of(va, 1, &n, cases[i].a), *b = tensor_of(vb, 1, &n, cases[i].b);
+        td_tensor *a = test_tensor_f64(va, 1, &n, cases[i].a), *b = test_tensor_f64(vb, 1, &n, cases[i].b);
         td_tensor *c = ASSERT_TENSOR(td_add(a, b));
         ASSERT_EQ_INT(td_tensor_dtype(c), cases[i].want);
         check_binary(0, a, b, c, 0, 0);
     }
     /* integer division and pow compute in float32 */
-    td_tensor *a = tensor_of(va, 1, &n, TD_I64), *b = tensor_of(vb, 1, &n, TD_I32);
+    td_tensor *a = test_tensor_f64(va, 1, &n, TD_I64), *b = test_tensor_f64(vb, 1, &n, TD_I32);
     td_tensor *q = ASSERT_TENSOR(td_div(a, b));
     ASSERT_EQ_INT(td_tensor_dtype(q), TD_F32);
     check_binary(3, a, b, q, 0, 1e-7);
@@ -175,11 +177,11 @@ TEST(compare_ops) {
     fn fns[6] = {td_eq, td_ne, td_lt, td_le, td_gt, td_ge};
     td_dtype dts[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
     for (int di = 0; di < 4; di++) {
-        td_tensor *a = tensor_of(va, 1, &n, dts[di]), *b = tensor_of(vb, 1, &n, dts[di]);
+        td_tensor *a = test_tensor_f64(va, 1, &n, dts[di]), *b = test_tensor_f64(vb, 1, &n, dts[di]);
         for (int k = 0; k < 6; k++) {
             td_tensor *c = ASSERT_TENSOR(fns[k](a, b));
             ASSERT_EQ_INT(td_tensor_dtype(c), TD_BOOL);
-            double *got = values_of(c);
+            double *got = test_host(c);
             for (int i = 0; i < 6; i++) {
                 double x = va[i], y = vb[i];
                 bool want = k == 0   ? x == y
@@ -197,14 +199,14 @@ TEST(compare_ops) {
     /* integers broadcast against a column; bool orders false < true */
     double vi[3] = {-5, 0, 7}, vc[2] = {0, 7};
     int64_t s3 = 3, s21[2] = {2, 1};
-    td_tensor *ai = tensor_of(vi, 1, &s3, TD_I64), *ci = tensor_of(vc, 2, s21, TD_I32);
-    double *got = values_of(ASSERT_TENSOR(td_ge(ai, ci)));
+    td_tensor *ai = test_tensor_f64(vi, 1, &s3, TD_I64), *ci = test_tensor_f64(vc, 2, s21, TD_I32);
+    double *got = test_host(ASSERT_TENSOR(td_ge(ai, ci)));
     double want[6] = {0, 1, 1, 0, 0, 1};
     assert_close(got, want, 6, 0, 0, "ge int");
     free(got);
     double bf[2] = {0, 1}, bt[2] = {1, 1};
     int64_t s2 = 2;
-    got = values_of(ASSERT_TENSOR(td_lt(tensor_of(bf, 1, &s2, TD_BOOL), tensor_of(bt, 1, &s2, TD_BOOL))));
+    got = test_host(ASSERT_TENSOR(td_lt(test_tensor_f64(bf, 1, &s2, TD_BOOL), test_tensor_f64(bt, 1, &s2, TD_BOOL))));
     ASSERT(got[0] == 1 && got[1] == 0);
     free(got);
 }
@@ -212,58 +214,58 @@ TEST(compare_ops) {
 TEST(scalar_ops) {
     double v[4] = {1, -2, 3, 8};
     int64_t n = 4;
-    td_tensor *i32 = tensor_of(v, 1, &n, TD_I32), *f16 = tensor_of(v, 1, &n, TD_F16);
+    td_tensor *i32 = test_tensor_f64(v, 1, &n, TD_I32), *f16 = test_tensor_f64(v, 1, &n, TD_F16);
     td_tensor *t = ASSERT_TENSOR(td_add_scalar(i32, 2));
     ASSERT_EQ_INT(td_tensor_dtype(t), TD_I32);
-    double *g = values_of(t);
+    double *g = test_host(t);
     for (int i = 0; i < 4; i++) ASSERT_NEAR(g[i], v[i] + 2, 0);
     free(g);
     t = ASSERT_TENSOR(td_mul_scalar(i32, 0.5));
     ASSERT_EQ_INT(td_tensor_dtype(t), TD_F32);
-    g = values_of(t);
+    g = test_host(t);
     for (int i = 0; i < 4; i++) ASSERT_NEAR(g[i], v[i] * 0.5, 0);
     free(g);
     t = ASSERT_TENSOR(td_sub_scalar(f16, 0.25));
     ASSERT_EQ_INT(td_tensor_dtype(t), TD_F16);
-    g = values_of(t);
+    g = test_host(t);
     for (int i = 0; i < 4; i++) ASSERT_NEAR(g[i], v[i] - 0.25, 0);
     free(g);
     t = ASSERT_TENSOR(td_div_scalar(i32, 4));
     ASSERT_EQ_INT(td_tensor_dtype(t), TD_F32);
-    g = values_of(t);
+    g = test_host(t);
     for (int i = 0; i < 4; i++) ASSERT_NEAR(g[i], v[i] / 4, 0);
     free(g);
-    t = ASSERT_TENSOR(td_pow_scalar(tensor_of(v, 1, &n, TD_F64), 3));
-    g = values_of(t);
+    t = ASSERT_TENSOR(td_pow_scalar(test_tensor_f64(v, 1, &n, TD_F64), 3));
+    g = test_host(t);
     for (int i = 0; i < 4; i++) ASSERT_NEAR(g[i], v[i] * v[i] * v[i], 0);
     free(g);
     double bv[4] = {1, 0, 1, 1};
-    t = ASSERT_TENSOR(td_add_scalar(tensor_of(bv, 1, &n, TD_BOOL), 3));
+    t = ASSERT_TENSOR(td_add_scalar(test_tensor_f64(bv, 1, &n, TD_BOOL), 3));
     ASSERT_EQ_INT(td_tensor_dtype(t), TD_I64);
-    g = values_of(t);
+    g = test_host(t);
     for (int i = 0; i < 4; i++) ASSERT_NEAR(g[i], bv[i] + 3, 0);
     free(g);
 }
 
 TEST(where_broadcast) {
-    lcg_seed(15);
+    test_seed_from(15);
     double vc[3] = {1, 0, 1}, *va = rand_values(4, -1, 1);
     int64_t sc[2] = {3, 1}, sa[2] = {1, 4}, so[2] = {3, 4};
-    td_tensor *cond = tensor_of(vc, 2, sc, TD_BOOL), *a = tensor_of(va, 2, sa, TD_F32);
+    td_tensor *cond = test_tensor_f64(vc, 2, sc, TD_BOOL), *a = test_tensor_f64(va, 2, sa, TD_F32);
     td_tensor *b = ASSERT_TENSOR(td_scalar(-7.5, TD_F64, TD_CPU));
     td_tensor *w = ASSERT_TENSOR(td_where(cond, a, b));
     assert_shape(w, 2, so);
     ASSERT_EQ_INT(td_tensor_dtype(w), TD_F64);
-    double *g = values_of(w);
+    double *g = test_host(w);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++) ASSERT_NEAR(g[i * 4 + j], vc[i] ? (double)(float)va[j] : -7.5, 0);
     free(g), free(va);
     /* cond from a comparison on a transposed tensor */
     double vm[6] = {1, -1, 2, -2, 3, -3};
     int64_t s23[2] = {2, 3};
-    td_tensor *m = ASSERT_TENSOR(td_transpose(tensor_of(vm, 2, s23, TD_F32), 0, 1));
+    td_tensor *m = ASSERT_TENSOR(td_transpose(test_tensor_f64(vm, 2, s23, TD_F32), 0, 1));
     td_tensor *zero = ASSERT_TENSOR(td_scalar(0, TD_F32, TD_CPU));
-    g = values_of(ASSERT_TENSOR(td_where(td_gt(m, zero), m, zero)));
+    g = test_host(ASSERT_TENSOR(td_where(td_gt(m, zero), m, zero)));
     double want[6] = {1, 0, 0, 3, 2, 0}; /* relu of [[1,-2],[-1,3],[2,-3]] */
     assert_close(g, want, 6, 0, 0, "where relu");
     free(g);
@@ -275,13 +277,13 @@ TEST(nan_propagation) {
     int64_t n = 4;
     for (int di = 0; di < 2; di++) {
         td_dtype dt = di ? TD_F64 : TD_F32;
-        td_tensor *a = tensor_of(va, 1, &n, dt), *b = tensor_of(vb, 1, &n, dt);
-        double *mx = values_of(ASSERT_TENSOR(td_maximum(a, b))), *mn = values_of(ASSERT_TENSOR(td_minimum(a, b)));
+        td_tensor *a = test_tensor_f64(va, 1, &n, dt), *b = test_tensor_f64(vb, 1, &n, dt);
+        double *mx = test_host(ASSERT_TENSOR(td_maximum(a, b))), *mn = test_host(ASSERT_TENSOR(td_minimum(a, b)));
         double wmx[4] = {NAN, NAN, NAN, 2}, wmn[4] = {NAN, NAN, NAN, -INFINITY};
         assert_close(mx, wmx, 4, 0, 0, "maximum");
         assert_close(mn, wmn, 4, 0, 0, "minimum");
         free(mx), free(mn);
-        double *s = values_of(ASSERT_TENSOR(td_add(a, b)));
+        double *s = test_host(ASSERT_TENSOR(td_add(a, b)));
         ASSERT(isnan(s[0]) && isnan(s[1]) && isnan(s[2]) && isinf(s[3]));
         free(s);
     }
@@ -331,7 +333,7 @@ static td_tensor *un_call(int k, td_tensor *x) {
 }
 
 TEST(unary_float) {
-    lcg_seed(16);
+    test_seed_from(16);
     int64_t s[2] = {37, 29}; /* transposed below: strided input */
     int64_t n = s[0] * s[1];
     double *v = rand_values(n, -6, 6), *vp = rand_values(n, 0.01, 9);
@@ -342,10 +344,10 @@ TEST(unary_float) {
     for (int di = 0; di < 4; di++) {
         for (int k = 0; k < 14; k++) {
             bool pos = k == 3 || k == 4 || k == 5;
-            td_tensor *x = ASSERT_TENSOR(td_transpose(tensor_of(pos ? vp : v, 2, s, dts[di].dt), 0, 1));
+            td_tensor *x = ASSERT_TENSOR(td_transpose(test_tensor_f64(pos ? vp : v, 2, s, dts[di].dt), 0, 1));
             td_tensor *y = ASSERT_TENSOR(un_call(k, x));
             ASSERT_EQ_INT(td_tensor_dtype(y), dts[di].dt);
-            double *xin = values_of(x), *got = values_of(y), *want = malloc(sizeof(double) * (size_t)n);
+            double *xin = test_host(x), *got = test_host(y), *want = malloc(sizeof(double) * (size_t)n);
             for (int64_t i = 0; i < n; i++) want[i] = un_ref(k, xin[i]);
             char what[64];
             snprintf(what, sizeof what, "unary %d %s", k, td_dtype_name(dts[di].dt));
@@ -358,7 +360,7 @@ TEST(unary_float) {
     int64_t m = 1000 + 5;
     double *r = rand_values(m, -1, 1);
     r[3] = NAN, r[1002] = NAN, r[7] = -0.0;
-    double *got = values_of(ASSERT_TENSOR(td_relu(tensor_of(r, 1, &m, TD_F32))));
+    double *got = test_host(ASSERT_TENSOR(td_relu(test_tensor_f64(r, 1, &m, TD_F32))));
     for (int64_t i = 0; i < m; i++) {
         double want = isnan(r[i]) ? NAN : r[i] > 0 ? (double)(float)r[i] : 0;
         assert_close(&got[i], &want, 1, 0, 0, "relu");
@@ -370,27 +372,27 @@ TEST(unary_float) {
 TEST(unary_integer_and_bool) {
     double v[5] = {-3, 0, 4, -128, 127};
     int64_t n = 5;
-    td_tensor *x = tensor_of(v, 1, &n, TD_I32);
+    td_tensor *x = test_tensor_f64(v, 1, &n, TD_I32);
     struct {
         td_tensor *t;
         double want[5];
     } c[3] = {{td_neg(x), {3, 0, -4, 128, -127}}, {td_abs(x), {3, 0, 4, 128, 127}}, {td_relu(x), {0, 0, 4, 0, 127}}};
     for (int i = 0; i < 3; i++) {
         ASSERT_EQ_INT(td_tensor_dtype(ASSERT_TENSOR(c[i].t)), TD_I32);
-        double *g = values_of(c[i].t);
+        double *g = test_host(c[i].t);
         assert_close(g, c[i].want, 5, 0, 0, "int unary");
         free(g);
     }
     td_tensor *e = ASSERT_TENSOR(td_exp(x));
     ASSERT_EQ_INT(td_tensor_dtype(e), TD_F32);
-    double *g = values_of(e);
+    double *g = test_host(e);
     double we[5];
     for (int i = 0; i < 5; i++) we[i] = (float)exp(v[i]); /* exp(127) overflows float32 to inf */
     assert_close(g, we, 5, 0, 1e-6, "exp of int32");
     free(g);
     double bv[2] = {0, 1};
     int64_t n2 = 2;
-    td_tensor *b = tensor_of(bv, 1, &n2, TD_BOOL);
+    td_tensor *b = test_tensor_f64(bv, 1, &n2, TD_BOOL);
     ASSERT_ERROR(td_neg(b), TD_ERR_DTYPE, "neg: not defined for bool");
     ASSERT_ERROR(td_exp(b), TD_ERR_DTYPE, "bool");
     ASSERT_ERROR(td_add(b, b), TD_ERR_DTYPE, "add: not defined for two bool");
@@ -399,35 +401,35 @@ TEST(unary_integer_and_bool) {
 TEST(clamp_sides) {
     double v[6] = {-5, -0.5, 0.25, 2, NAN, 9};
     int64_t n = 6;
-    td_tensor *x = tensor_of(v, 1, &n, TD_F64);
-    double *g = values_of(ASSERT_TENSOR(td_clamp(x, -1, 2)));
+    td_tensor *x = test_tensor_f64(v, 1, &n, TD_F64);
+    double *g = test_host(ASSERT_TENSOR(td_clamp(x, -1, 2)));
     double w1[6] = {-1, -0.5, 0.25, 2, NAN, 2};
     assert_close(g, w1, 6, 0, 0, "clamp both");
     free(g);
-    g = values_of(ASSERT_TENSOR(td_clamp(x, NAN, 0)));
+    g = test_host(ASSERT_TENSOR(td_clamp(x, NAN, 0)));
     double w2[6] = {-5, -0.5, 0, 0, NAN, 0};
     assert_close(g, w2, 6, 0, 0, "clamp hi only");
     free(g);
-    g = values_of(ASSERT_TENSOR(td_clamp(x, 0, NAN)));
+    g = test_host(ASSERT_TENSOR(td_clamp(x, 0, NAN)));
     double w3[6] = {0, 0, 0.25, 2, NAN, 9};
     assert_close(g, w3, 6, 0, 0, "clamp lo only");
     free(g);
-    g = values_of(ASSERT_TENSOR(td_clamp(x, 3, 1))); /* lo > hi: everything is hi, as min(max(x, lo), hi) */
+    g = test_host(ASSERT_TENSOR(td_clamp(x, 3, 1))); /* lo > hi: everything is hi, as min(max(x, lo), hi) */
     double w6[6] = {1, 1, 1, 1, NAN, 1};
     assert_close(g, w6, 6, 0, 0, "clamp lo > hi");
     free(g);
     double vi[4] = {-7, 0, 3, 100};
     int64_t n4 = 4;
-    td_tensor *xi = tensor_of(vi, 1, &n4, TD_I64);
+    td_tensor *xi = test_tensor_f64(vi, 1, &n4, TD_I64);
     td_tensor *ci = ASSERT_TENSOR(td_clamp(xi, -2, 50));
     ASSERT_EQ_INT(td_tensor_dtype(ci), TD_I64);
-    g = values_of(ci);
+    g = test_host(ci);
     double w4[4] = {-2, 0, 3, 50};
     assert_close(g, w4, 4, 0, 0, "clamp int");
     free(g);
     td_tensor *cf = ASSERT_TENSOR(td_clamp(xi, -2.5, NAN));
     ASSERT_EQ_INT(td_tensor_dtype(cf), TD_F32);
-    g = values_of(cf);
+    g = test_host(cf);
     double w5[4] = {-2.5, 0, 3, 100};
     assert_close(g, w5, 4, 0, 0, "clamp int fractional");
     free(g);
@@ -435,7 +437,7 @@ TEST(clamp_sides) {
 
 /* gelu'(x) by central differences of the double reference, both forms and dtypes. */
 TEST(gelu_backward_fd) {
-    lcg_seed(17);
+    test_seed_from(17);
     int64_t s[2] = {8, 16}, n = 128;
     double *vx = rand_values(n, -5, 5), *vdy = rand_values(16, -2, 2);
     struct {
@@ -443,10 +445,10 @@ TEST(gelu_backward_fd) {
         double tol;
     } dts[3] = {{TD_F64, 1e-8}, {TD_F32, 2e-5}, {TD_BF16, 5e-2}};
     for (int di = 0; di < 3; di++) {
-        td_tensor *x = tensor_of(vx, 2, s, dts[di].dt), *dy = tensor_of(vdy, 1, s + 1, dts[di].dt);
-        double *xin = values_of(x), *dyin = values_of(dy);
+        td_tensor *x = test_tensor_f64(vx, 2, s, dts[di].dt), *dy = test_tensor_f64(vdy, 1, s + 1, dts[di].dt);
+        double *xin = test_host(x), *dyin = test_host(dy);
         for (int tf = 0; tf < 2; tf++) {
-            double *g = values_of(ASSERT_TENSOR(td__gelu_backward(dy, x, tf)));
+            double *g = test_host(ASSERT_TENSOR(td__gelu_backward(dy, x, tf)));
             for (int64_t i = 0; i < n; i++) {
                 double h = 1e-5, d = (gelu_ref(xin[i] + h, tf) - gelu_ref(xin[i] - h, tf)) / (2 * h);
                 ASSERT_NEAR(g[i], dyin[i % 16] * d, dts[di].tol * (1 + fabs(dyin[i % 16] * d)));

@@ -4,13 +4,15 @@
 ** in +-[0.1, 1], so relu/abs/clamp/max never sit on a corner and ties have
 ** probability zero. every_op_has_a_case fails when an op is added to the table
 ** without a case here. */
-#include "runner.h"
+#include "test_util.h"
 
+/* clang-format off */
 #define GC_CASES(X)                                                                                           \
     X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
     X(SQRT) X(RSQRT) X(SIN) X(COS) X(TANH) X(SIGMOID) X(RELU) X(GELU) X(SILU) X(CLAMP) X(SUM) X(MEAN) X(MAX)  \
     X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
     X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)
+/* clang-format on */
 #define TESTS(X) GC_CASES(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
 
 /* ---- inputs ---- */
@@ -21,24 +23,21 @@ typedef struct in_spec {
     int ndim;
     int64_t shape[4];
 } in_spec;
+/* clang-format off */
 #define S(kind, ndim, ...) {kind, 0, ndim, {__VA_ARGS__}}
 #define SI(range, ndim, ...) {IDX, range, ndim, {__VA_ARGS__}}
-
-static uint64_t rng_state;
-static double uniform(void) { /* xorshift64*, [0, 1) */
-    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
+/* clang-format on */
 
 static td_tensor *make_input(const in_spec *s) {
     int64_t n = 1;
     for (int i = 0; i < s->ndim; i++) n *= s->shape[i];
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     for (int64_t i = 0; i < n; i++) {
-        double u = uniform();
+        double u = test_uniform(0, 1);
         switch (s->kind) {
-        case G: v[i] = (uniform() < 0.5 ? -1 : 1) * (0.1 + 0.9 * u); break;
-        case P: case CP: v[i] = 0.5 + u; break;
+        case G: v[i] = (test_uniform(0, 1) < 0.5 ? -1 : 1) * (0.1 + 0.9 * u); break;
+        case P:
+        case CP: v[i] = 0.5 + u; break;
         case C: v[i] = 2 * u - 1; break;
         case IDX: v[i] = (double)(int64_t)(u * (double)s->range); break;
         case MASK: v[i] = u < 0.5; break;
@@ -55,10 +54,8 @@ static td_tensor *make_input(const in_spec *s) {
 }
 
 static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *specs) {
-    uint64_t seed = getenv("TD_SEED") ? strtoull(getenv("TD_SEED"), NULL, 0) : 0x7D5EED;
-    rng_state = seed * 0x9E3779B97F4A7C15ull + (uint64_t)strlen(name) * 7919 + (uint64_t)name[0];
-    if (!rng_state) rng_state = 1;
-    fprintf(stderr, "  %s: seed %llu (TD_SEED)\n", name, (unsigned long long)seed);
+    fprintf(stderr, "  %s:", name);
+    test_seed_from(0x7D5EED);
     td_tensor *in[4];
     for (int i = 0; i < n; i++) in[i] = make_input(&specs[i]);
     td_scope_begin();
@@ -67,78 +64,174 @@ static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *spe
     for (int i = 0; i < n; i++) td_release(in[i]);
 }
 
-#define CASE(NAME, N, ...)                                                                                    \
-    TEST(NAME) {                                                                                              \
-        static const in_spec specs[N] = {__VA_ARGS__};                                                        \
-        run_case(#NAME, f_##NAME, N, specs);                                                                  \
+#define CASE(NAME, N, ...)                                                                                             \
+    TEST(NAME) {                                                                                                       \
+        static const in_spec specs[N] = {__VA_ARGS__};                                                                 \
+        run_case(#NAME, f_##NAME, N, specs);                                                                           \
     }
 #define FN(NAME) static td_tensor *f_##NAME(void *user, int n, td_tensor *const *x)
-#define UNUSED (void)user, (void)n
+#define UNUSED   (void)user, (void)n
 
 /* ---- one function and one case per op ---- */
-FN(COPY) { UNUSED; return td_contiguous(td_transpose(x[0], 0, 1)); }
+FN(COPY) {
+    UNUSED;
+    return td_contiguous(td_transpose(x[0], 0, 1));
+}
 CASE(COPY, 1, S(G, 2, 3, 4))
-FN(ADD) { UNUSED; return td_add(x[0], x[1]); }
+FN(ADD) {
+    UNUSED;
+    return td_add(x[0], x[1]);
+}
 CASE(ADD, 2, S(G, 2, 3, 4), S(G, 1, 4))
-FN(SUB) { UNUSED; return td_sub(x[0], x[1]); }
+FN(SUB) {
+    UNUSED;
+    return td_sub(x[0], x[1]);
+}
 CASE(SUB, 2, S(G, 2, 2, 3), S(G, 2, 2, 1))
-FN(MUL) { UNUSED; return td_mul(x[0], x[1]); }
+FN(MUL) {
+    UNUSED;
+    return td_mul(x[0], x[1]);
+}
 CASE(MUL, 2, S(G, 2, 3, 1), S(G, 2, 1, 4))
-FN(DIV) { UNUSED; return td_div(x[0], x[1]); }
+FN(DIV) {
+    UNUSED;
+    return td_div(x[0], x[1]);
+}
 CASE(DIV, 2, S(G, 2, 3, 4), S(P, 2, 3, 4))
-FN(POW) { UNUSED; return td_pow(x[0], x[1]); }
+FN(POW) {
+    UNUSED;
+    return td_pow(x[0], x[1]);
+}
 CASE(POW, 2, S(P, 2, 3, 4), S(G, 2, 3, 4))
-FN(MAXIMUM) { UNUSED; return td_maximum(x[0], x[1]); }
+FN(MAXIMUM) {
+    UNUSED;
+    return td_maximum(x[0], x[1]);
+}
 CASE(MAXIMUM, 2, S(G, 2, 3, 4), S(G, 1, 4))
-FN(MINIMUM) { UNUSED; return td_minimum(x[0], x[1]); }
+FN(MINIMUM) {
+    UNUSED;
+    return td_minimum(x[0], x[1]);
+}
 CASE(MINIMUM, 2, S(G, 2, 3, 4), S(G, 2, 3, 4))
-FN(WHERE) { UNUSED; return td_where(x[0], x[1], x[2]); }
+FN(WHERE) {
+    UNUSED;
+    return td_where(x[0], x[1], x[2]);
+}
 CASE(WHERE, 3, S(MASK, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4))
-FN(NEG) { UNUSED; return td_neg(x[0]); }
+FN(NEG) {
+    UNUSED;
+    return td_neg(x[0]);
+}
 CASE(NEG, 1, S(G, 2, 2, 3))
-FN(ABS) { UNUSED; return td_abs(x[0]); }
+FN(ABS) {
+    UNUSED;
+    return td_abs(x[0]);
+}
 CASE(ABS, 1, S(G, 2, 2, 3))
-FN(EXP) { UNUSED; return td_exp(x[0]); }
+FN(EXP) {
+    UNUSED;
+    return td_exp(x[0]);
+}
 CASE(EXP, 1, S(G, 2, 2, 3))
-FN(LOG) { UNUSED; return td_log(x[0]); }
+FN(LOG) {
+    UNUSED;
+    return td_log(x[0]);
+}
 CASE(LOG, 1, S(P, 2, 2, 3))
-FN(SQRT) { UNUSED; return td_sqrt(x[0]); }
+FN(SQRT) {
+    UNUSED;
+    return td_sqrt(x[0]);
+}
 CASE(SQRT, 1, S(P, 2, 2, 3))
-FN(RSQRT) { UNUSED; return td_rsqrt(x[0]); }
+FN(RSQRT) {
+    UNUSED;
+    return td_rsqrt(x[0]);
+}
 CASE(RSQRT, 1, S(P, 2, 2, 3))
-FN(SIN) { UNUSED; return td_sin(x[0]); }
+FN(SIN) {
+    UNUSED;
+    return td_sin(x[0]);
+}
 CASE(SIN, 1, S(G, 2, 2, 3))
-FN(COS) { UNUSED; return td_cos(x[0]); }
+FN(COS) {
+    UNUSED;
+    return td_cos(x[0]);
+}
 CASE(COS, 1, S(G, 2, 2, 3))
-FN(TANH) { UNUSED; return td_tanh(x[0]); }
+FN(TANH) {
+    UNUSED;
+    return td_tanh(x[0]);
+}
 CASE(TANH, 1, S(G, 2, 2, 3))
-FN(SIGMOID) { UNUSED; return td_sigmoid(x[0]); }
+FN(SIGMOID) {
+    UNUSED;
+    return td_sigmoid(x[0]);
+}
 CASE(SIGMOID, 1, S(G, 2, 2, 3))
-FN(RELU) { UNUSED; return td_relu(x[0]); }
+FN(RELU) {
+    UNUSED;
+    return td_relu(x[0]);
+}
 CASE(RELU, 1, S(G, 2, 3, 4))
-FN(GELU) { UNUSED; return td_add(td_gelu(x[0], false), td_mul_scalar(td_gelu(x[0], true), 0.5)); } /* both forms */
+FN(GELU) {
+    UNUSED;
+    return td_add(td_gelu(x[0], false), td_mul_scalar(td_gelu(x[0], true), 0.5));
+} /* both forms */
 CASE(GELU, 1, S(G, 2, 3, 4))
-FN(SILU) { UNUSED; return td_silu(x[0]); }
+FN(SILU) {
+    UNUSED;
+    return td_silu(x[0]);
+}
 CASE(SILU, 1, S(G, 2, 2, 3))
-FN(CLAMP) { UNUSED; return td_add(td_clamp(x[0], -0.55, 0.45), td_clamp(x[0], NAN, 0.05)); }
+FN(CLAMP) {
+    UNUSED;
+    return td_add(td_clamp(x[0], -0.55, 0.45), td_clamp(x[0], NAN, 0.05));
+}
 CASE(CLAMP, 1, S(G, 2, 4, 5))
-FN(SUM) { UNUSED; return td_sum(x[0], 2, (int[]){0, 2}, false); }
+FN(SUM) {
+    UNUSED;
+    return td_sum(x[0], 2, (int[]){0, 2}, false);
+}
 CASE(SUM, 1, S(G, 3, 2, 3, 4))
-FN(MEAN) { UNUSED; return td_mean(x[0], 1, (int[]){1}, true); }
+FN(MEAN) {
+    UNUSED;
+    return td_mean(x[0], 1, (int[]){1}, true);
+}
 CASE(MEAN, 1, S(G, 3, 2, 3, 4))
-FN(MAX) { UNUSED; return td_amax(x[0], 1, (int[]){1}, false); }
+FN(MAX) {
+    UNUSED;
+    return td_amax(x[0], 1, (int[]){1}, false);
+}
 CASE(MAX, 1, S(G, 3, 2, 3, 4))
-FN(MIN) { UNUSED; return td_amin(x[0], 0, NULL, false); }
+FN(MIN) {
+    UNUSED;
+    return td_amin(x[0], 0, NULL, false);
+}
 CASE(MIN, 1, S(G, 2, 3, 4))
-FN(VAR) { UNUSED; return td_add(td_var(x[0], 1, (int[]){1}, 1, false), td_sum(td_var(x[0], 0, NULL, 0, true), 0, NULL, false)); }
+FN(VAR) {
+    UNUSED;
+    return td_add(td_var(x[0], 1, (int[]){1}, 1, false), td_sum(td_var(x[0], 0, NULL, 0, true), 0, NULL, false));
+}
 CASE(VAR, 1, S(G, 2, 3, 4))
-FN(LOGSUMEXP) { UNUSED; return td_logsumexp(x[0], 1, (int[]){-1}, false); }
+FN(LOGSUMEXP) {
+    UNUSED;
+    return td_logsumexp(x[0], 1, (int[]){-1}, false);
+}
 CASE(LOGSUMEXP, 1, S(G, 2, 3, 4))
-FN(MATMUL) { UNUSED; return td_matmul(x[0], x[1]); }
+FN(MATMUL) {
+    UNUSED;
+    return td_matmul(x[0], x[1]);
+}
 CASE(MATMUL, 2, S(G, 3, 2, 3, 4), S(G, 2, 4, 2))
-FN(SOFTMAX) { UNUSED; return td_softmax(x[0], -1); }
+FN(SOFTMAX) {
+    UNUSED;
+    return td_softmax(x[0], -1);
+}
 CASE(SOFTMAX, 1, S(G, 2, 2, 4))
-FN(LOG_SOFTMAX) { UNUSED; return td_log_softmax(x[0], -1); }
+FN(LOG_SOFTMAX) {
+    UNUSED;
+    return td_log_softmax(x[0], -1);
+}
 CASE(LOG_SOFTMAX, 1, S(G, 2, 2, 4))
 FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last without */
     UNUSED;
@@ -158,7 +251,10 @@ FN(CONV2D) { /* stride 2x1, padding 1, and a grouped dilated one */
     return td_add(td_sum(a, 0, NULL, false), td_mul(td_sum(b, 0, NULL, false), td_sum(a, 0, NULL, false)));
 }
 CASE(CONV2D, 4, S(G, 4, 2, 2, 4, 4), S(G, 4, 3, 2, 3, 3), S(G, 1, 3), S(G, 4, 2, 1, 2, 2))
-FN(MAX_POOL2D) { UNUSED; return td_max_pool2d(x[0], (int[]){2, 2}, (int[]){2, 1}, (int[]){1, 0}, NULL); }
+FN(MAX_POOL2D) {
+    UNUSED;
+    return td_max_pool2d(x[0], (int[]){2, 2}, (int[]){2, 1}, (int[]){1, 0}, NULL);
+}
 CASE(MAX_POOL2D, 1, S(G, 4, 1, 2, 4, 5))
 FN(AVG_POOL2D) {
     UNUSED;
@@ -166,17 +262,35 @@ FN(AVG_POOL2D) {
                   td_avg_pool2d(x[0], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}, true));
 }
 CASE(AVG_POOL2D, 1, S(G, 4, 1, 2, 5, 5))
-FN(EMBEDDING) { UNUSED; return td_embedding(x[0], x[1]); }
+FN(EMBEDDING) {
+    UNUSED;
+    return td_embedding(x[0], x[1]);
+}
 CASE(EMBEDDING, 2, S(G, 2, 6, 3), SI(6, 2, 2, 4))
-FN(INDEX_SELECT) { UNUSED; return td_index_select(x[0], 1, x[1]); }
+FN(INDEX_SELECT) {
+    UNUSED;
+    return td_index_select(x[0], 1, x[1]);
+}
 CASE(INDEX_SELECT, 2, S(G, 2, 3, 4), SI(4, 1, 6))
-FN(GATHER) { UNUSED; return td_gather(x[0], 1, x[1]); }
+FN(GATHER) {
+    UNUSED;
+    return td_gather(x[0], 1, x[1]);
+}
 CASE(GATHER, 2, S(G, 2, 3, 4), SI(4, 2, 3, 5))
-FN(SCATTER_ADD) { UNUSED; return td_scatter_add(x[0], 0, x[1], x[2]); }
+FN(SCATTER_ADD) {
+    UNUSED;
+    return td_scatter_add(x[0], 0, x[1], x[2]);
+}
 CASE(SCATTER_ADD, 3, S(G, 2, 3, 4), SI(3, 2, 2, 4), S(G, 2, 2, 4))
-FN(CAT) { UNUSED; return td_cat(3, x, 0); }
+FN(CAT) {
+    UNUSED;
+    return td_cat(3, x, 0);
+}
 CASE(CAT, 3, S(G, 2, 2, 3), S(C, 2, 1, 3), S(G, 2, 4, 3))
-FN(DROPOUT) { UNUSED; return td_dropout(x[0], 0.3, 7, 0); }
+FN(DROPOUT) {
+    UNUSED;
+    return td_dropout(x[0], 0.3, 7, 0);
+}
 CASE(DROPOUT, 1, S(G, 2, 4, 5))
 
 /* the view ops autograd records besides the table: permute, slice with a

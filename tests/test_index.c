@@ -1,22 +1,18 @@
 /* Indexing ops against double loops: embedding (+ backward), index_select,
 ** gather, scatter_add, cat, one_hot; odd shapes, strided inputs, errors. */
-#include "runner.h"
-#include "test_seed.h"
+#include "test_util.h"
 
 #include "core/internal.h" /* td__embedding_backward */
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(embedding_forward)                                                                                               \
     X(embedding_errors) X(embedding_backward) X(embedding_backward_threads) X(index_select) X(index_select_errors)     \
         X(gather) X(gather_errors) X(scatter_add) X(scatter_add_int) X(scatter_add_errors) X(cat) X(cat_many)          \
             X(cat_errors) X(one_hot) X(one_hot_errors) X(no_leaks)
+/* clang-format on */
 
 /* ---- helpers ---- */
-
-static td_tensor *from_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
-    td_tensor *t = ASSERT_TENSOR(td_from_data(v, ndim, shape, TD_F64, TD_CPU));
-    return ASSERT_TENSOR(td_cast(t, dt));
-}
 
 /* random values of dtype dt (integers for integer dtypes), host copy in *host */
 static td_tensor *random_tensor(int ndim, const int64_t *shape, td_dtype dt, double **host) {
@@ -29,7 +25,7 @@ static td_tensor *random_tensor(int ndim, const int64_t *shape, td_dtype dt, dou
                                      : (double)test_int(100) - 50;
     if (dt == TD_U8)
         for (int64_t i = 0; i < n; i++) v[i] = fabs(v[i]);
-    td_tensor *t = from_f64(v, ndim, shape, dt);
+    td_tensor *t = test_tensor_f64(v, ndim, shape, dt);
     ASSERT_OK(td_copy_to_host(t, v, (size_t)n * sizeof *v, TD_F64)); /* values as stored */
     *host = v;
     return t;
@@ -45,13 +41,6 @@ static td_tensor *random_index(int ndim, const int64_t *shape, int64_t limit, td
     return ASSERT_TENSOR(td_cast(t, dt));
 }
 
-static double *host_f64(td_tensor *t) {
-    int64_t n = td_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    ASSERT_OK(td_copy_to_host(t, v, (size_t)n * sizeof *v, TD_F64));
-    return v;
-}
-
 /* x [a, b] -> a view of shape [a, b] with non-unit strides (transpose of a copy) */
 static td_tensor *strided_2d(int64_t a, int64_t b, td_dtype dt, double **host) {
     int64_t shape[2] = {b, a};
@@ -60,7 +49,7 @@ static td_tensor *strided_2d(int64_t a, int64_t b, td_dtype dt, double **host) {
     td_tensor *x = ASSERT_TENSOR(td_transpose(t, 0, 1));
     ASSERT(!td_is_contiguous(x));
     free(tv);
-    *host = host_f64(x);
+    *host = test_host(x);
     return x;
 }
 
@@ -90,7 +79,7 @@ TEST(embedding_forward) {
         int64_t yshape[4] = {2, 3, 3, 5};
         assert_shape(y, 4, yshape);
         ASSERT_EQ_INT(td_tensor_dtype(y), dts[k]);
-        double *yv = host_f64(y), want[90];
+        double *yv = test_host(y), want[90];
         for (int n = 0; n < 18; n++)
             for (int d = 0; d < 5; d++) want[n * 5 + d] = w[iv[n] * 5 + d];
         assert_close(yv, want, 90, 0); /* a copy: exact */
@@ -140,7 +129,7 @@ TEST(embedding_backward) {
             td_tensor *out = ASSERT_TENSOR(td__embedding_backward(g, idx2, V, pad));
             int64_t oshape[2] = {V, D};
             assert_shape(out, 2, oshape);
-            double *ov = host_f64(out);
+            double *ov = test_host(out);
             embedding_backward_ref(dy, iv, N, V, D, pad, dw);
             assert_close(ov, dw, V * D, tols[k]);
             if (pad == 2)
@@ -158,8 +147,8 @@ TEST(embedding_backward_threads) {
     double *dy;
     td_tensor *idx = random_index(1, ishape, V, TD_I64, &iv);
     td_tensor *g = random_tensor(2, dshape, TD_F32, &dy);
-    double *a = host_f64(ASSERT_TENSOR(td__embedding_backward(g, idx, V, 0)));
-    double *b = host_f64(ASSERT_TENSOR(td__embedding_backward(g, idx, V, 0)));
+    double *a = test_host(ASSERT_TENSOR(td__embedding_backward(g, idx, V, 0)));
+    double *b = test_host(ASSERT_TENSOR(td__embedding_backward(g, idx, V, 0)));
     ASSERT(!memcmp(a, b, (size_t)(V * D) * sizeof *a));
     double *want = malloc((size_t)(V * D) * sizeof *want);
     embedding_backward_ref(dy, iv, N, V, D, 0, want);
@@ -182,14 +171,14 @@ TEST(index_select) {
             td_tensor *base = random_tensor(3, bshape, dts[k], &bv);
             td_tensor *x = ASSERT_TENSOR(td_permute(base, perm)); /* [3,5,4], strided */
             const int64_t *xs = td_shape(x);
-            double *xv = host_f64(x);
+            double *xv = test_host(x);
             int64_t K = 7, *iv;
             td_tensor *idx = random_index(1, &K, xs[dim], dim % 2 ? TD_I32 : TD_I64, &iv);
             td_tensor *y = ASSERT_TENSOR(td_index_select(x, dim - 3 * (k % 2), idx)); /* negative dims too */
             int64_t ys[3] = {xs[0], xs[1], xs[2]};
             ys[dim] = K;
             assert_shape(y, 3, ys);
-            double *yv = host_f64(y);
+            double *yv = test_host(y);
             for (int64_t a = 0; a < ys[0]; a++)
                 for (int64_t b = 0; b < ys[1]; b++)
                     for (int64_t c = 0; c < ys[2]; c++) {
@@ -229,14 +218,14 @@ TEST(gather) {
             int64_t bshape[3] = {5, 4, 6}; /* x = transpose(base, 0, 2): [6, 4, 5] */
             double *bv;
             td_tensor *x = ASSERT_TENSOR(td_transpose(random_tensor(3, bshape, dts[k], &bv), 0, 2));
-            double *xv = host_f64(x);
+            double *xv = test_host(x);
             int64_t xs[3] = {6, 4, 5}, is[3] = {5, 3, 4};
             is[dim] = 7; /* the gathered dim may be longer than x's */
             int64_t *iv;
             td_tensor *idx = random_index(3, is, xs[dim], k % 2 ? TD_I32 : TD_I64, &iv);
             td_tensor *y = ASSERT_TENSOR(td_gather(x, dim, idx));
             assert_shape(y, 3, is);
-            double *yv = host_f64(y);
+            double *yv = test_host(y);
             for (int64_t a = 0; a < is[0]; a++)
                 for (int64_t b = 0; b < is[1]; b++)
                     for (int64_t c = 0; c < is[2]; c++) {
@@ -289,14 +278,14 @@ TEST(scatter_add) {
             int64_t sb[3] = {ss[2], ss[1], ss[0]};
             td_tensor *src = ASSERT_TENSOR(td_transpose(random_tensor(3, sb, dts[k], &srcv), 0, 2)); /* strided */
             free(srcv);
-            srcv = host_f64(src);
+            srcv = test_host(src);
             td_tensor *idx = random_index(3, is, os[dim], dim == 1 ? TD_I32 : TD_I64, &iv);
             td_tensor *y = ASSERT_TENSOR(td_scatter_add(self, dim, idx, src));
             assert_shape(y, 3, os);
             scatter_ref(selfv, os, iv, is, srcv, ss, dim);
-            double *yv = host_f64(y);
+            double *yv = test_host(y);
             assert_close(yv, selfv, 60, tols[k]);
-            double *again = host_f64(ASSERT_TENSOR(td_scatter_add(self, dim, idx, src)));
+            double *again = test_host(ASSERT_TENSOR(td_scatter_add(self, dim, idx, src)));
             ASSERT(!memcmp(again, yv, 60 * sizeof *yv)); /* deterministic */
             free(selfv), free(srcv), free(iv), free(yv), free(again);
         }
@@ -312,7 +301,7 @@ TEST(scatter_add_int) {
         td_tensor *self = random_tensor(3, os, dts[k], &selfv);
         td_tensor *src = random_tensor(3, ss, dts[k], &srcv);
         td_tensor *idx = random_index(3, is, os[1], TD_I64, &iv);
-        double *yv = host_f64(ASSERT_TENSOR(td_scatter_add(self, -2, idx, src)));
+        double *yv = test_host(ASSERT_TENSOR(td_scatter_add(self, -2, idx, src)));
         scatter_ref(selfv, os, iv, is, srcv, ss, 1);
         if (dts[k] == TD_U8)
             for (int i = 0; i < 42; i++) selfv[i] = fmod(selfv[i], 256); /* wraps */
@@ -349,13 +338,13 @@ TEST(cat) {
     td_tensor *c = random_tensor(3, s2, TD_F32, &v2);
     td_tensor *d = ASSERT_TENSOR(td_transpose(random_tensor(3, s3b, TD_F32, &v3), 0, 2)); /* [2,2,4] strided */
     free(v3);
-    v3 = host_f64(d);
+    v3 = test_host(d);
     td_tensor *xs[4] = {a, b, c, d};
     td_tensor *y = ASSERT_TENSOR(td_cat(4, xs, 1));
     int64_t ys[3] = {2, 6, 4};
     assert_shape(y, 3, ys);
     ASSERT_EQ_INT(td_tensor_dtype(y), TD_F32);
-    double *yv = host_f64(y);
+    double *yv = test_host(y);
     const double *src[4] = {v0, v1, v2, v3};
     int64_t len[4] = {3, 1, 0, 2};
     for (int64_t i = 0; i < 2; i++)
@@ -366,10 +355,10 @@ TEST(cat) {
     /* dim 0 and a negative dim */
     td_tensor *pair[2] = {a, a};
     td_tensor *y0 = ASSERT_TENSOR(td_cat(2, pair, 0));
-    double *y0v = host_f64(y0);
+    double *y0v = test_host(y0);
     for (int i = 0; i < 48; i++) ASSERT(y0v[i] == v0[i % 24]);
     td_tensor *yl = ASSERT_TENSOR(td_cat(2, pair, -1));
-    double *ylv = host_f64(yl);
+    double *ylv = test_host(yl);
     for (int i = 0; i < 48; i++) ASSERT(ylv[i] == v0[(i / 8) * 4 + i % 4]);
     free(v0), free(v1), free(v2), free(v3), free(yv), free(y0v), free(ylv);
 }
@@ -382,7 +371,7 @@ TEST(cat_many) {
     td_tensor *y = ASSERT_TENSOR(td_cat(N, xs, 0));
     ASSERT_EQ_INT(td_size(y, 0), N);
     ASSERT_EQ_INT(td_tensor_dtype(y), TD_F32);
-    double *yv = host_f64(y);
+    double *yv = test_host(y);
     for (int i = 0; i < 3 * N; i++) ASSERT(yv[i] == i / 3);
     free(yv);
 }

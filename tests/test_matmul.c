@@ -1,9 +1,11 @@
 /* matmul and linear against a double-precision loop written here. */
 #include "nn_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                               \
     X(hand_2x3_3x2) X(random_sizes_all_dtypes) X(transposed_and_strided) X(batch_broadcast) X(one_dim_operands) \
-    X(batched_times_matrix) X(empty_inner_dim) X(linear_bias) X(errors)
+    X(batched_times_matrix) X(empty_inner_dim) X(linear_bias) X(errors) X(blocked_threads)
+/* clang-format on */
 
 /* want[b] = a[b] @ bm[b] over broadcast batch dims: a is [ba..., M, K], bm is [bb..., K, N]
 ** (the batch dims given as the output's nb dims, size 1 where broadcast). */
@@ -213,6 +215,37 @@ TEST(errors) {
     ASSERT_ERROR(td_matmul(b1, b2), TD_ERR_SHAPE, "batch dims");
     td_clear_error();
     ASSERT(td_matmul(NULL, a) == NULL);
+}
+
+/* Products large enough to be cut into per-thread GEMM blocks, run on 3 threads so that the blocks
+** are uneven: output rows (M >= N), columns (N > M) with transposed and strided operands, and batches
+** fewer than the threads (each batch cut too). A rerun must give the same bits. */
+TEST(blocked_threads) {
+    nn_seed(17);
+    nn_threads(3);
+    for (int d = 0; d < 2; d++) {
+        td_dtype dt = nn_float_dtypes[d];
+        check_2d(nn_rand(2, (int64_t[]){203, 150}, 1, dt), nn_rand(2, (int64_t[]){150, 41}, 1, dt), nn_tol(dt),
+                 "rows 203x150x41");
+        td_tensor *at = nn_rand(2, (int64_t[]){150, 203}, 1, dt), *bt = nn_rand(2, (int64_t[]){41, 150}, 1, dt);
+        check_2d(ASSERT_TENSOR(td_transpose(at, 0, 1)), ASSERT_TENSOR(td_transpose(bt, 0, 1)), nn_tol(dt),
+                 "rows of a^T @ b^T");
+        td_tensor *wide = nn_rand(2, (int64_t[]){300, 150}, 1, dt); /* b^T: columns of b are rows of wide */
+        check_2d(nn_rand(2, (int64_t[]){21, 150}, 1, dt), ASSERT_TENSOR(td_transpose(wide, 0, 1)), nn_tol(dt),
+                 "columns 21x150x300 of a @ b^T");
+        td_tensor *rows = nn_rand(2, (int64_t[]){150, 610}, 1, dt);
+        td_tensor *bs = ASSERT_TENSOR(td_slice(rows, 1, 3, 308, 1)); /* [150,305], row stride 610 */
+        check_2d(nn_rand(2, (int64_t[]){17, 150}, 1, dt), bs, nn_tol(dt), "columns of a @ row-strided b");
+        int64_t M = 70, K = 90, N = 61, one = 2;
+        td_tensor *a = nn_rand(3, (int64_t[]){2, M, K}, 1, dt), *b = nn_rand(3, (int64_t[]){2, K, N}, 1, dt);
+        double *ha = nn_host(a), *hb = nn_host(b), *want = malloc(sizeof(double) * (size_t)(2 * M * N));
+        ref_matmul(1, &one, &one, &one, M, K, N, ha, hb, want);
+        td_tensor *c = ASSERT_TENSOR(td_matmul(a, b));
+        nn_check_tensor("2 batches on 3 threads", c, want, nn_tol(dt) * 10, nn_tol(dt) * 4);
+        double *h1 = nn_host(c), *h2 = nn_host(ASSERT_TENSOR(td_matmul(a, b)));
+        ASSERT(memcmp(h1, h2, sizeof(double) * (size_t)(2 * M * N)) == 0);
+        free(ha), free(hb), free(want), free(h1), free(h2);
+    }
 }
 
 TEST_MAIN(TESTS)

@@ -2,8 +2,9 @@
 ** schedulers and clipping against closed forms, optimizer state round trips,
 ** and bad input to this layer (each a clear error). Random inputs come from
 ** the printed seed. */
-#include "runner.h"
+#include "test_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(named_parameters)                                                                                                \
     X(state_dict_names_and_buffers)                                                                                    \
@@ -13,6 +14,7 @@
             X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to) X(schedulers_closed_form) X(clip_grad)                \
                 X(optimizer_state_roundtrip) X(optimizer_groups_and_lr) X(optimizer_bad_input) X(loss_bad_input)       \
                     X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(no_leaks)
+/* clang-format on */
 
 #define SEED 20240611ull
 
@@ -441,11 +443,6 @@ TEST(schedulers_closed_form) {
 }
 
 /* p.grad = g through autograd */
-static void set_grad(td_tensor *p, td_tensor *g) {
-    td_zero_grad(p);
-    ASSERT_OK(td_backward(ASSERT_TENSOR(td_mul_scalar(p, 1.0)), g, false));
-}
-
 TEST(clip_grad) {
     td_tensor *p[3];
     double want2 = 0, wantinf = 0;
@@ -456,7 +453,7 @@ TEST(clip_grad) {
     }
     for (int i = 0; i < 2; i++) { /* p[2] has no gradient and is skipped */
         td_tensor *g = ASSERT_TENSOR(td_add_scalar(td_mul_scalar(randu(1, (int64_t[]){10}, 600 + i), 4), -2));
-        set_grad(p[i], g);
+        test_set_grad(p[i], g);
         gv[i] = host(g);
         for (int k = 0; k < 10; k++) want2 += gv[i][k] * gv[i][k], wantinf = fmax(wantinf, fabs(gv[i][k]));
     }
@@ -485,7 +482,7 @@ TEST(clip_grad) {
 static void adam_steps(td_optimizer *o, td_tensor **p, int from, int to) {
     for (int k = from; k < to; k++) {
         for (int i = 0; i < 2; i++)
-            set_grad(p[i], randu(td_ndim(p[i]), td_shape(p[i]), 1000 + 10 * (uint64_t)k + (uint64_t)i));
+            test_set_grad(p[i], randu(td_ndim(p[i]), td_shape(p[i]), 1000 + 10 * (uint64_t)k + (uint64_t)i));
         ASSERT_OK(td_optimizer_step(o));
     }
 }
@@ -554,8 +551,8 @@ TEST(optimizer_groups_and_lr) {
     ASSERT_EQ_INT(td_optimizer_num_groups(opt), 2);
     ASSERT(!strcmp(td_optimizer_name(opt), "SGD"));
     td_tensor *g = ASSERT_TENSOR(td_full(1, (int64_t[]){3}, 2.0, TD_F32, TD_CPU));
-    set_grad(p[0], g);
-    set_grad(p[1], g);
+    test_set_grad(p[0], g);
+    test_set_grad(p[1], g);
     ASSERT_OK(td_optimizer_step(opt));
     ASSERT_NEAR(td_get(p[0], (int64_t[]){0}), 1 - 0.1 * 2, 1e-7);
     ASSERT_NEAR(td_get(p[1], (int64_t[]){0}), 1 - 0.5 * 2, 1e-7);

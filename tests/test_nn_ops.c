@@ -11,7 +11,7 @@ static const int64_t row_lengths[6] = {1, 7, 8, 9, 33, 4096};
 
 #define TESTS(X)                                                                                               \
     X(softmax_random) X(softmax_errors) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures)            \
-    X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_errors)              \
+    X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_threads) X(conv_errors)              \
     X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp) X(softmax_rows)        \
     X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows) X(max_pool_2x2)
 
@@ -391,6 +391,45 @@ TEST(conv_chunked) {
             }
     check_conv(&k, x, w, b, dy, y, dx, dw, 1e-4, "chunked");
     free(hx), free(hw), free(hb), free(hdy), free(y), free(dx);
+}
+
+/* Images shared out over 3 threads, with the paths they choose: 3x3 with padding 1 at stride 1 (the
+** run fast path of im2col/col2im, W2's shape; 29 images, so the backward-weight slots hold several
+** images per GEMM), a 1x1 window read in place, a 1x1 window with padding, stride 2 with dilation,
+** and groups. A rerun must give the same bits (the per-slot dw partials are summed in a fixed order). */
+TEST(conv_threads) {
+    nn_seed(29);
+    nn_threads(3);
+    const conv_case cases[5] = {
+        {{29, 5, 9, 8}, {6, 5, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},  /* W2-like: 3x3, pad 1, stride 1 */
+        {{7, 12, 9, 8}, {10, 12, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1}, /* 1x1 in place */
+        {{7, 12, 9, 8}, {10, 6, 1, 1}, {1, 1}, {1, 0}, {1, 1}, 2},  /* 1x1 with padding, groups */
+        {{7, 6, 11, 10}, {8, 3, 3, 2}, {2, 1}, {1, 2}, {2, 1}, 2},  /* stride, dilation, groups */
+        {{7, 4, 9, 8}, {6, 4, 3, 3}, {1, 1}, {2, 0}, {1, 2}, 1},    /* stride 1, uneven padding, dilation */
+    };
+    for (int d = 0; d < 2; d++)
+        for (int c = 0; c < 5; c++) {
+            td_scope_begin();
+            td_dtype dt = nn_float_dtypes[d];
+            const conv_case *k = &cases[c];
+            td_tensor *x = nn_rand(4, k->xs, 1, dt), *w = nn_rand(4, k->ws, 1, dt), *b = nn_rand(1, k->ws, 1, dt);
+            int64_t ys[4] = {k->xs[0], k->ws[0], 0, 0};
+            for (int i = 0; i < 2; i++)
+                ys[2 + i] = (k->xs[2 + i] + 2 * k->pd[i] - k->dl[i] * (k->ws[2 + i] - 1) - 1) / k->st[i] + 1;
+            td_tensor *dy = nn_rand(4, ys, 1, dt);
+            double *hx = nn_host(x), *hw = nn_host(w), *hb = nn_host(b), *hdy = nn_host(dy);
+            double *y = malloc(sizeof(double) * (size_t)td_numel(dy)), *dx = malloc(sizeof(double) * (size_t)td_numel(x));
+            double *dw = malloc(sizeof(double) * (size_t)td_numel(w));
+            ref_conv(k, ys, hx, hw, hb, hdy, y, dx, dw);
+            char what[64];
+            snprintf(what, sizeof what, "%s case %d", td_dtype_name(dt), c);
+            check_conv(k, x, w, b, dy, y, dx, dw, nn_tol(dt) * 16, what);
+            double *dw1 = nn_host(ASSERT_TENSOR(td__conv2d_backward_weight(dy, x, k->ws, k->st, k->pd, k->dl, k->g)));
+            double *dw2 = nn_host(ASSERT_TENSOR(td__conv2d_backward_weight(dy, x, k->ws, k->st, k->pd, k->dl, k->g)));
+            ASSERT(memcmp(dw1, dw2, sizeof(double) * (size_t)td_numel(w)) == 0);
+            free(hx), free(hw), free(hb), free(hdy), free(y), free(dx), free(dw), free(dw1), free(dw2);
+            td_scope_end();
+        }
 }
 
 TEST(conv_errors) {

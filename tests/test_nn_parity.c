@@ -2,15 +2,17 @@
 ** losses, 5 steps of each optimizer, schedulers, clipping, and a 3-step W1 run.
 ** References come from tests/fixtures/gen_nn_fixtures.py (torch 1.13, float64
 ** unless noted); each check is |got - want| <= atol + rtol |want|. */
-#include "runner.h"
 #include "tdfx.h"
+#include "test_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(linear)                                                                                                          \
     X(linear_nobias)                                                                                                   \
     X(conv2d) X(conv2d_groups) X(conv1d) X(maxpool2d) X(avgpool2d) X(adaptive_avgpool2d) X(flatten) X(unflatten)       \
         X(batchnorm1d) X(batchnorm2d) X(layernorm) X(embedding) X(mha) X(activations) X(sequential) X(losses)          \
             X(optimizers) X(schedulers) X(clipping) X(w1_mlp_three_steps)
+/* clang-format on */
 
 #define ATOL 1e-5
 #define RTOL 1e-5
@@ -234,11 +236,6 @@ static td_optimizer *make_optim(const char *n, int np, td_tensor **p) {
 }
 
 /* Give p the gradient g through autograd: backward of p * 1 with grad_output g. */
-static void set_grad(td_tensor *p, td_tensor *g) {
-    td_zero_grad(p);
-    ASSERT_OK(td_backward(ASSERT_TENSOR(td_mul_scalar(p, 1.0)), g, false));
-}
-
 TEST(optimizers) {
     static const char *cases[] = {"sgd",           "sgd_momentum",    "sgd_nesterov_wd",  "sgd_dampening_max",
                                   "adam",          "adam_amsgrad_wd", "adam_max",         "adamw",
@@ -258,7 +255,7 @@ TEST(optimizers) {
             char name[96];
             for (int i = 0; i < 2; i++) {
                 snprintf(name, sizeof name, "optim.grad%d.%d", k, i);
-                set_grad(p[i], need(tdfx_tensor(fixtures(), name), name));
+                test_set_grad(p[i], need(tdfx_tensor(fixtures(), name), name));
             }
             ASSERT_OK(td_optimizer_step(o));
             for (int i = 0; i < 2; i++) {
@@ -307,7 +304,7 @@ TEST(clipping) {
             td_tensor *g = need(tdfx_tensor(fixtures(), name), name);
             p[i] = ASSERT_TENSOR(td_zeros_like(g));
             ASSERT_OK(td_set_requires_grad(p[i], true));
-            set_grad(p[i], g);
+            test_set_grad(p[i], g);
         }
         double total = td_clip_grad_norm_(2, p, max_norm[c], norm_type[c]);
         snprintf(name, sizeof name, "%s.norm", cases[c]);

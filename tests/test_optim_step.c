@@ -1,15 +1,16 @@
 /* Fused optimizer updates (Adam/AdamW, SGD, RMSprop): three steps of every
 ** flag combination against double loops written here, the double loops and
 ** the kernels against PyTorch (tests/fixtures/optim_steps.h), and errors. */
-#include "runner.h"
-#include "test_seed.h"
+#include "test_util.h"
 
 #include "fixtures/optim_steps.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(reference_matches_torch)                                                                                         \
     X(torch_fixture) X(adam_variants) X(adam_large) X(sgd_variants) X(rmsprop_variants) X(adam_errors) X(sgd_errors)   \
         X(rmsprop_errors)
+/* clang-format on */
 
 /* ---- double-precision references (torch.optim formulas, foreach=False) ---- */
 
@@ -60,10 +61,6 @@ static void reference_step(const optim_fixture *c, int step, int64_t n, double *
 
 /* ---- the same steps through Trident ---- */
 
-static td_tensor *tensor_of(const double *v, int64_t n, td_dtype dt) {
-    return ASSERT_TENSOR(td_cast(ASSERT_TENSOR(td_from_data(v, 1, &n, TD_F64, TD_CPU)), dt));
-}
-
 static void to_host(td_tensor *t, double *v, int64_t n) {
     ASSERT_OK(td_copy_to_host(t, v, (size_t)n * sizeof *v, TD_F64));
 }
@@ -96,11 +93,11 @@ static void run_trident(const optim_fixture *c, td_dtype dt, int64_t n, const do
                         double **after) {
     bool used[3];
     states_used(c, used);
-    td_tensor *param = tensor_of(p0, n, dt), *s[3] = {0};
+    td_tensor *param = test_tensor_f64(p0, 1, &n, dt), *s[3] = {0};
     for (int k = 0; k < 3; k++)
         if (used[k]) s[k] = ASSERT_TENSOR(td_zeros(1, &n, dt, TD_CPU));
     for (int step = 1; step <= OPTIM_STEPS; step++) {
-        ASSERT_OK(trident_step(c, step, param, tensor_of(grads[step - 1], n, dt), s));
+        ASSERT_OK(trident_step(c, step, param, test_tensor_f64(grads[step - 1], 1, &n, dt), s));
         to_host(param, after[step - 1], n);
     }
 }

@@ -1,11 +1,12 @@
 /* rand, randn and dropout: exact Philox streams, statistics, masks, errors. */
-#include "runner.h"
-#include "test_seed.h"
+#include "test_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(rand_stream_exact)                                                                                               \
     X(rand_offset_shift) X(rand_half_in_unit) X(rand_stats) X(randn_stream) X(randn_stats) X(dropout_mask)             \
         X(dropout_noncontiguous) X(dropout_dtypes) X(dropout_errors)
+/* clang-format on */
 
 /* u_i of the stream (seed, offset), from td_philox4x32 directly */
 static float stream_u(uint64_t seed, uint64_t offset, int64_t i) {
@@ -22,19 +23,11 @@ static float *host_f32(td_tensor *t) {
     return v;
 }
 
-static double *host_f64(td_tensor *t) {
-    int64_t n = td_numel(t);
-    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-    ASSERT(v);
-    ASSERT_OK(td_copy_to_host(t, v, (size_t)n * sizeof *v, TD_F64));
-    return v;
-}
-
 TEST(rand_stream_exact) {
     uint64_t seed = test_seed(), offset = 5;
     int64_t shape[2] = {3, 7}; /* 21: not a multiple of 4 */
     float *f = host_f32(ASSERT_TENSOR(td_rand(2, shape, seed, offset, TD_F32, TD_CPU)));
-    double *d = host_f64(ASSERT_TENSOR(td_rand(2, shape, seed, offset, TD_F64, TD_CPU)));
+    double *d = test_host(ASSERT_TENSOR(td_rand(2, shape, seed, offset, TD_F64, TD_CPU)));
     for (int64_t i = 0; i < 21; i++) {
         float u = stream_u(seed, offset, i);
         if (memcmp(&f[i], &u, 4)) TEST_FAIL_("f32 element %lld: %.9g != %.9g", (long long)i, f[i], u);
@@ -80,7 +73,7 @@ TEST(rand_half_in_unit) {
 TEST(rand_stats) {
     uint64_t seed = test_seed();
     int64_t n = 100000;
-    double *v = host_f64(ASSERT_TENSOR(td_rand(1, &n, seed, 0, TD_F32, TD_CPU)));
+    double *v = test_host(ASSERT_TENSOR(td_rand(1, &n, seed, 0, TD_F32, TD_CPU)));
     double mean = 0, var = 0, lo = 1, hi = 0;
     for (int64_t i = 0; i < n; i++) mean += v[i], lo = fmin(lo, v[i]), hi = fmax(hi, v[i]);
     mean /= (double)n;
@@ -97,7 +90,7 @@ TEST(randn_stream) {
     uint64_t seed = test_seed(), offset = 3;
     int64_t n = 27; /* odd: the last pair keeps only its cosine */
     float *f = host_f32(ASSERT_TENSOR(td_randn(1, &n, seed, offset, TD_F32, TD_CPU)));
-    double *d = host_f64(ASSERT_TENSOR(td_randn(1, &n, seed, offset, TD_F64, TD_CPU)));
+    double *d = test_host(ASSERT_TENSOR(td_randn(1, &n, seed, offset, TD_F64, TD_CPU)));
     float *h = host_f32(ASSERT_TENSOR(td_randn(1, &n, seed, offset, TD_BF16, TD_CPU)));
     for (int64_t i = 0; i < n; i++) {
         int64_t j = i / 2;
@@ -115,7 +108,7 @@ TEST(randn_stats) {
     int64_t shape[2] = {317, 316}; /* ~1e5 */
     td_tensor *t = ASSERT_TENSOR(td_randn(2, shape, seed, 77, TD_F32, TD_CPU));
     int64_t n = td_numel(t);
-    double *v = host_f64(t);
+    double *v = test_host(t);
     double mean = 0, var = 0, m4 = 0, tail = 0;
     for (int64_t i = 0; i < n; i++) mean += v[i];
     mean /= (double)n;
@@ -150,17 +143,17 @@ TEST(dropout_mask) {
     int64_t shape[2] = {50, 41};
     int64_t n = 50 * 41;
     td_tensor *x = ASSERT_TENSOR(td_randn(2, shape, seed ^ 0xABCD, 0, TD_F32, TD_CPU));
-    double *xv = host_f64(x);
+    double *xv = test_host(x);
     double ps[3] = {0.3, 0.5, 0.9};
     for (int k = 0; k < 3; k++) {
         td_tensor *y = ASSERT_TENSOR(td_dropout(x, ps[k], seed, 11));
-        double *yv = host_f64(y);
+        double *yv = test_host(y);
         check_dropout(xv, yv, n, ps[k], seed, 11, 1e-6);
         /* determinism: same (seed, offset) -> same output */
-        double *again = host_f64(ASSERT_TENSOR(td_dropout(x, ps[k], seed, 11)));
+        double *again = test_host(ASSERT_TENSOR(td_dropout(x, ps[k], seed, 11)));
         ASSERT(!memcmp(again, yv, (size_t)n * sizeof(double)));
         /* another offset -> another mask */
-        double *shifted = host_f64(ASSERT_TENSOR(td_dropout(x, ps[k], seed, 12)));
+        double *shifted = test_host(ASSERT_TENSOR(td_dropout(x, ps[k], seed, 12)));
         int64_t differ = 0;
         for (int64_t i = 0; i < n; i++) differ += (shifted[i] == 0) != (yv[i] == 0);
         ASSERT(differ > n / 20);
@@ -169,7 +162,7 @@ TEST(dropout_mask) {
     /* p exactly on the 2^-24 grid: u == p is kept */
     float *u = host_f32(ASSERT_TENSOR(td_rand(2, shape, seed, 11, TD_F32, TD_CPU)));
     double p = u[7];
-    double *yv = host_f64(ASSERT_TENSOR(td_dropout(x, p, seed, 11)));
+    double *yv = test_host(ASSERT_TENSOR(td_dropout(x, p, seed, 11)));
     ASSERT(yv[7] != 0);
     check_dropout(xv, yv, n, p, seed, 11, 1e-6);
     free(xv), free(yv), free(u);
@@ -181,8 +174,8 @@ TEST(dropout_noncontiguous) {
     td_tensor *base = ASSERT_TENSOR(td_randn(3, shape, seed, 0, TD_F64, TD_CPU));
     td_tensor *x = ASSERT_TENSOR(td_slice(td_transpose(base, 0, 2), 1, 1, 6, 2)); /* [7,3,5], strided */
     ASSERT(!td_is_contiguous(x));
-    double *xv = host_f64(x); /* row-major logical order */
-    double *yv = host_f64(ASSERT_TENSOR(td_dropout(x, 0.25, seed, 4)));
+    double *xv = test_host(x); /* row-major logical order */
+    double *yv = test_host(ASSERT_TENSOR(td_dropout(x, 0.25, seed, 4)));
     check_dropout(xv, yv, td_numel(x), 0.25, seed, 4, 1e-15);
     free(xv), free(yv);
 }
@@ -191,15 +184,15 @@ TEST(dropout_dtypes) {
     uint64_t seed = test_seed();
     int64_t n = 3001;
     td_tensor *x64 = ASSERT_TENSOR(td_randn(1, &n, seed, 9, TD_F64, TD_CPU));
-    double *xv = host_f64(x64);
-    double *y64 = host_f64(ASSERT_TENSOR(td_dropout(x64, 0.4, seed, 2)));
+    double *xv = test_host(x64);
+    double *y64 = test_host(ASSERT_TENSOR(td_dropout(x64, 0.4, seed, 2)));
     check_dropout(xv, y64, n, 0.4, seed, 2, 1e-15);
     td_dtype half[2] = {TD_F16, TD_BF16};
     double tol[2] = {1e-3, 8e-3};
     for (int k = 0; k < 2; k++) {
         td_tensor *xh = ASSERT_TENSOR(td_cast(x64, half[k]));
-        double *xhv = host_f64(xh);
-        double *yh = host_f64(ASSERT_TENSOR(td_dropout(xh, 0.4, seed, 2)));
+        double *xhv = test_host(xh);
+        double *yh = test_host(ASSERT_TENSOR(td_dropout(xh, 0.4, seed, 2)));
         check_dropout(xhv, yh, n, 0.4, seed, 2, tol[k]);
         free(xhv), free(yh);
     }

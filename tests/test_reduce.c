@@ -2,12 +2,14 @@
 ** strided inputs, dtypes, NaN, argmax ties, accuracy, empty sets, errors. */
 #include "elem_util.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(dim_sets_f64)                                                                                                    \
     X(dim_sets_f32_strided)                                                                                            \
     X(dim_sets_half)                                                                                                   \
     X(sum_integer_and_bool) X(max_min_integer_exact) X(argmax_ties_and_nan) X(argmax_flatten) X(nan_propagation)       \
         X(var_correction) X(logsumexp_stable) X(sum_accuracy_1e6) X(few_outputs_long_rows) X(empty_sets) X(errors)
+/* clang-format on */
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_VAR, R_LSE, R_COUNT };
 static const char *rnames[R_COUNT] = {"sum", "mean", "amax", "amin", "var", "logsumexp"};
@@ -74,7 +76,7 @@ static void check_dim_sets(td_tensor *x, double rtol, double atol) {
     static const int sets[][4] = {{0}, {1, 0}, {1, 1}, {1, 2}, {2, 0, 2}, {2, -1, -2}, {3, 2, 0, 1}, {1, -3}};
     int nd = td_ndim(x);
     const int64_t *shape = td_shape(x);
-    double *v = values_of(x);
+    double *v = test_host(x);
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         int n = sets[si][0];
         const int *dims = &sets[si][1];
@@ -97,7 +99,7 @@ static void check_dim_sets(td_tensor *x, double rtol, double atol) {
                 else
                     assert_shape(r, dn, dshape);
                 ASSERT_EQ_INT(td_tensor_dtype(r), td_tensor_dtype(x));
-                double *got = values_of(r);
+                double *got = test_host(r);
                 char what[96];
                 snprintf(what, sizeof what, "%s set %zu keepdim %d", rnames[op], si, keep);
                 assert_close(got, want, M, atol, rtol, what);
@@ -110,19 +112,19 @@ static void check_dim_sets(td_tensor *x, double rtol, double atol) {
 }
 
 TEST(dim_sets_f64) {
-    lcg_seed(21);
+    test_seed_from(21);
     int64_t s[3] = {3, 4, 5};
     double *v = rand_values(60, -3, 3);
-    check_dim_sets(tensor_of(v, 3, s, TD_F64), 1e-13, 1e-13);
+    check_dim_sets(test_tensor_f64(v, 3, s, TD_F64), 1e-13, 1e-13);
     free(v);
 }
 
 TEST(dim_sets_f32_strided) {
-    lcg_seed(22);
+    test_seed_from(22);
     int64_t s[3] = {5, 3, 4};
     double *v = rand_values(60, -3, 3);
     int perm[3] = {1, 2, 0};
-    td_tensor *x = ASSERT_TENSOR(td_permute(tensor_of(v, 3, s, TD_F32), perm)); /* [3,4,5], strides (4,1,12) */
+    td_tensor *x = ASSERT_TENSOR(td_permute(test_tensor_f64(v, 3, s, TD_F32), perm)); /* [3,4,5], strides (4,1,12) */
     ASSERT(!td_is_contiguous(x));
     check_dim_sets(x, 1e-6, 1e-6);
     td_tensor *sl = ASSERT_TENSOR(td_slice(x, 2, 0, 5, 2)); /* [3,4,3] */
@@ -131,11 +133,11 @@ TEST(dim_sets_f32_strided) {
 }
 
 TEST(dim_sets_half) {
-    lcg_seed(23);
+    test_seed_from(23);
     int64_t s[3] = {3, 4, 5};
     double *v = rand_values(60, -3, 3);
-    check_dim_sets(tensor_of(v, 3, s, TD_F16), 2e-3, 4e-3);
-    check_dim_sets(tensor_of(v, 3, s, TD_BF16), 1.6e-2, 3e-2);
+    check_dim_sets(test_tensor_f64(v, 3, s, TD_F16), 2e-3, 4e-3);
+    check_dim_sets(test_tensor_f64(v, 3, s, TD_BF16), 1.6e-2, 3e-2);
     free(v);
 }
 
@@ -146,11 +148,11 @@ TEST(sum_integer_and_bool) {
     for (int i = 0; i < 3; i++) {
         double vv[6];
         for (int k = 0; k < 6; k++) vv[k] = dts[i] == TD_BOOL ? v[k] != 0 : dts[i] == TD_U8 ? fabs(v[k]) : v[k];
-        td_tensor *x = tensor_of(vv, 2, s, dts[i]);
+        td_tensor *x = test_tensor_f64(vv, 2, s, dts[i]);
         int one = 1;
         td_tensor *r = ASSERT_TENSOR(td_sum(x, 1, &one, false));
         ASSERT_EQ_INT(td_tensor_dtype(r), TD_I64);
-        double *g = values_of(r), want[2] = {vv[0] + vv[1] + vv[2], vv[3] + vv[4] + vv[5]};
+        double *g = test_host(r), want[2] = {vv[0] + vv[1] + vv[2], vv[3] + vv[4] + vv[5]};
         assert_close(g, want, 2, 0, 0, td_dtype_name(dts[i]));
         free(g);
     }
@@ -176,7 +178,7 @@ TEST(argmax_ties_and_nan) {
     for (int di = 0; di < 3; di++) {
         double vv[12];
         for (int i = 0; i < 12; i++) vv[i] = dts[di] == TD_I32 && isnan(v[i]) ? 9 : v[i];
-        td_tensor *x = tensor_of(vv, 2, s, dts[di]);
+        td_tensor *x = test_tensor_f64(vv, 2, s, dts[di]);
         td_tensor *am = ASSERT_TENSOR(td_argmax(x, 1, false));
         ASSERT_EQ_INT(td_tensor_dtype(am), TD_I64);
         ASSERT_OK(td_copy_to_host(am, got, 3 * sizeof(int64_t), TD_I64));
@@ -198,11 +200,11 @@ TEST(argmax_ties_and_nan) {
 }
 
 TEST(argmax_flatten) {
-    lcg_seed(24);
+    test_seed_from(24);
     int64_t s[3] = {4, 6, 5};
     double *v = rand_values(120, -1, 1);
-    td_tensor *x = ASSERT_TENSOR(td_transpose(tensor_of(v, 3, s, TD_F32), 0, 2)); /* [5,6,4] */
-    double *xv = values_of(x);
+    td_tensor *x = ASSERT_TENSOR(td_transpose(test_tensor_f64(v, 3, s, TD_F32), 0, 2)); /* [5,6,4] */
+    double *xv = test_host(x);
     int64_t best = 0, worst = 0;
     for (int64_t i = 1; i < 120; i++) {
         if (xv[i] > xv[best]) best = i;
@@ -222,10 +224,10 @@ TEST(nan_propagation) {
     double v[6] = {1, NAN, 3, 4, 5, 6};
     int64_t s[2] = {2, 3};
     for (int di = 0; di < 2; di++) {
-        td_tensor *x = tensor_of(v, 2, s, di ? TD_F64 : TD_F32);
+        td_tensor *x = test_tensor_f64(v, 2, s, di ? TD_F64 : TD_F32);
         int one = 1;
         for (int op = 0; op < R_COUNT; op++) {
-            double *g = values_of(ASSERT_TENSOR(r_call(op, x, 1, &one, false, 1)));
+            double *g = test_host(ASSERT_TENSOR(r_call(op, x, 1, &one, false, 1)));
             ASSERT(isnan(g[0]));
             ASSERT(!isnan(g[1]));
             free(g);
@@ -236,45 +238,45 @@ TEST(nan_propagation) {
 TEST(var_correction) {
     double v[5] = {2, 4, 4, 5, 10};
     int64_t n = 5;
-    td_tensor *x = tensor_of(v, 1, &n, TD_F64);
+    td_tensor *x = test_tensor_f64(v, 1, &n, TD_F64);
     double m = 5, ss = 9 + 1 + 1 + 0 + 25; /* mean 5 */
     for (int c = 0; c < 3; c++) ASSERT_NEAR(td_item(td_var(x, 0, NULL, c, false)), ss / (5 - c), 1e-14);
     (void)m;
     int64_t one = 1;
-    td_tensor *single = tensor_of(v, 1, &one, TD_F32);
+    td_tensor *single = test_tensor_f64(v, 1, &one, TD_F32);
     ASSERT(isnan(td_item(td_var(single, 0, NULL, 1, false)))); /* 0/0, as PyTorch */
     /* a large offset does not cancel: two-pass variance */
     double w[4] = {1e8 + 1, 1e8 + 2, 1e8 + 3, 1e8 + 4};
     int64_t n4 = 4;
-    ASSERT_NEAR(td_item(td_var(tensor_of(w, 1, &n4, TD_F64), 0, NULL, 1, false)), 5.0 / 3, 1e-9);
+    ASSERT_NEAR(td_item(td_var(test_tensor_f64(w, 1, &n4, TD_F64), 0, NULL, 1, false)), 5.0 / 3, 1e-9);
 }
 
 TEST(logsumexp_stable) {
     double v[4] = {1000, 1000, -INFINITY, -INFINITY};
     int64_t s[2] = {2, 2};
-    td_tensor *x = tensor_of(v, 2, s, TD_F32);
+    td_tensor *x = test_tensor_f64(v, 2, s, TD_F32);
     int one = 1;
-    double *g = values_of(ASSERT_TENSOR(td_logsumexp(x, 1, &one, false)));
+    double *g = test_host(ASSERT_TENSOR(td_logsumexp(x, 1, &one, false)));
     ASSERT_NEAR(g[0], 1000 + log(2), 1e-4);
     ASSERT(isinf(g[1]) && g[1] < 0);
     free(g);
     double p[2] = {INFINITY, 1};
     int64_t n2 = 2;
-    ASSERT(isinf(td_item(td_logsumexp(tensor_of(p, 1, &n2, TD_F64), 0, NULL, false))));
+    ASSERT(isinf(td_item(td_logsumexp(test_tensor_f64(p, 1, &n2, TD_F64), 0, NULL, false))));
     double iv[3] = {1, 2, 3};
     int64_t n3 = 3;
-    td_tensor *li = ASSERT_TENSOR(td_logsumexp(tensor_of(iv, 1, &n3, TD_I32), 0, NULL, false));
+    td_tensor *li = ASSERT_TENSOR(td_logsumexp(test_tensor_f64(iv, 1, &n3, TD_I32), 0, NULL, false));
     ASSERT_EQ_INT(td_tensor_dtype(li), TD_F32);
     ASSERT_NEAR(td_item(li), log(exp(1) + exp(2) + exp(3)), 1e-6);
 }
 
 /* 10^6 float32 values: the sum must match a double loop to float32 rounding. */
 TEST(sum_accuracy_1e6) {
-    lcg_seed(25);
+    test_seed_from(25);
     int64_t n = 1000000;
     double *v = rand_values(n, 0, 1);
-    td_tensor *x = tensor_of(v, 1, &n, TD_F32);
-    double *xv = values_of(x), want = 0;
+    td_tensor *x = test_tensor_f64(v, 1, &n, TD_F32);
+    double *xv = test_host(x), want = 0;
     for (int64_t i = 0; i < n; i++) want += xv[i];
     ASSERT_NEAR(td_item(td_sum(x, 0, NULL, false)), want, want * 1.2e-7);
     ASSERT_NEAR(td_item(td_mean(x, 0, NULL, false)), want / (double)n, want / (double)n * 1.2e-7);
@@ -288,20 +290,20 @@ TEST(sum_accuracy_1e6) {
 
 /* Two outputs of 300k elements each, along rows and down columns. */
 TEST(few_outputs_long_rows) {
-    lcg_seed(26);
+    test_seed_from(26);
     int64_t s[2] = {2, 300001}, st[2] = {300001, 2};
     double *v = rand_values(2 * 300001, -1, 1);
-    td_tensor *x = tensor_of(v, 2, s, TD_F32), *xt = ASSERT_TENSOR(td_transpose(x, 0, 1));
+    td_tensor *x = test_tensor_f64(v, 2, s, TD_F32), *xt = ASSERT_TENSOR(td_transpose(x, 0, 1));
     assert_shape(xt, 2, st);
-    double *xv = values_of(x);
+    double *xv = test_host(x);
     int one = 1, zero = 0;
     for (int op = 0; op < R_COUNT; op++) {
         double want[2];
         ref_reduce(op, xv, 2, s, 2, 1, want, 2);
-        double *g = values_of(ASSERT_TENSOR(r_call(op, x, 1, &one, false, 1)));
+        double *g = test_host(ASSERT_TENSOR(r_call(op, x, 1, &one, false, 1)));
         assert_close(g, want, 2, 1e-6, 2e-6, rnames[op]);
         free(g);
-        g = values_of(ASSERT_TENSOR(r_call(op, xt, 1, &zero, false, 1)));
+        g = test_host(ASSERT_TENSOR(r_call(op, xt, 1, &zero, false, 1)));
         assert_close(g, want, 2, 1e-6, 2e-6, rnames[op]);
         free(g);
     }
@@ -314,10 +316,10 @@ TEST(empty_sets) {
     int one = 1, zero = 0;
     td_tensor *sm = ASSERT_TENSOR(td_sum(x, 1, &one, false));
     ASSERT_EQ_INT(td_numel(sm), 2);
-    double *g = values_of(sm);
+    double *g = test_host(sm);
     ASSERT(g[0] == 0 && g[1] == 0);
     free(g);
-    g = values_of(ASSERT_TENSOR(td_mean(x, 1, &one, false)));
+    g = test_host(ASSERT_TENSOR(td_mean(x, 1, &one, false)));
     ASSERT(isnan(g[0]) && isnan(g[1]));
     free(g);
     ASSERT(isinf(td_item(td_logsumexp(x, 0, NULL, false))));

@@ -4,9 +4,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "runner.h"
+#include "test_util.h"
 #include "trident/io.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                               \
     X(roundtrip_all_dtypes) X(reference_bytes) X(writer_order_and_alignment) X(noncontiguous_and_empty)         \
     X(atomic_replace) X(save_unwritable_dir) X(bad_truncated) X(bad_too_short) X(bad_header_too_large)         \
@@ -14,31 +15,7 @@
     X(bad_dtype) X(bad_shape_size) X(bad_overflow) X(bad_missing_file) X(bad_duplicate) X(bad_metadata_value)  \
     X(bad_offsets_form) X(unsupported_dtype) X(named_list_misuse) X(checkpoint_roundtrip)                      \
     X(checkpoint_wrong_model) X(checkpoint_tensor_mismatch) X(checkpoint_bad_metadata) X(pytorch_interop)
-
-/* A fresh directory for this case's files. */
-static const char *tmpdir(void) {
-    static char dir[256];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/td_st_%d_XXXXXX", (int)getpid());
-        if (!mkdtemp(dir)) TEST_FAIL_("mkdtemp failed");
-    }
-    return dir;
-}
-
-static const char *tmpfile_(const char *name) {
-    static char p[8][512];
-    static int k;
-    char *s = p[k++ % 8];
-    snprintf(s, 512, "%s/%s", tmpdir(), name);
-    return s;
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ASSERT(f);
-    ASSERT(fwrite(data, 1, n, f) == n);
-    fclose(f);
-}
+/* clang-format on */
 
 /* A file with the given JSON header (padded to a multiple of 8 unless raw)
 ** followed by ndata bytes of data (values 1, 2, ...). */
@@ -49,8 +26,8 @@ static const char *make_file(const char *name, const char *json, size_t ndata) {
     memcpy(b + 8, json, hl);
     memset(b + 8 + hl, ' ', pad);
     for (size_t i = 0; i < ndata; i++) b[8 + hl + pad + i] = (unsigned char)(i + 1);
-    const char *p = tmpfile_(name);
-    write_bytes(p, b, n);
+    const char *p = test_tmp_path(name);
+    test_write_file(p, b, n);
     free(b);
     return p;
 }
@@ -61,18 +38,6 @@ static td_status load(const char *path) {
     if (st != TD_OK) ASSERT(l == NULL);
     td_named_tensors_free(l);
     return st;
-}
-
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ASSERT(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    ASSERT(fread(b, 1, *n, f) == *n);
-    fclose(f);
-    return b;
 }
 
 /* A tensor of dtype dt with values uniform in [-50, 150) drawn from
@@ -104,7 +69,8 @@ static td_named_tensors *interop_tensors(void) {
     int64_t s34[2] = {3, 4}, s4 = 4, s5 = 5, s22[2] = {2, 2}, s3 = 3, s2 = 2;
     ASSERT_OK(td_named_tensors_add(l, "weight", ASSERT_TENSOR(td_from_data(w, 2, s34, TD_F32, TD_CPU))));
     ASSERT_OK(td_named_tensors_add(l, "bias", ASSERT_TENSOR(td_from_data(bias, 1, &s4, TD_F64, TD_CPU))));
-    ASSERT_OK(td_named_tensors_add(l, "half", ASSERT_TENSOR(td_cast(td_from_data(half, 1, &s5, TD_F32, TD_CPU), TD_F16))));
+    ASSERT_OK(
+        td_named_tensors_add(l, "half", ASSERT_TENSOR(td_cast(td_from_data(half, 1, &s5, TD_F32, TD_CPU), TD_F16))));
     ASSERT_OK(td_named_tensors_add(l, "bf", ASSERT_TENSOR(td_cast(td_from_data(bf, 2, s22, TD_F32, TD_CPU), TD_BF16))));
     ASSERT_OK(td_named_tensors_add(l, "idx", ASSERT_TENSOR(td_from_data(idx, 1, &s3, TD_I64, TD_CPU))));
     ASSERT_OK(td_named_tensors_add(l, "i32", ASSERT_TENSOR(td_from_data(i32, 1, &s2, TD_I32, TD_CPU))));
@@ -147,7 +113,7 @@ TEST(roundtrip_all_dtypes) {
     }
     ASSERT_OK(td_named_tensors_set_meta(l, "producer", "trident"));
     ASSERT_OK(td_named_tensors_set_meta(l, "note", "quote \" and unicode \xc3\xa9"));
-    const char *p = tmpfile_("rt.safetensors");
+    const char *p = test_tmp_path("rt.safetensors");
     ASSERT_OK(td_safetensors_save(p, l));
     td_named_tensors *back = NULL;
     ASSERT_OK(td_safetensors_load(p, TD_CPU, &back));
@@ -165,15 +131,15 @@ TEST(reference_bytes) {
     int64_t shape[3] = {1, 2, 3};
     td_named_tensors *l = td_named_tensors_new();
     ASSERT_OK(td_named_tensors_add(l, "attn.0", ASSERT_TENSOR(td_from_data(v, 3, shape, TD_F32, TD_CPU))));
-    const char *p = tmpfile_("ref.safetensors");
+    const char *p = test_tmp_path("ref.safetensors");
     ASSERT_OK(td_safetensors_save(p, l));
     static const unsigned char want[] = {
-        64, 0, 0, 0, 0, 0, 0, 0, 123, 34, 97, 116, 116, 110, 46, 48, 34, 58, 123, 34, 100, 116, 121, 112, 101, 34,
-        58, 34, 70, 51, 50, 34, 44, 34, 115, 104, 97, 112, 101, 34, 58, 91, 49, 44, 50, 44, 51, 93, 44, 34, 100, 97,
-        116, 97, 95, 111, 102, 102, 115, 101, 116, 115, 34, 58, 91, 48, 44, 50, 52, 93, 125, 125, 0, 0, 0, 0, 0, 0,
-        128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 0, 0, 128, 64, 0, 0, 160, 64};
+        64,  0,  0,   0,  0,   0,  0,   0,   123, 34,  97,  116, 116, 110, 46,  48, 34, 58, 123, 34, 100, 116, 121, 112,
+        101, 34, 58,  34, 70,  51, 50,  34,  44,  34,  115, 104, 97,  112, 101, 34, 58, 91, 49,  44, 50,  44,  51,  93,
+        44,  34, 100, 97, 116, 97, 95,  111, 102, 102, 115, 101, 116, 115, 34,  58, 91, 48, 44,  50, 52,  93,  125, 125,
+        0,   0,  0,   0,  0,   0,  128, 63,  0,   0,   0,   64,  0,   0,   64,  64, 0,  0,  128, 64, 0,   0,   160, 64};
     size_t n;
-    unsigned char *got = read_all(p, &n);
+    unsigned char *got = test_read_file(p, &n);
     ASSERT_EQ_INT(n, sizeof want);
     ASSERT(!memcmp(got, want, n));
     free(got);
@@ -182,11 +148,10 @@ TEST(reference_bytes) {
     td_named_tensors *e = td_named_tensors_new();
     ASSERT_OK(td_named_tensors_set_meta(e, "framework", "pt"));
     ASSERT_OK(td_safetensors_save(p, e));
-    static const unsigned char want_empty[] = {40,  0,   0,   0,   0,   0,   0,   0,   123, 34,  95,  95,  109, 101,
-                                               116, 97,  100, 97,  116, 97,  95,  95,  34,  58,  123, 34,  102, 114,
-                                               97,  109, 101, 119, 111, 114, 107, 34,  58,  34,  112, 116, 34,  125,
-                                               125, 32,  32,  32,  32,  32};
-    got = read_all(p, &n);
+    static const unsigned char want_empty[] = {
+        40,  0,  0,   0,   0,  0,   0,   0,   123, 34,  95,  95, 109, 101, 116, 97,  100, 97,  116, 97, 95, 95, 34, 58,
+        123, 34, 102, 114, 97, 109, 101, 119, 111, 114, 107, 34, 58,  34,  112, 116, 34,  125, 125, 32, 32, 32, 32, 32};
+    got = test_read_file(p, &n);
     ASSERT_EQ_INT(n, sizeof want_empty);
     ASSERT(!memcmp(got, want_empty, n));
     free(got);
@@ -201,17 +166,18 @@ TEST(writer_order_and_alignment) {
     td_dtype dts[4] = {TD_F32, TD_F32, TD_U8, TD_I64};
     for (int i = 0; i < 4; i++)
         ASSERT_OK(td_named_tensors_add(l, names[i], ASSERT_TENSOR(td_full(1, &three, i + 1, dts[i], TD_CPU))));
-    const char *p = tmpfile_("order.safetensors");
+    const char *p = test_tmp_path("order.safetensors");
     ASSERT_OK(td_safetensors_save(p, l));
     size_t n;
-    unsigned char *b = read_all(p, &n);
+    unsigned char *b = test_read_file(p, &n);
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
     ASSERT_EQ_INT(hl % 8, 0);
     ASSERT_EQ_INT(n, 8 + hl + 24 + 12 + 12 + 3);
     b[8 + hl] = 0;
     const char *h = (const char *)b + 8;
-    const char *pd = strstr(h, "\"d\":"), *pa = strstr(h, "\"a\":"), *pb = strstr(h, "\"b\":"), *pc = strstr(h, "\"c\":");
+    const char *pd = strstr(h, "\"d\":"), *pa = strstr(h, "\"a\":"), *pb = strstr(h, "\"b\":"),
+               *pc = strstr(h, "\"c\":");
     ASSERT(pd && pa && pb && pc && pd < pa && pa < pb && pb < pc);
     ASSERT(strstr(h, "\"d\":{\"dtype\":\"I64\",\"shape\":[3],\"data_offsets\":[0,24]}"));
     ASSERT(strstr(h, "\"c\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[48,51]}"));
@@ -232,7 +198,7 @@ TEST(noncontiguous_and_empty) {
     td_named_tensors *l = td_named_tensors_new();
     ASSERT_OK(td_named_tensors_add(l, "t", t));
     ASSERT_OK(td_named_tensors_add(l, "empty", e));
-    const char *p = tmpfile_("nc.safetensors");
+    const char *p = test_tmp_path("nc.safetensors");
     ASSERT_OK(td_safetensors_save(p, l));
     td_named_tensors *back = NULL;
     ASSERT_OK(td_safetensors_load(p, TD_CPU, &back));
@@ -253,12 +219,12 @@ static int count_entries(const char *dir) {
 }
 
 TEST(atomic_replace) {
-    const char *p = tmpfile_("a.safetensors");
-    write_bytes(p, "old", 3);
+    const char *p = test_tmp_path("a.safetensors");
+    test_write_file(p, "old", 3);
     td_named_tensors *l = interop_tensors();
     ASSERT_OK(td_safetensors_save(p, l));
     ASSERT_OK(load(p));
-    ASSERT_EQ_INT(count_entries(tmpdir()), 1); /* no temporary file left behind */
+    ASSERT_EQ_INT(count_entries(test_tmp_dir()), 1); /* no temporary file left behind */
     struct stat sb;
     ASSERT(stat(p, &sb) == 0 && (sb.st_mode & 0777) == 0644);
     td_named_tensors_free(l);
@@ -275,35 +241,35 @@ TEST(save_unwritable_dir) {
 
 TEST(bad_truncated) {
     td_named_tensors *l = interop_tensors();
-    const char *p = tmpfile_("trunc.safetensors");
+    const char *p = test_tmp_path("trunc.safetensors");
     ASSERT_OK(td_safetensors_save(p, l));
     size_t n;
-    unsigned char *b = read_all(p, &n);
-    write_bytes(p, b, n - 3);
+    unsigned char *b = test_read_file(p, &n);
+    test_write_file(p, b, n - 3);
     ASSERT_ERROR(load(p), TD_ERR_FORMAT, "but its header describes");
-    write_bytes(p, b, 20); /* cut inside the header */
+    test_write_file(p, b, 20); /* cut inside the header */
     ASSERT_ERROR(load(p), TD_ERR_FORMAT, "runs past the end");
     free(b);
     td_named_tensors_free(l);
 }
 
 TEST(bad_too_short) {
-    const char *p = tmpfile_("short.safetensors");
-    write_bytes(p, "\x08\x00\x00", 3);
+    const char *p = test_tmp_path("short.safetensors");
+    test_write_file(p, "\x08\x00\x00", 3);
     ASSERT_ERROR(load(p), TD_ERR_FORMAT, "too short");
 }
 
 TEST(bad_header_too_large) {
-    const char *p = tmpfile_("big.safetensors");
+    const char *p = test_tmp_path("big.safetensors");
     unsigned char b[16] = {0x01, 0xE1, 0xF5, 0x05, 0, 0, 0, 0, '{', '}'}; /* 100,000,001 */
-    write_bytes(p, b, sizeof b);
+    test_write_file(p, b, sizeof b);
     ASSERT_ERROR(load(p), TD_ERR_FORMAT, "exceeds the 100000000-byte limit");
 }
 
 TEST(bad_header_past_end) {
-    const char *p = tmpfile_("past.safetensors");
+    const char *p = test_tmp_path("past.safetensors");
     unsigned char b[16] = {200, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
-    write_bytes(p, b, sizeof b);
+    test_write_file(p, b, sizeof b);
     ASSERT_ERROR(load(p), TD_ERR_FORMAT, "runs past the end");
 }
 
@@ -428,7 +394,7 @@ TEST(checkpoint_roundtrip) {
     td_scope_begin();
     td_train_state ck = {.model_name = "mlp", .step = 1234, .epoch = 3, .rng = {0xFFFFFFFFFFFFFFFFull, 987654321}};
     make_state(&ck.model, &ck.optim);
-    const char *p = tmpfile_("ck.safetensors");
+    const char *p = test_tmp_path("ck.safetensors");
     ASSERT_OK(td_train_state_save(p, &ck));
     td_train_state back;
     ASSERT_OK(td_train_state_load(p, TD_CPU, "mlp", ck.model, &back));
@@ -456,10 +422,11 @@ TEST(checkpoint_wrong_model) {
     td_train_state ck = {.model_name = "cnn", .step = 1};
     td_named_tensors *optim;
     make_state(&ck.model, &optim);
-    const char *p = tmpfile_("ck2.safetensors");
+    const char *p = test_tmp_path("ck2.safetensors");
     ASSERT_OK(td_train_state_save(p, &ck));
     td_train_state back;
-    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", NULL, &back), TD_ERR_FORMAT, "model 'mlp' expected, checkpoint holds 'cnn'");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", NULL, &back), TD_ERR_FORMAT,
+                 "model 'mlp' expected, checkpoint holds 'cnn'");
     ASSERT(back.model == NULL && back.optim == NULL);
     ASSERT_OK(td_train_state_load(p, TD_CPU, NULL, NULL, &back)); /* no expectation: accepted */
     ASSERT_EQ_INT(td_named_tensors_len(back.optim), 0);
@@ -473,7 +440,7 @@ TEST(checkpoint_tensor_mismatch) {
     td_train_state ck = {.model_name = "mlp"};
     td_named_tensors *optim;
     make_state(&ck.model, &optim);
-    const char *p = tmpfile_("ck3.safetensors");
+    const char *p = test_tmp_path("ck3.safetensors");
     ASSERT_OK(td_train_state_save(p, &ck));
     td_train_state back;
     td_named_tensors *exp = td_named_tensors_new(); /* a model with another layer */
@@ -520,7 +487,8 @@ TEST(checkpoint_bad_metadata) {
 static const char *script_path(void) {
     static char p[1024];
     const char *env = getenv("TD_TEST_SOURCE_DIR");
-    if (env) snprintf(p, sizeof p, "%s/interop_safetensors.py", env);
+    if (env)
+        snprintf(p, sizeof p, "%s/interop_safetensors.py", env);
     else {
         snprintf(p, sizeof p, "%s", __FILE__);
         char *slash = strrchr(p, '/');
@@ -539,10 +507,11 @@ static int run_script(const char *mode, const char *file) {
 TEST(pytorch_interop) {
     if (access("/usr/bin/python3", X_OK) != 0) TEST_SKIP("/usr/bin/python3 is missing");
     if (access(script_path(), R_OK) != 0) TEST_SKIP("cannot find %s (set TD_TEST_SOURCE_DIR)", script_path());
-    if (system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) TEST_SKIP("/usr/bin/python3 cannot import torch");
+    if (system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0)
+        TEST_SKIP("/usr/bin/python3 cannot import torch");
     td_named_tensors *l = interop_tensors();
     ASSERT_OK(td_named_tensors_set_meta(l, "producer", "trident"));
-    const char *ours = tmpfile_("trident.safetensors"), *theirs = tmpfile_("torch.safetensors");
+    const char *ours = test_tmp_path("trident.safetensors"), *theirs = test_tmp_path("torch.safetensors");
     ASSERT_OK(td_safetensors_save(ours, l));
     ASSERT_EQ_INT(run_script("read", ours), 0);
     ASSERT_EQ_INT(run_script("write", theirs), 0);

@@ -1,9 +1,11 @@
 /* Core tensor behaviour: creation, views, copies, scopes, refcounts. */
 #include "runner.h"
 
+/* clang-format off */
 #define TESTS(X) X(full_and_item) X(from_data_roundtrip) X(view_shares_storage) X(permute_contiguous_copy) \
     X(slice_and_select) X(expand_broadcast_copy) X(reshape_noncontiguous) X(scope_releases) X(cast_dtypes) \
     X(half_conversion) X(zero_size) X(philox_known_answer)
+/* clang-format on */
 
 TEST(full_and_item) {
     int64_t shape[2] = {3, 4};

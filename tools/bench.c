@@ -19,7 +19,9 @@ static void usage(FILE *f) {
             "options:\n"
             "  --backends LIST   devices to run, e.g. cpu,cuda,vulkan:1 (default: every available one)\n"
             "  --only LIST       workloads to run, e.g. matmul,add (default: all; the roofline always runs)\n"
-            "  --quick           CI sizes: matmul 256, vectors 2^20, Adam 2^20 params\n"
+            "  --quick           CI sizes: matmul 256, vectors 2^20, Adam 2^20 params, W1/W2 batch 16, a tiny GPT\n"
+            "                    (d_model 32, 1 layer, context 32, batch 4)\n"
+            "  --data DIR        Fashion-MNIST for W1/W2 (default %s if present, else random images)\n"
             "  --reps N          samples per row at most (default 20, 10 with --quick)\n"
             "  --torch           also run the PyTorch twin and report the ratio to it\n"
             "  --python EXE      interpreter for the twin (default python3)\n"
@@ -27,8 +29,8 @@ static void usage(FILE *f) {
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
             "  --svg FILE        write a bar chart per workload\n"
             "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
-            "workloads:\n",
-            BENCH_TWIN_DEFAULT);
+            "workloads (--only takes the name, the part after W<n>-, its first word, or W<n>):\n",
+            "/usr/share/datasets/fashion-mnist", BENCH_TWIN_DEFAULT);
     for (int i = 0; i < bench_n_workloads; i++)
         fprintf(f, "  %-14s %s\n", bench_workloads[i].name, bench_workloads[i].about);
 }
@@ -69,8 +71,8 @@ int cmd_bench(int argc, char **argv) {
     bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
     double threshold = 5;
-    static const char *valued[] = {"--backends", "--only", "--reps", "--python",   "--twin",
-                                   "--json",     "--svg",  "--save", "--threshold"};
+    static const char *valued[] = {"--backends", "--only", "--reps", "--python",    "--twin",
+                                   "--json",     "--svg",  "--save", "--threshold", "--data"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool takes_value = false;
@@ -94,6 +96,8 @@ int cmd_bench(int argc, char **argv) {
             opt.python = v;
         else if (!strcmp(a, "--twin"))
             opt.twin = v;
+        else if (!strcmp(a, "--data"))
+            opt.data = v;
         else if (!strcmp(a, "--json"))
             json = v;
         else if (!strcmp(a, "--svg"))

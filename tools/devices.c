@@ -26,7 +26,8 @@ static void print_devices(void) {
                 continue;
             }
             printf("%s:%d  %s\n", type_names[type], i, info.name);
-            printf("        driver %s; %d compute units; subgroup %d", info.driver, info.compute_units, info.subgroup_size);
+            printf("        driver %s; %d compute units; subgroup %d", info.driver, info.compute_units,
+                   info.subgroup_size);
             if (info.total_memory) printf("; memory %.1f GiB", (double)info.total_memory / (1 << 30));
             printf("\n        fp16 %s, bf16 %s, int8 %s, coopmat %s, timestamps %s; %s\n", info.fp16 ? "yes" : "no",
                    info.bf16 ? "yes" : "no", info.int8 ? "yes" : "no", info.cooperative_matrix ? "yes" : "no",
@@ -51,7 +52,8 @@ static void set_operand(td_operand *v, td_dtype dt, int ndim, const int64_t *sha
         stride *= shape[i];
     }
 }
-#define OPERAND(v, dt, ...) set_operand((v), (dt), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+#define OPERAND(v, dt, ...)                                                                                            \
+    set_operand((v), (dt), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 /* A representative invocation of op k with value dtype dt: shapes that satisfy
 ** the op's rules, int64 index operands, bool masks, absent optional operands. */
@@ -64,55 +66,118 @@ static void probe_op(td_op_kind k, td_dtype dt, td_op *op, td_operand *in, td_op
     }
     op->p.reduce.dims = 1;
     switch (k) {
-    case TD_OP_EQ: case TD_OP_NE: case TD_OP_LT: case TD_OP_LE: case TD_OP_GT: case TD_OP_GE:
-        OPERAND(&out[0], TD_BOOL, 2, 3); break;
+    case TD_OP_EQ:
+    case TD_OP_NE:
+    case TD_OP_LT:
+    case TD_OP_LE:
+    case TD_OP_GT:
+    case TD_OP_GE: OPERAND(&out[0], TD_BOOL, 2, 3); break;
     case TD_OP_WHERE: OPERAND(&in[0], TD_BOOL, 2, 3); break;
-    case TD_OP_SUM: case TD_OP_MEAN: case TD_OP_MAX: case TD_OP_MIN: case TD_OP_VAR: case TD_OP_LOGSUMEXP:
-        OPERAND(&out[0], k == TD_OP_SUM && !td_dtype_is_float(dt) ? TD_I64 : dt, 1, 3); break;
-    case TD_OP_ARGMAX: case TD_OP_ARGMIN: OPERAND(&out[0], TD_I64, 1, 3); break;
-    case TD_OP_MATMUL: OPERAND(&in[1], dt, 3, 4); OPERAND(&out[0], dt, 2, 4); break;
+    case TD_OP_SUM:
+    case TD_OP_MEAN:
+    case TD_OP_MAX:
+    case TD_OP_MIN:
+    case TD_OP_VAR:
+    case TD_OP_LOGSUMEXP: OPERAND(&out[0], k == TD_OP_SUM && !td_dtype_is_float(dt) ? TD_I64 : dt, 1, 3); break;
+    case TD_OP_ARGMAX:
+    case TD_OP_ARGMIN: OPERAND(&out[0], TD_I64, 1, 3); break;
+    case TD_OP_MATMUL:
+        OPERAND(&in[1], dt, 3, 4);
+        OPERAND(&out[0], dt, 2, 4);
+        break;
     case TD_OP_LAYER_NORM:
-        OPERAND(&in[1], dt, 3); OPERAND(&in[2], dt, 3); OPERAND(&out[1], dt, 2); OPERAND(&out[2], dt, 2);
-        op->p.norm.eps = 1e-5; break;
+        OPERAND(&in[1], dt, 3);
+        OPERAND(&in[2], dt, 3);
+        OPERAND(&out[1], dt, 2);
+        OPERAND(&out[2], dt, 2);
+        op->p.norm.eps = 1e-5;
+        break;
     case TD_OP_CROSS_ENTROPY:
-        OPERAND(&in[1], TD_I64, 2); in[2].buf = NULL; set_operand(&out[0], dt, 0, NULL);
-        op->p.xent.ignore_index = -100; op->p.xent.reduction = TD_REDUCTION_MEAN; break;
+        OPERAND(&in[1], TD_I64, 2);
+        in[2].buf = NULL;
+        set_operand(&out[0], dt, 0, NULL);
+        op->p.xent.ignore_index = -100;
+        op->p.xent.reduction = TD_REDUCTION_MEAN;
+        break;
     case TD_OP_CROSS_ENTROPY_BACKWARD:
-        set_operand(&in[0], dt, 0, NULL); OPERAND(&in[2], TD_I64, 2); in[3].buf = NULL;
-        op->p.xent.ignore_index = -100; op->p.xent.reduction = TD_REDUCTION_MEAN; break;
-    case TD_OP_CONV2D: case TD_OP_CONV2D_BACKWARD_INPUT: case TD_OP_CONV2D_BACKWARD_WEIGHT: {
+        set_operand(&in[0], dt, 0, NULL);
+        OPERAND(&in[2], TD_I64, 2);
+        in[3].buf = NULL;
+        op->p.xent.ignore_index = -100;
+        op->p.xent.reduction = TD_REDUCTION_MEAN;
+        break;
+    case TD_OP_CONV2D:
+    case TD_OP_CONV2D_BACKWARD_INPUT:
+    case TD_OP_CONV2D_BACKWARD_WEIGHT: {
         td_operand x, w, y;
-        OPERAND(&x, dt, 1, 2, 4, 4); OPERAND(&w, dt, 3, 2, 3, 3); OPERAND(&y, dt, 1, 3, 2, 2);
-        if (k == TD_OP_CONV2D) in[0] = x, in[1] = w, OPERAND(&in[2], dt, 3), out[0] = y;
-        else if (k == TD_OP_CONV2D_BACKWARD_INPUT) in[0] = y, in[1] = w, out[0] = x;
-        else in[0] = y, in[1] = x, out[0] = w;
+        OPERAND(&x, dt, 1, 2, 4, 4);
+        OPERAND(&w, dt, 3, 2, 3, 3);
+        OPERAND(&y, dt, 1, 3, 2, 2);
+        if (k == TD_OP_CONV2D)
+            in[0] = x, in[1] = w, OPERAND(&in[2], dt, 3), out[0] = y;
+        else if (k == TD_OP_CONV2D_BACKWARD_INPUT)
+            in[0] = y, in[1] = w, out[0] = x;
+        else
+            in[0] = y, in[1] = x, out[0] = w;
         op->p.conv = (typeof(op->p.conv)){{1, 1}, {0, 0}, {1, 1}, 1};
         break;
     }
-    case TD_OP_MAX_POOL2D: case TD_OP_MAX_POOL2D_BACKWARD: case TD_OP_AVG_POOL2D: case TD_OP_AVG_POOL2D_BACKWARD: {
+    case TD_OP_MAX_POOL2D:
+    case TD_OP_MAX_POOL2D_BACKWARD:
+    case TD_OP_AVG_POOL2D:
+    case TD_OP_AVG_POOL2D_BACKWARD: {
         td_operand x, y, idx;
-        OPERAND(&x, dt, 1, 2, 4, 4); OPERAND(&y, dt, 1, 2, 2, 2); OPERAND(&idx, TD_I64, 1, 2, 2, 2);
-        if (k == TD_OP_MAX_POOL2D) in[0] = x, out[0] = y, out[1] = idx;
-        else if (k == TD_OP_MAX_POOL2D_BACKWARD) in[0] = y, in[1] = idx, out[0] = x;
-        else if (k == TD_OP_AVG_POOL2D) in[0] = x, out[0] = y;
-        else in[0] = y, out[0] = x;
+        OPERAND(&x, dt, 1, 2, 4, 4);
+        OPERAND(&y, dt, 1, 2, 2, 2);
+        OPERAND(&idx, TD_I64, 1, 2, 2, 2);
+        if (k == TD_OP_MAX_POOL2D)
+            in[0] = x, out[0] = y, out[1] = idx;
+        else if (k == TD_OP_MAX_POOL2D_BACKWARD)
+            in[0] = y, in[1] = idx, out[0] = x;
+        else if (k == TD_OP_AVG_POOL2D)
+            in[0] = x, out[0] = y;
+        else
+            in[0] = y, out[0] = x;
         op->p.pool = (typeof(op->p.pool)){{2, 2}, {2, 2}, {0, 0}, true};
         break;
     }
-    case TD_OP_EMBEDDING: OPERAND(&in[0], dt, 5, 3); OPERAND(&in[1], TD_I64, 2); break;
+    case TD_OP_EMBEDDING:
+        OPERAND(&in[0], dt, 5, 3);
+        OPERAND(&in[1], TD_I64, 2);
+        break;
     case TD_OP_EMBEDDING_BACKWARD:
-        OPERAND(&in[1], TD_I64, 2); OPERAND(&out[0], dt, 5, 3); op->p.embedding.padding_idx = -1; break;
-    case TD_OP_INDEX_SELECT: OPERAND(&in[0], dt, 4, 3); OPERAND(&in[1], TD_I64, 2); break;
-    case TD_OP_GATHER: OPERAND(&in[0], dt, 4, 3); OPERAND(&in[1], TD_I64, 2, 3); break;
-    case TD_OP_SCATTER_ADD: OPERAND(&in[0], dt, 4, 3); OPERAND(&in[1], TD_I64, 2, 3); OPERAND(&out[0], dt, 4, 3); break;
+        OPERAND(&in[1], TD_I64, 2);
+        OPERAND(&out[0], dt, 5, 3);
+        op->p.embedding.padding_idx = -1;
+        break;
+    case TD_OP_INDEX_SELECT:
+        OPERAND(&in[0], dt, 4, 3);
+        OPERAND(&in[1], TD_I64, 2);
+        break;
+    case TD_OP_GATHER:
+        OPERAND(&in[0], dt, 4, 3);
+        OPERAND(&in[1], TD_I64, 2, 3);
+        break;
+    case TD_OP_SCATTER_ADD:
+        OPERAND(&in[0], dt, 4, 3);
+        OPERAND(&in[1], TD_I64, 2, 3);
+        OPERAND(&out[0], dt, 4, 3);
+        break;
     case TD_OP_CAT: OPERAND(&out[0], dt, 4, 3); break;
-    case TD_OP_ONE_HOT: OPERAND(&in[0], dt, 2); OPERAND(&out[0], TD_I64, 2, 5); op->p.one_hot.num_classes = 5; break;
+    case TD_OP_ONE_HOT:
+        OPERAND(&in[0], dt, 2);
+        OPERAND(&out[0], TD_I64, 2, 5);
+        op->p.one_hot.num_classes = 5;
+        break;
     case TD_OP_DROPOUT: op->p.rng.p = 0.5; break;
     case TD_OP_ADAM_STEP:
         out[3].buf = NULL;
         op->p.adam = (typeof(op->p.adam)){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1};
         break;
-    case TD_OP_SGD_STEP: out[1].buf = NULL; op->p.sgd.lr = 0.1; break;
+    case TD_OP_SGD_STEP:
+        out[1].buf = NULL;
+        op->p.sgd.lr = 0.1;
+        break;
     case TD_OP_RMSPROP_STEP:
         out[2].buf = out[3].buf = NULL;
         op->p.rmsprop = (typeof(op->p.rmsprop)){.lr = 1e-2, .alpha = 0.99, .eps = 1e-8};
@@ -167,7 +232,8 @@ static void print_ops(void) {
 int cmd_devices(int argc, char **argv) {
     bool ops = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ops")) ops = true;
+        if (!strcmp(argv[i], "--ops"))
+            ops = true;
         else {
             fprintf(stderr, "trident devices: unknown option '%s' (expected --ops)\n", argv[i]);
             return 2;

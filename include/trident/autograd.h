@@ -19,6 +19,7 @@ extern "C" {
 /* METHOD. Mark a leaf tensor as requiring grad (or not). Fails with
 ** TD_ERR_DTYPE for non-float tensors and TD_ERR_MISUSE for non-leaves. */
 TD_API td_status td_set_requires_grad(td_tensor *t, bool requires_grad);
+/* GETTER. Whether t requires grad; false for NULL. */
 TD_API bool td_requires_grad(const td_tensor *t);
 /* GETTER. Borrowed accumulated gradient of t, or NULL when none. */
 TD_API td_tensor *td_grad_of(const td_tensor *t);
@@ -51,12 +52,12 @@ TD_API td_status td_grad(int n_out, td_tensor *const *outputs, td_tensor *const 
 /* CONSTRUCTOR. A view of t's data that is cut from the graph. */
 TD_API td_tensor *td_detach(td_tensor *t);
 
-/* ---- grad modes: scopes on this thread; they nest ---- */
-TD_API void td_no_grad_begin(void);     /* ops are not recorded */
+/* ---- grad modes: METHODs opening and closing scopes on this thread; they nest ---- */
+TD_API void td_no_grad_begin(void); /* ops are not recorded */
 TD_API void td_no_grad_end(void);
 TD_API void td_enable_grad_begin(void); /* ops are recorded (inside no_grad) */
 TD_API void td_enable_grad_end(void);
-TD_API void td_inference_begin(void);   /* no recording, even inside a nested enable_grad */
+TD_API void td_inference_begin(void); /* no recording, even inside a nested enable_grad */
 TD_API void td_inference_end(void);
 TD_API bool td_grad_enabled(void);
 
@@ -71,7 +72,7 @@ typedef td_tensor *(*td_grad_hook)(td_tensor *grad, void *user);
 ** non-leaf or a t that does not require grad; TD_ERR_OOM. */
 TD_API td_status td_register_hook(td_tensor *t, td_grad_hook fn, void *user);
 
-/* ---- functional API (seed 000) ----
+/* ---- functional API ----
 ** fn returns a one-element loss computed from params (a CONSTRUCTOR result;
 ** it may belong to the current scope). */
 typedef td_tensor *(*td_loss_fn)(void *user, int n, td_tensor *const *params);
@@ -97,9 +98,9 @@ typedef td_status (*td_region_fn)(void *user, int n_in, td_tensor *const *inputs
 ** passed as inputs are not returned by td_grad (only accumulated by
 ** td_backward). Returns fn's status on failure, with outputs set to NULL. */
 TD_API td_status td_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const *inputs, int n_out,
-                                    td_tensor **outputs);
+                               td_tensor **outputs);
 
-/* ---- custom functions (seeds 002/004): how user kernels join autograd ----
+/* ---- custom functions: how user kernels join autograd ----
 ** forward runs with grad mode off and writes n_out new tensors (made with ops
 ** or kernels); backward receives one gradient per output (zeros for an output
 ** that got none) and writes grad_inputs[i] for each input that needs it (see

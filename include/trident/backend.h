@@ -41,7 +41,8 @@ typedef enum td_op_kind {
         TD_OP_COUNT
 } td_op_kind;
 
-TD_API const char *td_op_name(td_op_kind k); /* "add"; "?" if out of range */
+/* GETTER. Lower-case name of an op ("add"); "?" if out of range. */
+TD_API const char *td_op_name(td_op_kind k);
 
 /* Static facts about an op from the table. */
 typedef struct td_op_meta {
@@ -71,22 +72,64 @@ enum { TD_GELU_ERF = 0, TD_GELU_TANH = 1 };
 
 /* Parameters per op; which member is valid follows from td_op.kind. */
 typedef union td_op_params {
-    struct { double value; } fill;                                      /* FILL */
-    struct { double start, step; } arange;                              /* ARANGE */
-    struct { uint64_t seed, offset; double p; } rng;                    /* RAND, RANDN, DROPOUT(p) */
-    struct { double lo, hi; bool has_lo, has_hi; } clamp;               /* CLAMP */
-    struct { int approximate; } gelu;                                   /* GELU, GELU_BACKWARD: TD_GELU_* */
-    struct { uint32_t dims; int correction; } reduce;                   /* reductions: bit k = reduce dim k */
-    struct { double eps; } norm;                                        /* LAYER_NORM: rows are the last dim */
-    struct { int64_t ignore_index; double label_smoothing; int reduction; } xent; /* CROSS_ENTROPY* */
-    struct { int stride[2], padding[2], dilation[2], groups; } conv;    /* CONV2D* */
-    struct { int kernel[2], stride[2], padding[2]; bool count_include_pad; } pool; /* *_POOL2D* */
-    struct { int dim; } axis;                                           /* INDEX_SELECT, GATHER, SCATTER_ADD, CAT */
-    struct { int64_t num_classes; } one_hot;                            /* ONE_HOT */
-    struct { int64_t padding_idx; } embedding;                          /* EMBEDDING_BACKWARD: -1 none */
-    struct { double lr, beta1, beta2, eps, weight_decay; int64_t step; bool decoupled, amsgrad, maximize; } adam;
-    struct { double lr, momentum, dampening, weight_decay; bool nesterov, first_step, maximize; } sgd;
-    struct { double lr, alpha, eps, weight_decay, momentum; bool centered, maximize; } rmsprop;
+    struct {
+        double value;
+    } fill; /* FILL */
+    struct {
+        double start, step;
+    } arange; /* ARANGE */
+    struct {
+        uint64_t seed, offset;
+        double p;
+    } rng; /* RAND, RANDN, DROPOUT(p) */
+    struct {
+        double lo, hi;
+        bool has_lo, has_hi;
+    } clamp; /* CLAMP */
+    struct {
+        int approximate;
+    } gelu; /* GELU, GELU_BACKWARD: TD_GELU_* */
+    struct {
+        uint32_t dims;
+        int correction;
+    } reduce; /* reductions: bit k = reduce dim k */
+    struct {
+        double eps;
+    } norm; /* LAYER_NORM: rows are the last dim */
+    struct {
+        int64_t ignore_index;
+        double label_smoothing;
+        int reduction;
+    } xent; /* CROSS_ENTROPY* */
+    struct {
+        int stride[2], padding[2], dilation[2], groups;
+    } conv; /* CONV2D* */
+    struct {
+        int kernel[2], stride[2], padding[2];
+        bool count_include_pad;
+    } pool; /* *_POOL2D* */
+    struct {
+        int dim;
+    } axis; /* INDEX_SELECT, GATHER, SCATTER_ADD, CAT */
+    struct {
+        int64_t num_classes;
+    } one_hot; /* ONE_HOT */
+    struct {
+        int64_t padding_idx;
+    } embedding; /* EMBEDDING_BACKWARD: -1 none */
+    struct {
+        double lr, beta1, beta2, eps, weight_decay;
+        int64_t step;
+        bool decoupled, amsgrad, maximize;
+    } adam;
+    struct {
+        double lr, momentum, dampening, weight_decay;
+        bool nesterov, first_step, maximize;
+    } sgd;
+    struct {
+        double lr, alpha, eps, weight_decay, momentum;
+        bool centered, maximize;
+    } rmsprop;
 } td_op_params;
 
 /* One op invocation. in and out point to n_in / n_out views. */
@@ -99,29 +142,29 @@ typedef struct td_op {
 } td_op;
 
 typedef struct td_device_info {
-    char name[128];       /* "NVIDIA H100 80GB HBM3", "llvmpipe", "AMD EPYC ..." */
-    char driver[64];      /* driver or library version */
-    uint64_t total_memory; /* bytes; 0 if unknown */
-    uint64_t free_memory;  /* bytes; 0 if unknown */
-    int compute_units;     /* SMs, CUs or CPU threads */
-    int subgroup_size;     /* warp/subgroup width; SIMD lanes (f32) on CPU */
-    bool fp16, bf16, int8;      /* native arithmetic of these types */
-    bool cooperative_matrix;    /* tensor-core style matrix ops */
-    bool timestamps;            /* event timing is available */
-    bool unified_memory;        /* host can address device buffers */
-    char features[256];         /* free-form extras, e.g. "avx2 fma openblas" */
+    char name[128];          /* "NVIDIA H100 80GB HBM3", "llvmpipe", "AMD EPYC ..." */
+    char driver[64];         /* driver or library version */
+    uint64_t total_memory;   /* bytes; 0 if unknown */
+    uint64_t free_memory;    /* bytes; 0 if unknown */
+    int compute_units;       /* SMs, CUs or CPU threads */
+    int subgroup_size;       /* warp/subgroup width; SIMD lanes (f32) on CPU */
+    bool fp16, bf16, int8;   /* native arithmetic of these types */
+    bool cooperative_matrix; /* tensor-core style matrix ops */
+    bool timestamps;         /* event timing is available */
+    bool unified_memory;     /* host can address device buffers */
+    char features[256];      /* free-form extras, e.g. "avx2 fma openblas" */
 } td_device_info;
 
 enum { TD_LANG_GLSL = 1, TD_LANG_CUDA = 2 };
 
 typedef struct td_backend_i {
     /* ---- devices ---- */
-    int (*device_count)(void);                                /* >= 0 */
-    td_status (*device_info)(int dev, td_device_info *out);   /* fills *out */
+    int (*device_count)(void);                              /* >= 0 */
+    td_status (*device_info)(int dev, td_device_info *out); /* fills *out */
 
     /* ---- memory (bytes) ---- */
     td_status (*buffer_alloc)(int dev, size_t nbytes, td_buffer **out); /* TD_ERR_OOM on failure; nbytes may be 0 */
-    void (*buffer_free)(td_buffer *buf);                      /* NULL is a no-op; may be deferred until work ends */
+    void (*buffer_free)(td_buffer *buf); /* NULL is a no-op; may be deferred until work ends */
     /* (optional) host address of the buffer's byte 0, or NULL. NULL slot: never host-addressable. */
     void *(*buffer_host_ptr)(td_buffer *buf);
     td_status (*write)(td_buffer *dst, size_t offset, const void *src, size_t nbytes); /* host -> device, ordered */
@@ -134,11 +177,11 @@ typedef struct td_backend_i {
     td_status (*run)(int dev, const td_op *op); /* enqueue; errors are TD_ERR_* with a message */
 
     /* ---- streams and timing ---- */
-    td_status (*synchronize)(int dev);                              /* wait for all queued work */
-    td_status (*event_create)(int dev, td_event **out);              /* (optional) NULL: no timing */
-    td_status (*event_record)(td_event *ev);                         /* (optional) mark the queue */
+    td_status (*synchronize)(int dev);                                         /* wait for all queued work */
+    td_status (*event_create)(int dev, td_event **out);                        /* (optional) NULL: no timing */
+    td_status (*event_record)(td_event *ev);                                   /* (optional) mark the queue */
     td_status (*event_elapsed_ms)(td_event *start, td_event *end, double *ms); /* (optional) waits for end */
-    void (*event_free)(td_event *ev);                                /* (optional) */
+    void (*event_free)(td_event *ev);                                          /* (optional) */
 
     /* ---- capture (optional; NULL: td_capture_* report TD_ERR_UNSUPPORTED) ---- */
     td_status (*capture_begin)(int dev);
@@ -148,9 +191,11 @@ typedef struct td_backend_i {
 
     /* ---- custom kernels (optional; NULL: TD_ERR_UNSUPPORTED) ---- */
     /* Compile source in lang (TD_LANG_*); on TD_ERR_COMPILE the log holds the compiler output. */
-    td_status (*kernel_compile)(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log, size_t log_size);
+    td_status (*kernel_compile)(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
+                                size_t log_size);
     /* Launch over grid (workgroups/blocks); views bound in order; push data by value. */
-    td_status (*kernel_launch)(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views, const void *push, size_t push_size);
+    td_status (*kernel_launch)(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views,
+                               const void *push, size_t push_size);
     void (*kernel_free)(td_kernel *k);
 } td_backend_i;
 

@@ -96,13 +96,13 @@ TD_API td_status td_dataset_get_batch(td_dataset *ds, int64_t n, const int64_t *
 typedef td_status (*td_batch_transform_fn)(void *user, td_tensor **fields, int n_fields, int64_t epoch, int64_t batch);
 
 typedef struct td_dataloader_opts {
-    int64_t batch_size;  /* >= 1 */
-    bool shuffle;        /* permute each epoch (see above); false: 0, 1, 2, ... */
-    uint64_t seed;       /* key of the shuffle stream */
-    bool drop_last;      /* drop a final batch smaller than batch_size */
-    int num_workers;     /* 0..64 threads; 0 builds batches in td_dataloader_next */
-    int prefetch;        /* queued batches per worker; 0 means 2 */
-    td_device device;    /* where batches are handed out; zero-initialized = CPU */
+    int64_t batch_size;              /* >= 1 */
+    bool shuffle;                    /* permute each epoch (see above); false: 0, 1, 2, ... */
+    uint64_t seed;                   /* key of the shuffle stream */
+    bool drop_last;                  /* drop a final batch smaller than batch_size */
+    int num_workers;                 /* 0..64 threads; 0 builds batches in td_dataloader_next */
+    int prefetch;                    /* queued batches per worker; 0 means 2 */
+    td_device device;                /* where batches are handed out; zero-initialized = CPU */
     td_batch_transform_fn transform; /* may be NULL */
     void *transform_user;
 } td_dataloader_opts;
@@ -120,7 +120,8 @@ TD_API td_status td_dataloader_new(td_dataset *ds, const td_dataloader_opts *opt
 ** no-op. */
 TD_API void td_dataloader_free(td_dataloader *dl);
 
-/* GETTER. Batches per epoch: ceil(N / batch_size), or floor with drop_last. */
+/* GETTER. Batches per epoch: ceil(N / batch_size), or floor with drop_last; -1
+** for NULL. */
 TD_API int64_t td_dataloader_num_batches(const td_dataloader *dl);
 
 /* METHOD. Begin epoch (>= 0) at batch first_batch (0 normally; a resumed run
@@ -146,9 +147,9 @@ TD_API td_status td_dataloader_next(td_dataloader *dl, td_tensor **fields);
 ** corrupt gzip stream are TD_ERR_FORMAT naming the file and the problem; an
 ** unopenable file is TD_ERR_IO naming it and the system error. */
 typedef enum td_idx_mode {
-    TD_IDX_RAW,         /* the file's shape; u8 -> U8, i8/i16/i32 -> I32, f32 -> F32, f64 -> F64 */
-    TD_IDX_IMAGES_F32,  /* u8 data as F32 [N, prod(other dims)] scaled by 1/255 into [0,1] */
-    TD_IDX_LABELS_I64,  /* 1-D u8 data as I64 [N] */
+    TD_IDX_RAW,        /* the file's shape; u8 -> U8, i8/i16/i32 -> I32, f32 -> F32, f64 -> F64 */
+    TD_IDX_IMAGES_F32, /* u8 data as F32 [N, prod(other dims)] scaled by 1/255 into [0,1] */
+    TD_IDX_LABELS_I64, /* 1-D u8 data as I64 [N] */
 } td_idx_mode;
 
 /* CONSTRUCTOR. Read the IDX file at path into a new CPU tensor *out.
@@ -234,17 +235,18 @@ typedef struct td_early_stopping {
     int64_t patience;
     double min_delta;
     td_monitor_mode mode;
-    double best;         /* best value so far (+inf in min mode, -inf in max mode before any) */
-    int64_t best_epoch;  /* index of the step that gave best, -1 before any */
-    int64_t wait;        /* steps since the last improvement */
-    int64_t epochs;      /* steps taken */
-    bool improved;       /* whether the last step improved (save a "best" checkpoint) */
-    bool stop;           /* whether training should stop */
+    double best;        /* best value so far (+inf in min mode, -inf in max mode before any) */
+    int64_t best_epoch; /* index of the step that gave best, -1 before any */
+    int64_t wait;       /* steps since the last improvement */
+    int64_t epochs;     /* steps taken */
+    bool improved;      /* whether the last step improved (save a "best" checkpoint) */
+    bool stop;          /* whether training should stop */
 } td_early_stopping;
 
 /* METHOD. Initialize *es. TD_ERR_MISUSE for NULL, patience < 0, min_delta < 0
 ** or an unknown mode. */
-TD_API td_status td_early_stopping_init(td_early_stopping *es, int64_t patience, double min_delta, td_monitor_mode mode);
+TD_API td_status td_early_stopping_init(td_early_stopping *es, int64_t patience, double min_delta,
+                                        td_monitor_mode mode);
 
 /* METHOD. Record one epoch's value; returns es->stop. */
 TD_API bool td_early_stopping_step(td_early_stopping *es, double value);

@@ -118,11 +118,11 @@ TD_API td_status td_safetensors_load(const char *path, td_device dev, td_named_t
 **     metadata of the model and optim lists with keys "model.<key>" and
 **     "optim.<key>" (for hyperparameters and scheduler state). */
 typedef struct td_train_state {
-    char model_name[128];     /* for example "mlp"; checked on load */
-    td_named_tensors *model;  /* state dict; names without the "model." prefix */
-    td_named_tensors *optim;  /* optimizer state, or NULL for none */
-    int64_t step, epoch;      /* optimizer steps taken; epochs completed */
-    td_rng_state rng;         /* the default generator (td_rng_get_state()) */
+    char model_name[128];    /* for example "mlp"; checked on load */
+    td_named_tensors *model; /* state dict; names without the "model." prefix */
+    td_named_tensors *optim; /* optimizer state, or NULL for none */
+    int64_t step, epoch;     /* optimizer steps taken; epochs completed */
+    td_rng_state rng;        /* the default generator (td_rng_get_state()) */
 } td_train_state;
 
 /* METHOD. Write ck to path atomically (see td_safetensors_save).
@@ -143,7 +143,7 @@ TD_API td_status td_train_state_save(const char *path, const td_train_state *ck)
 ** failure they are NULL. Other errors as td_safetensors_load, and
 ** TD_ERR_FORMAT for missing or malformed checkpoint metadata. */
 TD_API td_status td_train_state_load(const char *path, td_device dev, const char *expected_model,
-                                    const td_named_tensors *expected, td_train_state *out);
+                                     const td_named_tensors *expected, td_train_state *out);
 
 /* DESTRUCTOR. Free ck->model and ck->optim and set them to NULL. NULL is a no-op. */
 TD_API void td_train_state_clear(td_train_state *ck);

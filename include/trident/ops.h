@@ -1,11 +1,20 @@
 /*
 ** Trident tensor operations.
 **
-** Every function here is a CONSTRUCTOR: it returns a new +1 tensor (owned by
-** the innermost scope, if any) or NULL on failure with td_last_error() set.
-** A NULL input gives NULL and keeps the first error. Inputs are borrowed.
-** All tensor inputs of one call must live on one device; a mismatch is
-** TD_ERR_DEVICE naming both devices.
+** Every function here except the fused optimizer updates at the end is a
+** CONSTRUCTOR: it returns a new +1 tensor (owned by the innermost scope, if
+** any) or NULL on failure with td_last_status()/td_last_error() set.
+** A NULL input gives NULL and keeps the first error; a released input gives
+** TD_ERR_STATE. Inputs are borrowed. The status codes an op can set:
+**   TD_ERR_SHAPE        shapes that do not fit or broadcast,
+**   TD_ERR_DTYPE        a dtype the op does not take,
+**   TD_ERR_INDEX        a dim, index or class id out of range,
+**   TD_ERR_MISUSE       a bad parameter (NULL array, p outside [0, 1), ...),
+**   TD_ERR_DEVICE       inputs on different devices (both are named),
+**   TD_ERR_UNSUPPORTED  the op/dtype pair is absent on the device's backend,
+**   TD_ERR_OOM          an allocation failed.
+** Threads: ops on distinct outputs may run on several threads at once; the
+** error, scopes and grad mode are per thread.
 **
 ** Broadcasting follows NumPy/PyTorch: shapes are aligned at the trailing dim,
 ** and each pair of sizes must be equal or one of them 1.
@@ -75,8 +84,10 @@ TD_API td_tensor *td_amin(td_tensor *x, int n_dims, const int *dims, bool keepdi
 /* correction 1 is the unbiased estimator (PyTorch's default). */
 TD_API td_tensor *td_var(td_tensor *x, int n_dims, const int *dims, int correction, bool keepdim);
 TD_API td_tensor *td_logsumexp(td_tensor *x, int n_dims, const int *dims, bool keepdim);
-/* Index (int64) of the first extreme along dim; dim = TD_ALL_DIMS flattens. */
+/* dim argument of td_argmax/td_argmin that reduces over all elements */
 #define TD_ALL_DIMS (-1000)
+/* Index (int64) of the first extreme along dim; dim = TD_ALL_DIMS flattens.
+** An empty set is TD_ERR_SHAPE. */
 TD_API td_tensor *td_argmax(td_tensor *x, int dim, bool keepdim);
 TD_API td_tensor *td_argmin(td_tensor *x, int dim, bool keepdim);
 
@@ -124,20 +135,25 @@ TD_API td_tensor *td_cat(int n, td_tensor *const *xs, int dim);
 TD_API td_tensor *td_one_hot(td_tensor *idx, int64_t num_classes);
 
 /* ---- fused optimizer updates, in place (one op per parameter) ----
-** param, grad and the state tensors share shape, dtype and device and are
-** contiguous. Optional state (vmax, buf, grad_avg) may be NULL when the
-** matching feature is off. step counts from 1. Formulas are PyTorch's
-** (torch.optim.Adam/AdamW/SGD/RMSprop, foreach=False). Return TD_OK or an error. */
+** METHODs: they update param (IN/OUT) and the state tensors (IN/OUT) in place
+** and return a td_status. param, grad and the state tensors share shape, dtype
+** and device and are contiguous. Optional state (vmax, buf, grad_avg) may be
+** NULL when the matching feature is off. step counts from 1. Formulas are
+** PyTorch's (torch.optim.Adam/AdamW/SGD/RMSprop, foreach=False). Returns TD_OK;
+** for a NULL tensor the first error kept (else TD_ERR_MISUSE); TD_ERR_MISUSE
+** for a hyperparameter out of range, missing state or a non-contiguous tensor;
+** TD_ERR_SHAPE/TD_ERR_DTYPE/TD_ERR_DEVICE for a tensor unlike param (or a
+** non-float param); TD_ERR_STATE for a released tensor. Not recorded by
+** autograd. */
 TD_API td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_tensor *v, td_tensor *vmax,
-                                double lr, double beta1, double beta2, double eps, double weight_decay,
-                                int64_t step, bool decoupled_weight_decay, bool amsgrad, bool maximize);
+                                double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step,
+                                bool decoupled_weight_decay, bool amsgrad, bool maximize);
 /* first_step: the momentum buffer is initialised to the (decayed) gradient. */
 TD_API td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum,
-                               double dampening, double weight_decay, bool nesterov, bool first_step,
-                               bool maximize);
+                               double dampening, double weight_decay, bool nesterov, bool first_step, bool maximize);
 TD_API td_status td_rmsprop_update(td_tensor *param, td_tensor *grad, td_tensor *square_avg, td_tensor *buf,
-                                   td_tensor *grad_avg, double lr, double alpha, double eps,
-                                   double weight_decay, double momentum, bool centered, bool maximize);
+                                   td_tensor *grad_avg, double lr, double alpha, double eps, double weight_decay,
+                                   double momentum, bool centered, bool maximize);
 
 #ifdef __cplusplus
 }

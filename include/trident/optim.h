@@ -89,7 +89,8 @@ TD_API void td_optimizer_zero_grad(td_optimizer *o);
 TD_API void td_optimizer_set_lr(td_optimizer *o, double lr);
 TD_API td_status td_optimizer_set_group_lr(td_optimizer *o, int g, double lr);
 TD_API double td_optimizer_get_lr(const td_optimizer *o, int g);
-/* GETTERS. Number of param groups; name of the algorithm ("Adam"). */
+/* GETTERS. Number of param groups (0 for NULL); name of the algorithm ("Adam";
+** "?" for NULL). */
 TD_API int td_optimizer_num_groups(const td_optimizer *o);
 TD_API const char *td_optimizer_name(const td_optimizer *o);
 

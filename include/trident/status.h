@@ -23,20 +23,20 @@ extern "C" {
 
 /* X(name, message): one line per code; the enum and td_status_str() are
 ** generated from this list. */
-#define TD_STATUS_LIST(X)                                                        \
-    X(OK, "ok")                                                                  \
-    X(ERR_MISUSE, "invalid argument")           /* NULL, bad handle, bad flag */ \
-    X(ERR_SHAPE, "shape mismatch")              /* shapes do not fit the op */   \
-    X(ERR_DTYPE, "dtype mismatch")              /* dtype not valid for the op */ \
-    X(ERR_DEVICE, "device mismatch or failure") /* mixed devices, driver error */ \
-    X(ERR_INDEX, "index out of range")          /* dim, index or class id */     \
-    X(ERR_OOM, "out of memory")                 /* host or device allocation */  \
-    X(ERR_IO, "i/o error")                      /* open, read, write, rename */  \
-    X(ERR_FORMAT, "corrupt or invalid file")    /* file content is malformed */  \
-    X(ERR_UNSUPPORTED, "not supported")         /* op/dtype absent on backend */ \
-    X(ERR_UNAVAILABLE, "backend unavailable")   /* plugin or driver missing */   \
-    X(ERR_STATE, "invalid state")               /* released tensor, freed graph */ \
-    X(ERR_BUSY, "resource busy")                /* live objects remain */        \
+#define TD_STATUS_LIST(X)                                                                                              \
+    X(OK, "ok")                                                                                                        \
+    X(ERR_MISUSE, "invalid argument")           /* NULL, bad handle, bad flag */                                       \
+    X(ERR_SHAPE, "shape mismatch")              /* shapes do not fit the op */                                         \
+    X(ERR_DTYPE, "dtype mismatch")              /* dtype not valid for the op */                                       \
+    X(ERR_DEVICE, "device mismatch or failure") /* mixed devices, driver error */                                      \
+    X(ERR_INDEX, "index out of range")          /* dim, index or class id */                                           \
+    X(ERR_OOM, "out of memory")                 /* host or device allocation */                                        \
+    X(ERR_IO, "i/o error")                      /* open, read, write, rename */                                        \
+    X(ERR_FORMAT, "corrupt or invalid file")    /* file content is malformed */                                        \
+    X(ERR_UNSUPPORTED, "not supported")         /* op/dtype absent on backend */                                       \
+    X(ERR_UNAVAILABLE, "backend unavailable")   /* plugin or driver missing */                                         \
+    X(ERR_STATE, "invalid state")               /* released tensor, freed graph */                                     \
+    X(ERR_BUSY, "resource busy")                /* live objects remain */                                              \
     X(ERR_COMPILE, "kernel compilation failed") /* user kernel did not build */
 
 typedef enum td_status {

@@ -10,7 +10,12 @@
 ** must td_release() it. Functions marked GETTER return borrowed values.
 **
 ** Errors: a CONSTRUCTOR returns NULL on failure and sets td_last_error().
-** Given a NULL tensor argument it returns NULL and keeps the first error.
+** Given a NULL tensor argument it returns NULL and keeps the first error; a
+** released tensor argument gives TD_ERR_STATE.
+**
+** Threads: td_retain/td_release are atomic, and the error, scopes and grad
+** mode are per thread. Other uses of one tensor from several threads at once
+** must not write it (td_copy_, in-place updates) while another thread reads.
 */
 #ifndef TRIDENT_TENSOR_H
 #define TRIDENT_TENSOR_H
@@ -28,14 +33,14 @@ extern "C" {
 #define TD_MAX_DIMS 8
 
 /* X(NAME, name, bytes, is_float, is_signed) */
-#define TD_DTYPE_LIST(X)                \
-    X(F32, "float32", 4, 1, 1)          \
-    X(F64, "float64", 8, 1, 1)          \
-    X(F16, "float16", 2, 1, 1)          \
-    X(BF16, "bfloat16", 2, 1, 1)        \
-    X(I32, "int32", 4, 0, 1)            \
-    X(I64, "int64", 8, 0, 1)            \
-    X(U8, "uint8", 1, 0, 0)             \
+#define TD_DTYPE_LIST(X)                                                                                               \
+    X(F32, "float32", 4, 1, 1)                                                                                         \
+    X(F64, "float64", 8, 1, 1)                                                                                         \
+    X(F16, "float16", 2, 1, 1)                                                                                         \
+    X(BF16, "bfloat16", 2, 1, 1)                                                                                       \
+    X(I32, "int32", 4, 0, 1)                                                                                           \
+    X(I64, "int64", 8, 0, 1)                                                                                           \
+    X(U8, "uint8", 1, 0, 0)                                                                                            \
     X(BOOL, "bool", 1, 0, 0)
 
 typedef enum td_dtype {
@@ -45,28 +50,35 @@ typedef enum td_dtype {
         TD_DTYPE_COUNT
 } td_dtype;
 
+/* GETTERS of a dtype; thread-safe; an invalid dt sets no error. */
 TD_API const char *td_dtype_name(td_dtype dt); /* "float32"; "?" if invalid */
 TD_API size_t td_dtype_size(td_dtype dt);      /* bytes per element; 0 if invalid */
 TD_API bool td_dtype_is_float(td_dtype dt);    /* f32, f64, f16, bf16 */
 
-/* Result dtype of a binary op, by PyTorch's promotion rules on tensors:
+/* METHOD. Result dtype of a binary op, by PyTorch's promotion rules on tensors:
 ** bool < integer < floating, and within a class the wider type wins
 ** (u8 with a signed int gives the signed one; f16 with bf16 gives f32). */
 TD_API td_dtype td_dtype_promote(td_dtype a, td_dtype b);
 
 /* ---- Devices ---------------------------------------------------------- */
 
-typedef enum td_device_type { TD_DEVICE_CPU = 0, TD_DEVICE_CUDA = 1, TD_DEVICE_VULKAN = 2, TD_DEVICE_TYPE_COUNT } td_device_type;
+typedef enum td_device_type {
+    TD_DEVICE_CPU = 0,
+    TD_DEVICE_CUDA = 1,
+    TD_DEVICE_VULKAN = 2,
+    TD_DEVICE_TYPE_COUNT
+} td_device_type;
 
 typedef struct td_device {
     int type;  /* td_device_type */
     int index; /* ordinal within that backend */
 } td_device;
 
-#define TD_CPU ((td_device){TD_DEVICE_CPU, 0})
-#define TD_CUDA(i) ((td_device){TD_DEVICE_CUDA, (i)})
+#define TD_CPU       ((td_device){TD_DEVICE_CPU, 0})
+#define TD_CUDA(i)   ((td_device){TD_DEVICE_CUDA, (i)})
 #define TD_VULKAN(i) ((td_device){TD_DEVICE_VULKAN, (i)})
 
+/* METHOD. Whether a and b are the same device (type and index). */
 TD_API bool td_device_equal(td_device a, td_device b);
 
 /* METHOD. Write "cpu", "cuda:0", "vulkan:1" into buf (always NUL-terminated).
@@ -88,8 +100,11 @@ typedef struct td_tensor td_tensor;
 
 /* CONSTRUCTOR. Uninitialized tensor of the given shape. ndim may be 0 (a
 ** scalar); sizes may be 0 (an empty tensor). Fails with TD_ERR_MISUSE for a
-** negative size or ndim outside [0, 8], TD_ERR_OOM when allocation fails or the
-** byte count overflows, TD_ERR_UNAVAILABLE for a device that is not present. */
+** negative size, ndim outside [0, 8] or a NULL shape with ndim > 0,
+** TD_ERR_DTYPE for an invalid dtype, TD_ERR_OOM when allocation fails or the
+** byte count overflows, TD_ERR_UNAVAILABLE for a device that is not present.
+** td_zeros/td_ones/td_full fill the tensor; TD_ERR_UNSUPPORTED when the
+** device's backend cannot fill that dtype. */
 TD_API td_tensor *td_empty(int ndim, const int64_t *shape, td_dtype dt, td_device dev);
 TD_API td_tensor *td_zeros(int ndim, const int64_t *shape, td_dtype dt, td_device dev);
 TD_API td_tensor *td_ones(int ndim, const int64_t *shape, td_dtype dt, td_device dev);
@@ -102,16 +117,18 @@ TD_API td_tensor *td_full_like(td_tensor *t, double value);
 TD_API td_tensor *td_scalar(double value, td_dtype dt, td_device dev);
 
 /* CONSTRUCTOR. Copy numel(shape) elements of dtype dt from host memory into a
-** new contiguous tensor on dev. data may be NULL only when numel is 0. */
+** new contiguous tensor on dev. data may be NULL only when numel is 0
+** (TD_ERR_MISUSE otherwise); the errors of td_empty otherwise. */
 TD_API td_tensor *td_from_data(const void *data, int ndim, const int64_t *shape, td_dtype dt, td_device dev);
 
 /* CONSTRUCTOR. Values start, start+step, ... below end (above for step < 0).
-** Fails with TD_ERR_MISUSE when step is 0 or the count is negative. */
+** Fails with TD_ERR_MISUSE when step is 0, a bound is not finite or the count
+** is negative, and TD_ERR_OOM for more than 1e15 elements. */
 TD_API td_tensor *td_arange(double start, double end, double step, td_dtype dt, td_device dev);
 
 /* CONSTRUCTOR. Uniform [0,1) and standard normal samples from the Philox4x32-10
 ** stream of (seed, offset); see docs/ARCHITECTURE.md for the exact mapping, which
-** every backend reproduces bit for bit. Float dtypes only. */
+** every backend reproduces bit for bit. Float dtypes only (TD_ERR_DTYPE). */
 TD_API td_tensor *td_rand(int ndim, const int64_t *shape, uint64_t seed, uint64_t offset, td_dtype dt, td_device dev);
 TD_API td_tensor *td_randn(int ndim, const int64_t *shape, uint64_t seed, uint64_t offset, td_dtype dt, td_device dev);
 
@@ -120,27 +137,30 @@ TD_API td_tensor *td_retain(td_tensor *t);
 /* DESTRUCTOR. -1 reference; the tensor is freed at 0. NULL is a no-op. */
 TD_API void td_release(td_tensor *t);
 
-/* GETTERS. On NULL or a released tensor: ndim/numel/size return -1, and
-** td_last_error() explains. */
+/* GETTERS. On NULL (TD_ERR_MISUSE) or a released tensor (TD_ERR_STATE) they
+** set the error when none is stored (never overwriting an earlier one) and return -1 (ndim, numel, size, stride, storage_offset),
+** NULL (shape, strides), TD_DTYPE_COUNT (dtype), {-1, -1} (device) or false
+** (is_contiguous). A dim out of range gives -1 with TD_ERR_INDEX. */
 TD_API int td_ndim(const td_tensor *t);
-TD_API int64_t td_size(const td_tensor *t, int dim); /* dim may be negative */
+TD_API int64_t td_size(const td_tensor *t, int dim);   /* dim may be negative */
 TD_API int64_t td_stride(const td_tensor *t, int dim); /* in elements */
-TD_API const int64_t *td_shape(const td_tensor *t);   /* borrowed, ndim entries */
-TD_API const int64_t *td_strides(const td_tensor *t); /* borrowed, in elements */
+TD_API const int64_t *td_shape(const td_tensor *t);    /* borrowed, ndim entries */
+TD_API const int64_t *td_strides(const td_tensor *t);  /* borrowed, in elements */
 TD_API int64_t td_numel(const td_tensor *t);
 TD_API td_dtype td_tensor_dtype(const td_tensor *t);
 TD_API td_device td_tensor_device(const td_tensor *t);
 TD_API bool td_is_contiguous(const td_tensor *t);
 TD_API int64_t td_storage_offset(const td_tensor *t); /* in elements */
 
-/* METHOD. Copy the tensor's elements, in row-major order, into host memory as
-** dtype dt (converting). Waits for pending device work. Fails with TD_ERR_MISUSE
-** if nbytes is smaller than numel * td_dtype_size(dt). */
+/* METHOD. Copy the tensor's elements, in row-major order, into host memory
+** (dst, OUT) as dtype dt (converting). Waits for pending device work. Fails
+** with TD_ERR_MISUSE if nbytes is smaller than numel * td_dtype_size(dt). */
 TD_API td_status td_copy_to_host(td_tensor *t, void *dst, size_t nbytes, td_dtype dt);
 
 /* METHOD. Read one element as double (waits for the device). Returns NAN and
-** sets TD_ERR_INDEX when the index is out of range. */
-TD_API double td_item(td_tensor *t);                  /* numel must be 1 */
+** sets the error on failure: td_item TD_ERR_SHAPE when numel is not 1, td_get
+** TD_ERR_INDEX for an index out of range and TD_ERR_MISUSE for a NULL idx. */
+TD_API double td_item(td_tensor *t);                    /* numel must be 1 */
 TD_API double td_get(td_tensor *t, const int64_t *idx); /* idx has ndim entries */
 
 /* METHOD. Copy src into dst elementwise, with broadcasting of src and dtype
@@ -162,7 +182,7 @@ TD_API td_tensor *td_clone(td_tensor *t);
 ** range and TD_ERR_SHAPE for incompatible sizes, naming both. */
 
 /* CONSTRUCTOR. View with a new shape of the same numel. One entry may be -1.
-** td_operand needs compatible strides; td_reshape copies when it must. */
+** td_view needs compatible strides; td_reshape copies when it must. */
 TD_API td_tensor *td_view(td_tensor *t, int ndim, const int64_t *shape);
 TD_API td_tensor *td_reshape(td_tensor *t, int ndim, const int64_t *shape);
 TD_API td_tensor *td_flatten(td_tensor *t, int start_dim, int end_dim);
@@ -187,22 +207,24 @@ TD_API td_status td_broadcast_shapes(int na, const int64_t *a, int nb, const int
 /* ---- Scopes ------------------------------------------------------------
 ** td_scope_begin() opens an autorelease scope on this thread; td_scope_end()
 ** releases every tensor reference created inside it (by CONSTRUCTORs) that was
-** not passed to td_keep(). Scopes nest. */
+** not passed to td_keep(). Scopes nest. METHODs; td_scope_end() with no open
+** scope sets TD_ERR_MISUSE and does nothing. */
 TD_API void td_scope_begin(void);
 TD_API void td_scope_end(void);
 /* METHOD. Take t out of the innermost scope's care: the caller now owns the
-** reference (and must td_release it). Returns t. */
+** reference (and must td_release it). Returns t; NULL passes through, and a
+** t that no scope holds is returned unchanged. */
 TD_API td_tensor *td_keep(td_tensor *t);
 
 /* ---- The default generator: a (seed, offset) pair shared by the process.
 ** Ops that draw random numbers without an explicit seed (nn.Dropout, init)
 ** take offsets from it, so td_manual_seed() makes a run reproducible and a
-** checkpoint can save and restore the stream. Thread-safe. */
+** checkpoint can save and restore the stream. METHODs; thread-safe. */
 typedef struct td_rng_state {
     uint64_t seed;
     uint64_t offset; /* next unused Philox counter */
 } td_rng_state;
-TD_API void td_manual_seed(uint64_t seed);       /* seed, offset 0 */
+TD_API void td_manual_seed(uint64_t seed); /* seed, offset 0 */
 TD_API td_rng_state td_rng_get_state(void);
 TD_API void td_rng_set_state(td_rng_state s);
 /* METHOD. Reserve counters for n values: returns the seed and the first

@@ -5,13 +5,13 @@
 #ifndef TRIDENT_H
 #define TRIDENT_H
 
-#include "status.h"
-#include "tensor.h"
-#include "ops.h"
 #include "autograd.h"
-#include "nn.h"
-#include "optim.h"
 #include "data.h"
 #include "io.h"
+#include "nn.h"
+#include "ops.h"
+#include "optim.h"
+#include "status.h"
+#include "tensor.h"
 
 #endif /* TRIDENT_H */

@@ -45,14 +45,14 @@ typedef td_status (*td__backward_fn)(td_node *n, td_tensor *const *gy, td_tensor
 
 struct td_node {
     atomic_long refcount;
-    const char *name;     /* op name or custom function name */
+    const char *name; /* op name or custom function name */
     td__backward_fn backward;
-    int kind;             /* td_op_kind, or -1 (view, custom, checkpoint) */
+    int kind; /* td_op_kind, or -1 (view, custom, checkpoint) */
     td_op_params p;
     int n_in, n_out;
-    td__edge *edges;      /* n_in */
-    td__tmeta *in_meta;   /* n_in */
-    td__tmeta *out_meta;  /* n_out */
+    td__edge *edges;       /* n_in */
+    td__tmeta *in_meta;    /* n_in */
+    td__tmeta *out_meta;   /* n_out */
     td_tensor **saved_in;  /* n_in: retained inputs the formula needs, else NULL */
     td_tensor **saved_out; /* n_out: detached aliases of outputs it needs, else NULL */
     bool has_saved;        /* the formula needs saved state */

@@ -32,20 +32,25 @@ static void ckpt_free(void *p) {
 /* Run fn on inputs into outputs[] as +1 unscoped tensors, grad mode as given. */
 static td_status run_region(ckpt *c, td_tensor *const *inputs, int n_out, td_tensor **outputs, bool grad) {
     for (int j = 0; j < n_out; j++) outputs[j] = NULL;
-    if (grad) td_enable_grad_begin();
-    else td_no_grad_begin();
+    if (grad)
+        td_enable_grad_begin();
+    else
+        td_no_grad_begin();
     td_scope_begin();
     td_status st = c->fn(c->user, c->n_in, inputs, n_out, outputs);
     for (int j = 0; st == TD_OK && j < n_out; j++)
-        if (!outputs[j]) st = td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "checkpoint: fn left output %d NULL", j);
+        if (!outputs[j])
+            st = td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "checkpoint: fn left output %d NULL", j);
     for (int j = 0; j < n_out; j++) {
         bool pass_through = false;
         for (int i = 0; st == TD_OK && i < c->n_in; i++) pass_through |= outputs[j] == inputs[i];
         outputs[j] = st != TD_OK ? NULL : pass_through ? td__alias(outputs[j]) : td_retain(outputs[j]);
     }
     td_scope_end();
-    if (grad) td_enable_grad_end();
-    else td_no_grad_end();
+    if (grad)
+        td_enable_grad_end();
+    else
+        td_no_grad_end();
     return st;
 }
 
@@ -75,9 +80,15 @@ static td_status bw_checkpoint(td_node *n, td_tensor *const *gy, td_tensor **gx)
         if (gy[j] && y[j]->requires_grad) roots[n_roots] = y[j], rg[n_roots++] = gy[j];
     }
     if (!n_roots) return TD_OK;
-    td__engine_req req = {.n_roots = n_roots, .roots = roots, .grads = rg, .n_captures = n_cap,
-                          .captures = captures, .captured = captured, .accumulate = td__engine_accumulating(),
-                          .create_graph = td_grad_enabled(), .api = "checkpoint"};
+    td__engine_req req = {.n_roots = n_roots,
+                          .roots = roots,
+                          .grads = rg,
+                          .n_captures = n_cap,
+                          .captures = captures,
+                          .captured = captured,
+                          .accumulate = td__engine_accumulating(),
+                          .create_graph = td_grad_enabled(),
+                          .api = "checkpoint"};
     st = td__engine_run(&req);
     for (int k = 0; st == TD_OK && k < n_cap; k++) gx[cap_of[k]] = td__scope_add(captured[k]);
     return st;
@@ -105,8 +116,8 @@ td_status td_checkpoint(td_region_fn fn, void *user, int n_in, td_tensor *const 
         ckpt_free(c);
         return st;
     }
-    td_node *n = recording && reads_grad ? td__node_new("checkpoint", bw_checkpoint, -1, n_in, inputs, n_out, outputs)
-                                          : NULL;
+    td_node *n =
+        recording && reads_grad ? td__node_new("checkpoint", bw_checkpoint, -1, n_in, inputs, n_out, outputs) : NULL;
     if (n) {
         for (int i = 0; i < n_in; i++) kept[i] = td_retain(inputs[i]);
         n->data = c;

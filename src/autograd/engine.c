@@ -168,7 +168,8 @@ static td_tensor *fit_grad(td_node *n, int i, td_tensor *g) {
             !same_shape(nb, b, g->ndim, g->shape)) {
             char s1[96], s2[96];
             TD_FAIL_NULL(TD_ERR_SHAPE, "%s backward: gradient of shape %s for input %d of shape %s", n->name,
-                         td__shape_str(g->ndim, g->shape, s1, sizeof s1), i, td__shape_str(m->ndim, m->shape, s2, sizeof s2));
+                         td__shape_str(g->ndim, g->shape, s1, sizeof s1), i,
+                         td__shape_str(m->ndim, m->shape, s2, sizeof s2));
         }
         g = td__sum_to(g, m->ndim, m->shape);
     }
@@ -192,9 +193,12 @@ static td_status run_node(run_state *rs, td_node *n) {
     for (int i = 0; st == TD_OK && i < n->n_in && i < 64; i++) {
         if (!gx[i] || !td__needs(n, i)) continue;
         td_tensor *g = fit_grad(n, i, gx[i]);
-        if (!g) st = td_last_status() ? td_last_status() : TD_ERR_MISUSE;
-        else if (n->edges[i].node) st = add_to_output(rs, n->edges[i].node, n->edges[i].nr, g);
-        else st = add_to_leaf(rs, n->edges[i].leaf, g);
+        if (!g)
+            st = td_last_status() ? td_last_status() : TD_ERR_MISUSE;
+        else if (n->edges[i].node)
+            st = add_to_output(rs, n->edges[i].node, n->edges[i].nr, g);
+        else
+            st = add_to_leaf(rs, n->edges[i].leaf, g);
     }
     td_scope_end();
     return st;
@@ -264,8 +268,10 @@ td_status td__engine_run(const td__engine_req *req) {
     for (int c = 0; c < req->n_captures; c++) req->captured[c] = NULL;
     bool outer_accumulates = run_accumulates;
     run_accumulates = req->accumulate;
-    if (req->create_graph) td_enable_grad_begin();
-    else td_no_grad_begin();
+    if (req->create_graph)
+        td_enable_grad_begin();
+    else
+        td_no_grad_begin();
     td_scope_begin();
     td_status st = topo_sort(&rs);
     if (st == TD_OK) st = seed_roots(&rs);
@@ -286,8 +292,10 @@ td_status td__engine_run(const td__engine_req *req) {
     free(rs.order);
     free(rs.leaves);
     td_scope_end();
-    if (req->create_graph) td_enable_grad_end();
-    else td_no_grad_end();
+    if (req->create_graph)
+        td_enable_grad_end();
+    else
+        td_no_grad_end();
     run_accumulates = outer_accumulates;
     if (st != TD_OK)
         for (int c = 0; c < req->n_captures; c++) {
@@ -301,8 +309,12 @@ td_status td__engine_run(const td__engine_req *req) {
 
 td_status td_backward(td_tensor *t, td_tensor *grad_output, bool retain_graph) {
     TD_CHECK_ARG_ST(t, "backward");
-    td__engine_req req = {.n_roots = 1, .roots = &t, .grads = &grad_output, .accumulate = true,
-                          .retain_graph = retain_graph, .api = "backward"};
+    td__engine_req req = {.n_roots = 1,
+                          .roots = &t,
+                          .grads = &grad_output,
+                          .accumulate = true,
+                          .retain_graph = retain_graph,
+                          .api = "backward"};
     return td__engine_run(&req);
 }
 
@@ -317,9 +329,15 @@ td_status td_grad(int n_out, td_tensor *const *outputs, td_tensor *const *grad_o
         if (!td__check_arg(inputs[i], "grad", "inputs[i]")) return td_last_status();
         if (!inputs[i]->requires_grad) return TD_ERR(TD_ERR_MISUSE, "grad: input %d does not require grad", i);
     }
-    td__engine_req req = {.n_roots = n_out, .roots = outputs, .grads = grad_outputs, .n_captures = n_in,
-                          .captures = inputs, .captured = grads_out, .retain_graph = retain_graph,
-                          .create_graph = create_graph, .api = "grad"};
+    td__engine_req req = {.n_roots = n_out,
+                          .roots = outputs,
+                          .grads = grad_outputs,
+                          .n_captures = n_in,
+                          .captures = inputs,
+                          .captured = grads_out,
+                          .retain_graph = retain_graph,
+                          .create_graph = create_graph,
+                          .api = "grad"};
     td_status st = td__engine_run(&req);
     for (int i = 0; st == TD_OK && i < n_in; i++)
         if (!grads_out[i] && !allow_unused)

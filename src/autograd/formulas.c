@@ -41,7 +41,8 @@ td_tensor *td__zeros_meta(const td__tmeta *m, td_dtype dt) { return td_zeros(m->
 td_status td__done(const td_node *n, td_tensor *const *gx) {
     for (int i = 0; i < n->n_in && i < 64; i++)
         if (td__needs(n, i) && !gx[i])
-            return td_last_status() != TD_OK ? td_last_status()
-                                             : TD_ERR(TD_ERR_STATE, "%s backward: no gradient for input %d", n->name, i);
+            return td_last_status() != TD_OK
+                       ? td_last_status()
+                       : TD_ERR(TD_ERR_STATE, "%s backward: no gradient for input %d", n->name, i);
     return TD_OK;
 }

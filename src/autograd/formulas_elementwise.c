@@ -7,9 +7,9 @@
 #include "autograd_internal.h"
 
 #define NEED(i) td__needs(n, i)
-#define IN(i) td__saved_input(n, i)
-#define OUT(j) td__saved_output(n, j)
-#define K(v) td__scalar_like(gy[0], (v))
+#define IN(i)   td__saved_input(n, i)
+#define OUT(j)  td__saved_output(n, j)
+#define K(v)    td__scalar_like(gy[0], (v))
 
 /* y = cast(x) or x moved to another device (td_to): dx = dy moved back */
 static td_status bw_copy(td_node *n, td_tensor *const *gy, td_tensor **gx) {

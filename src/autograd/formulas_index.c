@@ -5,7 +5,7 @@
 #include "autograd_internal.h"
 
 #define NEED(i) td__needs(n, i)
-#define IN(i) td__saved_input(n, i)
+#define IN(i)   td__saved_input(n, i)
 
 static int axis(const td_node *n, int ndim) {
     int d = n->p.axis.dim;

@@ -7,8 +7,8 @@
 #include "autograd_internal.h"
 
 #define NEED(i) td__needs(n, i)
-#define IN(i) td__saved_input(n, i)
-#define OUT(j) td__saved_output(n, j)
+#define IN(i)   td__saved_input(n, i)
+#define OUT(j)  td__saved_output(n, j)
 
 /* y[B,M,N] = a[B,M,K] @ b[B,K,N]: da = dy @ b^T, db = a^T @ dy
 ** (batch dims that a or b broadcast are summed down by the engine) */

@@ -5,7 +5,7 @@
 */
 #include "autograd_internal.h"
 
-#define IN(i) td__saved_input(n, i)
+#define IN(i)  td__saved_input(n, i)
 #define OUT(j) td__saved_output(n, j)
 
 static double reduced_count(const td_node *n) {

@@ -8,7 +8,7 @@
 #include "autograd_internal.h"
 
 static const char *view_names[] = {
-    [TD__VIEW_RESHAPE] = "view", [TD__VIEW_PERMUTE] = "permute", [TD__VIEW_SLICE] = "slice",
+    [TD__VIEW_RESHAPE] = "view",  [TD__VIEW_PERMUTE] = "permute", [TD__VIEW_SLICE] = "slice",
     [TD__VIEW_SELECT] = "select", [TD__VIEW_EXPAND] = "expand",
 };
 
@@ -44,9 +44,7 @@ static td_status bw_view(td_node *n, td_tensor *const *gy, td_tensor **gx) {
         gx[0] = td_permute(dy, inv);
         break;
     }
-    case TD__VIEW_SLICE:
-        gx[0] = embed_slice(m, v->dim, v->start, v->step, dy);
-        break;
+    case TD__VIEW_SLICE: gx[0] = embed_slice(m, v->dim, v->start, v->step, dy); break;
     case TD__VIEW_SELECT: /* y = x.select(dim, i) = x[i:i+1].squeeze(dim) */
         gx[0] = embed_slice(m, v->dim, v->start, 1, td_unsqueeze(dy, v->dim));
         break;

@@ -136,7 +136,9 @@ td_status td_function_apply(const td_function *fn, void *user, int n_in, td_tens
     td_scope_begin();
     td_status st = fn->forward(c, n_in, inputs, n_out, outputs);
     for (int j = 0; st == TD_OK && j < n_out; j++)
-        if (!outputs[j]) st = td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "%s: forward left output %d NULL", name, j);
+        if (!outputs[j])
+            st =
+                td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "%s: forward left output %d NULL", name, j);
     for (int j = 0; st == TD_OK && j < n_out; j++) /* an input passed through becomes a new handle */
         outputs[j] = is_input(outputs[j], n_in, inputs) || outputs[j]->requires_grad ? td__alias(outputs[j])
                                                                                      : td_retain(outputs[j]);

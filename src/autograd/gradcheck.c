@@ -29,9 +29,9 @@ static td_status eval(const gc_state *g, double *out) {
     td_scope_begin();
     td_tensor *y = g->fn(g->user, g->n, g->inputs);
     td_status st = !y ? (td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "gradcheck: fn returned NULL"))
-                      : td__numel(y->ndim, y->shape) != g->cols
-                            ? TD_ERR(TD_ERR_SHAPE, "gradcheck: fn's output changed size between calls")
-                            : td_copy_to_host(y, out, (size_t)g->cols * sizeof *out, TD_F64);
+                   : td__numel(y->ndim, y->shape) != g->cols
+                       ? TD_ERR(TD_ERR_SHAPE, "gradcheck: fn's output changed size between calls")
+                       : td_copy_to_host(y, out, (size_t)g->cols * sizeof *out, TD_F64);
     td_scope_end();
     td_no_grad_end();
     return st;
@@ -135,7 +135,8 @@ td_status td_gradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *inpu
     td_scope_end();
     td_no_grad_end();
     if (!y) return td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "gradcheck: fn returned NULL");
-    double *Ja = malloc((size_t)(g.rows * g.cols + 1) * sizeof *Ja), *Jn = malloc((size_t)(g.rows * g.cols + 1) * sizeof *Jn);
+    double *Ja = malloc((size_t)(g.rows * g.cols + 1) * sizeof *Ja),
+           *Jn = malloc((size_t)(g.rows * g.cols + 1) * sizeof *Jn);
     td_status st = Ja && Jn ? analytical(&g, Ja) : TD_ERR(TD_ERR_OOM, "gradcheck: out of host memory");
     if (st == TD_OK) st = numerical(&g, o.eps, Jn);
     double worst = 0;

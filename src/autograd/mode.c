@@ -10,13 +10,15 @@ enum { MODE_ON, MODE_OFF, MODE_INFERENCE };
 #define MODE_STACK_MAX 256
 
 static _Thread_local bool stack[MODE_STACK_MAX]; /* grad_on to restore at each scope's end */
-static _Thread_local int depth;           /* may exceed MODE_STACK_MAX: the excess is not stored */
-static _Thread_local bool grad_on = true; /* the innermost no_grad/enable_grad setting */
+static _Thread_local int depth;                  /* may exceed MODE_STACK_MAX: the excess is not stored */
+static _Thread_local bool grad_on = true;        /* the innermost no_grad/enable_grad setting */
 static _Thread_local int inference_depth;
 
 static void push(int mode) {
-    if (depth < MODE_STACK_MAX) stack[depth] = grad_on;
-    else TD_ERR(TD_ERR_MISUSE, "grad mode scopes nested deeper than %d", MODE_STACK_MAX);
+    if (depth < MODE_STACK_MAX)
+        stack[depth] = grad_on;
+    else
+        TD_ERR(TD_ERR_MISUSE, "grad mode scopes nested deeper than %d", MODE_STACK_MAX);
     depth++;
     if (mode == MODE_INFERENCE) inference_depth++;
     grad_on = mode == MODE_ON;

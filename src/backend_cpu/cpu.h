@@ -37,12 +37,18 @@ int cpu_threads_for(int64_t n, int64_t cost_per_unit);
 
 static inline float cpu_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, bits;
-    if (exp == 0x1F) bits = sign | 0x7F800000u | (mant << 13); /* inf, nan */
-    else if (exp) bits = sign | ((exp + 112) << 23) | (mant << 13);
-    else if (!mant) bits = sign;
+    if (exp == 0x1F)
+        bits = sign | 0x7F800000u | (mant << 13); /* inf, nan */
+    else if (exp)
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+    else if (!mant)
+        bits = sign;
     else { /* subnormal: normalize */
         int e = -1;
-        do { mant <<= 1; e++; } while (!(mant & 0x400));
+        do {
+            mant <<= 1;
+            e++;
+        } while (!(mant & 0x400));
         bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3FF) << 13);
     }
     float f;
@@ -55,7 +61,7 @@ static inline uint16_t cpu_f32_to_f16(float f) {
     memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFFu;
     if (ax >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0)); /* inf/nan */
-    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00);                                 /* overflow */
+    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00);                                  /* overflow */
     if (ax < 0x38800000u) { /* subnormal or zero: scale into the 2^-24 grid */
         float a;
         memcpy(&a, &ax, 4);

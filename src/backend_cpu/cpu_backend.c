@@ -18,6 +18,20 @@
 
 typedef td_status (*cpu_kernel_fn)(const td_op *op);
 
+/* One thread pool owns the cores: the kernels split their GEMMs over OpenMP
+** threads themselves (cpu_matmul.c, cpu_conv.c) and call OpenBLAS from inside
+** those threads, so OpenBLAS must run each call on its caller's thread. A
+** pthreads OpenBLAS (openblas_get_parallel() == 1, Debian's default) is set to
+** one thread; its own pool would otherwise compete with OpenMP's for the same
+** cores. An OpenMP OpenBLAS (== 2) already runs single-threaded inside a
+** parallel region, and its openblas_set_num_threads would also change
+** OpenMP's thread count, so it is left alone; a serial one (== 0) needs nothing. */
+static td_status cpu_init(char *why, size_t why_size) {
+    (void)why, (void)why_size;
+    if (openblas_get_parallel() == 1) openblas_set_num_threads(1);
+    return TD_OK;
+}
+
 static const cpu_kernel_fn kernels[TD_OP_COUNT] = {
 #define TD_CPU_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = td_cpu_##N,
     TD_OP_LIST(TD_CPU_ENTRY_)
@@ -47,8 +61,7 @@ void cpu_iter_init(cpu_iter *it, int nops, const td_operand *const *views) {
         if (v0->shape[d] == 1) continue;
         int n = it->ndim;
         bool merge = n > 0;
-        for (int k = 0; k < nops && merge; k++)
-            merge = it->strides[k][n - 1] == views[k]->strides[d] * v0->shape[d];
+        for (int k = 0; k < nops && merge; k++) merge = it->strides[k][n - 1] == views[k]->strides[d] * v0->shape[d];
         if (merge) {
             it->shape[n - 1] *= v0->shape[d];
             for (int k = 0; k < nops; k++) it->strides[k][n - 1] = views[k]->strides[d];
@@ -121,7 +134,7 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
 ** 4 KiB; at most CACHE_LIMIT bytes are kept. Off under AddressSanitizer,
 ** which must see every free to catch use-after-free. */
 #define CACHE_CLASSES 256
-#define CACHE_LIMIT ((size_t)2 << 30)
+#define CACHE_LIMIT   ((size_t)2 << 30)
 #if defined(__SANITIZE_ADDRESS__)
 #define CACHE_ON 0
 #else
@@ -276,6 +289,6 @@ const td_backend td_cpu_backend = {
     .api_version = TD_BACKEND_API_VERSION,
     .name = "cpu",
     .device_type = TD_DEVICE_CPU,
-    .init = NULL,
+    .init = cpu_init,
     .iface = &cpu_iface,
 };

@@ -9,12 +9,6 @@
 #include "../core/internal.h"
 #include "cpu_ew.h"
 
-#define ID_(x)       (x)
-#define F16_IN_(x)   cpu_f16_to_f32(x)
-#define F16_OUT_(x)  cpu_f32_to_f16(x)
-#define BF16_IN_(x)  cpu_bf16_to_f32(x)
-#define BF16_OUT_(x) cpu_f32_to_bf16(x)
-
 /* o[i] = EXPR with x = a[i], y = b[i] loaded as C */
 #define LOOP_(C, LD, ST, EXPR)                                                                                         \
     for (int64_t i = 0; i < n; i++) {                                                                                  \
@@ -60,22 +54,12 @@ INT_ROW_(row_u8, uint8_t)
 
 static void binary_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
     td_op_kind k = op->kind;
-    switch (op->out[0].dtype) {
-    case TD_F32:
-        if (s[0] == 1 && (s[1] | s[2]) <= 1 && cpu_has_avx2() &&
-            cpu_binary_f32_avx2(k, n, (float *)p[0], (const float *)p[1], s[1], (const float *)p[2], s[2],
-                                td_operand_numel(&op->out[0]) * 4 >= CPU_STREAM_BYTES))
-            return;
-        CALL_(row_f32, float);
-        break;
-    case TD_F64: CALL_(row_f64, double); break;
-    case TD_F16: CALL_(row_f16, uint16_t); break;
-    case TD_BF16: CALL_(row_bf16, uint16_t); break;
-    case TD_I32: CALL_(row_i32, int32_t); break;
-    case TD_I64: CALL_(row_i64, int64_t); break;
-    case TD_U8: CALL_(row_u8, uint8_t); break;
-    default: break;
-    }
+    td_dtype dt = op->out[0].dtype;
+    if (dt == TD_F32 && s[0] == 1 && (s[1] | s[2]) <= 1 && cpu_has_avx2() &&
+        cpu_binary_f32_avx2(k, n, (float *)p[0], (const float *)p[1], s[1], (const float *)p[2], s[2],
+                            td_operand_numel(&op->out[0]) * 4 >= CPU_STREAM_BYTES))
+        return;
+    CPU_ROW_SWITCH_(dt, CALL_, row)
 }
 
 /* DIV/POW are float-only (the op table); integer inputs never reach them. */

@@ -7,8 +7,6 @@
 #include "../core/internal.h"
 #include "cpu_ew.h"
 
-#define ID_(x) (x)
-
 /* contiguous a against contiguous or scalar b get their own loops, which the compiler vectorizes */
 #define CMP_LOOP_(LD, OP)                                                                                              \
     do {                                                                                                               \
@@ -43,21 +41,12 @@ CMP_ROW_(cmp_u8, uint8_t, ID_) /* also bool, stored as 0/1 */
 
 #define CMP_CALL_(fn, T) fn(op->kind, n, (uint8_t *)p[0], s[0], (const T *)p[1], s[1], (const T *)p[2], s[2])
 
-static void compare_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
-    switch (op->in[0].dtype) {
-    case TD_F32: CMP_CALL_(cmp_f32, float); break;
-    case TD_F64: CMP_CALL_(cmp_f64, double); break;
-    case TD_F16: CMP_CALL_(cmp_f16, uint16_t); break;
-    case TD_BF16: CMP_CALL_(cmp_bf16, uint16_t); break;
-    case TD_I32: CMP_CALL_(cmp_i32, int32_t); break;
-    case TD_I64: CMP_CALL_(cmp_i64, int64_t); break;
-    case TD_U8:
-    case TD_BOOL: CMP_CALL_(cmp_u8, uint8_t); break;
-    default: break;
-    }
-}
+static void compare_row(const td_op *op, int64_t n, char *const *p,
+                        const int64_t *s){CPU_ROW_SWITCH_(op->in[0].dtype, CMP_CALL_, cmp)}
 
-td_status td_cpu_EQ(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
+td_status td_cpu_EQ(const td_op *op) {
+    return cpu_elementwise(op, compare_row, 1);
+}
 td_status td_cpu_NE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
 td_status td_cpu_LT(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
 td_status td_cpu_LE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
@@ -70,8 +59,8 @@ td_status td_cpu_GE(const td_op *op) { return cpu_elementwise(op, compare_row, 1
         T *o = (T *)p[0];                                                                                              \
         const uint8_t *c = (const uint8_t *)p[1];                                                                      \
         const T *a = (const T *)p[2], *b = (const T *)p[3];                                                            \
-        /* contiguous operands (b possibly a scalar, as in relu's backward) select by bit masks, */             \
-        /* without branches, so the compiler vectorizes the loop */                                                \
+        /* contiguous operands (b possibly a scalar, as in relu's backward) select by bit masks, */                    \
+        /* without branches, so the compiler vectorizes the loop */                                                    \
         if (s[0] == 1 && s[1] == 1 && s[2] == 1 && (s[3] == 0 || s[3] == 1)) {                                         \
             int64_t sb = s[3];                                                                                         \
             for (int64_t i = 0; i < n; i++) {                                                                          \

@@ -4,18 +4,25 @@
 **   all contiguous; G groups, Cg = C/G, Og = O/G, K = Cg*kh*kw, P = Ho*Wo.
 **   y[n, g*Og+o, oh, ow] = b[g*Og+o] + sum_{c,ki,kj} w[g*Og+o, c, ki, kj]
 **                          * x[n, g*Cg+c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]   (0 outside x)
-** Images are processed in chunks of nb: im2col lays out a chunk as
-** col (K, nb*P), so each group is one large GEMM (Og, K) @ (K, nb*P) that
-** OpenBLAS threads well; the rearrangements around it use OpenMP.
-**   forward:         Y = w_g @ col                      (Og, nb*P), scattered into y
-**   backward input:  dcol = w_g^T @ dY, dx = col2im(dcol) (summed over overlapping windows)
-**   backward weight: dw_g = sum over chunks of dY @ col^T
+** Threads: OpenMP threads take whole images (dynamically, so a thread slowed
+** by other load takes fewer), each with its own im2col scratch (one image,
+** about K*P elements: L2-sized for the usual shapes) and single-threaded GEMMs
+** (cpu_backend.c keeps OpenBLAS on one thread), so one thread pool owns the
+** cores. Every image's output is computed the same way on any thread.
+**   forward:         y[n]_g = w_g @ im2col(x[n]_g), written in place
+**   backward input:  dcol = w_g^T @ dy[n]_g and dx[n] = col2im(dcol)
+**   backward weight: per slot of images, dw_s = sum of dy_g @ col_g^T, several images per GEMM;
+**                    then dw = dw_0 + dw_1 + ... in slot order (deterministic for a given thread count)
+** A 1x1 window with stride 1 and no padding reads the planes in place.
 ** f64 runs in double (the reference); f16/bf16 are widened to f32.
 */
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../core/internal.h"
 #include "cpu_nn.h"
@@ -26,7 +33,15 @@ typedef struct conv_geom {
 } conv_geom;
 
 static conv_geom conv_geom_of(const td_op *op, const int64_t *x, const int64_t *w, const int64_t *y) {
-    conv_geom q = {.N = x[0], .C = x[1], .H = x[2], .W = x[3], .O = w[0], .kh = w[2], .kw = w[3], .Ho = y[2], .Wo = y[3],
+    conv_geom q = {.N = x[0],
+                   .C = x[1],
+                   .H = x[2],
+                   .W = x[3],
+                   .O = w[0],
+                   .kh = w[2],
+                   .kw = w[3],
+                   .Ho = y[2],
+                   .Wo = y[3],
                    .G = op->p.conv.groups};
     q.Cg = q.C / q.G, q.Og = q.O / q.G, q.K = q.Cg * q.kh * q.kw, q.P = q.Ho * q.Wo;
     q.sh = op->p.conv.stride[0], q.sw = op->p.conv.stride[1];
@@ -35,10 +50,54 @@ static conv_geom conv_geom_of(const td_op *op, const int64_t *x, const int64_t *
     return q;
 }
 
-/* Images per chunk: the col buffer stays near 8M elements, at least one image. */
-static int64_t conv_chunk(const conv_geom *q) {
-    int64_t per_image = q->K * q->P, nb = ((int64_t)1 << 23) / (per_image ? per_image : 1);
-    return nb < 1 ? 1 : nb > q->N ? (q->N ? q->N : 1) : nb;
+/* An im2col window: ch planes of hi x wi read through a kh x kw kernel (stride s,
+** padding p, which may be negative, dilation d) into rows of ho x wo. */
+typedef struct conv_win {
+    int64_t ch, hi, wi, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw;
+} conv_win;
+
+/* The forward window: x[n]_g (Cg, H, W) -> (K, Ho*Wo). */
+static conv_win conv_forward_win(const conv_geom *q) {
+    return (conv_win){q->Cg, q->H, q->W, q->Ho, q->Wo, q->kh, q->kw, q->sh, q->sw, q->ph, q->pw, q->dh, q->dw};
+}
+
+/* A window that reads every plane in place (im2col would copy it unchanged). */
+static bool conv_win_is_identity(const conv_win *v) {
+    return v->kh == 1 && v->kw == 1 && v->sh == 1 && v->sw == 1 && v->ph == 0 && v->pw == 0 && v->ho == v->hi &&
+           v->wo == v->wi;
+}
+
+/* Threads: as many as the work is worth, at most one per image. */
+static int conv_threads(const conv_geom *q) {
+    int nt = cpu_threads_for(q->N, 2 * q->O * q->K * q->P);
+    return nt > q->N ? (int)q->N : nt;
+}
+
+/* This thread's index in the team, which picks its scratch. */
+static int conv_thread(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* n elements rounded up to 64 bytes of floats, so per-thread scratch stays aligned. */
+static int64_t conv_round(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* Backward-weight slots: CONV_SLOTS_PER_THREAD per thread (one on one thread), at most one per image. */
+#define CONV_SLOTS_PER_THREAD 4
+static int64_t conv_weight_slots(const conv_geom *q, int nt) {
+    int64_t S = nt == 1 ? 1 : (int64_t)nt * CONV_SLOTS_PER_THREAD;
+    return S > q->N ? q->N : S;
+}
+
+/* Images per backward-weight GEMM: their columns fill about CONV_WEIGHT_COLS bytes. */
+#define CONV_WEIGHT_COLS ((int64_t)256 << 10)
+static int64_t conv_weight_chunk(const conv_geom *q, int64_t S, size_t elem) {
+    int64_t per_image = q->K * q->P * (int64_t)elem, nb = CONV_WEIGHT_COLS / (per_image ? per_image : 1);
+    int64_t most = (q->N + S - 1) / S;
+    return nb < 1 ? 1 : nb > most ? most : nb;
 }
 
 /* Output positions o in [0, count) whose input position o*s + off lies in
@@ -49,15 +108,15 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
     *hi = b < *lo ? *lo : b > count ? count : b;
 }
 
-#define CONV_T float
-#define CONV_GEMM cblas_sgemm
+#define CONV_T        float
+#define CONV_GEMM     cblas_sgemm
 #define CONV_FN(name) name##_f32
 #include "cpu_conv_impl.h"
 #undef CONV_T
 #undef CONV_GEMM
 #undef CONV_FN
-#define CONV_T double
-#define CONV_GEMM cblas_dgemm
+#define CONV_T        double
+#define CONV_GEMM     cblas_dgemm
 #define CONV_FN(name) name##_f64
 #include "cpu_conv_impl.h"
 #undef CONV_T
@@ -73,8 +132,8 @@ td_status td_cpu_CONV2D(const td_op *op) {
     float *fx = cpu_nn_to_f32(x), *fw = cpu_nn_to_f32(w), *fb = cpu_nn_to_f32(b);
     float *fy = malloc((size_t)td_operand_numel(y) * sizeof(float));
     td_status st = !fx || !fw || (b->buf && !fb) ? td_last_status()
-                   : !fy                        ? cpu_nn_oom("conv2d", (size_t)td_operand_numel(y) * sizeof(float))
-                                                : conv_forward_f32(&q, fx, fw, fb, fy);
+                   : !fy                         ? cpu_nn_oom("conv2d", (size_t)td_operand_numel(y) * sizeof(float))
+                                                 : conv_forward_f32(&q, fx, fw, fb, fy);
     if (st == TD_OK) cpu_nn_from_f32(y, fy);
     free(fx), free(fw), free(fb), free(fy);
     return st;

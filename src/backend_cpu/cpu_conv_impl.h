@@ -2,134 +2,178 @@
 ** The conv2d kernels for one element type, included by cpu_conv.c once per
 ** type with CONV_T (float or double), CONV_GEMM (cblas_sgemm or cblas_dgemm)
 ** and CONV_FN(name) (the name with a type suffix) defined.
-** Shapes and the im2col layout are described in cpu_conv.c.
+** Shapes, windows and the thread slots are described in cpu_conv.c.
 */
 
-/* col[k][i*P + p] for k = (c*kh + ki)*kw + kj, image i of the chunk, output pixel p = oh*Wo + ow:
-** x[n0+i, g*Cg + c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw], or 0 in the padding. */
-static void CONV_FN(im2col)(const conv_geom *q, const CONV_T *x, int64_t n0, int64_t nb, int64_t g, CONV_T *col) {
-    int64_t cols = nb * q->P;
-    int nt = cpu_threads_for(nb * q->Cg, q->kh * q->kw * q->P);
-#pragma omp parallel for num_threads(nt)
-    for (int64_t ic = 0; ic < nb * q->Cg; ic++) {
-        int64_t i = ic / q->Cg, c = ic % q->Cg;
-        const CONV_T *plane = x + ((n0 + i) * q->C + g * q->Cg + c) * q->H * q->W;
-        for (int64_t ki = 0; ki < q->kh; ki++)
-            for (int64_t kj = 0; kj < q->kw; kj++) {
-                CONV_T *dst = col + ((c * q->kh + ki) * q->kw + kj) * cols + i * q->P;
-                int64_t off = kj * q->dw - q->pw, lo, hi; /* input column = ow*sw + off */
-                conv_valid_range(off, q->sw, q->W, q->Wo, &lo, &hi);
-                for (int64_t oh = 0; oh < q->Ho; oh++) {
-                    int64_t h = oh * q->sh - q->ph + ki * q->dh;
-                    CONV_T *d = dst + oh * q->Wo;
-                    if (h < 0 || h >= q->H) {
-                        memset(d, 0, (size_t)q->Wo * sizeof(CONV_T));
-                        continue;
+/* col[k*ld + oh*wo + ow] for k = (c*kh + ki)*kw + kj:
+** src[c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw] (src is (ch, hi, wi)), or 0 outside src. */
+static void CONV_FN(im2col)(const conv_win *v, const CONV_T *src, CONV_T *col, int64_t ld) {
+    for (int64_t c = 0; c < v->ch; c++) {
+        const CONV_T *plane = src + c * v->hi * v->wi;
+        for (int64_t ki = 0; ki < v->kh; ki++)
+            for (int64_t kj = 0; kj < v->kw; kj++) {
+                CONV_T *dst = col + ((c * v->kh + ki) * v->kw + kj) * ld;
+                int64_t hoff = ki * v->dh - v->ph, woff = kj * v->dw - v->pw, hlo, hhi, lo, hi;
+                conv_valid_range(hoff, v->sh, v->hi, v->ho, &hlo, &hhi); /* input row = oh*sh + hoff */
+                conv_valid_range(woff, v->sw, v->wi, v->wo, &lo, &hi);   /* input column = ow*sw + woff */
+                memset(dst, 0, (size_t)(hlo * v->wo) * sizeof(CONV_T));
+                if (v->sh == 1 && v->sw == 1 && v->wo == v->wi && hlo < hhi && lo < hi) {
+                    /* rows as wide as the input's: the valid rows are one shifted run of the plane,
+                    ** d[j] = plane[j + hoff*wi + woff]; then the columns outside [lo, hi) are zeroed */
+                    int64_t shift = hoff * v->wi + woff, j0 = hlo * v->wo + lo, j1 = (hhi - 1) * v->wo + hi;
+                    memcpy(dst + j0, plane + j0 + shift, (size_t)(j1 - j0) * sizeof(CONV_T));
+                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                        for (int64_t ow = 0; ow < lo; ow++) dst[oh * v->wo + ow] = 0;
+                        for (int64_t ow = hi; ow < v->wo; ow++) dst[oh * v->wo + ow] = 0;
                     }
-                    const CONV_T *row = plane + h * q->W;
-                    for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
-                    if (q->sw == 1) memcpy(d + lo, row + lo + off, (size_t)(hi - lo) * sizeof(CONV_T));
-                    else
-                        for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow * q->sw + off];
-                    for (int64_t ow = hi; ow < q->Wo; ow++) d[ow] = 0;
+                } else
+                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                        const CONV_T *row = plane + (oh * v->sh + hoff) * v->wi;
+                        CONV_T *d = dst + oh * v->wo;
+                        for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;
+                        if (v->sw == 1)
+                            for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow + woff];
+                        else
+                            for (int64_t ow = lo; ow < hi; ow++) d[ow] = row[ow * v->sw + woff];
+                        for (int64_t ow = hi; ow < v->wo; ow++) d[ow] = 0;
+                    }
+                memset(dst + hhi * v->wo, 0, (size_t)((v->ho - hhi) * v->wo) * sizeof(CONV_T));
+            }
+    }
+}
+
+/* The adjoint of im2col: dsrc[c, h, w] += dcol[k*ld + p] over every (k, p) that read (h, w).
+** dcol is scratch: its entries that read the padding may be zeroed. */
+static void CONV_FN(col2im)(const conv_win *v, CONV_T *dcol, int64_t ld, CONV_T *dsrc) {
+    for (int64_t c = 0; c < v->ch; c++) {
+        CONV_T *plane = dsrc + c * v->hi * v->wi;
+        for (int64_t ki = 0; ki < v->kh; ki++)
+            for (int64_t kj = 0; kj < v->kw; kj++) {
+                CONV_T *s = dcol + ((c * v->kh + ki) * v->kw + kj) * ld;
+                int64_t hoff = ki * v->dh - v->ph, woff = kj * v->dw - v->pw, hlo, hhi, lo, hi;
+                conv_valid_range(hoff, v->sh, v->hi, v->ho, &hlo, &hhi);
+                conv_valid_range(woff, v->sw, v->wi, v->wo, &lo, &hi);
+                if (v->sh == 1 && v->sw == 1 && v->wo == v->wi && hlo < hhi && lo < hi) {
+                    /* as in im2col, one shifted run: dsrc[j + hoff*wi + woff] += s[j], after the
+                    ** entries of s outside the columns [lo, hi) (which read nothing) are zeroed */
+                    int64_t shift = hoff * v->wi + woff, j0 = hlo * v->wo + lo, j1 = (hhi - 1) * v->wo + hi;
+                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                        for (int64_t ow = 0; ow < lo; ow++) s[oh * v->wo + ow] = 0;
+                        for (int64_t ow = hi; ow < v->wo; ow++) s[oh * v->wo + ow] = 0;
+                    }
+                    for (int64_t j = j0; j < j1; j++) plane[j + shift] += s[j];
+                    continue;
+                }
+                for (int64_t oh = hlo; oh < hhi; oh++) {
+                    CONV_T *row = plane + (oh * v->sh + hoff) * v->wi;
+                    const CONV_T *r = s + oh * v->wo;
+                    for (int64_t ow = lo; ow < hi; ow++) row[ow * v->sw + woff] += r[ow];
                 }
             }
     }
 }
 
-/* The adjoint of im2col: dx[n0+i, g*Cg + c, h, w] += dcol[k][i*P + p] over every (k, p) that read (h, w). */
-static void CONV_FN(col2im)(const conv_geom *q, const CONV_T *dcol, int64_t n0, int64_t nb, int64_t g, CONV_T *dx) {
-    int64_t cols = nb * q->P;
-    int nt = cpu_threads_for(nb * q->Cg, q->kh * q->kw * q->P);
-#pragma omp parallel for num_threads(nt)
-    for (int64_t ic = 0; ic < nb * q->Cg; ic++) { /* each (image, channel) owns its dx plane: no races */
-        int64_t i = ic / q->Cg, c = ic % q->Cg;
-        CONV_T *plane = dx + ((n0 + i) * q->C + g * q->Cg + c) * q->H * q->W;
-        for (int64_t ki = 0; ki < q->kh; ki++)
-            for (int64_t kj = 0; kj < q->kw; kj++) {
-                const CONV_T *src = dcol + ((c * q->kh + ki) * q->kw + kj) * cols + i * q->P;
-                int64_t off = kj * q->dw - q->pw, lo, hi;
-                conv_valid_range(off, q->sw, q->W, q->Wo, &lo, &hi);
-                for (int64_t oh = 0; oh < q->Ho; oh++) {
-                    int64_t h = oh * q->sh - q->ph + ki * q->dh;
-                    if (h < 0 || h >= q->H) continue;
-                    CONV_T *row = plane + h * q->W;
-                    const CONV_T *s = src + oh * q->Wo;
-                    for (int64_t ow = lo; ow < hi; ow++) row[ow * q->sw + off] += s[ow];
-                }
+/* Forward, image by image: y[n, g*Og + o, :] = w_g (Og, K) @ col_g (K, P) + b[g*Og + o],
+** col_g = im2col of x[n, g*Cg : (g+1)*Cg] (or those planes themselves for a 1x1 window).
+** y[n] is first filled with the bias (or 0) and the GEMM adds to it (beta 1). */
+static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, const CONV_T *w, const CONV_T *b,
+                                       CONV_T *y) {
+    conv_win v = conv_forward_win(q);
+    bool direct = conv_win_is_identity(&v);
+    int nt = conv_threads(q);
+    int64_t per = direct ? 0 : conv_round(q->K * q->P);
+    CONV_T *ws = per ? cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T)) : NULL;
+    if (per && !ws) return td_last_status();
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *col = per ? ws + conv_thread() * per : NULL;
+#pragma omp for schedule(dynamic)
+        for (int64_t n = 0; n < q->N; n++)
+            for (int64_t g = 0; g < q->G; g++) {
+                const CONV_T *src = x + (n * q->C + g * q->Cg) * q->H * q->W;
+                CONV_T *dst = y + (n * q->O + g * q->Og) * q->P;
+                for (int64_t o = 0; o < q->Og; o++)
+                    for (int64_t p = 0; p < q->P; p++) dst[o * q->P + p] = b ? b[g * q->Og + o] : 0;
+                if (!direct) CONV_FN(im2col)(&v, src, col, q->P);
+                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)q->Og, (int)q->P, (int)q->K, 1,
+                          w + g * q->Og * q->K, (int)q->K, direct ? src : col, (int)q->P, 1, dst, (int)q->P);
             }
-    }
-}
-
-/* dY[o][i*P + p] = dy[n0+i, g*Og + o, p]  (dy is (N, O, P)) */
-static void CONV_FN(gather_dy)(const conv_geom *q, const CONV_T *dy, int64_t n0, int64_t nb, int64_t g, CONV_T *dY) {
-    int nt = cpu_threads_for(nb * q->Og, q->P);
-#pragma omp parallel for num_threads(nt)
-    for (int64_t io = 0; io < nb * q->Og; io++) {
-        int64_t i = io / q->Og, o = io % q->Og;
-        memcpy(dY + o * nb * q->P + i * q->P, dy + ((n0 + i) * q->O + g * q->Og + o) * q->P, (size_t)q->P * sizeof(CONV_T));
-    }
-}
-
-/* Forward: y[n, g*Og + o, p] = sum_k w[g*Og + o][k] * col[k][i*P + p] + b[g*Og + o] */
-static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, const CONV_T *w, const CONV_T *b, CONV_T *y) {
-    int64_t nb = conv_chunk(q);
-    size_t ncol = (size_t)(q->K * nb * q->P), nY = (size_t)(q->Og * nb * q->P);
-    CONV_T *col = cpu_nn_workspace((ncol + nY) * sizeof(CONV_T)), *Y = col ? col + ncol : NULL;
-    if (!col) return td_last_status();
-    for (int64_t n0 = 0; n0 < q->N; n0 += nb) {
-        int64_t m = q->N - n0 < nb ? q->N - n0 : nb, cols = m * q->P;
-        for (int64_t g = 0; g < q->G; g++) {
-            CONV_FN(im2col)(q, x, n0, m, g, col);
-            CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)q->Og, (int)cols, (int)q->K, 1,
-                      w + g * q->Og * q->K, (int)q->K, col, (int)cols, 0, Y, (int)cols);
-            int nt = cpu_threads_for(m * q->Og, q->P);
-#pragma omp parallel for num_threads(nt)
-            for (int64_t io = 0; io < m * q->Og; io++) { /* scatter the chunk's Y into y, adding the bias */
-                int64_t i = io / q->Og, o = io % q->Og;
-                CONV_T *dst = y + ((n0 + i) * q->O + g * q->Og + o) * q->P, bias = b ? b[g * q->Og + o] : 0;
-                const CONV_T *src = Y + o * cols + i * q->P;
-                for (int64_t p = 0; p < q->P; p++) dst[p] = src[p] + bias;
-            }
-        }
     }
     return TD_OK;
 }
 
-/* Backward to the input: dcol = w_g^T @ dY, then dx += col2im(dcol). dx starts at 0. */
+/* Backward to the input: dcol = w_g^T (K, Og) @ dy[n]_g (Og, P), then dx[n] = col2im(dcol).
+** dcol is zeroed and the GEMM adds to it (beta 1): OpenBLAS's own beta-0 pass is slower than memset. */
 static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *dy, const CONV_T *w, CONV_T *dx) {
-    int64_t nb = conv_chunk(q);
-    size_t ndcol = (size_t)(q->K * nb * q->P), ndY = (size_t)(q->Og * nb * q->P);
-    CONV_T *dcol = cpu_nn_workspace((ndcol + ndY) * sizeof(CONV_T)), *dY = dcol ? dcol + ndcol : NULL;
-    if (!dcol) return td_last_status();
-    memset(dx, 0, (size_t)(q->N * q->C * q->H * q->W) * sizeof(CONV_T));
-    for (int64_t n0 = 0; n0 < q->N; n0 += nb) {
-        int64_t m = q->N - n0 < nb ? q->N - n0 : nb, cols = m * q->P;
-        for (int64_t g = 0; g < q->G; g++) {
-            CONV_FN(gather_dy)(q, dy, n0, m, g, dY);
-            CONV_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)q->K, (int)cols, (int)q->Og, 1,
-                      w + g * q->Og * q->K, (int)q->K, dY, (int)cols, 0, dcol, (int)cols);
-            CONV_FN(col2im)(q, dcol, n0, m, g, dx);
+    conv_win v = conv_forward_win(q);
+    int nt = conv_threads(q);
+    int64_t per = conv_round(q->K * q->P), CHW = q->C * q->H * q->W;
+    CONV_T *ws = cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T));
+    if (!ws) return td_last_status();
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *dcol = ws + conv_thread() * per;
+#pragma omp for schedule(dynamic)
+        for (int64_t n = 0; n < q->N; n++) {
+            memset(dx + n * CHW, 0, (size_t)CHW * sizeof(CONV_T));
+            for (int64_t g = 0; g < q->G; g++) {
+                memset(dcol, 0, (size_t)(q->K * q->P) * sizeof(CONV_T));
+                CONV_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)q->K, (int)q->P, (int)q->Og, 1,
+                          w + g * q->Og * q->K, (int)q->K, dy + (n * q->O + g * q->Og) * q->P, (int)q->P, 1, dcol,
+                          (int)q->P);
+                CONV_FN(col2im)(&v, dcol, q->P, dx + n * CHW + g * q->Cg * q->H * q->W);
+            }
         }
     }
     return TD_OK;
 }
 
-/* Backward to the weight: dw_g = sum over chunks of dY @ col^T (beta 1 accumulates). dw starts at 0. */
+/* Backward to the weight: dw_g (Og, K) = sum over images of dy[n]_g (Og, P) @ col_g(n)^T (P, K).
+** The images are cut into S slots of consecutive images (slot s has [N*s/S, N*(s+1)/S)), a few per
+** thread so that a thread slowed by other load takes fewer. Slot s sums its images into part_s
+** (slot 0 into dw itself), nb images per GEMM with their columns side by side (col (K, nb*P),
+** dY (Og, nb*P)); then dw = part_0 + part_1 + ... in slot order, so the result depends on S (the
+** thread count) only, never on the schedule. */
 static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T *dy, const CONV_T *x, CONV_T *dw) {
-    int64_t nb = conv_chunk(q);
-    size_t ncol = (size_t)(q->K * nb * q->P), ndY = (size_t)(q->Og * nb * q->P);
-    CONV_T *col = cpu_nn_workspace((ncol + ndY) * sizeof(CONV_T)), *dY = col ? col + ncol : NULL;
-    if (!col) return td_last_status();
-    memset(dw, 0, (size_t)(q->O * q->K) * sizeof(CONV_T));
-    for (int64_t n0 = 0; n0 < q->N; n0 += nb) {
-        int64_t m = q->N - n0 < nb ? q->N - n0 : nb, cols = m * q->P;
-        for (int64_t g = 0; g < q->G; g++) {
-            CONV_FN(im2col)(q, x, n0, m, g, col);
-            CONV_FN(gather_dy)(q, dy, n0, m, g, dY);
-            CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->Og, (int)q->K, (int)cols, 1, dY, (int)cols,
-                      col, (int)cols, 1, dw + g * q->Og * q->K, (int)q->K);
+    conv_win v = conv_forward_win(q);
+    bool direct = conv_win_is_identity(&v);
+    int nt = conv_threads(q);
+    int64_t S = conv_weight_slots(q, nt), nb = conv_weight_chunk(q, S, sizeof(CONV_T)), OK = q->O * q->K;
+    bool gather = nb > 1; /* with one image, dy[n]_g is already (Og, P) with rows P apart */
+    int64_t ncol = direct && nb == 1 ? 0 : conv_round(q->K * nb * q->P),
+            ndy = gather ? conv_round(q->Og * nb * q->P) : 0;
+    int64_t per = ncol + ndy, nparts = (S - 1) * conv_round(OK);
+    CONV_T *ws = cpu_nn_workspace((size_t)(nt * per + nparts) * sizeof(CONV_T)), *parts = ws ? ws + nt * per : NULL;
+    if (!ws) return td_last_status();
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *col = ws + conv_thread() * per, *dY = col + ncol;
+#pragma omp for schedule(dynamic)
+        for (int64_t s = 0; s < S; s++) {
+            CONV_T *part = s ? parts + (s - 1) * conv_round(OK) : dw;
+            int64_t lo = q->N * s / S, hi = q->N * (s + 1) / S;
+            memset(part, 0, (size_t)OK * sizeof(CONV_T)); /* then beta 1: see conv_backward_input */
+            for (int64_t n0 = lo; n0 < hi; n0 += nb) {
+                int64_t m = hi - n0 < nb ? hi - n0 : nb, cols = m * q->P;
+                for (int64_t g = 0; g < q->G; g++) {
+                    const CONV_T *A = dy + (n0 * q->O + g * q->Og) * q->P,
+                                 *B = x + (n0 * q->C + g * q->Cg) * q->H * q->W;
+                    for (int64_t i = 0; i < m && ncol; i++)
+                        CONV_FN(im2col)(&v, x + ((n0 + i) * q->C + g * q->Cg) * q->H * q->W, col + i * q->P, cols);
+                    for (int64_t i = 0; i < m && gather; i++)
+                        for (int64_t o = 0; o < q->Og; o++)
+                            memcpy(dY + o * cols + i * q->P, dy + ((n0 + i) * q->O + g * q->Og + o) * q->P,
+                                   (size_t)q->P * sizeof(CONV_T));
+                    CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->Og, (int)q->K, (int)cols, 1,
+                              gather ? dY : A, (int)cols, ncol ? col : B, (int)cols, 1, part + g * q->Og * q->K,
+                              (int)q->K);
+                }
+            }
         }
     }
+    int rt = cpu_threads_for(OK, S);
+#pragma omp parallel for num_threads(rt) schedule(static)
+    for (int64_t e = 0; e < OK; e++)
+        for (int64_t s = 1; s < S; s++) dw[e] += parts[(s - 1) * conv_round(OK) + e];
     return TD_OK;
 }

@@ -8,11 +8,11 @@
 #include "cpu_ew.h"
 
 /* Same-dtype copy of n elements of type T with strides s[0] (out), s[1] (in). */
-#define COPY_SAME_(T)                                                                                          \
-    do {                                                                                                       \
-        T *d = (T *)p[0];                                                                                      \
-        const T *src = (const T *)p[1];                                                                        \
-        for (int64_t i = 0; i < n; i++) d[i * s[0]] = src[i * s[1]];                                           \
+#define COPY_SAME_(T)                                                                                                  \
+    do {                                                                                                               \
+        T *d = (T *)p[0];                                                                                              \
+        const T *src = (const T *)p[1];                                                                                \
+        for (int64_t i = 0; i < n; i++) d[i * s[0]] = src[i * s[1]];                                                   \
     } while (0)
 
 static void copy_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {

@@ -2,7 +2,9 @@
 ** Helpers of the elementwise and reduction kernels (cpu_binary.c,
 ** cpu_unary.c, cpu_reduce.c): OpenMP tiles over a cpu_iter, and the AVX2/FMA
 ** fast paths in x86/, chosen at run time.
-** defines: CPU_TILE, cpu_iter_tiles, cpu_iter_tile, cpu_elementwise, cpu_has_avx2, *_avx2.
+** defines: CPU_TILE, cpu_iter_tiles, cpu_iter_tile, cpu_elementwise, ID_/F16_IN_/F16_OUT_/BF16_IN_/BF16_OUT_,
+*CPU_ROW_SWITCH_,
+** cpu_has_avx2, *_avx2.
 */
 #ifndef TRIDENT_BACKEND_CPU_EW_H
 #define TRIDENT_BACKEND_CPU_EW_H
@@ -28,6 +30,28 @@ static inline int64_t cpu_iter_tile(const cpu_iter *it, int64_t t, int64_t *offs
 ** k's first element (out[0] first, then the inputs), s[k] its stride in
 ** elements. */
 typedef void (*cpu_row_fn)(const td_op *op, int64_t n, char *const *p, const int64_t *s);
+
+/* Loads (LD) and stores (ST) of the row templates: f16/bf16 compute in f32. */
+#define ID_(x)       (x)
+#define F16_IN_(x)   cpu_f16_to_f32(x)
+#define F16_OUT_(x)  cpu_f32_to_f16(x)
+#define BF16_IN_(x)  cpu_bf16_to_f32(x)
+#define BF16_OUT_(x) cpu_f32_to_bf16(x)
+
+/* The dtype switch of a row-template family: CALL(P_<dtype>, element type)
+** for the row function of dt (bool rows are u8 rows); other dtypes do nothing. */
+#define CPU_ROW_SWITCH_(dt, CALL, P)                                                                                   \
+    switch (dt) {                                                                                                      \
+    case TD_F32: CALL(P##_f32, float); break;                                                                          \
+    case TD_F64: CALL(P##_f64, double); break;                                                                         \
+    case TD_F16: CALL(P##_f16, uint16_t); break;                                                                       \
+    case TD_BF16: CALL(P##_bf16, uint16_t); break;                                                                     \
+    case TD_I32: CALL(P##_i32, int32_t); break;                                                                        \
+    case TD_I64: CALL(P##_i64, int64_t); break;                                                                        \
+    case TD_U8:                                                                                                        \
+    case TD_BOOL: CALL(P##_u8, uint8_t); break;                                                                        \
+    default: break;                                                                                                    \
+    }
 
 /* Run fn over out[0] and in[0..n_in) (same shape, any strides), split into
 ** tiles across OpenMP threads; cost is the rough work per element (1 = add). */

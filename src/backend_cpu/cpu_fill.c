@@ -5,14 +5,14 @@
 #include "../core/internal.h"
 #include "cpu.h"
 
-#define FILL_(T, value)                                                                                        \
-    do {                                                                                                       \
-        T *dst = cpu_ptr(out), v = (value);                                                                    \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < it.rows; r++) {                    \
-            int64_t off[1];                                                                                    \
-            cpu_iter_row_offsets(&it, r, off);                                                                 \
-            for (int64_t i = 0; i < it.inner; i++) dst[off[0] + i * it.inner_strides[0]] = v;                  \
-        }                                                                                                      \
+#define FILL_(T, value)                                                                                                \
+    do {                                                                                                               \
+        T *dst = cpu_ptr(out), v = (value);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < it.rows; r++) {                            \
+            int64_t off[1];                                                                                            \
+            cpu_iter_row_offsets(&it, r, off);                                                                         \
+            for (int64_t i = 0; i < it.inner; i++) dst[off[0] + i * it.inner_strides[0]] = v;                          \
+        }                                                                                                              \
     } while (0)
 
 td_status td_cpu_FILL(const td_op *op) {

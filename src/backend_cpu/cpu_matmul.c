@@ -6,8 +6,12 @@
 ** row-major (strides[-1] == 1, strides[-2] >= max(1, cols)) or column-major
 ** (strides[-2] == 1, strides[-1] >= max(1, rows)). So every matrix maps onto a
 ** BLAS operand with a transpose flag and a leading dimension.
-** Threads: one big GEMM is left to OpenBLAS's threads; many small ones (which
-** OpenBLAS runs on one thread anyway) are spread over OpenMP threads.
+** Threads: OpenBLAS runs on its caller's thread (see cpu_backend.c), and the
+** OpenMP threads share out "tasks": each of the batch's GEMMs is cut into T
+** blocks of output rows (or columns, when N > M), T = 1 when there are batches
+** enough for every thread, and every task is one single-threaded GEMM. Each
+** output element is computed by one GEMM call whatever the schedule, so the
+** result depends only on the thread count.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -39,26 +43,71 @@ static int64_t mm_batch_offset(const td_operand *v, int64_t b) {
     return off;
 }
 
-/* Runs the batched product on raw element pointers pa, pb, pc (pc contiguous),
-** with shapes and strides taken from the views a and b. */
-#define MM_BATCHED_(T, GEMM)                                                                                   \
-    do {                                                                                                       \
-        const T *pa_ = pa, *pb_ = pb;                                                                          \
-        T *pc_ = pc;                                                                                           \
-        bool many_small = batches > 1 && M * N * K < (1 << 18);                                                \
-        int nt = many_small ? cpu_threads_for(batches, M * N * K) : 1;                                         \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t bi = 0; bi < batches; bi++)                  \
-            GEMM(CblasRowMajor, la.trans, lb.trans, (int)M, (int)N, (int)K, 1, pa_ + mm_batch_offset(a, bi),   \
-                 (int)la.ld, pb_ + mm_batch_offset(b, bi), (int)lb.ld, 0, pc_ + bi * M * N, (int)N);           \
-    } while (0)
+/* Blocks to cut each of the batch's GEMMs into, given nt threads: enough for every thread, but
+** blocks of at least 16 rows (or columns), since every block packs all of the other operand. */
+static int64_t mm_tiles(int64_t batches, int64_t M, int64_t N, int nt) {
+    int64_t t = batches >= nt ? 1 : (nt + batches - 1) / batches, most = (M > N ? M : N) / 16;
+    return t > most ? (most > 1 ? most : 1) : t;
+}
+
+/* [*lo, *hi): block i of T over n rows, cut on multiples of 16 when each block still gets some. */
+static void mm_block(int64_t n, int64_t T, int64_t i, int64_t *lo, int64_t *hi) {
+    int64_t step = (n + T - 1) / T;
+    if (n >= 16 * T) step = (step + 15) / 16 * 16;
+    *lo = i * step < n ? i * step : n;
+    *hi = (i + 1) * step < n ? (i + 1) * step : n;
+}
+
+/* One batched product: out[bi] = a[bi] @ b[bi] on raw element pointers pa, pb, pc (pc contiguous),
+** with shapes and strides taken from the views a and b, cut into `tiles` blocks per batch index. */
+typedef struct mm_plan {
+    const td_operand *a, *b;
+    const void *pa, *pb;
+    void *pc;
+    td_dtype dt;
+    int64_t M, N, K, tiles;
+    mm_mat la, lb;
+    bool by_rows; /* blocks of output rows (else of columns) */
+} mm_plan;
+
+/* Task (bi, i) computes block i of out[bi]: rows [lo, hi) of op(a) when by_rows, else columns
+** [lo, hi) of op(b). A row of a sits at r*ld (untransposed) or r (transposed), a column of b at
+** c (untransposed) or c*ld (transposed). The block is zeroed and the GEMM adds to it (beta 1):
+** OpenBLAS's own beta-0 pass over C is slower than memset. */
+static void mm_task(const mm_plan *p, int64_t task) {
+    int64_t bi = task / p->tiles, lo, hi, M = p->M, N = p->N, K = p->K;
+    mm_block(p->by_rows ? M : N, p->tiles, task % p->tiles, &lo, &hi);
+    if (lo == hi) return;
+    size_t es = td_dtype_size(p->dt);
+    int64_t ao = mm_batch_offset(p->a, bi), bo = mm_batch_offset(p->b, bi), co = bi * M * N, m = M, n = N;
+    if (p->by_rows) {
+        ao += lo * (p->la.trans == CblasNoTrans ? p->la.ld : 1), co += lo * N, m = hi - lo;
+        memset((char *)p->pc + (size_t)co * es, 0, (size_t)(m * N) * es);
+    } else {
+        bo += lo * (p->lb.trans == CblasNoTrans ? 1 : p->lb.ld), co += lo, n = hi - lo;
+        for (int64_t r = 0; r < M; r++) memset((char *)p->pc + (size_t)(co + r * N) * es, 0, (size_t)n * es);
+    }
+    const char *A = (const char *)p->pa + (size_t)ao * es, *B = (const char *)p->pb + (size_t)bo * es;
+    char *C = (char *)p->pc + (size_t)co * es;
+    if (p->dt == TD_F64)
+        cblas_dgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const double *)A,
+                    (int)p->la.ld, (const double *)B, (int)p->lb.ld, 1, (double *)C, (int)N);
+    else
+        cblas_sgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const float *)A, (int)p->la.ld,
+                    (const float *)B, (int)p->lb.ld, 1, (float *)C, (int)N);
+}
 
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batches = td__numel(nd - 2, a->shape);
-    mm_mat la = mm_layout(a), lb = mm_layout(b);
-    if (dt == TD_F64) MM_BATCHED_(double, cblas_dgemm);
-    else MM_BATCHED_(float, cblas_sgemm);
+    /* about 256k multiply-adds per thread before another one pays */
+    int nt = cpu_threads_for(batches * M * N, K / 8 + 1);
+    mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, nt), mm_layout(a), mm_layout(b), M >= N};
+    int64_t tasks = batches * p.tiles;
+    if (tasks < nt) nt = (int)tasks;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t task = 0; task < tasks; task++) mm_task(&p, task);
 }
 
 td_status td_cpu_MATMUL(const td_op *op) {
@@ -81,7 +130,8 @@ td_status td_cpu_MATMUL(const td_op *op) {
     td__contiguous_strides(nd, b->shape, cb.strides);
     float *fa = cpu_nn_to_f32(a), *fb = cpu_nn_to_f32(b), *fc = malloc((size_t)n_out * sizeof(float));
     td_status st = TD_OK;
-    if (!fa || !fb || !fc) st = fc ? td_last_status() : cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
+    if (!fa || !fb || !fc)
+        st = fc ? td_last_status() : cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
     else {
         mm_run(&ca, fa, &cb, fb, TD_F32, fc);
         cpu_nn_from_f32(out, fc);

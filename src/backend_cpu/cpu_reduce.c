@@ -39,10 +39,6 @@ static bool is_max(td_op_kind k) { return k == TD_OP_MAX || k == TD_OP_ARGMAX; }
 
 /* ---- one tile: n elements at p with stride st, the first one at reduced index first ---- */
 
-#define F16_IN_(x)  cpu_f16_to_f32(x)
-#define BF16_IN_(x) cpu_bf16_to_f32(x)
-#define ID_(x)      (x)
-
 /* floats, computed in double; "better" is > for max and < for min, NaN beating all */
 #define FLOAT_TILE_(NAME, T, LD)                                                                                       \
     static racc NAME(td_op_kind k, const T *p, int64_t n, int64_t st, int64_t first) {                                 \

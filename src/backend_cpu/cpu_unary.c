@@ -13,13 +13,8 @@
 #include "cpu_ew.h"
 #include "cpu_rows.h"
 
-#define ID_(x)       (x)
-#define F16_IN_(x)   cpu_f16_to_f32(x)
-#define F16_OUT_(x)  cpu_f32_to_f16(x)
-#define BF16_IN_(x)  cpu_bf16_to_f32(x)
-#define BF16_OUT_(x) cpu_f32_to_bf16(x)
-#define FNF_(name)   name##f /* the float flavour of a libm function */
-#define FND_(name)   name    /* the double flavour */
+#define FNF_(name) name##f /* the float flavour of a libm function */
+#define FND_(name) name    /* the double flavour */
 
 #define GELU_K       0.7978845608028654 /* sqrt(2/pi) */
 #define GELU_C       0.044715
@@ -91,26 +86,18 @@ INT_ROW_(row_u8, uint8_t)
 #define CALL_(fn, T) fn(op, n, (T *)p[0], s[0], (const T *)p[1], s[1])
 
 static void unary_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
-    switch (op->out[0].dtype) {
-    case TD_F32:
-        if (op->kind == TD_OP_RELU && s[0] == 1 && s[1] == 1 && cpu_has_avx2()) {
+    td_dtype dt = op->out[0].dtype;
+    if (dt == TD_F32 && s[0] == 1 && s[1] == 1 && cpu_has_avx2()) {
+        if (op->kind == TD_OP_RELU) {
             cpu_relu_f32_avx2(n, (float *)p[0], (const float *)p[1]);
             return;
         }
-        if (op->kind == TD_OP_EXP && s[0] == 1 && s[1] == 1 && cpu_has_avx2()) { /* 1.26 ulp, x86/exp_avx2.h */
+        if (op->kind == TD_OP_EXP) { /* 1.26 ulp, x86/exp_avx2.h */
             cpu_exp_f32_avx2(n, (float *)p[0], (const float *)p[1]);
             return;
         }
-        CALL_(row_f32, float);
-        break;
-    case TD_F64: CALL_(row_f64, double); break;
-    case TD_F16: CALL_(row_f16, uint16_t); break;
-    case TD_BF16: CALL_(row_bf16, uint16_t); break;
-    case TD_I32: CALL_(row_i32, int32_t); break;
-    case TD_I64: CALL_(row_i64, int64_t); break;
-    case TD_U8: CALL_(row_u8, uint8_t); break;
-    default: break;
     }
+    CPU_ROW_SWITCH_(dt, CALL_, row)
 }
 
 td_status td_cpu_NEG(const td_op *op) { return cpu_elementwise(op, unary_row, 1); }

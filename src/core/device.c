@@ -71,10 +71,15 @@ static void load_plugin(int type) {
 
 static void load_all(void) {
     slots[TD_DEVICE_CPU].backend = &td_cpu_backend;
-    if (!getenv("TRIDENT_NO_CUDA")) load_plugin(TD_DEVICE_CUDA);
-    else snprintf(slots[TD_DEVICE_CUDA].why, sizeof slots[0].why, "disabled by TRIDENT_NO_CUDA");
-    if (!getenv("TRIDENT_NO_VULKAN")) load_plugin(TD_DEVICE_VULKAN);
-    else snprintf(slots[TD_DEVICE_VULKAN].why, sizeof slots[0].why, "disabled by TRIDENT_NO_VULKAN");
+    td_cpu_backend.init(slots[TD_DEVICE_CPU].why, sizeof slots[0].why); /* never fails */
+    if (!getenv("TRIDENT_NO_CUDA"))
+        load_plugin(TD_DEVICE_CUDA);
+    else
+        snprintf(slots[TD_DEVICE_CUDA].why, sizeof slots[0].why, "disabled by TRIDENT_NO_CUDA");
+    if (!getenv("TRIDENT_NO_VULKAN"))
+        load_plugin(TD_DEVICE_VULKAN);
+    else
+        snprintf(slots[TD_DEVICE_VULKAN].why, sizeof slots[0].why, "disabled by TRIDENT_NO_VULKAN");
 }
 
 const td_backend *td_backend_for(int device_type) {
@@ -100,8 +105,8 @@ const td_backend *td__backend_of(td_device dev) {
     int n = be->iface->device_count();
     if (dev.index < 0 || dev.index >= n) {
         char buf[32];
-        TD_ERR(TD_ERR_UNAVAILABLE, "device %s does not exist (%s has %d device%s)",
-               td_device_str(dev, buf, sizeof buf), be->name, n, n == 1 ? "" : "s");
+        TD_ERR(TD_ERR_UNAVAILABLE, "device %s does not exist (%s has %d device%s)", td_device_str(dev, buf, sizeof buf),
+               be->name, n, n == 1 ? "" : "s");
         return NULL;
     }
     return be;
@@ -110,9 +115,12 @@ const td_backend *td__backend_of(td_device dev) {
 bool td_device_equal(td_device a, td_device b) { return a.type == b.type && a.index == b.index; }
 
 const char *td_device_str(td_device d, char *buf, size_t n) {
-    if (d.type < 0 || d.type >= TD_DEVICE_TYPE_COUNT) snprintf(buf, n, "?%d:%d", d.type, d.index);
-    else if (d.type == TD_DEVICE_CPU) snprintf(buf, n, "cpu");
-    else snprintf(buf, n, "%s:%d", type_names[d.type], d.index);
+    if (d.type < 0 || d.type >= TD_DEVICE_TYPE_COUNT)
+        snprintf(buf, n, "?%d:%d", d.type, d.index);
+    else if (d.type == TD_DEVICE_CPU)
+        snprintf(buf, n, "cpu");
+    else
+        snprintf(buf, n, "%s:%d", type_names[d.type], d.index);
     return buf;
 }
 
@@ -127,8 +135,10 @@ td_status td_device_parse(const char *s, td_device *out) {
     if (!s || !out) return TD_ERR(TD_ERR_MISUSE, "td_device_parse: NULL argument");
     *out = TD_CPU;
     if (!strcmp(s, "auto")) {
-        if (td_device_available(TD_CUDA(0))) *out = TD_CUDA(0);
-        else if (td_device_available(TD_VULKAN(0))) *out = TD_VULKAN(0);
+        if (td_device_available(TD_CUDA(0)))
+            *out = TD_CUDA(0);
+        else if (td_device_available(TD_VULKAN(0)))
+            *out = TD_VULKAN(0);
         return TD_OK;
     }
     for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++) {

@@ -3,8 +3,11 @@
 ** the backend of the operands' device, builds td_views, checks support, runs
 ** the op and lets autograd record it.
 */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -24,24 +27,64 @@ static void fill_names(void) {
     for (int k = 0; k < TD_OP_COUNT; k++) {
         const char *s = op_meta[k].name;
         size_t i = 0;
-        for (; s[i] && i + 1 < sizeof op_names[k]; i++) op_names[k][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+        for (; s[i] && i + 1 < sizeof op_names[k]; i++)
+            op_names[k][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
         op_names[k][i] = 0;
     }
 }
 
 const char *td_op_name(td_op_kind k) {
     if ((unsigned)k >= TD_OP_COUNT) return "?";
-    if (!op_names[0][0]) fill_names(); /* idempotent, so a benign race */
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* a reader never sees a half-filled table */
+    pthread_once(&once, fill_names);
     return op_names[k];
 }
 
 const td_op_meta *td_op_info(td_op_kind k) { return (unsigned)k < TD_OP_COUNT ? &op_meta[k] : NULL; }
 
+/* TRIDENT_PROFILE=1: the wall time and count of each op kind, printed to stderr
+** at exit (host time around run(); on asynchronous GPU backends that is the
+** launch, not the kernel). Off: one branch per op. */
+static int64_t prof_ns[TD_OP_COUNT], prof_calls[TD_OP_COUNT];
+static int prof_on = -1;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void prof_print(void) {
+    int64_t total = 0;
+    for (int k = 0; k < TD_OP_COUNT; k++) total += prof_ns[k];
+    fprintf(stderr, "TRIDENT_PROFILE %-22s %10s %10s %6s\n", "op", "calls", "ms", "%");
+    for (bool done[TD_OP_COUNT] = {0};;) { /* descending time */
+        int best = -1;
+        for (int k = 0; k < TD_OP_COUNT; k++)
+            if (!done[k] && prof_calls[k] && (best < 0 || prof_ns[k] > prof_ns[best])) best = k;
+        if (best < 0) break;
+        done[best] = true;
+        fprintf(stderr, "TRIDENT_PROFILE %-22s %10lld %10.1f %6.1f\n", td_op_name(best), (long long)prof_calls[best],
+                prof_ns[best] / 1e6, 100.0 * (double)prof_ns[best] / (double)(total ? total : 1));
+    }
+    fprintf(stderr, "TRIDENT_PROFILE %-22s %10s %10.1f\n", "total", "", total / 1e6);
+}
+
+static bool prof_enabled(void) {
+    if (prof_on < 0) { /* a benign race: every thread computes the same value */
+        const char *e = getenv("TRIDENT_PROFILE");
+        prof_on = e && *e && strcmp(e, "0");
+        if (prof_on) atexit(prof_print);
+    }
+    return prof_on;
+}
+
 td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
                        td_tensor *const *out, const td_op_params *p) {
     enum { MAX_OPERANDS = 64 };
     if (n_in > MAX_OPERANDS || n_out > 8)
-        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs is more than %d", td_op_name(kind), n_in, MAX_OPERANDS);
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs and %d outputs; at most %d and 8", td_op_name(kind), n_in, n_out,
+                      MAX_OPERANDS);
     const td_tensor *first = n_out ? out[0] : in[0];
     td_device dev = first->storage->device;
     for (int i = 0; i < n_in + n_out; i++) {
@@ -65,8 +108,35 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
         return TD_ERR(TD_ERR_UNSUPPORTED, "%s: not supported for dtype %s on %s", td_op_name(kind), td_dtype_name(dt),
                       td_device_str(dev, d, sizeof d));
     }
+    int64_t t0 = prof_enabled() ? now_ns() : 0;
     td_status st = be->iface->run(dev.index, &op);
+    if (t0) {
+        __atomic_fetch_add(&prof_ns[kind], now_ns() - t0, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&prof_calls[kind], 1, __ATOMIC_RELAXED);
+    }
     if (st != TD_OK) return st;
     if (td__record_hook && op_meta[kind].differentiable) td__record_hook(kind, n_in, in, n_out, out, p);
     return TD_OK;
+}
+
+td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                              const td_op_params *p) {
+    td_tensor *c[4] = {NULL, NULL, NULL, NULL};
+    td_status st =
+        n_in <= 4 ? TD_OK : TD_ERR(TD_ERR_MISUSE, "%s: %d contiguous inputs is more than 4", td_op_name(kind), n_in);
+    for (int i = 0; i < n_in && st == TD_OK; i++)
+        if (in[i] && !(c[i] = td_keep(td_contiguous(in[i])))) st = td_last_status();
+    for (int i = 0; i < n_out && st == TD_OK; i++)
+        if (!out[i]) st = td_last_status();
+    if (st == TD_OK) st = td__dispatch(kind, n_in, c, NULL, n_out, out, p);
+    for (int i = 0; i < n_in && i < 4; i++) td_release(c[i]);
+    return st;
+}
+
+td_tensor *td__finish(td_status st, td_tensor *out) {
+    if (st != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
+    return td__scope_add(out);
 }

@@ -13,13 +13,11 @@ static _Thread_local char last_message[1024];
 
 const char *td_status_str(td_status s) {
     switch (s) {
-#define TD_STATUS_CASE_(name, msg)                                                                             \
-    case TD_##name:                                                                                            \
-        return msg;
+#define TD_STATUS_CASE_(name, msg)                                                                                     \
+    case TD_##name: return msg;
         TD_STATUS_LIST(TD_STATUS_CASE_)
 #undef TD_STATUS_CASE_
-    default:
-        return "unknown status";
+    default: return "unknown status";
     }
 }
 

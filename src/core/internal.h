@@ -11,7 +11,7 @@
 #include "trident/ops.h"
 
 #define TD_TENSOR_ALIVE 0x54524944u /* "TRID" */
-#define TD_TENSOR_DEAD 0xDEADD00Du
+#define TD_TENSOR_DEAD  0xDEADD00Du
 
 /* Bytes of one allocation: refcounted, owned by the tensors that view it. */
 typedef struct td_storage {
@@ -47,22 +47,22 @@ td_status td__error_at(const char *file, int line, td_status s, const char *fmt,
     __attribute__((format(printf, 4, 5)));
 #define TD_ERR(status, ...) td__error_at(__FILE__, __LINE__, (status), __VA_ARGS__)
 /* Set an error and return NULL from a tensor-returning function. */
-#define TD_FAIL_NULL(status, ...)                                                                              \
-    do {                                                                                                       \
-        TD_ERR((status), __VA_ARGS__);                                                                         \
-        return NULL;                                                                                           \
+#define TD_FAIL_NULL(status, ...)                                                                                      \
+    do {                                                                                                               \
+        TD_ERR((status), __VA_ARGS__);                                                                                 \
+        return NULL;                                                                                                   \
     } while (0)
 
 /* Validate a tensor argument: NULL keeps an earlier error (or reports misuse),
 ** a released tensor is TD_ERR_STATE. Returns false when t is unusable. */
 bool td__check_arg(const td_tensor *t, const char *op, const char *arg);
-#define TD_CHECK_ARG(t, op)                                                                                    \
-    do {                                                                                                       \
-        if (!td__check_arg((t), (op), #t)) return NULL;                                                        \
+#define TD_CHECK_ARG(t, op)                                                                                            \
+    do {                                                                                                               \
+        if (!td__check_arg((t), (op), #t)) return NULL;                                                                \
     } while (0)
-#define TD_CHECK_ARG_ST(t, op)                                                                                 \
-    do {                                                                                                       \
-        if (!td__check_arg((t), (op), #t)) return td_last_status() ? td_last_status() : TD_ERR_MISUSE;        \
+#define TD_CHECK_ARG_ST(t, op)                                                                                         \
+    do {                                                                                                               \
+        if (!td__check_arg((t), (op), #t)) return td_last_status() ? td_last_status() : TD_ERR_MISUSE;                 \
     } while (0)
 
 /* ---- shapes ---- */
@@ -83,6 +83,9 @@ td_operand td__view_of(const td_tensor *t);
 td_operand td__view_broadcast(const td_tensor *t, int ndim, const int64_t *shape);
 /* Register a freshly created +1 tensor with the current scope. Returns t. */
 td_tensor *td__scope_add(td_tensor *t);
+/* td_scope_end() that moves t (a scoped result; NULL is fine) from the ending
+** scope into the enclosing one, for front-ends built from other ops. Returns t. */
+td_tensor *td__scope_end_keep(td_tensor *t);
 /* Host address of element 0 of a CPU tensor (NULL elsewhere). */
 void *td__host_data(const td_tensor *t);
 
@@ -95,6 +98,15 @@ void *td__host_data(const td_tensor *t);
 ** in[k] (e.g. broadcast). */
 td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
                        td_tensor *const *out, const td_op_params *p);
+/* td__dispatch for ops of layout TD_LAYOUT_CONTIG: runs kind on contiguous
+** copies of the non-NULL in[0..n_in) (n_in <= 4) and releases the copies
+** before returning. A NULL out[k] (a failed td__alloc) returns the error
+** already set, so callers may pass td__alloc results unchecked. */
+td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                              const td_op_params *p);
+/* The tail of a front-end: on TD_OK registers out with the current scope and
+** returns it; otherwise releases out (NULL is fine) and returns NULL. */
+td_tensor *td__finish(td_status st, td_tensor *out);
 
 /* (set by src/autograd) called after each successful dispatch of a
 ** differentiable op whose inputs require grad while grad mode is on. */
@@ -105,7 +117,13 @@ extern td__record_fn td__record_hook;
 extern void (*td__release_hook)(td_tensor *t);
 /* What a view op did, so autograd can send gradients back to the base.
 ** squeeze/unsqueeze/flatten go through td_view and report RESHAPE. */
-typedef enum td__view_kind { TD__VIEW_RESHAPE, TD__VIEW_PERMUTE, TD__VIEW_SLICE, TD__VIEW_SELECT, TD__VIEW_EXPAND } td__view_kind;
+typedef enum td__view_kind {
+    TD__VIEW_RESHAPE,
+    TD__VIEW_PERMUTE,
+    TD__VIEW_SLICE,
+    TD__VIEW_SELECT,
+    TD__VIEW_EXPAND
+} td__view_kind;
 typedef struct td__view_info {
     td__view_kind kind;
     int dim;                  /* SLICE, SELECT: the (wrapped) dim */

@@ -9,27 +9,10 @@
 
 #include "internal.h"
 
-static td_tensor *contig(td_tensor *t) { return t ? td_keep(td_contiguous(t)) : NULL; }
-
-/* Dispatch kind on contiguous copies of in[0..n_in) into out[0..n_out) and
-** release the copies. Returns the dispatch status. */
-static td_status run_contig(td_op_kind kind, int n_in, td_tensor **in, int n_out, td_tensor **out,
-                            const td_op_params *p) {
-    td_tensor *c[4] = {NULL, NULL, NULL, NULL};
-    td_status st = TD_OK;
-    for (int i = 0; i < n_in; i++)
-        if (in[i] && !(c[i] = contig(in[i]))) st = td_last_status();
-    for (int i = 0; i < n_out && st == TD_OK; i++)
-        if (!out[i]) st = td_last_status();
-    if (st == TD_OK) st = td__dispatch(kind, n_in, c, NULL, n_out, out, p);
-    for (int i = 0; i < n_in; i++) td_release(c[i]);
-    return st;
-}
-
 /* Validate conv2d's geometry: x [N,C,H,W] and w [O,C/groups,kh,kw] shapes,
 ** parameters (NULL -> defaults), and compute p and the output shape y. */
-static bool conv_geometry(const char *op, const int64_t *x, const int64_t *w, const int stride[2],
-                          const int padding[2], const int dilation[2], int groups, td_op_params *p, int64_t y[4]) {
+static bool conv_geometry(const char *op, const int64_t *x, const int64_t *w, const int stride[2], const int padding[2],
+                          const int dilation[2], int groups, td_op_params *p, int64_t y[4]) {
     char a[96], b[96];
     if (groups < 1) return TD_ERR(TD_ERR_MISUSE, "%s: groups must be >= 1, got %d", op, groups), false;
     for (int i = 0; i < 2; i++) {
@@ -38,22 +21,28 @@ static bool conv_geometry(const char *op, const int64_t *x, const int64_t *w, co
         p->conv.dilation[i] = dilation ? dilation[i] : 1;
         if (p->conv.stride[i] < 1 || p->conv.dilation[i] < 1 || p->conv.padding[i] < 0)
             return TD_ERR(TD_ERR_MISUSE, "%s: need stride >= 1, dilation >= 1 and padding >= 0 (got %d, %d, %d)", op,
-                          p->conv.stride[i], p->conv.dilation[i], p->conv.padding[i]), false;
+                          p->conv.stride[i], p->conv.dilation[i], p->conv.padding[i]),
+                   false;
     }
     p->conv.groups = groups;
     td__shape_str(4, x, a, sizeof a);
     td__shape_str(4, w, b, sizeof b);
     if (x[1] % groups || w[0] % groups)
-        return TD_ERR(TD_ERR_SHAPE, "%s: input channels %lld and output channels %lld must be divisible by groups %d", op,
-                      (long long)x[1], (long long)w[0], groups), false;
+        return TD_ERR(TD_ERR_SHAPE, "%s: input channels %lld and output channels %lld must be divisible by groups %d",
+                      op, (long long)x[1], (long long)w[0], groups),
+               false;
     if (w[1] * groups != x[1] || w[0] < 1 || w[2] < 1 || w[3] < 1)
-        return TD_ERR(TD_ERR_SHAPE, "%s: weight %s does not fit input %s with groups %d (expects weight [O, %lld, kh, kw])",
-                      op, b, a, groups, (long long)(x[1] / groups)), false;
+        return TD_ERR(TD_ERR_SHAPE,
+                      "%s: weight %s does not fit input %s with groups %d (expects weight [O, %lld, kh, kw])", op, b, a,
+                      groups, (long long)(x[1] / groups)),
+               false;
     int64_t eh = (int64_t)p->conv.dilation[0] * (w[2] - 1) + 1, ew = (int64_t)p->conv.dilation[1] * (w[3] - 1) + 1;
     int64_t ih = x[2] + 2 * p->conv.padding[0], iw = x[3] + 2 * p->conv.padding[1];
     if (eh > ih || ew > iw)
-        return TD_ERR(TD_ERR_SHAPE, "%s: kernel %lldx%lld (dilated %lldx%lld) is larger than the padded input %lldx%lld", op,
-                      (long long)w[2], (long long)w[3], (long long)eh, (long long)ew, (long long)ih, (long long)iw), false;
+        return TD_ERR(TD_ERR_SHAPE,
+                      "%s: kernel %lldx%lld (dilated %lldx%lld) is larger than the padded input %lldx%lld", op,
+                      (long long)w[2], (long long)w[3], (long long)eh, (long long)ew, (long long)ih, (long long)iw),
+               false;
     y[0] = x[0], y[1] = w[0], y[2] = (ih - eh) / p->conv.stride[0] + 1, y[3] = (iw - ew) / p->conv.stride[1] + 1;
     return true;
 }
@@ -69,7 +58,8 @@ static bool check_dtypes(const char *op, const td_tensor *a, const td_tensor *b)
     if (!td_dtype_is_float(a->dtype))
         return TD_ERR(TD_ERR_DTYPE, "%s: expected a floating-point tensor, got %s", op, td_dtype_name(a->dtype)), false;
     if (b && b->dtype != a->dtype)
-        return TD_ERR(TD_ERR_DTYPE, "%s: dtypes %s and %s differ", op, td_dtype_name(a->dtype), td_dtype_name(b->dtype)),
+        return TD_ERR(TD_ERR_DTYPE, "%s: dtypes %s and %s differ", op, td_dtype_name(a->dtype),
+                      td_dtype_name(b->dtype)),
                false;
     return true;
 }
@@ -82,19 +72,12 @@ static bool same_shape(const char *op, const char *what, const td_tensor *t, con
     return false;
 }
 
-static td_tensor *finish(td_status st, td_tensor *out) {
-    if (st != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
-}
-
 td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],
                      const int dilation[2], int groups) {
     TD_CHECK_ARG(x, "conv2d");
     TD_CHECK_ARG(w, "conv2d");
-    if (!check_4d(x, "conv2d", "input") || !check_4d(w, "conv2d", "weight") || !check_dtypes("conv2d", x, w)) return NULL;
+    if (!check_4d(x, "conv2d", "input") || !check_4d(w, "conv2d", "weight") || !check_dtypes("conv2d", x, w))
+        return NULL;
     if (b) {
         if (!td__check_arg(b, "conv2d", "b") || !check_dtypes("conv2d", x, b)) return NULL;
         if (b->ndim != 1 || b->shape[0] != w->shape[0]) {
@@ -107,7 +90,7 @@ td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[
     int64_t y[4];
     if (!conv_geometry("conv2d", x->shape, w->shape, stride, padding, dilation, groups, &p, y)) return NULL;
     td_tensor *in[3] = {x, w, b}, *out = td__alloc(4, y, x->dtype, x->storage->device);
-    return finish(run_contig(TD_OP_CONV2D, 3, in, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_CONV2D, 3, in, 1, &out, &p), out);
 }
 
 td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t x_shape[4], const int stride[2],
@@ -122,7 +105,7 @@ td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t 
     if (!conv_geometry(op, x_shape, w->shape, stride, padding, dilation, groups, &p, y) || !same_shape(op, "dy", dy, y))
         return NULL;
     td_tensor *in[2] = {dy, w}, *out = td__alloc(4, x_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_CONV2D_BACKWARD_INPUT, 2, in, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_CONV2D_BACKWARD_INPUT, 2, in, 1, &out, &p), out);
 }
 
 td_tensor *td__conv2d_backward_weight(td_tensor *dy, td_tensor *x, const int64_t w_shape[4], const int stride[2],
@@ -137,7 +120,7 @@ td_tensor *td__conv2d_backward_weight(td_tensor *dy, td_tensor *x, const int64_t
     if (!conv_geometry(op, x->shape, w_shape, stride, padding, dilation, groups, &p, y) || !same_shape(op, "dy", dy, y))
         return NULL;
     td_tensor *in[2] = {dy, x}, *out = td__alloc(4, w_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_CONV2D_BACKWARD_WEIGHT, 2, in, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_CONV2D_BACKWARD_WEIGHT, 2, in, 1, &out, &p), out);
 }
 
 /* Validate pooling parameters (NULL stride -> kernel, NULL padding -> 0) for
@@ -148,15 +131,18 @@ static bool pool_geometry(const char *op, const int64_t *x, const int kernel[2],
     for (int i = 0; i < 2; i++) {
         int k = kernel[i], s = stride ? stride[i] : k, pad = padding ? padding[i] : 0;
         if (k < 1 || s < 1 || pad < 0)
-            return TD_ERR(TD_ERR_MISUSE, "%s: need kernel >= 1, stride >= 1 and padding >= 0 (got %d, %d, %d)", op, k, s,
-                          pad), false;
+            return TD_ERR(TD_ERR_MISUSE, "%s: need kernel >= 1, stride >= 1 and padding >= 0 (got %d, %d, %d)", op, k,
+                          s, pad),
+                   false;
         if (pad > k / 2)
-            return TD_ERR(TD_ERR_MISUSE, "%s: padding %d should be at most half of the kernel size %d", op, pad, k), false;
+            return TD_ERR(TD_ERR_MISUSE, "%s: padding %d should be at most half of the kernel size %d", op, pad, k),
+                   false;
         int64_t in = x[2 + i] + 2 * pad;
         if (in < k)
             return TD_ERR(TD_ERR_SHAPE, "%s: kernel %dx%d is larger than the padded input %lldx%lld", op, kernel[0],
                           kernel[1], (long long)(x[2] + 2 * (padding ? padding[0] : 0)),
-                          (long long)(x[3] + 2 * (padding ? padding[1] : 0))), false;
+                          (long long)(x[3] + 2 * (padding ? padding[1] : 0))),
+                   false;
         p->pool.kernel[i] = k, p->pool.stride[i] = s, p->pool.padding[i] = pad;
         y[2 + i] = (in - k) / s + 1;
     }
@@ -175,11 +161,13 @@ td_tensor *td_max_pool2d(td_tensor *x, const int kernel[2], const int stride[2],
     if (!pool_geometry("max_pool2d", x->shape, kernel, stride, padding, false, &p, y)) return NULL;
     td_tensor *out[2] = {td__alloc(4, y, x->dtype, x->storage->device), NULL};
     if (out[0]) out[1] = td__alloc(4, y, TD_I64, x->storage->device);
-    td_status st = run_contig(TD_OP_MAX_POOL2D, 1, &x, 2, out, &p);
+    td_status st = td__dispatch_contig(TD_OP_MAX_POOL2D, 1, &x, 2, out, &p);
     /* indices are an output even when unwanted: autograd saves them */
-    if (st == TD_OK && indices) *indices = td__scope_add(out[1]);
-    else td_release(out[1]);
-    return finish(st, out[0]);
+    if (st == TD_OK && indices)
+        *indices = td__scope_add(out[1]);
+    else
+        td_release(out[1]);
+    return td__finish(st, out[0]);
 }
 
 td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, const int64_t x_shape[4]) {
@@ -188,15 +176,16 @@ td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, const int6
     TD_CHECK_ARG(indices, op);
     if (!x_shape) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: x_shape is NULL", op);
     if (!check_4d(dy, op, "dy") || !check_dtypes(op, dy, NULL)) return NULL;
-    if (indices->dtype != TD_I64) TD_FAIL_NULL(TD_ERR_DTYPE, "%s: indices must be int64, got %s", op, td_dtype_name(indices->dtype));
+    if (indices->dtype != TD_I64)
+        TD_FAIL_NULL(TD_ERR_DTYPE, "%s: indices must be int64, got %s", op, td_dtype_name(indices->dtype));
     if (!same_shape(op, "indices", indices, dy->shape)) return NULL;
     if (dy->shape[0] != x_shape[0] || dy->shape[1] != x_shape[1]) {
         char a[96], b[96];
-        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: dy %s does not match input shape %s", op, td__shape_str(4, dy->shape, a, sizeof a),
-                     td__shape_str(4, x_shape, b, sizeof b));
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: dy %s does not match input shape %s", op,
+                     td__shape_str(4, dy->shape, a, sizeof a), td__shape_str(4, x_shape, b, sizeof b));
     }
     td_tensor *in[2] = {dy, indices}, *out = td__alloc(4, x_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_MAX_POOL2D_BACKWARD, 2, in, 1, &out, NULL), out);
+    return td__finish(td__dispatch_contig(TD_OP_MAX_POOL2D_BACKWARD, 2, in, 1, &out, NULL), out);
 }
 
 td_tensor *td_avg_pool2d(td_tensor *x, const int kernel[2], const int stride[2], const int padding[2],
@@ -207,7 +196,7 @@ td_tensor *td_avg_pool2d(td_tensor *x, const int kernel[2], const int stride[2],
     int64_t y[4];
     if (!pool_geometry("avg_pool2d", x->shape, kernel, stride, padding, count_include_pad, &p, y)) return NULL;
     td_tensor *out = td__alloc(4, y, x->dtype, x->storage->device);
-    return finish(run_contig(TD_OP_AVG_POOL2D, 1, &x, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_AVG_POOL2D, 1, &x, 1, &out, &p), out);
 }
 
 td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], const int kernel[2], const int stride[2],
@@ -221,5 +210,5 @@ td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], cons
     if (!pool_geometry(op, x_shape, kernel, stride, padding, count_include_pad, &p, y) || !same_shape(op, "dy", dy, y))
         return NULL;
     td_tensor *out = td__alloc(4, x_shape, dy->dtype, dy->storage->device);
-    return finish(run_contig(TD_OP_AVG_POOL2D_BACKWARD, 1, &dy, 1, &out, &p), out);
+    return td__finish(td__dispatch_contig(TD_OP_AVG_POOL2D_BACKWARD, 1, &dy, 1, &out, &p), out);
 }

@@ -33,11 +33,7 @@ static td_tensor *run_elementwise(td_op_kind kind, const char *name, int n, td_t
     for (int k = 0; k < n; k++) views[k] = td__view_broadcast(in[k], nd, shape);
     td_tensor *out = td__alloc(nd, shape, odt, in[0]->storage->device);
     if (!out) return NULL;
-    if (td__dispatch(kind, n, in, views, 1, &out, p) != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
+    return td__finish(td__dispatch(kind, n, in, views, 1, &out, p), out);
 }
 
 static bool is_compare(td_op_kind k) { return k >= TD_OP_EQ && k <= TD_OP_GE; }

@@ -20,21 +20,12 @@ static bool check_index_dtype(const td_tensor *idx, const char *op) {
     return false;
 }
 
-/* Make in[0..n) contiguous, allocate out (ndim, shape, dt) on in[0]'s device,
-** run kind on them, and return out (scoped) or NULL. */
+/* Allocate out (ndim, shape, dt) on in[0]'s device, run kind on contiguous
+** in[0..n), and return out (scoped) or NULL. */
 static td_tensor *run_contig(td_op_kind kind, int n, td_tensor *const *in, int ndim, const int64_t *shape, td_dtype dt,
                              const td_op_params *p) {
-    td_tensor *c[4] = {0};
-    td_tensor *out = NULL;
-    bool ok = true;
-    for (int k = 0; k < n && ok; k++) ok = (c[k] = td_keep(td_contiguous(in[k]))) != NULL;
-    if (ok) out = td__alloc(ndim, shape, dt, in[0]->storage->device);
-    if (out && td__dispatch(kind, n, c, NULL, 1, &out, p) != TD_OK) {
-        td_release(out);
-        out = NULL;
-    }
-    for (int k = 0; k < n; k++) td_release(c[k]);
-    return td__scope_add(out);
+    td_tensor *out = td__alloc(ndim, shape, dt, in[0]->storage->device);
+    return td__finish(td__dispatch_contig(kind, n, in, 1, &out, p), out);
 }
 
 td_tensor *td_embedding(td_tensor *weight, td_tensor *idx) {
@@ -157,12 +148,9 @@ static td_tensor *cat_once(int n, td_tensor *const *xs, int dim, td_dtype dt) {
     }
     td_tensor *out = k == n ? td__alloc(xs[0]->ndim, shape, dt, xs[0]->storage->device) : NULL;
     td_op_params p = {.axis = {dim}};
-    if (out && td__dispatch(TD_OP_CAT, n, in, NULL, 1, &out, &p) != TD_OK) {
-        td_release(out);
-        out = NULL;
-    }
+    td_status st = out ? td__dispatch(TD_OP_CAT, n, in, NULL, 1, &out, &p) : td_last_status();
     while (k-- > 0) td_release(in[k]);
-    return td__scope_add(out);
+    return td__finish(st, out);
 }
 
 td_tensor *td_cat(int n, td_tensor *const *xs, int dim) {

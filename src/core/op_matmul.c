@@ -117,11 +117,7 @@ td_tensor *td_matmul(td_tensor *a, td_tensor *b) {
     td_status st = out ? td__dispatch(TD_OP_MATMUL, 2, ins, views, 1, &out, NULL) : td_last_status();
     td_release(tmp[0]);
     td_release(tmp[1]);
-    if (st != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
+    return td__finish(st, out);
 }
 
 td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
@@ -129,7 +125,8 @@ td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
     TD_CHECK_ARG(w, "linear");
     if (w->ndim != 2) {
         char s[96];
-        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: weight must be [out, in], got %s", td__shape_str(w->ndim, w->shape, s, sizeof s));
+        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: weight must be [out, in], got %s",
+                     td__shape_str(w->ndim, w->shape, s, sizeof s));
     }
     if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
         char s[96];

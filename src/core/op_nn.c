@@ -5,9 +5,6 @@
 */
 #include "internal.h"
 
-/* Keep t contiguous for the duration of a front-end (NULL stays NULL). */
-static td_tensor *contig(td_tensor *t) { return t ? td_keep(td_contiguous(t)) : NULL; }
-
 static bool check_float(const td_tensor *t, const char *op, const char *arg) {
     if (td_dtype_is_float(t->dtype)) return true;
     TD_ERR(TD_ERR_DTYPE, "%s: %s must be a floating-point tensor, got %s", op, arg, td_dtype_name(t->dtype));
@@ -22,15 +19,8 @@ static td_tensor *softmax_common(td_tensor *x, int dim, td_op_kind kind, const c
     if (x->ndim > 0 && d != x->ndim - 1)
         TD_FAIL_NULL(TD_ERR_MISUSE, "%s: only the last dim is supported (got dim %d of a %d-d tensor); transpose first",
                      name, dim, x->ndim);
-    td_tensor *xc = contig(x);
-    td_tensor *out = xc ? td__alloc(x->ndim, x->shape, x->dtype, x->storage->device) : NULL;
-    td_status st = out ? td__dispatch(kind, 1, &xc, NULL, 1, &out, NULL) : td_last_status();
-    td_release(xc);
-    if (st != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
+    td_tensor *out = td__alloc(x->ndim, x->shape, x->dtype, x->storage->device);
+    return td__finish(td__dispatch_contig(kind, 1, &x, 1, &out, NULL), out);
 }
 
 td_tensor *td_softmax(td_tensor *x, int dim) { return softmax_common(x, dim, TD_OP_SOFTMAX, "softmax"); }
@@ -63,29 +53,21 @@ td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor 
     if (!check_affine(weight, x, n_norm, "weight") || !check_affine(bias, x, n_norm, "bias")) return NULL;
     int64_t rows = td__numel(x->ndim - n_norm, x->shape);
     td_device dev = x->storage->device;
-    td_tensor *in[3] = {contig(x), contig(weight), contig(bias)};
+    td_tensor *in[3] = {x, weight, bias};
     /* mean and rstd per row are outputs too, so that autograd can save them */
-    td_tensor *out[3] = {NULL, NULL, NULL};
-    td_status st = TD_ERR_OOM;
-    if (in[0] && (!weight || in[1]) && (!bias || in[2]) && (out[0] = td__alloc(x->ndim, x->shape, x->dtype, dev)) &&
-        (out[1] = td__alloc(1, &rows, x->dtype, dev)) && (out[2] = td__alloc(1, &rows, x->dtype, dev))) {
-        td_op_params p = {.norm = {eps}};
-        st = td__dispatch(TD_OP_LAYER_NORM, 3, in, NULL, 3, out, &p);
-    }
-    for (int i = 0; i < 3; i++) td_release(in[i]);
+    td_tensor *out[3] = {td__alloc(x->ndim, x->shape, x->dtype, dev), td__alloc(1, &rows, x->dtype, dev),
+                         td__alloc(1, &rows, x->dtype, dev)};
+    td_op_params p = {.norm = {eps}};
+    td_status st = td__dispatch_contig(TD_OP_LAYER_NORM, 3, in, 3, out, &p);
     td_release(out[1]);
     td_release(out[2]);
-    if (st != TD_OK) {
-        td_release(out[0]);
-        return NULL;
-    }
-    return td__scope_add(out[0]);
+    return td__finish(st, out[0]);
 }
 
 /* Shared checks of cross_entropy and its backward: logits [N, C] with target
 ** [N], or logits [C] with a 0-d target; int64 target; weight [C]. */
-static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_tensor *weight,
-                       double label_smoothing, int reduction) {
+static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_tensor *weight, double label_smoothing,
+                       int reduction) {
     if (!check_float(logits, op, "logits")) return false;
     char a[96], b[96];
     td__shape_str(logits->ndim, logits->shape, a, sizeof a);
@@ -95,17 +77,22 @@ static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_
                false;
     bool ok = (logits->ndim == 2 && target->ndim == 1 && target->shape[0] == logits->shape[0]) ||
               (logits->ndim == 1 && target->ndim == 0);
-    if (!ok) return TD_ERR(TD_ERR_SHAPE, "%s: logits %s and target %s do not fit ([N, C] with [N], or [C] with [])", op, a, b), false;
+    if (!ok)
+        return TD_ERR(TD_ERR_SHAPE, "%s: logits %s and target %s do not fit ([N, C] with [N], or [C] with [])", op, a,
+                      b),
+               false;
     int64_t C = logits->shape[logits->ndim - 1];
     if (C < 1) return TD_ERR(TD_ERR_SHAPE, "%s: logits %s have no classes", op, a), false;
     if (weight) {
         if (!td__check_arg(weight, op, "weight")) return false;
         if (weight->ndim != 1 || weight->shape[0] != C)
             return TD_ERR(TD_ERR_SHAPE, "%s: weight has shape %s, expected [%lld]", op,
-                          td__shape_str(weight->ndim, weight->shape, b, sizeof b), (long long)C), false;
+                          td__shape_str(weight->ndim, weight->shape, b, sizeof b), (long long)C),
+                   false;
         if (weight->dtype != logits->dtype)
             return TD_ERR(TD_ERR_DTYPE, "%s: weight is %s but logits are %s", op, td_dtype_name(weight->dtype),
-                          td_dtype_name(logits->dtype)), false;
+                          td_dtype_name(logits->dtype)),
+                   false;
     }
     if (!(label_smoothing >= 0 && label_smoothing <= 1))
         return TD_ERR(TD_ERR_MISUSE, "%s: label_smoothing %g outside [0, 1]", op, label_smoothing), false;
@@ -120,20 +107,11 @@ td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *wei
     TD_CHECK_ARG(logits, "cross_entropy");
     TD_CHECK_ARG(target, "cross_entropy");
     if (!check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) return NULL;
-    td_tensor *in[3] = {contig(logits), contig(target), contig(weight)}, *out = NULL;
-    td_status st = td_last_status();
-    if (in[0] && in[1] && (!weight || in[2])) {
-        bool none = reduction == TD_REDUCTION_NONE;
-        out = td__alloc(none ? target->ndim : 0, target->shape, logits->dtype, logits->storage->device);
-        td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
-        st = out ? td__dispatch(TD_OP_CROSS_ENTROPY, 3, in, NULL, 1, &out, &p) : td_last_status();
-    }
-    for (int i = 0; i < 3; i++) td_release(in[i]);
-    if (st != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
+    td_tensor *in[3] = {logits, target, weight};
+    bool none = reduction == TD_REDUCTION_NONE;
+    td_tensor *out = td__alloc(none ? target->ndim : 0, target->shape, logits->dtype, logits->storage->device);
+    td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
+    return td__finish(td__dispatch_contig(TD_OP_CROSS_ENTROPY, 3, in, 1, &out, &p), out);
 }
 
 td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
@@ -144,7 +122,8 @@ td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_te
     TD_CHECK_ARG(target, op);
     if (!check_xent(op, logits, target, weight, label_smoothing, reduction)) return NULL;
     bool none = reduction == TD_REDUCTION_NONE;
-    bool fits = none ? dloss->ndim == target->ndim && td__numel(dloss->ndim, dloss->shape) == td__numel(target->ndim, target->shape)
+    bool fits = none ? dloss->ndim == target->ndim &&
+                           td__numel(dloss->ndim, dloss->shape) == td__numel(target->ndim, target->shape)
                      : td__numel(dloss->ndim, dloss->shape) == 1;
     if (!fits) {
         char a[96];
@@ -152,18 +131,10 @@ td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_te
                      td__shape_str(dloss->ndim, dloss->shape, a, sizeof a));
     }
     td_tensor *dl = td_keep(td_cast(dloss, logits->dtype));
-    td_tensor *in[4] = {contig(dl), contig(logits), contig(target), contig(weight)}, *out = NULL;
+    td_tensor *in[4] = {dl, logits, target, weight};
+    td_tensor *out = dl ? td__alloc(logits->ndim, logits->shape, logits->dtype, logits->storage->device) : NULL;
+    td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
+    td_status st = td__dispatch_contig(TD_OP_CROSS_ENTROPY_BACKWARD, 4, in, 1, &out, &p);
     td_release(dl);
-    td_status st = td_last_status();
-    if (in[0] && in[1] && in[2] && (!weight || in[3])) {
-        out = td__alloc(logits->ndim, logits->shape, logits->dtype, logits->storage->device);
-        td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
-        st = out ? td__dispatch(TD_OP_CROSS_ENTROPY_BACKWARD, 4, in, NULL, 1, &out, &p) : td_last_status();
-    }
-    for (int i = 0; i < 4; i++) td_release(in[i]);
-    if (st != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
+    return td__finish(st, out);
 }

@@ -11,15 +11,7 @@ td_tensor *td_dropout(td_tensor *x, double p, uint64_t seed, uint64_t offset) {
     if (!td_dtype_is_float(x->dtype))
         TD_FAIL_NULL(TD_ERR_DTYPE, "dropout: x has dtype %s, need a floating type", td_dtype_name(x->dtype));
     if (p == 0) return td__scope_add(td_retain(x));
-    td_tensor *xc = td_keep(td_contiguous(x));
-    if (!xc) return NULL;
     td_tensor *out = td__alloc(x->ndim, x->shape, x->dtype, x->storage->device);
     td_op_params params = {.rng = {seed, offset, p}};
-    if (!out || td__dispatch(TD_OP_DROPOUT, 1, &xc, NULL, 1, &out, &params) != TD_OK) {
-        td_release(out);
-        td_release(xc);
-        return NULL;
-    }
-    td_release(xc);
-    return td__scope_add(out);
+    return td__finish(td__dispatch_contig(TD_OP_DROPOUT, 1, &x, 1, &out, &params), out);
 }

@@ -62,6 +62,12 @@ td_tensor *td__scope_add(td_tensor *t) {
     return t;
 }
 
+td_tensor *td__scope_end_keep(td_tensor *t) {
+    td_keep(t);
+    td_scope_end();
+    return td__scope_add(t);
+}
+
 td_tensor *td_keep(td_tensor *t) {
     if (!t) return NULL;
     for (size_t d = depth; d-- > 0;) {

@@ -16,8 +16,8 @@
 #include "internal.h"
 
 #define DEAD_QUEUE_MIN 1024
-#define GUARD_BYTES 64
-#define GUARD_BYTE 0xA5
+#define GUARD_BYTES    64
+#define GUARD_BYTE     0xA5
 
 static pthread_mutex_t header_lock = PTHREAD_MUTEX_INITIALIZER;
 static td_tensor **dead_queue; /* ring buffer of released headers */
@@ -148,17 +148,20 @@ const char *td__shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
 
 /* Validates ndim/shape/dtype and computes the byte count without overflow. */
 static bool check_shape(int ndim, const int64_t *shape, td_dtype dt, const char *op, size_t *nbytes) {
-    if (ndim < 0 || ndim > TD_MAX_DIMS) return TD_ERR(TD_ERR_MISUSE, "%s: ndim %d outside [0, %d]", op, ndim, TD_MAX_DIMS), false;
+    if (ndim < 0 || ndim > TD_MAX_DIMS)
+        return TD_ERR(TD_ERR_MISUSE, "%s: ndim %d outside [0, %d]", op, ndim, TD_MAX_DIMS), false;
     if (ndim > 0 && !shape) return TD_ERR(TD_ERR_MISUSE, "%s: shape is NULL", op), false;
     if ((unsigned)dt >= TD_DTYPE_COUNT) return TD_ERR(TD_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dt), false;
     uint64_t n = td_dtype_size(dt);
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return TD_ERR(TD_ERR_MISUSE, "%s: negative size %lld at dim %d", op, (long long)shape[i], i), false;
+        if (shape[i] < 0)
+            return TD_ERR(TD_ERR_MISUSE, "%s: negative size %lld at dim %d", op, (long long)shape[i], i), false;
         if (shape[i] && n > (UINT64_MAX >> 2) / (uint64_t)shape[i])
             return TD_ERR(TD_ERR_OOM, "%s: size overflows (dim %d of %lld)", op, i, (long long)shape[i]), false;
         n *= (uint64_t)shape[i];
     }
-    if (n > (uint64_t)1 << 48) return TD_ERR(TD_ERR_OOM, "%s: %llu bytes is too large", op, (unsigned long long)n), false;
+    if (n > (uint64_t)1 << 48)
+        return TD_ERR(TD_ERR_OOM, "%s: %llu bytes is too large", op, (unsigned long long)n), false;
     *nbytes = (size_t)n;
     return true;
 }
@@ -216,10 +219,15 @@ void td_release(td_tensor *t) {
 
 /* ---- getters ---- */
 
+/* Getters report a NULL or released tensor only when no error is stored yet:
+** they never overwrite the first error of a failed expression. */
 static bool alive(const td_tensor *t, const char *fn) {
-    if (!t) return TD_ERR(TD_ERR_MISUSE, "%s: tensor is NULL", fn), false;
-    if (t->magic != TD_TENSOR_ALIVE) return TD_ERR(TD_ERR_STATE, "%s: tensor was released", fn), false;
-    return true;
+    if (t && t->magic == TD_TENSOR_ALIVE) return true;
+    if (td_last_status() == TD_OK) {
+        if (!t) TD_ERR(TD_ERR_MISUSE, "%s: tensor is NULL", fn);
+        else TD_ERR(TD_ERR_STATE, "%s: tensor was released", fn);
+    }
+    return false;
 }
 
 int td_ndim(const td_tensor *t) { return alive(t, "td_ndim") ? t->ndim : -1; }
@@ -249,8 +257,10 @@ bool td_is_contiguous(const td_tensor *t) {
 }
 
 td_operand td__view_of(const td_tensor *t) {
-    td_operand v = {.buf = t->storage->buf, .offset = t->offset + (int64_t)(t->storage->guard / td_dtype_size(t->dtype)),
-                 .dtype = t->dtype, .ndim = t->ndim};
+    td_operand v = {.buf = t->storage->buf,
+                    .offset = t->offset + (int64_t)(t->storage->guard / td_dtype_size(t->dtype)),
+                    .dtype = t->dtype,
+                    .ndim = t->ndim};
     memcpy(v.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
     memcpy(v.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
     return v;
@@ -272,15 +282,15 @@ td_tensor *td_full(int ndim, const int64_t *shape, double value, td_dtype dt, td
     td_tensor *t = td__alloc(ndim, shape, dt, dev);
     if (!t) return NULL;
     td_op_params p = {.fill = {value}};
-    if (td__dispatch(TD_OP_FILL, 0, NULL, NULL, 1, &t, &p) != TD_OK) {
-        td_release(t);
-        return NULL;
-    }
-    return td__scope_add(t);
+    return td__finish(td__dispatch(TD_OP_FILL, 0, NULL, NULL, 1, &t, &p), t);
 }
 
-td_tensor *td_zeros(int ndim, const int64_t *shape, td_dtype dt, td_device dev) { return td_full(ndim, shape, 0, dt, dev); }
-td_tensor *td_ones(int ndim, const int64_t *shape, td_dtype dt, td_device dev) { return td_full(ndim, shape, 1, dt, dev); }
+td_tensor *td_zeros(int ndim, const int64_t *shape, td_dtype dt, td_device dev) {
+    return td_full(ndim, shape, 0, dt, dev);
+}
+td_tensor *td_ones(int ndim, const int64_t *shape, td_dtype dt, td_device dev) {
+    return td_full(ndim, shape, 1, dt, dev);
+}
 td_tensor *td_scalar(double value, td_dtype dt, td_device dev) { return td_full(0, NULL, value, dt, dev); }
 
 td_tensor *td_empty_like(td_tensor *t) {
@@ -313,7 +323,8 @@ td_tensor *td_from_data(const void *data, int ndim, const int64_t *shape, td_dty
 
 td_tensor *td_arange(double start, double end, double step, td_dtype dt, td_device dev) {
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
-        TD_FAIL_NULL(TD_ERR_MISUSE, "arange: need finite start, end and a non-zero step (got %g, %g, %g)", start, end, step);
+        TD_FAIL_NULL(TD_ERR_MISUSE, "arange: need finite start, end and a non-zero step (got %g, %g, %g)", start, end,
+                     step);
     double count = ceil((end - start) / step);
     if (count < 0) TD_FAIL_NULL(TD_ERR_MISUSE, "arange: step %g moves away from end %g", step, end);
     if (count > 1e15) TD_FAIL_NULL(TD_ERR_OOM, "arange: %g elements is too many", count);
@@ -321,11 +332,7 @@ td_tensor *td_arange(double start, double end, double step, td_dtype dt, td_devi
     td_tensor *t = td__alloc(1, &n, dt, dev);
     if (!t) return NULL;
     td_op_params p = {.arange = {start, step}};
-    if (td__dispatch(TD_OP_ARANGE, 0, NULL, NULL, 1, &t, &p) != TD_OK) {
-        td_release(t);
-        return NULL;
-    }
-    return td__scope_add(t);
+    return td__finish(td__dispatch(TD_OP_ARANGE, 0, NULL, NULL, 1, &t, &p), t);
 }
 
 static td_tensor *random_tensor(td_op_kind kind, int ndim, const int64_t *shape, uint64_t seed, uint64_t offset,
@@ -335,11 +342,7 @@ static td_tensor *random_tensor(td_op_kind kind, int ndim, const int64_t *shape,
     td_tensor *t = td__alloc(ndim, shape, dt, dev);
     if (!t) return NULL;
     td_op_params p = {.rng = {seed, offset, 0}};
-    if (td__dispatch(kind, 0, NULL, NULL, 1, &t, &p) != TD_OK) {
-        td_release(t);
-        return NULL;
-    }
-    return td__scope_add(t);
+    return td__finish(td__dispatch(kind, 0, NULL, NULL, 1, &t, &p), t);
 }
 
 td_tensor *td_rand(int ndim, const int64_t *shape, uint64_t seed, uint64_t offset, td_dtype dt, td_device dev) {
@@ -355,11 +358,7 @@ td_tensor *td_randn(int ndim, const int64_t *shape, uint64_t seed, uint64_t offs
 static td_tensor *copy_as(td_tensor *t, td_dtype dt) {
     td_tensor *out = td__alloc(t->ndim, t->shape, dt, t->storage->device);
     if (!out) return NULL;
-    if (td__dispatch(TD_OP_COPY, 1, &t, NULL, 1, &out, NULL) != TD_OK) {
-        td_release(out);
-        return NULL;
-    }
-    return td__scope_add(out);
+    return td__finish(td__dispatch(TD_OP_COPY, 1, &t, NULL, 1, &out, NULL), out);
 }
 
 td_tensor *td_contiguous(td_tensor *t) {
@@ -388,7 +387,8 @@ td_status td_copy_(td_tensor *dst, td_tensor *src) {
     if (nb != dst->ndim || td__numel(nb, bshape) != td__numel(dst->ndim, dst->shape)) {
         char a[96], b[96];
         return TD_ERR(TD_ERR_SHAPE, "copy_: source %s does not broadcast to destination %s",
-                      td__shape_str(src->ndim, src->shape, a, sizeof a), td__shape_str(dst->ndim, dst->shape, b, sizeof b));
+                      td__shape_str(src->ndim, src->shape, a, sizeof a),
+                      td__shape_str(dst->ndim, dst->shape, b, sizeof b));
     }
     td_tensor *moved = td_to(src, dst->storage->device);
     if (!moved) return td_last_status();
@@ -414,11 +414,14 @@ td_tensor *td_to(td_tensor *t, td_device dev) {
     if (st == TD_OK && nbytes && !host) {
         host = td__host_data(out);
         if (!host) host = staging = malloc(nbytes);
-        if (!host) st = TD_ERR(TD_ERR_OOM, "to: no host memory to stage %zu bytes", nbytes);
-        else st = src->storage->backend->iface->read(src->storage->buf, src_off, host, nbytes);
+        if (!host)
+            st = TD_ERR(TD_ERR_OOM, "to: no host memory to stage %zu bytes", nbytes);
+        else
+            st = src->storage->backend->iface->read(src->storage->buf, src_off, host, nbytes);
         if (st == TD_OK && host == td__host_data(out)) host = NULL; /* already landed */
     }
-    if (st == TD_OK && nbytes && host) st = out->storage->backend->iface->write(out->storage->buf, out->storage->guard, host, nbytes);
+    if (st == TD_OK && nbytes && host)
+        st = out->storage->backend->iface->write(out->storage->buf, out->storage->guard, host, nbytes);
     free(staging);
     td_release(src);
     if (st != TD_OK) {
@@ -439,8 +442,8 @@ td_status td_copy_to_host(td_tensor *t, void *dst, size_t nbytes, td_dtype dt) {
     if (!dst) return TD_ERR(TD_ERR_MISUSE, "copy_to_host: dst is NULL");
     td_tensor *c = (t->dtype == dt && td_is_contiguous(t)) ? td_retain(t) : td_keep(copy_as(t, dt));
     if (!c) return td_last_status();
-    td_status st = c->storage->backend->iface->read(c->storage->buf, c->storage->guard + (size_t)c->offset * td_dtype_size(dt),
-                                                    dst, need);
+    td_status st = c->storage->backend->iface->read(
+        c->storage->buf, c->storage->guard + (size_t)c->offset * td_dtype_size(dt), dst, need);
     td_release(c);
     return st;
 }
@@ -452,7 +455,8 @@ double td_get(td_tensor *t, const int64_t *idx) {
     for (int i = 0; i < t->ndim; i++) {
         if (idx[i] < 0 || idx[i] >= t->shape[i])
             return TD_ERR(TD_ERR_INDEX, "get: index %lld out of range for dim %d of size %lld", (long long)idx[i], i,
-                          (long long)t->shape[i]), NAN;
+                          (long long)t->shape[i]),
+                   NAN;
         off += idx[i] * t->strides[i];
     }
     td_tensor *one = td__make_view(t, 0, NULL, NULL, t->offset + off);
@@ -469,7 +473,8 @@ double td_item(td_tensor *t) {
     if (td__numel(t->ndim, t->shape) != 1) {
         char s[96];
         return TD_ERR(TD_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1",
-                      td__shape_str(t->ndim, t->shape, s, sizeof s), (long long)td__numel(t->ndim, t->shape)), NAN;
+                      td__shape_str(t->ndim, t->shape, s, sizeof s), (long long)td__numel(t->ndim, t->shape)),
+               NAN;
     }
     int64_t zero[TD_MAX_DIMS] = {0};
     return td_get(t, zero);

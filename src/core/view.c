@@ -59,7 +59,8 @@ td_operand td__view_broadcast(const td_tensor *t, int ndim, const int64_t *shape
 
 /* Resolve a target shape with at most one -1 against numel. */
 static bool infer_shape(const td_tensor *t, int ndim, const int64_t *shape, int64_t *out, const char *op) {
-    if (ndim < 0 || ndim > TD_MAX_DIMS) return TD_ERR(TD_ERR_MISUSE, "%s: ndim %d outside [0, %d]", op, ndim, TD_MAX_DIMS), false;
+    if (ndim < 0 || ndim > TD_MAX_DIMS)
+        return TD_ERR(TD_ERR_MISUSE, "%s: ndim %d outside [0, %d]", op, ndim, TD_MAX_DIMS), false;
     if (ndim && !shape) return TD_ERR(TD_ERR_MISUSE, "%s: shape is NULL", op), false;
     int infer = -1;
     int64_t known = 1, n = td__numel(t->ndim, t->shape);
@@ -150,7 +151,8 @@ td_tensor *td_flatten(td_tensor *t, int start_dim, int end_dim) {
         return td_reshape(t, 1, &one);
     }
     if (!td__wrap_dim(&start_dim, t->ndim, "flatten") || !td__wrap_dim(&end_dim, t->ndim, "flatten")) return NULL;
-    if (start_dim > end_dim) TD_FAIL_NULL(TD_ERR_INDEX, "flatten: start_dim %d is after end_dim %d", start_dim, end_dim);
+    if (start_dim > end_dim)
+        TD_FAIL_NULL(TD_ERR_INDEX, "flatten: start_dim %d is after end_dim %d", start_dim, end_dim);
     int64_t s[TD_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < start_dim; i++) s[n++] = t->shape[i];
@@ -212,7 +214,8 @@ td_tensor *td_slice(td_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     st[dim] = t->strides[dim] * step;
     td_tensor *v = td__make_view(t, t->ndim, s, st, t->offset + start * t->strides[dim]);
     if (v && td__view_hook)
-        td__view_hook(t, v, &(td__view_info){.kind = TD__VIEW_SLICE, .dim = dim, .start = start, .end = end, .step = step});
+        td__view_hook(t, v,
+                      &(td__view_info){.kind = TD__VIEW_SLICE, .dim = dim, .start = start, .end = end, .step = step});
     return v;
 }
 

@@ -13,8 +13,8 @@
 #include "core/internal.h"
 #include "trident/data.h"
 
-#define CIFAR_PIXELS 3072
-#define CIFAR_RECORD (1 + CIFAR_PIXELS)
+#define CIFAR_PIXELS  3072
+#define CIFAR_RECORD  (1 + CIFAR_PIXELS)
 #define CIFAR_CLASSES 10
 
 /* Size of path in records, validated. */
@@ -38,7 +38,8 @@ static td_status read_records(const char *path, int64_t n, int64_t *y, uint8_t *
         if (fread(rec, 1, CIFAR_RECORD, f) != CIFAR_RECORD)
             st = TD_ERR(TD_ERR_FORMAT, "cifar10: '%s' is truncated at record %lld", path, (long long)r);
         else if (rec[0] >= CIFAR_CLASSES)
-            st = TD_ERR(TD_ERR_FORMAT, "cifar10: '%s' record %lld has label %d, outside 0..9", path, (long long)r, rec[0]);
+            st = TD_ERR(TD_ERR_FORMAT, "cifar10: '%s' record %lld has label %d, outside 0..9", path, (long long)r,
+                        rec[0]);
         else {
             y[r] = rec[0];
             memcpy(x + (size_t)r * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);
@@ -68,7 +69,8 @@ td_status td_cifar10_load(int n_paths, const char *const *paths, bool as_f32, td
                           (uint8_t *)td__host_data(xt) + (size_t)at * CIFAR_PIXELS);
     if (st == TD_OK && as_f32) { /* x / 255 into [0, 1] */
         td_tensor *xf = td__alloc(4, xs, TD_F32, TD_CPU);
-        if (!xf) st = td_last_status();
+        if (!xf)
+            st = td_last_status();
         else {
             const uint8_t *src = td__host_data(xt);
             float *dst = td__host_data(xf);

@@ -18,7 +18,7 @@
 #include "core/internal.h"
 #include "trident/data.h"
 
-#define MAX_WORKERS 64
+#define MAX_WORKERS          64
 #define SHUFFLE_EPOCH_STRIDE ((uint64_t)1 << 40) /* Philox counters per epoch */
 
 typedef struct slot {
@@ -35,7 +35,7 @@ struct td_dataloader {
     int64_t n_samples, n_batches;
     int64_t *perm; /* this epoch's sample order */
     int64_t epoch;
-    bool running;  /* an epoch was started and not ended */
+    bool running; /* an epoch was started and not ended */
     /* queue */
     pthread_mutex_t lock;
     pthread_cond_t space, ready;
@@ -138,7 +138,8 @@ td_status td_dataloader_new(td_dataset *ds, const td_dataloader_opts *o, td_data
     if (!out) return TD_ERR(TD_ERR_MISUSE, "dataloader_new: out is NULL");
     *out = NULL;
     if (!ds || !o) return TD_ERR(TD_ERR_MISUSE, "dataloader_new: dataset or options is NULL");
-    if (o->batch_size < 1) return TD_ERR(TD_ERR_MISUSE, "dataloader_new: batch_size %lld < 1", (long long)o->batch_size);
+    if (o->batch_size < 1)
+        return TD_ERR(TD_ERR_MISUSE, "dataloader_new: batch_size %lld < 1", (long long)o->batch_size);
     if (o->num_workers < 0 || o->num_workers > MAX_WORKERS)
         return TD_ERR(TD_ERR_MISUSE, "dataloader_new: num_workers %d outside [0, %d]", o->num_workers, MAX_WORKERS);
     if (o->prefetch < 0 || o->prefetch > 64)
@@ -220,7 +221,8 @@ static td_status hand_out(td_dataloader *dl, slot *s, td_tensor **fields) {
 td_status td_dataloader_next(td_dataloader *dl, td_tensor **fields) {
     if (!dl || !fields) return TD_ERR(TD_ERR_MISUSE, "dataloader_next: loader or fields is NULL");
     for (int k = 0; k < dl->n_fields; k++) fields[k] = NULL;
-    if (!dl->running) return TD_ERR(TD_ERR_STATE, "dataloader_next: no epoch in progress (call td_dataloader_start_epoch)");
+    if (!dl->running)
+        return TD_ERR(TD_ERR_STATE, "dataloader_next: no epoch in progress (call td_dataloader_start_epoch)");
     if (dl->next_fetch >= dl->n_batches) return TD_OK;
     td_status st;
     if (dl->n_threads == 0) {

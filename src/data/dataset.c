@@ -45,13 +45,15 @@ typedef struct field_acc {
 } field_acc;
 
 static td_status check_field(td_tensor *f, int64_t sample, int k, field_acc *a) {
-    if (!f) return td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "dataset: get returned a NULL field %d", k);
+    if (!f)
+        return td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "dataset: get returned a NULL field %d", k);
     char s1[128], s2[128];
     if (td_ndim(f) != a->ndim || memcmp(td_shape(f), a->shape, sizeof(int64_t) * (size_t)a->ndim) ||
         td_tensor_dtype(f) != a->dtype)
-        return TD_ERR(TD_ERR_SHAPE, "dataset: sample %lld field %d is %s %s, earlier samples were %s %s", (long long)sample,
-                      k, td__shape_str(td_ndim(f), td_shape(f), s1, sizeof s1), td_dtype_name(td_tensor_dtype(f)),
-                      td__shape_str(a->ndim, a->shape, s2, sizeof s2), td_dtype_name(a->dtype));
+        return TD_ERR(TD_ERR_SHAPE, "dataset: sample %lld field %d is %s %s, earlier samples were %s %s",
+                      (long long)sample, k, td__shape_str(td_ndim(f), td_shape(f), s1, sizeof s1),
+                      td_dtype_name(td_tensor_dtype(f)), td__shape_str(a->ndim, a->shape, s2, sizeof s2),
+                      td_dtype_name(a->dtype));
     return TD_OK;
 }
 
@@ -71,7 +73,8 @@ static td_status stack_samples(td_dataset *ds, int nf, int64_t n, const int64_t 
                 a->dtype = td_tensor_dtype(f[k]);
                 a->bytes = (size_t)td_numel(f[k]) * td_dtype_size(a->dtype);
                 if (a->ndim >= TD_MAX_DIMS)
-                    st = TD_ERR(TD_ERR_SHAPE, "dataset: field %d has %d dims; stacking needs fewer than %d", k, a->ndim, TD_MAX_DIMS);
+                    st = TD_ERR(TD_ERR_SHAPE, "dataset: field %d has %d dims; stacking needs fewer than %d", k, a->ndim,
+                                TD_MAX_DIMS);
                 else if (!(a->buf = malloc(a->bytes * (size_t)n + 1)))
                     st = TD_ERR(TD_ERR_OOM, "dataset: out of host memory for a batch");
             }
@@ -100,18 +103,21 @@ td_status td_dataset_get_batch(td_dataset *ds, int64_t n, const int64_t *idx, td
     int64_t len = ds->iface.len(ds->ctx);
     for (int64_t s = 0; s < n; s++)
         if (idx[s] < 0 || idx[s] >= len)
-            return TD_ERR(TD_ERR_INDEX, "dataset_get_batch: index %lld out of range for %lld samples", (long long)idx[s],
-                          (long long)len);
+            return TD_ERR(TD_ERR_INDEX, "dataset_get_batch: index %lld out of range for %lld samples",
+                          (long long)idx[s], (long long)len);
     td_scope_begin();
-    td_status st = ds->iface.get_batch ? ds->iface.get_batch(ds->ctx, n, idx, fields) : stack_samples(ds, nf, n, idx, fields);
+    td_status st =
+        ds->iface.get_batch ? ds->iface.get_batch(ds->ctx, n, idx, fields) : stack_samples(ds, nf, n, idx, fields);
     for (int k = 0; k < nf && st == TD_OK; k++)
         if (!fields[k] || td_ndim(fields[k]) < 1 || td_size(fields[k], 0) != n)
             st = TD_ERR(TD_ERR_SHAPE, "dataset: get_batch field %d is not a batch of %lld", k, (long long)n);
     for (int k = 0; k < nf; k++) td_keep(fields[k]);
     td_scope_end();
     for (int k = 0; k < nf; k++) {
-        if (st != TD_OK) td_release(fields[k]), fields[k] = NULL;
-        else td__scope_add(fields[k]);
+        if (st != TD_OK)
+            td_release(fields[k]), fields[k] = NULL;
+        else
+            td__scope_add(fields[k]);
     }
     return st;
 }
@@ -181,8 +187,11 @@ td_status td_tensor_dataset_new(int n, td_tensor *const *tensors, td_dataset **o
     td_scope_begin();
     for (int k = 0; k < n && st == TD_OK; k++) {
         d->t[k] = td_keep(td_contiguous(td_to(tensors[k], TD_CPU)));
-        if (!d->t[k]) st = td_last_status();
-        else d->row_bytes[k] = d->len ? (size_t)(td_numel(d->t[k]) / d->len) * td_dtype_size(td_tensor_dtype(d->t[k])) : 0;
+        if (!d->t[k])
+            st = td_last_status();
+        else
+            d->row_bytes[k] =
+                d->len ? (size_t)(td_numel(d->t[k]) / d->len) * td_dtype_size(td_tensor_dtype(d->t[k])) : 0;
         d->n = k + 1;
     }
     td_scope_end();

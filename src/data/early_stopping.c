@@ -11,10 +11,15 @@
 
 td_status td_early_stopping_init(td_early_stopping *es, int64_t patience, double min_delta, td_monitor_mode mode) {
     if (!es || patience < 0 || !(min_delta >= 0) || (mode != TD_MODE_MIN && mode != TD_MODE_MAX))
-        return TD_ERR(TD_ERR_MISUSE, "early_stopping_init: need es, patience >= 0 (got %lld), min_delta >= 0 (got %g) "
-                      "and mode min or max", (long long)patience, min_delta);
-    *es = (td_early_stopping){.patience = patience, .min_delta = min_delta, .mode = mode,
-                              .best = mode == TD_MODE_MIN ? INFINITY : -INFINITY, .best_epoch = -1};
+        return TD_ERR(TD_ERR_MISUSE,
+                      "early_stopping_init: need es, patience >= 0 (got %lld), min_delta >= 0 (got %g) "
+                      "and mode min or max",
+                      (long long)patience, min_delta);
+    *es = (td_early_stopping){.patience = patience,
+                              .min_delta = min_delta,
+                              .mode = mode,
+                              .best = mode == TD_MODE_MIN ? INFINITY : -INFINITY,
+                              .best_epoch = -1};
     return TD_OK;
 }
 

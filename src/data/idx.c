@@ -17,7 +17,7 @@
 #include "trident/data.h"
 
 #define IDX_MAX_BYTES ((uint64_t)1 << 40) /* refuse absurd payloads before reading */
-#define IDX_CHUNK (1u << 20)
+#define IDX_CHUNK     (1u << 20)
 
 typedef struct idx_type {
     int code, bytes;
@@ -112,8 +112,10 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
             cap = have + want > 2 * cap ? have + want : 2 * cap;
             if (cap > nbytes) cap = nbytes;
             unsigned char *r = realloc(raw, cap);
-            if (!r) st = TD_ERR(TD_ERR_OOM, "idx: out of host memory reading '%s'", path);
-            else raw = r;
+            if (!r)
+                st = TD_ERR(TD_ERR_OOM, "idx: out of host memory reading '%s'", path);
+            else
+                raw = r;
         }
         if (st == TD_OK) st = read_exact(f, path, raw + have, want, "payload");
         have += want;
@@ -121,8 +123,10 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
     unsigned char extra;
     if (st == TD_OK) {
         int r = gzread(f, &extra, 1);
-        if (r > 0) st = BAD("idx: '%s' has trailing bytes after the %llu-byte payload", path, (unsigned long long)nbytes);
-        else if (r < 0) st = BAD("idx: '%s' is corrupt (%s) at its end", path, gzerror(f, &(int){0}));
+        if (r > 0)
+            st = BAD("idx: '%s' has trailing bytes after the %llu-byte payload", path, (unsigned long long)nbytes);
+        else if (r < 0)
+            st = BAD("idx: '%s' is corrupt (%s) at its end", path, gzerror(f, &(int){0}));
     }
     td_tensor *res = NULL;
     if (st == TD_OK) {
@@ -133,7 +137,8 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
     }
     if (st == TD_OK) {
         void *dst = td__host_data(res);
-        if (mode == TD_IDX_RAW) decode(t, raw, n, dst);
+        if (mode == TD_IDX_RAW)
+            decode(t, raw, n, dst);
         else if (mode == TD_IDX_LABELS_I64)
             for (uint64_t i = 0; i < n; i++) ((int64_t *)dst)[i] = raw[i];
         else
@@ -161,8 +166,10 @@ td_status td_idx_load(const char *path, td_idx_mode mode, td_tensor **out) {
 static void pick_path(char *buf, size_t n, const char *dir, const char *name) {
     snprintf(buf, n, "%s/%s.gz", dir, name);
     FILE *f = fopen(buf, "rb");
-    if (f) fclose(f);
-    else snprintf(buf, n, "%s/%s", dir, name);
+    if (f)
+        fclose(f);
+    else
+        snprintf(buf, n, "%s/%s", dir, name);
 }
 
 td_status td_mnist_load(const char *dir, bool train, bool as_f32, td_tensor **x, td_tensor **y) {
@@ -177,8 +184,8 @@ td_status td_mnist_load(const char *dir, bool train, bool as_f32, td_tensor **x,
     if (st == TD_OK && td_tensor_dtype(xi) != TD_F32 && td_tensor_dtype(xi) != TD_U8)
         st = TD_ERR(TD_ERR_FORMAT, "mnist: '%s' does not hold u8 images", pi);
     if (st == TD_OK && td_size(xi, 0) != td_size(yl, 0))
-        st = TD_ERR(TD_ERR_FORMAT, "mnist: '%s' has %lld images but '%s' has %lld labels", pi, (long long)td_size(xi, 0),
-                    pl, (long long)td_size(yl, 0));
+        st = TD_ERR(TD_ERR_FORMAT, "mnist: '%s' has %lld images but '%s' has %lld labels", pi,
+                    (long long)td_size(xi, 0), pl, (long long)td_size(yl, 0));
     if (st != TD_OK) {
         td_release(td_keep(xi));
         td_release(td_keep(yl));

@@ -88,9 +88,9 @@ static td_status write_jsonl(td_metric_log *log, int n, const char *const *keys,
     bool ok = o != NULL;
     for (int i = 0; ok && i < n; i++) {
         double v = values[i];
-        json_t *j = !isfinite(v) ? json_null()
+        json_t *j = !isfinite(v)                                      ? json_null()
                     : (v == floor(v) && fabs(v) < 9007199254740992.0) ? json_integer((json_int_t)v)
-                                                                       : json_real(v);
+                                                                      : json_real(v);
         ok = !json_object_set_new(o, keys[i], j);
     }
     char *s = ok ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
@@ -102,7 +102,8 @@ static td_status write_jsonl(td_metric_log *log, int n, const char *const *keys,
 }
 
 td_status td_metric_log_write(td_metric_log *log, int n, const char *const *keys, const double *values) {
-    if (!log || n < 1 || !keys || !values) return TD_ERR(TD_ERR_MISUSE, "metric_log_write: need a log and n >= 1 pairs");
+    if (!log || n < 1 || !keys || !values)
+        return TD_ERR(TD_ERR_MISUSE, "metric_log_write: need a log and n >= 1 pairs");
     for (int i = 0; i < n; i++)
         if (!keys[i] || !keys[i][0]) return TD_ERR(TD_ERR_MISUSE, "metric_log_write: key %d is NULL or empty", i);
     td_status st = log->format == TD_LOG_CSV ? write_csv(log, n, keys, values) : write_jsonl(log, n, keys, values);

@@ -55,7 +55,10 @@ td_status td_metrics_from_confusion(const int64_t *cm, int64_t C, td_metrics *ou
         sp += p, sr += r, sf += ratio(2 * p * r, p + r);
         n += row, correct += tp;
     }
-    *out = (td_metrics){.n = n, .accuracy = ratio((double)correct, (double)n), .precision = sp / (double)C,
-                        .recall = sr / (double)C, .f1 = sf / (double)C};
+    *out = (td_metrics){.n = n,
+                        .accuracy = ratio((double)correct, (double)n),
+                        .precision = sp / (double)C,
+                        .recall = sr / (double)C,
+                        .f1 = sf / (double)C};
     return TD_OK;
 }

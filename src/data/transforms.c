@@ -15,7 +15,8 @@ static bool image_dims(td_tensor *x, const char *op, int64_t d[4]) {
     int nd = td_ndim(x);
     if (nd != 3 && nd != 4) {
         char s[128];
-        TD_ERR(TD_ERR_SHAPE, "%s: x must be [C,H,W] or [B,C,H,W], got %s", op, td__shape_str(nd, td_shape(x), s, sizeof s));
+        TD_ERR(TD_ERR_SHAPE, "%s: x must be [C,H,W] or [B,C,H,W], got %s", op,
+               td__shape_str(nd, td_shape(x), s, sizeof s));
         return false;
     }
     d[0] = nd == 4 ? td_size(x, 0) : 1;
@@ -80,8 +81,8 @@ td_tensor *td_transform_random_crop(td_tensor *x, int64_t out_h, int64_t out_w, 
         td_philox4x32(seed, offset + (uint64_t)b, w);
         int64_t top = (int64_t)(w[0] % (uint64_t)(H + 2 * pad - out_h + 1));
         int64_t left = (int64_t)(w[1] % (uint64_t)(W + 2 * pad - out_w + 1));
-        int64_t q0 = pad - left > 0 ? pad - left : 0;                         /* first output column inside x */
-        int64_t q1 = W + pad - left < out_w ? W + pad - left : out_w;         /* one past the last */
+        int64_t q0 = pad - left > 0 ? pad - left : 0;                 /* first output column inside x */
+        int64_t q1 = W + pad - left < out_w ? W + pad - left : out_w; /* one past the last */
         for (int64_t c = 0; c < C; c++)
             for (int64_t r = 0; r < out_h; r++) {
                 int64_t i = top + r - pad;

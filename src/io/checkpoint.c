@@ -44,7 +44,7 @@ td_status td_train_state_save(const char *path, const td_train_state *ck) {
     snprintf(num[2], sizeof num[2], "%" PRIu64, ck->rng.seed);
     snprintf(num[3], sizeof num[3], "%" PRIu64, ck->rng.offset);
     const char *meta[6][2] = {{"format", CKPT_FORMAT}, {"model", ck->model_name}, {"step", num[0]},
-                              {"epoch", num[1]},       {"rng_seed", num[2]},    {"rng_offset", num[3]}};
+                              {"epoch", num[1]},       {"rng_seed", num[2]},      {"rng_offset", num[3]}};
     td_status st = TD_OK;
     for (int i = 0; i < 6 && st == TD_OK; i++) st = td_named_tensors_set_meta(all, meta[i][0], meta[i][1]);
     if (st == TD_OK) st = add_prefixed(all, "model", ck->model);
@@ -60,8 +60,10 @@ static td_status meta_number(const td_named_tensors *l, const char *path, const 
     if (!s) return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s' lacks metadata '%s'", path, key);
     char *end;
     errno = 0;
-    if (is_signed) *(int64_t *)v = strtoll(s, &end, 10);
-    else *(uint64_t *)v = strtoull(s, &end, 10);
+    if (is_signed)
+        *(int64_t *)v = strtoll(s, &end, 10);
+    else
+        *(uint64_t *)v = strtoull(s, &end, 10);
     if (errno || end == s || *end || (!is_signed && s[0] == '-'))
         return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s': metadata '%s' = '%s' is not a decimal integer", path, key, s);
     return TD_OK;
@@ -111,13 +113,13 @@ static td_status load_into(const td_named_tensors *all, const char *path, const 
                            const td_named_tensors *expected, td_train_state *ck) {
     const char *fmt = td_named_tensors_meta(all, "format"), *model = td_named_tensors_meta(all, "model");
     if (!fmt || strcmp(fmt, CKPT_FORMAT))
-        return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s': metadata format is '%s', expected '%s'", path, fmt ? fmt : "(none)",
-                      CKPT_FORMAT);
+        return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s': metadata format is '%s', expected '%s'", path,
+                      fmt ? fmt : "(none)", CKPT_FORMAT);
     if (!model || strlen(model) >= sizeof ck->model_name)
         return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s': missing or overlong model name", path);
     if (expected_model && strcmp(model, expected_model))
-        return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s': model '%s' expected, checkpoint holds '%s'", path, expected_model,
-                      model);
+        return TD_ERR(TD_ERR_FORMAT, "checkpoint '%s': model '%s' expected, checkpoint holds '%s'", path,
+                      expected_model, model);
     strcpy(ck->model_name, model);
     td_status st = meta_number(all, path, "step", true, &ck->step);
     if (st == TD_OK) st = meta_number(all, path, "epoch", true, &ck->epoch);
@@ -133,7 +135,7 @@ static td_status load_into(const td_named_tensors *all, const char *path, const 
 }
 
 td_status td_train_state_load(const char *path, td_device dev, const char *expected_model,
-                             const td_named_tensors *expected, td_train_state *out) {
+                              const td_named_tensors *expected, td_train_state *out) {
     if (!out) return TD_ERR(TD_ERR_MISUSE, "checkpoint_load: out is NULL");
     memset(out, 0, sizeof *out);
     td_named_tensors *all = NULL;

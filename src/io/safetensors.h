@@ -22,11 +22,21 @@ typedef struct st_dtype {
 } st_dtype;
 
 static const st_dtype st_dtypes[] = {
-    {"BOOL", 0, 1, TD_BOOL}, {"U8", 1, 1, TD_U8},           {"I8", 2, 1, TD_DTYPE_COUNT},
-    {"F8_E5M2", 3, 1, TD_DTYPE_COUNT}, {"F8_E4M3", 4, 1, TD_DTYPE_COUNT}, {"I16", 5, 2, TD_DTYPE_COUNT},
-    {"U16", 6, 2, TD_DTYPE_COUNT}, {"F16", 7, 2, TD_F16},   {"BF16", 8, 2, TD_BF16},
-    {"I32", 9, 4, TD_I32},         {"U32", 10, 4, TD_DTYPE_COUNT}, {"F32", 11, 4, TD_F32},
-    {"F64", 12, 8, TD_F64},        {"I64", 13, 8, TD_I64},  {"U64", 14, 8, TD_DTYPE_COUNT},
+    {"BOOL", 0, 1, TD_BOOL},
+    {"U8", 1, 1, TD_U8},
+    {"I8", 2, 1, TD_DTYPE_COUNT},
+    {"F8_E5M2", 3, 1, TD_DTYPE_COUNT},
+    {"F8_E4M3", 4, 1, TD_DTYPE_COUNT},
+    {"I16", 5, 2, TD_DTYPE_COUNT},
+    {"U16", 6, 2, TD_DTYPE_COUNT},
+    {"F16", 7, 2, TD_F16},
+    {"BF16", 8, 2, TD_BF16},
+    {"I32", 9, 4, TD_I32},
+    {"U32", 10, 4, TD_DTYPE_COUNT},
+    {"F32", 11, 4, TD_F32},
+    {"F64", 12, 8, TD_F64},
+    {"I64", 13, 8, TD_I64},
+    {"U64", 14, 8, TD_DTYPE_COUNT},
 };
 #define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
 

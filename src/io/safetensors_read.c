@@ -69,18 +69,21 @@ static td_status parse_entry(const char *path, const char *name, json_t *info, r
     if (!e->dt) return BAD("safetensors: '%s': tensor '%s' has unknown dtype '%s'", path, name, json_string_value(dt));
     if (!json_is_array(shape)) return BAD("safetensors: '%s': tensor '%s' has no shape array", path, name);
     if (json_array_size(shape) > TD_MAX_DIMS)
-        return BAD("safetensors: '%s': tensor '%s' has %zu dims, more than %d", path, name, json_array_size(shape), TD_MAX_DIMS);
+        return BAD("safetensors: '%s': tensor '%s' has %zu dims, more than %d", path, name, json_array_size(shape),
+                   TD_MAX_DIMS);
     e->ndim = (int)json_array_size(shape);
     for (int d = 0; d < e->ndim; d++) {
         json_t *s = json_array_get(shape, (size_t)d);
         if (!json_is_integer(s) || json_integer_value(s) < 0)
-            return BAD("safetensors: '%s': tensor '%s' has a shape entry that is not a non-negative integer", path, name);
+            return BAD("safetensors: '%s': tensor '%s' has a shape entry that is not a non-negative integer", path,
+                       name);
         e->shape[d] = json_integer_value(s);
     }
     if (!json_is_array(offs) || json_array_size(offs) != 2 || !json_is_integer(json_array_get(offs, 0)) ||
         !json_is_integer(json_array_get(offs, 1)) || json_integer_value(json_array_get(offs, 0)) < 0 ||
         json_integer_value(json_array_get(offs, 1)) < 0)
-        return BAD("safetensors: '%s': tensor '%s' needs data_offsets [begin, end] of non-negative integers", path, name);
+        return BAD("safetensors: '%s': tensor '%s' needs data_offsets [begin, end] of non-negative integers", path,
+                   name);
     e->begin = (uint64_t)json_integer_value(json_array_get(offs, 0));
     e->end = (uint64_t)json_integer_value(json_array_get(offs, 1));
     return TD_OK;
@@ -141,7 +144,9 @@ static td_status load_fd(int fd, const char *path, td_device dev, td_named_tenso
     struct stat sb;
     if (fstat(fd, &sb) != 0) return TD_ERR(TD_ERR_IO, "safetensors: cannot stat '%s': %s", path, strerror(errno));
     uint64_t size = (uint64_t)sb.st_size;
-    if (size < 8) return BAD("safetensors: '%s' is %llu bytes, too short for the 8-byte header length", path, (unsigned long long)size);
+    if (size < 8)
+        return BAD("safetensors: '%s' is %llu bytes, too short for the 8-byte header length", path,
+                   (unsigned long long)size);
     unsigned char len8[8];
     td_status st = read_at(fd, len8, 8, 0, path);
     if (st != TD_OK) return st;
@@ -154,9 +159,11 @@ static td_status load_fd(int fd, const char *path, td_device dev, td_named_tenso
         return BAD("safetensors: '%s': header length %llu runs past the end of the %llu-byte file", path,
                    (unsigned long long)hlen, (unsigned long long)size);
     char *header = malloc(hlen + 1);
-    if (!header) return TD_ERR(TD_ERR_OOM, "safetensors: no host memory for a %llu-byte header", (unsigned long long)hlen);
+    if (!header)
+        return TD_ERR(TD_ERR_OOM, "safetensors: no host memory for a %llu-byte header", (unsigned long long)hlen);
     st = read_at(fd, header, hlen, 8, path);
-    if (st == TD_OK && (hlen == 0 || header[0] != '{')) st = BAD("safetensors: '%s': header does not start with '{'", path);
+    if (st == TD_OK && (hlen == 0 || header[0] != '{'))
+        st = BAD("safetensors: '%s': header does not start with '{'", path);
     /* phase 2: JSON */
     json_error_t jerr;
     json_t *root = st == TD_OK ? json_loadb(header, hlen, JSON_REJECT_DUPLICATES, &jerr) : NULL;

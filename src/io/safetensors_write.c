@@ -51,11 +51,13 @@ static char *build_header(const td_named_tensors *list, const entry *e, int64_t 
     for (int64_t i = 0; ok && i < n; i++) {
         json_t *shape = json_array(), *offs = json_array(), *info = json_object();
         ok = shape && offs && info;
-        for (int d = 0; ok && d < td_ndim(e[i].t); d++) ok = !json_array_append_new(shape, json_integer(td_size(e[i].t, d)));
+        for (int d = 0; ok && d < td_ndim(e[i].t); d++)
+            ok = !json_array_append_new(shape, json_integer(td_size(e[i].t, d)));
         ok = ok && !json_array_append_new(offs, json_integer((json_int_t)e[i].begin)) &&
              !json_array_append_new(offs, json_integer((json_int_t)(e[i].begin + e[i].nbytes))) &&
-             !json_object_set_new(info, "dtype", json_string(e[i].dt->name)) && !json_object_set(info, "shape", shape) &&
-             !json_object_set(info, "data_offsets", offs) && !json_object_set(root, e[i].name, info);
+             !json_object_set_new(info, "dtype", json_string(e[i].dt->name)) &&
+             !json_object_set(info, "shape", shape) && !json_object_set(info, "data_offsets", offs) &&
+             !json_object_set(root, e[i].name, info);
         json_decref(shape);
         json_decref(offs);
         json_decref(info);
@@ -96,8 +98,9 @@ static td_status write_file(int fd, const char *tmp, const char *header, size_t 
     for (int64_t i = 0; st == TD_OK && i < n; i++) {
         if (!e[i].nbytes) continue;
         void *buf = malloc(e[i].nbytes);
-        if (!buf) return TD_ERR(TD_ERR_OOM, "safetensors: no host memory to stage '%s' (%llu bytes)", e[i].name,
-                                (unsigned long long)e[i].nbytes);
+        if (!buf)
+            return TD_ERR(TD_ERR_OOM, "safetensors: no host memory to stage '%s' (%llu bytes)", e[i].name,
+                          (unsigned long long)e[i].nbytes);
         st = td_copy_to_host(e[i].t, buf, e[i].nbytes, td_tensor_dtype(e[i].t));
         if (st == TD_OK) st = write_all(fd, buf, e[i].nbytes, tmp);
         free(buf);
@@ -112,7 +115,8 @@ static td_status fsync_dir_of(const char *path) {
     const char *dir = dirname(copy);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     td_status st = TD_OK;
-    if (dfd < 0 || fsync(dfd) != 0) st = TD_ERR(TD_ERR_IO, "safetensors: fsync directory '%s': %s", dir, strerror(errno));
+    if (dfd < 0 || fsync(dfd) != 0)
+        st = TD_ERR(TD_ERR_IO, "safetensors: fsync directory '%s': %s", dir, strerror(errno));
     if (dfd >= 0) close(dfd);
     free(copy);
     return st;
@@ -127,7 +131,8 @@ td_status td_safetensors_save(const char *path, const td_named_tensors *list) {
     for (int64_t i = 0; i < n && st == TD_OK; i++) {
         e[i].name = td_named_tensors_name(list, i);
         e[i].t = td_named_tensors_at(list, i);
-        if (!td__check_arg(e[i].t, "safetensors_save", e[i].name)) st = td_last_status();
+        if (!td__check_arg(e[i].t, "safetensors_save", e[i].name))
+            st = td_last_status();
         else {
             e[i].dt = st_dtype_of(td_tensor_dtype(e[i].t));
             e[i].nbytes = (uint64_t)td_numel(e[i].t) * td_dtype_size(td_tensor_dtype(e[i].t));
@@ -143,16 +148,19 @@ td_status td_safetensors_save(const char *path, const td_named_tensors *list) {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     int fd = -1;
-    if (!tmp) st = TD_ERR(TD_ERR_OOM, "safetensors_save: out of host memory");
+    if (!tmp)
+        st = TD_ERR(TD_ERR_OOM, "safetensors_save: out of host memory");
     else {
         memcpy(tmp, path, plen);
         memcpy(tmp + plen, ".tmp.XXXXXX", 12);
         fd = mkstemp(tmp);
         if (fd < 0) st = TD_ERR(TD_ERR_IO, "safetensors: cannot create '%s': %s", tmp, strerror(errno));
     }
-    if (st == TD_OK && fchmod(fd, 0644) != 0) st = TD_ERR(TD_ERR_IO, "safetensors: chmod '%s': %s", tmp, strerror(errno));
+    if (st == TD_OK && fchmod(fd, 0644) != 0)
+        st = TD_ERR(TD_ERR_IO, "safetensors: chmod '%s': %s", tmp, strerror(errno));
     if (st == TD_OK) st = write_file(fd, tmp, header, hlen, e, n);
-    if (fd >= 0 && close(fd) != 0 && st == TD_OK) st = TD_ERR(TD_ERR_IO, "safetensors: close '%s': %s", tmp, strerror(errno));
+    if (fd >= 0 && close(fd) != 0 && st == TD_OK)
+        st = TD_ERR(TD_ERR_IO, "safetensors: close '%s': %s", tmp, strerror(errno));
     if (st == TD_OK && rename(tmp, path) != 0)
         st = TD_ERR(TD_ERR_IO, "safetensors: cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
     if (st != TD_OK && fd >= 0) unlink(tmp);

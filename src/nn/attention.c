@@ -110,9 +110,7 @@ td_tensor *td_multihead_attention_forward(td_module *m, td_tensor *query, td_ten
     TD_CHECK_ARG(key, "MultiheadAttention");
     TD_CHECK_ARG(value, "MultiheadAttention");
     td_scope_begin();
-    td_tensor *y = td_keep(attend(m, query, key, value, attn_mask, causal));
-    td_scope_end();
-    return td__scope_add(y);
+    return td__scope_end_keep(attend(m, query, key, value, attn_mask, causal));
 }
 
 td_module *td_multihead_attention_new(int64_t embed_dim, int64_t num_heads, bool bias, bool causal) {

@@ -152,9 +152,7 @@ td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor
             if (reduction == TD_REDUCE_NONE) out = td_reshape(out, pnd, pshape);
         }
     }
-    td_keep(out);
-    td_scope_end();
-    return td__scope_add(out);
+    return td__scope_end_keep(out);
 }
 
 td_tensor *td_nll_loss(td_tensor *log_probs, td_tensor *target, td_tensor *weight, int64_t ignore_index,
@@ -184,9 +182,7 @@ td_tensor *td_nll_loss(td_tensor *log_probs, td_tensor *target, td_tensor *weigh
         else
             out = td_div(td_sum(l, 0, NULL, false), td_sum(w, 0, NULL, false));
     }
-    td_keep(out);
-    td_scope_end();
-    return td__scope_add(out);
+    return td__scope_end_keep(out);
 }
 
 td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction reduction) {
@@ -196,9 +192,7 @@ td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction reducti
         return NULL;
     td_scope_begin();
     td_tensor *d = td_sub(input, target);
-    td_tensor *out = td_keep(reduce(td_mul(d, d), reduction));
-    td_scope_end();
-    return td__scope_add(out);
+    return td__scope_end_keep(reduce(td_mul(d, d), reduction));
 }
 
 td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction reduction) {
@@ -207,9 +201,7 @@ td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction reductio
     if (!check_reduction(reduction, "l1_loss") || !check_same_shape(input, target, "l1_loss", "input", "target"))
         return NULL;
     td_scope_begin();
-    td_tensor *out = td_keep(reduce(td_abs(td_sub(input, target)), reduction));
-    td_scope_end();
-    return td__scope_add(out);
+    return td__scope_end_keep(reduce(td_abs(td_sub(input, target)), reduction));
 }
 
 /* weight (optional) must broadcast to x's shape without growing it. */
@@ -248,9 +240,7 @@ td_tensor *td_bce_loss(td_tensor *input, td_tensor *target, td_tensor *weight, t
         if (weight) l = td_mul(l, weight);
         out = reduce(l, reduction);
     }
-    td_keep(out);
-    td_scope_end();
-    return td__scope_add(out);
+    return td__scope_end_keep(out);
 }
 
 td_tensor *td_bce_with_logits_loss(td_tensor *input, td_tensor *target, td_tensor *weight, td_tensor *pos_weight,
@@ -272,7 +262,5 @@ td_tensor *td_bce_with_logits_loss(td_tensor *input, td_tensor *target, td_tenso
     td_tensor *neg = td_mul(td_add_scalar(td_neg(target), 1), td_select(ls, nd, 1));
     td_tensor *l = td_neg(td_add(pos, neg));
     if (weight) l = td_mul(l, weight);
-    td_tensor *out = td_keep(reduce(l, reduction));
-    td_scope_end();
-    return td__scope_add(out);
+    return td__scope_end_keep(reduce(l, reduction));
 }

@@ -171,9 +171,7 @@ td_tensor *td_module_forward(td_module *m, td_tensor *x) {
     TD_CHECK_ARG(x, type);
     /* Temporaries die with this scope; the result leaves it for the caller's. */
     td_scope_begin();
-    td_tensor *y = td_keep(m->iface->forward(m, x));
-    td_scope_end();
-    return td__scope_add(y);
+    return td__scope_end_keep(m->iface->forward(m, x));
 }
 
 void td_module_free(td_module *m) {

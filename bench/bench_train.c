@@ -1,0 +1,203 @@
+/*
+** The training workloads W1-W3 of WORKLOADS.md as bench rows: the time of one
+** whole training step (forward, cross-entropy, zero_grad, backward, optimizer
+** step) of the models `trident train` builds (tools/workloads.h), as the
+** median over steps after warm-up steps. GPU steps are timed by device events
+** around the whole step (see bench_time.c).
+**
+**   W1-mlp       x [128, 784], Adam lr 1e-3             samples/s; epoch = 468 steps
+**   W2-cnn       x [128, 784] as [128,1,28,28], Adam    samples/s; epoch = 468 steps
+**   W3-gpt-mini  tokens [64, 256], AdamW lr 3e-4 wd 0.01, WORKLOADS.md's model
+**                (10.9 M params); batch 8 on the CPU, as the twin's CPU run
+** --quick (CI, where lavapipe takes seconds per step): W1/W2 batch 16 (an epoch
+** is then 3750 steps), W3 d_model 32, 2 heads, 1 layer, context 32, batch 4, and
+** one warm-up step.
+**
+** Data: W1/W2 train on Fashion-MNIST (--data DIR, else
+** /usr/share/datasets/fashion-mnist when it exists), IMAGE_SETS batches drawn
+** at random and rotated across steps; without the data set, uniform [0,1)
+** pixels and random labels (a step costs the same). W3 trains on random bytes,
+** one batch, as the twin does. The row's note says which.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+
+#define TRAIN_IMAGES   60000 /* Fashion-MNIST's training set; epochs drop the last partial batch */
+#define IMAGE_SETS     8
+#define DEFAULT_DATA   "/usr/share/datasets/fashion-mnist"
+#define TRAIN_WARMUP   3    /* untimed steps before the timed ones (--quick: 1) */
+#define TRAIN_BUDGET_S 10.0 /* per row, once 3 steps are timed (--quick: the session's budget) */
+
+/* splitmix64: the host-side stream for labels, tokens and batch picks. */
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* I64 [n] of values in [0, hi) on dev, scope-owned. */
+static td_tensor *random_ids(int ndim, const int64_t *shape, int64_t hi, uint64_t seed, td_device dev) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    int64_t *v = malloc(sizeof *v * (size_t)n);
+    if (!v) {
+        td_error_set(TD_ERR_OOM, "bench: out of host memory for %lld ids", (long long)n);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) v[i] = (int64_t)(next_u64(&seed) % (uint64_t)hi);
+    td_tensor *t = td_from_data(v, ndim, shape, TD_I64, dev);
+    free(v);
+    return t;
+}
+
+const char *bench_data_dir(const bench_session *s) {
+    struct stat sb;
+    if (s->opt.data) return s->opt.data;
+    return stat(DEFAULT_DATA, &sb) == 0 && S_ISDIR(sb.st_mode) ? DEFAULT_DATA : NULL;
+}
+
+/* Load the training images once per session (CPU tensors, kept). */
+static td_status load_images(bench_session *s) {
+    const char *dir = bench_data_dir(s);
+    if (s->images || !dir) return TD_OK;
+    td_status st = td_mnist_load(dir, true, true, &s->images, &s->labels);
+    if (st != TD_OK && s->opt.data) return st; /* asked for by name: its failure is the row's */
+    if (st != TD_OK) td_clear_error();         /* the default path is only a preference */
+    td_keep(s->images);                        /* the session's, past this workload's scope */
+    td_keep(s->labels);
+    return TD_OK;
+}
+
+/* What one timed step needs: the workload and its rotated batches. */
+typedef struct train_arg {
+    workload w;
+    int k;
+    td_tensor *x[IMAGE_SETS], *y[IMAGE_SETS];
+} train_arg;
+
+static td_status fn_step(void *p, int r) {
+    train_arg *a = p;
+    return workload_train_step(&a->w, a->x[r], a->y[r], NULL); /* no loss: no wait for the device */
+}
+
+static int64_t count_params(td_module *m) {
+    int n = td_module_parameters(m, NULL, 0);
+    td_tensor **p = calloc((size_t)n + 1, sizeof *p);
+    int64_t total = 0;
+    if (!p) return 0;
+    td_module_parameters(m, p, n);
+    for (int i = 0; i < n; i++) total += td_numel(p[i]);
+    free(p);
+    return total;
+}
+
+/* IMAGE_SETS batches [128, 784] and [128] on dev: picked at random from the
+** data set when it is loaded, else random pixels and labels. */
+static td_status image_batches(bench_session *s, train_arg *a, td_device dev, char *note, size_t note_size) {
+    int64_t b = bench_image_batch(s), xs[2] = {b, 784}, ys[1] = {b};
+    a->k = IMAGE_SETS;
+    for (int i = 0; i < a->k; i++) {
+        if (s->images) {
+            td_tensor *idx = random_ids(1, ys, td_size(s->images, 0), 100 + (uint64_t)i, TD_CPU);
+            a->x[i] = td_to(td_index_select(s->images, 0, idx), dev);
+            a->y[i] = td_to(td_index_select(s->labels, 0, idx), dev);
+        } else {
+            a->x[i] = td_rand(2, xs, 200 + (uint64_t)i, 0, TD_F32, dev);
+            a->y[i] = random_ids(1, ys, 10, 300 + (uint64_t)i, dev);
+        }
+        if (!a->x[i] || !a->y[i]) return td_last_status();
+    }
+    if (s->images)
+        snprintf(note, note_size, "Fashion-MNIST (%s), %d batches rotated", bench_data_dir(s), IMAGE_SETS);
+    else
+        snprintf(note, note_size, "random pixels and labels (no Fashion-MNIST found; --data DIR)");
+    if (s->opt.quick) {
+        size_t used = strlen(note);
+        snprintf(note + used, note_size - used, "; --quick batch %lld", (long long)b);
+    }
+    return TD_OK;
+}
+
+/* Time steps of an initialized workload and add its row; the note, params and
+** epoch length go on the row. */
+static td_status time_steps(bench_session *s, int device, const char *name, const char *size, bench_unit unit,
+                            double per_step, train_arg *a, const char *note, int steps_per_epoch) {
+    bench_sampling how = {.warmup = s->opt.quick ? 1 : TRAIN_WARMUP,
+                          .max_samples = s->opt.max_reps,
+                          .budget_s = s->opt.quick ? s->opt.budget_s : TRAIN_BUDGET_S};
+    bench_row *r = bench_time_ext(s, device, name, "float32", size, unit, per_step, a->k, fn_step, a, &how);
+    if (!r) return TD_ERR_DEVICE; /* the failed row holds the message */
+    snprintf(r->note, sizeof r->note, "%s", note);
+    r->params = count_params(a->w.model);
+    r->steps_per_epoch = steps_per_epoch;
+    return TD_OK;
+}
+
+int64_t bench_image_batch(const bench_session *s) { return s->opt.quick ? 16 : 128; }
+
+/* W1 or W2; size is the batch's shape after its leading batch size ("x784"). */
+static td_status run_images(bench_session *s, int device, workload_kind kind, const char *name, const char *shape) {
+    td_device dev = s->devices[device].dev;
+    train_arg a = {.k = 1};
+    int64_t b = bench_image_batch(s);
+    char note[128] = "", size[80];
+    snprintf(size, sizeof size, "%lld%s", (long long)b, shape);
+    td_scope_begin();
+    td_manual_seed(0);
+    td_status st = load_images(s);
+    if (st == TD_OK) st = image_batches(s, &a, dev, note, sizeof note);
+    if (st == TD_OK) st = workload_init(&a.w, kind, NULL, dev, NULL, 0); /* Adam, lr 1e-3 */
+    if (st == TD_OK)
+        st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, (double)b, &a, note, (int)(TRAIN_IMAGES / b));
+    else
+        bench_fail(s, device, name, "float32", NULL);
+    workload_free(&a.w);
+    td_scope_end();
+    return st;
+}
+
+td_status bench_run_mlp(bench_session *s, int device) { return run_images(s, device, WORKLOAD_MLP, "W1-mlp", "x784"); }
+
+td_status bench_run_cnn(bench_session *s, int device) {
+    return run_images(s, device, WORKLOAD_CNN, "W2-cnn", "x1x28x28");
+}
+
+workload_gpt_config bench_gpt_config(const bench_session *s) {
+    workload_gpt_config c = workload_gpt_config_default();
+    if (s->opt.quick) c.d_model = 32, c.heads = 2, c.layers = 1, c.context = 32;
+    return c;
+}
+
+int64_t bench_gpt_batch(const bench_session *s, int device) {
+    return s->opt.quick ? 4 : s->devices[device].dev.type == TD_DEVICE_CPU ? 8 : 64;
+}
+
+td_status bench_run_gpt(bench_session *s, int device) {
+    td_device dev = s->devices[device].dev;
+    workload_gpt_config cfg = bench_gpt_config(s);
+    int64_t b = bench_gpt_batch(s, device), shape[2] = {b, cfg.context};
+    train_arg a = {.k = 1};
+    td_scope_begin();
+    td_manual_seed(0);
+    a.x[0] = random_ids(2, shape, cfg.vocab, 1, dev);
+    a.y[0] = random_ids(2, shape, cfg.vocab, 2, dev);
+    td_status st = a.x[0] && a.y[0] ? TD_OK : td_last_status();
+    if (st == TD_OK) st = workload_init(&a.w, WORKLOAD_GPT, &cfg, dev, NULL, 0); /* AdamW, lr 3e-4, wd 0.01 */
+    char size[80], note[128];
+    snprintf(size, sizeof size, "%lldx%lld", (long long)b, (long long)cfg.context);
+    snprintf(note, sizeof note, "%sd_model %lld, %lld heads, %lld layer%s; random tokens%s",
+             s->opt.quick ? "--quick config: " : "", (long long)cfg.d_model, (long long)cfg.heads,
+             (long long)cfg.layers, cfg.layers == 1 ? "" : "s",
+             !s->opt.quick && dev.type == TD_DEVICE_CPU ? "; batch 8 on CPU (as the twin), 64 on GPUs" : "");
+    if (st == TD_OK)
+        st = time_steps(s, device, "W3-gpt-mini", size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, note, 0);
+    else
+        bench_fail(s, device, "W3-gpt-mini", "float32", NULL);
+    workload_free(&a.w);
+    td_scope_end();
+    return st;
+}

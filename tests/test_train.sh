@@ -1,0 +1,191 @@
+#!/bin/sh
+# trident train end to end: bad input gives one line and a non-zero exit; W1
+# trains and checkpoints; a run stopped (--max-steps) or killed (kill -9) and
+# resumed continues with bit-identical losses; W3 learns a text file.
+#
+# usage: test_train.sh TRIDENT_BINARY CASE      (CASE from the list below; CTest runs each)
+#        test_train.sh TRIDENT_BINARY --list
+# Exit 0 pass, 1 fail, 77 skipped (no Fashion-MNIST, no text file).
+set -u
+CASE=$2
+[ "$CASE" = --list ] || BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint missing_checkpoint \
+other_model other_gpt_size w1_small resume_stop resume_kill w3_text twin_names"
+[ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
+DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+TEXT=/usr/share/common-licenses/GPL-3
+TWIN=${TRIDENT_TWIN_DIR:-$(cd "$(dirname "$0")/../bench" && pwd)} # bench/torch_workloads.py, the twin with flags
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+
+# Spinning OpenMP threads crawl when the cores are shared (ctest -j, other
+# jobs): let idle threads sleep unless the caller chose otherwise.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
+fail() { echo "FAIL $CASE: $*"; exit 1; }
+need_data() { [ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "SKIP $CASE: no Fashion-MNIST in $DATA"; exit 77; }; }
+
+# expect_error SUBSTRING ARGS...: exit status != 0 and exactly one stderr line
+# "trident train: ...SUBSTRING..."
+expect_error() {
+    want=$1
+    shift
+    "$BIN" train "$@" >out.txt 2>err.txt
+    rc=$?
+    [ $rc -ne 0 ] || fail "exit status 0 for: $*"
+    [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "expected one line on stderr for: $*"; }
+    grep -q "^trident train: .*$want" err.txt || { cat err.txt; fail "stderr lacks '$want'"; }
+    echo "ok: $(cat err.txt)"
+}
+
+# A W1 run on a small subset: 2048 images, 32 steps of 64 per epoch.
+w1() { "$BIN" train --model mlp --device cpu --data "$DATA" --limit 2048 --batch 64 --deterministic "$@"; }
+
+# same_losses A B: every line (epoch,step,loss) of B is the line of A with the same step
+same_losses() {
+    [ "$(wc -l <"$2")" -gt 1 ] || fail "$2 holds no steps"
+    awk -F, 'NR == FNR { if (FNR > 1) a[$2] = $0; next }
+             FNR > 1 { n++; if (!($2 in a)) { print "step " $2 " missing in the uninterrupted run"; bad = 1 }
+                       else if (a[$2] != $0) { print "step " $2 ": " a[$2] " vs resumed " $0; bad = 1 } }
+             END { if (bad) exit 1; print n " resumed steps match bit for bit" }' "$1" "$2" || fail "losses differ"
+}
+
+case $CASE in
+bad_flag) expect_error "unknown option '--bogus'" --bogus ;;
+bad_value)
+    expect_error "--epochs expects a positive integer, got 'abc'" --epochs abc
+    expect_error "--lr expects a positive number" --lr=-1
+    expect_error "--model: 'resnet' is not mlp, cnn or gpt" --model resnet
+    expect_error "--device tpu: " --device tpu
+    expect_error "--batch needs a value" --batch
+    ;;
+missing_dataset) expect_error "dataset directory '$T/none' not found" --data "$T/none" ;;
+gpt_needs_text)
+    expect_error "needs --text FILE" --model gpt
+    expect_error "cannot open text file" --model gpt --text "$T/none.txt"
+    ;;
+corrupt_checkpoint)
+    need_data
+    printf 'this is not a safetensors file at all' >bad.safetensors
+    expect_error "cannot resume: .*bad.safetensors" --model mlp --data "$DATA" --limit 256 --resume --checkpoint bad.safetensors
+    ;;
+truncated_checkpoint)
+    need_data
+    w1 --epochs 1 --checkpoint good.safetensors >/dev/null 2>&1 || fail "the W1 run failed"
+    head -c 100000 good.safetensors >cut.safetensors
+    expect_error "cannot resume: .*cut.safetensors" --model mlp --data "$DATA" --limit 256 --resume --checkpoint cut.safetensors
+    ;;
+missing_checkpoint)
+    need_data
+    expect_error "cannot resume: .*absent.safetensors" --model mlp --data "$DATA" --limit 256 --resume --checkpoint absent.safetensors
+    ;;
+other_model)
+    need_data
+    w1 --epochs 1 --checkpoint mlp.safetensors >/dev/null 2>&1 || fail "the W1 run failed"
+    expect_error "model 'cnn' expected, checkpoint holds 'mlp'" --model cnn --data "$DATA" --limit 256 --resume --checkpoint mlp.safetensors
+    ;;
+other_gpt_size)
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    g="--model gpt --text $TEXT --layers 1 --heads 2 --context 16 --batch 4"
+    "$BIN" train $g --d-model 16 --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1 || fail "gpt run failed"
+    expect_error "has shape \[256,16\], expected \[256,32\]" $g --d-model 32 --resume --checkpoint g.safetensors
+    ;;
+w1_small)
+    need_data
+    w1 --epochs 2 --checkpoint w1.safetensors --log metrics.csv --log-steps steps.jsonl >out.txt 2>err.txt ||
+        { cat out.txt err.txt; fail "the W1 run failed"; }
+    cat out.txt
+    [ -s w1.safetensors ] || fail "no checkpoint written"
+    [ "$(grep -c '"loss"' steps.jsonl)" -eq 64 ] || fail "expected 64 step lines in steps.jsonl"
+    # the loss falls and the test accuracy beats chance by far (10 classes)
+    awk -F, 'NR == 3 { exit !($3 < 1.0 && $5 > 0.6) }' metrics.csv || { cat metrics.csv; fail "W1 did not learn"; }
+    # the checkpoint resumes as finished (2 of 2 epochs): nothing to do
+    w1 --epochs 2 --checkpoint w1.safetensors --resume >out2.txt 2>&1 || fail "resume of a finished run failed"
+    grep -q "resumed from w1.safetensors: epoch 3, batch 0, step 64" out2.txt || { cat out2.txt; fail "bad resume line"; }
+    ;;
+resume_stop)
+    need_data
+    w1 --epochs 2 --checkpoint a.safetensors --log-steps a.csv --log am.csv >/dev/null 2>&1 ||
+        fail "the uninterrupted run failed"
+    # stop at step 45 (batch 13 of epoch 2) with a checkpoint, then resume
+    w1 --epochs 2 --checkpoint b.safetensors --log-steps b.csv --max-steps 45 >out.txt 2>&1 || fail "the stopped run failed"
+    grep -q "stopped after step 45" out.txt || { cat out.txt; fail "no stop message"; }
+    w1 --epochs 2 --checkpoint b.safetensors --log-steps c.csv --log cm.csv --resume >out.txt 2>&1 ||
+        { cat out.txt; fail "resume failed"; }
+    grep -q "resumed from b.safetensors: epoch 2, batch 13, step 45" out.txt || { cat out.txt; fail "bad resume line"; }
+    [ "$(sed -n 2p c.csv | cut -d, -f2)" = 46 ] || fail "the resumed run did not start at step 46"
+    same_losses a.csv b.csv
+    same_losses a.csv c.csv
+    # epoch 2's metrics (train loss over all its steps, test loss and accuracy) are the same too
+    [ "$(sed -n 3p am.csv | cut -d, -f1-5)" = "$(sed -n 2p cm.csv | cut -d, -f1-5)" ] ||
+        { cat am.csv cm.csv; fail "epoch 2 metrics differ"; }
+    ;;
+resume_kill)
+    need_data
+    # 200 steps of 32 per epoch; a checkpoint every 20 steps
+    k="--limit 6400 --batch 32 --epochs 2 --checkpoint-every 20"
+    w1 $k --checkpoint a.safetensors --log-steps a.csv >/dev/null 2>&1 || fail "the uninterrupted run failed"
+    "$BIN" train --model mlp --device cpu --data "$DATA" --deterministic $k --checkpoint b.safetensors \
+        --log-steps b.csv >/dev/null 2>&1 &
+    pid=$! # trident itself, not a subshell
+    # kill -9 in epoch 2, after its first checkpoint (step 220)
+    while [ "$(cat b.csv 2>/dev/null | wc -l)" -lt 232 ]; do
+        kill -0 $pid 2>/dev/null || fail "the run ended before it could be killed"
+        sleep 0.02
+    done
+    kill -9 $pid
+    wait $pid 2>/dev/null
+    steps_done=$(($(wc -l <b.csv) - 1))
+    [ "$steps_done" -lt 400 ] || fail "the run finished before the kill"
+    w1 $k --checkpoint b.safetensors --log-steps c.csv --resume >out.txt 2>&1 || { cat out.txt; fail "resume failed"; }
+    cat out.txt | head -1
+    first=$(sed -n 2p c.csv | cut -d, -f2)
+    echo "killed after step $steps_done; resumed at step $first"
+    [ "$first" -gt 200 ] && [ "$first" -le $((steps_done + 1)) ] || fail "resumed at step $first"
+    [ "$(tail -1 c.csv | cut -d, -f2)" = 400 ] || fail "the resumed run did not finish"
+    same_losses a.csv c.csv
+    ;;
+w3_text)
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    "$BIN" train --model gpt --device cpu --text "$TEXT" --d-model 64 --layers 2 --heads 4 --context 32 --batch 16 \
+        --lr 3e-3 --steps 100 --epochs 3 --checkpoint g.safetensors --log-steps g.csv >out.txt 2>err.txt ||
+        { cat out.txt err.txt; fail "the W3 run failed"; }
+    cat out.txt
+    # the mean of the last 20 step losses (ln 256 = 5.55 at the start)
+    tail -20 g.csv | awk -F, '{ s += $3 } END { printf "mean loss of steps 281-300: %.4f\n", s / NR; exit !(NR == 20 && s / NR < 2.5) }' ||
+        fail "loss not below 2.5 after 300 steps"
+    ;;
+twin_names)
+    # the checkpoints' model tensors have the PyTorch twin's state_dict names and shapes
+    need_data
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    [ -f "$TWIN/torch_workloads.py" ] && /usr/bin/python3 -c "import torch" 2>/dev/null ||
+        { echo "SKIP: no python3-torch or no twin in $TWIN"; exit 77; }
+    for m in mlp cnn; do
+        "$BIN" train --model $m --data "$DATA" --limit 256 --max-steps 1 --checkpoint $m.safetensors >/dev/null 2>&1 ||
+            fail "$m run failed"
+    done
+    "$BIN" train --model gpt --text "$TEXT" --d-model 32 --heads 2 --layers 2 --context 16 --batch 2 --max-steps 1 \
+        --checkpoint gpt.safetensors >/dev/null 2>&1 || fail "gpt run failed"
+    /usr/bin/python3 - "$TWIN" <<'EOF' || fail "names or shapes differ from the twin"
+import json, struct, sys
+sys.path.insert(0, sys.argv[1])
+import torch_workloads as tw
+def model_tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+    return {k[6:]: v["shape"] for k, v in h.items() if k.startswith("model.")}
+bad = 0
+for name, m in [("mlp", tw.mlp()), ("cnn", tw.cnn()), ("gpt", tw.GPT(256, 32, 2, 2, 16))]:
+    want = {k: list(v.shape) for k, v in m.state_dict().items()}
+    got = model_tensors(name + ".safetensors")
+    print(name, len(want), "tensors:", "same names and shapes" if got == want else f"differ: {got} vs {want}")
+    bad |= got != want
+sys.exit(bad)
+EOF
+    ;;
+*) fail "unknown case (see --list)" ;;
+esac
+echo "PASS $CASE"

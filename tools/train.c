@@ -1,0 +1,230 @@
+/*
+** trident train: train W1 (mlp), W2 (cnn, the default) or W3 (gpt) of
+** WORKLOADS.md, with a progress bar, per-epoch evaluation, metric logs and
+** checkpoints that resume exactly.
+**
+** Resuming: a checkpoint holds the model, the optimizer state, the step, the
+** epoch and the batch within it, the default generator's state and the data
+** seed. The batches of an epoch depend only on (seed, epoch) (the DataLoader's
+** shuffle) or on (seed, step) (gpt's random windows), so a resumed run sees
+** exactly the batches the interrupted one would have, and on the CPU (same
+** thread count) its losses match bit for bit.
+*/
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+/* ---- command line -------------------------------------------------------- */
+
+typedef struct train_opts {
+    workload_kind kind;
+    const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps;
+    int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
+    int workers;
+    double lr;
+    uint64_t seed;
+    bool resume, deterministic;
+    workload_gpt_config gpt;
+} train_opts;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: trident train [options]\n\n"
+            "Train a model of WORKLOADS.md (default: the W2 CNN on Fashion-MNIST, on the best device).\n\n"
+            "  --model mlp|cnn|gpt      W1 MLP, W2 CNN (default) or W3 GPT-mini (byte-level, needs --text)\n"
+            "  --device DEV             auto (default), cpu, cuda[:i], vulkan[:i]\n"
+            "  --epochs N               epochs (default 5)\n"
+            "  --batch N                batch size (default 128; gpt 64)\n"
+            "  --lr X                   learning rate (default 1e-3; gpt 3e-4)\n"
+            "  --optimizer NAME         adam, adamw, sgd, rmsprop (default adam; gpt adamw)\n"
+            "  --seed N                 seed of initialization and data order (default 0)\n"
+            "  --data DIR               Fashion-MNIST *-ubyte.gz files (default %s)\n"
+            "  --text FILE              gpt: train on FILE's bytes; the last 10%% are held out\n"
+            "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
+            "  --resume                 continue from --checkpoint where it stopped\n"
+            "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
+            "  --steps N                gpt: steps per epoch (default 200); mlp/cnn: at most N steps per epoch\n"
+            "  --max-steps N            stop after N steps in all, with a checkpoint\n"
+            "  --limit N                mlp/cnn: train on the first N training images only\n"
+            "  --workers N              data loader threads (default 0: load in the training thread)\n"
+            "  --log FILE               per-epoch metrics, CSV or JSONL (by extension .jsonl)\n"
+            "  --log-steps FILE         per-step losses, CSV or JSONL\n"
+            "  --deterministic          refuse to resume on another device or CPU thread count\n"
+            "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
+            TRAIN_DEFAULT_DATA);
+}
+
+int train_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("trident train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+/* How an option's value is parsed into its field. */
+typedef enum opt_kind {
+    OPT_FLAG,    /* no value: sets a bool */
+    OPT_STR,     /* const char * */
+    OPT_COUNT,   /* int64_t >= 1 */
+    OPT_SEED,    /* uint64_t from a non-negative integer */
+    OPT_WORKERS, /* int in [0, 64] */
+    OPT_LR,      /* double > 0 */
+    OPT_MODEL,   /* workload_kind */
+    OPT_OPTIM,   /* "adam", "adamw", "sgd", "rmsprop" */
+} opt_kind;
+
+typedef struct opt_spec {
+    const char *name;
+    opt_kind kind;
+    void *field;
+} opt_spec;
+
+/* Parse val for spec into its field; on a bad value prints one line and returns false. */
+static bool parse_value(const opt_spec *spec, const char *val) {
+    char *end = NULL;
+    errno = 0;
+    long long n =
+        spec->kind == OPT_COUNT || spec->kind == OPT_SEED || spec->kind == OPT_WORKERS ? strtoll(val, &end, 10) : 0;
+    bool number = end && end != val && !*end && !errno;
+    switch (spec->kind) {
+    case OPT_FLAG: return false; /* not reached: flags take no value */
+    case OPT_STR: *(const char **)spec->field = val; return true;
+    case OPT_COUNT:
+        if (number && n >= 1) return *(int64_t *)spec->field = n, true;
+        return train_fail("%s expects a positive integer, got '%s'", spec->name, val), false;
+    case OPT_SEED:
+        if (number && n >= 0) return *(uint64_t *)spec->field = (uint64_t)n, true;
+        return train_fail("%s expects a non-negative integer, got '%s'", spec->name, val), false;
+    case OPT_WORKERS:
+        if (number && n >= 0 && n <= 64) return *(int *)spec->field = (int)n, true;
+        return train_fail("%s expects an integer in [0, 64], got '%s'", spec->name, val), false;
+    case OPT_LR: {
+        double x = strtod(val, &end);
+        if (end != val && !*end && x > 0 && isfinite(x)) return *(double *)spec->field = x, true;
+        return train_fail("%s expects a positive number, got '%s'", spec->name, val), false;
+    }
+    case OPT_MODEL:
+        if (workload_kind_parse(val, spec->field) == TD_OK) return true;
+        return train_fail("%s: '%s' is not mlp, cnn or gpt", spec->name, val), false;
+    case OPT_OPTIM:
+        if (!strcmp(val, "adam") || !strcmp(val, "adamw") || !strcmp(val, "sgd") || !strcmp(val, "rmsprop"))
+            return *(const char **)spec->field = val, true;
+        return train_fail("%s: '%s' is not adam, adamw, sgd or rmsprop", spec->name, val), false;
+    }
+    return false;
+}
+
+/* Parse argv into *o; on a bad flag or value prints one line and returns false. */
+static bool parse_args(int argc, char **argv, train_opts *o) {
+    *o = (train_opts){.kind = WORKLOAD_CNN,
+                      .device = "auto",
+                      .data = TRAIN_DEFAULT_DATA,
+                      .epochs = 5,
+                      .steps = -1,
+                      .gpt = workload_gpt_config_default()};
+    int64_t batch = -1;
+    const opt_spec specs[] = {
+        {"--model", OPT_MODEL, &o->kind},
+        {"--device", OPT_STR, &o->device},
+        {"--epochs", OPT_COUNT, &o->epochs},
+        {"--batch", OPT_COUNT, &batch},
+        {"--lr", OPT_LR, &o->lr},
+        {"--optimizer", OPT_OPTIM, &o->optimizer},
+        {"--seed", OPT_SEED, &o->seed},
+        {"--data", OPT_STR, &o->data},
+        {"--text", OPT_STR, &o->text},
+        {"--checkpoint", OPT_STR, &o->checkpoint},
+        {"--resume", OPT_FLAG, &o->resume},
+        {"--checkpoint-every", OPT_COUNT, &o->checkpoint_every},
+        {"--steps", OPT_COUNT, &o->steps},
+        {"--max-steps", OPT_COUNT, &o->max_steps},
+        {"--limit", OPT_COUNT, &o->limit},
+        {"--workers", OPT_WORKERS, &o->workers},
+        {"--log", OPT_STR, &o->log},
+        {"--log-steps", OPT_STR, &o->log_steps},
+        {"--deterministic", OPT_FLAG, &o->deterministic},
+        {"--layers", OPT_COUNT, &o->gpt.layers},
+        {"--d-model", OPT_COUNT, &o->gpt.d_model},
+        {"--heads", OPT_COUNT, &o->gpt.heads},
+        {"--context", OPT_COUNT, &o->gpt.context},
+    };
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i], *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        const opt_spec *spec = NULL;
+        for (size_t k = 0; k < sizeof specs / sizeof *specs && !spec; k++)
+            if (strlen(specs[k].name) == len && !strncmp(arg, specs[k].name, len)) spec = &specs[k];
+        if (!spec) return train_fail("unknown option '%s' (see trident train --help)", arg), false;
+        if (spec->kind == OPT_FLAG) {
+            if (eq) return train_fail("%s takes no value", spec->name), false;
+            *(bool *)spec->field = true;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!val) return train_fail("%s needs a value", spec->name), false;
+        if (!parse_value(spec, val)) return false;
+    }
+    o->batch = batch > 0 ? batch : o->kind == WORKLOAD_GPT ? 64 : 128;
+    if (o->steps < 0 && o->kind == WORKLOAD_GPT) o->steps = 200;
+    if (o->kind == WORKLOAD_GPT && !o->text) return train_fail("--model gpt needs --text FILE (any text file)"), false;
+    if (o->kind != WORKLOAD_GPT && o->text) return train_fail("--text is for --model gpt"), false;
+    if (o->gpt.d_model % o->gpt.heads)
+        return train_fail("--d-model %" PRId64 " is not a multiple of --heads %" PRId64, o->gpt.d_model, o->gpt.heads),
+               false;
+    return true;
+}
+
+/* ---- the run --------------------------------------------------------------- */
+
+int cmd_train(int argc, char **argv) {
+    train_opts o;
+    if (!parse_args(argc, argv, &o)) return 1;
+    td_device dev;
+    if (td_device_parse(o.device, &dev) != TD_OK) return train_fail("--device %s: %s", o.device, td_last_error());
+    char ckpt_default[64];
+    if (!o.checkpoint) {
+        snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors",
+                 o.kind == WORKLOAD_MLP   ? "mlp"
+                 : o.kind == WORKLOAD_CNN ? "cnn"
+                                          : "gpt");
+        o.checkpoint = ckpt_default;
+    }
+    train_run r = {.seed = o.seed,
+                   .epochs = o.epochs,
+                   .batch = o.batch,
+                   .steps = o.steps,
+                   .checkpoint_every = o.checkpoint_every,
+                   .max_steps = o.max_steps,
+                   .workers = o.workers,
+                   .deterministic = o.deterministic,
+                   .checkpoint = o.checkpoint};
+    /* the data first: a missing dataset should not wait for a model */
+    int rc =
+        o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
+    if (rc) return rc;
+    td_manual_seed(o.seed);
+    if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr) != TD_OK) {
+        train_data_free(&r);
+        return train_fail("%s", td_last_error());
+    }
+    if (o.resume) rc = train_resume(&r);
+    if (!rc) rc = train_logs_open(&r, o.log, o.log_steps);
+    if (!rc) rc = train_loop(&r);
+    train_logs_close(&r);
+    workload_free(&r.w);
+    train_data_free(&r);
+    return rc;
+}

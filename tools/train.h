@@ -1,0 +1,68 @@
+/*
+** The parts of `trident train` (tools/train*.c): the run's state, the data
+** (images or text), checkpoints and the training loop. Every function that
+** returns int returns an exit status: 0, or 1 after printing one line
+** "trident train: ..." on stderr.
+*/
+#ifndef TRIDENT_TOOLS_TRAIN_H
+#define TRIDENT_TOOLS_TRAIN_H
+
+#include <stdio.h>
+
+#include "workloads.h"
+
+#define TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+typedef struct train_run {
+    workload w;
+    /* settings */
+    uint64_t seed; /* init (td_manual_seed) and data order; a resumed run takes the checkpoint's */
+    int64_t epochs, batch;
+    int64_t steps;            /* gpt: steps per epoch; mlp/cnn: cap per epoch (<= 0: every batch) */
+    int64_t checkpoint_every; /* steps; 0: only at epoch ends */
+    int64_t max_steps;        /* stop after this many steps in all; 0: no limit */
+    int workers;
+    bool deterministic;
+    const char *checkpoint;
+    /* mlp, cnn: Fashion-MNIST, x F32 [N, 784], y I64 [N] (kept references) */
+    td_tensor *x_train, *y_train, *x_test, *y_test;
+    td_dataset *ds;
+    td_dataloader *dl;
+    /* gpt: the file's bytes; [0, n_train) trains, [n_train, n_text) is held out */
+    unsigned char *text;
+    int64_t n_text, n_train;
+    /* position: steps done, epochs done, batches done in the current epoch, and
+    ** the sum and count of this epoch's step losses */
+    int64_t step, epoch, batch_in_epoch;
+    double loss_sum;
+    int64_t loss_n;
+    /* logs (NULL when not asked for) */
+    td_metric_log *log, *log_steps;
+} train_run;
+
+/* Print "trident train: <fmt>" as one line on stderr; returns 1. */
+int train_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* train_data.c: load Fashion-MNIST from dir (the first limit training images
+** when limit > 0), or the text file at path for a gpt of the given context. */
+int train_images_load(train_run *r, const char *dir, int64_t limit);
+int train_text_load(train_run *r, const char *path, int64_t context);
+/* Batch of gpt step `step`: row b is the window of context + 1 bytes at a
+** Philox(seed, step * batch + b) position in the training bytes; x the first
+** context bytes, y the last. I64 [batch, context] on dev, scope-owned. */
+td_status train_text_batch(const train_run *r, int64_t step, td_tensor **x, td_tensor **y);
+/* The held-out metrics: mean cross-entropy and accuracy on the test images
+** (batches of 1000), or on windows of the held-out text (at most 4 batches). */
+int train_evaluate(train_run *r, double *loss, double *acc);
+void train_data_free(train_run *r);
+
+/* train_checkpoint.c: write the run's state to r->checkpoint; restore it. */
+int train_checkpoint_save(train_run *r);
+int train_resume(train_run *r);
+
+/* train_loop.c: open the metric logs; run the epochs; close the logs. */
+int train_logs_open(train_run *r, const char *log, const char *log_steps);
+int train_loop(train_run *r);
+void train_logs_close(train_run *r);
+
+#endif /* TRIDENT_TOOLS_TRAIN_H */

@@ -1,0 +1,180 @@
+/*
+** trident train's loop: epochs of steps with a progress display, evaluation
+** and a checkpoint at each epoch's end, checkpoints every N steps, metric logs.
+*/
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "train.h"
+#include "trident/backend.h"
+
+#define DATA_SEED_MIX 0x9E3779B97F4A7C15ull /* the shuffle's stream, apart from the init stream */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- metric logs -------------------------------------------------------- */
+
+static td_log_format log_format(const char *path) {
+    size_t n = strlen(path);
+    return n >= 6 && !strcmp(path + n - 6, ".jsonl") ? TD_LOG_JSONL : TD_LOG_CSV;
+}
+
+int train_logs_open(train_run *r, const char *log, const char *log_steps) {
+    if (log && td_metric_log_open(log, log_format(log), &r->log) != TD_OK)
+        return train_fail("--log: %s", td_last_error());
+    if (log_steps && td_metric_log_open(log_steps, log_format(log_steps), &r->log_steps) != TD_OK)
+        return train_fail("--log-steps: %s", td_last_error());
+    return 0;
+}
+
+void train_logs_close(train_run *r) {
+    td_metric_log_close(r->log);
+    td_metric_log_close(r->log_steps);
+    r->log = r->log_steps = NULL;
+}
+
+static int log_line(td_metric_log *log, int n, const char *const *keys, const double *values) {
+    if (log && td_metric_log_write(log, n, keys, values) != TD_OK) return train_fail("log: %s", td_last_error());
+    return 0;
+}
+
+/* ---- progress: a bar on a terminal, a line every ~10% otherwise ---------- */
+
+typedef struct progress {
+    bool tty;
+    int64_t first, total; /* this epoch's first batch (when resumed) and batches */
+    double t0, last_draw;
+    int64_t next_line; /* batch at which the next plain line prints */
+} progress;
+
+static void progress_start(progress *p, int64_t first, int64_t total) {
+    *p = (progress){.tty = isatty(2), .first = first, .total = total, .t0 = now_s()};
+    p->next_line = first + (total + 9) / 10;
+}
+
+static void progress_update(progress *p, const train_run *r, int64_t done) {
+    double t = now_s(), rate = (double)(done - p->first) / (t - p->t0 + 1e-9);
+    double eta = (double)(p->total - done) / (rate > 0 ? rate : 1e-9), loss = r->loss_sum / (double)r->loss_n;
+    if (p->tty) {
+        if (t - p->last_draw < 0.1 && done < p->total) return;
+        p->last_draw = t;
+        char bar[25];
+        int fill = (int)(24 * done / p->total);
+        for (int i = 0; i < 24; i++) bar[i] = i < fill ? '#' : '.';
+        bar[24] = 0;
+        fprintf(stderr,
+                "\repoch %" PRId64 "/%" PRId64 " [%s] %" PRId64 "/%" PRId64 "  %.1f steps/s  loss %.4f  ETA %d:%02d ",
+                r->epoch + 1, r->epochs, bar, done, p->total, rate, loss, (int)eta / 60, (int)eta % 60);
+        if (done == p->total) fputs("\r\033[K", stderr);
+    } else if (done >= p->next_line && done < p->total) {
+        p->next_line += (p->total + 9) / 10;
+        fprintf(stderr,
+                "epoch %" PRId64 "/%" PRId64 "  step %" PRId64 "/%" PRId64 "  loss %.4f  %.1f steps/s  ETA %.0f s\n",
+                r->epoch + 1, r->epochs, done, p->total, loss, rate, eta);
+    }
+    fflush(stderr);
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+static int64_t steps_per_epoch(const train_run *r) {
+    if (!r->dl) return r->steps;
+    int64_t n = td_dataloader_num_batches(r->dl);
+    return r->steps > 0 && r->steps < n ? r->steps : n;
+}
+
+/* One step on the next batch; *loss gets its loss. */
+static td_status step_once(train_run *r, double *loss) {
+    td_scope_begin();
+    td_tensor *f[TD_DATA_MAX_FIELDS] = {0};
+    td_status st = r->dl ? td_dataloader_next(r->dl, f) : train_text_batch(r, r->step, &f[0], &f[1]);
+    if (st == TD_OK && !f[0]) st = td_error_set(TD_ERR_STATE, "the data loader ran out of batches");
+    if (st == TD_OK) st = workload_train_step(&r->w, f[0], f[1], loss);
+    td_scope_end();
+    return st;
+}
+
+/* The end of an epoch: evaluate, report, log and checkpoint. */
+static int finish_epoch(train_run *r, double seconds, int64_t steps_run) {
+    double test_loss, acc, train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN;
+    int rc = train_evaluate(r, &test_loss, &acc);
+    if (rc) return rc;
+    const char *what = r->text ? "held-out" : "test";
+    printf("epoch %" PRId64 "/%" PRId64 "  train loss %.4f  %s loss %.4f  %s acc %.4f  time %.1f s (%.1f steps/s)\n",
+           r->epoch + 1, r->epochs, train_loss, what, test_loss, what, acc, seconds,
+           (double)steps_run / (seconds > 0 ? seconds : 1e-9));
+    fflush(stdout);
+    static const char *const keys[6] = {"epoch", "step", "train_loss", "test_loss", "test_acc", "epoch_s"};
+    double values[6] = {(double)(r->epoch + 1), (double)r->step, train_loss, test_loss, acc, seconds};
+    if ((rc = log_line(r->log, 6, keys, values))) return rc;
+    r->epoch++;
+    r->batch_in_epoch = 0;
+    r->loss_sum = 0, r->loss_n = 0;
+    return train_checkpoint_save(r);
+}
+
+static int make_loader(train_run *r) {
+    td_dataloader_opts o = {.batch_size = r->batch,
+                            .shuffle = true,
+                            .seed = r->seed ^ DATA_SEED_MIX,
+                            .drop_last = true,
+                            .num_workers = r->workers,
+                            .device = r->w.device};
+    if (td_dataloader_new(r->ds, &o, &r->dl) != TD_OK) return train_fail("%s", td_last_error());
+    if (td_dataloader_num_batches(r->dl) < 1)
+        return train_fail("%" PRId64 " training images make no batch of %" PRId64, td_dataset_len(r->ds), r->batch);
+    return 0;
+}
+
+int train_loop(train_run *r) {
+    int rc = r->ds ? make_loader(r) : 0;
+    if (rc) return rc;
+    int64_t per_epoch = steps_per_epoch(r);
+    char dev[32];
+    int64_t n_params = 0;
+    td_named_tensors *params = td_module_named_parameters(r->w.model);
+    for (int64_t i = 0; i < td_named_tensors_len(params); i++) n_params += td_numel(td_named_tensors_at(params, i));
+    td_named_tensors_free(params);
+    printf("training %s on %s: %" PRId64 " parameters, %s lr %g, batch %" PRId64 ", %" PRId64
+           " steps per epoch, %" PRId64 " epochs\n",
+           r->w.name, td_device_str(r->w.device, dev, sizeof dev), n_params, td_optimizer_name(r->w.opt),
+           td_optimizer_get_lr(r->w.opt, 0), r->batch, per_epoch, r->epochs);
+    fflush(stdout);
+    while (r->epoch < r->epochs) {
+        if (r->dl && td_dataloader_start_epoch(r->dl, r->epoch, r->batch_in_epoch) != TD_OK)
+            return train_fail("%s", td_last_error());
+        progress pr;
+        progress_start(&pr, r->batch_in_epoch, per_epoch);
+        int64_t first = r->batch_in_epoch;
+        while (r->batch_in_epoch < per_epoch) {
+            double loss;
+            if (step_once(r, &loss) != TD_OK) return train_fail("step %" PRId64 ": %s", r->step + 1, td_last_error());
+            r->step++, r->batch_in_epoch++;
+            r->loss_sum += loss, r->loss_n++;
+            static const char *const keys[3] = {"epoch", "step", "loss"};
+            double values[3] = {(double)(r->epoch + 1), (double)r->step, loss};
+            if ((rc = log_line(r->log_steps, 3, keys, values))) return rc;
+            progress_update(&pr, r, r->batch_in_epoch);
+            bool stop = r->max_steps && r->step >= r->max_steps;
+            if (stop || (r->checkpoint_every && r->step % r->checkpoint_every == 0)) {
+                if ((rc = train_checkpoint_save(r))) return rc;
+            }
+            if (stop) {
+                if (pr.tty) fputs("\r\033[K", stderr);
+                printf("stopped after step %" PRId64 " (--max-steps); checkpoint %s (continue with --resume)\n",
+                       r->step, r->checkpoint);
+                return 0;
+            }
+        }
+        if ((rc = finish_epoch(r, now_s() - pr.t0, r->batch_in_epoch - first))) return rc;
+    }
+    printf("checkpoint: %s\n", r->checkpoint);
+    return 0;
+}

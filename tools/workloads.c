@@ -1,0 +1,272 @@
+/*
+** W1 (MLP), W2 (CNN) and W3 (GPT-mini) of WORKLOADS.md, built as their
+** PyTorch twins in ../shared/anchors/torch_workloads.py, with one training
+** step and one evaluation pass each. See workloads.h.
+**
+** Shapes in this file: N batch, T sequence (<= context), C = d_model,
+** H heads, D = C / H per head, V vocabulary.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trident/backend.h"
+#include "workloads.h"
+
+workload_gpt_config workload_gpt_config_default(void) {
+    return (workload_gpt_config){.vocab = 256, .d_model = 384, .heads = 6, .layers = 6, .context = 256};
+}
+
+td_module *workload_mlp_new(void) {
+    return td_sequential_new(5, (td_module *[]){td_linear_new(784, 256, true), td_relu_new(),
+                                                td_linear_new(256, 256, true), td_relu_new(),
+                                                td_linear_new(256, 10, true)});
+}
+
+td_module *workload_cnn_new(void) {
+    const int k[2] = {3, 3}, pad[2] = {1, 1}, two[2] = {2, 2};
+    return td_sequential_new(
+        11, (td_module *[]){td_unflatten_new(1, 3, (int64_t[]){1, 28, 28}),
+                            td_conv2d_new(1, 32, k, NULL, pad, NULL, 1, true), td_relu_new(),
+                            td_max_pool2d_new(two, NULL, NULL), td_conv2d_new(32, 64, k, NULL, pad, NULL, 1, true),
+                            td_relu_new(), td_max_pool2d_new(two, NULL, NULL), td_flatten_new(1, -1),
+                            td_linear_new(3136, 128, true), td_relu_new(), td_linear_new(128, 10, true)});
+}
+
+/* ---- W3: the transformer block ----------------------------------------------
+** Block.forward of the twin (pre-LayerNorm, no dropout):
+**   q, k, v = qkv(ln1(x)).split(C)                     x [N, T, C]
+**   y = softmax(q k^T / sqrt(D) + causal) v per head   [N, H, T, D]
+**   x = x + proj(y merged back to [N, T, C])
+**   x = x + out(gelu(fc(ln2(x))))                      fc C -> 4C, out 4C -> C
+** Children are borrowed pointers into the block (modules never move). */
+typedef struct gpt_block {
+    int64_t heads;
+    td_module *ln1, *ln2, *qkv, *proj, *fc, *gelu, *out;
+    td_tensor *mask; /* kept [T, T] additive causal mask for the last T and device */
+} gpt_block;
+
+static void gpt_block_free(void *p) {
+    gpt_block *b = p;
+    td_release(b->mask);
+    free(b);
+}
+
+/* The additive mask: 0 where key j <= query i, -inf above the diagonal. */
+static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
+    if (b->mask && td_size(b->mask, 0) == t && td_device_equal(td_tensor_device(b->mask), dev)) return b->mask;
+    float *m = malloc((size_t)(t * t) * sizeof *m);
+    if (!m) return NULL;
+    for (int64_t i = 0; i < t; i++)
+        for (int64_t j = 0; j < t; j++) m[i * t + j] = j > i ? -INFINITY : 0.0f;
+    td_tensor *mask = td_from_data(m, 2, (int64_t[]){t, t}, TD_F32, dev);
+    free(m);
+    if (!mask) return NULL;
+    td_release(b->mask);
+    b->mask = td_keep(mask);
+    return mask;
+}
+
+/* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */
+static td_tensor *split_heads(td_tensor *x, int64_t h) {
+    static const int perm[4] = {0, 2, 1, 3};
+    return td_permute(td_reshape(x, 4, (int64_t[]){td_size(x, 0), td_size(x, 1), h, td_size(x, 2) / h}), perm);
+}
+
+static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
+    gpt_block *b = td_module_user(self);
+    int64_t n = td_size(x, 0), t = td_size(x, 1), c = td_size(x, 2), d = c / b->heads;
+    td_tensor *qkv = td_module_forward(b->qkv, td_module_forward(b->ln1, x)); /* [N, T, 3C] */
+    td_tensor *q = split_heads(td_slice(qkv, 2, 0, c, 1), b->heads);
+    td_tensor *k = split_heads(td_slice(qkv, 2, c, 2 * c, 1), b->heads);
+    td_tensor *v = split_heads(td_slice(qkv, 2, 2 * c, 3 * c, 1), b->heads);
+    td_tensor *att = td_matmul(td_mul_scalar(q, 1.0 / sqrt((double)d)), td_transpose(k, -2, -1)); /* [N,H,T,T] */
+    att = td_softmax(td_add(att, causal_mask(b, t, td_tensor_device(x))), -1);
+    static const int perm[4] = {0, 2, 1, 3};
+    td_tensor *y = td_reshape(td_permute(td_matmul(att, v), perm), 3, (int64_t[]){n, t, c});
+    x = td_add(x, td_module_forward(b->proj, y));
+    td_tensor *mlp = td_module_forward(b->fc, td_module_forward(b->ln2, x));
+    return td_add(x, td_module_forward(b->out, td_module_forward(b->gelu, mlp)));
+}
+
+/* Register child under name in m, remembering it in *slot. */
+static td_status add_child(td_module *m, const char *name, td_module *child, td_module **slot) {
+    td_status st = td_module_register_module(m, name, child);
+    *slot = st == TD_OK ? child : NULL;
+    return st;
+}
+
+static td_module *gpt_block_new(int64_t c, int64_t heads) {
+    gpt_block *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->heads = heads;
+    td_module *m = td_module_new("Block", gpt_block_forward, b, gpt_block_free);
+    if (!m) {
+        free(b);
+        return NULL;
+    }
+    int64_t norm = c;
+    /* registration order = the twin's attribute order = state_dict order */
+    td_status st = add_child(m, "ln1", td_layer_norm_new(1, &norm, 1e-5, true), &b->ln1);
+    if (st == TD_OK) st = add_child(m, "ln2", td_layer_norm_new(1, &norm, 1e-5, true), &b->ln2);
+    if (st == TD_OK) st = add_child(m, "qkv", td_linear_new(c, 3 * c, true), &b->qkv);
+    if (st == TD_OK) st = add_child(m, "proj", td_linear_new(c, c, true), &b->proj);
+    if (st == TD_OK) st = add_child(m, "fc", td_linear_new(c, 4 * c, true), &b->fc);
+    if (st == TD_OK) st = add_child(m, "out", td_linear_new(4 * c, c, true), &b->out);
+    if (st == TD_OK) st = add_child(m, "gelu", td_gelu_new(false), &b->gelu);
+    if (st != TD_OK) {
+        td_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- W3: the model ------------------------------------------------------------
+** GPT.forward of the twin:
+**   x = tok(idx) + pos(arange(T))        idx [N, T] -> [N, T, C]
+**   logits = head(ln(blocks(x)))         [N, T, V] */
+typedef struct gpt_model {
+    workload_gpt_config cfg;
+    td_module *tok, *pos, *blocks, *ln, *head;
+} gpt_model;
+
+static td_tensor *gpt_forward(td_module *self, td_tensor *idx) {
+    gpt_model *g = td_module_user(self);
+    td_tensor *pos =
+        td_arange(0, (double)td_size(idx, 1), 1, TD_I64, td_tensor_device(idx)); /* ids >= context fail in pos */
+    td_tensor *x = td_add(td_module_forward(g->tok, idx), td_module_forward(g->pos, pos));
+    return td_module_forward(g->head, td_module_forward(g->ln, td_module_forward(g->blocks, x)));
+}
+
+/* TD_OK, or TD_ERR_MISUSE naming the bad size. */
+static td_status gpt_config_check(const workload_gpt_config *c) {
+    if (c->vocab < 1 || c->d_model < 1 || c->heads < 1 || c->layers < 1 || c->context < 1)
+        return td_error_set(
+            TD_ERR_MISUSE,
+            "gpt: sizes must be positive (vocab %lld, d_model %lld, heads %lld, layers %lld, context %lld)",
+            (long long)c->vocab, (long long)c->d_model, (long long)c->heads, (long long)c->layers,
+            (long long)c->context);
+    if (c->d_model % c->heads)
+        return td_error_set(TD_ERR_MISUSE, "gpt: d_model %lld is not a multiple of heads %lld", (long long)c->d_model,
+                            (long long)c->heads);
+    return TD_OK;
+}
+
+td_module *workload_gpt_new(const workload_gpt_config *cfg) {
+    if (gpt_config_check(cfg) != TD_OK) return NULL;
+    gpt_model *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->cfg = *cfg;
+    td_module *m = td_module_new("GPT", gpt_forward, g, free);
+    if (!m) {
+        free(g);
+        return NULL;
+    }
+    int64_t c = cfg->d_model;
+    td_status st = add_child(m, "tok", td_embedding_new(cfg->vocab, c), &g->tok);
+    if (st == TD_OK) st = add_child(m, "pos", td_embedding_new(cfg->context, c), &g->pos);
+    if (st == TD_OK) st = add_child(m, "blocks", td_sequential_new(0, NULL), &g->blocks);
+    for (int64_t i = 0; i < cfg->layers && st == TD_OK; i++)
+        st = td_sequential_append(g->blocks, gpt_block_new(c, cfg->heads));
+    if (st == TD_OK) st = add_child(m, "ln", td_layer_norm_new(1, &c, 1e-5, true), &g->ln);
+    if (st == TD_OK) st = add_child(m, "head", td_linear_new(c, cfg->vocab, true), &g->head);
+    if (st != TD_OK) {
+        td_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- the workload: model + optimizer ---------------------------------------- */
+
+static const char *const kind_names[] = {"mlp", "cnn", "gpt"};
+
+td_status workload_kind_parse(const char *s, workload_kind *out) {
+    for (int k = 0; k < 3; k++)
+        if (s && !strcmp(s, kind_names[k])) return *out = (workload_kind)k, TD_OK;
+    return td_error_set(TD_ERR_MISUSE, "unknown model '%s' (mlp, cnn, gpt)", s ? s : "(null)");
+}
+
+td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
+                        const char *optimizer, double lr) {
+    memset(w, 0, sizeof *w);
+    w->kind = kind;
+    w->name = kind_names[kind];
+    w->gpt = cfg ? *cfg : workload_gpt_config_default();
+    w->device = dev;
+    w->model = kind == WORKLOAD_MLP   ? workload_mlp_new()
+               : kind == WORKLOAD_CNN ? workload_cnn_new()
+                                      : workload_gpt_new(&w->gpt);
+    td_status st = w->model ? td_module_to(w->model, dev) : td_last_status();
+    int n = w->model ? td_module_parameters(w->model, NULL, 0) : 0;
+    td_tensor **params = calloc((size_t)n + 1, sizeof *params);
+    if (st == TD_OK && !params) st = td_error_set(TD_ERR_OOM, "out of host memory");
+    if (st == TD_OK) {
+        td_module_parameters(w->model, params, n);
+        if (!optimizer) optimizer = kind == WORKLOAD_GPT ? "adamw" : "adam";
+        if (lr <= 0) lr = kind == WORKLOAD_GPT ? 3e-4 : 1e-3;
+        td_optim_options o;
+        if (!strcmp(optimizer, "adam"))
+            o = td_adam_defaults(lr), w->opt = td_adam_new(n, params, &o);
+        else if (!strcmp(optimizer, "adamw"))
+            o = td_adamw_defaults(lr), w->opt = td_adamw_new(n, params, &o);
+        else if (!strcmp(optimizer, "sgd"))
+            o = td_sgd_defaults(lr), w->opt = td_sgd_new(n, params, &o);
+        else if (!strcmp(optimizer, "rmsprop"))
+            o = td_rmsprop_defaults(lr), w->opt = td_rmsprop_new(n, params, &o);
+        else
+            st = td_error_set(TD_ERR_MISUSE, "unknown optimizer '%s' (adam, adamw, sgd, rmsprop)", optimizer);
+        if (st == TD_OK && !w->opt) st = td_last_status();
+    }
+    free(params);
+    if (st != TD_OK) workload_free(w);
+    return st;
+}
+
+void workload_free(workload *w) {
+    if (!w) return;
+    td_optimizer_free(w->opt);
+    td_module_free(w->model);
+    memset(w, 0, sizeof *w);
+}
+
+/* logits [N, 10] or [N, T, V] -> [rows, classes]; y -> [rows] */
+static td_tensor *rows(td_tensor *t, int64_t classes) {
+    return td_reshape(t, classes ? 2 : 1, (int64_t[]){-1, classes});
+}
+
+td_status workload_train_step(workload *w, td_tensor *x, td_tensor *y, double *loss) {
+    td_scope_begin();
+    td_tensor *logits = td_module_forward(w->model, x);
+    int64_t classes = logits ? td_size(logits, -1) : 0;
+    td_tensor *l = td_cross_entropy_loss(rows(logits, classes), rows(y, 0), NULL, -100, 0, TD_REDUCE_MEAN);
+    td_optimizer_zero_grad(w->opt);
+    td_status st = l ? td_backward(l, NULL, false) : td_last_status();
+    if (st == TD_OK) st = td_optimizer_step(w->opt);
+    if (st == TD_OK && loss) *loss = td_item(l);
+    td_scope_end();
+    return st;
+}
+
+td_status workload_eval_batch(workload *w, td_tensor *x, td_tensor *y, double *loss_sum, int64_t *correct,
+                              int64_t *count) {
+    td_module_eval(w->model);
+    td_no_grad_begin();
+    td_scope_begin();
+    td_tensor *logits = td_module_forward(w->model, x);
+    int64_t classes = logits ? td_size(logits, -1) : 0;
+    td_tensor *lg = rows(logits, classes), *yr = rows(y, 0);
+    td_tensor *l = td_cross_entropy_loss(lg, yr, NULL, -100, 0, TD_REDUCE_SUM);
+    td_tensor *hits = td_sum(td_cast(td_eq(td_argmax(lg, 1, false), yr), TD_I64), 0, NULL, false);
+    td_status st = l && hits ? TD_OK : td_last_status();
+    if (st == TD_OK) {
+        *loss_sum += td_item(l);
+        *correct += (int64_t)td_item(hits);
+        *count += td_numel(yr);
+    }
+    td_scope_end();
+    td_no_grad_end();
+    td_module_train(w->model, true);
+    return st;
+}

@@ -1,0 +1,90 @@
+/*
+** The reference workloads of WORKLOADS.md, shared by `trident train` and
+** `trident bench`: W1 (MLP), W2 (CNN) and W3 (GPT-mini), each built as its
+** PyTorch twin in ../shared/anchors/torch_workloads.py (same layers, same
+** parameter names, PyTorch's default initialization), plus one training step
+** and one evaluation pass.
+**
+** Shapes: N batch, T context, V vocabulary (256 bytes).
+**   mlp, cnn: x F32 [N, 784] (pixels in [0, 1]), y I64 [N] -> logits [N, 10]
+**   gpt:      x I64 [N, T] (byte ids),           y I64 [N, T] (the next bytes)
+**             -> logits [N, T, V]
+*/
+#ifndef TRIDENT_TOOLS_WORKLOADS_H
+#define TRIDENT_TOOLS_WORKLOADS_H
+
+#include "trident/trident.h"
+
+/* W3's size. workload_gpt_config_default() gives WORKLOADS.md's 10.9 M
+** parameter model: vocab 256, d_model 384, 6 heads, 6 layers, context 256. */
+typedef struct workload_gpt_config {
+    int64_t vocab, d_model, heads, layers, context;
+} workload_gpt_config;
+
+workload_gpt_config workload_gpt_config_default(void);
+
+/* CONSTRUCTORS. The models alone, on the CPU, initialized from the default
+** generator (td_manual_seed first for a reproducible model). NULL with
+** td_last_error() set on failure (TD_ERR_MISUSE for a gpt size < 1 or a
+** d_model that is not a multiple of heads).
+**   mlp: Sequential(Linear 784-256, ReLU, Linear 256-256, ReLU, Linear 256-10)
+**   cnn: Sequential(Unflatten [1,28,28], Conv 1-32 3x3 p1, ReLU, MaxPool 2,
+**        Conv 32-64 3x3 p1, ReLU, MaxPool 2, Flatten, Linear 3136-128, ReLU,
+**        Linear 128-10)
+**   gpt: "GPT" with tok, pos (Embedding), blocks.<i>.{ln1, ln2, qkv, proj, fc,
+**        out}, ln, head: x + attn(ln1(x)), x + out(gelu(fc(ln2(x)))) per block,
+**        then head(ln(x)). */
+td_module *workload_mlp_new(void);
+td_module *workload_cnn_new(void);
+td_module *workload_gpt_new(const workload_gpt_config *cfg);
+
+typedef enum workload_kind { WORKLOAD_MLP = 0, WORKLOAD_CNN = 1, WORKLOAD_GPT = 2 } workload_kind;
+
+/* A model, its optimizer and its device: everything one training step needs. */
+typedef struct workload {
+    workload_kind kind;
+    const char *name;        /* "mlp", "cnn", "gpt" */
+    workload_gpt_config gpt; /* the size, for gpt */
+    td_device device;
+    td_module *model;
+    td_optimizer *opt;
+} workload;
+
+/* METHOD. Parse "mlp", "cnn" or "gpt" into *out (TD_ERR_MISUSE otherwise,
+** naming the string and the choices). */
+td_status workload_kind_parse(const char *s, workload_kind *out);
+
+/*
+** CONSTRUCTOR. Build workload kind on dev with its optimizer into *w.
+**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn
+**   IN optimizer  "adam", "adamw", "sgd" or "rmsprop"; NULL: the workload's own
+**                 (Adam for mlp and cnn, AdamW with weight decay 0.01 for gpt)
+**   IN lr         the learning rate; <= 0: the workload's (1e-3; gpt 3e-4)
+** The model is initialized from the default generator on the CPU, then moved.
+** Returns TD_OK, or the error with *w zeroed (TD_ERR_MISUSE for an unknown
+** optimizer, and the errors of the constructors). Free with workload_free().
+*/
+td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
+                        const char *optimizer, double lr);
+
+/* DESTRUCTOR. Free the model and the optimizer; NULL is a no-op. */
+void workload_free(workload *w);
+
+/*
+** METHOD. One training step on the batch (x, y), on w's device: forward,
+** cross-entropy (mean), zero_grad, backward, optimizer step, all inside a scope
+** so nothing leaks. *loss (may be NULL, which skips the wait for the device)
+** receives the batch loss before the update. Returns TD_OK or the error.
+*/
+td_status workload_train_step(workload *w, td_tensor *x, td_tensor *y, double *loss);
+
+/*
+** METHOD. Evaluate on a batch without recording (eval mode, no_grad): adds the
+** summed cross-entropy to *loss_sum, the number of correct argmax predictions
+** to *correct and the number of predictions (N, or N*T for gpt) to *count.
+** The model is put back into training mode. Returns TD_OK or the error.
+*/
+td_status workload_eval_batch(workload *w, td_tensor *x, td_tensor *y, double *loss_sum, int64_t *correct,
+                              int64_t *count);
+
+#endif /* TRIDENT_TOOLS_WORKLOADS_H */
