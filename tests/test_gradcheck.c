@@ -3,7 +3,13 @@
 ** (TD_SEED overrides it) and kept away from kinks: values that need grad lie
 ** in +-[0.1, 1], so relu/abs/clamp/max never sit on a corner and ties have
 ** probability zero. every_op_has_a_case fails when an op is added to the table
-** without a case here. */
+** without a case here.
+** Each case then runs again on every available CUDA and Vulkan device, from
+** the same CPU inputs moved there (f64 leaves), so the finite differences run
+** through that backend's kernels. TD_GRADCHECK_DEVICES="vulkan:0,cuda:0"
+** (comma-separated; "" for CPU only) picks the devices instead. An absent
+** device prints "skipped: no ... device"; an op or dtype the backend lacks
+** prints "skipped-unsupported"; neither counts as a pass on that device. */
 #include "test_util.h"
 
 /* clang-format off */
@@ -53,6 +59,80 @@ static td_tensor *make_input(const in_spec *s) {
     return t;
 }
 
+/* The same check on dev: each input copied there as a leaf (requiring grad as on
+** the CPU). A device without the op or dtype reports skipped-unsupported. */
+static void run_on_device(const char *name, td_multi_fn fn, int n, td_tensor *const *in, td_device dev) {
+    char dn[32];
+    td_device_str(dev, dn, sizeof dn);
+    if (!td_device_available(dev)) {
+        const char *why = td_backend_unavailable_reason(dev.type);
+        fprintf(stderr, "  %s on %s: skipped: no %s device%s%s\n", name, dn,
+                dev.type == TD_DEVICE_VULKAN ? "Vulkan" : "CUDA", why ? ": " : "", why ? why : "");
+        return;
+    }
+    td_tensor *d[4];
+    td_clear_error();
+    td_status st = TD_OK;
+    for (int i = 0; i < n; i++) {
+        td_scope_begin();
+        d[i] = td_keep(td_detach(td_to(in[i], dev)));
+        td_scope_end();
+        if (!d[i]) {
+            st = td_last_status();
+            continue;
+        }
+        ASSERT(td_device_equal(td_tensor_device(d[i]), dev));
+        if (td_requires_grad(in[i])) ASSERT_OK(td_set_requires_grad(d[i], true));
+    }
+    if (st == TD_OK) {
+        td_scope_begin();
+        st = td_gradcheck(fn, NULL, n, d, NULL);
+        td_scope_end();
+    }
+    if (st == TD_ERR_UNSUPPORTED)
+        fprintf(stderr, "  %s on %s: skipped-unsupported: %s\n", name, dn, td_last_error());
+    else if (st != TD_OK)
+        TEST_FAIL_("%s on %s: gradcheck returned %s", name, dn, td_status_str(st));
+    else
+        fprintf(stderr, "  %s on %s: ok\n", name, dn);
+    td_clear_error();
+    for (int i = 0; i < n; i++) td_release(d[i]);
+}
+
+/* The non-CPU devices to check: $TD_GRADCHECK_DEVICES, else every device of the
+** CUDA and Vulkan backends (vulkan:0 and cuda:0 when a backend is absent, so
+** the skip is printed). Returns how many were written to devs (at most max). */
+static int gradcheck_devices(td_device *devs, int max) {
+    int n = 0;
+    const char *env = getenv("TD_GRADCHECK_DEVICES");
+    if (env) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", env);
+        for (char *tok = strtok(buf, ", "); tok && n < max; tok = strtok(NULL, ", ")) {
+            td_device d;
+            td_status st = td_device_parse(tok, &d);
+            if (st == TD_ERR_UNAVAILABLE) { /* kept, so that its column prints the skip */
+                const char *colon = strchr(tok, ':');
+                d = (td_device){strncmp(tok, "cuda", 4) ? TD_DEVICE_VULKAN : TD_DEVICE_CUDA,
+                                colon ? atoi(colon + 1) : 0};
+            } else if (st != TD_OK)
+                TEST_FAIL_("TD_GRADCHECK_DEVICES: cannot parse \"%s\"", tok);
+            if (d.type != TD_DEVICE_CPU) devs[n++] = d;
+        }
+        td_clear_error();
+        return n;
+    }
+    const int types[2] = {TD_DEVICE_CUDA, TD_DEVICE_VULKAN};
+    for (int t = 0; t < 2; t++) {
+        const td_backend *be = td_backend_for(types[t]);
+        int count = be ? be->iface->device_count() : 0;
+        if (count < 1 && n < max) devs[n++] = (td_device){types[t], 0};
+        for (int i = 0; i < count && n < max; i++) devs[n++] = (td_device){types[t], i};
+    }
+    td_clear_error();
+    return n;
+}
+
 static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *specs) {
     fprintf(stderr, "  %s:", name);
     test_seed_from(0x7D5EED);
@@ -61,6 +141,9 @@ static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *spe
     td_scope_begin();
     ASSERT_OK(td_gradcheck(fn, NULL, n, in, NULL));
     td_scope_end();
+    td_device devs[8];
+    int nd = gradcheck_devices(devs, 8);
+    for (int k = 0; k < nd; k++) run_on_device(name, fn, n, in, devs[k]);
     for (int i = 0; i < n; i++) td_release(in[i]);
 }
 
