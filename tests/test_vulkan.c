@@ -16,7 +16,27 @@
     X(tensor_api)                                                                                                      \
     X(transfers)                                                                                                       \
     X(glsl_kernel)                                                                                                     \
-    X(glsl_errors) X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(bench)
+    X(glsl_errors)                                                                                                     \
+    X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(bench)
+
+/* "auto" takes the first Vulkan device that is a real GPU, and never a
+** software one (lavapipe), which the CPU backend outruns. */
+TEST(auto_device) {
+    setup();
+    td_device want = TD_CPU;
+    if (td_device_available(TD_CUDA(0))) TEST_SKIP("a CUDA device is present: auto prefers it");
+    for (int i = be->iface->device_count() - 1; i >= 0; i--) {
+        td_device_info info;
+        ASSERT_OK(be->iface->device_info(i, &info));
+        printf("  vulkan:%d %s: %s\n", i, info.name, info.emulated ? "software" : "gpu");
+        if (!info.emulated) want = TD_VULKAN(i);
+    }
+    td_device got;
+    ASSERT_OK(td_device_parse("auto", &got));
+    ASSERT_EQ_INT(got.type, want.type);
+    ASSERT_EQ_INT(got.index, want.index);
+    check_clean();
+}
 
 TEST(device_info) {
     setup();

@@ -25,7 +25,8 @@ static void print_devices(void) {
                 printf("%s:%d  info failed: %s\n", type_names[type], i, td_last_error());
                 continue;
             }
-            printf("%s:%d  %s\n", type_names[type], i, info.name);
+            printf("%s:%d  %s%s\n", type_names[type], i, info.name,
+                   info.emulated ? " (software; --device auto skips it)" : "");
             printf("        driver %s; %d compute units; subgroup %d", info.driver, info.compute_units,
                    info.subgroup_size);
             if (info.total_memory) printf("; memory %.1f GiB", (double)info.total_memory / (1 << 30));

@@ -152,6 +152,7 @@ typedef struct td_device_info {
     bool cooperative_matrix; /* tensor-core style matrix ops */
     bool timestamps;         /* event timing is available */
     bool unified_memory;     /* host can address device buffers */
+    bool emulated;           /* a software device on the host CPU (lavapipe): "auto" never picks it */
     char features[256];      /* free-form extras, e.g. "avx2 fma openblas" */
 } td_device_info;
 

@@ -86,7 +86,8 @@ TD_API bool td_device_equal(td_device a, td_device b);
 TD_API const char *td_device_str(td_device d, char *buf, size_t n);
 
 /* METHOD. Parse "cpu", "cuda", "cuda:1", "vulkan:0" or "auto" into *out.
-** "auto" picks the best available device: cuda, then vulkan, then cpu.
+** "auto" picks the best available device: cuda, then vulkan, then cpu; a
+** software Vulkan device (td_device_info.emulated, e.g. lavapipe) is skipped.
 ** Returns TD_OK, TD_ERR_MISUSE for an unknown string, or TD_ERR_UNAVAILABLE if
 ** the named backend or ordinal does not exist (the message says why). */
 TD_API td_status td_device_parse(const char *s, td_device *out);

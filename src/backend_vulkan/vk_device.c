@@ -459,6 +459,7 @@ td_status vk_device_info(int index, td_device_info *out) {
     out->cooperative_matrix = c->coopmat_nv || c->coopmat_khr;
     out->timestamps = c->timestamps;
     out->unified_memory = d->created && !d->failed && d->direct;
+    out->emulated = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     snprintf(out->features, sizeof out->features,
              "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d/%ux%ux%u coopmat_khr=%d "
              "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d",

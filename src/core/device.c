@@ -131,14 +131,25 @@ bool td_device_available(td_device d) {
     return be && d.index >= 0 && d.index < be->iface->device_count();
 }
 
+/* The first real GPU: CUDA, then Vulkan. A software Vulkan device (lavapipe)
+** is slower than the CPU backend, so "auto" skips it and falls back to cpu. */
+static td_device best_device(void) {
+    for (int type = TD_DEVICE_CUDA; type < TD_DEVICE_TYPE_COUNT; type++) {
+        const td_backend *be = td_backend_unavailable_reason(type) ? NULL : td_backend_for(type);
+        int n = be ? be->iface->device_count() : 0;
+        for (int i = 0; i < n; i++) {
+            td_device_info info;
+            if (be->iface->device_info(i, &info) == TD_OK && !info.emulated) return (td_device){type, i};
+        }
+    }
+    return TD_CPU;
+}
+
 td_status td_device_parse(const char *s, td_device *out) {
     if (!s || !out) return TD_ERR(TD_ERR_MISUSE, "td_device_parse: NULL argument");
     *out = TD_CPU;
     if (!strcmp(s, "auto")) {
-        if (td_device_available(TD_CUDA(0)))
-            *out = TD_CUDA(0);
-        else if (td_device_available(TD_VULKAN(0)))
-            *out = TD_VULKAN(0);
+        *out = best_device();
         return TD_OK;
     }
     for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++) {
