@@ -17,7 +17,8 @@
     X(transfers)                                                                                                       \
     X(glsl_kernel)                                                                                                     \
     X(glsl_errors)                                                                                                     \
-    X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(bench)
+    X(glsl_autograd) X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory)         \
+        X(auto_device) X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
 ** software one (lavapipe), which the CPU backend outruns. */
@@ -109,6 +110,91 @@ static const char *saxpy_src = "#version 450\n"
                                "    uint i = gl_GlobalInvocationID.x;\n"
                                "    if (i < p.n) y[i] += p.a * x[i];\n"
                                "}\n";
+
+/* A user's GLSL kernels joining autograd through a custom function:
+** y = x^3 (forward kernel), dx = 3 x^2 dy (backward kernel). */
+static const char *cube_src = "#version 450\n"
+                              "layout(local_size_x = 64) in;\n"
+                              "layout(binding = 0) readonly buffer X { float x[]; };\n"
+                              "layout(binding = 1) writeonly buffer Y { float y[]; };\n"
+                              "layout(push_constant) uniform P { uint n; } p;\n"
+                              "void main() {\n"
+                              "    uint i = gl_GlobalInvocationID.x;\n"
+                              "    if (i < p.n) y[i] = x[i] * x[i] * x[i];\n"
+                              "}\n";
+static const char *cube_grad_src = "#version 450\n"
+                                   "layout(local_size_x = 64) in;\n"
+                                   "layout(binding = 0) readonly buffer X { float x[]; };\n"
+                                   "layout(binding = 1) readonly buffer D { float dy[]; };\n"
+                                   "layout(binding = 2) writeonly buffer G { float dx[]; };\n"
+                                   "layout(push_constant) uniform P { uint n; } p;\n"
+                                   "void main() {\n"
+                                   "    uint i = gl_GlobalInvocationID.x;\n"
+                                   "    if (i < p.n) dx[i] = 3.0 * x[i] * x[i] * dy[i];\n"
+                                   "}\n";
+
+typedef struct cube_kernels {
+    td_user_kernel *fwd, *bwd;
+} cube_kernels;
+
+/* Launch k over n elements with tensors t[0..nt), writing nothing else. */
+static td_status launch_n(td_user_kernel *k, int nt, td_tensor *const *t, int64_t n) {
+    uint32_t grid[3] = {(uint32_t)((n + 63) / 64), 1, 1}, push = (uint32_t)n;
+    return td_kernel_launch(k, grid, nt, t, &push, sizeof push);
+}
+
+static td_status cube_forward(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
+    (void)n_in, (void)n_out;
+    cube_kernels *k = td_ctx_user(ctx);
+    out[0] = td_empty_like(in[0]);
+    if (!out[0]) return td_last_status();
+    td_tensor *args[2] = {in[0], out[0]};
+    td_status st = launch_n(k->fwd, 2, args, td_numel(in[0]));
+    return st == TD_OK ? td_ctx_save_for_backward(ctx, 1, in) : st;
+}
+
+static td_status cube_backward(td_function_ctx *ctx, int n_out, td_tensor *const *dy, int n_in, td_tensor **dx) {
+    (void)n_out, (void)n_in;
+    cube_kernels *k = td_ctx_user(ctx);
+    td_tensor *x = td_ctx_saved(ctx, 0), *g = td_keep(td_contiguous(dy[0])); /* dy may be an expanded view */
+    dx[0] = g ? td_empty_like(x) : NULL;
+    td_status st = dx[0] ? launch_n(k->bwd, 3, (td_tensor *[]){x, g, dx[0]}, td_numel(x)) : td_last_status();
+    td_release(g);
+    return st;
+}
+
+static const td_function cube_fn = {"glsl_cube", cube_forward, cube_backward};
+
+TEST(glsl_autograd) {
+    setup();
+    enum { N = 777 };
+    float v[N], y[N], g[N];
+    for (int i = 0; i < N; i++) v[i] = (float)(2 * srand1());
+    char log[4096];
+    cube_kernels k = {0};
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, cube_src, NULL, &k.fwd, log, sizeof log));
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, cube_grad_src, NULL, &k.bwd, log, sizeof log));
+    td_scope_begin();
+    int64_t shape[1] = {N};
+    td_tensor *x = ASSERT_TENSOR(td_from_data(v, 1, shape, TD_F32, TD_VULKAN(0))), *out;
+    ASSERT_OK(td_set_requires_grad(x, true));
+    ASSERT_OK(td_function_apply(&cube_fn, &k, 1, &x, 1, &out));
+    ASSERT(td_requires_grad(out));
+    /* loss = sum(y * w) with w = 1..N, so each dy differs */
+    td_tensor *w = ASSERT_TENSOR(td_arange(1, N + 1, 1, TD_F32, TD_VULKAN(0)));
+    ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(out, w), 0, NULL, false)), NULL, false));
+    ASSERT_OK(td_copy_to_host(out, y, sizeof y, TD_F32));
+    ASSERT_OK(td_copy_to_host(td_grad_of(x), g, sizeof g, TD_F32));
+    for (int i = 0; i < N; i++) {
+        double xi = v[i], want_y = xi * xi * xi, want_g = 3 * xi * xi * (i + 1);
+        ASSERT_NEAR(y[i], want_y, 1e-5 + 1e-6 * fabs(want_y));
+        ASSERT_NEAR(g[i], want_g, 1e-4 + 1e-6 * fabs(want_g));
+    }
+    td_scope_end();
+    td_kernel_free(k.fwd);
+    td_kernel_free(k.bwd);
+    check_clean();
+}
 
 /* Runtime GLSL through the public kernel API, on tensors, ordered with ops. */
 TEST(glsl_kernel) {
