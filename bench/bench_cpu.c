@@ -19,35 +19,22 @@
 #include <omp.h>
 #endif
 
+#include "bench_clock.h"
 #include "trident/backend.h"
 #include "trident/trident.h"
 
 enum { WARMUP = 2, REPS = 9 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
+static double median(double *t, int n) { return bench_median_inplace(t, n); }
 
 /* Median seconds of one call of fn(ctx). */
 static double time_median(void (*fn)(void *), void *ctx, int reps) {
     double t[64];
     for (int i = 0; i < WARMUP; i++) fn(ctx);
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         fn(ctx);
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
     }
     return median(t, reps);
 }

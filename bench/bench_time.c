@@ -12,16 +12,13 @@
 #include <time.h>
 
 #include "bench.h"
+#include "bench_clock.h"
 
 #define BENCH_WARMUP       2
 #define BENCH_MIN_SAMPLES  3
 #define BENCH_ROTATE_BYTES (128.0 * 1024 * 1024)
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+static double now_ms(void) { return bench_now_s() * 1e3; }
 
 int bench_rotation(double bytes_per_set) {
     if (bytes_per_set <= 0) return 1;
@@ -109,18 +106,12 @@ void bench_fail(bench_session *s, int device, const char *workload, const char *
     td_clear_error();
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double bench_median(const double *v, int n) {
     if (n <= 0) return 0;
     double tmp[BENCH_MAX_SAMPLES];
     if (n > BENCH_MAX_SAMPLES) n = BENCH_MAX_SAMPLES;
     memcpy(tmp, v, (size_t)n * sizeof *v);
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
-    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+    return bench_median_inplace(tmp, n);
 }
 
 bench_row *bench_time(bench_session *s, int device, const char *workload, const char *variant, const char *size,

@@ -17,8 +17,8 @@
     X(transfers)                                                                                                       \
     X(glsl_kernel)                                                                                                     \
     X(glsl_errors)                                                                                                     \
-    X(glsl_autograd) X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory)         \
-        X(auto_device) X(bench)
+    X(glsl_autograd)                                                                                                   \
+    X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
 ** software one (lavapipe), which the CPU backend outruns. */
@@ -321,6 +321,27 @@ TEST(capture_replay) {
     check_clean();
 }
 
+/* One training step: cross entropy of logits against target, backward, and
+** the optimizer's step. Returns the loss. */
+static double ce_step(td_optimizer *opt, td_tensor *logits, td_tensor *target) {
+    td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, target, NULL, -100, 0.0, TD_REDUCTION_MEAN));
+    double value = td_item(loss);
+    td_optimizer_zero_grad(opt);
+    ASSERT_OK(td_backward(loss, NULL, false));
+    ASSERT_OK(td_optimizer_step(opt));
+    return value;
+}
+
+/* The vulkan run's losses lv equal the cpu run's lc within atol + rtol |lc|, and fall. */
+static void expect_same_losses(const double *lc, const double *lv, int n, double atol, double rtol) {
+    for (int i = 0; i < n; i++) {
+        printf("  step %d: cpu %.7f vulkan %.7f\n", i, lc[i], lv[i]);
+        fflush(stdout);
+        ASSERT_NEAR(lv[i], lc[i], atol + rtol * fabs(lc[i]));
+    }
+    ASSERT(lv[n - 1] < lv[0]);
+}
+
 /* Three training steps of a small W2-shaped CNN (conv-relu-pool twice, linear,
 ** cross entropy, Adam) on one random batch, from one seed on cpu and vulkan:0:
 ** the losses must agree and fall. Exercises nn, autograd and the optimizer
@@ -352,11 +373,7 @@ static void train_steps(td_device dev, double *losses, int steps) {
         for (int i = 0; i < 8; i++) ids[i] = (i * 3) % 10;
         td_tensor *y = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){8}, TD_I64, TD_CPU));
         td_tensor *logits = ASSERT_TENSOR(td_module_forward(m, td_to(x, dev)));
-        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, td_to(y, dev), NULL, -100, 0.0, TD_REDUCTION_MEAN));
-        losses[step] = td_item(loss);
-        td_optimizer_zero_grad(opt);
-        ASSERT_OK(td_backward(loss, NULL, false));
-        ASSERT_OK(td_optimizer_step(opt));
+        losses[step] = ce_step(opt, logits, td_to(y, dev));
         td_scope_end();
     }
     td_optimizer_free(opt);
@@ -368,12 +385,7 @@ TEST(train_cnn) {
     double lc[3], lv[3];
     train_steps(TD_CPU, lc, 3);
     train_steps(TD_VULKAN(0), lv, 3);
-    for (int i = 0; i < 3; i++) {
-        printf("  step %d: cpu %.6f vulkan %.6f\n", i, lc[i], lv[i]);
-        fflush(stdout);
-        ASSERT_NEAR(lv[i], lc[i], 1e-4 * (1 + fabs(lc[i])));
-    }
-    ASSERT(lv[2] < lv[0]);
+    expect_same_losses(lc, lv, 3, 1e-4, 1e-4);
     check_clean();
 }
 
@@ -399,11 +411,7 @@ static void mlp_steps(td_device dev, const float *x, const int64_t *y, double *l
         td_tensor *xt = ASSERT_TENSOR(td_to(td_from_data(x, 2, (int64_t[]){B, D}, TD_F32, TD_CPU), dev));
         td_tensor *yt = ASSERT_TENSOR(td_to(td_from_data(y, 1, (int64_t[]){B}, TD_I64, TD_CPU), dev));
         td_tensor *logits = ASSERT_TENSOR(td_module_forward(m, xt));
-        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, yt, NULL, -100, 0.0, TD_REDUCTION_MEAN));
-        losses[step] = td_item(loss);
-        td_optimizer_zero_grad(opt);
-        ASSERT_OK(td_backward(loss, NULL, false));
-        ASSERT_OK(td_optimizer_step(opt));
+        losses[step] = ce_step(opt, logits, yt);
         td_scope_end();
     }
     td_optimizer_free(opt);
@@ -421,12 +429,7 @@ TEST(train_mlp) {
     double lc[STEPS], lv[STEPS];
     mlp_steps(TD_CPU, x, y, lc, STEPS);
     mlp_steps(TD_VULKAN(0), x, y, lv, STEPS);
-    for (int i = 0; i < STEPS; i++) {
-        printf("  step %d: cpu %.7f vulkan %.7f\n", i, lc[i], lv[i]);
-        fflush(stdout);
-        ASSERT_NEAR(lv[i], lc[i], 1e-4 * fabs(lc[i]));
-    }
-    ASSERT(lv[STEPS - 1] < lv[0]);
+    expect_same_losses(lc, lv, STEPS, 0, 1e-4);
     check_clean();
 }
 
@@ -458,11 +461,7 @@ static void attention_steps(td_device dev, double *losses, int steps) {
         td_tensor *y = ASSERT_TENSOR(td_to(td_from_data(tgt, 1, (int64_t[]){B * T}, TD_I64, TD_CPU), dev));
         td_tensor *logits = ASSERT_TENSOR(td_module_forward(m, x));
         logits = ASSERT_TENSOR(td_reshape(logits, 2, (int64_t[]){B * T, V}));
-        td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, y, NULL, -100, 0.0, TD_REDUCTION_MEAN));
-        losses[step] = td_item(loss);
-        td_optimizer_zero_grad(opt);
-        ASSERT_OK(td_backward(loss, NULL, false));
-        ASSERT_OK(td_optimizer_step(opt));
+        losses[step] = ce_step(opt, logits, y);
         td_scope_end();
     }
     td_optimizer_free(opt);
@@ -474,12 +473,7 @@ TEST(train_attention) {
     double lc[3], lv[3];
     attention_steps(TD_CPU, lc, 3);
     attention_steps(TD_VULKAN(0), lv, 3);
-    for (int i = 0; i < 3; i++) {
-        printf("  step %d: cpu %.6f vulkan %.6f\n", i, lc[i], lv[i]);
-        fflush(stdout);
-        ASSERT_NEAR(lv[i], lc[i], 1e-4 * (1 + fabs(lc[i])));
-    }
-    ASSERT(lv[2] < lv[0]);
+    expect_same_losses(lc, lv, 3, 1e-4, 1e-4);
     check_clean();
 }
 

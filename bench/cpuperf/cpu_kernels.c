@@ -16,21 +16,11 @@
 #include <omp.h>
 #endif
 
+#include "../bench_clock.h"
 #include "core/internal.h"
 #include "trident/trident.h"
 
 enum { WARMUP = 3, REPS = 11 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct bench_ctx {
     td_tensor *a, *b, *c, *d;
@@ -44,9 +34,9 @@ static double median_ms(bench_fn fn, bench_ctx *c) {
     double t[REPS];
     for (int i = 0; i < WARMUP + REPS; i++) {
         td_scope_begin();
-        double t0 = now_s();
+        double t0 = bench_now_s();
         void *r = fn(c);
-        double dt = now_s() - t0;
+        double dt = bench_now_s() - t0;
         td_scope_end();
         if (!r) {
             fprintf(stderr, "failed: %s\n", td_last_error());
@@ -54,8 +44,7 @@ static double median_ms(bench_fn fn, bench_ctx *c) {
         }
         if (i >= WARMUP) t[i - WARMUP] = dt;
     }
-    qsort(t, REPS, sizeof *t, cmp_double);
-    return 1e3 * t[REPS / 2];
+    return 1e3 * bench_median_inplace(t, REPS);
 }
 
 static const int S1[2] = {1, 1}, P1[2] = {1, 1}, K2[2] = {2, 2}, P0[2] = {0, 0};

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "../bench_clock.h"
 #include "core/internal.h"
 #include "trident/trident.h"
 
@@ -23,12 +24,6 @@ enum { WARMUP = 3, MAX_KINDS = 32 };
 static const char *kind_name[MAX_KINDS];
 static double kind_s[MAX_KINDS], kind_cpu_s[MAX_KINDS];
 static int n_kinds;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double cpu_s(void) {
     struct timespec ts;
@@ -46,9 +41,9 @@ static void charge(const char *name, double s, double cpu) {
 /* Evaluate expr, charge its time to name, and fail loudly on NULL. */
 #define TIMED(name, expr)                                                                                              \
     ({                                                                                                                 \
-        double t0_ = now_s(), c0_ = cpu_s();                                                                           \
+        double t0_ = bench_now_s(), c0_ = cpu_s();                                                                     \
         __typeof__(expr) r_ = (expr);                                                                                  \
-        charge(name, now_s() - t0_, cpu_s() - c0_);                                                                    \
+        charge(name, bench_now_s() - t0_, cpu_s() - c0_);                                                              \
         if (!r_) {                                                                                                     \
             fprintf(stderr, "%s failed: %s\n", name, td_last_error());                                                 \
             exit(1);                                                                                                   \
@@ -57,9 +52,9 @@ static void charge(const char *name, double s, double cpu) {
     })
 #define TIMED_ST(name, expr)                                                                                           \
     do {                                                                                                               \
-        double t0_ = now_s(), c0_ = cpu_s();                                                                           \
+        double t0_ = bench_now_s(), c0_ = cpu_s();                                                                     \
         td_status s_ = (expr);                                                                                         \
-        charge(name, now_s() - t0_, cpu_s() - c0_);                                                                    \
+        charge(name, bench_now_s() - t0_, cpu_s() - c0_);                                                              \
         if (s_ != TD_OK) {                                                                                             \
             fprintf(stderr, "%s failed: %s\n", name, td_last_error());                                                 \
             exit(1);                                                                                                   \
@@ -102,7 +97,7 @@ int main(int argc, char **argv) {
         if (it == WARMUP) {
             for (int k = 0; k < n_kinds; k++) kind_s[k] = kind_cpu_s[k] = 0;
         }
-        double t0 = now_s(), c0 = cpu_s();
+        double t0 = bench_now_s(), c0 = cpu_s();
         td_scope_begin();
         /* forward */
         td_tensor *c1 = TIMED("conv_fwd", td_conv2d(x, w1.p, b1.p, s1, pad1, s1, 1));
@@ -144,7 +139,7 @@ int main(int argc, char **argv) {
                                             it + 1, false, false, false));
         (void)td_item(loss);
         td_scope_end();
-        if (it >= WARMUP) total += now_s() - t0, total_cpu += cpu_s() - c0;
+        if (it >= WARMUP) total += bench_now_s() - t0, total_cpu += cpu_s() - c0;
     }
     double accounted = 0;
     for (int k = 0; k < n_kinds; k++) {
