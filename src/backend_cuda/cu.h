@@ -1,0 +1,122 @@
+/*
+** Internals of the CUDA backend plugin (libtrident-cuda.so), shared by its C
+** runtime files (cu_*.c) and its kernel files (cu_ops_*.cu).
+**
+** One stream per device; every op is enqueued on it, so work on a device runs
+** in submission order and a buffer freed by the caching allocator can be
+** reused by the next allocation without a host wait (stream-ordered frees).
+** Each op has a launcher cu_op_<NAME> and a predicate cu_supports_<NAME> in a
+** cu_ops_<family>.cu file; both are declared weak, so the op table lists
+** exactly the ops linked in and supports() stays truthful.
+**
+** defines: cu_dev, error helpers, operand pointers, scratch memory, launch
+** sizing, the per-op declarations.
+*/
+#ifndef TRIDENT_CU_H
+#define TRIDENT_CU_H
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "trident/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CU_MAX_DEVICES 16
+
+typedef struct cu_dev {
+    int index;   /* Trident's ordinal (cuda:index) */
+    int ordinal; /* CUDA runtime ordinal, after TRIDENT_CUDA_DEVICE remapping */
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    cublasHandle_t blas; /* for the few calls Lt lacks (none on the hot path) */
+    void *lt_workspace;  /* cuBLASLt workspace, lt_workspace_size bytes */
+    size_t lt_workspace_size;
+    struct cudaDeviceProp prop;
+    int sm_count, cc_major, cc_minor;
+    pthread_mutex_t lock; /* the allocator and staging buffers */
+    bool capturing;       /* inside capture_begin/capture_end: no host waits allowed */
+    struct cu_alloc *alloc;
+    struct cu_staging *staging;
+} cu_dev;
+
+/* The device of Trident ordinal dev, made current on this thread; NULL with
+** TD_ERR_UNAVAILABLE when it does not exist. */
+cu_dev *cu_get(int dev);
+
+/* ---- errors: every CUDA, cuBLAS and NVRTC code becomes a td_status ---- */
+/* TD_OK, or TD_ERR_OOM / TD_ERR_DEVICE with "what: cudaErrorX: its string". */
+td_status cu_status(cudaError_t e, const char *what);
+td_status cu_blas_status(cublasStatus_t s, const char *what);
+#define CU_TRY(expr)                                                                                                   \
+    do {                                                                                                               \
+        td_status cu_try_st_ = cu_status((expr), #expr);                                                              \
+        if (cu_try_st_ != TD_OK) return cu_try_st_;                                                                    \
+    } while (0)
+/* After a <<<...>>> launch: reports a bad configuration or a sticky error. */
+#define CU_LAUNCHED(name) cu_status(cudaGetLastError(), name)
+
+/* ---- operands ---- */
+struct td_buffer {
+    void *ptr;     /* device address of byte 0 */
+    size_t nbytes; /* usable bytes */
+    size_t block;  /* bytes of the allocator block (0: foreign) */
+    int dev;
+    void (*deleter)(void *ctx); /* foreign memory: run on free */
+    void *ctx;
+};
+
+/* Device address of element v->offset of v (element 0 of the view). */
+static inline void *cu_data(const td_operand *v) {
+    return v->buf ? (char *)v->buf->ptr + v->offset * (int64_t)td_dtype_size(v->dtype) : NULL;
+}
+
+/* ---- memory (cu_memory.c) ---- */
+/* Stream-ordered scratch from the caching allocator: usable by work enqueued
+** on d->stream after this call; cu_temp_free may be called right after the
+** last launch that uses it (later allocations are ordered behind that work). */
+td_status cu_temp_alloc(cu_dev *d, size_t nbytes, void **out);
+void cu_temp_free(cu_dev *d, void *ptr);
+
+/* ---- launch sizing ---- */
+#define CU_BLOCK 256
+/* Blocks for a grid-stride loop over n items with CU_BLOCK threads: enough to
+** fill the device several times over, never more than needed. */
+static inline unsigned cu_grid(const cu_dev *d, int64_t n, int block) {
+    int64_t want = (n + block - 1) / block, cap = (int64_t)d->sm_count * 32;
+    if (want < 1) want = 1;
+    return (unsigned)(want < cap ? want : cap);
+}
+
+/* ---- elementwise iteration (cu_iter.c) ----
+** Merged geometry of n operands (n <= CU_MAX_OPERANDS) that share the shape of
+** views[0]: size-1 dims dropped, dims folded where every operand allows it.
+** A kernel turns a linear index i in [0, numel) into per-operand element
+** offsets with cu_offset (cu_kernels.cuh). */
+#define CU_MAX_OPERANDS 4
+typedef struct cu_geom {
+    int ndim; /* >= 1 */
+    int64_t numel;
+    int64_t shape[TD_MAX_DIMS];
+    int64_t strides[CU_MAX_OPERANDS][TD_MAX_DIMS];
+    bool contiguous; /* every operand is dense and in order: offset == i */
+} cu_geom;
+void cu_geom_make(int n, const td_operand *const *views, cu_geom *g);
+
+/* ---- the ops ---- */
+#define CU_OP_DECLARE_(N, ni, no, g, dts, lay, s)                                                                      \
+    td_status cu_op_##N(cu_dev *d, const td_op *op) __attribute__((weak));                                             \
+    bool cu_supports_##N(cu_dev *d, const td_op *op) __attribute__((weak));
+TD_OP_LIST(CU_OP_DECLARE_)
+#undef CU_OP_DECLARE_
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRIDENT_CU_H */
