@@ -140,7 +140,7 @@ typedef struct cube_kernels {
 /* Launch k over n elements with tensors t[0..nt), writing nothing else. */
 static td_status launch_n(td_user_kernel *k, int nt, td_tensor *const *t, int64_t n) {
     uint32_t grid[3] = {(uint32_t)((n + 63) / 64), 1, 1}, push = (uint32_t)n;
-    return td_kernel_launch(k, grid, nt, t, &push, sizeof push);
+    return td_kernel_launch(k, grid, NULL, 0, nt, t, &push, sizeof push);
 }
 
 static td_status cube_forward(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
@@ -172,8 +172,8 @@ TEST(glsl_autograd) {
     for (int i = 0; i < N; i++) v[i] = (float)(2 * srand1());
     char log[4096];
     cube_kernels k = {0};
-    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, cube_src, NULL, &k.fwd, log, sizeof log));
-    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, cube_grad_src, NULL, &k.bwd, log, sizeof log));
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, cube_src, NULL, NULL, &k.fwd, log, sizeof log));
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, cube_grad_src, NULL, NULL, &k.bwd, log, sizeof log));
     td_scope_begin();
     int64_t shape[1] = {N};
     td_tensor *x = ASSERT_TENSOR(td_from_data(v, 1, shape, TD_F32, TD_VULKAN(0))), *out;
@@ -207,26 +207,26 @@ TEST(glsl_kernel) {
     td_tensor *ty = ASSERT_TENSOR(td_from_data(y, 1, shape, TD_F32, TD_VULKAN(0)));
     td_user_kernel *k = NULL;
     char log[4096];
-    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", &k, log, sizeof log));
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", NULL, &k, log, sizeof log));
     struct {
         float a;
         uint32_t n;
     } push = {2.5f, N};
     uint32_t grid[3] = {(N + 63) / 64, 1, 1};
     td_tensor *args[2] = {tx, ty};
-    ASSERT_OK(td_kernel_launch(k, grid, 2, args, &push, sizeof push));
-    ASSERT_OK(td_kernel_launch(k, grid, 2, args, &push, sizeof push)); /* twice: the second reads the first */
+    ASSERT_OK(td_kernel_launch(k, grid, NULL, 0, 2, args, &push, sizeof push));
+    ASSERT_OK(td_kernel_launch(k, grid, NULL, 0, 2, args, &push, sizeof push)); /* twice: the second reads the first */
     ASSERT_OK(td_copy_to_host(ty, got, sizeof got, TD_F32));
     for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i] + 5.0f * x[i], 1e-5);
     /* compiled again: served from the SPIR-V cache, same result */
     td_user_kernel *k2 = NULL;
-    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", &k2, NULL, 0));
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", NULL, &k2, NULL, 0));
     td_kernel_free(k2);
     /* wrong tensor count; a tensor on the CPU */
-    ASSERT_ERROR(td_kernel_launch(k, grid, 1, args, &push, sizeof push), TD_ERR_MISUSE, "2 bindings");
+    ASSERT_ERROR(td_kernel_launch(k, grid, NULL, 0, 1, args, &push, sizeof push), TD_ERR_MISUSE, "2 bindings");
     td_tensor *cpu = ASSERT_TENSOR(td_from_data(x, 1, shape, TD_F32, TD_CPU));
     td_tensor *mixed[2] = {cpu, ty};
-    ASSERT_ERROR(td_kernel_launch(k, grid, 2, mixed, &push, sizeof push), TD_ERR_DEVICE, "cpu");
+    ASSERT_ERROR(td_kernel_launch(k, grid, NULL, 0, 2, mixed, &push, sizeof push), TD_ERR_DEVICE, "cpu");
     td_kernel_free(k);
     td_release(tx), td_release(ty), td_release(cpu);
     check_clean();
@@ -237,16 +237,16 @@ TEST(glsl_errors) {
     char log[4096];
     td_user_kernel *k = (td_user_kernel *)1;
     const char *bad = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undeclared_thing = 1; }\n";
-    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, NULL, &k, log, sizeof log), TD_ERR_COMPILE,
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, NULL, NULL, &k, log, sizeof log), TD_ERR_COMPILE,
                  "undeclared_thing");
     ASSERT(k == NULL);
     ASSERT(strstr(log, "undeclared_thing") != NULL);
     printf("  compile log: %.120s\n", log);
-    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_CUDA, bad, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED,
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_CUDA, bad, NULL, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED,
                  "GLSL");
-    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", &k, log, sizeof log), TD_ERR_MISUSE,
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", NULL, &k, log, sizeof log), TD_ERR_MISUSE,
                  "identifier");
-    ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED, "cpu");
+    ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED, "cpu");
     /* a binding too large for one descriptor, when the device's limit is reachable */
     td_device_info info;
     ASSERT_OK(be->iface->device_info(0, &info));

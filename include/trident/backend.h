@@ -12,7 +12,12 @@
 **
 ** Execution model: run() may return before the work is done (CUDA stream order,
 ** Vulkan command buffers). read() and synchronize() wait. Work submitted to one
-** device executes in submission order.
+** device executes in submission order, on the device's one queue, whose native
+** handle native_stream() gives; event_wait() orders it after other work.
+**
+** Version 2 added: buffer_address, native_stream, buffer_import (foreign
+** memory), event_wait, memory_stats/empty_cache, kernel options, block size and
+** shared memory at launch, cross-device copy, and td_op.flags.
 **
 ** Plugins: a shared library libtrident-<name>.so exporting
 **     const td_backend *td_backend_plugin(void);
@@ -25,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device.h"
+#include "kernel.h"
 #include "op_list.h"
 #include "tensor.h"
 
@@ -32,7 +39,7 @@
 extern "C" {
 #endif
 
-#define TD_BACKEND_API_VERSION 1
+#define TD_BACKEND_API_VERSION 2
 
 typedef enum td_op_kind {
 #define TD_OP_ENUM_(N, ni, no, g, dts, lay, s) TD_OP_##N,
@@ -132,6 +139,11 @@ typedef union td_op_params {
     } rmsprop;
 } td_op_params;
 
+/* td_op.flags */
+enum {
+    TD_OP_FLAG_TF32 = 1 /* MATMUL, CONV2D*: fp32 may use TF32 ("high" matmul precision) */
+};
+
 /* One op invocation. in and out point to n_in / n_out views. */
 typedef struct td_op {
     td_op_kind kind;
@@ -139,22 +151,8 @@ typedef struct td_op {
     const td_operand *in;
     td_operand *out;
     td_op_params p;
+    uint32_t flags; /* TD_OP_FLAG_* */
 } td_op;
-
-typedef struct td_device_info {
-    char name[128];          /* "NVIDIA H100 80GB HBM3", "llvmpipe", "AMD EPYC ..." */
-    char driver[64];         /* driver or library version */
-    uint64_t total_memory;   /* bytes; 0 if unknown */
-    uint64_t free_memory;    /* bytes; 0 if unknown */
-    int compute_units;       /* SMs, CUs or CPU threads */
-    int subgroup_size;       /* warp/subgroup width; SIMD lanes (f32) on CPU */
-    bool fp16, bf16, int8;   /* native arithmetic of these types */
-    bool cooperative_matrix; /* tensor-core style matrix ops */
-    bool timestamps;         /* event timing is available */
-    bool unified_memory;     /* host can address device buffers */
-    bool emulated;           /* a software device on the host CPU (lavapipe): "auto" never picks it */
-    char features[256];      /* free-form extras, e.g. "avx2 fma openblas" */
-} td_device_info;
 
 enum { TD_LANG_GLSL = 1, TD_LANG_CUDA = 2 };
 
@@ -162,16 +160,32 @@ typedef struct td_backend_i {
     /* ---- devices ---- */
     int (*device_count)(void);                              /* >= 0 */
     td_status (*device_info)(int dev, td_device_info *out); /* fills *out */
+    /* (optional) the native queue: cudaStream_t, VkQueue. NULL slot: td_device_native_stream gives NULL. */
+    void *(*native_stream)(int dev);
 
     /* ---- memory (bytes) ---- */
     td_status (*buffer_alloc)(int dev, size_t nbytes, td_buffer **out); /* TD_ERR_OOM on failure; nbytes may be 0 */
     void (*buffer_free)(td_buffer *buf); /* NULL is a no-op; may be deferred until work ends */
     /* (optional) host address of the buffer's byte 0, or NULL. NULL slot: never host-addressable. */
     void *(*buffer_host_ptr)(td_buffer *buf);
+    /* (optional) device address of byte 0 (CUdeviceptr, VkDeviceAddress, host pointer), 0 if it has none.
+    ** NULL slot: td_tensor_device_address reports TD_ERR_UNSUPPORTED. */
+    uint64_t (*buffer_address)(td_buffer *buf);
+    /* (optional) wrap nbytes of foreign memory at address (in buffer_address's terms) as a buffer;
+    ** buffer_free runs deleter(ctx) (when not NULL) after the queued work that uses it.
+    ** NULL slot: td_from_foreign reports TD_ERR_UNSUPPORTED. */
+    td_status (*buffer_import)(int dev, uint64_t address, size_t nbytes, void (*deleter)(void *ctx), void *ctx,
+                               td_buffer **out);
     td_status (*write)(td_buffer *dst, size_t offset, const void *src, size_t nbytes); /* host -> device, ordered */
     td_status (*read)(td_buffer *src, size_t offset, void *dst, size_t nbytes);        /* device -> host, waits */
+    /* Device to device, ordered on dst's queue. src and dst may be buffers of two devices of this backend:
+    ** TD_ERR_UNSUPPORTED when the backend cannot copy between those two (the core then stages on the host). */
     td_status (*copy)(td_buffer *src, size_t src_offset, td_buffer *dst, size_t dst_offset, size_t nbytes);
     td_status (*memset)(td_buffer *dst, size_t offset, uint8_t byte, size_t nbytes);
+    /* (optional) allocator statistics. NULL slot: td_memory_stats_get reports TD_ERR_UNSUPPORTED. */
+    td_status (*memory_stats)(int dev, bool reset_peak, td_memory_stats *out);
+    /* (optional) return cached memory to the driver. NULL slot: nothing to do. */
+    td_status (*empty_cache)(int dev);
 
     /* ---- ops ---- */
     bool (*supports)(int dev, const td_op *op); /* can run() take this op with these dtypes? */
@@ -179,10 +193,13 @@ typedef struct td_backend_i {
 
     /* ---- streams and timing ---- */
     td_status (*synchronize)(int dev);                                         /* wait for all queued work */
-    td_status (*event_create)(int dev, td_event **out);                        /* (optional) NULL: no timing */
+    td_status (*event_create)(int dev, td_event **out);                        /* (optional) NULL: no events */
     td_status (*event_record)(td_event *ev);                                   /* (optional) mark the queue */
     td_status (*event_elapsed_ms)(td_event *start, td_event *end, double *ms); /* (optional) waits for end */
     void (*event_free)(td_event *ev);                                          /* (optional) */
+    /* (optional) make dev's queue wait for ev, recorded on any device of this backend, without a host wait.
+    ** NULL slot: the core synchronizes ev's device on the host instead. */
+    td_status (*event_wait)(int dev, td_event *ev);
 
     /* ---- capture (optional; NULL: td_capture_* report TD_ERR_UNSUPPORTED) ---- */
     td_status (*capture_begin)(int dev);
@@ -191,12 +208,16 @@ typedef struct td_backend_i {
     void (*graph_free)(td_graph *g);
 
     /* ---- custom kernels (optional; NULL: TD_ERR_UNSUPPORTED) ---- */
-    /* Compile source in lang (TD_LANG_*); on TD_ERR_COMPILE the log holds the compiler output. */
-    td_status (*kernel_compile)(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
-                                size_t log_size);
-    /* Launch over grid (workgroups/blocks); views bound in order; push data by value. */
-    td_status (*kernel_launch)(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views,
-                               const void *push, size_t push_size);
+    /* Compile source in lang (TD_LANG_*) with opts (NULL: none); on TD_ERR_COMPILE the log holds the compiler
+    ** output. */
+    td_status (*kernel_compile)(int dev, int lang, const char *source, const char *entry, const td_kernel_options *opts,
+                                td_kernel **out, char *log, size_t log_size);
+    /* Launch over grid[3] workgroups (blocks) of block[3] threads (GLSL: {0,0,0} keeps the shader's local size;
+    ** otherwise it sets specialization constants 0..2) with shared_bytes of dynamic shared memory (CUDA).
+    ** views are bound in order; push data goes by value (GLSL: the push-constant block; CUDA: the parameters
+    ** after the view pointers, laid out as a C struct). */
+    td_status (*kernel_launch)(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                               int n_views, const td_operand *views, const void *push, size_t push_size);
     void (*kernel_free)(td_kernel *k);
 } td_backend_i;
 

@@ -7,6 +7,7 @@
 
 #include "autograd.h"
 #include "data.h"
+#include "device.h"
 #include "io.h"
 #include "kernel.h"
 #include "nn.h"

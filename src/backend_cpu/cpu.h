@@ -17,6 +17,9 @@ struct td_buffer {
     size_t capacity;             /* bytes allocated (the size class) */
     int size_class;              /* caching-allocator class, or -1 when not cached */
     struct td_buffer *next_free; /* free-list link while cached */
+    void (*deleter)(void *ctx);  /* foreign memory (buffer_import): run on free instead of free(data) */
+    void *ctx;
+    bool foreign;
 };
 
 /* Host address of a view's element 0. */

@@ -144,6 +144,14 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static td_buffer *cache[CACHE_CLASSES]; /* free lists, linked through next_free */
 static size_t cache_bytes;
+static td_memory_stats stats; /* under cache_lock; allocated counts capacities */
+
+static void stats_take(size_t capacity) {
+    stats.allocated += capacity;
+    stats.alloc_count++;
+    if (stats.allocated > stats.peak_allocated) stats.peak_allocated = stats.allocated;
+    stats.reserved = stats.allocated + cache_bytes;
+}
 
 /* Size class of n bytes, and the capacity it rounds up to; -1 if uncached. */
 static int size_class(size_t n, size_t *capacity) {
@@ -170,6 +178,7 @@ static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
         if (b) {
             cache[c] = b->next_free;
             cache_bytes -= b->capacity;
+            stats_take(b->capacity);
         }
         pthread_mutex_unlock(&cache_lock);
         if (b) {
@@ -185,12 +194,40 @@ static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
         return td_error_set(TD_ERR_OOM, "cpu: out of memory allocating %zu bytes", nbytes);
     }
     *b = (td_buffer){.data = data, .size = nbytes, .capacity = capacity, .size_class = c};
+    pthread_mutex_lock(&cache_lock);
+    stats_take(capacity);
+    pthread_mutex_unlock(&cache_lock);
+    *out = b;
+    return TD_OK;
+}
+
+static td_status cpu_buffer_import(int dev, uint64_t address, size_t nbytes, void (*deleter)(void *), void *ctx,
+                                   td_buffer **out) {
+    (void)dev;
+    *out = NULL;
+    td_buffer *b = malloc(sizeof *b);
+    if (!b) return td_error_set(TD_ERR_OOM, "cpu: out of host memory for a buffer header");
+    *b = (td_buffer){.data = (void *)(uintptr_t)address,
+                     .size = nbytes,
+                     .capacity = nbytes,
+                     .size_class = -1,
+                     .deleter = deleter,
+                     .ctx = ctx,
+                     .foreign = true};
     *out = b;
     return TD_OK;
 }
 
 static void cpu_buffer_free(td_buffer *b) {
     if (!b) return;
+    if (b->foreign) {
+        if (b->deleter) b->deleter(b->ctx);
+        free(b);
+        return;
+    }
+    pthread_mutex_lock(&cache_lock);
+    stats.allocated -= b->capacity;
+    pthread_mutex_unlock(&cache_lock);
     if (b->size_class >= 0) {
         pthread_mutex_lock(&cache_lock);
         bool keep = cache_bytes + b->capacity <= CACHE_LIMIT;
@@ -207,6 +244,33 @@ static void cpu_buffer_free(td_buffer *b) {
 }
 
 static void *cpu_buffer_host_ptr(td_buffer *b) { return b->data; }
+static uint64_t cpu_buffer_address(td_buffer *b) { return (uint64_t)(uintptr_t)b->data; }
+
+static td_status cpu_memory_stats(int dev, bool reset_peak, td_memory_stats *out) {
+    (void)dev;
+    pthread_mutex_lock(&cache_lock);
+    stats.reserved = stats.allocated + cache_bytes;
+    *out = stats;
+    if (reset_peak) stats.peak_allocated = stats.allocated;
+    pthread_mutex_unlock(&cache_lock);
+    return TD_OK;
+}
+
+/* Frees every cached buffer. */
+static td_status cpu_empty_cache(int dev) {
+    (void)dev;
+    pthread_mutex_lock(&cache_lock);
+    for (int c = 0; c < CACHE_CLASSES; c++)
+        for (td_buffer *b = cache[c], *next; b; b = next) {
+            next = b->next_free;
+            free(b->data);
+            free(b);
+        }
+    memset(cache, 0, sizeof cache);
+    cache_bytes = 0;
+    pthread_mutex_unlock(&cache_lock);
+    return TD_OK;
+}
 
 static td_status cpu_write(td_buffer *dst, size_t offset, const void *src, size_t n) {
     memcpy((char *)dst->data + offset, src, n);
@@ -262,13 +326,18 @@ static td_status cpu_synchronize(int dev) {
 static const td_backend_i cpu_iface = {
     .device_count = cpu_device_count,
     .device_info = cpu_device_info,
+    .native_stream = NULL,
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_free = cpu_buffer_free,
     .buffer_host_ptr = cpu_buffer_host_ptr,
+    .buffer_address = cpu_buffer_address,
+    .buffer_import = cpu_buffer_import,
     .write = cpu_write,
     .read = cpu_read,
     .copy = cpu_copy,
     .memset = cpu_memset,
+    .memory_stats = cpu_memory_stats,
+    .empty_cache = cpu_empty_cache,
     .supports = cpu_supports,
     .run = cpu_run,
     .synchronize = cpu_synchronize,
@@ -276,6 +345,7 @@ static const td_backend_i cpu_iface = {
     .event_record = NULL,
     .event_elapsed_ms = NULL,
     .event_free = NULL,
+    .event_wait = NULL,
     .capture_begin = NULL,
     .capture_end = NULL,
     .graph_replay = NULL,

@@ -178,6 +178,7 @@ void vk_buffer_free(td_buffer *buf);
 td_status vk_write(td_buffer *dst, size_t offset, const void *src, size_t nbytes);
 td_status vk_read(td_buffer *src, size_t offset, void *dst, size_t nbytes);
 td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t nbytes);
+uint64_t vk_buffer_address(td_buffer *b); /* VkDeviceAddress of byte 0; 0 without buffer device addresses */
 td_status vk_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t nbytes);
 
 /* ---- vk_exec.c ---- */

@@ -68,16 +68,26 @@ static td_status vk_synchronize(int dev) {
     return st;
 }
 
+static void *vk_native_stream(int dev) {
+    vk_dev *d = vk_get(dev);
+    return d ? (void *)d->queue : NULL;
+}
+
 const td_backend_i vk_iface = {
     .device_count = vk_device_count,
     .device_info = vk_device_info,
+    .native_stream = vk_native_stream,
     .buffer_alloc = vk_buffer_alloc,
     .buffer_free = vk_buffer_free,
     .buffer_host_ptr = NULL,
+    .buffer_address = vk_buffer_address,
+    .buffer_import = NULL,
     .write = vk_write,
     .read = vk_read,
     .copy = vk_copy,
     .memset = vk_memset,
+    .memory_stats = NULL,
+    .empty_cache = NULL,
     .supports = vk_supports,
     .run = vk_run,
     .synchronize = vk_synchronize,
@@ -85,6 +95,7 @@ const td_backend_i vk_iface = {
     .event_record = vk_event_record,
     .event_elapsed_ms = vk_event_elapsed_ms,
     .event_free = vk_event_free,
+    .event_wait = vk_event_wait,
     .capture_begin = vk_capture_begin,
     .capture_end = vk_capture_end,
     .graph_replay = vk_graph_replay,

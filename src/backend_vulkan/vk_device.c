@@ -370,6 +370,7 @@ static td_status create_device(vk_dev *d) {
                                             .storageBuffer8BitAccess = c->storage8,
                                             .shaderFloat16 = c->fp16_arith,
                                             .shaderInt8 = c->int8_arith,
+                                            .bufferDeviceAddress = c->bda,
                                             .vulkanMemoryModel = c->coopmat_f16};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,

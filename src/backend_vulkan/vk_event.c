@@ -65,4 +65,17 @@ td_status vk_event_elapsed_ms(td_event *start, td_event *end, double *ms) {
     return st;
 }
 
+/* One queue per device runs its work in submission order, so an event of the
+** same device is already behind everything queued; one of another device is
+** waited for on the host (Vulkan devices share no semaphores here). */
+td_status vk_event_wait(int dev, td_event *ev) {
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    if (ev->d == d) return TD_OK;
+    vk_lock(ev->d);
+    td_status st = vk_finish(ev->d);
+    vk_unlock(ev->d);
+    return st;
+}
+
 void vk_event_free(td_event *ev) { free(ev); }

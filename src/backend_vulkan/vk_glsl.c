@@ -34,8 +34,12 @@
 struct td_kernel {
     vk_dev *d;
     VkShaderModule mod;
-    VkPipeline pipe;
+    VkPipeline pipe;  /* with the shader's own local size */
+    VkPipeline sized; /* with local_size_x_id 0 = sized_x, built on the first launch that names a block */
+    uint32_t sized_x;
     int n_bindings;
+    const uint32_t *words; /* the cached SPIR-V (owned by the cache) */
+    size_t size;
 };
 
 typedef struct spirv_entry {
@@ -117,10 +121,12 @@ static void put_log(char *log, size_t log_size, const char *a, const char *b) {
 }
 
 /* Compile source to SPIR-V; on failure TD_ERR_COMPILE with glslang's messages in log. */
-static td_status compile(const char *source, const char *entry, spirv_entry **out, char *log, size_t log_size) {
+static td_status compile(const char *source, const char *entry, const char *defines, spirv_entry **out, char *log,
+                         size_t log_size) {
     pthread_once(&glslang_once, glslang_start);
-    char preamble[160] = "";
-    if (strcmp(entry, "main") != 0) snprintf(preamble, sizeof preamble, "#define %s main\n", entry);
+    char preamble[4096] = "";
+    int at = snprintf(preamble, sizeof preamble, "%s", defines);
+    if (strcmp(entry, "main") != 0) snprintf(preamble + at, sizeof preamble - (size_t)at, "#define %s main\n", entry);
     glslang_input_t in = {
         .language = GLSLANG_SOURCE_GLSL,
         .stage = GLSLANG_STAGE_COMPUTE,
@@ -190,8 +196,28 @@ static bool valid_identifier(const char *s) {
     return true;
 }
 
-td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
-                            size_t log_size) {
+/* The options' macros as "#define NAME VALUE" lines; TD_ERR_MISUSE for a bad name. */
+static td_status define_lines(const td_kernel_options *opts, char *out, size_t n) {
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; opts && i < opts->n_defines; i++) {
+        const char *def = opts->defines[i], *eq = def ? strchr(def, '=') : NULL;
+        char name[128];
+        size_t len = def ? (eq ? (size_t)(eq - def) : strlen(def)) : 0;
+        if (!def || len == 0 || len >= sizeof name)
+            return td_error_set(TD_ERR_MISUSE, "glsl: define %d is not NAME or NAME=VALUE", i);
+        memcpy(name, def, len);
+        name[len] = 0;
+        if (!valid_identifier(name)) return td_error_set(TD_ERR_MISUSE, "glsl: define %d is not NAME or NAME=VALUE", i);
+        int w = snprintf(out + at, n - at, "#define %s %s\n", name, eq ? eq + 1 : "1");
+        if (w < 0 || (size_t)w >= n - at) return td_error_set(TD_ERR_MISUSE, "glsl: defines longer than %zu bytes", n);
+        at += (size_t)w;
+    }
+    return TD_OK;
+}
+
+td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, const td_kernel_options *opts,
+                            td_kernel **out, char *log, size_t log_size) {
     *out = NULL;
     if (log && log_size) log[0] = 0;
     if (lang != TD_LANG_GLSL)
@@ -200,14 +226,17 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     if (!entry) entry = "main";
     if (!valid_identifier(entry) || strlen(entry) > 100)
         return td_error_set(TD_ERR_MISUSE, "glsl: entry '%s' is not a GLSL identifier", entry);
+    char defines[3072];
+    td_status st = define_lines(opts, defines, sizeof defines);
+    if (st != TD_OK) return st;
     vk_dev *d = vk_get(dev);
     if (!d) return td_last_status();
     uint64_t hash = fnv1a(fnv1a(0xCBF29CE484222325ull, entry, strlen(entry) + 1), source, strlen(source));
+    hash = fnv1a(hash, defines, strlen(defines));
     pthread_mutex_lock(&cache_lock);
     spirv_entry *e = cache_find(hash);
-    td_status st = TD_OK;
     if (!e) {
-        st = compile(source, entry, &e, log, log_size);
+        st = compile(source, entry, defines, &e, log, log_size);
         if (st == TD_OK) {
             e->hash = hash;
             cache_store(e);
@@ -218,6 +247,8 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     td_kernel *k = calloc(1, sizeof *k);
     if (!k) return td_error_set(TD_ERR_OOM, "glsl: out of host memory");
     k->d = d;
+    k->words = e->words;
+    k->size = e->size;
     k->n_bindings = count_bindings(e->words, e->size / 4);
     if (k->n_bindings > VK_MAX_BINDINGS) {
         int n = k->n_bindings;
@@ -236,9 +267,42 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     return TD_OK;
 }
 
-td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views, const void *push,
-                           size_t push_size) {
+/* The pipeline for a launch's block: the shader's local size for {0,0,0}, else
+** local_size_x_id 0 specialized to block[0] (1-D blocks only). */
+static td_status pipeline_for(td_kernel *k, const uint32_t block[3], VkPipeline *out) {
+    if (!block || (!block[0] && !block[1] && !block[2])) return *out = k->pipe, TD_OK;
+    if (!block[0] || block[1] > 1 || block[2] > 1)
+        return td_error_set(TD_ERR_MISUSE,
+                            "glsl kernel: block {%u,%u,%u}: GLSL kernels take a 1-D block, sized "
+                            "through layout(local_size_x_id = 0)",
+                            block[0], block[1], block[2]);
+    if (block[0] > k->d->caps.max_wg_invocations)
+        return td_error_set(TD_ERR_MISUSE, "glsl kernel: block of %u invocations exceeds the device's %u", block[0],
+                            k->d->caps.max_wg_invocations);
+    if (!k->sized || k->sized_x != block[0]) {
+        VkShaderModule mod;
+        VkPipeline pipe;
+        td_status st = vk_pipeline_from_spirv(k->d, k->words, k->size, "main", block[0], &mod, &pipe);
+        if (st != TD_OK) return st;
+        vkDestroyShaderModule(k->d->dev, mod, NULL);
+        if (k->sized) {
+            vk_finish(k->d); /* the old pipeline may still be in a queued batch */
+            vkDestroyPipeline(k->d->dev, k->sized, NULL);
+        }
+        k->sized = pipe;
+        k->sized_x = block[0];
+    }
+    return *out = k->sized, TD_OK;
+}
+
+td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                           int n_views, const td_operand *views, const void *push, size_t push_size) {
     vk_dev *d = k->d;
+    if (shared_bytes)
+        return td_error_set(TD_ERR_MISUSE,
+                            "glsl kernel: %zu bytes of dynamic shared memory; GLSL declares its "
+                            "shared arrays in the shader",
+                            shared_bytes);
     if (n_views != k->n_bindings)
         return td_error_set(TD_ERR_MISUSE, "glsl kernel: launched with %d tensors, but the shader has %d bindings",
                             n_views, k->n_bindings);
@@ -254,7 +318,8 @@ td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], int n_views, co
     if (push_size) memcpy(pushed, push, push_size);
     vk_bind b[VK_MAX_BINDINGS];
     vk_lock(d);
-    td_status st = TD_OK;
+    VkPipeline pipe;
+    td_status st = pipeline_for(k, block, &pipe);
     for (int i = 0; i < n_views && st == TD_OK; i++) {
         uint32_t off;
         if (views[i].buf && views[i].buf->dev != d) {
@@ -269,8 +334,7 @@ td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], int n_views, co
                               i, off, (unsigned long long)d->caps.min_storage_align);
     }
     if (st == TD_OK)
-        st = vk_dispatch_pipeline(d, k->pipe, n_views, b, pushed, (push_size + 3) & ~(size_t)3, grid[0], grid[1],
-                                  grid[2]);
+        st = vk_dispatch_pipeline(d, pipe, n_views, b, pushed, (push_size + 3) & ~(size_t)3, grid[0], grid[1], grid[2]);
     vk_unlock(d);
     return st;
 }
@@ -281,6 +345,7 @@ void vk_kernel_free(td_kernel *k) {
     vk_lock(d);
     vk_finish(d); /* the pipeline may still be in a queued batch */
     vkDestroyPipeline(d->dev, k->pipe, NULL);
+    if (k->sized) vkDestroyPipeline(d->dev, k->sized, NULL);
     vkDestroyShaderModule(d->dev, k->mod, NULL);
     vk_unlock(d);
     free(k);

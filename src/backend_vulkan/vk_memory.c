@@ -69,8 +69,14 @@ static td_status block_new(vk_dev *d, VkDeviceSize size, uint32_t type, VkBuffer
     }
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
-    VkMemoryAllocateInfo ai = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = type};
+    /* blocks of storage buffers carry device addresses when the device has them (td_tensor_device_address) */
+    VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                    .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+    bool address = (usage & VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT) != 0;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .pNext = address ? &fi : NULL,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = type};
     r = vkAllocateMemory(d->dev, &ai, NULL, &b->mem);
     if (r == VK_SUCCESS) r = vkBindBufferMemory(d->dev, b->buf, b->mem, 0);
     if (r == VK_SUCCESS && (d->memprops.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
@@ -100,6 +106,7 @@ static void block_destroy(vk_dev *d, vk_block *b) {
 
 static const VkBufferUsageFlags USAGE =
     VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+#define STORAGE_USAGE(d) (USAGE | ((d)->caps.bda ? VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT : 0))
 
 td_status vk_memory_init(vk_dev *d) {
     /* memoryTypeBits of a storage buffer */
@@ -165,7 +172,7 @@ static void trim(vk_dev *d) {
 static td_status alloc_once(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
     if (b->size_class < 0) { /* dedicated */
         vk_block *blk;
-        td_status st = block_new(d, cap, d->mt_device, USAGE, &blk);
+        td_status st = block_new(d, cap, d->mt_device, STORAGE_USAGE(d), &blk);
         if (st != TD_OK) return st;
         blk->dedicated = true;
         blk->used = cap;
@@ -183,7 +190,7 @@ static td_status alloc_once(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
         return TD_OK;
     }
     vk_block *blk;
-    td_status st = block_new(d, d->block_size, d->mt_device, USAGE, &blk);
+    td_status st = block_new(d, d->block_size, d->mt_device, STORAGE_USAGE(d), &blk);
     if (st != TD_OK) return st;
     blk->next = d->blocks;
     d->blocks = blk;
@@ -371,9 +378,16 @@ td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
     return st;
 }
 
+uint64_t vk_buffer_address(td_buffer *b) {
+    if (!b->dev->caps.bda) return 0;
+    VkBufferDeviceAddressInfo ai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = b->block->buf};
+    return (uint64_t)vkGetBufferDeviceAddress(b->dev->dev, &ai) + b->offset;
+}
+
 td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t n) {
     vk_dev *d = dst->dev;
-    if (src->dev != d) return td_error_set(TD_ERR_DEVICE, "vulkan copy: buffers on different devices");
+    if (src->dev != d) /* the core stages the copy on the host */
+        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan copy: buffers on two devices");
     td_status st = check_range(src, so, n, "copy");
     if (st == TD_OK) st = check_range(dst, dof, n, "copy");
     if (st != TD_OK || n == 0) return st;

@@ -21,6 +21,7 @@ td_status vk_event_create(int dev, td_event **out);
 td_status vk_event_record(td_event *ev);
 td_status vk_event_elapsed_ms(td_event *start, td_event *end, double *ms);
 void vk_event_free(td_event *ev);
+td_status vk_event_wait(int dev, td_event *ev);
 
 /* COPY of any view into any view of the same shape, converting dtypes. */
 td_status vk_copy_view(vk_dev *d, const td_operand *in, const td_operand *out);
@@ -32,10 +33,10 @@ td_status vk_graph_replay(td_graph *g);
 void vk_graph_free(td_graph *g);
 
 /* vk_glsl.c: user kernels */
-td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, td_kernel **out, char *log,
-                            size_t log_size);
-td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], int n_views, const td_operand *views, const void *push,
-                           size_t push_size);
+td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, const td_kernel_options *opts,
+                            td_kernel **out, char *log, size_t log_size);
+td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                           int n_views, const td_operand *views, const void *push, size_t push_size);
 void vk_kernel_free(td_kernel *k);
 
 /* Shader variant of a dtype family: base + dtype code (variants are listed in

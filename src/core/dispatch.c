@@ -99,7 +99,7 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     td_operand iv[MAX_OPERANDS], ov[8];
     for (int i = 0; i < n_in; i++) iv[i] = in_views ? in_views[i] : in[i] ? td__view_of(in[i]) : (td_operand){0};
     for (int i = 0; i < n_out; i++) ov[i] = out[i] ? td__view_of(out[i]) : (td_operand){0};
-    td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov};
+    td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov, .flags = td__op_flags(kind)};
     if (p) op.p = *p;
     const td_backend *be = first->storage->backend;
     if (!be->iface->supports(dev.index, &op)) {

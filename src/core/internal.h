@@ -76,6 +76,8 @@ const char *td__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 /* ---- tensors ---- */
 /* New contiguous tensor, uninitialized (poisoned under TD_DEBUG_POISON). */
 td_tensor *td__alloc(int ndim, const int64_t *shape, td_dtype dt, td_device dev);
+/* New +1 tensor (not scoped) over storage s, taking s's reference; on failure s is released. */
+td_tensor *td__tensor_over(td_storage *s, int ndim, const int64_t *shape, const int64_t *strides, td_dtype dt);
 /* New tensor header viewing base's storage with the given geometry. */
 td_tensor *td__make_view(td_tensor *base, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset);
 td_operand td__view_of(const td_tensor *t);
@@ -159,6 +161,12 @@ TD_API td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, con
 /* dy [N,C,Ho,Wo] -> dx [N,C,H,W] = x_shape */
 TD_API td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], const int kernel[2],
                                           const int stride[2], const int padding[2], bool count_include_pad);
+
+/* ---- device waits ---- */
+/* Counts a device-to-host wait on s's device (none on the CPU): td_host_sync_count. */
+void td__count_host_sync(const td_storage *s);
+/* The td_op.flags the current settings give an op (TD_OP_FLAG_TF32 for fp32 matmul/conv under "high"). */
+uint32_t td__op_flags(td_op_kind kind);
 
 /* ---- backends ---- */
 const td_backend *td__backend_of(td_device dev); /* NULL with error if unavailable */

@@ -19,12 +19,14 @@ struct td_user_kernel {
     td_kernel *k;
 };
 
-td_status td_kernel_compile(td_device dev, int lang, const char *source, const char *entry, td_user_kernel **out,
-                            char *log, size_t log_size) {
+td_status td_kernel_compile(td_device dev, int lang, const char *source, const char *entry,
+                            const td_kernel_options *opts, td_user_kernel **out, char *log, size_t log_size) {
     if (log && log_size) log[0] = 0;
     if (!out) return TD_ERR(TD_ERR_MISUSE, "td_kernel_compile: out is NULL");
     *out = NULL;
     if (!source) return TD_ERR(TD_ERR_MISUSE, "td_kernel_compile: source is NULL");
+    if (opts && (opts->n_defines < 0 || (opts->n_defines > 0 && !opts->defines)))
+        return TD_ERR(TD_ERR_MISUSE, "td_kernel_compile: %d defines with a NULL list", opts->n_defines);
     const td_backend *be = td__backend_of(dev);
     if (!be) return td_last_status();
     if (!be->iface->kernel_compile) {
@@ -34,7 +36,7 @@ td_status td_kernel_compile(td_device dev, int lang, const char *source, const c
     }
     td_user_kernel *uk = calloc(1, sizeof *uk);
     if (!uk) return TD_ERR(TD_ERR_OOM, "td_kernel_compile: out of host memory");
-    td_status st = be->iface->kernel_compile(dev.index, lang, source, entry, &uk->k, log, log_size);
+    td_status st = be->iface->kernel_compile(dev.index, lang, source, entry, opts, &uk->k, log, log_size);
     if (st != TD_OK) {
         free(uk);
         return st;
@@ -45,8 +47,8 @@ td_status td_kernel_compile(td_device dev, int lang, const char *source, const c
     return TD_OK;
 }
 
-td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], int n, td_tensor *const *tensors,
-                           const void *push, size_t push_size) {
+td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                           int n, td_tensor *const *tensors, const void *push, size_t push_size) {
     if (!k || !grid || n < 0 || (n > 0 && !tensors))
         return TD_ERR(TD_ERR_MISUSE, "td_kernel_launch: NULL kernel, grid or tensors");
     if (n > KERNEL_MAX_TENSORS)
@@ -62,7 +64,8 @@ td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], int n, td_
         }
         views[i] = td__view_of(tensors[i]);
     }
-    return k->be->iface->kernel_launch(k->k, grid, n, views, push, push_size);
+    static const uint32_t no_block[3] = {0, 0, 0};
+    return k->be->iface->kernel_launch(k->k, grid, block ? block : no_block, shared_bytes, n, views, push, push_size);
 }
 
 void td_kernel_free(td_user_kernel *k) {

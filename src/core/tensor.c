@@ -184,6 +184,19 @@ td_tensor *td__alloc(int ndim, const int64_t *shape, td_dtype dt, td_device dev)
     return t;
 }
 
+td_tensor *td__tensor_over(td_storage *s, int ndim, const int64_t *shape, const int64_t *strides, td_dtype dt) {
+    td_tensor *t = header_new();
+    if (!t) {
+        storage_release(s);
+        TD_FAIL_NULL(TD_ERR_OOM, "out of host memory for a tensor header");
+    }
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i], t->strides[i] = strides[i];
+    t->storage = s;
+    return t;
+}
+
 td_tensor *td__make_view(td_tensor *base, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset) {
     td_tensor *t = header_new();
     if (!t) TD_FAIL_NULL(TD_ERR_OOM, "out of host memory for a tensor header");
@@ -224,8 +237,10 @@ void td_release(td_tensor *t) {
 static bool alive(const td_tensor *t, const char *fn) {
     if (t && t->magic == TD_TENSOR_ALIVE) return true;
     if (td_last_status() == TD_OK) {
-        if (!t) TD_ERR(TD_ERR_MISUSE, "%s: tensor is NULL", fn);
-        else TD_ERR(TD_ERR_STATE, "%s: tensor was released", fn);
+        if (!t)
+            TD_ERR(TD_ERR_MISUSE, "%s: tensor is NULL", fn);
+        else
+            TD_ERR(TD_ERR_STATE, "%s: tensor was released", fn);
     }
     return false;
 }
@@ -411,7 +426,17 @@ td_tensor *td_to(td_tensor *t, td_device dev) {
     void *host = nbytes ? td__host_data(src) : NULL;
     void *staging = NULL;
     td_status st = out ? TD_OK : td_last_status();
+    if (st == TD_OK && nbytes && !host && out->storage->backend == src->storage->backend) {
+        /* two devices of one backend: a device-to-device (peer) copy where the backend can */
+        st = out->storage->backend->iface->copy(src->storage->buf, src_off, out->storage->buf, out->storage->guard,
+                                                nbytes);
+        if (st == TD_OK)
+            nbytes = 0;
+        else if (st == TD_ERR_UNSUPPORTED)
+            st = TD_OK, td_clear_error(); /* stage through the host below */
+    }
     if (st == TD_OK && nbytes && !host) {
+        td__count_host_sync(src->storage);
         host = td__host_data(out);
         if (!host) host = staging = malloc(nbytes);
         if (!host)
@@ -442,6 +467,7 @@ td_status td_copy_to_host(td_tensor *t, void *dst, size_t nbytes, td_dtype dt) {
     if (!dst) return TD_ERR(TD_ERR_MISUSE, "copy_to_host: dst is NULL");
     td_tensor *c = (t->dtype == dt && td_is_contiguous(t)) ? td_retain(t) : td_keep(copy_as(t, dt));
     if (!c) return td_last_status();
+    td__count_host_sync(c->storage);
     td_status st = c->storage->backend->iface->read(
         c->storage->buf, c->storage->guard + (size_t)c->offset * td_dtype_size(dt), dst, need);
     td_release(c);
