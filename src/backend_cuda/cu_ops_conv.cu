@@ -288,14 +288,16 @@ static td_status conv_backward_input(cu_dev *d, const td_op *op) {
 /* ---- backward to the weight ---- */
 
 /* Split-K of the weight gradient's GEMMs over L columns: slices of kc columns, *full of them and a
-** last one of *rem columns (0: none), enough for about two output tiles per SM. */
-static void conv_weight_split(const cu_dev *d, const conv_geom *q, int64_t L, int64_t *kc, int64_t *full,
-                              int64_t *rem) {
+** last one of *rem columns (0: none), enough for about two output tiles per SM. Returns the bound S
+** on the slice count (full + (rem > 0) <= S), which never falls as L grows. */
+static int64_t conv_weight_split(const cu_dev *d, const conv_geom *q, int64_t L, int64_t *kc, int64_t *full,
+                                 int64_t *rem) {
     int64_t tiles = ((q->K + 63) / 64) * ((q->Og + 63) / 64) * q->G, S = 2 * (int64_t)d->sm_count / tiles;
     int64_t most = L / CONV_SLICE;
     if (S > most) S = most;
     if (S < 1) S = 1;
     *kc = (L + S - 1) / S, *full = L / *kc, *rem = L - *full * *kc;
+    return S;
 }
 
 static td_status conv_backward_weight(cu_dev *d, const td_op *op) {
@@ -310,8 +312,9 @@ static td_status conv_backward_weight(cu_dev *d, const td_op *op) {
     if (q.N == 0) return cu_status(cudaMemsetAsync(dw, 0, (size_t)OK * es, d->stream), "conv2d_backward_weight");
     int64_t rows = q.C * q.kh * q.kw, nb = conv_chunk(&q, (rows + q.O) * q.P * (int64_t)es);
     int64_t kc, full, rem, chunks = (q.N + nb - 1) / nb;
-    conv_weight_split(d, &q, nb * q.P, &kc, &full, &rem); /* the first chunk is the longest: the most slices */
-    int64_t slices = full + (rem > 0), ncol = rows * nb * q.P, ndy = nb > 1 ? q.O * nb * q.P : 0;
+    /* the first chunk is the longest: it bounds every chunk's slice count */
+    int64_t slices = conv_weight_split(d, &q, nb * q.P, &kc, &full, &rem), ncol = rows * nb * q.P,
+            ndy = nb > 1 ? q.O * nb * q.P : 0;
     /* scratch: col | dY | parts | acc, each starting 16-byte aligned */
     size_t dy_at = conv_align((size_t)ncol * es), parts_at = conv_align(dy_at + (size_t)ndy * es),
            bytes_parts = conv_align((size_t)(slices * OK) * ws), bytes_acc = chunks > 1 ? (size_t)OK * ws : 0;
