@@ -34,8 +34,9 @@
 
 #include "cu_kernels.cuh"
 
-#define CONV_SCRATCH ((int64_t)256 << 20) /* bytes of column scratch per chunk */
-#define CONV_SLICE   256                  /* least columns per split-K slice of the weight gradient */
+#define CONV_SCRATCH  ((int64_t)256 << 20) /* bytes of column scratch per chunk */
+#define CONV_SLICE    256                  /* least columns per split-K slice of the weight gradient */
+#define CONV_WARP_SUM 8                    /* more slices than this are summed by a warp per element */
 
 typedef struct conv_geom {
     int64_t N, C, H, W, O, kh, kw, Ho, Wo, G, Cg, Og, K, P;
@@ -135,13 +136,31 @@ template <typename T> __global__ void conv_fill_bias(T *y, const T *b, int64_t O
     CU_LOOP(i, total) y[i] = b ? b[(i / P) % O] : zero;
 }
 
-/* parts (S, OK) -> v (OK): v[e] = (accumulate ? acc[e] : 0) + parts[0, e] + ... + parts[S-1, e] (in slice order);
-** stored to out (rounded to T) when out is given, else to acc. */
+/* parts (S, OK) -> v (OK): v[e] = (accumulate ? acc[e] : 0) + parts[0, e] + ... + parts[S-1, e];
+** stored to out (rounded to T) when out is given, else to acc. One thread per element, slices in order. */
 template <typename T, typename AC>
 __global__ void conv_weight_sum(const AC *parts, int64_t S, int64_t OK, AC *acc, bool accumulate, T *out) {
     CU_LOOP(e, OK) {
         AC v = accumulate ? acc[e] : (AC)0;
         for (int64_t s = 0; s < S; s++) v += parts[s * OK + e];
+        if (out)
+            out[e] = cu_from<T>(v);
+        else
+            acc[e] = v;
+    }
+}
+
+/* The same sum for many slices: one warp per element, lane l adds slices l, l+32, ..., then the lanes'
+** sums are added by shuffles (a fixed order for a given S). */
+template <typename T, typename AC>
+__global__ void conv_weight_sum_warp(const AC *parts, int64_t S, int64_t OK, AC *acc, bool accumulate, T *out) {
+    const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32, lane = threadIdx.x & 31;
+    for (int64_t e = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; e < OK; e += warps) {
+        AC v = 0;
+        for (int64_t s = lane; s < S; s += 32) v += parts[s * OK + e];
+        v = cu_warp_sum(v);
+        if (lane) continue;
+        if (accumulate) v += acc[e];
         if (out)
             out[e] = cu_from<T>(v);
         else
@@ -348,11 +367,17 @@ static td_status conv_backward_weight(cu_dev *d, const td_op *op) {
                                conv_at(p, full * OK, ws), q.K, 0, 1, es != ws, "conv2d_backward_weight: GEMM");
         }
         if (st != TD_OK) break;
-        bool last = c == chunks - 1;
+        int64_t S = full + (rem > 0);
+        bool last = c == chunks - 1, warp = S > CONV_WARP_SUM;
+        unsigned grid = cu_grid(d, warp ? OK * 32 : OK, CU_BLOCK);
         CU_SWITCH_FLOAT(dt, {
             typedef typename cu_compute<T>::type AC;
-            conv_weight_sum<T, AC><<<cu_grid(d, OK, CU_BLOCK), CU_BLOCK, 0, d->stream>>>(
-                (const AC *)parts, full + (rem > 0), OK, (AC *)acc, c > 0, last ? (T *)dw : NULL);
+            if (warp)
+                conv_weight_sum_warp<T, AC><<<grid, CU_BLOCK, 0, d->stream>>>((const AC *)parts, S, OK, (AC *)acc,
+                                                                              c > 0, last ? (T *)dw : NULL);
+            else
+                conv_weight_sum<T, AC><<<grid, CU_BLOCK, 0, d->stream>>>((const AC *)parts, S, OK, (AC *)acc, c > 0,
+                                                                         last ? (T *)dw : NULL);
         });
         st = CU_LAUNCHED("conv2d_backward_weight: sum");
     }
