@@ -32,7 +32,7 @@
 */
 #include <limits.h>
 
-#include "cu_kernels.cuh"
+#include "cu_nn.cuh"
 
 #define CONV_SCRATCH  ((int64_t)256 << 20) /* bytes of column scratch per chunk */
 #define CONV_SLICE    256                  /* least columns per split-K slice of the weight gradient */
@@ -67,9 +67,6 @@ static int64_t conv_chunk(const conv_geom *q, int64_t per_image) {
     return nb < 1 ? 1 : nb > q->N ? q->N : nb;
 }
 
-#define CU_LOOP(i, n)                                                                                                  \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
 /* ---- kernels ---- */
 
 /* x (N, C, H, W) -> col (C*kh*kw, L), L = nb*P, for images n0 .. n0+nb:
@@ -78,7 +75,7 @@ static int64_t conv_chunk(const conv_geom *q, int64_t per_image) {
 template <typename T> __global__ void conv_im2col(const T *x, T *col, conv_geom q, int64_t n0, int64_t nb) {
     const int64_t L = nb * q.P, HW = q.H * q.W;
     const T zero = cu_from<T>(0.0f);
-    CU_LOOP(i, q.C * L) {
+    NN_LOOP(i, q.C * L) {
         int64_t p = i % q.P, t = i / q.P, n = t % nb, c = t / nb, oh = p / q.Wo, ow = p - oh * q.Wo;
         const T *plane = x + ((n0 + n) * q.C + c) * HW;
         T *dst = col + c * q.kh * q.kw * L + n * q.P + p;
@@ -100,7 +97,7 @@ template <typename T> __global__ void conv_im2col(const T *x, T *col, conv_geom 
 template <typename T, typename AC>
 __global__ void conv_col2im(const AC *dcol, T *dx, conv_geom q, int64_t n0, int64_t nb) {
     const int64_t L = nb * q.P, HW = q.H * q.W;
-    CU_LOOP(i, nb * q.C * HW) {
+    NN_LOOP(i, nb * q.C * HW) {
         int64_t w = i % q.W, t = i / q.W, h = t % q.H;
         t /= q.H;
         int64_t c = t % q.C, n = t / q.C;
@@ -124,7 +121,7 @@ __global__ void conv_col2im(const AC *dcol, T *dx, conv_geom q, int64_t n0, int6
 
 /* dy (N, O, P) -> dY (O, L), L = nb*P: dY[o, n*P + p] = dy[n0+n, o, p] (the chunk's images side by side). */
 template <typename T> __global__ void conv_gather_dy(const T *dy, T *dY, conv_geom q, int64_t n0, int64_t nb) {
-    CU_LOOP(i, q.O * nb * q.P) {
+    NN_LOOP(i, q.O * nb * q.P) {
         int64_t p = i % q.P, t = i / q.P, n = t % nb, o = t / nb;
         dY[i] = dy[((n0 + n) * q.O + o) * q.P + p];
     }
@@ -133,14 +130,14 @@ template <typename T> __global__ void conv_gather_dy(const T *dy, T *dY, conv_ge
 /* y (N, O, P): y[n, o, p] = b[o], or 0 without b. */
 template <typename T> __global__ void conv_fill_bias(T *y, const T *b, int64_t O, int64_t P, int64_t total) {
     const T zero = cu_from<T>(0.0f);
-    CU_LOOP(i, total) y[i] = b ? b[(i / P) % O] : zero;
+    NN_LOOP(i, total) y[i] = b ? b[(i / P) % O] : zero;
 }
 
 /* parts (S, OK) -> v (OK): v[e] = (accumulate ? acc[e] : 0) + parts[0, e] + ... + parts[S-1, e];
 ** stored to out (rounded to T) when out is given, else to acc. One thread per element, slices in order. */
 template <typename T, typename AC>
 __global__ void conv_weight_sum(const AC *parts, int64_t S, int64_t OK, AC *acc, bool accumulate, T *out) {
-    CU_LOOP(e, OK) {
+    NN_LOOP(e, OK) {
         AC v = accumulate ? acc[e] : (AC)0;
         for (int64_t s = 0; s < S; s++) v += parts[s * OK + e];
         if (out)

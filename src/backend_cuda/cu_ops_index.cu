@@ -25,13 +25,10 @@
 */
 #include <stdint.h>
 
-#include "cu_kernels.cuh"
+#include "cu_nn.cuh"
 
 #define SCATTER_LANES  16384 /* lanes enough to run scatter_add lane by lane */
 #define SCATTER_SERIAL 16    /* or terms few enough per lane */
-
-#define CU_LOOP(i, n)                                                                                                  \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 /* Run the block with `typedef <index type> I;` for the index dtype dt (int32 or int64). */
 #define IX_SWITCH(dt, ...)                                                                                             \
@@ -77,7 +74,7 @@ static bool index_is_float(td_dtype dt) { return dt == TD_F32 || dt == TD_F64 ||
 ** out[o, k, :] = x[o, idx[k], :], or zeros when idx[k] is outside [0, S). */
 template <typename U, typename I>
 __global__ void index_rows(const U *x, const I *idx, U *out, int64_t outer, int64_t S, int64_t K, int64_t row) {
-    CU_LOOP(i, outer * K * row) {
+    NN_LOOP(i, outer * K * row) {
         int64_t u = i % row, r = i / row, k = r % K, o = r / K, j = (int64_t)idx[k];
         out[i] = j >= 0 && j < S ? x[(o * S + j) * row + u] : U();
     }
@@ -110,7 +107,7 @@ typedef struct gather_geom {
 ** out[c] = x[c with c[dim] replaced by idx[c]], or zero when idx[c] is outside [0, S). */
 template <typename U, typename I>
 __global__ void index_gather(const U *x, const I *idx, U *out, gather_geom g, int64_t n) {
-    CU_LOOP(i, n) {
+    NN_LOOP(i, n) {
         int64_t rem = i, off = 0;
         for (int d = g.ndim - 1; d >= 0; d--) {
             int64_t c = rem % g.shape[d];
@@ -124,7 +121,7 @@ __global__ void index_gather(const U *x, const I *idx, U *out, gather_geom g, in
 
 /* idx [n] -> out int64 [n, C]: out[r, c] = (c == idx[r]). */
 template <typename I> __global__ void index_one_hot(const I *idx, int64_t *out, int64_t C, int64_t total) {
-    CU_LOOP(i, total) out[i] = (int64_t)idx[i / C] == i % C;
+    NN_LOOP(i, total) out[i] = (int64_t)idx[i / C] == i % C;
 }
 
 /* ---- embedding_backward ---- */
@@ -135,7 +132,7 @@ template <typename T, typename AC, int VEC, typename I>
 __global__ void embedding_backward_add(const T *dy, const I *idx, AC *acc, int64_t N, int64_t D, int64_t V,
                                        int64_t pad) {
     const int64_t DV = D / VEC;
-    CU_LOOP(i, N * DV) {
+    NN_LOOP(i, N * DV) {
         int64_t n = i / DV, e = (i - n * DV) * VEC, j = (int64_t)idx[n];
         if (j < 0 || j >= V || j == pad) continue;
         if constexpr (VEC == 4) {
@@ -149,11 +146,6 @@ __global__ void embedding_backward_add(const T *dy, const I *idx, AC *acc, int64
         } else
             atomicAdd(acc + j * D + e, cu_to<AC>(dy[n * D + e]));
     }
-}
-
-/* out[i] = acc[i] rounded to T */
-template <typename T> __global__ void index_round(const float *acc, T *out, int64_t n) {
-    CU_LOOP(i, n) out[i] = cu_from<T>(acc[i]);
 }
 
 static td_status embedding_backward(cu_dev *d, const td_op *op) {
@@ -189,9 +181,9 @@ static td_status embedding_backward(cu_dev *d, const td_op *op) {
     if (st == TD_OK && wide) {
         unsigned grid = cu_grid(d, VD, CU_BLOCK);
         if (dt == TD_F16)
-            index_round<__half><<<grid, CU_BLOCK, 0, d->stream>>>((const float *)acc, (__half *)cu_data(out), VD);
+            nn_round<__half><<<grid, CU_BLOCK, 0, d->stream>>>((const float *)acc, (__half *)cu_data(out), VD);
         else
-            index_round<__nv_bfloat16>
+            nn_round<__nv_bfloat16>
                 <<<grid, CU_BLOCK, 0, d->stream>>>((const float *)acc, (__nv_bfloat16 *)cu_data(out), VD);
         st = CU_LAUNCHED("embedding_backward: round");
     }
@@ -255,7 +247,7 @@ __device__ __forceinline__ int64_t scatter_offset(const scatter_geom &g, int64_t
 ** its J terms in increasing c[dim] order; lanes write disjoint elements. */
 template <typename T, typename I>
 __global__ void scatter_add_lanes(const T *src, const I *idx, T *out, scatter_geom g, int64_t lanes) {
-    CU_LOOP(l, lanes) {
+    NN_LOOP(l, lanes) {
         int64_t lin = (l / g.after) * g.J * g.after + l % g.after; /* idx position of (lane, 0) */
         int64_t so = scatter_offset(g, lin, g.sstride), oo = scatter_offset(g, lin, g.ostride);
         for (int64_t j = 0; j < g.J; j++) {
@@ -270,7 +262,7 @@ __global__ void scatter_add_lanes(const T *src, const I *idx, T *out, scatter_ge
 /* The same sum, one thread per term, added with atomics. */
 template <typename T, typename I>
 __global__ void scatter_add_terms(const T *src, const I *idx, T *out, scatter_geom g, int64_t n) {
-    CU_LOOP(i, n) {
+    NN_LOOP(i, n) {
         int64_t k = (int64_t)idx[i], j = i / g.after % g.J; /* c[dim] of position i */
         if (k < 0 || k >= g.S) continue;
         int64_t so = scatter_offset(g, i, g.sstride) + j * g.sstride[g.dim];

@@ -19,7 +19,7 @@
 */
 #include <math.h>
 
-#include "cu_kernels.cuh"
+#include "cu_nn.cuh"
 
 #define POOL_SHARED_BYTES (48 << 10) /* plane sums in shared memory up to this size */
 
@@ -51,16 +51,13 @@ __device__ __forceinline__ pool_window pool_window_at(const pool_geom &q, int64_
     return win;
 }
 
-#define CU_LOOP(i, n)                                                                                                  \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
 /* ---- kernels ---- */
 
 /* x (planes, H, W) -> y, idx (planes, Ho, Wo): y = the window's max (NaN wins), idx = h*W + w of it;
 ** an all -inf window keeps its first element's index, as the CPU scan does. */
 template <typename T> __global__ void pool_max(const T *x, T *y, int64_t *idx, pool_geom q) {
     typedef typename cu_compute<T>::type AC;
-    CU_LOOP(i, q.planes * q.Ho * q.Wo) {
+    NN_LOOP(i, q.planes * q.Ho * q.Wo) {
         int64_t ow = i % q.Wo, t = i / q.Wo, oh = t % q.Ho, pl = t / q.Ho;
         pool_window win = pool_window_at(q, oh, ow);
         const T *xp = x + pl * q.H * q.W;
@@ -78,7 +75,7 @@ template <typename T> __global__ void pool_max(const T *x, T *y, int64_t *idx, p
 /* x (planes, H, W) -> y (planes, Ho, Wo): y = sum over the window / divisor. */
 template <typename T> __global__ void pool_avg(const T *x, T *y, pool_geom q) {
     typedef typename cu_compute<T>::type AC;
-    CU_LOOP(i, q.planes * q.Ho * q.Wo) {
+    NN_LOOP(i, q.planes * q.Ho * q.Wo) {
         int64_t ow = i % q.Wo, t = i / q.Wo, oh = t % q.Ho, pl = t / q.Ho;
         pool_window win = pool_window_at(q, oh, ow);
         const T *xp = x + pl * q.H * q.W;
@@ -94,7 +91,7 @@ template <typename T> __global__ void pool_avg(const T *x, T *y, pool_geom q) {
 ** Window oh contains row h when oh*sh - ph <= h < oh*sh - ph + kh. */
 template <typename T> __global__ void pool_avg_backward(const T *dy, T *dx, pool_geom q) {
     typedef typename cu_compute<T>::type AC;
-    CU_LOOP(i, q.planes * q.H * q.W) {
+    NN_LOOP(i, q.planes * q.H * q.W) {
         int64_t w = i % q.W, t = i / q.W, h = t % q.H, pl = t / q.H;
         int64_t ah = h + q.ph - q.kh + 1, aw = w + q.pw - q.kw + 1; /* the first window has oh*sh >= ah */
         int64_t oh0 = ah <= 0 ? 0 : (ah + q.sh - 1) / q.sh, oh1 = (h + q.ph) / q.sh + 1;
@@ -136,15 +133,10 @@ __global__ void pool_max_backward_plane(const T *dy, const int64_t *idx, T *dx, 
 template <typename T, typename AC>
 __global__ void pool_max_backward_atomic(const T *dy, const int64_t *idx, AC *acc, int64_t HW, int64_t HoWo,
                                          int64_t total) {
-    CU_LOOP(i, total) {
+    NN_LOOP(i, total) {
         int64_t k = idx[i];
         if (k >= 0 && k < HW) atomicAdd(&acc[i / HoWo * HW + k], cu_to<AC>(dy[i]));
     }
-}
-
-/* out[i] = acc[i] rounded to T */
-template <typename T> __global__ void pool_round(const float *acc, T *out, int64_t n) {
-    CU_LOOP(i, n) out[i] = cu_from<T>(acc[i]);
 }
 
 /* ---- launchers ---- */
@@ -183,10 +175,9 @@ static td_status pool_max_backward(cu_dev *d, const td_op *op) {
     }
     if (st == TD_OK && wide) {
         if (dt == TD_F16)
-            pool_round<__half>
-                <<<cu_grid(d, n, CU_BLOCK), CU_BLOCK, 0, d->stream>>>((const float *)acc, (__half *)dx, n);
+            nn_round<__half><<<cu_grid(d, n, CU_BLOCK), CU_BLOCK, 0, d->stream>>>((const float *)acc, (__half *)dx, n);
         else
-            pool_round<__nv_bfloat16>
+            nn_round<__nv_bfloat16>
                 <<<cu_grid(d, n, CU_BLOCK), CU_BLOCK, 0, d->stream>>>((const float *)acc, (__nv_bfloat16 *)dx, n);
         st = CU_LAUNCHED("max_pool2d_backward: round");
     }
