@@ -44,6 +44,9 @@ typedef struct cu_dev {
     bool capturing;       /* inside capture_begin/capture_end: no host waits allowed */
     struct cu_alloc *alloc;
     struct cu_staging *staging;
+    bool created;     /* stream and handles made (on first use) */
+    td_status failed; /* creation failed: why in fail_msg */
+    char fail_msg[512];
 } cu_dev;
 
 /* The device of Trident ordinal dev, made current on this thread; NULL with
@@ -56,7 +59,7 @@ td_status cu_status(cudaError_t e, const char *what);
 td_status cu_blas_status(cublasStatus_t s, const char *what);
 #define CU_TRY(expr)                                                                                                   \
     do {                                                                                                               \
-        td_status cu_try_st_ = cu_status((expr), #expr);                                                              \
+        td_status cu_try_st_ = cu_status((expr), #expr);                                                               \
         if (cu_try_st_ != TD_OK) return cu_try_st_;                                                                    \
     } while (0)
 /* After a <<<...>>> launch: reports a bad configuration or a sticky error. */
@@ -70,6 +73,9 @@ struct td_buffer {
     int dev;
     void (*deleter)(void *ctx); /* foreign memory: run on free */
     void *ctx;
+    int size_class;              /* allocator class */
+    struct cu_pool *pool;        /* the capture pool it belongs to, or NULL */
+    struct td_buffer *next_free; /* free-list link */
 };
 
 /* Device address of element v->offset of v (element 0 of the view). */

@@ -318,7 +318,7 @@ td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t 
     if (push_size) memcpy(pushed, push, push_size);
     vk_bind b[VK_MAX_BINDINGS];
     vk_lock(d);
-    VkPipeline pipe;
+    VkPipeline pipe = VK_NULL_HANDLE;
     td_status st = pipeline_for(k, block, &pipe);
     for (int i = 0; i < n_views && st == TD_OK; i++) {
         uint32_t off;

@@ -1,0 +1,84 @@
+/*
+** The CUDA backend's vtable and plugin entry point: op support and dispatch
+** through the per-op tables generated from TD_OP_LIST (launchers are weak
+** symbols, so an op without one is reported unsupported).
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "cu.h"
+#include "cu_runtime.h"
+
+static const struct {
+    td_status (*run)(cu_dev *d, const td_op *op);
+    bool (*supports)(cu_dev *d, const td_op *op);
+} ops[TD_OP_COUNT] = {
+#define CU_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = {cu_op_##N, cu_supports_##N},
+    TD_OP_LIST(CU_ENTRY_)
+#undef CU_ENTRY_
+};
+
+static bool cu_supports(int dev, const td_op *op) {
+    if ((unsigned)op->kind >= TD_OP_COUNT || !ops[op->kind].run || !ops[op->kind].supports) return false;
+    cu_dev *d = cu_get(dev);
+    if (!d) return false;
+    for (int i = 0; i < op->n_in; i++) /* every operand of one device: the dispatcher checked the tensors */
+        if (op->in[i].buf && op->in[i].buf->dev != dev) return false;
+    return ops[op->kind].supports(d, op);
+}
+
+static td_status cu_run(int dev, const td_op *op) {
+    cu_dev *d = cu_get(dev);
+    if (!d) return td_last_status();
+    for (int i = 0; i < op->n_out; i++)
+        if (op->out[i].buf && td_operand_numel(&op->out[i]) == 0) return TD_OK; /* nothing to write */
+    td_status st = ops[op->kind].run(d, op);
+    if (st != TD_OK && !strstr(td_last_error(), td_op_name(op->kind))) {
+        char why[512]; /* a copy: td_last_error() is the buffer the next message goes into */
+        snprintf(why, sizeof why, "%s", td_last_error());
+        td_error_set(st, "%s on cuda:%d: %s", td_op_name(op->kind), dev, why);
+    }
+    return st;
+}
+
+static const td_backend_i cu_iface = {
+    .device_count = cu_device_count,
+    .device_info = cu_device_info,
+    .native_stream = cu_native_stream,
+    .buffer_alloc = cu_buffer_alloc,
+    .buffer_free = cu_buffer_free,
+    .buffer_host_ptr = NULL,
+    .buffer_address = cu_buffer_address,
+    .buffer_import = cu_buffer_import,
+    .write = cu_write,
+    .read = cu_read,
+    .copy = cu_copy,
+    .memset = cu_memset,
+    .memory_stats = cu_memory_stats,
+    .empty_cache = cu_empty_cache,
+    .supports = cu_supports,
+    .run = cu_run,
+    .synchronize = cu_synchronize,
+    .event_create = cu_event_create,
+    .event_record = cu_event_record,
+    .event_elapsed_ms = cu_event_elapsed_ms,
+    .event_free = cu_event_free,
+    .event_wait = cu_event_wait,
+    .capture_begin = cu_capture_begin,
+    .capture_end = cu_capture_end,
+    .graph_replay = cu_graph_replay,
+    .graph_free = cu_graph_free,
+    .kernel_compile = cu_kernel_compile,
+    .kernel_launch = cu_kernel_launch,
+    .kernel_free = cu_kernel_free,
+};
+
+static const td_backend cu_backend = {
+    .api_version = TD_BACKEND_API_VERSION,
+    .name = "cuda",
+    .device_type = TD_DEVICE_CUDA,
+    .init = cu_init,
+    .iface = &cu_iface,
+};
+
+__attribute__((visibility("default"))) const td_backend *td_backend_plugin(void) { return &cu_backend; }

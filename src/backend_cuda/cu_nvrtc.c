@@ -1,0 +1,371 @@
+/*
+** User CUDA kernels (include/trident/kernel.h, TD_LANG_CUDA): NVRTC compiles
+** the source for the device's architecture (or opts->arch), and the driver API
+** loads and launches it. The driver is reached through
+** cudaGetDriverEntryPointByVersion, so nothing links libcuda.
+**
+** Cache: compiled images are kept per (source, entry, defines, architecture)
+** hash in memory and on disk as $XDG_CACHE_HOME/trident/cuda-<hash>.bin (else
+** ~/.cache/trident; off with TRIDENT_KERNEL_CACHE=0). A disk file starts with a
+** header (magic, version, image and name lengths) that is checked before the
+** image is used; a bad file is ignored and rewritten.
+** Parameters: one pointer per tensor (its element 0), then the push data as
+** the remaining parameters laid out as a C struct; cuFuncGetParamInfo checks
+** that the sizes agree before launching.
+*/
+#include <ctype.h>
+#include <cudaTypedefs.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cu.h"
+#include "cu_runtime.h"
+
+#define PUSH_MAX   4096
+#define MAX_VIEWS  64
+#define FILE_MAGIC 0x4355544Du /* "CUTM" */
+
+static struct {
+    PFN_cuModuleLoadData_v2000 load;
+    PFN_cuModuleUnload_v2000 unload;
+    PFN_cuModuleGetFunction_v2000 get_function;
+    PFN_cuFuncGetAttribute_v2020 get_attribute;
+    PFN_cuFuncSetAttribute_v9000 set_attribute;
+    PFN_cuLaunchKernel_v4000 launch;
+    PFN_cuGetErrorString_v6000 error_string;
+    CUresult (*param_info)(CUfunction, size_t, size_t *, size_t *); /* cuFuncGetParamInfo, CUDA 12.4+ */
+    td_status status;
+    char why[256];
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void *entry_point(const char *name, unsigned version) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return fn;
+}
+
+static void drv_load(void) {
+    drv.load = (PFN_cuModuleLoadData_v2000)entry_point("cuModuleLoadData", 2000);
+    drv.unload = (PFN_cuModuleUnload_v2000)entry_point("cuModuleUnload", 2000);
+    drv.get_function = (PFN_cuModuleGetFunction_v2000)entry_point("cuModuleGetFunction", 2000);
+    drv.get_attribute = (PFN_cuFuncGetAttribute_v2020)entry_point("cuFuncGetAttribute", 2020);
+    drv.set_attribute = (PFN_cuFuncSetAttribute_v9000)entry_point("cuFuncSetAttribute", 9000);
+    drv.launch = (PFN_cuLaunchKernel_v4000)entry_point("cuLaunchKernel", 4000);
+    drv.error_string = (PFN_cuGetErrorString_v6000)entry_point("cuGetErrorString", 6000);
+    drv.param_info = (CUresult(*)(CUfunction, size_t, size_t *, size_t *))entry_point("cuFuncGetParamInfo", 12040);
+    if (!drv.load || !drv.unload || !drv.get_function || !drv.get_attribute || !drv.set_attribute || !drv.launch ||
+        !drv.error_string) {
+        drv.status = TD_ERR_UNAVAILABLE;
+        snprintf(drv.why, sizeof drv.why, "the CUDA driver lacks the module entry points (driver too old?)");
+    }
+}
+
+static td_status drv_status(CUresult r, const char *what) {
+    if (r == CUDA_SUCCESS) return TD_OK;
+    const char *s = "unknown error";
+    drv.error_string(r, &s);
+    return td_error_set(r == CUDA_ERROR_OUT_OF_MEMORY ? TD_ERR_OOM : TD_ERR_DEVICE, "cuda kernel: %s: %s (%d)", what, s,
+                        (int)r);
+}
+
+/* ---- the compiled-image cache ---- */
+
+typedef struct image {
+    uint64_t hash;
+    char *data; /* cubin or PTX */
+    size_t size;
+    char name[256]; /* the lowered (mangled) entry name */
+    struct image *next;
+} image;
+
+static image *images;
+static pthread_mutex_t images_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001B3ull;
+    return h;
+}
+
+static bool disk_path(uint64_t hash, char *path, size_t n) {
+    const char *off = getenv("TRIDENT_KERNEL_CACHE");
+    if (off && !strcmp(off, "0")) return false;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(path, n, "%s/trident/cuda-%016llx.bin", xdg, (unsigned long long)hash);
+    else if (home && *home)
+        snprintf(path, n, "%s/.cache/trident/cuda-%016llx.bin", home, (unsigned long long)hash);
+    else
+        return false;
+    return true;
+}
+
+typedef struct file_header {
+    uint32_t magic, version;
+    uint64_t hash, size;
+    char name[256];
+} file_header;
+
+/* A cached image from disk, or NULL when absent or not trustworthy. */
+static image *disk_read(uint64_t hash) {
+    char path[4096];
+    if (!disk_path(hash, path, sizeof path)) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    file_header h;
+    image *e = NULL;
+    struct stat sb;
+    if (fread(&h, sizeof h, 1, f) == 1 && fstat(fileno(f), &sb) == 0 && h.magic == FILE_MAGIC && h.version == 1 &&
+        h.hash == hash && h.size > 0 && (uint64_t)sb.st_size == sizeof h + h.size && memchr(h.name, 0, sizeof h.name)) {
+        e = calloc(1, sizeof *e);
+        if (e) e->data = malloc(h.size);
+        if (e && e->data && fread(e->data, 1, h.size, f) == h.size) {
+            e->size = h.size;
+            e->hash = hash;
+            memcpy(e->name, h.name, sizeof e->name);
+        } else if (e) {
+            free(e->data);
+            free(e);
+            e = NULL;
+        }
+    }
+    fclose(f);
+    return e;
+}
+
+static void disk_write(const image *e) {
+    char path[4096], tmp[4200], dir[4096];
+    if (!disk_path(e->hash, path, sizeof path)) return;
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = 0;
+    mkdir(dir, 0755);
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    file_header h = {.magic = FILE_MAGIC, .version = 1, .hash = e->hash, .size = e->size};
+    memcpy(h.name, e->name, sizeof h.name);
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(e->data, 1, e->size, f) == e->size;
+    if (f) ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+
+static td_status nvrtc_status(nvrtcResult r, const char *what) {
+    if (r == NVRTC_SUCCESS) return TD_OK;
+    return td_error_set(r == NVRTC_ERROR_OUT_OF_MEMORY ? TD_ERR_OOM : TD_ERR_DEVICE, "nvrtc: %s: %s", what,
+                        nvrtcGetErrorString(r));
+}
+
+static bool valid_identifier(const char *s) {
+    if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '_') return false;
+    return true;
+}
+
+/* NVRTC: source -> image (cubin for sm_XX, PTX for compute_XX) with the lowered entry name. */
+static td_status compile(const char *source, const char *entry, const td_kernel_options *opts, const char *arch,
+                         image *e, char *log, size_t log_size) {
+    nvrtcProgram prog;
+    td_status st = nvrtc_status(nvrtcCreateProgram(&prog, source, "kernel.cu", 0, NULL, NULL), "nvrtcCreateProgram");
+    if (st != TD_OK) return st;
+    nvrtcAddNameExpression(prog, entry);
+    enum { MAX_OPTS = 72 };
+    const char *argv[MAX_OPTS];
+    char arch_opt[96], defs[64][160];
+    int argc = 0;
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
+    argv[argc++] = arch_opt;
+    argv[argc++] = "--std=c++17";
+    argv[argc++] = "--device-as-default-execution-space";
+    for (int i = 0; opts && i < opts->n_defines && i < 64; i++) {
+        snprintf(defs[i], sizeof defs[i], "-D%s", opts->defines[i]);
+        argv[argc++] = defs[i];
+    }
+    nvrtcResult r = nvrtcCompileProgram(prog, argc, argv);
+    size_t n = 0;
+    nvrtcGetProgramLogSize(prog, &n);
+    char *text = malloc(n + 1);
+    if (text && nvrtcGetProgramLog(prog, text) == NVRTC_SUCCESS)
+        text[n] = 0;
+    else if (text)
+        text[0] = 0;
+    if (log && log_size) snprintf(log, log_size, "%s", text ? text : "");
+    if (r != NVRTC_SUCCESS) {
+        /* the first error line names the place: "kernel.cu(3): error: ..." */
+        char first[320] = "";
+        const char *at = text ? strstr(text, "error") : NULL;
+        const char *line = at ? at : text;
+        while (line && line > text && line[-1] != '\n') line--;
+        if (line) snprintf(first, sizeof first, "%.*s", (int)strcspn(line, "\n"), line);
+        st = td_error_set(r == NVRTC_ERROR_COMPILATION ? TD_ERR_COMPILE : TD_ERR_MISUSE,
+                          "cuda kernel: compile failed: %s", first[0] ? first : nvrtcGetErrorString(r));
+    }
+    free(text);
+    const char *lowered = NULL;
+    if (st == TD_OK && (nvrtcGetLoweredName(prog, entry, &lowered) != NVRTC_SUCCESS || !lowered))
+        st = td_error_set(TD_ERR_COMPILE, "cuda kernel: no __global__ function named '%s' in the source", entry);
+    if (st == TD_OK) {
+        snprintf(e->name, sizeof e->name, "%s", lowered);
+        bool ptx = !strncmp(arch, "compute_", 8);
+        size_t size = 0;
+        st = nvrtc_status(ptx ? nvrtcGetPTXSize(prog, &size) : nvrtcGetCUBINSize(prog, &size), "image size");
+        e->data = st == TD_OK ? malloc(size) : NULL;
+        if (st == TD_OK && !e->data) st = td_error_set(TD_ERR_OOM, "cuda kernel: out of host memory");
+        if (st == TD_OK) st = nvrtc_status(ptx ? nvrtcGetPTX(prog, e->data) : nvrtcGetCUBIN(prog, e->data), "image");
+        e->size = size;
+    }
+    nvrtcDestroyProgram(&prog);
+    return st;
+}
+
+struct td_kernel {
+    cu_dev *d;
+    CUmodule module;
+    CUfunction fn;
+    int max_threads;
+    char entry[128];
+};
+
+td_status cu_kernel_compile(int dev, int lang, const char *source, const char *entry, const td_kernel_options *opts,
+                            td_kernel **out, char *log, size_t log_size) {
+    *out = NULL;
+    if (log && log_size) log[0] = 0;
+    if (lang != TD_LANG_CUDA)
+        return td_error_set(TD_ERR_UNSUPPORTED, "cuda kernels are written in CUDA C++ (language %d given)", lang);
+    if (!entry) entry = "main";
+    if (!valid_identifier(entry) || strlen(entry) >= 128)
+        return td_error_set(TD_ERR_MISUSE, "cuda kernel: entry '%.64s' is not a C identifier", entry);
+    for (int i = 0; opts && i < opts->n_defines; i++)
+        if (!opts->defines[i] || !*opts->defines[i] || strlen(opts->defines[i]) > 150 || opts->defines[i][0] == '=')
+            return td_error_set(TD_ERR_MISUSE, "cuda kernel: define %d is not NAME or NAME=VALUE (150 bytes)", i);
+    if (opts && opts->n_defines > 64) return td_error_set(TD_ERR_MISUSE, "cuda kernel: more than 64 defines");
+    pthread_once(&drv_once, drv_load);
+    if (drv.status) return td_error_set(drv.status, "cuda kernel: %s", drv.why);
+    cu_dev *d = cu_get(dev);
+    if (!d) return td_last_status();
+    char arch[32];
+    if (opts && opts->arch) {
+        if (strlen(opts->arch) > 24 || (strncmp(opts->arch, "sm_", 3) && strncmp(opts->arch, "compute_", 8)))
+            return td_error_set(TD_ERR_MISUSE, "cuda kernel: arch '%.32s' is not sm_XX or compute_XX", opts->arch);
+        snprintf(arch, sizeof arch, "%s", opts->arch);
+    } else {
+        snprintf(arch, sizeof arch, "sm_%d%d", d->cc_major, d->cc_minor);
+    }
+    uint64_t hash = fnv1a(0xCBF29CE484222325ull, source, strlen(source) + 1);
+    hash = fnv1a(hash, entry, strlen(entry) + 1);
+    hash = fnv1a(hash, arch, strlen(arch) + 1);
+    for (int i = 0; opts && i < opts->n_defines; i++)
+        hash = fnv1a(hash, opts->defines[i], strlen(opts->defines[i]) + 1);
+    pthread_mutex_lock(&images_lock);
+    image *e = images;
+    while (e && e->hash != hash) e = e->next;
+    td_status st = TD_OK;
+    if (!e && (e = disk_read(hash)) != NULL) {
+        e->next = images;
+        images = e;
+    }
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        st = e ? compile(source, entry, opts, arch, e, log, log_size) : td_error_set(TD_ERR_OOM, "out of host memory");
+        if (st == TD_OK) {
+            e->hash = hash;
+            e->next = images;
+            images = e;
+            disk_write(e);
+        } else if (e) {
+            free(e->data);
+            free(e);
+            e = NULL;
+        }
+    }
+    pthread_mutex_unlock(&images_lock);
+    if (st != TD_OK) return st;
+    td_kernel *k = calloc(1, sizeof *k);
+    if (!k) return td_error_set(TD_ERR_OOM, "cuda kernel: out of host memory");
+    k->d = d;
+    snprintf(k->entry, sizeof k->entry, "%s", entry);
+    st = drv_status(drv.load(&k->module, e->data), "cuModuleLoadData");
+    if (st == TD_OK) st = drv_status(drv.get_function(&k->fn, k->module, e->name), "cuModuleGetFunction");
+    if (st == TD_OK)
+        st = drv_status(drv.get_attribute(&k->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn),
+                        "cuFuncGetAttribute");
+    if (st != TD_OK) {
+        if (k->module) drv.unload(k->module);
+        free(k);
+        return st;
+    }
+    *out = k;
+    return TD_OK;
+}
+
+td_status cu_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                           int n_views, const td_operand *views, const void *push, size_t push_size) {
+    cu_dev *d = cu_get(k->d->index);
+    if (!d) return td_last_status();
+    if (!block || !block[0] || !block[1] || !block[2])
+        return td_error_set(TD_ERR_MISUSE, "cuda kernel %s: launch needs a block size (every dimension >= 1)",
+                            k->entry);
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (threads > (uint64_t)k->max_threads || block[2] > 64)
+        return td_error_set(TD_ERR_MISUSE,
+                            "cuda kernel %s: block {%u,%u,%u} has %llu threads; this kernel on %s allows at most %d "
+                            "(and z <= 64)",
+                            k->entry, block[0], block[1], block[2], (unsigned long long)threads, d->prop.name,
+                            k->max_threads);
+    if (grid[1] > 65535 || grid[2] > 65535)
+        return td_error_set(TD_ERR_MISUSE, "cuda kernel %s: grid y and z are at most 65535 (got %u, %u)", k->entry,
+                            grid[1], grid[2]);
+    if (push_size > PUSH_MAX || (push_size && !push))
+        return td_error_set(TD_ERR_MISUSE, "cuda kernel %s: %zu bytes of push data (at most %d, not NULL)", k->entry,
+                            push_size, PUSH_MAX);
+    if (n_views > MAX_VIEWS) return td_error_set(TD_ERR_MISUSE, "cuda kernel: more than %d tensors", MAX_VIEWS);
+    if (shared_bytes > d->prop.sharedMemPerBlockOptin)
+        return td_error_set(TD_ERR_MISUSE, "cuda kernel %s: %zu bytes of shared memory; %s allows %zu per block",
+                            k->entry, shared_bytes, d->prop.name, (size_t)d->prop.sharedMemPerBlockOptin);
+    if (shared_bytes > 48 * 1024) {
+        td_status st =
+            drv_status(drv.set_attribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes),
+                       "cuFuncSetAttribute");
+        if (st != TD_OK) return st;
+    }
+    /* parameters: the tensors' element pointers, then the push data */
+    static _Thread_local unsigned char params[MAX_VIEWS * 8 + PUSH_MAX];
+    size_t size = (size_t)n_views * 8 + push_size;
+    for (int i = 0; i < n_views; i++) {
+        if (views[i].buf && views[i].buf->dev != d->index)
+            return td_error_set(TD_ERR_DEVICE, "cuda kernel %s: tensor %d is on another CUDA device", k->entry, i);
+        void *p = cu_data(&views[i]);
+        memcpy(params + 8 * i, &p, 8);
+    }
+    if (push_size) memcpy(params + 8 * n_views, push, push_size);
+    if (drv.param_info) { /* the kernel's own parameter list must take exactly these bytes */
+        size_t off = 0, psize = 0, end = 0, count = 0;
+        while (drv.param_info(k->fn, count, &off, &psize) == CUDA_SUCCESS) end = off + psize, count++;
+        if (end != size && !(end == 0 && size == 0))
+            return td_error_set(TD_ERR_MISUSE,
+                                "cuda kernel %s: its %zu parameters take %zu bytes, but %d tensors (8 bytes each) and "
+                                "%zu bytes of push data give %zu",
+                                k->entry, count, end, n_views, push_size, size);
+    }
+    if (!grid[0] || !grid[1] || !grid[2]) return TD_OK;
+    void *config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    return drv_status(drv.launch(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], (unsigned)shared_bytes,
+                                 (CUstream)d->stream, NULL, size ? config : NULL),
+                      "cuLaunchKernel");
+}
+
+void cu_kernel_free(td_kernel *k) {
+    if (!k) return;
+    cu_dev *d = cu_get(k->d->index);
+    if (d) cudaStreamSynchronize(d->stream); /* queued launches may still run it */
+    drv.unload(k->module);
+    free(k);
+}
