@@ -18,7 +18,7 @@
 ** Also here: cu_cast<TO>(x), the CPU backend's conversion rule (COPY, FILL,
 ** ARANGE), and float/double overloads of the libm functions.
 ** defines: cu_ew_vec, cu_ew_offsets, cu_ew_strided, cu_ew_contig, cu_ew_run,
-** cu_ew_is_scalar, cu_cast, cu_ew_exp/log/sqrt/sin/cos/tanh/erf/pow.
+** cu_ew_is_scalar, cu_cast, cu_ew_fabs/exp/log/sqrt/sin/cos/tanh/erf/pow.
 */
 #ifndef TRIDENT_CU_EW_CUH
 #define TRIDENT_CU_EW_CUH
@@ -32,6 +32,7 @@
 #define CU_EW_MATH_(name)                                                                                              \
     __device__ __forceinline__ float cu_ew_##name(float x) { return name##f(x); }                                      \
     __device__ __forceinline__ double cu_ew_##name(double x) { return name(x); }
+CU_EW_MATH_(fabs)
 CU_EW_MATH_(exp)
 CU_EW_MATH_(log)
 CU_EW_MATH_(sqrt)
