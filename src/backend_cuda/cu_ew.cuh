@@ -49,7 +49,8 @@ __device__ __forceinline__ double cu_ew_pow(double x, double y) { return pow(x, 
 ** one rounding), floats narrow to f32 first and then to f16/bf16 (round to
 ** nearest even), float -> integer truncates toward zero, saturates at the
 ** type's range and maps NaN to 0, and -> bool is v != 0 (NaN is true).
-** Between f32, f16 and bf16 the result is the same without the double. */
+** Between f32, f16 and bf16 the result is the same without the double.
+** cu_cast_store also runs on the host (FILL converts its value once). */
 template <typename T> __device__ __forceinline__ double cu_cast_load(T x) { return (double)x; }
 template <> __device__ __forceinline__ double cu_cast_load<__half>(__half x) { return (double)__half2float(x); }
 template <> __device__ __forceinline__ double cu_cast_load<__nv_bfloat16>(__nv_bfloat16 x) {
@@ -58,30 +59,34 @@ template <> __device__ __forceinline__ double cu_cast_load<__nv_bfloat16>(__nv_b
 template <> __device__ __forceinline__ double cu_cast_load<cu_bool>(cu_bool x) { return x.v != 0; }
 
 /* v truncated toward zero and clamped to [lo, hi]; NaN -> 0 (cpu_to_i64) */
-__device__ __forceinline__ int64_t cu_cast_sat(double v, double lo, double hi) {
+__host__ __device__ __forceinline__ int64_t cu_cast_sat(double v, double lo, double hi) {
     if (v != v) return 0;
     if (v <= lo) return (int64_t)lo;
     if (v >= hi) return (int64_t)hi;
     return (int64_t)v;
 }
 
-template <typename T> __device__ __forceinline__ T cu_cast_store(double v);
-template <> __device__ __forceinline__ float cu_cast_store<float>(double v) { return (float)v; }
-template <> __device__ __forceinline__ double cu_cast_store<double>(double v) { return v; }
-template <> __device__ __forceinline__ __half cu_cast_store<__half>(double v) { return __float2half_rn((float)v); }
-template <> __device__ __forceinline__ __nv_bfloat16 cu_cast_store<__nv_bfloat16>(double v) {
+template <typename T> __host__ __device__ __forceinline__ T cu_cast_store(double v);
+template <> __host__ __device__ __forceinline__ float cu_cast_store<float>(double v) { return (float)v; }
+template <> __host__ __device__ __forceinline__ double cu_cast_store<double>(double v) { return v; }
+template <> __host__ __device__ __forceinline__ __half cu_cast_store<__half>(double v) {
+    return __float2half_rn((float)v);
+}
+template <> __host__ __device__ __forceinline__ __nv_bfloat16 cu_cast_store<__nv_bfloat16>(double v) {
     return __float2bfloat16_rn((float)v);
 }
-template <> __device__ __forceinline__ int32_t cu_cast_store<int32_t>(double v) {
+template <> __host__ __device__ __forceinline__ int32_t cu_cast_store<int32_t>(double v) {
     return (int32_t)cu_cast_sat(v, -2147483648.0, 2147483647.0);
 }
-template <> __device__ __forceinline__ int64_t cu_cast_store<int64_t>(double v) {
+template <> __host__ __device__ __forceinline__ int64_t cu_cast_store<int64_t>(double v) {
     return cu_cast_sat(v, -9223372036854775808.0, 9223372036854774784.0);
 }
-template <> __device__ __forceinline__ uint8_t cu_cast_store<uint8_t>(double v) {
+template <> __host__ __device__ __forceinline__ uint8_t cu_cast_store<uint8_t>(double v) {
     return (uint8_t)cu_cast_sat(v, 0, 255);
 }
-template <> __device__ __forceinline__ cu_bool cu_cast_store<cu_bool>(double v) { return cu_bool{(uint8_t)(v != 0)}; }
+template <> __host__ __device__ __forceinline__ cu_bool cu_cast_store<cu_bool>(double v) {
+    return cu_bool{(uint8_t)(v != 0)};
+}
 
 template <typename T> struct cu_is_halfish {
     static constexpr bool value =
