@@ -20,6 +20,8 @@
 
 #define CU_INT_(C) std::is_integral<C>::value
 
+namespace { /* file-local types and kernels */
+
 struct cu_add_op {
     static constexpr bool float_only = false;
     template <typename C> __device__ C operator()(C x, C y) const {
@@ -73,6 +75,8 @@ template <typename T, typename Op> struct cu_binary_f {
     }
 };
 
+} // namespace
+
 static bool binary_ok(const td_op *op, bool float_only) {
     if (op->n_in != 2 || op->n_out != 1) return false;
     td_dtype dt = op->in[0].dtype;
@@ -108,6 +112,8 @@ CU_BINARY_(MINIMUM, cu_minimum_op, "minimum")
 
 /* ---- comparisons: bool out = x OP y in the compute type of T ---- */
 
+namespace { /* file-local types and kernels */
+
 #define CU_CMP_OP_(name, OP)                                                                                           \
     struct name {                                                                                                      \
         template <typename C> __device__ bool operator()(C x, C y) const { return x OP y; }                            \
@@ -125,6 +131,8 @@ template <typename T, typename Op> struct cu_compare_f {
         return cu_bool{(uint8_t)Op()(cu_to<C>(a), cu_to<C>(b))};
     }
 };
+
+} // namespace
 
 /* a, b of one dtype -> bool; ordering comparisons are not defined on bool */
 static bool compare_ok(const td_op *op, bool ordered) {
@@ -155,9 +163,13 @@ CU_COMPARE_(GE, cu_ge_op, true, "ge")
 
 /* ---- WHERE: in = (cond, a, b), out[i] = cond[i] ? a[i] : b[i] on raw elements U ---- */
 
+namespace { /* file-local types and kernels */
+
 template <typename U> struct cu_where_f {
     __device__ U operator()(cu_bool c, U a, U b) const { return c.v ? a : b; }
 };
+
+} // namespace
 
 extern "C" bool cu_supports_WHERE(cu_dev *d, const td_op *op) {
     (void)d;

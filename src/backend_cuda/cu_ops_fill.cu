@@ -23,10 +23,14 @@
 
 /* ---- FILL: out = bits of the value, moved as raw elements U ---- */
 
+namespace { /* file-local types and kernels */
+
 template <typename U> struct cu_fill_f {
     U v;
     __device__ U operator()() const { return v; }
 };
+
+} // namespace
 
 template <typename U> static td_status fill_raw(cu_dev *d, const td_operand *out, uint64_t bits) {
     const td_operand *views[1] = {out};
@@ -55,12 +59,16 @@ extern "C" td_status cu_op_FILL(cu_dev *d, const td_op *op) {
 
 /* ---- ARANGE ---- */
 
+namespace { /* file-local types and kernels */
+
 /* out [n] contiguous: out[i] = start + i*step, rounded once per operation as the CPU's double arithmetic is */
 template <typename T>
 __global__ void __launch_bounds__(CU_BLOCK) cu_arange(int64_t n, double start, double step, T *out) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = cu_cast_store<T>(__dadd_rn(start, __dmul_rn((double)i, step)));
 }
+
+} // namespace
 
 extern "C" bool cu_supports_ARANGE(cu_dev *d, const td_op *op) {
     (void)d;
@@ -78,6 +86,8 @@ extern "C" td_status cu_op_ARANGE(cu_dev *d, const td_op *op) {
 }
 
 /* ---- COPY ---- */
+
+namespace { /* file-local types and kernels */
 
 template <typename TO, typename TI> struct cu_cast_f {
     __device__ TO operator()(TI x) const { return cu_cast<TO>(x); }
@@ -114,6 +124,8 @@ template <typename U> __global__ void __launch_bounds__(CU_TILE * 8) cu_copy_til
         __syncthreads();
     }
 }
+
+} // namespace
 
 /* in and out of one dtype (raw elements U) */
 template <typename U>

@@ -27,6 +27,8 @@
 
 /* ---- the ops on the compute type C ---- */
 
+namespace { /* file-local types and kernels */
+
 struct cu_neg_op {
     template <typename C> __device__ C operator()(C x) const {
         if constexpr (CU_INT_(C))
@@ -86,6 +88,8 @@ template <typename T, typename Op> struct cu_unary_f {
         return cu_from<T>(op(cu_to<C>(x)));
     }
 };
+
+} // namespace
 
 static bool is_float(td_dtype dt) { return dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16; }
 
@@ -171,6 +175,8 @@ extern "C" td_status cu_op_CLAMP(cu_dev *d, const td_op *op) {
 **   tanh form: y = x*(1+t)/2 with t = tanh(u), u = k*(x + c*x^3):
 **              dx = dy * ((1+t)/2 + x/2 * (1-t^2) * k*(1 + 3c*x^2))
 ** in = (dy, x), both of out's shape. */
+namespace { /* file-local types and kernels */
+
 template <typename T, bool TANH> struct cu_gelu_backward_f {
     __device__ T operator()(T dy_, T x_) const {
         typedef typename cu_compute<T>::type C;
@@ -185,6 +191,8 @@ template <typename T, bool TANH> struct cu_gelu_backward_f {
         return cu_from<T>(g * dx);
     }
 };
+
+} // namespace
 
 extern "C" bool cu_supports_GELU_BACKWARD(cu_dev *d, const td_op *op) {
     (void)d;
