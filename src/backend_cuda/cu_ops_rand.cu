@@ -61,7 +61,9 @@ __global__ void __launch_bounds__(CU_BLOCK) cu_rand(int64_t n, uint64_t seed, ui
             for (int k = 0; k < 4; k++) o.v[k] = cu_unit<T>(cu_uniform(w.w[k]));
             reinterpret_cast<cu_ew_vec<T, 4> *>(out)[c] = o;
         } else {
-            for (int k = 0; k < 4 && 4 * c + k < n; k++) out[4 * c + k] = cu_unit<T>(cu_uniform(w.w[k]));
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (4 * c + k < n) out[4 * c + k] = cu_unit<T>(cu_uniform(w.w[k]));
         }
     }
 }
@@ -94,7 +96,9 @@ __global__ void __launch_bounds__(CU_BLOCK) cu_randn(int64_t n, uint64_t seed, u
         if (VEC && 4 * c + 4 <= n)
             reinterpret_cast<cu_ew_vec<T, 4> *>(out)[c] = o;
         else
-            for (int k = 0; k < 4 && 4 * c + k < n; k++) out[4 * c + k] = o.v[k];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (4 * c + k < n) out[4 * c + k] = o.v[k];
     }
 }
 
@@ -122,9 +126,10 @@ __global__ void __launch_bounds__(CU_BLOCK) cu_dropout(int64_t n, uint64_t seed,
             for (int k = 0; k < 4; k++) v.v[k] = (w.w[k] >> 8) >= threshold ? cu_scaled(v.v[k], scale_f, scale) : zero;
             reinterpret_cast<cu_ew_vec<T, 4> *>(out)[c] = v;
         } else {
-            for (int k = 0; k < 4 && 4 * c + k < n; k++) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
                 int64_t i = 4 * c + k;
-                out[i] = (w.w[k] >> 8) >= threshold ? cu_scaled(x[i], scale_f, scale) : zero;
+                if (i < n) out[i] = (w.w[k] >> 8) >= threshold ? cu_scaled(x[i], scale_f, scale) : zero;
             }
         }
     }
