@@ -76,7 +76,8 @@ td_status td_synchronize(td_device dev) {
     const td_backend *be = backend_of(dev, "synchronize");
     if (!be) return td_last_status();
     if (dev.type != TD_DEVICE_CPU) atomic_fetch_add(&host_syncs, 1);
-    return be->iface->synchronize(dev.index);
+    td_status st = be->iface->synchronize(dev.index);
+    return st == TD_OK ? td__device_check_report(dev) : st;
 }
 
 void *td_device_native_stream(td_device dev) {

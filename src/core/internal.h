@@ -168,6 +168,14 @@ void td__count_host_sync(const td_storage *s);
 /* The td_op.flags the current settings give an op (TD_OP_FLAG_TF32 for fp32 matmul/conv under "high"). */
 uint32_t td__op_flags(td_op_kind kind);
 
+/* ---- value checks on the device (device_check.c) ---- */
+/* bad: a bool tensor, true where the input was wrong. The CPU checks at once
+** (false with code and the message set when any is true); a GPU records it
+** and returns true, and the next host read of the device reports it. */
+bool td__device_check(td_tensor *bad, td_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The first recorded check of dev that failed (then cleared), or TD_OK. */
+td_status td__device_check_report(td_device dev);
+
 /* ---- backends ---- */
 const td_backend *td__backend_of(td_device dev); /* NULL with error if unavailable */
 extern const td_backend td_cpu_backend;

@@ -470,6 +470,7 @@ td_status td_copy_to_host(td_tensor *t, void *dst, size_t nbytes, td_dtype dt) {
     td__count_host_sync(c->storage);
     td_status st = c->storage->backend->iface->read(
         c->storage->buf, c->storage->guard + (size_t)c->offset * td_dtype_size(dt), dst, need);
+    if (st == TD_OK) st = td__device_check_report(c->storage->device);
     td_release(c);
     return st;
 }

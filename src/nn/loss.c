@@ -53,19 +53,33 @@ static bool check_float_input(td_tensor *x, const char *fn, const char *arg) {
 
 /* Each class id of target must lie in [0, c) or equal ignore_index. Reads the
 ** ids on the host, so every backend reports a bad id the same way. */
+/* Every class id is ignore_index or in [0, c). The CPU names the first bad
+** one; a GPU checks on the device (device_check.c), without a host wait. */
 static bool check_targets(td_tensor *target, int64_t c, int64_t ignore_index, const char *fn) {
-    int64_t n = td_numel(target);
-    int64_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
-    if (!ids) return TD_ERR(TD_ERR_OOM, "%s: out of host memory reading %lld targets", fn, (long long)n), false;
-    bool ok = td_copy_to_host(target, ids, (size_t)n * sizeof *ids, TD_I64) == TD_OK;
-    for (int64_t i = 0; ok && i < n; i++)
-        if (ids[i] != ignore_index && (ids[i] < 0 || ids[i] >= c)) {
-            TD_ERR(TD_ERR_INDEX, "%s: target %lld at position %lld is out of range for %lld classes (valid: 0..%lld)",
-                   fn, (long long)ids[i], (long long)i, (long long)c, (long long)(c - 1));
-            ok = false;
-        }
-    free(ids);
-    return ok;
+    td_device dev = td_tensor_device(target);
+    if (dev.type == TD_DEVICE_CPU) {
+        int64_t n = td_numel(target);
+        int64_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+        if (!ids) return TD_ERR(TD_ERR_OOM, "%s: out of host memory reading %lld targets", fn, (long long)n), false;
+        bool ok = td_copy_to_host(target, ids, (size_t)n * sizeof *ids, TD_I64) == TD_OK;
+        for (int64_t i = 0; ok && i < n; i++)
+            if (ids[i] != ignore_index && (ids[i] < 0 || ids[i] >= c)) {
+                TD_ERR(TD_ERR_INDEX,
+                       "%s: target %lld at position %lld is out of range for %lld classes (valid: 0..%lld)", fn,
+                       (long long)ids[i], (long long)i, (long long)c, (long long)(c - 1));
+                ok = false;
+            }
+        free(ids);
+        return ok;
+    }
+    td_tensor *t = td_cast(target, TD_I64);
+    td_tensor *below = td_cast(td_lt(t, td_scalar(0, TD_I64, dev)), TD_U8);
+    td_tensor *above = td_cast(td_ge(t, td_scalar((double)c, TD_I64, dev)), TD_U8);
+    td_tensor *counted = td_cast(td_ne(t, td_scalar((double)ignore_index, TD_I64, dev)), TD_U8);
+    td_tensor *bad = td_mul(td_maximum(below, above), counted); /* 1 where the id is wrong */
+    return td__device_check(bad, TD_ERR_INDEX,
+                            "%s: a target is out of range for %lld classes (valid: 0..%lld, or %lld)", fn, (long long)c,
+                            (long long)(c - 1), (long long)ignore_index);
 }
 
 /* Bring x [N, C, d1..] (or [C]) and its class ids [N, d1..] (or []) to rows
@@ -228,12 +242,12 @@ td_tensor *td_bce_loss(td_tensor *input, td_tensor *target, td_tensor *weight, t
         return NULL;
     td_scope_begin();
     td_tensor *out = NULL;
-    double lo = td_numel(input) ? td_item(td_amin(input, 0, NULL, false)) : 0;
-    double hi = td_numel(input) ? td_item(td_amax(input, 0, NULL, false)) : 0;
-    if (!(lo >= 0 && hi <= 1)) {
-        if (td_last_status() == TD_OK || !isnan(lo + hi))
-            TD_ERR(TD_ERR_MISUSE, "%s: input values must be probabilities in [0, 1], found %g .. %g", fn, lo, hi);
-    } else {
+    td_device dev = td_tensor_device(input);
+    td_dtype dt = td_tensor_dtype(input);
+    td_tensor *inside = td_mul(td_cast(td_ge(input, td_scalar(0, dt, dev)), TD_U8),
+                               td_cast(td_le(input, td_scalar(1, dt, dev)), TD_U8)); /* NaN is outside */
+    if (td__device_check(td_eq(inside, td_scalar(0, TD_U8, dev)), TD_ERR_MISUSE,
+                         "%s: input values must be probabilities in [0, 1]", fn)) {
         td_tensor *logx = td_clamp(td_log(input), -100, NAN);
         td_tensor *log1mx = td_clamp(td_log(td_add_scalar(td_neg(input), 1)), -100, NAN);
         td_tensor *l = td_neg(td_add(td_mul(target, logx), td_mul(td_add_scalar(td_neg(target), 1), log1mx)));

@@ -2,7 +2,8 @@
 ** torch.nn.utils.clip_grad_norm_ and clip_grad_value_.
 **   total = (sum_p ||g_p||^q)^(1/q)   (q = norm_type; inf: max_p max|g_p|)
 **   coef  = min(max_norm / (total + 1e-6), 1); every g_p *= coef
-** The per-parameter norms stay on the device; one read brings the total.
+** The per-parameter norms are summed on the device; one read brings the total
+** (parameters on several devices are gathered on the first one's).
 */
 #include <math.h>
 
@@ -33,7 +34,7 @@ double td_clip_grad_norm_(int n, td_tensor *const *params, double max_norm, doub
         td_tensor *part = inf              ? td_amax(a, 0, NULL, false)
                           : norm_type == 2 ? td_sum(td_mul(a, a), 0, NULL, false)
                                            : td_sum(td_pow_scalar(a, norm_type), 0, NULL, false);
-        td_tensor *moved = td_to(part, TD_CPU);
+        td_tensor *moved = acc ? td_to(part, td_tensor_device(acc)) : part;
         acc = !acc ? moved : inf ? td_maximum(acc, moved) : td_add(acc, moved);
         failed = !acc;
     }
