@@ -46,6 +46,10 @@ typedef struct td_optim_options {
     /* RMSprop */
     double alpha;
     bool centered;
+    /* Keep Adam's step count in a device tensor, so that a step captured with
+    ** td_capture_begin/end advances it on every replay (torch's capturable=True).
+    ** SGD and RMSprop need no flag. */
+    bool capturable;
 } td_optim_options;
 
 /* METHOD. PyTorch's defaults: SGD (momentum 0, dampening 0), Adam (betas 0.9,
