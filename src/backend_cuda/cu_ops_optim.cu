@@ -197,6 +197,9 @@ template <typename C> struct opt_rmsprop {
     }
 };
 
+static_assert(sizeof(opt_table) + sizeof(opt_adam<double>) <= 4096,
+              "optim_kernel's arguments must fit the 4 KiB kernel-parameter limit");
+
 /* ---- the kernel ---- */
 
 /* Update element j of the slots (grad, param, states) through f. */
