@@ -16,14 +16,16 @@
 ** A target outside [0, C) that is not ignore_index makes its row (and a
 ** reduced loss) NaN: the device cannot raise the CPU's TD_ERR_INDEX without a
 ** host wait. One row group per row (cu_reduce.cuh), the row in registers up
-** to 16384 classes; the reductions over rows run in one block, in a fixed
-** order. Math in float for f32/f16/bf16, in double for f64.
+** to 16384 classes (8192 for f64; 16-byte loads when rows are aligned); longer rows get m
+** and the sum of exponentials in one read (online softmax). The reductions
+** over rows run in one block, in a fixed order. Math in float for
+** f32/f16/bf16, in double for f64.
 */
 #include "cu_reduce.cuh"
 
 /* loss rows: x (N, C), target (N), w (C) or NULL. part == NULL: loss[i] = the
 ** row's loss; else part[2i] = loss, part[2i+1] = w[t] (0 ignored, NaN bad). */
-template <typename T, int TPR, int VPT>
+template <typename T, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR)
     xent_kernel(const T *x, const int64_t *target, const T *w, T *loss, typename cu_compute<T>::type *part, int64_t N,
                 int64_t C, int64_t ignore_index, double eps) {
@@ -39,16 +41,18 @@ __global__ void CU_ROWS_BOUNDS(TPR)
             l = wt = (A)NAN;
         } else if (tg != ignore_index) {
             A v[VPT > 0 ? VPT : 1], m = cu_lowest<A>(), s = 0, sm = 0;
-            cu_row_each<TPR, VPT>(C, t, [&](int k, int64_t j) {
-                A e = cu_to<A>(xr[j]);
-                if (VPT > 0) v[k] = e;
-                m = cu_max_nan(m, e);
-            });
-            m = cu_row_max<TPR>(m, scratch);
-            cu_row_each<TPR, VPT>(C, t, [&](int k, int64_t j) { s += exp((VPT > 0 ? v[k] : cu_to<A>(xr[j])) - m); });
-            A lse = m + log(cu_row_sum<TPR>(s, scratch));
+            if (VPT > 0) {
+                cu_row_load<TPR, VPT, V>(xr, C, t, v);
+                cu_row_each<TPR, VPT, V>(C, t, [&](int k, int64_t) { m = cu_max_nan(m, v[k]); });
+                m = cu_row_max<TPR>(m, scratch);
+                cu_row_each<TPR, VPT, V>(C, t, [&](int k, int64_t) { s += exp(v[k] - m); });
+                s = cu_row_sum<TPR>(s, scratch);
+            } else {
+                cu_row_max_sumexp<TPR>(xr, C, t, scratch, &m, &s);
+            }
+            A lse = m + log(s);
             if (eps != 0) { /* the smoothing term: sum_c w[c] (lse - x[c]) */
-                cu_row_each<TPR, VPT>(C, t, [&](int k, int64_t j) {
+                cu_row_each<TPR, VPT, V>(C, t, [&](int k, int64_t j) {
                     sm += (w ? cu_to<A>(w[j]) : (A)1) * (lse - (VPT > 0 ? v[k] : cu_to<A>(xr[j])));
                 });
                 sm = cu_row_sum<TPR>(sm, scratch);
@@ -100,7 +104,7 @@ __global__ void __launch_bounds__(1024)
 /* gradient rows: dloss (N) when per_sample else (1); x, dx (N, C); target (N);
 ** w (C) or NULL; sc from xent_sums_kernel, or NULL when neither the mean's
 ** denominator nor W over w is needed (then W = C) */
-template <typename T, int TPR, int VPT>
+template <typename T, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR)
     xent_backward_kernel(const T *dloss, const T *x, const int64_t *target, const T *w,
                          const typename cu_compute<T>::type *sc, T *dx, int64_t N, int64_t C, int64_t ignore_index,
@@ -115,32 +119,35 @@ __global__ void CU_ROWS_BOUNDS(TPR)
         int64_t tg = target[r];
         if (tg == ignore_index || tg < 0 || tg >= C) {
             T fill = cu_from<T>(tg == ignore_index ? (A)0 : (A)NAN);
-            cu_row_each<TPR, 0>(C, t, [&](int, int64_t j) { dr[j] = fill; });
+            cu_row_each<TPR, 0, 1>(C, t, [&](int, int64_t j) { dr[j] = fill; });
             continue;
         }
         A v[VPT > 0 ? VPT : 1], m = cu_lowest<A>(), s = 0;
-        cu_row_each<TPR, VPT>(C, t, [&](int k, int64_t j) {
-            A e = cu_to<A>(xr[j]);
-            if (VPT > 0) v[k] = e;
-            m = cu_max_nan(m, e);
-        });
-        m = cu_row_max<TPR>(m, scratch);
-        /* e[c] = exp(x[c] - m) */
-        cu_row_each<TPR, VPT>(C, t, [&](int k, int64_t j) {
-            A e = exp((VPT > 0 ? v[k] : cu_to<A>(xr[j])) - m);
-            if (VPT > 0) v[k] = e;
-            s += e;
-        });
-        s = cu_row_sum<TPR>(s, scratch);
+        if (VPT > 0) { /* v[c] = e[c] = exp(x[c] - m) */
+            cu_row_load<TPR, VPT, V>(xr, C, t, v);
+            cu_row_each<TPR, VPT, V>(C, t, [&](int k, int64_t) { m = cu_max_nan(m, v[k]); });
+            m = cu_row_max<TPR>(m, scratch);
+            cu_row_each<TPR, VPT, V>(C, t, [&](int k, int64_t) {
+                v[k] = exp(v[k] - m);
+                s += v[k];
+            });
+            s = cu_row_sum<TPR>(s, scratch);
+        } else {
+            cu_row_max_sumexp<TPR>(xr, C, t, scratch, &m, &s);
+        }
         A g = cu_to<A>(dloss[per_sample ? r : 0]) * scale;
         A wt = ((A)1 - (A)eps) * (w ? cu_to<A>(w[tg]) : (A)1), pcoef = (wt + smooth * W) / s;
         /* p[c] = e[c] / s */
-        cu_row_each<TPR, VPT>(C, t, [&](int k, int64_t j) {
+        cu_row_each<TPR, VPT, V>(C, t, [&](int k, int64_t j) {
             A e = VPT > 0 ? v[k] : exp(cu_to<A>(xr[j]) - m);
             A val = g * (e * pcoef - smooth * (w ? cu_to<A>(w[j]) : (A)1));
             if (j == tg) val -= g * wt;
-            dr[j] = cu_from<T>(val);
+            if (VPT > 0)
+                v[k] = val;
+            else
+                dr[j] = cu_from<T>(val);
         });
+        cu_row_store<TPR, VPT, V>(dr, C, t, v);
     }
 }
 
@@ -170,15 +177,16 @@ extern "C" td_status cu_op_CROSS_ENTROPY(cu_dev *d, const td_op *op) {
         typedef typename cu_compute<T>::type A;
         const T *px = (const T *)cu_data(x), *pw = (const T *)cu_data(w);
         const int64_t *pt = (const int64_t *)cu_data(tg);
+        bool vec = cu_rows_aligned(C, sizeof(T), px, NULL);
         if (red == TD_REDUCTION_NONE) {
-            CU_ROWS_LAUNCH(d, N, C, xent_kernel, px, pt, pw, (T *)cu_data(out), (A *)NULL, N, C, ig, eps);
+            CU_ROWS_LAUNCH(d, N, C, vec, xent_kernel, px, pt, pw, (T *)cu_data(out), (A *)NULL, N, C, ig, eps);
             return CU_LAUNCHED("cross_entropy");
         }
         A *part;
         td_status st = cu_temp_alloc(d, (size_t)(2 * (N ? N : 1)) * sizeof(A), (void **)&part);
         if (st != TD_OK) return st;
         if (N > 0) {
-            CU_ROWS_LAUNCH(d, N, C, xent_kernel, px, pt, pw, (T *)NULL, part, N, C, ig, eps);
+            CU_ROWS_LAUNCH(d, N, C, vec, xent_kernel, px, pt, pw, (T *)NULL, part, N, C, ig, eps);
             st = CU_LAUNCHED("cross_entropy");
         }
         if (st == TD_OK) {
@@ -211,8 +219,10 @@ extern "C" td_status cu_op_CROSS_ENTROPY_BACKWARD(cu_dev *d, const td_op *op) {
             st = CU_LAUNCHED("cross_entropy_backward (sums)");
         }
         if (st == TD_OK) {
-            CU_ROWS_LAUNCH(d, N, C, xent_backward_kernel, (const T *)cu_data(dl), (const T *)cu_data(x), pt, pw, sc,
-                           (T *)cu_data(out), N, C, ig, eps, red == TD_REDUCTION_NONE, mean);
+            const T *px = (const T *)cu_data(x);
+            T *pdx = (T *)cu_data(out);
+            CU_ROWS_LAUNCH(d, N, C, cu_rows_aligned(C, sizeof(T), px, pdx), xent_backward_kernel,
+                           (const T *)cu_data(dl), px, pt, pw, sc, pdx, N, C, ig, eps, red == TD_REDUCTION_NONE, mean);
             st = CU_LAUNCHED("cross_entropy_backward");
         }
         if (sc) cu_temp_free(d, sc);
