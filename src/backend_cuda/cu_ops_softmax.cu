@@ -1,0 +1,143 @@
+/*
+** Row ops over the last dim: SOFTMAX, LOG_SOFTMAX and LAYER_NORM
+** (references: src/backend_cpu/cpu_softmax.c, cpu_layernorm.c).
+** x is (R, n) contiguous (R = product of the leading dims). One row group per
+** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
+** 16384 elements (8192 for f64) stay in registers, so x is read from memory once, with
+** 16-byte loads and stores when rows are aligned. Math in float for
+** f32/f16/bf16, in double for f64.
+*/
+#include "cu_reduce.cuh"
+
+/* softmax / log_softmax: x, y (R, n);
+**   m = max_j x[j]            (subtracting it keeps every exp() in (0, 1])
+**   s = sum_j exp(x[j] - m)   (s >= 1)
+**   softmax y[j] = exp(x[j] - m) * (1 / s);  log_softmax y[j] = x[j] - (m + log s)
+** Rows in registers: pass 1 max, pass 2 exponentials and sum, pass 3 scale,
+** then one store. Longer rows: m and s in one read (cu_row_max_sumexp), then
+** a second read to write y. */
+template <typename T, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR) softmax_kernel(const T *x, T *y, int64_t R, int64_t n, bool log_out) {
+    typedef typename cu_compute<T>::type C;
+    __shared__ C scratch[32];
+    int t = cu_row_lane<TPR>();
+    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        C v[VPT > 0 ? VPT : 1], m = cu_lowest<C>(), s = 0;
+        if (VPT > 0) {
+            cu_row_load<TPR, VPT, V>(xr, n, t, v);
+            cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t) { m = cu_max_nan(m, v[k]); });
+            m = cu_row_max<TPR>(m, scratch);
+            cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t) {
+                C e = exp(v[k] - m);
+                if (!log_out) v[k] = e;
+                s += e;
+            });
+            s = cu_row_sum<TPR>(s, scratch);
+        } else {
+            cu_row_max_sumexp<TPR>(xr, n, t, scratch, &m, &s);
+        }
+        C ls = m + log(s), inv = (C)1 / s;
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            if (VPT > 0)
+                v[k] = log_out ? v[k] - ls : v[k] * inv;
+            else
+                yr[j] = cu_from<T>(log_out ? cu_to<C>(xr[j]) - ls : exp(cu_to<C>(xr[j]) - m) * inv);
+        });
+        cu_row_store<TPR, VPT, V>(yr, n, t, v);
+    }
+}
+
+static bool softmax_ok(const td_op *op) {
+    const td_operand *x = &op->in[0], *y = &op->out[0];
+    return op->n_in == 1 && op->n_out == 1 && td_dtype_is_float(x->dtype) && y->dtype == x->dtype &&
+           td_operand_numel(y) == td_operand_numel(x);
+}
+
+static td_status softmax_run(cu_dev *d, const td_op *op, bool log_out) {
+    const td_operand *x = &op->in[0];
+    int64_t numel = td_operand_numel(x), n = x->ndim ? x->shape[x->ndim - 1] : 1;
+    if (numel == 0) return TD_OK;
+    int64_t R = numel / n;
+    CU_SWITCH_FLOAT(x->dtype, {
+        const T *px = (const T *)cu_data(x);
+        T *py = (T *)cu_data(&op->out[0]);
+        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), softmax_kernel, px, py, R, n, log_out);
+        return CU_LAUNCHED(log_out ? "log_softmax" : "softmax");
+    });
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda softmax: dtype %s", td_dtype_name(x->dtype));
+}
+
+extern "C" bool cu_supports_SOFTMAX(cu_dev *d, const td_op *op) { return (void)d, softmax_ok(op); }
+extern "C" td_status cu_op_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_run(d, op, false); }
+extern "C" bool cu_supports_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return (void)d, softmax_ok(op); }
+extern "C" td_status cu_op_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_run(d, op, true); }
+
+/* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R);
+**   mean = sum_j x[j] / n
+**   rstd = 1 / sqrt(sum_j (x[j] - mean)^2 / n + eps)   (biased variance, as a
+**          second pass over x - mean: E[x^2] - mean^2 cancels when |mean| >> std)
+**   y[j] = (x[j] - mean) * rstd * w[j] + b[j]
+** Reference: torch.nn.functional.layer_norm. */
+template <typename T, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR)
+    layer_norm_kernel(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R, int64_t n, double eps) {
+    typedef typename cu_compute<T>::type C;
+    __shared__ C scratch[32];
+    int t = cu_row_lane<TPR>();
+    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        C v[VPT > 0 ? VPT : 1], s = 0, q = 0;
+        cu_row_load<TPR, VPT, V>(xr, n, t, v);
+        /* pass 1: mean */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
+        C mu = cu_row_sum<TPR>(s, scratch) / (C)n;
+        /* pass 2: variance */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C dx = (VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu;
+            q += dx * dx;
+        });
+        C rs = (C)1 / sqrt(cu_row_sum<TPR>(q, scratch) / (C)n + (C)eps);
+        /* pass 3: normalize, scale, shift */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
+            if (w) e *= cu_to<C>(w[j]);
+            if (b) e += cu_to<C>(b[j]);
+            if (VPT > 0)
+                v[k] = e;
+            else
+                yr[j] = cu_from<T>(e);
+        });
+        cu_row_store<TPR, VPT, V>(yr, n, t, v);
+        if (t == 0) mean[r] = cu_from<T>(mu), rstd[r] = cu_from<T>(rs);
+    }
+}
+
+extern "C" bool cu_supports_LAYER_NORM(cu_dev *d, const td_op *op) {
+    (void)d;
+    td_dtype dt = op->in[0].dtype;
+    if (op->n_in != 3 || op->n_out != 3 || !td_dtype_is_float(dt)) return false;
+    for (int i = 1; i < 3; i++)
+        if (op->in[i].buf && op->in[i].dtype != dt) return false;
+    for (int i = 0; i < 3; i++)
+        if (op->out[i].dtype != dt) return false;
+    return td_operand_numel(&op->out[1]) > 0 || td_operand_numel(&op->in[0]) == 0;
+}
+
+extern "C" td_status cu_op_LAYER_NORM(cu_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0];
+    int64_t numel = td_operand_numel(x), R = td_operand_numel(&op->out[1]);
+    if (numel == 0) return TD_OK;
+    int64_t n = numel / R;
+    CU_SWITCH_FLOAT(x->dtype, {
+        const T *px = (const T *)cu_data(x);
+        T *py = (T *)cu_data(&op->out[0]);
+        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px,
+                       (const T *)cu_data(&op->in[1]), (const T *)cu_data(&op->in[2]), py, (T *)cu_data(&op->out[1]),
+                       (T *)cu_data(&op->out[2]), R, n, op->p.norm.eps);
+        return CU_LAUNCHED("layer_norm");
+    });
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm: dtype %s", td_dtype_name(x->dtype));
+}
