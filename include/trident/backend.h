@@ -17,7 +17,8 @@
 **
 ** Version 2 added: buffer_address, native_stream, buffer_import (foreign
 ** memory), event_wait, memory_stats/empty_cache, kernel options, block size and
-** shared memory at launch, cross-device copy, and td_op.flags.
+** shared memory at launch, cross-device copy, run_many (multi-tensor launches)
+** and td_op.flags.
 **
 ** Plugins: a shared library libtrident-<name>.so exporting
 **     const td_backend *td_backend_plugin(void);
@@ -190,6 +191,10 @@ typedef struct td_backend_i {
     /* ---- ops ---- */
     bool (*supports)(int dev, const td_op *op); /* can run() take this op with these dtypes? */
     td_status (*run)(int dev, const td_op *op); /* enqueue; errors are TD_ERR_* with a message */
+    /* (optional) run n ops of one kind with equal params (td_op.p) as few launches as possible: the optimizer
+    ** steps of every parameter in one multi-tensor launch. Each op passed supports(). NULL slot: the core
+    ** runs them one by one. */
+    td_status (*run_many)(int dev, int n, const td_op *ops);
 
     /* ---- streams and timing ---- */
     td_status (*synchronize)(int dev);                                         /* wait for all queued work */

@@ -340,6 +340,7 @@ static const td_backend_i cpu_iface = {
     .empty_cache = cpu_empty_cache,
     .supports = cpu_supports,
     .run = cpu_run,
+    .run_many = NULL,
     .synchronize = cpu_synchronize,
     .event_create = NULL,
     .event_record = NULL,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cu.h"
+#include "cu_optim.h"
 #include "cu_runtime.h"
 
 static const struct {
@@ -41,6 +42,17 @@ static td_status cu_run(int dev, const td_op *op) {
     return st;
 }
 
+/* Optimizer steps of many parameters in one multi-tensor launch (cu_optim.h). */
+static td_status cu_run_many(int dev, int n, const td_op *ops) {
+    cu_dev *d = cu_get(dev);
+    if (!d) return td_last_status();
+    if (ops[0].kind == TD_OP_ADAM_STEP) return cu_adam_step_multi(d, n, ops);
+    if (ops[0].kind == TD_OP_SGD_STEP) return cu_sgd_step_multi(d, n, ops);
+    td_status st = TD_OK;
+    for (int i = 0; i < n && st == TD_OK; i++) st = cu_run(dev, &ops[i]);
+    return st;
+}
+
 static const td_backend_i cu_iface = {
     .device_count = cu_device_count,
     .device_info = cu_device_info,
@@ -58,6 +70,7 @@ static const td_backend_i cu_iface = {
     .empty_cache = cu_empty_cache,
     .supports = cu_supports,
     .run = cu_run,
+    .run_many = cu_run_many,
     .synchronize = cu_synchronize,
     .event_create = cu_event_create,
     .event_record = cu_event_record,

@@ -90,6 +90,7 @@ const td_backend_i vk_iface = {
     .empty_cache = NULL,
     .supports = vk_supports,
     .run = vk_run,
+    .run_many = NULL,
     .synchronize = vk_synchronize,
     .event_create = vk_event_create,
     .event_record = vk_event_record,

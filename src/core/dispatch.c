@@ -79,6 +79,73 @@ static bool prof_enabled(void) {
     return prof_on;
 }
 
+/* ---- batches: optimizer steps gathered into one run_many call ----
+** Between td__batch_begin and td__batch_end (per thread), ADAM_STEP and
+** SGD_STEP ops on a backend with run_many are held, with references to their
+** tensors, and sent together when the batch ends, fills, or meets an op of
+** another kind, device or params. */
+enum { BATCH_MAX = 256 };
+typedef struct held_op {
+    td_op op;
+    td_operand views[8];
+    td_tensor *tensors[8];
+    int n_tensors;
+} held_op;
+static _Thread_local struct {
+    bool on;
+    int n;
+    const td_backend *be;
+    td_device dev;
+    held_op *ops; /* BATCH_MAX, allocated on first use */
+} batch;
+
+static td_status batch_flush(void) {
+    if (!batch.n) return TD_OK;
+    td_op ops[BATCH_MAX];
+    for (int i = 0; i < batch.n; i++) ops[i] = batch.ops[i].op;
+    int64_t t0 = prof_enabled() ? now_ns() : 0;
+    td_status st = batch.be->iface->run_many(batch.dev.index, batch.n, ops);
+    if (t0) {
+        __atomic_fetch_add(&prof_ns[ops[0].kind], now_ns() - t0, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&prof_calls[ops[0].kind], batch.n, __ATOMIC_RELAXED);
+    }
+    for (int i = 0; i < batch.n; i++)
+        for (int k = 0; k < batch.ops[i].n_tensors; k++) td_release(batch.ops[i].tensors[k]);
+    batch.n = 0;
+    return st;
+}
+
+static td_status batch_add(const td_backend *be, td_device dev, const td_op *op, int n_in, td_tensor *const *in,
+                           int n_out, td_tensor *const *out) {
+    if (!batch.ops && !(batch.ops = calloc(BATCH_MAX, sizeof *batch.ops)))
+        return TD_ERR(TD_ERR_OOM, "%s: out of host memory batching optimizer steps", td_op_name(op->kind));
+    td_status st = TD_OK;
+    if (batch.n && (batch.n == BATCH_MAX || batch.be != be || !td_device_equal(batch.dev, dev) ||
+                    batch.ops[0].op.kind != op->kind || memcmp(&batch.ops[0].op.p, &op->p, sizeof op->p)))
+        st = batch_flush();
+    if (st != TD_OK) return st;
+    held_op *h = &batch.ops[batch.n++];
+    batch.be = be, batch.dev = dev;
+    h->op = *op;
+    h->n_tensors = 0;
+    for (int i = 0; i < op->n_in + op->n_out && i < 8; i++)
+        h->views[i] = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+    h->op.in = h->views;
+    h->op.out = h->views + op->n_in;
+    for (int i = 0; i < n_in + n_out && i < 8; i++) {
+        td_tensor *t = i < n_in ? in[i] : out[i - n_in];
+        if (t) h->tensors[h->n_tensors++] = td_retain(t);
+    }
+    return TD_OK;
+}
+
+void td__batch_begin(void) { batch.on = true; }
+
+td_status td__batch_end(void) {
+    batch.on = false;
+    return batch_flush();
+}
+
 td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
                        td_tensor *const *out, const td_op_params *p) {
     enum { MAX_OPERANDS = 64 };
@@ -108,6 +175,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
         return TD_ERR(TD_ERR_UNSUPPORTED, "%s: not supported for dtype %s on %s", td_op_name(kind), td_dtype_name(dt),
                       td_device_str(dev, d, sizeof d));
     }
+    if (batch.on && be->iface->run_many && (kind == TD_OP_ADAM_STEP || kind == TD_OP_SGD_STEP))
+        return batch_add(be, dev, &op, n_in, in, n_out, out);
     int64_t t0 = prof_enabled() ? now_ns() : 0;
     td_status st = be->iface->run(dev.index, &op);
     if (t0) {

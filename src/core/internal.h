@@ -106,6 +106,11 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
 ** already set, so callers may pass td__alloc results unchecked. */
 td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
                               const td_op_params *p);
+/* Batches (the optimizer's step): between begin and end, this thread's
+** ADAM_STEP/SGD_STEP ops on a backend with run_many are held and sent as one
+** multi-tensor call; end returns the first error of the held ops. */
+void td__batch_begin(void);
+td_status td__batch_end(void);
 /* The tail of a front-end: on TD_OK registers out with the current scope and
 ** returns it; otherwise releases out (NULL is fine) and returns NULL. */
 td_tensor *td__finish(td_status st, td_tensor *out);

@@ -100,6 +100,7 @@ td_status td_optimizer_step(td_optimizer *o) {
     if (!o) return TD_ERR(TD_ERR_MISUSE, "optimizer_step: optimizer is NULL");
     td_status st = TD_OK;
     td_no_grad_begin();
+    td__batch_begin(); /* a GPU backend updates every parameter in one launch */
     for (int i = 0; i < o->n && st == TD_OK; i++) {
         td_param_state *ps = &o->p[i];
         td_tensor *g = td_grad_of(ps->param);
@@ -115,6 +116,12 @@ td_status td_optimizer_step(td_optimizer *o) {
             if (st != TD_OK) TD_ERR(st, "%s step, parameter %d: %s", o->algo->name, i, td_last_error());
         }
         td_scope_end();
+    }
+    td_status sent = td__batch_end();
+    if (st == TD_OK && sent != TD_OK) {
+        char why[512]; /* a copy: the message is formatted into td_last_error()'s buffer */
+        snprintf(why, sizeof why, "%s", td_last_error());
+        st = TD_ERR(sent, "%s step: %s", o->algo->name, why);
     }
     td_no_grad_end();
     return st;
