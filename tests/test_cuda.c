@@ -351,10 +351,12 @@ static void mlp_make(mlp *r, td_device dev) {
     r->y = td_keep(ASSERT_TENSOR(td_zeros(1, (int64_t[]){32}, TD_I64, dev)));
 }
 
-/* The batch of step s, written into the static inputs (eager, before a replay). */
+/* The batch of step s (one of 4, so the model can learn them), written into
+** the static inputs (eager, before a replay). */
 static void mlp_batch(mlp *r, int s) {
     td_scope_begin();
     int64_t ids[32];
+    s %= 4;
     for (int i = 0; i < 32; i++) ids[i] = (i * 7 + s) % 10;
     ASSERT_OK(td_copy_(r->x, td_randn(2, (int64_t[]){32, 64}, 100 + (uint64_t)s, 0, TD_F32, TD_CPU)));
     ASSERT_OK(td_copy_(r->y, td_from_data(ids, 1, (int64_t[]){32}, TD_I64, TD_CPU)));

@@ -168,28 +168,31 @@ bool cu_supports_MATMUL(cu_dev *d, const td_op *op) {
 }
 
 td_status cu_op_MATMUL(cu_dev *d, const td_op *op) {
+    /* a and b are [batch..., M, K] and [batch..., K, N] views of one rank; out is contiguous with those batch
+    ** dims and M, N (a 1-D operand's size-1 dim dropped), which is the same memory as [batch..., M, N] */
     const td_operand *a = &op->in[0], *b = &op->in[1], *c = &op->out[0];
-    int nd = c->ndim;
-    int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[a->ndim - 1];
+    int nd = a->ndim;
+    int64_t m = a->shape[nd - 2], k = a->shape[nd - 1], n = b->shape[nd - 1];
     size_t es = td_dtype_size(c->dtype);
-    if (k == 0) return cu_status(cudaMemsetAsync(cu_data(c), 0, (size_t)(m * n) * es, d->stream), "matmul: K = 0");
+    if (k == 0)
+        return cu_status(cudaMemsetAsync(cu_data(c), 0, (size_t)td_operand_numel(c) * es, d->stream), "matmul: K = 0");
     plan_key key;
     memset(&key, 0, sizeof key);
     key.dt = c->dtype;
     key.tf32 = (op->flags & TD_OP_FLAG_TF32) != 0;
     key.m = m, key.n = n, key.k = k, key.dev = d->index;
     /* Lt's A is b [K, N]; Lt's B is a [M, K] */
-    if (!lt_operand(k, n, b->strides[b->ndim - 2], b->strides[b->ndim - 1], &key.trans_a, &key.lda) ||
-        !lt_operand(m, k, a->strides[a->ndim - 2], a->strides[a->ndim - 1], &key.trans_b, &key.ldb))
+    if (!lt_operand(k, n, b->strides[nd - 2], b->strides[nd - 1], &key.trans_a, &key.lda) ||
+        !lt_operand(m, k, a->strides[nd - 2], a->strides[nd - 1], &key.trans_b, &key.ldb))
         return td_error_set(TD_ERR_MISUSE, "matmul: an operand is neither row- nor column-major");
-    /* batch dims of (c, a, b): a and b have c's batch rank here (the front-end aligns them), merged */
+    /* batch dims of (c, a, b), merged; c's strides are contiguous ones */
     int nb = 0;
-    int64_t bshape[TD_MAX_DIMS], bs[3][TD_MAX_DIMS];
+    int64_t bshape[TD_MAX_DIMS], bs[3][TD_MAX_DIMS], cstride = m * n;
+    int64_t cs_of[TD_MAX_DIMS];
+    for (int i = nd - 3; i >= 0; i--) cs_of[i] = cstride, cstride *= a->shape[i];
     for (int i = 0; i < nd - 2; i++) {
-        int64_t size = c->shape[i];
-        int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
-        int64_t s3[3] = {c->strides[i], ia >= 0 && a->shape[ia] > 1 ? a->strides[ia] : 0,
-                         ib >= 0 && b->shape[ib] > 1 ? b->strides[ib] : 0};
+        int64_t size = a->shape[i];
+        int64_t s3[3] = {cs_of[i], a->strides[i], b->strides[i]};
         if (size == 1) continue;
         if (nb > 0 && bs[0][nb - 1] == s3[0] * size && bs[1][nb - 1] == s3[1] * size && bs[2][nb - 1] == s3[2] * size) {
             bshape[nb - 1] *= size;

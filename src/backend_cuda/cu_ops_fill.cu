@@ -173,9 +173,10 @@ static td_status copy_view(cu_dev *d, const td_operand *in, const td_operand *ou
         case 8: return copy_raw(d, views, (uint64_t *)o, (const uint64_t *)i, n);
         default: break;
         }
-    td_status st = td_error_set(TD_ERR_UNSUPPORTED, "cuda copy: no kernel for %s -> %s", td_dtype_name(in->dtype),
-                                td_dtype_name(out->dtype));
+    td_status st = TD_ERR_UNSUPPORTED;
     CU_SWITCH_ALL(out->dtype, st = copy_to(d, views, (T *)o))
+    if (st == TD_ERR_UNSUPPORTED)
+        td_error_set(st, "cuda copy: no kernel for %s -> %s", td_dtype_name(in->dtype), td_dtype_name(out->dtype));
     return st;
 }
 
