@@ -38,12 +38,17 @@ static const cpu_kernel_fn kernels[TD_OP_COUNT] = {
 #undef TD_CPU_ENTRY_
 };
 
+/* below ~32k ops a thread (or a piece of work) costs more than it gives */
+#define CPU_OPS_PER_PIECE (1 << 15)
+
+int64_t cpu_splits_for(int64_t n, int64_t cost_per_unit, int64_t most) {
+    int64_t t = n * cost_per_unit / CPU_OPS_PER_PIECE;
+    return t < 1 ? 1 : t > most ? most : t;
+}
+
 int cpu_threads_for(int64_t n, int64_t cost_per_unit) {
 #ifdef _OPENMP
-    int64_t work = n * cost_per_unit, per_thread = 1 << 15; /* below ~32k ops a thread costs more than it gives */
-    int64_t t = work / per_thread;
-    int max = omp_get_max_threads();
-    return t < 1 ? 1 : t > max ? max : (int)t;
+    return (int)cpu_splits_for(n, cost_per_unit, omp_get_max_threads());
 #else
     (void)n, (void)cost_per_unit;
     return 1;

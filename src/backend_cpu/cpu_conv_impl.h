@@ -133,12 +133,12 @@ static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *
 ** thread so that a thread slowed by other load takes fewer. Slot s sums its images into part_s
 ** (slot 0 into dw itself), nb images per GEMM with their columns side by side (col (K, nb*P),
 ** dY (Og, nb*P)); then dw = part_0 + part_1 + ... in slot order, so the result depends on S (the
-** thread count) only, never on the schedule. */
+** shapes) only, never on the thread count or the schedule. */
 static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T *dy, const CONV_T *x, CONV_T *dw) {
     conv_win v = conv_forward_win(q);
     bool direct = conv_win_is_identity(&v);
     int nt = conv_threads(q);
-    int64_t S = conv_weight_slots(q, nt), nb = conv_weight_chunk(q, S, sizeof(CONV_T)), OK = q->O * q->K;
+    int64_t S = conv_weight_slots(q), nb = conv_weight_chunk(q, S, sizeof(CONV_T)), OK = q->O * q->K;
     bool gather = nb > 1; /* with one image, dy[n]_g is already (Og, P) with rows P apart */
     int64_t ncol = direct && nb == 1 ? 0 : conv_round(q->K * nb * q->P),
             ndy = gather ? conv_round(q->Og * nb * q->P) : 0;

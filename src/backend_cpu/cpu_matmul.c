@@ -9,9 +9,13 @@
 ** Threads: OpenBLAS runs on its caller's thread (see cpu_backend.c), and the
 ** OpenMP threads share out "tasks": each of the batch's GEMMs is cut into T
 ** blocks of output rows (or columns, when N > M), T = 1 when there are batches
-** enough for every thread, and every task is one single-threaded GEMM. Each
-** output element is computed by one GEMM call whatever the schedule, so the
-** result depends only on the thread count.
+** enough for CPU_SPLIT_MAX threads, and every task is one single-threaded GEMM
+** (cpu_gemm.c). The cut depends on the shapes only, never on the thread count:
+** a BLAS rounds an element differently when the block around it changes (its
+** kernels treat block edges and small blocks their own way), so a cut that
+** followed the thread count made 1 and 16 threads differ in the last bits, and
+** training amplified that (issue 15). Each output element is computed by the
+** same GEMM call on any number of threads, so the result is the same bits.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +47,11 @@ static int64_t mm_batch_offset(const td_operand *v, int64_t b) {
     return off;
 }
 
-/* Blocks to cut each of the batch's GEMMs into, given nt threads: enough for every thread, but
-** blocks of at least 16 rows (or columns), since every block packs all of the other operand. */
-static int64_t mm_tiles(int64_t batches, int64_t M, int64_t N, int nt) {
-    int64_t t = batches >= nt ? 1 : (nt + batches - 1) / batches, most = (M > N ? M : N) / 16;
+/* Blocks to cut each of the batch's GEMMs into, for `pieces` pieces of work in all: enough for
+** every piece, but blocks of at least 16 rows (or columns), since every block packs all of the
+** other operand. */
+static int64_t mm_tiles(int64_t batches, int64_t M, int64_t N, int64_t pieces) {
+    int64_t t = batches >= pieces ? 1 : (pieces + batches - 1) / batches, most = (M > N ? M : N) / 16;
     return t > most ? (most > 1 ? most : 1) : t;
 }
 
@@ -101,10 +106,11 @@ static void mm_run(const td_operand *a, const void *pa, const td_operand *b, con
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batches = td__numel(nd - 2, a->shape);
-    /* about 256k multiply-adds per thread before another one pays */
-    int nt = cpu_threads_for(batches * M * N, K / 8 + 1);
-    mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, nt), mm_layout(a), mm_layout(b), M >= N};
+    /* about 256k multiply-adds per piece (and per thread) before another one pays */
+    int64_t pieces = cpu_splits_for(batches * M * N, K / 8 + 1, CPU_SPLIT_MAX);
+    mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, pieces), mm_layout(a), mm_layout(b), M >= N};
     int64_t tasks = batches * p.tiles;
+    int nt = cpu_threads_for(batches * M * N, K / 8 + 1);
     if (tasks < nt) nt = (int)tasks;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t task = 0; task < tasks; task++) mm_task(&p, task);
