@@ -7,7 +7,7 @@
 ** Threads: OpenMP threads take whole images (dynamically, so a thread slowed
 ** by other load takes fewer), each with its own im2col scratch (one image,
 ** about K*P elements: L2-sized for the usual shapes) and single-threaded GEMMs
-** (cpu_backend.c keeps OpenBLAS on one thread), so one thread pool owns the
+** (cpu_gemm.c; cpu_backend.c keeps OpenBLAS on one thread), so one thread pool owns the
 ** cores. Every image's output is computed the same way on any thread.
 **   forward:         y[n]_g = w_g @ im2col(x[n]_g), written in place
 **   backward input:  dcol = w_g^T @ dy[n]_g and dx[n] = col2im(dcol)
@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "../core/internal.h"
+#include "cpu_gemm.h"
 #include "cpu_nn.h"
 
 typedef struct conv_geom {
@@ -114,14 +114,14 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
 }
 
 #define CONV_T        float
-#define CONV_GEMM     cblas_sgemm
+#define CONV_GEMM     cpu_gemm_f32
 #define CONV_FN(name) name##_f32
 #include "cpu_conv_impl.h"
 #undef CONV_T
 #undef CONV_GEMM
 #undef CONV_FN
 #define CONV_T        double
-#define CONV_GEMM     cblas_dgemm
+#define CONV_GEMM     cpu_gemm_f64
 #define CONV_FN(name) name##_f64
 #include "cpu_conv_impl.h"
 #undef CONV_T

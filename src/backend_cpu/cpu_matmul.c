@@ -20,21 +20,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "../core/internal.h"
+#include "cpu_gemm.h"
 #include "cpu_nn.h"
 
-/* BLAS view of one matrix of a batched operand. */
+/* BLAS view of one matrix of a batched operand: transposed or not, and its leading dimension. */
 typedef struct mm_mat {
-    CBLAS_TRANSPOSE trans;
+    bool trans;
     int64_t ld;
 } mm_mat;
 
 static mm_mat mm_layout(const td_operand *v) {
     int nd = v->ndim;
     bool col_major = v->strides[nd - 1] != 1;
-    return (mm_mat){col_major ? CblasTrans : CblasNoTrans, col_major ? v->strides[nd - 1] : v->strides[nd - 2]};
+    return (mm_mat){col_major, col_major ? v->strides[nd - 1] : v->strides[nd - 2]};
 }
 
 /* Element offset of batch b (row-major over the batch dims) in view v. */
@@ -77,7 +76,7 @@ typedef struct mm_plan {
 
 /* Task (bi, i) computes block i of out[bi]: rows [lo, hi) of op(a) when by_rows, else columns
 ** [lo, hi) of op(b). A row of a sits at r*ld (untransposed) or r (transposed), a column of b at
-** c (untransposed) or c*ld (transposed). The block is zeroed and the GEMM adds to it (beta 1):
+** c (untransposed) or c*ld (transposed). The block is zeroed and the GEMM adds to it:
 ** OpenBLAS's own beta-0 pass over C is slower than memset. */
 static void mm_task(const mm_plan *p, int64_t task) {
     int64_t bi = task / p->tiles, lo, hi, M = p->M, N = p->N, K = p->K;
@@ -86,20 +85,20 @@ static void mm_task(const mm_plan *p, int64_t task) {
     size_t es = td_dtype_size(p->dt);
     int64_t ao = mm_batch_offset(p->a, bi), bo = mm_batch_offset(p->b, bi), co = bi * M * N, m = M, n = N;
     if (p->by_rows) {
-        ao += lo * (p->la.trans == CblasNoTrans ? p->la.ld : 1), co += lo * N, m = hi - lo;
+        ao += lo * (!p->la.trans ? p->la.ld : 1), co += lo * N, m = hi - lo;
         memset((char *)p->pc + (size_t)co * es, 0, (size_t)(m * N) * es);
     } else {
-        bo += lo * (p->lb.trans == CblasNoTrans ? 1 : p->lb.ld), co += lo, n = hi - lo;
+        bo += lo * (!p->lb.trans ? 1 : p->lb.ld), co += lo, n = hi - lo;
         for (int64_t r = 0; r < M; r++) memset((char *)p->pc + (size_t)(co + r * N) * es, 0, (size_t)n * es);
     }
     const char *A = (const char *)p->pa + (size_t)ao * es, *B = (const char *)p->pb + (size_t)bo * es;
     char *C = (char *)p->pc + (size_t)co * es;
     if (p->dt == TD_F64)
-        cblas_dgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const double *)A,
-                    (int)p->la.ld, (const double *)B, (int)p->lb.ld, 1, (double *)C, (int)N);
+        cpu_gemm_f64(p->la.trans, p->lb.trans, m, n, K, (const double *)A, p->la.ld, (const double *)B, p->lb.ld,
+                     (double *)C, N);
     else
-        cblas_sgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const float *)A, (int)p->la.ld,
-                    (const float *)B, (int)p->lb.ld, 1, (float *)C, (int)N);
+        cpu_gemm_f32(p->la.trans, p->lb.trans, m, n, K, (const float *)A, p->la.ld, (const float *)B, p->lb.ld,
+                     (float *)C, N);
 }
 
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
