@@ -62,7 +62,7 @@ static bool is_max(td_op_kind k) { return k == TD_OP_MAX || k == TD_OP_ARGMAX; }
                 if (x < a.m || x != x) a.m = x, a.idx = first + i;                                                     \
             }                                                                                                          \
             break;                                                                                                     \
-        case TD_OP_VAR: { /* on data shifted by the first element: exact 0 for constant rows */                        \
+        case TD_OP_VAR: { /* on data shifted by the first element: exact 0 for constant rows */                    \
             double k0 = LD(p[0]), sum = 0;                                                                             \
             for (int64_t i = 0; i < n; i++) sum += LD(p[i * st]) - k0;                                                 \
             double dm = sum / (double)n;                                                                               \

@@ -14,27 +14,27 @@
 #include "cpu_nn.h"
 #include "cpu_rows.h"
 
-#define SOFTMAX_ROWS_(T, EXP, LOG)                                                                                     \
-    static void softmax_rows_##T(const T *x, T *y, int64_t R, int64_t C, bool log_out) {                               \
-        int nt = cpu_threads_for(R, C * 8);                                                                            \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                  \
-            const T *xr = x + r * C;                                                                                   \
-            T *yr = y + r * C;                                                                                         \
-            T m = -INFINITY, s = 0; /* pass 1: the row max */                                                          \
-            for (int64_t j = 0; j < C; j++) m = xr[j] > m ? xr[j] : m;                                                 \
-            for (int64_t j = 0; j < C; j++) { /* pass 2: shifted exponentials and their sum */                         \
-                T e = EXP(xr[j] - m);                                                                                  \
-                s += e;                                                                                                \
-                if (!log_out) yr[j] = e;                                                                               \
-            }                                                                                                          \
-            if (log_out) { /* pass 3: normalize */                                                                     \
-                T ls = m + LOG(s);                                                                                     \
-                for (int64_t j = 0; j < C; j++) yr[j] = xr[j] - ls;                                                    \
-            } else {                                                                                                   \
-                T inv = 1 / s;                                                                                         \
-                for (int64_t j = 0; j < C; j++) yr[j] *= inv;                                                          \
-            }                                                                                                          \
-        }                                                                                                              \
+#define SOFTMAX_ROWS_(T, EXP, LOG)                                                                             \
+    static void softmax_rows_##T(const T *x, T *y, int64_t R, int64_t C, bool log_out) {                       \
+        int nt = cpu_threads_for(R, C * 8);                                                                    \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                         \
+            const T *xr = x + r * C;                                                                           \
+            T *yr = y + r * C;                                                                                 \
+            T m = -INFINITY, s = 0; /* pass 1: the row max */                                                  \
+            for (int64_t j = 0; j < C; j++) m = xr[j] > m ? xr[j] : m;                                         \
+            for (int64_t j = 0; j < C; j++) { /* pass 2: shifted exponentials and their sum */                 \
+                T e = EXP(xr[j] - m);                                                                          \
+                s += e;                                                                                        \
+                if (!log_out) yr[j] = e;                                                                       \
+            }                                                                                                  \
+            if (log_out) { /* pass 3: normalize */                                                             \
+                T ls = m + LOG(s);                                                                             \
+                for (int64_t j = 0; j < C; j++) yr[j] = xr[j] - ls;                                            \
+            } else {                                                                                           \
+                T inv = 1 / s;                                                                                 \
+                for (int64_t j = 0; j < C; j++) yr[j] *= inv;                                                  \
+            }                                                                                                  \
+        }                                                                                                      \
     }
 SOFTMAX_ROWS_(float, expf, logf)
 SOFTMAX_ROWS_(double, exp, log)
