@@ -36,7 +36,7 @@
 
 /* Which GEMM each type uses, and what the self-test found (for cpu_device_info). */
 static bool gemm_builtin[2]; /* [0] f32, [1] f64 */
-static char gemm_note[160];
+static char gemm_note[320];
 
 /* ---- the built-in loop ----
 ** Row i of C: with B untransposed, C[i, :] += op(A)[i, k] B[k, :] for k ascending (rows of B are
@@ -102,7 +102,7 @@ static const int gemm_shapes[][3] = {{1, 1, 1},     {3, 5, 7},     {17, 9, 33}, 
 
 typedef struct gemm_case_result {
     double worst; /* largest |c - ref| / bound */
-    char what[96];
+    char what[224];
 } gemm_case_result;
 
 static double gemm_value(uint64_t *s) { /* uniform in [-1, 1), splitmix64 */
@@ -176,7 +176,8 @@ typedef struct gemm_worker {
 
 static void *gemm_work(void *arg) {
     const gemm_worker *w = arg;
-    for (int c = w->first; c < GEMM_CASES; c += w->step) w->res[c].worst = gemm_case(c, w->res[c].what, 96);
+    for (int c = w->first; c < GEMM_CASES; c += w->step)
+        w->res[c].worst = gemm_case(c, w->res[c].what, sizeof w->res[c].what);
     return NULL;
 }
 
@@ -211,11 +212,11 @@ void cpu_gemm_init(void) {
     threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
     gemm_case_result res[GEMM_CASES] = {{0}};
     gemm_run_cases(threads, res);
-    int bad[2] = {0, 0}, first[2] = {-1, -1};
+    int bad[2] = {0, 0}, worst[2] = {-1, -1}; /* per type: failures, the worst one */
     for (int c = 0; c < GEMM_CASES; c++)
         if (!(res[c].worst <= 1)) {
             int t = (c >> 2) & 1;
-            if (first[t] < 0 || res[c].worst > res[first[t]].worst) first[t] = c;
+            if (worst[t] < 0 || res[c].worst > res[worst[t]].worst) worst[t] = c;
             bad[t]++;
         }
     for (int t = 0; t < 2; t++) gemm_builtin[t] = bad[t] > 0;
@@ -223,9 +224,9 @@ void cpu_gemm_init(void) {
         snprintf(gemm_note, sizeof gemm_note, "gemm: OpenBLAS passed its self-test (%d products on %d threads)",
                  GEMM_CASES, threads);
     else {
-        int c = first[bad[0] ? 0 : 1];
+        int c = worst[bad[0] ? 0 : 1];
         snprintf(gemm_note, sizeof gemm_note,
-                 "gemm: OpenBLAS FAILED its self-test (%d of %d products; %s): %s use the built-in loop",
+                 "gemm: OpenBLAS FAILED its self-test (%d of %d products; %s): %s GEMMs use the built-in loop",
                  bad[0] + bad[1], GEMM_CASES, res[c].what,
                  bad[0] && bad[1] ? "f32 and f64"
                  : bad[0]         ? "f32"
