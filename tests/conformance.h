@@ -21,6 +21,11 @@
 ** are compared by NMSE = sum((a-b)^2)/sum(b^2) against the case's limit for
 ** that dtype (0 = exact). NaN/Inf must match position by position.
 **
+** On the CPU each variant runs twice, on 1 thread and on every thread
+** (omp_get_max_threads(), at least 2): both runs must pass, and give the same
+** bits, since the CPU kernels cut their work by the shapes only (issue 15: a
+** cut that followed the thread count made training depend on it).
+**
 ** Every buffer is NaN-poisoned and guarded (TD_DEBUG_POISON | TD_DEBUG_GUARDS):
 ** an element an op forgot to write shows up as an unexpected NaN, and a write
 ** past either end of a buffer raises td_debug_guard_failures() when the
@@ -38,6 +43,10 @@
 #include <time.h>
 
 #include "runner.h"
+
+/* OpenMP's thread count, weakly: libgomp comes in through libtrident (absent: one thread) */
+void omp_set_num_threads(int n) __attribute__((weak));
+int omp_get_max_threads(void) __attribute__((weak));
 
 #define CONF_PERF        (-1)
 #define CONF_MAX_OUT     4
@@ -263,6 +272,7 @@ typedef struct conf_case {
 typedef struct conf_env {
     uint64_t seed;
     bool tiny, verbose;
+    int threads; /* the CPU's second run: every thread OpenMP runs, at least 2 */
     int n_dev;
     td_device devs[CONF_MAX_DEVICES];
 } conf_env;
@@ -286,11 +296,15 @@ static conf_env conf_env_load(void) {
     e.seed = s && *s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) % 100000;
     e.tiny = getenv("TD_CONFORMANCE_TINY") && atoi(getenv("TD_CONFORMANCE_TINY"));
     e.verbose = getenv("TD_CONF_VERBOSE") && atoi(getenv("TD_CONF_VERBOSE"));
+    e.threads = omp_get_max_threads ? omp_get_max_threads() : 1;
+    if (e.threads < 2) e.threads = 2;
     const char *b = getenv("TD_BACKENDS");
     if (b && *b) {
         char list[256];
         snprintf(list, sizeof list, "%s", b);
-        for (char *tok = strtok(list, ", "); tok && e.n_dev < CONF_MAX_DEVICES; tok = strtok(NULL, ", ")) {
+        char *save = NULL; /* strtok_r: a library call in between may use strtok's own state */
+        for (char *tok = strtok_r(list, ", ", &save); tok && e.n_dev < CONF_MAX_DEVICES;
+             tok = strtok_r(NULL, ", ", &save)) {
             td_device d;
             if (td_device_parse(tok, &d) == TD_OK)
                 e.devs[e.n_dev++] = d;
@@ -421,23 +435,39 @@ static bool conf_compare(const conf_host *got, const conf_host *ref, double limi
 /* Outcome of one variant on one device and dtype. */
 enum { CONF_PASS, CONF_FAIL, CONF_UNSUPPORTED, CONF_END };
 
+/* Whether two results hold the same bits (NaNs of any payload count as equal); *at is the first
+** element that differs. */
+static bool conf_same_bits(const conf_host *a, const conf_host *b, int64_t *at) {
+    for (int64_t i = 0; i < a->n && i < b->n; i++)
+        if (!(isnan(a->v[i]) && isnan(b->v[i])) && memcmp(&a->v[i], &b->v[i], sizeof(double))) {
+            *at = i;
+            return false;
+        }
+    *at = a->n < b->n ? a->n : b->n;
+    return a->n == b->n;
+}
+
 /* Run variant v of a case as the reference and on (dev, dt) and compare.
-** *worst collects the largest NMSE seen; msg says what failed. */
+** On the CPU the device run is made on 1 thread and on e->threads threads: each is compared with
+** the reference, and the two with each other bit for bit. *worst collects the largest NMSE seen;
+** msg says what failed. */
 static int conf_run_variant(const conf_case *cc, const conf_env *e, td_device dev, td_dtype dt, int v, double *worst,
                             char *msg, size_t msg_size) {
     int64_t live0 = td_debug_live_tensors();
     int guards0 = td_debug_guard_failures();
     uint64_t vseed = conf_variant_seed(e->seed, cc->name, v);
-    int result = CONF_PASS;
-    conf_host ref[CONF_MAX_OUT] = {{0}}, got[CONF_MAX_OUT] = {{0}};
-    td_tensor *ref_out[CONF_MAX_OUT] = {0}, *out[CONF_MAX_OUT] = {0};
+    int result = CONF_PASS, n = 0;
+    bool cpu = dev.type == TD_DEVICE_CPU && omp_set_num_threads;
+    int passes = cpu ? 2 : 1, threads[2] = {1, e->threads};
+    conf_host got[2][CONF_MAX_OUT] = {{{0}}};
+    td_tensor *ref_out[CONF_MAX_OUT] = {0}, *out[2][CONF_MAX_OUT] = {{0}};
+    char variant[sizeof((conf_ctx *)0)->name_buf] = "";
 
     td_scope_begin();
     td_clear_error();
     conf_ctx c = {
         .dev = TD_CPU, .dt = dt, .odt = TD_F64, .ref = true, .tiny = e->tiny, .rng = vseed, .seed = vseed, .reps = 1};
-    int n = cc->fn(&c, v, ref_out);
-    char variant[sizeof c.name_buf];
+    n = cc->fn(&c, v, ref_out);
     snprintf(variant, sizeof variant, "%s", c.variant ? c.variant : "");
     if (n == 0)
         result = CONF_END;
@@ -445,36 +475,52 @@ static int conf_run_variant(const conf_case *cc, const conf_env *e, td_device de
         snprintf(msg, msg_size, "[%s] the f64 reference failed: %s", variant, td_last_error());
         result = CONF_FAIL;
     }
-    if (result == CONF_PASS) {
+    for (int pass = 0; pass < passes && result == CONF_PASS; pass++) {
+        char on[32] = "";
+        if (cpu) {
+            omp_set_num_threads(threads[pass]);
+            snprintf(on, sizeof on, " on %d thread%s", threads[pass], threads[pass] == 1 ? "" : "s");
+        }
         td_clear_error();
         c = (conf_ctx){.dev = dev, .dt = dt, .odt = dt, .tiny = e->tiny, .rng = vseed, .seed = vseed, .reps = 1};
-        int m = cc->fn(&c, v, out);
+        int m = cc->fn(&c, v, out[pass]);
         if (m < 0) {
             td_status st = td_last_status();
             bool unsupported = dev.type != TD_DEVICE_CPU && (st == TD_ERR_UNSUPPORTED || st == TD_ERR_UNAVAILABLE);
-            snprintf(msg, msg_size, "[%s] %s", variant, td_last_error());
+            snprintf(msg, msg_size, "[%s]%s %s", variant, on, td_last_error());
             result = unsupported ? CONF_UNSUPPORTED : CONF_FAIL;
         } else if (m != n) {
-            snprintf(msg, msg_size, "[%s] %d outputs, reference %d", variant, m, n);
+            snprintf(msg, msg_size, "[%s]%s %d outputs, reference %d", variant, on, m, n);
             result = CONF_FAIL;
+        }
+        for (int k = 0; result == CONF_PASS && k < n; k++) {
+            char why[512];
+            double nmse = 0;
+            conf_host r = {0};
+            /* the reference is rounded to the dtype of the device's output */
+            if (!out[pass][k] || !conf_fetch(out[pass][k], TD_DTYPE_COUNT, &got[pass][k]) || !ref_out[k] ||
+                !conf_fetch(ref_out[k], got[pass][k].dt, &r)) {
+                snprintf(msg, msg_size, "[%s]%s output %d unreadable: %s", variant, on, k, td_last_error());
+                result = CONF_FAIL;
+            } else if (!conf_compare(&got[pass][k], &r, conf_limit(cc->tol, got[pass][k].dt), &nmse, why, sizeof why)) {
+                snprintf(msg, msg_size, "[%s]%s output %d: %s", variant, on, k, why);
+                result = CONF_FAIL;
+            }
+            free(r.v);
+            if (nmse > *worst) *worst = nmse;
         }
     }
-    for (int k = 0; result == CONF_PASS && k < n; k++) {
-        char why[512];
-        double nmse = 0;
-        /* the reference is rounded to the dtype of the device's output */
-        if (!out[k] || !conf_fetch(out[k], TD_DTYPE_COUNT, &got[k]) || !ref_out[k] ||
-            !conf_fetch(ref_out[k], got[k].dt, &ref[k])) {
-            snprintf(msg, msg_size, "[%s] output %d unreadable: %s", variant, k, td_last_error());
-            result = CONF_FAIL;
-        } else if (!conf_compare(&got[k], &ref[k], conf_limit(cc->tol, got[k].dt), &nmse, why, sizeof why)) {
-            snprintf(msg, msg_size, "[%s] output %d: %s", variant, k, why);
-            result = CONF_FAIL;
-        }
-        if (nmse > *worst) *worst = nmse;
+    if (cpu) omp_set_num_threads(e->threads);
+    for (int k = 0; result == CONF_PASS && passes == 2 && k < n; k++) {
+        int64_t at = 0;
+        if (!conf_same_bits(&got[0][k], &got[1][k], &at))
+            snprintf(msg, msg_size, "[%s] output %d: 1 thread and %d threads differ at [%lld]: %.17g vs %.17g", variant,
+                     k, e->threads, (long long)at, at < got[0][k].n ? got[0][k].v[at] : NAN,
+                     at < got[1][k].n ? got[1][k].v[at] : NAN),
+                result = CONF_FAIL;
     }
     td_scope_end();
-    for (int k = 0; k < CONF_MAX_OUT; k++) free(ref[k].v), free(got[k].v);
+    for (int k = 0; k < CONF_MAX_OUT; k++) free(got[0][k].v), free(got[1][k].v);
     if (result == CONF_PASS || result == CONF_END) {
         int64_t leaked = td_debug_live_tensors() - live0;
         if (td_debug_guard_failures() != guards0) {

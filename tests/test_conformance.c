@@ -542,6 +542,20 @@ static int case_matmul(conf_ctx *c, int v, td_tensor **out) {
     case 12:
         VARIANT("linear x[2,3,33] w[9,33], no bias");
         RETURN1(td_linear(conf_in(c, -1, 1, SHAPE(2, 3, 33)), conf_in(c, -1, 1, SHAPE(9, 33)), NULL));
+    /* a LeNet's FC layers at batch 64 (forward, input and weight gradients): cut into column or
+    ** row blocks of BLAS's small-matrix sizes, differently as the thread count changes */
+    case 13:
+        VARIANT("lenet fc [64,256] @ [120,256]^T");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(64, 256)), conf_in_t(c, -1, 1, 256, 120)));
+    case 14:
+        VARIANT("lenet fc grad [64,120] @ [120,256]");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(64, 120)), conf_in(c, -1, 1, SHAPE(120, 256))));
+    case 15:
+        VARIANT("lenet fc wgrad [64,256]^T @ [64,120]");
+        RETURN1(td_matmul(conf_in_t(c, -1, 1, 256, 64), conf_in(c, -1, 1, SHAPE(64, 120))));
+    case 16:
+        VARIANT("lenet fc [64,120] @ [84,120]^T");
+        RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(64, 120)), conf_in_t(c, -1, 1, 120, 84)));
     case CONF_PERF: {
         int64_t n = BIG(c, 1024, 128);
         VARIANT(c->tiny ? "[128,128] @ [128,128]" : "[1024,1024] @ [1024,1024]");
@@ -695,6 +709,11 @@ static const conv_variant conv_variants[] = {
      false},
     {"depthwise x[1,4,8,8] w[4,1,3,3]", 1, 4, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4, true, false},
     {"non-contiguous x (H and W swapped)", 2, 3, 7, 6, 4, 3, 2, {1, 1}, {1, 0}, {1, 1}, 1, true, true},
+    /* small channel counts and 5x5 kernels, a LeNet's two layers, at batches that cut the weight
+    ** gradient into several partial sums */
+    {"lenet conv1 x[16,1,28,28] w[6,1,5,5]", 16, 1, 28, 28, 6, 5, 5, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
+    {"lenet conv2 x[24,6,12,12] w[16,6,5,5]", 24, 6, 12, 12, 16, 5, 5, {1, 1}, {0, 0}, {1, 1}, 1, true, false},
+    {"5x5 pad 2 x[9,2,10,10] w[3,2,5,5]", 9, 2, 10, 10, 3, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, false, false},
 };
 #define CONV_VARIANTS ((int)(sizeof conv_variants / sizeof conv_variants[0]))
 

@@ -36,6 +36,13 @@ TD_OP_LIST(TD_CPU_DECLARE_)
 /* Number of OpenMP threads worth using for n units of work of cost c each. */
 int cpu_threads_for(int64_t n, int64_t cost_per_unit);
 
+/* Kernels whose result depends on how the work is cut (a GEMM cut into blocks, a sum cut into
+** partial sums) cut it the same way whatever the thread count, into pieces sized for at most
+** CPU_SPLIT_MAX threads; so a run gives the same bits on 1 thread and on 64. */
+#define CPU_SPLIT_MAX 16
+/* Pieces worth cutting n units of cost c into, from 1 to most: cpu_threads_for without the thread count. */
+int64_t cpu_splits_for(int64_t n, int64_t cost_per_unit, int64_t most);
+
 /* ---- half-precision conversion (round to nearest even) ---- */
 
 static inline float cpu_f16_to_f32(uint16_t h) {

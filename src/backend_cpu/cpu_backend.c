@@ -13,6 +13,7 @@
 
 #include "../core/internal.h"
 #include "cpu.h"
+#include "cpu_gemm.h"
 
 #define CPU_ALIGN 64
 
@@ -25,10 +26,12 @@ typedef td_status (*cpu_kernel_fn)(const td_op *op);
 ** one thread; its own pool would otherwise compete with OpenMP's for the same
 ** cores. An OpenMP OpenBLAS (== 2) already runs single-threaded inside a
 ** parallel region, and its openblas_set_num_threads would also change
-** OpenMP's thread count, so it is left alone; a serial one (== 0) needs nothing. */
+** OpenMP's thread count, so it is left alone; a serial one (== 0) needs nothing.
+** Then OpenBLAS's GEMMs are checked on this machine (cpu_gemm.c). */
 static td_status cpu_init(char *why, size_t why_size) {
     (void)why, (void)why_size;
     if (openblas_get_parallel() == 1) openblas_set_num_threads(1);
+    cpu_gemm_init();
     return TD_OK;
 }
 
@@ -38,12 +41,17 @@ static const cpu_kernel_fn kernels[TD_OP_COUNT] = {
 #undef TD_CPU_ENTRY_
 };
 
+/* below ~32k ops a thread (or a piece of work) costs more than it gives */
+#define CPU_OPS_PER_PIECE (1 << 15)
+
+int64_t cpu_splits_for(int64_t n, int64_t cost_per_unit, int64_t most) {
+    int64_t t = n * cost_per_unit / CPU_OPS_PER_PIECE;
+    return t < 1 ? 1 : t > most ? most : t;
+}
+
 int cpu_threads_for(int64_t n, int64_t cost_per_unit) {
 #ifdef _OPENMP
-    int64_t work = n * cost_per_unit, per_thread = 1 << 15; /* below ~32k ops a thread costs more than it gives */
-    int64_t t = work / per_thread;
-    int max = omp_get_max_threads();
-    return t < 1 ? 1 : t > max ? max : (int)t;
+    return (int)cpu_splits_for(n, cost_per_unit, omp_get_max_threads());
 #else
     (void)n, (void)cost_per_unit;
     return 1;
@@ -110,7 +118,10 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
         }
     }
     if (f) fclose(f);
-    snprintf(out->driver, sizeof out->driver, "%s", openblas_get_config());
+    /* "OpenBLAS 0.3.26" (its config string's second word is the version) and the kernels it chose */
+    char version[24] = "";
+    sscanf(openblas_get_config(), "%*s %23s", version);
+    snprintf(out->driver, sizeof out->driver, "OpenBLAS %s, %s kernels", version, openblas_get_corename());
 #ifdef _OPENMP
     out->compute_units = omp_get_max_threads();
 #else
@@ -121,8 +132,8 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
     out->fp16 = out->bf16 = false;
     out->unified_memory = true;
     out->timestamps = true;
-    snprintf(out->features, sizeof out->features, "%s openmp=%d openblas", avx2 ? "avx2 fma" : "scalar",
-             out->compute_units);
+    snprintf(out->features, sizeof out->features, "%s openmp=%d openblas; %s", avx2 ? "avx2 fma" : "scalar",
+             out->compute_units, cpu_gemm_note());
     return TD_OK;
 }
 

@@ -7,24 +7,25 @@
 ** Threads: OpenMP threads take whole images (dynamically, so a thread slowed
 ** by other load takes fewer), each with its own im2col scratch (one image,
 ** about K*P elements: L2-sized for the usual shapes) and single-threaded GEMMs
-** (cpu_backend.c keeps OpenBLAS on one thread), so one thread pool owns the
+** (cpu_gemm.c; cpu_backend.c keeps OpenBLAS on one thread), so one thread pool owns the
 ** cores. Every image's output is computed the same way on any thread.
 **   forward:         y[n]_g = w_g @ im2col(x[n]_g), written in place
 **   backward input:  dcol = w_g^T @ dy[n]_g and dx[n] = col2im(dcol)
 **   backward weight: per slot of images, dw_s = sum of dy_g @ col_g^T, several images per GEMM;
-**                    then dw = dw_0 + dw_1 + ... in slot order (deterministic for a given thread count)
+**                    then dw = dw_0 + dw_1 + ... in slot order; the slots depend on the shapes
+**                    only, so the result is the same bits on any number of threads
 ** A 1x1 window with stride 1 and no padding reads the planes in place.
 ** f64 runs in double (the reference); f16/bf16 are widened to f32.
 */
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "../core/internal.h"
+#include "cpu_gemm.h"
 #include "cpu_nn.h"
 
 typedef struct conv_geom {
@@ -85,10 +86,14 @@ static int conv_thread(void) {
 /* n elements rounded up to 64 bytes of floats, so per-thread scratch stays aligned. */
 static int64_t conv_round(int64_t n) { return (n + 15) / 16 * 16; }
 
-/* Backward-weight slots: CONV_SLOTS_PER_THREAD per thread (one on one thread), at most one per image. */
-#define CONV_SLOTS_PER_THREAD 4
-static int64_t conv_weight_slots(const conv_geom *q, int nt) {
-    int64_t S = nt == 1 ? 1 : (int64_t)nt * CONV_SLOTS_PER_THREAD;
+/* Backward-weight slots: CONV_SLOTS_PER_PIECE per piece of work (one when the work is one piece),
+** at most one per image. The pieces are counted as conv_threads counts threads, but without the
+** thread count (cpu.h's CPU_SPLIT_MAX), so that the sum of the slots' partials is the same bits
+** on any number of threads. */
+#define CONV_SLOTS_PER_PIECE 4
+static int64_t conv_weight_slots(const conv_geom *q) {
+    int64_t pieces = cpu_splits_for(q->N, 2 * q->O * q->K * q->P, CPU_SPLIT_MAX);
+    int64_t S = pieces == 1 ? 1 : pieces * CONV_SLOTS_PER_PIECE;
     return S > q->N ? q->N : S;
 }
 
@@ -109,14 +114,14 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
 }
 
 #define CONV_T        float
-#define CONV_GEMM     cblas_sgemm
+#define CONV_GEMM     cpu_gemm_f32
 #define CONV_FN(name) name##_f32
 #include "cpu_conv_impl.h"
 #undef CONV_T
 #undef CONV_GEMM
 #undef CONV_FN
 #define CONV_T        double
-#define CONV_GEMM     cblas_dgemm
+#define CONV_GEMM     cpu_gemm_f64
 #define CONV_FN(name) name##_f64
 #include "cpu_conv_impl.h"
 #undef CONV_T

@@ -1,6 +1,6 @@
 /*
 ** The conv2d kernels for one element type, included by cpu_conv.c once per
-** type with CONV_T (float or double), CONV_GEMM (cblas_sgemm or cblas_dgemm)
+** type with CONV_T (float or double), CONV_GEMM (cpu_gemm_f32 or cpu_gemm_f64)
 ** and CONV_FN(name) (the name with a type suffix) defined.
 ** Shapes, windows and the thread slots are described in cpu_conv.c.
 */
@@ -95,8 +95,8 @@ static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, cons
                 for (int64_t o = 0; o < q->Og; o++)
                     for (int64_t p = 0; p < q->P; p++) dst[o * q->P + p] = b ? b[g * q->Og + o] : 0;
                 if (!direct) CONV_FN(im2col)(&v, src, col, q->P);
-                CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)q->Og, (int)q->P, (int)q->K, 1,
-                          w + g * q->Og * q->K, (int)q->K, direct ? src : col, (int)q->P, 1, dst, (int)q->P);
+                CONV_GEMM(false, false, q->Og, q->P, q->K, w + g * q->Og * q->K, q->K, direct ? src : col, q->P, dst,
+                          q->P);
             }
     }
     return TD_OK;
@@ -118,9 +118,8 @@ static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *
             memset(dx + n * CHW, 0, (size_t)CHW * sizeof(CONV_T));
             for (int64_t g = 0; g < q->G; g++) {
                 memset(dcol, 0, (size_t)(q->K * q->P) * sizeof(CONV_T));
-                CONV_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)q->K, (int)q->P, (int)q->Og, 1,
-                          w + g * q->Og * q->K, (int)q->K, dy + (n * q->O + g * q->Og) * q->P, (int)q->P, 1, dcol,
-                          (int)q->P);
+                CONV_GEMM(true, false, q->K, q->P, q->Og, w + g * q->Og * q->K, q->K,
+                          dy + (n * q->O + g * q->Og) * q->P, q->P, dcol, q->P);
                 CONV_FN(col2im)(&v, dcol, q->P, dx + n * CHW + g * q->Cg * q->H * q->W);
             }
         }
@@ -133,12 +132,12 @@ static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *
 ** thread so that a thread slowed by other load takes fewer. Slot s sums its images into part_s
 ** (slot 0 into dw itself), nb images per GEMM with their columns side by side (col (K, nb*P),
 ** dY (Og, nb*P)); then dw = part_0 + part_1 + ... in slot order, so the result depends on S (the
-** thread count) only, never on the schedule. */
+** shapes) only, never on the thread count or the schedule. */
 static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T *dy, const CONV_T *x, CONV_T *dw) {
     conv_win v = conv_forward_win(q);
     bool direct = conv_win_is_identity(&v);
     int nt = conv_threads(q);
-    int64_t S = conv_weight_slots(q, nt), nb = conv_weight_chunk(q, S, sizeof(CONV_T)), OK = q->O * q->K;
+    int64_t S = conv_weight_slots(q), nb = conv_weight_chunk(q, S, sizeof(CONV_T)), OK = q->O * q->K;
     bool gather = nb > 1; /* with one image, dy[n]_g is already (Og, P) with rows P apart */
     int64_t ncol = direct && nb == 1 ? 0 : conv_round(q->K * nb * q->P),
             ndy = gather ? conv_round(q->Og * nb * q->P) : 0;
@@ -164,9 +163,8 @@ static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T 
                         for (int64_t o = 0; o < q->Og; o++)
                             memcpy(dY + o * cols + i * q->P, dy + ((n0 + i) * q->O + g * q->Og + o) * q->P,
                                    (size_t)q->P * sizeof(CONV_T));
-                    CONV_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)q->Og, (int)q->K, (int)cols, 1,
-                              gather ? dY : A, (int)cols, ncol ? col : B, (int)cols, 1, part + g * q->Og * q->K,
-                              (int)q->K);
+                    CONV_GEMM(false, true, q->Og, q->K, cols, gather ? dY : A, cols, ncol ? col : B, cols,
+                              part + g * q->Og * q->K, q->K);
                 }
             }
         }

@@ -9,28 +9,31 @@
 ** Threads: OpenBLAS runs on its caller's thread (see cpu_backend.c), and the
 ** OpenMP threads share out "tasks": each of the batch's GEMMs is cut into T
 ** blocks of output rows (or columns, when N > M), T = 1 when there are batches
-** enough for every thread, and every task is one single-threaded GEMM. Each
-** output element is computed by one GEMM call whatever the schedule, so the
-** result depends only on the thread count.
+** enough for CPU_SPLIT_MAX threads, and every task is one single-threaded GEMM
+** (cpu_gemm.c). The cut depends on the shapes only, never on the thread count:
+** a BLAS rounds an element differently when the block around it changes (its
+** kernels treat block edges and small blocks their own way), so a cut that
+** followed the thread count made 1 and 16 threads differ in the last bits, and
+** training amplified that (issue 15). Each output element is computed by the
+** same GEMM call on any number of threads, so the result is the same bits.
 */
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "../core/internal.h"
+#include "cpu_gemm.h"
 #include "cpu_nn.h"
 
-/* BLAS view of one matrix of a batched operand. */
+/* BLAS view of one matrix of a batched operand: transposed or not, and its leading dimension. */
 typedef struct mm_mat {
-    CBLAS_TRANSPOSE trans;
+    bool trans;
     int64_t ld;
 } mm_mat;
 
 static mm_mat mm_layout(const td_operand *v) {
     int nd = v->ndim;
     bool col_major = v->strides[nd - 1] != 1;
-    return (mm_mat){col_major ? CblasTrans : CblasNoTrans, col_major ? v->strides[nd - 1] : v->strides[nd - 2]};
+    return (mm_mat){col_major, col_major ? v->strides[nd - 1] : v->strides[nd - 2]};
 }
 
 /* Element offset of batch b (row-major over the batch dims) in view v. */
@@ -43,10 +46,11 @@ static int64_t mm_batch_offset(const td_operand *v, int64_t b) {
     return off;
 }
 
-/* Blocks to cut each of the batch's GEMMs into, given nt threads: enough for every thread, but
-** blocks of at least 16 rows (or columns), since every block packs all of the other operand. */
-static int64_t mm_tiles(int64_t batches, int64_t M, int64_t N, int nt) {
-    int64_t t = batches >= nt ? 1 : (nt + batches - 1) / batches, most = (M > N ? M : N) / 16;
+/* Blocks to cut each of the batch's GEMMs into, for `pieces` pieces of work in all: enough for
+** every piece, but blocks of at least 16 rows (or columns), since every block packs all of the
+** other operand. */
+static int64_t mm_tiles(int64_t batches, int64_t M, int64_t N, int64_t pieces) {
+    int64_t t = batches >= pieces ? 1 : (pieces + batches - 1) / batches, most = (M > N ? M : N) / 16;
     return t > most ? (most > 1 ? most : 1) : t;
 }
 
@@ -72,7 +76,7 @@ typedef struct mm_plan {
 
 /* Task (bi, i) computes block i of out[bi]: rows [lo, hi) of op(a) when by_rows, else columns
 ** [lo, hi) of op(b). A row of a sits at r*ld (untransposed) or r (transposed), a column of b at
-** c (untransposed) or c*ld (transposed). The block is zeroed and the GEMM adds to it (beta 1):
+** c (untransposed) or c*ld (transposed). The block is zeroed and the GEMM adds to it:
 ** OpenBLAS's own beta-0 pass over C is slower than memset. */
 static void mm_task(const mm_plan *p, int64_t task) {
     int64_t bi = task / p->tiles, lo, hi, M = p->M, N = p->N, K = p->K;
@@ -81,30 +85,31 @@ static void mm_task(const mm_plan *p, int64_t task) {
     size_t es = td_dtype_size(p->dt);
     int64_t ao = mm_batch_offset(p->a, bi), bo = mm_batch_offset(p->b, bi), co = bi * M * N, m = M, n = N;
     if (p->by_rows) {
-        ao += lo * (p->la.trans == CblasNoTrans ? p->la.ld : 1), co += lo * N, m = hi - lo;
+        ao += lo * (!p->la.trans ? p->la.ld : 1), co += lo * N, m = hi - lo;
         memset((char *)p->pc + (size_t)co * es, 0, (size_t)(m * N) * es);
     } else {
-        bo += lo * (p->lb.trans == CblasNoTrans ? 1 : p->lb.ld), co += lo, n = hi - lo;
+        bo += lo * (!p->lb.trans ? 1 : p->lb.ld), co += lo, n = hi - lo;
         for (int64_t r = 0; r < M; r++) memset((char *)p->pc + (size_t)(co + r * N) * es, 0, (size_t)n * es);
     }
     const char *A = (const char *)p->pa + (size_t)ao * es, *B = (const char *)p->pb + (size_t)bo * es;
     char *C = (char *)p->pc + (size_t)co * es;
     if (p->dt == TD_F64)
-        cblas_dgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const double *)A,
-                    (int)p->la.ld, (const double *)B, (int)p->lb.ld, 1, (double *)C, (int)N);
+        cpu_gemm_f64(p->la.trans, p->lb.trans, m, n, K, (const double *)A, p->la.ld, (const double *)B, p->lb.ld,
+                     (double *)C, N);
     else
-        cblas_sgemm(CblasRowMajor, p->la.trans, p->lb.trans, (int)m, (int)n, (int)K, 1, (const float *)A, (int)p->la.ld,
-                    (const float *)B, (int)p->lb.ld, 1, (float *)C, (int)N);
+        cpu_gemm_f32(p->la.trans, p->lb.trans, m, n, K, (const float *)A, p->la.ld, (const float *)B, p->lb.ld,
+                     (float *)C, N);
 }
 
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
     int64_t batches = td__numel(nd - 2, a->shape);
-    /* about 256k multiply-adds per thread before another one pays */
-    int nt = cpu_threads_for(batches * M * N, K / 8 + 1);
-    mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, nt), mm_layout(a), mm_layout(b), M >= N};
+    /* about 256k multiply-adds per piece (and per thread) before another one pays */
+    int64_t pieces = cpu_splits_for(batches * M * N, K / 8 + 1, CPU_SPLIT_MAX);
+    mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, pieces), mm_layout(a), mm_layout(b), M >= N};
     int64_t tasks = batches * p.tiles;
+    int nt = cpu_threads_for(batches * M * N, K / 8 + 1);
     if (tasks < nt) nt = (int)tasks;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t task = 0; task < tasks; task++) mm_task(&p, task);
