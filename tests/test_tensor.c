@@ -4,7 +4,7 @@
 /* clang-format off */
 #define TESTS(X) X(full_and_item) X(from_data_roundtrip) X(view_shares_storage) X(permute_contiguous_copy) \
     X(slice_and_select) X(expand_broadcast_copy) X(reshape_noncontiguous) X(scope_releases) X(cast_dtypes) \
-    X(half_conversion) X(zero_size) X(philox_known_answer)
+    X(half_conversion) X(zero_size) X(zero_size_huge_dims) X(philox_known_answer)
 /* clang-format on */
 
 TEST(full_and_item) {
@@ -148,6 +148,25 @@ TEST(zero_size) {
     ASSERT_EQ_INT(td_size(c, 0), 5);
     int64_t neg[1] = {-3};
     ASSERT_ERROR(td_empty(1, neg, TD_F32, TD_CPU), TD_ERR_MISUSE, "negative size");
+}
+
+/* A size-0 tensor's strides still span its other dims: [0, 2^40, 2^40] f32
+** would need strides of 2^80 elements, which overflow int64 (fuzz finding). */
+TEST(zero_size_huge_dims) {
+    int64_t huge[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40}, fine[3] = {0, 1 << 20, 1 << 20};
+    ASSERT_ERROR(td_empty(3, huge, TD_F32, TD_CPU), TD_ERR_OOM, "spans more than 2^48 bytes");
+    int64_t last_zero[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 0};
+    ASSERT_ERROR(td_zeros(3, last_zero, TD_F32, TD_CPU), TD_ERR_OOM, "size-0");
+    float none = 0;
+    ASSERT_ERROR(td_from_data(&none, 3, huge, TD_F32, TD_CPU), TD_ERR_OOM, "2^48");
+    td_tensor *t = ASSERT_TENSOR(td_empty(3, fine, TD_F32, TD_CPU));
+    ASSERT_EQ_INT(td_numel(t), 0);
+    ASSERT_EQ_INT(td_stride(t, 0), (int64_t)1 << 40);
+    /* a view of an empty tensor to such a shape fails the same way */
+    ASSERT_ERROR(td_view(t, 3, huge), TD_ERR_SHAPE, "invalid for a tensor");
+    int64_t huge_infer[3] = {(int64_t)1 << 40, (int64_t)1 << 40, -1};
+    ASSERT_ERROR(td_reshape(t, 3, huge_infer), TD_ERR_SHAPE, "invalid for a tensor");
+    td_release(t);
 }
 
 TEST(philox_known_answer) {
