@@ -10,7 +10,7 @@
 /* clang-format off */
 #define TESTS(X)                                                                                               \
     /* creation and sizes */                                                                                   \
-    X(empty_negative_size) X(empty_too_many_dims) X(empty_size_overflow) X(empty_invalid_dtype)               \
+    X(empty_negative_size) X(empty_too_many_dims) X(empty_size_overflow) X(empty_beyond_host_memory) X(empty_invalid_dtype)               \
     X(from_data_null) X(arange_zero_step) X(arange_wrong_direction) X(rand_integer_dtype)                      \
     /* devices */                                                                                              \
     X(device_parse_unknown) X(device_parse_bad_ordinal) X(device_parse_unavailable) X(to_unavailable_device)  \
@@ -60,6 +60,11 @@ TEST(empty_too_many_dims) {
     ASSERT_ERROR(td_empty(9, shape, TD_F32, TD_CPU), TD_ERR_MISUSE, "ndim 9");
 }
 TEST(empty_size_overflow) { ASSERT_ERROR(td_zeros(2, S(INT64_MAX / 2, 4), TD_F32, TD_CPU), TD_ERR_OOM, "overflow"); }
+/* 2^46 bytes, more than any test host's RAM and swap: TD_ERR_OOM with the size, never an allocator abort
+** (AddressSanitizer's allocator aborts on such a request instead of returning NULL) */
+TEST(empty_beyond_host_memory) {
+    ASSERT_ERROR(td_empty(1, S((int64_t)1 << 44), TD_F32, TD_CPU), TD_ERR_OOM, "allocating 70368744177664 bytes");
+}
 TEST(empty_invalid_dtype) { ASSERT_ERROR(td_empty(1, S(3), (td_dtype)42, TD_CPU), TD_ERR_DTYPE, "invalid dtype 42"); }
 TEST(from_data_null) { ASSERT_ERROR(td_from_data(NULL, 1, S(3), TD_F32, TD_CPU), TD_ERR_MISUSE, "data is NULL"); }
 TEST(arange_zero_step) { ASSERT_ERROR(td_arange(0, 10, 0, TD_F32, TD_CPU), TD_ERR_MISUSE, "non-zero step"); }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -159,6 +160,14 @@ static int size_class(size_t n, size_t *capacity) {
     return c < CACHE_CLASSES ? c : -1;
 }
 
+/* RAM plus swap, in bytes (0 if unknown): no allocation larger can succeed. */
+static uint64_t host_memory_limit(void) {
+    static _Atomic uint64_t limit; /* computed once; every thread computes the same value */
+    struct sysinfo si;
+    if (!limit && sysinfo(&si) == 0) limit = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+    return limit;
+}
+
 static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
     (void)dev;
     *out = NULL;
@@ -178,6 +187,12 @@ static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
             return TD_OK;
         }
     }
+    /* refused up front: an allocator may abort on such a request (AddressSanitizer's does) instead of failing */
+    uint64_t limit = host_memory_limit();
+    if (limit && nbytes > limit)
+        return td_error_set(TD_ERR_OOM,
+                            "cpu: out of memory allocating %zu bytes (the host has %llu bytes of RAM and swap)", nbytes,
+                            (unsigned long long)limit);
     td_buffer *b = malloc(sizeof *b);
     void *data = b ? aligned_alloc(CPU_ALIGN, capacity ? capacity : CPU_ALIGN) : NULL;
     if (!data) {

@@ -173,7 +173,7 @@ static bool check_shape(int ndim, const int64_t *shape, td_dtype dt, const char 
     for (int i = 0; i < ndim; i++)
         if (__builtin_mul_overflow(extent, shape[i] ? (uint64_t)shape[i] : 1, &extent) || extent > TENSOR_MAX_BYTES) {
             char s[160];
-            return TD_ERR(TD_ERR_OOM, "%s: shape %s of %s spans more than 2^48 bytes%s", op,
+            return TD_ERR(TD_ERR_OOM, "%s: shape %s of %s is too large: its size overflows 2^48 bytes%s", op,
                           td__shape_str(ndim, shape, s, sizeof s), td_dtype_name(dt),
                           empty ? " (a size-0 tensor's strides span its other dims)" : ""),
                    false;
