@@ -14,7 +14,7 @@
     X(from_data_null) X(arange_zero_step) X(arange_wrong_direction) X(rand_integer_dtype)                      \
     /* devices */                                                                                              \
     X(device_parse_unknown) X(device_parse_bad_ordinal) X(device_parse_unavailable) X(to_unavailable_device)  \
-    X(empty_on_unavailable_device) X(ops_on_two_devices)                                                       \
+    X(empty_on_unavailable_device) X(ops_on_two_devices) X(plugin_wrong_device_type) X(plugin_wrong_api)       \
     /* released tensors and NULL */                                                                            \
     X(op_on_released_tensor) X(getter_on_released_tensor) X(double_release) X(null_argument)                   \
     X(null_propagation_keeps_first_error) X(scope_end_without_begin)                                           \
@@ -73,6 +73,38 @@ TEST(rand_integer_dtype) { ASSERT_ERROR(td_rand(1, S(4), 1, 0, TD_I32, TD_CPU), 
 
 /* ---- devices: a mismatch needs a second device; without one the
 ** TD_ERR_UNAVAILABLE paths are checked ---- */
+
+/* Plugins are loaded from tests/fake_plugins/<variant> (tests/fake_plugin.c), beside this executable. */
+static void use_fake_plugins(const char *variant) {
+    char exe[4096], dir[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT(n > 0);
+    exe[n] = 0;
+    *strrchr(exe, '/') = 0;
+    snprintf(dir, sizeof dir, "%s/fake_plugins/%s", exe, variant);
+    setenv("TRIDENT_PLUGIN_DIR", dir, 1);
+    unsetenv("TRIDENT_NO_VULKAN");
+}
+
+TEST(plugin_wrong_device_type) {
+    use_fake_plugins("wrong_type");
+    ASSERT(!td_device_available(TD_VULKAN(0)));
+    const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+    printf("  %s\n", why);
+    ASSERT(strstr(why, "a backend for device type 0, expected 2 (vulkan)"));
+    ASSERT(!strstr(why, "API version"));
+}
+
+TEST(plugin_wrong_api) {
+    use_fake_plugins("wrong_api");
+    ASSERT(!td_device_available(TD_VULKAN(0)));
+    const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+    printf("  %s\n", why);
+    char want[64];
+    snprintf(want, sizeof want, "backend API version %d, expected %d", TD_BACKEND_API_VERSION + 1,
+             TD_BACKEND_API_VERSION);
+    ASSERT(strstr(why, want));
+}
 
 TEST(device_parse_unknown) {
     td_device d;

@@ -57,8 +57,12 @@ static void load_plugin(int type) {
         return;
     }
     if (be->api_version != TD_BACKEND_API_VERSION || be->device_type != type) {
-        snprintf(s->why, sizeof s->why, "%s: backend API version %u, expected %u", path, be->api_version,
-                 TD_BACKEND_API_VERSION);
+        if (be->api_version != TD_BACKEND_API_VERSION)
+            snprintf(s->why, sizeof s->why, "%s: backend API version %u, expected %u", path, be->api_version,
+                     TD_BACKEND_API_VERSION);
+        else
+            snprintf(s->why, sizeof s->why, "%s: a backend for device type %d, expected %d (%s)", path, be->device_type,
+                     type, type_names[type]);
         return;
     }
     if (be->init && be->init(s->why, sizeof s->why) != TD_OK) return;
