@@ -22,6 +22,7 @@
     X(glsl_errors)                                                                                                     \
     X(glsl_cache_corrupt)                                                                                              \
     X(glsl_autograd)                                                                                                   \
+    X(module_to_keeps_optimizer)                                                                                       \
     X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
@@ -320,6 +321,34 @@ TEST(glsl_cache_corrupt) {
     }
     free(flipped);
     free(good);
+}
+
+/* An optimizer built before td_module_to updates the moved parameters (the
+** data moves under the same handles, as torch's module.to()). */
+TEST(module_to_keeps_optimizer) {
+    setup();
+    td_module *m = td_linear_new(3, 2, true);
+    td_tensor *params[2];
+    ASSERT_EQ_INT(td_module_parameters(m, params, 2), 2);
+    td_optim_options o = td_sgd_defaults(0.5);
+    td_optimizer *opt = td_sgd_new(2, params, &o);
+    ASSERT(opt);
+    float before[6], after[6];
+    ASSERT_OK(td_copy_to_host(params[0], before, sizeof before, TD_F32));
+    ASSERT_OK(td_module_to(m, TD_VULKAN(0)));
+    ASSERT(td_module_get(m, "weight") == params[0]);
+    ASSERT_EQ_INT(td_tensor_device(params[0]).type, TD_DEVICE_VULKAN);
+    td_scope_begin();
+    td_tensor *x = ASSERT_TENSOR(td_ones(2, (int64_t[]){4, 3}, TD_F32, TD_VULKAN(0)));
+    ASSERT_OK(td_backward(td_sum(td_module_forward(m, x), 0, NULL, false), NULL, false));
+    td_scope_end();
+    ASSERT_OK(td_optimizer_step(opt));
+    ASSERT_OK(td_copy_to_host(params[0], after, sizeof after, TD_F32));
+    /* d(sum y)/dW = sum over 4 rows of x = 4: each weight falls by 0.5 * 4 */
+    for (int i = 0; i < 6; i++) ASSERT_NEAR(after[i], before[i] - 2, 1e-6);
+    td_optimizer_free(opt);
+    td_module_free(m);
+    check_clean();
 }
 
 TEST(glsl_errors) {

@@ -12,7 +12,7 @@
 ** caller frees with td_module_free(). A container (Sequential, or a module
 ** given children with td_module_register_module) takes ownership of its
 ** children. Parameters and buffers are owned by their module; getters return
-** borrowed tensors valid until the module is freed or moved (td_module_to).
+** borrowed tensors valid until the module is freed.
 **
 ** Forward functions return a new tensor with the same ownership as an op's
 ** result (ops.h): it belongs to the innermost scope, or to the caller when no
@@ -114,9 +114,10 @@ TD_API void td_module_zero_grad(td_module *m);
 
 /*
 ** METHOD. Move every parameter and buffer to dev (module.to(device)). The
-** tensors are replaced by new ones on dev (still leaves that require grad):
-** build optimizers after moving. Returns TD_OK, or an error leaving the
-** module unchanged.
+** data moves under the same tensor handles, as torch moves param.data: an
+** optimizer built before the move, and references from td_module_get, see the
+** moved tensors. Gradients are dropped (zero_grad). Returns TD_OK, or an error
+** leaving the module unchanged.
 */
 TD_API td_status td_module_to(td_module *m, td_device dev);
 

@@ -314,7 +314,10 @@ void td_module_zero_grad(td_module *m) {
     if (m) walk_all(m, false, zero_one, NULL);
 }
 
-/* ---- moving between devices: build every new tensor, then swap ---- */
+/* ---- moving between devices: build every new tensor, then swap ----
+** The data moves under the same tensor handles (as torch's module.to() moves
+** param.data), so an optimizer built before the move updates the moved
+** parameters. */
 
 typedef struct move_arg {
     td_device dev;
@@ -323,6 +326,7 @@ typedef struct move_arg {
 } move_arg;
 
 static td_status move_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
+    (void)name, (void)is_param;
     move_arg *a = arg;
     if (a->n == a->cap) {
         int cap = a->cap ? a->cap * 2 : 16;
@@ -334,17 +338,26 @@ static td_status move_one(void *arg, const char *name, td_tensor **slot, bool is
     td_tensor *t = td_keep(td_to(*slot, a->dev));
     if (!t) return td_last_status();
     a->moved[a->n++] = t;
-    if (t == *slot) return TD_OK;
-    td_status st = is_param ? td_set_requires_grad(t, true) : TD_OK;
-    if (st != TD_OK) TD_ERR(st, "module_to: '%s': %s", name, td_last_error());
-    return st;
+    return TD_OK;
 }
 
+/* The slot's tensor takes the moved tensor's storage, which takes the old one
+** and is released with it; a gradient on the old device is dropped. */
 static td_status swap_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
     (void)name, (void)is_param;
     move_arg *a = arg;
-    td_release(*slot);
-    *slot = a->moved[a->n++];
+    td_tensor *t = *slot, *moved = a->moved[a->n++];
+    if (moved != t) {
+        td_storage *s = t->storage;
+        t->storage = moved->storage, moved->storage = s;
+        int64_t offset = t->offset, strides[TD_MAX_DIMS];
+        t->offset = moved->offset, moved->offset = offset;
+        memcpy(strides, t->strides, sizeof strides);
+        memcpy(t->strides, moved->strides, sizeof strides);
+        memcpy(moved->strides, strides, sizeof strides);
+        td_zero_grad(t);
+    }
+    td_release(moved);
     return TD_OK;
 }
 
