@@ -96,7 +96,8 @@ TD_API td_named_tensors *td_module_state_dict(td_module *m);
 ** name (module.load_state_dict). The values are copied in place, so existing
 ** references (an optimizer's) stay valid; tensors may come from another device.
 **   IN strict  when true, keys of m missing from sd and keys of sd unknown to m
-**              are errors; when false they are skipped.
+**              are errors; when false they are skipped (td_module_load_state_dict_ext
+**              reports them). num_batches_tracked may be missing (it is set to 0).
 ** Nothing is copied unless every check passes. Errors, each naming the key:
 **   TD_ERR_MISUSE  missing or unexpected keys (strict), listing the first ones;
 **   TD_ERR_SHAPE   "fc.weight: checkpoint shape [10,256], model shape [10,128]";
@@ -104,6 +105,36 @@ TD_API td_named_tensors *td_module_state_dict(td_module *m);
 ** This is how a checkpoint of a different model is detected.
 */
 TD_API td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bool strict);
+
+/* Options of td_module_load_state_dict_ext. */
+typedef struct td_load_opts {
+    bool strict;            /* as td_module_load_state_dict's strict */
+    td_name_map_fn map_key; /* (optional) maps each key of sd to the module's name for it first; NULL drops it */
+    void *ctx;              /* passed to map_key */
+} td_load_opts;
+
+/* What a load found (torch's missing_keys and unexpected_keys). */
+typedef struct td_load_report {
+    int n_missing, n_unexpected;
+    char **missing;    /* keys of the module that sd lacks (optional buffers excepted) */
+    char **unexpected; /* keys of sd (after map_key) that the module lacks */
+} td_load_report;
+
+/*
+** METHOD. td_module_load_state_dict with options and a report. The keys of sd
+** pass through opts->map_key first (for example to strip a "module." prefix).
+**   IN  opts    strict, map_key, ctx (not NULL).
+**   OUT report  (may be NULL) the missing and unexpected keys, filled on
+**               TD_OK (non-strict loads report what they skipped) and cleared
+**               on error; free its lists with td_load_report_clear().
+** A buffer named num_batches_tracked may be absent even when strict, as in
+** torch: it is then set to 0. Errors as td_module_load_state_dict, plus those
+** of td_named_tensors_map_names.
+*/
+TD_API td_status td_module_load_state_dict_ext(td_module *m, const td_named_tensors *sd, const td_load_opts *opts,
+                                               td_load_report *report);
+/* DESTRUCTOR. Free a report's lists and zero it; NULL is a no-op. */
+TD_API void td_load_report_clear(td_load_report *r);
 
 /* GETTER. The parameter or buffer with the given dotted name (borrowed), or
 ** NULL with TD_ERR_MISUSE naming the key. */
