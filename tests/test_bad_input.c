@@ -27,7 +27,7 @@
     X(add_shapes_do_not_broadcast) X(add_two_bools) X(where_cond_not_bool) X(sum_dim_out_of_range)             \
     X(sum_repeated_dim) X(amax_of_empty) X(argmax_dim_out_of_range)                                            \
     /* linear algebra and nn */                                                                                \
-    X(matmul_inner_mismatch) X(matmul_zero_dim) X(matmul_integer) X(softmax_not_last_dim)                      \
+    X(matmul_inner_mismatch) X(matmul_zero_dim) X(matmul_integer) X(softmax_dim_out_of_range)                      \
     X(layer_norm_n_norm_out_of_range) X(layer_norm_weight_shape) X(cross_entropy_target_out_of_range)          \
     X(cross_entropy_float_target) X(cross_entropy_bad_reduction) X(cross_entropy_bad_smoothing)                \
     X(conv2d_groups_do_not_divide) X(conv2d_zero_stride) X(conv2d_input_not_4d) X(conv2d_kernel_too_large)     \
@@ -233,7 +233,7 @@ TEST(matmul_inner_mismatch) {
 }
 TEST(matmul_zero_dim) { ASSERT_ERROR(td_matmul(f32(0, NULL), f32(2, S(4, 5))), TD_ERR_SHAPE, "at least 1 dim"); }
 TEST(matmul_integer) { ASSERT_ERROR(td_matmul(i64(2, S(2, 3), 1), i64(2, S(3, 2), 1)), TD_ERR_DTYPE, "int64"); }
-TEST(softmax_not_last_dim) { ASSERT_ERROR(td_softmax(f32(2, S(2, 3)), 0), TD_ERR_MISUSE, "only the last dim"); }
+TEST(softmax_dim_out_of_range) { ASSERT_ERROR(td_softmax(f32(2, S(2, 3)), 2), TD_ERR_INDEX, "out of range"); }
 TEST(layer_norm_n_norm_out_of_range) {
     ASSERT_ERROR(td_layer_norm(f32(2, S(2, 3)), 3, NULL, NULL, 1e-5), TD_ERR_SHAPE, "n_norm 3");
 }
