@@ -242,19 +242,19 @@ TEST(layer_norm_weight_shape) {
 }
 TEST(cross_entropy_target_out_of_range) {
     td_tensor *target = ASSERT_TENSOR(td_arange(0, 4, 1, TD_I64, TD_CPU)); /* 0..3, class 3 of 3 is out */
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), target, NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_INDEX,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), target, NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_INDEX,
                  "target 3 at position 3 is out of range [0, 3)");
 }
 TEST(cross_entropy_float_target) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), f32(1, S(4)), NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_DTYPE,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), f32(1, S(4)), NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_DTYPE,
                  "int64");
 }
 TEST(cross_entropy_bad_reduction) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 0, 7), TD_ERR_MISUSE,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 0, 7), TD_ERR_MISUSE,
                  "unknown reduction 7");
 }
 TEST(cross_entropy_bad_smoothing) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 2, TD_REDUCTION_MEAN), TD_ERR_MISUSE,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 2, TD_REDUCTION_MEAN), TD_ERR_MISUSE,
                  "label_smoothing 2");
 }
 

@@ -10,6 +10,7 @@
 ** (comma-separated; "" for CPU only) picks the devices instead. An absent
 ** device prints "skipped: no ... device"; an op or dtype the backend lacks
 ** prints "skipped-unsupported"; neither counts as a pass on that device. */
+#include "core/internal.h"
 #include "test_util.h"
 
 /* clang-format off */
@@ -350,8 +351,8 @@ FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last
 CASE(LAYER_NORM, 3, S(G, 3, 2, 2, 3), S(G, 2, 2, 3), S(G, 2, 2, 3))
 FN(CROSS_ENTROPY) { /* class weights, label smoothing and an ignored row (target 0) */
     UNUSED;
-    return td_add(td_cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),
-                  td_sum(td_cross_entropy(x[0], x[1], NULL, -100, 0, TD_REDUCTION_NONE), 0, NULL, false));
+    return td_add(td__cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),
+                  td_sum(td__cross_entropy(x[0], x[1], NULL, -100, 0, TD_REDUCTION_NONE), 0, NULL, false));
 }
 CASE(CROSS_ENTROPY, 3, S(G, 2, 4, 5), SI(5, 1, 4), S(CP, 1, 5))
 FN(CONV2D) { /* stride 2x1, padding 1, and a grouped dilated one */

@@ -690,6 +690,12 @@ TEST(loss_bad_input) {
                  "input [4,3] needs target shape [4], got [5]");
     td_tensor *bools = ASSERT_TENSOR(td_zeros(1, (int64_t[]){4}, TD_BOOL, TD_CPU));
     ASSERT_ERROR(td_cross_entropy_loss(x, bools, NULL, -100, 0, TD_REDUCE_MEAN), TD_ERR_DTYPE, "integer class ids");
+    /* float class ids are refused; float probabilities of the logits' shape are torch's soft targets */
+    td_tensor *float_ids = ASSERT_TENSOR(td_cast(cls, TD_F32));
+    ASSERT_ERROR(td_cross_entropy_loss(x, float_ids, NULL, -100, 0, TD_REDUCE_MEAN), TD_ERR_DTYPE,
+                 "target is float32 [4]: class ids must be integers, and class probabilities need the input's shape "
+                 "[4,3]");
+    ASSERT_TENSOR(td_cross_entropy_loss(x, td_softmax(x, -1), NULL, -100, 0, TD_REDUCE_MEAN));
     td_tensor *w = ASSERT_TENSOR(td_ones(1, (int64_t[]){4}, TD_F32, TD_CPU));
     ids[2] = 1;
     cls = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){4}, TD_I64, TD_CPU));

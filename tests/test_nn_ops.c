@@ -245,7 +245,7 @@ TEST(xent_fixtures) {
             int red = k % 3 == 0 ? TD_REDUCTION_NONE : k % 3 == 1 ? TD_REDUCTION_MEAN : TD_REDUCTION_SUM;
             char what[64];
             snprintf(what, sizeof what, "%s case %d loss", td_dtype_name(dt), k);
-            td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(x, t, wk, -100, ls, red));
+            td_tensor *loss = ASSERT_TENSOR(td__cross_entropy(x, t, wk, -100, ls, red));
             ASSERT_EQ_INT(td_ndim(loss), red == TD_REDUCTION_NONE ? 1 : 0);
             nn_check_tensor(what, loss, losses[k], tol, tol);
             snprintf(what, sizeof what, "%s case %d grad", td_dtype_name(dt), k);
@@ -269,14 +269,14 @@ TEST(xent_random) {
         double *hx = nn_host(x), *hw = nn_host(w), *hg = nn_host(gl), loss[33], dx[33 * 7], ones[33];
         ref_xent(hx, tg, hw, N, C, 3, 0.1, loss, dx, hg);
         double tol = nn_tol(dt) * 10;
-        nn_check_tensor("loss none", ASSERT_TENSOR(td_cross_entropy(x, t, w, 3, 0.1, TD_REDUCTION_NONE)), loss, tol,
+        nn_check_tensor("loss none", ASSERT_TENSOR(td__cross_entropy(x, t, w, 3, 0.1, TD_REDUCTION_NONE)), loss, tol,
                         tol);
         nn_check_tensor("grad none", ASSERT_TENSOR(td__cross_entropy_backward(gl, x, t, w, 3, 0.1, TD_REDUCTION_NONE)),
                         dx, tol, tol);
         for (int n = 0; n < N; n++) ones[n] = 1;
         double wsum = ref_xent(hx, tg, NULL, N, C, 3, 0.1, loss, dx, ones), total = 0;
         for (int n = 0; n < N; n++) total += loss[n];
-        ASSERT_NEAR(td_item(ASSERT_TENSOR(td_cross_entropy(x, t, NULL, 3, 0.1, TD_REDUCTION_MEAN))), total / wsum, tol);
+        ASSERT_NEAR(td_item(ASSERT_TENSOR(td__cross_entropy(x, t, NULL, 3, 0.1, TD_REDUCTION_MEAN))), total / wsum, tol);
         for (int i = 0; i < N * C; i++) dx[i] /= wsum;
         td_tensor *one = ASSERT_TENSOR(td_scalar(1, dt, TD_CPU));
         nn_check_tensor("grad mean",
@@ -289,7 +289,7 @@ TEST(xent_random) {
     int64_t t1 = 5;
     double *hx1 = nn_host(x1), l1, d1[7], one = 1;
     ref_xent(hx1, &t1, NULL, 1, C, -100, 0, &l1, d1, &one);
-    td_tensor *l = ASSERT_TENSOR(td_cross_entropy(x1, ASSERT_TENSOR(td_from_data(&t1, 0, NULL, TD_I64, TD_CPU)), NULL,
+    td_tensor *l = ASSERT_TENSOR(td__cross_entropy(x1, ASSERT_TENSOR(td_from_data(&t1, 0, NULL, TD_I64, TD_CPU)), NULL,
                                                   -100, 0, TD_REDUCTION_NONE));
     ASSERT_EQ_INT(td_ndim(l), 0);
     ASSERT_NEAR(td_item(l), l1, 1e-12);
@@ -300,23 +300,23 @@ TEST(xent_errors) {
     td_tensor *x = ASSERT_TENSOR(td_zeros(2, (int64_t[]){3, 5}, TD_F32, TD_CPU));
     int64_t tg[3] = {0, 4, 5}, three = 3;
     td_tensor *t = ASSERT_TENSOR(td_from_data(tg, 1, &three, TD_I64, TD_CPU));
-    ASSERT_ERROR(td_cross_entropy(x, t, NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_INDEX,
+    ASSERT_ERROR(td__cross_entropy(x, t, NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_INDEX,
                  "target 5 at position 2 is out of range [0, 5)");
     ASSERT_ERROR(
         td__cross_entropy_backward(ASSERT_TENSOR(td_scalar(1, TD_F32, TD_CPU)), x, t, NULL, -100, 0, TD_REDUCTION_MEAN),
         TD_ERR_INDEX, "target 5");
-    td_tensor *ok = ASSERT_TENSOR(td_cross_entropy(x, t, NULL, 5, 0, TD_REDUCTION_MEAN)); /* 5 ignored */
+    td_tensor *ok = ASSERT_TENSOR(td__cross_entropy(x, t, NULL, 5, 0, TD_REDUCTION_MEAN)); /* 5 ignored */
     ASSERT_NEAR(td_item(ok), log(5.0), 1e-6);
-    ASSERT_ERROR(td_cross_entropy(x, ASSERT_TENSOR(td_cast(t, TD_F32)), NULL, -100, 0, 1), TD_ERR_DTYPE, "int64");
-    ASSERT_ERROR(td_cross_entropy(x, ASSERT_TENSOR(td_slice(t, 0, 0, 2, 1)), NULL, -100, 0, 1), TD_ERR_SHAPE,
+    ASSERT_ERROR(td__cross_entropy(x, ASSERT_TENSOR(td_cast(t, TD_F32)), NULL, -100, 0, 1), TD_ERR_DTYPE, "int64");
+    ASSERT_ERROR(td__cross_entropy(x, ASSERT_TENSOR(td_slice(t, 0, 0, 2, 1)), NULL, -100, 0, 1), TD_ERR_SHAPE,
                  "do not fit");
-    ASSERT_ERROR(td_cross_entropy(x, t, x, 5, 0, 1), TD_ERR_SHAPE, "weight has shape [3,5], expected [5]");
-    ASSERT_ERROR(td_cross_entropy(x, t, NULL, 5, 1.5, 1), TD_ERR_MISUSE, "label_smoothing");
-    ASSERT_ERROR(td_cross_entropy(x, t, NULL, 5, 0, 7), TD_ERR_MISUSE, "reduction 7");
+    ASSERT_ERROR(td__cross_entropy(x, t, x, 5, 0, 1), TD_ERR_SHAPE, "weight has shape [3,5], expected [5]");
+    ASSERT_ERROR(td__cross_entropy(x, t, NULL, 5, 1.5, 1), TD_ERR_MISUSE, "label_smoothing");
+    ASSERT_ERROR(td__cross_entropy(x, t, NULL, 5, 0, 7), TD_ERR_MISUSE, "reduction 7");
     /* every target ignored: the mean is 0/0 = NaN, as in PyTorch */
     int64_t ig[3] = {-100, -100, -100};
     td_tensor *ti = ASSERT_TENSOR(td_from_data(ig, 1, &three, TD_I64, TD_CPU));
-    ASSERT(isnan(td_item(ASSERT_TENSOR(td_cross_entropy(x, ti, NULL, -100, 0, TD_REDUCTION_MEAN)))));
+    ASSERT(isnan(td_item(ASSERT_TENSOR(td__cross_entropy(x, ti, NULL, -100, 0, TD_REDUCTION_MEAN)))));
 }
 
 /* ---- conv2d ---- */
@@ -664,11 +664,11 @@ TEST(poisoned_outputs_no_leaks) {
         assert_finite(ASSERT_TENSOR(td_layer_norm(m, 1, NULL, NULL, 1e-5)), "layer_norm");
         int64_t tg[5] = {0, 6, -100, 3, 3};
         td_tensor *t = ASSERT_TENSOR(td_from_data(tg, 1, (int64_t[]){5}, TD_I64, TD_CPU));
-        td_tensor *l = ASSERT_TENSOR(td_cross_entropy(m, t, NULL, -100, 0.1, TD_REDUCTION_NONE));
+        td_tensor *l = ASSERT_TENSOR(td__cross_entropy(m, t, NULL, -100, 0.1, TD_REDUCTION_NONE));
         assert_finite(ASSERT_TENSOR(td__cross_entropy_backward(l, m, t, NULL, -100, 0.1, TD_REDUCTION_NONE)),
                       "dlogits");
         td_clear_error();
-        (void)td_cross_entropy(m, t, NULL, 5, 0, TD_REDUCTION_MEAN); /* target 6 out of range: fails, frees */
+        (void)td__cross_entropy(m, t, NULL, 5, 0, TD_REDUCTION_MEAN); /* target 6 out of range: fails, frees */
         ASSERT(td_last_status() == TD_ERR_INDEX);
     }
     td_scope_end();
@@ -837,7 +837,7 @@ TEST(xent_rows) {
         /* lse - x[t] cancels: its absolute error is a few ulps of the largest logit (8000 in row 2) */
         double big = 0;
         for (int64_t i = 0; i < N * C; i++) big = isinf(hxf[i]) ? big : fmax(big, fabs(hxf[i]));
-        nn_check_tensor(what, ASSERT_TENSOR(td_cross_entropy(x, t, NULL, -100, 0, TD_REDUCTION_NONE)), loss,
+        nn_check_tensor(what, ASSERT_TENSOR(td__cross_entropy(x, t, NULL, -100, 0, TD_REDUCTION_NONE)), loss,
                         1e-5 + 4e-7 * big, 2e-5);
         nn_check_tensor(what, ASSERT_TENSOR(td__cross_entropy_backward(gl, x, t, NULL, -100, 0, TD_REDUCTION_NONE)), dx,
                         1e-6, 2e-5);

@@ -8,6 +8,7 @@
 */
 #include <dirent.h>
 
+#include "core/internal.h"
 #include "test_util.h"
 #include "trident/kernel.h"
 #include "trident/nn.h"
@@ -443,7 +444,7 @@ TEST(capture_replay) {
 /* One training step: cross entropy of logits against target, backward, and
 ** the optimizer's step. Returns the loss. */
 static double ce_step(td_optimizer *opt, td_tensor *logits, td_tensor *target) {
-    td_tensor *loss = ASSERT_TENSOR(td_cross_entropy(logits, target, NULL, -100, 0.0, TD_REDUCTION_MEAN));
+    td_tensor *loss = ASSERT_TENSOR(td__cross_entropy(logits, target, NULL, -100, 0.0, TD_REDUCTION_MEAN));
     double value = td_item(loss);
     td_optimizer_zero_grad(opt);
     ASSERT_OK(td_backward(loss, NULL, false));

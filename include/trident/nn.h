@@ -35,6 +35,7 @@
 #define TRIDENT_NN_H
 
 #include "io.h"
+#include "ops.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -286,7 +287,7 @@ TD_API td_module *td_log_softmax_new(int dim);
 ** reductions, or the unreduced per-element losses for TD_REDUCE_NONE.
 ** ====================================================================== */
 
-typedef enum td_reduction { TD_REDUCE_NONE = 0, TD_REDUCE_MEAN = 1, TD_REDUCE_SUM = 2 } td_reduction;
+/* td_reduction (TD_REDUCE_NONE, _MEAN, _SUM) is in ops.h. */
 
 /* CONSTRUCTOR. (input - target)^2 and |input - target|. input and target have
 ** the same shape (else TD_ERR_SHAPE naming both). */
@@ -294,14 +295,17 @@ TD_API td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction 
 TD_API td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction reduction);
 
 /*
-** CONSTRUCTOR. F.cross_entropy: logits [N, C] (or [C], or [N, C, d1, ...]) and
-** int64 class ids target [N] (or [], or [N, d1, ...]).
+** CONSTRUCTOR. F.cross_entropy, Trident's one cross-entropy entry point:
+** logits [N, C] (or [C], or [N, C, d1, ...]) and integer class ids target [N]
+** (or [], or [N, d1, ...]), or, as in torch, float class probabilities of the
+** logits' own shape.
 **   IN weight          per-class weights [C], or NULL
 **   IN ignore_index    targets equal to it add nothing (PyTorch's default -100)
 **   IN label_smoothing in [0, 1]
 ** The mean divides by the summed weights of the non-ignored targets.
-** Errors: TD_ERR_SHAPE for mismatched shapes, TD_ERR_DTYPE for non-integer
-** targets, TD_ERR_INDEX for a class id outside [0, C) ("class 12 ... 10 classes").
+** Errors: TD_ERR_SHAPE for mismatched shapes, TD_ERR_DTYPE for a bool target
+** or a float target not shaped like the logits (class ids must be integers),
+** TD_ERR_INDEX for a class id outside [0, C) ("class 12 ... 10 classes").
 */
 TD_API td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
                                         double label_smoothing, td_reduction reduction);

@@ -105,6 +105,11 @@ TD_API td_tensor *td_matmul(td_tensor *a, td_tensor *b);
 /* x [..., in] @ w[out, in]^T + b[out] (b may be NULL). */
 TD_API td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b);
 
+/* How a loss reduces its per-element values (torch's reduction=): the
+** unreduced losses, their (weighted) mean, or their sum. The losses are in
+** nn.h; cross-entropy is td_cross_entropy_loss there. */
+typedef enum td_reduction { TD_REDUCE_NONE = 0, TD_REDUCE_MEAN = 1, TD_REDUCE_SUM = 2 } td_reduction;
+
 /* ---- nn primitives ---- */
 /* Over any dim (negative counts from the end); another dim than the last returns a
 ** transposed view of the result, as the kernels normalize contiguous rows. */
@@ -112,10 +117,6 @@ TD_API td_tensor *td_softmax(td_tensor *x, int dim);
 TD_API td_tensor *td_log_softmax(td_tensor *x, int dim);
 /* Normalize over the last n_norm dims; weight/bias shaped like those dims or NULL. */
 TD_API td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps);
-/* logits [N, C] (or [C]); target int64 [N] of class ids in [0, C) or ignore_index;
-** weight [C] or NULL. reduction TD_REDUCTION_*. Out-of-range targets: TD_ERR_INDEX. */
-TD_API td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
-                                   double label_smoothing, int reduction);
 /* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] with
 ** Ho = (H + 2*pad - dil*(kh-1) - 1)/stride + 1. */
 TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],

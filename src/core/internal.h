@@ -146,6 +146,11 @@ TD_API td_tensor *td__gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_appro
 ** Each validates its arguments like the forward op, makes operands contiguous
 ** and returns a new tensor in the current scope, or NULL with the error set.
 ** dloss has the loss's shape; dlogits, dx and dw have the shapes of logits, x and w. */
+/* The CROSS_ENTROPY op: logits [N, C] (or [C]); target int64 [N] of class ids
+** in [0, C) or ignore_index; weight [C] or NULL. td_cross_entropy_loss (nn.h)
+** is the public entry point over it. Exported for the tests and benchmarks. */
+TD_API td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                                    double label_smoothing, int reduction);
 TD_API td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
                                              int64_t ignore_index, double label_smoothing, int reduction);
 /* dy [N,O,Ho,Wo], w [O,C/g,kh,kw] -> dx [N,C,H,W] = x_shape */

@@ -106,8 +106,8 @@ static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_
     return true;
 }
 
-td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
-                            double label_smoothing, int reduction) {
+td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                             double label_smoothing, int reduction) {
     TD_CHECK_ARG(logits, "cross_entropy");
     TD_CHECK_ARG(target, "cross_entropy");
     if (!check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) return NULL;
