@@ -1,10 +1,12 @@
 /* Core tensor behaviour: creation, views, copies, scopes, refcounts. */
+#include <unistd.h>
+
 #include "runner.h"
 
 /* clang-format off */
 #define TESTS(X) X(full_and_item) X(from_data_roundtrip) X(view_shares_storage) X(permute_contiguous_copy) \
     X(slice_and_select) X(expand_broadcast_copy) X(reshape_noncontiguous) X(scope_releases) X(cast_dtypes) \
-    X(half_conversion) X(zero_size) X(zero_size_huge_dims) X(philox_known_answer)
+    X(half_conversion) X(zero_size) X(zero_size_huge_dims) X(philox_known_answer) X(omp_wait_policy)
 /* clang-format on */
 
 TEST(full_and_item) {
@@ -180,3 +182,32 @@ TEST(philox_known_answer) {
 }
 
 TEST_MAIN(TESTS)
+
+/* The GOMP_SPINCOUNT libgomp settled on in a fresh run of this executable under env_args. */
+static long long spin_count_with(const char *env_args) {
+    char cmd[512], line[256];
+    snprintf(cmd, sizeof cmd,
+             "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose %s /proc/%d/exe --list 2>&1", env_args,
+             (int)getpid());
+    FILE *p = popen(cmd, "r");
+    ASSERT(p);
+    long long spin = -1;
+    while (fgets(line, sizeof line, p))
+        if (strstr(line, "GOMP_SPINCOUNT = '")) spin = atoll(strchr(line, '\'') + 1);
+    ASSERT(pclose(p) == 0);
+    return spin;
+}
+
+/* Idle OpenMP threads sleep in any program linking libtrident, without
+** OMP_WAIT_POLICY in its environment: libtrident-ompenv sets the passive
+** policy before libgomp reads it (src/omp_env/omp_env.c). A policy the
+** environment sets is kept. */
+TEST(omp_wait_policy) {
+    td_device_info info;
+    ASSERT_OK(td_backend_for(TD_DEVICE_CPU)->iface->device_info(0, &info));
+    if (!strstr(info.features, "openmp=")) TEST_SKIP("built without OpenMP");
+    long long by_default = spin_count_with(""), active = spin_count_with("OMP_WAIT_POLICY=active");
+    printf("  GOMP_SPINCOUNT: %lld by default, %lld with OMP_WAIT_POLICY=active\n", by_default, active);
+    ASSERT_EQ_INT(by_default, 0);
+    ASSERT(active > 0);
+}

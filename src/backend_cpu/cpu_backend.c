@@ -27,6 +27,14 @@ typedef td_status (*cpu_kernel_fn)(const td_op *op);
 ** cores. An OpenMP OpenBLAS (== 2) already runs single-threaded inside a
 ** parallel region, and its openblas_set_num_threads would also change
 ** OpenMP's thread count, so it is left alone; a serial one (== 0) needs nothing. */
+/* Whether libtrident-ompenv chose the passive OpenMP wait policy (src/omp_env/omp_env.c). */
+#ifdef TRIDENT_OMPENV
+bool td__omp_env_passive(void);
+static bool omp_passive_by_library(void) { return td__omp_env_passive(); }
+#else
+static bool omp_passive_by_library(void) { return false; }
+#endif
+
 static td_status cpu_init(char *why, size_t why_size) {
     (void)why, (void)why_size;
     if (openblas_get_parallel() == 1) openblas_set_num_threads(1);
@@ -122,8 +130,8 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
     out->fp16 = out->bf16 = false;
     out->unified_memory = true;
     out->timestamps = true;
-    snprintf(out->features, sizeof out->features, "%s openmp=%d openblas", avx2 ? "avx2 fma" : "scalar",
-             out->compute_units);
+    snprintf(out->features, sizeof out->features, "%s openmp=%d%s openblas", avx2 ? "avx2 fma" : "scalar",
+             out->compute_units, omp_passive_by_library() ? " omp_wait=passive" : "");
     return TD_OK;
 }
 
