@@ -446,7 +446,10 @@ td_tensor *td_to(td_tensor *t, td_device dev) {
         td_release(out);
         return NULL;
     }
-    if (td__record_hook && t->requires_grad) td__record_hook(TD_OP_COPY, 1, &t, 1, &out, NULL);
+    if (td__record_hook && t->requires_grad && td__record_hook(TD_OP_COPY, 1, &t, 1, &out, NULL) != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
     return td__scope_add(out);
 }
 
