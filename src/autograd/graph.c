@@ -35,7 +35,6 @@ td_node *td__node_new(const char *name, td__backward_fn fn, int kind, int n_in, 
         if (n) {
             free(n->edges), free(n->in_meta), free(n->saved_in), free(n->out_meta), free(n->saved_out);
             free(n->saved_version);
-            free(n->saved_version);
             free(n);
         }
         TD_FAIL_NULL(TD_ERR_OOM, "%s: out of host memory recording the autograd graph", name);
@@ -85,6 +84,7 @@ static void node_free(td_node *n) {
     }
     if (n->free_data) n->free_data(n->data);
     free(n->edges), free(n->in_meta), free(n->saved_in), free(n->out_meta), free(n->saved_out);
+    free(n->saved_version);
     free(n);
 }
 
