@@ -7,9 +7,10 @@
 **   TEST(add_broadcast) { ... ASSERT_EQ_INT(td_ndim(t), 2); ... }
 **   TEST_MAIN(TESTS)
 **
-** Usage: test_x [case ...]   (no case: run all). Exit status is nonzero when
-** any case fails. The last line reads "N passed, N failed, N skipped".
-** TEST_SKIP("why") marks a case skipped (for an absent device).
+** Usage: test_x [case ...]   (no case: run all); test_x --list prints the
+** case names, one a line. Exit status is 1 when any case fails, 77 when every
+** chosen case skipped, else 0. The last line reads "N passed, N failed, N
+** skipped". TEST_SKIP("why") marks a case skipped (for an absent device).
 */
 #ifndef TRIDENT_TEST_RUNNER_H
 #define TRIDENT_TEST_RUNNER_H
@@ -121,6 +122,10 @@ static int test_run_one(const test_case *c, int timeout_s) {
 static int test_run(const test_case *cases, int n, int argc, char **argv) {
     const char *env = getenv("TD_TEST_TIMEOUT");
     int timeout = env ? atoi(env) : 600;
+    if (argc == 2 && !strcmp(argv[1], "--list")) {
+        for (int i = 0; i < n; i++) printf("%s\n", cases[i].name);
+        return 0;
+    }
     int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < n; i++) {
         bool chosen = argc <= 1;
@@ -138,7 +143,7 @@ static int test_run(const test_case *cases, int n, int argc, char **argv) {
             failed++;
     }
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    return failed ? 1 : 0;
+    return failed ? 1 : skipped && !passed ? TEST_SKIP_CODE : 0;
 }
 
 #endif /* TRIDENT_TEST_RUNNER_H */

@@ -1,6 +1,7 @@
 /* Autograd: recording, the engine, grad modes, hooks, higher order, the
 ** functional API, checkpointing, custom functions and graph memory. Expected
 ** gradients are derived by hand in the comments. */
+#include "core/internal.h"
 #include "runner.h"
 
 /* clang-format off */
@@ -9,7 +10,8 @@
     X(no_grad_and_inference) X(detach) X(leaf_hooks) X(grad_of_intermediate) X(grad_unused)                  \
     X(second_derivative_cube) X(second_derivative_tanh) X(value_and_grad) X(checkpoint_dropout)               \
     X(checkpoint_params_inside) X(custom_function) X(custom_function_saves_output) X(broadcast_grads)         \
-    X(view_grads) X(slice_step_grad) X(requires_grad_errors) X(no_leaks) X(long_chain_frees)
+    X(view_grads) X(slice_step_grad) X(requires_grad_errors) X(no_leaks) X(long_chain_frees)          \
+    X(inplace_saved_input) X(inplace_saved_output) X(inplace_unsaved_is_fine) X(record_failure_fails_op)
 /* clang-format on */
 
 static td_tensor *vec(int n, const double *v, bool rg) {
@@ -515,3 +517,73 @@ TEST(long_chain_frees) {
 }
 
 TEST_MAIN(TESTS)
+
+/* Version counters: writing a tensor that backward needs, after it was saved,
+** fails backward with torch's message instead of giving wrong gradients. */
+TEST(inplace_saved_input) {
+    td_scope_begin();
+    double v[3] = {1, -2, 3}, w0[3] = {4, 5, 6}, z[3] = {0, 0, 0};
+    td_tensor *x = vec(3, v, true), *w = vec(3, w0, false);
+    td_tensor *loss = ASSERT_TENSOR(sum_all(td_mul(x, w)));                               /* mul saves w for dx = w */
+    ASSERT_OK(td_copy_(td_slice(w, 0, 1, 2, 1), td_slice(vec(3, z, false), 0, 0, 1, 1))); /* through a view */
+    ASSERT_ERROR(td_backward(loss, NULL, false), TD_ERR_STATE,
+                 "one of the variables needed for gradient computation has been modified by an inplace operation: "
+                 "[float64 [3]], input 1 of");
+    /* a fresh graph after the write is fine */
+    ASSERT_OK(td_backward(ASSERT_TENSOR(sum_all(td_mul(x, w))), NULL, false));
+    double want[3] = {4, 0, 6};
+    expect(td_grad_of(x), 3, want, 0);
+    td_scope_end();
+}
+
+TEST(inplace_saved_output) {
+    td_scope_begin();
+    double v[2] = {0.5, -1}, z[2] = {0, 0};
+    td_tensor *x = vec(2, v, true);
+    td_tensor *y = ASSERT_TENSOR(td_exp(x)); /* exp saves its output: dx = y */
+    td_tensor *loss = ASSERT_TENSOR(sum_all(y));
+    ASSERT_OK(td_copy_(y, vec(2, z, false)));
+    td_clear_error();
+    (void)td_backward(loss, NULL, false);
+    ASSERT_EQ_INT(td_last_status(), TD_ERR_STATE);
+    printf("  %s\n", td_last_error());
+    ASSERT(strstr(td_last_error(), "output 0 of") && strstr(td_last_error(), "expected version"));
+    td_scope_end();
+}
+
+TEST(inplace_unsaved_is_fine) {
+    td_scope_begin();
+    double v[2] = {1, 2}, b0[2] = {3, 4}, z[2] = {0, 0};
+    td_tensor *x = vec(2, v, true), *b = vec(2, b0, false);
+    td_tensor *loss = ASSERT_TENSOR(sum_all(td_mul(td_add(x, b), x))); /* add saves nothing: b may change */
+    ASSERT_OK(td_copy_(b, vec(2, z, false)));
+    ASSERT_OK(td_backward(loss, NULL, false));
+    double want[2] = {2 * 1 + 3, 2 * 2 + 4}; /* d/dx (x + b) x = 2x + b, with the b of the forward */
+    expect(td_grad_of(x), 2, want, 0);
+    td_scope_end();
+}
+
+/* A failure to record the graph (out of memory, an op without a formula)
+** fails the op: no result escapes without its grad_fn. */
+static td__record_fn real_record;
+static td_status failing_record(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                                const td_op_params *p) {
+    (void)kind, (void)n_in, (void)in, (void)n_out, (void)out, (void)p;
+    return td_error_set(TD_ERR_OOM, "planted: out of memory recording the graph");
+}
+
+TEST(record_failure_fails_op) {
+    double v[2] = {1, 2};
+    td_tensor *x = vec(2, v, true);
+    int64_t live = td_debug_live_tensors();
+    real_record = td__record_hook;
+    td__record_hook = failing_record;
+    ASSERT_ERROR(td_mul(x, x), TD_ERR_OOM, "planted");
+    ASSERT_ERROR(td_exp(x), TD_ERR_OOM, "planted");
+    td__record_hook = real_record;
+    ASSERT_EQ_INT(td_debug_live_tensors(), live); /* the outputs were released */
+    td_tensor *y = ASSERT_TENSOR(td_mul(x, x));
+    ASSERT(td_requires_grad(y));
+    td_release(y);
+    td_release(x);
+}

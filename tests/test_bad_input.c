@@ -10,11 +10,11 @@
 /* clang-format off */
 #define TESTS(X)                                                                                               \
     /* creation and sizes */                                                                                   \
-    X(empty_negative_size) X(empty_too_many_dims) X(empty_size_overflow) X(empty_invalid_dtype)               \
+    X(empty_negative_size) X(empty_too_many_dims) X(empty_size_overflow) X(empty_beyond_host_memory) X(empty_invalid_dtype)               \
     X(from_data_null) X(arange_zero_step) X(arange_wrong_direction) X(rand_integer_dtype)                      \
     /* devices */                                                                                              \
     X(device_parse_unknown) X(device_parse_bad_ordinal) X(device_parse_unavailable) X(to_unavailable_device)  \
-    X(empty_on_unavailable_device) X(ops_on_two_devices)                                                       \
+    X(empty_on_unavailable_device) X(ops_on_two_devices) X(plugin_wrong_device_type) X(plugin_wrong_api)       \
     /* released tensors and NULL */                                                                            \
     X(op_on_released_tensor) X(getter_on_released_tensor) X(double_release) X(null_argument)                   \
     X(null_propagation_keeps_first_error) X(scope_end_without_begin)                                           \
@@ -27,7 +27,7 @@
     X(add_shapes_do_not_broadcast) X(add_two_bools) X(where_cond_not_bool) X(sum_dim_out_of_range)             \
     X(sum_repeated_dim) X(amax_of_empty) X(argmax_dim_out_of_range)                                            \
     /* linear algebra and nn */                                                                                \
-    X(matmul_inner_mismatch) X(matmul_zero_dim) X(matmul_integer) X(softmax_not_last_dim)                      \
+    X(matmul_inner_mismatch) X(matmul_zero_dim) X(matmul_integer) X(softmax_dim_out_of_range)                      \
     X(layer_norm_n_norm_out_of_range) X(layer_norm_weight_shape) X(cross_entropy_target_out_of_range)          \
     X(cross_entropy_float_target) X(cross_entropy_bad_reduction) X(cross_entropy_bad_smoothing)                \
     X(conv2d_groups_do_not_divide) X(conv2d_zero_stride) X(conv2d_input_not_4d) X(conv2d_kernel_too_large)     \
@@ -60,6 +60,11 @@ TEST(empty_too_many_dims) {
     ASSERT_ERROR(td_empty(9, shape, TD_F32, TD_CPU), TD_ERR_MISUSE, "ndim 9");
 }
 TEST(empty_size_overflow) { ASSERT_ERROR(td_zeros(2, S(INT64_MAX / 2, 4), TD_F32, TD_CPU), TD_ERR_OOM, "overflow"); }
+/* 2^46 bytes, more than any test host's RAM and swap: TD_ERR_OOM with the size, never an allocator abort
+** (AddressSanitizer's allocator aborts on such a request instead of returning NULL) */
+TEST(empty_beyond_host_memory) {
+    ASSERT_ERROR(td_empty(1, S((int64_t)1 << 44), TD_F32, TD_CPU), TD_ERR_OOM, "allocating 70368744177664 bytes");
+}
 TEST(empty_invalid_dtype) { ASSERT_ERROR(td_empty(1, S(3), (td_dtype)42, TD_CPU), TD_ERR_DTYPE, "invalid dtype 42"); }
 TEST(from_data_null) { ASSERT_ERROR(td_from_data(NULL, 1, S(3), TD_F32, TD_CPU), TD_ERR_MISUSE, "data is NULL"); }
 TEST(arange_zero_step) { ASSERT_ERROR(td_arange(0, 10, 0, TD_F32, TD_CPU), TD_ERR_MISUSE, "non-zero step"); }
@@ -68,6 +73,38 @@ TEST(rand_integer_dtype) { ASSERT_ERROR(td_rand(1, S(4), 1, 0, TD_I32, TD_CPU), 
 
 /* ---- devices: a mismatch needs a second device; without one the
 ** TD_ERR_UNAVAILABLE paths are checked ---- */
+
+/* Plugins are loaded from tests/fake_plugins/<variant> (tests/fake_plugin.c), beside this executable. */
+static void use_fake_plugins(const char *variant) {
+    char exe[4096], dir[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT(n > 0);
+    exe[n] = 0;
+    *strrchr(exe, '/') = 0;
+    snprintf(dir, sizeof dir, "%s/fake_plugins/%s", exe, variant);
+    setenv("TRIDENT_PLUGIN_DIR", dir, 1);
+    unsetenv("TRIDENT_NO_VULKAN");
+}
+
+TEST(plugin_wrong_device_type) {
+    use_fake_plugins("wrong_type");
+    ASSERT(!td_device_available(TD_VULKAN(0)));
+    const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+    printf("  %s\n", why);
+    ASSERT(strstr(why, "a backend for device type 0, expected 2 (vulkan)"));
+    ASSERT(!strstr(why, "API version"));
+}
+
+TEST(plugin_wrong_api) {
+    use_fake_plugins("wrong_api");
+    ASSERT(!td_device_available(TD_VULKAN(0)));
+    const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+    printf("  %s\n", why);
+    char want[64];
+    snprintf(want, sizeof want, "backend API version %d, expected %d", TD_BACKEND_API_VERSION + 1,
+             TD_BACKEND_API_VERSION);
+    ASSERT(strstr(why, want));
+}
 
 TEST(device_parse_unknown) {
     td_device d;
@@ -196,7 +233,7 @@ TEST(matmul_inner_mismatch) {
 }
 TEST(matmul_zero_dim) { ASSERT_ERROR(td_matmul(f32(0, NULL), f32(2, S(4, 5))), TD_ERR_SHAPE, "at least 1 dim"); }
 TEST(matmul_integer) { ASSERT_ERROR(td_matmul(i64(2, S(2, 3), 1), i64(2, S(3, 2), 1)), TD_ERR_DTYPE, "int64"); }
-TEST(softmax_not_last_dim) { ASSERT_ERROR(td_softmax(f32(2, S(2, 3)), 0), TD_ERR_MISUSE, "only the last dim"); }
+TEST(softmax_dim_out_of_range) { ASSERT_ERROR(td_softmax(f32(2, S(2, 3)), 2), TD_ERR_INDEX, "out of range"); }
 TEST(layer_norm_n_norm_out_of_range) {
     ASSERT_ERROR(td_layer_norm(f32(2, S(2, 3)), 3, NULL, NULL, 1e-5), TD_ERR_SHAPE, "n_norm 3");
 }
@@ -205,19 +242,19 @@ TEST(layer_norm_weight_shape) {
 }
 TEST(cross_entropy_target_out_of_range) {
     td_tensor *target = ASSERT_TENSOR(td_arange(0, 4, 1, TD_I64, TD_CPU)); /* 0..3, class 3 of 3 is out */
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), target, NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_INDEX,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), target, NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_INDEX,
                  "target 3 at position 3 is out of range [0, 3)");
 }
 TEST(cross_entropy_float_target) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), f32(1, S(4)), NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_DTYPE,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), f32(1, S(4)), NULL, -100, 0, TD_REDUCTION_MEAN), TD_ERR_DTYPE,
                  "int64");
 }
 TEST(cross_entropy_bad_reduction) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 0, 7), TD_ERR_MISUSE,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 0, 7), TD_ERR_MISUSE,
                  "unknown reduction 7");
 }
 TEST(cross_entropy_bad_smoothing) {
-    ASSERT_ERROR(td_cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 2, TD_REDUCTION_MEAN), TD_ERR_MISUSE,
+    ASSERT_ERROR(td__cross_entropy(f32(2, S(4, 3)), i64(1, S(4), 0), NULL, -100, 2, TD_REDUCTION_MEAN), TD_ERR_MISUSE,
                  "label_smoothing 2");
 }
 

@@ -665,7 +665,7 @@ static int case_cross_entropy(conf_ctx *c, int v, td_tensor **out) {
     td_tensor *logits, *target, *w;
     const xent_variant *xv = xent_inputs(c, v, &logits, &target, &w);
     if (!xv) return 0;
-    RETURN1(TIMED(c, td_cross_entropy(logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
+    RETURN1(TIMED(c, td__cross_entropy(logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
 }
 
 static int case_cross_entropy_backward(conf_ctx *c, int v, td_tensor **out) {

@@ -130,6 +130,11 @@ TEST(idx_corrupt) {
     uint32_t huge[3] = {0xFFFFFFFFu, 0xFFFFFFFFu, 28};
     test_write_file(p, buf, make_idx(buf, 0x08, 3, huge, px, 12));
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "implausible sizes");
+    /* size 0, but the strides of 2^32-1 x 2^32-1 x 2^32-1 overflow (fuzz finding) */
+    uint32_t empty_huge[4] = {0, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu};
+    test_write_file(p, buf, make_idx(buf, 0x08, 4, empty_huge, px, 0));
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_OOM, "overflows 2^48 bytes");
+    ASSERT(t == NULL);
     uint32_t big[1] = {1u << 30}; /* 1 GiB claimed, 12 bytes present */
     test_write_file(p, buf, make_idx(buf, 0x08, 1, big, px, 12));
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "truncated");

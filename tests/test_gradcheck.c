@@ -10,6 +10,7 @@
 ** (comma-separated; "" for CPU only) picks the devices instead. An absent
 ** device prints "skipped: no ... device"; an op or dtype the backend lacks
 ** prints "skipped-unsupported"; neither counts as a pass on that device. */
+#include "core/internal.h"
 #include "test_util.h"
 
 /* clang-format off */
@@ -19,7 +20,9 @@
     X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
     X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)
 /* clang-format on */
-#define TESTS(X) GC_CASES(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
+/* ops composed from others in the core */
+#define GC_COMPOSED(X) X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril)
+#define TESTS(X)       GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
 
 /* ---- inputs ---- */
 enum { G, P, C, CP, IDX, MASK }; /* grad +-[0.1,1]; grad [0.5,1.5]; const; const positive; int64 [0,range); bool */
@@ -316,6 +319,31 @@ FN(LOG_SOFTMAX) {
     return td_log_softmax(x[0], -1);
 }
 CASE(LOG_SOFTMAX, 1, S(G, 2, 2, 4))
+FN(softmax_dim0) {
+    UNUSED;
+    return td_softmax(x[0], 0);
+}
+CASE(softmax_dim0, 1, S(G, 2, 3, 4))
+FN(log_softmax_dim1) {
+    UNUSED;
+    return td_log_softmax(x[0], 1);
+}
+CASE(log_softmax_dim1, 1, S(G, 3, 2, 3, 2))
+FN(masked_fill) {
+    UNUSED;
+    return td_masked_fill(x[0], x[1], 0.25);
+}
+CASE(masked_fill, 2, S(G, 2, 3, 4), S(MASK, 1, 4))
+FN(triu) {
+    UNUSED;
+    return td_triu(x[0], 1);
+}
+CASE(triu, 1, S(G, 3, 2, 3, 4))
+FN(tril) {
+    UNUSED;
+    return td_tril(x[0], -1);
+}
+CASE(tril, 1, S(G, 2, 4, 3))
 FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last without */
     UNUSED;
     return td_add(td_layer_norm(x[0], 2, x[1], x[2], 1e-5), td_layer_norm(x[0], 1, NULL, NULL, 1e-5));
@@ -323,8 +351,8 @@ FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last
 CASE(LAYER_NORM, 3, S(G, 3, 2, 2, 3), S(G, 2, 2, 3), S(G, 2, 2, 3))
 FN(CROSS_ENTROPY) { /* class weights, label smoothing and an ignored row (target 0) */
     UNUSED;
-    return td_add(td_cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),
-                  td_sum(td_cross_entropy(x[0], x[1], NULL, -100, 0, TD_REDUCTION_NONE), 0, NULL, false));
+    return td_add(td__cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),
+                  td_sum(td__cross_entropy(x[0], x[1], NULL, -100, 0, TD_REDUCTION_NONE), 0, NULL, false));
 }
 CASE(CROSS_ENTROPY, 3, S(G, 2, 4, 5), SI(5, 1, 4), S(CP, 1, 5))
 FN(CONV2D) { /* stride 2x1, padding 1, and a grouped dilated one */

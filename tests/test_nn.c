@@ -9,7 +9,8 @@
     X(named_parameters)                                                                                                \
     X(state_dict_names_and_buffers)                                                                                    \
     X(state_dict_roundtrip)                                                                                            \
-    X(load_state_dict_mismatch) X(module_registration_errors) X(init_statistics) X(init_functions)                     \
+    X(load_state_dict_mismatch) X(load_state_dict_optional_buffer) X(load_state_dict_report)                          \
+        X(load_state_dict_map_keys) X(module_registration_errors) X(init_statistics) X(init_functions)                     \
         X(init_reproducible) X(dropout_train_eval) X(batchnorm_train_eval) X(mha_causal)                               \
             X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to) X(schedulers_closed_form) X(clip_grad)                \
                 X(optimizer_state_roundtrip) X(optimizer_groups_and_lr) X(optimizer_bad_input) X(loss_bad_input)       \
@@ -162,6 +163,86 @@ TEST(load_state_dict_mismatch) {
     ASSERT_ERROR(td_module_load_state_dict(m, NULL, true), TD_ERR_MISUSE, "NULL");
     td_module_free(cnn);
     td_module_free(other);
+    td_module_free(m);
+}
+
+/* torch accepts a BatchNorm state dict without num_batches_tracked (the count restarts at 0) */
+TEST(load_state_dict_optional_buffer) {
+    td_module *bn = td_batch_norm2d_new(3, 1e-5, 0.1, true, true);
+    td_module *m = td_sequential_new(1, (td_module *[]){bn});
+    ASSERT_OK(td_copy_(td_module_get(m, "0.num_batches_tracked"), ASSERT_TENSOR(td_scalar(7, TD_I64, TD_CPU))));
+    td_named_tensors *sd = td_module_state_dict(m);
+    ASSERT_OK(td_named_tensors_remove(sd, "0.num_batches_tracked"));
+    ASSERT_EQ_INT(td_named_tensors_len(sd), 4);
+    td_load_report r;
+    ASSERT_OK(td_module_load_state_dict_ext(m, sd, &(td_load_opts){.strict = true}, &r));
+    ASSERT_EQ_INT(r.n_missing, 0);
+    ASSERT_EQ_INT(td_item(td_module_get(m, "0.num_batches_tracked")), 0);
+    td_load_report_clear(&r);
+    /* other buffers stay required */
+    ASSERT_OK(td_named_tensors_remove(sd, "0.running_mean"));
+    ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE, "'0.running_mean'");
+    td_named_tensors_free(sd);
+    td_module_free(m);
+}
+
+/* Non-strict loads report the keys they skipped (torch's missing_keys, unexpected_keys). */
+TEST(load_state_dict_report) {
+    td_module *m = mlp();
+    td_named_tensors *sd = td_named_tensors_new();
+    ASSERT_OK(td_named_tensors_add(sd, "0.weight", ASSERT_TENSOR(td_zeros_like(td_module_get(m, "0.weight")))));
+    ASSERT_OK(td_named_tensors_add(sd, "fc.weight", td_module_get(m, "0.bias")));
+    td_load_report r;
+    ASSERT_OK(td_module_load_state_dict_ext(m, sd, &(td_load_opts){.strict = false}, &r));
+    ASSERT_EQ_INT(r.n_missing, 3);
+    ASSERT(!strcmp(r.missing[0], "0.bias") && !strcmp(r.missing[1], "2.weight") && !strcmp(r.missing[2], "2.bias"));
+    ASSERT_EQ_INT(r.n_unexpected, 1);
+    ASSERT(!strcmp(r.unexpected[0], "fc.weight"));
+    ASSERT_NEAR(td_item(td_sum(td_abs(td_module_get(m, "0.weight")), 0, NULL, false)), 0, 0); /* the match loaded */
+    td_load_report_clear(&r);
+    ASSERT(r.missing == NULL && r.n_missing == 0);
+    /* nothing matches: still TD_OK when not strict, with every key reported */
+    td_named_tensors *none = td_named_tensors_new();
+    ASSERT_OK(td_named_tensors_add(none, "x", td_module_get(m, "0.bias")));
+    ASSERT_OK(td_module_load_state_dict_ext(m, none, &(td_load_opts){0}, &r));
+    ASSERT_EQ_INT(r.n_missing, 4);
+    ASSERT_EQ_INT(r.n_unexpected, 1);
+    td_load_report_clear(&r);
+    /* strict: an error, and the report is left empty */
+    ASSERT_ERROR(td_module_load_state_dict_ext(m, sd, &(td_load_opts){.strict = true}, &r), TD_ERR_MISUSE,
+                 "3 key(s) missing");
+    ASSERT(r.n_missing == 0 && r.missing == NULL);
+    td_named_tensors_free(none);
+    td_named_tensors_free(sd);
+    td_module_free(m);
+}
+
+/* "module.0.weight" -> "0.weight": DataParallel's prefix stripped; other keys dropped */
+static const char *strip_module(const char *name, void *ctx, char *buf, size_t size) {
+    (void)buf, (void)size;
+    size_t n = strlen((const char *)ctx);
+    return strncmp(name, ctx, n) ? NULL : name + n;
+}
+
+TEST(load_state_dict_map_keys) {
+    td_module *src = mlp(), *m = mlp();
+    td_named_tensors *sd = td_module_state_dict(src), *prefixed = td_named_tensors_new();
+    for (int64_t i = 0; i < td_named_tensors_len(sd); i++) {
+        char name[64];
+        snprintf(name, sizeof name, "module.%s", td_named_tensors_name(sd, i));
+        ASSERT_OK(td_named_tensors_add(prefixed, name, td_named_tensors_at(sd, i)));
+    }
+    ASSERT_OK(td_named_tensors_add(prefixed, "optimizer_step", td_module_get(src, "0.bias"))); /* dropped by the map */
+    ASSERT_ERROR(td_module_load_state_dict(m, prefixed, true), TD_ERR_MISUSE, "missing");
+    td_load_opts o = {.strict = true, .map_key = strip_module, .ctx = "module."};
+    ASSERT_OK(td_module_load_state_dict_ext(m, prefixed, &o, NULL));
+    for (int64_t i = 0; i < td_named_tensors_len(sd); i++) {
+        td_tensor *a = td_named_tensors_at(sd, i), *b = td_module_get(m, td_named_tensors_name(sd, i));
+        ASSERT_NEAR(td_item(td_amax(td_abs(td_sub(a, b)), 0, NULL, false)), 0, 0);
+    }
+    td_named_tensors_free(prefixed);
+    td_named_tensors_free(sd);
+    td_module_free(src);
     td_module_free(m);
 }
 
@@ -609,6 +690,12 @@ TEST(loss_bad_input) {
                  "input [4,3] needs target shape [4], got [5]");
     td_tensor *bools = ASSERT_TENSOR(td_zeros(1, (int64_t[]){4}, TD_BOOL, TD_CPU));
     ASSERT_ERROR(td_cross_entropy_loss(x, bools, NULL, -100, 0, TD_REDUCE_MEAN), TD_ERR_DTYPE, "integer class ids");
+    /* float class ids are refused; float probabilities of the logits' shape are torch's soft targets */
+    td_tensor *float_ids = ASSERT_TENSOR(td_cast(cls, TD_F32));
+    ASSERT_ERROR(td_cross_entropy_loss(x, float_ids, NULL, -100, 0, TD_REDUCE_MEAN), TD_ERR_DTYPE,
+                 "target is float32 [4]: class ids must be integers, and class probabilities need the input's shape "
+                 "[4,3]");
+    ASSERT_TENSOR(td_cross_entropy_loss(x, td_softmax(x, -1), NULL, -100, 0, TD_REDUCE_MEAN));
     td_tensor *w = ASSERT_TENSOR(td_ones(1, (int64_t[]){4}, TD_F32, TD_CPU));
     ids[2] = 1;
     cls = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){4}, TD_I64, TD_CPU));

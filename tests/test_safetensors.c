@@ -13,7 +13,7 @@
     X(atomic_replace) X(save_unwritable_dir) X(bad_truncated) X(bad_too_short) X(bad_header_too_large)         \
     X(bad_header_past_end) X(bad_not_brace) X(bad_invalid_json) X(bad_overlap) X(bad_gap) X(bad_total_size)    \
     X(bad_dtype) X(bad_shape_size) X(bad_overflow) X(bad_missing_file) X(bad_duplicate) X(bad_metadata_value)  \
-    X(bad_offsets_form) X(unsupported_dtype) X(named_list_misuse) X(checkpoint_roundtrip)                      \
+    X(bad_offsets_form) X(unsupported_dtype) X(named_list_misuse) X(named_list_edit) X(checkpoint_roundtrip)                      \
     X(checkpoint_wrong_model) X(checkpoint_tensor_mismatch) X(checkpoint_bad_metadata) X(pytorch_interop)
 /* clang-format on */
 
@@ -325,6 +325,9 @@ TEST(bad_overflow) {
     ASSERT_ERROR(load(make_file("of.safetensors", j, 8)), TD_ERR_FORMAT, "overflows");
     const char *k = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}";
     ASSERT_ERROR(load(make_file("of2.safetensors", k, 8)), TD_ERR_FORMAT, "invalid JSON");
+    /* size 0, but its strides would span 2^40 * 2^40 elements (fuzz finding: signed overflow) */
+    const char *z = "{\"a\":{\"dtype\":\"F32\",\"shape\":[0,1099511627776,1099511627776],\"data_offsets\":[0,0]}}";
+    ASSERT_ERROR(load(make_file("of0.safetensors", z, 0)), TD_ERR_OOM, "overflows 2^48 bytes");
 }
 
 TEST(bad_missing_file) {
@@ -388,6 +391,61 @@ static void make_state(td_named_tensors **model, td_named_tensors **optim) {
     ASSERT_OK(td_named_tensors_add(*optim, "fc1.weight.exp_avg", rand_tensor(2, (int64_t[]){4, 3}, TD_F32, 8, 0)));
     ASSERT_OK(td_named_tensors_add(*optim, "step", td_scalar(12, TD_I64, TD_CPU)));
     ASSERT_OK(td_named_tensors_set_meta(*optim, "lr", "0.001"));
+}
+
+static bool is_weight(const char *name, td_tensor *t, void *ctx) {
+    (void)t, (void)ctx;
+    return strstr(name, "weight") != NULL;
+}
+
+/* "a.weight" -> "A.weight": the first letter upper-cased; "drop" is dropped */
+static const char *upper_first(const char *name, void *ctx, char *buf, size_t size) {
+    (void)ctx;
+    if (!strcmp(name, "drop")) return NULL;
+    snprintf(buf, size, "%c%s", name[0] - 'a' + 'A', name + 1);
+    return buf;
+}
+
+static const char *to_one_name(const char *name, void *ctx, char *buf, size_t size) {
+    (void)name, (void)buf, (void)size;
+    return ctx;
+}
+
+TEST(named_list_edit) {
+    td_named_tensors *l = td_named_tensors_new();
+    td_tensor *t[4];
+    static const char *names[4] = {"a.weight", "a.bias", "b.weight", "drop"};
+    for (int i = 0; i < 4; i++) {
+        t[i] = ASSERT_TENSOR(td_scalar(i, TD_F32, TD_CPU));
+        ASSERT_OK(td_named_tensors_add(l, names[i], t[i]));
+    }
+    ASSERT_OK(td_named_tensors_set_meta(l, "format", "pt"));
+    /* filter: the weights, in order, sharing the tensors, with the metadata */
+    td_named_tensors *w = td_named_tensors_filter(l, is_weight, NULL);
+    ASSERT(w && td_named_tensors_len(w) == 2);
+    ASSERT(!strcmp(td_named_tensors_name(w, 1), "b.weight") && td_named_tensors_at(w, 1) == t[2]);
+    ASSERT(!strcmp(td_named_tensors_meta(w, "format"), "pt"));
+    td_named_tensors_free(w);
+    /* map_names: renamed through buf, one dropped; two names onto one is an error */
+    td_named_tensors *u = td_named_tensors_map_names(l, upper_first, NULL);
+    ASSERT(u && td_named_tensors_len(u) == 3);
+    ASSERT(td_named_tensors_get(u, "A.bias") == t[1] && !td_named_tensors_get(u, "drop"));
+    td_named_tensors_free(u);
+    ASSERT_ERROR(td_named_tensors_map_names(l, to_one_name, "x"), TD_ERR_MISUSE, "'a.bias' maps to 'x'");
+    ASSERT_ERROR(td_named_tensors_filter(l, NULL, NULL), TD_ERR_MISUSE, "NULL");
+    /* rename and remove, in place */
+    ASSERT_OK(td_named_tensors_rename(l, "a.bias", "a.b"));
+    ASSERT(td_named_tensors_get(l, "a.b") == t[1] && !td_named_tensors_get(l, "a.bias"));
+    ASSERT_EQ_INT(td_named_tensors_len(l), 4);
+    ASSERT_ERROR(td_named_tensors_rename(l, "a.b", "b.weight"), TD_ERR_MISUSE, "taken");
+    ASSERT_ERROR(td_named_tensors_rename(l, "nope", "x"), TD_ERR_MISUSE, "no entry 'nope'");
+    ASSERT_OK(td_named_tensors_remove(l, "a.weight"));
+    ASSERT_EQ_INT(td_named_tensors_len(l), 3);
+    ASSERT(!strcmp(td_named_tensors_name(l, 0), "a.b") && !strcmp(td_named_tensors_name(l, 2), "drop"));
+    ASSERT_ERROR(td_named_tensors_remove(l, "a.weight"), TD_ERR_MISUSE, "no entry 'a.weight'");
+    td_named_tensors_free(l);
+    for (int i = 0; i < 4; i++) td_release(t[i]);
+    ASSERT_EQ_INT(td_debug_live_tensors(), 0);
 }
 
 TEST(checkpoint_roundtrip) {

@@ -1,10 +1,12 @@
 /* Core tensor behaviour: creation, views, copies, scopes, refcounts. */
+#include <unistd.h>
+
 #include "runner.h"
 
 /* clang-format off */
 #define TESTS(X) X(full_and_item) X(from_data_roundtrip) X(view_shares_storage) X(permute_contiguous_copy) \
     X(slice_and_select) X(expand_broadcast_copy) X(reshape_noncontiguous) X(scope_releases) X(cast_dtypes) \
-    X(half_conversion) X(zero_size) X(philox_known_answer)
+    X(half_conversion) X(zero_size) X(zero_size_huge_dims) X(philox_known_answer) X(omp_wait_policy)
 /* clang-format on */
 
 TEST(full_and_item) {
@@ -150,6 +152,25 @@ TEST(zero_size) {
     ASSERT_ERROR(td_empty(1, neg, TD_F32, TD_CPU), TD_ERR_MISUSE, "negative size");
 }
 
+/* A size-0 tensor's strides still span its other dims: [0, 2^40, 2^40] f32
+** would need strides of 2^80 elements, which overflow int64 (fuzz finding). */
+TEST(zero_size_huge_dims) {
+    int64_t huge[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40}, fine[3] = {0, 1 << 20, 1 << 20};
+    ASSERT_ERROR(td_empty(3, huge, TD_F32, TD_CPU), TD_ERR_OOM, "overflows 2^48 bytes");
+    int64_t last_zero[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 0};
+    ASSERT_ERROR(td_zeros(3, last_zero, TD_F32, TD_CPU), TD_ERR_OOM, "size-0");
+    float none = 0;
+    ASSERT_ERROR(td_from_data(&none, 3, huge, TD_F32, TD_CPU), TD_ERR_OOM, "2^48");
+    td_tensor *t = ASSERT_TENSOR(td_empty(3, fine, TD_F32, TD_CPU));
+    ASSERT_EQ_INT(td_numel(t), 0);
+    ASSERT_EQ_INT(td_stride(t, 0), (int64_t)1 << 40);
+    /* a view of an empty tensor to such a shape fails the same way */
+    ASSERT_ERROR(td_view(t, 3, huge), TD_ERR_SHAPE, "invalid for a tensor");
+    int64_t huge_infer[3] = {(int64_t)1 << 40, (int64_t)1 << 40, -1};
+    ASSERT_ERROR(td_reshape(t, 3, huge_infer), TD_ERR_SHAPE, "invalid for a tensor");
+    td_release(t);
+}
+
 TEST(philox_known_answer) {
     /* Random123's published known-answer vectors for philox4x32-10 */
     uint32_t out[4];
@@ -161,3 +182,32 @@ TEST(philox_known_answer) {
 }
 
 TEST_MAIN(TESTS)
+
+/* The GOMP_SPINCOUNT libgomp settled on in a fresh run of this executable under env_args. */
+static long long spin_count_with(const char *env_args) {
+    char cmd[512], line[256];
+    snprintf(cmd, sizeof cmd,
+             "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose %s /proc/%d/exe --list 2>&1", env_args,
+             (int)getpid());
+    FILE *p = popen(cmd, "r");
+    ASSERT(p);
+    long long spin = -1;
+    while (fgets(line, sizeof line, p))
+        if (strstr(line, "GOMP_SPINCOUNT = '")) spin = atoll(strchr(line, '\'') + 1);
+    ASSERT(pclose(p) == 0);
+    return spin;
+}
+
+/* Idle OpenMP threads sleep in any program linking libtrident, without
+** OMP_WAIT_POLICY in its environment: libtrident-ompenv sets the passive
+** policy before libgomp reads it (src/omp_env/omp_env.c). A policy the
+** environment sets is kept. */
+TEST(omp_wait_policy) {
+    td_device_info info;
+    ASSERT_OK(td_backend_for(TD_DEVICE_CPU)->iface->device_info(0, &info));
+    if (!strstr(info.features, "openmp=")) TEST_SKIP("built without OpenMP");
+    long long by_default = spin_count_with(""), active = spin_count_with("OMP_WAIT_POLICY=active");
+    printf("  GOMP_SPINCOUNT: %lld by default, %lld with OMP_WAIT_POLICY=active\n", by_default, active);
+    ASSERT_EQ_INT(by_default, 0);
+    ASSERT(active > 0);
+}

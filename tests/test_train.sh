@@ -10,7 +10,8 @@ set -u
 CASE=$2
 [ "$CASE" = --list ] || BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint missing_checkpoint \
-other_model other_gpt_size w1_small resume_stop resume_kill w3_text twin_names"
+other_model other_gpt_size hostile_flags hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop \
+resume_kill w3_text twin_names"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 TEXT=/usr/share/common-licenses/GPL-3
@@ -38,6 +39,25 @@ expect_error() {
     grep -q "^trident train: .*$want" err.txt || { cat err.txt; fail "stderr lacks '$want'"; }
     echo "ok: $(cat err.txt)"
 }
+
+# set_meta SRC KEY VALUE DST: DST is SRC with __metadata__[KEY] = VALUE
+set_meta() {
+    /usr/bin/python3 - "$@" <<'EOF' || fail "cannot rewrite $1"
+import json, struct, sys
+src, key, val, dst = sys.argv[1:5]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+assert key in h["__metadata__"], key
+h["__metadata__"][key] = val
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+EOF
+}
+
+# A tiny W3 on the text file (a few seconds on the CPU)
+gpt_tiny="--model gpt --device cpu --d-model 8 --layers 1 --heads 2 --context 8 --batch 4 --steps 2 --epochs 1"
 
 # A W1 run on a small subset: 2048 images, 32 steps of 64 per epoch.
 w1() { "$BIN" train --model mlp --device cpu --data "$DATA" --limit 2048 --batch 64 --deterministic "$@"; }
@@ -90,6 +110,42 @@ other_gpt_size)
     g="--model gpt --text $TEXT --layers 1 --heads 2 --context 16 --batch 4"
     "$BIN" train $g --d-model 16 --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1 || fail "gpt run failed"
     expect_error "has shape \[256,16\], expected \[256,32\]" $g --d-model 32 --resume --checkpoint g.safetensors
+    ;;
+hostile_flags)
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    expect_error "--epochs 9223372036854775807 is too large (at most 2^48)" --epochs 9223372036854775807
+    # 2 * batch * context ids of 8 bytes would wrap
+    expect_error "--batch 281474976710656 with --context 281474976710656: the size of a batch .* overflows 64 bits" \
+        --model gpt --text "$TEXT" --batch 281474976710656 --context 281474976710656
+    # a 2^46-byte batch (2^40 x 4 ids and targets of 8 bytes): out of memory with the size, not an allocator abort
+    expect_error "step 1: out of host memory: a 1099511627776x4 batch needs 70368744177664 bytes" \
+        $gpt_tiny --text "$TEXT" --batch 1099511627776 --context 4 --checkpoint x.safetensors
+    ;;
+hostile_checkpoint)
+    # a checkpoint's step, epoch or batch at INT64_MAX is refused when read, before any arithmetic on it
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    "$BIN" train $gpt_tiny --text "$TEXT" --checkpoint ok.safetensors >/dev/null 2>&1 || fail "the W3 run failed"
+    big=9223372036854775807
+    set_meta ok.safetensors step $big step.safetensors
+    expect_error "step $big or epoch 1 is out of range" $gpt_tiny --text "$TEXT" --resume --checkpoint step.safetensors
+    set_meta ok.safetensors epoch $big epoch.safetensors
+    expect_error "step 2 or epoch $big is out of range" $gpt_tiny --text "$TEXT" --resume --checkpoint epoch.safetensors
+    set_meta ok.safetensors model.batch $big batch.safetensors
+    expect_error "metadata model.batch is out of range" $gpt_tiny --text "$TEXT" --resume --checkpoint batch.safetensors
+    # in range, but step * batch (the data position) would wrap
+    set_meta ok.safetensors step 281474976710656 pos.safetensors
+    expect_error "step 281474976710656 with --batch 281474976710656 overflows the data position" \
+        $gpt_tiny --text "$TEXT" --batch 281474976710656 --resume --checkpoint pos.safetensors
+    ;;
+leak_missing_testset)
+    # what loaded before the failure is freed (LeakSanitizer checks this in the sanitized build)
+    need_data
+    mkdir part && cp "$DATA"/train-* part/ || fail "cannot copy the training files"
+    expect_error "t10k" --model mlp --device cpu --data part --limit 256
+    ;;
+leak_short_text)
+    printf 'too short for a context of 32' >short.txt
+    expect_error "--context 32 needs at least 330" --model gpt --device cpu --text short.txt --context 32
     ;;
 w1_small)
     need_data

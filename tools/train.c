@@ -74,7 +74,7 @@ int train_fail(const char *fmt, ...) {
 typedef enum opt_kind {
     OPT_FLAG,    /* no value: sets a bool */
     OPT_STR,     /* const char * */
-    OPT_COUNT,   /* int64_t >= 1 */
+    OPT_COUNT,   /* int64_t in [1, TRAIN_COUNT_MAX] */
     OPT_SEED,    /* uint64_t from a non-negative integer */
     OPT_WORKERS, /* int in [0, 64] */
     OPT_LR,      /* double > 0 */
@@ -99,7 +99,9 @@ static bool parse_value(const opt_spec *spec, const char *val) {
     case OPT_FLAG: return false; /* not reached: flags take no value */
     case OPT_STR: *(const char **)spec->field = val; return true;
     case OPT_COUNT:
-        if (number && n >= 1) return *(int64_t *)spec->field = n, true;
+        if (number && n >= 1 && n <= TRAIN_COUNT_MAX) return *(int64_t *)spec->field = n, true;
+        if (number && n > TRAIN_COUNT_MAX)
+            return train_fail("%s %s is too large (at most 2^48)", spec->name, val), false;
         return train_fail("%s expects a positive integer, got '%s'", spec->name, val), false;
     case OPT_SEED:
         if (number && n >= 0) return *(uint64_t *)spec->field = (uint64_t)n, true;
@@ -181,6 +183,13 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
     if (o->steps < 0 && o->kind == WORKLOAD_GPT) o->steps = 200;
     if (o->kind == WORKLOAD_GPT && !o->text) return train_fail("--model gpt needs --text FILE (any text file)"), false;
     if (o->kind != WORKLOAD_GPT && o->text) return train_fail("--text is for --model gpt"), false;
+    int64_t ids_bytes; /* a gpt batch's token ids and targets: 2 * batch * context int64s */
+    if (o->kind == WORKLOAD_GPT &&
+        __builtin_mul_overflow(2 * (int64_t)sizeof(int64_t) * o->batch, o->gpt.context, &ids_bytes))
+        return train_fail("--batch %" PRId64 " with --context %" PRId64
+                          ": the size of a batch (2 x batch x context 8-byte ids) overflows 64 bits",
+                          o->batch, o->gpt.context),
+               false;
     if (o->gpt.d_model % o->gpt.heads)
         return train_fail("--d-model %" PRId64 " is not a multiple of --heads %" PRId64, o->gpt.d_model, o->gpt.heads),
                false;
@@ -214,7 +223,10 @@ int cmd_train(int argc, char **argv) {
     /* the data first: a missing dataset should not wait for a model */
     int rc =
         o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
-    if (rc) return rc;
+    if (rc) {
+        train_data_free(&r); /* what loaded before the failure */
+        return rc;
+    }
     td_manual_seed(o.seed);
     if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr) != TD_OK) {
         train_data_free(&r);

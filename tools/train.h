@@ -12,6 +12,10 @@
 #include "workloads.h"
 
 #define TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+/* The largest count an option or a checkpoint's step, epoch or batch may
+** hold, so that sums and products of positions (step * batch + row, epoch + 1)
+** stay far from overflow. */
+#define TRAIN_COUNT_MAX ((int64_t)1 << 48)
 
 typedef struct train_run {
     workload w;

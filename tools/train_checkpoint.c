@@ -55,16 +55,32 @@ int train_checkpoint_save(train_run *r) {
     return st == TD_OK ? 0 : train_fail("saving checkpoint: %s", td_last_error());
 }
 
-/* A decimal metadata entry of the checkpoint into *v; 1 (with a message) when absent or malformed. */
-static int meta_i64(const td_named_tensors *m, const char *path, const char *key, int64_t *v) {
+/* A decimal metadata entry of the checkpoint into *v; 1 (with a message) when
+** absent, malformed or above max. */
+static int meta_i64(const td_named_tensors *m, const char *path, const char *key, int64_t max, int64_t *v) {
     const char *s = td_named_tensors_meta(m, key);
     char *end;
     errno = 0;
     long long x = s ? strtoll(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || x < 0)
+    if (!s || errno || end == s || *end || x < 0 || x > max)
         return train_fail("checkpoint '%s': metadata model.%s is %s (not written by trident train?)", path, key,
-                          s ? "not a count" : "missing");
+                          !s        ? "missing"
+                          : x > max ? "out of range"
+                                    : "not a count");
     *v = x;
+    return 0;
+}
+
+/* The position must keep the loop's arithmetic in range: epoch + 1, step + 1,
+** and gpt's window counter step * batch + row. */
+static int check_position(const td_train_state *ck, const char *path, int64_t batch) {
+    int64_t counter;
+    if (ck->step < 0 || ck->step > TRAIN_COUNT_MAX || ck->epoch < 0 || ck->epoch > TRAIN_COUNT_MAX)
+        return train_fail("checkpoint '%s': step %" PRId64 " or epoch %" PRId64 " is out of range [0, 2^48]", path,
+                          ck->step, ck->epoch);
+    if (__builtin_mul_overflow(ck->step + 1, batch, &counter))
+        return train_fail("checkpoint '%s': step %" PRId64 " with --batch %" PRId64 " overflows the data position",
+                          path, ck->step, batch);
     return 0;
 }
 
@@ -76,10 +92,11 @@ int train_resume(train_run *r) {
     td_named_tensors_free(expected);
     if (st != TD_OK) return train_fail("cannot resume: %s", td_last_error());
     int64_t batch = 0, loss_n = 0, seed = 0, threads = 0;
-    int rc = meta_i64(ck.model, path, "batch", &batch);
-    if (!rc) rc = meta_i64(ck.model, path, "loss_n", &loss_n);
-    if (!rc) rc = meta_i64(ck.model, path, "seed", &seed);
-    if (!rc) rc = meta_i64(ck.model, path, "threads", &threads);
+    int rc = check_position(&ck, path, r->batch);
+    if (!rc) rc = meta_i64(ck.model, path, "batch", TRAIN_COUNT_MAX, &batch);
+    if (!rc) rc = meta_i64(ck.model, path, "loss_n", TRAIN_COUNT_MAX, &loss_n);
+    if (!rc) rc = meta_i64(ck.model, path, "seed", INT64_MAX, &seed);
+    if (!rc) rc = meta_i64(ck.model, path, "threads", INT64_MAX, &threads);
     const char *loss_sum = td_named_tensors_meta(ck.model, "loss_sum"),
                *dev = td_named_tensors_meta(ck.model, "device");
     char here[32];

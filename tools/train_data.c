@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 
 #include "train.h"
 #include "trident/backend.h"
@@ -64,10 +65,25 @@ int train_text_load(train_run *r, const char *path, int64_t context) {
     return 0;
 }
 
+/* Host memory for the token ids and targets of a b x t batch (the options
+** bound 2*b*t*8 bytes to int64); TD_ERR_OOM naming the bytes on failure. A
+** request beyond RAM + swap is refused without trying: AddressSanitizer's
+** allocator aborts on it instead of returning NULL. */
+static int64_t *batch_ids_alloc(int64_t b, int64_t t) {
+    uint64_t bytes = 2 * (uint64_t)b * (uint64_t)t * sizeof(int64_t);
+    struct sysinfo si;
+    bool fits = sysinfo(&si) != 0 || bytes <= ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+    int64_t *ids = fits ? malloc((size_t)bytes) : NULL;
+    if (!ids)
+        td_error_set(TD_ERR_OOM, "out of host memory: a %" PRId64 "x%" PRId64 " batch needs %" PRIu64 " bytes", b, t,
+                     bytes);
+    return ids;
+}
+
 td_status train_text_batch(const train_run *r, int64_t step, td_tensor **x, td_tensor **y) {
     int64_t b = r->batch, t = r->w.gpt.context, span = r->n_train - t; /* window starts in [0, span) */
-    int64_t *ids = malloc(sizeof *ids * (size_t)(2 * b * t));
-    if (!ids) return td_error_set(TD_ERR_OOM, "out of host memory for a %" PRId64 "x%" PRId64 " batch", b, t);
+    int64_t *ids = batch_ids_alloc(b, t);
+    if (!ids) return td_last_status();
     for (int64_t i = 0; i < b; i++) {
         uint32_t w[4];
         td_philox4x32(r->seed ^ TEXT_SEED_MIX, (uint64_t)(step * b + i), w);
@@ -89,8 +105,8 @@ static td_status eval_text(train_run *r, double *loss_sum, int64_t *correct, int
     int64_t t = r->w.gpt.context, b = r->batch;
     int64_t n_win = (r->n_text - r->n_train - 1) / t;
     if (n_win > EVAL_TEXT_BATCHES * b) n_win = EVAL_TEXT_BATCHES * b;
-    int64_t *ids = malloc(sizeof *ids * (size_t)(2 * b * t));
-    if (!ids) return td_error_set(TD_ERR_OOM, "out of host memory for a %" PRId64 "x%" PRId64 " batch", b, t);
+    int64_t *ids = batch_ids_alloc(b, t);
+    if (!ids) return td_last_status();
     td_status st = TD_OK;
     for (int64_t w0 = 0; w0 < n_win && st == TD_OK; w0 += b) {
         int64_t nb = n_win - w0 < b ? n_win - w0 : b;

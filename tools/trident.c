@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "trident/backend.h"
 #include "trident/trident.h"
@@ -21,20 +20,7 @@ static void usage(FILE *f) {
                "  bench [options]   benchmark the backends side by side\n");
 }
 
-/* libgomp reads OMP_WAIT_POLICY once, when it loads, and by default its idle
-** threads spin at every barrier. A training step runs hundreds of small
-** parallel regions, and on a machine whose cores are shared a spinning thread
-** steals the core a working one needs: W1 ran 4x slower on 2 busy cores. So
-** the tool restarts itself once with the passive policy unless the user chose
-** one. (Programs linking libtrident set it in their own environment.) */
-static void prefer_passive_omp_wait(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv); /* returns only on failure: then run as we are */
-}
-
 int main(int argc, char **argv) {
-    prefer_passive_omp_wait(argv);
     if (argc < 2) return usage(stderr), 2;
     if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);

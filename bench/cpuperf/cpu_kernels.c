@@ -83,7 +83,7 @@ static void *b_log_softmax(bench_ctx *c) { return td_log_softmax(c->a, -1); }
 static void *b_layer_norm(bench_ctx *c) { return td_layer_norm(c->a, 1, c->b, c->c, 1e-5); }
 static void *b_xent(bench_ctx *c) {
     td_tensor *one = td_full(0, NULL, 1, TD_F32, TD_CPU);
-    td_tensor *loss = td_cross_entropy(c->a, c->b, NULL, -100, 0, TD_REDUCTION_MEAN);
+    td_tensor *loss = td__cross_entropy(c->a, c->b, NULL, -100, 0, TD_REDUCTION_MEAN);
     return loss ? td__cross_entropy_backward(one, c->a, c->b, NULL, -100, 0, TD_REDUCTION_MEAN) : NULL;
 }
 

@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
         td_tensor *h = TIMED("linear", td_linear(f, w3.p, b3.p));
         td_tensor *r3 = TIMED("relu", td_relu(h));
         td_tensor *logits = TIMED("linear", td_linear(r3, w4.p, b4.p));
-        td_tensor *loss = TIMED("xent_fwd", td_cross_entropy(logits, target, NULL, -100, 0, TD_REDUCTION_MEAN));
+        td_tensor *loss = TIMED("xent_fwd", td__cross_entropy(logits, target, NULL, -100, 0, TD_REDUCTION_MEAN));
         /* backward */
         td_tensor *one = td_full(0, NULL, 1, TD_F32, TD_CPU);
         td_tensor *dlog =

@@ -34,6 +34,7 @@
 #include "device.h"
 #include "kernel.h"
 #include "op_list.h"
+#include "ops.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -75,7 +76,8 @@ typedef struct td_operand {
     int64_t strides[TD_MAX_DIMS]; /* in elements; 0 on broadcast dims */
 } td_operand;
 
-enum { TD_REDUCTION_NONE = 0, TD_REDUCTION_MEAN = 1, TD_REDUCTION_SUM = 2 };
+/* td_op_params.xent.reduction: td_reduction's values (ops.h) under the names the kernels use */
+enum { TD_REDUCTION_NONE = TD_REDUCE_NONE, TD_REDUCTION_MEAN = TD_REDUCE_MEAN, TD_REDUCTION_SUM = TD_REDUCE_SUM };
 enum { TD_GELU_ERF = 0, TD_GELU_TANH = 1 };
 
 /* Parameters per op; which member is valid follows from td_op.kind. */

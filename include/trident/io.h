@@ -58,6 +58,33 @@ TD_API td_tensor *td_named_tensors_at(const td_named_tensors *list, int64_t i);
 ** name is not an error and leaves td_last_error() unchanged. */
 TD_API td_tensor *td_named_tensors_get(const td_named_tensors *list, const char *name);
 
+/* METHOD. Remove the entry called name, releasing its tensor (del sd[name]).
+** TD_ERR_MISUSE when the list has no such entry or an argument is NULL. */
+TD_API td_status td_named_tensors_remove(td_named_tensors *list, const char *name);
+
+/* METHOD. Rename entry from to to, in place. TD_ERR_MISUSE when from is
+** absent, to is empty or another entry's name; TD_ERR_OOM. */
+TD_API td_status td_named_tensors_rename(td_named_tensors *list, const char *from, const char *to);
+
+/* Predicate of td_named_tensors_filter: true keeps the entry. */
+typedef bool (*td_name_filter_fn)(const char *name, td_tensor *t, void *ctx);
+/* Name map of td_named_tensors_map_names and td_module_load_state_dict_ext:
+** returns the new name for name, either name itself or a string written into
+** buf (size bytes), or NULL to drop the entry. */
+typedef const char *(*td_name_map_fn)(const char *name, void *ctx, char *buf, size_t size);
+
+/*
+** CONSTRUCTORS. A new list holding, in order, the entries of list that keep
+** accepts (filter), or every entry under the name map gives it (map_names;
+** "module.0.weight" -> "0.weight" strips DataParallel's prefix); entries
+** dropped by NULL are left out. The tensors are shared (retained), the
+** metadata copied; list is unchanged. NULL on failure: TD_ERR_MISUSE for a
+** NULL argument or two entries mapped to one name (naming both), TD_ERR_OOM.
+** Free the result with td_named_tensors_free().
+*/
+TD_API td_named_tensors *td_named_tensors_filter(const td_named_tensors *list, td_name_filter_fn keep, void *ctx);
+TD_API td_named_tensors *td_named_tensors_map_names(const td_named_tensors *list, td_name_map_fn map, void *ctx);
+
 /* METHOD. Set metadata key to value (both copied; an existing key is
 ** replaced). Returns TD_ERR_MISUSE for NULL arguments or an empty key,
 ** TD_ERR_OOM. */

@@ -12,7 +12,7 @@
 ** caller frees with td_module_free(). A container (Sequential, or a module
 ** given children with td_module_register_module) takes ownership of its
 ** children. Parameters and buffers are owned by their module; getters return
-** borrowed tensors valid until the module is freed or moved (td_module_to).
+** borrowed tensors valid until the module is freed.
 **
 ** Forward functions return a new tensor with the same ownership as an op's
 ** result (ops.h): it belongs to the innermost scope, or to the caller when no
@@ -35,6 +35,7 @@
 #define TRIDENT_NN_H
 
 #include "io.h"
+#include "ops.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -96,7 +97,8 @@ TD_API td_named_tensors *td_module_state_dict(td_module *m);
 ** name (module.load_state_dict). The values are copied in place, so existing
 ** references (an optimizer's) stay valid; tensors may come from another device.
 **   IN strict  when true, keys of m missing from sd and keys of sd unknown to m
-**              are errors; when false they are skipped.
+**              are errors; when false they are skipped (td_module_load_state_dict_ext
+**              reports them). num_batches_tracked may be missing (it is set to 0).
 ** Nothing is copied unless every check passes. Errors, each naming the key:
 **   TD_ERR_MISUSE  missing or unexpected keys (strict), listing the first ones;
 **   TD_ERR_SHAPE   "fc.weight: checkpoint shape [10,256], model shape [10,128]";
@@ -104,6 +106,36 @@ TD_API td_named_tensors *td_module_state_dict(td_module *m);
 ** This is how a checkpoint of a different model is detected.
 */
 TD_API td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bool strict);
+
+/* Options of td_module_load_state_dict_ext. */
+typedef struct td_load_opts {
+    bool strict;            /* as td_module_load_state_dict's strict */
+    td_name_map_fn map_key; /* (optional) maps each key of sd to the module's name for it first; NULL drops it */
+    void *ctx;              /* passed to map_key */
+} td_load_opts;
+
+/* What a load found (torch's missing_keys and unexpected_keys). */
+typedef struct td_load_report {
+    int n_missing, n_unexpected;
+    char **missing;    /* keys of the module that sd lacks (optional buffers excepted) */
+    char **unexpected; /* keys of sd (after map_key) that the module lacks */
+} td_load_report;
+
+/*
+** METHOD. td_module_load_state_dict with options and a report. The keys of sd
+** pass through opts->map_key first (for example to strip a "module." prefix).
+**   IN  opts    strict, map_key, ctx (not NULL).
+**   OUT report  (may be NULL) the missing and unexpected keys, filled on
+**               TD_OK (non-strict loads report what they skipped) and cleared
+**               on error; free its lists with td_load_report_clear().
+** A buffer named num_batches_tracked may be absent even when strict, as in
+** torch: it is then set to 0. Errors as td_module_load_state_dict, plus those
+** of td_named_tensors_map_names.
+*/
+TD_API td_status td_module_load_state_dict_ext(td_module *m, const td_named_tensors *sd, const td_load_opts *opts,
+                                               td_load_report *report);
+/* DESTRUCTOR. Free a report's lists and zero it; NULL is a no-op. */
+TD_API void td_load_report_clear(td_load_report *r);
 
 /* GETTER. The parameter or buffer with the given dotted name (borrowed), or
 ** NULL with TD_ERR_MISUSE naming the key. */
@@ -114,9 +146,10 @@ TD_API void td_module_zero_grad(td_module *m);
 
 /*
 ** METHOD. Move every parameter and buffer to dev (module.to(device)). The
-** tensors are replaced by new ones on dev (still leaves that require grad):
-** build optimizers after moving. Returns TD_OK, or an error leaving the
-** module unchanged.
+** data moves under the same tensor handles, as torch moves param.data: an
+** optimizer built before the move, and references from td_module_get, see the
+** moved tensors. Gradients are dropped (zero_grad). Returns TD_OK, or an error
+** leaving the module unchanged.
 */
 TD_API td_status td_module_to(td_module *m, td_device dev);
 
@@ -254,7 +287,7 @@ TD_API td_module *td_log_softmax_new(int dim);
 ** reductions, or the unreduced per-element losses for TD_REDUCE_NONE.
 ** ====================================================================== */
 
-typedef enum td_reduction { TD_REDUCE_NONE = 0, TD_REDUCE_MEAN = 1, TD_REDUCE_SUM = 2 } td_reduction;
+/* td_reduction (TD_REDUCE_NONE, _MEAN, _SUM) is in ops.h. */
 
 /* CONSTRUCTOR. (input - target)^2 and |input - target|. input and target have
 ** the same shape (else TD_ERR_SHAPE naming both). */
@@ -262,14 +295,17 @@ TD_API td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction 
 TD_API td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction reduction);
 
 /*
-** CONSTRUCTOR. F.cross_entropy: logits [N, C] (or [C], or [N, C, d1, ...]) and
-** int64 class ids target [N] (or [], or [N, d1, ...]).
+** CONSTRUCTOR. F.cross_entropy, Trident's one cross-entropy entry point:
+** logits [N, C] (or [C], or [N, C, d1, ...]) and integer class ids target [N]
+** (or [], or [N, d1, ...]), or, as in torch, float class probabilities of the
+** logits' own shape.
 **   IN weight          per-class weights [C], or NULL
 **   IN ignore_index    targets equal to it add nothing (PyTorch's default -100)
 **   IN label_smoothing in [0, 1]
 ** The mean divides by the summed weights of the non-ignored targets.
-** Errors: TD_ERR_SHAPE for mismatched shapes, TD_ERR_DTYPE for non-integer
-** targets, TD_ERR_INDEX for a class id outside [0, C) ("class 12 ... 10 classes").
+** Errors: TD_ERR_SHAPE for mismatched shapes, TD_ERR_DTYPE for a bool target
+** or a float target not shaped like the logits (class ids must be integers),
+** TD_ERR_INDEX for a class id outside [0, C) ("class 12 ... 10 classes").
 */
 TD_API td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
                                         double label_smoothing, td_reduction reduction);

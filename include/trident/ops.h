@@ -55,6 +55,13 @@ TD_API td_tensor *td_div_scalar(td_tensor *a, double s);
 TD_API td_tensor *td_pow_scalar(td_tensor *a, double s);
 /* cond must be bool; a and b broadcast with cond; result dtype promote(a, b). */
 TD_API td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b);
+/* x with value where mask (bool, broadcastable to x's shape) is true; differentiable
+** in x (zero gradient where filled). TD_ERR_DTYPE for a non-bool mask, TD_ERR_SHAPE. */
+TD_API td_tensor *td_masked_fill(td_tensor *x, td_tensor *mask, double value);
+/* x [..., M, N] with the elements below (triu) or above (tril) diagonal zeroed: triu keeps
+** [i, j] with j - i >= diagonal, tril with j - i <= diagonal (0: the main diagonal). */
+TD_API td_tensor *td_triu(td_tensor *x, int64_t diagonal);
+TD_API td_tensor *td_tril(td_tensor *x, int64_t diagonal);
 
 /* ---- unary ---- */
 TD_API td_tensor *td_neg(td_tensor *x);
@@ -98,15 +105,18 @@ TD_API td_tensor *td_matmul(td_tensor *a, td_tensor *b);
 /* x [..., in] @ w[out, in]^T + b[out] (b may be NULL). */
 TD_API td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b);
 
+/* How a loss reduces its per-element values (torch's reduction=): the
+** unreduced losses, their (weighted) mean, or their sum. The losses are in
+** nn.h; cross-entropy is td_cross_entropy_loss there. */
+typedef enum td_reduction { TD_REDUCE_NONE = 0, TD_REDUCE_MEAN = 1, TD_REDUCE_SUM = 2 } td_reduction;
+
 /* ---- nn primitives ---- */
-TD_API td_tensor *td_softmax(td_tensor *x, int dim);     /* dim must be the last (-1) */
-TD_API td_tensor *td_log_softmax(td_tensor *x, int dim); /* dim must be the last (-1) */
+/* Over any dim (negative counts from the end); another dim than the last returns a
+** transposed view of the result, as the kernels normalize contiguous rows. */
+TD_API td_tensor *td_softmax(td_tensor *x, int dim);
+TD_API td_tensor *td_log_softmax(td_tensor *x, int dim);
 /* Normalize over the last n_norm dims; weight/bias shaped like those dims or NULL. */
 TD_API td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps);
-/* logits [N, C] (or [C]); target int64 [N] of class ids in [0, C) or ignore_index;
-** weight [C] or NULL. reduction TD_REDUCTION_*. Out-of-range targets: TD_ERR_INDEX. */
-TD_API td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
-                                   double label_smoothing, int reduction);
 /* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] with
 ** Ho = (H + 2*pad - dil*(kh-1) - 1)/stride + 1. */
 TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],

@@ -50,16 +50,17 @@ struct td_node {
     int kind; /* td_op_kind, or -1 (view, custom, checkpoint) */
     td_op_params p;
     int n_in, n_out;
-    td__edge *edges;       /* n_in */
-    td__tmeta *in_meta;    /* n_in */
-    td__tmeta *out_meta;   /* n_out */
-    td_tensor **saved_in;  /* n_in: retained inputs the formula needs, else NULL */
-    td_tensor **saved_out; /* n_out: detached aliases of outputs it needs, else NULL */
-    bool has_saved;        /* the formula needs saved state */
-    bool saved_freed;      /* ... and it was freed by a backward */
-    bool side_effects;     /* runs in td_backward even when no input needs a gradient (checkpoint:
-                              it accumulates into the parameters its region reads) */
-    void *data;            /* view info, custom ctx, checkpoint state */
+    td__edge *edges;         /* n_in */
+    td__tmeta *in_meta;      /* n_in */
+    td__tmeta *out_meta;     /* n_out */
+    td_tensor **saved_in;    /* n_in: retained inputs the formula needs, else NULL */
+    td_tensor **saved_out;   /* n_out: detached aliases of outputs it needs, else NULL */
+    uint64_t *saved_version; /* n_in + n_out: the storage version of each saved tensor when saved */
+    bool has_saved;          /* the formula needs saved state */
+    bool saved_freed;        /* ... and it was freed by a backward */
+    bool side_effects;       /* runs in td_backward even when no input needs a gradient (checkpoint:
+                                it accumulates into the parameters its region reads) */
+    void *data;              /* view info, custom ctx, checkpoint state */
     void (*free_data)(void *data);
     void (*free_saved)(td_node *n); /* (optional) extra saved state to drop with the graph */
     /* per-run engine state */

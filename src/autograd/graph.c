@@ -29,10 +29,12 @@ td_node *td__node_new(const char *name, td__backward_fn fn, int kind, int n_in, 
         n->saved_in = calloc((size_t)(n_in ? n_in : 1), sizeof *n->saved_in);
         n->out_meta = calloc((size_t)(n_out ? n_out : 1), sizeof *n->out_meta);
         n->saved_out = calloc((size_t)(n_out ? n_out : 1), sizeof *n->saved_out);
+        n->saved_version = calloc((size_t)(n_in + n_out ? n_in + n_out : 1), sizeof *n->saved_version);
     }
-    if (!n || !n->edges || !n->in_meta || !n->saved_in || !n->out_meta || !n->saved_out) {
+    if (!n || !n->edges || !n->in_meta || !n->saved_in || !n->out_meta || !n->saved_out || !n->saved_version) {
         if (n) {
             free(n->edges), free(n->in_meta), free(n->saved_in), free(n->out_meta), free(n->saved_out);
+            free(n->saved_version);
             free(n);
         }
         TD_FAIL_NULL(TD_ERR_OOM, "%s: out of host memory recording the autograd graph", name);
@@ -82,6 +84,7 @@ static void node_free(td_node *n) {
     }
     if (n->free_data) n->free_data(n->data);
     free(n->edges), free(n->in_meta), free(n->saved_in), free(n->out_meta), free(n->saved_out);
+    free(n->saved_version);
     free(n);
 }
 
@@ -140,14 +143,31 @@ void td__node_attach(td_node *n, td_tensor *out, int nr) {
 
 td_tensor *td__alias(td_tensor *t) { return td_keep(td__make_view(t, t->ndim, t->shape, t->strides, t->offset)); }
 
+/* A saved tensor whose storage an op wrote since it was saved (td_copy_ into
+** it or a view of it, an optimizer step) would give wrong gradients: refuse
+** it as torch does. what/k name it in the message. */
+static bool unchanged_since_saved(const td_node *n, const td_tensor *t, uint64_t saved, const char *what, int k) {
+    uint64_t now = atomic_load(&t->storage->version);
+    if (now == saved) return true;
+    char s[96];
+    TD_ERR(TD_ERR_STATE,
+           "one of the variables needed for gradient computation has been modified by an inplace operation: [%s %s], "
+           "%s %d of %s, is at version %llu; expected version %llu instead",
+           td_dtype_name(t->dtype), td__shape_str(t->ndim, t->shape, s, sizeof s), what, k, n->name,
+           (unsigned long long)now, (unsigned long long)saved);
+    return false;
+}
+
 td_tensor *td__saved_input(td_node *n, int i) {
     if (!n->saved_in[i]) TD_FAIL_NULL(TD_ERR_STATE, "%s: saved input %d is not available", n->name, i);
+    if (!unchanged_since_saved(n, n->saved_in[i], n->saved_version[i], "input", i)) return NULL;
     return n->saved_in[i];
 }
 
 td_tensor *td__saved_output(td_node *n, int j) {
     td_tensor *a = n->saved_out[j];
     if (!a) TD_FAIL_NULL(TD_ERR_STATE, "%s: saved output %d is not available", n->name, j);
+    if (!unchanged_since_saved(n, a, n->saved_version[n->n_in + j], "output", j)) return NULL;
     if (!td_grad_enabled()) return a;
     /* create_graph: the saved output is a function of the inputs through n */
     td_tensor *v = td__make_view(a, a->ndim, a->shape, a->strides, a->offset);
@@ -186,35 +206,42 @@ void td__probe_note(int n, td_tensor *const *in) {
 
 /* ---- the hooks ---- */
 
-static void record_op(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
-                      const td_op_params *p) {
-    if (!td__any_requires_grad(n_in, in)) return;
+/* Records a node for a differentiable op; a failure fails the op (the
+** dispatcher releases its outputs), so no result escapes unrecorded. */
+static td_status record_op(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                           const td_op_params *p) {
+    if (!td__any_requires_grad(n_in, in)) return TD_OK;
     if (!td_grad_enabled()) {
         td__probe_note(n_in, in);
-        return;
+        return TD_OK;
     }
     const td__formula *f = td__formula_for(kind);
-    if (!f) {
-        TD_ERR(TD_ERR_UNSUPPORTED, "%s: no derivative formula; the result does not require grad", td_op_name(kind));
-        return;
-    }
+    if (!f)
+        return TD_ERR(TD_ERR_UNSUPPORTED, "%s: no derivative formula, and an input requires grad", td_op_name(kind));
     td_node *n = td__node_new(td_op_name(kind), f->fn, kind, n_in, in, n_out, out);
-    if (!n) return;
+    if (!n) return td_last_status();
     if (p) n->p = *p;
     for (int i = 0; i < n_in && i < 32; i++)
         if (((f->save_in >> i) & 1) && in[i]) {
             n->saved_in[i] = td_retain(in[i]);
+            n->saved_version[i] = atomic_load(&in[i]->storage->version);
             n->has_saved = true;
         }
     for (int j = 0; j < n_out && j < 32; j++)
         if (((f->save_out >> j) & 1) && out[j]) {
             n->saved_out[j] = td__alias(out[j]);
+            n->saved_version[n_in + j] = atomic_load(&out[j]->storage->version);
             n->has_saved = true;
+            if (!n->saved_out[j]) {
+                td__node_release(n);
+                return td_last_status();
+            }
         }
     int n_diff = f->n_diff_out ? f->n_diff_out : n_out;
     for (int j = 0; j < n_diff; j++)
         if (out[j] && td_dtype_is_float(out[j]->dtype)) td__node_attach(n, out[j], j);
     td__node_release(n); /* the outputs hold it now */
+    return TD_OK;
 }
 
 static void release_tensor(td_tensor *t) {

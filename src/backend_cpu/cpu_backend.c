@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -18,6 +19,14 @@
 #define CPU_ALIGN 64
 
 typedef td_status (*cpu_kernel_fn)(const td_op *op);
+
+/* Whether libtrident-ompenv chose the passive OpenMP wait policy (src/omp_env/omp_env.c). */
+#ifdef TRIDENT_OMPENV
+bool td__omp_env_passive(void);
+static bool omp_passive_by_library(void) { return td__omp_env_passive(); }
+#else
+static bool omp_passive_by_library(void) { return false; }
+#endif
 
 /* One thread pool owns the cores: the kernels split their GEMMs over OpenMP
 ** threads themselves (cpu_matmul.c, cpu_conv.c) and call OpenBLAS from inside
@@ -132,8 +141,8 @@ static td_status cpu_device_info(int dev, td_device_info *out) {
     out->fp16 = out->bf16 = false;
     out->unified_memory = true;
     out->timestamps = true;
-    snprintf(out->features, sizeof out->features, "%s openmp=%d openblas; %s", avx2 ? "avx2 fma" : "scalar",
-             out->compute_units, cpu_gemm_note());
+    snprintf(out->features, sizeof out->features, "%s openmp=%d%s openblas; %s", avx2 ? "avx2 fma" : "scalar",
+             out->compute_units, omp_passive_by_library() ? " omp_wait=passive" : "", cpu_gemm_note());
     return TD_OK;
 }
 
@@ -178,6 +187,14 @@ static int size_class(size_t n, size_t *capacity) {
     return c < CACHE_CLASSES ? c : -1;
 }
 
+/* RAM plus swap, in bytes (0 if unknown): no allocation larger can succeed. */
+static uint64_t host_memory_limit(void) {
+    static _Atomic uint64_t limit; /* computed once; every thread computes the same value */
+    struct sysinfo si;
+    if (!limit && sysinfo(&si) == 0) limit = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+    return limit;
+}
+
 static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
     (void)dev;
     *out = NULL;
@@ -198,6 +215,12 @@ static td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
             return TD_OK;
         }
     }
+    /* refused up front: an allocator may abort on such a request (AddressSanitizer's does) instead of failing */
+    uint64_t limit = host_memory_limit();
+    if (limit && nbytes > limit)
+        return td_error_set(TD_ERR_OOM,
+                            "cpu: out of memory allocating %zu bytes (the host has %llu bytes of RAM and swap)", nbytes,
+                            (unsigned long long)limit);
     td_buffer *b = malloc(sizeof *b);
     void *data = b ? aligned_alloc(CPU_ALIGN, capacity ? capacity : CPU_ALIGN) : NULL;
     if (!data) {

@@ -10,7 +10,11 @@
 ** SPIR-V cache: keyed by a 64-bit FNV-1a hash of (entry, source), in memory
 ** for the process and on disk as $XDG_CACHE_HOME/trident/spirv-<hash>.spv
 ** (else ~/.cache/trident; off with TRIDENT_VULKAN_PIPELINE_CACHE=0), since the
-** first glslang compile of a process costs 100+ ms.
+** first glslang compile of a process costs 100+ ms. A disk entry is a
+** disk_header (magic, version, key, word count, checksum of the words) then
+** the SPIR-V words. An entry whose length, magic, key, checksum or
+** instruction bounds do not check out (a truncated write, another version, a
+** corrupt disk) is deleted and recompiled, never handed to the driver.
 **
 ** Binding rules: each tensor is bound from its first element, which must sit
 ** at a multiple of minStorageBufferOffsetAlignment (fresh tensors do); the
@@ -49,11 +53,26 @@ typedef struct spirv_entry {
     struct spirv_entry *next;
 } spirv_entry;
 
+/* The on-disk entry's header, followed by n_words SPIR-V words. */
+typedef struct disk_header {
+    uint32_t magic;   /* DISK_MAGIC */
+    uint32_t version; /* DISK_VERSION */
+    uint64_t hash;    /* the cache key, as in the file name */
+    uint64_t n_words;
+    uint64_t checksum; /* FNV-1a of the words' bytes */
+} disk_header;
+#define DISK_MAGIC    0x56535444u /* "TDSV" */
+#define DISK_VERSION  1u
+#define SPIRV_MAGIC   0x07230203u
+#define SPIRV_MAX_LEN ((long)64 << 20) /* no user kernel comes near */
+
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static spirv_entry *cache;
 static pthread_once_t glslang_once = PTHREAD_ONCE_INIT;
 
 static void glslang_start(void) { glslang_initialize_process(); }
+
+#define FNV_OFFSET 0xCBF29CE484222325ull
 
 static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
@@ -73,6 +92,41 @@ static bool disk_path(uint64_t hash, char *path, size_t n) {
     return true;
 }
 
+/* A SPIR-V module's structure: the header (magic, 5 words), then
+** instructions whose word counts are nonzero and end inside the module. */
+static bool spirv_well_formed(const uint32_t *w, size_t n_words) {
+    if (n_words < 5 || w[0] != SPIRV_MAGIC) return false;
+    size_t i = 5;
+    while (i < n_words) {
+        uint32_t len = w[i] >> 16;
+        if (len == 0 || len > n_words - i) return false;
+        i += len;
+    }
+    return true;
+}
+
+/* The entry of file f (length len), or NULL when anything about it is off. */
+static spirv_entry *disk_read(FILE *f, long len, uint64_t hash) {
+    disk_header h;
+    if (len < (long)sizeof h || len > SPIRV_MAX_LEN || fread(&h, sizeof h, 1, f) != 1) return NULL;
+    if (h.magic != DISK_MAGIC || h.version != DISK_VERSION || h.hash != hash ||
+        h.n_words != ((uint64_t)len - sizeof h) / 4 || ((uint64_t)len - sizeof h) % 4)
+        return NULL;
+    spirv_entry *e = calloc(1, sizeof *e);
+    size_t size = (size_t)h.n_words * 4;
+    if (e) e->words = malloc(size ? size : 4);
+    if (!e || !e->words || fread(e->words, 1, size, f) != size ||
+        fnv1a(FNV_OFFSET, (const char *)e->words, size) != h.checksum ||
+        !spirv_well_formed(e->words, (size_t)h.n_words)) {
+        if (e) free(e->words);
+        free(e);
+        return NULL;
+    }
+    e->size = size;
+    e->hash = hash;
+    return e;
+}
+
 static spirv_entry *cache_find(uint64_t hash) {
     for (spirv_entry *e = cache; e; e = e->next)
         if (e->hash == hash) return e;
@@ -80,22 +134,15 @@ static spirv_entry *cache_find(uint64_t hash) {
     if (!disk_path(hash, path, sizeof path)) return NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    spirv_entry *e = calloc(1, sizeof *e);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (e && len > 20 && len % 4 == 0 && (e->words = malloc((size_t)len)) &&
-        fread(e->words, 1, (size_t)len, f) == (size_t)len && e->words[0] == 0x07230203u) {
-        e->size = (size_t)len;
-        e->hash = hash;
-        e->next = cache;
-        cache = e;
-    } else if (e) {
-        free(e->words);
-        free(e);
-        e = NULL;
-    }
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    spirv_entry *e = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? disk_read(f, len, hash) : NULL;
     fclose(f);
+    if (!e) {
+        unlink(path); /* corrupt or stale: the compile that follows writes it anew */
+        return NULL;
+    }
+    e->next = cache;
+    cache = e;
     return e;
 }
 
@@ -109,8 +156,13 @@ static void cache_store(spirv_entry *e) {
     *strrchr(dir, '/') = 0;
     mkdir(dir, 0755); /* the parent was made with the pipeline cache, or exists */
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    disk_header h = {.magic = DISK_MAGIC,
+                     .version = DISK_VERSION,
+                     .hash = e->hash,
+                     .n_words = e->size / 4,
+                     .checksum = fnv1a(FNV_OFFSET, (const char *)e->words, e->size)};
     FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(e->words, 1, e->size, f) == e->size;
+    bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(e->words, 1, e->size, f) == e->size;
     if (f) ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) unlink(tmp);
 }
@@ -177,13 +229,15 @@ static td_status compile(const char *source, const char *entry, const char *defi
     return st;
 }
 
-/* Number of storage bindings: 1 + the highest Binding decoration (OpDecorate = 71, Binding = 33). */
+/* Number of storage bindings: 1 + the highest Binding decoration (OpDecorate = 71, Binding = 33).
+** The words come from glslang or a checked disk entry; the walk stays in bounds regardless. */
 static int count_bindings(const uint32_t *w, size_t n_words) {
     int n = 0;
     for (size_t i = 5; i < n_words;) {
         uint32_t len = w[i] >> 16, opcode = w[i] & 0xFFFF;
-        if (len == 0) break;
-        if (opcode == 71 && len >= 4 && w[i + 2] == 33 && (int)w[i + 3] + 1 > n) n = (int)w[i + 3] + 1;
+        if (len == 0 || len > n_words - i) break;
+        if (opcode == 71 && len >= 4 && w[i + 2] == 33 && w[i + 3] >= (uint32_t)n)
+            n = w[i + 3] < INT32_MAX ? (int)w[i + 3] + 1 : INT32_MAX;
         i += len;
     }
     return n;
@@ -231,7 +285,7 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     if (st != TD_OK) return st;
     vk_dev *d = vk_get(dev);
     if (!d) return td_last_status();
-    uint64_t hash = fnv1a(fnv1a(0xCBF29CE484222325ull, entry, strlen(entry) + 1), source, strlen(source));
+    uint64_t hash = fnv1a(fnv1a(FNV_OFFSET, entry, strlen(entry) + 1), source, strlen(source));
     hash = fnv1a(hash, defines, strlen(defines));
     pthread_mutex_lock(&cache_lock);
     spirv_entry *e = cache_find(hash);

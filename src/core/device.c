@@ -58,13 +58,13 @@ static void load_plugin(int type) {
     }
     if (be->api_version != TD_BACKEND_API_VERSION) {
         snprintf(s->why, sizeof s->why,
-                 "%s was built for backend API version %u; this libtrident speaks version %u "
-                 "(rebuild the plugin with this version's headers)",
-                 path, be->api_version, TD_BACKEND_API_VERSION);
+                 "%s: backend API version %u, expected %u (rebuild the plugin with this version's headers)", path,
+                 be->api_version, TD_BACKEND_API_VERSION);
         return;
     }
     if (be->device_type != type) {
-        snprintf(s->why, sizeof s->why, "%s serves device type %d, not %s", path, be->device_type, type_names[type]);
+        snprintf(s->why, sizeof s->why, "%s: a backend for device type %d, expected %d (%s)", path, be->device_type,
+                 type, type_names[type]);
         return;
     }
     if (be->init && be->init(s->why, sizeof s->why) != TD_OK) return;

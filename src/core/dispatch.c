@@ -184,7 +184,9 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
         __atomic_fetch_add(&prof_calls[kind], 1, __ATOMIC_RELAXED);
     }
     if (st != TD_OK) return st;
-    if (td__record_hook && op_meta[kind].differentiable) td__record_hook(kind, n_in, in, n_out, out, p);
+    for (int i = 0; i < n_out; i++)
+        if (out[i]) atomic_fetch_add(&out[i]->storage->version, 1);
+    if (td__record_hook && op_meta[kind].differentiable) return td__record_hook(kind, n_in, in, n_out, out, p);
     return TD_OK;
 }
 

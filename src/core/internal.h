@@ -19,8 +19,10 @@ typedef struct td_storage {
     td_device device;
     const td_backend *backend;
     td_buffer *buf;
-    size_t nbytes; /* usable bytes, after the leading guard */
-    size_t guard;  /* guard bytes on each side (TD_DEBUG_GUARDS), else 0 */
+    size_t nbytes;        /* usable bytes, after the leading guard */
+    size_t guard;         /* guard bytes on each side (TD_DEBUG_GUARDS), else 0 */
+    atomic_ulong version; /* ops that wrote it (the dispatcher counts each output), shared by its views:
+                             autograd refuses saved tensors written since they were saved */
 } td_storage;
 
 struct td_node; /* autograd graph node, src/autograd */
@@ -116,10 +118,11 @@ td_status td__batch_end(void);
 td_tensor *td__finish(td_status st, td_tensor *out);
 
 /* (set by src/autograd) called after each successful dispatch of a
-** differentiable op whose inputs require grad while grad mode is on. */
-typedef void (*td__record_fn)(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
-                              const td_op_params *p);
-extern td__record_fn td__record_hook;
+** differentiable op whose inputs require grad while grad mode is on. A failure
+** (no formula, out of memory) fails the op: its result is released. */
+typedef td_status (*td__record_fn)(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                                   const td_op_params *p);
+TD_API extern td__record_fn td__record_hook; /* exported for the tests */
 /* (set by src/autograd) frees a tensor's autograd state when it is released. */
 extern void (*td__release_hook)(td_tensor *t);
 /* What a view op did, so autograd can send gradients back to the base.
@@ -153,6 +156,11 @@ TD_API td_tensor *td__gelu_backward(td_tensor *dy, td_tensor *x, bool tanh_appro
 ** Each validates its arguments like the forward op, makes operands contiguous
 ** and returns a new tensor in the current scope, or NULL with the error set.
 ** dloss has the loss's shape; dlogits, dx and dw have the shapes of logits, x and w. */
+/* The CROSS_ENTROPY op: logits [N, C] (or [C]); target int64 [N] of class ids
+** in [0, C) or ignore_index; weight [C] or NULL. td_cross_entropy_loss (nn.h)
+** is the public entry point over it. Exported for the tests and benchmarks. */
+TD_API td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                                    double label_smoothing, int reduction);
 TD_API td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
                                              int64_t ignore_index, double label_smoothing, int reduction);
 /* dy [N,O,Ho,Wo], w [O,C/g,kh,kw] -> dx [N,C,H,W] = x_shape */

@@ -1,7 +1,8 @@
 /*
 ** Front-ends of the row-wise nn primitives: softmax, log_softmax, layer_norm
 ** and cross_entropy (with the fused backward autograd calls). Each makes its
-** operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op.
+** operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op; softmax over
+** another dim than the last swaps that dim to the end and back.
 */
 #include "internal.h"
 
@@ -16,9 +17,12 @@ static td_tensor *softmax_common(td_tensor *x, int dim, td_op_kind kind, const c
     if (!check_float(x, name, "x")) return NULL;
     int d = dim;
     if (!td__wrap_dim(&d, x->ndim, name)) return NULL;
-    if (x->ndim > 0 && d != x->ndim - 1)
-        TD_FAIL_NULL(TD_ERR_MISUSE, "%s: only the last dim is supported (got dim %d of a %d-d tensor); transpose first",
-                     name, dim, x->ndim);
+    if (x->ndim > 0 && d != x->ndim - 1) {
+        /* the op normalizes the last dim: softmax(x, d) = transpose(softmax(transpose(x, d, -1)), d, -1) */
+        td_scope_begin();
+        td_tensor *y = softmax_common(td_transpose(x, d, x->ndim - 1), -1, kind, name);
+        return td__scope_end_keep(td_transpose(y, d, x->ndim - 1));
+    }
     td_tensor *out = td__alloc(x->ndim, x->shape, x->dtype, x->storage->device);
     return td__finish(td__dispatch_contig(kind, 1, &x, 1, &out, NULL), out);
 }
@@ -102,8 +106,8 @@ static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_
     return true;
 }
 
-td_tensor *td_cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
-                            double label_smoothing, int reduction) {
+td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
+                             double label_smoothing, int reduction) {
     TD_CHECK_ARG(logits, "cross_entropy");
     TD_CHECK_ARG(target, "cross_entropy");
     if (!check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) return NULL;

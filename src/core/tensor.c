@@ -123,9 +123,15 @@ static void storage_release(td_storage *s) {
 
 /* ---- handles ---- */
 
+/* Element count; INT64_MAX when it would overflow (never for an allocated
+** tensor, whose extent check_shape bounds), so an unchecked user shape cannot
+** wrap: a zero dim anywhere gives 0 even after huge ones. */
 int64_t td__numel(int ndim, const int64_t *shape) {
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) return 0;
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(n, shape[i], &n)) return INT64_MAX;
     return n;
 }
 
@@ -146,23 +152,33 @@ const char *td__shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
     return buf;
 }
 
-/* Validates ndim/shape/dtype and computes the byte count without overflow. */
+#define TENSOR_MAX_BYTES ((uint64_t)1 << 48)
+
+/* Validates ndim/shape/dtype and computes the byte count without overflow.
+** The bound is on the extent, the product of the sizes with zero dims taken as
+** 1: the contiguous strides of a size-0 tensor such as [0, 2^40, 2^40] are
+** that large too, and must not overflow. */
 static bool check_shape(int ndim, const int64_t *shape, td_dtype dt, const char *op, size_t *nbytes) {
     if (ndim < 0 || ndim > TD_MAX_DIMS)
         return TD_ERR(TD_ERR_MISUSE, "%s: ndim %d outside [0, %d]", op, ndim, TD_MAX_DIMS), false;
     if (ndim > 0 && !shape) return TD_ERR(TD_ERR_MISUSE, "%s: shape is NULL", op), false;
     if ((unsigned)dt >= TD_DTYPE_COUNT) return TD_ERR(TD_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dt), false;
-    uint64_t n = td_dtype_size(dt);
+    bool empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return TD_ERR(TD_ERR_MISUSE, "%s: negative size %lld at dim %d", op, (long long)shape[i], i), false;
-        if (shape[i] && n > (UINT64_MAX >> 2) / (uint64_t)shape[i])
-            return TD_ERR(TD_ERR_OOM, "%s: size overflows (dim %d of %lld)", op, i, (long long)shape[i]), false;
-        n *= (uint64_t)shape[i];
+        empty |= shape[i] == 0;
     }
-    if (n > (uint64_t)1 << 48)
-        return TD_ERR(TD_ERR_OOM, "%s: %llu bytes is too large", op, (unsigned long long)n), false;
-    *nbytes = (size_t)n;
+    uint64_t extent = td_dtype_size(dt);
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(extent, shape[i] ? (uint64_t)shape[i] : 1, &extent) || extent > TENSOR_MAX_BYTES) {
+            char s[160];
+            return TD_ERR(TD_ERR_OOM, "%s: shape %s of %s is too large: its size overflows 2^48 bytes%s", op,
+                          td__shape_str(ndim, shape, s, sizeof s), td_dtype_name(dt),
+                          empty ? " (a size-0 tensor's strides span its other dims)" : ""),
+                   false;
+        }
+    *nbytes = empty ? 0 : (size_t)extent;
     return true;
 }
 
@@ -453,7 +469,10 @@ td_tensor *td_to(td_tensor *t, td_device dev) {
         td_release(out);
         return NULL;
     }
-    if (td__record_hook && t->requires_grad) td__record_hook(TD_OP_COPY, 1, &t, 1, &out, NULL);
+    if (td__record_hook && t->requires_grad && td__record_hook(TD_OP_COPY, 1, &t, 1, &out, NULL) != TD_OK) {
+        td_release(out);
+        return NULL;
+    }
     return td__scope_add(out);
 }
 

@@ -63,7 +63,8 @@ static bool infer_shape(const td_tensor *t, int ndim, const int64_t *shape, int6
         return TD_ERR(TD_ERR_MISUSE, "%s: ndim %d outside [0, %d]", op, ndim, TD_MAX_DIMS), false;
     if (ndim && !shape) return TD_ERR(TD_ERR_MISUSE, "%s: shape is NULL", op), false;
     int infer = -1;
-    int64_t known = 1, n = td__numel(t->ndim, t->shape);
+    bool zero = false, overflow = false;
+    int64_t extent = 1, n = td__numel(t->ndim, t->shape); /* extent: the known sizes, zero dims as 1 */
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == -1) {
             if (infer >= 0) return TD_ERR(TD_ERR_SHAPE, "%s: only one dim may be -1", op), false;
@@ -71,10 +72,14 @@ static bool infer_shape(const td_tensor *t, int ndim, const int64_t *shape, int6
         } else if (shape[i] < 0) {
             return TD_ERR(TD_ERR_SHAPE, "%s: invalid size %lld at dim %d", op, (long long)shape[i], i), false;
         } else {
-            known *= shape[i];
+            zero |= shape[i] == 0;
+            overflow |= __builtin_mul_overflow(extent, shape[i] ? shape[i] : 1, &extent);
         }
         out[i] = shape[i];
     }
+    /* the strides of a size-0 view span its other dims, so they must fit too */
+    if (overflow) goto bad;
+    int64_t known = zero ? 0 : extent;
     if (infer >= 0) {
         if (known == 0 || n % known) goto bad;
         out[infer] = n / known;

@@ -129,3 +129,64 @@ const char *td_named_tensors_meta_key(const td_named_tensors *l, int64_t i) {
     TD_ERR(TD_ERR_INDEX, "named_tensors_meta_key: index %lld out of range", (long long)i);
     return NULL;
 }
+
+/* ---- editing: remove, rename, filter, map names ---- */
+
+td_status td_named_tensors_remove(td_named_tensors *l, const char *name) {
+    if (!l || !name) return TD_ERR(TD_ERR_MISUSE, "named_tensors_remove: list or name is NULL");
+    int64_t i = find(l->names, l->n, name);
+    if (i < 0) return TD_ERR(TD_ERR_MISUSE, "named_tensors_remove: no entry '%s'", name);
+    free(l->names[i]);
+    td_release(l->tensors[i]);
+    memmove(l->names + i, l->names + i + 1, (size_t)(l->n - i - 1) * sizeof *l->names);
+    memmove(l->tensors + i, l->tensors + i + 1, (size_t)(l->n - i - 1) * sizeof *l->tensors);
+    l->n--;
+    return TD_OK;
+}
+
+td_status td_named_tensors_rename(td_named_tensors *l, const char *from, const char *to) {
+    if (!l || !from || !to || !*to)
+        return TD_ERR(TD_ERR_MISUSE, "named_tensors_rename: list or a name is NULL (or the new name is empty)");
+    int64_t i = find(l->names, l->n, from);
+    if (i < 0) return TD_ERR(TD_ERR_MISUSE, "named_tensors_rename: no entry '%s'", from);
+    if (strcmp(from, to) && find(l->names, l->n, to) >= 0)
+        return TD_ERR(TD_ERR_MISUSE, "named_tensors_rename: '%s' to '%s': that name is taken", from, to);
+    char *copy = strdup(to);
+    if (!copy) return TD_ERR(TD_ERR_OOM, "named_tensors_rename: out of host memory");
+    free(l->names[i]);
+    l->names[i] = copy;
+    return TD_OK;
+}
+
+/* A new list with the metadata of l and, in order, each entry that keep
+** accepts, under the name map gives it (NULL from either drops it). */
+static td_named_tensors *derive(const td_named_tensors *l, td_name_filter_fn keep, td_name_map_fn map, void *ctx,
+                                const char *fn) {
+    if (!l || (!keep && !map)) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: list or function is NULL", fn);
+    td_named_tensors *out = td_named_tensors_new();
+    td_status st = out ? TD_OK : td_last_status();
+    for (int64_t i = 0; i < l->n_meta && st == TD_OK; i++)
+        st = td_named_tensors_set_meta(out, l->keys[i], l->values[i]);
+    for (int64_t i = 0; i < l->n && st == TD_OK; i++) {
+        char buf[512];
+        const char *name = keep ? (keep(l->names[i], l->tensors[i], ctx) ? l->names[i] : NULL)
+                                : map(l->names[i], ctx, buf, sizeof buf);
+        if (!name) continue;
+        if (find(out->names, out->n, name) >= 0)
+            st = TD_ERR(TD_ERR_MISUSE, "%s: '%s' maps to '%s', which an earlier entry already has", fn, l->names[i],
+                        name);
+        else
+            st = td_named_tensors_add(out, name, l->tensors[i]);
+    }
+    if (st == TD_OK) return out;
+    td_named_tensors_free(out);
+    return NULL;
+}
+
+td_named_tensors *td_named_tensors_filter(const td_named_tensors *l, td_name_filter_fn keep, void *ctx) {
+    return derive(l, keep, NULL, ctx, "named_tensors_filter");
+}
+
+td_named_tensors *td_named_tensors_map_names(const td_named_tensors *l, td_name_map_fn map, void *ctx) {
+    return derive(l, NULL, map, ctx, "named_tensors_map_names");
+}

@@ -1,8 +1,6 @@
 /*
 ** Activation modules: ReLU, GELU (erf or tanh), SiLU, Tanh, Sigmoid, and
-** Softmax/LogSoftmax over any dim. The softmax ops normalize the last dim, so
-** another dim is swapped to the end and back:
-**   softmax(x, d) = transpose(softmax(transpose(x, d, -1)), d, -1)
+** Softmax/LogSoftmax over any dim (td_softmax takes any dim).
 */
 #include "nn_internal.h"
 
@@ -12,15 +10,7 @@ typedef struct act_ctx {
 } act_ctx;
 
 td_tensor *td__softmax_dim(td_tensor *x, int dim, bool log) {
-    int nd = td_ndim(x);
-    if (nd < 0) return NULL;
-    if (nd == 0) x = td_reshape(x, 1, (int64_t[]){1});
-    if (!td__wrap_dim(&dim, nd ? nd : 1, log ? "LogSoftmax" : "Softmax")) return NULL;
-    int last = (nd ? nd : 1) - 1;
-    td_tensor *t = dim == last ? x : td_transpose(x, dim, last);
-    td_tensor *y = log ? td_log_softmax(t, -1) : td_softmax(t, -1);
-    if (dim != last) y = td_transpose(y, dim, last);
-    return nd == 0 ? td_reshape(y, 0, NULL) : y;
+    return log ? td_log_softmax(x, dim) : td_softmax(x, dim);
 }
 
 static td_tensor *relu_forward(td_module *m, td_tensor *x) { return (void)m, td_relu(x); }

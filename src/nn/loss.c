@@ -132,7 +132,15 @@ static bool check_class_args(td_tensor *x, td_tensor *target, td_tensor *weight,
 /* Cross entropy with class-probability targets of x's shape. */
 static td_tensor *soft_cross_entropy(td_tensor *x, td_tensor *target, td_tensor *weight, double ls, td_reduction r) {
     const char *fn = "cross_entropy";
-    if (!check_same_shape(x, target, fn, "input", "probability target")) return NULL;
+    if (td_ndim(x) != td_ndim(target) || memcmp(td_shape(x), td_shape(target), sizeof(int64_t) * (size_t)td_ndim(x))) {
+        char a[96], b[96];
+        TD_FAIL_NULL(TD_ERR_DTYPE,
+                     "%s: target is %s %s: class ids must be integers, and class probabilities need the input's "
+                     "shape %s",
+                     fn, td_dtype_name(td_tensor_dtype(target)),
+                     td__shape_str(td_ndim(target), td_shape(target), a, sizeof a),
+                     td__shape_str(td_ndim(x), td_shape(x), b, sizeof b));
+    }
     int nd = td_ndim(x), cdim = nd == 1 ? 0 : 1;
     int64_t c = td_size(x, cdim);
     td_tensor *logp = td__softmax_dim(x, cdim, true);
@@ -162,7 +170,7 @@ td_tensor *td_cross_entropy_loss(td_tensor *logits, td_tensor *target, td_tensor
         int64_t pshape[TD_MAX_DIMS];
         td_tensor *x = logits, *t = target;
         if (class_rows(&x, &t, fn, &pnd, pshape) && check_targets(t, td_size(x, 1), ignore_index, fn)) {
-            out = td_cross_entropy(x, td_cast(t, TD_I64), weight, ignore_index, label_smoothing, reduction);
+            out = td__cross_entropy(x, td_cast(t, TD_I64), weight, ignore_index, label_smoothing, reduction);
             if (reduction == TD_REDUCE_NONE) out = td_reshape(out, pnd, pshape);
         }
     }

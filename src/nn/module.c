@@ -314,7 +314,10 @@ void td_module_zero_grad(td_module *m) {
     if (m) walk_all(m, false, zero_one, NULL);
 }
 
-/* ---- moving between devices: build every new tensor, then swap ---- */
+/* ---- moving between devices: build every new tensor, then swap ----
+** The data moves under the same tensor handles (as torch's module.to() moves
+** param.data), so an optimizer built before the move updates the moved
+** parameters. */
 
 typedef struct move_arg {
     td_device dev;
@@ -323,6 +326,7 @@ typedef struct move_arg {
 } move_arg;
 
 static td_status move_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
+    (void)name, (void)is_param;
     move_arg *a = arg;
     if (a->n == a->cap) {
         int cap = a->cap ? a->cap * 2 : 16;
@@ -334,17 +338,26 @@ static td_status move_one(void *arg, const char *name, td_tensor **slot, bool is
     td_tensor *t = td_keep(td_to(*slot, a->dev));
     if (!t) return td_last_status();
     a->moved[a->n++] = t;
-    if (t == *slot) return TD_OK;
-    td_status st = is_param ? td_set_requires_grad(t, true) : TD_OK;
-    if (st != TD_OK) TD_ERR(st, "module_to: '%s': %s", name, td_last_error());
-    return st;
+    return TD_OK;
 }
 
+/* The slot's tensor takes the moved tensor's storage, which takes the old one
+** and is released with it; a gradient on the old device is dropped. */
 static td_status swap_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
     (void)name, (void)is_param;
     move_arg *a = arg;
-    td_release(*slot);
-    *slot = a->moved[a->n++];
+    td_tensor *t = *slot, *moved = a->moved[a->n++];
+    if (moved != t) {
+        td_storage *s = t->storage;
+        t->storage = moved->storage, moved->storage = s;
+        int64_t offset = t->offset, strides[TD_MAX_DIMS];
+        t->offset = moved->offset, moved->offset = offset;
+        memcpy(strides, t->strides, sizeof strides);
+        memcpy(t->strides, moved->strides, sizeof strides);
+        memcpy(moved->strides, strides, sizeof strides);
+        td_zero_grad(t);
+    }
+    td_release(moved);
     return TD_OK;
 }
 
@@ -366,25 +379,44 @@ td_status td_module_to(td_module *m, td_device dev) {
 
 /* ---- load_state_dict: check everything, then copy ---- */
 
+/* Buffers a state dict may lack, as torch's BatchNorm accepts a state dict
+** without num_batches_tracked (the count then restarts at 0). */
+static bool optional_buffer(const char *name, bool is_param) {
+    const char *leaf = strrchr(name, '.');
+    return !is_param && !strcmp(leaf ? leaf + 1 : name, "num_batches_tracked");
+}
+
 typedef struct load_arg {
     const td_named_tensors *sd;
-    bool strict, copy;
+    bool copy;
     int matched, n_missing;
     char missing[256];  /* the first missing keys */
     td_status mismatch; /* the first shape or dtype mismatch, its message in text */
     char text[320];
+    td_load_report *report; /* or NULL */
 } load_arg;
 
+/* Append a copy of name to a report list. */
+static td_status report_add(char ***list, int *n, const char *name) {
+    char **grown = realloc(*list, (size_t)(*n + 1) * sizeof *grown);
+    char *copy = grown ? strdup(name) : NULL;
+    if (grown) *list = grown;
+    if (!copy) return TD_ERR(TD_ERR_OOM, "load_state_dict: out of host memory");
+    (*list)[(*n)++] = copy;
+    return TD_OK;
+}
+
 static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
-    (void)is_param;
     load_arg *a = arg;
     td_tensor *src = td_named_tensors_get(a->sd, name), *dst = *slot;
+    if (!src && optional_buffer(name, is_param)) return a->copy ? td_copy_(dst, td_zeros_like(dst)) : TD_OK;
     if (!src) {
-        if (a->strict && a->n_missing++ < 4) {
+        if (a->copy) return TD_OK;
+        if (a->n_missing++ < 4) {
             size_t at = strlen(a->missing);
             snprintf(a->missing + at, sizeof a->missing - at, "%s'%s'", at ? ", " : "", name);
         }
-        return TD_OK;
+        return a->report ? report_add(&a->report->missing, &a->report->n_missing, name) : TD_OK;
     }
     a->matched++;
     if (a->copy) return td_copy_(dst, src);
@@ -403,29 +435,35 @@ static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is
     return TD_OK;
 }
 
-/* The first key of sd that m lacks, or NULL. */
-static const char *first_unexpected(td_module *m, const td_named_tensors *sd) {
-    for (int i = 0; i < td_named_tensors_len(sd); i++) {
+/* The keys of sd that m lacks: their count, the first in *first, all in the report. */
+static td_status find_unexpected(td_module *m, const td_named_tensors *sd, td_load_report *report, int *n,
+                                 const char **first) {
+    *n = 0, *first = NULL;
+    for (int64_t i = 0; i < td_named_tensors_len(sd); i++) {
         const char *key = td_named_tensors_name(sd, i);
         bool found = td_module_get(m, key) != NULL;
         td_clear_error();
-        if (!found) return key;
+        if (found) continue;
+        if (!(*n)++) *first = key;
+        td_status st = report ? report_add(&report->unexpected, &report->n_unexpected, key) : TD_OK;
+        if (st != TD_OK) return st;
     }
-    return NULL;
+    return TD_OK;
 }
 
-td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bool strict) {
-    if (!m || !sd) return TD_ERR(TD_ERR_MISUSE, "load_state_dict: module or state dict is NULL");
-    load_arg a = {.sd = sd, .strict = strict};
+static td_status load_state_dict(td_module *m, const td_named_tensors *sd, bool strict, td_load_report *report) {
+    load_arg a = {.sd = sd, .report = report};
     td_status st = walk_all(m, true, load_one, &a);
+    int unexpected = 0;
+    const char *first = NULL;
+    if (st == TD_OK) st = find_unexpected(m, sd, report, &unexpected, &first);
     if (st != TD_OK) return st;
     /* Keys that do not match say "another model" most plainly: report them first. */
-    int unexpected = strict ? td_named_tensors_len(sd) - a.matched : 0;
-    if (a.n_missing || unexpected) {
+    if (strict && (a.n_missing || unexpected)) {
         char more[200] = "";
         if (unexpected)
             snprintf(more, sizeof more, "%s%d unexpected key(s), e.g. '%s'", a.n_missing ? "; " : "", unexpected,
-                     first_unexpected(m, sd));
+                     first);
         if (a.n_missing)
             return TD_ERR(
                 TD_ERR_MISUSE,
@@ -437,7 +475,34 @@ td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bo
     if (a.mismatch) return TD_ERR(a.mismatch, "load_state_dict: %s", a.text);
     a.copy = true;
     td_no_grad_begin();
+    td_scope_begin();
     st = walk_all(m, true, load_one, &a);
+    td_scope_end();
     td_no_grad_end();
     return st;
+}
+
+td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bool strict) {
+    return td_module_load_state_dict_ext(m, sd, &(td_load_opts){.strict = strict}, NULL);
+}
+
+td_status td_module_load_state_dict_ext(td_module *m, const td_named_tensors *sd, const td_load_opts *opts,
+                                        td_load_report *report) {
+    if (report) *report = (td_load_report){0};
+    if (!m || !sd || !opts) return TD_ERR(TD_ERR_MISUSE, "load_state_dict: module, state dict or options is NULL");
+    td_named_tensors *mapped = opts->map_key ? td_named_tensors_map_names(sd, opts->map_key, opts->ctx) : NULL;
+    if (opts->map_key && !mapped) return td_last_status();
+    td_status st = load_state_dict(m, mapped ? mapped : sd, opts->strict, report);
+    td_named_tensors_free(mapped);
+    if (st != TD_OK) td_load_report_clear(report);
+    return st;
+}
+
+void td_load_report_clear(td_load_report *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_missing; i++) free(r->missing[i]);
+    for (int i = 0; i < r->n_unexpected; i++) free(r->unexpected[i]);
+    free(r->missing);
+    free(r->unexpected);
+    *r = (td_load_report){0};
 }
