@@ -13,11 +13,12 @@ static json_t *load_rows(const char *path) {
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     if (!root) {
-        fprintf(stderr, "trident bench --compare: %s:%d: %s\n", path, err.line, err.text);
+        fprintf(stderr, "trident bench --compare: %s, line %d: %s\n", TD_QUOTE(path), err.line, TD_QUOTE(err.text));
         return NULL;
     }
     if (!json_is_array(json_object_get(root, "rows"))) {
-        fprintf(stderr, "trident bench --compare: %s has no \"rows\" array (not a trident bench JSON)\n", path);
+        fprintf(stderr, "trident bench --compare: %s has no \"rows\" array (not a trident bench JSON)\n",
+                TD_QUOTE(path));
         json_decref(root);
         return NULL;
     }

@@ -336,7 +336,7 @@ static td_status move_one(void *arg, const char *name, td_tensor **slot, bool is
     a->moved[a->n++] = t;
     if (t == *slot) return TD_OK;
     td_status st = is_param ? td_set_requires_grad(t, true) : TD_OK;
-    if (st != TD_OK) TD_ERR(st, "module_to: '%s': %s", name, td_last_error());
+    if (st != TD_OK) td_error_prefix("module_to: %s", TD_QUOTE(name));
     return st;
 }
 
@@ -387,7 +387,11 @@ static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is
         return TD_OK;
     }
     a->matched++;
-    if (a->copy) return td_copy_(dst, src);
+    if (a->copy) {
+        td_status st = td_copy_(dst, src);
+        if (st != TD_OK) td_error_prefix("load_state_dict: %s", TD_QUOTE(name));
+        return st;
+    }
     if (a->mismatch) return TD_OK;
     char s1[96], s2[96];
     if (td_ndim(src) != td_ndim(dst) || memcmp(td_shape(src), td_shape(dst), sizeof(int64_t) * (size_t)td_ndim(dst))) {
@@ -424,8 +428,8 @@ td_status td_module_load_state_dict(td_module *m, const td_named_tensors *sd, bo
     if (a.n_missing || unexpected) {
         char more[200] = "";
         if (unexpected)
-            snprintf(more, sizeof more, "%s%d unexpected key(s), e.g. '%s'", a.n_missing ? "; " : "", unexpected,
-                     first_unexpected(m, sd));
+            snprintf(more, sizeof more, "%s%d unexpected key(s), e.g. %s", a.n_missing ? "; " : "", unexpected,
+                     TD_QUOTE(first_unexpected(m, sd)));
         if (a.n_missing)
             return TD_ERR(
                 TD_ERR_MISUSE,
