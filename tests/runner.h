@@ -7,8 +7,8 @@
 **   TEST(add_broadcast) { ... ASSERT_EQ_INT(td_ndim(t), 2); ... }
 **   TEST_MAIN(TESTS)
 **
-** Usage: test_x [case ...]   (no case: run all). Exit status is nonzero when
-** any case fails. The last line reads "N passed, N failed, N skipped".
+** Usage: test_x [case ...]   (no case: run all; --list: print the case names).
+** Exit status is nonzero when any case fails. The last line reads "N passed, N failed, N skipped".
 ** TEST_SKIP("why") marks a case skipped (for an absent device).
 */
 #ifndef TRIDENT_TEST_RUNNER_H
@@ -79,7 +79,32 @@ typedef struct test_case {
         if (!t_) TEST_FAIL_("%s returned NULL", #expr);                                                                \
         t_;                                                                                                            \
     })
-/* expr must fail with status st and a message containing substr */
+/* ---- the message rules (docs/ARCHITECTURE.md, "Errors") ---- */
+
+#define TEST_MESSAGE_MAX 300
+
+/* NULL when the n bytes of msg are one line of printable ASCII shorter than
+** TEST_MESSAGE_MAX characters; else what breaks the rules. */
+static inline const char *test_message_problem(const char *msg, size_t n) {
+    if (n >= TEST_MESSAGE_MAX) return "300 characters or more";
+    for (size_t i = 0; i < n; i++) {
+        if (msg[i] == '\n') return "more than one line";
+        if (msg[i] < 0x20 || msg[i] >= 0x7f) return "a byte outside printable ASCII";
+    }
+    return n ? NULL : "empty";
+}
+
+/* With $TD_TEST_MESSAGES set, append msg and a NUL to that file: tests/test_errors
+** replays the bad-input cases this way and checks every message they give. */
+static inline void test_message_record(const char *msg) {
+    const char *path = getenv("TD_TEST_MESSAGES");
+    FILE *f = path ? fopen(path, "ab") : NULL;
+    if (!f) return;
+    fwrite(msg, 1, strlen(msg) + 1, f);
+    fclose(f);
+}
+
+/* expr must fail with status st and a message containing substr (recorded, see above) */
 #define ASSERT_ERROR(expr, st, substr)                                                                                 \
     do {                                                                                                               \
         td_clear_error();                                                                                              \
@@ -88,6 +113,7 @@ typedef struct test_case {
             TEST_FAIL_("%s: expected %s, got %s", #expr, td_status_str(st), td_status_str(td_last_status()));          \
         if (!strstr(td_last_error(), (substr)))                                                                        \
             TEST_FAIL_("%s: message \"%s\" lacks \"%s\"", #expr, td_last_error(), (substr));                           \
+        test_message_record(td_last_error());                                                                          \
         td_clear_error();                                                                                              \
     } while (0)
 #define TEST_SKIP(...)                                                                                                 \
@@ -119,6 +145,10 @@ static int test_run_one(const test_case *c, int timeout_s) {
 }
 
 static int test_run(const test_case *cases, int n, int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--list")) { /* the case table, one name a line */
+        for (int i = 0; i < n; i++) printf("%s\n", cases[i].name);
+        return 0;
+    }
     const char *env = getenv("TD_TEST_TIMEOUT");
     int timeout = env ? atoi(env) : 600;
     int passed = 0, failed = 0, skipped = 0;

@@ -36,15 +36,16 @@ void td_clear_error(void) {
 
 /* One byte of a message as printable ASCII: itself or an escape (\n \r \t
 ** \xHH); quoting also escapes the backslash and the quote. Returns its length
-** (1 to 4); writes it to out (5 bytes, NUL-terminated) unless out is NULL. */
+** (1 to 4); writes that many chars to out (no NUL) unless out is NULL. */
 static size_t escape_byte(unsigned char c, bool quoting, char *out) {
     char e[5] = {c, 0};
     if (c == '\n' || c == '\r' || c == '\t' || (quoting && (c == '\\' || c == '\'')))
         e[0] = '\\', e[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : (char)c;
     else if (c < 0x20 || c >= 0x7f)
         snprintf(e, sizeof e, "\\x%02x", c);
-    if (out) memcpy(out, e, sizeof e);
-    return strlen(e);
+    size_t n = strlen(e);
+    if (out) memcpy(out, e, n);
+    return n;
 }
 
 /* Append the escapes of s[from, to) to buf at *at. */

@@ -174,7 +174,7 @@ static td_status load_fd(int fd, const char *path, td_device dev, td_named_tenso
     json_t *root = st == TD_OK ? json_loadb(header, hlen, JSON_REJECT_DUPLICATES, &jerr) : NULL;
     free(header);
     if (st == TD_OK && !root)
-        st = BAD("safetensors: %s: invalid JSON header at column %d: %s", path, jerr.column, TD_QUOTE(jerr.text));
+        st = BAD("safetensors: %s: invalid JSON header at column %d: %s", path, jerr.column, jerr.text);
     if (st == TD_OK && !json_is_object(root)) st = BAD("safetensors: %s: header is not a JSON object", path);
     /* phase 3 */
     size_t n = st == TD_OK ? json_object_size(root) : 0, k = 0;
