@@ -280,7 +280,7 @@ td_module *td_module_child(td_module *m, const char *name) {
         m = e->child;
         p = dot + 1;
     }
-    TD_FAIL_NULL(TD_ERR_MISUSE, "module_child: no submodule '%s'", name);
+    TD_FAIL_NULL(TD_ERR_MISUSE, "module_child: no submodule %s", TD_QUOTE(name));
 }
 
 td_tensor *td_module_get(td_module *m, const char *name) {
@@ -300,7 +300,7 @@ td_tensor *td_module_get(td_module *m, const char *name) {
     }
     td_entry *e = owner ? entries_find(&owner->params, leaf, strlen(leaf)) : NULL;
     if (!e && owner) e = entries_find(&owner->buffers, leaf, strlen(leaf));
-    if (!e) TD_FAIL_NULL(TD_ERR_MISUSE, "module_get: %s has no parameter or buffer '%s'", td_module_type(m), name);
+    if (!e) TD_FAIL_NULL(TD_ERR_MISUSE, "module_get: %s has no parameter or buffer %s", td_module_type(m), TD_QUOTE(name));
     return e->tensor;
 }
 
