@@ -113,7 +113,8 @@ TEST(idx_corrupt) {
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "truncated: the dimension sizes");
     buf[n] = 0x55;
     test_write_file(p, buf, n + 1);
-    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "has more bytes than the 12 its header (magic number 0x00000802, u8 [3,4]) describes");
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT,
+                 "has more bytes than the 12 its header (magic number 0x00000802, u8 [3,4]) describes");
     buf[2] = 0x07;
     test_write_file(p, buf, n);
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "magic number 0x00000702, not an IDX one");

@@ -163,8 +163,8 @@ TEST(control_bytes_escaped) {
 
 TEST(safetensors_name_escaped) {
     enter_tmp();
-    write_safetensors("esc.safetensors", "{\"a\\nb\\u001b[31m\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}",
-                      8);
+    write_safetensors("esc.safetensors",
+                      "{\"a\\nb\\u001b[31m\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
     ASSERT_EQ_INT(load("esc.safetensors"), TD_ERR_FORMAT);
     ASSERT_MESSAGE("safetensors: 'esc.safetensors': tensor 'a\\nb\\x1b[31m' has unknown dtype 'F31'");
     write_safetensors("meta.safetensors", "{\"__metadata__\":{\"k\\r\\n\":1}}", 0);
@@ -216,7 +216,7 @@ static td_status load_optim_scalar(const char *key, double v, td_dtype dt) {
     td_named_tensors *sd = td_named_tensors_new();
     int64_t big = INT64_MAX; /* not representable as a double: made exactly */
     td_tensor *t = dt == TD_I64 && v == (double)INT64_MAX ? td_from_data(&big, 0, NULL, TD_I64, TD_CPU)
-                                                            : td_full(0, NULL, v, dt, TD_CPU);
+                                                          : td_full(0, NULL, v, dt, TD_CPU);
     ASSERT_OK(td_named_tensors_add(sd, key, ASSERT_TENSOR(t)));
     td_status st = td_optimizer_load_state_dict(o, sd);
     td_named_tensors_free(sd);
@@ -305,8 +305,8 @@ static void rewrite(const char *src, const char *dst, const char *name, double v
     ASSERT_OK(td_safetensors_load(src, TD_CPU, &all));
     for (int64_t i = 0; i < td_named_tensors_len(all); i++) {
         const char *n = td_named_tensors_name(all, i);
-        td_tensor *t = name && !strcmp(n, name) ? ASSERT_TENSOR(td_full(0, NULL, v, TD_F64, TD_CPU))
-                                                : td_named_tensors_at(all, i);
+        td_tensor *t =
+            name && !strcmp(n, name) ? ASSERT_TENSOR(td_full(0, NULL, v, TD_F64, TD_CPU)) : td_named_tensors_at(all, i);
         ASSERT_OK(td_named_tensors_add(out, n, t));
     }
     for (int64_t i = 0; i < td_named_tensors_meta_len(all); i++) {
@@ -321,7 +321,8 @@ static void rewrite(const char *src, const char *dst, const char *name, double v
 TEST(cli_resume_bad_numbers) {
     enter_tmp();
     write_text();
-    ASSERT_EQ_INT(sh("'%s' train " GPT_FLAGS " --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1", cli()), 0);
+    ASSERT_EQ_INT(sh("'%s' train " GPT_FLAGS " --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1", cli()),
+                  0);
     rewrite("g.safetensors", "e.safetensors", NULL, 0, "epoch", "-2");
     expect_cli("trident train: cannot resume: checkpoint 'e.safetensors': metadata 'epoch' = -2 is out of range "
                "[0, 2^53]",
@@ -330,8 +331,9 @@ TEST(cli_resume_bad_numbers) {
     expect_cli("trident train: checkpoint 'l.safetensors': metadata model.loss_sum = 'nan' is not a finite number >= 0",
                "train " GPT_FLAGS " --resume --checkpoint l.safetensors");
     rewrite("g.safetensors", "l.safetensors", NULL, 0, "model.loss_sum", "1.5x");
-    expect_cli("trident train: checkpoint 'l.safetensors': metadata model.loss_sum = '1.5x' is not a finite number >= 0",
-               "train " GPT_FLAGS " --resume --checkpoint l.safetensors");
+    expect_cli(
+        "trident train: checkpoint 'l.safetensors': metadata model.loss_sum = '1.5x' is not a finite number >= 0",
+        "train " GPT_FLAGS " --resume --checkpoint l.safetensors");
     rewrite("g.safetensors", "b.safetensors", NULL, 0, "model.batch", "-1");
     expect_cli("trident train: checkpoint 'b.safetensors': metadata model.batch = '-1' is not an integer in [0, "
                "9007199254740992]",
@@ -356,7 +358,8 @@ TEST(cli_checkpoint_unwritable) {
 
 TEST(cli_argument_escaped) {
     enter_tmp();
-    expect_cli("trident train: unknown option '--\\x1b[2J' (see trident train --help)", "train \"$(printf '\\055-\\033[2J')\"");
+    expect_cli("trident train: unknown option '--\\x1b[2J' (see trident train --help)",
+               "train \"$(printf '\\055-\\033[2J')\"");
 }
 
 TEST(cli_bench_compare) {
@@ -366,8 +369,7 @@ TEST(cli_bench_compare) {
                "bench --compare a.json b.json --threshold nan");
     expect_cli("trident bench: --reps expects an integer in [1, 1e+06], got '2.5'", "bench --reps 2.5");
     test_write_file("a.json", "{\"rows\":\n[}", 11);
-    expect_cli("trident bench --compare: 'a.json', line 2: unexpected token near '}'",
-               "bench --compare a.json a.json");
+    expect_cli("trident bench --compare: 'a.json', line 2: unexpected token near '}'", "bench --compare a.json a.json");
 }
 
 /* ---- replays: every message of the shared bad-input cases obeys the rules ---- */

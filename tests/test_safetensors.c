@@ -451,7 +451,8 @@ TEST(checkpoint_tensor_mismatch) {
     td_named_tensors_free(exp);
     exp = td_named_tensors_new(); /* a smaller model */
     ASSERT_OK(td_named_tensors_add(exp, "fc1.weight", td_named_tensors_get(ck.model, "fc1.weight")));
-    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "unexpected tensor 'model.fc1.bias'");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT,
+                 "unexpected tensor 'model.fc1.bias'");
     td_named_tensors_free(exp);
     exp = td_named_tensors_new(); /* same names, other shapes / dtypes */
     ASSERT_OK(td_named_tensors_add(exp, "fc1.weight", td_zeros(2, (int64_t[]){4, 5}, TD_F32, TD_CPU)));

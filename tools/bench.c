@@ -30,7 +30,7 @@ static void usage(FILE *f) {
             "  --twin PATH       the twin script (default %s)\n"
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
             "  --svg FILE        write a bar chart per workload\n"
-          "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
+            "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
             "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
             "workloads (--only takes the name, the part after W<n>-, its first word, or W<n>):\n",
             "/usr/share/datasets/fashion-mnist", BENCH_TWIN_DEFAULT);
@@ -113,8 +113,7 @@ int cmd_bench(int argc, char **argv) {
             double reps;
             if (!number(a, v, 1, 1e6, true, &reps)) return 2;
             opt.max_reps = (int)reps;
-        }
-        else if (!strcmp(a, "--python"))
+        } else if (!strcmp(a, "--python"))
             opt.python = v;
         else if (!strcmp(a, "--twin"))
             opt.twin = v;

@@ -38,8 +38,8 @@ static td_status read_records(const char *path, int64_t n, int64_t *y, uint8_t *
         if (fread(rec, 1, CIFAR_RECORD, f) != CIFAR_RECORD)
             st = TD_ERR(TD_ERR_FORMAT, "cifar10: %s is truncated at record %lld", TD_QUOTE(path), (long long)r);
         else if (rec[0] >= CIFAR_CLASSES)
-            st = TD_ERR(TD_ERR_FORMAT, "cifar10: %s record %lld has label %d, outside 0..9", TD_QUOTE(path), (long long)r,
-                        rec[0]);
+            st = TD_ERR(TD_ERR_FORMAT, "cifar10: %s record %lld has label %d, outside 0..9", TD_QUOTE(path),
+                        (long long)r, rec[0]);
         else {
             y[r] = rec[0];
             memcpy(x + (size_t)r * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);

@@ -48,8 +48,8 @@ static td_status read_exact(gzFile f, const char *path, void *dst, uint64_t n, c
         got += (uint64_t)r;
     }
     if (got < n)
-        return BAD("idx: %s is truncated: the %s needs %llu bytes, only %llu remain", path, what,
-                   (unsigned long long)n, (unsigned long long)got);
+        return BAD("idx: %s is truncated: the %s needs %llu bytes, only %llu remain", path, what, (unsigned long long)n,
+                   (unsigned long long)got);
     return TD_OK;
 }
 
@@ -104,8 +104,8 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
         return BAD("idx: %s has magic number 0x%08x (%d-D %s), not a label file's 0x00000801 (1-D u8)", path, magic,
                    ndim, t->name);
     if (mode == TD_IDX_IMAGES_F32 && (ndim < 2 || t->code != 0x08))
-        return BAD("idx: %s has magic number 0x%08x (%d-D %s), not an image file's 0x000008NN (u8, NN >= 2 dims)",
-                   path, magic, ndim, t->name);
+        return BAD("idx: %s has magic number 0x%08x (%d-D %s), not an image file's 0x000008NN (u8, NN >= 2 dims)", path,
+                   magic, ndim, t->name);
     /* The payload grows as it arrives, so a tiny corrupt file cannot demand a
     ** huge allocation up front. */
     uint64_t nbytes = n * (uint64_t)t->bytes, have = 0, cap = 0;

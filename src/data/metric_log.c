@@ -63,7 +63,8 @@ static char *csv_header(int n, const char *const *keys) {
 static td_status write_csv(td_metric_log *log, int n, const char *const *keys, const double *values) {
     for (int i = 0; i < n; i++)
         if (strpbrk(keys[i], ",\"\r\n"))
-            return TD_ERR(TD_ERR_MISUSE, "metric_log: CSV key %s contains a comma, quote or newline", TD_QUOTE(keys[i]));
+            return TD_ERR(TD_ERR_MISUSE, "metric_log: CSV key %s contains a comma, quote or newline",
+                          TD_QUOTE(keys[i]));
     char *h = csv_header(n, keys);
     if (!h) return TD_ERR(TD_ERR_OOM, "metric_log: out of host memory");
     if (log->header && strcmp(log->header, h)) {

@@ -20,7 +20,8 @@ static td_status add_prefixed(td_named_tensors *dst, const char *prefix, const t
     char name[1024];
     for (int64_t i = 0; src && i < td_named_tensors_len(src); i++) {
         if (snprintf(name, sizeof name, "%s.%s", prefix, td_named_tensors_name(src, i)) >= (int)sizeof name)
-            return TD_ERR(TD_ERR_MISUSE, "checkpoint: tensor name %s is too long", TD_QUOTE(td_named_tensors_name(src, i)));
+            return TD_ERR(TD_ERR_MISUSE, "checkpoint: tensor name %s is too long",
+                          TD_QUOTE(td_named_tensors_name(src, i)));
         td_status st = td_named_tensors_add(dst, name, td_named_tensors_at(src, i));
         if (st != TD_OK) return st;
     }
@@ -81,7 +82,8 @@ static td_status split(const td_named_tensors *all, td_train_state *ck, const ch
     for (int64_t i = 0; i < td_named_tensors_len(all); i++) {
         const char *n = td_named_tensors_name(all, i);
         td_named_tensors *dst = !strncmp(n, "model.", 6) ? ck->model : !strncmp(n, "optim.", 6) ? ck->optim : NULL;
-        if (!dst) return TD_ERR(TD_ERR_FORMAT, "checkpoint %s: tensor %s is neither model.* nor optim.*", path, TD_QUOTE(n));
+        if (!dst)
+            return TD_ERR(TD_ERR_FORMAT, "checkpoint %s: tensor %s is neither model.* nor optim.*", path, TD_QUOTE(n));
         td_status st = td_named_tensors_add(dst, n + 6, td_named_tensors_at(all, i));
         if (st != TD_OK) return st;
     }

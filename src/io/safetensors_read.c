@@ -52,7 +52,8 @@ static td_status parse_meta(const char *path, json_t *meta, td_named_tensors *ou
     const char *k;
     json_t *v;
     json_object_foreach(meta, k, v) {
-        if (!json_is_string(v)) return BAD("safetensors: %s: __metadata__ value of %s is not a string", path, TD_QUOTE(k));
+        if (!json_is_string(v))
+            return BAD("safetensors: %s: __metadata__ value of %s is not a string", path, TD_QUOTE(k));
         if (!*k) return BAD("safetensors: %s: __metadata__ has an empty key", path);
         td_status st = td_named_tensors_set_meta(out, k, json_string_value(v));
         if (st != TD_OK) return st;
@@ -69,12 +70,13 @@ static td_status parse_entry(const char *path, const char *name, json_t *info, r
            *offs = json_object_get(info, "data_offsets");
     if (!json_is_string(dt)) return BAD("safetensors: %s: tensor %s has no dtype string", path, TD_QUOTE(name));
     e->dt = st_dtype_by_name(json_string_value(dt));
-    if (!e->dt) return BAD("safetensors: %s: tensor %s has unknown dtype %s", path, TD_QUOTE(name),
-                           TD_QUOTE(json_string_value(dt)));
+    if (!e->dt)
+        return BAD("safetensors: %s: tensor %s has unknown dtype %s", path, TD_QUOTE(name),
+                   TD_QUOTE(json_string_value(dt)));
     if (!json_is_array(shape)) return BAD("safetensors: %s: tensor %s has no shape array", path, TD_QUOTE(name));
     if (json_array_size(shape) > TD_MAX_DIMS)
-        return BAD("safetensors: %s: tensor %s has %zu dims, more than %d", path, TD_QUOTE(name), json_array_size(shape),
-                   TD_MAX_DIMS);
+        return BAD("safetensors: %s: tensor %s has %zu dims, more than %d", path, TD_QUOTE(name),
+                   json_array_size(shape), TD_MAX_DIMS);
     e->ndim = (int)json_array_size(shape);
     for (int d = 0; d < e->ndim; d++) {
         json_t *s = json_array_get(shape, (size_t)d);
@@ -131,8 +133,9 @@ static td_status read_tensors(int fd, const char *path, uint64_t base, const ren
                           TD_QUOTE(e[i].name), e[i].dt->name);
         size_t nbytes = (size_t)(e[i].end - e[i].begin);
         void *buf = malloc(nbytes ? nbytes : 1);
-        if (!buf) return TD_ERR(TD_ERR_OOM, "safetensors: %s: no host memory for tensor %s (%zu bytes)", path,
-                                   TD_QUOTE(e[i].name), nbytes);
+        if (!buf)
+            return TD_ERR(TD_ERR_OOM, "safetensors: %s: no host memory for tensor %s (%zu bytes)", path,
+                          TD_QUOTE(e[i].name), nbytes);
         td_status st = read_at(fd, buf, nbytes, base + e[i].begin, path);
         td_tensor *t = st == TD_OK ? td_keep(td_from_data(buf, e[i].ndim, e[i].shape, e[i].dt->dtype, dev)) : NULL;
         free(buf);

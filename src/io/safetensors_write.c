@@ -105,7 +105,8 @@ static td_status write_file(int fd, const char *tmp, const char *header, size_t 
         if (st == TD_OK) st = write_all(fd, buf, e[i].nbytes, tmp);
         free(buf);
     }
-    if (st == TD_OK && fsync(fd) != 0) st = TD_ERR(TD_ERR_IO, "safetensors: fsync %s: %s", TD_QUOTE(tmp), strerror(errno));
+    if (st == TD_OK && fsync(fd) != 0)
+        st = TD_ERR(TD_ERR_IO, "safetensors: fsync %s: %s", TD_QUOTE(tmp), strerror(errno));
     return st;
 }
 
@@ -162,7 +163,8 @@ td_status td_safetensors_save(const char *path, const td_named_tensors *list) {
     if (fd >= 0 && close(fd) != 0 && st == TD_OK)
         st = TD_ERR(TD_ERR_IO, "safetensors: close %s: %s", TD_QUOTE(tmp), strerror(errno));
     if (st == TD_OK && rename(tmp, path) != 0)
-        st = TD_ERR(TD_ERR_IO, "safetensors: cannot rename %s to %s: %s", TD_QUOTE(tmp), TD_QUOTE(path), strerror(errno));
+        st = TD_ERR(TD_ERR_IO, "safetensors: cannot rename %s to %s: %s", TD_QUOTE(tmp), TD_QUOTE(path),
+                    strerror(errno));
     if (st != TD_OK && fd >= 0) unlink(tmp);
     if (st == TD_OK) st = fsync_dir_of(path);
     free(tmp);

@@ -300,7 +300,8 @@ td_tensor *td_module_get(td_module *m, const char *name) {
     }
     td_entry *e = owner ? entries_find(&owner->params, leaf, strlen(leaf)) : NULL;
     if (!e && owner) e = entries_find(&owner->buffers, leaf, strlen(leaf));
-    if (!e) TD_FAIL_NULL(TD_ERR_MISUSE, "module_get: %s has no parameter or buffer %s", td_module_type(m), TD_QUOTE(name));
+    if (!e)
+        TD_FAIL_NULL(TD_ERR_MISUSE, "module_get: %s has no parameter or buffer %s", td_module_type(m), TD_QUOTE(name));
     return e->tensor;
 }
 
