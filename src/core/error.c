@@ -117,7 +117,7 @@ td_status td_error_prefix(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    return td_error_set(last_status, "%s: %s", prefix, td_last_error());
+    return td__error_at("td_error_prefix", 0, last_status, "%s: %s", prefix, td_last_error());
 }
 
 bool td__check_arg(const td_tensor *t, const char *op, const char *arg) {
