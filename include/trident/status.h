@@ -56,7 +56,8 @@ TD_API const char *td_status_str(td_status s);
 TD_API td_status td_last_status(void);
 
 /* METHOD. Message of the most recent failure on this thread, for example
-** "matmul: shapes [2,3] and [4,5] do not align (3 != 4)". Never NULL; owned by
+** "matmul: shapes [2,3] and [4,5] do not align (3 != 4)": one line of
+** printable ASCII that names the thing and the problem. Never NULL; owned by
 ** the library and valid until the next failing td_ call on this thread. Falls
 ** back to td_status_str() when no message was set. */
 TD_API const char *td_last_error(void);
