@@ -12,12 +12,16 @@
 static json_t *load_rows(const char *path) {
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
-    if (!root) {
-        fprintf(stderr, "trident bench --compare: %s:%d: %s\n", path, err.line, err.text);
+    if (!root) { /* jansson's sentence quotes the file's bytes it names: escape them */
+        fprintf(stderr, "trident bench --compare: %s, line %d: ", TD_QUOTE(path), err.line);
+        for (const unsigned char *c = (const unsigned char *)err.text; *c; c++)
+            fprintf(stderr, *c >= 0x20 && *c < 0x7f ? "%c" : "\\x%02x", *c);
+        fputc('\n', stderr);
         return NULL;
     }
     if (!json_is_array(json_object_get(root, "rows"))) {
-        fprintf(stderr, "trident bench --compare: %s has no \"rows\" array (not a trident bench JSON)\n", path);
+        fprintf(stderr, "trident bench --compare: %s has no \"rows\" array (not a trident bench JSON)\n",
+                TD_QUOTE(path));
         json_decref(root);
         return NULL;
     }

@@ -165,7 +165,7 @@ int bench_write_json(const bench_session *s, const char *path) {
     json_t *root = json_pack("{s:i, s:s, s:s, s:b, s:o, s:o, s:o}", "trident_bench", 1, "date", s->date, "commit",
                              s->commit, "quick", s->opt.quick, "devices", devices, "torch", torch, "rows", rows);
     int rc = root && !json_dump_file(root, path, JSON_INDENT(1)) ? 0 : -1;
-    if (rc) fprintf(stderr, "trident bench: cannot write %s\n", path);
+    if (rc) fprintf(stderr, "trident bench: cannot write %s\n", TD_QUOTE(path));
     json_decref(root);
     return rc;
 }

@@ -56,7 +56,7 @@ bool bench_select_devices(bench_session *s, const char *list, char *err, size_t 
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         td_device dev;
         if (td_device_parse(tok, &dev) != TD_OK || !td_device_available(dev)) {
-            snprintf(err, err_size, "backend '%s': %s", tok, td_last_error());
+            snprintf(err, err_size, "backend %s: %s", TD_QUOTE(tok), td_last_error());
             return false;
         }
         if (!add_device(s, dev, err, err_size)) return false;

@@ -191,7 +191,7 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
 int bench_write_svg(const bench_session *s, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "trident bench: cannot write %s\n", path);
+        fprintf(stderr, "trident bench: cannot write %s\n", TD_QUOTE(path));
         return -1;
     }
     group g[BENCH_MAX_ROWS];

@@ -80,7 +80,32 @@ typedef struct test_case {
         if (!t_) TEST_FAIL_("%s returned NULL", #expr);                                                                \
         t_;                                                                                                            \
     })
-/* expr must fail with status st and a message containing substr */
+/* ---- the message rules (docs/ARCHITECTURE.md, "Errors") ---- */
+
+#define TEST_MESSAGE_MAX 300
+
+/* NULL when the n bytes of msg are one line of printable ASCII shorter than
+** TEST_MESSAGE_MAX characters; else what breaks the rules. */
+static inline const char *test_message_problem(const char *msg, size_t n) {
+    if (n >= TEST_MESSAGE_MAX) return "300 characters or more";
+    for (size_t i = 0; i < n; i++) {
+        if (msg[i] == '\n') return "more than one line";
+        if (msg[i] < 0x20 || msg[i] >= 0x7f) return "a byte outside printable ASCII";
+    }
+    return n ? NULL : "empty";
+}
+
+/* With $TD_TEST_MESSAGES set, append msg and a NUL to that file: tests/test_errors
+** replays the bad-input cases this way and checks every message they give. */
+static inline void test_message_record(const char *msg) {
+    const char *path = getenv("TD_TEST_MESSAGES");
+    FILE *f = path ? fopen(path, "ab") : NULL;
+    if (!f) return;
+    fwrite(msg, 1, strlen(msg) + 1, f);
+    fclose(f);
+}
+
+/* expr must fail with status st and a message containing substr (recorded, see above) */
 #define ASSERT_ERROR(expr, st, substr)                                                                                 \
     do {                                                                                                               \
         td_clear_error();                                                                                              \
@@ -89,6 +114,7 @@ typedef struct test_case {
             TEST_FAIL_("%s: expected %s, got %s", #expr, td_status_str(st), td_status_str(td_last_status()));          \
         if (!strstr(td_last_error(), (substr)))                                                                        \
             TEST_FAIL_("%s: message \"%s\" lacks \"%s\"", #expr, td_last_error(), (substr));                           \
+        test_message_record(td_last_error());                                                                          \
         td_clear_error();                                                                                              \
     } while (0)
 #define TEST_SKIP(...)                                                                                                 \

@@ -113,19 +113,21 @@ TEST(idx_corrupt) {
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "truncated: the dimension sizes");
     buf[n] = 0x55;
     test_write_file(p, buf, n + 1);
-    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "trailing bytes");
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT,
+                 "has more bytes than the 12 its header (magic number 0x00000802, u8 [3,4]) describes");
     buf[2] = 0x07;
     test_write_file(p, buf, n);
-    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "bad magic 00 00 07 02");
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "magic number 0x00000702, not an IDX one");
     buf[2] = 0x08, buf[1] = 0x01;
     test_write_file(p, buf, n);
-    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "bad magic");
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "magic number 0x00010802, not an IDX one");
     buf[1] = 0, buf[3] = 0;
     test_write_file(p, buf, n);
-    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "has 0 dims");
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "magic number 0x00000800, not an IDX one");
     buf[3] = 2;
     test_write_file(p, buf, n);
-    ASSERT_ERROR(td_idx_load(p, TD_IDX_LABELS_I64, &t), TD_ERR_FORMAT, "not a label file");
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_LABELS_I64, &t), TD_ERR_FORMAT,
+                 "magic number 0x00000802 (2-D u8), not a label file's 0x00000801 (1-D u8)");
     /* claims 2^32-1 x 2^32-1 images: refused before any allocation */
     uint32_t huge[3] = {0xFFFFFFFFu, 0xFFFFFFFFu, 28};
     test_write_file(p, buf, make_idx(buf, 0x08, 3, huge, px, 12));

@@ -4,15 +4,17 @@
 # resumed continues with bit-identical losses; W3 learns a text file.
 #
 # usage: test_train.sh TRIDENT_BINARY CASE      (CASE from the list below; CTest runs each)
-#        test_train.sh TRIDENT_BINARY --list
+#        test_train.sh TRIDENT_BINARY --list          (--list-errors: the bad-input cases only)
 # Exit 0 pass, 1 fail, 77 skipped (no Fashion-MNIST, no text file).
 set -u
 CASE=$2
-[ "$CASE" = --list ] || BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint missing_checkpoint \
-other_model other_gpt_size hostile_flags hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop \
-resume_kill w3_text twin_names"
+case $CASE in --list*) ;; *) BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") ;; esac
+ERROR_CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint \
+missing_checkpoint other_model other_gpt_size hostile_flags"
+CASES="$ERROR_CASES hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop resume_kill w3_text \
+twin_names"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
+[ "$CASE" = --list-errors ] && { echo "$ERROR_CASES" | tr ' ' '\n'; exit 0; }
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 TEXT=/usr/share/common-licenses/GPL-3
 TWIN=${TRIDENT_TWIN_DIR:-$(cd "$(dirname "$0")/../bench" && pwd)} # bench/torch_workloads.py, the twin with flags
@@ -28,12 +30,14 @@ fail() { echo "FAIL $CASE: $*"; exit 1; }
 need_data() { [ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "SKIP $CASE: no Fashion-MNIST in $DATA"; exit 77; }; }
 
 # expect_error SUBSTRING ARGS...: exit status != 0 and exactly one stderr line
-# "trident train: ...SUBSTRING..."
+# "trident train: ...SUBSTRING..." (with $TD_TEST_MESSAGES set, appended to that
+# file with a NUL: tests/test_errors replays these cases and checks each line)
 expect_error() {
     want=$1
     shift
     "$BIN" train "$@" >out.txt 2>err.txt
     rc=$?
+    [ -z "${TD_TEST_MESSAGES:-}" ] || { cat err.txt; printf '\0'; } >>"$TD_TEST_MESSAGES"
     [ $rc -ne 0 ] || fail "exit status 0 for: $*"
     [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "expected one line on stderr for: $*"; }
     grep -q "^trident train: .*$want" err.txt || { cat err.txt; fail "stderr lacks '$want'"; }
@@ -77,7 +81,7 @@ bad_value)
     expect_error "--epochs expects a positive integer, got 'abc'" --epochs abc
     expect_error "--lr expects a positive number" --lr=-1
     expect_error "--model: 'resnet' is not mlp, cnn or gpt" --model resnet
-    expect_error "--device tpu: " --device tpu
+    expect_error "--device 'tpu': unknown device 'tpu'" --device tpu
     expect_error "--batch needs a value" --batch
     ;;
 missing_dataset) expect_error "dataset directory '$T/none' not found" --data "$T/none" ;;

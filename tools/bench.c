@@ -3,6 +3,8 @@
 ** roofline measured on each device and against PyTorch. The work is done by the
 ** bench/ library (bench/bench.h); this file parses the command line.
 */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +30,7 @@ static void usage(FILE *f) {
             "  --twin PATH       the twin script (default %s)\n"
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
             "  --svg FILE        write a bar chart per workload\n"
-          "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
+            "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
             "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
             "workloads (--only takes the name, the part after W<n>-, its first word, or W<n>):\n",
             "/usr/share/datasets/fashion-mnist", BENCH_TWIN_DEFAULT);
@@ -68,6 +70,18 @@ static const char *value(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* v as a finite number in [lo, hi] (an integer when integral) into *x, or
+** false with a message naming the option. */
+static bool number(const char *opt, const char *v, double lo, double hi, bool integral, double *x) {
+    char *end;
+    errno = 0;
+    *x = strtod(v, &end);
+    if (end != v && !*end && !errno && *x >= lo && *x <= hi && (!integral || *x == floor(*x))) return true;
+    fprintf(stderr, "trident bench: %s expects %s in [%g, %g], got %s\n", opt, integral ? "an integer" : "a number", lo,
+            hi, TD_QUOTE(v));
+    return false;
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
@@ -86,14 +100,20 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage(stdout), 0;
         else if (!strcmp(a, "--compare")) {
-            if (!(cmp_old = value(argc, argv, &i)) || !(cmp_new = value(argc, argv, &i))) return 2;
+            if (i + 2 >= argc) {
+                fprintf(stderr, "trident bench: --compare needs two files, OLD.json NEW.json; got %d\n", argc - 1 - i);
+                return 2;
+            }
+            cmp_old = argv[++i], cmp_new = argv[++i];
         } else if (!strcmp(a, "--backends"))
             backends = v;
         else if (!strcmp(a, "--only"))
             opt.only = v;
-        else if (!strcmp(a, "--reps"))
-            opt.max_reps = atoi(v);
-        else if (!strcmp(a, "--python"))
+        else if (!strcmp(a, "--reps")) {
+            double reps;
+            if (!number(a, v, 1, 1e6, true, &reps)) return 2;
+            opt.max_reps = (int)reps;
+        } else if (!strcmp(a, "--python"))
             opt.python = v;
         else if (!strcmp(a, "--twin"))
             opt.twin = v;
@@ -105,11 +125,10 @@ int cmd_bench(int argc, char **argv) {
             svg = v;
         else if (!strcmp(a, "--save"))
             save = v;
-        else if (!strcmp(a, "--threshold"))
-            threshold = atof(v);
-        else {
-            fprintf(stderr, "trident bench: unknown option '%s'\n", a);
-            usage(stderr);
+        else if (!strcmp(a, "--threshold")) {
+            if (!number(a, v, 0, 1e6, false, &threshold)) return 2;
+        } else {
+            fprintf(stderr, "trident bench: unknown option %s (see trident bench --help)\n", TD_QUOTE(a));
             return 2;
         }
     }

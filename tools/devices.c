@@ -236,7 +236,7 @@ int cmd_devices(int argc, char **argv) {
         if (!strcmp(argv[i], "--ops"))
             ops = true;
         else {
-            fprintf(stderr, "trident devices: unknown option '%s' (expected --ops)\n", argv[i]);
+            fprintf(stderr, "trident devices: unknown option %s (expected --ops)\n", TD_QUOTE(argv[i]));
             return 2;
         }
     }

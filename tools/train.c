@@ -61,12 +61,18 @@ static void usage(FILE *f) {
 }
 
 int train_fail(const char *fmt, ...) {
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("trident train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    fputs("trident train: ", stderr);
+    for (const unsigned char *c = (const unsigned char *)line; *c; c++) /* one line, printable ASCII */
+        if (*c >= 0x20 && *c < 0x7f)
+            fputc(*c, stderr);
+        else
+            fprintf(stderr, "\\x%02x", *c);
+    fputc('\n', stderr);
     return 1;
 }
 
@@ -101,26 +107,26 @@ static bool parse_value(const opt_spec *spec, const char *val) {
     case OPT_COUNT:
         if (number && n >= 1 && n <= TRAIN_COUNT_MAX) return *(int64_t *)spec->field = n, true;
         if (number && n > TRAIN_COUNT_MAX)
-            return train_fail("%s %s is too large (at most 2^48)", spec->name, val), false;
-        return train_fail("%s expects a positive integer, got '%s'", spec->name, val), false;
+            return train_fail("%s %s is too large (at most 2^48)", spec->name, TD_QUOTE(val)), false;
+        return train_fail("%s expects a positive integer, got %s", spec->name, TD_QUOTE(val)), false;
     case OPT_SEED:
         if (number && n >= 0) return *(uint64_t *)spec->field = (uint64_t)n, true;
-        return train_fail("%s expects a non-negative integer, got '%s'", spec->name, val), false;
+        return train_fail("%s expects a non-negative integer, got %s", spec->name, TD_QUOTE(val)), false;
     case OPT_WORKERS:
         if (number && n >= 0 && n <= 64) return *(int *)spec->field = (int)n, true;
-        return train_fail("%s expects an integer in [0, 64], got '%s'", spec->name, val), false;
+        return train_fail("%s expects an integer in [0, 64], got %s", spec->name, TD_QUOTE(val)), false;
     case OPT_LR: {
         double x = strtod(val, &end);
         if (end != val && !*end && x > 0 && isfinite(x)) return *(double *)spec->field = x, true;
-        return train_fail("%s expects a positive number, got '%s'", spec->name, val), false;
+        return train_fail("%s expects a positive number, got %s", spec->name, TD_QUOTE(val)), false;
     }
     case OPT_MODEL:
         if (workload_kind_parse(val, spec->field) == TD_OK) return true;
-        return train_fail("%s: '%s' is not mlp, cnn or gpt", spec->name, val), false;
+        return train_fail("%s: %s is not mlp, cnn or gpt", spec->name, TD_QUOTE(val)), false;
     case OPT_OPTIM:
         if (!strcmp(val, "adam") || !strcmp(val, "adamw") || !strcmp(val, "sgd") || !strcmp(val, "rmsprop"))
             return *(const char **)spec->field = val, true;
-        return train_fail("%s: '%s' is not adam, adamw, sgd or rmsprop", spec->name, val), false;
+        return train_fail("%s: %s is not adam, adamw, sgd or rmsprop", spec->name, TD_QUOTE(val)), false;
     }
     return false;
 }
@@ -169,7 +175,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         const opt_spec *spec = NULL;
         for (size_t k = 0; k < sizeof specs / sizeof *specs && !spec; k++)
             if (strlen(specs[k].name) == len && !strncmp(arg, specs[k].name, len)) spec = &specs[k];
-        if (!spec) return train_fail("unknown option '%s' (see trident train --help)", arg), false;
+        if (!spec) return train_fail("unknown option %s (see trident train --help)", TD_QUOTE(arg)), false;
         if (spec->kind == OPT_FLAG) {
             if (eq) return train_fail("%s takes no value", spec->name), false;
             *(bool *)spec->field = true;
@@ -202,7 +208,8 @@ int cmd_train(int argc, char **argv) {
     train_opts o;
     if (!parse_args(argc, argv, &o)) return 1;
     td_device dev;
-    if (td_device_parse(o.device, &dev) != TD_OK) return train_fail("--device %s: %s", o.device, td_last_error());
+    if (td_device_parse(o.device, &dev) != TD_OK)
+        return train_fail("--device %s: %s", TD_QUOTE(o.device), td_last_error());
     char ckpt_default[64];
     if (!o.checkpoint) {
         snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors",
@@ -211,6 +218,7 @@ int cmd_train(int argc, char **argv) {
                                           : "gpt");
         o.checkpoint = ckpt_default;
     }
+    if (train_checkpoint_check(o.checkpoint)) return 1;
     train_run r = {.seed = o.seed,
                    .epochs = o.epochs,
                    .batch = o.batch,

@@ -60,7 +60,10 @@ td_status train_text_batch(const train_run *r, int64_t step, td_tensor **x, td_t
 int train_evaluate(train_run *r, double *loss, double *acc);
 void train_data_free(train_run *r);
 
-/* train_checkpoint.c: write the run's state to r->checkpoint; restore it. */
+/* train_checkpoint.c: check at the start that path's directory takes a new
+** file (the save's own temporary name), so an unwritable --checkpoint fails
+** before the first epoch; write the run's state to r->checkpoint; restore it. */
+int train_checkpoint_check(const char *path);
 int train_checkpoint_save(train_run *r);
 int train_resume(train_run *r);
 

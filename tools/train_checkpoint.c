@@ -11,8 +11,10 @@
 */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train.h"
 #include "trident/backend.h"
@@ -55,19 +57,35 @@ int train_checkpoint_save(train_run *r) {
     return st == TD_OK ? 0 : train_fail("saving checkpoint: %s", td_last_error());
 }
 
-/* A decimal metadata entry of the checkpoint into *v; 1 (with a message) when
-** absent, malformed or above max. */
-static int meta_i64(const td_named_tensors *m, const char *path, const char *key, int64_t max, int64_t *v) {
+int train_checkpoint_check(const char *path) {
+    char *probe = malloc(strlen(path) + 16);
+    if (!probe) return train_fail("out of host memory");
+    sprintf(probe, "%s.tmp.XXXXXX", path); /* the name td_safetensors_save writes first */
+    int fd = mkstemp(probe);
+    int rc = fd < 0 ? train_fail("--checkpoint %s cannot be written: %s", TD_QUOTE(path), strerror(errno)) : 0;
+    if (fd >= 0) close(fd), unlink(probe);
+    free(probe);
+    return rc;
+}
+
+/* Metadata model.<key> of the checkpoint (path quoted) as a decimal integer
+** in [0, max] into *count, or as a finite number >= 0 into *real when count is
+** NULL. 1 (with a message) when it is absent or not so. */
+static int meta_number(const td_named_tensors *m, const char *path, const char *key, int64_t max, int64_t *count,
+                       double *real) {
     const char *s = td_named_tensors_meta(m, key);
+    if (!s) return train_fail("checkpoint %s lacks metadata model.%s (not written by trident train?)", path, key);
     char *end;
     errno = 0;
-    long long x = s ? strtoll(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || x < 0 || x > max)
-        return train_fail("checkpoint '%s': metadata model.%s is %s (not written by trident train?)", path, key,
-                          !s        ? "missing"
-                          : x > max ? "out of range"
-                                    : "not a count");
-    *v = x;
+    long long n = count ? strtoll(s, &end, 10) : 0;
+    double x = count ? 0 : strtod(s, &end);
+    if (s[0] < '0' || s[0] > '9' || errno || *end || (count ? n > max : !isfinite(x))) {
+        char range[64] = "a finite number >= 0";
+        if (count) snprintf(range, sizeof range, "an integer in [0, %" PRId64 "]", max);
+        return train_fail("checkpoint %s: metadata model.%s = %s is not %s", path, key, TD_QUOTE(s), range);
+    }
+    if (count) *count = n;
+    if (real) *real = x;
     return 0;
 }
 
@@ -76,10 +94,10 @@ static int meta_i64(const td_named_tensors *m, const char *path, const char *key
 static int check_position(const td_train_state *ck, const char *path, int64_t batch) {
     int64_t counter;
     if (ck->step < 0 || ck->step > TRAIN_COUNT_MAX || ck->epoch < 0 || ck->epoch > TRAIN_COUNT_MAX)
-        return train_fail("checkpoint '%s': step %" PRId64 " or epoch %" PRId64 " is out of range [0, 2^48]", path,
+        return train_fail("checkpoint %s: step %" PRId64 " or epoch %" PRId64 " is out of range [0, 2^48]", path,
                           ck->step, ck->epoch);
     if (__builtin_mul_overflow(ck->step + 1, batch, &counter))
-        return train_fail("checkpoint '%s': step %" PRId64 " with --batch %" PRId64 " overflows the data position",
+        return train_fail("checkpoint %s: step %" PRId64 " with --batch %" PRId64 " overflows the data position",
                           path, ck->step, batch);
     return 0;
 }
@@ -91,31 +109,34 @@ int train_resume(train_run *r) {
     td_status st = expected ? td_train_state_load(path, r->w.device, r->w.name, expected, &ck) : td_last_status();
     td_named_tensors_free(expected);
     if (st != TD_OK) return train_fail("cannot resume: %s", td_last_error());
+    /* every number is checked here, before any is used */
+    const int64_t count = TRAIN_COUNT_MAX;
     int64_t batch = 0, loss_n = 0, seed = 0, threads = 0;
-    int rc = check_position(&ck, path, r->batch);
-    if (!rc) rc = meta_i64(ck.model, path, "batch", TRAIN_COUNT_MAX, &batch);
-    if (!rc) rc = meta_i64(ck.model, path, "loss_n", TRAIN_COUNT_MAX, &loss_n);
-    if (!rc) rc = meta_i64(ck.model, path, "seed", INT64_MAX, &seed);
-    if (!rc) rc = meta_i64(ck.model, path, "threads", INT64_MAX, &threads);
-    const char *loss_sum = td_named_tensors_meta(ck.model, "loss_sum"),
-               *dev = td_named_tensors_meta(ck.model, "device");
+    double loss_sum = 0;
+    const char *qpath = TD_QUOTE(path), *dev = td_named_tensors_meta(ck.model, "device");
+    int rc = check_position(&ck, qpath, r->batch);
+    if (!rc) rc = meta_number(ck.model, qpath, "batch", count, &batch, NULL);
+    if (!rc) rc = meta_number(ck.model, qpath, "loss_n", count, &loss_n, NULL);
+    if (!rc) rc = meta_number(ck.model, qpath, "seed", INT64_MAX, &seed, NULL);
+    if (!rc) rc = meta_number(ck.model, qpath, "threads", 1 << 20, &threads, NULL);
+    if (!rc) rc = meta_number(ck.model, qpath, "loss_sum", 0, NULL, &loss_sum);
     char here[32];
     td_device_str(r->w.device, here, sizeof here);
-    if (!rc && (!loss_sum || !dev)) rc = train_fail("checkpoint '%s' lacks model.loss_sum or model.device", path);
+    if (!rc && !dev) rc = train_fail("checkpoint %s lacks metadata model.device", qpath);
     if (!rc && r->deterministic && (strcmp(dev, here) || threads != cpu_threads()))
-        rc = train_fail("--deterministic: checkpoint '%s' was written on %s with %" PRId64
+        rc = train_fail("--deterministic: checkpoint %s was written on %s with %" PRId64
                         " CPU threads, this run is on %s with %d (set --device and OMP_NUM_THREADS to match)",
-                        path, dev, threads, here, cpu_threads());
+                        qpath, TD_QUOTE(dev), threads, here, cpu_threads());
     if (!rc && (st = td_module_load_state_dict(r->w.model, ck.model, true)) == TD_OK)
         st = td_optimizer_load_state_dict(r->w.opt, ck.optim);
-    if (!rc && st != TD_OK) rc = train_fail("cannot resume from '%s': %s", path, td_last_error());
+    if (!rc && st != TD_OK) rc = train_fail("cannot resume from %s: %s", qpath, td_last_error());
     if (!rc) {
         td_rng_set_state(ck.rng);
         r->step = ck.step, r->epoch = ck.epoch, r->batch_in_epoch = batch;
-        r->loss_sum = strtod(loss_sum, NULL), r->loss_n = loss_n;
+        r->loss_sum = loss_sum, r->loss_n = loss_n;
         r->seed = (uint64_t)seed;
-        printf("resumed from %s: epoch %" PRId64 ", batch %" PRId64 ", step %" PRId64 "\n", path, r->epoch + 1, batch,
-               r->step);
+        printf("resumed from %s: epoch %" PRId64 ", batch %" PRId64 ", step %" PRId64 "\n", path, r->epoch + 1,
+               r->batch_in_epoch, r->step);
     }
     td_train_state_clear(&ck);
     return rc;

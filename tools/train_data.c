@@ -19,9 +19,9 @@
 int train_images_load(train_run *r, const char *dir, int64_t limit) {
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return train_fail("dataset directory '%s' not found (--data DIR with the Fashion-MNIST *-ubyte.gz files; "
+        return train_fail("dataset directory %s not found (--data DIR with the Fashion-MNIST *-ubyte.gz files; "
                           "Debian package dataset-fashion-mnist)",
-                          dir);
+                          TD_QUOTE(dir));
     if (td_mnist_load(dir, true, true, &r->x_train, &r->y_train) != TD_OK ||
         td_mnist_load(dir, false, true, &r->x_test, &r->y_test) != TD_OK)
         return train_fail("%s", td_last_error());
@@ -38,7 +38,7 @@ int train_images_load(train_run *r, const char *dir, int64_t limit) {
 
 int train_text_load(train_run *r, const char *path, int64_t context) {
     FILE *f = fopen(path, "rb");
-    if (!f) return train_fail("cannot open text file '%s': %s", path, strerror(errno));
+    if (!f) return train_fail("cannot open text file %s: %s", TD_QUOTE(path), strerror(errno));
     size_t cap = 1 << 16, n = 0;
     unsigned char *buf = malloc(cap);
     for (size_t got = 1; buf && got;) {
@@ -53,15 +53,15 @@ int train_text_load(train_run *r, const char *path, int64_t context) {
     }
     bool bad = ferror(f);
     fclose(f);
-    if (!buf) return train_fail("out of host memory reading '%s'", path);
-    if (bad) return free(buf), train_fail("cannot read text file '%s'", path);
+    if (!buf) return train_fail("out of host memory reading %s", TD_QUOTE(path));
+    if (bad) return free(buf), train_fail("cannot read text file %s", TD_QUOTE(path));
     r->text = buf;
     r->n_text = (int64_t)n;
     r->n_train = r->n_text - r->n_text / 10;
     if (r->n_text / 10 < context + 1)
-        return train_fail("text file '%s' has %" PRId64 " bytes; --context %" PRId64 " needs at least %" PRId64
+        return train_fail("text file %s has %" PRId64 " bytes; --context %" PRId64 " needs at least %" PRId64
                           " (10%% are held out)",
-                          path, r->n_text, context, 10 * (context + 1));
+                          TD_QUOTE(path), r->n_text, context, 10 * (context + 1));
     return 0;
 }
 

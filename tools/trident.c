@@ -26,7 +26,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(stdout), 0;
-    fprintf(stderr, "trident: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "trident: unknown command %s (see trident --help)\n", TD_QUOTE(argv[1]));
     return 2;
 }

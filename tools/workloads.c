@@ -185,7 +185,7 @@ static const char *const kind_names[] = {"mlp", "cnn", "gpt"};
 td_status workload_kind_parse(const char *s, workload_kind *out) {
     for (int k = 0; k < 3; k++)
         if (s && !strcmp(s, kind_names[k])) return *out = (workload_kind)k, TD_OK;
-    return td_error_set(TD_ERR_MISUSE, "unknown model '%s' (mlp, cnn, gpt)", s ? s : "(null)");
+    return td_error_set(TD_ERR_MISUSE, "unknown model %s (mlp, cnn, gpt)", TD_QUOTE(s));
 }
 
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
@@ -216,7 +216,7 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
         else if (!strcmp(optimizer, "rmsprop"))
             o = td_rmsprop_defaults(lr), w->opt = td_rmsprop_new(n, params, &o);
         else
-            st = td_error_set(TD_ERR_MISUSE, "unknown optimizer '%s' (adam, adamw, sgd, rmsprop)", optimizer);
+            st = td_error_set(TD_ERR_MISUSE, "unknown optimizer %s (adam, adamw, sgd, rmsprop)", TD_QUOTE(optimizer));
         if (st == TD_OK && !w->opt) st = td_last_status();
     }
     free(params);

@@ -241,8 +241,12 @@ typedef const td_backend *(*td_backend_plugin_fn)(void);
 
 /* ---- Helpers for backend implementers (exported by the core) ---- */
 
-/* METHOD. Record an error message for this thread, as td_last_error() shows it. */
-TD_API td_status td_error_set(td_status s, const char *fmt, ...);
+/* METHOD. Record an error message for this thread, as td_last_error() shows it
+** (one line: control bytes are escaped). An argument may be td_last_error(). */
+TD_API td_status td_error_set(td_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* METHOD. Prefix the current message with fmt's text and ": ", keeping the
+** status; returns it. Chains: "step 2: adam step, parameter 0: <cause>". */
+TD_API td_status td_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 TD_API int64_t td_operand_numel(const td_operand *v);
 TD_API bool td_operand_is_contiguous(const td_operand *v);
 /* METHOD. The backend registered for a device type, or NULL (with why in the error). */

@@ -10,6 +10,7 @@
 #define TRIDENT_STATUS_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,13 +56,27 @@ TD_API const char *td_status_str(td_status s);
 TD_API td_status td_last_status(void);
 
 /* METHOD. Message of the most recent failure on this thread, for example
-** "matmul: shapes [2,3] and [4,5] do not align (3 != 4)". Never NULL; owned by
+** "matmul: shapes [2,3] and [4,5] do not align (3 != 4)": one line of
+** printable ASCII that names the thing and the problem. Never NULL; owned by
 ** the library and valid until the next failing td_ call on this thread. Falls
 ** back to td_status_str() when no message was set. */
 TD_API const char *td_last_error(void);
 
 /* METHOD. Reset this thread's error to TD_OK. */
 TD_API void td_clear_error(void);
+
+/* METHOD. s (IN, from a file, the command line or any other outside source)
+** as a quoted string fit for a one-line message: 'a\\nb' for "a\nb". Bytes
+** outside printable ASCII become \n, \r, \t or \xHH, and the backslash and
+** the quote are escaped. A result that would not fit in size bytes keeps the
+** head and the tail of s around "...". Writes buf (OUT, size >= 16) and
+** returns it; NULL s gives "(null)". Thread-safe. Every message that names a
+** file, a tensor, a key or an option value quotes it this way. */
+TD_API const char *td_error_quote(const char *s, char *buf, size_t size);
+/* td_error_quote into a temporary buffer that lives to the end of the
+** enclosing block: TD_ERR(..., "cannot open %s", TD_QUOTE(path)). */
+#define TD_QUOTE_SIZE 96
+#define TD_QUOTE(s)   td_error_quote((s), (char[TD_QUOTE_SIZE]){0}, TD_QUOTE_SIZE)
 
 #ifdef __cplusplus
 }

@@ -55,7 +55,7 @@ static td_status vk_run(int dev, const td_op *op) {
     td_status st = encoders[op->kind](d, op);
     vk_unlock(d);
     if (st != TD_OK && !strstr(td_last_error(), td_op_name(op->kind)))
-        td_error_set(st, "%s on vulkan:%d: %s", td_op_name(op->kind), dev, td_last_error());
+        td_error_prefix("%s on vulkan:%d", td_op_name(op->kind), dev);
     return st;
 }
 

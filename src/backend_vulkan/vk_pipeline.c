@@ -184,7 +184,7 @@ td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spe
     td_status st = make_pipeline(d, d->modules[shader], "main", spec, n_spec, &p->pipe);
     if (st != TD_OK) {
         free(p);
-        return td_error_set(st, "vulkan: shader %s: %s", vk_shader_table[shader].name, td_last_error());
+        return td_error_prefix("vulkan: shader %s", vk_shader_table[shader].name);
     }
     memcpy(p->spec, spec, 4 * (size_t)n_spec);
     p->n_spec = n_spec;

@@ -167,7 +167,7 @@ td_status td_device_parse(const char *s, td_device *out) {
             char *end;
             long v = strtol(rest + 1, &end, 10);
             if (end == rest + 1 || *end || v < 0 || v > 1 << 20)
-                return TD_ERR(TD_ERR_MISUSE, "bad device '%s': expected %s:N with N >= 0", s, type_names[type]);
+                return TD_ERR(TD_ERR_MISUSE, "bad device %s: expected %s:N with N >= 0", TD_QUOTE(s), type_names[type]);
             index = (int)v;
         } else if (*rest) {
             continue;
@@ -177,5 +177,5 @@ td_status td_device_parse(const char *s, td_device *out) {
         *out = d;
         return TD_OK;
     }
-    return TD_ERR(TD_ERR_MISUSE, "unknown device '%s': expected auto, cpu, cuda[:N] or vulkan[:N]", s);
+    return TD_ERR(TD_ERR_MISUSE, "unknown device %s: expected auto, cpu, cuda[:N] or vulkan[:N]", TD_QUOTE(s));
 }

@@ -20,9 +20,9 @@
 /* Size of path in records, validated. */
 static td_status count_records(const char *path, int64_t *n) {
     struct stat sb;
-    if (stat(path, &sb) != 0) return TD_ERR(TD_ERR_IO, "cifar10: cannot open '%s': %s", path, strerror(errno));
+    if (stat(path, &sb) != 0) return TD_ERR(TD_ERR_IO, "cifar10: cannot open %s: %s", TD_QUOTE(path), strerror(errno));
     if (sb.st_size % CIFAR_RECORD)
-        return TD_ERR(TD_ERR_FORMAT, "cifar10: '%s' is %lld bytes, not a multiple of the %d-byte record", path,
+        return TD_ERR(TD_ERR_FORMAT, "cifar10: %s is %lld bytes, not a multiple of the %d-byte record", TD_QUOTE(path),
                       (long long)sb.st_size, CIFAR_RECORD);
     *n = sb.st_size / CIFAR_RECORD;
     return TD_OK;
@@ -31,15 +31,15 @@ static td_status count_records(const char *path, int64_t *n) {
 /* Read n records of path into labels y[0..n) and pixels x[0..n*3072). */
 static td_status read_records(const char *path, int64_t n, int64_t *y, uint8_t *x) {
     FILE *f = fopen(path, "rb");
-    if (!f) return TD_ERR(TD_ERR_IO, "cifar10: cannot open '%s': %s", path, strerror(errno));
+    if (!f) return TD_ERR(TD_ERR_IO, "cifar10: cannot open %s: %s", TD_QUOTE(path), strerror(errno));
     unsigned char rec[CIFAR_RECORD];
     td_status st = TD_OK;
     for (int64_t r = 0; r < n && st == TD_OK; r++) {
         if (fread(rec, 1, CIFAR_RECORD, f) != CIFAR_RECORD)
-            st = TD_ERR(TD_ERR_FORMAT, "cifar10: '%s' is truncated at record %lld", path, (long long)r);
+            st = TD_ERR(TD_ERR_FORMAT, "cifar10: %s is truncated at record %lld", TD_QUOTE(path), (long long)r);
         else if (rec[0] >= CIFAR_CLASSES)
-            st = TD_ERR(TD_ERR_FORMAT, "cifar10: '%s' record %lld has label %d, outside 0..9", path, (long long)r,
-                        rec[0]);
+            st = TD_ERR(TD_ERR_FORMAT, "cifar10: %s record %lld has label %d, outside 0..9", TD_QUOTE(path),
+                        (long long)r, rec[0]);
         else {
             y[r] = rec[0];
             memcpy(x + (size_t)r * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);

@@ -42,14 +42,14 @@ static td_status read_exact(gzFile f, const char *path, void *dst, uint64_t n, c
         if (r < 0) {
             int zerr;
             const char *msg = gzerror(f, &zerr);
-            return BAD("idx: '%s' is corrupt (%s) while reading the %s", path, msg, what);
+            return BAD("idx: %s is corrupt (%s) while reading the %s", path, msg, what);
         }
         if (r == 0) break;
         got += (uint64_t)r;
     }
     if (got < n)
-        return BAD("idx: '%s' is truncated: the %s needs %llu bytes, only %llu remain", path, what,
-                   (unsigned long long)n, (unsigned long long)got);
+        return BAD("idx: %s is truncated: the %s needs %llu bytes, only %llu remain", path, what, (unsigned long long)n,
+                   (unsigned long long)got);
     return TD_OK;
 }
 
@@ -74,7 +74,8 @@ static void decode(const idx_type *t, const unsigned char *src, uint64_t n, void
     }
 }
 
-/* Parse header and payload of an open file into a tensor for mode. */
+/* Parse header and payload of an open file into a tensor for mode; path is
+** the file's name, quoted for messages. */
 static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor **out) {
     unsigned char head[4];
     td_status st = read_exact(f, path, head, 4, "magic number");
@@ -82,11 +83,12 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
     const idx_type *t = NULL;
     for (size_t i = 0; i < sizeof idx_types / sizeof idx_types[0]; i++)
         if (idx_types[i].code == head[2]) t = &idx_types[i];
-    if (head[0] || head[1] || !t)
-        return BAD("idx: '%s' has bad magic %02x %02x %02x %02x (want 00 00 <type 08..0E> <ndim>)", path, head[0],
-                   head[1], head[2], head[3]);
+    unsigned magic = (unsigned)head[0] << 24 | (unsigned)head[1] << 16 | (unsigned)head[2] << 8 | head[3];
     int ndim = head[3];
-    if (ndim < 1 || ndim > TD_MAX_DIMS) return BAD("idx: '%s' has %d dims, need 1..%d", path, ndim, TD_MAX_DIMS);
+    if (head[0] || head[1] || !t || ndim < 1 || ndim > TD_MAX_DIMS)
+        return BAD("idx: %s has magic number 0x%08x, not an IDX one: expected 0x0000TTNN with type TT in 08..0E "
+                   "and NN in 1..%d dims (0x00000801 labels, 0x00000803 images)",
+                   path, magic, TD_MAX_DIMS);
     unsigned char dims[4 * TD_MAX_DIMS];
     if ((st = read_exact(f, path, dims, 4 * (uint64_t)ndim, "dimension sizes")) != TD_OK) return st;
     int64_t shape[TD_MAX_DIMS];
@@ -95,13 +97,15 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
         shape[d] = (int64_t)dims[4 * d] << 24 | dims[4 * d + 1] << 16 | dims[4 * d + 2] << 8 | dims[4 * d + 3];
         if (__builtin_mul_overflow(n, (uint64_t)shape[d], &n) || n * (uint64_t)t->bytes > IDX_MAX_BYTES) {
             char s[160];
-            return BAD("idx: '%s' has implausible sizes %s", path, td__shape_str(d + 1, shape, s, sizeof s));
+            return BAD("idx: %s has implausible sizes %s", path, td__shape_str(d + 1, shape, s, sizeof s));
         }
     }
     if (mode == TD_IDX_LABELS_I64 && (ndim != 1 || t->code != 0x08))
-        return BAD("idx: '%s' is not a label file (need 1-D u8 data, got %d-D %s)", path, ndim, t->name);
+        return BAD("idx: %s has magic number 0x%08x (%d-D %s), not a label file's 0x00000801 (1-D u8)", path, magic,
+                   ndim, t->name);
     if (mode == TD_IDX_IMAGES_F32 && (ndim < 2 || t->code != 0x08))
-        return BAD("idx: '%s' is not an image file (need u8 data with 2+ dims, got %d-D %s)", path, ndim, t->name);
+        return BAD("idx: %s has magic number 0x%08x (%d-D %s), not an image file's 0x000008NN (u8, NN >= 2 dims)", path,
+                   magic, ndim, t->name);
     /* The payload grows as it arrives, so a tiny corrupt file cannot demand a
     ** huge allocation up front. */
     uint64_t nbytes = n * (uint64_t)t->bytes, have = 0, cap = 0;
@@ -113,7 +117,7 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
             if (cap > nbytes) cap = nbytes;
             unsigned char *r = realloc(raw, cap);
             if (!r)
-                st = TD_ERR(TD_ERR_OOM, "idx: out of host memory reading '%s'", path);
+                st = TD_ERR(TD_ERR_OOM, "idx: out of host memory reading %s", path);
             else
                 raw = r;
         }
@@ -124,9 +128,10 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
     if (st == TD_OK) {
         int r = gzread(f, &extra, 1);
         if (r > 0)
-            st = BAD("idx: '%s' has trailing bytes after the %llu-byte payload", path, (unsigned long long)nbytes);
+            st = BAD("idx: %s has more bytes than the %llu its header (magic number 0x%08x, %s %s) describes", path,
+                     (unsigned long long)nbytes, magic, t->name, td__shape_str(ndim, shape, (char[160]){0}, 160));
         else if (r < 0)
-            st = BAD("idx: '%s' is corrupt (%s) at its end", path, gzerror(f, &(int){0}));
+            st = BAD("idx: %s is corrupt (%s) at its end", path, gzerror(f, &(int){0}));
     }
     td_tensor *res = NULL;
     if (st == TD_OK) {
@@ -156,8 +161,9 @@ td_status td_idx_load(const char *path, td_idx_mode mode, td_tensor **out) {
     if ((unsigned)mode > TD_IDX_LABELS_I64) return TD_ERR(TD_ERR_MISUSE, "idx_load: unknown mode %d", (int)mode);
     errno = 0;
     gzFile f = gzopen(path, "rb");
-    if (!f) return TD_ERR(TD_ERR_IO, "idx: cannot open '%s': %s", path, errno ? strerror(errno) : "out of memory");
-    td_status st = load_gz(f, path, mode, out);
+    if (!f)
+        return TD_ERR(TD_ERR_IO, "idx: cannot open %s: %s", TD_QUOTE(path), errno ? strerror(errno) : "out of memory");
+    td_status st = load_gz(f, TD_QUOTE(path), mode, out);
     gzclose(f);
     return st;
 }
@@ -182,10 +188,10 @@ td_status td_mnist_load(const char *dir, bool train, bool as_f32, td_tensor **x,
     td_status st = td_idx_load(pi, as_f32 ? TD_IDX_IMAGES_F32 : TD_IDX_RAW, &xi);
     if (st == TD_OK) st = td_idx_load(pl, TD_IDX_LABELS_I64, &yl);
     if (st == TD_OK && td_tensor_dtype(xi) != TD_F32 && td_tensor_dtype(xi) != TD_U8)
-        st = TD_ERR(TD_ERR_FORMAT, "mnist: '%s' does not hold u8 images", pi);
+        st = TD_ERR(TD_ERR_FORMAT, "mnist: %s does not hold u8 images", TD_QUOTE(pi));
     if (st == TD_OK && td_size(xi, 0) != td_size(yl, 0))
-        st = TD_ERR(TD_ERR_FORMAT, "mnist: '%s' has %lld images but '%s' has %lld labels", pi,
-                    (long long)td_size(xi, 0), pl, (long long)td_size(yl, 0));
+        st = TD_ERR(TD_ERR_FORMAT, "mnist: %s has %lld images but %s has %lld labels", TD_QUOTE(pi),
+                    (long long)td_size(xi, 0), TD_QUOTE(pl), (long long)td_size(yl, 0));
     if (st != TD_OK) {
         td_release(td_keep(xi));
         td_release(td_keep(yl));

@@ -32,7 +32,7 @@ td_status td_metric_log_open(const char *path, td_log_format format, td_metric_l
     log->format = format;
     log->f = fopen(path, "a+");
     if (!log->f) {
-        td_status st = TD_ERR(TD_ERR_IO, "metric_log: cannot open '%s': %s", path, strerror(errno));
+        td_status st = TD_ERR(TD_ERR_IO, "metric_log: cannot open %s: %s", TD_QUOTE(path), strerror(errno));
         td_metric_log_close(log);
         return st;
     }
@@ -63,12 +63,13 @@ static char *csv_header(int n, const char *const *keys) {
 static td_status write_csv(td_metric_log *log, int n, const char *const *keys, const double *values) {
     for (int i = 0; i < n; i++)
         if (strpbrk(keys[i], ",\"\r\n"))
-            return TD_ERR(TD_ERR_MISUSE, "metric_log: CSV key '%s' contains a comma, quote or newline", keys[i]);
+            return TD_ERR(TD_ERR_MISUSE, "metric_log: CSV key %s contains a comma, quote or newline",
+                          TD_QUOTE(keys[i]));
     char *h = csv_header(n, keys);
     if (!h) return TD_ERR(TD_ERR_OOM, "metric_log: out of host memory");
     if (log->header && strcmp(log->header, h)) {
-        td_status st = TD_ERR(TD_ERR_MISUSE, "metric_log: keys '%s' differ from the header '%s' of '%s'", h,
-                              log->header, log->path);
+        td_status st = TD_ERR(TD_ERR_MISUSE, "metric_log: keys %s differ from the header %s of %s", TD_QUOTE(h),
+                              TD_QUOTE(log->header), TD_QUOTE(log->path));
         free(h);
         return st;
     }
@@ -108,7 +109,7 @@ td_status td_metric_log_write(td_metric_log *log, int n, const char *const *keys
         if (!keys[i] || !keys[i][0]) return TD_ERR(TD_ERR_MISUSE, "metric_log_write: key %d is NULL or empty", i);
     td_status st = log->format == TD_LOG_CSV ? write_csv(log, n, keys, values) : write_jsonl(log, n, keys, values);
     if (st == TD_OK && (fflush(log->f) != 0 || ferror(log->f)))
-        st = TD_ERR(TD_ERR_IO, "metric_log: cannot write '%s': %s", log->path, strerror(errno));
+        st = TD_ERR(TD_ERR_IO, "metric_log: cannot write %s: %s", TD_QUOTE(log->path), strerror(errno));
     return st;
 }
 

@@ -61,7 +61,8 @@ static int64_t find(char *const *names, int64_t n, const char *name) {
 td_status td_named_tensors_add(td_named_tensors *l, const char *name, td_tensor *t) {
     if (!l || !name || !*name) return TD_ERR(TD_ERR_MISUSE, "named_tensors_add: list or name is NULL or empty");
     TD_CHECK_ARG_ST(t, "named_tensors_add");
-    if (find(l->names, l->n, name) >= 0) return TD_ERR(TD_ERR_MISUSE, "named_tensors_add: duplicate name '%s'", name);
+    if (find(l->names, l->n, name) >= 0)
+        return TD_ERR(TD_ERR_MISUSE, "named_tensors_add: duplicate name %s", TD_QUOTE(name));
     char *copy = strdup(name);
     if (!copy || !grow((void ***)&l->names, (void ***)&l->tensors, l->n, &l->cap)) {
         free(copy);

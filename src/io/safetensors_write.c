@@ -82,7 +82,7 @@ static td_status write_all(int fd, const void *p, size_t n, const char *path) {
     while (n) {
         ssize_t w = write(fd, c, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return TD_ERR(TD_ERR_IO, "safetensors: cannot write '%s': %s", path, strerror(errno));
+        if (w < 0) return TD_ERR(TD_ERR_IO, "safetensors: cannot write %s: %s", TD_QUOTE(path), strerror(errno));
         c += w;
         n -= (size_t)w;
     }
@@ -99,13 +99,14 @@ static td_status write_file(int fd, const char *tmp, const char *header, size_t 
         if (!e[i].nbytes) continue;
         void *buf = malloc(e[i].nbytes);
         if (!buf)
-            return TD_ERR(TD_ERR_OOM, "safetensors: no host memory to stage '%s' (%llu bytes)", e[i].name,
+            return TD_ERR(TD_ERR_OOM, "safetensors: no host memory to stage %s (%llu bytes)", TD_QUOTE(e[i].name),
                           (unsigned long long)e[i].nbytes);
         st = td_copy_to_host(e[i].t, buf, e[i].nbytes, td_tensor_dtype(e[i].t));
         if (st == TD_OK) st = write_all(fd, buf, e[i].nbytes, tmp);
         free(buf);
     }
-    if (st == TD_OK && fsync(fd) != 0) st = TD_ERR(TD_ERR_IO, "safetensors: fsync '%s': %s", tmp, strerror(errno));
+    if (st == TD_OK && fsync(fd) != 0)
+        st = TD_ERR(TD_ERR_IO, "safetensors: fsync %s: %s", TD_QUOTE(tmp), strerror(errno));
     return st;
 }
 
@@ -116,7 +117,7 @@ static td_status fsync_dir_of(const char *path) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     td_status st = TD_OK;
     if (dfd < 0 || fsync(dfd) != 0)
-        st = TD_ERR(TD_ERR_IO, "safetensors: fsync directory '%s': %s", dir, strerror(errno));
+        st = TD_ERR(TD_ERR_IO, "safetensors: fsync directory %s: %s", TD_QUOTE(dir), strerror(errno));
     if (dfd >= 0) close(dfd);
     free(copy);
     return st;
@@ -154,15 +155,16 @@ td_status td_safetensors_save(const char *path, const td_named_tensors *list) {
         memcpy(tmp, path, plen);
         memcpy(tmp + plen, ".tmp.XXXXXX", 12);
         fd = mkstemp(tmp);
-        if (fd < 0) st = TD_ERR(TD_ERR_IO, "safetensors: cannot create '%s': %s", tmp, strerror(errno));
+        if (fd < 0) st = TD_ERR(TD_ERR_IO, "safetensors: cannot create %s: %s", TD_QUOTE(tmp), strerror(errno));
     }
     if (st == TD_OK && fchmod(fd, 0644) != 0)
-        st = TD_ERR(TD_ERR_IO, "safetensors: chmod '%s': %s", tmp, strerror(errno));
+        st = TD_ERR(TD_ERR_IO, "safetensors: chmod %s: %s", TD_QUOTE(tmp), strerror(errno));
     if (st == TD_OK) st = write_file(fd, tmp, header, hlen, e, n);
     if (fd >= 0 && close(fd) != 0 && st == TD_OK)
-        st = TD_ERR(TD_ERR_IO, "safetensors: close '%s': %s", tmp, strerror(errno));
+        st = TD_ERR(TD_ERR_IO, "safetensors: close %s: %s", TD_QUOTE(tmp), strerror(errno));
     if (st == TD_OK && rename(tmp, path) != 0)
-        st = TD_ERR(TD_ERR_IO, "safetensors: cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        st = TD_ERR(TD_ERR_IO, "safetensors: cannot rename %s to %s: %s", TD_QUOTE(tmp), TD_QUOTE(path),
+                    strerror(errno));
     if (st != TD_OK && fd >= 0) unlink(tmp);
     if (st == TD_OK) st = fsync_dir_of(path);
     free(tmp);

@@ -39,7 +39,7 @@ static td_status fill_random(td_tensor *t, bool normal, double scale, double shi
     st = v ? td_copy_(t, v) : td_last_status();
     td_no_grad_end();
     td_scope_end();
-    if (st != TD_OK) TD_ERR(st, "%s: %s", fn, td_last_error());
+    if (st != TD_OK) td_error_prefix("%s", fn);
     return st;
 }
 

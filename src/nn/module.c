@@ -280,7 +280,7 @@ td_module *td_module_child(td_module *m, const char *name) {
         m = e->child;
         p = dot + 1;
     }
-    TD_FAIL_NULL(TD_ERR_MISUSE, "module_child: no submodule '%s'", name);
+    TD_FAIL_NULL(TD_ERR_MISUSE, "module_child: no submodule %s", TD_QUOTE(name));
 }
 
 td_tensor *td_module_get(td_module *m, const char *name) {
@@ -300,7 +300,8 @@ td_tensor *td_module_get(td_module *m, const char *name) {
     }
     td_entry *e = owner ? entries_find(&owner->params, leaf, strlen(leaf)) : NULL;
     if (!e && owner) e = entries_find(&owner->buffers, leaf, strlen(leaf));
-    if (!e) TD_FAIL_NULL(TD_ERR_MISUSE, "module_get: %s has no parameter or buffer '%s'", td_module_type(m), name);
+    if (!e)
+        TD_FAIL_NULL(TD_ERR_MISUSE, "module_get: %s has no parameter or buffer %s", td_module_type(m), TD_QUOTE(name));
     return e->tensor;
 }
 
@@ -419,7 +420,11 @@ static td_status load_one(void *arg, const char *name, td_tensor **slot, bool is
         return a->report ? report_add(&a->report->missing, &a->report->n_missing, name) : TD_OK;
     }
     a->matched++;
-    if (a->copy) return td_copy_(dst, src);
+    if (a->copy) {
+        td_status st = td_copy_(dst, src);
+        if (st != TD_OK) td_error_prefix("load_state_dict: %s", TD_QUOTE(name));
+        return st;
+    }
     if (a->mismatch) return TD_OK;
     char s1[96], s2[96];
     if (td_ndim(src) != td_ndim(dst) || memcmp(td_shape(src), td_shape(dst), sizeof(int64_t) * (size_t)td_ndim(dst))) {
@@ -462,8 +467,8 @@ static td_status load_state_dict(td_module *m, const td_named_tensors *sd, bool 
     if (strict && (a.n_missing || unexpected)) {
         char more[200] = "";
         if (unexpected)
-            snprintf(more, sizeof more, "%s%d unexpected key(s), e.g. '%s'", a.n_missing ? "; " : "", unexpected,
-                     first);
+            snprintf(more, sizeof more, "%s%d unexpected key(s), e.g. %s", a.n_missing ? "; " : "", unexpected,
+                     TD_QUOTE(first));
         if (a.n_missing)
             return TD_ERR(
                 TD_ERR_MISUSE,

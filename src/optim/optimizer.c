@@ -113,7 +113,7 @@ td_status td_optimizer_step(td_optimizer *o) {
         if (st == TD_OK) {
             ps->step++;
             st = o->algo->update(&o->groups[ps->group], ps, gc, first);
-            if (st != TD_OK) TD_ERR(st, "%s step, parameter %d: %s", o->algo->name, i, td_last_error());
+            if (st != TD_OK) td_error_prefix("%s step, parameter %d", o->algo->name, i);
         }
         td_scope_end();
     }
@@ -208,23 +208,32 @@ static int slot_index(const td_optim_algo *a, const char *field) {
     return -1;
 }
 
+/* A scalar entry: a step is an integer in [0, 2^53] (exact in a double, far
+** from overflow), a learning rate finite and >= 0. */
+static td_status check_scalar(const char *fn, const char *key, td_tensor *t, bool is_step) {
+    if (td_numel(t) != 1) return TD_ERR(TD_ERR_SHAPE, "%s: %s must hold one number", fn, TD_QUOTE(key));
+    double v = td_item(t);
+    if (is_step && !(v >= 0 && v <= 0x1p53 && v == floor(v)))
+        return TD_ERR(TD_ERR_MISUSE, "%s: %s = %.17g is not an integer in [0, 2^53]", fn, TD_QUOTE(key), v);
+    if (!is_step && !(v >= 0 && isfinite(v)))
+        return TD_ERR(TD_ERR_MISUSE, "%s: %s = %.17g is not a finite learning rate >= 0", fn, TD_QUOTE(key), v);
+    return TD_OK;
+}
+
 static td_status check_entry(td_optimizer *o, const char *key, td_tensor *t) {
     const char *fn = "optimizer_load_state_dict", *field = NULL;
     char kind = 0;
     int i = 0;
     if (!parse_key(key, &kind, &i, &field))
-        return TD_ERR(TD_ERR_MISUSE, "%s: unexpected key '%s' for %s", fn, key, o->algo->name);
+        return TD_ERR(TD_ERR_MISUSE, "%s: unexpected key %s for %s", fn, TD_QUOTE(key), o->algo->name);
     int limit = kind == 's' ? o->n : o->n_groups;
     if (i >= limit)
-        return TD_ERR(TD_ERR_MISUSE, "%s: '%s' refers to %s %d, but the optimizer has %d", fn, key,
+        return TD_ERR(TD_ERR_MISUSE, "%s: %s refers to %s %d, but the optimizer has %d", fn, TD_QUOTE(key),
                       kind == 's' ? "parameter" : "group", i, limit);
     if ((kind == 'g' && strcmp(field, "lr")) ||
         (kind == 's' && strcmp(field, "step") && slot_index(o->algo, field) < 0))
-        return TD_ERR(TD_ERR_MISUSE, "%s: unexpected key '%s' for %s", fn, key, o->algo->name);
-    if (kind == 'g' || !strcmp(field, "step")) {
-        if (td_numel(t) != 1) return TD_ERR(TD_ERR_SHAPE, "%s: '%s' must hold one number", fn, key);
-        return TD_OK;
-    }
+        return TD_ERR(TD_ERR_MISUSE, "%s: unexpected key %s for %s", fn, TD_QUOTE(key), o->algo->name);
+    if (kind == 'g' || !strcmp(field, "step")) return check_scalar(fn, key, t, kind == 's');
     td_tensor *p = o->p[i].param;
     char s1[96], s2[96];
     if (td_ndim(t) != td_ndim(p) || memcmp(td_shape(t), td_shape(p), sizeof(int64_t) * (size_t)td_ndim(p)))
