@@ -76,6 +76,34 @@ typedef struct vk_pipeline {
     struct vk_pipeline *next;
 } vk_pipeline;
 
+/* Optional device features, by bit: TRIDENT_VULKAN_DISABLE=name,... (or all) makes
+** the backend behave as on a device without them (vk_feature.c; docs/vulkan.md
+** says what takes over for each). The dtype features (fp64 .. storage8) remove
+** their dtypes; "all" leaves them on, so that every dtype is still tested. */
+#define VK_FEATURES(X)                                                                                                 \
+    X(SUBGROUP, "subgroup")                                                                                            \
+    X(FP16, "fp16")                                                                                                    \
+    X(INT8, "int8")                                                                                                    \
+    X(INT16, "int16")                                                                                                  \
+    X(PUSH_DESCRIPTOR, "push_descriptor")                                                                              \
+    X(BDA, "bda")                                                                                                      \
+    X(COOPMAT, "coopmat")                                                                                              \
+    X(TIMESTAMPS, "timestamps")                                                                                        \
+    X(MEMORY_BUDGET, "memory_budget")                                                                                  \
+    X(ATOMIC_FLOAT, "atomic_float")                                                                                    \
+    X(FP64, "fp64")                                                                                                    \
+    X(INT64, "int64")                                                                                                  \
+    X(STORAGE16, "storage16")                                                                                          \
+    X(STORAGE8, "storage8")
+enum {
+#define VK_FEATURE_BIT_(N, s) VK_F_BIT_##N,
+    VK_FEATURES(VK_FEATURE_BIT_)
+#undef VK_FEATURE_BIT_
+};
+#define VK_F(N)           (1u << VK_F_BIT_##N)
+#define VK_F_DTYPES       (VK_F(FP64) | VK_F(INT64) | VK_F(STORAGE16) | VK_F(STORAGE8))
+#define VK_F_ALL_FALLBACK ((1u << VK_F_BIT_FP64) - 1u) /* "all": every feature with a fallback path */
+
 /* Capabilities found at device creation (also reported through td_device_info). */
 typedef struct vk_caps {
     uint32_t api_version, vendor, subgroup_size;
@@ -88,6 +116,7 @@ typedef struct vk_caps {
     float timestamp_period;    /* ns per tick */
     VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;
     uint32_t max_groups[3], max_wg_invocations, max_push;
+    uint32_t disabled; /* TRIDENT_VULKAN_DISABLE mask (VK_F bits) */
 } vk_caps;
 
 typedef struct vk_dev {
@@ -151,6 +180,14 @@ struct td_graph {
     bool pending;
     td_buffer *held;
 };
+
+/* ---- vk_feature.c ---- */
+/* Parse TRIDENT_VULKAN_DISABLE into *mask; an unknown name is an error naming the known ones. */
+td_status vk_feature_mask(uint32_t *mask);
+/* Clear the capabilities that mask disables. */
+void vk_feature_apply(vk_caps *c, uint32_t mask);
+/* "subgroup,fp16" for a mask ("" when 0; "all" stands for VK_F_ALL_FALLBACK). */
+void vk_feature_names(uint32_t mask, char *out, size_t n);
 
 /* ---- vk_device.c ---- */
 extern VkInstance vk_instance;

@@ -2,7 +2,7 @@
 ** Instance, device selection and capabilities.
 **
 ** init() creates the instance and lists the physical devices that can run
-** Trident (Vulkan 1.2, a compute queue, subgroup arithmetic in compute), best
+** Trident (Vulkan 1.2, a compute queue, 256 invocations per workgroup), best
 ** first: discrete, integrated, virtual, then CPU (lavapipe). TRIDENT_VULKAN_DEVICE
 ** keeps only the devices it names: an index into that list or a case-insensitive
 ** part of the name ("llvmpipe", "H100"). The logical device of each is created on
@@ -27,6 +27,7 @@ VkInstance vk_instance;
 static VkDebugUtilsMessengerEXT messenger;
 static vk_dev devices[VK_MAX_DEVICES];
 static int n_devices;
+static uint32_t disabled; /* TRIDENT_VULKAN_DISABLE (vk_feature.c) */
 static _Atomic int validation_errors;
 
 int vk_validation_errors(void) { return validation_errors; }
@@ -115,9 +116,7 @@ static const char *probe(vk_dev *d) {
     VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
     if (!ext) return "out of host memory";
     vkEnumerateDeviceExtensionProperties(p, NULL, &n_ext, ext);
-    /* TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR=1 tests the descriptor-pool path on devices that have it */
-    c->push_descriptor =
-        has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !getenv("TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR");
+    c->push_descriptor = has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     c->memory_budget = has_ext(ext, n_ext, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     c->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
     c->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
@@ -166,10 +165,12 @@ static const char *probe(vk_dev *d) {
     p2.pNext = &m3;
     vkGetPhysicalDeviceProperties2(p, &p2);
     c->max_alloc = m3.maxMemoryAllocationSize;
+    c->disabled = disabled;
+    vk_feature_apply(c, disabled);
 
     /* the cooperative-matrix kernel has 256 invocations in 2, 4 or 8 subgroups */
     bool coop_sg = c->subgroup_size == 32 || c->subgroup_size == 64 || c->subgroup_size == 128;
-    if (c->coopmat_nv && c->fp16_arith && c->storage16 && c->memory_model && coop_sg) {
+    if (c->coopmat_nv && c->fp16_arith && c->storage16 && c->memory_model && c->subgroup_arith && coop_sg) {
         PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
             (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
                 vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
@@ -198,9 +199,7 @@ static const char *probe(vk_dev *d) {
                 }
             free(cm);
         }
-        if (getenv("TRIDENT_VULKAN_NO_COOPMAT")) c->coopmat_f16 = false;
     }
-    if (!c->subgroup_arith) return "no subgroup arithmetic in compute shaders";
     if (c->max_wg_invocations < 256) return "maxComputeWorkGroupInvocations < 256";
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(p, &nq, NULL);
@@ -289,6 +288,10 @@ static bool selected(const char *sel, int rank_index, const char *name) {
 }
 
 static td_status vk_init(char *why, size_t why_size) {
+    if (vk_feature_mask(&disabled) != TD_OK) {
+        snprintf(why, why_size, "%s", td_last_error());
+        return TD_ERR_UNAVAILABLE;
+    }
     td_status st = create_instance(why, why_size);
     if (st != TD_OK) return st;
     uint32_t n = 0;
@@ -460,13 +463,18 @@ td_status vk_device_info(int index, td_device_info *out) {
     out->timestamps = c->timestamps;
     out->unified_memory = d->created && !d->failed && d->direct;
     out->emulated = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    char off[160];
+    vk_feature_names(c->disabled, off, sizeof off);
     snprintf(out->features, sizeof out->features,
              "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d/%ux%ux%u coopmat_khr=%d "
-             "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d",
+             "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d subgroup_arith=%d",
              c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv,
              d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1], c->coopmat_shape[2], c->coopmat_khr,
              c->push_descriptor, c->bda, c->memory_budget, (unsigned long long)c->max_storage_range,
-             (unsigned long long)c->shared_mem, vk_validation_errors());
+             (unsigned long long)c->shared_mem, vk_validation_errors(), c->subgroup_arith);
+    /* last, so that a long list is what gets cut */
+    size_t at = strlen(out->features);
+    if (c->disabled) snprintf(out->features + at, sizeof out->features - at, " disabled=%s", off);
     return TD_OK;
 }
 
