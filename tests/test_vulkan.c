@@ -18,7 +18,9 @@
     X(glsl_kernel)                                                                                                     \
     X(glsl_errors)                                                                                                     \
     X(glsl_autograd)                                                                                                   \
-    X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(bench)
+    X(events)                                                                                                          \
+    X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(feature_mask)     \
+        X(feature_mask_unknown) X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
 ** software one (lavapipe), which the CPU backend outruns. */
@@ -47,6 +49,9 @@ TEST(device_info) {
     printf("  %s | %s | subgroup %d | %s\n", info.name, info.driver, info.subgroup_size, info.features);
     ASSERT(info.name[0]);
     ASSERT(info.subgroup_size >= 1 && (info.subgroup_size & (info.subgroup_size - 1)) == 0);
+    /* lavapipe's vector width sets its subgroup size (CTest runs 128 and 256 bits) */
+    const char *lp = getenv("LP_NATIVE_VECTOR_WIDTH");
+    if (lp && strstr(info.name, "llvmpipe")) ASSERT_EQ_INT(info.subgroup_size, atoi(lp) / 32);
     ASSERT(info.total_memory > 0);
     ASSERT_ERROR(be->iface->device_info(99, &info), TD_ERR_UNAVAILABLE, "vulkan:99");
     check_clean();
@@ -285,6 +290,61 @@ TEST(events) {
     be->iface->event_free(a);
     be->iface->event_free(b);
     check_clean();
+}
+
+/* Largest |a - b| over two tensors of the same shape, compared on the CPU in f64. */
+static double max_diff(td_tensor *a, td_tensor *b) {
+    td_tensor *d = td_abs(td_sub(td_cast(td_to(a, TD_CPU), TD_F64), td_cast(td_to(b, TD_CPU), TD_F64)));
+    td_tensor *m = td_amax(d, 0, NULL, false);
+    ASSERT_TENSOR(m);
+    return td_item(m);
+}
+
+/* TRIDENT_VULKAN_DISABLE=all: the device reports the features off and runs as
+** a device without them (generic reductions on odd row lengths, descriptor pools,
+** host-timed events); the validation layer sees no use of a feature left off. */
+TEST(feature_mask) {
+    setenv("TRIDENT_VULKAN_DISABLE", "all", 1);
+    setup();
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    printf("  %s\n", info.features);
+    ASSERT(strstr(info.features, "disabled=all"));
+    ASSERT(strstr(info.features, "subgroup_arith=0"));
+    ASSERT(strstr(info.features, "push_descriptor=0"));
+    ASSERT(!info.timestamps && !info.fp16 && !info.cooperative_matrix);
+    td_scope_begin();
+    int64_t shape[2] = {37, 1001};
+    td_tensor *x = ASSERT_TENSOR(td_randn(2, shape, seed, 0, TD_F32, TD_CPU));
+    td_tensor *xv = ASSERT_TENSOR(td_to(x, TD_VULKAN(0)));
+    int dim1 = 1;
+    ASSERT(max_diff(td_sum(xv, 1, &dim1, false), td_sum(x, 1, &dim1, false)) < 1e-3);
+    ASSERT(max_diff(td_softmax(xv, -1), td_softmax(x, -1)) < 1e-6);
+    ASSERT(max_diff(td_argmax(xv, 1, false), td_argmax(x, 1, false)) == 0);
+    td_event *a, *b;
+    ASSERT_OK(be->iface->event_create(0, &a));
+    ASSERT_OK(be->iface->event_create(0, &b));
+    ASSERT_OK(be->iface->event_record(a));
+    ASSERT_TENSOR(td_matmul(xv, td_transpose(xv, 0, 1)));
+    ASSERT_OK(be->iface->event_record(b));
+    double ms = -1;
+    ASSERT_OK(be->iface->event_elapsed_ms(a, b, &ms));
+    printf("  host-timed matmul: %.3f ms\n", ms);
+    ASSERT(ms > 0 && ms < 60000);
+    be->iface->event_free(a);
+    be->iface->event_free(b);
+    td_scope_end();
+    check_clean();
+}
+
+/* An unknown feature name leaves the backend unavailable, saying which names exist. */
+TEST(feature_mask_unknown) {
+    setenv("TRIDENT_VULKAN_DISABLE", "subgroup,tensorcores", 1);
+    if (td_backend_for(TD_DEVICE_VULKAN)) TEST_FAIL_("vulkan loaded with an unknown feature in TRIDENT_VULKAN_DISABLE");
+    const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+    printf("  %s\n", why);
+    if (strstr(why, "plugin")) TEST_SKIP("%s", why);
+    ASSERT(strstr(why, "unknown feature 'tensorcores'") && strstr(why, "push_descriptor"));
 }
 
 /* A captured step (y = relu(x) * 2 + y) replayed three times; host transfers

@@ -110,8 +110,9 @@ typedef struct vk_caps {
     bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
     bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
     bool atomic_float_add;     /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
-    bool coopmat_f16;          /* NV cooperative matrix f16 x f16 -> f32 at subgroup scope, usable */
+    int coopmat;               /* the f16 matmul's tensor-core path: VK_COOPMAT_NONE, _NV or _KHR (vk_coopmat.c) */
     uint32_t coopmat_shape[3]; /* its M, N, K (the largest listed that tiles 64 x subgroup size x 32) */
+    bool coopmat_bf16;         /* the KHR extension lists bf16 shapes */
     bool memory_model;         /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
     float timestamp_period;    /* ns per tick */
     VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;
@@ -180,6 +181,20 @@ struct td_graph {
     bool pending;
     td_buffer *held;
 };
+
+/* ---- vk_coopmat.c ---- */
+enum { VK_COOPMAT_NONE, VK_COOPMAT_NV, VK_COOPMAT_KHR };
+/* VkPhysicalDeviceCooperativeMatrixFeatures{NV,KHR} (the same layout) */
+typedef struct vk_coopmat_feat {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+} vk_coopmat_feat;
+/* Choose caps.coopmat and caps.coopmat_shape (after the feature mask is applied). */
+void vk_coopmat_probe(vk_dev *d);
+/* f filled for the chosen extension, chained before next; next when there is none. */
+void *vk_coopmat_chain(const vk_dev *d, vk_coopmat_feat *f, void *next);
+const char *vk_coopmat_name(int path); /* "khr", "nv", "none" */
 
 /* ---- vk_feature.c ---- */
 /* Parse TRIDENT_VULKAN_DISABLE into *mask; an unknown name is an error naming the known ones. */

@@ -38,8 +38,9 @@ td_status vk_feature_mask(uint32_t *mask) {
             if (strlen(names[i]) == len && !strncmp(p, names[i], len)) *mask |= 1u << i, found = true;
         if (!found) {
             char known[512];
-            vk_feature_names(~0u >> (32 - N_FEATURES), known, sizeof known);
-            return td_error_set(TD_ERR_MISUSE, "TRIDENT_VULKAN_DISABLE: unknown feature '%.*s' (known: all,%s)",
+            size_t at = 0;
+            for (int i = 0; i < N_FEATURES; i++) at += (size_t)snprintf(known + at, sizeof known - at, ",%s", names[i]);
+            return td_error_set(TD_ERR_MISUSE, "TRIDENT_VULKAN_DISABLE: unknown feature '%.*s' (known: all%s)",
                                 (int)len, p, known);
         }
         p += len;
