@@ -19,8 +19,9 @@
     X(glsl_errors)                                                                                                     \
     X(glsl_autograd)                                                                                                   \
     X(events)                                                                                                          \
-    X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(feature_mask)     \
-        X(feature_mask_unknown) X(bench)
+    X(capture_replay)                                                                                                  \
+    X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(feature_mask)                       \
+        X(feature_mask_unknown) X(alloc_limits) X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
 ** software one (lavapipe), which the CPU backend outruns. */
@@ -345,6 +346,32 @@ TEST(feature_mask_unknown) {
     printf("  %s\n", why);
     if (strstr(why, "plugin")) TEST_SKIP("%s", why);
     ASSERT(strstr(why, "unknown feature 'tensorcores'") && strstr(why, "push_descriptor"));
+}
+
+/* Lowered limits (TRIDENT_VULKAN_MAX_BINDING 1 MiB, TRIDENT_VULKAN_MAX_ALLOC 8 MiB):
+** elementwise ops and copies on 3.6 MB tensors run in parts and match the CPU; an op
+** without parts (a reduction) and an allocation past the limit fail naming the limit. */
+TEST(alloc_limits) {
+    setenv("TRIDENT_VULKAN_MAX_BINDING", "1M", 1);
+    setenv("TRIDENT_VULKAN_MAX_ALLOC", "8M", 1);
+    setup();
+    td_scope_begin();
+    int64_t shape[2] = {3, 300001};
+    td_tensor *x = ASSERT_TENSOR(td_randn(2, shape, seed, 0, TD_F32, TD_CPU));
+    td_tensor *xv = ASSERT_TENSOR(td_to(x, TD_VULKAN(0)));
+    ASSERT(max_diff(td_add(td_mul(xv, xv), xv), td_add(td_mul(x, x), x)) < 1e-6);
+    ASSERT(max_diff(td_contiguous(td_transpose(xv, 0, 1)), td_transpose(x, 0, 1)) == 0);
+    ASSERT(max_diff(td_cast(xv, TD_F16), td_cast(x, TD_F16)) == 0);
+    ASSERT(td_sum(xv, 0, NULL, false) == NULL);
+    printf("  sum: %s\n", td_last_error());
+    ASSERT(strstr(td_last_error(), "maxStorageBufferRange"));
+    ASSERT(td_zeros(1, (int64_t[]){3 << 20}, TD_F32, TD_VULKAN(0)) == NULL);
+    printf("  12 MiB: %s\n", td_last_error());
+    ASSERT_EQ_INT(td_last_status(), TD_ERR_OOM);
+    ASSERT(strstr(td_last_error(), "maxMemoryAllocationSize"));
+    td_clear_error();
+    td_scope_end();
+    check_clean();
 }
 
 /* A captured step (y = relu(x) * 2 + y) replayed three times; host transfers

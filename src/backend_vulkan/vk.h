@@ -144,8 +144,9 @@ typedef struct vk_dev {
     td_buffer *big_free; /* cached dedicated blocks */
     vk_block *staging;
     VkDeviceSize staging_used;
-    td_buffer *dummy; /* bound in place of empty operands */
-    VkDeviceSize bytes_reserved;
+    td_buffer *dummy;                         /* bound in place of empty operands */
+    VkDeviceSize bytes_reserved;              /* held from the driver (blocks, staging) */
+    VkDeviceSize bytes_allocated, bytes_peak; /* in live buffers (size classes), and the most ever */
     /* execution */
     VkCommandPool pool;
     vk_batch batches[VK_N_BATCHES];
@@ -231,6 +232,9 @@ td_status vk_write(td_buffer *dst, size_t offset, const void *src, size_t nbytes
 td_status vk_read(td_buffer *src, size_t offset, void *dst, size_t nbytes);
 td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t nbytes);
 td_status vk_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t nbytes);
+/* Bytes in live buffers, held from the driver, and the most ever in live buffers
+** (for the memory_stats slot of backend contract v2, which the integrator wires). */
+td_status vk_memory_stats(int dev, uint64_t *allocated, uint64_t *reserved, uint64_t *peak);
 
 /* ---- vk_exec.c ---- */
 /* One storage-buffer binding of a dispatch. */

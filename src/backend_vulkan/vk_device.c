@@ -27,7 +27,25 @@ VkInstance vk_instance;
 static VkDebugUtilsMessengerEXT messenger;
 static vk_dev devices[VK_MAX_DEVICES];
 static int n_devices;
-static uint32_t disabled; /* TRIDENT_VULKAN_DISABLE (vk_feature.c) */
+static uint32_t disabled;                       /* TRIDENT_VULKAN_DISABLE (vk_feature.c) */
+static uint64_t max_alloc_env, max_binding_env; /* TRIDENT_VULKAN_MAX_ALLOC, TRIDENT_VULKAN_MAX_BINDING */
+
+/* A byte count with an optional K, M or G suffix (powers of 1024); false when malformed. */
+static bool parse_bytes(const char *name, uint64_t *out, char *why, size_t why_size) {
+    const char *s = getenv(name);
+    *out = 0;
+    if (!s || !*s) return true;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift) end++;
+    if (end == s || *end || v == 0 || v > (1ull << 50) >> shift) {
+        snprintf(why, why_size, "%s=%s: expected a byte count such as 1048576, 64M or 2G", name, s);
+        return false;
+    }
+    *out = (uint64_t)v << shift;
+    return true;
+}
 static _Atomic int validation_errors;
 
 int vk_validation_errors(void) { return validation_errors; }
@@ -167,6 +185,9 @@ static const char *probe(vk_dev *d) {
     c->max_alloc = m3.maxMemoryAllocationSize;
     c->disabled = disabled;
     vk_feature_apply(c, disabled);
+    /* lowered limits, to test what happens past them on any device */
+    if (max_alloc_env && max_alloc_env < c->max_alloc) c->max_alloc = max_alloc_env;
+    if (max_binding_env && max_binding_env < c->max_storage_range) c->max_storage_range = max_binding_env;
 
     vk_coopmat_probe(d);
     uint32_t nq = 0;
@@ -260,6 +281,9 @@ static td_status vk_init(char *why, size_t why_size) {
         snprintf(why, why_size, "%s", td_last_error());
         return TD_ERR_UNAVAILABLE;
     }
+    if (!parse_bytes("TRIDENT_VULKAN_MAX_ALLOC", &max_alloc_env, why, why_size) ||
+        !parse_bytes("TRIDENT_VULKAN_MAX_BINDING", &max_binding_env, why, why_size))
+        return TD_ERR_UNAVAILABLE;
     const char *cm = getenv("TRIDENT_VULKAN_COOPMAT");
     if (cm && *cm && strcmp(cm, "khr") && strcmp(cm, "nv") && strcmp(cm, "off")) {
         snprintf(why, why_size, "TRIDENT_VULKAN_COOPMAT=%s: expected khr, nv or off", cm);

@@ -31,8 +31,11 @@ void td_clear_error(void) {
 }
 
 static td_status error_v(const char *file, int line, td_status s, const char *fmt, va_list ap) {
+    /* formatted aside first: the arguments may include td_last_error() itself */
+    char msg[sizeof last_message];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(last_message, msg, sizeof msg);
     last_status = s;
-    vsnprintf(last_message, sizeof last_message, fmt, ap);
     static int trace = -1;
     if (trace < 0) trace = getenv("TRIDENT_TRACE_ERRORS") != NULL;
     if (trace) fprintf(stderr, "trident: %s:%d: %s: %s\n", file, line, td_status_str(s), last_message);
