@@ -21,8 +21,14 @@
     X(events)                                                                                                          \
     X(capture_replay)                                                                                                  \
     X(train_cnn)                                                                                                       \
-    X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(feature_mask) X(feature_mask_unknown)            \
-        X(alloc_limits) X(bench)
+    X(train_mlp)                                                                                                       \
+    X(train_attention)                                                                                                 \
+    X(out_of_memory)                                                                                                   \
+    X(auto_device)                                                                                                     \
+    X(feature_mask)                                                                                                    \
+    X(feature_mask_unknown)                                                                                            \
+    X(alloc_limits)                                                                                                    \
+    X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
 ** software one (lavapipe), which the CPU backend outruns. */
