@@ -1,13 +1,14 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// MATMUL for f16 on tensor cores through GL_NV_cooperative_matrix:
+// MATMUL for f16 on tensor cores through GL_NV_cooperative_matrix, or with
+// -DCOOPMAT_KHR=1 through GL_KHR_cooperative_matrix (glslang >= 13; same kernel):
 // out[z] = a[z] @ b[z], a [.., M, K], b [.., K, N], out [.., M, N] contiguous,
 // same strides and push block as matmul.comp (C mirror vk_pc_matmul).
 // A workgroup owns a 128 x 128 block of out; its S subgroups (constant 0 =
 // S x subgroup size invocations) a 2 x S/2 grid of 64 x WN blocks (WN = 256 / S,
 // constant 4), each held as (64/LM) x (WN/LN) cooperative matrices of the
 // device's LM x LN x LK shape (constants 1..3, listed by
-// vkGetPhysicalDeviceCooperativeMatrixPropertiesNV), f32 accumulators.
+// vkGetPhysicalDeviceCooperativeMatrixProperties{NV,KHR}), f32 accumulators.
 // K goes in steps of BK = 32: every invocation loads its 512 / WG runs of 8
 // halfs of the next A (128 x 32) and of the next B (32 x 128) tile into
 // registers while the subgroups multiply the current tiles from shared memory
@@ -19,7 +20,11 @@
 // to f16 into shared memory (the stage buffers) and stored with bounds checks.
 // Shared memory: 2 stages x (128 x 40 + 32 x 136) halfs = 37 KiB <= 48 KiB.
 // Used only after a self-test against a host reference (vk_ops_matmul.c).
+#ifdef COOPMAT_KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -59,10 +64,23 @@ const uint FM = 64u / LM, FN = WN / LN;
 // offsets below count halfs (multiples of 8); stage s: A at s * STAGE, B after it; C at 0 in the end
 shared uvec4 sm[2u * STAGE / 8u];
 
+#ifdef COOPMAT_KHR
+#define HALF coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
+#define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
+#define ACCM coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
+#define OUTM coopmat<float16_t, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
+#define CM_LOAD(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_STORE(m, at, stride) coopMatStore(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_MULADD coopMatMulAdd
+#else
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
 #define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
 #define ACCM fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
 #define OUTM fcoopmatNV<16, gl_ScopeSubgroup, LM, LN>
+#define CM_LOAD(m, at, stride) coopMatLoadNV(m, sm, at, stride, false)
+#define CM_STORE(m, at, stride) coopMatStoreNV(m, sm, at, stride, false)
+#define CM_MULADD coopMatMulAddNV
+#endif
 
 const uint RUNS = BM * BK / 8u / WG; // 16-byte runs of A (and of B) per invocation
 uvec4 ra[RUNS], rb[RUNS];
@@ -131,11 +149,11 @@ void main() {
             HALF fa[FM];
             HALFB fb[FN];
             [[unroll]] for (uint i = 0u; i < FM; i++)
-                coopMatLoadNV(fa[i], sm, (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u, false);
+                CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
             [[unroll]] for (uint j = 0u; j < FN; j++)
-                coopMatLoadNV(fb[j], sm, (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u, false);
+                CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
             [[unroll]] for (uint i = 0u; i < FM; i++)
-                [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+                [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
         }
         if (more) store_tiles(s ^ 1u);
         barrier();
@@ -144,7 +162,7 @@ void main() {
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) {
             OUTM h = OUTM(acc[i][j]);
-            coopMatStoreNV(h, sm, ((wm + i * LM) * LDC + wn + j * LN) / 8u, LDC / 8u, false);
+            CM_STORE(h, ((wm + i * LM) * LDC + wn + j * LN) / 8u, LDC / 8u);
         }
     barrier();
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;

@@ -1,14 +1,18 @@
 // Workgroup reductions for one value per workgroup: subgroup arithmetic
 // first, then one partial per subgroup through shared memory. Never assumes a
-// subgroup size (lavapipe has 8, NVIDIA 32, AMD 64). 64-bit integers take a
-// shared-memory tree instead (subgroup ops on them need an extra feature).
+// subgroup size (lavapipe has 4 or 8, NVIDIA 32, AMD 64). 64-bit integers take a
+// shared-memory tree instead (subgroup ops on them need an extra feature), and so
+// does everything in the generic variants (-DTD_NO_SUBGROUP, for devices without
+// subgroup arithmetic: shaders.cmake builds them, vk_pipeline.c picks them).
 // Before including: ACC (the value type), WG (the workgroup size constant),
 // and ACC_NO_SUBGROUP for 64-bit integers.
 #ifndef REDUCE_GLSL
 #define REDUCE_GLSL
 
+#ifndef TD_NO_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 #define R_ADD 0u
 #define R_MAX 1u
@@ -19,14 +23,15 @@ shared uint red_shu[WG];
 
 ACC combine(ACC a, ACC b, uint kind) { return kind == R_ADD ? a + b : kind == R_MAX ? max(a, b) : min(a, b); }
 
-#ifdef ACC_NO_SUBGROUP
-// tree over WG slots; WG is a power of two
+#if defined(ACC_NO_SUBGROUP) || defined(TD_NO_SUBGROUP)
+// tree over the WG slots (any WG): slot t takes slot t + h while n slots remain, h = ceil(n / 2)
 ACC wg_reduce(ACC v, uint kind) {
     uint t = gl_LocalInvocationID.x;
     red_sh[t] = v;
     barrier();
-    for (uint s = WG / 2u; s > 0u; s >>= 1) {
-        if (t < s) red_sh[t] = combine(red_sh[t], red_sh[t + s], kind);
+    for (uint n = WG; n > 1u; n = (n + 1u) / 2u) {
+        uint h = (n + 1u) / 2u;
+        if (t < n - h) red_sh[t] = combine(red_sh[t], red_sh[t + h], kind);
         barrier();
     }
     ACC r = red_sh[0];
@@ -57,6 +62,21 @@ ACC wg_reduce(ACC v, uint kind) {
 #endif
 
 // min over the workgroup of a uint (argmax tie-breaking)
+#ifdef TD_NO_SUBGROUP
+uint wg_min_u(uint v) {
+    uint t = gl_LocalInvocationID.x;
+    red_shu[t] = v;
+    barrier();
+    for (uint n = WG; n > 1u; n = (n + 1u) / 2u) {
+        uint h = (n + 1u) / 2u;
+        if (t < n - h) red_shu[t] = min(red_shu[t], red_shu[t + h]);
+        barrier();
+    }
+    uint r = red_shu[0];
+    barrier();
+    return r;
+}
+#else
 uint wg_min_u(uint v) {
     v = subgroupMin(v);
     if (subgroupElect()) red_shu[gl_SubgroupID] = v;
@@ -72,5 +92,6 @@ uint wg_min_u(uint v) {
     barrier();
     return r;
 }
+#endif
 
 #endif

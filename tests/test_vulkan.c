@@ -24,7 +24,17 @@
     X(glsl_cache_corrupt)                                                                                              \
     X(glsl_autograd)                                                                                                   \
     X(module_to_keeps_optimizer)                                                                                       \
-    X(events) X(capture_replay) X(train_cnn) X(train_mlp) X(train_attention) X(out_of_memory) X(auto_device) X(bench)
+    X(events)                                                                                                          \
+    X(capture_replay)                                                                                                  \
+    X(train_cnn)                                                                                                       \
+    X(train_mlp)                                                                                                       \
+    X(train_attention)                                                                                                 \
+    X(out_of_memory)                                                                                                   \
+    X(auto_device)                                                                                                     \
+    X(feature_mask)                                                                                                    \
+    X(feature_mask_unknown)                                                                                            \
+    X(alloc_limits)                                                                                                    \
+    X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
 ** software one (lavapipe), which the CPU backend outruns. */
@@ -53,6 +63,9 @@ TEST(device_info) {
     printf("  %s | %s | subgroup %d | %s\n", info.name, info.driver, info.subgroup_size, info.features);
     ASSERT(info.name[0]);
     ASSERT(info.subgroup_size >= 1 && (info.subgroup_size & (info.subgroup_size - 1)) == 0);
+    /* lavapipe's vector width sets its subgroup size (CTest runs 128 and 256 bits) */
+    const char *lp = getenv("LP_NATIVE_VECTOR_WIDTH");
+    if (lp && strstr(info.name, "llvmpipe")) ASSERT_EQ_INT(info.subgroup_size, atoi(lp) / 32);
     ASSERT(info.total_memory > 0);
     ASSERT_ERROR(be->iface->device_info(99, &info), TD_ERR_UNAVAILABLE, "vulkan:99");
     check_clean();
@@ -367,7 +380,8 @@ TEST(glsl_errors) {
     ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", NULL, &k, log, sizeof log), TD_ERR_MISUSE,
                  "identifier");
     ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED, "cpu");
-    /* a binding too large for one descriptor, when the device's limit is reachable */
+    /* a binding too large for one descriptor, when the device's limit is reachable: FILL runs
+    ** in parts, a reduction (not split) names the limit */
     td_device_info info;
     ASSERT_OK(be->iface->device_info(0, &info));
     const char *at = strstr(info.features, "max_binding=");
@@ -376,8 +390,16 @@ TEST(glsl_errors) {
         int64_t n = (int64_t)(maxb / 4) + 16;
         td_operand big = {.dtype = TD_F32, .ndim = 1, .shape = {n}, .strides = {1}};
         if (be->iface->buffer_alloc(0, (size_t)n * 4, &big.buf) == TD_OK) {
-            td_op op = {.kind = TD_OP_FILL, .n_out = 1, .out = &big};
-            ASSERT_ERROR(be->iface->run(0, &op), TD_ERR_UNSUPPORTED, "maxStorageBufferRange");
+            td_op op = {.kind = TD_OP_FILL, .n_out = 1, .out = &big, .p.fill.value = 3};
+            ASSERT_OK(be->iface->run(0, &op));
+            float last = 0;
+            ASSERT_OK(be->iface->read(big.buf, (size_t)(n - 1) * 4, &last, 4));
+            ASSERT_NEAR(last, 3, 0);
+            td_operand one = {.dtype = TD_F32, .ndim = 0};
+            ASSERT_OK(be->iface->buffer_alloc(0, 4, &one.buf));
+            td_op sum = {.kind = TD_OP_SUM, .n_in = 1, .n_out = 1, .in = &big, .out = &one, .p.reduce.dims = 1};
+            ASSERT_ERROR(be->iface->run(0, &sum), TD_ERR_UNSUPPORTED, "maxStorageBufferRange");
+            be->iface->buffer_free(one.buf);
             be->iface->buffer_free(big.buf);
         }
     }
@@ -404,6 +426,87 @@ TEST(events) {
     ASSERT(ms >= 0 && ms < 60000);
     be->iface->event_free(a);
     be->iface->event_free(b);
+    check_clean();
+}
+
+/* Largest |a - b| over two tensors of the same shape, compared on the CPU in f64. */
+static double max_diff(td_tensor *a, td_tensor *b) {
+    td_tensor *d = td_abs(td_sub(td_cast(td_to(a, TD_CPU), TD_F64), td_cast(td_to(b, TD_CPU), TD_F64)));
+    td_tensor *m = td_amax(d, 0, NULL, false);
+    ASSERT_TENSOR(m);
+    return td_item(m);
+}
+
+/* TRIDENT_VULKAN_DISABLE=all: the device reports the features off and runs as
+** a device without them (generic reductions on odd row lengths, descriptor pools,
+** host-timed events); the validation layer sees no use of a feature left off. */
+TEST(feature_mask) {
+    setenv("TRIDENT_VULKAN_DISABLE", "all", 1);
+    setup();
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    printf("  %s\n", info.features);
+    ASSERT(strstr(info.features, "disabled=all"));
+    ASSERT(strstr(info.features, "subgroup_arith=0"));
+    ASSERT(strstr(info.features, "push_descriptor=0"));
+    ASSERT(!info.timestamps && !info.fp16 && !info.cooperative_matrix);
+    td_scope_begin();
+    int64_t shape[2] = {37, 1001};
+    td_tensor *x = ASSERT_TENSOR(td_randn(2, shape, seed, 0, TD_F32, TD_CPU));
+    td_tensor *xv = ASSERT_TENSOR(td_to(x, TD_VULKAN(0)));
+    int dim1 = 1;
+    ASSERT(max_diff(td_sum(xv, 1, &dim1, false), td_sum(x, 1, &dim1, false)) < 1e-3);
+    ASSERT(max_diff(td_softmax(xv, -1), td_softmax(x, -1)) < 1e-6);
+    ASSERT(max_diff(td_argmax(xv, 1, false), td_argmax(x, 1, false)) == 0);
+    td_event *a, *b;
+    ASSERT_OK(be->iface->event_create(0, &a));
+    ASSERT_OK(be->iface->event_create(0, &b));
+    ASSERT_OK(be->iface->event_record(a));
+    ASSERT_TENSOR(td_matmul(xv, td_transpose(xv, 0, 1)));
+    ASSERT_OK(be->iface->event_record(b));
+    double ms = -1;
+    ASSERT_OK(be->iface->event_elapsed_ms(a, b, &ms));
+    printf("  host-timed matmul: %.3f ms\n", ms);
+    ASSERT(ms > 0 && ms < 60000);
+    be->iface->event_free(a);
+    be->iface->event_free(b);
+    td_scope_end();
+    check_clean();
+}
+
+/* An unknown feature name leaves the backend unavailable, saying which names exist. */
+TEST(feature_mask_unknown) {
+    setenv("TRIDENT_VULKAN_DISABLE", "subgroup,tensorcores", 1);
+    if (td_backend_for(TD_DEVICE_VULKAN)) TEST_FAIL_("vulkan loaded with an unknown feature in TRIDENT_VULKAN_DISABLE");
+    const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
+    printf("  %s\n", why);
+    if (strstr(why, "plugin")) TEST_SKIP("%s", why);
+    ASSERT(strstr(why, "unknown feature 'tensorcores'") && strstr(why, "push_descriptor"));
+}
+
+/* Lowered limits (TRIDENT_VULKAN_MAX_BINDING 1 MiB, TRIDENT_VULKAN_MAX_ALLOC 8 MiB):
+** elementwise ops and copies on 3.6 MB tensors run in parts and match the CPU; an op
+** without parts (a reduction) and an allocation past the limit fail naming the limit. */
+TEST(alloc_limits) {
+    setenv("TRIDENT_VULKAN_MAX_BINDING", "1M", 1);
+    setenv("TRIDENT_VULKAN_MAX_ALLOC", "8M", 1);
+    setup();
+    td_scope_begin();
+    int64_t shape[2] = {3, 300001};
+    td_tensor *x = ASSERT_TENSOR(td_randn(2, shape, seed, 0, TD_F32, TD_CPU));
+    td_tensor *xv = ASSERT_TENSOR(td_to(x, TD_VULKAN(0)));
+    ASSERT(max_diff(td_add(td_mul(xv, xv), xv), td_add(td_mul(x, x), x)) < 1e-6);
+    ASSERT(max_diff(td_contiguous(td_transpose(xv, 0, 1)), td_transpose(x, 0, 1)) == 0);
+    ASSERT(max_diff(td_cast(xv, TD_F16), td_cast(x, TD_F16)) == 0);
+    ASSERT(td_sum(xv, 0, NULL, false) == NULL);
+    printf("  sum: %s\n", td_last_error());
+    ASSERT(strstr(td_last_error(), "maxStorageBufferRange"));
+    ASSERT(td_zeros(1, (int64_t[]){3 << 20}, TD_F32, TD_VULKAN(0)) == NULL);
+    printf("  12 MiB: %s\n", td_last_error());
+    ASSERT_EQ_INT(td_last_status(), TD_ERR_OOM);
+    ASSERT(strstr(td_last_error(), "maxMemoryAllocationSize"));
+    td_clear_error();
+    td_scope_end();
     check_clean();
 }
 

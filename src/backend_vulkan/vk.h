@@ -76,18 +76,48 @@ typedef struct vk_pipeline {
     struct vk_pipeline *next;
 } vk_pipeline;
 
+/* Optional device features, by bit: TRIDENT_VULKAN_DISABLE=name,... (or all) makes
+** the backend behave as on a device without them (vk_feature.c; docs/vulkan.md
+** says what takes over for each). The dtype features (fp64 .. storage8) remove
+** their dtypes; "all" leaves them on, so that every dtype is still tested. */
+#define VK_FEATURES(X)                                                                                                 \
+    X(SUBGROUP, "subgroup")                                                                                            \
+    X(FP16, "fp16")                                                                                                    \
+    X(INT8, "int8")                                                                                                    \
+    X(INT16, "int16")                                                                                                  \
+    X(PUSH_DESCRIPTOR, "push_descriptor")                                                                              \
+    X(BDA, "bda")                                                                                                      \
+    X(COOPMAT, "coopmat")                                                                                              \
+    X(TIMESTAMPS, "timestamps")                                                                                        \
+    X(MEMORY_BUDGET, "memory_budget")                                                                                  \
+    X(ATOMIC_FLOAT, "atomic_float")                                                                                    \
+    X(FP64, "fp64")                                                                                                    \
+    X(INT64, "int64")                                                                                                  \
+    X(STORAGE16, "storage16")                                                                                          \
+    X(STORAGE8, "storage8")
+enum {
+#define VK_FEATURE_BIT_(N, s) VK_F_BIT_##N,
+    VK_FEATURES(VK_FEATURE_BIT_)
+#undef VK_FEATURE_BIT_
+};
+#define VK_F(N)           (1u << VK_F_BIT_##N)
+#define VK_F_DTYPES       (VK_F(FP64) | VK_F(INT64) | VK_F(STORAGE16) | VK_F(STORAGE8))
+#define VK_F_ALL_FALLBACK ((1u << VK_F_BIT_FP64) - 1u) /* "all": every feature with a fallback path */
+
 /* Capabilities found at device creation (also reported through td_device_info). */
 typedef struct vk_caps {
     uint32_t api_version, vendor, subgroup_size;
     bool subgroup_arith, fp16_arith, int8_arith, storage16, storage8, int64, fp64, int16;
     bool push_descriptor, bda, memory_budget, coopmat_nv, coopmat_khr, timestamps, atomic_float;
     bool atomic_float_add;     /* shaderBufferFloat32AtomicAdd (VK_EXT_shader_atomic_float) */
-    bool coopmat_f16;          /* NV cooperative matrix f16 x f16 -> f32 at subgroup scope, usable */
+    int coopmat;               /* the f16 matmul's tensor-core path: VK_COOPMAT_NONE, _NV or _KHR (vk_coopmat.c) */
     uint32_t coopmat_shape[3]; /* its M, N, K (the largest listed that tiles 64 x subgroup size x 32) */
+    bool coopmat_bf16;         /* the KHR extension lists bf16 shapes */
     bool memory_model;         /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
     float timestamp_period;    /* ns per tick */
     VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;
     uint32_t max_groups[3], max_wg_invocations, max_push;
+    uint32_t disabled; /* TRIDENT_VULKAN_DISABLE mask (VK_F bits) */
 } vk_caps;
 
 typedef struct vk_dev {
@@ -114,8 +144,9 @@ typedef struct vk_dev {
     td_buffer *big_free; /* cached dedicated blocks */
     vk_block *staging;
     VkDeviceSize staging_used;
-    td_buffer *dummy; /* bound in place of empty operands */
-    VkDeviceSize bytes_reserved;
+    td_buffer *dummy;                         /* bound in place of empty operands */
+    VkDeviceSize bytes_reserved;              /* held from the driver (blocks, staging) */
+    VkDeviceSize bytes_allocated, bytes_peak; /* in live buffers (size classes), and the most ever */
     /* execution */
     VkCommandPool pool;
     vk_batch batches[VK_N_BATCHES];
@@ -152,6 +183,28 @@ struct td_graph {
     td_buffer *held;
 };
 
+/* ---- vk_coopmat.c ---- */
+enum { VK_COOPMAT_NONE, VK_COOPMAT_NV, VK_COOPMAT_KHR };
+/* VkPhysicalDeviceCooperativeMatrixFeatures{NV,KHR} (the same layout) */
+typedef struct vk_coopmat_feat {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+} vk_coopmat_feat;
+/* Choose caps.coopmat and caps.coopmat_shape (after the feature mask is applied). */
+void vk_coopmat_probe(vk_dev *d);
+/* f filled for the chosen extension, chained before next; next when there is none. */
+void *vk_coopmat_chain(const vk_dev *d, vk_coopmat_feat *f, void *next);
+const char *vk_coopmat_name(int path); /* "khr", "nv", "none" */
+
+/* ---- vk_feature.c ---- */
+/* Parse TRIDENT_VULKAN_DISABLE into *mask; an unknown name is an error naming the known ones. */
+td_status vk_feature_mask(uint32_t *mask);
+/* Clear the capabilities that mask disables. */
+void vk_feature_apply(vk_caps *c, uint32_t mask);
+/* "subgroup,fp16" for a mask ("" when 0; "all" stands for VK_F_ALL_FALLBACK). */
+void vk_feature_names(uint32_t mask, char *out, size_t n);
+
 /* ---- vk_device.c ---- */
 extern VkInstance vk_instance;
 int vk_device_count(void);
@@ -180,6 +233,9 @@ td_status vk_read(td_buffer *src, size_t offset, void *dst, size_t nbytes);
 td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t nbytes);
 uint64_t vk_buffer_address(td_buffer *b); /* VkDeviceAddress of byte 0; 0 without buffer device addresses */
 td_status vk_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t nbytes);
+/* Bytes in live buffers, held from the driver, and the most ever in live buffers
+** (for the memory_stats slot of backend contract v2, which the integrator wires). */
+td_status vk_memory_stats(int dev, uint64_t *allocated, uint64_t *reserved, uint64_t *peak);
 
 /* ---- vk_exec.c ---- */
 /* One storage-buffer binding of a dispatch. */

@@ -2,7 +2,7 @@
 ** Instance, device selection and capabilities.
 **
 ** init() creates the instance and lists the physical devices that can run
-** Trident (Vulkan 1.2, a compute queue, subgroup arithmetic in compute), best
+** Trident (Vulkan 1.2, a compute queue, 256 invocations per workgroup), best
 ** first: discrete, integrated, virtual, then CPU (lavapipe). TRIDENT_VULKAN_DEVICE
 ** keeps only the devices it names: an index into that list or a case-insensitive
 ** part of the name ("llvmpipe", "H100"). The logical device of each is created on
@@ -27,6 +27,25 @@ VkInstance vk_instance;
 static VkDebugUtilsMessengerEXT messenger;
 static vk_dev devices[VK_MAX_DEVICES];
 static int n_devices;
+static uint32_t disabled;                       /* TRIDENT_VULKAN_DISABLE (vk_feature.c) */
+static uint64_t max_alloc_env, max_binding_env; /* TRIDENT_VULKAN_MAX_ALLOC, TRIDENT_VULKAN_MAX_BINDING */
+
+/* A byte count with an optional K, M or G suffix (powers of 1024); false when malformed. */
+static bool parse_bytes(const char *name, uint64_t *out, char *why, size_t why_size) {
+    const char *s = getenv(name);
+    *out = 0;
+    if (!s || !*s) return true;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift) end++;
+    if (end == s || *end || v == 0 || v > (1ull << 50) >> shift) {
+        snprintf(why, why_size, "%s=%s: expected a byte count such as 1048576, 64M or 2G", name, s);
+        return false;
+    }
+    *out = (uint64_t)v << shift;
+    return true;
+}
 static _Atomic int validation_errors;
 
 int vk_validation_errors(void) { return validation_errors; }
@@ -115,9 +134,7 @@ static const char *probe(vk_dev *d) {
     VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
     if (!ext) return "out of host memory";
     vkEnumerateDeviceExtensionProperties(p, NULL, &n_ext, ext);
-    /* TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR=1 tests the descriptor-pool path on devices that have it */
-    c->push_descriptor =
-        has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !getenv("TRIDENT_VULKAN_NO_PUSH_DESCRIPTOR");
+    c->push_descriptor = has_ext(ext, n_ext, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     c->memory_budget = has_ext(ext, n_ext, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     c->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
     c->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
@@ -166,42 +183,13 @@ static const char *probe(vk_dev *d) {
     p2.pNext = &m3;
     vkGetPhysicalDeviceProperties2(p, &p2);
     c->max_alloc = m3.maxMemoryAllocationSize;
+    c->disabled = disabled;
+    vk_feature_apply(c, disabled);
+    /* lowered limits, to test what happens past them on any device */
+    if (max_alloc_env && max_alloc_env < c->max_alloc) c->max_alloc = max_alloc_env;
+    if (max_binding_env && max_binding_env < c->max_storage_range) c->max_storage_range = max_binding_env;
 
-    /* the cooperative-matrix kernel has 256 invocations in 2, 4 or 8 subgroups */
-    bool coop_sg = c->subgroup_size == 32 || c->subgroup_size == 64 || c->subgroup_size == 128;
-    if (c->coopmat_nv && c->fp16_arith && c->storage16 && c->memory_model && coop_sg) {
-        PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
-            (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
-                vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
-        uint32_t n = 0;
-        if (get && get(p, &n, NULL) == VK_SUCCESS && n) {
-            VkCooperativeMatrixPropertiesNV *cm = calloc(n, sizeof *cm);
-            for (uint32_t i = 0; cm && i < n; i++) cm[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-            if (cm && get(p, &n, cm) == VK_SUCCESS)
-                for (uint32_t i = 0; i < n; i++) {
-                    const VkCooperativeMatrixPropertiesNV *q = &cm[i];
-                    if (getenv("TRIDENT_VULKAN_VERBOSE"))
-                        fprintf(stderr, "vulkan: %s: NV cooperative matrix %ux%ux%u types %d %d %d %d scope %d\n",
-                                d->props.deviceName, q->MSize, q->NSize, q->KSize, q->AType, q->BType, q->CType,
-                                q->DType, q->scope);
-                    /* matmul_coopmat.comp: 64 x WN subgroup blocks (WN = subgroup size), K steps of 32 */
-                    bool fits = q->MSize && q->NSize && q->KSize && 64 % q->MSize == 0 &&
-                                c->subgroup_size % q->NSize == 0 && 32 % q->KSize == 0;
-                    bool types = q->AType == VK_COMPONENT_TYPE_FLOAT16_NV && q->BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                                 q->CType == VK_COMPONENT_TYPE_FLOAT32_NV && q->DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                                 q->scope == VK_SCOPE_SUBGROUP_NV;
-                    uint32_t *best = c->coopmat_shape;
-                    if (fits && types && q->MSize * q->NSize * q->KSize > best[0] * best[1] * best[2]) {
-                        best[0] = q->MSize, best[1] = q->NSize, best[2] = q->KSize;
-                        c->coopmat_f16 = true;
-                    }
-                }
-            free(cm);
-        }
-        if (getenv("TRIDENT_VULKAN_NO_COOPMAT")) c->coopmat_f16 = false;
-    }
-    if (!c->subgroup_arith) return "no subgroup arithmetic in compute shaders";
-    if (c->max_wg_invocations < 256) return "maxComputeWorkGroupInvocations < 256";
+    vk_coopmat_probe(d);
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(p, &nq, NULL);
     VkQueueFamilyProperties q[32];
@@ -289,6 +277,18 @@ static bool selected(const char *sel, int rank_index, const char *name) {
 }
 
 static td_status vk_init(char *why, size_t why_size) {
+    if (vk_feature_mask(&disabled) != TD_OK) {
+        snprintf(why, why_size, "%s", td_last_error());
+        return TD_ERR_UNAVAILABLE;
+    }
+    if (!parse_bytes("TRIDENT_VULKAN_MAX_ALLOC", &max_alloc_env, why, why_size) ||
+        !parse_bytes("TRIDENT_VULKAN_MAX_BINDING", &max_binding_env, why, why_size))
+        return TD_ERR_UNAVAILABLE;
+    const char *cm = getenv("TRIDENT_VULKAN_COOPMAT");
+    if (cm && *cm && strcmp(cm, "khr") && strcmp(cm, "nv") && strcmp(cm, "off")) {
+        snprintf(why, why_size, "TRIDENT_VULKAN_COOPMAT=%s: expected khr, nv or off", cm);
+        return TD_ERR_UNAVAILABLE;
+    }
     td_status st = create_instance(why, why_size);
     if (st != TD_OK) return st;
     uint32_t n = 0;
@@ -358,26 +358,27 @@ static td_status create_device(vk_dev *d) {
     uint32_t ne = 0;
     if (c->push_descriptor) exts[ne++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     if (c->memory_budget) exts[ne++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
-    if (c->coopmat_f16) exts[ne++] = "VK_NV_cooperative_matrix";
+    if (c->coopmat == VK_COOPMAT_NV) exts[ne++] = "VK_NV_cooperative_matrix";
+    if (c->coopmat == VK_COOPMAT_KHR) exts[ne++] = "VK_KHR_cooperative_matrix";
     if (c->atomic_float_add) exts[ne++] = "VK_EXT_shader_atomic_float";
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
         .shaderBufferFloat32AtomicAdd = VK_TRUE};
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
+    vk_coopmat_feat fcm;
+    void *chain = vk_coopmat_chain(d, &fcm, NULL);
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = c->atomic_float_add ? (void *)&fat : NULL,
                                             .storageBuffer8BitAccess = c->storage8,
                                             .shaderFloat16 = c->fp16_arith,
                                             .shaderInt8 = c->int8_arith,
                                             .bufferDeviceAddress = c->bda,
-                                            .vulkanMemoryModel = c->coopmat_f16};
+                                            .vulkanMemoryModel = c->coopmat != VK_COOPMAT_NONE};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,
                                             .storageBuffer16BitAccess = c->storage16};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
-    fat.pNext = c->coopmat_f16 ? &fcm : NULL;
-    if (!c->atomic_float_add) f12.pNext = c->coopmat_f16 ? &fcm : NULL;
+    fat.pNext = chain;
+    if (!c->atomic_float_add) f12.pNext = chain;
     f2.features.shaderInt64 = c->int64;
     f2.features.shaderFloat64 = c->fp64;
     f2.features.shaderInt16 = c->int16;
@@ -390,7 +391,7 @@ static td_status create_device(vk_dev *d) {
     VkResult r = vkCreateDevice(d->phys, &ci, NULL, &d->dev);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateDevice");
     vkGetDeviceQueue(d->dev, d->qfam, 0, &d->queue);
-    d->coopmat_state = c->coopmat_f16 ? 1 : 0;
+    d->coopmat_state = c->coopmat != VK_COOPMAT_NONE ? 1 : 0;
     if (c->push_descriptor)
         d->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)vkGetDeviceProcAddr(d->dev, "vkCmdPushDescriptorSetKHR");
     td_status st = vk_memory_init(d);
@@ -461,13 +462,20 @@ td_status vk_device_info(int index, td_device_info *out) {
     out->timestamps = c->timestamps;
     out->unified_memory = d->created && !d->failed && d->direct;
     out->emulated = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    char off[160];
+    vk_feature_names(c->disabled, off, sizeof off);
     snprintf(out->features, sizeof out->features,
-             "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d/%d/%ux%ux%u coopmat_khr=%d "
-             "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d",
-             c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv,
-             d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1], c->coopmat_shape[2], c->coopmat_khr,
-             c->push_descriptor, c->bda, c->memory_budget, (unsigned long long)c->max_storage_range,
-             (unsigned long long)c->shared_mem, vk_validation_errors());
+             "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d coopmat_khr=%d "
+             "coopmat=%s/%d/%ux%ux%u bf16_shapes=%d "
+             "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d subgroup_arith=%d",
+             c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv, c->coopmat_khr,
+             vk_coopmat_name(c->coopmat), d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1],
+             c->coopmat_shape[2], c->coopmat_bf16, c->push_descriptor, c->bda, c->memory_budget,
+             (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem, vk_validation_errors(),
+             c->subgroup_arith);
+    /* last, so that a long list is what gets cut */
+    size_t at = strlen(out->features);
+    if (c->disabled) snprintf(out->features + at, sizeof out->features - at, " disabled=%s", off);
     return TD_OK;
 }
 

@@ -3,8 +3,12 @@
 ** event_record writes a timestamp after all earlier work of the queue
 ** (bottom of pipe); event_elapsed_ms waits for the later event's batch and
 ** converts ticks with timestampPeriod (ns per tick).
+** Without compute timestamps (or TRIDENT_VULKAN_DISABLE=timestamps), an event
+** is timed on the host instead: event_record waits until the queue is idle and
+** reads CLOCK_MONOTONIC, which adds the submission and wait to the time.
 */
 #include <stdlib.h>
+#include <time.h>
 
 #include "vk_ops.h"
 
@@ -12,14 +16,13 @@ struct td_event {
     vk_dev *d;
     uint32_t query;
     bool recorded;
+    uint64_t host_ns; /* without timestamps: when the queue was found idle */
 };
 
 td_status vk_event_create(int dev, td_event **out) {
     *out = NULL;
     vk_dev *d = vk_get(dev);
     if (!d) return td_last_status();
-    if (!d->caps.timestamps)
-        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan:%d (%s) has no compute timestamps", dev, d->props.deviceName);
     td_event *ev = calloc(1, sizeof *ev);
     if (!ev) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
     vk_lock(d);
@@ -33,6 +36,15 @@ td_status vk_event_create(int dev, td_event **out) {
 td_status vk_event_record(td_event *ev) {
     vk_dev *d = ev->d;
     vk_lock(d);
+    if (!d->caps.timestamps) {
+        td_status st = vk_finish(d);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ev->host_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        ev->recorded = st == TD_OK;
+        vk_unlock(d);
+        return st;
+    }
     VkCommandBuffer cb;
     td_status st = vk_recording(d, &cb);
     if (st == TD_OK) {
@@ -49,6 +61,10 @@ td_status vk_event_elapsed_ms(td_event *start, td_event *end, double *ms) {
     vk_dev *d = end->d;
     if (start->d != d) return td_error_set(TD_ERR_DEVICE, "vulkan: events on different devices");
     if (!start->recorded || !end->recorded) return td_error_set(TD_ERR_STATE, "vulkan: event was never recorded");
+    if (!d->caps.timestamps) {
+        *ms = (double)(int64_t)(end->host_ns - start->host_ns) * 1e-6;
+        return TD_OK;
+    }
     vk_lock(d);
     td_status st = vk_finish(d);
     uint64_t t[2] = {0, 0};

@@ -48,6 +48,18 @@ static VkDeviceSize heap_size(vk_dev *d, uint32_t type) {
     return d->memprops.memoryHeaps[d->memprops.memoryTypes[type].heapIndex].size;
 }
 
+/* VK_EXT_memory_budget: what the heap of type may still take (the heap size without the extension). */
+static VkDeviceSize heap_room(vk_dev *d, uint32_t type) {
+    uint32_t h = d->memprops.memoryTypes[type].heapIndex;
+    if (!d->caps.memory_budget) return heap_size(d, type);
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 mp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                            .pNext = &budget};
+    vkGetPhysicalDeviceMemoryProperties2(d->phys, &mp);
+    return budget.heapBudget[h] > budget.heapUsage[h] ? budget.heapBudget[h] - budget.heapUsage[h] : 0;
+}
+
 static td_status block_new(vk_dev *d, VkDeviceSize size, uint32_t type, VkBufferUsageFlags usage, vk_block **out) {
     *out = NULL;
     if (size > d->caps.max_alloc || size > heap_size(d, type))
@@ -56,6 +68,11 @@ static td_status block_new(vk_dev *d, VkDeviceSize size, uint32_t type, VkBuffer
                             "(maxMemoryAllocationSize %llu, heap %llu)",
                             (unsigned long long)size, d->props.deviceName, (unsigned long long)d->caps.max_alloc,
                             (unsigned long long)heap_size(d, type));
+    VkDeviceSize room = heap_room(d, type);
+    if (size > room)
+        return td_error_set(TD_ERR_OOM, "vulkan: %llu bytes would exceed the memory budget of %s (%llu bytes left%s)",
+                            (unsigned long long)size, d->props.deviceName, (unsigned long long)room,
+                            d->caps.memory_budget ? ", VK_EXT_memory_budget" : "");
     vk_block *b = calloc(1, sizeof *b);
     if (!b) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
@@ -139,7 +156,7 @@ td_status vk_memory_init(vk_dev *d) {
     bool cpu = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     d->block_size = (VkDeviceSize)(cpu ? 64 : 256) << 20;
     if (d->block_size > d->caps.max_alloc) d->block_size = d->caps.max_alloc / VK_ALIGN * VK_ALIGN;
-    td_status s = block_new(d, STAGING_SIZE, d->mt_staging,
+    td_status s = block_new(d, STAGING_SIZE < d->block_size ? STAGING_SIZE : d->block_size, d->mt_staging,
                             VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, &d->staging);
     if (s != TD_OK) return s;
     return vk_alloc(d, 256, &d->dummy);
@@ -217,6 +234,8 @@ td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
             b->next_free = NULL;
             b->size = nbytes;
             *out = b;
+            d->bytes_allocated += b->cap;
+            if (d->bytes_allocated > d->bytes_peak) d->bytes_peak = d->bytes_allocated;
             return TD_OK;
         }
     } else if (d->free_list[c]) {
@@ -225,6 +244,8 @@ td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
         b->next_free = NULL;
         b->size = nbytes;
         *out = b;
+        d->bytes_allocated += b->cap;
+        if (d->bytes_allocated > d->bytes_peak) d->bytes_peak = d->bytes_allocated;
         return TD_OK;
     }
     td_buffer *b = calloc(1, sizeof *b);
@@ -242,23 +263,37 @@ td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out) {
         free(b);
         return st;
     }
+    d->bytes_allocated += b->cap;
+    if (d->bytes_allocated > d->bytes_peak) d->bytes_peak = d->bytes_allocated;
     *out = b;
     return TD_OK;
 }
 
 void vk_free(td_buffer *b) {
     vk_dev *d = b->dev;
-    if (d->capturing) { /* a replay may still use it: the graph keeps it */
+    if (d->capturing) { /* a replay may still use it: the graph keeps it (and frees it again) */
         b->next_free = d->capturing->held;
         d->capturing->held = b;
         return;
     }
+    d->bytes_allocated -= b->cap;
     td_buffer **list = b->size_class < 0 ? &d->big_free : &d->free_list[b->size_class];
     b->next_free = *list;
     *list = b;
 }
 
 /* ---- the backend slots ---- */
+
+td_status vk_memory_stats(int dev, uint64_t *allocated, uint64_t *reserved, uint64_t *peak) {
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    vk_lock(d);
+    *allocated = d->bytes_allocated;
+    *reserved = d->bytes_reserved;
+    *peak = d->bytes_peak;
+    vk_unlock(d);
+    return TD_OK;
+}
 
 td_status vk_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
     *out = NULL;
@@ -325,7 +360,7 @@ td_status vk_write(td_buffer *b, size_t offset, const void *src, size_t n) {
         memcpy((char *)b->block->map + b->offset + offset, src, n);
     } else {
         for (size_t done = 0; done < n && st == TD_OK;) {
-            size_t chunk = n - done < STAGING_SIZE ? n - done : STAGING_SIZE;
+            size_t chunk = n - done < d->staging->size ? n - done : d->staging->size;
             VkDeviceSize at;
             st = staging_take(d, chunk, &at);
             if (st != TD_OK) break;
@@ -365,7 +400,7 @@ td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
         if (st == TD_OK) memcpy(dst, (const char *)b->block->map + b->offset + offset, n);
     } else {
         for (size_t done = 0; done < n && st == TD_OK;) {
-            size_t chunk = n - done < STAGING_SIZE ? n - done : STAGING_SIZE;
+            size_t chunk = n - done < d->staging->size ? n - done : d->staging->size;
             VkDeviceSize at;
             st = staging_take(d, chunk, &at);
             if (st == TD_OK) st = record_copy(d, b->block->buf, b->offset + offset + done, d->staging->buf, at, chunk);

@@ -5,6 +5,8 @@
 ** Every operand has the output's shape (inputs broadcast with stride 0), so one
 ** iteration space serves them all; vk_elementwise() merges dims that are
 ** contiguous in every operand and splits past 4 dims into several dispatches.
+** Operands wider than one binding (maxStorageBufferRange) are cut in halves
+** along the outermost dim until each part fits.
 */
 #include <math.h>
 #include <string.h>
@@ -43,9 +45,47 @@ void vk_scalar(uint32_t sc[4], int k, td_dtype dt, double v) {
     }
 }
 
+/* Bytes one binding of v spans, with the offset alignment's slack (as vk_bind_view binds it). */
+static VkDeviceSize window_bytes(vk_dev *d, const td_operand *v) {
+    int64_t hi = 0;
+    for (int i = 0; i < v->ndim; i++) hi += (v->shape[i] - 1) * (v->strides[i] < 0 ? -v->strides[i] : v->strides[i]);
+    return (VkDeviceSize)(hi + 1) * td_dtype_size(v->dtype) + d->caps.min_storage_align;
+}
+
+/* Operands whose window exceeds maxStorageBufferRange: the op runs on the two
+** halves of the outermost dim longer than 1, recursively, until every window fits. */
+static td_status elementwise_halves(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n,
+                                    const td_operand *const *views, const bool *writes, const uint32_t sc[4],
+                                    bool *done) {
+    const td_operand *v0 = views[n - 1];
+    bool wide = false;
+    for (int k = 0; k < n; k++) wide |= views[k]->buf && window_bytes(d, views[k]) > d->caps.max_storage_range;
+    int dim = 0;
+    while (dim < v0->ndim && v0->shape[dim] == 1) dim++;
+    *done = wide && dim < v0->ndim;
+    if (!*done) return TD_OK;
+    td_operand part[4];
+    const td_operand *pv[4];
+    int64_t h = v0->shape[dim] / 2;
+    for (int half = 0; half < 2; half++) {
+        for (int k = 0; k < n; k++) {
+            part[k] = *views[k];
+            part[k].shape[dim] = half ? v0->shape[dim] - h : h;
+            part[k].offset += half * h * part[k].strides[dim];
+            pv[k] = &part[k];
+        }
+        td_status st = vk_elementwise(d, shader, spec, n_spec, n, pv, writes, sc);
+        if (st != TD_OK) return st;
+    }
+    return TD_OK;
+}
+
 td_status vk_elementwise(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n, const td_operand *const *views,
                          const bool *writes, const uint32_t sc[4]) {
     const td_operand *v0 = views[n - 1];
+    bool split;
+    td_status hs = elementwise_halves(d, shader, spec, n_spec, n, views, writes, sc, &split);
+    if (split || hs != TD_OK) return hs;
     vk_bind binds[4];
     vk_pc_elem pc = {0};
     uint32_t off[4];

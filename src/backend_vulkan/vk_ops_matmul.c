@@ -5,8 +5,8 @@
 ** contiguous. Batch dims are merged where strides allow, at most 3 go to the
 ** shader, and grids past 65535 batch entries are split.
 **
-** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has NV
-** cooperative matrices, after a self-test on first use: two products (aligned
+** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has KHR
+** or NV cooperative matrices (vk_coopmat.c picks one), after a self-test on first use: two products (aligned
 ** row-major operands; odd sizes with a transposed operand) must match a
 ** double-precision host reference within f16 rounding and f32 accumulation
 ** error, else that device keeps the tiled kernel (and says so on stderr).
@@ -100,7 +100,11 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     ** of 64 x 64 ran no faster on an H200); the device's fragment shape */
     const uint32_t *cs = d->caps.coopmat_shape, sg = d->caps.subgroup_size;
     uint32_t coop_spec[5] = {256, cs[0], cs[1], cs[2], sg};
-    int shader = coop ? VK_SHADER_matmul_coopmat_f16 : VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
+    int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
+    if (coop) shader = VK_SHADER_matmul_coopmat_f16;
+#ifdef TRIDENT_VK_COOPMAT_KHR
+    if (coop && d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
+#endif
     uint32_t gx = coop ? (pc.N + 127) / 128 : (pc.N + spec[3] - 1) / spec[3];
     uint32_t gy = coop ? (pc.M + 127) / 128 : (pc.M + spec[2] - 1) / spec[2];
     if (coop) spec = coop_spec;

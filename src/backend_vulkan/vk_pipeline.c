@@ -4,7 +4,9 @@
 ** Every pipeline shares one layout: set 0 holds VK_MAX_BINDINGS storage
 ** buffers (shaders use bindings 0..n-1) and VK_PUSH_MAX bytes of push
 ** constants. A pipeline is keyed by (shader variant, specialization constants);
-** constant 0 is always the workgroup size.
+** constant 0 is always the workgroup size. A variant that uses subgroup
+** operations has a generic twin (shaders.cmake), which runs instead where the
+** device has no subgroup arithmetic (or TRIDENT_VULKAN_DISABLE=subgroup).
 **
 ** The VkPipelineCache is loaded from and saved to
 ** $XDG_CACHE_HOME/trident (else ~/.cache/trident), one file per device
@@ -164,9 +166,16 @@ static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry,
     return TD_OK;
 }
 
+/* The variant that runs for shader: its generic twin on devices without subgroup arithmetic. */
+static int pick_variant(const vk_dev *d, int shader) {
+    int g = vk_shader_table[shader].generic;
+    return g >= 0 && !d->caps.subgroup_arith ? g : shader;
+}
+
 td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
     if (shader < 0 || shader >= VK_SHADER_COUNT || n_spec > VK_MAX_SPEC)
         return td_error_set(TD_ERR_MISUSE, "vulkan: bad shader id %d", shader);
+    shader = pick_variant(d, shader);
     for (vk_pipeline *p = d->pipelines[shader]; p; p = p->next)
         if (p->n_spec == n_spec && !memcmp(p->spec, spec, 4 * (size_t)n_spec)) {
             *out = p->pipe;

@@ -83,8 +83,10 @@ static td_storage *storage_new(td_device dev, size_t nbytes) {
     if (be->iface->buffer_alloc(dev.index, nbytes + 2 * guard, &s->buf) != TD_OK) {
         free(s);
         if (td_last_status() != TD_ERR_OOM) return NULL;
-        char d[32];
-        TD_FAIL_NULL(TD_ERR_OOM, "out of memory allocating %zu bytes on %s", nbytes, td_device_str(dev, d, sizeof d));
+        char d[32], why[512]; /* the backend's reason, e.g. the limit it hit */
+        snprintf(why, sizeof why, "%s", td_last_error());
+        TD_FAIL_NULL(TD_ERR_OOM, "out of memory allocating %zu bytes on %s (%s)", nbytes,
+                     td_device_str(dev, d, sizeof d), why);
     }
     atomic_init(&s->refcount, 1);
     s->device = dev;

@@ -1,0 +1,124 @@
+/*
+** Cooperative matrices (tensor cores): which extension the f16 matmul uses on a
+** device, and with which fragment shape.
+**
+** Two extensions give the same kernel (shaders/matmul_coopmat.comp):
+** VK_NV_cooperative_matrix, and the portable VK_KHR_cooperative_matrix, whose
+** shader variant exists only when the build had glslang >= 13 (TRIDENT_VK_COOPMAT_KHR).
+** The path is KHR where both work, else NV; TRIDENT_VULKAN_COOPMAT=khr|nv|off forces
+** one (a forced path the device or build lacks leaves none). The shape is the
+** largest the driver lists for f16 x f16 -> f32 at subgroup scope that tiles the
+** kernel's 64 x subgroup-size x 32 subgroup block; the kernel's shared memory must
+** fit maxComputeSharedMemorySize. bf16 shapes (VK_KHR_shader_bfloat16) are
+** reported, but no kernel takes them yet: GL_EXT_bfloat16 needs a newer glslang.
+**
+** Debian 12's Vulkan headers (1.3.239) predate VK_KHR_cooperative_matrix, so its
+** few structs and enums are declared here.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk.h"
+
+#ifndef VK_KHR_cooperative_matrix
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType)1000506000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR               ((VkStructureType)1000506001)
+typedef struct VkCooperativeMatrixPropertiesKHR {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MSize, NSize, KSize;
+    int32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
+    VkBool32 saturatingAccumulation;
+    int32_t scope; /* VkScopeKHR */
+} VkCooperativeMatrixPropertiesKHR;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(VkPhysicalDevice, uint32_t *,
+                                                                                   VkCooperativeMatrixPropertiesKHR *);
+#endif
+/* VkComponentTypeKHR / VkScopeKHR values (the NV enums share the first ones) */
+#define CT_FLOAT16     0
+#define CT_FLOAT32     1
+#define CT_BFLOAT16    1000141000
+#define SCOPE_SUBGROUP 3
+#define KERNEL_SHARED  (2u * (128u * 40u + 32u * 136u) * 2u) /* matmul_coopmat.comp: two stages of halfs */
+
+/* One listed shape: keep it in *best when it fits the kernel and beats it. */
+static void consider(vk_dev *d, const char *ext, uint32_t m, uint32_t n, uint32_t k, int32_t at, int32_t bt, int32_t ct,
+                     int32_t rt, int32_t scope, uint32_t best[3], bool *bf16) {
+    const vk_caps *c = &d->caps;
+    if (getenv("TRIDENT_VULKAN_VERBOSE"))
+        fprintf(stderr, "vulkan: %s: %s cooperative matrix %ux%ux%u types %d %d %d %d scope %d\n", d->props.deviceName,
+                ext, m, n, k, at, bt, ct, rt, scope);
+    if (scope != SCOPE_SUBGROUP) return;
+    if (at == CT_BFLOAT16 && bt == CT_BFLOAT16) *bf16 = true;
+    /* 64 x WN subgroup blocks (WN = subgroup size), K steps of 32 */
+    bool fits = m && n && k && 64 % m == 0 && c->subgroup_size % n == 0 && 32 % k == 0;
+    bool types = at == CT_FLOAT16 && bt == CT_FLOAT16 && ct == CT_FLOAT32 && rt == CT_FLOAT32;
+    if (fits && types && m * n * k > best[0] * best[1] * best[2]) best[0] = m, best[1] = n, best[2] = k;
+}
+
+static void probe_nv(vk_dev *d, uint32_t best[3]) {
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+            vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    if (!get || get(d->phys, &n, NULL) != VK_SUCCESS || !n) return;
+    VkCooperativeMatrixPropertiesNV *cm = calloc(n, sizeof *cm);
+    for (uint32_t i = 0; cm && i < n; i++) cm[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    bool bf16 = false;
+    if (cm && get(d->phys, &n, cm) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++)
+            consider(d, "NV", cm[i].MSize, cm[i].NSize, cm[i].KSize, cm[i].AType, cm[i].BType, cm[i].CType, cm[i].DType,
+                     cm[i].scope, best, &bf16);
+    free(cm);
+}
+
+static void probe_khr(vk_dev *d, uint32_t best[3]) {
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
+            vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+    uint32_t n = 0;
+    if (!get || get(d->phys, &n, NULL) != VK_SUCCESS || !n) return;
+    VkCooperativeMatrixPropertiesKHR *cm = calloc(n, sizeof *cm);
+    for (uint32_t i = 0; cm && i < n; i++) cm[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+    if (cm && get(d->phys, &n, cm) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++)
+            consider(d, "KHR", cm[i].MSize, cm[i].NSize, cm[i].KSize, cm[i].AType, cm[i].BType, cm[i].CType,
+                     cm[i].ResultType, cm[i].scope, best, &d->caps.coopmat_bf16);
+    free(cm);
+}
+
+void vk_coopmat_probe(vk_dev *d) {
+    vk_caps *c = &d->caps;
+    c->coopmat = VK_COOPMAT_NONE;
+    /* the kernel has 256 invocations in 2, 4 or 8 subgroups and needs f16 arithmetic */
+    bool sg = c->subgroup_size == 32 || c->subgroup_size == 64 || c->subgroup_size == 128;
+    if (!(c->fp16_arith && c->storage16 && c->memory_model && c->subgroup_arith && sg)) return;
+    if (c->shared_mem < KERNEL_SHARED) return;
+    const char *force = getenv("TRIDENT_VULKAN_COOPMAT");
+    bool want_khr = !force || !*force || !strcmp(force, "khr"), want_nv = !force || !*force || !strcmp(force, "nv");
+    uint32_t khr[3] = {0, 0, 0}, nv[3] = {0, 0, 0};
+#ifdef TRIDENT_VK_COOPMAT_KHR
+    if (c->coopmat_khr && want_khr) probe_khr(d, khr);
+#else
+    (void)want_khr, (void)probe_khr;
+#endif
+    if (c->coopmat_nv && want_nv) probe_nv(d, nv);
+    const uint32_t *shape = khr[0] ? khr : nv[0] ? nv : NULL;
+    if (!shape) return;
+    c->coopmat = khr[0] ? VK_COOPMAT_KHR : VK_COOPMAT_NV;
+    memcpy(c->coopmat_shape, shape, sizeof c->coopmat_shape);
+}
+
+const char *vk_coopmat_name(int path) { return path == VK_COOPMAT_KHR ? "khr" : path == VK_COOPMAT_NV ? "nv" : "none"; }
+
+void *vk_coopmat_chain(const vk_dev *d, vk_coopmat_feat *f, void *next) {
+    if (d->caps.coopmat == VK_COOPMAT_NONE) return next;
+    /* VkPhysicalDeviceCooperativeMatrixFeatures{NV,KHR} share this layout */
+    *f = (vk_coopmat_feat){.sType = d->caps.coopmat == VK_COOPMAT_KHR
+                                        ? VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
+                                        : VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+                           .pNext = next,
+                           .cooperativeMatrix = VK_TRUE};
+    return f;
+}
