@@ -28,7 +28,7 @@ static void usage(FILE *f) {
             "  --twin PATH       the twin script (default %s)\n"
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
             "  --svg FILE        write a bar chart per workload\n"
-          "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
+            "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
             "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
             "workloads (--only takes the name, the part after W<n>-, its first word, or W<n>):\n",
             "/usr/share/datasets/fashion-mnist", BENCH_TWIN_DEFAULT);

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trident/backend.h"
 #include "trident/trident.h"
 
 int cmd_devices(int argc, char **argv);
