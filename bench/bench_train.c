@@ -13,6 +13,9 @@
 **                before each replay the host batch is copied (td_copy_) into
 **                the static device tensors the graph reads; the loss stays
 **                on the device. Only on devices whose backend captures.
+**                Adam is made with capturable = true (its step count on the
+**                device); where a backend's Adam ignores the flag, every
+**                replay repeats the recorded step count, which costs the same.
 ** --quick (CI, where lavapipe takes seconds per step): W1/W2 batch 16 (an epoch
 ** is then 3750 steps), W3 d_model 32, 2 heads, 1 layer, context 32, batch 4, and
 ** one warm-up step.
@@ -273,7 +276,7 @@ td_status bench_run_captured(bench_session *s, int device) {
     } else if (st != TD_OK) {
         bench_fail(s, device, name, "float32", NULL);
     } else {
-        snprintf(note, sizeof note, "replays of one captured W2 step, host batch copied in before each; %s", data);
+        snprintf(note, sizeof note, "captured W2 step replayed, host batch copied in first; %s", data);
         st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, (double)b, &c.a, fn_replay, &c, note,
                         (int)(TRAIN_IMAGES / b));
     }
