@@ -14,6 +14,10 @@
 **          rows, the best GEMM rate of the dtype for matmul; none for training rows
 **   vs_fastest  rate / the best rate of any backend on the same row (<= 1)
 **   vs_torch    rate / PyTorch's rate on the same row and device class (> 1: faster)
+**   peak   the device's highest allocated bytes during the workload (the
+**          allocator's statistics, reset before it), shared by its rows
+**   host waits  device-to-host waits (td_host_sync_count) per timed call; a
+**          training step that keeps its loss on the device makes none
 */
 #ifndef TRIDENT_BENCH_H
 #define TRIDENT_BENCH_H
@@ -21,7 +25,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "trident/backend.h"
 #include "trident/trident.h"
 #include "workloads.h" /* tools/: the W1-W3 models */
 
@@ -30,9 +33,15 @@
 #define BENCH_MAX_ROWS    256
 #define BENCH_MAX_TORCH   128
 
-typedef enum { BENCH_UNIT_GFLOPS = 0, BENCH_UNIT_GBPS = 1, BENCH_UNIT_SAMPLES = 2, BENCH_UNIT_TOKENS = 3 } bench_unit;
-const char *bench_unit_name(bench_unit u); /* "GFLOP/s", "GB/s", "samples/s", "tokens/s" */
-/* What one unit counts: 1e9 for GFLOP/s and GB/s, 1 for samples/s and tokens/s. */
+typedef enum {
+    BENCH_UNIT_GFLOPS = 0,
+    BENCH_UNIT_GBPS = 1,
+    BENCH_UNIT_SAMPLES = 2,
+    BENCH_UNIT_TOKENS = 3,
+    BENCH_UNIT_OPS = 4, /* the dispatch row: ops/s */
+} bench_unit;
+const char *bench_unit_name(bench_unit u); /* "GFLOP/s", "GB/s", "samples/s", "tokens/s", "ops/s" */
+/* What one unit counts: 1e9 for GFLOP/s and GB/s, 1 for the others. */
 double bench_unit_scale(bench_unit u);
 
 /* One device under test and its roofline. */
@@ -40,7 +49,6 @@ typedef struct bench_device {
     td_device dev;
     char label[16]; /* "cpu", "cuda:0", "vulkan:0" */
     td_device_info info;
-    const td_backend *be;
     const char *timer;                  /* how its samples were timed (see bench_time) */
     const char *torch_device;           /* twin's device for ratios: "cpu" or "cuda" */
     char torch_status[96];              /* "ok", "n/a (torch not found)", ...; "" without --torch */
@@ -70,6 +78,12 @@ typedef struct bench_row {
     char note[160];      /* the data and the config, e.g. "random tokens; batch 8 on CPU" */
     int64_t params;      /* the model's parameter count; 0: not a training row */
     int steps_per_epoch; /* W1/W2: 468, for the extrapolated epoch time; 0: none */
+    /* memory and host waits */
+    bool has_peak;      /* false: the backend keeps no allocator statistics */
+    int64_t peak_bytes; /* peak allocated during the row's workload */
+    int64_t base_bytes; /* allocated when that workload started (live data of the session) */
+    double host_waits;  /* host waits per timed call (training rows: per step) */
+    double eager_ms;    /* W2-captured: the W2-cnn row's step on the same device; 0: none */
 } bench_row;
 
 /* A measurement line from the PyTorch twin, mapped onto a row key (W3's
@@ -127,6 +141,9 @@ typedef struct bench_workload {
 extern const bench_workload bench_workloads[];
 extern const int bench_n_workloads;
 
+/* dispatch: 10k adds of [1] f32 tensors, then one synchronize (bench_workloads.c). */
+td_status bench_run_dispatch(bench_session *s, int device);
+
 /* Measure copy bandwidth and the GEMM rate of each dtype at sizes below the
 ** matmul row's (the row itself also counts toward the best). */
 td_status bench_roofline(bench_session *s, int device);
@@ -140,6 +157,13 @@ int64_t bench_vector_elems(const bench_session *s, int device);
 td_status bench_run_mlp(bench_session *s, int device); /* W1 */
 td_status bench_run_cnn(bench_session *s, int device); /* W2 */
 td_status bench_run_gpt(bench_session *s, int device); /* W3 */
+/* W2-captured: one W2 step captured once (td_capture_begin/end) and replayed,
+** the batch copied from the host into static tensors before each replay. Adds
+** no row on a device whose backend does not capture. */
+td_status bench_run_captured(bench_session *s, int device);
+/* Load the Fashion-MNIST training set into s->images (once; without it, W1/W2
+** use random images). Fails only for a --data directory that does not load. */
+td_status bench_load_data(bench_session *s);
 /* W1/W2's batch: 128 (--quick: 16). W3's size: WORKLOADS.md's (--quick: d_model
 ** 32, 2 heads, 1 layer, context 32), and its batch on device (64; 8 on the CPU;
 ** 4 with --quick). */
@@ -159,12 +183,15 @@ typedef td_status (*bench_fn)(void *arg, int rep);
 typedef struct bench_sampling {
     int warmup, max_samples;
     double budget_s;
+    bool host_clock; /* time by synchronize + host clock even where the device has events */
 } bench_sampling;
 
 /* Warm up, then sample fn until opt.max_reps samples or opt.budget_s (at least
-** 3 samples), and add the row. GPU samples come from the backend's events
-** between fn's enqueue and completion; without events, from synchronize + host
-** clock (d->timer says which). Returns the new row, or NULL with row error set. */
+** 3 samples), and add the row. GPU samples come from device events
+** (td_event_*) between fn's enqueue and completion; without events, from
+** td_synchronize + host clock (d->timer says which). The row's host_waits
+** counts the waits inside fn only. Returns the new row, or NULL with row error
+** set. */
 bench_row *bench_time(bench_session *s, int device, const char *workload, const char *variant, const char *size,
                       bench_unit unit, double work, int buffers, bench_fn fn, void *arg);
 /* bench_time with its own sampling (how). */

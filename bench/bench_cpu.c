@@ -20,7 +20,6 @@
 #endif
 
 #include "bench_clock.h"
-#include "trident/backend.h"
 #include "trident/trident.h"
 
 enum { WARMUP = 2, REPS = 9 };
@@ -109,8 +108,7 @@ int main(int argc, char **argv) {
     bool quick = argc > 1 && !strcmp(argv[1], "--quick");
     int reps = quick ? 3 : REPS;
     td_device_info info;
-    const td_backend *cpu = td_backend_for(TD_DEVICE_CPU);
-    if (!cpu || cpu->iface->device_info(0, &info) != TD_OK) snprintf(info.name, sizeof info.name, "cpu");
+    if (td_device_get_info(TD_CPU, &info) != TD_OK) snprintf(info.name, sizeof info.name, "cpu");
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();

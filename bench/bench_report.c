@@ -1,18 +1,25 @@
 /*
 ** The terminal table and the JSON file of a session.
 **
-** JSON layout (version 1):
-**   {"trident_bench": 1, "date", "commit", "quick",
+** JSON layout (version 2):
+**   {"trident_bench": 2, "date", "commit", "quick",
 **    "devices": [{"device", "name", "driver", "features", "compute_units", "total_memory", "timer",
 **                 "torch_device", "torch_status", "copy_gbps", "gemm_gflops": {dtype: rate}}],
 **    "torch": {"requested", "status", "version", "lines": [the twin's JSON lines]},
 **    "rows": [{"workload", "variant", "device", "size", "unit", "work", "buffers", "samples_ms": [...],
 **              "median_ms", "rate", "roof", "roof_pct", "vs_fastest", "torch_rate", "vs_torch", "error",
-**              training rows (W1-W3) also: "note", "params", "ms_per_step" (= median_ms), and
+**              "peak_bytes", "base_bytes" (the device's peak allocated bytes during the row's workload, and
+**                what was allocated when it started; null where the backend keeps no statistics),
+**              training rows (W1-W3, W2-captured) also: "note", "params", "ms_per_step" (= median_ms),
+**                "host_waits_per_step" (td_host_sync_count over the timed steps / steps), and
 **                W1/W2: "steps_per_epoch", "epoch_s" (median step x steps), "torch_epoch_s";
-**                W3: "torch_ms_per_step", "torch_compiled_rate", "torch_compiled_ms_per_step"}]}
+**                W2-captured: "eager_ms_per_step" (the W2-cnn row's median on the device), "speedup"
+**                  (eager / captured; both null without that row);
+**                W3: "torch_ms_per_step", "torch_compiled_rate", "torch_compiled_ms_per_step";
+**              dispatch also: "us_per_op" (median_ms * 1000 / work)}]}
 **   A training row's work is samples (W1/W2) or tokens (W3) per step, its rate per second;
-**   its samples are whole steps. The twin's figures are converted to the same batch.
+**   its samples are whole steps. The twin's figures are converted to the same batch. The
+**   dispatch row's work is its 10k ops, its rate ops/s.
 */
 #include <jansson.h>
 #include <string.h>
@@ -42,7 +49,9 @@ static double step_ms(const bench_row *r, double rate) { return rate > 0 ? r->wo
 /* The "vs torch" cell of row r: epoch seconds for W1/W2, ms/step for W3. */
 static void torch_cell(const bench_session *s, const bench_row *r, char *buf, size_t n) {
     const bench_device *d = &s->devices[r->device];
-    if (r->torch_rate > 0 && r->steps_per_epoch)
+    if (r->torch_rate > 0 && r->unit == BENCH_UNIT_OPS)
+        snprintf(buf, n, "%.2fx (torch %.2f us/op)", r->rate / r->torch_rate, 1e6 / r->torch_rate);
+    else if (r->torch_rate > 0 && r->steps_per_epoch)
         snprintf(buf, n, "%.2fx (torch %.2f s/epoch, ours %.2f)", r->rate / r->torch_rate,
                  step_ms(r, r->torch_rate) * r->steps_per_epoch * 1e-3, r->median_ms * r->steps_per_epoch * 1e-3);
     else if (r->torch_rate > 0 && r->params)
@@ -70,8 +79,8 @@ void bench_print_table(const bench_session *s, FILE *f) {
         fprintf(f, "\n");
     }
     if (s->opt.torch) fprintf(f, "  PyTorch %s: %s\n", s->torch_version[0] ? s->torch_version : "?", s->torch_status);
-    fprintf(f, "\n%-13s %-9s %-9s %-16s %11s %18s %7s %8s  %s\n", "workload", "variant", "device", "size", "median ms",
-            "rate", "roof%", "vs best", "vs torch");
+    fprintf(f, "\n%-13s %-9s %-9s %-16s %11s %18s %7s %8s %9s  %s\n", "workload", "variant", "device", "size",
+            "median ms", "rate", "roof%", "vs best", "peak MiB", "vs torch");
     for (int i = 0; i < s->n_rows; i++) {
         const bench_row *r = &s->rows[i];
         const char *dev = s->devices[r->device].label;
@@ -79,15 +88,19 @@ void bench_print_table(const bench_session *s, FILE *f) {
             fprintf(f, "%-13s %-9s %-9s failed: %s\n", r->workload, r->variant, dev, r->error);
             continue;
         }
-        char rate[32], roof[16], torch[128];
+        char rate[32], roof[16], peak[24], torch[128];
         snprintf(rate, sizeof rate, "%.1f %s", r->rate, bench_unit_name(r->unit));
         if (r->roof > 0)
             snprintf(roof, sizeof roof, "%.0f%%", r->roof_pct);
         else
             snprintf(roof, sizeof roof, "-");
+        if (r->has_peak)
+            snprintf(peak, sizeof peak, "%.1f", (double)r->peak_bytes / (1 << 20));
+        else
+            snprintf(peak, sizeof peak, "-");
         torch_cell(s, r, torch, sizeof torch);
-        fprintf(f, "%-13s %-9s %-9s %-16s %11.3f %18s %7s %7.2fx  %s\n", r->workload, r->variant, dev, r->size,
-                r->median_ms, rate, roof, r->vs_fastest, torch);
+        fprintf(f, "%-13s %-9s %-9s %-16s %11.3f %18s %7s %7.2fx %9s  %s\n", r->workload, r->variant, dev, r->size,
+                r->median_ms, rate, roof, r->vs_fastest, peak, torch);
     }
     for (int i = 0; i < s->n_rows; i++) {
         const bench_row *r = &s->rows[i];
@@ -95,13 +108,22 @@ void bench_print_table(const bench_session *s, FILE *f) {
         fprintf(f, "  %s on %s: %.3f ms/step", r->workload, s->devices[r->device].label, r->median_ms);
         if (r->steps_per_epoch)
             fprintf(f, ", %.2f s/epoch (%d steps)", r->median_ms * r->steps_per_epoch * 1e-3, r->steps_per_epoch);
-        fprintf(f, ", %.0f %s; %.2f M params; %s\n", r->rate, bench_unit_name(r->unit), r->params * 1e-6, r->note);
+        if (r->eager_ms > 0) fprintf(f, ", %.2fx the eager step (%.3f ms)", r->eager_ms / r->median_ms, r->eager_ms);
+        fprintf(f, ", %.0f %s; %.2f host waits/step; %.2f M params; %s\n", r->rate, bench_unit_name(r->unit),
+                r->host_waits, r->params * 1e-6, r->note);
+    }
+    for (int i = 0; i < s->n_rows; i++) {
+        const bench_row *r = &s->rows[i];
+        if (!r->error[0] && r->unit == BENCH_UNIT_OPS)
+            fprintf(f, "  dispatch on %s: %.2f us per op (%s adds and one synchronize, host clock)\n",
+                    s->devices[r->device].label, r->median_ms * 1e3 / r->work, r->size);
     }
     fprintf(f,
             "\nmedian of 3 to %d samples after 2 warm-up calls (training rows: whole steps after %d warm-up step%s);\n"
             "roof%%: of the copy bandwidth (GB/s rows) or the best GEMM rate of the dtype (GFLOP/s rows) measured on\n"
             "the same device; vs best: rate / fastest backend's rate; vs torch: rate / PyTorch's rate on the same\n"
-            "device class (> 1: Trident is faster; W1/W2 as epoch times, W3 as ms/step).\n",
+            "device class (> 1: Trident is faster; W1/W2 as epoch times, W3 as ms/step); peak MiB: the device's\n"
+            "highest allocation during the workload (-: the backend keeps no statistics).\n",
             s->opt.max_reps, s->opt.quick ? 1 : 3, s->opt.quick ? "" : "s");
 }
 
@@ -128,10 +150,21 @@ static json_t *row_json(const bench_session *s, const bench_row *r) {
     json_object_set_new(o, "torch_rate", r->torch_rate > 0 ? json_real(r->torch_rate) : json_null());
     json_object_set_new(o, "vs_torch", r->torch_rate > 0 ? json_real(r->rate / r->torch_rate) : json_null());
     if (r->error[0]) json_object_set_new(o, "error", json_string(r->error));
+    bool peak = r->has_peak && !r->error[0];
+    json_object_set_new(o, "peak_bytes", peak ? json_integer((json_int_t)r->peak_bytes) : json_null());
+    json_object_set_new(o, "base_bytes", peak ? json_integer((json_int_t)r->base_bytes) : json_null());
+    if (r->unit == BENCH_UNIT_OPS && r->work > 0)
+        json_object_set_new(o, "us_per_op", json_real(r->median_ms * 1e3 / r->work));
     if (!r->params) return o;
     json_object_set_new(o, "note", json_string(r->note));
     json_object_set_new(o, "params", json_integer((json_int_t)r->params));
     json_object_set_new(o, "ms_per_step", json_real(r->median_ms));
+    json_object_set_new(o, "host_waits_per_step", json_real(r->host_waits));
+    if (!strcmp(r->workload, "W2-captured")) {
+        bool eager = r->eager_ms > 0 && r->median_ms > 0;
+        json_object_set_new(o, "eager_ms_per_step", eager ? json_real(r->eager_ms) : json_null());
+        json_object_set_new(o, "speedup", eager ? json_real(r->eager_ms / r->median_ms) : json_null());
+    }
     if (r->steps_per_epoch) {
         json_object_set_new(o, "steps_per_epoch", json_integer(r->steps_per_epoch));
         json_object_set_new(o, "epoch_s", json_real(r->median_ms * r->steps_per_epoch * 1e-3));
@@ -162,7 +195,7 @@ int bench_write_json(const bench_session *s, const char *path) {
     json_t *torch =
         json_pack("{s:b, s:s, s:s, s:o}", "requested", s->opt.torch, "status",
                   s->opt.torch ? s->torch_status : "not requested", "version", s->torch_version, "lines", lines);
-    json_t *root = json_pack("{s:i, s:s, s:s, s:b, s:o, s:o, s:o}", "trident_bench", 1, "date", s->date, "commit",
+    json_t *root = json_pack("{s:i, s:s, s:s, s:b, s:o, s:o, s:o}", "trident_bench", 2, "date", s->date, "commit",
                              s->commit, "quick", s->opt.quick, "devices", devices, "torch", torch, "rows", rows);
     int rc = root && !json_dump_file(root, path, JSON_INDENT(1)) ? 0 : -1;
     if (rc) fprintf(stderr, "trident bench: cannot write %s\n", TD_QUOTE(path));

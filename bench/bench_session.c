@@ -1,6 +1,7 @@
 /*
-** The session: which devices, in which order the workloads run, and the derived
-** columns (roofline %, ratio to the fastest backend, ratio to PyTorch).
+** The session: which devices, in which order the workloads run, the peak
+** memory of each workload, and the derived columns (roofline %, ratio to the
+** fastest backend, ratio to PyTorch, a captured step's speedup).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 #include "bench.h"
 
 const char *bench_unit_name(bench_unit u) {
-    static const char *const names[] = {"GFLOP/s", "GB/s", "samples/s", "tokens/s"};
+    static const char *const names[] = {"GFLOP/s", "GB/s", "samples/s", "tokens/s", "ops/s"};
     return names[u];
 }
 
@@ -26,8 +27,7 @@ static bool add_device(bench_session *s, td_device dev, char *err, size_t err_si
     memset(d, 0, sizeof *d);
     d->dev = dev;
     td_device_str(dev, d->label, sizeof d->label);
-    d->be = td_backend_for(dev.type);
-    if (!d->be || d->be->iface->device_info(dev.index, &d->info) != TD_OK) {
+    if (td_device_get_info(dev, &d->info) != TD_OK) {
         snprintf(err, err_size, "%s: %s", d->label, td_last_error());
         return false;
     }
@@ -37,18 +37,31 @@ static bool add_device(bench_session *s, td_device dev, char *err, size_t err_si
     return true;
 }
 
+/* Every device of one type: the software ones (lavapipe) only when the type has
+** no other, since at full sizes they take hours. Adds none if the backend is absent. */
+static bool add_type(bench_session *s, int type, char *err, size_t err_size) {
+    int n = 0, real = 0;
+    for (; td_device_available((td_device){type, n}); n++) {
+        td_device_info info;
+        real += td_device_get_info((td_device){type, n}, &info) == TD_OK && !info.emulated;
+    }
+    td_clear_error();
+    for (int i = 0; i < n; i++) {
+        td_device_info info;
+        td_device dev = {type, i};
+        if (real && (td_device_get_info(dev, &info) != TD_OK || info.emulated)) continue;
+        if (!add_device(s, dev, err, err_size)) return false;
+    }
+    return true;
+}
+
+static const char *const type_names[TD_DEVICE_TYPE_COUNT] = {"cpu", "cuda", "vulkan"};
+
 bool bench_select_devices(bench_session *s, const char *list, char *err, size_t err_size) {
     s->n_devices = 0;
     if (!list) {
-        for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++) {
-            if (td_backend_unavailable_reason(type)) continue;
-            int n = td_backend_for(type)->iface->device_count();
-            for (int i = 0; i < n; i++) {
-                td_device dev = {type, i};
-                if (td_device_available(dev) && !add_device(s, dev, err, err_size)) return false;
-            }
-        }
-        td_clear_error();
+        for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++)
+            if (!add_type(s, type, err, err_size)) return false;
         return s->n_devices > 0 || (snprintf(err, err_size, "no device available"), false);
     }
     char buf[256];
@@ -59,7 +72,8 @@ bool bench_select_devices(bench_session *s, const char *list, char *err, size_t 
             snprintf(err, err_size, "backend %s: %s", TD_QUOTE(tok), td_last_error());
             return false;
         }
-        if (!add_device(s, dev, err, err_size)) return false;
+        bool type_only = !strchr(tok, ':') && strcmp(tok, "auto") && !strcmp(tok, type_names[dev.type]);
+        if (!(type_only ? add_type(s, dev.type, err, err_size) : add_device(s, dev, err, err_size))) return false;
     }
     return s->n_devices > 0 || (snprintf(err, err_size, "--backends names no device"), false);
 }
@@ -96,7 +110,32 @@ static void progress_rows(const bench_session *s, int from) {
     }
 }
 
+/* Start a peak window on device d; false when its backend keeps no statistics. */
+static bool peak_reset(const bench_session *s, int d, int64_t *base) {
+    td_memory_stats m;
+    bool ok = td_memory_stats_get(s->devices[d].dev, true, &m) == TD_OK;
+    if (!ok) td_clear_error();
+    *base = ok ? (int64_t)m.allocated : 0;
+    return ok;
+}
+
+/* The peak since peak_reset onto the rows [from, n_rows) of one workload. */
+static void peak_record(bench_session *s, int d, int from, int64_t base) {
+    td_memory_stats m;
+    if (td_memory_stats_get(s->devices[d].dev, false, &m) != TD_OK) {
+        td_clear_error();
+        return;
+    }
+    for (int i = from; i < s->n_rows; i++) {
+        s->rows[i].has_peak = true;
+        s->rows[i].peak_bytes = (int64_t)m.peak_allocated;
+        s->rows[i].base_bytes = base;
+    }
+}
+
 void bench_run_all(bench_session *s) {
+    if (bench_load_data(s) != TD_OK) /* before the peaks: the data set is the session's, not a workload's */
+        fprintf(stderr, "[bench] --data %s: %s (W1/W2 will fail)\n", s->opt.data, td_last_error());
     for (int d = 0; d < s->n_devices; d++) {
         bench_device *dev = &s->devices[d];
         fprintf(stderr, "[bench] %s: %s (%s)\n", dev->label, dev->info.name, dev->info.driver);
@@ -108,8 +147,13 @@ void bench_run_all(bench_session *s) {
             if (!bench_workload_selected(s, &bench_workloads[w])) continue;
             from = s->n_rows;
             fprintf(stderr, "[bench] %s: %s\n", dev->label, bench_workloads[w].name);
+            int64_t base;
+            bool stats = peak_reset(s, d, &base);
             if (bench_workloads[w].run(s, d) != TD_OK && s->n_rows == from)
                 bench_fail(s, d, bench_workloads[w].name, "", NULL);
+            if (stats) peak_record(s, d, from, base);
+            if (s->n_rows == from) fprintf(stderr, "  skipped: %s\n", td_last_error());
+            td_clear_error();
             progress_rows(s, from);
         }
     }
@@ -150,6 +194,10 @@ void bench_finalize(bench_session *s) {
         for (int j = 0; j < s->n_rows; j++)
             if (!s->rows[j].error[0] && same_key(r, &s->rows[j]) && s->rows[j].rate > best) best = s->rows[j].rate;
         r->vs_fastest = best > 0 ? r->rate / best : 0;
+        r->eager_ms = 0;
+        for (int j = 0; j < s->n_rows && !strcmp(r->workload, "W2-captured"); j++)
+            if (!s->rows[j].error[0] && s->rows[j].device == r->device && !strcmp(s->rows[j].workload, "W2-cnn"))
+                r->eager_ms = s->rows[j].median_ms;
         r->torch_rate = r->torch_compiled_rate = 0;
         char compiled[sizeof r->variant + 16];
         snprintf(compiled, sizeof compiled, "%s-compiled", r->variant);

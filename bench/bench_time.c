@@ -2,10 +2,12 @@
 ** Timing of one row: warm-up, then samples until a count or time budget.
 **
 ** GPU backends queue work asynchronously, so a host clock around the call would
-** time the enqueue. With the backend's event slots each sample is the time
-** between two events recorded around the call. A backend without events is
-** synchronized before and after, and timed by the host clock. The CPU backend is
-** synchronous, so its host clock is exact. bench_device.timer records which.
+** time the enqueue. With device events (td_event_new) each sample is the time
+** between two events recorded around the call. A device without events (or a
+** row that asks for the host clock) is synchronized before and after, and timed
+** by the host clock. The CPU backend is synchronous, so its host clock is exact.
+** bench_device.timer records which. The host waits (td_host_sync_count) made
+** inside the call are counted apart from the timer's own.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -35,58 +37,60 @@ static td_status call(bench_fn fn, void *arg, int rep) {
 }
 
 typedef struct timer {
-    const td_backend_i *io;
-    int dev;
-    td_event *start, *end; /* NULL: host clock */
-    bool sync;             /* synchronize around host-clock samples */
+    td_device dev;
+    td_device_event *start, *end; /* NULL: host clock */
+    bool sync;                    /* synchronize around host-clock samples */
+    int64_t waits;                /* host waits made inside the sampled calls */
 } timer;
 
 static td_status sample(timer *t, bench_fn fn, void *arg, int rep, double *ms) {
     td_status st;
+    int64_t w0;
     if (t->start) {
-        if ((st = t->io->event_record(t->start)) != TD_OK) return st;
+        if ((st = td_event_record(t->start)) != TD_OK) return st;
         td_scope_begin();
+        w0 = td_host_sync_count();
         st = fn(arg, rep);
-        if (st == TD_OK) st = t->io->event_record(t->end);
+        t->waits += td_host_sync_count() - w0;
+        if (st == TD_OK) st = td_event_record(t->end);
         td_scope_end();
-        return st != TD_OK ? st : t->io->event_elapsed_ms(t->start, t->end, ms);
+        return st != TD_OK ? st : td_event_elapsed_ms(t->start, t->end, ms);
     }
-    if (t->sync && (st = t->io->synchronize(t->dev)) != TD_OK) return st;
+    if (t->sync && (st = td_synchronize(t->dev)) != TD_OK) return st;
     double t0 = now_ms();
     td_scope_begin();
+    w0 = td_host_sync_count();
     st = fn(arg, rep);
-    if (st == TD_OK && t->sync) st = t->io->synchronize(t->dev);
+    t->waits += td_host_sync_count() - w0;
+    if (st == TD_OK && t->sync) st = td_synchronize(t->dev);
     *ms = now_ms() - t0;
     td_scope_end();
     return st;
 }
 
-/* Pick the timer of device d and name it in d->timer. */
-static void timer_open(bench_device *d, timer *t) {
+/* Pick the timer of device d (host_clock: never events) and name it in d->timer. */
+static void timer_open(bench_device *d, timer *t, bool host_clock) {
     memset(t, 0, sizeof *t);
-    t->io = d->be->iface;
-    t->dev = d->dev.index;
+    t->dev = d->dev;
     if (d->dev.type == TD_DEVICE_CPU) {
         d->timer = "host clock (synchronous backend)";
         return;
     }
     t->sync = true;
-    if (t->io->event_create && t->io->event_record && t->io->event_elapsed_ms &&
-        t->io->event_create(t->dev, &t->start) == TD_OK && t->io->event_create(t->dev, &t->end) == TD_OK) {
+    if (host_clock) return; /* this row's choice; d->timer names the device's usual timer */
+    if (td_event_new(d->dev, &t->start) == TD_OK && td_event_new(d->dev, &t->end) == TD_OK) {
         d->timer = "device events";
         return;
     }
-    if (t->start && t->io->event_free) t->io->event_free(t->start);
+    td_event_free(t->start);
     t->start = NULL;
     td_clear_error();
     d->timer = "synchronize + host clock (backend has no events)";
 }
 
 static void timer_close(timer *t) {
-    if (t->io->event_free) {
-        if (t->start) t->io->event_free(t->start);
-        if (t->end) t->io->event_free(t->end);
-    }
+    td_event_free(t->start);
+    td_event_free(t->end);
 }
 
 static bench_row *new_row(bench_session *s, int device, const char *workload, const char *variant) {
@@ -125,10 +129,10 @@ bench_row *bench_time_ext(bench_session *s, int device, const char *workload, co
                           const bench_sampling *how) {
     bench_device *d = &s->devices[device];
     timer t;
-    timer_open(d, &t);
+    timer_open(d, &t, how->host_clock);
     td_status st = TD_OK;
     for (int i = 0; i < how->warmup && st == TD_OK; i++) st = call(fn, arg, i % buffers);
-    if (st == TD_OK && t.sync) st = t.io->synchronize(t.dev);
+    if (st == TD_OK && t.sync) st = td_synchronize(t.dev);
     int max = how->max_samples < 1 ? 1 : how->max_samples > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES : how->max_samples;
     double samples[BENCH_MAX_SAMPLES], spent = 0;
     int n = 0;
@@ -150,6 +154,7 @@ bench_row *bench_time_ext(bench_session *s, int device, const char *workload, co
     r->n_samples = n;
     memcpy(r->samples_ms, samples, (size_t)n * sizeof *samples);
     r->median_ms = bench_median(samples, n);
+    r->host_waits = (double)t.waits / n;
     r->rate = r->median_ms > 0 ? work / (r->median_ms * 1e-3) / bench_unit_scale(unit) : 0;
     return r;
 }

@@ -9,6 +9,13 @@
 **   W2-cnn       x [128, 784] as [128,1,28,28], Adam    samples/s; epoch = 468 steps
 **   W3-gpt-mini  tokens [64, 256], AdamW lr 3e-4 wd 0.01, WORKLOADS.md's model
 **                (10.9 M params); batch 8 on the CPU, as the twin's CPU run
+**   W2-captured  W2's step captured once (td_capture_begin/end) and replayed:
+**                before each replay the host batch is copied (td_copy_) into
+**                the static device tensors the graph reads; the loss stays
+**                on the device. Only on devices whose backend captures.
+**                Adam is made with capturable = true (its step count on the
+**                device); where a backend's Adam ignores the flag, every
+**                replay repeats the recorded step count, which costs the same.
 ** --quick (CI, where lavapipe takes seconds per step): W1/W2 batch 16 (an epoch
 ** is then 3750 steps), W3 d_model 32, 2 heads, 1 layer, context 32, batch 4, and
 ** one warm-up step.
@@ -24,6 +31,7 @@
 #include <sys/stat.h>
 
 #include "bench.h"
+#include "trident/backend.h" /* td_error_set: no public way to set the error message */
 
 #define TRAIN_IMAGES   60000 /* Fashion-MNIST's training set; epochs drop the last partial batch */
 #define IMAGE_SETS     8
@@ -60,10 +68,19 @@ const char *bench_data_dir(const bench_session *s) {
     return stat(DEFAULT_DATA, &sb) == 0 && S_ISDIR(sb.st_mode) ? DEFAULT_DATA : NULL;
 }
 
+/* Whether a selected workload trains on images (W1, W2, W2-captured). */
+static bool images_wanted(const bench_session *s) {
+    for (int i = 0; i < bench_n_workloads; i++) {
+        const char *n = bench_workloads[i].name;
+        if (n[0] == 'W' && (n[1] == '1' || n[1] == '2') && bench_workload_selected(s, &bench_workloads[i])) return true;
+    }
+    return false;
+}
+
 /* Load the training images once per session (CPU tensors, kept). */
-static td_status load_images(bench_session *s) {
+td_status bench_load_data(bench_session *s) {
     const char *dir = bench_data_dir(s);
-    if (s->images || !dir) return TD_OK;
+    if (s->images || !dir || !images_wanted(s)) return TD_OK;
     td_status st = td_mnist_load(dir, true, true, &s->images, &s->labels);
     if (st != TD_OK && s->opt.data) return st; /* asked for by name: its failure is the row's */
     if (st != TD_OK) td_clear_error();         /* the default path is only a preference */
@@ -122,14 +139,15 @@ static td_status image_batches(bench_session *s, train_arg *a, td_device dev, ch
     return TD_OK;
 }
 
-/* Time steps of an initialized workload and add its row; the note, params and
-** epoch length go on the row. */
+/* Time steps (fn on arg, a step per call) of an initialized workload a and add
+** its row; the note, params and epoch length go on the row. */
 static td_status time_steps(bench_session *s, int device, const char *name, const char *size, bench_unit unit,
-                            double per_step, train_arg *a, const char *note, int steps_per_epoch) {
+                            double per_step, train_arg *a, bench_fn fn, void *arg, const char *note,
+                            int steps_per_epoch) {
     bench_sampling how = {.warmup = s->opt.quick ? 1 : TRAIN_WARMUP,
                           .max_samples = s->opt.max_reps,
                           .budget_s = s->opt.quick ? s->opt.budget_s : TRAIN_BUDGET_S};
-    bench_row *r = bench_time_ext(s, device, name, "float32", size, unit, per_step, a->k, fn_step, a, &how);
+    bench_row *r = bench_time_ext(s, device, name, "float32", size, unit, per_step, a->k, fn, arg, &how);
     if (!r) return TD_ERR_DEVICE; /* the failed row holds the message */
     snprintf(r->note, sizeof r->note, "%s", note);
     r->params = count_params(a->w.model);
@@ -148,11 +166,12 @@ static td_status run_images(bench_session *s, int device, workload_kind kind, co
     snprintf(size, sizeof size, "%lld%s", (long long)b, shape);
     td_scope_begin();
     td_manual_seed(0);
-    td_status st = load_images(s);
+    td_status st = bench_load_data(s);
     if (st == TD_OK) st = image_batches(s, &a, dev, note, sizeof note);
-    if (st == TD_OK) st = workload_init(&a.w, kind, NULL, dev, NULL, 0); /* Adam, lr 1e-3 */
+    if (st == TD_OK) st = workload_init(&a.w, kind, NULL, dev, NULL, 0, false); /* Adam, lr 1e-3 */
     if (st == TD_OK)
-        st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, (double)b, &a, note, (int)(TRAIN_IMAGES / b));
+        st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, (double)b, &a, fn_step, &a, note,
+                        (int)(TRAIN_IMAGES / b));
     else
         bench_fail(s, device, name, "float32", NULL);
     workload_free(&a.w);
@@ -186,7 +205,7 @@ td_status bench_run_gpt(bench_session *s, int device) {
     a.x[0] = random_ids(2, shape, cfg.vocab, 1, dev);
     a.y[0] = random_ids(2, shape, cfg.vocab, 2, dev);
     td_status st = a.x[0] && a.y[0] ? TD_OK : td_last_status();
-    if (st == TD_OK) st = workload_init(&a.w, WORKLOAD_GPT, &cfg, dev, NULL, 0); /* AdamW, lr 3e-4, wd 0.01 */
+    if (st == TD_OK) st = workload_init(&a.w, WORKLOAD_GPT, &cfg, dev, NULL, 0, false); /* AdamW, lr 3e-4, wd 0.01 */
     char size[80], note[128];
     snprintf(size, sizeof size, "%lldx%lld", (long long)b, (long long)cfg.context);
     snprintf(note, sizeof note, "%sd_model %lld, %lld heads, %lld layer%s; random tokens%s",
@@ -194,10 +213,78 @@ td_status bench_run_gpt(bench_session *s, int device) {
              (long long)cfg.layers, cfg.layers == 1 ? "" : "s",
              !s->opt.quick && dev.type == TD_DEVICE_CPU ? "; batch 8 on CPU (as the twin), 64 on GPUs" : "");
     if (st == TD_OK)
-        st = time_steps(s, device, "W3-gpt-mini", size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, note, 0);
+        st = time_steps(s, device, "W3-gpt-mini", size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, fn_step, &a,
+                        note, 0);
     else
         bench_fail(s, device, "W3-gpt-mini", "float32", NULL);
     workload_free(&a.w);
     td_scope_end();
     return st;
+}
+
+/* ---- W2-captured ---------------------------------------------------------- */
+
+/* The captured step and what it reads: host batches a.x/a.y (on the CPU),
+** copied into the static device tensors x, y before each replay. */
+typedef struct captured_arg {
+    train_arg a;
+    td_tensor *x, *y, *loss; /* kept: the graph's input buffers and its loss */
+    td_captured_graph *g;
+} captured_arg;
+
+static td_status fn_replay(void *p, int r) {
+    captured_arg *c = p;
+    td_status st = td_copy_(c->x, c->a.x[r]);
+    if (st == TD_OK) st = td_copy_(c->y, c->a.y[r]);
+    return st == TD_OK ? td_graph_replay(c->g) : st;
+}
+
+/* One eager step on batch 0 (Adam's state is made here), then the step on the
+** static tensors recorded once. *none: the backend does not capture. */
+static td_status capture_step(captured_arg *c, td_device dev, bool *none) {
+    td_status st = td_copy_(c->x, c->a.x[0]);
+    if (st == TD_OK) st = td_copy_(c->y, c->a.y[0]);
+    if (st == TD_OK) st = workload_train_step(&c->a.w, c->x, c->y, NULL);
+    if (st == TD_OK) *none = (st = td_capture_begin(dev)) == TD_ERR_UNSUPPORTED;
+    if (st != TD_OK) return st;
+    td_scope_begin();
+    c->loss = td_keep(workload_loss_step(&c->a.w, c->x, c->y));
+    td_scope_end();
+    td_status end = td_capture_end(dev, &c->g); /* always end the capture, even after a failed step */
+    return !c->loss ? td_last_status() : end;
+}
+
+td_status bench_run_captured(bench_session *s, int device) {
+    td_device dev = s->devices[device].dev;
+    const char *name = "W2-captured";
+    captured_arg c = {.a = {.k = 1}};
+    int64_t b = bench_image_batch(s);
+    char note[160] = "", size[80], data[128] = "";
+    snprintf(size, sizeof size, "%lldx1x28x28", (long long)b);
+    td_scope_begin();
+    td_manual_seed(0);
+    td_status st = bench_load_data(s);
+    if (st == TD_OK) st = image_batches(s, &c.a, TD_CPU, data, sizeof data);
+    if (st == TD_OK) st = workload_init(&c.a.w, WORKLOAD_CNN, NULL, dev, NULL, 0, true); /* Adam, capturable */
+    c.x = td_keep(td_empty(2, (int64_t[]){b, 784}, TD_F32, dev));
+    c.y = td_keep(td_empty(1, (int64_t[]){b}, TD_I64, dev));
+    if (st == TD_OK && (!c.x || !c.y)) st = td_last_status();
+    bool none = false;
+    if (st == TD_OK) st = capture_step(&c, dev, &none);
+    if (none) {
+        /* no capture on this backend: no row (the caller says why) */
+    } else if (st != TD_OK) {
+        bench_fail(s, device, name, "float32", NULL);
+    } else {
+        snprintf(note, sizeof note, "captured W2 step replayed, host batch copied in first; %s", data);
+        st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, (double)b, &c.a, fn_replay, &c, note,
+                        (int)(TRAIN_IMAGES / b));
+    }
+    td_graph_free(c.g);
+    td_release(c.loss);
+    td_release(c.x);
+    td_release(c.y);
+    workload_free(&c.a.w);
+    td_scope_end();
+    return none ? TD_OK : st;
 }

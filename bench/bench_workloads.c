@@ -11,6 +11,8 @@
 **   adam       10M params (--quick 2^20) 28 bytes/param: read p,g,m,v; write p,m,v
 **   roofline   copy [c] -> [c], 8 bytes/elem (c = 2^28 GPU, 2^24 CPU and --quick);
 **              matmul at n/4 and n/2 for each dtype the row set measures
+**   dispatch   10k adds [1] + [1], each in its own scope (its result freed at
+**              once), then one synchronize; host clock; us/op = sample / 10k
 ** These match ../shared/anchors/torch_workloads.py (bench/torch_workloads.py),
 ** which `trident bench --torch` runs with the same sizes.
 */
@@ -18,8 +20,9 @@
 
 #include "bench.h"
 
-#define ROW_LEN     4096
-#define ADAM_PARAMS 10000000
+#define ROW_LEN      4096
+#define ADAM_PARAMS  10000000
+#define DISPATCH_OPS 10000
 
 int64_t bench_matmul_n(const bench_session *s) { return s->opt.quick ? 256 : 4096; }
 
@@ -191,12 +194,47 @@ static td_status run_adam(bench_session *s, int device) {
     return st;
 }
 
-/* The workloads, in run order: W1-W3 from bench_train.c, then the W4 ops. */
+static td_status fn_dispatch(void *p, int r) {
+    op_arg *a = p;
+    (void)r;
+    for (int i = 0; i < DISPATCH_OPS; i++) {
+        td_scope_begin();
+        td_tensor *c = td_add(a->x[0], a->y[0]);
+        td_scope_end();
+        if (!c) return td_last_status();
+    }
+    return TD_OK;
+}
+
+td_status bench_run_dispatch(bench_session *s, int device) {
+    td_device dev = s->devices[device].dev;
+    int64_t one = 1;
+    op_arg a = {.k = 1};
+    td_scope_begin();
+    td_status st = fill_sets(a.x, 1, 1, &one, TD_F32, dev, 1);
+    if (st == TD_OK) st = fill_sets(a.y, 1, 1, &one, TD_F32, dev, 2);
+    /* the host's view of dispatch: enqueue time plus the one wait at the end */
+    bench_sampling how = {.warmup = 1, .max_samples = s->opt.max_reps, .budget_s = s->opt.budget_s, .host_clock = true};
+    char size[80];
+    snprintf(size, sizeof size, "%dx[1]", DISPATCH_OPS);
+    if (st != TD_OK)
+        bench_fail(s, device, "dispatch", "float32", NULL);
+    else if (!bench_time_ext(s, device, "dispatch", "float32", size, BENCH_UNIT_OPS, DISPATCH_OPS, 1, fn_dispatch, &a,
+                             &how))
+        st = TD_ERR_DEVICE;
+    td_scope_end();
+    return st;
+}
+
+/* The workloads, in run order: W1-W3 from bench_train.c (W2-captured after W2),
+** the W4 ops, then dispatch. */
 const bench_workload bench_workloads[] = {
     {"W1-mlp", "MLP training step, batch 128, Adam: ms/step, s/epoch (468 steps), samples/s", bench_run_mlp,
      "best_epoch_s", 128, true, "w1"},
     {"W2-cnn", "CNN training step, batch 128, Adam: ms/step, s/epoch (468 steps), samples/s", bench_run_cnn,
      "best_epoch_s", 128, true, "w2"},
+    {"W2-captured", "W2's step captured once and replayed (CUDA graph, Vulkan command buffer): ms/step, speedup",
+     bench_run_captured, NULL, 0, false, NULL},
     {"W3-gpt-mini", "GPT-mini training step, 64x256 tokens (8x256 on CPU), AdamW: ms/step, tokens/s", bench_run_gpt,
      "tokens_per_s", 1, false, "w3"},
     {"W4-matmul", "matmul n x n x n, f32 (+bf16/fp16 where native), GFLOP/s = 2n^3/t", run_matmul, "tflops", 1e3, false,
@@ -207,5 +245,7 @@ const bench_workload bench_workloads[] = {
      false, "ops"},
     {"W4-sum", "sum of an f32 vector, GB/s over 4 bytes/element", run_sum, "gbps", 1, false, "ops"},
     {"W4-adam", "fused Adam step over 10M f32 params, 28 bytes/param", run_adam, NULL, 0, false, "ops"},
+    {"dispatch", "eager dispatch: 10k adds of [1] f32 tensors then one synchronize, us/op on the host clock",
+     bench_run_dispatch, "ops_per_s", 1, false, "dispatch"},
 };
 const int bench_n_workloads = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);

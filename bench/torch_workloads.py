@@ -7,7 +7,9 @@ DATA_DIR holds the four Fashion-MNIST *-ubyte.gz files. DEVICE: cpu or cuda.
 bench/torch_workloads.py is ../shared/anchors/torch_workloads.py with these
 flags added, so `trident bench --torch` asks for what it measures, at its sizes;
 without them it behaves as the anchor:
---only PARTS    a comma list of ops, w1, w2, w3: run those parts alone.
+--only PARTS    a comma list of ops, w1, w2, w3, dispatch: run those parts alone
+                (dispatch: 10k adds of [1] tensors, then one synchronize; only
+                when named).
 DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
 --matmul-n, --elems   the W4 sizes.
 --batch B       W1/W2's batch (default 128; the line then carries "batch").
@@ -155,6 +157,18 @@ def ops(dev, quick, n=None, m=None):
     t = timeit(lambda: x.sum(), dev, 20)
     emit(workload="W4-sum", device=dev, elems=m, gbps=round(4 * m / t / 1e9, 1))
 
+def dispatch(dev, n=10000, reps=5):
+    a = torch.randn(1, device=dev); b = torch.randn(1, device=dev)
+    for _ in range(100): a + b
+    sync(dev)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(n): a + b
+        sync(dev); times.append(time.perf_counter() - t0)
+    t = sorted(times)[reps // 2]
+    emit(workload="dispatch", device=dev, ops=n, us_per_op=round(t / n * 1e6, 3), ops_per_s=round(n / t))
+
 def main():
     data, dev = sys.argv[1], sys.argv[2]
     quick = "--quick" in sys.argv
@@ -178,6 +192,8 @@ def main():
         train("W1-mlp", mlp(), xtr, ytr, xte, yte, dev, epochs, arg("--batch") or 128, arg("--max-steps"))
     if "w2" in only:
         train("W2-cnn", cnn(), xtr, ytr, xte, yte, dev, epochs, arg("--batch") or 128, arg("--max-steps"))
+    if "dispatch" in only:
+        dispatch(dev)
     if "w3" in only:
         size = sys.argv[sys.argv.index("--gpt-size") + 1].split(",") if "--gpt-size" in sys.argv else None
         cfg = dict(zip(("d", "h", "L", "T"), map(int, size))) if size else None

@@ -1,10 +1,11 @@
 /*
 ** trident bench, end to end: runs the CLI on the CPU with --quick sizes and checks
 ** its JSON (with jansson, recomputing the medians and rates from the raw samples),
-** the training rows (W1-W3) with their step and epoch figures, their mapping of a
-** stand-in PyTorch twin's lines, --compare on a planted 2x slowdown, the
-** PyTorch-missing path, and the SVG as rendered by headless Chromium
-** (tests/bench_svg_check.py reads the pixels).
+** the training rows (W1-W3) with their step and epoch figures and host waits, the
+** peak memory of each workload, the dispatch row, the captured W2 step where the
+** device captures (lavapipe), the mapping of a stand-in PyTorch twin's lines,
+** --compare on a planted 2x slowdown, the PyTorch-missing path, and the SVG as
+** rendered by headless Chromium (tests/bench_svg_check.py reads the pixels).
 */
 #include <jansson.h>
 #include <libgen.h>
@@ -89,7 +90,8 @@ static bool file_has(const char *path, const char *needle) {
     return strstr(buf, needle) != NULL;
 }
 
-/* The fields only training rows have: a whole step per sample, its batch as work. */
+/* The fields only training rows have: a whole step per sample, its batch as work;
+** no host wait inside a step (the loss is not read). */
 static void check_training_row(json_t *r, const char *w, double med) {
     bool images = strcmp(w, "W3-gpt-mini") != 0;
     ASSERT(!strcmp(get_str(r, "unit"), images ? "samples/s" : "tokens/s"));
@@ -98,6 +100,7 @@ static void check_training_row(json_t *r, const char *w, double med) {
     ASSERT(get_num(r, "params") > 1000);
     ASSERT(strlen(get_str(r, "note")) > 0);
     ASSERT_NEAR(get_num(r, "roof"), 0, 0);
+    ASSERT_NEAR(get_num(r, "host_waits_per_step"), 0, 0);
     if (images) {
         ASSERT_NEAR(get_num(r, "steps_per_epoch"), 3750, 0); /* 60000 / 16 */
         ASSERT_NEAR(get_num(r, "epoch_s"), med * 3750e-3, 1e-9 * med);
@@ -105,13 +108,52 @@ static void check_training_row(json_t *r, const char *w, double med) {
     if (!strcmp(w, "W1-mlp")) ASSERT_NEAR(get_num(r, "params"), 784 * 256 + 256 + 256 * 256 + 256 + 2570, 0);
 }
 
-#define N_WANT 11
+/* The peak memory of a row's workload: numbers where the device keeps statistics
+** (the CPU does), null elsewhere; roofline rows belong to no workload. */
+static void check_peak(json_t *r, const char *w, const char *dev) {
+    json_t *peak = json_object_get(r, "peak_bytes"), *base = json_object_get(r, "base_bytes");
+    if (!peak || !base) TEST_FAIL_("row %s on %s lacks peak_bytes or base_bytes", w, dev);
+    if (!strncmp(w, "roof-", 5) || (!json_is_number(peak) && strcmp(dev, "cpu"))) {
+        ASSERT(json_is_null(peak) && json_is_null(base));
+        return;
+    }
+    double p = get_num(r, "peak_bytes"), b = get_num(r, "base_bytes");
+    if (!(p >= b && p > 0)) TEST_FAIL_("row %s on %s: peak %.0f bytes, base %.0f", w, dev, p, b);
+    /* the workload's own inputs are on the device at its peak: add 2 x 2^20 f32, matmul 2 x 256^2 */
+    if (!strcmp(w, "W4-add")) ASSERT(p - b >= 8.0 * (1 << 20));
+    if (!strcmp(w, "W4-matmul")) ASSERT(p - b >= 8.0 * 256 * 256);
+}
 
-/* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W1-W4 and roofline
-** row on every device without error, and the medians and rates recomputed from the raw samples. */
-static void check_json(const char *path, int n_dev, const char *const *devs, bool allow_unsupported) {
+/* dispatch: 10k ops per sample, rate in ops/s, us_per_op from the median. */
+static void check_dispatch_row(json_t *r, double med) {
+    ASSERT(!strcmp(get_str(r, "unit"), "ops/s"));
+    ASSERT_NEAR(get_num(r, "work"), 10000, 0);
+    ASSERT_NEAR(get_num(r, "us_per_op"), med * 1e3 / 10000, 1e-9 * med);
+    ASSERT(!json_object_get(r, "host_waits_per_step")); /* training rows only */
+}
+
+/* W2-captured beside W2-cnn on the same device: the eager step and the speedup. */
+static void check_captured_row(json_t *rows, json_t *r, const char *dev, double med) {
+    size_t i;
+    json_t *e;
+    double eager = 0;
+    json_array_foreach(rows, i, e) if (!strcmp(get_str(e, "workload"), "W2-cnn") && !strcmp(get_str(e, "device"), dev))
+        eager = get_num(e, "median_ms");
+    ASSERT(eager > 0);
+    ASSERT_NEAR(get_num(r, "eager_ms_per_step"), eager, 1e-9 * eager);
+    ASSERT_NEAR(get_num(r, "speedup"), eager / med, 1e-9 * eager / med);
+    ASSERT(strstr(get_str(r, "note"), "captured"));
+}
+
+#define N_WANT 12
+
+/* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W1-W4, dispatch and
+** roofline row on every device without error, W2-captured exactly on the devices that capture
+** (captures[d]), and the medians and rates recomputed from the raw samples. */
+static void check_json(const char *path, int n_dev, const char *const *devs, const bool *captures,
+                       bool allow_unsupported) {
     json_t *j = load(path);
-    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "trident_bench")), 1);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(j, "trident_bench")), 2);
     ASSERT(strlen(get_str(j, "date")) == 20); /* 2026-11-26T01:02:03Z */
     get_str(j, "commit");
     ASSERT(json_is_true(json_object_get(j, "quick")));
@@ -132,9 +174,9 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
     }
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "not requested"));
 
-    static const char *want[N_WANT] = {"roof-copy", "roof-gemm", "W4-matmul", "W4-add", "W4-softmax", "W4-layernorm",
-                                       "W4-sum",    "W4-adam",   "W1-mlp",    "W2-cnn", "W3-gpt-mini"};
-    int found[BENCH_TEST_DEVS][N_WANT] = {{0}};
+    static const char *want[N_WANT] = {"roof-copy", "roof-gemm", "W4-matmul", "W4-add", "W4-softmax",  "W4-layernorm",
+                                       "W4-sum",    "W4-adam",   "W1-mlp",    "W2-cnn", "W3-gpt-mini", "dispatch"};
+    int found[BENCH_TEST_DEVS][N_WANT] = {{0}}, captured[BENCH_TEST_DEVS] = {0};
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(j, "rows"), i, r) {
@@ -143,6 +185,7 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         while (d < n_dev && strcmp(dev, devs[d])) d++;
         if (d == n_dev) TEST_FAIL_("row %s on unknown device %s", w, dev);
         for (int k = 0; k < N_WANT; k++) found[d][k] += !strcmp(w, want[k]);
+        captured[d] += !strcmp(w, "W2-captured");
         if (json_object_get(r, "error")) {
             const char *why = get_str(r, "error");
             if (!allow_unsupported || !strstr(why, "not supported")) TEST_FAIL_("row %s on %s failed: %s", w, dev, why);
@@ -153,8 +196,9 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         ASSERT(!strcmp(variant, "float32") || (strstr(w, "matmul") || strstr(w, "gemm")));
         get_str(r, "size");
         const char *unit = get_str(r, "unit");
-        bool training = w[0] == 'W' && w[1] >= '1' && w[1] <= '3';
-        ASSERT(training || !strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
+        bool training = w[0] == 'W' && w[1] >= '1' && w[1] <= '3', dispatch = !strcmp(w, "dispatch");
+        ASSERT(training || dispatch || !strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
+        check_peak(r, w, dev);
         /* every raw sample is there; median and rate follow from them */
         json_t *s = json_object_get(r, "samples_ms");
         int n = (int)json_array_size(s);
@@ -167,11 +211,13 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         qsort(v, (size_t)n, sizeof *v, cmp_d);
         double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
         ASSERT_NEAR(get_num(r, "median_ms"), med, 1e-9 * med);
-        double rate = get_num(r, "work") / (med * 1e-3) / (training ? 1 : 1e9); /* samples or tokens per s */
+        double rate = get_num(r, "work") / (med * 1e-3) / (training || dispatch ? 1 : 1e9); /* per s */
         ASSERT_NEAR(get_num(r, "rate"), rate, 1e-9 * rate);
-        if (training)
-            check_training_row(r, w, med);
-        else
+        if (training) check_training_row(r, w, med);
+        if (!strcmp(w, "W2-captured")) check_captured_row(json_object_get(j, "rows"), r, dev, med);
+        if (dispatch)
+            check_dispatch_row(r, med);
+        else if (!training)
             ASSERT_NEAR(get_num(r, "roof_pct"), 100 * rate / get_num(r, "roof"), 1e-6);
         double vf = get_num(r, "vs_fastest");
         ASSERT(vf > 0 && vf <= 1 + 1e-12);
@@ -182,9 +228,13 @@ static void check_json(const char *path, int n_dev, const char *const *devs, boo
         if (!strcmp(w, "W4-add")) ASSERT_NEAR(get_num(r, "work"), 12.0 * (1 << 20), 0);
         if (!strcmp(w, "W4-matmul")) ASSERT_NEAR(get_num(r, "work"), 2.0 * 256 * 256 * 256, 0);
     }
-    for (int d = 0; d < n_dev; d++)
+    for (int d = 0; d < n_dev; d++) {
         for (int k = 0; k < N_WANT; k++)
             if (!found[d][k]) TEST_FAIL_("no %s row on %s", want[k], devs[d]);
+        if (captured[d] != (captures[d] ? 1 : 0))
+            TEST_FAIL_("%d W2-captured rows on %s, which %s", captured[d], devs[d],
+                       captures[d] ? "captures" : "does not capture");
+    }
     json_decref(j);
 }
 
@@ -194,8 +244,12 @@ TEST(json_fields_and_samples) {
         sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir, dir),
         0);
     static const char *const devs[] = {"cpu"};
-    check_json(at("b.json"), 1, devs, false);
+    static const bool captures[] = {false};
+    check_json(at("b.json"), 1, devs, captures, false);
     ASSERT(file_has(at("out.txt"), "W4-layernorm"));
+    ASSERT(file_has(at("out.txt"), "peak MiB"));
+    ASSERT(file_has(at("out.txt"), "dispatch on cpu: "));
+    ASSERT(file_has(at("out.txt"), "host waits/step"));
     ASSERT(file_has(at("out.txt"), "s/epoch (3750 steps)"));
     ASSERT(file_has(at("out.txt"), "roofline: copy"));
     sh("rm -rf %s", dir);
@@ -212,14 +266,16 @@ TEST(cpu_and_vulkan) {
         sh("%s bench --quick --backends cpu,vulkan --reps 4 --json %s/v.json --svg %s/v.svg >/dev/null", bin, dir, dir),
         0);
     static const char *const devs[] = {"cpu", "vulkan:0"};
-    check_json(at("v.json"), 2, devs, true); /* an op the backend lacks is a row that says so */
+    static const bool captures[] = {false, true};
+    check_json(at("v.json"), 2, devs, captures, true); /* an op the backend lacks is a row that says so */
     ASSERT(file_has(at("v.svg"), "data-device=\"vulkan:0\""));
     sh("rm -rf %s", dir);
 }
 
-/* A stand-in twin (a shell script run as the "python") prints W1 and W3 lines as the real one
-** does and records its arguments: bench must ask for the parts and sizes it runs, and map
-** W1's epoch seconds (20 capped steps) and W3's tokens/s, compiled run apart, onto its rows. */
+/* A stand-in twin (a shell script run as the "python") prints W1, W3 and dispatch lines as the
+** real one does and records its arguments: bench must ask for the parts and sizes it runs, and
+** map W1's epoch seconds (20 capped steps), W3's tokens/s, compiled run apart, and dispatch's
+** ops/s onto its rows. */
 TEST(training_torch_mapping) {
     setup();
     const char *twin = at("twin.sh");
@@ -233,17 +289,20 @@ TEST(training_torch_mapping) {
             "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": false, "
             "\"ms_per_step\": 40.0, \"tokens_per_s\": 12800, \"params\": 1}'\n"
             "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": true, "
-            "\"ms_per_step\": 20.0, \"tokens_per_s\": 25600, \"params\": 1}'\n",
+            "\"ms_per_step\": 20.0, \"tokens_per_s\": 25600, \"params\": 1}'\n"
+            "echo '{\"workload\": \"dispatch\", \"device\": \"cpu\", \"ops\": 10000, \"us_per_op\": 4.0, "
+            "\"ops_per_s\": 250000}'\n",
             dir);
     fclose(f);
-    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only mlp,gpt --reps 3 --torch --python sh --twin %s "
+    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only mlp,gpt,dispatch --reps 3 --torch --python sh --twin %s "
                      "--json %s/m.json >%s/m.txt 2>&1",
                      bin, twin, dir, dir),
                   0);
-    ASSERT(file_has(at("args.txt"), "--only w1,w3 "));
+    ASSERT(file_has(at("args.txt"), "--only w1,w3,dispatch "));
     ASSERT(file_has(at("args.txt"), "--gpt-size 32,2,1,32 --gpt-batch 4"));
     ASSERT(file_has(at("args.txt"), "--batch 16 --max-steps 20"));
     ASSERT(file_has(at("m.txt"), "s/epoch, ours"));
+    ASSERT(file_has(at("m.txt"), "(torch 4.00 us/op)"));
     json_t *j = load(at("m.json"));
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "cpu: ok"));
     size_t i;
@@ -264,10 +323,14 @@ TEST(training_torch_mapping) {
             ASSERT_NEAR(get_num(r, "torch_compiled_ms_per_step"), 4 * 32 / 25600.0 * 1e3, 1e-9);
             ASSERT_NEAR(get_num(r, "vs_torch"), get_num(r, "rate") / 12800, 1e-9);
             rows++;
+        } else if (!strcmp(w, "dispatch")) {
+            ASSERT_NEAR(get_num(r, "torch_rate"), 250000, 0);
+            ASSERT_NEAR(get_num(r, "vs_torch"), get_num(r, "rate") / 250000, 1e-9);
+            rows++;
         } else if (w[0] == 'W')
-            TEST_FAIL_("--only mlp,gpt ran %s", w);
+            TEST_FAIL_("--only mlp,gpt,dispatch ran %s", w);
     }
-    ASSERT_EQ_INT(rows, 2);
+    ASSERT_EQ_INT(rows, 3);
     json_decref(j);
     sh("rm -rf %s", dir);
 }

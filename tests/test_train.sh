@@ -1,7 +1,8 @@
 #!/bin/sh
 # trident train end to end: bad input gives one line and a non-zero exit; W1
 # trains and checkpoints; a run stopped (--max-steps) or killed (kill -9) and
-# resumed continues with bit-identical losses; W3 learns a text file.
+# resumed continues with bit-identical losses; W3 learns a text file; --capture
+# is refused on the CPU and, on a GPU, replays the step with the eager losses.
 #
 # usage: test_train.sh TRIDENT_BINARY CASE      (CASE from the list below; CTest runs each)
 #        test_train.sh TRIDENT_BINARY --list          (--list-errors: the bad-input cases only)
@@ -12,7 +13,7 @@ case $CASE in --list*) ;; *) BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ERROR_CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint \
 missing_checkpoint other_model other_gpt_size hostile_flags"
 CASES="$ERROR_CASES hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop resume_kill w3_text \
-twin_names"
+twin_names capture_cpu capture_vulkan capture_cuda"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 [ "$CASE" = --list-errors ] && { echo "$ERROR_CASES" | tr ' ' '\n'; exit 0; }
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -73,6 +74,23 @@ same_losses() {
              FNR > 1 { n++; if (!($2 in a)) { print "step " $2 " missing in the uninterrupted run"; bad = 1 }
                        else if (a[$2] != $0) { print "step " $2 ": " a[$2] " vs resumed " $0; bad = 1 } }
              END { if (bad) exit 1; print n " resumed steps match bit for bit" }' "$1" "$2" || fail "losses differ"
+}
+
+# same_run DEVICE ARGS...: W1 on DEVICE eagerly and with --capture (8 steps of
+# 64, a checkpoint after step 5 between replays): the losses are equal bit for bit.
+same_run() {
+    dev=$1
+    shift
+    c="--model mlp --device $dev --data $DATA --limit 512 --batch 64 --epochs 1 --checkpoint-every 5 $*"
+    "$BIN" train $c --checkpoint e.safetensors --log-steps e.csv >out.txt 2>&1 || { cat out.txt; fail "eager run failed"; }
+    "$BIN" train $c --capture --checkpoint c.safetensors --log-steps c.csv >out.txt 2>&1 ||
+        { cat out.txt; fail "--capture run failed"; }
+    [ "$(wc -l <c.csv)" -eq 9 ] || { cat c.csv; fail "expected 8 steps"; }
+    same_losses e.csv c.csv
+}
+# need_device DEV: skip unless `trident devices` lists DEV
+need_device() {
+    "$BIN" devices 2>/dev/null | grep -q "^$1 " || { echo "SKIP $CASE: no $1 device"; exit 77; }
 }
 
 case $CASE in
@@ -245,6 +263,22 @@ for name, m in [("mlp", tw.mlp()), ("cnn", tw.cnn()), ("gpt", tw.GPT(256, 32, 2,
     bad |= got != want
 sys.exit(bad)
 EOF
+    ;;
+capture_cpu)
+    expect_error "--capture: the cpu backend does not capture" --model mlp --device cpu --capture
+    ;;
+capture_vulkan)
+    # SGD: stateless besides the parameters, so every replay is the eager step exactly
+    need_data
+    need_device vulkan:0
+    same_run vulkan:0 --optimizer sgd --lr 0.05
+    ;;
+capture_cuda)
+    # SGD, then Adam created with capturable = true: its step count lives on the device
+    need_data
+    need_device cuda:0
+    same_run cuda:0 --optimizer sgd --lr 0.05
+    same_run cuda:0
     ;;
 *) fail "unknown case (see --list)" ;;
 esac

@@ -261,12 +261,12 @@ static void saxpy_child(void) {
     td_tensor *args[2] = {ASSERT_TENSOR(td_from_data(x, 1, shape, TD_F32, TD_VULKAN(0))),
                           ASSERT_TENSOR(td_from_data(y, 1, shape, TD_F32, TD_VULKAN(0)))};
     td_user_kernel *k = NULL;
-    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", &k, NULL, 0));
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", NULL, &k, NULL, 0));
     struct {
         float a;
         uint32_t n;
     } push = {2, N};
-    ASSERT_OK(td_kernel_launch(k, (uint32_t[3]){2, 1, 1}, 2, args, &push, sizeof push));
+    ASSERT_OK(td_kernel_launch(k, (uint32_t[3]){2, 1, 1}, NULL, 0, 2, args, &push, sizeof push));
     ASSERT_OK(td_copy_to_host(args[1], got, sizeof got, TD_F32));
     for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], 1 + 2 * x[i], 0);
     td_kernel_free(k);

@@ -1,6 +1,10 @@
 /*
 ** trident devices: backends, devices, capabilities and the op x backend
 ** coverage matrix generated from the op table.
+**
+** The one tool that includes trident/backend.h: the matrix asks each backend's
+** supports() slot about every op, and the device list shows why a backend is
+** unavailable (td_backend_unavailable_reason); the public device.h has neither.
 */
 #include <stdio.h>
 #include <string.h>

@@ -9,6 +9,9 @@
 ** shuffle) or on (seed, step) (gpt's random windows), so a resumed run sees
 ** exactly the batches the interrupted one would have, and on the CPU (same
 ** thread count) its losses match bit for bit.
+**
+** --capture records the training step once and replays it (train_loop.c);
+** it needs a backend that captures (CUDA, Vulkan) and is refused on the CPU.
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,7 +32,7 @@ typedef struct train_opts {
     int workers;
     double lr;
     uint64_t seed;
-    bool resume, deterministic;
+    bool resume, deterministic, capture;
     workload_gpt_config gpt;
 } train_opts;
 
@@ -56,6 +59,8 @@ static void usage(FILE *f) {
             "  --log FILE               per-epoch metrics, CSV or JSONL (by extension .jsonl)\n"
             "  --log-steps FILE         per-step losses, CSV or JSONL\n"
             "  --deterministic          refuse to resume on another device or CPU thread count\n"
+            "  --capture                record the training step once (CUDA graph, Vulkan command buffer) and\n"
+            "                           replay it for every later batch; not on the CPU\n"
             "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
             TRAIN_DEFAULT_DATA);
 }
@@ -160,6 +165,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--log", OPT_STR, &o->log},
         {"--log-steps", OPT_STR, &o->log_steps},
         {"--deterministic", OPT_FLAG, &o->deterministic},
+        {"--capture", OPT_FLAG, &o->capture},
         {"--layers", OPT_COUNT, &o->gpt.layers},
         {"--d-model", OPT_COUNT, &o->gpt.d_model},
         {"--heads", OPT_COUNT, &o->gpt.heads},
@@ -210,6 +216,9 @@ int cmd_train(int argc, char **argv) {
     td_device dev;
     if (td_device_parse(o.device, &dev) != TD_OK)
         return train_fail("--device %s: %s", TD_QUOTE(o.device), td_last_error());
+    if (o.capture && dev.type == TD_DEVICE_CPU)
+        return train_fail("--capture: the cpu backend does not capture (it needs a CUDA or Vulkan device: "
+                          "--device cuda or vulkan)");
     char ckpt_default[64];
     if (!o.checkpoint) {
         snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors",
@@ -227,6 +236,7 @@ int cmd_train(int argc, char **argv) {
                    .max_steps = o.max_steps,
                    .workers = o.workers,
                    .deterministic = o.deterministic,
+                   .capture = o.capture,
                    .checkpoint = o.checkpoint};
     /* the data first: a missing dataset should not wait for a model */
     int rc =
@@ -236,7 +246,7 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     td_manual_seed(o.seed);
-    if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr) != TD_OK) {
+    if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK) {
         train_data_free(&r);
         return train_fail("%s", td_last_error());
     }
@@ -244,6 +254,7 @@ int cmd_train(int argc, char **argv) {
     if (!rc) rc = train_logs_open(&r, o.log, o.log_steps);
     if (!rc) rc = train_loop(&r);
     train_logs_close(&r);
+    train_capture_free(&r);
     workload_free(&r.w);
     train_data_free(&r);
     return rc;

@@ -27,6 +27,7 @@ typedef struct train_run {
     int64_t max_steps;        /* stop after this many steps in all; 0: no limit */
     int workers;
     bool deterministic;
+    bool capture; /* --capture: record the step once, replay it for every later batch */
     const char *checkpoint;
     /* mlp, cnn: Fashion-MNIST, x F32 [N, 784], y I64 [N] (kept references) */
     td_tensor *x_train, *y_train, *x_test, *y_test;
@@ -42,6 +43,10 @@ typedef struct train_run {
     int64_t loss_n;
     /* logs (NULL when not asked for) */
     td_metric_log *log, *log_steps;
+    /* --capture: the static batch the graph reads and the loss it writes (kept),
+    ** and the graph; NULL until the steps that make them */
+    td_tensor *cap_x, *cap_y, *cap_loss;
+    td_captured_graph *graph;
 } train_run;
 
 /* Print "trident train: <fmt>" as one line on stderr; returns 1. */
@@ -67,9 +72,11 @@ int train_checkpoint_check(const char *path);
 int train_checkpoint_save(train_run *r);
 int train_resume(train_run *r);
 
-/* train_loop.c: open the metric logs; run the epochs; close the logs. */
+/* train_loop.c: open the metric logs; run the epochs; close the logs; free
+** the captured step (before the workload: it holds the step's buffers). */
 int train_logs_open(train_run *r, const char *log, const char *log_steps);
 int train_loop(train_run *r);
 void train_logs_close(train_run *r);
+void train_capture_free(train_run *r);
 
 #endif /* TRIDENT_TOOLS_TRAIN_H */

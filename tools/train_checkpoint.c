@@ -17,12 +17,10 @@
 #include <unistd.h>
 
 #include "train.h"
-#include "trident/backend.h"
 
 static int cpu_threads(void) {
     td_device_info info;
-    const td_backend *be = td_backend_for(TD_DEVICE_CPU);
-    return be && be->iface->device_info(0, &info) == TD_OK ? info.compute_units : 1;
+    return td_device_get_info(TD_CPU, &info) == TD_OK ? info.compute_units : 1;
 }
 
 int train_checkpoint_save(train_run *r) {

@@ -1,6 +1,14 @@
 /*
 ** trident train's loop: epochs of steps with a progress display, evaluation
 ** and a checkpoint at each epoch's end, checkpoints every N steps, metric logs.
+**
+** --capture: the run's first step is eager (it makes the optimizer state) on a
+** static batch, the tensors cap_x and cap_y on the device; the second step is
+** recorded once (td_capture_begin/end) on those tensors, and it and every later
+** step copy their batch into them (td_copy_) and replay the graph. The loss is
+** a kept tensor the graph writes, read after each replay. Batches come from the
+** data loader on the CPU, so no other thread touches the device during the
+** capture; evaluation and checkpoints run eagerly between replays.
 */
 #include <inttypes.h>
 #include <math.h>
@@ -9,7 +17,7 @@
 #include <unistd.h>
 
 #include "train.h"
-#include "trident/backend.h"
+#include "trident/backend.h" /* td_error_set: no public way to set the error message */
 
 #define DATA_SEED_MIX 0x9E3779B97F4A7C15ull /* the shuffle's stream, apart from the init stream */
 
@@ -90,13 +98,82 @@ static int64_t steps_per_epoch(const train_run *r) {
     return r->steps > 0 && r->steps < n ? r->steps : n;
 }
 
+/* "[128,784]" */
+static const char *shape_str(const td_tensor *t, char *buf, size_t n) {
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < td_ndim(t) && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, i ? "," : "", td_size(t, i));
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+static bool same_shape(const td_tensor *a, const td_tensor *b) {
+    if (td_ndim(a) != td_ndim(b) || td_tensor_dtype(a) != td_tensor_dtype(b)) return false;
+    for (int i = 0; i < td_ndim(a); i++)
+        if (td_size(a, i) != td_size(b, i)) return false;
+    return true;
+}
+
+/* --capture: copy the batch (x, y) into the static tensors, making them at the
+** first step; checks that the batch has the shape the graph was recorded for. */
+static td_status capture_load(train_run *r, td_tensor *x, td_tensor *y) {
+    if (!r->cap_x) {
+        r->cap_x = td_keep(td_empty(td_ndim(x), td_shape(x), td_tensor_dtype(x), r->w.device));
+        r->cap_y = td_keep(td_empty(td_ndim(y), td_shape(y), td_tensor_dtype(y), r->w.device));
+        if (!r->cap_x || !r->cap_y) return td_last_status();
+    }
+    char have[64], want[64];
+    if (!same_shape(x, r->cap_x))
+        return td_error_set(TD_ERR_SHAPE, "--capture: this batch has shape %s, the captured step reads %s",
+                            shape_str(x, have, sizeof have), shape_str(r->cap_x, want, sizeof want));
+    if (!same_shape(y, r->cap_y))
+        return td_error_set(TD_ERR_SHAPE, "--capture: these targets have shape %s, the captured step reads %s",
+                            shape_str(y, have, sizeof have), shape_str(r->cap_y, want, sizeof want));
+    td_status st = td_copy_(r->cap_x, x);
+    return st == TD_OK ? td_copy_(r->cap_y, y) : st;
+}
+
+/* --capture: record the step on the static batch once. */
+static td_status capture_record(train_run *r) {
+    td_status st = td_capture_begin(r->w.device);
+    if (st != TD_OK) return st;
+    td_scope_begin();
+    r->cap_loss = td_keep(workload_loss_step(&r->w, r->cap_x, r->cap_y));
+    td_scope_end();
+    st = r->cap_loss ? TD_OK : td_last_status();
+    td_status end = td_capture_end(r->w.device, &r->graph); /* ends the capture even after a failed step */
+    return st != TD_OK ? st : end;
+}
+
+/* --capture: the step on batch (x, y): eager the first time, recorded the
+** second, replayed from then on. */
+static td_status step_captured(train_run *r, td_tensor *x, td_tensor *y, double *loss) {
+    bool first = !r->cap_x;
+    td_status st = capture_load(r, x, y);
+    if (st == TD_OK && first) return workload_train_step(&r->w, r->cap_x, r->cap_y, loss);
+    if (st == TD_OK && !r->graph) st = capture_record(r);
+    if (st == TD_OK) st = td_graph_replay(r->graph);
+    if (st == TD_OK) *loss = td_item(r->cap_loss);
+    return st;
+}
+
+void train_capture_free(train_run *r) {
+    td_graph_free(r->graph);
+    td_release(r->cap_loss);
+    td_release(r->cap_x);
+    td_release(r->cap_y);
+    r->graph = NULL;
+    r->cap_loss = r->cap_x = r->cap_y = NULL;
+}
+
 /* One step on the next batch; *loss gets its loss. */
 static td_status step_once(train_run *r, double *loss) {
     td_scope_begin();
     td_tensor *f[TD_DATA_MAX_FIELDS] = {0};
     td_status st = r->dl ? td_dataloader_next(r->dl, f) : train_text_batch(r, r->step, &f[0], &f[1]);
     if (st == TD_OK && !f[0]) st = td_error_set(TD_ERR_STATE, "the data loader ran out of batches");
-    if (st == TD_OK) st = workload_train_step(&r->w, f[0], f[1], loss);
+    if (st == TD_OK)
+        st = r->capture ? step_captured(r, f[0], f[1], loss) : workload_train_step(&r->w, f[0], f[1], loss);
     td_scope_end();
     return st;
 }
@@ -126,7 +203,7 @@ static int make_loader(train_run *r) {
                             .seed = r->seed ^ DATA_SEED_MIX,
                             .drop_last = true,
                             .num_workers = r->workers,
-                            .device = r->w.device};
+                            .device = r->capture ? TD_CPU : r->w.device}; /* --capture copies them in itself */
     if (td_dataloader_new(r->ds, &o, &r->dl) != TD_OK) return train_fail("%s", td_last_error());
     if (td_dataloader_num_batches(r->dl) < 1)
         return train_fail("%" PRId64 " training images make no batch of %" PRId64, td_dataset_len(r->ds), r->batch);

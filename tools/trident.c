@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trident/backend.h"
 #include "trident/trident.h"
 
 int cmd_devices(int argc, char **argv);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trident/backend.h"
+#include "trident/backend.h" /* td_error_set: no public way to set the error message */
 #include "workloads.h"
 
 workload_gpt_config workload_gpt_config_default(void) {
@@ -189,7 +189,7 @@ td_status workload_kind_parse(const char *s, workload_kind *out) {
 }
 
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
-                        const char *optimizer, double lr) {
+                        const char *optimizer, double lr, bool capturable) {
     memset(w, 0, sizeof *w);
     w->kind = kind;
     w->name = kind_names[kind];
@@ -208,9 +208,9 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
         if (lr <= 0) lr = kind == WORKLOAD_GPT ? 3e-4 : 1e-3;
         td_optim_options o;
         if (!strcmp(optimizer, "adam"))
-            o = td_adam_defaults(lr), w->opt = td_adam_new(n, params, &o);
+            o = td_adam_defaults(lr), o.capturable = capturable, w->opt = td_adam_new(n, params, &o);
         else if (!strcmp(optimizer, "adamw"))
-            o = td_adamw_defaults(lr), w->opt = td_adamw_new(n, params, &o);
+            o = td_adamw_defaults(lr), o.capturable = capturable, w->opt = td_adamw_new(n, params, &o);
         else if (!strcmp(optimizer, "sgd"))
             o = td_sgd_defaults(lr), w->opt = td_sgd_new(n, params, &o);
         else if (!strcmp(optimizer, "rmsprop"))
@@ -236,14 +236,20 @@ static td_tensor *rows(td_tensor *t, int64_t classes) {
     return td_reshape(t, classes ? 2 : 1, (int64_t[]){-1, classes});
 }
 
-td_status workload_train_step(workload *w, td_tensor *x, td_tensor *y, double *loss) {
-    td_scope_begin();
+td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y) {
     td_tensor *logits = td_module_forward(w->model, x);
     int64_t classes = logits ? td_size(logits, -1) : 0;
     td_tensor *l = td_cross_entropy_loss(rows(logits, classes), rows(y, 0), NULL, -100, 0, TD_REDUCE_MEAN);
     td_optimizer_zero_grad(w->opt);
     td_status st = l ? td_backward(l, NULL, false) : td_last_status();
     if (st == TD_OK) st = td_optimizer_step(w->opt);
+    return st == TD_OK ? l : NULL;
+}
+
+td_status workload_train_step(workload *w, td_tensor *x, td_tensor *y, double *loss) {
+    td_scope_begin();
+    td_tensor *l = workload_loss_step(w, x, y);
+    td_status st = l ? TD_OK : td_last_status();
     if (st == TD_OK && loss) *loss = td_item(l);
     td_scope_end();
     return st;

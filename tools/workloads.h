@@ -60,12 +60,14 @@ td_status workload_kind_parse(const char *s, workload_kind *out);
 **   IN optimizer  "adam", "adamw", "sgd" or "rmsprop"; NULL: the workload's own
 **                 (Adam for mlp and cnn, AdamW with weight decay 0.01 for gpt)
 **   IN lr         the learning rate; <= 0: the workload's (1e-3; gpt 3e-4)
+**   IN capturable td_optim_options.capturable: Adam keeps its step count on the
+**                 device, so that a captured step advances it on every replay
 ** The model is initialized from the default generator on the CPU, then moved.
 ** Returns TD_OK, or the error with *w zeroed (TD_ERR_MISUSE for an unknown
 ** optimizer, and the errors of the constructors). Free with workload_free().
 */
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
-                        const char *optimizer, double lr);
+                        const char *optimizer, double lr, bool capturable);
 
 /* DESTRUCTOR. Free the model and the optimizer; NULL is a no-op. */
 void workload_free(workload *w);
@@ -77,6 +79,14 @@ void workload_free(workload *w);
 ** receives the batch loss before the update. Returns TD_OK or the error.
 */
 td_status workload_train_step(workload *w, td_tensor *x, td_tensor *y, double *loss);
+
+/*
+** METHOD. The same step without a scope of its own and without a host read:
+** returns the loss tensor (scalar, before the update) in the caller's scope, or
+** NULL with the error set. This is the step that td_capture_begin/end records:
+** keep (td_keep) the loss to read it after each replay.
+*/
+td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y);
 
 /*
 ** METHOD. Evaluate on a batch without recording (eval mode, no_grad): adds the
