@@ -265,7 +265,7 @@ sys.exit(bad)
 EOF
     ;;
 capture_cpu)
-    expect_error "--capture: the cpu backend does not capture" --model mlp --device cpu --capture
+    expect_error "--capture: the cpu backend does not capture" --model mlp --device cpu --capture --optimizer sgd
     ;;
 capture_vulkan)
     # SGD: stateless besides the parameters, so every replay is the eager step exactly
@@ -274,11 +274,11 @@ capture_vulkan)
     same_run vulkan:0 --optimizer sgd --lr 0.05
     ;;
 capture_cuda)
-    # SGD, then Adam created with capturable = true: its step count lives on the device
+    # SGD replays exactly; Adam is refused until its step count lives on the device
     need_data
     need_device cuda:0
     same_run cuda:0 --optimizer sgd --lr 0.05
-    same_run cuda:0
+    expect_error "--capture needs --optimizer sgd or rmsprop" --model mlp --device cuda:0 --capture
     ;;
 *) fail "unknown case (see --list)" ;;
 esac

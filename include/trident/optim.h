@@ -46,9 +46,10 @@ typedef struct td_optim_options {
     /* RMSprop */
     double alpha;
     bool centered;
-    /* Keep Adam's step count in a device tensor, so that a step captured with
-    ** td_capture_begin/end advances it on every replay (torch's capturable=True).
-    ** SGD and RMSprop need no flag. */
+    /* Adam, AdamW: keep the step count in a device tensor, so that a step
+    ** captured with td_capture_begin/end advances it on every replay (torch's
+    ** capturable=True). Not implemented yet: true gives TD_ERR_UNSUPPORTED.
+    ** SGD and RMSprop capture as they are. */
     bool capturable;
 } td_optim_options;
 

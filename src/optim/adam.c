@@ -15,6 +15,11 @@ static td_status adam_check(const td_optim_options *o, const char *name) {
                       o->weight_decay);
     if (!(o->beta1 >= 0 && o->beta1 < 1) || !(o->beta2 >= 0 && o->beta2 < 1))
         return TD_ERR(TD_ERR_MISUSE, "%s: betas (%g, %g) must lie in [0, 1)", name, o->beta1, o->beta2);
+    if (o->capturable)
+        return TD_ERR(TD_ERR_UNSUPPORTED,
+                      "%s: capturable (a step count kept on the device) is not implemented yet; a captured step "
+                      "would replay one step count, so capture with SGD or RMSprop",
+                      name);
     return TD_OK;
 }
 
