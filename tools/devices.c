@@ -168,7 +168,10 @@ static void probe_op(td_op_kind k, td_dtype dt, td_op *op, td_operand *in, td_op
         OPERAND(&in[1], TD_I64, 2, 3);
         OPERAND(&out[0], dt, 4, 3);
         break;
-    case TD_OP_CAT: OPERAND(&out[0], dt, 4, 3); break;
+    case TD_OP_CAT:
+        OPERAND(&out[0], dt, 4, 3);
+        op->p.axis.dim = 0;
+        break;
     case TD_OP_ONE_HOT:
         OPERAND(&in[0], dt, 2);
         OPERAND(&out[0], TD_I64, 2, 5);
