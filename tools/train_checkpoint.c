@@ -108,7 +108,7 @@ int train_resume(train_run *r) {
     td_named_tensors_free(expected);
     if (st != TD_OK) return train_fail("cannot resume: %s", td_last_error());
     /* every number is checked here, before any is used */
-    const int64_t count = TRAIN_COUNT_MAX;
+    const int64_t count = (int64_t)1 << 53;
     int64_t batch = 0, loss_n = 0, seed = 0, threads = 0;
     double loss_sum = 0;
     const char *qpath = TD_QUOTE(path), *dev = td_named_tensors_meta(ck.model, "device");
