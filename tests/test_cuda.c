@@ -50,6 +50,7 @@ TEST(plugin_version) {
     const char *dir = getenv("TD_FAKE_PLUGIN_DIR");
     if (!dir) TEST_SKIP("TD_FAKE_PLUGIN_DIR not set (CTest sets it)");
     setenv("TRIDENT_PLUGIN_DIR", dir, 1);
+    unsetenv("TRIDENT_NO_CUDA"); /* the sanitized run sets it */
     const char *why = td_backend_unavailable_reason(TD_DEVICE_CUDA);
     ASSERT(why != NULL);
     printf("  cuda: %s\n", why);
