@@ -170,6 +170,8 @@ typedef struct vk_dev {
     int coopmat_state;
     /* capture: while set, commands go into this graph's command buffer */
     struct td_graph *capturing;
+    /* the graph replayed last, whose fence vk_idle also checks (a replay is not a batch) */
+    struct td_graph *replayed;
 } vk_dev;
 
 /* A captured command buffer (vk_capture.c). Buffers freed while capturing stay

@@ -95,6 +95,7 @@ td_status vk_graph_replay(td_graph *g) {
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &g->cb};
         r = vkQueueSubmit(d->queue, 1, &si, g->fence);
         g->pending = r == VK_SUCCESS;
+        if (g->pending) d->replayed = g;
     }
     if (st == TD_OK && r != VK_SUCCESS) st = vk_fail(r, "graph_replay");
     vk_unlock(d);
@@ -106,6 +107,7 @@ void vk_graph_free(td_graph *g) {
     vk_dev *d = g->d;
     vk_lock(d);
     if (g->pending) vkWaitForFences(d->dev, 1, &g->fence, VK_TRUE, UINT64_MAX);
+    if (d->replayed == g) d->replayed = NULL;
     vkDestroyFence(d->dev, g->fence, NULL);
     vkFreeCommandBuffers(d->dev, d->pool, 1, &g->cb);
     if (g->dpool) vkDestroyDescriptorPool(d->dev, g->dpool, NULL);

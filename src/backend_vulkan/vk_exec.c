@@ -234,6 +234,7 @@ td_status vk_finish(vk_dev *d) {
 
 bool vk_idle(vk_dev *d) {
     if (d->cur >= 0 && d->batches[d->cur].n_cmds > 0) return false;
+    if (d->replayed && vkGetFenceStatus(d->dev, d->replayed->fence) != VK_SUCCESS) return false;
     for (int i = 0; i < VK_N_BATCHES; i++) {
         vk_batch *b = &d->batches[i];
         if (!b->pending) continue;
