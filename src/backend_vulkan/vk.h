@@ -235,9 +235,9 @@ td_status vk_read(td_buffer *src, size_t offset, void *dst, size_t nbytes);
 td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t nbytes);
 uint64_t vk_buffer_address(td_buffer *b); /* VkDeviceAddress of byte 0; 0 without buffer device addresses */
 td_status vk_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t nbytes);
-/* Bytes in live buffers, held from the driver, and the most ever in live buffers
-** (for the memory_stats slot of backend contract v2, which the integrator wires). */
-td_status vk_memory_stats(int dev, uint64_t *allocated, uint64_t *reserved, uint64_t *peak);
+/* The memory_stats slot: bytes in live buffers, held from the driver, and the
+** most in live buffers since the last reset. */
+td_status vk_memory_stats(int dev, bool reset_peak, td_memory_stats *out);
 
 /* ---- vk_exec.c ---- */
 /* One storage-buffer binding of a dispatch. */

@@ -284,13 +284,13 @@ void vk_free(td_buffer *b) {
 
 /* ---- the backend slots ---- */
 
-td_status vk_memory_stats(int dev, uint64_t *allocated, uint64_t *reserved, uint64_t *peak) {
+td_status vk_memory_stats(int dev, bool reset_peak, td_memory_stats *out) {
     vk_dev *d = vk_get(dev);
     if (!d) return td_last_status();
     vk_lock(d);
-    *allocated = d->bytes_allocated;
-    *reserved = d->bytes_reserved;
-    *peak = d->bytes_peak;
+    *out = (td_memory_stats){
+        .allocated = d->bytes_allocated, .reserved = d->bytes_reserved, .peak_allocated = d->bytes_peak};
+    if (reset_peak) d->bytes_peak = d->bytes_allocated;
     vk_unlock(d);
     return TD_OK;
 }
