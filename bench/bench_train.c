@@ -13,9 +13,8 @@
 **                before each replay the host batch is copied (td_copy_) into
 **                the static device tensors the graph reads; the loss stays
 **                on the device. Only on devices whose backend captures.
-**                Adam's step count is a host value, so every replay repeats
-**                the recorded one: the same work, so the timing holds, but not
-**                training (trident train --capture takes SGD or RMSprop).
+**                Adam is made with capturable = true (its step count on the
+**                device, advanced by every replay).
 ** --quick (CI, where lavapipe takes seconds per step): W1/W2 batch 16 (an epoch
 ** is then 3750 steps), W3 d_model 32, 2 heads, 1 layer, context 32, batch 4, and
 ** one warm-up step.
@@ -265,7 +264,7 @@ td_status bench_run_captured(bench_session *s, int device) {
     td_manual_seed(0);
     td_status st = bench_load_data(s);
     if (st == TD_OK) st = image_batches(s, &c.a, TD_CPU, data, sizeof data);
-    if (st == TD_OK) st = workload_init(&c.a.w, WORKLOAD_CNN, NULL, dev, NULL, 0, false); /* Adam, timing only */
+    if (st == TD_OK) st = workload_init(&c.a.w, WORKLOAD_CNN, NULL, dev, NULL, 0, true); /* Adam, capturable */
     c.x = td_keep(td_empty(2, (int64_t[]){b, 784}, TD_F32, dev));
     c.y = td_keep(td_empty(1, (int64_t[]){b}, TD_I64, dev));
     if (st == TD_OK && (!c.x || !c.y)) st = td_last_status();

@@ -71,7 +71,8 @@ TEST(device_info) {
     ASSERT(info.arch >= 70);
     ASSERT(!info.emulated);
     ASSERT_ERROR(td_device_get_info(TD_CUDA(7), &info), TD_ERR_UNAVAILABLE, "cuda:7");
-    td_tensor *t = td_zeros(1, (int64_t[]){4}, TD_F32, TD_CUDA(1 + td_backend_for(TD_DEVICE_CUDA)->iface->device_count()));
+    td_tensor *t =
+        td_zeros(1, (int64_t[]){4}, TD_F32, TD_CUDA(1 + td_backend_for(TD_DEVICE_CUDA)->iface->device_count()));
     ASSERT(t == NULL);
     ASSERT(strstr(td_last_error(), "does not exist"));
     td_device d;
@@ -179,8 +180,8 @@ TEST(foreign_memory) {
     uint64_t addr = td_tensor_device_address(owner);
     ASSERT(addr != 0);
     static int one = 1;
-    td_tensor *f = ASSERT_TENSOR(td_from_foreign(TD_CUDA(0), addr + 4 * 4, 2, (int64_t[]){2, 4}, NULL, TD_F32,
-                                                 count_delete, &one));
+    td_tensor *f = ASSERT_TENSOR(
+        td_from_foreign(TD_CUDA(0), addr + 4 * 4, 2, (int64_t[]){2, 4}, NULL, TD_F32, count_delete, &one));
     td_keep(f);
     ASSERT_NEAR(td_item(td_sum(f, 0, NULL, false)), 4 + 5 + 6 + 7 + 8 + 9 + 10 + 11, 0);
     td_scope_end();
@@ -336,7 +337,7 @@ typedef struct mlp {
     td_tensor *x, *y; /* static inputs on the device */
 } mlp;
 
-static void mlp_make(mlp *r, td_device dev) {
+static void mlp_make(mlp *r, td_device dev, bool adam) {
     td_manual_seed(3);
     td_module *layers[] = {td_linear_new(64, 128, true), td_relu_new(), td_linear_new(128, 10, true)};
     r->m = td_sequential_new(3, layers);
@@ -344,9 +345,10 @@ static void mlp_make(mlp *r, td_device dev) {
     ASSERT_OK(td_module_to(r->m, dev));
     td_tensor *params[8];
     int np = td_module_parameters(r->m, params, 8);
-    td_optim_options o = td_sgd_defaults(0.05);
-    o.momentum = 0.9;
-    r->opt = td_sgd_new(np, params, &o);
+    td_optim_options o = adam ? td_adam_defaults(1e-3) : td_sgd_defaults(0.05);
+    o.momentum = adam ? 0 : 0.9;
+    o.capturable = adam; /* the step count on the device, advanced by each replay */
+    r->opt = adam ? td_adam_new(np, params, &o) : td_sgd_new(np, params, &o);
     ASSERT(r->opt);
     r->x = td_keep(ASSERT_TENSOR(td_zeros(2, (int64_t[]){32, 64}, TD_F32, dev)));
     r->y = td_keep(ASSERT_TENSOR(td_zeros(1, (int64_t[]){32}, TD_I64, dev)));
@@ -371,20 +373,20 @@ static td_tensor *mlp_step(mlp *r) {
     return loss;
 }
 
-/* 50 steps captured once and replayed give the eager run's losses bit for bit. */
-TEST(capture_replay_training) {
-    need_cuda();
+/* 50 steps captured once and replayed give the eager run's losses bit for bit,
+** with SGD + momentum and with capturable Adam. */
+static void capture_replay(bool adam) {
     enum { STEPS = 50 };
     double eager[STEPS], replay[STEPS];
     mlp a = {0}, b = {0};
-    mlp_make(&a, TD_CUDA(0));
+    mlp_make(&a, TD_CUDA(0), adam);
     for (int s = 0; s < STEPS; s++) {
         td_scope_begin();
         mlp_batch(&a, s);
         eager[s] = td_item(ASSERT_TENSOR(mlp_step(&a)));
         td_scope_end();
     }
-    mlp_make(&b, TD_CUDA(0));
+    mlp_make(&b, TD_CUDA(0), adam);
     td_scope_begin();
     mlp_batch(&b, 0);
     replay[0] = td_item(ASSERT_TENSOR(mlp_step(&b))); /* eager: the momentum buffers are made here */
@@ -403,7 +405,8 @@ TEST(capture_replay_training) {
         replay[s] = td_item(loss);
     }
     for (int s = 0; s < STEPS; s++) {
-        if (s % 10 == 0 || eager[s] != replay[s]) printf("  step %d: eager %.9g replay %.9g\n", s, eager[s], replay[s]);
+        if (s % 10 == 0 || eager[s] != replay[s])
+            printf("  %s step %d: eager %.9g replay %.9g\n", adam ? "adam" : "sgd", s, eager[s], replay[s]);
         ASSERT(eager[s] == replay[s]);
     }
     ASSERT(eager[STEPS - 1] < eager[0]);
@@ -411,11 +414,17 @@ TEST(capture_replay_training) {
     td_graph_free(g);
 }
 
+TEST(capture_replay_training) {
+    need_cuda();
+    capture_replay(false);
+    capture_replay(true);
+}
+
 /* A training step makes no host wait; reading the loss makes exactly one. */
 TEST(no_host_sync_in_step) {
     need_cuda();
     mlp a = {0};
-    mlp_make(&a, TD_CUDA(0));
+    mlp_make(&a, TD_CUDA(0), false);
     mlp_batch(&a, 0);
     td_scope_begin();
     td_release(td_keep(ASSERT_TENSOR(mlp_step(&a)))); /* warm-up: optimizer state */

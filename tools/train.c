@@ -219,9 +219,6 @@ int cmd_train(int argc, char **argv) {
     if (o.capture && dev.type == TD_DEVICE_CPU)
         return train_fail("--capture: the cpu backend does not capture (it needs a CUDA or Vulkan device: "
                           "--device cuda or vulkan)");
-    if (o.capture && (!o.optimizer || !strncmp(o.optimizer, "adam", 4)))
-        return train_fail("--capture needs --optimizer sgd or rmsprop: Adam's step count is a host value, so a "
-                          "replayed step would repeat it (capturable Adam is not written yet)");
     char ckpt_default[64];
     if (!o.checkpoint) {
         snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors",

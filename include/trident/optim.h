@@ -48,8 +48,10 @@ typedef struct td_optim_options {
     bool centered;
     /* Adam, AdamW: keep the step count in a device tensor, so that a step
     ** captured with td_capture_begin/end advances it on every replay (torch's
-    ** capturable=True). Not implemented yet: true gives TD_ERR_UNSUPPORTED.
-    ** SGD and RMSprop capture as they are. */
+    ** capturable=True). The update then runs as about 15 elementwise ops per
+    ** parameter instead of one fused op (cheap inside a graph, slower eager);
+    ** the state dict reads the count from the device. SGD and RMSprop
+    ** capture as they are. */
     bool capturable;
 } td_optim_options;
 

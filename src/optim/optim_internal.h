@@ -16,6 +16,7 @@ typedef struct td_param_state {
     int group;
     int64_t step;
     td_tensor *slot[TD_OPTIM_SLOTS]; /* +1, NULL until the first step or when unused */
+    td_tensor *step_t;               /* capturable Adam: the step count, f64 0-d on the parameter's device; +1 */
 } td_param_state;
 
 /* One algorithm: its name, state slot names (as in PyTorch's state) and update. */

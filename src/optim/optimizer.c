@@ -71,6 +71,8 @@ static void clear_state(td_param_state *ps) {
         td_release(ps->slot[s]);
         ps->slot[s] = NULL;
     }
+    td_release(ps->step_t);
+    ps->step_t = NULL;
     ps->step = 0;
 }
 
@@ -171,6 +173,13 @@ td_named_tensors *td_optimizer_state_dict(td_optimizer *o) {
                 st = td_named_tensors_add(sd, key, ps->slot[s]);
             }
         snprintf(key, sizeof key, "state.%d.step", i);
+        if (st == TD_OK && ps->step_t) { /* capturable: replays advanced the device's count (a visible read) */
+            double step = td_item(ps->step_t);
+            if (isnan(step))
+                st = td_last_status();
+            else
+                ps->step = (int64_t)step;
+        }
         if (st == TD_OK) st = td_named_tensors_add(sd, key, td_scalar((double)ps->step, TD_I64, TD_CPU));
     }
     for (int g = 0; g < o->n_groups && st == TD_OK; g++) {
@@ -266,6 +275,7 @@ td_status td_optimizer_load_state_dict(td_optimizer *o, const td_named_tensors *
             o->groups[i].lr = td_item(t);
         } else if (!strcmp(field, "step")) {
             o->p[i].step = (int64_t)td_item(t);
+            if (o->p[i].step_t) st = td_copy_(o->p[i].step_t, td_scalar((double)o->p[i].step, TD_F64, TD_CPU));
         } else {
             int s = slot_index(o->algo, field);
             td_param_state *ps = &o->p[i];
