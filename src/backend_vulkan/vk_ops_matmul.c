@@ -126,17 +126,21 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     return st;
 }
 
+/* The f16 bits of f, which must be 0 or a normal f16 value exactly (the
+** self-test's multiples of 1/16): re-biased exponent, top 10 mantissa bits.
+** (Written out: clang 14 has no _Float16 on x86.) */
 static uint16_t half_bits(float f) {
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, sizeof u);
-    return u;
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFFu;
+    return (uint16_t)(ax ? sign | ((ax - 0x38000000u) >> 13) : sign);
 }
 
+/* The value of f16 bits u: (-1)^s 2^(e-25) (1024 + m), subnormals 2^-24 m. */
 static float half_value(uint16_t u) {
-    _Float16 h;
-    memcpy(&h, &u, sizeof h);
-    return (float)h;
+    int e = (u >> 10) & 31, m = u & 1023;
+    float v = e == 31 ? (m ? NAN : INFINITY) : e ? ldexpf((float)(m | 1024), e - 25) : ldexpf((float)m, -24);
+    return u & 0x8000 ? -v : v;
 }
 
 /* One self-test product a [M, K] @ b [K, N] on the cooperative-matrix kernel,

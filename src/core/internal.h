@@ -44,6 +44,15 @@ struct td_tensor {
     void *autograd_meta;     /* hooks and retained grads, owned by src/autograd */
 };
 
+/* ---- fault injection (fault.c): TRIDENT_FAULT_ALLOC / TRIDENT_FAULT_WRITE ----
+** set: fail the nth buffer allocation (file write of the atomic writer) from
+** now on, once; n <= 0 turns it off. Returns the countdown it replaced (0:
+** off, or fired). hit: count one; true when it must fail. */
+TD_API long long td__fault_alloc_set(long long n);
+TD_API long long td__fault_write_set(long long n);
+bool td__fault_alloc_hit(void);
+bool td__fault_write_hit(void);
+
 /* ---- errors ---- */
 td_status td__error_at(const char *file, int line, td_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -80,6 +80,12 @@ static td_storage *storage_new(td_device dev, size_t nbytes) {
     if (!s) TD_FAIL_NULL(TD_ERR_OOM, "out of host memory for a storage header");
     int flags = atomic_load(&debug_flags);
     size_t guard = (flags & TD_DEBUG_GUARDS) ? GUARD_BYTES : 0;
+    if (td__fault_alloc_hit()) {
+        free(s);
+        char d[32];
+        TD_FAIL_NULL(TD_ERR_OOM, "out of memory allocating %zu bytes on %s (injected by TRIDENT_FAULT_ALLOC)", nbytes,
+                     td_device_str(dev, d, sizeof d));
+    }
     if (be->iface->buffer_alloc(dev.index, nbytes + 2 * guard, &s->buf) != TD_OK) {
         free(s);
         if (td_last_status() != TD_ERR_OOM) return NULL;

@@ -80,7 +80,7 @@ static char *build_header(const td_named_tensors *list, const entry *e, int64_t 
 static td_status write_all(int fd, const void *p, size_t n, const char *path) {
     const char *c = p;
     while (n) {
-        ssize_t w = write(fd, c, n);
+        ssize_t w = td__fault_write_hit() ? (errno = ENOSPC, -1) : write(fd, c, n); /* TRIDENT_FAULT_WRITE */
         if (w < 0 && errno == EINTR) continue;
         if (w < 0) return TD_ERR(TD_ERR_IO, "safetensors: cannot write %s: %s", TD_QUOTE(path), strerror(errno));
         c += w;
