@@ -11,10 +11,11 @@ static const int64_t row_lengths[6] = {1, 7, 8, 9, 33, 4096};
 
 #define TESTS(X)                                                                                                       \
     X(softmax_random)                                                                                                  \
-    X(softmax_any_dim) X(softmax_errors) X(masked_fill) X(triu_tril) X(layer_norm_random) X(layer_norm_errors)         \
-        X(xent_fixtures) X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_threads) \
-            X(conv_errors) X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp)      \
-                X(softmax_rows) X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows) X(max_pool_2x2)
+    X(softmax_any_dim)                                                                                                 \
+    X(softmax_errors) X(masked_fill) X(triu_tril) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures)           \
+        X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_threads) X(conv_errors)   \
+            X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp) X(softmax_rows)     \
+                X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows) X(max_pool_2x2)
 
 static td_tensor *from_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
     return ASSERT_TENSOR(td_cast(ASSERT_TENSOR(td_from_data(v, ndim, shape, TD_F64, TD_CPU)), dt));
@@ -276,7 +277,8 @@ TEST(xent_random) {
         for (int n = 0; n < N; n++) ones[n] = 1;
         double wsum = ref_xent(hx, tg, NULL, N, C, 3, 0.1, loss, dx, ones), total = 0;
         for (int n = 0; n < N; n++) total += loss[n];
-        ASSERT_NEAR(td_item(ASSERT_TENSOR(td__cross_entropy(x, t, NULL, 3, 0.1, TD_REDUCTION_MEAN))), total / wsum, tol);
+        ASSERT_NEAR(td_item(ASSERT_TENSOR(td__cross_entropy(x, t, NULL, 3, 0.1, TD_REDUCTION_MEAN))), total / wsum,
+                    tol);
         for (int i = 0; i < N * C; i++) dx[i] /= wsum;
         td_tensor *one = ASSERT_TENSOR(td_scalar(1, dt, TD_CPU));
         nn_check_tensor("grad mean",
@@ -290,7 +292,7 @@ TEST(xent_random) {
     double *hx1 = nn_host(x1), l1, d1[7], one = 1;
     ref_xent(hx1, &t1, NULL, 1, C, -100, 0, &l1, d1, &one);
     td_tensor *l = ASSERT_TENSOR(td__cross_entropy(x1, ASSERT_TENSOR(td_from_data(&t1, 0, NULL, TD_I64, TD_CPU)), NULL,
-                                                  -100, 0, TD_REDUCTION_NONE));
+                                                   -100, 0, TD_REDUCTION_NONE));
     ASSERT_EQ_INT(td_ndim(l), 0);
     ASSERT_NEAR(td_item(l), l1, 1e-12);
     free(hx1);

@@ -375,11 +375,12 @@ TEST(glsl_errors) {
     ASSERT(k == NULL);
     ASSERT(strstr(log, "undeclared_thing") != NULL);
     printf("  compile log: %.120s\n", log);
-    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_CUDA, bad, NULL, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED,
-                 "GLSL");
-    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", NULL, &k, log, sizeof log), TD_ERR_MISUSE,
-                 "identifier");
-    ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED, "cpu");
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_CUDA, bad, NULL, NULL, &k, log, sizeof log),
+                 TD_ERR_UNSUPPORTED, "GLSL");
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", NULL, &k, log, sizeof log),
+                 TD_ERR_MISUSE, "identifier");
+    ASSERT_ERROR(td_kernel_compile(TD_CPU, TD_KERNEL_GLSL, bad, NULL, NULL, &k, log, sizeof log), TD_ERR_UNSUPPORTED,
+                 "cpu");
     /* a binding too large for one descriptor, when the device's limit is reachable: FILL runs
     ** in parts, a reduction (not split) names the limit */
     td_device_info info;

@@ -95,8 +95,8 @@ static int check_position(const td_train_state *ck, const char *path, int64_t ba
         return train_fail("checkpoint %s: step %" PRId64 " or epoch %" PRId64 " is out of range [0, 2^48]", path,
                           ck->step, ck->epoch);
     if (__builtin_mul_overflow(ck->step + 1, batch, &counter))
-        return train_fail("checkpoint %s: step %" PRId64 " with --batch %" PRId64 " overflows the data position",
-                          path, ck->step, batch);
+        return train_fail("checkpoint %s: step %" PRId64 " with --batch %" PRId64 " overflows the data position", path,
+                          ck->step, batch);
     return 0;
 }
 

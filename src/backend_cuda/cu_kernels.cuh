@@ -31,7 +31,9 @@ struct cu_bool {
 /* ---- conversions ---- */
 template <typename C, typename T> __device__ __forceinline__ C cu_to(T x) { return (C)x; }
 template <> __device__ __forceinline__ float cu_to<float, __half>(__half x) { return __half2float(x); }
-template <> __device__ __forceinline__ float cu_to<float, __nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> __device__ __forceinline__ float cu_to<float, __nv_bfloat16>(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+}
 template <> __device__ __forceinline__ double cu_to<double, __half>(__half x) { return (double)__half2float(x); }
 template <> __device__ __forceinline__ double cu_to<double, __nv_bfloat16>(__nv_bfloat16 x) {
     return (double)__bfloat162float(x);
@@ -65,21 +67,11 @@ template <> __device__ __forceinline__ cu_bool cu_from<cu_bool, int64_t>(int64_t
 
 /* The compute type of a storage type: float for f32/f16/bf16, double for f64,
 ** int64_t for integers and bool. */
-template <typename T> struct cu_compute {
-    typedef int64_t type;
-};
-template <> struct cu_compute<float> {
-    typedef float type;
-};
-template <> struct cu_compute<__half> {
-    typedef float type;
-};
-template <> struct cu_compute<__nv_bfloat16> {
-    typedef float type;
-};
-template <> struct cu_compute<double> {
-    typedef double type;
-};
+template <typename T> struct cu_compute { typedef int64_t type; };
+template <> struct cu_compute<float> { typedef float type; };
+template <> struct cu_compute<__half> { typedef float type; };
+template <> struct cu_compute<__nv_bfloat16> { typedef float type; };
+template <> struct cu_compute<double> { typedef double type; };
 
 /* ---- dtype dispatch ----
 ** CU_SWITCH_ALL(dt, ...) runs the block once with `typedef <type> T;` for dt;
