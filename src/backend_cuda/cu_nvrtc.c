@@ -142,12 +142,23 @@ static image *disk_read(uint64_t hash) {
     return e;
 }
 
+/* mkdir -p of dir (each '/' is put back). */
+static void mkdirs(char *dir) {
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+    mkdir(dir, 0755);
+}
+
 static void disk_write(const image *e) {
     char path[4096], tmp[4200], dir[4096];
     if (!disk_path(e->hash, path, sizeof path)) return;
     snprintf(dir, sizeof dir, "%s", path);
     *strrchr(dir, '/') = 0;
-    mkdir(dir, 0755);
+    mkdirs(dir);
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     file_header h = {.magic = FILE_MAGIC, .version = 1, .hash = e->hash, .size = e->size};
     memcpy(h.name, e->name, sizeof h.name);

@@ -282,6 +282,8 @@ td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, c
                                  VkShaderModule *mod, VkPipeline *out);
 /* Write the pipeline cache to disk when new pipelines were made. */
 void vk_pipeline_cache_save(vk_dev *d);
+/* mkdir -p of dir (each '/' is put back); failures are left to the file's open. */
+void vk_mkdirs(char *dir);
 
 /* ---- ops (vk_ops_*.c) ---- */
 typedef td_status (*vk_op_fn)(vk_dev *d, const td_op *op);

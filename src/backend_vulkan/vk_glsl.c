@@ -154,7 +154,7 @@ static void cache_store(spirv_entry *e) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     *strrchr(dir, '/') = 0;
-    mkdir(dir, 0755); /* the parent was made with the pipeline cache, or exists */
+    vk_mkdirs(dir); /* $XDG_CACHE_HOME/trident need not exist yet (no pipeline cache saved before) */
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     disk_header h = {.magic = DISK_MAGIC,
                      .version = DISK_VERSION,

@@ -61,7 +61,7 @@ static void *load_file(const char *path, size_t *size) {
     return data;
 }
 
-static void mkdirs(char *dir) {
+void vk_mkdirs(char *dir) {
     for (char *p = dir + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
@@ -84,7 +84,7 @@ void vk_pipeline_cache_save(vk_dev *d) {
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0;
-        mkdirs(dir);
+        vk_mkdirs(dir);
         snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
         FILE *f = fopen(tmp, "wb");
         bool ok = f && fwrite(data, 1, size, f) == size;
