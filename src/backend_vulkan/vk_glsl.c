@@ -250,6 +250,16 @@ static bool valid_identifier(const char *s) {
     return true;
 }
 
+/* Whether identifier id occurs in source as a whole word. */
+static bool has_identifier(const char *source, const char *id) {
+    size_t n = strlen(id);
+    for (const char *p = strstr(source, id); p; p = strstr(p + 1, id)) {
+        bool head = p == source || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        if (head && !(isalnum((unsigned char)p[n]) || p[n] == '_')) return true;
+    }
+    return false;
+}
+
 /* The options' macros as "#define NAME VALUE" lines; TD_ERR_MISUSE for a bad name. */
 static td_status define_lines(const td_kernel_options *opts, char *out, size_t n) {
     size_t at = 0;
@@ -280,6 +290,8 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     if (!entry) entry = "main";
     if (!valid_identifier(entry) || strlen(entry) > 100)
         return td_error_set(TD_ERR_MISUSE, "glsl: entry '%s' is not a GLSL identifier", entry);
+    if (strcmp(entry, "main") != 0 && !has_identifier(source, entry))
+        return td_error_set(TD_ERR_MISUSE, "glsl: no function named '%s' in the source (the entry point)", entry);
     char defines[3072];
     td_status st = define_lines(opts, defines, sizeof defines);
     if (st != TD_OK) return st;

@@ -3,7 +3,10 @@
 ** kernel_compile / kernel_launch / kernel_free slots that checks devices and
 ** turns tensors into operands.
 */
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 #include "trident/kernel.h"
@@ -12,6 +15,40 @@ _Static_assert((int)TD_KERNEL_GLSL == (int)TD_LANG_GLSL && (int)TD_KERNEL_CUDA =
                "kernel.h languages mirror backend.h");
 
 #define KERNEL_MAX_TENSORS 64
+
+/* include/trident/kernel/trident.glsl and trident.cuh (embedded at build time) */
+extern const char td_kernel_header_glsl[], td_kernel_header_cuh[];
+
+/* source with its line `#include <trident.glsl>` (GLSL) or `#include <trident.cuh>`
+** (CUDA) replaced by the header and a #line that keeps the compiler's line
+** numbers those of source. Returns a malloc'd string, or NULL (*oom tells
+** whether for lack of memory) when source has no such line. */
+static char *expand_header(int lang, const char *source, bool *oom) {
+    const char *want = lang == TD_KERNEL_CUDA ? "trident.cuh" : "trident.glsl";
+    const char *header = lang == TD_KERNEL_CUDA ? td_kernel_header_cuh : td_kernel_header_glsl;
+    *oom = false;
+    int line = 1;
+    for (const char *p = source; *p; line++) {
+        const char *q = p + strspn(p, " \t");
+        if (!strncmp(q, "#include", 8)) {
+            q += 8 + strspn(q + 8, " \t");
+            if ((*q == '<' || *q == '"') && !strncmp(q + 1, want, strlen(want)) &&
+                q[1 + strlen(want)] == (*q == '<' ? '>' : '"')) {
+                const char *rest = strchr(q, '\n');
+                rest = rest ? rest + 1 : q + strlen(q);
+                size_t n = (size_t)(p - source) + strlen(header) + 32 + strlen(rest);
+                char *out = malloc(n);
+                if (!out) return *oom = true, NULL;
+                snprintf(out, n, "%.*s%s\n#line %d\n%s", (int)(p - source), source, header, line + 1, rest);
+                return out;
+            }
+        }
+        const char *nl = strchr(p, '\n');
+        if (!nl) break;
+        p = nl + 1;
+    }
+    return NULL;
+}
 
 struct td_user_kernel {
     const td_backend *be;
@@ -34,9 +71,16 @@ td_status td_kernel_compile(td_device dev, int lang, const char *source, const c
         return TD_ERR(TD_ERR_UNSUPPORTED, "td_kernel_compile: %s takes no user kernels",
                       td_device_str(dev, d, sizeof d));
     }
-    td_user_kernel *uk = calloc(1, sizeof *uk);
-    if (!uk) return TD_ERR(TD_ERR_OOM, "td_kernel_compile: out of host memory");
-    td_status st = be->iface->kernel_compile(dev.index, lang, source, entry, opts, &uk->k, log, log_size);
+    bool oom;
+    char *expanded = expand_header(lang, source, &oom);
+    td_user_kernel *uk = oom ? NULL : calloc(1, sizeof *uk);
+    if (!uk) {
+        free(expanded);
+        return TD_ERR(TD_ERR_OOM, "td_kernel_compile: out of host memory");
+    }
+    td_status st =
+        be->iface->kernel_compile(dev.index, lang, expanded ? expanded : source, entry, opts, &uk->k, log, log_size);
+    free(expanded);
     if (st != TD_OK) {
         free(uk);
         return st;
