@@ -130,12 +130,10 @@ static td_status bias_gelu_bw(const td_custom_call *c, td_tensor *const *dy, td_
     td_tensor *in[3] = {c->inputs[0], c->inputs[1], dy[0]};
     td_tensor *du = td_custom_op_apply(ops->bias_gelu_backward, 3, in, 0, NULL);
     if (!du) return td_last_status();
-    if (td_custom_needs_grad(c, 0)) dx[0] = td_retain(du);
+    if (td_custom_needs_grad(c, 0)) dx[0] = du;
     if (td_custom_needs_grad(c, 1)) {
-        int nd = td_ndim(du);
-        dx[1] = td_reshape(td_sum(td_reshape(du, 2, (int64_t[]){-1, td_size(du, -1)}), 1, (int[]){0}, false), 1,
-                           (int64_t[]){td_size(du, nd - 1)});
-        (void)nd;
+        int64_t cols = td_size(du, -1);
+        dx[1] = td_reshape(td_sum(td_reshape(du, 2, (int64_t[]){-1, cols}), 1, (int[]){0}, false), 1, &cols);
         if (!dx[1]) return td_last_status();
     }
     return TD_OK;
