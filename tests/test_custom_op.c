@@ -350,14 +350,16 @@ TEST(error_no_impl) {
     td_custom_op_free(op);
 }
 
-/* A one-kernel op on the first GPU: its source given, for the error cases. */
-static td_device gpu_or_skip(void) {
+/* The GPU devices present (vulkan:0, cuda:0), or skip the case. */
+static int gpus_or_skip(td_device *gpu) {
     td_device dev[3];
     int nd = devices(dev);
     if (nd < 2) TEST_SKIP("no GPU device to compile a kernel on");
-    return dev[1];
+    for (int k = 1; k < nd; k++) gpu[k - 1] = dev[k];
+    return nd - 1;
 }
 
+/* A one-kernel op on dev, for the error cases. */
 static td_status bad_op(td_device dev, const char *src, const char *entry, int n_in, td_custom_op **op) {
     td_custom_op_def def = {.name = "bad", .n_in = n_in, .n_out = 1};
     td_custom_impl im = {.source = src, .entry = entry};
@@ -368,6 +370,20 @@ static td_status bad_op(td_device dev, const char *src, const char *entry, int n
     return td_custom_op_register(&def, op);
 }
 
+/* Run the op on zeros [4] (each input) on dev; it must fail with st and a message holding want and want2. */
+static void expect_failure(td_custom_op *op, int n_in, td_device dev, td_status st, const char *want,
+                           const char *want2) {
+    td_tensor *x = td_zeros(1, (int64_t[]){4}, TD_F32, dev);
+    td_clear_error();
+    ASSERT(!td_custom_op_apply(op, n_in, (td_tensor *[]){x, x}, 0, NULL));
+    char d[32];
+    printf("  %s: %s\n", td_device_str(dev, d, sizeof d), td_last_error());
+    ASSERT_EQ_INT(td_last_status(), st);
+    ASSERT(strstr(td_last_error(), want) && strstr(td_last_error(), want2));
+    test_message_record(td_last_error());
+    td_release(x);
+}
+
 static const char *glsl_ok = "#version 450\n#include <trident.glsl>\nlayout(local_size_x = TD_BLOCK) in;\n"
                              "layout(std430, binding = 0) readonly buffer X { float x[]; };\n"
                              "layout(std430, binding = 1) writeonly buffer Y { float y[]; };\n"
@@ -376,56 +392,52 @@ static const char *cuda_ok = "#include <trident.cuh>\n"
                              "extern \"C\" __global__ void twice(const float *x, float *y, td_args a) {\n"
                              "    unsigned i = td_global_id(); if (i < a.n) y[i] = 2.0f * x[i]; }\n";
 
+/* A syntax error: the compiler's message with the line in the user's source (the header's lines do not count). */
 TEST(error_syntax) {
     setup();
-    td_device dev = gpu_or_skip();
-    bool cuda = dev.type == TD_DEVICE_CUDA;
-    /* line 5 has the error: the header's lines do not count */
-    const char *src =
-        cuda ? "#include <trident.cuh>\n\nextern \"C\" __global__ void twice(float *x, float *y, td_args a) {\n"
-               "    unsigned i = td_global_id();\n    y[i] = 2.0f * x[i] +;\n}\n"
-             : "#version 450\n#include <trident.glsl>\nlayout(local_size_x = TD_BLOCK) in;\n"
-               "layout(std430, binding = 0) buffer X { float x[]; };\n"
-               "void main() { x[0] = 1.0 +; }\n";
-    td_custom_op *op;
-    ASSERT_OK(bad_op(dev, src, cuda ? "twice" : NULL, 1, &op));
-    td_tensor *x = td_zeros(1, (int64_t[]){4}, TD_F32, dev);
-    td_clear_error();
-    ASSERT(!td_custom_op_apply(op, 1, &x, 0, NULL));
-    printf("  %s\n", td_last_error());
-    ASSERT_EQ_INT(td_last_status(), TD_ERR_COMPILE);
-    ASSERT(strstr(td_last_error(), "bad: "));
-    ASSERT(strstr(td_last_error(), cuda ? "kernel.cu(5)" : "0:5:"));
-    td_release(x);
-    td_custom_op_free(op);
+    td_device gpu[2];
+    int n = gpus_or_skip(gpu);
+    for (int k = 0; k < n; k++) {
+        bool cuda = gpu[k].type == TD_DEVICE_CUDA;
+        const char *src = cuda ? "#include <trident.cuh>\n\n"
+                                 "extern \"C\" __global__ void twice(float *x, float *y, td_args a) {\n"
+                                 "    unsigned i = td_global_id();\n    y[i] = 2.0f * x[i] +;\n}\n"
+                               : "#version 450\n#include <trident.glsl>\nlayout(local_size_x = TD_BLOCK) in;\n"
+                                 "layout(std430, binding = 0) buffer X { float x[]; };\n"
+                                 "void main() { x[0] = 1.0 +; }\n";
+        td_custom_op *op;
+        ASSERT_OK(bad_op(gpu[k], src, cuda ? "twice" : NULL, 1, &op));
+        expect_failure(op, 1, gpu[k], TD_ERR_COMPILE, "bad: ", cuda ? "kernel.cu(5)" : "0:5:");
+        td_custom_op_free(op);
+    }
 }
 
+/* The kernel has x and y; the op says two inputs, so three tensors. */
 TEST(error_bindings) {
     setup();
-    td_device dev = gpu_or_skip();
-    bool cuda = dev.type == TD_DEVICE_CUDA;
-    td_custom_op *op; /* the kernel has x and y; the op says two inputs, so three tensors */
-    ASSERT_OK(bad_op(dev, cuda ? cuda_ok : glsl_ok, cuda ? "twice" : NULL, 2, &op));
-    td_tensor *x = td_zeros(1, (int64_t[]){4}, TD_F32, dev);
-    ASSERT_ERROR(td_custom_op_apply(op, 2, (td_tensor *[]){x, x}, 0, NULL), TD_ERR_MISUSE,
-                 cuda ? "bad: " : "bad: glsl kernel: launched with 3 tensors, but the shader has 2 bindings");
-    td_release(x);
-    td_custom_op_free(op);
+    td_device gpu[2];
+    int n = gpus_or_skip(gpu);
+    for (int k = 0; k < n; k++) {
+        bool cuda = gpu[k].type == TD_DEVICE_CUDA;
+        td_custom_op *op;
+        ASSERT_OK(bad_op(gpu[k], cuda ? cuda_ok : glsl_ok, cuda ? "twice" : NULL, 2, &op));
+        expect_failure(op, 2, gpu[k], TD_ERR_MISUSE,
+                       "bad: ", cuda ? "parameters take" : "launched with 3 tensors, but the shader has 2 bindings");
+        td_custom_op_free(op);
+    }
 }
 
 TEST(error_entry) {
     setup();
-    td_device dev = gpu_or_skip();
-    bool cuda = dev.type == TD_DEVICE_CUDA;
-    td_custom_op *op;
-    ASSERT_OK(bad_op(dev, cuda ? cuda_ok : glsl_ok, "thrice", 1, &op));
-    td_tensor *x = td_zeros(1, (int64_t[]){4}, TD_F32, dev);
-    td_clear_error();
-    ASSERT(!td_custom_op_apply(op, 1, &x, 0, NULL));
-    printf("  %s\n", td_last_error());
-    ASSERT(strstr(td_last_error(), "bad: ") && strstr(td_last_error(), "thrice"));
-    td_release(x);
-    td_custom_op_free(op);
+    td_device gpu[2];
+    int n = gpus_or_skip(gpu);
+    for (int k = 0; k < n; k++) {
+        bool cuda = gpu[k].type == TD_DEVICE_CUDA;
+        td_custom_op *op;
+        ASSERT_OK(bad_op(gpu[k], cuda ? cuda_ok : glsl_ok, "thrice", 1, &op));
+        expect_failure(op, 1, gpu[k], cuda ? TD_ERR_COMPILE : TD_ERR_MISUSE, "bad: ", "'thrice'");
+        td_custom_op_free(op);
+    }
 }
 
 static td_status bad_shape(const td_custom_call *c, td_custom_meta *out) {
