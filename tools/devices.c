@@ -1,11 +1,14 @@
 /*
 ** trident devices: backends, devices, capabilities and the op x backend
-** coverage matrix generated from the op table.
+** coverage matrix generated from the op table, plus a row per custom op
+** registered in the process (--load LIB.so: a library whose constructor
+** registers them, as examples/custom_ops/register.c).
 **
 ** The one tool that includes trident/backend.h: the matrix asks each backend's
 ** supports() slot about every op, and the device list shows why a backend is
 ** unavailable (td_backend_unavailable_reason); the public device.h has neither.
 */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -224,7 +227,7 @@ static void print_ops(void) {
         for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++) {
             const td_backend *be = td_backend_unavailable_reason(type) ? NULL : td_backend_for(type);
             int of = 0, n = be ? coverage(be, (td_op_kind)k, &of) : 0;
-            char cell[16];
+            char cell[32];
             snprintf(cell, sizeof cell, "%d/%d", n, of);
             total[type] += n > 0;
             printf("%-8s", !be ? "-" : cell);
@@ -234,6 +237,14 @@ static void print_ops(void) {
     printf("%-24s", "ops covered");
     for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++) printf("%d/%-6d", total[type], TD_OP_COUNT);
     printf("\n");
+    /* custom ops (include/trident/kernel.h) registered in this process, e.g. by a --load library */
+    for (int i = 0; i < td_custom_op_count(); i++) {
+        const td_custom_op *op = td_custom_op_at(i);
+        printf("%-24s", td_custom_op_name(op));
+        for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++)
+            printf("%-8s", td_backend_unavailable_reason(type) ? "-" : td_custom_op_has_impl(op, type) ? "yes" : "no");
+        printf("custom op, %s\n", td_custom_op_has_backward(op) ? "with backward" : "no backward");
+    }
     td_clear_error();
 }
 
@@ -242,8 +253,13 @@ int cmd_devices(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ops"))
             ops = true;
-        else {
-            fprintf(stderr, "trident devices: unknown option %s (expected --ops)\n", TD_QUOTE(argv[i]));
+        else if (!strcmp(argv[i], "--load") && i + 1 < argc) { /* a library whose constructor registers custom ops */
+            if (!dlopen(argv[++i], RTLD_NOW | RTLD_LOCAL)) {
+                fprintf(stderr, "trident devices: --load %s: %s\n", TD_QUOTE(argv[i]), dlerror());
+                return 1;
+            }
+        } else {
+            fprintf(stderr, "trident devices: unknown option %s (expected --ops, --load LIB)\n", TD_QUOTE(argv[i]));
             return 2;
         }
     }

@@ -15,7 +15,7 @@ int cmd_kernel(int argc, char **argv);
 static void usage(FILE *f) {
     fprintf(f, "usage: trident <command> [options]\n\n"
                "commands:\n"
-               "  devices [--ops]   list backends, devices, capabilities and op coverage\n"
+               "  devices [--ops] [--load LIB]   list backends, devices, capabilities and op coverage\n"
                "  train [options]   train a model (default: the W2 CNN on Fashion-MNIST)\n"
                "  bench [options]   benchmark the backends side by side\n"
                "  kernel check|run|bench FILE ...   compile, run or time one custom-op kernel\n");
