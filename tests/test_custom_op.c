@@ -337,17 +337,27 @@ static td_status cpu_only(const td_custom_call *c, const void *const *in, void *
     return TD_OK;
 }
 
+/* A device without an implementation: the message names the op, the device and the backends it has. */
 TEST(error_no_impl) {
     setup();
-    td_custom_op *op;
-    td_custom_op_def def = {.name = "cpu_only", .n_in = 1, .n_out = 1, .cpu = {.cpu = cpu_only}};
-    ASSERT_OK(td_custom_op_register(&def, &op));
-    if (!td_device_available(TD_VULKAN(0))) TEST_SKIP("no vulkan:0 to lack an implementation on");
-    td_tensor *x = td_zeros(1, (int64_t[]){4}, TD_F32, TD_VULKAN(0));
-    ASSERT_ERROR(td_custom_op_apply(op, 1, &x, 0, NULL), TD_ERR_UNSUPPORTED,
-                 "cpu_only: no implementation for vulkan:0 (it has cpu)");
+    td_custom_op *gpu_only, *cpu_only_op;
+    td_custom_op_def def = {.name = "gpu_only", .n_in = 1, .n_out = 1, .vulkan = {.source = "void main() {}"}};
+    ASSERT_OK(td_custom_op_register(&def, &gpu_only));
+    td_tensor *x = td_zeros(1, (int64_t[]){4}, TD_F32, TD_CPU);
+    ASSERT_ERROR(td_custom_op_apply(gpu_only, 1, &x, 0, NULL), TD_ERR_UNSUPPORTED,
+                 "gpu_only: no implementation for cpu (it has vulkan)");
     td_release(x);
-    td_custom_op_free(op);
+    td_custom_op_def def2 = {.name = "cpu_only", .n_in = 1, .n_out = 1, .cpu = {.cpu = cpu_only}};
+    ASSERT_OK(td_custom_op_register(&def2, &cpu_only_op));
+    if (td_device_available(TD_VULKAN(0))) {
+        x = td_zeros(1, (int64_t[]){4}, TD_F32, TD_VULKAN(0));
+        ASSERT_ERROR(td_custom_op_apply(cpu_only_op, 1, &x, 0, NULL), TD_ERR_UNSUPPORTED,
+                     "cpu_only: no implementation for vulkan:0 (it has cpu)");
+        td_release(x);
+    }
+    td_clear_error();
+    td_custom_op_free(gpu_only);
+    td_custom_op_free(cpu_only_op);
 }
 
 /* The GPU devices present (vulkan:0, cuda:0), or skip the case. */
