@@ -4,10 +4,13 @@
 #   tests/test_custom_ops_readme.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 cd "$src"
 n=0
 while IFS= read -r cmd; do
   cmd=${cmd//build\//$build/}
+  cmd=${cmd//--svg /--svg $tmp/}
   echo "\$ $cmd"
   if [[ $cmd == *vulkan:0* ]] && ! "$build/bin/trident" devices | grep -q '^vulkan:0'; then
     echo "  (no vulkan:0: skipped)"; continue

@@ -2,31 +2,44 @@
 ** trident kernel: quick iteration on one kernel file of a custom op
 ** (include/trident/kernel.h; walk-through in examples/custom_ops/README.md).
 **
-**   trident kernel check FILE --device D                    compile, print the compiler's log
-**   trident kernel run   FILE --device D --shape S [--ref E] run once on random inputs (printed seed),
-**                                                           compare with the reference expression E
-**   trident kernel bench FILE --device D --shape S [--ref E] time the kernel (and E) on D
+**   trident kernel check FILE [--device D]                          compile, print the compiler's log
+**   trident kernel run FILE --shape S [--ref E]                     run once on random inputs (printed seed)
+**                                                                   and compare with the expression E
+**   trident kernel bench FILE --shape S [--ref E] [--svg OUT.svg]   time the kernel next to E
+**   trident kernel gradcheck FILE --shape S [--backward BFILE] [--grads N]   td_gradcheck of the op
 **
-** FILE is GLSL (.comp, Vulkan) or CUDA (.cu; the entry is the file's stem unless --entry). The kernel is
-** registered as a one-output custom op: bindings are the inputs of --shape ("64x256,256": two inputs), then
-** the output, of input 0's shape unless --out-shape; --rows launches one block per row of input 0. E is made of
-** ordinary ops over the inputs, named x, b, c, d, ... in order (--names renames them): numbers, + - * /,
-** parentheses and gelu (tanh form), gelu_erf, relu, exp, log, tanh, sigmoid, sqrt, rsqrt.
+** FILE is GLSL (.comp: vulkan:0), CUDA (.cu: cuda:0) or C (.c: cpu, compiled by $CC (cc) into a shared
+** library against the Trident headers, $TRIDENT_INCLUDE or the source tree's). The entry is the file's stem
+** unless --entry (GLSL: main). The kernel is registered as a one-output custom op: its bindings are the inputs
+** of --shape ("64x256,256": two inputs), then the output, of input 0's shape unless --out-shape; --rows
+** launches one block per row of input 0; --params 1e-5,2 fills the kernel's float parameters; --f64 says the kernel
+*also computes in float64 (scalar_t, c->dtype).
+** The backward (gradcheck) is BFILE's kernel (default: FILE's entry + "_backward"; GLSL needs --backward):
+** its bindings are the inputs, the output's gradient, then N gradients (--grads, default 1) of the output's
+** shape, summed down to each input's shape: one per input, or with N = 1 one for all (an op of the inputs'
+** broadcast sum, as bias+GELU). E is made of ordinary ops over the inputs, named x, b, c, d, ... in order
+** (--names renames them): numbers, + - * /, parentheses and gelu (tanh form), gelu_erf, relu, exp, log,
+** tanh, sigmoid, sqrt, rsqrt.
 */
 #include <ctype.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "trident/trident.h"
 
 #define K_MAX_IN 8
 
 typedef struct kargs {
-    const char *cmd, *file, *device, *shape, *out_shape, *ref, *entry, *names;
-    bool rows;
+    const char *cmd, *file, *device, *shape, *out_shape, *ref, *entry, *names, *backward, *svg;
+    bool rows, f64;
+    int grads, n_params;
+    float params[TD_CUSTOM_MAX_PARAMS];
     uint64_t seed;
 } kargs;
 
@@ -179,19 +192,167 @@ static int parse_shapes(const char *s, int64_t shapes[][TD_MAX_DIMS], int *ndims
     return n;
 }
 
-static int64_t out_shape[TD_MAX_DIMS];
-static int out_ndim = -1;
+/* ---- the kernel file(s) as custom ops ---- */
 
-static td_status out_shape_fn(const td_custom_call *c, td_custom_meta *out) {
-    if (out_ndim < 0) {
-        out[0].ndim = td_ndim(c->inputs[0]);
-        memcpy(out[0].shape, td_shape(c->inputs[0]), sizeof(int64_t) * (size_t)out[0].ndim);
-    } else {
-        out[0].ndim = out_ndim;
-        memcpy(out[0].shape, out_shape, sizeof out_shape);
+enum { LANG_GLSL, LANG_CUDA, LANG_C };
+
+typedef struct kfile {
+    int lang;
+    char *source;    /* GLSL, CUDA */
+    void *lib;       /* C: the compiled shared library */
+    char dir[64];    /* C: its temporary directory */
+    char entry[128]; /* "" for GLSL's main */
+} kfile;
+
+typedef struct kop {
+    const kargs *a;
+    td_custom_op *fwd, *bwd;
+    int n_in, grads;
+    int out_ndim; /* -1: input 0's shape */
+    int64_t out_shape[TD_MAX_DIMS];
+} kop;
+
+static int lang_of(const char *file) {
+    size_t n = strlen(file);
+    if (n > 5 && !strcmp(file + n - 5, ".comp")) return LANG_GLSL;
+    if (n > 3 && !strcmp(file + n - 3, ".cu")) return LANG_CUDA;
+    if (n > 2 && !strcmp(file + n - 2, ".c")) return LANG_C;
+    return -1;
+}
+
+/* C: $CC -O2 -shared -fPIC -I<include> file -o dir/kernel.so -lm, without a shell */
+static int compile_c(const char *file, kfile *k) {
+    snprintf(k->dir, sizeof k->dir, "/tmp/trident-kernel-XXXXXX");
+    if (!mkdtemp(k->dir)) return fprintf(stderr, "trident kernel: cannot make a temporary directory\n"), 1;
+    char so[128], inc[1100];
+    snprintf(so, sizeof so, "%s/kernel.so", k->dir);
+    const char *dir = getenv("TRIDENT_INCLUDE") ? getenv("TRIDENT_INCLUDE") : TRIDENT_SOURCE_INCLUDE;
+    snprintf(inc, sizeof inc, "-I%s", dir);
+    const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+    char *argv[] = {(char *)cc, "-O2", "-shared", "-fPIC", inc, (char *)file, "-o", so, "-lm", NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvp(cc, argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        fprintf(stderr, "trident kernel: %s %s failed (exit %d)\n", cc, TD_QUOTE(file),
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return 1;
+    }
+    k->lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    unlink(so);
+    rmdir(k->dir);
+    if (!k->lib) return fprintf(stderr, "trident kernel: %s\n", dlerror()), 1;
+    return 0;
+}
+
+/* Load file (GLSL/CUDA text, or C compiled); entry "" means the stem (CUDA, C) or main (GLSL). */
+static int kfile_load(kfile *k, const char *file, const char *entry) {
+    memset(k, 0, sizeof *k);
+    k->lang = lang_of(file);
+    if (k->lang < 0)
+        return fprintf(stderr, "trident kernel: %s is not .comp (GLSL), .cu (CUDA) or .c (C)\n", TD_QUOTE(file)), 2;
+    if (entry && *entry)
+        snprintf(k->entry, sizeof k->entry, "%s", entry);
+    else if (k->lang != LANG_GLSL) {
+        const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+        snprintf(k->entry, sizeof k->entry, "%.*s", (int)(strcspn(base, ".")), base);
+    }
+    if (k->lang == LANG_C) return compile_c(file, k);
+    if (!(k->source = read_text(file))) return fprintf(stderr, "trident kernel: cannot read %s\n", TD_QUOTE(file)), 1;
+    return 0;
+}
+
+static void kfile_free(kfile *k) {
+    free(k->source);
+    if (k->lib) dlclose(k->lib);
+}
+
+/* the impl of entry (C: looked up in the library) */
+static int kfile_impl(const kfile *k, const char *entry, const kargs *a, td_custom_impl *im) {
+    *im = (td_custom_impl){.source = k->source,
+                           .entry = *entry ? entry : NULL,
+                           .grid = a->rows ? TD_GRID_ROWS : TD_GRID_ELEMENTS,
+                           .dtypes = a->f64 ? 1u << TD_F32 | 1u << TD_F64 : 0};
+    if (k->lang == LANG_C) {
+        im->source = NULL, im->entry = NULL;
+        *(void **)&im->cpu = dlsym(k->lib, entry);
+        if (!im->cpu) return fprintf(stderr, "trident kernel: no function %s in the C file\n", TD_QUOTE(entry)), 1;
+    }
+    return 0;
+}
+
+static td_status kop_shape(const td_custom_call *c, td_custom_meta *out) {
+    const kop *o = c->user;
+    out[0].ndim = o->out_ndim < 0 ? td_ndim(c->inputs[0]) : o->out_ndim;
+    memcpy(out[0].shape, o->out_ndim < 0 ? td_shape(c->inputs[0]) : o->out_shape,
+           sizeof(int64_t) * (size_t)out[0].ndim);
+    return TD_OK;
+}
+
+static td_status bwd_shape(const td_custom_call *c, td_custom_meta *out) {
+    for (int j = 0; j < c->n_out; j++) {
+        out[j].ndim = td_ndim(c->inputs[c->n_in - 1]);
+        memcpy(out[j].shape, td_shape(c->inputs[c->n_in - 1]), sizeof(int64_t) * (size_t)out[j].ndim);
     }
     return TD_OK;
 }
+
+/* g (the output's shape) summed down to t's shape (its broadcast dims) */
+static td_tensor *sum_to(td_tensor *g, td_tensor *t) {
+    int lead = td_ndim(g) - td_ndim(t), dims[TD_MAX_DIMS], n = 0;
+    if (lead < 0) return g; /* the custom op's shape check reports it */
+    for (int d = 0; d < td_ndim(g); d++)
+        if (d < lead || (td_size(t, d - lead) == 1 && td_size(g, d) != 1)) dims[n++] = d;
+    return n ? td_reshape(td_sum(g, n, dims, false), td_ndim(t), td_shape(t)) : g;
+}
+
+static td_status kop_backward(const td_custom_call *c, td_tensor *const *dy, td_tensor **dx) {
+    const kop *o = c->user;
+    td_tensor *in[K_MAX_IN + 1], *g[K_MAX_IN];
+    for (int i = 0; i < c->n_in; i++) in[i] = c->inputs[i];
+    in[c->n_in] = dy[0];
+    td_status st = td_custom_op_call(o->bwd, c->n_in + 1, in, (int)c->args.n_params, c->args.p, o->grads, g);
+    for (int i = 0; st == TD_OK && i < c->n_in; i++)
+        if (td_custom_needs_grad(c, i) && !(dx[i] = sum_to(g[o->grads == 1 ? 0 : i], c->inputs[i])))
+            st = td_last_status();
+    return st;
+}
+
+static int kop_register(kop *o, const kargs *a, const kfile *f, const kfile *b, int n_in) {
+    o->a = a;
+    o->n_in = n_in;
+    o->grads = a->grads;
+    td_custom_impl im;
+    if (kfile_impl(f, f->entry, a, &im)) return 1;
+    td_custom_op_def def = {.name = "kernel", .n_in = n_in, .n_out = 1, .shape = kop_shape, .user = o};
+    td_custom_impl *slot = f->lang == LANG_CUDA ? &def.cuda : f->lang == LANG_GLSL ? &def.vulkan : &def.cpu;
+    *slot = im;
+    if (b) {
+        char entry[160];
+        snprintf(entry, sizeof entry, "%s%s", b->entry, b == f && *f->entry ? "_backward" : "");
+        td_custom_impl bim;
+        if (kfile_impl(b, entry, a, &bim)) return 1;
+        bim.grid = TD_GRID_ELEMENTS;
+        td_custom_op_def bdef = {.name = "kernel_backward", .n_in = n_in + 1, .n_out = o->grads, .shape = bwd_shape};
+        *(b->lang == LANG_CUDA ? &bdef.cuda : b->lang == LANG_GLSL ? &bdef.vulkan : &bdef.cpu) = bim;
+        if (td_custom_op_register(&bdef, &o->bwd) != TD_OK)
+            return fprintf(stderr, "trident kernel: %s\n", td_last_error()), 1;
+        def.backward = kop_backward;
+    }
+    if (td_custom_op_register(&def, &o->fwd) != TD_OK)
+        return fprintf(stderr, "trident kernel: %s\n", td_last_error()), 1;
+    return 0;
+}
+
+static void kop_free(kop *o) {
+    td_custom_op_free(o->fwd);
+    td_custom_op_free(o->bwd);
+}
+
+/* ---- the commands ---- */
 
 static double median_ms(td_device dev, td_custom_op *op, int n, td_tensor *const *in, const kargs *a) {
     double t[15];
@@ -200,7 +361,7 @@ static double median_ms(td_device dev, td_custom_op *op, int n, td_tensor *const
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         td_scope_begin();
-        td_tensor *y = op ? td_custom_op_apply(op, n, in, 0, NULL) : eval_ref(a, n, in);
+        td_tensor *y = op ? td_custom_op_apply(op, n, in, a->n_params, a->params) : eval_ref(a, n, in);
         td_scope_end();
         if (!y) return -1;
         td_synchronize(dev);
@@ -215,79 +376,106 @@ static double median_ms(td_device dev, td_custom_op *op, int n, td_tensor *const
     return t[7];
 }
 
-static int run_kernel(const kargs *a, td_device dev, const char *src, bool cuda, const char *entry) {
-    int64_t shapes[K_MAX_IN][TD_MAX_DIMS];
-    int ndims[K_MAX_IN];
-    int n = parse_shapes(a->shape, shapes, ndims);
-    if (n < 1) return fprintf(stderr, "trident kernel: --shape %s is not like 64x256,256\n", TD_QUOTE(a->shape)), 2;
-    if (a->out_shape) {
-        int nd[1];
-        int64_t s[1][TD_MAX_DIMS];
-        if (parse_shapes(a->out_shape, s, nd) != 1)
-            return fprintf(stderr, "trident kernel: --out-shape %s is not like 64x256\n", TD_QUOTE(a->out_shape)), 2;
-        out_ndim = nd[0];
-        memcpy(out_shape, s[0], sizeof out_shape);
+/* a bar chart of the kernel's and the reference's times */
+static int write_svg(const char *path, const char *label, double k, double r) {
+    FILE *f = fopen(path, "w");
+    if (!f) return fprintf(stderr, "trident kernel: cannot write %s\n", TD_QUOTE(path)), 1;
+    double top = k > r ? k : r;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"420\" height=\"160\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n<text x=\"10\" y=\"18\">%s (median ms, shorter is faster)</text>\n",
+            label);
+    const char *names[2] = {"kernel", "reference"}, *colors[2] = {"#2a7ab0", "#b0602a"};
+    double v[2] = {k, r};
+    for (int i = 0; i < 2; i++) {
+        if (v[i] <= 0) continue;
+        double w = 300 * v[i] / top;
+        fprintf(f,
+                "<text x=\"10\" y=\"%d\">%s</text><rect x=\"80\" y=\"%d\" width=\"%.1f\" height=\"30\" fill=\"%s\"/>"
+                "<text x=\"%.1f\" y=\"%d\">%.4f</text>\n",
+                60 + 50 * i, names[i], 40 + 50 * i, w, colors[i], 85 + w, 60 + 50 * i, v[i]);
     }
-    td_custom_impl im = {.source = src, .entry = entry, .grid = a->rows ? TD_GRID_ROWS : TD_GRID_ELEMENTS};
-    td_custom_op_def def = {.name = "kernel", .n_in = n, .n_out = 1, .shape = out_shape_fn};
-    if (cuda)
-        def.cuda = im;
-    else
-        def.vulkan = im;
-    td_custom_op *op;
-    if (td_custom_op_register(&def, &op) != TD_OK) return fprintf(stderr, "trident kernel: %s\n", td_last_error()), 1;
+    fprintf(f, "</svg>\n");
+    return fclose(f) != 0;
+}
+
+static td_tensor *kop_apply(void *user, int n, td_tensor *const *in) {
+    const kop *o = user;
+    return td_custom_op_apply(o->fwd, n, in, o->a->n_params, o->a->params);
+}
+
+static int run_op(const kargs *a, td_device dev, const kop *o, int n, int64_t shapes[][TD_MAX_DIMS], int *ndims) {
     int rc = 0;
+    char d[32];
+    td_device_str(dev, d, sizeof d);
     td_scope_begin();
     td_tensor *in[K_MAX_IN];
+    bool grad = !strcmp(a->cmd, "gradcheck");
     printf("seed %llu (--seed %llu to repeat)\n", (unsigned long long)a->seed, (unsigned long long)a->seed);
-    for (int i = 0; i < n; i++) in[i] = td_randn(ndims[i], shapes[i], a->seed + (uint64_t)i, 0, TD_F32, dev);
-    td_tensor *y = td_custom_op_apply(op, n, in, 0, NULL);
+    for (int i = 0; i < n; i++) {
+        in[i] = td_randn(ndims[i], shapes[i], a->seed + (uint64_t)i, 0, TD_F32, dev);
+        if (grad) in[i] = td_cast(in[i], TD_F64);
+        if (grad && td_set_requires_grad(in[i], true) != TD_OK) in[i] = NULL;
+    }
+    if (grad) {
+        td_gradcheck_options loose = {1e-2, 2e-3, 2e-2}; /* a kernel computing in float32 */
+        td_status st = td_gradcheck(kop_apply, (void *)o, n, in, a->f64 ? NULL : &loose);
+        if (st == TD_OK)
+            printf("gradcheck ok on %s (%s)\n", d,
+                   a->f64 ? "float64" : "a float32 kernel: eps 1e-2, atol 2e-3, rtol 2e-2");
+        else
+            fprintf(stderr, "trident kernel: %s\n", td_last_error());
+        rc = st != TD_OK;
+        td_scope_end();
+        return rc;
+    }
+    td_tensor *y = td_custom_op_apply(o->fwd, n, in, a->n_params, a->params);
     if (!y) {
         fprintf(stderr, "trident kernel: %s\n", td_last_error());
         rc = 1;
     } else if (!strcmp(a->cmd, "run")) {
-        td_tensor *yc = td_to(y, TD_CPU);
-        double sum = td_item(td_sum(td_abs(td_cast(yc, TD_F64)), 0, NULL, false));
-        printf("output [%lld elements] mean |y| %.6g\n", (long long)td_numel(y), sum / (double)td_numel(y));
+        td_tensor *yc = td_cast(td_to(y, TD_CPU), TD_F64);
+        printf("output [%lld elements] mean |y| %.6g\n", (long long)td_numel(y),
+               td_item(td_mean(td_abs(yc), 0, NULL, false)));
         if (a->ref) {
             td_tensor *r = eval_ref(a, n, in);
-            td_tensor *d =
-                r ? td_amax(td_abs(td_sub(td_cast(yc, TD_F64), td_cast(td_to(r, TD_CPU), TD_F64))), 0, NULL, false)
-                  : NULL;
-            double scale = r ? td_item(td_amax(td_abs(td_cast(td_to(r, TD_CPU), TD_F64)), 0, NULL, false)) : 0;
-            double diff = d ? td_item(d) : INFINITY;
+            td_tensor *rc64 = r ? td_cast(td_to(r, TD_CPU), TD_F64) : NULL;
+            double diff = rc64 ? td_item(td_amax(td_abs(td_sub(yc, rc64)), 0, NULL, false)) : INFINITY;
+            double scale = rc64 ? td_item(td_amax(td_abs(rc64), 0, NULL, false)) : 0;
             bool ok = diff <= 1e-5 * (1 + scale);
             printf("max |kernel - ref| = %.3g (%s: tolerance 1e-5 * (1 + max |ref|))\n", diff, ok ? "ok" : "MISMATCH");
-            rc = ok ? 0 : 1;
+            rc = !ok;
         }
     } else {
-        double k = median_ms(dev, op, n, in, a), r = a->ref ? median_ms(dev, NULL, n, in, a) : -1;
-        char d[32];
-        printf("%-10s %-12s %12s %12s %9s\n", "device", "kernel", "kernel ms", "ref ms", "speedup");
-        printf("%-10s %-12.12s %12.4f", td_device_str(dev, d, sizeof d), entry ? entry : "main", k);
+        double k = median_ms(dev, o->fwd, n, in, a), r = a->ref ? median_ms(dev, NULL, n, in, a) : -1;
+        printf("%-10s %-24s %12s %12s %9s\n", "device", "kernel", "kernel ms", "ref ms", "speedup");
+        const char *base = strrchr(a->file, '/') ? strrchr(a->file, '/') + 1 : a->file;
+        printf("%-10s %-24.24s %12.4f", d, base, k);
         if (r > 0)
             printf(" %12.4f %8.2fx\n", r, r / k);
         else
             printf(" %12s %9s\n", "-", "-");
         rc = k < 0;
+        if (!rc && a->svg) rc = write_svg(a->svg, a->file, k, r);
     }
     td_scope_end();
-    td_custom_op_free(op);
     return rc;
 }
 
 int cmd_kernel(int argc, char **argv) {
     static const char usage[] =
-        "usage: trident kernel check|run|bench FILE.comp|FILE.cu --device D [--shape 64x256,256] [--out-shape S]\n"
-        "       [--rows] [--ref EXPR] [--names x,b] [--entry NAME] [--seed N]\n";
+        "usage: trident kernel check|run|bench|gradcheck FILE.comp|FILE.cu|FILE.c [--device D] [--shape 64x256,256]\n"
+        "       [--out-shape S] [--rows] [--f64] [--ref EXPR] [--names x,b] [--entry NAME] [--seed N] [--svg OUT]\n"
+        "       [--backward FILE] [--grads N] [--params P0,P1,...]\n";
     if (argc < 3) return fputs(usage, stderr), 2;
-    kargs a = {.cmd = argv[1], .file = argv[2], .seed = (uint64_t)time(NULL) % 100000};
-    if (strcmp(a.cmd, "check") && strcmp(a.cmd, "run") && strcmp(a.cmd, "bench"))
-        return fprintf(stderr, "trident kernel: unknown command %s (check, run, bench)\n", TD_QUOTE(a.cmd)), 2;
+    kargs a = {.cmd = argv[1], .file = argv[2], .grads = 1, .seed = (uint64_t)time(NULL) % 100000};
+    if (strcmp(a.cmd, "check") && strcmp(a.cmd, "run") && strcmp(a.cmd, "bench") && strcmp(a.cmd, "gradcheck"))
+        return fprintf(stderr, "trident kernel: unknown command %s (check, run, bench, gradcheck)\n", TD_QUOTE(a.cmd)),
+               2;
     for (int i = 3; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "--rows")) {
-            a.rows = true;
+        if (!strcmp(o, "--rows") || !strcmp(o, "--f64")) {
+            *(o[2] == 'r' ? &a.rows : &a.f64) = true;
             continue;
         }
         if (!v) return fprintf(stderr, "trident kernel: %s needs a value\n", TD_QUOTE(o)), 2;
@@ -304,53 +492,85 @@ int cmd_kernel(int argc, char **argv) {
             a.names = v;
         else if (!strcmp(o, "--entry"))
             a.entry = v;
+        else if (!strcmp(o, "--backward"))
+            a.backward = v;
+        else if (!strcmp(o, "--svg"))
+            a.svg = v;
+        else if (!strcmp(o, "--grads"))
+            a.grads = atoi(v);
         else if (!strcmp(o, "--seed"))
             a.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(o, "--params")) /* "1e-5,2": the kernel's td.p[] / a.p[] */
+            for (const char *p = v; *p && a.n_params < TD_CUSTOM_MAX_PARAMS; p += *p == ',')
+                a.params[a.n_params++] = strtof(p, (char **)&p);
         else
             return fprintf(stderr, "trident kernel: unknown option %s\n%s", TD_QUOTE(o), usage), 2;
     }
-    size_t len = strlen(a.file);
-    bool cuda = len > 3 && !strcmp(a.file + len - 3, ".cu");
-    bool glsl = len > 5 && !strcmp(a.file + len - 5, ".comp");
-    if (!cuda && !glsl)
-        return fprintf(stderr,
-                       "trident kernel: %s is neither .comp (GLSL) nor .cu (CUDA); C kernels are registered "
-                       "from a program (td_custom_op_def.cpu)\n",
-                       TD_QUOTE(a.file)),
-               2;
+    kfile f, b;
+    int rc = kfile_load(&f, a.file, a.entry);
+    if (rc) return rc;
+    static const char *const default_device[3] = {"vulkan:0", "cuda:0", "cpu"};
+    const char *dev_name = a.device ? a.device : default_device[f.lang];
     td_device dev;
-    if (td_device_parse(a.device ? a.device : cuda ? "cuda:0" : "vulkan:0", &dev) != TD_OK || !td_device_available(dev))
-        return fprintf(stderr, "trident kernel: device %s: %s\n", a.device ? TD_QUOTE(a.device) : "default",
-                       td_last_error()),
-               1;
-    char *src = read_text(a.file);
-    if (!src) return fprintf(stderr, "trident kernel: cannot read %s\n", TD_QUOTE(a.file)), 1;
-    char entry[64] = "";
-    if (a.entry)
-        snprintf(entry, sizeof entry, "%s", a.entry);
-    else if (cuda) { /* the file's stem */
-        const char *base = strrchr(a.file, '/') ? strrchr(a.file, '/') + 1 : a.file;
-        snprintf(entry, sizeof entry, "%.*s", (int)(strlen(base) - 3), base);
+    if (td_device_parse(dev_name, &dev) != TD_OK || !td_device_available(dev)) {
+        fprintf(stderr, "trident kernel: device %s: %s\n", TD_QUOTE(dev_name), td_last_error());
+        kfile_free(&f);
+        return 1;
     }
-    int rc;
     if (!strcmp(a.cmd, "check")) {
-        char log[16384];
-        td_user_kernel *k;
-        td_status st = td_kernel_compile(dev, cuda ? TD_KERNEL_CUDA : TD_KERNEL_GLSL, src, entry[0] ? entry : NULL,
-                                         NULL, &k, log, sizeof log);
-        if (log[0]) fputs(log, st == TD_OK ? stdout : stderr);
-        char d[32];
-        if (st == TD_OK)
-            printf("%s: compiled for %s\n", a.file, td_device_str(dev, d, sizeof d));
-        else
-            fprintf(stderr, "trident kernel: %s\n", td_last_error());
-        td_kernel_free(k);
-        rc = st != TD_OK;
-    } else if (!a.shape) {
-        fprintf(stderr, "trident kernel %s: needs --shape (the inputs' shapes, e.g. 64x256,256)\n", a.cmd);
+        if (f.lang == LANG_C)
+            printf("%s: compiled (C, for cpu)\n", a.file);
+        else {
+            char log[16384], d[32];
+            td_user_kernel *k;
+            td_status st = td_kernel_compile(dev, f.lang == LANG_CUDA ? TD_KERNEL_CUDA : TD_KERNEL_GLSL, f.source,
+                                             *f.entry ? f.entry : NULL, NULL, &k, log, sizeof log);
+            if (log[0]) fputs(log, st == TD_OK ? stdout : stderr);
+            if (st == TD_OK)
+                printf("%s: compiled for %s\n", a.file, td_device_str(dev, d, sizeof d));
+            else
+                fprintf(stderr, "trident kernel: %s\n", td_last_error());
+            td_kernel_free(k);
+            rc = st != TD_OK;
+        }
+        kfile_free(&f);
+        return rc;
+    }
+    int64_t shapes[K_MAX_IN][TD_MAX_DIMS];
+    int ndims[K_MAX_IN], n = parse_shapes(a.shape, shapes, ndims);
+    kop o = {.out_ndim = -1};
+    bool grad = !strcmp(a.cmd, "gradcheck"), own_b = grad && a.backward && strcmp(a.backward, a.file);
+    if (n < 1) {
+        fprintf(stderr, "trident kernel %s: --shape %s is not like 64x256,256\n", a.cmd,
+                a.shape ? TD_QUOTE(a.shape) : "(missing)");
         rc = 2;
-    } else
-        rc = run_kernel(&a, dev, src, cuda, entry[0] ? entry : NULL);
-    free(src);
+    } else if (a.grads != 1 && a.grads != n) {
+        fprintf(stderr, "trident kernel: --grads %d is neither 1 nor the number of inputs (%d)\n", a.grads, n);
+        rc = 2;
+    } else if (grad && f.lang == LANG_GLSL && !a.backward) {
+        fprintf(stderr, "trident kernel gradcheck: a GLSL kernel needs --backward FILE.comp\n");
+        rc = 2;
+    } else if (a.out_shape) {
+        int nd[1];
+        int64_t s[1][TD_MAX_DIMS];
+        if (parse_shapes(a.out_shape, s, nd) != 1) {
+            fprintf(stderr, "trident kernel: --out-shape %s is not like 64x256\n", TD_QUOTE(a.out_shape));
+            rc = 2;
+        }
+        o.out_ndim = nd[0];
+        memcpy(o.out_shape, s[0], sizeof o.out_shape);
+    }
+    if (!rc && own_b) {
+        rc = kfile_load(&b, a.backward, NULL);
+        if (!rc && b.lang != f.lang) {
+            fprintf(stderr, "trident kernel: --backward %s is not in FILE's language\n", TD_QUOTE(a.backward));
+            rc = 2;
+        }
+    }
+    if (!rc) rc = kop_register(&o, &a, &f, grad ? (own_b ? &b : &f) : NULL, n);
+    if (!rc) rc = run_op(&a, dev, &o, n, shapes, ndims);
+    kop_free(&o);
+    if (own_b) kfile_free(&b);
+    kfile_free(&f);
     return rc;
 }

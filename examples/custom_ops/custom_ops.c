@@ -1,7 +1,7 @@
 /*
 ** Registration of the example custom ops (custom_ops.h): one td_custom_op_def
 ** per op, with its GLSL and CUDA sources read from files and its C kernel
-** below; backwards as a custom kernel (bias_gelu) and in ordinary ops (rmsnorm).
+** below (bias_gelu's in bias_gelu_cpu.c); backwards as a custom kernel (bias_gelu) and in ordinary ops (rmsnorm).
 */
 #include "custom_ops.h"
 
@@ -14,52 +14,20 @@
 
 /* ---- C kernels (CPU): contiguous host data of c->dtype ---- */
 
-/* bias_gelu: x [rows, cols], b [cols] -> y; the math of bias_gelu.comp, in double for f64 */
-typedef struct gelu_job {
+/* bias_gelu: bias_gelu_cpu.c */
+td_status bias_gelu_cpu(const td_custom_call *c, const void *const *in, void *const *out);
+td_status bias_gelu_cpu_backward(const td_custom_call *c, const void *const *in, void *const *out);
+
+/* the host data of one call */
+typedef struct cpu_job {
     const td_custom_call *c;
     const void *const *in;
     void *const *out;
-    int backward;
-} gelu_job;
-
-static void gelu_rows(void *user, int64_t begin, int64_t end) {
-    const gelu_job *j = user;
-    const int64_t cols = j->c->args.cols;
-    const double k = 0.7978845608028654, a = 0.044715;
-    for (int64_t i = begin * cols; i < end * cols; i++) {
-        int f64 = j->c->dtype == TD_F64;
-        double x = f64 ? ((const double *)j->in[0])[i] : ((const float *)j->in[0])[i];
-        double b = f64 ? ((const double *)j->in[1])[i % cols] : ((const float *)j->in[1])[i % cols];
-        double u = f64 ? x + b : (double)(float)(x + b);
-        double t = tanh(k * (u + a * u * u * u)), r;
-        if (!j->backward)
-            r = 0.5 * u * (1 + t);
-        else {
-            double dy = f64 ? ((const double *)j->in[2])[i] : ((const float *)j->in[2])[i];
-            r = dy * (0.5 * (1 + t) + 0.5 * u * (1 - t * t) * k * (1 + 3 * a * u * u));
-        }
-        if (f64)
-            ((double *)j->out[0])[i] = r;
-        else
-            ((float *)j->out[0])[i] = (float)r;
-    }
-}
-
-static td_status bias_gelu_cpu(const td_custom_call *c, const void *const *in, void *const *out) {
-    gelu_job j = {c, in, out, 0};
-    td_parallel_for(c->args.rows, 16 * (int64_t)c->args.cols, gelu_rows, &j);
-    return TD_OK;
-}
-
-static td_status bias_gelu_backward_cpu(const td_custom_call *c, const void *const *in, void *const *out) {
-    gelu_job j = {c, in, out, 1};
-    td_parallel_for(c->args.rows, 24 * (int64_t)c->args.cols, gelu_rows, &j);
-    return TD_OK;
-}
+} cpu_job;
 
 /* rmsnorm: y[r, c] = x[r, c] * w[c] / sqrt(mean(x[r]^2) + eps), f32 and f64 */
 static void rms_rows(void *user, int64_t begin, int64_t end) {
-    const gelu_job *j = user;
+    const cpu_job *j = user;
     const td_custom_call *c = j->c;
     const int64_t cols = c->args.cols;
     for (int64_t r = begin; r < end; r++) {
@@ -82,7 +50,7 @@ static void rms_rows(void *user, int64_t begin, int64_t end) {
 }
 
 static td_status rmsnorm_cpu(const td_custom_call *c, const void *const *in, void *const *out) {
-    gelu_job j = {c, in, out, 0};
+    cpu_job j = {c, in, out};
     td_parallel_for(c->args.rows, 4 * (int64_t)c->args.cols, rms_rows, &j);
     return TD_OK;
 }
@@ -195,7 +163,7 @@ td_status custom_ops_register(custom_ops *ops, const char *dir) {
         .n_out = 1,
         .shape = row_vector_shape,
         .user = ops,
-        .cpu = {.cpu = bias_gelu_backward_cpu, .dtypes = f32_f64},
+        .cpu = {.cpu = bias_gelu_cpu_backward, .dtypes = f32_f64},
         .cuda = {.source = s[2], .entry = "bias_gelu_backward", .dtypes = f32_f64},
         .vulkan = {.source = s[1]},
     };
