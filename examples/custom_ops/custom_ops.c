@@ -248,7 +248,7 @@ static td_tensor *hidden(const custom_ops *ops, td_tensor *x, td_tensor *w, td_t
 
 td_status mlp_train(const custom_ops *ops, td_device dev, int steps, uint64_t seed, double *losses) {
     static const int64_t dims[4] = {784, 256, 256, 10};
-    enum { BATCH = 32 };
+    enum { BATCH = 16 };
     td_tensor *params[6] = {0};
     td_status st = TD_OK;
     td_scope_begin();

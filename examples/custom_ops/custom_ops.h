@@ -30,7 +30,7 @@ td_tensor *bias_gelu_ref(td_tensor *x, td_tensor *b);
 td_tensor *rmsnorm_ref(td_tensor *x, td_tensor *w, float eps);
 
 /* METHOD. Train the W1 MLP with GELU (784-256-256-10, Adam lr 1e-3, batches of
-** one batch of 32 random images from seed, labelled by the brightest of
+** one batch of 16 random images from seed, labelled by the brightest of
 ** their first 10 pixels, fitted) for steps steps on dev, its hidden
 ** layers fused (bias_gelu) when ops is non-NULL and composed (td_linear +
 ** td_gelu) otherwise; losses[step] gets each step's loss. */

@@ -39,10 +39,15 @@ typedef struct custom_kernel {
 struct td_custom_op {
     td_custom_op_def def;
     char name[48];
+    td_function fn;       /* the autograd function of its calls, named after the op */
     pthread_mutex_t lock; /* guards kernels */
     custom_kernel *kernels;
     int n_kernels;
 };
+
+static td_status fn_forward(td_function_ctx *ctx, int n_in, td_tensor *const *inputs, int n_out, td_tensor **outputs);
+static td_status fn_backward(td_function_ctx *ctx, int n_out, td_tensor *const *grad_outputs, int n_in,
+                             td_tensor **grad_inputs);
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static td_custom_op *registry[CUSTOM_MAX_OPS];
@@ -102,6 +107,7 @@ td_status td_custom_op_register(const td_custom_op_def *def, td_custom_op **out)
     op->def = *def;
     snprintf(op->name, sizeof op->name, "%s", name);
     op->def.name = op->name;
+    op->fn = (td_function){.name = op->name, .forward = fn_forward, .backward = fn_backward};
     pthread_mutex_init(&op->lock, NULL);
     td_status st = TD_OK;
     pthread_mutex_lock(&registry_lock);
@@ -317,8 +323,6 @@ static td_status fn_backward(td_function_ctx *ctx, int n_out, td_tensor *const *
     return TD_OK;
 }
 
-static const td_function custom_function = {.name = "custom_op", .forward = fn_forward, .backward = fn_backward};
-
 bool td_custom_needs_grad(const td_custom_call *c, int i) {
     if (!c || !c->internal) return false;
     const custom_state *s = c->internal;
@@ -418,7 +422,7 @@ td_status td_custom_op_call(const td_custom_op *cop, int n_in, td_tensor *const 
     bool any_grad = false;
     for (int i = 0; i < n_in; i++) any_grad |= td_requires_grad(inputs[i]);
     if (record && any_grad) {
-        st = td_function_apply(&custom_function, &s, n_in, inputs, n_out, outputs);
+        st = td_function_apply(&op->fn, &s, n_in, inputs, n_out, outputs);
         return st == TD_OK ? st : td_error_prefix("%s", name);
     }
     if (op->def.backward && !td_grad_enabled()) td__probe_note(n_in, inputs); /* a td_checkpoint region's probe */
