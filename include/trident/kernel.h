@@ -186,9 +186,10 @@ TD_API void td_custom_op_free(td_custom_op *op);
 
 /* CONSTRUCTOR (of outputs[0..n_out)). Run op on inputs (all on one device)
 ** with params[0..n_params) (n_params <= 8). Returns TD_OK, or: TD_ERR_MISUSE
-** (counts, a NULL input, a binding count the kernel does not have, a missing
-** entry point), TD_ERR_UNSUPPORTED ("bias_gelu: no implementation for
-** vulkan:0"), TD_ERR_COMPILE (the compiler's log, with the line), TD_ERR_DEVICE
+** (counts, a NULL input, a binding count the kernel does not have, a GLSL
+** entry point missing from the source), TD_ERR_UNSUPPORTED ("bias_gelu: no
+** implementation for vulkan:0 (it has cpu)"), TD_ERR_COMPILE (the compiler's
+** first error with its line; a CUDA entry point missing), TD_ERR_DEVICE
 ** (inputs on different devices), or the shape function's error; every message
 ** starts with the op's name. On failure outputs are NULL. Thread-safe (the
 ** first call per device compiles). */
