@@ -111,11 +111,13 @@ static td_tensor *e_atom(expr *e) {
         if (!a || *e->p != ')') return a ? e_fail(e, "expected ')'") : NULL;
         e->p++;
         td_tensor *r = e_apply(id, a);
-        return r ? r : e_fail(e, "unknown function");
+        if (!r && !e->err[0]) snprintf(e->err, sizeof e->err, "unknown function '%s'", id);
+        return r;
     }
     for (int i = 0; i < e->n; i++)
         if (!strcmp(id, e->names[i])) return e->in[i];
-    return e_fail(e, "unknown input name");
+    if (!e->err[0]) snprintf(e->err, sizeof e->err, "unknown input name '%s'", id);
+    return NULL;
 }
 
 static td_tensor *e_product(expr *e) {
@@ -202,6 +204,7 @@ typedef struct kfile {
     void *lib;       /* C: the compiled shared library */
     char dir[64];    /* C: its temporary directory */
     char entry[128]; /* "" for GLSL's main */
+    char stem[48];   /* the file's name without directory and extension, as an op name */
 } kfile;
 
 typedef struct kop {
@@ -254,12 +257,15 @@ static int kfile_load(kfile *k, const char *file, const char *entry) {
     k->lang = lang_of(file);
     if (k->lang < 0)
         return fprintf(stderr, "trident kernel: %s is not .comp (GLSL), .cu (CUDA) or .c (C)\n", TD_QUOTE(file)), 2;
+    const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    snprintf(k->stem, sizeof k->stem, "%.*s", (int)(strcspn(base, ".")), base);
+    for (char *p = k->stem; *p; p++)
+        if (!isalnum((unsigned char)*p)) *p = '_';
+    if (!k->stem[0]) snprintf(k->stem, sizeof k->stem, "kernel");
     if (entry && *entry)
         snprintf(k->entry, sizeof k->entry, "%s", entry);
-    else if (k->lang != LANG_GLSL) {
-        const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    else if (k->lang != LANG_GLSL)
         snprintf(k->entry, sizeof k->entry, "%.*s", (int)(strcspn(base, ".")), base);
-    }
     if (k->lang == LANG_C) return compile_c(file, k);
     if (!(k->source = read_text(file))) return fprintf(stderr, "trident kernel: cannot read %s\n", TD_QUOTE(file)), 1;
     return 0;
@@ -327,7 +333,7 @@ static int kop_register(kop *o, const kargs *a, const kfile *f, const kfile *b, 
     o->grads = a->grads;
     td_custom_impl im;
     if (kfile_impl(f, f->entry, a, &im)) return 1;
-    td_custom_op_def def = {.name = "kernel", .n_in = n_in, .n_out = 1, .shape = kop_shape, .user = o};
+    td_custom_op_def def = {.name = f->stem, .n_in = n_in, .n_out = 1, .shape = kop_shape, .user = o};
     td_custom_impl *slot = f->lang == LANG_CUDA ? &def.cuda : f->lang == LANG_GLSL ? &def.vulkan : &def.cpu;
     *slot = im;
     if (b) {
@@ -336,7 +342,9 @@ static int kop_register(kop *o, const kargs *a, const kfile *f, const kfile *b, 
         td_custom_impl bim;
         if (kfile_impl(b, entry, a, &bim)) return 1;
         bim.grid = TD_GRID_ELEMENTS;
-        td_custom_op_def bdef = {.name = "kernel_backward", .n_in = n_in + 1, .n_out = o->grads, .shape = bwd_shape};
+        char bname[64];
+        snprintf(bname, sizeof bname, "%s%s", b->stem, b == f ? "_backward" : "");
+        td_custom_op_def bdef = {.name = bname, .n_in = n_in + 1, .n_out = o->grads, .shape = bwd_shape};
         *(b->lang == LANG_CUDA ? &bdef.cuda : b->lang == LANG_GLSL ? &bdef.vulkan : &bdef.cpu) = bim;
         if (td_custom_op_register(&bdef, &o->bwd) != TD_OK)
             return fprintf(stderr, "trident kernel: %s\n", td_last_error()), 1;
