@@ -328,6 +328,7 @@ static td_status vk_init(char *why, size_t why_size) {
         *d = cand[i];
         d->index = n_devices++;
         d->cur = -1;
+        d->planted = -1;
         /* recursive: an encoder may call the locked entry points (the matmul self-test does) */
         pthread_mutexattr_t ma;
         pthread_mutexattr_init(&ma);
@@ -397,6 +398,7 @@ static td_status create_device(vk_dev *d) {
     td_status st = vk_memory_init(d);
     if (st == TD_OK) st = vk_exec_init(d);
     if (st == TD_OK) st = vk_pipeline_init(d);
+    if (st == TD_OK) vk_selftest_load(d);
     return st;
 }
 

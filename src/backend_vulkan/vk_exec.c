@@ -156,8 +156,9 @@ td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, i
                             gy, gz, d->caps.max_groups[0], d->caps.max_groups[1], d->caps.max_groups[2]);
     VkPipeline pipe;
     td_status st = vk_pipeline_get(d, shader, spec, n_spec, &pipe);
-    if (st != TD_OK) return st;
-    return vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
+    if (st == TD_OK) st = vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
+    if (st == TD_OK && d->planted >= 0) st = vk_selftest_plant(d, vk_pipeline_variant(d, shader), n_bind, binds);
+    return st;
 }
 
 td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,

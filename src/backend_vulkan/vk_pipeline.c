@@ -13,7 +13,9 @@
 ** (vendor, device id and pipeline-cache UUID in the name); saving happens
 ** after new pipelines were made, at the next host wait. A cache written by
 ** another driver is rejected by the driver itself (its header is checked).
-** TRIDENT_VULKAN_PIPELINE_CACHE=0 turns the disk cache off.
+** TRIDENT_VULKAN_PIPELINE_CACHE=0 turns the disk cache off. The self-test's
+** record of variants that failed on this driver lies beside it (vk_selftest.c):
+** such a variant runs as its generic twin.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,17 +27,22 @@
 
 #include "vk.h"
 
-static bool cache_path(vk_dev *d, char *path, size_t n) {
+bool vk_cache_dir(char *dir, size_t n) {
     const char *off = getenv("TRIDENT_VULKAN_PIPELINE_CACHE");
     if (off && !strcmp(off, "0")) return false;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char dir[3072];
     if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/trident", xdg);
+        snprintf(dir, n, "%s/trident", xdg);
     else if (home && *home)
-        snprintf(dir, sizeof dir, "%s/.cache/trident", home);
+        snprintf(dir, n, "%s/.cache/trident", home);
     else
         return false;
+    return true;
+}
+
+static bool cache_path(vk_dev *d, char *path, size_t n) {
+    char dir[3072];
+    if (!vk_cache_dir(dir, sizeof dir)) return false;
     char uuid[2 * VK_UUID_SIZE + 1];
     for (unsigned i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
     snprintf(path, n, "%s/vulkan-%04x-%04x-%s.bin", dir, d->props.vendorID, d->props.deviceID, uuid);
@@ -166,16 +173,22 @@ static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry,
     return TD_OK;
 }
 
-/* The variant that runs for shader: its generic twin on devices without subgroup arithmetic. */
-static int pick_variant(const vk_dev *d, int shader) {
+int vk_pipeline_variant(vk_dev *d, int shader) {
     int g = vk_shader_table[shader].generic;
-    return g >= 0 && !d->caps.subgroup_arith ? g : shader;
+    if (g < 0) return shader;
+    if (!d->caps.subgroup_arith) return g;
+    if (d->denied[shader]) {
+        vk_selftest_warn(d, shader);
+        return g;
+    }
+    d->used[shader] = true;
+    return shader;
 }
 
 td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
     if (shader < 0 || shader >= VK_SHADER_COUNT || n_spec > VK_MAX_SPEC)
         return td_error_set(TD_ERR_MISUSE, "vulkan: bad shader id %d", shader);
-    shader = pick_variant(d, shader);
+    shader = vk_pipeline_variant(d, shader);
     for (vk_pipeline *p = d->pipelines[shader]; p; p = p->next)
         if (p->n_spec == n_spec && !memcmp(p->spec, spec, 4 * (size_t)n_spec)) {
             *out = p->pipe;
