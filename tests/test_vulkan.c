@@ -34,6 +34,7 @@
     X(feature_mask)                                                                                                    \
     X(feature_mask_unknown)                                                                                            \
     X(alloc_limits)                                                                                                    \
+    X(two_devices)                                                                                                     \
     X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
@@ -508,6 +509,34 @@ TEST(alloc_limits) {
     ASSERT(strstr(td_last_error(), "maxMemoryAllocationSize"));
     td_clear_error();
     td_scope_end();
+    check_clean();
+}
+
+/* TRIDENT_VULKAN_DEVICE=0,0 opens device 0 twice, as vulkan:0 and vulkan:1 (two logical devices):
+** ops on vulkan:1 match the CPU, and td_to between the two copies inside the backend, both ways
+** (no host sync by the core), after queued work, and past the 16 MiB staging buffer. */
+TEST(two_devices) {
+    setenv("TRIDENT_VULKAN_DEVICE", "0,0", 1);
+    setup();
+    ASSERT_EQ_INT(be->iface->device_count(), 2);
+    td_scope_begin();
+    int64_t shape[2] = {67, 129}, big[1] = {5 << 20};
+    td_tensor *x = ASSERT_TENSOR(td_randn(2, shape, seed, 0, TD_F32, TD_CPU));
+    td_tensor *x0 = ASSERT_TENSOR(td_to(x, TD_VULKAN(0)));
+    td_tensor *y0 = ASSERT_TENSOR(td_matmul(x0, td_transpose(x0, 0, 1))); /* queued on vulkan:0 */
+    td_tensor *b1 = ASSERT_TENSOR(td_randn(1, big, seed + 1, 0, TD_F32, TD_VULKAN(1)));
+    int64_t syncs = td_host_sync_count();
+    td_tensor *y1 = ASSERT_TENSOR(td_to(y0, TD_VULKAN(1)));
+    td_tensor *z0 = ASSERT_TENSOR(td_to(td_add(y1, y1), TD_VULKAN(0)));
+    td_tensor *b0 = ASSERT_TENSOR(td_to(b1, TD_VULKAN(0)));
+    ASSERT_EQ_INT(td_host_sync_count(), syncs);
+    ASSERT(td_device_equal(td_tensor_device(z0), TD_VULKAN(0)));
+    td_tensor *want = td_mul_scalar(td_matmul(x, td_transpose(x, 0, 1)), 2);
+    ASSERT(max_diff(z0, want) < 1e-3);
+    ASSERT(max_diff(b0, b1) == 0);
+    ASSERT(max_diff(td_to(b0, TD_VULKAN(1)), b1) == 0);
+    td_scope_end();
+    ASSERT_OK(be->iface->synchronize(1));
     check_clean();
 }
 
