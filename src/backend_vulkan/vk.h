@@ -274,6 +274,9 @@ bool vk_idle(vk_dev *d);
 /* Bind a view: the window of its buffer that holds all its elements. *elem_off
 ** gets the view's first element relative to the window. */
 td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off);
+/* Whether v's window (with the offset alignment's slack, as vk_bind_view binds it) exceeds
+** maxStorageBufferRange. */
+bool vk_view_too_wide(vk_dev *d, const td_operand *v);
 /* Bind a whole buffer (at least min_bytes). */
 vk_bind vk_bind_buffer(td_buffer *b, bool write);
 
@@ -305,6 +308,10 @@ td_status vk_selftest_plant(vk_dev *d, int variant, int n_bind, const vk_bind *b
 
 /* ---- ops (vk_ops_*.c) ---- */
 typedef td_status (*vk_op_fn)(vk_dev *d, const td_op *op);
+/* ---- vk_split.c ---- */
+/* Run op with encoder table enc, MATMUL and CONV2D* in parts where an operand is wider than one
+** binding (maxStorageBufferRange). */
+td_status vk_split_run(vk_dev *d, const td_op *op, const vk_op_fn *enc);
 typedef bool (*vk_supports_fn)(vk_dev *d, const td_op *op);
 /* Workgroup count for n items of wg each, capped (shaders loop over the rest). */
 uint32_t vk_groups(int64_t n, uint32_t per_group);

@@ -276,6 +276,13 @@ td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, u
     return TD_OK;
 }
 
+bool vk_view_too_wide(vk_dev *d, const td_operand *v) {
+    if (!v->buf || td_operand_numel(v) == 0) return false;
+    int64_t hi = 0;
+    for (int i = 0; i < v->ndim; i++) hi += (v->shape[i] - 1) * (v->strides[i] < 0 ? -v->strides[i] : v->strides[i]);
+    return (VkDeviceSize)(hi + 1) * td_dtype_size(v->dtype) + d->caps.min_storage_align > d->caps.max_storage_range;
+}
+
 uint32_t vk_groups(int64_t n, uint32_t per_group) {
     int64_t g = (n + per_group - 1) / per_group;
     return g < 1 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
