@@ -6,7 +6,8 @@
 ** exits at once. The sample is that child's wall time, from fork to exit.
 ** Rows: "empty-cache" (a new empty $XDG_CACHE_HOME for each sample: every
 ** pipeline and kernel is compiled) and "warm-cache" (the cache that an untimed
-** first child left: pipelines from the driver's cache, SPIR-V and NVRTC caches).
+** first child left: pipelines from the driver's cache, made in parallel from the
+** pre-warm list as `trident train --model cnn` does; SPIR-V and NVRTC caches).
 ** The CPU has nothing to compile and gets no row; a software device (lavapipe,
 ** a minute per sample) only when --only asks for this workload.
 */
@@ -85,6 +86,7 @@ td_status bench_run_cold_start(bench_session *s, int device) {
 int bench_first_step(const char *device, bool quick) {
     td_device dev;
     workload w;
+    setenv("TRIDENT_VULKAN_PREWARM", "cnn", 0); /* as trident train --model cnn: W2's pipelines made in parallel */
     if (td_device_parse(device, &dev) != TD_OK || workload_init(&w, WORKLOAD_CNN, NULL, dev, NULL, 0, false) != TD_OK) {
         fprintf(stderr, "trident bench --first-step: %s\n", td_last_error());
         return 1;

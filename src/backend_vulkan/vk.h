@@ -291,6 +291,17 @@ td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, c
 /* The variant that runs for shader: its generic twin without subgroup arithmetic or where the
 ** self-test denied it; notes that a variant with a twin ran. */
 int vk_pipeline_variant(vk_dev *d, int shader);
+/* The shader variant named name ("softmax_f32"), or -1. */
+int vk_variant_id(const char *name);
+/* TRIDENT_VULKAN_PREWARM=<name>: create the pipelines that the last process with that name made, in
+** parallel (vk_prewarm.c); its own are listed at each cache save. */
+void vk_prewarm(vk_dev *d);
+void vk_prewarm_save(vk_dev *d);
+/* For vk_prewarm.c: the shader module of a variant, made on first use; a pipeline from it (thread-safe);
+** the variant that runs for shader (no warning, no note). */
+td_status vk_pipeline_module(vk_dev *d, int shader);
+VkResult vk_pipeline_create(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out);
+int vk_pipeline_pick(const vk_dev *d, int shader);
 /* $XDG_CACHE_HOME/trident (else ~/.cache/trident); false when there is none or the disk cache is off. */
 bool vk_cache_dir(char *dir, size_t n);
 /* Write the pipeline cache to disk when new pipelines were made. */

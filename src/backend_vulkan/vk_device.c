@@ -410,6 +410,7 @@ static td_status create_device(vk_dev *d) {
     if (st == TD_OK) st = vk_exec_init(d);
     if (st == TD_OK) st = vk_pipeline_init(d);
     if (st == TD_OK) vk_selftest_load(d);
+    if (st == TD_OK) vk_prewarm(d);
     return st;
 }
 

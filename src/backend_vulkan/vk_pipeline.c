@@ -80,6 +80,7 @@ void vk_mkdirs(char *dir) {
 
 void vk_pipeline_cache_save(vk_dev *d) {
     d->cache_dirty = false;
+    vk_prewarm_save(d);
     char path[4096];
     if (!d->cache || !cache_path(d, path, sizeof path)) return;
     size_t size = 0;
@@ -154,8 +155,9 @@ void vk_pipeline_destroy(vk_dev *d) {
     vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
 }
 
-static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
-                               VkPipeline *out) {
+/* Thread-safe: the pipeline cache is internally synchronized (the pre-warm threads share it). */
+static VkResult create_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
+                                VkPipeline *out) {
     VkSpecializationMapEntry me[VK_MAX_SPEC];
     for (int i = 0; i < n_spec; i++) me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)(4 * i), 4};
     VkSpecializationInfo si = {
@@ -167,22 +169,46 @@ static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry,
                                                 .pName = entry,
                                                 .pSpecializationInfo = n_spec ? &si : NULL},
                                       .layout = d->layout};
-    VkResult r = vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, out);
+    return vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, out);
+}
+
+static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
+                               VkPipeline *out) {
+    VkResult r = create_pipeline(d, mod, entry, spec, n_spec, out);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateComputePipelines");
     d->cache_dirty = true;
     return TD_OK;
 }
 
-int vk_pipeline_variant(vk_dev *d, int shader) {
+int vk_pipeline_pick(const vk_dev *d, int shader) {
     int g = vk_shader_table[shader].generic;
-    if (g < 0) return shader;
-    if (!d->caps.subgroup_arith) return g;
-    if (d->denied[shader]) {
-        vk_selftest_warn(d, shader);
-        return g;
-    }
-    d->used[shader] = true;
-    return shader;
+    return g >= 0 && (!d->caps.subgroup_arith || d->denied[shader]) ? g : shader;
+}
+
+int vk_pipeline_variant(vk_dev *d, int shader) {
+    int v = vk_pipeline_pick(d, shader);
+    if (v != shader && d->caps.subgroup_arith) vk_selftest_warn(d, shader);
+    if (v == shader && vk_shader_table[shader].generic >= 0) d->used[shader] = true;
+    return v;
+}
+
+int vk_variant_id(const char *name) {
+    for (int i = 0; i < VK_SHADER_COUNT; i++)
+        if (!strcmp(vk_shader_table[i].name, name)) return i;
+    return -1;
+}
+
+td_status vk_pipeline_module(vk_dev *d, int shader) {
+    if (d->modules[shader]) return TD_OK;
+    const vk_shader_code *c = &vk_shader_table[shader];
+    VkShaderModuleCreateInfo mi = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size, .pCode = c->code};
+    VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &d->modules[shader]);
+    return r == VK_SUCCESS ? TD_OK : vk_fail(r, "vkCreateShaderModule");
+}
+
+VkResult vk_pipeline_create(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
+    return create_pipeline(d, d->modules[shader], "main", spec, n_spec, out);
 }
 
 td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
@@ -194,16 +220,11 @@ td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spe
             *out = p->pipe;
             return TD_OK;
         }
-    if (!d->modules[shader]) {
-        const vk_shader_code *c = &vk_shader_table[shader];
-        VkShaderModuleCreateInfo mi = {
-            .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size, .pCode = c->code};
-        VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &d->modules[shader]);
-        if (r != VK_SUCCESS) return vk_fail(r, "vkCreateShaderModule");
-    }
+    td_status st = vk_pipeline_module(d, shader);
+    if (st != TD_OK) return st;
     vk_pipeline *p = calloc(1, sizeof *p);
     if (!p) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
-    td_status st = make_pipeline(d, d->modules[shader], "main", spec, n_spec, &p->pipe);
+    st = make_pipeline(d, d->modules[shader], "main", spec, n_spec, &p->pipe);
     if (st != TD_OK) {
         free(p);
         return td_error_prefix("vulkan: shader %s", vk_shader_table[shader].name);

@@ -27,12 +27,6 @@
 #include "vk.h"
 #include "vk_selftest.h"
 
-static int variant_id(const char *name) {
-    for (int i = 0; i < VK_SHADER_COUNT; i++)
-        if (!strcmp(vk_shader_table[i].name, name)) return i;
-    return -1;
-}
-
 /* The record's path for d's driver; false without a cache directory. */
 static bool record_path(vk_dev *d, char *path, size_t n, char *driver, size_t driver_size) {
     VkPhysicalDeviceDriverProperties dp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
@@ -53,7 +47,7 @@ static bool record_path(vk_dev *d, char *path, size_t n, char *driver, size_t dr
 
 void vk_selftest_load(vk_dev *d) {
     const char *plant = getenv("TRIDENT_VULKAN_PLANT");
-    d->planted = plant && *plant ? variant_id(plant) : -1;
+    d->planted = plant && *plant ? vk_variant_id(plant) : -1;
     if (plant && *plant && d->planted < 0)
         fprintf(stderr, "trident: TRIDENT_VULKAN_PLANT=%s names no kernel variant; nothing planted\n", plant);
     char path[4096];
@@ -64,7 +58,7 @@ void vk_selftest_load(vk_dev *d) {
     while (fgets(line, sizeof line, f)) {
         if (strncmp(line, "deny ", 5)) continue;
         line[strcspn(line, "\r\n")] = 0;
-        int id = variant_id(line + 5);
+        int id = vk_variant_id(line + 5);
         if (id >= 0 && vk_shader_table[id].generic >= 0) d->denied[id] = true;
     }
     fclose(f);
