@@ -3,7 +3,8 @@
 ** every GPU device, with the case table of tests/test_conformance.c (compiled
 ** in here with CONF_TABLE_ONLY; the method is in tests/conformance.h): each
 ** case's variants in every dtype of its class, tiny shapes (--full: the test
-** shapes), seed TD_SEED (default 1), against the CPU float64 reference.
+** shapes), seed TD_SEED (default 1), against the CPU float64 reference;
+** TD_BACKENDS=vulkan:0,... keeps only the devices it lists.
 **
 ** On a Vulkan device a failed check is run again with the kernel variants it
 ** used replaced by their generic twins; when that passes, those variants are
@@ -103,6 +104,14 @@ static bool sweep(td_device dev, bool full, uint64_t seed, int n_names, char **n
     return n.failed == 0;
 }
 
+/* Whether name is an entry of the comma list. */
+static bool listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return true;
+    return false;
+}
+
 int devices_selftest(int argc, char **argv) {
     bool full = false;
     int n_names = 0;
@@ -121,14 +130,19 @@ int devices_selftest(int argc, char **argv) {
             return 2;
         }
     }
-    const char *s = getenv("TD_SEED");
+    const char *s = getenv("TD_SEED"), *only = getenv("TD_BACKENDS");
     uint64_t seed = s && *s ? strtoull(s, NULL, 0) : 1;
     bool ok = true;
     int n_dev = 0;
     for (int type = TD_DEVICE_CUDA; type < TD_DEVICE_TYPE_COUNT; type++) {
         const td_backend *be = td_backend_unavailable_reason(type) ? NULL : td_backend_for(type);
-        for (int i = 0; be && i < be->iface->device_count(); i++, n_dev++)
-            ok &= sweep((td_device){.type = type, .index = i}, full, seed, n_names, names);
+        for (int i = 0; be && i < be->iface->device_count(); i++) {
+            td_device dev = {.type = type, .index = i};
+            char dname[32];
+            if (only && *only && !listed(only, td_device_str(dev, dname, sizeof dname))) continue;
+            ok &= sweep(dev, full, seed, n_names, names);
+            n_dev++;
+        }
     }
     td_clear_error();
     if (!n_dev) printf("self-test: no GPU device\n");
