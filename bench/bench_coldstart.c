@@ -63,7 +63,11 @@ static td_status fn_cold(void *p, int rep) {
 
 td_status bench_run_cold_start(bench_session *s, int device) {
     bench_device *d = &s->devices[device];
-    if (d->dev.type != TD_DEVICE_VULKAN || (d->info.emulated && !s->opt.only)) return TD_OK;
+    if (d->dev.type != TD_DEVICE_VULKAN || (d->info.emulated && !s->opt.only)) { /* the reason bench prints */
+        td_error_set(TD_ERR_UNSUPPORTED, "W2-cold-start runs on Vulkan devices%s",
+                     d->info.emulated ? ", on a software one only with --only W2-cold-start" : "");
+        return TD_OK;
+    }
     cold_arg a = {.quick = s->opt.quick};
     snprintf(a.label, sizeof a.label, "%s", d->label);
     snprintf(a.warm_dir, sizeof a.warm_dir, "/tmp/trident-warm-XXXXXX");
