@@ -173,6 +173,12 @@ int64_t bench_gpt_batch(const bench_session *s, int device);
 /* The Fashion-MNIST directory W1/W2 use (--data, else the default if present), or NULL. */
 const char *bench_data_dir(const bench_session *s);
 
+/* W2-cold-start (bench_coldstart.c): process start to the first W2 step, with an empty and a warm
+** cache, each sample a child `trident bench --first-step`; Vulkan devices only. */
+td_status bench_run_cold_start(bench_session *s, int device);
+/* That child: one W2 step on device, then _exit(0); 1 with a message on failure. */
+int bench_first_step(const char *device, bool quick);
+
 /* ---- timing (bench_time.c) ---- */
 
 /* One call of the measured operation; rep selects the rotated input set. */

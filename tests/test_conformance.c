@@ -8,7 +8,8 @@
 **
 ** Shapes: broadcasting, transposed / stepped / expanded views, 0-d, size 1,
 ** size 0 and odd sizes (1, 7, 33, 1000). Adding an op to TD_OP_LIST without a
-** line in CONF_CASES fails the op_coverage case.
+** line in CONF_CASES fails the op_coverage case. `trident devices --selftest`
+** runs the same case table (tools/devices_selftest.c, with CONF_TABLE_ONLY).
 */
 #include "conformance.h"
 #include "core/internal.h"
@@ -1148,6 +1149,8 @@ static const conf_case conf_cases[] = {
 };
 #define N_CASES ((int)(sizeof conf_cases / sizeof conf_cases[0]))
 
+/* CONF_TABLE_ONLY: the cases without the runner, for trident devices --selftest (tools/devices_selftest.c) */
+#ifndef CONF_TABLE_ONLY
 enum {
 #define CONF_INDEX_(nm, K, dts, tol) CONF_INDEX_##nm,
     CONF_CASES(CONF_INDEX_)
@@ -1177,3 +1180,4 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--perf")) return conf_perf(conf_cases, N_CASES, argc - 2, argv + 2);
     return test_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
 }
+#endif /* CONF_TABLE_ONLY */

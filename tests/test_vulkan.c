@@ -34,6 +34,8 @@
     X(feature_mask)                                                                                                    \
     X(feature_mask_unknown)                                                                                            \
     X(alloc_limits)                                                                                                    \
+    X(two_devices)                                                                                                     \
+    X(split_matmul_conv)                                                                                               \
     X(bench)
 
 /* "auto" takes the first Vulkan device that is a real GPU, and never a
@@ -508,6 +510,82 @@ TEST(alloc_limits) {
     ASSERT(strstr(td_last_error(), "maxMemoryAllocationSize"));
     td_clear_error();
     td_scope_end();
+    check_clean();
+}
+
+/* TRIDENT_VULKAN_MAX_BINDING=256K: matmuls and convolutions whose operands are wider run in parts
+** (vk_split.c) and match the CPU: batches, rows (a wide), columns (b wide, through a temporary), a
+** batch folded into M, conv2d and its input gradient by batch halves, the weight gradient as a sum
+** of halves; a product wide along K alone fails naming the limit. */
+TEST(split_matmul_conv) {
+    setenv("TRIDENT_VULKAN_MAX_BINDING", "256K", 1);
+    setup();
+    td_scope_begin();
+    struct {
+        int64_t a[3], b[3];
+        int na, nb;
+    } mm[] = {{{300, 257}, {257, 40}, 2, 2},   {{40, 257}, {257, 300}, 2, 2},     {{300, 300}, {300, 300}, 2, 2},
+              {{5, 60, 257}, {257, 33}, 3, 2}, {{4, 33, 70}, {4, 70, 300}, 3, 3}, {{1000, 8}, {8, 100}, 2, 2}};
+    for (int i = 0; i < (int)(sizeof mm / sizeof mm[0]); i++) {
+        td_tensor *a = ASSERT_TENSOR(td_randn(mm[i].na, mm[i].a, seed + i, 0, TD_F32, TD_CPU));
+        td_tensor *b = ASSERT_TENSOR(td_randn(mm[i].nb, mm[i].b, seed + 50 + i, 0, TD_F32, TD_CPU));
+        td_tensor *got = ASSERT_TENSOR(td_matmul(td_to(a, TD_VULKAN(0)), td_to(b, TD_VULKAN(0))));
+        double diff = max_diff(got, td_matmul(a, b));
+        printf("  matmul %d: max |diff| %.3g\n", i, diff);
+        ASSERT(diff < 1e-3);
+    }
+    int64_t xs[4] = {6, 8, 40, 40}, ws[4] = {12, 8, 3, 3};
+    td_tensor *x = ASSERT_TENSOR(td_randn(4, xs, seed + 100, 0, TD_F32, TD_CPU));
+    td_tensor *w = ASSERT_TENSOR(td_randn(4, ws, seed + 101, 0, TD_F32, TD_CPU));
+    ASSERT_OK(td_set_requires_grad(x, true));
+    ASSERT_OK(td_set_requires_grad(w, true));
+    td_tensor *xv = ASSERT_TENSOR(td_detach(td_to(x, TD_VULKAN(0)))), *wv = td_detach(td_to(w, TD_VULKAN(0)));
+    ASSERT_OK(td_set_requires_grad(xv, true));
+    ASSERT_OK(td_set_requires_grad(wv, true));
+    const int one[2] = {1, 1};
+    td_tensor *y = ASSERT_TENSOR(td_conv2d(x, w, NULL, one, one, one, 1));
+    td_tensor *yv = ASSERT_TENSOR(td_conv2d(xv, wv, NULL, one, one, one, 1));
+    td_tensor *gy = ASSERT_TENSOR(td_randn(4, td_shape(y), seed + 102, 0, TD_F32, TD_CPU));
+    double dy = max_diff(yv, y);
+    ASSERT_OK(td_backward(y, gy, false));
+    ASSERT_OK(td_backward(yv, td_to(gy, TD_VULKAN(0)), false));
+    double dx = max_diff(td_grad_of(xv), td_grad_of(x)), dw = max_diff(td_grad_of(wv), td_grad_of(w));
+    printf("  conv2d: max |diff| y %.3g, dx %.3g, dw %.3g\n", dy, dx, dw);
+    ASSERT(dy < 1e-3 && dx < 1e-3 && dw < 1e-2);
+    int64_t ka[2] = {2, 100000}, kb[2] = {100000, 2};
+    ASSERT(td_matmul(td_zeros(2, ka, TD_F32, TD_VULKAN(0)), td_zeros(2, kb, TD_F32, TD_VULKAN(0))) == NULL);
+    printf("  K only: %s\n", td_last_error());
+    ASSERT(strstr(td_last_error(), "maxStorageBufferRange"));
+    td_clear_error();
+    td_scope_end();
+    check_clean();
+}
+
+/* TRIDENT_VULKAN_DEVICE=0,0 opens device 0 twice, as vulkan:0 and vulkan:1 (two logical devices):
+** ops on vulkan:1 match the CPU, and td_to between the two copies inside the backend, both ways
+** (no host sync by the core), after queued work, and past the 16 MiB staging buffer. */
+TEST(two_devices) {
+    setenv("TRIDENT_VULKAN_DEVICE", "0,0", 1);
+    setup();
+    ASSERT_EQ_INT(be->iface->device_count(), 2);
+    td_scope_begin();
+    int64_t shape[2] = {67, 129}, big[1] = {5 << 20};
+    td_tensor *x = ASSERT_TENSOR(td_randn(2, shape, seed, 0, TD_F32, TD_CPU));
+    td_tensor *x0 = ASSERT_TENSOR(td_to(x, TD_VULKAN(0)));
+    td_tensor *y0 = ASSERT_TENSOR(td_matmul(x0, td_transpose(x0, 0, 1))); /* queued on vulkan:0 */
+    td_tensor *b1 = ASSERT_TENSOR(td_randn(1, big, seed + 1, 0, TD_F32, TD_VULKAN(1)));
+    int64_t syncs = td_host_sync_count();
+    td_tensor *y1 = ASSERT_TENSOR(td_to(y0, TD_VULKAN(1)));
+    td_tensor *z0 = ASSERT_TENSOR(td_to(td_add(y1, y1), TD_VULKAN(0)));
+    td_tensor *b0 = ASSERT_TENSOR(td_to(b1, TD_VULKAN(0)));
+    ASSERT_EQ_INT(td_host_sync_count(), syncs);
+    ASSERT(td_device_equal(td_tensor_device(z0), TD_VULKAN(0)));
+    td_tensor *want = td_mul_scalar(td_matmul(x, td_transpose(x, 0, 1)), 2);
+    ASSERT(max_diff(z0, want) < 1e-3);
+    ASSERT(max_diff(b0, b1) == 0);
+    ASSERT(max_diff(td_to(b0, TD_VULKAN(1)), b1) == 0);
+    td_scope_end();
+    ASSERT_OK(be->iface->synchronize(1));
     check_clean();
 }
 

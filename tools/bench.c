@@ -87,8 +87,9 @@ int cmd_bench(int argc, char **argv) {
     bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
     double threshold = 5;
-    static const char *valued[] = {"--backends", "--only", "--reps", "--python",    "--twin",
-                                   "--json",     "--svg",  "--save", "--threshold", "--data"};
+    const char *first_step = NULL;
+    static const char *valued[] = {"--backends", "--only", "--reps",      "--python", "--twin",      "--json",
+                                   "--svg",      "--save", "--threshold", "--data",   "--first-step"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool takes_value = false;
@@ -126,6 +127,8 @@ int cmd_bench(int argc, char **argv) {
             svg = v;
         else if (!strcmp(a, "--save"))
             save = v;
+        else if (!strcmp(a, "--first-step")) /* W2-cold-start's child process (bench_coldstart.c) */
+            first_step = v;
         else if (!strcmp(a, "--threshold")) {
             if (!number(a, v, 0, 1e6, false, &threshold)) return 2;
         } else {
@@ -134,6 +137,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (cmp_old) return bench_compare(cmp_old, cmp_new, threshold, stdout);
+    if (first_step) return bench_first_step(first_step, opt.quick);
     if (opt.max_reps <= 0) opt.max_reps = opt.quick ? 10 : 20;
     opt.budget_s = opt.quick ? 0.5 : 3.0;
 

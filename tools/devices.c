@@ -248,8 +248,11 @@ static void print_ops(void) {
     td_clear_error();
 }
 
+int devices_selftest(int argc, char **argv); /* devices_selftest.c */
+
 int cmd_devices(int argc, char **argv) {
     bool ops = false;
+    if (argc > 1 && !strcmp(argv[1], "--selftest")) return devices_selftest(argc - 2, argv + 2);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ops"))
             ops = true;
@@ -259,7 +262,10 @@ int cmd_devices(int argc, char **argv) {
                 return 1;
             }
         } else {
-            fprintf(stderr, "trident devices: unknown option %s (expected --ops, --load LIB)\n", TD_QUOTE(argv[i]));
+            fprintf(
+                stderr,
+                "trident devices: unknown option %s (expected --ops, --load LIB, or --selftest [--full] [case ...])\n",
+                TD_QUOTE(argv[i]));
             return 2;
         }
     }

@@ -213,6 +213,9 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
 int cmd_train(int argc, char **argv) {
     train_opts o;
     if (!parse_args(argc, argv, &o)) return 1;
+    /* Vulkan: make the pipelines this model used last time up front, in parallel (vk_prewarm.c) */
+    static const char *const prewarm[] = {[WORKLOAD_MLP] = "mlp", [WORKLOAD_CNN] = "cnn", [WORKLOAD_GPT] = "gpt"};
+    setenv("TRIDENT_VULKAN_PREWARM", prewarm[o.kind], 0);
     td_device dev;
     if (td_device_parse(o.device, &dev) != TD_OK)
         return train_fail("--device %s: %s", TD_QUOTE(o.device), td_last_error());

@@ -16,6 +16,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: trident <command> [options]\n\n"
                "commands:\n"
                "  devices [--ops] [--load LIB]   list backends, devices, capabilities and op coverage\n"
+               "  devices --selftest [--full] [case ...]\n"
+               "                    conformance sweep on each GPU device; records kernels that fail per driver\n"
                "  train [options]   train a model (default: the W2 CNN on Fashion-MNIST)\n"
                "  bench [options]   benchmark the backends side by side\n"
                "  kernel check|run|bench FILE ...   compile, run or time one custom-op kernel\n");

@@ -253,6 +253,9 @@ TD_API bool td_operand_is_contiguous(const td_operand *v);
 TD_API const td_backend *td_backend_for(int device_type);
 /* METHOD. Why a backend is unavailable ("plugin not loaded: ..."), or NULL if it is available. */
 TD_API const char *td_backend_unavailable_reason(int device_type);
+/* METHOD. A symbol that an available plugin exports beside td_backend_plugin (a backend's own
+** tools, such as the Vulkan self-test hooks of backend_vulkan/vk_selftest.h), or NULL. */
+TD_API void *td_backend_symbol(int device_type, const char *name);
 
 /* Philox4x32-10, the RNG every backend reproduces (see docs/ARCHITECTURE.md):
 ** element i of a stream (seed, offset) uses counter (offset + i/4) and word i%4. */

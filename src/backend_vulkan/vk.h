@@ -172,6 +172,11 @@ typedef struct vk_dev {
     struct td_graph *capturing;
     /* the graph replayed last, whose fence vk_idle also checks (a replay is not a batch) */
     struct td_graph *replayed;
+    /* self-test (vk_selftest.c): variants that run as their generic twin on this driver (and whether that
+    ** was said), variants with a twin that ran since the last mark, the variant made to give wrong output
+    ** (TRIDENT_VULKAN_PLANT; -1 none) */
+    bool denied[VK_SHADER_COUNT], warned[VK_SHADER_COUNT], used[VK_SHADER_COUNT];
+    int planted;
 } vk_dev;
 
 /* A captured command buffer (vk_capture.c). Buffers freed while capturing stay
@@ -269,6 +274,9 @@ bool vk_idle(vk_dev *d);
 /* Bind a view: the window of its buffer that holds all its elements. *elem_off
 ** gets the view's first element relative to the window. */
 td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off);
+/* Whether v's window (with the offset alignment's slack, as vk_bind_view binds it) exceeds
+** maxStorageBufferRange. */
+bool vk_view_too_wide(vk_dev *d, const td_operand *v);
 /* Bind a whole buffer (at least min_bytes). */
 vk_bind vk_bind_buffer(td_buffer *b, bool write);
 
@@ -280,13 +288,41 @@ td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spe
 /* Pipeline for a user-supplied SPIR-V module (vk_glsl.c). */
 td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, const char *entry, uint32_t wg,
                                  VkShaderModule *mod, VkPipeline *out);
+/* The variant that runs for shader: its generic twin without subgroup arithmetic or where the
+** self-test denied it; notes that a variant with a twin ran. */
+int vk_pipeline_variant(vk_dev *d, int shader);
+/* The shader variant named name ("softmax_f32"), or -1. */
+int vk_variant_id(const char *name);
+/* TRIDENT_VULKAN_PREWARM=<name>: create the pipelines that the last process with that name made, in
+** parallel (vk_prewarm.c); its own are listed at each cache save. */
+void vk_prewarm(vk_dev *d);
+void vk_prewarm_save(vk_dev *d);
+/* For vk_prewarm.c: the shader module of a variant, made on first use; a pipeline from it (thread-safe);
+** the variant that runs for shader (no warning, no note). */
+td_status vk_pipeline_module(vk_dev *d, int shader);
+VkResult vk_pipeline_create(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out);
+int vk_pipeline_pick(const vk_dev *d, int shader);
+/* $XDG_CACHE_HOME/trident (else ~/.cache/trident); false when there is none or the disk cache is off. */
+bool vk_cache_dir(char *dir, size_t n);
 /* Write the pipeline cache to disk when new pipelines were made. */
 void vk_pipeline_cache_save(vk_dev *d);
 /* mkdir -p of dir (each '/' is put back); failures are left to the file's open. */
 void vk_mkdirs(char *dir);
 
+/* ---- vk_selftest.c ---- */
+/* Read the self-test record of d's driver (denied variants) and TRIDENT_VULKAN_PLANT. */
+void vk_selftest_load(vk_dev *d);
+/* The one-line warning that shader runs as its generic twin (once per variant). */
+void vk_selftest_warn(vk_dev *d, int shader);
+/* After a dispatch of variant: the planted variant's outputs are overwritten with NaN bytes. */
+td_status vk_selftest_plant(vk_dev *d, int variant, int n_bind, const vk_bind *binds);
+
 /* ---- ops (vk_ops_*.c) ---- */
 typedef td_status (*vk_op_fn)(vk_dev *d, const td_op *op);
+/* ---- vk_split.c ---- */
+/* Run op with encoder table enc, MATMUL and CONV2D* in parts where an operand is wider than one
+** binding (maxStorageBufferRange). */
+td_status vk_split_run(vk_dev *d, const td_op *op, const vk_op_fn *enc);
 typedef bool (*vk_supports_fn)(vk_dev *d, const td_op *op);
 /* Workgroup count for n items of wg each, capped (shaders loop over the rest). */
 uint32_t vk_groups(int64_t n, uint32_t per_group);

@@ -52,7 +52,7 @@ static td_status vk_run(int dev, const td_op *op) {
     for (int i = 0; i < op->n_out; i++)
         if (op->out[i].buf && td_operand_numel(&op->out[i]) == 0) return TD_OK; /* nothing to write */
     vk_lock(d);
-    td_status st = encoders[op->kind](d, op);
+    td_status st = vk_split_run(d, op, encoders);
     vk_unlock(d);
     if (st != TD_OK && !strstr(td_last_error(), td_op_name(op->kind)))
         td_error_prefix("%s on vulkan:%d", td_op_name(op->kind), dev);

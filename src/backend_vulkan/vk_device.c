@@ -5,8 +5,10 @@
 ** Trident (Vulkan 1.2, a compute queue, 256 invocations per workgroup), best
 ** first: discrete, integrated, virtual, then CPU (lavapipe). TRIDENT_VULKAN_DEVICE
 ** keeps only the devices it names: an index into that list or a case-insensitive
-** part of the name ("llvmpipe", "H100"). The logical device of each is created on
-** first use.
+** part of the name ("llvmpipe", "H100"), or several such, comma-separated ("1,0"
+** reorders; "0,0" opens device 0 twice, as two logical devices vulkan:0 and
+** vulkan:1, which tests use for copies between devices). The logical device of
+** each is created on first use.
 **
 ** Validation: TRIDENT_VULKAN_VALIDATION=1 enables VK_LAYER_KHRONOS_validation (if
 ** installed) and a debug-utils messenger (=sync adds synchronization validation); the messenger also runs when the
@@ -321,13 +323,23 @@ static td_status vk_init(char *why, size_t why_size) {
             cand[j] = cand[j - 1];
             cand[j - 1] = t;
         }
+    /* each entry of the list keeps the devices it names, in its order; one named twice is opened twice */
     const char *sel = getenv("TRIDENT_VULKAN_DEVICE");
-    for (int i = 0; i < nc && n_devices < VK_MAX_DEVICES; i++) {
-        if (!selected(sel, i, cand[i].props.deviceName)) continue;
+    char list[256], *save = NULL;
+    snprintf(list, sizeof list, "%s", sel && *sel ? sel : "");
+    char *tok = strtok_r(list, ",", &save);
+    for (int i = 0; n_devices < VK_MAX_DEVICES; i++) {
+        if (i == nc) {
+            if (!tok || !(tok = strtok_r(NULL, ",", &save))) break;
+            i = -1;
+            continue;
+        }
+        if (!selected(tok, i, cand[i].props.deviceName)) continue;
         vk_dev *d = &devices[n_devices];
         *d = cand[i];
         d->index = n_devices++;
         d->cur = -1;
+        d->planted = -1;
         /* recursive: an encoder may call the locked entry points (the matmul self-test does) */
         pthread_mutexattr_t ma;
         pthread_mutexattr_init(&ma);
@@ -397,6 +409,8 @@ static td_status create_device(vk_dev *d) {
     td_status st = vk_memory_init(d);
     if (st == TD_OK) st = vk_exec_init(d);
     if (st == TD_OK) st = vk_pipeline_init(d);
+    if (st == TD_OK) vk_selftest_load(d);
+    if (st == TD_OK) vk_prewarm(d);
     return st;
 }
 

@@ -156,8 +156,9 @@ td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, i
                             gy, gz, d->caps.max_groups[0], d->caps.max_groups[1], d->caps.max_groups[2]);
     VkPipeline pipe;
     td_status st = vk_pipeline_get(d, shader, spec, n_spec, &pipe);
-    if (st != TD_OK) return st;
-    return vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
+    if (st == TD_OK) st = vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
+    if (st == TD_OK && d->planted >= 0) st = vk_selftest_plant(d, vk_pipeline_variant(d, shader), n_bind, binds);
+    return st;
 }
 
 td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
@@ -273,6 +274,13 @@ td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, u
     *b = (vk_bind){buf->block->buf, start, hi - start, write};
     *elem_off = (uint32_t)((lo - start) / es);
     return TD_OK;
+}
+
+bool vk_view_too_wide(vk_dev *d, const td_operand *v) {
+    if (!v->buf || td_operand_numel(v) == 0) return false;
+    int64_t hi = 0;
+    for (int i = 0; i < v->ndim; i++) hi += (v->shape[i] - 1) * (v->strides[i] < 0 ? -v->strides[i] : v->strides[i]);
+    return (VkDeviceSize)(hi + 1) * td_dtype_size(v->dtype) + d->caps.min_storage_align > d->caps.max_storage_range;
 }
 
 uint32_t vk_groups(int64_t n, uint32_t per_group) {

@@ -15,7 +15,9 @@
 ** Transfers: when blocks are host-visible and coherent (lavapipe, ReBAR GPUs)
 ** and the device is idle, write/memset touch the mapping directly; otherwise
 ** the data goes through a host-visible staging buffer and a recorded copy, so
-** it stays ordered with queued work without waiting. read() waits.
+** it stays ordered with queued work without waiting. read() waits. A copy
+** between two devices waits for the source and writes its bytes to the
+** destination as write() does (no host tensor in between).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -419,13 +421,39 @@ uint64_t vk_buffer_address(td_buffer *b) {
     return (uint64_t)vkGetBufferDeviceAddress(b->dev->dev, &ai) + b->offset;
 }
 
+/* Between two devices: src's bytes go from its mapping (host-visible blocks) or through its staging
+** buffer, chunk by chunk, into dst's write path (its mapping or staging buffer and a recorded copy),
+** ordered after all of src's queued work and before dst's later work. Both devices are locked, in
+** index order. */
+static td_status copy_between(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t n) {
+    vk_dev *s = src->dev, *d = dst->dev, *first = s->index < d->index ? s : d;
+    vk_lock(first);
+    vk_lock(first == s ? d : s);
+    td_status st = not_capturing(s, "copy between devices");
+    if (st == TD_OK && s->direct_read) {
+        st = finish_for_host(s);
+        if (st == TD_OK) st = vk_write(dst, dof, (const char *)src->block->map + src->offset + so, n);
+    }
+    for (size_t done = 0; st == TD_OK && !s->direct_read && done < n;) {
+        size_t chunk = n - done < s->staging->size ? n - done : s->staging->size;
+        VkDeviceSize at;
+        st = staging_take(s, chunk, &at);
+        if (st == TD_OK) st = record_copy(s, src->block->buf, src->offset + so + done, s->staging->buf, at, chunk);
+        if (st == TD_OK) st = finish_for_host(s);
+        if (st == TD_OK) st = vk_write(dst, dof + done, (const char *)s->staging->map + at, chunk);
+        done += chunk;
+    }
+    vk_unlock(first == s ? d : s);
+    vk_unlock(first);
+    return st;
+}
+
 td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t n) {
     vk_dev *d = dst->dev;
-    if (src->dev != d) /* the core stages the copy on the host */
-        return td_error_set(TD_ERR_UNSUPPORTED, "vulkan copy: buffers on two devices");
     td_status st = check_range(src, so, n, "copy");
     if (st == TD_OK) st = check_range(dst, dof, n, "copy");
     if (st != TD_OK || n == 0) return st;
+    if (src->dev != d) return copy_between(src, so, dst, dof, n);
     vk_lock(d);
     VkDeviceSize a = src->offset + so, b = dst->offset + dof;
     if (src->block == dst->block && a < b + n && b < a + n) { /* overlapping: through a temporary */

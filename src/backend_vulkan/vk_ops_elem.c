@@ -45,13 +45,6 @@ void vk_scalar(uint32_t sc[4], int k, td_dtype dt, double v) {
     }
 }
 
-/* Bytes one binding of v spans, with the offset alignment's slack (as vk_bind_view binds it). */
-static VkDeviceSize window_bytes(vk_dev *d, const td_operand *v) {
-    int64_t hi = 0;
-    for (int i = 0; i < v->ndim; i++) hi += (v->shape[i] - 1) * (v->strides[i] < 0 ? -v->strides[i] : v->strides[i]);
-    return (VkDeviceSize)(hi + 1) * td_dtype_size(v->dtype) + d->caps.min_storage_align;
-}
-
 /* Operands whose window exceeds maxStorageBufferRange: the op runs on the two
 ** halves of the outermost dim longer than 1, recursively, until every window fits. */
 static td_status elementwise_halves(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n,
@@ -59,7 +52,7 @@ static td_status elementwise_halves(vk_dev *d, int shader, const uint32_t *spec,
                                     bool *done) {
     const td_operand *v0 = views[n - 1];
     bool wide = false;
-    for (int k = 0; k < n; k++) wide |= views[k]->buf && window_bytes(d, views[k]) > d->caps.max_storage_range;
+    for (int k = 0; k < n; k++) wide |= vk_view_too_wide(d, views[k]);
     int dim = 0;
     while (dim < v0->ndim && v0->shape[dim] == 1) dim++;
     *done = wide && dim < v0->ndim;

@@ -13,7 +13,9 @@
 ** (vendor, device id and pipeline-cache UUID in the name); saving happens
 ** after new pipelines were made, at the next host wait. A cache written by
 ** another driver is rejected by the driver itself (its header is checked).
-** TRIDENT_VULKAN_PIPELINE_CACHE=0 turns the disk cache off.
+** TRIDENT_VULKAN_PIPELINE_CACHE=0 turns the disk cache off. The self-test's
+** record of variants that failed on this driver lies beside it (vk_selftest.c):
+** such a variant runs as its generic twin.
 */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,17 +27,22 @@
 
 #include "vk.h"
 
-static bool cache_path(vk_dev *d, char *path, size_t n) {
+bool vk_cache_dir(char *dir, size_t n) {
     const char *off = getenv("TRIDENT_VULKAN_PIPELINE_CACHE");
     if (off && !strcmp(off, "0")) return false;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    char dir[3072];
     if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/trident", xdg);
+        snprintf(dir, n, "%s/trident", xdg);
     else if (home && *home)
-        snprintf(dir, sizeof dir, "%s/.cache/trident", home);
+        snprintf(dir, n, "%s/.cache/trident", home);
     else
         return false;
+    return true;
+}
+
+static bool cache_path(vk_dev *d, char *path, size_t n) {
+    char dir[3072];
+    if (!vk_cache_dir(dir, sizeof dir)) return false;
     char uuid[2 * VK_UUID_SIZE + 1];
     for (unsigned i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", d->props.pipelineCacheUUID[i]);
     snprintf(path, n, "%s/vulkan-%04x-%04x-%s.bin", dir, d->props.vendorID, d->props.deviceID, uuid);
@@ -73,6 +80,7 @@ void vk_mkdirs(char *dir) {
 
 void vk_pipeline_cache_save(vk_dev *d) {
     d->cache_dirty = false;
+    vk_prewarm_save(d);
     char path[4096];
     if (!d->cache || !cache_path(d, path, sizeof path)) return;
     size_t size = 0;
@@ -147,8 +155,9 @@ void vk_pipeline_destroy(vk_dev *d) {
     vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
 }
 
-static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
-                               VkPipeline *out) {
+/* Thread-safe: the pipeline cache is internally synchronized (the pre-warm threads share it). */
+static VkResult create_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
+                                VkPipeline *out) {
     VkSpecializationMapEntry me[VK_MAX_SPEC];
     for (int i = 0; i < n_spec; i++) me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)(4 * i), 4};
     VkSpecializationInfo si = {
@@ -160,37 +169,62 @@ static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry,
                                                 .pName = entry,
                                                 .pSpecializationInfo = n_spec ? &si : NULL},
                                       .layout = d->layout};
-    VkResult r = vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, out);
+    return vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, out);
+}
+
+static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
+                               VkPipeline *out) {
+    VkResult r = create_pipeline(d, mod, entry, spec, n_spec, out);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateComputePipelines");
     d->cache_dirty = true;
     return TD_OK;
 }
 
-/* The variant that runs for shader: its generic twin on devices without subgroup arithmetic. */
-static int pick_variant(const vk_dev *d, int shader) {
+int vk_pipeline_pick(const vk_dev *d, int shader) {
     int g = vk_shader_table[shader].generic;
-    return g >= 0 && !d->caps.subgroup_arith ? g : shader;
+    return g >= 0 && (!d->caps.subgroup_arith || d->denied[shader]) ? g : shader;
+}
+
+int vk_pipeline_variant(vk_dev *d, int shader) {
+    int v = vk_pipeline_pick(d, shader);
+    if (v != shader && d->caps.subgroup_arith) vk_selftest_warn(d, shader);
+    if (v == shader && vk_shader_table[shader].generic >= 0) d->used[shader] = true;
+    return v;
+}
+
+int vk_variant_id(const char *name) {
+    for (int i = 0; i < VK_SHADER_COUNT; i++)
+        if (!strcmp(vk_shader_table[i].name, name)) return i;
+    return -1;
+}
+
+td_status vk_pipeline_module(vk_dev *d, int shader) {
+    if (d->modules[shader]) return TD_OK;
+    const vk_shader_code *c = &vk_shader_table[shader];
+    VkShaderModuleCreateInfo mi = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size, .pCode = c->code};
+    VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &d->modules[shader]);
+    return r == VK_SUCCESS ? TD_OK : vk_fail(r, "vkCreateShaderModule");
+}
+
+VkResult vk_pipeline_create(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
+    return create_pipeline(d, d->modules[shader], "main", spec, n_spec, out);
 }
 
 td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
     if (shader < 0 || shader >= VK_SHADER_COUNT || n_spec > VK_MAX_SPEC)
         return td_error_set(TD_ERR_MISUSE, "vulkan: bad shader id %d", shader);
-    shader = pick_variant(d, shader);
+    shader = vk_pipeline_variant(d, shader);
     for (vk_pipeline *p = d->pipelines[shader]; p; p = p->next)
         if (p->n_spec == n_spec && !memcmp(p->spec, spec, 4 * (size_t)n_spec)) {
             *out = p->pipe;
             return TD_OK;
         }
-    if (!d->modules[shader]) {
-        const vk_shader_code *c = &vk_shader_table[shader];
-        VkShaderModuleCreateInfo mi = {
-            .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size, .pCode = c->code};
-        VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &d->modules[shader]);
-        if (r != VK_SUCCESS) return vk_fail(r, "vkCreateShaderModule");
-    }
+    td_status st = vk_pipeline_module(d, shader);
+    if (st != TD_OK) return st;
     vk_pipeline *p = calloc(1, sizeof *p);
     if (!p) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
-    td_status st = make_pipeline(d, d->modules[shader], "main", spec, n_spec, &p->pipe);
+    st = make_pipeline(d, d->modules[shader], "main", spec, n_spec, &p->pipe);
     if (st != TD_OK) {
         free(p);
         return td_error_prefix("vulkan: shader %s", vk_shader_table[shader].name);

@@ -16,6 +16,7 @@ static const char *type_names[TD_DEVICE_TYPE_COUNT] = {"cpu", "cuda", "vulkan"};
 
 typedef struct backend_slot {
     const td_backend *backend; /* NULL when unavailable */
+    void *lib;                 /* the plugin's dlopen handle */
     char why[4608];            /* reason when unavailable */
 } backend_slot;
 
@@ -73,6 +74,7 @@ static void load_plugin(int type) {
         return;
     }
     s->backend = be;
+    s->lib = lib;
 }
 
 static void load_all(void) {
@@ -103,6 +105,13 @@ const char *td_backend_unavailable_reason(int device_type) {
     if (device_type < 0 || device_type >= TD_DEVICE_TYPE_COUNT) return "no such device type";
     pthread_once(&load_once, load_all);
     return slots[device_type].backend ? NULL : slots[device_type].why;
+}
+
+void *td_backend_symbol(int device_type, const char *name) {
+    if (device_type < 0 || device_type >= TD_DEVICE_TYPE_COUNT || !name) return NULL;
+    pthread_once(&load_once, load_all);
+    const backend_slot *s = &slots[device_type];
+    return s->backend && s->lib ? dlsym(s->lib, name) : NULL;
 }
 
 const td_backend *td__backend_of(td_device dev) {
