@@ -15,6 +15,8 @@
 ** number of processes at the same global batch).
 */
 #include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,7 +90,15 @@ int train_dist_epoch(train_run *r, const td_dataloader_opts *o) {
     return 0;
 }
 
+/* TRIDENT_FAULT_KILL_RANK=R:S: rank R kills itself (SIGKILL) at step S, for the tests of a lost rank. */
+static void fault_kill(const train_run *r) {
+    const char *f = getenv("TRIDENT_FAULT_KILL_RANK");
+    int rank, step;
+    if (f && sscanf(f, "%d:%d", &rank, &step) == 2 && rank == r->rank && step == r->step + 1) raise(SIGKILL);
+}
+
 td_status train_dist_step(train_run *r, td_tensor *x, td_tensor *y, double *loss) {
+    fault_kill(r);
     td_scope_begin();
     td_tensor *l = workload_loss_step(&r->w, x, y); /* DDP's hooks average the gradients inside backward */
     td_status st = l ? td_ddp_check(r->ddp) : td_last_status();

@@ -87,7 +87,7 @@ static td_status read_env(launch_env *e) {
         (st = env_int("MASTER_PORT", &e->port, &p5)))
         return st;
     e->torchrun = p1;
-    if (e->torchrun && !p2) return TD_ERR(TD_ERR_MISUSE, "dist_init: WORLD_SIZE=%d is set but RANK is not", tw);
+    if (e->torchrun && !e->ompi && !p2) return TD_ERR(TD_ERR_MISUSE, "dist_init: WORLD_SIZE=%d is set but RANK is not", tw);
     (void)p6;
     const char *a = getenv("MASTER_ADDR");
     if (a && *a) e->addr = a;
