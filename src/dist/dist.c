@@ -141,9 +141,25 @@ static td_status load_transport(const char *name) {
 
 /* ---- watchdog ------------------------------------------------------------- */
 
+/* After a failure: unless the process leaves the group within 10 s, say why and end it. */
+static void *exit_timer(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 100 && !atomic_load(&g.leaving); i++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&g.leaving)) return NULL;
+    fprintf(stderr, "trident dist: rank %d: %s; exiting\n", g.rank, g.failure);
+    _exit(1);
+}
+
 static void fail_group(const char *msg) {
     if (atomic_exchange(&g.failed, true)) return;
     snprintf(g.failure, sizeof g.failure, "%s", msg);
+    const char *e = getenv("TRIDENT_DIST_EXIT_ON_FAILURE");
+    pthread_t t;
+    if (!(e && !strcmp(e, "0")) && pthread_create(&t, NULL, exit_timer, NULL) == 0) /* first: abort may block */
+        pthread_detach(t);
     if (g.tr && g.tr->abort) g.tr->abort();
     for (int r = 0; r < g.world; r++) /* tell the others (rank 0), or stop listening */
         if (g.fds[r] >= 0) shutdown(g.fds[r], SHUT_RDWR);
@@ -182,16 +198,7 @@ static void *watchdog_main(void *arg) {
             break;
         }
     }
-    if (!atomic_load(&g.failed)) return NULL;
-    const char *e = getenv("TRIDENT_DIST_EXIT_ON_FAILURE");
-    if (e && !strcmp(e, "0")) return NULL;
-    for (int i = 0; i < 100 && !atomic_load(&g.leaving); i++) {
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    if (atomic_load(&g.leaving)) return NULL;
-    fprintf(stderr, "trident dist: rank %d: %s; exiting\n", g.rank, g.failure);
-    _exit(1);
+    return NULL;
 }
 
 /* ---- init and destroy ------------------------------------------------------- */

@@ -46,6 +46,7 @@ static int nccl_fail(char *why, const char *what, ncclResult_t r) {
     } while (0)
 #define NCCL_TRY(call)                                                                                                 \
     do {                                                                                                               \
+        if (!comm) return nccl_fail(why, #call, ncclInvalidUsage);                                                     \
         ncclResult_t r_ = (call);                                                                                      \
         if (r_ != ncclSuccess) return nccl_fail(why, #call, r_);                                                       \
     } while (0)
@@ -69,7 +70,8 @@ static int nccl_types(int dt, int op, ncclDataType_t *type, ncclRedOp_t *rop, ch
 static int make_id(unsigned char id[TD_DIST_ID_BYTES], char *why) {
     _Static_assert(sizeof(ncclUniqueId) <= TD_DIST_ID_BYTES, "ncclUniqueId fits the rendezvous payload");
     ncclUniqueId u;
-    NCCL_TRY(ncclGetUniqueId(&u));
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) return nccl_fail(why, "ncclGetUniqueId", r);
     memcpy(id, &u, sizeof u);
     return 0;
 }
@@ -79,7 +81,8 @@ static int init(int *rank, int *world, int device, const unsigned char id[TD_DIS
     memcpy(&u, id, sizeof u);
     dev_ordinal = device;
     CUDA_TRY(cudaSetDevice(device));
-    NCCL_TRY(ncclCommInitRank(&comm, *world, u, *rank));
+    ncclResult_t r = ncclCommInitRank(&comm, *world, u, *rank);
+    if (r != ncclSuccess) return comm = NULL, nccl_fail(why, "ncclCommInitRank", r);
     CUDA_TRY(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&before, cudaEventDisableTiming));
     CUDA_TRY(cudaEventCreateWithFlags(&after, cudaEventDisableTiming));
@@ -147,7 +150,9 @@ static int barrier(void *stream, char *why) {
 /* From the watchdog thread: ends the kernels in flight, so no stream waits forever. */
 static void abort_comm(void) {
     atomic_store(&aborted, true);
-    if (comm) ncclCommAbort(comm);
+    ncclComm_t c = comm;
+    comm = NULL; /* later calls fail instead of using the freed communicator */
+    if (c) ncclCommAbort(c);
 }
 
 static void finalize(void) {
