@@ -115,7 +115,8 @@ static int worker_collectives(td_device dev) {
             for (int op = TD_DIST_SUM; op <= TD_DIST_MAX; op++) {
                 if (op == TD_DIST_AVG && !td_dtype_is_float(dt)) {
                     td_tensor *t = inputs_of(seed, rank, n, dt, dev);
-                    if (td_dist_all_reduce(t, TD_DIST_AVG) != TD_ERR_DTYPE) WFAIL("avg of %s accepted", td_dtype_name(dt));
+                    if (td_dist_all_reduce(t, TD_DIST_AVG) != TD_ERR_DTYPE)
+                        WFAIL("avg of %s accepted", td_dtype_name(dt));
                     continue;
                 }
                 for (int64_t i = 0; i < n; i++) {
@@ -129,7 +130,10 @@ static int worker_collectives(td_device dev) {
                 }
                 td_tensor *t = inputs_of(seed, rank, n, dt, dev);
                 WOK(td_dist_all_reduce(t, op));
-                check_values(t, want, n, dt, op == TD_DIST_SUM ? "all_reduce sum" : op == TD_DIST_AVG ? "all_reduce avg" : "all_reduce max");
+                check_values(t, want, n, dt,
+                             op == TD_DIST_SUM   ? "all_reduce sum"
+                             : op == TD_DIST_AVG ? "all_reduce avg"
+                                                 : "all_reduce max");
             }
             /* broadcast from the last rank */
             td_tensor *b = inputs_of(seed, rank, n, dt, dev);
@@ -171,8 +175,9 @@ static int worker_collectives(td_device dev) {
     if (td_dist_all_gather(small, small) != TD_ERR_SHAPE || !strstr(td_last_error(), "expected world size"))
         WFAIL("all_gather of the wrong size accepted");
     td_scope_end();
-    if (rank == 0) printf("  collectives: %d dtypes x sizes 1, 7, 1001 on %d ranks agree with their definitions\n",
-                          TD_DTYPE_COUNT, world);
+    if (rank == 0)
+        printf("  collectives: %d dtypes x sizes 1, 7, 1001 on %d ranks agree with their definitions\n", TD_DTYPE_COUNT,
+               world);
     return 0;
 }
 
@@ -187,7 +192,9 @@ static td_module *small_model(uint64_t s, int64_t hidden) {
 static td_tensor *batch_x(uint64_t seed, int r, int step, td_device dev) {
     return td_randn(2, (int64_t[]){5, 6}, seed + 7, (uint64_t)(r * 1000 + step) * 64, TD_F32, dev);
 }
-static td_tensor *loss_of(td_module *m, td_tensor *x) { return td_mean(td_mul(td_module_forward(m, x), td_module_forward(m, x)), 0, NULL, false); }
+static td_tensor *loss_of(td_module *m, td_tensor *x) {
+    return td_mean(td_mul(td_module_forward(m, x), td_module_forward(m, x)), 0, NULL, false);
+}
 
 /* max |a - b| over the parameters of two models */
 static double param_diff(td_module *a, td_module *b, bool grads) {
@@ -228,15 +235,17 @@ static int worker_ddp(td_device dev) {
             if (k < micro - 1) td_ddp_no_sync_end(d);
             /* reference: mean over ranks of each rank's gradient = backward of the mean of the ranks' losses */
             for (int r = 0; r < world; r++)
-                WOK(td_backward(td_mul_scalar(loss_of(ref, batch_x(seed, r, step * 2 + k, dev)), 1.0 / world), NULL, false));
+                WOK(td_backward(td_mul_scalar(loss_of(ref, batch_x(seed, r, step * 2 + k, dev)), 1.0 / world), NULL,
+                                false));
         }
         WOK(td_ddp_check(d));
         double diff = param_diff(m, ref, true);
         if (!(diff < 1e-6)) WFAIL("step %d: DDP gradient differs from the mean over ranks by %g", step, diff);
         td_scope_end();
     }
-    if (rank == 0) printf("  ddp: %d buckets, gradients equal the mean over %d ranks (no_sync included)\n",
-                          td_ddp_num_buckets(d), world);
+    if (rank == 0)
+        printf("  ddp: %d buckets, gradients equal the mean over %d ranks (no_sync included)\n", td_ddp_num_buckets(d),
+               world);
     td_ddp_free(d);
     td_module_free(m);
     td_module_free(ref);
@@ -363,7 +372,8 @@ static int hook_calls;
 static td_tensor *first_weight;
 static td_status early_hook(td_tensor *leaf, void *user) {
     (void)leaf, (void)user;
-    if (hook_calls++ == 0 && td_grad_of(first_weight)) return td_error_set(TD_ERR_STATE, "the first layer's grad was there already");
+    if (hook_calls++ == 0 && td_grad_of(first_weight))
+        return td_error_set(TD_ERR_STATE, "the first layer's grad was there already");
     return TD_OK;
 }
 
@@ -389,7 +399,16 @@ TEST(ddp_unused_parameter) {
     td_ddp *d;
     ASSERT_OK(td_ddp_new(m, NULL, &d));
     td_tensor *x = batch_x(1, 0, 0, TD_CPU);
-    ASSERT_OK(td_backward(td_mean(td_module_forward(td_module_child(m, "4"), td_module_forward(td_module_child(m, "3"), td_module_forward(td_module_child(m, "2"), td_module_forward(td_module_child(m, "1"), td_module_forward(td_module_child(m, "0"), x))))), 0, NULL, false), NULL, false));
+    ASSERT_OK(td_backward(
+        td_mean(
+            td_module_forward(
+                td_module_child(m, "4"),
+                td_module_forward(td_module_child(m, "3"),
+                                  td_module_forward(td_module_child(m, "2"),
+                                                    td_module_forward(td_module_child(m, "1"),
+                                                                      td_module_forward(td_module_child(m, "0"), x))))),
+            0, NULL, false),
+        NULL, false));
     ASSERT_ERROR(td_ddp_check(d), TD_ERR_STATE, "'unused.weight'");
     td_ddp_free(d);
     td_module_free(m);

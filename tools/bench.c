@@ -33,8 +33,8 @@ static void usage(FILE *f) {
             "  --svg FILE        write a bar chart per workload\n"
             "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
             "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n"
-            "  --ddp             data-parallel scaling of W3 instead: 1 and --nproc N processes (default 2) on\n"
-            "                    --device D (default cuda), --steps S, --torch for PyTorch DDP (docs/distributed.md)\n\n"
+            "  --ddp             data-parallel scaling of W3 instead: 1 and --nproc N processes (default 2)\n"
+            "                    on --device D (default cuda), --steps S, --torch: PyTorch DDP too\n\n"
             "workloads (--only takes the name, the part after W<n>-, its first word, or W<n>):\n",
             "/usr/share/datasets/fashion-mnist", BENCH_TWIN_DEFAULT);
     for (int i = 0; i < bench_n_workloads; i++)

@@ -29,8 +29,8 @@ static double now_s(void) {
 static int worker(const char *device, int steps, bool quick) {
     td_device want;
     if (td_device_parse(device, &want) != TD_OK) return fprintf(stderr, "bench --ddp: %s\n", td_last_error()), 1;
-    td_dist_opts o = {.device_type = (td_device_type)want.type, .fixed_index = strchr(device, ':') != NULL,
-                      .index = want.index};
+    td_dist_opts o = {
+        .device_type = (td_device_type)want.type, .fixed_index = strchr(device, ':') != NULL, .index = want.index};
     if (td_dist_init(&o) != TD_OK) return fprintf(stderr, "bench --ddp: %s\n", td_last_error()), 1;
     td_device dev = td_dist_device();
     workload_gpt_config cfg = workload_gpt_config_default();
@@ -100,18 +100,33 @@ int cmd_bench_ddp(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--ddp")) continue;
-        if (!strcmp(a, "--ddp-worker")) is_worker = true;
-        else if (!strcmp(a, "--quick")) quick = true, steps = 5;
-        else if (!strcmp(a, "--torch")) torch = true;
-        else if (v && !strcmp(a, "--nproc")) nproc = atoi(argv[++i]);
-        else if (v && !strcmp(a, "--steps")) steps = atoi(argv[++i]);
-        else if (v && !strcmp(a, "--device")) device = argv[++i];
-        else if (v && !strcmp(a, "--backend")) backend = argv[++i];
-        else if (v && !strcmp(a, "--python")) python = argv[++i];
-        else if (v && !strcmp(a, "--twin")) twin = argv[++i];
-        else return fprintf(stderr, "trident bench --ddp: unknown option %s (--nproc N, --steps N, --device D, --backend B, --quick, --torch, --python EXE, --twin PATH)\n", TD_QUOTE(a)), 2;
+        if (!strcmp(a, "--ddp-worker"))
+            is_worker = true;
+        else if (!strcmp(a, "--quick"))
+            quick = true, steps = 5;
+        else if (!strcmp(a, "--torch"))
+            torch = true;
+        else if (v && !strcmp(a, "--nproc"))
+            nproc = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--steps"))
+            steps = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--device"))
+            device = argv[++i];
+        else if (v && !strcmp(a, "--backend"))
+            backend = argv[++i];
+        else if (v && !strcmp(a, "--python"))
+            python = argv[++i];
+        else if (v && !strcmp(a, "--twin"))
+            twin = argv[++i];
+        else
+            return fprintf(stderr,
+                           "trident bench --ddp: unknown option %s (--nproc N, --steps N, --device D, --backend B, "
+                           "--quick, --torch, --python EXE, --twin PATH)\n",
+                           TD_QUOTE(a)),
+                   2;
     }
-    if (nproc < 1 || nproc > 64 || steps < 1) return fprintf(stderr, "trident bench --ddp: --nproc in [1, 64], --steps >= 1\n"), 2;
+    if (nproc < 1 || nproc > 64 || steps < 1)
+        return fprintf(stderr, "trident bench --ddp: --nproc in [1, 64], --steps >= 1\n"), 2;
     if (is_worker) return worker(device, steps, quick);
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -122,11 +137,13 @@ int cmd_bench_ddp(int argc, char **argv) {
     result tr[2], pt[2] = {{0}};
     for (int k = 0; k < 2; k++) {
         char cmd[12288];
-        snprintf(cmd, sizeof cmd, "'%s' launch --nproc %d --backend %s -- '%s' bench --ddp-worker --device %s --steps %d%s", self,
-                 ns[k], backend, self, device, steps, quick ? " --quick" : "");
+        snprintf(cmd, sizeof cmd,
+                 "'%s' launch --nproc %d --backend %s -- '%s' bench --ddp-worker --device %s --steps %d%s", self, ns[k],
+                 backend, self, device, steps, quick ? " --quick" : "");
         tr[k] = run(cmd);
         if (torch && !strncmp(device, "cuda", 4)) {
-            snprintf(cmd, sizeof cmd, "%s -m torch.distributed.run --standalone --nproc_per_node %d '%s' --steps %d%s 2>/dev/null",
+            snprintf(cmd, sizeof cmd,
+                     "%s -m torch.distributed.run --standalone --nproc_per_node %d '%s' --steps %d%s 2>/dev/null",
                      python, ns[k], twin, steps, quick ? " --quick" : "");
             pt[k] = run(cmd);
         }

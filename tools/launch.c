@@ -179,17 +179,20 @@ int cmd_launch(int argc, char **argv) {
         if (!strcmp(a, "--nproc")) {
             char *end;
             long v = strtol(val, &end, 10);
-            if (*end || v < 1 || v > MAX_PROCS) return fail("--nproc expects an integer in [1, 256], got %s", TD_QUOTE(val));
+            if (*end || v < 1 || v > MAX_PROCS)
+                return fail("--nproc expects an integer in [1, 256], got %s", TD_QUOTE(val));
             n = (int)v;
         } else if (!strcmp(a, "--backend")) {
-            if (strcmp(val, "nccl") && strcmp(val, "mpi")) return fail("--backend %s is not nccl or mpi", TD_QUOTE(val));
+            if (strcmp(val, "nccl") && strcmp(val, "mpi"))
+                return fail("--backend %s is not nccl or mpi", TD_QUOTE(val));
             backend = val;
         } else if (!strcmp(a, "--master-addr")) {
             addr = val;
         } else {
             char *end;
             long v = strtol(val, &end, 10);
-            if (*end || v < 1 || v > 65535) return fail("--master-port expects a port in [1, 65535], got %s", TD_QUOTE(val));
+            if (*end || v < 1 || v > 65535)
+                return fail("--master-port expects a port in [1, 65535], got %s", TD_QUOTE(val));
             port = val;
         }
     }

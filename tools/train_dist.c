@@ -76,7 +76,8 @@ int train_dist_epoch(train_run *r, const td_dataloader_opts *o) {
     if (!r->shard) {
         r->shard_len = td_dist_sampler_len(n, r->world, false);
         r->shard_idx = malloc(sizeof *r->shard_idx * (size_t)(r->shard_len ? r->shard_len : 1));
-        td_dataset_i iface = {.len = shard_len, .num_fields = shard_fields, .get = shard_get, .get_batch = shard_get_batch};
+        td_dataset_i iface = {
+            .len = shard_len, .num_fields = shard_fields, .get = shard_get, .get_batch = shard_get_batch};
         if (!r->shard_idx || td_dataset_new(&iface, r, &r->shard) != TD_OK) return train_fail("%s", td_last_error());
     }
     if (td_dist_sampler_indices(n, r->world, r->rank, o->shuffle, o->seed, r->epoch, false, r->shard_idx) != TD_OK)

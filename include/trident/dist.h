@@ -77,7 +77,7 @@ TD_API bool td_dist_is_initialized(void);
 TD_API int td_dist_rank(void);
 TD_API int td_dist_world_size(void);
 TD_API int td_dist_local_rank(void);
-TD_API td_device td_dist_device(void);          /* the bound device */
+TD_API td_device td_dist_device(void);            /* the bound device */
 TD_API td_dist_backend td_dist_get_backend(void); /* the transport in use (never AUTO with a group) */
 
 typedef enum td_dist_op {
@@ -125,8 +125,8 @@ TD_API td_status td_dist_barrier(void);
 typedef struct td_ddp td_ddp;
 
 typedef struct td_ddp_opts {
-    double bucket_cap_mb;       /* 0: 25 */
-    bool broadcast_buffers;     /* also broadcast buffers (BatchNorm statistics) at td_ddp_new */
+    double bucket_cap_mb;   /* 0: 25 */
+    bool broadcast_buffers; /* also broadcast buffers (BatchNorm statistics) at td_ddp_new */
 } td_ddp_opts;
 
 /*

@@ -35,13 +35,13 @@ typedef struct bucket {
 struct td_ddp {
     int id;
     td_module *module;
-    int n;                /* parameters that require grad */
-    td_tensor **params;   /* borrowed from the module, in registration order */
-    char **names;         /* their names */
-    int *order;           /* parameter indices in bucket order (reverse registration) */
-    int *bucket_of;       /* per parameter */
-    int64_t *offset;      /* per parameter: slice start in its bucket */
-    bool *ready;          /* per parameter: its hook ran in this backward */
+    int n;              /* parameters that require grad */
+    td_tensor **params; /* borrowed from the module, in registration order */
+    char **names;       /* their names */
+    int *order;         /* parameter indices in bucket order (reverse registration) */
+    int *bucket_of;     /* per parameter */
+    int64_t *offset;    /* per parameter: slice start in its bucket */
+    bool *ready;        /* per parameter: its hook ran in this backward */
     bucket *buckets;
     int n_buckets, next_launch, n_ready;
     int no_sync;
@@ -155,8 +155,10 @@ static td_status check_shapes(td_ddp *d) {
             const int64_t *x = got, *y = got + r2 * (2 + TD_MAX_DIMS);
             td_status st;
             if (i == d->n || x[0] < 0 || y[0] < 0)
-                st = TD_ERR(TD_ERR_SHAPE, "DDP: the ranks' models differ: rank 0 and rank %d have different "
-                            "parameter counts or names (this rank has %d)", r2, d->n);
+                st = TD_ERR(TD_ERR_SHAPE,
+                            "DDP: the ranks' models differ: rank 0 and rank %d have different "
+                            "parameter counts or names (this rank has %d)",
+                            r2, d->n);
             else
                 st = TD_ERR(TD_ERR_SHAPE,
                             "DDP: parameter %d ('%s') is %s %s on rank 0 but %s %s on rank %d: every rank must "
@@ -198,11 +200,11 @@ static td_status build_buckets(td_ddp *d, double cap_mb) {
         td_tensor *p = d->params[i];
         int64_t pb = td_numel(p) * (int64_t)td_dtype_size(td_tensor_dtype(p));
         bucket *b = d->n_buckets ? &d->buckets[d->n_buckets - 1] : NULL;
-        bool fits = b && bytes + pb <= cap &&
-                    td_tensor_dtype(d->params[d->order[b->first]]) == td_tensor_dtype(p);
+        bool fits = b && bytes + pb <= cap && td_tensor_dtype(d->params[d->order[b->first]]) == td_tensor_dtype(p);
         if (!fits) {
             if (b) { /* close the previous bucket */
-                b->flat = td_keep(td_zeros(1, &numel, td_tensor_dtype(d->params[d->order[b->first]]), td_dist_device()));
+                b->flat =
+                    td_keep(td_zeros(1, &numel, td_tensor_dtype(d->params[d->order[b->first]]), td_dist_device()));
                 if (!b->flat) return td_last_status();
             }
             b = &d->buckets[d->n_buckets++];
@@ -256,7 +258,8 @@ td_status td_ddp_new(td_module *module, const td_ddp_opts *opts, td_ddp **out) {
     d->bucket_of = calloc((size_t)d->n + 1, sizeof *d->bucket_of);
     d->offset = calloc((size_t)d->n + 1, sizeof *d->offset);
     d->ready = calloc((size_t)d->n + 1, sizeof *d->ready);
-    td_status st = d->order && d->bucket_of && d->offset && d->ready ? TD_OK : TD_ERR(TD_ERR_OOM, "ddp_new: out of host memory");
+    td_status st =
+        d->order && d->bucket_of && d->offset && d->ready ? TD_OK : TD_ERR(TD_ERR_OOM, "ddp_new: out of host memory");
     for (int i = 0; st == TD_OK && i < d->n; i++)
         if (!d->names[i]) st = TD_ERR(TD_ERR_OOM, "ddp_new: out of host memory");
     td_scope_begin();

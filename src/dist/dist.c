@@ -22,16 +22,16 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dist/dist_internal.h"
 
-#define GOODBYE 'B'
+#define GOODBYE   'B'
 #define MAX_RANKS 4096
 
 static struct {
@@ -78,7 +78,8 @@ static td_status read_env(launch_env *e) {
     bool p1, p2, p3, p4, p5, p6;
     td_status st;
     if ((st = env_int("OMPI_COMM_WORLD_SIZE", &ow, &p1)) || (st = env_int("OMPI_COMM_WORLD_RANK", &orank, &p2)) ||
-        (st = env_int("OMPI_COMM_WORLD_LOCAL_RANK", &olr, &p3)) || (st = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &olw, &p4)))
+        (st = env_int("OMPI_COMM_WORLD_LOCAL_RANK", &olr, &p3)) ||
+        (st = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &olw, &p4)))
         return st;
     e->ompi = p1;
     int tw = 1, trank = 0, tlr = 0, tlw = 1;
@@ -87,14 +88,15 @@ static td_status read_env(launch_env *e) {
         (st = env_int("MASTER_PORT", &e->port, &p5)))
         return st;
     e->torchrun = p1;
-    if (e->torchrun && !e->ompi && !p2) return TD_ERR(TD_ERR_MISUSE, "dist_init: WORLD_SIZE=%d is set but RANK is not", tw);
+    if (e->torchrun && !e->ompi && !p2)
+        return TD_ERR(TD_ERR_MISUSE, "dist_init: WORLD_SIZE=%d is set but RANK is not", tw);
     (void)p6;
     const char *a = getenv("MASTER_ADDR");
     if (a && *a) e->addr = a;
     if (e->ompi) {
         if (e->torchrun && tw != ow)
-            return TD_ERR(TD_ERR_MISUSE, "dist_init: WORLD_SIZE=%d but mpirun started %d processes (OMPI_COMM_WORLD_SIZE)",
-                          tw, ow);
+            return TD_ERR(TD_ERR_MISUSE,
+                          "dist_init: WORLD_SIZE=%d but mpirun started %d processes (OMPI_COMM_WORLD_SIZE)", tw, ow);
         e->rank = orank, e->world = ow, e->local_rank = olr, e->local_world = p4 ? olw : ow;
     } else if (e->torchrun) {
         e->rank = trank, e->world = tw, e->local_rank = p3 ? tlr : trank, e->local_world = p4 ? tlw : tw;
@@ -126,8 +128,7 @@ static td_status load_transport(const char *name) {
     snprintf(path, sizeof path, "%s/libtrident-%s.so", dir, name);
     /* RTLD_GLOBAL: MPI's own components dlopen and expect libmpi's symbols */
     void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    if (!lib)
-        return TD_ERR(TD_ERR_UNSUPPORTED, "dist_init: the %s backend is not available: %s", name, dlerror());
+    if (!lib) return TD_ERR(TD_ERR_UNSUPPORTED, "dist_init: the %s backend is not available: %s", name, dlerror());
     td_dist_transport_fn fn = (td_dist_transport_fn)dlsym(lib, "td_dist_transport_plugin");
     const td_dist_transport *tr = fn ? fn() : NULL;
     if (!tr || tr->version != TD_DIST_TRANSPORT_VERSION) {
@@ -220,7 +221,8 @@ static td_status bind_device(const td_dist_opts *o, const launch_env *e) {
 
 static td_status init_nccl(const td_dist_opts *o, const launch_env *e) {
     if (g.dev.type != TD_DEVICE_CUDA)
-        return TD_ERR(TD_ERR_MISUSE, "dist_init: the nccl backend needs CUDA tensors; use --device cuda or the mpi backend");
+        return TD_ERR(TD_ERR_MISUSE,
+                      "dist_init: the nccl backend needs CUDA tensors; use --device cuda or the mpi backend");
     td_status st = load_transport("nccl");
     if (st) return st;
     char why[TD_DIST_WHY] = "";
@@ -379,7 +381,7 @@ static td_status all_reduce(td_tensor *t, td_dist_op op, bool start, const char 
     if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
     char why[TD_DIST_WHY] = "";
     int rc = (start ? g.tr->all_reduce_start : g.tr->all_reduce)(s.ptr, (size_t)td_numel(t), td_tensor_dtype(t), op,
-                                                                   s.stream, why);
+                                                                 s.stream, why);
     return unstage(&s, transport_rc(rc, api, why));
 }
 
@@ -398,8 +400,7 @@ td_status td_dist_broadcast(td_tensor *t, int root) {
     const char *api = "dist_broadcast";
     td_status st = usable(api);
     if (st) return st;
-    if (root < 0 || root >= g.world)
-        return TD_ERR(TD_ERR_MISUSE, "%s: root %d is outside [0, %d)", api, root, g.world);
+    if (root < 0 || root >= g.world) return TD_ERR(TD_ERR_MISUSE, "%s: root %d is outside [0, %d)", api, root, g.world);
     staged s;
     if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
     char why[TD_DIST_WHY] = "";
@@ -443,8 +444,9 @@ td_status td_dist_reduce_scatter(td_tensor *out, td_tensor *in, td_dist_op op) {
     if ((st = stage(in, api, "in", &si))) return unstage(&si, unstage(&so, st));
     if (!g.tr) return unstage(&si, unstage(&so, td_copy_(out, in)));
     char why[TD_DIST_WHY] = "";
-    int rc = so.ptr ? g.tr->reduce_scatter(si.ptr, so.ptr, (size_t)td_numel(out), td_tensor_dtype(in), op, so.stream, why)
-                    : 0;
+    int rc = so.ptr
+                 ? g.tr->reduce_scatter(si.ptr, so.ptr, (size_t)td_numel(out), td_tensor_dtype(in), op, so.stream, why)
+                 : 0;
     st = transport_rc(rc, api, why);
     unstage(&si, TD_ERR_STATE);
     return unstage(&so, st);

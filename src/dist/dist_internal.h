@@ -7,8 +7,8 @@
 
 #include "core/internal.h"
 #include "dist/transport.h"
-#include "trident/trident.h"
 #include "trident/dist.h"
+#include "trident/trident.h"
 
 typedef struct td__rdzv {
     const char *addr; /* MASTER_ADDR */

@@ -124,8 +124,8 @@ static td_status rank0(const td__rdzv *z, const unsigned char *payload, int *fds
             snprintf(problem, sizeof problem, "rank %d speaks rendezvous version %u, rank 0 version %u", h.rank,
                      h.version, RDZV_VERSION);
         else if (h.world != z->world)
-            snprintf(problem, sizeof problem, "rank %d has WORLD_SIZE=%d but rank 0 has WORLD_SIZE=%d", h.rank,
-                     h.world, z->world);
+            snprintf(problem, sizeof problem, "rank %d has WORLD_SIZE=%d but rank 0 has WORLD_SIZE=%d", h.rank, h.world,
+                     z->world);
         else if (h.rank < 1 || h.rank >= z->world)
             snprintf(problem, sizeof problem, "a process joined as rank %d, outside [1, %d)", h.rank, z->world);
         else if (fds[h.rank] >= 0)
@@ -201,7 +201,8 @@ static td_status other_rank(const td__rdzv *z, unsigned char *payload, int *fd0)
     if (s < 0 && !err) err = errno;
     freeaddrinfo(ai);
     if (s < 0)
-        return TD_ERR(TD_ERR_IO, "%s: rank %d could not reach rank 0 within %.0f s (%s); is MASTER_ADDR right and rank 0 running?",
+        return TD_ERR(TD_ERR_IO,
+                      "%s: rank %d could not reach rank 0 within %.0f s (%s); is MASTER_ADDR right and rank 0 running?",
                       where, z->rank, z->timeout_s, strerror(err));
     fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK);
     int one = 1;
@@ -209,8 +210,8 @@ static td_status other_rank(const td__rdzv *z, unsigned char *payload, int *fd0)
     hello h = {.magic = RDZV_MAGIC, .version = RDZV_VERSION, .rank = z->rank, .world = z->world};
     reply r;
     /* rank 0 answers once every rank has joined: wait up to the whole timeout again */
-    if (io_full(s, &h, sizeof h, true, deadline) != 0 || io_full(s, &r, sizeof r, false, now_s() + z->timeout_s + 5) != 0 ||
-        r.magic != RDZV_MAGIC) {
+    if (io_full(s, &h, sizeof h, true, deadline) != 0 ||
+        io_full(s, &r, sizeof r, false, now_s() + z->timeout_s + 5) != 0 || r.magic != RDZV_MAGIC) {
         int e = errno;
         close(s);
         return TD_ERR(TD_ERR_IO, "%s: rank %d: rank 0 did not answer (%s)", where, z->rank, strerror(e));

@@ -139,7 +139,8 @@ static int broadcast(void *buf, size_t count, int dt, int root, void *stream, ch
 static int all_gather(const void *in, void *out, size_t count, int dt, void *stream, char *why) {
     (void)stream;
     size_t bytes = count * elem_size(dt);
-    if (bytes > (size_t)INT32_MAX) return snprintf(why, TD_DIST_WHY, "mpi: all_gather of %zu bytes per rank is over 2^31", bytes), 1;
+    if (bytes > (size_t)INT32_MAX)
+        return snprintf(why, TD_DIST_WHY, "mpi: all_gather of %zu bytes per rank is over 2^31", bytes), 1;
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     const void *src = in == (const char *)out + (size_t)rank * bytes ? MPI_IN_PLACE : in;
@@ -152,7 +153,8 @@ static int reduce_scatter(const void *in, void *out, size_t count, int dt, int o
     MPI_Datatype type;
     MPI_Op mop;
     if (mpi_types(dt, op, &type, &mop, why)) return 1;
-    if (count > (size_t)INT32_MAX) return snprintf(why, TD_DIST_WHY, "mpi: reduce_scatter of %zu elements per rank is over 2^31", count), 1;
+    if (count > (size_t)INT32_MAX)
+        return snprintf(why, TD_DIST_WHY, "mpi: reduce_scatter of %zu elements per rank is over 2^31", count), 1;
     int rc = MPI_Reduce_scatter_block(in, out, (int)count, type, mop, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) return fail(why, "MPI_Reduce_scatter_block", rc);
     if (op == TD_DIST_T_AVG) divide(out, count, dt);

@@ -23,9 +23,9 @@
 
 static ncclComm_t comm;
 static int dev_ordinal = -1;
-static cudaStream_t side;          /* all_reduce_start's stream */
-static cudaEvent_t before, after;  /* caller -> side, side -> caller */
-static int *barrier_word;          /* one device int for barrier */
+static cudaStream_t side;         /* all_reduce_start's stream */
+static cudaEvent_t before, after; /* caller -> side, side -> caller */
+static int *barrier_word;         /* one device int for barrier */
 static atomic_bool aborted;
 
 static int cuda_fail(char *why, const char *what, cudaError_t e) {
