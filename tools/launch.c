@@ -6,8 +6,9 @@
 **
 ** nccl (the default when a CUDA device is present): fork N processes with
 ** torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-** MASTER_ADDR, MASTER_PORT) and watch them: when one exits with an error or
-** is killed, the others get SIGTERM, then SIGKILL 10 s later, and launch exits
+** MASTER_ADDR, MASTER_PORT), each in a process group of its own, and watch
+** them: when one exits with an error or is killed, the others' groups get
+** SIGTERM (as does every rank on SIGINT or SIGTERM), then SIGKILL 10 s later, and launch exits
 ** with status 1 naming the rank. mpi (the default otherwise): run
 ** `mpirun -np N CMD ...`, which does the same for its processes. Both set
 ** OMP_NUM_THREADS to the cores per process unless it is set. CMD `trident`
@@ -62,10 +63,11 @@ static void describe(int status, char *buf, size_t n) {
         snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
 }
 
-/* Stop the ranks still running: SIGTERM, then SIGKILL after grace seconds. */
+/* Stop the ranks still running, each with its process group (what it started):
+** SIGTERM, then SIGKILL after grace seconds. */
 static void stop_all(pid_t *pids, int n, double grace) {
     for (int r = 0; r < n; r++)
-        if (pids[r] > 0) kill(pids[r], SIGTERM);
+        if (pids[r] > 0) kill(-pids[r], SIGTERM);
     double deadline = now_s() + grace;
     int left = 0;
     for (int r = 0; r < n; r++) left += pids[r] > 0;
@@ -80,7 +82,7 @@ static void stop_all(pid_t *pids, int n, double grace) {
         if (p < 0 && errno == ECHILD) break;
         if (now_s() > deadline) {
             for (int r = 0; r < n; r++)
-                if (pids[r] > 0) kill(pids[r], SIGKILL);
+                if (pids[r] > 0) kill(-pids[r], SIGKILL);
             deadline = now_s() + 1e9;
         }
         struct timespec ts = {0, 20 * 1000 * 1000};
@@ -111,6 +113,10 @@ static int run_forked(int n, const char *addr, const char *port, char **cmd) {
             setenv("RANK", v, 1);
             setenv("LOCAL_RANK", v, 1);
             signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
+            sigset_t none; /* a launcher's caller may block signals; the ranks must take SIGTERM */
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            setpgid(0, 0); /* a group per rank: stop_all reaches what it starts */
             execvp(cmd[0], cmd);
             fprintf(stderr, "trident launch: rank %d: cannot run %s: %s\n", r, TD_QUOTE(cmd[0]), strerror(errno));
             _exit(127);
