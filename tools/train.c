@@ -236,7 +236,7 @@ int cmd_train(int argc, char **argv) {
                                           : "gpt");
         o.checkpoint = ckpt_default;
     }
-    if (train_checkpoint_check(o.checkpoint)) return train_dist_free(&r), 1;
+    if (train_checkpoint_check(o.checkpoint)) return train_dist_free(&r, true), 1;
     r.seed = o.seed, r.epochs = o.epochs, r.batch = o.batch, r.steps = o.steps;
     r.checkpoint_every = o.checkpoint_every, r.max_steps = o.max_steps, r.workers = o.workers;
     r.deterministic = o.deterministic, r.capture = o.capture, r.checkpoint = o.checkpoint;
@@ -245,14 +245,14 @@ int cmd_train(int argc, char **argv) {
         o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
     if (rc) {
         train_data_free(&r); /* what loaded before the failure */
-        train_dist_free(&r);
+        train_dist_free(&r, true);
         return rc;
     }
     td_manual_seed(o.seed);
     if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK) {
         train_data_free(&r);
         rc = train_fail("%s", td_last_error());
-        train_dist_free(&r);
+        train_dist_free(&r, true);
         return rc;
     }
     if (o.resume) rc = train_resume(&r);
@@ -261,7 +261,7 @@ int cmd_train(int argc, char **argv) {
     if (!rc) rc = train_loop(&r);
     train_logs_close(&r);
     train_capture_free(&r);
-    train_dist_free(&r); /* the DDP, before the model it wraps */
+    train_dist_free(&r, rc != 0); /* the DDP, before the model it wraps */
     workload_free(&r.w);
     train_data_free(&r);
     return rc;

@@ -89,12 +89,14 @@ void train_capture_free(train_run *r);
 
 /* train_dist.c: join the launcher's group and bind the device (*dev); wrap
 ** the model in DDP; make this epoch's shard of the images (a DataLoader over
-** it, in r->dl); one step whose loss is the mean over ranks; leave. */
+** it, in r->dl); one step whose loss is the mean over ranks; free them and
+** leave the group, or, when the run failed, not (the process then exits
+** without the goodbye, and the other ranks' watchdogs see it as failed). */
 bool train_dist_wanted(bool ddp_flag);
 int train_dist_init(train_run *r, const char *device, td_device *dev);
 int train_dist_wrap(train_run *r);
 int train_dist_epoch(train_run *r, const td_dataloader_opts *o);
 td_status train_dist_step(train_run *r, td_tensor *x, td_tensor *y, double *loss);
-void train_dist_free(train_run *r);
+void train_dist_free(train_run *r, bool failed);
 
 #endif /* TRIDENT_TOOLS_TRAIN_H */

@@ -110,12 +110,12 @@ td_status train_dist_step(train_run *r, td_tensor *x, td_tensor *y, double *loss
     return st;
 }
 
-void train_dist_free(train_run *r) {
+void train_dist_free(train_run *r, bool failed) {
     td_dataloader_free(r->dl);
     r->dl = NULL;
     td_dataset_free(r->shard);
     free(r->shard_idx);
     td_ddp_free(r->ddp);
     r->shard = NULL, r->shard_idx = NULL, r->ddp = NULL;
-    td_dist_destroy();
+    if (!failed || r->world <= 1) td_dist_destroy();
 }
