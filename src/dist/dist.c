@@ -75,7 +75,7 @@ typedef struct launch_env {
 static td_status read_env(launch_env *e) {
     *e = (launch_env){.world = 1, .local_world = 1, .port = 29500, .addr = "127.0.0.1"};
     int ow = 0, orank = 0, olr = 0, olw = 1;
-    bool p1, p2, p3, p4, p5, p6;
+    bool p1, p2, p3, p4, p5;
     td_status st;
     if ((st = env_int("OMPI_COMM_WORLD_SIZE", &ow, &p1)) || (st = env_int("OMPI_COMM_WORLD_RANK", &orank, &p2)) ||
         (st = env_int("OMPI_COMM_WORLD_LOCAL_RANK", &olr, &p3)) ||
@@ -90,7 +90,6 @@ static td_status read_env(launch_env *e) {
     e->torchrun = p1;
     if (e->torchrun && !e->ompi && !p2)
         return TD_ERR(TD_ERR_MISUSE, "dist_init: WORLD_SIZE=%d is set but RANK is not", tw);
-    (void)p6;
     const char *a = getenv("MASTER_ADDR");
     if (a && *a) e->addr = a;
     if (e->ompi) {
@@ -340,7 +339,9 @@ static td_status stage(td_tensor *t, const char *api, const char *arg, staged *s
     if (!td_is_contiguous(t)) return TD_ERR(TD_ERR_MISUSE, "%s: %s is not contiguous (td_contiguous first)", api, arg);
     if (!g.tr || td_numel(t) == 0) return TD_OK;
     if (d.type == TD_DEVICE_VULKAN) { /* host staging: a host wait */
-        s->host = td_keep(td_clone(td_to(t, TD_CPU)));
+        td_scope_begin();
+        s->host = td_keep(td_contiguous(td_to(t, TD_CPU)));
+        td_scope_end();
         if (!s->host) return td_last_status();
         s->ptr = (void *)(uintptr_t)td_tensor_device_address(s->host);
     } else {
