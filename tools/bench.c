@@ -32,7 +32,9 @@ static void usage(FILE *f) {
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
             "  --svg FILE        write a bar chart per workload\n"
             "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
-            "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n\n"
+            "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n"
+            "  --ddp             data-parallel scaling of W3 instead: 1 and --nproc N processes (default 2)\n"
+            "                    on --device D (default cuda), --steps S, --torch: PyTorch DDP too\n\n"
             "workloads (--only takes the name, the part after W<n>-, its first word, or W<n>):\n",
             "/usr/share/datasets/fashion-mnist", BENCH_TWIN_DEFAULT);
     for (int i = 0; i < bench_n_workloads; i++)
@@ -83,7 +85,11 @@ static bool number(const char *opt, const char *v, double lo, double hi, bool in
     return false;
 }
 
+int cmd_bench_ddp(int argc, char **argv);
+
 int cmd_bench(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) /* data-parallel scaling: tools/bench_ddp.c */
+        if (!strcmp(argv[i], "--ddp") || !strcmp(argv[i], "--ddp-worker")) return cmd_bench_ddp(argc, argv);
     bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
     double threshold = 5;

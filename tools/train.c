@@ -32,7 +32,7 @@ typedef struct train_opts {
     int workers;
     double lr;
     uint64_t seed;
-    bool resume, deterministic, capture;
+    bool resume, deterministic, capture, ddp;
     workload_gpt_config gpt;
 } train_opts;
 
@@ -61,6 +61,8 @@ static void usage(FILE *f) {
             "  --deterministic          refuse to resume on another device or CPU thread count\n"
             "  --capture                record the training step once (CUDA graph, Vulkan command buffer) and\n"
             "                           replay it for every later batch; not on the CPU\n"
+            "  --ddp                    data-parallel over the launcher's processes (implied when WORLD_SIZE > 1:\n"
+            "                           trident launch, torchrun, mpirun); --batch is per process\n"
             "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
             TRAIN_DEFAULT_DATA);
 }
@@ -72,6 +74,7 @@ int train_fail(const char *fmt, ...) {
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     fputs("trident train: ", stderr);
+    if (td_dist_rank() > 0) fprintf(stderr, "rank %d: ", td_dist_rank());
     for (const unsigned char *c = (const unsigned char *)line; *c; c++) /* one line, printable ASCII */
         if (*c >= 0x20 && *c < 0x7f)
             fputc(*c, stderr);
@@ -166,6 +169,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--log-steps", OPT_STR, &o->log_steps},
         {"--deterministic", OPT_FLAG, &o->deterministic},
         {"--capture", OPT_FLAG, &o->capture},
+        {"--ddp", OPT_FLAG, &o->ddp},
         {"--layers", OPT_COUNT, &o->gpt.layers},
         {"--d-model", OPT_COUNT, &o->gpt.d_model},
         {"--heads", OPT_COUNT, &o->gpt.heads},
@@ -217,8 +221,13 @@ int cmd_train(int argc, char **argv) {
     static const char *const prewarm[] = {[WORKLOAD_MLP] = "mlp", [WORKLOAD_CNN] = "cnn", [WORKLOAD_GPT] = "gpt"};
     setenv("TRIDENT_VULKAN_PREWARM", prewarm[o.kind], 0);
     td_device dev;
-    if (td_device_parse(o.device, &dev) != TD_OK)
+    train_run r = {.world = 1};
+    if (train_dist_wanted(o.ddp)) {
+        if (o.capture) return train_fail("--capture does not combine with data-parallel training (--ddp)");
+        if (train_dist_init(&r, o.device, &dev)) return 1;
+    } else if (td_device_parse(o.device, &dev) != TD_OK) {
         return train_fail("--device %s: %s", TD_QUOTE(o.device), td_last_error());
+    }
     if (o.capture && dev.type == TD_DEVICE_CPU)
         return train_fail("--capture: the cpu backend does not capture (it needs a CUDA or Vulkan device: "
                           "--device cuda or vulkan)");
@@ -230,34 +239,32 @@ int cmd_train(int argc, char **argv) {
                                           : "gpt");
         o.checkpoint = ckpt_default;
     }
-    if (train_checkpoint_check(o.checkpoint)) return 1;
-    train_run r = {.seed = o.seed,
-                   .epochs = o.epochs,
-                   .batch = o.batch,
-                   .steps = o.steps,
-                   .checkpoint_every = o.checkpoint_every,
-                   .max_steps = o.max_steps,
-                   .workers = o.workers,
-                   .deterministic = o.deterministic,
-                   .capture = o.capture,
-                   .checkpoint = o.checkpoint};
+    if (train_checkpoint_check(o.checkpoint)) return train_dist_free(&r, true), 1;
+    r.seed = o.seed, r.epochs = o.epochs, r.batch = o.batch, r.steps = o.steps;
+    r.checkpoint_every = o.checkpoint_every, r.max_steps = o.max_steps, r.workers = o.workers;
+    r.deterministic = o.deterministic, r.capture = o.capture, r.checkpoint = o.checkpoint;
     /* the data first: a missing dataset should not wait for a model */
     int rc =
         o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
     if (rc) {
         train_data_free(&r); /* what loaded before the failure */
+        train_dist_free(&r, true);
         return rc;
     }
     td_manual_seed(o.seed);
     if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK) {
         train_data_free(&r);
-        return train_fail("%s", td_last_error());
+        rc = train_fail("%s", td_last_error());
+        train_dist_free(&r, true);
+        return rc;
     }
     if (o.resume) rc = train_resume(&r);
+    if (!rc && r.world > 1) rc = train_dist_wrap(&r); /* after resuming: every rank starts from rank 0's state */
     if (!rc) rc = train_logs_open(&r, o.log, o.log_steps);
     if (!rc) rc = train_loop(&r);
     train_logs_close(&r);
     train_capture_free(&r);
+    train_dist_free(&r, rc != 0); /* the DDP, before the model it wraps */
     workload_free(&r.w);
     train_data_free(&r);
     return rc;

@@ -47,9 +47,17 @@ typedef struct train_run {
     ** and the graph; NULL until the steps that make them */
     td_tensor *cap_x, *cap_y, *cap_loss;
     td_captured_graph *graph;
+    /* data-parallel (--ddp, or WORLD_SIZE > 1; train_dist.c): this rank of
+    ** world, the DDP over the model, and the rank's shard of the images (a
+    ** dataset over ds whose indices train_dist_epoch sets each epoch) */
+    int rank, world;
+    td_ddp *ddp;
+    td_dataset *shard;
+    int64_t *shard_idx, shard_len;
 } train_run;
 
-/* Print "trident train: <fmt>" as one line on stderr; returns 1. */
+/* Print "trident train: <fmt>" as one line on stderr (on ranks other than 0,
+** "trident train: rank N: <fmt>"); returns 1. */
 int train_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* train_data.c: load Fashion-MNIST from dir (the first limit training images
@@ -78,5 +86,17 @@ int train_logs_open(train_run *r, const char *log, const char *log_steps);
 int train_loop(train_run *r);
 void train_logs_close(train_run *r);
 void train_capture_free(train_run *r);
+
+/* train_dist.c: join the launcher's group and bind the device (*dev); wrap
+** the model in DDP; make this epoch's shard of the images (a DataLoader over
+** it, in r->dl); one step whose loss is the mean over ranks; free them and
+** leave the group, or, when the run failed, not (the process then exits
+** without the goodbye, and the other ranks' watchdogs see it as failed). */
+bool train_dist_wanted(bool ddp_flag);
+int train_dist_init(train_run *r, const char *device, td_device *dev);
+int train_dist_wrap(train_run *r);
+int train_dist_epoch(train_run *r, const td_dataloader_opts *o);
+td_status train_dist_step(train_run *r, td_tensor *x, td_tensor *y, double *loss);
+void train_dist_free(train_run *r, bool failed);
 
 #endif /* TRIDENT_TOOLS_TRAIN_H */

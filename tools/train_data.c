@@ -84,9 +84,11 @@ td_status train_text_batch(const train_run *r, int64_t step, td_tensor **x, td_t
     int64_t b = r->batch, t = r->w.gpt.context, span = r->n_train - t; /* window starts in [0, span) */
     int64_t *ids = batch_ids_alloc(b, t);
     if (!ids) return td_last_status();
+    /* data-parallel: this rank's rows [rank * b, (rank + 1) * b) of the step's world * b */
+    int64_t first = step * b * r->world + (int64_t)r->rank * b;
     for (int64_t i = 0; i < b; i++) {
         uint32_t w[4];
-        td_philox4x32(r->seed ^ TEXT_SEED_MIX, (uint64_t)(step * b + i), w);
+        td_philox4x32(r->seed ^ TEXT_SEED_MIX, (uint64_t)(first + i), w);
         int64_t start = (int64_t)((((uint64_t)w[1] << 32) | w[0]) % (uint64_t)span);
         for (int64_t j = 0; j < t; j++) {
             ids[i * t + j] = r->text[start + j];

@@ -35,6 +35,7 @@ static td_log_format log_format(const char *path) {
 }
 
 int train_logs_open(train_run *r, const char *log, const char *log_steps) {
+    if (r->rank > 0) return 0; /* data-parallel: rank 0 logs */
     if (log && td_metric_log_open(log, log_format(log), &r->log) != TD_OK)
         return train_fail("--log: %s", td_last_error());
     if (log_steps && td_metric_log_open(log_steps, log_format(log_steps), &r->log_steps) != TD_OK)
@@ -68,6 +69,7 @@ static void progress_start(progress *p, int64_t first, int64_t total) {
 }
 
 static void progress_update(progress *p, const train_run *r, int64_t done) {
+    if (r->rank > 0) return; /* data-parallel: rank 0 shows progress */
     double t = now_s(), rate = (double)(done - p->first) / (t - p->t0 + 1e-9);
     double eta = (double)(p->total - done) / (rate > 0 ? rate : 1e-9), loss = r->loss_sum / (double)r->loss_n;
     if (p->tty) {
@@ -173,15 +175,17 @@ static td_status step_once(train_run *r, double *loss) {
     td_status st = r->dl ? td_dataloader_next(r->dl, f) : train_text_batch(r, r->step, &f[0], &f[1]);
     if (st == TD_OK && !f[0]) st = td_error_set(TD_ERR_STATE, "the data loader ran out of batches");
     if (st == TD_OK)
-        st = r->capture ? step_captured(r, f[0], f[1], loss) : workload_train_step(&r->w, f[0], f[1], loss);
+        st = r->capture ? step_captured(r, f[0], f[1], loss)
+             : r->ddp   ? train_dist_step(r, f[0], f[1], loss)
+                        : workload_train_step(&r->w, f[0], f[1], loss);
     td_scope_end();
     return st;
 }
 
 /* The end of an epoch: evaluate, report, log and checkpoint. */
 static int finish_epoch(train_run *r, double seconds, int64_t steps_run) {
-    double test_loss, acc, train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN;
-    int rc = train_evaluate(r, &test_loss, &acc);
+    double test_loss = NAN, acc = NAN, train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN;
+    int rc = r->rank > 0 ? 0 : train_evaluate(r, &test_loss, &acc); /* data-parallel: rank 0 evaluates */
     if (rc) return rc;
     const char *what = r->text ? "held-out" : "test";
     printf("epoch %" PRId64 "/%" PRId64 "  train loss %.4f  %s loss %.4f  %s acc %.4f  time %.1f s (%.1f steps/s)\n",
@@ -197,13 +201,18 @@ static int finish_epoch(train_run *r, double seconds, int64_t steps_run) {
     return train_checkpoint_save(r);
 }
 
+static td_dataloader_opts loader_opts(const train_run *r) {
+    return (td_dataloader_opts){.batch_size = r->batch,
+                                .shuffle = true,
+                                .seed = r->seed ^ DATA_SEED_MIX,
+                                .drop_last = true,
+                                .num_workers = r->workers,
+                                .device = r->capture ? TD_CPU : r->w.device}; /* --capture copies them in itself */
+}
+
 static int make_loader(train_run *r) {
-    td_dataloader_opts o = {.batch_size = r->batch,
-                            .shuffle = true,
-                            .seed = r->seed ^ DATA_SEED_MIX,
-                            .drop_last = true,
-                            .num_workers = r->workers,
-                            .device = r->capture ? TD_CPU : r->w.device}; /* --capture copies them in itself */
+    td_dataloader_opts o = loader_opts(r);
+    if (r->world > 1) return train_dist_epoch(r, &o); /* the rank's shard of epoch r->epoch */
     if (td_dataloader_new(r->ds, &o, &r->dl) != TD_OK) return train_fail("%s", td_last_error());
     if (td_dataloader_num_batches(r->dl) < 1)
         return train_fail("%" PRId64 " training images make no batch of %" PRId64, td_dataset_len(r->ds), r->batch);
@@ -223,8 +232,13 @@ int train_loop(train_run *r) {
            " steps per epoch, %" PRId64 " epochs\n",
            r->w.name, td_device_str(r->w.device, dev, sizeof dev), n_params, td_optimizer_name(r->w.opt),
            td_optimizer_get_lr(r->w.opt, 0), r->batch, per_epoch, r->epochs);
+    if (r->world > 1)
+        printf("data-parallel: %d processes (%s), batch %" PRId64 " per process, global batch %" PRId64 "\n", r->world,
+               td_dist_get_backend() == TD_DIST_NCCL ? "nccl" : "mpi", r->batch, r->batch * r->world);
     fflush(stdout);
     while (r->epoch < r->epochs) {
+        td_dataloader_opts lo = loader_opts(r);
+        if (r->dl && r->world > 1 && (rc = train_dist_epoch(r, &lo))) return rc;
         if (r->dl && td_dataloader_start_epoch(r->dl, r->epoch, r->batch_in_epoch) != TD_OK)
             return train_fail("%s", td_last_error());
         progress pr;

@@ -71,6 +71,14 @@ typedef td_tensor *(*td_grad_hook)(td_tensor *grad, void *user);
 /* METHOD. Add a hook to leaf t (which must require grad). TD_ERR_MISUSE for a
 ** non-leaf or a t that does not require grad; TD_ERR_OOM. */
 TD_API td_status td_register_hook(td_tensor *t, td_grad_hook fn, void *user);
+/* A post-accumulate hook runs in td_backward right after leaf's .grad took
+** this backward's gradient, which happens as soon as the last node feeding
+** the leaf has run, while backward goes on with the rest of the graph (torch's
+** register_post_accumulate_grad_hook). It reads or rewrites td_grad_of(leaf)
+** in place; a status other than TD_OK fails the backward. */
+typedef td_status (*td_post_accumulate_hook)(td_tensor *leaf, void *user);
+/* METHOD. Add one to leaf t (which must require grad); errors as td_register_hook. */
+TD_API td_status td_register_post_accumulate_hook(td_tensor *t, td_post_accumulate_hook fn, void *user);
 
 /* ---- functional API ----
 ** fn returns a one-element loss computed from params (a CONSTRUCTOR result;

@@ -142,6 +142,8 @@ bool td__engine_accumulating(void);
 
 /* Hooks of a leaf run on its gradient; returns +1 (the result or grad). */
 td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad);
+/* Run leaf's post-accumulate hooks (after its .grad was updated); the first error. */
+td_status td__run_post_accumulate_hooks(td_tensor *leaf);
 
 /* ---- helpers for formulas (formulas.c) ---- */
 /* g summed over the dims where it is broadcast relative to (ndim, shape):

@@ -9,7 +9,10 @@
 **           each formula on its accumulated output gradients and add the
 **           results into the producers' buffers or the leaves' sums;
 **   pass 4  run leaf hooks, then hand out captured gradients and accumulate
-**           (+=) into .grad.
+**           (+=) into .grad, then run post-accumulate hooks. In a td_backward
+**           this happens for each leaf as soon as the last node feeding it
+**           has run (counted in pass 1), while the rest of pass 3 goes on:
+**           DDP's hooks launch their all-reduces from there.
 ** Everything runs inside one scope, with grad mode on only under create_graph.
 */
 #include <stdlib.h>
@@ -20,6 +23,8 @@
 typedef struct leaf_sum {
     td_tensor *leaf;
     td_tensor *grad; /* +1 */
+    int64_t pending; /* edges of nodes still to run that feed this leaf */
+    bool done;       /* pass 4 ran for it */
 } leaf_sum;
 
 typedef struct run_state {
@@ -62,17 +67,43 @@ static bool leaf_captured(const run_state *rs, const td_tensor *leaf) {
     return false;
 }
 
-static td_status add_to_leaf(run_state *rs, td_tensor *leaf, td_tensor *g) {
+static leaf_sum *find_leaf(run_state *rs, const td_tensor *leaf) {
     for (size_t k = 0; k < rs->n_leaves; k++)
-        if (rs->leaves[k].leaf == leaf) return accumulate(&rs->leaves[k].grad, g);
+        if (rs->leaves[k].leaf == leaf) return &rs->leaves[k];
+    return NULL;
+}
+
+/* The leaf's entry, made (with no gradient yet) when missing; NULL when out of memory. */
+static leaf_sum *leaf_entry(run_state *rs, td_tensor *leaf) {
+    leaf_sum *l = find_leaf(rs, leaf);
+    if (l) return l;
     if (rs->n_leaves == rs->cap_leaves) {
         size_t cap = rs->cap_leaves ? rs->cap_leaves * 2 : 16;
-        leaf_sum *l = realloc(rs->leaves, cap * sizeof *l);
-        if (!l) return TD_ERR(TD_ERR_OOM, "%s: out of host memory", rs->req->api);
-        rs->leaves = l;
+        leaf_sum *grown = realloc(rs->leaves, cap * sizeof *grown);
+        if (!grown) return NULL;
+        rs->leaves = grown;
         rs->cap_leaves = cap;
     }
-    rs->leaves[rs->n_leaves++] = (leaf_sum){leaf, td_retain(g)};
+    rs->leaves[rs->n_leaves] = (leaf_sum){.leaf = leaf};
+    return &rs->leaves[rs->n_leaves++];
+}
+
+static td_status add_to_leaf(run_state *rs, td_tensor *leaf, td_tensor *g) {
+    leaf_sum *l = leaf_entry(rs, leaf);
+    return l ? accumulate(&l->grad, g) : TD_ERR(TD_ERR_OOM, "%s: out of host memory", rs->req->api);
+}
+
+/* pass 1, for td_backward: count, per leaf, the edges of the run's nodes that feed it. */
+static td_status count_leaf_edges(run_state *rs) {
+    for (size_t k = 0; k < rs->n_order; k++) {
+        td_node *n = rs->order[k];
+        for (int i = 0; i < n->n_in && i < 64; i++) {
+            if (!n->edges[i].leaf || !td__needs(n, i)) continue;
+            leaf_sum *l = leaf_entry(rs, n->edges[i].leaf);
+            if (!l) return TD_ERR(TD_ERR_OOM, "%s: out of host memory", rs->req->api);
+            l->pending++;
+        }
+    }
     return TD_OK;
 }
 
@@ -237,28 +268,49 @@ static td_status seed_roots(run_state *rs) {
     return TD_OK;
 }
 
-/* pass 4 */
-static td_status finish_leaves(run_state *rs) {
+/* pass 4 for leaf k. */
+static td_status finish_leaf(run_state *rs, size_t k) {
     const td__engine_req *req = rs->req;
-    for (size_t k = 0; k < rs->n_leaves; k++) {
-        td_tensor *leaf = rs->leaves[k].leaf;
-        bool captured = leaf_captured(rs, leaf);
-        if (!req->accumulate && !captured) continue;
-        td_tensor *g = td__run_leaf_hooks(leaf, rs->leaves[k].grad);
-        if (!g) return td_last_status();
-        for (int c = 0; c < req->n_captures; c++)
-            if (req->captures[c] == leaf) req->captured[c] = td_retain(g);
-        td_status st = TD_OK;
-        if (req->accumulate) {
-            if (!leaf->grad) { /* a fresh tensor: .grad never aliases a gradient the caller may hold */
-                leaf->grad = td_keep(td_clone(td_cast(g, leaf->dtype)));
-                if (!leaf->grad) st = td_last_status();
-            } else {
-                st = accumulate(&leaf->grad, g);
-            }
+    td_tensor *leaf = rs->leaves[k].leaf;
+    rs->leaves[k].done = true;
+    if (!rs->leaves[k].grad || (!req->accumulate && !leaf_captured(rs, leaf))) return TD_OK;
+    td_tensor *g = td__run_leaf_hooks(leaf, rs->leaves[k].grad);
+    if (!g) return td_last_status();
+    for (int c = 0; c < req->n_captures; c++)
+        if (req->captures[c] == leaf) req->captured[c] = td_retain(g);
+    td_status st = TD_OK;
+    if (req->accumulate) {
+        if (!leaf->grad) { /* a fresh tensor: .grad never aliases a gradient the caller may hold */
+            leaf->grad = td_keep(td_clone(td_cast(g, leaf->dtype)));
+            if (!leaf->grad) st = td_last_status();
+        } else {
+            st = accumulate(&leaf->grad, g);
         }
-        td_release(g);
+    }
+    td_release(g);
+    if (st == TD_OK && req->accumulate) st = td__run_post_accumulate_hooks(leaf);
+    return st;
+}
+
+/* pass 4 for the leaves not finished yet */
+static td_status finish_leaves(run_state *rs) {
+    for (size_t k = 0; k < rs->n_leaves; k++) {
+        if (rs->leaves[k].done) continue;
+        td_status st = finish_leaf(rs, k);
         if (st != TD_OK) return st;
+    }
+    return TD_OK;
+}
+
+/* td_backward: after node n ran, finish each leaf it was the last to feed. */
+static td_status finish_fed_leaves(run_state *rs, const td_node *n) {
+    for (int i = 0; i < n->n_in && i < 64; i++) {
+        if (!n->edges[i].leaf || !td__needs(n, i)) continue;
+        leaf_sum *l = find_leaf(rs, n->edges[i].leaf);
+        if (l && --l->pending == 0 && !l->done) {
+            td_status st = finish_leaf(rs, (size_t)(l - rs->leaves));
+            if (st != TD_OK) return st;
+        }
     }
     return TD_OK;
 }
@@ -274,6 +326,7 @@ td_status td__engine_run(const td__engine_req *req) {
         td_no_grad_begin();
     td_scope_begin();
     td_status st = topo_sort(&rs);
+    if (st == TD_OK && req->accumulate) st = count_leaf_edges(&rs);
     if (st == TD_OK) st = seed_roots(&rs);
     for (size_t k = rs.n_order; st == TD_OK && k-- > 0;) {
         td_node *n = rs.order[k];
@@ -283,6 +336,7 @@ td_status td__engine_run(const td__engine_req *req) {
                     req->captured[c] = td_retain(n->buf[req->captures[c]->output_nr]);
         st = run_node(&rs, n);
         free_buf(n);
+        if (st == TD_OK && req->accumulate) st = finish_fed_leaves(&rs, n);
         if (st == TD_OK && !req->retain_graph && (n->need_mask || (n->side_effects && req->accumulate)))
             td__node_free_saved(n);
     }

@@ -11,15 +11,29 @@ typedef struct hook {
     void *user;
 } hook;
 
+typedef struct post_hook {
+    td_post_accumulate_hook fn;
+    void *user;
+} post_hook;
+
 typedef struct tensor_meta {
     hook *hooks;
     int n_hooks, cap_hooks;
+    post_hook *post;
+    int n_post, cap_post;
 } tensor_meta;
 
 void td__free_tensor_meta(void *meta) {
     tensor_meta *m = meta;
     free(m->hooks);
+    free(m->post);
     free(m);
+}
+
+/* t's hook lists, made on first use; NULL when out of memory. */
+static tensor_meta *meta_of(td_tensor *t) {
+    if (!t->autograd_meta) t->autograd_meta = calloc(1, sizeof(tensor_meta));
+    return t->autograd_meta;
 }
 
 td_status td_set_requires_grad(td_tensor *t, bool requires_grad) {
@@ -61,12 +75,8 @@ td_status td_register_hook(td_tensor *t, td_grad_hook fn, void *user) {
         return TD_ERR(TD_ERR_MISUSE, "register_hook: hooks go on leaves; this tensor is the result of '%s'",
                       t->grad_fn->name);
     if (!t->requires_grad) return TD_ERR(TD_ERR_MISUSE, "register_hook: the tensor does not require grad");
-    tensor_meta *m = t->autograd_meta;
-    if (!m) {
-        m = calloc(1, sizeof *m);
-        if (!m) return TD_ERR(TD_ERR_OOM, "register_hook: out of host memory");
-        t->autograd_meta = m;
-    }
+    tensor_meta *m = meta_of(t);
+    if (!m) return TD_ERR(TD_ERR_OOM, "register_hook: out of host memory");
     if (m->n_hooks == m->cap_hooks) {
         int cap = m->cap_hooks ? m->cap_hooks * 2 : 4;
         hook *h = realloc(m->hooks, (size_t)cap * sizeof *h);
@@ -105,4 +115,37 @@ td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad) {
         }
     }
     return g;
+}
+
+td_status td_register_post_accumulate_hook(td_tensor *t, td_post_accumulate_hook fn, void *user) {
+    TD_CHECK_ARG_ST(t, "register_post_accumulate_hook");
+    if (!fn) return TD_ERR(TD_ERR_MISUSE, "register_post_accumulate_hook: fn is NULL");
+    if (t->grad_fn)
+        return TD_ERR(TD_ERR_MISUSE,
+                      "register_post_accumulate_hook: hooks go on leaves; this tensor is the result of '%s'",
+                      t->grad_fn->name);
+    if (!t->requires_grad)
+        return TD_ERR(TD_ERR_MISUSE, "register_post_accumulate_hook: the tensor does not require grad");
+    tensor_meta *m = meta_of(t);
+    if (!m) return TD_ERR(TD_ERR_OOM, "register_post_accumulate_hook: out of host memory");
+    if (m->n_post == m->cap_post) {
+        int cap = m->cap_post ? m->cap_post * 2 : 2;
+        post_hook *h = realloc(m->post, (size_t)cap * sizeof *h);
+        if (!h) return TD_ERR(TD_ERR_OOM, "register_post_accumulate_hook: out of host memory");
+        m->post = h;
+        m->cap_post = cap;
+    }
+    m->post[m->n_post++] = (post_hook){fn, user};
+    return TD_OK;
+}
+
+td_status td__run_post_accumulate_hooks(td_tensor *leaf) {
+    tensor_meta *m = leaf->autograd_meta;
+    for (int k = 0; m && k < m->n_post; k++) {
+        td_scope_begin();
+        td_status st = m->post[k].fn(leaf, m->post[k].user);
+        td_scope_end();
+        if (st != TD_OK) return td_last_status() ? td_last_status() : st;
+    }
+    return TD_OK;
 }

@@ -55,8 +55,9 @@ static int64_t draw(uint64_t seed, uint64_t counter, int64_t m) {
     return (int64_t)(((unsigned __int128)u * (uint64_t)m) >> 64);
 }
 
-/* perm = Fisher-Yates shuffle of [0, n) for (seed, epoch); see data.h. */
-static void make_perm(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+/* perm = Fisher-Yates shuffle of [0, n) for (seed, epoch); see data.h. Also
+** the order of td_dist_sampler_indices (src/dist/sampler.c). */
+void td__data_perm(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     if (!shuffle) return;
     uint64_t base = (uint64_t)epoch * SHUFFLE_EPOCH_STRIDE, k = 0;
@@ -188,7 +189,7 @@ td_status td_dataloader_start_epoch(td_dataloader *dl, int64_t epoch, int64_t fi
         return TD_ERR(TD_ERR_MISUSE, "dataloader_start_epoch: epoch %lld / first batch %lld invalid (%lld batches)",
                       (long long)epoch, (long long)first_batch, (long long)dl->n_batches);
     end_epoch(dl);
-    make_perm(dl->perm, dl->n_samples, dl->o.shuffle, dl->o.seed, epoch);
+    td__data_perm(dl->perm, dl->n_samples, dl->o.shuffle, dl->o.seed, epoch);
     dl->epoch = epoch;
     dl->next_claim = dl->next_fetch = first_batch;
     dl->stop = false;

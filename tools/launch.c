@@ -1,0 +1,223 @@
+/*
+** trident launch: start N local processes of a command for data-parallel
+** training, as torchrun does (docs/distributed.md).
+**
+**   trident launch --nproc N [--backend nccl|mpi] [--master-addr A] [--master-port P] -- CMD [ARG ...]
+**
+** nccl (the default when a CUDA device is present): fork N processes with
+** torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+** MASTER_ADDR, MASTER_PORT), each in a process group of its own, and watch
+** them: when one exits with an error or is killed, the others' groups get
+** SIGTERM (as does every rank on SIGINT or SIGTERM), then SIGKILL 10 s later, and launch exits
+** with status 1 naming the rank. mpi (the default otherwise): run
+** `mpirun -np N CMD ...`, which does the same for its processes. Both set
+** OMP_NUM_THREADS to the cores per process unless it is set. CMD `trident`
+** runs this executable.
+*/
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trident/trident.h"
+
+#define MAX_PROCS 256
+
+static int fail(const char *fmt, const char *arg) {
+    fputs("trident launch: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    return 2;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: trident launch --nproc N [--backend nccl|mpi] [--master-addr ADDR] [--master-port PORT] -- "
+               "CMD [ARG ...]\n\n"
+               "Run N processes of CMD on this host for data-parallel training (like torchrun).\n"
+               "  --nproc N          processes (one per device)\n"
+               "  --backend B        nccl: fork them with torchrun's variables (default with a CUDA device);\n"
+               "                     mpi: run them with mpirun (default otherwise: CPU and Vulkan)\n"
+               "  --master-addr A    rank 0's address for the rendezvous (default 127.0.0.1)\n"
+               "  --master-port P    its port (default 29500)\n"
+               "CMD `trident` is this executable. When a process fails, the others are stopped and launch\n"
+               "exits with status 1 naming it.\n");
+}
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void describe(int status, char *buf, size_t n) {
+    if (WIFSIGNALED(status))
+        snprintf(buf, n, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
+}
+
+/* Stop the ranks still running, each with its process group (what it started):
+** SIGTERM, then SIGKILL after grace seconds. */
+static void stop_all(pid_t *pids, int n, double grace) {
+    for (int r = 0; r < n; r++)
+        if (pids[r] > 0) kill(-pids[r], SIGTERM);
+    double deadline = now_s() + grace;
+    int left = 0;
+    for (int r = 0; r < n; r++) left += pids[r] > 0;
+    while (left > 0) {
+        int status;
+        pid_t p = waitpid(-1, &status, WNOHANG);
+        if (p > 0) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] == p) pids[r] = 0, left--;
+            continue;
+        }
+        if (p < 0 && errno == ECHILD) break;
+        if (now_s() > deadline) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] > 0) kill(-pids[r], SIGKILL);
+            deadline = now_s() + 1e9;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int run_forked(int n, const char *addr, const char *port, char **cmd) {
+    pid_t pids[MAX_PROCS] = {0};
+    char v[16];
+    setenv("MASTER_ADDR", addr, 1);
+    setenv("MASTER_PORT", port, 1);
+    snprintf(v, sizeof v, "%d", n);
+    setenv("WORLD_SIZE", v, 1);
+    setenv("LOCAL_WORLD_SIZE", v, 1);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    for (int r = 0; r < n; r++) {
+        pid_t p = fork();
+        if (p < 0) {
+            fprintf(stderr, "trident launch: fork: %s\n", strerror(errno));
+            stop_all(pids, r, 10);
+            return 1;
+        }
+        if (p == 0) {
+            snprintf(v, sizeof v, "%d", r);
+            setenv("RANK", v, 1);
+            setenv("LOCAL_RANK", v, 1);
+            signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
+            sigset_t none; /* a launcher's caller may block signals; the ranks must take SIGTERM */
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            setpgid(0, 0); /* a group per rank: stop_all reaches what it starts */
+            execvp(cmd[0], cmd);
+            fprintf(stderr, "trident launch: rank %d: cannot run %s: %s\n", r, TD_QUOTE(cmd[0]), strerror(errno));
+            _exit(127);
+        }
+        pids[r] = p;
+    }
+    int done = 0;
+    while (done < n) {
+        int status;
+        pid_t p = waitpid(-1, &status, 0);
+        if (p < 0) {
+            if (errno == EINTR && got_signal) {
+                fprintf(stderr, "trident launch: got signal %d; stopping the %d ranks\n", (int)got_signal, n);
+                stop_all(pids, n, 10);
+                return 1;
+            }
+            if (errno == EINTR) continue;
+            break;
+        }
+        int r = 0;
+        while (r < n && pids[r] != p) r++;
+        if (r == n) continue;
+        pids[r] = 0, done++;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+        char what[96];
+        describe(status, what, sizeof what);
+        fprintf(stderr, "trident launch: rank %d (pid %d) %s; stopping the other ranks\n", r, (int)p, what);
+        stop_all(pids, n, 10);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_mpi(int n, char **cmd, int n_cmd) {
+    char np[16];
+    snprintf(np, sizeof np, "%d", n);
+    char **argv = calloc((size_t)n_cmd + 8, sizeof *argv);
+    if (!argv) return fail("%s", "out of host memory");
+    int k = 0;
+    argv[k++] = "mpirun";
+    argv[k++] = "-np";
+    argv[k++] = np;
+    argv[k++] = "--oversubscribe"; /* more processes than cores, e.g. 2 on a CI machine's 2 */
+    if (geteuid() == 0) argv[k++] = "--allow-run-as-root";
+    for (int i = 0; i < n_cmd; i++) argv[k++] = cmd[i];
+    /* containers often forbid the cross-memory attach of the shared-memory transport */
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    execvp("mpirun", argv);
+    fprintf(stderr, "trident launch: cannot run mpirun: %s (apt-get install openmpi-bin, or --backend nccl)\n",
+            strerror(errno));
+    free(argv);
+    return 1;
+}
+
+int cmd_launch(int argc, char **argv) {
+    int n = 0;
+    const char *backend = NULL, *addr = "127.0.0.1", *port = "29500";
+    int i = 1;
+    for (; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
+        if (strcmp(a, "--nproc") && strcmp(a, "--backend") && strcmp(a, "--master-addr") && strcmp(a, "--master-port"))
+            return fail("unknown option %s (see trident launch --help)", TD_QUOTE(a));
+        if (!val) return fail("%s needs a value", a);
+        i++;
+        if (!strcmp(a, "--nproc")) {
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (*end || v < 1 || v > MAX_PROCS)
+                return fail("--nproc expects an integer in [1, 256], got %s", TD_QUOTE(val));
+            n = (int)v;
+        } else if (!strcmp(a, "--backend")) {
+            if (strcmp(val, "nccl") && strcmp(val, "mpi"))
+                return fail("--backend %s is not nccl or mpi", TD_QUOTE(val));
+            backend = val;
+        } else if (!strcmp(a, "--master-addr")) {
+            addr = val;
+        } else {
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (*end || v < 1 || v > 65535)
+                return fail("--master-port expects a port in [1, 65535], got %s", TD_QUOTE(val));
+            port = val;
+        }
+    }
+    if (!n) return fail("%s", "--nproc N is required");
+    if (i + 1 >= argc) return fail("%s", "no command: trident launch --nproc N -- CMD [ARG ...]");
+    char **cmd = argv + i + 1;
+    int n_cmd = argc - i - 1;
+    static char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (!strcmp(cmd[0], "trident") && len > 0) self[len] = 0, cmd[0] = self;
+    if (!backend) {
+        td_device d;
+        backend = td_device_parse("cuda", &d) == TD_OK ? "nccl" : "mpi";
+    }
+    if (!getenv("OMP_NUM_THREADS")) { /* share the cores */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        char v[24];
+        snprintf(v, sizeof v, "%ld", cores / n > 1 ? cores / n : 1);
+        setenv("OMP_NUM_THREADS", v, 1);
+    }
+    return !strcmp(backend, "mpi") ? run_mpi(n, cmd, n_cmd) : run_forked(n, addr, port, cmd);
+}
