@@ -207,6 +207,10 @@ typedef struct td_backend_i {
     /* (optional) make dev's queue wait for ev, recorded on any device of this backend, without a host wait.
     ** NULL slot: the core synchronizes ev's device on the host instead. */
     td_status (*event_wait)(int dev, td_event *ev);
+    /* (optional) make a native queue the caller owns (a cudaStream_t; (void *)1 and 2 are CUDA's legacy and
+    ** per-thread default streams) wait for ev without a host wait. NULL slot: the core synchronizes ev's device
+    ** on the host instead. */
+    td_status (*event_wait_native)(void *stream, td_event *ev);
 
     /* ---- capture (optional; NULL: td_capture_* report TD_ERR_UNSUPPORTED) ---- */
     td_status (*capture_begin)(int dev);

@@ -8,6 +8,7 @@
 #include "autograd.h"
 #include "data.h"
 #include "device.h"
+#include "dlpack.h"
 #include "io.h"
 #include "kernel.h"
 #include "nn.h"
