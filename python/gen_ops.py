@@ -2,7 +2,7 @@
 
 Usage: gen_ops.py OUT.h HEADER.h...   (the headers are tensor.h and ops.h of the installed library)
 
-Every `TD_API td_tensor *td_NAME(...)` prototype (or one returning td_status, void, bool, double, int, int64_t) whose parameters are all of
+Every `TD_API td_tensor *td_NAME(...)` prototype (or one returning td_status, void, bool, double, int, int64_t, uint64_t) whose parameters are all of
 the kinds below becomes a CPython function `_C.NAME(*args)` in OUT.h, plus the table `gen_methods[]` and the
 tuple `_C.OPS` of (name, parameter names, returns-a-tensor). Parameter kinds (C -> Python):
 
@@ -28,12 +28,13 @@ OWNERSHIP = {"retain", "release", "keep", "scope_begin", "scope_end", "clear_err
 BORROWED = {"grad_of"}  # return a borrowed tensor: the Python object takes a reference of its own
 RETURNS = {"tensor": "ret_tensor({})", "status": "ret_status({})", "void": "({}, Py_NewRef(Py_None))",
            "bool": "PyBool_FromLong({})", "double": "PyFloat_FromDouble({})", "int64_t": "PyLong_FromLongLong({})",
+           "uint64_t": "PyLong_FromUnsignedLongLong({})",
            "int": "PyLong_FromLong({})"}
 
 
 def prototypes(text):
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    for m in re.finditer(r"TD_API\s+(td_tensor\s*\*|td_status|void|bool|double|int64_t|int)\s*td_(\w+)\s*\(([^)]*)\)"
+    for m in re.finditer(r"TD_API\s+(td_tensor\s*\*|td_status|void|bool|double|u?int64_t|int)\s*td_(\w+)\s*\(([^)]*)\)"
                          r"\s*;", text):
         ret = "tensor" if "*" in m.group(1) else m.group(1).replace("td_", "")
         if m.group(2) in OWNERSHIP:
@@ -99,29 +100,30 @@ def emit(name, ret, params):
         kind, v = p[0], f"a{k}"
         where = f'"{name}", "{py_names[k]}"'
         if kind == "tensor":
-            lines.append(f"    td_tensor *{v};")
+            lines.append(f"    td_tensor *{v} = NULL;")
             lines.append(f"    if (arg_tensor(o[{k}], {where}, &{v})) goto fail;")
             call.append(v)
         elif kind in ("double", "int", "i64", "u64", "bool", "dtype", "device"):
             ctype = {"double": "double", "int": "int", "i64": "int64_t", "u64": "uint64_t", "bool": "bool",
                      "dtype": "td_dtype", "device": "td_device"}[kind]
-            lines.append(f"    {ctype} {v};")
+            zero = {"td_dtype": "TD_F32", "td_device": "TD_CPU"}.get(ctype, "0")
+            lines.append(f"    {ctype} {v} = {zero};")
             lines.append(f"    if (arg_{kind}(o[{k}], {where}, &{v})) goto fail;")
             call.append(v)
         elif kind == "i64list":
-            lines.append(f"    int {v}n; int64_t {v}[TD_MAX_DIMS];")
+            lines.append(f"    int {v}n = 0; int64_t {v}[TD_MAX_DIMS] = {{0}};")
             lines.append(f"    if (arg_i64list(o[{k}], {where}, &{v}n, {v})) goto fail;")
             call += [f"{v}n", v]
         elif kind == "intlist":
-            lines.append(f"    int {v}n; int {v}[TD_MAX_DIMS];")
+            lines.append(f"    int {v}n = 0; int {v}[TD_MAX_DIMS] = {{0}};")
             lines.append(f"    if (arg_intlist(o[{k}], {where}, &{v}n, {v})) goto fail;")
             call += [f"{v}n", v]
         elif kind == "int2":
-            lines.append(f"    int {v}[2];")
+            lines.append(f"    int {v}[2] = {{0, 0}};")
             lines.append(f"    if (arg_int2(o[{k}], {where}, {v})) goto fail;")
             call.append(v)
         elif kind == "tensorlist":
-            lines.append(f"    int {v}n; td_tensor **{v} = NULL;")
+            lines.append(f"    int {v}n = 0; td_tensor **{v} = NULL;")
             lines.append(f"    if (arg_tensorlist(o[{k}], {where}, &{v}n, &{v})) goto fail;")
             call += [f"{v}n", v]
             cleanup.append(f"PyMem_Free({v});")

@@ -34,7 +34,7 @@ static DLDataType dl_dtype(td_dtype dt) {
     return (DLDataType){0, 0, 0};
 }
 
-static td_status td_dtype_of(DLDataType dl, td_dtype *out) {
+static td_status td_dtype_of(DLDataType dl, const char *fn, td_dtype *out) {
     for (size_t i = 0; i < sizeof dtype_map / sizeof dtype_map[0]; i++)
         if (dtype_map[i].dl.code == dl.code && dtype_map[i].dl.bits == dl.bits && dl.lanes == 1) {
             *out = dtype_map[i].dt;
@@ -42,9 +42,9 @@ static td_status td_dtype_of(DLDataType dl, td_dtype *out) {
         }
     static const char *codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
     return TD_ERR(TD_ERR_UNSUPPORTED,
-                  "from_dlpack: dtype %s%u (code %u, bits %u, lanes %u) is not supported: Trident takes float32, "
+                  "%s: dtype %s%u (code %u, bits %u, lanes %u) is not supported: Trident takes float32, "
                   "float64, float16, bfloat16, int32, int64, uint8 and bool, one lane",
-                  dl.code < 7 ? codes[dl.code] : "code", (unsigned)dl.bits, (unsigned)dl.code, (unsigned)dl.bits,
+                  fn, dl.code < 7 ? codes[dl.code] : "code", (unsigned)dl.bits, (unsigned)dl.code, (unsigned)dl.bits,
                   (unsigned)dl.lanes);
 }
 
@@ -198,8 +198,8 @@ static td_tensor *import(const DLTensor *dl, import_ctx *c, const char *fn) {
     if (dl->ndim < 0 || dl->ndim > TD_MAX_DIMS)
         TD_FAIL_NULL(TD_ERR_MISUSE, "%s: ndim %d is outside [0, %d]", fn, (int)dl->ndim, TD_MAX_DIMS);
     if (dl->ndim > 0 && !dl->shape) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: shape is NULL with ndim %d", fn, (int)dl->ndim);
-    td_dtype dt;
-    if (td_dtype_of(dl->dtype, &dt) != TD_OK) return NULL;
+    td_dtype dt = TD_F32;
+    if (td_dtype_of(dl->dtype, fn, &dt) != TD_OK) return NULL;
     td_device dev;
     switch ((int)dl->device.device_type) {
     case kDLCPU:
