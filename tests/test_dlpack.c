@@ -73,8 +73,8 @@ TEST(export_cpu) {
     int64_t live = td_debug_live_tensors();
     float *x = (float *)((char *)dl->data + dl->byte_offset);
     ASSERT_NEAR(x[1 * 3 + 2], 5, 0); /* element [1,2] of the [2,3] view: still alive */
-    x[1] = 42;                           /* the export writes, nothing to see any more */
-    m->deleter(m);                       /* the last reference: the storage goes */
+    x[1] = 42;                       /* the export writes, nothing to see any more */
+    m->deleter(m);                   /* the last reference: the storage goes */
     ASSERT_EQ_INT(td_debug_live_tensors(), live - 1);
     ASSERT_ERROR(td_to_dlpack(NULL, 0, NULL, &m), TD_ERR_MISUSE, "to_dlpack");
     ASSERT(m == NULL);
@@ -126,13 +126,14 @@ TEST(every_dtype) {
         td_dtype dt;
         uint8_t code, bits;
     } cases[] = {{TD_F32, kDLFloat, 32}, {TD_F64, kDLFloat, 64}, {TD_F16, kDLFloat, 16}, {TD_BF16, kDLBfloat, 16},
-                 {TD_I32, kDLInt, 32},   {TD_I64, kDLInt, 64},   {TD_U8, kDLUInt, 8},     {TD_BOOL, kDLBool, 8}};
+                 {TD_I32, kDLInt, 32},   {TD_I64, kDLInt, 64},   {TD_U8, kDLUInt, 8},    {TD_BOOL, kDLBool, 8}};
     uint64_t seed = test_seed();
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         td_scope_begin();
         td_dtype dt = cases[k].dt;
         double hi = dt == TD_BOOL ? 2 : 100;
-        td_tensor *t = ASSERT_TENSOR(td_cast(td_mul_scalar(td_rand(1, (int64_t[]){7}, seed, 0, TD_F32, TD_CPU), hi), dt));
+        td_tensor *t =
+            ASSERT_TENSOR(td_cast(td_mul_scalar(td_rand(1, (int64_t[]){7}, seed, 0, TD_F32, TD_CPU), hi), dt));
         DLManagedTensorVersioned *m = NULL;
         ASSERT_OK(td_to_dlpack(t, 0, NULL, &m));
         ASSERT_EQ_INT(m->dl_tensor.dtype.code, cases[k].code);
@@ -261,8 +262,8 @@ TEST(bad_input) {
     REFUSED(p.v.dl_tensor.shape[1] = -3, TD_ERR_MISUSE, "size -3");
     REFUSED(p.v.dl_tensor.data = NULL, TD_ERR_MISUSE, "address is 0");
     REFUSED(p.v.flags = DLPACK_FLAG_BITMASK_READ_ONLY, TD_ERR_MISUSE, "read-only");
-    REFUSED(p.v.dl_tensor.device = ((DLDevice){kDLCUDA, 7}), td_device_available(TD_CUDA(7)) ? TD_OK : TD_ERR_UNAVAILABLE,
-            "");
+    REFUSED(p.v.dl_tensor.device = ((DLDevice){kDLCUDA, 7}),
+            td_device_available(TD_CUDA(7)) ? TD_OK : TD_ERR_UNAVAILABLE, "");
     ASSERT_ERROR(td_from_dlpack(NULL, 0), TD_ERR_MISUSE, "NULL");
     ASSERT_ERROR(td_from_dlpack(&p.v, 64), TD_ERR_MISUSE, "unknown flags");
     ASSERT_ERROR(td_from_dlpack_legacy(NULL), TD_ERR_MISUSE, "NULL");
@@ -296,7 +297,8 @@ TEST(vulkan_export) {
 /* CUDA: an export ordered on the legacy default stream ((void *)1), imported
 ** back; the memory is the same and the deleter runs after the queued work. */
 TEST(cuda_round_trip) {
-    if (!td_device_available(TD_CUDA(0))) TEST_SKIP("no CUDA device: %s", td_backend_unavailable_reason(TD_DEVICE_CUDA));
+    if (!td_device_available(TD_CUDA(0)))
+        TEST_SKIP("no CUDA device: %s", td_backend_unavailable_reason(TD_DEVICE_CUDA));
     td_tensor *t = ASSERT_TENSOR(td_arange(0, 1 << 20, 1, TD_F32, TD_CUDA(0)));
     DLManagedTensorVersioned *m = NULL;
     int64_t waits = td_host_sync_count();

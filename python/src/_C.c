@@ -42,9 +42,7 @@ static PyObject *raise_error(const char *msg, td_status st, const char *log) {
 /* Raise Trident's last error. */
 static PyObject *raise_last(void) { return raise_error(td_last_error(), td_last_status(), NULL); }
 
-static void tensor_capsule_free(PyObject *cap) {
-    td_release(PyCapsule_GetPointer(cap, "trident.tensor"));
-}
+static void tensor_capsule_free(PyObject *cap) { td_release(PyCapsule_GetPointer(cap, "trident.tensor")); }
 
 /* A +1 tensor into a capsule that owns it; NULL raises Trident's error. */
 static PyObject *ret_tensor(td_tensor *t) {
@@ -469,8 +467,8 @@ static PyObject *py_kernel_launch(PyObject *self, PyObject *args) {
     td_tensor **tv = NULL;
     if (arg_tensorlist(ts, "launch", "tensors", &n, &tv)) return PyMem_Free(tv), NULL;
     td_clear_error();
-    td_status st = td_kernel_launch(k, grid, block_o == Py_None ? NULL : block, (size_t)shared, n, tv, push,
-                                    (size_t)push_size);
+    td_status st =
+        td_kernel_launch(k, grid, block_o == Py_None ? NULL : block, (size_t)shared, n, tv, push, (size_t)push_size);
     PyMem_Free(tv);
     return ret_status(st);
 }

@@ -104,7 +104,10 @@ class Tensor:
     def __repr__(self):
         body = ""
         if self.device == "cpu" and self.numel() <= 16 and self.dtype != bfloat16:
-            body = f"{self.tolist()}, "
+            try:
+                body = f"{self.tolist()}, "
+            except ImportError:  # no NumPy
+                pass
         return f"trident.Tensor({body}shape={list(self.shape)}, dtype={self.dtype!r}, device='{self.device}')"
 
     # ---- DLPack ----

@@ -23,9 +23,9 @@ static const struct {
     td_dtype dt;
     DLDataType dl;
 } dtype_map[] = {
-    {TD_F32, {kDLFloat, 32, 1}}, {TD_F64, {kDLFloat, 64, 1}}, {TD_F16, {kDLFloat, 16, 1}},
-    {TD_BF16, {kDLBfloat, 16, 1}}, {TD_I32, {kDLInt, 32, 1}}, {TD_I64, {kDLInt, 64, 1}},
-    {TD_U8, {kDLUInt, 8, 1}}, {TD_BOOL, {kDLBool, 8, 1}},
+    {TD_F32, {kDLFloat, 32, 1}},   {TD_F64, {kDLFloat, 64, 1}}, {TD_F16, {kDLFloat, 16, 1}},
+    {TD_BF16, {kDLBfloat, 16, 1}}, {TD_I32, {kDLInt, 32, 1}},   {TD_I64, {kDLInt, 64, 1}},
+    {TD_U8, {kDLUInt, 8, 1}},      {TD_BOOL, {kDLBool, 8, 1}},
 };
 
 static DLDataType dl_dtype(td_dtype dt) {
@@ -206,15 +206,18 @@ static td_tensor *import(const DLTensor *dl, import_ctx *c, const char *fn) {
     case kDLCUDAHost: dev = TD_CPU; break;
     case kDLCUDA: dev = TD_CUDA(dl->device.device_id); break;
     default:
-        TD_FAIL_NULL(TD_ERR_UNSUPPORTED, "%s: device type %d (%s) is not supported: Trident takes kDLCPU, kDLCUDA and "
-                     "kDLCUDAHost", fn, (int)dl->device.device_type, dl_device_name(dl->device.device_type));
+        TD_FAIL_NULL(TD_ERR_UNSUPPORTED,
+                     "%s: device type %d (%s) is not supported: Trident takes kDLCPU, kDLCUDA and "
+                     "kDLCUDAHost",
+                     fn, (int)dl->device.device_type, dl_device_name(dl->device.device_type));
     }
     for (int i = 0; dl->strides && i < dl->ndim; i++)
         if (dl->strides[i] < 0 && dl->shape[i] > 1)
             TD_FAIL_NULL(TD_ERR_MISUSE, "%s: dim %d has stride %lld: Trident tensors take strides >= 0 (copy it first)",
                          fn, i, (long long)dl->strides[i]);
     int64_t strides[TD_MAX_DIMS];
-    for (int i = 0; dl->strides && i < dl->ndim; i++) strides[i] = dl->shape[i] > 1 ? dl->strides[i] : 0; /* any stride of a dim of size 1 */
+    for (int i = 0; dl->strides && i < dl->ndim; i++)
+        strides[i] = dl->shape[i] > 1 ? dl->strides[i] : 0; /* any stride of a dim of size 1 */
     uint64_t addr = (uint64_t)(uintptr_t)dl->data + (dl->data ? dl->byte_offset : 0);
     td_tensor *t = td_from_foreign(dev, addr, dl->ndim, dl->shape, dl->strides ? strides : NULL, dt, import_delete, c);
     if (!t) return (void)td_error_prefix("%s", fn), NULL;
@@ -226,11 +229,11 @@ td_tensor *td_from_dlpack(DLManagedTensorVersioned *m, uint32_t flags) {
     if (!m) TD_FAIL_NULL(TD_ERR_MISUSE, "from_dlpack: the DLPack tensor is NULL");
     if (flags & ~(uint32_t)TD_DLPACK_READ_ONLY) TD_FAIL_NULL(TD_ERR_MISUSE, "from_dlpack: unknown flags 0x%x", flags);
     if (m->version.major != DLPACK_MAJOR_VERSION)
-        TD_FAIL_NULL(TD_ERR_UNSUPPORTED, "from_dlpack: DLPack version %u.%u is not supported: Trident reads %d.x", m->version.major,
-                     m->version.minor, DLPACK_MAJOR_VERSION);
+        TD_FAIL_NULL(TD_ERR_UNSUPPORTED, "from_dlpack: DLPack version %u.%u is not supported: Trident reads %d.x",
+                     m->version.major, m->version.minor, DLPACK_MAJOR_VERSION);
     if ((m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) && !(flags & TD_DLPACK_READ_ONLY))
         TD_FAIL_NULL(TD_ERR_MISUSE, "from_dlpack: the tensor is read-only and Trident cannot keep it so; pass "
-                     "TD_DLPACK_READ_ONLY to promise not to write it");
+                                    "TD_DLPACK_READ_ONLY to promise not to write it");
     import_ctx *c = calloc(1, sizeof *c);
     if (!c) TD_FAIL_NULL(TD_ERR_OOM, "from_dlpack: out of host memory");
     c->v = m;
