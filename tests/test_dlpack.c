@@ -9,6 +9,10 @@
 #include "test_util.h"
 #include "trident/dlpack.h"
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #define TESTS(X)                                                                                                       \
     X(export_cpu)                                                                                                      \
     X(import_cpu)                                                                                                      \
@@ -48,6 +52,15 @@ static void producer_init(producer *p, void *mem, DLDataType dt, int ndim, const
     p->legacy = (DLManagedTensor){dl, p, producer_delete_legacy};
 }
 
+/* Every tensor released, and (under ASan) no host memory unreachable: the
+** runner's cases end in _exit, which skips LSan's own check. */
+static void check_no_leaks(void) {
+    ASSERT_EQ_INT(td_debug_live_tensors(), 0);
+#ifdef __SANITIZE_ADDRESS__
+    if (__lsan_do_recoverable_leak_check()) TEST_FAIL_("LeakSanitizer found leaks (above)");
+#endif
+}
+
 /* ---- export ---- */
 
 TEST(export_cpu) {
@@ -78,6 +91,7 @@ TEST(export_cpu) {
     ASSERT_EQ_INT(td_debug_live_tensors(), live - 1);
     ASSERT_ERROR(td_to_dlpack(NULL, 0, NULL, &m), TD_ERR_MISUSE, "to_dlpack");
     ASSERT(m == NULL);
+    check_no_leaks();
 }
 
 /* ---- import ---- */
@@ -100,6 +114,7 @@ TEST(import_cpu) {
     ASSERT_EQ_INT(p.deleted, 0); /* the view keeps it */
     td_release(row);
     ASSERT_EQ_INT(p.deleted, 1);
+    check_no_leaks();
 }
 
 /* Trident -> DLPack -> Trident: the same memory, and the export's deleter runs
@@ -119,6 +134,7 @@ TEST(round_trip) {
     td_scope_end();
     td_release(u);
     ASSERT_EQ_INT(td_debug_live_tensors(), live);
+    check_no_leaks();
 }
 
 TEST(every_dtype) {
@@ -145,6 +161,7 @@ TEST(every_dtype) {
         for (int64_t i = 0; i < 7; i++) ASSERT_NEAR(td_get(u, &i), td_get(t, &i), 0);
         td_scope_end();
     }
+    check_no_leaks();
 }
 
 TEST(strides_broadcast_offset) {
@@ -173,6 +190,7 @@ TEST(strides_broadcast_offset) {
     ASSERT_EQ_INT(p.deleted, 0); /* the export holds the storage */
     m->deleter(m);
     ASSERT_EQ_INT(p.deleted, 1);
+    check_no_leaks();
 }
 
 TEST(zero_dim_and_empty) {
@@ -199,6 +217,7 @@ TEST(zero_dim_and_empty) {
     ASSERT_EQ_INT(td_numel(z2), 0);
     td_release(z2);
     td_release(z);
+    check_no_leaks();
 }
 
 TEST(legacy) {
@@ -218,6 +237,7 @@ TEST(legacy) {
     ASSERT_EQ_INT(m->dl_tensor.dtype.code, kDLBfloat);
     td_release(x);
     m->deleter(m);
+    check_no_leaks();
 }
 
 TEST(read_only_and_copy) {
@@ -234,6 +254,7 @@ TEST(read_only_and_copy) {
     ASSERT_NEAR(((float *)m->dl_tensor.data)[3], 3, 0);
     m->deleter(m);
     td_release(t);
+    check_no_leaks();
 }
 
 /* Each bad tensor is refused with a message naming the problem, and the
@@ -277,6 +298,7 @@ TEST(bad_input) {
     td_release(t);
     ASSERT_ERROR(td_to_dlpack(t, 0, NULL, &m), TD_ERR_STATE, "released");
 #undef REFUSED
+    check_no_leaks();
 }
 
 /* Vulkan memory has no address PyTorch can use: refused, or copied to the host on request. */
@@ -292,6 +314,7 @@ TEST(vulkan_export) {
     ASSERT_NEAR(((float *)m->dl_tensor.data)[4], 4, 0);
     m->deleter(m);
     td_release(t);
+    check_no_leaks();
 }
 
 /* CUDA: an export ordered on the legacy default stream ((void *)1), imported
@@ -313,6 +336,7 @@ TEST(cuda_round_trip) {
     ASSERT_NEAR(td_item(td_sum(td_cast(u, TD_F64), 0, NULL, false)), (double)(1 << 20) * ((1 << 20) - 1) / 2, 0);
     td_scope_end();
     td_release(u);
+    check_no_leaks();
 }
 
 TEST_MAIN(TESTS)
