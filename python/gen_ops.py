@@ -25,7 +25,7 @@ SCALARS = {"double": "double", "int": "int", "int64_t": "i64", "uint64_t": "u64"
 
 # the Python objects own their tensors: these stay in C
 OWNERSHIP = {"retain", "release", "keep", "scope_begin", "scope_end", "clear_error", "debug_set"}
-BORROWED = {"grad_of"}  # return a borrowed tensor: the Python object takes a reference of its own
+BORROWED = {"grad_of"}  # return a borrowed tensor or NULL: the Python object takes a reference of its own
 RETURNS = {"tensor": "ret_tensor({})", "status": "ret_status({})", "void": "({}, Py_NewRef(Py_None))",
            "bool": "PyBool_FromLong({})", "double": "PyFloat_FromDouble({})", "int64_t": "PyLong_FromLongLong({})",
            "uint64_t": "PyLong_FromUnsignedLongLong({})",
@@ -133,9 +133,18 @@ def emit(name, ret, params):
     args_c = ", ".join(call)
     body.append("    td_clear_error();")
     value = f"td_{name}({args_c})"
-    if name in BORROWED:
-        value = f"td_retain({value})"
-    body.append("    PyObject *r = " + RETURNS[ret].format(value) + ";")
+    if name in BORROWED:  # NULL without an error: None (no gradient yet)
+        body.append(f"    td_tensor *t = {value};")
+        body.append("    PyObject *r = !t && td_last_status() == TD_OK ? Py_NewRef(Py_None) : ret_tensor(td_retain(t));")
+        ret = "done"
+    if ret == "done":
+        pass
+    elif ret in ("tensor", "status", "void"):
+        body.append("    PyObject *r = " + RETURNS[ret].format(value) + ";")
+    else:  # a value: the error, if the call set one, wins
+        ctype = {"bool": "bool", "double": "double", "int64_t": "int64_t", "uint64_t": "uint64_t", "int": "int"}[ret]
+        body.append(f"    {ctype} v = {value};")
+        body.append("    PyObject *r = td_last_status() != TD_OK ? raise_last() : " + RETURNS[ret].format("v") + ";")
     body += [f"    {c}" for c in cleanup]
     body.append("    return r;")
     if n:

@@ -418,7 +418,7 @@ def _generated(name, params, returns_tensor):
                 raise TypeError(f"{name}() missing argument {e}") from None
         args = [a._h if isinstance(a, Tensor) else a for a in args]
         r = cfn(*args)
-        return Tensor(r) if returns_tensor else r
+        return Tensor(r) if returns_tensor and r is not None else r
 
     f.__name__ = name
     f.__doc__ = f"trident.{name}({', '.join(params)}): td_{name} of the C API (generated from its header)"
@@ -438,4 +438,4 @@ del _name, _params, _rt
 
 __all__ = ["Tensor", "TridentError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8",
            "device", "devices", "from_dlpack", "from_numpy", "tensor", "empty",
-           "zeros", "ones", "full", "arange", "rand", "randn", "cat", "synchronize", "no_grad", "enable_grad"]
+           "zeros", "ones", "full", "arange", "rand", "randn", "cat", "sum", "mean", "amax", "amin", "logsumexp", "synchronize", "no_grad", "enable_grad"]
