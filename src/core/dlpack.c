@@ -85,14 +85,14 @@ static void export_delete_legacy(DLManagedTensor *m) {
 }
 
 /* The consumer's stream waits for the work queued so far on t's device. */
-static td_status order_stream(td_device dev, void *stream) {
+static td_status order_stream(td_device dev, void *stream, const char *fn) {
     if (!stream || stream == (void *)(intptr_t)-1 || dev.type != TD_DEVICE_CUDA) return TD_OK;
     td_device_event *ev = NULL;
     td_status st = td_event_new(dev, &ev);
     if (st == TD_OK) st = td_event_record(ev);
     if (st == TD_OK) st = td_event_wait_native(ev, stream);
     td_event_free(ev); /* CUDA keeps the event until the wait is done */
-    return st == TD_OK ? TD_OK : td_error_prefix("to_dlpack: ordering the consumer's stream");
+    return st == TD_OK ? TD_OK : td_error_prefix("%s: ordering the consumer's stream", fn);
 }
 
 static td_status export_new(td_tensor *t, uint32_t flags, void *stream, const char *fn, export_ctx **out) {
@@ -142,7 +142,7 @@ static td_status export_new(td_tensor *t, uint32_t flags, void *stream, const ch
         }
         dl->data = (void *)(uintptr_t)addr; /* element 0, byte_offset 0: as PyTorch and CuPy export */
     }
-    td_status st = order_stream(dev, stream);
+    td_status st = order_stream(dev, stream, fn);
     if (st != TD_OK) {
         export_release(c);
         return st;
