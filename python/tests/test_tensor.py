@@ -1,7 +1,8 @@
 """The trident package itself: creation, devices, to(device), numpy(), the generated ops against torch, backward
 and no_grad, and errors as exceptions (never a crash of the interpreter)."""
-import numpy as np
 import pytest
+
+np = pytest.importorskip("numpy")
 import torch
 
 import trident
