@@ -336,6 +336,8 @@ TEST(cuda_round_trip) {
     ASSERT_NEAR(td_item(td_sum(td_cast(u, TD_F64), 0, NULL, false)), (double)(1 << 20) * ((1 << 20) - 1) / 2, 0);
     td_scope_end();
     td_release(u);
+    ASSERT_OK(td_synchronize(TD_CUDA(0)));
+    td_release(td_zeros(1, (int64_t[]){1}, TD_F32, TD_CUDA(0))); /* runs the deferred deleter: the export's view */
     check_no_leaks();
 }
 

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.skipif(
     reason="no CUDA device for both torch and Trident here")
 
 
-def long_work(n=4096, reps=30):
-    """Queue about 100 ms of matmuls on torch's current stream; returns the result."""
+def long_work(n=4096, reps=60):
+    """Queue about 150 ms of matmuls on torch's current stream; returns the result."""
     a = torch.randn(n, n, device="cuda") / n ** 0.5
     for _ in range(reps):
         a = a @ a
@@ -23,8 +23,16 @@ def long_work(n=4096, reps=30):
     return a
 
 
+def warm_up():
+    """Trident's CUDA start-up (driver context, plugin, first allocations) takes longer than long_work: do it
+    before, so that a finished stream can only mean a host wait."""
+    w = trident.from_dlpack(torch.ones(8, device="cuda")) * 2.0
+    torch.from_dlpack(w).sum().item()
+
+
 def test_torch_to_trident_no_host_wait(seed):
     torch.manual_seed(seed)
+    warm_up()
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         a = long_work()
@@ -42,6 +50,7 @@ def test_torch_to_trident_no_host_wait(seed):
 
 
 def test_trident_to_torch_no_host_wait(seed):
+    warm_up()
     t = trident.randn(4096, 4096, seed=seed, device="cuda") / 64.0
     for _ in range(10):
         t = t @ t  # Trident's stream is busy for tens of ms
