@@ -114,6 +114,14 @@ TEST(import_cpu) {
     ASSERT_EQ_INT(p.deleted, 0); /* the view keeps it */
     td_release(row);
     ASSERT_EQ_INT(p.deleted, 1);
+    /* pinned host memory (kDLCUDAHost) is a CPU tensor to Trident */
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 1, (int64_t[]){6}, NULL, 0);
+    p.v.dl_tensor.device = (DLDevice){kDLCUDAHost, 0};
+    t = ASSERT_TENSOR(td_from_dlpack(&p.v, 0));
+    ASSERT_EQ_INT(td_tensor_device(t).type, TD_DEVICE_CPU);
+    ASSERT_NEAR(td_get(t, (int64_t[]){3}), 9, 0);
+    td_release(t);
+    ASSERT_EQ_INT(p.deleted, 1);
     check_no_leaks();
 }
 
