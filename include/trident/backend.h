@@ -16,9 +16,9 @@
 ** handle native_stream() gives; event_wait() orders it after other work.
 **
 ** Version 2 added: buffer_address, native_stream, buffer_import (foreign
-** memory), event_wait, memory_stats/empty_cache, kernel options, block size and
-** shared memory at launch, cross-device copy, run_many (multi-tensor launches)
-** and td_op.flags.
+** memory), event_wait, event_wait_native (a caller's stream waits: DLPack),
+** memory_stats/empty_cache, kernel options, block size and shared memory at
+** launch, cross-device copy, run_many (multi-tensor launches) and td_op.flags.
 **
 ** Plugins: a shared library libtrident-<name>.so exporting
 **     const td_backend *td_backend_plugin(void);
