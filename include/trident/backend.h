@@ -16,9 +16,9 @@
 ** handle native_stream() gives; event_wait() orders it after other work.
 **
 ** Version 2 added: buffer_address, native_stream, buffer_import (foreign
-** memory), event_wait, memory_stats/empty_cache, kernel options, block size and
-** shared memory at launch, cross-device copy, run_many (multi-tensor launches)
-** and td_op.flags.
+** memory), event_wait, event_wait_native (a caller's stream waits: DLPack),
+** memory_stats/empty_cache, kernel options, block size and shared memory at
+** launch, cross-device copy, run_many (multi-tensor launches) and td_op.flags.
 **
 ** Plugins: a shared library libtrident-<name>.so exporting
 **     const td_backend *td_backend_plugin(void);
@@ -207,6 +207,10 @@ typedef struct td_backend_i {
     /* (optional) make dev's queue wait for ev, recorded on any device of this backend, without a host wait.
     ** NULL slot: the core synchronizes ev's device on the host instead. */
     td_status (*event_wait)(int dev, td_event *ev);
+    /* (optional) make a native queue the caller owns (a cudaStream_t; (void *)1 and 2 are CUDA's legacy and
+    ** per-thread default streams) wait for ev without a host wait. NULL slot: the core synchronizes ev's device
+    ** on the host instead. */
+    td_status (*event_wait_native)(void *stream, td_event *ev);
 
     /* ---- capture (optional; NULL: td_capture_* report TD_ERR_UNSUPPORTED) ---- */
     td_status (*capture_begin)(int dev);

@@ -86,6 +86,11 @@ TD_API td_status td_event_record(td_device_event *ev);
 /* METHOD. Make dev's queue wait for ev (recorded on any device of the same
 ** backend) without a host wait; across backends the host waits for ev. */
 TD_API td_status td_event_wait(td_device_event *ev, td_device dev);
+/* METHOD. Make a native queue the caller owns wait for ev without a host wait:
+** a cudaStream_t of ev's CUDA device ((void *)1 and (void *)2 are the legacy
+** and per-thread default streams, as in DLPack's __dlpack__). A backend
+** without such waits makes the host wait for ev's device instead. */
+TD_API td_status td_event_wait_native(td_device_event *ev, void *native_stream);
 /* METHOD. Milliseconds between two recorded events of one device (waits for
 ** end). */
 TD_API td_status td_event_elapsed_ms(td_device_event *start, td_device_event *end, double *ms);

@@ -9,6 +9,7 @@
 #include "data.h"
 #include "device.h"
 #include "dist.h"
+#include "dlpack.h"
 #include "io.h"
 #include "kernel.h"
 #include "nn.h"

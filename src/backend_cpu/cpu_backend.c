@@ -381,6 +381,7 @@ static const td_backend_i cpu_iface = {
     .event_elapsed_ms = NULL,
     .event_free = NULL,
     .event_wait = NULL,
+    .event_wait_native = NULL,
     .capture_begin = NULL,
     .capture_end = NULL,
     .graph_replay = NULL,

@@ -77,6 +77,7 @@ static const td_backend_i cu_iface = {
     .event_elapsed_ms = cu_event_elapsed_ms,
     .event_free = cu_event_free,
     .event_wait = cu_event_wait,
+    .event_wait_native = cu_event_wait_native,
     .capture_begin = cu_capture_begin,
     .capture_end = cu_capture_end,
     .graph_replay = cu_graph_replay,

@@ -2,7 +2,7 @@
 ** Events of the CUDA backend: cudaEvents recorded on a device's stream. They
 ** time work (elapsed_ms waits for the later one) and order other streams'
 ** work after it without a host wait (event_wait: cudaStreamWaitEvent, across
-** devices too).
+** devices too; event_wait_native: onto a stream the caller owns).
 */
 #include <stdlib.h>
 
@@ -53,6 +53,12 @@ td_status cu_event_wait(int dev, td_event *e) {
     if (!d) return td_last_status();
     if (!e->recorded) return td_error_set(TD_ERR_STATE, "cuda: event_wait on an event that was never recorded");
     return cu_status(cudaStreamWaitEvent(d->stream, e->ev, 0), "cudaStreamWaitEvent");
+}
+
+td_status cu_event_wait_native(void *stream, td_event *e) {
+    if (!cu_get(e->d->index)) return td_last_status();
+    if (!e->recorded) return td_error_set(TD_ERR_STATE, "cuda: event_wait_native on an event that was never recorded");
+    return cu_status(cudaStreamWaitEvent((cudaStream_t)stream, e->ev, 0), "cudaStreamWaitEvent (a foreign stream)");
 }
 
 void cu_event_free(td_event *e) {

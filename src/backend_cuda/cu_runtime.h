@@ -42,6 +42,7 @@ td_status cu_event_record(td_event *ev);
 td_status cu_event_elapsed_ms(td_event *start, td_event *end, double *ms);
 void cu_event_free(td_event *ev);
 td_status cu_event_wait(int dev, td_event *ev);
+td_status cu_event_wait_native(void *stream, td_event *ev);
 
 /* cu_capture.c */
 td_status cu_capture_begin(int dev);

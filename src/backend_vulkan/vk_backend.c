@@ -97,6 +97,7 @@ const td_backend_i vk_iface = {
     .event_elapsed_ms = vk_event_elapsed_ms,
     .event_free = vk_event_free,
     .event_wait = vk_event_wait,
+    .event_wait_native = NULL,
     .capture_begin = vk_capture_begin,
     .capture_end = vk_capture_end,
     .graph_replay = vk_graph_replay,

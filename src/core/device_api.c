@@ -127,6 +127,13 @@ td_status td_event_wait(td_device_event *ev, td_device dev) {
     return ev->be->iface->synchronize(ev->dev.index);
 }
 
+td_status td_event_wait_native(td_device_event *ev, void *native_stream) {
+    if (!ev) return TD_ERR(TD_ERR_MISUSE, "event_wait_native: event is NULL");
+    if (ev->be->iface->event_wait_native) return ev->be->iface->event_wait_native(native_stream, ev->ev);
+    atomic_fetch_add(&host_syncs, 1);
+    return ev->be->iface->synchronize(ev->dev.index);
+}
+
 td_status td_event_elapsed_ms(td_device_event *start, td_device_event *end, double *ms) {
     if (!start || !end || !ms) return TD_ERR(TD_ERR_MISUSE, "event_elapsed_ms: NULL argument");
     *ms = 0;

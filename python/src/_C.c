@@ -1,0 +1,542 @@
+/*
+** trident._C: the CPython extension under the trident package (python/trident).
+**
+** Built on the stable ABI (Py_LIMITED_API, Python >= 3.11), so one
+** _C.abi3.so serves every later Python. A tensor is a PyCapsule named
+** "trident.tensor" that owns one reference (released when the capsule dies);
+** the Python class trident.Tensor holds it as `_h`.
+**
+** The functions of tensor.h, ops.h, autograd.h and device.h are generated from
+** those headers (gen_ops.py -> gen_ops.h, included below); this file has the
+** argument converters they use and what a generator cannot write: DLPack
+** capsules, permute, the gradient functions, kernels, streams and devices.
+** Every failure raises trident.TridentError with Trident's message; nothing
+** here aborts the interpreter.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include <trident/trident.h>
+
+static PyObject *TridentError;
+
+/* ---- results ---- */
+
+/* Raise TridentError(message) with .status (the status name, "shape mismatch") and, when given, .log. */
+static PyObject *raise_error(const char *msg, td_status st, const char *log) {
+    PyObject *e = PyObject_CallFunction(TridentError, "s", msg);
+    if (!e) return NULL;
+    PyObject *s = PyUnicode_FromString(td_status_str(st == TD_OK ? TD_ERR_MISUSE : st));
+    PyObject *lg = log ? PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace") : Py_NewRef(Py_None);
+    if (s && lg && !PyObject_SetAttrString(e, "status", s) && !PyObject_SetAttrString(e, "log", lg))
+        PyErr_SetObject(TridentError, e);
+    Py_XDECREF(s);
+    Py_XDECREF(lg);
+    Py_DECREF(e);
+    return NULL;
+}
+
+/* Raise Trident's last error. */
+static PyObject *raise_last(void) { return raise_error(td_last_error(), td_last_status(), NULL); }
+
+static void tensor_capsule_free(PyObject *cap) { td_release(PyCapsule_GetPointer(cap, "trident.tensor")); }
+
+/* A +1 tensor into a capsule that owns it; NULL raises Trident's error. */
+static PyObject *ret_tensor(td_tensor *t) {
+    if (!t) return raise_last();
+    PyObject *cap = PyCapsule_New(t, "trident.tensor", tensor_capsule_free);
+    if (!cap) td_release(t);
+    return cap;
+}
+
+static PyObject *ret_status(td_status st) { return st == TD_OK ? Py_NewRef(Py_None) : raise_last(); }
+
+/* ---- arguments: each returns 0, or -1 with a Python exception naming the function and parameter ---- */
+
+static int bad_arg(const char *fn, const char *name, const char *want, PyObject *o) {
+    PyObject *type = PyObject_Type(o);
+    PyObject *tname = type ? PyObject_GetAttrString(type, "__name__") : NULL;
+    const char *s = tname ? PyUnicode_AsUTF8AndSize(tname, NULL) : NULL;
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be %s, not %s", fn, name, want, s ? s : "?");
+    Py_XDECREF(tname);
+    Py_XDECREF(type);
+    return -1;
+}
+
+/* A trident.Tensor (its _h), a tensor capsule, or None (NULL: an optional input). */
+static int arg_tensor(PyObject *o, const char *fn, const char *name, td_tensor **out) {
+    *out = NULL;
+    if (o == Py_None) return 0;
+    if (PyCapsule_IsValid(o, "trident.tensor")) {
+        *out = PyCapsule_GetPointer(o, "trident.tensor");
+        return 0;
+    }
+    PyObject *h = PyObject_HasAttrString(o, "_h") ? PyObject_GetAttrString(o, "_h") : NULL;
+    if (h && PyCapsule_IsValid(h, "trident.tensor")) {
+        *out = PyCapsule_GetPointer(h, "trident.tensor");
+        Py_DECREF(h); /* o keeps it */
+        return 0;
+    }
+    Py_XDECREF(h);
+    PyErr_Clear();
+    return bad_arg(fn, name, "a trident.Tensor", o);
+}
+
+static int arg_double(PyObject *o, const char *fn, const char *name, double *out) {
+    *out = PyFloat_AsDouble(o);
+    if (*out == -1.0 && PyErr_Occurred()) return PyErr_Clear(), bad_arg(fn, name, "a number", o);
+    return 0;
+}
+
+static int arg_i64(PyObject *o, const char *fn, const char *name, int64_t *out) {
+    if (PyFloat_Check(o)) return bad_arg(fn, name, "an int", o);
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return PyErr_Clear(), bad_arg(fn, name, "an int (64 bits)", o);
+    *out = v;
+    return 0;
+}
+
+static int arg_u64(PyObject *o, const char *fn, const char *name, uint64_t *out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return PyErr_Clear(), bad_arg(fn, name, "an int in [0, 2^64)", o);
+    *out = v;
+    return 0;
+}
+
+static int arg_int(PyObject *o, const char *fn, const char *name, int *out) {
+    int64_t v = 0;
+    if (arg_i64(o, fn, name, &v)) return -1;
+    if (v < INT32_MIN || v > INT32_MAX) return bad_arg(fn, name, "an int (32 bits)", o);
+    *out = (int)v;
+    return 0;
+}
+
+static int arg_bool(PyObject *o, const char *fn, const char *name, bool *out) {
+    int v = PyObject_IsTrue(o);
+    if (v < 0) return PyErr_Clear(), bad_arg(fn, name, "a bool", o);
+    *out = v;
+    return 0;
+}
+
+/* A dtype: its td_dtype value (trident.float32 is an int subclass), or its name ("float32"). */
+static int arg_dtype(PyObject *o, const char *fn, const char *name, td_dtype *out) {
+    if (PyUnicode_Check(o)) {
+        const char *s = PyUnicode_AsUTF8AndSize(o, NULL);
+        for (int d = 0; s && d < TD_DTYPE_COUNT; d++)
+            if (!strcmp(s, td_dtype_name((td_dtype)d))) return *out = (td_dtype)d, 0;
+        PyErr_Format(PyExc_ValueError, "%s: argument '%s': unknown dtype '%s'", fn, name, s ? s : "?");
+        return -1;
+    }
+    int v;
+    if (arg_int(o, fn, name, &v)) return -1;
+    if (v < 0 || v >= TD_DTYPE_COUNT) return bad_arg(fn, name, "a trident dtype", o);
+    *out = (td_dtype)v;
+    return 0;
+}
+
+/* A device: "cpu", "cuda:0", "vulkan", "auto", or an object whose str() is one. */
+static int arg_device(PyObject *o, const char *fn, const char *name, td_device *out) {
+    PyObject *s = PyObject_Str(o);
+    const char *c = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
+    if (!c) {
+        Py_XDECREF(s);
+        return PyErr_Clear(), bad_arg(fn, name, "a device string", o);
+    }
+    td_status st = td_device_parse(c, out);
+    Py_DECREF(s);
+    if (st != TD_OK) return raise_last(), -1;
+    return 0;
+}
+
+/* A sequence of at most TD_MAX_DIMS ints. */
+static int arg_i64list(PyObject *o, const char *fn, const char *name, int *n, int64_t *v) {
+    PyObject *seq = PySequence_Check(o) ? PySequence_Tuple(o) : NULL;
+    if (!seq) return PyErr_Clear(), bad_arg(fn, name, "a sequence of ints", o);
+    Py_ssize_t len = PyTuple_Size(seq);
+    if (len > TD_MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: argument '%s' has %zd entries; at most %d", fn, name, len, TD_MAX_DIMS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (arg_i64(PyTuple_GetItem(seq, i), fn, name, &v[i])) return Py_DECREF(seq), -1;
+    *n = (int)len;
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int arg_intlist(PyObject *o, const char *fn, const char *name, int *n, int *v) {
+    int64_t w[TD_MAX_DIMS] = {0};
+    if (arg_i64list(o, fn, name, n, w)) return -1;
+    for (int i = 0; i < *n; i++) {
+        if (w[i] < INT32_MIN || w[i] > INT32_MAX) return bad_arg(fn, name, "a sequence of 32-bit ints", o);
+        v[i] = (int)w[i];
+    }
+    return 0;
+}
+
+/* An int or a pair of ints. */
+static int arg_int2(PyObject *o, const char *fn, const char *name, int *v) {
+    if (PyLong_Check(o)) return arg_int(o, fn, name, &v[0]) ? -1 : (v[1] = v[0], 0);
+    int n;
+    if (arg_intlist(o, fn, name, &n, v)) return -1;
+    return n == 2 ? 0 : bad_arg(fn, name, "an int or a pair of ints", o);
+}
+
+/* A sequence of tensors into a PyMem array (freed by the caller, also on failure). */
+static int arg_tensorlist(PyObject *o, const char *fn, const char *name, int *n, td_tensor ***v) {
+    PyObject *seq = PySequence_Check(o) ? PySequence_Tuple(o) : NULL;
+    if (!seq) return PyErr_Clear(), bad_arg(fn, name, "a sequence of trident.Tensor", o);
+    Py_ssize_t len = PyTuple_Size(seq);
+    *n = (int)len;
+    *v = PyMem_Calloc(len ? (size_t)len : 1, sizeof **v);
+    if (!*v) return Py_DECREF(seq), PyErr_NoMemory(), -1;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (arg_tensor(PyTuple_GetItem(seq, i), fn, name, &(*v)[i])) return Py_DECREF(seq), -1;
+    Py_DECREF(seq);
+    return 0;
+}
+
+#include "gen_ops.h"
+
+/* ---- what the generator cannot write ---- */
+
+/* info(t) -> (shape, strides, dtype, device, storage_offset) */
+static PyObject *py_info(PyObject *self, PyObject *o) {
+    (void)self;
+    td_tensor *t = NULL;
+    if (arg_tensor(o, "info", "t", &t)) return NULL;
+    if (!t) return bad_arg("info", "t", "a trident.Tensor", o), NULL;
+    int nd = td_ndim(t);
+    if (nd < 0) return raise_last();
+    PyObject *shape = PyTuple_New(nd), *strides = PyTuple_New(nd);
+    for (int i = 0; shape && strides && i < nd; i++) {
+        PyTuple_SetItem(shape, i, PyLong_FromLongLong(td_shape(t)[i]));
+        PyTuple_SetItem(strides, i, PyLong_FromLongLong(td_strides(t)[i]));
+    }
+    char dev[32];
+    td_device_str(td_tensor_device(t), dev, sizeof dev);
+    PyObject *r = shape && strides ? Py_BuildValue("(OOisL)", shape, strides, (int)td_tensor_dtype(t), dev,
+                                                   (long long)td_storage_offset(t))
+                                   : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
+}
+
+static PyObject *py_permute(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[2];
+    if (!PyArg_UnpackTuple(args, "permute", 2, 2, &o[0], &o[1])) return NULL;
+    td_tensor *t = NULL;
+    int n, perm[TD_MAX_DIMS];
+    if (arg_tensor(o[0], "permute", "t", &t) || arg_intlist(o[1], "permute", "perm", &n, perm)) return NULL;
+    if (t && n != td_ndim(t)) {
+        PyErr_Format(PyExc_ValueError, "permute: %d dims given for a tensor of %d", n, td_ndim(t));
+        return NULL;
+    }
+    td_clear_error();
+    return ret_tensor(td_permute(t, perm));
+}
+
+/* grad(outputs, grad_outputs or None, inputs, retain_graph, create_graph) -> list (None: unused input) */
+static PyObject *py_grad(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[5];
+    if (!PyArg_UnpackTuple(args, "grad", 5, 5, &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    int n_out = 0, n_go = 0, n_in = 0;
+    td_tensor **outs = NULL, **gos = NULL, **ins = NULL, **grads = NULL;
+    bool retain = false, create = false;
+    PyObject *r = NULL;
+    if (arg_tensorlist(o[0], "grad", "outputs", &n_out, &outs) ||
+        (o[1] != Py_None && arg_tensorlist(o[1], "grad", "grad_outputs", &n_go, &gos)) ||
+        arg_tensorlist(o[2], "grad", "inputs", &n_in, &ins) || arg_bool(o[3], "grad", "retain_graph", &retain) ||
+        arg_bool(o[4], "grad", "create_graph", &create))
+        goto done;
+    if (gos && n_go != n_out) {
+        PyErr_Format(PyExc_ValueError, "grad: %d grad_outputs for %d outputs", n_go, n_out);
+        goto done;
+    }
+    grads = PyMem_Calloc(n_in ? (size_t)n_in : 1, sizeof *grads);
+    if (!grads) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    td_clear_error();
+    if (td_grad(n_out, outs, gos, n_in, ins, grads, retain, create, true) != TD_OK) {
+        raise_last();
+        goto done;
+    }
+    r = PyList_New(n_in);
+    for (int i = 0; i < n_in; i++) {
+        PyObject *g = grads[i] ? ret_tensor(grads[i]) : Py_NewRef(Py_None);
+        grads[i] = NULL;
+        if (r && g)
+            PyList_SetItem(r, i, g);
+        else
+            Py_XDECREF(g);
+    }
+done:
+    for (int i = 0; grads && i < n_in; i++) td_release(grads[i]);
+    PyMem_Free(outs);
+    PyMem_Free(gos);
+    PyMem_Free(ins);
+    PyMem_Free(grads);
+    return r;
+}
+
+/* ---- DLPack capsules ----
+** A capsule holds a DLManagedTensorVersioned ("dltensor_versioned") or a
+** legacy DLManagedTensor ("dltensor"); a consumer renames it "used_..." once it
+** owns the tensor. A capsule that dies unconsumed deletes its tensor. */
+
+static void dl_capsule_free(PyObject *cap) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb); /* a destructor must keep any exception in flight */
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        if (m->deleter) m->deleter(m);
+    } else if (PyCapsule_IsValid(cap, "dltensor")) {
+        DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+        if (m->deleter) m->deleter(m);
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+}
+
+/* to_dlpack(t, flags, stream, versioned) -> capsule. stream: an int (a cudaStream_t; -1: none) or None. */
+static PyObject *py_to_dlpack(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    if (!PyArg_UnpackTuple(args, "to_dlpack", 4, 4, &o[0], &o[1], &o[2], &o[3])) return NULL;
+    td_tensor *t = NULL;
+    int flags = 0;
+    int64_t stream = 0;
+    bool versioned = false;
+    if (arg_tensor(o[0], "to_dlpack", "t", &t) || arg_int(o[1], "to_dlpack", "flags", &flags) ||
+        (o[2] != Py_None && arg_i64(o[2], "to_dlpack", "stream", &stream)) ||
+        arg_bool(o[3], "to_dlpack", "versioned", &versioned))
+        return NULL;
+    void *s = (void *)(intptr_t)stream;
+    td_clear_error();
+    if (versioned) {
+        DLManagedTensorVersioned *m;
+        if (td_to_dlpack(t, (uint32_t)flags, s, &m) != TD_OK) return raise_last();
+        PyObject *cap = PyCapsule_New(m, "dltensor_versioned", dl_capsule_free);
+        if (!cap) m->deleter(m);
+        return cap;
+    }
+    DLManagedTensor *m;
+    if (td_to_dlpack_legacy(t, (uint32_t)flags, s, &m) != TD_OK) return raise_last();
+    PyObject *cap = PyCapsule_New(m, "dltensor", dl_capsule_free);
+    if (!cap) m->deleter(m);
+    return cap;
+}
+
+/* from_dlpack(capsule, flags) -> tensor; renames the capsule "used_..." on success. */
+static PyObject *py_from_dlpack(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    int flags;
+    if (!PyArg_ParseTuple(args, "Oi:from_dlpack", &cap, &flags)) return NULL;
+    if (PyCapsule_IsValid(cap, "used_dltensor_versioned") || PyCapsule_IsValid(cap, "used_dltensor")) {
+        PyErr_SetString(PyExc_ValueError, "from_dlpack: this DLPack capsule was already consumed (a capsule is "
+                                          "used once: call __dlpack__ again)");
+        return NULL;
+    }
+    td_clear_error();
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        td_tensor *t = td_from_dlpack(PyCapsule_GetPointer(cap, "dltensor_versioned"), (uint32_t)flags);
+        if (t && PyCapsule_SetName(cap, "used_dltensor_versioned")) return td_release(t), NULL;
+        return ret_tensor(t);
+    }
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        td_tensor *t = td_from_dlpack_legacy(PyCapsule_GetPointer(cap, "dltensor"));
+        if (t && PyCapsule_SetName(cap, "used_dltensor")) return td_release(t), NULL;
+        return ret_tensor(t);
+    }
+    return bad_arg("from_dlpack", "capsule", "a DLPack capsule ('dltensor' or 'dltensor_versioned')", cap), NULL;
+}
+
+/* ---- devices and streams ---- */
+
+static PyObject *py_device_parse(PyObject *self, PyObject *o) {
+    (void)self;
+    td_device d = TD_CPU;
+    if (arg_device(o, "device", "s", &d)) return NULL;
+    char buf[32];
+    return PyUnicode_FromString(td_device_str(d, buf, sizeof buf));
+}
+
+/* native_stream(device) -> int (cudaStream_t; 0 for none) */
+static PyObject *py_native_stream(PyObject *self, PyObject *o) {
+    (void)self;
+    td_device d = TD_CPU;
+    if (arg_device(o, "native_stream", "device", &d)) return NULL;
+    return PyLong_FromLongLong((long long)(intptr_t)td_device_native_stream(d));
+}
+
+/* stream_wait(device, native stream): the stream waits for the work queued on device so far (no host wait). */
+static PyObject *py_stream_wait(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[2];
+    if (!PyArg_UnpackTuple(args, "stream_wait", 2, 2, &o[0], &o[1])) return NULL;
+    td_device d = TD_CPU;
+    int64_t stream = 0;
+    if (arg_device(o[0], "stream_wait", "device", &d) || arg_i64(o[1], "stream_wait", "stream", &stream)) return NULL;
+    td_device_event *ev = NULL;
+    td_clear_error();
+    td_status st = td_event_new(d, &ev);
+    if (st == TD_OK) st = td_event_record(ev);
+    if (st == TD_OK) st = td_event_wait_native(ev, (void *)(intptr_t)stream);
+    td_event_free(ev);
+    return ret_status(st);
+}
+
+/* ---- kernels ---- */
+
+static void kernel_capsule_free(PyObject *cap) { td_kernel_free(PyCapsule_GetPointer(cap, "trident.kernel")); }
+
+/* kernel_compile(device, lang, source, entry or None, defines, arch or None) -> kernel capsule */
+static PyObject *py_kernel_compile(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *dev_o, *defs;
+    int lang;
+    const char *src, *entry, *arch;
+    if (!PyArg_ParseTuple(args, "OizzOz:kernel_compile", &dev_o, &lang, &src, &entry, &defs, &arch)) return NULL;
+    td_device d = TD_CPU;
+    if (arg_device(dev_o, "kernel.compile", "device", &d)) return NULL;
+    PyObject *seq = PySequence_Tuple(defs);
+    if (!seq) return NULL;
+    Py_ssize_t n = PyTuple_Size(seq);
+    const char **dv = PyMem_Calloc(n ? (size_t)n : 1, sizeof *dv);
+    for (Py_ssize_t i = 0; dv && i < n; i++)
+        if (!(dv[i] = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(seq, i), NULL))) {
+            PyMem_Free(dv);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    td_kernel_options opts = {dv, (int)n, arch};
+    td_user_kernel *k = NULL;
+    char log[4096] = "";
+    td_clear_error();
+    td_status st = dv ? td_kernel_compile(d, lang, src, entry, &opts, &k, log, sizeof log) : TD_ERR_OOM;
+    PyMem_Free(dv);
+    Py_DECREF(seq);
+    if (st != TD_OK) return raise_error(td_last_error(), st, log[0] ? log : NULL); /* .log: the compiler's output */
+    PyObject *cap = PyCapsule_New(k, "trident.kernel", kernel_capsule_free);
+    if (!cap) td_kernel_free(k);
+    return cap;
+}
+
+/* kernel_launch(kernel, grid, block or None, shared_bytes, tensors, push bytes) */
+static PyObject *py_kernel_launch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *kc, *grid_o, *block_o, *ts;
+    Py_ssize_t shared;
+    const char *push;
+    Py_ssize_t push_size;
+    if (!PyArg_ParseTuple(args, "OOOnOy#:kernel_launch", &kc, &grid_o, &block_o, &shared, &ts, &push, &push_size))
+        return NULL;
+    td_user_kernel *k = PyCapsule_GetPointer(kc, "trident.kernel");
+    if (!k) return NULL;
+    int ng = 0, nb = 3, g[TD_MAX_DIMS] = {1, 1, 1}, b[TD_MAX_DIMS] = {0, 0, 0};
+    if (arg_intlist(grid_o, "launch", "grid", &ng, g)) return NULL;
+    if (block_o != Py_None && arg_intlist(block_o, "launch", "block", &nb, b)) return NULL;
+    if (ng < 1 || ng > 3 || nb < 1 || nb > 3) {
+        PyErr_SetString(PyExc_ValueError, "launch: grid and block take 1 to 3 sizes");
+        return NULL;
+    }
+    uint32_t grid[3] = {1, 1, 1}, block[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        if ((i < ng && g[i] < 1) || (i < nb && b[i] < 0)) {
+            PyErr_SetString(PyExc_ValueError, "launch: grid sizes must be >= 1 and block sizes >= 0");
+            return NULL;
+        }
+        if (i < ng) grid[i] = (uint32_t)g[i];
+        if (i < nb) block[i] = (uint32_t)b[i];
+    }
+    if (block_o != Py_None)
+        for (int i = nb; i < 3; i++) block[i] = 1;
+    int n;
+    td_tensor **tv = NULL;
+    if (arg_tensorlist(ts, "launch", "tensors", &n, &tv)) return PyMem_Free(tv), NULL;
+    td_clear_error();
+    td_status st =
+        td_kernel_launch(k, grid, block_o == Py_None ? NULL : block, (size_t)shared, n, tv, push, (size_t)push_size);
+    PyMem_Free(tv);
+    return ret_status(st);
+}
+
+/* ---- the module ---- */
+
+static PyMethodDef methods[] = {
+    {"info", py_info, METH_O, "info(t) -> (shape, strides, dtype, device, storage_offset)"},
+    {"permute", py_permute, METH_VARARGS, NULL},
+    {"grad", py_grad, METH_VARARGS, NULL},
+    {"to_dlpack", py_to_dlpack, METH_VARARGS, NULL},
+    {"from_dlpack", py_from_dlpack, METH_VARARGS, NULL},
+    {"device_parse", py_device_parse, METH_O, NULL},
+    {"native_stream", py_native_stream, METH_O, NULL},
+    {"stream_wait", py_stream_wait, METH_VARARGS, NULL},
+    {"kernel_compile", py_kernel_compile, METH_VARARGS, NULL},
+    {"kernel_launch", py_kernel_launch, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "trident._C", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__C(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    TridentError = PyErr_NewException("trident.TridentError", PyExc_RuntimeError, NULL);
+    if (!TridentError || PyModule_AddObjectRef(m, "TridentError", TridentError) < 0) goto fail;
+    /* the generated functions, and OPS: ((name, (parameter names...), returns_tensor), ...) */
+    PyObject *fns = PyModule_GetDict(m);
+    PyObject *ops = PyList_New(0);
+    if (!ops) goto fail;
+    for (const struct gen_op *g = gen_ops; g->name; g++) {
+        PyObject *params = PyList_New(0);
+        for (int i = 0; params && g->params[i]; i++) {
+            PyObject *s = PyUnicode_FromString(g->params[i]);
+            if (s) PyList_Append(params, s);
+            Py_XDECREF(s);
+        }
+        PyObject *item = params ? Py_BuildValue("(sNi)", g->name, PyList_AsTuple(params), g->returns_tensor) : NULL;
+        Py_XDECREF(params);
+        if (!item || PyList_Append(ops, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(ops);
+            goto fail;
+        }
+        Py_DECREF(item);
+    }
+    for (PyMethodDef *d = gen_methods; d->ml_name; d++) {
+        PyObject *f = PyCFunction_New(d, NULL);
+        if (!f || PyDict_SetItemString(fns, d->ml_name, f) < 0) {
+            Py_XDECREF(f);
+            Py_DECREF(ops);
+            goto fail;
+        }
+        Py_DECREF(f);
+    }
+    int added = PyModule_AddObjectRef(m, "OPS", ops);
+    Py_DECREF(ops);
+    if (added < 0) goto fail;
+    for (int d = 0; d < TD_DTYPE_COUNT; d++)
+        if (PyModule_AddIntConstant(m, td_dtype_name((td_dtype)d), d) < 0) goto fail;
+    if (PyModule_AddIntConstant(m, "DLPACK_READ_ONLY", TD_DLPACK_READ_ONLY) < 0 ||
+        PyModule_AddIntConstant(m, "DLPACK_COPY", TD_DLPACK_COPY) < 0 ||
+        PyModule_AddIntConstant(m, "KERNEL_GLSL", TD_KERNEL_GLSL) < 0 ||
+        PyModule_AddIntConstant(m, "KERNEL_CUDA", TD_KERNEL_CUDA) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
