@@ -27,7 +27,7 @@
 
 typedef struct train_opts {
     workload_kind kind;
-    const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps;
+    const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps, *profile;
     int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
     int workers;
     double lr;
@@ -61,6 +61,8 @@ static void usage(FILE *f) {
             "  --deterministic          refuse to resume on another device or CPU thread count\n"
             "  --capture                record the training step once (CUDA graph, Vulkan command buffer) and\n"
             "                           replay it for every later batch; not on the CPU\n"
+            "  --profile FILE           record steps 3-7 (after 2 warm-up steps) with the profiler: a Chrome trace\n"
+            "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
             "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
             TRAIN_DEFAULT_DATA);
 }
@@ -166,6 +168,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--log-steps", OPT_STR, &o->log_steps},
         {"--deterministic", OPT_FLAG, &o->deterministic},
         {"--capture", OPT_FLAG, &o->capture},
+        {"--profile", OPT_STR, &o->profile},
         {"--layers", OPT_COUNT, &o->gpt.layers},
         {"--d-model", OPT_COUNT, &o->gpt.d_model},
         {"--heads", OPT_COUNT, &o->gpt.heads},
@@ -237,6 +240,7 @@ int cmd_train(int argc, char **argv) {
                    .workers = o.workers,
                    .deterministic = o.deterministic,
                    .capture = o.capture,
+                   .profile = o.profile,
                    .checkpoint = o.checkpoint};
     /* the data first: a missing dataset should not wait for a model */
     int rc =
