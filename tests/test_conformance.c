@@ -437,7 +437,24 @@ static bool reduce_inputs(conf_ctx *c, int v, bool empty, td_tensor **x, int *nd
         *x = td_expand(conf_in(c, -3, 3, SHAPE(1, 7)), SHAPE(33, 7));
         dims[0] = 0;
         return true;
-    case 8:
+    case 8: /* many short outputs (vulkan: reduce_tile.comp): a sum over the leading dim, */
+        VARIANT("many short outputs [8,64,256] dim 0");
+        *x = conf_in(c, -3, 3, SHAPE(8, BIG(c, 64, 4), 256));
+        dims[0] = 0;
+        return true;
+    case 9: /* ... a bias gradient (two leading dims, 40 outputs), */
+        VARIANT("bias-like [2,33,40] dims {0,1}");
+        *x = conf_in(c, -3, 3, SHAPE(2, 33, 40));
+        *nd = 2;
+        dims[0] = 0;
+        dims[1] = 1;
+        return true;
+    case 10: /* ... and short rows */
+        VARIANT("short rows [300,5] dim -1");
+        *x = conf_in(c, -3, 3, SHAPE(300, 5));
+        dims[0] = -1;
+        return true;
+    case 11:
         if (!empty) return false;
         VARIANT("size 0 [0,7] dim 0");
         *x = conf_in(c, -3, 3, SHAPE(0, 7));
