@@ -110,11 +110,11 @@ typedef struct bench_options {
 #define BENCH_PROFILE_OPS  8
 typedef struct bench_profile {
     char workload[32], device[16];
-    double step_ms;                          /* the profiled step */
-    int n_ops;                               /* entries of op/ms: the heaviest ops, then "other ops" */
+    double step_ms; /* the profiled step */
+    int n_ops;      /* entries of op/ms: the heaviest ops, then "other ops" */
     char op[BENCH_PROFILE_OPS + 1][24];
-    double ms[BENCH_PROFILE_OPS + 1];        /* per step */
-    double outside_ms;                       /* step time outside every op (host work, gaps) */
+    double ms[BENCH_PROFILE_OPS + 1]; /* per step */
+    double outside_ms;                /* step time outside every op (host work, gaps) */
 } bench_profile;
 
 typedef struct bench_session {

@@ -79,7 +79,8 @@ td_status bench_profile_steps(bench_session *s, int device, const char *workload
         }
     for (int i = 0; i < nb; i++) {
         int k = i < BENCH_PROFILE_OPS ? i : BENCH_PROFILE_OPS;
-        if (i <= BENCH_PROFILE_OPS) snprintf(p->op[k], sizeof p->op[k], "%s", i < BENCH_PROFILE_OPS ? by[i].op : "other ops");
+        if (i <= BENCH_PROFILE_OPS)
+            snprintf(p->op[k], sizeof p->op[k], "%s", i < BENCH_PROFILE_OPS ? by[i].op : "other ops");
         p->ms[k] += by[i].ms;
     }
     p->n_ops = nb < BENCH_PROFILE_OPS ? nb : BENCH_PROFILE_OPS + 1;
@@ -135,10 +136,14 @@ int bench_write_profile_svg(const bench_session *s, const char *path) {
         int legend = (ops + 1) * 16;
         height += 40 + (bars * row_h > legend ? bars * row_h : legend);
     }
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
-            "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, height);
-    fprintf(f, "<text x=\"10\" y=\"24\" font-size=\"16\">trident bench --profile: where one training step goes "
-            "(%s)</text>\n", s->date);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            W, height);
+    fprintf(f,
+            "<text x=\"10\" y=\"24\" font-size=\"16\">trident bench --profile: where one training step goes "
+            "(%s)</text>\n",
+            s->date);
     const char *names[64];
     int n_names = 0, y = 50;
     for (int w = 0; w < nw; w++) {
@@ -156,14 +161,16 @@ int bench_write_profile_svg(const bench_session *s, const char *path) {
                 const char *op = k < p->n_ops ? p->op[k] : "outside ops";
                 double ms = k < p->n_ops ? p->ms[k] : p->outside_ms, wpx = bar_w * ms / total;
                 const char *c = k < p->n_ops ? colour_of(names, &n_names, op) : "#eeeeee";
-                fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" stroke=\"white\" "
+                fprintf(f,
+                        "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" stroke=\"white\" "
                         "stroke-width=\"0.5\"><title>%s %.3f ms (%.1f%%)</title></rect>\n",
                         x, y, wpx, bar_h, c, op, ms, 100 * ms / total);
                 if (wpx > 40)
                     fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" fill=\"black\">%.0f%%</text>\n", x + 3,
                             y + 17, 100 * ms / total);
                 x += wpx;
-                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                fprintf(f,
+                        "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/>"
                         "<text x=\"%d\" y=\"%d\" font-size=\"11\">%s %s %.2f ms</text>\n",
                         left + bar_w + 20, ly, c, left + bar_w + 34, ly + 9, p->device, op, ms);
                 ly += 16;

@@ -21,10 +21,10 @@
     X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)
 /* clang-format on */
 /* ops composed from others in the core */
-#define GC_COMPOSED(X)                                                                                             \
-    X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a)      \
-    X(linear_3d)
-#define TESTS(X)       GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
+#define GC_COMPOSED(X)                                                                                                 \
+    X(softmax_dim0)                                                                                                    \
+    X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a) X(linear_3d)
+#define TESTS(X) GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
 
 /* ---- inputs ---- */
 enum { G, P, C, CP, IDX, MASK }; /* grad +-[0.1,1]; grad [0.5,1.5]; const; const positive; int64 [0,range); bool */

@@ -255,7 +255,8 @@ int train_loop(train_run *r) {
            r->w.name, td_device_str(r->w.device, dev, sizeof dev), n_params, td_optimizer_name(r->w.opt),
            td_optimizer_get_lr(r->w.opt, 0), r->batch, per_epoch, r->epochs);
     fflush(stdout);
-    int64_t run_steps = 0, left = r->max_steps ? r->max_steps - r->step : (r->epochs - r->epoch) * per_epoch - r->batch_in_epoch;
+    int64_t run_steps = 0,
+            left = r->max_steps ? r->max_steps - r->step : (r->epochs - r->epoch) * per_epoch - r->batch_in_epoch;
     r->profile_from = left > TRAIN_PROFILE_WARMUP ? TRAIN_PROFILE_WARMUP : 0;
     while (r->epoch < r->epochs) {
         if (r->dl && td_dataloader_start_epoch(r->dl, r->epoch, r->batch_in_epoch) != TD_OK)

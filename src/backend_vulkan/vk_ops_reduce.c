@@ -50,8 +50,8 @@ typedef struct red_plan {
 } red_plan;
 
 /* Outputs per workgroup for reduce_tile.comp, or 0 for one workgroup per
-** output: tiles when the outputs are many and short (fewer than 64 elements:
-** a workgroup of 256 would idle), or when neighbouring outputs are neighbours
+** output: tiles when the outputs are many (256 or more) and short (128
+** elements or fewer: most of a workgroup of 256 would idle), or when neighbouring outputs are neighbours
 ** in memory and the reduced elements are not (the innermost kept dim has
 ** stride 1, the innermost reduced dim does not), where a tile reads a row of
 ** TX outputs in one access. TX is 32, halved down to 8 while that leaves
@@ -60,7 +60,7 @@ typedef struct red_plan {
 static uint32_t tile_of(const red_plan *pl, int64_t n_out, uint32_t code, td_dtype dt) {
     bool ok = code == R_MAX || code == R_MIN || ((code == R_SUM || code == R_MEAN) && vk_is_float(dt));
     bool cols = pl->nk > 0 && pl->kst[pl->nk - 1] == 1 && pl->rst[pl->nr - 1] != 1;
-    if (!ok || n_out < 2 || !(pl->n_red < 64 || (cols && n_out >= 32))) return 0;
+    if (!ok || n_out < 2 || !((pl->n_red <= 128 && n_out >= 256) || (cols && n_out >= 32))) return 0;
     uint32_t tx = 32;
     while (tx > 8 && n_out / tx < 128) tx /= 2;
     return tx;

@@ -135,7 +135,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     }
     if (batch.on && be->iface->run_many && (kind == TD_OP_ADAM_STEP || kind == TD_OP_SGD_STEP))
         return batch_add(be, dev, &op, n_in, in, n_out, out);
-    td_status st = __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op) : be->iface->run(dev.index, &op);
+    td_status st =
+        __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op) : be->iface->run(dev.index, &op);
     if (st != TD_OK) return st;
     for (int i = 0; i < n_out; i++)
         if (out[i]) atomic_fetch_add(&out[i]->storage->version, 1);

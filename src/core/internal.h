@@ -53,8 +53,8 @@ struct td_tensor {
 typedef struct td__prof_where {
     const char *module, *node;
     bool backward;
-    int depth;                           /* td_profile_push nesting */
-    const char *stack[TD_PROF_DEPTH];    /* the module before each push */
+    int depth;                        /* td_profile_push nesting */
+    const char *stack[TD_PROF_DEPTH]; /* the module before each push */
 } td__prof_where;
 extern bool td__profiling;
 extern _Thread_local td__prof_where td__prof_at;

@@ -92,7 +92,8 @@ const char *td__profile_intern(const char *s) {
     const char *r = NULL;
     for (int i = strs.n - 1; i >= 0 && !r; i--)
         if (!strcmp(strs.s[i], s)) r = strs.s[i];
-    if (!r && (strs.n < strs.cap || (strs.s = realloc(strs.s, sizeof *strs.s * (size_t)(strs.cap = strs.cap * 2 + 64)))))
+    if (!r &&
+        (strs.n < strs.cap || (strs.s = realloc(strs.s, sizeof *strs.s * (size_t)(strs.cap = strs.cap * 2 + 64)))))
         if ((strs.s[strs.n] = strdup(s))) r = strs.s[strs.n++];
     pthread_mutex_unlock(&str_lock);
     return r;
@@ -150,8 +151,17 @@ static void op_cost(const td_op *op, double *flops, double *bytes) {
     case TD_OP_CONV2D: f = 2 * numel_of(&out[0]) * numel_of(&in[1]) / (double)in[1].shape[0]; break;
     case TD_OP_CONV2D_BACKWARD_INPUT: f = 2 * numel_of(&in[0]) * numel_of(&in[1]) / (double)in[1].shape[0]; break;
     case TD_OP_CONV2D_BACKWARD_WEIGHT: f = 2 * numel_of(&in[0]) * numel_of(&out[0]) / (double)out[0].shape[0]; break;
-    case TD_OP_FILL: case TD_OP_ARANGE: case TD_OP_RAND: case TD_OP_RANDN: case TD_OP_COPY: case TD_OP_EMBEDDING:
-    case TD_OP_EMBEDDING_BACKWARD: case TD_OP_INDEX_SELECT: case TD_OP_GATHER: case TD_OP_SCATTER_ADD: case TD_OP_CAT:
+    case TD_OP_FILL:
+    case TD_OP_ARANGE:
+    case TD_OP_RAND:
+    case TD_OP_RANDN:
+    case TD_OP_COPY:
+    case TD_OP_EMBEDDING:
+    case TD_OP_EMBEDDING_BACKWARD:
+    case TD_OP_INDEX_SELECT:
+    case TD_OP_GATHER:
+    case TD_OP_SCATTER_ADD:
+    case TD_OP_CAT:
     case TD_OP_ONE_HOT: f = 0; break;
     default: f = big; break;
     }
@@ -183,7 +193,8 @@ static prof_slot *slot_for(const td_backend *be, td_device dev) {
     *s = (prof_slot){.be = be, .dev = dev, .pending = -1};
     s->events = dev.type != TD_DEVICE_CPU && be->iface->event_create && be->iface->event_record &&
                 be->iface->event_elapsed_ms && be->iface->event_free;
-    if (s->events && (be->iface->event_create(dev.index, &s->base) != TD_OK || be->iface->event_record(s->base) != TD_OK))
+    if (s->events &&
+        (be->iface->event_create(dev.index, &s->base) != TD_OK || be->iface->event_record(s->base) != TD_OK))
         s->events = false;
     s->base_ns = now_ns();
     for (int i = 0; i < n_roofs; i++)
@@ -216,7 +227,10 @@ static void keep_error(td_status st) {
 }
 
 td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_op *ops) {
-    prof_rec r = {.kind = ops[0].kind, .n_ops = n, .module = td__prof_at.module, .node = td__prof_at.node,
+    prof_rec r = {.kind = ops[0].kind,
+                  .n_ops = n,
+                  .module = td__prof_at.module,
+                  .node = td__prof_at.node,
                   .backward = td__prof_at.backward};
     for (int i = 0; i < n; i++) {
         double f, b;
@@ -271,7 +285,9 @@ td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_o
 
 static void clear_run(void) {
     for (int64_t i = 0; i < n_recs; i++)
-        if (recs[i].e0) slots[recs[i].slot].be->iface->event_free(recs[i].e0), slots[recs[i].slot].be->iface->event_free(recs[i].e1);
+        if (recs[i].e0)
+            slots[recs[i].slot].be->iface->event_free(recs[i].e0),
+                slots[recs[i].slot].be->iface->event_free(recs[i].e1);
     for (int i = 0; i < n_slots; i++)
         if (slots[i].base) slots[i].be->iface->event_free(slots[i].base);
     n_recs = 0, n_slots = 0, n_steps = 0, run_error = TD_OK;
@@ -331,7 +347,8 @@ static void measure_roof(prof_slot *s) {
     int64_t n = small ? 512 : 2048, len = small ? (int64_t)1 << 23 : (int64_t)1 << 25;
     td_status keep = td_last_status();
     td_scope_begin();
-    td_tensor *a = td_randn(2, (int64_t[]){n, n}, 1, 0, TD_F32, s->dev), *b = td_randn(2, (int64_t[]){n, n}, 2, 0, TD_F32, s->dev);
+    td_tensor *a = td_randn(2, (int64_t[]){n, n}, 1, 0, TD_F32, s->dev),
+              *b = td_randn(2, (int64_t[]){n, n}, 2, 0, TD_F32, s->dev);
     td_tensor *x = td_zeros(1, &len, TD_F32, s->dev), *y = td_zeros(1, &len, TD_F32, s->dev);
     if (a && b && x && y) {
         double g = time_best_ms(s->dev, td_matmul, a, b), c = time_best_ms(s->dev, copy_fn, x, y);
@@ -359,8 +376,7 @@ td_status td_profile_end(const char *trace_path) {
         char d[32];
         td_device_info info;
         snprintf(s->name, sizeof s->name, "%s", td_device_str(s->dev, d, sizeof d));
-        if (td_device_get_info(s->dev, &info) == TD_OK)
-            snprintf(s->name, sizeof s->name, "%s (%s)", d, info.name);
+        if (td_device_get_info(s->dev, &info) == TD_OK) snprintf(s->name, sizeof s->name, "%s (%s)", d, info.name);
         if (!(s->gflops > 0 && s->gbps > 0)) measure_roof(s);
     }
     if (st == TD_OK && run_error != TD_OK)
@@ -371,8 +387,9 @@ td_status td_profile_end(const char *trace_path) {
 
 td_status td_profile_set_roofline(td_device dev, double gflops, double gbps) {
     if (!(gflops > 0 && gbps > 0 && isfinite(gflops) && isfinite(gbps)))
-        return TD_ERR(TD_ERR_MISUSE, "profile_set_roofline: rates must be positive and finite, got %g GFLOP/s and %g GB/s",
-                      gflops, gbps);
+        return TD_ERR(TD_ERR_MISUSE,
+                      "profile_set_roofline: rates must be positive and finite, got %g GFLOP/s and %g GB/s", gflops,
+                      gbps);
     pthread_mutex_lock(&lock);
     int i = 0;
     while (i < n_roofs && !td_device_equal(roofs[i].dev, dev)) i++;
@@ -432,8 +449,10 @@ static void aggregate(void) {
             if (n_rows == cap || 2 * n_rows >= hcap) break; /* more groups than the table keeps: the rest are dropped */
             row = n_rows++;
             h[j] = row;
-            rows[row] = (td_profile_row){.op = td_op_name(r->kind), .module = r->module ? r->module : "",
-                                         .node = r->node ? r->node : "", .backward = r->backward,
+            rows[row] = (td_profile_row){.op = td_op_name(r->kind),
+                                         .module = r->module ? r->module : "",
+                                         .node = r->node ? r->node : "",
+                                         .backward = r->backward,
                                          .device = slots[r->slot].dev};
         }
         td_profile_row *w = &rows[row];
@@ -553,8 +572,8 @@ td_status td_profile_print(FILE *f, int top) {
     fprintf(f, "\nby module (ms per step; backward: the autograd nodes its forward recorded)\n");
     fprintf(f, "  %-32s %9s %9s %7s  %s\n", "module", "forward", "backward", "% step", "heaviest op");
     for (int i = 0; i < ng && i < top; i++)
-        fprintf(f, "  %-32s %9.3f %9.3f %7.1f  %s (%s)\n", *m[i].module ? m[i].module : "(no module)",
-                m[i].fw / steps, m[i].bw / steps, 100 * (m[i].fw + m[i].bw) / steps / step, m[i].top,
+        fprintf(f, "  %-32s %9.3f %9.3f %7.1f  %s (%s)\n", *m[i].module ? m[i].module : "(no module)", m[i].fw / steps,
+                m[i].bw / steps, 100 * (m[i].fw + m[i].bw) / steps / step, m[i].top,
                 m[i].top_bw ? "backward" : "forward");
     free(g);
     free(m);
@@ -586,16 +605,21 @@ td_status td__profile_write_trace(const char *path) {
     for (int i = 0; i < n_slots; i++) {
         fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":", i + 1);
         json_str(f, slots[i].name);
-        fprintf(f, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
-                i + 1, i);
+        fprintf(
+            f,
+            "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}},\n",
+            i + 1, i);
         if (slots[i].dev.type != TD_DEVICE_CPU)
-            fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"queue 0\"}},\n",
+            fprintf(f,
+                    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"queue 0\"}},\n",
                     i + 1);
     }
     for (int t = 1; t <= next_tid; t++)
         for (int i = 0; i < n_slots; i++)
             if (slots[i].dev.type == TD_DEVICE_CPU)
-                fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"host thread %d\"}},\n",
+                fprintf(f,
+                        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"host thread "
+                        "%d\"}},\n",
                         i + 1, t, t);
     for (int s = 0; s < n_steps; s++)
         fprintf(f, "{\"ph\":\"i\",\"s\":\"g\",\"name\":\"step %d\",\"pid\":1,\"tid\":0,\"ts\":%.3f},\n", s + 1,
@@ -604,9 +628,10 @@ td_status td__profile_write_trace(const char *path) {
         const prof_rec *r = &recs[i];
         const prof_slot *s = &slots[r->slot];
         double roof = roof_ms_of(r);
-        fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{",
-                td_op_name(r->kind), r->backward ? "backward" : "forward", r->slot + 1,
-                s->dev.type == TD_DEVICE_CPU ? r->tid : 0, r->start_ms * 1e3, r->dur * 1e3);
+        fprintf(
+            f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{",
+            td_op_name(r->kind), r->backward ? "backward" : "forward", r->slot + 1,
+            s->dev.type == TD_DEVICE_CPU ? r->tid : 0, r->start_ms * 1e3, r->dur * 1e3);
         fprintf(f, "\"module\":");
         json_str(f, r->module ? r->module : "");
         if (r->node) {
@@ -621,7 +646,8 @@ td_status td__profile_write_trace(const char *path) {
     }
     fprintf(f, "]}\n");
     td_status st = ferror(f) ? TD_ERR(TD_ERR_IO, "profile_end: writing the trace %s failed", TD_QUOTE(path)) : TD_OK;
-    if (fclose(f) != 0 && st == TD_OK) st = TD_ERR(TD_ERR_IO, "profile_end: closing the trace %s failed", TD_QUOTE(path));
+    if (fclose(f) != 0 && st == TD_OK)
+        st = TD_ERR(TD_ERR_IO, "profile_end: closing the trace %s failed", TD_QUOTE(path));
     return st;
 }
 
