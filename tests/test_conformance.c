@@ -573,6 +573,10 @@ static int case_matmul(conf_ctx *c, int v, td_tensor **out) {
     case 16:
         VARIANT("lenet fc [64,120] @ [84,120]^T");
         RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(64, 120)), conf_in_t(c, -1, 1, 120, 84)));
+    /* a weight gradient folded over B*T = 4096 rows: few output tiles, long K (vulkan: split-K) */
+    case 17:
+        VARIANT("long K wgrad [4096,24]^T @ [4096,40]");
+        RETURN1(td_matmul(conf_in_t(c, -1, 1, 24, 4096), conf_in(c, -1, 1, SHAPE(4096, 40))));
     case CONF_PERF: {
         int64_t n = BIG(c, 1024, 128);
         VARIANT(c->tiny ? "[128,128] @ [128,128]" : "[1024,1024] @ [1024,1024]");
