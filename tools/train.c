@@ -219,6 +219,9 @@ int cmd_train(int argc, char **argv) {
     td_device dev;
     if (td_device_parse(o.device, &dev) != TD_OK)
         return train_fail("--device %s: %s", TD_QUOTE(o.device), td_last_error());
+    if (o.capture && o.profile)
+        return train_fail("--profile times eager steps; it cannot be combined with --capture (a replayed graph "
+                          "runs no ops through the dispatcher)");
     if (o.capture && dev.type == TD_DEVICE_CPU)
         return train_fail("--capture: the cpu backend does not capture (it needs a CUDA or Vulkan device: "
                           "--device cuda or vulkan)");
