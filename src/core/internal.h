@@ -56,7 +56,7 @@ typedef struct td__prof_where {
     int depth;                        /* td_profile_push nesting */
     const char *stack[TD_PROF_DEPTH]; /* the module before each push */
 } td__prof_where;
-extern bool td__profiling;
+extern _Atomic bool td__profiling; /* atomic: other threads (data loaders) dispatch while begin/end write it */
 extern _Thread_local td__prof_where td__prof_at;
 td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_op *ops); /* run, or run_many if n > 1 */
 const char *td__profile_intern(const char *s); /* a copy that lives as long as the process; NULL without memory */

@@ -27,7 +27,7 @@
 
 enum { HARVEST = 1024, MAX_SLOTS = 16, SHAPES = 160 };
 
-bool td__profiling;
+_Atomic bool td__profiling;
 _Thread_local td__prof_where td__prof_at;
 
 typedef struct prof_rec {
