@@ -419,50 +419,62 @@ static int by_total(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Rows keyed by (op, module, node, phase, device), in a hash table of indices. */
+static const char no_name[] = "";
+
+static uint64_t row_hash(const td_profile_row *w) {
+    return (uintptr_t)w->op * 0x9E3779B97F4A7C15u ^ (uintptr_t)w->module * 31 ^ (uintptr_t)w->node * 131 ^
+           (uint64_t)w->backward << 7 ^ (uint64_t)w->device.type << 9 ^ (uint64_t)w->device.index << 12;
+}
+
+static bool row_same(const td_profile_row *a, const td_profile_row *b) {
+    return a->op == b->op && a->module == b->module && a->node == b->node && a->backward == b->backward &&
+           td_device_equal(a->device, b->device);
+}
+
+/* Rows keyed by (op, module, node, phase, device): names are interned or
+** static, so they compare by pointer; an open-addressing table of row indices
+** at most half full, rebuilt twice as large when it would pass that. */
 static void aggregate(void) {
     free(rows);
     rows = NULL, n_rows = 0;
-    int cap = 256, hcap = 1024;
-    int *h = malloc(sizeof *h * (size_t)hcap);
-    rows = malloc(sizeof *rows * (size_t)cap);
-    if (!h || !rows) {
-        free(h);
-        return;
-    }
-    memset(h, -1, sizeof *h * (size_t)hcap);
+    int cap = 0, hcap = 0, *h = NULL;
     for (int64_t i = 0; i < n_recs; i++) {
         const prof_rec *r = &recs[i];
-        uint64_t k = (uint64_t)r->kind * 0x9E3779B97F4A7C15u ^ (uintptr_t)r->module * 31 ^ (uintptr_t)r->node * 131 ^
-                     (uint64_t)r->backward << 7 ^ (uint64_t)r->slot << 9;
-        int j = (int)(k % (uint64_t)hcap), row = -1;
-        for (; h[j] >= 0; j = (j + 1) % hcap) {
-            const td_profile_row *w = &rows[h[j]];
-            if (w->op == td_op_name(r->kind) && w->module == (r->module ? r->module : "") &&
-                w->node == (r->node ? r->node : "") && w->backward == r->backward &&
-                td_device_equal(w->device, slots[r->slot].dev)) {
-                row = h[j];
-                break;
+        td_profile_row key = {.op = td_op_name(r->kind),
+                              .module = r->module ? r->module : no_name,
+                              .node = r->node ? r->node : no_name,
+                              .backward = r->backward,
+                              .device = slots[r->slot].dev};
+        if (2 * (n_rows + 1) > hcap) { /* grow: rows, then the table from the rows */
+            int nc = cap ? 2 * cap : 256;
+            td_profile_row *nr = realloc(rows, sizeof *rows * (size_t)nc);
+            int *nh = malloc(sizeof *nh * (size_t)(2 * nc));
+            if (!nr || !nh) {
+                free(nh);
+                if (nr) rows = nr;
+                break; /* out of memory: the rows so far */
+            }
+            rows = nr, cap = nc, hcap = 2 * nc;
+            free(h);
+            h = nh;
+            memset(h, -1, sizeof *h * (size_t)hcap);
+            for (int k = 0; k < n_rows; k++) {
+                int j = (int)(row_hash(&rows[k]) % (uint64_t)hcap);
+                while (h[j] >= 0) j = (j + 1) % hcap;
+                h[j] = k;
             }
         }
-        if (row < 0) {
-            if (n_rows == cap || 2 * n_rows >= hcap) break; /* more groups than the table keeps: the rest are dropped */
-            row = n_rows++;
-            h[j] = row;
-            rows[row] = (td_profile_row){.op = td_op_name(r->kind),
-                                         .module = r->module ? r->module : "",
-                                         .node = r->node ? r->node : "",
-                                         .backward = r->backward,
-                                         .device = slots[r->slot].dev};
-        }
-        td_profile_row *w = &rows[row];
+        int j = (int)(row_hash(&key) % (uint64_t)hcap);
+        while (h[j] >= 0 && !row_same(&rows[h[j]], &key)) j = (j + 1) % hcap;
+        if (h[j] < 0) h[j] = n_rows, rows[n_rows++] = key;
+        td_profile_row *w = &rows[h[j]];
         w->count += r->n_ops;
         w->total_ms += r->dur;
         w->flops += r->flops, w->bytes += r->bytes;
         w->roof_ms += roof_ms_of(r);
     }
     free(h);
-    qsort(rows, (size_t)n_rows, sizeof *rows, by_total);
+    if (rows) qsort(rows, (size_t)n_rows, sizeof *rows, by_total);
 }
 
 int td_profile_rows(td_profile_row *out, int cap) {
