@@ -377,7 +377,10 @@ td_status td_profile_end(const char *trace_path) {
         td_device_info info;
         snprintf(s->name, sizeof s->name, "%s", td_device_str(s->dev, d, sizeof d));
         if (td_device_get_info(s->dev, &info) == TD_OK) snprintf(s->name, sizeof s->name, "%s (%s)", d, info.name);
-        if (!(s->gflops > 0 && s->gbps > 0)) measure_roof(s);
+        if (!(s->gflops > 0 && s->gbps > 0)) { /* once per device and process */
+            measure_roof(s);
+            if (s->gflops > 0 && s->gbps > 0) td_profile_set_roofline(s->dev, s->gflops, s->gbps);
+        }
     }
     if (st == TD_OK && run_error != TD_OK)
         st = TD_ERR(run_error, "profile_end: some ops were not recorded (%s)", td_status_str(run_error));
