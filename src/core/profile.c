@@ -520,7 +520,7 @@ td_status td_profile_print(FILE *f, int top) {
     fprintf(f, "profile: %d step%s, %lld ops, %.3f ms per step; ops %.3f ms per step (%.1f%% of it)\n", steps,
             steps == 1 ? "" : "s", (long long)count, step, ops / steps, 100 * ops / steps / step);
     for (int i = 0; i < n_slots; i++)
-        fprintf(f, "  %-40s %s; roofline %.1f GFLOP/s, %.1f GB/s%s\n", slots[i].name,
+        fprintf(f, "  %-40s %s; roofline %.3g GFLOP/s, %.3g GB/s%s\n", slots[i].name,
                 slots[i].events ? "device timestamps" : "host clock", slots[i].gflops, slots[i].gbps,
                 slots[i].gflops > 0 ? "" : " (unknown)");
     /* top (op, phase, device) groups, summed over modules */
