@@ -102,7 +102,20 @@ typedef struct bench_options {
     const char *python; /* interpreter for the twin */
     const char *twin;   /* path of torch_workloads.py */
     const char *data;   /* Fashion-MNIST directory for W1/W2, or NULL: the default one if present */
+    bool profile;       /* --profile: profile each training workload's step (bench_profile.c) */
 } bench_options;
+
+/* Where one profiled step of a workload on a device goes (bench_profile.c). */
+#define BENCH_MAX_PROFILES 32
+#define BENCH_PROFILE_OPS  8
+typedef struct bench_profile {
+    char workload[32], device[16];
+    double step_ms; /* the profiled step */
+    int n_ops;      /* entries of op/ms: the heaviest ops, then "other ops" */
+    char op[BENCH_PROFILE_OPS + 1][24];
+    double ms[BENCH_PROFILE_OPS + 1]; /* per step */
+    double outside_ms;                /* step time outside every op (host work, gaps) */
+} bench_profile;
 
 typedef struct bench_session {
     bench_options opt;
@@ -119,6 +132,8 @@ typedef struct bench_session {
     bench_torch_row torch[BENCH_MAX_TORCH];
     char *torch_raw;            /* every JSON line the twin printed, newline-separated (malloc'd) */
     td_tensor *images, *labels; /* Fashion-MNIST training set for W1/W2 (kept), or NULL */
+    int n_profiles;
+    bench_profile profiles[BENCH_MAX_PROFILES];
 } bench_session;
 
 /* ---- workloads (bench_workloads.c) ---- */
@@ -235,6 +250,15 @@ void bench_stamp(bench_session *s);
 void bench_print_table(const bench_session *s, FILE *f);
 int bench_write_json(const bench_session *s, const char *path); /* 0 or -1 with a message on stderr */
 int bench_write_svg(const bench_session *s, const char *path);
+
+/* ---- --profile (bench_profile.c) ---- */
+
+/* With --profile: PROFILE_STEPS calls of fn(arg, 0) under the profiler, the
+** trace trident-profile-<workload>-<device>.json, the summary on stdout, and
+** the step's split kept for the SVG. TD_OK without --profile. */
+td_status bench_profile_steps(bench_session *s, int device, const char *workload, bench_fn fn, void *arg);
+/* trident-profile.svg: a bar per device per profiled workload; 0, or 1 after a message. */
+int bench_write_profile_svg(const bench_session *s, const char *path);
 
 /* ---- regression compare (bench_compare.c) ---- */
 

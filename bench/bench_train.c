@@ -151,7 +151,7 @@ static td_status time_steps(bench_session *s, int device, const char *name, cons
     snprintf(r->note, sizeof r->note, "%s", note);
     r->params = count_params(a->w.model);
     r->steps_per_epoch = steps_per_epoch;
-    return TD_OK;
+    return bench_profile_steps(s, device, name, fn, arg);
 }
 
 int64_t bench_image_batch(const bench_session *s) { return s->opt.quick ? 16 : 128; }

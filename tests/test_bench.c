@@ -19,7 +19,8 @@
 #define TESTS(X)                                                                                                       \
     X(json_fields_and_samples)                                                                                         \
     X(cpu_and_vulkan)                                                                                                  \
-    X(training_torch_mapping) X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars)
+    X(training_torch_mapping)                                                                                          \
+    X(compare_flags_slowdown) X(torch_missing_says_so) X(bad_backend) X(svg_renders_bars) X(profile_bars)
 
 static char bin[PATH_MAX], dir[64];
 
@@ -384,6 +385,25 @@ TEST(torch_missing_says_so) {
     ASSERT(strstr(get_str(torch, "status"), "n/a (torch not found)"));
     ASSERT(strstr(get_str(json_array_get(json_object_get(j, "devices"), 0), "torch_status"), "torch not found"));
     json_decref(j);
+    sh("rm -rf %s", dir);
+}
+
+/* --profile: the profiler's summary, a trace per training workload and device, and
+** trident-profile.svg with a bar segment per op of the step */
+TEST(profile_bars) {
+    setup();
+    ASSERT_EQ_INT(
+        sh("cd %s && %s bench --quick --backends cpu --only mlp,gpt --reps 2 --profile >t.txt 2>&1", dir, bin), 0);
+    ASSERT(file_has(at("t.txt"), "[profile] W3-gpt-mini on cpu"));
+    ASSERT(file_has(at("t.txt"), "by module"));
+    json_t *j = load(at("trident-profile-W3-gpt-mini-cpu.json"));
+    ASSERT(json_array_size(json_object_get(j, "traceEvents")) > 100);
+    json_decref(j);
+    j = load(at("trident-profile-W1-mlp-cpu.json"));
+    json_decref(j);
+    ASSERT(file_has(at("trident-profile.svg"), "W3-gpt-mini"));
+    ASSERT(file_has(at("trident-profile.svg"), "<title>matmul "));
+    ASSERT(file_has(at("trident-profile.svg"), "outside ops"));
     sh("rm -rf %s", dir);
 }
 

@@ -438,7 +438,24 @@ static bool reduce_inputs(conf_ctx *c, int v, bool empty, td_tensor **x, int *nd
         *x = td_expand(conf_in(c, -3, 3, SHAPE(1, 7)), SHAPE(33, 7));
         dims[0] = 0;
         return true;
-    case 8:
+    case 8: /* many short outputs (vulkan: reduce_tile.comp): a sum over the leading dim, */
+        VARIANT("many short outputs [8,64,256] dim 0");
+        *x = conf_in(c, -3, 3, SHAPE(8, BIG(c, 64, 4), 256));
+        dims[0] = 0;
+        return true;
+    case 9: /* ... a bias gradient (two leading dims, 40 outputs), */
+        VARIANT("bias-like [2,33,40] dims {0,1}");
+        *x = conf_in(c, -3, 3, SHAPE(2, 33, 40));
+        *nd = 2;
+        dims[0] = 0;
+        dims[1] = 1;
+        return true;
+    case 10: /* ... and short rows */
+        VARIANT("short rows [300,5] dim -1");
+        *x = conf_in(c, -3, 3, SHAPE(300, 5));
+        dims[0] = -1;
+        return true;
+    case 11:
         if (!empty) return false;
         VARIANT("size 0 [0,7] dim 0");
         *x = conf_in(c, -3, 3, SHAPE(0, 7));
@@ -557,6 +574,10 @@ static int case_matmul(conf_ctx *c, int v, td_tensor **out) {
     case 16:
         VARIANT("lenet fc [64,120] @ [84,120]^T");
         RETURN1(td_matmul(conf_in(c, -1, 1, SHAPE(64, 120)), conf_in_t(c, -1, 1, 120, 84)));
+    /* a weight gradient folded over B*T = 4096 rows: few output tiles, long K (vulkan: split-K) */
+    case 17:
+        VARIANT("long K wgrad [4096,24]^T @ [4096,40]");
+        RETURN1(td_matmul(conf_in_t(c, -1, 1, 24, 4096), conf_in(c, -1, 1, SHAPE(4096, 40))));
     case CONF_PERF: {
         int64_t n = BIG(c, 1024, 128);
         VARIANT(c->tiny ? "[128,128] @ [128,128]" : "[1024,1024] @ [1024,1024]");

@@ -21,8 +21,10 @@
     X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)
 /* clang-format on */
 /* ops composed from others in the core */
-#define GC_COMPOSED(X) X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril)
-#define TESTS(X)       GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
+#define GC_COMPOSED(X)                                                                                                 \
+    X(softmax_dim0)                                                                                                    \
+    X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a) X(linear_3d)
+#define TESTS(X) GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
 
 /* ---- inputs ---- */
 enum { G, P, C, CP, IDX, MASK }; /* grad +-[0.1,1]; grad [0.5,1.5]; const; const positive; int64 [0,range); bool */
@@ -344,6 +346,23 @@ FN(tril) {
     return td_tril(x[0], -1);
 }
 CASE(tril, 1, S(G, 2, 4, 3))
+/* the folded matmul gradients: a 2-D a against a batched b, a 3-D a read
+** through a transpose against a 2-D b, and Linear on [B, T, in] with a bias */
+FN(matmul_shared_a) {
+    UNUSED;
+    return td_matmul(x[0], x[1]);
+}
+CASE(matmul_shared_a, 2, S(G, 2, 3, 4), S(G, 3, 2, 4, 2))
+FN(matmul_strided_a) {
+    UNUSED;
+    return td_matmul(td_transpose(x[0], 1, 2), x[1]);
+}
+CASE(matmul_strided_a, 2, S(G, 3, 2, 4, 3), S(G, 2, 4, 2))
+FN(linear_3d) {
+    UNUSED;
+    return td_linear(x[0], x[1], x[2]);
+}
+CASE(linear_3d, 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
 FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last without */
     UNUSED;
     return td_add(td_layer_norm(x[0], 2, x[1], x[2], 1e-5), td_layer_norm(x[0], 1, NULL, NULL, 1e-5));

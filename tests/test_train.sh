@@ -13,7 +13,7 @@ case $CASE in --list*) ;; *) BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ERROR_CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint \
 missing_checkpoint other_model other_gpt_size hostile_flags"
 CASES="$ERROR_CASES hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop resume_kill w3_text \
-twin_names capture_cpu capture_vulkan capture_cuda"
+twin_names capture_cpu capture_vulkan capture_cuda profile_w3"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 [ "$CASE" = --list-errors ] && { echo "$ERROR_CASES" | tr ' ' '\n'; exit 0; }
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -277,6 +277,26 @@ EOF
     ;;
 capture_cpu)
     expect_error "--capture: the cpu backend does not capture" --model mlp --device cpu --capture
+    ;;
+profile_w3)
+    # --profile: steps 3-7 of a small W3 in a Chrome trace, and the summary with W3's modules on stderr
+    [ -f "$TEXT" ] || { echo "SKIP $CASE: no $TEXT"; exit 77; }
+    "$BIN" train --model gpt --text "$TEXT" --device cpu --d-model 32 --layers 1 --heads 2 --context 16 --batch 4 \
+        --steps 9 --epochs 1 --profile p.json >out.txt 2>err.txt || { cat err.txt; fail "--profile run failed"; }
+    grep -q "^profile: 5 steps" err.txt || { cat err.txt; fail "no summary of 5 steps"; }
+    for m in blocks.0.qkv blocks.0.fc head optimizer loss; do
+        grep -q "^  $m " err.txt || { cat err.txt; fail "module $m missing from the summary"; }
+    done
+    python3 - p.json <<'EOF' || fail "p.json is not the trace of 5 steps"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+ops = [e for e in ev if e["ph"] == "X"]
+steps = [e for e in ev if e["ph"] == "i"]
+bw = [e for e in ops if e["cat"] == "backward" and e["args"].get("node")]
+print(len(ops), "ops,", len(steps), "step marks,", len(bw), "backward ops with a node")
+sys.exit(not (len(steps) == 5 and len(ops) > 100 and bw))
+EOF
+    expect_error "--profile times eager steps" --model mlp --device cpu --capture --profile p.json
     ;;
 capture_vulkan)
     # SGD: stateless besides the parameters, so every replay is the eager step exactly; then Adam

@@ -32,6 +32,9 @@ static void usage(FILE *f) {
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
             "  --svg FILE        write a bar chart per workload\n"
             "  --save DIR        write DIR/<device>-<date>.json and .svg\n"
+            "  --profile         after each training workload's timing, profile 3 steps: the summary, a Chrome\n"
+            "                    trace trident-profile-<workload>-<device>.json, and trident-profile.svg\n"
+            "                    (where the step goes, by op) in the current directory\n"
             "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n"
             "  --ddp             data-parallel scaling of W3 instead: 1 and --nproc N processes (default 2)\n"
             "                    on --device D (default cuda), --steps S, --torch: PyTorch DDP too\n\n"
@@ -105,6 +108,8 @@ int cmd_bench(int argc, char **argv) {
             opt.quick = true;
         else if (!strcmp(a, "--torch"))
             opt.torch = true;
+        else if (!strcmp(a, "--profile"))
+            opt.profile = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return usage(stdout), 0;
         else if (!strcmp(a, "--compare")) {
@@ -164,6 +169,12 @@ int cmd_bench(int argc, char **argv) {
     int rc = 0;
     if (json && bench_write_json(s, json)) rc = 1;
     if (svg && bench_write_svg(s, svg)) rc = 1;
+    if (opt.profile && s->n_profiles) {
+        if (bench_write_profile_svg(s, "trident-profile.svg"))
+            rc = 1;
+        else
+            fprintf(stderr, "[bench] wrote trident-profile.svg\n");
+    }
     if (save) {
         char path[1024];
         save_path(s, save, "json", path, sizeof path);

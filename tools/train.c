@@ -27,7 +27,7 @@
 
 typedef struct train_opts {
     workload_kind kind;
-    const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps;
+    const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps, *profile;
     int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
     int workers;
     double lr;
@@ -63,6 +63,8 @@ static void usage(FILE *f) {
             "                           replay it for every later batch; not on the CPU\n"
             "  --ddp                    data-parallel over the launcher's processes (implied when WORLD_SIZE > 1:\n"
             "                           trident launch, torchrun, mpirun); --batch is per process\n"
+            "  --profile FILE           record steps 3-7 (after 2 warm-up steps) with the profiler: a Chrome trace\n"
+            "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
             "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
             TRAIN_DEFAULT_DATA);
 }
@@ -170,6 +172,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--deterministic", OPT_FLAG, &o->deterministic},
         {"--capture", OPT_FLAG, &o->capture},
         {"--ddp", OPT_FLAG, &o->ddp},
+        {"--profile", OPT_STR, &o->profile},
         {"--layers", OPT_COUNT, &o->gpt.layers},
         {"--d-model", OPT_COUNT, &o->gpt.d_model},
         {"--heads", OPT_COUNT, &o->gpt.heads},
@@ -220,6 +223,9 @@ int cmd_train(int argc, char **argv) {
     /* Vulkan: make the pipelines this model used last time up front, in parallel (vk_prewarm.c) */
     static const char *const prewarm[] = {[WORKLOAD_MLP] = "mlp", [WORKLOAD_CNN] = "cnn", [WORKLOAD_GPT] = "gpt"};
     setenv("TRIDENT_VULKAN_PREWARM", prewarm[o.kind], 0);
+    if (o.capture && o.profile)
+        return train_fail("--profile times eager steps; it cannot be combined with --capture (a replayed graph "
+                          "runs no ops through the dispatcher)");
     td_device dev;
     train_run r = {.world = 1};
     if (train_dist_wanted(o.ddp)) {
@@ -242,7 +248,7 @@ int cmd_train(int argc, char **argv) {
     if (train_checkpoint_check(o.checkpoint)) return train_dist_free(&r, true), 1;
     r.seed = o.seed, r.epochs = o.epochs, r.batch = o.batch, r.steps = o.steps;
     r.checkpoint_every = o.checkpoint_every, r.max_steps = o.max_steps, r.workers = o.workers;
-    r.deterministic = o.deterministic, r.capture = o.capture, r.checkpoint = o.checkpoint;
+    r.deterministic = o.deterministic, r.capture = o.capture, r.profile = o.profile, r.checkpoint = o.checkpoint;
     /* the data first: a missing dataset should not wait for a model */
     int rc =
         o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);

@@ -29,6 +29,9 @@ typedef struct train_run {
     bool deterministic;
     bool capture; /* --capture: record the step once, replay it for every later batch */
     const char *checkpoint;
+    const char *profile;            /* --profile FILE: the Chrome trace of a few steps (train_loop.c); NULL: off */
+    int64_t profile_from, profiled; /* steps of this run before recording starts; steps recorded */
+    bool profiling;
     /* mlp, cnn: Fashion-MNIST, x F32 [N, 784], y I64 [N] (kept references) */
     td_tensor *x_train, *y_train, *x_test, *y_test;
     td_dataset *ds;

@@ -182,6 +182,37 @@ static td_status step_once(train_run *r, double *loss) {
     return st;
 }
 
+/* --profile: the run's steps profile_from + 1 .. + TRAIN_PROFILE_STEPS are
+** recorded; the trace and summary come after the last (or when the run ends). */
+enum { TRAIN_PROFILE_WARMUP = 2, TRAIN_PROFILE_STEPS = 5 };
+
+static int profile_finish(train_run *r, bool tty) {
+    if (!r->profiling) return 0;
+    const char *path = r->profile;
+    r->profiling = false, r->profile = NULL; /* once */
+    if (td_profile_end(path) != TD_OK) return train_fail("--profile: %s", td_last_error());
+    if (tty) fputs("\r\033[K", stderr);
+    td_profile_print(stderr, 15);
+    fprintf(stderr, "profile: %" PRId64 " step%s traced in %s\n", r->profiled, r->profiled == 1 ? "" : "s", path);
+    return 0;
+}
+
+/* before a step: start recording at the right one; after: mark the step, and
+** end after the last recorded one. */
+static int profile_around(train_run *r, int64_t run_steps, bool before, bool tty) {
+    if (!r->profile) return 0;
+    if (before) {
+        if (!r->profiling && run_steps == r->profile_from) {
+            if (td_profile_begin() != TD_OK) return train_fail("--profile: %s", td_last_error());
+            r->profiling = true;
+        }
+        return 0;
+    }
+    if (!r->profiling) return 0;
+    td_profile_step();
+    return ++r->profiled == TRAIN_PROFILE_STEPS ? profile_finish(r, tty) : 0;
+}
+
 /* The end of an epoch: evaluate, report, log and checkpoint. */
 static int finish_epoch(train_run *r, double seconds, int64_t steps_run) {
     double test_loss = NAN, acc = NAN, train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN;
@@ -236,6 +267,9 @@ int train_loop(train_run *r) {
         printf("data-parallel: %d processes (%s), batch %" PRId64 " per process, global batch %" PRId64 "\n", r->world,
                td_dist_get_backend() == TD_DIST_NCCL ? "nccl" : "mpi", r->batch, r->batch * r->world);
     fflush(stdout);
+    int64_t run_steps = 0,
+            left = r->max_steps ? r->max_steps - r->step : (r->epochs - r->epoch) * per_epoch - r->batch_in_epoch;
+    r->profile_from = left > TRAIN_PROFILE_WARMUP ? TRAIN_PROFILE_WARMUP : 0;
     while (r->epoch < r->epochs) {
         td_dataloader_opts lo = loader_opts(r);
         if (r->dl && r->world > 1 && (rc = train_dist_epoch(r, &lo))) return rc;
@@ -246,7 +280,9 @@ int train_loop(train_run *r) {
         int64_t first = r->batch_in_epoch;
         while (r->batch_in_epoch < per_epoch) {
             double loss;
+            if ((rc = profile_around(r, run_steps, true, pr.tty))) return rc;
             if (step_once(r, &loss) != TD_OK) return train_fail("step %" PRId64 ": %s", r->step + 1, td_last_error());
+            if ((rc = profile_around(r, ++run_steps, false, pr.tty))) return rc;
             r->step++, r->batch_in_epoch++;
             r->loss_sum += loss, r->loss_n++;
             static const char *const keys[3] = {"epoch", "step", "loss"};
@@ -258,6 +294,7 @@ int train_loop(train_run *r) {
                 if ((rc = train_checkpoint_save(r))) return rc;
             }
             if (stop) {
+                if ((rc = profile_finish(r, pr.tty))) return rc;
                 if (pr.tty) fputs("\r\033[K", stderr);
                 printf("stopped after step %" PRId64 " (--max-steps); checkpoint %s (continue with --resume)\n",
                        r->step, r->checkpoint);
@@ -266,6 +303,7 @@ int train_loop(train_run *r) {
         }
         if ((rc = finish_epoch(r, now_s() - pr.t0, r->batch_in_epoch - first))) return rc;
     }
+    if ((rc = profile_finish(r, false))) return rc;
     printf("checkpoint: %s\n", r->checkpoint);
     return 0;
 }

@@ -239,7 +239,9 @@ static td_tensor *rows(td_tensor *t, int64_t classes) {
 td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y) {
     td_tensor *logits = td_module_forward(w->model, x);
     int64_t classes = logits ? td_size(logits, -1) : 0;
+    td_profile_push("loss");
     td_tensor *l = td_cross_entropy_loss(rows(logits, classes), rows(y, 0), NULL, -100, 0, TD_REDUCE_MEAN);
+    td_profile_pop();
     td_optimizer_zero_grad(w->opt);
     td_status st = l ? td_backward(l, NULL, false) : td_last_status();
     if (st == TD_OK) st = td_optimizer_step(w->opt);

@@ -15,6 +15,7 @@
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"
+#include "profile.h"
 #include "status.h"
 #include "tensor.h"
 

@@ -63,6 +63,7 @@ struct td_node {
     void *data;              /* view info, custom ctx, checkpoint state */
     void (*free_data)(void *data);
     void (*free_saved)(td_node *n); /* (optional) extra saved state to drop with the graph */
+    const char *module;             /* under the profiler: the module whose forward recorded it */
     /* per-run engine state */
     uint64_t run;
     int state;          /* 0 unvisited, 1 on the DFS stack, 2 done */

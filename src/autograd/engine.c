@@ -218,6 +218,10 @@ static td_status run_node(run_state *rs, td_node *n) {
                       "they were freed); pass retain_graph=true to the first backward",
                       n->name);
     td_tensor *gx[64] = {0};
+    const char *at_module = td__prof_at.module, *at_node = td__prof_at.node;
+    bool at_backward = td__prof_at.backward;
+    if (__builtin_expect(td__profiling, 0)) /* its ops are the backward of n, issued by n's module */
+        td__prof_at.module = n->module, td__prof_at.node = n->name, td__prof_at.backward = true;
     td_scope_begin();
     td_status st = n->backward(n, n->buf, gx);
     if (st != TD_OK && td_last_status() != TD_OK) st = td_last_status();
@@ -232,6 +236,7 @@ static td_status run_node(run_state *rs, td_node *n) {
             st = add_to_leaf(rs, n->edges[i].leaf, g);
     }
     td_scope_end();
+    td__prof_at.module = at_module, td__prof_at.node = at_node, td__prof_at.backward = at_backward;
     return st;
 }
 

@@ -10,11 +10,43 @@
 #define IN(i)   td__saved_input(n, i)
 #define OUT(j)  td__saved_output(n, j)
 
+/* The [R, C] matrix of t[B..., R, C] with B... folded in: [B*R, C] (a view
+** when t allows it). */
+static td_tensor *fold_rows(td_tensor *t) {
+    int64_t s[2] = {-1, t ? td_size(t, -1) : 0};
+    return td_reshape(t, 2, s);
+}
+
+/* The [R, B*C] matrix of t[B..., R, C]: the batch dims moved after the rows
+** (a copy). */
+static td_tensor *fold_cols(td_tensor *t) {
+    if (!t) return NULL;
+    int nd = td_ndim(t), perm[TD_MAX_DIMS];
+    perm[0] = nd - 2;
+    for (int i = 0; i < nd - 2; i++) perm[i + 1] = i;
+    perm[nd - 1] = nd - 1;
+    int64_t s[2] = {td_size(t, -2), -1};
+    return td_reshape(td_permute(t, perm), 2, s);
+}
+
 /* y[B,M,N] = a[B,M,K] @ b[B,K,N]: da = dy @ b^T, db = a^T @ dy
-** (batch dims that a or b broadcast are summed down by the engine) */
+** (batch dims that a or b broadcast are summed down by the engine).
+** A 2-D b shared by every batch (Linear on [B, T, in]) folds the batch into
+** one GEMM, as the sum over B of a_B^T dy_B is:
+**   db[K,N] = a'^T dy'   with a' = a as [B*M, K], dy' = dy as [B*M, N]
+** and a 2-D a:
+**   da[M,K] = dy'' b''^T with dy'' = dy as [M, B*N], b'' = b as [K, B*N]
+** so no [B, K, N] partials are made and summed. */
 static td_status bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    if (NEED(0)) gx[0] = td_matmul(gy[0], td_transpose(IN(1), -1, -2));
-    if (NEED(1)) gx[1] = td_matmul(td_transpose(IN(0), -1, -2), gy[0]);
+    int na = n->in_meta[0].ndim, nb = n->in_meta[1].ndim;
+    if (NEED(0) && na == 2 && nb >= 3)
+        gx[0] = td_matmul(fold_cols(gy[0]), td_transpose(fold_cols(IN(1)), 0, 1));
+    else if (NEED(0))
+        gx[0] = td_matmul(gy[0], td_transpose(IN(1), -1, -2));
+    if (NEED(1) && nb == 2 && na >= 3)
+        gx[1] = td_matmul(td_transpose(fold_rows(IN(0)), 0, 1), fold_rows(gy[0]));
+    else if (NEED(1))
+        gx[1] = td_matmul(td_transpose(IN(0), -1, -2), gy[0]);
     return td__done(n, gx);
 }
 

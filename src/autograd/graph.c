@@ -43,6 +43,7 @@ td_node *td__node_new(const char *name, td__backward_fn fn, int kind, int n_in, 
     n->name = name;
     n->backward = fn;
     n->kind = kind;
+    if (__builtin_expect(td__profiling, 0)) n->module = td__prof_at.module;
     n->n_in = n_in;
     n->n_out = n_out;
     for (int i = 0; i < n_in; i++) {

@@ -62,7 +62,7 @@ static bool is_max(td_op_kind k) { return k == TD_OP_MAX || k == TD_OP_ARGMAX; }
                 if (x < a.m || x != x) a.m = x, a.idx = first + i;                                                     \
             }                                                                                                          \
             break;                                                                                                     \
-        case TD_OP_VAR: { /* on data shifted by the first element: exact 0 for constant rows */                    \
+        case TD_OP_VAR: { /* on data shifted by the first element: exact 0 for constant rows */                        \
             double k0 = LD(p[0]), sum = 0;                                                                             \
             for (int64_t i = 0; i < n; i++) sum += LD(p[i * st]) - k0;                                                 \
             double dm = sum / (double)n;                                                                               \
@@ -235,6 +235,49 @@ static racc tile_of(const reduce_plan *pl, const char *base, int64_t t) {
                 first);
 }
 
+/* SUM/MEAN of f32/f64 whose kept dims are one contiguous run and whose K
+** reduced elements form a single tile (a bias gradient: [B*T, out] summed over
+** the rows). The sums are tile_of's: out[j] = ((0 + x_0[j]) + x_1[j]) + ... in
+** double, in the reduced dims' row-major order, so the bits are the same; but
+** the walk goes row by row over a block of 256 neighbouring outputs, reading
+** memory once in order instead of one strided pass per output. Threads take
+** whole blocks. false: not this shape. */
+static bool sum_columns(const td_op *op, const reduce_plan *pl, const td_operand *red, int64_t M) {
+    td_dtype dt = op->in[0].dtype;
+    if ((op->kind != TD_OP_SUM && op->kind != TD_OP_MEAN) || (dt != TD_F32 && dt != TD_F64) || pl->tiles != 1 ||
+        pl->K == 0 || M < 16)
+        return false;
+    for (int64_t d = pl->kept.ndim - 1, want = 1; d >= 0; want *= pl->kept.shape[d], d--)
+        if (pl->kept.shape[d] != 1 && pl->kept.strides[d] != want) return false;
+    enum { BLOCK = 256 };
+    int64_t nb = (M + BLOCK - 1) / BLOCK;
+    int nt = cpu_threads_for(M * pl->K, 1);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t j0 = b * BLOCK, n = M - j0 < BLOCK ? M - j0 : BLOCK, idx[TD_MAX_DIMS] = {0}, off = 0;
+        double acc[BLOCK] = {0};
+        for (int64_t r = 0; r < pl->K; r++) {
+            if (dt == TD_F32) {
+                const float *x = (const float *)pl->base + off + j0;
+                for (int64_t j = 0; j < n; j++) acc[j] += x[j];
+            } else {
+                const double *x = (const double *)pl->base + off + j0;
+                for (int64_t j = 0; j < n; j++) acc[j] += x[j];
+            }
+            for (int d = red->ndim - 1; d >= 0; d--) { /* next reduced element, row-major */
+                off += red->strides[d];
+                if (++idx[d] < red->shape[d]) break;
+                off -= red->strides[d] * red->shape[d], idx[d] = 0;
+            }
+        }
+        for (int64_t j = 0; j < n; j++) {
+            racc a = {.any = true, .s = acc[j], .n = pl->K};
+            store_result(op, j0 + j, &a, pl->K);
+        }
+    }
+    return true;
+}
+
 static td_status reduce(const td_op *op) {
     const td_operand *in = &op->in[0];
     reduce_plan pl = {
@@ -252,6 +295,7 @@ static td_status reduce(const td_op *op) {
     cpu_iter_init(&pl.red, 1, &rv);
     pl.tiles = cpu_iter_tiles(&pl.red);
     pl.per_row = (pl.red.inner + CPU_TILE - 1) / CPU_TILE;
+    if (sum_columns(op, &pl, &red, M)) return TD_OK;
     int nt = cpu_threads_for(M * (pl.K ? pl.K : 1), op->kind == TD_OP_LOGSUMEXP ? 8 : 1);
     if (M >= nt || pl.tiles <= 1) { /* threads take whole outputs */
 #pragma omp parallel for num_threads(nt) schedule(static)

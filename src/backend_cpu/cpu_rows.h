@@ -4,7 +4,8 @@
 ** exp_avx2.h: max error 1.26 ulp). Call only when cpu_has_avx2() (cpu_ew.h);
 ** the scalar loops of each op are the reference.
 ** defines: cpu_row_max_f32_avx2, cpu_row_sum_exp_f32_avx2, cpu_softmax_row_f32_avx2,
-**          cpu_layernorm_row_f32_avx2, cpu_exp_f32_avx2.
+**          cpu_layernorm_row_f32_avx2, cpu_exp_f32_avx2,
+**          cpu_gelu_f32_avx2, cpu_gelu_backward_f32_avx2.
 */
 #ifndef TRIDENT_BACKEND_CPU_ROWS_H
 #define TRIDENT_BACKEND_CPU_ROWS_H
@@ -26,5 +27,8 @@ void cpu_layernorm_row_f32_avx2(const float *x, const float *w, const float *b, 
 void cpu_rows_stream_fence(void);
 /* y[i] = exp(x[i]) for i < n, contiguous */
 void cpu_exp_f32_avx2(int64_t n, float *y, const float *x);
+/* GELU, erf form, and its backward dx = dy gelu'(x), contiguous (x86/gelu_avx2.c) */
+void cpu_gelu_f32_avx2(int64_t n, float *y, const float *x);
+void cpu_gelu_backward_f32_avx2(int64_t n, float *dx, const float *dy, const float *x);
 
 #endif /* TRIDENT_BACKEND_CPU_ROWS_H */

@@ -96,6 +96,10 @@ static void unary_row(const td_op *op, int64_t n, char *const *p, const int64_t 
             cpu_exp_f32_avx2(n, (float *)p[0], (const float *)p[1]);
             return;
         }
+        if (op->kind == TD_OP_GELU && op->p.gelu.approximate == TD_GELU_ERF) { /* erf to 1.5e-7, x86/gelu_avx2.c */
+            cpu_gelu_f32_avx2(n, (float *)p[0], (const float *)p[1]);
+            return;
+        }
     }
     CPU_ROW_SWITCH_(dt, CALL_, row)
 }
@@ -142,6 +146,10 @@ GELU_BWD_ROW_(gelu_bwd_bf16, uint16_t, float, BF16_IN_, BF16_OUT_, FNF_)
 
 static void gelu_backward_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
     bool tf = op->p.gelu.approximate == TD_GELU_TANH;
+    if (!tf && op->out[0].dtype == TD_F32 && s[0] == 1 && s[1] == 1 && s[2] == 1 && cpu_has_avx2()) {
+        cpu_gelu_backward_f32_avx2(n, (float *)p[0], (const float *)p[1], (const float *)p[2]);
+        return;
+    }
     switch (op->out[0].dtype) {
     case TD_F32: BWD_CALL_(gelu_bwd_f32, float); break;
     case TD_F64: BWD_CALL_(gelu_bwd_f64, double); break;

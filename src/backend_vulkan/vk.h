@@ -29,7 +29,7 @@
 #define VK_BATCH_DISPATCHES 256  /* dispatches recorded before a batch is submitted without waiting */
 #define VK_MAX_HAZARDS      64   /* ranges tracked since the last barrier */
 #define VK_N_CLASSES        64   /* size classes of the free lists */
-#define VK_QUERY_COUNT      1024 /* timestamp queries (events) */
+#define VK_QUERY_COUNT      16384 /* timestamp queries (events; the profiler keeps up to 2049 per device) */
 #define VK_MAX_SPEC         8    /* specialization constants per pipeline (id 0 = workgroup size) */
 
 /* One VkDeviceMemory with one VkBuffer over all of it. */

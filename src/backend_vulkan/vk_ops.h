@@ -41,6 +41,14 @@ void vk_kernel_free(td_kernel *k);
 
 /* Shader variant of a dtype family: base + dtype code (variants are listed in
 ** td_dtype order in shaders.cmake). */
+/* The workgroup size of a one-workgroup-per-row kernel (softmax, layer_norm)
+** for rows of n: the power of two >= n within [64, 256], so short rows leave
+** few invocations idle (rows of 32 took 8x the work of the row at 256). */
+static inline uint32_t vk_row_wg(int64_t n) {
+    uint32_t wg = 64;
+    while (wg < 256 && wg < n) wg *= 2;
+    return wg;
+}
 #define VK_DT_SHADER(first, dt) ((int)(first) + (int)(dt))
 
 /* Float dtypes of the op class TD_DTS_FLOAT that the float shaders take. */

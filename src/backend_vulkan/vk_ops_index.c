@@ -93,7 +93,7 @@ td_status vk_op_LAYER_NORM(vk_dev *d, const td_op *op) {
         st = vk_bind_view(d, v->buf ? v : &none, k >= 3, &b[k], offs[k]);
     }
     if (st != TD_OK) return st;
-    uint32_t spec[1] = {WG};
+    uint32_t spec[1] = {vk_row_wg(pc.D)};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_layer_norm_f32, op->in[0].dtype), spec, 1, 6, b, &pc, sizeof pc,
                        vk_groups(rows, 1), 1, 1);
 }

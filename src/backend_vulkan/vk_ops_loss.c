@@ -39,7 +39,7 @@ static td_status softmax(vk_dev *d, const td_op *op, uint32_t code) {
     td_status st = vk_bind_view(d, in, false, &b[0], &pc.in_off);
     if (st == TD_OK) st = vk_bind_view(d, out, true, &b[1], &pc.out_off);
     if (st != TD_OK) return st;
-    uint32_t spec[2] = {WG, code};
+    uint32_t spec[2] = {vk_row_wg(C), code};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_softmax_f32, in->dtype), spec, 2, 2, b, &pc, sizeof pc,
                        vk_groups(pc.rows, 1), 1, 1);
 }

@@ -5,6 +5,12 @@
 ** contiguous. Batch dims are merged where strides allow, at most 3 go to the
 ** shader, and grids past 65535 batch entries are split.
 **
+** Split-K (split_k_of): one product with few output tiles and a long K (a
+** weight gradient a^T dy with K = B*T, as autograd folds Linear's) would run on
+** a handful of workgroups, each looping over all of K. It runs instead as S
+** products over K/S-long slices, the slices a batch dim of the shader, into a
+** scratch [S, M, N], which a SUM over dim 0 (reduce_tile.comp) adds into out.
+**
 ** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has KHR
 ** or NV cooperative matrices (vk_coopmat.c picks one), after a self-test on first use: two products (aligned
 ** row-major operands; odd sizes with a transposed operand) must match a
@@ -57,6 +63,43 @@ bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
     return n == td_operand_numel(o);
 }
 
+/* Slices of K for a single f32/f64 product whose output tiles (of the tile
+** config matmul() would take) are fewer than 128, so fewer workgroups than a
+** large GPU has cores, with K at least 4096: the largest power of two up to 64
+** that divides K, keeps slices of 512 or more and brings the workgroups to 256
+** at most; 1: no split. */
+static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt) {
+    const uint32_t *spec = pc->M < 128 || pc->N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
+    int64_t tiles = (int64_t)((pc->M + spec[2] - 1) / spec[2]) * ((pc->N + spec[3] - 1) / spec[3]), s = 1;
+    if (nb != 0 || (dt != TD_F32 && dt != TD_F64) || tiles >= 128 || pc->K < 4096) return 1;
+    while (s < 64 && pc->K % (2 * s) == 0 && pc->K / (2 * s) >= 512 && tiles * 2 * s <= 256) s *= 2;
+    return s;
+}
+
+/* out[M, N] = sum over s of a[:, s Kc:(s+1) Kc] @ b[s Kc:(s+1) Kc, :]: the
+** slices as a batch of S products into scratch, then SUM over the batch. */
+static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, const vk_bind *bind, int64_t S) {
+    const td_operand *o = &op->out[0];
+    td_dtype dt = o->dtype;
+    uint32_t kc = pc.K / (uint32_t)S;
+    td_buffer *scratch;
+    td_status st = vk_alloc(d, (size_t)S * pc.M * pc.N * td_dtype_size(dt), &scratch);
+    if (st != TD_OK) return st;
+    pc.K = kc, pc.bdim = 1, pc.bshape[0] = (uint32_t)S;
+    pc.a_bs[0] = kc * pc.a_cs, pc.b_bs[0] = kc * pc.b_rs, pc.o_off = 0, pc.zbase = 0;
+    vk_bind b3[3] = {bind[0], bind[1], vk_bind_buffer(scratch, true)};
+    const uint32_t *spec = pc.M < 128 || pc.N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
+    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_matmul_f32, dt), spec, 6, 3, b3, &pc, sizeof pc,
+                     (pc.N + spec[3] - 1) / spec[3], (pc.M + spec[2] - 1) / spec[2], (uint32_t)S);
+    int64_t mn = (int64_t)pc.M * pc.N;
+    td_operand parts = {.buf = scratch, .dtype = dt, .ndim = 2, .shape = {S, mn}, .strides = {mn, 1}};
+    td_operand sum = {.buf = o->buf, .offset = o->offset, .dtype = dt, .ndim = 2, .shape = {1, mn}, .strides = {mn, 1}};
+    td_op red = {.kind = TD_OP_SUM, .n_in = 1, .n_out = 1, .in = &parts, .out = &sum, .p.reduce.dims = 1};
+    if (st == TD_OK) st = vk_op_SUM(d, &red);
+    vk_free(scratch);
+    return st;
+}
+
 static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
     int nd = (a->ndim > b->ndim ? a->ndim : b->ndim);
@@ -95,6 +138,11 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     for (int i = 0; i < inner; i++)
         pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i],
         pc.b_bs[i] = (uint32_t)bbs[outer + i];
+    int64_t split = coop || n_outer != 1 ? 1 : split_k_of(&pc, nb, a->dtype);
+    if (split > 1) {
+        pc.a_off = off[0], pc.b_off = off[1];
+        return matmul_split_k(d, op, pc, bind, split);
+    }
     const uint32_t *spec = pc.M < 128 || pc.N < 128 ? SMALL : a->dtype == TD_F64 ? LARGE64 : LARGE;
     /* 128 x 128 tiles in 256 / subgroup size subgroups of 64 x subgroup size (4 subgroups
     ** of 64 x 64 ran no faster on an H200); the device's fragment shape */

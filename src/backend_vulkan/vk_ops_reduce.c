@@ -3,6 +3,12 @@
 ** (shaders/reduce.comp). in is any view; p.reduce.dims has bit k set for each
 ** reduced dim; out is contiguous with in's ndim (reduced dims of size 1).
 ** Integer SUM accumulates into int64 (reduce_sum_<dt>).
+** Three shapes of problem, three strategies:
+** - many outputs that are short or that lie next to each other in memory
+**   (a sum over leading dims, short rows): shaders/reduce_tile.comp, a tile of
+**   TX outputs per workgroup (tile_of);
+** - few long rows: a two-pass split (split_of);
+** - otherwise one workgroup per output (reduce.comp).
 */
 #include <string.h>
 
@@ -43,9 +49,26 @@ typedef struct red_plan {
     int64_t n_red;
 } red_plan;
 
+/* Outputs per workgroup for reduce_tile.comp, or 0 for one workgroup per
+** output: tiles when the outputs are many (256 or more) and short (128
+** elements or fewer: most of a workgroup of 256 would idle), or when neighbouring outputs are neighbours
+** in memory and the reduced elements are not (the innermost kept dim has
+** stride 1, the innermost reduced dim does not), where a tile reads a row of
+** TX outputs in one access. TX is 32, halved down to 8 while that leaves
+** fewer than 128 workgroups. Sum and mean of integers (into int64) stay on
+** reduce.comp, and so do var, logsumexp and arg*. */
+static uint32_t tile_of(const red_plan *pl, int64_t n_out, uint32_t code, td_dtype dt) {
+    bool ok = code == R_MAX || code == R_MIN || ((code == R_SUM || code == R_MEAN) && vk_is_float(dt));
+    bool cols = pl->nk > 0 && pl->kst[pl->nk - 1] == 1 && pl->rst[pl->nr - 1] != 1;
+    if (!ok || n_out < 2 || !((pl->n_red <= 128 && n_out >= 256) || (cols && n_out >= 32))) return 0;
+    uint32_t tx = 32;
+    while (tx > 8 && n_out / tx < 128) tx /= 2;
+    return tx;
+}
+
 /* One pass: out[r] (from out_off, contiguous) = R over the reduced dims of in at in_off. */
-static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, const vk_bind *b, uint32_t in_off, uint32_t out_off,
-                             const red_plan *pl, int correction) {
+static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, td_dtype dt, const vk_bind *b, uint32_t in_off,
+                             uint32_t out_off, const red_plan *pl, int correction) {
     vk_pc_reduce pc = {.n_red = (uint32_t)pl->n_red, .rdim = (uint32_t)pl->nr, .correction = correction};
     for (int i = 0; i < pl->nr; i++) pc.rshape[i] = (uint32_t)pl->rs[i], pc.rstride[i] = (uint32_t)pl->rst[i];
     int inner = pl->nk < 4 ? pl->nk : 4, outer = pl->nk - inner;
@@ -57,7 +80,10 @@ static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, const vk_bind
     for (int i = 0; i < inner; i++)
         pc.kshape[i] = (uint32_t)pl->ks[outer + i], pc.kstride[i] = (uint32_t)pl->kst[outer + i];
     if (inner == 0) pc.kdim = 1, pc.kshape[0] = 1, pc.kstride[0] = 0;
-    uint32_t spec[2] = {WG, code};
+    uint32_t spec[3] = {WG, code, 0};
+    int n_spec = 2;
+    uint32_t groups = vk_groups(per, 1), tx = tile_of(pl, per, code, dt);
+    if (tx) shader = VK_DT_SHADER(VK_SHADER_reduce_tile_f32, dt), spec[2] = tx, n_spec = 3, groups = vk_groups(per, tx);
     for (int64_t o = 0; o < n_outer; o++) {
         int64_t rem = o, koff = 0;
         for (int i = outer - 1; i >= 0; i--) {
@@ -66,7 +92,7 @@ static td_status reduce_pass(vk_dev *d, int shader, uint32_t code, const vk_bind
         }
         pc.in_off = in_off + (uint32_t)koff;
         pc.out_off = out_off + (uint32_t)(o * per);
-        td_status st = vk_dispatch(d, shader, spec, 2, 2, b, &pc, sizeof pc, vk_groups(per, 1), 1, 1);
+        td_status st = vk_dispatch(d, shader, spec, n_spec, 2, b, &pc, sizeof pc, groups, 1, 1);
         if (st != TD_OK) return st;
     }
     return TD_OK;
@@ -107,7 +133,7 @@ static td_status reduce(vk_dev *d, const td_op *op, uint32_t code) {
     int shader = !vk_is_float(dt) && code == R_SUM ? VK_SHADER_reduce_sum_i32 + (int)(dt - TD_I32)
                                                    : VK_DT_SHADER(VK_SHADER_reduce_f32, dt);
     int64_t n_out = td_operand_numel(out), split = split_of(&pl, n_out, code, dt);
-    if (split == 1) return reduce_pass(d, shader, code, b, in_off, out_off, &pl, op->p.reduce.correction);
+    if (split == 1) return reduce_pass(d, shader, code, dt, b, in_off, out_off, &pl, op->p.reduce.correction);
     /* pass 1: the reduced dim becomes (split, n_red / split); chunk results go to a scratch [n_out, split] */
     td_buffer *scratch;
     if ((st = vk_alloc(d, (size_t)(n_out * split) * td_dtype_size(dt), &scratch)) != TD_OK) return st;
@@ -115,11 +141,11 @@ static td_status reduce(vk_dev *d, const td_op *op, uint32_t code) {
     p1.ks[p1.nk] = split, p1.kst[p1.nk] = pl.rst[0] * (pl.n_red / split), p1.nk++;
     p1.rs[0] = pl.n_red / split, p1.n_red = pl.n_red / split;
     vk_bind b1[2] = {b[0], vk_bind_buffer(scratch, true)};
-    st = reduce_pass(d, shader, code, b1, in_off, 0, &p1, 0);
+    st = reduce_pass(d, shader, code, dt, b1, in_off, 0, &p1, 0);
     /* pass 2: the same reduction over each row of chunk results */
     red_plan p2 = {.nk = 1, .nr = 1, .ks = {n_out}, .kst = {split}, .rs = {split}, .rst = {1}, .n_red = split};
     vk_bind b2[2] = {vk_bind_buffer(scratch, false), b[1]};
-    if (st == TD_OK) st = reduce_pass(d, shader, code, b2, 0, out_off, &p2, 0);
+    if (st == TD_OK) st = reduce_pass(d, shader, code, dt, b2, 0, out_off, &p2, 0);
     vk_free(scratch);
     return st;
 }

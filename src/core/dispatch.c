@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -42,43 +41,6 @@ const char *td_op_name(td_op_kind k) {
 
 const td_op_meta *td_op_info(td_op_kind k) { return (unsigned)k < TD_OP_COUNT ? &op_meta[k] : NULL; }
 
-/* TRIDENT_PROFILE=1: the wall time and count of each op kind, printed to stderr
-** at exit (host time around run(); on asynchronous GPU backends that is the
-** launch, not the kernel). Off: one branch per op. */
-static int64_t prof_ns[TD_OP_COUNT], prof_calls[TD_OP_COUNT];
-static int prof_on = -1;
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void prof_print(void) {
-    int64_t total = 0;
-    for (int k = 0; k < TD_OP_COUNT; k++) total += prof_ns[k];
-    fprintf(stderr, "TRIDENT_PROFILE %-22s %10s %10s %6s\n", "op", "calls", "ms", "%");
-    for (bool done[TD_OP_COUNT] = {0};;) { /* descending time */
-        int best = -1;
-        for (int k = 0; k < TD_OP_COUNT; k++)
-            if (!done[k] && prof_calls[k] && (best < 0 || prof_ns[k] > prof_ns[best])) best = k;
-        if (best < 0) break;
-        done[best] = true;
-        fprintf(stderr, "TRIDENT_PROFILE %-22s %10lld %10.1f %6.1f\n", td_op_name(best), (long long)prof_calls[best],
-                prof_ns[best] / 1e6, 100.0 * (double)prof_ns[best] / (double)(total ? total : 1));
-    }
-    fprintf(stderr, "TRIDENT_PROFILE %-22s %10s %10.1f\n", "total", "", total / 1e6);
-}
-
-static bool prof_enabled(void) {
-    if (prof_on < 0) { /* a benign race: every thread computes the same value */
-        const char *e = getenv("TRIDENT_PROFILE");
-        prof_on = e && *e && strcmp(e, "0");
-        if (prof_on) atexit(prof_print);
-    }
-    return prof_on;
-}
-
 /* ---- batches: optimizer steps gathered into one run_many call ----
 ** Between td__batch_begin and td__batch_end (per thread), ADAM_STEP and
 ** SGD_STEP ops on a backend with run_many are held, with references to their
@@ -103,12 +65,8 @@ static td_status batch_flush(void) {
     if (!batch.n) return TD_OK;
     td_op ops[BATCH_MAX];
     for (int i = 0; i < batch.n; i++) ops[i] = batch.ops[i].op;
-    int64_t t0 = prof_enabled() ? now_ns() : 0;
-    td_status st = batch.be->iface->run_many(batch.dev.index, batch.n, ops);
-    if (t0) {
-        __atomic_fetch_add(&prof_ns[ops[0].kind], now_ns() - t0, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&prof_calls[ops[0].kind], batch.n, __ATOMIC_RELAXED);
-    }
+    td_status st = __builtin_expect(td__profiling, 0) ? td__profile_run(batch.be, batch.dev, batch.n, ops)
+                                                      : batch.be->iface->run_many(batch.dev.index, batch.n, ops);
     for (int i = 0; i < batch.n; i++)
         for (int k = 0; k < batch.ops[i].n_tensors; k++) td_release(batch.ops[i].tensors[k]);
     batch.n = 0;
@@ -177,12 +135,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     }
     if (batch.on && be->iface->run_many && (kind == TD_OP_ADAM_STEP || kind == TD_OP_SGD_STEP))
         return batch_add(be, dev, &op, n_in, in, n_out, out);
-    int64_t t0 = prof_enabled() ? now_ns() : 0;
-    td_status st = be->iface->run(dev.index, &op);
-    if (t0) {
-        __atomic_fetch_add(&prof_ns[kind], now_ns() - t0, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&prof_calls[kind], 1, __ATOMIC_RELAXED);
-    }
+    td_status st =
+        __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op) : be->iface->run(dev.index, &op);
     if (st != TD_OK) return st;
     for (int i = 0; i < n_out; i++)
         if (out[i]) atomic_fetch_add(&out[i]->storage->version, 1);

@@ -9,6 +9,7 @@
 
 #include "trident/backend.h"
 #include "trident/ops.h"
+#include "trident/profile.h"
 
 #define TD_TENSOR_ALIVE 0x54524944u /* "TRID" */
 #define TD_TENSOR_DEAD  0xDEADD00Du
@@ -43,6 +44,23 @@ struct td_tensor {
     int output_nr;           /* which output of grad_fn */
     void *autograd_meta;     /* hooks and retained grads, owned by src/autograd */
 };
+
+/* ---- the profiler (profile.c, trident/profile.h) ----
+** td__profiling: recording (td_profile_begin..end); the dispatcher and
+** td_module_forward test it once. td__prof_at: where the calling thread issues
+** ops: the module path (interned), and in backward the autograd node's name. */
+#define TD_PROF_DEPTH 32
+typedef struct td__prof_where {
+    const char *module, *node;
+    bool backward;
+    int depth;                        /* td_profile_push nesting */
+    const char *stack[TD_PROF_DEPTH]; /* the module before each push */
+} td__prof_where;
+extern _Atomic bool td__profiling; /* atomic: other threads (data loaders) dispatch while begin/end write it */
+extern _Thread_local td__prof_where td__prof_at;
+td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_op *ops); /* run, or run_many if n > 1 */
+const char *td__profile_intern(const char *s); /* a copy that lives as long as the process; NULL without memory */
+td_status td__profile_write_trace(const char *path);
 
 /* ---- fault injection (fault.c): TRIDENT_FAULT_ALLOC / TRIDENT_FAULT_WRITE ----
 ** set: fail the nth buffer allocation (file write of the atomic writer) from

@@ -162,6 +162,34 @@ const char *td_module_type(const td_module *m) {
     return m->iface == &custom_iface ? (const char *)m->ctx : m->iface->type;
 }
 
+/* Under the profiler: the ops of m's forward are issued by m's path, its
+** parent's path plus its name among the parent's children ("blocks.0.qkv"); a
+** module called from no module is named by its type ("GPT"). */
+static _Thread_local td_module *fwd_stack[TD_PROF_DEPTH];
+static _Thread_local int fwd_depth;
+
+static td_tensor *forward_profiled(td_module *m, td_tensor *x) {
+    const char *up = td__prof_at.module, *name = NULL;
+    td_module *parent = fwd_depth > 0 && fwd_depth <= TD_PROF_DEPTH ? fwd_stack[fwd_depth - 1] : NULL;
+    for (int i = 0; parent && i < parent->children.n && !name; i++)
+        if (parent->children.items[i].child == m) name = parent->children.items[i].name;
+    char path[512];
+    if (name && parent && fwd_depth > 1)
+        snprintf(path, sizeof path, "%s.%s", up ? up : "", name);
+    else if (name || !up)
+        snprintf(path, sizeof path, "%s", name ? name : td_module_type(m));
+    else
+        snprintf(path, sizeof path, "%s/%s", up, td_module_type(m));
+    if (fwd_depth < TD_PROF_DEPTH) fwd_stack[fwd_depth] = m;
+    fwd_depth++;
+    td__prof_at.module = td__profile_intern(path);
+    td_scope_begin();
+    td_tensor *y = td__scope_end_keep(m->iface->forward(m, x));
+    fwd_depth--;
+    td__prof_at.module = up;
+    return y;
+}
+
 td_tensor *td_module_forward(td_module *m, td_tensor *x) {
     if (!m) {
         if (td_last_status() == TD_OK) TD_ERR(TD_ERR_MISUSE, "module_forward: module is NULL");
@@ -169,6 +197,7 @@ td_tensor *td_module_forward(td_module *m, td_tensor *x) {
     }
     const char *type = td_module_type(m);
     TD_CHECK_ARG(x, type);
+    if (__builtin_expect(td__profiling, 0)) return forward_profiled(m, x);
     /* Temporaries die with this scope; the result leaves it for the caller's. */
     td_scope_begin();
     return td__scope_end_keep(m->iface->forward(m, x));

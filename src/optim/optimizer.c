@@ -102,6 +102,7 @@ td_status td_optimizer_step(td_optimizer *o) {
     if (!o) return TD_ERR(TD_ERR_MISUSE, "optimizer_step: optimizer is NULL");
     td_status st = TD_OK;
     td_no_grad_begin();
+    td_profile_push("optimizer");
     td__batch_begin(); /* a GPU backend updates every parameter in one launch */
     for (int i = 0; i < o->n && st == TD_OK; i++) {
         td_param_state *ps = &o->p[i];
@@ -125,6 +126,7 @@ td_status td_optimizer_step(td_optimizer *o) {
         snprintf(why, sizeof why, "%s", td_last_error());
         st = TD_ERR(sent, "%s step: %s", o->algo->name, why);
     }
+    td_profile_pop();
     td_no_grad_end();
     return st;
 }
