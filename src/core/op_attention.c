@@ -65,6 +65,7 @@ td_tensor *td_scaled_dot_product_attention_ext(td_tensor *q, td_tensor *k, td_te
         TD_FAIL_NULL(TD_ERR_MISUSE, "%s: scale is %g; give a finite value (NAN for 1/sqrt(E))", NAME, scale);
     int64_t L = q->shape[q->ndim - 2], E = q->shape[q->ndim - 1], S = k->shape[k->ndim - 2];
     int64_t Ev = v->shape[v->ndim - 1];
+    if (E == 0) TD_FAIL_NULL(TD_ERR_SHAPE, "%s: q and k have no features (E = 0)", NAME);
     /* batch dims: q's, k's and v's broadcast together */
     int nb = 0;
     int64_t batch[TD_MAX_DIMS];
@@ -167,7 +168,16 @@ td_status td__attention_backward(td_tensor *dout, td_tensor *q, td_tensor *k, td
     td_tensor *res[3] = {td__alloc(4, q->shape, q->dtype, dev), td__alloc(4, k->shape, k->dtype, dev),
                          td__alloc(4, v->shape, v->dtype, dev)};
     td_status st = in[0] && res[0] && res[1] && res[2] ? TD_OK : td_last_status();
-    if (st == TD_OK) st = td__dispatch(TD_OP_ATTENTION_BACKWARD, 7, in, NULL, 3, res, p);
+    int64_t L = q->shape[2], S = k->shape[2], Ev = v->shape[3];
+    if (st == TD_OK && (td_numel(q) == 0 || S == 0 || Ev == 0 || L == 0)) { /* no probability: every gradient is 0 */
+        for (int i = 0; i < 3 && st == TD_OK; i++) {
+            td_tensor *z = td_zeros(4, res[i]->shape, res[i]->dtype, dev);
+            td_release(res[i]);
+            res[i] = z ? td_keep(z) : NULL;
+            st = z ? TD_OK : td_last_status();
+        }
+    } else if (st == TD_OK)
+        st = td__dispatch(TD_OP_ATTENTION_BACKWARD, 7, in, NULL, 3, res, p);
     td_tensor **dst[3] = {dq, dk, dv};
     for (int i = 0; i < 3; i++) {
         td_tensor *r = td__finish(st, res[i]);
