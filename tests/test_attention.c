@@ -10,7 +10,9 @@
 
 #include "test_util.h"
 
-#define TESTS(X) X(composed_cpu) X(composed_vulkan) X(composed_cuda) X(dropout_reproducible) X(errors)
+#define TESTS(X)                                                                                                       \
+    X(composed_cpu)                                                                                                    \
+    X(composed_vulkan) X(composed_cuda) X(dropout_reproducible) X(errors) X(mha_key_padding) X(mha_dropout)
 
 typedef struct attn_cfg {
     const char *name;
@@ -41,6 +43,13 @@ static td_tensor *composed(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *
     if (c->dropout > 0) p = td_dropout(td_contiguous(p), c->dropout, seed, offset);
     return td_matmul(p, v);
 }
+
+#define ASSERT_TENSOR_MODULE(expr)                                                                                     \
+    ({                                                                                                                 \
+        td_module *m_ = (expr);                                                                                        \
+        if (!m_) TEST_FAIL_("%s returned NULL", #expr);                                                                \
+        m_;                                                                                                            \
+    })
 
 /* max |a - b| / max(1, max |b|) over elements */
 static double rel_err(td_tensor *a, td_tensor *b) {
@@ -184,6 +193,59 @@ TEST(errors) {
     td_tensor *y =
         ASSERT_TENSOR(td_sum(td_scaled_dot_product_attention(ql, ql, ql, fm, 0, false, NAN), 0, NULL, false));
     ASSERT_ERROR(td_backward(y, NULL, false), TD_ERR_UNSUPPORTED, "attn_mask requires grad");
+}
+
+/* MultiheadAttention's key_padding_mask [N, S] (true: ignore the key): what padded keys hold does not matter, and
+** batch row b equals the attention of row b alone with that row's padding as a bool attn_mask [T, S]. */
+TEST(mha_key_padding) {
+    test_seed();
+    int64_t sx[3] = {2, 5, 8}, sp[2] = {2, 5}, one[3] = {1, 5, 8}, st[2] = {5, 5};
+    double x[80], pad[10] = {0, 0, 1, 0, 1, 0, 0, 0, 0, 1}, row1[25];
+    for (int i = 0; i < 80; i++) x[i] = test_uniform(-1, 1);
+    td_manual_seed(3);
+    td_module *m = ASSERT_TENSOR_MODULE(td_multihead_attention_new_ext(8, 2, true, false, 0.1));
+    td_module_eval(m);
+    td_tensor *q = test_tensor_f64(x, 3, sx, TD_F32), *kpm = td_cast(test_tensor_f64(pad, 2, sp, TD_F64), TD_BOOL);
+    td_tensor *y = ASSERT_TENSOR(td_multihead_attention_forward_ext(m, q, q, q, NULL, kpm, false));
+    for (int i = 0; i < 8; i++) x[2 * 8 + i] += 5, x[40 + 4 * 8 + i] -= 3; /* padded keys change */
+    td_tensor *kv = test_tensor_f64(x, 3, sx, TD_F32);
+    td_tensor *y2 = ASSERT_TENSOR(td_multihead_attention_forward_ext(m, q, kv, kv, NULL, kpm, false));
+    ASSERT(rel_err(y2, y) < 1e-6);
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++) row1[i * 5 + j] = pad[5 + j];
+    td_tensor *q1 = test_tensor_f64(x + 40, 3, one, TD_F32),
+              *am = td_cast(test_tensor_f64(row1, 2, st, TD_F64), TD_BOOL);
+    td_tensor *y1 = ASSERT_TENSOR(td_multihead_attention_forward(m, q1, q1, q1, am, false));
+    td_tensor *yb =
+        ASSERT_TENSOR(td_slice(td_multihead_attention_forward_ext(m, kv, kv, kv, NULL, kpm, false), 0, 1, 2, 1));
+    ASSERT(rel_err(yb, y1) < 1e-6);
+    ASSERT_ERROR(td_multihead_attention_forward_ext(m, q, q, q, NULL, am, false), TD_ERR_SHAPE,
+                 "key_padding_mask has shape");
+    td_module_free(m);
+}
+
+/* MultiheadAttention's dropout acts in training only, and repeats from td_manual_seed. */
+TEST(mha_dropout) {
+    test_seed();
+    int64_t sx[3] = {2, 6, 8};
+    double x[96];
+    for (int i = 0; i < 96; i++) x[i] = test_uniform(-1, 1);
+    td_tensor *q = test_tensor_f64(x, 3, sx, TD_F32);
+    td_manual_seed(9);
+    td_module *m = ASSERT_TENSOR_MODULE(td_multihead_attention_new_ext(8, 2, true, true, 0.5));
+    td_manual_seed(9);
+    td_module *m0 = ASSERT_TENSOR_MODULE(td_multihead_attention_new_ext(8, 2, true, true, 0));
+    td_tensor *ref = ASSERT_TENSOR(td_module_forward(m0, q));
+    td_manual_seed(100);
+    td_tensor *a = ASSERT_TENSOR(td_module_forward(m, q));
+    td_manual_seed(100);
+    td_tensor *b = ASSERT_TENSOR(td_module_forward(m, q));
+    ASSERT(rel_err(a, b) == 0);
+    ASSERT(rel_err(a, ref) > 1e-3);
+    td_module_eval(m);
+    ASSERT(rel_err(ASSERT_TENSOR(td_module_forward(m, q)), ref) == 0);
+    ASSERT_ERROR(td_multihead_attention_new_ext(8, 2, true, true, 1), TD_ERR_MISUSE, "dropout 1 is outside");
+    td_module_free(m), td_module_free(m0);
 }
 
 TEST_MAIN(TESTS)

@@ -19,7 +19,8 @@
 **   dv_j = sum_i p_ij z_ij dout_i,  dk_j = scale sum_i ds_ij q_i,  dq_i = scale sum_j ds_ij k_j
 ** p is recomputed from lse. Pass 1 gives each task a block of keys (dk, dv), pass
 ** 2 a block of queries (dq): every output element has one writer and a fixed
-** summation order, so any thread count gives the same bits.
+** summation order, so any thread count gives the same bits. Each key block is
+** transposed once per task, so the dot products run along the keys (SIMD).
 ** f32 and f64 run in their own type; f16/bf16 go through f32 copies.
 */
 #include <stdlib.h>
@@ -72,37 +73,56 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
 }
 
 #define ATTN_KERNELS_(T, EXP, LOG)                                                                                     \
+    /* kt[e][jj] = x[j0 + jj][e] (jj < jb): a key block transposed, so that the dot products of one query with         \
+    ** every key of the block run along jj (vectorizable) */                                                           \
+    static void attn_transpose_##T(const T *x, int64_t j0, int64_t jb, int64_t D, T *kt) {                             \
+        for (int64_t jj = 0; jj < jb; jj++)                                                                            \
+            for (int64_t e = 0; e < D; e++) kt[e * BK + jj] = x[(j0 + jj) * D + e];                                    \
+    }                                                                                                                  \
+    /* s[jj] = a . kt[.][jj] over D features */                                                                        \
+    static inline void attn_dots_##T(const T *a, const T *kt, int64_t D, int64_t jb, T *s) {                           \
+        for (int64_t jj = 0; jj < jb; jj++) s[jj] = 0;                                                                 \
+        for (int64_t e = 0; e < D; e++) {                                                                              \
+            T ae = a[e];                                                                                               \
+            const T *row = kt + e * BK;                                                                                \
+            for (int64_t jj = 0; jj < jb; jj++) s[jj] += ae * row[jj];                                                 \
+        }                                                                                                              \
+    }                                                                                                                  \
     /* forward: one task per (n, block of BQ queries); out [N,L,Ev], lse [N,L] */                                      \
-    static void attn_fwd_##T(const attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {                 \
+    static bool attn_fwd_##T(const attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {                 \
         int64_t N = g->n0 * g->n1, L = g->L, S = g->S, E = g->E, Ev = g->Ev, nqb = (L + BQ - 1) / BQ;                  \
         T scale = (T)g->scale, zs = (T)(1.0 / (1.0 - g->p_drop));                                                      \
         int nt = cpu_threads_for(N * nqb, BQ * S * (E + Ev) * 2);                                                      \
+        bool ok = true;                                                                                                \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nqb; t++) {                            \
             int64_t n = t / nqb, i0 = (t % nqb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;                                  \
-            T m[BQ], l[BQ], s[BK], *acc = out + (n * L + i0) * Ev;                                                     \
+            T m[BQ], l[BQ], s[BK], *acc = out + (n * L + i0) * Ev, *kt = malloc((size_t)(E * BK) * sizeof(T));         \
             philox_cache pc = {0};                                                                                     \
+            if (!kt) {                                                                                                 \
+                ok = false;                                                                                            \
+                continue;                                                                                              \
+            }                                                                                                          \
             for (int64_t i = i0; i < i1; i++) {                                                                        \
                 m[i - i0] = -INFINITY, l[i - i0] = 0;                                                                  \
                 for (int64_t e = 0; e < Ev; e++) acc[(i - i0) * Ev + e] = 0;                                           \
             }                                                                                                          \
             int64_t jend = attn_key_end(g, i1 - 1);                                                                    \
             for (int64_t j0 = 0; j0 < jend; j0 += BK) { /* one block of keys, every row of the task */                 \
-                int64_t j1 = j0 + BK < jend ? j0 + BK : jend;                                                          \
+                int64_t jb = j0 + BK < jend ? BK : jend - j0;                                                          \
+                attn_transpose_##T(k + n * S * E, j0, jb, E, kt);                                                      \
                 for (int64_t i = i0; i < i1; i++) {                                                                    \
-                    const T *qi = q + (n * L + i) * E;                                                                 \
                     T *ai = acc + (i - i0) * Ev, mx = m[i - i0];                                                       \
-                    for (int64_t j = j0; j < j1; j++) { /* s_ij and the block max */                                   \
-                        const T *kj = k + (n * S + j) * E;                                                             \
-                        T d = 0;                                                                                       \
-                        for (int64_t e = 0; e < E; e++) d += qi[e] * kj[e];                                            \
-                        s[j - j0] = d * scale + (T)attn_mask_at(g, n, i, j);                                           \
-                        mx = s[j - j0] > mx ? s[j - j0] : mx;                                                          \
+                    attn_dots_##T(q + (n * L + i) * E, kt, E, jb, s);                                                  \
+                    for (int64_t jj = 0; jj < jb; jj++) { /* s_ij and the block max */                                 \
+                        s[jj] = s[jj] * scale + (T)attn_mask_at(g, n, i, j0 + jj);                                     \
+                        mx = s[jj] > mx ? s[jj] : mx;                                                                  \
                     }                                                                                                  \
                     if (mx == -INFINITY) continue;           /* every key so far masked */                             \
                     T alpha = EXP(m[i - i0] - mx), lsum = 0; /* rescale the running sums to the new max */             \
                     for (int64_t e = 0; e < Ev; e++) ai[e] *= alpha;                                                   \
-                    for (int64_t j = j0; j < j1; j++) {                                                                \
-                        T pj = EXP(s[j - j0] - mx);                                                                    \
+                    for (int64_t jj = 0; jj < jb; jj++) {                                                              \
+                        int64_t j = j0 + jj;                                                                           \
+                        T pj = EXP(s[jj] - mx);                                                                        \
                         lsum += pj;                                                                                    \
                         if (g->p_drop > 0) pj = attn_keep(g, &pc, (uint64_t)((n * L + i) * S + j)) ? pj * zs : 0;      \
                         if (pj == 0) continue;                                                                         \
@@ -118,27 +138,28 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
                 for (int64_t e = 0; e < Ev; e++) acc[(i - i0) * Ev + e] *= inv;                                        \
                 lse[n * L + i] = li > 0 ? m[i - i0] + LOG(li) : (T)-INFINITY;                                          \
             }                                                                                                          \
+            free(kt);                                                                                                  \
         }                                                                                                              \
+        return ok;                                                                                                     \
     }                                                                                                                  \
-    /* p_ij z_ij and ds_ij of one (n, i, j), from lse_i and D_i */                                                     \
-    static inline void attn_pds_##T(const attn_geom *g, philox_cache *pc, const T *qi, const T *kj, const T *vj,       \
-                                    const T *doi, T lse_i, T D_i, int64_t n, int64_t i, int64_t j, T *pz, T *ds) {     \
-        T d = 0, dp = 0;                                                                                               \
-        for (int64_t e = 0; e < g->E; e++) d += qi[e] * kj[e];                                                         \
-        T p = EXP(d * (T)g->scale + (T)attn_mask_at(g, n, i, j) - lse_i); /* recomputed probability */                 \
-        T z = g->p_drop > 0                                                                                            \
-                  ? (attn_keep(g, pc, (uint64_t)((n * g->L + i) * g->S + j)) ? (T)(1.0 / (1.0 - g->p_drop)) : 0)       \
-                  : 1;                                                                                                 \
-        for (int64_t e = 0; e < g->Ev; e++) dp += doi[e] * vj[e];                                                      \
-        *pz = p * z;                                                                                                   \
-        *ds = p * (dp * z - D_i);                                                                                      \
+    /* p_ij z_ij and ds_ij of row i against the key block j0 + [0, jb): s and dp hold q_i.k_j and dout_i.v_j */        \
+    static inline void attn_pds_##T(const attn_geom *g, philox_cache *pc, T *s, T *dp, int64_t jb, T lse_i, T D_i,     \
+                                    int64_t n, int64_t i, int64_t j0, T *pz, T *ds) {                                  \
+        T zs = (T)(1.0 / (1.0 - g->p_drop));                                                                           \
+        for (int64_t jj = 0; jj < jb; jj++) {                                                                          \
+            int64_t j = j0 + jj;                                                                                       \
+            T p = EXP(s[jj] * (T)g->scale + (T)attn_mask_at(g, n, i, j) - lse_i); /* recomputed probability */         \
+            T z = g->p_drop > 0 ? (attn_keep(g, pc, (uint64_t)((n * g->L + i) * g->S + j)) ? zs : 0) : 1;              \
+            pz[jj] = p * z;                                                                                            \
+            ds[jj] = p * (dp[jj] * z - D_i) * (T)g->scale;                                                             \
+        }                                                                                                              \
     }                                                                                                                  \
     static bool attn_bwd_##T(const attn_geom *g, const T *dout, const T *q, const T *k, const T *v, const T *out,      \
                              const T *lse, T *dq, T *dk, T *dv) {                                                      \
         int64_t N = g->n0 * g->n1, L = g->L, S = g->S, E = g->E, Ev = g->Ev;                                           \
-        T scale = (T)g->scale;                                                                                         \
         T *D = malloc((size_t)(N * L > 0 ? N * L : 1) * sizeof(T));                                                    \
         if (!D) return false;                                                                                          \
+        bool ok = true;                                                                                                \
         for (int64_t r = 0; r < N * L; r++) { /* pass 0: D_i = dout_i . out_i */                                       \
             T d = 0;                                                                                                   \
             for (int64_t e = 0; e < Ev; e++) d += dout[r * Ev + e] * out[r * Ev + e];                                  \
@@ -147,46 +168,68 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
         int64_t nkb = (S + BK - 1) / BK, nqb = (L + BQ - 1) / BQ;                                                      \
         int nt = cpu_threads_for(N * nkb, BK * L * (E + Ev) * 3);                                                      \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nkb; t++) { /* pass 1: dk, dv */       \
-            int64_t n = t / nkb, j0 = (t % nkb) * BK, j1 = j0 + BK < S ? j0 + BK : S;                                  \
+            int64_t n = t / nkb, j0 = (t % nkb) * BK, jb = j0 + BK < S ? BK : S - j0;                                  \
+            T s[BK], dp[BK], pz[BK], ds[BK], *kt = malloc((size_t)((E + Ev) * BK) * sizeof(T)), *vt = kt + E * BK;     \
             philox_cache pc = {0};                                                                                     \
-            for (int64_t j = j0; j < j1; j++) {                                                                        \
-                for (int64_t e = 0; e < E; e++) dk[(n * S + j) * E + e] = 0;                                           \
-                for (int64_t e = 0; e < Ev; e++) dv[(n * S + j) * Ev + e] = 0;                                         \
+            if (!kt) {                                                                                                 \
+                ok = false;                                                                                            \
+                continue;                                                                                              \
             }                                                                                                          \
+            attn_transpose_##T(k + n * S * E, j0, jb, E, kt);                                                          \
+            attn_transpose_##T(v + n * S * Ev, j0, jb, Ev, vt);                                                        \
+            T *dk0 = dk + (n * S + j0) * E, *dv0 = dv + (n * S + j0) * Ev;                                             \
+            for (int64_t e = 0; e < jb * E; e++) dk0[e] = 0;                                                           \
+            for (int64_t e = 0; e < jb * Ev; e++) dv0[e] = 0;                                                          \
             for (int64_t i = g->causal ? j0 : 0; i < L; i++) {                                                         \
                 T lse_i = lse[n * L + i];                                                                              \
                 if (lse_i == -INFINITY) continue; /* a row without keys passes no gradient */                          \
                 const T *qi = q + (n * L + i) * E, *doi = dout + (n * L + i) * Ev;                                     \
-                int64_t je = attn_key_end(g, i) < j1 ? attn_key_end(g, i) : j1;                                        \
-                for (int64_t j = j0; j < je; j++) {                                                                    \
-                    T pz, ds;                                                                                          \
-                    attn_pds_##T(g, &pc, qi, k + (n * S + j) * E, v + (n * S + j) * Ev, doi, lse_i, D[n * L + i], n,   \
-                                 i, j, &pz, &ds);                                                                      \
-                    T *dkj = dk + (n * S + j) * E, *dvj = dv + (n * S + j) * Ev;                                       \
-                    for (int64_t e = 0; e < Ev; e++) dvj[e] += pz * doi[e];                                            \
-                    for (int64_t e = 0; e < E; e++) dkj[e] += scale * ds * qi[e];                                      \
+                int64_t je = attn_key_end(g, i) - j0; /* keys of the block row i sees */                               \
+                je = je < jb ? je : jb;                                                                                \
+                attn_dots_##T(qi, kt, E, je, s);                                                                       \
+                attn_dots_##T(doi, vt, Ev, je, dp);                                                                    \
+                attn_pds_##T(g, &pc, s, dp, je, lse_i, D[n * L + i], n, i, j0, pz, ds);                                \
+                for (int64_t jj = 0; jj < je; jj++) {                                                                  \
+                    T *dkj = dk0 + jj * E, *dvj = dv0 + jj * Ev;                                                       \
+                    for (int64_t e = 0; e < Ev; e++) dvj[e] += pz[jj] * doi[e];                                        \
+                    for (int64_t e = 0; e < E; e++) dkj[e] += ds[jj] * qi[e];                                          \
                 }                                                                                                      \
             }                                                                                                          \
+            free(kt);                                                                                                  \
         }                                                                                                              \
         nt = cpu_threads_for(N * nqb, BQ * S * (E + Ev) * 3);                                                          \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nqb; t++) { /* pass 2: dq */           \
             int64_t n = t / nqb, i0 = (t % nqb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;                                  \
+            T s[BK], dp[BK], pz[BK], ds[BK], *kt = malloc((size_t)((E + Ev) * BK) * sizeof(T)), *vt = kt + E * BK;     \
             philox_cache pc = {0};                                                                                     \
-            for (int64_t i = i0; i < i1; i++) {                                                                        \
-                T lse_i = lse[n * L + i], *dqi = dq + (n * L + i) * E;                                                 \
-                for (int64_t e = 0; e < E; e++) dqi[e] = 0;                                                            \
-                if (lse_i == -INFINITY) continue;                                                                      \
-                const T *qi = q + (n * L + i) * E, *doi = dout + (n * L + i) * Ev;                                     \
-                for (int64_t j = 0; j < attn_key_end(g, i); j++) {                                                     \
-                    T pz, ds;                                                                                          \
-                    const T *kj = k + (n * S + j) * E;                                                                 \
-                    attn_pds_##T(g, &pc, qi, kj, v + (n * S + j) * Ev, doi, lse_i, D[n * L + i], n, i, j, &pz, &ds);   \
-                    for (int64_t e = 0; e < E; e++) dqi[e] += scale * ds * kj[e];                                      \
+            if (!kt) {                                                                                                 \
+                ok = false;                                                                                            \
+                continue;                                                                                              \
+            }                                                                                                          \
+            for (int64_t e = 0; e < (i1 - i0) * E; e++) dq[(n * L + i0) * E + e] = 0;                                  \
+            int64_t jend = attn_key_end(g, i1 - 1);                                                                    \
+            for (int64_t j0 = 0; j0 < jend; j0 += BK) {                                                                \
+                int64_t jb = j0 + BK < jend ? BK : jend - j0;                                                          \
+                attn_transpose_##T(k + n * S * E, j0, jb, E, kt);                                                      \
+                attn_transpose_##T(v + n * S * Ev, j0, jb, Ev, vt);                                                    \
+                for (int64_t i = i0; i < i1; i++) {                                                                    \
+                    T lse_i = lse[n * L + i], *dqi = dq + (n * L + i) * E;                                             \
+                    int64_t je = attn_key_end(g, i) - j0;                                                              \
+                    je = je < jb ? je : jb;                                                                            \
+                    if (lse_i == -INFINITY || je <= 0) continue;                                                       \
+                    attn_dots_##T(q + (n * L + i) * E, kt, E, je, s);                                                  \
+                    attn_dots_##T(dout + (n * L + i) * Ev, vt, Ev, je, dp);                                            \
+                    attn_pds_##T(g, &pc, s, dp, je, lse_i, D[n * L + i], n, i, j0, pz, ds);                            \
+                    for (int64_t jj = 0; jj < je; jj++) {                                                              \
+                        const T *kj = k + (n * S + j0 + jj) * E;                                                       \
+                        for (int64_t e = 0; e < E; e++) dqi[e] += ds[jj] * kj[e];                                      \
+                    }                                                                                                  \
                 }                                                                                                      \
             }                                                                                                          \
+            free(kt);                                                                                                  \
         }                                                                                                              \
         free(D);                                                                                                       \
-        return true;                                                                                                   \
+        return ok;                                                                                                     \
     }
 ATTN_KERNELS_(float, expf, logf)
 ATTN_KERNELS_(double, exp, log)
@@ -231,23 +274,22 @@ static void attn_from_f32(const float *f, const td_operand *x) {
 td_status td_cpu_ATTENTION(const td_op *op) {
     attn_geom g = attn_geom_of(op);
     td_dtype dt = op->in[0].dtype;
-    if (dt == TD_F64) {
-        attn_fwd_double(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]), cpu_ptr(&op->out[0]),
-                        cpu_ptr(&op->out[1]));
-        return TD_OK;
-    }
-    if (dt == TD_F32) {
-        attn_fwd_float(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]), cpu_ptr(&op->out[0]),
-                       cpu_ptr(&op->out[1]));
-        return TD_OK;
+    bool ok = true;
+    if (dt == TD_F64 || dt == TD_F32) {
+        if (dt == TD_F64)
+            ok = attn_fwd_double(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]),
+                                 cpu_ptr(&op->out[0]), cpu_ptr(&op->out[1]));
+        else
+            ok = attn_fwd_float(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]), cpu_ptr(&op->out[0]),
+                                cpu_ptr(&op->out[1]));
+        return ok ? TD_OK : TD_ERR(TD_ERR_OOM, "attention: out of host memory");
     }
     float *f[4] = {attn_to_f32(&op->in[0]), attn_to_f32(&op->in[1]), attn_to_f32(&op->in[2]),
                    malloc((size_t)(td_operand_numel(&op->out[0]) + 1) * sizeof(float))};
     td_status st = f[0] && f[1] && f[2] && f[3] ? TD_OK : TD_ERR(TD_ERR_OOM, "attention: out of host memory");
-    if (st == TD_OK) {
-        attn_fwd_float(&g, f[0], f[1], f[2], f[3], cpu_ptr(&op->out[1]));
-        attn_from_f32(f[3], &op->out[0]);
-    }
+    if (st == TD_OK && !attn_fwd_float(&g, f[0], f[1], f[2], f[3], cpu_ptr(&op->out[1])))
+        st = TD_ERR(TD_ERR_OOM, "attention: out of host memory");
+    if (st == TD_OK) attn_from_f32(f[3], &op->out[0]);
     for (int i = 0; i < 4; i++) free(f[i]);
     return st;
 }
