@@ -27,36 +27,15 @@
 namespace {
 
 /* keys or queries staged per block (= threads per block) */
-template <typename C> struct attn_rows {
-    static constexpr int BR = sizeof(C) == 8 ? 16 : 32;
-};
-
-template <typename C> __device__ __forceinline__ C neg_inf() { return (C)-INFINITY; }
-
-/* The additive mask term of (n, i, j): 0, -inf or the float mask's value. */
-template <typename T, typename C> __device__ __forceinline__ C mask_at(const cu_attn_args &a, int64_t n, int64_t i, int64_t j) {
-    if (a.causal && j > i) return neg_inf<C>();
-    if (!a.mask) return (C)0;
-    int64_t off = (n / a.n1) * a.ms[0] + (n % a.n1) * a.ms[1] + i * a.ms[2] + j * a.ms[3];
-    if (a.mask_bool) return ((const uint8_t *)a.mask)[off] ? (C)0 : neg_inf<C>();
-    return cu_to<C>(((const T *)a.mask)[off]);
-}
-
-/* z_ij: 1 without dropout, else keep_ij / (1 - p) */
-template <typename C> __device__ __forceinline__ C drop_at(const cu_attn_args &a, int64_t n, int64_t i, int64_t j) {
-    if (!a.dropout) return (C)1;
-    uint64_t idx = ((uint64_t)n * (uint64_t)a.L + (uint64_t)i) * (uint64_t)a.S + (uint64_t)j;
-    uint4 w = cu_philox(a.seed, a.offset + idx / 4);
-    uint32_t word = (idx & 3) == 0 ? w.x : (idx & 3) == 1 ? w.y : (idx & 3) == 2 ? w.z : w.w;
-    return (word >> 8) >= a.threshold ? (sizeof(C) == 8 ? (C)a.zs : (C)a.zs_f) : (C)0;
-}
+template <typename C> struct attn_rows { static constexpr int BR = sizeof(C) == 8 ? 16 : 32; };
 
 template <typename C> __device__ __forceinline__ C c_exp(C x) { return exp(x); }
 template <> __device__ __forceinline__ float c_exp<float>(float x) { return __expf(x); }
 
 /* ---- forward: one thread per query row ---- */
 template <typename T, typename C, int DP>
-__global__ void __launch_bounds__(attn_rows<C>::BR) attn_fwd(cu_attn_args a, const T *q, const T *k, const T *v, T *out, C *lse) {
+__global__ void __launch_bounds__(attn_rows<C>::BR)
+    attn_fwd(cu_attn_args a, const T *q, const T *k, const T *v, T *out, C *lse) {
     constexpr int BR = attn_rows<C>::BR;
     __shared__ C ks[BR][DP], vs[BR][DP];
     int t = threadIdx.x;
@@ -66,7 +45,7 @@ __global__ void __launch_bounds__(attn_rows<C>::BR) attn_fwd(cu_attn_args a, con
         int64_t n = task / nqb, i0 = (task % nqb) * BR, i = i0 + t;
         bool valid = i < a.L;
         int64_t iend = i0 + BR < a.L ? i0 + BR : a.L, jend = a.causal ? (iend < a.S ? iend : a.S) : a.S;
-        C qr[DP], acc[DP], m = neg_inf<C>(), l = 0;
+        C qr[DP], acc[DP], m = cu_attn_neg_inf<C>(), l = 0;
 #pragma unroll
         for (int e = 0; e < DP; e++) {
             qr[e] = valid && e < a.E ? cu_to<C>(q[(n * a.L + i) * a.E + e]) : (C)0;
@@ -88,8 +67,8 @@ __global__ void __launch_bounds__(attn_rows<C>::BR) attn_fwd(cu_attn_args a, con
 #pragma unroll
                 for (int e = 0; e < DP; e++)
                     if (e < a.E) d += qr[e] * ks[jj][e];
-                C s = d * sc + mask_at<T, C>(a, n, i, j);
-                if (s == neg_inf<C>()) continue;
+                C s = d * sc + cu_attn_mask<T, C>(a, n, i, j);
+                if (s == cu_attn_neg_inf<C>()) continue;
                 if (s > m) { /* the max grows: rescale the running sums by exp(m_old - m_new) <= 1 */
                     C alpha = c_exp(m - s);
                     l *= alpha;
@@ -99,7 +78,7 @@ __global__ void __launch_bounds__(attn_rows<C>::BR) attn_fwd(cu_attn_args a, con
                 }
                 C p = c_exp(s - m);
                 l += p;
-                p *= drop_at<C>(a, n, i, j);
+                p *= cu_attn_drop<C>(a, n, i, j);
 #pragma unroll
                 for (int e = 0; e < DP; e++)
                     if (e < a.Ev) acc[e] += p * vs[jj][e];
@@ -110,15 +89,15 @@ __global__ void __launch_bounds__(attn_rows<C>::BR) attn_fwd(cu_attn_args a, con
 #pragma unroll
             for (int e = 0; e < DP; e++)
                 if (e < a.Ev) out[(n * a.L + i) * a.Ev + e] = cu_from<T>(acc[e] * inv);
-            lse[n * a.L + i] = l > 0 ? m + log(l) : neg_inf<C>();
+            lse[n * a.L + i] = l > 0 ? m + log(l) : cu_attn_neg_inf<C>();
         }
     }
 }
 
 /* ---- backward, dk and dv: one thread per key row ---- */
 template <typename T, typename C, int DP>
-__global__ void __launch_bounds__(attn_rows<C>::BR)
-    attn_dkdv(cu_attn_args a, const T *dout, const T *q, const T *k, const T *v, const T *out, const C *lse, T *dk, T *dv) {
+__global__ void __launch_bounds__(attn_rows<C>::BR) attn_dkdv(cu_attn_args a, const T *dout, const T *q, const T *k,
+                                                              const T *v, const T *out, const C *lse, T *dk, T *dv) {
     constexpr int BR = attn_rows<C>::BR;
     __shared__ C qs[BR][DP], gs[BR][DP], ls[BR], Ds[BR];
     int t = threadIdx.x;
@@ -153,16 +132,16 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
             int in = (int)(a.L - i0 < BR ? a.L - i0 : BR);
             for (int ii = 0; ii < in; ii++) {
                 int64_t i = i0 + ii;
-                if (ls[ii] == neg_inf<C>()) continue; /* a row without keys passes no gradient */
+                if (ls[ii] == cu_attn_neg_inf<C>()) continue; /* a row without keys passes no gradient */
                 C d = 0, dp = 0;
 #pragma unroll
                 for (int e = 0; e < DP; e++) {
                     if (e < a.E) d += qs[ii][e] * kr[e];
                     if (e < a.Ev) dp += gs[ii][e] * vr[e];
                 }
-                C s = d * sc + mask_at<T, C>(a, n, i, j);
-                if (s == neg_inf<C>()) continue;
-                C p = c_exp(s - ls[ii]), z = drop_at<C>(a, n, i, j), pz = p * z, ds = p * (dp * z - Ds[ii]) * sc;
+                C s = d * sc + cu_attn_mask<T, C>(a, n, i, j);
+                if (s == cu_attn_neg_inf<C>()) continue;
+                C p = c_exp(s - ls[ii]), z = cu_attn_drop<C>(a, n, i, j), pz = p * z, ds = p * (dp * z - Ds[ii]) * sc;
 #pragma unroll
                 for (int e = 0; e < DP; e++) {
                     if (e < a.E) dkr[e] += ds * qs[ii][e];
@@ -193,7 +172,7 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
         int64_t n = task / nqb, i0 = (task % nqb) * BR, i = i0 + t;
         bool valid = i < a.L;
         int64_t iend = i0 + BR < a.L ? i0 + BR : a.L, jend = a.causal ? (iend < a.S ? iend : a.S) : a.S;
-        C qr[DP], gr[DP], dqr[DP], D = 0, lse_i = valid ? lse[n * a.L + i] : neg_inf<C>();
+        C qr[DP], gr[DP], dqr[DP], D = 0, lse_i = valid ? lse[n * a.L + i] : cu_attn_neg_inf<C>();
 #pragma unroll
         for (int e = 0; e < DP; e++) {
             qr[e] = valid && e < a.E ? cu_to<C>(q[(n * a.L + i) * a.E + e]) : (C)0;
@@ -209,7 +188,7 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
                 for (int e = 0; e < a.Ev; e++) vs[t][e] = cu_to<C>(v[(n * a.S + js) * a.Ev + e]);
             }
             __syncthreads();
-            if (!valid || lse_i == neg_inf<C>()) continue;
+            if (!valid || lse_i == cu_attn_neg_inf<C>()) continue;
             int jn = (int)(jend - j0 < BR ? jend - j0 : BR);
             for (int jj = 0; jj < jn; jj++) {
                 int64_t j = j0 + jj;
@@ -219,9 +198,9 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
                     if (e < a.E) d += qr[e] * ks[jj][e];
                     if (e < a.Ev) dp += gr[e] * vs[jj][e];
                 }
-                C s = d * sc + mask_at<T, C>(a, n, i, j);
-                if (s == neg_inf<C>()) continue;
-                C p = c_exp(s - lse_i), ds = p * (dp * drop_at<C>(a, n, i, j) - D) * sc;
+                C s = d * sc + cu_attn_mask<T, C>(a, n, i, j);
+                if (s == cu_attn_neg_inf<C>()) continue;
+                C p = c_exp(s - lse_i), ds = p * (dp * cu_attn_drop<C>(a, n, i, j) - D) * sc;
 #pragma unroll
                 for (int e = 0; e < DP; e++)
                     if (e < a.E) dqr[e] += ds * ks[jj][e];
@@ -320,8 +299,8 @@ extern "C" td_status cu_op_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
         unsigned gk = cu_grid(d, a.N * ((a.S + BR - 1) / BR) * BR, BR);
         unsigned gq = cu_grid(d, a.N * ((a.L + BR - 1) / BR) * BR, BR);
         ATTN_SWITCH_DP(a, {
-            attn_dkdv<T, C, DP><<<gk, BR, 0, d->stream>>>(a, dout, q, k, v, out, lse, (T *)cu_data(&o[1]),
-                                                          (T *)cu_data(&o[2]));
+            attn_dkdv<T, C, DP>
+                <<<gk, BR, 0, d->stream>>>(a, dout, q, k, v, out, lse, (T *)cu_data(&o[1]), (T *)cu_data(&o[2]));
             attn_dq<T, C, DP><<<gq, BR, 0, d->stream>>>(a, dout, q, k, v, out, lse, (T *)cu_data(&o[0]));
         });
     })
