@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         __syncthreads(); /* the previous task is done with the tiles */
         stage<T, D>(Qs, q + n * a.L * D, i0, a.L);
         for (int c = lane; c < 16 * D; c += 32) Of[c] = 0;
+        __syncwarp();
         float m = -INFINITY, l = 0;
         for (int64_t j0 = 0; j0 < jend; j0 += BK) {
             __syncthreads();
@@ -112,9 +113,9 @@ __global__ void __launch_bounds__(WARPS * 32)
             __syncwarp();
         }
         if (i < a.L) { /* a row without keys: out 0, lse -inf */
-            float inv = l > 0 ? 1.0f / l : 0.0f;
+            float inv = l > 0 ? 1.0f / l : 0.0f; /* and a row without keys never reads Of */
             for (int c = h * (D / 2); c < (h + 1) * (D / 2); c++)
-                out[(n * a.L + i) * D + c] = to_t<T>(Of[r * D + c] * inv);
+                out[(n * a.L + i) * D + c] = to_t<T>(l > 0 ? Of[r * D + c] * inv : 0.0f);
             if (h == 0) lse[n * a.L + i] = l > 0 ? m + logf(l) : -INFINITY;
         }
     }

@@ -140,10 +140,11 @@ td_tensor *td_scaled_dot_product_attention_ext(td_tensor *q, td_tensor *k, td_te
 td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *attn_mask,
                                            double dropout_p, bool is_causal, double scale) {
     td_rng_state r = {0, 0};
-    if (dropout_p > 0 && dropout_p < 1 && q && k && q->ndim >= 2 && k->ndim >= 2) {
-        /* one value per probability: numel of the broadcast [..., L, S] at most, q's and k's batch both counted */
+    if (dropout_p > 0 && dropout_p < 1 && q && k && v && q->ndim >= 2 && k->ndim >= 2 && v->ndim >= 2) {
+        /* one value per probability: at least the numel of the broadcast [..., L, S] (the product of the three
+        ** batch sizes bounds the broadcast one) */
         uint64_t n = (uint64_t)td__numel(q->ndim - 1, q->shape) * (uint64_t)k->shape[k->ndim - 2];
-        n *= (uint64_t)td__numel(k->ndim - 2, k->shape);
+        n *= (uint64_t)td__numel(k->ndim - 2, k->shape) * (uint64_t)td__numel(v->ndim - 2, v->shape);
         r = td_rng_reserve(n);
     }
     return td_scaled_dot_product_attention_ext(q, k, v, attn_mask, dropout_p, is_causal, scale, r.seed, r.offset);
