@@ -75,15 +75,24 @@ int main(int argc, char **argv) {
     const char *dev = "cpu", *dt = "f32";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
-        if (!strcmp(k, "--device")) dev = v;
-        else if (!strcmp(k, "--dtype")) dt = v;
-        else if (!strcmp(k, "--batch")) c.b = atoll(v);
-        else if (!strcmp(k, "--heads")) c.h = atoll(v);
-        else if (!strcmp(k, "--seq")) c.t = atoll(v);
-        else if (!strcmp(k, "--head-dim")) c.d = atoll(v);
-        else if (!strcmp(k, "--causal")) c.causal = atoi(v);
-        else if (!strcmp(k, "--iters")) c.iters = atoi(v) > 0 ? atoi(v) : 1;
-        else if (!strcmp(k, "--composed")) c.composed = atoi(v);
+        if (!strcmp(k, "--device"))
+            dev = v;
+        else if (!strcmp(k, "--dtype"))
+            dt = v;
+        else if (!strcmp(k, "--batch"))
+            c.b = atoll(v);
+        else if (!strcmp(k, "--heads"))
+            c.h = atoll(v);
+        else if (!strcmp(k, "--seq"))
+            c.t = atoll(v);
+        else if (!strcmp(k, "--head-dim"))
+            c.d = atoll(v);
+        else if (!strcmp(k, "--causal"))
+            c.causal = atoi(v);
+        else if (!strcmp(k, "--iters"))
+            c.iters = atoi(v) > 0 ? atoi(v) : 1;
+        else if (!strcmp(k, "--composed"))
+            c.composed = atoi(v);
         else {
             fprintf(stderr, "bench_attention: unknown option '%s'\n", k);
             return 2;

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
             __syncwarp();
         }
-        if (i < a.L) { /* a row without keys: out 0, lse -inf */
+        if (i < a.L) {                           /* a row without keys: out 0, lse -inf */
             float inv = l > 0 ? 1.0f / l : 0.0f; /* and a row without keys never reads Of */
             for (int c = h * (D / 2); c < (h + 1) * (D / 2); c++)
                 out[(n * a.L + i) * D + c] = to_t<T>(l > 0 ? Of[r * D + c] * inv : 0.0f);
