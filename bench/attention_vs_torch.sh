@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 build=${1:-build} devices=${2:-"cuda:0 vulkan:0"} py=${3:-python3}
 log=$(mktemp)
 for dt in bf16 f32; do
-  "$py" bench/torch_attention.py --device cuda --dtype "$dt" | tee -a "$log"
+  "$py" bench/torch_attention.py --device cuda --dtype "$dt" --iters 10 | tee -a "$log"
   for dev in $devices; do
-    "$build/bench/bench_attention" --device "$dev" --dtype "$dt" | tee -a "$log"
+    "$build/bench/bench_attention" --device "$dev" --dtype "$dt" --iters 10 | tee -a "$log"
     "$build/bench/bench_attention" --device "$dev" --dtype "$dt" --composed 1 --iters 5 | tee -a "$log"
   done
 done
