@@ -19,14 +19,16 @@
 **   dv_j = sum_i p_ij z_ij dout_i,  dk_j = scale sum_i ds_ij q_i,  dq_i = scale sum_j ds_ij k_j
 ** p is recomputed from lse. Pass 1 gives each task a block of keys (dk, dv), pass
 ** 2 a block of queries (dq): every output element has one writer and a fixed
-** summation order, so any thread count gives the same bits. Each key block is
-** transposed once per task, so the dot products run along the keys (SIMD).
+** summation order, so any thread count gives the same bits. The block products
+** (q k^T, p v, dout v^T, (p z)^T dout, ds^T q, ds k) are single-threaded GEMMs
+** (cpu_gemm.h) of shapes that depend on the sizes only.
 ** f32 and f64 run in their own type; f16/bf16 go through f32 copies.
 */
 #include <stdlib.h>
 
 #include "../core/internal.h"
 #include "cpu.h"
+#include "cpu_gemm.h"
 
 #define BQ 32 /* queries per forward/dq task */
 #define BK 64 /* keys per forward block and per dk/dv task */
@@ -72,86 +74,85 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
     return g->causal ? (i + 1 < g->S ? i + 1 : g->S) : g->S;
 }
 
-#define ATTN_KERNELS_(T, EXP, LOG)                                                                                     \
-    /* kt[e][jj] = x[j0 + jj][e] (jj < jb): a key block transposed, so that the dot products of one query with         \
-    ** every key of the block run along jj (vectorizable) */                                                           \
-    static void attn_transpose_##T(const T *x, int64_t j0, int64_t jb, int64_t D, T *kt) {                             \
-        for (int64_t jj = 0; jj < jb; jj++)                                                                            \
-            for (int64_t e = 0; e < D; e++) kt[e * BK + jj] = x[(j0 + jj) * D + e];                                    \
-    }                                                                                                                  \
-    /* s[jj] = a . kt[.][jj] over D features */                                                                        \
-    static inline void attn_dots_##T(const T *a, const T *kt, int64_t D, int64_t jb, T *s) {                           \
-        for (int64_t jj = 0; jj < jb; jj++) s[jj] = 0;                                                                 \
-        for (int64_t e = 0; e < D; e++) {                                                                              \
-            T ae = a[e];                                                                                               \
-            const T *row = kt + e * BK;                                                                                \
-            for (int64_t jj = 0; jj < jb; jj++) s[jj] += ae * row[jj];                                                 \
-        }                                                                                                              \
+#define ATTN_KERNELS_(T, EXP, LOG, GEMM)                                                                               \
+    /* s[r][jj] = scale q_i.k_j + m_ij for rows i = i0 + r (< i1) and keys j = j0 + jj (< j0 + jb): a GEMM, then       \
+    ** the mask, row by row (ld BK) */                                                                                 \
+    static void attn_scores_##T(const attn_geom *g, const T *q, const T *k, int64_t n, int64_t i0, int64_t i1,         \
+                                int64_t j0, int64_t jb, T *s) {                                                        \
+        for (int64_t e = 0; e < (i1 - i0) * BK; e++) s[e] = 0;                                                         \
+        GEMM(false, true, i1 - i0, jb, g->E, q + (n * g->L + i0) * g->E, g->E, k + (n * g->S + j0) * g->E, g->E, s,    \
+             BK);                                                                                                      \
+        for (int64_t i = i0; i < i1; i++)                                                                              \
+            for (int64_t jj = 0; jj < jb; jj++)                                                                        \
+                s[(i - i0) * BK + jj] = s[(i - i0) * BK + jj] * (T)g->scale + (T)attn_mask_at(g, n, i, j0 + jj);       \
     }                                                                                                                  \
     /* forward: one task per (n, block of BQ queries); out [N,L,Ev], lse [N,L] */                                      \
     static bool attn_fwd_##T(const attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {                 \
-        int64_t N = g->n0 * g->n1, L = g->L, S = g->S, E = g->E, Ev = g->Ev, nqb = (L + BQ - 1) / BQ;                  \
-        T scale = (T)g->scale, zs = (T)(1.0 / (1.0 - g->p_drop));                                                      \
-        int nt = cpu_threads_for(N * nqb, BQ * S * (E + Ev) * 2);                                                      \
+        int64_t N = g->n0 * g->n1, L = g->L, S = g->S, Ev = g->Ev, nqb = (L + BQ - 1) / BQ;                            \
+        T zs = (T)(1.0 / (1.0 - g->p_drop));                                                                           \
+        int nt = cpu_threads_for(N * nqb, BQ * S * (g->E + Ev) * 2);                                                   \
         bool ok = true;                                                                                                \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nqb; t++) {                            \
             int64_t n = t / nqb, i0 = (t % nqb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;                                  \
-            T m[BQ], l[BQ], s[BK], *acc = out + (n * L + i0) * Ev, *kt = malloc((size_t)(E * BK) * sizeof(T));         \
+            T m[BQ], l[BQ], *acc = out + (n * L + i0) * Ev, *s = malloc(2 * BQ * BK * sizeof(T)), *p = s + BQ * BK;    \
             philox_cache pc = {0};                                                                                     \
-            if (!kt) {                                                                                                 \
+            if (!s) {                                                                                                  \
                 ok = false;                                                                                            \
                 continue;                                                                                              \
             }                                                                                                          \
-            for (int64_t i = i0; i < i1; i++) {                                                                        \
-                m[i - i0] = -INFINITY, l[i - i0] = 0;                                                                  \
-                for (int64_t e = 0; e < Ev; e++) acc[(i - i0) * Ev + e] = 0;                                           \
-            }                                                                                                          \
+            for (int64_t i = i0; i < i1; i++) m[i - i0] = -INFINITY, l[i - i0] = 0;                                    \
+            for (int64_t e = 0; e < (i1 - i0) * Ev; e++) acc[e] = 0;                                                   \
             int64_t jend = attn_key_end(g, i1 - 1);                                                                    \
             for (int64_t j0 = 0; j0 < jend; j0 += BK) { /* one block of keys, every row of the task */                 \
                 int64_t jb = j0 + BK < jend ? BK : jend - j0;                                                          \
-                attn_transpose_##T(k + n * S * E, j0, jb, E, kt);                                                      \
+                attn_scores_##T(g, q, k, n, i0, i1, j0, jb, s);                                                        \
                 for (int64_t i = i0; i < i1; i++) {                                                                    \
-                    T *ai = acc + (i - i0) * Ev, mx = m[i - i0];                                                       \
-                    attn_dots_##T(q + (n * L + i) * E, kt, E, jb, s);                                                  \
-                    for (int64_t jj = 0; jj < jb; jj++) { /* s_ij and the block max */                                 \
-                        s[jj] = s[jj] * scale + (T)attn_mask_at(g, n, i, j0 + jj);                                     \
-                        mx = s[jj] > mx ? s[jj] : mx;                                                                  \
+                    T *si = s + (i - i0) * BK, *pi = p + (i - i0) * BK, *ai = acc + (i - i0) * Ev, mx = m[i - i0];     \
+                    for (int64_t jj = 0; jj < jb; jj++) mx = si[jj] > mx ? si[jj] : mx;                                \
+                    if (mx == -INFINITY) { /* every key so far masked */                                               \
+                        for (int64_t jj = 0; jj < jb; jj++) pi[jj] = 0;                                                \
+                        continue;                                                                                      \
                     }                                                                                                  \
-                    if (mx == -INFINITY) continue;           /* every key so far masked */                             \
                     T alpha = EXP(m[i - i0] - mx), lsum = 0; /* rescale the running sums to the new max */             \
                     for (int64_t e = 0; e < Ev; e++) ai[e] *= alpha;                                                   \
                     for (int64_t jj = 0; jj < jb; jj++) {                                                              \
-                        int64_t j = j0 + jj;                                                                           \
-                        T pj = EXP(s[jj] - mx);                                                                        \
+                        T pj = EXP(si[jj] - mx);                                                                       \
                         lsum += pj;                                                                                    \
-                        if (g->p_drop > 0) pj = attn_keep(g, &pc, (uint64_t)((n * L + i) * S + j)) ? pj * zs : 0;      \
-                        if (pj == 0) continue;                                                                         \
-                        const T *vj = v + (n * S + j) * Ev;                                                            \
-                        for (int64_t e = 0; e < Ev; e++) ai[e] += pj * vj[e];                                          \
+                        if (g->p_drop > 0)                                                                             \
+                            pj = attn_keep(g, &pc, (uint64_t)((n * L + i) * S + j0 + jj)) ? pj * zs : 0;               \
+                        pi[jj] = pj;                                                                                   \
                     }                                                                                                  \
                     l[i - i0] = l[i - i0] * alpha + lsum;                                                              \
                     m[i - i0] = mx;                                                                                    \
                 }                                                                                                      \
+                /* acc += p v */                                                                                       \
+                GEMM(false, false, i1 - i0, Ev, jb, p, BK, v + (n * S + j0) * Ev, Ev, acc, Ev);                        \
             }                                                                                                          \
             for (int64_t i = i0; i < i1; i++) { /* normalize; a row without keys stays 0 */                            \
                 T li = l[i - i0], inv = li > 0 ? 1 / li : 0;                                                           \
                 for (int64_t e = 0; e < Ev; e++) acc[(i - i0) * Ev + e] *= inv;                                        \
                 lse[n * L + i] = li > 0 ? m[i - i0] + LOG(li) : (T)-INFINITY;                                          \
             }                                                                                                          \
-            free(kt);                                                                                                  \
+            free(s);                                                                                                   \
         }                                                                                                              \
         return ok;                                                                                                     \
     }                                                                                                                  \
-    /* p_ij z_ij and ds_ij of row i against the key block j0 + [0, jb): s and dp hold q_i.k_j and dout_i.v_j */        \
-    static inline void attn_pds_##T(const attn_geom *g, philox_cache *pc, T *s, T *dp, int64_t jb, T lse_i, T D_i,     \
-                                    int64_t n, int64_t i, int64_t j0, T *pz, T *ds) {                                  \
+    /* Rows i0..i1 against keys j0 + [0, jb): s (scores) -> pz = p z, dp (dout.v) -> ds = scale p (dp z - D), ld BK;   \
+    ** p is recomputed from lse (0 for a row without keys) */                                                          \
+    static void attn_pds_##T(const attn_geom *g, philox_cache *pc, const T *dout, const T *v, const T *lse,            \
+                             const T *D, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64_t jb, T *s, T *dp) {     \
         T zs = (T)(1.0 / (1.0 - g->p_drop));                                                                           \
-        for (int64_t jj = 0; jj < jb; jj++) {                                                                          \
-            int64_t j = j0 + jj;                                                                                       \
-            T p = EXP(s[jj] * (T)g->scale + (T)attn_mask_at(g, n, i, j) - lse_i); /* recomputed probability */         \
-            T z = g->p_drop > 0 ? (attn_keep(g, pc, (uint64_t)((n * g->L + i) * g->S + j)) ? zs : 0) : 1;              \
-            pz[jj] = p * z;                                                                                            \
-            ds[jj] = p * (dp[jj] * z - D_i) * (T)g->scale;                                                             \
+        for (int64_t e = 0; e < (i1 - i0) * BK; e++) dp[e] = 0;                                                        \
+        GEMM(false, true, i1 - i0, jb, g->Ev, dout + (n * g->L + i0) * g->Ev, g->Ev, v + (n * g->S + j0) * g->Ev,      \
+             g->Ev, dp, BK);                                                                                           \
+        for (int64_t i = i0; i < i1; i++) {                                                                            \
+            T lse_i = lse[n * g->L + i], D_i = D[n * g->L + i], *si = s + (i - i0) * BK, *di = dp + (i - i0) * BK;     \
+            for (int64_t jj = 0; jj < jb; jj++) {                                                                      \
+                T p = lse_i == -INFINITY ? 0 : EXP(si[jj] - lse_i);                                                    \
+                T z = g->p_drop > 0 ? (attn_keep(g, pc, (uint64_t)((n * g->L + i) * g->S + j0 + jj)) ? zs : 0) : 1;    \
+                si[jj] = p * z;                                                                                        \
+                di[jj] = p * (di[jj] * z - D_i) * (T)g->scale;                                                         \
+            }                                                                                                          \
         }                                                                                                              \
     }                                                                                                                  \
     static bool attn_bwd_##T(const attn_geom *g, const T *dout, const T *q, const T *k, const T *v, const T *out,      \
@@ -169,40 +170,31 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
         int nt = cpu_threads_for(N * nkb, BK * L * (E + Ev) * 3);                                                      \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nkb; t++) { /* pass 1: dk, dv */       \
             int64_t n = t / nkb, j0 = (t % nkb) * BK, jb = j0 + BK < S ? BK : S - j0;                                  \
-            T s[BK], dp[BK], pz[BK], ds[BK], *kt = malloc((size_t)((E + Ev) * BK) * sizeof(T)), *vt = kt + E * BK;     \
+            T *s = malloc(2 * BQ * BK * sizeof(T)), *dp = s + BQ * BK;                                                 \
             philox_cache pc = {0};                                                                                     \
-            if (!kt) {                                                                                                 \
+            if (!s) {                                                                                                  \
                 ok = false;                                                                                            \
                 continue;                                                                                              \
             }                                                                                                          \
-            attn_transpose_##T(k + n * S * E, j0, jb, E, kt);                                                          \
-            attn_transpose_##T(v + n * S * Ev, j0, jb, Ev, vt);                                                        \
             T *dk0 = dk + (n * S + j0) * E, *dv0 = dv + (n * S + j0) * Ev;                                             \
             for (int64_t e = 0; e < jb * E; e++) dk0[e] = 0;                                                           \
             for (int64_t e = 0; e < jb * Ev; e++) dv0[e] = 0;                                                          \
-            for (int64_t i = g->causal ? j0 : 0; i < L; i++) {                                                         \
-                T lse_i = lse[n * L + i];                                                                              \
-                if (lse_i == -INFINITY) continue; /* a row without keys passes no gradient */                          \
-                const T *qi = q + (n * L + i) * E, *doi = dout + (n * L + i) * Ev;                                     \
-                int64_t je = attn_key_end(g, i) - j0; /* keys of the block row i sees */                               \
-                je = je < jb ? je : jb;                                                                                \
-                attn_dots_##T(qi, kt, E, je, s);                                                                       \
-                attn_dots_##T(doi, vt, Ev, je, dp);                                                                    \
-                attn_pds_##T(g, &pc, s, dp, je, lse_i, D[n * L + i], n, i, j0, pz, ds);                                \
-                for (int64_t jj = 0; jj < je; jj++) {                                                                  \
-                    T *dkj = dk0 + jj * E, *dvj = dv0 + jj * Ev;                                                       \
-                    for (int64_t e = 0; e < Ev; e++) dvj[e] += pz[jj] * doi[e];                                        \
-                    for (int64_t e = 0; e < E; e++) dkj[e] += ds[jj] * qi[e];                                          \
-                }                                                                                                      \
+            for (int64_t i0 = g->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ) {                                        \
+                int64_t i1 = i0 + BQ < L ? i0 + BQ : L;                                                                \
+                attn_scores_##T(g, q, k, n, i0, i1, j0, jb, s);                                                        \
+                attn_pds_##T(g, &pc, dout, v, lse, D, n, i0, i1, j0, jb, s, dp);                                       \
+                /* dv += (p z)^T dout, dk += ds^T q */                                                                 \
+                GEMM(true, false, jb, Ev, i1 - i0, s, BK, dout + (n * L + i0) * Ev, Ev, dv0, Ev);                      \
+                GEMM(true, false, jb, E, i1 - i0, dp, BK, q + (n * L + i0) * E, E, dk0, E);                            \
             }                                                                                                          \
-            free(kt);                                                                                                  \
+            free(s);                                                                                                   \
         }                                                                                                              \
         nt = cpu_threads_for(N * nqb, BQ * S * (E + Ev) * 3);                                                          \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nqb; t++) { /* pass 2: dq */           \
             int64_t n = t / nqb, i0 = (t % nqb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;                                  \
-            T s[BK], dp[BK], pz[BK], ds[BK], *kt = malloc((size_t)((E + Ev) * BK) * sizeof(T)), *vt = kt + E * BK;     \
+            T *s = malloc(2 * BQ * BK * sizeof(T)), *dp = s + BQ * BK;                                                 \
             philox_cache pc = {0};                                                                                     \
-            if (!kt) {                                                                                                 \
+            if (!s) {                                                                                                  \
                 ok = false;                                                                                            \
                 continue;                                                                                              \
             }                                                                                                          \
@@ -210,29 +202,18 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
             int64_t jend = attn_key_end(g, i1 - 1);                                                                    \
             for (int64_t j0 = 0; j0 < jend; j0 += BK) {                                                                \
                 int64_t jb = j0 + BK < jend ? BK : jend - j0;                                                          \
-                attn_transpose_##T(k + n * S * E, j0, jb, E, kt);                                                      \
-                attn_transpose_##T(v + n * S * Ev, j0, jb, Ev, vt);                                                    \
-                for (int64_t i = i0; i < i1; i++) {                                                                    \
-                    T lse_i = lse[n * L + i], *dqi = dq + (n * L + i) * E;                                             \
-                    int64_t je = attn_key_end(g, i) - j0;                                                              \
-                    je = je < jb ? je : jb;                                                                            \
-                    if (lse_i == -INFINITY || je <= 0) continue;                                                       \
-                    attn_dots_##T(q + (n * L + i) * E, kt, E, je, s);                                                  \
-                    attn_dots_##T(dout + (n * L + i) * Ev, vt, Ev, je, dp);                                            \
-                    attn_pds_##T(g, &pc, s, dp, je, lse_i, D[n * L + i], n, i, j0, pz, ds);                            \
-                    for (int64_t jj = 0; jj < je; jj++) {                                                              \
-                        const T *kj = k + (n * S + j0 + jj) * E;                                                       \
-                        for (int64_t e = 0; e < E; e++) dqi[e] += ds[jj] * kj[e];                                      \
-                    }                                                                                                  \
-                }                                                                                                      \
+                attn_scores_##T(g, q, k, n, i0, i1, j0, jb, s);                                                        \
+                attn_pds_##T(g, &pc, dout, v, lse, D, n, i0, i1, j0, jb, s, dp);                                       \
+                /* dq += ds k */                                                                                       \
+                GEMM(false, false, i1 - i0, E, jb, dp, BK, k + (n * S + j0) * E, E, dq + (n * L + i0) * E, E);         \
             }                                                                                                          \
-            free(kt);                                                                                                  \
+            free(s);                                                                                                   \
         }                                                                                                              \
         free(D);                                                                                                       \
         return ok;                                                                                                     \
     }
-ATTN_KERNELS_(float, expf, logf)
-ATTN_KERNELS_(double, exp, log)
+ATTN_KERNELS_(float, expf, logf, cpu_gemm_f32)
+ATTN_KERNELS_(double, exp, log, cpu_gemm_f64)
 
 static attn_geom attn_geom_of(const td_op *op) {
     const td_operand *q = &op->in[1 - (op->kind == TD_OP_ATTENTION)], *k = q + 1, *v = q + 2, *m = q + 3;
