@@ -37,14 +37,36 @@ td_module *workload_cnn_new(void) {
 /* ---- W3: the transformer block ----------------------------------------------
 ** Block.forward of the twin (pre-LayerNorm, no dropout):
 **   q, k, v = qkv(ln1(x)).split(C)                     x [N, T, C]
-**   y = softmax(q k^T / sqrt(D) + causal) v per head   [N, H, T, D]  (td_scaled_dot_product_attention)
+**   y = softmax(q k^T / sqrt(D) + causal) v per head   [N, H, T, D]
 **   x = x + proj(y merged back to [N, T, C])
 **   x = x + out(gelu(fc(ln2(x))))                      fc C -> 4C, out 4C -> C
 ** Children are borrowed pointers into the block (modules never move). */
 typedef struct gpt_block {
     int64_t heads;
     td_module *ln1, *ln2, *qkv, *proj, *fc, *gelu, *out;
+    td_tensor *mask; /* kept [T, T] additive causal mask for the last T and device */
 } gpt_block;
+
+static void gpt_block_free(void *p) {
+    gpt_block *b = p;
+    td_release(b->mask);
+    free(b);
+}
+
+/* The additive mask: 0 where key j <= query i, -inf above the diagonal. */
+static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
+    if (b->mask && td_size(b->mask, 0) == t && td_device_equal(td_tensor_device(b->mask), dev)) return b->mask;
+    float *m = malloc((size_t)(t * t) * sizeof *m);
+    if (!m) return NULL;
+    for (int64_t i = 0; i < t; i++)
+        for (int64_t j = 0; j < t; j++) m[i * t + j] = j > i ? -INFINITY : 0.0f;
+    td_tensor *mask = td_from_data(m, 2, (int64_t[]){t, t}, TD_F32, dev);
+    free(m);
+    if (!mask) return NULL;
+    td_release(b->mask);
+    b->mask = td_keep(mask);
+    return mask;
+}
 
 /* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */
 static td_tensor *split_heads(td_tensor *x, int64_t h) {
@@ -59,9 +81,10 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *q = split_heads(td_slice(qkv, 2, 0, c, 1), b->heads);
     td_tensor *k = split_heads(td_slice(qkv, 2, c, 2 * c, 1), b->heads);
     td_tensor *v = split_heads(td_slice(qkv, 2, 2 * c, 3 * c, 1), b->heads);
-    td_tensor *att = td_scaled_dot_product_attention(q, k, v, NULL, 0, true, 1.0 / sqrt((double)d)); /* fused */
+    td_tensor *att = td_matmul(td_mul_scalar(q, 1.0 / sqrt((double)d)), td_transpose(k, -2, -1)); /* [N,H,T,T] */
+    att = td_softmax(td_add(att, causal_mask(b, t, td_tensor_device(x))), -1);
     static const int perm[4] = {0, 2, 1, 3};
-    td_tensor *y = td_reshape(td_permute(att, perm), 3, (int64_t[]){n, t, c});
+    td_tensor *y = td_reshape(td_permute(td_matmul(att, v), perm), 3, (int64_t[]){n, t, c});
     x = td_add(x, td_module_forward(b->proj, y));
     td_tensor *mlp = td_module_forward(b->fc, td_module_forward(b->ln2, x));
     return td_add(x, td_module_forward(b->out, td_module_forward(b->gelu, mlp)));
@@ -78,7 +101,7 @@ static td_module *gpt_block_new(int64_t c, int64_t heads) {
     gpt_block *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->heads = heads;
-    td_module *m = td_module_new("Block", gpt_block_forward, b, free);
+    td_module *m = td_module_new("Block", gpt_block_forward, b, gpt_block_free);
     if (!m) {
         free(b);
         return NULL;
