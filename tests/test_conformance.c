@@ -79,6 +79,8 @@
     X(cat, CAT, CONF_CLASS, TOL_EXACT)                                                                                 \
     X(one_hot, ONE_HOT, CONF_DT(I32) | CONF_DT(I64), TOL_EXACT)                                                        \
     X(dropout, DROPOUT, CONF_CLASS, TOL_ROUND)                                                                         \
+    X(attention, ATTENTION, CONF_CLASS, TOL_ACCUM)                                                                     \
+    X(attention_backward, ATTENTION_BACKWARD, CONF_CLASS, TOL_LOOSE)                                                   \
     X(adam, ADAM_STEP, CONF_CLASS, TOL_LOOSE)                                                                          \
     X(sgd, SGD_STEP, CONF_CLASS, TOL_ROUND)                                                                            \
     X(rmsprop, RMSPROP_STEP, CONF_CLASS, TOL_LOOSE)
@@ -1060,6 +1062,76 @@ static int case_dropout(conf_ctx *c, int v, td_tensor **out) {
     }
     default: return 0;
     }
+}
+
+/* attention variants: q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev], a mask of some kind (see attn_case) */
+typedef struct attn_variant {
+    const char *name;
+    int64_t b, h, l, s, e, ev;
+    int mask;       /* 0 none, 1 bool key padding [B,1,1,S], 2 float [L,S], 3 bool [B,1,H,L,S] over 3 batch dims */
+    bool causal;    /* top-left causal */
+    double dropout; /* 0: none */
+    double scale;   /* NAN: 1/sqrt(E) */
+} attn_variant;
+
+static const attn_variant attn_variants[] = {
+    {"E 32, odd L 7 S 9, no mask", 2, 3, 7, 9, 32, 32, 0, false, 0, NAN},
+    {"E 64 causal, odd L = S = 33", 1, 2, 33, 33, 64, 64, 0, true, 0, NAN},
+    {"E 128, key padding mask [B,1,1,S], L 5 S 11", 2, 2, 5, 11, 128, 128, 1, false, 0, NAN},
+    {"E 16 Ev 24, float mask [L,S], causal, scale 0.3, L 9 S 6", 2, 1, 9, 6, 16, 24, 2, true, 0, 0.3},
+    {"dropout 0.2, causal and key padding, E 32, L = S = 17", 2, 2, 17, 17, 32, 32, 1, true, 0.2, NAN},
+    {"3 batch dims, mask [B,1,H,L,S], E 8, L 3 S 70", 2, 2, 3, 70, 8, 8, 3, false, 0, NAN},
+    {"size 0: L 0", 1, 2, 0, 5, 32, 32, 0, false, 0, NAN},
+    {"size 1: L = S = 1, E 1", 1, 1, 1, 1, 1, 1, 1, true, 0, NAN},
+};
+
+/* The inputs of variant v (NULL when past the last); q, k, v, mask in x[0..3]. */
+static const attn_variant *attn_inputs(conf_ctx *c, int v, td_tensor **x) {
+    static const attn_variant perf = {"[4,8,1024,64] causal", 4, 8, 1024, 64, 64, 64, 0, true, 0, NAN};
+    const attn_variant *av = v == CONF_PERF                                            ? &perf
+                             : v < (int)(sizeof attn_variants / sizeof *attn_variants) ? &attn_variants[v]
+                                                                                       : NULL;
+    if (!av) return NULL;
+    VARIANT(av->name);
+    int64_t s = v == CONF_PERF ? BIG(c, 1024, 64) : av->s, l = v == CONF_PERF ? s : av->l;
+    if (av->mask == 3) { /* batch [B, 2, H]: q [B,2,H,L,E] */
+        x[0] = conf_in(c, -1, 1, SHAPE(av->b, 2, av->h, l, av->e));
+        x[1] = conf_in(c, -1, 1, SHAPE(av->b, 2, av->h, s, av->e));
+        x[2] = conf_in(c, -1, 1, SHAPE(av->b, 2, av->h, s, av->ev));
+        x[3] = conf_in_as(c, TD_BOOL, 0, 1, SHAPE(av->b, 1, av->h, l, s));
+        return av;
+    }
+    x[0] = conf_in(c, -1, 1, SHAPE(av->b, av->h, l, av->e));
+    x[1] = conf_in(c, -1, 1, SHAPE(av->b, av->h, s, av->e));
+    x[2] = conf_in(c, -1, 1, SHAPE(av->b, av->h, s, av->ev));
+    x[3] = av->mask == 1   ? conf_in_as(c, TD_BOOL, 0, 1, SHAPE(av->b, 1, 1, s))
+           : av->mask == 2 ? conf_in(c, -2, 2, SHAPE(l, s))
+                           : NULL;
+    return av;
+}
+
+static int case_attention(conf_ctx *c, int v, td_tensor **out) {
+    td_tensor *x[4];
+    const attn_variant *av = attn_inputs(c, v, x);
+    if (!av) return 0;
+    if (v == CONF_PERF) c->flops = 4.0 * (double)td_numel(x[0]) * (double)td_size(x[1], 2) / 2; /* causal: half */
+    RETURN1(TIMED(c, td_scaled_dot_product_attention_ext(x[0], x[1], x[2], x[3], av->dropout, av->causal, av->scale,
+                                                         c->seed, 3)));
+}
+
+/* dq, dk, dv of sum(out * dout) through autograd (ATTENTION_BACKWARD) */
+static int case_attention_backward(conf_ctx *c, int v, td_tensor **out) {
+    td_tensor *x[4];
+    const attn_variant *av = attn_inputs(c, v, x);
+    if (!av) return 0;
+    for (int i = 0; i < 3; i++)
+        if (!(x[i] = td_detach(x[i])) || td_set_requires_grad(x[i], true) != TD_OK) return -1;
+    td_tensor *y =
+        td_scaled_dot_product_attention_ext(x[0], x[1], x[2], x[3], av->dropout, av->causal, av->scale, c->seed, 3);
+    if (!y) return -1;
+    td_tensor *dy = conf_in(c, -1, 1, td_ndim(y), td_shape(y));
+    if (v == CONF_PERF) c->flops = 10.0 * (double)td_numel(x[0]) * (double)td_size(x[1], 2) / 2;
+    return TIMED_ST(c, td_grad(1, &y, &dy, 3, x, out, true, false, false)) == TD_OK ? 3 : -1; /* scope-owned */
 }
 
 /* ---- fused optimizer updates: the outputs are the updated state tensors ---- */

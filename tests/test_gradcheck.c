@@ -18,7 +18,8 @@
     X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
     X(SQRT) X(RSQRT) X(SIN) X(COS) X(TANH) X(SIGMOID) X(RELU) X(GELU) X(SILU) X(CLAMP) X(SUM) X(MEAN) X(MAX)  \
     X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
-    X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)
+    X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)  \
+    X(ATTENTION)
 /* clang-format on */
 /* ops composed from others in the core */
 #define GC_COMPOSED(X)                                                                                                 \
@@ -422,6 +423,12 @@ FN(DROPOUT) {
     return td_dropout(x[0], 0.3, 7, 0);
 }
 CASE(DROPOUT, 1, S(G, 2, 4, 5))
+FN(ATTENTION) { /* causal + bool mask + dropout (odd L 5, S 6), plus plain attention with a given scale */
+    UNUSED;
+    td_tensor *a = td_scaled_dot_product_attention_ext(x[0], x[1], x[2], x[3], 0.25, true, NAN, 11, 4);
+    return td_add(a, td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, false, 0.7));
+}
+CASE(ATTENTION, 4, S(G, 3, 2, 5, 3), S(G, 3, 2, 6, 3), S(G, 3, 2, 6, 4), S(MASK, 2, 5, 6))
 
 /* the view ops autograd records besides the table: permute, slice with a
 ** step, select, expand, reshape/squeeze/unsqueeze */

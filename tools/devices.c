@@ -68,10 +68,8 @@ static void set_operand(td_operand *v, td_dtype dt, int ndim, const int64_t *sha
 static void probe_op(td_op_kind k, td_dtype dt, td_op *op, td_operand *in, td_operand *out) {
     const td_op_meta *m = td_op_info(k);
     *op = (td_op){.kind = k, .n_in = m->n_in < 0 ? 2 : m->n_in, .n_out = m->n_out, .in = in, .out = out};
-    for (int i = 0; i < 4; i++) {
-        OPERAND(&in[i], dt, 2, 3);
-        OPERAND(&out[i], dt, 2, 3);
-    }
+    for (int i = 0; i < 8; i++) OPERAND(&in[i], dt, 2, 3);
+    for (int i = 0; i < 4; i++) OPERAND(&out[i], dt, 2, 3);
     op->p.reduce.dims = 1;
     switch (k) {
     case TD_OP_EQ:
@@ -181,6 +179,21 @@ static void probe_op(td_op_kind k, td_dtype dt, td_op *op, td_operand *in, td_op
         op->p.one_hot.num_classes = 5;
         break;
     case TD_OP_DROPOUT: op->p.rng.p = 0.5; break;
+    case TD_OP_ATTENTION:
+    case TD_OP_ATTENTION_BACKWARD: { /* q, k, v [1,2,3,4]; lse f32 (f64 for f64) [1,2,3]; no mask */
+        td_operand *qkv = k == TD_OP_ATTENTION ? in : in + 1, *res = k == TD_OP_ATTENTION ? out : in + 5;
+        td_dtype lse_dt = dt == TD_F64 ? TD_F64 : TD_F32;
+        for (int i = 0; i < 3; i++) OPERAND(&qkv[i], dt, 1, 2, 3, 4);
+        qkv[3].buf = NULL;
+        OPERAND(&res[0], dt, 1, 2, 3, 4);
+        OPERAND(&res[1], lse_dt, 1, 2, 3);
+        if (k == TD_OP_ATTENTION_BACKWARD) {
+            OPERAND(&in[0], dt, 1, 2, 3, 4);
+            for (int i = 0; i < 3; i++) OPERAND(&out[i], dt, 1, 2, 3, 4);
+        }
+        op->p.attn.scale = 0.5;
+        break;
+    }
     case TD_OP_ADAM_STEP:
         out[3].buf = NULL;
         op->p.adam = (typeof(op->p.adam)){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1};
@@ -209,7 +222,7 @@ static int coverage(const td_backend *be, td_op_kind k, int *of) {
         if (!dtype_in_class((td_dtype)dt, td_op_info(k)->dtypes)) continue;
         if (k == TD_OP_ONE_HOT && (td_dtype_is_float((td_dtype)dt) || dt == TD_U8)) continue; /* indices only */
         (*of)++;
-        td_operand in[4], out[4];
+        td_operand in[8], out[4];
         td_op op;
         probe_op(k, (td_dtype)dt, &op, in, out);
         n += be->iface->supports(0, &op);

@@ -107,6 +107,11 @@ typedef union td_op_params {
         double eps;
     } norm; /* LAYER_NORM: rows are the last dim */
     struct {
+        double scale, dropout_p; /* scores q.k * scale; dropout on the probabilities (0: none) */
+        uint64_t seed, offset;   /* Philox stream of the dropout mask, element (n, i, j) at (n L + i) S + j */
+        bool causal;             /* key j > query i masked (top-left aligned) */
+    } attn;                      /* ATTENTION* */
+    struct {
         int64_t ignore_index;
         double label_smoothing;
         int reduction;

@@ -270,6 +270,15 @@ TD_API td_module *td_multihead_attention_new(int64_t embed_dim, int64_t num_head
 */
 TD_API td_tensor *td_multihead_attention_forward(td_module *m, td_tensor *query, td_tensor *key, td_tensor *value,
                                                  td_tensor *attn_mask, bool causal);
+/* CONSTRUCTOR. td_multihead_attention_new with nn.MultiheadAttention's dropout: in training, attention
+** probabilities are dropped with probability dropout (in [0, 1), else TD_ERR_MISUSE), from the default generator. */
+TD_API td_module *td_multihead_attention_new_ext(int64_t embed_dim, int64_t num_heads, bool bias, bool causal,
+                                                 double dropout);
+/* METHOD. td_multihead_attention_forward with key_padding_mask: NULL, or [N, S], bool (true: that key is
+** padding, ignored) or float (added to every query's scores of that key). A query left with no key gets 0
+** (torch gives NaN there). The attention is the fused td_scaled_dot_product_attention. */
+TD_API td_tensor *td_multihead_attention_forward_ext(td_module *m, td_tensor *query, td_tensor *key, td_tensor *value,
+                                                     td_tensor *attn_mask, td_tensor *key_padding_mask, bool causal);
 
 /* CONSTRUCTORS. Activations, elementwise unless noted. GELU: tanh_approx
 ** false is the exact erf form (PyTorch's default). Softmax and LogSoftmax

@@ -97,6 +97,9 @@
     X(CAT, -1, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, "concatenate inputs along dim")                                        \
     X(ONE_HOT, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_CONTIG, "int64 idx -> int64 [..., num_classes]")                         \
     X(DROPOUT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "x * keep/(1-p), keep from Philox")                            \
+    /* fused attention: q/k/v/out contiguous [N0,N1,L|S,E]; the mask any strides over [N0,N1,L,S] */                  \
+    X(ATTENTION, 4, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "(q, k, v, mask?) -> (softmax(q k^T s + m) v, lse)")            \
+    X(ATTENTION_BACKWARD, 7, 3, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, "(dout, q, k, v, mask?, out, lse) -> (dq, dk, dv)")    \
     /* fused optimizer updates, in place on the outputs */                                                             \
     X(ADAM_STEP, 1, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "grad -> (param, m, v, vmax?) Adam/AdamW")                   \
     X(SGD_STEP, 1, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "grad -> (param, buf?) SGD")                                  \

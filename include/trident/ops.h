@@ -129,6 +129,26 @@ TD_API td_tensor *td_avg_pool2d(td_tensor *x, const int kernel[2], const int str
 /* Zero each element with probability p, scale the rest by 1/(1-p); the mask is
 ** Philox(seed, offset). p = 0 returns x itself (+1). */
 TD_API td_tensor *td_dropout(td_tensor *x, double p, uint64_t seed, uint64_t offset);
+/* torch.nn.functional.scaled_dot_product_attention, fused (FlashAttention style:
+** no [L, S] buffer is kept; the backward recomputes the probabilities).
+**   q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]; the batch dims
+**   ("...") of q, k and v broadcast, and all three have one float dtype.
+**   out = dropout(softmax(q k^T * scale + m), dropout_p) v
+** scale: NAN or <= 0 gives 1/sqrt(E). attn_mask (NULL: none) broadcasts to
+** [..., L, S]: bool (true = takes part, false = -inf) or q's dtype (added to the
+** scores). is_causal masks key j > query i (top-left aligned, as torch), and
+** may be combined with attn_mask. A query row with no key left gives 0 (and a
+** zero gradient). dropout_p in [0, 1) draws its mask from the default generator
+** (td_rng_reserve); td_scaled_dot_product_attention_ext takes the stream.
+** attn_mask receives no gradient (TD_ERR_UNSUPPORTED in backward if it needs one). */
+TD_API td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *attn_mask,
+                                                  double dropout_p, bool is_causal, double scale);
+/* The same with the dropout stream given: element (n, i, j) of the flattened
+** [N, L, S] probabilities uses Philox(seed, offset) element (n L + i) S + j (the
+** rule of td_dropout), so a call with the same (seed, offset) drops the same. */
+TD_API td_tensor *td_scaled_dot_product_attention_ext(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *attn_mask,
+                                                      double dropout_p, bool is_causal, double scale, uint64_t seed,
+                                                      uint64_t offset);
 
 /* ---- indexing ---- */
 /* weight [V, D], idx integer [...] in [0, V) -> [..., D]. */

@@ -1,6 +1,7 @@
 /*
 ** Derivatives of the linear-algebra and nn ops: matmul, softmax,
-** log_softmax, layer_norm, cross_entropy, conv2d, the pools and dropout.
+** log_softmax, layer_norm, cross_entropy, conv2d, the pools, dropout and
+** attention.
 ** Dimension letters: B batch dims, M/K/N matrix sizes, D the normalized
 ** (last) dim, N/C/H/W images, O output channels.
 */
@@ -140,7 +141,24 @@ static td_status bw_dropout(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     return td__done(n, gx);
 }
 
+/* (out, lse) = attention(q, k, v, mask?) over rows i (queries) and j (keys), P = softmax(q k^T s + m) with the
+** dropout keep mask Z (scaled by 1/(1-p)), out = (P Z) v: dq, dk and dv by ATTENTION_BACKWARD, which recomputes P
+** from lse (no [L, S] buffer saved). The mask takes no gradient. */
+static td_status bw_attention(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    if (!gy[0]) return TD_OK; /* only lse received a gradient: it is not differentiable */
+    if (NEED(3))
+        return TD_ERR(TD_ERR_UNSUPPORTED, "scaled_dot_product_attention: attn_mask requires grad; the fused op gives "
+                                          "no mask gradient (detach it, or compose the attention from ops)");
+    td_tensor *dq = NULL, *dk = NULL, *dv = NULL;
+    td_status st = td__attention_backward(gy[0], IN(0), IN(1), IN(2), n->saved_in[3], OUT(0), OUT(1), &n->p,
+                                          NEED(0) ? &dq : NULL, NEED(1) ? &dk : NULL, NEED(2) ? &dv : NULL);
+    if (st != TD_OK) return st;
+    gx[0] = dq, gx[1] = dk, gx[2] = dv;
+    return td__done(n, gx);
+}
+
 void td__formulas_nn(td__formula *t) {
+    t[TD_OP_ATTENTION] = (td__formula){bw_attention, 15, 3, 1};
     t[TD_OP_MATMUL] = (td__formula){bw_matmul, 3, 0, 0};
     t[TD_OP_SOFTMAX] = (td__formula){bw_softmax, 0, 1, 0};
     t[TD_OP_LOG_SOFTMAX] = (td__formula){bw_log_softmax, 0, 1, 0};

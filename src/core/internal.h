@@ -196,6 +196,11 @@ TD_API td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const i
 /* dy [N,O,Ho,Wo], x [N,C,H,W] -> dw [O,C/g,kh,kw] = w_shape */
 TD_API td_tensor *td__conv2d_backward_weight(td_tensor *dy, td_tensor *x, const int64_t w_shape[4], const int stride[2],
                                              const int padding[2], const int dilation[2], int groups);
+/* ATTENTION_BACKWARD: dout, q, k, v, out [N0,N1,L|S,E|Ev] and lse [N0,N1,L] as the forward op saw them,
+** mask its 4-d broadcast view (NULL: none) -> dq, dk, dv (OUT, scope-owned; NULL for those not wanted). */
+TD_API td_status td__attention_backward(td_tensor *dout, td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *mask,
+                                        td_tensor *out, td_tensor *lse, const td_op_params *p, td_tensor **dq,
+                                        td_tensor **dk, td_tensor **dv);
 /* dy [N,C,Ho,Wo], indices int64 [N,C,Ho,Wo] (from td_max_pool2d) -> dx [N,C,H,W] = x_shape */
 TD_API td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, const int64_t x_shape[4]);
 /* dy [N,C,Ho,Wo] -> dx [N,C,H,W] = x_shape */

@@ -1,0 +1,49 @@
+/*
+** Shared by the attention kernel files: the arguments of one ATTENTION or
+** ATTENTION_BACKWARD launch (cu_ops_attention.cu builds them from the td_op)
+** and the optional tensor-core forward (cu_ops_attention_mma.cu).
+** defines: cu_attn_args, cu_attn_mma_fwd, the device helpers cu_attn_mask and cu_attn_drop.
+*/
+#ifndef TRIDENT_CU_ATTENTION_CUH
+#define TRIDENT_CU_ATTENTION_CUH
+
+#include "cu_kernels.cuh"
+
+typedef struct cu_attn_args {
+    int64_t N, n1, L, S, E, Ev; /* N = N0 * N1 batch*heads; n1 splits n for the mask's strides */
+    double scale, zs;           /* scores q.k * scale; zs = 1 / (1 - p) */
+    float scale_f, zs_f;        /* the same, rounded to float */
+    uint32_t threshold;         /* dropout: keep when (w >> 8) >= threshold */
+    bool dropout, causal, mask_bool;
+    uint64_t seed, offset;
+    const void *mask; /* element (0, 0, 0, 0) of the mask, NULL: none */
+    int64_t ms[4];    /* its strides over [N0, N1, L, S] */
+} cu_attn_args;
+
+/* The tensor-core forward (f16/bf16): launches and returns true when it takes the op, false to leave it to the
+** generic kernel. Weak: absent when cu_ops_attention_mma.cu is not linked. */
+extern "C" bool cu_attn_mma_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
+
+template <typename C> __device__ __forceinline__ C cu_attn_neg_inf() { return (C)-INFINITY; }
+
+/* The additive mask term of (n, i, j): 0, -inf (causal and j > i, or a false bool) or the float mask's value. */
+template <typename T, typename C>
+__device__ __forceinline__ C cu_attn_mask(const cu_attn_args &a, int64_t n, int64_t i, int64_t j) {
+    if (a.causal && j > i) return cu_attn_neg_inf<C>();
+    if (!a.mask) return (C)0;
+    int64_t off = (n / a.n1) * a.ms[0] + (n % a.n1) * a.ms[1] + i * a.ms[2] + j * a.ms[3];
+    if (a.mask_bool) return ((const uint8_t *)a.mask)[off] ? (C)0 : cu_attn_neg_inf<C>();
+    return cu_to<C>(((const T *)a.mask)[off]);
+}
+
+/* z_ij: 1 without dropout, else keep_ij / (1 - p) (td_dropout's rule on element (n L + i) S + j) */
+template <typename C>
+__device__ __forceinline__ C cu_attn_drop(const cu_attn_args &a, int64_t n, int64_t i, int64_t j) {
+    if (!a.dropout) return (C)1;
+    uint64_t idx = ((uint64_t)n * (uint64_t)a.L + (uint64_t)i) * (uint64_t)a.S + (uint64_t)j;
+    uint4 w = cu_philox(a.seed, a.offset + idx / 4);
+    uint32_t word = (idx & 3) == 0 ? w.x : (idx & 3) == 1 ? w.y : (idx & 3) == 2 ? w.z : w.w;
+    return (word >> 8) >= a.threshold ? (sizeof(C) == 8 ? (C)a.zs : (C)a.zs_f) : (C)0;
+}
+
+#endif /* TRIDENT_CU_ATTENTION_CUH */

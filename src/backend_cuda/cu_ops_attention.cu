@@ -1,0 +1,308 @@
+/*
+** ATTENTION and ATTENTION_BACKWARD on CUDA: fused scaled-dot-product attention
+** with an online softmax (FlashAttention-2, Dao 2023) and a backward that
+** recomputes the probabilities from the saved row logsumexp.
+** Shapes (src/core/op_attention.c makes them; the math is written out in
+** src/backend_cpu/cpu_attention.c): N = N0*N1, L queries, S keys,
+**   q [N,L,E], k [N,S,E], v [N,S,Ev], out/dout [N,L,Ev] contiguous, lse [N,L]
+**   (float; double for f64), mask [N0,N1,L,S] any strides (bool: false = -inf;
+**   the input dtype: added), dropout z_ij = keep_ij / (1 - p) from Philox element
+**   (n L + i) S + j of (seed, offset), td_dropout's rule.
+** Kernels (any float dtype, E and Ev <= 128; compute in float, double for f64):
+**   attn_fwd    a thread per query row, BR key rows staged in shared memory at a
+**               time; acc, the running max m and sum l per thread
+**   attn_dkdv   a thread per key row, query rows (q, dout, lse, D_i = dout_i.out_i)
+**               staged: dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij z_ij dout_i
+**   attn_dq     a thread per query row, keys staged: dq_i = scale sum_j ds_ij k_j
+** with ds_ij = p_ij (z_ij dout_i.v_j - D_i). Every output element has one
+** writer (no atomics), so results do not depend on scheduling.
+** f16/bf16 with E == Ev in {32, 64, 128} and no dropout take the tensor-core
+** forward of cu_ops_attention_mma.cu when it is linked in.
+*/
+#include <math.h>
+
+#include "cu_attention.cuh"
+#include "cu_kernels.cuh"
+
+namespace {
+
+/* keys or queries staged per block (= threads per block) */
+template <typename C> struct attn_rows { static constexpr int BR = sizeof(C) == 8 ? 16 : 32; };
+
+template <typename C> __device__ __forceinline__ C c_exp(C x) { return exp(x); }
+template <> __device__ __forceinline__ float c_exp<float>(float x) { return __expf(x); }
+
+/* ---- forward: one thread per query row ---- */
+template <typename T, typename C, int DP>
+__global__ void __launch_bounds__(attn_rows<C>::BR)
+    attn_fwd(cu_attn_args a, const T *q, const T *k, const T *v, T *out, C *lse) {
+    constexpr int BR = attn_rows<C>::BR;
+    __shared__ C ks[BR][DP], vs[BR][DP];
+    int t = threadIdx.x;
+    int64_t nqb = (a.L + BR - 1) / BR;
+    C sc = sizeof(C) == 8 ? (C)a.scale : (C)a.scale_f;
+    for (int64_t task = blockIdx.x; task < a.N * nqb; task += gridDim.x) {
+        int64_t n = task / nqb, i0 = (task % nqb) * BR, i = i0 + t;
+        bool valid = i < a.L;
+        int64_t iend = i0 + BR < a.L ? i0 + BR : a.L, jend = a.causal ? (iend < a.S ? iend : a.S) : a.S;
+        C qr[DP], acc[DP], m = cu_attn_neg_inf<C>(), l = 0;
+#pragma unroll
+        for (int e = 0; e < DP; e++) {
+            qr[e] = valid && e < a.E ? cu_to<C>(q[(n * a.L + i) * a.E + e]) : (C)0;
+            acc[e] = 0;
+        }
+        for (int64_t j0 = 0; j0 < jend; j0 += BR) {
+            __syncthreads(); /* the previous tile is consumed */
+            int64_t js = j0 + t;
+            if (js < a.S) {
+                for (int e = 0; e < a.E; e++) ks[t][e] = cu_to<C>(k[(n * a.S + js) * a.E + e]);
+                for (int e = 0; e < a.Ev; e++) vs[t][e] = cu_to<C>(v[(n * a.S + js) * a.Ev + e]);
+            }
+            __syncthreads();
+            if (!valid) continue;
+            int jn = (int)(jend - j0 < BR ? jend - j0 : BR);
+            for (int jj = 0; jj < jn; jj++) {
+                int64_t j = j0 + jj;
+                C d = 0;
+#pragma unroll
+                for (int e = 0; e < DP; e++)
+                    if (e < a.E) d += qr[e] * ks[jj][e];
+                C s = d * sc + cu_attn_mask<T, C>(a, n, i, j);
+                if (s == cu_attn_neg_inf<C>()) continue;
+                if (s > m) { /* the max grows: rescale the running sums by exp(m_old - m_new) <= 1 */
+                    C alpha = c_exp(m - s);
+                    l *= alpha;
+#pragma unroll
+                    for (int e = 0; e < DP; e++) acc[e] *= alpha;
+                    m = s;
+                }
+                C p = c_exp(s - m);
+                l += p;
+                p *= cu_attn_drop<C>(a, n, i, j);
+#pragma unroll
+                for (int e = 0; e < DP; e++)
+                    if (e < a.Ev) acc[e] += p * vs[jj][e];
+            }
+        }
+        if (valid) { /* a row without keys: out 0, lse -inf */
+            C inv = l > 0 ? (C)1 / l : (C)0;
+#pragma unroll
+            for (int e = 0; e < DP; e++)
+                if (e < a.Ev) out[(n * a.L + i) * a.Ev + e] = cu_from<T>(acc[e] * inv);
+            lse[n * a.L + i] = l > 0 ? m + log(l) : cu_attn_neg_inf<C>();
+        }
+    }
+}
+
+/* ---- backward, dk and dv: one thread per key row ---- */
+template <typename T, typename C, int DP>
+__global__ void __launch_bounds__(attn_rows<C>::BR) attn_dkdv(cu_attn_args a, const T *dout, const T *q, const T *k,
+                                                              const T *v, const T *out, const C *lse, T *dk, T *dv) {
+    constexpr int BR = attn_rows<C>::BR;
+    __shared__ C qs[BR][DP], gs[BR][DP], ls[BR], Ds[BR];
+    int t = threadIdx.x;
+    int64_t nkb = (a.S + BR - 1) / BR;
+    C sc = sizeof(C) == 8 ? (C)a.scale : (C)a.scale_f;
+    for (int64_t task = blockIdx.x; task < a.N * nkb; task += gridDim.x) {
+        int64_t n = task / nkb, j0 = (task % nkb) * BR, j = j0 + t;
+        bool valid = j < a.S;
+        C kr[DP], vr[DP], dkr[DP], dvr[DP];
+#pragma unroll
+        for (int e = 0; e < DP; e++) {
+            kr[e] = valid && e < a.E ? cu_to<C>(k[(n * a.S + j) * a.E + e]) : (C)0;
+            vr[e] = valid && e < a.Ev ? cu_to<C>(v[(n * a.S + j) * a.Ev + e]) : (C)0;
+            dkr[e] = dvr[e] = 0;
+        }
+        for (int64_t i0 = a.causal ? j0 : 0; i0 < a.L; i0 += BR) {
+            __syncthreads();
+            int64_t is = i0 + t;
+            if (is < a.L) {
+                C D = 0;
+                for (int e = 0; e < a.E; e++) qs[t][e] = cu_to<C>(q[(n * a.L + is) * a.E + e]);
+                for (int e = 0; e < a.Ev; e++) {
+                    C g = cu_to<C>(dout[(n * a.L + is) * a.Ev + e]);
+                    gs[t][e] = g;
+                    D += g * cu_to<C>(out[(n * a.L + is) * a.Ev + e]);
+                }
+                ls[t] = lse[n * a.L + is];
+                Ds[t] = D;
+            }
+            __syncthreads();
+            if (!valid) continue;
+            int in = (int)(a.L - i0 < BR ? a.L - i0 : BR);
+            for (int ii = 0; ii < in; ii++) {
+                int64_t i = i0 + ii;
+                if (ls[ii] == cu_attn_neg_inf<C>()) continue; /* a row without keys passes no gradient */
+                C d = 0, dp = 0;
+#pragma unroll
+                for (int e = 0; e < DP; e++) {
+                    if (e < a.E) d += qs[ii][e] * kr[e];
+                    if (e < a.Ev) dp += gs[ii][e] * vr[e];
+                }
+                C s = d * sc + cu_attn_mask<T, C>(a, n, i, j);
+                if (s == cu_attn_neg_inf<C>()) continue;
+                C p = c_exp(s - ls[ii]), z = cu_attn_drop<C>(a, n, i, j), pz = p * z, ds = p * (dp * z - Ds[ii]) * sc;
+#pragma unroll
+                for (int e = 0; e < DP; e++) {
+                    if (e < a.E) dkr[e] += ds * qs[ii][e];
+                    if (e < a.Ev) dvr[e] += pz * gs[ii][e];
+                }
+            }
+        }
+        if (valid) {
+#pragma unroll
+            for (int e = 0; e < DP; e++) {
+                if (e < a.E) dk[(n * a.S + j) * a.E + e] = cu_from<T>(dkr[e]);
+                if (e < a.Ev) dv[(n * a.S + j) * a.Ev + e] = cu_from<T>(dvr[e]);
+            }
+        }
+    }
+}
+
+/* ---- backward, dq: one thread per query row ---- */
+template <typename T, typename C, int DP>
+__global__ void __launch_bounds__(attn_rows<C>::BR)
+    attn_dq(cu_attn_args a, const T *dout, const T *q, const T *k, const T *v, const T *out, const C *lse, T *dq) {
+    constexpr int BR = attn_rows<C>::BR;
+    __shared__ C ks[BR][DP], vs[BR][DP];
+    int t = threadIdx.x;
+    int64_t nqb = (a.L + BR - 1) / BR;
+    C sc = sizeof(C) == 8 ? (C)a.scale : (C)a.scale_f;
+    for (int64_t task = blockIdx.x; task < a.N * nqb; task += gridDim.x) {
+        int64_t n = task / nqb, i0 = (task % nqb) * BR, i = i0 + t;
+        bool valid = i < a.L;
+        int64_t iend = i0 + BR < a.L ? i0 + BR : a.L, jend = a.causal ? (iend < a.S ? iend : a.S) : a.S;
+        C qr[DP], gr[DP], dqr[DP], D = 0, lse_i = valid ? lse[n * a.L + i] : cu_attn_neg_inf<C>();
+#pragma unroll
+        for (int e = 0; e < DP; e++) {
+            qr[e] = valid && e < a.E ? cu_to<C>(q[(n * a.L + i) * a.E + e]) : (C)0;
+            gr[e] = valid && e < a.Ev ? cu_to<C>(dout[(n * a.L + i) * a.Ev + e]) : (C)0;
+            if (valid && e < a.Ev) D += gr[e] * cu_to<C>(out[(n * a.L + i) * a.Ev + e]);
+            dqr[e] = 0;
+        }
+        for (int64_t j0 = 0; j0 < jend; j0 += BR) {
+            __syncthreads();
+            int64_t js = j0 + t;
+            if (js < a.S) {
+                for (int e = 0; e < a.E; e++) ks[t][e] = cu_to<C>(k[(n * a.S + js) * a.E + e]);
+                for (int e = 0; e < a.Ev; e++) vs[t][e] = cu_to<C>(v[(n * a.S + js) * a.Ev + e]);
+            }
+            __syncthreads();
+            if (!valid || lse_i == cu_attn_neg_inf<C>()) continue;
+            int jn = (int)(jend - j0 < BR ? jend - j0 : BR);
+            for (int jj = 0; jj < jn; jj++) {
+                int64_t j = j0 + jj;
+                C d = 0, dp = 0;
+#pragma unroll
+                for (int e = 0; e < DP; e++) {
+                    if (e < a.E) d += qr[e] * ks[jj][e];
+                    if (e < a.Ev) dp += gr[e] * vs[jj][e];
+                }
+                C s = d * sc + cu_attn_mask<T, C>(a, n, i, j);
+                if (s == cu_attn_neg_inf<C>()) continue;
+                C p = c_exp(s - lse_i), ds = p * (dp * cu_attn_drop<C>(a, n, i, j) - D) * sc;
+#pragma unroll
+                for (int e = 0; e < DP; e++)
+                    if (e < a.E) dqr[e] += ds * ks[jj][e];
+            }
+        }
+        if (valid) {
+#pragma unroll
+            for (int e = 0; e < DP; e++)
+                if (e < a.E) dq[(n * a.L + i) * a.E + e] = cu_from<T>(dqr[e]);
+        }
+    }
+}
+
+/* DP: the smallest of 32, 64, 128 holding E and Ev */
+#define ATTN_SWITCH_DP(a, ...)                                                                                         \
+    do {                                                                                                               \
+        int64_t dmax_ = (a).E > (a).Ev ? (a).E : (a).Ev;                                                               \
+        if (dmax_ <= 32) {                                                                                             \
+            constexpr int DP = 32;                                                                                     \
+            __VA_ARGS__                                                                                                \
+        } else if (dmax_ <= 64) {                                                                                      \
+            constexpr int DP = 64;                                                                                     \
+            __VA_ARGS__                                                                                                \
+        } else {                                                                                                       \
+            constexpr int DP = 128;                                                                                    \
+            __VA_ARGS__                                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+template <typename T> using compute_t = typename cu_compute<T>::type;
+
+} // namespace
+
+/* q, k, v of either op: in[0..2] of ATTENTION, in[1..3] of ATTENTION_BACKWARD; mask next */
+static cu_attn_args attn_args(const td_op *op) {
+    const td_operand *x = &op->in[op->kind == TD_OP_ATTENTION_BACKWARD];
+    double p = op->p.attn.dropout_p;
+    cu_attn_args a = {};
+    a.N = x[0].shape[0] * x[0].shape[1], a.n1 = x[0].shape[1];
+    a.L = x[0].shape[2], a.S = x[1].shape[2], a.E = x[0].shape[3], a.Ev = x[2].shape[3];
+    a.scale = op->p.attn.scale, a.scale_f = (float)a.scale;
+    a.zs = 1.0 / (1.0 - p), a.zs_f = (float)a.zs;
+    a.threshold = (uint32_t)ceil(p * 16777216.0), a.dropout = p > 0;
+    a.seed = op->p.attn.seed, a.offset = op->p.attn.offset, a.causal = op->p.attn.causal;
+    if (x[3].buf) {
+        a.mask = cu_data(&x[3]), a.mask_bool = x[3].dtype == TD_BOOL;
+        for (int d = 0; d < 4; d++) a.ms[d] = x[3].strides[d];
+    }
+    return a;
+}
+
+static bool attn_supports(const td_op *op) {
+    const td_operand *x = &op->in[op->kind == TD_OP_ATTENTION_BACKWARD];
+    td_dtype dt = x[0].dtype;
+    bool fl = dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16;
+    return fl && x[1].dtype == dt && x[2].dtype == dt && x[0].shape[3] <= 128 && x[2].shape[3] <= 128 &&
+           (!x[3].buf || x[3].dtype == TD_BOOL || x[3].dtype == dt);
+}
+
+extern "C" bool cu_supports_ATTENTION(cu_dev *d, const td_op *op) {
+    (void)d;
+    return attn_supports(op);
+}
+extern "C" bool cu_supports_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
+    (void)d;
+    return attn_supports(op);
+}
+
+/* in = (q, k, v, mask?), out = (out, lse) */
+extern "C" td_status cu_op_ATTENTION(cu_dev *d, const td_op *op) {
+    cu_attn_args a = attn_args(op);
+    if (a.N * a.L == 0) return TD_OK;
+    if (cu_attn_mma_fwd && cu_attn_mma_fwd(d, op, &a)) return CU_LAUNCHED("attention (tensor cores)");
+    CU_SWITCH_FLOAT(op->in[0].dtype, {
+        using C = compute_t<T>;
+        constexpr int BR = attn_rows<C>::BR;
+        unsigned grid = cu_grid(d, a.N * ((a.L + BR - 1) / BR) * BR, BR);
+        ATTN_SWITCH_DP(a, attn_fwd<T, C, DP><<<grid, BR, 0, d->stream>>>(
+                              a, (const T *)cu_data(&op->in[0]), (const T *)cu_data(&op->in[1]),
+                              (const T *)cu_data(&op->in[2]), (T *)cu_data(&op->out[0]), (C *)cu_data(&op->out[1])););
+    })
+    return CU_LAUNCHED("attention");
+}
+
+/* in = (dout, q, k, v, mask?, out, lse), out = (dq, dk, dv) */
+extern "C" td_status cu_op_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
+    cu_attn_args a = attn_args(op);
+    if (a.N * a.L == 0 || a.S == 0) return TD_OK; /* the front-end zero-fills these */
+    const td_operand *in = op->in, *o = op->out;
+    CU_SWITCH_FLOAT(in[1].dtype, {
+        using C = compute_t<T>;
+        constexpr int BR = attn_rows<C>::BR;
+        const T *dout = (const T *)cu_data(&in[0]), *q = (const T *)cu_data(&in[1]), *k = (const T *)cu_data(&in[2]),
+                *v = (const T *)cu_data(&in[3]), *out = (const T *)cu_data(&in[5]);
+        const C *lse = (const C *)cu_data(&in[6]);
+        unsigned gk = cu_grid(d, a.N * ((a.S + BR - 1) / BR) * BR, BR);
+        unsigned gq = cu_grid(d, a.N * ((a.L + BR - 1) / BR) * BR, BR);
+        ATTN_SWITCH_DP(a, {
+            attn_dkdv<T, C, DP>
+                <<<gk, BR, 0, d->stream>>>(a, dout, q, k, v, out, lse, (T *)cu_data(&o[1]), (T *)cu_data(&o[2]));
+            attn_dq<T, C, DP><<<gq, BR, 0, d->stream>>>(a, dout, q, k, v, out, lse, (T *)cu_data(&o[0]));
+        });
+    })
+    return CU_LAUNCHED("attention_backward");
+}

@@ -1,0 +1,117 @@
+/*
+** ATTENTION and ATTENTION_BACKWARD (shaders/attention.comp): the forward is one
+** dispatch (MODE 0); the backward three, dk and dv by keys (MODES 1, 2: a
+** dispatch binds at most 8 buffers on some devices) and dq by queries (MODE 3),
+** each recomputing the probabilities from lse, so every output element has one
+** writer and no atomics are needed. Bool masks use the _bmask variants. Shapes and math: the shader's header
+** and src/backend_cpu/cpu_attention.c. Head dims up to 128 (E and Ev).
+*/
+#include <math.h>
+#include <string.h>
+
+#include "vk_ops.h"
+
+#define ATTN_DMAX 128 /* the largest E, Ev the shader's per-invocation arrays take */
+
+/* GLSL: shaders/attention.comp, block PC. */
+typedef struct vk_pc_attn {
+    uint32_t N, n1, L, S, E, Ev;
+    uint32_t q_off, k_off, v_off, m_off, o_off, l_off, do_off, g_off;
+    uint32_t ms[4];
+    float scale_f, zs_f;
+    uint32_t threshold, flags;
+    uint32_t seed_lo, seed_hi, off_lo, off_hi;
+    uint32_t scale_lo, scale_hi, zs_lo, zs_hi;
+} vk_pc_attn;
+static_assert(sizeof(vk_pc_attn) == 120, "vk_pc_attn must match shaders/attention.comp");
+
+/* q, k, v of either op: in[0..2] of ATTENTION, in[1..3] of ATTENTION_BACKWARD */
+static const td_operand *qkv(const td_op *op) { return &op->in[op->kind == TD_OP_ATTENTION_BACKWARD]; }
+
+static bool attn_supports(vk_dev *d, const td_op *op) {
+    (void)d;
+    const td_operand *x = qkv(op);
+    td_dtype dt = x[0].dtype;
+    if (!vk_is_float(dt) || x[1].dtype != dt || x[2].dtype != dt) return false;
+    if (x[0].shape[3] > ATTN_DMAX || x[2].shape[3] > ATTN_DMAX) return false;
+    if (x[3].buf && x[3].dtype != TD_BOOL && x[3].dtype != dt) return false;
+    /* 32-bit element offsets in the shader */
+    for (int i = 0; i < op->n_in; i++)
+        if (op->in[i].buf && td_operand_numel(&op->in[i]) >= ((int64_t)1 << 31)) return false;
+    return true;
+}
+bool vk_supports_ATTENTION(vk_dev *d, const td_op *op) { return attn_supports(d, op); }
+bool vk_supports_ATTENTION_BACKWARD(vk_dev *d, const td_op *op) { return attn_supports(d, op); }
+
+/* The invocations per workgroup (= rows per staged tile): the most of 64, 32, 16, 8 whose two tiles of
+** WG x DP values fit the device's shared memory. */
+static uint32_t attn_wg(vk_dev *d, uint32_t dp, size_t es) {
+    uint32_t wg = 64;
+    while (wg > 8 && (size_t)wg * (2 * dp + 2) * es > d->caps.shared_mem) wg /= 2;
+    return wg;
+}
+
+static void dbl_bits(double x, uint32_t *lo, uint32_t *hi) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    *lo = (uint32_t)u, *hi = (uint32_t)(u >> 32);
+}
+
+/* bindings (q, k, v, mask, out, lse, dout, the gradient of mode) and the push constants of op */
+static td_status attn_bind(vk_dev *d, const td_op *op, uint32_t mode, vk_bind *b, vk_pc_attn *pc) {
+    bool bw = op->kind == TD_OP_ATTENTION_BACKWARD;
+    const td_operand *x = qkv(op), none = {0}, *mask = &x[3];
+    const td_operand *views[8] = {&x[0],
+                                  &x[1],
+                                  &x[2],
+                                  mask->buf ? mask : &none,
+                                  bw ? &op->in[5] : &op->out[0],
+                                  bw ? &op->in[6] : &op->out[1],
+                                  bw ? &op->in[0] : &none,
+                                  bw ? &op->out[mode == 3 ? 0 : mode] : &none};
+    uint32_t *offs[8] = {&pc->q_off, &pc->k_off, &pc->v_off,  &pc->m_off,
+                         &pc->o_off, &pc->l_off, &pc->do_off, &pc->g_off};
+    td_status st = TD_OK;
+    for (int i = 0; i < 8 && st == TD_OK; i++)
+        st = vk_bind_view(d, views[i], i == 7 || (!bw && (i == 4 || i == 5)), &b[i], offs[i]);
+    double p = op->p.attn.dropout_p, zs = 1.0 / (1.0 - p);
+    uint64_t seed = op->p.attn.seed, off = op->p.attn.offset;
+    pc->N = (uint32_t)(x[0].shape[0] * x[0].shape[1]), pc->n1 = (uint32_t)x[0].shape[1];
+    pc->L = (uint32_t)x[0].shape[2], pc->S = (uint32_t)x[1].shape[2];
+    pc->E = (uint32_t)x[0].shape[3], pc->Ev = (uint32_t)x[2].shape[3];
+    for (int k = 0; k < 4; k++) pc->ms[k] = mask->buf ? (uint32_t)mask->strides[k] : 0;
+    pc->scale_f = (float)op->p.attn.scale, pc->zs_f = (float)zs;
+    pc->threshold = (uint32_t)ceil(p * 16777216.0);
+    pc->flags = (op->p.attn.causal ? 1u : 0u) | (p > 0 ? 2u : 0u) | (mask->buf ? 4u : 0u);
+    pc->seed_lo = (uint32_t)seed, pc->seed_hi = (uint32_t)(seed >> 32);
+    pc->off_lo = (uint32_t)off, pc->off_hi = (uint32_t)(off >> 32);
+    dbl_bits(op->p.attn.scale, &pc->scale_lo, &pc->scale_hi);
+    dbl_bits(zs, &pc->zs_lo, &pc->zs_hi);
+    return st;
+}
+
+static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
+    vk_bind b[8];
+    vk_pc_attn pc = {0};
+    td_status st = attn_bind(d, op, mode, b, &pc);
+    if (st != TD_OK) return st;
+    td_dtype dt = qkv(op)[0].dtype;
+    uint32_t dp = (uint32_t)((pc.E > pc.Ev ? pc.E : pc.Ev) + 7) / 8 * 8;
+    dp = dp ? dp : 8;
+    uint32_t wg = attn_wg(d, dp, td_dtype_size(dt == TD_F64 ? TD_F64 : TD_F32));
+    uint32_t rows = mode == 1 || mode == 2 ? pc.S : pc.L, spec[3] = {wg, dp, mode};
+    bool bmask = qkv(op)[3].buf && qkv(op)[3].dtype == TD_BOOL;
+    int shader = VK_DT_SHADER(bmask ? VK_SHADER_attention_bmask_f32 : VK_SHADER_attention_f32, dt);
+    return vk_dispatch(d, shader, spec, 3, 8, b, &pc, sizeof pc, vk_groups((int64_t)pc.N * ((rows + wg - 1) / wg), 1),
+                       1, 1);
+}
+
+/* in = (q, k, v, mask?), out = (out, lse) */
+td_status vk_op_ATTENTION(vk_dev *d, const td_op *op) { return attn_run(d, op, 0); }
+
+/* in = (dout, q, k, v, mask?, out, lse), out = (dq, dk, dv) */
+td_status vk_op_ATTENTION_BACKWARD(vk_dev *d, const td_op *op) {
+    td_status st = TD_OK;
+    for (uint32_t mode = 1; mode <= 3 && st == TD_OK; mode++) st = attn_run(d, op, mode);
+    return st;
+}
