@@ -79,6 +79,7 @@
     X(one_hot, ONE_HOT, CONF_DT(I32) | CONF_DT(I64), TOL_EXACT)                                                        \
     X(dropout, DROPOUT, CONF_CLASS, TOL_ROUND)                                                                         \
     X(adam, ADAM_STEP, CONF_CLASS, TOL_LOOSE)                                                                          \
+    X(amp_unscale, AMP_UNSCALE, CONF_CLASS, TOL_ROUND)                                                                 \
     X(sgd, SGD_STEP, CONF_CLASS, TOL_ROUND)                                                                            \
     X(rmsprop, RMSPROP_STEP, CONF_CLASS, TOL_LOOSE)
 
@@ -1137,6 +1138,31 @@ static int case_rmsprop(conf_ctx *c, int v, td_tensor **out) {
     if (buf) out[n_out++] = buf;
     if (gavg) out[n_out++] = gavg;
     return n_out;
+}
+
+/* The GradScaler's unscale of three gradients with one found_inf flag; the
+** variants plant an inf or a NaN in the last gradient (not compared: its
+** other elements are the planted value times inv_scale). */
+static int case_amp_unscale(conf_ctx *c, int v, td_tensor **out) {
+    static const char *names[] = {"[33,7] [1000] [5] finite", "[33,7] [1000] + [5] with inf", "NaN, size 0"};
+    double plant[] = {0, INFINITY, NAN};
+    int64_t n = 1000;
+    if (v == CONF_PERF)
+        n = PERF_N(c), VARIANT("[2^24] finite");
+    else if (v < 3)
+        n = v == 2 ? 0 : BIG(c, 1000, 33), VARIANT(names[v]);
+    else
+        return 0;
+    int k = v == CONF_PERF ? 0 : v;
+    int64_t one = 1;
+    td_tensor *g0 = conf_in(c, -100, 100, SHAPE(33, 7)), *g1 = conf_in(c, -100, 100, SHAPE(n));
+    td_tensor *g2 = k ? td_full(1, SHAPE(5), plant[k], c->dt, c->dev) : conf_in(c, -1, 1, SHAPE(5));
+    td_tensor *found = td_zeros(1, &one, TD_F32, c->dev);
+    if (!g0 || !g1 || !g2 || !found) return -1;
+    td_tensor *grads[3] = {g0, g1, g2};
+    if (TIMED_ST(c, td_amp_unscale_(3, grads, found, 1.0 / 1024)) != TD_OK) return -1;
+    out[0] = g0, out[1] = g1, out[2] = found;
+    return 3;
 }
 
 /* ---- the runner cases ---- */
