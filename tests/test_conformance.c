@@ -1156,7 +1156,7 @@ static int case_amp_unscale(conf_ctx *c, int v, td_tensor **out) {
     int k = v == CONF_PERF ? 0 : v;
     int64_t one = 1;
     td_tensor *g0 = conf_in(c, -100, 100, SHAPE(33, 7)), *g1 = conf_in(c, -100, 100, SHAPE(n));
-    td_tensor *g2 = k ? td_full(1, SHAPE(5), plant[k], c->dt, c->dev) : conf_in(c, -1, 1, SHAPE(5));
+    td_tensor *g2 = k ? td_full(SHAPE(5), plant[k], c->dt, c->dev) : conf_in(c, -1, 1, SHAPE(5));
     td_tensor *found = td_zeros(1, &one, TD_F32, c->dev);
     if (!g0 || !g1 || !g2 || !found) return -1;
     td_tensor *grads[3] = {g0, g1, g2};
