@@ -61,6 +61,7 @@
     X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                         \
     X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
     X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                                   \
+    X(add_layer_norm, ADD_LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                           \
     X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM)                                                             \
     X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM)                                           \
     X(conv2d, CONV2D, CONF_CLASS, TOL_ACCUM)                                                                           \
@@ -619,6 +620,25 @@ static int case_layer_norm(conf_ctx *c, int v, td_tensor **out) {
     }
     default: return 0;
     }
+}
+
+/* The fused residual add + layer_norm: both outputs, y and s = x + r. */
+static int case_add_layer_norm(conf_ctx *c, int v, td_tensor **out) {
+    int64_t R = 33, D = 7;
+    bool affine = true;
+    switch (v) {
+    case 0: VARIANT("[33,7] + [33,7], w and b [7]"); break;
+    case 1: VARIANT("odd rows [2,1000], no affine"), R = 2, D = BIG(c, 1000, 33), affine = false; break;
+    case 2: VARIANT("size 0 [0,7]"), R = 0; break;
+    case CONF_PERF: VARIANT("[4096,1024]"), R = BIG(c, 4096, 256), D = 1024; break;
+    default: return 0;
+    }
+    td_tensor *x = conf_in(c, -3, 5, SHAPE(R, D)), *r = conf_in(c, -2, 2, SHAPE(R, D));
+    td_tensor *w = affine ? conf_in(c, 0.5, 2, SHAPE(D)) : NULL, *b = affine ? conf_in(c, -1, 1, SHAPE(D)) : NULL;
+    td_tensor *s = NULL;
+    out[0] = TIMED(c, td_add_layer_norm(x, r, 1, w, b, 1e-5, &s));
+    out[1] = s;
+    return out[0] && s ? 2 : -1;
 }
 
 /* cross_entropy variants: logits [N, C], int64 targets, options */

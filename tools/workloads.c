@@ -40,6 +40,8 @@ td_module *workload_cnn_new(void) {
 **   y = softmax(q k^T / sqrt(D) + causal) v per head   [N, H, T, D]
 **   x = x + proj(y merged back to [N, T, C])
 **   x = x + out(gelu(fc(ln2(x))))                      fc C -> 4C, out 4C -> C
+** The second line's ln2 and the residual add before it run as one fused
+** ADD_LAYER_NORM (td_add_layer_norm), which keeps the sum for the next add.
 ** Children are borrowed pointers into the block (modules never move). */
 typedef struct gpt_block {
     int64_t heads;
@@ -85,9 +87,12 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     att = td_softmax(td_add(att, causal_mask(b, t, td_tensor_device(x))), -1);
     static const int perm[4] = {0, 2, 1, 3};
     td_tensor *y = td_reshape(td_permute(td_matmul(att, v), perm), 3, (int64_t[]){n, t, c});
-    x = td_add(x, td_module_forward(b->proj, y));
-    td_tensor *mlp = td_module_forward(b->fc, td_module_forward(b->ln2, x));
-    return td_add(x, td_module_forward(b->out, td_module_forward(b->gelu, mlp)));
+    /* the residual add and ln2 in one fused op (ADD_LAYER_NORM; ln2's eps is torch's default) */
+    td_tensor *s = NULL;
+    td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
+                                     td_module_get(b->ln2, "bias"), 1e-5, &s);
+    td_tensor *mlp = td_module_forward(b->fc, h);
+    return td_add(s, td_module_forward(b->out, td_module_forward(b->gelu, mlp)));
 }
 
 /* Register child under name in m, remembering it in *slot. */

@@ -106,7 +106,7 @@ typedef union td_op_params {
     } reduce; /* reductions: bit k = reduce dim k */
     struct {
         double eps;
-    } norm; /* LAYER_NORM: rows are the last dim */
+    } norm; /* LAYER_NORM, ADD_LAYER_NORM: rows are the last dim */
     struct {
         int64_t ignore_index;
         double label_smoothing;

@@ -87,6 +87,8 @@
     X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
     X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "log_softmax over the last dim")               \
     X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(x,w?,b?) -> (y, mean, rstd) per row")         \
+    X(ADD_LAYER_NORM, 4, 4, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                             \
+      "(x, r, w?, b?) -> (y = layer_norm(s), s = x + r, mean, rstd) per row")                                          \
     X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(logits[N,C], target[N], w?) -> loss")      \
     X(CROSS_ENTROPY_BACKWARD, 4, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dloss, logits, target, w?)")     \
     X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                 \
