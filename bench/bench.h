@@ -73,6 +73,7 @@ typedef struct bench_row {
     double vs_fastest;
     double torch_rate;          /* 0: no PyTorch number for this row */
     double torch_compiled_rate; /* W3: the twin's torch.compile run; 0: none */
+    int64_t torch_peak_bytes;   /* the twin's peak allocated bytes for this row; 0: none */
     char error[160];            /* non-empty: the row failed, with why */
     /* training rows (W1-W3): one sample is one whole step; work is samples or tokens per step */
     char note[160];      /* the data and the config, e.g. "random tokens; batch 8 on CPU" */
@@ -90,7 +91,8 @@ typedef struct bench_row {
 ** torch.compile line gets variant "<dtype>-compiled"). */
 typedef struct bench_torch_row {
     char workload[32], variant[24], device[8];
-    double rate; /* in the row's unit */
+    double rate;        /* in the row's unit */
+    int64_t peak_bytes; /* torch.cuda.max_memory_allocated over the run; 0: not given (cpu) */
 } bench_torch_row;
 
 typedef struct bench_options {
@@ -103,6 +105,7 @@ typedef struct bench_options {
     const char *twin;   /* path of torch_workloads.py */
     const char *data;   /* Fashion-MNIST directory for W1/W2, or NULL: the default one if present */
     bool profile;       /* --profile: profile each training workload's step (bench_profile.c) */
+    td_dtype amp;       /* --amp bf16|fp16: W3/W5 also run with autocast (variant "<dtype>-amp"); TD_F32: not */
 } bench_options;
 
 /* Where one profiled step of a workload on a device goes (bench_profile.c). */
@@ -169,9 +172,10 @@ int64_t bench_vector_elems(const bench_session *s, int device);
 
 /* ---- training workloads (bench_train.c) ---- */
 
-td_status bench_run_mlp(bench_session *s, int device); /* W1 */
-td_status bench_run_cnn(bench_session *s, int device); /* W2 */
-td_status bench_run_gpt(bench_session *s, int device); /* W3 */
+td_status bench_run_mlp(bench_session *s, int device);  /* W1 */
+td_status bench_run_cnn(bench_session *s, int device);  /* W2 */
+td_status bench_run_gpt(bench_session *s, int device);  /* W3 */
+td_status bench_run_gpt2(bench_session *s, int device); /* W5: GPUs only (and --quick) */
 /* W2-captured: one W2 step captured once (td_capture_begin/end) and replayed,
 ** the batch copied from the host into static tensors before each replay. Adds
 ** no row on a device whose backend does not capture. */
@@ -185,6 +189,9 @@ td_status bench_load_data(bench_session *s);
 int64_t bench_image_batch(const bench_session *s);
 workload_gpt_config bench_gpt_config(const bench_session *s);
 int64_t bench_gpt_batch(const bench_session *s, int device);
+/* W5's size: gpt2-small (--quick: W3's --quick size) and batch (16; --quick 4). */
+workload_gpt_config bench_gpt2_config(const bench_session *s);
+int64_t bench_gpt2_batch(const bench_session *s);
 /* The Fashion-MNIST directory W1/W2 use (--data, else the default if present), or NULL. */
 const char *bench_data_dir(const bench_session *s);
 

@@ -10,14 +10,16 @@
 **              "median_ms", "rate", "roof", "roof_pct", "vs_fastest", "torch_rate", "vs_torch", "error",
 **              "peak_bytes", "base_bytes" (the device's peak allocated bytes during the row's workload, and
 **                what was allocated when it started; null where the backend keeps no statistics),
-**              training rows (W1-W3, W2-captured) also: "note", "params", "ms_per_step" (= median_ms),
+**              "torch_peak_bytes" (the twin's torch.cuda.max_memory_allocated for the row; null: none),
+**              training rows (W1-W3, W5, W2-captured; variant "float32", or "<dtype>-amp" under --amp) also: "note",
+*"params", "ms_per_step" (= median_ms),
 **                "host_waits_per_step" (td_host_sync_count over the timed steps / steps), and
 **                W1/W2: "steps_per_epoch", "epoch_s" (median step x steps), "torch_epoch_s";
 **                W2-captured: "eager_ms_per_step" (the W2-cnn row's median on the device), "speedup"
 **                  (eager / captured; both null without that row);
-**                W3: "torch_ms_per_step", "torch_compiled_rate", "torch_compiled_ms_per_step";
+**                W3, W5: "torch_ms_per_step", "torch_compiled_rate", "torch_compiled_ms_per_step";
 **              dispatch also: "us_per_op" (median_ms * 1000 / work)}]}
-**   A training row's work is samples (W1/W2) or tokens (W3) per step, its rate per second;
+**   A training row's work is samples (W1/W2) or tokens (W3, W5) per step, its rate per second;
 **   its samples are whole steps. The twin's figures are converted to the same batch. The
 **   dispatch row's work is its 10k ops, its rate ops/s.
 */
@@ -54,6 +56,9 @@ static void torch_cell(const bench_session *s, const bench_row *r, char *buf, si
     else if (r->torch_rate > 0 && r->steps_per_epoch)
         snprintf(buf, n, "%.2fx (torch %.2f s/epoch, ours %.2f)", r->rate / r->torch_rate,
                  step_ms(r, r->torch_rate) * r->steps_per_epoch * 1e-3, r->median_ms * r->steps_per_epoch * 1e-3);
+    else if (r->torch_rate > 0 && r->params && r->torch_peak_bytes > 0)
+        snprintf(buf, n, "%.2fx (torch %.1f ms/step, peak %.1f MiB)", r->rate / r->torch_rate,
+                 step_ms(r, r->torch_rate), (double)r->torch_peak_bytes / (1 << 20));
     else if (r->torch_rate > 0 && r->params)
         snprintf(buf, n, "%.2fx (torch %.1f ms/step)", r->rate / r->torch_rate, step_ms(r, r->torch_rate));
     else if (r->torch_rate > 0)
@@ -155,6 +160,8 @@ static json_t *row_json(const bench_session *s, const bench_row *r) {
     if (r->error[0]) json_object_set_new(o, "error", json_string(r->error));
     bool peak = r->has_peak && !r->error[0];
     json_object_set_new(o, "peak_bytes", peak ? json_integer((json_int_t)r->peak_bytes) : json_null());
+    json_object_set_new(o, "torch_peak_bytes",
+                        r->torch_peak_bytes > 0 ? json_integer((json_int_t)r->torch_peak_bytes) : json_null());
     json_object_set_new(o, "base_bytes", peak ? json_integer((json_int_t)r->base_bytes) : json_null());
     if (r->unit == BENCH_UNIT_OPS && r->work > 0)
         json_object_set_new(o, "us_per_op", json_real(r->median_ms * 1e3 / r->work));

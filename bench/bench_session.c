@@ -199,12 +199,13 @@ void bench_finalize(bench_session *s) {
             if (!s->rows[j].error[0] && s->rows[j].device == r->device && !strcmp(s->rows[j].workload, "W2-cnn"))
                 r->eager_ms = s->rows[j].median_ms;
         r->torch_rate = r->torch_compiled_rate = 0;
+        r->torch_peak_bytes = 0;
         char compiled[sizeof r->variant + 16];
         snprintf(compiled, sizeof compiled, "%s-compiled", r->variant);
         for (int t = 0; t < s->n_torch; t++) {
             const bench_torch_row *tr = &s->torch[t];
             if (strcmp(tr->workload, r->workload) || strcmp(tr->device, d->torch_device)) continue;
-            if (!strcmp(tr->variant, r->variant)) r->torch_rate = tr->rate;
+            if (!strcmp(tr->variant, r->variant)) r->torch_rate = tr->rate, r->torch_peak_bytes = tr->peak_bytes;
             if (!strcmp(tr->variant, compiled)) r->torch_compiled_rate = tr->rate;
         }
     }

@@ -60,6 +60,7 @@ static void parse_line(bench_session *s, const char *line) {
         size_t used = strlen(r->variant);
         if (json_is_true(json_object_get(j, "compiled")))
             snprintf(r->variant + used, sizeof r->variant - used, "-compiled");
+        r->peak_bytes = (int64_t)json_number_value(json_object_get(j, "peak_bytes"));
         double v = json_number_value(value), steps = json_number_value(json_object_get(j, "steps"));
         double batch = json_number_value(json_object_get(j, "batch"));
         if (!w->torch_per_epoch)
@@ -91,14 +92,19 @@ static void run_twin(bench_session *s, int d, char *status, size_t status_size) 
     const char *device = s->devices[d].torch_device, *data = bench_data_dir(s);
     char parts[128];
     twin_parts(s, parts, sizeof parts);
-    workload_gpt_config g = bench_gpt_config(s);
+    workload_gpt_config g = bench_gpt_config(s), g5 = bench_gpt2_config(s);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "'%s' '%s' '%s' %s --only %s --matmul-n %lld --elems %lld --epochs 2 --gpt-size %lld,%lld,%lld,%lld "
-             "--gpt-batch %lld%s 2>&1",
+             "--gpt-batch %lld --gpt2-size %lld,%lld,%lld,%lld --gpt2-batch %lld%s%s 2>&1",
              s->opt.python, s->opt.twin, data ? data : "-", device, parts[0] ? parts : "ops",
              (long long)bench_matmul_n(s), (long long)bench_vector_elems(s, d), (long long)g.d_model,
              (long long)g.heads, (long long)g.layers, (long long)g.context, (long long)bench_gpt_batch(s, d),
+             (long long)g5.d_model, (long long)g5.heads, (long long)g5.layers, (long long)g5.context,
+             (long long)bench_gpt2_batch(s),
+             s->opt.amp == TD_BF16  ? " --amp bf16"
+             : s->opt.amp == TD_F16 ? " --amp fp16"
+                                    : "",
              s->opt.quick ? " --batch 16 --max-steps 20 --gpt-steps 3 --no-compile" : "");
     fprintf(stderr, "[bench] torch %s: %s\n", device, cmd);
     FILE *p = popen(cmd, "r");

@@ -140,18 +140,25 @@ static td_status image_batches(bench_session *s, train_arg *a, td_device dev, ch
 
 /* Time steps (fn on arg, a step per call) of an initialized workload a and add
 ** its row; the note, params and epoch length go on the row. */
-static td_status time_steps(bench_session *s, int device, const char *name, const char *size, bench_unit unit,
-                            double per_step, train_arg *a, bench_fn fn, void *arg, const char *note,
-                            int steps_per_epoch) {
+static td_status time_steps_ext(bench_session *s, int device, const char *name, const char *variant, const char *size,
+                                bench_unit unit, double per_step, train_arg *a, bench_fn fn, void *arg,
+                                const char *note, int steps_per_epoch) {
     bench_sampling how = {.warmup = s->opt.quick ? 1 : TRAIN_WARMUP,
                           .max_samples = s->opt.max_reps,
                           .budget_s = s->opt.quick ? s->opt.budget_s : TRAIN_BUDGET_S};
-    bench_row *r = bench_time_ext(s, device, name, "float32", size, unit, per_step, a->k, fn, arg, &how);
+    bench_row *r = bench_time_ext(s, device, name, variant, size, unit, per_step, a->k, fn, arg, &how);
     if (!r) return TD_ERR_DEVICE; /* the failed row holds the message */
     snprintf(r->note, sizeof r->note, "%s", note);
     r->params = count_params(a->w.model);
     r->steps_per_epoch = steps_per_epoch;
     return bench_profile_steps(s, device, name, fn, arg);
+}
+
+/* time_steps_ext of the float32 variant */
+static td_status time_steps(bench_session *s, int device, const char *name, const char *size, bench_unit unit,
+                            double per_step, train_arg *a, bench_fn fn, void *arg, const char *note,
+                            int steps_per_epoch) {
+    return time_steps_ext(s, device, name, "float32", size, unit, per_step, a, fn, arg, note, steps_per_epoch);
 }
 
 int64_t bench_image_batch(const bench_session *s) { return s->opt.quick ? 16 : 128; }
@@ -194,10 +201,21 @@ int64_t bench_gpt_batch(const bench_session *s, int device) {
     return s->opt.quick ? 4 : s->devices[device].dev.type == TD_DEVICE_CPU ? 8 : 64;
 }
 
-td_status bench_run_gpt(bench_session *s, int device) {
+workload_gpt_config bench_gpt2_config(const bench_session *s) {
+    workload_gpt_config c;
+    workload_gpt_preset("gpt2-small", &c);
+    return s->opt.quick ? bench_gpt_config(s) : c;
+}
+
+int64_t bench_gpt2_batch(const bench_session *s) { return s->opt.quick ? 4 : 16; }
+
+/* A gpt training step of size cfg and batch b on random tokens as row `name`
+** (float32), then, with --amp, the same model's step under autocast (row
+** "<dtype>-amp"). */
+static td_status run_gpt(bench_session *s, int device, const char *name, workload_gpt_config cfg, int64_t b,
+                         const char *about) {
     td_device dev = s->devices[device].dev;
-    workload_gpt_config cfg = bench_gpt_config(s);
-    int64_t b = bench_gpt_batch(s, device), shape[2] = {b, cfg.context};
+    int64_t shape[2] = {b, cfg.context};
     train_arg a = {.k = 1};
     td_scope_begin();
     td_manual_seed(0);
@@ -209,16 +227,35 @@ td_status bench_run_gpt(bench_session *s, int device) {
     snprintf(size, sizeof size, "%lldx%lld", (long long)b, (long long)cfg.context);
     snprintf(note, sizeof note, "%sd_model %lld, %lld heads, %lld layer%s; random tokens%s",
              s->opt.quick ? "--quick config: " : "", (long long)cfg.d_model, (long long)cfg.heads,
-             (long long)cfg.layers, cfg.layers == 1 ? "" : "s",
-             !s->opt.quick && dev.type == TD_DEVICE_CPU ? "; batch 8 on CPU (as the twin), 64 on GPUs" : "");
+             (long long)cfg.layers, cfg.layers == 1 ? "" : "s", about);
     if (st == TD_OK)
-        st = time_steps(s, device, "W3-gpt-mini", size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, fn_step, &a,
-                        note, 0);
+        st = time_steps(s, device, name, size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, fn_step, &a, note, 0);
     else
-        bench_fail(s, device, "W3-gpt-mini", "float32", NULL);
+        bench_fail(s, device, name, "float32", NULL);
+    if (st == TD_OK && s->opt.amp != TD_F32) {
+        char variant[32];
+        snprintf(variant, sizeof variant, "%s-amp", td_dtype_name(s->opt.amp));
+        st = workload_amp_set(&a.w, s->opt.amp);
+        if (st == TD_OK)
+            st = time_steps_ext(s, device, name, variant, size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a,
+                                fn_step, &a, note, 0);
+        else
+            bench_fail(s, device, name, variant, NULL);
+    }
     workload_free(&a.w);
     td_scope_end();
     return st;
+}
+
+td_status bench_run_gpt(bench_session *s, int device) {
+    bool cpu = s->devices[device].dev.type == TD_DEVICE_CPU;
+    return run_gpt(s, device, "W3-gpt-mini", bench_gpt_config(s), bench_gpt_batch(s, device),
+                   !s->opt.quick && cpu ? "; batch 8 on CPU (as the twin), 64 on GPUs" : "");
+}
+
+td_status bench_run_gpt2(bench_session *s, int device) {
+    if (!s->opt.quick && s->devices[device].dev.type == TD_DEVICE_CPU) return TD_OK; /* no row: hours per step */
+    return run_gpt(s, device, "W5-gpt2-small", bench_gpt2_config(s), bench_gpt2_batch(s), "");
 }
 
 /* ---- W2-captured ---------------------------------------------------------- */

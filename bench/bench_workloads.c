@@ -239,6 +239,8 @@ const bench_workload bench_workloads[] = {
      bench_run_cold_start, NULL, 0, false, NULL},
     {"W3-gpt-mini", "GPT-mini training step, 64x256 tokens (8x256 on CPU), AdamW: ms/step, tokens/s", bench_run_gpt,
      "tokens_per_s", 1, false, "w3"},
+    {"W5-gpt2-small", "GPT-2-small shape (byte vocab), training step, 16x1024 tokens, AdamW, GPUs only: ms/step",
+     bench_run_gpt2, "tokens_per_s", 1, false, "w5"},
     {"W4-matmul", "matmul n x n x n, f32 (+bf16/fp16 where native), GFLOP/s = 2n^3/t", run_matmul, "tflops", 1e3, false,
      "ops"},
     {"W4-add", "add of two f32 vectors, GB/s over 12 bytes/element", run_add, "gbps", 1, false, "ops"},

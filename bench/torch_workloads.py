@@ -3,11 +3,12 @@
 Usage: python3 torch_workloads.py DATA_DIR DEVICE [--epochs N] [--quick]
                                   [--only PARTS] [--matmul-n N] [--elems M] [--batch B] [--max-steps S]
                                   [--gpt-size D,H,L,T] [--gpt-batch B] [--gpt-steps N] [--no-compile]
+                                  [--gpt2-size D,H,L,T] [--gpt2-batch B] [--amp bf16|fp16]
 DATA_DIR holds the four Fashion-MNIST *-ubyte.gz files. DEVICE: cpu or cuda.
 bench/torch_workloads.py is ../shared/anchors/torch_workloads.py with these
 flags added, so `trident bench --torch` asks for what it measures, at its sizes;
 without them it behaves as the anchor:
---only PARTS    a comma list of ops, w1, w2, w3, dispatch: run those parts alone
+--only PARTS    a comma list of ops, w1, w2, w3, w5, dispatch: run those parts alone
                 (dispatch: 10k adds of [1] tensors, then one synchronize; only
                 when named).
 DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
@@ -18,6 +19,12 @@ DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
                 batch (default 64 on cuda, 8 on cpu); --gpt-steps N its timed
                 steps (default 20 on cuda, 2 on cpu); --no-compile skips the
                 torch.compile run on cuda.
+--gpt2-size D,H,L,T, --gpt2-batch B   W5 (part w5, GPT-2 small with a byte
+                vocabulary: 768,12,12,1024, batch 16): on cuda, or on any
+                device at a reduced size (d_model <= 128).
+--amp bf16|fp16 W3/W5 also run under torch.autocast (fp16 with a GradScaler);
+                those lines carry dtype "<dtype>-amp". On cuda every gpt line
+                carries peak_bytes (torch.cuda.max_memory_allocated).
 Prints one JSON line per measurement. The same workloads are defined in
 ../WORKLOADS.md, so Trident and PyTorch can be measured side by side in one run.
 """
@@ -108,25 +115,38 @@ class GPT(nn.Module):
         x = s.tok(idx) + s.pos(torch.arange(idx.shape[1], device=idx.device))
         return s.head(s.ln(s.blocks(x)))
 
-def gpt(dev, compiled, steps, B=64, T=256, cfg=None):
+def gpt(dev, compiled, steps, B=64, T=256, cfg=None, name="W3-gpt-mini", amp=None):
+    """amp: None, torch.bfloat16 or torch.float16 (forward and loss under
+    torch.autocast; fp16 with a GradScaler); the line's dtype is then
+    "<dtype>-amp". On cuda the line carries peak_bytes (max_memory_allocated)."""
     torch.manual_seed(0)
     cfg = cfg or {}
     T = cfg.get("T", T)
+    if dev == "cuda": torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
     m = GPT(**cfg).to(dev)
     opt = torch.optim.AdamW(m.parameters(), lr=3e-4)
     f = torch.compile(m) if compiled else m
     data = torch.randint(0, 256, (B, T + 1), device=dev)
+    scaler = torch.amp.GradScaler(dev) if amp == torch.float16 else None
     def step():
-        logits = f(data[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, 256), data[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        with torch.autocast(dev, dtype=amp or torch.float32, enabled=amp is not None):
+            logits = f(data[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, 256), data[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        if scaler:
+            scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+        else:
+            loss.backward(); opt.step()
         return loss
     for _ in range(3): step()
     sync(dev); t0 = time.perf_counter()
     for _ in range(steps): step()
     sync(dev); dt = (time.perf_counter() - t0) / steps
-    emit(workload="W3-gpt-mini", device=dev, compiled=compiled, ms_per_step=round(dt * 1e3, 3),
-         tokens_per_s=round(B * T / dt), params=sum(p.numel() for p in m.parameters()))
+    extra = {"dtype": str(amp).replace("torch.", "") + "-amp"} if amp else {}
+    if dev == "cuda": extra["peak_bytes"] = torch.cuda.max_memory_allocated()
+    emit(workload=name, device=dev, compiled=compiled, ms_per_step=round(dt * 1e3, 3),
+         tokens_per_s=round(B * T / dt), params=sum(p.numel() for p in m.parameters()), **extra)
+    del m, opt, f
 
 def timeit(fn, dev, reps):
     for _ in range(3): fn()
@@ -194,15 +214,26 @@ def main():
         train("W2-cnn", cnn(), xtr, ytr, xte, yte, dev, epochs, arg("--batch") or 128, arg("--max-steps"))
     if "dispatch" in only:
         dispatch(dev)
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[sys.argv[sys.argv.index("--amp") + 1]] \
+        if "--amp" in sys.argv else None
+    def gpt_runs(name, cfg, batch, default_batch):
+        if dev == "cuda":
+            for a in [None, amp] if amp else [None]:
+                gpt(dev, False, arg("--gpt-steps") or 20, B=batch or default_batch, cfg=cfg, name=name, amp=a)
+                if "--no-compile" not in sys.argv:
+                    gpt(dev, True, arg("--gpt-steps") or 20, B=batch or default_batch, cfg=cfg, name=name, amp=a)
+        else:
+            for a in [None, amp] if amp else [None]:
+                gpt(dev, False, arg("--gpt-steps") or 2, B=batch or 8, cfg=cfg, name=name, amp=a)
     if "w3" in only:
         size = sys.argv[sys.argv.index("--gpt-size") + 1].split(",") if "--gpt-size" in sys.argv else None
         cfg = dict(zip(("d", "h", "L", "T"), map(int, size))) if size else None
-        if dev == "cuda":
-            gpt(dev, False, arg("--gpt-steps") or 20, B=arg("--gpt-batch") or 64, cfg=cfg)
-            if "--no-compile" not in sys.argv:
-                gpt(dev, True, arg("--gpt-steps") or 20, B=arg("--gpt-batch") or 64, cfg=cfg)
-        else:
-            gpt(dev, False, arg("--gpt-steps") or 2, B=arg("--gpt-batch") or 8, cfg=cfg)
+        gpt_runs("W3-gpt-mini", cfg, arg("--gpt-batch"), 64)
+    if "w5" in only:
+        size = sys.argv[sys.argv.index("--gpt2-size") + 1].split(",") if "--gpt2-size" in sys.argv else None
+        cfg = dict(zip(("d", "h", "L", "T"), map(int, size))) if size else dict(d=768, h=12, L=12, T=1024)
+        if dev == "cuda" or cfg["d"] <= 128:  # the full W5 is for GPUs; a reduced size runs anywhere
+            gpt_runs("W5-gpt2-small", cfg, arg("--gpt2-batch"), 16)
 
 if __name__ == "__main__":
     main()

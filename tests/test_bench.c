@@ -1,7 +1,7 @@
 /*
 ** trident bench, end to end: runs the CLI on the CPU with --quick sizes and checks
 ** its JSON (with jansson, recomputing the medians and rates from the raw samples),
-** the training rows (W1-W3) with their step and epoch figures and host waits, the
+** the training rows (W1-W3, W5) with their step and epoch figures and host waits, the
 ** peak memory of each workload, the dispatch row, the captured W2 step where the
 ** device captures (lavapipe), the mapping of a stand-in PyTorch twin's lines,
 ** --compare on a planted 2x slowdown, the PyTorch-missing path, and the SVG as
@@ -94,7 +94,7 @@ static bool file_has(const char *path, const char *needle) {
 /* The fields only training rows have: a whole step per sample, its batch as work;
 ** no host wait inside a step (the loss is not read). */
 static void check_training_row(json_t *r, const char *w, double med) {
-    bool images = strcmp(w, "W3-gpt-mini") != 0;
+    bool images = w[1] == '1' || w[1] == '2'; /* W3, W5: tokens */
     ASSERT(!strcmp(get_str(r, "unit"), images ? "samples/s" : "tokens/s"));
     ASSERT_NEAR(get_num(r, "work"), images ? 16 : 4 * 32, 0); /* --quick: batch 16; gpt 4 x 32 tokens */
     ASSERT_NEAR(get_num(r, "ms_per_step"), med, 1e-9 * med);
@@ -146,7 +146,7 @@ static void check_captured_row(json_t *rows, json_t *r, const char *dev, double 
     ASSERT(strstr(get_str(r, "note"), "captured"));
 }
 
-#define N_WANT 12
+#define N_WANT 13
 
 /* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W1-W4, dispatch and
 ** roofline row on every device without error, W2-captured exactly on the devices that capture
@@ -175,8 +175,9 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
     }
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "not requested"));
 
-    static const char *want[N_WANT] = {"roof-copy", "roof-gemm", "W4-matmul", "W4-add", "W4-softmax",  "W4-layernorm",
-                                       "W4-sum",    "W4-adam",   "W1-mlp",    "W2-cnn", "W3-gpt-mini", "dispatch"};
+    static const char *want[N_WANT] = {"roof-copy",    "roof-gemm",     "W4-matmul", "W4-add", "W4-softmax",
+                                       "W4-layernorm", "W4-sum",        "W4-adam",   "W1-mlp", "W2-cnn",
+                                       "W3-gpt-mini",  "W5-gpt2-small", "dispatch"};
     int found[BENCH_TEST_DEVS][N_WANT] = {{0}}, captured[BENCH_TEST_DEVS] = {0};
     size_t i;
     json_t *r;
@@ -197,7 +198,7 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
         ASSERT(!strcmp(variant, "float32") || (strstr(w, "matmul") || strstr(w, "gemm")));
         get_str(r, "size");
         const char *unit = get_str(r, "unit");
-        bool training = w[0] == 'W' && w[1] >= '1' && w[1] <= '3', dispatch = !strcmp(w, "dispatch");
+        bool training = w[0] == 'W' && ((w[1] >= '1' && w[1] <= '3') || w[1] == '5'), dispatch = !strcmp(w, "dispatch");
         ASSERT(training || dispatch || !strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
         check_peak(r, w, dev);
         /* every raw sample is there; median and rate follow from them */
@@ -291,17 +292,23 @@ TEST(training_torch_mapping) {
             "\"ms_per_step\": 40.0, \"tokens_per_s\": 12800, \"params\": 1}'\n"
             "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": true, "
             "\"ms_per_step\": 20.0, \"tokens_per_s\": 25600, \"params\": 1}'\n"
+            "echo '{\"workload\": \"W3-gpt-mini\", \"device\": \"cpu\", \"compiled\": false, "
+            "\"ms_per_step\": 10.0, \"tokens_per_s\": 51200, \"params\": 1, \"dtype\": \"bfloat16-amp\", "
+            "\"peak_bytes\": 3145728}'\n"
             "echo '{\"workload\": \"dispatch\", \"device\": \"cpu\", \"ops\": 10000, \"us_per_op\": 4.0, "
             "\"ops_per_s\": 250000}'\n",
             dir);
     fclose(f);
-    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only mlp,gpt,dispatch --reps 3 --torch --python sh --twin %s "
-                     "--json %s/m.json >%s/m.txt 2>&1",
-                     bin, twin, dir, dir),
-                  0);
+    ASSERT_EQ_INT(
+        sh("%s bench --quick --backends cpu --only mlp,gpt,dispatch --amp bf16 --reps 3 --torch --python sh --twin %s "
+           "--json %s/m.json >%s/m.txt 2>&1",
+           bin, twin, dir, dir),
+        0);
     ASSERT(file_has(at("args.txt"), "--only w1,w3,dispatch "));
     ASSERT(file_has(at("args.txt"), "--gpt-size 32,2,1,32 --gpt-batch 4"));
     ASSERT(file_has(at("args.txt"), "--batch 16 --max-steps 20"));
+    ASSERT(file_has(at("args.txt"), "--amp bf16"));
+    ASSERT(file_has(at("m.txt"), "peak 3.0 MiB)"));
     ASSERT(file_has(at("m.txt"), "s/epoch, ours"));
     ASSERT(file_has(at("m.txt"), "(torch 4.00 us/op)"));
     json_t *j = load(at("m.json"));
@@ -317,6 +324,12 @@ TEST(training_torch_mapping) {
             ASSERT_NEAR(get_num(r, "torch_epoch_s"), 0.8 * 3750 / 20, 1e-9);
             ASSERT_NEAR(get_num(r, "vs_torch"), get_num(r, "torch_epoch_s") / get_num(r, "epoch_s"), 1e-9);
             rows++;
+        } else if (!strcmp(w, "W3-gpt-mini") && !strcmp(get_str(r, "variant"), "bfloat16-amp")) {
+            /* the autocast row maps onto the twin's torch.autocast line, with its peak memory */
+            ASSERT_NEAR(get_num(r, "torch_rate"), 51200, 0);
+            ASSERT_NEAR(get_num(r, "torch_peak_bytes"), 3145728, 0);
+            ASSERT_NEAR(get_num(r, "host_waits_per_step"), 0, 0);
+            rows++;
         } else if (!strcmp(w, "W3-gpt-mini")) {
             ASSERT_NEAR(get_num(r, "torch_rate"), 12800, 0);
             ASSERT_NEAR(get_num(r, "torch_compiled_rate"), 25600, 0);
@@ -331,7 +344,7 @@ TEST(training_torch_mapping) {
         } else if (w[0] == 'W')
             TEST_FAIL_("--only mlp,gpt,dispatch ran %s", w);
     }
-    ASSERT_EQ_INT(rows, 3);
+    ASSERT_EQ_INT(rows, 4);
     json_decref(j);
     sh("rm -rf %s", dir);
 }

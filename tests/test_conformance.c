@@ -62,6 +62,7 @@
     X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                         \
     X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
     X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                                   \
+    X(add_layer_norm, ADD_LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                           \
     X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM)                                                             \
     X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM)                                           \
     X(conv2d, CONV2D, CONF_CLASS, TOL_ACCUM)                                                                           \
@@ -82,6 +83,7 @@
     X(attention, ATTENTION, CONF_CLASS, TOL_ACCUM)                                                                     \
     X(attention_backward, ATTENTION_BACKWARD, CONF_CLASS, TOL_LOOSE)                                                   \
     X(adam, ADAM_STEP, CONF_CLASS, TOL_LOOSE)                                                                          \
+    X(amp_unscale, AMP_UNSCALE, CONF_CLASS, TOL_ROUND)                                                                 \
     X(sgd, SGD_STEP, CONF_CLASS, TOL_ROUND)                                                                            \
     X(rmsprop, RMSPROP_STEP, CONF_CLASS, TOL_LOOSE)
 
@@ -642,6 +644,25 @@ static int case_layer_norm(conf_ctx *c, int v, td_tensor **out) {
     }
     default: return 0;
     }
+}
+
+/* The fused residual add + layer_norm: both outputs, y and s = x + r. */
+static int case_add_layer_norm(conf_ctx *c, int v, td_tensor **out) {
+    int64_t R = 33, D = 7;
+    bool affine = true;
+    switch (v) {
+    case 0: VARIANT("[33,7] + [33,7], w and b [7]"); break;
+    case 1: VARIANT("odd rows [2,1000], no affine"), R = 2, D = BIG(c, 1000, 33), affine = false; break;
+    case 2: VARIANT("size 0 [0,7]"), R = 0; break;
+    case CONF_PERF: VARIANT("[4096,1024]"), R = BIG(c, 4096, 256), D = 1024; break;
+    default: return 0;
+    }
+    td_tensor *x = conf_in(c, -3, 5, SHAPE(R, D)), *r = conf_in(c, -2, 2, SHAPE(R, D));
+    td_tensor *w = affine ? conf_in(c, 0.5, 2, SHAPE(D)) : NULL, *b = affine ? conf_in(c, -1, 1, SHAPE(D)) : NULL;
+    td_tensor *s = NULL;
+    out[0] = TIMED(c, td_add_layer_norm(x, r, 1, w, b, 1e-5, &s));
+    out[1] = s;
+    return out[0] && s ? 2 : -1;
 }
 
 /* cross_entropy variants: logits [N, C], int64 targets, options */
@@ -1231,6 +1252,31 @@ static int case_rmsprop(conf_ctx *c, int v, td_tensor **out) {
     if (buf) out[n_out++] = buf;
     if (gavg) out[n_out++] = gavg;
     return n_out;
+}
+
+/* The GradScaler's unscale of three gradients with one found_inf flag; the
+** variants plant an inf or a NaN in the last gradient (not compared: its
+** other elements are the planted value times inv_scale). */
+static int case_amp_unscale(conf_ctx *c, int v, td_tensor **out) {
+    static const char *names[] = {"[33,7] [1000] [5] finite", "[33,7] [1000] + [5] with inf", "NaN, size 0"};
+    double plant[] = {0, INFINITY, NAN};
+    int64_t n = 1000;
+    if (v == CONF_PERF)
+        n = PERF_N(c), VARIANT("[2^24] finite");
+    else if (v < 3)
+        n = v == 2 ? 0 : BIG(c, 1000, 33), VARIANT(names[v]);
+    else
+        return 0;
+    int k = v == CONF_PERF ? 0 : v;
+    int64_t one = 1;
+    td_tensor *g0 = conf_in(c, -100, 100, SHAPE(33, 7)), *g1 = conf_in(c, -100, 100, SHAPE(n));
+    td_tensor *g2 = k ? td_full(SHAPE(5), plant[k], c->dt, c->dev) : conf_in(c, -1, 1, SHAPE(5));
+    td_tensor *found = td_zeros(1, &one, TD_F32, c->dev);
+    if (!g0 || !g1 || !g2 || !found) return -1;
+    td_tensor *grads[3] = {g0, g1, g2};
+    if (TIMED_ST(c, td_amp_unscale_(3, grads, found, 1.0 / 1024)) != TD_OK) return -1;
+    out[0] = g0, out[1] = g1, out[2] = found;
+    return 3;
 }
 
 /* ---- the runner cases ---- */

@@ -17,7 +17,7 @@
 #define GC_CASES(X)                                                                                           \
     X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
     X(SQRT) X(RSQRT) X(SIN) X(COS) X(TANH) X(SIGMOID) X(RELU) X(GELU) X(SILU) X(CLAMP) X(SUM) X(MEAN) X(MAX)  \
-    X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
+    X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
     X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)  \
     X(ATTENTION)
 /* clang-format on */
@@ -369,6 +369,12 @@ FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last
     return td_add(td_layer_norm(x[0], 2, x[1], x[2], 1e-5), td_layer_norm(x[0], 1, NULL, NULL, 1e-5));
 }
 CASE(LAYER_NORM, 3, S(G, 3, 2, 2, 3), S(G, 2, 2, 3), S(G, 2, 2, 3))
+FN(ADD_LAYER_NORM) { /* both outputs used: y, and the sum s (the next residual) */
+    UNUSED;
+    td_tensor *s = NULL, *y = td_add_layer_norm(x[0], x[1], 1, x[2], x[3], 1e-5, &s);
+    return td_add(y, td_mul(s, s));
+}
+CASE(ADD_LAYER_NORM, 4, S(G, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4), S(G, 1, 4))
 FN(CROSS_ENTROPY) { /* class weights, label smoothing and an ignored row (target 0) */
     UNUSED;
     return td_add(td__cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),

@@ -13,7 +13,8 @@ case $CASE in --list*) ;; *) BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ERROR_CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint \
 missing_checkpoint other_model other_gpt_size hostile_flags"
 CASES="$ERROR_CASES hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop resume_kill w3_text \
-twin_names capture_cpu capture_vulkan capture_cuda profile_w3"
+twin_names capture_cpu capture_vulkan capture_cuda profile_w3 amp_cpu amp_cuda"
+# amp_vulkan runs by name only: on lavapipe its three small W3 runs take minutes
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 [ "$CASE" = --list-errors ] && { echo "$ERROR_CASES" | tr ' ' '\n'; exit 0; }
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -244,6 +245,28 @@ w3_text)
     # the mean of the last 20 step losses (ln 256 = 5.55 at the start)
     tail -20 g.csv | awk -F, '{ s += $3 } END { printf "mean loss of steps 281-300: %.4f\n", s / NR; exit !(NR == 20 && s / NR < 2.5) }' ||
         fail "loss not below 2.5 after 300 steps"
+    ;;
+amp_cpu | amp_vulkan | amp_cuda)
+    # --amp bf16 follows the fp32 loss curve (mean of the last 20 steps within
+    # 2%); fp16 with the GradScaler does not diverge (within 5%). A small W3.
+    dev=${CASE#amp_}
+    [ "$dev" = cpu ] || need_device "$dev:0"
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    g="--model gpt --device $dev --text $TEXT --d-model 64 --layers 2 --heads 4 --context 32 --batch 16 --lr 3e-3"
+    g="$g --steps ${AMP_STEPS:-60} --epochs 1"
+    for a in fp32 bf16 fp16; do
+        flag=$([ $a = fp32 ] || echo "--amp $a")
+        "$BIN" train $g $flag --checkpoint $a.safetensors --log-steps $a.csv >out.txt 2>err.txt ||
+            { cat out.txt err.txt; fail "the $a run failed"; }
+    done
+    for a in bf16 fp16; do
+        tol=$([ $a = bf16 ] && echo 0.02 || echo 0.05)
+        tail -20 fp32.csv >ref.csv
+        tail -20 $a.csv | awk -F, -v tol=$tol -v a=$a 'NR == FNR { r += $3; next } { s += $3 }
+            END { r /= 20; s /= 20; d = (s - r) / r; if (d < 0) d = -d
+                  printf "%s: mean loss of the last 20 steps %.4f, fp32 %.4f (%.2f%%)\n", a, s, r, 100 * d
+                  exit !(s == s && d <= tol) }' ref.csv - || fail "$a drifts from the fp32 curve"
+    done
     ;;
 twin_names)
     # the checkpoints' model tensors have the PyTorch twin's state_dict names and shapes

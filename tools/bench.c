@@ -27,6 +27,8 @@ static void usage(FILE *f) {
             "  --data DIR        Fashion-MNIST for W1/W2 (default %s if present, else random images)\n"
             "  --reps N          samples per row at most (default 20, 10 with --quick)\n"
             "  --torch           also run the PyTorch twin and report the ratio to it\n"
+            "  --amp bf16|fp16   W3 and W5 also run under autocast (rows <dtype>-amp; fp16 with a GradScaler),\n"
+            "                    the twin with torch.autocast\n"
             "  --python EXE      interpreter for the twin (default python3)\n"
             "  --twin PATH       the twin script (default %s)\n"
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
@@ -93,12 +95,12 @@ int cmd_bench_ddp(int argc, char **argv);
 int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) /* data-parallel scaling: tools/bench_ddp.c */
         if (!strcmp(argv[i], "--ddp") || !strcmp(argv[i], "--ddp-worker")) return cmd_bench_ddp(argc, argv);
-    bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT};
+    bench_options opt = {.max_reps = 0, .python = "python3", .twin = BENCH_TWIN_DEFAULT, .amp = TD_F32};
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
     double threshold = 5;
     const char *first_step = NULL;
-    static const char *valued[] = {"--backends", "--only", "--reps",      "--python", "--twin",      "--json",
-                                   "--svg",      "--save", "--threshold", "--data",   "--first-step"};
+    static const char *valued[] = {"--backends", "--only", "--reps",      "--python", "--twin",       "--json",
+                                   "--svg",      "--save", "--threshold", "--data",   "--first-step", "--amp"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool takes_value = false;
@@ -132,7 +134,13 @@ int cmd_bench(int argc, char **argv) {
             opt.twin = v;
         else if (!strcmp(a, "--data"))
             opt.data = v;
-        else if (!strcmp(a, "--json"))
+        else if (!strcmp(a, "--amp")) {
+            if (strcmp(v, "bf16") && strcmp(v, "fp16")) {
+                fprintf(stderr, "trident bench: --amp: %s is not bf16 or fp16\n", TD_QUOTE(v));
+                return 2;
+            }
+            opt.amp = !strcmp(v, "bf16") ? TD_BF16 : TD_F16;
+        } else if (!strcmp(a, "--json"))
             json = v;
         else if (!strcmp(a, "--svg"))
             svg = v;

@@ -34,39 +34,46 @@ typedef struct train_opts {
     uint64_t seed;
     bool resume, deterministic, capture, ddp;
     workload_gpt_config gpt;
+    td_dtype amp;      /* TD_F32: off */
+    bool preset_batch; /* --preset gpt2-small: batch 16 unless --batch */
 } train_opts;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: trident train [options]\n\n"
-            "Train a model of WORKLOADS.md (default: the W2 CNN on Fashion-MNIST, on the best device).\n\n"
-            "  --model mlp|cnn|gpt      W1 MLP, W2 CNN (default) or W3 GPT-mini (byte-level, needs --text)\n"
-            "  --device DEV             auto (default), cpu, cuda[:i], vulkan[:i]\n"
-            "  --epochs N               epochs (default 5)\n"
-            "  --batch N                batch size (default 128; gpt 64)\n"
-            "  --lr X                   learning rate (default 1e-3; gpt 3e-4)\n"
-            "  --optimizer NAME         adam, adamw, sgd, rmsprop (default adam; gpt adamw)\n"
-            "  --seed N                 seed of initialization and data order (default 0)\n"
-            "  --data DIR               Fashion-MNIST *-ubyte.gz files (default %s)\n"
-            "  --text FILE              gpt: train on FILE's bytes; the last 10%% are held out\n"
-            "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
-            "  --resume                 continue from --checkpoint where it stopped\n"
-            "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
-            "  --steps N                gpt: steps per epoch (default 200); mlp/cnn: at most N steps per epoch\n"
-            "  --max-steps N            stop after N steps in all, with a checkpoint\n"
-            "  --limit N                mlp/cnn: train on the first N training images only\n"
-            "  --workers N              data loader threads (default 0: load in the training thread)\n"
-            "  --log FILE               per-epoch metrics, CSV or JSONL (by extension .jsonl)\n"
-            "  --log-steps FILE         per-step losses, CSV or JSONL\n"
-            "  --deterministic          refuse to resume on another device or CPU thread count\n"
-            "  --capture                record the training step once (CUDA graph, Vulkan command buffer) and\n"
-            "                           replay it for every later batch; not on the CPU\n"
-            "  --ddp                    data-parallel over the launcher's processes (implied when WORLD_SIZE > 1:\n"
-            "                           trident launch, torchrun, mpirun); --batch is per process\n"
-            "  --profile FILE           record steps 3-7 (after 2 warm-up steps) with the profiler: a Chrome trace\n"
-            "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
-            "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
-            TRAIN_DEFAULT_DATA);
+    fprintf(
+        f,
+        "usage: trident train [options]\n\n"
+        "Train a model of WORKLOADS.md (default: the W2 CNN on Fashion-MNIST, on the best device).\n\n"
+        "  --model mlp|cnn|gpt      W1 MLP, W2 CNN (default) or W3 GPT-mini (byte-level, needs --text)\n"
+        "  --device DEV             auto (default), cpu, cuda[:i], vulkan[:i]\n"
+        "  --epochs N               epochs (default 5)\n"
+        "  --batch N                batch size (default 128; gpt 64)\n"
+        "  --lr X                   learning rate (default 1e-3; gpt 3e-4)\n"
+        "  --optimizer NAME         adam, adamw, sgd, rmsprop (default adam; gpt adamw)\n"
+        "  --seed N                 seed of initialization and data order (default 0)\n"
+        "  --data DIR               Fashion-MNIST *-ubyte.gz files (default %s)\n"
+        "  --text FILE              gpt: train on FILE's bytes; the last 10%% are held out\n"
+        "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
+        "  --resume                 continue from --checkpoint where it stopped\n"
+        "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
+        "  --steps N                gpt: steps per epoch (default 200); mlp/cnn: at most N steps per epoch\n"
+        "  --max-steps N            stop after N steps in all, with a checkpoint\n"
+        "  --limit N                mlp/cnn: train on the first N training images only\n"
+        "  --workers N              data loader threads (default 0: load in the training thread)\n"
+        "  --log FILE               per-epoch metrics, CSV or JSONL (by extension .jsonl)\n"
+        "  --log-steps FILE         per-step losses, CSV or JSONL\n"
+        "  --deterministic          refuse to resume on another device or CPU thread count\n"
+        "  --capture                record the training step once (CUDA graph, Vulkan command buffer) and\n"
+        "                           replay it for every later batch; not on the CPU\n"
+        "  --ddp                    data-parallel over the launcher's processes (implied when WORLD_SIZE > 1:\n"
+        "                           trident launch, torchrun, mpirun); --batch is per process\n"
+        "  --profile FILE           record steps 3-7 (after 2 warm-up steps) with the profiler: a Chrome trace\n"
+        "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
+        "  --amp bf16|fp16          mixed precision: forward and loss under autocast; fp16 scales the loss\n"
+        "                           (GradScaler); not with --capture for fp16\n"
+        "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
+        "                           12 heads, context 1024; batch 16 unless --batch); later size options change it\n"
+        "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
+        TRAIN_DEFAULT_DATA);
 }
 
 int train_fail(const char *fmt, ...) {
@@ -96,6 +103,8 @@ typedef enum opt_kind {
     OPT_LR,      /* double > 0 */
     OPT_MODEL,   /* workload_kind */
     OPT_OPTIM,   /* "adam", "adamw", "sgd", "rmsprop" */
+    OPT_AMP,     /* "bf16", "fp16" -> td_dtype */
+    OPT_PRESET,  /* a gpt size: train_opts (its gpt and preset_batch) */
 } opt_kind;
 
 typedef struct opt_spec {
@@ -137,6 +146,17 @@ static bool parse_value(const opt_spec *spec, const char *val) {
         if (!strcmp(val, "adam") || !strcmp(val, "adamw") || !strcmp(val, "sgd") || !strcmp(val, "rmsprop"))
             return *(const char **)spec->field = val, true;
         return train_fail("%s: %s is not adam, adamw, sgd or rmsprop", spec->name, TD_QUOTE(val)), false;
+    case OPT_AMP:
+        if (!strcmp(val, "bf16")) return *(td_dtype *)spec->field = TD_BF16, true;
+        if (!strcmp(val, "fp16")) return *(td_dtype *)spec->field = TD_F16, true;
+        return train_fail("%s: %s is not bf16 or fp16", spec->name, TD_QUOTE(val)), false;
+    case OPT_PRESET: {
+        train_opts *o = spec->field;
+        if (workload_gpt_preset(val, &o->gpt) != TD_OK)
+            return train_fail("%s: %s is not gpt-mini or gpt2-small", spec->name, TD_QUOTE(val)), false;
+        o->preset_batch = !strcmp(val, "gpt2-small");
+        return true;
+    }
     }
     return false;
 }
@@ -148,7 +168,8 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                       .data = TRAIN_DEFAULT_DATA,
                       .epochs = 5,
                       .steps = -1,
-                      .gpt = workload_gpt_config_default()};
+                      .gpt = workload_gpt_config_default(),
+                      .amp = TD_F32};
     int64_t batch = -1;
     const opt_spec specs[] = {
         {"--model", OPT_MODEL, &o->kind},
@@ -177,6 +198,8 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--d-model", OPT_COUNT, &o->gpt.d_model},
         {"--heads", OPT_COUNT, &o->gpt.heads},
         {"--context", OPT_COUNT, &o->gpt.context},
+        {"--amp", OPT_AMP, &o->amp},
+        {"--preset", OPT_PRESET, o},
     };
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i], *eq = strchr(arg, '=');
@@ -198,7 +221,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         if (!val) return train_fail("%s needs a value", spec->name), false;
         if (!parse_value(spec, val)) return false;
     }
-    o->batch = batch > 0 ? batch : o->kind == WORKLOAD_GPT ? 64 : 128;
+    o->batch = batch > 0 ? batch : o->kind == WORKLOAD_GPT ? (o->preset_batch ? 16 : 64) : 128;
     if (o->steps < 0 && o->kind == WORKLOAD_GPT) o->steps = 200;
     if (o->kind == WORKLOAD_GPT && !o->text) return train_fail("--model gpt needs --text FILE (any text file)"), false;
     if (o->kind != WORKLOAD_GPT && o->text) return train_fail("--text is for --model gpt"), false;
@@ -209,6 +232,8 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                           ": the size of a batch (2 x batch x context 8-byte ids) overflows 64 bits",
                           o->batch, o->gpt.context),
                false;
+    if (o->capture && o->amp == TD_F16)
+        return train_fail("--capture with --amp fp16: the GradScaler reads its inf flag on the host every step"), false;
     if (o->gpt.d_model % o->gpt.heads)
         return train_fail("--d-model %" PRId64 " is not a multiple of --heads %" PRId64, o->gpt.d_model, o->gpt.heads),
                false;
@@ -258,7 +283,9 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     td_manual_seed(o.seed);
-    if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK) {
+    if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK ||
+        workload_amp_set(&r.w, o.amp) != TD_OK) {
+        workload_free(&r.w);
         train_data_free(&r);
         rc = train_fail("%s", td_last_error());
         train_dist_free(&r, true);

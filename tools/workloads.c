@@ -40,6 +40,8 @@ td_module *workload_cnn_new(void) {
 **   y = softmax(q k^T / sqrt(D) + causal) v per head   [N, H, T, D]
 **   x = x + proj(y merged back to [N, T, C])
 **   x = x + out(gelu(fc(ln2(x))))                      fc C -> 4C, out 4C -> C
+** The second line's ln2 and the residual add before it run as one fused
+** ADD_LAYER_NORM (td_add_layer_norm), which keeps the sum for the next add.
 ** Children are borrowed pointers into the block (modules never move). */
 typedef struct gpt_block {
     int64_t heads;
@@ -85,9 +87,12 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     att = td_softmax(td_add(att, causal_mask(b, t, td_tensor_device(x))), -1);
     static const int perm[4] = {0, 2, 1, 3};
     td_tensor *y = td_reshape(td_permute(td_matmul(att, v), perm), 3, (int64_t[]){n, t, c});
-    x = td_add(x, td_module_forward(b->proj, y));
-    td_tensor *mlp = td_module_forward(b->fc, td_module_forward(b->ln2, x));
-    return td_add(x, td_module_forward(b->out, td_module_forward(b->gelu, mlp)));
+    /* the residual add and ln2 in one fused op (ADD_LAYER_NORM; ln2's eps is torch's default) */
+    td_tensor *s = NULL;
+    td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
+                                     td_module_get(b->ln2, "bias"), 1e-5, &s);
+    td_tensor *mlp = td_module_forward(b->fc, h);
+    return td_add(s, td_module_forward(b->out, td_module_forward(b->gelu, mlp)));
 }
 
 /* Register child under name in m, remembering it in *slot. */
@@ -180,6 +185,14 @@ td_module *workload_gpt_new(const workload_gpt_config *cfg) {
 
 /* ---- the workload: model + optimizer ---------------------------------------- */
 
+td_status workload_gpt_preset(const char *name, workload_gpt_config *out) {
+    if (name && !strcmp(name, "gpt-mini")) return *out = workload_gpt_config_default(), TD_OK;
+    if (name && !strcmp(name, "gpt2-small"))
+        return *out = (workload_gpt_config){.vocab = 256, .d_model = 768, .heads = 12, .layers = 12, .context = 1024},
+               TD_OK;
+    return td_error_set(TD_ERR_MISUSE, "unknown gpt preset %s (gpt-mini, gpt2-small)", TD_QUOTE(name));
+}
+
 static const char *const kind_names[] = {"mlp", "cnn", "gpt"};
 
 td_status workload_kind_parse(const char *s, workload_kind *out) {
@@ -195,6 +208,7 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
     w->name = kind_names[kind];
     w->gpt = cfg ? *cfg : workload_gpt_config_default();
     w->device = dev;
+    w->amp = TD_F32;
     w->model = kind == WORKLOAD_MLP   ? workload_mlp_new()
                : kind == WORKLOAD_CNN ? workload_cnn_new()
                                       : workload_gpt_new(&w->gpt);
@@ -224,8 +238,19 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
     return st;
 }
 
+td_status workload_amp_set(workload *w, td_dtype amp) {
+    if (amp != TD_F32 && amp != TD_BF16 && amp != TD_F16)
+        return td_error_set(TD_ERR_MISUSE, "amp: %s is not float32, bfloat16 or float16", td_dtype_name(amp));
+    td_grad_scaler_free(w->scaler);
+    w->scaler = NULL;
+    w->amp = amp;
+    if (amp == TD_F16 && !(w->scaler = td_grad_scaler_new(NULL))) return td_last_status();
+    return TD_OK;
+}
+
 void workload_free(workload *w) {
     if (!w) return;
+    td_grad_scaler_free(w->scaler);
     td_optimizer_free(w->opt);
     td_module_free(w->model);
     memset(w, 0, sizeof *w);
@@ -236,15 +261,28 @@ static td_tensor *rows(td_tensor *t, int64_t classes) {
     return td_reshape(t, classes ? 2 : 1, (int64_t[]){-1, classes});
 }
 
-td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y) {
+/* Forward and the loss (reduction red), under autocast when w->amp asks. */
+static td_tensor *forward_loss(workload *w, td_tensor *x, td_tensor *y, td_reduction red, td_tensor **logits_out) {
+    bool amp = w->amp != TD_F32;
+    if (amp && td_autocast_begin(w->device.type, w->amp) != TD_OK) return NULL;
     td_tensor *logits = td_module_forward(w->model, x);
     int64_t classes = logits ? td_size(logits, -1) : 0;
+    td_tensor *lg = rows(logits, classes);
     td_profile_push("loss");
-    td_tensor *l = td_cross_entropy_loss(rows(logits, classes), rows(y, 0), NULL, -100, 0, TD_REDUCE_MEAN);
+    td_tensor *l = td_cross_entropy_loss(lg, rows(y, 0), NULL, -100, 0, red);
     td_profile_pop();
+    if (amp) td_autocast_end();
+    if (logits_out) *logits_out = lg;
+    return l;
+}
+
+td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y) {
+    td_tensor *l = forward_loss(w, x, y, TD_REDUCE_MEAN, NULL);
     td_optimizer_zero_grad(w->opt);
-    td_status st = l ? td_backward(l, NULL, false) : td_last_status();
-    if (st == TD_OK) st = td_optimizer_step(w->opt);
+    td_tensor *scaled = w->scaler && l ? td_grad_scaler_scale(w->scaler, l) : l;
+    td_status st = scaled ? td_backward(scaled, NULL, false) : td_last_status();
+    if (st == TD_OK) st = w->scaler ? td_grad_scaler_step(w->scaler, w->opt, NULL) : td_optimizer_step(w->opt);
+    if (st == TD_OK && w->scaler) st = td_grad_scaler_update(w->scaler);
     return st == TD_OK ? l : NULL;
 }
 
@@ -262,10 +300,8 @@ td_status workload_eval_batch(workload *w, td_tensor *x, td_tensor *y, double *l
     td_module_eval(w->model);
     td_no_grad_begin();
     td_scope_begin();
-    td_tensor *logits = td_module_forward(w->model, x);
-    int64_t classes = logits ? td_size(logits, -1) : 0;
-    td_tensor *lg = rows(logits, classes), *yr = rows(y, 0);
-    td_tensor *l = td_cross_entropy_loss(lg, yr, NULL, -100, 0, TD_REDUCE_SUM);
+    td_tensor *lg = NULL, *yr = rows(y, 0);
+    td_tensor *l = forward_loss(w, x, y, TD_REDUCE_SUM, &lg);
     td_tensor *hits = td_sum(td_cast(td_eq(td_argmax(lg, 1, false), yr), TD_I64), 0, NULL, false);
     td_status st = l && hits ? TD_OK : td_last_status();
     if (st == TD_OK) {

@@ -23,6 +23,12 @@ typedef struct workload_gpt_config {
 
 workload_gpt_config workload_gpt_config_default(void);
 
+/* METHOD. A named gpt size into *out: "gpt-mini" (W3, the default above) or
+** "gpt2-small" (W5: GPT-2 small with a byte vocabulary, vocab 256, d_model
+** 768, 12 heads, 12 layers, context 1024: 86 M parameters). TD_ERR_MISUSE
+** naming the string and the choices otherwise. */
+td_status workload_gpt_preset(const char *name, workload_gpt_config *out);
+
 /* CONSTRUCTORS. The models alone, on the CPU, initialized from the default
 ** generator (td_manual_seed first for a reproducible model). NULL with
 ** td_last_error() set on failure (TD_ERR_MISUSE for a gpt size < 1 or a
@@ -48,6 +54,8 @@ typedef struct workload {
     td_device device;
     td_module *model;
     td_optimizer *opt;
+    td_dtype amp;           /* TD_F32: off; TD_BF16/TD_F16: forward and loss under td_autocast_begin */
+    td_grad_scaler *scaler; /* with TD_F16: dynamic loss scaling; else NULL */
 } workload;
 
 /* METHOD. Parse "mlp", "cnn" or "gpt" into *out (TD_ERR_MISUSE otherwise,
@@ -69,12 +77,19 @@ td_status workload_kind_parse(const char *s, workload_kind *out);
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
                         const char *optimizer, double lr, bool capturable);
 
-/* DESTRUCTOR. Free the model and the optimizer; NULL is a no-op. */
+/* METHOD. Mixed precision for the steps of w: TD_F32 (off), TD_BF16, or
+** TD_F16 (with a GradScaler of torch's defaults, whose step reads one flag on
+** the host). TD_ERR_MISUSE for another dtype. */
+td_status workload_amp_set(workload *w, td_dtype amp);
+
+/* DESTRUCTOR. Free the model, the optimizer and the scaler; NULL is a no-op. */
 void workload_free(workload *w);
 
 /*
 ** METHOD. One training step on the batch (x, y), on w's device: forward,
-** cross-entropy (mean), zero_grad, backward, optimizer step, all inside a scope
+** cross-entropy (mean), zero_grad, backward, optimizer step (forward and loss
+** under autocast, and the loss scaled for f16, as workload_amp_set chose),
+** all inside a scope
 ** so nothing leaks. *loss (may be NULL, which skips the wait for the device)
 ** receives the batch loss before the update. Returns TD_OK or the error.
 */

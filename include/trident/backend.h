@@ -44,7 +44,7 @@ extern "C" {
 #define TD_BACKEND_API_VERSION 2
 
 typedef enum td_op_kind {
-#define TD_OP_ENUM_(N, ni, no, g, dts, lay, s) TD_OP_##N,
+#define TD_OP_ENUM_(N, ni, no, g, dts, lay, amp, s) TD_OP_##N,
     TD_OP_LIST(TD_OP_ENUM_)
 #undef TD_OP_ENUM_
         TD_OP_COUNT
@@ -58,6 +58,7 @@ typedef struct td_op_meta {
     const char *name;
     int n_in, n_out, differentiable, dtypes, layout;
     const char *summary;
+    int amp; /* TD_AMP_*: the op's autocast policy */
 } td_op_meta;
 TD_API const td_op_meta *td_op_info(td_op_kind k); /* NULL if out of range */
 
@@ -105,7 +106,7 @@ typedef union td_op_params {
     } reduce; /* reductions: bit k = reduce dim k */
     struct {
         double eps;
-    } norm; /* LAYER_NORM: rows are the last dim */
+    } norm; /* LAYER_NORM, ADD_LAYER_NORM: rows are the last dim */
     struct {
         double scale, dropout_p; /* scores q.k * scale; dropout on the probabilities (0: none) */
         uint64_t seed, offset;   /* Philox stream of the dropout mask, element (n, i, j) at (n L + i) S + j */
@@ -145,6 +146,9 @@ typedef union td_op_params {
         double lr, alpha, eps, weight_decay, momentum;
         bool centered, maximize;
     } rmsprop;
+    struct {
+        double inv_scale;
+    } amp; /* AMP_UNSCALE */
 } td_op_params;
 
 /* td_op.flags */

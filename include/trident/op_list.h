@@ -1,13 +1,15 @@
 /*
 ** The op table: the single source of truth for Trident's primitive ops.
 **
-** X(NAME, n_in, n_out, differentiable, dtypes, layout, summary)
+** X(NAME, n_in, n_out, differentiable, dtypes, layout, amp, summary)
 **   n_in     inputs the backend reads (-1: variadic, see td_op.n_in)
 **   n_out    outputs the backend writes
 **   differentiable  1 when autograd has a derivative formula for it
 **   dtypes   which dtypes the op is defined for (TD_DTS_*; the dtype of in[0],
 **            or of out[0] for ops without inputs)
 **   layout   what the core guarantees the backend about strides (TD_LAYOUT_*)
+**   amp      what an autocast scope (td_autocast_begin) does to the op's
+**            floating inputs (TD_AMP_*), torch.autocast's CUDA op lists
 **
 ** Generated from it: the td_op_kind enum, td_op_name(), the coverage matrix of
 ** `trident devices --ops`, and the cases the conformance test sweeps.
@@ -27,82 +29,95 @@
 #define TD_LAYOUT_CONTIG 1 /* every operand is contiguous */
 #define TD_LAYOUT_MATRIX 2 /* batch dims any strides; each matrix row- or column-major */
 
+/* autocast policies (torch.autocast's lists; f64 inputs are never cast) */
+#define TD_AMP_KEEP    0 /* as is: runs in the dtype of its inputs */
+#define TD_AMP_LOW     1 /* f32 inputs cast to the scope's dtype (f16 or bf16) */
+#define TD_AMP_F32     2 /* f16/bf16 inputs cast to f32 */
+#define TD_AMP_PROMOTE 3 /* float inputs cast to the widest of them */
+
 #define TD_OP_LIST(X)                                                                                                  \
     /* creation */                                                                                                     \
-    X(FILL, 0, 1, 0, TD_DTS_ALL, TD_LAYOUT_ANY, "out = value")                                                         \
-    X(ARANGE, 0, 1, 0, TD_DTS_NUM, TD_LAYOUT_CONTIG, "out[i] = start + i*step")                                        \
-    X(RAND, 0, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "uniform [0,1) from Philox(seed, offset)")                        \
-    X(RANDN, 0, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "normal(0,1) from Philox, Box-Muller")                           \
-    X(COPY, 1, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, "out = cast(in); out may be strided")                                  \
+    X(FILL, 0, 1, 0, TD_DTS_ALL, TD_LAYOUT_ANY, TD_AMP_KEEP, "out = value")                                            \
+    X(ARANGE, 0, 1, 0, TD_DTS_NUM, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "out[i] = start + i*step")                           \
+    X(RAND, 0, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "uniform [0,1) from Philox(seed, offset)")           \
+    X(RANDN, 0, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "normal(0,1) from Philox, Box-Muller")              \
+    X(COPY, 1, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, TD_AMP_KEEP, "out = cast(in); out may be strided")                     \
     /* binary, broadcast by the core through stride-0 dims */                                                          \
-    X(ADD, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "a + b")                                                                \
-    X(SUB, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "a - b")                                                                \
-    X(MUL, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "a * b")                                                                \
-    X(DIV, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "a / b")                                                              \
-    X(POW, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "a ^ b")                                                              \
-    X(MAXIMUM, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "max(a, b), NaN propagates")                                        \
-    X(MINIMUM, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "min(a, b), NaN propagates")                                        \
-    X(EQ, 2, 1, 0, TD_DTS_ALL, TD_LAYOUT_ANY, "a == b -> bool")                                                        \
-    X(NE, 2, 1, 0, TD_DTS_ALL, TD_LAYOUT_ANY, "a != b -> bool")                                                        \
-    X(LT, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, "a < b -> bool")                                                         \
-    X(LE, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, "a <= b -> bool")                                                        \
-    X(GT, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, "a > b -> bool")                                                         \
-    X(GE, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, "a >= b -> bool")                                                        \
-    X(WHERE, 3, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, "cond ? a : b; in[0] is bool, dtype of in[1]")                        \
+    X(ADD, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a + b")                                                \
+    X(SUB, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a - b")                                                \
+    X(MUL, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a * b")                                                \
+    X(DIV, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a / b")                                              \
+    X(POW, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_F32, "a ^ b")                                                  \
+    X(MAXIMUM, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "max(a, b), NaN propagates")                        \
+    X(MINIMUM, 2, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "min(a, b), NaN propagates")                        \
+    X(EQ, 2, 1, 0, TD_DTS_ALL, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a == b -> bool")                                        \
+    X(NE, 2, 1, 0, TD_DTS_ALL, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a != b -> bool")                                        \
+    X(LT, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a < b -> bool")                                         \
+    X(LE, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a <= b -> bool")                                        \
+    X(GT, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a > b -> bool")                                         \
+    X(GE, 2, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "a >= b -> bool")                                        \
+    X(WHERE, 3, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "cond ? a : b; in[0] is bool, dtype of in[1]")        \
     /* unary */                                                                                                        \
-    X(NEG, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "-x")                                                                   \
-    X(ABS, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "|x|")                                                                  \
-    X(EXP, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "e^x")                                                                \
-    X(LOG, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "ln x")                                                               \
-    X(SQRT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "sqrt x")                                                            \
-    X(RSQRT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "1/sqrt x")                                                         \
-    X(SIN, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "sin x")                                                              \
-    X(COS, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "cos x")                                                              \
-    X(TANH, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "tanh x")                                                            \
-    X(SIGMOID, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "1/(1+e^-x)")                                                     \
-    X(RELU, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "max(x, 0)")                                                           \
-    X(GELU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "x*Phi(x), erf or tanh form")                                        \
-    X(GELU_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, "dy * gelu'(x); in = (dy, x)")                              \
-    X(SILU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "x*sigmoid(x)")                                                      \
-    X(CLAMP, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "min(max(x, lo), hi)")                                                \
+    X(NEG, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "-x")                                                      \
+    X(ABS, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "|x|")                                                     \
+    X(EXP, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_F32, "e^x")                                                    \
+    X(LOG, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_F32, "ln x")                                                   \
+    X(SQRT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "sqrt x")                                               \
+    X(RSQRT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_F32, "1/sqrt x")                                             \
+    X(SIN, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "sin x")                                                 \
+    X(COS, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "cos x")                                                 \
+    X(TANH, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "tanh x")                                               \
+    X(SIGMOID, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "1/(1+e^-x)")                                        \
+    X(RELU, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "max(x, 0)")                                              \
+    X(GELU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "x*Phi(x), erf or tanh form")                           \
+    X(GELU_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "dy * gelu'(x); in = (dy, x)")                 \
+    X(SILU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "x*sigmoid(x)")                                         \
+    X(CLAMP, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "min(max(x, lo), hi)")                                   \
     /* reductions over a set of dims; out has the input's ndim (reduced dims are 1) */                                 \
-    X(SUM, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "sum; integers accumulate to int64")                                    \
-    X(MEAN, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "mean")                                                              \
-    X(MAX, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "max over dims")                                                        \
-    X(MIN, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "min over dims")                                                        \
-    X(ARGMAX, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, "int64 index of the first max, one dim")                             \
-    X(ARGMIN, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, "int64 index of the first min, one dim")                             \
-    X(VAR, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "sum((x-mean)^2)/(n-correction)")                                     \
-    X(LOGSUMEXP, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "log(sum(exp(x))), max-shifted")                                \
+    X(SUM, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_F32, "sum; integers accumulate to int64")                        \
+    X(MEAN, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "mean")                                                 \
+    X(MAX, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "max over dims")                                           \
+    X(MIN, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "min over dims")                                           \
+    X(ARGMAX, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "int64 index of the first max, one dim")                \
+    X(ARGMIN, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "int64 index of the first min, one dim")                \
+    X(VAR, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "sum((x-mean)^2)/(n-correction)")                        \
+    X(LOGSUMEXP, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_F32, "log(sum(exp(x))), max-shifted")                    \
     /* linear algebra and nn primitives */                                                                             \
-    X(MATMUL, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_MATRIX, "[...,M,K] @ [...,K,N]; batch broadcast")                       \
-    X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "softmax over the last dim")                                   \
-    X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "log_softmax over the last dim")                           \
-    X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(x,w?,b?) -> (y, mean, rstd) per row")                     \
-    X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(logits[N,C], target[N], w?) -> loss")                  \
-    X(CROSS_ENTROPY_BACKWARD, 4, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dloss, logits, target, w?)")                  \
-    X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                             \
-    X(CONV2D_BACKWARD_INPUT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, w) -> dx")                                 \
-    X(CONV2D_BACKWARD_WEIGHT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, x) -> dw")                                \
-    X(MAX_POOL2D, 1, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "x -> (y, int64 argmax in H*W)")                            \
-    X(MAX_POOL2D_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, indices) -> dx")                             \
-    X(AVG_POOL2D, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "x -> mean over windows")                                   \
-    X(AVG_POOL2D_BACKWARD, 1, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "dy -> dx")                                        \
+    X(MATMUL, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_MATRIX, TD_AMP_LOW, "[...,M,K] @ [...,K,N]; batch broadcast")           \
+    X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
+    X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "log_softmax over the last dim")               \
+    X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(x,w?,b?) -> (y, mean, rstd) per row")         \
+    X(ADD_LAYER_NORM, 4, 4, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                             \
+      "(x, r, w?, b?) -> (y = layer_norm(s), s = x + r, mean, rstd) per row")                                          \
+    X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(logits[N,C], target[N], w?) -> loss")      \
+    X(CROSS_ENTROPY_BACKWARD, 4, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dloss, logits, target, w?)")     \
+    X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                 \
+    X(CONV2D_BACKWARD_INPUT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, w) -> dx")                    \
+    X(CONV2D_BACKWARD_WEIGHT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, x) -> dw")                   \
+    X(MAX_POOL2D, 1, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "x -> (y, int64 argmax in H*W)")               \
+    X(MAX_POOL2D_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, indices) -> dx")                \
+    X(AVG_POOL2D, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "x -> mean over windows")                      \
+    X(AVG_POOL2D_BACKWARD, 1, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "dy -> dx")                           \
     /* indexing */                                                                                                     \
-    X(EMBEDDING, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(weight[V,D], idx) -> [...,D]")                             \
-    X(EMBEDDING_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, idx) -> dweight, scatter-add")                \
-    X(INDEX_SELECT, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, "(x, idx[K]) along dim")                                    \
-    X(GATHER, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, "out[..i..] = x[..idx[..i..]..] along dim")                       \
-    X(SCATTER_ADD, 3, 1, 1, TD_DTS_NUM, TD_LAYOUT_CONTIG, "(self, idx, src): out = self; out[idx] += src")             \
-    X(CAT, -1, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, "concatenate inputs along dim")                                        \
-    X(ONE_HOT, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_CONTIG, "int64 idx -> int64 [..., num_classes]")                         \
-    X(DROPOUT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "x * keep/(1-p), keep from Philox")                            \
+    X(EMBEDDING, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(weight[V,D], idx) -> [...,D]")                \
+    X(EMBEDDING_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, idx) -> dweight, scatter-add")   \
+    X(INDEX_SELECT, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(x, idx[K]) along dim")                       \
+    X(GATHER, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "out[..i..] = x[..idx[..i..]..] along dim")          \
+    X(SCATTER_ADD, 3, 1, 1, TD_DTS_NUM, TD_LAYOUT_CONTIG, TD_AMP_PROMOTE,                                              \
+      "(self, idx, src): out = self; out[idx] += src")                                                                 \
+    X(CAT, -1, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "concatenate inputs along dim")                        \
+    X(ONE_HOT, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "int64 idx -> int64 [..., num_classes]")            \
+    X(DROPOUT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "x * keep/(1-p), keep from Philox")               \
     /* fused attention: q/k/v/out contiguous [N0,N1,L|S,E]; the mask any strides over [N0,N1,L,S] */                  \
-    X(ATTENTION, 4, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "(q, k, v, mask?) -> (softmax(q k^T s + m) v, lse)")            \
-    X(ATTENTION_BACKWARD, 7, 3, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, "(dout, q, k, v, mask?, out, lse) -> (dq, dk, dv)")    \
+    X(ATTENTION, 4, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_LOW, "(q, k, v, mask?) -> (softmax(q k^T s + m) v, lse)") \
+    X(ATTENTION_BACKWARD, 7, 3, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP,                                            \
+      "(dout, q, k, v, mask?, out, lse) -> (dq, dk, dv)")                                                              \
     /* fused optimizer updates, in place on the outputs */                                                             \
-    X(ADAM_STEP, 1, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "grad -> (param, m, v, vmax?) Adam/AdamW")                   \
-    X(SGD_STEP, 1, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "grad -> (param, buf?) SGD")                                  \
-    X(RMSPROP_STEP, 1, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "grad -> (param, sq, buf?, gavg?)")
+    X(ADAM_STEP, 1, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "grad -> (param, m, v, vmax?) Adam/AdamW")      \
+    X(SGD_STEP, 1, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "grad -> (param, buf?) SGD")                     \
+    X(RMSPROP_STEP, 1, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "grad -> (param, sq, buf?, gavg?)")          \
+    /* mixed precision: the GradScaler's unscale, in place on the outputs */                                           \
+    X(AMP_UNSCALE, 0, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                               \
+      "(grad, found_inf[1] f32): found_inf = 1 if grad has inf/NaN; grad *= inv_scale")
 
 #endif /* TRIDENT_OP_LIST_H */

@@ -117,6 +117,15 @@ TD_API td_tensor *td_softmax(td_tensor *x, int dim);
 TD_API td_tensor *td_log_softmax(td_tensor *x, int dim);
 /* Normalize over the last n_norm dims; weight/bias shaped like those dims or NULL. */
 TD_API td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps);
+/* CONSTRUCTOR. The fused residual add and layer_norm of a pre-LN transformer
+** block (ADD_LAYER_NORM): s = x + residual, returned in *sum (OUT, a new
+** tensor in the current scope), and layer_norm(s, n_norm, weight, bias, eps)
+** as the result, in one pass over the rows. x and residual have one shape
+** (no broadcast) and are promoted to one float dtype; gradients flow to both
+** through s. Equal to td_add then td_layer_norm within rounding. NULL with
+** the error set (and *sum NULL) on failure: TD_ERR_SHAPE, TD_ERR_DTYPE. */
+TD_API td_tensor *td_add_layer_norm(td_tensor *x, td_tensor *residual, int n_norm, td_tensor *weight, td_tensor *bias,
+                                    double eps, td_tensor **sum);
 /* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] with
 ** Ho = (H + 2*pad - dil*(kh-1) - 1)/stride + 1. */
 TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],

@@ -5,6 +5,7 @@
 #ifndef TRIDENT_H
 #define TRIDENT_H
 
+#include "amp.h"
 #include "autograd.h"
 #include "data.h"
 #include "device.h"

@@ -329,6 +329,7 @@ td_status td__engine_run(const td__engine_req *req) {
         td_enable_grad_begin();
     else
         td_no_grad_begin();
+    td__autocast_suspend(true); /* formulas run in the dtypes autograd saw, as torch's engine threads */
     td_scope_begin();
     td_status st = topo_sort(&rs);
     if (st == TD_OK && req->accumulate) st = count_leaf_edges(&rs);
@@ -351,6 +352,7 @@ td_status td__engine_run(const td__engine_req *req) {
     free(rs.order);
     free(rs.leaves);
     td_scope_end();
+    td__autocast_suspend(false);
     if (req->create_graph)
         td_enable_grad_end();
     else

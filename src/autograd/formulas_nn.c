@@ -73,29 +73,50 @@ static td_status bw_log_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx
 **   g = dy w;  dx = rstd (g - mean_D(g) - xhat mean_D(g xhat))
 ** Under create_graph, mean and rstd are recomputed from x with ops, so the
 ** second derivative sees their dependence on x. */
-static td_status bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
-    const td__tmeta *mx = &n->in_meta[0];
-    int64_t R = td__numel(n->out_meta[1].ndim, n->out_meta[1].shape), D = R ? td__numel(mx->ndim, mx->shape) / R : 0;
+/* The layer_norm backward of y = layer_norm(x_in) with x_in saved as xs (input
+** ix, or an output), mean and rstd outputs om, om + 1, weight input iw (bias
+** iw + 1): dx into *dx when want_dx, dw and db into gx[iw], gx[iw + 1]. */
+static void layer_norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw, bool want_dx, td_tensor **dx,
+                             td_tensor **gx) {
+    const td__tmeta *mx = &n->out_meta[0];
+    int64_t R = td__numel(n->out_meta[om].ndim, n->out_meta[om].shape), D = R ? td__numel(mx->ndim, mx->shape) / R : 0;
     int64_t rd[2] = {R, D}, r1[2] = {R, 1};
     int last = -1, rows = 0;
-    td_tensor *x = td_reshape(IN(0), 2, rd), *dy = td_reshape(gy[0], 2, rd), *mean, *rstd;
+    td_tensor *x = td_reshape(xs, 2, rd), *dy = td_reshape(dyt, 2, rd), *mean, *rstd;
     if (td_grad_enabled()) {
         mean = td_mean(x, 1, &last, true);
         rstd = td_rsqrt(td_add_scalar(td_var(x, 1, &last, 0, true), n->p.norm.eps));
     } else {
-        mean = td_reshape(OUT(1), 2, r1);
-        rstd = td_reshape(OUT(2), 2, r1);
+        mean = td_reshape(OUT(om), 2, r1);
+        rstd = td_reshape(OUT(om + 1), 2, r1);
     }
     td_tensor *xhat = td_mul(td_sub(x, mean), rstd);
-    td_tensor *g = n->in_meta[1].present ? td_mul(dy, td_reshape(IN(1), 1, &D)) : dy;
-    if (NEED(0)) {
+    td_tensor *g = n->in_meta[iw].present ? td_mul(dy, td_reshape(IN(iw), 1, &D)) : dy;
+    if (want_dx) {
         td_tensor *t1 = td_mean(g, 1, &last, true);
         td_tensor *t2 = td_mul(xhat, td_mean(td_mul(g, xhat), 1, &last, true));
-        gx[0] = td_reshape(td_mul(rstd, td_sub(td_sub(g, t1), t2)), mx->ndim, mx->shape);
+        *dx = td_reshape(td_mul(rstd, td_sub(td_sub(g, t1), t2)), mx->ndim, mx->shape);
     }
-    if (NEED(1)) gx[1] = td_reshape(td_sum(td_mul(dy, xhat), 1, &rows, false), n->in_meta[1].ndim, n->in_meta[1].shape);
-    if (NEED(2)) gx[2] = td_reshape(td_sum(dy, 1, &rows, false), n->in_meta[2].ndim, n->in_meta[2].shape);
+    if (NEED(iw))
+        gx[iw] = td_reshape(td_sum(td_mul(dy, xhat), 1, &rows, false), n->in_meta[iw].ndim, n->in_meta[iw].shape);
+    if (NEED(iw + 1))
+        gx[iw + 1] = td_reshape(td_sum(dy, 1, &rows, false), n->in_meta[iw + 1].ndim, n->in_meta[iw + 1].shape);
+}
+
+static td_status bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
+    layer_norm_grads(n, IN(0), gy[0], 1, 1, NEED(0), &gx[0], gx);
+    return td__done(n, gx);
+}
+
+/* (y, s) = (layer_norm(s), s = x + r): ds = layer_norm's dx of dy, plus the
+** gradient s received itself; dx = dr = ds. */
+static td_status bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *ds = NULL;
+    if (gy[0]) layer_norm_grads(n, OUT(1), gy[0], 2, 2, NEED(0) || NEED(1), &ds, gx);
+    if (gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
+    if (NEED(0)) gx[0] = ds;
+    if (NEED(1)) gx[1] = ds;
     return td__done(n, gx);
 }
 
@@ -163,6 +184,7 @@ void td__formulas_nn(td__formula *t) {
     t[TD_OP_SOFTMAX] = (td__formula){bw_softmax, 0, 1, 0};
     t[TD_OP_LOG_SOFTMAX] = (td__formula){bw_log_softmax, 0, 1, 0};
     t[TD_OP_LAYER_NORM] = (td__formula){bw_layer_norm, 3, 6, 1};
+    t[TD_OP_ADD_LAYER_NORM] = (td__formula){bw_add_layer_norm, 4, 14, 2};
     t[TD_OP_CROSS_ENTROPY] = (td__formula){bw_cross_entropy, 7, 0, 0};
     t[TD_OP_CONV2D] = (td__formula){bw_conv2d, 3, 0, 0};
     t[TD_OP_MAX_POOL2D] = (td__formula){bw_max_pool2d, 0, 2, 1};

@@ -29,7 +29,7 @@ static inline void *cpu_ptr(const td_operand *v) {
 
 /* Kernels, one per op; each returns TD_OK or an error with a message.
 ** Declared weak so the table lists exactly the kernels linked in. */
-#define TD_CPU_DECLARE_(N, ni, no, g, dts, lay, s) td_status td_cpu_##N(const td_op *op) __attribute__((weak));
+#define TD_CPU_DECLARE_(N, ni, no, g, dts, lay, amp, s) td_status td_cpu_##N(const td_op *op) __attribute__((weak));
 TD_OP_LIST(TD_CPU_DECLARE_)
 #undef TD_CPU_DECLARE_
 

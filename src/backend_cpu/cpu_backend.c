@@ -45,7 +45,7 @@ static td_status cpu_init(char *why, size_t why_size) {
 }
 
 static const cpu_kernel_fn kernels[TD_OP_COUNT] = {
-#define TD_CPU_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = td_cpu_##N,
+#define TD_CPU_ENTRY_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = td_cpu_##N,
     TD_OP_LIST(TD_CPU_ENTRY_)
 #undef TD_CPU_ENTRY_
 };

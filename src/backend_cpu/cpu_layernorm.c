@@ -18,22 +18,22 @@
 #include "cpu_nn.h"
 #include "cpu_rows.h"
 
-#define LAYERNORM_ROWS_(T)                                                                               \
-    static void layernorm_rows_##T(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R,      \
-                                   int64_t D, double eps) {                                                    \
-        int nt = cpu_threads_for(R, D * 4);                                                                    \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                         \
-            const T *xr = x + r * D;                                                                           \
-            T *yr = y + r * D;                                                                                 \
-            double m = 0, v = 0; /* in double: a float mean near 1e4 is off by ~1e-3 */                        \
-            for (int64_t j = 0; j < D; j++) m += xr[j]; /* pass 1: mean */                                     \
-            m /= (double)D;                                                                                    \
-            for (int64_t j = 0; j < D; j++) v += (xr[j] - m) * (xr[j] - m); /* pass 2: variance */             \
-            double rs = 1 / sqrt(v / (double)D + eps);                                                         \
-            for (int64_t j = 0; j < D; j++) /* pass 3: normalize, scale, shift */                              \
-                yr[j] = (T)((xr[j] - m) * rs) * (w ? w[j] : 1) + (b ? b[j] : 0);                               \
-            mean[r] = (T)m, rstd[r] = (T)rs;                                                                   \
-        }                                                                                                      \
+#define LAYERNORM_ROWS_(T)                                                                                             \
+    static void layernorm_rows_##T(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R, int64_t D,   \
+                                   double eps) {                                                                       \
+        int nt = cpu_threads_for(R, D * 4);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                  \
+            const T *xr = x + r * D;                                                                                   \
+            T *yr = y + r * D;                                                                                         \
+            double m = 0, v = 0;                        /* in double: a float mean near 1e4 is off by ~1e-3 */         \
+            for (int64_t j = 0; j < D; j++) m += xr[j]; /* pass 1: mean */                                             \
+            m /= (double)D;                                                                                            \
+            for (int64_t j = 0; j < D; j++) v += (xr[j] - m) * (xr[j] - m); /* pass 2: variance */                     \
+            double rs = 1 / sqrt(v / (double)D + eps);                                                                 \
+            for (int64_t j = 0; j < D; j++) /* pass 3: normalize, scale, shift */                                      \
+                yr[j] = (T)((xr[j] - m) * rs) * (w ? w[j] : 1) + (b ? b[j] : 0);                                       \
+            mean[r] = (T)m, rstd[r] = (T)rs;                                                                           \
+        }                                                                                                              \
     }
 LAYERNORM_ROWS_(float)
 LAYERNORM_ROWS_(double)
@@ -66,12 +66,12 @@ td_status td_cpu_LAYER_NORM(const td_op *op) {
     double eps = op->p.norm.eps;
     switch (x->dtype) {
     case TD_F32:
-        layernorm_rows_f32(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R,
-                             D, eps);
+        layernorm_rows_f32(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R, D,
+                           eps);
         return TD_OK;
     case TD_F64:
-        layernorm_rows_double(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd),
-                              R, D, eps);
+        layernorm_rows_double(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R,
+                              D, eps);
         return TD_OK;
     default: break;
     }
@@ -88,4 +88,29 @@ td_status td_cpu_LAYER_NORM(const td_op *op) {
     }
     free(fx), free(fw), free(fb), free(stats);
     return st;
+}
+
+/* ADD_LAYER_NORM: in = (x, r, w?, b?), out = (y, s, mean, rstd):
+**   s = x + r (rounded to the dtype, as ADD), then LAYER_NORM of s.
+** The sum is written first, then the rows are normalized from it, so the
+** result equals ADD followed by LAYER_NORM bit for bit. */
+td_status td_cpu_ADD_LAYER_NORM(const td_op *op) {
+    const td_operand *x = &op->in[0], *r = &op->in[1], *s = &op->out[1];
+    int64_t n = td_operand_numel(x);
+    void *ps = cpu_ptr(s);
+    const void *px = cpu_ptr(x), *pr = cpu_ptr(r);
+    int nt = cpu_threads_for(n, 1);
+    if (x->dtype == TD_F32) {
+        const float *a = px, *b = pr;
+        float *o = ps;
+#pragma omp parallel for num_threads(nt)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
+    } else {
+#pragma omp parallel for num_threads(nt)
+        for (int64_t i = 0; i < n; i++)
+            cpu_store(ps, i, s->dtype, cpu_load(px, i, x->dtype) + cpu_load(pr, i, r->dtype));
+    }
+    td_operand in[3] = {*s, op->in[2], op->in[3]}, out[3] = {op->out[0], op->out[2], op->out[3]};
+    td_op ln = {.kind = TD_OP_LAYER_NORM, .n_in = 3, .n_out = 3, .in = in, .out = out, .p = op->p};
+    return td_cpu_LAYER_NORM(&ln);
 }

@@ -116,7 +116,7 @@ typedef struct cu_geom {
 void cu_geom_make(int n, const td_operand *const *views, cu_geom *g);
 
 /* ---- the ops ---- */
-#define CU_OP_DECLARE_(N, ni, no, g, dts, lay, s)                                                                      \
+#define CU_OP_DECLARE_(N, ni, no, g, dts, lay, amp, s)                                                                 \
     td_status cu_op_##N(cu_dev *d, const td_op *op) __attribute__((weak));                                             \
     bool cu_supports_##N(cu_dev *d, const td_op *op) __attribute__((weak));
 TD_OP_LIST(CU_OP_DECLARE_)

@@ -14,7 +14,7 @@ static const struct {
     td_status (*run)(cu_dev *d, const td_op *op);
     bool (*supports)(cu_dev *d, const td_op *op);
 } ops[TD_OP_COUNT] = {
-#define CU_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = {cu_op_##N, cu_supports_##N},
+#define CU_ENTRY_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = {cu_op_##N, cu_supports_##N},
     TD_OP_LIST(CU_ENTRY_)
 #undef CU_ENTRY_
 };
@@ -48,6 +48,7 @@ static td_status cu_run_many(int dev, int n, const td_op *ops) {
     if (!d) return td_last_status();
     if (ops[0].kind == TD_OP_ADAM_STEP) return cu_adam_step_multi(d, n, ops);
     if (ops[0].kind == TD_OP_SGD_STEP) return cu_sgd_step_multi(d, n, ops);
+    if (ops[0].kind == TD_OP_AMP_UNSCALE) return cu_amp_unscale_multi(d, n, ops);
     td_status st = TD_OK;
     for (int i = 0; i < n && st == TD_OK; i++) st = cu_run(dev, &ops[i]);
     return st;

@@ -1,6 +1,7 @@
 /*
-** Fused optimizer updates, in place: ADAM_STEP, SGD_STEP, RMSPROP_STEP, and
-** the multi-tensor Adam and SGD of cu_optim.h (references:
+** Fused optimizer updates, in place: ADAM_STEP, SGD_STEP, RMSPROP_STEP,
+** AMP_UNSCALE (the GradScaler's), and the multi-tensor Adam, SGD and unscale
+** of cu_optim.h (references:
 ** src/backend_cpu/cpu_optim.c and cpu_optim.h, whose formulas these are).
 **   in = (grad); out = (param, state...), each contiguous [n] of one float
 **   dtype; absent state has buf == NULL.
@@ -74,7 +75,8 @@ template <typename C> struct opt_adam {
         if (amsgrad) vv = vmax = (vmax != vmax || vmax > vv) ? vmax : vv;
         p = p + neg_step * (m / (sqrt(vv) / bc2_sqrt + eps));
     }
-    static opt_adam make(const td_op_params *q) {
+    static opt_adam make(const td_op *op) {
+        const td_op_params *q = &op->p;
         double b1 = q->adam.beta1, b2 = q->adam.beta2, lr = q->adam.lr, wd = q->adam.weight_decay;
         double t = (double)q->adam.step;
         return {(C)b1,
@@ -123,7 +125,8 @@ template <typename C> struct opt_sgd {
         }
         p = p + neg_lr * g;
     }
-    static opt_sgd make(const td_op_params *q) {
+    static opt_sgd make(const td_op *op) {
+        const td_op_params *q = &op->p;
         return {(C)-q->sgd.lr,        (C)q->sgd.momentum, (C)(1 - q->sgd.dampening), (C)q->sgd.weight_decay,
                 q->sgd.momentum != 0, q->sgd.nesterov,    q->sgd.first_step,         q->sgd.maximize};
     }
@@ -169,7 +172,8 @@ template <typename C> struct opt_rmsprop {
             p = p + neg_lr * (g / avg);
         }
     }
-    static opt_rmsprop make(const td_op_params *q) {
+    static opt_rmsprop make(const td_op *op) {
+        const td_op_params *q = &op->p;
         double a = q->rmsprop.alpha;
         return {(C)-q->rmsprop.lr,
                 (C)a,
@@ -194,6 +198,30 @@ template <typename C> struct opt_rmsprop {
     static void slots(const td_op *op, void **s) {
         s[0] = cu_data(&op->in[0]), s[1] = opt_out(op, 0, true), s[2] = opt_out(op, 1, true);
         s[3] = opt_out(op, 2, op->p.rmsprop.momentum > 0), s[4] = opt_out(op, 3, op->p.rmsprop.centered);
+    }
+};
+
+/* AMP_UNSCALE (the GradScaler's unscale; out = (grad, found_inf f32 [1]), in
+** place; cpu_amp.c): found = 1 if grad is inf or NaN (checked before the
+** product; every writer stores 1, so the race is benign); grad *= inv_scale.
+** The ops of one batch share found_inf (td_amp_unscale_ passes one), so it
+** travels in the functor, from ops[0]. The gradient takes the param slot. */
+template <typename C> struct opt_unscale {
+    C inv_scale;
+    float *found;
+    __device__ void operator()(C &g, C, C &, C &, C &) const {
+        if (!isfinite(g)) *found = 1.0f;
+        g = g * inv_scale;
+    }
+    static opt_unscale make(const td_op *op) { return {(C)op->p.amp.inv_scale, (float *)cu_data(&op->out[1])}; }
+    static bool same(const td_op_params *a, const td_op_params *b) { return a->amp.inv_scale == b->amp.inv_scale; }
+    static bool supports(const td_op *op) {
+        return op->n_in == 0 && op->n_out == 2 && td_dtype_is_float(op->out[0].dtype) && op->out[1].buf &&
+               op->out[1].dtype == TD_F32 && td_operand_numel(&op->out[1]) == 1;
+    }
+    static void slots(const td_op *op, void **s) {
+        s[1] = opt_out(op, 0, true);
+        s[0] = s[2] = s[3] = s[4] = NULL;
     }
 };
 
@@ -268,7 +296,7 @@ __global__ void __launch_bounds__(256) optim_kernel(const __grid_constant__ opt_
 /* Launch f over the non-empty ops of dtype dt, OPT_MAX_TENSORS per table. */
 template <typename T, template <typename> class F>
 static td_status opt_launch(cu_dev *d, int n, const td_op *ops, td_dtype dt, const char *name) {
-    F<typename cu_compute<T>::type> f = F<typename cu_compute<T>::type>::make(&ops[0].p);
+    F<typename cu_compute<T>::type> f = F<typename cu_compute<T>::type>::make(&ops[0]);
     for (int i = 0; i < n;) {
         opt_table tab;
         memset(&tab, 0, sizeof tab);
@@ -315,7 +343,7 @@ static td_status opt_run(cu_dev *d, int n, const td_op *ops, td_op_kind kind, co
         if (!F<float>::supports(&ops[i]))
             return td_error_set(TD_ERR_UNSUPPORTED,
                                 "cuda %s: op %d has operands the kernel does not take (dtype %s, %d outputs)", name, i,
-                                td_dtype_name(ops[i].in[0].dtype), ops[i].n_out);
+                                td_dtype_name(ops[i].out[0].dtype), ops[i].n_out);
         if (!F<float>::same(&ops[i].p, &ops[0].p))
             return td_error_set(TD_ERR_MISUSE, "cuda %s: op %d has other hyper-parameters than op 0", name, i);
     }
@@ -334,6 +362,17 @@ extern "C" td_status cu_adam_step_multi(cu_dev *d, int n, const td_op *ops) {
 extern "C" td_status cu_sgd_step_multi(cu_dev *d, int n, const td_op *ops) {
     return opt_run<opt_sgd>(d, n, ops, TD_OP_SGD_STEP, "sgd_step");
 }
+
+extern "C" td_status cu_amp_unscale_multi(cu_dev *d, int n, const td_op *ops) {
+    for (int i = 1; i < n; i++)
+        if (ops[i].out[1].buf != ops[0].out[1].buf || ops[i].out[1].offset != ops[0].out[1].offset)
+            return td_error_set(TD_ERR_MISUSE, "cuda amp_unscale: op %d has another found_inf than op 0", i);
+    return opt_run<opt_unscale>(d, n, ops, TD_OP_AMP_UNSCALE, "amp_unscale");
+}
+extern "C" bool cu_supports_AMP_UNSCALE(cu_dev *d, const td_op *op) {
+    return (void)d, opt_unscale<float>::supports(op);
+}
+extern "C" td_status cu_op_AMP_UNSCALE(cu_dev *d, const td_op *op) { return cu_amp_unscale_multi(d, 1, op); }
 
 extern "C" bool cu_supports_ADAM_STEP(cu_dev *d, const td_op *op) { return (void)d, opt_adam<float>::supports(op); }
 extern "C" td_status cu_op_ADAM_STEP(cu_dev *d, const td_op *op) { return cu_adam_step_multi(d, 1, op); }

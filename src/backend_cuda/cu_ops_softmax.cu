@@ -1,5 +1,5 @@
 /*
-** Row ops over the last dim: SOFTMAX, LOG_SOFTMAX and LAYER_NORM
+** Row ops over the last dim: SOFTMAX, LOG_SOFTMAX, LAYER_NORM and ADD_LAYER_NORM
 ** (references: src/backend_cpu/cpu_softmax.c, cpu_layernorm.c).
 ** x is (R, n) contiguous (R = product of the leading dims). One row group per
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
@@ -74,15 +74,17 @@ extern "C" td_status cu_op_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_
 extern "C" bool cu_supports_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return (void)d, softmax_ok(op); }
 extern "C" td_status cu_op_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_run(d, op, true); }
 
-/* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R);
+/* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R); res, sum (R, n)
+** or NULL (ADD_LAYER_NORM: x is replaced by sum = x + res, rounded to T as
+** ADD does, written out and normalized):
 **   mean = sum_j x[j] / n
 **   rstd = 1 / sqrt(sum_j (x[j] - mean)^2 / n + eps)   (biased variance, as a
 **          second pass over x - mean: E[x^2] - mean^2 cancels when |mean| >> std)
 **   y[j] = (x[j] - mean) * rstd * w[j] + b[j]
 ** Reference: torch.nn.functional.layer_norm. */
 template <typename T, int TPR, int VPT, int V>
-__global__ void CU_ROWS_BOUNDS(TPR)
-    layer_norm_kernel(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R, int64_t n, double eps) {
+__global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, T *sum, const T *w, const T *b, T *y,
+                                                      T *mean, T *rstd, int64_t R, int64_t n, double eps) {
     typedef typename cu_compute<T>::type C;
     __shared__ C scratch[32];
     int t = cu_row_lane<TPR>();
@@ -91,6 +93,16 @@ __global__ void CU_ROWS_BOUNDS(TPR)
         T *yr = y + r * n;
         C v[VPT > 0 ? VPT : 1], s = 0, q = 0;
         cu_row_load<TPR, VPT, V>(xr, n, t, v);
+        if (res) { /* pass 0: sum = x + res; each thread rereads only the elements it wrote */
+            const T *rr = res + r * n;
+            T *sr = sum + r * n;
+            cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+                T e = cu_from<T>((VPT > 0 ? v[k] : cu_to<C>(xr[j])) + cu_to<C>(rr[j]));
+                sr[j] = e;
+                if (VPT > 0) v[k] = cu_to<C>(e);
+            });
+            xr = sr;
+        }
         /* pass 1: mean */
         cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
         C mu = cu_row_sum<TPR>(s, scratch) / (C)n;
@@ -134,10 +146,39 @@ extern "C" td_status cu_op_LAYER_NORM(cu_dev *d, const td_op *op) {
     CU_SWITCH_FLOAT(x->dtype, {
         const T *px = (const T *)cu_data(x);
         T *py = (T *)cu_data(&op->out[0]);
-        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px,
-                       (const T *)cu_data(&op->in[1]), (const T *)cu_data(&op->in[2]), py, (T *)cu_data(&op->out[1]),
-                       (T *)cu_data(&op->out[2]), R, n, op->p.norm.eps);
+        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px, (const T *)nullptr,
+                       (T *)nullptr, (const T *)cu_data(&op->in[1]), (const T *)cu_data(&op->in[2]), py,
+                       (T *)cu_data(&op->out[1]), (T *)cu_data(&op->out[2]), R, n, op->p.norm.eps);
         return CU_LAUNCHED("layer_norm");
     });
     return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm: dtype %s", td_dtype_name(x->dtype));
+}
+
+/* ADD_LAYER_NORM: in = (x, r, w?, b?), out = (y, s, mean, rstd) */
+extern "C" bool cu_supports_ADD_LAYER_NORM(cu_dev *d, const td_op *op) {
+    (void)d;
+    td_dtype dt = op->in[0].dtype;
+    if (op->n_in != 4 || op->n_out != 4 || !td_dtype_is_float(dt) || op->in[1].dtype != dt) return false;
+    for (int i = 2; i < 4; i++)
+        if (op->in[i].buf && op->in[i].dtype != dt) return false;
+    for (int i = 0; i < 4; i++)
+        if (op->out[i].dtype != dt) return false;
+    return td_operand_numel(&op->out[2]) > 0 || td_operand_numel(&op->in[0]) == 0;
+}
+
+extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0];
+    int64_t numel = td_operand_numel(x), R = td_operand_numel(&op->out[2]);
+    if (numel == 0) return TD_OK;
+    int64_t n = numel / R;
+    CU_SWITCH_FLOAT(x->dtype, {
+        const T *px = (const T *)cu_data(x);
+        T *py = (T *)cu_data(&op->out[0]);
+        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px,
+                       (const T *)cu_data(&op->in[1]), (T *)cu_data(&op->out[1]), (const T *)cu_data(&op->in[2]),
+                       (const T *)cu_data(&op->in[3]), py, (T *)cu_data(&op->out[2]), (T *)cu_data(&op->out[3]), R, n,
+                       op->p.norm.eps);
+        return CU_LAUNCHED("add_layer_norm");
+    });
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda add_layer_norm: dtype %s", td_dtype_name(x->dtype));
 }

@@ -17,7 +17,7 @@
 ** ops[0]; TD_ERR_UNSUPPORTED when an op fails cu_supports_<NAME>; launch errors
 ** as cu_status. Nothing is launched when an error is found before launching.
 ** Thread safety: as any op on d (one host thread per device stream).
-** defines: cu_adam_step_multi, cu_sgd_step_multi.
+** defines: cu_adam_step_multi, cu_sgd_step_multi, cu_amp_unscale_multi.
 */
 #ifndef TRIDENT_CU_OPTIM_H
 #define TRIDENT_CU_OPTIM_H
@@ -32,6 +32,10 @@ extern "C" {
 td_status cu_adam_step_multi(cu_dev *d, int n, const td_op *ops);
 /* METHOD. SGD steps of n parameters: ops[i] is an SGD_STEP op. */
 td_status cu_sgd_step_multi(cu_dev *d, int n, const td_op *ops);
+/* METHOD. The GradScaler's unscale of n gradients: ops[i] is an AMP_UNSCALE
+** op (out = (grad, found_inf)); every op has the same found_inf
+** (TD_ERR_MISUSE otherwise). */
+td_status cu_amp_unscale_multi(cu_dev *d, int n, const td_op *ops);
 
 #ifdef __cplusplus
 }

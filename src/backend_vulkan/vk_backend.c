@@ -10,13 +10,13 @@
 #include "vk_ops.h"
 
 static const vk_op_fn encoders[TD_OP_COUNT] = {
-#define VK_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = vk_op_##N,
+#define VK_ENTRY_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = vk_op_##N,
     TD_OP_LIST(VK_ENTRY_)
 #undef VK_ENTRY_
 };
 
 static const vk_supports_fn predicates[TD_OP_COUNT] = {
-#define VK_ENTRY_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = vk_supports_##N,
+#define VK_ENTRY_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = vk_supports_##N,
     TD_OP_LIST(VK_ENTRY_)
 #undef VK_ENTRY_
 };

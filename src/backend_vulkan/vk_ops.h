@@ -10,7 +10,7 @@
 
 #include "vk.h"
 
-#define VK_OP_DECLARE_(N, ni, no, g, dts, lay, s)                                                                      \
+#define VK_OP_DECLARE_(N, ni, no, g, dts, lay, amp, s)                                                                 \
     td_status vk_op_##N(vk_dev *d, const td_op *op) __attribute__((weak));                                             \
     bool vk_supports_##N(vk_dev *d, const td_op *op) __attribute__((weak));
 TD_OP_LIST(VK_OP_DECLARE_)

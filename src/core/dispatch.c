@@ -15,7 +15,7 @@ void (*td__release_hook)(td_tensor *t);
 void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
 
 static const td_op_meta op_meta[TD_OP_COUNT] = {
-#define TD_OP_META_(N, ni, no, g, dts, lay, s) [TD_OP_##N] = {#N, ni, no, g, dts, lay, s},
+#define TD_OP_META_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = {#N, ni, no, g, dts, lay, s, amp},
     TD_OP_LIST(TD_OP_META_)
 #undef TD_OP_META_
 };
@@ -42,8 +42,8 @@ const char *td_op_name(td_op_kind k) {
 const td_op_meta *td_op_info(td_op_kind k) { return (unsigned)k < TD_OP_COUNT ? &op_meta[k] : NULL; }
 
 /* ---- batches: optimizer steps gathered into one run_many call ----
-** Between td__batch_begin and td__batch_end (per thread), ADAM_STEP and
-** SGD_STEP ops on a backend with run_many are held, with references to their
+** Between td__batch_begin and td__batch_end (per thread), ADAM_STEP,
+** SGD_STEP and AMP_UNSCALE ops on a backend with run_many are held, with references to their
 ** tensors, and sent together when the batch ends, fills, or meets an op of
 ** another kind, device or params. */
 enum { BATCH_MAX = 256 };
@@ -133,7 +133,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
         return TD_ERR(TD_ERR_UNSUPPORTED, "%s: not supported for dtype %s on %s", td_op_name(kind), td_dtype_name(dt),
                       td_device_str(dev, d, sizeof d));
     }
-    if (batch.on && be->iface->run_many && (kind == TD_OP_ADAM_STEP || kind == TD_OP_SGD_STEP))
+    if (batch.on && be->iface->run_many &&
+        (kind == TD_OP_ADAM_STEP || kind == TD_OP_SGD_STEP || kind == TD_OP_AMP_UNSCALE))
         return batch_add(be, dev, &op, n_in, in, n_out, out);
     td_status st =
         __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op) : be->iface->run(dev.index, &op);

@@ -136,7 +136,7 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
 td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
                               const td_op_params *p);
 /* Batches (the optimizer's step): between begin and end, this thread's
-** ADAM_STEP/SGD_STEP ops on a backend with run_many are held and sent as one
+** ADAM_STEP/SGD_STEP/AMP_UNSCALE ops on a backend with run_many are held and sent as one
 ** multi-tensor call; end returns the first error of the held ops. */
 void td__batch_begin(void);
 td_status td__batch_end(void);
@@ -206,6 +206,21 @@ TD_API td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, con
 /* dy [N,C,Ho,Wo] -> dx [N,C,H,W] = x_shape */
 TD_API td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], const int kernel[2],
                                           const int stride[2], const int padding[2], bool count_include_pad);
+
+/* ---- autocast (autocast.c) ----
+** When an autocast scope is open for the device type of the first non-NULL
+** in[k], apply kind's policy (the amp column of TD_OP_LIST): each in[k] to be
+** cast is replaced by its cast, a +1 reference also kept in held[k] (the
+** others NULL). Front-ends call it before they look at dtypes, then
+** td__autocast_release(n, held) once the op ran. Returns false with the error
+** set when a cast fails (held is then released). */
+bool td__autocast(td_op_kind kind, int n, td_tensor **in, td_tensor **held);
+void td__autocast_release(int n, td_tensor **held);
+/* Turn autocast off (on = true) and back on, nesting: the autograd engine's
+** backward pass runs with it off. */
+void td__autocast_suspend(bool on);
+/* Parameters cast and cached in this thread's scope (tests). */
+TD_API int td__autocast_cache_size(void);
 
 /* ---- device waits ---- */
 /* Counts a device-to-host wait on s's device (none on the CPU): td_host_sync_count. */

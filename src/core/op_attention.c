@@ -51,9 +51,8 @@ static bool check_qkv(td_tensor *q, td_tensor *k, td_tensor *v) {
     return true;
 }
 
-td_tensor *td_scaled_dot_product_attention_ext(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *attn_mask,
-                                               double dropout_p, bool is_causal, double scale, uint64_t seed,
-                                               uint64_t offset) {
+static td_tensor *attention(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *attn_mask, double dropout_p,
+                            bool is_causal, double scale, uint64_t seed, uint64_t offset) {
     TD_CHECK_ARG(q, NAME);
     TD_CHECK_ARG(k, NAME);
     TD_CHECK_ARG(v, NAME);
@@ -135,6 +134,18 @@ td_tensor *td_scaled_dot_product_attention_ext(td_tensor *q, td_tensor *k, td_te
         y = td_reshape(y, nb + 2, shape);
     }
     return td__scope_end_keep(y);
+}
+
+/* under autocast, q, k, v (and a float mask) run in the low dtype: the op table's amp column */
+td_tensor *td_scaled_dot_product_attention_ext(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *attn_mask,
+                                               double dropout_p, bool is_causal, double scale, uint64_t seed,
+                                               uint64_t offset) {
+    td_tensor *in[4] = {q, k, v, attn_mask}, *held[4];
+    td_tensor *y = td__autocast(TD_OP_ATTENTION, 4, in, held)
+                       ? attention(in[0], in[1], in[2], in[3], dropout_p, is_causal, scale, seed, offset)
+                       : NULL;
+    td__autocast_release(4, held);
+    return y;
 }
 
 td_tensor *td_scaled_dot_product_attention(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *attn_mask,

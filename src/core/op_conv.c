@@ -72,8 +72,8 @@ static bool same_shape(const char *op, const char *what, const td_tensor *t, con
     return false;
 }
 
-td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],
-                     const int dilation[2], int groups) {
+static td_tensor *conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],
+                         const int dilation[2], int groups) {
     TD_CHECK_ARG(x, "conv2d");
     TD_CHECK_ARG(w, "conv2d");
     if (!check_4d(x, "conv2d", "input") || !check_4d(w, "conv2d", "weight") || !check_dtypes("conv2d", x, w))
@@ -91,6 +91,15 @@ td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[
     if (!conv_geometry("conv2d", x->shape, w->shape, stride, padding, dilation, groups, &p, y)) return NULL;
     td_tensor *in[3] = {x, w, b}, *out = td__alloc(4, y, x->dtype, x->storage->device);
     return td__finish(td__dispatch_contig(TD_OP_CONV2D, 3, in, 1, &out, &p), out);
+}
+
+td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],
+                     const int dilation[2], int groups) {
+    td_tensor *in[3] = {x, w, b}, *held[3]; /* autocast: low */
+    td_tensor *y =
+        td__autocast(TD_OP_CONV2D, 3, in, held) ? conv2d(in[0], in[1], in[2], stride, padding, dilation, groups) : NULL;
+    td__autocast_release(3, held);
+    return y;
 }
 
 td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t x_shape[4], const int stride[2],

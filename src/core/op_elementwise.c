@@ -39,9 +39,7 @@ static td_tensor *run_elementwise(td_op_kind kind, const char *name, int n, td_t
 static bool is_compare(td_op_kind k) { return k >= TD_OP_EQ && k <= TD_OP_GE; }
 
 /* a op b: promote, cast both to the compute dtype, broadcast, run. */
-static td_tensor *binary(td_op_kind kind, const char *name, td_tensor *a, td_tensor *b) {
-    TD_CHECK_ARG(a, name);
-    TD_CHECK_ARG(b, name);
+static td_tensor *binary_cast(td_op_kind kind, const char *name, td_tensor *a, td_tensor *b) {
     td_dtype dt = td_dtype_promote(a->dtype, b->dtype), odt = dt;
     if (is_compare(kind)) {
         odt = TD_BOOL;
@@ -55,6 +53,16 @@ static td_tensor *binary(td_op_kind kind, const char *name, td_tensor *a, td_ten
     td_tensor *out = in[0] && in[1] ? run_elementwise(kind, name, 2, in, odt, NULL) : NULL;
     td_release(in[0]);
     td_release(in[1]);
+    return out;
+}
+
+/* binary_cast after autocast's casts (pow: f32; the others: promotion, as binary_cast's own). */
+static td_tensor *binary(td_op_kind kind, const char *name, td_tensor *a, td_tensor *b) {
+    TD_CHECK_ARG(a, name);
+    TD_CHECK_ARG(b, name);
+    td_tensor *in[2] = {a, b}, *held[2];
+    td_tensor *out = td__autocast(kind, 2, in, held) ? binary_cast(kind, name, in[0], in[1]) : NULL;
+    td__autocast_release(2, held);
     return out;
 }
 
@@ -116,10 +124,13 @@ static td_tensor *unary(td_op_kind kind, const char *name, td_tensor *x, bool to
     TD_CHECK_ARG(x, name);
     if (x->dtype == TD_BOOL)
         TD_FAIL_NULL(TD_ERR_DTYPE, "%s: not defined for bool tensors; cast to a numeric dtype first", name);
+    td_tensor *held;
+    if (!td__autocast(kind, 1, &x, &held)) return NULL; /* exp, log, rsqrt: f32 */
     td_dtype dt = to_float && !td_dtype_is_float(x->dtype) ? TD_F32 : x->dtype;
     td_tensor *in = cast_kept(x, dt);
     td_tensor *out = in ? run_elementwise(kind, name, 1, &in, dt, p) : NULL;
     td_release(in);
+    td__autocast_release(1, &held);
     return out;
 }
 

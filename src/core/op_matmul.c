@@ -69,7 +69,7 @@ static void fold_batches(td_operand *a, td_operand *b) {
     a->ndim = b->ndim = 2;
 }
 
-td_tensor *td_matmul(td_tensor *a, td_tensor *b) {
+static td_tensor *matmul(td_tensor *a, td_tensor *b) {
     TD_CHECK_ARG(a, "matmul");
     TD_CHECK_ARG(b, "matmul");
     char sa[96], sb[96];
@@ -120,7 +120,14 @@ td_tensor *td_matmul(td_tensor *a, td_tensor *b) {
     return td__finish(st, out);
 }
 
-td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
+td_tensor *td_matmul(td_tensor *a, td_tensor *b) {
+    td_tensor *in[2] = {a, b}, *held[2];
+    td_tensor *out = td__autocast(TD_OP_MATMUL, 2, in, held) ? matmul(in[0], in[1]) : NULL;
+    td__autocast_release(2, held);
+    return out;
+}
+
+static td_tensor *linear(td_tensor *x, td_tensor *w, td_tensor *b) {
     TD_CHECK_ARG(x, "linear");
     TD_CHECK_ARG(w, "linear");
     if (w->ndim != 2) {
@@ -140,4 +147,12 @@ td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
     td_tensor *z = td_add(y, b);
     td_release(y);
     return z;
+}
+
+/* Autocast casts the bias with x and w (MATMUL's policy), so that y + b stays low. */
+td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
+    td_tensor *in[3] = {x, w, b}, *held[3];
+    td_tensor *out = td__autocast(TD_OP_MATMUL, 3, in, held) ? linear(in[0], in[1], in[2]) : NULL;
+    td__autocast_release(3, held);
+    return out;
 }

@@ -1,9 +1,12 @@
 /*
-** Front-ends of the row-wise nn primitives: softmax, log_softmax, layer_norm
-** and cross_entropy (with the fused backward autograd calls). Each makes its
+** Front-ends of the row-wise nn primitives: softmax, log_softmax, layer_norm,
+** the fused residual add + layer_norm (add_layer_norm) and cross_entropy (with the fused backward autograd calls). Each
+*makes its
 ** operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op; softmax over
 ** another dim than the last swaps that dim to the end and back.
 */
+#include <string.h>
+
 #include "internal.h"
 
 static bool check_float(const td_tensor *t, const char *op, const char *arg) {
@@ -12,15 +15,25 @@ static bool check_float(const td_tensor *t, const char *op, const char *arg) {
     return false;
 }
 
+static td_tensor *softmax_dim(td_tensor *x, int dim, td_op_kind kind, const char *name);
+
 static td_tensor *softmax_common(td_tensor *x, int dim, td_op_kind kind, const char *name) {
     TD_CHECK_ARG(x, name);
+    td_tensor *held;
+    if (!td__autocast(kind, 1, &x, &held)) return NULL; /* f32 */
+    td_tensor *y = softmax_dim(x, dim, kind, name);
+    td__autocast_release(1, &held);
+    return y;
+}
+
+static td_tensor *softmax_dim(td_tensor *x, int dim, td_op_kind kind, const char *name) {
     if (!check_float(x, name, "x")) return NULL;
     int d = dim;
     if (!td__wrap_dim(&d, x->ndim, name)) return NULL;
     if (x->ndim > 0 && d != x->ndim - 1) {
         /* the op normalizes the last dim: softmax(x, d) = transpose(softmax(transpose(x, d, -1)), d, -1) */
         td_scope_begin();
-        td_tensor *y = softmax_common(td_transpose(x, d, x->ndim - 1), -1, kind, name);
+        td_tensor *y = softmax_dim(td_transpose(x, d, x->ndim - 1), -1, kind, name);
         return td__scope_end_keep(td_transpose(y, d, x->ndim - 1));
     }
     td_tensor *out = td__alloc(x->ndim, x->shape, x->dtype, x->storage->device);
@@ -49,7 +62,7 @@ static bool check_affine(const td_tensor *p, const td_tensor *x, int n, const ch
     return true;
 }
 
-td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps) {
+static td_tensor *layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps) {
     TD_CHECK_ARG(x, "layer_norm");
     if (!check_float(x, "layer_norm", "x")) return NULL;
     if (n_norm < 1 || n_norm > x->ndim)
@@ -66,6 +79,13 @@ td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor 
     td_release(out[1]);
     td_release(out[2]);
     return td__finish(st, out[0]);
+}
+
+td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps) {
+    td_tensor *in[3] = {x, weight, bias}, *held[3]; /* autocast: f32 */
+    td_tensor *y = td__autocast(TD_OP_LAYER_NORM, 3, in, held) ? layer_norm(in[0], n_norm, in[1], in[2], eps) : NULL;
+    td__autocast_release(3, held);
+    return y;
 }
 
 /* Shared checks of cross_entropy and its backward: logits [N, C] with target
@@ -110,12 +130,18 @@ td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *we
                              double label_smoothing, int reduction) {
     TD_CHECK_ARG(logits, "cross_entropy");
     TD_CHECK_ARG(target, "cross_entropy");
-    if (!check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) return NULL;
-    td_tensor *in[3] = {logits, target, weight};
-    bool none = reduction == TD_REDUCTION_NONE;
-    td_tensor *out = td__alloc(none ? target->ndim : 0, target->shape, logits->dtype, logits->storage->device);
-    td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
-    return td__finish(td__dispatch_contig(TD_OP_CROSS_ENTROPY, 3, in, 1, &out, &p), out);
+    td_tensor *in[3] = {logits, target, weight}, *held[3]; /* autocast: f32 */
+    if (!td__autocast(TD_OP_CROSS_ENTROPY, 3, in, held)) return NULL;
+    logits = in[0], weight = in[2];
+    td_tensor *out = NULL;
+    if (check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) {
+        bool none = reduction == TD_REDUCTION_NONE;
+        out = td__alloc(none ? target->ndim : 0, target->shape, logits->dtype, logits->storage->device);
+        td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
+        out = td__finish(td__dispatch_contig(TD_OP_CROSS_ENTROPY, 3, in, 1, &out, &p), out);
+    }
+    td__autocast_release(3, held);
+    return out;
 }
 
 td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
@@ -141,4 +167,49 @@ td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_te
     td_status st = td__dispatch_contig(TD_OP_CROSS_ENTROPY_BACKWARD, 4, in, 1, &out, &p);
     td_release(dl);
     return td__finish(st, out);
+}
+
+static td_tensor *add_layer_norm(td_tensor *x, td_tensor *r, int n_norm, td_tensor *weight, td_tensor *bias, double eps,
+                                 td_tensor **sum) {
+    const char *op = "add_layer_norm";
+    TD_CHECK_ARG(x, op);
+    TD_CHECK_ARG(r, op);
+    if (!check_float(x, op, "x") || !check_float(r, op, "residual")) return NULL;
+    char a[96], b[96];
+    if (x->ndim != r->ndim || td__numel(x->ndim, x->shape) != td__numel(r->ndim, r->shape) ||
+        memcmp(x->shape, r->shape, sizeof(int64_t) * (size_t)x->ndim))
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: x %s and residual %s differ in shape (no broadcast)", op,
+                     td__shape_str(x->ndim, x->shape, a, sizeof a), td__shape_str(r->ndim, r->shape, b, sizeof b));
+    if (n_norm < 1 || n_norm > x->ndim)
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: n_norm %d outside [1, %d] for a %d-d input", op, n_norm, x->ndim, x->ndim);
+    td_dtype dt = td_dtype_promote(x->dtype, r->dtype);
+    td_tensor *xc = td_keep(td_cast(x, dt)), *rc = td_keep(td_cast(r, dt)), *y = NULL;
+    if (xc && rc && check_affine(weight, xc, n_norm, "weight") && check_affine(bias, xc, n_norm, "bias")) {
+        int64_t rows = td__numel(x->ndim - n_norm, x->shape);
+        td_device dev = x->storage->device;
+        td_tensor *in[4] = {xc, rc, weight, bias};
+        td_tensor *out[4] = {td__alloc(x->ndim, x->shape, dt, dev), td__alloc(x->ndim, x->shape, dt, dev),
+                             td__alloc(1, &rows, dt, dev), td__alloc(1, &rows, dt, dev)};
+        td_op_params p = {.norm = {eps}};
+        td_status st = td__dispatch_contig(TD_OP_ADD_LAYER_NORM, 4, in, 4, out, &p);
+        td_release(out[2]);
+        td_release(out[3]);
+        y = td__finish(st, out[0]);
+        *sum = td__finish(st, out[1]);
+    }
+    td_release(xc);
+    td_release(rc);
+    return y;
+}
+
+td_tensor *td_add_layer_norm(td_tensor *x, td_tensor *residual, int n_norm, td_tensor *weight, td_tensor *bias,
+                             double eps, td_tensor **sum) {
+    if (!sum) TD_FAIL_NULL(TD_ERR_MISUSE, "add_layer_norm: sum is NULL");
+    *sum = NULL;
+    td_tensor *in[4] = {x, residual, weight, bias}, *held[4]; /* autocast: f32 */
+    td_tensor *y = td__autocast(TD_OP_ADD_LAYER_NORM, 4, in, held)
+                       ? add_layer_norm(in[0], in[1], n_norm, in[2], in[3], eps, sum)
+                       : NULL;
+    td__autocast_release(4, held);
+    return y;
 }

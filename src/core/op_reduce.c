@@ -55,10 +55,22 @@ static int64_t reduced_count(const td_tensor *x, uint32_t mask) {
 
 typedef enum { FLOAT_ONLY, FLOAT_PROMOTE, NUMERIC, SUM_RULES } dtype_rule;
 
+static td_tensor *reduce_rules(td_op_kind kind, const char *name, td_tensor *x, int n_dims, const int *dims,
+                               bool keepdim, int correction, dtype_rule rule);
+
 /* Validate x and dims, pick the compute dtype by rule, run. */
 static td_tensor *reduce_checked(td_op_kind kind, const char *name, td_tensor *x, int n_dims, const int *dims,
                                  bool keepdim, int correction, dtype_rule rule) {
     TD_CHECK_ARG(x, name);
+    td_tensor *held;
+    if (!td__autocast(kind, 1, &x, &held)) return NULL; /* sum, logsumexp: f32 */
+    td_tensor *out = reduce_rules(kind, name, x, n_dims, dims, keepdim, correction, rule);
+    td__autocast_release(1, &held);
+    return out;
+}
+
+static td_tensor *reduce_rules(td_op_kind kind, const char *name, td_tensor *x, int n_dims, const int *dims,
+                               bool keepdim, int correction, dtype_rule rule) {
     uint32_t mask;
     if (!dims_mask(name, x, n_dims, dims, &mask)) return NULL;
     td_dtype dt = x->dtype, odt = dt;

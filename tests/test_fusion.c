@@ -1,0 +1,103 @@
+/*
+** Fusions against the unfused ops they replace, in f32 on cpu, vulkan:0 and
+** cuda:0 (skipped when absent), forward and gradients, within fp32 tolerance:
+**   add_layer_norm: td_add_layer_norm(x, r) vs td_layer_norm(td_add(x, r)) and
+**                   the sum; gradients of x, r, weight and bias;
+**   classifier:     cross-entropy from the logits (CROSS_ENTROPY, whose
+**                   backward recomputes the softmax instead of keeping one) vs
+**                   -mean(gather(log_softmax(logits), target)); dlogits.
+** Inputs from a printed seed (TD_TEST_SEED).
+*/
+#include "runner.h"
+#include "test_util.h"
+
+static td_device pick(const char *spec) {
+    td_device dev;
+    td_device_info info;
+    if (td_device_parse(spec, &dev) != TD_OK || td_device_get_info(dev, &info) != TD_OK) {
+        char why[128];
+        snprintf(why, sizeof why, "%s is not available", spec);
+        TEST_SKIP(why);
+    }
+    return dev;
+}
+
+static td_tensor *leaf(td_device dev, int ndim, const int64_t *shape, double lo, double hi) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    double *v = malloc(sizeof(double) * (size_t)n);
+    ASSERT(v);
+    for (int64_t i = 0; i < n; i++) v[i] = test_uniform(lo, hi);
+    td_tensor *t = ASSERT_TENSOR(td_to(test_tensor_f64(v, ndim, shape, TD_F32), dev));
+    free(v);
+    ASSERT_OK(td_set_requires_grad(t, true));
+    return t;
+}
+
+/* a and b elementwise within 1e-5 absolute + 1e-5 relative */
+static void assert_close(td_tensor *a, td_tensor *b, const char *what) {
+    ASSERT_EQ_INT(td_numel(a), td_numel(b));
+    double *x = test_host(a), *y = test_host(b), worst = 0;
+    for (int64_t i = 0; i < td_numel(a); i++) {
+        double d = fabs(x[i] - y[i]) / (1e-5 + 1e-5 * fabs(y[i]));
+        worst = d > worst ? d : worst;
+        if (!(d <= 1)) TEST_FAIL_("%s: element %lld: fused %.9g vs unfused %.9g", what, (long long)i, x[i], y[i]);
+    }
+    printf("  %s: worst error %.3g of the tolerance\n", what, worst);
+    free(x), free(y);
+}
+
+static void grads_of(td_tensor *loss, int n, td_tensor **params, td_tensor **out) {
+    ASSERT_OK(td_grad(1, &loss, NULL, n, params, out, false, false, false));
+}
+
+static void add_layer_norm(const char *spec) {
+    test_seed();
+    td_device dev = pick(spec);
+    td_scope_begin();
+    int64_t s3[3] = {3, 5, 96}, sd[1] = {96};
+    td_tensor *x = leaf(dev, 3, s3, -2, 2), *r = leaf(dev, 3, s3, -2, 2);
+    td_tensor *w = leaf(dev, 1, sd, 0.5, 1.5), *b = leaf(dev, 1, sd, -0.5, 0.5), *p[4] = {x, r, w, b};
+    td_tensor *up = leaf(dev, 3, s3, -1, 1), *us = leaf(dev, 3, s3, -1, 1); /* weights of y and s in the loss */
+    td_tensor *s = NULL;
+    td_tensor *y = ASSERT_TENSOR(td_add_layer_norm(x, r, 1, w, b, 1e-5, &s));
+    td_tensor *s0 = ASSERT_TENSOR(td_add(x, r)), *y0 = ASSERT_TENSOR(td_layer_norm(s0, 1, w, b, 1e-5));
+    assert_close(y, y0, "y");
+    assert_close(s, s0, "s");
+    td_tensor *g[4], *g0[4];
+    grads_of(ASSERT_TENSOR(td_sum(td_add(td_mul(y, up), td_mul(s, us)), 0, NULL, false)), 4, p, g);
+    grads_of(ASSERT_TENSOR(td_sum(td_add(td_mul(y0, up), td_mul(s0, us)), 0, NULL, false)), 4, p, g0);
+    static const char *names[4] = {"dx", "dr", "dw", "db"};
+    for (int i = 0; i < 4; i++) assert_close(g[i], g0[i], names[i]);
+    td_scope_end();
+}
+
+static void classifier(const char *spec) {
+    test_seed();
+    td_device dev = pick(spec);
+    td_scope_begin();
+    int64_t sl[2] = {37, 256}, st[1] = {37}, ids[37];
+    for (int i = 0; i < 37; i++) ids[i] = test_int(256);
+    td_tensor *logits = leaf(dev, 2, sl, -4, 4), *target = ASSERT_TENSOR(td_from_data(ids, 1, st, TD_I64, dev));
+    td_tensor *fused = ASSERT_TENSOR(td_cross_entropy_loss(logits, target, NULL, -100, 0, TD_REDUCE_MEAN));
+    td_tensor *picked = td_gather(td_log_softmax(logits, 1), 1, td_unsqueeze(target, 1));
+    td_tensor *unfused = ASSERT_TENSOR(td_neg(td_mean(picked, 0, NULL, false)));
+    assert_close(fused, unfused, "loss");
+    td_tensor *g, *g0;
+    grads_of(fused, 1, &logits, &g);
+    grads_of(unfused, 1, &logits, &g0);
+    assert_close(g, g0, "dlogits");
+    td_scope_end();
+}
+
+TEST(add_layer_norm_cpu) { add_layer_norm("cpu"); }
+TEST(add_layer_norm_vulkan) { add_layer_norm("vulkan:0"); }
+TEST(add_layer_norm_cuda) { add_layer_norm("cuda:0"); }
+TEST(classifier_cpu) { classifier("cpu"); }
+TEST(classifier_vulkan) { classifier("vulkan:0"); }
+TEST(classifier_cuda) { classifier("cuda:0"); }
+
+#define TESTS(X)                                                                                                       \
+    X(add_layer_norm_cpu)                                                                                              \
+    X(add_layer_norm_vulkan) X(add_layer_norm_cuda) X(classifier_cpu) X(classifier_vulkan) X(classifier_cuda)
+TEST_MAIN(TESTS)
