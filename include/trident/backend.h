@@ -16,9 +16,12 @@
 ** handle native_stream() gives; event_wait() orders it after other work.
 **
 ** Version 2 added: buffer_address, native_stream, buffer_import (foreign
-** memory), event_wait, event_wait_native (a caller's stream waits: DLPack),
-** memory_stats/empty_cache, kernel options, block size and shared memory at
-** launch, cross-device copy, run_many (multi-tensor launches) and td_op.flags.
+** memory), event_wait, memory_stats/empty_cache, kernel options, block size
+** and shared memory at launch, cross-device copy, run_many (multi-tensor
+** launches) and td_op.flags.
+** Version 3 added: event_wait_native (a caller's stream waits: DLPack), the
+** ops ATTENTION, ATTENTION_BACKWARD, ADD_LAYER_NORM and AMP_UNSCALE (which
+** renumber td_op_kind) with their td_op_params, and td_op_meta.amp.
 **
 ** Plugins: a shared library libtrident-<name>.so exporting
 **     const td_backend *td_backend_plugin(void);
@@ -41,7 +44,7 @@
 extern "C" {
 #endif
 
-#define TD_BACKEND_API_VERSION 2
+#define TD_BACKEND_API_VERSION 3
 
 typedef enum td_op_kind {
 #define TD_OP_ENUM_(N, ni, no, g, dts, lay, amp, s) TD_OP_##N,
