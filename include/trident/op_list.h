@@ -62,7 +62,7 @@
     X(SIGMOID, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "1/(1+e^-x)")                                                     \
     X(RELU, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "max(x, 0)")                                                           \
     X(GELU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "x*Phi(x), erf or tanh form")                                        \
-    X(GELU_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, "dy * gelu'(x); in = (dy, x)")                              \
+    X(GELU_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "dy * gelu'(x); in = (dy, x)")                              \
     X(SILU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, "x*sigmoid(x)")                                                      \
     X(CLAMP, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, "min(max(x, lo), hi)")                                                \
     /* reductions over a set of dims; out has the input's ndim (reduced dims are 1) */                                 \
@@ -80,17 +80,17 @@
     X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "log_softmax over the last dim")                           \
     X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(x,w?,b?) -> (y, mean, rstd) per row")                     \
     X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(logits[N,C], target[N], w?) -> loss")                  \
-    X(CROSS_ENTROPY_BACKWARD, 4, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dloss, logits, target, w?)")                  \
+    X(CROSS_ENTROPY_BACKWARD, 4, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dloss, logits, target, w?)")                  \
     X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                             \
-    X(CONV2D_BACKWARD_INPUT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, w) -> dx")                                 \
-    X(CONV2D_BACKWARD_WEIGHT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, x) -> dw")                                \
+    X(CONV2D_BACKWARD_INPUT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, w) -> dx")                                 \
+    X(CONV2D_BACKWARD_WEIGHT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, x) -> dw")                                \
     X(MAX_POOL2D, 1, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "x -> (y, int64 argmax in H*W)")                            \
-    X(MAX_POOL2D_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, indices) -> dx")                             \
+    X(MAX_POOL2D_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, indices) -> dx")                             \
     X(AVG_POOL2D, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "x -> mean over windows")                                   \
-    X(AVG_POOL2D_BACKWARD, 1, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "dy -> dx")                                        \
+    X(AVG_POOL2D_BACKWARD, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "dy -> dx")                                        \
     /* indexing */                                                                                                     \
     X(EMBEDDING, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(weight[V,D], idx) -> [...,D]")                             \
-    X(EMBEDDING_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, idx) -> dweight, scatter-add")                \
+    X(EMBEDDING_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, "(dy, idx) -> dweight, scatter-add")                \
     X(INDEX_SELECT, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, "(x, idx[K]) along dim")                                    \
     X(GATHER, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, "out[..i..] = x[..idx[..i..]..] along dim")                       \
     X(SCATTER_ADD, 3, 1, 1, TD_DTS_NUM, TD_LAYOUT_CONTIG, "(self, idx, src): out = self; out[idx] += src")             \
