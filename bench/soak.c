@@ -74,8 +74,13 @@ static td_status take_sample(td_device dev, int64_t step, double loss, double *t
     td_status st = td_synchronize(dev);
     if (st == TD_OK) st = td_memory_stats_get(dev, false, &ms);
     double now = bench_now_s();
-    *out = (sample){step, rss_bytes(), ms.allocated, ms.reserved, td_debug_live_tensors(), loss,
-                    (double)(step - *step_prev) / (now - *t_prev)};
+    *out = (sample){.step = step,
+                    .rss = rss_bytes(),
+                    .allocated = ms.allocated,
+                    .reserved = ms.reserved,
+                    .tensors = td_debug_live_tensors(),
+                    .loss = loss,
+                    .steps_per_s = (double)(step - *step_prev) / (now - *t_prev)};
     *t_prev = now, *step_prev = step;
     return st;
 }
@@ -95,10 +100,14 @@ int main(int argc, char **argv) {
     int64_t steps = 10000, batch = 64;
     double max_growth = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) devname = argv[++i];
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--max-growth") && i + 1 < argc) max_growth = atof(argv[++i]);
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            devname = argv[++i];
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--max-growth") && i + 1 < argc)
+            max_growth = atof(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--device DEV] [--steps N >= %d] [--batch B] [--max-growth PCT]\n", argv[0],
                     2 * SAMPLES);
@@ -128,8 +137,8 @@ int main(int argc, char **argv) {
     int n = 0, w_at = -1;
     double t_prev = bench_now_s(), loss = 0;
     int64_t step_prev = 0;
-    printf("soak: W1 (MLP 784-256-256-10, Adam, batch %lld) for %lld steps on %s; warm-up %lld steps\n", (long long)batch,
-           (long long)steps, devname, (long long)warm);
+    printf("soak: W1 (MLP 784-256-256-10, Adam, batch %lld) for %lld steps on %s; warm-up %lld steps\n",
+           (long long)batch, (long long)steps, devname, (long long)warm);
     printf("%8s %10s %14s %13s %8s %8s %8s\n", "step", "rss MiB", "allocated MiB", "reserved MiB", "tensors", "loss",
            "steps/s");
     for (int64_t k = 1; k <= steps; k++) {

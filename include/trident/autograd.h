@@ -167,8 +167,8 @@ TD_API td_status td_gradcheck(td_multi_fn fn, void *user, int n, td_tensor *cons
 ** TD_ERR_STATE ("gradgradcheck: ... mismatch ...") when not; an op whose
 ** backward cannot be differentiated fails with its own error (for example
 ** TD_ERR_UNSUPPORTED naming the op). */
-TD_API td_status td_gradgradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *inputs,
-                                  td_tensor *grad_output, const td_gradcheck_options *opt);
+TD_API td_status td_gradgradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *inputs, td_tensor *grad_output,
+                                  const td_gradcheck_options *opt);
 
 #ifdef __cplusplus
 }

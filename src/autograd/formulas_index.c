@@ -25,7 +25,8 @@ static td_status bw_embedding_backward(td_node *n, td_tensor *const *gy, td_tens
     td_tensor *idx = IN(1), *g = td_embedding(gy[0], idx);
     int64_t pad = n->p.embedding.padding_idx;
     if (pad >= 0) {
-        td_tensor *hit = td_unsqueeze(td_eq(idx, td_scalar((double)pad, idx ? idx->dtype : TD_I64, gy[0]->storage->device)), -1);
+        td_tensor *hit =
+            td_unsqueeze(td_eq(idx, td_scalar((double)pad, idx ? idx->dtype : TD_I64, gy[0]->storage->device)), -1);
         g = td_where(hit, td__scalar_like(g, 0), g);
     }
     gx[0] = g;

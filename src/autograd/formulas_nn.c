@@ -92,8 +92,8 @@ static td_status bw_cross_entropy_backward(td_node *n, td_tensor *const *gy, td_
     int red = n->p.xent.reduction, last = -1;
     double e = n->p.xent.label_smoothing;
     if (NEED(0)) {
-        td_tensor *z1 = td__cross_entropy_backward(td_ones(ml->ndim, ml->shape, ml->dtype, ml->device), x, t, w, ig, e,
-                                                   red);
+        td_tensor *z1 =
+            td__cross_entropy_backward(td_ones(ml->ndim, ml->shape, ml->dtype, ml->device), x, t, w, ig, e, red);
         td_tensor *prod = td_mul(dz, z1);
         gx[0] = td_reshape(red == TD_REDUCTION_NONE ? td_sum(prod, 1, &last, false) : td_sum(prod, 0, NULL, false),
                            ml->ndim, ml->shape);

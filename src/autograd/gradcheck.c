@@ -208,7 +208,8 @@ td_status td_gradgradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *
         td_no_grad_begin();
         td_scope_begin();
         td_tensor *y = fn(user, n, inputs);
-        gy = y ? td_keep(td_sub_scalar(td_mul_scalar(td_rand(y->ndim, y->shape, 0x6AD6AD, 0, TD_F64, y->storage->device), 2), 1))
+        gy = y ? td_keep(td_sub_scalar(
+                     td_mul_scalar(td_rand(y->ndim, y->shape, 0x6AD6AD, 0, TD_F64, y->storage->device), 2), 1))
                : NULL;
         td_scope_end();
         td_no_grad_end();

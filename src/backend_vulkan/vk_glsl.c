@@ -326,7 +326,8 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     }
     if (st == TD_OK) { /* the kernel's own copy, taken under the lock (another compile may drop e) */
         k->words = malloc(e->size);
-        if (!k->words) st = td_error_set(TD_ERR_OOM, "glsl: out of host memory");
+        if (!k->words)
+            st = td_error_set(TD_ERR_OOM, "glsl: out of host memory");
         else {
             memcpy(k->words, e->words, e->size);
             k->size = e->size;
