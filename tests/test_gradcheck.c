@@ -480,9 +480,10 @@ FN(gradgrad_GELU) {
     return td_add(td_gelu(x[0], false), td_mul_scalar(td_gelu(x[0], true), 0.5));
 }
 GG_CASE(gradgrad_GELU, 1, S(G, 2, 2, 3))
-FN(gradgrad_CROSS_ENTROPY) { /* weights, smoothing, an ignored row; and none */
+FN(gradgrad_CROSS_ENTROPY) { /* weights, smoothing, an ignored row; none; one row as [C] with a 0-d target */
     UNUSED;
-    return td_add(td__cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),
+    td_tensor *row = td__cross_entropy(td_select(x[0], 0, 1), td_select(x[1], 0, 1), x[2], -100, 0.1, TD_REDUCTION_SUM);
+    return td_add(td_add(td__cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN), row),
                   td_sum(td__cross_entropy(x[0], x[1], NULL, -100, 0.05, TD_REDUCTION_NONE), 0, NULL, false));
 }
 GG_CASE(gradgrad_CROSS_ENTROPY, 3, S(G, 2, 3, 4), SI(4, 1, 3), S(CP, 1, 4))
