@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* Not yet leak-clean (its cases leave tensors they made unreleased): no LeakSanitizer check per case */
+#define TEST_LEAKS_UNCHECKED "cases leave their tensors unreleased"
 #include "test_util.h"
 #include "trident/data.h"
 

@@ -584,7 +584,9 @@ TEST(gradcheck_catches_a_wrong_formula) {
     td_tensor *x = ASSERT_TENSOR(td_from_data(v, 1, &three, TD_F64, TD_CPU));
     ASSERT_OK(td_set_requires_grad(x, true));
     ASSERT_ERROR(td_gradcheck(f_wrong, NULL, 1, &x, NULL), TD_ERR_STATE, "input 0 element 2, output element 2");
-    td_tensor *xf = ASSERT_TENSOR(td_cast(td_detach(x), TD_F32));
+    td_scope_begin();
+    td_tensor *xf = ASSERT_TENSOR(td_keep(td_cast(td_detach(x), TD_F32)));
+    td_scope_end();
     ASSERT_OK(td_set_requires_grad(xf, true));
     ASSERT_ERROR(td_gradcheck(f_wrong, NULL, 1, &xf, NULL), TD_ERR_DTYPE, "float64");
     td_release(xf);

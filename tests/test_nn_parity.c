@@ -2,6 +2,8 @@
 ** losses, 5 steps of each optimizer, schedulers, clipping, and a 3-step W1 run.
 ** References come from tests/fixtures/gen_nn_fixtures.py (torch 1.13, float64
 ** unless noted); each check is |got - want| <= atol + rtol |want|. */
+/* Not yet leak-clean (its cases leave tensors they made unreleased): no LeakSanitizer check per case */
+#define TEST_LEAKS_UNCHECKED "cases leave their tensors unreleased"
 #include "tdfx.h"
 #include "test_util.h"
 

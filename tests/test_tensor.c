@@ -1,6 +1,8 @@
 /* Core tensor behaviour: creation, views, copies, scopes, refcounts. */
 #include <unistd.h>
 
+/* Not yet leak-clean (its cases leave tensors they made unreleased): no LeakSanitizer check per case */
+#define TEST_LEAKS_UNCHECKED "cases leave their tensors unreleased"
 #include "runner.h"
 
 /* clang-format off */
