@@ -1,7 +1,5 @@
 /* Indexing ops against double loops: embedding (+ backward), index_select,
 ** gather, scatter_add, cat, one_hot; odd shapes, strided inputs, errors. */
-/* Not yet leak-clean (its cases leave tensors they made unreleased): no LeakSanitizer check per case */
-#define TEST_LEAKS_UNCHECKED "cases leave their tensors unreleased"
 #include "test_util.h"
 
 #include "core/internal.h" /* td__embedding_backward */
@@ -69,6 +67,7 @@ static void assert_shape(td_tensor *t, int ndim, const int64_t *shape) {
 /* ---- embedding ---- */
 
 TEST(embedding_forward) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
     td_dtype its[2] = {TD_I64, TD_I32};
@@ -87,6 +86,7 @@ TEST(embedding_forward) {
         assert_close(yv, want, 90, 0); /* a copy: exact */
         free(w), free(iv), free(yv);
     }
+    td_scope_end();
 }
 
 TEST(embedding_errors) {
@@ -118,6 +118,7 @@ static void embedding_backward_ref(const double *dy, const int64_t *iv, int64_t 
 }
 
 TEST(embedding_backward) {
+    td_scope_begin();
     test_seed();
     int64_t ishape[2] = {3, 4}, dshape[3] = {3, 4, 6}, V = 5, D = 6, N = 12;
     td_dtype dts[3] = {TD_F64, TD_F32, TD_BF16};
@@ -141,9 +142,11 @@ TEST(embedding_backward) {
             free(iv), free(dy), free(ov);
         }
     }
+    td_scope_end();
 }
 
 TEST(embedding_backward_threads) {
+    td_scope_begin();
     /* big enough for several threads; summation order must not change */
     test_seed();
     int64_t N = 20000, V = 37, D = 70, ishape[1] = {N}, dshape[2] = {N, D};
@@ -158,11 +161,13 @@ TEST(embedding_backward_threads) {
     embedding_backward_ref(dy, iv, N, V, D, 0, want);
     assert_close(a, want, V * D, 1e-4);
     free(iv), free(dy), free(a), free(b), free(want);
+    td_scope_end();
 }
 
 /* ---- index_select ---- */
 
 TEST(index_select) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[5] = {TD_F32, TD_I64, TD_BOOL, TD_F16, TD_F64};
     int64_t shape[3] = {3, 5, 4};
@@ -194,6 +199,7 @@ TEST(index_select) {
             free(bv), free(xv), free(iv), free(yv);
         }
     }
+    td_scope_end();
 }
 
 TEST(index_select_errors) {
@@ -217,6 +223,7 @@ TEST(index_select_errors) {
 /* ---- gather ---- */
 
 TEST(gather) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[3] = {TD_F32, TD_I32, TD_F64};
     for (int k = 0; k < 3; k++)
@@ -241,6 +248,7 @@ TEST(gather) {
                     }
             free(bv), free(xv), free(iv), free(yv);
         }
+    td_scope_end();
 }
 
 TEST(gather_errors) {
@@ -272,6 +280,7 @@ static void scatter_ref(double *out, const int64_t *os, const int64_t *iv, const
 }
 
 TEST(scatter_add) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
     double tols[4] = {1e-6, 1e-14, 4e-3, 3e-2};
@@ -297,9 +306,11 @@ TEST(scatter_add) {
             ASSERT(!memcmp(again, yv, 60 * sizeof *yv)); /* deterministic */
             free(selfv), free(srcv), free(iv), free(yv), free(again);
         }
+    td_scope_end();
 }
 
 TEST(scatter_add_int) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[3] = {TD_I64, TD_I32, TD_U8};
     for (int k = 0; k < 3; k++) {
@@ -316,6 +327,7 @@ TEST(scatter_add_int) {
         assert_close(yv, selfv, 42, 0);
         free(selfv), free(srcv), free(iv), free(yv);
     }
+    td_scope_end();
 }
 
 TEST(scatter_add_errors) {
@@ -340,6 +352,7 @@ TEST(scatter_add_errors) {
 /* ---- cat ---- */
 
 TEST(cat) {
+    td_scope_begin();
     test_seed();
     int64_t s0[3] = {2, 3, 4}, s1[3] = {2, 1, 4}, s2[3] = {2, 0, 4}, s3b[3] = {4, 2, 2};
     double *v0, *v1, *v2, *v3;
@@ -371,9 +384,11 @@ TEST(cat) {
     double *ylv = test_host(yl);
     for (int i = 0; i < 48; i++) ASSERT(ylv[i] == v0[(i / 8) * 4 + i % 4]);
     free(v0), free(v1), free(v2), free(v3), free(yv), free(y0v), free(ylv);
+    td_scope_end();
 }
 
 TEST(cat_many) {
+    td_scope_begin();
     enum { N = 150 }; /* more than one CAT dispatch takes */
     td_tensor *xs[N];
     int64_t s[2] = {1, 3};
@@ -384,6 +399,7 @@ TEST(cat_many) {
     double *yv = test_host(y);
     for (int i = 0; i < 3 * N; i++) ASSERT(yv[i] == i / 3);
     free(yv);
+    td_scope_end();
 }
 
 TEST(cat_errors) {
@@ -408,6 +424,7 @@ TEST(cat_errors) {
 /* ---- one_hot ---- */
 
 TEST(one_hot) {
+    td_scope_begin();
     test_seed();
     int64_t is[2] = {3, 5}, *iv;
     for (int k = 0; k < 2; k++) {
@@ -429,6 +446,7 @@ TEST(one_hot) {
         }
         free(iv);
     }
+    td_scope_end();
 }
 
 TEST(one_hot_errors) {
