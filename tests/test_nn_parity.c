@@ -2,7 +2,7 @@
 ** losses, 5 steps of each optimizer, schedulers, clipping, and a 3-step W1 run.
 ** References come from tests/fixtures/gen_nn_fixtures.py (torch 1.13, float64
 ** unless noted); each check is |got - want| <= atol + rtol |want|. */
-/* Not yet leak-clean (its cases leave tensors they made unreleased): no LeakSanitizer check per case */
+/* Not yet leak-clean (some cases leave tensors they made unreleased): no LeakSanitizer check per case */
 #define TEST_LEAKS_UNCHECKED "cases leave their tensors unreleased"
 #include "tdfx.h"
 #include "test_util.h"
@@ -113,21 +113,29 @@ static void module_parity(const char *name, td_module *m, double tol) {
 TEST(linear) { module_parity("linear", td_linear_new(5, 4, true), ATOL); }
 TEST(linear_nobias) { module_parity("linear_nobias", td_linear_new(5, 4, false), ATOL); }
 TEST(conv2d) {
+    td_scope_begin();
     int k[2] = {3, 2}, s[2] = {2, 1}, p[2] = {1, 0};
     module_parity("conv2d", td_conv2d_new(2, 4, k, s, p, NULL, 1, true), ATOL);
+    td_scope_end();
 }
 TEST(conv2d_groups) {
+    td_scope_begin();
     int k[2] = {3, 3}, p[2] = {1, 1};
     module_parity("conv2d_groups", td_conv2d_new(4, 4, k, NULL, p, NULL, 2, true), ATOL);
+    td_scope_end();
 }
 TEST(conv1d) { module_parity("conv1d", td_conv1d_new(3, 5, 3, 2, 1, 1, 1, true), ATOL); }
 TEST(maxpool2d) {
+    td_scope_begin();
     int k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
     module_parity("maxpool2d", td_max_pool2d_new(k, s, p), ATOL);
+    td_scope_end();
 }
 TEST(avgpool2d) {
+    td_scope_begin();
     int k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
     module_parity("avgpool2d", td_avg_pool2d_new(k, s, p, true), ATOL);
+    td_scope_end();
 }
 TEST(adaptive_avgpool2d) { module_parity("adaptive_avgpool2d", td_adaptive_avg_pool2d_new(3, 2), ATOL); }
 TEST(flatten) { module_parity("flatten", td_flatten_new(1, -1), ATOL); }
@@ -142,13 +150,16 @@ static td_tensor *mha_wrapper_forward(td_module *self, td_tensor *x) {
 }
 
 TEST(mha) {
+    td_scope_begin();
     td_module *w = td_module_new("MHA", mha_wrapper_forward, NULL, NULL);
     ASSERT(w);
     ASSERT_OK(td_module_register_module(w, "attn", td_multihead_attention_new(8, 2, true, true)));
     module_parity("mha", w, 2e-5);
+    td_scope_end();
 }
 
 TEST(activations) {
+    td_scope_begin();
     static const char *names[] = {"relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "softmax", "log_softmax"};
     td_module *mods[] = {td_relu_new(), td_gelu_new(false), td_gelu_new(true), td_silu_new(),
                          td_tanh_new(), td_sigmoid_new(),   td_softmax_new(1), td_log_softmax_new(-1)};
@@ -156,12 +167,15 @@ TEST(activations) {
         fprintf(stderr, "  %s\n", names[i]);
         module_parity(names[i], mods[i], ATOL);
     }
+    td_scope_end();
 }
 
 TEST(sequential) {
+    td_scope_begin();
     td_module *m =
         td_sequential_new(3, (td_module *[]){td_linear_new(6, 5, true), td_relu_new(), td_linear_new(5, 3, true)});
     module_parity("sequential", m, ATOL);
+    td_scope_end();
 }
 
 /* ---- losses ---- */
@@ -296,6 +310,7 @@ TEST(schedulers) {
 }
 
 TEST(clipping) {
+    td_scope_begin();
     static const char *cases[] = {"clip_l2", "clip_inf", "clip_l2_noop"};
     static const double norm_type[] = {2, INFINITY, 2}, max_norm[] = {1, 0.5, 100};
     for (int c = 0; c < 3; c++) {
@@ -317,6 +332,7 @@ TEST(clipping) {
             check_close(td_grad_of(p[i]), need(tdfx_tensor(fixtures(), name), name), ATOL, RTOL, name);
         }
     }
+    td_scope_end();
 }
 
 /* ---- W1: 784-256-256-10 MLP, Adam 1e-3, three steps on a fixed batch of 8 ---- */
