@@ -2,8 +2,6 @@
 ** losses, 5 steps of each optimizer, schedulers, clipping, and a 3-step W1 run.
 ** References come from tests/fixtures/gen_nn_fixtures.py (torch 1.13, float64
 ** unless noted); each check is |got - want| <= atol + rtol |want|. */
-/* Not yet leak-clean (some cases leave tensors they made unreleased): no LeakSanitizer check per case */
-#define TEST_LEAKS_UNCHECKED "cases leave their tensors unreleased"
 #include "tdfx.h"
 #include "test_util.h"
 
@@ -78,6 +76,7 @@ static td_named_tensors *dict_with_prefix(const char *prefix) {
 /* Load <case>.s.*, run forward and backward, compare output, gradients and buffers. */
 static void module_parity(const char *name, td_module *m, double tol) {
     ASSERT(m);
+    td_scope_begin();
     char prefix[128];
     snprintf(prefix, sizeof prefix, "%s.s.", name);
     td_named_tensors *sd = dict_with_prefix(prefix);
@@ -107,6 +106,7 @@ static void module_parity(const char *name, td_module *m, double tol) {
         td_module_eval(m);
         check_close(td_module_forward(m, xe), need(fxt("%s.y_eval", name, ""), "y_eval"), tol, tol, "y_eval");
     }
+    td_scope_end();
     td_module_free(m);
 }
 
@@ -296,6 +296,7 @@ TEST(schedulers) {
                           : c == 2 ? td_cosine_annealing_lr_new(o, 10, 0.01)
                                    : td_linear_lr_new(o, 0.1, 1.0, 5);
         ASSERT(s);
+        td_scope_begin();
         td_tensor *want = need(fxt("sched.%s%s", cases[c], ""), cases[c]);
         double lrs[12];
         for (int e = 0; e < 12; e++) {
@@ -303,6 +304,7 @@ TEST(schedulers) {
             td_scheduler_step(s);
         }
         check_close(ASSERT_TENSOR(td_from_data(lrs, 1, (int64_t[]){12}, TD_F64, TD_CPU)), want, 1e-7, 1e-6, cases[c]);
+        td_scope_end();
         td_scheduler_free(s);
         td_optimizer_free(o);
         td_release(p);
@@ -338,6 +340,7 @@ TEST(clipping) {
 /* ---- W1: 784-256-256-10 MLP, Adam 1e-3, three steps on a fixed batch of 8 ---- */
 
 TEST(w1_mlp_three_steps) {
+    td_scope_begin();
     tdfx *w = tdfx_open("w1_mlp.tdfx");
     ASSERT(w);
     td_module *m = td_sequential_new(5, (td_module *[]){td_linear_new(784, 256, true), td_relu_new(),
@@ -373,6 +376,7 @@ TEST(w1_mlp_three_steps) {
     check_close(td_module_get(m, "4.bias"), tdfx_tensor(w, "final.4.bias"), 1e-4, 1e-4, "4.bias");
     td_optimizer_free(o);
     td_module_free(m);
+    td_scope_end();
 }
 
 TEST_MAIN(TESTS)
