@@ -12,8 +12,7 @@
 ** chosen case skipped, else 0. The last line reads "N passed, N failed, N
 ** skipped". TEST_SKIP("why") marks a case skipped (for an absent device).
 ** Under AddressSanitizer a case that returns is also checked for leaks
-** (LeakSanitizer, in its own process) and fails when it leaked, unless its
-** file defines TEST_LEAKS_UNCHECKED.
+** (LeakSanitizer, in its own process) and fails when it leaked.
 */
 #ifndef TRIDENT_TEST_RUNNER_H
 #define TRIDENT_TEST_RUNNER_H
@@ -29,10 +28,7 @@
 #include "trident/backend.h"
 #include "trident/trident.h"
 
-/* A file whose cases still leave tensors they made unreleased defines
-** TEST_LEAKS_UNCHECKED ("why") before including this header: no leak check. */
-#if defined(TEST_LEAKS_UNCHECKED)
-#elif defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)
 #define TEST_LEAK_CHECK_ 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
