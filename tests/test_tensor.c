@@ -133,6 +133,7 @@ TEST(cast_dtypes) {
     float f[5];
     ASSERT_OK(td_copy_to_host(t, f, sizeof f, TD_F32));
     ASSERT(isinf(f[4]));
+    td_release(t);
 }
 
 TEST(half_conversion) {
