@@ -11,6 +11,8 @@
 ** case names, one a line. Exit status is 1 when any case fails, 77 when every
 ** chosen case skipped, else 0. The last line reads "N passed, N failed, N
 ** skipped". TEST_SKIP("why") marks a case skipped (for an absent device).
+** Under AddressSanitizer a case that returns is also checked for leaks
+** (LeakSanitizer, in its own process) and fails when it leaked.
 */
 #ifndef TRIDENT_TEST_RUNNER_H
 #define TRIDENT_TEST_RUNNER_H
@@ -25,6 +27,17 @@
 
 #include "trident/backend.h"
 #include "trident/trident.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_LEAK_CHECK_ 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_LEAK_CHECK_ 1
+#endif
+#endif
+#ifdef TEST_LEAK_CHECK_
+#include <sanitizer/lsan_interface.h>
+#endif
 
 #define TEST_SKIP_CODE 77
 
@@ -135,6 +148,14 @@ static int test_run_one(const test_case *c, int timeout_s) {
         alarm((unsigned)timeout_s);
         c->fn();
         fflush(stdout);
+#ifdef TEST_LEAK_CHECK_
+        /* _exit skips LeakSanitizer's check at exit: run it here, so that every
+        ** case that passes is also leak-free (ASAN_OPTIONS=detect_leaks=0 turns it off) */
+        if (__lsan_do_recoverable_leak_check()) {
+            fprintf(stderr, "  %s: LeakSanitizer found leaks (above)\n", c->name);
+            _exit(1);
+        }
+#endif
         _exit(0);
     }
     int status = 0;

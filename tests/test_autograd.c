@@ -11,7 +11,8 @@
     X(second_derivative_cube) X(second_derivative_tanh) X(value_and_grad) X(checkpoint_dropout)               \
     X(checkpoint_params_inside) X(custom_function) X(custom_function_saves_output) X(broadcast_grads)         \
     X(view_grads) X(slice_step_grad) X(requires_grad_errors) X(no_leaks) X(long_chain_frees)          \
-    X(inplace_saved_input) X(inplace_saved_output) X(inplace_unsaved_is_fine) X(record_failure_fails_op)
+    X(inplace_saved_input) X(inplace_saved_output) X(inplace_unsaved_is_fine) X(record_failure_fails_op)  \
+    X(op_without_formula_names_it)
 /* clang-format on */
 
 static td_tensor *vec(int n, const double *v, bool rg) {
@@ -585,5 +586,16 @@ TEST(record_failure_fails_op) {
     td_tensor *y = ASSERT_TENSOR(td_mul(x, x));
     ASSERT(td_requires_grad(y));
     td_release(y);
+    td_release(x);
+}
+
+/* An op without a derivative formula whose input requires grad (as a fused
+** backward op under create_graph would be without one) fails naming the op,
+** rather than leaving a result that silently has no gradient. */
+TEST(op_without_formula_names_it) {
+    double v[2] = {1, 2};
+    td_tensor *x = vec(2, v, true);
+    ASSERT_ERROR(td__record_hook(TD_OP_SGD_STEP, 1, &x, 0, NULL, NULL), TD_ERR_UNSUPPORTED,
+                 "sgd_step: no derivative formula");
     td_release(x);
 }

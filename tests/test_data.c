@@ -95,11 +95,12 @@ TEST(idx_types) {
     ASSERT_OK(td_idx_load(p, TD_IDX_RAW, &t));
     ASSERT_NEAR(td_get(t, (int64_t[]){0}), -32768, 0);
     ASSERT_NEAR(td_get(t, (int64_t[]){1}), 32767, 0);
-    ASSERT_ERROR(td_idx_load(p, TD_IDX_IMAGES_F32, &t), TD_ERR_FORMAT, "not an image file");
     td_release(t);
+    ASSERT_ERROR(td_idx_load(p, TD_IDX_IMAGES_F32, &t), TD_ERR_FORMAT, "not an image file");
 }
 
 TEST(idx_corrupt) {
+    td_scope_begin();
     unsigned char px[12], buf[128];
     for (int i = 0; i < 12; i++) px[i] = (unsigned char)i;
     uint32_t d[2] = {3, 4};
@@ -142,9 +143,11 @@ TEST(idx_corrupt) {
     ASSERT_ERROR(td_idx_load(p, TD_IDX_RAW, &t), TD_ERR_FORMAT, "truncated");
     ASSERT_ERROR(td_idx_load(test_tmp_path("missing.idx"), TD_IDX_RAW, &t), TD_ERR_IO, "No such file");
     ASSERT_ERROR(td_idx_load(p, (td_idx_mode)9, &t), TD_ERR_MISUSE, "unknown mode");
+    td_scope_end();
 }
 
 TEST(idx_gz_corrupt) {
+    td_scope_begin();
     unsigned char px[4000], buf[4100];
     uint64_t seed = (uint64_t)time(NULL);
     printf("seed %" PRIu64 "\n", seed);
@@ -170,6 +173,7 @@ TEST(idx_gz_corrupt) {
     ASSERT_EQ_INT(st, TD_ERR_FORMAT); /* a bad block or a CRC mismatch */
     ASSERT(strstr(td_last_error(), "g.idx.gz"));
     free(z);
+    td_scope_end();
 }
 
 TEST(fashion_mnist_real) {
@@ -190,7 +194,9 @@ TEST(fashion_mnist_real) {
     }
     for (int k = 0; k < 10; k++) ASSERT_EQ_INT(count[k], 1000); /* the test set is balanced */
     float *xf = malloc(784 * sizeof *xf);
+    td_scope_begin();
     ASSERT_OK(td_copy_to_host(td_select(x, 0, 0), xf, 784 * sizeof *xf, TD_F32));
+    td_scope_end();
     float mx = 0;
     for (int i = 0; i < 784; i++) {
         ASSERT(xf[i] >= 0 && xf[i] <= 1);
@@ -199,9 +205,12 @@ TEST(fashion_mnist_real) {
     ASSERT(mx > 0.5f);
     free(xf);
     free(yl);
+    td_release(x);
+    td_release(y);
 }
 
 TEST(mnist_dir) {
+    td_scope_begin();
     /* a tiny MNIST directory: plain images, gzip'd labels; then a count mismatch */
     unsigned char px[2 * 28 * 28], buf[2000], lab[3] = {1, 2, 3};
     for (int i = 0; i < 2 * 784; i++) px[i] = img_pixel(i);
@@ -228,9 +237,11 @@ TEST(mnist_dir) {
     ASSERT_ERROR(td_mnist_load(dir, false, false, &x, &y), TD_ERR_FORMAT, "has 2 images but");
     ASSERT(x == NULL && y == NULL);
     ASSERT_ERROR(td_mnist_load(dir, true, false, &x, &y), TD_ERR_IO, "train-images-idx3-ubyte");
+    td_scope_end();
 }
 
 TEST(cifar_small) {
+    td_scope_begin();
     enum { N = 3 };
     static unsigned char rec[N][3073];
     for (int r = 0; r < N; r++) {
@@ -259,9 +270,11 @@ TEST(cifar_small) {
     ASSERT_EQ_INT(td_tensor_dtype(xf), TD_F32);
     int64_t at2[4] = {1, 2, 31, 31};
     ASSERT_NEAR(td_get(xf, at2), rec[1][3072] / 255.0, 1e-7);
+    td_scope_end();
 }
 
 TEST(cifar_bad) {
+    td_scope_begin();
     static unsigned char rec[2][3073];
     const char *p = test_tmp_path("c.bin");
     td_tensor *x, *y;
@@ -273,6 +286,7 @@ TEST(cifar_bad) {
     ASSERT(x == NULL && y == NULL);
     const char *missing = test_tmp_path("none.bin");
     ASSERT_ERROR(td_cifar10_load(1, &missing, false, &x, &y), TD_ERR_IO, "none.bin");
+    td_scope_end();
 }
 
 /* x [N, 2] with x[i] = (10 i, 10 i + 1) as f32; y [N] = i as i64. */
@@ -348,6 +362,7 @@ TEST(tensor_dataset) {
 }
 
 TEST(loader_order) {
+    td_scope_begin();
     td_dataset *ds = make_ds(10, NULL, NULL);
     td_dataloader *dl;
     ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 4}, &dl));
@@ -363,9 +378,11 @@ TEST(loader_order) {
     td_dataloader_free(dl);
     td_dataset_free(ds);
     ASSERT_EQ_INT(td_debug_live_tensors(), 0);
+    td_scope_end();
 }
 
 TEST(loader_drop_last) {
+    td_scope_begin();
     td_dataset *ds = make_ds(10, NULL, NULL);
     td_dataloader *dl;
     ASSERT_OK(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 4, .drop_last = true, .num_workers = 2}, &dl));
@@ -375,6 +392,7 @@ TEST(loader_drop_last) {
     ASSERT_EQ_INT(sizes[1], 4);
     td_dataloader_free(dl);
     td_dataset_free(ds);
+    td_scope_end();
 }
 
 /* The documented permutation, written out independently (data.h). */
@@ -392,6 +410,7 @@ static void ref_perm(int64_t *p, int64_t n, uint64_t seed, int64_t epoch) {
 }
 
 TEST(loader_shuffle) {
+    td_scope_begin();
     enum { N = 50 };
     td_dataset *ds = make_ds(N, NULL, NULL);
     td_dataloader *dl;
@@ -412,9 +431,11 @@ TEST(loader_shuffle) {
     ASSERT(moved > N / 2);
     td_dataloader_free(dl);
     td_dataset_free(ds);
+    td_scope_end();
 }
 
 TEST(loader_workers_match) {
+    td_scope_begin();
     enum { N = 103 };
     td_dataset *ds = make_ds(N, NULL, NULL);
     int64_t ref[2][N], got[N], rs[16], gs[16];
@@ -437,6 +458,7 @@ TEST(loader_workers_match) {
     }
     td_dataset_free(ds);
     ASSERT_EQ_INT(td_debug_live_tensors(), 0);
+    td_scope_end();
 }
 
 /* A dataset with only get(): sample i is ([i, -i] as f64 [2], i as i32 []);
@@ -491,6 +513,7 @@ TEST(loader_generic_get) {
 }
 
 TEST(loader_shutdown_midepoch) {
+    td_scope_begin();
     td_dataset *ds = make_ds(1000, NULL, NULL);
     for (int round = 0; round < 20; round++) {
         td_dataloader *dl;
@@ -504,6 +527,7 @@ TEST(loader_shutdown_midepoch) {
     }
     td_dataset_free(ds);
     ASSERT_EQ_INT(td_debug_live_tensors(), 0);
+    td_scope_end();
 }
 
 TEST(loader_worker_error) {
@@ -531,6 +555,7 @@ TEST(loader_worker_error) {
 }
 
 TEST(loader_first_batch) {
+    td_scope_begin();
     enum { N = 30 };
     td_dataset *ds = make_ds(N, NULL, NULL);
     td_dataloader *dl;
@@ -544,6 +569,7 @@ TEST(loader_first_batch) {
     ASSERT_ERROR(td_dataloader_start_epoch(dl, 3, 9), TD_ERR_MISUSE, "first batch 9");
     td_dataloader_free(dl);
     td_dataset_free(ds);
+    td_scope_end();
 }
 
 /* Flip every image of the batch (p = 1) and record the calls. */
@@ -596,6 +622,7 @@ TEST(loader_transform) {
 }
 
 TEST(loader_misuse) {
+    td_scope_begin();
     td_dataset *ds = make_ds(4, NULL, NULL);
     td_dataloader *dl = (td_dataloader *)1;
     ASSERT_ERROR(td_dataloader_new(ds, &(td_dataloader_opts){.batch_size = 0}, &dl), TD_ERR_MISUSE, "batch_size 0");
@@ -611,9 +638,11 @@ TEST(loader_misuse) {
     ASSERT_ERROR(td_dataset_new(&(td_dataset_i){.len = gen_len}, NULL, &d2), TD_ERR_MISUSE,
                  "needs len, num_fields and get");
     td_dataset_free(ds);
+    td_scope_end();
 }
 
 TEST(normalize) {
+    td_scope_begin();
     /* x [2,3,1,2]: per channel mean/std; checked against a loop here */
     double xv[12], mean[3] = {0.5, -1, 2}, sd[3] = {0.25, 2, 4};
     for (int i = 0; i < 12; i++) xv[i] = i * 0.75 - 3;
@@ -637,9 +666,11 @@ TEST(normalize) {
     td_tensor *u = ASSERT_TENSOR(td_zeros(3, (int64_t[]){3, 2, 2}, TD_U8, TD_CPU));
     ASSERT_ERROR(td_transform_normalize(u, 3, mean, sd), TD_ERR_DTYPE, "must be floating");
     ASSERT_ERROR(td_transform_normalize(td_select(u, 0, 0), 2, mean, sd), TD_ERR_SHAPE, "[C,H,W] or [B,C,H,W]");
+    td_scope_end();
 }
 
 TEST(random_crop) {
+    td_scope_begin();
     /* x [B=6, C=2, 3, 4] with distinct values; crop 3x4 with padding 2 */
     enum { B = 6, C = 2, H = 3, W = 4, P = 2, OH = 3, OW = 4 };
     int32_t xv[B * C * H * W];
@@ -671,9 +702,11 @@ TEST(random_crop) {
     ASSERT_EQ_INT(td_ndim(s), 3);
     ASSERT_EQ_INT(td_size(s, 2), 2);
     ASSERT_ERROR(td_transform_random_crop(x, 8, 4, 2, 0, 0), TD_ERR_SHAPE, "does not fit");
+    td_scope_end();
 }
 
 TEST(hflip) {
+    td_scope_begin();
     enum { B = 64, W = 5 };
     float xv[B * 2 * W];
     for (int i = 0; i < B * 2 * W; i++) xv[i] = (float)i;
@@ -697,9 +730,11 @@ TEST(hflip) {
     ASSERT_OK(td_copy_to_host(none, out, sizeof out, TD_F32));
     ASSERT(!memcmp(out, xv, sizeof out));
     ASSERT_ERROR(td_transform_hflip(x, 1.5, 0, 0), TD_ERR_MISUSE, "outside [0, 1]");
+    td_scope_end();
 }
 
 TEST(metrics_hand) {
+    td_scope_begin();
     /* target 0 0 1 1 2 2, pred 0 1 1 1 2 0 -> cm rows [1 1 0] [0 2 0] [1 0 1]
     ** precision 1/2, 2/3, 1; recall 1/2, 1, 1/2; f1 1/2, 4/5, 2/3 */
     int64_t target[6] = {0, 0, 1, 1, 2, 2}, pred[6] = {0, 1, 1, 1, 2, 0}, cm[9] = {0};
@@ -723,9 +758,11 @@ TEST(metrics_hand) {
     td_tensor *tt = ASSERT_TENSOR(td_cast(td_from_data(target, 1, (int64_t[]){6}, TD_I64, TD_CPU), TD_I32));
     ASSERT_OK(td_confusion_update_tensors(cm, 3, pt, tt));
     for (int i = 0; i < 9; i++) ASSERT_EQ_INT(cm[i], 2 * want[i]);
+    td_scope_end();
 }
 
 TEST(metrics_errors) {
+    td_scope_begin();
     int64_t target[3] = {0, 3, 1}, pred[3] = {0, 1, 1}, cm[9] = {0};
     ASSERT_ERROR(td_confusion_update(cm, 3, pred, target, 3), TD_ERR_INDEX, "true label 3 at position 1");
     for (int i = 0; i < 9; i++) ASSERT_EQ_INT(cm[i], 0);
@@ -737,9 +774,11 @@ TEST(metrics_errors) {
     ASSERT_ERROR(td_confusion_update_tensors(cm, 3, f, i3), TD_ERR_DTYPE, "must be integers");
     ASSERT_ERROR(td_confusion_update_tensors(cm, 3, i2, i3), TD_ERR_SHAPE, "2 predictions but 3 targets");
     ASSERT_ERROR(td_metrics_from_confusion(cm, 0, &(td_metrics){0}), TD_ERR_MISUSE, "num_classes >= 1");
+    td_scope_end();
 }
 
 TEST(early_stopping_min) {
+    td_scope_begin();
     td_early_stopping es;
     ASSERT_OK(td_early_stopping_init(&es, 2, 0.1, TD_MODE_MIN));
     double v[5] = {1.0, 0.95, 0.85, 0.84, 0.86};
@@ -756,9 +795,11 @@ TEST(early_stopping_min) {
     ASSERT(td_early_stopping_step(&es, 0.5));
     ASSERT_ERROR(td_early_stopping_init(&es, -1, 0, TD_MODE_MIN), TD_ERR_MISUSE, "patience >= 0");
     ASSERT_ERROR(td_early_stopping_init(&es, 1, -0.5, TD_MODE_MIN), TD_ERR_MISUSE, "min_delta >= 0");
+    td_scope_end();
 }
 
 TEST(early_stopping_max_nan) {
+    td_scope_begin();
     td_early_stopping es;
     ASSERT_OK(td_early_stopping_init(&es, 3, 0, TD_MODE_MAX));
     ASSERT(!td_early_stopping_step(&es, 0.5));
@@ -768,9 +809,11 @@ TEST(early_stopping_max_nan) {
     ASSERT(td_early_stopping_step(&es, NAN));
     ASSERT_NEAR(es.best, 0.7, 0);
     ASSERT_EQ_INT(es.best_epoch, 1);
+    td_scope_end();
 }
 
 TEST(log_csv) {
+    td_scope_begin();
     const char *p = test_tmp_path("log.csv");
     const char *keys[3] = {"epoch", "loss", "acc"};
     td_metric_log *log;
@@ -790,9 +833,11 @@ TEST(log_csv) {
     ASSERT(!strcmp(text, "epoch,loss,acc\n1,0.25,0.875\n2,0.10000000000000001,0.90000000000000002\n"));
     free(text);
     ASSERT_ERROR(td_metric_log_open("/nonexistent_td/log.csv", TD_LOG_CSV, &log), TD_ERR_IO, "nonexistent_td");
+    td_scope_end();
 }
 
 TEST(log_jsonl) {
+    td_scope_begin();
     const char *p = test_tmp_path("log.jsonl");
     const char *keys[3] = {"epoch", "loss", "acc"};
     td_metric_log *log;
@@ -804,6 +849,7 @@ TEST(log_jsonl) {
     char *text = (char *)test_read_file(p, &n);
     ASSERT(!strcmp(text, "{\"epoch\":1,\"loss\":0.25,\"acc\":null}\n{\"epoch\":2,\"loss\":-1.4999999999999999e-7}\n"));
     free(text);
+    td_scope_end();
 }
 
 TEST_MAIN(TESTS)

@@ -62,10 +62,19 @@ static void broadcast_case(td_dtype dt, double atol, double rtol) {
     free(va), free(vb);
 }
 
-TEST(binary_broadcast_f32) { broadcast_case(TD_F32, 1e-6, 1e-6); }
-TEST(binary_broadcast_f64) { broadcast_case(TD_F64, 0, 1e-15); }
+TEST(binary_broadcast_f32) {
+    td_scope_begin();
+    broadcast_case(TD_F32, 1e-6, 1e-6);
+    td_scope_end();
+}
+TEST(binary_broadcast_f64) {
+    td_scope_begin();
+    broadcast_case(TD_F64, 0, 1e-15);
+    td_scope_end();
+}
 
 TEST(binary_noncontiguous) {
+    td_scope_begin();
     test_seed_from(12);
     int64_t s1[2] = {5, 7}, s2[2] = {7, 10};
     double *v1 = rand_values(35, 0.5, 3), *v2 = rand_values(70, 0.5, 3);
@@ -80,10 +89,12 @@ TEST(binary_noncontiguous) {
         for (int k = 0; k < N_BINOPS; k++) check_binary(k, a, col, ASSERT_TENSOR(binops[k].fn(a, col)), 1e-6, 1e-6);
     }
     free(v1), free(v2);
+    td_scope_end();
 }
 
 /* Long contiguous rows (SIMD body, scalar tail, several OpenMP tiles) and a broadcast scalar. */
 TEST(binary_long_rows) {
+    td_scope_begin();
     test_seed_from(13);
     int64_t n = 3 * 16384 + 13;
     double *v1 = rand_values(n, -4, 4), *v2 = rand_values(n, 0.25, 4), s = 1.75;
@@ -103,9 +114,11 @@ TEST(binary_long_rows) {
     td_tensor *c1 = ASSERT_TENSOR(td_slice(c, 0, 1, big, 1)); /* misaligned start */
     check_binary(2, c1, c1, ASSERT_TENSOR(td_mul(c1, c1)), 1e-6, 1e-6);
     free(v3);
+    td_scope_end();
 }
 
 TEST(binary_half_types) {
+    td_scope_begin();
     test_seed_from(14);
     int64_t s[2] = {6, 9};
     double *v1 = rand_values(54, 0.5, 2), *v2 = rand_values(9, 0.5, 2);
@@ -120,9 +133,11 @@ TEST(binary_half_types) {
         }
     }
     free(v1), free(v2);
+    td_scope_end();
 }
 
 TEST(promotion) {
+    td_scope_begin();
     double va[3] = {1, 2, 3}, vb[3] = {2, 4, 5};
     int64_t n = 3;
     struct {
@@ -144,9 +159,11 @@ TEST(promotion) {
     td_tensor *p = ASSERT_TENSOR(td_pow(a, b));
     ASSERT_EQ_INT(td_tensor_dtype(p), TD_F32);
     check_binary(4, a, b, p, 0, 1e-7);
+    td_scope_end();
 }
 
 TEST(integer_arith) {
+    td_scope_begin();
     int32_t a32[4] = {2147483647, -7, 100, -2147483647 - 1}, b32[4] = {1, 3, -100, -1};
     int64_t n = 4;
     td_tensor *a = ASSERT_TENSOR(td_from_data(a32, 1, &n, TD_I32, TD_CPU));
@@ -168,9 +185,11 @@ TEST(integer_arith) {
     ASSERT_OK(td_copy_to_host(td_sub(x, y), got, sizeof got, TD_I64));
     ASSERT_EQ_INT(got[0], 1ll << 60);
     ASSERT_EQ_INT(got[1], -(1ll << 60) - 4);
+    td_scope_end();
 }
 
 TEST(compare_ops) {
+    td_scope_begin();
     double va[6] = {1, 2, 3, NAN, -0.0, 5}, vb[6] = {1, 3, 2, NAN, 0.0, NAN};
     int64_t n = 6;
     typedef td_tensor *(*fn)(td_tensor *, td_tensor *);
@@ -209,9 +228,11 @@ TEST(compare_ops) {
     got = test_host(ASSERT_TENSOR(td_lt(test_tensor_f64(bf, 1, &s2, TD_BOOL), test_tensor_f64(bt, 1, &s2, TD_BOOL))));
     ASSERT(got[0] == 1 && got[1] == 0);
     free(got);
+    td_scope_end();
 }
 
 TEST(scalar_ops) {
+    td_scope_begin();
     double v[4] = {1, -2, 3, 8};
     int64_t n = 4;
     td_tensor *i32 = test_tensor_f64(v, 1, &n, TD_I32), *f16 = test_tensor_f64(v, 1, &n, TD_F16);
@@ -245,9 +266,11 @@ TEST(scalar_ops) {
     g = test_host(t);
     for (int i = 0; i < 4; i++) ASSERT_NEAR(g[i], bv[i] + 3, 0);
     free(g);
+    td_scope_end();
 }
 
 TEST(where_broadcast) {
+    td_scope_begin();
     test_seed_from(15);
     double vc[3] = {1, 0, 1}, *va = rand_values(4, -1, 1);
     int64_t sc[2] = {3, 1}, sa[2] = {1, 4}, so[2] = {3, 4};
@@ -270,9 +293,11 @@ TEST(where_broadcast) {
     assert_close(g, want, 6, 0, 0, "where relu");
     free(g);
     ASSERT_ERROR(td_where(m, m, zero), TD_ERR_DTYPE, "cond must be bool");
+    td_scope_end();
 }
 
 TEST(nan_propagation) {
+    td_scope_begin();
     double va[4] = {NAN, 1, NAN, -INFINITY}, vb[4] = {1, NAN, NAN, 2};
     int64_t n = 4;
     for (int di = 0; di < 2; di++) {
@@ -287,6 +312,7 @@ TEST(nan_propagation) {
         ASSERT(isnan(s[0]) && isnan(s[1]) && isnan(s[2]) && isinf(s[3]));
         free(s);
     }
+    td_scope_end();
 }
 
 static double gelu_ref(double x, bool tanh_form) {
@@ -333,6 +359,7 @@ static td_tensor *un_call(int k, td_tensor *x) {
 }
 
 TEST(unary_float) {
+    td_scope_begin();
     test_seed_from(16);
     int64_t s[2] = {37, 29}; /* transposed below: strided input */
     int64_t n = s[0] * s[1];
@@ -367,9 +394,11 @@ TEST(unary_float) {
         if (want == 0) ASSERT(!signbit(got[i]));
     }
     free(got), free(r), free(v), free(vp);
+    td_scope_end();
 }
 
 TEST(unary_integer_and_bool) {
+    td_scope_begin();
     double v[5] = {-3, 0, 4, -128, 127};
     int64_t n = 5;
     td_tensor *x = test_tensor_f64(v, 1, &n, TD_I32);
@@ -396,9 +425,11 @@ TEST(unary_integer_and_bool) {
     ASSERT_ERROR(td_neg(b), TD_ERR_DTYPE, "neg: not defined for bool");
     ASSERT_ERROR(td_exp(b), TD_ERR_DTYPE, "bool");
     ASSERT_ERROR(td_add(b, b), TD_ERR_DTYPE, "add: not defined for two bool");
+    td_scope_end();
 }
 
 TEST(clamp_sides) {
+    td_scope_begin();
     double v[6] = {-5, -0.5, 0.25, 2, NAN, 9};
     int64_t n = 6;
     td_tensor *x = test_tensor_f64(v, 1, &n, TD_F64);
@@ -433,10 +464,12 @@ TEST(clamp_sides) {
     double w5[4] = {-2.5, 0, 3, 100};
     assert_close(g, w5, 4, 0, 0, "clamp int fractional");
     free(g);
+    td_scope_end();
 }
 
 /* gelu'(x) by central differences of the double reference, both forms and dtypes. */
 TEST(gelu_backward_fd) {
+    td_scope_begin();
     test_seed_from(17);
     int64_t s[2] = {8, 16}, n = 128;
     double *vx = rand_values(n, -5, 5), *vdy = rand_values(16, -2, 2);
@@ -458,9 +491,11 @@ TEST(gelu_backward_fd) {
         free(xin), free(dyin);
     }
     free(vx), free(vdy);
+    td_scope_end();
 }
 
 TEST(errors) {
+    td_scope_begin();
     int64_t s1[2] = {2, 3}, s2[1] = {4};
     td_tensor *a = ASSERT_TENSOR(td_zeros(2, s1, TD_F32, TD_CPU)), *b = ASSERT_TENSOR(td_zeros(1, s2, TD_F32, TD_CPU));
     ASSERT_ERROR(td_add(a, b), TD_ERR_SHAPE, "add: shapes [2,3] and [4] do not broadcast");
@@ -474,6 +509,7 @@ TEST(errors) {
     ASSERT(strstr(td_last_error(), "mul:"));
     td_clear_error();
     ASSERT_ERROR(td_add(NULL, a), TD_ERR_MISUSE, "add: argument 'a' is NULL");
+    td_scope_end();
 }
 
 TEST(empty_and_scope) {

@@ -118,7 +118,9 @@ TEST(optimizer_step_prefix) {
     ASSERT_OK(td_set_requires_grad(p, true));
     td_optimizer *o = td_adam_new(1, &p, &(td_optim_options){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8});
     ASSERT(o);
-    test_set_grad(p, ASSERT_TENSOR(td_ones(1, (int64_t[]){3}, TD_F32, TD_CPU)));
+    td_tensor *g = ASSERT_TENSOR(td_ones(1, (int64_t[]){3}, TD_F32, TD_CPU));
+    test_set_grad(p, g);
+    td_release(g);
     td_optimizer_set_lr(o, INFINITY); /* accepted here, refused by the update */
     ASSERT_EQ_INT(td_optimizer_step(o), TD_ERR_MISUSE);
     td_error_prefix("step %d", 2);
@@ -218,6 +220,7 @@ static td_status load_optim_scalar(const char *key, double v, td_dtype dt) {
     td_tensor *t = dt == TD_I64 && v == (double)INT64_MAX ? td_from_data(&big, 0, NULL, TD_I64, TD_CPU)
                                                           : td_full(0, NULL, v, dt, TD_CPU);
     ASSERT_OK(td_named_tensors_add(sd, key, ASSERT_TENSOR(t)));
+    td_release(t); /* the list holds it */
     td_status st = td_optimizer_load_state_dict(o, sd);
     td_named_tensors_free(sd);
     td_optimizer_free(o);
@@ -257,7 +260,9 @@ TEST(optimizer_state_scalars) {
 static const char *checkpoint_with(const char *name, const char *key, const char *value) {
     td_train_state ck = {.model_name = "gpt", .step = 3, .epoch = 1};
     ck.model = td_named_tensors_new();
-    ASSERT_OK(td_named_tensors_add(ck.model, "w", ASSERT_TENSOR(td_zeros(1, (int64_t[]){2}, TD_F32, TD_CPU))));
+    td_tensor *w = ASSERT_TENSOR(td_zeros(1, (int64_t[]){2}, TD_F32, TD_CPU));
+    ASSERT_OK(td_named_tensors_add(ck.model, "w", w));
+    td_release(w); /* the list holds it */
     ASSERT_OK(td_train_state_save(name, &ck));
     td_train_state_clear(&ck);
     td_named_tensors *all = NULL;
@@ -305,9 +310,10 @@ static void rewrite(const char *src, const char *dst, const char *name, double v
     ASSERT_OK(td_safetensors_load(src, TD_CPU, &all));
     for (int64_t i = 0; i < td_named_tensors_len(all); i++) {
         const char *n = td_named_tensors_name(all, i);
-        td_tensor *t =
-            name && !strcmp(n, name) ? ASSERT_TENSOR(td_full(0, NULL, v, TD_F64, TD_CPU)) : td_named_tensors_at(all, i);
+        bool replaced = name && !strcmp(n, name);
+        td_tensor *t = replaced ? ASSERT_TENSOR(td_full(0, NULL, v, TD_F64, TD_CPU)) : td_named_tensors_at(all, i);
         ASSERT_OK(td_named_tensors_add(out, n, t));
+        if (replaced) td_release(t); /* the list holds it */
     }
     for (int64_t i = 0; i < td_named_tensors_meta_len(all); i++) {
         const char *k = td_named_tensors_meta_key(all, i);

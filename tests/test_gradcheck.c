@@ -18,14 +18,28 @@
     X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
     X(SQRT) X(RSQRT) X(SIN) X(COS) X(TANH) X(SIGMOID) X(RELU) X(GELU) X(SILU) X(CLAMP) X(SUM) X(MEAN) X(MAX)  \
     X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
-    X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT)  \
-    X(ATTENTION)
-/* clang-format on */
+    X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT) X(ATTENTION) \
+    X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
+    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD)
+/* td_gradgradcheck (create_graph backward) of the ops whose backward is a
+** fused backward op, and the fused ops each one covers */
+#define GG_CASES(X)                                                                                           \
+    X(gradgrad_GELU) X(gradgrad_CROSS_ENTROPY) X(gradgrad_CONV2D) X(gradgrad_MAX_POOL2D)                       \
+    X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING)
+#define GG_COVERED(X)                                                                                         \
+    X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
+    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD)
+/* fused backward ops with first-order gradients only: create_graph through them is refused, naming the op */
+#define GG_REFUSED(X) X(ATTENTION_BACKWARD)
 /* ops composed from others in the core */
-#define GC_COMPOSED(X)                                                                                                 \
-    X(softmax_dim0)                                                                                                    \
-    X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a) X(linear_3d)
-#define TESTS(X) GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)
+#define GC_COMPOSED(X)                                                                                        \
+    X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a)  \
+    X(linear_3d)
+#define TESTS(X)                                                                                              \
+    GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)          \
+    GG_CASES(X) X(every_fused_backward_has_a_gradgrad_case) X(gradgradcheck_catches_a_wrong_formula)          \
+    X(gradgrad_ATTENTION_refused)
+/* clang-format on */
 
 /* ---- inputs ---- */
 enum { G, P, C, CP, IDX, MASK }; /* grad +-[0.1,1]; grad [0.5,1.5]; const; const positive; int64 [0,range); bool */
@@ -67,7 +81,12 @@ static td_tensor *make_input(const in_spec *s) {
 
 /* The same check on dev: each input copied there as a leaf (requiring grad as on
 ** the CPU). A device without the op or dtype reports skipped-unsupported. */
-static void run_on_device(const char *name, td_multi_fn fn, int n, td_tensor *const *in, td_device dev) {
+/* td_gradcheck, or with second td_gradgradcheck (a random grad_output) */
+static td_status check(td_multi_fn fn, int n, td_tensor *const *in, bool second) {
+    return second ? td_gradgradcheck(fn, NULL, n, in, NULL, NULL) : td_gradcheck(fn, NULL, n, in, NULL);
+}
+
+static void run_on_device(const char *name, td_multi_fn fn, int n, td_tensor *const *in, td_device dev, bool second) {
     char dn[32];
     td_device_str(dev, dn, sizeof dn);
     if (!td_device_available(dev)) {
@@ -76,7 +95,7 @@ static void run_on_device(const char *name, td_multi_fn fn, int n, td_tensor *co
                 dev.type == TD_DEVICE_VULKAN ? "Vulkan" : "CUDA", why ? ": " : "", why ? why : "");
         return;
     }
-    td_tensor *d[4];
+    td_tensor *d[6];
     td_clear_error();
     td_status st = TD_OK;
     for (int i = 0; i < n; i++) {
@@ -92,7 +111,7 @@ static void run_on_device(const char *name, td_multi_fn fn, int n, td_tensor *co
     }
     if (st == TD_OK) {
         td_scope_begin();
-        st = td_gradcheck(fn, NULL, n, d, NULL);
+        st = check(fn, n, d, second);
         td_scope_end();
     }
     if (st == TD_ERR_UNSUPPORTED)
@@ -139,24 +158,29 @@ static int gradcheck_devices(td_device *devs, int max) {
     return n;
 }
 
-static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *specs) {
+static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *specs, bool second) {
     fprintf(stderr, "  %s:", name);
     test_seed_from(0x7D5EED);
-    td_tensor *in[4];
+    td_tensor *in[6];
     for (int i = 0; i < n; i++) in[i] = make_input(&specs[i]);
     td_scope_begin();
-    ASSERT_OK(td_gradcheck(fn, NULL, n, in, NULL));
+    ASSERT_OK(check(fn, n, in, second));
     td_scope_end();
     td_device devs[8];
     int nd = gradcheck_devices(devs, 8);
-    for (int k = 0; k < nd; k++) run_on_device(name, fn, n, in, devs[k]);
+    for (int k = 0; k < nd; k++) run_on_device(name, fn, n, in, devs[k], second);
     for (int i = 0; i < n; i++) td_release(in[i]);
 }
 
 #define CASE(NAME, N, ...)                                                                                             \
     TEST(NAME) {                                                                                                       \
         static const in_spec specs[N] = {__VA_ARGS__};                                                                 \
-        run_case(#NAME, f_##NAME, N, specs);                                                                           \
+        run_case(#NAME, f_##NAME, N, specs, false);                                                                    \
+    }
+#define GG_CASE(NAME, N, ...)                                                                                          \
+    TEST(NAME) {                                                                                                       \
+        static const in_spec specs[N] = {__VA_ARGS__};                                                                 \
+        run_case(#NAME, f_##NAME, N, specs, true);                                                                     \
     }
 #define FN(NAME) static td_tensor *f_##NAME(void *user, int n, td_tensor *const *x)
 #define UNUSED   (void)user, (void)n
@@ -436,6 +460,94 @@ FN(ATTENTION) { /* causal + bool mask + dropout (odd L 5, S 6), plus plain atten
 }
 CASE(ATTENTION, 4, S(G, 3, 2, 5, 3), S(G, 3, 2, 6, 3), S(G, 3, 2, 6, 4), S(MASK, 2, 5, 6))
 
+/* the fused backward ops, called directly: their own formulas (which give
+** create_graph its second derivatives) against finite differences */
+FN(GELU_BACKWARD) {
+    UNUSED;
+    return td_add(td__gelu_backward(x[0], x[1], false), td_mul_scalar(td__gelu_backward(x[0], x[1], true), 0.5));
+}
+CASE(GELU_BACKWARD, 2, S(G, 2, 2, 3), S(G, 2, 2, 3))
+FN(CROSS_ENTROPY_BACKWARD) { /* mean (weights, smoothing, ignored target 0), none, sum */
+    UNUSED;
+    td_tensor *a = td__cross_entropy_backward(x[0], x[1], x[2], x[3], 0, 0.1, TD_REDUCTION_MEAN);
+    td_tensor *b = td__cross_entropy_backward(x[4], x[1], x[2], NULL, -100, 0, TD_REDUCTION_NONE);
+    td_tensor *c = td__cross_entropy_backward(x[0], x[1], x[2], x[3], -100, 0.2, TD_REDUCTION_SUM);
+    return td_add(td_add(a, b), c);
+}
+CASE(CROSS_ENTROPY_BACKWARD, 5, S(G, 0, 1), S(G, 2, 4, 5), SI(5, 1, 4), S(CP, 1, 5), S(G, 1, 4))
+static const int conv_s[2] = {2, 1}, conv_p[2] = {1, 1}, conv_d[2] = {1, 2};
+FN(CONV2D_BACKWARD_INPUT) { /* x [2,2,4,5] with w [3,2,3,3]: dy [2,3,2,3] */
+    UNUSED;
+    return td__conv2d_backward_input(x[0], x[1], (int64_t[]){2, 2, 4, 5}, conv_s, conv_p, conv_d, 1);
+}
+CASE(CONV2D_BACKWARD_INPUT, 2, S(G, 4, 2, 3, 2, 3), S(G, 4, 3, 2, 3, 3))
+FN(CONV2D_BACKWARD_WEIGHT) {
+    UNUSED;
+    return td__conv2d_backward_weight(x[0], x[1], (int64_t[]){3, 2, 3, 3}, conv_s, conv_p, conv_d, 1);
+}
+CASE(CONV2D_BACKWARD_WEIGHT, 2, S(G, 4, 2, 3, 2, 3), S(G, 4, 2, 2, 4, 5))
+FN(MAX_POOL2D_BACKWARD) { /* the indices of a real pooling of the constant x[1] */
+    UNUSED;
+    td_tensor *idx;
+    if (!td_max_pool2d(x[1], (int[]){2, 2}, (int[]){2, 1}, (int[]){1, 0}, &idx)) return NULL;
+    return td__max_pool2d_backward(x[0], idx, x[1]->shape);
+}
+CASE(MAX_POOL2D_BACKWARD, 2, S(G, 4, 1, 2, 3, 4), S(C, 4, 1, 2, 4, 5))
+FN(AVG_POOL2D_BACKWARD) {
+    UNUSED;
+    const int k[2] = {3, 3}, st[2] = {2, 2}, pad[2] = {1, 1};
+    const int64_t xs[4] = {1, 2, 5, 5};
+    return td_add(td__avg_pool2d_backward(x[0], xs, k, st, pad, false),
+                  td__avg_pool2d_backward(x[0], xs, k, st, pad, true));
+}
+CASE(AVG_POOL2D_BACKWARD, 1, S(G, 4, 1, 2, 3, 3))
+FN(EMBEDDING_BACKWARD) { /* without and with padding_idx 2 */
+    UNUSED;
+    return td_add(td__embedding_backward(x[0], x[1], 6, -1), td__embedding_backward(x[0], x[1], 6, 2));
+}
+CASE(EMBEDDING_BACKWARD, 2, S(G, 3, 2, 4, 3), SI(6, 2, 2, 4))
+
+/* second order: x^2 after the linear ops (pools, embedding), so that the
+** second derivative in x is not zero */
+FN(gradgrad_GELU) {
+    UNUSED;
+    return td_add(td_gelu(x[0], false), td_mul_scalar(td_gelu(x[0], true), 0.5));
+}
+GG_CASE(gradgrad_GELU, 1, S(G, 2, 2, 3))
+FN(gradgrad_CROSS_ENTROPY) { /* weights, smoothing, an ignored row; none; one row as [C] with a 0-d target */
+    UNUSED;
+    td_tensor *row = td__cross_entropy(td_select(x[0], 0, 1), td_select(x[1], 0, 1), x[2], -100, 0.1, TD_REDUCTION_SUM);
+    return td_add(td_add(td__cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN), row),
+                  td_sum(td__cross_entropy(x[0], x[1], NULL, -100, 0.05, TD_REDUCTION_NONE), 0, NULL, false));
+}
+GG_CASE(gradgrad_CROSS_ENTROPY, 3, S(G, 2, 3, 4), SI(4, 1, 3), S(CP, 1, 4))
+FN(gradgrad_CONV2D) { /* stride, padding and bias, and a grouped dilated conv; their product */
+    UNUSED;
+    td_tensor *a = td_conv2d(x[0], x[1], x[2], (int[]){2, 1}, (int[]){1, 1}, (int[]){1, 1}, 1);
+    td_tensor *b = td_conv2d(x[0], x[3], NULL, (int[]){1, 1}, (int[]){2, 1}, (int[]){2, 1}, 2);
+    return td_add(td_sum(td_mul(a, a), 0, NULL, false), td_mul(td_sum(b, 0, NULL, false), td_sum(a, 0, NULL, false)));
+}
+GG_CASE(gradgrad_CONV2D, 4, S(G, 4, 1, 2, 3, 4), S(G, 4, 2, 2, 3, 3), S(G, 1, 2), S(G, 4, 2, 1, 2, 2))
+FN(gradgrad_MAX_POOL2D) {
+    UNUSED;
+    td_tensor *y = td_max_pool2d(x[0], (int[]){2, 2}, (int[]){2, 1}, (int[]){1, 0}, NULL);
+    return td_mul(y, y);
+}
+GG_CASE(gradgrad_MAX_POOL2D, 1, S(G, 4, 1, 2, 3, 4))
+FN(gradgrad_AVG_POOL2D) {
+    UNUSED;
+    td_tensor *y = td_add(td_avg_pool2d(x[0], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}, false),
+                          td_avg_pool2d(x[0], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}, true));
+    return td_mul(y, y);
+}
+GG_CASE(gradgrad_AVG_POOL2D, 1, S(G, 4, 1, 2, 4, 4))
+FN(gradgrad_EMBEDDING) {
+    UNUSED;
+    td_tensor *y = td_embedding(x[0], x[1]);
+    return td_mul(y, y);
+}
+GG_CASE(gradgrad_EMBEDDING, 2, S(G, 2, 5, 2), SI(5, 2, 2, 3))
+
 /* the view ops autograd records besides the table: permute, slice with a
 ** step, select, expand, reshape/squeeze/unsqueeze */
 FN(views) {
@@ -464,6 +576,46 @@ TEST(every_op_has_a_case) {
     }
 }
 
+TEST(every_fused_backward_has_a_gradgrad_case) {
+    static const int covered[] = {
+#define KIND_(N) TD_OP_##N,
+        GG_COVERED(KIND_)
+#undef KIND_
+    };
+    static const int refused[] = {
+#define KIND_(N) TD_OP_##N,
+        GG_REFUSED(KIND_)
+#undef KIND_
+    };
+    int n = (int)(sizeof covered / sizeof covered[0]);
+    for (int k = 0; k < TD_OP_COUNT; k++) {
+        const char *name = td_op_name((td_op_kind)k);
+        size_t len = strlen(name);
+        if (len < 9 || strcmp(name + len - 9, "_BACKWARD")) continue;
+        bool is_refused = false;
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) is_refused |= refused[i] == k;
+        if (is_refused) continue; /* gradgrad_<OP>_refused checks its error */
+        bool has = false;
+        for (int i = 0; i < n; i++) has |= covered[i] == k;
+        if (!has) TEST_FAIL_("fused backward op %s has no gradgrad case", name);
+        if (!td_op_info((td_op_kind)k)->differentiable) TEST_FAIL_("fused backward op %s is not differentiable", name);
+    }
+}
+
+/* create_graph through the fused attention's backward is refused with a message, never silent zeros */
+TEST(gradgrad_ATTENTION_refused) {
+    td_scope_begin();
+    int64_t shape[] = {1, 3, 4};
+    td_tensor *q = td_randn(3, shape, 1, 0, TD_F64, TD_CPU), *k = td_randn(3, shape, 2, 0, TD_F64, TD_CPU);
+    td_tensor *v = td_randn(3, shape, 3, 0, TD_F64, TD_CPU);
+    td_set_requires_grad(q, true);
+    td_tensor *y = td_sum(td_scaled_dot_product_attention(q, k, v, NULL, 0, false, NAN), 0, NULL, false);
+    td_tensor *g = NULL;
+    ASSERT_ERROR(td_grad(1, &y, NULL, 1, &q, &g, false, true, false), TD_ERR_UNSUPPORTED,
+                 "scaled_dot_product_attention: no second-order gradient (create_graph)");
+    td_scope_end();
+}
+
 /* a custom function whose backward is off by 1% must fail, naming the element */
 static td_status sq_fwd(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
     (void)n_in, (void)n_out;
@@ -488,10 +640,43 @@ TEST(gradcheck_catches_a_wrong_formula) {
     td_tensor *x = ASSERT_TENSOR(td_from_data(v, 1, &three, TD_F64, TD_CPU));
     ASSERT_OK(td_set_requires_grad(x, true));
     ASSERT_ERROR(td_gradcheck(f_wrong, NULL, 1, &x, NULL), TD_ERR_STATE, "input 0 element 2, output element 2");
-    td_tensor *xf = ASSERT_TENSOR(td_cast(td_detach(x), TD_F32));
+    td_scope_begin();
+    td_tensor *xf = ASSERT_TENSOR(td_keep(td_cast(td_detach(x), TD_F32)));
+    td_scope_end();
     ASSERT_OK(td_set_requires_grad(xf, true));
     ASSERT_ERROR(td_gradcheck(f_wrong, NULL, 1, &xf, NULL), TD_ERR_DTYPE, "float64");
     td_release(xf);
+    td_release(x);
+}
+
+/* a backward whose first order is right but that is not differentiable
+** (3x^2 detached: a second derivative of zero) must fail gradgradcheck */
+static td_status cube_fwd(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
+    (void)n_in, (void)n_out;
+    out[0] = td_mul(td_mul(in[0], in[0]), in[0]);
+    return td_ctx_save_for_backward(ctx, 1, in);
+}
+static td_status cube_bwd_detached(td_function_ctx *ctx, int n_out, td_tensor *const *dy, int n_in, td_tensor **dx) {
+    (void)n_out, (void)n_in;
+    td_tensor *x = td_ctx_saved(ctx, 0);
+    dx[0] = td_mul(dy[0], td_detach(td_mul_scalar(td_mul(x, x), 3)));
+    return TD_OK;
+}
+static const td_function detached_cube = {"detached_cube", cube_fwd, cube_bwd_detached};
+FN(cube) {
+    (void)user;
+    td_tensor *y;
+    return td_function_apply(&detached_cube, NULL, n, x, 1, &y) == TD_OK ? y : NULL;
+}
+
+TEST(gradgradcheck_catches_a_wrong_formula) {
+    double v[3] = {0.5, -1, 2};
+    int64_t three = 3;
+    td_tensor *x = ASSERT_TENSOR(td_from_data(v, 1, &three, TD_F64, TD_CPU));
+    ASSERT_OK(td_set_requires_grad(x, true));
+    ASSERT_OK(td_gradcheck(f_cube, NULL, 1, &x, NULL));
+    ASSERT_ERROR(td_gradgradcheck(f_cube, NULL, 1, &x, NULL, NULL), TD_ERR_STATE,
+                 "gradgradcheck: Jacobian mismatch for input 0");
     td_release(x);
 }
 

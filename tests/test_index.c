@@ -67,6 +67,7 @@ static void assert_shape(td_tensor *t, int ndim, const int64_t *shape) {
 /* ---- embedding ---- */
 
 TEST(embedding_forward) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
     td_dtype its[2] = {TD_I64, TD_I32};
@@ -85,9 +86,11 @@ TEST(embedding_forward) {
         assert_close(yv, want, 90, 0); /* a copy: exact */
         free(w), free(iv), free(yv);
     }
+    td_scope_end();
 }
 
 TEST(embedding_errors) {
+    td_scope_begin(); /* the inputs and results, released at the end (the runner checks for leaks) */
     int64_t ws[2] = {5, 3}, is[2] = {2, 3};
     td_tensor *w = ASSERT_TENSOR(td_ones(2, ws, TD_F32, TD_CPU));
     int64_t bad[6] = {0, 1, 4, 2, 2, 5};
@@ -102,6 +105,7 @@ TEST(embedding_errors) {
     ASSERT_ERROR(td_embedding(td_select(w, 0, 0), idx), TD_ERR_SHAPE, "weight must be 2-D");
     ASSERT_ERROR(td_embedding(w, NULL), TD_ERR_MISUSE, "NULL");
     ASSERT_ERROR(td__embedding_backward(w, idx, 5, -1), TD_ERR_SHAPE, "is not idx [2,3] plus one dim");
+    td_scope_end();
 }
 
 /* dW[v] = sum of dy rows with idx == v, padding row zero */
@@ -114,6 +118,7 @@ static void embedding_backward_ref(const double *dy, const int64_t *iv, int64_t 
 }
 
 TEST(embedding_backward) {
+    td_scope_begin();
     test_seed();
     int64_t ishape[2] = {3, 4}, dshape[3] = {3, 4, 6}, V = 5, D = 6, N = 12;
     td_dtype dts[3] = {TD_F64, TD_F32, TD_BF16};
@@ -137,9 +142,11 @@ TEST(embedding_backward) {
             free(iv), free(dy), free(ov);
         }
     }
+    td_scope_end();
 }
 
 TEST(embedding_backward_threads) {
+    td_scope_begin();
     /* big enough for several threads; summation order must not change */
     test_seed();
     int64_t N = 20000, V = 37, D = 70, ishape[1] = {N}, dshape[2] = {N, D};
@@ -154,11 +161,13 @@ TEST(embedding_backward_threads) {
     embedding_backward_ref(dy, iv, N, V, D, 0, want);
     assert_close(a, want, V * D, 1e-4);
     free(iv), free(dy), free(a), free(b), free(want);
+    td_scope_end();
 }
 
 /* ---- index_select ---- */
 
 TEST(index_select) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[5] = {TD_F32, TD_I64, TD_BOOL, TD_F16, TD_F64};
     int64_t shape[3] = {3, 5, 4};
@@ -190,9 +199,11 @@ TEST(index_select) {
             free(bv), free(xv), free(iv), free(yv);
         }
     }
+    td_scope_end();
 }
 
 TEST(index_select_errors) {
+    td_scope_begin(); /* the inputs and results, released at the end (the runner checks for leaks) */
     int64_t s[2] = {3, 4}, two[2] = {1, 2};
     td_tensor *x = ASSERT_TENSOR(td_ones(2, s, TD_F32, TD_CPU));
     int64_t bad[3] = {0, 4, 1}, three = 3;
@@ -206,11 +217,13 @@ TEST(index_select_errors) {
     int64_t zero = 0;
     td_tensor *e = ASSERT_TENSOR(td_index_select(x, 1, td_zeros(1, &zero, TD_I64, TD_CPU)));
     ASSERT_EQ_INT(td_size(e, 1), 0);
+    td_scope_end();
 }
 
 /* ---- gather ---- */
 
 TEST(gather) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[3] = {TD_F32, TD_I32, TD_F64};
     for (int k = 0; k < 3; k++)
@@ -235,9 +248,11 @@ TEST(gather) {
                     }
             free(bv), free(xv), free(iv), free(yv);
         }
+    td_scope_end();
 }
 
 TEST(gather_errors) {
+    td_scope_begin(); /* the inputs and results, released at the end (the runner checks for leaks) */
     int64_t s[2] = {3, 4}, big[2] = {4, 2}, ok[2] = {2, 2};
     td_tensor *x = ASSERT_TENSOR(td_ones(2, s, TD_F32, TD_CPU));
     ASSERT_ERROR(td_gather(x, 1, td_zeros(2, big, TD_I64, TD_CPU)), TD_ERR_SHAPE,
@@ -247,6 +262,7 @@ TEST(gather_errors) {
     td_tensor *idx = ASSERT_TENSOR(td_from_data(bad, 2, ok, TD_I64, TD_CPU));
     ASSERT_ERROR(td_gather(x, 1, idx), TD_ERR_INDEX, "gather: index 4 at position [1,1] is out of range [0, 4)");
     ASSERT_ERROR(td_gather(x, 0, idx), TD_ERR_INDEX, "index 3 at position [0,1] is out of range [0, 3)");
+    td_scope_end();
 }
 
 /* ---- scatter_add ---- */
@@ -264,6 +280,7 @@ static void scatter_ref(double *out, const int64_t *os, const int64_t *iv, const
 }
 
 TEST(scatter_add) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
     double tols[4] = {1e-6, 1e-14, 4e-3, 3e-2};
@@ -289,9 +306,11 @@ TEST(scatter_add) {
             ASSERT(!memcmp(again, yv, 60 * sizeof *yv)); /* deterministic */
             free(selfv), free(srcv), free(iv), free(yv), free(again);
         }
+    td_scope_end();
 }
 
 TEST(scatter_add_int) {
+    td_scope_begin();
     test_seed();
     td_dtype dts[3] = {TD_I64, TD_I32, TD_U8};
     for (int k = 0; k < 3; k++) {
@@ -308,9 +327,11 @@ TEST(scatter_add_int) {
         assert_close(yv, selfv, 42, 0);
         free(selfv), free(srcv), free(iv), free(yv);
     }
+    td_scope_end();
 }
 
 TEST(scatter_add_errors) {
+    td_scope_begin(); /* the inputs and results, released at the end (the runner checks for leaks) */
     int64_t s[2] = {3, 4}, is[2] = {2, 5}, small[2] = {2, 2};
     td_tensor *self = ASSERT_TENSOR(td_zeros(2, s, TD_F32, TD_CPU));
     td_tensor *src = ASSERT_TENSOR(td_ones(2, small, TD_F32, TD_CPU));
@@ -325,11 +346,13 @@ TEST(scatter_add_errors) {
     ASSERT_ERROR(td_scatter_add(self, 0, idx, src), TD_ERR_INDEX, "scatter_add: index 3 at position [1,1]");
     td_tensor *b = ASSERT_TENSOR(td_zeros(2, s, TD_BOOL, TD_CPU));
     ASSERT_ERROR(td_scatter_add(b, 0, idx, b), TD_ERR_DTYPE, "bool");
+    td_scope_end();
 }
 
 /* ---- cat ---- */
 
 TEST(cat) {
+    td_scope_begin();
     test_seed();
     int64_t s0[3] = {2, 3, 4}, s1[3] = {2, 1, 4}, s2[3] = {2, 0, 4}, s3b[3] = {4, 2, 2};
     double *v0, *v1, *v2, *v3;
@@ -361,9 +384,11 @@ TEST(cat) {
     double *ylv = test_host(yl);
     for (int i = 0; i < 48; i++) ASSERT(ylv[i] == v0[(i / 8) * 4 + i % 4]);
     free(v0), free(v1), free(v2), free(v3), free(yv), free(y0v), free(ylv);
+    td_scope_end();
 }
 
 TEST(cat_many) {
+    td_scope_begin();
     enum { N = 150 }; /* more than one CAT dispatch takes */
     td_tensor *xs[N];
     int64_t s[2] = {1, 3};
@@ -374,9 +399,11 @@ TEST(cat_many) {
     double *yv = test_host(y);
     for (int i = 0; i < 3 * N; i++) ASSERT(yv[i] == i / 3);
     free(yv);
+    td_scope_end();
 }
 
 TEST(cat_errors) {
+    td_scope_begin(); /* the inputs and results, released at the end (the runner checks for leaks) */
     int64_t s[2] = {2, 3}, t[2] = {3, 3}, u[3] = {2, 3, 1};
     td_tensor *a = ASSERT_TENSOR(td_ones(2, s, TD_F32, TD_CPU));
     td_tensor *xs[2] = {a, ASSERT_TENSOR(td_ones(2, t, TD_F32, TD_CPU))};
@@ -391,11 +418,13 @@ TEST(cat_errors) {
     td_tensor *sc = ASSERT_TENSOR(td_scalar(1, TD_F32, TD_CPU));
     ASSERT_ERROR(td_cat(1, &sc, 0), TD_ERR_SHAPE, "0-d");
     ASSERT_ERROR(td_cat(1, &a, 2), TD_ERR_INDEX, "dim 2 out of range");
+    td_scope_end();
 }
 
 /* ---- one_hot ---- */
 
 TEST(one_hot) {
+    td_scope_begin();
     test_seed();
     int64_t is[2] = {3, 5}, *iv;
     for (int k = 0; k < 2; k++) {
@@ -417,9 +446,11 @@ TEST(one_hot) {
         }
         free(iv);
     }
+    td_scope_end();
 }
 
 TEST(one_hot_errors) {
+    td_scope_begin(); /* the inputs and results, released at the end (the runner checks for leaks) */
     int64_t v[4] = {0, 2, -1, 1}, n = 4, zero = 0;
     td_tensor *idx = ASSERT_TENSOR(td_from_data(v, 1, &n, TD_I64, TD_CPU));
     ASSERT_ERROR(td_one_hot(idx, 3), TD_ERR_INDEX, "one_hot: index -1 at position [2] is out of range [0, 3)");
@@ -431,6 +462,7 @@ TEST(one_hot_errors) {
     ASSERT_ERROR(td_one_hot(td_ones(1, &n, TD_F32, TD_CPU), 3), TD_ERR_DTYPE, "float32");
     td_tensor *e = ASSERT_TENSOR(td_one_hot(td_zeros(1, &zero, TD_I64, TD_CPU), 4));
     ASSERT_EQ_INT(td_size(e, 1), 4);
+    td_scope_end();
 }
 
 TEST(no_leaks) {

@@ -45,12 +45,14 @@ static void check_2d(td_tensor *a, td_tensor *b, double tol, const char *what) {
 }
 
 TEST(hand_2x3_3x2) {
+    td_scope_begin();
     float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12};
     td_tensor *ta = ASSERT_TENSOR(td_from_data(a, 2, (int64_t[]){2, 3}, TD_F32, TD_CPU));
     td_tensor *tb = ASSERT_TENSOR(td_from_data(b, 2, (int64_t[]){3, 2}, TD_F32, TD_CPU));
     td_tensor *c = ASSERT_TENSOR(td_matmul(ta, tb));
     double want[4] = {58, 64, 139, 154};
     nn_check_tensor("c", c, want, 0, 0);
+    td_scope_end();
 }
 
 TEST(random_sizes_all_dtypes) {
@@ -72,6 +74,7 @@ TEST(random_sizes_all_dtypes) {
 }
 
 TEST(transposed_and_strided) {
+    td_scope_begin();
     nn_seed(12);
     for (int d = 0; d < 2; d++) {
         td_dtype dt = nn_float_dtypes[d];
@@ -92,9 +95,11 @@ TEST(transposed_and_strided) {
         td_tensor *e = ASSERT_TENSOR(td_expand(row, 2, (int64_t[]){4, 33})); /* stride-0 rows: copied */
         check_2d(e, b, nn_tol(dt), "expanded rows @ b^T");
     }
+    td_scope_end();
 }
 
 TEST(batch_broadcast) {
+    td_scope_begin();
     nn_seed(13);
     for (int d = 0; d < 4; d++) {
         td_dtype dt = nn_float_dtypes[d];
@@ -115,9 +120,11 @@ TEST(batch_broadcast) {
         nn_check_tensor("transposed batches", ASSERT_TENSOR(td_matmul(a, bv)), want, nn_tol(dt) * 6, nn_tol(dt) * 4);
         free(ha), free(hb), free(hbv);
     }
+    td_scope_end();
 }
 
 TEST(one_dim_operands) {
+    td_scope_begin();
     nn_seed(14);
     td_tensor *v = nn_rand(1, (int64_t[]){33}, 1, TD_F64), *m = nn_rand(2, (int64_t[]){33, 7}, 1, TD_F64);
     td_tensor *mt = nn_rand(2, (int64_t[]){7, 33}, 1, TD_F64);
@@ -147,9 +154,11 @@ TEST(one_dim_operands) {
     ref_matmul(1, &two, &two, &one, 7, 33, 1, hbm, hv, want);
     nn_check_tensor("batch @ v", bv, want, 1e-12, 1e-12);
     free(hv), free(hm), free(hmt), free(hbm);
+    td_scope_end();
 }
 
 TEST(batched_times_matrix) {
+    td_scope_begin();
     /* [2,3,7,33] @ [33,5] folds into one [42,33] @ [33,5] GEMM; a sliced batch must not fold */
     nn_seed(15);
     td_tensor *a = nn_rand(4, (int64_t[]){2, 3, 7, 33}, 1, TD_F32), *b = nn_rand(2, (int64_t[]){33, 5}, 1, TD_F32);
@@ -167,9 +176,11 @@ TEST(batched_times_matrix) {
     ref_matmul(1, &b4, &b4, &one, 7, 33, 5, hs, hb, want2);
     nn_check_tensor("sliced batches", ASSERT_TENSOR(td_matmul(s, b)), want2, 1e-4, 1e-4);
     free(ha), free(hb), free(hs);
+    td_scope_end();
 }
 
 TEST(empty_inner_dim) {
+    td_scope_begin();
     td_tensor *a = ASSERT_TENSOR(td_empty(2, (int64_t[]){3, 0}, TD_F32, TD_CPU));
     td_tensor *b = ASSERT_TENSOR(td_empty(2, (int64_t[]){0, 4}, TD_F32, TD_CPU));
     td_tensor *c = ASSERT_TENSOR(td_matmul(a, b));
@@ -177,9 +188,11 @@ TEST(empty_inner_dim) {
     nn_check_tensor("zeros", c, want, 0, 0);
     td_tensor *e = ASSERT_TENSOR(td_matmul(b, ASSERT_TENSOR(td_empty(2, (int64_t[]){4, 2}, TD_F32, TD_CPU))));
     ASSERT_EQ_INT(td_numel(e), 0);
+    td_scope_end();
 }
 
 TEST(linear_bias) {
+    td_scope_begin();
     nn_seed(16);
     td_tensor *x = nn_rand(3, (int64_t[]){2, 3, 33}, 1, TD_F32);
     td_tensor *w = nn_rand(2, (int64_t[]){7, 33}, 1, TD_F32), *b = nn_rand(1, (int64_t[]){7}, 1, TD_F32);
@@ -199,9 +212,11 @@ TEST(linear_bias) {
     ASSERT_ERROR(td_linear(x, b, NULL), TD_ERR_SHAPE, "weight must be [out, in]");
     ASSERT_ERROR(td_linear(x, w, w), TD_ERR_SHAPE, "bias must be [7]");
     free(hx), free(hw), free(hb);
+    td_scope_end();
 }
 
 TEST(errors) {
+    td_scope_begin(); /* the inputs and results, released at the end (the runner checks for leaks) */
     td_tensor *a = ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 3}, TD_F32, TD_CPU));
     td_tensor *b = ASSERT_TENSOR(td_zeros(2, (int64_t[]){4, 5}, TD_F32, TD_CPU));
     ASSERT_ERROR(td_matmul(a, b), TD_ERR_SHAPE, "matmul: shapes [2,3] and [4,5] do not align (3 != 4)");
@@ -215,12 +230,14 @@ TEST(errors) {
     ASSERT_ERROR(td_matmul(b1, b2), TD_ERR_SHAPE, "batch dims");
     td_clear_error();
     ASSERT(td_matmul(NULL, a) == NULL);
+    td_scope_end();
 }
 
 /* Products large enough to be cut into per-thread GEMM blocks, run on 3 threads so that the blocks
 ** are uneven: output rows (M >= N), columns (N > M) with transposed and strided operands, and batches
 ** fewer than the threads (each batch cut too). A rerun must give the same bits. */
 TEST(blocked_threads) {
+    td_scope_begin();
     nn_seed(17);
     nn_threads(3);
     for (int d = 0; d < 2; d++) {
@@ -246,6 +263,7 @@ TEST(blocked_threads) {
         ASSERT(memcmp(h1, h2, sizeof(double) * (size_t)(2 * M * N)) == 0);
         free(ha), free(hb), free(want), free(h1), free(h2);
     }
+    td_scope_end();
 }
 
 TEST_MAIN(TESTS)

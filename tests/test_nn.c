@@ -109,6 +109,7 @@ TEST(state_dict_names_and_buffers) {
 }
 
 TEST(state_dict_roundtrip) {
+    td_scope_begin();
     td_manual_seed(1);
     td_module *a = mlp();
     td_manual_seed(2);
@@ -126,9 +127,11 @@ TEST(state_dict_roundtrip) {
     free(ya), free(yb), free(yb2);
     td_module_free(a);
     td_module_free(b);
+    td_scope_end();
 }
 
 TEST(load_state_dict_mismatch) {
+    td_scope_begin();
     td_module *m = mlp();
     /* a checkpoint of a different model: layer widths differ */
     td_module *other =
@@ -164,10 +167,12 @@ TEST(load_state_dict_mismatch) {
     td_module_free(cnn);
     td_module_free(other);
     td_module_free(m);
+    td_scope_end();
 }
 
 /* torch accepts a BatchNorm state dict without num_batches_tracked (the count restarts at 0) */
 TEST(load_state_dict_optional_buffer) {
+    td_scope_begin();
     td_module *bn = td_batch_norm2d_new(3, 1e-5, 0.1, true, true);
     td_module *m = td_sequential_new(1, (td_module *[]){bn});
     ASSERT_OK(td_copy_(td_module_get(m, "0.num_batches_tracked"), ASSERT_TENSOR(td_scalar(7, TD_I64, TD_CPU))));
@@ -184,10 +189,12 @@ TEST(load_state_dict_optional_buffer) {
     ASSERT_ERROR(td_module_load_state_dict(m, sd, true), TD_ERR_MISUSE, "'0.running_mean'");
     td_named_tensors_free(sd);
     td_module_free(m);
+    td_scope_end();
 }
 
 /* Non-strict loads report the keys they skipped (torch's missing_keys, unexpected_keys). */
 TEST(load_state_dict_report) {
+    td_scope_begin();
     td_module *m = mlp();
     td_named_tensors *sd = td_named_tensors_new();
     ASSERT_OK(td_named_tensors_add(sd, "0.weight", ASSERT_TENSOR(td_zeros_like(td_module_get(m, "0.weight")))));
@@ -215,6 +222,7 @@ TEST(load_state_dict_report) {
     td_named_tensors_free(none);
     td_named_tensors_free(sd);
     td_module_free(m);
+    td_scope_end();
 }
 
 /* "module.0.weight" -> "0.weight": DataParallel's prefix stripped; other keys dropped */
@@ -225,6 +233,7 @@ static const char *strip_module(const char *name, void *ctx, char *buf, size_t s
 }
 
 TEST(load_state_dict_map_keys) {
+    td_scope_begin();
     td_module *src = mlp(), *m = mlp();
     td_named_tensors *sd = td_module_state_dict(src), *prefixed = td_named_tensors_new();
     for (int64_t i = 0; i < td_named_tensors_len(sd); i++) {
@@ -244,9 +253,11 @@ TEST(load_state_dict_map_keys) {
     td_named_tensors_free(sd);
     td_module_free(src);
     td_module_free(m);
+    td_scope_end();
 }
 
 TEST(module_registration_errors) {
+    td_scope_begin();
     td_module *m = td_module_new("Net", block_forward, NULL, NULL);
     td_tensor *w = ASSERT_TENSOR(td_zeros(1, (int64_t[]){3}, TD_F32, TD_CPU));
     ASSERT_OK(td_module_register_parameter(m, "w", w));
@@ -263,6 +274,7 @@ TEST(module_registration_errors) {
     ASSERT_ERROR(td_sequential_append(m, td_relu_new()), TD_ERR_MISUSE, "module is a Net, not a Sequential");
     ASSERT_ERROR(td_module_new("X", NULL, NULL, NULL), TD_ERR_MISUSE, "forward function is NULL");
     td_module_free(m);
+    td_scope_end();
 }
 
 /* mean and standard deviation of t's values */
@@ -306,6 +318,7 @@ TEST(init_statistics) {
 }
 
 TEST(init_functions) {
+    td_scope_begin();
     ASSERT_NEAR(td_init_calculate_gain(TD_NL_RELU, 0), sqrt(2.0), 1e-15);
     ASSERT_NEAR(td_init_calculate_gain(TD_NL_TANH, 0), 5.0 / 3, 1e-15);
     ASSERT_NEAR(td_init_calculate_gain(TD_NL_LEAKY_RELU, 0.2), sqrt(2 / 1.04), 1e-15);
@@ -338,6 +351,7 @@ TEST(init_functions) {
     td_tensor *ints = ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 2}, TD_I32, TD_CPU));
     ASSERT_ERROR(td_init_kaiming_uniform_(ints, 0, TD_FAN_IN, TD_NL_RELU), TD_ERR_DTYPE, "not floating");
     ASSERT_ERROR(td_init_uniform_(t, 1, 0), TD_ERR_MISUSE, "above hi");
+    td_scope_end();
 }
 
 TEST(init_reproducible) {
@@ -359,6 +373,7 @@ TEST(init_reproducible) {
 }
 
 TEST(dropout_train_eval) {
+    td_scope_begin();
     td_module *d = td_dropout_new(0.3);
     int64_t n = 20000;
     td_tensor *x = ASSERT_TENSOR(td_full(1, &n, 2.0, TD_F32, TD_CPU));
@@ -383,9 +398,11 @@ TEST(dropout_train_eval) {
     for (int64_t i = 0; i < n; i++) ASSERT_NEAR(ye[i], 2.0, 0);
     free(y1), free(y2), free(y3), free(ye);
     td_module_free(d);
+    td_scope_end();
 }
 
 TEST(batchnorm_train_eval) {
+    td_scope_begin();
     td_module *bn = td_batch_norm1d_new(2, 1e-5, 0.1, false, true);
     td_tensor *x = randu(2, (int64_t[]){8, 2}, 100);
     double *xv = host(x);
@@ -410,9 +427,11 @@ TEST(batchnorm_train_eval) {
     ASSERT_NEAR(td_item(td_module_get(bn, "num_batches_tracked")), 1, 0); /* eval leaves the stats */
     free(xv), free(ye), free(yt), free(rm), free(rv);
     td_module_free(bn);
+    td_scope_end();
 }
 
 TEST(mha_causal) {
+    td_scope_begin();
     td_module *causal = td_multihead_attention_new(8, 2, true, true);
     td_module *full = td_multihead_attention_new(8, 2, true, false);
     td_named_tensors *sd = td_module_state_dict(causal);
@@ -442,9 +461,11 @@ TEST(mha_causal) {
                  "attn_mask has shape [2,4,8], expected [5,5]");
     free(a), free(b), free(c), free(d), free(e);
     td_module_free(causal), td_module_free(full);
+    td_scope_end();
 }
 
 TEST(adaptive_pool_and_softmax_dim) {
+    td_scope_begin();
     td_tensor *x = randu(4, (int64_t[]){1, 1, 4, 6}, 400);
     double *xv = host(x);
     td_module *ap = td_adaptive_avg_pool2d_new(2, 3);
@@ -465,9 +486,11 @@ TEST(adaptive_pool_and_softmax_dim) {
     }
     free(xv), free(y), free(p);
     td_module_free(ap), td_module_free(sm);
+    td_scope_end();
 }
 
 TEST(zero_grad_and_to) {
+    td_scope_begin();
     td_module *m = mlp();
     td_tensor *x = randu(2, (int64_t[]){3, 4}, 500);
     td_tensor *loss = ASSERT_TENSOR(td_sum(td_module_forward(m, x), 0, NULL, false));
@@ -483,9 +506,11 @@ TEST(zero_grad_and_to) {
     ASSERT(st != TD_OK);
     ASSERT(td_module_get(m, "0.weight") == w); /* unchanged after a failed move */
     td_module_free(m);
+    td_scope_end();
 }
 
 TEST(schedulers_closed_form) {
+    td_scope_begin();
     td_tensor *p[2];
     for (int i = 0; i < 2; i++) {
         p[i] = ASSERT_TENSOR(td_zeros(1, (int64_t[]){2}, TD_F32, TD_CPU));
@@ -521,10 +546,12 @@ TEST(schedulers_closed_form) {
     }
     ASSERT_ERROR(td_step_lr_new(opt, 0, 0.5), TD_ERR_MISUSE, "step_size 0");
     td_optimizer_free(opt);
+    td_scope_end();
 }
 
 /* p.grad = g through autograd */
 TEST(clip_grad) {
+    td_scope_begin();
     td_tensor *p[3];
     double want2 = 0, wantinf = 0;
     double *gv[2];
@@ -557,6 +584,7 @@ TEST(clip_grad) {
     ASSERT(td_grad_of(p[2]) == NULL);
     ASSERT_ERROR(td_clip_grad_norm_(3, p, -1, 2), TD_ERR_MISUSE, "max_norm -1");
     ASSERT_ERROR(td_clip_grad_value_(3, p, -1), TD_ERR_MISUSE, "clip value -1");
+    td_scope_end();
 }
 
 /* Two params, grads drawn from offset k; returns the final values of p[0] */
@@ -569,6 +597,7 @@ static void adam_steps(td_optimizer *o, td_tensor **p, int from, int to) {
 }
 
 TEST(optimizer_state_roundtrip) {
+    td_scope_begin();
     td_tensor *a[2], *b[2];
     int64_t shapes[2][2] = {{3, 4}, {4, 1}};
     for (int i = 0; i < 2; i++) {
@@ -617,9 +646,11 @@ TEST(optimizer_state_roundtrip) {
                  "'state.0.exp_avg' has shape [4,1], its parameter [3,4]");
     td_named_tensors_free(sd);
     td_optimizer_free(sgd), td_optimizer_free(oa), td_optimizer_free(ob);
+    td_scope_end();
 }
 
 TEST(optimizer_groups_and_lr) {
+    td_scope_begin();
     td_tensor *p[2];
     for (int i = 0; i < 2; i++) {
         p[i] = ASSERT_TENSOR(td_full(1, (int64_t[]){3}, 1.0, TD_F32, TD_CPU));
@@ -646,9 +677,11 @@ TEST(optimizer_groups_and_lr) {
     ASSERT_ERROR(td_optimizer_get_lr(opt, 2), TD_ERR_INDEX, "group 2 out of range");
     ASSERT_ERROR(td_optimizer_add_param_group(opt, 1, &p[0], NULL), TD_ERR_MISUSE, "more than one place");
     td_optimizer_free(opt);
+    td_scope_end();
 }
 
 TEST(optimizer_bad_input) {
+    td_scope_begin();
     td_tensor *p = ASSERT_TENSOR(td_zeros(1, (int64_t[]){3}, TD_F32, TD_CPU));
     ASSERT_ERROR(td_adam_new(1, &p, NULL), TD_ERR_MISUSE, "must be a floating leaf tensor that requires grad");
     ASSERT_OK(td_set_requires_grad(p, true));
@@ -673,9 +706,11 @@ TEST(optimizer_bad_input) {
     ASSERT_ERROR(td_optimizer_load_state_dict(opt, sd), TD_ERR_MISUSE, "unexpected key 'weights.0' for AdamW");
     td_named_tensors_free(sd);
     td_optimizer_free(opt);
+    td_scope_end();
 }
 
 TEST(loss_bad_input) {
+    td_scope_begin();
     td_tensor *x = randu(2, (int64_t[]){4, 3}, 800), *t = randu(2, (int64_t[]){3, 4}, 801);
     ASSERT_ERROR(td_mse_loss(x, t, TD_REDUCE_MEAN), TD_ERR_SHAPE,
                  "mse_loss: input shape [4,3] and target shape [3,4] differ");
@@ -709,9 +744,11 @@ TEST(loss_bad_input) {
     ids[0] = -100;
     cls = ASSERT_TENSOR(td_from_data(ids, 1, (int64_t[]){4}, TD_I64, TD_CPU));
     ASSERT_TENSOR(td_cross_entropy_loss(x, cls, NULL, -100, 0, TD_REDUCE_MEAN));
+    td_scope_end();
 }
 
 TEST(layer_bad_input) {
+    td_scope_begin();
     td_module *lin = td_linear_new(4, 3, true);
     td_tensor *x = randu(2, (int64_t[]){2, 5}, 900);
     ASSERT_ERROR(td_module_forward(lin, x), TD_ERR_SHAPE, "Linear: expected input [..., 4], got shape [2,5]");
@@ -735,6 +772,7 @@ TEST(layer_bad_input) {
     ASSERT_ERROR(td_module_forward(seq, x), TD_ERR_SHAPE, "Linear: expected input [..., 4], got shape [2,3]");
     td_module *mods[] = {lin, conv, bn, bn1, ln, emb, mha, un, seq};
     for (int i = 0; i < 9; i++) td_module_free(mods[i]);
+    td_scope_end();
 }
 
 TEST(constructor_bad_input) {
@@ -754,6 +792,7 @@ TEST(constructor_bad_input) {
 
 /* W2 of WORKLOADS.md, built as its PyTorch twin: 421,642 parameters, [N, 784] -> [N, 10] */
 TEST(w2_cnn_shapes) {
+    td_scope_begin();
     int k[2] = {3, 3}, p[2] = {1, 1}, two[2] = {2, 2};
     td_module *m = td_sequential_new(
         11, (td_module *[]){td_unflatten_new(1, 3, (int64_t[]){1, 28, 28}),
@@ -773,6 +812,7 @@ TEST(w2_cnn_shapes) {
     ASSERT_EQ_INT(td_size(y, 0), 3);
     ASSERT_EQ_INT(td_size(y, 1), 10);
     td_module_free(m);
+    td_scope_end();
 }
 
 TEST(no_leaks) {

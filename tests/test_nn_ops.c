@@ -33,6 +33,7 @@ static void ref_softmax(const double *x, double *y, int64_t R, int64_t C, bool l
 }
 
 TEST(softmax_random) {
+    td_scope_begin();
     nn_seed(21);
     const int64_t shapes[4][3] = {{3, 7}, {2, 3, 33}, {1}, {5, 1}};
     const int ndims[4] = {2, 3, 1, 2};
@@ -64,10 +65,12 @@ TEST(softmax_random) {
     nn_check_tensor("log_softmax of large logits", ASSERT_TENSOR(td_log_softmax(bt, 1)), want, 1e-3, 1e-6);
     ASSERT_NEAR(td_item(ASSERT_TENSOR(td_softmax(ASSERT_TENSOR(td_scalar(3, TD_F32, TD_CPU)), 0))), 1, 0);
     free(hb);
+    td_scope_end();
 }
 
 /* softmax over a dim other than the last, against exp(x) / sum(exp(x)) along it computed on the host */
 TEST(softmax_any_dim) {
+    td_scope_begin();
     enum { A = 3, B = 4, C = 5 };
     double hx[A * B * C], want[A * B * C];
     for (int i = 0; i < A * B * C; i++) hx[i] = 3 * sin(1.7 * i);
@@ -87,10 +90,12 @@ TEST(softmax_any_dim) {
             nn_check_tensor(what, ASSERT_TENSOR(lg ? td_log_softmax(x, d) : td_softmax(x, d)), want, 1e-6, 1e-5);
         }
     }
+    td_scope_end();
 }
 
 /* masked_fill and triu/tril against host references */
 TEST(masked_fill) {
+    td_scope_begin();
     double hx[6] = {1, 2, 3, 4, 5, 6}, want[6];
     bool hm[3] = {true, false, true};
     td_tensor *x = from_f64(hx, 2, (int64_t[]){2, 3}, TD_F32);
@@ -100,9 +105,11 @@ TEST(masked_fill) {
     ASSERT_ERROR(td_masked_fill(x, x, 0), TD_ERR_DTYPE, "mask must be bool");
     td_tensor *wide = ASSERT_TENSOR(td_zeros(2, (int64_t[]){4, 3}, TD_BOOL, TD_CPU));
     ASSERT_ERROR(td_masked_fill(x, wide, 0), TD_ERR_SHAPE, "does not broadcast to x [2,3]");
+    td_scope_end();
 }
 
 TEST(triu_tril) {
+    td_scope_begin();
     enum { N = 2, R = 3, C = 4 };
     double hx[N * R * C], want[N * R * C];
     for (int i = 0; i < N * R * C; i++) hx[i] = i + 1;
@@ -119,12 +126,15 @@ TEST(triu_tril) {
         }
     ASSERT_ERROR(td_triu(ASSERT_TENSOR(td_zeros(1, (int64_t[]){3}, TD_F32, TD_CPU)), 0), TD_ERR_SHAPE,
                  "2 or more dims");
+    td_scope_end();
 }
 
 TEST(softmax_errors) {
+    td_scope_begin();
     td_tensor *x = ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 3}, TD_F32, TD_CPU));
     ASSERT_ERROR(td_log_softmax(x, 2), TD_ERR_INDEX, "out of range");
     ASSERT_ERROR(td_softmax(ASSERT_TENSOR(td_zeros(1, (int64_t[]){3}, TD_I32, TD_CPU)), -1), TD_ERR_DTYPE, "int32");
+    td_scope_end();
 }
 
 /* ---- layer_norm ---- */
@@ -164,6 +174,7 @@ TEST(layer_norm_random) {
                 td_scope_end();
             }
     /* |mean| >> std: the two-pass variance stays accurate; a strided input */
+    td_scope_begin();
     nn_seed(23);
     td_tensor *base = nn_rand(2, (int64_t[]){33, 6}, 1, TD_F64);
     double *hb = nn_host(base);
@@ -177,15 +188,18 @@ TEST(layer_norm_random) {
     ref_layer_norm(hxf, NULL, NULL, want, 6, 33, 1e-5);
     nn_check_tensor("offset f32", ASSERT_TENSOR(td_layer_norm(xf, 1, NULL, NULL, 1e-5)), want, 1e-4, 1e-4);
     free(hb), free(hx), free(hxf);
+    td_scope_end();
 }
 
 TEST(layer_norm_errors) {
+    td_scope_begin();
     td_tensor *x = ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 3}, TD_F32, TD_CPU));
     td_tensor *w = ASSERT_TENSOR(td_ones(1, (int64_t[]){4}, TD_F32, TD_CPU));
     ASSERT_ERROR(td_layer_norm(x, 1, w, NULL, 1e-5), TD_ERR_SHAPE, "weight has shape [4], expected [3]");
     ASSERT_ERROR(td_layer_norm(x, 3, NULL, NULL, 1e-5), TD_ERR_SHAPE, "n_norm 3 outside [1, 2]");
     td_tensor *wd = ASSERT_TENSOR(td_ones(1, (int64_t[]){3}, TD_F64, TD_CPU));
     ASSERT_ERROR(td_layer_norm(x, 1, NULL, wd, 1e-5), TD_ERR_DTYPE, "bias is float64");
+    td_scope_end();
 }
 
 /* ---- cross_entropy ---- */
@@ -224,6 +238,7 @@ static double ref_xent(const double *x, const int64_t *t, const double *w, int64
 }
 
 TEST(xent_fixtures) {
+    td_scope_begin();
     for (int d = 0; d < 2; d++) {
         td_dtype dt = nn_float_dtypes[d];
         double tol = d ? 1e-12 : 2e-6;
@@ -255,9 +270,11 @@ TEST(xent_fixtures) {
             nn_check_tensor(what, g, grads[k], tol, tol);
         }
     }
+    td_scope_end();
 }
 
 TEST(xent_random) {
+    td_scope_begin();
     nn_seed(24);
     int64_t N = 33, C = 7;
     int64_t tg[33];
@@ -296,9 +313,11 @@ TEST(xent_random) {
     ASSERT_EQ_INT(td_ndim(l), 0);
     ASSERT_NEAR(td_item(l), l1, 1e-12);
     free(hx1);
+    td_scope_end();
 }
 
 TEST(xent_errors) {
+    td_scope_begin();
     td_tensor *x = ASSERT_TENSOR(td_zeros(2, (int64_t[]){3, 5}, TD_F32, TD_CPU));
     int64_t tg[3] = {0, 4, 5}, three = 3;
     td_tensor *t = ASSERT_TENSOR(td_from_data(tg, 1, &three, TD_I64, TD_CPU));
@@ -319,6 +338,7 @@ TEST(xent_errors) {
     int64_t ig[3] = {-100, -100, -100};
     td_tensor *ti = ASSERT_TENSOR(td_from_data(ig, 1, &three, TD_I64, TD_CPU));
     ASSERT(isnan(td_item(ASSERT_TENSOR(td__cross_entropy(x, ti, NULL, -100, 0, TD_REDUCTION_MEAN)))));
+    td_scope_end();
 }
 
 /* ---- conv2d ---- */
@@ -373,6 +393,7 @@ static void check_conv(const conv_case *k, td_tensor *x, td_tensor *w, td_tensor
 }
 
 TEST(conv_fixtures) {
+    td_scope_begin();
     const conv_case cases[2] = {{{2, 4, 5, 6}, {6, 2, 3, 2}, {2, 1}, {1, 2}, {1, 2}, 2},
                                 {{1, 3, 7, 7}, {2, 3, 3, 3}, {1, 1}, {0, 0}, {1, 1}, 1}};
     const double *data[2][7] = {
@@ -387,6 +408,7 @@ TEST(conv_fixtures) {
             td_tensor *b = from_f64(data[c][2], 1, k->ws, dt), *dy = from_f64(data[c][4], 4, ys[c], dt);
             check_conv(k, x, w, b, dy, data[c][3], data[c][5], data[c][6], d ? 1e-12 : 1e-5, td_dtype_name(dt));
         }
+    td_scope_end();
 }
 
 TEST(conv_random) {
@@ -427,6 +449,7 @@ TEST(conv_random) {
 }
 
 TEST(conv_chunked) {
+    td_scope_begin();
     /* 1x1 conv on 5 images of 2x1024x1024: the im2col buffer holds 4 images, so two chunks */
     nn_seed(26);
     const conv_case k = {{5, 2, 1024, 1024}, {3, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1};
@@ -456,6 +479,7 @@ TEST(conv_chunked) {
             }
     check_conv(&k, x, w, b, dy, y, dx, dw, 1e-4, "chunked");
     free(hx), free(hw), free(hb), free(hdy), free(y), free(dx);
+    td_scope_end();
 }
 
 /* Images shared out over 3 threads, with the paths they choose: 3x3 with padding 1 at stride 1 (the
@@ -499,6 +523,7 @@ TEST(conv_threads) {
 }
 
 TEST(conv_errors) {
+    td_scope_begin();
     td_tensor *x = ASSERT_TENSOR(td_zeros(4, (int64_t[]){1, 4, 3, 3}, TD_F32, TD_CPU));
     td_tensor *w = ASSERT_TENSOR(td_zeros(4, (int64_t[]){6, 2, 5, 5}, TD_F32, TD_CPU));
     ASSERT_ERROR(td_conv2d(x, w, NULL, NULL, NULL, NULL, 2), TD_ERR_SHAPE,
@@ -514,6 +539,7 @@ TEST(conv_errors) {
     ASSERT_ERROR(td_conv2d(ASSERT_TENSOR(td_cast(x, TD_F64)), w, NULL, NULL, NULL, NULL, 2), TD_ERR_DTYPE, "differ");
     ASSERT_ERROR(td__conv2d_backward_input(x, w, (int64_t[]){1, 4, 3, 3}, NULL, (int[]){1, 1}, NULL, 2), TD_ERR_SHAPE,
                  "dy has shape [1,4,3,3], expected [1,6,1,1]");
+    td_scope_end();
 }
 
 /* ---- pooling ---- */
@@ -556,6 +582,7 @@ static void ref_pool(bool is_max, bool cip, const int64_t xs[4], const int k[2],
 }
 
 TEST(pool_fixtures) {
+    td_scope_begin();
     int64_t xs[4] = {2, 3, 5, 7};
     for (int d = 0; d < 2; d++) {
         td_dtype dt = nn_float_dtypes[d];
@@ -581,6 +608,7 @@ TEST(pool_fixtures) {
                 adx[c], tol, tol);
         }
     }
+    td_scope_end();
 }
 
 TEST(pool_random) {
@@ -618,6 +646,7 @@ TEST(pool_random) {
 }
 
 TEST(pool_errors) {
+    td_scope_begin();
     td_tensor *x = ASSERT_TENSOR(td_zeros(4, (int64_t[]){1, 1, 4, 4}, TD_F32, TD_CPU));
     ASSERT_ERROR(td_max_pool2d(x, (int[]){3, 3}, NULL, (int[]){2, 0}, NULL), TD_ERR_MISUSE, "at most half");
     ASSERT_ERROR(td_avg_pool2d(x, (int[]){5, 5}, NULL, NULL, true), TD_ERR_SHAPE,
@@ -630,6 +659,7 @@ TEST(pool_errors) {
     int64_t bad[4] = {0, 3, 16, 1};
     td_tensor *idx = ASSERT_TENSOR(td_from_data(bad, 4, (int64_t[]){1, 1, 2, 2}, TD_I64, TD_CPU));
     ASSERT_ERROR(td__max_pool2d_backward(dy, idx, (int64_t[]){1, 1, 4, 4}), TD_ERR_INDEX, "index 16 at position 2");
+    td_scope_end();
 }
 
 /* Every front-end under NaN-poisoned, guarded allocations: outputs are fully
@@ -691,6 +721,7 @@ static double ulp_error(float got, double want) {
 /* exp of f32: at most 1.5 ulp from exp() in double over [-104, 88.75] (the vector exp measures
 ** 1.26 on every float of the range), and exact special values. */
 TEST(exp_ulp) {
+    td_scope_begin();
     const int64_t n = 1 << 20;
     float *v = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) v[i] = (float)(-104.0 + (88.75 + 104.0) * (double)i / (double)(n - 1));
@@ -720,6 +751,7 @@ TEST(exp_ulp) {
             ASSERT(ulp_error(g9[i], want[i]) <= 1.5);
     }
     free(v), free(got);
+    td_scope_end();
 }
 
 /* nn_check that also requires infinities to match exactly (log_softmax of -inf is -inf) */
@@ -772,6 +804,7 @@ TEST(softmax_rows) {
 
 /* 1024 rows of 4096: 16 MiB of output, written with non-temporal stores from a scratch row */
 TEST(softmax_rows_streamed) {
+    td_scope_begin();
     nn_seed(32);
     const int64_t R = 1024, C = 4096, shape[2] = {R, C};
     td_tensor *x = nn_rand(2, shape, 8, TD_F32);
@@ -784,6 +817,7 @@ TEST(softmax_rows_streamed) {
     ref_layer_norm(hx, NULL, NULL, want, R, C, 1e-5);
     nn_check_tensor("layer_norm 1024x4096", ASSERT_TENSOR(td_layer_norm(x, 1, NULL, NULL, 1e-5)), want, 1e-5, 1e-5);
     free(hx), free(want);
+    td_scope_end();
 }
 
 TEST(layer_norm_rows) {

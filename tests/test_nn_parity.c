@@ -76,6 +76,7 @@ static td_named_tensors *dict_with_prefix(const char *prefix) {
 /* Load <case>.s.*, run forward and backward, compare output, gradients and buffers. */
 static void module_parity(const char *name, td_module *m, double tol) {
     ASSERT(m);
+    td_scope_begin();
     char prefix[128];
     snprintf(prefix, sizeof prefix, "%s.s.", name);
     td_named_tensors *sd = dict_with_prefix(prefix);
@@ -105,27 +106,36 @@ static void module_parity(const char *name, td_module *m, double tol) {
         td_module_eval(m);
         check_close(td_module_forward(m, xe), need(fxt("%s.y_eval", name, ""), "y_eval"), tol, tol, "y_eval");
     }
+    td_scope_end();
     td_module_free(m);
 }
 
 TEST(linear) { module_parity("linear", td_linear_new(5, 4, true), ATOL); }
 TEST(linear_nobias) { module_parity("linear_nobias", td_linear_new(5, 4, false), ATOL); }
 TEST(conv2d) {
+    td_scope_begin();
     int k[2] = {3, 2}, s[2] = {2, 1}, p[2] = {1, 0};
     module_parity("conv2d", td_conv2d_new(2, 4, k, s, p, NULL, 1, true), ATOL);
+    td_scope_end();
 }
 TEST(conv2d_groups) {
+    td_scope_begin();
     int k[2] = {3, 3}, p[2] = {1, 1};
     module_parity("conv2d_groups", td_conv2d_new(4, 4, k, NULL, p, NULL, 2, true), ATOL);
+    td_scope_end();
 }
 TEST(conv1d) { module_parity("conv1d", td_conv1d_new(3, 5, 3, 2, 1, 1, 1, true), ATOL); }
 TEST(maxpool2d) {
+    td_scope_begin();
     int k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
     module_parity("maxpool2d", td_max_pool2d_new(k, s, p), ATOL);
+    td_scope_end();
 }
 TEST(avgpool2d) {
+    td_scope_begin();
     int k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
     module_parity("avgpool2d", td_avg_pool2d_new(k, s, p, true), ATOL);
+    td_scope_end();
 }
 TEST(adaptive_avgpool2d) { module_parity("adaptive_avgpool2d", td_adaptive_avg_pool2d_new(3, 2), ATOL); }
 TEST(flatten) { module_parity("flatten", td_flatten_new(1, -1), ATOL); }
@@ -140,13 +150,16 @@ static td_tensor *mha_wrapper_forward(td_module *self, td_tensor *x) {
 }
 
 TEST(mha) {
+    td_scope_begin();
     td_module *w = td_module_new("MHA", mha_wrapper_forward, NULL, NULL);
     ASSERT(w);
     ASSERT_OK(td_module_register_module(w, "attn", td_multihead_attention_new(8, 2, true, true)));
     module_parity("mha", w, 2e-5);
+    td_scope_end();
 }
 
 TEST(activations) {
+    td_scope_begin();
     static const char *names[] = {"relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "softmax", "log_softmax"};
     td_module *mods[] = {td_relu_new(), td_gelu_new(false), td_gelu_new(true), td_silu_new(),
                          td_tanh_new(), td_sigmoid_new(),   td_softmax_new(1), td_log_softmax_new(-1)};
@@ -154,12 +167,15 @@ TEST(activations) {
         fprintf(stderr, "  %s\n", names[i]);
         module_parity(names[i], mods[i], ATOL);
     }
+    td_scope_end();
 }
 
 TEST(sequential) {
+    td_scope_begin();
     td_module *m =
         td_sequential_new(3, (td_module *[]){td_linear_new(6, 5, true), td_relu_new(), td_linear_new(5, 3, true)});
     module_parity("sequential", m, ATOL);
+    td_scope_end();
 }
 
 /* ---- losses ---- */
@@ -280,6 +296,7 @@ TEST(schedulers) {
                           : c == 2 ? td_cosine_annealing_lr_new(o, 10, 0.01)
                                    : td_linear_lr_new(o, 0.1, 1.0, 5);
         ASSERT(s);
+        td_scope_begin();
         td_tensor *want = need(fxt("sched.%s%s", cases[c], ""), cases[c]);
         double lrs[12];
         for (int e = 0; e < 12; e++) {
@@ -287,6 +304,7 @@ TEST(schedulers) {
             td_scheduler_step(s);
         }
         check_close(ASSERT_TENSOR(td_from_data(lrs, 1, (int64_t[]){12}, TD_F64, TD_CPU)), want, 1e-7, 1e-6, cases[c]);
+        td_scope_end();
         td_scheduler_free(s);
         td_optimizer_free(o);
         td_release(p);
@@ -294,6 +312,7 @@ TEST(schedulers) {
 }
 
 TEST(clipping) {
+    td_scope_begin();
     static const char *cases[] = {"clip_l2", "clip_inf", "clip_l2_noop"};
     static const double norm_type[] = {2, INFINITY, 2}, max_norm[] = {1, 0.5, 100};
     for (int c = 0; c < 3; c++) {
@@ -315,11 +334,13 @@ TEST(clipping) {
             check_close(td_grad_of(p[i]), need(tdfx_tensor(fixtures(), name), name), ATOL, RTOL, name);
         }
     }
+    td_scope_end();
 }
 
 /* ---- W1: 784-256-256-10 MLP, Adam 1e-3, three steps on a fixed batch of 8 ---- */
 
 TEST(w1_mlp_three_steps) {
+    td_scope_begin();
     tdfx *w = tdfx_open("w1_mlp.tdfx");
     ASSERT(w);
     td_module *m = td_sequential_new(5, (td_module *[]){td_linear_new(784, 256, true), td_relu_new(),
@@ -355,6 +376,7 @@ TEST(w1_mlp_three_steps) {
     check_close(td_module_get(m, "4.bias"), tdfx_tensor(w, "final.4.bias"), 1e-4, 1e-4, "4.bias");
     td_optimizer_free(o);
     td_module_free(m);
+    td_scope_end();
 }
 
 TEST_MAIN(TESTS)

@@ -123,6 +123,7 @@ TEST(reference_matches_torch) {
 }
 
 TEST(torch_fixture) {
+    td_scope_begin();
     td_dtype dts[2] = {TD_F64, TD_F32};
     double rtol[2] = {1e-12, 2e-6}, atol[2] = {1e-14, 2e-7};
     for (size_t f = 0; f < sizeof optim_fixtures / sizeof optim_fixtures[0]; f++)
@@ -137,6 +138,7 @@ TEST(torch_fixture) {
                 compare(what, after[s], c->p[s], OPTIM_N, rtol[k], atol[k]);
             }
         }
+    td_scope_end();
 }
 
 /* Random p0 and grads, STEPS steps in each dtype vs the double reference. */
@@ -175,6 +177,7 @@ static void check_config(const optim_fixture *c, int64_t n) {
 }
 
 TEST(adam_variants) {
+    td_scope_begin();
     test_seed();
     for (int bits = 0; bits < 16; bits++) {
         optim_fixture c = {.kind = OPTIM_ADAM, .lr = 0.01, .b1 = 0.9, .b2 = 0.99, .eps = 1e-8};
@@ -184,17 +187,21 @@ TEST(adam_variants) {
         c.maximize = (bits >> 3) & 1;
         check_config(&c, 37); /* 4 AVX2 vectors and a tail of 5 */
     }
+    td_scope_end();
 }
 
 TEST(adam_large) {
+    td_scope_begin();
     /* several threads and blocks, AMSGrad and AdamW on */
     test_seed();
     optim_fixture c = {
         .kind = OPTIM_ADAM, .lr = 3e-4, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = 0.01, .decoupled = 1, .amsgrad = 1};
     check_config(&c, 100003);
+    td_scope_end();
 }
 
 TEST(sgd_variants) {
+    td_scope_begin();
     test_seed();
     double moms[2] = {0, 0.9}, damps[2] = {0, 0.2};
     for (int bits = 0; bits < 32; bits++) {
@@ -207,9 +214,11 @@ TEST(sgd_variants) {
         if (c.nesterov && (c.momentum == 0 || c.dampening != 0)) continue; /* invalid, see sgd_errors */
         check_config(&c, 21);
     }
+    td_scope_end();
 }
 
 TEST(rmsprop_variants) {
+    td_scope_begin();
     test_seed();
     for (int bits = 0; bits < 16; bits++) {
         optim_fixture c = {.kind = OPTIM_RMSPROP, .lr = 0.01, .b1 = 0.9, .eps = 1e-8};
@@ -219,9 +228,11 @@ TEST(rmsprop_variants) {
         c.maximize = (bits >> 3) & 1;
         check_config(&c, 21);
     }
+    td_scope_end();
 }
 
 TEST(adam_errors) {
+    td_scope_begin();
     int64_t n = 4, n5 = 5, s2[2] = {2, 2};
     td_tensor *p = ASSERT_TENSOR(td_zeros(1, &n, TD_F32, TD_CPU)), *g = ASSERT_TENSOR(td_ones(1, &n, TD_F32, TD_CPU));
     td_tensor *m = ASSERT_TENSOR(td_zeros(1, &n, TD_F32, TD_CPU)), *v = ASSERT_TENSOR(td_zeros(1, &n, TD_F32, TD_CPU));
@@ -254,9 +265,11 @@ TEST(adam_errors) {
     to_host(p, pv, 4);
     ASSERT_NEAR(pv[0], -0.1, 1e-6);
 #undef ADAM_
+    td_scope_end();
 }
 
 TEST(sgd_errors) {
+    td_scope_begin();
     int64_t n = 3;
     td_tensor *p = ASSERT_TENSOR(td_zeros(1, &n, TD_F64, TD_CPU)), *g = ASSERT_TENSOR(td_ones(1, &n, TD_F64, TD_CPU));
     ASSERT_ERROR(td_sgd_update(p, g, NULL, 0.1, 0.9, 0, 0, false, true, false), TD_ERR_MISUSE,
@@ -276,9 +289,11 @@ TEST(sgd_errors) {
     double pv[3];
     to_host(p, pv, 3);
     ASSERT_NEAR(pv[2], -0.5, 0);
+    td_scope_end();
 }
 
 TEST(rmsprop_errors) {
+    td_scope_begin();
     int64_t n = 3;
     td_tensor *p = ASSERT_TENSOR(td_zeros(1, &n, TD_BF16, TD_CPU)), *g = ASSERT_TENSOR(td_ones(1, &n, TD_BF16, TD_CPU));
     td_tensor *sq = ASSERT_TENSOR(td_zeros(1, &n, TD_BF16, TD_CPU));
@@ -296,6 +311,7 @@ TEST(rmsprop_errors) {
     double pv[3];
     to_host(p, pv, 3);
     ASSERT_NEAR(pv[0], -0.1, 1e-3); /* -lr * 1 / sqrt(0.01) */
+    td_scope_end();
 }
 
 TEST_MAIN(TESTS)

@@ -153,7 +153,9 @@ static void mlp_step(td_tensor *x, td_tensor *w1, td_tensor *w2) {
 ** instrumented host code (autograd, allocation) is a large part of the step,
 ** so only the bound (ops within the step) holds. The least step time with and
 ** without the profiler is printed (on a shared machine their ratio moved by
-** +-30% from run to run; overhead_cpu measures the cost per op). */
+** +-30% from run to run; overhead_cpu measures the cost per op). On a real
+** GPU the queue idles between these small ops while the host dispatches (0.5
+** of the step on an H200), so there the ratio is printed, not asserted. */
 static void check_summary(td_device dev, int64_t n) {
     td_scope_begin();
     td_tensor *x = td_randn(2, (int64_t[]){n, n}, 1, 0, TD_F32, dev);
@@ -194,8 +196,10 @@ static void check_summary(td_device dev, int64_t n) {
     td_profile_print(stdout, 5);
     printf("  closest: ops %.3f ms of a %.3f ms step; least step %.3f ms without the profiler, %.3f ms with it\n", ops,
            wall, plain, profiled);
+    td_device_info info;
+    ASSERT_OK(td_device_get_info(dev, &info));
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    ASSERT_NEAR(ops / wall, 1.0, 0.05);
+    if (dev.type == TD_DEVICE_CPU || info.emulated) ASSERT_NEAR(ops / wall, 1.0, 0.05);
 #endif
     td_scope_end();
 }

@@ -24,6 +24,7 @@ static float *host_f32(td_tensor *t) {
 }
 
 TEST(rand_stream_exact) {
+    td_scope_begin();
     uint64_t seed = test_seed(), offset = 5;
     int64_t shape[2] = {3, 7}; /* 21: not a multiple of 4 */
     float *f = host_f32(ASSERT_TENSOR(td_rand(2, shape, seed, offset, TD_F32, TD_CPU)));
@@ -41,9 +42,11 @@ TEST(rand_stream_exact) {
     for (int i = 0; i < 21; i++) same += other[i] == f[i];
     ASSERT(same < 3);
     free(f), free(d), free(again), free(other);
+    td_scope_end();
 }
 
 TEST(rand_offset_shift) {
+    td_scope_begin();
     uint64_t seed = test_seed();
     int64_t n = 37;
     float *a = host_f32(ASSERT_TENSOR(td_rand(1, &n, seed, 100, TD_F32, TD_CPU)));
@@ -53,9 +56,11 @@ TEST(rand_offset_shift) {
     float *w = host_f32(ASSERT_TENSOR(td_rand(1, &n, seed, UINT64_MAX, TD_F32, TD_CPU)));
     ASSERT(!memcmp(&w[4], &(float){stream_u(seed, 0, 0)}, 4));
     free(a), free(b), free(w);
+    td_scope_end();
 }
 
 TEST(rand_half_in_unit) {
+    td_scope_begin();
     uint64_t seed = test_seed();
     int64_t n = 20000;
     td_dtype dts[2] = {TD_F16, TD_BF16};
@@ -68,9 +73,11 @@ TEST(rand_half_in_unit) {
         }
         free(h);
     }
+    td_scope_end();
 }
 
 TEST(rand_stats) {
+    td_scope_begin();
     uint64_t seed = test_seed();
     int64_t n = 100000;
     double *v = test_host(ASSERT_TENSOR(td_rand(1, &n, seed, 0, TD_F32, TD_CPU)));
@@ -84,9 +91,11 @@ TEST(rand_stats) {
     ASSERT_NEAR(var, 1.0 / 12, 1.5e-3);
     ASSERT(lo >= 0 && lo < 1e-3 && hi < 1 && hi > 1 - 1e-3);
     free(v);
+    td_scope_end();
 }
 
 TEST(randn_stream) {
+    td_scope_begin();
     uint64_t seed = test_seed(), offset = 3;
     int64_t n = 27; /* odd: the last pair keeps only its cosine */
     float *f = host_f32(ASSERT_TENSOR(td_randn(1, &n, seed, offset, TD_F32, TD_CPU)));
@@ -101,9 +110,11 @@ TEST(randn_stream) {
         ASSERT_NEAR(h[i], z, 0x1p-8 * (1 + fabs(z)));
     }
     free(f), free(d), free(h);
+    td_scope_end();
 }
 
 TEST(randn_stats) {
+    td_scope_begin();
     uint64_t seed = test_seed();
     int64_t shape[2] = {317, 316}; /* ~1e5 */
     td_tensor *t = ASSERT_TENSOR(td_randn(2, shape, seed, 77, TD_F32, TD_CPU));
@@ -122,6 +133,7 @@ TEST(randn_stats) {
     ASSERT_NEAR(m4 / (var * var), 3, 0.1); /* kurtosis of a normal */
     ASSERT_NEAR(tail, 0.05, 0.004);
     free(v);
+    td_scope_end();
 }
 
 /* expected dropout in double: keep iff u_i >= p, scale by 1/(1-p) */
@@ -139,6 +151,7 @@ static void check_dropout(const double *x, const double *y, int64_t n, double p,
 }
 
 TEST(dropout_mask) {
+    td_scope_begin();
     uint64_t seed = test_seed();
     int64_t shape[2] = {50, 41};
     int64_t n = 50 * 41;
@@ -166,9 +179,11 @@ TEST(dropout_mask) {
     ASSERT(yv[7] != 0);
     check_dropout(xv, yv, n, p, seed, 11, 1e-6);
     free(xv), free(yv), free(u);
+    td_scope_end();
 }
 
 TEST(dropout_noncontiguous) {
+    td_scope_begin();
     uint64_t seed = test_seed();
     int64_t shape[3] = {5, 6, 7};
     td_tensor *base = ASSERT_TENSOR(td_randn(3, shape, seed, 0, TD_F64, TD_CPU));
@@ -178,9 +193,11 @@ TEST(dropout_noncontiguous) {
     double *yv = test_host(ASSERT_TENSOR(td_dropout(x, 0.25, seed, 4)));
     check_dropout(xv, yv, td_numel(x), 0.25, seed, 4, 1e-15);
     free(xv), free(yv);
+    td_scope_end();
 }
 
 TEST(dropout_dtypes) {
+    td_scope_begin();
     uint64_t seed = test_seed();
     int64_t n = 3001;
     td_tensor *x64 = ASSERT_TENSOR(td_randn(1, &n, seed, 9, TD_F64, TD_CPU));
@@ -197,6 +214,7 @@ TEST(dropout_dtypes) {
         free(xhv), free(yh);
     }
     free(xv), free(y64);
+    td_scope_end();
 }
 
 TEST(dropout_errors) {

@@ -112,14 +112,17 @@ static void check_dim_sets(td_tensor *x, double rtol, double atol) {
 }
 
 TEST(dim_sets_f64) {
+    td_scope_begin();
     test_seed_from(21);
     int64_t s[3] = {3, 4, 5};
     double *v = rand_values(60, -3, 3);
     check_dim_sets(test_tensor_f64(v, 3, s, TD_F64), 1e-13, 1e-13);
     free(v);
+    td_scope_end();
 }
 
 TEST(dim_sets_f32_strided) {
+    td_scope_begin();
     test_seed_from(22);
     int64_t s[3] = {5, 3, 4};
     double *v = rand_values(60, -3, 3);
@@ -130,18 +133,22 @@ TEST(dim_sets_f32_strided) {
     td_tensor *sl = ASSERT_TENSOR(td_slice(x, 2, 0, 5, 2)); /* [3,4,3] */
     check_dim_sets(sl, 1e-6, 1e-6);
     free(v);
+    td_scope_end();
 }
 
 TEST(dim_sets_half) {
+    td_scope_begin();
     test_seed_from(23);
     int64_t s[3] = {3, 4, 5};
     double *v = rand_values(60, -3, 3);
     check_dim_sets(test_tensor_f64(v, 3, s, TD_F16), 2e-3, 4e-3);
     check_dim_sets(test_tensor_f64(v, 3, s, TD_BF16), 1.6e-2, 3e-2);
     free(v);
+    td_scope_end();
 }
 
 TEST(sum_integer_and_bool) {
+    td_scope_begin();
     double v[6] = {1, -2, 3, 100, 0, 7};
     int64_t s[2] = {2, 3};
     td_dtype dts[3] = {TD_I32, TD_U8, TD_BOOL};
@@ -156,9 +163,11 @@ TEST(sum_integer_and_bool) {
         assert_close(g, want, 2, 0, 0, td_dtype_name(dts[i]));
         free(g);
     }
+    td_scope_end();
 }
 
 TEST(max_min_integer_exact) {
+    td_scope_begin();
     int64_t v[4] = {(1ll << 60) + 1, 1ll << 60, -(1ll << 61) - 1, -(1ll << 61)}, n = 4, got;
     td_tensor *x = ASSERT_TENSOR(td_from_data(v, 1, &n, TD_I64, TD_CPU));
     ASSERT_OK(td_copy_to_host(td_amax(x, 0, NULL, false), &got, sizeof got, TD_I64));
@@ -169,9 +178,11 @@ TEST(max_min_integer_exact) {
     ASSERT_EQ_INT(got, 2);
     td_tensor *m = ASSERT_TENSOR(td_amax(td_cast(x, TD_I32), 0, NULL, false));
     ASSERT_EQ_INT(td_tensor_dtype(m), TD_I32);
+    td_scope_end();
 }
 
 TEST(argmax_ties_and_nan) {
+    td_scope_begin();
     double v[12] = {1, 3, 3, 2, /**/ -1, -1, -5, -5, /**/ 0, NAN, 9, NAN};
     int64_t s[2] = {3, 4}, got[4];
     td_dtype dts[3] = {TD_F32, TD_F64, TD_I32};
@@ -197,9 +208,11 @@ TEST(argmax_ties_and_nan) {
         int64_t want[4] = {0, 2, 2, 2}; /* NaN (or the 9 replacing it) wins columns 1 and 3 */
         for (int i = 0; i < 4; i++) ASSERT_EQ_INT(got[i], want[i]);
     }
+    td_scope_end();
 }
 
 TEST(argmax_flatten) {
+    td_scope_begin();
     test_seed_from(24);
     int64_t s[3] = {4, 6, 5};
     double *v = rand_values(120, -1, 1);
@@ -218,9 +231,11 @@ TEST(argmax_flatten) {
     assert_shape(b, 3, ones);
     ASSERT_EQ_INT((int64_t)td_item(b), worst);
     free(v), free(xv);
+    td_scope_end();
 }
 
 TEST(nan_propagation) {
+    td_scope_begin();
     double v[6] = {1, NAN, 3, 4, 5, 6};
     int64_t s[2] = {2, 3};
     for (int di = 0; di < 2; di++) {
@@ -233,9 +248,11 @@ TEST(nan_propagation) {
             free(g);
         }
     }
+    td_scope_end();
 }
 
 TEST(var_correction) {
+    td_scope_begin();
     double v[5] = {2, 4, 4, 5, 10};
     int64_t n = 5;
     td_tensor *x = test_tensor_f64(v, 1, &n, TD_F64);
@@ -249,9 +266,11 @@ TEST(var_correction) {
     double w[4] = {1e8 + 1, 1e8 + 2, 1e8 + 3, 1e8 + 4};
     int64_t n4 = 4;
     ASSERT_NEAR(td_item(td_var(test_tensor_f64(w, 1, &n4, TD_F64), 0, NULL, 1, false)), 5.0 / 3, 1e-9);
+    td_scope_end();
 }
 
 TEST(logsumexp_stable) {
+    td_scope_begin();
     double v[4] = {1000, 1000, -INFINITY, -INFINITY};
     int64_t s[2] = {2, 2};
     td_tensor *x = test_tensor_f64(v, 2, s, TD_F32);
@@ -268,10 +287,12 @@ TEST(logsumexp_stable) {
     td_tensor *li = ASSERT_TENSOR(td_logsumexp(test_tensor_f64(iv, 1, &n3, TD_I32), 0, NULL, false));
     ASSERT_EQ_INT(td_tensor_dtype(li), TD_F32);
     ASSERT_NEAR(td_item(li), log(exp(1) + exp(2) + exp(3)), 1e-6);
+    td_scope_end();
 }
 
 /* 10^6 float32 values: the sum must match a double loop to float32 rounding. */
 TEST(sum_accuracy_1e6) {
+    td_scope_begin();
     test_seed_from(25);
     int64_t n = 1000000;
     double *v = rand_values(n, 0, 1);
@@ -286,10 +307,12 @@ TEST(sum_accuracy_1e6) {
     for (int64_t i = 1; i < n; i += 2) wodd += xv[i];
     ASSERT_NEAR(td_item(td_sum(odd, 0, NULL, false)), wodd, wodd * 1.2e-7);
     free(v), free(xv);
+    td_scope_end();
 }
 
 /* Two outputs of 300k elements each, along rows and down columns. */
 TEST(few_outputs_long_rows) {
+    td_scope_begin();
     test_seed_from(26);
     int64_t s[2] = {2, 300001}, st[2] = {300001, 2};
     double *v = rand_values(2 * 300001, -1, 1);
@@ -308,9 +331,11 @@ TEST(few_outputs_long_rows) {
         free(g);
     }
     free(v), free(xv);
+    td_scope_end();
 }
 
 TEST(empty_sets) {
+    td_scope_begin();
     int64_t s[2] = {2, 0};
     td_tensor *x = ASSERT_TENSOR(td_zeros(2, s, TD_F32, TD_CPU));
     int one = 1, zero = 0;
@@ -334,6 +359,7 @@ TEST(empty_sets) {
     ASSERT_NEAR(td_item(td_sum(sc, 0, NULL, false)), 2.5, 0);
     ASSERT_EQ_INT(td_ndim(td_mean(sc, 1, &zero, true)), 0);
     ASSERT_NEAR(td_item(td_argmax(sc, 0, false)), 0, 0);
+    td_scope_end();
 }
 
 TEST(errors) {

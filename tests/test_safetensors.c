@@ -59,6 +59,7 @@ static td_tensor *rand_tensor(int ndim, const int64_t *shape, td_dtype dt, uint6
 /* The tensors tests/interop_safetensors.py's expected() builds. */
 static td_named_tensors *interop_tensors(void) {
     td_named_tensors *l = td_named_tensors_new();
+    td_scope_begin(); /* the list retains each tensor */
     float w[12];
     for (int i = 0; i < 12; i++) w[i] = (float)i * 0.25f - 1;
     double bias[4] = {1.5, -2.25, 3.125, 1e-3};
@@ -77,6 +78,7 @@ static td_named_tensors *interop_tensors(void) {
     ASSERT_OK(td_named_tensors_add(l, "u8", ASSERT_TENSOR(td_from_data(u8, 1, &s4, TD_U8, TD_CPU))));
     ASSERT_OK(td_named_tensors_add(l, "mask", ASSERT_TENSOR(td_from_data(mask, 1, &s3, TD_BOOL, TD_CPU))));
     ASSERT_OK(td_named_tensors_add(l, "scalar", ASSERT_TENSOR(td_from_data(&sc, 0, NULL, TD_F32, TD_CPU))));
+    td_scope_end();
     return l;
 }
 
@@ -101,6 +103,7 @@ static void assert_same_lists(const td_named_tensors *a, const td_named_tensors 
 }
 
 TEST(roundtrip_all_dtypes) {
+    td_scope_begin();
     uint64_t seed = (uint64_t)time(NULL);
     printf("seed %" PRIu64 "\n", seed);
     td_named_tensors *l = interop_tensors();
@@ -122,9 +125,11 @@ TEST(roundtrip_all_dtypes) {
     ASSERT_EQ_INT(td_named_tensors_meta_len(back), 2);
     td_named_tensors_free(l);
     td_named_tensors_free(back);
+    td_scope_end();
 }
 
 TEST(reference_bytes) {
+    td_scope_begin();
     /* The reference crate's own test vectors (safetensors/src/tensor.rs,
     ** test_serialization and test_empty). */
     float v[6] = {0, 1, 2, 3, 4, 5};
@@ -156,9 +161,11 @@ TEST(reference_bytes) {
     ASSERT(!memcmp(got, want_empty, n));
     free(got);
     td_named_tensors_free(e);
+    td_scope_end();
 }
 
 TEST(writer_order_and_alignment) {
+    td_scope_begin();
     /* sorted by descending dtype alignment, then name: d (I64), a, b (F32), c (U8) */
     td_named_tensors *l = td_named_tensors_new();
     int64_t three = 3;
@@ -189,9 +196,11 @@ TEST(writer_order_and_alignment) {
     assert_same_lists(l, back);
     td_named_tensors_free(back);
     td_named_tensors_free(l);
+    td_scope_end();
 }
 
 TEST(noncontiguous_and_empty) {
+    td_scope_begin();
     td_tensor *a = ASSERT_TENSOR(td_arange(0, 12, 1, TD_F32, TD_CPU));
     td_tensor *t = ASSERT_TENSOR(td_transpose(td_view(a, 2, (int64_t[]){3, 4}), 0, 1)); /* [4,3], strided */
     td_tensor *e = ASSERT_TENSOR(td_empty(2, (int64_t[]){0, 7}, TD_F64, TD_CPU));
@@ -208,6 +217,7 @@ TEST(noncontiguous_and_empty) {
     ASSERT_EQ_INT(td_size(td_named_tensors_get(back, "empty"), 1), 7);
     td_named_tensors_free(back);
     td_named_tensors_free(l);
+    td_scope_end();
 }
 
 static int count_entries(const char *dir) {
@@ -219,6 +229,7 @@ static int count_entries(const char *dir) {
 }
 
 TEST(atomic_replace) {
+    td_scope_begin();
     const char *p = test_tmp_path("a.safetensors");
     test_write_file(p, "old", 3);
     td_named_tensors *l = interop_tensors();
@@ -228,18 +239,22 @@ TEST(atomic_replace) {
     struct stat sb;
     ASSERT(stat(p, &sb) == 0 && (sb.st_mode & 0777) == 0644);
     td_named_tensors_free(l);
+    td_scope_end();
 }
 
 TEST(save_unwritable_dir) {
+    td_scope_begin();
     td_named_tensors *l = interop_tensors();
     ASSERT_ERROR(td_safetensors_save("/nonexistent_dir_td/x.safetensors", l), TD_ERR_IO, "nonexistent_dir_td");
     td_named_tensors_free(l);
+    td_scope_end();
 }
 
 /* One valid F32 tensor [2] at [0,8]. */
 #define ONE_F32 "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}"
 
 TEST(bad_truncated) {
+    td_scope_begin();
     td_named_tensors *l = interop_tensors();
     const char *p = test_tmp_path("trunc.safetensors");
     ASSERT_OK(td_safetensors_save(p, l));
@@ -251,6 +266,7 @@ TEST(bad_truncated) {
     ASSERT_ERROR(load(p), TD_ERR_FORMAT, "runs past the end");
     free(b);
     td_named_tensors_free(l);
+    td_scope_end();
 }
 
 TEST(bad_too_short) {
@@ -477,6 +493,7 @@ TEST(checkpoint_roundtrip) {
 }
 
 TEST(checkpoint_wrong_model) {
+    td_scope_begin();
     td_train_state ck = {.model_name = "cnn", .step = 1};
     td_named_tensors *optim;
     make_state(&ck.model, &optim);
@@ -492,9 +509,11 @@ TEST(checkpoint_wrong_model) {
     ASSERT_ERROR(td_train_state_save(p, &(td_train_state){.model = ck.model}), TD_ERR_MISUSE, "model name");
     td_train_state_clear(&ck);
     td_named_tensors_free(optim);
+    td_scope_end();
 }
 
 TEST(checkpoint_tensor_mismatch) {
+    td_scope_begin();
     td_train_state ck = {.model_name = "mlp"};
     td_named_tensors *optim;
     make_state(&ck.model, &optim);
@@ -524,6 +543,7 @@ TEST(checkpoint_tensor_mismatch) {
     td_named_tensors_free(exp);
     td_train_state_clear(&ck);
     td_named_tensors_free(optim);
+    td_scope_end();
 }
 
 TEST(checkpoint_bad_metadata) {

@@ -30,6 +30,7 @@ TEST(from_data_roundtrip) {
 }
 
 TEST(view_shares_storage) {
+    td_scope_begin();
     float v[6] = {0, 1, 2, 3, 4, 5};
     int64_t shape[1] = {6}, s2[2] = {3, -1};
     td_tensor *t = ASSERT_TENSOR(td_from_data(v, 1, shape, TD_F32, TD_CPU));
@@ -40,9 +41,11 @@ TEST(view_shares_storage) {
     ASSERT_OK(td_copy_(elem, one));
     int64_t i3 = 3;
     ASSERT_NEAR(td_get(t, &i3), 42, 0);
+    td_scope_end();
 }
 
 TEST(permute_contiguous_copy) {
+    td_scope_begin();
     float v[6] = {0, 1, 2, 3, 4, 5};
     int64_t shape[2] = {2, 3};
     td_tensor *t = ASSERT_TENSOR(td_from_data(v, 2, shape, TD_F32, TD_CPU));
@@ -54,9 +57,11 @@ TEST(permute_contiguous_copy) {
     ASSERT_OK(td_copy_to_host(c, out, sizeof out, TD_F32));
     float want[6] = {0, 3, 1, 4, 2, 5};
     for (int i = 0; i < 6; i++) ASSERT_NEAR(out[i], want[i], 0);
+    td_scope_end();
 }
 
 TEST(slice_and_select) {
+    td_scope_begin();
     td_tensor *t = ASSERT_TENSOR(td_arange(0, 20, 1, TD_F32, TD_CPU));
     td_tensor *s = ASSERT_TENSOR(td_slice(t, 0, 3, -2, 4)); /* 3, 7, 11, 15 */
     ASSERT_EQ_INT(td_numel(s), 4);
@@ -64,9 +69,11 @@ TEST(slice_and_select) {
     ASSERT_OK(td_copy_to_host(s, out, sizeof out, TD_F32));
     for (int i = 0; i < 4; i++) ASSERT_NEAR(out[i], 3 + 4 * i, 0);
     ASSERT_ERROR(td_select(t, 0, 20), TD_ERR_INDEX, "out of range");
+    td_scope_end();
 }
 
 TEST(expand_broadcast_copy) {
+    td_scope_begin();
     float v[3] = {1, 2, 3};
     int64_t shape[2] = {1, 3}, big[2] = {4, 3};
     td_tensor *t = ASSERT_TENSOR(td_from_data(v, 2, shape, TD_F32, TD_CPU));
@@ -78,9 +85,11 @@ TEST(expand_broadcast_copy) {
     for (int i = 0; i < 12; i++) ASSERT_NEAR(out[i], v[i % 3], 0);
     int64_t bad[2] = {4, 2};
     ASSERT_ERROR(td_expand(t, 2, bad), TD_ERR_SHAPE, "cannot expand");
+    td_scope_end();
 }
 
 TEST(reshape_noncontiguous) {
+    td_scope_begin();
     td_tensor *t = ASSERT_TENSOR(td_arange(0, 24, 1, TD_F32, TD_CPU));
     int64_t s3[3] = {2, 3, 4}, flat[1] = {24};
     td_tensor *a = ASSERT_TENSOR(td_view(t, 3, s3));
@@ -92,6 +101,7 @@ TEST(reshape_noncontiguous) {
     int64_t s2[2] = {2, 12};
     td_tensor *m = ASSERT_TENSOR(td_view(td_transpose(td_view(t, 2, s2), 0, 1), 2, (int64_t[]){12, 2}));
     ASSERT_EQ_INT(td_size(m, 0), 12);
+    td_scope_end();
 }
 
 TEST(scope_releases) {
@@ -123,9 +133,11 @@ TEST(cast_dtypes) {
     float f[5];
     ASSERT_OK(td_copy_to_host(t, f, sizeof f, TD_F32));
     ASSERT(isinf(f[4]));
+    td_release(t);
 }
 
 TEST(half_conversion) {
+    td_scope_begin();
     /* values exactly representable in f16 and bf16 survive the round trip */
     float v[6] = {1.0f, -2.5f, 0.000061035156f, 65504.0f, 0.5f, -0.0f};
     int64_t n = 6;
@@ -140,9 +152,11 @@ TEST(half_conversion) {
     ASSERT_NEAR(td_item(x), 1.0, 0);
     td_tensor *bf = ASSERT_TENSOR(td_cast(t, TD_BF16));
     ASSERT_NEAR(td_item(td_select(bf, 0, 1)), -2.5, 0);
+    td_scope_end();
 }
 
 TEST(zero_size) {
+    td_scope_begin();
     int64_t shape[2] = {0, 5};
     td_tensor *t = ASSERT_TENSOR(td_zeros(2, shape, TD_F32, TD_CPU));
     ASSERT_EQ_INT(td_numel(t), 0);
@@ -150,6 +164,7 @@ TEST(zero_size) {
     ASSERT_EQ_INT(td_size(c, 0), 5);
     int64_t neg[1] = {-3};
     ASSERT_ERROR(td_empty(1, neg, TD_F32, TD_CPU), TD_ERR_MISUSE, "negative size");
+    td_scope_end();
 }
 
 /* A size-0 tensor's strides still span its other dims: [0, 2^40, 2^40] f32

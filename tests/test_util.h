@@ -69,7 +69,9 @@ static inline double *test_host(td_tensor *t) {
 /* p.grad = g, through a backward pass of p * 1. */
 static inline void test_set_grad(td_tensor *p, td_tensor *g) {
     td_zero_grad(p);
+    td_scope_begin();
     ASSERT_OK(td_backward(ASSERT_TENSOR(td_mul_scalar(p, 1.0)), g, false));
+    td_scope_end();
 }
 
 /* ---- scratch files ---- */

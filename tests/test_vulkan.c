@@ -22,6 +22,7 @@
     X(glsl_kernel)                                                                                                     \
     X(glsl_errors)                                                                                                     \
     X(glsl_cache_corrupt)                                                                                              \
+    X(glsl_cache_bounded)                                                                                              \
     X(glsl_autograd)                                                                                                   \
     X(module_to_keeps_optimizer)                                                                                       \
     X(events)                                                                                                          \
@@ -337,6 +338,69 @@ TEST(glsl_cache_corrupt) {
     }
     free(flipped);
     free(good);
+}
+
+/* Spirv-* files in dir (the disk cache's entries). */
+static int count_spirv_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) n += !strncmp(de->d_name, "spirv-", 6);
+    if (d) closedir(d);
+    return n;
+}
+
+/* Compile saxpy as variant v (a define, so a distinct cache key) and free it. */
+static void compile_variant(int v) {
+    char def[32];
+    snprintf(def, sizeof def, "VARIANT=%d", v);
+    const char *defs[1] = {def};
+    td_kernel_options o = {.defines = defs, .n_defines = 1};
+    td_user_kernel *k = NULL;
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", &o, &k, NULL, 0));
+    td_kernel_free(k);
+}
+
+/* Child process: the in-memory SPIR-V cache at 2 entries, seen through the
+** disk cache (emptied by hand): a compile that the memory serves writes no
+** file, one that it dropped compiles again and writes its file anew. */
+static void cache_bounded_child(const char *files) {
+    setenv("TRIDENT_VULKAN_SPIRV_CACHE", "2", 1);
+    setup();
+    compile_variant(1);
+    compile_variant(2); /* memory [2, 1] */
+    ASSERT_EQ_INT(count_spirv_files(files), 2);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "rm -f %s/spirv-*", files);
+    ASSERT_EQ_INT(system(cmd), 0);
+    compile_variant(1); /* a hit, now the most recent: [1, 2]; no file */
+    ASSERT_EQ_INT(count_spirv_files(files), 0);
+    compile_variant(3); /* [3, 1]: 2, the least recently used, is dropped */
+    ASSERT_EQ_INT(count_spirv_files(files), 1);
+    compile_variant(2); /* dropped: compiled and written again; [2, 3] */
+    ASSERT_EQ_INT(count_spirv_files(files), 2);
+    compile_variant(3); /* still held */
+    ASSERT_EQ_INT(count_spirv_files(files), 2);
+    check_clean();
+    fflush(stdout);
+    _exit(0);
+}
+
+/* The in-memory SPIR-V cache is bounded (it grew without limit: a long fuzz
+** run of runtime GLSL reached 600 MB) and drops the least recently used. */
+TEST(glsl_cache_bounded) {
+    char dir[600], files[700];
+    snprintf(dir, sizeof dir, "%s/cache-bounded", test_tmp_dir());
+    snprintf(files, sizeof files, "%s/trident", dir);
+    setenv("XDG_CACHE_HOME", dir, 1);
+    unsetenv("TRIDENT_VULKAN_PIPELINE_CACHE");
+    fflush(stdout);
+    pid_t pid = fork();
+    ASSERT(pid >= 0);
+    if (pid == 0) cache_bounded_child(files);
+    int status = 0;
+    ASSERT(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+    if (WEXITSTATUS(status) == TEST_SKIP_CODE) TEST_SKIP("no Vulkan device");
+    ASSERT_EQ_INT(WEXITSTATUS(status), 0);
 }
 
 /* An optimizer built before td_module_to updates the moved parameters (the

@@ -202,6 +202,10 @@ static void probe_op(td_op_kind k, td_dtype dt, td_op *op, td_operand *in, td_op
         out[1].buf = NULL;
         op->p.sgd.lr = 0.1;
         break;
+    case TD_OP_AMP_UNSCALE: /* out = (grad, found_inf f32 [1]) */
+        OPERAND(&out[1], TD_F32, 1);
+        op->p.amp.inv_scale = 1.0 / 1024;
+        break;
     case TD_OP_RMSPROP_STEP:
         out[2].buf = out[3].buf = NULL;
         op->p.rmsprop = (typeof(op->p.rmsprop)){.lr = 1e-2, .alpha = 0.99, .eps = 1e-8};

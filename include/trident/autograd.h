@@ -162,6 +162,22 @@ typedef struct td_gradcheck_options {
 TD_API td_status td_gradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *inputs,
                               const td_gradcheck_options *opt);
 
+/* METHOD. Second-order check, as torch.autograd.gradgradcheck: td_gradcheck
+** of the function (inputs..., grad_output) -> the gradients of fn's output
+** with respect to the inputs that require grad (td_grad with create_graph,
+** flattened and concatenated; an unused input gives zeros). This checks that
+** create_graph backward is right: its Jacobian against central differences of
+** first-order gradients. grad_output (IN, may be NULL) is shaped like fn's
+** output and float64; when it requires grad its own derivative is checked too.
+** NULL draws one in [-1, 1) from td_rand with seed 0x6AD6AD on the device of
+** fn's output, requiring grad. Inputs and tolerances as td_gradcheck; an error
+** message names grad_output as "input n". Returns TD_OK when they match,
+** TD_ERR_STATE ("gradgradcheck: ... mismatch ...") when not; an op whose
+** backward cannot be differentiated fails with its own error (for example
+** TD_ERR_UNSUPPORTED naming the op). */
+TD_API td_status td_gradgradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *inputs, td_tensor *grad_output,
+                                  const td_gradcheck_options *opt);
+
 #ifdef __cplusplus
 }
 #endif

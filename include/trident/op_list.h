@@ -70,7 +70,7 @@
     X(SIGMOID, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "1/(1+e^-x)")                                        \
     X(RELU, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "max(x, 0)")                                              \
     X(GELU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "x*Phi(x), erf or tanh form")                           \
-    X(GELU_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "dy * gelu'(x); in = (dy, x)")                 \
+    X(GELU_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "dy * gelu'(x); in = (dy, x)")                 \
     X(SILU, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP, "x*sigmoid(x)")                                         \
     X(CLAMP, 1, 1, 1, TD_DTS_NUM, TD_LAYOUT_ANY, TD_AMP_KEEP, "min(max(x, lo), hi)")                                   \
     /* reductions over a set of dims; out has the input's ndim (reduced dims are 1) */                                 \
@@ -90,17 +90,17 @@
     X(ADD_LAYER_NORM, 4, 4, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                             \
       "(x, r, w?, b?) -> (y = layer_norm(s), s = x + r, mean, rstd) per row")                                          \
     X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(logits[N,C], target[N], w?) -> loss")      \
-    X(CROSS_ENTROPY_BACKWARD, 4, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dloss, logits, target, w?)")     \
+    X(CROSS_ENTROPY_BACKWARD, 4, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dloss, logits, target, w?)")     \
     X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                 \
-    X(CONV2D_BACKWARD_INPUT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, w) -> dx")                    \
-    X(CONV2D_BACKWARD_WEIGHT, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, x) -> dw")                   \
+    X(CONV2D_BACKWARD_INPUT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, w) -> dx")                    \
+    X(CONV2D_BACKWARD_WEIGHT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, x) -> dw")                   \
     X(MAX_POOL2D, 1, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "x -> (y, int64 argmax in H*W)")               \
-    X(MAX_POOL2D_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, indices) -> dx")                \
+    X(MAX_POOL2D_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, indices) -> dx")                \
     X(AVG_POOL2D, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "x -> mean over windows")                      \
-    X(AVG_POOL2D_BACKWARD, 1, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "dy -> dx")                           \
+    X(AVG_POOL2D_BACKWARD, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "dy -> dx")                           \
     /* indexing */                                                                                                     \
     X(EMBEDDING, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(weight[V,D], idx) -> [...,D]")                \
-    X(EMBEDDING_BACKWARD, 2, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, idx) -> dweight, scatter-add")   \
+    X(EMBEDDING_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, idx) -> dweight, scatter-add")   \
     X(INDEX_SELECT, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(x, idx[K]) along dim")                       \
     X(GATHER, 2, 1, 1, TD_DTS_ALL, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "out[..i..] = x[..idx[..i..]..] along dim")          \
     X(SCATTER_ADD, 3, 1, 1, TD_DTS_NUM, TD_LAYOUT_CONTIG, TD_AMP_PROMOTE,                                              \

@@ -159,6 +159,36 @@ static td_status bw_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     return td__done(n, gx);
 }
 
+/* z = gelu_backward(dy, x) = dy g'(x), g = gelu (the node create_graph records
+** for bw_gelu; differentiating it gives gelu's second derivative):
+**   d dy = dz g'(x)  (gelu_backward again),  dx = dz dy g''(x), where
+**   erf form:  g'(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2)/sqrt(2pi)
+**              g''(x) = 2 phi(x) + x phi'(x) = phi(x) (2 - x^2)
+**   tanh form: g(x) = x (1+t)/2, t = tanh(u), u = k (x + c x^3), u' = k (1 + 3c x^2), u'' = 6kc x
+**              g'(x) = (1+t)/2 + x/2 (1-t^2) u'
+**              g''(x) = (1-t^2) (u' - x t u'^2 + x u''/2)   (as (1-t^2)' = -2t (1-t^2) u')
+** g'' is written with ops, so a third derivative flows through it. */
+static td_status bw_gelu_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *x = IN(1), *x2, *g2;
+    bool tanh_form = n->p.gelu.approximate == TD_GELU_TANH;
+    if (NEED(0)) gx[0] = td__gelu_backward(gy[0], x, tanh_form);
+    if (!NEED(1)) return td__done(n, gx);
+    x2 = td_mul(x, x);
+    if (tanh_form) {
+        const double k = 0.7978845608028654, c = 0.044715; /* sqrt(2/pi), as the kernels */
+        td_tensor *t = td_tanh(td_mul_scalar(td_add(x, td_mul_scalar(td_mul(x, x2), c)), k));
+        td_tensor *u1 = td_mul_scalar(td_add_scalar(td_mul_scalar(x2, 3 * c), 1), k);
+        td_tensor *u2 = td_mul_scalar(x, 6 * k * c);
+        td_tensor *inner = td_add(td_sub(u1, td_mul(td_mul(x, t), td_mul(u1, u1))), td_mul_scalar(td_mul(x, u2), 0.5));
+        g2 = td_mul(td_sub(K(1), td_mul(t, t)), inner);
+    } else {
+        td_tensor *phi = td_mul_scalar(td_exp(td_mul_scalar(x2, -0.5)), 0.3989422804014327); /* 1/sqrt(2pi) */
+        g2 = td_mul(phi, td_sub(K(2), x2));
+    }
+    gx[1] = td_mul(td_mul(gy[0], IN(0)), g2);
+    return td__done(n, gx);
+}
+
 /* y = x s, s = sigmoid(x): dx = dy s (1 + x (1 - s)) */
 static td_status bw_silu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *x = IN(0), *s = td_sigmoid(x);
@@ -197,6 +227,7 @@ void td__formulas_elementwise(td__formula *t) {
     t[TD_OP_SIGMOID] = (td__formula){bw_sigmoid, 0, 1, 0};
     t[TD_OP_RELU] = (td__formula){bw_relu, 0, 1, 0};
     t[TD_OP_GELU] = (td__formula){bw_gelu, 1, 0, 0};
+    t[TD_OP_GELU_BACKWARD] = (td__formula){bw_gelu_backward, 3, 0, 0};
     t[TD_OP_SILU] = (td__formula){bw_silu, 1, 0, 0};
     t[TD_OP_CLAMP] = (td__formula){bw_clamp, 1, 0, 0};
 }

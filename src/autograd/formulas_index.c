@@ -19,6 +19,20 @@ static td_status bw_embedding(td_node *n, td_tensor *const *gy, td_tensor **gx) 
     return td__done(n, gx);
 }
 
+/* dw[V,D] = embedding_backward(dy[...,D], idx[...]), the scatter-add above:
+** d dy = dz[idx] (embedding of dz), 0 at rows where idx == padding_idx */
+static td_status bw_embedding_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *idx = IN(1), *g = td_embedding(gy[0], idx);
+    int64_t pad = n->p.embedding.padding_idx;
+    if (pad >= 0) {
+        td_tensor *hit =
+            td_unsqueeze(td_eq(idx, td_scalar((double)pad, idx ? idx->dtype : TD_I64, gy[0]->storage->device)), -1);
+        g = td_where(hit, td__scalar_like(g, 0), g);
+    }
+    gx[0] = g;
+    return td__done(n, gx);
+}
+
 /* y = x.index_select(dim, idx): dx = zeros(x).index_add(dim, idx, dy), as a
 ** scatter_add with idx broadcast along the other dims of dy */
 static td_status bw_index_select(td_node *n, td_tensor *const *gy, td_tensor **gx) {
@@ -60,6 +74,7 @@ static td_status bw_cat(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 
 void td__formulas_index(td__formula *t) {
     t[TD_OP_EMBEDDING] = (td__formula){bw_embedding, 2, 0, 0};
+    t[TD_OP_EMBEDDING_BACKWARD] = (td__formula){bw_embedding_backward, 2, 0, 0};
     t[TD_OP_INDEX_SELECT] = (td__formula){bw_index_select, 2, 0, 0};
     t[TD_OP_GATHER] = (td__formula){bw_gather, 2, 0, 0};
     t[TD_OP_SCATTER_ADD] = (td__formula){bw_scatter_add, 2, 0, 0};

@@ -5,8 +5,11 @@
 **   analytical  J[r][c] = d y[c] / d x[r], one td_grad per output element c
 **               with a one-hot grad_output;
 **   numerical   J[r][c] = (f(x + eps e_r)[c] - f(x - eps e_r)[c]) / (2 eps).
+** td_gradgradcheck is td_gradcheck of g(x, gy) = d<fn(x), gy>/dx, the
+** first-order gradients built with create_graph.
 */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,5 +162,72 @@ td_status td_gradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *inpu
     }
     free(Ja);
     free(Jn);
+    return st;
+}
+
+/* ---- gradgradcheck ---- */
+
+typedef struct gg_state {
+    td_multi_fn fn;
+    void *user;
+    int n; /* fn's inputs; in[n] of gg_fn is grad_output */
+    int n_chk;
+    int chk[64];
+} gg_state;
+
+/* g(in[0..n), gy = in[n]): fn's input gradients, flattened and concatenated.
+** It records (create_graph) even when td_gradcheck evaluates it under no_grad. */
+static td_tensor *gg_fn(void *user, int n, td_tensor *const *in) {
+    const gg_state *s = user;
+    (void)n;
+    td_enable_grad_begin();
+    td_tensor *y = s->fn(s->user, s->n, in), *x[64], *g[64], *out = NULL;
+    for (int k = 0; k < s->n_chk; k++) x[k] = in[s->chk[k]];
+    td_status st = y ? td_grad(1, &y, &in[s->n], s->n_chk, x, g, true, true, true) : td_last_status();
+    for (int k = 0; st == TD_OK && k < s->n_chk; k++) {
+        int64_t numel = td__numel(x[k]->ndim, x[k]->shape);
+        g[k] = td_reshape(g[k] ? g[k] : td_zeros_like(x[k]), 1, &numel);
+    }
+    if (st == TD_OK) out = td_cat(s->n_chk, g, 0);
+    td_enable_grad_end();
+    return out;
+}
+
+td_status td_gradgradcheck(td_multi_fn fn, void *user, int n, td_tensor *const *inputs, td_tensor *grad_output,
+                           const td_gradcheck_options *opt) {
+    if (!fn || n < 0 || n > 63 || (n && !inputs))
+        return TD_ERR(TD_ERR_MISUSE, "gradgradcheck: need fn and 0..63 inputs");
+    gg_state s = {.fn = fn, .user = user, .n = n};
+    for (int i = 0; i < n; i++) {
+        TD_CHECK_ARG_ST(inputs[i], "gradgradcheck");
+        if (inputs[i]->requires_grad) s.chk[s.n_chk++] = i;
+    }
+    if (!s.n_chk) return TD_ERR(TD_ERR_MISUSE, "gradgradcheck: no input requires grad");
+    td_tensor *in[64], *gy = grad_output ? td_retain(grad_output) : NULL;
+    if (!gy) {
+        td_no_grad_begin();
+        td_scope_begin();
+        td_tensor *y = fn(user, n, inputs);
+        gy = y ? td_keep(td_sub_scalar(
+                     td_mul_scalar(td_rand(y->ndim, y->shape, 0x6AD6AD, 0, TD_F64, y->storage->device), 2), 1))
+               : NULL;
+        td_scope_end();
+        td_no_grad_end();
+        if (!gy) return td_last_status() ? td_last_status() : TD_ERR(TD_ERR_MISUSE, "gradgradcheck: fn returned NULL");
+        td_status st = td_set_requires_grad(gy, true);
+        if (st != TD_OK) {
+            td_release(gy);
+            return st;
+        }
+    }
+    memcpy(in, inputs, (size_t)n * sizeof *in);
+    in[n] = gy;
+    td_status st = td_gradcheck(gg_fn, &s, n + 1, in, opt);
+    td_release(gy);
+    if (st == TD_ERR_STATE && !strncmp(td_last_error(), "gradcheck: ", 11)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", td_last_error() + 11);
+        st = TD_ERR(TD_ERR_STATE, "gradgradcheck: %s", msg);
+    }
     return st;
 }

@@ -170,7 +170,10 @@ td_tensor *td__saved_output(td_node *n, int j) {
     if (!a) TD_FAIL_NULL(TD_ERR_STATE, "%s: saved output %d is not available", n->name, j);
     if (!unchanged_since_saved(n, a, n->saved_version[n->n_in + j], "output", j)) return NULL;
     if (!td_grad_enabled()) return a;
-    /* create_graph: the saved output is a function of the inputs through n */
+    /* create_graph: the saved output is a function of the inputs through n,
+    ** unless it carries no gradient (max_pool2d's indices, layer_norm's rstd) */
+    const td__formula *f = n->kind >= 0 ? td__formula_for((td_op_kind)n->kind) : NULL;
+    if (!td_dtype_is_float(a->dtype) || (f && f->n_diff_out && j >= f->n_diff_out)) return a;
     td_tensor *v = td__make_view(a, a->ndim, a->shape, a->strides, a->offset);
     if (v) td__node_attach(n, v, j);
     return v;

@@ -216,8 +216,11 @@ static td_status compile(const char *source, const char *entry, const td_kernel_
         const char *line = at ? at : text;
         while (line && line > text && line[-1] != '\n') line--;
         if (line) snprintf(first, sizeof first, "%.*s", (int)strcspn(line, "\n"), line);
-        st = td_error_set(r == NVRTC_ERROR_COMPILATION ? TD_ERR_COMPILE : TD_ERR_MISUSE,
-                          "cuda kernel: compile failed: %s", first[0] ? first : nvrtcGetErrorString(r));
+        if (strstr(first, "__nv_name_map")) /* the entry named by nvrtcAddNameExpression does not exist */
+            st = td_error_set(TD_ERR_COMPILE, "cuda kernel: no __global__ function named '%s' in the source", entry);
+        else
+            st = td_error_set(r == NVRTC_ERROR_COMPILATION ? TD_ERR_COMPILE : TD_ERR_MISUSE,
+                              "cuda kernel: compile failed: %s", first[0] ? first : nvrtcGetErrorString(r));
     }
     free(text);
     const char *lowered = NULL;

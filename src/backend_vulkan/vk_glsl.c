@@ -8,7 +8,9 @@
 ** #version may be omitted (450 is assumed).
 **
 ** SPIR-V cache: keyed by a 64-bit FNV-1a hash of (entry, source), in memory
-** for the process and on disk as $XDG_CACHE_HOME/trident/spirv-<hash>.spv
+** for the process (the most recently used TRIDENT_VULKAN_SPIRV_CACHE entries,
+** default 256: a list kept in use order, its tail dropped; a kernel keeps its
+** own copy of the words) and on disk as $XDG_CACHE_HOME/trident/spirv-<hash>.spv
 ** (else ~/.cache/trident; off with TRIDENT_VULKAN_PIPELINE_CACHE=0), since the
 ** first glslang compile of a process costs 100+ ms. A disk entry is a
 ** disk_header (magic, version, key, word count, checksum of the words) then
@@ -42,7 +44,7 @@ struct td_kernel {
     VkPipeline sized; /* with local_size_x_id 0 = sized_x, built on the first launch that names a block */
     uint32_t sized_x;
     int n_bindings;
-    const uint32_t *words; /* the cached SPIR-V (owned by the cache) */
+    uint32_t *words; /* its SPIR-V (a copy: the cache may drop its entry) */
     size_t size;
 };
 
@@ -66,8 +68,10 @@ typedef struct disk_header {
 #define SPIRV_MAGIC   0x07230203u
 #define SPIRV_MAX_LEN ((long)64 << 20) /* no user kernel comes near */
 
+#define CACHE_DEFAULT_ENTRIES 256
+
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static spirv_entry *cache;
+static spirv_entry *cache; /* most recently used first */
 static pthread_once_t glslang_once = PTHREAD_ONCE_INIT;
 
 static void glslang_start(void) { glslang_initialize_process(); }
@@ -127,9 +131,32 @@ static spirv_entry *disk_read(FILE *f, long len, uint64_t hash) {
     return e;
 }
 
+/* Put e at the front of the in-memory cache, then drop entries from the tail
+** (the least recently used) beyond TRIDENT_VULKAN_SPIRV_CACHE (>= 1). */
+static void cache_push(spirv_entry *e) {
+    const char *env = getenv("TRIDENT_VULKAN_SPIRV_CACHE");
+    long cap = env && *env ? strtol(env, NULL, 10) : CACHE_DEFAULT_ENTRIES;
+    e->next = cache;
+    cache = e;
+    spirv_entry **p = &cache;
+    for (long i = 0; *p && i < (cap > 1 ? cap : 1); i++) p = &(*p)->next;
+    while (*p) {
+        spirv_entry *drop = *p;
+        *p = drop->next;
+        free(drop->words);
+        free(drop);
+    }
+}
+
 static spirv_entry *cache_find(uint64_t hash) {
-    for (spirv_entry *e = cache; e; e = e->next)
-        if (e->hash == hash) return e;
+    for (spirv_entry **p = &cache; *p; p = &(*p)->next)
+        if ((*p)->hash == hash) {
+            spirv_entry *e = *p; /* a hit moves to the front */
+            *p = e->next;
+            e->next = cache;
+            cache = e;
+            return e;
+        }
     char path[4096];
     if (!disk_path(hash, path, sizeof path)) return NULL;
     FILE *f = fopen(path, "rb");
@@ -141,14 +168,12 @@ static spirv_entry *cache_find(uint64_t hash) {
         unlink(path); /* corrupt or stale: the compile that follows writes it anew */
         return NULL;
     }
-    e->next = cache;
-    cache = e;
+    cache_push(e);
     return e;
 }
 
-static void cache_store(spirv_entry *e) {
-    e->next = cache;
-    cache = e;
+/* Write e to the disk cache (when it is on). */
+static void disk_write(const spirv_entry *e) {
     char path[4096], tmp[4200];
     if (!disk_path(e->hash, path, sizeof path)) return;
     char dir[4096];
@@ -299,33 +324,42 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     if (!d) return td_last_status();
     uint64_t hash = fnv1a(fnv1a(FNV_OFFSET, entry, strlen(entry) + 1), source, strlen(source));
     hash = fnv1a(hash, defines, strlen(defines));
+    td_kernel *k = calloc(1, sizeof *k);
+    if (!k) return td_error_set(TD_ERR_OOM, "glsl: out of host memory");
     pthread_mutex_lock(&cache_lock);
     spirv_entry *e = cache_find(hash);
     if (!e) {
         st = compile(source, entry, defines, &e, log, log_size);
         if (st == TD_OK) {
             e->hash = hash;
-            cache_store(e);
+            disk_write(e);
+            cache_push(e); /* at the front: it stays */
+        }
+    }
+    if (st == TD_OK) { /* the kernel's own copy, taken under the lock (another compile may drop e) */
+        k->words = malloc(e->size);
+        if (!k->words)
+            st = td_error_set(TD_ERR_OOM, "glsl: out of host memory");
+        else {
+            memcpy(k->words, e->words, e->size);
+            k->size = e->size;
         }
     }
     pthread_mutex_unlock(&cache_lock);
-    if (st != TD_OK) return st;
-    td_kernel *k = calloc(1, sizeof *k);
-    if (!k) return td_error_set(TD_ERR_OOM, "glsl: out of host memory");
-    k->d = d;
-    k->words = e->words;
-    k->size = e->size;
-    k->n_bindings = count_bindings(e->words, e->size / 4);
-    if (k->n_bindings > VK_MAX_BINDINGS) {
-        int n = k->n_bindings;
-        free(k);
-        return td_error_set(TD_ERR_UNSUPPORTED, "glsl: the kernel declares %d bindings; at most %d are supported", n,
-                            VK_MAX_BINDINGS);
+    if (st == TD_OK) {
+        k->d = d;
+        k->n_bindings = count_bindings(k->words, k->size / 4);
+        if (k->n_bindings > VK_MAX_BINDINGS)
+            st = td_error_set(TD_ERR_UNSUPPORTED, "glsl: the kernel declares %d bindings; at most %d are supported",
+                              k->n_bindings, VK_MAX_BINDINGS);
     }
-    vk_lock(d);
-    st = vk_pipeline_from_spirv(d, e->words, e->size, "main", 0, &k->mod, &k->pipe);
-    vk_unlock(d);
+    if (st == TD_OK) {
+        vk_lock(d);
+        st = vk_pipeline_from_spirv(d, k->words, k->size, "main", 0, &k->mod, &k->pipe);
+        vk_unlock(d);
+    }
     if (st != TD_OK) {
+        free(k->words);
         free(k);
         return st;
     }
@@ -414,5 +448,6 @@ void vk_kernel_free(td_kernel *k) {
     if (k->sized) vkDestroyPipeline(d->dev, k->sized, NULL);
     vkDestroyShaderModule(d->dev, k->mod, NULL);
     vk_unlock(d);
+    free(k->words);
     free(k);
 }

@@ -43,6 +43,11 @@ void td_scope_end(void) {
     scope *s = &stack[--depth];
     for (size_t i = s->n; i-- > 0;) td_release(s->items[i]);
     free(s->items);
+    if (depth == 0) { /* the outermost scope closed: free the stack, so that an exiting thread leaks none */
+        free(stack);
+        stack = NULL;
+        stack_cap = 0;
+    }
 }
 
 td_tensor *td__scope_add(td_tensor *t) {
