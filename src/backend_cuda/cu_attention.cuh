@@ -1,8 +1,8 @@
 /*
 ** Shared by the attention kernel files: the arguments of one ATTENTION or
 ** ATTENTION_BACKWARD launch (cu_ops_attention.cu builds them from the td_op)
-** and the optional tensor-core forward (cu_ops_attention_mma.cu).
-** defines: cu_attn_args, cu_attn_mma_fwd, the device helpers cu_attn_mask and cu_attn_drop.
+** and the optional tensor-core forward and backward (cu_ops_attention_mma.cu, cu_ops_attention_mma_bwd.cu).
+** defines: cu_attn_args, cu_attn_mma_fwd, cu_attn_mma_bwd, the device helpers cu_attn_mask and cu_attn_drop.
 */
 #ifndef TRIDENT_CU_ATTENTION_CUH
 #define TRIDENT_CU_ATTENTION_CUH
@@ -23,6 +23,8 @@ typedef struct cu_attn_args {
 /* The tensor-core forward (f16/bf16): launches and returns true when it takes the op, false to leave it to the
 ** generic kernel. Weak: absent when cu_ops_attention_mma.cu is not linked. */
 extern "C" bool cu_attn_mma_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
+/* The tensor-core backward (f16/bf16, cu_ops_attention_mma_bwd.cu): the same contract for ATTENTION_BACKWARD. */
+extern "C" bool cu_attn_mma_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
 
 template <typename C> __device__ __forceinline__ C cu_attn_neg_inf() { return (C)-INFINITY; }
 
