@@ -37,7 +37,7 @@ td_module *workload_cnn_new(void) {
 /* ---- W3: the transformer block ----------------------------------------------
 ** Block.forward of the twin (pre-LayerNorm, no dropout):
 **   q, k, v = qkv(ln1(x)).split(C)                     x [N, T, C]
-**   y = softmax(q k^T / sqrt(D) + causal) v per head   [N, H, T, D]
+**   y = softmax(q k^T / sqrt(D) + causal) v per head   [N, H, T, D] (use_fused_attention)
 **   x = x + proj(y merged back to [N, T, C])
 **   x = x + out(gelu(fc(ln2(x))))                      fc C -> 4C, out 4C -> C
 ** The second line's ln2 and the residual add before it run as one fused
@@ -70,6 +70,17 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
     return mask;
 }
 
+/* Attention: the fused op (no [N, H, T, T] buffer) where the composed one's score matrix of a layer passes 256 MiB
+** in f32 (W5: 805 MB; W3: 100 MB), the composed matmul-softmax-matmul below that, where cuBLAS and the softmax
+** kernel beat the fused kernels today (bench/RESULTS.md, fused attention). TRIDENT_ATTENTION=fused|composed
+** forces one. */
+static bool use_fused_attention(int64_t scores) {
+    const char *e = getenv("TRIDENT_ATTENTION");
+    if (e && !strcmp(e, "fused")) return true;
+    if (e && !strcmp(e, "composed")) return false;
+    return scores * 4 > ((int64_t)256 << 20);
+}
+
 /* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */
 static td_tensor *split_heads(td_tensor *x, int64_t h) {
     static const int perm[4] = {0, 2, 1, 3};
@@ -83,10 +94,15 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *q = split_heads(td_slice(qkv, 2, 0, c, 1), b->heads);
     td_tensor *k = split_heads(td_slice(qkv, 2, c, 2 * c, 1), b->heads);
     td_tensor *v = split_heads(td_slice(qkv, 2, 2 * c, 3 * c, 1), b->heads);
-    td_tensor *att = td_matmul(td_mul_scalar(q, 1.0 / sqrt((double)d)), td_transpose(k, -2, -1)); /* [N,H,T,T] */
-    att = td_softmax(td_add(att, causal_mask(b, t, td_tensor_device(x))), -1);
+    td_tensor *o; /* [N, H, T, D] */
+    if (use_fused_attention(n * b->heads * t * t)) {
+        o = td_scaled_dot_product_attention(q, k, v, NULL, 0, true, NAN);
+    } else {
+        td_tensor *att = td_matmul(td_mul_scalar(q, 1.0 / sqrt((double)d)), td_transpose(k, -2, -1)); /* [N,H,T,T] */
+        o = td_matmul(td_softmax(td_add(att, causal_mask(b, t, td_tensor_device(x))), -1), v);
+    }
     static const int perm[4] = {0, 2, 1, 3};
-    td_tensor *y = td_reshape(td_permute(td_matmul(att, v), perm), 3, (int64_t[]){n, t, c});
+    td_tensor *y = td_reshape(td_permute(o, perm), 3, (int64_t[]){n, t, c});
     /* the residual add and ln2 in one fused op (ADD_LAYER_NORM; ln2's eps is torch's default) */
     td_tensor *s = NULL;
     td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
