@@ -70,15 +70,12 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
     return mask;
 }
 
-/* Attention: the fused op (no [N, H, T, T] buffer) where the composed one's score matrix of a layer passes 256 MiB
-** in f32 (W5: 805 MB; W3: 100 MB), the composed matmul-softmax-matmul below that, where cuBLAS and the softmax
-** kernel beat the fused kernels today (bench/RESULTS.md, fused attention). TRIDENT_ATTENTION=fused|composed
-** forces one. */
-static bool use_fused_attention(int64_t scores) {
+/* Attention: the composed matmul-softmax-matmul, which cuBLAS and the softmax kernel make faster than the fused
+** kernels today (bench/RESULTS.md: W5 bf16 120 vs 476 ms/step on an H200), unless TRIDENT_ATTENTION=fused asks
+** for td_scaled_dot_product_attention, which keeps no [N, H, T, T] buffer (W5's peak memory halves). */
+static bool use_fused_attention(void) {
     const char *e = getenv("TRIDENT_ATTENTION");
-    if (e && !strcmp(e, "fused")) return true;
-    if (e && !strcmp(e, "composed")) return false;
-    return scores * 4 > ((int64_t)256 << 20);
+    return e && !strcmp(e, "fused");
 }
 
 /* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */
@@ -95,7 +92,7 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *k = split_heads(td_slice(qkv, 2, c, 2 * c, 1), b->heads);
     td_tensor *v = split_heads(td_slice(qkv, 2, 2 * c, 3 * c, 1), b->heads);
     td_tensor *o; /* [N, H, T, D] */
-    if (use_fused_attention(n * b->heads * t * t)) {
+    if (use_fused_attention()) {
         o = td_scaled_dot_product_attention(q, k, v, NULL, 0, true, NAN);
     } else {
         td_tensor *att = td_matmul(td_mul_scalar(q, 1.0 / sqrt((double)d)), td_transpose(k, -2, -1)); /* [N,H,T,T] */
