@@ -273,6 +273,7 @@ static int worker_main(int argc, char **argv) {
     /* "cuda" binds LOCAL_RANK, "vulkan:0" that device on every rank */
     td_dist_opts o = {.device_type = dev.type, .fixed_index = strchr(argv[3], ':') != NULL, .index = dev.index};
     if (td_dist_init(&o) != TD_OK) return fprintf(stderr, "td_dist_init: %s\n", td_last_error()), 1;
+    dev = td_dist_device(); /* the device this rank's group is bound to (cuda:LOCAL_RANK) */
     int rc = !strcmp(argv[2], "collectives") ? worker_collectives(dev)
              : !strcmp(argv[2], "ddp")       ? worker_ddp(dev)
              : !strcmp(argv[2], "mismatch")  ? worker_mismatch(dev)
