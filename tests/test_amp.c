@@ -169,8 +169,10 @@ typedef struct tiny {
 static tiny tiny_new(td_device dev, double x_value) {
     int64_t n = 8;
     tiny t;
+    td_scope_begin(); /* rnd's host tensor goes with it; w and x are kept */
     t.w = td_keep(rnd(dev, 1, &n, TD_F32));
     t.x = td_keep(ASSERT_TENSOR(td_full(1, &n, x_value, TD_F32, dev)));
+    td_scope_end();
     ASSERT_OK(td_set_requires_grad(t.w, true));
     td_optim_options o = td_sgd_defaults(0.1);
     t.opt = td_sgd_new(1, &t.w, &o);
@@ -213,6 +215,7 @@ static void scaler_inf(const char *spec) {
     for (int i = 0; i < 8; i++) ASSERT_EQ_INT(w1[i] == w0[i], 1);
     ASSERT_EQ_INT(td_grad_scaler_get_scale(s), 32768);
     ASSERT_EQ_INT(td_grad_scaler_growth_tracker(s), 0);
+    free(w0), free(w1);
     tiny_free(&t);
     t = tiny_new(dev, NAN); /* NaN too */
     ASSERT(tiny_step(&t, s));

@@ -154,6 +154,7 @@ TEST(composed_cuda) { composed_on((td_device){TD_DEVICE_CUDA, 0}); }
 /* The same (seed, offset) drops the same probabilities (forward and backward regenerate the mask); another offset
 ** drops others; the default generator's draw repeats after td_manual_seed. */
 TEST(dropout_reproducible) {
+    td_scope_begin();
     test_seed();
     int64_t sq[4] = {2, 2, 9, 8};
     double x[288];
@@ -171,9 +172,11 @@ TEST(dropout_reproducible) {
     td_tensor *f = ASSERT_TENSOR(td_scaled_dot_product_attention(q, q, q, NULL, 0.5, false, NAN));
     ASSERT(rel_err(d, f) == 0);
     ASSERT(rel_err(d, e) > 1e-3);
+    td_scope_end();
 }
 
 TEST(errors) {
+    td_scope_begin();
     int64_t s4[4] = {1, 2, 3, 4}, s4b[4] = {1, 2, 5, 3}, s2[2] = {3, 7};
     td_tensor *q = ASSERT_TENSOR(td_zeros(4, s4, TD_F32, TD_CPU)),
               *kb = ASSERT_TENSOR(td_zeros(4, s4b, TD_F32, TD_CPU));
@@ -193,11 +196,13 @@ TEST(errors) {
     td_tensor *y =
         ASSERT_TENSOR(td_sum(td_scaled_dot_product_attention(ql, ql, ql, fm, 0, false, NAN), 0, NULL, false));
     ASSERT_ERROR(td_backward(y, NULL, false), TD_ERR_UNSUPPORTED, "attn_mask requires grad");
+    td_scope_end();
 }
 
 /* MultiheadAttention's key_padding_mask [N, S] (true: ignore the key): what padded keys hold does not matter, and
 ** batch row b equals the attention of row b alone with that row's padding as a bool attn_mask [T, S]. */
 TEST(mha_key_padding) {
+    td_scope_begin();
     test_seed();
     int64_t sx[3] = {2, 5, 8}, sp[2] = {2, 5}, one[3] = {1, 5, 8}, st[2] = {5, 5};
     double x[80], pad[10] = {0, 0, 1, 0, 1, 0, 0, 0, 0, 1}, row1[25];
@@ -222,10 +227,12 @@ TEST(mha_key_padding) {
     ASSERT_ERROR(td_multihead_attention_forward_ext(m, q, q, q, NULL, am, false), TD_ERR_SHAPE,
                  "key_padding_mask has shape");
     td_module_free(m);
+    td_scope_end();
 }
 
 /* MultiheadAttention's dropout acts in training only, and repeats from td_manual_seed. */
 TEST(mha_dropout) {
+    td_scope_begin();
     test_seed();
     int64_t sx[3] = {2, 6, 8};
     double x[96];
@@ -246,6 +253,7 @@ TEST(mha_dropout) {
     ASSERT(rel_err(ASSERT_TENSOR(td_module_forward(m, q)), ref) == 0);
     ASSERT_ERROR(td_multihead_attention_new_ext(8, 2, true, true, 1), TD_ERR_MISUSE, "dropout 1 is outside");
     td_module_free(m), td_module_free(m0);
+    td_scope_end();
 }
 
 TEST_MAIN(TESTS)

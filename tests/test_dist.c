@@ -345,6 +345,7 @@ TEST(ddp_shape_mismatch) {
 
 /* Without a launcher: a group of one, where every collective is the identity. */
 TEST(group_of_one) {
+    td_scope_begin();
     unsetenv("WORLD_SIZE"), unsetenv("OMPI_COMM_WORLD_SIZE");
     ASSERT_OK(td_dist_init(NULL));
     ASSERT_EQ_INT(td_dist_world_size(), 1);
@@ -365,6 +366,7 @@ TEST(group_of_one) {
     td_dist_destroy();
     ASSERT(!td_dist_is_initialized());
     ASSERT_ERROR(td_dist_all_reduce(t, TD_DIST_SUM), TD_ERR_STATE, "no process group");
+    td_scope_end();
 }
 
 /* A post-accumulate hook runs while backward is still going: the last layer's
@@ -379,6 +381,7 @@ static td_status early_hook(td_tensor *leaf, void *user) {
 }
 
 TEST(post_accumulate_hook_overlaps) {
+    td_scope_begin();
     td_module *m = small_model(5, 16);
     td_tensor *p[6];
     ASSERT_EQ_INT(td_module_parameters(m, p, 6), 6);
@@ -388,10 +391,12 @@ TEST(post_accumulate_hook_overlaps) {
     ASSERT_EQ_INT(hook_calls, 1);
     ASSERT(td_grad_of(first_weight));
     td_module_free(m);
+    td_scope_end();
 }
 
 /* A single-rank DDP where a parameter gets no gradient. */
 TEST(ddp_unused_parameter) {
+    td_scope_begin();
     unsetenv("WORLD_SIZE"), unsetenv("OMPI_COMM_WORLD_SIZE");
     ASSERT_OK(td_dist_init(NULL));
     td_module *m = small_model(3, 16), *head = td_linear_new(3, 2, true);
@@ -414,6 +419,7 @@ TEST(ddp_unused_parameter) {
     td_ddp_free(d);
     td_module_free(m);
     td_dist_destroy();
+    td_scope_end();
 }
 
 /* torch's DistributedSampler, written out: pad (or cut) the order, then stride. */
