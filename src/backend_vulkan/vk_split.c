@@ -46,8 +46,9 @@ static td_status compact(vk_dev *d, const vk_op_fn *enc, td_operand *v, td_buffe
     if (!vk_view_too_wide(d, v) || td_operand_is_contiguous(v)) return TD_OK;
     td_operand t;
     td_status st = temporary(d, v, &t);
+    if (st != TD_OK) return st;
     td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = v, .out = &t};
-    if (st == TD_OK) st = enc[TD_OP_COPY](d, &copy);
+    st = enc[TD_OP_COPY](d, &copy);
     *v = t;
     *tmp = t.buf;
     return st;
@@ -59,7 +60,7 @@ static td_status matmul_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc);
 ** contiguous (columns), then copied into place. */
 static td_status matmul_part(vk_dev *d, const td_op *op, const vk_op_fn *enc, td_operand a, td_operand b,
                              td_operand o) {
-    td_buffer *ta, *tb, *to = NULL;
+    td_buffer *ta = NULL, *tb = NULL, *to = NULL;
     td_operand in[2] = {a, b}, po = o;
     td_status st = compact(d, enc, &in[0], &ta);
     if (st == TD_OK) st = compact(d, enc, &in[1], &tb);
