@@ -295,7 +295,7 @@ td_status bench_run_captured(bench_session *s, int device) {
     const char *name = "W2-captured";
     captured_arg c = {.a = {.k = 1}};
     int64_t b = bench_image_batch(s);
-    char note[160] = "", size[80], data[128] = "";
+    char note[192] = "", size[80], data[128] = "";
     snprintf(size, sizeof size, "%lldx1x28x28", (long long)b);
     td_scope_begin();
     td_manual_seed(0);
