@@ -1,4 +1,4 @@
-// Double-precision exp, expm1, log, sin, cos and erf, which GLSL lacks: range
+// Double-precision exp, expm1, log, sin, cos and erfc, which GLSL lacks: range
 // reduction and nested Taylor polynomials, within a few ulp over the ranges
 // training uses (sin/cos reduce by pi/2 in three parts: good to |x| ~ 1e9).
 // Needs shaderFloat64.
@@ -61,9 +61,10 @@ dvec2 d_sincos(double x) {
     return qi == 0 ? dvec2(s, c) : qi == 1 ? dvec2(c, -s) : qi == 2 ? dvec2(-s, -c) : dvec2(-c, s);
 }
 
-// erf: 2x/sqrt(pi) e^-x^2 sum (2x^2)^n / (1*3*...*(2n+1)) (all terms positive) below 3,
-// else 1 - erfc with erfc's continued fraction e^-x^2 / (sqrt(pi) (x + 1/2/(x + 1/(x + 3/2/(x + ...)))))
-double d_erf(double x) {
+// erfc(|x|): 1 - erf with erf = 2x/sqrt(pi) e^-x^2 sum (2x^2)^n / (1*3*...*(2n+1)) (all
+// terms positive) below 3, else the continued fraction e^-x^2 / (sqrt(pi) (x + 1/2/(x + 1/(x +
+// 3/2/(x + ...))))); erfc(x) = 2 - erfc(|x|) for x < 0.
+double d_erfc(double x) {
     double z = abs(x);
     if (isnan(x)) return x;
     double r;
@@ -73,13 +74,13 @@ double d_erf(double x) {
             term *= t / double(2 * n + 1);
             sum += term;
         }
-        r = 1.12837916709551257390LF * z * d_exp(-z * z) * sum;
+        r = 1.0LF - 1.12837916709551257390LF * z * d_exp(-z * z) * sum;
     } else {
         double k = z;
         for (int n = 60; n >= 1; n--) k = z + (double(n) * 0.5LF) / k;
-        r = 1.0LF - d_exp(-z * z) / (1.77245385090551602730LF * k);
+        r = d_exp(-z * z) / (1.77245385090551602730LF * k);
     }
-    return x < 0.0LF ? -r : r;
+    return x < 0.0LF ? 2.0LF - r : r;
 }
 
 #endif

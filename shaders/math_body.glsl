@@ -1,11 +1,11 @@
 // Formulas shared by float and double: included by math.glsl with MT (the
-// type) and M_EXP, M_LOG2, M_EXP2, M_TANH, M_ERF defined. Constants are
+// type) and M_EXP, M_LOG2, M_EXP2, M_TANH, M_ERFC defined. Constants are
 // written as double literals: MT(c) folds them at compile time. No include guard: it
 // is instantiated once per type (overloads).
 
 MT t_tanh(MT x) { return isnan(x) ? x : M_TANH(x); }
 MT t_sigmoid(MT x) { return MT(1) / (MT(1) + M_EXP(-x)); }
-MT t_phi_cdf(MT x) { return MT(0.5LF) * (MT(1) + M_ERF(x * MT(0.70710678118654752440LF))); }
+MT t_phi_cdf(MT x) { return MT(0.5LF) * M_ERFC(-x * MT(0.70710678118654752440LF)); } // no cancellation for x << 0
 
 // a^b with C pow semantics for a <= 0 and exact small integer powers.
 MT t_pow(MT a, MT b) {

@@ -2,7 +2,8 @@
 ** Unary elementwise ops, x and out of one shape and dtype:
 **   NEG -x, ABS |x|, EXP, LOG, SQRT, RSQRT 1/sqrt(x), SIN, COS, TANH,
 **   SIGMOID 1/(1+e^-x), RELU max(x,0) (NaN stays NaN), SILU x*sigmoid(x),
-**   GELU x*Phi(x) with Phi(x) = (1 + erf(x/sqrt2))/2, or the tanh form
+**   GELU x*Phi(x) with Phi(x) = erfc(-x/sqrt2)/2 (= (1 + erf(x/sqrt2))/2 without
+**        its cancellation for x << 0), or the tanh form
 **        x*(1 + tanh(k*(x + 0.044715 x^3)))/2 with k = sqrt(2/pi),
 **   CLAMP min(max(x, lo), hi) with either side optional (NaN stays NaN),
 ** and GELU_BACKWARD: in = (dy, x) -> dy * gelu'(x).
@@ -54,7 +55,7 @@
             if (op->p.gelu.approximate == TD_GELU_TANH)                                                                \
                 LOOP_(C, LD, ST, half *x *(one + F(tanh)(k * (x + c * x * x * x))))                                    \
             else                                                                                                       \
-                LOOP_(C, LD, ST, half *x *(one + F(erf)(x * r2)))                                                      \
+                LOOP_(C, LD, ST, half *x *F(erfc)(-x * r2))                                                      \
             break;                                                                                                     \
         case TD_OP_CLAMP: LOOP_(C, LD, ST, CLAMP_(x, lo, hi)); break;                                                  \
         default: break;                                                                                                \
@@ -132,7 +133,7 @@ td_status td_cpu_CLAMP(const td_op *op) { return cpu_elementwise(op, unary_row, 
                 C t = F(tanh)(k * (x + c * x * x * x));                                                                \
                 d = half * (one + t) + half * x * (one - t * t) * k * (one + 3 * c * x * x);                           \
             } else {                                                                                                   \
-                d = half * (one + F(erf)(x * r2)) + x * r2pi * F(exp)(-half * x * x);                                  \
+                d = half * F(erfc)(-x * r2) + x * r2pi * F(exp)(-half * x * x);                                  \
             }                                                                                                          \
             o[i * so] = ST(g * d);                                                                                     \
         }                                                                                                              \

@@ -18,7 +18,7 @@
 ** Also here: cu_cast<TO>(x), the CPU backend's conversion rule (COPY, FILL,
 ** ARANGE), and float/double overloads of the libm functions.
 ** defines: cu_ew_vec, cu_ew_offsets, cu_ew_strided, cu_ew_contig, cu_ew_run,
-** cu_ew_is_scalar, cu_cast, cu_ew_fabs/exp/log/sqrt/sin/cos/tanh/erf/pow.
+** cu_ew_is_scalar, cu_cast, cu_ew_fabs/exp/log/sqrt/sin/cos/tanh/erfc/pow.
 */
 #ifndef TRIDENT_CU_EW_CUH
 #define TRIDENT_CU_EW_CUH
@@ -39,7 +39,7 @@ CU_EW_MATH_(sqrt)
 CU_EW_MATH_(sin)
 CU_EW_MATH_(cos)
 CU_EW_MATH_(tanh)
-CU_EW_MATH_(erf)
+CU_EW_MATH_(erfc)
 #undef CU_EW_MATH_
 __device__ __forceinline__ float cu_ew_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double cu_ew_pow(double x, double y) { return pow(x, y); }

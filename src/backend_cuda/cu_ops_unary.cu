@@ -3,14 +3,15 @@
 **   NEG -x, ABS |x|, EXP, LOG, SQRT, RSQRT 1/sqrt(x), SIN, COS, TANH,
 **   SIGMOID 1/(1+e^-x), RELU max(x,0) (NaN stays NaN, -0 becomes 0),
 **   SILU x/(1+e^-x),
-**   GELU x*Phi(x) with Phi(x) = (1 + erf(x/sqrt2))/2, or the tanh form
+**   GELU x*Phi(x) with Phi(x) = erfc(-x/sqrt2)/2 (no cancellation for x << 0),
+**        or the tanh form
 **        x*(1 + tanh(k*(x + 0.044715 x^3)))/2 with k = sqrt(2/pi),
 **   CLAMP min(max(x, lo), hi) with either side optional (NaN stays NaN; hi
 **        wins when lo > hi),
 ** and GELU_BACKWARD: in = (dy, x) -> dy * gelu'(x).
 ** Shapes: x (and dy) have out's shape, any strides (broadcast dims stride 0);
 ** out is contiguous (TD_LAYOUT_ANY).
-** f32/f16/bf16 compute in float (expf, erff, ...), f64 in double; NEG, ABS,
+** f32/f16/bf16 compute in float (expf, erfcf, ...), f64 in double; NEG, ABS,
 ** RELU and CLAMP also take integers, computed in int64 (NEG and ABS wrap).
 ** Kernels: cu_ew_run (cu_ew.cuh).
 */
@@ -67,7 +68,7 @@ CU_UNARY_OP_(cu_cos_op, cu_ew_cos(x))
 CU_UNARY_OP_(cu_tanh_op, cu_ew_tanh(x))
 CU_UNARY_OP_(cu_sigmoid_op, one / (one + cu_ew_exp(-x)))
 CU_UNARY_OP_(cu_silu_op, x / (one + cu_ew_exp(-x)))
-CU_UNARY_OP_(cu_gelu_erf_op, half *x *(one + cu_ew_erf(x * (C)CU_INV_SQRT2)))
+CU_UNARY_OP_(cu_gelu_erf_op, half *x *cu_ew_erfc(-x * (C)CU_INV_SQRT2))
 CU_UNARY_OP_(cu_gelu_tanh_op, half *x *(one + cu_ew_tanh((C)CU_GELU_K * (x + (C)CU_GELU_C * x * x * x))))
 #undef CU_UNARY_OP_
 
@@ -186,7 +187,7 @@ template <typename T, bool TANH> struct cu_gelu_backward_f {
             C t = cu_ew_tanh(k * (x + c * x * x * x));
             dx = half * (one + t) + half * x * (one - t * t) * k * (one + 3 * c * x * x);
         } else {
-            dx = half * (one + cu_ew_erf(x * (C)CU_INV_SQRT2)) + x * (C)CU_INV_SQRT_2PI * cu_ew_exp(-half * x * x);
+            dx = half * cu_ew_erfc(-x * (C)CU_INV_SQRT2) + x * (C)CU_INV_SQRT_2PI * cu_ew_exp(-half * x * x);
         }
         return cu_from<T>(g * dx);
     }
