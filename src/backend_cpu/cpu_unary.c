@@ -55,7 +55,7 @@
             if (op->p.gelu.approximate == TD_GELU_TANH)                                                                \
                 LOOP_(C, LD, ST, half *x *(one + F(tanh)(k * (x + c * x * x * x))))                                    \
             else                                                                                                       \
-                LOOP_(C, LD, ST, half *x *F(erfc)(-x * r2))                                                      \
+                LOOP_(C, LD, ST, half *x *F(erfc)(-x * r2))                                                            \
             break;                                                                                                     \
         case TD_OP_CLAMP: LOOP_(C, LD, ST, CLAMP_(x, lo, hi)); break;                                                  \
         default: break;                                                                                                \
@@ -133,7 +133,7 @@ td_status td_cpu_CLAMP(const td_op *op) { return cpu_elementwise(op, unary_row, 
                 C t = F(tanh)(k * (x + c * x * x * x));                                                                \
                 d = half * (one + t) + half * x * (one - t * t) * k * (one + 3 * c * x * x);                           \
             } else {                                                                                                   \
-                d = half * F(erfc)(-x * r2) + x * r2pi * F(exp)(-half * x * x);                                  \
+                d = half * F(erfc)(-x * r2) + x * r2pi * F(exp)(-half * x * x);                                        \
             }                                                                                                          \
             o[i * so] = ST(g * d);                                                                                     \
         }                                                                                                              \

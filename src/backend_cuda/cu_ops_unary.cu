@@ -68,7 +68,7 @@ CU_UNARY_OP_(cu_cos_op, cu_ew_cos(x))
 CU_UNARY_OP_(cu_tanh_op, cu_ew_tanh(x))
 CU_UNARY_OP_(cu_sigmoid_op, one / (one + cu_ew_exp(-x)))
 CU_UNARY_OP_(cu_silu_op, x / (one + cu_ew_exp(-x)))
-CU_UNARY_OP_(cu_gelu_erf_op, half *x *cu_ew_erfc(-x * (C)CU_INV_SQRT2))
+CU_UNARY_OP_(cu_gelu_erf_op, half *x *cu_ew_erfc(-x *(C)CU_INV_SQRT2))
 CU_UNARY_OP_(cu_gelu_tanh_op, half *x *(one + cu_ew_tanh((C)CU_GELU_K * (x + (C)CU_GELU_C * x * x * x))))
 #undef CU_UNARY_OP_
 

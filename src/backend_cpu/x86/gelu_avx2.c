@@ -28,7 +28,7 @@ static inline __m256 one_plus_erf(__m256 x) {
     __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), az, one));
     __m256 p = _mm256_set1_ps(q[0]);
     for (int i = 1; i < 10; i++) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(q[i]));
-    __m256 hi = _mm256_mul_ps(az, az), lo = _mm256_fmsub_ps(az, az, hi); /* z^2 = hi + lo exactly */
+    __m256 hi = _mm256_mul_ps(az, az), lo = _mm256_fmsub_ps(az, az, hi);                   /* z^2 = hi + lo exactly */
     __m256 c = _mm256_mul_ps(t, td_exp_f32_avx2(_mm256_sub_ps(_mm256_sub_ps(p, lo), hi))); /* erfc(|z|) */
     return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), c), c,
                             _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ));
