@@ -70,14 +70,19 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
     return mask;
 }
 
-/* Attention: the fused td_scaled_dot_product_attention on CUDA (its mma.sync kernels beat the composed
-** matmul-softmax-matmul there, bench/RESULTS.md issue 10, and keep no [N, H, T, T] buffer), the composed one
-** elsewhere; TRIDENT_ATTENTION=fused or composed forces either. */
+/* Attention: the fused td_scaled_dot_product_attention in f16/bf16 (q's dtype, or autocast's) on CUDA, whose
+** mma.sync kernels beat the composed matmul-softmax-matmul there (bench/RESULTS.md, issue 10) and keep no
+** [N, H, T, T] buffer; the composed one elsewhere (f32 on CUDA too: its 3xTF32 kernels are slower).
+** TRIDENT_ATTENTION=fused or composed forces either. */
 static bool use_fused_attention(td_tensor *q) {
     const char *e = getenv("TRIDENT_ATTENTION");
     if (e && !strcmp(e, "fused")) return true;
     if (e && !strcmp(e, "composed")) return false;
-    return td_tensor_device(q).type == TD_DEVICE_CUDA;
+    td_dtype dt = td_tensor_dtype(q);
+    if (td_tensor_device(q).type != TD_DEVICE_CUDA) return false;
+    td_dtype amp;
+    if (td_autocast_enabled(TD_DEVICE_CUDA, &amp)) dt = amp; /* ATTENTION runs in autocast's dtype */
+    return dt == TD_F16 || dt == TD_BF16;
 }
 
 /* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */

@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     }
     /* out = O / l through this warp's rows of Qs (16-byte stores), lse */
     fa_wait<0>();
-    __syncwarp();
+    __syncthreads(); /* Q landed (without key tiles no barrier saw it), in any thread's copies */
     T *Os = Qs + w * 16 * LD;
 #pragma unroll
     for (int r = 0; r < 2; r++) {

@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     }
     /* dk = scale dK, dv = dV through this warp's rows of Ks and Vs (16-byte stores) */
     fa_wait<0>();
-    __syncwarp();
+    __syncthreads(); /* K, V landed (without query tiles no barrier saw them), in any thread's copies */
     T *Kw = Ks + w * 16 * LD, *Vw = Vs + w * 16 * LD;
 #pragma unroll
     for (int et = 0; et < D / 8; et++)
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(FA_THREADS) attn_dq_fa(cu_attn_args a, const T
     }
     /* dq = scale dQ through this warp's rows of Qs (16-byte stores) */
     fa_wait<0>();
-    __syncwarp();
+    __syncthreads(); /* Q landed, in any thread's copies */
     T *Qw = Qs + w * 16 * LD;
 #pragma unroll
     for (int et = 0; et < D / 8; et++)
