@@ -70,12 +70,19 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
     return mask;
 }
 
-/* Attention: the composed matmul-softmax-matmul, which cuBLAS and the softmax kernel make faster than the fused
-** kernels today (bench/RESULTS.md: W5 bf16 120 vs 476 ms/step on an H200), unless TRIDENT_ATTENTION=fused asks
-** for td_scaled_dot_product_attention, which keeps no [N, H, T, T] buffer (W5's peak memory halves). */
-static bool use_fused_attention(void) {
+/* Attention: the fused td_scaled_dot_product_attention in f16/bf16 (q's dtype, or autocast's) on CUDA, whose
+** mma.sync kernels beat the composed matmul-softmax-matmul there (bench/RESULTS.md, issue 10) and keep no
+** [N, H, T, T] buffer; the composed one elsewhere (f32 on CUDA too: its 3xTF32 kernels are slower).
+** TRIDENT_ATTENTION=fused or composed forces either. */
+static bool use_fused_attention(td_tensor *q) {
     const char *e = getenv("TRIDENT_ATTENTION");
-    return e && !strcmp(e, "fused");
+    if (e && !strcmp(e, "fused")) return true;
+    if (e && !strcmp(e, "composed")) return false;
+    td_dtype dt = td_tensor_dtype(q);
+    if (td_tensor_device(q).type != TD_DEVICE_CUDA) return false;
+    td_dtype amp;
+    if (td_autocast_enabled(TD_DEVICE_CUDA, &amp)) dt = amp; /* ATTENTION runs in autocast's dtype */
+    return dt == TD_F16 || dt == TD_BF16;
 }
 
 /* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */
@@ -92,7 +99,7 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *k = split_heads(td_slice(qkv, 2, c, 2 * c, 1), b->heads);
     td_tensor *v = split_heads(td_slice(qkv, 2, 2 * c, 3 * c, 1), b->heads);
     td_tensor *o; /* [N, H, T, D] */
-    if (use_fused_attention()) {
+    if (use_fused_attention(q)) {
         o = td_scaled_dot_product_attention(q, k, v, NULL, 0, true, NAN);
     } else {
         td_tensor *att = td_matmul(td_mul_scalar(q, 1.0 / sqrt((double)d)), td_transpose(k, -2, -1)); /* [N,H,T,T] */

@@ -1,8 +1,9 @@
 /*
 ** Shared by the attention kernel files: the arguments of one ATTENTION or
 ** ATTENTION_BACKWARD launch (cu_ops_attention.cu builds them from the td_op)
-** and the optional tensor-core forward and backward (cu_ops_attention_mma.cu, cu_ops_attention_mma_bwd.cu).
-** defines: cu_attn_args, cu_attn_mma_fwd, cu_attn_mma_bwd, the device helpers cu_attn_mask and cu_attn_drop.
+** and the optional tensor-core forwards and backwards (cu_ops_attention_fa*.cu, cu_ops_attention_mma*.cu).
+** defines: cu_attn_args, cu_attn_fa_fwd, cu_attn_fa_bwd, cu_attn_mma_fwd, cu_attn_mma_bwd, the device helpers
+** cu_attn_mask and cu_attn_drop.
 */
 #ifndef TRIDENT_CU_ATTENTION_CUH
 #define TRIDENT_CU_ATTENTION_CUH
@@ -20,10 +21,15 @@ typedef struct cu_attn_args {
     int64_t ms[4];    /* its strides over [N0, N1, L, S] */
 } cu_attn_args;
 
-/* The tensor-core forward (f16/bf16): launches and returns true when it takes the op, false to leave it to the
-** generic kernel. Weak: absent when cu_ops_attention_mma.cu is not linked. */
+/* The mma.sync forward (f16/bf16, cu_ops_attention_fa.cu): launches and returns true when it takes the op, false
+** to leave it to the next path. Weak: absent when its file is not linked. */
+extern "C" bool cu_attn_fa_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
+/* The mma.sync backward (f16/bf16, cu_ops_attention_fa_bwd.cu): the same contract for ATTENTION_BACKWARD, *st
+** set to the launches' status when it takes the op. */
+extern "C" bool cu_attn_fa_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st) __attribute__((weak));
+/* The 3xTF32 WMMA forward and backward (f32, cu_ops_attention_mma.cu, cu_ops_attention_mma_bwd.cu): the forward's
+** contract. */
 extern "C" bool cu_attn_mma_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
-/* The tensor-core backward (f16/bf16, cu_ops_attention_mma_bwd.cu): the same contract for ATTENTION_BACKWARD. */
 extern "C" bool cu_attn_mma_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
 
 template <typename C> __device__ __forceinline__ C cu_attn_neg_inf() { return (C)-INFINITY; }

@@ -1,9 +1,9 @@
 /*
-** Shared by the tensor-core attention kernels (cu_ops_attention_mma.cu, cu_ops_attention_mma_bwd.cu): tiles of
-** 64 rows staged in padded shared memory and one k-step of a 16x16 WMMA product, per input dtype T:
-**   f16/bf16: WMMA 16x16x16 on T, fp32 accumulation;
-**   f32:      WMMA 16x16x8 TF32 in three products (3xTF32, x = hi + lo with hi = tf32(x), lo = tf32(x - hi):
-**             a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi), fp32 accumulation: close to f32's rounding, not TF32's.
+** Shared by the f32 tensor-core attention kernels (cu_ops_attention_mma.cu, cu_ops_attention_mma_bwd.cu): tiles of
+** 64 rows staged in padded shared memory and one k-step of a 16x16 WMMA product:
+**   WMMA 16x16x8 TF32 in three products (3xTF32, x = hi + lo with hi = tf32(x), lo = tf32(x - hi):
+**   a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi), fp32 accumulation: close to f32's rounding, not TF32's.
+** (f16/bf16 take the mma.sync kernels of cu_ops_attention_fa*.cu.)
 ** defines: mma_t (the traits), MMA_ROWS, mma_ldt, mma_to, mma_stage, cu_attn_mma_dtype.
 */
 #ifndef TRIDENT_CU_ATTENTION_MMA_CUH
@@ -23,24 +23,10 @@ template <int D> __host__ __device__ constexpr int mma_ldt() { return D + 8; }
 
 template <typename T> __device__ __forceinline__ T mma_to(float x);
 template <> __device__ __forceinline__ float mma_to<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half mma_to<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 mma_to<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 /* KS: the k of one step; acc: the 16x16 fp32 accumulator; step: acc += A B for A [16][KS], B [KS][16] in shared
 ** memory (B given row- or column-major by LB), lda/ldb in elements */
-template <typename T> struct mma_t {
-    static constexpr int KS = 16;
-    using acc = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
-    template <typename LB> __device__ static void step(acc &c, const T *A, int lda, const T *B, int ldb) {
-        using namespace nvcuda;
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> fb;
-        wmma::load_matrix_sync(fa, A, lda);
-        wmma::load_matrix_sync(fb, B, ldb);
-        wmma::mma_sync(c, fa, fb, c);
-    }
-};
-
+template <typename T> struct mma_t;
 template <> struct mma_t<float> {
     static constexpr int KS = 8;
     using acc = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float>;
@@ -83,12 +69,12 @@ template <typename T, int D> __device__ __forceinline__ void mma_stage(T *sm, co
     }
 }
 
-/* Whether the tensor-core kernels take dtype dt: f16, bf16, and f32 unless TRIDENT_CUDA_ATTN_TF32=0 (3xTF32 off:
-** f32 then runs the generic kernels). */
+/* Whether the tensor-core kernels take dtype dt: f32 unless TRIDENT_CUDA_ATTN_TF32=0 (3xTF32 off: f32 then runs the
+** generic kernels). */
 static inline bool cu_attn_mma_dtype(td_dtype dt) {
     static int f32_off = -1;
     if (f32_off < 0) f32_off = getenv("TRIDENT_CUDA_ATTN_TF32") && !strcmp(getenv("TRIDENT_CUDA_ATTN_TF32"), "0");
-    return dt == TD_F16 || dt == TD_BF16 || (dt == TD_F32 && !f32_off);
+    return dt == TD_F32 && !f32_off;
 }
 
 #endif /* TRIDENT_CU_ATTENTION_MMA_CUH */

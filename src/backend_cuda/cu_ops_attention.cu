@@ -16,11 +16,13 @@
 **   attn_dq     a thread per query row, keys staged: dq_i = scale sum_j ds_ij k_j
 ** with ds_ij = p_ij (z_ij dout_i.v_j - D_i). Every output element has one
 ** writer (no atomics), so results do not depend on scheduling.
-** Which path takes which (TRIDENT_CUDA_ATTN_MMA=0 forces these generic kernels):
-**   f16/bf16 with E == Ev in {32, 64, 128}: the tensor-core forward of
-**     cu_ops_attention_mma.cu and backward of cu_ops_attention_mma_bwd.cu (masks,
-**     causal and dropout included);
-**   f32, f64 and other head dims: the kernels here.
+** Which path takes which (TRIDENT_CUDA_ATTN_MMA=0 forces these generic kernels), masks,
+** causal and dropout included everywhere:
+**   f16/bf16 with E == Ev in {32, 64, 128} and 16-byte aligned operands: the
+**     mma.sync forward of cu_ops_attention_fa.cu and backward of cu_ops_attention_fa_bwd.cu;
+**   f32 with E == Ev in {32, 64, 128}: the 3xTF32 WMMA forward of cu_ops_attention_mma.cu
+**     and backward of cu_ops_attention_mma_bwd.cu (TRIDENT_CUDA_ATTN_TF32=0: generic);
+**   f64 and other head dims: the kernels here.
 */
 #include <math.h>
 
@@ -276,6 +278,7 @@ extern "C" bool cu_supports_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
 extern "C" td_status cu_op_ATTENTION(cu_dev *d, const td_op *op) {
     cu_attn_args a = attn_args(op);
     if (a.N * a.L == 0) return TD_OK;
+    if (cu_attn_fa_fwd && cu_attn_fa_fwd(d, op, &a)) return CU_LAUNCHED("attention (mma)");
     if (cu_attn_mma_fwd && cu_attn_mma_fwd(d, op, &a)) return CU_LAUNCHED("attention (tensor cores)");
     CU_SWITCH_FLOAT(op->in[0].dtype, {
         using C = compute_t<T>;
@@ -292,6 +295,8 @@ extern "C" td_status cu_op_ATTENTION(cu_dev *d, const td_op *op) {
 extern "C" td_status cu_op_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
     cu_attn_args a = attn_args(op);
     if (a.N * a.L == 0 || a.S == 0) return TD_OK; /* the front-end zero-fills these */
+    td_status st = TD_OK;
+    if (cu_attn_fa_bwd && cu_attn_fa_bwd(d, op, &a, &st)) return st;
     if (cu_attn_mma_bwd && cu_attn_mma_bwd(d, op, &a)) return CU_LAUNCHED("attention_backward (tensor cores)");
     const td_operand *in = op->in, *o = op->out;
     CU_SWITCH_FLOAT(in[1].dtype, {

@@ -1,12 +1,12 @@
 /*
-** The tensor-core forward of ATTENTION for f16/bf16 with E == Ev in {32, 64, 128}, masks, causal and dropout
-** (the generic kernel of cu_ops_attention.cu takes f32, f64 and other head dims; the tensor-core backward is
-** cu_ops_attention_mma_bwd.cu). FlashAttention-2's loop
-** with WMMA 16x16x16 tiles (fp32 accumulation):
+** The tensor-core forward of ATTENTION for f32 with E == Ev in {32, 64, 128}, masks, causal and dropout
+** (f16/bf16 take the mma.sync forward of cu_ops_attention_fa.cu; f64 and other head dims the generic kernel of
+** cu_ops_attention.cu; the f32 backward is cu_ops_attention_mma_bwd.cu). FlashAttention-2's loop
+** with 3xTF32 WMMA 16x16x8 tiles (cu_attention_mma.cuh; fp32 accumulation):
 **   a block of 4 warps owns BQ = 64 query rows (16 per warp), Q staged once in shared memory;
 **   per tile of BK = 64 keys (K, V staged):  S_w = Q_w K^T (16 x 64, fp32)            (tensor cores)
 **     two lanes per row: s = S * scale + mask, m_new = max(m, rowmax s), alpha = exp(m - m_new),
-**     P = exp(s - m_new), l = l alpha + rowsum P, O_w *= alpha; P z (dropout) rounded to the input dtype
+**     P = exp(s - m_new), l = l alpha + rowsum P, O_w *= alpha; P z (dropout)
 **   O_w += (P z) V (16 x E, fp32 in shared memory)                                       (tensor cores)
 **   out = O / l, lse = m + log l (a row without keys: 0 and -inf), as the generic kernel.
 ** Shapes: q [N,L,E], k [N,S,E], v [N,S,E], out [N,L,E], lse [N,L] float; see cu_ops_attention.cu.
@@ -131,6 +131,5 @@ extern "C" bool cu_attn_mma_fwd(cu_dev *d, const td_op *op, const cu_attn_args *
     if (off < 0) off = getenv("TRIDENT_CUDA_ATTN_MMA") && !strcmp(getenv("TRIDENT_CUDA_ATTN_MMA"), "0");
     td_dtype dt = op->in[0].dtype;
     if (off || a->E != a->Ev || d->cc_major < 8 || !cu_attn_mma_dtype(dt)) return false;
-    if (dt == TD_F32) return launch_d<float>(d, op, a);
-    return dt == TD_F16 ? launch_d<__half>(d, op, a) : launch_d<__nv_bfloat16>(d, op, a);
+    return launch_d<float>(d, op, a);
 }

@@ -1,7 +1,8 @@
 /*
-** The tensor-core backward of ATTENTION_BACKWARD for f16/bf16 with E == Ev in {32, 64, 128} (masks, causal and
-** dropout included; the generic kernels of cu_ops_attention.cu take f32, f64 and other head dims).
-** FlashAttention-2's backward with WMMA 16x16x16 tiles (fp32 accumulation), D_i = dout_i . out_i and
+** The tensor-core backward of ATTENTION_BACKWARD for f32 with E == Ev in {32, 64, 128} (masks, causal and
+** dropout included; f16/bf16 take cu_ops_attention_fa_bwd.cu, f64 and other head dims the generic kernels of
+** cu_ops_attention.cu). FlashAttention-2's backward with 3xTF32 WMMA 16x16x8 tiles (cu_attention_mma.cuh; fp32
+** accumulation), D_i = dout_i . out_i and
 **   p_ij = exp(q_i.k_j scale + mask_ij - lse_i),  ds_ij = p_ij (z_ij dout_i.v_j - D_i):
 **   attn_dkdv_mma  a block of 4 warps owns BK = 64 keys (16 per warp), K and V staged; per tile of BQ = 64
 **                  queries (q, dout, lse, D staged):
@@ -231,6 +232,5 @@ extern "C" bool cu_attn_mma_bwd(cu_dev *d, const td_op *op, const cu_attn_args *
     if (off < 0) off = getenv("TRIDENT_CUDA_ATTN_MMA") && !strcmp(getenv("TRIDENT_CUDA_ATTN_MMA"), "0");
     td_dtype dt = op->in[1].dtype;
     if (off || a->E != a->Ev || d->cc_major < 8 || !cu_attn_mma_dtype(dt)) return false;
-    if (dt == TD_F32) return launch_d<float>(d, op, a);
-    return dt == TD_F16 ? launch_d<__half>(d, op, a) : launch_d<__nv_bfloat16>(d, op, a);
+    return launch_d<float>(d, op, a);
 }
