@@ -102,7 +102,9 @@ typedef struct vk_compiler {
 enum { VK_CMD_DISPATCH, VK_CMD_BARRIER, VK_CMD_HOST_BARRIER, VK_CMD_COPY, VK_CMD_FILL, VK_CMD_TIMESTAMP };
 typedef struct vk_cmd {
     int kind;
-    vk_pipeline *pipe;   /* DISPATCH */
+    vk_pipeline *pipe; /* DISPATCH */
+    vk_pipeline *alt;  /* DISPATCH: what runs instead, on alt_groups, where pipe is still being made */
+    uint32_t alt_groups[3];
     VkDescriptorSet set; /* DISPATCH without push descriptors */
     int n_bind;
     VkDescriptorBufferInfo info[VK_MAX_BINDINGS];
@@ -308,6 +310,13 @@ td_status vk_cmd_timestamp(vk_dev *d, uint32_t query);
 ** a pipeline not made yet is made on a compile thread meanwhile (vk_compile.c). */
 td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
                       const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* vk_dispatch with an alternative that gives the same result: the variant's pipeline of alt_spec
+** on the grid alt_groups. When spec's pipeline is still being made where the batch is submitted,
+** after the batch's other pipelines and the alternative's are made, the alternative runs (a
+** costlier pipeline, such as matmul's large tiles, then never holds up a first step). */
+td_status vk_dispatch_alt(vk_dev *d, int shader, const uint32_t *spec, const uint32_t *alt_spec, int n_spec,
+                          const uint32_t alt_groups[3], int n_bind, const vk_bind *binds, const void *push,
+                          size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
 /* Record a dispatch of a ready pipeline (user kernels). */
 td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
                                size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);

@@ -247,9 +247,10 @@ td_status vk_cmd_timestamp(vk_dev *d, uint32_t query) {
     return issue(d, &(vk_cmd){.kind = VK_CMD_TIMESTAMP, .word = query});
 }
 
-/* A dispatch of p (pending or ready). */
-static td_status dispatch(vk_dev *d, vk_pipeline *p, int n_bind, const vk_bind *binds, const void *push,
-                          size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+/* A dispatch of p (pending or ready; alt on alt_groups where p is still pending at submission). */
+static td_status dispatch(vk_dev *d, vk_pipeline *p, vk_pipeline *alt, const uint32_t *alt_groups, int n_bind,
+                          const vk_bind *binds, const void *push, size_t push_size, uint32_t gx, uint32_t gy,
+                          uint32_t gz) {
     VkCommandBuffer cb;
     td_status st = recording(d, &cb);
     if (st != TD_OK) return st;
@@ -270,7 +271,7 @@ static td_status dispatch(vk_dev *d, vk_pipeline *p, int n_bind, const vk_bind *
         if ((vr == VK_ERROR_OUT_OF_POOL_MEMORY || vr == VK_ERROR_FRAGMENTED_POOL) && !d->capturing) {
             /* pool exhausted: submit this batch and record into a fresh one */
             if ((st = vk_flush(d)) != TD_OK) return st;
-            return dispatch(d, p, n_bind, binds, push, push_size, gx, gy, gz);
+            return dispatch(d, p, alt, alt_groups, n_bind, binds, push, push_size, gx, gy, gz);
         }
         if (vr != VK_SUCCESS) return vk_fail(vr, "vkAllocateDescriptorSets");
         VkWriteDescriptorSet w[VK_MAX_BINDINGS];
@@ -287,8 +288,9 @@ static td_status dispatch(vk_dev *d, vk_pipeline *p, int n_bind, const vk_bind *
     return counted(d);
 }
 
-td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
-                      const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+td_status vk_dispatch_alt(vk_dev *d, int shader, const uint32_t *spec, const uint32_t *alt_spec, int n_spec,
+                          const uint32_t alt_groups[3], int n_bind, const vk_bind *binds, const void *push,
+                          size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (gx == 0 || gy == 0 || gz == 0) return TD_OK;
     if (n_bind > VK_MAX_BINDINGS || push_size > VK_PUSH_MAX || push_size % 4)
         return td_error_set(TD_ERR_MISUSE, "vulkan: %d bindings / %zu push bytes exceed the limits (%d / %d)", n_bind,
@@ -296,11 +298,17 @@ td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, i
     if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || gz > d->caps.max_groups[2])
         return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: grid %ux%ux%u exceeds maxComputeWorkGroupCount %ux%ux%u", gx,
                             gy, gz, d->caps.max_groups[0], d->caps.max_groups[1], d->caps.max_groups[2]);
-    vk_pipeline *p;
+    vk_pipeline *p, *alt = NULL;
     td_status st = vk_pipeline_find(d, shader, spec, n_spec, d->capturing != NULL, &p);
-    if (st == TD_OK) st = dispatch(d, p, n_bind, binds, push, push_size, gx, gy, gz);
+    if (st == TD_OK && alt_spec && !p->ready) st = vk_pipeline_find(d, shader, alt_spec, n_spec, false, &alt);
+    if (st == TD_OK) st = dispatch(d, p, alt, alt_groups, n_bind, binds, push, push_size, gx, gy, gz);
     if (st == TD_OK && d->planted >= 0) st = vk_selftest_plant(d, vk_pipeline_variant(d, shader), n_bind, binds);
     return st;
+}
+
+td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
+                      const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+    return vk_dispatch_alt(d, shader, spec, NULL, n_spec, NULL, n_bind, binds, push, push_size, gx, gy, gz);
 }
 
 td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
@@ -308,35 +316,44 @@ td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_
     vk_pipeline p = {.pipe = pipe, .ready = true}; /* a logged command points at it: none may be */
     td_status st = TD_OK;
     if (d->n_log && !d->capturing) st = vk_flush(d);
-    return st == TD_OK ? dispatch(d, &p, n_bind, binds, push, push_size, gx, gy, gz) : st;
+    return st == TD_OK ? dispatch(d, &p, NULL, NULL, n_bind, binds, push, push_size, gx, gy, gz) : st;
 }
 
 VkDescriptorPool vk_current_dpool(vk_dev *d) { return d->capturing ? d->capturing->dpool : d->batches[d->cur].dpool; }
 
-/* Record the logged commands, each dispatch once its pipeline is made; the first failure's status
-** (the batch still gets the other commands). */
+/* Record the logged commands: first every pipeline they need is waited for (of a dispatch with an
+** alternative, the alternative's), then a dispatch with an alternative takes its own pipeline if
+** that is made by now, else the alternative. The first failure's status (the batch still gets the
+** other commands). */
 static td_status replay(vk_dev *d, VkCommandBuffer cb) {
     td_status st = TD_OK;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int n = d->n_log;
+    int n = d->n_log, n_alt = 0;
+    VkPipeline pipe;
     for (int i = 0; i < n; i++) {
-        const vk_cmd *c = &d->log[i];
-        if (c->kind == VK_CMD_DISPATCH) {
-            VkPipeline pipe;
-            td_status ps = vk_pipeline_ready(d, c->pipe, &pipe);
-            if (ps != TD_OK) {
-                if (st == TD_OK) st = ps;
-                continue;
-            }
+        vk_cmd *c = &d->log[i];
+        if (c->kind != VK_CMD_DISPATCH) continue;
+        td_status ps = vk_pipeline_ready(d, c->alt ? c->alt : c->pipe, &pipe);
+        if (ps != TD_OK && st == TD_OK) st = ps;
+    }
+    for (int i = 0; i < n; i++) {
+        vk_cmd *c = &d->log[i];
+        if (c->kind == VK_CMD_DISPATCH && c->alt && !c->pipe->ready &&
+            !(vk_compile_state(d, c->pipe, false) == VK_PIPE_READY && vk_pipeline_ready(d, c->pipe, &pipe) == TD_OK)) {
+            c->pipe = c->alt;
+            memcpy(c->groups, c->alt_groups, sizeof c->groups);
+            n_alt++;
         }
-        record(d, cb, c);
+        if (c->kind != VK_CMD_DISPATCH || c->pipe->ready) record(d, cb, c); /* else it failed: st says so */
     }
     d->n_log = 0;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (d->verbose)
-        fprintf(stderr, "trident: vulkan:%d: %d logged commands recorded after %.1f ms waiting for their pipelines\n",
-                d->index, n, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
+        fprintf(stderr,
+                "trident: vulkan:%d: %d logged commands recorded after %.1f ms waiting for their pipelines (%d on "
+                "an alternative)\n",
+                d->index, n, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6, n_alt);
     return st;
 }
 
