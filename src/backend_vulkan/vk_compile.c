@@ -112,8 +112,8 @@ static void stop(vk_dev *d, bool drop) {
 }
 
 /* At exit, no thread may still be inside the driver while its own exit handlers tear it down
-** (they were registered before this one, so they run after it): unstarted jobs are dropped, and
-** the threads joined. */
+** (they were registered before this one, so they run after it): unstarted jobs are dropped, the
+** threads joined (a pipeline being made is finished), and the pipeline cache saved. */
 static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
 static vk_dev *running[VK_MAX_DEVICES];
 static int n_running;
@@ -121,7 +121,15 @@ static bool at_exit_set;
 
 static void stop_at_exit(void) {
     pthread_mutex_lock(&running_lock);
-    for (int i = 0; i < n_running; i++) stop(running[i], true);
+    for (int i = 0; i < n_running; i++) {
+        vk_dev *d = running[i];
+        stop(d, true);
+        /* what the threads made since the last host wait goes into the disk cache for the next process */
+        if (pthread_mutex_trylock(&d->lock) == 0) {
+            vk_pipeline_cache_save(d);
+            pthread_mutex_unlock(&d->lock);
+        }
+    }
     n_running = 0;
     pthread_mutex_unlock(&running_lock);
 }

@@ -254,8 +254,13 @@ static td_status dispatch(vk_dev *d, vk_pipeline *p, vk_pipeline *alt, const uin
     VkCommandBuffer cb;
     td_status st = recording(d, &cb);
     if (st != TD_OK) return st;
-    vk_cmd c = {
-        .kind = VK_CMD_DISPATCH, .pipe = p, .n_bind = n_bind, .push_size = (uint32_t)push_size, .groups = {gx, gy, gz}};
+    vk_cmd c = {.kind = VK_CMD_DISPATCH,
+                .pipe = p,
+                .alt = alt,
+                .n_bind = n_bind,
+                .push_size = (uint32_t)push_size,
+                .groups = {gx, gy, gz}};
+    if (alt) memcpy(c.alt_groups, alt_groups, sizeof c.alt_groups);
     vk_range r[VK_MAX_BINDINGS] = {{0}};
     for (int i = 0; i < n_bind; i++) {
         r[i] = (vk_range){binds[i].buf, binds[i].offset, binds[i].offset + binds[i].range, binds[i].write};
