@@ -93,6 +93,7 @@ typedef struct vk_compiler {
     vk_pipeline *head, *tail;
     pthread_t threads[VK_COMPILE_THREADS_MAX];
     int n_threads, max_threads;
+    int pending; /* queued or being made */
     bool stop;
 } vk_compiler;
 

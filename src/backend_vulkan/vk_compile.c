@@ -77,6 +77,7 @@ static void *compile_thread(void *arg) {
         p->pipe = pipe;
         p->result = r;
         p->state = r == VK_SUCCESS ? VK_PIPE_READY : VK_PIPE_FAILED;
+        c->pending--;
         pthread_cond_broadcast(&c->done);
     }
     pthread_mutex_unlock(&c->lock);
@@ -101,6 +102,7 @@ static void stop(vk_dev *d, bool drop) {
     for (vk_pipeline *p = drop ? c->head : NULL; p; p = p->job_next) {
         p->state = VK_PIPE_FAILED;
         p->result = VK_ERROR_INITIALIZATION_FAILED;
+        c->pending--;
     }
     if (drop) c->head = c->tail = NULL;
     pthread_cond_broadcast(&c->work);
@@ -162,6 +164,7 @@ void vk_compile_submit(vk_dev *d, vk_pipeline *p) {
     else
         c->head = p;
     c->tail = p;
+    c->pending++;
     pthread_cond_signal(&c->work);
     pthread_mutex_unlock(&c->lock);
     if (first) note_running(d);
@@ -187,4 +190,16 @@ void vk_compile_stop(vk_dev *d) {
     pthread_mutex_destroy(&d->compiler.lock);
     pthread_cond_destroy(&d->compiler.work);
     pthread_cond_destroy(&d->compiler.done);
+}
+
+/* For trident bench (found with td_backend_symbol): wait until device dev's compile threads have made
+** every pipeline queued so far, so that timed samples run on the pipelines a steady state uses (matmul's
+** large tiles rather than their alternative). */
+__attribute__((visibility("default"))) void td_vulkan_compile_wait(int dev) {
+    vk_dev *d = vk_get(dev);
+    if (!d) return;
+    vk_compiler *c = &d->compiler;
+    pthread_mutex_lock(&c->lock);
+    while (c->pending > 0) pthread_cond_wait(&c->done, &c->lock);
+    pthread_mutex_unlock(&c->lock);
 }
