@@ -18,7 +18,8 @@
 ** immutable state of the device (its VkDevice, layout, the variant's shader
 ** module, made on the recording thread before the job is queued). A job's
 ** pipe, result and state are written under the compiler's lock and read under
-** it (vk_compile_wait); the device's pipeline lists stay the recording thread's.
+** it (vk_compile_state); the device's pipeline lists stay the recording thread's.
+** At exit the threads are joined before the driver's own exit handlers run.
 */
 #define _GNU_SOURCE
 #include <stdio.h>
