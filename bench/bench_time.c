@@ -15,6 +15,7 @@
 
 #include "bench.h"
 #include "bench_clock.h"
+#include "trident/backend.h" /* td_backend_symbol */
 
 #define BENCH_WARMUP       2
 #define BENCH_MIN_SAMPLES  3
@@ -42,6 +43,14 @@ typedef struct timer {
     bool sync;                    /* synchronize around host-clock samples */
     int64_t waits;                /* host waits made inside the sampled calls */
 } timer;
+
+/* After the warm-up, the pipelines it left to Vulkan's compile threads are made (until then matmul's
+** large tiles run on their small alternative), so that samples time the steady state. */
+static void settle(td_device dev) {
+    void (*wait)(int) = NULL;
+    if (dev.type == TD_DEVICE_VULKAN) *(void **)&wait = td_backend_symbol(TD_DEVICE_VULKAN, "td_vulkan_compile_wait");
+    if (wait) wait(dev.index);
+}
 
 static td_status sample(timer *t, bench_fn fn, void *arg, int rep, double *ms) {
     td_status st;
@@ -132,6 +141,7 @@ bench_row *bench_time_ext(bench_session *s, int device, const char *workload, co
     timer_open(d, &t, how->host_clock);
     td_status st = TD_OK;
     for (int i = 0; i < how->warmup && st == TD_OK; i++) st = call(fn, arg, i % buffers);
+    if (st == TD_OK && how->warmup) settle(t.dev);
     if (st == TD_OK && t.sync) st = td_synchronize(t.dev);
     int max = how->max_samples < 1 ? 1 : how->max_samples > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES : how->max_samples;
     double samples[BENCH_MAX_SAMPLES], spent = 0;

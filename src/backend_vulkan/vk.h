@@ -22,15 +22,17 @@
 #include "trident/backend.h"
 #include "vk_shaders.h"
 
-#define VK_MAX_DEVICES      8
-#define VK_MAX_BINDINGS     8
-#define VK_PUSH_MAX         128  /* the push-constant range every pipeline layout declares */
-#define VK_N_BATCHES        3    /* command buffers in flight */
-#define VK_BATCH_DISPATCHES 256  /* dispatches recorded before a batch is submitted without waiting */
-#define VK_MAX_HAZARDS      64   /* ranges tracked since the last barrier */
-#define VK_N_CLASSES        64   /* size classes of the free lists */
-#define VK_QUERY_COUNT      16384 /* timestamp queries (events; the profiler keeps up to 2049 per device) */
-#define VK_MAX_SPEC         8    /* specialization constants per pipeline (id 0 = workgroup size) */
+#define VK_MAX_DEVICES         8
+#define VK_MAX_BINDINGS        8
+#define VK_PUSH_MAX            128   /* the push-constant range every pipeline layout declares */
+#define VK_N_BATCHES           3     /* command buffers in flight */
+#define VK_BATCH_DISPATCHES    256   /* dispatches recorded before a batch is submitted without waiting */
+#define VK_MAX_HAZARDS         64    /* ranges tracked since the last barrier */
+#define VK_N_CLASSES           64    /* size classes of the free lists */
+#define VK_QUERY_COUNT         16384 /* timestamp queries (events; the profiler keeps up to 2049 per device) */
+#define VK_MAX_SPEC            8     /* specialization constants per pipeline (id 0 = workgroup size) */
+#define VK_COMPILE_THREADS     8     /* threads making pipelines (vk_compile.c), at most the CPUs */
+#define VK_COMPILE_THREADS_MAX 64    /* ... and at most this many with TRIDENT_VULKAN_COMPILE_THREADS */
 
 /* One VkDeviceMemory with one VkBuffer over all of it. */
 typedef struct vk_block {
@@ -69,12 +71,50 @@ typedef struct vk_batch {
     int n_cmds;
 } vk_batch;
 
+/* A pipeline of a shader variant and specialization constants. Once queued to
+** the compile threads, pipe, result, state and job_next belong to the
+** compiler's lock (vk_compile.c) until ready is set; the rest to the device's. */
+enum { VK_PIPE_READY, VK_PIPE_PENDING, VK_PIPE_FAILED };
 typedef struct vk_pipeline {
+    int shader; /* the variant */
     uint32_t spec[VK_MAX_SPEC];
     int n_spec;
+    bool ready; /* the recording thread saw it made: pipe may be used */
     VkPipeline pipe;
-    struct vk_pipeline *next;
+    int state;       /* VK_PIPE_* */
+    VkResult result; /* of vkCreateComputePipelines, once not pending */
+    struct vk_pipeline *next, *job_next;
 } vk_pipeline;
+
+/* The compile threads of a device (vk_compile.c): a FIFO of pending pipelines. */
+typedef struct vk_compiler {
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    vk_pipeline *head, *tail;
+    pthread_t threads[VK_COMPILE_THREADS_MAX];
+    int n_threads, max_threads;
+    int pending; /* queued or being made */
+    bool stop;
+} vk_compiler;
+
+/* A command kept on the host until the batch is submitted (vk_exec.c): once a dispatch of the
+** recording batch waits for its pipeline, it and every later command of the batch are logged, and
+** recorded in order when the batch is submitted. */
+enum { VK_CMD_DISPATCH, VK_CMD_BARRIER, VK_CMD_HOST_BARRIER, VK_CMD_COPY, VK_CMD_FILL, VK_CMD_TIMESTAMP };
+typedef struct vk_cmd {
+    int kind;
+    vk_pipeline *pipe; /* DISPATCH */
+    vk_pipeline *alt;  /* DISPATCH: what runs instead, on alt_groups, where pipe is still being made */
+    uint32_t alt_groups[3];
+    VkDescriptorSet set; /* DISPATCH without push descriptors */
+    int n_bind;
+    VkDescriptorBufferInfo info[VK_MAX_BINDINGS];
+    uint32_t push_size, groups[3];
+    uint8_t push[VK_PUSH_MAX];
+    VkBuffer src, dst;                /* COPY (src, dst), FILL (dst) */
+    VkDeviceSize src_off, dst_off, n; /* bytes */
+    uint32_t word;                    /* FILL: the 4-byte pattern; TIMESTAMP: the query */
+} vk_cmd;
 
 /* Optional device features, by bit: TRIDENT_VULKAN_DISABLE=name,... (or all) makes
 ** the backend behave as on a device without them (vk_feature.c; docs/vulkan.md
@@ -155,9 +195,14 @@ typedef struct vk_dev {
     vk_range hazards[VK_MAX_HAZARDS];
     int n_hazards;
     bool batch_fresh; /* no barrier yet in the recording batch */
+    vk_cmd *log;      /* commands waiting for a pipeline (see vk_cmd) */
+    int n_log, log_cap;
     /* pipelines */
     VkPipelineCache cache;
     bool cache_dirty;
+    size_t cache_saved; /* bytes of the pipeline cache as last loaded or saved */
+    vk_compiler compiler;
+    bool verbose; /* TRIDENT_VULKAN_VERBOSE: pipeline times */
     VkShaderModule modules[VK_SHADER_COUNT];
     vk_pipeline *pipelines[VK_SHADER_COUNT];
     VkDescriptorSetLayout dsl; /* VK_MAX_BINDINGS storage buffers; shaders use a prefix */
@@ -254,18 +299,32 @@ typedef struct vk_bind {
 td_status vk_exec_init(vk_dev *d);
 td_status vk_new_dpool(vk_dev *d, VkDescriptorPool *out);
 void vk_exec_destroy(vk_dev *d);
-/* The command buffer being recorded (begins a batch if none). */
-td_status vk_recording(vk_dev *d, VkCommandBuffer *cb);
-/* Note that the next command touches these ranges; records a barrier first if needed. */
-void vk_hazard(vk_dev *d, VkCommandBuffer cb, int n, const vk_range *r);
-/* Record a compute dispatch of shader with spec constants spec[0..n_spec) (spec[0]: workgroup size). */
+/* Commands other than dispatches, each after a barrier where its ranges need one: a buffer copy,
+** a fill with a 4-byte pattern, the barrier that makes device writes visible to the host, a
+** timestamp into query (reset first). Recorded now, or logged while the batch waits for a pipeline. */
+td_status vk_cmd_copy(vk_dev *d, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
+                      VkDeviceSize n);
+td_status vk_cmd_fill(vk_dev *d, VkBuffer dst, VkDeviceSize off, VkDeviceSize n, uint32_t word);
+td_status vk_cmd_host_barrier(vk_dev *d);
+td_status vk_cmd_timestamp(vk_dev *d, uint32_t query);
+/* Record a compute dispatch of shader with spec constants spec[0..n_spec) (spec[0]: workgroup size);
+** a pipeline not made yet is made on a compile thread meanwhile (vk_compile.c). */
 td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
                       const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* vk_dispatch with an alternative that gives the same result: the variant's pipeline of alt_spec
+** on the grid alt_groups. When spec's pipeline is still being made where the batch is submitted,
+** after the batch's other pipelines and the alternative's are made, the alternative runs (a
+** costlier pipeline, such as matmul's large tiles, then never holds up a first step). */
+td_status vk_dispatch_alt(vk_dev *d, int shader, const uint32_t *spec, const uint32_t *alt_spec, int n_spec,
+                          const uint32_t alt_groups[3], int n_bind, const vk_bind *binds, const void *push,
+                          size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Record a dispatch of a ready pipeline (user kernels). */
 td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
                                size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
 /* The descriptor pool for the command buffer being recorded (no push descriptors). */
 VkDescriptorPool vk_current_dpool(vk_dev *d);
-/* Submit the recording batch (no wait). */
+/* Submit the recording batch (no wait); logged commands are recorded first, once their pipelines
+** are made. */
 td_status vk_flush(vk_dev *d);
 /* Submit and wait until the device is idle. */
 td_status vk_finish(vk_dev *d);
@@ -283,8 +342,11 @@ vk_bind vk_bind_buffer(td_buffer *b, bool write);
 /* ---- vk_pipeline.c ---- */
 td_status vk_pipeline_init(vk_dev *d);
 void vk_pipeline_destroy(vk_dev *d);
-/* The pipeline of (shader, spec); created and cached on first use. */
-td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out);
+/* The pipeline of (shader, spec); on first use queued to a compile thread (pending) when wait is
+** false and there are compile threads, else made now. */
+td_status vk_pipeline_find(vk_dev *d, int shader, const uint32_t *spec, int n_spec, bool wait, vk_pipeline **out);
+/* Wait for a pending pipeline; its handle, or an error naming the shader. */
+td_status vk_pipeline_ready(vk_dev *d, vk_pipeline *p, VkPipeline *out);
 /* Pipeline for a user-supplied SPIR-V module (vk_glsl.c). */
 td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, const char *entry, uint32_t wg,
                                  VkShaderModule *mod, VkPipeline *out);
@@ -293,15 +355,31 @@ td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, c
 int vk_pipeline_variant(vk_dev *d, int shader);
 /* The shader variant named name ("softmax_f32"), or -1. */
 int vk_variant_id(const char *name);
-/* TRIDENT_VULKAN_PREWARM=<name>: create the pipelines that the last process with that name made, in
-** parallel (vk_prewarm.c); its own are listed at each cache save. */
+/* TRIDENT_VULKAN_PREWARM=<name>: queue the pipelines that the last process with that name made to the
+** compile threads (vk_prewarm.c); its own are listed at each cache save. */
 void vk_prewarm(vk_dev *d);
 void vk_prewarm_save(vk_dev *d);
-/* For vk_prewarm.c: the shader module of a variant, made on first use; a pipeline from it (thread-safe);
-** the variant that runs for shader (no warning, no note). */
+/* For vk_prewarm.c and vk_compile.c: the shader module of a variant, made on first use; a pipeline
+** from it (thread-safe); a new entry of variant shader's list (its state is the caller's); the
+** variant that runs for shader (no warning, no note). */
 td_status vk_pipeline_module(vk_dev *d, int shader);
 VkResult vk_pipeline_create(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out);
+vk_pipeline *vk_pipeline_add(vk_dev *d, int shader, const uint32_t *spec, int n_spec);
 int vk_pipeline_pick(const vk_dev *d, int shader);
+
+/* ---- vk_compile.c ---- */
+/* The compile threads a device gets: TRIDENT_VULKAN_COMPILE_THREADS, else the CPUs up to VK_COMPILE_THREADS. */
+int vk_compile_threads(void);
+void vk_compile_init(vk_dev *d);
+bool vk_compile_async(const vk_dev *d); /* pipelines are made on compile threads */
+/* Queue p (its key set) to be made on a compile thread; made here when no thread can be started. */
+void vk_compile_submit(vk_dev *d, vk_pipeline *p);
+/* Wait until p is not pending (or, without wait, look); its state. */
+int vk_compile_state(vk_dev *d, vk_pipeline *p, bool wait);
+/* Make p on this thread (p is not queued); its result. */
+VkResult vk_compile_now(vk_dev *d, vk_pipeline *p);
+/* Let the threads finish the queue, and join them. */
+void vk_compile_stop(vk_dev *d);
 /* $XDG_CACHE_HOME/trident (else ~/.cache/trident); false when there is none or the disk cache is off. */
 bool vk_cache_dir(char *dir, size_t n);
 /* Write the pipeline cache to disk when new pipelines were made. */

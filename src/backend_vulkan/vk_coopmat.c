@@ -4,9 +4,11 @@
 **
 ** Two extensions give the same kernel (shaders/matmul_coopmat.comp):
 ** VK_NV_cooperative_matrix, and the portable VK_KHR_cooperative_matrix, whose
-** shader variant exists only when the build had glslang >= 13 (TRIDENT_VK_COOPMAT_KHR).
+** shader variant exists when the build has it (TRIDENT_VK_COOPMAT_KHR).
 ** The path is KHR where both work, else NV; TRIDENT_VULKAN_COOPMAT=khr|nv|off forces
-** one (a forced path the device or build lacks leaves none). The shape is the
+** one (a forced path the device or build lacks leaves none, and says why on stderr).
+** The KHR variant is in every build: compiled by glslang >= 13, or else taken from
+** shaders/spirv/ (src/backend_vulkan/CMakeLists.txt). The shape is the
 ** largest the driver lists for f16 x f16 -> f32 at subgroup scope that tiles the
 ** kernel's 64 x subgroup-size x 32 subgroup block; the kernel's shared memory must
 ** fit maxComputeSharedMemorySize. bf16 shapes (VK_KHR_shader_bfloat16) are
@@ -88,22 +90,46 @@ static void probe_khr(vk_dev *d, uint32_t best[3]) {
     free(cm);
 }
 
+/* Why a path forced by TRIDENT_VULKAN_COOPMAT is not taken on d ("" when it is, or none is forced). */
+static const char *forced_why(const vk_dev *d, const char *force, bool khr_built, const uint32_t khr[3],
+                              const uint32_t nv[3]) {
+    const vk_caps *c = &d->caps;
+    if (strcmp(force, "khr") && strcmp(force, "nv") && strcmp(force, "off")) return "it is not khr, nv or off";
+    if (!strcmp(force, "khr") && !c->coopmat_khr) return "the device lacks VK_KHR_cooperative_matrix";
+    if (!strcmp(force, "khr") && !khr_built)
+        return "this build has no KHR shader (no glslang >= 13 and no current shaders/spirv/ copy)";
+    if (!strcmp(force, "khr") && !khr[0]) return "the driver lists no f16 shape that fits the kernel";
+    if (!strcmp(force, "nv") && !c->coopmat_nv) return "the device lacks VK_NV_cooperative_matrix";
+    if (!strcmp(force, "nv") && !nv[0]) return "the driver lists no f16 shape that fits the kernel";
+    return "";
+}
+
 void vk_coopmat_probe(vk_dev *d) {
     vk_caps *c = &d->caps;
     c->coopmat = VK_COOPMAT_NONE;
+    const char *force = getenv("TRIDENT_VULKAN_COOPMAT");
+    if (force && !*force) force = NULL;
     /* the kernel has 256 invocations in 2, 4 or 8 subgroups and needs f16 arithmetic */
     bool sg = c->subgroup_size == 32 || c->subgroup_size == 64 || c->subgroup_size == 128;
-    if (!(c->fp16_arith && c->storage16 && c->memory_model && c->subgroup_arith && sg)) return;
-    if (c->shared_mem < KERNEL_SHARED) return;
-    const char *force = getenv("TRIDENT_VULKAN_COOPMAT");
-    bool want_khr = !force || !*force || !strcmp(force, "khr"), want_nv = !force || !*force || !strcmp(force, "nv");
+    const char *why = NULL;
+    if (!(c->fp16_arith && c->storage16 && c->memory_model && c->subgroup_arith && sg))
+        why = "it needs f16 arithmetic and storage, the Vulkan memory model, subgroup arithmetic and subgroups of "
+              "32, 64 or 128";
+    else if (c->shared_mem < KERNEL_SHARED)
+        why = "maxComputeSharedMemorySize is below the kernel's 37 KiB";
+    bool want_khr = !force || !strcmp(force, "khr"), want_nv = !force || !strcmp(force, "nv");
     uint32_t khr[3] = {0, 0, 0}, nv[3] = {0, 0, 0};
 #ifdef TRIDENT_VK_COOPMAT_KHR
-    if (c->coopmat_khr && want_khr) probe_khr(d, khr);
+    bool khr_built = true;
 #else
-    (void)want_khr, (void)probe_khr;
+    bool khr_built = false;
 #endif
-    if (c->coopmat_nv && want_nv) probe_nv(d, nv);
+    if (!why && khr_built && c->coopmat_khr && want_khr) probe_khr(d, khr);
+    if (!why && c->coopmat_nv && want_nv) probe_nv(d, nv);
+    if (!why && force) why = forced_why(d, force, khr_built, khr, nv);
+    if (force && strcmp(force, "off") && why && *why)
+        fprintf(stderr, "trident: vulkan: %s: TRIDENT_VULKAN_COOPMAT=%s: no cooperative-matrix path, since %s\n",
+                d->props.deviceName, force, why);
     const uint32_t *shape = khr[0] ? khr : nv[0] ? nv : NULL;
     if (!shape) return;
     c->coopmat = khr[0] ? VK_COOPMAT_KHR : VK_COOPMAT_NV;

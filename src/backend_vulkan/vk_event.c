@@ -45,13 +45,8 @@ td_status vk_event_record(td_event *ev) {
         vk_unlock(d);
         return st;
     }
-    VkCommandBuffer cb;
-    td_status st = vk_recording(d, &cb);
-    if (st == TD_OK) {
-        vkCmdResetQueryPool(cb, d->qpool, ev->query, 1);
-        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, d->qpool, ev->query);
-        ev->recorded = true;
-    }
+    td_status st = vk_cmd_timestamp(d, ev->query);
+    if (st == TD_OK) ev->recorded = true;
     vk_unlock(d);
     return st;
 }

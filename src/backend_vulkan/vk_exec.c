@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "vk.h"
 
@@ -90,7 +91,8 @@ static td_status wait_batch(vk_dev *d, vk_batch *b) {
     return TD_OK;
 }
 
-td_status vk_recording(vk_dev *d, VkCommandBuffer *cb) {
+/* The command buffer being recorded (begins a batch if none). */
+static td_status recording(vk_dev *d, VkCommandBuffer *cb) {
     if (d->capturing) {
         *cb = d->capturing->cb;
         return TD_OK;
@@ -122,31 +124,178 @@ td_status vk_recording(vk_dev *d, VkCommandBuffer *cb) {
     return TD_OK;
 }
 
+/* Record c into cb (a dispatch's pipeline is ready). */
+static void record(vk_dev *d, VkCommandBuffer cb, const vk_cmd *c) {
+    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    switch (c->kind) {
+    case VK_CMD_DISPATCH:
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c->pipe->pipe);
+        if (c->n_bind && d->push_descriptor) {
+            VkWriteDescriptorSet w[VK_MAX_BINDINGS];
+            for (int i = 0; i < c->n_bind; i++)
+                w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                              .dstBinding = (uint32_t)i,
+                                              .descriptorCount = 1,
+                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .pBufferInfo = &c->info[i]};
+            d->push_descriptor(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, (uint32_t)c->n_bind, w);
+        } else if (c->n_bind) {
+            vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &c->set, 0, NULL);
+        }
+        if (c->push_size) vkCmdPushConstants(cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, c->push_size, c->push);
+        vkCmdDispatch(cb, c->groups[0], c->groups[1], c->groups[2]);
+        break;
+    case VK_CMD_BARRIER: {
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                               VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+        vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+        break;
+    }
+    case VK_CMD_HOST_BARRIER: {
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+        vkCmdPipelineBarrier(cb, stages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+        break;
+    }
+    case VK_CMD_COPY: {
+        VkBufferCopy region = {c->src_off, c->dst_off, c->n};
+        vkCmdCopyBuffer(cb, c->src, c->dst, 1, &region);
+        break;
+    }
+    case VK_CMD_FILL: vkCmdFillBuffer(cb, c->dst, c->dst_off, c->n, c->word); break;
+    case VK_CMD_TIMESTAMP:
+        vkCmdResetQueryPool(cb, d->qpool, c->word, 1);
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, d->qpool, c->word);
+        break;
+    }
+}
+
+/* Record c, or log it when the batch waits for a pipeline (a pending dispatch starts that). */
+static td_status issue(vk_dev *d, const vk_cmd *c) {
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    td_status st = recording(d, &cb);
+    if (st != TD_OK) return st;
+    bool pending = c->kind == VK_CMD_DISPATCH && !c->pipe->ready;
+    if (d->capturing || (!d->n_log && !pending)) {
+        record(d, cb, c);
+        return TD_OK;
+    }
+    if (d->n_log == d->log_cap) {
+        int cap = d->log_cap ? 2 * d->log_cap : VK_BATCH_DISPATCHES;
+        vk_cmd *more = realloc(d->log, (size_t)cap * sizeof *more);
+        if (!more) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+        d->log = more;
+        d->log_cap = cap;
+    }
+    d->log[d->n_log++] = *c;
+    return TD_OK;
+}
+
 static bool overlaps(const vk_range *a, const vk_range *b) {
     return a->buf == b->buf && a->lo < b->hi && b->lo < a->hi;
 }
 
-void vk_hazard(vk_dev *d, VkCommandBuffer cb, int n, const vk_range *r) {
+/* A barrier first when these ranges need one; counts a command of the batch. */
+static td_status hazard(vk_dev *d, int n, const vk_range *r) {
     bool need = d->batch_fresh || d->n_hazards + n > VK_MAX_HAZARDS;
     for (int i = 0; i < n && !need; i++)
         for (int j = 0; j < d->n_hazards && !need; j++)
             need = (r[i].write || d->hazards[j].write) && overlaps(&r[i], &d->hazards[j]);
     if (need) {
-        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                               VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-        VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-        vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+        td_status st = issue(d, &(vk_cmd){.kind = VK_CMD_BARRIER});
+        if (st != TD_OK) return st;
         d->n_hazards = 0;
         d->batch_fresh = false;
     }
     for (int i = 0; i < n; i++) d->hazards[d->n_hazards++] = r[i];
     if (d->cur >= 0) d->batches[d->cur].n_cmds++;
+    return TD_OK;
 }
 
-td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
-                      const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+/* Submit the batch when it is full. */
+static td_status counted(vk_dev *d) {
+    return !d->capturing && d->cur >= 0 && d->batches[d->cur].n_cmds >= VK_BATCH_DISPATCHES ? vk_flush(d) : TD_OK;
+}
+
+td_status vk_cmd_copy(vk_dev *d, VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off,
+                      VkDeviceSize n) {
+    VkCommandBuffer cb;
+    td_status st = recording(d, &cb);
+    vk_range r[2] = {{src, src_off, src_off + n, false}, {dst, dst_off, dst_off + n, true}};
+    if (st == TD_OK) st = hazard(d, 2, r);
+    if (st == TD_OK)
+        st = issue(
+            d, &(vk_cmd){.kind = VK_CMD_COPY, .src = src, .src_off = src_off, .dst = dst, .dst_off = dst_off, .n = n});
+    return st == TD_OK ? counted(d) : st;
+}
+
+td_status vk_cmd_fill(vk_dev *d, VkBuffer dst, VkDeviceSize off, VkDeviceSize n, uint32_t word) {
+    VkCommandBuffer cb;
+    td_status st = recording(d, &cb);
+    vk_range r = {dst, off, off + n, true};
+    if (st == TD_OK) st = hazard(d, 1, &r);
+    if (st == TD_OK) st = issue(d, &(vk_cmd){.kind = VK_CMD_FILL, .dst = dst, .dst_off = off, .n = n, .word = word});
+    return st == TD_OK ? counted(d) : st;
+}
+
+td_status vk_cmd_host_barrier(vk_dev *d) { return issue(d, &(vk_cmd){.kind = VK_CMD_HOST_BARRIER}); }
+
+td_status vk_cmd_timestamp(vk_dev *d, uint32_t query) {
+    return issue(d, &(vk_cmd){.kind = VK_CMD_TIMESTAMP, .word = query});
+}
+
+/* A dispatch of p (pending or ready; alt on alt_groups where p is still pending at submission). */
+static td_status dispatch(vk_dev *d, vk_pipeline *p, vk_pipeline *alt, const uint32_t *alt_groups, int n_bind,
+                          const vk_bind *binds, const void *push, size_t push_size, uint32_t gx, uint32_t gy,
+                          uint32_t gz) {
+    VkCommandBuffer cb;
+    td_status st = recording(d, &cb);
+    if (st != TD_OK) return st;
+    vk_cmd c = {.kind = VK_CMD_DISPATCH,
+                .pipe = p,
+                .alt = alt,
+                .n_bind = n_bind,
+                .push_size = (uint32_t)push_size,
+                .groups = {gx, gy, gz}};
+    if (alt) memcpy(c.alt_groups, alt_groups, sizeof c.alt_groups);
+    vk_range r[VK_MAX_BINDINGS] = {{0}};
+    for (int i = 0; i < n_bind; i++) {
+        r[i] = (vk_range){binds[i].buf, binds[i].offset, binds[i].offset + binds[i].range, binds[i].write};
+        c.info[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].offset, binds[i].range};
+    }
+    if (push_size) memcpy(c.push, push, push_size);
+    if (n_bind && !d->push_descriptor) {
+        VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                          .descriptorPool = vk_current_dpool(d),
+                                          .descriptorSetCount = 1,
+                                          .pSetLayouts = &d->dsl};
+        VkResult vr = vkAllocateDescriptorSets(d->dev, &ai, &c.set);
+        if ((vr == VK_ERROR_OUT_OF_POOL_MEMORY || vr == VK_ERROR_FRAGMENTED_POOL) && !d->capturing) {
+            /* pool exhausted: submit this batch and record into a fresh one */
+            if ((st = vk_flush(d)) != TD_OK) return st;
+            return dispatch(d, p, alt, alt_groups, n_bind, binds, push, push_size, gx, gy, gz);
+        }
+        if (vr != VK_SUCCESS) return vk_fail(vr, "vkAllocateDescriptorSets");
+        VkWriteDescriptorSet w[VK_MAX_BINDINGS];
+        for (int i = 0; i < n_bind; i++)
+            w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                          .dstSet = c.set,
+                                          .dstBinding = (uint32_t)i,
+                                          .descriptorCount = 1,
+                                          .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                          .pBufferInfo = &c.info[i]};
+        vkUpdateDescriptorSets(d->dev, (uint32_t)n_bind, w, 0, NULL);
+    }
+    if ((st = hazard(d, n_bind, r)) != TD_OK || (st = issue(d, &c)) != TD_OK) return st;
+    return counted(d);
+}
+
+td_status vk_dispatch_alt(vk_dev *d, int shader, const uint32_t *spec, const uint32_t *alt_spec, int n_spec,
+                          const uint32_t alt_groups[3], int n_bind, const vk_bind *binds, const void *push,
+                          size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (gx == 0 || gy == 0 || gz == 0) return TD_OK;
     if (n_bind > VK_MAX_BINDINGS || push_size > VK_PUSH_MAX || push_size % 4)
         return td_error_set(TD_ERR_MISUSE, "vulkan: %d bindings / %zu push bytes exceed the limits (%d / %d)", n_bind,
@@ -154,64 +303,69 @@ td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, i
     if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || gz > d->caps.max_groups[2])
         return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: grid %ux%ux%u exceeds maxComputeWorkGroupCount %ux%ux%u", gx,
                             gy, gz, d->caps.max_groups[0], d->caps.max_groups[1], d->caps.max_groups[2]);
-    VkPipeline pipe;
-    td_status st = vk_pipeline_get(d, shader, spec, n_spec, &pipe);
-    if (st == TD_OK) st = vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
+    vk_pipeline *p, *alt = NULL;
+    td_status st = vk_pipeline_find(d, shader, spec, n_spec, d->capturing != NULL, &p);
+    if (st == TD_OK && alt_spec && !p->ready) st = vk_pipeline_find(d, shader, alt_spec, n_spec, false, &alt);
+    if (st == TD_OK) st = dispatch(d, p, alt, alt_groups, n_bind, binds, push, push_size, gx, gy, gz);
     if (st == TD_OK && d->planted >= 0) st = vk_selftest_plant(d, vk_pipeline_variant(d, shader), n_bind, binds);
     return st;
 }
 
+td_status vk_dispatch(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n_bind, const vk_bind *binds,
+                      const void *push, size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+    return vk_dispatch_alt(d, shader, spec, NULL, n_spec, NULL, n_bind, binds, push, push_size, gx, gy, gz);
+}
+
 td_status vk_dispatch_pipeline(vk_dev *d, VkPipeline pipe, int n_bind, const vk_bind *binds, const void *push,
                                size_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
-    VkCommandBuffer cb;
-    td_status st = vk_recording(d, &cb);
-    if (st != TD_OK) return st;
-    vk_range r[VK_MAX_BINDINGS] = {{0}};
-    VkDescriptorBufferInfo info[VK_MAX_BINDINGS];
-    VkWriteDescriptorSet w[VK_MAX_BINDINGS];
-    for (int i = 0; i < n_bind; i++) {
-        r[i] = (vk_range){binds[i].buf, binds[i].offset, binds[i].offset + binds[i].range, binds[i].write};
-        info[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].offset, binds[i].range};
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                      .dstBinding = (uint32_t)i,
-                                      .descriptorCount = 1,
-                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = &info[i]};
-    }
-    vk_hazard(d, cb, n_bind, r);
-    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-    if (n_bind) {
-        if (d->push_descriptor) {
-            d->push_descriptor(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, (uint32_t)n_bind, w);
-        } else {
-            VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                              .descriptorPool = vk_current_dpool(d),
-                                              .descriptorSetCount = 1,
-                                              .pSetLayouts = &d->dsl};
-            VkDescriptorSet set;
-            VkResult vr = vkAllocateDescriptorSets(d->dev, &ai, &set);
-            if ((vr == VK_ERROR_OUT_OF_POOL_MEMORY || vr == VK_ERROR_FRAGMENTED_POOL) && !d->capturing) {
-                /* pool exhausted: submit this batch and record into a fresh one */
-                if ((st = vk_flush(d)) != TD_OK) return st;
-                return vk_dispatch_pipeline(d, pipe, n_bind, binds, push, push_size, gx, gy, gz);
-            }
-            if (vr != VK_SUCCESS) return vk_fail(vr, "vkAllocateDescriptorSets");
-            for (int i = 0; i < n_bind; i++) w[i].dstSet = set;
-            vkUpdateDescriptorSets(d->dev, (uint32_t)n_bind, w, 0, NULL);
-            vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set, 0, NULL);
-        }
-    }
-    if (push_size) vkCmdPushConstants(cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_size, push);
-    vkCmdDispatch(cb, gx, gy, gz);
-    if (!d->capturing && d->batches[d->cur].n_cmds >= VK_BATCH_DISPATCHES) return vk_flush(d);
-    return TD_OK;
+    vk_pipeline p = {.pipe = pipe, .ready = true}; /* a logged command points at it: none may be */
+    td_status st = TD_OK;
+    if (d->n_log && !d->capturing) st = vk_flush(d);
+    return st == TD_OK ? dispatch(d, &p, NULL, NULL, n_bind, binds, push, push_size, gx, gy, gz) : st;
 }
 
 VkDescriptorPool vk_current_dpool(vk_dev *d) { return d->capturing ? d->capturing->dpool : d->batches[d->cur].dpool; }
 
+/* Record the logged commands: first every pipeline they need is waited for (of a dispatch with an
+** alternative, the alternative's), then a dispatch with an alternative takes its own pipeline if
+** that is made by now, else the alternative. The first failure's status (the batch still gets the
+** other commands). */
+static td_status replay(vk_dev *d, VkCommandBuffer cb) {
+    td_status st = TD_OK;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int n = d->n_log, n_alt = 0;
+    VkPipeline pipe;
+    for (int i = 0; i < n; i++) {
+        vk_cmd *c = &d->log[i];
+        if (c->kind != VK_CMD_DISPATCH) continue;
+        td_status ps = vk_pipeline_ready(d, c->alt ? c->alt : c->pipe, &pipe);
+        if (ps != TD_OK && st == TD_OK) st = ps;
+    }
+    for (int i = 0; i < n; i++) {
+        vk_cmd *c = &d->log[i];
+        if (c->kind == VK_CMD_DISPATCH && c->alt && !c->pipe->ready &&
+            !(vk_compile_state(d, c->pipe, false) == VK_PIPE_READY && vk_pipeline_ready(d, c->pipe, &pipe) == TD_OK)) {
+            c->pipe = c->alt;
+            memcpy(c->groups, c->alt_groups, sizeof c->groups);
+            n_alt++;
+        }
+        if (c->kind != VK_CMD_DISPATCH || c->pipe->ready) record(d, cb, c); /* else it failed: st says so */
+    }
+    d->n_log = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (d->verbose)
+        fprintf(stderr,
+                "trident: vulkan:%d: %d logged commands recorded after %.1f ms waiting for their pipelines (%d on "
+                "an alternative)\n",
+                d->index, n, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6, n_alt);
+    return st;
+}
+
 td_status vk_flush(vk_dev *d) {
     if (d->cur < 0) return TD_OK;
     vk_batch *b = &d->batches[d->cur];
+    td_status st = d->n_log ? replay(d, b->cb) : TD_OK;
     d->cur = -1;
     b->recording = false;
     VkResult r = vkEndCommandBuffer(b->cb);
@@ -221,7 +375,7 @@ td_status vk_flush(vk_dev *d) {
     if (r != VK_SUCCESS) return vk_fail(r, "vkQueueSubmit");
     b->serial = ++d->next_serial;
     b->pending = true;
-    return TD_OK;
+    return st;
 }
 
 td_status vk_finish(vk_dev *d) {

@@ -333,17 +333,6 @@ static td_status staging_take(vk_dev *d, VkDeviceSize n, VkDeviceSize *at) {
     return TD_OK;
 }
 
-static td_status record_copy(vk_dev *d, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDeviceSize dof, VkDeviceSize n) {
-    VkCommandBuffer cb;
-    td_status st = vk_recording(d, &cb);
-    if (st != TD_OK) return st;
-    vk_range r[2] = {{src, so, so + n, false}, {dst, dof, dof + n, true}};
-    vk_hazard(d, cb, 2, r);
-    VkBufferCopy region = {so, dof, n};
-    vkCmdCopyBuffer(cb, src, dst, 1, &region);
-    return TD_OK;
-}
-
 static td_status not_capturing(vk_dev *d, const char *what) {
     if (!d->capturing) return TD_OK;
     return td_error_set(TD_ERR_STATE, "vulkan %s: host transfers cannot be captured (end the capture first)", what);
@@ -367,7 +356,7 @@ td_status vk_write(td_buffer *b, size_t offset, const void *src, size_t n) {
             st = staging_take(d, chunk, &at);
             if (st != TD_OK) break;
             memcpy((char *)d->staging->map + at, (const char *)src + done, chunk);
-            st = record_copy(d, d->staging->buf, at, b->block->buf, b->offset + offset + done, chunk);
+            st = vk_cmd_copy(d, d->staging->buf, at, b->block->buf, b->offset + offset + done, chunk);
             done += chunk;
         }
     }
@@ -377,15 +366,8 @@ td_status vk_write(td_buffer *b, size_t offset, const void *src, size_t n) {
 
 /* Make device writes visible to the host, then wait for everything. */
 static td_status finish_for_host(vk_dev *d) {
-    VkCommandBuffer cb;
-    td_status st = vk_recording(d, &cb);
-    if (st != TD_OK) return st;
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-    return vk_finish(d);
+    td_status st = vk_cmd_host_barrier(d);
+    return st == TD_OK ? vk_finish(d) : st;
 }
 
 td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
@@ -405,7 +387,7 @@ td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
             size_t chunk = n - done < d->staging->size ? n - done : d->staging->size;
             VkDeviceSize at;
             st = staging_take(d, chunk, &at);
-            if (st == TD_OK) st = record_copy(d, b->block->buf, b->offset + offset + done, d->staging->buf, at, chunk);
+            if (st == TD_OK) st = vk_cmd_copy(d, b->block->buf, b->offset + offset + done, d->staging->buf, at, chunk);
             if (st == TD_OK) st = finish_for_host(d);
             if (st == TD_OK) memcpy((char *)dst + done, (const char *)d->staging->map + at, chunk);
             done += chunk;
@@ -438,7 +420,7 @@ static td_status copy_between(td_buffer *src, size_t so, td_buffer *dst, size_t 
         size_t chunk = n - done < s->staging->size ? n - done : s->staging->size;
         VkDeviceSize at;
         st = staging_take(s, chunk, &at);
-        if (st == TD_OK) st = record_copy(s, src->block->buf, src->offset + so + done, s->staging->buf, at, chunk);
+        if (st == TD_OK) st = vk_cmd_copy(s, src->block->buf, src->offset + so + done, s->staging->buf, at, chunk);
         if (st == TD_OK) st = finish_for_host(s);
         if (st == TD_OK) st = vk_write(dst, dof + done, (const char *)s->staging->map + at, chunk);
         done += chunk;
@@ -459,11 +441,11 @@ td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t 
     if (src->block == dst->block && a < b + n && b < a + n) { /* overlapping: through a temporary */
         td_buffer *tmp;
         st = vk_alloc(d, n, &tmp);
-        if (st == TD_OK) st = record_copy(d, src->block->buf, a, tmp->block->buf, tmp->offset, n);
-        if (st == TD_OK) st = record_copy(d, tmp->block->buf, tmp->offset, dst->block->buf, b, n);
+        if (st == TD_OK) st = vk_cmd_copy(d, src->block->buf, a, tmp->block->buf, tmp->offset, n);
+        if (st == TD_OK) st = vk_cmd_copy(d, tmp->block->buf, tmp->offset, dst->block->buf, b, n);
         if (tmp) vk_free(tmp);
     } else {
-        st = record_copy(d, src->block->buf, a, dst->block->buf, b, n);
+        st = vk_cmd_copy(d, src->block->buf, a, dst->block->buf, b, n);
     }
     vk_unlock(d);
     return st;
@@ -489,13 +471,7 @@ td_status vk_memset(td_buffer *b, size_t offset, uint8_t byte, size_t n) {
     uint8_t edge[4];
     memset(edge, byte, sizeof edge);
     if (alo >= ahi) alo = ahi = hi; /* too short: all edge */
-    VkCommandBuffer cb;
-    st = vk_recording(d, &cb);
-    if (st == TD_OK && ahi > alo) {
-        vk_range r = {b->block->buf, alo, ahi, true};
-        vk_hazard(d, cb, 1, &r);
-        vkCmdFillBuffer(cb, b->block->buf, alo, ahi - alo, 0x01010101u * byte);
-    }
+    if (ahi > alo) st = vk_cmd_fill(d, b->block->buf, alo, ahi - alo, 0x01010101u * byte);
     vk_unlock(d);
     for (VkDeviceSize at = lo; st == TD_OK && at < hi; at = at == alo ? ahi : at + 1) {
         if (at >= alo && at < ahi) continue;

@@ -76,6 +76,20 @@ static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt) {
     return s;
 }
 
+/* The tiled kernel on pc's product, gz batch entries: large tiles from 128 rows and columns (until
+** their pipeline is made, small ones: NVIDIA's compiler takes about 30 s over the large tiles'
+** unrolled 8 x 8 block, so a first step with an empty pipeline cache does not wait for it; the sums
+** go in the same order, so the results are the same bits). */
+static td_status tiled(vk_dev *d, td_dtype dt, const vk_pc_matmul *pc, const vk_bind *bind, uint32_t gz) {
+    int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, dt);
+    uint32_t small_grid[3] = {(pc->N + SMALL[3] - 1) / SMALL[3], (pc->M + SMALL[2] - 1) / SMALL[2], gz};
+    if (pc->M < 128 || pc->N < 128)
+        return vk_dispatch(d, shader, SMALL, 6, 3, bind, pc, sizeof *pc, small_grid[0], small_grid[1], gz);
+    const uint32_t *spec = dt == TD_F64 ? LARGE64 : LARGE;
+    return vk_dispatch_alt(d, shader, spec, SMALL, 6, small_grid, 3, bind, pc, sizeof *pc,
+                           (pc->N + spec[3] - 1) / spec[3], (pc->M + spec[2] - 1) / spec[2], gz);
+}
+
 /* out[M, N] = sum over s of a[:, s Kc:(s+1) Kc] @ b[s Kc:(s+1) Kc, :]: the
 ** slices as a batch of S products into scratch, then SUM over the batch. */
 static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, const vk_bind *bind, int64_t S) {
@@ -88,9 +102,7 @@ static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, con
     pc.K = kc, pc.bdim = 1, pc.bshape[0] = (uint32_t)S;
     pc.a_bs[0] = kc * pc.a_cs, pc.b_bs[0] = kc * pc.b_rs, pc.o_off = 0, pc.zbase = 0;
     vk_bind b3[3] = {bind[0], bind[1], vk_bind_buffer(scratch, true)};
-    const uint32_t *spec = pc.M < 128 || pc.N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
-    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_matmul_f32, dt), spec, 6, 3, b3, &pc, sizeof pc,
-                     (pc.N + spec[3] - 1) / spec[3], (pc.M + spec[2] - 1) / spec[2], (uint32_t)S);
+    st = tiled(d, dt, &pc, b3, (uint32_t)S);
     int64_t mn = (int64_t)pc.M * pc.N;
     td_operand parts = {.buf = scratch, .dtype = dt, .ndim = 2, .shape = {S, mn}, .strides = {mn, 1}};
     td_operand sum = {.buf = o->buf, .offset = o->offset, .dtype = dt, .ndim = 2, .shape = {1, mn}, .strides = {mn, 1}};
@@ -143,19 +155,14 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
         pc.a_off = off[0], pc.b_off = off[1];
         return matmul_split_k(d, op, pc, bind, split);
     }
-    const uint32_t *spec = pc.M < 128 || pc.N < 128 ? SMALL : a->dtype == TD_F64 ? LARGE64 : LARGE;
     /* 128 x 128 tiles in 256 / subgroup size subgroups of 64 x subgroup size (4 subgroups
     ** of 64 x 64 ran no faster on an H200); the device's fragment shape */
     const uint32_t *cs = d->caps.coopmat_shape, sg = d->caps.subgroup_size;
     uint32_t coop_spec[5] = {256, cs[0], cs[1], cs[2], sg};
-    int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, a->dtype);
-    if (coop) shader = VK_SHADER_matmul_coopmat_f16;
+    int shader = VK_SHADER_matmul_coopmat_f16;
 #ifdef TRIDENT_VK_COOPMAT_KHR
-    if (coop && d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
+    if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
 #endif
-    uint32_t gx = coop ? (pc.N + 127) / 128 : (pc.N + spec[3] - 1) / spec[3];
-    uint32_t gy = coop ? (pc.M + 127) / 128 : (pc.M + spec[2] - 1) / spec[2];
-    if (coop) spec = coop_spec;
     for (int64_t ob = 0; ob < n_outer && st == TD_OK; ob++) {
         int64_t rem = ob, ao = 0, bo = 0;
         for (int i = outer - 1; i >= 0; i--) {
@@ -168,7 +175,9 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
         for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
             pc.zbase = (uint32_t)z;
             uint32_t gz = (uint32_t)(per - z < 65535 ? per - z : 65535);
-            st = vk_dispatch(d, shader, spec, coop ? 5 : 6, 3, bind, &pc, sizeof pc, gx, gy, gz);
+            st = coop ? vk_dispatch(d, shader, coop_spec, 5, 3, bind, &pc, sizeof pc, (pc.N + 127) / 128,
+                                    (pc.M + 127) / 128, gz)
+                      : tiled(d, a->dtype, &pc, bind, gz);
         }
     }
     return st;

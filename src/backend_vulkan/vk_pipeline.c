@@ -80,25 +80,25 @@ void vk_mkdirs(char *dir) {
 
 void vk_pipeline_cache_save(vk_dev *d) {
     d->cache_dirty = false;
+    char dir[3072], path[4096];
+    if (!vk_cache_dir(dir, sizeof dir)) return;
+    vk_mkdirs(dir); /* before the pre-warm list, which goes there too */
     vk_prewarm_save(d);
-    char path[4096];
     if (!d->cache || !cache_path(d, path, sizeof path)) return;
     size_t size = 0;
-    if (vkGetPipelineCacheData(d->dev, d->cache, &size, NULL) != VK_SUCCESS || !size) return;
+    /* pipelines that were in the loaded cache add nothing: the same size is the same cache */
+    if (vkGetPipelineCacheData(d->dev, d->cache, &size, NULL) != VK_SUCCESS || !size || size == d->cache_saved) return;
     void *data = malloc(size);
     if (!data) return;
     if (vkGetPipelineCacheData(d->dev, d->cache, &size, data) == VK_SUCCESS) {
-        char dir[4096], tmp[4200];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        vk_mkdirs(dir);
+        char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
         FILE *f = fopen(tmp, "wb");
         bool ok = f && fwrite(data, 1, size, f) == size;
         if (f) ok = fclose(f) == 0 && ok;
         if (ok) ok = rename(tmp, path) == 0;
         if (!ok) unlink(tmp);
+        if (ok) d->cache_saved = size;
     }
     free(data);
 }
@@ -137,15 +137,22 @@ td_status vk_pipeline_init(vk_dev *d) {
         r = vkCreatePipelineCache(d->dev, &ci, NULL, &d->cache);
     }
     free(data);
-    if (r != VK_SUCCESS) d->cache = VK_NULL_HANDLE;
+    if (r != VK_SUCCESS)
+        d->cache = VK_NULL_HANDLE;
+    else if (size)
+        vkGetPipelineCacheData(d->dev, d->cache, &d->cache_saved, NULL);
+    d->verbose = getenv("TRIDENT_VULKAN_VERBOSE") != NULL;
+    vk_compile_init(d);
     return TD_OK;
 }
 
 void vk_pipeline_destroy(vk_dev *d) {
+    vk_compile_stop(d); /* every queued pipeline made */
+    free(d->log);
     for (int s = 0; s < VK_SHADER_COUNT; s++) {
         for (vk_pipeline *p = d->pipelines[s], *next; p; p = next) {
             next = p->next;
-            vkDestroyPipeline(d->dev, p->pipe, NULL);
+            if (p->pipe) vkDestroyPipeline(d->dev, p->pipe, NULL);
             free(p);
         }
         if (d->modules[s]) vkDestroyShaderModule(d->dev, d->modules[s], NULL);
@@ -155,7 +162,7 @@ void vk_pipeline_destroy(vk_dev *d) {
     vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
 }
 
-/* Thread-safe: the pipeline cache is internally synchronized (the pre-warm threads share it). */
+/* Thread-safe: the pipeline cache is internally synchronized (the compile threads share it). */
 static VkResult create_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
                                 VkPipeline *out) {
     VkSpecializationMapEntry me[VK_MAX_SPEC];
@@ -170,14 +177,6 @@ static VkResult create_pipeline(vk_dev *d, VkShaderModule mod, const char *entry
                                                 .pSpecializationInfo = n_spec ? &si : NULL},
                                       .layout = d->layout};
     return vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, out);
-}
-
-static td_status make_pipeline(vk_dev *d, VkShaderModule mod, const char *entry, const uint32_t *spec, int n_spec,
-                               VkPipeline *out) {
-    VkResult r = create_pipeline(d, mod, entry, spec, n_spec, out);
-    if (r != VK_SUCCESS) return vk_fail(r, "vkCreateComputePipelines");
-    d->cache_dirty = true;
-    return TD_OK;
 }
 
 int vk_pipeline_pick(const vk_dev *d, int shader) {
@@ -211,30 +210,56 @@ VkResult vk_pipeline_create(vk_dev *d, int shader, const uint32_t *spec, int n_s
     return create_pipeline(d, d->modules[shader], "main", spec, n_spec, out);
 }
 
-td_status vk_pipeline_get(vk_dev *d, int shader, const uint32_t *spec, int n_spec, VkPipeline *out) {
-    if (shader < 0 || shader >= VK_SHADER_COUNT || n_spec > VK_MAX_SPEC)
-        return td_error_set(TD_ERR_MISUSE, "vulkan: bad shader id %d", shader);
-    shader = vk_pipeline_variant(d, shader);
-    for (vk_pipeline *p = d->pipelines[shader]; p; p = p->next)
-        if (p->n_spec == n_spec && !memcmp(p->spec, spec, 4 * (size_t)n_spec)) {
-            *out = p->pipe;
-            return TD_OK;
-        }
-    td_status st = vk_pipeline_module(d, shader);
-    if (st != TD_OK) return st;
+vk_pipeline *vk_pipeline_add(vk_dev *d, int shader, const uint32_t *spec, int n_spec) {
     vk_pipeline *p = calloc(1, sizeof *p);
-    if (!p) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
-    st = make_pipeline(d, d->modules[shader], "main", spec, n_spec, &p->pipe);
-    if (st != TD_OK) {
-        free(p);
-        return td_error_prefix("vulkan: shader %s", vk_shader_table[shader].name);
-    }
+    if (!p) return NULL;
+    p->shader = shader;
     memcpy(p->spec, spec, 4 * (size_t)n_spec);
     p->n_spec = n_spec;
     p->next = d->pipelines[shader];
     d->pipelines[shader] = p;
+    d->cache_dirty = true;
+    return p;
+}
+
+td_status vk_pipeline_ready(vk_dev *d, vk_pipeline *p, VkPipeline *out) {
+    if (!p->ready) {
+        int state = vk_compile_state(d, p, true);
+        /* a failed pre-warm or compile-thread job is tried once more here, where its error is reported */
+        if (state == VK_PIPE_FAILED && vk_compile_now(d, p) != VK_SUCCESS) {
+            vk_fail(p->result, "vkCreateComputePipelines");
+            return td_error_prefix("vulkan: shader %s", vk_shader_table[p->shader].name);
+        }
+        p->ready = true;
+    }
     *out = p->pipe;
     return TD_OK;
+}
+
+td_status vk_pipeline_find(vk_dev *d, int shader, const uint32_t *spec, int n_spec, bool wait, vk_pipeline **out) {
+    if (shader < 0 || shader >= VK_SHADER_COUNT || n_spec > VK_MAX_SPEC)
+        return td_error_set(TD_ERR_MISUSE, "vulkan: bad shader id %d", shader);
+    shader = vk_pipeline_variant(d, shader);
+    vk_pipeline *p = d->pipelines[shader];
+    while (p && (p->n_spec != n_spec || memcmp(p->spec, spec, 4 * (size_t)n_spec))) p = p->next;
+    if (!p) {
+        td_status st = vk_pipeline_module(d, shader);
+        if (st != TD_OK) return st;
+        if (!(p = vk_pipeline_add(d, shader, spec, n_spec)))
+            return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+        if (vk_compile_async(d) && !wait) {
+            vk_compile_submit(d, p);
+        } else if (vk_compile_now(d, p) != VK_SUCCESS) {
+            p->ready = false; /* state FAILED: vk_pipeline_ready tries again and reports it */
+        } else {
+            p->ready = true;
+        }
+    }
+    *out = p;
+    if (p->ready) return TD_OK;
+    if (!wait && vk_compile_state(d, p, false) == VK_PIPE_PENDING) return TD_OK;
+    VkPipeline pipe;
+    return vk_pipeline_ready(d, p, &pipe);
 }
 
 td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, const char *entry, uint32_t wg,
@@ -243,10 +268,12 @@ td_status vk_pipeline_from_spirv(vk_dev *d, const uint32_t *code, size_t size, c
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code};
     VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, mod);
     if (r != VK_SUCCESS) return vk_fail(r, "vkCreateShaderModule");
-    td_status st = make_pipeline(d, *mod, entry, &wg, wg ? 1 : 0, out);
-    if (st != TD_OK) {
+    r = create_pipeline(d, *mod, entry, &wg, wg ? 1 : 0, out);
+    if (r != VK_SUCCESS) {
         vkDestroyShaderModule(d->dev, *mod, NULL);
         *mod = VK_NULL_HANDLE;
+        return vk_fail(r, "vkCreateComputePipelines");
     }
-    return st;
+    d->cache_dirty = true;
+    return TD_OK;
 }

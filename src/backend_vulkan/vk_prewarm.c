@@ -6,26 +6,22 @@
 ** every pipeline the process has made to
 **     <cache dir>/vulkan-<vendor>-<device>-prewarm-<name>.txt
 ** one "<variant> <spec constants...>" line each. When the next process with
-** that name creates the device, it makes those pipelines up front on up to 4
-** threads (vkCreateComputePipelines with the shared, internally synchronized
-** pipeline cache), skipping variants that would not run there now (a feature
-** mask, a denied variant, another cooperative-matrix path). Only the
-** variants a model used are made, in parallel; the rest stay lazy. Without
-** the variable nothing is listed or pre-warmed, so tests and other programs
-** keep creating pipelines on first use only.
+** that name creates the device, it queues those pipelines to the compile
+** threads (vk_compile.c) and goes on: they are made while the program builds
+** its model, and a dispatch that needs one still being made waits for it only
+** when its batch is submitted. Variants that would not run there now (a
+** feature mask, a denied variant, another cooperative-matrix path) are
+** skipped. Only the variants a model used are made; the rest stay lazy.
+** Without the variable nothing is listed or pre-warmed; pipelines are still
+** made on the compile threads as dispatches first need them.
 */
 #define _GNU_SOURCE
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "vk.h"
-
-#define PREWARM_THREADS 4
 
 static bool list_path(const vk_dev *d, char *path, size_t n) {
     const char *name = getenv("TRIDENT_VULKAN_PREWARM");
@@ -62,91 +58,31 @@ static bool runs_now(const vk_dev *d, int v) {
     return vk_pipeline_pick(d, base) == v;
 }
 
-typedef struct prewarm_job {
-    int shader, n_spec;
-    uint32_t spec[VK_MAX_SPEC];
-    VkPipeline pipe;
-} prewarm_job;
-
-typedef struct prewarm_pool {
-    vk_dev *d;
-    prewarm_job *jobs;
-    int n;
-    atomic_int next;
-} prewarm_pool;
-
-static void *prewarm_thread(void *arg) {
-    prewarm_pool *pool = arg;
-    for (int i; (i = atomic_fetch_add(&pool->next, 1)) < pool->n;) {
-        prewarm_job *j = &pool->jobs[i];
-        if (vk_pipeline_create(pool->d, j->shader, j->spec, j->n_spec, &j->pipe) != VK_SUCCESS)
-            j->pipe = VK_NULL_HANDLE;
-    }
-    return NULL;
-}
-
-/* The listed pipelines that run on d now, with their modules made; *n of them. */
-static prewarm_job *read_list(vk_dev *d, int *n) {
+/* Queue the listed pipelines that run on d now to the compile threads. */
+void vk_prewarm(vk_dev *d) {
     char path[4096], line[512];
-    *n = 0;
     FILE *f = list_path(d, path, sizeof path) ? fopen(path, "r") : NULL;
-    if (!f) return NULL;
-    int cap = 0;
-    prewarm_job *jobs = NULL;
+    if (!f) return;
+    int queued = 0;
     while (fgets(line, sizeof line, f)) {
-        prewarm_job j = {0};
+        uint32_t spec[VK_MAX_SPEC];
+        int n_spec = 0;
         char *save = NULL, *tok = strtok_r(line, " \n", &save);
-        j.shader = tok ? vk_variant_id(tok) : -1;
-        while (j.shader >= 0 && (tok = strtok_r(NULL, " \n", &save)) && j.n_spec < VK_MAX_SPEC)
-            j.spec[j.n_spec++] = (uint32_t)strtoul(tok, NULL, 10);
-        if (j.shader < 0 || !runs_now(d, j.shader) || vk_pipeline_module(d, j.shader) != TD_OK) continue;
-        if (*n == cap) {
-            prewarm_job *more = realloc(jobs, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *jobs);
-            if (!more) break;
-            jobs = more;
+        int shader = tok ? vk_variant_id(tok) : -1;
+        while (shader >= 0 && (tok = strtok_r(NULL, " \n", &save)) && n_spec < VK_MAX_SPEC)
+            spec[n_spec++] = (uint32_t)strtoul(tok, NULL, 10);
+        if (shader < 0 || !runs_now(d, shader) || vk_pipeline_module(d, shader) != TD_OK) continue;
+        const vk_pipeline *p = d->pipelines[shader];
+        while (p && (p->n_spec != n_spec || memcmp(p->spec, spec, 4 * (size_t)n_spec))) p = p->next;
+        vk_pipeline *q = p ? NULL : vk_pipeline_add(d, shader, spec, n_spec);
+        if (q) {
+            vk_compile_submit(d, q);
+            queued++;
         }
-        jobs[(*n)++] = j;
     }
     fclose(f);
     td_clear_error();
-    return jobs;
-}
-
-void vk_prewarm(vk_dev *d) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    prewarm_pool pool = {.d = d};
-    pool.jobs = read_list(d, &pool.n);
-    if (!pool.n) {
-        free(pool.jobs);
-        return;
-    }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int n_threads = PREWARM_THREADS < cpus ? PREWARM_THREADS : (int)(cpus > 1 ? cpus : 1), started = 0;
-    if (n_threads > pool.n) n_threads = pool.n;
-    pthread_t th[PREWARM_THREADS];
-    for (int i = 1; i < n_threads; i++) started += pthread_create(&th[started], NULL, prewarm_thread, &pool) == 0;
-    prewarm_thread(&pool);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    int made = 0;
-    for (int i = 0; i < pool.n; i++) {
-        prewarm_job *j = &pool.jobs[i];
-        vk_pipeline *p = j->pipe ? calloc(1, sizeof *p) : NULL;
-        if (!p) {
-            if (j->pipe) vkDestroyPipeline(d->dev, j->pipe, NULL);
-            continue;
-        }
-        memcpy(p->spec, j->spec, sizeof p->spec);
-        p->n_spec = j->n_spec;
-        p->pipe = j->pipe;
-        p->next = d->pipelines[j->shader];
-        d->pipelines[j->shader] = p;
-        made++;
-    }
-    d->cache_dirty = made > 0;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (getenv("TRIDENT_VULKAN_VERBOSE"))
-        fprintf(stderr, "trident: vulkan:%d: pre-warmed %d pipelines on %d threads in %.0f ms\n", d->index, made,
-                1 + started, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
-    free(pool.jobs);
+    if (d->verbose)
+        fprintf(stderr, "trident: vulkan:%d: pre-warm queued %d pipelines to %d compile threads\n", d->index, queued,
+                d->compiler.max_threads);
 }

@@ -76,14 +76,11 @@ void vk_selftest_warn(vk_dev *d, int shader) {
 
 td_status vk_selftest_plant(vk_dev *d, int variant, int n_bind, const vk_bind *binds) {
     if (variant != d->planted) return TD_OK;
-    VkCommandBuffer cb;
-    td_status st = vk_recording(d, &cb);
+    td_status st = TD_OK;
     for (int i = 0; st == TD_OK && i < n_bind; i++) {
         VkDeviceSize size = binds[i].range & ~(VkDeviceSize)3;
         if (!binds[i].write || !size) continue;
-        vk_range r = {binds[i].buf, binds[i].offset, binds[i].offset + size, true};
-        vk_hazard(d, cb, 1, &r);
-        vkCmdFillBuffer(cb, binds[i].buf, binds[i].offset, size, 0x7fc07fc0u); /* NaN in f16, bf16, f32, f64 */
+        st = vk_cmd_fill(d, binds[i].buf, binds[i].offset, size, 0x7fc07fc0u); /* NaN in f16, bf16, f32, f64 */
     }
     return st;
 }
