@@ -643,7 +643,9 @@ static int softmax_backward_case(conf_ctx *c, int v, td_tensor **out, td_tensor 
         SMBW(conf_in(c, -1, 1, SHAPE(2, n)), SHAPE(2, n));
     }
     case 5: VARIANT("transposed dy [7,33]^T"); SMBW(conf_in_t(c, -1, 1, 7, 33), SHAPE(7, 33));
-    case 6: VARIANT("expanded dy [1,7] -> [33,7]"); SMBW(td_expand(conf_in(c, -1, 1, SHAPE(1, 7)), SHAPE(33, 7)), SHAPE(33, 7));
+    case 6:
+        VARIANT("expanded dy [1,7] -> [33,7]");
+        SMBW(td_expand(conf_in(c, -1, 1, SHAPE(1, 7)), SHAPE(33, 7)), SHAPE(33, 7));
     case 7: {
         VARIANT("stepped y, every 2nd row of [10,33]");
         td_tensor *dy = conf_in(c, -1, 1, SHAPE(5, 33));

@@ -484,7 +484,8 @@ FN(SOFTMAX_BACKWARD) { /* y is any tensor here, not only a softmax: the formula 
 CASE(SOFTMAX_BACKWARD, 2, S(G, 2, 3, 5), S(G, 2, 3, 5))
 FN(LOG_SOFTMAX_BACKWARD) { /* and a broadcast dy (expanded, made contiguous by the front-end) */
     UNUSED;
-    return td_add(td__log_softmax_backward(x[0], x[1]), td__log_softmax_backward(td_expand(x[2], 2, x[1]->shape), x[1]));
+    return td_add(td__log_softmax_backward(x[0], x[1]),
+                  td__log_softmax_backward(td_expand(x[2], 2, x[1]->shape), x[1]));
 }
 CASE(LOG_SOFTMAX_BACKWARD, 3, S(G, 2, 3, 5), S(G, 2, 3, 5), S(G, 2, 1, 5))
 static const int conv_s[2] = {2, 1}, conv_p[2] = {1, 1}, conv_d[2] = {1, 2};

@@ -15,9 +15,9 @@
 #include "cpu_rows.h"
 
 #define SOFTMAX_BW_ROWS_(T, EXP)                                                                                       \
-    static void softmax_bw_rows_##T(const T *dy, const T *y, T *dx, int64_t R, int64_t C, bool log_out) {             \
+    static void softmax_bw_rows_##T(const T *dy, const T *y, T *dx, int64_t R, int64_t C, bool log_out) {              \
         int nt = cpu_threads_for(R, C * 4);                                                                            \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                 \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                  \
             const T *g = dy + r * C, *v = y + r * C;                                                                   \
             T *o = dx + r * C;                                                                                         \
             double s = 0;                                                                                              \

@@ -152,8 +152,9 @@ void cpu_softmax_backward_row_f32_avx2(const float *dy, const float *y, float *d
     }
     if (i < n) {
         __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(dx + i, mask,
-                            softmax_bw_vec(_mm256_maskload_ps(dy + i, mask), _mm256_maskload_ps(y + i, mask), sv, log_out));
+        _mm256_maskstore_ps(
+            dx + i, mask,
+            softmax_bw_vec(_mm256_maskload_ps(dy + i, mask), _mm256_maskload_ps(y + i, mask), sv, log_out));
     }
 }
 
