@@ -605,6 +605,9 @@ static int softmax_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td
     case 4: VARIANT("size 1 [1,1]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(1, 1)), -1));
     case 5: VARIANT("size 0 rows [0,7]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(0, 7)), -1));
     case 6: VARIANT("1-D [33]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(33)), 0));
+    case 7:
+        VARIANT("rows past the registers [2,20000]");
+        RETURN1(fn(conf_in(c, -20, 20, SHAPE(2, BIG(c, 20000, 1031))), -1));
     case CONF_PERF: {
         VARIANT("rows of 4096 [4096,4096]");
         int64_t n = BIG(c, 4096, 256);
@@ -693,6 +696,11 @@ static int case_layer_norm(conf_ctx *c, int v, td_tensor **out) {
         VARIANT("size 1 row [3,1], eps 0.1");
         RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(3, 1)), 1, NULL, conf_in(c, -1, 1, SHAPE(1)), 0.1));
     case 5: VARIANT("size 0 [0,7]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(0, 7)), 1, NULL, NULL, 1e-5));
+    case 6:
+        VARIANT("rows past the registers [2,20000], w and b");
+        RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(2, BIG(c, 20000, 1031))), 1,
+                              conf_in(c, 0.5, 2, SHAPE(BIG(c, 20000, 1031))),
+                              conf_in(c, -1, 1, SHAPE(BIG(c, 20000, 1031))), 1e-5));
     case CONF_PERF: {
         VARIANT("[4096,1024]");
         int64_t n = BIG(c, 4096, 256);
