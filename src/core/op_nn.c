@@ -1,10 +1,9 @@
 /*
-** Front-ends of the row-wise nn primitives: softmax, log_softmax (and their
-** fused backward ops), layer_norm,
-** the fused residual add + layer_norm (add_layer_norm) and cross_entropy (with the fused backward autograd calls). Each
-*makes its
-** operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op; softmax over
-** another dim than the last swaps that dim to the end and back.
+** Front-ends of the row-wise nn primitives: softmax, log_softmax and their
+** fused backward ops, layer_norm, the fused residual add + layer_norm
+** (add_layer_norm) and cross_entropy (with the fused backward autograd calls).
+** Each makes its operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op;
+** softmax over another dim than the last swaps that dim to the end and back.
 */
 #include <string.h>
 
