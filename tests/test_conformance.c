@@ -61,6 +61,8 @@
     X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM)                                                                           \
     X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                         \
     X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
+    X(softmax_backward, SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM)                                                       \
+    X(log_softmax_backward, LOG_SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM)                                               \
     X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                                   \
     X(add_layer_norm, ADD_LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                           \
     X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM)                                                             \
@@ -603,6 +605,9 @@ static int softmax_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td
     case 4: VARIANT("size 1 [1,1]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(1, 1)), -1));
     case 5: VARIANT("size 0 rows [0,7]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(0, 7)), -1));
     case 6: VARIANT("1-D [33]"); RETURN1(fn(conf_in(c, -20, 20, SHAPE(33)), 0));
+    case 7:
+        VARIANT("rows past the registers [2,20000]");
+        RETURN1(fn(conf_in(c, -20, 20, SHAPE(2, BIG(c, 20000, 1031))), -1));
     case CONF_PERF: {
         VARIANT("rows of 4096 [4096,4096]");
         int64_t n = BIG(c, 4096, 256);
@@ -614,6 +619,62 @@ static int softmax_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td
 }
 static int case_softmax(conf_ctx *c, int v, td_tensor **out) { return softmax_case(c, v, out, td_softmax); }
 static int case_log_softmax(conf_ctx *c, int v, td_tensor **out) { return softmax_case(c, v, out, td_log_softmax); }
+
+/* softmax_backward / log_softmax_backward over the last dim: dy in [-1, 1],
+** y in [lo, hi] (probabilities, or log-probabilities); short rows (W3's 256),
+** odd and long rows (CUDA's warp, block and in-memory paths), strided and
+** broadcast operands */
+static int softmax_backward_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td_tensor *, td_tensor *),
+                                 double lo, double hi) {
+#define SMBW(dy, shape_y) RETURN1(fn((dy), conf_in(c, lo, hi, shape_y)))
+    switch (v) {
+    case 0: VARIANT("[33,7]"); SMBW(conf_in(c, -1, 1, SHAPE(33, 7)), SHAPE(33, 7));
+    case 1: VARIANT("rows of 256 [24,256]"); SMBW(conf_in(c, -1, 1, SHAPE(24, 256)), SHAPE(24, 256));
+    case 2: {
+        int64_t n = BIG(c, 1000, 33);
+        VARIANT("odd rows [4,1000]");
+        SMBW(conf_in(c, -1, 1, SHAPE(4, n)), SHAPE(4, n));
+    }
+    case 3: {
+        int64_t n = BIG(c, 5001, 129);
+        VARIANT("long odd rows [3,5001]");
+        SMBW(conf_in(c, -1, 1, SHAPE(3, n)), SHAPE(3, n));
+    }
+    case 4: {
+        int64_t n = BIG(c, 20000, 1031);
+        VARIANT("rows past the registers [2,20000]");
+        SMBW(conf_in(c, -1, 1, SHAPE(2, n)), SHAPE(2, n));
+    }
+    case 5: VARIANT("transposed dy [7,33]^T"); SMBW(conf_in_t(c, -1, 1, 7, 33), SHAPE(7, 33));
+    case 6:
+        VARIANT("expanded dy [1,7] -> [33,7]");
+        SMBW(td_expand(conf_in(c, -1, 1, SHAPE(1, 7)), SHAPE(33, 7)), SHAPE(33, 7));
+    case 7: {
+        VARIANT("stepped y, every 2nd row of [10,33]");
+        td_tensor *dy = conf_in(c, -1, 1, SHAPE(5, 33));
+        RETURN1(fn(dy, conf_in_step(c, lo, hi, 2, SHAPE(5, 33))));
+    }
+    case 8: VARIANT("[2,3,33]"); SMBW(conf_in(c, -1, 1, SHAPE(2, 3, 33)), SHAPE(2, 3, 33));
+    case 9: VARIANT("size 1 [1,1]"); SMBW(conf_in(c, -1, 1, SHAPE(1, 1)), SHAPE(1, 1));
+    case 10: VARIANT("size 0 rows [0,7]"); SMBW(conf_in(c, -1, 1, SHAPE(0, 7)), SHAPE(0, 7));
+    case 11: VARIANT("1-D [33]"); SMBW(conf_in(c, -1, 1, SHAPE(33)), SHAPE(33));
+    case 12: VARIANT("0-d"); SMBW(conf_in(c, -1, 1, SCALAR), SCALAR);
+    case CONF_PERF: {
+        int64_t r = BIG(c, 98304, 256);
+        VARIANT("W3's attention rows [98304,256]");
+        td_tensor *dy = conf_in(c, -1, 1, SHAPE(r, 256)), *y = conf_in(c, lo, hi, SHAPE(r, 256));
+        RETURN1(TIMED(c, fn(dy, y)));
+    }
+    default: return 0;
+    }
+#undef SMBW
+}
+static int case_softmax_backward(conf_ctx *c, int v, td_tensor **out) {
+    return softmax_backward_case(c, v, out, td__softmax_backward, 0, 1);
+}
+static int case_log_softmax_backward(conf_ctx *c, int v, td_tensor **out) {
+    return softmax_backward_case(c, v, out, td__log_softmax_backward, -6, 0);
+}
 
 static int case_layer_norm(conf_ctx *c, int v, td_tensor **out) {
     switch (v) {
@@ -635,6 +696,11 @@ static int case_layer_norm(conf_ctx *c, int v, td_tensor **out) {
         VARIANT("size 1 row [3,1], eps 0.1");
         RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(3, 1)), 1, NULL, conf_in(c, -1, 1, SHAPE(1)), 0.1));
     case 5: VARIANT("size 0 [0,7]"); RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(0, 7)), 1, NULL, NULL, 1e-5));
+    case 6:
+        VARIANT("rows past the registers [2,20000], w and b");
+        RETURN1(td_layer_norm(conf_in(c, -3, 5, SHAPE(2, BIG(c, 20000, 1031))), 1,
+                              conf_in(c, 0.5, 2, SHAPE(BIG(c, 20000, 1031))),
+                              conf_in(c, -1, 1, SHAPE(BIG(c, 20000, 1031))), 1e-5));
     case CONF_PERF: {
         VARIANT("[4096,1024]");
         int64_t n = BIG(c, 4096, 256);

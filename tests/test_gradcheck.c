@@ -20,15 +20,17 @@
     X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
     X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT) X(ATTENTION) \
     X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
-    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD)
+    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD) X(SOFTMAX_BACKWARD)                   \
+    X(LOG_SOFTMAX_BACKWARD)
 /* td_gradgradcheck (create_graph backward) of the ops whose backward is a
 ** fused backward op, and the fused ops each one covers */
 #define GG_CASES(X)                                                                                           \
     X(gradgrad_GELU) X(gradgrad_CROSS_ENTROPY) X(gradgrad_CONV2D) X(gradgrad_MAX_POOL2D)                       \
-    X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING)
+    X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING) X(gradgrad_SOFTMAX) X(gradgrad_LOG_SOFTMAX)
 #define GG_COVERED(X)                                                                                         \
     X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
-    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD)
+    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD) X(SOFTMAX_BACKWARD)                   \
+    X(LOG_SOFTMAX_BACKWARD)
 /* fused backward ops with first-order gradients only: create_graph through them is refused, naming the op */
 #define GG_REFUSED(X) X(ATTENTION_BACKWARD)
 /* ops composed from others in the core */
@@ -475,6 +477,17 @@ FN(CROSS_ENTROPY_BACKWARD) { /* mean (weights, smoothing, ignored target 0), non
     return td_add(td_add(a, b), c);
 }
 CASE(CROSS_ENTROPY_BACKWARD, 5, S(G, 0, 1), S(G, 2, 4, 5), SI(5, 1, 4), S(CP, 1, 5), S(G, 1, 4))
+FN(SOFTMAX_BACKWARD) { /* y is any tensor here, not only a softmax: the formula treats it as an input */
+    UNUSED;
+    return td__softmax_backward(x[0], x[1]);
+}
+CASE(SOFTMAX_BACKWARD, 2, S(G, 2, 3, 5), S(G, 2, 3, 5))
+FN(LOG_SOFTMAX_BACKWARD) { /* and a broadcast dy (expanded, made contiguous by the front-end) */
+    UNUSED;
+    return td_add(td__log_softmax_backward(x[0], x[1]),
+                  td__log_softmax_backward(td_expand(x[2], 2, x[1]->shape), x[1]));
+}
+CASE(LOG_SOFTMAX_BACKWARD, 3, S(G, 2, 3, 5), S(G, 2, 3, 5), S(G, 2, 1, 5))
 static const int conv_s[2] = {2, 1}, conv_p[2] = {1, 1}, conv_d[2] = {1, 2};
 FN(CONV2D_BACKWARD_INPUT) { /* x [2,2,4,5] with w [3,2,3,3]: dy [2,3,2,3] */
     UNUSED;
@@ -514,6 +527,16 @@ FN(gradgrad_GELU) {
     return td_add(td_gelu(x[0], false), td_mul_scalar(td_gelu(x[0], true), 0.5));
 }
 GG_CASE(gradgrad_GELU, 1, S(G, 2, 2, 3))
+FN(gradgrad_SOFTMAX) { /* over the last dim and over dim 0 (transposed to the end and back) */
+    UNUSED;
+    return td_add(td_softmax(x[0], -1), td_mul_scalar(td_softmax(x[0], 0), 0.5));
+}
+GG_CASE(gradgrad_SOFTMAX, 1, S(G, 2, 3, 4))
+FN(gradgrad_LOG_SOFTMAX) {
+    UNUSED;
+    return td_add(td_log_softmax(x[0], -1), td_mul_scalar(td_log_softmax(x[0], 0), 0.5));
+}
+GG_CASE(gradgrad_LOG_SOFTMAX, 1, S(G, 2, 3, 4))
 FN(gradgrad_CROSS_ENTROPY) { /* weights, smoothing, an ignored row; none; one row as [C] with a 0-d target */
     UNUSED;
     td_tensor *row = td__cross_entropy(td_select(x[0], 0, 1), td_select(x[1], 0, 1), x[2], -100, 0.1, TD_REDUCTION_SUM);

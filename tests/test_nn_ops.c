@@ -12,9 +12,10 @@ static const int64_t row_lengths[6] = {1, 7, 8, 9, 33, 4096};
 #define TESTS(X)                                                                                                       \
     X(softmax_random)                                                                                                  \
     X(softmax_any_dim)                                                                                                 \
-    X(softmax_errors) X(masked_fill) X(triu_tril) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures)           \
-        X(xent_random) X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_threads) X(conv_errors)   \
-            X(pool_fixtures) X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp) X(softmax_rows)     \
+    X(softmax_errors)                                                                                                  \
+    X(masked_fill) X(triu_tril) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures) X(xent_random)              \
+        X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_threads) X(conv_errors) X(pool_fixtures) \
+            X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp) X(softmax_rows)                      \
                 X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows) X(max_pool_2x2)
 
 static td_tensor *from_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
@@ -134,6 +135,11 @@ TEST(softmax_errors) {
     td_tensor *x = ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 3}, TD_F32, TD_CPU));
     ASSERT_ERROR(td_log_softmax(x, 2), TD_ERR_INDEX, "out of range");
     ASSERT_ERROR(td_softmax(ASSERT_TENSOR(td_zeros(1, (int64_t[]){3}, TD_I32, TD_CPU)), -1), TD_ERR_DTYPE, "int32");
+    /* the fused backward front-ends */
+    td_tensor *wide = ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 4}, TD_F32, TD_CPU));
+    ASSERT_ERROR(td__softmax_backward(wide, x), TD_ERR_SHAPE, "softmax_backward: dy has shape [2,4] but y has [2,3]");
+    ASSERT_ERROR(td__log_softmax_backward(x, ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 3}, TD_I64, TD_CPU))),
+                 TD_ERR_DTYPE, "log_softmax_backward: y must be a floating-point tensor, got int64");
     td_scope_end();
 }
 

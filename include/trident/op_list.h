@@ -86,6 +86,8 @@
     X(MATMUL, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_MATRIX, TD_AMP_LOW, "[...,M,K] @ [...,K,N]; batch broadcast")           \
     X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
     X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "log_softmax over the last dim")               \
+    X(SOFTMAX_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, y) -> y (dy - sum_last(dy y))")    \
+    X(LOG_SOFTMAX_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, y) -> dy - e^y sum_last(dy)")  \
     X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(x,w?,b?) -> (y, mean, rstd) per row")         \
     X(ADD_LAYER_NORM, 4, 4, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                             \
       "(x, r, w?, b?) -> (y = layer_norm(s), s = x + r, mean, rstd) per row")                                          \

@@ -52,18 +52,43 @@ static td_status bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     return td__done(n, gx);
 }
 
-/* y = softmax(x) over the last dim: dx = y (dy - sum_last(dy y)) */
+/* y = softmax(x) over the last dim: dx = y (dy - sum_last(dy y)), one
+** SOFTMAX_BACKWARD op */
 static td_status bw_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    td_tensor *y = OUT(0);
-    int last = -1;
-    gx[0] = td_mul(y, td_sub(gy[0], td_sum(td_mul(gy[0], y), 1, &last, true)));
+    gx[0] = td__softmax_backward(gy[0], OUT(0));
     return td__done(n, gx);
 }
 
-/* y = log_softmax(x) over the last dim: dx = dy - e^y sum_last(dy) */
+/* y = log_softmax(x) over the last dim: dx = dy - e^y sum_last(dy), one
+** LOG_SOFTMAX_BACKWARD op */
 static td_status bw_log_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    gx[0] = td__log_softmax_backward(gy[0], OUT(0));
+    return td__done(n, gx);
+}
+
+/* z = softmax_backward(dy, y) = y (dy - s), s = sum_last(dy y), with y an
+** input of its own (the node create_graph records; sums over the last dim):
+**   d dy = y (dz - sum(dz y))                 (softmax_backward again)
+**   dy'  = dz (dy - s) - dy sum(dz y)        (the gradient of y) */
+static td_status bw_softmax_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *dy = IN(0), *y = IN(1), *dz = gy[0];
     int last = -1;
-    gx[0] = td_sub(gy[0], td_mul(td_exp(OUT(0)), td_sum(gy[0], 1, &last, true)));
+    if (NEED(0)) gx[0] = td__softmax_backward(dz, y);
+    if (NEED(1)) {
+        td_tensor *s = td_sum(td_mul(dy, y), 1, &last, true), *t = td_sum(td_mul(dz, y), 1, &last, true);
+        gx[1] = td_sub(td_mul(dz, td_sub(dy, s)), td_mul(dy, t));
+    }
+    return td__done(n, gx);
+}
+
+/* z = log_softmax_backward(dy, y) = dy - e^y S, S = sum_last(dy):
+**   d dy = dz - sum(dz e^y)
+**   dy'  = -dz e^y S */
+static td_status bw_log_softmax_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *dy = IN(0), *e = td_exp(IN(1)), *dz = gy[0];
+    int last = -1;
+    if (NEED(0)) gx[0] = td_sub(dz, td_sum(td_mul(dz, e), 1, &last, true));
+    if (NEED(1)) gx[1] = td_neg(td_mul(td_mul(dz, e), td_sum(dy, 1, &last, true)));
     return td__done(n, gx);
 }
 
@@ -136,7 +161,7 @@ static td_status bw_cross_entropy(td_node *n, td_tensor *const *gy, td_tensor **
 **   z[n,c] = g[n] (p[n,c] a[n] - b[n,c]),  a[n] = (1-e) wt + e/C W,  b = (1-e) wt [c == t] + e/C w[c]
 **   g[n] = dl[n] (none), dl (sum), dl / sum_n wt (mean)
 ** d dl = sum_c dz z / dl: the fused op with dl = 1, times dz, summed (over c for none)
-** dx = g a p (dz - sum_c(dz p))   (softmax's backward of dz, scaled per row)
+** dx = g a p (dz - sum_c(dz p))   (softmax_backward(dz, p), scaled per row)
 ** a and the mean's divisor come from ops on t and w, as the kernels compute them. */
 static td_status bw_cross_entropy_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     const td__tmeta *ml = &n->in_meta[0], *mx = &n->in_meta[1];
@@ -166,8 +191,8 @@ static td_status bw_cross_entropy_backward(td_node *n, td_tensor *const *gy, td_
         td_tensor *a = td_add(td_mul_scalar(wt, 1 - e), td_mul_scalar(W, e / (double)C));
         td_tensor *g = td_reshape(dl, 1, red == TD_REDUCTION_NONE ? &N : &one);
         if (red == TD_REDUCTION_MEAN) g = td_div(g, td_sum(wt, 0, NULL, false));
-        td_tensor *p = td_softmax(td_reshape(x, 2, nc), -1), *dz2 = td_reshape(dz, 2, nc);
-        td_tensor *ds = td_mul(p, td_sub(dz2, td_sum(td_mul(dz2, p), 1, &last, true)));
+        td_tensor *p = td_softmax(td_reshape(x, 2, nc), -1);
+        td_tensor *ds = td__softmax_backward(td_reshape(dz, 2, nc), p);
         gx[1] = td_reshape(td_mul(td_reshape(td_mul(g, a), 2, n1), ds), mx->ndim, mx->shape);
     }
     return td__done(n, gx);
@@ -278,6 +303,8 @@ void td__formulas_nn(td__formula *t) {
     t[TD_OP_AVG_POOL2D] = (td__formula){bw_avg_pool2d, 0, 0, 0};
     t[TD_OP_DROPOUT] = (td__formula){bw_dropout, 0, 0, 0};
     t[TD_OP_CROSS_ENTROPY_BACKWARD] = (td__formula){bw_cross_entropy_backward, 15, 0, 0};
+    t[TD_OP_SOFTMAX_BACKWARD] = (td__formula){bw_softmax_backward, 3, 0, 0};
+    t[TD_OP_LOG_SOFTMAX_BACKWARD] = (td__formula){bw_log_softmax_backward, 3, 0, 0};
     t[TD_OP_CONV2D_BACKWARD_INPUT] = (td__formula){bw_conv2d_backward_input, 3, 0, 0};
     t[TD_OP_CONV2D_BACKWARD_WEIGHT] = (td__formula){bw_conv2d_backward_weight, 3, 0, 0};
     t[TD_OP_MAX_POOL2D_BACKWARD] = (td__formula){bw_max_pool2d_backward, 2, 0, 0};

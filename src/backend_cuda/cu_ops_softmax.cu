@@ -1,6 +1,7 @@
 /*
-** Row ops over the last dim: SOFTMAX, LOG_SOFTMAX, LAYER_NORM and ADD_LAYER_NORM
-** (references: src/backend_cpu/cpu_softmax.c, cpu_layernorm.c).
+** Row ops over the last dim: SOFTMAX, LOG_SOFTMAX, their backward ops
+** (SOFTMAX_BACKWARD, LOG_SOFTMAX_BACKWARD), LAYER_NORM and ADD_LAYER_NORM
+** (references: src/backend_cpu/cpu_softmax.c, cpu_softmax_backward.c, cpu_layernorm.c).
 ** x is (R, n) contiguous (R = product of the leading dims). One row group per
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
 ** 16384 elements (8192 for f64) stay in registers, so x is read from memory once, with
@@ -73,6 +74,71 @@ extern "C" bool cu_supports_SOFTMAX(cu_dev *d, const td_op *op) { return (void)d
 extern "C" td_status cu_op_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_run(d, op, false); }
 extern "C" bool cu_supports_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return (void)d, softmax_ok(op); }
 extern "C" td_status cu_op_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_run(d, op, true); }
+
+/* softmax / log_softmax backward: dy, y, dx (R, n), y the forward's output;
+**   softmax:     s = sum_j dy[j] y[j],  dx[j] = y[j] (dy[j] - s)
+**   log_softmax: s = sum_j dy[j],       dx[j] = dy[j] - exp(y[j]) s
+** Rows in registers (dy and y): one read, the sum, one store. Longer rows
+** read dy and y twice (the second read mostly from L2). */
+template <typename T, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR)
+    softmax_backward_kernel(const T *dy, const T *y, T *dx, int64_t R, int64_t n, bool log_out) {
+    typedef typename cu_compute<T>::type C;
+    __shared__ C scratch[32];
+    int t = cu_row_lane<TPR>();
+    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
+        const T *gr = dy + r * n, *yr = y + r * n;
+        T *xr = dx + r * n;
+        C g[VPT > 0 ? VPT : 1], v[VPT > 0 ? VPT : 1], s = 0;
+        cu_row_load<TPR, VPT, V>(gr, n, t, g);
+        cu_row_load<TPR, VPT, V>(yr, n, t, v);
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C gj = VPT > 0 ? g[k] : cu_to<C>(gr[j]);
+            s += log_out ? gj : gj * (VPT > 0 ? v[k] : cu_to<C>(yr[j]));
+        });
+        s = cu_row_sum<TPR>(s, scratch);
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C gj = VPT > 0 ? g[k] : cu_to<C>(gr[j]), yj = VPT > 0 ? v[k] : cu_to<C>(yr[j]);
+            C o = log_out ? gj - exp(yj) * s : yj * (gj - s);
+            if (VPT > 0)
+                g[k] = o;
+            else
+                xr[j] = cu_from<T>(o);
+        });
+        cu_row_store<TPR, VPT, V>(xr, n, t, g);
+    }
+}
+
+static bool softmax_backward_ok(const td_op *op) {
+    const td_operand *dy = &op->in[0], *y = &op->in[1], *dx = &op->out[0];
+    return op->n_in == 2 && op->n_out == 1 && td_dtype_is_float(dy->dtype) && y->dtype == dy->dtype &&
+           dx->dtype == dy->dtype && td_operand_numel(y) == td_operand_numel(dy) &&
+           td_operand_numel(dx) == td_operand_numel(dy);
+}
+
+static td_status softmax_backward_run(cu_dev *d, const td_op *op, bool log_out) {
+    const td_operand *dy = &op->in[0];
+    int64_t numel = td_operand_numel(dy), n = dy->ndim ? dy->shape[dy->ndim - 1] : 1;
+    if (numel == 0) return TD_OK;
+    int64_t R = numel / n;
+    CU_SWITCH_FLOAT(dy->dtype, {
+        const T *pg = (const T *)cu_data(dy), *py = (const T *)cu_data(&op->in[1]);
+        T *px = (T *)cu_data(&op->out[0]);
+        bool vec = cu_rows_aligned(n, sizeof(T), pg, py) && cu_rows_aligned(n, sizeof(T), px, nullptr);
+        CU_ROWS_LAUNCH(d, R, n, vec, softmax_backward_kernel, pg, py, px, R, n, log_out);
+        return CU_LAUNCHED(log_out ? "log_softmax_backward" : "softmax_backward");
+    });
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda softmax_backward: dtype %s", td_dtype_name(dy->dtype));
+}
+
+extern "C" bool cu_supports_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) { return (void)d, softmax_backward_ok(op); }
+extern "C" td_status cu_op_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) { return softmax_backward_run(d, op, false); }
+extern "C" bool cu_supports_LOG_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) {
+    return (void)d, softmax_backward_ok(op);
+}
+extern "C" td_status cu_op_LOG_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) {
+    return softmax_backward_run(d, op, true);
+}
 
 /* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R); res, sum (R, n)
 ** or NULL (ADD_LAYER_NORM: x is replaced by sum = x + res, rounded to T as

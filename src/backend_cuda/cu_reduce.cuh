@@ -74,7 +74,9 @@ template <int TPR, int VPT, int V, typename F> __device__ __forceinline__ void c
 /* v[k] = x[j] for thread t's slots (a no-op when VPT == 0) */
 template <int TPR, int VPT, int V, typename T, typename C>
 __device__ __forceinline__ void cu_row_load(const T *x, int64_t n, int t, C *v) {
-    if constexpr (V == 1) {
+    if constexpr (VPT == 0) {
+        return; /* cu_row_each would visit the whole row, all into slot 0 */
+    } else if constexpr (V == 1) {
         cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { v[k] = cu_to<C>(x[j]); });
     } else {
 #pragma unroll
@@ -90,7 +92,9 @@ __device__ __forceinline__ void cu_row_load(const T *x, int64_t n, int t, C *v) 
 /* x[j] = v[k] for thread t's slots (a no-op when VPT == 0) */
 template <int TPR, int VPT, int V, typename T, typename C>
 __device__ __forceinline__ void cu_row_store(T *x, int64_t n, int t, const C *v) {
-    if constexpr (V == 1) {
+    if constexpr (VPT == 0) {
+        return; /* the kernel stored each element itself; slot 0 must not overwrite them */
+    } else if constexpr (V == 1) {
         cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { x[j] = cu_from<T>(v[k]); });
     } else {
 #pragma unroll

@@ -1,5 +1,6 @@
 /*
-** SOFTMAX, LOG_SOFTMAX (shaders/softmax.comp) and CROSS_ENTROPY with its
+** SOFTMAX, LOG_SOFTMAX (shaders/softmax.comp), their backward ops
+** (shaders/softmax_backward.comp) and CROSS_ENTROPY with its
 ** backward (shaders/cross_entropy.comp). All operands are contiguous; rows
 ** are the last dim. Math runs in float for f32/f16/bf16, in double for f64
 ** (with shaders/math64.glsl).
@@ -15,6 +16,12 @@ typedef struct vk_pc_rows {
     uint32_t rows, C, in_off, out_off;
 } vk_pc_rows;
 static_assert(sizeof(vk_pc_rows) == 16, "vk_pc_rows must match shaders/softmax.comp");
+
+/* GLSL: shaders/softmax_backward.comp, block PC. */
+typedef struct vk_pc_rows_bw {
+    uint32_t rows, C, dy_off, y_off, dx_off;
+} vk_pc_rows_bw;
+static_assert(sizeof(vk_pc_rows_bw) == 20, "vk_pc_rows_bw must match shaders/softmax_backward.comp");
 
 /* GLSL: shaders/cross_entropy.comp, block PC. */
 typedef struct vk_pc_xent {
@@ -48,6 +55,36 @@ bool vk_supports_SOFTMAX(vk_dev *d, const td_op *op) { return (void)d, softmax_o
 td_status vk_op_SOFTMAX(vk_dev *d, const td_op *op) { return softmax(d, op, 0); }
 bool vk_supports_LOG_SOFTMAX(vk_dev *d, const td_op *op) { return (void)d, softmax_ok(op); }
 td_status vk_op_LOG_SOFTMAX(vk_dev *d, const td_op *op) { return softmax(d, op, 1); }
+
+/* (dy, y) -> dx, all [rows, C] */
+static bool softmax_backward_ok(const td_op *op) {
+    td_dtype dt = op->in[0].dtype;
+    return op->n_in == 2 && op->n_out == 1 && vk_is_float(dt) && op->in[1].dtype == dt && op->out[0].dtype == dt;
+}
+
+/* The shader keeps 4 elements per invocation in registers: the power of two
+** within [64, 256] that covers the row 4 times (64 for W3's rows of 256). */
+static td_status softmax_backward(vk_dev *d, const td_op *op, uint32_t code) {
+    const td_operand *dy = &op->in[0], *y = &op->in[1], *dx = &op->out[0];
+    int64_t C = dy->ndim ? dy->shape[dy->ndim - 1] : 1, n = td_operand_numel(dy);
+    if (n == 0) return TD_OK;
+    vk_bind b[3];
+    vk_pc_rows_bw pc = {.rows = (uint32_t)(n / C), .C = (uint32_t)C};
+    td_status st = vk_bind_view(d, dy, false, &b[0], &pc.dy_off);
+    if (st == TD_OK) st = vk_bind_view(d, y, false, &b[1], &pc.y_off);
+    if (st == TD_OK) st = vk_bind_view(d, dx, true, &b[2], &pc.dx_off);
+    if (st != TD_OK) return st;
+    uint32_t wg = 64;
+    while (wg < 256 && (int64_t)wg * 4 < C) wg *= 2;
+    uint32_t spec[2] = {wg, code};
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_softmax_backward_f32, dy->dtype), spec, 2, 3, b, &pc, sizeof pc,
+                       vk_groups(pc.rows, 1), 1, 1);
+}
+
+bool vk_supports_SOFTMAX_BACKWARD(vk_dev *d, const td_op *op) { return (void)d, softmax_backward_ok(op); }
+td_status vk_op_SOFTMAX_BACKWARD(vk_dev *d, const td_op *op) { return softmax_backward(d, op, 0); }
+bool vk_supports_LOG_SOFTMAX_BACKWARD(vk_dev *d, const td_op *op) { return (void)d, softmax_backward_ok(op); }
+td_status vk_op_LOG_SOFTMAX_BACKWARD(vk_dev *d, const td_op *op) { return softmax_backward(d, op, 1); }
 
 /* ---- cross entropy ---- */
 

@@ -190,6 +190,11 @@ TD_API td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_ten
                                     double label_smoothing, int reduction);
 TD_API td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
                                              int64_t ignore_index, double label_smoothing, int reduction);
+/* Over the last dim of dy, y (one shape; dy cast to y's dtype), for y = softmax(x) / log_softmax(x):
+**   softmax_backward:     dx = y (dy - sum_last(dy y))
+**   log_softmax_backward: dx = dy - e^y sum_last(dy) */
+TD_API td_tensor *td__softmax_backward(td_tensor *dy, td_tensor *y);
+TD_API td_tensor *td__log_softmax_backward(td_tensor *dy, td_tensor *y);
 /* dy [N,O,Ho,Wo], w [O,C/g,kh,kw] -> dx [N,C,H,W] = x_shape */
 TD_API td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t x_shape[4], const int stride[2],
                                             const int padding[2], const int dilation[2], int groups);

@@ -1,9 +1,9 @@
 /*
-** Front-ends of the row-wise nn primitives: softmax, log_softmax, layer_norm,
-** the fused residual add + layer_norm (add_layer_norm) and cross_entropy (with the fused backward autograd calls). Each
-*makes its
-** operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op; softmax over
-** another dim than the last swaps that dim to the end and back.
+** Front-ends of the row-wise nn primitives: softmax, log_softmax and their
+** fused backward ops, layer_norm, the fused residual add + layer_norm
+** (add_layer_norm) and cross_entropy (with the fused backward autograd calls).
+** Each makes its operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op;
+** softmax over another dim than the last swaps that dim to the end and back.
 */
 #include <string.h>
 
@@ -42,6 +42,32 @@ static td_tensor *softmax_dim(td_tensor *x, int dim, td_op_kind kind, const char
 
 td_tensor *td_softmax(td_tensor *x, int dim) { return softmax_common(x, dim, TD_OP_SOFTMAX, "softmax"); }
 td_tensor *td_log_softmax(td_tensor *x, int dim) { return softmax_common(x, dim, TD_OP_LOG_SOFTMAX, "log_softmax"); }
+
+/* SOFTMAX_BACKWARD / LOG_SOFTMAX_BACKWARD: dy and y of one shape, y floating;
+** dy is cast to y's dtype. The op reduces over the last dim. */
+static td_tensor *softmax_backward(td_tensor *dy, td_tensor *y, td_op_kind kind, const char *name) {
+    TD_CHECK_ARG(dy, name);
+    TD_CHECK_ARG(y, name);
+    if (!check_float(y, name, "y") || !check_float(dy, name, "dy")) return NULL;
+    if (dy->ndim != y->ndim || memcmp(dy->shape, y->shape, sizeof(int64_t) * (size_t)y->ndim)) {
+        char a[96], b[96];
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: dy has shape %s but y has %s; they must match", name,
+                     td__shape_str(dy->ndim, dy->shape, a, sizeof a), td__shape_str(y->ndim, y->shape, b, sizeof b));
+    }
+    td_tensor *g = td_keep(td_cast(dy, y->dtype));
+    td_tensor *in[2] = {g, y};
+    td_tensor *out = g ? td__alloc(y->ndim, y->shape, y->dtype, y->storage->device) : NULL;
+    td_status st = g ? td__dispatch_contig(kind, 2, in, 1, &out, NULL) : td_last_status();
+    td_release(g);
+    return td__finish(st, out);
+}
+
+td_tensor *td__softmax_backward(td_tensor *dy, td_tensor *y) {
+    return softmax_backward(dy, y, TD_OP_SOFTMAX_BACKWARD, "softmax_backward");
+}
+td_tensor *td__log_softmax_backward(td_tensor *dy, td_tensor *y) {
+    return softmax_backward(dy, y, TD_OP_LOG_SOFTMAX_BACKWARD, "log_softmax_backward");
+}
 
 /* weight/bias of layer_norm: absent, or shaped like x's last n dims, dtype of x */
 static bool check_affine(const td_tensor *p, const td_tensor *x, int n, const char *arg) {

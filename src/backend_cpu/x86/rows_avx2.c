@@ -1,6 +1,7 @@
 /*
-** AVX2/FMA f32 row kernels for softmax, log_softmax, cross-entropy and
-** layer_norm, and the f32 EXP op. The scalar loops in cpu_softmax.c,
+** AVX2/FMA f32 row kernels for softmax, log_softmax (and their backward),
+** cross-entropy and layer_norm, and the f32 EXP op. The scalar loops in
+** cpu_softmax.c, cpu_softmax_backward.c,
 ** cpu_xent.c, cpu_layernorm.c and cpu_unary.c are the reference.
 ** Row tails (n % 8 elements) run through the same vector code with masked
 ** loads and stores, so every element gets the same exp() (exp_avx2.h).
@@ -110,6 +111,50 @@ void cpu_softmax_row_f32_avx2(const float *x, float *y, int64_t n, bool log_out,
     } else {
         float s = row_sum_exp(x, n, m, t, STORE_EXP);
         row_affine(t, y, n, 1.0f / s, 0.0f, stream);
+    }
+}
+
+/* softmax / log_softmax backward of one row (see cpu_softmax_backward.c): pass 1 s = sum dy y
+** (sum dy for log_softmax) in two 8-lane float accumulators, pass 2 dx = y (dy - s) (dy - e^y s)
+** while the row is in L1/L2; the next row is prefetched during pass 1. */
+static inline __m256 softmax_bw_vec(__m256 g, __m256 v, __m256 s, bool log_out) {
+    return log_out ? _mm256_fnmadd_ps(td_exp_f32_avx2(v), s, g) : _mm256_mul_ps(v, _mm256_sub_ps(g, s));
+}
+
+void cpu_softmax_backward_row_f32_avx2(const float *dy, const float *y, float *dx, int64_t n, bool log_out,
+                                       bool stream) {
+    stream = stream && can_stream(dx, n);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm_prefetch((const char *)(dy + n + i), _MM_HINT_T0);
+        _mm_prefetch((const char *)(y + n + i), _MM_HINT_T0);
+        __m256 g0 = _mm256_loadu_ps(dy + i), g1 = _mm256_loadu_ps(dy + i + 8);
+        if (log_out) {
+            s0 = _mm256_add_ps(s0, g0), s1 = _mm256_add_ps(s1, g1);
+        } else {
+            s0 = _mm256_fmadd_ps(g0, _mm256_loadu_ps(y + i), s0);
+            s1 = _mm256_fmadd_ps(g1, _mm256_loadu_ps(y + i + 8), s1);
+        }
+    }
+    for (; i < n; i += 8) { /* the last 15 at most: masked lanes load 0 */
+        __m256i mask = tail_mask(n - i);
+        __m256 g = _mm256_maskload_ps(dy + i, mask);
+        s0 = log_out ? _mm256_add_ps(s0, g) : _mm256_fmadd_ps(g, _mm256_maskload_ps(y + i, mask), s0);
+    }
+    const __m256 sv = _mm256_set1_ps(hsum(_mm256_add_ps(s0, s1)));
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 d = softmax_bw_vec(_mm256_loadu_ps(dy + i), _mm256_loadu_ps(y + i), sv, log_out);
+        if (stream)
+            _mm256_stream_ps(dx + i, d);
+        else
+            _mm256_storeu_ps(dx + i, d);
+    }
+    if (i < n) {
+        __m256i mask = tail_mask(n - i);
+        _mm256_maskstore_ps(
+            dx + i, mask,
+            softmax_bw_vec(_mm256_maskload_ps(dy + i, mask), _mm256_maskload_ps(y + i, mask), sv, log_out));
     }
 }
 
