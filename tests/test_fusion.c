@@ -141,9 +141,10 @@ TEST(classifier_cpu) { classifier("cpu"); }
 TEST(classifier_vulkan) { classifier("vulkan:0"); }
 TEST(classifier_cuda) { classifier("cuda:0"); }
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
-    X(add_layer_norm_cpu)                                                                                              \
-    X(add_layer_norm_vulkan)                                                                                           \
-    X(add_layer_norm_cuda) X(linear_gelu_cpu) X(linear_gelu_vulkan) X(linear_gelu_cuda) X(classifier_cpu)              \
-        X(classifier_vulkan) X(classifier_cuda)
+    X(add_layer_norm_cpu) X(add_layer_norm_vulkan) X(add_layer_norm_cuda)                                              \
+    X(linear_gelu_cpu) X(linear_gelu_vulkan) X(linear_gelu_cuda)                                                       \
+    X(classifier_cpu) X(classifier_vulkan) X(classifier_cuda)
+/* clang-format on */
 TEST_MAIN(TESTS)
