@@ -60,6 +60,7 @@ static void policy(const char *spec, td_dtype low) {
     /* lower_precision_fp */
     ASSERT_EQ_INT(DT(td_matmul(x, w)), low);
     ASSERT_EQ_INT(DT(td_linear(x, w, b)), low);
+    ASSERT_EQ_INT(DT(td_linear_gelu(x, w, b, false)), low); /* linear then gelu: gelu keeps linear's dtype */
     ASSERT_EQ_INT(DT(td_conv2d(img, k, kb, one, zero, one, 1)), low);
     ASSERT_EQ_INT(DT(td_matmul(xl, w)), low);
     ASSERT_EQ_INT(DT(td_matmul(x64, w64)), TD_F64); /* f64 is never cast */

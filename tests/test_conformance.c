@@ -59,6 +59,7 @@
     X(var, VAR, CONF_CLASS, TOL_LOOSE)                                                                                 \
     X(logsumexp, LOGSUMEXP, CONF_CLASS, TOL_ACCUM)                                                                     \
     X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM)                                                                           \
+    X(linear_gelu, LINEAR_GELU, CONF_CLASS, TOL_ACCUM)                                                                 \
     X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                         \
     X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
     X(softmax_backward, SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM)                                                       \
@@ -593,6 +594,37 @@ static int case_matmul(conf_ctx *c, int v, td_tensor **out) {
     }
     default: return 0;
     }
+}
+
+/* The fused Linear + bias + GELU, y = gelu(x w^T + b), erf and tanh forms; pre-activations in about [-4, 4]
+** reach both GELU tails. */
+static int case_linear_gelu(conf_ctx *c, int v, td_tensor **out) {
+    int64_t K = 33, N = 40;
+    bool bias = true, tanh_form = false;
+    td_tensor *x;
+    switch (v) {
+    case 0: VARIANT("x[37,33] w[40,33] b[40], erf"), x = conf_in(c, -1, 1, SHAPE(37, 33)); break;
+    case 1: VARIANT("x[2,5,33] w[40,33] b[40], tanh"), x = conf_in(c, -1, 1, SHAPE(2, 5, 33)), tanh_form = true; break;
+    case 2:
+        VARIANT("no bias, odd K [9,1000] w[7,1000]"), K = BIG(c, 1000, 45), N = 7, bias = false;
+        x = conf_in(c, -0.2, 0.2, SHAPE(9, K));
+        break;
+    case 3: VARIANT("size 1 [1,1] w[1,1] b[1]"), K = 1, N = 1, x = conf_in(c, -1, 1, SHAPE(1, 1)); break;
+    case 4: VARIANT("size 0 rows [0,33]"), x = conf_in(c, -1, 1, SHAPE(0, 33)); break;
+    case 5: VARIANT("K = 0 [4,0] w[40,0] b[40]"), K = 0, x = conf_in(c, -1, 1, SHAPE(4, 0)); break;
+    case 6: VARIANT("transposed x [33,37]^T"), x = conf_in_t(c, -1, 1, 37, 33); break;
+    case CONF_PERF: {
+        int64_t m = BIG(c, 4096, 128), k = BIG(c, 768, 64);
+        VARIANT(c->tiny ? "[128,64] w[256,64] b[256]" : "W5's fc [4096,768] w[3072,768] b[3072]");
+        td_tensor *xp = conf_in(c, -1, 1, SHAPE(m, k)), *w = conf_in(c, -0.1, 0.1, SHAPE(4 * k, k));
+        td_tensor *b = conf_in(c, -1, 1, SHAPE(4 * k));
+        c->flops = 2.0 * (double)m * (double)k * (double)(4 * k);
+        RETURN1(TIMED(c, td_linear_gelu(xp, w, b, false)));
+    }
+    default: return 0;
+    }
+    td_tensor *w = conf_in(c, -0.5, 0.5, SHAPE(N, K)), *b = bias ? conf_in(c, -1, 1, SHAPE(N)) : NULL;
+    RETURN1(td_linear_gelu(x, w, b, tanh_form));
 }
 
 /* softmax and log_softmax over the last dim; inputs in [-20, 20] test the max shift */

@@ -3,6 +3,10 @@
 ** cuda:0 (skipped when absent), forward and gradients, within fp32 tolerance:
 **   add_layer_norm: td_add_layer_norm(x, r) vs td_layer_norm(td_add(x, r)) and
 **                   the sum; gradients of x, r, weight and bias;
+**   linear_gelu:    td_linear_gelu(x, w, b) vs td_gelu(td_linear(x, w, b)),
+**                   erf and tanh forms, with and without the bias; gradients
+**                   of x, w and b; and the LinearGELU layer against Linear
+**                   then GELU with its parameters (state dict names kept);
 **   classifier:     cross-entropy from the logits (CROSS_ENTROPY, whose
 **                   backward recomputes the softmax instead of keeping one) vs
 **                   -mean(gather(log_softmax(logits), target)); dlogits.
@@ -72,6 +76,43 @@ static void add_layer_norm(const char *spec) {
     td_scope_end();
 }
 
+static void linear_gelu(const char *spec) {
+    test_seed();
+    td_device dev = pick(spec);
+    td_scope_begin();
+    int64_t sx[3] = {3, 5, 24}, sw[2] = {40, 24}, sb[1] = {40}, sy[3] = {3, 5, 40};
+    td_tensor *x = leaf(dev, 3, sx, -1, 1), *w = leaf(dev, 2, sw, -0.5, 0.5), *b = leaf(dev, 1, sb, -1, 1);
+    td_tensor *up = leaf(dev, 3, sy, -1, 1); /* weights of y in the loss */
+    static const char *names[3] = {"dx", "dw", "db"};
+    for (int form = 0; form < 4; form++) {
+        bool tanh_form = form & 1;
+        td_tensor *bias = form & 2 ? NULL : b, *p[3] = {x, w, b}, *g[3], *g0[3];
+        printf("  %s form, %s\n", tanh_form ? "tanh" : "erf", bias ? "bias" : "no bias");
+        td_tensor *y = ASSERT_TENSOR(td_linear_gelu(x, w, bias, tanh_form));
+        td_tensor *y0 = ASSERT_TENSOR(td_gelu(td_linear(x, w, bias), tanh_form));
+        assert_close(y, y0, "y");
+        int np = bias ? 3 : 2;
+        grads_of(ASSERT_TENSOR(td_sum(td_mul(y, up), 0, NULL, false)), np, p, g);
+        grads_of(ASSERT_TENSOR(td_sum(td_mul(y0, up), 0, NULL, false)), np, p, g0);
+        for (int i = 0; i < np; i++) assert_close(g[i], g0[i], names[i]);
+    }
+    /* the layer: LinearGELU's parameters load into Linear (same names), outputs agree */
+    td_module *fused = td_linear_gelu_new(24, 40, true, false), *lin = td_linear_new(24, 40, true);
+    td_module *act = td_gelu_new(false);
+    ASSERT(fused && lin && act);
+    ASSERT_OK(td_module_to(fused, dev));
+    ASSERT_OK(td_module_to(lin, dev));
+    td_named_tensors *sd = td_module_state_dict(fused);
+    ASSERT(sd);
+    ASSERT_OK(td_module_load_state_dict(lin, sd, true));
+    td_named_tensors_free(sd);
+    td_tensor *y = ASSERT_TENSOR(td_module_forward(fused, x));
+    td_tensor *y0 = ASSERT_TENSOR(td_module_forward(act, td_module_forward(lin, x)));
+    assert_close(y, y0, "LinearGELU layer");
+    td_module_free(fused), td_module_free(lin), td_module_free(act);
+    td_scope_end();
+}
+
 static void classifier(const char *spec) {
     test_seed();
     td_device dev = pick(spec);
@@ -93,11 +134,17 @@ static void classifier(const char *spec) {
 TEST(add_layer_norm_cpu) { add_layer_norm("cpu"); }
 TEST(add_layer_norm_vulkan) { add_layer_norm("vulkan:0"); }
 TEST(add_layer_norm_cuda) { add_layer_norm("cuda:0"); }
+TEST(linear_gelu_cpu) { linear_gelu("cpu"); }
+TEST(linear_gelu_vulkan) { linear_gelu("vulkan:0"); }
+TEST(linear_gelu_cuda) { linear_gelu("cuda:0"); }
 TEST(classifier_cpu) { classifier("cpu"); }
 TEST(classifier_vulkan) { classifier("vulkan:0"); }
 TEST(classifier_cuda) { classifier("cuda:0"); }
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
-    X(add_layer_norm_cpu)                                                                                              \
-    X(add_layer_norm_vulkan) X(add_layer_norm_cuda) X(classifier_cpu) X(classifier_vulkan) X(classifier_cuda)
+    X(add_layer_norm_cpu) X(add_layer_norm_vulkan) X(add_layer_norm_cuda)                                              \
+    X(linear_gelu_cpu) X(linear_gelu_vulkan) X(linear_gelu_cuda)                                                       \
+    X(classifier_cpu) X(classifier_vulkan) X(classifier_cuda)
+/* clang-format on */
 TEST_MAIN(TESTS)

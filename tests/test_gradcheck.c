@@ -17,7 +17,7 @@
 #define GC_CASES(X)                                                                                           \
     X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
     X(SQRT) X(RSQRT) X(SIN) X(COS) X(TANH) X(SIGMOID) X(RELU) X(GELU) X(SILU) X(CLAMP) X(SUM) X(MEAN) X(MAX)  \
-    X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
+    X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(LINEAR_GELU) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
     X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT) X(ATTENTION) \
     X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
     X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD) X(SOFTMAX_BACKWARD)                   \
@@ -26,7 +26,8 @@
 ** fused backward op, and the fused ops each one covers */
 #define GG_CASES(X)                                                                                           \
     X(gradgrad_GELU) X(gradgrad_CROSS_ENTROPY) X(gradgrad_CONV2D) X(gradgrad_MAX_POOL2D)                       \
-    X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING) X(gradgrad_SOFTMAX) X(gradgrad_LOG_SOFTMAX)
+    X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING) X(gradgrad_SOFTMAX) X(gradgrad_LOG_SOFTMAX)                \
+    X(gradgrad_LINEAR_GELU)
 #define GG_COVERED(X)                                                                                         \
     X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
     X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD) X(SOFTMAX_BACKWARD)                   \
@@ -338,6 +339,11 @@ FN(MATMUL) {
     return td_matmul(x[0], x[1]);
 }
 CASE(MATMUL, 2, S(G, 3, 2, 3, 4), S(G, 2, 4, 2))
+FN(LINEAR_GELU) { /* erf form with a bias on a 3-d x; tanh form without */
+    UNUSED;
+    return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
+}
+CASE(LINEAR_GELU, 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
 FN(SOFTMAX) {
     UNUSED;
     return td_softmax(x[0], -1);
@@ -537,6 +543,11 @@ FN(gradgrad_LOG_SOFTMAX) {
     return td_add(td_log_softmax(x[0], -1), td_mul_scalar(td_log_softmax(x[0], 0), 0.5));
 }
 GG_CASE(gradgrad_LOG_SOFTMAX, 1, S(G, 2, 3, 4))
+FN(gradgrad_LINEAR_GELU) { /* h is recomputed with ops under create_graph */
+    UNUSED;
+    return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
+}
+GG_CASE(gradgrad_LINEAR_GELU, 3, S(G, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
 FN(gradgrad_CROSS_ENTROPY) { /* weights, smoothing, an ignored row; none; one row as [C] with a 0-d target */
     UNUSED;
     td_tensor *row = td__cross_entropy(td_select(x[0], 0, 1), td_select(x[1], 0, 1), x[2], -100, 0.1, TD_REDUCTION_SUM);

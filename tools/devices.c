@@ -91,6 +91,13 @@ static void probe_op(td_op_kind k, td_dtype dt, td_op *op, td_operand *in, td_op
         OPERAND(&in[1], dt, 3, 4);
         OPERAND(&out[0], dt, 2, 4);
         break;
+    case TD_OP_LINEAR_GELU: /* x [2, 3], w [4, 3], b [4] -> y, h [2, 4] */
+        OPERAND(&in[0], dt, 2, 3);
+        OPERAND(&in[1], dt, 4, 3);
+        OPERAND(&in[2], dt, 4);
+        OPERAND(&out[0], dt, 2, 4);
+        OPERAND(&out[1], dt, 2, 4);
+        break;
     case TD_OP_LAYER_NORM:
         OPERAND(&in[1], dt, 3);
         OPERAND(&in[2], dt, 3);

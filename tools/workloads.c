@@ -41,11 +41,15 @@ td_module *workload_cnn_new(void) {
 **   x = x + proj(y merged back to [N, T, C])
 **   x = x + out(gelu(fc(ln2(x))))                      fc C -> 4C, out 4C -> C
 ** The second line's ln2 and the residual add before it run as one fused
-** ADD_LAYER_NORM (td_add_layer_norm), which keeps the sum for the next add.
+** ADD_LAYER_NORM (td_add_layer_norm), which keeps the sum for the next add;
+** fc and the GELU are one LinearGELU layer (the fused LINEAR_GELU op), whose
+** parameters are the twin's fc.weight and fc.bias; TRIDENT_LINEAR_GELU=composed
+** makes fc a Linear followed by td_gelu instead (the unfused baseline).
 ** Children are borrowed pointers into the block (modules never move). */
 typedef struct gpt_block {
     int64_t heads;
-    td_module *ln1, *ln2, *qkv, *proj, *fc, *gelu, *out;
+    bool fused_mlp; /* fc is a LinearGELU (else a Linear, and the GELU is applied after it) */
+    td_module *ln1, *ln2, *qkv, *proj, *fc, *out;
     td_tensor *mask; /* kept [T, T] additive causal mask for the last T and device */
 } gpt_block;
 
@@ -112,7 +116,7 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
                                      td_module_get(b->ln2, "bias"), 1e-5, &s);
     td_tensor *mlp = td_module_forward(b->fc, h);
-    return td_add(s, td_module_forward(b->out, td_module_forward(b->gelu, mlp)));
+    return td_add(s, td_module_forward(b->out, b->fused_mlp ? mlp : td_gelu(mlp, false)));
 }
 
 /* Register child under name in m, remembering it in *slot. */
@@ -126,6 +130,8 @@ static td_module *gpt_block_new(int64_t c, int64_t heads) {
     gpt_block *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->heads = heads;
+    const char *e = getenv("TRIDENT_LINEAR_GELU");
+    b->fused_mlp = !e || strcmp(e, "composed");
     td_module *m = td_module_new("Block", gpt_block_forward, b, gpt_block_free);
     if (!m) {
         free(b);
@@ -137,9 +143,10 @@ static td_module *gpt_block_new(int64_t c, int64_t heads) {
     if (st == TD_OK) st = add_child(m, "ln2", td_layer_norm_new(1, &norm, 1e-5, true), &b->ln2);
     if (st == TD_OK) st = add_child(m, "qkv", td_linear_new(c, 3 * c, true), &b->qkv);
     if (st == TD_OK) st = add_child(m, "proj", td_linear_new(c, c, true), &b->proj);
-    if (st == TD_OK) st = add_child(m, "fc", td_linear_new(c, 4 * c, true), &b->fc);
+    if (st == TD_OK)
+        st = add_child(
+            m, "fc", b->fused_mlp ? td_linear_gelu_new(c, 4 * c, true, false) : td_linear_new(c, 4 * c, true), &b->fc);
     if (st == TD_OK) st = add_child(m, "out", td_linear_new(4 * c, c, true), &b->out);
-    if (st == TD_OK) st = add_child(m, "gelu", td_gelu_new(false), &b->gelu);
     if (st != TD_OK) {
         td_module_free(m);
         return NULL;

@@ -44,7 +44,7 @@
 extern "C" {
 #endif
 
-#define TD_BACKEND_API_VERSION 3
+#define TD_BACKEND_API_VERSION 4 /* 4: LINEAR_GELU, SOFTMAX_BACKWARD, LOG_SOFTMAX_BACKWARD renumber the op kinds */
 
 typedef enum td_op_kind {
 #define TD_OP_ENUM_(N, ni, no, g, dts, lay, amp, s) TD_OP_##N,
@@ -102,7 +102,7 @@ typedef union td_op_params {
     } clamp; /* CLAMP */
     struct {
         int approximate;
-    } gelu; /* GELU, GELU_BACKWARD: TD_GELU_* */
+    } gelu; /* GELU, GELU_BACKWARD, LINEAR_GELU: TD_GELU_* */
     struct {
         uint32_t dims;
         int correction;
@@ -156,7 +156,7 @@ typedef union td_op_params {
 
 /* td_op.flags */
 enum {
-    TD_OP_FLAG_TF32 = 1 /* MATMUL, CONV2D*: fp32 may use TF32 ("high" matmul precision) */
+    TD_OP_FLAG_TF32 = 1 /* MATMUL, LINEAR_GELU, CONV2D*: fp32 may use TF32 ("high" matmul precision) */
 };
 
 /* One op invocation. in and out point to n_in / n_out views. */

@@ -199,6 +199,12 @@ TD_API td_status td_sequential_append(td_module *seq, td_module *child);
 ** weight [out, in] and bias [out] start as kaiming_uniform(a=sqrt(5)) and
 ** U(-1/sqrt(in), 1/sqrt(in)). */
 TD_API td_module *td_linear_new(int64_t in_features, int64_t out_features, bool bias);
+/* CONSTRUCTOR. nn.Linear followed by nn.GELU as one layer: y = gelu(x W^T +
+** b), run as the fused LINEAR_GELU op (td_linear_gelu: the bias and GELU in
+** the GEMM's epilogue or one pass after it). Parameters, their names (weight,
+** bias) and their initialization are Linear's, so its state dict loads into a
+** Linear (the GELU has none). tanh_approx as td_gelu_new. */
+TD_API td_module *td_linear_gelu_new(int64_t in_features, int64_t out_features, bool bias, bool tanh_approx);
 
 /* CONSTRUCTOR. nn.Conv2d: x [N, C, H, W] -> [N, O, Ho, Wo],
 ** Ho = (H + 2*padding - dilation*(kh-1) - 1)/stride + 1. weight [O, C/groups,

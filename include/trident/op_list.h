@@ -84,6 +84,8 @@
     X(LOGSUMEXP, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_F32, "log(sum(exp(x))), max-shifted")                    \
     /* linear algebra and nn primitives */                                                                             \
     X(MATMUL, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_MATRIX, TD_AMP_LOW, "[...,M,K] @ [...,K,N]; batch broadcast")           \
+    X(LINEAR_GELU, 3, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW,                                                \
+      "(x[M,K], w[N,K], b?[N]) -> (y = gelu(h), h = x w^T + b)")                                                       \
     X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
     X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "log_softmax over the last dim")               \
     X(SOFTMAX_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, y) -> y (dy - sum_last(dy y))")    \

@@ -104,6 +104,14 @@ TD_API td_tensor *td_argmin(td_tensor *x, int dim, bool keepdim);
 TD_API td_tensor *td_matmul(td_tensor *a, td_tensor *b);
 /* x [..., in] @ w[out, in]^T + b[out] (b may be NULL). */
 TD_API td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b);
+/* CONSTRUCTOR. gelu(x @ w^T + b) as one fused op (LINEAR_GELU: the GEMM, then
+** the bias and GELU in its epilogue or one pass that also keeps the
+** pre-activation h = x w^T + b for backward), erf form or tanh_approx. x
+** [..., in], w [out, in], b [out] or NULL, all of one float dtype ->
+** [..., out]; autocast runs it low, as matmul. Equal to td_gelu(td_linear(x,
+** w, b)) within rounding, gradients included. NULL with the error set on
+** failure: TD_ERR_SHAPE, TD_ERR_DTYPE. */
+TD_API td_tensor *td_linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx);
 
 /* How a loss reduces its per-element values (torch's reduction=): the
 ** unreduced losses, their (weighted) mean, or their sum. The losses are in

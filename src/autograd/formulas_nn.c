@@ -1,5 +1,5 @@
 /*
-** Derivatives of the linear-algebra and nn ops: matmul, softmax,
+** Derivatives of the linear-algebra and nn ops: matmul, linear_gelu, softmax,
 ** log_softmax, layer_norm, cross_entropy, conv2d, the pools, dropout and
 ** attention, and of the fused backward ops their formulas call (recorded only
 ** under create_graph; their formulas give the second derivatives). Dimension
@@ -49,6 +49,21 @@ static td_status bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
         gx[1] = td_matmul(td_transpose(fold_rows(IN(0)), 0, 1), fold_rows(gy[0]));
     else if (NEED(1))
         gx[1] = td_matmul(td_transpose(IN(0), -1, -2), gy[0]);
+    return td__done(n, gx);
+}
+
+/* (y, h) = linear_gelu(x, w, b): h = x w^T + b, y = gelu(h); x [M, K], w [N, K], b [N]:
+**   dh = dy gelu'(h) (GELU_BACKWARD);  dx = dh w;  dw = dh^T x;  db = sum_M dh
+** h is the saved output; under create_graph it is recomputed from x, w, b with
+** ops, so the second derivative sees its dependence on them. */
+static td_status bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *b = n->in_meta[2].present ? IN(2) : NULL;
+    td_tensor *h = td_grad_enabled() ? td_linear(IN(0), IN(1), b) : OUT(1);
+    td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH);
+    int rows = 0;
+    if (NEED(0)) gx[0] = td_matmul(dh, IN(1));
+    if (NEED(1)) gx[1] = td_matmul(td_transpose(dh, 0, 1), IN(0));
+    if (NEED(2)) gx[2] = td_sum(dh, 1, &rows, false);
     return td__done(n, gx);
 }
 
@@ -293,6 +308,7 @@ static td_status bw_attention(td_node *n, td_tensor *const *gy, td_tensor **gx) 
 void td__formulas_nn(td__formula *t) {
     t[TD_OP_ATTENTION] = (td__formula){bw_attention, 15, 3, 1};
     t[TD_OP_MATMUL] = (td__formula){bw_matmul, 3, 0, 0};
+    t[TD_OP_LINEAR_GELU] = (td__formula){bw_linear_gelu, 7, 2, 1};
     t[TD_OP_SOFTMAX] = (td__formula){bw_softmax, 0, 1, 0};
     t[TD_OP_LOG_SOFTMAX] = (td__formula){bw_log_softmax, 0, 1, 0};
     t[TD_OP_LAYER_NORM] = (td__formula){bw_layer_norm, 3, 6, 1};

@@ -11,7 +11,17 @@
 ** fp32; f64 in fp64.
 ** Batches: the batch dims of (out, a, b) are merged like an elementwise
 ** iteration; the innermost merged dim is Lt's strided batch, outer ones loop on
-** the host. Descriptors and the heuristic's algorithm are cached per shape.
+** the host. Descriptors and the heuristic's algorithm are cached per shape (a
+** shape Lt has no algorithm for is cached as such).
+**
+** LINEAR_GELU: in = (x [M, K], w [N, K], b [N]?), out = (y, h) [M, N]:
+**   h = x w^T + b, y = gelu(h). The GEMM is MATMUL's (w read as the column-major
+** [K, N] it is) with the bias in Lt's epilogue (EPILOGUE_BIAS, added in fp32
+** before the one rounding), then one GELU pass h -> y (GELU's kernel). The
+** tanh form with a bias and N % 8 == 0 takes EPILOGUE_GELU_AUX_BIAS instead:
+** one GEMM writes y and keeps h as its aux output (Lt's GELU is the tanh form,
+** so the erf form cannot use it). f64, K = 0, or a shape Lt has no epilogue
+** algorithm for: the plain GEMM, then ADD's and GELU's kernels.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,13 +37,16 @@ typedef struct plan_key {
     int64_t m, n, k;               /* of C = A B in row-major terms */
     int64_t lda, ldb;              /* leading dims of Lt's A and B */
     int64_t batch, sa, sb, sc;     /* strided batch: count and strides of Lt's A, B, C */
+    int epi;                       /* EPI_*: what the epilogue adds (LINEAR_GELU) */
     int align_a, align_b, align_c; /* bytes: 16, 8, 4 or 2 */
     int dev;
 } plan_key;
 
+enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX_BIAS };
+
 typedef struct plan {
     plan_key key;
-    bool used;
+    bool used, failed; /* failed: Lt had no algorithm for this key */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -70,6 +83,13 @@ static td_status make_plan(cu_dev *d, plan *p) {
     if (st != TD_OK) return st;
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (k->epi != EPI_NONE) { /* bias and aux pointers are set per call (lt_matmul) */
+        cublasLtEpilogue_t e = k->epi == EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        int64_t ld_aux = k->n; /* aux is h [M, N]: column-major N x M, ld N */
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+        if (k->epi == EPI_GELU_AUX_BIAS)
+            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux);
+    }
     /* Lt's A: op(A) is N x K; Lt's B: op(B) is K x M; C is N x M */
     uint64_t ra = k->trans_a ? k->k : k->n, ca = k->trans_a ? k->n : k->k;
     uint64_t rb = k->trans_b ? k->m : k->k, cb = k->trans_b ? k->k : k->m;
@@ -127,7 +147,8 @@ static td_status get_plan(cu_dev *d, const plan_key *key, plan **out) {
         if (p->used && !memcmp(&p->key, key, sizeof *key)) {
             *out = p;
             pthread_mutex_unlock(&plans_lock);
-            return TD_OK;
+            return p->failed ? td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt has no algorithm for this shape")
+                             : TD_OK;
         }
         if (!p->used) slot = p;
     }
@@ -137,9 +158,11 @@ static td_status get_plan(cu_dev *d, const plan_key *key, plan **out) {
     }
     slot->key = *key;
     td_status st = make_plan(d, slot);
-    if (st != TD_OK)
+    if (st != TD_OK) {
         plan_destroy(slot);
-    else
+        if (st == TD_ERR_UNSUPPORTED) /* remembered, so the heuristic is not asked again */
+            slot->key = *key, slot->used = slot->failed = true;
+    } else
         slot->used = true, *out = slot;
     pthread_mutex_unlock(&plans_lock);
     return st;
@@ -167,7 +190,9 @@ bool cu_supports_MATMUL(cu_dev *d, const td_op *op) {
     return td_dtype_is_float(dt) && op->in[1].dtype == dt && op->out[0].dtype == dt;
 }
 
-td_status cu_op_MATMUL(cu_dev *d, const td_op *op) {
+/* MATMUL's GEMM with epilogue epi (EPI_*): bias [N] added per output column,
+** aux: where GELU_AUX_BIAS keeps the pre-activation (contiguous [M, N]). */
+static td_status lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux) {
     /* a and b are [batch..., M, K] and [batch..., K, N] views of one rank; out is contiguous with those batch
     ** dims and M, N (a 1-D operand's size-1 dim dropped), which is the same memory as [batch..., M, N] */
     const td_operand *a = &op->in[0], *b = &op->in[1], *c = &op->out[0];
@@ -180,7 +205,7 @@ td_status cu_op_MATMUL(cu_dev *d, const td_op *op) {
     memset(&key, 0, sizeof key);
     key.dt = c->dtype;
     key.tf32 = (op->flags & TD_OP_FLAG_TF32) != 0;
-    key.m = m, key.n = n, key.k = k, key.dev = d->index;
+    key.m = m, key.n = n, key.k = k, key.dev = d->index, key.epi = epi;
     /* Lt's A is b [K, N]; Lt's B is a [M, K] */
     if (!lt_operand(k, n, b->strides[nd - 2], b->strides[nd - 1], &key.trans_a, &key.lda) ||
         !lt_operand(m, k, a->strides[nd - 2], a->strides[nd - 1], &key.trans_b, &key.ldb))
@@ -222,6 +247,17 @@ td_status cu_op_MATMUL(cu_dev *d, const td_op *op) {
     double one64 = 1, zero64 = 0;
     const void *alpha = c->dtype == TD_F64 ? (const void *)&one64 : (const void *)&one;
     const void *beta = c->dtype == TD_F64 ? (const void *)&zero64 : (const void *)&zero;
+    if (epi != EPI_NONE) { /* LINEAR_GELU's 2-D GEMM: one call, under the lock, as the pointers live in the plan */
+        pthread_mutex_lock(&plans_lock);
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+        if (epi == EPI_GELU_AUX_BIAS)
+            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+        st = cu_blas_status(cublasLtMatmul(d->lt, p->op, alpha, pb, p->la, pa, p->lb, beta, pc, p->lc, pc, p->lc,
+                                           &p->algo, d->lt_workspace, d->lt_workspace_size, d->stream),
+                            "cublasLtMatmul (epilogue)");
+        pthread_mutex_unlock(&plans_lock);
+        return st;
+    }
     for (int64_t o = 0; o < outer && st == TD_OK; o++) {
         int64_t off[3] = {0, 0, 0}, rest = o; /* element offsets of batch o over the outer merged dims */
         for (int i = nb - 2; i >= 0; i--) {
@@ -236,4 +272,50 @@ td_status cu_op_MATMUL(cu_dev *d, const td_op *op) {
                             "cublasLtMatmul");
     }
     return st;
+}
+
+td_status cu_op_MATMUL(cu_dev *d, const td_op *op) { return lt_matmul(d, op, EPI_NONE, NULL, NULL); }
+
+bool cu_supports_LINEAR_GELU(cu_dev *d, const td_op *op) {
+    (void)d;
+    td_dtype dt = op->in[0].dtype;
+    return td_dtype_is_float(dt) && op->in[1].dtype == dt && (!op->in[2].buf || op->in[2].dtype == dt) &&
+           op->out[0].dtype == dt && op->out[1].dtype == dt && cu_op_GELU && cu_op_ADD;
+}
+
+td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
+    td_operand y = op->out[0], h = op->out[1];
+    int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    /* h = x @ w^T: w [N, K] row-major is w^T [K, N] column-major */
+    td_operand mm_in[2] = {*x, *w};
+    mm_in[1].shape[0] = K, mm_in[1].shape[1] = N;
+    mm_in[1].strides[0] = 1, mm_in[1].strides[1] = K;
+    td_op mm = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = mm_in, .out = &y, .flags = op->flags};
+    bool tanh_form = op->p.gelu.approximate == TD_GELU_TANH;
+    bool lt_bias = b->buf && x->dtype != TD_F64 && K > 0;
+    td_status st;
+    if (tanh_form && lt_bias && N % 8 == 0) { /* y and h from one GEMM */
+        st = lt_matmul(d, &mm, EPI_GELU_AUX_BIAS, cu_data(b), cu_data(&h));
+        if (st != TD_ERR_UNSUPPORTED) return st;
+        td_clear_error();
+    }
+    mm.out = &h;
+    st = lt_matmul(d, &mm, lt_bias ? EPI_BIAS : EPI_NONE, lt_bias ? cu_data(b) : NULL, NULL);
+    if (st == TD_ERR_UNSUPPORTED && lt_bias) { /* no bias epilogue for this shape: the plain GEMM, then ADD */
+        td_clear_error();
+        lt_bias = false;
+        st = lt_matmul(d, &mm, EPI_NONE, NULL, NULL);
+    }
+    if (st == TD_OK && b->buf && !lt_bias) { /* h += b, broadcast over the rows */
+        td_operand add_in[2] = {h, *b};
+        add_in[1].ndim = 2;
+        add_in[1].shape[0] = M, add_in[1].shape[1] = N;
+        add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
+        td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = add_in, .out = &h};
+        st = cu_op_ADD(d, &add);
+    }
+    td_op gelu = {.kind = TD_OP_GELU, .n_in = 1, .n_out = 1, .in = &h, .out = &y, .p = op->p};
+    return st == TD_OK ? cu_op_GELU(d, &gelu) : st;
 }

@@ -1,6 +1,8 @@
 /*
-** Front-ends of matrix products: td_matmul (torch.matmul semantics) and
-** td_linear (x @ w^T + b).
+** Front-ends of matrix products: td_matmul (torch.matmul semantics),
+** td_linear (x @ w^T + b) and the fused td_linear_gelu (one LINEAR_GELU op,
+** gelu(x @ w^T + b), which keeps the pre-activation for backward; composed
+** from td_linear and td_gelu where the backend lacks it).
 **
 ** MATMUL's layout contract (TD_LAYOUT_MATRIX): both input views have the
 ** output's batch dims (stride 0 where broadcast) followed by one matrix that is
@@ -153,6 +155,61 @@ static td_tensor *linear(td_tensor *x, td_tensor *w, td_tensor *b) {
 td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
     td_tensor *in[3] = {x, w, b}, *held[3];
     td_tensor *out = td__autocast(TD_OP_MATMUL, 3, in, held) ? linear(in[0], in[1], in[2]) : NULL;
+    td__autocast_release(3, held);
+    return out;
+}
+
+/* The composed twin of LINEAR_GELU, for a backend without the fused op. */
+static td_tensor *linear_gelu_composed(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx) {
+    td_tensor *h = td_keep(td_linear(x, w, b));
+    td_tensor *y = h ? td_gelu(h, tanh_approx) : NULL;
+    td_release(h);
+    return y;
+}
+
+/* x [..., K] viewed as [M, K], one LINEAR_GELU (y and the pre-activation h, [M, N]), y reshaped to [..., N]. */
+static td_tensor *linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx) {
+    const char *op = "linear_gelu";
+    TD_CHECK_ARG(x, op);
+    TD_CHECK_ARG(w, op);
+    char s[96], t[96];
+    if (w->ndim != 2)
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: weight must be [out, in], got %s", op,
+                     td__shape_str(w->ndim, w->shape, s, sizeof s));
+    int64_t N = w->shape[0], K = w->shape[1];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != K)
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: input %s does not end in the weight's in_features (%s)", op,
+                     td__shape_str(x->ndim, x->shape, s, sizeof s), td__shape_str(w->ndim, w->shape, t, sizeof t));
+    if (b && (b->ndim != 1 || b->shape[0] != N))
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: bias must be [%lld], got %s", op, (long long)N,
+                     td__shape_str(b->ndim, b->shape, s, sizeof s));
+    if (!td_dtype_is_float(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        TD_FAIL_NULL(TD_ERR_DTYPE, "%s: expected x, weight and bias of one floating-point dtype, got %s, %s and %s", op,
+                     td_dtype_name(x->dtype), td_dtype_name(w->dtype), b ? td_dtype_name(b->dtype) : "none");
+    int64_t M = td__numel(x->ndim - 1, x->shape), mk[2] = {M, K}, mn[2] = {M, N}, oshape[TD_MAX_DIMS];
+    memcpy(oshape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    oshape[x->ndim - 1] = N;
+    td_device dev = x->storage->device;
+    td_tensor *x2 = td_keep(td_reshape(x, 2, mk)), *y = NULL;
+    if (!x2) return NULL;
+    td_tensor *in[3] = {x2, w, b}, *out[2] = {td__alloc(2, mn, x->dtype, dev), td__alloc(2, mn, x->dtype, dev)};
+    td_op_params p = {.gelu = {tanh_approx ? TD_GELU_TANH : TD_GELU_ERF}};
+    td_status st = out[0] && out[1] ? td__dispatch_contig(TD_OP_LINEAR_GELU, 3, in, 2, out, &p) : td_last_status();
+    td_release(out[1]);
+    td_release(x2);
+    if (st == TD_ERR_UNSUPPORTED) { /* a backend without the fusion (or with views too wide for it) */
+        td_release(out[0]);
+        td_clear_error();
+        return linear_gelu_composed(x, w, b, tanh_approx);
+    }
+    y = td__finish(st, out[0]);
+    return y ? td_reshape(y, x->ndim, oshape) : NULL;
+}
+
+td_tensor *td_linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx) {
+    td_tensor *in[3] = {x, w, b}, *held[3];
+    td_tensor *out =
+        td__autocast(TD_OP_LINEAR_GELU, 3, in, held) ? linear_gelu(in[0], in[1], in[2], tanh_approx) : NULL;
     td__autocast_release(3, held);
     return out;
 }

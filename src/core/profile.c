@@ -148,6 +148,7 @@ static void op_cost(const td_op *op, double *flops, double *bytes) {
     const td_operand *in = op->in, *out = op->out;
     switch (op->kind) {
     case TD_OP_MATMUL: f = 2 * numel_of(&out[0]) * (double)in[0].shape[in[0].ndim - 1]; break;
+    case TD_OP_LINEAR_GELU: f = 2 * numel_of(&out[0]) * (double)in[0].shape[1]; break; /* the GEMM's */
     case TD_OP_CONV2D: f = 2 * numel_of(&out[0]) * numel_of(&in[1]) / (double)in[1].shape[0]; break;
     case TD_OP_CONV2D_BACKWARD_INPUT: f = 2 * numel_of(&in[0]) * numel_of(&in[1]) / (double)in[1].shape[0]; break;
     case TD_OP_CONV2D_BACKWARD_WEIGHT: f = 2 * numel_of(&in[0]) * numel_of(&out[0]) / (double)out[0].shape[0]; break;
