@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "device.h"
 #include "kernel.h"
@@ -168,6 +169,19 @@ typedef struct td_op {
     td_op_params p;
     uint32_t flags; /* TD_OP_FLAG_* */
 } td_op;
+
+/* LINEAR_GELU's GEMM h = x @ w^T as a MATMUL op writing *out: w [N, K] row-major is read as w^T [K, N] (strides
+** swapped); mm_in[2] receives the two operands. Backends run it with their own MATMUL. */
+static inline td_op td_linear_gelu_matmul(const td_op *op, td_operand mm_in[2], td_operand *out) {
+    int64_t K = op->in[0].shape[1], N = op->in[1].shape[0];
+    mm_in[0] = op->in[0], mm_in[1] = op->in[1];
+    mm_in[1].shape[0] = K, mm_in[1].shape[1] = N;
+    mm_in[1].strides[0] = 1, mm_in[1].strides[1] = K;
+    td_op mm;
+    memset(&mm, 0, sizeof mm);
+    mm.kind = TD_OP_MATMUL, mm.n_in = 2, mm.n_out = 1, mm.in = mm_in, mm.out = out, mm.flags = op->flags;
+    return mm;
+}
 
 enum { TD_LANG_GLSL = 1, TD_LANG_CUDA = 2 };
 

@@ -42,13 +42,10 @@ static void bias_gelu_rows_f32(float *h, const float *b, float *y, int64_t M, in
 td_status td_cpu_LINEAR_GELU(const td_op *op) {
     const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
     td_operand y = op->out[0], h = op->out[1];
-    int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
+    int64_t M = x->shape[0], N = w->shape[0];
     if (M == 0 || N == 0) return TD_OK;
-    /* h = x @ w^T: w [N, K] row-major is w^T [K, N] column-major */
-    td_operand mm_in[2] = {*x, *w};
-    mm_in[1].shape[0] = K, mm_in[1].shape[1] = N;
-    mm_in[1].strides[0] = 1, mm_in[1].strides[1] = K;
-    td_op mm = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = mm_in, .out = &h, .flags = op->flags};
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &h);
     td_status st = td_cpu_MATMUL(&mm);
     if (st != TD_OK) return st;
     if (x->dtype == TD_F32) {

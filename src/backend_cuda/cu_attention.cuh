@@ -9,6 +9,7 @@
 #define TRIDENT_CU_ATTENTION_CUH
 
 #include "cu_kernels.cuh"
+#include <type_traits>
 
 typedef struct cu_attn_args {
     int64_t N, n1, L, S, E, Ev; /* N = N0 * N1 batch*heads; n1 splits n for the mask's strides */
@@ -52,6 +53,17 @@ __device__ __forceinline__ C cu_attn_drop(const cu_attn_args &a, int64_t n, int6
     uint4 w = cu_philox(a.seed, a.offset + idx / 4);
     uint32_t word = (idx & 3) == 0 ? w.x : (idx & 3) == 1 ? w.y : (idx & 3) == 2 ? w.z : w.w;
     return (word >> 8) >= a.threshold ? (sizeof(C) == 8 ? (C)a.zs : (C)a.zs_f) : (C)0;
+}
+
+/* The head dims the tensor-core kernels are instantiated for: calls f(std::integral_constant<int, D>()) for
+** E = D in {32, 64, 128} and returns true; false for any other E. */
+template <typename F> static bool cu_attn_head_dim(int64_t E, F &&f) {
+    switch (E) {
+    case 32: f(std::integral_constant<int, 32>()); return true;
+    case 64: f(std::integral_constant<int, 64>()); return true;
+    case 128: f(std::integral_constant<int, 128>()); return true;
+    default: return false;
+    }
 }
 
 #endif /* TRIDENT_CU_ATTENTION_CUH */

@@ -288,11 +288,8 @@ td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
     td_operand y = op->out[0], h = op->out[1];
     int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
     if (M == 0 || N == 0) return TD_OK;
-    /* h = x @ w^T: w [N, K] row-major is w^T [K, N] column-major */
-    td_operand mm_in[2] = {*x, *w};
-    mm_in[1].shape[0] = K, mm_in[1].shape[1] = N;
-    mm_in[1].strides[0] = 1, mm_in[1].strides[1] = K;
-    td_op mm = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = mm_in, .out = &y, .flags = op->flags};
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &y);
     bool tanh_form = op->p.gelu.approximate == TD_GELU_TANH;
     bool lt_bias = b->buf && x->dtype != TD_F64 && K > 0;
     td_status st;

@@ -290,13 +290,8 @@ template <typename T> static td_status launch_t(cu_dev *d, const td_op *op, cons
     attn_rowdot<T><<<cu_grid(d, a->N * a->L * 32, 256), 256, 0, d->stream>>>(
         (const T *)cu_data(&op->in[0]), (const T *)cu_data(&op->in[5]), (float *)Dv, a->N * a->L, a->E);
     st = CU_LAUNCHED("attention_backward rowsum(dout out)");
-    if (st == TD_OK) {
-        switch (a->E) {
-        case 32: st = launch<T, 32>(d, op, a, (const float *)Dv); break;
-        case 64: st = launch<T, 64>(d, op, a, (const float *)Dv); break;
-        default: st = launch<T, 128>(d, op, a, (const float *)Dv); break;
-        }
-    }
+    if (st == TD_OK) /* cu_attn_fa_takes admitted E */
+        cu_attn_head_dim(a->E, [&](auto dim) { st = launch<T, decltype(dim)::value>(d, op, a, (const float *)Dv); });
     cu_temp_free(d, Dv);
     return st;
 }

@@ -217,12 +217,7 @@ template <typename T, int D> static void launch(cu_dev *d, const td_op *op, cons
 }
 
 template <typename T> static bool launch_d(cu_dev *d, const td_op *op, const cu_attn_args *a) {
-    switch (a->E) {
-    case 32: launch<T, 32>(d, op, a); return true;
-    case 64: launch<T, 64>(d, op, a); return true;
-    case 128: launch<T, 128>(d, op, a); return true;
-    default: return false;
-    }
+    return cu_attn_head_dim(a->E, [&](auto dim) { launch<T, decltype(dim)::value>(d, op, a); });
 }
 
 } // namespace

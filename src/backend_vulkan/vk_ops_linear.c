@@ -16,15 +16,6 @@ typedef struct vk_pc_bias_gelu {
 } vk_pc_bias_gelu;
 static_assert(sizeof(vk_pc_bias_gelu) == 28, "vk_pc_bias_gelu must match shaders/bias_gelu.comp");
 
-/* The MATMUL h = x @ w^T of op, its operands in mm_in[2]. */
-static td_op matmul_of(const td_op *op, td_operand *mm_in) {
-    int64_t K = op->in[0].shape[1], N = op->in[1].shape[0];
-    mm_in[0] = op->in[0], mm_in[1] = op->in[1];
-    mm_in[1].shape[0] = K, mm_in[1].shape[1] = N;
-    mm_in[1].strides[0] = 1, mm_in[1].strides[1] = K;
-    return (td_op){.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = mm_in, .out = &op->out[1], .flags = op->flags};
-}
-
 bool vk_supports_LINEAR_GELU(vk_dev *d, const td_op *op) {
     td_dtype dt = op->in[0].dtype;
     if (op->n_in != 3 || op->n_out != 2 || !vk_is_float(dt) || op->in[1].dtype != dt ||
@@ -35,7 +26,7 @@ bool vk_supports_LINEAR_GELU(vk_dev *d, const td_op *op) {
         if (v->buf && vk_view_too_wide(d, v)) return false;
     }
     td_operand mm_in[2];
-    td_op mm = matmul_of(op, mm_in);
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &op->out[1]);
     return vk_supports_MATMUL(d, &mm);
 }
 
@@ -43,7 +34,7 @@ td_status vk_op_LINEAR_GELU(vk_dev *d, const td_op *op) {
     int64_t n = td_operand_numel(&op->out[0]);
     if (n == 0) return TD_OK;
     td_operand mm_in[2];
-    td_op mm = matmul_of(op, mm_in);
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &op->out[1]);
     td_status st = vk_op_MATMUL(d, &mm);
     if (st != TD_OK) return st;
     vk_pc_bias_gelu pc = {.n = (uint32_t)n,
