@@ -2,8 +2,14 @@
 ** same file twice. */
 #include "fuzz_util.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    fuzz_setup();
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
-    const char *path = fuzz_file(data, n, ".bin");
+    const char *path = fuzz_file(data, n);
     const char *paths[2] = {path, path};
     for (int k = 0; k < 3; k++) {
         td_tensor *x = NULL, *y = NULL;
