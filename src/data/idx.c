@@ -16,8 +16,10 @@
 #include "core/internal.h"
 #include "trident/data.h"
 
-#define IDX_MAX_BYTES ((uint64_t)1 << 40) /* refuse absurd payloads before reading */
-#define IDX_CHUNK     (1u << 20)
+#define IDX_MAX_BYTES  ((uint64_t)1 << 40) /* refuse absurd payloads before reading */
+#define IDX_CHUNK      (1u << 20)
+#define IDX_FIRST_STEP ((uint64_t)64 << 10) /* the payload buffer's first size */
+#define IDX_MAX_STEP   ((uint64_t)64 << 20) /* its largest growth */
 
 typedef struct idx_type {
     int code, bytes;
@@ -106,12 +108,14 @@ static td_status load_gz(gzFile f, const char *path, td_idx_mode mode, td_tensor
     if (mode == TD_IDX_IMAGES_F32 && (ndim < 2 || t->code != 0x08))
         return BAD("idx: %s has magic number 0x%08x (%d-D %s), not an image file's 0x000008NN (u8, NN >= 2 dims)", path,
                    magic, ndim, t->name);
-    /* The payload grows as it arrives, so a tiny corrupt file cannot demand a
-    ** huge allocation up front. */
+    /* The payload grows as it arrives, in steps that double from IDX_FIRST_STEP
+    ** up to IDX_MAX_STEP, so a tiny corrupt file cannot demand a large
+    ** allocation up front. */
     uint64_t nbytes = n * (uint64_t)t->bytes, have = 0, cap = 0;
     unsigned char *raw = NULL;
     while (st == TD_OK && have < nbytes) {
-        uint64_t want = nbytes - have < ((uint64_t)64 << 20) ? nbytes - have : ((uint64_t)64 << 20);
+        uint64_t step = have < IDX_FIRST_STEP ? IDX_FIRST_STEP : have > IDX_MAX_STEP ? IDX_MAX_STEP : have;
+        uint64_t want = nbytes - have < step ? nbytes - have : step;
         if (have + want > cap) {
             cap = have + want > 2 * cap ? have + want : 2 * cap;
             if (cap > nbytes) cap = nbytes;

@@ -32,6 +32,7 @@ static void write_seed(const char *path) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
+    fuzz_setup();
     td_manual_seed(1);
     model = td_linear_new(4, 3, true);
     td_tensor *params[2];
@@ -50,7 +51,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     td_train_state ck = {0};
-    if (td_train_state_load(fuzz_file(data, n, ".ckpt"), TD_CPU, "tiny", expected, &ck) != TD_OK) return 0;
+    if (td_train_state_load(fuzz_file(data, n), TD_CPU, "tiny", expected, &ck) != TD_OK) return 0;
     if (td_module_load_state_dict(model, ck.model, true) == TD_OK) td_optimizer_load_state_dict(opt, ck.optim);
     td_train_state_clear(&ck);
     return 0;

@@ -11,6 +11,7 @@ static bool have_vulkan;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     setenv("TRIDENT_VULKAN_PIPELINE_CACHE", "0", 1);
+    fuzz_setup();
     have_vulkan = td_device_available(TD_VULKAN(0));
     if (!have_vulkan) fprintf(stderr, "fuzz_glsl: no Vulkan device: nothing is compiled\n");
     return 0;

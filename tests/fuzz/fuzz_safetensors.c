@@ -1,8 +1,14 @@
 /* libFuzzer: the safetensors reader (td_safetensors_load) on any bytes. */
 #include "fuzz_util.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    fuzz_setup();
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     td_named_tensors *out = NULL;
-    if (td_safetensors_load(fuzz_file(data, n, ".safetensors"), TD_CPU, &out) == TD_OK) td_named_tensors_free(out);
+    if (td_safetensors_load(fuzz_file(data, n), TD_CPU, &out) == TD_OK) td_named_tensors_free(out);
     return 0;
 }

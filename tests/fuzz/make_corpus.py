@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the libFuzzer harnesses: tests/fuzz/corpus/<name>/.
-corpus/checkpoint/ comes from the harness itself: TD_FUZZ_SEED_OUT=<file> build-fuzz/fuzz/fuzz_checkpoint."""
+corpus/checkpoint/ comes from the harness itself: TD_FUZZ_SEED_OUT=<file> build-fuzz/fuzz/fuzz_checkpoint.
+The files named by a SHA-1 come from the long runs (bench/RESULTS.md): the run's corpus merged into the seeds
+(libFuzzer -merge=1), then, smallest first, only the inputs that raise the seeds' edge coverage."""
 import gzip
 import json
 import os
