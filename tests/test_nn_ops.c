@@ -13,10 +13,28 @@ static const int64_t row_lengths[6] = {1, 7, 8, 9, 33, 4096};
     X(softmax_random)                                                                                                  \
     X(softmax_any_dim)                                                                                                 \
     X(softmax_errors)                                                                                                  \
-    X(masked_fill) X(triu_tril) X(layer_norm_random) X(layer_norm_errors) X(xent_fixtures) X(xent_random)              \
-        X(xent_errors) X(conv_fixtures) X(conv_random) X(conv_chunked) X(conv_threads) X(conv_errors) X(pool_fixtures) \
-            X(pool_random) X(pool_errors) X(poisoned_outputs_no_leaks) X(exp_ulp) X(softmax_rows)                      \
-                X(softmax_rows_streamed) X(layer_norm_rows) X(xent_rows) X(max_pool_2x2)
+    X(masked_fill)                                                                                                     \
+    X(triu_tril)                                                                                                       \
+    X(layer_norm_random)                                                                                               \
+    X(layer_norm_errors)                                                                                               \
+    X(xent_fixtures)                                                                                                   \
+    X(xent_random)                                                                                                     \
+    X(xent_errors)                                                                                                     \
+    X(conv_fixtures)                                                                                                   \
+    X(conv_random)                                                                                                     \
+    X(conv_chunked)                                                                                                    \
+    X(conv_threads)                                                                                                    \
+    X(conv_errors)                                                                                                     \
+    X(pool_fixtures)                                                                                                   \
+    X(pool_random)                                                                                                     \
+    X(pool_errors)                                                                                                     \
+    X(poisoned_outputs_no_leaks)                                                                                       \
+    X(exp_ulp)                                                                                                         \
+    X(softmax_rows)                                                                                                    \
+    X(softmax_rows_streamed)                                                                                           \
+    X(layer_norm_rows)                                                                                                 \
+    X(xent_rows)                                                                                                       \
+    X(max_pool_2x2)
 
 static td_tensor *from_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
     return ASSERT_TENSOR(td_cast(ASSERT_TENSOR(td_from_data(v, ndim, shape, TD_F64, TD_CPU)), dt));
