@@ -77,19 +77,22 @@ static void usage(FILE *f) {
 }
 
 int train_fail(const char *fmt, ...) {
-    char line[1024];
+    char msg[1024], line[4200];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputs("trident train: ", stderr);
-    if (td_dist_rank() > 0) fprintf(stderr, "rank %d: ", td_dist_rank());
-    for (const unsigned char *c = (const unsigned char *)line; *c; c++) /* one line, printable ASCII */
+    /* The whole line in one write: stderr is unbuffered, and the ranks of a
+     * distributed run share it, so piecewise writes would interleave. */
+    int n = snprintf(line, sizeof line, "trident train: ");
+    if (td_dist_rank() > 0) n += snprintf(line + n, sizeof line - (size_t)n, "rank %d: ", td_dist_rank());
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) /* one line, printable ASCII */
         if (*c >= 0x20 && *c < 0x7f)
-            fputc(*c, stderr);
+            line[n++] = (char)*c;
         else
-            fprintf(stderr, "\\x%02x", *c);
-    fputc('\n', stderr);
+            n += snprintf(line + n, sizeof line - (size_t)n, "\\x%02x", *c);
+    line[n++] = '\n';
+    fwrite(line, 1, (size_t)n, stderr);
     return 1;
 }
 
