@@ -266,6 +266,93 @@ static void scaler_growth(const char *spec) {
     td_grad_scaler_free(s);
 }
 
+/* master_weights (optim.h): a half parameter whose Adam update runs on its
+** float32 master follows the float32 run from the same half gradients
+** exactly (master == the f32 parameter, param == it rounded), where the plain
+** half update stalls (the step is below half an ulp: lr 1e-3 for bf16, 2e-4
+** for f16, parameters in [1, 2)). No host read in a GPU step. The state dict
+** carries the master and float32 state; a fresh optimizer loaded from it takes
+** the same next step; a master for a run without one, or state of the wrong
+** dtype, is a clear error. */
+static void master_weights(const char *spec, td_dtype half) {
+    test_seed();
+    td_device dev = pick(spec);
+    td_scope_begin();
+    enum { N = 300, STEPS = 20 };
+    int64_t n = N;
+    double v[N];
+    for (int i = 0; i < N; i++) v[i] = test_uniform(1, 2);
+    td_tensor *p0 = ASSERT_TENSOR(td_to(test_tensor_f64(v, 1, &n, half), dev));
+    td_tensor *p[4]; /* 0 float32, 1 half with a master, 2 plain half, 3 the resumed copy of 1 */
+    td_optimizer *opt[4];
+    for (int k = 0; k < 4; k++) {
+        p[k] = td_keep(ASSERT_TENSOR(td_contiguous(td_add_scalar(td_cast(p0, k ? half : TD_F32), 0))));
+        ASSERT_OK(td_set_requires_grad(p[k], true));
+        td_optim_options o = td_adam_defaults(half == TD_BF16 ? 1e-3 : 2e-4);
+        o.master_weights = k != 2;
+        ASSERT(opt[k] = td_adam_new(1, &p[k], &o));
+    }
+    for (int step = 0; step <= STEPS; step++) {
+        for (int i = 0; i < N; i++) v[i] = test_uniform(0.5, 1); /* one sign: the parameters drift */
+        td_tensor *g = ASSERT_TENSOR(td_to(test_tensor_f64(v, 1, &n, half), dev));
+        for (int k = 0; k < 4; k++) {
+            if (step < STEPS ? k == 3 : k == 2) continue; /* 3 joins for the last step; 0-2 check at STEPS */
+            test_set_grad(p[k], ASSERT_TENSOR(td_cast(g, td_tensor_dtype(p[k]))));
+            int64_t waits = td_host_sync_count();
+            ASSERT_OK(td_optimizer_step(opt[k]));
+            ASSERT_EQ_INT(td_host_sync_count() - waits, 0);
+        }
+        if (step != STEPS - 1) continue;
+        td_named_tensors *sd = td_optimizer_state_dict(opt[1]);
+        ASSERT(sd);
+        td_tensor *master = ASSERT_TENSOR(td_named_tensors_get(sd, "state.0.master_param"));
+        ASSERT_EQ_INT(td_tensor_dtype(master), TD_F32);
+        ASSERT_EQ_INT(td_tensor_dtype(ASSERT_TENSOR(td_named_tensors_get(sd, "state.0.exp_avg"))), TD_F32);
+        double *want = test_host(p[0]), *got = test_host(master), *rounded = test_host(td_cast(p[0], half));
+        double *param = test_host(p[1]), *plain = test_host(p[2]), *start = test_host(p0);
+        int moved = 0;
+        for (int i = 0; i < N; i++) {
+            ASSERT_NEAR(got[i], want[i], 0);
+            ASSERT_NEAR(param[i], rounded[i], 0);
+            ASSERT_NEAR(plain[i], start[i], 0);
+            moved += param[i] != start[i];
+        }
+        ASSERT(moved > N * 9 / 10);
+        free(want), free(got), free(rounded), free(param), free(plain), free(start);
+        ASSERT_OK(td_optimizer_load_state_dict(opt[3], sd));
+        td_no_grad_begin();
+        ASSERT_OK(td_copy_(p[3], p[1]));
+        td_no_grad_end();
+        ASSERT_EQ_INT(td_optimizer_load_state_dict(opt[2], sd), TD_ERR_DTYPE); /* float32 state, half there */
+        td_named_tensors *bad = td_named_tensors_new();
+        ASSERT_OK(td_named_tensors_add(bad, "state.0.master_param", master));
+        ASSERT_EQ_INT(td_optimizer_load_state_dict(opt[2], bad), TD_ERR_MISUSE); /* no master there */
+        ASSERT(strstr(td_last_error(), "no master copy"));
+        td_named_tensors_free(bad);
+        bad = td_named_tensors_new();
+        ASSERT_OK(td_named_tensors_add(bad, "state.0.exp_avg", td_cast(p[1], half)));
+        ASSERT_EQ_INT(td_optimizer_load_state_dict(opt[3], bad), TD_ERR_DTYPE);
+        ASSERT(strstr(td_last_error(), "expected float32"));
+        td_named_tensors_free(bad);
+        td_named_tensors_free(sd);
+    }
+    for (int k = 1; k < 4; k += 2) { /* the resumed run's last step: its master, and its parameter */
+        td_named_tensors *sd = td_optimizer_state_dict(opt[k]);
+        ASSERT(sd);
+        ASSERT_NEAR(td_item(td_named_tensors_get(sd, "state.0.step")), STEPS + 1, 0);
+        double *m = test_host(td_named_tensors_get(sd, "state.0.master_param")), *w = test_host(p[0]);
+        double *a = test_host(p[1]), *b = test_host(p[3]);
+        for (int i = 0; i < N; i++) {
+            ASSERT_NEAR(m[i], w[i], 0);
+            ASSERT_NEAR(b[i], a[i], 0);
+        }
+        free(m), free(w), free(a), free(b);
+        td_named_tensors_free(sd);
+    }
+    for (int k = 0; k < 4; k++) td_optimizer_free(opt[k]), td_release(p[k]);
+    td_scope_end();
+}
+
 TEST(policy_bf16_cpu) { policy("cpu", TD_BF16); }
 TEST(policy_f16_cpu) { policy("cpu", TD_F16); }
 TEST(policy_bf16_vulkan) { policy("vulkan:0", TD_BF16); }
@@ -283,6 +370,12 @@ TEST(scaler_inf_cuda) { scaler_inf("cuda:0"); }
 TEST(scaler_growth_cpu) { scaler_growth("cpu"); }
 TEST(scaler_growth_vulkan) { scaler_growth("vulkan:0"); }
 TEST(scaler_growth_cuda) { scaler_growth("cuda:0"); }
+TEST(master_bf16_cpu) { master_weights("cpu", TD_BF16); }
+TEST(master_f16_cpu) { master_weights("cpu", TD_F16); }
+TEST(master_bf16_vulkan) { master_weights("vulkan:0", TD_BF16); }
+TEST(master_f16_vulkan) { master_weights("vulkan:0", TD_F16); }
+TEST(master_bf16_cuda) { master_weights("cuda:0", TD_BF16); }
+TEST(master_f16_cuda) { master_weights("cuda:0", TD_F16); }
 
 #define TESTS(X)                                                                                                       \
     X(policy_bf16_cpu)                                                                                                 \
@@ -301,5 +394,11 @@ TEST(scaler_growth_cuda) { scaler_growth("cuda:0"); }
     X(scaler_inf_cuda)                                                                                                 \
     X(scaler_growth_cpu)                                                                                               \
     X(scaler_growth_vulkan)                                                                                            \
-    X(scaler_growth_cuda)
+    X(scaler_growth_cuda)                                                                                              \
+    X(master_bf16_cpu)                                                                                                 \
+    X(master_f16_cpu)                                                                                                  \
+    X(master_bf16_vulkan)                                                                                              \
+    X(master_f16_vulkan)                                                                                               \
+    X(master_bf16_cuda)                                                                                                \
+    X(master_f16_cuda)
 TEST_MAIN(TESTS)

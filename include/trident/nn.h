@@ -153,6 +153,15 @@ TD_API void td_module_zero_grad(td_module *m);
 */
 TD_API td_status td_module_to(td_module *m, td_device dev);
 
+/*
+** METHOD. Cast every floating parameter and buffer to dt (module.to(dtype),
+** e.g. bfloat16 parameters for mixed precision; integer buffers keep theirs),
+** under the same tensor handles as td_module_to. Gradients are dropped.
+** Errors: TD_ERR_DTYPE for a dt that is not floating; the module is then
+** unchanged.
+*/
+TD_API td_status td_module_to_dtype(td_module *m, td_dtype dt);
+
 /* ---- custom modules ------------------------------------------------------
 ** Compose layers that Sequential cannot express (residual blocks, a GPT).
 ** forward receives the module itself; td_module_user() gives back user. */

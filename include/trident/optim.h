@@ -11,7 +11,8 @@
 ** State dicts of an optimizer name their entries like PyTorch's flattened
 ** state: "state.<i>.exp_avg", "state.<i>.exp_avg_sq", "state.<i>.max_exp_avg_sq",
 ** "state.<i>.momentum_buffer", "state.<i>.square_avg", "state.<i>.grad_avg",
-** "state.<i>.step" (int64 scalar) where i indexes the parameters across groups
+** "state.<i>.step" (int64 scalar), "state.<i>.master_param" (master_weights)
+** where i indexes the parameters across groups
 ** in order, and "param_groups.<g>.lr" (float64 scalar). A checkpoint can hold
 ** them next to the model's tensors.
 **
@@ -53,6 +54,14 @@ typedef struct td_optim_options {
     ** the state dict reads the count from the device. SGD and RMSprop
     ** capture as they are. */
     bool capturable;
+    /* Every algorithm: for float16 and bfloat16 parameters, keep a float32
+    ** master copy of each (made from the parameter on its first step) and the
+    ** state in float32. The update runs in float32 on the master, from the
+    ** gradient cast to float32, and the parameter receives the master rounded
+    ** to its dtype: updates smaller than half a bf16 ulp accumulate instead of
+    ** vanishing. The state dict holds the copy as "state.<i>.master_param".
+    ** No effect on float32 and float64 parameters. */
+    bool master_weights;
 } td_optim_options;
 
 /* METHOD. PyTorch's defaults: SGD (momentum 0, dampening 0), Adam (betas 0.9,

@@ -44,8 +44,8 @@ const td_op_meta *td_op_info(td_op_kind k) { return (unsigned)k < TD_OP_COUNT ? 
 /* ---- batches: optimizer steps gathered into one run_many call ----
 ** Between td__batch_begin and td__batch_end (per thread), ADAM_STEP,
 ** SGD_STEP and AMP_UNSCALE ops on a backend with run_many are held, with references to their
-** tensors, and sent together when the batch ends, fills, or meets an op of
-** another kind, device or params. */
+** tensors, and sent together when the batch ends, fills, meets one of them of
+** another kind, device or params, or before any other op runs. */
 enum { BATCH_MAX = 256 };
 typedef struct held_op {
     td_op op;
@@ -136,6 +136,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     if (batch.on && be->iface->run_many &&
         (kind == TD_OP_ADAM_STEP || kind == TD_OP_SGD_STEP || kind == TD_OP_AMP_UNSCALE))
         return batch_add(be, dev, &op, n_in, in, n_out, out);
+    td_status held = batch.n ? batch_flush() : TD_OK; /* another op runs after the held ones */
+    if (held != TD_OK) return held;
     td_status st =
         __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op) : be->iface->run(dev.index, &op);
     if (st != TD_OK) return st;

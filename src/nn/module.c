@@ -344,13 +344,15 @@ void td_module_zero_grad(td_module *m) {
     if (m) walk_all(m, false, zero_one, NULL);
 }
 
-/* ---- moving between devices: build every new tensor, then swap ----
+/* ---- moving between devices or dtypes: build every new tensor, then swap ----
 ** The data moves under the same tensor handles (as torch's module.to() moves
 ** param.data), so an optimizer built before the move updates the moved
 ** parameters. */
 
 typedef struct move_arg {
     td_device dev;
+    td_dtype dt;  /* to_dtype: the floating tensors' new dtype */
+    bool to_type; /* a dtype change, else a device move */
     td_tensor **moved;
     int n, cap;
 } move_arg;
@@ -365,14 +367,15 @@ static td_status move_one(void *arg, const char *name, td_tensor **slot, bool is
         a->moved = p;
         a->cap = cap;
     }
-    td_tensor *t = td_keep(td_to(*slot, a->dev));
+    td_dtype old = td_tensor_dtype(*slot);
+    td_tensor *t = td_keep(a->to_type ? td_cast(*slot, td_dtype_is_float(old) ? a->dt : old) : td_to(*slot, a->dev));
     if (!t) return td_last_status();
     a->moved[a->n++] = t;
     return TD_OK;
 }
 
-/* The slot's tensor takes the moved tensor's storage, which takes the old one
-** and is released with it; a gradient on the old device is dropped. */
+/* The slot's tensor takes the moved tensor's storage (and dtype), which takes
+** the old one and is released with it; the old gradient is dropped. */
 static td_status swap_one(void *arg, const char *name, td_tensor **slot, bool is_param) {
     (void)name, (void)is_param;
     move_arg *a = arg;
@@ -385,26 +388,39 @@ static td_status swap_one(void *arg, const char *name, td_tensor **slot, bool is
         memcpy(strides, t->strides, sizeof strides);
         memcpy(t->strides, moved->strides, sizeof strides);
         memcpy(moved->strides, strides, sizeof strides);
+        td_dtype dt = t->dtype;
+        t->dtype = moved->dtype, moved->dtype = dt;
         td_zero_grad(t);
     }
     td_release(moved);
     return TD_OK;
 }
 
-td_status td_module_to(td_module *m, td_device dev) {
-    if (!m) return TD_ERR(TD_ERR_MISUSE, "module_to: module is NULL");
-    move_arg a = {dev, NULL, 0, 0};
+static td_status move_all(td_module *m, move_arg *a) {
     td_no_grad_begin();
-    td_status st = walk_all(m, true, move_one, &a);
+    td_status st = walk_all(m, true, move_one, a);
     td_no_grad_end();
     if (st == TD_OK) {
-        a.n = 0;
-        walk_all(m, true, swap_one, &a);
+        a->n = 0;
+        walk_all(m, true, swap_one, a);
     } else {
-        for (int i = 0; i < a.n; i++) td_release(a.moved[i]);
+        for (int i = 0; i < a->n; i++) td_release(a->moved[i]);
     }
-    free(a.moved);
+    free(a->moved);
     return st;
+}
+
+td_status td_module_to(td_module *m, td_device dev) {
+    if (!m) return TD_ERR(TD_ERR_MISUSE, "module_to: module is NULL");
+    return move_all(m, &(move_arg){.dev = dev});
+}
+
+td_status td_module_to_dtype(td_module *m, td_dtype dt) {
+    if (!m) return TD_ERR(TD_ERR_MISUSE, "module_to_dtype: module is NULL");
+    if ((unsigned)dt >= TD_DTYPE_COUNT || !td_dtype_is_float(dt))
+        return TD_ERR(TD_ERR_DTYPE, "module_to_dtype: %s is not a floating dtype",
+                      (unsigned)dt < TD_DTYPE_COUNT ? td_dtype_name(dt) : "an invalid dtype");
+    return move_all(m, &(move_arg){.dt = dt, .to_type = true});
 }
 
 /* ---- load_state_dict: check everything, then copy ---- */

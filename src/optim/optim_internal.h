@@ -10,13 +10,16 @@
 
 #define TD_OPTIM_SLOTS 3
 
-/* Per-parameter state: the step counter and up to three state tensors. */
+/* Per-parameter state: the step counter, up to three state tensors and, with
+** master_weights for a half-precision parameter, its float32 master copy (the
+** state tensors are then float32 too). */
 typedef struct td_param_state {
     td_tensor *param; /* retained */
     int group;
     int64_t step;
     td_tensor *slot[TD_OPTIM_SLOTS]; /* +1, NULL until the first step or when unused */
     td_tensor *step_t;               /* capturable Adam: the step count, f64 0-d on the parameter's device; +1 */
+    td_tensor *master;               /* master_weights: float32 copy of a half parameter; +1, NULL until the first step */
 } td_param_state;
 
 /* One algorithm: its name, state slot names (as in PyTorch's state) and update. */

@@ -1,7 +1,9 @@
 /*
 ** The generic optimizer: param groups, the step loop (one fused op per
-** parameter with a gradient), zero_grad, learning rates, and state dicts
-** named "state.<i>.<slot>", "state.<i>.step" and "param_groups.<g>.lr".
+** parameter with a gradient; with master_weights, the update of a half
+** parameter's float32 master copy and the rounding back), zero_grad, learning
+** rates, and state dicts named "state.<i>.<slot>", "state.<i>.step",
+** "state.<i>.master_param" and "param_groups.<g>.lr".
 */
 #include <math.h>
 #include <stdio.h>
@@ -72,7 +74,8 @@ static void clear_state(td_param_state *ps) {
         ps->slot[s] = NULL;
     }
     td_release(ps->step_t);
-    ps->step_t = NULL;
+    td_release(ps->master);
+    ps->step_t = ps->master = NULL;
     ps->step = 0;
 }
 
@@ -87,38 +90,80 @@ void td_optimizer_free(td_optimizer *o) {
     free(o);
 }
 
-/* Create the state tensors options need (zeros like the parameter). */
+/* Whether parameter i is updated through a float32 master copy. */
+static bool has_master(const td_optimizer *o, const td_param_state *ps) {
+    td_dtype dt = td_tensor_dtype(ps->param);
+    return o->groups[ps->group].master_weights && (dt == TD_F16 || dt == TD_BF16);
+}
+
+/* A state tensor of zeros: the parameter's shape and device, float32 when
+** there is a master copy, else the parameter's dtype. */
+static td_tensor *state_zeros(const td_optimizer *o, const td_param_state *ps) {
+    td_tensor *p = ps->param;
+    td_dtype dt = has_master(o, ps) ? TD_F32 : td_tensor_dtype(p);
+    return td_keep(td_zeros(td_ndim(p), td_shape(p), dt, td_tensor_device(p)));
+}
+
+/* Create the state tensors options need, and the master copy. */
 static td_status ensure_slots(td_optimizer *o, td_param_state *ps) {
     const td_optim_options *g = &o->groups[ps->group];
     for (int s = 0; s < TD_OPTIM_SLOTS; s++)
         if (o->algo->slot_names[s] && o->algo->uses_slot(g, s) && !ps->slot[s]) {
-            ps->slot[s] = td_keep(td_zeros_like(ps->param));
+            ps->slot[s] = state_zeros(o, ps);
             if (!ps->slot[s]) return td_last_status();
         }
+    if (has_master(o, ps) && !ps->master && !(ps->master = td_keep(td_cast(ps->param, TD_F32))))
+        return td_last_status();
     return TD_OK;
 }
 
+/* One update of ps with gradient g (float32 for a master copy): in place, or
+** on the master (the algorithms update ps->param, which is the master for the
+** call); td_optimizer_step rounds the master into the parameter afterwards. */
+static td_status update_param(td_optimizer *o, td_param_state *ps, td_tensor *g, bool first) {
+    const td_optim_options *opt = &o->groups[ps->group];
+    if (!ps->master) return o->algo->update(opt, ps, g, first);
+    td_tensor *param = ps->param;
+    ps->param = ps->master;
+    td_status st = o->algo->update(opt, ps, g, first);
+    ps->param = param;
+    return st;
+}
+
+/* The step in three passes, so that a GPU backend sends every update in one
+** launch (the batch is flushed by any other op):
+**   1. state created, gradients made contiguous (and float32 for a master copy);
+**   2. the updates, batched;
+**   3. master_weights: param = master, rounded to the parameter's dtype. */
 td_status td_optimizer_step(td_optimizer *o) {
     if (!o) return TD_ERR(TD_ERR_MISUSE, "optimizer_step: optimizer is NULL");
+    typedef struct pending {
+        td_tensor *grad;
+        bool first;
+    } pending;
+    pending *work = calloc((size_t)o->n + 1, sizeof *work);
+    if (!work) return TD_ERR(TD_ERR_OOM, "%s step: out of host memory", o->algo->name);
     td_status st = TD_OK;
     td_no_grad_begin();
     td_profile_push("optimizer");
-    td__batch_begin(); /* a GPU backend updates every parameter in one launch */
+    td_scope_begin();
     for (int i = 0; i < o->n && st == TD_OK; i++) {
         td_param_state *ps = &o->p[i];
         td_tensor *g = td_grad_of(ps->param);
         if (!g) continue;
-        td_scope_begin();
-        bool first = ps->slot[0] == NULL;
-        st = ensure_slots(o, ps);
-        td_tensor *gc = st == TD_OK ? td_contiguous(g) : NULL;
-        if (st == TD_OK && !gc) st = td_last_status();
-        if (st == TD_OK) {
-            ps->step++;
-            st = o->algo->update(&o->groups[ps->group], ps, gc, first);
-            if (st != TD_OK) td_error_prefix("%s step, parameter %d", o->algo->name, i);
-        }
+        work[i].first = ps->slot[0] == NULL;
+        if ((st = ensure_slots(o, ps)) != TD_OK) break;
+        work[i].grad = ps->master ? td_cast(td_contiguous(g), TD_F32) : td_contiguous(g);
+        if (!work[i].grad) st = td_last_status();
+    }
+    td__batch_begin();
+    for (int i = 0; i < o->n && st == TD_OK; i++) {
+        if (!work[i].grad) continue;
+        o->p[i].step++;
+        td_scope_begin(); /* the update's temporaries (capturable Adam has many) */
+        st = update_param(o, &o->p[i], work[i].grad, work[i].first);
         td_scope_end();
+        if (st != TD_OK) td_error_prefix("%s step, parameter %d", o->algo->name, i);
     }
     td_status sent = td__batch_end();
     if (st == TD_OK && sent != TD_OK) {
@@ -126,6 +171,10 @@ td_status td_optimizer_step(td_optimizer *o) {
         snprintf(why, sizeof why, "%s", td_last_error());
         st = TD_ERR(sent, "%s step: %s", o->algo->name, why);
     }
+    for (int i = 0; i < o->n && st == TD_OK; i++)
+        if (work[i].grad && o->p[i].master) st = td_copy_(o->p[i].param, o->p[i].master);
+    td_scope_end();
+    free(work);
     td_profile_pop();
     td_no_grad_end();
     return st;
@@ -174,6 +223,10 @@ td_named_tensors *td_optimizer_state_dict(td_optimizer *o) {
                 snprintf(key, sizeof key, "state.%d.%s", i, o->algo->slot_names[s]);
                 st = td_named_tensors_add(sd, key, ps->slot[s]);
             }
+        if (st == TD_OK && ps->master) {
+            snprintf(key, sizeof key, "state.%d.master_param", i);
+            st = td_named_tensors_add(sd, key, ps->master);
+        }
         snprintf(key, sizeof key, "state.%d.step", i);
         if (st == TD_OK && ps->step_t) { /* capturable: replays advanced the device's count (a visible read) */
             double step = td_item(ps->step_t);
@@ -242,18 +295,24 @@ static td_status check_entry(td_optimizer *o, const char *key, td_tensor *t) {
         return TD_ERR(TD_ERR_MISUSE, "%s: %s refers to %s %d, but the optimizer has %d", fn, TD_QUOTE(key),
                       kind == 's' ? "parameter" : "group", i, limit);
     if ((kind == 'g' && strcmp(field, "lr")) ||
-        (kind == 's' && strcmp(field, "step") && slot_index(o->algo, field) < 0))
+        (kind == 's' && strcmp(field, "step") && strcmp(field, "master_param") && slot_index(o->algo, field) < 0))
         return TD_ERR(TD_ERR_MISUSE, "%s: unexpected key %s for %s", fn, TD_QUOTE(key), o->algo->name);
     if (kind == 'g' || !strcmp(field, "step")) return check_scalar(fn, key, t, kind == 's');
     td_tensor *p = o->p[i].param;
+    bool master = !strcmp(field, "master_param");
+    if (master && !has_master(o, &o->p[i]))
+        return TD_ERR(TD_ERR_MISUSE, "%s: %s, but parameter %d (%s) has no master copy (master_weights is off)", fn,
+                      TD_QUOTE(key), i, td_dtype_name(td_tensor_dtype(p)));
+    td_dtype want = has_master(o, &o->p[i]) ? TD_F32 : td_tensor_dtype(p);
     char s1[96], s2[96];
     if (td_ndim(t) != td_ndim(p) || memcmp(td_shape(t), td_shape(p), sizeof(int64_t) * (size_t)td_ndim(p)))
         return TD_ERR(TD_ERR_SHAPE, "%s: '%s' has shape %s, its parameter %s", fn, key,
                       td__shape_str(td_ndim(t), td_shape(t), s1, sizeof s1),
                       td__shape_str(td_ndim(p), td_shape(p), s2, sizeof s2));
-    if (td_tensor_dtype(t) != td_tensor_dtype(p))
-        return TD_ERR(TD_ERR_DTYPE, "%s: '%s' has dtype %s, its parameter %s", fn, key,
-                      td_dtype_name(td_tensor_dtype(t)), td_dtype_name(td_tensor_dtype(p)));
+    if (td_tensor_dtype(t) != want)
+        return TD_ERR(TD_ERR_DTYPE, "%s: '%s' has dtype %s, expected %s (parameter %s%s)", fn, key,
+                      td_dtype_name(td_tensor_dtype(t)), td_dtype_name(want), td_dtype_name(td_tensor_dtype(p)),
+                      has_master(o, &o->p[i]) ? ", master_weights" : "");
     return TD_OK;
 }
 
@@ -281,8 +340,9 @@ td_status td_optimizer_load_state_dict(td_optimizer *o, const td_named_tensors *
         } else {
             int s = slot_index(o->algo, field);
             td_param_state *ps = &o->p[i];
-            if (!ps->slot[s]) ps->slot[s] = td_keep(td_zeros_like(ps->param));
-            st = ps->slot[s] ? td_copy_(ps->slot[s], t) : td_last_status();
+            td_tensor **dst = s < 0 ? &ps->master : &ps->slot[s];
+            if (!*dst) *dst = state_zeros(o, ps);
+            st = *dst ? td_copy_(*dst, t) : td_last_status();
         }
     }
     td_no_grad_end();
