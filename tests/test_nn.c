@@ -14,7 +14,7 @@
         X(init_reproducible) X(dropout_train_eval) X(batchnorm_train_eval) X(mha_causal)                               \
             X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to) X(schedulers_closed_form) X(clip_grad)                \
                 X(optimizer_state_roundtrip) X(optimizer_groups_and_lr) X(optimizer_bad_input) X(loss_bad_input)       \
-                    X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(no_leaks)
+                    X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(module_to_dtype) X(no_leaks)
 /* clang-format on */
 
 #define SEED 20240611ull
@@ -842,6 +842,39 @@ TEST(no_leaks) {
     td_optimizer_free(o);
     td_module_free(m);
     ASSERT_EQ_INT(td_debug_live_tensors(), before);
+}
+
+/* module.to(dtype): floating parameters and buffers take the dtype, rounded,
+** under the same handles (still leaves that require grad; a gradient is
+** dropped); num_batches_tracked stays int64; a forward runs in the new dtype;
+** a non-floating dtype is TD_ERR_DTYPE with the module unchanged. */
+TEST(module_to_dtype) {
+    td_scope_begin();
+    td_manual_seed(3);
+    td_module *seq = td_sequential_new(2, (td_module *[]){td_linear_new(4, 3, true), td_batch_norm1d_new(3, 1e-5, 0.1,
+                                                                                                        true, true)});
+    ASSERT(seq);
+    td_tensor *w = td_module_get(seq, "0.weight");
+    double *before = host(w);
+    ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(w, 0, NULL, false)), NULL, false));
+    ASSERT(td_grad_of(w));
+    ASSERT_EQ_INT(td_module_to_dtype(seq, TD_I32), TD_ERR_DTYPE);
+    ASSERT(strstr(td_last_error(), "int32"));
+    ASSERT_EQ_INT(td_tensor_dtype(w), TD_F32);
+    ASSERT_OK(td_module_to_dtype(seq, TD_BF16));
+    ASSERT(td_module_get(seq, "0.weight") == w && td_is_leaf(w) && td_requires_grad(w) && !td_grad_of(w));
+    static const char *const names[] = {"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var"};
+    for (int i = 0; i < 6; i++) ASSERT_EQ_INT(td_tensor_dtype(td_module_get(seq, names[i])), TD_BF16);
+    ASSERT_EQ_INT(td_tensor_dtype(td_module_get(seq, "1.num_batches_tracked")), TD_I64);
+    double *after = host(w), *rounded = host(td_cast(td_from_data(before, 2, (int64_t[]){3, 4}, TD_F64, TD_CPU), TD_BF16));
+    for (int i = 0; i < 12; i++) ASSERT_NEAR(after[i], rounded[i], 0);
+    td_tensor *y = ASSERT_TENSOR(td_module_forward(seq, td_cast(randu(2, (int64_t[]){5, 4}, 0), TD_BF16)));
+    ASSERT_EQ_INT(td_tensor_dtype(y), TD_BF16);
+    ASSERT_OK(td_module_to_dtype(seq, TD_F64));
+    ASSERT_EQ_INT(td_tensor_dtype(w), TD_F64);
+    free(before), free(after), free(rounded);
+    td_module_free(seq);
+    td_scope_end();
 }
 
 TEST_MAIN(TESTS)
