@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Mixed-precision training parity (issue 10): the GPT model trained from one seed on real text in fp32, with
-`--amp bf16` and with `--amp fp16` (GradScaler), each run's per-step losses compared with fp32's.
+`--amp bf16`, with `--param-dtype bf16` (bf16 parameters and gradients, float32 master weights) and with
+`--amp fp16` (GradScaler), each run's per-step losses compared with fp32's.
 
-  bf16: its loss curve follows fp32's within --tol (relative, default 2%) at every step, the curves smoothed
-        over a --window of steps (default 10) so that one step's rounding does not decide;
+  bf16, bf16-params: the loss curve follows fp32's within --tol (relative, default 2%) at every step, the curves
+        smoothed over a --window of steps (default 10) so that one step's rounding does not decide;
   fp16: every loss is finite and the last window's mean is below the first's by at least 1 nat (it learns,
         it does not diverge); its distance from fp32 is printed.
 
@@ -19,13 +20,14 @@ import sys
 import tempfile
 
 
-def train(trident, device, steps, extra, amp, text, tmp):
-    log = os.path.join(tmp, f"steps-{amp or 'fp32'}.csv")
+MODES = {"fp32": [], "bf16": ["--amp", "bf16"], "bf16-params": ["--param-dtype", "bf16"], "fp16": ["--amp", "fp16"]}
+
+
+def train(trident, device, steps, extra, mode, text, tmp):
+    log = os.path.join(tmp, f"steps-{mode}.csv")
     cmd = [trident, "train", "--model", "gpt", "--device", device, "--text", text, "--epochs", "1",
            "--steps", str(steps), "--seed", "1", "--log-steps", log,
-           "--checkpoint", os.path.join(tmp, f"ckpt-{amp or 'fp32'}.safetensors")] + extra
-    if amp:
-        cmd += ["--amp", amp]
+           "--checkpoint", os.path.join(tmp, f"ckpt-{mode}.safetensors")] + extra + MODES[mode]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-2000:]}")
@@ -51,24 +53,24 @@ def main():
                 if os.path.isfile(p):
                     with open(p, "rb") as f:
                         out.write(f.read())
-        curves = {amp: train(trident, device, steps, extra, amp, text, tmp) for amp in (None, "bf16", "fp16")}
-    ref = smooth(curves[None], window)
+        curves = {mode: train(trident, device, steps, extra, mode, text, tmp) for mode in MODES}
+    ref = smooth(curves["fp32"], window)
     failed = False
-    for amp in ("bf16", "fp16"):
-        xs = curves[amp]
+    for mode in ("bf16", "bf16-params", "fp16"):
+        xs = curves[mode]
         if len(xs) != len(ref):
-            print(f"FAIL {amp}: {len(xs)} steps logged, fp32 logged {len(ref)}")
+            print(f"FAIL {mode}: {len(xs)} steps logged, fp32 logged {len(ref)}")
             failed = True
             continue
         s = smooth(xs, window)
         rel = [abs(a - b) / abs(b) for a, b in zip(s, ref)]
         worst = max(range(len(rel)), key=rel.__getitem__)
-        print(f"{device} {amp}: fp32 loss {ref[0]:.4f} -> {ref[-1]:.4f}, {amp} {s[0]:.4f} -> {s[-1]:.4f}; "
+        print(f"{device} {mode}: fp32 loss {ref[0]:.4f} -> {ref[-1]:.4f}, {mode} {s[0]:.4f} -> {s[-1]:.4f}; "
               f"largest gap {100 * rel[worst]:.2f}% at step {worst + 1} (window {window})")
-        if amp == "bf16" and rel[worst] > tol:
-            print(f"FAIL bf16: the curve leaves fp32's by more than {100 * tol:g}%")
+        if mode != "fp16" and rel[worst] > tol:
+            print(f"FAIL {mode}: the curve leaves fp32's by more than {100 * tol:g}%")
             failed = True
-        if amp == "fp16" and (not all(math.isfinite(x) for x in xs) or s[-1] > s[window - 1] - 1.0):
+        if mode == "fp16" and (not all(math.isfinite(x) for x in xs) or s[-1] > s[window - 1] - 1.0):
             print("FAIL fp16: a loss is not finite, or the loss did not fall by 1 nat (diverged or stalled)")
             failed = True
     print("FAIL" if failed else "ok")

@@ -851,8 +851,8 @@ TEST(no_leaks) {
 TEST(module_to_dtype) {
     td_scope_begin();
     td_manual_seed(3);
-    td_module *seq = td_sequential_new(2, (td_module *[]){td_linear_new(4, 3, true), td_batch_norm1d_new(3, 1e-5, 0.1,
-                                                                                                        true, true)});
+    td_module *seq =
+        td_sequential_new(2, (td_module *[]){td_linear_new(4, 3, true), td_batch_norm1d_new(3, 1e-5, 0.1, true, true)});
     ASSERT(seq);
     td_tensor *w = td_module_get(seq, "0.weight");
     double *before = host(w);
@@ -866,7 +866,8 @@ TEST(module_to_dtype) {
     static const char *const names[] = {"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var"};
     for (int i = 0; i < 6; i++) ASSERT_EQ_INT(td_tensor_dtype(td_module_get(seq, names[i])), TD_BF16);
     ASSERT_EQ_INT(td_tensor_dtype(td_module_get(seq, "1.num_batches_tracked")), TD_I64);
-    double *after = host(w), *rounded = host(td_cast(td_from_data(before, 2, (int64_t[]){3, 4}, TD_F64, TD_CPU), TD_BF16));
+    double *after = host(w),
+           *rounded = host(td_cast(td_from_data(before, 2, (int64_t[]){3, 4}, TD_F64, TD_CPU), TD_BF16));
     for (int i = 0; i < 12; i++) ASSERT_NEAR(after[i], rounded[i], 0);
     td_tensor *y = ASSERT_TENSOR(td_module_forward(seq, td_cast(randu(2, (int64_t[]){5, 4}, 0), TD_BF16)));
     ASSERT_EQ_INT(td_tensor_dtype(y), TD_BF16);

@@ -539,7 +539,7 @@ TEST(checkpoint_tensor_mismatch) {
     exp = td_named_tensors_new();
     ASSERT_OK(td_named_tensors_add(exp, "fc1.weight", td_zeros(2, (int64_t[]){4, 3}, TD_F32, TD_CPU)));
     ASSERT_OK(td_named_tensors_add(exp, "fc1.bias", td_zeros(1, (int64_t[]){4}, TD_F64, TD_CPU)));
-    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_FORMAT, "dtype float32, expected float64");
+    ASSERT_ERROR(td_train_state_load(p, TD_CPU, "mlp", exp, &back), TD_ERR_DTYPE, "dtype float32, expected float64");
     td_named_tensors_free(exp);
     td_train_state_clear(&ck);
     td_named_tensors_free(optim);

@@ -35,6 +35,7 @@ typedef struct train_opts {
     bool resume, deterministic, capture, ddp;
     workload_gpt_config gpt;
     td_dtype amp;      /* TD_F32: off */
+    td_dtype params;   /* the parameters' dtype (TD_F32; half ones have float32 master copies) */
     bool preset_batch; /* --preset gpt2-small: batch 16 unless --batch */
 } train_opts;
 
@@ -70,6 +71,8 @@ static void usage(FILE *f) {
         "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
         "  --amp bf16|fp16          mixed precision: forward and loss under autocast; fp16 scales the loss\n"
         "                           (GradScaler); not with --capture for fp16\n"
+        "  --param-dtype bf16|fp16  keep the parameters (and so the gradients) in bf16 or fp16, as llm.c does;\n"
+        "                           the optimizer updates float32 master copies; implies --amp of that dtype\n"
         "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
         "                           12 heads, context 1024; batch 16 unless --batch); later size options change it\n"
         "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
@@ -172,7 +175,8 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                       .epochs = 5,
                       .steps = -1,
                       .gpt = workload_gpt_config_default(),
-                      .amp = TD_F32};
+                      .amp = TD_F32,
+                      .params = TD_F32};
     int64_t batch = -1;
     const opt_spec specs[] = {
         {"--model", OPT_MODEL, &o->kind},
@@ -202,6 +206,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--heads", OPT_COUNT, &o->gpt.heads},
         {"--context", OPT_COUNT, &o->gpt.context},
         {"--amp", OPT_AMP, &o->amp},
+        {"--param-dtype", OPT_AMP, &o->params},
         {"--preset", OPT_PRESET, o},
     };
     for (int i = 1; i < argc; i++) {
@@ -234,6 +239,11 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         return train_fail("--batch %" PRId64 " with --context %" PRId64
                           ": the size of a batch (2 x batch x context 8-byte ids) overflows 64 bits",
                           o->batch, o->gpt.context),
+               false;
+    if (o->params != TD_F32 && o->amp == TD_F32) o->amp = o->params;
+    if (o->params != TD_F32 && o->amp != o->params)
+        return train_fail("--param-dtype %s with --amp %s: half parameters need autocast of their own dtype",
+                          o->params == TD_BF16 ? "bf16" : "fp16", o->amp == TD_BF16 ? "bf16" : "fp16"),
                false;
     if (o->capture && o->amp == TD_F16)
         return train_fail("--capture with --amp fp16: the GradScaler reads its inf flag on the host every step"), false;
@@ -287,7 +297,7 @@ int cmd_train(int argc, char **argv) {
     }
     td_manual_seed(o.seed);
     if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK ||
-        workload_amp_set(&r.w, o.amp) != TD_OK) {
+        workload_amp_set(&r.w, o.amp) != TD_OK || workload_params_set(&r.w, o.params) != TD_OK) {
         workload_free(&r.w);
         train_data_free(&r);
         rc = train_fail("%s", td_last_error());

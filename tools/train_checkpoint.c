@@ -107,6 +107,9 @@ int train_resume(train_run *r) {
     td_train_state ck;
     td_status st = expected ? td_train_state_load(path, r->w.device, r->w.name, expected, &ck) : td_last_status();
     td_named_tensors_free(expected);
+    if (st == TD_ERR_DTYPE) /* the model's tensors in another dtype */
+        return train_fail("cannot resume: %s (resume with the --param-dtype the run was started with)",
+                          td_last_error());
     if (st != TD_OK) return train_fail("cannot resume: %s", td_last_error());
     /* every number is checked here, before any is used */
     const int64_t count = (int64_t)1 << 53;

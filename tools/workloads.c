@@ -247,16 +247,20 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
         td_module_parameters(w->model, params, n);
         if (!optimizer) optimizer = kind == WORKLOAD_GPT ? "adamw" : "adam";
         if (lr <= 0) lr = kind == WORKLOAD_GPT ? 3e-4 : 1e-3;
-        td_optim_options o;
-        if (!strcmp(optimizer, "adam"))
-            o = td_adam_defaults(lr), o.capturable = capturable, w->opt = td_adam_new(n, params, &o);
-        else if (!strcmp(optimizer, "adamw"))
-            o = td_adamw_defaults(lr), o.capturable = capturable, w->opt = td_adamw_new(n, params, &o);
-        else if (!strcmp(optimizer, "sgd"))
-            o = td_sgd_defaults(lr), w->opt = td_sgd_new(n, params, &o);
-        else if (!strcmp(optimizer, "rmsprop"))
-            o = td_rmsprop_defaults(lr), w->opt = td_rmsprop_new(n, params, &o);
-        else
+        bool adam = !strcmp(optimizer, "adam"), adamw = !strcmp(optimizer, "adamw");
+        bool sgd = !strcmp(optimizer, "sgd"), rmsprop = !strcmp(optimizer, "rmsprop");
+        td_optim_options o = adam    ? td_adam_defaults(lr)
+                             : adamw ? td_adamw_defaults(lr)
+                             : sgd   ? td_sgd_defaults(lr)
+                                     : td_rmsprop_defaults(lr);
+        o.capturable = capturable && (adam || adamw);
+        o.master_weights = true; /* only half parameters have one (workload_params_set) */
+        w->opt = adam      ? td_adam_new(n, params, &o)
+                 : adamw   ? td_adamw_new(n, params, &o)
+                 : sgd     ? td_sgd_new(n, params, &o)
+                 : rmsprop ? td_rmsprop_new(n, params, &o)
+                           : NULL;
+        if (!adam && !adamw && !sgd && !rmsprop)
             st = td_error_set(TD_ERR_MISUSE, "unknown optimizer %s (adam, adamw, sgd, rmsprop)", TD_QUOTE(optimizer));
         if (st == TD_OK && !w->opt) st = td_last_status();
     }
@@ -273,6 +277,12 @@ td_status workload_amp_set(workload *w, td_dtype amp) {
     w->amp = amp;
     if (amp == TD_F16 && !(w->scaler = td_grad_scaler_new(NULL))) return td_last_status();
     return TD_OK;
+}
+
+td_status workload_params_set(workload *w, td_dtype dt) {
+    if (dt != TD_F32 && dt != TD_BF16 && dt != TD_F16)
+        return td_error_set(TD_ERR_MISUSE, "parameters: %s is not float32, bfloat16 or float16", td_dtype_name(dt));
+    return td_module_to_dtype(w->model, dt);
 }
 
 void workload_free(workload *w) {

@@ -70,6 +70,8 @@ td_status workload_kind_parse(const char *s, workload_kind *out);
 **   IN lr         the learning rate; <= 0: the workload's (1e-3; gpt 3e-4)
 **   IN capturable td_optim_options.capturable: Adam keeps its step count on the
 **                 device, so that a captured step advances it on every replay
+** The optimizer keeps float32 master weights for half parameters
+** (td_optim_options.master_weights), so workload_params_set may lower them.
 ** The model is initialized from the default generator on the CPU, then moved.
 ** Returns TD_OK, or the error with *w zeroed (TD_ERR_MISUSE for an unknown
 ** optimizer, and the errors of the constructors). Free with workload_free().
@@ -81,6 +83,11 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
 ** TD_F16 (with a GradScaler of torch's defaults, whose step reads one flag on
 ** the host). TD_ERR_MISUSE for another dtype. */
 td_status workload_amp_set(workload *w, td_dtype amp);
+
+/* METHOD. Keep the parameters of w in dt (TD_F32, TD_BF16 or TD_F16;
+** td_module_to_dtype), the optimizer updating their float32 master copies.
+** TD_ERR_MISUSE for another dtype. */
+td_status workload_params_set(workload *w, td_dtype dt);
 
 /* DESTRUCTOR. Free the model, the optimizer and the scaler; NULL is a no-op. */
 void workload_free(workload *w);

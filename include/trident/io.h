@@ -164,7 +164,9 @@ TD_API td_status td_train_state_save(const char *path, const td_train_state *ck)
 ** model) the file's model tensors must have exactly its names, shapes and
 ** dtypes. A mismatch is TD_ERR_FORMAT naming the first difference ("model
 ** 'mlp' expected, checkpoint holds 'cnn'", "lacks model.fc1.weight",
-** "model.fc1.weight has shape [10,784], expected [10,100]").
+** "model.fc1.weight has shape [10,784], expected [10,100]"); a dtype
+** mismatch is TD_ERR_DTYPE ("model.fc1.weight has dtype bfloat16, expected
+** float32").
 ** On success out->model and out->optim (empty when the file has no optim
 ** tensors) are new lists the caller releases with td_train_state_clear(); on
 ** failure they are NULL. Other errors as td_safetensors_load, and

@@ -108,7 +108,7 @@ static td_status check_tensors(const td_named_tensors *got, const td_named_tenso
         if (strcmp(a, b))
             return TD_ERR(TD_ERR_FORMAT, "checkpoint %s: model.%s has shape %s, expected %s", path, n, a, b);
         if (td_tensor_dtype(t) != td_tensor_dtype(want))
-            return TD_ERR(TD_ERR_FORMAT, "checkpoint %s: model.%s has dtype %s, expected %s", path, n,
+            return TD_ERR(TD_ERR_DTYPE, "checkpoint %s: model.%s has dtype %s, expected %s", path, n,
                           td_dtype_name(td_tensor_dtype(t)), td_dtype_name(td_tensor_dtype(want)));
     }
     for (int64_t i = 0; i < td_named_tensors_len(got); i++)
