@@ -11,7 +11,7 @@ set -u
 CASE=$2
 case $CASE in --list*) ;; *) BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") ;; esac
 ERROR_CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint \
-missing_checkpoint other_model other_gpt_size hostile_flags"
+missing_checkpoint other_model other_gpt_size other_param_dtype hostile_flags"
 CASES="$ERROR_CASES hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop resume_kill w3_text \
 twin_names capture_cpu capture_vulkan capture_cuda profile_w3 amp_cpu amp_cuda"
 # amp_vulkan runs by name only: on lavapipe its three small W3 runs take minutes
@@ -144,6 +144,16 @@ other_gpt_size)
     g="--model gpt --text $TEXT --layers 1 --heads 2 --context 16 --batch 4"
     "$BIN" train $g --d-model 16 --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1 || fail "gpt run failed"
     expect_error "has shape \[256,16\], expected \[256,32\]" $g --d-model 32 --resume --checkpoint g.safetensors
+    ;;
+other_param_dtype)
+    # --param-dtype: half parameters need autocast of their dtype; a checkpoint resumes in the dtype it was written in
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    expect_error "--param-dtype bf16 with --amp fp16: half parameters need autocast of their own dtype" \
+        --param-dtype bf16 --amp fp16
+    g="--model gpt --text $TEXT --layers 1 --heads 2 --d-model 16 --context 16 --batch 4"
+    "$BIN" train $g --param-dtype bf16 --steps 2 --epochs 1 --checkpoint h.safetensors >/dev/null 2>&1 || fail "bf16 run failed"
+    expect_error "model.tok.weight has dtype bfloat16, expected float32 (resume with the --param-dtype the run was started with)" \
+        $g --resume --checkpoint h.safetensors
     ;;
 hostile_flags)
     [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
