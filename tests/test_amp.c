@@ -244,6 +244,17 @@ static void scaler_inf(const char *spec) {
     td_grad_scaler_options bad = td_grad_scaler_defaults();
     bad.backoff_factor = 1;
     ASSERT(!td_grad_scaler_new(&bad));
+    /* float16 gradients are refused, as torch's "Attempting to unscale FP16 gradients" */
+    td_scope_begin();
+    td_tensor *h = ASSERT_TENSOR(td_detach(td_cast(t.w, TD_F16)));
+    ASSERT_OK(td_set_requires_grad(h, true));
+    td_optimizer *oh = td_sgd_new(1, &h, &(td_optim_options){.lr = 0.1});
+    ASSERT(oh);
+    test_set_grad(h, ASSERT_TENSOR(td_full_like(h, 1)));
+    ASSERT_EQ_INT(td_grad_scaler_unscale_(s, oh), TD_ERR_DTYPE);
+    ASSERT(strstr(td_last_error(), "float16 gradient"));
+    td_optimizer_free(oh);
+    td_scope_end();
     free(w0), free(w1);
     tiny_free(&t);
     td_grad_scaler_free(s);

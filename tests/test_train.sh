@@ -148,8 +148,8 @@ other_gpt_size)
 other_param_dtype)
     # --param-dtype: half parameters need autocast of their dtype; a checkpoint resumes in the dtype it was written in
     [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
-    expect_error "--param-dtype bf16 with --amp fp16: half parameters need autocast of their own dtype" \
-        --param-dtype bf16 --amp fp16
+    expect_error "--param-dtype bf16 with --amp fp16: bf16 parameters need --amp bf16" --param-dtype bf16 --amp fp16
+    expect_error "--param-dtype fp16: fp16 gradients underflow when the GradScaler unscales them" --param-dtype fp16
     g="--model gpt --text $TEXT --layers 1 --heads 2 --d-model 16 --context 16 --batch 4"
     "$BIN" train $g --param-dtype bf16 --steps 2 --epochs 1 --checkpoint h.safetensors >/dev/null 2>&1 || fail "bf16 run failed"
     expect_error "model.tok.weight has dtype bfloat16, expected float32 (resume with the --param-dtype the run was started with)" \

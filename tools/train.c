@@ -71,8 +71,8 @@ static void usage(FILE *f) {
         "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
         "  --amp bf16|fp16          mixed precision: forward and loss under autocast; fp16 scales the loss\n"
         "                           (GradScaler); not with --capture for fp16\n"
-        "  --param-dtype bf16|fp16  keep the parameters (and so the gradients) in bf16 or fp16, as llm.c does;\n"
-        "                           the optimizer updates float32 master copies; implies --amp of that dtype\n"
+        "  --param-dtype bf16       keep the parameters (and so the gradients) in bf16, as llm.c does; the\n"
+        "                           optimizer updates float32 master copies; implies --amp bf16\n"
         "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
         "                           12 heads, context 1024; batch 16 unless --batch); later size options change it\n"
         "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
@@ -240,11 +240,13 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                           ": the size of a batch (2 x batch x context 8-byte ids) overflows 64 bits",
                           o->batch, o->gpt.context),
                false;
-    if (o->params != TD_F32 && o->amp == TD_F32) o->amp = o->params;
-    if (o->params != TD_F32 && o->amp != o->params)
-        return train_fail("--param-dtype %s with --amp %s: half parameters need autocast of their own dtype",
-                          o->params == TD_BF16 ? "bf16" : "fp16", o->amp == TD_BF16 ? "bf16" : "fp16"),
+    if (o->params == TD_F16)
+        return train_fail("--param-dtype fp16: fp16 gradients underflow when the GradScaler unscales them (torch "
+                          "refuses them too); use --param-dtype bf16, or --amp fp16 with float32 parameters"),
                false;
+    if (o->params == TD_BF16 && o->amp == TD_F16)
+        return train_fail("--param-dtype bf16 with --amp fp16: bf16 parameters need --amp bf16"), false;
+    if (o->params == TD_BF16) o->amp = TD_BF16;
     if (o->capture && o->amp == TD_F16)
         return train_fail("--capture with --amp fp16: the GradScaler reads its inf flag on the host every step"), false;
     if (o->gpt.d_model % o->gpt.heads)

@@ -280,8 +280,8 @@ td_status workload_amp_set(workload *w, td_dtype amp) {
 }
 
 td_status workload_params_set(workload *w, td_dtype dt) {
-    if (dt != TD_F32 && dt != TD_BF16 && dt != TD_F16)
-        return td_error_set(TD_ERR_MISUSE, "parameters: %s is not float32, bfloat16 or float16", td_dtype_name(dt));
+    if (dt != TD_F32 && dt != TD_BF16)
+        return td_error_set(TD_ERR_MISUSE, "parameters: %s is not float32 or bfloat16", td_dtype_name(dt));
     return td_module_to_dtype(w->model, dt);
 }
 

@@ -84,9 +84,9 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
 ** the host). TD_ERR_MISUSE for another dtype. */
 td_status workload_amp_set(workload *w, td_dtype amp);
 
-/* METHOD. Keep the parameters of w in dt (TD_F32, TD_BF16 or TD_F16;
+/* METHOD. Keep the parameters of w in dt (TD_F32 or TD_BF16;
 ** td_module_to_dtype), the optimizer updating their float32 master copies.
-** TD_ERR_MISUSE for another dtype. */
+** TD_ERR_MISUSE for another dtype (fp16 gradients cannot be unscaled). */
 td_status workload_params_set(workload *w, td_dtype dt);
 
 /* DESTRUCTOR. Free the model, the optimizer and the scaler; NULL is a no-op. */

@@ -85,7 +85,9 @@ TD_API void td_grad_scaler_free(td_grad_scaler *s);
 ** when disabled). */
 TD_API td_tensor *td_grad_scaler_scale(td_grad_scaler *s, td_tensor *loss);
 /* METHOD. Unscale the gradients of o's parameters now (for clipping before
-** step); at most once per step: TD_ERR_STATE on a second call before update. */
+** step); at most once per step: TD_ERR_STATE on a second call before update.
+** TD_ERR_DTYPE for a float16 gradient (unscaled in float16 it would underflow;
+** torch's "Attempting to unscale FP16 gradients"). */
 TD_API td_status td_grad_scaler_unscale_(td_grad_scaler *s, td_optimizer *o);
 /* METHOD. Unscale (unless done), read found_inf once, and run
 ** td_optimizer_step(o) unless a gradient was inf or NaN. *skipped (OUT, may be

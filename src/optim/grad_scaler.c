@@ -72,8 +72,17 @@ td_status td_grad_scaler_unscale_(td_grad_scaler *s, td_optimizer *o) {
     td_tensor **grads = malloc(sizeof *grads * (size_t)(o->n ? o->n : 1));
     if (!grads) return TD_ERR(TD_ERR_OOM, "grad_scaler_unscale_: out of host memory");
     int n = 0;
-    for (int i = 0; i < o->n; i++)
-        if ((grads[n] = td_grad_of(o->p[i].param))) n++;
+    for (int i = 0; i < o->n; i++) {
+        if (!(grads[n] = td_grad_of(o->p[i].param))) continue;
+        if (td_tensor_dtype(grads[n++]) == TD_F16) {
+            free(grads);
+            return TD_ERR(TD_ERR_DTYPE,
+                          "grad_scaler_unscale_: parameter %d has a float16 gradient, which multiplied by 1/scale in "
+                          "float16 would flush towards zero (torch refuses it too): keep the parameters in float32 "
+                          "or bfloat16",
+                          i);
+        }
+    }
     td_status st = TD_OK;
     td_release(s->found_inf); /* a fresh zero flag per step (one FILL) */
     s->found_inf = NULL;
