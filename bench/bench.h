@@ -81,8 +81,8 @@ typedef struct bench_row {
     int steps_per_epoch; /* W1/W2: 468, for the extrapolated epoch time; 0: none */
     /* memory and host waits */
     bool has_peak;      /* false: the backend keeps no allocator statistics */
-    int64_t peak_bytes; /* peak allocated during the row's workload */
-    int64_t base_bytes; /* allocated when that workload started (live data of the session) */
+    int64_t peak_bytes; /* peak allocated during the row's workload (an autocast row: during it) */
+    int64_t base_bytes; /* allocated when that window opened (live data of the session) */
     double host_waits;  /* host waits per timed call (training rows: per step) */
     double eager_ms;    /* W2-captured: the W2-cnn row's step on the same device; 0: none */
 } bench_row;
@@ -137,7 +137,16 @@ typedef struct bench_session {
     td_tensor *images, *labels; /* Fashion-MNIST training set for W1/W2 (kept), or NULL */
     int n_profiles;
     bench_profile profiles[BENCH_MAX_PROFILES];
+    /* the device's peak-memory window: its rows from peak_from get the peak since it opened */
+    bool peak_on;
+    int peak_from;
+    int64_t peak_base;
 } bench_session;
+
+/* METHOD. Close device d's peak window onto the rows added since it opened, and
+** open the next: a workload with several rows (fp32, then autocast) calls it
+** between them, so that each row has its own peak, as the twin's per run. */
+void bench_peak_split(bench_session *s, int d);
 
 /* ---- workloads (bench_workloads.c) ---- */
 

@@ -8,8 +8,9 @@
 **    "torch": {"requested", "status", "version", "lines": [the twin's JSON lines]},
 **    "rows": [{"workload", "variant", "device", "size", "unit", "work", "buffers", "samples_ms": [...],
 **              "median_ms", "rate", "roof", "roof_pct", "vs_fastest", "torch_rate", "vs_torch", "error",
-**              "peak_bytes", "base_bytes" (the device's peak allocated bytes during the row's workload, and
-**                what was allocated when it started; null where the backend keeps no statistics),
+**              "peak_bytes", "base_bytes" (the device's peak allocated bytes during the row's workload, an
+**                "-amp" row's own, and what was allocated when that started; null where the backend keeps no
+**                statistics),
 **              "torch_peak_bytes" (the twin's torch.cuda.max_memory_allocated for the row; null: none),
 **              training rows (W1-W3, W5, W2-captured; variant "float32", or "<dtype>-amp" under --amp) also: "note",
 *"params", "ms_per_step" (= median_ms),
@@ -131,7 +132,8 @@ void bench_print_table(const bench_session *s, FILE *f) {
             "roof%%: of the copy bandwidth (GB/s rows) or the best GEMM rate of the dtype (GFLOP/s rows) measured on\n"
             "the same device; vs best: rate / fastest backend's rate; vs torch: rate / PyTorch's rate on the same\n"
             "device class (> 1: Trident is faster; W1/W2 as epoch times, W3 as ms/step); peak MiB: the device's\n"
-            "highest allocation during the workload (-: the backend keeps no statistics).\n",
+            "highest allocation during the workload, an -amp row's during that row (-: the backend keeps no\n"
+            "statistics).\n",
             s->opt.max_reps, s->opt.quick ? 1 : 3, s->opt.quick ? "" : "s");
 }
 

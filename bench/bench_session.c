@@ -110,27 +110,35 @@ static void progress_rows(const bench_session *s, int from) {
     }
 }
 
-/* Start a peak window on device d; false when its backend keeps no statistics. */
-static bool peak_reset(const bench_session *s, int d, int64_t *base) {
+/* Open a peak window on device d for the rows from the next one (none when its
+** backend keeps no statistics). */
+static void peak_open(bench_session *s, int d) {
     td_memory_stats m;
-    bool ok = td_memory_stats_get(s->devices[d].dev, true, &m) == TD_OK;
-    if (!ok) td_clear_error();
-    *base = ok ? (int64_t)m.allocated : 0;
-    return ok;
+    s->peak_on = td_memory_stats_get(s->devices[d].dev, true, &m) == TD_OK;
+    if (!s->peak_on) td_clear_error();
+    s->peak_base = s->peak_on ? (int64_t)m.allocated : 0;
+    s->peak_from = s->n_rows;
 }
 
-/* The peak since peak_reset onto the rows [from, n_rows) of one workload. */
-static void peak_record(bench_session *s, int d, int from, int64_t base) {
+/* The window's peak onto the rows [peak_from, n_rows). */
+static void peak_close(bench_session *s, int d) {
     td_memory_stats m;
+    if (!s->peak_on) return;
+    s->peak_on = false;
     if (td_memory_stats_get(s->devices[d].dev, false, &m) != TD_OK) {
         td_clear_error();
         return;
     }
-    for (int i = from; i < s->n_rows; i++) {
+    for (int i = s->peak_from; i < s->n_rows; i++) {
         s->rows[i].has_peak = true;
         s->rows[i].peak_bytes = (int64_t)m.peak_allocated;
-        s->rows[i].base_bytes = base;
+        s->rows[i].base_bytes = s->peak_base;
     }
+}
+
+void bench_peak_split(bench_session *s, int d) {
+    peak_close(s, d);
+    peak_open(s, d);
 }
 
 void bench_run_all(bench_session *s) {
@@ -147,11 +155,10 @@ void bench_run_all(bench_session *s) {
             if (!bench_workload_selected(s, &bench_workloads[w])) continue;
             from = s->n_rows;
             fprintf(stderr, "[bench] %s: %s\n", dev->label, bench_workloads[w].name);
-            int64_t base;
-            bool stats = peak_reset(s, d, &base);
+            peak_open(s, d);
             if (bench_workloads[w].run(s, d) != TD_OK && s->n_rows == from)
                 bench_fail(s, d, bench_workloads[w].name, "", NULL);
-            if (stats) peak_record(s, d, from, base);
+            peak_close(s, d);
             if (s->n_rows == from) fprintf(stderr, "  skipped: %s\n", td_last_error());
             td_clear_error();
             progress_rows(s, from);

@@ -235,6 +235,7 @@ static td_status run_gpt(bench_session *s, int device, const char *name, workloa
     if (st == TD_OK && s->opt.amp != TD_F32) {
         char variant[32];
         snprintf(variant, sizeof variant, "%s-amp", td_dtype_name(s->opt.amp));
+        bench_peak_split(s, device); /* the autocast row's own peak (the model and its state carried over) */
         st = workload_amp_set(&a.w, s->opt.amp);
         if (st == TD_OK)
             st = time_steps_ext(s, device, name, variant, size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a,
