@@ -10,7 +10,7 @@
     X(no_grad_and_inference) X(detach) X(leaf_hooks) X(grad_of_intermediate) X(grad_unused)                  \
     X(second_derivative_cube) X(second_derivative_tanh) X(value_and_grad) X(checkpoint_dropout)               \
     X(checkpoint_params_inside) X(custom_function) X(custom_function_saves_output) X(broadcast_grads)         \
-    X(view_grads) X(slice_step_grad) X(requires_grad_errors) X(no_leaks) X(long_chain_frees)          \
+    X(view_grads) X(slice_step_grad) X(split_grad) X(requires_grad_errors) X(no_leaks) X(long_chain_frees)          \
     X(inplace_saved_input) X(inplace_saved_output) X(inplace_unsaved_is_fine) X(record_failure_fails_op)  \
     X(op_without_formula_names_it)
 /* clang-format on */
@@ -462,6 +462,44 @@ TEST(slice_step_grad) {
     double w1[7] = {0, 12, 0, 48, 0, 108, 0}, w2[7] = {0, 12, 0, 24, 0, 36, 0};
     expect(g1, 7, w1, 1e-12);
     expect(g2, 7, w2, 1e-12);
+    td_scope_end();
+}
+
+/* split into [2,2], [2,0] and [2,3] along dim 1 of x [2,5]: views of x; one node whose backward
+** concatenates the parts' gradients, zeros for a part without one; second order through the cat. */
+TEST(split_grad) {
+    td_scope_begin();
+    double v[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    td_tensor *x = ASSERT_TENSOR(td_reshape(vec(10, v, false), 2, (int64_t[]){2, 5}));
+    ASSERT_OK(td_set_requires_grad(x, true));
+    td_tensor *p[3];
+    ASSERT_OK(td_split(x, 3, (int64_t[]){2, 0, 3}, -1, p));
+    ASSERT(td_size(p[0], 1) == 2 && td_size(p[1], 1) == 0 && td_size(p[2], 1) == 3);
+    ASSERT_EQ_INT(td_storage_offset(p[2]), 2); /* views: no copy */
+    expect(td_contiguous(p[2]), 6, (double[]){3, 4, 5, 8, 9, 10}, 0);
+    /* loss = sum(2 p0) + sum(p2^2); p1 unused: dx = 2 in columns 0-1, 2x in columns 2-4 */
+    ASSERT_OK(
+        td_backward(ASSERT_TENSOR(td_add(sum_all(td_mul_scalar(p[0], 2)), sum_all(td_mul(p[2], p[2])))), NULL, false));
+    expect(td_grad_of(x), 10, (double[]){2, 2, 6, 8, 10, 2, 2, 16, 18, 20}, 0);
+    /* only the middle part used: zeros around it */
+    td_zero_grad(x);
+    ASSERT_OK(td_split(x, 3, (int64_t[]){1, 3, 1}, 1, p));
+    ASSERT_OK(td_backward(ASSERT_TENSOR(sum_all(p[1])), NULL, false));
+    expect(td_grad_of(x), 10, (double[]){0, 1, 1, 1, 0, 0, 1, 1, 1, 0}, 0);
+    /* second order: d/dx sum(p1^3) = 3x^2 there, and d/dx of its sum = 6x */
+    ASSERT_OK(td_split(x, 2, (int64_t[]){1, 1}, 0, p));
+    td_tensor *g1, *g2, *s = ASSERT_TENSOR(sum_all(td_pow_scalar(p[1], 3)));
+    ASSERT_OK(td_grad(1, &s, NULL, 1, &x, &g1, false, true, false));
+    ASSERT_OK(td_grad(1, (td_tensor *[]){sum_all(g1)}, NULL, 1, &x, &g2, false, false, false));
+    expect(g1, 10, (double[]){0, 0, 0, 0, 0, 108, 147, 192, 243, 300}, 1e-12);
+    expect(g2, 10, (double[]){0, 0, 0, 0, 0, 36, 42, 48, 54, 60}, 1e-12);
+    /* errors leave out[] NULL */
+    ASSERT_EQ_INT(td_split(x, 2, (int64_t[]){2, 2}, 1, p), TD_ERR_SHAPE);
+    ASSERT(!p[0] && !p[1] && strstr(td_last_error(), "sum to 4, but dim 1 has size 5"));
+    ASSERT_EQ_INT(td_split(x, 2, (int64_t[]){-1, 6}, 1, p), TD_ERR_SHAPE);
+    ASSERT_EQ_INT(td_split(x, 0, (int64_t[]){5}, 1, p), TD_ERR_MISUSE);
+    ASSERT_EQ_INT(td_split(x, 1, (int64_t[]){5}, 2, p), TD_ERR_INDEX);
+    ASSERT_EQ_INT(td_split(ASSERT_TENSOR(td_scalar(1, TD_F32, TD_CPU)), 1, (int64_t[]){1}, 0, p), TD_ERR_INDEX);
     td_scope_end();
 }
 

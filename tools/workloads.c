@@ -99,9 +99,10 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     gpt_block *b = td_module_user(self);
     int64_t n = td_size(x, 0), t = td_size(x, 1), c = td_size(x, 2), d = c / b->heads;
     td_tensor *qkv = td_module_forward(b->qkv, td_module_forward(b->ln1, x)); /* [N, T, 3C] */
-    td_tensor *q = split_heads(td_slice(qkv, 2, 0, c, 1), b->heads);
-    td_tensor *k = split_heads(td_slice(qkv, 2, c, 2 * c, 1), b->heads);
-    td_tensor *v = split_heads(td_slice(qkv, 2, 2 * c, 3 * c, 1), b->heads);
+    td_tensor *parts[3] = {NULL, NULL, NULL}; /* one split: its gradient is one concatenation */
+    if (qkv) td_split(qkv, 3, (int64_t[]){c, c, c}, 2, parts);
+    td_tensor *q = split_heads(parts[0], b->heads), *k = split_heads(parts[1], b->heads);
+    td_tensor *v = split_heads(parts[2], b->heads);
     td_tensor *o; /* [N, H, T, D] */
     if (use_fused_attention(q)) {
         o = td_scaled_dot_product_attention(q, k, v, NULL, 0, true, NAN);

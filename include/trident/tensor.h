@@ -139,7 +139,8 @@ TD_API td_tensor *td_retain(td_tensor *t);
 TD_API void td_release(td_tensor *t);
 
 /* GETTERS. On NULL (TD_ERR_MISUSE) or a released tensor (TD_ERR_STATE) they
-** set the error when none is stored (never overwriting an earlier one) and return -1 (ndim, numel, size, stride, storage_offset),
+** set the error when none is stored (never overwriting an earlier one) and return -1 (ndim, numel, size, stride,
+*storage_offset),
 ** NULL (shape, strides), TD_DTYPE_COUNT (dtype), {-1, -1} (device) or false
 ** (is_contiguous). A dim out of range gives -1 with TD_ERR_INDEX. */
 TD_API int td_ndim(const td_tensor *t);
@@ -193,6 +194,14 @@ TD_API td_tensor *td_transpose(td_tensor *t, int dim0, int dim1);
 /* CONSTRUCTOR. Elements start, start+step, ... below end along dim, with
 ** Python's clamping of start/end (negative values count from the end). step > 0. */
 TD_API td_tensor *td_slice(td_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+/* CONSTRUCTOR (n of them). torch.split(t, sizes, dim): out[i] (OUT, n entries)
+** is the view of the next sizes[i] elements along dim; the sizes are >= 0 and
+** sum to t's size there. Autograd records one node for all n, whose backward
+** concatenates their gradients (zeros for one without), instead of a zero
+** tensor per slice. TD_ERR_MISUSE for n < 1 or NULL arrays, TD_ERR_SHAPE for
+** sizes that do not sum to the dim's size, TD_ERR_INDEX for a bad dim or a
+** 0-d t; out[] is then all NULL. */
+TD_API td_status td_split(td_tensor *t, int n, const int64_t *sizes, int dim, td_tensor **out);
 /* CONSTRUCTOR. Drop dim (which must have size 1, else TD_ERR_SHAPE). */
 TD_API td_tensor *td_squeeze(td_tensor *t, int dim);
 TD_API td_tensor *td_unsqueeze(td_tensor *t, int dim);

@@ -117,8 +117,9 @@ bool td__probe_begin(void);
 bool td__probe_end(bool outer);
 void td__probe_note(int n, td_tensor *const *in);
 
-/* The view hook (formulas_view.c). */
+/* The view hooks (formulas_view.c). */
 void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info);
+void td__record_split(td_tensor *base, int n, td_tensor *const *views, int dim);
 /* Free a tensor's autograd_meta (tensor_grad.c). */
 void td__free_tensor_meta(void *meta);
 

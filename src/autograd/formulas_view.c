@@ -1,6 +1,7 @@
 /*
 ** Views (reshape/view/squeeze/unsqueeze/flatten, permute, slice, select,
-** expand): recording and their derivatives. x is the base, y the view.
+** expand, and split's n views): recording and their derivatives. x is the
+** base, y the view.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,46 @@ static td_status bw_view(td_node *n, td_tensor *const *gy, td_tensor **gx) {
         break;
     }
     return gx[0] ? TD_OK : td_last_status();
+}
+
+/* y_0..y_{n-1} = split(x, sizes, dim) -> dx = cat(dy_0, ..., dy_{n-1}) along dim, zeros for a y without a
+** gradient (one concatenation, where n slices would each place their gradient in zeros of x's shape). */
+static td_status bw_split(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    const int *dim = n->data;
+    td_dtype dt = n->in_meta[0].dtype;
+    for (int j = 0; j < n->n_out; j++)
+        if (gy[j]) dt = gy[j]->dtype;
+    td_tensor **parts = malloc(sizeof *parts * (size_t)n->n_out);
+    if (!parts) return TD_ERR(TD_ERR_OOM, "split backward: out of host memory");
+    td_status st = TD_OK;
+    for (int j = 0; j < n->n_out && st == TD_OK; j++)
+        if (!(parts[j] = gy[j] ? td_cast(gy[j], dt) : td__zeros_meta(&n->out_meta[j], dt))) st = td_last_status();
+    if (st == TD_OK && !(gx[0] = td_cat(n->n_out, parts, *dim))) st = td_last_status();
+    free(parts);
+    return st;
+}
+
+void td__record_split(td_tensor *base, int n, td_tensor *const *views, int dim) {
+    if (!base->requires_grad) return;
+    if (!td_grad_enabled()) {
+        td__probe_note(1, &base);
+        return;
+    }
+    int *d = malloc(sizeof *d);
+    if (!d) {
+        TD_ERR(TD_ERR_OOM, "split: out of host memory recording the autograd graph");
+        return;
+    }
+    *d = dim;
+    td_node *node = td__node_new("split", bw_split, -1, 1, &base, n, views);
+    if (!node) {
+        free(d);
+        return;
+    }
+    node->data = d;
+    node->free_data = free;
+    for (int j = 0; j < n; j++) td__node_attach(node, views[j], j);
+    td__node_release(node);
 }
 
 void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info) {

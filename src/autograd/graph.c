@@ -261,5 +261,6 @@ static void release_tensor(td_tensor *t) {
 __attribute__((constructor)) static void install_hooks(void) {
     td__record_hook = record_op;
     td__view_hook = td__record_view;
+    td__split_hook = td__record_split;
     td__release_hook = release_tensor;
 }

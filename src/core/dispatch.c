@@ -13,6 +13,7 @@
 td__record_fn td__record_hook;
 void (*td__release_hook)(td_tensor *t);
 void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
+void (*td__split_hook)(td_tensor *base, int n, td_tensor *const *views, int dim);
 
 static const td_op_meta op_meta[TD_OP_COUNT] = {
 #define TD_OP_META_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = {#N, ni, no, g, dts, lay, s, amp},

@@ -170,6 +170,8 @@ typedef struct td__view_info {
 /* (set by src/autograd) records that view was made from base by a view op
 ** (reshape, permute, slice, select, expand, ...), so gradients flow back. */
 extern void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
+/* (set by src/autograd) records that views[0..n) split base along dim (td_split). */
+extern void (*td__split_hook)(td_tensor *base, int n, td_tensor *const *views, int dim);
 
 /* ---- internal ops (autograd formulas) ----
 ** dy [..., D], idx int [...] -> dweight [num_weights, D]: rows of dy summed by

@@ -224,6 +224,36 @@ td_tensor *td_slice(td_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     return v;
 }
 
+td_status td_split(td_tensor *t, int n, const int64_t *sizes, int dim, td_tensor **out) {
+    if (out)
+        for (int i = 0; i < n; i++) out[i] = NULL;
+    if (!td__check_arg(t, "split", "t")) return td_last_status() ? td_last_status() : TD_ERR_MISUSE;
+    if (n < 1 || !sizes || !out)
+        return TD_ERR(TD_ERR_MISUSE, "split: needs n >= 1 parts (got %d), and sizes and out not NULL", n);
+    if (t->ndim == 0) return TD_ERR(TD_ERR_INDEX, "split: cannot split a 0-d tensor");
+    if (!td__wrap_dim(&dim, t->ndim, "split")) return td_last_status();
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0) return TD_ERR(TD_ERR_SHAPE, "split: sizes[%d] = %lld is negative", i, (long long)sizes[i]);
+        total += sizes[i];
+    }
+    if (total != t->shape[dim])
+        return TD_ERR(TD_ERR_SHAPE, "split: the sizes sum to %lld, but dim %d has size %lld", (long long)total, dim,
+                      (long long)t->shape[dim]);
+    int64_t s[TD_MAX_DIMS], start = 0;
+    memcpy(s, t->shape, sizeof s);
+    for (int i = 0; i < n; i++) {
+        s[dim] = sizes[i];
+        if (!(out[i] = td__make_view(t, t->ndim, s, t->strides, t->offset + start * t->strides[dim]))) {
+            for (int k = 0; k < i; k++) out[k] = NULL; /* the made views go with the scope */
+            return td_last_status();
+        }
+        start += sizes[i];
+    }
+    if (td__split_hook) td__split_hook(t, n, out, dim);
+    return TD_OK;
+}
+
 td_tensor *td_select(td_tensor *t, int dim, int64_t index) {
     TD_CHECK_ARG(t, "select");
     if (t->ndim == 0) TD_FAIL_NULL(TD_ERR_INDEX, "select: cannot index a 0-d tensor");
