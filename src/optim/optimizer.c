@@ -90,7 +90,7 @@ void td_optimizer_free(td_optimizer *o) {
     free(o);
 }
 
-/* Whether parameter i is updated through a float32 master copy. */
+/* Whether ps's parameter is updated through a float32 master copy. */
 static bool has_master(const td_optimizer *o, const td_param_state *ps) {
     td_dtype dt = td_tensor_dtype(ps->param);
     return o->groups[ps->group].master_weights && (dt == TD_F16 || dt == TD_BF16);
@@ -172,7 +172,8 @@ td_status td_optimizer_step(td_optimizer *o) {
         st = TD_ERR(sent, "%s step: %s", o->algo->name, why);
     }
     for (int i = 0; i < o->n && st == TD_OK; i++)
-        if (work[i].grad && o->p[i].master) st = td_copy_(o->p[i].param, o->p[i].master);
+        if (work[i].grad && o->p[i].master && (st = td_copy_(o->p[i].param, o->p[i].master)) != TD_OK)
+            td_error_prefix("%s step, parameter %d, from its master copy", o->algo->name, i);
     td_scope_end();
     free(work);
     td_profile_pop();
