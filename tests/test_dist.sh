@@ -2,7 +2,7 @@
 # Data-parallel trident train end to end (docs/distributed.md): 2 processes on
 # the CPU, launched by `trident launch` and by mpirun, give the losses of one
 # process at the same global batch (within 1e-5 over 50 steps) on W1 and W2;
-# W3 (a small GPT) through mpirun; W1 on lavapipe; a killed rank stops the others with a clear error; a
+# W3 (a small GPT) through mpirun, also with bf16 parameters; W1 on lavapipe; a killed rank stops the others with a clear error; a
 # wrong WORLD_SIZE and different models on the ranks are clear errors; a DDP
 # checkpoint resumes on 2 processes and on 1.
 #
@@ -10,8 +10,8 @@
 # Exit 0 pass, 1 fail, 77 skipped (no mpirun, no Fashion-MNIST, no Vulkan device).
 set -u
 CASE=$2
-CASES="w1_launch w1_mpirun w2_launch w2_mpirun w3_mpirun vulkan_launch killed_rank launcher_kill wrong_world_size \
-models_differ resume"
+CASES="w1_launch w1_mpirun w2_launch w2_mpirun w3_mpirun w3_bf16_params vulkan_launch killed_rank launcher_kill \
+wrong_world_size models_differ resume"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -80,6 +80,15 @@ w3_mpirun)
     "$BIN" "$@" --batch 8 --log-steps one.csv --checkpoint one.st >one.txt 2>&1 || { cat one.txt; fail "1 process"; }
     $MPIRUN -np 2 "$BIN" "$@" --batch 4 --log-steps two.csv --checkpoint two.st >two.txt 2>&1 || { cat two.txt; fail "2 processes"; }
     compare one.csv two.csv 1e-5 ;;
+w3_bf16_params)
+    # --param-dtype bf16: the gradients are all-reduced in bf16. SGD (whose step scales with the gradient, unlike
+    # Adam's) follows one process within bf16's rounding (5e-4 over 50 steps); a sum for a mean would not
+    [ -f /usr/share/common-licenses/GPL-3 ] || skip "no text file"
+    set -- train --model gpt --text /usr/share/common-licenses/GPL-3 --device cpu --d-model 32 --heads 2 --layers 1 \
+        --context 16 --steps 50 --epochs 1 --param-dtype bf16 --optimizer sgd --lr 0.05
+    "$BIN" "$@" --batch 8 --log-steps one.csv --checkpoint one.st >one.txt 2>&1 || { cat one.txt; fail "1 process"; }
+    $MPIRUN -np 2 "$BIN" "$@" --batch 4 --log-steps two.csv --checkpoint two.st >two.txt 2>&1 || { cat two.txt; fail "2 processes"; }
+    compare one.csv two.csv 5e-3 ;;
 vulkan_launch)
     "$BIN" devices 2>/dev/null | grep -q "vulkan:0" || skip "no Vulkan device"
     parity mlp launch vulkan:0 1e-5 --limit 960 --max-steps 10 ;;
