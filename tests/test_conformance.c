@@ -401,9 +401,12 @@ static bool reduce_inputs(conf_ctx *c, int v, bool empty, td_tensor **x, int *nd
     *keep = false;
     *nd = 1;
     switch (v) {
+    /* The one-output variants (0, 4) draw from [-1, 3]: a sum of values centred on 0 may cancel to near 0,
+    ** where any other summation order is off by more than the tolerance relative to the result (seed 70012:
+    ** f64, 2e-12); centred on 1 the sum stays near n. */
     case 0:
         VARIANT("[33,7,5] all dims");
-        *x = conf_in(c, -3, 3, SHAPE(33, 7, 5));
+        *x = conf_in(c, -1, 3, SHAPE(33, 7, 5));
         *nd = 0;
         return true;
     case 1:
@@ -426,7 +429,7 @@ static bool reduce_inputs(conf_ctx *c, int v, bool empty, td_tensor **x, int *nd
         return true;
     case 4:
         VARIANT("odd [1000] all dims");
-        *x = conf_in(c, -3, 3, SHAPE(BIG(c, 1000, 33)));
+        *x = conf_in(c, -1, 3, SHAPE(BIG(c, 1000, 33)));
         *nd = 0;
         return true;
     case 5:
