@@ -497,6 +497,7 @@ TEST(split_grad) {
     ASSERT_EQ_INT(td_split(x, 2, (int64_t[]){2, 2}, 1, p), TD_ERR_SHAPE);
     ASSERT(!p[0] && !p[1] && strstr(td_last_error(), "sum to 4, but dim 1 has size 5"));
     ASSERT_EQ_INT(td_split(x, 2, (int64_t[]){-1, 6}, 1, p), TD_ERR_SHAPE);
+    ASSERT_EQ_INT(td_split(x, 2, (int64_t[]){INT64_MAX, INT64_MAX}, 1, p), TD_ERR_SHAPE);
     ASSERT_EQ_INT(td_split(x, 0, (int64_t[]){5}, 1, p), TD_ERR_MISUSE);
     ASSERT_EQ_INT(td_split(x, 1, (int64_t[]){5}, 2, p), TD_ERR_INDEX);
     ASSERT_EQ_INT(td_split(ASSERT_TENSOR(td_scalar(1, TD_F32, TD_CPU)), 1, (int64_t[]){1}, 0, p), TD_ERR_INDEX);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "trident/autograd.h"
 
 bool td__wrap_dim(int *dim, int ndim, const char *op) {
     int n = ndim > 0 ? ndim : 1; /* a 0-d tensor accepts dim 0 and -1, as in PyTorch */
@@ -235,7 +236,9 @@ td_status td_split(td_tensor *t, int n, const int64_t *sizes, int dim, td_tensor
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         if (sizes[i] < 0) return TD_ERR(TD_ERR_SHAPE, "split: sizes[%d] = %lld is negative", i, (long long)sizes[i]);
-        total += sizes[i];
+        if (__builtin_add_overflow(total, sizes[i], &total))
+            return TD_ERR(TD_ERR_SHAPE, "split: the sizes overflow 64 bits (dim %d has size %lld)", dim,
+                          (long long)t->shape[dim]);
     }
     if (total != t->shape[dim])
         return TD_ERR(TD_ERR_SHAPE, "split: the sizes sum to %lld, but dim %d has size %lld", (long long)total, dim,
@@ -251,6 +254,10 @@ td_status td_split(td_tensor *t, int n, const int64_t *sizes, int dim, td_tensor
         start += sizes[i];
     }
     if (td__split_hook) td__split_hook(t, n, out, dim);
+    if (t->requires_grad && td_grad_enabled() && !out[0]->grad_fn) { /* the node could not be recorded */
+        for (int i = 0; i < n; i++) out[i] = NULL;
+        return td_last_status() ? td_last_status() : TD_ERR(TD_ERR_OOM, "split: recording the autograd graph");
+    }
     return TD_OK;
 }
 
