@@ -59,7 +59,7 @@ static td_status bw_view(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 /* y_0..y_{n-1} = split(x, sizes, dim) -> dx = cat(dy_0, ..., dy_{n-1}) along dim, zeros for a y without a
 ** gradient (one concatenation, where n slices would each place their gradient in zeros of x's shape). */
 static td_status bw_split(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    const int *dim = n->data;
+    int dim = ((const td__view_info *)n->data)->dim;
     td_dtype dt = n->in_meta[0].dtype;
     for (int j = 0; j < n->n_out; j++)
         if (gy[j]) dt = gy[j]->dtype;
@@ -68,35 +68,14 @@ static td_status bw_split(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_status st = TD_OK;
     for (int j = 0; j < n->n_out && st == TD_OK; j++)
         if (!(parts[j] = gy[j] ? td_cast(gy[j], dt) : td__zeros_meta(&n->out_meta[j], dt))) st = td_last_status();
-    if (st == TD_OK && !(gx[0] = td_cat(n->n_out, parts, *dim))) st = td_last_status();
+    if (st == TD_OK && !(gx[0] = td_cat(n->n_out, parts, dim))) st = td_last_status();
     free(parts);
     return st;
 }
 
-void td__record_split(td_tensor *base, int n, td_tensor *const *views, int dim) {
-    if (!base->requires_grad) return;
-    if (!td_grad_enabled()) {
-        td__probe_note(1, &base);
-        return;
-    }
-    int *d = malloc(sizeof *d);
-    if (!d) {
-        TD_ERR(TD_ERR_OOM, "split: out of host memory recording the autograd graph");
-        return;
-    }
-    *d = dim;
-    td_node *node = td__node_new("split", bw_split, -1, 1, &base, n, views);
-    if (!node) {
-        free(d);
-        return;
-    }
-    node->data = d;
-    node->free_data = free;
-    for (int j = 0; j < n; j++) td__node_attach(node, views[j], j);
-    td__node_release(node);
-}
-
-void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info) {
+/* A node named name over base with the n views as its outputs, backward fn, owning a copy of info. */
+static void record(const char *name, td__backward_fn fn, td_tensor *base, int n, td_tensor *const *views,
+                   const td__view_info *info) {
     if (!base->requires_grad) return;
     if (!td_grad_enabled()) {
         td__probe_note(1, &base);
@@ -104,17 +83,25 @@ void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info
     }
     td__view_info *copy = malloc(sizeof *copy);
     if (!copy) {
-        TD_ERR(TD_ERR_OOM, "%s: out of host memory recording the autograd graph", view_names[info->kind]);
+        TD_ERR(TD_ERR_OOM, "%s: out of host memory recording the autograd graph", name);
         return;
     }
     *copy = *info;
-    td_node *n = td__node_new(view_names[info->kind], bw_view, -1, 1, &base, 1, &view);
-    if (!n) {
+    td_node *node = td__node_new(name, fn, -1, 1, &base, n, views);
+    if (!node) {
         free(copy);
         return;
     }
-    n->data = copy;
-    n->free_data = free;
-    td__node_attach(n, view, 0);
-    td__node_release(n);
+    node->data = copy;
+    node->free_data = free;
+    for (int j = 0; j < n; j++) td__node_attach(node, views[j], j);
+    td__node_release(node);
+}
+
+void td__record_split(td_tensor *base, int n, td_tensor *const *views, int dim) {
+    record("split", bw_split, base, n, views, &(td__view_info){.dim = dim});
+}
+
+void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info) {
+    record(view_names[info->kind], bw_view, base, 1, &view, info);
 }
