@@ -3,6 +3,7 @@
 ** (see its docstring for the format), for the parity tests.
 **   tdfx *f = tdfx_open("nn_parity.tdfx");      path relative to tests/fixtures
 **   td_tensor *t = tdfx_tensor(f, "linear.y");   new CPU tensor (f32 or int64), NULL if absent
+**   tdfx_free(f);
 */
 #ifndef TRIDENT_TEST_TDFX_H
 #define TRIDENT_TEST_TDFX_H
@@ -28,6 +29,14 @@ typedef struct tdfx {
 } tdfx;
 
 static int tdfx_read(FILE *fp, void *dst, size_t n) { return fread(dst, 1, n, fp) == n; }
+
+/* Frees f and its entries; NULL is a no-op. */
+static void tdfx_free(tdfx *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) free(f->e[i].data);
+    free(f->e);
+    free(f);
+}
 
 /* Opens tests/fixtures/<file> (or $TD_FIXTURES/<file>); NULL with a message on failure. */
 static tdfx *tdfx_open(const char *file) {
@@ -84,6 +93,7 @@ static tdfx *tdfx_open(const char *file) {
     fclose(fp);
     if (!ok) {
         fprintf(stderr, "  fixture %s is truncated or corrupt\n", path);
+        tdfx_free(f);
         return NULL;
     }
     return f;

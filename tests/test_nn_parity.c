@@ -376,6 +376,7 @@ TEST(w1_mlp_three_steps) {
     check_close(td_module_get(m, "4.bias"), tdfx_tensor(w, "final.4.bias"), 1e-4, 1e-4, "4.bias");
     td_optimizer_free(o);
     td_module_free(m);
+    tdfx_free(w);
     td_scope_end();
 }
 
