@@ -1,16 +1,14 @@
 /*
 ** Custom ops (include/trident/kernel.h): a registry of user-defined ops, each
-** with a kernel per backend, run like an op and recorded on the autograd tape
-** as one custom-function node (src/autograd/function.c).
+** with a kernel per backend, and the kernel-running half of a call; the other
+** half, td_custom_op_call recording calls on the autograd tape, is
+** src/autograd/custom_function.c.
 **
 ** A call: check the inputs (one device), pick the device type's impl, run the
 ** shape function, then forward: inputs made contiguous in the compute dtype,
 ** outputs allocated (float outputs in the compute dtype), the kernel launched
 ** (GPU: td_kernel_launch with td_custom_args as push data; CPU: the C function
 ** on host pointers), float outputs cast to the dtype the shape function gave.
-** With a backward and an input that requires grad, forward runs inside
-** td_function_apply, which saves inputs and outputs; the node's backward calls
-** the user's and checks each gradient's shape.
 **
 ** Kernels are compiled on first use per (device, compute dtype) and kept by
 ** the op; the backends cache them by source and options, on disk too.
@@ -20,14 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/autograd_internal.h"
 #include "internal.h"
 #include "trident/autograd.h"
-#include "trident/kernel.h"
 
 #define CUSTOM_MAX_OPS     256
-#define CUSTOM_MAX_IN      8
-#define CUSTOM_MAX_OUT     4
+#define CUSTOM_MAX_IN      TD__CUSTOM_MAX_IN
+#define CUSTOM_MAX_OUT     TD__CUSTOM_MAX_OUT
 #define CUSTOM_MAX_DEFINES 32
 
 typedef struct custom_kernel {
@@ -39,15 +35,10 @@ typedef struct custom_kernel {
 struct td_custom_op {
     td_custom_op_def def;
     char name[48];
-    td_function fn;       /* the autograd function of its calls, named after the op */
     pthread_mutex_t lock; /* guards kernels */
     custom_kernel *kernels;
     int n_kernels;
 };
-
-static td_status fn_forward(td_function_ctx *ctx, int n_in, td_tensor *const *inputs, int n_out, td_tensor **outputs);
-static td_status fn_backward(td_function_ctx *ctx, int n_out, td_tensor *const *grad_outputs, int n_in,
-                             td_tensor **grad_inputs);
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static td_custom_op *registry[CUSTOM_MAX_OPS];
@@ -107,7 +98,6 @@ td_status td_custom_op_register(const td_custom_op_def *def, td_custom_op **out)
     op->def = *def;
     snprintf(op->name, sizeof op->name, "%s", name);
     op->def.name = op->name;
-    op->fn = (td_function){.name = op->name, .forward = fn_forward, .backward = fn_backward};
     pthread_mutex_init(&op->lock, NULL);
     td_status st = TD_OK;
     pthread_mutex_lock(&registry_lock);
@@ -171,6 +161,7 @@ bool td_custom_op_has_impl(const td_custom_op *op, int type) {
     return op && type >= 0 && type < TD_DEVICE_TYPE_COUNT && impl_for(op, type);
 }
 bool td_custom_op_has_backward(const td_custom_op *op) { return op && op->def.backward; }
+const td_custom_op_def *td__custom_def(const td_custom_op *op) { return &op->def; }
 
 /* The compiled kernel of impl im for (dev, dt), compiling it on first use. */
 static td_status kernel_for(td_custom_op *op, const td_custom_impl *im, td_device dev, td_dtype dt,
@@ -206,16 +197,8 @@ static td_status kernel_for(td_custom_op *op, const td_custom_impl *im, td_devic
     return st;
 }
 
-/* One call's state, kept by the node for backward. */
-typedef struct custom_state {
-    td_custom_op *op;
-    td_custom_call call; /* inputs/outputs point into the arrays below while in use */
-    td_custom_meta meta[CUSTOM_MAX_OUT];
-    td_function_ctx *ctx;
-} custom_state;
-
 /* Launch op's kernel for c (inputs and outputs contiguous, in c->dtype or an integer dtype). */
-static td_status launch(custom_state *s, const td_custom_impl *im, const td_custom_call *c) {
+static td_status launch(td__custom_state *s, const td_custom_impl *im, const td_custom_call *c) {
     if (c->args.n == 0 || (im->grid == TD_GRID_ROWS && c->args.rows == 0)) return TD_OK;
     if (c->device.type == TD_DEVICE_CPU) {
         const void *in[CUSTOM_MAX_IN];
@@ -240,7 +223,7 @@ static td_status launch(custom_state *s, const td_custom_impl *im, const td_cust
 }
 
 /* Forward: kernel inputs in the compute dtype, outputs allocated, launched, cast to their dtype. */
-static td_status run_forward(custom_state *s, td_tensor *const *inputs, td_tensor **outputs) {
+td_status td__custom_forward(td__custom_state *s, td_tensor *const *inputs, td_tensor **outputs) {
     const td_custom_call *c0 = &s->call;
     const td_custom_impl *im = impl_for(s->op, c0->device.type);
     td_dtype cdt = im->dtypes & (1u << c0->dtype) ? c0->dtype : TD_F32;
@@ -271,66 +254,8 @@ static td_status run_forward(custom_state *s, td_tensor *const *inputs, td_tenso
     return TD_OK;
 }
 
-static td_status fn_forward(td_function_ctx *ctx, int n_in, td_tensor *const *inputs, int n_out, td_tensor **outputs) {
-    custom_state *s = td_ctx_user(ctx);
-    td_status st = run_forward(s, inputs, outputs);
-    if (st == TD_OK) st = td_ctx_save_for_backward(ctx, n_in, inputs);
-    if (st == TD_OK) st = td_ctx_save_for_backward(ctx, n_out, outputs);
-    if (st != TD_OK) return st;
-    custom_state *keep = malloc(sizeof *keep);
-    if (!keep) return TD_ERR(TD_ERR_OOM, "%s: out of host memory", s->op->name);
-    *keep = *s;
-    keep->ctx = ctx;
-    td_ctx_set_data(ctx, keep, free);
-    return TD_OK;
-}
-
-static const char *shape_str(td_tensor *t, char *buf, size_t n) {
-    return t ? td__shape_str(td_ndim(t), td_shape(t), buf, n) : "none";
-}
-
-static td_status fn_backward(td_function_ctx *ctx, int n_out, td_tensor *const *grad_outputs, int n_in,
-                             td_tensor **grad_inputs) {
-    custom_state *s = td_ctx_data(ctx);
-    const char *name = s->op->name;
-    td_tensor *in[CUSTOM_MAX_IN], *out[CUSTOM_MAX_OUT];
-    for (int i = 0; i < n_in + n_out; i++) {
-        td_tensor *t = td_ctx_saved(ctx, i);
-        if (!t) return td_last_status();
-        if (i < n_in)
-            in[i] = t;
-        else
-            out[i - n_in] = t;
-    }
-    td_custom_call c = s->call;
-    c.internal = s;
-    c.inputs = in;
-    c.outputs = out;
-    for (int i = 0; i < n_in; i++) grad_inputs[i] = NULL;
-    td_status st = s->op->def.backward(&c, grad_outputs, grad_inputs);
-    if (st != TD_OK) return td_error_prefix("%s backward", name);
-    for (int i = 0; i < n_in; i++) {
-        td_tensor *g = grad_inputs[i];
-        if (!td_ctx_needs_input_grad(ctx, i)) continue;
-        char a[96], b[96];
-        if (!g)
-            return TD_ERR(TD_ERR_MISUSE, "%s backward: no gradient for input %d (shape %s)", name, i,
-                          shape_str(in[i], a, sizeof a));
-        if (td_ndim(g) != td_ndim(in[i]) || memcmp(td_shape(g), td_shape(in[i]), sizeof(int64_t) * td_ndim(g)))
-            return TD_ERR(TD_ERR_SHAPE, "%s backward: the gradient of input %d has shape %s, expected %s", name, i,
-                          shape_str(g, a, sizeof a), shape_str(in[i], b, sizeof b));
-    }
-    return TD_OK;
-}
-
-bool td_custom_needs_grad(const td_custom_call *c, int i) {
-    if (!c || !c->internal) return false;
-    const custom_state *s = c->internal;
-    return s->ctx && td_ctx_needs_input_grad(s->ctx, i);
-}
-
 /* Fill s->meta from the shape function (or input 0) and check it. */
-static td_status run_shape(custom_state *s) {
+static td_status run_shape(td__custom_state *s) {
     const td_custom_call *c = &s->call;
     const char *name = s->op->name;
     if (!s->op->def.shape) {
@@ -361,8 +286,8 @@ static td_status run_shape(custom_state *s) {
     return TD_OK;
 }
 
-td_status td_custom_op_call(const td_custom_op *cop, int n_in, td_tensor *const *inputs, int n_params,
-                            const float *params, int n_out, td_tensor **outputs) {
+td_status td__custom_prepare(const td_custom_op *cop, int n_in, td_tensor *const *inputs, int n_params,
+                             const float *params, int n_out, td_tensor **outputs, td__custom_state *s) {
     if (outputs)
         for (int j = 0; j < n_out && j < CUSTOM_MAX_OUT; j++) outputs[j] = NULL;
     if (!cop) return TD_ERR(TD_ERR_MISUSE, "td_custom_op_call: op is NULL");
@@ -397,52 +322,39 @@ td_status td_custom_op_call(const td_custom_op *cop, int n_in, td_tensor *const 
     }
     int64_t n0 = td_numel(inputs[0]), nd0 = td_ndim(inputs[0]);
     int64_t cols = nd0 ? td_shape(inputs[0])[nd0 - 1] : 1;
-    custom_state s = {.op = op};
-    s.call = (td_custom_call){.op = op,
-                              .user = op->def.user,
-                              .device = dev,
-                              .dtype = dt,
-                              .n_in = n_in,
-                              .n_out = n_out,
-                              .inputs = inputs,
-                              .internal = &s};
-    td_status st = run_shape(&s);
+    *s = (td__custom_state){.op = op};
+    s->call = (td_custom_call){.op = op,
+                               .user = op->def.user,
+                               .device = dev,
+                               .dtype = dt,
+                               .n_in = n_in,
+                               .n_out = n_out,
+                               .inputs = inputs,
+                               .internal = s};
+    td_status st = run_shape(s);
     if (st != TD_OK) return st;
-    int64_t n = td__numel(s.meta[0].ndim, s.meta[0].shape);
+    int64_t n = td__numel(s->meta[0].ndim, s->meta[0].shape);
     if (n > UINT32_MAX || n0 > UINT32_MAX)
         return TD_ERR(TD_ERR_UNSUPPORTED, "%s: %lld elements; custom ops take at most 2^32 - 1", name,
                       (long long)(n > n0 ? n : n0));
-    s.call.args = (td_custom_args){.n = (uint32_t)n,
-                                   .rows = (uint32_t)(cols ? n0 / cols : 0),
-                                   .cols = (uint32_t)cols,
-                                   .n_params = (uint32_t)n_params};
-    for (int i = 0; i < n_params; i++) s.call.args.p[i] = params[i];
-
-    bool record = op->def.backward && td_grad_enabled();
-    bool any_grad = false;
-    for (int i = 0; i < n_in; i++) any_grad |= td_requires_grad(inputs[i]);
-    if (record && any_grad) {
-        st = td_function_apply(&op->fn, &s, n_in, inputs, n_out, outputs);
-        return st == TD_OK ? st : td_error_prefix("%s", name);
-    }
-    if (op->def.backward && !td_grad_enabled()) td__probe_note(n_in, inputs); /* a td_checkpoint region's probe */
-    td_no_grad_begin();
-    td_scope_begin();
-    td_tensor *res[CUSTOM_MAX_OUT] = {0};
-    st = run_forward(&s, inputs, res);
-    for (int j = 0; j < n_out && st == TD_OK; j++) outputs[j] = td_retain(res[j]);
-    td_scope_end();
-    td_no_grad_end();
-    if (st != TD_OK) return td_error_prefix("%s", name);
-    for (int j = 0; j < n_out; j++) td__scope_add(outputs[j]);
+    s->call.args = (td_custom_args){.n = (uint32_t)n,
+                                    .rows = (uint32_t)(cols ? n0 / cols : 0),
+                                    .cols = (uint32_t)cols,
+                                    .n_params = (uint32_t)n_params};
+    for (int i = 0; i < n_params; i++) s->call.args.p[i] = params[i];
     return TD_OK;
 }
 
-td_tensor *td_custom_op_apply(const td_custom_op *op, int n_in, td_tensor *const *inputs, int n_params,
-                              const float *params) {
-    td_tensor *out[CUSTOM_MAX_OUT];
-    if (op && op->def.n_out != 1)
-        TD_FAIL_NULL(TD_ERR_MISUSE, "%s: td_custom_op_apply needs an op with one output (it has %d)", op->name,
-                     op->def.n_out);
-    return td_custom_op_call(op, n_in, inputs, n_params, params, 1, out) == TD_OK ? out[0] : NULL;
+td_status td__custom_run(td__custom_state *s, td_tensor *const *inputs, td_tensor **outputs) {
+    int n_out = s->call.n_out;
+    td_no_grad_begin();
+    td_scope_begin();
+    td_tensor *res[CUSTOM_MAX_OUT] = {0};
+    td_status st = td__custom_forward(s, inputs, res);
+    for (int j = 0; j < n_out && st == TD_OK; j++) outputs[j] = td_retain(res[j]);
+    td_scope_end();
+    td_no_grad_end();
+    if (st != TD_OK) return td_error_prefix("%s", s->op->name);
+    for (int j = 0; j < n_out; j++) td__scope_add(outputs[j]);
+    return TD_OK;
 }

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "trident/backend.h"
+#include "trident/kernel.h"
 #include "trident/ops.h"
 #include "trident/profile.h"
 
@@ -213,6 +214,29 @@ TD_API td_tensor *td__max_pool2d_backward(td_tensor *dy, td_tensor *indices, con
 /* dy [N,C,Ho,Wo] -> dx [N,C,H,W] = x_shape */
 TD_API td_tensor *td__avg_pool2d_backward(td_tensor *dy, const int64_t x_shape[4], const int kernel[2],
                                           const int stride[2], const int padding[2], bool count_include_pad);
+
+/* ---- custom ops ----
+** custom_op.c checks a call and runs the op's kernels; src/autograd/custom_function.c
+** is td_custom_op_call, which records the calls that need it. */
+#define TD__CUSTOM_MAX_IN  8
+#define TD__CUSTOM_MAX_OUT 4
+/* One call: c.internal points to it while kernels, shape function or backward run. */
+typedef struct td__custom_state {
+    td_custom_op *op;
+    td_custom_call call;
+    td_custom_meta meta[TD__CUSTOM_MAX_OUT]; /* the outputs, from the shape function */
+    struct td_function_ctx *ctx;             /* (set by src/autograd) the recorded call's ctx, else NULL */
+} td__custom_state;
+/* Check a call of op (counts, parameters, one device, an impl for it), run the
+** shape function and fill *s. outputs[0..n_out) are set to NULL first. */
+td_status td__custom_prepare(const td_custom_op *op, int n_in, td_tensor *const *inputs, int n_params,
+                             const float *params, int n_out, td_tensor **outputs, td__custom_state *s);
+/* Forward of a prepared call: outputs[0..n_out) in the current scope, of the meta's dtypes. */
+td_status td__custom_forward(td__custom_state *s, td_tensor *const *inputs, td_tensor **outputs);
+/* Forward with grad mode off; outputs +1 and added to the current scope; errors prefixed with the op's name. */
+td_status td__custom_run(td__custom_state *s, td_tensor *const *inputs, td_tensor **outputs);
+/* The definition op was registered with (its name, counts and backward). */
+const td_custom_op_def *td__custom_def(const td_custom_op *op);
 
 /* ---- autocast (autocast.c) ----
 ** When an autocast scope is open for the device type of the first non-NULL

@@ -2,9 +2,11 @@
 ** Grad modes: a per-thread stack of scopes. no_grad and enable_grad set
 ** whether ops are recorded; inference also stops recording, and an
 ** enable_grad nested inside it does not turn recording back on, so results
-** made inside inference can never join a graph.
+** made inside inference can never join a graph. The state lives in core: view
+** ops, autocast and DLPack read it, and src/autograd records by it.
 */
-#include "autograd_internal.h"
+#include "internal.h"
+#include "trident/autograd.h"
 
 enum { MODE_ON, MODE_OFF, MODE_INFERENCE };
 #define MODE_STACK_MAX 256
