@@ -5,7 +5,7 @@
 ** the result rows, and the PyTorch twin's numbers. Workloads are entries of
 ** bench_workloads[] (bench_workloads.c): each one runs on one device and adds
 ** rows through bench_time(): the W4 ops (bench_workloads.c) and the training
-** steps of W1-W3 (bench_train.c, with the models of tools/workloads.h).
+** steps of W1-W3 (bench_train.c, with the models of src/workloads/workloads.h).
 **
 ** Terms used throughout:
 **   rate   work / median time, in the row's unit (GFLOP/s, GB/s, samples/s or
@@ -26,7 +26,7 @@
 #include <stdio.h>
 
 #include "trident/trident.h"
-#include "workloads.h" /* tools/: the W1-W3 models */
+#include "workloads.h" /* src/workloads: the W1-W3 models */
 
 #define BENCH_MAX_DEVICES 8
 #define BENCH_MAX_SAMPLES 64
@@ -275,6 +275,8 @@ int bench_write_svg(const bench_session *s, const char *path);
 td_status bench_profile_steps(bench_session *s, int device, const char *workload, bench_fn fn, void *arg);
 /* trident-profile.svg: a bar per device per profiled workload; 0, or 1 after a message. */
 int bench_write_profile_svg(const bench_session *s, const char *path);
+/* s as SVG/XML text: & < > " escaped (bench_svg.c). */
+void bench_xml_text(FILE *f, const char *s);
 
 /* ---- regression compare (bench_compare.c) ---- */
 

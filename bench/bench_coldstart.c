@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "trident/backend.h" /* td_error_set */
 
 typedef struct cold_arg {
     char label[16];

@@ -102,19 +102,6 @@ static const char *colour_of(const char **names, int *n, const char *op) {
     return palette[i % (int)(sizeof palette / sizeof *palette)];
 }
 
-static void svg_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        if (*s == '<')
-            fputs("&lt;", f);
-        else if (*s == '>')
-            fputs("&gt;", f);
-        else if (*s == '&')
-            fputs("&amp;", f);
-        else
-            fputc(*s, f);
-    }
-}
-
 int bench_write_profile_svg(const bench_session *s, const char *path) {
     if (!s->n_profiles) return 0;
     FILE *f = fopen(path, "w");
@@ -148,7 +135,7 @@ int bench_write_profile_svg(const bench_session *s, const char *path) {
     int n_names = 0, y = 50;
     for (int w = 0; w < nw; w++) {
         fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">", y + 14);
-        svg_text(f, wl[w]);
+        bench_xml_text(f, wl[w]);
         fprintf(f, "</text>\n");
         y += 24;
         int ly = y;

@@ -22,7 +22,7 @@
 static const char *palette[BENCH_MAX_DEVICES] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
                                                  "#b07aa1", "#76b7b2", "#edc948", "#9c755f"};
 
-static void xml_text(FILE *f, const char *s) {
+void bench_xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
         if (*s == '&')
             fputs("&amp;", f);
@@ -126,9 +126,9 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
     }
     axis ax = axis_for(ymin, ymax);
     fprintf(f, "<g class=\"panel\">\n<text x=\"%.1f\" y=\"%.1f\" class=\"title\">", px + 10, py + 20);
-    xml_text(f, g->workload);
+    bench_xml_text(f, g->workload);
     fprintf(f, " ");
-    xml_text(f, g->variant);
+    bench_xml_text(f, g->variant);
     fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small\">%s, size %s%s</text>\n", px + 10, py + 36, unit,
             size, ax.log ? ", log scale" : "");
     /* ticks: 0, hi/2, hi; or every decade (every other one past 6) */
@@ -149,7 +149,7 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         const bench_row *r = row_for(s, g, d);
         double cx = x0 + slot * (d + 0.5);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">", cx, base + 14);
-        xml_text(f, s->devices[d].label);
+        bench_xml_text(f, s->devices[d].label);
         fprintf(f, "</text>\n");
         if (!r) continue;
         if (r->error[0]) {
@@ -162,7 +162,7 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
         char val[32];
         fmt_rate(val, sizeof val, r->rate);
         fprintf(f, "<rect class=\"bar\" data-device=\"%s\" data-workload=\"", s->devices[d].label);
-        xml_text(f, g->workload);
+        bench_xml_text(f, g->workload);
         fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", cx - bw / 2, base - h, bw,
                 h, palette[d % BENCH_MAX_DEVICES]);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">%s</text>\n", cx, base - h - 4,
@@ -214,11 +214,11 @@ int bench_write_svg(const bench_session *s, const char *path) {
         fprintf(f, "<rect class=\"legend\" x=\"10\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", y,
                 palette[d % BENCH_MAX_DEVICES]);
         fprintf(f, "<text x=\"30\" y=\"%.1f\">", y + 12);
-        xml_text(f, dv->label);
+        bench_xml_text(f, dv->label);
         fprintf(f, ": ");
-        xml_text(f, dv->info.name);
+        bench_xml_text(f, dv->info.name);
         fprintf(f, " (copy %.1f GB/s; timer: ", dv->copy_gbps);
-        xml_text(f, dv->timer);
+        bench_xml_text(f, dv->timer);
         fprintf(f, ")</text>\n");
     }
     if (s->opt.torch) {
@@ -227,7 +227,7 @@ int bench_write_svg(const bench_session *s, const char *path) {
                 "<line x1=\"10\" y1=\"%.1f\" x2=\"24\" y2=\"%.1f\" stroke=\"#222\" stroke-width=\"2\" "
                 "stroke-dasharray=\"6 3\"/>\n<text x=\"30\" y=\"%.1f\">PyTorch %s: ",
                 y + 7, y + 7, y + 12, s->torch_version);
-        xml_text(f, s->torch_status);
+        bench_xml_text(f, s->torch_status);
         fprintf(f, "</text>\n");
     }
     for (int i = 0; i < ng; i++) panel(f, s, &g[i], 10 + (i % cols) * PANEL_W, head + (i / cols) * PANEL_H);

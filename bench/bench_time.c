@@ -15,7 +15,6 @@
 
 #include "bench.h"
 #include "bench_clock.h"
-#include "trident/backend.h" /* td_backend_symbol */
 
 #define BENCH_WARMUP       2
 #define BENCH_MIN_SAMPLES  3

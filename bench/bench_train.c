@@ -1,7 +1,7 @@
 /*
 ** The training workloads W1-W3 of WORKLOADS.md as bench rows: the time of one
 ** whole training step (forward, cross-entropy, zero_grad, backward, optimizer
-** step) of the models `trident train` builds (tools/workloads.h), as the
+** step) of the models `trident train` builds (src/workloads/workloads.h), as the
 ** median over steps after warm-up steps. GPU steps are timed by device events
 ** around the whole step (see bench_time.c).
 **
@@ -30,7 +30,6 @@
 #include <sys/stat.h>
 
 #include "bench.h"
-#include "trident/backend.h" /* td_error_set: no public way to set the error message */
 
 #define TRAIN_IMAGES   60000 /* Fashion-MNIST's training set; epochs drop the last partial batch */
 #define IMAGE_SETS     8

@@ -1,5 +1,5 @@
 /*
-** soak: many W1 training steps (tools/workloads.c's MLP, Adam, batch 64) on one
+** soak: many W1 training steps (src/workloads' MLP, Adam, batch 64) on one
 ** device, checking that memory stays flat. Each step builds its batch from host
 ** memory (td_from_data, as a data loader does: a fresh device tensor per step),
 ** trains on it and reads the loss; every 50 steps one evaluation batch runs too.

@@ -53,7 +53,7 @@ typedef struct expr {
     char err[128];
 } expr;
 
-static td_tensor *e_sum(expr *e);
+static td_tensor *e_level(expr *e, int level);
 
 static void e_space(expr *e) {
     while (isspace((unsigned char)*e->p)) e->p++;
@@ -81,7 +81,7 @@ static td_tensor *e_atom(expr *e) {
     e_space(e);
     if (*e->p == '(') {
         e->p++;
-        td_tensor *t = e_sum(e);
+        td_tensor *t = e_level(e, 0);
         e_space(e);
         if (*e->p != ')') return e_fail(e, "expected ')'");
         e->p++;
@@ -106,7 +106,7 @@ static td_tensor *e_atom(expr *e) {
     e_space(e);
     if (*e->p == '(') {
         e->p++;
-        td_tensor *a = e_sum(e);
+        td_tensor *a = e_level(e, 0);
         e_space(e);
         if (!a || *e->p != ')') return a ? e_fail(e, "expected ')'") : NULL;
         e->p++;
@@ -120,22 +120,16 @@ static td_tensor *e_atom(expr *e) {
     return NULL;
 }
 
-static td_tensor *e_product(expr *e) {
-    td_tensor *a = e_atom(e);
-    for (e_space(e); a && (*e->p == '*' || *e->p == '/'); e_space(e)) {
-        char op = *e->p++;
-        td_tensor *b = e_atom(e);
-        a = b ? (op == '*' ? td_mul(a, b) : td_div(a, b)) : NULL;
-    }
-    return a;
-}
-
-static td_tensor *e_sum(expr *e) {
-    td_tensor *a = e_product(e);
-    for (e_space(e); a && (*e->p == '+' || *e->p == '-'); e_space(e)) {
-        char op = *e->p++;
-        td_tensor *b = e_product(e);
-        a = b ? (op == '+' ? td_add(a, b) : td_sub(a, b)) : NULL;
+/* Operands joined left to right by the operators of one precedence level: + - (level 0) over * / (level 1)
+** over atoms. */
+static td_tensor *e_level(expr *e, int level) {
+    static const char ops[2][2] = {{'+', '-'}, {'*', '/'}};
+    static td_tensor *(*const fns[2][2])(td_tensor *, td_tensor *) = {{td_add, td_sub}, {td_mul, td_div}};
+    td_tensor *a = level ? e_atom(e) : e_level(e, 1);
+    for (e_space(e); a && (*e->p == ops[level][0] || *e->p == ops[level][1]); e_space(e)) {
+        int k = *e->p++ == ops[level][1];
+        td_tensor *b = level ? e_atom(e) : e_level(e, 1);
+        a = b ? fns[level][k](a, b) : NULL;
     }
     return a;
 }
@@ -149,7 +143,7 @@ static td_tensor *eval_ref(const kargs *a, int n, td_tensor *const *in) {
         snprintf(e.names[i], sizeof e.names[i], "%.*s", (int)len, nm);
         nm += len + (nm[len] == ',');
     }
-    td_tensor *t = e_sum(&e);
+    td_tensor *t = e_level(&e, 0);
     e_space(&e);
     if (t && *e.p) t = e_fail(&e, "unexpected text");
     if (!t) fprintf(stderr, "trident kernel: --ref %s: %s\n", TD_QUOTE(a->ref), e.err[0] ? e.err : td_last_error());
@@ -488,22 +482,15 @@ int cmd_kernel(int argc, char **argv) {
         }
         if (!v) return fprintf(stderr, "trident kernel: %s needs a value\n", TD_QUOTE(o)), 2;
         i++;
-        if (!strcmp(o, "--device"))
-            a.device = v;
-        else if (!strcmp(o, "--shape"))
-            a.shape = v;
-        else if (!strcmp(o, "--out-shape"))
-            a.out_shape = v;
-        else if (!strcmp(o, "--ref"))
-            a.ref = v;
-        else if (!strcmp(o, "--names"))
-            a.names = v;
-        else if (!strcmp(o, "--entry"))
-            a.entry = v;
-        else if (!strcmp(o, "--backward"))
-            a.backward = v;
-        else if (!strcmp(o, "--svg"))
-            a.svg = v;
+        const struct {
+            const char *name, **to;
+        } strings[] = {{"--device", &a.device},     {"--shape", &a.shape}, {"--out-shape", &a.out_shape},
+                       {"--ref", &a.ref},           {"--names", &a.names}, {"--entry", &a.entry},
+                       {"--backward", &a.backward}, {"--svg", &a.svg}};
+        size_t k = 0;
+        while (k < sizeof strings / sizeof *strings && strcmp(o, strings[k].name)) k++;
+        if (k < sizeof strings / sizeof *strings)
+            *strings[k].to = v;
         else if (!strcmp(o, "--grads"))
             a.grads = atoi(v);
         else if (!strcmp(o, "--seed"))

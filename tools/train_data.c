@@ -10,7 +10,6 @@
 #include <sys/sysinfo.h>
 
 #include "train.h"
-#include "trident/backend.h" /* td_philox4x32 (the windows) and td_error_set: neither is public */
 
 #define TEXT_SEED_MIX     0xD1B54A32D192ED03ull /* the windows' stream, apart from the init stream */
 #define EVAL_BATCH        1000                  /* test images per evaluation batch */

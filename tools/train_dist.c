@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "train.h"
-#include "trident/backend.h" /* td_error_set: no public way to set the error message */
 
 bool train_dist_wanted(bool ddp_flag) {
     const char *w = getenv("WORLD_SIZE"), *o = getenv("OMPI_COMM_WORLD_SIZE");

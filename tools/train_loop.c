@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "train.h"
-#include "trident/backend.h" /* td_error_set: no public way to set the error message */
 
 #define DATA_SEED_MIX 0x9E3779B97F4A7C15ull /* the shuffle's stream, apart from the init stream */
 

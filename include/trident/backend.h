@@ -271,27 +271,12 @@ typedef const td_backend *(*td_backend_plugin_fn)(void);
 
 /* ---- Helpers for backend implementers (exported by the core) ---- */
 
-/* METHOD. Record an error message for this thread, as td_last_error() shows it
-** (one line: control bytes are escaped). An argument may be td_last_error(). */
-TD_API td_status td_error_set(td_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* METHOD. Prefix the current message with fmt's text and ": ", keeping the
-** status; returns it. Chains: "step 2: adam step, parameter 0: <cause>". */
-TD_API td_status td_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 TD_API int64_t td_operand_numel(const td_operand *v);
 TD_API bool td_operand_is_contiguous(const td_operand *v);
 /* METHOD. The backend registered for a device type, or NULL (with why in the error). */
 TD_API const td_backend *td_backend_for(int device_type);
 /* METHOD. Why a backend is unavailable ("plugin not loaded: ..."), or NULL if it is available. */
 TD_API const char *td_backend_unavailable_reason(int device_type);
-/* METHOD. A symbol that an available plugin exports beside td_backend_plugin (a backend's own
-** tools, such as the Vulkan self-test hooks of backend_vulkan/vk_selftest.h), or NULL. */
-TD_API void *td_backend_symbol(int device_type, const char *name);
-
-/* Philox4x32-10, the RNG every backend reproduces (see docs/ARCHITECTURE.md):
-** element i of a stream (seed, offset) uses counter (offset + i/4) and word i%4. */
-TD_API void td_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
-/* uniform float in [0,1) from a 32-bit word: (w >> 8) * 2^-24 */
-static inline float td_philox_uniform(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,10 @@ typedef struct td_device_info {
 ** Returns TD_OK, TD_ERR_MISUSE (out is NULL), TD_ERR_UNAVAILABLE (no such
 ** device; the message says why). */
 TD_API td_status td_device_get_info(td_device dev, td_device_info *out);
+/* METHOD. A symbol that the plugin of an available device type exports beside
+** td_backend_plugin (a backend's own tools, such as the Vulkan self-test hooks
+** of backend_vulkan/vk_selftest.h), or NULL. */
+TD_API void *td_backend_symbol(int device_type, const char *name);
 
 /* Memory of one device as its allocator sees it (bytes). */
 typedef struct td_memory_stats {

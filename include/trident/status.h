@@ -65,6 +65,14 @@ TD_API const char *td_last_error(void);
 /* METHOD. Reset this thread's error to TD_OK. */
 TD_API void td_clear_error(void);
 
+/* METHOD. Record an error message for this thread, as td_last_error() shows it
+** (one line: control bytes are escaped). An argument may be td_last_error().
+** Returns s. For the library's backends, plugins and tools. */
+TD_API td_status td_error_set(td_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* METHOD. Prefix the current message with fmt's text and ": ", keeping the
+** status; returns it. Chains: "step 2: adam step, parameter 0: <cause>". */
+TD_API td_status td_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* METHOD. s (IN, from a file, the command line or any other outside source)
 ** as a quoted string fit for a one-line message: 'a\\nb' for "a\nb". Bytes
 ** outside printable ASCII become \n, \r, \t or \xHH, and the backslash and

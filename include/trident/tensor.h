@@ -240,6 +240,11 @@ TD_API void td_rng_set_state(td_rng_state s);
 /* METHOD. Reserve counters for n values: returns the seed and the first
 ** offset to use, and advances the default generator past them. */
 TD_API td_rng_state td_rng_reserve(uint64_t n);
+/* METHOD. Philox4x32-10, the RNG every backend reproduces (see docs/ARCHITECTURE.md):
+** element i of a stream (seed, offset) uses counter (offset + i/4) and word i%4. */
+TD_API void td_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
+/* uniform float in [0,1) from a 32-bit word: (w >> 8) * 2^-24 */
+static inline float td_philox_uniform(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
 
 /* ---- Debug aids (used by the conformance tests) ------------------------ */
 enum {

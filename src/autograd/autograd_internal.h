@@ -81,12 +81,14 @@ typedef struct td__formula {
     int n_diff_out;
 } td__formula;
 
-/* The formula table, filled once by each family's register function. */
+/* The formula of kind, or NULL: the table filled once from each family's rows. */
 const td__formula *td__formula_for(td_op_kind kind);
-void td__formulas_elementwise(td__formula *table);
-void td__formulas_reduce(td__formula *table);
-void td__formulas_nn(td__formula *table);
-void td__formulas_index(td__formula *table);
+/* A family's rows (formulas_<family>.c), ended by a row of kind TD_OP_COUNT. */
+typedef struct td__formula_row {
+    td_op_kind kind;
+    td__formula f;
+} td__formula_row;
+extern const td__formula_row td__formulas_elementwise[], td__formulas_reduce[], td__formulas_nn[], td__formulas_index[];
 
 /* ---- nodes (graph.c) ---- */
 /* New node with refcount 1 and edges to in[] (those requiring grad). */
@@ -141,6 +143,10 @@ td_status td__engine_run(const td__engine_req *req);
 /* Whether the run now executing on this thread accumulates into .grad
 ** (td_backward) or not (td_grad); checkpoint's inner run follows it. */
 bool td__engine_accumulating(void);
+
+/* The end of a call that hands out ts[0..n) (+1 each): on TD_OK they join the
+** current scope, else they are released and set to NULL. Returns st. */
+td_status td__hand_out(td_status st, int n, td_tensor **ts);
 
 /* Hooks of a leaf run on its gradient; returns +1 (the result or grad). */
 td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad);

@@ -403,12 +403,16 @@ td_status td_grad(int n_out, td_tensor *const *outputs, td_tensor *const *grad_o
     for (int i = 0; st == TD_OK && i < n_in; i++)
         if (!grads_out[i] && !allow_unused)
             st = TD_ERR(TD_ERR_MISUSE, "grad: input %d was not used to compute the outputs (pass allow_unused)", i);
-    for (int i = 0; i < n_in; i++) {
+    return td__hand_out(st, n_in, grads_out);
+}
+
+td_status td__hand_out(td_status st, int n, td_tensor **ts) {
+    for (int i = 0; i < n; i++) {
         if (st != TD_OK) {
-            td_release(grads_out[i]);
-            grads_out[i] = NULL;
+            td_release(ts[i]);
+            ts[i] = NULL;
         } else {
-            td__scope_add(grads_out[i]);
+            td__scope_add(ts[i]);
         }
     }
     return st;

@@ -1,6 +1,6 @@
 /*
 ** The derivative table (one formula per differentiable op of TD_OP_LIST,
-** filled by the family files formulas_*.c) and helpers the formulas share.
+** filled from the rows of the family files formulas_*.c) and helpers the formulas share.
 */
 #include <pthread.h>
 
@@ -10,10 +10,10 @@ static td__formula table[TD_OP_COUNT];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void fill_table(void) {
-    td__formulas_elementwise(table);
-    td__formulas_reduce(table);
-    td__formulas_nn(table);
-    td__formulas_index(table);
+    const td__formula_row *families[] = {td__formulas_elementwise, td__formulas_reduce, td__formulas_nn,
+                                         td__formulas_index};
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        for (const td__formula_row *r = families[i]; r->kind != TD_OP_COUNT; r++) table[r->kind] = r->f;
 }
 
 const td__formula *td__formula_for(td_op_kind kind) {

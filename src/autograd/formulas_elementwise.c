@@ -205,29 +205,30 @@ static td_status bw_clamp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     return td__done(n, gx);
 }
 
-void td__formulas_elementwise(td__formula *t) {
-    t[TD_OP_COPY] = (td__formula){bw_copy, 0, 0, 0};
-    t[TD_OP_ADD] = (td__formula){bw_add, 0, 0, 0};
-    t[TD_OP_SUB] = (td__formula){bw_sub, 0, 0, 0};
-    t[TD_OP_MUL] = (td__formula){bw_mul, 3, 0, 0};
-    t[TD_OP_DIV] = (td__formula){bw_div, 3, 0, 0};
-    t[TD_OP_POW] = (td__formula){bw_pow, 3, 1, 0};
-    t[TD_OP_MAXIMUM] = (td__formula){bw_maximum, 3, 0, 0};
-    t[TD_OP_MINIMUM] = (td__formula){bw_minimum, 3, 0, 0};
-    t[TD_OP_WHERE] = (td__formula){bw_where, 1, 0, 0};
-    t[TD_OP_NEG] = (td__formula){bw_neg, 0, 0, 0};
-    t[TD_OP_ABS] = (td__formula){bw_abs, 1, 0, 0};
-    t[TD_OP_EXP] = (td__formula){bw_exp, 0, 1, 0};
-    t[TD_OP_LOG] = (td__formula){bw_log, 1, 0, 0};
-    t[TD_OP_SQRT] = (td__formula){bw_sqrt, 0, 1, 0};
-    t[TD_OP_RSQRT] = (td__formula){bw_rsqrt, 0, 1, 0};
-    t[TD_OP_SIN] = (td__formula){bw_sin, 1, 0, 0};
-    t[TD_OP_COS] = (td__formula){bw_cos, 1, 0, 0};
-    t[TD_OP_TANH] = (td__formula){bw_tanh, 0, 1, 0};
-    t[TD_OP_SIGMOID] = (td__formula){bw_sigmoid, 0, 1, 0};
-    t[TD_OP_RELU] = (td__formula){bw_relu, 0, 1, 0};
-    t[TD_OP_GELU] = (td__formula){bw_gelu, 1, 0, 0};
-    t[TD_OP_GELU_BACKWARD] = (td__formula){bw_gelu_backward, 3, 0, 0};
-    t[TD_OP_SILU] = (td__formula){bw_silu, 1, 0, 0};
-    t[TD_OP_CLAMP] = (td__formula){bw_clamp, 1, 0, 0};
-}
+const td__formula_row td__formulas_elementwise[] = {
+    {TD_OP_COPY, {bw_copy, 0, 0, 0}},
+    {TD_OP_ADD, {bw_add, 0, 0, 0}},
+    {TD_OP_SUB, {bw_sub, 0, 0, 0}},
+    {TD_OP_MUL, {bw_mul, 3, 0, 0}},
+    {TD_OP_DIV, {bw_div, 3, 0, 0}},
+    {TD_OP_POW, {bw_pow, 3, 1, 0}},
+    {TD_OP_MAXIMUM, {bw_maximum, 3, 0, 0}},
+    {TD_OP_MINIMUM, {bw_minimum, 3, 0, 0}},
+    {TD_OP_WHERE, {bw_where, 1, 0, 0}},
+    {TD_OP_NEG, {bw_neg, 0, 0, 0}},
+    {TD_OP_ABS, {bw_abs, 1, 0, 0}},
+    {TD_OP_EXP, {bw_exp, 0, 1, 0}},
+    {TD_OP_LOG, {bw_log, 1, 0, 0}},
+    {TD_OP_SQRT, {bw_sqrt, 0, 1, 0}},
+    {TD_OP_RSQRT, {bw_rsqrt, 0, 1, 0}},
+    {TD_OP_SIN, {bw_sin, 1, 0, 0}},
+    {TD_OP_COS, {bw_cos, 1, 0, 0}},
+    {TD_OP_TANH, {bw_tanh, 0, 1, 0}},
+    {TD_OP_SIGMOID, {bw_sigmoid, 0, 1, 0}},
+    {TD_OP_RELU, {bw_relu, 0, 1, 0}},
+    {TD_OP_GELU, {bw_gelu, 1, 0, 0}},
+    {TD_OP_GELU_BACKWARD, {bw_gelu_backward, 3, 0, 0}},
+    {TD_OP_SILU, {bw_silu, 1, 0, 0}},
+    {TD_OP_CLAMP, {bw_clamp, 1, 0, 0}},
+    {TD_OP_COUNT, {0}},
+};

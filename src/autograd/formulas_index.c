@@ -72,11 +72,12 @@ static td_status bw_cat(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     return td__done(n, gx);
 }
 
-void td__formulas_index(td__formula *t) {
-    t[TD_OP_EMBEDDING] = (td__formula){bw_embedding, 2, 0, 0};
-    t[TD_OP_EMBEDDING_BACKWARD] = (td__formula){bw_embedding_backward, 2, 0, 0};
-    t[TD_OP_INDEX_SELECT] = (td__formula){bw_index_select, 2, 0, 0};
-    t[TD_OP_GATHER] = (td__formula){bw_gather, 2, 0, 0};
-    t[TD_OP_SCATTER_ADD] = (td__formula){bw_scatter_add, 2, 0, 0};
-    t[TD_OP_CAT] = (td__formula){bw_cat, 0, 0, 0};
-}
+const td__formula_row td__formulas_index[] = {
+    {TD_OP_EMBEDDING, {bw_embedding, 2, 0, 0}},
+    {TD_OP_EMBEDDING_BACKWARD, {bw_embedding_backward, 2, 0, 0}},
+    {TD_OP_INDEX_SELECT, {bw_index_select, 2, 0, 0}},
+    {TD_OP_GATHER, {bw_gather, 2, 0, 0}},
+    {TD_OP_SCATTER_ADD, {bw_scatter_add, 2, 0, 0}},
+    {TD_OP_CAT, {bw_cat, 0, 0, 0}},
+    {TD_OP_COUNT, {0}},
+};

@@ -305,24 +305,25 @@ static td_status bw_attention(td_node *n, td_tensor *const *gy, td_tensor **gx) 
     return td__done(n, gx);
 }
 
-void td__formulas_nn(td__formula *t) {
-    t[TD_OP_ATTENTION] = (td__formula){bw_attention, 15, 3, 1};
-    t[TD_OP_MATMUL] = (td__formula){bw_matmul, 3, 0, 0};
-    t[TD_OP_LINEAR_GELU] = (td__formula){bw_linear_gelu, 7, 2, 1};
-    t[TD_OP_SOFTMAX] = (td__formula){bw_softmax, 0, 1, 0};
-    t[TD_OP_LOG_SOFTMAX] = (td__formula){bw_log_softmax, 0, 1, 0};
-    t[TD_OP_LAYER_NORM] = (td__formula){bw_layer_norm, 3, 6, 1};
-    t[TD_OP_ADD_LAYER_NORM] = (td__formula){bw_add_layer_norm, 4, 14, 2};
-    t[TD_OP_CROSS_ENTROPY] = (td__formula){bw_cross_entropy, 7, 0, 0};
-    t[TD_OP_CONV2D] = (td__formula){bw_conv2d, 3, 0, 0};
-    t[TD_OP_MAX_POOL2D] = (td__formula){bw_max_pool2d, 0, 2, 1};
-    t[TD_OP_AVG_POOL2D] = (td__formula){bw_avg_pool2d, 0, 0, 0};
-    t[TD_OP_DROPOUT] = (td__formula){bw_dropout, 0, 0, 0};
-    t[TD_OP_CROSS_ENTROPY_BACKWARD] = (td__formula){bw_cross_entropy_backward, 15, 0, 0};
-    t[TD_OP_SOFTMAX_BACKWARD] = (td__formula){bw_softmax_backward, 3, 0, 0};
-    t[TD_OP_LOG_SOFTMAX_BACKWARD] = (td__formula){bw_log_softmax_backward, 3, 0, 0};
-    t[TD_OP_CONV2D_BACKWARD_INPUT] = (td__formula){bw_conv2d_backward_input, 3, 0, 0};
-    t[TD_OP_CONV2D_BACKWARD_WEIGHT] = (td__formula){bw_conv2d_backward_weight, 3, 0, 0};
-    t[TD_OP_MAX_POOL2D_BACKWARD] = (td__formula){bw_max_pool2d_backward, 2, 0, 0};
-    t[TD_OP_AVG_POOL2D_BACKWARD] = (td__formula){bw_avg_pool2d_backward, 0, 0, 0};
-}
+const td__formula_row td__formulas_nn[] = {
+    {TD_OP_ATTENTION, {bw_attention, 15, 3, 1}},
+    {TD_OP_MATMUL, {bw_matmul, 3, 0, 0}},
+    {TD_OP_LINEAR_GELU, {bw_linear_gelu, 7, 2, 1}},
+    {TD_OP_SOFTMAX, {bw_softmax, 0, 1, 0}},
+    {TD_OP_LOG_SOFTMAX, {bw_log_softmax, 0, 1, 0}},
+    {TD_OP_LAYER_NORM, {bw_layer_norm, 3, 6, 1}},
+    {TD_OP_ADD_LAYER_NORM, {bw_add_layer_norm, 4, 14, 2}},
+    {TD_OP_CROSS_ENTROPY, {bw_cross_entropy, 7, 0, 0}},
+    {TD_OP_CONV2D, {bw_conv2d, 3, 0, 0}},
+    {TD_OP_MAX_POOL2D, {bw_max_pool2d, 0, 2, 1}},
+    {TD_OP_AVG_POOL2D, {bw_avg_pool2d, 0, 0, 0}},
+    {TD_OP_DROPOUT, {bw_dropout, 0, 0, 0}},
+    {TD_OP_CROSS_ENTROPY_BACKWARD, {bw_cross_entropy_backward, 15, 0, 0}},
+    {TD_OP_SOFTMAX_BACKWARD, {bw_softmax_backward, 3, 0, 0}},
+    {TD_OP_LOG_SOFTMAX_BACKWARD, {bw_log_softmax_backward, 3, 0, 0}},
+    {TD_OP_CONV2D_BACKWARD_INPUT, {bw_conv2d_backward_input, 3, 0, 0}},
+    {TD_OP_CONV2D_BACKWARD_WEIGHT, {bw_conv2d_backward_weight, 3, 0, 0}},
+    {TD_OP_MAX_POOL2D_BACKWARD, {bw_max_pool2d_backward, 2, 0, 0}},
+    {TD_OP_AVG_POOL2D_BACKWARD, {bw_avg_pool2d_backward, 0, 0, 0}},
+    {TD_OP_COUNT, {0}},
+};

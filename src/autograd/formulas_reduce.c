@@ -51,11 +51,12 @@ static td_status bw_logsumexp(td_node *n, td_tensor *const *gy, td_tensor **gx) 
     return td__done(n, gx);
 }
 
-void td__formulas_reduce(td__formula *t) {
-    t[TD_OP_SUM] = (td__formula){bw_sum, 0, 0, 0};
-    t[TD_OP_MEAN] = (td__formula){bw_mean, 0, 0, 0};
-    t[TD_OP_MAX] = (td__formula){bw_extremum, 1, 1, 0};
-    t[TD_OP_MIN] = (td__formula){bw_extremum, 1, 1, 0};
-    t[TD_OP_VAR] = (td__formula){bw_var, 1, 0, 0};
-    t[TD_OP_LOGSUMEXP] = (td__formula){bw_logsumexp, 1, 1, 0};
-}
+const td__formula_row td__formulas_reduce[] = {
+    {TD_OP_SUM, {bw_sum, 0, 0, 0}},
+    {TD_OP_MEAN, {bw_mean, 0, 0, 0}},
+    {TD_OP_MAX, {bw_extremum, 1, 1, 0}},
+    {TD_OP_MIN, {bw_extremum, 1, 1, 0}},
+    {TD_OP_VAR, {bw_var, 1, 0, 0}},
+    {TD_OP_LOGSUMEXP, {bw_logsumexp, 1, 1, 0}},
+    {TD_OP_COUNT, {0}},
+};

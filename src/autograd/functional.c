@@ -38,19 +38,6 @@ td_status td_value_and_grad(td_loss_fn fn, void *user, int n, td_tensor *const *
     if (st == TD_OK) *value = td_keep(td_detach(loss));
     if (st == TD_OK && !*value) st = td_last_status();
     td_scope_end();
-    for (int i = 0; i < n; i++) {
-        if (st != TD_OK) {
-            td_release(grads[i]);
-            grads[i] = NULL;
-        } else {
-            td__scope_add(grads[i]);
-        }
-    }
-    if (st != TD_OK) {
-        td_release(*value);
-        *value = NULL;
-    } else {
-        td__scope_add(*value);
-    }
-    return st;
+    td__hand_out(st, n, grads);
+    return td__hand_out(st, 1, value);
 }

@@ -68,22 +68,34 @@ td_tensor *td_detach(td_tensor *t) {
     return td__make_view(t, t->ndim, t->shape, t->strides, t->offset);
 }
 
-td_status td_register_hook(td_tensor *t, td_grad_hook fn, void *user) {
-    TD_CHECK_ARG_ST(t, "register_hook");
-    if (!fn) return TD_ERR(TD_ERR_MISUSE, "register_hook: fn is NULL");
+/* The meta of t, which must be a leaf that requires grad, for a hook fn; NULL with the error set. */
+static tensor_meta *hook_target(td_tensor *t, bool has_fn, const char *api) {
+    if (!td__check_arg(t, api, "t")) return NULL;
+    if (!has_fn) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: fn is NULL", api);
     if (t->grad_fn)
-        return TD_ERR(TD_ERR_MISUSE, "register_hook: hooks go on leaves; this tensor is the result of '%s'",
-                      t->grad_fn->name);
-    if (!t->requires_grad) return TD_ERR(TD_ERR_MISUSE, "register_hook: the tensor does not require grad");
+        TD_FAIL_NULL(TD_ERR_MISUSE, "%s: hooks go on leaves; this tensor is the result of '%s'", api, t->grad_fn->name);
+    if (!t->requires_grad) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: the tensor does not require grad", api);
     tensor_meta *m = meta_of(t);
-    if (!m) return TD_ERR(TD_ERR_OOM, "register_hook: out of host memory");
-    if (m->n_hooks == m->cap_hooks) {
-        int cap = m->cap_hooks ? m->cap_hooks * 2 : 4;
-        hook *h = realloc(m->hooks, (size_t)cap * sizeof *h);
-        if (!h) return TD_ERR(TD_ERR_OOM, "register_hook: out of host memory");
-        m->hooks = h;
-        m->cap_hooks = cap;
-    }
+    if (!m) TD_FAIL_NULL(TD_ERR_OOM, "%s: out of host memory", api);
+    return m;
+}
+
+/* list (n entries of size bytes, room for *cap) with room for one more: list itself, or grown from first
+** entries up by doubling; NULL (list kept) when out of memory. */
+static void *room_for_one(void *list, int n, int *cap, int first, size_t size) {
+    if (n < *cap) return list;
+    int grown_cap = *cap ? *cap * 2 : first;
+    void *grown = realloc(list, (size_t)grown_cap * size);
+    if (grown) *cap = grown_cap;
+    return grown;
+}
+
+td_status td_register_hook(td_tensor *t, td_grad_hook fn, void *user) {
+    tensor_meta *m = hook_target(t, fn, "register_hook");
+    if (!m) return td_last_status() ? td_last_status() : TD_ERR_MISUSE;
+    hook *h = room_for_one(m->hooks, m->n_hooks, &m->cap_hooks, 4, sizeof *h);
+    if (!h) return TD_ERR(TD_ERR_OOM, "register_hook: out of host memory");
+    m->hooks = h;
     m->hooks[m->n_hooks++] = (hook){fn, user};
     return TD_OK;
 }
@@ -118,23 +130,11 @@ td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad) {
 }
 
 td_status td_register_post_accumulate_hook(td_tensor *t, td_post_accumulate_hook fn, void *user) {
-    TD_CHECK_ARG_ST(t, "register_post_accumulate_hook");
-    if (!fn) return TD_ERR(TD_ERR_MISUSE, "register_post_accumulate_hook: fn is NULL");
-    if (t->grad_fn)
-        return TD_ERR(TD_ERR_MISUSE,
-                      "register_post_accumulate_hook: hooks go on leaves; this tensor is the result of '%s'",
-                      t->grad_fn->name);
-    if (!t->requires_grad)
-        return TD_ERR(TD_ERR_MISUSE, "register_post_accumulate_hook: the tensor does not require grad");
-    tensor_meta *m = meta_of(t);
-    if (!m) return TD_ERR(TD_ERR_OOM, "register_post_accumulate_hook: out of host memory");
-    if (m->n_post == m->cap_post) {
-        int cap = m->cap_post ? m->cap_post * 2 : 2;
-        post_hook *h = realloc(m->post, (size_t)cap * sizeof *h);
-        if (!h) return TD_ERR(TD_ERR_OOM, "register_post_accumulate_hook: out of host memory");
-        m->post = h;
-        m->cap_post = cap;
-    }
+    tensor_meta *m = hook_target(t, fn, "register_post_accumulate_hook");
+    if (!m) return td_last_status() ? td_last_status() : TD_ERR_MISUSE;
+    post_hook *h = room_for_one(m->post, m->n_post, &m->cap_post, 2, sizeof *h);
+    if (!h) return TD_ERR(TD_ERR_OOM, "register_post_accumulate_hook: out of host memory");
+    m->post = h;
     m->post[m->n_post++] = (post_hook){fn, user};
     return TD_OK;
 }

@@ -1,6 +1,7 @@
 /*
-** The reference workloads of WORKLOADS.md, shared by `trident train` and
-** `trident bench`: W1 (MLP), W2 (CNN) and W3 (GPT-mini), each built as its
+** The reference workloads of WORKLOADS.md, shared by `trident train`,
+** `trident bench` (tools/, bench/), bench/soak and the tests, and below them
+** all (the trident_workloads library, on the public API only): W1 (MLP), W2 (CNN) and W3 (GPT-mini), each built as its
 ** PyTorch twin in ../shared/anchors/torch_workloads.py (same layers, same
 ** parameter names, PyTorch's default initialization), plus one training step
 ** and one evaluation pass.
@@ -10,8 +11,8 @@
 **   gpt:      x I64 [N, T] (byte ids),           y I64 [N, T] (the next bytes)
 **             -> logits [N, T, V]
 */
-#ifndef TRIDENT_TOOLS_WORKLOADS_H
-#define TRIDENT_TOOLS_WORKLOADS_H
+#ifndef TRIDENT_WORKLOADS_H
+#define TRIDENT_WORKLOADS_H
 
 #include "trident/trident.h"
 

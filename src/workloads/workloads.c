@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trident/backend.h" /* td_error_set: no public way to set the error message */
 #include "workloads.h"
 
 workload_gpt_config workload_gpt_config_default(void) {
