@@ -5,12 +5,16 @@
 ** One stream per device; every op is enqueued on it, so work on a device runs
 ** in submission order and a buffer freed by the caching allocator can be
 ** reused by the next allocation without a host wait (stream-ordered frees).
-** Each op has a launcher cu_op_<NAME> and a predicate cu_supports_<NAME> in a
-** cu_ops_<family>.cu file; both are declared weak, so the op table lists
-** exactly the ops linked in and supports() stays truthful.
+** Each op of TD_OP_LIST has a launcher cu_op_<NAME> in a cu_ops_<family>.cu
+** file, declared here as an ordinary symbol: a kernel that the op table names
+** but nothing defines fails the link (the plugin links with --no-undefined).
+** The dispatcher has checked the operands against op_list.h (dtypes, arity)
+** and skipped empty outputs; the ops of CU_CHECKED_OPS add a capability test
+** cu_supports_<NAME> (a shape limit, a layout), the others take every op the
+** dispatcher lets through.
 **
 ** defines: cu_dev, error helpers, operand pointers, scratch memory, launch
-** sizing, the per-op declarations.
+** sizing, cu_copy_view, the per-op declarations, CU_CHECKED_OPS, CU_SUPPORTS.
 */
 #ifndef TRIDENT_CU_H
 #define TRIDENT_CU_H
@@ -115,12 +119,54 @@ typedef struct cu_geom {
 } cu_geom;
 void cu_geom_make(int n, const td_operand *const *views, cu_geom *g);
 
+/* ---- GEMM on cuBLASLt (cu_blaslt.c) ---- */
+/* What the GEMM's epilogue adds: nothing, bias [N] per output column, or
+** bias and then tanh-GELU with the pre-activation kept in aux ([M, N]). */
+enum { CU_EPI_NONE, CU_EPI_BIAS, CU_EPI_GELU_AUX_BIAS };
+/* op's MATMUL (in = (a, b), out = c; TD_LAYOUT_MATRIX) with epilogue epi;
+** TD_ERR_UNSUPPORTED when Lt has no algorithm for the shape. */
+td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux);
+
+/* ---- copies (cu_ops_fill.cu) ---- */
+/* out = cast(in) elementwise; in and out of one shape, any strides and dtypes
+** (COPY, and CAT's slices). */
+td_status cu_copy_view(cu_dev *d, const td_operand *in, const td_operand *out);
+
 /* ---- the ops ---- */
-#define CU_OP_DECLARE_(N, ni, no, g, dts, lay, amp, s)                                                                 \
-    td_status cu_op_##N(cu_dev *d, const td_op *op) __attribute__((weak));                                             \
-    bool cu_supports_##N(cu_dev *d, const td_op *op) __attribute__((weak));
+#define CU_OP_DECLARE_(N, ...) td_status cu_op_##N(cu_dev *d, const td_op *op);
 TD_OP_LIST(CU_OP_DECLARE_)
 #undef CU_OP_DECLARE_
+
+/* The ops with a capability test cu_supports_<NAME>, true when the device
+** runs the op (the dispatcher has checked dtypes and arity). */
+// clang-format off
+#define CU_CHECKED_OPS(X)                                                                                              \
+    X(ARANGE) X(COPY)                                                                           /* fill */             \
+    X(RAND) X(RANDN) X(DROPOUT)                                                                 /* random */           \
+    X(SUM) X(MEAN) X(MAX) X(MIN) X(ARGMAX) X(ARGMIN) X(VAR) X(LOGSUMEXP)                        /* reduce */           \
+    X(SOFTMAX) X(LOG_SOFTMAX) X(SOFTMAX_BACKWARD) X(LOG_SOFTMAX_BACKWARD)                       /* softmax */          \
+    X(CROSS_ENTROPY) X(CROSS_ENTROPY_BACKWARD)                                                  /* softmax (xent) */   \
+    X(LAYER_NORM) X(ADD_LAYER_NORM)                                                             /* norm */             \
+    X(CONV2D) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)                                /* conv */             \
+    X(MAX_POOL2D) X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D) X(AVG_POOL2D_BACKWARD)                   /* pool */             \
+    X(EMBEDDING) X(EMBEDDING_BACKWARD) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(ONE_HOT) /* index */          \
+    X(ATTENTION) X(ATTENTION_BACKWARD)                                                          /* attention */        \
+    X(ADAM_STEP) X(SGD_STEP) X(RMSPROP_STEP) X(AMP_UNSCALE)                                     /* optim */
+// clang-format on
+#define CU_SUPPORTS_DECLARE_(N) bool cu_supports_##N(cu_dev *d, const td_op *op);
+CU_CHECKED_OPS(CU_SUPPORTS_DECLARE_)
+#undef CU_SUPPORTS_DECLARE_
+
+#ifdef __cplusplus
+/* The head of cu_supports_<N>(d, op); N must be in CU_CHECKED_OPS, or the
+** definition does not compile (a test that the table would not call). */
+#define CU_CHECKED_(N) cu_checked_##N = 1,
+enum { CU_CHECKED_OPS(CU_CHECKED_) };
+#undef CU_CHECKED_
+#define CU_SUPPORTS(N)                                                                                                 \
+    static_assert(cu_checked_##N, #N " is not in CU_CHECKED_OPS");                                                     \
+    extern "C" bool cu_supports_##N([[maybe_unused]] cu_dev *d, const td_op *op)
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
 ** Shared by the attention kernel files: the arguments of one ATTENTION or
 ** ATTENTION_BACKWARD launch (cu_ops_attention.cu builds them from the td_op)
-** and the optional tensor-core forwards and backwards (cu_ops_attention_fa*.cu, cu_ops_attention_mma*.cu).
+** and the tensor-core forwards and backwards (cu_ops_attention_fa*.cu, cu_ops_attention_mma*.cu).
 ** defines: cu_attn_args, cu_attn_fa_fwd, cu_attn_fa_bwd, cu_attn_mma_fwd, cu_attn_mma_bwd, the device helpers
 ** cu_attn_mask and cu_attn_drop.
 */
@@ -23,15 +23,15 @@ typedef struct cu_attn_args {
 } cu_attn_args;
 
 /* The mma.sync forward (f16/bf16, cu_ops_attention_fa.cu): launches and returns true when it takes the op, false
-** to leave it to the next path. Weak: absent when its file is not linked. */
-extern "C" bool cu_attn_fa_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
+** to leave it to the next path. */
+extern "C" bool cu_attn_fa_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
 /* The mma.sync backward (f16/bf16, cu_ops_attention_fa_bwd.cu): the same contract for ATTENTION_BACKWARD, *st
 ** set to the launches' status when it takes the op. */
-extern "C" bool cu_attn_fa_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st) __attribute__((weak));
+extern "C" bool cu_attn_fa_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st);
 /* The 3xTF32 WMMA forward and backward (f32, cu_ops_attention_mma.cu, cu_ops_attention_mma_bwd.cu): the forward's
 ** contract. */
-extern "C" bool cu_attn_mma_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
-extern "C" bool cu_attn_mma_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a) __attribute__((weak));
+extern "C" bool cu_attn_mma_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
+extern "C" bool cu_attn_mma_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
 
 template <typename C> __device__ __forceinline__ C cu_attn_neg_inf() { return (C)-INFINITY; }
 

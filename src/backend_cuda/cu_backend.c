@@ -1,45 +1,38 @@
 /*
 ** The CUDA backend's vtable and plugin entry point: op support and dispatch
-** through the per-op tables generated from TD_OP_LIST (launchers are weak
-** symbols, so an op without one is reported unsupported).
+** through the per-op tables generated from TD_OP_LIST (every op's launcher
+** cu_op_<NAME> is an ordinary symbol, so a missing one fails the link) and
+** CU_CHECKED_OPS (the ops with a capability test; the others have none).
 */
-#include <stdio.h>
-#include <string.h>
-
 #include "cu.h"
 #include "cu_optim.h"
 #include "cu_runtime.h"
 
-static const struct {
-    td_status (*run)(cu_dev *d, const td_op *op);
-    bool (*supports)(cu_dev *d, const td_op *op);
-} ops[TD_OP_COUNT] = {
-#define CU_ENTRY_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = {cu_op_##N, cu_supports_##N},
-    TD_OP_LIST(CU_ENTRY_)
-#undef CU_ENTRY_
+static td_status (*const runs[TD_OP_COUNT])(cu_dev *d, const td_op *op) = {
+#define CU_RUN_(N, ...) [TD_OP_##N] = cu_op_##N,
+    TD_OP_LIST(CU_RUN_)
+#undef CU_RUN_
+};
+
+/* NULL: no capability test, every op the dispatcher lets through runs */
+static bool (*const supports[TD_OP_COUNT])(cu_dev *d, const td_op *op) = {
+#define CU_SUPPORTS_(N) [TD_OP_##N] = cu_supports_##N,
+    CU_CHECKED_OPS(CU_SUPPORTS_)
+#undef CU_SUPPORTS_
 };
 
 static bool cu_supports(int dev, const td_op *op) {
-    if ((unsigned)op->kind >= TD_OP_COUNT || !ops[op->kind].run || !ops[op->kind].supports) return false;
+    if ((unsigned)op->kind >= TD_OP_COUNT) return false;
     cu_dev *d = cu_get(dev);
     if (!d) return false;
     for (int i = 0; i < op->n_in; i++) /* every operand of one device: the dispatcher checked the tensors */
         if (op->in[i].buf && op->in[i].buf->dev != dev) return false;
-    return ops[op->kind].supports(d, op);
+    return !supports[op->kind] || supports[op->kind](d, op);
 }
 
 static td_status cu_run(int dev, const td_op *op) {
     cu_dev *d = cu_get(dev);
-    if (!d) return td_last_status();
-    for (int i = 0; i < op->n_out; i++)
-        if (op->out[i].buf && td_operand_numel(&op->out[i]) == 0) return TD_OK; /* nothing to write */
-    td_status st = ops[op->kind].run(d, op);
-    if (st != TD_OK && !strstr(td_last_error(), td_op_name(op->kind))) {
-        char why[512]; /* a copy: td_last_error() is the buffer the next message goes into */
-        snprintf(why, sizeof why, "%s", td_last_error());
-        td_error_set(st, "%s on cuda:%d: %s", td_op_name(op->kind), dev, why);
-    }
-    return st;
+    return d ? runs[op->kind](d, op) : td_last_status();
 }
 
 /* Optimizer steps of many parameters in one multi-tensor launch (cu_optim.h). */

@@ -76,43 +76,33 @@ template <> struct cu_compute<double> { typedef double type; };
 /* ---- dtype dispatch ----
 ** CU_SWITCH_ALL(dt, ...) runs the block once with `typedef <type> T;` for dt;
 ** the _FLOAT and _NUM variants cover those classes only (others fall through to
-** the default, which does nothing: supports() has already filtered them). */
+** the default, which does nothing: the dispatcher has already filtered them). */
 #define CU_CASE_(DT, TYPE, ...)                                                                                        \
     case DT: {                                                                                                         \
         typedef TYPE T;                                                                                                \
         __VA_ARGS__;                                                                                                   \
     } break;
-#define CU_SWITCH_FLOAT(dt, ...)                                                                                       \
+#define CU_CASES_FLOAT_(...)                                                                                           \
+    CU_CASE_(TD_F32, float, __VA_ARGS__)                                                                               \
+    CU_CASE_(TD_F64, double, __VA_ARGS__)                                                                              \
+    CU_CASE_(TD_F16, __half, __VA_ARGS__)                                                                              \
+    CU_CASE_(TD_BF16, __nv_bfloat16, __VA_ARGS__)
+#define CU_CASES_NUM_(...)                                                                                             \
+    CU_CASES_FLOAT_(__VA_ARGS__)                                                                                       \
+    CU_CASE_(TD_I32, int32_t, __VA_ARGS__)                                                                             \
+    CU_CASE_(TD_I64, int64_t, __VA_ARGS__)                                                                             \
+    CU_CASE_(TD_U8, uint8_t, __VA_ARGS__)
+#define CU_SWITCH_(dt, CASES, ...)                                                                                     \
     switch (dt) {                                                                                                      \
-        CU_CASE_(TD_F32, float, __VA_ARGS__)                                                                           \
-        CU_CASE_(TD_F64, double, __VA_ARGS__)                                                                          \
-        CU_CASE_(TD_F16, __half, __VA_ARGS__)                                                                          \
-        CU_CASE_(TD_BF16, __nv_bfloat16, __VA_ARGS__)                                                                  \
+        CASES(__VA_ARGS__)                                                                                             \
     default: break;                                                                                                    \
     }
-#define CU_SWITCH_NUM(dt, ...)                                                                                         \
-    switch (dt) {                                                                                                      \
-        CU_CASE_(TD_F32, float, __VA_ARGS__)                                                                           \
-        CU_CASE_(TD_F64, double, __VA_ARGS__)                                                                          \
-        CU_CASE_(TD_F16, __half, __VA_ARGS__)                                                                          \
-        CU_CASE_(TD_BF16, __nv_bfloat16, __VA_ARGS__)                                                                  \
-        CU_CASE_(TD_I32, int32_t, __VA_ARGS__)                                                                         \
-        CU_CASE_(TD_I64, int64_t, __VA_ARGS__)                                                                         \
-        CU_CASE_(TD_U8, uint8_t, __VA_ARGS__)                                                                          \
-    default: break;                                                                                                    \
-    }
-#define CU_SWITCH_ALL(dt, ...)                                                                                         \
-    switch (dt) {                                                                                                      \
-        CU_CASE_(TD_F32, float, __VA_ARGS__)                                                                           \
-        CU_CASE_(TD_F64, double, __VA_ARGS__)                                                                          \
-        CU_CASE_(TD_F16, __half, __VA_ARGS__)                                                                          \
-        CU_CASE_(TD_BF16, __nv_bfloat16, __VA_ARGS__)                                                                  \
-        CU_CASE_(TD_I32, int32_t, __VA_ARGS__)                                                                         \
-        CU_CASE_(TD_I64, int64_t, __VA_ARGS__)                                                                         \
-        CU_CASE_(TD_U8, uint8_t, __VA_ARGS__)                                                                          \
-        CU_CASE_(TD_BOOL, cu_bool, __VA_ARGS__)                                                                        \
-    default: break;                                                                                                    \
-    }
+#define CU_SWITCH_FLOAT(dt, ...) CU_SWITCH_(dt, CU_CASES_FLOAT_, __VA_ARGS__)
+#define CU_SWITCH_NUM(dt, ...)   CU_SWITCH_(dt, CU_CASES_NUM_, __VA_ARGS__)
+#define CU_CASES_ALL_(...)                                                                                             \
+    CU_CASES_NUM_(__VA_ARGS__)                                                                                         \
+    CU_CASE_(TD_BOOL, cu_bool, __VA_ARGS__)
+#define CU_SWITCH_ALL(dt, ...) CU_SWITCH_(dt, CU_CASES_ALL_, __VA_ARGS__)
 
 /* ---- geometry ---- */
 /* Element offset of operand k at linear (row-major) index i of g. */

@@ -337,51 +337,47 @@ static td_status not_capturing(cu_dev *d, const char *what) {
                         d->index, what);
 }
 
-td_status cu_write(td_buffer *dst, size_t offset, const void *src, size_t n) {
-    cu_dev *d = cu_get(dst->dev);
+/* n bytes between host and buf at offset through the staging buffers, in
+** STAGE chunks: a write (UP) waits for the buffer's previous upload, copies
+** into it and enqueues the upload; a read enqueues the download, waits for it
+** (the visible host wait) and copies out. */
+static td_status staged(td_buffer *buf, size_t offset, void *host, size_t n, bool up) {
+    const char *what = up ? "write" : "read";
+    cu_dev *d = cu_get(buf->dev);
     if (!d) return td_last_status();
-    td_status st = check_range(dst, offset, n, "write");
-    if (st == TD_OK) st = not_capturing(d, "host-to-device write");
+    td_status st = check_range(buf, offset, n, what);
+    if (st == TD_OK) st = not_capturing(d, up ? "host-to-device write" : "device-to-host read");
     if (st != TD_OK || n == 0) return st;
     pthread_mutex_lock(&d->lock);
     cu_staging *s = d->staging;
     for (size_t at = 0; at < n && st == TD_OK; at += STAGE) {
         size_t len = n - at < STAGE ? n - at : STAGE;
+        char *dev = (char *)buf->ptr + offset + at, *h = (char *)host + at;
         int i = s->next;
         s->next ^= 1;
-        st = cu_status(cudaEventSynchronize(s->done[i]), "write: staging wait"); /* its previous upload */
-        if (st != TD_OK) break;
-        memcpy(s->host[i], (const char *)src + at, len);
-        st = cu_status(
-            cudaMemcpyAsync((char *)dst->ptr + offset + at, s->host[i], len, cudaMemcpyHostToDevice, d->stream),
-            "write: cudaMemcpyAsync");
-        if (st == TD_OK) st = cu_status(cudaEventRecord(s->done[i], d->stream), "write: cudaEventRecord");
+        if (up) {
+            st = cu_status(cudaEventSynchronize(s->done[i]), "write: staging wait"); /* its previous upload */
+            if (st != TD_OK) break;
+            memcpy(s->host[i], h, len);
+            st = cu_status(cudaMemcpyAsync(dev, s->host[i], len, cudaMemcpyHostToDevice, d->stream),
+                           "write: cudaMemcpyAsync");
+            if (st == TD_OK) st = cu_status(cudaEventRecord(s->done[i], d->stream), "write: cudaEventRecord");
+        } else {
+            st = cu_status(cudaMemcpyAsync(s->host[i], dev, len, cudaMemcpyDeviceToHost, d->stream),
+                           "read: cudaMemcpyAsync");
+            if (st == TD_OK) st = cu_status(cudaStreamSynchronize(d->stream), "read"); /* the visible host wait */
+            if (st == TD_OK) memcpy(h, s->host[i], len);
+        }
     }
     pthread_mutex_unlock(&d->lock);
     return st;
 }
 
-td_status cu_read(td_buffer *src, size_t offset, void *dst, size_t n) {
-    cu_dev *d = cu_get(src->dev);
-    if (!d) return td_last_status();
-    td_status st = check_range(src, offset, n, "read");
-    if (st == TD_OK) st = not_capturing(d, "device-to-host read");
-    if (st != TD_OK || n == 0) return st;
-    pthread_mutex_lock(&d->lock);
-    cu_staging *s = d->staging;
-    for (size_t at = 0; at < n && st == TD_OK; at += STAGE) {
-        size_t len = n - at < STAGE ? n - at : STAGE;
-        int i = s->next;
-        s->next ^= 1;
-        st = cu_status(
-            cudaMemcpyAsync(s->host[i], (const char *)src->ptr + offset + at, len, cudaMemcpyDeviceToHost, d->stream),
-            "read: cudaMemcpyAsync");
-        if (st == TD_OK) st = cu_status(cudaStreamSynchronize(d->stream), "read"); /* the visible host wait */
-        if (st == TD_OK) memcpy((char *)dst + at, s->host[i], len);
-    }
-    pthread_mutex_unlock(&d->lock);
-    return st;
+td_status cu_write(td_buffer *dst, size_t offset, const void *src, size_t n) {
+    return staged(dst, offset, (void *)src, n, true);
 }
+
+td_status cu_read(td_buffer *src, size_t offset, void *dst, size_t n) { return staged(src, offset, dst, n, false); }
 
 td_status cu_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t n) {
     cu_dev *d = cu_get(dst->dev);

@@ -257,29 +257,21 @@ static cu_attn_args attn_args(const td_op *op) {
     return a;
 }
 
-static bool attn_supports(const td_op *op) {
+/* head dims (E of q, Ev of v) up to 128: the kernels keep a row of each in registers */
+static bool attn_head_dims_ok(const td_op *op) {
     const td_operand *x = &op->in[op->kind == TD_OP_ATTENTION_BACKWARD];
-    td_dtype dt = x[0].dtype;
-    bool fl = dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16;
-    return fl && x[1].dtype == dt && x[2].dtype == dt && x[0].shape[3] <= 128 && x[2].shape[3] <= 128 &&
-           (!x[3].buf || x[3].dtype == TD_BOOL || x[3].dtype == dt);
+    return x[0].shape[3] <= 128 && x[2].shape[3] <= 128;
 }
 
-extern "C" bool cu_supports_ATTENTION(cu_dev *d, const td_op *op) {
-    (void)d;
-    return attn_supports(op);
-}
-extern "C" bool cu_supports_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
-    (void)d;
-    return attn_supports(op);
-}
+CU_SUPPORTS(ATTENTION) { return attn_head_dims_ok(op); }
+CU_SUPPORTS(ATTENTION_BACKWARD) { return attn_head_dims_ok(op); }
 
 /* in = (q, k, v, mask?), out = (out, lse) */
 extern "C" td_status cu_op_ATTENTION(cu_dev *d, const td_op *op) {
     cu_attn_args a = attn_args(op);
     if (a.N * a.L == 0) return TD_OK;
-    if (cu_attn_fa_fwd && cu_attn_fa_fwd(d, op, &a)) return CU_LAUNCHED("attention (mma)");
-    if (cu_attn_mma_fwd && cu_attn_mma_fwd(d, op, &a)) return CU_LAUNCHED("attention (tensor cores)");
+    if (cu_attn_fa_fwd(d, op, &a)) return CU_LAUNCHED("attention (mma)");
+    if (cu_attn_mma_fwd(d, op, &a)) return CU_LAUNCHED("attention (tensor cores)");
     CU_SWITCH_FLOAT(op->in[0].dtype, {
         using C = compute_t<T>;
         constexpr int BR = attn_rows<C>::BR;
@@ -296,8 +288,8 @@ extern "C" td_status cu_op_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
     cu_attn_args a = attn_args(op);
     if (a.N * a.L == 0 || a.S == 0) return TD_OK; /* the front-end zero-fills these */
     td_status st = TD_OK;
-    if (cu_attn_fa_bwd && cu_attn_fa_bwd(d, op, &a, &st)) return st;
-    if (cu_attn_mma_bwd && cu_attn_mma_bwd(d, op, &a)) return CU_LAUNCHED("attention_backward (tensor cores)");
+    if (cu_attn_fa_bwd(d, op, &a, &st)) return st;
+    if (cu_attn_mma_bwd(d, op, &a)) return CU_LAUNCHED("attention_backward (tensor cores)");
     const td_operand *in = op->in, *o = op->out;
     CU_SWITCH_FLOAT(in[1].dtype, {
         using C = compute_t<T>;

@@ -384,29 +384,22 @@ static td_status conv_backward_weight(cu_dev *d, const td_op *op) {
 
 /* ---- entry points ---- */
 
-/* every operand of dtype out[0] and 4-d (the bias 1-d), with a valid geometry */
+/* every operand 4-d (the bias 1-d), with a valid geometry */
 static bool conv_ok(const td_op *op) {
-    td_dtype dt = op->out[0].dtype;
-    if (dt != TD_F32 && dt != TD_F64 && dt != TD_F16 && dt != TD_BF16) return false;
     for (int i = 0; i < op->n_in; i++)
-        if (op->in[i].buf && (op->in[i].dtype != dt || op->in[i].ndim != (i == 2 ? 1 : 4))) return false;
+        if (op->in[i].buf && op->in[i].ndim != (i == 2 ? 1 : 4)) return false;
     const int *s = op->p.conv.stride, *dl = op->p.conv.dilation;
-    return op->n_out == 1 && op->out[0].ndim == 4 && op->p.conv.groups >= 1 && s[0] >= 1 && s[1] >= 1 && dl[0] >= 1 &&
-           dl[1] >= 1;
+    return op->out[0].ndim == 4 && op->p.conv.groups >= 1 && s[0] >= 1 && s[1] >= 1 && dl[0] >= 1 && dl[1] >= 1;
 }
 
 /* in = (x, w, b?), out = y */
-extern "C" bool cu_supports_CONV2D(cu_dev *d, const td_op *op) { return (void)d, op->n_in == 3 && conv_ok(op); }
+CU_SUPPORTS(CONV2D) { return conv_ok(op); }
 extern "C" td_status cu_op_CONV2D(cu_dev *d, const td_op *op) { return conv_forward(d, op); }
 
 /* in = (dy, w), out = dx */
-extern "C" bool cu_supports_CONV2D_BACKWARD_INPUT(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 2 && conv_ok(op);
-}
+CU_SUPPORTS(CONV2D_BACKWARD_INPUT) { return conv_ok(op); }
 extern "C" td_status cu_op_CONV2D_BACKWARD_INPUT(cu_dev *d, const td_op *op) { return conv_backward_input(d, op); }
 
 /* in = (dy, x), out = dw */
-extern "C" bool cu_supports_CONV2D_BACKWARD_WEIGHT(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 2 && conv_ok(op);
-}
+CU_SUPPORTS(CONV2D_BACKWARD_WEIGHT) { return conv_ok(op); }
 extern "C" td_status cu_op_CONV2D_BACKWARD_WEIGHT(cu_dev *d, const td_op *op) { return conv_backward_weight(d, op); }

@@ -1,6 +1,6 @@
 /*
-** Creation and copy ops on CUDA, mirroring src/backend_cpu/cpu_fill.c,
-** cpu_copy.c and cpu_cat.c:
+** Creation and copy ops on CUDA, mirroring src/backend_cpu/cpu_fill.c and
+** cpu_copy.c:
 **   FILL    out = value (any dtype; out may be strided), the value converted
 **           once by the CPU's store rule (cu_cast_store, cu_ew.cuh);
 **   ARANGE  out[i] = start + i*step, computed in double (no FMA, as on the
@@ -8,10 +8,8 @@
 **   COPY    out = cast(in): in any strides (stride 0 to broadcast), out any
 **           strides too, never overlapping itself or in; the conversion is
 **           cu_cast (the CPU's rule: through double, saturating float ->
-**           integer casts, NaN -> 0);
-**   CAT     in[k] [..., S_k, ...] -> out [..., sum S_k, ...] along dim: input
-**           k is copied (COPY) into the slice [P_k, P_k + S_k) of out's dim,
-**           P_k = S_0 + ... + S_{k-1}.
+**           integer casts, NaN -> 0); cu_copy_view (cu.h) also copies CAT's
+**           slices (cu_ops_index.cu).
 ** COPY paths: one dtype and both contiguous: cudaMemcpyAsync; one dtype with
 ** the last two dims transposed between in and out (contiguous() of a
 ** transpose): 32x32 tiles through shared memory, both sides coalesced;
@@ -38,8 +36,6 @@ template <typename U> static td_status fill_raw(cu_dev *d, const td_operand *out
     memcpy(&f.v, &bits, sizeof(U));
     return cu_ew_run(d, "fill", f, views, (U *)cu_data(out));
 }
-
-extern "C" bool cu_supports_FILL(cu_dev *d, const td_op *op) { return (void)d, op->n_out == 1; }
 
 extern "C" td_status cu_op_FILL(cu_dev *d, const td_op *op) {
     const td_operand *out = &op->out[0];
@@ -70,10 +66,7 @@ __global__ void __launch_bounds__(CU_BLOCK) cu_arange(int64_t n, double start, d
 
 } // namespace
 
-extern "C" bool cu_supports_ARANGE(cu_dev *d, const td_op *op) {
-    (void)d;
-    return op->n_out == 1 && op->out[0].dtype != TD_BOOL && td_operand_is_contiguous(&op->out[0]);
-}
+CU_SUPPORTS(ARANGE) { return td_operand_is_contiguous(&op->out[0]); }
 
 extern "C" td_status cu_op_ARANGE(cu_dev *d, const td_op *op) {
     const td_operand *out = &op->out[0];
@@ -160,7 +153,7 @@ template <typename TO> static td_status copy_to(cu_dev *d, const td_operand *con
 }
 
 /* out = cast(in), both of out's shape, any strides */
-static td_status copy_view(cu_dev *d, const td_operand *in, const td_operand *out) {
+td_status cu_copy_view(cu_dev *d, const td_operand *in, const td_operand *out) {
     const td_operand *views[2] = {out, in};
     int64_t n = td_operand_numel(out);
     if (n == 0) return TD_OK;
@@ -187,40 +180,6 @@ static bool same_shape(const td_operand *a, const td_operand *b) {
     return true;
 }
 
-extern "C" bool cu_supports_COPY(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 1 && op->n_out == 1 && same_shape(&op->in[0], &op->out[0]);
-}
+CU_SUPPORTS(COPY) { return same_shape(&op->in[0], &op->out[0]); }
 
-extern "C" td_status cu_op_COPY(cu_dev *d, const td_op *op) { return copy_view(d, &op->in[0], &op->out[0]); }
-
-/* ---- CAT: each input copied into its slice of out along dim ---- */
-
-extern "C" bool cu_supports_CAT(cu_dev *d, const td_op *op) {
-    (void)d;
-    const td_operand *out = &op->out[0];
-    int dim = op->p.axis.dim;
-    if (op->n_out != 1 || dim < 0 || dim >= (out->ndim > 0 ? out->ndim : 1)) return false;
-    for (int k = 0; k < op->n_in; k++) {
-        const td_operand *in = &op->in[k];
-        if (in->ndim != out->ndim) return false;
-        for (int i = 0; i < in->ndim; i++)
-            if (i != dim && in->shape[i] != out->shape[i]) return false;
-    }
-    return true;
-}
-
-extern "C" td_status cu_op_CAT(cu_dev *d, const td_op *op) {
-    int dim = op->p.axis.dim;
-    int64_t at = 0;
-    for (int k = 0; k < op->n_in; k++) {
-        const td_operand *in = &op->in[k];
-        int64_t len = in->ndim ? in->shape[dim] : 1;
-        td_operand slice = op->out[0];
-        if (slice.ndim) slice.shape[dim] = len;
-        slice.offset += at * (slice.ndim ? slice.strides[dim] : 0);
-        at += len;
-        td_status st = copy_view(d, in, &slice);
-        if (st != TD_OK) return st;
-    }
-    return TD_OK;
-}
+extern "C" td_status cu_op_COPY(cu_dev *d, const td_op *op) { return cu_copy_view(d, &op->in[0], &op->out[0]); }

@@ -1,7 +1,11 @@
 /*
 ** Indexing ops on CUDA: EMBEDDING, EMBEDDING_BACKWARD, INDEX_SELECT, GATHER,
-** SCATTER_ADD and ONE_HOT, as src/backend_cpu/cpu_index.c and cpu_embedding.c
-** define them. Every operand is contiguous; idx is int32 or int64.
+** SCATTER_ADD, CAT and ONE_HOT, as src/backend_cpu/cpu_index.c,
+** cpu_embedding.c and cpu_cat.c define them. Every operand is contiguous
+** (but CAT's); idx is int32 or int64.
+** CAT: in[k] [..., S_k, ...] -> out [..., sum S_k, ...] along dim: input k is
+** copied (cu_copy_view, as COPY) into the slice [P_k, P_k + S_k) of out's
+** dim, P_k = S_0 + ... + S_{k-1}; inputs and out any strides.
 ** Letters: x [outer, S, inner] around the op's dim (S = x.size(dim)); K = numel(idx);
 ** V rows of an embedding table, D its width.
 **
@@ -64,9 +68,6 @@
         __VA_ARGS__;                                                                                                   \
     } break;                                                                                                           \
     }
-
-static bool index_is_int(td_dtype dt) { return dt == TD_I32 || dt == TD_I64; }
-static bool index_is_float(td_dtype dt) { return dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16; }
 
 /* ---- selection ---- */
 
@@ -308,28 +309,18 @@ static td_status scatter_add(cu_dev *d, const td_op *op) {
 /* ---- entry points ---- */
 
 /* in = (weight [V, D], idx [...]) -> out [..., D] */
-extern "C" bool cu_supports_EMBEDDING(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 2 && op->in[0].ndim == 2 && index_is_int(op->in[1].dtype) &&
-                        index_is_float(op->in[0].dtype) && op->out[0].dtype == op->in[0].dtype;
-}
+CU_SUPPORTS(EMBEDDING) { return op->in[0].ndim == 2; }
 extern "C" td_status cu_op_EMBEDDING(cu_dev *d, const td_op *op) {
     const td_operand *w = &op->in[0];
     return index_take_rows(d, w, &op->in[1], &op->out[0], 1, w->shape[0], w->shape[1], "embedding");
 }
 
 /* in = (dy [..., D], idx [...]) -> dweight [V, D]; row p.embedding.padding_idx stays 0 */
-extern "C" bool cu_supports_EMBEDDING_BACKWARD(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 2 && index_is_int(op->in[1].dtype) && op->out[0].ndim == 2 &&
-                        index_is_float(op->out[0].dtype) && op->in[0].dtype == op->out[0].dtype;
-}
+CU_SUPPORTS(EMBEDDING_BACKWARD) { return op->out[0].ndim == 2; }
 extern "C" td_status cu_op_EMBEDDING_BACKWARD(cu_dev *d, const td_op *op) { return embedding_backward(d, op); }
 
 /* in = (x, idx [K]) along p.axis.dim */
-extern "C" bool cu_supports_INDEX_SELECT(cu_dev *d, const td_op *op) {
-    int dim = op->p.axis.dim;
-    return (void)d, op->n_in == 2 && index_is_int(op->in[1].dtype) && op->out[0].dtype == op->in[0].dtype && dim >= 0 &&
-                        dim < op->in[0].ndim;
-}
+CU_SUPPORTS(INDEX_SELECT) { return op->p.axis.dim >= 0 && op->p.axis.dim < op->in[0].ndim; }
 extern "C" td_status cu_op_INDEX_SELECT(cu_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0];
     int dim = op->p.axis.dim;
@@ -340,10 +331,9 @@ extern "C" td_status cu_op_INDEX_SELECT(cu_dev *d, const td_op *op) {
 }
 
 /* in = (x, idx) with idx of out's shape and x's ndim */
-extern "C" bool cu_supports_GATHER(cu_dev *d, const td_op *op) {
+CU_SUPPORTS(GATHER) {
     int dim = op->p.axis.dim;
-    return (void)d, op->n_in == 2 && index_is_int(op->in[1].dtype) && op->out[0].dtype == op->in[0].dtype &&
-                        op->in[1].ndim == op->in[0].ndim && op->in[0].ndim >= 1 && dim >= 0 && dim < op->in[0].ndim;
+    return op->in[1].ndim == op->in[0].ndim && op->in[0].ndim >= 1 && dim >= 0 && dim < op->in[0].ndim;
 }
 extern "C" td_status cu_op_GATHER(cu_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0], *idx = &op->in[1], *out = &op->out[0];
@@ -362,13 +352,10 @@ extern "C" td_status cu_op_GATHER(cu_dev *d, const td_op *op) {
 }
 
 /* in = (self, idx, src) along p.axis.dim, idx no larger than src (and than self outside dim) */
-extern "C" bool cu_supports_SCATTER_ADD(cu_dev *d, const td_op *op) {
-    (void)d;
+CU_SUPPORTS(SCATTER_ADD) {
     const td_operand *self = &op->in[0], *idx = &op->in[1], *src = &op->in[2];
     int dim = op->p.axis.dim;
-    if (op->n_in != 3 || !index_is_int(idx->dtype) || self->dtype == TD_BOOL || src->dtype != self->dtype ||
-        op->out[0].dtype != self->dtype || idx->ndim != self->ndim || src->ndim != self->ndim || self->ndim < 1 ||
-        dim < 0 || dim >= self->ndim)
+    if (idx->ndim != self->ndim || src->ndim != self->ndim || self->ndim < 1 || dim < 0 || dim >= self->ndim)
         return false;
     for (int k = 0; k < idx->ndim; k++)
         if (idx->shape[k] > src->shape[k] || (k != dim && idx->shape[k] > self->shape[k])) return false;
@@ -376,11 +363,39 @@ extern "C" bool cu_supports_SCATTER_ADD(cu_dev *d, const td_op *op) {
 }
 extern "C" td_status cu_op_SCATTER_ADD(cu_dev *d, const td_op *op) { return scatter_add(d, op); }
 
-/* in = idx [...] -> int64 [..., num_classes] */
-extern "C" bool cu_supports_ONE_HOT(cu_dev *d, const td_op *op) {
-    return (void)d,
-           op->n_in == 1 && index_is_int(op->in[0].dtype) && op->out[0].dtype == TD_I64 && op->out[0].ndim >= 1;
+/* in = (x_0, ..., x_{n-1}) -> out along p.axis.dim */
+/* every input of out's rank and of out's size outside dim */
+CU_SUPPORTS(CAT) {
+    const td_operand *out = &op->out[0];
+    int dim = op->p.axis.dim;
+    if (dim < 0 || dim >= (out->ndim > 0 ? out->ndim : 1)) return false;
+    for (int k = 0; k < op->n_in; k++) {
+        const td_operand *in = &op->in[k];
+        if (in->ndim != out->ndim) return false;
+        for (int i = 0; i < in->ndim; i++)
+            if (i != dim && in->shape[i] != out->shape[i]) return false;
+    }
+    return true;
 }
+
+extern "C" td_status cu_op_CAT(cu_dev *d, const td_op *op) {
+    int dim = op->p.axis.dim;
+    int64_t at = 0;
+    for (int k = 0; k < op->n_in; k++) {
+        const td_operand *in = &op->in[k];
+        int64_t len = in->ndim ? in->shape[dim] : 1;
+        td_operand slice = op->out[0];
+        if (slice.ndim) slice.shape[dim] = len;
+        slice.offset += at * (slice.ndim ? slice.strides[dim] : 0);
+        at += len;
+        td_status st = cu_copy_view(d, in, &slice);
+        if (st != TD_OK) return st;
+    }
+    return TD_OK;
+}
+
+/* in = idx [...] -> int64 [..., num_classes] */
+CU_SUPPORTS(ONE_HOT) { return op->out[0].ndim >= 1; }
 extern "C" td_status cu_op_ONE_HOT(cu_dev *d, const td_op *op) {
     const td_operand *idx = &op->in[0], *out = &op->out[0];
     int64_t total = td_operand_numel(out), C = out->shape[out->ndim - 1];

@@ -35,17 +35,12 @@ typedef struct opt_table {
 /* Device pointer of out[k] of op, or NULL when absent or not `used`. */
 static void *opt_out(const td_op *op, int k, bool used) { return used && k < op->n_out ? cu_data(&op->out[k]) : NULL; }
 
-/* in = (grad) and out[0] (param) of a float dtype; every present output has
-** that dtype and grad's size; out[1..n_state] present */
+/* every present output of grad's size; out[0..n_state] (param and the
+** states every step updates) present (dtypes: the dispatcher checked them) */
 static bool opt_operands_ok(const td_op *op, int n_state) {
-    if (op->n_in != 1 || op->n_out < 1 + n_state) return false;
-    td_dtype dt = op->in[0].dtype;
-    if (!td_dtype_is_float(dt)) return false;
     for (int i = 0; i < op->n_out; i++) {
         const td_operand *o = &op->out[i];
-        if ((i <= n_state && !o->buf) ||
-            (o->buf && (o->dtype != dt || td_operand_numel(o) != td_operand_numel(&op->in[0]))))
-            return false;
+        if ((i <= n_state && !o->buf) || (o->buf && td_operand_numel(o) != td_operand_numel(&op->in[0]))) return false;
     }
     return true;
 }
@@ -99,9 +94,7 @@ template <typename C> struct opt_adam {
                a->adam.step == b->adam.step && a->adam.decoupled == b->adam.decoupled &&
                a->adam.amsgrad == b->adam.amsgrad && a->adam.maximize == b->adam.maximize;
     }
-    static bool supports(const td_op *op) {
-        return opt_operands_ok(op, 2) && (!op->p.adam.amsgrad || (op->n_out >= 4 && op->out[3].buf));
-    }
+    static bool supports(const td_op *op) { return opt_operands_ok(op, 2) && (!op->p.adam.amsgrad || op->out[3].buf); }
     static void slots(const td_op *op, void **s) {
         s[0] = cu_data(&op->in[0]), s[1] = opt_out(op, 0, true), s[2] = opt_out(op, 1, true);
         s[3] = opt_out(op, 2, true), s[4] = opt_out(op, 3, op->p.adam.amsgrad);
@@ -136,7 +129,7 @@ template <typename C> struct opt_sgd {
                a->sgd.first_step == b->sgd.first_step && a->sgd.maximize == b->sgd.maximize;
     }
     static bool supports(const td_op *op) {
-        return opt_operands_ok(op, 0) && (op->p.sgd.momentum == 0 || (op->n_out >= 2 && op->out[1].buf));
+        return opt_operands_ok(op, 0) && (op->p.sgd.momentum == 0 || op->out[1].buf);
     }
     static void slots(const td_op *op, void **s) {
         s[0] = cu_data(&op->in[0]), s[1] = opt_out(op, 0, true), s[2] = opt_out(op, 1, op->p.sgd.momentum != 0);
@@ -192,8 +185,8 @@ template <typename C> struct opt_rmsprop {
                a->rmsprop.maximize == b->rmsprop.maximize;
     }
     static bool supports(const td_op *op) {
-        return opt_operands_ok(op, 1) && (op->p.rmsprop.momentum <= 0 || (op->n_out >= 3 && op->out[2].buf)) &&
-               (!op->p.rmsprop.centered || (op->n_out >= 4 && op->out[3].buf));
+        return opt_operands_ok(op, 1) && (op->p.rmsprop.momentum <= 0 || op->out[2].buf) &&
+               (!op->p.rmsprop.centered || op->out[3].buf);
     }
     static void slots(const td_op *op, void **s) {
         s[0] = cu_data(&op->in[0]), s[1] = opt_out(op, 0, true), s[2] = opt_out(op, 1, true);
@@ -215,10 +208,7 @@ template <typename C> struct opt_unscale {
     }
     static opt_unscale make(const td_op *op) { return {(C)op->p.amp.inv_scale, (float *)cu_data(&op->out[1])}; }
     static bool same(const td_op_params *a, const td_op_params *b) { return a->amp.inv_scale == b->amp.inv_scale; }
-    static bool supports(const td_op *op) {
-        return op->n_in == 0 && op->n_out == 2 && td_dtype_is_float(op->out[0].dtype) && op->out[1].buf &&
-               op->out[1].dtype == TD_F32 && td_operand_numel(&op->out[1]) == 1;
-    }
+    static bool supports(const td_op *op) { return op->out[1].buf && td_operand_numel(&op->out[1]) == 1; }
     static void slots(const td_op *op, void **s) {
         s[1] = opt_out(op, 0, true);
         s[0] = s[2] = s[3] = s[4] = NULL;
@@ -369,18 +359,14 @@ extern "C" td_status cu_amp_unscale_multi(cu_dev *d, int n, const td_op *ops) {
             return td_error_set(TD_ERR_MISUSE, "cuda amp_unscale: op %d has another found_inf than op 0", i);
     return opt_run<opt_unscale>(d, n, ops, TD_OP_AMP_UNSCALE, "amp_unscale");
 }
-extern "C" bool cu_supports_AMP_UNSCALE(cu_dev *d, const td_op *op) {
-    return (void)d, opt_unscale<float>::supports(op);
-}
+CU_SUPPORTS(AMP_UNSCALE) { return opt_unscale<float>::supports(op); }
 extern "C" td_status cu_op_AMP_UNSCALE(cu_dev *d, const td_op *op) { return cu_amp_unscale_multi(d, 1, op); }
 
-extern "C" bool cu_supports_ADAM_STEP(cu_dev *d, const td_op *op) { return (void)d, opt_adam<float>::supports(op); }
+CU_SUPPORTS(ADAM_STEP) { return opt_adam<float>::supports(op); }
 extern "C" td_status cu_op_ADAM_STEP(cu_dev *d, const td_op *op) { return cu_adam_step_multi(d, 1, op); }
-extern "C" bool cu_supports_SGD_STEP(cu_dev *d, const td_op *op) { return (void)d, opt_sgd<float>::supports(op); }
+CU_SUPPORTS(SGD_STEP) { return opt_sgd<float>::supports(op); }
 extern "C" td_status cu_op_SGD_STEP(cu_dev *d, const td_op *op) { return cu_sgd_step_multi(d, 1, op); }
-extern "C" bool cu_supports_RMSPROP_STEP(cu_dev *d, const td_op *op) {
-    return (void)d, opt_rmsprop<float>::supports(op);
-}
+CU_SUPPORTS(RMSPROP_STEP) { return opt_rmsprop<float>::supports(op); }
 extern "C" td_status cu_op_RMSPROP_STEP(cu_dev *d, const td_op *op) {
     return opt_run<opt_rmsprop>(d, 1, op, TD_OP_RMSPROP_STEP, "rmsprop_step");
 }

@@ -191,18 +191,11 @@ static bool pool_geometry_ok(const td_op *op) {
            op->p.pool.kernel[1] >= 1;
 }
 
-/* in[0] and out[0] 4-d of one float dtype */
-static bool pool_ok(const td_op *op) {
-    td_dtype dt = op->in[0].dtype;
-    return (dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16) && op->in[0].ndim == 4 &&
-           op->out[0].ndim == 4 && op->out[0].dtype == dt;
-}
+/* in[0] and out[0] 4-d */
+static bool pool_ok(const td_op *op) { return op->in[0].ndim == 4 && op->out[0].ndim == 4; }
 
 /* in = x; out = (y, indices) */
-extern "C" bool cu_supports_MAX_POOL2D(cu_dev *d, const td_op *op) {
-    return (void)d,
-           op->n_in == 1 && op->n_out == 2 && pool_ok(op) && pool_geometry_ok(op) && op->out[1].dtype == TD_I64;
-}
+CU_SUPPORTS(MAX_POOL2D) { return pool_ok(op) && pool_geometry_ok(op); }
 extern "C" td_status cu_op_MAX_POOL2D(cu_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0], *y = &op->out[0];
     pool_geom q = pool_geom_of(op, x->shape, y->shape);
@@ -214,15 +207,11 @@ extern "C" td_status cu_op_MAX_POOL2D(cu_dev *d, const td_op *op) {
 }
 
 /* in = (dy, indices); out = dx; no geometry (the indices locate each gradient) */
-extern "C" bool cu_supports_MAX_POOL2D_BACKWARD(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 2 && op->n_out == 1 && pool_ok(op) && op->in[1].dtype == TD_I64 && op->in[1].ndim == 4;
-}
+CU_SUPPORTS(MAX_POOL2D_BACKWARD) { return pool_ok(op) && op->in[1].ndim == 4; }
 extern "C" td_status cu_op_MAX_POOL2D_BACKWARD(cu_dev *d, const td_op *op) { return pool_max_backward(d, op); }
 
 /* in = x; out = y */
-extern "C" bool cu_supports_AVG_POOL2D(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 1 && pool_ok(op) && pool_geometry_ok(op);
-}
+CU_SUPPORTS(AVG_POOL2D) { return pool_ok(op) && pool_geometry_ok(op); }
 extern "C" td_status cu_op_AVG_POOL2D(cu_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0], *y = &op->out[0];
     pool_geom q = pool_geom_of(op, x->shape, y->shape);
@@ -234,9 +223,7 @@ extern "C" td_status cu_op_AVG_POOL2D(cu_dev *d, const td_op *op) {
 }
 
 /* in = dy; out = dx */
-extern "C" bool cu_supports_AVG_POOL2D_BACKWARD(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 1 && pool_ok(op) && pool_geometry_ok(op);
-}
+CU_SUPPORTS(AVG_POOL2D_BACKWARD) { return pool_ok(op) && pool_geometry_ok(op); }
 extern "C" td_status cu_op_AVG_POOL2D_BACKWARD(cu_dev *d, const td_op *op) {
     const td_operand *dy = &op->in[0], *dx = &op->out[0];
     pool_geom q = pool_geom_of(op, dx->shape, dy->shape);

@@ -434,7 +434,7 @@ template <typename T> struct red_sum_out {
 /* in and out share ndim; out has size 1 on the reduced dims and in's size elsewhere */
 static bool red_shape_ok(const td_op *op) {
     const td_operand *in = &op->in[0], *out = &op->out[0];
-    if (op->n_in != 1 || op->n_out != 1 || in->ndim != out->ndim) return false;
+    if (in->ndim != out->ndim) return false;
     for (int d = 0; d < in->ndim; d++)
         if (out->shape[d] != (op->p.reduce.dims >> d & 1 ? 1 : in->shape[d])) return false;
     return true;
@@ -447,6 +447,7 @@ static td_status red_dtype_error(const td_op *op) {
 
 /* Launch RT over dtype class SWITCH (CU_SWITCH_*), out type OUT (a type using T). */
 #define RED_OP_(NAME, RT, SWITCH, OUT)                                                                                 \
+    CU_SUPPORTS(NAME) { return red_shape_ok(op); }                                                                     \
     extern "C" td_status cu_op_##NAME(cu_dev *d, const td_op *op) {                                                    \
         red_geom g = red_plan(op);                                                                                     \
         if (g.n_out == 0) return TD_OK;                                                                                \
@@ -462,29 +463,3 @@ RED_OP_(ARGMAX, r_argmax, CU_SWITCH_NUM, int64_t)
 RED_OP_(ARGMIN, r_argmin, CU_SWITCH_NUM, int64_t)
 RED_OP_(VAR, r_var, CU_SWITCH_FLOAT, T)
 RED_OP_(LOGSUMEXP, r_lse, CU_SWITCH_FLOAT, T)
-
-static bool red_is_float(td_dtype dt) { return td_dtype_is_float(dt); }
-
-extern "C" bool cu_supports_SUM(cu_dev *d, const td_op *op) {
-    (void)d;
-    td_dtype dt = op->in[0].dtype;
-    return red_shape_ok(op) && op->out[0].dtype == (red_is_float(dt) ? dt : TD_I64);
-}
-
-/* float ops: MEAN, VAR, LOGSUMEXP; out in the input's dtype */
-static bool red_float_ok(const td_op *op) {
-    return red_shape_ok(op) && red_is_float(op->in[0].dtype) && op->out[0].dtype == op->in[0].dtype;
-}
-extern "C" bool cu_supports_MEAN(cu_dev *d, const td_op *op) { return (void)d, red_float_ok(op); }
-extern "C" bool cu_supports_VAR(cu_dev *d, const td_op *op) { return (void)d, red_float_ok(op); }
-extern "C" bool cu_supports_LOGSUMEXP(cu_dev *d, const td_op *op) { return (void)d, red_float_ok(op); }
-
-/* MAX, MIN: any dtype but bool, out in the input's dtype; ARG*: out int64 */
-static bool red_num_ok(const td_op *op, bool arg) {
-    td_dtype dt = op->in[0].dtype;
-    return red_shape_ok(op) && dt != TD_BOOL && op->out[0].dtype == (arg ? TD_I64 : dt);
-}
-extern "C" bool cu_supports_MAX(cu_dev *d, const td_op *op) { return (void)d, red_num_ok(op, false); }
-extern "C" bool cu_supports_MIN(cu_dev *d, const td_op *op) { return (void)d, red_num_ok(op, false); }
-extern "C" bool cu_supports_ARGMAX(cu_dev *d, const td_op *op) { return (void)d, red_num_ok(op, true); }
-extern "C" bool cu_supports_ARGMIN(cu_dev *d, const td_op *op) { return (void)d, red_num_ok(op, true); }

@@ -1,7 +1,9 @@
 /*
-** Row ops over the last dim: SOFTMAX, LOG_SOFTMAX, their backward ops
-** (SOFTMAX_BACKWARD, LOG_SOFTMAX_BACKWARD), LAYER_NORM and ADD_LAYER_NORM
-** (references: src/backend_cpu/cpu_softmax.c, cpu_softmax_backward.c, cpu_layernorm.c).
+** Softmax over the last dim: SOFTMAX, LOG_SOFTMAX and their backward ops
+** (SOFTMAX_BACKWARD, LOG_SOFTMAX_BACKWARD) (references:
+** src/backend_cpu/cpu_softmax.c, cpu_softmax_backward.c). The softmax
+** family's cross-entropy (CROSS_ENTROPY and its backward) is in its own
+** file, cu_ops_xent.cu.
 ** x is (R, n) contiguous (R = product of the leading dims). One row group per
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
 ** 16384 elements (8192 for f64) stay in registers, so x is read from memory once, with
@@ -50,11 +52,8 @@ __global__ void CU_ROWS_BOUNDS(TPR) softmax_kernel(const T *x, T *y, int64_t R, 
     }
 }
 
-static bool softmax_ok(const td_op *op) {
-    const td_operand *x = &op->in[0], *y = &op->out[0];
-    return op->n_in == 1 && op->n_out == 1 && td_dtype_is_float(x->dtype) && y->dtype == x->dtype &&
-           td_operand_numel(y) == td_operand_numel(x);
-}
+/* y has x's elements */
+static bool softmax_ok(const td_op *op) { return td_operand_numel(&op->out[0]) == td_operand_numel(&op->in[0]); }
 
 static td_status softmax_run(cu_dev *d, const td_op *op, bool log_out) {
     const td_operand *x = &op->in[0];
@@ -70,9 +69,9 @@ static td_status softmax_run(cu_dev *d, const td_op *op, bool log_out) {
     return td_error_set(TD_ERR_UNSUPPORTED, "cuda softmax: dtype %s", td_dtype_name(x->dtype));
 }
 
-extern "C" bool cu_supports_SOFTMAX(cu_dev *d, const td_op *op) { return (void)d, softmax_ok(op); }
+CU_SUPPORTS(SOFTMAX) { return softmax_ok(op); }
 extern "C" td_status cu_op_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_run(d, op, false); }
-extern "C" bool cu_supports_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return (void)d, softmax_ok(op); }
+CU_SUPPORTS(LOG_SOFTMAX) { return softmax_ok(op); }
 extern "C" td_status cu_op_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return softmax_run(d, op, true); }
 
 /* softmax / log_softmax backward: dy, y, dx (R, n), y the forward's output;
@@ -109,11 +108,10 @@ __global__ void CU_ROWS_BOUNDS(TPR)
     }
 }
 
+/* dy, y and dx of as many elements */
 static bool softmax_backward_ok(const td_op *op) {
-    const td_operand *dy = &op->in[0], *y = &op->in[1], *dx = &op->out[0];
-    return op->n_in == 2 && op->n_out == 1 && td_dtype_is_float(dy->dtype) && y->dtype == dy->dtype &&
-           dx->dtype == dy->dtype && td_operand_numel(y) == td_operand_numel(dy) &&
-           td_operand_numel(dx) == td_operand_numel(dy);
+    int64_t n = td_operand_numel(&op->in[0]);
+    return td_operand_numel(&op->in[1]) == n && td_operand_numel(&op->out[0]) == n;
 }
 
 static td_status softmax_backward_run(cu_dev *d, const td_op *op, bool log_out) {
@@ -131,120 +129,9 @@ static td_status softmax_backward_run(cu_dev *d, const td_op *op, bool log_out) 
     return td_error_set(TD_ERR_UNSUPPORTED, "cuda softmax_backward: dtype %s", td_dtype_name(dy->dtype));
 }
 
-extern "C" bool cu_supports_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) { return (void)d, softmax_backward_ok(op); }
+CU_SUPPORTS(SOFTMAX_BACKWARD) { return softmax_backward_ok(op); }
 extern "C" td_status cu_op_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) { return softmax_backward_run(d, op, false); }
-extern "C" bool cu_supports_LOG_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) {
-    return (void)d, softmax_backward_ok(op);
-}
+CU_SUPPORTS(LOG_SOFTMAX_BACKWARD) { return softmax_backward_ok(op); }
 extern "C" td_status cu_op_LOG_SOFTMAX_BACKWARD(cu_dev *d, const td_op *op) {
     return softmax_backward_run(d, op, true);
-}
-
-/* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R); res, sum (R, n)
-** or NULL (ADD_LAYER_NORM: x is replaced by sum = x + res, rounded to T as
-** ADD does, written out and normalized):
-**   mean = sum_j x[j] / n
-**   rstd = 1 / sqrt(sum_j (x[j] - mean)^2 / n + eps)   (biased variance, as a
-**          second pass over x - mean: E[x^2] - mean^2 cancels when |mean| >> std)
-**   y[j] = (x[j] - mean) * rstd * w[j] + b[j]
-** Reference: torch.nn.functional.layer_norm. */
-template <typename T, int TPR, int VPT, int V>
-__global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, T *sum, const T *w, const T *b, T *y,
-                                                      T *mean, T *rstd, int64_t R, int64_t n, double eps) {
-    typedef typename cu_compute<T>::type C;
-    __shared__ C scratch[32];
-    int t = cu_row_lane<TPR>();
-    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
-        const T *xr = x + r * n;
-        T *yr = y + r * n;
-        C v[VPT > 0 ? VPT : 1], s = 0, q = 0;
-        cu_row_load<TPR, VPT, V>(xr, n, t, v);
-        if (res) { /* pass 0: sum = x + res; each thread rereads only the elements it wrote */
-            const T *rr = res + r * n;
-            T *sr = sum + r * n;
-            cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
-                T e = cu_from<T>((VPT > 0 ? v[k] : cu_to<C>(xr[j])) + cu_to<C>(rr[j]));
-                sr[j] = e;
-                if (VPT > 0) v[k] = cu_to<C>(e);
-            });
-            xr = sr;
-        }
-        /* pass 1: mean */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
-        C mu = cu_row_sum<TPR>(s, scratch) / (C)n;
-        /* pass 2: variance */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
-            C dx = (VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu;
-            q += dx * dx;
-        });
-        C rs = (C)1 / sqrt(cu_row_sum<TPR>(q, scratch) / (C)n + (C)eps);
-        /* pass 3: normalize, scale, shift */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
-            C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
-            if (w) e *= cu_to<C>(w[j]);
-            if (b) e += cu_to<C>(b[j]);
-            if (VPT > 0)
-                v[k] = e;
-            else
-                yr[j] = cu_from<T>(e);
-        });
-        cu_row_store<TPR, VPT, V>(yr, n, t, v);
-        if (t == 0) mean[r] = cu_from<T>(mu), rstd[r] = cu_from<T>(rs);
-    }
-}
-
-extern "C" bool cu_supports_LAYER_NORM(cu_dev *d, const td_op *op) {
-    (void)d;
-    td_dtype dt = op->in[0].dtype;
-    if (op->n_in != 3 || op->n_out != 3 || !td_dtype_is_float(dt)) return false;
-    for (int i = 1; i < 3; i++)
-        if (op->in[i].buf && op->in[i].dtype != dt) return false;
-    for (int i = 0; i < 3; i++)
-        if (op->out[i].dtype != dt) return false;
-    return td_operand_numel(&op->out[1]) > 0 || td_operand_numel(&op->in[0]) == 0;
-}
-
-extern "C" td_status cu_op_LAYER_NORM(cu_dev *d, const td_op *op) {
-    const td_operand *x = &op->in[0];
-    int64_t numel = td_operand_numel(x), R = td_operand_numel(&op->out[1]);
-    if (numel == 0) return TD_OK;
-    int64_t n = numel / R;
-    CU_SWITCH_FLOAT(x->dtype, {
-        const T *px = (const T *)cu_data(x);
-        T *py = (T *)cu_data(&op->out[0]);
-        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px, (const T *)nullptr,
-                       (T *)nullptr, (const T *)cu_data(&op->in[1]), (const T *)cu_data(&op->in[2]), py,
-                       (T *)cu_data(&op->out[1]), (T *)cu_data(&op->out[2]), R, n, op->p.norm.eps);
-        return CU_LAUNCHED("layer_norm");
-    });
-    return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm: dtype %s", td_dtype_name(x->dtype));
-}
-
-/* ADD_LAYER_NORM: in = (x, r, w?, b?), out = (y, s, mean, rstd) */
-extern "C" bool cu_supports_ADD_LAYER_NORM(cu_dev *d, const td_op *op) {
-    (void)d;
-    td_dtype dt = op->in[0].dtype;
-    if (op->n_in != 4 || op->n_out != 4 || !td_dtype_is_float(dt) || op->in[1].dtype != dt) return false;
-    for (int i = 2; i < 4; i++)
-        if (op->in[i].buf && op->in[i].dtype != dt) return false;
-    for (int i = 0; i < 4; i++)
-        if (op->out[i].dtype != dt) return false;
-    return td_operand_numel(&op->out[2]) > 0 || td_operand_numel(&op->in[0]) == 0;
-}
-
-extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) {
-    const td_operand *x = &op->in[0];
-    int64_t numel = td_operand_numel(x), R = td_operand_numel(&op->out[2]);
-    if (numel == 0) return TD_OK;
-    int64_t n = numel / R;
-    CU_SWITCH_FLOAT(x->dtype, {
-        const T *px = (const T *)cu_data(x);
-        T *py = (T *)cu_data(&op->out[0]);
-        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px,
-                       (const T *)cu_data(&op->in[1]), (T *)cu_data(&op->out[1]), (const T *)cu_data(&op->in[2]),
-                       (const T *)cu_data(&op->in[3]), py, (T *)cu_data(&op->out[2]), (T *)cu_data(&op->out[3]), R, n,
-                       op->p.norm.eps);
-        return CU_LAUNCHED("add_layer_norm");
-    });
-    return td_error_set(TD_ERR_UNSUPPORTED, "cuda add_layer_norm: dtype %s", td_dtype_name(x->dtype));
 }

@@ -1,5 +1,6 @@
 /*
-** CROSS_ENTROPY and its fused backward (reference: src/backend_cpu/cpu_xent.c;
+** CROSS_ENTROPY and its fused backward, the softmax family's cross-entropy in
+** a file of its own (reference: src/backend_cpu/cpu_xent.c;
 ** PyTorch's F.cross_entropy with class-index targets, weight, ignore_index
 ** and label_smoothing).
 **   x (logits) is (N, C) contiguous, or (C) with N = 1; target (N) int64;
@@ -151,21 +152,16 @@ __global__ void CU_ROWS_BOUNDS(TPR)
     }
 }
 
-/* logits [N, C] or [C]; target int64 with N elements; weight [C] or absent; out in the logits' dtype */
+/* logits [N, C] or [C] with C >= 1; target with N elements */
 static bool xent_ok(const td_op *op, int first) {
-    const td_operand *x = &op->in[first], *t = &op->in[first + 1], *w = &op->in[first + 2];
-    if (!td_dtype_is_float(x->dtype) || (x->ndim != 1 && x->ndim != 2) || t->dtype != TD_I64) return false;
+    const td_operand *x = &op->in[first], *t = &op->in[first + 1];
+    if (x->ndim != 1 && x->ndim != 2) return false;
     int64_t N = td_operand_numel(t), C = x->shape[x->ndim - 1];
-    return (x->ndim == 2 ? x->shape[0] == N : N == 1) && C >= 1 && (!w->buf || w->dtype == x->dtype) &&
-           op->out[0].dtype == x->dtype;
+    return (x->ndim == 2 ? x->shape[0] == N : N == 1) && C >= 1;
 }
 
-extern "C" bool cu_supports_CROSS_ENTROPY(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 3 && op->n_out == 1 && xent_ok(op, 0);
-}
-extern "C" bool cu_supports_CROSS_ENTROPY_BACKWARD(cu_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 4 && op->n_out == 1 && xent_ok(op, 1) && op->in[0].dtype == op->in[1].dtype;
-}
+CU_SUPPORTS(CROSS_ENTROPY) { return xent_ok(op, 0); }
+CU_SUPPORTS(CROSS_ENTROPY_BACKWARD) { return xent_ok(op, 1); }
 
 extern "C" td_status cu_op_CROSS_ENTROPY(cu_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0], *tg = &op->in[1], *w = &op->in[2], *out = &op->out[0];

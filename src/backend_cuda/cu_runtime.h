@@ -1,8 +1,8 @@
 /*
 ** The CUDA backend's runtime entry points, as the vtable in cu_backend.c
-** needs them (devices, memory, events, capture, NVRTC, matmul).
+** needs them (devices, memory, events, capture, NVRTC).
 ** defines: the prototypes of cu_device.c, cu_memory.c, cu_event.c,
-** cu_capture.c, cu_nvrtc.c and cu_matmul.c.
+** cu_capture.c and cu_nvrtc.c.
 */
 #ifndef TRIDENT_CU_RUNTIME_H
 #define TRIDENT_CU_RUNTIME_H

@@ -23,8 +23,6 @@
 #define CU_TWO_PI_F 6.28318530717958647692f
 #define CU_TWO_PI   6.28318530717958647692
 
-static bool is_float(td_dtype dt) { return dt == TD_F32 || dt == TD_F64 || dt == TD_F16 || dt == TD_BF16; }
-
 namespace { /* file-local types and kernels */
 
 /* the four words of counter c as an array */
@@ -139,11 +137,8 @@ __global__ void __launch_bounds__(CU_BLOCK) cu_dropout(int64_t n, uint64_t seed,
 
 /* ---- launchers ---- */
 
-extern "C" bool cu_supports_RAND(cu_dev *d, const td_op *op) {
-    (void)d;
-    return op->n_out == 1 && is_float(op->out[0].dtype) && td_operand_is_contiguous(&op->out[0]);
-}
-extern "C" bool cu_supports_RANDN(cu_dev *d, const td_op *op) { return cu_supports_RAND(d, op); }
+CU_SUPPORTS(RAND) { return td_operand_is_contiguous(&op->out[0]); }
+CU_SUPPORTS(RANDN) { return td_operand_is_contiguous(&op->out[0]); }
 
 /* NORMAL: RANDN, else RAND */
 template <bool NORMAL> static td_status rand_op(cu_dev *d, const td_op *op) {
@@ -170,10 +165,8 @@ template <bool NORMAL> static td_status rand_op(cu_dev *d, const td_op *op) {
 extern "C" td_status cu_op_RAND(cu_dev *d, const td_op *op) { return rand_op<false>(d, op); }
 extern "C" td_status cu_op_RANDN(cu_dev *d, const td_op *op) { return rand_op<true>(d, op); }
 
-extern "C" bool cu_supports_DROPOUT(cu_dev *d, const td_op *op) {
-    (void)d;
-    return op->n_in == 1 && op->n_out == 1 && is_float(op->in[0].dtype) && op->in[0].dtype == op->out[0].dtype &&
-           op->p.rng.p >= 0 && op->p.rng.p < 1 && td_operand_is_contiguous(&op->in[0]) &&
+CU_SUPPORTS(DROPOUT) {
+    return op->p.rng.p >= 0 && op->p.rng.p < 1 && td_operand_is_contiguous(&op->in[0]) &&
            td_operand_is_contiguous(&op->out[0]);
 }
 

@@ -1,5 +1,5 @@
 /*
-** MATMUL on cuBLASLt: out[..., M, N] = a[..., M, K] @ b[..., K, N], batch dims
+** The GEMM of MATMUL and LINEAR_GELU on cuBLASLt: out[..., M, N] = a[..., M, K] @ b[..., K, N], batch dims
 ** broadcast (stride 0) and each matrix row- or column-major (TD_LAYOUT_MATRIX).
 **
 ** cuBLASLt is column-major, so the row-major product C = A B is computed as
@@ -14,14 +14,7 @@
 ** the host. Descriptors and the heuristic's algorithm are cached per shape (a
 ** shape Lt has no algorithm for is cached as such).
 **
-** LINEAR_GELU: in = (x [M, K], w [N, K], b [N]?), out = (y, h) [M, N]:
-**   h = x w^T + b, y = gelu(h). The GEMM is MATMUL's (w read as the column-major
-** [K, N] it is) with the bias in Lt's epilogue (EPILOGUE_BIAS, added in fp32
-** before the one rounding), then one GELU pass h -> y (GELU's kernel). The
-** tanh form with a bias and N % 8 == 0 takes EPILOGUE_GELU_AUX_BIAS instead:
-** one GEMM writes y and keeps h as its aux output (Lt's GELU is the tanh form,
-** so the erf form cannot use it). f64, K = 0, or a shape Lt has no epilogue
-** algorithm for: the plain GEMM, then ADD's and GELU's kernels.
+** Used by MATMUL and LINEAR_GELU (cu_ops_matmul.cu): cu_lt_matmul (cu.h).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,12 +30,10 @@ typedef struct plan_key {
     int64_t m, n, k;               /* of C = A B in row-major terms */
     int64_t lda, ldb;              /* leading dims of Lt's A and B */
     int64_t batch, sa, sb, sc;     /* strided batch: count and strides of Lt's A, B, C */
-    int epi;                       /* EPI_*: what the epilogue adds (LINEAR_GELU) */
+    int epi;                       /* CU_EPI_*: what the epilogue adds (LINEAR_GELU) */
     int align_a, align_b, align_c; /* bytes: 16, 8, 4 or 2 */
     int dev;
 } plan_key;
-
-enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX_BIAS };
 
 typedef struct plan {
     plan_key key;
@@ -83,11 +74,11 @@ static td_status make_plan(cu_dev *d, plan *p) {
     if (st != TD_OK) return st;
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    if (k->epi != EPI_NONE) { /* bias and aux pointers are set per call (lt_matmul) */
-        cublasLtEpilogue_t e = k->epi == EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (k->epi != CU_EPI_NONE) { /* bias and aux pointers are set per call (cu_lt_matmul) */
+        cublasLtEpilogue_t e = k->epi == CU_EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         int64_t ld_aux = k->n; /* aux is h [M, N]: column-major N x M, ld N */
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
-        if (k->epi == EPI_GELU_AUX_BIAS)
+        if (k->epi == CU_EPI_GELU_AUX_BIAS)
             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux);
     }
     /* Lt's A: op(A) is N x K; Lt's B: op(B) is K x M; C is N x M */
@@ -184,15 +175,7 @@ static bool lt_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *
     return false;
 }
 
-bool cu_supports_MATMUL(cu_dev *d, const td_op *op) {
-    (void)d;
-    td_dtype dt = op->in[0].dtype;
-    return td_dtype_is_float(dt) && op->in[1].dtype == dt && op->out[0].dtype == dt;
-}
-
-/* MATMUL's GEMM with epilogue epi (EPI_*): bias [N] added per output column,
-** aux: where GELU_AUX_BIAS keeps the pre-activation (contiguous [M, N]). */
-static td_status lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux) {
+td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux) {
     /* a and b are [batch..., M, K] and [batch..., K, N] views of one rank; out is contiguous with those batch
     ** dims and M, N (a 1-D operand's size-1 dim dropped), which is the same memory as [batch..., M, N] */
     const td_operand *a = &op->in[0], *b = &op->in[1], *c = &op->out[0];
@@ -247,10 +230,10 @@ static td_status lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias
     double one64 = 1, zero64 = 0;
     const void *alpha = c->dtype == TD_F64 ? (const void *)&one64 : (const void *)&one;
     const void *beta = c->dtype == TD_F64 ? (const void *)&zero64 : (const void *)&zero;
-    if (epi != EPI_NONE) { /* LINEAR_GELU's 2-D GEMM: one call, under the lock, as the pointers live in the plan */
+    if (epi != CU_EPI_NONE) { /* LINEAR_GELU's 2-D GEMM: one call, under the lock, as the pointers live in the plan */
         pthread_mutex_lock(&plans_lock);
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-        if (epi == EPI_GELU_AUX_BIAS)
+        if (epi == CU_EPI_GELU_AUX_BIAS)
             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
         st = cu_blas_status(cublasLtMatmul(d->lt, p->op, alpha, pb, p->la, pa, p->lb, beta, pc, p->lc, pc, p->lc,
                                            &p->algo, d->lt_workspace, d->lt_workspace_size, d->stream),
@@ -272,47 +255,4 @@ static td_status lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias
                             "cublasLtMatmul");
     }
     return st;
-}
-
-td_status cu_op_MATMUL(cu_dev *d, const td_op *op) { return lt_matmul(d, op, EPI_NONE, NULL, NULL); }
-
-bool cu_supports_LINEAR_GELU(cu_dev *d, const td_op *op) {
-    (void)d;
-    td_dtype dt = op->in[0].dtype;
-    return td_dtype_is_float(dt) && op->in[1].dtype == dt && (!op->in[2].buf || op->in[2].dtype == dt) &&
-           op->out[0].dtype == dt && op->out[1].dtype == dt && cu_op_GELU && cu_op_ADD;
-}
-
-td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
-    const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
-    td_operand y = op->out[0], h = op->out[1];
-    int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
-    if (M == 0 || N == 0) return TD_OK;
-    td_operand mm_in[2];
-    td_op mm = td_linear_gelu_matmul(op, mm_in, &y);
-    bool tanh_form = op->p.gelu.approximate == TD_GELU_TANH;
-    bool lt_bias = b->buf && x->dtype != TD_F64 && K > 0;
-    td_status st;
-    if (tanh_form && lt_bias && N % 8 == 0) { /* y and h from one GEMM */
-        st = lt_matmul(d, &mm, EPI_GELU_AUX_BIAS, cu_data(b), cu_data(&h));
-        if (st != TD_ERR_UNSUPPORTED) return st;
-        td_clear_error();
-    }
-    mm.out = &h;
-    st = lt_matmul(d, &mm, lt_bias ? EPI_BIAS : EPI_NONE, lt_bias ? cu_data(b) : NULL, NULL);
-    if (st == TD_ERR_UNSUPPORTED && lt_bias) { /* no bias epilogue for this shape: the plain GEMM, then ADD */
-        td_clear_error();
-        lt_bias = false;
-        st = lt_matmul(d, &mm, EPI_NONE, NULL, NULL);
-    }
-    if (st == TD_OK && b->buf && !lt_bias) { /* h += b, broadcast over the rows */
-        td_operand add_in[2] = {h, *b};
-        add_in[1].ndim = 2;
-        add_in[1].shape[0] = M, add_in[1].shape[1] = N;
-        add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
-        td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = add_in, .out = &h};
-        st = cu_op_ADD(d, &add);
-    }
-    td_op gelu = {.kind = TD_OP_GELU, .n_in = 1, .n_out = 1, .in = &h, .out = &y, .p = op->p};
-    return st == TD_OK ? cu_op_GELU(d, &gelu) : st;
 }

@@ -1,0 +1,53 @@
+/*
+** The matmul family on CUDA: MATMUL and LINEAR_GELU, on the cuBLASLt GEMM of
+** cu_blaslt.c (cu_lt_matmul); neither has a capability test.
+** MATMUL: out[..., M, N] = a[..., M, K] @ b[..., K, N], batch dims broadcast
+** (stride 0), each matrix row- or column-major (TD_LAYOUT_MATRIX).
+** LINEAR_GELU: in = (x [M, K], w [N, K], b [N]?), out = (y, h) [M, N]:
+**   h = x w^T + b, y = gelu(h). The GEMM is MATMUL's (w read as the column-major
+** [K, N] it is) with the bias in Lt's epilogue (EPILOGUE_BIAS, added in fp32
+** before the one rounding), then one GELU pass h -> y (GELU's kernel). The
+** tanh form with a bias and N % 8 == 0 takes EPILOGUE_GELU_AUX_BIAS instead:
+** one GEMM writes y and keeps h as its aux output (Lt's GELU is the tanh form,
+** so the erf form cannot use it). f64, K = 0, or a shape Lt has no epilogue
+** algorithm for: the plain GEMM, then ADD's and GELU's kernels.
+*/
+#include "cu.h"
+
+extern "C" td_status cu_op_MATMUL(cu_dev *d, const td_op *op) { return cu_lt_matmul(d, op, CU_EPI_NONE, NULL, NULL); }
+
+extern "C" td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
+    td_operand y = op->out[0], h = op->out[1];
+    int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &y);
+    bool tanh_form = op->p.gelu.approximate == TD_GELU_TANH;
+    bool lt_bias = b->buf && x->dtype != TD_F64 && K > 0;
+    td_status st;
+    if (tanh_form && lt_bias && N % 8 == 0) { /* y and h from one GEMM */
+        st = cu_lt_matmul(d, &mm, CU_EPI_GELU_AUX_BIAS, cu_data(b), cu_data(&h));
+        if (st != TD_ERR_UNSUPPORTED) return st;
+        td_clear_error();
+    }
+    mm.out = &h;
+    st = cu_lt_matmul(d, &mm, lt_bias ? CU_EPI_BIAS : CU_EPI_NONE, lt_bias ? cu_data(b) : NULL, NULL);
+    if (st == TD_ERR_UNSUPPORTED && lt_bias) { /* no bias epilogue for this shape: the plain GEMM, then ADD */
+        td_clear_error();
+        lt_bias = false;
+        st = cu_lt_matmul(d, &mm, CU_EPI_NONE, NULL, NULL);
+    }
+    td_op step = {};                         /* ADD, then GELU */
+    if (st == TD_OK && b->buf && !lt_bias) { /* h += b, broadcast over the rows */
+        td_operand add_in[2] = {h, *b};
+        add_in[1].ndim = 2;
+        add_in[1].shape[0] = M, add_in[1].shape[1] = N;
+        add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
+        step.kind = TD_OP_ADD, step.n_in = 2, step.n_out = 1, step.in = add_in, step.out = &h;
+        st = cu_op_ADD(d, &step);
+    }
+    if (st != TD_OK) return st;
+    step.kind = TD_OP_GELU, step.n_in = 1, step.n_out = 1, step.in = &h, step.out = &y, step.p = op->p;
+    return cu_op_GELU(d, &step);
+}

@@ -1,0 +1,95 @@
+/*
+** Layer normalization over the last dim: LAYER_NORM and ADD_LAYER_NORM (the
+** residual add fused in front) (reference: src/backend_cpu/cpu_layernorm.c).
+** x is (R, n) contiguous (R = product of the leading dims). One row group per
+** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
+** 16384 elements (8192 for f64) stay in registers, so x is read from memory
+** once, with 16-byte loads and stores when rows are aligned. Math in float for
+** f32/f16/bf16, in double for f64.
+*/
+#include "cu_reduce.cuh"
+
+/* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R); res, sum (R, n)
+** or NULL (ADD_LAYER_NORM: x is replaced by sum = x + res, rounded to T as
+** ADD does, written out and normalized):
+**   mean = sum_j x[j] / n
+**   rstd = 1 / sqrt(sum_j (x[j] - mean)^2 / n + eps)   (biased variance, as a
+**          second pass over x - mean: E[x^2] - mean^2 cancels when |mean| >> std)
+**   y[j] = (x[j] - mean) * rstd * w[j] + b[j]
+** Reference: torch.nn.functional.layer_norm. */
+template <typename T, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, T *sum, const T *w, const T *b, T *y,
+                                                      T *mean, T *rstd, int64_t R, int64_t n, double eps) {
+    typedef typename cu_compute<T>::type C;
+    __shared__ C scratch[32];
+    int t = cu_row_lane<TPR>();
+    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        C v[VPT > 0 ? VPT : 1], s = 0, q = 0;
+        cu_row_load<TPR, VPT, V>(xr, n, t, v);
+        if (res) { /* pass 0: sum = x + res; each thread rereads only the elements it wrote */
+            const T *rr = res + r * n;
+            T *sr = sum + r * n;
+            cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+                T e = cu_from<T>((VPT > 0 ? v[k] : cu_to<C>(xr[j])) + cu_to<C>(rr[j]));
+                sr[j] = e;
+                if (VPT > 0) v[k] = cu_to<C>(e);
+            });
+            xr = sr;
+        }
+        /* pass 1: mean */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
+        C mu = cu_row_sum<TPR>(s, scratch) / (C)n;
+        /* pass 2: variance */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C dx = (VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu;
+            q += dx * dx;
+        });
+        C rs = (C)1 / sqrt(cu_row_sum<TPR>(q, scratch) / (C)n + (C)eps);
+        /* pass 3: normalize, scale, shift */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
+            if (w) e *= cu_to<C>(w[j]);
+            if (b) e += cu_to<C>(b[j]);
+            if (VPT > 0)
+                v[k] = e;
+            else
+                yr[j] = cu_from<T>(e);
+        });
+        cu_row_store<TPR, VPT, V>(yr, n, t, v);
+        if (t == 0) mean[r] = cu_from<T>(mu), rstd[r] = cu_from<T>(rs);
+    }
+}
+
+/* LAYER_NORM: in = (x, w?, b?), out = (y, mean, rstd); ADD_LAYER_NORM (ADD):
+** in = (x, r, w?, b?), out = (y, s, mean, rstd). R = the elements of mean. */
+static td_status layer_norm_run(cu_dev *d, const td_op *op, bool add) {
+    const td_operand *x = &op->in[0], *w = &op->in[1 + add], *b = &op->in[2 + add], *y = &op->out[0];
+    const td_operand *mean = &op->out[1 + add], *rstd = &op->out[2 + add];
+    int64_t numel = td_operand_numel(x), R = td_operand_numel(mean);
+    if (numel == 0) return TD_OK;
+    int64_t n = numel / R;
+    const char *name = add ? "add_layer_norm" : "layer_norm";
+    CU_SWITCH_FLOAT(x->dtype, {
+        const T *px = (const T *)cu_data(x);
+        T *py = (T *)cu_data(y);
+        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px,
+                       add ? (const T *)cu_data(&op->in[1]) : nullptr, add ? (T *)cu_data(&op->out[1]) : nullptr,
+                       (const T *)cu_data(w), (const T *)cu_data(b), py, (T *)cu_data(mean), (T *)cu_data(rstd), R, n,
+                       op->p.norm.eps);
+        return CU_LAUNCHED(name);
+    });
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda %s: dtype %s", name, td_dtype_name(x->dtype));
+}
+
+/* one row per element of mean: at least one row when x has elements (n = numel(x) / R) */
+static bool layer_norm_ok(const td_op *op, bool add) {
+    return td_operand_numel(&op->out[1 + add]) > 0 || td_operand_numel(&op->in[0]) == 0;
+}
+
+CU_SUPPORTS(LAYER_NORM) { return layer_norm_ok(op, false); }
+extern "C" td_status cu_op_LAYER_NORM(cu_dev *d, const td_op *op) { return layer_norm_run(d, op, false); }
+
+CU_SUPPORTS(ADD_LAYER_NORM) { return layer_norm_ok(op, true); }
+extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) { return layer_norm_run(d, op, true); }
