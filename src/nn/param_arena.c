@@ -105,9 +105,13 @@ td_status td_module_flatten_parameters(td_module *m, td_device dev) {
         moved = moved && same_device(td_tensor_device(td_named_tensors_at(sd, k)), dev);
     td_named_tensors_free(sd);
     td_status st = TD_OK;
-    if (!moved) { /* the parameters, and the buffers, onto dev first: one device for all */
-        td__module_arena_free(m);
-        st = td_module_to(m, dev);
+    if (!moved) {                   /* the parameters, and the buffers, onto dev first: one device for all */
+        td_arena *kept = m->arenas; /* held aside (td_module_to re-flattens a flat module); back on a failure */
+        int n_kept = m->n_arenas;
+        m->arenas = NULL, m->n_arenas = 0;
+        st = td_module_to(m, dev); /* without arenas: not re-flattened there */
+        m->arenas = kept, m->n_arenas = n_kept;
+        if (st == TD_OK) td__module_arena_free(m);
     }
     if (st == TD_OK) {
         td_no_grad_begin();
