@@ -210,6 +210,18 @@ static double param_diff(td_module *a, td_module *b, bool grads) {
     return worst;
 }
 
+/* The copy ops of one td_backward of loss (profiled). */
+static int64_t backward_copies(td_tensor *loss, td_status *st) {
+    td_profile_begin();
+    *st = td_backward(loss, NULL, false);
+    td_profile_end(NULL);
+    td_profile_row rows[64];
+    int n = td_profile_rows(rows, 64);
+    int64_t copies = 0;
+    for (int r = 0; r < n && r < 64; r++) copies += strcmp(rows[r].op, "copy") ? 0 : rows[r].count;
+    return copies;
+}
+
 static int worker_ddp(td_device dev) {
     uint64_t seed = strtoull(getenv("TD_SEED"), NULL, 10);
     int world = td_dist_world_size(), rank = td_dist_rank();
@@ -222,7 +234,11 @@ static int worker_ddp(td_device dev) {
     /* the reference: rank 0's model, on every rank, without DDP */
     td_module *ref = small_model(seed, 16);
     WOK(td_module_to(ref, dev));
+    WOK(td_module_flatten_parameters(ref, dev)); /* backward copies the same into its arena */
     if (param_diff(m, ref, false) != 0) WFAIL("parameters differ from rank 0's after td_ddp_new");
+    td_tensor *arena = NULL;
+    WOK(td_module_parameter_arena(m, TD_F32, NULL, &arena));
+    if (!arena) WFAIL("td_ddp_new did not flatten the module");
     for (int step = 0; step < 3; step++) {
         td_scope_begin();
         td_module_zero_grad(m);
@@ -231,12 +247,25 @@ static int worker_ddp(td_device dev) {
         int micro = step == 1 ? 2 : 1;
         for (int k = 0; k < micro; k++) {
             if (k < micro - 1) td_ddp_no_sync_begin(d);
-            WOK(td_backward(loss_of(m, batch_x(seed, rank, step * 2 + k, dev)), NULL, false));
+            td_status st;
+            int64_t copies = backward_copies(loss_of(m, batch_x(seed, rank, step * 2 + k, dev)), &st);
+            WOK(st);
             if (k < micro - 1) td_ddp_no_sync_end(d);
             /* reference: mean over ranks of each rank's gradient = backward of the mean of the ranks' losses */
-            for (int r = 0; r < world; r++)
-                WOK(td_backward(td_mul_scalar(loss_of(ref, batch_x(seed, r, step * 2 + k, dev)), 1.0 / world), NULL,
-                                false));
+            for (int r = 0; r < world; r++) {
+                int64_t ref_copies =
+                    backward_copies(td_mul_scalar(loss_of(ref, batch_x(seed, r, step * 2 + k, dev)), 1.0 / world), &st);
+                WOK(st);
+                /* the buckets are slices of the gradient arena: DDP adds no copy, but on Vulkan the host
+                ** staging's one per bucket when it reduces (the copying path adds two per parameter) */
+                int64_t want = ref_copies + (dev.type == TD_DEVICE_CPU || k < micro - 1 ? 0 : td_ddp_num_buckets(d));
+                if (r == 0 && copies != want)
+                    WFAIL("step %d: %lld copies in DDP's backward, expected %lld (%lld without DDP)", step,
+                          (long long)copies, (long long)want, (long long)ref_copies);
+                if (r == 0 && rank == 0 && step == 0)
+                    printf("  ddp on %s: %lld copies per backward, %lld without DDP\n",
+                           td_device_str(dev, (char[32]){0}, 32), (long long)copies, (long long)ref_copies);
+            }
         }
         WOK(td_ddp_check(d));
         double diff = param_diff(m, ref, true);
@@ -422,6 +451,41 @@ TEST(ddp_unused_parameter) {
     td_scope_end();
 }
 
+/* A single-rank DDP with buckets of one or two parameters: td_ddp_new
+** flattens the module, every bucket is a slice of its gradient arena, and a
+** backward under DDP runs no more copies than the same backward without it
+** (the copying path adds two per parameter); the gradients are unchanged. */
+TEST(ddp_bucket_slices_no_copies) {
+    td_scope_begin();
+    unsetenv("WORLD_SIZE"), unsetenv("OMPI_COMM_WORLD_SIZE");
+    ASSERT_OK(td_dist_init(NULL));
+    td_module *m = small_model(3, 16), *ref = small_model(3, 16);
+    ASSERT_OK(td_module_flatten_parameters(ref, TD_CPU));
+    td_ddp *d;
+    ASSERT_OK(td_ddp_new(m, &(td_ddp_opts){.bucket_cap_mb = 300.0 / (1 << 20)}, &d));
+    ASSERT(td_ddp_num_buckets(d) >= 3);
+    td_tensor *arena;
+    ASSERT_OK(td_module_parameter_arena(m, TD_F32, NULL, &arena));
+    ASSERT(arena);
+    for (int step = 0; step < 3; step++) {
+        td_module_zero_grad(m), td_module_zero_grad(ref);
+        td_status st;
+        int64_t copies = backward_copies(loss_of(m, batch_x(1, 0, step, TD_CPU)), &st);
+        ASSERT_OK(st);
+        int64_t ref_copies = backward_copies(loss_of(ref, batch_x(1, 0, step, TD_CPU)), &st);
+        ASSERT_OK(st);
+        ASSERT_OK(td_ddp_check(d));
+        fprintf(stderr, "  step %d: %lld copies with DDP (%d buckets), %lld without\n", step, (long long)copies,
+                td_ddp_num_buckets(d), (long long)ref_copies);
+        ASSERT_EQ_INT(copies, ref_copies);
+        ASSERT(param_diff(m, ref, true) == 0);
+    }
+    td_ddp_free(d);
+    td_module_free(m), td_module_free(ref);
+    td_dist_destroy();
+    td_scope_end();
+}
+
 /* torch's DistributedSampler, written out: pad (or cut) the order, then stride. */
 TEST(sampler_rules) {
     static const int64_t ns[] = {0, 1, 5, 10, 11, 17};
@@ -555,6 +619,7 @@ TEST(init_env_errors) {
     X(group_of_one)                                                                                                    \
     X(post_accumulate_hook_overlaps)                                                                                   \
     X(ddp_unused_parameter)                                                                                            \
+    X(ddp_bucket_slices_no_copies)                                                                                     \
     X(sampler_rules)                                                                                                   \
     X(rendezvous_ok)                                                                                                   \
     X(rendezvous_wrong_world_size)                                                                                     \

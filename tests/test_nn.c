@@ -14,7 +14,8 @@
         X(init_reproducible) X(dropout_train_eval) X(batchnorm_train_eval) X(mha_causal)                               \
             X(adaptive_pool_and_softmax_dim) X(zero_grad_and_to) X(schedulers_closed_form) X(clip_grad)                \
                 X(optimizer_state_roundtrip) X(optimizer_groups_and_lr) X(optimizer_bad_input) X(loss_bad_input)       \
-                    X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(module_to_dtype) X(no_leaks)
+                    X(layer_bad_input) X(constructor_bad_input) X(w2_cnn_shapes) X(module_to_dtype) X(flatten_parameters)   \
+                        X(no_leaks)
 /* clang-format on */
 
 #define SEED 20240611ull
@@ -876,6 +877,175 @@ TEST(module_to_dtype) {
     free(before), free(after), free(rounded);
     td_module_free(seq);
     td_scope_end();
+}
+
+/* Every parameter's values, end to end, as doubles (n entries). */
+static double *flat_host(int n, td_tensor *const *ps, bool grads, int64_t *len) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += td_numel(ps[i]);
+    double *v = malloc((size_t)total * sizeof *v + 8);
+    ASSERT(v);
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        td_tensor *t = grads ? td_grad_of(ps[i]) : ps[i];
+        ASSERT(t);
+        ASSERT_OK(td_copy_to_host(t, v + at, (size_t)td_numel(t) * sizeof *v, TD_F64));
+        at += td_numel(t);
+    }
+    *len = total;
+    return v;
+}
+
+/* The parameters of a flattened m are views of its arena, end to end: offsets,
+** contiguity, and a write to the arena read back through the handles; their
+** .grads (when backward has run) views of the gradient arena likewise. */
+static void check_views(td_module *m, int n, td_tensor *const *ps, td_dtype dt, td_device dev) {
+    td_tensor *pa, *ga;
+    ASSERT_OK(td_module_parameter_arena(m, dt, &pa, &ga));
+    ASSERT(pa && ga);
+    ASSERT(td_tensor_device(pa).type == dev.type && td_tensor_device(pa).index == dev.index);
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        ASSERT(td_is_contiguous(ps[i]));
+        ASSERT_EQ_INT(td_storage_offset(ps[i]), td_storage_offset(pa) + at);
+        td_tensor *g = td_grad_of(ps[i]);
+        if (g) ASSERT_EQ_INT(td_storage_offset(g), td_storage_offset(ga) + at);
+        at += td_numel(ps[i]);
+    }
+    ASSERT_EQ_INT(td_numel(pa), at);
+    ASSERT_EQ_INT(td_numel(ga), at);
+    int64_t len;
+    double *before = flat_host(n, ps, false, &len);
+    td_tensor *saved = ASSERT_TENSOR(td_clone(pa));
+    ASSERT_OK(td_copy_(pa, td_add_scalar(saved, 1000))); /* one storage: every handle sees it */
+    double *after = flat_host(n, ps, false, &len);
+    for (int64_t e = 0; e < len; e++) ASSERT_NEAR(after[e], before[e] + 1000, 1e-3);
+    ASSERT_OK(td_copy_(pa, saved));
+    free(before), free(after);
+}
+
+/* The sum of squares of m(x), m a 4-3-2 MLP. */
+static td_tensor *mlp_loss(td_module *m, td_device dev, uint64_t offset) {
+    td_tensor *x = td_to(randu(2, (int64_t[]){5, 4}, offset), dev);
+    td_tensor *y = td_module_forward(m, x);
+    return ASSERT_TENSOR(td_sum(td_mul(y, y), 0, NULL, false));
+}
+
+/* td_module_flatten_parameters on the CPU and on Vulkan: values, handles and
+** the state dict kept; parameters and gradients views of the arenas; flatten
+** twice; a bad device a clear error; td_module_to after it re-flattens and
+** trains (an optimizer built before flattening). */
+TEST(flatten_parameters) {
+    ASSERT_ERROR(td_module_flatten_parameters(NULL, TD_CPU), TD_ERR_MISUSE, "module is NULL");
+    const char *devs[] = {"cpu", "vulkan:0"};
+    for (int d = 0; d < 2; d++) {
+        td_device dev, other = TD_CPU;
+        if (td_device_parse(devs[d], &dev) != TD_OK || !td_device_available(dev)) {
+            td_clear_error();
+            fprintf(stderr, "  %s: not available, skipped\n", devs[d]);
+            continue;
+        }
+        if (d == 0 && (td_device_parse("vulkan:0", &other) != TD_OK || !td_device_available(other))) {
+            td_clear_error();
+            other = TD_CPU;
+        }
+        fprintf(stderr, "  flatten on %s\n", devs[d]);
+        td_scope_begin();
+        td_manual_seed(11);
+        td_module *m = mlp();
+        td_tensor *ps[4];
+        ASSERT_EQ_INT(td_module_parameters(m, ps, 4), 4);
+        td_optim_options oo = td_sgd_defaults(0.05);
+        td_optimizer *opt = td_sgd_new(4, ps, &oo);
+        ASSERT(opt);
+        td_named_tensors *sd = td_module_state_dict(m);
+        ASSERT(sd);
+        int64_t n_sd = td_named_tensors_len(sd), len, len2;
+        double *vals = flat_host(4, ps, false, &len);
+        td_tensor *none;
+        ASSERT_OK(td_module_parameter_arena(m, TD_F32, &none, NULL));
+        ASSERT(!none); /* not flattened yet */
+
+        ASSERT_OK(td_module_flatten_parameters(m, dev));
+        static const char *const names[] = {"0.weight", "0.bias", "2.weight", "2.bias"};
+        for (int i = 0; i < 4; i++) ASSERT(td_module_get(m, names[i]) == ps[i]); /* the same handles */
+        double *now = flat_host(4, ps, false, &len2);
+        ASSERT_EQ_INT(len2, len);
+        for (int64_t e = 0; e < len; e++) ASSERT_NEAR(now[e], vals[e], 0);
+        free(now);
+        check_views(m, 4, ps, TD_F32, dev);
+        td_named_tensors *sd2 = td_module_state_dict(m);
+        ASSERT(sd2);
+        ASSERT_EQ_INT(td_named_tensors_len(sd2), n_sd);
+        for (int64_t k = 0; k < n_sd; k++) {
+            ASSERT(!strcmp(td_named_tensors_name(sd2, k), td_named_tensors_name(sd, k)));
+            double *a = host(td_named_tensors_at(sd, k)), *b = host(td_named_tensors_at(sd2, k));
+            for (int64_t e = 0; e < td_numel(td_named_tensors_at(sd, k)); e++) ASSERT_NEAR(b[e], a[e], 0);
+            free(a), free(b);
+        }
+        td_named_tensors_free(sd), td_named_tensors_free(sd2);
+
+        /* backward writes into the gradient arena: it is the .grads end to end */
+        for (int rep = 0; rep < 2; rep++) { /* the second accumulates in place */
+            ASSERT_OK(td_backward(mlp_loss(m, dev, 100), NULL, false));
+            td_tensor *ga;
+            ASSERT_OK(td_module_parameter_arena(m, TD_F32, NULL, &ga));
+            double *g = flat_host(4, ps, true, &len2), *arena = host(ga);
+            for (int64_t e = 0; e < len; e++) ASSERT_NEAR(arena[e], g[e], 0);
+            free(g), free(arena);
+            check_views(m, 4, ps, TD_F32, dev);
+        }
+
+        /* a bad device: a clear error, the arena and handles as they were */
+        td_clear_error();
+        td_status st = td_module_flatten_parameters(m, TD_VULKAN(99));
+        ASSERT(st != TD_OK);
+        ASSERT(strstr(td_last_error(), "flatten_parameters"));
+        fprintf(stderr, "  bad device: %s\n", td_last_error());
+        td_clear_error();
+        check_views(m, 4, ps, TD_F32, dev);
+
+        /* twice: same values, new arena */
+        now = flat_host(4, ps, false, &len2);
+        ASSERT_OK(td_module_flatten_parameters(m, dev));
+        double *again = flat_host(4, ps, false, &len2);
+        for (int64_t e = 0; e < len; e++) ASSERT_NEAR(again[e], now[e], 0);
+        free(again);
+        check_views(m, 4, ps, TD_F32, dev);
+
+        /* moved after flattening: flat again there, and it trains */
+        if (other.type != dev.type) {
+            ASSERT_OK(td_module_to(m, other));
+            check_views(m, 4, ps, TD_F32, other);
+        } else {
+            ASSERT_OK(td_module_to_dtype(m, TD_F64));
+            ASSERT_OK(td_module_parameter_arena(m, TD_F32, &none, NULL));
+            ASSERT(!none);
+            check_views(m, 4, ps, TD_F64, other);
+        }
+        td_dtype dt = td_tensor_dtype(ps[0]);
+        double first = 0, last = 0;
+        for (int step = 0; step < 5; step++) {
+            td_optimizer_zero_grad(opt);
+            td_tensor *loss = mlp_loss(m, other, 100);
+            last = td_item(loss);
+            if (step == 0) first = last;
+            ASSERT_OK(td_backward(loss, NULL, false));
+            td_tensor *ga;
+            ASSERT_OK(td_module_parameter_arena(m, dt, NULL, &ga));
+            double *g = flat_host(4, ps, true, &len2), *arena = host(ga);
+            for (int64_t e = 0; e < len; e++) ASSERT_NEAR(arena[e], g[e], 0);
+            free(g), free(arena);
+            ASSERT_OK(td_optimizer_step(opt));
+        }
+        fprintf(stderr, "  after the move: loss %g -> %g\n", first, last);
+        ASSERT(last < first);
+        check_views(m, 4, ps, dt, other);
+        free(now), free(vals);
+        td_optimizer_free(opt);
+        td_module_free(m);
+        td_scope_end();
+    }
 }
 
 TEST_MAIN(TESTS)

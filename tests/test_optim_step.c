@@ -9,7 +9,7 @@
 #define TESTS(X)                                                                                                       \
     X(reference_matches_torch)                                                                                         \
     X(torch_fixture) X(adam_variants) X(adam_large) X(sgd_variants) X(rmsprop_variants) X(adam_errors) X(sgd_errors)   \
-        X(rmsprop_errors) X(adam_capturable)
+        X(rmsprop_errors) X(adam_capturable) X(flat_step_bit_exact)
 /* clang-format on */
 
 /* ---- double-precision references (torch.optim formulas, foreach=False) ---- */
@@ -312,6 +312,99 @@ TEST(rmsprop_errors) {
     to_host(p, pv, 3);
     ASSERT_NEAR(pv[0], -0.1, 1e-3); /* -lr * 1 / sqrt(0.01) */
     td_scope_end();
+}
+
+/* An MLP's parameters on dev as floats, end to end. */
+static void params_host(td_module *m, float *out, int64_t cap) {
+    td_tensor *ps[8];
+    int n = td_module_parameters(m, ps, 8);
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        ASSERT(at + td_numel(ps[i]) <= cap);
+        ASSERT_OK(td_copy_to_host(ps[i], out + at, sizeof(float) * (size_t)td_numel(ps[i]), TD_F32));
+        at += td_numel(ps[i]);
+    }
+}
+
+/* A flattened module's optimizer takes one update per arena (adam_step once
+** per step in the profile) and gives the per-parameter step's parameters and
+** state (within the CPU adam_step's last-bit tail rounding), on the CPU and on Vulkan: Adam (amsgrad, weight decay),
+** SGD (momentum, first step), RMSprop (centered, momentum), three steps each. */
+TEST(flat_step_bit_exact) {
+    const char *devs[] = {"cpu", "vulkan:0"};
+    for (int d = 0; d < 2; d++) {
+        td_device dev;
+        if (td_device_parse(devs[d], &dev) != TD_OK || !td_device_available(dev)) {
+            td_clear_error();
+            continue;
+        }
+        for (int algo = 0; algo < 3; algo++) {
+            td_scope_begin();
+            td_module *m[2];
+            td_optimizer *opt[2];
+            for (int k = 0; k < 2; k++) {
+                td_manual_seed(7);
+                m[k] = td_sequential_new(
+                    3, (td_module *[]){td_linear_new(5, 7, true), td_tanh_new(), td_linear_new(7, 3, true)});
+                ASSERT(m[k]);
+                ASSERT_OK(td_module_to(m[k], dev));
+                if (k == 1) ASSERT_OK(td_module_flatten_parameters(m[k], dev));
+                td_tensor *ps[4];
+                ASSERT_EQ_INT(td_module_parameters(m[k], ps, 4), 4);
+                td_optim_options o = algo == 0   ? td_adam_defaults(1e-2)
+                                     : algo == 1 ? td_sgd_defaults(0.1)
+                                                 : td_rmsprop_defaults(1e-2);
+                o.amsgrad = algo == 0, o.weight_decay = algo == 0 ? 0.1 : 0, o.momentum = algo ? 0.9 : 0;
+                o.centered = algo == 2;
+                opt[k] = algo == 0   ? td_adam_new(4, ps, &o)
+                         : algo == 1 ? td_sgd_new(4, ps, &o)
+                                     : td_rmsprop_new(4, ps, &o);
+                ASSERT(opt[k]);
+            }
+            float a[128], b[128];
+            params_host(m[0], a, 128), params_host(m[1], b, 128);
+            fprintf(stderr, "  %s, algorithm %d\n", devs[d], algo);
+            ASSERT(!memcmp(a, b, sizeof(float) * (5 * 7 + 7 + 7 * 3 + 3)));
+            for (int step = 0; step < 3; step++)
+                for (int k = 0; k < 2; k++) {
+                    td_optimizer_zero_grad(opt[k]);
+                    td_tensor *x = td_randn(2, (int64_t[]){4, 5}, 11, (uint64_t)step * 64, TD_F32, dev);
+                    td_tensor *y = td_module_forward(m[k], x);
+                    ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y, y), 0, NULL, false)), NULL, false));
+                    if (k == 1 && step == 2) ASSERT_OK(td_profile_begin());
+                    ASSERT_OK(td_optimizer_step(opt[k]));
+                    if (k == 1 && step == 2) {
+                        ASSERT_OK(td_profile_end(NULL));
+                        td_profile_row rows[32];
+                        int n_rows = td_profile_rows(rows, 32);
+                        const char *op = algo == 0 ? "adam_step" : algo == 1 ? "sgd_step" : "rmsprop_step";
+                        int64_t ops = 0;
+                        for (int r = 0; r < n_rows && r < 32; r++) ops += strcmp(rows[r].op, op) ? 0 : rows[r].count;
+                        ASSERT_EQ_INT(ops, 1);
+                    }
+                }
+            params_host(m[0], a, 128), params_host(m[1], b, 128);
+            /* the CPU adam_step's scalar tail rounds unlike its vector body: a last-bit difference where
+            ** a parameter's tail lies in the arena's vector body */
+            for (int e = 0; e < 66; e++) ASSERT_NEAR(b[e], a[e], 1e-6 * fabs(a[e]));
+            td_named_tensors *sd[2] = {td_optimizer_state_dict(opt[0]), td_optimizer_state_dict(opt[1])};
+            ASSERT(sd[0] && sd[1]);
+            ASSERT_EQ_INT(td_named_tensors_len(sd[0]), td_named_tensors_len(sd[1]));
+            for (int64_t e = 0; e < td_named_tensors_len(sd[0]); e++) {
+                ASSERT(!strcmp(td_named_tensors_name(sd[0], e), td_named_tensors_name(sd[1], e)));
+                td_tensor *t0 = td_named_tensors_at(sd[0], e), *t1 = td_named_tensors_at(sd[1], e);
+                ASSERT_EQ_INT(td_numel(t0), td_numel(t1));
+                double v0[128], v1[128];
+                ASSERT(td_numel(t0) <= 128);
+                ASSERT_OK(td_copy_to_host(t0, v0, sizeof(double) * (size_t)td_numel(t0), TD_F64));
+                ASSERT_OK(td_copy_to_host(t1, v1, sizeof(double) * (size_t)td_numel(t1), TD_F64));
+                for (int64_t e2 = 0; e2 < td_numel(t0); e2++) ASSERT_NEAR(v1[e2], v0[e2], 1e-6 * fabs(v0[e2]));
+            }
+            td_named_tensors_free(sd[0]), td_named_tensors_free(sd[1]);
+            for (int k = 0; k < 2; k++) td_optimizer_free(opt[k]), td_module_free(m[k]);
+            td_scope_end();
+        }
+    }
 }
 
 TEST_MAIN(TESTS)

@@ -299,7 +299,8 @@ int cmd_train(int argc, char **argv) {
     }
     td_manual_seed(o.seed);
     if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK ||
-        workload_amp_set(&r.w, o.amp) != TD_OK || workload_params_set(&r.w, o.params) != TD_OK) {
+        workload_amp_set(&r.w, o.amp) != TD_OK || workload_params_set(&r.w, o.params) != TD_OK ||
+        td_module_flatten_parameters(r.w.model, dev) != TD_OK) { /* one arena: one optimizer op, in-place DDP */
         workload_free(&r.w);
         train_data_free(&r);
         rc = train_fail("%s", td_last_error());

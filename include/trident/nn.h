@@ -162,6 +162,51 @@ TD_API td_status td_module_to(td_module *m, td_device dev);
 */
 TD_API td_status td_module_to_dtype(td_module *m, td_dtype dt);
 
+/*
+** METHOD. Flatten m's parameters into arenas on dev (llm.c's
+** malloc_and_point_parameters): per dtype, in td_module_parameters order, every
+** parameter becomes a contiguous view of one flat storage, and its gradient a
+** view of one flat gradient storage laid out the same way (allocated up front,
+** zeroed). Parameters not on dev, and the buffers, are moved there first (as
+** td_module_to). Values are kept, and so are the tensor handles: optimizers
+** built before, and references from td_module_get, see the arena. A parameter
+** registered twice (tied) takes one place.
+**
+** Backward then writes each parameter's gradient into its arena view (the
+** first gradient copied in, the next added in place) and makes that view its
+** .grad; td_module_zero_grad still drops .grad (set_to_none), and the next
+** backward writes over the arena. An optimizer whose parameters tile an arena
+** updates each dtype in one op, and DDP all-reduces slices of the gradient
+** arena in place (no copies). Moving m (td_module_to, td_module_to_dtype)
+** flattens it again on the new device or dtype; moving a child of m takes the
+** child's parameters out of the arena. Calling it again re-flattens.
+**
+**   m    IN  the module (NULL: TD_ERR_MISUSE)
+**   dev  IN  the device of the arenas
+**
+** Returns TD_OK; TD_ERR_DEVICE or another error of td_module_to for a device
+** that cannot be used; TD_ERR_OOM. On an error after the move, the parameters
+** keep their old storages. Not thread-safe: no other thread may use m.
+*/
+TD_API td_status td_module_flatten_parameters(td_module *m, td_device dev);
+
+/*
+** GETTER. The flat arenas of dtype that td_module_flatten_parameters made on m
+** (the module it was called on, not a child): *params [numel] holds every
+** parameter of dtype end to end, *grads [numel] their gradients. Both are
+** borrowed, valid until m is freed, moved or flattened again; writes to them
+** are writes to the parameters (or gradients). Either OUT may be NULL.
+**
+**   m       IN   the flattened module (NULL: TD_ERR_MISUSE)
+**   dtype   IN   which arena
+**   params  OUT  the parameter arena, or NULL when m has none of dtype
+**   grads   OUT  the gradient arena, or NULL likewise
+**
+** Returns TD_OK (with NULLs when m is not flattened or has no parameter of
+** dtype) or TD_ERR_MISUSE. Thread-safe while nothing moves m.
+*/
+TD_API td_status td_module_parameter_arena(td_module *m, td_dtype dtype, td_tensor **params, td_tensor **grads);
+
 /* ---- custom modules ------------------------------------------------------
 ** Compose layers that Sequential cannot express (residual blocks, a GPT).
 ** forward receives the module itself; td_module_user() gives back user. */

@@ -124,6 +124,12 @@ void td__record_view(td_tensor *base, td_tensor *view, const td__view_info *info
 void td__record_split(td_tensor *base, int n, td_tensor *const *views, int dim);
 /* Free a tensor's autograd_meta (tensor_grad.c). */
 void td__free_tensor_meta(void *meta);
+/* A leaf's gradient slot (tensor_grad.c): a tensor of the leaf's shape and
+** dtype, retained, that backward writes (the first gradient) or adds (the
+** next ones) into in place and then makes .grad, so that .grad stays a view of
+** a parameter arena (td_module_flatten_parameters). NULL clears it. */
+td_status td__set_grad_slot(td_tensor *t, td_tensor *slot);
+td_tensor *td__grad_slot(const td_tensor *t); /* borrowed, or NULL */
 
 /* ---- engine (engine.c) ----
 ** Backpropagate grads[i] from roots[i] (grads[i] may be NULL for a one-element

@@ -285,7 +285,11 @@ static td_status finish_leaf(run_state *rs, size_t k) {
         if (req->captures[c] == leaf) req->captured[c] = td_retain(g);
     td_status st = TD_OK;
     if (req->accumulate) {
-        if (!leaf->grad) { /* a fresh tensor: .grad never aliases a gradient the caller may hold */
+        td_tensor *slot = td__grad_slot(leaf); /* a parameter arena's view: written in place */
+        if (slot && !req->create_graph && (!leaf->grad || leaf->grad == slot)) {
+            st = td_copy_(slot, leaf->grad ? td_add(slot, g) : td_cast(g, leaf->dtype));
+            if (st == TD_OK && !leaf->grad) leaf->grad = td_retain(slot);
+        } else if (!leaf->grad) { /* a fresh tensor: .grad never aliases a gradient the caller may hold */
             leaf->grad = td_keep(td_clone(td_cast(g, leaf->dtype)));
             if (!leaf->grad) st = td_last_status();
         } else {

@@ -21,10 +21,12 @@ typedef struct tensor_meta {
     int n_hooks, cap_hooks;
     post_hook *post;
     int n_post, cap_post;
+    td_tensor *grad_slot; /* +1: where .grad lives (a parameter arena's view), or NULL */
 } tensor_meta;
 
 void td__free_tensor_meta(void *meta) {
     tensor_meta *m = meta;
+    td_release(m->grad_slot);
     free(m->hooks);
     free(m->post);
     free(m);
@@ -59,6 +61,20 @@ void td_zero_grad(td_tensor *t) {
     td_tensor *g = t->grad;
     t->grad = NULL;
     td_release(g);
+}
+
+td_status td__set_grad_slot(td_tensor *t, td_tensor *slot) {
+    tensor_meta *m = slot || t->autograd_meta ? meta_of(t) : NULL;
+    if (slot && !m) return TD_ERR(TD_ERR_OOM, "grad slot: out of host memory");
+    if (!m) return TD_OK;
+    td_release(m->grad_slot);
+    m->grad_slot = td_retain(slot);
+    return TD_OK;
+}
+
+td_tensor *td__grad_slot(const td_tensor *t) {
+    const tensor_meta *m = t->autograd_meta;
+    return m ? m->grad_slot : NULL;
 }
 
 bool td_is_leaf(const td_tensor *t) { return t && t->magic == TD_TENSOR_ALIVE && !t->grad_fn; }

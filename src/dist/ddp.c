@@ -5,14 +5,20 @@
 ** cut into runs of one dtype of at most cap bytes; bucket b has a flat buffer
 ** [numel] on the device, parameter i its slice [offset_i, offset_i + numel_i).
 **
+** The module is flattened (td_module_flatten_parameters) at td_ddp_new when
+** it is not already, so a bucket's buffer is the slice of the gradient arena
+** its parameters' gradients already live in: no copies. A bucket whose
+** parameters do not lie end to end in an arena on the process group's device
+** (a frozen parameter between them, another device) has a buffer of its own.
+**
 ** In a td_backward, parameter i's post-accumulate hook marks it ready. When
 ** its bucket is complete, and every bucket before it is launched (all ranks
 ** must issue collectives in the same order), the bucket is launched: each
-** .grad is copied into its slice and the flat buffer's AVG all-reduce is
-** started (td__dist_all_reduce_start: with nccl on a stream of its own, so it
-** overlaps the rest of backward). The hook that completes the last bucket
-** waits for the started all-reduces (the device's stream waits, not the host)
-** and copies each slice back into its .grad.
+** .grad not already its slice is copied into it, and the flat buffer's AVG
+** all-reduce is started (td__dist_all_reduce_start: with nccl on a stream of
+** its own, so it overlaps the rest of backward). The hook that completes the
+** last bucket waits for the started all-reduces (the device's stream waits,
+** not the host) and copies each slice that is not its .grad back into it.
 **
 ** Hooks cannot be removed, so each carries (ddp id, parameter index) and
 ** finds its DDP in a table of live ones: after td_ddp_free they do nothing.
@@ -29,7 +35,7 @@ typedef struct bucket {
     int first, count; /* positions in order[] */
     int ready;
     bool launched;
-    td_tensor *flat; /* [numel] on the device, +1 */
+    td_tensor *flat; /* [numel] on the device, +1: a slice of the gradient arena, or a buffer of its own */
 } bucket;
 
 struct td_ddp {
@@ -65,11 +71,17 @@ static td_tensor *slice_of(td_ddp *d, int i) {
     return td_view(td_slice(b->flat, 0, d->offset[i], d->offset[i] + td_numel(p), 1), td_ndim(p), td_shape(p));
 }
 
+/* Whether parameter i's gradient g is its slice of the bucket (the arena's view). */
+static bool in_slice(const td_ddp *d, int i, const td_tensor *g) {
+    const td_tensor *flat = d->buckets[d->bucket_of[i]].flat;
+    return g && g->storage == flat->storage && g->offset == flat->offset + d->offset[i] && td_is_contiguous(g);
+}
+
 static td_status launch(td_ddp *d, bucket *b) {
     for (int k = b->first; k < b->first + b->count; k++) {
         int i = d->order[k];
         td_tensor *g = td_grad_of(d->params[i]);
-        td_status st = td_copy_(slice_of(d, i), g);
+        td_status st = in_slice(d, i, g) ? TD_OK : td_copy_(slice_of(d, i), g);
         if (st) return td_error_prefix("DDP: parameter '%s'", d->names[i]), st;
     }
     b->launched = true;
@@ -79,7 +91,8 @@ static td_status launch(td_ddp *d, bucket *b) {
 /* Every bucket reduced: the grads take the averaged slices. */
 static td_status finish(td_ddp *d) {
     td_status st = td__dist_wait_started();
-    for (int i = 0; st == TD_OK && i < d->n; i++) st = td_copy_(td_grad_of(d->params[i]), slice_of(d, i));
+    for (int i = 0; st == TD_OK && i < d->n; i++)
+        if (!in_slice(d, i, td_grad_of(d->params[i]))) st = td_copy_(td_grad_of(d->params[i]), slice_of(d, i));
     for (int b = 0; b < d->n_buckets; b++) d->buckets[b].ready = 0, d->buckets[b].launched = false;
     memset(d->ready, 0, sizeof *d->ready * (size_t)d->n);
     d->next_launch = d->n_ready = 0;
@@ -190,6 +203,34 @@ static td_status broadcast_state(td_ddp *d, bool buffers) {
     return st;
 }
 
+/* Bucket b's buffer: its parameters' slice of the gradient arena when they
+** lie end to end in one on the group's device (their offsets re-based on the
+** slice), else zeros of its own. */
+static td_status bucket_buffer(td_ddp *d, bucket *b, int64_t numel) {
+    td_dtype dt = td_tensor_dtype(d->params[d->order[b->first]]);
+    td_tensor *pa = NULL, *ga = NULL;
+    td_module_parameter_arena(d->module, dt, &pa, &ga);
+    td_device dev = td_dist_device(), at = ga ? td_tensor_device(ga) : dev;
+    bool fits = ga && at.type == dev.type && at.index == dev.index;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int k = b->first; fits && k < b->first + b->count; k++) {
+        td_tensor *p = d->params[d->order[k]];
+        fits = p->storage == pa->storage && td_is_contiguous(p);
+        if (p->offset - pa->offset < lo) lo = p->offset - pa->offset;
+        if (p->offset - pa->offset + td_numel(p) > hi) hi = p->offset - pa->offset + td_numel(p);
+    }
+    if (!fits || hi - lo != numel) {
+        b->flat = td_keep(td_zeros(1, &numel, dt, dev));
+        return b->flat ? TD_OK : td_last_status();
+    }
+    for (int k = b->first; k < b->first + b->count; k++) {
+        int i = d->order[k];
+        d->offset[i] = d->params[i]->offset - pa->offset - lo;
+    }
+    b->flat = td_keep(td__make_view(ga, 1, &numel, (int64_t[]){1}, ga->offset + lo));
+    return b->flat ? TD_OK : td_last_status();
+}
+
 static td_status build_buckets(td_ddp *d, double cap_mb) {
     int64_t cap = (int64_t)(cap_mb * 1024 * 1024);
     d->buckets = calloc((size_t)(d->n ? d->n : 1), sizeof *d->buckets);
@@ -202,11 +243,8 @@ static td_status build_buckets(td_ddp *d, double cap_mb) {
         bucket *b = d->n_buckets ? &d->buckets[d->n_buckets - 1] : NULL;
         bool fits = b && bytes + pb <= cap && td_tensor_dtype(d->params[d->order[b->first]]) == td_tensor_dtype(p);
         if (!fits) {
-            if (b) { /* close the previous bucket */
-                b->flat =
-                    td_keep(td_zeros(1, &numel, td_tensor_dtype(d->params[d->order[b->first]]), td_dist_device()));
-                if (!b->flat) return td_last_status();
-            }
+            td_status st = b ? bucket_buffer(d, b, numel) : TD_OK; /* close the previous bucket */
+            if (st != TD_OK) return st;
             b = &d->buckets[d->n_buckets++];
             *b = (bucket){.first = k};
             bytes = numel = 0;
@@ -216,12 +254,7 @@ static td_status build_buckets(td_ddp *d, double cap_mb) {
         b->count++;
         bytes += pb, numel += td_numel(p);
     }
-    if (d->n_buckets) {
-        bucket *b = &d->buckets[d->n_buckets - 1];
-        b->flat = td_keep(td_zeros(1, &numel, td_tensor_dtype(d->params[d->order[b->first]]), td_dist_device()));
-        if (!b->flat) return td_last_status();
-    }
-    return TD_OK;
+    return d->n_buckets ? bucket_buffer(d, &d->buckets[d->n_buckets - 1], numel) : TD_OK;
 }
 
 td_status td_ddp_new(td_module *module, const td_ddp_opts *opts, td_ddp **out) {
@@ -233,6 +266,11 @@ td_status td_ddp_new(td_module *module, const td_ddp_opts *opts, td_ddp **out) {
     int slot = 0;
     while (slot < MAX_DDPS && live[slot]) slot++;
     if (slot == MAX_DDPS) return TD_ERR(TD_ERR_STATE, "ddp_new: %d DDPs exist already", MAX_DDPS);
+    td_tensor *first = NULL, *arena = NULL;
+    if (td_module_parameters(module, &first, 1) > 0)
+        td_module_parameter_arena(module, td_tensor_dtype(first), &arena, NULL);
+    if (first && !arena && td_module_flatten_parameters(module, td_tensor_device(first)) != TD_OK)
+        return td_error_prefix("ddp_new");
     td_ddp *d = calloc(1, sizeof *d);
     td_named_tensors *named = td_module_named_parameters(module);
     int64_t n_all = named ? td_named_tensors_len(named) : 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/autograd_internal.h"
 #include "nn_internal.h"
 
 #define NAME_MAX_LEN 512
@@ -211,6 +212,7 @@ void td_module_free(td_module *m) {
     free(m->params.items);
     free(m->buffers.items);
     free(m->children.items);
+    td__module_arena_free(m);
     if (m->iface->free_ctx)
         m->iface->free_ctx(m->ctx);
     else
@@ -391,6 +393,7 @@ static td_status swap_one(void *arg, const char *name, td_tensor **slot, bool is
         td_dtype dt = t->dtype;
         t->dtype = moved->dtype, moved->dtype = dt;
         td_zero_grad(t);
+        td__set_grad_slot(t, NULL); /* its own storage now: out of any arena */
     }
     td_release(moved);
     return TD_OK;
@@ -412,7 +415,9 @@ static td_status move_all(td_module *m, move_arg *a) {
 
 td_status td_module_to(td_module *m, td_device dev) {
     if (!m) return TD_ERR(TD_ERR_MISUSE, "module_to: module is NULL");
-    return move_all(m, &(move_arg){.dev = dev});
+    td_status st = move_all(m, &(move_arg){.dev = dev});
+    if (st == TD_OK && m->n_arenas) m->arena_device = dev;
+    return st == TD_OK ? td__module_reflatten(m) : st;
 }
 
 td_status td_module_to_dtype(td_module *m, td_dtype dt) {
@@ -420,7 +425,8 @@ td_status td_module_to_dtype(td_module *m, td_dtype dt) {
     if ((unsigned)dt >= TD_DTYPE_COUNT || !td_dtype_is_float(dt))
         return TD_ERR(TD_ERR_DTYPE, "module_to_dtype: %s is not a floating dtype",
                       (unsigned)dt < TD_DTYPE_COUNT ? td_dtype_name(dt) : "an invalid dtype");
-    return move_all(m, &(move_arg){.dt = dt, .to_type = true});
+    td_status st = move_all(m, &(move_arg){.dt = dt, .to_type = true});
+    return st == TD_OK ? td__module_reflatten(m) : st;
 }
 
 /* ---- load_state_dict: check everything, then copy ---- */

@@ -31,6 +31,12 @@ typedef struct td_entries {
     int n, cap;
 } td_entries;
 
+/* One dtype's parameter arena (param_arena.c): flat [numel] tensors, +1. */
+typedef struct td_arena {
+    td_dtype dtype;
+    td_tensor *params, *grads;
+} td_arena;
+
 struct td_module {
     const td_module_i *iface;
     void *ctx; /* layer configuration, owned */
@@ -41,6 +47,10 @@ struct td_module {
     td_forward_fn user_forward;
     void *user;
     void (*free_user)(void *);
+    /* td_module_flatten_parameters on this module: one arena per dtype */
+    td_arena *arenas;
+    int n_arenas;
+    td_device arena_device;
 };
 
 /* New module of the given class with a zeroed ctx of ctx_size bytes (may be
@@ -56,6 +66,11 @@ td_status td__module_add_buffer(td_module *m, const char *name, td_tensor *t);
 /* Parameter/buffer i of m, in registration order (borrowed). */
 static inline td_tensor *td__param(td_module *m, int i) { return m->params.items[i].tensor; }
 static inline td_tensor *td__buffer(td_module *m, int i) { return m->buffers.items[i].tensor; }
+
+/* Release m's arena records (the parameters keep viewing the storages). */
+void td__module_arena_free(td_module *m);
+/* Flatten m again onto its arena's device after a move; TD_OK when it has none. */
+td_status td__module_reflatten(td_module *m);
 
 /* Check that m is a module of class iface, naming fn in the error. */
 bool td__module_is(const td_module *m, const td_module_i *iface, const char *fn);

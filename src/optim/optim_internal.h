@@ -19,7 +19,7 @@ typedef struct td_param_state {
     int64_t step;
     td_tensor *slot[TD_OPTIM_SLOTS]; /* +1, NULL until the first step or when unused */
     td_tensor *step_t;               /* capturable Adam: the step count, f64 0-d on the parameter's device; +1 */
-    td_tensor *master;               /* master_weights: float32 copy of a half parameter; +1, NULL until the first step */
+    td_tensor *master; /* master_weights: float32 copy of a half parameter; +1, NULL until the first step */
 } td_param_state;
 
 /* One algorithm: its name, state slot names (as in PyTorch's state) and update. */
@@ -46,5 +46,14 @@ extern const td_optim_algo td_optim_sgd, td_optim_adam, td_optim_adamw, td_optim
 
 td_optimizer *td__optimizer_new(const td_optim_algo *algo, int n, td_tensor *const *params,
                                 const td_optim_options *opt);
+
+/* The flat step (flat.c). td__flat_run_end: the end (exclusive) of the run of
+** parameters from i (which has a gradient) that one update can take, i + 1
+** when none longer. td__flat_prepare: the run's state tensors made views of
+** flat state arenas (before the batch). td__flat_update: the run's steps
+** advanced and its one update issued; first as for the algorithm's update. */
+int td__flat_run_end(const td_optimizer *o, int i);
+td_status td__flat_prepare(td_optimizer *o, int i, int j);
+td_status td__flat_update(td_optimizer *o, int i, int j, bool first);
 
 #endif /* TRIDENT_OPTIM_INTERNAL_H */

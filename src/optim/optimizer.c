@@ -140,6 +140,7 @@ td_status td_optimizer_step(td_optimizer *o) {
     typedef struct pending {
         td_tensor *grad;
         bool first;
+        int run_end; /* > 0: parameters i..run_end-1 take one flat update (flat.c) */
     } pending;
     pending *work = calloc((size_t)o->n + 1, sizeof *work);
     if (!work) return TD_ERR(TD_ERR_OOM, "%s step: out of host memory", o->algo->name);
@@ -152,6 +153,13 @@ td_status td_optimizer_step(td_optimizer *o) {
         td_tensor *g = td_grad_of(ps->param);
         if (!g) continue;
         work[i].first = ps->slot[0] == NULL;
+        int end = td__flat_run_end(o, i);
+        if (end > i + 1) {
+            work[i].grad = g, work[i].run_end = end;
+            st = td__flat_prepare(o, i, end);
+            i = end - 1;
+            continue;
+        }
         if ((st = ensure_slots(o, ps)) != TD_OK) break;
         work[i].grad = ps->master ? td_cast(td_contiguous(g), TD_F32) : td_contiguous(g);
         if (!work[i].grad) st = td_last_status();
@@ -159,11 +167,16 @@ td_status td_optimizer_step(td_optimizer *o) {
     td__batch_begin();
     for (int i = 0; i < o->n && st == TD_OK; i++) {
         if (!work[i].grad) continue;
-        o->p[i].step++;
         td_scope_begin(); /* the update's temporaries (capturable Adam has many) */
-        st = update_param(o, &o->p[i], work[i].grad, work[i].first);
+        if (work[i].run_end) {
+            st = td__flat_update(o, i, work[i].run_end, work[i].first);
+        } else {
+            o->p[i].step++;
+            st = update_param(o, &o->p[i], work[i].grad, work[i].first);
+        }
         td_scope_end();
         if (st != TD_OK) td_error_prefix("%s step, parameter %d", o->algo->name, i);
+        if (work[i].run_end) i = work[i].run_end - 1;
     }
     td_status sent = td__batch_end();
     if (st == TD_OK && sent != TD_OK) {
