@@ -31,10 +31,9 @@ static const td_operand *qkv(const td_op *op) { return &op->in[op->kind == TD_OP
 static bool attn_supports(vk_dev *d, const td_op *op) {
     (void)d;
     const td_operand *x = qkv(op);
-    td_dtype dt = x[0].dtype;
-    if (!vk_is_float(dt) || x[1].dtype != dt || x[2].dtype != dt) return false;
     if (x[0].shape[3] > ATTN_DMAX || x[2].shape[3] > ATTN_DMAX) return false;
-    if (x[3].buf && x[3].dtype != TD_BOOL && x[3].dtype != dt) return false;
+    /* the shader reads a mask as bool (the _bmask variants) or as q's dtype */
+    if (x[3].buf && x[3].dtype != TD_BOOL && x[3].dtype != x[0].dtype) return false;
     /* 32-bit element offsets in the shader */
     for (int i = 0; i < op->n_in; i++)
         if (op->in[i].buf && td_operand_numel(&op->in[i]) >= ((int64_t)1 << 31)) return false;
