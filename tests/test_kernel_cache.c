@@ -136,8 +136,8 @@ TEST(corrupt_file) {
 TEST(size_limit) {
     td_kernel_cache *c = cache_new(2, NULL);
     ASSERT_OK(td_kernel_cache_put(c, 1, "one", 3));
-    ASSERT_OK(td_kernel_cache_put(c, 2, "two", 3)); /* [2, 1] */
-    ASSERT(holds(c, 1, "one"));                     /* [1, 2] */
+    ASSERT_OK(td_kernel_cache_put(c, 2, "two", 3));   /* [2, 1] */
+    ASSERT(holds(c, 1, "one"));                       /* [1, 2] */
     ASSERT_OK(td_kernel_cache_put(c, 3, "three", 5)); /* [3, 1]: 2 dropped */
     for (uint64_t k = 1; k <= 3; k++) remove(entry_path(k));
     ASSERT(holds(c, 1, "one"));

@@ -293,7 +293,6 @@ TD_API void td_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 /* uniform float in [0,1) from a 32-bit word: (w >> 8) * 2^-24 */
 static inline float td_philox_uniform(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
 
-
 /* ---- Kernel cache (shared service) ----
 ** Compiled kernels (SPIR-V, cubins, PTX) kept by a 64-bit key: in memory (the
 ** max_entries most recently used, the least recently used dropped first) and on

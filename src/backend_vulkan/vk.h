@@ -332,8 +332,12 @@ td_status vk_finish(vk_dev *d);
 /* True when nothing is recorded or in flight. */
 bool vk_idle(vk_dev *d);
 /* Bind a view: the window of its buffer that holds all its elements. *elem_off
-** gets the view's first element relative to the window. */
+** gets the view's first element relative to the window.
+** A NULL view, or one without a buffer or elements, binds the dummy buffer (offset 0). */
 td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off);
+/* vk_bind_view of views[0..n-1] into b[k] and *offs[k]; view k is written when bit k of writes is set. */
+td_status vk_bind_views(vk_dev *d, int n, const td_operand *const *views, uint32_t writes, vk_bind *b,
+                        uint32_t *const *offs);
 /* Whether v's window (with the offset alignment's slack, as vk_bind_view binds it) exceeds
 ** maxStorageBufferRange. */
 bool vk_view_too_wide(vk_dev *d, const td_operand *v);

@@ -153,11 +153,10 @@ static td_status conv(vk_dev *d, const td_op *op, uint32_t code, const td_operan
                      .d0 = op->p.conv.dilation[0],
                      .d1 = op->p.conv.dilation[1]};
     vk_bind bind[4];
-    td_operand none = {0};
     pc.has_b = bias && bias->buf;
     td_status st = vk_bind_view(d, a, false, &bind[0], &pc.a_off);
     if (st == TD_OK) st = vk_bind_view(d, b, false, &bind[1], &pc.b_off);
-    if (st == TD_OK) st = vk_bind_view(d, pc.has_b ? bias : &none, false, &bind[2], &pc.bias_off);
+    if (st == TD_OK) st = vk_bind_view(d, bias, false, &bind[2], &pc.bias_off);
     if (st == TD_OK) st = vk_bind_view(d, out, true, &bind[3], &pc.o_off);
     if (st != TD_OK) return st;
     bool done;

@@ -38,12 +38,11 @@ enum { IX_SELECT, IX_GATHER, IX_ONE_HOT };
 static td_status index_run(vk_dev *d, uint32_t code, const td_operand *x, const td_operand *idx, const td_operand *out,
                            vk_pc_index *pc) {
     vk_bind b[3];
-    td_operand none = {0};
     pc->n = (uint32_t)td_operand_numel(out);
     pc->idx64 = idx->dtype == TD_I64;
-    td_status st = vk_bind_view(d, x ? x : &none, false, &b[0], &pc->x_off);
-    if (st == TD_OK) st = vk_bind_view(d, idx, false, &b[1], &pc->i_off);
-    if (st == TD_OK) st = vk_bind_view(d, out, true, &b[2], &pc->o_off);
+    const td_operand *views[3] = {x, idx, out};
+    uint32_t *offs[3] = {&pc->x_off, &pc->i_off, &pc->o_off};
+    td_status st = vk_bind_views(d, 3, views, 0x4, b, offs);
     if (st != TD_OK) return st;
     if (pc->idx64) pc->i_off *= 2; /* in uint words */
     size_t es = td_dtype_size(out->dtype);
@@ -120,13 +119,11 @@ td_status vk_op_ONE_HOT(vk_dev *d, const td_op *op) {
 static td_status scatter_run(vk_dev *d, uint32_t code, const td_operand *self, const td_operand *idx,
                              const td_operand *src, const td_operand *out, vk_pc_scatter *pc) {
     vk_bind b[4];
-    td_operand none = {0};
     pc->n = (uint32_t)td_operand_numel(out);
     pc->idx64 = idx->dtype == TD_I64;
-    td_status st = vk_bind_view(d, self ? self : &none, false, &b[0], &pc->a_off);
-    if (st == TD_OK) st = vk_bind_view(d, idx, false, &b[1], &pc->i_off);
-    if (st == TD_OK) st = vk_bind_view(d, src, false, &b[2], &pc->s_off);
-    if (st == TD_OK) st = vk_bind_view(d, out, true, &b[3], &pc->o_off);
+    const td_operand *views[4] = {self, idx, src, out};
+    uint32_t *offs[4] = {&pc->a_off, &pc->i_off, &pc->s_off, &pc->o_off};
+    td_status st = vk_bind_views(d, 4, views, 0x8, b, offs);
     if (st != TD_OK) return st;
     if (pc->idx64) pc->i_off *= 2;
     uint32_t spec[2] = {WG, code};

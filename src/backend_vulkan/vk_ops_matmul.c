@@ -1,5 +1,6 @@
 /*
-** MATMUL (shaders/matmul.comp) and LINEAR_GELU (a MATMUL, then shaders/bias_gelu.comp; see its section): a [..., M, K] @ b [..., K, N] -> out [..., M, N].
+** MATMUL (shaders/matmul.comp) and LINEAR_GELU (a MATMUL, then shaders/bias_gelu.comp; see its section): a [..., M, K]
+*@ b [..., K, N] -> out [..., M, N].
 ** a and b have any strides (row- or column-major matrices, stride-0 batch dims
 ** for broadcast, fewer batch dims than out aligned from the right); out is
 ** contiguous. Batch dims are merged where strides allow, at most 3 go to the
@@ -293,12 +294,9 @@ td_status vk_op_LINEAR_GELU(vk_dev *d, const td_op *op) {
                           .has_b = op->in[2].buf != NULL,
                           .tanh_form = op->p.gelu.approximate == TD_GELU_TANH};
     const td_operand *views[3] = {&op->out[1], &op->in[2], &op->out[0]};
-    td_operand none = {0};
     uint32_t *offs[3] = {&pc.h_off, &pc.b_off, &pc.y_off};
     vk_bind b[3];
-    for (int k = 0; k < 3 && st == TD_OK; k++)
-        st = vk_bind_view(d, views[k]->buf ? views[k] : &none, k != 1, &b[k], offs[k]);
-    if (st != TD_OK) return st;
+    if ((st = vk_bind_views(d, 3, views, 0x5, b, offs)) != TD_OK) return st;
     uint32_t spec[1] = {WG};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_bias_gelu_f32, op->in[0].dtype), spec, 1, 3, b, &pc, sizeof pc,
                        vk_groups(n, WG), 1, 1);

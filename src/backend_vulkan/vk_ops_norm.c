@@ -34,20 +34,17 @@ bool vk_supports_LAYER_NORM(vk_dev *d, const td_op *op) {
 }
 
 td_status vk_op_LAYER_NORM(vk_dev *d, const td_op *op) {
-    int64_t rows = td_operand_numel(&op->out[1]);
+    int64_t rows = td_operand_numel(&op->out[1]), n = td_operand_numel(&op->in[0]);
+    if (n == 0) return TD_OK;
     vk_pc_norm pc = {.rows = (uint32_t)rows,
-                     .D = (uint32_t)(td_operand_numel(&op->in[0]) / rows),
+                     .D = (uint32_t)(n / rows),
                      .has_w = op->in[1].buf != NULL,
                      .has_b = op->in[2].buf != NULL,
                      .eps = (float)op->p.norm.eps};
     vk_bind b[6];
     uint32_t *offs[6] = {&pc.x_off, &pc.w_off, &pc.b_off, &pc.y_off, &pc.m_off, &pc.r_off};
-    td_operand none = {0};
-    td_status st = TD_OK;
-    for (int k = 0; k < 6 && st == TD_OK; k++) {
-        const td_operand *v = k < 3 ? &op->in[k] : &op->out[k - 3];
-        st = vk_bind_view(d, v->buf ? v : &none, k >= 3, &b[k], offs[k]);
-    }
+    const td_operand *views[6] = {&op->in[0], &op->in[1], &op->in[2], &op->out[0], &op->out[1], &op->out[2]};
+    td_status st = vk_bind_views(d, 6, views, 0x38, b, offs);
     if (st != TD_OK) return st;
     uint32_t spec[1] = {vk_row_wg(pc.D)};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_layer_norm_f32, op->in[0].dtype), spec, 1, 6, b, &pc, sizeof pc,
@@ -71,12 +68,9 @@ td_status vk_op_ADD_LAYER_NORM(vk_dev *d, const td_op *op) {
                          .eps = (float)op->p.norm.eps};
     vk_bind b[8];
     uint32_t *offs[8] = {&pc.x_off, &pc.r_off, &pc.w_off, &pc.b_off, &pc.y_off, &pc.s_off, &pc.m_off, &pc.rs_off};
-    td_operand none = {0};
-    td_status st = TD_OK;
-    for (int k = 0; k < 8 && st == TD_OK; k++) {
-        const td_operand *v = k < 4 ? &op->in[k] : &op->out[k - 4];
-        st = vk_bind_view(d, v->buf ? v : &none, k >= 4, &b[k], offs[k]);
-    }
+    const td_operand *views[8] = {&op->in[0],  &op->in[1],  &op->in[2],  &op->in[3],
+                                  &op->out[0], &op->out[1], &op->out[2], &op->out[3]};
+    td_status st = vk_bind_views(d, 8, views, 0xF0, b, offs);
     if (st != TD_OK) return st;
     uint32_t spec[1] = {WG};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_add_layer_norm_f32, op->in[0].dtype), spec, 1, 8, b, &pc, sizeof pc,

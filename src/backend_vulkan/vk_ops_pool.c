@@ -41,9 +41,8 @@ static td_status pool(vk_dev *d, const td_op *op, uint32_t code, const td_operan
                      .p1 = op->p.pool.padding[1],
                      .include_pad = op->p.pool.count_include_pad};
     vk_bind bind[3];
-    td_operand none = {0};
     td_status st = vk_bind_view(d, a, false, &bind[0], &pc.a_off);
-    if (st == TD_OK) st = vk_bind_view(d, idx ? idx : &none, code == POOL_MAX, &bind[1], &pc.i_off);
+    if (st == TD_OK) st = vk_bind_view(d, idx, code == POOL_MAX, &bind[1], &pc.i_off);
     if (st == TD_OK) st = vk_bind_view(d, out, true, &bind[2], &pc.o_off);
     if (st != TD_OK) return st;
     uint32_t spec[2] = {WG, code};
@@ -59,9 +58,7 @@ static bool geometry_ok(const td_op *op) {
 static bool pool_ok(const td_op *op) { return op->in[0].ndim == 4 && op->out[0].ndim == 4; }
 
 /* in = x; out = (y, indices) */
-bool vk_supports_MAX_POOL2D(vk_dev *d, const td_op *op) {
-    return (void)d, pool_ok(op) && geometry_ok(op);
-}
+bool vk_supports_MAX_POOL2D(vk_dev *d, const td_op *op) { return (void)d, pool_ok(op) && geometry_ok(op); }
 td_status vk_op_MAX_POOL2D(vk_dev *d, const td_op *op) {
     return pool(d, op, POOL_MAX, &op->in[0], &op->out[1], &op->out[0], &op->in[0], &op->out[0]);
 }
@@ -69,9 +66,7 @@ td_status vk_op_MAX_POOL2D(vk_dev *d, const td_op *op) {
 /* in = (dy, indices); out = dx. The geometry in p.pool is optional (the indices
 ** alone locate each gradient): without it, f32 scatters with float atomics
 ** where the device has them, and otherwise every dx element scans its plane. */
-bool vk_supports_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
-    return (void)d, pool_ok(op);
-}
+bool vk_supports_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) { return (void)d, pool_ok(op); }
 td_status vk_op_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
     if (geometry_ok(op) || op->out[0].dtype != TD_F32 || !d->caps.atomic_float_add) {
         td_op scan = *op;

@@ -99,8 +99,7 @@ static td_status xent_run(vk_dev *d, const td_operand *dl, const td_operand *x, 
             b[k] = vk_bind_buffer(scratch ? scratch : d->dummy, true);
             continue;
         }
-        td_operand none = {0};
-        td_status st = vk_bind_view(d, views[k] && views[k]->buf ? views[k] : &none, k == 5, &b[k], &off[k]);
+        td_status st = vk_bind_view(d, views[k], k == 5, &b[k], &off[k]);
         if (st != TD_OK) return st;
     }
     pc->x_off = off[0], pc->t_off = off[1], pc->w_off = off[2], pc->d_off = off[3], pc->o_off = off[5];
