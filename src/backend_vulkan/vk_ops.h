@@ -19,12 +19,14 @@ TD_OP_LIST(VK_OP_DECLARE_)
 
 /* The ops with a capability check vk_supports_<NAME>; any other op runs
 ** whenever the device stores its dtypes. */
+/* clang-format off */
 #define VK_SUPPORTS_LIST(X)                                                                                            \
-    X(CAT)                                                                                                             \
-    X(MATMUL) X(LINEAR_GELU) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CROSS_ENTROPY_BACKWARD) X(CONV2D)      \
-        X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT) X(MAX_POOL2D) X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D)          \
-            X(AVG_POOL2D_BACKWARD) X(EMBEDDING) X(EMBEDDING_BACKWARD) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD)         \
-                X(ONE_HOT) X(ATTENTION) X(ATTENTION_BACKWARD) X(ADAM_STEP) X(SGD_STEP) X(RMSPROP_STEP) X(AMP_UNSCALE)
+    X(CAT) X(MATMUL) X(LINEAR_GELU) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CROSS_ENTROPY_BACKWARD)         \
+    X(CONV2D) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)                                                       \
+    X(MAX_POOL2D) X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D) X(AVG_POOL2D_BACKWARD)                                          \
+    X(EMBEDDING) X(EMBEDDING_BACKWARD) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(ONE_HOT)                             \
+    X(ATTENTION) X(ATTENTION_BACKWARD) X(ADAM_STEP) X(SGD_STEP) X(RMSPROP_STEP) X(AMP_UNSCALE)
+/* clang-format on */
 
 #define VK_SUPPORTS_DECLARE_(N) bool vk_supports_##N(vk_dev *d, const td_op *op);
 VK_SUPPORTS_LIST(VK_SUPPORTS_DECLARE_)
