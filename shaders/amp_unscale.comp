@@ -7,7 +7,7 @@
 // Bindings: 0 grad (read and written), 1 found_inf (f32 [1], only written:
 // every writer stores 1.0, so the race is benign). inv_scale travels as a
 // 32-bit float, or as a word pair for f64.
-// C mirror: vk_pc_amp (vk_ops_amp.c). Variants amp_unscale_<float dt>.
+// C mirror: vk_pc_amp (vk_ops_optim.c). Variants amp_unscale_<float dt>.
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;

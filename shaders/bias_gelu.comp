@@ -6,7 +6,7 @@
 //   y = gelu(h) (erf form h Phi(h), or the tanh form when pc.tanh_form)
 // Bindings: 0 h (read and written), 1 b (a dummy when absent), 2 y. Grid-stride
 // loop over the elements; math in float (double for f64), as unary.comp.
-// C mirror: vk_pc_bias_gelu (vk_ops_linear.c). Variants bias_gelu_<float dt>.
+// C mirror: vk_pc_bias_gelu (vk_ops_matmul.c). Variants bias_gelu_<float dt>.
 #include "types.glsl"
 #if A_DT == DT_F64
 #define MATH64

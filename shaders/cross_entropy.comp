@@ -17,7 +17,7 @@
 //   3 backward: dx [N, C] -> out
 // One workgroup per row in 0 and 3. Variants xent_<float dt> (math in float;
 // double for f64, whose scratch holds doubles).
-// C mirror: vk_pc_xent (vk_ops_loss.c).
+// C mirror: vk_pc_xent (vk_ops_softmax.c).
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;

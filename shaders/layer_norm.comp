@@ -5,7 +5,7 @@
 //   rstd = 1 / sqrt(var + eps);  y = (x - mean) * rstd * w + b   (w, b [D] optional)
 // Bindings: 0 x, 1 w, 2 b (dummies when absent), 3 y, 4 mean [rows], 5 rstd [rows].
 // One workgroup per row, subgroup reductions. Math in float (double for f64).
-// C mirror: vk_pc_norm (vk_ops_index.c). Variants layer_norm_<float dt>.
+// C mirror: vk_pc_norm (vk_ops_norm.c). Variants layer_norm_<float dt>.
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;

@@ -12,7 +12,7 @@
 //   OP 3 avg backward: dx[h, v] = sum over outputs whose window holds (h, v) of dy / divisor
 // Backward passes gather (one invocation per dx element), so they need no atomics.
 // Bindings: 0 x or dy, 1 indices int64 as uint words (written by 0, read by 1;
-// dummy otherwise), 2 out. C mirror: vk_pc_pool (vk_ops_conv.c). Variants pool2d_<float dt>.
+// dummy otherwise), 2 out. C mirror: vk_pc_pool (vk_ops_pool.c). Variants pool2d_<float dt>.
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;

@@ -7,7 +7,7 @@
 // with float atomics (dx zero-filled first). Sums of overlapping windows land
 // in any order; without overlap (the usual stride == kernel) the result is exact.
 // Bindings: 0 dy, 1 indices (uint words), 2 dx. f32 only; needs
-// shaderBufferFloat32AtomicAdd. C mirror: vk_pc_pool (vk_ops_conv.c).
+// shaderBufferFloat32AtomicAdd. C mirror: vk_pc_pool (vk_ops_pool.c).
 layout(constant_id = 0) const uint WG = 256;
 layout(local_size_x_id = 0) in;
 

@@ -10,7 +10,7 @@
 //   OP 2 DROPOUT: out[i] = (w_i >> 8) >= threshold ? x[i] * scale : 0
 // x (binding 0; bound to out for RAND/RANDN) and out (binding 1) are
 // contiguous. One invocation per counter (4 elements). Variants rand_<float dt>.
-// C mirror: vk_pc_rand (vk_ops_rand.c).
+// C mirror: vk_pc_rand (vk_ops_random.c).
 #include "types.glsl"
 #include "philox.glsl"
 #if A_DT == DT_F64

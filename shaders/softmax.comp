@@ -8,7 +8,7 @@
 //   pass 2  s = sum_j exp(x_j - m)
 //   pass 3  softmax y_j = exp(x_j - m) / s;  log_softmax y_j = x_j - m - log(s)
 // OP (specialization constant 1): 0 softmax, 1 log_softmax.
-// C mirror: vk_pc_rows (vk_ops_loss.c). Variants softmax_<float dt>.
+// C mirror: vk_pc_rows (vk_ops_softmax.c). Variants softmax_<float dt>.
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;

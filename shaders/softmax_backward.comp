@@ -9,7 +9,7 @@
 // the sum and the write, so rows of up to PER * WG elements are read once
 // (the encoder sizes WG so that W3's rows of 256 are).
 // OP (specialization constant 1): 0 softmax, 1 log_softmax.
-// C mirror: vk_pc_rows_bw (vk_ops_loss.c). Variants softmax_backward_<float dt>.
+// C mirror: vk_pc_rows_bw (vk_ops_softmax.c). Variants softmax_backward_<float dt>.
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 64;

@@ -278,6 +278,61 @@ TD_API const td_backend *td_backend_for(int device_type);
 /* METHOD. Why a backend is unavailable ("plugin not loaded: ..."), or NULL if it is available. */
 TD_API const char *td_backend_unavailable_reason(int device_type);
 
+/* ---- Kernel cache (shared service) ----
+** Compiled kernels (SPIR-V, cubins, PTX) kept by a 64-bit key: in memory (the
+** max_entries most recently used, the least recently used dropped first) and on
+** disk as <dir>/<name>-<key as 16 hex digits><suffix>, dir being
+** td_kernel_cache_dir's. A disk file is a header (magic "TDKC", the cache's
+** format version, the owner's version, the key, the data size, an FNV-1a
+** checksum of the data) then the data. A file that is short or long, of another
+** version or key, whose checksum or validate() fails, is a miss: it is deleted
+** and the next put writes it anew, so nothing corrupt reaches a driver. Files
+** are written under a temporary name and renamed, so a reader never sees half
+** of one. A backend keys an entry by everything its compile depends on (source,
+** entry, defines, architecture) through td_kernel_cache_hash; data that needs
+** more than bytes (a lowered entry name beside an image) is packed into them. */
+
+/* The seed of td_kernel_cache_hash chains (FNV-1a's offset basis). */
+#define TD_KERNEL_CACHE_SEED 0xCBF29CE484222325ull
+
+typedef struct td_kernel_cache td_kernel_cache;
+
+typedef struct td_kernel_cache_config {
+    const char *name;        /* file-name prefix, letters, digits and '_' ("spirv", "cuda"), under 32 bytes */
+    const char *suffix;      /* file-name suffix (".spv", ".bin"), under 16 bytes */
+    uint32_t version;        /* the owner's data format: files of another version are misses */
+    size_t max_entries;      /* entries held in memory (0 counts as 1) */
+    const char *disable_env; /* (optional) an environment variable that, set to "0", turns the disk cache off */
+    /* (optional) a check of data read from disk beyond the checksum (a SPIR-V module's structure); false: the
+    ** file is treated as corrupt. NULL: none. */
+    bool (*validate)(const void *data, size_t size);
+} td_kernel_cache_config;
+
+/* METHOD. FNV-1a of n bytes of data continuing from h (TD_KERNEL_CACHE_SEED to
+** start a key); chain calls to key several parts. Pure, thread safe. */
+TD_API uint64_t td_kernel_cache_hash(uint64_t h, const void *data, size_t n);
+/* METHOD. The directory of Trident's disk caches: $XDG_CACHE_HOME/trident,
+** else $HOME/.cache/trident, created if absent. OUT dir (n bytes). Returns
+** false, the disk cache being off, when disable_env (NULL: none) is set to "0"
+** or neither variable is set. Thread safe. */
+TD_API bool td_kernel_cache_dir(const char *disable_env, char *dir, size_t n);
+/* CONSTRUCTOR. A cache as IN cfg describes (copied; cfg->validate must stay
+** callable). OUT *out, NULL on failure. TD_ERR_MISUSE for a NULL argument or a
+** bad name/suffix, TD_ERR_OOM. The cache is thread safe (one lock inside);
+** free it with td_kernel_cache_free. */
+TD_API td_status td_kernel_cache_new(const td_kernel_cache_config *cfg, td_kernel_cache **out);
+/* DESTRUCTOR. Frees the cache and its in-memory entries (disk files stay). NULL: no-op. */
+TD_API void td_kernel_cache_free(td_kernel_cache *c);
+/* METHOD. The entry of key: from memory (a hit becomes the most recent), else
+** from disk (kept in memory then). OUT *data, a copy the caller frees with
+** free(), and *size, its bytes. Returns false on a miss (*data = NULL), which
+** includes a corrupt file (deleted) and running out of host memory. Thread safe. */
+TD_API bool td_kernel_cache_get(td_kernel_cache *c, uint64_t key, void **data, size_t *size);
+/* METHOD. Store size bytes of IN data (copied) as key's entry, the most recent
+** in memory, and write its disk file (where the disk cache is on; a failed write
+** only leaves no file). TD_ERR_MISUSE for NULL c or data, TD_ERR_OOM. Thread safe. */
+TD_API td_status td_kernel_cache_put(td_kernel_cache *c, uint64_t key, const void *data, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

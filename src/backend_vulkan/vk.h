@@ -259,6 +259,8 @@ void vk_feature_names(uint32_t mask, char *out, size_t n);
 
 /* ---- vk_device.c ---- */
 extern VkInstance vk_instance;
+/* The plugin's init (td_backend.init): the instance and the list of usable devices. */
+td_status vk_init(char *why, size_t why_size);
 int vk_device_count(void);
 td_status vk_device_info(int index, td_device_info *out);
 /* The device, created on first use; NULL with an error set when it cannot be made. Locks nothing. */
@@ -277,7 +279,6 @@ td_status vk_memory_init(vk_dev *d);
 void vk_memory_destroy(vk_dev *d);
 td_status vk_alloc(vk_dev *d, size_t nbytes, td_buffer **out); /* under the lock */
 void vk_free(td_buffer *b);                                    /* under the lock */
-extern const td_backend_i vk_iface;
 td_status vk_buffer_alloc(int dev, size_t nbytes, td_buffer **out);
 void vk_buffer_free(td_buffer *buf);
 td_status vk_write(td_buffer *dst, size_t offset, const void *src, size_t nbytes);
@@ -331,8 +332,12 @@ td_status vk_finish(vk_dev *d);
 /* True when nothing is recorded or in flight. */
 bool vk_idle(vk_dev *d);
 /* Bind a view: the window of its buffer that holds all its elements. *elem_off
-** gets the view's first element relative to the window. */
+** gets the view's first element relative to the window.
+** A NULL view, or one without a buffer or elements, binds the dummy buffer (offset 0). */
 td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off);
+/* vk_bind_view of views[0..n-1] into b[k] and *offs[k]; view k is written when bit k of writes is set. */
+td_status vk_bind_views(vk_dev *d, int n, const td_operand *const *views, uint32_t writes, vk_bind *b,
+                        uint32_t *const *offs);
 /* Whether v's window (with the offset alignment's slack, as vk_bind_view binds it) exceeds
 ** maxStorageBufferRange. */
 bool vk_view_too_wide(vk_dev *d, const td_operand *v);
@@ -380,12 +385,10 @@ int vk_compile_state(vk_dev *d, vk_pipeline *p, bool wait);
 VkResult vk_compile_now(vk_dev *d, vk_pipeline *p);
 /* Let the threads finish the queue, and join them. */
 void vk_compile_stop(vk_dev *d);
-/* $XDG_CACHE_HOME/trident (else ~/.cache/trident); false when there is none or the disk cache is off. */
+/* td_kernel_cache_dir (made if absent); false when there is none or TRIDENT_VULKAN_PIPELINE_CACHE=0. */
 bool vk_cache_dir(char *dir, size_t n);
 /* Write the pipeline cache to disk when new pipelines were made. */
 void vk_pipeline_cache_save(vk_dev *d);
-/* mkdir -p of dir (each '/' is put back); failures are left to the file's open. */
-void vk_mkdirs(char *dir);
 
 /* ---- vk_selftest.c ---- */
 /* Read the self-test record of d's driver (denied variants) and TRIDENT_VULKAN_PLANT. */

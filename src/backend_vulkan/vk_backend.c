@@ -1,11 +1,10 @@
 /*
-** The backend vtable: op support and dispatch, synchronization.
-** Each op has an encoder vk_op_<NAME> and a predicate vk_supports_<NAME> in a
-** vk_ops_<family>.c file; both are declared weak, so the table lists exactly
-** the ops linked in and supports() stays truthful.
+** The backend's plugin entry (td_backend_plugin) and its vtable: op support
+** and dispatch, synchronization. The encoder table is generated from
+** TD_OP_LIST: an op without a vk_op_<NAME> fails the link. The capability
+** table is generated from VK_SUPPORTS_LIST; an op outside it has no check
+** (NULL) beyond the device's dtypes.
 */
-#include <string.h>
-
 #include "vk.h"
 #include "vk_ops.h"
 
@@ -16,8 +15,8 @@ static const vk_op_fn encoders[TD_OP_COUNT] = {
 };
 
 static const vk_supports_fn predicates[TD_OP_COUNT] = {
-#define VK_ENTRY_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = vk_supports_##N,
-    TD_OP_LIST(VK_ENTRY_)
+#define VK_ENTRY_(N) [TD_OP_##N] = vk_supports_##N,
+    VK_SUPPORTS_LIST(VK_ENTRY_)
 #undef VK_ENTRY_
 };
 
@@ -36,26 +35,22 @@ bool vk_dtype_ok(vk_dev *d, td_dtype dt) {
 }
 
 static bool vk_supports(int dev, const td_op *op) {
-    if ((unsigned)op->kind >= TD_OP_COUNT || !encoders[op->kind] || !predicates[op->kind]) return false;
+    if ((unsigned)op->kind >= TD_OP_COUNT) return false;
     vk_dev *d = vk_get(dev);
     if (!d) return false;
     for (int i = 0; i < op->n_in; i++)
         if (op->in[i].buf && !vk_dtype_ok(d, op->in[i].dtype)) return false;
     for (int i = 0; i < op->n_out; i++)
         if (op->out[i].buf && !vk_dtype_ok(d, op->out[i].dtype)) return false;
-    return predicates[op->kind](d, op);
+    return !predicates[op->kind] || predicates[op->kind](d, op);
 }
 
 static td_status vk_run(int dev, const td_op *op) {
     vk_dev *d = vk_get(dev);
     if (!d) return td_last_status();
-    for (int i = 0; i < op->n_out; i++)
-        if (op->out[i].buf && td_operand_numel(&op->out[i]) == 0) return TD_OK; /* nothing to write */
     vk_lock(d);
     td_status st = vk_split_run(d, op, encoders);
     vk_unlock(d);
-    if (st != TD_OK && !strstr(td_last_error(), td_op_name(op->kind)))
-        td_error_prefix("%s on vulkan:%d", td_op_name(op->kind), dev);
     return st;
 }
 
@@ -73,7 +68,7 @@ static void *vk_native_stream(int dev) {
     return d ? (void *)d->queue : NULL;
 }
 
-const td_backend_i vk_iface = {
+static const td_backend_i vk_iface = {
     .device_count = vk_device_count,
     .device_info = vk_device_info,
     .native_stream = vk_native_stream,
@@ -106,3 +101,13 @@ const td_backend_i vk_iface = {
     .kernel_launch = vk_kernel_launch,
     .kernel_free = vk_kernel_free,
 };
+
+static const td_backend vk_backend = {
+    .api_version = TD_BACKEND_API_VERSION,
+    .name = "vulkan",
+    .device_type = TD_DEVICE_VULKAN,
+    .init = vk_init,
+    .iface = &vk_iface,
+};
+
+__attribute__((visibility("default"))) const td_backend *td_backend_plugin(void) { return &vk_backend; }

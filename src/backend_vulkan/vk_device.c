@@ -278,7 +278,7 @@ static bool selected(const char *sel, int rank_index, const char *name) {
     return strcasestr(name, sel) != NULL;
 }
 
-static td_status vk_init(char *why, size_t why_size) {
+td_status vk_init(char *why, size_t why_size) {
     if (vk_feature_mask(&disabled) != TD_OK) {
         snprintf(why, why_size, "%s", td_last_error());
         return TD_ERR_UNAVAILABLE;
@@ -492,13 +492,3 @@ td_status vk_device_info(int index, td_device_info *out) {
     if (c->disabled) snprintf(out->features + at, sizeof out->features - at, " disabled=%s", off);
     return TD_OK;
 }
-
-static const td_backend vk_backend = {
-    .api_version = TD_BACKEND_API_VERSION,
-    .name = "vulkan",
-    .device_type = TD_DEVICE_VULKAN,
-    .init = vk_init,
-    .iface = &vk_iface,
-};
-
-__attribute__((visibility("default"))) const td_backend *td_backend_plugin(void) { return &vk_backend; }

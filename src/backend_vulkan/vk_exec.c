@@ -404,13 +404,12 @@ bool vk_idle(vk_dev *d) {
 vk_bind vk_bind_buffer(td_buffer *b, bool write) { return (vk_bind){b->block->buf, b->offset, b->cap, write}; }
 
 td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off) {
-    size_t es = td_dtype_size(v->dtype);
-    int64_t n = td_operand_numel(v);
-    if (n == 0 || !v->buf) {
+    if (!v || !v->buf || td_operand_numel(v) == 0) {
         *b = vk_bind_buffer(d->dummy, write);
         *elem_off = 0;
         return TD_OK;
     }
+    size_t es = td_dtype_size(v->dtype);
     int64_t hi_el = v->offset;
     for (int i = 0; i < v->ndim; i++) hi_el += (v->shape[i] - 1) * v->strides[i];
     const td_buffer *buf = v->buf;
@@ -428,6 +427,13 @@ td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, u
     *b = (vk_bind){buf->block->buf, start, hi - start, write};
     *elem_off = (uint32_t)((lo - start) / es);
     return TD_OK;
+}
+
+td_status vk_bind_views(vk_dev *d, int n, const td_operand *const *views, uint32_t writes, vk_bind *b,
+                        uint32_t *const *offs) {
+    td_status st = TD_OK;
+    for (int k = 0; k < n && st == TD_OK; k++) st = vk_bind_view(d, views[k], (writes >> k) & 1, &b[k], offs[k]);
+    return st;
 }
 
 bool vk_view_too_wide(vk_dev *d, const td_operand *v) {

@@ -9,7 +9,7 @@
 **   push_descriptor  descriptor sets from a pool per batch (vk_exec.c)
 **   timestamps       events timed on the host after a queue wait (vk_event.c)
 **   memory_budget    the heap size as the budget (vk_memory.c)
-**   atomic_float     max-pool backward gathers instead of scattering (vk_ops_conv.c)
+**   atomic_float     max-pool backward gathers instead of scattering (vk_ops_pool.c)
 **   int8, int16, bda nothing uses them; only reported
 **   fp64, int64, storage16, storage8  their dtypes become unsupported (not in "all")
 */

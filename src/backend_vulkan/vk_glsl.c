@@ -7,16 +7,13 @@
 ** other than "main" is mapped to main through a preamble "#define <entry> main".
 ** #version may be omitted (450 is assumed).
 **
-** SPIR-V cache: keyed by a 64-bit FNV-1a hash of (entry, source), in memory
-** for the process (the most recently used TRIDENT_VULKAN_SPIRV_CACHE entries,
-** default 256: a list kept in use order, its tail dropped; a kernel keeps its
-** own copy of the words) and on disk as $XDG_CACHE_HOME/trident/spirv-<hash>.spv
-** (else ~/.cache/trident; off with TRIDENT_VULKAN_PIPELINE_CACHE=0), since the
-** first glslang compile of a process costs 100+ ms. A disk entry is a
-** disk_header (magic, version, key, word count, checksum of the words) then
-** the SPIR-V words. An entry whose length, magic, key, checksum or
-** instruction bounds do not check out (a truncated write, another version, a
-** corrupt disk) is deleted and recompiled, never handed to the driver.
+** SPIR-V cache: the shared kernel cache (include/trident/backend.h, "Kernel
+** cache"), keyed by (entry, source, defines): in memory the most recently used
+** TRIDENT_VULKAN_SPIRV_CACHE entries (default 256; a kernel keeps its own copy
+** of the words), on disk as spirv-<key>.spv in td_kernel_cache_dir (off with
+** TRIDENT_VULKAN_PIPELINE_CACHE=0), since the first glslang compile of a
+** process costs 100+ ms. A disk entry whose checksum or SPIR-V structure does
+** not check out is deleted and recompiled, never handed to the driver.
 **
 ** Binding rules: each tensor is bound from its first element, which must sit
 ** at a multiple of minStorageBufferOffsetAlignment (fresh tensors do); the
@@ -29,8 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <glslang/Include/glslang_c_interface.h>
 #include <glslang/Public/resource_limits_c.h>
@@ -48,58 +43,22 @@ struct td_kernel {
     size_t size;
 };
 
-typedef struct spirv_entry {
-    uint64_t hash;
-    uint32_t *words;
-    size_t size; /* bytes */
-    struct spirv_entry *next;
-} spirv_entry;
-
-/* The on-disk entry's header, followed by n_words SPIR-V words. */
-typedef struct disk_header {
-    uint32_t magic;   /* DISK_MAGIC */
-    uint32_t version; /* DISK_VERSION */
-    uint64_t hash;    /* the cache key, as in the file name */
-    uint64_t n_words;
-    uint64_t checksum; /* FNV-1a of the words' bytes */
-} disk_header;
-#define DISK_MAGIC    0x56535444u /* "TDSV" */
-#define DISK_VERSION  1u
-#define SPIRV_MAGIC   0x07230203u
-#define SPIRV_MAX_LEN ((long)64 << 20) /* no user kernel comes near */
-
+#define SPIRV_MAGIC           0x07230203u
 #define CACHE_DEFAULT_ENTRIES 256
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static spirv_entry *cache; /* most recently used first */
 static pthread_once_t glslang_once = PTHREAD_ONCE_INIT;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t compile_lock = PTHREAD_MUTEX_INITIALIZER; /* one glslang compile at a time, as before */
+static td_kernel_cache *cache; /* NULL when it could not be made: every compile then runs glslang */
 
 static void glslang_start(void) { glslang_initialize_process(); }
 
-#define FNV_OFFSET 0xCBF29CE484222325ull
-
-static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
-    return h;
-}
-
-static bool disk_path(uint64_t hash, char *path, size_t n) {
-    const char *off = getenv("TRIDENT_VULKAN_PIPELINE_CACHE");
-    if (off && !strcmp(off, "0")) return false;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(path, n, "%s/trident/spirv-%016llx.spv", xdg, (unsigned long long)hash);
-    else if (home && *home)
-        snprintf(path, n, "%s/.cache/trident/spirv-%016llx.spv", home, (unsigned long long)hash);
-    else
-        return false;
-    return true;
-}
-
 /* A SPIR-V module's structure: the header (magic, 5 words), then
 ** instructions whose word counts are nonzero and end inside the module. */
-static bool spirv_well_formed(const uint32_t *w, size_t n_words) {
-    if (n_words < 5 || w[0] != SPIRV_MAGIC) return false;
+static bool spirv_well_formed(const void *data, size_t size) {
+    const uint32_t *w = data;
+    size_t n_words = size / 4;
+    if (size % 4 || n_words < 5 || w[0] != SPIRV_MAGIC) return false;
     size_t i = 5;
     while (i < n_words) {
         uint32_t len = w[i] >> 16;
@@ -109,87 +68,16 @@ static bool spirv_well_formed(const uint32_t *w, size_t n_words) {
     return true;
 }
 
-/* The entry of file f (length len), or NULL when anything about it is off. */
-static spirv_entry *disk_read(FILE *f, long len, uint64_t hash) {
-    disk_header h;
-    if (len < (long)sizeof h || len > SPIRV_MAX_LEN || fread(&h, sizeof h, 1, f) != 1) return NULL;
-    if (h.magic != DISK_MAGIC || h.version != DISK_VERSION || h.hash != hash ||
-        h.n_words != ((uint64_t)len - sizeof h) / 4 || ((uint64_t)len - sizeof h) % 4)
-        return NULL;
-    spirv_entry *e = calloc(1, sizeof *e);
-    size_t size = (size_t)h.n_words * 4;
-    if (e) e->words = malloc(size ? size : 4);
-    if (!e || !e->words || fread(e->words, 1, size, f) != size ||
-        fnv1a(FNV_OFFSET, (const char *)e->words, size) != h.checksum ||
-        !spirv_well_formed(e->words, (size_t)h.n_words)) {
-        if (e) free(e->words);
-        free(e);
-        return NULL;
-    }
-    e->size = size;
-    e->hash = hash;
-    return e;
-}
-
-/* Put e at the front of the in-memory cache, then drop entries from the tail
-** (the least recently used) beyond TRIDENT_VULKAN_SPIRV_CACHE (>= 1). */
-static void cache_push(spirv_entry *e) {
+static void cache_start(void) {
     const char *env = getenv("TRIDENT_VULKAN_SPIRV_CACHE");
     long cap = env && *env ? strtol(env, NULL, 10) : CACHE_DEFAULT_ENTRIES;
-    e->next = cache;
-    cache = e;
-    spirv_entry **p = &cache;
-    for (long i = 0; *p && i < (cap > 1 ? cap : 1); i++) p = &(*p)->next;
-    while (*p) {
-        spirv_entry *drop = *p;
-        *p = drop->next;
-        free(drop->words);
-        free(drop);
-    }
-}
-
-static spirv_entry *cache_find(uint64_t hash) {
-    for (spirv_entry **p = &cache; *p; p = &(*p)->next)
-        if ((*p)->hash == hash) {
-            spirv_entry *e = *p; /* a hit moves to the front */
-            *p = e->next;
-            e->next = cache;
-            cache = e;
-            return e;
-        }
-    char path[4096];
-    if (!disk_path(hash, path, sizeof path)) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    spirv_entry *e = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? disk_read(f, len, hash) : NULL;
-    fclose(f);
-    if (!e) {
-        unlink(path); /* corrupt or stale: the compile that follows writes it anew */
-        return NULL;
-    }
-    cache_push(e);
-    return e;
-}
-
-/* Write e to the disk cache (when it is on). */
-static void disk_write(const spirv_entry *e) {
-    char path[4096], tmp[4200];
-    if (!disk_path(e->hash, path, sizeof path)) return;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    *strrchr(dir, '/') = 0;
-    vk_mkdirs(dir); /* $XDG_CACHE_HOME/trident need not exist yet (no pipeline cache saved before) */
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    disk_header h = {.magic = DISK_MAGIC,
-                     .version = DISK_VERSION,
-                     .hash = e->hash,
-                     .n_words = e->size / 4,
-                     .checksum = fnv1a(FNV_OFFSET, (const char *)e->words, e->size)};
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(e->words, 1, e->size, f) == e->size;
-    if (f) ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+    td_kernel_cache_config cfg = {.name = "spirv",
+                                  .suffix = ".spv",
+                                  .version = 1,
+                                  .max_entries = cap > 1 ? (size_t)cap : 1,
+                                  .disable_env = "TRIDENT_VULKAN_PIPELINE_CACHE",
+                                  .validate = spirv_well_formed};
+    if (td_kernel_cache_new(&cfg, &cache) != TD_OK) cache = NULL;
 }
 
 static void put_log(char *log, size_t log_size, const char *a, const char *b) {
@@ -198,8 +86,8 @@ static void put_log(char *log, size_t log_size, const char *a, const char *b) {
 }
 
 /* Compile source to SPIR-V; on failure TD_ERR_COMPILE with glslang's messages in log. */
-static td_status compile(const char *source, const char *entry, const char *defines, spirv_entry **out, char *log,
-                         size_t log_size) {
+static td_status compile(const char *source, const char *entry, const char *defines, uint32_t **words, size_t *size,
+                         char *log, size_t log_size) {
     pthread_once(&glslang_once, glslang_start);
     char preamble[4096] = "";
     int at = snprintf(preamble, sizeof preamble, "%s", defines);
@@ -235,16 +123,13 @@ static td_status compile(const char *source, const char *entry, const char *defi
             st = td_error_set(TD_ERR_COMPILE, "glsl: link failed: %s", glslang_program_get_info_log(prog));
         } else {
             glslang_program_SPIRV_generate(prog, GLSLANG_STAGE_COMPUTE);
-            spirv_entry *e = calloc(1, sizeof *e);
-            size_t words = glslang_program_SPIRV_get_size(prog);
-            if (e) e->words = malloc(words * 4);
-            if (!e || !e->words) {
-                free(e);
+            size_t n = glslang_program_SPIRV_get_size(prog);
+            *words = malloc(n * 4);
+            if (!*words) {
                 st = td_error_set(TD_ERR_OOM, "glsl: out of memory");
             } else {
-                glslang_program_SPIRV_get(prog, e->words);
-                e->size = words * 4;
-                *out = e;
+                glslang_program_SPIRV_get(prog, *words);
+                *size = n * 4;
                 put_log(log, log_size, glslang_program_SPIRV_get_messages(prog), NULL);
             }
         }
@@ -322,30 +207,20 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     if (st != TD_OK) return st;
     vk_dev *d = vk_get(dev);
     if (!d) return td_last_status();
-    uint64_t hash = fnv1a(fnv1a(FNV_OFFSET, entry, strlen(entry) + 1), source, strlen(source));
-    hash = fnv1a(hash, defines, strlen(defines));
+    uint64_t key = td_kernel_cache_hash(TD_KERNEL_CACHE_SEED, entry, strlen(entry) + 1);
+    key = td_kernel_cache_hash(td_kernel_cache_hash(key, source, strlen(source)), defines, strlen(defines));
     td_kernel *k = calloc(1, sizeof *k);
     if (!k) return td_error_set(TD_ERR_OOM, "glsl: out of host memory");
-    pthread_mutex_lock(&cache_lock);
-    spirv_entry *e = cache_find(hash);
-    if (!e) {
-        st = compile(source, entry, defines, &e, log, log_size);
-        if (st == TD_OK) {
-            e->hash = hash;
-            disk_write(e);
-            cache_push(e); /* at the front: it stays */
-        }
+    pthread_once(&cache_once, cache_start);
+    void *data = NULL;
+    if (td_kernel_cache_get(cache, key, &data, &k->size)) {
+        k->words = data; /* the kernel's own copy: the cache may drop its entry */
+    } else {
+        pthread_mutex_lock(&compile_lock);
+        st = compile(source, entry, defines, &k->words, &k->size, log, log_size);
+        pthread_mutex_unlock(&compile_lock);
+        if (st == TD_OK && cache) td_kernel_cache_put(cache, key, k->words, k->size); /* failed: compiled again later */
     }
-    if (st == TD_OK) { /* the kernel's own copy, taken under the lock (another compile may drop e) */
-        k->words = malloc(e->size);
-        if (!k->words)
-            st = td_error_set(TD_ERR_OOM, "glsl: out of host memory");
-        else {
-            memcpy(k->words, e->words, e->size);
-            k->size = e->size;
-        }
-    }
-    pthread_mutex_unlock(&cache_lock);
     if (st == TD_OK) {
         k->d = d;
         k->n_bindings = count_bindings(k->words, k->size / 4);

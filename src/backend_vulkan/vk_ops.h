@@ -1,20 +1,36 @@
 /*
-** Op encoders of the Vulkan backend: vk_op_<NAME> records the op, and
-** vk_supports_<NAME> tells whether it can (dtypes beyond the device's storage
-** support are already filtered out by vk_supports in vk_backend.c).
-** Declared weak: an op without an encoder is reported unsupported.
-** defines: the encoder prototypes, events/capture/kernel slots, shared helpers.
+** Op encoders of the Vulkan backend, one family per vk_ops_<family>.c file:
+** vk_op_<NAME> records the op. Every op of TD_OP_LIST has one, declared here
+** (not weak): the table in vk_backend.c names each, so a missing or misspelt
+** encoder fails the link. vk_supports_<NAME> exists only for the ops of
+** VK_SUPPORTS_LIST, and tests what this backend can run (shape limits, layout
+** needs); operand dtypes and arity are checked by the core against op_list.h,
+** and dtypes the device cannot store by vk_supports in vk_backend.c.
+** defines: the encoder prototypes, the capability-check list, events/capture/kernel slots, shared helpers.
 */
 #ifndef TRIDENT_VK_OPS_H
 #define TRIDENT_VK_OPS_H
 
 #include "vk.h"
 
-#define VK_OP_DECLARE_(N, ni, no, g, dts, lay, amp, s)                                                                 \
-    td_status vk_op_##N(vk_dev *d, const td_op *op) __attribute__((weak));                                             \
-    bool vk_supports_##N(vk_dev *d, const td_op *op) __attribute__((weak));
+#define VK_OP_DECLARE_(N, ...) td_status vk_op_##N(vk_dev *d, const td_op *op);
 TD_OP_LIST(VK_OP_DECLARE_)
 #undef VK_OP_DECLARE_
+
+/* The ops with a capability check vk_supports_<NAME>; any other op runs
+** whenever the device stores its dtypes. */
+/* clang-format off */
+#define VK_SUPPORTS_LIST(X)                                                                                            \
+    X(CAT) X(MATMUL) X(LINEAR_GELU) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CROSS_ENTROPY_BACKWARD)         \
+    X(CONV2D) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)                                                       \
+    X(MAX_POOL2D) X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D) X(AVG_POOL2D_BACKWARD)                                          \
+    X(EMBEDDING) X(EMBEDDING_BACKWARD) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(ONE_HOT)                             \
+    X(ATTENTION) X(ATTENTION_BACKWARD) X(ADAM_STEP) X(SGD_STEP) X(RMSPROP_STEP) X(AMP_UNSCALE)
+/* clang-format on */
+
+#define VK_SUPPORTS_DECLARE_(N) bool vk_supports_##N(vk_dev *d, const td_op *op);
+VK_SUPPORTS_LIST(VK_SUPPORTS_DECLARE_)
+#undef VK_SUPPORTS_DECLARE_
 
 /* vk_event.c */
 td_status vk_event_create(int dev, td_event **out);

@@ -31,10 +31,9 @@ static const td_operand *qkv(const td_op *op) { return &op->in[op->kind == TD_OP
 static bool attn_supports(vk_dev *d, const td_op *op) {
     (void)d;
     const td_operand *x = qkv(op);
-    td_dtype dt = x[0].dtype;
-    if (!vk_is_float(dt) || x[1].dtype != dt || x[2].dtype != dt) return false;
     if (x[0].shape[3] > ATTN_DMAX || x[2].shape[3] > ATTN_DMAX) return false;
-    if (x[3].buf && x[3].dtype != TD_BOOL && x[3].dtype != dt) return false;
+    /* the shader reads a mask as bool (the _bmask variants) or as q's dtype */
+    if (x[3].buf && x[3].dtype != TD_BOOL && x[3].dtype != x[0].dtype) return false;
     /* 32-bit element offsets in the shader */
     for (int i = 0; i < op->n_in; i++)
         if (op->in[i].buf && td_operand_numel(&op->in[i]) >= ((int64_t)1 << 31)) return false;
@@ -60,20 +59,18 @@ static void dbl_bits(double x, uint32_t *lo, uint32_t *hi) {
 /* bindings (q, k, v, mask, out, lse, dout, the gradient of mode) and the push constants of op */
 static td_status attn_bind(vk_dev *d, const td_op *op, uint32_t mode, vk_bind *b, vk_pc_attn *pc) {
     bool bw = op->kind == TD_OP_ATTENTION_BACKWARD;
-    const td_operand *x = qkv(op), none = {0}, *mask = &x[3];
+    const td_operand *x = qkv(op), *mask = &x[3];
     const td_operand *views[8] = {&x[0],
                                   &x[1],
                                   &x[2],
-                                  mask->buf ? mask : &none,
+                                  mask,
                                   bw ? &op->in[5] : &op->out[0],
                                   bw ? &op->in[6] : &op->out[1],
-                                  bw ? &op->in[0] : &none,
-                                  bw ? &op->out[mode == 3 ? 0 : mode] : &none};
+                                  bw ? &op->in[0] : NULL,
+                                  bw ? &op->out[mode == 3 ? 0 : mode] : NULL};
     uint32_t *offs[8] = {&pc->q_off, &pc->k_off, &pc->v_off,  &pc->m_off,
                          &pc->o_off, &pc->l_off, &pc->do_off, &pc->g_off};
-    td_status st = TD_OK;
-    for (int i = 0; i < 8 && st == TD_OK; i++)
-        st = vk_bind_view(d, views[i], i == 7 || (!bw && (i == 4 || i == 5)), &b[i], offs[i]);
+    td_status st = vk_bind_views(d, 8, views, bw ? 0x80 : 0xB0, b, offs);
     double p = op->p.attn.dropout_p, zs = 1.0 / (1.0 - p);
     uint64_t seed = op->p.attn.seed, off = op->p.attn.offset;
     pc->N = (uint32_t)(x[0].shape[0] * x[0].shape[1]), pc->n1 = (uint32_t)x[0].shape[1];

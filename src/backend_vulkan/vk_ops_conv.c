@@ -1,12 +1,11 @@
 /*
-** CONV2D (+ both backward passes) and 2-D pooling (+ backward). All operands
+** CONV2D and both backward passes (pooling is in vk_ops_pool.c). All operands
 ** are contiguous NCHW. Convolutions run as implicit GEMMs on the tiled matmul
 ** machinery (shaders/conv2d_gemm.comp); the weight gradient splits its long
 ** K (batch x pixels) into chunks summed by a SUM reduction. Products whose
 ** grid would pass the device's limits take the direct kernels of
 ** shaders/conv2d.comp. Backward passes gather instead of scattering, so
-** results are deterministic and need no float atomics. Pooling:
-** shaders/pool2d.comp.
+** results are deterministic and need no float atomics.
 */
 #include <string.h>
 
@@ -24,17 +23,6 @@ typedef struct vk_pc_conv {
     uint32_t has_b;
 } vk_pc_conv;
 static_assert(sizeof(vk_pc_conv) == 84, "vk_pc_conv must match shaders/conv2d.comp");
-
-/* GLSL: shaders/pool2d.comp, block PC. */
-typedef struct vk_pc_pool {
-    uint32_t NC, H, W, Ho;
-    uint32_t Wo, KH, KW, s0;
-    uint32_t s1;
-    int32_t p0, p1;
-    uint32_t include_pad;
-    uint32_t a_off, i_off, o_off;
-} vk_pc_pool;
-static_assert(sizeof(vk_pc_pool) == 60, "vk_pc_pool must match shaders/pool2d.comp");
 
 /* GLSL: shaders/conv2d_gemm.comp, block PC. */
 typedef struct vk_pc_convmm {
@@ -135,11 +123,10 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
     return st;
 }
 
-static bool same_float(const td_op *op) {
-    td_dtype dt = op->out[0].dtype;
-    if (!vk_is_float(dt)) return false;
+/* 4-D operands (a 1-D bias) and a geometry the kernels take */
+static bool conv_ok(const td_op *op) {
     for (int i = 0; i < op->n_in; i++)
-        if (op->in[i].buf && (op->in[i].dtype != dt || op->in[i].ndim != (i == 2 ? 1 : 4))) return false;
+        if (op->in[i].buf && op->in[i].ndim != (i == 2 ? 1 : 4)) return false;
     return op->out[0].ndim == 4 && op->p.conv.groups >= 1 && op->p.conv.stride[0] >= 1 && op->p.conv.stride[1] >= 1;
 }
 
@@ -166,11 +153,10 @@ static td_status conv(vk_dev *d, const td_op *op, uint32_t code, const td_operan
                      .d0 = op->p.conv.dilation[0],
                      .d1 = op->p.conv.dilation[1]};
     vk_bind bind[4];
-    td_operand none = {0};
     pc.has_b = bias && bias->buf;
     td_status st = vk_bind_view(d, a, false, &bind[0], &pc.a_off);
     if (st == TD_OK) st = vk_bind_view(d, b, false, &bind[1], &pc.b_off);
-    if (st == TD_OK) st = vk_bind_view(d, pc.has_b ? bias : &none, false, &bind[2], &pc.bias_off);
+    if (st == TD_OK) st = vk_bind_view(d, bias, false, &bind[2], &pc.bias_off);
     if (st == TD_OK) st = vk_bind_view(d, out, true, &bind[3], &pc.o_off);
     if (st != TD_OK) return st;
     bool done;
@@ -182,113 +168,19 @@ static td_status conv(vk_dev *d, const td_op *op, uint32_t code, const td_operan
                        1);
 }
 
-bool vk_supports_CONV2D(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 3 && same_float(op); }
+bool vk_supports_CONV2D(vk_dev *d, const td_op *op) { return (void)d, conv_ok(op); }
 td_status vk_op_CONV2D(vk_dev *d, const td_op *op) {
     return conv(d, op, CONV_FWD, &op->in[0], &op->in[1], &op->out[0]);
 }
 
 /* in = (dy, w), out = dx */
-bool vk_supports_CONV2D_BACKWARD_INPUT(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 2 && same_float(op); }
+bool vk_supports_CONV2D_BACKWARD_INPUT(vk_dev *d, const td_op *op) { return (void)d, conv_ok(op); }
 td_status vk_op_CONV2D_BACKWARD_INPUT(vk_dev *d, const td_op *op) {
     return conv(d, op, CONV_DX, &op->out[0], &op->in[1], &op->in[0]);
 }
 
 /* in = (dy, x), out = dw */
-bool vk_supports_CONV2D_BACKWARD_WEIGHT(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 2 && same_float(op); }
+bool vk_supports_CONV2D_BACKWARD_WEIGHT(vk_dev *d, const td_op *op) { return (void)d, conv_ok(op); }
 td_status vk_op_CONV2D_BACKWARD_WEIGHT(vk_dev *d, const td_op *op) {
     return conv(d, op, CONV_DW, &op->in[1], &op->out[0], &op->in[0]);
-}
-
-/* ---- pooling ---- */
-
-enum { POOL_MAX, POOL_MAX_BWD, POOL_AVG, POOL_AVG_BWD };
-
-/* x: the [N,C,H,W] side; y: the [N,C,Ho,Wo] side */
-static td_status pool(vk_dev *d, const td_op *op, uint32_t code, const td_operand *a, const td_operand *idx,
-                      const td_operand *out, const td_operand *x, const td_operand *y) {
-    vk_pc_pool pc = {.NC = (uint32_t)(x->shape[0] * x->shape[1]),
-                     .H = (uint32_t)x->shape[2],
-                     .W = (uint32_t)x->shape[3],
-                     .Ho = (uint32_t)y->shape[2],
-                     .Wo = (uint32_t)y->shape[3],
-                     .KH = (uint32_t)op->p.pool.kernel[0],
-                     .KW = (uint32_t)op->p.pool.kernel[1],
-                     .s0 = (uint32_t)op->p.pool.stride[0],
-                     .s1 = (uint32_t)op->p.pool.stride[1],
-                     .p0 = op->p.pool.padding[0],
-                     .p1 = op->p.pool.padding[1],
-                     .include_pad = op->p.pool.count_include_pad};
-    vk_bind bind[3];
-    td_operand none = {0};
-    td_status st = vk_bind_view(d, a, false, &bind[0], &pc.a_off);
-    if (st == TD_OK) st = vk_bind_view(d, idx ? idx : &none, code == POOL_MAX, &bind[1], &pc.i_off);
-    if (st == TD_OK) st = vk_bind_view(d, out, true, &bind[2], &pc.o_off);
-    if (st != TD_OK) return st;
-    uint32_t spec[2] = {WG, code};
-    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_pool2d_f32, out->dtype), spec, 2, 3, bind, &pc, sizeof pc,
-                       vk_groups(td_operand_numel(out), WG), 1, 1);
-}
-
-static bool geometry_ok(const td_op *op) {
-    return op->p.pool.stride[0] >= 1 && op->p.pool.stride[1] >= 1 && op->p.pool.kernel[0] >= 1 &&
-           op->p.pool.kernel[1] >= 1;
-}
-
-static bool pool_ok(const td_op *op) {
-    const td_operand *a = &op->in[0];
-    return vk_is_float(a->dtype) && a->ndim == 4 && op->out[0].ndim == 4 && op->out[0].dtype == a->dtype;
-}
-
-/* in = x; out = (y, indices) */
-bool vk_supports_MAX_POOL2D(vk_dev *d, const td_op *op) {
-    return (void)d, op->n_out == 2 && pool_ok(op) && geometry_ok(op) && op->out[1].dtype == TD_I64;
-}
-td_status vk_op_MAX_POOL2D(vk_dev *d, const td_op *op) {
-    return pool(d, op, POOL_MAX, &op->in[0], &op->out[1], &op->out[0], &op->in[0], &op->out[0]);
-}
-
-/* in = (dy, indices); out = dx. The geometry in p.pool is optional (the indices
-** alone locate each gradient): without it, f32 scatters with float atomics
-** where the device has them, and otherwise every dx element scans its plane. */
-bool vk_supports_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 2 && pool_ok(op) && op->in[1].dtype == TD_I64;
-}
-td_status vk_op_MAX_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
-    if (geometry_ok(op) || op->out[0].dtype != TD_F32 || !d->caps.atomic_float_add) {
-        td_op scan = *op;
-        if (!geometry_ok(op)) memset(&scan.p.pool, 0, sizeof scan.p.pool);
-        return pool(d, &scan, POOL_MAX_BWD, &op->in[0], &op->in[1], &op->out[0], &op->out[0], &op->in[0]);
-    }
-    td_op zero = {.kind = TD_OP_FILL, .n_out = 1, .out = op->out};
-    td_status st = vk_op_FILL(d, &zero);
-    if (st != TD_OK) return st;
-    const td_operand *x = &op->out[0], *y = &op->in[0];
-    vk_pc_pool pc = {.NC = (uint32_t)(x->shape[0] * x->shape[1]),
-                     .H = (uint32_t)x->shape[2],
-                     .W = (uint32_t)x->shape[3],
-                     .Ho = (uint32_t)y->shape[2],
-                     .Wo = (uint32_t)y->shape[3]};
-    vk_bind bind[3];
-    st = vk_bind_view(d, y, false, &bind[0], &pc.a_off);
-    if (st == TD_OK) st = vk_bind_view(d, &op->in[1], false, &bind[1], &pc.i_off);
-    if (st == TD_OK) st = vk_bind_view(d, x, true, &bind[2], &pc.o_off);
-    if (st != TD_OK) return st;
-    uint32_t spec[1] = {WG};
-    return vk_dispatch(d, VK_SHADER_pool2d_scatter_f32, spec, 1, 3, bind, &pc, sizeof pc,
-                       vk_groups(td_operand_numel(y), WG), 1, 1);
-}
-
-bool vk_supports_AVG_POOL2D(vk_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 1 && pool_ok(op) && geometry_ok(op);
-}
-td_status vk_op_AVG_POOL2D(vk_dev *d, const td_op *op) {
-    return pool(d, op, POOL_AVG, &op->in[0], NULL, &op->out[0], &op->in[0], &op->out[0]);
-}
-
-/* in = dy; out = dx */
-bool vk_supports_AVG_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
-    return (void)d, op->n_in == 1 && pool_ok(op) && geometry_ok(op);
-}
-td_status vk_op_AVG_POOL2D_BACKWARD(vk_dev *d, const td_op *op) {
-    return pool(d, op, POOL_AVG_BWD, &op->in[0], NULL, &op->out[0], &op->out[0], &op->in[0]);
 }

@@ -1,5 +1,6 @@
 /*
-** MATMUL (shaders/matmul.comp): a [..., M, K] @ b [..., K, N] -> out [..., M, N].
+** MATMUL (shaders/matmul.comp) and LINEAR_GELU (a MATMUL, then shaders/bias_gelu.comp; see its section): a [..., M, K]
+*@ b [..., K, N] -> out [..., M, N].
 ** a and b have any strides (row- or column-major matrices, stride-0 batch dims
 ** for broadcast, fewer batch dims than out aligned from the right); out is
 ** contiguous. Batch dims are merged where strides allow, at most 3 go to the
@@ -23,6 +24,8 @@
 #include <string.h>
 
 #include "vk_ops.h"
+
+#define WG 256 /* the bias_gelu pass */
 
 /* tile configs: {WG, BK, BM, BN, TM, TN} (shaders/matmul.comp); shared memory
 ** (BM + BN) * BK * 4 = 8 and 16 KiB (f64 accumulates in 8 bytes, so its
@@ -54,8 +57,7 @@ static int64_t batch_dim(const td_operand *a, const td_operand *b, int nb, int i
 bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
     (void)d;
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
-    if (op->n_in != 2 || !vk_is_float(a->dtype) || a->dtype != b->dtype || o->dtype != a->dtype || a->ndim < 2 ||
-        b->ndim < 2 || a->shape[a->ndim - 1] != b->shape[b->ndim - 2] || !td_operand_is_contiguous(o))
+    if (a->ndim < 2 || b->ndim < 2 || a->shape[a->ndim - 1] != b->shape[b->ndim - 2] || !td_operand_is_contiguous(o))
         return false;
     int nb = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
     int64_t n = a->shape[a->ndim - 2] * b->shape[b->ndim - 1], sa, sb;
@@ -253,4 +255,49 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
         td_clear_error();
     }
     return matmul(d, op, op->in[0].dtype == TD_F16 && d->coopmat_state == 2);
+}
+
+/* ---- LINEAR_GELU ----
+** in = (x [M, K], w [N, K], b [N]?), out = (y, h) [M, N], all
+** contiguous. The matmul encoder writes h = x w^T (w read as the column-major
+** [K, N] it is), then shaders/bias_gelu.comp adds b to h in place and writes
+** y = gelu(h) in the same pass: y and h equal MATMUL, ADD and GELU bit for bit.
+** Views wider than one binding are not taken (the core composes the ops then).
+*/
+
+/* GLSL: shaders/bias_gelu.comp, block PC. */
+typedef struct vk_pc_bias_gelu {
+    uint32_t n, N, has_b, tanh_form;
+    uint32_t h_off, b_off, y_off;
+} vk_pc_bias_gelu;
+static_assert(sizeof(vk_pc_bias_gelu) == 28, "vk_pc_bias_gelu must match shaders/bias_gelu.comp");
+
+bool vk_supports_LINEAR_GELU(vk_dev *d, const td_op *op) {
+    for (int i = 0; i < 5; i++) {
+        const td_operand *v = i < 3 ? &op->in[i] : &op->out[i - 3];
+        if (v->buf && vk_view_too_wide(d, v)) return false;
+    }
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &op->out[1]);
+    return vk_supports_MATMUL(d, &mm);
+}
+
+td_status vk_op_LINEAR_GELU(vk_dev *d, const td_op *op) {
+    int64_t n = td_operand_numel(&op->out[0]);
+    if (n == 0) return TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &op->out[1]);
+    td_status st = vk_op_MATMUL(d, &mm);
+    if (st != TD_OK) return st;
+    vk_pc_bias_gelu pc = {.n = (uint32_t)n,
+                          .N = (uint32_t)op->in[1].shape[0],
+                          .has_b = op->in[2].buf != NULL,
+                          .tanh_form = op->p.gelu.approximate == TD_GELU_TANH};
+    const td_operand *views[3] = {&op->out[1], &op->in[2], &op->out[0]};
+    uint32_t *offs[3] = {&pc.h_off, &pc.b_off, &pc.y_off};
+    vk_bind b[3];
+    if ((st = vk_bind_views(d, 3, views, 0x5, b, offs)) != TD_OK) return st;
+    uint32_t spec[1] = {WG};
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_bias_gelu_f32, op->in[0].dtype), spec, 1, 3, b, &pc, sizeof pc,
+                       vk_groups(n, WG), 1, 1);
 }

@@ -1,10 +1,21 @@
 /*
-** ADD_LAYER_NORM (shaders/add_layer_norm.comp): in = (x, r, w?, b?), out =
-** (y, s, mean, rstd); s = x + r, y = layer_norm(s), one workgroup per row.
+** LAYER_NORM (shaders/layer_norm.comp): in = (x, w?, b?), out = (y, mean, rstd)
+** and ADD_LAYER_NORM (shaders/add_layer_norm.comp): in = (x, r, w?, b?), out =
+** (y, s, mean, rstd); s = x + r, y = layer_norm(s). One workgroup per row; all
+** operands contiguous.
 */
 #include "vk_ops.h"
 
 #define WG 256
+
+/* GLSL: shaders/layer_norm.comp, block PC. */
+typedef struct vk_pc_norm {
+    uint32_t rows, D, has_w, has_b;
+    uint32_t x_off, w_off, b_off, y_off;
+    uint32_t m_off, r_off;
+    float eps;
+} vk_pc_norm;
+static_assert(sizeof(vk_pc_norm) == 44, "vk_pc_norm must match shaders/layer_norm.comp");
 
 /* GLSL: shaders/add_layer_norm.comp, block PC. */
 typedef struct vk_pc_add_norm {
@@ -15,14 +26,35 @@ typedef struct vk_pc_add_norm {
 } vk_pc_add_norm;
 static_assert(sizeof(vk_pc_add_norm) == 52, "vk_pc_add_norm must match shaders/add_layer_norm.comp");
 
+/* ---- LAYER_NORM: in = (x, w?, b?), out = (y, mean, rstd) ---- */
+
+bool vk_supports_LAYER_NORM(vk_dev *d, const td_op *op) {
+    (void)d;
+    return td_operand_numel(&op->out[1]) > 0 || td_operand_numel(&op->in[0]) == 0;
+}
+
+td_status vk_op_LAYER_NORM(vk_dev *d, const td_op *op) {
+    int64_t rows = td_operand_numel(&op->out[1]), n = td_operand_numel(&op->in[0]);
+    if (n == 0) return TD_OK;
+    vk_pc_norm pc = {.rows = (uint32_t)rows,
+                     .D = (uint32_t)(n / rows),
+                     .has_w = op->in[1].buf != NULL,
+                     .has_b = op->in[2].buf != NULL,
+                     .eps = (float)op->p.norm.eps};
+    vk_bind b[6];
+    uint32_t *offs[6] = {&pc.x_off, &pc.w_off, &pc.b_off, &pc.y_off, &pc.m_off, &pc.r_off};
+    const td_operand *views[6] = {&op->in[0], &op->in[1], &op->in[2], &op->out[0], &op->out[1], &op->out[2]};
+    td_status st = vk_bind_views(d, 6, views, 0x38, b, offs);
+    if (st != TD_OK) return st;
+    uint32_t spec[1] = {vk_row_wg(pc.D)};
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_layer_norm_f32, op->in[0].dtype), spec, 1, 6, b, &pc, sizeof pc,
+                       vk_groups(rows, 1), 1, 1);
+}
+
+/* ---- ADD_LAYER_NORM ---- */
+
 bool vk_supports_ADD_LAYER_NORM(vk_dev *d, const td_op *op) {
     (void)d;
-    td_dtype dt = op->in[0].dtype;
-    if (op->n_in != 4 || op->n_out != 4 || !vk_is_float(dt) || op->in[1].dtype != dt) return false;
-    for (int i = 2; i < 4; i++)
-        if (op->in[i].buf && op->in[i].dtype != dt) return false;
-    for (int i = 0; i < 4; i++)
-        if (op->out[i].dtype != dt) return false;
     return td_operand_numel(&op->out[2]) > 0 || td_operand_numel(&op->in[0]) == 0;
 }
 
@@ -36,12 +68,9 @@ td_status vk_op_ADD_LAYER_NORM(vk_dev *d, const td_op *op) {
                          .eps = (float)op->p.norm.eps};
     vk_bind b[8];
     uint32_t *offs[8] = {&pc.x_off, &pc.r_off, &pc.w_off, &pc.b_off, &pc.y_off, &pc.s_off, &pc.m_off, &pc.rs_off};
-    td_operand none = {0};
-    td_status st = TD_OK;
-    for (int k = 0; k < 8 && st == TD_OK; k++) {
-        const td_operand *v = k < 4 ? &op->in[k] : &op->out[k - 4];
-        st = vk_bind_view(d, v->buf ? v : &none, k >= 4, &b[k], offs[k]);
-    }
+    const td_operand *views[8] = {&op->in[0],  &op->in[1],  &op->in[2],  &op->in[3],
+                                  &op->out[0], &op->out[1], &op->out[2], &op->out[3]};
+    td_status st = vk_bind_views(d, 8, views, 0xF0, b, offs);
     if (st != TD_OK) return st;
     uint32_t spec[1] = {WG};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_add_layer_norm_f32, op->in[0].dtype), spec, 1, 8, b, &pc, sizeof pc,

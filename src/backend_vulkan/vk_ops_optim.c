@@ -3,6 +3,7 @@
 ** out = (param, state...) updated in place; every operand contiguous [n] of
 ** one float dtype; absent optional state has buf == NULL. Constants are
 ** computed in double and rounded once to the compute type, as the CPU does.
+** Also the GradScaler's AMP_UNSCALE (its section at the end).
 */
 #include <math.h>
 #include <string.h>
@@ -30,13 +31,10 @@ static void put_k(vk_pc_optim *pc, td_dtype dt, int i, double v) {
     }
 }
 
-static bool optim_ok(const td_op *op, int n_state) {
-    if (op->n_in != 1 || op->n_out < 1 + n_state) return false;
-    td_dtype dt = op->in[0].dtype;
-    if (!vk_is_float(dt)) return false;
+/* every operand present has grad's length */
+static bool optim_ok(const td_op *op) {
     for (int i = 0; i < op->n_out; i++)
-        if (op->out[i].buf && (op->out[i].dtype != dt || td_operand_numel(&op->out[i]) != td_operand_numel(&op->in[0])))
-            return false;
+        if (op->out[i].buf && td_operand_numel(&op->out[i]) != td_operand_numel(&op->in[0])) return false;
     return true;
 }
 
@@ -60,7 +58,7 @@ static td_status optim(vk_dev *d, const td_op *op, uint32_t code, vk_pc_optim *p
 }
 
 bool vk_supports_ADAM_STEP(vk_dev *d, const td_op *op) {
-    return (void)d, optim_ok(op, 2) && (!op->p.adam.amsgrad || (op->n_out >= 4 && op->out[3].buf));
+    return (void)d, optim_ok(op) && (!op->p.adam.amsgrad || op->out[3].buf);
 }
 
 td_status vk_op_ADAM_STEP(vk_dev *d, const td_op *op) {
@@ -78,7 +76,7 @@ td_status vk_op_ADAM_STEP(vk_dev *d, const td_op *op) {
 }
 
 bool vk_supports_SGD_STEP(vk_dev *d, const td_op *op) {
-    return (void)d, optim_ok(op, 0) && (op->p.sgd.momentum == 0 || (op->n_out >= 2 && op->out[1].buf));
+    return (void)d, optim_ok(op) && (op->p.sgd.momentum == 0 || op->out[1].buf);
 }
 
 td_status vk_op_SGD_STEP(vk_dev *d, const td_op *op) {
@@ -93,8 +91,8 @@ td_status vk_op_SGD_STEP(vk_dev *d, const td_op *op) {
 }
 
 bool vk_supports_RMSPROP_STEP(vk_dev *d, const td_op *op) {
-    return (void)d, optim_ok(op, 1) && (op->p.rmsprop.momentum <= 0 || (op->n_out >= 3 && op->out[2].buf)) &&
-                        (!op->p.rmsprop.centered || (op->n_out >= 4 && op->out[3].buf));
+    return (void)d, optim_ok(op) && (op->p.rmsprop.momentum <= 0 || op->out[2].buf) &&
+                        (!op->p.rmsprop.centered || op->out[3].buf);
 }
 
 td_status vk_op_RMSPROP_STEP(vk_dev *d, const td_op *op) {
@@ -107,4 +105,44 @@ td_status vk_op_RMSPROP_STEP(vk_dev *d, const td_op *op) {
     pc.flags = op->p.rmsprop.maximize | buf << 1 | centered << 2;
     bool present[4] = {true, true, buf, centered};
     return optim(d, op, 2, &pc, present);
+}
+
+/* ---- AMP_UNSCALE ----
+** (shaders/amp_unscale.comp): out = (grad [n], found_inf [1] f32),
+** in place: found_inf = 1 if grad holds inf or NaN; grad *= inv_scale. One
+** dispatch per gradient (this backend has no run_many; the dispatches share
+** one command buffer).
+*/
+
+/* GLSL: shaders/amp_unscale.comp, block PC. */
+typedef struct vk_pc_amp {
+    uint32_t n, off_g, off_f;
+    uint32_t k[2];
+} vk_pc_amp;
+static_assert(sizeof(vk_pc_amp) == 20, "vk_pc_amp must match shaders/amp_unscale.comp");
+
+bool vk_supports_AMP_UNSCALE(vk_dev *d, const td_op *op) {
+    return (void)d, td_operand_numel(&op->out[1]) == 1 && td_operand_numel(&op->out[0]) <= UINT32_MAX;
+}
+
+td_status vk_op_AMP_UNSCALE(vk_dev *d, const td_op *op) {
+    vk_pc_amp pc = {0};
+    td_dtype dt = op->out[0].dtype;
+    double inv = op->p.amp.inv_scale;
+    if (dt == TD_F64) {
+        uint64_t bits;
+        memcpy(&bits, &inv, 8);
+        pc.k[0] = (uint32_t)bits, pc.k[1] = (uint32_t)(bits >> 32);
+    } else {
+        float f = (float)inv;
+        memcpy(&pc.k[0], &f, 4);
+    }
+    pc.n = (uint32_t)td_operand_numel(&op->out[0]);
+    vk_bind b[2];
+    td_status st = vk_bind_view(d, &op->out[0], true, &b[0], &pc.off_g);
+    if (st == TD_OK) st = vk_bind_view(d, &op->out[1], true, &b[1], &pc.off_f);
+    if (st != TD_OK) return st;
+    uint32_t spec[1] = {WG};
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_amp_unscale_f32, dt), spec, 1, 2, b, &pc, sizeof pc,
+                       vk_groups(pc.n, WG), 1, 1);
 }

@@ -150,20 +150,7 @@ static td_status reduce(vk_dev *d, const td_op *op, uint32_t code) {
     return st;
 }
 
-static bool reduce_ok(vk_dev *d, const td_op *op, uint32_t code) {
-    if (op->n_in != 1 || op->n_out != 1 || op->in[0].ndim != op->out[0].ndim) return false;
-    td_dtype dt = op->in[0].dtype, ot = op->out[0].dtype;
-    if (dt == TD_BOOL) return false;
-    if (code == R_ARGMAX || code == R_ARGMIN) return ot == TD_I64;
-    if (!vk_is_float(dt)) {
-        if (code == R_SUM) return ot == TD_I64 && d->caps.int64;
-        if (code != R_MAX && code != R_MIN) return false;
-    }
-    return ot == dt;
-}
-
 #define VK_REDUCE_(NAME, CODE)                                                                                         \
-    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return reduce_ok(d, op, CODE); }                             \
     td_status vk_op_##NAME(vk_dev *d, const td_op *op) { return reduce(d, op, CODE); }
 
 VK_REDUCE_(SUM, R_SUM)

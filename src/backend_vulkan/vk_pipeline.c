@@ -22,23 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "vk.h"
 
-bool vk_cache_dir(char *dir, size_t n) {
-    const char *off = getenv("TRIDENT_VULKAN_PIPELINE_CACHE");
-    if (off && !strcmp(off, "0")) return false;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(dir, n, "%s/trident", xdg);
-    else if (home && *home)
-        snprintf(dir, n, "%s/.cache/trident", home);
-    else
-        return false;
-    return true;
-}
+bool vk_cache_dir(char *dir, size_t n) { return td_kernel_cache_dir("TRIDENT_VULKAN_PIPELINE_CACHE", dir, n); }
 
 static bool cache_path(vk_dev *d, char *path, size_t n) {
     char dir[3072];
@@ -68,21 +56,10 @@ static void *load_file(const char *path, size_t *size) {
     return data;
 }
 
-void vk_mkdirs(char *dir) {
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(dir, 0755);
-        *p = '/';
-    }
-    mkdir(dir, 0755);
-}
-
 void vk_pipeline_cache_save(vk_dev *d) {
     d->cache_dirty = false;
     char dir[3072], path[4096];
-    if (!vk_cache_dir(dir, sizeof dir)) return;
-    vk_mkdirs(dir); /* before the pre-warm list, which goes there too */
+    if (!vk_cache_dir(dir, sizeof dir)) return; /* made here, before the pre-warm list goes there too */
     vk_prewarm_save(d);
     if (!d->cache || !cache_path(d, path, sizeof path)) return;
     size_t size = 0;

@@ -142,11 +142,7 @@ static td_status hook_save(int dev, const char *summary, char *path, size_t path
         return td_error_set(TD_ERR_IO, "vulkan self-test: no cache directory to record in ($XDG_CACHE_HOME, $HOME, "
                                        "or TRIDENT_VULKAN_PIPELINE_CACHE=0)");
     }
-    char dir[4096], tmp[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    vk_mkdirs(dir);
+    char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     bool ok = f && fprintf(f, "# trident vulkan self-test: %s, %s\n# %s\n", d->props.deviceName, driver, summary) > 0;

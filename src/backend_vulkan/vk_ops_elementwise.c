@@ -1,7 +1,8 @@
 /*
-** Elementwise ops: FILL, COPY, the binary ops and comparisons, WHERE, the
-** unary ops, GELU_BACKWARD, CLAMP and CAT (a strided copy per input).
-** Shaders: shaders/{fill,copy,binary,where,unary}.comp over shaders/elem.glsl.
+** Elementwise ops: the binary ops and comparisons, WHERE, the unary ops,
+** GELU_BACKWARD, CLAMP, and the iteration that FILL, ARANGE and COPY share
+** (vk_elementwise, vk_scalar). Shaders: shaders/{binary,compare,where,unary}.comp
+** over shaders/elem.glsl.
 ** Every operand has the output's shape (inputs broadcast with stride 0), so one
 ** iteration space serves them all; vk_elementwise() merges dims that are
 ** contiguous in every operand and splits past 4 dims into several dispatches.
@@ -141,70 +142,9 @@ td_status vk_elementwise(vk_dev *d, int shader, const uint32_t *spec, int n_spec
     return TD_OK;
 }
 
-/* ---- FILL ---- */
-
-bool vk_supports_FILL(vk_dev *d, const td_op *op) { return (void)d, op->n_out == 1; }
-
-td_status vk_op_FILL(vk_dev *d, const td_op *op) {
-    const td_operand *views[1] = {&op->out[0]};
-    bool writes[1] = {true};
-    uint32_t sc[4] = {0}, spec[1] = {WG};
-    td_dtype dt = op->out[0].dtype;
-    if (dt == TD_BOOL)
-        vk_scalar(sc, 0, dt, op->p.fill.value != 0);
-    else
-        vk_scalar(sc, 0, dt, op->p.fill.value);
-    return vk_elementwise(d, VK_DT_SHADER(VK_SHADER_fill_f32, dt), spec, 1, 1, views, writes, sc);
-}
-
-/* ---- COPY ---- */
-
-bool vk_supports_COPY(vk_dev *d, const td_op *op) { return (void)d, op->n_in == 1 && op->n_out == 1; }
-
-td_status vk_copy_view(vk_dev *d, const td_operand *in, const td_operand *out) {
-    const td_operand *views[2] = {in, out};
-    bool writes[2] = {false, true};
-    uint32_t spec[1] = {WG};
-    int shader = VK_SHADER_copy_f32_f32 + (int)in->dtype * TD_DTYPE_COUNT + (int)out->dtype;
-    return vk_elementwise(d, shader, spec, 1, 2, views, writes, NULL);
-}
-
-td_status vk_op_COPY(vk_dev *d, const td_op *op) { return vk_copy_view(d, &op->in[0], &op->out[0]); }
-
-/* ---- CAT: each input copied into its slice of out along dim ---- */
-
-bool vk_supports_CAT(vk_dev *d, const td_op *op) {
-    (void)d;
-    return op->n_out == 1 && op->p.axis.dim >= 0 && op->p.axis.dim < (op->out[0].ndim > 0 ? op->out[0].ndim : 1);
-}
-
-td_status vk_op_CAT(vk_dev *d, const td_op *op) {
-    int dim = op->p.axis.dim;
-    td_operand slice = op->out[0];
-    int64_t at = 0;
-    for (int i = 0; i < op->n_in; i++) {
-        const td_operand *in = &op->in[i];
-        int64_t len = in->ndim ? in->shape[dim] : 1;
-        if (len == 0 || td_operand_numel(in) == 0) continue;
-        slice = op->out[0];
-        slice.offset += at * op->out[0].strides[dim];
-        slice.shape[dim] = len;
-        td_status st = vk_copy_view(d, in, &slice);
-        if (st != TD_OK) return st;
-        at += len;
-    }
-    return TD_OK;
-}
-
 /* ---- binary ops and comparisons ---- */
 
 enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE, B_GELU_ERF, B_GELU_TANH };
-
-static bool binary_ok(const td_op *op, bool cmp) {
-    if (op->n_in != 2 || op->n_out != 1 || op->in[0].dtype != op->in[1].dtype) return false;
-    td_dtype dt = op->in[0].dtype;
-    return cmp ? op->out[0].dtype == TD_BOOL : op->out[0].dtype == dt && dt != TD_BOOL;
-}
 
 static td_status binary(vk_dev *d, const td_op *op, uint32_t code) {
     const td_operand *views[3] = {&op->in[0], &op->in[1], &op->out[0]};
@@ -214,38 +154,28 @@ static td_status binary(vk_dev *d, const td_op *op, uint32_t code) {
     return vk_elementwise(d, VK_DT_SHADER(base, op->in[0].dtype), spec, 2, 3, views, writes, NULL);
 }
 
-#define VK_BINARY_(NAME, CODE, OK)                                                                                     \
-    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return (void)d, (OK); }                                      \
+#define VK_BINARY_(NAME, CODE)                                                                                         \
     td_status vk_op_##NAME(vk_dev *d, const td_op *op) { return binary(d, op, CODE); }
 
-VK_BINARY_(ADD, B_ADD, binary_ok(op, false))
-VK_BINARY_(SUB, B_SUB, binary_ok(op, false))
-VK_BINARY_(MUL, B_MUL, binary_ok(op, false))
-VK_BINARY_(DIV, B_DIV, binary_ok(op, false) && vk_is_float(op->in[0].dtype))
-VK_BINARY_(POW, B_POW, binary_ok(op, false) && vk_is_float(op->in[0].dtype))
-VK_BINARY_(MAXIMUM, B_MAX, binary_ok(op, false))
-VK_BINARY_(MINIMUM, B_MIN, binary_ok(op, false))
-VK_BINARY_(EQ, B_EQ, binary_ok(op, true))
-VK_BINARY_(NE, B_NE, binary_ok(op, true))
-VK_BINARY_(LT, B_LT, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
-VK_BINARY_(LE, B_LE, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
-VK_BINARY_(GT, B_GT, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
-VK_BINARY_(GE, B_GE, binary_ok(op, true) && op->in[0].dtype != TD_BOOL)
+VK_BINARY_(ADD, B_ADD)
+VK_BINARY_(SUB, B_SUB)
+VK_BINARY_(MUL, B_MUL)
+VK_BINARY_(DIV, B_DIV)
+VK_BINARY_(POW, B_POW)
+VK_BINARY_(MAXIMUM, B_MAX)
+VK_BINARY_(MINIMUM, B_MIN)
+VK_BINARY_(EQ, B_EQ)
+VK_BINARY_(NE, B_NE)
+VK_BINARY_(LT, B_LT)
+VK_BINARY_(LE, B_LE)
+VK_BINARY_(GT, B_GT)
+VK_BINARY_(GE, B_GE)
 
-bool vk_supports_GELU_BACKWARD(vk_dev *d, const td_op *op) {
-    return (void)d, binary_ok(op, false) && vk_is_float(op->in[0].dtype);
-}
 td_status vk_op_GELU_BACKWARD(vk_dev *d, const td_op *op) {
     return binary(d, op, op->p.gelu.approximate == TD_GELU_TANH ? B_GELU_TANH : B_GELU_ERF);
 }
 
 /* ---- WHERE ---- */
-
-bool vk_supports_WHERE(vk_dev *d, const td_op *op) {
-    (void)d;
-    return op->n_in == 3 && op->in[0].dtype == TD_BOOL && op->in[1].dtype == op->in[2].dtype &&
-           op->out[0].dtype == op->in[1].dtype;
-}
 
 td_status vk_op_WHERE(vk_dev *d, const td_op *op) {
     const td_operand *views[4] = {&op->in[0], &op->in[1], &op->in[2], &op->out[0]};
@@ -274,15 +204,6 @@ enum {
     U_CLAMP
 };
 
-/* which unary codes each dtype kind implements (see shaders/unary.comp) */
-static bool unary_ok(const td_op *op, uint32_t code) {
-    if (op->n_in != 1 || op->n_out != 1 || op->in[0].dtype != op->out[0].dtype) return false;
-    td_dtype dt = op->in[0].dtype;
-    bool simple = code == U_NEG || code == U_ABS || code == U_RELU || code == U_CLAMP;
-    if (dt == TD_BOOL) return false;
-    return vk_is_float(dt) || simple;
-}
-
 static td_status unary(vk_dev *d, const td_op *op, uint32_t code, const uint32_t sc[4]) {
     const td_operand *views[2] = {&op->in[0], &op->out[0]};
     bool writes[2] = {false, true};
@@ -291,7 +212,6 @@ static td_status unary(vk_dev *d, const td_op *op, uint32_t code, const uint32_t
 }
 
 #define VK_UNARY_(NAME, CODE)                                                                                          \
-    bool vk_supports_##NAME(vk_dev *d, const td_op *op) { return (void)d, unary_ok(op, CODE); }                        \
     td_status vk_op_##NAME(vk_dev *d, const td_op *op) { return unary(d, op, CODE, NULL); }
 
 VK_UNARY_(NEG, U_NEG)
@@ -307,12 +227,9 @@ VK_UNARY_(SIGMOID, U_SIGMOID)
 VK_UNARY_(RELU, U_RELU)
 VK_UNARY_(SILU, U_SILU)
 
-bool vk_supports_GELU(vk_dev *d, const td_op *op) { return (void)d, unary_ok(op, U_GELU_ERF); }
 td_status vk_op_GELU(vk_dev *d, const td_op *op) {
     return unary(d, op, op->p.gelu.approximate == TD_GELU_TANH ? U_GELU_TANH : U_GELU_ERF, NULL);
 }
-
-bool vk_supports_CLAMP(vk_dev *d, const td_op *op) { return (void)d, unary_ok(op, U_CLAMP); }
 
 /* Absent bounds become the dtype's extremes; integer bounds round inward. */
 td_status vk_op_CLAMP(vk_dev *d, const td_op *op) {

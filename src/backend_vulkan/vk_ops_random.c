@@ -44,17 +44,8 @@ static td_status rand_op(vk_dev *d, const td_op *op, uint32_t code) {
                        vk_groups((n + 3) / 4, WG), 1, 1);
 }
 
-bool vk_supports_RAND(vk_dev *d, const td_op *op) {
-    return (void)d, op->n_out == 1 && vk_is_float(op->out[0].dtype) && td_operand_is_contiguous(&op->out[0]);
-}
 td_status vk_op_RAND(vk_dev *d, const td_op *op) { return rand_op(d, op, 0); }
 
-bool vk_supports_RANDN(vk_dev *d, const td_op *op) { return vk_supports_RAND(d, op); }
 td_status vk_op_RANDN(vk_dev *d, const td_op *op) { return rand_op(d, op, 1); }
 
-bool vk_supports_DROPOUT(vk_dev *d, const td_op *op) {
-    (void)d;
-    return op->n_in == 1 && op->n_out == 1 && vk_is_float(op->in[0].dtype) && op->in[0].dtype == op->out[0].dtype &&
-           op->p.rng.p >= 0 && op->p.rng.p < 1;
-}
 td_status vk_op_DROPOUT(vk_dev *d, const td_op *op) { return rand_op(d, op, 2); }
