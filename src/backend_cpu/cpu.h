@@ -132,6 +132,22 @@ static inline void cpu_store(void *p, int64_t i, td_dtype dt, double v) {
     }
 }
 
+/* Elements of a shape (its dims are sizes of a tensor that exists, so the product fits). */
+static inline int64_t cpu_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    return n;
+}
+
+/* Strides (elements) of a contiguous tensor of that shape; size-0 dims count as 1. */
+static inline void cpu_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d] > 1 ? shape[d] : 1;
+    }
+}
+
 /* ---- strided iteration over up to CPU_ITER_MAX operands ----
 ** cpu_iter_init() merges dims that are contiguous in every operand, so that
 ** the innermost loop is as long as possible. Then each "row" r in

@@ -9,7 +9,6 @@
 */
 #include <math.h>
 
-#include "../core/internal.h"
 #include "cpu.h"
 
 td_status td_cpu_AMP_UNSCALE(const td_op *op) {

@@ -12,7 +12,6 @@
 #endif
 #include <cblas.h>
 
-#include "../core/internal.h"
 #include "cpu.h"
 #include "cpu_gemm.h"
 

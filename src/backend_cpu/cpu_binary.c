@@ -6,7 +6,6 @@
 ** Contiguous f32 ADD/SUB/MUL/DIV (one side may be a broadcast scalar) take the
 ** AVX2 path in x86/binary_avx2.c.
 */
-#include "../core/internal.h"
 #include "cpu_ew.h"
 
 /* o[i] = EXPR with x = a[i], y = b[i] loaded as C */

@@ -4,7 +4,6 @@
 ** input k lands in the slice [P_k, P_k + S_k) of dim, P_k = S_0 + ... + S_{k-1}.
 ** Each slice is written by the COPY kernel through a strided view of out.
 */
-#include "../core/internal.h"
 #include "cpu.h"
 
 td_status td_cpu_CAT(const td_op *op) {

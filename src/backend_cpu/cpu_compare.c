@@ -4,7 +4,6 @@
 ** one shape; broadcast inputs come with stride-0 dims. Comparisons with NaN
 ** are false except NE, as in IEEE and PyTorch.
 */
-#include "../core/internal.h"
 #include "cpu_ew.h"
 
 /* contiguous a against contiguous or scalar b get their own loops, which the compiler vectorizes */

@@ -24,7 +24,6 @@
 #include <omp.h>
 #endif
 
-#include "../core/internal.h"
 #include "cpu_gemm.h"
 #include "cpu_nn.h"
 

@@ -4,7 +4,6 @@
 ** strided but never overlaps itself. Runs through cpu_elementwise, so a long
 ** contiguous copy is split into tiles over every thread.
 */
-#include "../core/internal.h"
 #include "cpu_ew.h"
 
 /* Same-dtype copy of n elements of type T with strides s[0] (out), s[1] (in). */

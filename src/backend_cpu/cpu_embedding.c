@@ -5,7 +5,6 @@
 */
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "cpu_index.h"
 
 /* weight [V, D], idx [N...] -> out [N..., D]: out[n, :] = weight[idx[n], :]. */

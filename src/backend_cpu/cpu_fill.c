@@ -2,7 +2,6 @@
 ** Creation kernels: FILL (out = value, any strides) and ARANGE
 ** (out[i] = start + i*step, contiguous).
 */
-#include "../core/internal.h"
 #include "cpu.h"
 
 #define FILL_(T, value)                                                                                                \

@@ -9,7 +9,6 @@
 */
 #include <stdio.h>
 
-#include "../core/internal.h"
 #include "cpu_index.h"
 
 td_status cpu_index_check(const td_operand *idx, int64_t limit, const char *op) {
@@ -27,8 +26,10 @@ td_status cpu_index_check(const td_operand *idx, int64_t limit, const char *op) 
         pos[d] = idx->shape[d] ? rem % idx->shape[d] : 0;
         rem = idx->shape[d] ? rem / idx->shape[d] : 0;
     }
-    char at[128];
-    td__shape_str(idx->ndim, pos, at, sizeof at);
+    char at[TD_MAX_DIMS * 21 + 3] = "[";
+    for (int d = 0; d < idx->ndim; d++)
+        snprintf(at + strlen(at), sizeof at - strlen(at), "%s%lld", d ? "," : "", (long long)pos[d]);
+    strcat(at, "]");
     return td_error_set(TD_ERR_INDEX, "%s: index %lld at position %s is out of range [0, %lld)", op,
                         (long long)cpu_index_at(p, idx->dtype, bad), at, (long long)limit);
 }
@@ -57,7 +58,7 @@ td_status td_cpu_INDEX_SELECT(const td_op *op) {
 }
 
 /* Strides (elements) of a contiguous operand. */
-static void contig_strides(const td_operand *v, int64_t *st) { td__contiguous_strides(v->ndim, v->shape, st); }
+static void contig_strides(const td_operand *v, int64_t *st) { cpu_contiguous_strides(v->ndim, v->shape, st); }
 
 /* Offset into the operand with strides st of the idx position whose
 ** row-major number is lin, with dim's coordinate left out (0). */

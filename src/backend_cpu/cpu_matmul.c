@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
 #include "cpu_gemm.h"
 #include "cpu_nn.h"
 
@@ -104,7 +103,7 @@ static void mm_task(const mm_plan *p, int64_t task) {
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
-    int64_t batches = td__numel(nd - 2, a->shape);
+    int64_t batches = cpu_numel(nd - 2, a->shape);
     /* about 256k multiply-adds per piece (and per thread) before another one pays */
     int64_t pieces = cpu_splits_for(batches * M * N, K / 8 + 1, CPU_SPLIT_MAX);
     mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, pieces), mm_layout(a), mm_layout(b), M >= N};
@@ -119,7 +118,7 @@ td_status td_cpu_MATMUL(const td_op *op) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *out = &op->out[0];
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
-    int64_t n_out = td__numel(nd - 2, a->shape) * M * N;
+    int64_t n_out = cpu_numel(nd - 2, a->shape) * M * N;
     if (n_out == 0) return TD_OK;
     if (K == 0) { /* an empty sum */
         memset(cpu_ptr(out), 0, (size_t)n_out * td_dtype_size(out->dtype));
@@ -131,8 +130,8 @@ td_status td_cpu_MATMUL(const td_op *op) {
     }
     /* f16/bf16: widen both operands to contiguous f32 (broadcast batches materialized) */
     td_operand ca = *a, cb = *b;
-    td__contiguous_strides(nd, a->shape, ca.strides);
-    td__contiguous_strides(nd, b->shape, cb.strides);
+    cpu_contiguous_strides(nd, a->shape, ca.strides);
+    cpu_contiguous_strides(nd, b->shape, cb.strides);
     float *fa = cpu_nn_to_f32(a), *fb = cpu_nn_to_f32(b), *fc = malloc((size_t)n_out * sizeof(float));
     td_status st = TD_OK;
     if (!fa || !fb || !fc)

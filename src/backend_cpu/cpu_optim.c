@@ -7,7 +7,6 @@
 ** Elements are independent, so the work is split into blocks over threads.
 */
 #include "cpu_optim.h"
-#include "../core/internal.h"
 
 #define BLOCK 4096
 

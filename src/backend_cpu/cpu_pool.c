@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
 #include "cpu_nn.h"
 #include "cpu_pool.h"
 

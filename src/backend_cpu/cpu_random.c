@@ -34,7 +34,6 @@
 ** Shapes: out (and x) are contiguous with n elements; work is split by
 ** counters (4 elements each), so threads never share a Philox call.
 */
-#include "../core/internal.h"
 #include "cpu.h"
 
 #define TWO_PI_F 6.28318530717958647692f

@@ -22,7 +22,6 @@
 */
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "cpu_ew.h"
 
 /* A partial result over some elements; which fields count depends on the op. */

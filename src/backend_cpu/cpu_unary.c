@@ -10,7 +10,6 @@
 ** Floats compute in their own precision (f16/bf16 in f32); NEG, ABS, RELU and
 ** CLAMP also take integers.
 */
-#include "../core/internal.h"
 #include "cpu_ew.h"
 #include "cpu_rows.h"
 

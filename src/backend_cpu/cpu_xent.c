@@ -17,7 +17,6 @@
 */
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "cpu_nn.h"
 #include "cpu_rows.h"
 
