@@ -326,11 +326,11 @@ static td_status reduce(const td_op *op) {
     return TD_OK;
 }
 
-td_status td_cpu_SUM(const td_op *op) { return reduce(op); }
-td_status td_cpu_MEAN(const td_op *op) { return reduce(op); }
-td_status td_cpu_MAX(const td_op *op) { return reduce(op); }
-td_status td_cpu_MIN(const td_op *op) { return reduce(op); }
-td_status td_cpu_ARGMAX(const td_op *op) { return reduce(op); }
-td_status td_cpu_ARGMIN(const td_op *op) { return reduce(op); }
-td_status td_cpu_VAR(const td_op *op) { return reduce(op); }
-td_status td_cpu_LOGSUMEXP(const td_op *op) { return reduce(op); }
+td_status cpu_op_SUM(const td_op *op) { return reduce(op); }
+td_status cpu_op_MEAN(const td_op *op) { return reduce(op); }
+td_status cpu_op_MAX(const td_op *op) { return reduce(op); }
+td_status cpu_op_MIN(const td_op *op) { return reduce(op); }
+td_status cpu_op_ARGMAX(const td_op *op) { return reduce(op); }
+td_status cpu_op_ARGMIN(const td_op *op) { return reduce(op); }
+td_status cpu_op_VAR(const td_op *op) { return reduce(op); }
+td_status cpu_op_LOGSUMEXP(const td_op *op) { return reduce(op); }

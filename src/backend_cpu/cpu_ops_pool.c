@@ -80,7 +80,7 @@ static pool_window pool_window_at(const pool_geom *q, int64_t oh, int64_t ow) {
         return st;                                                                                             \
     } while (0)
 
-td_status td_cpu_MAX_POOL2D(const td_op *op) {
+td_status cpu_op_MAX_POOL2D(const td_op *op) {
     const td_operand *x = &op->in[0], *y = &op->out[0], *idx = &op->out[1];
     pool_geom q = pool_geom_of(op, x->shape, y->shape);
     if (td_operand_numel(y) == 0) return TD_OK;
@@ -88,7 +88,7 @@ td_status td_cpu_MAX_POOL2D(const td_op *op) {
                    max_pool_f64(&q, cpu_ptr(x), cpu_ptr(y), cpu_ptr(idx)), max_pool_f32(&q, fin, fout, cpu_ptr(idx)));
 }
 
-td_status td_cpu_MAX_POOL2D_BACKWARD(const td_op *op) {
+td_status cpu_op_MAX_POOL2D_BACKWARD(const td_op *op) {
     const td_operand *dy = &op->in[0], *idx = &op->in[1], *dx = &op->out[0];
     pool_geom q = pool_geom_of(op, dx->shape, dy->shape);
     const int64_t *ix = cpu_ptr(idx);
@@ -101,7 +101,7 @@ td_status td_cpu_MAX_POOL2D_BACKWARD(const td_op *op) {
                    max_pool_backward_f64(&q, cpu_ptr(dy), ix, cpu_ptr(dx)), max_pool_backward_f32(&q, fin, ix, fout));
 }
 
-td_status td_cpu_AVG_POOL2D(const td_op *op) {
+td_status cpu_op_AVG_POOL2D(const td_op *op) {
     const td_operand *x = &op->in[0], *y = &op->out[0];
     pool_geom q = pool_geom_of(op, x->shape, y->shape);
     if (td_operand_numel(y) == 0) return TD_OK;
@@ -109,7 +109,7 @@ td_status td_cpu_AVG_POOL2D(const td_op *op) {
                    avg_pool_f32(&q, fin, fout));
 }
 
-td_status td_cpu_AVG_POOL2D_BACKWARD(const td_op *op) {
+td_status cpu_op_AVG_POOL2D_BACKWARD(const td_op *op) {
     const td_operand *dy = &op->in[0], *dx = &op->out[0];
     pool_geom q = pool_geom_of(op, dx->shape, dy->shape);
     if (td_operand_numel(dx) == 0) return TD_OK;

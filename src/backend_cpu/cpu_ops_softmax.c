@@ -1,4 +1,155 @@
 /*
+** The CPU backend's softmax ops: SOFTMAX, LOG_SOFTMAX, their backward, and the cross-entropy
+** loss (its forward and fused backward) built on the same row kernels.
+*/
+#include <stdlib.h>
+
+#include "cpu_nn.h"
+#include "cpu_rows.h"
+
+/*
+** SOFTMAX and LOG_SOFTMAX over the last dim.
+**   x is (R, C) contiguous (R = product of the leading dims), y is (R, C).
+**   softmax:     y[r,j] = exp(x[r,j] - m_r) / s_r
+**   log_softmax: y[r,j] = x[r,j] - m_r - log(s_r)
+** with m_r = max_j x[r,j] and s_r = sum_j exp(x[r,j] - m_r). Subtracting the
+** row max keeps every exp() in (0, 1], so nothing overflows; s_r >= 1.
+** Rows run in parallel. f32 rows use the AVX2 kernel of x86/rows_avx2.c when
+** the CPU has it (one read of x from memory, exp() to 1.26 ulp).
+*/
+
+#define SOFTMAX_ROWS_(T, EXP, LOG)                                                                             \
+    static void softmax_rows_##T(const T *x, T *y, int64_t R, int64_t C, bool log_out) {                       \
+        int nt = cpu_threads_for(R, C * 8);                                                                    \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                         \
+            const T *xr = x + r * C;                                                                           \
+            T *yr = y + r * C;                                                                                 \
+            T m = -INFINITY, s = 0; /* pass 1: the row max */                                                  \
+            for (int64_t j = 0; j < C; j++) m = xr[j] > m ? xr[j] : m;                                         \
+            for (int64_t j = 0; j < C; j++) { /* pass 2: shifted exponentials and their sum */                 \
+                T e = EXP(xr[j] - m);                                                                          \
+                s += e;                                                                                        \
+                if (!log_out) yr[j] = e;                                                                       \
+            }                                                                                                  \
+            if (log_out) { /* pass 3: normalize */                                                             \
+                T ls = m + LOG(s);                                                                             \
+                for (int64_t j = 0; j < C; j++) yr[j] = xr[j] - ls;                                            \
+            } else {                                                                                           \
+                T inv = 1 / s;                                                                                 \
+                for (int64_t j = 0; j < C; j++) yr[j] *= inv;                                                  \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+SOFTMAX_ROWS_(float, expf, logf)
+SOFTMAX_ROWS_(double, exp, log)
+
+static void softmax_rows_f32(const float *x, float *y, int64_t R, int64_t C, bool log_out) {
+    if (!cpu_has_avx2()) {
+        softmax_rows_float(x, y, R, C, log_out);
+        return;
+    }
+    /* outputs far larger than the cache bypass it, each thread staging its row in a scratch buffer */
+    bool stream = R * C * (int64_t)sizeof(float) >= CPU_STREAM_BYTES && x != y;
+    int nt = cpu_threads_for(R, C * 8);
+#pragma omp parallel num_threads(nt)
+    {
+        float *scratch = stream ? cpu_nn_workspace((size_t)C * sizeof(float)) : NULL; /* NULL: plain stores */
+#pragma omp for
+        for (int64_t r = 0; r < R; r++) cpu_softmax_row_f32_avx2(x + r * C, y + r * C, C, log_out, scratch);
+        if (scratch) cpu_rows_stream_fence();
+    }
+}
+
+static td_status softmax_run(const td_op *op, bool log_out) {
+    const td_operand *x = &op->in[0], *y = &op->out[0];
+    int64_t n = td_operand_numel(x), C = x->ndim ? x->shape[x->ndim - 1] : 1;
+    if (n == 0) return TD_OK;
+    int64_t R = n / C;
+    switch (x->dtype) {
+    case TD_F32: softmax_rows_f32(cpu_ptr(x), cpu_ptr(y), R, C, log_out); return TD_OK;
+    case TD_F64: softmax_rows_double(cpu_ptr(x), cpu_ptr(y), R, C, log_out); return TD_OK;
+    default: break;
+    }
+    float *fx = cpu_nn_to_f32(x);
+    if (!fx) return td_last_status();
+    softmax_rows_f32(fx, fx, R, C, log_out); /* in place: each row reads x before writing y */
+    cpu_nn_from_f32(y, fx);
+    free(fx);
+    return TD_OK;
+}
+
+td_status cpu_op_SOFTMAX(const td_op *op) { return softmax_run(op, false); }
+td_status cpu_op_LOG_SOFTMAX(const td_op *op) { return softmax_run(op, true); }
+
+/*
+** SOFTMAX_BACKWARD and LOG_SOFTMAX_BACKWARD over the last dim: in = (dy, y),
+** out = dx, all (R, C) contiguous (R = product of the leading dims), y the
+** forward op's output:
+**   softmax:     dx[r,j] = y[r,j] (dy[r,j] - s_r),       s_r = sum_j dy[r,j] y[r,j]
+**   log_softmax: dx[r,j] = dy[r,j] - exp(y[r,j]) s_r,    s_r = sum_j dy[r,j]
+** Rows run in parallel, each in two passes (the sum, then dx) while the row
+** sits in cache. f32 rows use the AVX2 kernel of x86/rows_avx2.c when the CPU
+** has it; f16/bf16 run through f32 copies.
+*/
+
+#define SOFTMAX_BW_ROWS_(T, EXP)                                                                                       \
+    static void softmax_bw_rows_##T(const T *dy, const T *y, T *dx, int64_t R, int64_t C, bool log_out) {              \
+        int nt = cpu_threads_for(R, C * 4);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                  \
+            const T *g = dy + r * C, *v = y + r * C;                                                                   \
+            T *o = dx + r * C;                                                                                         \
+            double s = 0;                                                                                              \
+            for (int64_t j = 0; j < C; j++) s += log_out ? (double)g[j] : (double)g[j] * v[j];                         \
+            T st = (T)s;                                                                                               \
+            for (int64_t j = 0; j < C; j++) o[j] = log_out ? g[j] - EXP(v[j]) * st : v[j] * (g[j] - st);               \
+        }                                                                                                              \
+    }
+SOFTMAX_BW_ROWS_(float, expf)
+SOFTMAX_BW_ROWS_(double, exp)
+
+static void softmax_bw_rows_f32(const float *dy, const float *y, float *dx, int64_t R, int64_t C, bool log_out) {
+    if (!cpu_has_avx2()) {
+        softmax_bw_rows_float(dy, y, dx, R, C, log_out);
+        return;
+    }
+    /* outputs far larger than the cache bypass it (no read of dx's lines before writing them) */
+    bool stream = R * C * (int64_t)sizeof(float) >= CPU_STREAM_BYTES && dx != dy;
+    int nt = cpu_threads_for(R, C * 4);
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for
+        for (int64_t r = 0; r < R; r++)
+            cpu_softmax_backward_row_f32_avx2(dy + r * C, y + r * C, dx + r * C, C, log_out, stream);
+        if (stream) cpu_rows_stream_fence();
+    }
+}
+
+static td_status softmax_backward_run(const td_op *op, bool log_out) {
+    const td_operand *dy = &op->in[0], *y = &op->in[1], *dx = &op->out[0];
+    int64_t n = td_operand_numel(dy), C = dy->ndim ? dy->shape[dy->ndim - 1] : 1;
+    if (n == 0) return TD_OK;
+    int64_t R = n / C;
+    switch (dy->dtype) {
+    case TD_F32: softmax_bw_rows_f32(cpu_ptr(dy), cpu_ptr(y), cpu_ptr(dx), R, C, log_out); return TD_OK;
+    case TD_F64: softmax_bw_rows_double(cpu_ptr(dy), cpu_ptr(y), cpu_ptr(dx), R, C, log_out); return TD_OK;
+    default: break;
+    }
+    float *fg = cpu_nn_to_f32(dy), *fy = fg ? cpu_nn_to_f32(y) : NULL;
+    if (!fy) {
+        free(fg);
+        return td_last_status();
+    }
+    softmax_bw_rows_f32(fg, fy, fg, R, C, log_out); /* in place: each element of dy is read before dx overwrites it */
+    cpu_nn_from_f32(dx, fg);
+    free(fg);
+    free(fy);
+    return TD_OK;
+}
+
+td_status cpu_op_SOFTMAX_BACKWARD(const td_op *op) { return softmax_backward_run(op, false); }
+td_status cpu_op_LOG_SOFTMAX_BACKWARD(const td_op *op) { return softmax_backward_run(op, true); }
+
+/*
 ** CROSS_ENTROPY and its fused backward (PyTorch's F.cross_entropy with class
 ** index targets, weight, ignore_index and label_smoothing).
 **   logits is (N, C) contiguous, target (N) int64, w (C) or absent (all 1);
@@ -15,10 +166,6 @@
 ** or for f32 the AVX2 kernels of x86/rows_avx2.c (the backward pass stores
 ** the exponentials into dlogits and scales them there, fused).
 */
-#include <stdlib.h>
-
-#include "cpu_nn.h"
-#include "cpu_rows.h"
 
 /* TD_ERR_INDEX for the first target outside [0, C) that is not ignore_index. */
 static td_status check_targets(const int64_t *target, int64_t N, int64_t C, int64_t ignore_index) {
@@ -140,7 +287,7 @@ static void xent_args_free(xent_args *a) {
     for (int i = 0; i < 3; i++) free(a->owned[i]);
 }
 
-td_status td_cpu_CROSS_ENTROPY(const td_op *op) {
+td_status cpu_op_CROSS_ENTROPY(const td_op *op) {
     const td_operand *x = &op->in[0], *tg = &op->in[1], *out = &op->out[0];
     int64_t N = td_operand_numel(tg), C = x->shape[x->ndim - 1], ig = op->p.xent.ignore_index;
     int red = op->p.xent.reduction;
@@ -171,7 +318,7 @@ td_status td_cpu_CROSS_ENTROPY(const td_op *op) {
     return st;
 }
 
-td_status td_cpu_CROSS_ENTROPY_BACKWARD(const td_op *op) {
+td_status cpu_op_CROSS_ENTROPY_BACKWARD(const td_op *op) {
     const td_operand *x = &op->in[1], *tg = &op->in[2], *dx = &op->out[0];
     int64_t N = td_operand_numel(tg), C = x->shape[x->ndim - 1], ig = op->p.xent.ignore_index;
     int red = op->p.xent.reduction;

@@ -251,7 +251,7 @@ static void attn_from_f32(const float *f, const td_operand *x) {
 }
 
 /* in = (q, k, v, mask?), out = (out, lse) */
-td_status td_cpu_ATTENTION(const td_op *op) {
+td_status cpu_op_ATTENTION(const td_op *op) {
     attn_geom g = attn_geom_of(op);
     td_dtype dt = op->in[0].dtype;
     bool ok = true;
@@ -275,7 +275,7 @@ td_status td_cpu_ATTENTION(const td_op *op) {
 }
 
 /* in = (dout, q, k, v, mask?, out, lse), out = (dq, dk, dv) */
-td_status td_cpu_ATTENTION_BACKWARD(const td_op *op) {
+td_status cpu_op_ATTENTION_BACKWARD(const td_op *op) {
     attn_geom g = attn_geom_of(op);
     td_dtype dt = op->in[0].dtype;
     const td_operand *in = op->in, *o = op->out;

@@ -50,7 +50,7 @@ static inline uint16_t unit_bf16(float u) {
 }
 
 /* out[i] = u_i; one Philox call per counter c covers elements 4c .. 4c+3. */
-td_status td_cpu_RAND(const td_op *op) {
+td_status cpu_op_RAND(const td_op *op) {
     const td_operand *out = &op->out[0];
     int64_t n = td_operand_numel(out), nc = (n + 3) / 4;
     uint64_t seed = op->p.rng.seed, offset = op->p.rng.offset;
@@ -78,7 +78,7 @@ td_status td_cpu_RAND(const td_op *op) {
 
 /* Box-Muller: words (2j, 2j+1) -> elements (2j, 2j+1); a counter holds pairs
 ** (w0, w1) and (w2, w3). */
-td_status td_cpu_RANDN(const td_op *op) {
+td_status cpu_op_RANDN(const td_op *op) {
     const td_operand *out = &op->out[0];
     int64_t n = td_operand_numel(out), nc = (n + 3) / 4;
     uint64_t seed = op->p.rng.seed, offset = op->p.rng.offset;
@@ -112,7 +112,7 @@ td_status td_cpu_RANDN(const td_op *op) {
 }
 
 /* in = (x), out = y, both contiguous [n]: y[i] = keep_i ? x[i] * scale : 0. */
-td_status td_cpu_DROPOUT(const td_op *op) {
+td_status cpu_op_DROPOUT(const td_op *op) {
     const td_operand *x = &op->in[0], *out = &op->out[0];
     int64_t n = td_operand_numel(out), nc = (n + 3) / 4;
     uint64_t seed = op->p.rng.seed, offset = op->p.rng.offset;
