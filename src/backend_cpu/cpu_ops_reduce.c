@@ -284,8 +284,7 @@ static td_status reduce(const td_op *op) {
     td_operand red = {.ndim = 0};
     for (int d = 0; d < in->ndim; d++) {
         td_operand *v = (op->p.reduce.dims >> d & 1) ? &red : &pl.kept;
-        v->shape[v->ndim] = in->shape[d];
-        v->strides[v->ndim++] = in->strides[d];
+        td_dim_fold(v->shape, v->strides, &v->ndim, in->shape[d], in->strides[d]);
     }
     int64_t M = td_operand_numel(&pl.kept);
     pl.K = td_operand_numel(&red);
