@@ -177,22 +177,22 @@ td_status cpu_op_GELU_BACKWARD(const td_op *op) { return cpu_elementwise(op, gel
 */
 
 /* o[i] = EXPR with x = a[i], y = b[i] loaded as C */
-#define BIN_LOOP_(C, LD, ST, EXPR)                                                                                         \
+#define BIN_LOOP_(C, LD, ST, EXPR)                                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                                                  \
         C x = LD(a[i * sa]), y = LD(b[i * sb]);                                                                        \
         o[i * so] = ST(EXPR);                                                                                          \
     }
 
-#define BIN_FLOAT_ROW_(NAME, T, C, LD, ST, POW)                                                                            \
+#define BIN_FLOAT_ROW_(NAME, T, C, LD, ST, POW)                                                                        \
     static void NAME(td_op_kind k, int64_t n, T *o, int64_t so, const T *a, int64_t sa, const T *b, int64_t sb) {      \
         switch (k) {                                                                                                   \
-        case TD_OP_ADD: BIN_LOOP_(C, LD, ST, x + y); break;                                                                \
-        case TD_OP_SUB: BIN_LOOP_(C, LD, ST, x - y); break;                                                                \
-        case TD_OP_MUL: BIN_LOOP_(C, LD, ST, x *y); break;                                                                 \
-        case TD_OP_DIV: BIN_LOOP_(C, LD, ST, x / y); break;                                                                \
-        case TD_OP_POW: BIN_LOOP_(C, LD, ST, POW(x, y)); break;                                                            \
-        case TD_OP_MAXIMUM: BIN_LOOP_(C, LD, ST, x != x || x > y ? x : y); break;                                          \
-        case TD_OP_MINIMUM: BIN_LOOP_(C, LD, ST, x != x || x < y ? x : y); break;                                          \
+        case TD_OP_ADD: BIN_LOOP_(C, LD, ST, x + y); break;                                                            \
+        case TD_OP_SUB: BIN_LOOP_(C, LD, ST, x - y); break;                                                            \
+        case TD_OP_MUL: BIN_LOOP_(C, LD, ST, x *y); break;                                                             \
+        case TD_OP_DIV: BIN_LOOP_(C, LD, ST, x / y); break;                                                            \
+        case TD_OP_POW: BIN_LOOP_(C, LD, ST, POW(x, y)); break;                                                        \
+        case TD_OP_MAXIMUM: BIN_LOOP_(C, LD, ST, x != x || x > y ? x : y); break;                                      \
+        case TD_OP_MINIMUM: BIN_LOOP_(C, LD, ST, x != x || x < y ? x : y); break;                                      \
         default: break;                                                                                                \
         }                                                                                                              \
     }
@@ -202,14 +202,14 @@ BIN_FLOAT_ROW_(bin_row_f16, uint16_t, float, F16_IN_, F16_OUT_, powf)
 BIN_FLOAT_ROW_(bin_row_bf16, uint16_t, float, BF16_IN_, BF16_OUT_, powf)
 
 /* integers: add/sub/mul in uint64_t, so overflow wraps instead of being undefined */
-#define BIN_INT_ROW_(NAME, T)                                                                                              \
+#define BIN_INT_ROW_(NAME, T)                                                                                          \
     static void NAME(td_op_kind k, int64_t n, T *o, int64_t so, const T *a, int64_t sa, const T *b, int64_t sb) {      \
         switch (k) {                                                                                                   \
-        case TD_OP_ADD: BIN_LOOP_(uint64_t, (uint64_t), (T), x + y); break;                                                \
-        case TD_OP_SUB: BIN_LOOP_(uint64_t, (uint64_t), (T), x - y); break;                                                \
-        case TD_OP_MUL: BIN_LOOP_(uint64_t, (uint64_t), (T), x *y); break;                                                 \
-        case TD_OP_MAXIMUM: BIN_LOOP_(T, ID_, ID_, x > y ? x : y); break;                                                  \
-        case TD_OP_MINIMUM: BIN_LOOP_(T, ID_, ID_, x < y ? x : y); break;                                                  \
+        case TD_OP_ADD: BIN_LOOP_(uint64_t, (uint64_t), (T), x + y); break;                                            \
+        case TD_OP_SUB: BIN_LOOP_(uint64_t, (uint64_t), (T), x - y); break;                                            \
+        case TD_OP_MUL: BIN_LOOP_(uint64_t, (uint64_t), (T), x *y); break;                                             \
+        case TD_OP_MAXIMUM: BIN_LOOP_(T, ID_, ID_, x > y ? x : y); break;                                              \
+        case TD_OP_MINIMUM: BIN_LOOP_(T, ID_, ID_, x < y ? x : y); break;                                              \
         default: break;                                                                                                \
         }                                                                                                              \
     }

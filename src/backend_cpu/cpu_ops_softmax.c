@@ -18,27 +18,27 @@
 ** the CPU has it (one read of x from memory, exp() to 1.26 ulp).
 */
 
-#define SOFTMAX_ROWS_(T, EXP, LOG)                                                                             \
-    static void softmax_rows_##T(const T *x, T *y, int64_t R, int64_t C, bool log_out) {                       \
-        int nt = cpu_threads_for(R, C * 8);                                                                    \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                         \
-            const T *xr = x + r * C;                                                                           \
-            T *yr = y + r * C;                                                                                 \
-            T m = -INFINITY, s = 0; /* pass 1: the row max */                                                  \
-            for (int64_t j = 0; j < C; j++) m = xr[j] > m ? xr[j] : m;                                         \
-            for (int64_t j = 0; j < C; j++) { /* pass 2: shifted exponentials and their sum */                 \
-                T e = EXP(xr[j] - m);                                                                          \
-                s += e;                                                                                        \
-                if (!log_out) yr[j] = e;                                                                       \
-            }                                                                                                  \
-            if (log_out) { /* pass 3: normalize */                                                             \
-                T ls = m + LOG(s);                                                                             \
-                for (int64_t j = 0; j < C; j++) yr[j] = xr[j] - ls;                                            \
-            } else {                                                                                           \
-                T inv = 1 / s;                                                                                 \
-                for (int64_t j = 0; j < C; j++) yr[j] *= inv;                                                  \
-            }                                                                                                  \
-        }                                                                                                      \
+#define SOFTMAX_ROWS_(T, EXP, LOG)                                                                                     \
+    static void softmax_rows_##T(const T *x, T *y, int64_t R, int64_t C, bool log_out) {                               \
+        int nt = cpu_threads_for(R, C * 8);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                  \
+            const T *xr = x + r * C;                                                                                   \
+            T *yr = y + r * C;                                                                                         \
+            T m = -INFINITY, s = 0; /* pass 1: the row max */                                                          \
+            for (int64_t j = 0; j < C; j++) m = xr[j] > m ? xr[j] : m;                                                 \
+            for (int64_t j = 0; j < C; j++) { /* pass 2: shifted exponentials and their sum */                         \
+                T e = EXP(xr[j] - m);                                                                                  \
+                s += e;                                                                                                \
+                if (!log_out) yr[j] = e;                                                                               \
+            }                                                                                                          \
+            if (log_out) { /* pass 3: normalize */                                                                     \
+                T ls = m + LOG(s);                                                                                     \
+                for (int64_t j = 0; j < C; j++) yr[j] = xr[j] - ls;                                                    \
+            } else {                                                                                                   \
+                T inv = 1 / s;                                                                                         \
+                for (int64_t j = 0; j < C; j++) yr[j] *= inv;                                                          \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 SOFTMAX_ROWS_(float, expf, logf)
 SOFTMAX_ROWS_(double, exp, log)
@@ -177,8 +177,8 @@ static td_status check_targets(const int64_t *target, int64_t N, int64_t C, int6
 }
 
 /* sum over non-ignored samples of w[t] (their count without weights) */
-static double target_weight_sum(const int64_t *target, int64_t N, int64_t ignore_index, double (*wt)(const void *, int64_t),
-                                const void *w) {
+static double target_weight_sum(const int64_t *target, int64_t N, int64_t ignore_index,
+                                double (*wt)(const void *, int64_t), const void *w) {
     double s = 0;
     for (int64_t n = 0; n < N; n++)
         if (target[n] != ignore_index) s += w ? wt(w, target[n]) : 1;
@@ -188,20 +188,20 @@ static double weight_f32(const void *w, int64_t i) { return ((const float *)w)[i
 static double weight_f64(const void *w, int64_t i) { return ((const double *)w)[i]; }
 
 /* max_c x[c]; sum_c exp(x[c] - m), storing the terms into e[c] unless e is NULL */
-#define ROW_EXP_(T, EXP)                                                                                       \
-    static T row_max_##T(const T *x, int64_t C) {                                                              \
-        T m = -INFINITY;                                                                                       \
-        for (int64_t c = 0; c < C; c++) m = x[c] > m ? x[c] : m;                                               \
-        return m;                                                                                              \
-    }                                                                                                          \
-    static T row_sum_exp_##T(const T *x, int64_t C, T m, T *e) {                                               \
-        T s = 0;                                                                                               \
-        for (int64_t c = 0; c < C; c++) {                                                                      \
-            T v = EXP(x[c] - m);                                                                               \
-            s += v;                                                                                            \
-            if (e) e[c] = v;                                                                                   \
-        }                                                                                                      \
-        return s;                                                                                              \
+#define ROW_EXP_(T, EXP)                                                                                               \
+    static T row_max_##T(const T *x, int64_t C) {                                                                      \
+        T m = -INFINITY;                                                                                               \
+        for (int64_t c = 0; c < C; c++) m = x[c] > m ? x[c] : m;                                                       \
+        return m;                                                                                                      \
+    }                                                                                                                  \
+    static T row_sum_exp_##T(const T *x, int64_t C, T m, T *e) {                                                       \
+        T s = 0;                                                                                                       \
+        for (int64_t c = 0; c < C; c++) {                                                                              \
+            T v = EXP(x[c] - m);                                                                                       \
+            s += v;                                                                                                    \
+            if (e) e[c] = v;                                                                                           \
+        }                                                                                                              \
+        return s;                                                                                                      \
     }
 ROW_EXP_(float, expf)
 ROW_EXP_(double, exp)
@@ -215,45 +215,45 @@ static float row_sum_exp_f32(const float *x, int64_t C, float m, float *e) {
 #define row_max_f64     row_max_double
 #define row_sum_exp_f64 row_sum_exp_double
 
-#define XENT_(T, SFX, LOG)                                                                                     \
-    /* per-sample losses into loss[N] (double, for a deterministic serial reduction) */                        \
-    static void xent_forward_##T(const T *x, const int64_t *target, const T *w, double *loss, int64_t N,       \
-                                 int64_t C, int64_t ignore_index, double eps) {                                \
-        int nt = cpu_threads_for(N, C * 8);                                                                    \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t n = 0; n < N; n++) {                         \
-            const T *xr = x + n * C;                                                                           \
-            int64_t t = target[n];                                                                             \
-            if (t == ignore_index) {                                                                           \
-                loss[n] = 0;                                                                                   \
-                continue;                                                                                      \
-            }                                                                                                  \
-            T m = row_max_##SFX(xr, C), smooth = 0; /* log_softmax: logp[c] = x[c] - lse */                   \
-            T lse = m + LOG(row_sum_exp_##SFX(xr, C, m, NULL));                                                \
-            if (eps != 0)                                                                                      \
-                for (int64_t c = 0; c < C; c++) smooth += (w ? w[c] : 1) * (lse - xr[c]);                      \
-            loss[n] = (1 - eps) * (double)(w ? w[t] : 1) * (double)(lse - xr[t]) + eps / (double)C * smooth;   \
-        }                                                                                                      \
-    }                                                                                                          \
-    static void xent_backward_##T(const T *x, const int64_t *target, const T *w, const T *dloss, bool per_sample, \
-                                  double scale, T *dx, int64_t N, int64_t C, int64_t ignore_index, double eps) {  \
-        double W = 0;                                                                                          \
-        for (int64_t c = 0; c < C; c++) W += w ? w[c] : 1;                                                     \
-        int nt = cpu_threads_for(N, C * 8);                                                                    \
-        _Pragma("omp parallel for num_threads(nt)") for (int64_t n = 0; n < N; n++) {                         \
-            const T *xr = x + n * C;                                                                           \
-            T *dr = dx + n * C;                                                                                \
-            int64_t t = target[n];                                                                             \
-            if (t == ignore_index) {                                                                           \
-                for (int64_t c = 0; c < C; c++) dr[c] = 0;                                                     \
-                continue;                                                                                      \
-            }                                                                                                  \
-            T g = (T)((double)dloss[per_sample ? n : 0] * scale), m = row_max_##SFX(xr, C);                     \
-            T s = row_sum_exp_##SFX(xr, C, m, dr); /* dr[c] = exp(x[c] - m) */                                \
-            T wt = (T)((1 - eps) * (double)(w ? w[t] : 1)), pcoef = (T)(wt + eps / (double)C * W) / s;         \
-            T sm = (T)(eps / (double)C);                                                                       \
-            for (int64_t c = 0; c < C; c++) dr[c] = g * (dr[c] * pcoef - sm * (w ? w[c] : 1));                 \
-            dr[t] -= g * wt;                                                                                   \
-        }                                                                                                      \
+#define XENT_(T, SFX, LOG)                                                                                             \
+    /* per-sample losses into loss[N] (double, for a deterministic serial reduction) */                                \
+    static void xent_forward_##T(const T *x, const int64_t *target, const T *w, double *loss, int64_t N, int64_t C,    \
+                                 int64_t ignore_index, double eps) {                                                   \
+        int nt = cpu_threads_for(N, C * 8);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t n = 0; n < N; n++) {                                  \
+            const T *xr = x + n * C;                                                                                   \
+            int64_t t = target[n];                                                                                     \
+            if (t == ignore_index) {                                                                                   \
+                loss[n] = 0;                                                                                           \
+                continue;                                                                                              \
+            }                                                                                                          \
+            T m = row_max_##SFX(xr, C), smooth = 0; /* log_softmax: logp[c] = x[c] - lse */                            \
+            T lse = m + LOG(row_sum_exp_##SFX(xr, C, m, NULL));                                                        \
+            if (eps != 0)                                                                                              \
+                for (int64_t c = 0; c < C; c++) smooth += (w ? w[c] : 1) * (lse - xr[c]);                              \
+            loss[n] = (1 - eps) * (double)(w ? w[t] : 1) * (double)(lse - xr[t]) + eps / (double)C * smooth;           \
+        }                                                                                                              \
+    }                                                                                                                  \
+    static void xent_backward_##T(const T *x, const int64_t *target, const T *w, const T *dloss, bool per_sample,      \
+                                  double scale, T *dx, int64_t N, int64_t C, int64_t ignore_index, double eps) {       \
+        double W = 0;                                                                                                  \
+        for (int64_t c = 0; c < C; c++) W += w ? w[c] : 1;                                                             \
+        int nt = cpu_threads_for(N, C * 8);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t n = 0; n < N; n++) {                                  \
+            const T *xr = x + n * C;                                                                                   \
+            T *dr = dx + n * C;                                                                                        \
+            int64_t t = target[n];                                                                                     \
+            if (t == ignore_index) {                                                                                   \
+                for (int64_t c = 0; c < C; c++) dr[c] = 0;                                                             \
+                continue;                                                                                              \
+            }                                                                                                          \
+            T g = (T)((double)dloss[per_sample ? n : 0] * scale), m = row_max_##SFX(xr, C);                            \
+            T s = row_sum_exp_##SFX(xr, C, m, dr); /* dr[c] = exp(x[c] - m) */                                         \
+            T wt = (T)((1 - eps) * (double)(w ? w[t] : 1)), pcoef = (T)(wt + eps / (double)C * W) / s;                 \
+            T sm = (T)(eps / (double)C);                                                                               \
+            for (int64_t c = 0; c < C; c++) dr[c] = g * (dr[c] * pcoef - sm * (w ? w[c] : 1));                         \
+            dr[t] -= g * wt;                                                                                           \
+        }                                                                                                              \
     }
 XENT_(float, f32, logf)
 XENT_(double, f64, log)
@@ -301,8 +301,10 @@ td_status cpu_op_CROSS_ENTROPY(const td_op *op) {
     st = xent_args_get(op, 0, 2, -1, &a);
     if (st == TD_OK) {
         bool f64 = x->dtype == TD_F64;
-        if (f64) xent_forward_double(a.x, target, a.w, loss, N, C, ig, eps);
-        else xent_forward_float(a.x, target, a.w, loss, N, C, ig, eps);
+        if (f64)
+            xent_forward_double(a.x, target, a.w, loss, N, C, ig, eps);
+        else
+            xent_forward_float(a.x, target, a.w, loss, N, C, ig, eps);
         void *dst = cpu_ptr(out);
         if (red == TD_REDUCTION_NONE) {
             for (int64_t n = 0; n < N; n++) cpu_store(dst, n, out->dtype, loss[n]);
@@ -329,16 +331,16 @@ td_status cpu_op_CROSS_ENTROPY_BACKWARD(const td_op *op) {
     st = xent_args_get(op, 1, 3, 0, &a);
     if (st == TD_OK) {
         bool f64 = x->dtype == TD_F64;
-        double scale = red == TD_REDUCTION_MEAN
-                           ? 1 / target_weight_sum(target, N, ig, f64 ? weight_f64 : weight_f32, a.w)
-                           : 1;
+        double scale =
+            red == TD_REDUCTION_MEAN ? 1 / target_weight_sum(target, N, ig, f64 ? weight_f64 : weight_f32, a.w) : 1;
         bool per_sample = red == TD_REDUCTION_NONE;
         if (f64) {
             xent_backward_double(a.x, target, a.w, a.dloss, per_sample, scale, cpu_ptr(dx), N, C, ig,
                                  op->p.xent.label_smoothing);
         } else {
             float *out = a.wide ? malloc((size_t)(N * C > 0 ? N * C : 1) * sizeof(float)) : cpu_ptr(dx);
-            if (!out) st = cpu_nn_oom("cross_entropy_backward", (size_t)(N * C) * sizeof(float));
+            if (!out)
+                st = cpu_nn_oom("cross_entropy_backward", (size_t)(N * C) * sizeof(float));
             else {
                 xent_backward_float(a.x, target, a.w, a.dloss, per_sample, scale, out, N, C, ig,
                                     op->p.xent.label_smoothing);

@@ -22,17 +22,16 @@ struct td_alloc_cache {
     td_alloc_cache_config cfg;
     int min_log2;
     pthread_mutex_t lock;
-    tag_lists *tags;      /* one per tag seen, the most recently added first */
-    size_t cached;        /* bytes waiting in free lists */
+    tag_lists *tags;       /* one per tag seen, the most recently added first */
+    size_t cached;         /* bytes waiting in free lists */
     td_memory_stats stats; /* allocated counts capacities; reserved = allocated + cached */
 };
 
 td_status td_alloc_cache_new(const td_alloc_cache_config *cfg, td_alloc_cache **out) {
     if (!out) return td_error_set(TD_ERR_MISUSE, "td_alloc_cache_new: out is NULL");
     *out = NULL;
-    if (!cfg || !cfg->raw_alloc || !cfg->raw_free || cfg->header_size < sizeof(td_alloc_block) ||
-        cfg->classes < 1 || cfg->classes > MAX_CLASSES || !cfg->align ||
-        !cfg->min_block || (cfg->min_block & (cfg->min_block - 1)))
+    if (!cfg || !cfg->raw_alloc || !cfg->raw_free || cfg->header_size < sizeof(td_alloc_block) || cfg->classes < 1 ||
+        cfg->classes > MAX_CLASSES || !cfg->align || !cfg->min_block || (cfg->min_block & (cfg->min_block - 1)))
         return td_error_set(TD_ERR_MISUSE, "td_alloc_cache_new: a NULL or inconsistent configuration");
     td_alloc_cache *c = calloc(1, sizeof *c);
     if (!c) return td_error_set(TD_ERR_OOM, "td_alloc_cache_new: out of host memory");
