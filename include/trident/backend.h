@@ -299,8 +299,9 @@ static inline float td_philox_uniform(uint32_t w) { return (float)(w >> 8) * (1.
 ** one axis. The CPU backend uses both (src/backend_cpu/cpu_memory.c, cpu_ops_reduce.c). */
 
 /* One block of a td_alloc_cache: the header that begins each backend's buffer
-** struct (the cache allocates headers of td_alloc_cache_config.header_size
-** bytes, zeroed past this part). The backend reads ptr, size and capacity. */
+** struct. The cache allocates headers of td_alloc_cache_config.header_size
+** bytes, zeroed when new; a reused block keeps what the backend left past this
+** part. The backend reads ptr, size and capacity and writes none of them. */
 typedef struct td_alloc_block {
     void *ptr;                        /* the raw memory: capacity bytes */
     size_t size;                      /* bytes the current owner asked for */
@@ -333,8 +334,9 @@ typedef struct td_alloc_cache_config {
 ** backend's: a block freed with tag s is reused only by an allocation with tag
 ** s, so a backend whose work runs on queues can tag each queue (or a graph
 ** capture's pool) and keep reuse ordered after the work that used the block;
-** waiting for other queues (events) stays with the backend. Every call is
-** thread-safe (one mutex per cache). */
+** waiting for other queues (events) stays with the backend. Every call but
+** td_alloc_cache_destroy is thread-safe (one mutex per cache). A NULL cache is
+** accepted by td_alloc_cache_destroy only; a NULL block by _release only. */
 typedef struct td_alloc_cache td_alloc_cache;
 
 /* CONSTRUCTOR. A new, empty cache over cfg (copied).
@@ -359,6 +361,9 @@ TD_API void td_alloc_cache_release(td_alloc_cache *c, td_alloc_block *b, uintptr
 /* METHOD. Move every block cached with tag from into the free lists of tag to
 ** (a captured graph's pool returning to the eager cache). */
 TD_API void td_alloc_cache_retag(td_alloc_cache *c, uintptr_t from, uintptr_t to);
+/* METHOD. Turn cfg.oom_retry on or off from now on (off while a CUDA graph is
+** captured: giving memory back to the driver then would break the capture). */
+TD_API void td_alloc_cache_set_oom_retry(td_alloc_cache *c, bool on);
 /* METHOD. Give every cached block back to raw_free, whatever its tag. */
 TD_API void td_alloc_cache_empty(td_alloc_cache *c);
 /* METHOD. OUT: *out, the statistics: allocated and peak_allocated count
@@ -366,7 +371,7 @@ TD_API void td_alloc_cache_empty(td_alloc_cache *c);
 ** new peak window at the current allocation. */
 TD_API void td_alloc_cache_stats(td_alloc_cache *c, bool reset_peak, td_memory_stats *out);
 
-/* Dimension folding: append dim (size, st) to the list (shape, stride, *n), dropping a size-1 dim and
+/* METHOD. Dimension folding: append dim (size, st) to the list (shape, stride, *n), dropping a size-1 dim and
 ** merging into the last entry when that one steps over this dim exactly (stride[*n-1] == st * size),
 ** so a reduction or copy loops over as few, as long dims as the layout allows. Used dim by dim in
 ** row-major order, it keeps the row-major order of the elements. shape and stride hold TD_MAX_DIMS. */

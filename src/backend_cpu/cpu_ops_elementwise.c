@@ -21,6 +21,13 @@
 
 #define FNF_(name) name##f /* the float flavour of a libm function */
 #define FND_(name) name    /* the double flavour */
+/* ROW(P_<dtype>, T, C, LD, ST, F) for each float dtype: T stored, C computed in,
+** LD/ST the conversions between them, F(name) the libm flavour of C. */
+#define FLOAT_ROWS_(ROW, P)                                                                                            \
+    ROW(P##_f32, float, float, ID_, ID_, FNF_)                                                                         \
+    ROW(P##_f64, double, double, ID_, ID_, FND_)                                                                       \
+    ROW(P##_f16, uint16_t, float, F16_IN_, F16_OUT_, FNF_)                                                             \
+    ROW(P##_bf16, uint16_t, float, BF16_IN_, BF16_OUT_, FNF_)
 
 #define GELU_K       0.7978845608028654 /* sqrt(2/pi) */
 #define GELU_C       0.044715
@@ -66,10 +73,7 @@
         default: break;                                                                                                \
         }                                                                                                              \
     }
-FLOAT_ROW_(row_f32, float, float, ID_, ID_, FNF_)
-FLOAT_ROW_(row_f64, double, double, ID_, ID_, FND_)
-FLOAT_ROW_(row_f16, uint16_t, float, F16_IN_, F16_OUT_, FNF_)
-FLOAT_ROW_(row_bf16, uint16_t, float, BF16_IN_, BF16_OUT_, FNF_)
+FLOAT_ROWS_(FLOAT_ROW_, row)
 
 /* Integers: NEG wraps (in uint64_t); CLAMP bounds are whole numbers (the core
 ** promotes to float otherwise), applied as int64_t. */
@@ -143,10 +147,7 @@ td_status cpu_op_CLAMP(const td_op *op) { return cpu_elementwise(op, unary_row, 
             o[i * so] = ST(g * d);                                                                                     \
         }                                                                                                              \
     }
-GELU_BWD_ROW_(gelu_bwd_f32, float, float, ID_, ID_, FNF_)
-GELU_BWD_ROW_(gelu_bwd_f64, double, double, ID_, ID_, FND_)
-GELU_BWD_ROW_(gelu_bwd_f16, uint16_t, float, F16_IN_, F16_OUT_, FNF_)
-GELU_BWD_ROW_(gelu_bwd_bf16, uint16_t, float, BF16_IN_, BF16_OUT_, FNF_)
+FLOAT_ROWS_(GELU_BWD_ROW_, gelu_bwd)
 
 #define BWD_CALL_(fn, T) fn(tf, n, (T *)p[0], s[0], (const T *)p[1], s[1], (const T *)p[2], s[2])
 
@@ -183,23 +184,20 @@ td_status cpu_op_GELU_BACKWARD(const td_op *op) { return cpu_elementwise(op, gel
         o[i * so] = ST(EXPR);                                                                                          \
     }
 
-#define BIN_FLOAT_ROW_(NAME, T, C, LD, ST, POW)                                                                        \
+#define BIN_FLOAT_ROW_(NAME, T, C, LD, ST, F)                                                                          \
     static void NAME(td_op_kind k, int64_t n, T *o, int64_t so, const T *a, int64_t sa, const T *b, int64_t sb) {      \
         switch (k) {                                                                                                   \
         case TD_OP_ADD: BIN_LOOP_(C, LD, ST, x + y); break;                                                            \
         case TD_OP_SUB: BIN_LOOP_(C, LD, ST, x - y); break;                                                            \
         case TD_OP_MUL: BIN_LOOP_(C, LD, ST, x *y); break;                                                             \
         case TD_OP_DIV: BIN_LOOP_(C, LD, ST, x / y); break;                                                            \
-        case TD_OP_POW: BIN_LOOP_(C, LD, ST, POW(x, y)); break;                                                        \
+        case TD_OP_POW: BIN_LOOP_(C, LD, ST, F(pow)(x, y)); break;                                                     \
         case TD_OP_MAXIMUM: BIN_LOOP_(C, LD, ST, x != x || x > y ? x : y); break;                                      \
         case TD_OP_MINIMUM: BIN_LOOP_(C, LD, ST, x != x || x < y ? x : y); break;                                      \
         default: break;                                                                                                \
         }                                                                                                              \
     }
-BIN_FLOAT_ROW_(bin_row_f32, float, float, ID_, ID_, powf)
-BIN_FLOAT_ROW_(bin_row_f64, double, double, ID_, ID_, pow)
-BIN_FLOAT_ROW_(bin_row_f16, uint16_t, float, F16_IN_, F16_OUT_, powf)
-BIN_FLOAT_ROW_(bin_row_bf16, uint16_t, float, BF16_IN_, BF16_OUT_, powf)
+FLOAT_ROWS_(BIN_FLOAT_ROW_, bin_row)
 
 /* integers: add/sub/mul in uint64_t, so overflow wraps instead of being undefined */
 #define BIN_INT_ROW_(NAME, T)                                                                                          \

@@ -180,6 +180,12 @@ void td_alloc_cache_retag(td_alloc_cache *c, uintptr_t from, uintptr_t to) {
     pthread_mutex_unlock(&c->lock);
 }
 
+void td_alloc_cache_set_oom_retry(td_alloc_cache *c, bool on) {
+    pthread_mutex_lock(&c->lock);
+    c->cfg.oom_retry = on;
+    pthread_mutex_unlock(&c->lock);
+}
+
 void td_alloc_cache_empty(td_alloc_cache *c) {
     pthread_mutex_lock(&c->lock);
     empty_locked(c);
