@@ -2,7 +2,6 @@
 ** The CPU backend's elementwise ops: unary math and activations (with CLAMP and GELU_BACKWARD),
 ** binary arithmetic, comparisons and WHERE. The tiled driver is cpu_ew.c.
 */
-
 #include "cpu_ew.h"
 #include "cpu_rows.h"
 

@@ -1,7 +1,6 @@
 /*
 ** The CPU backend's fill ops: FILL, ARANGE and COPY (the strided copy with dtype conversion).
 */
-
 #include "cpu.h"
 #include "cpu_ew.h"
 
