@@ -333,6 +333,100 @@ TD_API bool td_kernel_cache_get(td_kernel_cache *c, uint64_t key, void **data, s
 ** only leaves no file). TD_ERR_MISUSE for NULL c or data, TD_ERR_OOM. Thread safe. */
 TD_API td_status td_kernel_cache_put(td_kernel_cache *c, uint64_t key, const void *data, size_t size);
 
+/* ---- Shared services for backends (exported by the core) ----
+** Pieces that every backend would otherwise write again: a caching allocator
+** over the backend's raw alloc/free, and the folding of a tensor's dims around
+** one axis. The CPU backend uses both (src/backend_cpu/cpu_memory.c, cpu_ops_reduce.c). */
+
+/* One block of a td_alloc_cache: the header that begins each backend's buffer
+** struct. The cache allocates headers of td_alloc_cache_config.header_size
+** bytes, zeroed when new; a reused block keeps what the backend left past this
+** part. The backend reads ptr, size and capacity and writes none of them. */
+typedef struct td_alloc_block {
+    void *ptr;                        /* the raw memory: capacity bytes */
+    size_t size;                      /* bytes the current owner asked for */
+    size_t capacity;                  /* bytes of the raw allocation (its size class) */
+    int size_class;                   /* free list it returns to; -1: given back to raw_free at once */
+    uintptr_t stream;                 /* tag of the free list it waits in while cached */
+    struct td_alloc_block *next_free; /* free-list link while cached */
+} td_alloc_block;
+
+/* How a td_alloc_cache sizes and gets its memory. */
+typedef struct td_alloc_cache_config {
+    size_t header_size; /* bytes of the backend's buffer struct, which begins with a td_alloc_block */
+    size_t min_block;   /* a power of two: requests up to it share class 0; above it, 4 classes per power of two */
+    int classes;        /* number of size classes, at most 256 */
+    size_t align;       /* an uncached block's capacity rounds up to a multiple of this */
+    /* above the last class: 0 leaves blocks uncached; else they share the last class, their
+    ** capacity rounded up to a multiple of large_round, reused by the first one large enough */
+    size_t large_round;
+    size_t cache_limit; /* most bytes kept in free lists (a free beyond it goes to raw_free); 0: no limit */
+    bool disabled;      /* cache nothing (under AddressSanitizer, which must see every free) */
+    bool oom_retry;     /* when raw_alloc fails, empty the cache and try once more (counted in oom_retries) */
+    void *(*raw_alloc)(void *ctx, size_t bytes); /* bytes > 0; NULL when out of memory */
+    void (*raw_free)(void *ctx, void *ptr);      /* ptr from raw_alloc */
+    void *ctx;                                   /* passed to raw_alloc and raw_free */
+} td_alloc_cache_config;
+
+/* A size-class caching allocator (opaque). Freed blocks wait in a free list of
+** their size class and stream tag for reuse, so a loop that allocates the same
+** shapes every step stops paying for the driver's allocation. The tag is the
+** backend's: a block freed with tag s is reused only by an allocation with tag
+** s, so a backend whose work runs on queues can tag each queue (or a graph
+** capture's pool) and keep reuse ordered after the work that used the block;
+** waiting for other queues (events) stays with the backend. Every call but
+** td_alloc_cache_destroy is thread-safe (one mutex per cache). A NULL cache is
+** accepted by td_alloc_cache_destroy only; a NULL block by _release only. */
+typedef struct td_alloc_cache td_alloc_cache;
+
+/* CONSTRUCTOR. A new, empty cache over cfg (copied).
+** OUT: *out, +1 (free with td_alloc_cache_destroy), NULL on failure.
+** Returns TD_OK, TD_ERR_MISUSE (a NULL or inconsistent cfg), TD_ERR_OOM. */
+TD_API td_status td_alloc_cache_new(const td_alloc_cache_config *cfg, td_alloc_cache **out);
+/* DESTRUCTOR. Gives every cached block back (raw_free); blocks still held by
+** the backend are its own to free. NULL is a no-op. */
+TD_API void td_alloc_cache_destroy(td_alloc_cache *c);
+/* METHOD. A block of at least nbytes: one freed with tag stream, else a new one
+** from raw_alloc (after emptying the cache, with oom_retry). Counts it in the
+** stats. Returns the block (owned by the caller until td_alloc_cache_release),
+** or NULL when out of memory, with no error message set: the backend words it. */
+TD_API td_alloc_block *td_alloc_cache_alloc(td_alloc_cache *c, size_t nbytes, uintptr_t stream);
+/* METHOD. Like td_alloc_cache_alloc, but only a cached block freed with tag
+** stream, else NULL (nothing is allocated): for a backend that looks in
+** several free lists (a capture's pool, then the eager one) before allocating. */
+TD_API td_alloc_block *td_alloc_cache_reuse(td_alloc_cache *c, size_t nbytes, uintptr_t stream);
+/* METHOD. Return block b (NULL is a no-op) to the free list of its class and
+** tag stream, or to raw_free (uncached, disabled, or past cache_limit). */
+TD_API void td_alloc_cache_release(td_alloc_cache *c, td_alloc_block *b, uintptr_t stream);
+/* METHOD. Move every block cached with tag from into the free lists of tag to
+** (a captured graph's pool returning to the eager cache). */
+TD_API void td_alloc_cache_retag(td_alloc_cache *c, uintptr_t from, uintptr_t to);
+/* METHOD. Turn cfg.oom_retry on or off from now on (off while a CUDA graph is
+** captured: giving memory back to the driver then would break the capture). */
+TD_API void td_alloc_cache_set_oom_retry(td_alloc_cache *c, bool on);
+/* METHOD. Give every cached block back to raw_free, whatever its tag. */
+TD_API void td_alloc_cache_empty(td_alloc_cache *c);
+/* METHOD. OUT: *out, the statistics: allocated and peak_allocated count
+** capacities of blocks held, reserved adds the cached ones. reset_peak: start a
+** new peak window at the current allocation. */
+TD_API void td_alloc_cache_stats(td_alloc_cache *c, bool reset_peak, td_memory_stats *out);
+
+/* METHOD. Dimension folding: append dim (size, st) to the list (shape, stride, *n), dropping a size-1 dim and
+** merging into the last entry when that one steps over this dim exactly (stride[*n-1] == st * size),
+** so a reduction or copy loops over as few, as long dims as the layout allows. Used dim by dim in
+** row-major order, it keeps the row-major order of the elements. shape and stride hold TD_MAX_DIMS. */
+static inline void td_dim_fold(int64_t *shape, int64_t *stride, int *n, int64_t size, int64_t st) {
+    if (size == 1) return;
+    if (*n > 0 && stride[*n - 1] == st * size) {
+        shape[*n - 1] *= size;
+        stride[*n - 1] = st;
+        return;
+    }
+    shape[*n] = size;
+    stride[*n] = st;
+    (*n)++;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /*
 ** Shared helpers of the CPU backend: buffers, dtype conversion, strided
-** iteration, and the kernel table (one td_cpu_<OP> function per op).
+** iteration, the kernels (one cpu_op_<OP> function per op) and the entry
+** points of cpu_device.c and cpu_memory.c that the vtable (cpu_backend.c) names.
 ** defines: td_buffer (CPU), cpu_ptr, half conversions, cpu_iter.
 */
 #ifndef TRIDENT_BACKEND_CPU_H
@@ -12,26 +13,40 @@
 #include "trident/backend.h"
 
 struct td_buffer {
-    void *data;
-    size_t size;                 /* bytes asked for */
-    size_t capacity;             /* bytes allocated (the size class) */
-    int size_class;              /* caching-allocator class, or -1 when not cached */
-    struct td_buffer *next_free; /* free-list link while cached */
-    void (*deleter)(void *ctx);  /* foreign memory (buffer_import): run on free instead of free(data) */
+    td_alloc_block block;       /* first: the allocator's header (cpu_memory.c); block.ptr is the data */
+    void (*deleter)(void *ctx); /* foreign memory (buffer_import): run on free instead of freeing the data */
     void *ctx;
     bool foreign;
 };
 
 /* Host address of a view's element 0. */
 static inline void *cpu_ptr(const td_operand *v) {
-    return (char *)v->buf->data + (size_t)v->offset * td_dtype_size(v->dtype);
+    return (char *)v->buf->block.ptr + (size_t)v->offset * td_dtype_size(v->dtype);
 }
 
-/* Kernels, one per op; each returns TD_OK or an error with a message.
-** Declared weak so the table lists exactly the kernels linked in. */
-#define TD_CPU_DECLARE_(N, ni, no, g, dts, lay, amp, s) td_status td_cpu_##N(const td_op *op) __attribute__((weak));
-TD_OP_LIST(TD_CPU_DECLARE_)
-#undef TD_CPU_DECLARE_
+/* Kernels, one per op (cpu_ops_<family>.c); each returns TD_OK or an error with a message.
+** The table of cpu_backend.c names every one, so a missing kernel fails the link. */
+#define CPU_DECLARE_(N, ...) td_status cpu_op_##N(const td_op *op);
+TD_OP_LIST(CPU_DECLARE_)
+#undef CPU_DECLARE_
+
+/* Device facts (cpu_device.c). */
+int cpu_device_count(void);
+td_status cpu_device_info(int dev, td_device_info *out);
+
+/* Memory (cpu_memory.c): buffers from the caching allocator, and transfers. */
+td_status cpu_buffer_alloc(int dev, size_t nbytes, td_buffer **out);
+td_status cpu_buffer_import(int dev, uint64_t address, size_t nbytes, void (*deleter)(void *), void *ctx,
+                            td_buffer **out);
+void cpu_buffer_free(td_buffer *b);
+void *cpu_buffer_host_ptr(td_buffer *b);
+uint64_t cpu_buffer_address(td_buffer *b);
+td_status cpu_memory_stats(int dev, bool reset_peak, td_memory_stats *out);
+td_status cpu_empty_cache(int dev);
+td_status cpu_write(td_buffer *dst, size_t offset, const void *src, size_t n);
+td_status cpu_read(td_buffer *src, size_t offset, void *dst, size_t n);
+td_status cpu_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t n);
+td_status cpu_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t n);
 
 /* Number of OpenMP threads worth using for n units of work of cost c each. */
 int cpu_threads_for(int64_t n, int64_t cost_per_unit);
@@ -129,6 +144,22 @@ static inline void cpu_store(void *p, int64_t i, td_dtype dt, double v) {
     case TD_U8: ((uint8_t *)p)[i] = (uint8_t)cpu_to_i64(v, 0, 255); break;
     case TD_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: break;
+    }
+}
+
+/* Elements of a shape (its dims are sizes of a tensor that exists, so the product fits). */
+static inline int64_t cpu_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    return n;
+}
+
+/* Strides (elements) of a contiguous tensor of that shape; size-0 dims count as 1. */
+static inline void cpu_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d] > 1 ? shape[d] : 1;
     }
 }
 

@@ -1,8 +1,8 @@
 /*
-** The conv2d kernels for one element type, included by cpu_conv.c once per
+** The conv2d kernels for one element type, included by cpu_ops_conv.c once per
 ** type with CONV_T (float or double), CONV_GEMM (cpu_gemm_f32 or cpu_gemm_f64)
 ** and CONV_FN(name) (the name with a type suffix) defined.
-** Shapes, windows and the thread slots are described in cpu_conv.c.
+** Shapes, windows and the thread slots are described in cpu_ops_conv.c.
 */
 
 /* col[k*ld + oh*wo + ow] for k = (c*kh + ki)*kw + kj:

@@ -1,6 +1,6 @@
 /*
-** Helpers of the elementwise and reduction kernels (cpu_binary.c,
-** cpu_unary.c, cpu_reduce.c): OpenMP tiles over a cpu_iter, and the AVX2/FMA
+** Helpers of the elementwise and reduction kernels (cpu_ops_elementwise.c,
+** cpu_ops_reduce.c): OpenMP tiles over a cpu_iter, and the AVX2/FMA
 ** fast paths in x86/, chosen at run time.
 ** defines: CPU_TILE, cpu_iter_tiles, cpu_iter_tile, cpu_elementwise, ID_/F16_IN_/F16_OUT_/BF16_IN_/BF16_OUT_,
 *CPU_ROW_SWITCH_,

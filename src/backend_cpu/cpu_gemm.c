@@ -1,5 +1,5 @@
 /*
-** The GEMMs of the CPU kernels (cpu_matmul.c, cpu_conv.c), f32 and f64:
+** The GEMMs of the CPU kernels (cpu_ops_matmul.c, cpu_ops_conv.c), f32 and f64:
 **   C[i, j] += sum_k op(A)[i, k] op(B)[k, j]     row-major, op(X) = X or X^T
 ** through OpenBLAS (one thread per call: cpu_backend.c), or through the
 ** built-in loop below when OpenBLAS failed its self-test for that type.
@@ -9,7 +9,7 @@
 ** them were wrong at some shapes in some releases (OpenBLAS issues #2914 and
 ** #3152: SkylakeX sgemm paths that returned garbage). So the products the
 ** kernels make are checked on this machine before any is trusted: the four
-** transposes; blocks of a wider C (ldc > n, as cpu_matmul.c's column blocks)
+** transposes; blocks of a wider C (ldc > n, as cpu_ops_matmul.c's column blocks)
 ** and of wider A and B; beta 1 onto a nonzero C; shapes of the LeNet, MLP and
 ** conv layers that take OpenBLAS's small-matrix paths (tiny M or N, K from 1
 ** to 576) and one that takes its packed path; all of it from as many threads

@@ -4,7 +4,6 @@
 */
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "cpu_nn.h"
 
 td_status cpu_nn_oom(const char *op, size_t nbytes) {

@@ -1,6 +1,6 @@
 /*
 ** Per-element math of the fused optimizer updates, shared by the scalar
-** kernels (cpu_optim.c) and the AVX2 Adam (x86/optim_avx2.c).
+** kernels (cpu_ops_optim.c) and the AVX2 Adam (x86/optim_avx2.c).
 ** defines: cpu_adam_k_float/double, cpu_adam_consts_*, cpu_adam_elem_*,
 **          cpu_adam_f32_avx2.
 **

@@ -1,7 +1,7 @@
 /*
-** The pooling kernels for one element type, included by cpu_pool.c once per
+** The pooling kernels for one element type, included by cpu_ops_pool.c once per
 ** type with POOL_T (float or double) and POOL_FN(name) defined. Each runs over
-** the N*C planes in parallel; shapes are described in cpu_pool.c.
+** the N*C planes in parallel; shapes are described in cpu_ops_pool.c.
 */
 
 /* 2x2 windows, stride 2, no padding (W2's pools): window (oh, ow) is rows 2oh, 2oh+1 and columns

@@ -1,7 +1,7 @@
 /*
 ** AVX2 f32 elementwise fast paths: ADD/SUB/MUL/DIV on contiguous rows, one
 ** operand possibly a broadcast scalar (stride 0), and RELU. The scalar loops in
-** cpu_binary.c / cpu_unary.c are the reference; these end with a scalar tail.
+** cpu_ops_elementwise.c is the reference; these end with a scalar tail.
 ** With stream set, outputs bypass the cache (non-temporal stores): for outputs
 ** far larger than the cache this saves the read-for-ownership of each line.
 */

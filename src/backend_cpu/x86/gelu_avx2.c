@@ -1,6 +1,6 @@
 /*
 ** GELU (erf form) and its backward for contiguous f32 with AVX2/FMA; the scalar
-** loops of cpu_unary.c (erfcf, expf) are the reference.
+** loops of cpu_ops_elementwise.c (erfcf, expf) are the reference.
 **   y  = x/2 (1 + erf(z)),                   z = x / sqrt(2)
 **   dx = dy (1/2 (1 + erf(z)) + x phi(x)),   phi(x) = e^(-x^2/2) / sqrt(2 pi)
 ** 1 + erf(z) is erfc(-z), from the Chebyshev fit of Numerical Recipes' erfcc:

@@ -1,8 +1,7 @@
 /*
 ** AVX2/FMA f32 row kernels for softmax, log_softmax (and their backward),
 ** cross-entropy and layer_norm, and the f32 EXP op. The scalar loops in
-** cpu_softmax.c, cpu_softmax_backward.c,
-** cpu_xent.c, cpu_layernorm.c and cpu_unary.c are the reference.
+** cpu_ops_softmax.c, cpu_ops_norm.c and cpu_ops_elementwise.c are the reference.
 ** Row tails (n % 8 elements) run through the same vector code with masked
 ** loads and stores, so every element gets the same exp() (exp_avx2.h).
 ** A row of C floats is read from memory once: after the max pass it sits in
@@ -114,7 +113,7 @@ void cpu_softmax_row_f32_avx2(const float *x, float *y, int64_t n, bool log_out,
     }
 }
 
-/* softmax / log_softmax backward of one row (see cpu_softmax_backward.c): pass 1 s = sum dy y
+/* softmax / log_softmax backward of one row (see cpu_ops_softmax.c): pass 1 s = sum dy y
 ** (sum dy for log_softmax) in two 8-lane float accumulators, pass 2 dx = y (dy - s) (dy - e^y s)
 ** while the row is in L1/L2; the next row is prefetched during pass 1. */
 static inline __m256 softmax_bw_vec(__m256 g, __m256 v, __m256 s, bool log_out) {
@@ -158,7 +157,7 @@ void cpu_softmax_backward_row_f32_avx2(const float *dy, const float *y, float *d
     }
 }
 
-/* layer_norm of one row (see cpu_layernorm.c): pass 1 the sum in double (4 lanes per half-vector);
+/* layer_norm of one row (see cpu_ops_norm.c): pass 1 the sum in double (4 lanes per half-vector);
 ** pass 2 d = x - mean with mean split into a float head and tail (mh + ml), which is as exact as
 ** the double difference, and sum d^2 in float per 8 lanes, added into double every 64 elements;
 ** pass 3 y = d * rstd * w + b. */

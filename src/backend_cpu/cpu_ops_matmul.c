@@ -1,4 +1,17 @@
 /*
+** The CPU backend's matmul ops: MATMUL and the fused LINEAR_GELU (GEMMs in cpu_gemm.c).
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "cpu_ew.h"
+#include "cpu_gemm.h"
+#include "cpu_nn.h"
+#include "cpu_rows.h"
+
+/*
 ** MATMUL: out[b] = a[b] @ bm[b] for every batch index b.
 **   a is (..., M, K), bm is (..., K, N), out is (..., M, N) contiguous.
 ** The front-end (src/core/op_matmul.c) passes both inputs expanded to the
@@ -17,12 +30,6 @@
 ** training amplified that (issue 15). Each output element is computed by the
 ** same GEMM call on any number of threads, so the result is the same bits.
 */
-#include <stdlib.h>
-#include <string.h>
-
-#include "../core/internal.h"
-#include "cpu_gemm.h"
-#include "cpu_nn.h"
 
 /* BLAS view of one matrix of a batched operand: transposed or not, and its leading dimension. */
 typedef struct mm_mat {
@@ -104,7 +111,7 @@ static void mm_task(const mm_plan *p, int64_t task) {
 static void mm_run(const td_operand *a, const void *pa, const td_operand *b, const void *pb, td_dtype dt, void *pc) {
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
-    int64_t batches = td__numel(nd - 2, a->shape);
+    int64_t batches = cpu_numel(nd - 2, a->shape);
     /* about 256k multiply-adds per piece (and per thread) before another one pays */
     int64_t pieces = cpu_splits_for(batches * M * N, K / 8 + 1, CPU_SPLIT_MAX);
     mm_plan p = {a, b, pa, pb, pc, dt, M, N, K, mm_tiles(batches, M, N, pieces), mm_layout(a), mm_layout(b), M >= N};
@@ -115,11 +122,11 @@ static void mm_run(const td_operand *a, const void *pa, const td_operand *b, con
     for (int64_t task = 0; task < tasks; task++) mm_task(&p, task);
 }
 
-td_status td_cpu_MATMUL(const td_op *op) {
+td_status cpu_op_MATMUL(const td_op *op) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *out = &op->out[0];
     int nd = a->ndim;
     int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = b->shape[nd - 1];
-    int64_t n_out = td__numel(nd - 2, a->shape) * M * N;
+    int64_t n_out = cpu_numel(nd - 2, a->shape) * M * N;
     if (n_out == 0) return TD_OK;
     if (K == 0) { /* an empty sum */
         memset(cpu_ptr(out), 0, (size_t)n_out * td_dtype_size(out->dtype));
@@ -131,8 +138,8 @@ td_status td_cpu_MATMUL(const td_op *op) {
     }
     /* f16/bf16: widen both operands to contiguous f32 (broadcast batches materialized) */
     td_operand ca = *a, cb = *b;
-    td__contiguous_strides(nd, a->shape, ca.strides);
-    td__contiguous_strides(nd, b->shape, cb.strides);
+    cpu_contiguous_strides(nd, a->shape, ca.strides);
+    cpu_contiguous_strides(nd, b->shape, cb.strides);
     float *fa = cpu_nn_to_f32(a), *fb = cpu_nn_to_f32(b), *fc = malloc((size_t)n_out * sizeof(float));
     td_status st = TD_OK;
     if (!fa || !fb || !fc)
@@ -143,4 +150,66 @@ td_status td_cpu_MATMUL(const td_op *op) {
     }
     free(fa), free(fb), free(fc);
     return st;
+}
+
+/*
+** LINEAR_GELU: in = (x [M, K], w [N, K], b [N] or absent), out = (y, h), both
+** [M, N], all contiguous:
+**   h = x w^T + b   (the GEMM, then the bias rounded to the dtype, as ADD)
+**   y = gelu(h)     (erf form x Phi(x) or the tanh form, as GELU)
+** The GEMM is MATMUL's (w read transposed in place); then one pass over the
+** rows adds the bias and applies GELU while the row is in cache (f32, the AVX2
+** GELU where the CPU has it); other dtypes run ADD and GELU. So y and h equal
+** MATMUL, ADD and GELU bit for bit.
+*/
+
+#define GELU_K    0.7978845608028654f /* sqrt(2/pi), as cpu_ops_elementwise.c */
+#define GELU_C    0.044715f
+#define INV_SQRT2 0.7071067811865476f
+
+/* h[r, :] += b (when b); y[r, :] = gelu(h[r, :]), for f32 rows of n */
+static void bias_gelu_rows_f32(float *h, const float *b, float *y, int64_t M, int64_t N, bool tanh_form) {
+    bool avx2 = !tanh_form && cpu_has_avx2();
+    int nt = cpu_threads_for(M * N, 16);
+#pragma omp parallel for num_threads(nt)
+    for (int64_t r = 0; r < M; r++) {
+        float *hr = h + r * N, *yr = y + r * N;
+        if (b)
+            for (int64_t j = 0; j < N; j++) hr[j] += b[j];
+        if (avx2) {
+            cpu_gelu_f32_avx2(N, yr, hr);
+            continue;
+        }
+        for (int64_t j = 0; j < N; j++) {
+            float x = hr[j];
+            yr[j] = tanh_form ? 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x)))
+                              : 0.5f * x * erfcf(-x * INV_SQRT2);
+        }
+    }
+}
+
+td_status cpu_op_LINEAR_GELU(const td_op *op) {
+    const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
+    td_operand y = op->out[0], h = op->out[1];
+    int64_t M = x->shape[0], N = w->shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &h);
+    td_status st = cpu_op_MATMUL(&mm);
+    if (st != TD_OK) return st;
+    if (x->dtype == TD_F32) {
+        bias_gelu_rows_f32(cpu_ptr(&h), b->buf ? cpu_ptr(b) : NULL, cpu_ptr(&y), M, N,
+                           op->p.gelu.approximate == TD_GELU_TANH);
+        return TD_OK;
+    }
+    if (b->buf) { /* h += b, broadcast over the rows */
+        td_operand add_in[2] = {h, *b};
+        add_in[1].ndim = 2;
+        add_in[1].shape[0] = M, add_in[1].shape[1] = N;
+        add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
+        td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = add_in, .out = &h};
+        if ((st = cpu_op_ADD(&add)) != TD_OK) return st;
+    }
+    td_op gelu = {.kind = TD_OP_GELU, .n_in = 1, .n_out = 1, .in = &h, .out = &y, .p = op->p};
+    return cpu_op_GELU(&gelu);
 }

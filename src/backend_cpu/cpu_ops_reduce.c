@@ -22,7 +22,6 @@
 */
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "cpu_ew.h"
 
 /* A partial result over some elements; which fields count depends on the op. */
@@ -285,8 +284,7 @@ static td_status reduce(const td_op *op) {
     td_operand red = {.ndim = 0};
     for (int d = 0; d < in->ndim; d++) {
         td_operand *v = (op->p.reduce.dims >> d & 1) ? &red : &pl.kept;
-        v->shape[v->ndim] = in->shape[d];
-        v->strides[v->ndim++] = in->strides[d];
+        td_dim_fold(v->shape, v->strides, &v->ndim, in->shape[d], in->strides[d]);
     }
     int64_t M = td_operand_numel(&pl.kept);
     pl.K = td_operand_numel(&red);
@@ -327,11 +325,11 @@ static td_status reduce(const td_op *op) {
     return TD_OK;
 }
 
-td_status td_cpu_SUM(const td_op *op) { return reduce(op); }
-td_status td_cpu_MEAN(const td_op *op) { return reduce(op); }
-td_status td_cpu_MAX(const td_op *op) { return reduce(op); }
-td_status td_cpu_MIN(const td_op *op) { return reduce(op); }
-td_status td_cpu_ARGMAX(const td_op *op) { return reduce(op); }
-td_status td_cpu_ARGMIN(const td_op *op) { return reduce(op); }
-td_status td_cpu_VAR(const td_op *op) { return reduce(op); }
-td_status td_cpu_LOGSUMEXP(const td_op *op) { return reduce(op); }
+td_status cpu_op_SUM(const td_op *op) { return reduce(op); }
+td_status cpu_op_MEAN(const td_op *op) { return reduce(op); }
+td_status cpu_op_MAX(const td_op *op) { return reduce(op); }
+td_status cpu_op_MIN(const td_op *op) { return reduce(op); }
+td_status cpu_op_ARGMAX(const td_op *op) { return reduce(op); }
+td_status cpu_op_ARGMIN(const td_op *op) { return reduce(op); }
+td_status cpu_op_VAR(const td_op *op) { return reduce(op); }
+td_status cpu_op_LOGSUMEXP(const td_op *op) { return reduce(op); }

@@ -24,7 +24,6 @@
 #include <omp.h>
 #endif
 
-#include "../core/internal.h"
 #include "cpu_gemm.h"
 #include "cpu_nn.h"
 
@@ -128,7 +127,7 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
 #undef CONV_GEMM
 #undef CONV_FN
 
-td_status td_cpu_CONV2D(const td_op *op) {
+td_status cpu_op_CONV2D(const td_op *op) {
     const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2], *y = &op->out[0];
     conv_geom q = conv_geom_of(op, x->shape, w->shape, y->shape);
     if (q.N == 0) return TD_OK;
@@ -144,7 +143,7 @@ td_status td_cpu_CONV2D(const td_op *op) {
     return st;
 }
 
-td_status td_cpu_CONV2D_BACKWARD_INPUT(const td_op *op) {
+td_status cpu_op_CONV2D_BACKWARD_INPUT(const td_op *op) {
     const td_operand *dy = &op->in[0], *w = &op->in[1], *dx = &op->out[0];
     conv_geom q = conv_geom_of(op, dx->shape, w->shape, dy->shape);
     if (q.N == 0) return TD_OK;
@@ -159,7 +158,7 @@ td_status td_cpu_CONV2D_BACKWARD_INPUT(const td_op *op) {
     return st;
 }
 
-td_status td_cpu_CONV2D_BACKWARD_WEIGHT(const td_op *op) {
+td_status cpu_op_CONV2D_BACKWARD_WEIGHT(const td_op *op) {
     const td_operand *dy = &op->in[0], *x = &op->in[1], *dw = &op->out[0];
     conv_geom q = conv_geom_of(op, x->shape, dw->shape, dy->shape);
     if (q.N == 0) { /* no images: the gradient is 0 */

@@ -1,4 +1,13 @@
 /*
+** The CPU backend's index ops: INDEX_SELECT, GATHER, SCATTER_ADD, ONE_HOT, EMBEDDING (and backward), CAT.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+#include "cpu_index.h"
+
+/*
 ** Indexing kernels along one dim: INDEX_SELECT, GATHER, SCATTER_ADD, and
 ** ONE_HOT, plus the shared index range check.
 **
@@ -7,10 +16,6 @@
 ** writes out of bounds and the output is left untouched.
 ** Letters: x [outer, S, inner] around dim (S = x.size(dim)); K = idx size.
 */
-#include <stdio.h>
-
-#include "../core/internal.h"
-#include "cpu_index.h"
 
 td_status cpu_index_check(const td_operand *idx, int64_t limit, const char *op) {
     const void *p = cpu_ptr(idx);
@@ -27,15 +32,17 @@ td_status cpu_index_check(const td_operand *idx, int64_t limit, const char *op) 
         pos[d] = idx->shape[d] ? rem % idx->shape[d] : 0;
         rem = idx->shape[d] ? rem / idx->shape[d] : 0;
     }
-    char at[128];
-    td__shape_str(idx->ndim, pos, at, sizeof at);
+    char at[TD_MAX_DIMS * 21 + 3] = "[";
+    for (int d = 0; d < idx->ndim; d++)
+        snprintf(at + strlen(at), sizeof at - strlen(at), "%s%lld", d ? "," : "", (long long)pos[d]);
+    strcat(at, "]");
     return td_error_set(TD_ERR_INDEX, "%s: index %lld at position %s is out of range [0, %lld)", op,
                         (long long)cpu_index_at(p, idx->dtype, bad), at, (long long)limit);
 }
 
 /* x [outer, S, inner], idx [K] -> out [outer, K, inner]:
 ** out[o, k, :] = x[o, idx[k], :] (rows copied as bytes, so any dtype). */
-td_status td_cpu_INDEX_SELECT(const td_op *op) {
+td_status cpu_op_INDEX_SELECT(const td_op *op) {
     const td_operand *x = &op->in[0], *idx = &op->in[1], *out = &op->out[0];
     int dim = op->p.axis.dim;
     td_status st = cpu_index_check(idx, x->shape[dim], "index_select");
@@ -57,7 +64,7 @@ td_status td_cpu_INDEX_SELECT(const td_op *op) {
 }
 
 /* Strides (elements) of a contiguous operand. */
-static void contig_strides(const td_operand *v, int64_t *st) { td__contiguous_strides(v->ndim, v->shape, st); }
+static void contig_strides(const td_operand *v, int64_t *st) { cpu_contiguous_strides(v->ndim, v->shape, st); }
 
 /* Offset into the operand with strides st of the idx position whose
 ** row-major number is lin, with dim's coordinate left out (0). */
@@ -83,7 +90,7 @@ static int64_t offset_except(const td_operand *idx, int dim, int64_t lin, const 
         }                                                                                                              \
     } while (0)
 
-td_status td_cpu_GATHER(const td_op *op) {
+td_status cpu_op_GATHER(const td_op *op) {
     const td_operand *x = &op->in[0], *idx = &op->in[1], *out = &op->out[0];
     int dim = op->p.axis.dim;
     td_status st = cpu_index_check(idx, x->shape[dim], "gather");
@@ -123,7 +130,7 @@ td_status td_cpu_GATHER(const td_op *op) {
     } while (0)
 #define SAME_(v) (v)
 
-td_status td_cpu_SCATTER_ADD(const td_op *op) {
+td_status cpu_op_SCATTER_ADD(const td_op *op) {
     const td_operand *self = &op->in[0], *idx = &op->in[1], *srcv = &op->in[2], *out = &op->out[0];
     int dim = op->p.axis.dim;
     td_status st = cpu_index_check(idx, self->shape[dim], "scatter_add");
@@ -151,7 +158,7 @@ td_status td_cpu_SCATTER_ADD(const td_op *op) {
 }
 
 /* idx [N...] in [0, C) -> out int64 [N..., C]: out[n, c] = (c == idx[n]). */
-td_status td_cpu_ONE_HOT(const td_op *op) {
+td_status cpu_op_ONE_HOT(const td_op *op) {
     const td_operand *idx = &op->in[0], *out = &op->out[0];
     int64_t C = op->p.one_hot.num_classes, n = td_operand_numel(idx);
     td_status st = cpu_index_check(idx, C, "one_hot");
@@ -163,6 +170,114 @@ td_status td_cpu_ONE_HOT(const td_op *op) {
     for (int64_t i = 0; i < n; i++) {
         memset(dst + i * C, 0, (size_t)C * sizeof *dst);
         dst[i * C + cpu_index_at(ip, idx->dtype, i)] = 1;
+    }
+    return TD_OK;
+}
+
+/*
+** EMBEDDING and EMBEDDING_BACKWARD (torch.nn.functional.embedding).
+** Letters: V rows of the table, D its width, N = numel(idx) lookups.
+** All operands contiguous; idx int32 or int64.
+*/
+
+/* weight [V, D], idx [N...] -> out [N..., D]: out[n, :] = weight[idx[n], :]. */
+td_status cpu_op_EMBEDDING(const td_op *op) {
+    const td_operand *w = &op->in[0], *idx = &op->in[1], *out = &op->out[0];
+    int64_t V = w->shape[0], D = w->shape[1], N = td_operand_numel(idx);
+    td_status st = cpu_index_check(idx, V, "embedding");
+    if (st != TD_OK) return st;
+    size_t row = (size_t)D * td_dtype_size(w->dtype);
+    const char *src = cpu_ptr(w);
+    char *dst = cpu_ptr(out);
+    const void *ip = cpu_ptr(idx);
+    int nt = cpu_threads_for(N, D);
+#pragma omp parallel for num_threads(nt)
+    for (int64_t n = 0; n < N; n++)
+        memcpy(dst + (size_t)n * row, src + (size_t)cpu_index_at(ip, idx->dtype, n) * row, row);
+    return TD_OK;
+}
+
+/* Sum the rows dy[rows[0..count), d0 .. d0+len) into dw[d0 .. d0+len), in
+** list order, accumulating in ACC (float for f32/f16/bf16, double for f64). */
+#define ROW_SUM_(T, ACC, LOAD, STORE)                                                                                  \
+    do {                                                                                                               \
+        const T *g = cpu_ptr(dy);                                                                                      \
+        T *o = (T *)cpu_ptr(out) + v * D;                                                                              \
+        for (int64_t d0 = 0; d0 < D; d0 += CHUNK) {                                                                    \
+            int64_t len = D - d0 < CHUNK ? D - d0 : CHUNK;                                                             \
+            ACC acc[CHUNK] = {0};                                                                                      \
+            for (int64_t k = begin; k < end; k++) {                                                                    \
+                const T *r = g + order[k] * D + d0;                                                                    \
+                for (int64_t d = 0; d < len; d++) acc[d] += LOAD(r[d]);                                                \
+            }                                                                                                          \
+            for (int64_t d = 0; d < len; d++) o[d0 + d] = STORE(acc[d]);                                               \
+        }                                                                                                              \
+    } while (0)
+#define SAME_(v) (v)
+#define CHUNK    64
+
+/* dy [N..., D], idx [N...] -> dweight [V, D]:
+** dweight[v, :] = sum over n with idx[n] == v (v != padding_idx) of dy[n, :].
+** Deterministic without atomics: a counting sort groups the lookups by row
+** (keeping n order), then each row v is summed by one thread. */
+td_status cpu_op_EMBEDDING_BACKWARD(const td_op *op) {
+    const td_operand *dy = &op->in[0], *idx = &op->in[1], *out = &op->out[0];
+    int64_t V = out->shape[0], D = out->shape[1], N = td_operand_numel(idx), pad = op->p.embedding.padding_idx;
+    td_status st = cpu_index_check(idx, V, "embedding_backward");
+    if (st != TD_OK) return st;
+    int64_t *start = calloc((size_t)V + 1, sizeof *start), *order = malloc((size_t)(N ? N : 1) * sizeof *order);
+    if (!start || !order) {
+        free(start), free(order);
+        return td_error_set(TD_ERR_OOM, "embedding_backward: no memory to sort %lld indices", (long long)N);
+    }
+    /* pass 1: counting sort of n by idx[n] -> rows of row v are order[start[v] .. start[v+1]) */
+    const void *ip = cpu_ptr(idx);
+    for (int64_t n = 0; n < N; n++) start[cpu_index_at(ip, idx->dtype, n) + 1]++;
+    for (int64_t v = 0; v < V; v++) start[v + 1] += start[v];
+    int64_t *fill = malloc((size_t)(V ? V : 1) * sizeof *fill);
+    if (!fill) {
+        free(start), free(order);
+        return td_error_set(TD_ERR_OOM, "embedding_backward: no memory for %lld rows", (long long)V);
+    }
+    memcpy(fill, start, (size_t)V * sizeof *fill);
+    for (int64_t n = 0; n < N; n++) order[fill[cpu_index_at(ip, idx->dtype, n)]++] = n;
+    free(fill);
+    /* pass 2: one row per iteration; the padding row stays zero */
+    int nt = cpu_threads_for(V, D + (V ? N / V : 0) * D);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 16)
+    for (int64_t v = 0; v < V; v++) {
+        int64_t begin = start[v], end = v == pad ? start[v] : start[v + 1];
+        switch (out->dtype) {
+        case TD_F32: ROW_SUM_(float, float, SAME_, SAME_); break;
+        case TD_F64: ROW_SUM_(double, double, SAME_, SAME_); break;
+        case TD_F16: ROW_SUM_(uint16_t, float, cpu_f16_to_f32, cpu_f32_to_f16); break;
+        case TD_BF16: ROW_SUM_(uint16_t, float, cpu_bf16_to_f32, cpu_f32_to_bf16); break;
+        default: break;
+        }
+    }
+    free(start), free(order);
+    return TD_OK;
+}
+
+/*
+** CAT: concatenate n inputs along dim into a contiguous output.
+** in[k] [..., S_k, ...] (any strides, the output's dtype) -> out [..., sum S_k, ...]:
+** input k lands in the slice [P_k, P_k + S_k) of dim, P_k = S_0 + ... + S_{k-1}.
+** Each slice is written by the COPY kernel through a strided view of out.
+*/
+
+td_status cpu_op_CAT(const td_op *op) {
+    const td_operand *out = &op->out[0];
+    int dim = op->p.axis.dim;
+    int64_t at = 0;
+    for (int k = 0; k < op->n_in; k++) {
+        td_operand slice = *out;
+        slice.shape[dim] = op->in[k].shape[dim];
+        slice.offset += at * out->strides[dim];
+        at += op->in[k].shape[dim];
+        td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &op->in[k], .out = &slice};
+        td_status st = cpu_op_COPY(&copy);
+        if (st != TD_OK) return st;
     }
     return TD_OK;
 }

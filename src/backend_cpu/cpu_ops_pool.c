@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
 #include "cpu_nn.h"
 #include "cpu_pool.h"
 
@@ -29,9 +28,17 @@ typedef struct pool_window {
 } pool_window;
 
 static pool_geom pool_geom_of(const td_op *op, const int64_t *x, const int64_t *y) {
-    return (pool_geom){.planes = x[0] * x[1], .H = x[2], .W = x[3], .Ho = y[2], .Wo = y[3],
-                       .kh = op->p.pool.kernel[0], .kw = op->p.pool.kernel[1], .sh = op->p.pool.stride[0],
-                       .sw = op->p.pool.stride[1], .ph = op->p.pool.padding[0], .pw = op->p.pool.padding[1],
+    return (pool_geom){.planes = x[0] * x[1],
+                       .H = x[2],
+                       .W = x[3],
+                       .Ho = y[2],
+                       .Wo = y[3],
+                       .kh = op->p.pool.kernel[0],
+                       .kw = op->p.pool.kernel[1],
+                       .sh = op->p.pool.stride[0],
+                       .sw = op->p.pool.stride[1],
+                       .ph = op->p.pool.padding[0],
+                       .pw = op->p.pool.padding[1],
                        .count_include_pad = op->p.pool.count_include_pad};
 }
 
@@ -46,18 +53,18 @@ static pool_window pool_window_at(const pool_geom *q, int64_t oh, int64_t ow) {
 }
 
 /* POOL_HAS_VEC / POOL_VEC_ROW_2X2: the AVX2 row of a 2x2/stride-2 max pool (f32 only) */
-#define POOL_T float
-#define POOL_FN(name) name##_f32
-#define POOL_HAS_VEC cpu_has_avx2()
+#define POOL_T           float
+#define POOL_FN(name)    name##_f32
+#define POOL_HAS_VEC     cpu_has_avx2()
 #define POOL_VEC_ROW_2X2 cpu_max_pool_2x2_row_f32_avx2
 #include "cpu_pool_impl.h"
 #undef POOL_T
 #undef POOL_FN
 #undef POOL_HAS_VEC
 #undef POOL_VEC_ROW_2X2
-#define POOL_T double
-#define POOL_FN(name) name##_f64
-#define POOL_HAS_VEC false
+#define POOL_T                double
+#define POOL_FN(name)         name##_f64
+#define POOL_HAS_VEC          false
 #define POOL_VEC_ROW_2X2(...) (void)0
 #include "cpu_pool_impl.h"
 #undef POOL_T
@@ -67,21 +74,29 @@ static pool_window pool_window_at(const pool_geom *q, int64_t oh, int64_t ow) {
 
 /* Run fn_f32 / fn_f64 on native dtypes, or widen the float input `in`, run
 ** the f32 kernel into a temporary and narrow it into `out`. */
-#define POOL_DISPATCH_(in, out, call_f32, call_f64, wide_call)                                                 \
-    do {                                                                                                       \
-        if ((in)->dtype == TD_F32) { call_f32; return TD_OK; }                                                 \
-        if ((in)->dtype == TD_F64) { call_f64; return TD_OK; }                                                 \
-        float *fin = cpu_nn_to_f32(in), *fout = malloc((size_t)td_operand_numel(out) * sizeof(float));        \
-        td_status st = !fin ? td_last_status() : !fout ? cpu_nn_oom(td_op_name(op->kind), (size_t)td_operand_numel(out) * sizeof(float)) : TD_OK;          \
-        if (st == TD_OK) {                                                                                     \
-            wide_call;                                                                                         \
-            cpu_nn_from_f32(out, fout);                                                                        \
-        }                                                                                                      \
-        free(fin), free(fout);                                                                                 \
-        return st;                                                                                             \
+#define POOL_DISPATCH_(in, out, call_f32, call_f64, wide_call)                                                         \
+    do {                                                                                                               \
+        if ((in)->dtype == TD_F32) {                                                                                   \
+            call_f32;                                                                                                  \
+            return TD_OK;                                                                                              \
+        }                                                                                                              \
+        if ((in)->dtype == TD_F64) {                                                                                   \
+            call_f64;                                                                                                  \
+            return TD_OK;                                                                                              \
+        }                                                                                                              \
+        float *fin = cpu_nn_to_f32(in), *fout = malloc((size_t)td_operand_numel(out) * sizeof(float));                 \
+        td_status st = !fin    ? td_last_status()                                                                      \
+                       : !fout ? cpu_nn_oom(td_op_name(op->kind), (size_t)td_operand_numel(out) * sizeof(float))       \
+                               : TD_OK;                                                                                \
+        if (st == TD_OK) {                                                                                             \
+            wide_call;                                                                                                 \
+            cpu_nn_from_f32(out, fout);                                                                                \
+        }                                                                                                              \
+        free(fin), free(fout);                                                                                         \
+        return st;                                                                                                     \
     } while (0)
 
-td_status td_cpu_MAX_POOL2D(const td_op *op) {
+td_status cpu_op_MAX_POOL2D(const td_op *op) {
     const td_operand *x = &op->in[0], *y = &op->out[0], *idx = &op->out[1];
     pool_geom q = pool_geom_of(op, x->shape, y->shape);
     if (td_operand_numel(y) == 0) return TD_OK;
@@ -89,20 +104,21 @@ td_status td_cpu_MAX_POOL2D(const td_op *op) {
                    max_pool_f64(&q, cpu_ptr(x), cpu_ptr(y), cpu_ptr(idx)), max_pool_f32(&q, fin, fout, cpu_ptr(idx)));
 }
 
-td_status td_cpu_MAX_POOL2D_BACKWARD(const td_op *op) {
+td_status cpu_op_MAX_POOL2D_BACKWARD(const td_op *op) {
     const td_operand *dy = &op->in[0], *idx = &op->in[1], *dx = &op->out[0];
     pool_geom q = pool_geom_of(op, dx->shape, dy->shape);
     const int64_t *ix = cpu_ptr(idx);
     for (int64_t i = 0, n = td_operand_numel(idx); i < n; i++) /* never scatter outside a plane */
         if (ix[i] < 0 || ix[i] >= q.H * q.W)
-            return td_error_set(TD_ERR_INDEX, "max_pool2d_backward: index %lld at position %lld is outside a %lldx%lld plane",
+            return td_error_set(TD_ERR_INDEX,
+                                "max_pool2d_backward: index %lld at position %lld is outside a %lldx%lld plane",
                                 (long long)ix[i], (long long)i, (long long)q.H, (long long)q.W);
     if (td_operand_numel(dx) == 0) return TD_OK;
     POOL_DISPATCH_(dy, dx, max_pool_backward_f32(&q, cpu_ptr(dy), ix, cpu_ptr(dx)),
                    max_pool_backward_f64(&q, cpu_ptr(dy), ix, cpu_ptr(dx)), max_pool_backward_f32(&q, fin, ix, fout));
 }
 
-td_status td_cpu_AVG_POOL2D(const td_op *op) {
+td_status cpu_op_AVG_POOL2D(const td_op *op) {
     const td_operand *x = &op->in[0], *y = &op->out[0];
     pool_geom q = pool_geom_of(op, x->shape, y->shape);
     if (td_operand_numel(y) == 0) return TD_OK;
@@ -110,7 +126,7 @@ td_status td_cpu_AVG_POOL2D(const td_op *op) {
                    avg_pool_f32(&q, fin, fout));
 }
 
-td_status td_cpu_AVG_POOL2D_BACKWARD(const td_op *op) {
+td_status cpu_op_AVG_POOL2D_BACKWARD(const td_op *op) {
     const td_operand *dy = &op->in[0], *dx = &op->out[0];
     pool_geom q = pool_geom_of(op, dx->shape, dy->shape);
     if (td_operand_numel(dx) == 0) return TD_OK;

@@ -1,4 +1,12 @@
 /*
+** The CPU backend's optimizer ops: the ADAM/SGD/RMSPROP steps and AMP_UNSCALE.
+*/
+#include <math.h>
+
+#include "cpu.h"
+#include "cpu_optim.h"
+
+/*
 ** Fused optimizer updates, in place: ADAM_STEP, SGD_STEP, RMSPROP_STEP.
 ** in = (grad); out = (param, state...), all contiguous [n] of one float dtype;
 ** absent optional state has buf == NULL. f32 computes in float (Adam with
@@ -6,8 +14,6 @@
 ** back rounded. Adam's formula is in cpu_optim.h; SGD and RMSprop are below.
 ** Elements are independent, so the work is split into blocks over threads.
 */
-#include "cpu_optim.h"
-#include "../core/internal.h"
 
 #define BLOCK 4096
 
@@ -41,7 +47,7 @@ static void *opt_ptr(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
         STORE_(FROM_F, vmax, i, xf);                                                                                   \
     })
 
-td_status td_cpu_ADAM_STEP(const td_op *op) {
+td_status cpu_op_ADAM_STEP(const td_op *op) {
     int64_t n = td_operand_numel(&op->out[0]);
     void *p = cpu_ptr(&op->out[0]), *m = cpu_ptr(&op->out[1]), *v = cpu_ptr(&op->out[2]), *vmax = opt_ptr(&op->out[3]);
     const void *g = cpu_ptr(&op->in[0]);
@@ -113,7 +119,7 @@ SGD_ELEM_(double)
         STORE_(FROM_F, buf, i, bf);                                                                                    \
     })
 
-td_status td_cpu_SGD_STEP(const td_op *op) {
+td_status cpu_op_SGD_STEP(const td_op *op) {
     int64_t n = td_operand_numel(&op->out[0]);
     void *p = cpu_ptr(&op->out[0]), *buf = op->p.sgd.momentum != 0 ? opt_ptr(&op->out[1]) : NULL;
     const void *g = cpu_ptr(&op->in[0]);
@@ -185,7 +191,7 @@ RMSPROP_ELEM_(double, sqrt)
         STORE_(FROM_F, gavg, i, af);                                                                                   \
     })
 
-td_status td_cpu_RMSPROP_STEP(const td_op *op) {
+td_status cpu_op_RMSPROP_STEP(const td_op *op) {
     int64_t n = td_operand_numel(&op->out[0]);
     void *p = cpu_ptr(&op->out[0]), *sq = cpu_ptr(&op->out[1]);
     void *buf = op->p.rmsprop.momentum > 0 ? opt_ptr(&op->out[2]) : NULL;
@@ -210,5 +216,54 @@ td_status td_cpu_RMSPROP_STEP(const td_op *op) {
     case TD_BF16: RMS_HALF_(cpu_bf16_to_f32, cpu_f32_to_bf16); break;
     default: return td_error_set(TD_ERR_UNSUPPORTED, "rmsprop_step: dtype %s", td_dtype_name(op->out[0].dtype));
     }
+    return TD_OK;
+}
+
+/*
+** AMP_UNSCALE, the GradScaler's unscale with its inf/NaN check, in place:
+**   out = (grad [n], found_inf [1] f32)
+**   found_inf = 1 if any grad[i] is inf or NaN (left as it is otherwise)
+**   grad[i] *= inv_scale
+** The check reads grad before the product (torch's
+** _amp_foreach_non_finite_check_and_unscale_). f32 multiplies in float, f64
+** in double, f16/bf16 through float.
+*/
+
+td_status cpu_op_AMP_UNSCALE(const td_op *op) {
+    int64_t n = td_operand_numel(&op->out[0]);
+    void *g = cpu_ptr(&op->out[0]);
+    float *found = cpu_ptr(&op->out[1]);
+    double inv = op->p.amp.inv_scale;
+    td_dtype dt = op->out[0].dtype;
+    int bad = 0;
+    int nt = cpu_threads_for(n, 16);
+    if (dt == TD_F32) {
+        float *x = g, s = (float)inv;
+#pragma omp parallel for num_threads(nt) reduction(| : bad)
+        for (int64_t i = 0; i < n; i++) {
+            bad |= !isfinite(x[i]);
+            x[i] *= s;
+        }
+    } else if (dt == TD_F64) {
+        double *x = g;
+#pragma omp parallel for num_threads(nt) reduction(| : bad)
+        for (int64_t i = 0; i < n; i++) {
+            bad |= !isfinite(x[i]);
+            x[i] *= inv;
+        }
+    } else if (dt == TD_F16 || dt == TD_BF16) {
+        uint16_t *x = g;
+        float s = (float)inv;
+        bool half = dt == TD_F16;
+#pragma omp parallel for num_threads(nt) reduction(| : bad)
+        for (int64_t i = 0; i < n; i++) {
+            float v = half ? cpu_f16_to_f32(x[i]) : cpu_bf16_to_f32(x[i]);
+            bad |= !isfinite(v);
+            x[i] = half ? cpu_f32_to_f16(v * s) : cpu_f32_to_bf16(v * s);
+        }
+    } else {
+        return td_error_set(TD_ERR_UNSUPPORTED, "amp_unscale: dtype %s", td_dtype_name(dt));
+    }
+    if (bad) found[0] = 1.0f;
     return TD_OK;
 }

@@ -26,7 +26,6 @@
 */
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "cpu.h"
 #include "cpu_gemm.h"
 
@@ -252,7 +251,7 @@ static void attn_from_f32(const float *f, const td_operand *x) {
 }
 
 /* in = (q, k, v, mask?), out = (out, lse) */
-td_status td_cpu_ATTENTION(const td_op *op) {
+td_status cpu_op_ATTENTION(const td_op *op) {
     attn_geom g = attn_geom_of(op);
     td_dtype dt = op->in[0].dtype;
     bool ok = true;
@@ -263,20 +262,20 @@ td_status td_cpu_ATTENTION(const td_op *op) {
         else
             ok = attn_fwd_float(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]), cpu_ptr(&op->out[0]),
                                 cpu_ptr(&op->out[1]));
-        return ok ? TD_OK : TD_ERR(TD_ERR_OOM, "attention: out of host memory");
+        return ok ? TD_OK : td_error_set(TD_ERR_OOM, "attention: out of host memory");
     }
     float *f[4] = {attn_to_f32(&op->in[0]), attn_to_f32(&op->in[1]), attn_to_f32(&op->in[2]),
                    malloc((size_t)(td_operand_numel(&op->out[0]) + 1) * sizeof(float))};
-    td_status st = f[0] && f[1] && f[2] && f[3] ? TD_OK : TD_ERR(TD_ERR_OOM, "attention: out of host memory");
+    td_status st = f[0] && f[1] && f[2] && f[3] ? TD_OK : td_error_set(TD_ERR_OOM, "attention: out of host memory");
     if (st == TD_OK && !attn_fwd_float(&g, f[0], f[1], f[2], f[3], cpu_ptr(&op->out[1])))
-        st = TD_ERR(TD_ERR_OOM, "attention: out of host memory");
+        st = td_error_set(TD_ERR_OOM, "attention: out of host memory");
     if (st == TD_OK) attn_from_f32(f[3], &op->out[0]);
     for (int i = 0; i < 4; i++) free(f[i]);
     return st;
 }
 
 /* in = (dout, q, k, v, mask?, out, lse), out = (dq, dk, dv) */
-td_status td_cpu_ATTENTION_BACKWARD(const td_op *op) {
+td_status cpu_op_ATTENTION_BACKWARD(const td_op *op) {
     attn_geom g = attn_geom_of(op);
     td_dtype dt = op->in[0].dtype;
     const td_operand *in = op->in, *o = op->out;
@@ -288,7 +287,7 @@ td_status td_cpu_ATTENTION_BACKWARD(const td_op *op) {
         else
             ok = attn_bwd_float(&g, cpu_ptr(&in[0]), cpu_ptr(&in[1]), cpu_ptr(&in[2]), cpu_ptr(&in[3]), cpu_ptr(&in[5]),
                                 cpu_ptr(&in[6]), cpu_ptr(&o[0]), cpu_ptr(&o[1]), cpu_ptr(&o[2]));
-        return ok ? TD_OK : TD_ERR(TD_ERR_OOM, "attention_backward: out of host memory");
+        return ok ? TD_OK : td_error_set(TD_ERR_OOM, "attention_backward: out of host memory");
     }
     float *f[8] = {attn_to_f32(&in[0]),
                    attn_to_f32(&in[1]),
@@ -301,9 +300,9 @@ td_status td_cpu_ATTENTION_BACKWARD(const td_op *op) {
     for (int i = 0; i < 3; i++) f[5 + i] = malloc((size_t)(td_operand_numel(&o[i]) + 1) * sizeof(float));
     td_status st = TD_OK;
     for (int i = 0; i < 8; i++)
-        if (!f[i]) st = TD_ERR(TD_ERR_OOM, "attention_backward: out of host memory");
+        if (!f[i]) st = td_error_set(TD_ERR_OOM, "attention_backward: out of host memory");
     if (st == TD_OK && !attn_bwd_float(&g, f[0], f[1], f[2], f[3], f[4], cpu_ptr(&in[6]), f[5], f[6], f[7]))
-        st = TD_ERR(TD_ERR_OOM, "attention_backward: out of host memory");
+        st = td_error_set(TD_ERR_OOM, "attention_backward: out of host memory");
     if (st == TD_OK) {
         for (int i = 0; i < 3; i++) attn_from_f32(f[5 + i], &o[i]);
     }

@@ -14,7 +14,6 @@
 */
 #include <stdlib.h>
 
-#include "../core/internal.h"
 #include "cpu_nn.h"
 #include "cpu_rows.h"
 
@@ -57,7 +56,7 @@ static void layernorm_rows_f32(const float *x, const float *w, const float *b, f
 
 static void *ptr_or_null(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
 
-td_status td_cpu_LAYER_NORM(const td_op *op) {
+td_status cpu_op_LAYER_NORM(const td_op *op) {
     const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
     const td_operand *y = &op->out[0], *mean = &op->out[1], *rstd = &op->out[2];
     int64_t R = td_operand_numel(mean), n = td_operand_numel(x);
@@ -94,7 +93,7 @@ td_status td_cpu_LAYER_NORM(const td_op *op) {
 **   s = x + r (rounded to the dtype, as ADD), then LAYER_NORM of s.
 ** The sum is written first, then the rows are normalized from it, so the
 ** result equals ADD followed by LAYER_NORM bit for bit. */
-td_status td_cpu_ADD_LAYER_NORM(const td_op *op) {
+td_status cpu_op_ADD_LAYER_NORM(const td_op *op) {
     const td_operand *x = &op->in[0], *r = &op->in[1], *s = &op->out[1];
     int64_t n = td_operand_numel(x);
     void *ps = cpu_ptr(s);
@@ -112,5 +111,5 @@ td_status td_cpu_ADD_LAYER_NORM(const td_op *op) {
     }
     td_operand in[3] = {*s, op->in[2], op->in[3]}, out[3] = {op->out[0], op->out[2], op->out[3]};
     td_op ln = {.kind = TD_OP_LAYER_NORM, .n_in = 3, .n_out = 3, .in = in, .out = out, .p = op->p};
-    return td_cpu_LAYER_NORM(&ln);
+    return cpu_op_LAYER_NORM(&ln);
 }
