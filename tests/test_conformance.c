@@ -13,6 +13,7 @@
 */
 #include "conformance.h"
 #include "core/internal.h"
+#include "op_cases.h"
 
 /* X(case name, op kind, dtypes (CONF_CLASS: the op's class), NMSE limits) */
 #define CONF_CASES(X)                                                                                                  \
@@ -1404,13 +1405,21 @@ enum {
 CONF_CASES(CONF_TEST_)
 #undef CONF_TEST_
 
-/* Every op kind of the op table has at least one case. */
+/* Every op kind of the op table has at least one case, and a sig whose
+** operands are the op's n_in and n_out (tests/op_cases.h builds its probe). */
 static void test_op_coverage(void) {
     bool covered[TD_OP_COUNT] = {false};
     for (int i = 0; i < N_CASES; i++) covered[conf_cases[i].kind] = true;
     int missing = 0;
-    for (int k = 0; k < TD_OP_COUNT; k++)
-        if (!covered[k]) printf("  op %s has no conformance case\n", td_op_name((td_op_kind)k)), missing++;
+    for (int k = 0; k < TD_OP_COUNT; k++) {
+        const td_op_meta *m = td_op_info((td_op_kind)k);
+        op_case pc;
+        op_case_make((td_op_kind)k, TD_F32, &pc, NULL);
+        if (!covered[k]) printf("  op %s has no conformance case\n", m->name), missing++;
+        if ((m->n_in >= 0 && pc.op.n_in != m->n_in) || pc.op.n_out != m->n_out)
+            printf("  op %s: sig \"%s\" has %d inputs and %d outputs\n", m->name, m->sig, pc.op.n_in, pc.op.n_out),
+                missing++;
+    }
     ASSERT_EQ_INT(missing, 0);
 }
 

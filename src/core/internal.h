@@ -60,7 +60,6 @@ extern _Atomic bool td__profiling; /* atomic: other threads (data loaders) dispa
 extern _Thread_local td__prof_where td__prof_at;
 td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_op *ops); /* run, or run_many if n > 1 */
 const char *td__profile_intern(const char *s); /* a copy that lives as long as the process; NULL without memory */
-td_status td__profile_write_trace(const char *path);
 
 /* ---- fault injection (fault.c): TRIDENT_FAULT_ALLOC / TRIDENT_FAULT_WRITE ----
 ** set: fail the nth buffer allocation (file write of the atomic writer) from
