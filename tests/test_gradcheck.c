@@ -11,29 +11,23 @@
 ** device prints "skipped: no ... device"; an op or dtype the backend lacks
 ** prints "skipped-unsupported"; neither counts as a pass on that device. */
 #include "core/internal.h"
+#include "op_cases.h"
 #include "test_util.h"
 
 /* clang-format off */
-#define GC_CASES(X)                                                                                           \
-    X(COPY) X(ADD) X(SUB) X(MUL) X(DIV) X(POW) X(MAXIMUM) X(MINIMUM) X(WHERE) X(NEG) X(ABS) X(EXP) X(LOG)    \
-    X(SQRT) X(RSQRT) X(SIN) X(COS) X(TANH) X(SIGMOID) X(RELU) X(GELU) X(SILU) X(CLAMP) X(SUM) X(MEAN) X(MAX)  \
-    X(MIN) X(VAR) X(LOGSUMEXP) X(MATMUL) X(LINEAR_GELU) X(SOFTMAX) X(LOG_SOFTMAX) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CONV2D)  \
-    X(MAX_POOL2D) X(AVG_POOL2D) X(EMBEDDING) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(CAT) X(DROPOUT) X(ATTENTION) \
-    X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
-    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD) X(SOFTMAX_BACKWARD)                   \
-    X(LOG_SOFTMAX_BACKWARD)
+/* the gradcheck cases: one per CHECK and GRADGRAD row of OP_CASES (tests/op_cases.h), named by its op kind */
+#define GC_PICK_CHECK(X, K)    X(K)
+#define GC_PICK_GRADGRAD(X, K) X(K)
+#define GC_PICK_NONE(X, K)
+#define GC_PICK_REFUSED(X, K)
+#define GC_ROW_(name, K, dts, tol, grad, X) GC_PICK_##grad(X, K)
+#define GC_CASES(X) OP_CASES(GC_ROW_, X)
 /* td_gradgradcheck (create_graph backward) of the ops whose backward is a
 ** fused backward op, and the fused ops each one covers */
 #define GG_CASES(X)                                                                                           \
     X(gradgrad_GELU) X(gradgrad_CROSS_ENTROPY) X(gradgrad_CONV2D) X(gradgrad_MAX_POOL2D)                       \
     X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING) X(gradgrad_SOFTMAX) X(gradgrad_LOG_SOFTMAX)                \
     X(gradgrad_LINEAR_GELU)
-#define GG_COVERED(X)                                                                                         \
-    X(GELU_BACKWARD) X(CROSS_ENTROPY_BACKWARD) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)            \
-    X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D_BACKWARD) X(EMBEDDING_BACKWARD) X(SOFTMAX_BACKWARD)                   \
-    X(LOG_SOFTMAX_BACKWARD)
-/* fused backward ops with first-order gradients only: create_graph through them is refused, naming the op */
-#define GG_REFUSED(X) X(ATTENTION_BACKWARD)
 /* ops composed from others in the core */
 #define GC_COMPOSED(X)                                                                                        \
     X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a)  \
@@ -593,16 +587,25 @@ FN(views) {
 }
 CASE(views, 2, S(G, 3, 2, 3, 4), S(G, 1, 3))
 
-TEST(every_op_has_a_case) {
-    static const int covered[] = {
-#define KIND_(N) TD_OP_##N,
-        GC_CASES(KIND_)
-#undef KIND_
+/* the autograd column of OP_CASES, by op kind */
+static const char *autograd_of(int k) {
+    static const struct {
+        int kind;
+        const char *grad;
+    } rows[] = {
+#define ROW_(name, K, dts, tol, grad, ...) {TD_OP_##K, #grad},
+        OP_CASES(ROW_, )
+#undef ROW_
     };
-    int n = (int)(sizeof covered / sizeof covered[0]);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].kind == k) return rows[i].grad;
+    return "NONE";
+}
+
+TEST(every_op_has_a_case) {
     for (int k = 0; k < TD_OP_COUNT; k++) {
-        bool has = false;
-        for (int i = 0; i < n; i++) has |= covered[i] == k;
+        const char *g = autograd_of(k);
+        bool has = !strcmp(g, "CHECK") || !strcmp(g, "GRADGRAD");
         if (td_op_info((td_op_kind)k)->differentiable && !has)
             TEST_FAIL_("differentiable op %s has no gradcheck case", td_op_name((td_op_kind)k));
         if (has && !td_op_info((td_op_kind)k)->differentiable)
@@ -611,27 +614,11 @@ TEST(every_op_has_a_case) {
 }
 
 TEST(every_fused_backward_has_a_gradgrad_case) {
-    static const int covered[] = {
-#define KIND_(N) TD_OP_##N,
-        GG_COVERED(KIND_)
-#undef KIND_
-    };
-    static const int refused[] = {
-#define KIND_(N) TD_OP_##N,
-        GG_REFUSED(KIND_)
-#undef KIND_
-    };
-    int n = (int)(sizeof covered / sizeof covered[0]);
     for (int k = 0; k < TD_OP_COUNT; k++) {
-        const char *name = td_op_name((td_op_kind)k);
+        const char *name = td_op_name((td_op_kind)k), *g = autograd_of(k);
         size_t len = strlen(name);
-        if (len < 9 || strcmp(name + len - 9, "_BACKWARD")) continue;
-        bool is_refused = false;
-        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) is_refused |= refused[i] == k;
-        if (is_refused) continue; /* gradgrad_<OP>_refused checks its error */
-        bool has = false;
-        for (int i = 0; i < n; i++) has |= covered[i] == k;
-        if (!has) TEST_FAIL_("fused backward op %s has no gradgrad case", name);
+        if (len < 9 || strcmp(name + len - 9, "_backward") || !strcmp(g, "REFUSED")) continue;
+        if (strcmp(g, "GRADGRAD")) TEST_FAIL_("fused backward op %s has no gradgrad case", name);
         if (!td_op_info((td_op_kind)k)->differentiable) TEST_FAIL_("fused backward op %s is not differentiable", name);
     }
 }

@@ -10,10 +10,10 @@
     X(fill_dtypes)                                                                                                     \
     X(copy_convert)                                                                                                    \
     X(copy_strided)                                                                                                    \
-    X(binary_broadcast) X(compare_where) X(unary_float) X(unary_int_clamp) X(unary_f64) X(reductions)                  \
-        X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) X(matmul_tiles) X(random_philox)     \
-            X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(conv2d_large) X(pooling) X(layer_norm_arange_cat)    \
-                X(indexing)
+    X(binary_broadcast)                                                                                                \
+    X(compare_where) X(unary_float) X(unary_int_clamp) X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int)      \
+        X(reduce_long) X(matmul) X(matmul_dtypes) X(matmul_tiles) X(random_philox) X(softmax) X(cross_entropy)         \
+            X(optimizers) X(conv2d) X(conv2d_large) X(pooling) X(layer_norm_arange_cat) X(indexing)
 
 TEST(fill_dtypes) {
     setup();
@@ -184,10 +184,6 @@ TEST(binary_broadcast) {
     ASSERT_EQ_INT(ig[1], -4);
     ASSERT_EQ_INT(ig[2], INT32_MIN);
     ASSERT_EQ_INT(ig[3], -10);
-    /* mixed dtypes are the front-end's job: unsupported here */
-    td_operand mixed[2] = {va, ina[1]};
-    td_op bad = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = mixed, .out = &out};
-    ASSERT(!be->iface->supports(0, &bad));
     check_clean();
 }
 
@@ -320,8 +316,6 @@ TEST(unary_int_clamp) {
     run(&op);
     fetch(&out, got);
     for (int i = 0; i < 6; i++) ASSERT_EQ_INT(got[i], x[i] > 0 ? x[i] : 0);
-    op.kind = TD_OP_EXP; /* not defined for integers */
-    ASSERT(!be->iface->supports(0, &op));
     /* float clamp with one open side keeps NaN */
     float f[4] = {-3, NAN, 0.25f, 9}, fg[4];
     td_operand fin = dev_tensor(TD_F32, 1, (int64_t[]){4}, f), fout = dev_tensor(TD_F32, 1, (int64_t[]){4}, NULL);

@@ -118,10 +118,16 @@ static const td_sig_arg *sig_at(const sig_side *s, int i) {
     return i < s->n ? &s->a[i] : s->variadic ? &s->a[s->n - 1] : NULL;
 }
 
-/* op's operand count and dtypes against the op table: TD_ERR_MISUSE or TD_ERR_DTYPE. */
-static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out) {
+static bool dtype_in_class(td_dtype dt, int cls) {
+    return cls == TD_DTS_ALL || (cls == TD_DTS_NUM && dt != TD_BOOL) || (cls == TD_DTS_FLOAT && td_dtype_is_float(dt));
+}
+
+/* op's operand count and dtypes against the op table: TD_ERR_MISUSE or
+** TD_ERR_DTYPE; *op_dt: the op's dtype (the first x operand's, else in[0]'s). */
+static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *op_dt) {
     const td_op_meta *m = &op_meta[op->kind];
     const char *name = td_op_name(op->kind);
+    *op_dt = TD_F32;
     if ((m->n_in >= 0 ? op->n_in != m->n_in : op->n_in < 1) || op->n_out != m->n_out)
         return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs and %d outputs; the op takes %s%d and %d", name, op->n_in,
                       op->n_out, m->n_in < 0 ? "at least " : "", m->n_in < 0 ? 1 : m->n_in, m->n_out);
@@ -135,6 +141,7 @@ static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor
     }
     if (x_at < 0) x_at = op->n_in && in[0] ? 0 : -1;
     td_dtype x = x_at < 0 ? TD_F32 : x_at < op->n_in ? op->in[x_at].dtype : op->out[x_at - op->n_in].dtype;
+    *op_dt = x;
     for (int i = 0; i < n; i++) {
         bool is_in = i < op->n_in;
         int j = is_in ? i : i - op->n_in;
@@ -247,11 +254,11 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov, .flags = td__op_flags(kind)};
     if (p) op.p = *p;
     const td_backend *be = first->storage->backend;
-    td_status bad = check_operands(&op, in, out);
+    td_dtype dt;
+    td_status bad = check_operands(&op, in, out, &dt);
     if (bad != TD_OK) return bad;
-    if (!be->iface->supports(dev.index, &op)) {
+    if (!dtype_in_class(dt, op_meta[kind].dtypes) || !be->iface->supports(dev.index, &op)) {
         char d[32];
-        td_dtype dt = n_in && iv[0].buf ? iv[0].dtype : ov[0].dtype;
         return TD_ERR(TD_ERR_UNSUPPORTED, "%s: not supported for dtype %s on %s", td_op_name(kind), td_dtype_name(dt),
                       td_device_str(dev, d, sizeof d));
     }

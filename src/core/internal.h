@@ -125,9 +125,9 @@ void *td__host_data(const td_tensor *t);
 ** supports the op, runs it, and records it for autograd when needed.
 ** in[k] may be NULL for absent optional operands. in_views may be NULL, in
 ** which case plain views of in[] are used; otherwise in_views[k] describes
-** in[k] (e.g. broadcast). */
-td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
-                       td_tensor *const *out, const td_op_params *p);
+** in[k] (e.g. broadcast). Exported for the tests (test_conformance's operand_rules). */
+TD_API td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
+                              td_tensor *const *out, const td_op_params *p);
 /* td__dispatch for ops of layout TD_LAYOUT_CONTIG: runs kind on contiguous
 ** copies of the non-NULL in[0..n_in) (n_in <= 4) and releases the copies
 ** before returning. A NULL out[k] (a failed td__alloc) returns the error
