@@ -181,6 +181,19 @@ static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *spe
     }
 #define FN(NAME) static td_tensor *f_##NAME(void *user, int n, td_tensor *const *x)
 #define UNUSED   (void)user, (void)n
+/* a case of f(x[0]) or f(x[0], x[1]) */
+#define UNARY_CASE(NAME, f, ...)                                                                                       \
+    FN(NAME) {                                                                                                         \
+        UNUSED;                                                                                                        \
+        return f(x[0]);                                                                                                \
+    }                                                                                                                  \
+    CASE(NAME, 1, __VA_ARGS__)
+#define BINARY_CASE(NAME, f, ...)                                                                                      \
+    FN(NAME) {                                                                                                         \
+        UNUSED;                                                                                                        \
+        return f(x[0], x[1]);                                                                                          \
+    }                                                                                                                  \
+    CASE(NAME, 2, __VA_ARGS__)
 
 /* ---- one function and one case per op ---- */
 FN(COPY) {
@@ -188,111 +201,35 @@ FN(COPY) {
     return td_contiguous(td_transpose(x[0], 0, 1));
 }
 CASE(COPY, 1, S(G, 2, 3, 4))
-FN(ADD) {
-    UNUSED;
-    return td_add(x[0], x[1]);
-}
-CASE(ADD, 2, S(G, 2, 3, 4), S(G, 1, 4))
-FN(SUB) {
-    UNUSED;
-    return td_sub(x[0], x[1]);
-}
-CASE(SUB, 2, S(G, 2, 2, 3), S(G, 2, 2, 1))
-FN(MUL) {
-    UNUSED;
-    return td_mul(x[0], x[1]);
-}
-CASE(MUL, 2, S(G, 2, 3, 1), S(G, 2, 1, 4))
-FN(DIV) {
-    UNUSED;
-    return td_div(x[0], x[1]);
-}
-CASE(DIV, 2, S(G, 2, 3, 4), S(P, 2, 3, 4))
-FN(POW) {
-    UNUSED;
-    return td_pow(x[0], x[1]);
-}
-CASE(POW, 2, S(P, 2, 3, 4), S(G, 2, 3, 4))
-FN(MAXIMUM) {
-    UNUSED;
-    return td_maximum(x[0], x[1]);
-}
-CASE(MAXIMUM, 2, S(G, 2, 3, 4), S(G, 1, 4))
-FN(MINIMUM) {
-    UNUSED;
-    return td_minimum(x[0], x[1]);
-}
-CASE(MINIMUM, 2, S(G, 2, 3, 4), S(G, 2, 3, 4))
+BINARY_CASE(ADD, td_add, S(G, 2, 3, 4), S(G, 1, 4))
+BINARY_CASE(SUB, td_sub, S(G, 2, 2, 3), S(G, 2, 2, 1))
+BINARY_CASE(MUL, td_mul, S(G, 2, 3, 1), S(G, 2, 1, 4))
+BINARY_CASE(DIV, td_div, S(G, 2, 3, 4), S(P, 2, 3, 4))
+BINARY_CASE(POW, td_pow, S(P, 2, 3, 4), S(G, 2, 3, 4))
+BINARY_CASE(MAXIMUM, td_maximum, S(G, 2, 3, 4), S(G, 1, 4))
+BINARY_CASE(MINIMUM, td_minimum, S(G, 2, 3, 4), S(G, 2, 3, 4))
 FN(WHERE) {
     UNUSED;
     return td_where(x[0], x[1], x[2]);
 }
 CASE(WHERE, 3, S(MASK, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4))
-FN(NEG) {
-    UNUSED;
-    return td_neg(x[0]);
-}
-CASE(NEG, 1, S(G, 2, 2, 3))
-FN(ABS) {
-    UNUSED;
-    return td_abs(x[0]);
-}
-CASE(ABS, 1, S(G, 2, 2, 3))
-FN(EXP) {
-    UNUSED;
-    return td_exp(x[0]);
-}
-CASE(EXP, 1, S(G, 2, 2, 3))
-FN(LOG) {
-    UNUSED;
-    return td_log(x[0]);
-}
-CASE(LOG, 1, S(P, 2, 2, 3))
-FN(SQRT) {
-    UNUSED;
-    return td_sqrt(x[0]);
-}
-CASE(SQRT, 1, S(P, 2, 2, 3))
-FN(RSQRT) {
-    UNUSED;
-    return td_rsqrt(x[0]);
-}
-CASE(RSQRT, 1, S(P, 2, 2, 3))
-FN(SIN) {
-    UNUSED;
-    return td_sin(x[0]);
-}
-CASE(SIN, 1, S(G, 2, 2, 3))
-FN(COS) {
-    UNUSED;
-    return td_cos(x[0]);
-}
-CASE(COS, 1, S(G, 2, 2, 3))
-FN(TANH) {
-    UNUSED;
-    return td_tanh(x[0]);
-}
-CASE(TANH, 1, S(G, 2, 2, 3))
-FN(SIGMOID) {
-    UNUSED;
-    return td_sigmoid(x[0]);
-}
-CASE(SIGMOID, 1, S(G, 2, 2, 3))
-FN(RELU) {
-    UNUSED;
-    return td_relu(x[0]);
-}
-CASE(RELU, 1, S(G, 2, 3, 4))
+UNARY_CASE(NEG, td_neg, S(G, 2, 2, 3))
+UNARY_CASE(ABS, td_abs, S(G, 2, 2, 3))
+UNARY_CASE(EXP, td_exp, S(G, 2, 2, 3))
+UNARY_CASE(LOG, td_log, S(P, 2, 2, 3))
+UNARY_CASE(SQRT, td_sqrt, S(P, 2, 2, 3))
+UNARY_CASE(RSQRT, td_rsqrt, S(P, 2, 2, 3))
+UNARY_CASE(SIN, td_sin, S(G, 2, 2, 3))
+UNARY_CASE(COS, td_cos, S(G, 2, 2, 3))
+UNARY_CASE(TANH, td_tanh, S(G, 2, 2, 3))
+UNARY_CASE(SIGMOID, td_sigmoid, S(G, 2, 2, 3))
+UNARY_CASE(RELU, td_relu, S(G, 2, 3, 4))
 FN(GELU) {
     UNUSED;
     return td_add(td_gelu(x[0], false), td_mul_scalar(td_gelu(x[0], true), 0.5));
 } /* both forms */
 CASE(GELU, 1, S(G, 2, 3, 4))
-FN(SILU) {
-    UNUSED;
-    return td_silu(x[0]);
-}
-CASE(SILU, 1, S(G, 2, 2, 3))
+UNARY_CASE(SILU, td_silu, S(G, 2, 2, 3))
 FN(CLAMP) {
     UNUSED;
     return td_add(td_clamp(x[0], -0.55, 0.45), td_clamp(x[0], NAN, 0.05));
@@ -328,11 +265,7 @@ FN(LOGSUMEXP) {
     return td_logsumexp(x[0], 1, (int[]){-1}, false);
 }
 CASE(LOGSUMEXP, 1, S(G, 2, 3, 4))
-FN(MATMUL) {
-    UNUSED;
-    return td_matmul(x[0], x[1]);
-}
-CASE(MATMUL, 2, S(G, 3, 2, 3, 4), S(G, 2, 4, 2))
+BINARY_CASE(MATMUL, td_matmul, S(G, 3, 2, 3, 4), S(G, 2, 4, 2))
 FN(LINEAR_GELU) { /* erf form with a bias on a 3-d x; tanh form without */
     UNUSED;
     return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
@@ -375,11 +308,7 @@ FN(tril) {
 CASE(tril, 1, S(G, 2, 4, 3))
 /* the folded matmul gradients: a 2-D a against a batched b, a 3-D a read
 ** through a transpose against a 2-D b, and Linear on [B, T, in] with a bias */
-FN(matmul_shared_a) {
-    UNUSED;
-    return td_matmul(x[0], x[1]);
-}
-CASE(matmul_shared_a, 2, S(G, 2, 3, 4), S(G, 3, 2, 4, 2))
+BINARY_CASE(matmul_shared_a, td_matmul, S(G, 2, 3, 4), S(G, 3, 2, 4, 2))
 FN(matmul_strided_a) {
     UNUSED;
     return td_matmul(td_transpose(x[0], 1, 2), x[1]);
@@ -425,11 +354,7 @@ FN(AVG_POOL2D) {
                   td_avg_pool2d(x[0], (int[]){3, 3}, (int[]){2, 2}, (int[]){1, 1}, true));
 }
 CASE(AVG_POOL2D, 1, S(G, 4, 1, 2, 5, 5))
-FN(EMBEDDING) {
-    UNUSED;
-    return td_embedding(x[0], x[1]);
-}
-CASE(EMBEDDING, 2, S(G, 2, 6, 3), SI(6, 2, 2, 4))
+BINARY_CASE(EMBEDDING, td_embedding, S(G, 2, 6, 3), SI(6, 2, 2, 4))
 FN(INDEX_SELECT) {
     UNUSED;
     return td_index_select(x[0], 1, x[1]);
