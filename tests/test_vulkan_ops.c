@@ -8,18 +8,13 @@
 #include "op_cases.h"
 #include "vulkan_harness.h"
 
+/* clang-format off */
 #define TESTS(X)                                                                                                       \
-    X(fill_dtypes)                                                                                                     \
-    X(copy_convert)                                                                                                    \
-    X(copy_strided)                                                                                                    \
-    X(binary_broadcast)                                                                                                \
-    X(compare_where)                                                                                                   \
-    X(unary_float)                                                                                                     \
-    X(unary_int_clamp)                                                                                                 \
-    X(unary_f64)                                                                                                       \
-    X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul) X(matmul_dtypes) X(matmul_tiles)            \
-        X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d) X(conv2d_large) X(pooling)                \
-            X(layer_norm_arange_cat) X(indexing) X(every_op_case)
+    X(fill_dtypes) X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float)                 \
+    X(unary_int_clamp) X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul)            \
+    X(matmul_dtypes) X(matmul_tiles) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d)             \
+    X(conv2d_large) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)
+/* clang-format on */
 
 TEST(fill_dtypes) {
     setup();
