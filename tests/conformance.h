@@ -228,13 +228,13 @@ static void conf_sync(td_device dev) {
     if (be) be->iface->synchronize(dev.index);
 }
 
-/* Evaluate a tensor expression c->reps times, timing each; returns the last
-** result (earlier ones are released). */
-#define TIMED(c, expr)                                                                                                 \
+/* Evaluate expr c->reps times (while ok holds of the last result r_), timing
+** each and running before ahead of each; the last result. */
+#define TIMED_(c, T, init, ok, before, expr)                                                                           \
     ({                                                                                                                 \
-        td_tensor *r_ = NULL;                                                                                          \
-        for (int i_ = 0; i_ < (c)->reps; i_++) {                                                                       \
-            if (r_) td_release(td_keep(r_));                                                                           \
+        T r_ = init;                                                                                                   \
+        for (int i_ = 0; i_ < (c)->reps && (ok); i_++) {                                                               \
+            before;                                                                                                    \
             conf_sync((c)->dev);                                                                                       \
             double t0_ = conf_now_ms();                                                                                \
             r_ = (expr);                                                                                               \
@@ -243,19 +243,9 @@ static void conf_sync(td_device dev) {
         }                                                                                                              \
         r_;                                                                                                            \
     })
-/* The same for an in-place update returning td_status. */
-#define TIMED_ST(c, expr)                                                                                              \
-    ({                                                                                                                 \
-        td_status s_ = TD_OK;                                                                                          \
-        for (int i_ = 0; i_ < (c)->reps && s_ == TD_OK; i_++) {                                                        \
-            conf_sync((c)->dev);                                                                                       \
-            double t0_ = conf_now_ms();                                                                                \
-            s_ = (expr);                                                                                               \
-            conf_sync((c)->dev);                                                                                       \
-            (c)->ms[i_] = conf_now_ms() - t0_;                                                                         \
-        }                                                                                                              \
-        s_;                                                                                                            \
-    })
+/* A tensor expression (earlier results are released), and an in-place update returning td_status. */
+#define TIMED(c, expr)    TIMED_(c, td_tensor *, NULL, true, if (r_) td_release(td_keep(r_)), expr)
+#define TIMED_ST(c, expr) TIMED_(c, td_status, TD_OK, r_ == TD_OK, (void)0, expr)
 
 /* ---- the sweep ---- */
 

@@ -8,87 +8,12 @@
 **
 ** Shapes: broadcasting, transposed / stepped / expanded views, 0-d, size 1,
 ** size 0 and odd sizes (1, 7, 33, 1000). Adding an op to TD_OP_LIST without a
-** line in CONF_CASES fails the op_coverage case. `trident devices --selftest`
+** row in OP_CASES (tests/op_cases.h) fails the op_coverage case. `trident devices --selftest`
 ** runs the same case table (tools/devices_selftest.c, with CONF_TABLE_ONLY).
 */
 #include "conformance.h"
 #include "core/internal.h"
-
-/* X(case name, op kind, dtypes (CONF_CLASS: the op's class), NMSE limits) */
-#define CONF_CASES(X)                                                                                                  \
-    X(fill, FILL, CONF_CLASS, TOL_EXACT)                                                                               \
-    X(arange, ARANGE, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(rand, RAND, CONF_CLASS, TOL_ROUND)                                                                               \
-    X(randn, RANDN, CONF_CLASS, TOL_TRANS)                                                                             \
-    X(copy, COPY, CONF_CLASS, TOL_EXACT)                                                                               \
-    X(add, ADD, CONF_CLASS, TOL_ROUND)                                                                                 \
-    X(sub, SUB, CONF_CLASS, TOL_ROUND)                                                                                 \
-    X(mul, MUL, CONF_CLASS, TOL_ROUND)                                                                                 \
-    X(div, DIV, CONF_CLASS, TOL_ROUND)                                                                                 \
-    X(pow, POW, CONF_CLASS, TOL_TRANS)                                                                                 \
-    X(maximum, MAXIMUM, CONF_CLASS, TOL_EXACT)                                                                         \
-    X(minimum, MINIMUM, CONF_CLASS, TOL_EXACT)                                                                         \
-    X(eq, EQ, CONF_CLASS, TOL_EXACT)                                                                                   \
-    X(ne, NE, CONF_CLASS, TOL_EXACT)                                                                                   \
-    X(lt, LT, CONF_CLASS, TOL_EXACT)                                                                                   \
-    X(le, LE, CONF_CLASS, TOL_EXACT)                                                                                   \
-    X(gt, GT, CONF_CLASS, TOL_EXACT)                                                                                   \
-    X(ge, GE, CONF_CLASS, TOL_EXACT)                                                                                   \
-    X(where, WHERE, CONF_CLASS, TOL_EXACT)                                                                             \
-    X(neg, NEG, CONF_CLASS, TOL_EXACT)                                                                                 \
-    X(abs, ABS, CONF_CLASS, TOL_EXACT)                                                                                 \
-    X(exp, EXP, CONF_CLASS, TOL_TRANS)                                                                                 \
-    X(log, LOG, CONF_CLASS, TOL_TRANS)                                                                                 \
-    X(sqrt, SQRT, CONF_CLASS, TOL_ROUND)                                                                               \
-    X(rsqrt, RSQRT, CONF_CLASS, TOL_TRANS)                                                                             \
-    X(sin, SIN, CONF_CLASS, TOL_TRANS)                                                                                 \
-    X(cos, COS, CONF_CLASS, TOL_TRANS)                                                                                 \
-    X(tanh, TANH, CONF_CLASS, TOL_TRANS)                                                                               \
-    X(sigmoid, SIGMOID, CONF_CLASS, TOL_TRANS)                                                                         \
-    X(relu, RELU, CONF_CLASS, TOL_EXACT)                                                                               \
-    X(gelu, GELU, CONF_CLASS, TOL_TRANS)                                                                               \
-    X(gelu_backward, GELU_BACKWARD, CONF_CLASS, TOL_TRANS)                                                             \
-    X(silu, SILU, CONF_CLASS, TOL_TRANS)                                                                               \
-    X(clamp, CLAMP, CONF_CLASS, TOL_EXACT)                                                                             \
-    X(sum, SUM, CONF_CLASS, TOL_ACCUM)                                                                                 \
-    X(mean, MEAN, CONF_CLASS, TOL_ACCUM)                                                                               \
-    X(amax, MAX, CONF_CLASS, TOL_EXACT)                                                                                \
-    X(amin, MIN, CONF_CLASS, TOL_EXACT)                                                                                \
-    X(argmax, ARGMAX, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(argmin, ARGMIN, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(var, VAR, CONF_CLASS, TOL_LOOSE)                                                                                 \
-    X(logsumexp, LOGSUMEXP, CONF_CLASS, TOL_ACCUM)                                                                     \
-    X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM)                                                                           \
-    X(linear_gelu, LINEAR_GELU, CONF_CLASS, TOL_ACCUM)                                                                 \
-    X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                         \
-    X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM)                                                                 \
-    X(softmax_backward, SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM)                                                       \
-    X(log_softmax_backward, LOG_SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM)                                               \
-    X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                                   \
-    X(add_layer_norm, ADD_LAYER_NORM, CONF_CLASS, TOL_LOOSE)                                                           \
-    X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM)                                                             \
-    X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM)                                           \
-    X(conv2d, CONV2D, CONF_CLASS, TOL_ACCUM)                                                                           \
-    X(conv2d_backward_input, CONV2D_BACKWARD_INPUT, CONF_CLASS, TOL_ACCUM)                                             \
-    X(conv2d_backward_weight, CONV2D_BACKWARD_WEIGHT, CONF_CLASS, TOL_ACCUM)                                           \
-    X(max_pool2d, MAX_POOL2D, CONF_CLASS, TOL_EXACT)                                                                   \
-    X(max_pool2d_backward, MAX_POOL2D_BACKWARD, CONF_CLASS, TOL_ROUND)                                                 \
-    X(avg_pool2d, AVG_POOL2D, CONF_CLASS, TOL_ACCUM)                                                                   \
-    X(avg_pool2d_backward, AVG_POOL2D_BACKWARD, CONF_CLASS, TOL_ACCUM)                                                 \
-    X(embedding, EMBEDDING, CONF_CLASS, TOL_EXACT)                                                                     \
-    X(embedding_backward, EMBEDDING_BACKWARD, CONF_CLASS, TOL_ACCUM)                                                   \
-    X(index_select, INDEX_SELECT, CONF_CLASS, TOL_EXACT)                                                               \
-    X(gather, GATHER, CONF_CLASS, TOL_EXACT)                                                                           \
-    X(scatter_add, SCATTER_ADD, CONF_CLASS, TOL_LOOSE)                                                                 \
-    X(cat, CAT, CONF_CLASS, TOL_EXACT)                                                                                 \
-    X(one_hot, ONE_HOT, CONF_DT(I32) | CONF_DT(I64), TOL_EXACT)                                                        \
-    X(dropout, DROPOUT, CONF_CLASS, TOL_ROUND)                                                                         \
-    X(attention, ATTENTION, CONF_CLASS, TOL_ACCUM)                                                                     \
-    X(attention_backward, ATTENTION_BACKWARD, CONF_CLASS, TOL_LOOSE)                                                   \
-    X(adam, ADAM_STEP, CONF_CLASS, TOL_LOOSE)                                                                          \
-    X(amp_unscale, AMP_UNSCALE, CONF_CLASS, TOL_ROUND)                                                                 \
-    X(sgd, SGD_STEP, CONF_CLASS, TOL_ROUND)                                                                            \
-    X(rmsprop, RMSPROP_STEP, CONF_CLASS, TOL_LOOSE)
+#include "op_cases.h"
 
 #define VARIANT(s) (c->variant = (s))
 /* Store one result and report it: NULL means a Trident call failed. */
@@ -1386,8 +1311,8 @@ static int case_amp_unscale(conf_ctx *c, int v, td_tensor **out) {
 /* ---- the runner cases ---- */
 
 static const conf_case conf_cases[] = {
-#define CONF_ENTRY_(name, K, dts, tol) {#name, TD_OP_##K, dts, tol, case_##name},
-    CONF_CASES(CONF_ENTRY_)
+#define CONF_ENTRY_(name, K, dts, tol, ...) {#name, TD_OP_##K, dts, tol, case_##name},
+    OP_CASES(CONF_ENTRY_, )
 #undef CONF_ENTRY_
 };
 #define N_CASES ((int)(sizeof conf_cases / sizeof conf_cases[0]))
@@ -1395,29 +1320,56 @@ static const conf_case conf_cases[] = {
 /* CONF_TABLE_ONLY: the cases without the runner, for trident devices --selftest (tools/devices_selftest.c) */
 #ifndef CONF_TABLE_ONLY
 enum {
-#define CONF_INDEX_(nm, K, dts, tol) CONF_INDEX_##nm,
-    CONF_CASES(CONF_INDEX_)
+#define CONF_INDEX_(nm, K, dts, tol, ...) CONF_INDEX_##nm,
+    OP_CASES(CONF_INDEX_, )
 #undef CONF_INDEX_
 };
-#define CONF_TEST_(nm, K, dts, tol)                                                                                    \
+#define CONF_TEST_(nm, K, dts, tol, ...)                                                                               \
     static void test_##nm(void) { conf_run_case(&conf_cases[CONF_INDEX_##nm]); }
-CONF_CASES(CONF_TEST_)
+OP_CASES(CONF_TEST_, )
 #undef CONF_TEST_
 
-/* Every op kind of the op table has at least one case. */
+/* Every op kind of the op table has at least one case, and a sig whose
+** operands are the op's n_in and n_out (tests/op_cases.h builds its probe). */
 static void test_op_coverage(void) {
     bool covered[TD_OP_COUNT] = {false};
     for (int i = 0; i < N_CASES; i++) covered[conf_cases[i].kind] = true;
     int missing = 0;
-    for (int k = 0; k < TD_OP_COUNT; k++)
-        if (!covered[k]) printf("  op %s has no conformance case\n", td_op_name((td_op_kind)k)), missing++;
+    for (int k = 0; k < TD_OP_COUNT; k++) {
+        const td_op_meta *m = td_op_info((td_op_kind)k);
+        op_case pc;
+        op_case_make((td_op_kind)k, TD_F32, &pc, NULL);
+        if (!covered[k]) printf("  op %s has no conformance case\n", m->name), missing++;
+        if ((m->n_in >= 0 && pc.op.n_in != m->n_in) || pc.op.n_out != m->n_out)
+            printf("  op %s: sig \"%s\" has %d inputs and %d outputs\n", m->name, m->sig, pc.op.n_in, pc.op.n_out),
+                missing++;
+    }
     ASSERT_EQ_INT(missing, 0);
+}
+
+/* The dispatcher checks operand counts and dtypes against the op table before a backend sees them. */
+static void test_operand_rules(void) {
+    td_scope_begin();
+    int64_t n = 3;
+    td_tensor *f = td_zeros(1, &n, TD_F32, TD_CPU), *i = td_zeros(1, &n, TD_I32, TD_CPU);
+    td_tensor *fo = td_zeros(1, &n, TD_F32, TD_CPU), *io = td_zeros(1, &n, TD_I32, TD_CPU);
+    td_tensor *fff[3] = {f, f, f}, *fi[2] = {f, i};
+    ASSERT_ERROR(td__dispatch(TD_OP_WHERE, 3, fff, NULL, 1, &fo, NULL), TD_ERR_DTYPE,
+                 "where: in[0] has dtype float32, expected bool");
+    ASSERT_ERROR(td__dispatch(TD_OP_ADD, 2, fi, NULL, 1, &fo, NULL), TD_ERR_DTYPE,
+                 "add: in[1] has dtype int32, expected float32");
+    ASSERT_ERROR(td__dispatch(TD_OP_ADD, 1, fi, NULL, 1, &fo, NULL), TD_ERR_MISUSE, "add: 1 inputs and 1 outputs");
+    ASSERT_ERROR(td__dispatch(TD_OP_EXP, 1, &i, NULL, 1, &io, NULL), TD_ERR_UNSUPPORTED,
+                 "exp: not supported for dtype");
+    td_scope_end();
+    td_clear_error();
 }
 
 int main(int argc, char **argv) {
     static const test_case cases[] = {{"op_coverage", test_op_coverage},
-#define CONF_RUNNER_ENTRY_(name, K, dts, tol) {#name, test_##name},
-                                      CONF_CASES(CONF_RUNNER_ENTRY_)
+                                      {"operand_rules", test_operand_rules},
+#define CONF_RUNNER_ENTRY_(name, K, dts, tol, ...) {#name, test_##name},
+                                      OP_CASES(CONF_RUNNER_ENTRY_, )
 #undef CONF_RUNNER_ENTRY_
     };
     if (argc > 1 && !strcmp(argv[1], "--perf")) return conf_perf(conf_cases, N_CASES, argc - 2, argv + 2);

@@ -62,7 +62,10 @@ typedef struct td_op_meta {
     const char *name;
     int n_in, n_out, differentiable, dtypes, layout;
     const char *summary;
-    int amp; /* TD_AMP_*: the op's autocast policy */
+    int amp;                         /* TD_AMP_*: the op's autocast policy */
+    int gemm, batchable, cost;       /* TD_OP_FACTS' columns */
+    const char *sig;                 /* operand dtypes and probe shapes (td_sig_next) */
+    const union td_op_params *probe; /* the probe invocation's params */
 } td_op_meta;
 TD_API const td_op_meta *td_op_info(td_op_kind k); /* NULL if out of range */
 

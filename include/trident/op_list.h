@@ -13,6 +13,22 @@
 **
 ** Generated from it: the td_op_kind enum, td_op_name(), the coverage matrix of
 ** `trident devices --ops`, and the cases the conformance test sweeps.
+**
+** TD_OP_FACTS(X) holds the rest of what the core knows about each op, one row
+** per op in TD_OP_LIST's order (checked where td_op_meta is built):
+** X(NAME, gemm, batchable, cost, sig, probe)
+**   gemm       1: a GEMM class op; fp32 may use TF32 (TD_OP_FLAG_TF32)
+**   batchable  1: held in an optimizer batch and sent through run_many
+**   cost       how the profiler counts FLOPs (TD_COST_*); bytes are every
+**              operand's stored elements
+**   sig        operand dtypes and a probe shape: "in,in,...->out,...", each
+**              operand [?]CODE[+][[d0,d1,...]]; ? optional (may be absent),
+**              + repeats (a variadic tail), no shape: [2,3] ("?": absent in
+**              the probe). CODE: x the op's dtype (the first x operand's, or
+**              in[0]'s where none is x), b bool, l int64, i int32 or int64,
+**              f float32, s SUM's (int64 for integer x, else x), m bool or x,
+**              w float64 for float64 x else float32, * any.
+**   probe      the probe invocation's td_op_params, its designators in parentheses
 ** Optional operands (layer_norm weight, conv bias, ...) are passed as views
 ** with buf == NULL. Ops marked "in place" read and write their outputs.
 */
@@ -124,5 +140,134 @@
     /* mixed precision: the GradScaler's unscale, in place on the outputs */                                           \
     X(AMP_UNSCALE, 0, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                               \
       "(grad, found_inf[1] f32): found_inf = 1 if grad has inf/NaN; grad *= inv_scale")
+
+/* cost kinds: FLOPs of one invocation */
+#define TD_COST_NONE    0 /* data movement: 0 */
+#define TD_COST_ELEM    1 /* one per element of the largest operand */
+#define TD_COST_GEMM    2 /* 2 M N K: 2 numel(out[0]) times in[0]'s last dim */
+#define TD_COST_CONV    3 /* 2 numel(y) numel(w) / O with y = out[0], w = in[1] */
+#define TD_COST_CONV_DX 4 /* the same with y = in[0], w = in[1] */
+#define TD_COST_CONV_DW 5 /* the same with y = in[0], w = out[0] */
+
+#define TD_PROBE_CONV .conv = {{1, 1}, {0, 0}, {1, 1}, 1}
+#define TD_PROBE_POOL .pool = {{2, 2}, {2, 2}, {0, 0}, true}
+#define TD_PROBE_XENT .xent = {-100, 0, TD_REDUCTION_MEAN}
+#define TD_ATTN_      "x[1,2,3,4]"
+#define TD_ATTN3_     TD_ATTN_ "," TD_ATTN_ "," TD_ATTN_
+
+#define TD_OP_FACTS(X)                                                                                                 \
+    X(FILL, 0, 0, TD_COST_NONE, "->x", ())                                                                             \
+    X(ARANGE, 0, 0, TD_COST_NONE, "->x", ())                                                                           \
+    X(RAND, 0, 0, TD_COST_NONE, "->x", ())                                                                             \
+    X(RANDN, 0, 0, TD_COST_NONE, "->x", ())                                                                            \
+    X(COPY, 0, 0, TD_COST_NONE, "x->*", ())                                                                            \
+    X(ADD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                           \
+    X(SUB, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                           \
+    X(MUL, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                           \
+    X(DIV, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                           \
+    X(POW, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                           \
+    X(MAXIMUM, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                       \
+    X(MINIMUM, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                       \
+    X(EQ, 0, 0, TD_COST_ELEM, "x,x->b", ())                                                                            \
+    X(NE, 0, 0, TD_COST_ELEM, "x,x->b", ())                                                                            \
+    X(LT, 0, 0, TD_COST_ELEM, "x,x->b", ())                                                                            \
+    X(LE, 0, 0, TD_COST_ELEM, "x,x->b", ())                                                                            \
+    X(GT, 0, 0, TD_COST_ELEM, "x,x->b", ())                                                                            \
+    X(GE, 0, 0, TD_COST_ELEM, "x,x->b", ())                                                                            \
+    X(WHERE, 0, 0, TD_COST_ELEM, "b,x,x->x", ())                                                                       \
+    X(NEG, 0, 0, TD_COST_ELEM, "x->x", ())                                                                             \
+    X(ABS, 0, 0, TD_COST_ELEM, "x->x", ())                                                                             \
+    X(EXP, 0, 0, TD_COST_ELEM, "x->x", ())                                                                             \
+    X(LOG, 0, 0, TD_COST_ELEM, "x->x", ())                                                                             \
+    X(SQRT, 0, 0, TD_COST_ELEM, "x->x", ())                                                                            \
+    X(RSQRT, 0, 0, TD_COST_ELEM, "x->x", ())                                                                           \
+    X(SIN, 0, 0, TD_COST_ELEM, "x->x", ())                                                                             \
+    X(COS, 0, 0, TD_COST_ELEM, "x->x", ())                                                                             \
+    X(TANH, 0, 0, TD_COST_ELEM, "x->x", ())                                                                            \
+    X(SIGMOID, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \
+    X(RELU, 0, 0, TD_COST_ELEM, "x->x", ())                                                                            \
+    X(GELU, 0, 0, TD_COST_ELEM, "x->x", ())                                                                            \
+    X(GELU_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                                 \
+    X(SILU, 0, 0, TD_COST_ELEM, "x->x", ())                                                                            \
+    X(CLAMP, 0, 0, TD_COST_ELEM, "x->x", ())                                                                           \
+    X(SUM, 0, 0, TD_COST_ELEM, "x->s[1,3]", (.reduce = {1, 0}))                                                        \
+    X(MEAN, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                       \
+    X(MAX, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                        \
+    X(MIN, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                        \
+    X(ARGMAX, 0, 0, TD_COST_ELEM, "x->l[1,3]", (.reduce = {1, 0}))                                                     \
+    X(ARGMIN, 0, 0, TD_COST_ELEM, "x->l[1,3]", (.reduce = {1, 0}))                                                     \
+    X(VAR, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                        \
+    X(LOGSUMEXP, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                  \
+    X(MATMUL, 1, 0, TD_COST_GEMM, "x[2,3],x[3,4]->x[2,4]", ())                                                         \
+    X(LINEAR_GELU, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4],x[2,4]", ())                                       \
+    X(SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \
+    X(LOG_SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                     \
+    X(SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                              \
+    X(LOG_SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                          \
+    X(LAYER_NORM, 0, 0, TD_COST_ELEM, "x,?x[3],?x[3]->x,x[2],x[2]", (.norm = {1e-5}))                                  \
+    X(ADD_LAYER_NORM, 0, 0, TD_COST_ELEM, "x,x,?x[3],?x[3]->x,x,x[2],x[2]", (.norm = {1e-5}))                          \
+    X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->x[]", (TD_PROBE_XENT))                                            \
+    X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "x[],x,l[2],?x->x", (TD_PROBE_XENT))                                 \
+    X(CONV2D, 1, 0, TD_COST_CONV, "x[1,2,4,4],x[3,2,3,3],?x[3]->x[1,3,2,2]", (TD_PROBE_CONV))                          \
+    X(CONV2D_BACKWARD_INPUT, 1, 0, TD_COST_CONV_DX, "x[1,3,2,2],x[3,2,3,3]->x[1,2,4,4]", (TD_PROBE_CONV))              \
+    X(CONV2D_BACKWARD_WEIGHT, 1, 0, TD_COST_CONV_DW, "x[1,3,2,2],x[1,2,4,4]->x[3,2,3,3]", (TD_PROBE_CONV))             \
+    X(MAX_POOL2D, 0, 0, TD_COST_ELEM, "x[1,2,4,4]->x[1,2,2,2],l[1,2,2,2]", (TD_PROBE_POOL))                            \
+    X(MAX_POOL2D_BACKWARD, 0, 0, TD_COST_ELEM, "x[1,2,2,2],l[1,2,2,2]->x[1,2,4,4]", (TD_PROBE_POOL))                   \
+    X(AVG_POOL2D, 0, 0, TD_COST_ELEM, "x[1,2,4,4]->x[1,2,2,2]", (TD_PROBE_POOL))                                       \
+    X(AVG_POOL2D_BACKWARD, 0, 0, TD_COST_ELEM, "x[1,2,2,2]->x[1,2,4,4]", (TD_PROBE_POOL))                              \
+    X(EMBEDDING, 0, 0, TD_COST_NONE, "x[5,3],i[2]->x", ())                                                             \
+    X(EMBEDDING_BACKWARD, 0, 0, TD_COST_NONE, "x,i[2]->x[5,3]", (.embedding = {-1}))                                   \
+    X(INDEX_SELECT, 0, 0, TD_COST_NONE, "x[4,3],i[2]->x", ())                                                          \
+    X(GATHER, 0, 0, TD_COST_NONE, "x[4,3],i->x", ())                                                                   \
+    X(SCATTER_ADD, 0, 0, TD_COST_NONE, "x[4,3],i,x->x[4,3]", ())                                                       \
+    X(CAT, 0, 0, TD_COST_NONE, "x+->x[4,3]", ())                                                                       \
+    X(ONE_HOT, 0, 0, TD_COST_NONE, "i[2]->l[2,5]", (.one_hot = {5}))                                                   \
+    X(DROPOUT, 0, 0, TD_COST_ELEM, "x->x", (.rng = {0, 0, 0.5}))                                                       \
+    X(ATTENTION, 0, 0, TD_COST_ELEM, TD_ATTN3_ ",?m->" TD_ATTN_ ",w[1,2,3]", (.attn = {.scale = 0.5}))                 \
+    X(ATTENTION_BACKWARD, 0, 0, TD_COST_ELEM, TD_ATTN_ "," TD_ATTN3_ ",?m," TD_ATTN_ ",w[1,2,3]->" TD_ATTN3_,          \
+      (.attn = {.scale = 0.5}))                                                                                        \
+    X(ADAM_STEP, 0, 1, TD_COST_ELEM, "x->x,x,x,?x",                                                                    \
+      (.adam = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1}))                                    \
+    X(SGD_STEP, 0, 1, TD_COST_ELEM, "x->x,?x", (.sgd = {.lr = 0.1}))                                                   \
+    X(RMSPROP_STEP, 0, 0, TD_COST_ELEM, "x->x,x,?x,?x", (.rmsprop = {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8}))         \
+    X(AMP_UNSCALE, 0, 1, TD_COST_ELEM, "->x,f[1]", (.amp = {1.0 / 1024}))
+
+/* One operand of a signature (TD_OP_FACTS' sig). */
+typedef struct td_sig_arg {
+    char code;    /* x b l i f s m w * */
+    int optional; /* may be absent (buf NULL) */
+    int repeat;   /* the rest of the operands are like this one */
+    int ndim;     /* the probe shape's; -1: absent in the probe */
+    long long shape[8];
+} td_sig_arg;
+
+/* Parse the operand at *s into *a and step past it; 0 at "->" (then stepped
+** past) or at the end. */
+static inline int td_sig_next(const char **s, td_sig_arg *a) {
+    const char *p = *s;
+    if (*p == ',') p++;
+    if (!*p || (p[0] == '-' && p[1] == '>')) {
+        *s = *p ? p + 2 : p;
+        return 0;
+    }
+    a->optional = *p == '?';
+    if (a->optional) p++;
+    a->code = *p++;
+    a->repeat = *p == '+';
+    if (a->repeat) p++;
+    a->ndim = a->optional ? -1 : 2;
+    a->shape[0] = 2, a->shape[1] = 3;
+    if (*p == '[') {
+        a->ndim = 0;
+        for (p++; *p >= '0' && *p <= '9'; p += *p == ',') {
+            long long v = 0;
+            while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+            if (a->ndim < 8) a->shape[a->ndim++] = v;
+        }
+        if (*p == ']') p++;
+    }
+    *s = p;
+    return 1;
+}
 
 #endif /* TRIDENT_OP_LIST_H */

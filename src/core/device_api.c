@@ -21,9 +21,8 @@ void td__count_host_sync(const td_storage *s) {
 int64_t td_host_sync_count(void) { return atomic_load(&host_syncs); }
 
 uint32_t td__op_flags(td_op_kind kind) {
-    bool gemm = kind == TD_OP_MATMUL || kind == TD_OP_LINEAR_GELU || kind == TD_OP_CONV2D ||
-                kind == TD_OP_CONV2D_BACKWARD_INPUT || kind == TD_OP_CONV2D_BACKWARD_WEIGHT;
-    return gemm && atomic_load(&tf32_allowed) ? TD_OP_FLAG_TF32 : 0;
+    const td_op_meta *m = td_op_info(kind);
+    return m && m->gemm && atomic_load(&tf32_allowed) ? TD_OP_FLAG_TF32 : 0;
 }
 
 td_status td_set_float32_matmul_precision(const char *precision) {

@@ -15,10 +15,36 @@ void (*td__release_hook)(td_tensor *t);
 void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
 void (*td__split_hook)(td_tensor *base, int n, td_tensor *const *views, int dim);
 
+/* TD_OP_FACTS has TD_OP_LIST's ops in TD_OP_LIST's order */
+enum {
+#define FACT_ENUM_(N, gemm, batch, cost, sig, probe) FACT_##N,
+    TD_OP_FACTS(FACT_ENUM_)
+#undef FACT_ENUM_
+        FACT_COUNT
+};
+_Static_assert((int)FACT_COUNT == (int)TD_OP_COUNT, "TD_OP_FACTS has a row per op of TD_OP_LIST");
+#define FACT_ORDER_(N, gemm, batch, cost, sig, probe)                                                                  \
+    _Static_assert((int)FACT_##N == (int)TD_OP_##N, "TD_OP_FACTS: " #N " is not where TD_OP_LIST has it");
+TD_OP_FACTS(FACT_ORDER_)
+#undef FACT_ORDER_
+
+#define UNPAREN_(...) __VA_ARGS__
+static const td_op_params probe_params[TD_OP_COUNT] = {
+#define FACT_PROBE_(N, gemm, batch, cost, sig, params) [TD_OP_##N] = {UNPAREN_ params},
+    TD_OP_FACTS(FACT_PROBE_)
+#undef FACT_PROBE_
+};
+
+/* TD_OP_LIST's columns, then TD_OP_FACTS' into the same rows */
 static const td_op_meta op_meta[TD_OP_COUNT] = {
 #define TD_OP_META_(N, ni, no, g, dts, lay, amp, s) [TD_OP_##N] = {#N, ni, no, g, dts, lay, s, amp},
     TD_OP_LIST(TD_OP_META_)
 #undef TD_OP_META_
+#define FACT_META_(N, g, b, c, s, params)                                                                              \
+    [TD_OP_##N].gemm = g, [TD_OP_##N].batchable = b, [TD_OP_##N].cost = c, [TD_OP_##N].sig = s,                        \
+    [TD_OP_##N].probe = &probe_params[TD_OP_##N],
+        TD_OP_FACTS(FACT_META_)
+#undef FACT_META_
 };
 
 static char op_names[TD_OP_COUNT][32]; /* lower-case names, filled once */
@@ -41,6 +67,105 @@ const char *td_op_name(td_op_kind k) {
 }
 
 const td_op_meta *td_op_info(td_op_kind k) { return (unsigned)k < TD_OP_COUNT ? &op_meta[k] : NULL; }
+
+/* ---- the operand rules of TD_OP_FACTS' sig ---- */
+
+static bool code_allows(char code, td_dtype x, td_dtype dt) {
+    switch (code) {
+    case 'x': return dt == x;
+    case 'b': return dt == TD_BOOL;
+    case 'l': return dt == TD_I64;
+    case 'i': return dt == TD_I32 || dt == TD_I64;
+    case 'f': return dt == TD_F32;
+    case 's': return dt == (td_dtype_is_float(x) ? x : TD_I64);
+    case 'm': return dt == TD_BOOL || dt == x;
+    case 'w': return dt == (x == TD_F64 ? TD_F64 : TD_F32);
+    default: return true;
+    }
+}
+
+static const char *code_wants(char code, td_dtype x, char *buf, size_t n) {
+    switch (code) {
+    case 'b': return "bool";
+    case 'l': return "int64";
+    case 'i': return "int32 or int64";
+    case 'f': return "float32";
+    case 's': return td_dtype_name(td_dtype_is_float(x) ? x : TD_I64);
+    case 'm': return snprintf(buf, n, "bool or %s", td_dtype_name(x)), buf;
+    case 'w': return td_dtype_name(x == TD_F64 ? TD_F64 : TD_F32);
+    default: return td_dtype_name(x);
+    }
+}
+
+typedef struct sig_side {
+    int n;
+    bool variadic;
+    td_sig_arg a[8];
+} sig_side;
+
+static void sig_parse(const char *sig, sig_side *in, sig_side *out) {
+    sig_side *side[2] = {in, out};
+    for (int k = 0; k < 2; k++) {
+        td_sig_arg a;
+        side[k]->n = 0, side[k]->variadic = false;
+        while (td_sig_next(&sig, &a))
+            if (side[k]->n < 8) side[k]->a[side[k]->n++] = a, side[k]->variadic = a.repeat;
+    }
+}
+
+/* Operand i of one side: its signature entry, or NULL past the end. */
+static const td_sig_arg *sig_at(const sig_side *s, int i) {
+    return i < s->n ? &s->a[i] : s->variadic ? &s->a[s->n - 1] : NULL;
+}
+
+static bool dtype_in_class(td_dtype dt, int cls) {
+    return cls == TD_DTS_ALL || (cls == TD_DTS_NUM && dt != TD_BOOL) || (cls == TD_DTS_FLOAT && td_dtype_is_float(dt));
+}
+
+/* op's operand count and dtypes against the op table: TD_ERR_MISUSE or
+** TD_ERR_DTYPE; *op_dt: the op's dtype (the first x operand's, else in[0]'s). */
+static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *op_dt) {
+    const td_op_meta *m = &op_meta[op->kind];
+    const char *name = td_op_name(op->kind);
+    *op_dt = TD_F32;
+    if ((m->n_in >= 0 ? op->n_in != m->n_in : op->n_in < 1) || op->n_out != m->n_out)
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs and %d outputs; the op takes %s%d and %d", name, op->n_in,
+                      op->n_out, m->n_in < 0 ? "at least " : "", m->n_in < 0 ? 1 : m->n_in, m->n_out);
+    sig_side s[2];
+    sig_parse(m->sig, &s[0], &s[1]);
+    int n = op->n_in + op->n_out, x_at = -1;
+    for (int i = 0; i < n && x_at < 0; i++) {
+        const td_sig_arg *a = i < op->n_in ? sig_at(&s[0], i) : sig_at(&s[1], i - op->n_in);
+        const td_tensor *t = i < op->n_in ? in[i] : out[i - op->n_in];
+        if (a && a->code == 'x' && t) x_at = i;
+    }
+    if (x_at < 0) x_at = op->n_in && in[0] ? 0 : -1;
+    td_dtype x = x_at < 0 ? TD_F32 : x_at < op->n_in ? op->in[x_at].dtype : op->out[x_at - op->n_in].dtype;
+    *op_dt = x;
+    for (int i = 0; i < n; i++) {
+        bool is_in = i < op->n_in;
+        int j = is_in ? i : i - op->n_in;
+        const td_sig_arg *a = sig_at(&s[is_in ? 0 : 1], j);
+        const td_tensor *t = is_in ? in[j] : out[j];
+        const td_operand *v = is_in ? &op->in[j] : &op->out[j];
+        if (!a || (!t && a->optional)) continue;
+        if (!t) return TD_ERR(TD_ERR_MISUSE, "%s: %s[%d] is absent; it is not optional", name, is_in ? "in" : "out", j);
+        if (!code_allows(a->code, x, v->dtype)) {
+            char buf[48];
+            return TD_ERR(TD_ERR_DTYPE, "%s: %s[%d] has dtype %s, expected %s", name, is_in ? "in" : "out", j,
+                          td_dtype_name(v->dtype), code_wants(a->code, x, buf, sizeof buf));
+        }
+    }
+    return TD_OK;
+}
+
+/* The backend's error, prefixed "<op> on <device>: " unless it names the op already. */
+static td_status run_failed(td_status st, td_op_kind kind, td_device dev) {
+    if (st == TD_OK || strstr(td_last_error(), td_op_name(kind))) return st;
+    char d[32];
+    td_error_prefix("%s on %s", td_op_name(kind), td_device_str(dev, d, sizeof d));
+    return st;
+}
 
 /* ---- batches: optimizer steps gathered into one run_many call ----
 ** Between td__batch_begin and td__batch_end (per thread), ADAM_STEP,
@@ -68,6 +193,7 @@ static td_status batch_flush(void) {
     for (int i = 0; i < batch.n; i++) ops[i] = batch.ops[i].op;
     td_status st = __builtin_expect(td__profiling, 0) ? td__profile_run(batch.be, batch.dev, batch.n, ops)
                                                       : batch.be->iface->run_many(batch.dev.index, batch.n, ops);
+    st = run_failed(st, ops[0].kind, batch.dev);
     for (int i = 0; i < batch.n; i++)
         for (int k = 0; k < batch.ops[i].n_tensors; k++) td_release(batch.ops[i].tensors[k]);
     batch.n = 0;
@@ -128,20 +254,24 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov, .flags = td__op_flags(kind)};
     if (p) op.p = *p;
     const td_backend *be = first->storage->backend;
-    if (!be->iface->supports(dev.index, &op)) {
+    td_dtype dt;
+    td_status bad = check_operands(&op, in, out, &dt);
+    if (bad != TD_OK) return bad;
+    if (!dtype_in_class(dt, op_meta[kind].dtypes) || !be->iface->supports(dev.index, &op)) {
         char d[32];
-        td_dtype dt = n_in && iv[0].buf ? iv[0].dtype : ov[0].dtype;
         return TD_ERR(TD_ERR_UNSUPPORTED, "%s: not supported for dtype %s on %s", td_op_name(kind), td_dtype_name(dt),
                       td_device_str(dev, d, sizeof d));
     }
-    if (batch.on && be->iface->run_many &&
-        (kind == TD_OP_ADAM_STEP || kind == TD_OP_SGD_STEP || kind == TD_OP_AMP_UNSCALE))
+    bool empty = false; /* an output with nothing to write: the backend is not called */
+    for (int i = 0; i < n_out; i++) empty = empty || (ov[i].buf && td_operand_numel(&ov[i]) == 0);
+    if (batch.on && be->iface->run_many && op_meta[kind].batchable && !empty)
         return batch_add(be, dev, &op, n_in, in, n_out, out);
     td_status held = batch.n ? batch_flush() : TD_OK; /* another op runs after the held ones */
     if (held != TD_OK) return held;
-    td_status st =
-        __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op) : be->iface->run(dev.index, &op);
-    if (st != TD_OK) return st;
+    td_status st = empty                                ? TD_OK
+                   : __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op)
+                                                        : be->iface->run(dev.index, &op);
+    if (st != TD_OK) return run_failed(st, kind, dev);
     for (int i = 0; i < n_out; i++)
         if (out[i]) atomic_fetch_add(&out[i]->storage->version, 1);
     if (td__record_hook && op_meta[kind].differentiable) return td__record_hook(kind, n_in, in, n_out, out, p);

@@ -61,7 +61,6 @@ extern _Atomic bool td__profiling; /* atomic: other threads (data loaders) dispa
 extern _Thread_local td__prof_where td__prof_at;
 td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_op *ops); /* run, or run_many if n > 1 */
 const char *td__profile_intern(const char *s); /* a copy that lives as long as the process; NULL without memory */
-td_status td__profile_write_trace(const char *path);
 
 /* ---- fault injection (fault.c): TRIDENT_FAULT_ALLOC / TRIDENT_FAULT_WRITE ----
 ** set: fail the nth buffer allocation (file write of the atomic writer) from
@@ -127,9 +126,9 @@ void *td__host_data(const td_tensor *t);
 ** supports the op, runs it, and records it for autograd when needed.
 ** in[k] may be NULL for absent optional operands. in_views may be NULL, in
 ** which case plain views of in[] are used; otherwise in_views[k] describes
-** in[k] (e.g. broadcast). */
-td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
-                       td_tensor *const *out, const td_op_params *p);
+** in[k] (e.g. broadcast). Exported for the tests (test_conformance's operand_rules). */
+TD_API td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td_operand *in_views, int n_out,
+                              td_tensor *const *out, const td_op_params *p);
 /* td__dispatch for ops of layout TD_LAYOUT_CONTIG: runs kind on contiguous
 ** copies of the non-NULL in[0..n_in) (n_in <= 4) and releases the copies
 ** before returning. A NULL out[k] (a failed td__alloc) returns the error
