@@ -14,7 +14,7 @@ libdir=$(dirname "$(find "$prefix" -name 'libtrident.so' | head -n 1)")
 step() { echo "== $1"; }
 
 step "installed CLI"
-"$prefix/bin/trident" --help >/dev/null
+"$prefix/bin/trident" --version | grep -q "^  cpu  *loaded"
 step "find_package from the install prefix"
 cmake -S "$src" -B "$tmp/cmake-install" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/cmake-install" >/dev/null
