@@ -7,9 +7,10 @@
 #        test_cli.sh - --list
 # Exit 0 pass, 1 fail.
 set -u
-CASES="version version_no_plugins help"
+CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names"
 [ "$2" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+KERNEL=$(cd "$(dirname "$0")/../examples/custom_ops" && pwd)/bias_gelu_cpu.c # a C kernel with a backward
 CASE=$2
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -54,6 +55,28 @@ help)
     ok --help
     has out.txt 'gradcheck'
     has out.txt '^  version, --version' ;;
+bench_only)
+    refused "no workload 'matmull'; valid: W1-mlp, W2-cnn" bench --only matmull
+    refused "W4-matmul" bench --only add,matmull --quick
+    refused "no workload '' (empty)" bench --only matmul,,add
+    refused "ends with ','" bench --only matmul,
+    refused "empty list" bench --only ""
+    # every spelling of a name passes the check (--compare then fails on its own)
+    "$BIN" bench --only W4-matmul,matmul,W2,gpt,w4,dispatch --compare none.json none.json >out.txt 2>err.txt
+    ! grep -q -- "--only" err.txt || { cat err.txt; fail "valid --only names refused"; } ;;
+bench_ddp_values)
+    refused "--backend 'gloo' is not nccl or mpi" bench --ddp --backend gloo
+    refused "unknown device 'cudda'" bench --ddp --device cudda ;;
+kernel_params)
+    refused "--params 'abc': expected a comma list of at most 8 numbers" kernel run "$KERNEL" --shape 4x8,8 --params abc
+    refused "--params '1,,2'" kernel run "$KERNEL" --shape 4x8,8 --params 1,,2
+    refused "--params '1,2,3,4,5,6,7,8,9'" kernel run "$KERNEL" --shape 4x8,8 --params 1,2,3,4,5,6,7,8,9 ;;
+kernel_names)
+    refused "--names 'x': expected 2 different names" kernel run "$KERNEL" --shape 4x8,8 --names x --ref "x+b"
+    refused "--names 'x,x'" kernel run "$KERNEL" --shape 4x8,8 --names x,x --ref "x+x"
+    refused "--names 'x,1b'" kernel run "$KERNEL" --shape 4x8,8 --names x,1b --ref "x"
+    ok kernel run "$KERNEL" --shape 4x8,8 --names inp,bias --ref "gelu(inp + bias)"
+    has out.txt 'ok: tolerance' ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"

@@ -150,6 +150,46 @@ static td_tensor *eval_ref(const kargs *a, int n, td_tensor *const *in) {
     return t;
 }
 
+/* --params "1e-5,2" into a->params: each entry a number, at most TD_CUSTOM_MAX_PARAMS; false with a message */
+static bool parse_params(const char *v, kargs *a) {
+    for (const char *p = v;; p++) {
+        char *end;
+        float x = strtof(p, &end);
+        if (end == p || (*end && *end != ',') || a->n_params == TD_CUSTOM_MAX_PARAMS) {
+            fprintf(stderr, "trident kernel: --params %s: expected a comma list of at most %d numbers, as 1e-5,2\n",
+                    TD_QUOTE(v), TD_CUSTOM_MAX_PARAMS);
+            return false;
+        }
+        a->params[a->n_params++] = x;
+        if (!*(p = end)) return true;
+    }
+}
+
+/* --names "x,b": one name per input (n of them), each a letter or '_' then letters, digits or '_' (at most 15),
+** all different; false with a message */
+static bool check_names(const char *names, int n) {
+    char seen[K_MAX_IN][16];
+    int k = 0;
+    for (const char *p = names;; p++) {
+        size_t len = strcspn(p, ",");
+        bool ok = len && len < 16 && !isdigit((unsigned char)*p) && k < n;
+        for (size_t i = 0; ok && i < len; i++) ok = isalnum((unsigned char)p[i]) || p[i] == '_';
+        for (int j = 0; ok && j < k; j++) ok = strlen(seen[j]) != len || strncmp(seen[j], p, len);
+        if (!ok) break;
+        snprintf(seen[k++], sizeof seen[0], "%.*s", (int)len, p);
+        if (!p[len]) {
+            if (k == n) return true;
+            break;
+        }
+        p += len;
+    }
+    fprintf(stderr,
+            "trident kernel: --names %s: expected %d different name%s (one per input of --shape), each a letter "
+            "or '_' then letters, digits or '_'\n",
+            TD_QUOTE(names), n, n == 1 ? "" : "s");
+    return false;
+}
+
 /* ---- the kernel as a custom op ---- */
 
 static char *read_text(const char *path) {
@@ -495,10 +535,9 @@ int cmd_kernel(int argc, char **argv) {
             a.grads = atoi(v);
         else if (!strcmp(o, "--seed"))
             a.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(o, "--params")) /* "1e-5,2": the kernel's td.p[] / a.p[] */
-            for (const char *p = v; *p && a.n_params < TD_CUSTOM_MAX_PARAMS; p += *p == ',')
-                a.params[a.n_params++] = strtof(p, (char **)&p);
-        else
+        else if (!strcmp(o, "--params")) { /* "1e-5,2": the kernel's td.p[] / a.p[] */
+            if (!parse_params(v, &a)) return 2;
+        } else
             return fprintf(stderr, "trident kernel: unknown option %s\n%s", TD_QUOTE(o), usage), 2;
     }
     kfile f, b;
@@ -541,6 +580,8 @@ int cmd_kernel(int argc, char **argv) {
         rc = 2;
     } else if (a.grads != 1 && a.grads != n) {
         fprintf(stderr, "trident kernel: --grads %d is neither 1 nor the number of inputs (%d)\n", a.grads, n);
+        rc = 2;
+    } else if (a.names && !check_names(a.names, n)) {
         rc = 2;
     } else if (grad && f.lang == LANG_GLSL && !a.backward) {
         fprintf(stderr, "trident kernel gradcheck: a GLSL kernel needs --backward FILE.comp\n");
