@@ -7,7 +7,7 @@
 #        test_cli.sh - --list
 # Exit 0 pass, 1 fail.
 set -u
-CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names"
+CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names train_plural"
 [ "$2" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 KERNEL=$(cd "$(dirname "$0")/../examples/custom_ops" && pwd)/bias_gelu_cpu.c # a C kernel with a backward
@@ -77,6 +77,11 @@ kernel_names)
     refused "--names 'x,1b'" kernel run "$KERNEL" --shape 4x8,8 --names x,1b --ref "x"
     ok kernel run "$KERNEL" --shape 4x8,8 --names inp,bias --ref "gelu(inp + bias)"
     has out.txt 'ok: tolerance' ;;
+train_plural)
+    ok train --model gpt --device cpu --text /usr/share/common-licenses/GPL-3 --d-model 8 --layers 1 --heads 2 \
+        --context 8 --batch 4 --steps 1 --epochs 1 --checkpoint c.safetensors
+    has out.txt ' 1 step per epoch, 1 epoch$'
+    ! grep -Eq '(^|[^0-9])1 (epochs|steps) ' out.txt || { cat out.txt; fail "a count of 1 with a plural noun"; } ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"
