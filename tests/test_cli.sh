@@ -7,7 +7,7 @@
 #        test_cli.sh - --list
 # Exit 0 pass, 1 fail.
 set -u
-CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names train_plural"
+CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names kernel_help kernel_scalar_shape kernel_bad_ref train_plural"
 [ "$2" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 KERNEL=$(cd "$(dirname "$0")/../examples/custom_ops" && pwd)/bias_gelu_cpu.c # a C kernel with a backward
@@ -77,6 +77,30 @@ kernel_names)
     refused "--names 'x,1b'" kernel run "$KERNEL" --shape 4x8,8 --names x,1b --ref "x"
     ok kernel run "$KERNEL" --shape 4x8,8 --names inp,bias --ref "gelu(inp + bias)"
     has out.txt 'ok: tolerance' ;;
+kernel_help)
+    ok kernel --help
+    for o in --device --shape --out-shape --rows --f64 --ref --names --entry --params --seed --svg --backward \
+        --grads --help; do
+        has out.txt "^  (-h, )?$o( |$)"
+    done
+    has out.txt 'gelu_erf, relu, exp, log'     # what --ref accepts
+    has out.txt '<stem>_backward'              # the naming convention
+    has out.txt 'temporaries are scoped'
+    ok kernel -h ;;
+kernel_scalar_shape)
+    ok kernel run "$KERNEL" --shape scalar,scalar --ref "gelu(x + b)"
+    has out.txt '^output \[1 elements\]'
+    has out.txt '\(ok: tolerance'
+    ok kernel gradcheck "$KERNEL" --f64 --shape scalar,scalar
+    has out.txt '^gradcheck ok on cpu' ;;
+kernel_bad_ref)
+    # refused before the kernel compiles or runs: nothing on stdout (no seed line)
+    refused "--ref 'gelu(x +': expected a name, number or '('" kernel run "$KERNEL" --shape 4x8,8 --ref "gelu(x +"
+    refused "unknown function 'gelux'" kernel bench "$KERNEL" --shape 4x8,8 --ref "gelux(x)"
+    refused "unknown input name 'y'" kernel run "$KERNEL" --shape 4x8,8 --ref "x + y"
+    refused "unexpected text" kernel run "$KERNEL" --shape 4x8,8 --ref "x + b)"
+    refused "--ref" kernel run /nonexistent.c --shape 4 --ref "("
+    refused "--shape '4x'" kernel run "$KERNEL" --shape 4x ;;
 train_plural)
     ok train --model gpt --device cpu --text /usr/share/common-licenses/GPL-3 --d-model 8 --layers 1 --heads 2 \
         --context 8 --batch 4 --steps 1 --epochs 1 --checkpoint c.safetensors
