@@ -89,7 +89,7 @@ kernel_help)
     ok kernel -h ;;
 kernel_scalar_shape)
     ok kernel run "$KERNEL" --shape scalar,scalar --ref "gelu(x + b)"
-    has out.txt '^output \[1 elements\]'
+    has out.txt '^output \[1 element\]'
     has out.txt '\(ok: tolerance'
     ok kernel gradcheck "$KERNEL" --f64 --shape scalar,scalar
     has out.txt '^gradcheck ok on cpu' ;;
