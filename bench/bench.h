@@ -246,6 +246,9 @@ void bench_fail(bench_session *s, int device, const char *workload, const char *
 ** Writes why into err on failure. */
 bool bench_select_devices(bench_session *s, const char *list, char *err, size_t err_size);
 bool bench_workload_selected(const bench_session *s, const bench_workload *w);
+/* Whether every name of the --only list selects a workload; else false with the
+** unknown name and the valid ones in err. */
+bool bench_check_only(const char *only, char *err, size_t err_size);
 /* Roofline and every selected workload on every device, with progress on stderr. */
 void bench_run_all(bench_session *s);
 /* Medians are set by bench_time; this fills roofs, vs_fastest and torch_rate. */

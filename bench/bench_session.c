@@ -99,6 +99,29 @@ bool bench_workload_selected(const bench_session *s, const bench_workload *w) {
     return false;
 }
 
+bool bench_check_only(const char *only, char *err, size_t err_size) {
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", only) >= (int)sizeof buf)
+        return snprintf(err, err_size, "--only: the list is longer than %zu characters", sizeof buf - 1), false;
+    for (const char *tok = buf; *tok;) {
+        size_t len = strcspn(tok, ",");
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)len, tok);
+        bool known = false;
+        for (int i = 0; i < bench_n_workloads && !known; i++)
+            known = len && name_matches(name, bench_workloads[i].name);
+        if (!known) {
+            int n = snprintf(err, err_size, "--only: no workload %s; valid:", len ? TD_QUOTE(name) : "'' (empty)");
+            for (int i = 0; i < bench_n_workloads && n > 0 && (size_t)n < err_size; i++)
+                n += snprintf(err + n, err_size - (size_t)n, "%s %s", i ? "," : "", bench_workloads[i].name);
+            return false;
+        }
+        tok += len + (tok[len] == ',');
+        if (tok[-1] == ',' && !*tok) return snprintf(err, err_size, "--only: the list ends with ','"), false;
+    }
+    return buf[0] || (snprintf(err, err_size, "--only: empty list"), false);
+}
+
 static void progress_rows(const bench_session *s, int from) {
     for (int i = from; i < s->n_rows; i++) {
         const bench_row *r = &s->rows[i];

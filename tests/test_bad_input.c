@@ -38,7 +38,8 @@
     X(scatter_add_dtype_mismatch) X(cat_shape_mismatch) X(cat_no_tensors) X(one_hot_bad_num_classes)           \
     X(one_hot_index_too_large)                                                                                 \
     /* optimizer updates */                                                                                    \
-    X(adam_state_shape_mismatch) X(adam_step_zero) X(sgd_nesterov_without_momentum) X(rmsprop_missing_state)
+    X(adam_state_shape_mismatch) X(adam_step_zero) X(sgd_nesterov_without_momentum) X(rmsprop_missing_state) \
+    X(optimizer_lr_not_finite)
 /* clang-format on */
 
 #define S(...)                                                                                                         \
@@ -352,6 +353,23 @@ TEST(rmsprop_missing_state) {
     ASSERT_ERROR(
         td_rmsprop_update(f32(1, S(4)), f32(1, S(4)), f32(1, S(4)), NULL, NULL, 1e-2, 0.99, 1e-8, 0, 0.9, false, false),
         TD_ERR_MISUSE, "needs the state tensor");
+}
+/* An lr that is NaN, infinite or negative is refused where it is set, not at the next step; the lr is kept. */
+TEST(optimizer_lr_not_finite) {
+    td_tensor *p = f32(1, S(4));
+    ASSERT_OK(td_set_requires_grad(p, true));
+    td_optimizer *o = td_adam_new(1, &p, NULL);
+    ASSERT(o);
+    const double bad[] = {INFINITY, -INFINITY, NAN, -1e-3};
+    for (int i = 0; i < 4; i++) {
+        ASSERT_ERROR(td_optimizer_set_lr(o, bad[i]), TD_ERR_MISUSE, "is not a finite number >= 0");
+        ASSERT_ERROR(td_optimizer_set_group_lr(o, 0, bad[i]), TD_ERR_MISUSE, "is not a finite number >= 0");
+        ASSERT(td_optimizer_get_lr(o, 0) == 1e-3);
+    }
+    td_optimizer_set_lr(o, 0); /* zero is a valid lr (a frozen step) */
+    ASSERT_OK(td_last_status());
+    ASSERT(td_optimizer_get_lr(o, 0) == 0);
+    td_optimizer_free(o);
 }
 
 TEST_MAIN(TESTS)

@@ -355,6 +355,13 @@ TEST(error_no_impl) {
                      "cpu_only: no implementation for vulkan:0 (it has cpu)");
         td_release(x);
     }
+    /* the count in the message agrees with its noun: "1 input", "2 outputs" */
+    td_tensor *y[2],
+        *two[2] = {td_zeros(1, (int64_t[]){4}, TD_F32, TD_CPU), td_zeros(1, (int64_t[]){4}, TD_F32, TD_CPU)};
+    ASSERT_ERROR(td_custom_op_call(cpu_only_op, 2, two, 0, NULL, 2, y), TD_ERR_MISUSE,
+                 "cpu_only: takes 1 input and 1 output (called with 2 and 2)");
+    td_release(two[0]);
+    td_release(two[1]);
     td_clear_error();
     td_custom_op_free(gpu_only);
     td_custom_op_free(cpu_only_op);

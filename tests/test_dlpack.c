@@ -23,6 +23,7 @@
     X(legacy)                                                                                                          \
     X(read_only_and_copy)                                                                                              \
     X(bad_input)                                                                                                       \
+    X(hostile_import)                                                                                                  \
     X(vulkan_export)                                                                                                   \
     X(cuda_round_trip)
 
@@ -306,6 +307,53 @@ TEST(bad_input) {
     td_release(t);
     ASSERT_ERROR(td_to_dlpack(t, 0, NULL, &m), TD_ERR_STATE, "released");
 #undef REFUSED
+    check_no_leaks();
+}
+
+/* Imports found by fuzzing: shapes whose strides or element counts overflow, a misaligned byte_offset, and
+** size-0 tensors with NULL data (refused, or imported as a fresh empty tensor that every op takes). */
+TEST(hostile_import) {
+    float mem[8] = {0};
+    producer p;
+    /* [2^32, 2^32] with NULL strides: the contiguous strides would overflow */
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 2, (int64_t[]){1ll << 32, 1ll << 32}, NULL, 0);
+    ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "multiply past 2^48 bytes");
+    /* [2^40, 2^40, 0] with strides 0: no element, but the sizes' product would overflow an iteration */
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 3, (int64_t[]){1ll << 40, 1ll << 40, 0}, (int64_t[]){0, 0, 0},
+                  0);
+    ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "multiply past 2^48 bytes");
+    ASSERT_ERROR(td_from_dlpack_legacy(&p.legacy), TD_ERR_MISUSE, "multiply past 2^48 bytes");
+    /* a byte_offset that is not a multiple of the element size */
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 1, (int64_t[]){4}, NULL, 2);
+    ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "byte_offset (2) is not a multiple of the element size 4");
+    ASSERT_EQ_INT(p.deleted, 0);
+    /* size 0 with NULL data and hostile strides: a fresh empty tensor; the producer's deleter runs exactly once */
+    producer_init(&p, NULL, (DLDataType){kDLFloat, 32, 1}, 3, (int64_t[]){3, 0, 5}, (int64_t[]){-7, 1ll << 60, 3}, 6);
+    td_tensor *e = ASSERT_TENSOR(td_from_dlpack(&p.v, 0));
+    ASSERT_EQ_INT(td_numel(e), 0);
+    ASSERT_EQ_INT(td_size(e, 2), 5);
+    td_tensor *s = ASSERT_TENSOR(td_sum(e, 0, NULL, false));
+    ASSERT_NEAR(td_item(s), 0, 0);
+    td_tensor *tr = ASSERT_TENSOR(td_transpose(e, 0, 2));
+    td_tensor *c = ASSERT_TENSOR(td_contiguous(tr));
+    ASSERT_EQ_INT(td_numel(c), 0);
+    td_tensor *a = ASSERT_TENSOR(td_add(e, e));
+    td_release(a);
+    td_release(c);
+    td_release(tr);
+    td_release(s);
+    td_release(e);
+    ASSERT_EQ_INT(p.deleted, 1);
+    /* an empty export (data NULL) imported back: the same */
+    td_tensor *z = ASSERT_TENSOR(td_zeros(2, (int64_t[]){0, 3}, TD_F32, TD_CPU));
+    DLManagedTensorVersioned *m = NULL;
+    ASSERT_OK(td_to_dlpack(z, 0, NULL, &m));
+    td_release(z);
+    td_tensor *z2 = ASSERT_TENSOR(td_from_dlpack(m, 0));
+    td_tensor *zs = ASSERT_TENSOR(td_sum(z2, 0, NULL, false));
+    ASSERT_NEAR(td_item(zs), 0, 0);
+    td_release(zs);
+    td_release(z2);
     check_no_leaks();
 }
 

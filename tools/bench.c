@@ -155,6 +155,11 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    char err[1024];
+    if (opt.only && !bench_check_only(opt.only, err, sizeof err)) {
+        fprintf(stderr, "trident bench: %s\n", err);
+        return 2;
+    }
     if (cmp_old) return bench_compare(cmp_old, cmp_new, threshold, stdout);
     if (first_step) return bench_first_step(first_step, opt.quick);
     if (opt.max_reps <= 0) opt.max_reps = opt.quick ? 10 : 20;
@@ -163,7 +168,6 @@ int cmd_bench(int argc, char **argv) {
     bench_session *s = calloc(1, sizeof *s);
     if (!s) return fprintf(stderr, "trident bench: out of memory\n"), 1;
     s->opt = opt;
-    char err[256];
     if (!bench_select_devices(s, backends, err, sizeof err)) {
         fprintf(stderr, "trident bench: %s\n", err);
         free(s);

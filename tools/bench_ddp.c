@@ -127,6 +127,11 @@ int cmd_bench_ddp(int argc, char **argv) {
     }
     if (nproc < 1 || nproc > 64 || steps < 1)
         return fprintf(stderr, "trident bench --ddp: --nproc in [1, 64], --steps >= 1\n"), 2;
+    if (backend && strcmp(backend, "nccl") && strcmp(backend, "mpi"))
+        return fprintf(stderr, "trident bench --ddp: --backend %s is not nccl or mpi\n", TD_QUOTE(backend)), 2;
+    td_device parsed;
+    if (td_device_parse(device, &parsed) != TD_OK)
+        return fprintf(stderr, "trident bench --ddp: --device: %s\n", td_last_error()), 2;
     if (is_worker) return worker(device, steps, quick);
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -150,6 +150,57 @@ static td_tensor *eval_ref(const kargs *a, int n, td_tensor *const *in) {
     return t;
 }
 
+/* --params "1e-5,2" into a->params: each entry a number, at most TD_CUSTOM_MAX_PARAMS; false with a message */
+static bool parse_params(const char *v, kargs *a) {
+    for (const char *p = v;; p++) {
+        char *end;
+        float x = strtof(p, &end);
+        if (end == p || (*end && *end != ',') || a->n_params == TD_CUSTOM_MAX_PARAMS) {
+            fprintf(stderr, "trident kernel: --params %s: expected a comma list of at most %d numbers, as 1e-5,2\n",
+                    TD_QUOTE(v), TD_CUSTOM_MAX_PARAMS);
+            return false;
+        }
+        a->params[a->n_params++] = x;
+        if (!*(p = end)) return true;
+    }
+}
+
+/* --names "x,b": one name per input (n of them), each a letter or '_' then letters, digits or '_' (at most 15),
+** all different; false with a message */
+static bool check_names(const char *names, int n) {
+    char seen[K_MAX_IN][16];
+    int k = 0;
+    for (const char *p = names;; p++) {
+        size_t len = strcspn(p, ",");
+        bool ok = len && len < 16 && !isdigit((unsigned char)*p) && k < n;
+        for (size_t i = 0; ok && i < len; i++) ok = isalnum((unsigned char)p[i]) || p[i] == '_';
+        for (int j = 0; ok && j < k; j++) ok = strlen(seen[j]) != len || strncmp(seen[j], p, len);
+        if (!ok) break;
+        snprintf(seen[k++], sizeof seen[0], "%.*s", (int)len, p);
+        if (!p[len]) {
+            if (k == n) return true;
+            break;
+        }
+        p += len;
+    }
+    fprintf(stderr,
+            "trident kernel: --names %s: expected %d different name%s (one per input of --shape), each a letter "
+            "or '_' then letters, digits or '_'\n",
+            TD_QUOTE(names), n, n == 1 ? "" : "s");
+    return false;
+}
+
+/* Whether the --ref expression parses over n inputs (evaluated on 0-d zeros, so before any kernel runs);
+** false with why on stderr */
+static bool ref_parses(const kargs *a, int n) {
+    td_tensor *in[K_MAX_IN];
+    td_scope_begin();
+    for (int i = 0; i < n; i++) in[i] = td_scalar(0, TD_F32, TD_CPU);
+    bool ok = eval_ref(a, n, in) != NULL;
+    td_scope_end();
+    return ok;
+}
+
 /* ---- the kernel as a custom op ---- */
 
 static char *read_text(const char *path) {
@@ -165,20 +216,23 @@ static char *read_text(const char *path) {
     return s;
 }
 
-/* "64x256,256" into shapes; returns the count, or -1 */
+/* "64x256,256" (and "scalar" for a 0-d input) into shapes; returns the count, or -1 */
 static int parse_shapes(const char *s, int64_t shapes[][TD_MAX_DIMS], int *ndims) {
     int n = 0;
     while (s && *s && n < K_MAX_IN) {
         ndims[n] = 0;
-        for (;;) {
-            char *end;
-            long long v = strtoll(s, &end, 10);
-            if (end == s || v < 0 || ndims[n] == TD_MAX_DIMS) return -1;
-            shapes[n][ndims[n]++] = v;
-            s = end;
-            if (*s != 'x') break;
-            s++;
-        }
+        if (!strncmp(s, "scalar", 6) && (s[6] == ',' || !s[6])) /* a 0-d input */
+            s += 6;
+        else
+            for (;;) {
+                char *end;
+                long long v = strtoll(s, &end, 10);
+                if (end == s || v < 0 || ndims[n] == TD_MAX_DIMS) return -1;
+                shapes[n][ndims[n]++] = v;
+                s = end;
+                if (*s != 'x') break;
+                s++;
+            }
         n++;
         if (*s == ',')
             s++;
@@ -437,7 +491,7 @@ static int run_op(const kargs *a, td_device dev, const kop *o, int n, int64_t sh
         rc = 1;
     } else if (!strcmp(a->cmd, "run")) {
         td_tensor *yc = td_cast(td_to(y, TD_CPU), TD_F64);
-        printf("output [%lld elements] mean |y| %.6g\n", (long long)td_numel(y),
+        printf("output [%lld element%s] mean |y| %.6g\n", (long long)td_numel(y), td_numel(y) == 1 ? "" : "s",
                td_item(td_mean(td_abs(yc), 0, NULL, false)));
         if (a->ref) {
             td_tensor *r = eval_ref(a, n, in);
@@ -464,12 +518,55 @@ static int run_op(const kargs *a, td_device dev, const kop *o, int n, int64_t sh
     return rc;
 }
 
+static const char kernel_usage[] =
+    "usage: trident kernel check|run|bench|gradcheck FILE.comp|FILE.cu|FILE.c [--device D] [--shape 64x256,256]\n"
+    "       [--out-shape S] [--rows] [--f64] [--ref EXPR] [--names x,b] [--entry NAME] [--seed N] [--svg OUT]\n"
+    "       [--backward FILE] [--grads N] [--params P0,P1,...]\n";
+
+static void kernel_help(FILE *f) {
+    fputs(kernel_usage, f);
+    fputs("\n"
+          "Compile, run, time or gradcheck one kernel file of a custom op (walk-through: "
+          "examples/custom_ops/README.md).\n"
+          "\n"
+          "commands:\n"
+          "  check       compile, print the compiler's log\n"
+          "  run         run once on random inputs (the seed is printed) and, with --ref, compare with EXPR\n"
+          "  bench       time the kernel, and EXPR next to it with --ref\n"
+          "  gradcheck   td_gradcheck of the op with its backward kernel\n"
+          "\n"
+          "FILE is GLSL (.comp, default device vulkan:0), CUDA (.cu, cuda:0) or C (.c, cpu; compiled by $CC, default\n"
+          "cc, into a shared library against the Trident headers: $TRIDENT_INCLUDE or the source tree's).\n"
+          "Naming: the entry function is named after the file's stem (bias_gelu.c: bias_gelu; GLSL: main) unless\n"
+          "--entry; the backward is <stem>_backward in the same file (C, CUDA) or --backward's file (GLSL needs one).\n"
+          "A backward's temporaries are scoped: the tensors it makes belong to the scope autograd opens around it.\n"
+          "\n"
+          "options:\n"
+          "  --device D        device to run on (cpu, cuda:N, vulkan:N)\n"
+          "  --shape S         the inputs' shapes, comma-separated, dims joined by x: 64x256,256 is two inputs;\n"
+          "                    scalar is a 0-d input (scalar,256)\n"
+          "  --out-shape S     the output's shape (default: input 0's); scalar for 0-d\n"
+          "  --rows            launch one block per row of input 0 (TD_GRID_ROWS; default one thread per element)\n"
+          "  --f64             the kernel also computes in float64 (scalar_t, c->dtype); gradcheck in float64\n"
+          "  --ref EXPR        reference expression over the inputs, named x, b, c, d, ... in order: numbers,\n"
+          "                    + - * /, parentheses and the functions gelu (tanh form), gelu_erf, relu, exp, log,\n"
+          "                    tanh, sigmoid, sqrt, rsqrt; one that does not parse is refused before anything runs\n"
+          "  --names x,b       other names for the inputs in EXPR, one per input of --shape\n"
+          "  --entry NAME      the entry function (default: the file's stem; GLSL: main)\n"
+          "  --params P0,P1    up to 8 float parameters, the kernel's td.p[] (GLSL) / a.p[] (CUDA, C)\n"
+          "  --seed N          seed of the random inputs (default: from the clock, printed)\n"
+          "  --svg OUT         bench: a bar chart of the kernel's and EXPR's times\n"
+          "  --backward FILE   gradcheck: the backward kernel's file (default FILE, entry <stem>_backward)\n"
+          "  --grads N         gradcheck: the backward's outputs: 1 (one gradient of the output's shape, summed down\n"
+          "                    to each input's shape) or one per input (default 1); the backward's bindings are the\n"
+          "                    inputs, the output's gradient, then these N gradients\n"
+          "  -h, --help        this help\n",
+          f);
+}
+
 int cmd_kernel(int argc, char **argv) {
-    static const char usage[] =
-        "usage: trident kernel check|run|bench|gradcheck FILE.comp|FILE.cu|FILE.c [--device D] [--shape 64x256,256]\n"
-        "       [--out-shape S] [--rows] [--f64] [--ref EXPR] [--names x,b] [--entry NAME] [--seed N] [--svg OUT]\n"
-        "       [--backward FILE] [--grads N] [--params P0,P1,...]\n";
-    if (argc < 3) return fputs(usage, stderr), 2;
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return kernel_help(stdout), 0;
+    if (argc < 3) return fputs(kernel_usage, stderr), 2;
     kargs a = {.cmd = argv[1], .file = argv[2], .grads = 1, .seed = (uint64_t)time(NULL) % 100000};
     if (strcmp(a.cmd, "check") && strcmp(a.cmd, "run") && strcmp(a.cmd, "bench") && strcmp(a.cmd, "gradcheck"))
         return fprintf(stderr, "trident kernel: unknown command %s (check, run, bench, gradcheck)\n", TD_QUOTE(a.cmd)),
@@ -495,11 +592,39 @@ int cmd_kernel(int argc, char **argv) {
             a.grads = atoi(v);
         else if (!strcmp(o, "--seed"))
             a.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(o, "--params")) /* "1e-5,2": the kernel's td.p[] / a.p[] */
-            for (const char *p = v; *p && a.n_params < TD_CUSTOM_MAX_PARAMS; p += *p == ',')
-                a.params[a.n_params++] = strtof(p, (char **)&p);
-        else
-            return fprintf(stderr, "trident kernel: unknown option %s\n%s", TD_QUOTE(o), usage), 2;
+        else if (!strcmp(o, "--params")) { /* "1e-5,2": the kernel's td.p[] / a.p[] */
+            if (!parse_params(v, &a)) return 2;
+        } else
+            return fprintf(stderr, "trident kernel: unknown option %s (see trident kernel --help)\n", TD_QUOTE(o)), 2;
+    }
+    /* everything the command line can get wrong, refused before anything compiles or runs */
+    bool grad = !strcmp(a.cmd, "gradcheck"), own_b = grad && a.backward && strcmp(a.backward, a.file);
+    int64_t shapes[K_MAX_IN][TD_MAX_DIMS];
+    int ndims[K_MAX_IN], n = 0;
+    kop o = {.out_ndim = -1};
+    if (strcmp(a.cmd, "check")) {
+        if ((n = parse_shapes(a.shape, shapes, ndims)) < 1)
+            return fprintf(stderr, "trident kernel %s: --shape %s is not like 64x256,256 (scalar: 0-d)\n", a.cmd,
+                           a.shape ? TD_QUOTE(a.shape) : "(missing)"),
+                   2;
+        if (a.grads != 1 && a.grads != n)
+            return fprintf(stderr, "trident kernel: --grads %d is neither 1 nor the number of inputs (%d)\n", a.grads,
+                           n),
+                   2;
+        if (a.names && !check_names(a.names, n)) return 2;
+        if (grad && lang_of(a.file) == LANG_GLSL && !a.backward)
+            return fprintf(stderr, "trident kernel gradcheck: a GLSL kernel needs --backward FILE.comp\n"), 2;
+        if (a.out_shape) {
+            int nd[1];
+            int64_t s[1][TD_MAX_DIMS];
+            if (parse_shapes(a.out_shape, s, nd) != 1)
+                return fprintf(stderr, "trident kernel: --out-shape %s is not like 64x256 (scalar: 0-d)\n",
+                               TD_QUOTE(a.out_shape)),
+                       2;
+            o.out_ndim = nd[0];
+            memcpy(o.out_shape, s[0], sizeof o.out_shape);
+        }
+        if (a.ref && !ref_parses(&a, n)) return 2;
     }
     kfile f, b;
     int rc = kfile_load(&f, a.file, a.entry);
@@ -530,30 +655,6 @@ int cmd_kernel(int argc, char **argv) {
         }
         kfile_free(&f);
         return rc;
-    }
-    int64_t shapes[K_MAX_IN][TD_MAX_DIMS];
-    int ndims[K_MAX_IN], n = parse_shapes(a.shape, shapes, ndims);
-    kop o = {.out_ndim = -1};
-    bool grad = !strcmp(a.cmd, "gradcheck"), own_b = grad && a.backward && strcmp(a.backward, a.file);
-    if (n < 1) {
-        fprintf(stderr, "trident kernel %s: --shape %s is not like 64x256,256\n", a.cmd,
-                a.shape ? TD_QUOTE(a.shape) : "(missing)");
-        rc = 2;
-    } else if (a.grads != 1 && a.grads != n) {
-        fprintf(stderr, "trident kernel: --grads %d is neither 1 nor the number of inputs (%d)\n", a.grads, n);
-        rc = 2;
-    } else if (grad && f.lang == LANG_GLSL && !a.backward) {
-        fprintf(stderr, "trident kernel gradcheck: a GLSL kernel needs --backward FILE.comp\n");
-        rc = 2;
-    } else if (a.out_shape) {
-        int nd[1];
-        int64_t s[1][TD_MAX_DIMS];
-        if (parse_shapes(a.out_shape, s, nd) != 1) {
-            fprintf(stderr, "trident kernel: --out-shape %s is not like 64x256\n", TD_QUOTE(a.out_shape));
-            rc = 2;
-        }
-        o.out_ndim = nd[0];
-        memcpy(o.out_shape, s[0], sizeof o.out_shape);
     }
     if (!rc && own_b) {
         rc = kfile_load(&b, a.backward, NULL);

@@ -258,10 +258,11 @@ int train_loop(train_run *r) {
     td_named_tensors *params = td_module_named_parameters(r->w.model);
     for (int64_t i = 0; i < td_named_tensors_len(params); i++) n_params += td_numel(td_named_tensors_at(params, i));
     td_named_tensors_free(params);
-    printf("training %s on %s: %" PRId64 " parameters, %s lr %g, batch %" PRId64 ", %" PRId64
-           " steps per epoch, %" PRId64 " epochs\n",
-           r->w.name, td_device_str(r->w.device, dev, sizeof dev), n_params, td_optimizer_name(r->w.opt),
-           td_optimizer_get_lr(r->w.opt, 0), r->batch, per_epoch, r->epochs);
+    printf("training %s on %s: %" PRId64 " parameter%s, %s lr %g, batch %" PRId64 ", %" PRId64
+           " step%s per epoch, %" PRId64 " epoch%s\n",
+           r->w.name, td_device_str(r->w.device, dev, sizeof dev), n_params, n_params == 1 ? "" : "s",
+           td_optimizer_name(r->w.opt), td_optimizer_get_lr(r->w.opt, 0), r->batch, per_epoch,
+           per_epoch == 1 ? "" : "s", r->epochs, r->epochs == 1 ? "" : "s");
     if (r->world > 1)
         printf("data-parallel: %d processes (%s), batch %" PRId64 " per process, global batch %" PRId64 "\n", r->world,
                td_dist_get_backend() == TD_DIST_NCCL ? "nccl" : "mpi", r->batch, r->batch * r->world);

@@ -1,5 +1,5 @@
 /*
-** trident: the command-line tool. Subcommands: devices, train, bench, kernel, launch.
+** trident: the command-line tool. Subcommands: devices, train, bench, kernel, launch, version.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@ int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_kernel(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 static void usage(FILE *f) {
     fprintf(f, "usage: trident <command> [options]\n\n"
@@ -21,8 +22,10 @@ static void usage(FILE *f) {
                "                    conformance sweep on each GPU device; records kernels that fail per driver\n"
                "  train [options]   train a model (default: the W2 CNN on Fashion-MNIST)\n"
                "  bench [options]   benchmark the backends side by side\n"
-               "  kernel check|run|bench FILE ...   compile, run or time one custom-op kernel\n"
-               "  launch --nproc N -- CMD   run N processes of CMD for data-parallel training (like torchrun)\n");
+               "  kernel check|run|bench|gradcheck FILE ...\n"
+               "                    compile, run, time or gradcheck one custom-op kernel (trident kernel --help)\n"
+               "  launch --nproc N -- CMD   run N processes of CMD for data-parallel training (like torchrun)\n"
+               "  version, --version   library version and commit, backends and plugins (loaded, or why not)\n");
 }
 
 int main(int argc, char **argv) {
@@ -32,6 +35,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "kernel")) return cmd_kernel(argc - 1, argv + 1);
     if (!strcmp(argv[1], "launch")) return cmd_launch(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(stdout), 0;
     fprintf(stderr, "trident: unknown command %s (see trident --help)\n", TD_QUOTE(argv[1]));
     return 2;

@@ -139,7 +139,17 @@ typedef td_status (*td_custom_cpu_fn)(const td_custom_call *c, const void *const
 ** output that got none) write grad_inputs[i] (a new tensor of input i's shape,
 ** made with ops or custom ops) for each input where td_custom_needs_grad says
 ** so, NULL elsewhere. c->inputs are the call's inputs and c->outputs its
-** outputs. A gradient of another shape fails the backward with TD_ERR_SHAPE. */
+** outputs. A gradient of another shape fails the backward with TD_ERR_SHAPE.
+** Ownership: the backward runs inside a scope (td_scope_begin) that the
+** autograd engine opens around it and ends once it has taken the gradients,
+** so every tensor the backward makes, temporaries and grad_inputs alike,
+** belongs to that scope: do not td_release or td_keep them. c->inputs,
+** c->outputs and grad_outputs are borrowed.
+** Naming (the convention `trident kernel` and examples/custom_ops follow): a
+** C kernel file's entry function is named after the file's stem (bias_gelu.c:
+** bias_gelu) and its backward kernel, in the same file, `<stem>_backward`
+** (bias_gelu_backward); a CUDA file's the same; GLSL's entry is main, with the
+** backward in its own file. */
 typedef td_status (*td_custom_backward_fn)(const td_custom_call *c, td_tensor *const *grad_outputs,
                                            td_tensor **grad_inputs);
 

@@ -101,7 +101,10 @@ TD_API td_status td_optimizer_step(td_optimizer *o);
 TD_API void td_optimizer_zero_grad(td_optimizer *o);
 
 /* METHOD. Set the learning rate of every group, or of group g. Schedulers
-** call these. GETTER: group g's lr (NAN with TD_ERR_INDEX when out of range). */
+** call these. An lr that is NaN, infinite or negative is refused where it is
+** set: the lr stays as it was and the error is TD_ERR_MISUSE (set_lr sets
+** td_last_error; set_group_lr also returns it, or TD_ERR_INDEX for a bad g).
+** GETTER: group g's lr (NAN with TD_ERR_INDEX when out of range). */
 TD_API void td_optimizer_set_lr(td_optimizer *o, double lr);
 TD_API td_status td_optimizer_set_group_lr(td_optimizer *o, int g, double lr);
 TD_API double td_optimizer_get_lr(const td_optimizer *o, int g);

@@ -294,8 +294,8 @@ td_status td__custom_prepare(const td_custom_op *cop, int n_in, td_tensor *const
     td_custom_op *op = (td_custom_op *)cop;
     const char *name = op->name;
     if (n_in != op->def.n_in || n_out != op->def.n_out || !inputs || !outputs)
-        return TD_ERR(TD_ERR_MISUSE, "%s: takes %d inputs and %d outputs (called with %d and %d)", name, op->def.n_in,
-                      op->def.n_out, n_in, n_out);
+        return TD_ERR(TD_ERR_MISUSE, "%s: takes %d input%s and %d output%s (called with %d and %d)", name, op->def.n_in,
+                      op->def.n_in == 1 ? "" : "s", op->def.n_out, op->def.n_out == 1 ? "" : "s", n_in, n_out);
     if (n_params < 0 || n_params > TD_CUSTOM_MAX_PARAMS || (n_params && !params))
         return TD_ERR(TD_ERR_MISUSE, "%s: %d parameters (at most %d)", name, n_params, TD_CUSTOM_MAX_PARAMS);
     for (int i = 0; i < n_in; i++)

@@ -180,6 +180,8 @@ td_status td_to_dlpack_legacy(td_tensor *t, uint32_t flags, void *stream, DLMana
 
 /* ---- import ---- */
 
+#define IMPORT_MAX_BYTES ((uint64_t)1 << 48) /* td_empty's limit (tensor.c) */
+
 typedef struct import_ctx {
     DLManagedTensorVersioned *v; /* one of the two */
     DLManagedTensor *legacy;
@@ -211,6 +213,32 @@ static td_tensor *import(const DLTensor *dl, import_ctx *c, const char *fn) {
                      "kDLCUDAHost",
                      fn, (int)dl->device.device_type, dl_device_name(dl->device.device_type));
     }
+    /* the shape before anything is computed from it: sizes >= 0, and their product (a 0 taken as 1, since a
+    ** size-0 tensor's strides still span its other dims) within td_empty's 2^48 bytes */
+    uint64_t extent = td_dtype_size(dt);
+    bool empty = false;
+    for (int i = 0; i < dl->ndim; i++) {
+        if (dl->shape[i] < 0) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: dim %d has size %lld", fn, i, (long long)dl->shape[i]);
+        empty |= dl->shape[i] == 0;
+        if (__builtin_mul_overflow(extent, dl->shape[i] ? (uint64_t)dl->shape[i] : 1, &extent) ||
+            extent > IMPORT_MAX_BYTES)
+            TD_FAIL_NULL(TD_ERR_MISUSE, "%s: the shape's sizes (a 0 taken as 1) multiply past 2^48 bytes at dim %d", fn,
+                         i);
+    }
+    /* nothing to wrap: a fresh empty tensor (a valid buffer, whatever data is), and the producer's tensor goes */
+    if (empty) {
+        td_tensor *t = td_empty(dl->ndim, dl->shape, dt, dev);
+        if (!t) return (void)td_error_prefix("%s", fn), NULL;
+        c->armed = true;
+        import_delete(c);
+        return t;
+    }
+    uint64_t offset_addr = (uint64_t)(uintptr_t)dl->data + dl->byte_offset;
+    if (dl->data && offset_addr % td_dtype_size(dt))
+        TD_FAIL_NULL(TD_ERR_MISUSE,
+                     "%s: data + byte_offset (%llu) is not a multiple of the element size %zu: the elements would be "
+                     "misaligned (copy it first)",
+                     fn, (unsigned long long)dl->byte_offset, td_dtype_size(dt));
     for (int i = 0; dl->strides && i < dl->ndim; i++)
         if (dl->strides[i] < 0 && dl->shape[i] > 1)
             TD_FAIL_NULL(TD_ERR_MISUSE, "%s: dim %d has stride %lld: Trident tensors take strides >= 0 (copy it first)",

@@ -31,8 +31,8 @@ td_status td_confusion_update_tensors(int64_t *cm, int64_t C, td_tensor *pred, t
                       td_dtype_name(td_tensor_dtype(pred)), td_dtype_name(td_tensor_dtype(target)));
     int64_t n = td_numel(pred);
     if (td_numel(target) != n)
-        return TD_ERR(TD_ERR_SHAPE, "confusion_update_tensors: %lld predictions but %lld targets", (long long)n,
-                      (long long)td_numel(target));
+        return TD_ERR(TD_ERR_SHAPE, "confusion_update_tensors: %lld prediction%s but %lld target%s", (long long)n,
+                      n == 1 ? "" : "s", (long long)td_numel(target), td_numel(target) == 1 ? "" : "s");
     int64_t *p = malloc(sizeof(int64_t) * (size_t)(2 * n + 1));
     if (!p) return TD_ERR(TD_ERR_OOM, "confusion_update_tensors: out of host memory");
     td_status st = td_copy_to_host(pred, p, sizeof(int64_t) * (size_t)n, TD_I64);

@@ -40,7 +40,8 @@ td_tensor *td_transform_normalize(td_tensor *x, int n_channels, const double *me
     td_dtype dt = td_tensor_dtype(x);
     if (!td_dtype_is_float(dt)) TD_FAIL_NULL(TD_ERR_DTYPE, "normalize: x must be floating, got %s", td_dtype_name(dt));
     if (n_channels != d[1])
-        TD_FAIL_NULL(TD_ERR_SHAPE, "normalize: %d means/stds for %lld channels", n_channels, (long long)d[1]);
+        TD_FAIL_NULL(TD_ERR_SHAPE, "normalize: %d %s for %lld channel%s", n_channels,
+                     n_channels == 1 ? "mean/std" : "means/stds", (long long)d[1], d[1] == 1 ? "" : "s");
     if (!mean || !std) TD_FAIL_NULL(TD_ERR_MISUSE, "normalize: mean or std is NULL");
     for (int c = 0; c < n_channels; c++)
         if (std[c] == 0) TD_FAIL_NULL(TD_ERR_MISUSE, "normalize: std[%d] is 0", c);

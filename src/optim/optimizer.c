@@ -201,6 +201,10 @@ void td_optimizer_zero_grad(td_optimizer *o) {
 
 void td_optimizer_set_lr(td_optimizer *o, double lr) {
     if (!o) return;
+    if (!(lr >= 0 && lr < INFINITY)) { /* NaN fails both */
+        TD_ERR(TD_ERR_MISUSE, "optimizer_set_lr: lr %g is not a finite number >= 0; the lr is unchanged", lr);
+        return;
+    }
     for (int g = 0; g < o->n_groups; g++) o->groups[g].lr = lr;
 }
 
@@ -208,6 +212,9 @@ td_status td_optimizer_set_group_lr(td_optimizer *o, int g, double lr) {
     if (!o || g < 0 || g >= o->n_groups)
         return TD_ERR(TD_ERR_INDEX, "optimizer_set_group_lr: group %d out of range (%d groups)", g,
                       o ? o->n_groups : 0);
+    if (!(lr >= 0 && lr < INFINITY))
+        return TD_ERR(TD_ERR_MISUSE, "optimizer_set_group_lr: lr %g is not a finite number >= 0; the lr is unchanged",
+                      lr);
     o->groups[g].lr = lr;
     return TD_OK;
 }

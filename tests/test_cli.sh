@@ -1,0 +1,111 @@
+#!/bin/sh
+# The trident CLI's surface a new user meets first: --version / version, the
+# help texts, and option values that name things (a comma list of workloads, a
+# reference expression) refused with the valid choices before anything runs.
+#
+# usage: test_cli.sh TRIDENT_BINARY CASE      (CASE from the list below; CTest runs each)
+#        test_cli.sh - --list
+# Exit 0 pass, 1 fail.
+set -u
+CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names kernel_help kernel_scalar_shape kernel_bad_ref train_plural"
+[ "$2" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+KERNEL=$(cd "$(dirname "$0")/../examples/custom_ops" && pwd)/bias_gelu_cpu.c # a C kernel with a backward
+CASE=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+
+fail() { echo "FAIL $CASE: $*"; exit 1; }
+# has FILE REGEX: FILE has a line matching REGEX (extended)
+has() { grep -Eq -- "$2" "$1" || { cat "$1"; fail "no line matching '$2' in $1"; }; }
+# ok ARGS...: exit 0; stdout in out.txt, stderr in err.txt
+ok() { "$BIN" "$@" >out.txt 2>err.txt || { cat out.txt err.txt; fail "trident $* exited $?"; }; }
+# refused SUBSTRING ARGS...: exit status 2, one stderr line containing SUBSTRING, nothing on stdout
+refused() {
+    want=$1
+    shift
+    "$BIN" "$@" >out.txt 2>err.txt
+    rc=$?
+    [ $rc -eq 2 ] || { cat out.txt err.txt; fail "trident $* exited $rc, expected 2"; }
+    [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "trident $*: expected one stderr line"; }
+    [ ! -s out.txt ] || { cat out.txt; fail "trident $*: ran anyway (printed on stdout)"; }
+    grep -Fq -- "$want" err.txt || { cat err.txt; fail "trident $*: no '$want' in the message"; }
+}
+
+case $CASE in
+version)
+    ok --version
+    has out.txt '^trident [0-9]+\.[0-9]+\.[0-9]+ \(commit [^ ]+\)$'
+    has out.txt '^library: .*libtrident\.so'
+    has out.txt '^  cpu +loaded \(built in\), 1 device$'
+    has out.txt '^  cuda +(loaded|unavailable: .+)'
+    has out.txt '^  vulkan +(loaded|unavailable: .+)'
+    has out.txt '^plugins in '
+    cp out.txt dashdash.txt
+    ok version
+    cmp -s out.txt dashdash.txt || { diff dashdash.txt out.txt; fail "trident version differs from --version"; } ;;
+version_no_plugins)
+    mkdir empty
+    TRIDENT_PLUGIN_DIR=$T/empty "$BIN" version >out.txt 2>err.txt || fail "exit $?"
+    has out.txt '^  cuda +unavailable: plugin not loaded: .*libtrident-cuda\.so'
+    has out.txt '^  vulkan +unavailable: plugin not loaded: .*libtrident-vulkan\.so'
+    has out.txt '^plugins in .*/empty: none$' ;;
+help)
+    ok --help
+    has out.txt 'gradcheck'
+    has out.txt '^  version, --version' ;;
+bench_only)
+    refused "no workload 'matmull'; valid: W1-mlp, W2-cnn" bench --only matmull
+    refused "W4-matmul" bench --only add,matmull --quick
+    refused "no workload '' (empty)" bench --only matmul,,add
+    refused "ends with ','" bench --only matmul,
+    refused "empty list" bench --only ""
+    # every spelling of a name passes the check (--compare then fails on its own)
+    "$BIN" bench --only W4-matmul,matmul,W2,gpt,w4,dispatch --compare none.json none.json >out.txt 2>err.txt
+    ! grep -q -- "--only" err.txt || { cat err.txt; fail "valid --only names refused"; } ;;
+bench_ddp_values)
+    refused "--backend 'gloo' is not nccl or mpi" bench --ddp --backend gloo
+    refused "unknown device 'cudda'" bench --ddp --device cudda ;;
+kernel_params)
+    refused "--params 'abc': expected a comma list of at most 8 numbers" kernel run "$KERNEL" --shape 4x8,8 --params abc
+    refused "--params '1,,2'" kernel run "$KERNEL" --shape 4x8,8 --params 1,,2
+    refused "--params '1,2,3,4,5,6,7,8,9'" kernel run "$KERNEL" --shape 4x8,8 --params 1,2,3,4,5,6,7,8,9 ;;
+kernel_names)
+    refused "--names 'x': expected 2 different names" kernel run "$KERNEL" --shape 4x8,8 --names x --ref "x+b"
+    refused "--names 'x,x'" kernel run "$KERNEL" --shape 4x8,8 --names x,x --ref "x+x"
+    refused "--names 'x,1b'" kernel run "$KERNEL" --shape 4x8,8 --names x,1b --ref "x"
+    ok kernel run "$KERNEL" --shape 4x8,8 --names inp,bias --ref "gelu(inp + bias)"
+    has out.txt 'ok: tolerance' ;;
+kernel_help)
+    ok kernel --help
+    for o in --device --shape --out-shape --rows --f64 --ref --names --entry --params --seed --svg --backward \
+        --grads --help; do
+        has out.txt "^  (-h, )?$o( |$)"
+    done
+    has out.txt 'gelu_erf, relu, exp, log'     # what --ref accepts
+    has out.txt '<stem>_backward'              # the naming convention
+    has out.txt 'temporaries are scoped'
+    ok kernel -h ;;
+kernel_scalar_shape)
+    ok kernel run "$KERNEL" --shape scalar,scalar --ref "gelu(x + b)"
+    has out.txt '^output \[1 element\]'
+    has out.txt '\(ok: tolerance'
+    ok kernel gradcheck "$KERNEL" --f64 --shape scalar,scalar
+    has out.txt '^gradcheck ok on cpu' ;;
+kernel_bad_ref)
+    # refused before the kernel compiles or runs: nothing on stdout (no seed line)
+    refused "--ref 'gelu(x +': expected a name, number or '('" kernel run "$KERNEL" --shape 4x8,8 --ref "gelu(x +"
+    refused "unknown function 'gelux'" kernel bench "$KERNEL" --shape 4x8,8 --ref "gelux(x)"
+    refused "unknown input name 'y'" kernel run "$KERNEL" --shape 4x8,8 --ref "x + y"
+    refused "unexpected text" kernel run "$KERNEL" --shape 4x8,8 --ref "x + b)"
+    refused "--ref" kernel run /nonexistent.c --shape 4 --ref "("
+    refused "--shape '4x'" kernel run "$KERNEL" --shape 4x ;;
+train_plural)
+    ok train --model gpt --device cpu --text /usr/share/common-licenses/GPL-3 --d-model 8 --layers 1 --heads 2 \
+        --context 8 --batch 4 --steps 1 --epochs 1 --checkpoint c.safetensors
+    has out.txt ' 1 step per epoch, 1 epoch$'
+    ! grep -Eq '(^|[^0-9])1 (epochs|steps) ' out.txt || { cat out.txt; fail "a count of 1 with a plural noun"; } ;;
+*) fail "unknown case" ;;
+esac
+echo "ok $CASE"
