@@ -116,12 +116,13 @@ TEST(optimizer_step_prefix) {
     /* the CLI printed "step 2: Adam step, parameter 0: Adam step, parameter 0: ut steps count from 1" */
     td_tensor *p = ASSERT_TENSOR(td_zeros(1, (int64_t[]){3}, TD_F32, TD_CPU));
     ASSERT_OK(td_set_requires_grad(p, true));
-    td_optimizer *o = td_adam_new(1, &p, &(td_optim_options){.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8});
+    /* lr = inf: accepted by td_adam_new (td_optimizer_set_lr refuses it), refused by the update */
+    td_optimizer *o =
+        td_adam_new(1, &p, &(td_optim_options){.lr = INFINITY, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8});
     ASSERT(o);
     td_tensor *g = ASSERT_TENSOR(td_ones(1, (int64_t[]){3}, TD_F32, TD_CPU));
     test_set_grad(p, g);
     td_release(g);
-    td_optimizer_set_lr(o, INFINITY); /* accepted here, refused by the update */
     ASSERT_EQ_INT(td_optimizer_step(o), TD_ERR_MISUSE);
     td_error_prefix("step %d", 2);
     ASSERT_MESSAGE("step 2: Adam step, parameter 0: adam_update: lr = inf is outside [0, inf)");
