@@ -60,6 +60,18 @@ int64_t cpu_splits_for(int64_t n, int64_t cost_per_unit, int64_t most);
 
 /* ---- half-precision conversion (round to nearest even) ---- */
 
+/* A float's bits, and the float of some bits. */
+static inline uint32_t cpu_f32_bits(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    return x;
+}
+static inline float cpu_bits_f32(uint32_t x) {
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
 static inline float cpu_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF, bits;
     if (exp == 0x1F)
@@ -76,36 +88,24 @@ static inline float cpu_f16_to_f32(uint16_t h) {
         } while (!(mant & 0x400));
         bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3FF) << 13);
     }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    return cpu_bits_f32(bits);
 }
 
 static inline uint16_t cpu_f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
+    uint32_t x = cpu_f32_bits(f);
     uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFFu;
     if (ax >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0)); /* inf/nan */
     if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00);                                  /* overflow */
-    if (ax < 0x38800000u) { /* subnormal or zero: scale into the 2^-24 grid */
-        float a;
-        memcpy(&a, &ax, 4);
-        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
-    }
+    if (ax < 0x38800000u) /* subnormal or zero: scale into the 2^-24 grid */
+        return (uint16_t)(sign | (uint32_t)lrintf(cpu_bits_f32(ax) * 16777216.0f));
     uint32_t r = ax + 0xFFFu + ((ax >> 13) & 1); /* round to nearest even on bit 13 */
     return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
-static inline float cpu_bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
+static inline float cpu_bf16_to_f32(uint16_t h) { return cpu_bits_f32((uint32_t)h << 16); }
 
 static inline uint16_t cpu_f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
+    uint32_t x = cpu_f32_bits(f);
     if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
     return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
 }

@@ -38,56 +38,40 @@
 static bool gemm_builtin[2]; /* [0] f32, [1] f64 */
 static char gemm_note[320];
 
-/* ---- the built-in loop ----
-** Row i of C: with B untransposed, C[i, :] += op(A)[i, k] B[k, :] for k ascending (rows of B are
-** contiguous, so the inner loop vectorizes); with B transposed, C[i, j] += dot(op(A)[i, :], B[j, :]). */
-#define GEMM_LOOP_(T)                                                                                                  \
-    for (int64_t i = 0; i < m; i++) {                                                                                  \
-        T *c = C + i * ldc;                                                                                            \
-        if (!tb)                                                                                                       \
-            for (int64_t p = 0; p < k; p++) {                                                                          \
-                T a = ta ? A[p * lda + i] : A[i * lda + p];                                                            \
-                const T *b = B + p * ldb;                                                                              \
-                for (int64_t j = 0; j < n; j++) c[j] += a * b[j];                                                      \
-            }                                                                                                          \
-        else                                                                                                           \
-            for (int64_t j = 0; j < n; j++) {                                                                          \
-                T s = 0;                                                                                               \
-                const T *b = B + j * ldb;                                                                              \
-                for (int64_t p = 0; p < k; p++) s += (ta ? A[p * lda + i] : A[i * lda + p]) * b[p];                    \
-                c[j] += s;                                                                                             \
-            }                                                                                                          \
-    }
-
-static void gemm_builtin_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
-                             const float *B, int64_t ldb, float *C, int64_t ldc) {
-    GEMM_LOOP_(float)
-}
-
-static void gemm_builtin_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *A, int64_t lda,
-                             const double *B, int64_t ldb, double *C, int64_t ldc) {
-    GEMM_LOOP_(double)
-}
-
 static CBLAS_TRANSPOSE gemm_trans(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
-void cpu_gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
-                  int64_t ldb, float *C, int64_t ldc) {
-    if (gemm_builtin[0])
-        gemm_builtin_f32(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
-    else
-        cblas_sgemm(CblasRowMajor, gemm_trans(ta), gemm_trans(tb), (int)m, (int)n, (int)k, 1, A, (int)lda, B, (int)ldb,
-                    1, C, (int)ldc);
-}
-
-void cpu_gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *A, int64_t lda, const double *B,
-                  int64_t ldb, double *C, int64_t ldc) {
-    if (gemm_builtin[1])
-        gemm_builtin_f64(ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
-    else
-        cblas_dgemm(CblasRowMajor, gemm_trans(ta), gemm_trans(tb), (int)m, (int)n, (int)k, 1, A, (int)lda, B, (int)ldb,
-                    1, C, (int)ldc);
-}
+/* cpu_gemm_<sfx> for element type T: OpenBLAS's BLAS_GEMM, or the built-in loop when
+** gemm_builtin[idx] is set.
+** The built-in loop, row i of C: with B untransposed, C[i, :] += op(A)[i, k] B[k, :] for k ascending
+** (rows of B are contiguous, so the inner loop vectorizes); with B transposed,
+** C[i, j] += dot(op(A)[i, :], B[j, :]). */
+#define GEMM_(T, sfx, idx, BLAS_GEMM)                                                                                  \
+    void cpu_gemm_##sfx(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *A, int64_t lda, const T *B,        \
+                        int64_t ldb, T *C, int64_t ldc) {                                                              \
+        if (!gemm_builtin[idx]) {                                                                                      \
+            BLAS_GEMM(CblasRowMajor, gemm_trans(ta), gemm_trans(tb), (int)m, (int)n, (int)k, 1, A, (int)lda, B,        \
+                      (int)ldb, 1, C, (int)ldc);                                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t i = 0; i < m; i++) {                                                                              \
+            T *c = C + i * ldc;                                                                                        \
+            if (!tb)                                                                                                   \
+                for (int64_t p = 0; p < k; p++) {                                                                      \
+                    T a = ta ? A[p * lda + i] : A[i * lda + p];                                                        \
+                    const T *b = B + p * ldb;                                                                          \
+                    for (int64_t j = 0; j < n; j++) c[j] += a * b[j];                                                  \
+                }                                                                                                      \
+            else                                                                                                       \
+                for (int64_t j = 0; j < n; j++) {                                                                      \
+                    T s = 0;                                                                                           \
+                    const T *b = B + j * ldb;                                                                          \
+                    for (int64_t p = 0; p < k; p++) s += (ta ? A[p * lda + i] : A[i * lda + p]) * b[p];                \
+                    c[j] += s;                                                                                         \
+                }                                                                                                      \
+        }                                                                                                              \
+    }
+GEMM_(float, f32, 0, cblas_sgemm)
+GEMM_(double, f64, 1, cblas_dgemm)
 
 /* ---- the self-test ---- */
 

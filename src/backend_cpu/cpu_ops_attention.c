@@ -85,20 +85,16 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
             for (int64_t jj = 0; jj < jb; jj++)                                                                        \
                 s[(i - i0) * BK + jj] = s[(i - i0) * BK + jj] * (T)g->scale + (T)attn_mask_at(g, n, i, j0 + jj);       \
     }                                                                                                                  \
-    /* forward: one task per (n, block of BQ queries); out [N,L,Ev], lse [N,L] */                                      \
-    static bool attn_fwd_##T(const attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {                 \
+    /* forward: one task per (n, block of BQ queries); out [N,L,Ev], lse [N,L]. Every task (here and in the            \
+    ** backward passes) keeps its two BQ x BK tiles on its stack: 32 KiB in double. */                                 \
+    static void attn_fwd_##T(const attn_geom *g, const T *q, const T *k, const T *v, T *out, T *lse) {                 \
         int64_t N = g->n0 * g->n1, L = g->L, S = g->S, Ev = g->Ev, nqb = (L + BQ - 1) / BQ;                            \
         T zs = (T)(1.0 / (1.0 - g->p_drop));                                                                           \
         int nt = cpu_threads_for(N * nqb, BQ * S * (g->E + Ev) * 2);                                                   \
-        bool ok = true;                                                                                                \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nqb; t++) {                            \
             int64_t n = t / nqb, i0 = (t % nqb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;                                  \
-            T m[BQ], l[BQ], *acc = out + (n * L + i0) * Ev, *s = malloc(2 * BQ * BK * sizeof(T)), *p = s + BQ * BK;    \
+            T m[BQ], l[BQ], s[2 * BQ * BK], *p = s + BQ * BK, *acc = out + (n * L + i0) * Ev;                          \
             philox_cache pc = {0};                                                                                     \
-            if (!s) {                                                                                                  \
-                ok = false;                                                                                            \
-                continue;                                                                                              \
-            }                                                                                                          \
             for (int64_t i = i0; i < i1; i++) m[i - i0] = -INFINITY, l[i - i0] = 0;                                    \
             for (int64_t e = 0; e < (i1 - i0) * Ev; e++) acc[e] = 0;                                                   \
             int64_t jend = attn_key_end(g, i1 - 1);                                                                    \
@@ -132,9 +128,7 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
                 for (int64_t e = 0; e < Ev; e++) acc[(i - i0) * Ev + e] *= inv;                                        \
                 lse[n * L + i] = li > 0 ? m[i - i0] + LOG(li) : (T)-INFINITY;                                          \
             }                                                                                                          \
-            free(s);                                                                                                   \
         }                                                                                                              \
-        return ok;                                                                                                     \
     }                                                                                                                  \
     /* Rows i0..i1 against keys j0 + [0, jb): s (scores) -> pz = p z, dp (dout.v) -> ds = scale p (dp z - D), ld BK;   \
     ** p is recomputed from lse (0 for a row without keys) */                                                          \
@@ -159,7 +153,6 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
         int64_t N = g->n0 * g->n1, L = g->L, S = g->S, E = g->E, Ev = g->Ev;                                           \
         T *D = malloc((size_t)(N * L > 0 ? N * L : 1) * sizeof(T));                                                    \
         if (!D) return false;                                                                                          \
-        bool ok = true;                                                                                                \
         for (int64_t r = 0; r < N * L; r++) { /* pass 0: D_i = dout_i . out_i */                                       \
             T d = 0;                                                                                                   \
             for (int64_t e = 0; e < Ev; e++) d += dout[r * Ev + e] * out[r * Ev + e];                                  \
@@ -169,12 +162,8 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
         int nt = cpu_threads_for(N * nkb, BK * L * (E + Ev) * 3);                                                      \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nkb; t++) { /* pass 1: dk, dv */       \
             int64_t n = t / nkb, j0 = (t % nkb) * BK, jb = j0 + BK < S ? BK : S - j0;                                  \
-            T *s = malloc(2 * BQ * BK * sizeof(T)), *dp = s + BQ * BK;                                                 \
+            T s[2 * BQ * BK], *dp = s + BQ * BK;                                                                       \
             philox_cache pc = {0};                                                                                     \
-            if (!s) {                                                                                                  \
-                ok = false;                                                                                            \
-                continue;                                                                                              \
-            }                                                                                                          \
             T *dk0 = dk + (n * S + j0) * E, *dv0 = dv + (n * S + j0) * Ev;                                             \
             for (int64_t e = 0; e < jb * E; e++) dk0[e] = 0;                                                           \
             for (int64_t e = 0; e < jb * Ev; e++) dv0[e] = 0;                                                          \
@@ -186,17 +175,12 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
                 GEMM(true, false, jb, Ev, i1 - i0, s, BK, dout + (n * L + i0) * Ev, Ev, dv0, Ev);                      \
                 GEMM(true, false, jb, E, i1 - i0, dp, BK, q + (n * L + i0) * E, E, dk0, E);                            \
             }                                                                                                          \
-            free(s);                                                                                                   \
         }                                                                                                              \
         nt = cpu_threads_for(N * nqb, BQ * S * (E + Ev) * 3);                                                          \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t t = 0; t < N * nqb; t++) { /* pass 2: dq */           \
             int64_t n = t / nqb, i0 = (t % nqb) * BQ, i1 = i0 + BQ < L ? i0 + BQ : L;                                  \
-            T *s = malloc(2 * BQ * BK * sizeof(T)), *dp = s + BQ * BK;                                                 \
+            T s[2 * BQ * BK], *dp = s + BQ * BK;                                                                       \
             philox_cache pc = {0};                                                                                     \
-            if (!s) {                                                                                                  \
-                ok = false;                                                                                            \
-                continue;                                                                                              \
-            }                                                                                                          \
             for (int64_t e = 0; e < (i1 - i0) * E; e++) dq[(n * L + i0) * E + e] = 0;                                  \
             int64_t jend = attn_key_end(g, i1 - 1);                                                                    \
             for (int64_t j0 = 0; j0 < jend; j0 += BK) {                                                                \
@@ -206,10 +190,9 @@ static inline int64_t attn_key_end(const attn_geom *g, int64_t i) {
                 /* dq += ds k */                                                                                       \
                 GEMM(false, false, i1 - i0, E, jb, dp, BK, k + (n * S + j0) * E, E, dq + (n * L + i0) * E, E);         \
             }                                                                                                          \
-            free(s);                                                                                                   \
         }                                                                                                              \
         free(D);                                                                                                       \
-        return ok;                                                                                                     \
+        return true;                                                                                                   \
     }
 ATTN_KERNELS_(float, expf, logf, cpu_gemm_f32)
 ATTN_KERNELS_(double, exp, log, cpu_gemm_f64)
@@ -254,22 +237,23 @@ static void attn_from_f32(const float *f, const td_operand *x) {
 td_status cpu_op_ATTENTION(const td_op *op) {
     attn_geom g = attn_geom_of(op);
     td_dtype dt = op->in[0].dtype;
-    bool ok = true;
-    if (dt == TD_F64 || dt == TD_F32) {
-        if (dt == TD_F64)
-            ok = attn_fwd_double(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]),
-                                 cpu_ptr(&op->out[0]), cpu_ptr(&op->out[1]));
-        else
-            ok = attn_fwd_float(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]), cpu_ptr(&op->out[0]),
-                                cpu_ptr(&op->out[1]));
-        return ok ? TD_OK : td_error_set(TD_ERR_OOM, "attention: out of host memory");
+    if (dt == TD_F64) {
+        attn_fwd_double(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]), cpu_ptr(&op->out[0]),
+                        cpu_ptr(&op->out[1]));
+        return TD_OK;
+    }
+    if (dt == TD_F32) {
+        attn_fwd_float(&g, cpu_ptr(&op->in[0]), cpu_ptr(&op->in[1]), cpu_ptr(&op->in[2]), cpu_ptr(&op->out[0]),
+                       cpu_ptr(&op->out[1]));
+        return TD_OK;
     }
     float *f[4] = {attn_to_f32(&op->in[0]), attn_to_f32(&op->in[1]), attn_to_f32(&op->in[2]),
                    malloc((size_t)(td_operand_numel(&op->out[0]) + 1) * sizeof(float))};
     td_status st = f[0] && f[1] && f[2] && f[3] ? TD_OK : td_error_set(TD_ERR_OOM, "attention: out of host memory");
-    if (st == TD_OK && !attn_fwd_float(&g, f[0], f[1], f[2], f[3], cpu_ptr(&op->out[1])))
-        st = td_error_set(TD_ERR_OOM, "attention: out of host memory");
-    if (st == TD_OK) attn_from_f32(f[3], &op->out[0]);
+    if (st == TD_OK) {
+        attn_fwd_float(&g, f[0], f[1], f[2], f[3], cpu_ptr(&op->out[1]));
+        attn_from_f32(f[3], &op->out[0]);
+    }
     for (int i = 0; i < 4; i++) free(f[i]);
     return st;
 }

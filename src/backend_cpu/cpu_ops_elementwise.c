@@ -113,21 +113,6 @@ static void unary_row(const td_op *op, int64_t n, char *const *p, const int64_t 
     CPU_ROW_SWITCH_(dt, CALL_, row)
 }
 
-td_status cpu_op_NEG(const td_op *op) { return cpu_elementwise(op, unary_row, 1); }
-td_status cpu_op_ABS(const td_op *op) { return cpu_elementwise(op, unary_row, 1); }
-td_status cpu_op_EXP(const td_op *op) { return cpu_elementwise(op, unary_row, 8); }
-td_status cpu_op_LOG(const td_op *op) { return cpu_elementwise(op, unary_row, 8); }
-td_status cpu_op_SQRT(const td_op *op) { return cpu_elementwise(op, unary_row, 4); }
-td_status cpu_op_RSQRT(const td_op *op) { return cpu_elementwise(op, unary_row, 4); }
-td_status cpu_op_SIN(const td_op *op) { return cpu_elementwise(op, unary_row, 8); }
-td_status cpu_op_COS(const td_op *op) { return cpu_elementwise(op, unary_row, 8); }
-td_status cpu_op_TANH(const td_op *op) { return cpu_elementwise(op, unary_row, 8); }
-td_status cpu_op_SIGMOID(const td_op *op) { return cpu_elementwise(op, unary_row, 8); }
-td_status cpu_op_RELU(const td_op *op) { return cpu_elementwise(op, unary_row, 1); }
-td_status cpu_op_GELU(const td_op *op) { return cpu_elementwise(op, unary_row, 16); }
-td_status cpu_op_SILU(const td_op *op) { return cpu_elementwise(op, unary_row, 8); }
-td_status cpu_op_CLAMP(const td_op *op) { return cpu_elementwise(op, unary_row, 1); }
-
 /* GELU_BACKWARD, differentiating y = x*Phi(x):
 **   erf form:  dx = dy * (Phi(x) + x*phi(x)), phi(x) = e^(-x^2/2)/sqrt(2pi)
 **   tanh form: y = x*(1+t)/2 with t = tanh(u), u = k*(x + c*x^3):
@@ -164,8 +149,6 @@ static void gelu_backward_row(const td_op *op, int64_t n, char *const *p, const 
     default: break;
     }
 }
-
-td_status cpu_op_GELU_BACKWARD(const td_op *op) { return cpu_elementwise(op, gelu_backward_row, 16); }
 
 /*
 ** Binary arithmetic: ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM.
@@ -226,15 +209,6 @@ static void binary_row(const td_op *op, int64_t n, char *const *p, const int64_t
     CPU_ROW_SWITCH_(dt, BIN_CALL_, bin_row)
 }
 
-/* DIV/POW are float-only (the op table); integer inputs never reach them. */
-td_status cpu_op_ADD(const td_op *op) { return cpu_elementwise(op, binary_row, 1); }
-td_status cpu_op_SUB(const td_op *op) { return cpu_elementwise(op, binary_row, 1); }
-td_status cpu_op_MUL(const td_op *op) { return cpu_elementwise(op, binary_row, 1); }
-td_status cpu_op_DIV(const td_op *op) { return cpu_elementwise(op, binary_row, 2); }
-td_status cpu_op_POW(const td_op *op) { return cpu_elementwise(op, binary_row, 16); }
-td_status cpu_op_MAXIMUM(const td_op *op) { return cpu_elementwise(op, binary_row, 1); }
-td_status cpu_op_MINIMUM(const td_op *op) { return cpu_elementwise(op, binary_row, 1); }
-
 /*
 ** Comparisons EQ, NE, LT, LE, GT, GE (a, b of one dtype -> bool out) and
 ** WHERE (cond bool, a, b of one dtype -> out of that dtype). All operands have
@@ -276,17 +250,9 @@ CMP_ROW_(cmp_u8, uint8_t, ID_) /* also bool, stored as 0/1 */
 
 #define CMP_CALL_(fn, T) fn(op->kind, n, (uint8_t *)p[0], s[0], (const T *)p[1], s[1], (const T *)p[2], s[2])
 
-static void compare_row(const td_op *op, int64_t n, char *const *p,
-                        const int64_t *s){CPU_ROW_SWITCH_(op->in[0].dtype, CMP_CALL_, cmp)}
-
-td_status cpu_op_EQ(const td_op *op) {
-    return cpu_elementwise(op, compare_row, 1);
+static void compare_row(const td_op *op, int64_t n, char *const *p, const int64_t *s) {
+    CPU_ROW_SWITCH_(op->in[0].dtype, CMP_CALL_, cmp);
 }
-td_status cpu_op_NE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
-td_status cpu_op_LT(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
-td_status cpu_op_LE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
-td_status cpu_op_GT(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
-td_status cpu_op_GE(const td_op *op) { return cpu_elementwise(op, compare_row, 1); }
 
 /* out[i] = cond[i] ? a[i] : b[i], moving raw elements of the dtype's size */
 #define WHERE_LOOP_(T)                                                                                                 \
@@ -316,4 +282,36 @@ static void where_row(const td_op *op, int64_t n, char *const *p, const int64_t 
     }
 }
 
-td_status cpu_op_WHERE(const td_op *op) { return cpu_elementwise(op, where_row, 1); }
+/* ---- the kernels: each op, its row function and its cost per element (for the thread count) ----
+** DIV and POW are float-only (the op table); integer inputs never reach them. */
+#define EW_KERNEL_(NAME, row, cost)                                                                                    \
+    td_status cpu_op_##NAME(const td_op *op) { return cpu_elementwise(op, row, cost); }
+EW_KERNEL_(NEG, unary_row, 1)
+EW_KERNEL_(ABS, unary_row, 1)
+EW_KERNEL_(EXP, unary_row, 8)
+EW_KERNEL_(LOG, unary_row, 8)
+EW_KERNEL_(SQRT, unary_row, 4)
+EW_KERNEL_(RSQRT, unary_row, 4)
+EW_KERNEL_(SIN, unary_row, 8)
+EW_KERNEL_(COS, unary_row, 8)
+EW_KERNEL_(TANH, unary_row, 8)
+EW_KERNEL_(SIGMOID, unary_row, 8)
+EW_KERNEL_(RELU, unary_row, 1)
+EW_KERNEL_(GELU, unary_row, 16)
+EW_KERNEL_(SILU, unary_row, 8)
+EW_KERNEL_(CLAMP, unary_row, 1)
+EW_KERNEL_(GELU_BACKWARD, gelu_backward_row, 16)
+EW_KERNEL_(ADD, binary_row, 1)
+EW_KERNEL_(SUB, binary_row, 1)
+EW_KERNEL_(MUL, binary_row, 1)
+EW_KERNEL_(DIV, binary_row, 2)
+EW_KERNEL_(POW, binary_row, 16)
+EW_KERNEL_(MAXIMUM, binary_row, 1)
+EW_KERNEL_(MINIMUM, binary_row, 1)
+EW_KERNEL_(EQ, compare_row, 1)
+EW_KERNEL_(NE, compare_row, 1)
+EW_KERNEL_(LT, compare_row, 1)
+EW_KERNEL_(LE, compare_row, 1)
+EW_KERNEL_(GT, compare_row, 1)
+EW_KERNEL_(GE, compare_row, 1)
+EW_KERNEL_(WHERE, where_row, 1)

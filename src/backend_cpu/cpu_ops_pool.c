@@ -52,6 +52,23 @@ static pool_window pool_window_at(const pool_geom *q, int64_t oh, int64_t ow) {
     return win;
 }
 
+/* For each plane pl (in parallel) declare PLANE (its pointer into x or dx), then for each output
+** (oh, ow) of the plane run the body with win, the window of (oh, ow), and o, the output's index.
+** A plane costs Ho*Wo*kh*kw. */
+#define POOL_FOR_WINDOWS_(q, PLANE, ...)                                                                               \
+    do {                                                                                                               \
+        int nt_ = cpu_threads_for((q)->planes, (q)->Ho * (q)->Wo * (q)->kh * (q)->kw);                                 \
+        _Pragma("omp parallel for num_threads(nt_)") for (int64_t pl = 0; pl < (q)->planes; pl++) {                    \
+            PLANE;                                                                                                     \
+            for (int64_t oh = 0; oh < (q)->Ho; oh++)                                                                   \
+                for (int64_t ow = 0; ow < (q)->Wo; ow++) {                                                             \
+                    pool_window win = pool_window_at((q), oh, ow);                                                     \
+                    int64_t o = (pl * (q)->Ho + oh) * (q)->Wo + ow;                                                    \
+                    __VA_ARGS__                                                                                        \
+                }                                                                                                      \
+        }                                                                                                              \
+    } while (0)
+
 /* POOL_HAS_VEC / POOL_VEC_ROW_2X2: the AVX2 row of a 2x2/stride-2 max pool (f32 only) */
 #define POOL_T           float
 #define POOL_FN(name)    name##_f32

@@ -40,24 +40,16 @@ static void POOL_FN(max_pool)(const pool_geom *q, const POOL_T *x, POOL_T *y, in
         POOL_FN(max_pool_2x2)(q, x, y, idx);
         return;
     }
-    int nt = cpu_threads_for(q->planes, q->Ho * q->Wo * q->kh * q->kw);
-#pragma omp parallel for num_threads(nt)
-    for (int64_t pl = 0; pl < q->planes; pl++) {
-        const POOL_T *xp = x + pl * q->H * q->W;
-        for (int64_t oh = 0; oh < q->Ho; oh++)
-            for (int64_t ow = 0; ow < q->Wo; ow++) {
-                pool_window win = pool_window_at(q, oh, ow);
-                POOL_T best = -INFINITY;
-                int64_t bi = win.h0 * q->W + win.w0;
-                for (int64_t h = win.h0; h < win.h1; h++)
-                    for (int64_t w = win.w0; w < win.w1; w++) {
-                        POOL_T v = xp[h * q->W + w];
-                        if (v > best || v != v) best = v, bi = h * q->W + w; /* NaN wins, as in PyTorch */
-                    }
-                int64_t o = (pl * q->Ho + oh) * q->Wo + ow;
-                y[o] = best, idx[o] = bi;
+    POOL_FOR_WINDOWS_(q, const POOL_T *xp = x + pl * q->H * q->W, {
+        POOL_T best = -INFINITY;
+        int64_t bi = win.h0 * q->W + win.w0;
+        for (int64_t h = win.h0; h < win.h1; h++)
+            for (int64_t w = win.w0; w < win.w1; w++) {
+                POOL_T v = xp[h * q->W + w];
+                if (v > best || v != v) best = v, bi = h * q->W + w; /* NaN wins, as in PyTorch */
             }
-    }
+        y[o] = best, idx[o] = bi;
+    });
 }
 
 /* dx[plane][idx] += dy: scatter-add into each plane */
@@ -72,34 +64,19 @@ static void POOL_FN(max_pool_backward)(const pool_geom *q, const POOL_T *dy, con
 }
 
 static void POOL_FN(avg_pool)(const pool_geom *q, const POOL_T *x, POOL_T *y) {
-    int nt = cpu_threads_for(q->planes, q->Ho * q->Wo * q->kh * q->kw);
-#pragma omp parallel for num_threads(nt)
-    for (int64_t pl = 0; pl < q->planes; pl++) {
-        const POOL_T *xp = x + pl * q->H * q->W;
-        for (int64_t oh = 0; oh < q->Ho; oh++)
-            for (int64_t ow = 0; ow < q->Wo; ow++) {
-                pool_window win = pool_window_at(q, oh, ow);
-                POOL_T s = 0;
-                for (int64_t h = win.h0; h < win.h1; h++)
-                    for (int64_t w = win.w0; w < win.w1; w++) s += xp[h * q->W + w];
-                y[(pl * q->Ho + oh) * q->Wo + ow] = s / (POOL_T)win.divisor;
-            }
-    }
+    POOL_FOR_WINDOWS_(q, const POOL_T *xp = x + pl * q->H * q->W, {
+        POOL_T s = 0;
+        for (int64_t h = win.h0; h < win.h1; h++)
+            for (int64_t w = win.w0; w < win.w1; w++) s += xp[h * q->W + w];
+        y[o] = s / (POOL_T)win.divisor;
+    });
 }
 
 /* dx[h, w] = sum over the windows that contain (h, w) of dy / divisor */
 static void POOL_FN(avg_pool_backward)(const pool_geom *q, const POOL_T *dy, POOL_T *dx) {
-    int nt = cpu_threads_for(q->planes, q->Ho * q->Wo * q->kh * q->kw);
-#pragma omp parallel for num_threads(nt)
-    for (int64_t pl = 0; pl < q->planes; pl++) {
-        POOL_T *dp = dx + pl * q->H * q->W;
-        memset(dp, 0, (size_t)(q->H * q->W) * sizeof(POOL_T));
-        for (int64_t oh = 0; oh < q->Ho; oh++)
-            for (int64_t ow = 0; ow < q->Wo; ow++) {
-                pool_window win = pool_window_at(q, oh, ow);
-                POOL_T g = dy[(pl * q->Ho + oh) * q->Wo + ow] / (POOL_T)win.divisor;
-                for (int64_t h = win.h0; h < win.h1; h++)
-                    for (int64_t w = win.w0; w < win.w1; w++) dp[h * q->W + w] += g;
-            }
-    }
+    POOL_FOR_WINDOWS_(q, POOL_T *dp = memset(dx + pl * q->H * q->W, 0, (size_t)(q->H * q->W) * sizeof(POOL_T)), {
+        POOL_T g = dy[o] / (POOL_T)win.divisor;
+        for (int64_t h = win.h0; h < win.h1; h++)
+            for (int64_t w = win.w0; w < win.w1; w++) dp[h * q->W + w] += g;
+    });
 }

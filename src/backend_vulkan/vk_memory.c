@@ -321,9 +321,11 @@ static td_status check_range(const td_buffer *b, size_t offset, size_t n, const 
     return TD_OK;
 }
 
-/* Room for n bytes in the staging buffer; waits for the device when it is full. */
-static td_status staging_take(vk_dev *d, VkDeviceSize n, VkDeviceSize *at) {
-    n = (n + 15) & ~(VkDeviceSize)15;
+/* Room in the staging buffer for the next chunk of a transfer with `left` bytes to go: *chunk bytes
+** (left, at most the buffer's size) at *at; waits for the device when the buffer is full. */
+static td_status staging_take(vk_dev *d, size_t left, size_t *chunk, VkDeviceSize *at) {
+    *chunk = left < d->staging->size ? left : (size_t)d->staging->size;
+    VkDeviceSize n = (*chunk + 15) & ~(VkDeviceSize)15;
     if (d->staging_used + n > d->staging->size) {
         td_status st = vk_finish(d);
         if (st != TD_OK) return st;
@@ -338,26 +340,28 @@ static td_status not_capturing(vk_dev *d, const char *what) {
     return td_error_set(TD_ERR_STATE, "vulkan %s: host transfers cannot be captured (end the capture first)", what);
 }
 
+/* Lock d for a host transfer; on failure (a capture is running) d is left unlocked. */
+static td_status lock_for_host(vk_dev *d, const char *what) {
+    vk_lock(d);
+    td_status st = not_capturing(d, what);
+    if (st != TD_OK) vk_unlock(d);
+    return st;
+}
+
 td_status vk_write(td_buffer *b, size_t offset, const void *src, size_t n) {
     vk_dev *d = b->dev;
     td_status st = check_range(b, offset, n, "write");
     if (st != TD_OK || n == 0) return st;
-    vk_lock(d);
-    if ((st = not_capturing(d, "write")) != TD_OK) {
-        vk_unlock(d);
-        return st;
-    }
+    if ((st = lock_for_host(d, "write")) != TD_OK) return st;
     if (d->direct && vk_idle(d)) {
         memcpy((char *)b->block->map + b->offset + offset, src, n);
     } else {
-        for (size_t done = 0; done < n && st == TD_OK;) {
-            size_t chunk = n - done < d->staging->size ? n - done : d->staging->size;
+        for (size_t done = 0, chunk; done < n && st == TD_OK; done += chunk) {
             VkDeviceSize at;
-            st = staging_take(d, chunk, &at);
+            st = staging_take(d, n - done, &chunk, &at);
             if (st != TD_OK) break;
             memcpy((char *)d->staging->map + at, (const char *)src + done, chunk);
             st = vk_cmd_copy(d, d->staging->buf, at, b->block->buf, b->offset + offset + done, chunk);
-            done += chunk;
         }
     }
     vk_unlock(d);
@@ -374,23 +378,17 @@ td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
     vk_dev *d = b->dev;
     td_status st = check_range(b, offset, n, "read");
     if (st != TD_OK || n == 0) return st;
-    vk_lock(d);
-    if ((st = not_capturing(d, "read")) != TD_OK) {
-        vk_unlock(d);
-        return st;
-    }
+    if ((st = lock_for_host(d, "read")) != TD_OK) return st;
     if (d->direct_read) {
         st = finish_for_host(d);
         if (st == TD_OK) memcpy(dst, (const char *)b->block->map + b->offset + offset, n);
     } else {
-        for (size_t done = 0; done < n && st == TD_OK;) {
-            size_t chunk = n - done < d->staging->size ? n - done : d->staging->size;
+        for (size_t done = 0, chunk; done < n && st == TD_OK; done += chunk) {
             VkDeviceSize at;
-            st = staging_take(d, chunk, &at);
+            st = staging_take(d, n - done, &chunk, &at);
             if (st == TD_OK) st = vk_cmd_copy(d, b->block->buf, b->offset + offset + done, d->staging->buf, at, chunk);
             if (st == TD_OK) st = finish_for_host(d);
             if (st == TD_OK) memcpy((char *)dst + done, (const char *)d->staging->map + at, chunk);
-            done += chunk;
         }
     }
     vk_unlock(d);
@@ -416,14 +414,12 @@ static td_status copy_between(td_buffer *src, size_t so, td_buffer *dst, size_t 
         st = finish_for_host(s);
         if (st == TD_OK) st = vk_write(dst, dof, (const char *)src->block->map + src->offset + so, n);
     }
-    for (size_t done = 0; st == TD_OK && !s->direct_read && done < n;) {
-        size_t chunk = n - done < s->staging->size ? n - done : s->staging->size;
+    for (size_t done = 0, chunk; st == TD_OK && !s->direct_read && done < n; done += chunk) {
         VkDeviceSize at;
-        st = staging_take(s, chunk, &at);
+        st = staging_take(s, n - done, &chunk, &at);
         if (st == TD_OK) st = vk_cmd_copy(s, src->block->buf, src->offset + so + done, s->staging->buf, at, chunk);
         if (st == TD_OK) st = finish_for_host(s);
         if (st == TD_OK) st = vk_write(dst, dof + done, (const char *)s->staging->map + at, chunk);
-        done += chunk;
     }
     vk_unlock(first == s ? d : s);
     vk_unlock(first);

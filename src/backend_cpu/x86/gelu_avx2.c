@@ -12,11 +12,7 @@
 */
 #include "../cpu_rows.h"
 #include "exp_avx2.h"
-
-/* lanes [0, rem) of a tail vector */
-static inline __m256i tail_mask(int64_t rem) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+#include "simd_avx2.h"
 
 /* 1 + erf(x / sqrt(2)) = erfc(-x / sqrt(2)) */
 static inline __m256 one_plus_erf(__m256 x) {
@@ -43,20 +39,8 @@ static inline __m256 gelu_bwd8(__m256 dy, __m256 x) {
     return _mm256_mul_ps(dy, d);
 }
 
-void cpu_gelu_f32_avx2(int64_t n, float *y, const float *x) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, gelu8(_mm256_maskload_ps(x + i, mask)));
-    }
-}
+void cpu_gelu_f32_avx2(int64_t n, float *y, const float *x) { TD_F32_MAP1(n, y, x, gelu8); }
 
 void cpu_gelu_backward_f32_avx2(int64_t n, float *dx, const float *dy, const float *x) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dx + i, gelu_bwd8(_mm256_loadu_ps(dy + i), _mm256_loadu_ps(x + i)));
-    if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(dx + i, mask, gelu_bwd8(_mm256_maskload_ps(dy + i, mask), _mm256_maskload_ps(x + i, mask)));
-    }
+    TD_F32_MAP2(n, dx, dy, x, gelu_bwd8);
 }

@@ -15,11 +15,6 @@
 #include "exp_avx2.h"
 #include "simd_avx2.h"
 
-/* lanes [0, rem) of a tail vector */
-static inline __m256i tail_mask(int64_t rem) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* x[i .. i+rem) with fill in the other lanes */
 static inline __m256 load_tail(const float *x, __m256i mask, __m256 fill) {
     return _mm256_blendv_ps(fill, _mm256_maskload_ps(x, mask), _mm256_castsi256_ps(mask));
@@ -47,7 +42,7 @@ float cpu_row_max_f32_avx2(const float *x, int64_t n) {
         m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
     }
     for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-    if (i < n) m1 = _mm256_max_ps(m1, load_tail(x + i, tail_mask(n - i), ninf));
+    if (i < n) m1 = _mm256_max_ps(m1, load_tail(x + i, td_f32_tail_mask(n - i), ninf));
     return hmax(_mm256_max_ps(m0, m1));
 }
 
@@ -66,7 +61,7 @@ static inline float row_sum_exp(const float *x, int64_t n, float m, float *out, 
         if (store == STORE_DIFF) _mm256_storeu_ps(out + i, d0), _mm256_storeu_ps(out + i + 8, d1);
     }
     for (; i < n; i += 8) { /* the last 8, then a tail whose padding lanes are -inf: exp gives 0 */
-        __m256i mask = tail_mask(n - i);
+        __m256i mask = td_f32_tail_mask(n - i);
         __m256 d0 = _mm256_sub_ps(load_tail(x + i, mask, _mm256_set1_ps(-INFINITY)), mv), e0 = td_exp_f32_avx2(d0);
         s0 = _mm256_add_ps(s0, e0);
         if (store == STORE_EXP) _mm256_maskstore_ps(out + i, mask, e0);
@@ -90,7 +85,7 @@ static void row_affine(const float *x, float *y, int64_t n, float a, float b, bo
         for (; i < n; i += 8) _mm256_stream_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), av, bv));
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), av, bv));
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
+        __m256i mask = td_f32_tail_mask(n - i);
         _mm256_maskstore_ps(y + i, mask, _mm256_fmadd_ps(_mm256_maskload_ps(x + i, mask), av, bv));
     }
 }
@@ -137,7 +132,7 @@ void cpu_softmax_backward_row_f32_avx2(const float *dy, const float *y, float *d
         }
     }
     for (; i < n; i += 8) { /* the last 15 at most: masked lanes load 0 */
-        __m256i mask = tail_mask(n - i);
+        __m256i mask = td_f32_tail_mask(n - i);
         __m256 g = _mm256_maskload_ps(dy + i, mask);
         s0 = log_out ? _mm256_add_ps(s0, g) : _mm256_fmadd_ps(g, _mm256_maskload_ps(y + i, mask), s0);
     }
@@ -150,7 +145,7 @@ void cpu_softmax_backward_row_f32_avx2(const float *dy, const float *y, float *d
             _mm256_storeu_ps(dx + i, d);
     }
     if (i < n) {
-        __m256i mask = tail_mask(n - i);
+        __m256i mask = td_f32_tail_mask(n - i);
         _mm256_maskstore_ps(
             dx + i, mask,
             softmax_bw_vec(_mm256_maskload_ps(dy + i, mask), _mm256_maskload_ps(y + i, mask), sv, log_out));
@@ -194,7 +189,7 @@ void cpu_layernorm_row_f32_avx2(const float *x, const float *w, const float *b, 
     double rs = 1 / sqrt(v / (double)n + eps);
     const __m256 rsv = _mm256_set1_ps((float)rs), one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     for (i = 0; i < n; i += 8) {
-        __m256i mask = tail_mask(n - i);
+        __m256i mask = td_f32_tail_mask(n - i);
         bool full = i + 8 <= n;
         __m256 xv = full ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, mask);
         __m256 wv = !w ? one : full ? _mm256_loadu_ps(w + i) : _mm256_maskload_ps(w + i, mask);
@@ -211,13 +206,6 @@ void cpu_layernorm_row_f32_avx2(const float *x, const float *w, const float *b, 
     *mean = mh, *rstd = (float)rs;
 }
 
-void cpu_exp_f32_avx2(int64_t n, float *y, const float *x) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, td_exp_f32_avx2(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        __m256i mask = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, mask, td_exp_f32_avx2(_mm256_maskload_ps(x + i, mask)));
-    }
-}
+void cpu_exp_f32_avx2(int64_t n, float *y, const float *x) { TD_F32_MAP1(n, y, x, td_exp_f32_avx2); }
 
 void cpu_rows_stream_fence(void) { _mm_sfence(); }
