@@ -123,12 +123,10 @@ td_alloc_block *td_alloc_cache_reuse(td_alloc_cache *c, size_t nbytes, uintptr_t
 }
 
 td_alloc_block *td_alloc_cache_alloc(td_alloc_cache *c, size_t nbytes, uintptr_t stream) {
+    td_alloc_block *b = td_alloc_cache_reuse(c, nbytes, stream);
+    if (b) return b;
     size_t capacity;
     int k = size_class(c, nbytes, &capacity);
-    pthread_mutex_lock(&c->lock);
-    td_alloc_block *b = reuse_locked(c, k, capacity, nbytes, stream);
-    pthread_mutex_unlock(&c->lock);
-    if (b) return b;
     b = calloc(1, c->cfg.header_size);
     void *ptr = b ? c->cfg.raw_alloc(c->cfg.ctx, capacity ? capacity : c->cfg.align) : NULL;
     pthread_mutex_lock(&c->lock);

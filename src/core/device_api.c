@@ -164,12 +164,24 @@ td_tensor *td_from_foreign(td_device dev, uint64_t address, int ndim, const int6
     if (ndim < 0 || ndim > TD_MAX_DIMS || (ndim && !shape))
         TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: ndim %d with %s shape", ndim, shape ? "a" : "a NULL");
     if ((unsigned)dt >= TD_DTYPE_COUNT) TD_FAIL_NULL(TD_ERR_DTYPE, "from_foreign: invalid dtype %d", (int)dt);
+    /* the sizes before any stride is computed from them: >= 0, and their product (a 0 taken as 1, since a
+    ** size-0 tensor's strides still span its other dims) within 2^59 elements */
+    int64_t elems = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: dim %d has size %lld; sizes must be >= 0", i,
+                         (long long)shape[i]);
+        if (shape[i] > 1 && elems > (INT64_MAX / 16) / shape[i])
+            TD_FAIL_NULL(TD_ERR_MISUSE,
+                         "from_foreign: the sizes (a 0 taken as 1) multiply past 2^59 elements at dim %d", i);
+        elems *= shape[i] > 1 ? shape[i] : 1;
+    }
     int64_t st[TD_MAX_DIMS], span = 1; /* span: elements from element 0 to the last reachable one, plus one */
     bool empty = false;
     if (!strides) td__contiguous_strides(ndim, shape, st);
     for (int i = 0; i < ndim; i++) {
         if (strides) st[i] = strides[i];
-        if (shape[i] < 0 || st[i] < 0)
+        if (st[i] < 0)
             TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: dim %d has size %lld and stride %lld; both must be >= 0", i,
                          (long long)shape[i], (long long)st[i]);
         if (shape[i] == 0)

@@ -122,6 +122,9 @@ static bool dtype_in_class(td_dtype dt, int cls) {
     return cls == TD_DTS_ALL || (cls == TD_DTS_NUM && dt != TD_BOOL) || (cls == TD_DTS_FLOAT && td_dtype_is_float(dt));
 }
 
+/* "s" after a count other than one */
+static const char *plural(int n) { return n == 1 ? "" : "s"; }
+
 /* op's operand count and dtypes against the op table: TD_ERR_MISUSE or
 ** TD_ERR_DTYPE; *op_dt: the op's dtype (the first x operand's, else in[0]'s). */
 static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *op_dt) {
@@ -129,8 +132,9 @@ static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor
     const char *name = td_op_name(op->kind);
     *op_dt = TD_F32;
     if ((m->n_in >= 0 ? op->n_in != m->n_in : op->n_in < 1) || op->n_out != m->n_out)
-        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs and %d outputs; the op takes %s%d and %d", name, op->n_in,
-                      op->n_out, m->n_in < 0 ? "at least " : "", m->n_in < 0 ? 1 : m->n_in, m->n_out);
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d input%s and %d output%s; the op takes %s%d and %d", name, op->n_in,
+                      plural(op->n_in), op->n_out, plural(op->n_out), m->n_in < 0 ? "at least " : "",
+                      m->n_in < 0 ? 1 : m->n_in, m->n_out);
     sig_side s[2];
     sig_parse(m->sig, &s[0], &s[1]);
     int n = op->n_in + op->n_out, x_at = -1;
@@ -235,8 +239,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
                        td_tensor *const *out, const td_op_params *p) {
     enum { MAX_OPERANDS = 64 };
     if (n_in > MAX_OPERANDS || n_out > 8)
-        return TD_ERR(TD_ERR_MISUSE, "%s: %d inputs and %d outputs; at most %d and 8", td_op_name(kind), n_in, n_out,
-                      MAX_OPERANDS);
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d input%s and %d output%s; at most %d and 8", td_op_name(kind), n_in,
+                      plural(n_in), n_out, plural(n_out), MAX_OPERANDS);
     const td_tensor *first = n_out ? out[0] : in[0];
     td_device dev = first->storage->device;
     for (int i = 0; i < n_in + n_out; i++) {

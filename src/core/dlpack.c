@@ -253,6 +253,18 @@ static td_tensor *import(const DLTensor *dl, import_ctx *c, const char *fn) {
     return t;
 }
 
+/* Imports dl, the tensor of the managed v or legacy (one of them), under a fresh context (freed if it fails). */
+static td_tensor *import_managed(const DLTensor *dl, DLManagedTensorVersioned *v, DLManagedTensor *legacy,
+                                 const char *fn) {
+    import_ctx *c = calloc(1, sizeof *c);
+    if (!c) TD_FAIL_NULL(TD_ERR_OOM, "%s: out of host memory", fn);
+    c->v = v;
+    c->legacy = legacy;
+    td_tensor *t = import(dl, c, fn);
+    if (!t) free(c);
+    return t;
+}
+
 td_tensor *td_from_dlpack(DLManagedTensorVersioned *m, uint32_t flags) {
     if (!m) TD_FAIL_NULL(TD_ERR_MISUSE, "from_dlpack: the DLPack tensor is NULL");
     if (flags & ~(uint32_t)TD_DLPACK_READ_ONLY) TD_FAIL_NULL(TD_ERR_MISUSE, "from_dlpack: unknown flags 0x%x", flags);
@@ -262,20 +274,10 @@ td_tensor *td_from_dlpack(DLManagedTensorVersioned *m, uint32_t flags) {
     if ((m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) && !(flags & TD_DLPACK_READ_ONLY))
         TD_FAIL_NULL(TD_ERR_MISUSE, "from_dlpack: the tensor is read-only and Trident cannot keep it so; pass "
                                     "TD_DLPACK_READ_ONLY to promise not to write it");
-    import_ctx *c = calloc(1, sizeof *c);
-    if (!c) TD_FAIL_NULL(TD_ERR_OOM, "from_dlpack: out of host memory");
-    c->v = m;
-    td_tensor *t = import(&m->dl_tensor, c, "from_dlpack");
-    if (!t) free(c);
-    return t;
+    return import_managed(&m->dl_tensor, m, NULL, "from_dlpack");
 }
 
 td_tensor *td_from_dlpack_legacy(DLManagedTensor *m) {
     if (!m) TD_FAIL_NULL(TD_ERR_MISUSE, "from_dlpack_legacy: the DLPack tensor is NULL");
-    import_ctx *c = calloc(1, sizeof *c);
-    if (!c) TD_FAIL_NULL(TD_ERR_OOM, "from_dlpack_legacy: out of host memory");
-    c->legacy = m;
-    td_tensor *t = import(&m->dl_tensor, c, "from_dlpack_legacy");
-    if (!t) free(c);
-    return t;
+    return import_managed(&m->dl_tensor, NULL, m, "from_dlpack_legacy");
 }

@@ -102,34 +102,33 @@ td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[
     return y;
 }
 
-td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t x_shape[4], const int stride[2],
-                                     const int padding[2], const int dilation[2], int groups) {
-    const char *op = "conv2d_backward_input";
-    TD_CHECK_ARG(dy, op);
-    TD_CHECK_ARG(w, op);
-    if (!x_shape) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: x_shape is NULL", op);
-    if (!check_4d(w, op, "weight") || !check_dtypes(op, dy, w)) return NULL;
+/* conv2d's gradient for its input (kind CONV2D_BACKWARD_INPUT: t is the weight, shape the input's) or for its
+** weight (CONV2D_BACKWARD_WEIGHT: t is the input, shape the weight's) */
+static td_tensor *conv2d_backward(td_op_kind kind, td_tensor *dy, td_tensor *t, const int64_t shape[4],
+                                  const int stride[2], const int padding[2], const int dilation[2], int groups) {
+    bool for_x = kind == TD_OP_CONV2D_BACKWARD_INPUT;
+    const char *op = for_x ? "conv2d_backward_input" : "conv2d_backward_weight";
+    if (!td__check_arg(dy, op, "dy") || !td__check_arg(t, op, for_x ? "w" : "x")) return NULL;
+    if (!shape) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: %s is NULL", op, for_x ? "x_shape" : "w_shape");
+    if (!check_4d(t, op, for_x ? "weight" : "input") || !check_dtypes(op, dy, t)) return NULL;
     td_op_params p = {0};
     int64_t y[4];
-    if (!conv_geometry(op, x_shape, w->shape, stride, padding, dilation, groups, &p, y) || !same_shape(op, "dy", dy, y))
+    if (!conv_geometry(op, for_x ? shape : t->shape, for_x ? t->shape : shape, stride, padding, dilation, groups, &p,
+                       y) ||
+        !same_shape(op, "dy", dy, y))
         return NULL;
-    td_tensor *in[2] = {dy, w}, *out = td__alloc(4, x_shape, dy->dtype, dy->storage->device);
-    return td__finish(td__dispatch_contig(TD_OP_CONV2D_BACKWARD_INPUT, 2, in, 1, &out, &p), out);
+    td_tensor *in[2] = {dy, t}, *out = td__alloc(4, shape, dy->dtype, dy->storage->device);
+    return td__finish(td__dispatch_contig(kind, 2, in, 1, &out, &p), out);
+}
+
+td_tensor *td__conv2d_backward_input(td_tensor *dy, td_tensor *w, const int64_t x_shape[4], const int stride[2],
+                                     const int padding[2], const int dilation[2], int groups) {
+    return conv2d_backward(TD_OP_CONV2D_BACKWARD_INPUT, dy, w, x_shape, stride, padding, dilation, groups);
 }
 
 td_tensor *td__conv2d_backward_weight(td_tensor *dy, td_tensor *x, const int64_t w_shape[4], const int stride[2],
                                       const int padding[2], const int dilation[2], int groups) {
-    const char *op = "conv2d_backward_weight";
-    TD_CHECK_ARG(dy, op);
-    TD_CHECK_ARG(x, op);
-    if (!w_shape) TD_FAIL_NULL(TD_ERR_MISUSE, "%s: w_shape is NULL", op);
-    if (!check_4d(x, op, "input") || !check_dtypes(op, dy, x)) return NULL;
-    td_op_params p = {0};
-    int64_t y[4];
-    if (!conv_geometry(op, x->shape, w_shape, stride, padding, dilation, groups, &p, y) || !same_shape(op, "dy", dy, y))
-        return NULL;
-    td_tensor *in[2] = {dy, x}, *out = td__alloc(4, w_shape, dy->dtype, dy->storage->device);
-    return td__finish(td__dispatch_contig(TD_OP_CONV2D_BACKWARD_WEIGHT, 2, in, 1, &out, &p), out);
+    return conv2d_backward(TD_OP_CONV2D_BACKWARD_WEIGHT, dy, x, w_shape, stride, padding, dilation, groups);
 }
 
 /* Validate pooling parameters (NULL stride -> kernel, NULL padding -> 0) for

@@ -40,25 +40,29 @@ static td_status check_state(td_tensor *t, const char *name, bool needed, const 
     return check_like(t, name, param, op);
 }
 
-/* A hyper-parameter must be finite and within [lo, hi) (hi_open) or [lo, hi]. */
-static td_status check_range(double x, const char *name, double lo, double hi, bool hi_open, const char *op) {
-    if (isfinite(x) && x >= lo && (hi_open ? x < hi : x <= hi)) return TD_OK;
-    return TD_ERR(TD_ERR_MISUSE, "%s: %s = %g is outside [%g, %g%s", op, name, x, lo, hi, hi_open ? ")" : "]");
-}
-
 #define TRY(expr)                                                                                                      \
     do {                                                                                                               \
         td_status s_ = (expr);                                                                                         \
         if (s_ != TD_OK) return s_;                                                                                    \
     } while (0)
 
+/* param (a floating dtype) and grad (its match), the tensors every update takes */
+static td_status check_param_grad(td_tensor *param, td_tensor *grad, const char *op) {
+    TRY(check_like(param, "param", param, op));
+    return check_like(grad, "grad", param, op);
+}
+
+/* A hyper-parameter must be finite and within [lo, hi) (hi_open) or [lo, hi]. */
+static td_status check_range(double x, const char *name, double lo, double hi, bool hi_open, const char *op) {
+    if (isfinite(x) && x >= lo && (hi_open ? x < hi : x <= hi)) return TD_OK;
+    return TD_ERR(TD_ERR_MISUSE, "%s: %s = %g is outside [%g, %g%s", op, name, x, lo, hi, hi_open ? ")" : "]");
+}
+
 td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_tensor *v, td_tensor *vmax, double lr,
                          double beta1, double beta2, double eps, double weight_decay, int64_t step,
                          bool decoupled_weight_decay, bool amsgrad, bool maximize) {
     const char *op = "adam_update";
-    TD_CHECK_ARG_ST(param, "adam_update");
-    TRY(check_like(param, "param", param, op));
-    TRY(check_like(grad, "grad", param, op));
+    TRY(check_param_grad(param, grad, op));
     TRY(check_like(m, "m", param, op));
     TRY(check_like(v, "v", param, op));
     TRY(check_state(vmax, "vmax", amsgrad, "amsgrad", param, op));
@@ -76,9 +80,7 @@ td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_ten
 td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum, double dampening,
                         double weight_decay, bool nesterov, bool first_step, bool maximize) {
     const char *op = "sgd_update";
-    TD_CHECK_ARG_ST(param, "sgd_update");
-    TRY(check_like(param, "param", param, op));
-    TRY(check_like(grad, "grad", param, op));
+    TRY(check_param_grad(param, grad, op));
     TRY(check_range(lr, "lr", 0, INFINITY, true, op));
     TRY(check_range(momentum, "momentum", 0, INFINITY, true, op));
     TRY(check_range(weight_decay, "weight_decay", 0, INFINITY, true, op));
@@ -96,9 +98,7 @@ td_status td_rmsprop_update(td_tensor *param, td_tensor *grad, td_tensor *square
                             td_tensor *grad_avg, double lr, double alpha, double eps, double weight_decay,
                             double momentum, bool centered, bool maximize) {
     const char *op = "rmsprop_update";
-    TD_CHECK_ARG_ST(param, "rmsprop_update");
-    TRY(check_like(param, "param", param, op));
-    TRY(check_like(grad, "grad", param, op));
+    TRY(check_param_grad(param, grad, op));
     TRY(check_like(square_avg, "square_avg", param, op));
     TRY(check_state(buf, "buf", momentum > 0, "momentum", param, op));
     TRY(check_state(grad_avg, "grad_avg", centered, "centered", param, op));

@@ -195,17 +195,9 @@ td_tensor *td__alloc(int ndim, const int64_t *shape, td_dtype dt, td_device dev)
     if (!check_shape(ndim, shape, dt, "empty", &nbytes)) return NULL;
     td_storage *s = storage_new(dev, nbytes);
     if (!s) return NULL;
-    td_tensor *t = header_new();
-    if (!t) {
-        storage_release(s);
-        TD_FAIL_NULL(TD_ERR_OOM, "out of host memory for a tensor header");
-    }
-    t->dtype = dt;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    td__contiguous_strides(ndim, shape, t->strides);
-    t->storage = s;
-    return t;
+    int64_t strides[TD_MAX_DIMS];
+    td__contiguous_strides(ndim, shape, strides);
+    return td__tensor_over(s, ndim, shape, strides, dt);
 }
 
 td_tensor *td__tensor_over(td_storage *s, int ndim, const int64_t *shape, const int64_t *strides, td_dtype dt) {

@@ -389,13 +389,16 @@ static td_status all_reduce(td_tensor *t, td_dist_op op, bool start, const char 
 td_status td_dist_all_reduce(td_tensor *t, td_dist_op op) { return all_reduce(t, op, false, "dist_all_reduce"); }
 td_status td__dist_all_reduce_start(td_tensor *t, td_dist_op op) { return all_reduce(t, op, true, "ddp all_reduce"); }
 
-td_status td__dist_wait_started(void) {
-    td_status st = usable("ddp wait");
+/* A transport call that takes only the group's stream: barrier, else wait_started */
+static td_status stream_call(bool barrier, const char *api) {
+    td_status st = usable(api);
     if (st || !g.tr) return st;
     char why[TD_DIST_WHY] = "";
     void *stream = g.dev.type == TD_DEVICE_CUDA ? td_device_native_stream(g.dev) : NULL;
-    return transport_rc(g.tr->wait_started(stream, why), "ddp wait", why);
+    return transport_rc((barrier ? g.tr->barrier : g.tr->wait_started)(stream, why), api, why);
 }
+
+td_status td__dist_wait_started(void) { return stream_call(false, "ddp wait"); }
 
 td_status td_dist_broadcast(td_tensor *t, int root) {
     const char *api = "dist_broadcast";
@@ -421,19 +424,30 @@ static td_status check_pair(td_tensor *big, td_tensor *small, const char *api, c
     return TD_OK;
 }
 
+/* out and in of a gather or scatter staged, out first; on failure both are unstaged */
+static td_status stage_pair(td_tensor *out, td_tensor *in, const char *api, staged *so, staged *si) {
+    td_status st = stage(out, api, "out", so);
+    if (st) return unstage(so, st);
+    if ((st = stage(in, api, "in", si))) return unstage(si, unstage(so, st));
+    return TD_OK;
+}
+
+/* The end of a gather or scatter: in is only read (its host copy is not written back), out takes st. */
+static td_status unstage_pair(staged *so, staged *si, td_status st) {
+    unstage(si, TD_ERR_STATE);
+    return unstage(so, st);
+}
+
 td_status td_dist_all_gather(td_tensor *out, td_tensor *in) {
     const char *api = "dist_all_gather";
     td_status st = usable(api);
     if (st || (st = check_pair(out, in, api, "out", "in"))) return st;
     staged so, si;
-    if ((st = stage(out, api, "out", &so))) return unstage(&so, st);
-    if ((st = stage(in, api, "in", &si))) return unstage(&si, unstage(&so, st));
-    if (!g.tr) return unstage(&si, unstage(&so, td_copy_(out, in)));
+    if ((st = stage_pair(out, in, api, &so, &si))) return st;
+    if (!g.tr) return unstage_pair(&so, &si, td_copy_(out, in));
     char why[TD_DIST_WHY] = "";
     int rc = so.ptr ? g.tr->all_gather(si.ptr, so.ptr, (size_t)td_numel(in), td_tensor_dtype(in), so.stream, why) : 0;
-    st = transport_rc(rc, api, why);
-    unstage(&si, TD_ERR_STATE); /* in is only read */
-    return unstage(&so, st);
+    return unstage_pair(&so, &si, transport_rc(rc, api, why));
 }
 
 td_status td_dist_reduce_scatter(td_tensor *out, td_tensor *in, td_dist_op op) {
@@ -441,22 +455,13 @@ td_status td_dist_reduce_scatter(td_tensor *out, td_tensor *in, td_dist_op op) {
     td_status st = usable(api);
     if (st || (st = check_pair(in, out, api, "in", "out")) || (st = check_op(in, op, api))) return st;
     staged so, si;
-    if ((st = stage(out, api, "out", &so))) return unstage(&so, st);
-    if ((st = stage(in, api, "in", &si))) return unstage(&si, unstage(&so, st));
-    if (!g.tr) return unstage(&si, unstage(&so, td_copy_(out, in)));
+    if ((st = stage_pair(out, in, api, &so, &si))) return st;
+    if (!g.tr) return unstage_pair(&so, &si, td_copy_(out, in));
     char why[TD_DIST_WHY] = "";
     int rc = so.ptr
                  ? g.tr->reduce_scatter(si.ptr, so.ptr, (size_t)td_numel(out), td_tensor_dtype(in), op, so.stream, why)
                  : 0;
-    st = transport_rc(rc, api, why);
-    unstage(&si, TD_ERR_STATE);
-    return unstage(&so, st);
+    return unstage_pair(&so, &si, transport_rc(rc, api, why));
 }
 
-td_status td_dist_barrier(void) {
-    td_status st = usable("dist_barrier");
-    if (st || !g.tr) return st;
-    char why[TD_DIST_WHY] = "";
-    void *stream = g.dev.type == TD_DEVICE_CUDA ? td_device_native_stream(g.dev) : NULL;
-    return transport_rc(g.tr->barrier(stream, why), "dist_barrier", why);
-}
+td_status td_dist_barrier(void) { return stream_call(true, "dist_barrier"); }

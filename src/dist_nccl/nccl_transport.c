@@ -51,19 +51,32 @@ static int nccl_fail(char *why, const char *what, ncclResult_t r) {
         if (r_ != ncclSuccess) return nccl_fail(why, #call, r_);                                                       \
     } while (0)
 
-static int nccl_types(int dt, int op, ncclDataType_t *type, ncclRedOp_t *rop, char *why) {
+/* A collective's NCCL dtype and reduction */
+typedef struct nccl_kind {
+    ncclDataType_t type;
+    ncclRedOp_t op;
+} nccl_kind;
+
+static int nccl_types(int dt, int op, nccl_kind *k, char *why) {
     switch (dt) {
-    case TD_F32: *type = ncclFloat32; break;
-    case TD_F64: *type = ncclFloat64; break;
-    case TD_F16: *type = ncclFloat16; break;
-    case TD_BF16: *type = ncclBfloat16; break;
-    case TD_I32: *type = ncclInt32; break;
-    case TD_I64: *type = ncclInt64; break;
-    case TD_U8: *type = ncclUint8; break;
-    case TD_BOOL: *type = ncclUint8, *rop = ncclMax; return 0;
+    case TD_F32: k->type = ncclFloat32; break;
+    case TD_F64: k->type = ncclFloat64; break;
+    case TD_F16: k->type = ncclFloat16; break;
+    case TD_BF16: k->type = ncclBfloat16; break;
+    case TD_I32: k->type = ncclInt32; break;
+    case TD_I64: k->type = ncclInt64; break;
+    case TD_U8: k->type = ncclUint8; break;
+    case TD_BOOL: k->type = ncclUint8, k->op = ncclMax; return 0;
     default: snprintf(why, TD_DIST_WHY, "nccl: dtype %d has no NCCL type", dt); return 1;
     }
-    *rop = op == TD_DIST_T_SUM ? ncclSum : op == TD_DIST_T_AVG ? ncclAvg : ncclMax;
+    k->op = op == TD_DIST_T_SUM ? ncclSum : op == TD_DIST_T_AVG ? ncclAvg : ncclMax;
+    return 0;
+}
+
+/* The start of a collective: its NCCL dtype and reduction, on the group's device. */
+static int begin(int dt, int op, nccl_kind *k, char *why) {
+    if (nccl_types(dt, op, k, why)) return 1;
+    CUDA_TRY(cudaSetDevice(dev_ordinal));
     return 0;
 }
 
@@ -91,11 +104,9 @@ static int init(int *rank, int *world, int device, const unsigned char id[TD_DIS
 }
 
 static int all_reduce(void *buf, size_t count, int dt, int op, void *stream, char *why) {
-    ncclDataType_t type;
-    ncclRedOp_t rop;
-    if (nccl_types(dt, op, &type, &rop, why)) return 1;
-    CUDA_TRY(cudaSetDevice(dev_ordinal));
-    NCCL_TRY(ncclAllReduce(buf, buf, count, type, rop, comm, (cudaStream_t)stream));
+    nccl_kind k;
+    if (begin(dt, op, &k, why)) return 1;
+    NCCL_TRY(ncclAllReduce(buf, buf, count, k.type, k.op, comm, (cudaStream_t)stream));
     return 0;
 }
 
@@ -113,29 +124,23 @@ static int wait_started(void *stream, char *why) {
 }
 
 static int broadcast(void *buf, size_t count, int dt, int root, void *stream, char *why) {
-    ncclDataType_t type;
-    ncclRedOp_t rop;
-    if (nccl_types(dt, TD_DIST_T_SUM, &type, &rop, why)) return 1;
-    CUDA_TRY(cudaSetDevice(dev_ordinal));
-    NCCL_TRY(ncclBroadcast(buf, buf, count, type, root, comm, (cudaStream_t)stream));
+    nccl_kind k;
+    if (begin(dt, TD_DIST_T_SUM, &k, why)) return 1;
+    NCCL_TRY(ncclBroadcast(buf, buf, count, k.type, root, comm, (cudaStream_t)stream));
     return 0;
 }
 
 static int all_gather(const void *in, void *out, size_t count, int dt, void *stream, char *why) {
-    ncclDataType_t type;
-    ncclRedOp_t rop;
-    if (nccl_types(dt, TD_DIST_T_SUM, &type, &rop, why)) return 1;
-    CUDA_TRY(cudaSetDevice(dev_ordinal));
-    NCCL_TRY(ncclAllGather(in, out, count, type, comm, (cudaStream_t)stream));
+    nccl_kind k;
+    if (begin(dt, TD_DIST_T_SUM, &k, why)) return 1;
+    NCCL_TRY(ncclAllGather(in, out, count, k.type, comm, (cudaStream_t)stream));
     return 0;
 }
 
 static int reduce_scatter(const void *in, void *out, size_t count, int dt, int op, void *stream, char *why) {
-    ncclDataType_t type;
-    ncclRedOp_t rop;
-    if (nccl_types(dt, op, &type, &rop, why)) return 1;
-    CUDA_TRY(cudaSetDevice(dev_ordinal));
-    NCCL_TRY(ncclReduceScatter(in, out, count, type, rop, comm, (cudaStream_t)stream));
+    nccl_kind k;
+    if (begin(dt, op, &k, why)) return 1;
+    NCCL_TRY(ncclReduceScatter(in, out, count, k.type, k.op, comm, (cudaStream_t)stream));
     return 0;
 }
 

@@ -61,14 +61,7 @@ static td_module *conv_new(bool one_d, int64_t in, int64_t out, const int kernel
     }
     int64_t wshape[4] = {out, in / groups, kernel[0], kernel[1]};
     if (one_d) wshape[2] = kernel[1];
-    td_status st = td__module_add_param(m, "weight", td__new_param(one_d ? 3 : 4, wshape));
-    if (st == TD_OK && bias) st = td__module_add_param(m, "bias", td__new_param(1, &out));
-    if (st == TD_OK) st = td__init_linear_like(td__param(m, 0), bias ? td__param(m, 1) : NULL);
-    if (st != TD_OK) {
-        td_module_free(m);
-        return NULL;
-    }
-    return m;
+    return td__with_linear_params(m, one_d ? 3 : 4, wshape, bias);
 }
 
 td_module *td_conv2d_new(int64_t in_channels, int64_t out_channels, const int kernel[2], const int stride[2],

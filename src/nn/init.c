@@ -1,6 +1,7 @@
 /*
 ** torch.nn.init: uniform, normal, constant, Kaiming and Xavier fills, drawing
-** from the default generator (one Philox counter per four values).
+** from the default generator (one Philox counter per four values), and the
+** default init of Linear and Conv parameters.
 ** Reference: torch/nn/init.py (_calculate_fan_in_and_fan_out, calculate_gain).
 */
 #include <math.h>
@@ -118,4 +119,15 @@ td_status td__init_linear_like(td_tensor *weight, td_tensor *bias) {
     if (st != TD_OK) return st;
     double bound = 1.0 / sqrt(fin);
     return td_init_uniform_(bias, -bound, bound);
+}
+
+td_module *td__with_linear_params(td_module *m, int wnd, const int64_t *wshape, bool bias) {
+    td_status st = td__module_add_param(m, "weight", td__new_param(wnd, wshape));
+    if (st == TD_OK && bias) st = td__module_add_param(m, "bias", td__new_param(1, &wshape[0]));
+    if (st == TD_OK) st = td__init_linear_like(td__param(m, 0), bias ? td__param(m, 1) : NULL);
+    if (st != TD_OK) {
+        td_module_free(m);
+        return NULL;
+    }
+    return m;
 }

@@ -34,14 +34,7 @@ static td_module *linear_new(const td_module_i *iface, int64_t in_features, int6
     if (!m) return NULL;
     *(linear_ctx *)m->ctx = (linear_ctx){in_features, out_features, bias, gelu};
     int64_t wshape[2] = {out_features, in_features};
-    td_status st = td__module_add_param(m, "weight", td__new_param(2, wshape));
-    if (st == TD_OK && bias) st = td__module_add_param(m, "bias", td__new_param(1, &out_features));
-    if (st == TD_OK) st = td__init_linear_like(td__param(m, 0), bias ? td__param(m, 1) : NULL);
-    if (st != TD_OK) {
-        td_module_free(m);
-        return NULL;
-    }
-    return m;
+    return td__with_linear_params(m, 2, wshape, bias);
 }
 
 td_module *td_linear_new(int64_t in_features, int64_t out_features, bool bias) {

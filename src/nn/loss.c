@@ -207,21 +207,23 @@ td_tensor *td_nll_loss(td_tensor *log_probs, td_tensor *target, td_tensor *weigh
     return td__scope_end_keep(out);
 }
 
+/* The checks of the elementwise losses: input and target alive, a known reduction, input floating (when
+** float_input) and target of input's shape. */
+static bool check_pointwise(td_tensor *input, td_tensor *target, td_reduction r, bool float_input, const char *fn) {
+    return td__check_arg(input, fn, "input") && td__check_arg(target, fn, "target") && check_reduction(r, fn) &&
+           (!float_input || check_float_input(input, fn, "input")) &&
+           check_same_shape(input, target, fn, "input", "target");
+}
+
 td_tensor *td_mse_loss(td_tensor *input, td_tensor *target, td_reduction reduction) {
-    TD_CHECK_ARG(input, "mse_loss");
-    TD_CHECK_ARG(target, "mse_loss");
-    if (!check_reduction(reduction, "mse_loss") || !check_same_shape(input, target, "mse_loss", "input", "target"))
-        return NULL;
+    if (!check_pointwise(input, target, reduction, false, "mse_loss")) return NULL;
     td_scope_begin();
     td_tensor *d = td_sub(input, target);
     return td__scope_end_keep(reduce(td_mul(d, d), reduction));
 }
 
 td_tensor *td_l1_loss(td_tensor *input, td_tensor *target, td_reduction reduction) {
-    TD_CHECK_ARG(input, "l1_loss");
-    TD_CHECK_ARG(target, "l1_loss");
-    if (!check_reduction(reduction, "l1_loss") || !check_same_shape(input, target, "l1_loss", "input", "target"))
-        return NULL;
+    if (!check_pointwise(input, target, reduction, false, "l1_loss")) return NULL;
     td_scope_begin();
     return td__scope_end_keep(reduce(td_abs(td_sub(input, target)), reduction));
 }
@@ -243,10 +245,7 @@ static bool check_weight_broadcast(td_tensor *w, td_tensor *x, const char *fn, c
 
 td_tensor *td_bce_loss(td_tensor *input, td_tensor *target, td_tensor *weight, td_reduction reduction) {
     const char *fn = "binary_cross_entropy";
-    TD_CHECK_ARG(input, fn);
-    TD_CHECK_ARG(target, fn);
-    if (!check_reduction(reduction, fn) || !check_float_input(input, fn, "input") ||
-        !check_same_shape(input, target, fn, "input", "target") || !check_weight_broadcast(weight, input, fn, "weight"))
+    if (!check_pointwise(input, target, reduction, true, fn) || !check_weight_broadcast(weight, input, fn, "weight"))
         return NULL;
     td_scope_begin();
     td_tensor *out = NULL;
@@ -268,11 +267,7 @@ td_tensor *td_bce_loss(td_tensor *input, td_tensor *target, td_tensor *weight, t
 td_tensor *td_bce_with_logits_loss(td_tensor *input, td_tensor *target, td_tensor *weight, td_tensor *pos_weight,
                                    td_reduction reduction) {
     const char *fn = "binary_cross_entropy_with_logits";
-    TD_CHECK_ARG(input, fn);
-    TD_CHECK_ARG(target, fn);
-    if (!check_reduction(reduction, fn) || !check_float_input(input, fn, "input") ||
-        !check_same_shape(input, target, fn, "input", "target") ||
-        !check_weight_broadcast(weight, input, fn, "weight") ||
+    if (!check_pointwise(input, target, reduction, true, fn) || !check_weight_broadcast(weight, input, fn, "weight") ||
         !check_weight_broadcast(pos_weight, input, fn, "pos_weight"))
         return NULL;
     td_scope_begin();

@@ -87,6 +87,10 @@ td_tensor *td__new_param(int ndim, const int64_t *shape);
 ** kaiming_uniform(a=sqrt(5)) and U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
 td_status td__init_linear_like(td_tensor *weight, td_tensor *bias);
 
+/* Gives the new layer m its parameters "weight" (wshape, wnd dims) and, when bias, "bias" ([wshape[0]]), with
+** Linear's default init: m, or NULL after freeing m. */
+td_module *td__with_linear_params(td_module *m, int wnd, const int64_t *wshape, bool bias);
+
 /* Softmax or log-softmax of x over any dim (the ops take the last). */
 td_tensor *td__softmax_dim(td_tensor *x, int dim, bool log);
 
