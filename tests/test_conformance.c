@@ -1358,7 +1358,7 @@ static void test_operand_rules(void) {
                  "where: in[0] has dtype float32, expected bool");
     ASSERT_ERROR(td__dispatch(TD_OP_ADD, 2, fi, NULL, 1, &fo, NULL), TD_ERR_DTYPE,
                  "add: in[1] has dtype int32, expected float32");
-    ASSERT_ERROR(td__dispatch(TD_OP_ADD, 1, fi, NULL, 1, &fo, NULL), TD_ERR_MISUSE, "add: 1 inputs and 1 outputs");
+    ASSERT_ERROR(td__dispatch(TD_OP_ADD, 1, fi, NULL, 1, &fo, NULL), TD_ERR_MISUSE, "add: 1 input and 1 output");
     ASSERT_ERROR(td__dispatch(TD_OP_EXP, 1, &i, NULL, 1, &io, NULL), TD_ERR_UNSUPPORTED,
                  "exp: not supported for dtype");
     td_scope_end();
