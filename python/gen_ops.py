@@ -22,6 +22,19 @@ import sys
 SCALARS = {"double": "double", "int": "int", "int64_t": "i64", "uint64_t": "u64", "bool": "bool", "td_dtype": "dtype",
            "td_device": "device"}
 
+# how emit() takes each kind of parameter, {v} being its variable: the declaration, what the
+# arg_<kind> parser writes to, and what the td_ call is passed
+ARG_KINDS = {
+    "tensor": ("td_tensor *{v} = NULL;", "&{v}", ["{v}"]),
+    "i64list": ("int {v}n = 0; int64_t {v}[TD_MAX_DIMS] = {{0}};", "&{v}n, {v}", ["{v}n", "{v}"]),
+    "intlist": ("int {v}n = 0; int {v}[TD_MAX_DIMS] = {{0}};", "&{v}n, {v}", ["{v}n", "{v}"]),
+    "int2": ("int {v}[2] = {{0, 0}};", "{v}", ["{v}"]),
+    "tensorlist": ("int {v}n = 0; td_tensor **{v} = NULL;", "&{v}n, &{v}", ["{v}n", "{v}"]),
+}
+ZERO = {"td_dtype": "TD_F32", "td_device": "TD_CPU"}  # a scalar's initial value, where it is not 0
+ARG_KINDS.update({kind: (ctype + " {v} = " + ZERO.get(ctype, "0") + ";", "&{v}", ["{v}"])
+                  for ctype, kind in SCALARS.items()})
+
 
 # the Python objects own their tensors: these stay in C
 OWNERSHIP = {"retain", "release", "keep", "scope_begin", "scope_end", "clear_error", "debug_set"}
@@ -99,33 +112,11 @@ def emit(name, ret, params):
     for k, p in enumerate(params):
         kind, v = p[0], f"a{k}"
         where = f'"{name}", "{py_names[k]}"'
-        if kind == "tensor":
-            lines.append(f"    td_tensor *{v} = NULL;")
-            lines.append(f"    if (arg_tensor(o[{k}], {where}, &{v})) goto fail;")
-            call.append(v)
-        elif kind in ("double", "int", "i64", "u64", "bool", "dtype", "device"):
-            ctype = {"double": "double", "int": "int", "i64": "int64_t", "u64": "uint64_t", "bool": "bool",
-                     "dtype": "td_dtype", "device": "td_device"}[kind]
-            zero = {"td_dtype": "TD_F32", "td_device": "TD_CPU"}.get(ctype, "0")
-            lines.append(f"    {ctype} {v} = {zero};")
-            lines.append(f"    if (arg_{kind}(o[{k}], {where}, &{v})) goto fail;")
-            call.append(v)
-        elif kind == "i64list":
-            lines.append(f"    int {v}n = 0; int64_t {v}[TD_MAX_DIMS] = {{0}};")
-            lines.append(f"    if (arg_i64list(o[{k}], {where}, &{v}n, {v})) goto fail;")
-            call += [f"{v}n", v]
-        elif kind == "intlist":
-            lines.append(f"    int {v}n = 0; int {v}[TD_MAX_DIMS] = {{0}};")
-            lines.append(f"    if (arg_intlist(o[{k}], {where}, &{v}n, {v})) goto fail;")
-            call += [f"{v}n", v]
-        elif kind == "int2":
-            lines.append(f"    int {v}[2] = {{0, 0}};")
-            lines.append(f"    if (arg_int2(o[{k}], {where}, {v})) goto fail;")
-            call.append(v)
-        elif kind == "tensorlist":
-            lines.append(f"    int {v}n = 0; td_tensor **{v} = NULL;")
-            lines.append(f"    if (arg_tensorlist(o[{k}], {where}, &{v}n, &{v})) goto fail;")
-            call += [f"{v}n", v]
+        decl, outs, passed = ARG_KINDS[kind]
+        lines.append("    " + decl.format(v=v))
+        lines.append(f"    if (arg_{kind}(o[{k}], {where}, {outs.format(v=v)})) goto fail;")
+        call += [c.format(v=v) for c in passed]
+        if kind == "tensorlist":
             cleanup.append(f"PyMem_Free({v});")
     # list pointers are declared NULL before the first goto, so fail: frees them either way
     decls = [line for line in lines if line.startswith("    int a") and "td_tensor **" in line]

@@ -10,27 +10,8 @@
 
 #include "core/internal.h"
 
-/* The device of case `name`'s suffix, or a skip. */
-static td_device pick(const char *spec) {
-    td_device dev;
-    td_device_info info;
-    if (td_device_parse(spec, &dev) != TD_OK || td_device_get_info(dev, &info) != TD_OK) {
-        char why[128];
-        snprintf(why, sizeof why, "%s is not available", spec);
-        TEST_SKIP(why);
-    }
-    return dev;
-}
-
 static td_tensor *rnd(td_device dev, int ndim, const int64_t *shape, td_dtype dt) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    double *v = malloc(sizeof(double) * (size_t)n);
-    ASSERT(v);
-    for (int64_t i = 0; i < n; i++) v[i] = test_uniform(-1, 1);
-    td_tensor *t = ASSERT_TENSOR(td_to(test_tensor_f64(v, ndim, shape, dt), dev));
-    free(v);
-    return t;
+    return test_uniform_tensor(ndim, shape, -1, 1, dt, dev);
 }
 
 #define DT(expr) td_tensor_dtype(ASSERT_TENSOR(expr))
@@ -40,7 +21,7 @@ static td_tensor *rnd(td_device dev, int ndim, const int64_t *shape, td_dtype dt
 ** promote; the rest runs as is). Written out here, not read from the op table. */
 static void policy(const char *spec, td_dtype low) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_scope_begin();
     int64_t s2[2] = {4, 8}, sw[2] = {8, 8}, sb[1] = {8}, s4[4] = {2, 3, 6, 6}, sk[4] = {4, 3, 3, 3}, sk1[1] = {4};
     int64_t st[1] = {4};
@@ -114,7 +95,7 @@ static void policy(const char *spec, td_dtype low) {
 ** the f32 one; w's low cast is made once and remade after w is written. */
 static void grads(const char *spec, td_dtype low) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_scope_begin();
     int64_t sx[2] = {5, 16}, sw[2] = {16, 6};
     td_tensor *x = rnd(dev, 2, sx, TD_F32), *w = rnd(dev, 2, sw, TD_F32);
@@ -205,7 +186,7 @@ static bool tiny_step(tiny *t, td_grad_scaler *s) {
 ** read per step on a GPU. */
 static void scaler_inf(const char *spec) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_grad_scaler *s = td_grad_scaler_new(NULL);
     ASSERT(s);
     ASSERT_EQ_INT(td_grad_scaler_get_scale(s), 65536);
@@ -263,7 +244,7 @@ static void scaler_inf(const char *spec) {
 /* 2000 clean steps in a row double the scale, not 1999; a skip resets the count. */
 static void scaler_growth(const char *spec) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_grad_scaler *s = td_grad_scaler_new(NULL);
     ASSERT(s);
     tiny t = tiny_new(dev, 1e-3);
@@ -287,7 +268,7 @@ static void scaler_growth(const char *spec) {
 ** dtype, is a clear error. */
 static void master_weights(const char *spec, td_dtype half) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_scope_begin();
     enum { N = 300, STEPS = 20 };
     int64_t n = N;

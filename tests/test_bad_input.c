@@ -85,8 +85,9 @@ TEST(rand_integer_dtype) { ASSERT_ERROR(td_rand(1, S(4), 1, 0, TD_I32, TD_CPU), 
 /* ---- devices: a mismatch needs a second device; without one the
 ** TD_ERR_UNAVAILABLE paths are checked ---- */
 
-/* Plugins are loaded from tests/fake_plugins/<variant> (tests/fake_plugin.c), beside this executable. */
-static void use_fake_plugins(const char *variant) {
+/* Plugins are loaded from tests/fake_plugins/<variant> (tests/fake_plugin.c), beside this executable, and the
+** Vulkan one is refused: the reason why (printed and recorded: trident devices shows it, test_errors checks it too). */
+static const char *fake_plugin_refused(const char *variant) {
     char exe[4096], dir[4200];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     ASSERT(n > 0);
@@ -95,24 +96,21 @@ static void use_fake_plugins(const char *variant) {
     snprintf(dir, sizeof dir, "%s/fake_plugins/%s", exe, variant);
     setenv("TRIDENT_PLUGIN_DIR", dir, 1);
     unsetenv("TRIDENT_NO_VULKAN");
-}
-
-TEST(plugin_wrong_device_type) {
-    use_fake_plugins("wrong_type");
     ASSERT(!td_device_available(TD_VULKAN(0)));
     const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
     printf("  %s\n", why);
-    test_message_record(why); /* shown by trident devices: test_errors checks it too */
+    test_message_record(why);
+    return why;
+}
+
+TEST(plugin_wrong_device_type) {
+    const char *why = fake_plugin_refused("wrong_type");
     ASSERT(strstr(why, "a backend for device type 0, expected 2 (vulkan)"));
     ASSERT(!strstr(why, "API version"));
 }
 
 TEST(plugin_wrong_api) {
-    use_fake_plugins("wrong_api");
-    ASSERT(!td_device_available(TD_VULKAN(0)));
-    const char *why = td_backend_unavailable_reason(TD_DEVICE_VULKAN);
-    printf("  %s\n", why);
-    test_message_record(why); /* shown by trident devices: test_errors checks it too */
+    const char *why = fake_plugin_refused("wrong_api");
     char want[64];
     snprintf(want, sizeof want, "backend API version %d, expected %d", TD_BACKEND_API_VERSION + 1,
              TD_BACKEND_API_VERSION);

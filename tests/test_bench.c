@@ -10,9 +10,9 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
-#include <stdarg.h>
 
 #include "runner.h"
+#include "test_util.h"
 
 #define BENCH_TEST_DEVS 2
 
@@ -43,18 +43,6 @@ static const char *at(const char *name) {
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
     return buf[k];
-}
-
-/* Run a shell command; returns its exit status. */
-static int sh(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "  $ %s\n", cmd);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
 static json_t *load(const char *path) {
@@ -242,9 +230,9 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
 
 TEST(json_fields_and_samples) {
     setup();
-    ASSERT_EQ_INT(
-        sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin, dir, dir, dir),
-        0);
+    ASSERT_EQ_INT(test_sh("%s bench --quick --backends cpu --reps 4 --json %s/b.json --svg %s/b.svg >%s/out.txt", bin,
+                          dir, dir, dir),
+                  0);
     static const char *const devs[] = {"cpu"};
     static const bool captures[] = {false};
     check_json(at("b.json"), 1, devs, captures, false);
@@ -254,7 +242,7 @@ TEST(json_fields_and_samples) {
     ASSERT(file_has(at("out.txt"), "host waits/step"));
     ASSERT(file_has(at("out.txt"), "s/epoch (3750 steps)"));
     ASSERT(file_has(at("out.txt"), "roofline: copy"));
-    sh("rm -rf %s", dir);
+    test_sh("rm -rf %s", dir);
 }
 
 /* CI's Vulkan (lavapipe) beside the CPU, as the CI line runs it. */
@@ -264,14 +252,14 @@ TEST(cpu_and_vulkan) {
         TEST_SKIP("no Vulkan device (%s)", why ? why : "the backend lists none");
     }
     setup();
-    ASSERT_EQ_INT(
-        sh("%s bench --quick --backends cpu,vulkan --reps 4 --json %s/v.json --svg %s/v.svg >/dev/null", bin, dir, dir),
-        0);
+    ASSERT_EQ_INT(test_sh("%s bench --quick --backends cpu,vulkan --reps 4 --json %s/v.json --svg %s/v.svg >/dev/null",
+                          bin, dir, dir),
+                  0);
     static const char *const devs[] = {"cpu", "vulkan:0"};
     static const bool captures[] = {false, true};
     check_json(at("v.json"), 2, devs, captures, true); /* an op the backend lacks is a row that says so */
     ASSERT(file_has(at("v.svg"), "data-device=\"vulkan:0\""));
-    sh("rm -rf %s", dir);
+    test_sh("rm -rf %s", dir);
 }
 
 /* A stand-in twin (a shell script run as the "python") prints W1, W3 and dispatch lines as the
@@ -300,9 +288,10 @@ TEST(training_torch_mapping) {
             dir);
     fclose(f);
     ASSERT_EQ_INT(
-        sh("%s bench --quick --backends cpu --only mlp,gpt,dispatch --amp bf16 --reps 3 --torch --python sh --twin %s "
-           "--json %s/m.json >%s/m.txt 2>&1",
-           bin, twin, dir, dir),
+        test_sh(
+            "%s bench --quick --backends cpu --only mlp,gpt,dispatch --amp bf16 --reps 3 --torch --python sh --twin %s "
+            "--json %s/m.json >%s/m.txt 2>&1",
+            bin, twin, dir, dir),
         0);
     ASSERT(file_has(at("args.txt"), "--only w1,w3,dispatch "));
     ASSERT(file_has(at("args.txt"), "--gpt-size 32,2,1,32 --gpt-batch 4"));
@@ -346,14 +335,15 @@ TEST(training_torch_mapping) {
     }
     ASSERT_EQ_INT(rows, 4);
     json_decref(j);
-    sh("rm -rf %s", dir);
+    test_sh("rm -rf %s", dir);
 }
 
 /* A JSON from a real run, then a copy where one row's samples and median are doubled. */
 TEST(compare_flags_slowdown) {
     setup();
     ASSERT_EQ_INT(
-        sh("%s bench --quick --backends cpu --only add,sum --reps 3 --json %s/old.json >/dev/null 2>&1", bin, dir), 0);
+        test_sh("%s bench --quick --backends cpu --only add,sum --reps 3 --json %s/old.json >/dev/null 2>&1", bin, dir),
+        0);
     const char *old = at("old.json"), *slow = at("slow.json"), *out = at("cmp.txt");
     json_t *j = load(old);
     size_t i;
@@ -371,25 +361,25 @@ TEST(compare_flags_slowdown) {
     ASSERT_EQ_INT(json_dump_file(j, slow, JSON_INDENT(1)), 0);
     json_decref(j);
 
-    ASSERT_EQ_INT(sh("%s bench --compare %s %s --threshold 5 >%s", bin, old, slow, out), 1);
+    ASSERT_EQ_INT(test_sh("%s bench --compare %s %s --threshold 5 >%s", bin, old, slow, out), 1);
     ASSERT(file_has(out, "+100.0%  REGRESSION"));
     ASSERT(file_has(out, "1 slower than the 5.0% threshold"));
     /* the same file against itself, and the slow one as the baseline: no regression */
-    ASSERT_EQ_INT(sh("%s bench --compare %s %s >%s", bin, old, old, out), 0);
+    ASSERT_EQ_INT(test_sh("%s bench --compare %s %s >%s", bin, old, old, out), 0);
     ASSERT(!file_has(out, "REGRESSION"));
-    ASSERT_EQ_INT(sh("%s bench --compare %s %s >%s", bin, slow, old, out), 0);
+    ASSERT_EQ_INT(test_sh("%s bench --compare %s %s >%s", bin, slow, old, out), 0);
     ASSERT(file_has(out, "-50.0%"));
     /* a threshold above the slowdown does not flag it */
-    ASSERT_EQ_INT(sh("%s bench --compare %s %s --threshold 150 >%s", bin, old, slow, out), 0);
-    ASSERT_EQ_INT(sh("%s bench --compare %s %s/missing.json >%s 2>&1", bin, old, dir, out), 2);
-    sh("rm -rf %s", dir);
+    ASSERT_EQ_INT(test_sh("%s bench --compare %s %s --threshold 150 >%s", bin, old, slow, out), 0);
+    ASSERT_EQ_INT(test_sh("%s bench --compare %s %s/missing.json >%s 2>&1", bin, old, dir, out), 2);
+    test_sh("rm -rf %s", dir);
 }
 
 TEST(torch_missing_says_so) {
     setup();
-    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu --only sum --reps 3 --torch --python %s/no-python "
-                     "--json %s/t.json >%s/t.txt 2>/dev/null",
-                     bin, dir, dir, dir),
+    ASSERT_EQ_INT(test_sh("%s bench --quick --backends cpu --only sum --reps 3 --torch --python %s/no-python "
+                          "--json %s/t.json >%s/t.txt 2>/dev/null",
+                          bin, dir, dir, dir),
                   0);
     ASSERT(file_has(at("t.txt"), "n/a (torch not found)"));
     json_t *j = load(at("t.json"));
@@ -398,7 +388,7 @@ TEST(torch_missing_says_so) {
     ASSERT(strstr(get_str(torch, "status"), "n/a (torch not found)"));
     ASSERT(strstr(get_str(json_array_get(json_object_get(j, "devices"), 0), "torch_status"), "torch not found"));
     json_decref(j);
-    sh("rm -rf %s", dir);
+    test_sh("rm -rf %s", dir);
 }
 
 /* --profile: the profiler's summary, a trace per training workload and device, and
@@ -406,7 +396,7 @@ TEST(torch_missing_says_so) {
 TEST(profile_bars) {
     setup();
     ASSERT_EQ_INT(
-        sh("cd %s && %s bench --quick --backends cpu --only mlp,gpt --reps 2 --profile >t.txt 2>&1", dir, bin), 0);
+        test_sh("cd %s && %s bench --quick --backends cpu --only mlp,gpt --reps 2 --profile >t.txt 2>&1", dir, bin), 0);
     ASSERT(file_has(at("t.txt"), "[profile] W3-gpt-mini on cpu"));
     ASSERT(file_has(at("t.txt"), "by module"));
     json_t *j = load(at("trident-profile-W3-gpt-mini-cpu.json"));
@@ -417,26 +407,27 @@ TEST(profile_bars) {
     ASSERT(file_has(at("trident-profile.svg"), "W3-gpt-mini"));
     ASSERT(file_has(at("trident-profile.svg"), "<title>matmul "));
     ASSERT(file_has(at("trident-profile.svg"), "outside ops"));
-    sh("rm -rf %s", dir);
+    test_sh("rm -rf %s", dir);
 }
 
 TEST(bad_backend) {
     setup();
     const char *out = at("err.txt");
-    ASSERT_EQ_INT(sh("%s bench --quick --backends cpu,nosuch >/dev/null 2>%s", bin, out), 2);
+    ASSERT_EQ_INT(test_sh("%s bench --quick --backends cpu,nosuch >/dev/null 2>%s", bin, out), 2);
     ASSERT(file_has(out, "nosuch"));
-    ASSERT_EQ_INT(sh("%s bench --frobnicate >/dev/null 2>%s", bin, out), 2);
+    ASSERT_EQ_INT(test_sh("%s bench --frobnicate >/dev/null 2>%s", bin, out), 2);
     ASSERT(file_has(out, "unknown option '--frobnicate'"));
-    sh("rm -rf %s", dir);
+    test_sh("rm -rf %s", dir);
 }
 
 TEST(svg_renders_bars) {
-    if (sh("command -v chromium >/dev/null 2>&1"))
+    if (test_sh("command -v chromium >/dev/null 2>&1"))
         TEST_SKIP("chromium not found (Debian: apt-get install chromium; scripts/install-deps installs it)");
-    if (sh("command -v python3 >/dev/null 2>&1")) TEST_SKIP("python3 not found");
+    if (test_sh("command -v python3 >/dev/null 2>&1")) TEST_SKIP("python3 not found");
     setup();
     ASSERT_EQ_INT(
-        sh("%s bench --quick --backends cpu --only matmul,add,mlp --reps 3 --svg %s/c.svg >/dev/null 2>&1", bin, dir),
+        test_sh("%s bench --quick --backends cpu --only matmul,add,mlp --reps 3 --svg %s/c.svg >/dev/null 2>&1", bin,
+                dir),
         0);
     const char *svg = at("c.svg");
     ASSERT(file_has(svg, "class=\"bar\""));
@@ -452,12 +443,12 @@ TEST(svg_renders_bars) {
     fclose(f);
     ASSERT(w > 100 && h > 100);
     ASSERT_EQ_INT(
-        sh("chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --force-device-scale-factor=1 "
-           "--user-data-dir=%s/chrome --window-size=%d,%d --screenshot=%s/c.png file://%s >%s/chrome.log 2>&1",
-           dir, w, h, dir, svg, dir),
+        test_sh("chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --force-device-scale-factor=1 "
+                "--user-data-dir=%s/chrome --window-size=%d,%d --screenshot=%s/c.png file://%s >%s/chrome.log 2>&1",
+                dir, w, h, dir, svg, dir),
         0);
-    ASSERT_EQ_INT(sh("python3 %s/tests/bench_svg_check.py %s %s/c.png", BENCH_SOURCE_DIR, svg, dir), 0);
-    sh("rm -rf %s", dir);
+    ASSERT_EQ_INT(test_sh("python3 %s/tests/bench_svg_check.py %s %s/c.png", BENCH_SOURCE_DIR, svg, dir), 0);
+    test_sh("rm -rf %s", dir);
 }
 
 TEST_MAIN(TESTS)

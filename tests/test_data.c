@@ -306,16 +306,21 @@ static td_dataset *make_ds(int64_t n, td_tensor **xo, td_tensor **yo) {
     return ds;
 }
 
+/* The next batch into f inside a new scope, which the caller ends; at the end of the epoch (f NULL) the scope is
+** ended here and the result is false. */
+static bool next_batch(td_dataloader *dl, td_tensor **f) {
+    td_scope_begin();
+    ASSERT_OK(td_dataloader_next(dl, f));
+    if (f[0]) return true;
+    ASSERT(f[1] == NULL);
+    td_scope_end();
+    return false;
+}
+
 /* Labels of the next batch into ids (checking x matches y); returns its size, 0 at the end. */
 static int64_t next_ids(td_dataloader *dl, int64_t *ids) {
     td_tensor *f[2];
-    td_scope_begin();
-    ASSERT_OK(td_dataloader_next(dl, f));
-    if (!f[0]) {
-        ASSERT(f[1] == NULL);
-        td_scope_end();
-        return 0;
-    }
+    if (!next_batch(dl, f)) return 0;
     int64_t n = td_size(f[1], 0);
     ASSERT_EQ_INT(td_size(f[0], 0), n);
     ASSERT_EQ_INT(td_size(f[0], 1), 2);
@@ -489,14 +494,8 @@ TEST(loader_generic_get) {
     ref_perm(want, 21, 3, 0);
     ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
     int64_t at = 0;
-    for (;;) {
-        td_tensor *f[2];
-        td_scope_begin();
-        ASSERT_OK(td_dataloader_next(dl, f));
-        if (!f[0]) {
-            td_scope_end();
-            break;
-        }
+    td_tensor *f[2];
+    while (next_batch(dl, f)) {
         ASSERT_EQ_INT(td_ndim(f[0]), 2);
         ASSERT_EQ_INT(td_tensor_dtype(f[1]), TD_I32);
         ASSERT_EQ_INT(td_ndim(f[1]), 1);
@@ -600,14 +599,8 @@ TEST(loader_transform) {
         &dl));
     ASSERT_OK(td_dataloader_start_epoch(dl, 0, 0));
     int64_t at = 0;
-    for (;;) {
-        td_tensor *f[2];
-        td_scope_begin();
-        ASSERT_OK(td_dataloader_next(dl, f));
-        if (!f[0]) {
-            td_scope_end();
-            break;
-        }
+    td_tensor *f[2];
+    while (next_batch(dl, f)) {
         for (int64_t i = 0; i < td_size(f[0], 0); i++, at++) {
             ASSERT_NEAR(td_get(f[0], (int64_t[]){i, 0, 0, 0}), 10 * at + 1, 0);
             ASSERT_NEAR(td_get(f[0], (int64_t[]){i, 0, 0, 1}), 10 * at, 0);

@@ -8,7 +8,6 @@
 */
 #include <libgen.h>
 #include <limits.h>
-#include <stdarg.h>
 
 #include "test_util.h"
 #include "trident/io.h"
@@ -32,17 +31,6 @@
 /* Work in this process's scratch directory, so messages name short relative paths. */
 static void enter_tmp(void) { ASSERT(chdir(test_tmp_dir()) == 0); }
 
-/* Run a shell command in the scratch directory; returns its exit status. */
-static int sh(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
 /* The directory of this test executable (build/tests). */
 static const char *exe_dir(void) {
     static char d[PATH_MAX];
@@ -63,7 +51,7 @@ static const char *cli(void) {
 /* Run `trident ARGS` (a shell fragment); it must fail with stderr exactly the
 ** line want, and nothing else (stdout included: the check comes first). */
 static void expect_cli(const char *want, const char *args) {
-    ASSERT(sh("'%s' %s >out.txt 2>err.txt", cli(), args) != 0);
+    ASSERT(test_sh("'%s' %s >out.txt 2>err.txt", cli(), args) != 0);
     size_t n, n_out;
     char *err = (char *)test_read_file("err.txt", &n), *out = (char *)test_read_file("out.txt", &n_out);
     if (n == 0 || err[n - 1] != '\n') TEST_FAIL_("stderr of `trident %s` is not one line: \"%s\"", args, err);
@@ -328,8 +316,8 @@ static void rewrite(const char *src, const char *dst, const char *name, double v
 TEST(cli_resume_bad_numbers) {
     enter_tmp();
     write_text();
-    ASSERT_EQ_INT(sh("'%s' train " GPT_FLAGS " --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1", cli()),
-                  0);
+    ASSERT_EQ_INT(
+        test_sh("'%s' train " GPT_FLAGS " --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1", cli()), 0);
     rewrite("g.safetensors", "e.safetensors", NULL, 0, "epoch", "-2");
     expect_cli("trident train: cannot resume: checkpoint 'e.safetensors': metadata 'epoch' = -2 is out of range "
                "[0, 2^53]",
@@ -420,7 +408,7 @@ static void replay(const char *what, const char *list_cmd, const char *prefix, c
         if (!*name || strncmp(name, prefix, strlen(prefix))) continue;
         unlink(log);
         snprintf(cmd, sizeof cmd, run_fmt, name);
-        int rc = sh("%s >'%s' 2>&1", cmd, out);
+        int rc = test_sh("%s >'%s' 2>&1", cmd, out);
         size_t n;
         char *text = (char *)test_read_file(out, &n);
         bool skipped = rc == TEST_SKIP_CODE || strstr(text, "1 skipped"); /* a script, or a runner's case */

@@ -15,25 +15,8 @@
 #include "runner.h"
 #include "test_util.h"
 
-static td_device pick(const char *spec) {
-    td_device dev;
-    td_device_info info;
-    if (td_device_parse(spec, &dev) != TD_OK || td_device_get_info(dev, &info) != TD_OK) {
-        char why[128];
-        snprintf(why, sizeof why, "%s is not available", spec);
-        TEST_SKIP(why);
-    }
-    return dev;
-}
-
 static td_tensor *leaf(td_device dev, int ndim, const int64_t *shape, double lo, double hi) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    double *v = malloc(sizeof(double) * (size_t)n);
-    ASSERT(v);
-    for (int64_t i = 0; i < n; i++) v[i] = test_uniform(lo, hi);
-    td_tensor *t = ASSERT_TENSOR(td_to(test_tensor_f64(v, ndim, shape, TD_F32), dev));
-    free(v);
+    td_tensor *t = test_uniform_tensor(ndim, shape, lo, hi, TD_F32, dev);
     ASSERT_OK(td_set_requires_grad(t, true));
     return t;
 }
@@ -57,7 +40,7 @@ static void grads_of(td_tensor *loss, int n, td_tensor **params, td_tensor **out
 
 static void add_layer_norm(const char *spec) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_scope_begin();
     int64_t s3[3] = {3, 5, 96}, sd[1] = {96};
     td_tensor *x = leaf(dev, 3, s3, -2, 2), *r = leaf(dev, 3, s3, -2, 2);
@@ -78,7 +61,7 @@ static void add_layer_norm(const char *spec) {
 
 static void linear_gelu(const char *spec) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_scope_begin();
     int64_t sx[3] = {3, 5, 24}, sw[2] = {40, 24}, sb[1] = {40}, sy[3] = {3, 5, 40};
     td_tensor *x = leaf(dev, 3, sx, -1, 1), *w = leaf(dev, 2, sw, -0.5, 0.5), *b = leaf(dev, 1, sb, -1, 1);
@@ -115,7 +98,7 @@ static void linear_gelu(const char *spec) {
 
 static void classifier(const char *spec) {
     test_seed();
-    td_device dev = pick(spec);
+    td_device dev = test_device_or_skip(spec);
     td_scope_begin();
     int64_t sl[2] = {37, 256}, st[1] = {37}, ids[37];
     for (int i = 0; i < 37; i++) ids[i] = test_int(256);

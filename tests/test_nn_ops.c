@@ -228,16 +228,21 @@ TEST(layer_norm_errors) {
 
 /* ---- cross_entropy ---- */
 
+/* log(sum_c exp(xr[c])) over a row of C, shifted by its max */
+static double row_logsumexp(const double *xr, int64_t C) {
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < C; c++) m = fmax(m, xr[c]);
+    for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
+    return m + log(s);
+}
+
 /* Per-sample losses and dlogits of sum_n g[n]*loss[n] by the formula; returns the sum of w[t] over kept targets. */
 static double ref_xent(const double *x, const int64_t *t, const double *w, int64_t N, int64_t C, int64_t ig, double eps,
                        double *loss, double *dx, const double *g) {
     double wsum = 0;
     for (int64_t n = 0; n < N; n++) {
         const double *xr = x + n * C;
-        double m = -INFINITY, s = 0;
-        for (int64_t c = 0; c < C; c++) m = fmax(m, xr[c]);
-        for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
-        double lse = m + log(s);
+        double lse = row_logsumexp(xr, C);
         if (t[n] == ig) {
             loss[n] = 0;
             for (int64_t c = 0; c < C; c++) dx[n * C + c] = 0;
@@ -435,6 +440,24 @@ TEST(conv_fixtures) {
     td_scope_end();
 }
 
+/* Case c of dtype dt: conv2d of x, w and b (b may be NULL) and its gradients for a random dy against ref_conv,
+** within 16 times the dtype's tolerance; returns dy. */
+static td_tensor *check_conv_random(const conv_case *k, td_tensor *x, td_tensor *w, td_tensor *b, td_dtype dt, int c) {
+    int64_t ys[4] = {k->xs[0], k->ws[0], 0, 0};
+    for (int i = 0; i < 2; i++)
+        ys[2 + i] = (k->xs[2 + i] + 2 * k->pd[i] - k->dl[i] * (k->ws[2 + i] - 1) - 1) / k->st[i] + 1;
+    td_tensor *dy = nn_rand(4, ys, 1, dt);
+    double *hx = nn_host(x), *hw = nn_host(w), *hb = b ? nn_host(b) : NULL, *hdy = nn_host(dy);
+    double *y = malloc(sizeof(double) * (size_t)td_numel(dy)), *dx = malloc(sizeof(double) * (size_t)td_numel(x));
+    double *dw = malloc(sizeof(double) * (size_t)td_numel(w));
+    ref_conv(k, ys, hx, hw, hb, hdy, y, dx, dw);
+    char what[64];
+    snprintf(what, sizeof what, "%s case %d", td_dtype_name(dt), c);
+    check_conv(k, x, w, b, dy, y, dx, dw, nn_tol(dt) * 16, what);
+    free(hx), free(hw), free(hb), free(hdy), free(y), free(dx), free(dw);
+    return dy;
+}
+
 TEST(conv_random) {
     nn_seed(25);
     const conv_case cases[4] = {
@@ -455,19 +478,7 @@ TEST(conv_random) {
                 x = ASSERT_TENSOR(td_permute(nn_rand(4, ps, 1, dt), (int[]){0, 3, 1, 2}));
             }
             td_tensor *w = nn_rand(4, k->ws, 1, dt), *b = c == 2 ? NULL : nn_rand(1, k->ws, 1, dt);
-            int64_t ys[4] = {k->xs[0], k->ws[0], 0, 0};
-            for (int i = 0; i < 2; i++)
-                ys[2 + i] = (k->xs[2 + i] + 2 * k->pd[i] - k->dl[i] * (k->ws[2 + i] - 1) - 1) / k->st[i] + 1;
-            td_tensor *dy = nn_rand(4, ys, 1, dt);
-            double *hx = nn_host(x), *hw = nn_host(w), *hb = b ? nn_host(b) : NULL, *hdy = nn_host(dy);
-            double *y = malloc(sizeof(double) * (size_t)td_numel(dy)),
-                   *dx = malloc(sizeof(double) * (size_t)td_numel(x));
-            double *dw = malloc(sizeof(double) * (size_t)td_numel(w));
-            ref_conv(k, ys, hx, hw, hb, hdy, y, dx, dw);
-            char what[64];
-            snprintf(what, sizeof what, "%s case %d", td_dtype_name(dt), c);
-            check_conv(k, x, w, b, dy, y, dx, dw, nn_tol(dt) * 16, what);
-            free(hx), free(hw), free(hb), free(hdy), free(y), free(dx), free(dw);
+            check_conv_random(k, x, w, b, dt, c);
             td_scope_end();
         }
 }
@@ -526,22 +537,11 @@ TEST(conv_threads) {
             td_dtype dt = nn_float_dtypes[d];
             const conv_case *k = &cases[c];
             td_tensor *x = nn_rand(4, k->xs, 1, dt), *w = nn_rand(4, k->ws, 1, dt), *b = nn_rand(1, k->ws, 1, dt);
-            int64_t ys[4] = {k->xs[0], k->ws[0], 0, 0};
-            for (int i = 0; i < 2; i++)
-                ys[2 + i] = (k->xs[2 + i] + 2 * k->pd[i] - k->dl[i] * (k->ws[2 + i] - 1) - 1) / k->st[i] + 1;
-            td_tensor *dy = nn_rand(4, ys, 1, dt);
-            double *hx = nn_host(x), *hw = nn_host(w), *hb = nn_host(b), *hdy = nn_host(dy);
-            double *y = malloc(sizeof(double) * (size_t)td_numel(dy)),
-                   *dx = malloc(sizeof(double) * (size_t)td_numel(x));
-            double *dw = malloc(sizeof(double) * (size_t)td_numel(w));
-            ref_conv(k, ys, hx, hw, hb, hdy, y, dx, dw);
-            char what[64];
-            snprintf(what, sizeof what, "%s case %d", td_dtype_name(dt), c);
-            check_conv(k, x, w, b, dy, y, dx, dw, nn_tol(dt) * 16, what);
+            td_tensor *dy = check_conv_random(k, x, w, b, dt, c);
             double *dw1 = nn_host(ASSERT_TENSOR(td__conv2d_backward_weight(dy, x, k->ws, k->st, k->pd, k->dl, k->g)));
             double *dw2 = nn_host(ASSERT_TENSOR(td__conv2d_backward_weight(dy, x, k->ws, k->st, k->pd, k->dl, k->g)));
             ASSERT(memcmp(dw1, dw2, sizeof(double) * (size_t)td_numel(w)) == 0);
-            free(hx), free(hw), free(hb), free(hdy), free(y), free(dx), free(dw), free(dw1), free(dw2);
+            free(dw1), free(dw2);
             td_scope_end();
         }
 }
@@ -885,10 +885,7 @@ TEST(xent_rows) {
         double *hxf = nn_host(x), *hg = nn_host(gl);
         for (int64_t n = 0; n < N; n++) {
             const double *xr = hxf + n * C;
-            double m = -INFINITY, s = 0;
-            for (int64_t c = 0; c < C; c++) m = fmax(m, xr[c]);
-            for (int64_t c = 0; c < C; c++) s += exp(xr[c] - m);
-            double lse = m + log(s);
+            double lse = row_logsumexp(xr, C);
             loss[n] = lse - xr[tg[n]];
             for (int64_t c = 0; c < C; c++) dx[n * C + c] = hg[n] * (exp(xr[c] - lse) - (c == tg[n]));
         }

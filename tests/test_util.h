@@ -2,18 +2,21 @@
 ** Helpers shared by the tests: a printed seed and the tests' own generator
 ** (never td_rand, so references do not depend on the library), tensors made
 ** from and read back as doubles, gradients set through autograd, and scratch
-** files. A failing run repeats with TD_SEED=<n> build/tests/test_x case.
+** files, shell commands and the device a case names. A failing run repeats
+** with TD_SEED=<n> build/tests/test_x case.
 ** defines: test_seed, test_seed_from, test_next, test_uniform, test_int,
-**          test_tensor_f64, test_host, test_set_grad, test_tmp_dir, test_tmp_path, test_write_file,
-**          test_read_file.
+**          test_tensor_f64, test_uniform_tensor, test_host, test_set_grad, test_tmp_dir, test_tmp_path,
+**          test_write_file, test_read_file, test_sh, test_device_or_skip.
 */
 #ifndef TRIDENT_TEST_UTIL_H
 #define TRIDENT_TEST_UTIL_H
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runner.h"
@@ -55,6 +58,19 @@ static inline int64_t test_int(int64_t n) { return (int64_t)(test_next() % (uint
 static inline td_tensor *test_tensor_f64(const double *v, int ndim, const int64_t *shape, td_dtype dt) {
     td_tensor *t = ASSERT_TENSOR(td_from_data(v, ndim, shape, TD_F64, TD_CPU));
     return ASSERT_TENSOR(td_cast(t, dt));
+}
+
+/* A tensor of dtype dt on dev, its elements test_uniform(lo, hi) in row-major order; scope-owned. */
+static inline td_tensor *test_uniform_tensor(int ndim, const int64_t *shape, double lo, double hi, td_dtype dt,
+                                             td_device dev) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ASSERT(v);
+    for (int64_t i = 0; i < n; i++) v[i] = test_uniform(lo, hi);
+    td_tensor *t = ASSERT_TENSOR(td_to(test_tensor_f64(v, ndim, shape, dt), dev));
+    free(v);
+    return t;
 }
 
 /* The tensor's elements in row-major order, as doubles (caller frees). */
@@ -114,6 +130,32 @@ static inline unsigned char *test_read_file(const char *path, size_t *n) {
     b[*n] = 0;
     fclose(f);
     return b;
+}
+
+/* ---- processes and devices ---- */
+
+/* Run the shell command printf(fmt, ...) (echoed to stderr); returns its exit status, 128 if it did not exit. */
+static inline int test_sh(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "  $ %s\n", cmd);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* The device spec names ("vulkan:0"), or skip the case when it is not available. */
+static inline td_device test_device_or_skip(const char *spec) {
+    td_device dev;
+    td_device_info info;
+    if (td_device_parse(spec, &dev) != TD_OK || td_device_get_info(dev, &info) != TD_OK) {
+        char why[128];
+        snprintf(why, sizeof why, "%s is not available", spec);
+        TEST_SKIP(why);
+    }
+    return dev;
 }
 
 #endif /* TRIDENT_TEST_UTIL_H */

@@ -551,6 +551,12 @@ TEST(feature_mask_unknown) {
     ASSERT(strstr(why, "unknown feature 'tensorcores'") && strstr(why, "push_descriptor"));
 }
 
+/* The last call failed naming the device limit `limit`; its message is printed after what. */
+static void expect_limit_error(const char *what, const char *limit) {
+    printf("  %s: %s\n", what, td_last_error());
+    ASSERT(strstr(td_last_error(), limit));
+}
+
 /* Lowered limits (TRIDENT_VULKAN_MAX_BINDING 1 MiB, TRIDENT_VULKAN_MAX_ALLOC 8 MiB):
 ** elementwise ops and copies on 3.6 MB tensors run in parts and match the CPU; an op
 ** without parts (a reduction) and an allocation past the limit fail naming the limit. */
@@ -566,12 +572,10 @@ TEST(alloc_limits) {
     ASSERT(max_diff(td_contiguous(td_transpose(xv, 0, 1)), td_transpose(x, 0, 1)) == 0);
     ASSERT(max_diff(td_cast(xv, TD_F16), td_cast(x, TD_F16)) == 0);
     ASSERT(td_sum(xv, 0, NULL, false) == NULL);
-    printf("  sum: %s\n", td_last_error());
-    ASSERT(strstr(td_last_error(), "maxStorageBufferRange"));
+    expect_limit_error("sum", "maxStorageBufferRange");
     ASSERT(td_zeros(1, (int64_t[]){3 << 20}, TD_F32, TD_VULKAN(0)) == NULL);
-    printf("  12 MiB: %s\n", td_last_error());
     ASSERT_EQ_INT(td_last_status(), TD_ERR_OOM);
-    ASSERT(strstr(td_last_error(), "maxMemoryAllocationSize"));
+    expect_limit_error("12 MiB", "maxMemoryAllocationSize");
     td_clear_error();
     td_scope_end();
     check_clean();
@@ -618,8 +622,7 @@ TEST(split_matmul_conv) {
     ASSERT(dy < 1e-3 && dx < 1e-3 && dw < 1e-2);
     int64_t ka[2] = {2, 100000}, kb[2] = {100000, 2};
     ASSERT(td_matmul(td_zeros(2, ka, TD_F32, TD_VULKAN(0)), td_zeros(2, kb, TD_F32, TD_VULKAN(0))) == NULL);
-    printf("  K only: %s\n", td_last_error());
-    ASSERT(strstr(td_last_error(), "maxStorageBufferRange"));
+    expect_limit_error("K only", "maxStorageBufferRange");
     td_clear_error();
     td_scope_end();
     check_clean();
@@ -708,6 +711,27 @@ static void expect_same_losses(const double *lc, const double *lv, int n, double
     ASSERT(lv[n - 1] < lv[0]);
 }
 
+/* steps(dev, losses, 3) on cpu and on vulkan:0: the losses agree within 1e-4 + 1e-4 |cpu| and fall. */
+static void expect_same_3_steps(void (*steps)(td_device dev, double *losses, int n)) {
+    double lc[3], lv[3];
+    steps(TD_CPU, lc, 3);
+    steps(TD_VULKAN(0), lv, 3);
+    expect_same_losses(lc, lv, 3, 1e-4, 1e-4);
+}
+
+/* Model m moved to dev (it must have n_params parameters) and its optimizer: Adam, or AdamW when adamw, at lr. */
+static td_optimizer *optimizer_on(td_module *m, td_device dev, int n_params, bool adamw, double lr) {
+    ASSERT(m);
+    ASSERT_OK(td_module_to(m, dev));
+    td_tensor *params[32];
+    int np = td_module_parameters(m, params, 32);
+    ASSERT_EQ_INT(np, n_params);
+    td_optim_options o = adamw ? td_adamw_defaults(lr) : td_adam_defaults(lr);
+    td_optimizer *opt = adamw ? td_adamw_new(np, params, &o) : td_adam_new(np, params, &o);
+    ASSERT(opt);
+    return opt;
+}
+
 /* Three training steps of a small W2-shaped CNN (conv-relu-pool twice, linear,
 ** cross entropy, Adam) on one random batch, from one seed on cpu and vulkan:0:
 ** the losses must agree and fall. Exercises nn, autograd and the optimizer
@@ -724,13 +748,7 @@ static void train_steps(td_device dev, double *losses, int steps) {
                            td_flatten_new(1, -1),
                            td_linear_new(8 * 3 * 3, 10, true)};
     td_module *m = td_sequential_new(8, layers);
-    ASSERT(m);
-    ASSERT_OK(td_module_to(m, dev));
-    td_tensor *params[16];
-    int np = td_module_parameters(m, params, 16);
-    td_optim_options o = td_adam_defaults(1e-2);
-    td_optimizer *opt = td_adam_new(np, params, &o);
-    ASSERT(opt);
+    td_optimizer *opt = optimizer_on(m, dev, 6, false, 1e-2);
     for (int step = 0; step < steps; step++) {
         td_scope_begin();
         int64_t xs[4] = {8, 1, 12, 12};
@@ -748,10 +766,7 @@ static void train_steps(td_device dev, double *losses, int steps) {
 
 TEST(train_cnn) {
     setup();
-    double lc[3], lv[3];
-    train_steps(TD_CPU, lc, 3);
-    train_steps(TD_VULKAN(0), lv, 3);
-    expect_same_losses(lc, lv, 3, 1e-4, 1e-4);
+    expect_same_3_steps(train_steps);
     check_clean();
 }
 
@@ -764,14 +779,7 @@ static void mlp_steps(td_device dev, const float *x, const int64_t *y, double *l
     td_module *layers[] = {td_linear_new(D, H, true), td_relu_new(), td_linear_new(H, H, true), td_relu_new(),
                            td_linear_new(H, K, true)};
     td_module *m = td_sequential_new(5, layers);
-    ASSERT(m);
-    ASSERT_OK(td_module_to(m, dev));
-    td_tensor *params[8];
-    int np = td_module_parameters(m, params, 8);
-    ASSERT_EQ_INT(np, 6);
-    td_optim_options o = td_adam_defaults(1e-3);
-    td_optimizer *opt = td_adam_new(np, params, &o);
-    ASSERT(opt);
+    td_optimizer *opt = optimizer_on(m, dev, 6, false, 1e-3);
     for (int step = 0; step < steps; step++) {
         td_scope_begin();
         td_tensor *xt = ASSERT_TENSOR(td_to(td_from_data(x, 2, (int64_t[]){B, D}, TD_F32, TD_CPU), dev));
@@ -812,13 +820,7 @@ static void attention_steps(td_device dev, double *losses, int steps) {
                            td_gelu_new(false),
                            td_linear_new(4 * E, V, true)};
     td_module *m = td_sequential_new(6, layers);
-    ASSERT(m);
-    ASSERT_OK(td_module_to(m, dev));
-    td_tensor *params[32];
-    int np = td_module_parameters(m, params, 32);
-    td_optim_options o = td_adamw_defaults(3e-3);
-    td_optimizer *opt = td_adamw_new(np, params, &o);
-    ASSERT(opt);
+    td_optimizer *opt = optimizer_on(m, dev, 11, true, 3e-3);
     int64_t tok[B * T], tgt[B * T];
     for (int i = 0; i < B * T; i++) tok[i] = (i * 5 + 1) % V, tgt[i] = (i * 7 + 3) % V;
     for (int step = 0; step < steps; step++) {
@@ -836,10 +838,7 @@ static void attention_steps(td_device dev, double *losses, int steps) {
 
 TEST(train_attention) {
     setup();
-    double lc[3], lv[3];
-    attention_steps(TD_CPU, lc, 3);
-    attention_steps(TD_VULKAN(0), lv, 3);
-    expect_same_losses(lc, lv, 3, 1e-4, 1e-4);
+    expect_same_3_steps(attention_steps);
     check_clean();
 }
 

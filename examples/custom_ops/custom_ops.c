@@ -224,6 +224,16 @@ td_tensor *rmsnorm(const custom_ops *ops, td_tensor *x, td_tensor *w, float eps)
     return td_custom_op_apply(ops->rmsnorm, 2, (td_tensor *[]){x, w}, 1, &eps);
 }
 
+td_tensor *bias_gelu_fn(void *ops, int n, td_tensor *const *in) {
+    (void)n;
+    return bias_gelu(ops, in[0], in[1]);
+}
+
+td_tensor *rmsnorm_fn(void *ops, int n, td_tensor *const *in) {
+    (void)n;
+    return rmsnorm(ops, in[0], in[1], 1e-5f);
+}
+
 td_status top1(const custom_ops *ops, td_tensor *x, td_tensor **val, td_tensor **idx) {
     td_tensor *out[2];
     td_status st = td_custom_op_call(ops->top1, 1, &x, 0, NULL, 2, out);

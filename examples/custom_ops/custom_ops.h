@@ -24,6 +24,10 @@ void custom_ops_free(custom_ops *ops);
 td_tensor *bias_gelu(const custom_ops *ops, td_tensor *x, td_tensor *b);
 td_tensor *rmsnorm(const custom_ops *ops, td_tensor *x, td_tensor *w, float eps);
 td_status top1(const custom_ops *ops, td_tensor *x, td_tensor **val, td_tensor **idx);
+/* bias_gelu(in[0], in[1]) and rmsnorm(in[0], in[1], 1e-5) as a td_multi_fn for td_gradcheck; user is the
+** custom_ops. */
+td_tensor *bias_gelu_fn(void *ops, int n, td_tensor *const *in);
+td_tensor *rmsnorm_fn(void *ops, int n, td_tensor *const *in);
 
 /* Their references in ordinary ops. */
 td_tensor *bias_gelu_ref(td_tensor *x, td_tensor *b);

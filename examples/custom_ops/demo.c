@@ -12,16 +12,6 @@
 
 static custom_ops ops;
 
-static td_tensor *gelu_fn(void *user, int n, td_tensor *const *in) {
-    (void)user, (void)n;
-    return bias_gelu(&ops, in[0], in[1]);
-}
-
-static td_tensor *rms_fn(void *user, int n, td_tensor *const *in) {
-    (void)user, (void)n;
-    return rmsnorm(&ops, in[0], in[1], 1e-5f);
-}
-
 /* max |a - b| of two tensors read as f64 (at most 1 << 20 elements) */
 static double max_diff(td_tensor *a, td_tensor *b) {
     static double x[1 << 20], y[1 << 20];
@@ -51,8 +41,9 @@ static int check(td_device dev) {
     td_set_requires_grad(x64, true), td_set_requires_grad(b64, true);
     td_gradcheck_options loose = {1e-2, 2e-3, 2e-2}; /* kernels that compute in f32 */
     td_status g1 =
-        td_gradcheck(gelu_fn, NULL, 2, (td_tensor *[]){x64, b64}, dev.type == TD_DEVICE_VULKAN ? &loose : NULL);
-    td_status g2 = td_gradcheck(rms_fn, NULL, 2, (td_tensor *[]){x64, b64}, dev.type == TD_DEVICE_CPU ? NULL : &loose);
+        td_gradcheck(bias_gelu_fn, &ops, 2, (td_tensor *[]){x64, b64}, dev.type == TD_DEVICE_VULKAN ? &loose : NULL);
+    td_status g2 =
+        td_gradcheck(rmsnorm_fn, &ops, 2, (td_tensor *[]){x64, b64}, dev.type == TD_DEVICE_CPU ? NULL : &loose);
     printf("%-10s bias_gelu max diff %.2g, gradcheck %s | rmsnorm max diff %.2g, gradcheck %s | top1 diff %g\n", d, e1,
            g1 == TD_OK ? "ok" : td_last_error(), e2, g2 == TD_OK ? "ok" : td_last_error(), e3);
     td_scope_end();

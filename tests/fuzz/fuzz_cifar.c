@@ -3,11 +3,7 @@
 ** single U8 load does, with one load fewer per input. */
 #include "fuzz_util.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    fuzz_setup();
-    return 0;
-}
+FUZZ_INITIALIZE_WITH_SETUP
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     const char *path = fuzz_file(data, n);

@@ -1,11 +1,7 @@
 /* libFuzzer: the IDX reader (td_idx_load, plain and gzip) in each of its modes. */
 #include "fuzz_util.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    fuzz_setup();
-    return 0;
-}
+FUZZ_INITIALIZE_WITH_SETUP
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     const char *path = fuzz_file(data, n);

@@ -1,11 +1,7 @@
 /* libFuzzer: the safetensors reader (td_safetensors_load) on any bytes. */
 #include "fuzz_util.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    fuzz_setup();
-    return 0;
-}
+FUZZ_INITIALIZE_WITH_SETUP
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     td_named_tensors *out = NULL;

@@ -14,6 +14,9 @@
 ** released) is filled, so that an input that makes tensors frees as many
 ** blocks as it allocates. Otherwise libFuzzer takes every such input for a
 ** possible leak, runs it again and scans the heap.
+**
+** FUZZ_INITIALIZE_WITH_SETUP defines that LLVMFuzzerInitialize for a harness
+** that needs nothing else.
 */
 #ifndef TRIDENT_FUZZ_UTIL_H
 #define TRIDENT_FUZZ_UTIL_H
@@ -64,5 +67,12 @@ static inline void fuzz_setup(void) {
         td_release(t);
     }
 }
+
+#define FUZZ_INITIALIZE_WITH_SETUP                                                                                     \
+    int LLVMFuzzerInitialize(int *argc, char ***argv) {                                                                \
+        (void)argc, (void)argv;                                                                                        \
+        fuzz_setup();                                                                                                  \
+        return 0;                                                                                                      \
+    }
 
 #endif /* TRIDENT_FUZZ_UTIL_H */
