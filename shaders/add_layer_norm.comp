@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // ADD_LAYER_NORM, the residual add and layer_norm of a pre-LN block, over rows

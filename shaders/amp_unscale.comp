@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // AMP_UNSCALE, in place, one element per invocation (grid-stride), as the CPU

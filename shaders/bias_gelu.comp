@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // LINEAR_GELU's epilogue, one pass after the matmul wrote h = x w^T (h, y

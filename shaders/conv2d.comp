@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // CONV2D and its two backward passes, direct (no im2col buffer).

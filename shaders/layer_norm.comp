@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // LAYER_NORM over rows of D elements (x contiguous [rows, D]):

@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // MATMUL: out[z] = a[z] @ b[z] for each batch entry z.

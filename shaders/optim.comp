@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Fused optimizer steps, in place, one element per invocation (grid-stride),

@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // 2-D pooling over [N*C planes, H, W], PyTorch's rules (no dilation, floor mode):

@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // RAND, RANDN and DROPOUT from Philox4x32-10, matching the CPU backend

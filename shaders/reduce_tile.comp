@@ -1,3 +1,4 @@
+// variants: num
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Reductions with many outputs: out[r] = R(in[kept(r) + red(j)] for j < n_red)

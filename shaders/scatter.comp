@@ -1,3 +1,4 @@
+// variants: num
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Scatter-style sums, computed by gathering so they are deterministic:

@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // SOFTMAX / LOG_SOFTMAX over the last dim of a contiguous [rows, C] tensor.

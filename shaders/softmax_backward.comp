@@ -1,3 +1,4 @@
+// variants: float
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // SOFTMAX_BACKWARD / LOG_SOFTMAX_BACKWARD over the last dim of contiguous [rows, C] tensors:

@@ -1,3 +1,4 @@
+// variants: num
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Unary elementwise ops: out = f(x); x (binding 0) any strides, out (binding 1)

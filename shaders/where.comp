@@ -1,3 +1,4 @@
+// variants: all
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // WHERE: out = cond ? a : b. cond (binding 0) bool, a (1) and b (2) and out (3)

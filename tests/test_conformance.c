@@ -694,6 +694,38 @@ static int case_add_layer_norm(conf_ctx *c, int v, td_tensor **out) {
     return out[0] && s ? 2 : -1;
 }
 
+/* group_norm: x [N, C, *] in groups of C/G channels, w and b [C] */
+static int case_group_norm(conf_ctx *c, int v, td_tensor **out) {
+    int64_t N = 2, C = 6, L = BIG(c, 20000, 1031);
+    int G = 3;
+    bool w = true, b = true;
+    td_tensor *x = NULL;
+    switch (v) {
+    case 0: VARIANT("[2,6,5,7] G 3, w and b [6]"), x = conf_in(c, -3, 5, SHAPE(N, C, 5, 7)); break;
+    case 1: VARIANT("no spatial dims [4,6] G 2, w and b"), N = 4, G = 2, x = conf_in(c, -3, 5, SHAPE(N, C)); break;
+    case 2:
+        VARIANT("G 1 [3,4,5], w only"), N = 3, C = 4, G = 1, b = false, x = conf_in(c, -3, 5, SHAPE(N, C, 5));
+        break;
+    case 3: VARIANT("G = C [2,5,9], b only"), C = 5, G = 5, w = false, x = conf_in(c, -3, 5, SHAPE(N, C, 9)); break;
+    case 4:
+        VARIANT("odd [3,7,1001] G 7, no affine"), N = 3, C = 7, G = 7, w = b = false;
+        x = conf_in(c, -3, 5, SHAPE(N, C, BIG(c, 1001, 33)));
+        break;
+    case 5: VARIANT("transposed [7,33]^T G 11"), N = 7, C = 33, G = 11, x = conf_in_t(c, -3, 5, N, C); break;
+    case 6: VARIANT("size 0 [0,4,3] G 2"), N = 0, C = 4, G = 2, x = conf_in(c, -3, 5, SHAPE(N, C, 3)); break;
+    case 7:
+        VARIANT("rows past the registers [2,4,20000] G 2"), C = 4, G = 2, x = conf_in(c, -3, 5, SHAPE(N, C, L));
+        break;
+    case CONF_PERF:
+        VARIANT("[32,64,32,32] G 32"), N = BIG(c, 32, 2), C = 64, G = 32;
+        x = conf_in(c, -3, 5, SHAPE(N, C, 32, 32));
+        break;
+    default: return 0;
+    }
+    td_tensor *wt = w ? conf_in(c, 0.5, 2, SHAPE(C)) : NULL, *bt = b ? conf_in(c, -1, 1, SHAPE(C)) : NULL;
+    RETURN1(TIMED(c, td_group_norm(x, G, wt, bt, 1e-5)));
+}
+
 /* cross_entropy variants: logits [N, C], int64 targets, options */
 typedef struct xent_variant {
     const char *name;

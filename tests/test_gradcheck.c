@@ -27,7 +27,7 @@
 #define GG_CASES(X)                                                                                           \
     X(gradgrad_GELU) X(gradgrad_CROSS_ENTROPY) X(gradgrad_CONV2D) X(gradgrad_MAX_POOL2D)                       \
     X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING) X(gradgrad_SOFTMAX) X(gradgrad_LOG_SOFTMAX)                \
-    X(gradgrad_LINEAR_GELU)
+    X(gradgrad_LINEAR_GELU) X(gradgrad_GROUP_NORM)
 /* ops composed from others in the core */
 #define GC_COMPOSED(X)                                                                                        \
     X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a)  \
@@ -330,6 +330,11 @@ FN(ADD_LAYER_NORM) { /* both outputs used: y, and the sum s (the next residual) 
     return td_add(y, td_mul(s, s));
 }
 CASE(ADD_LAYER_NORM, 4, S(G, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4), S(G, 1, 4))
+FN(GROUP_NORM) { /* 2 groups of 2 channels of 3x2, affine, and 4 groups of one without */
+    UNUSED;
+    return td_add(td_group_norm(x[0], 2, x[1], x[2], 1e-5), td_group_norm(x[0], 4, NULL, NULL, 1e-5));
+}
+CASE(GROUP_NORM, 3, S(G, 4, 2, 4, 3, 2), S(G, 1, 4), S(G, 1, 4))
 FN(CROSS_ENTROPY) { /* class weights, label smoothing and an ignored row (target 0) */
     UNUSED;
     return td_add(td__cross_entropy(x[0], x[1], x[2], 0, 0.1, TD_REDUCTION_MEAN),
@@ -467,6 +472,11 @@ FN(gradgrad_LINEAR_GELU) { /* h is recomputed with ops under create_graph */
     return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
 }
 GG_CASE(gradgrad_LINEAR_GELU, 3, S(G, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
+FN(gradgrad_GROUP_NORM) { /* mean and rstd are recomputed with ops under create_graph */
+    UNUSED;
+    return td_group_norm(x[0], 2, x[1], x[2], 1e-5);
+}
+GG_CASE(gradgrad_GROUP_NORM, 3, S(G, 3, 2, 4, 3), S(G, 1, 4), S(G, 1, 4))
 FN(gradgrad_CROSS_ENTROPY) { /* weights, smoothing, an ignored row; none; one row as [C] with a 0-d target */
     UNUSED;
     td_tensor *row = td__cross_entropy(td_select(x[0], 0, 1), td_select(x[1], 0, 1), x[2], -100, 0.1, TD_REDUCTION_SUM);

@@ -1,4 +1,4 @@
-/* softmax, log_softmax, layer_norm, cross_entropy, conv2d and pooling, with
+/* softmax, log_softmax, layer_norm, group_norm, cross_entropy, conv2d and pooling, with
 ** their backward front-ends: against double-precision loops written here and
 ** against PyTorch fixtures (tests/fixtures/gen_nn_ops.py). */
 #include "core/internal.h"
@@ -17,6 +17,8 @@ static const int64_t row_lengths[6] = {1, 7, 8, 9, 33, 4096};
     X(triu_tril)                                                                                                       \
     X(layer_norm_random)                                                                                               \
     X(layer_norm_errors)                                                                                               \
+    X(group_norm_fixtures)                                                                                             \
+    X(group_norm_errors)                                                                                               \
     X(xent_fixtures)                                                                                                   \
     X(xent_random)                                                                                                     \
     X(xent_errors)                                                                                                     \
@@ -223,6 +225,46 @@ TEST(layer_norm_errors) {
     ASSERT_ERROR(td_layer_norm(x, 3, NULL, NULL, 1e-5), TD_ERR_SHAPE, "n_norm 3 outside [1, 2]");
     td_tensor *wd = ASSERT_TENSOR(td_ones(1, (int64_t[]){3}, TD_F64, TD_CPU));
     ASSERT_ERROR(td_layer_norm(x, 1, NULL, wd, 1e-5), TD_ERR_DTYPE, "bias is float64");
+    td_scope_end();
+}
+
+/* ---- group_norm ---- */
+
+/* torch's group_norm of x [2, 6, 3, 3] in 3 groups with w and b [6]: y, and
+** dx, dw, db of dy (through the backward from the op's saved mean and rstd) */
+TEST(group_norm_fixtures) {
+    const int64_t xs[4] = {2, 6, 3, 3}, cs[1] = {6};
+    for (int d = 0; d < 2; d++) {
+        td_scope_begin();
+        td_dtype dt = nn_float_dtypes[d];
+        double tol = d ? 1e-12 : 1e-5;
+        td_tensor *x = from_f64(fx_gn_x, 4, xs, dt), *w = from_f64(fx_gn_w, 1, cs, dt),
+                  *b = from_f64(fx_gn_b, 1, cs, dt);
+        td_tensor *in[3] = {x, w, b};
+        for (int i = 0; i < 3; i++) ASSERT_OK(td_set_requires_grad(in[i], true));
+        td_tensor *y = ASSERT_TENSOR(td_group_norm(x, 3, w, b, 1e-5));
+        nn_check_tensor("y", y, fx_gn_y, tol, tol);
+        ASSERT_OK(td_backward(y, from_f64(fx_gn_dy, 4, xs, dt), false));
+        nn_check_tensor("dx", td_grad_of(x), fx_gn_dx, tol, tol);
+        nn_check_tensor("dw", td_grad_of(w), fx_gn_dw, tol, tol);
+        nn_check_tensor("db", td_grad_of(b), fx_gn_db, tol, tol);
+        td_scope_end();
+    }
+}
+
+TEST(group_norm_errors) {
+    td_scope_begin();
+    td_tensor *x = ASSERT_TENSOR(td_zeros(3, (int64_t[]){2, 6, 3}, TD_F32, TD_CPU));
+    td_tensor *w = ASSERT_TENSOR(td_ones(1, (int64_t[]){4}, TD_F32, TD_CPU));
+    ASSERT_ERROR(td_group_norm(x, 4, NULL, NULL, 1e-5), TD_ERR_SHAPE, "6 channels do not split into num_groups 4");
+    ASSERT_ERROR(td_group_norm(x, 0, NULL, NULL, 1e-5), TD_ERR_SHAPE, "num_groups 0");
+    ASSERT_ERROR(td_group_norm(x, 3, w, NULL, 1e-5), TD_ERR_SHAPE, "weight has shape [4], expected [6]");
+    td_tensor *bd = ASSERT_TENSOR(td_ones(1, (int64_t[]){6}, TD_F64, TD_CPU));
+    ASSERT_ERROR(td_group_norm(x, 3, NULL, bd, 1e-5), TD_ERR_DTYPE, "bias is float64");
+    ASSERT_ERROR(td_group_norm(ASSERT_TENSOR(td_zeros(1, (int64_t[]){6}, TD_F32, TD_CPU)), 1, NULL, NULL, 1e-5),
+                 TD_ERR_SHAPE, "expected [N, C, *]");
+    ASSERT_ERROR(td_group_norm(ASSERT_TENSOR(td_zeros(2, (int64_t[]){2, 6}, TD_I64, TD_CPU)), 1, NULL, NULL, 1e-5),
+                 TD_ERR_DTYPE, "floating");
     td_scope_end();
 }
 

@@ -109,6 +109,8 @@
     X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(x,w?,b?) -> (y, mean, rstd) per row")         \
     X(ADD_LAYER_NORM, 4, 4, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                             \
       "(x, r, w?, b?) -> (y = layer_norm(s), s = x + r, mean, rstd) per row")                                          \
+    X(GROUP_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                                 \
+      "(x[N,C,*], w?[C], b?[C]) -> (y, mean[N,G], rstd[N,G]); G from mean")                                            \
     X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(logits[N,C], target[N], w?) -> loss")      \
     X(CROSS_ENTROPY_BACKWARD, 4, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dloss, logits, target, w?)")     \
     X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                 \
@@ -206,6 +208,7 @@
     X(LOG_SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                          \
     X(LAYER_NORM, 0, 0, TD_COST_ELEM, "x,?x[3],?x[3]->x,x[2],x[2]", (.norm = {1e-5}))                                  \
     X(ADD_LAYER_NORM, 0, 0, TD_COST_ELEM, "x,x,?x[3],?x[3]->x,x,x[2],x[2]", (.norm = {1e-5}))                          \
+    X(GROUP_NORM, 0, 0, TD_COST_ELEM, "x[2,4,3],?x[4],?x[4]->x[2,4,3],x[2,2],x[2,2]", (.norm = {1e-5}))                \
     X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->x[]", (TD_PROBE_XENT))                                            \
     X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "x[],x,l[2],?x->x", (TD_PROBE_XENT))                                 \
     X(CONV2D, 1, 0, TD_COST_CONV, "x[1,2,4,4],x[3,2,3,3],?x[3]->x[1,3,2,2]", (TD_PROBE_CONV))                          \

@@ -134,6 +134,15 @@ TD_API td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_
 ** the error set (and *sum NULL) on failure: TD_ERR_SHAPE, TD_ERR_DTYPE. */
 TD_API td_tensor *td_add_layer_norm(td_tensor *x, td_tensor *residual, int n_norm, td_tensor *weight, td_tensor *bias,
                                     double eps, td_tensor **sum);
+/* torch.nn.functional.group_norm: x [N, C, *] (any trailing dims, none
+** included) with its C channels split into num_groups groups of C/num_groups;
+** each (n, group) is normalized over its (C/num_groups) * prod(*) elements:
+**   mean, var (biased) per (n, g);  y = (x - mean) / sqrt(var + eps) * w[c] + b[c]
+** weight and bias are [C] of x's dtype, or NULL (1 and 0). Autocast runs it
+** in float32. NULL with the error set on failure: TD_ERR_DTYPE (x not
+** floating, weight/bias of another dtype), TD_ERR_SHAPE (x of fewer than 2
+** dims, num_groups < 1, C not divisible by num_groups, weight/bias not [C]). */
+TD_API td_tensor *td_group_norm(td_tensor *x, int num_groups, td_tensor *weight, td_tensor *bias, double eps);
 /* x [N, C, H, W], w [O, C/groups, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] with
 ** Ho = (H + 2*pad - dil*(kh-1) - 1)/stride + 1. */
 TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2], const int padding[2],

@@ -1,6 +1,6 @@
 /*
 ** Derivatives of the linear-algebra and nn ops: matmul, linear_gelu, softmax,
-** log_softmax, layer_norm, cross_entropy, conv2d, the pools, dropout and
+** log_softmax, layer_norm, group_norm, cross_entropy, conv2d, the pools, dropout and
 ** attention, and of the fused backward ops their formulas call (recorded only
 ** under create_graph; their formulas give the second derivatives). Dimension
 ** letters: B batch dims, M/K/N matrix sizes, D the normalized (last) dim,
@@ -112,17 +112,32 @@ static td_status bw_log_softmax_backward(td_node *n, td_tensor *const *gy, td_te
 **   xhat = (x - mean) rstd,  y = xhat w + b
 **   dw = sum_R(dy xhat), db = sum_R(dy)
 **   g = dy w;  dx = rstd (g - mean_D(g) - xhat mean_D(g xhat))
+** group_norm is the same with rows (n, group) of D = C/G * S elements (x
+** [N, C, S]) and w, b [C], each entry over S consecutive elements of a row:
+** x viewed as [N, C, S], g = dy w[c], dw = sum_{N,S}(dy xhat), db = sum_{N,S}(dy).
 ** Under create_graph, mean and rstd are recomputed from x with ops, so the
 ** second derivative sees their dependence on x. */
-/* The layer_norm backward of y = layer_norm(x_in) with x_in saved as xs (input
-** ix, or an output), mean and rstd outputs om, om + 1, weight input iw (bias
-** iw + 1): dx into *dx when want_dx, dw and db into gx[iw], gx[iw + 1]. */
-static void layer_norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw, bool want_dx, td_tensor **dx,
-                             td_tensor **gx) {
-    const td__tmeta *mx = &n->out_meta[0];
-    int64_t R = td__numel(n->out_meta[om].ndim, n->out_meta[om].shape), D = R ? td__numel(mx->ndim, mx->shape) / R : 0;
-    int64_t rd[2] = {R, D}, r1[2] = {R, 1};
+
+/* t [R, D] as [A, P, S] = aps, summed over A and S: [P] (S = 1: over the rows) */
+static td_tensor *sum_per_channel(td_tensor *t, const int64_t *aps) {
     int last = -1, rows = 0;
+    int64_t cs[2] = {aps[0] * aps[1], aps[2]};
+    if (aps[2] > 1) t = td_sum(td_reshape(t, 2, cs), 1, &last, false);
+    return td_sum(td_reshape(t, 2, aps), 1, &rows, false);
+}
+
+/* The normalization backward of y = norm(x_in) with x_in saved as xs (input
+** ix, or an output), mean and rstd outputs om, om + 1, weight input iw (bias
+** iw + 1), each weight entry over S consecutive elements (layer_norm: 1):
+** dx into *dx when want_dx, dw and db into gx[iw], gx[iw + 1]. */
+static void norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw, int64_t S, bool want_dx,
+                       td_tensor **dx, td_tensor **gx) {
+    const td__tmeta *mx = &n->out_meta[0], *mw = &n->in_meta[iw], *mb = &n->in_meta[iw + 1];
+    const td__tmeta *ma = mw->present ? mw : mb; /* P = its elements; unused without either */
+    int64_t numel = td__numel(mx->ndim, mx->shape), R = td__numel(n->out_meta[om].ndim, n->out_meta[om].shape);
+    int64_t D = R ? numel / R : 0, P = td__numel(ma->ndim, ma->shape), rd[2] = {R, D}, r1[2] = {R, 1};
+    int64_t aps[3] = {P * S != 0 ? numel / (P * S) : 0, P, S}, p1[2] = {P, 1}; /* x as [A, P, S], w as [P, 1] */
+    int last = -1;
     td_tensor *x = td_reshape(xs, 2, rd), *dy = td_reshape(dyt, 2, rd), *mean, *rstd;
     if (td_grad_enabled()) {
         mean = td_mean(x, 1, &last, true);
@@ -132,21 +147,27 @@ static void layer_norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, 
         rstd = td_reshape(OUT(om + 1), 2, r1);
     }
     td_tensor *xhat = td_mul(td_sub(x, mean), rstd);
-    td_tensor *g = n->in_meta[iw].present ? td_mul(dy, td_reshape(IN(iw), 1, &D)) : dy;
+    td_tensor *g = mw->present ? td_reshape(td_mul(td_reshape(dy, 3, aps), td_reshape(IN(iw), 2, p1)), 2, rd) : dy;
     if (want_dx) {
         td_tensor *t1 = td_mean(g, 1, &last, true);
         td_tensor *t2 = td_mul(xhat, td_mean(td_mul(g, xhat), 1, &last, true));
         *dx = td_reshape(td_mul(rstd, td_sub(td_sub(g, t1), t2)), mx->ndim, mx->shape);
     }
-    if (NEED(iw))
-        gx[iw] = td_reshape(td_sum(td_mul(dy, xhat), 1, &rows, false), n->in_meta[iw].ndim, n->in_meta[iw].shape);
-    if (NEED(iw + 1))
-        gx[iw + 1] = td_reshape(td_sum(dy, 1, &rows, false), n->in_meta[iw + 1].ndim, n->in_meta[iw + 1].shape);
+    if (NEED(iw)) gx[iw] = td_reshape(sum_per_channel(td_mul(dy, xhat), aps), mw->ndim, mw->shape);
+    if (NEED(iw + 1)) gx[iw + 1] = td_reshape(sum_per_channel(dy, aps), mb->ndim, mb->shape);
 }
 
 static td_status bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
-    layer_norm_grads(n, IN(0), gy[0], 1, 1, NEED(0), &gx[0], gx);
+    norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
+    return td__done(n, gx);
+}
+
+/* (y, mean, rstd) = group_norm(x[N, C, *], w?[C], b?[C]): norm_grads with S = prod(*) */
+static td_status bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
+    const td__tmeta *mx = &n->in_meta[0];
+    norm_grads(n, IN(0), gy[0], 1, 1, td__numel(mx->ndim - 2, mx->shape + 2), NEED(0), &gx[0], gx);
     return td__done(n, gx);
 }
 
@@ -154,7 +175,7 @@ static td_status bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx)
 ** gradient s received itself; dx = dr = ds. */
 static td_status bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *ds = NULL;
-    if (gy[0]) layer_norm_grads(n, OUT(1), gy[0], 2, 2, NEED(0) || NEED(1), &ds, gx);
+    if (gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
     if (gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
     if (NEED(0)) gx[0] = ds;
     if (NEED(1)) gx[1] = ds;
@@ -313,6 +334,7 @@ const td__formula_row td__formulas_nn[] = {
     {TD_OP_LOG_SOFTMAX, {bw_log_softmax, 0, 1, 0}},
     {TD_OP_LAYER_NORM, {bw_layer_norm, 3, 6, 1}},
     {TD_OP_ADD_LAYER_NORM, {bw_add_layer_norm, 4, 14, 2}},
+    {TD_OP_GROUP_NORM, {bw_group_norm, 3, 6, 1}},
     {TD_OP_CROSS_ENTROPY, {bw_cross_entropy, 7, 0, 0}},
     {TD_OP_CONV2D, {bw_conv2d, 3, 0, 0}},
     {TD_OP_MAX_POOL2D, {bw_max_pool2d, 0, 2, 1}},

@@ -11,6 +11,8 @@
 ** Rows run in parallel. f32 rows use the AVX2 kernel of x86/rows_avx2.c when
 ** the CPU has it (the same passes, with the mean subtracted as a float pair).
 ** Reference: torch.nn.functional.layer_norm.
+** GROUP_NORM (below): the same rows over (n, group) of an [N, C, *] input,
+** with a per-channel affine.
 */
 #include <stdlib.h>
 
@@ -112,4 +114,67 @@ td_status cpu_op_ADD_LAYER_NORM(const td_op *op) {
     td_operand in[3] = {*s, op->in[2], op->in[3]}, out[3] = {op->out[0], op->out[2], op->out[3]};
     td_op ln = {.kind = TD_OP_LAYER_NORM, .n_in = 3, .n_out = 3, .in = in, .out = out, .p = op->p};
     return cpu_op_LAYER_NORM(&ln);
+}
+
+/* GROUP_NORM: in = (x, w?, b?), out = (y, mean, rstd).
+**   x is [N, C, S] contiguous (S the product of the trailing dims, 1 for
+**   none), mean and rstd [N, G] (G read from their shape), w and b [C].
+**   Row r = (n, g) is the D = Cg * S contiguous elements of channels
+**   g Cg .. g Cg + Cg - 1 (Cg = C / G); its mean and rstd are LAYER_NORM's,
+**   and y[r, j] = (x[r, j] - mean_r) * rstd_r * w[c] + b[c], c = g Cg + j / S.
+** Reference: torch.nn.functional.group_norm. */
+#define GROUPNORM_ROWS_(T)                                                                                             \
+    static void groupnorm_rows_##T(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R, int64_t G,   \
+                                   int64_t Cg, int64_t S, double eps) {                                                \
+        int64_t D = Cg * S;                                                                                            \
+        int nt = cpu_threads_for(R, D * 4);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                  \
+            const T *xr = x + r * D;                                                                                   \
+            T *yr = y + r * D;                                                                                         \
+            double m = 0, v = 0;                        /* two passes in double, as LAYER_NORM */                      \
+            for (int64_t j = 0; j < D; j++) m += xr[j]; /* pass 1: mean */                                             \
+            m /= (double)D;                                                                                            \
+            for (int64_t j = 0; j < D; j++) v += (xr[j] - m) * (xr[j] - m); /* pass 2: variance */                     \
+            double rs = 1 / sqrt(v / (double)D + eps);                                                                 \
+            for (int64_t k = 0; k < Cg; k++) { /* pass 3: normalize, scale and shift per channel */                    \
+                int64_t c = (r % G) * Cg + k;                                                                          \
+                T wc = w ? w[c] : 1, bc = b ? b[c] : 0;                                                                \
+                for (int64_t j = k * S; j < (k + 1) * S; j++) yr[j] = (T)((xr[j] - m) * rs) * wc + bc;                 \
+            }                                                                                                          \
+            mean[r] = (T)m, rstd[r] = (T)rs;                                                                           \
+        }                                                                                                              \
+    }
+GROUPNORM_ROWS_(float)
+GROUPNORM_ROWS_(double)
+
+td_status cpu_op_GROUP_NORM(const td_op *op) {
+    const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
+    const td_operand *y = &op->out[0], *mean = &op->out[1], *rstd = &op->out[2];
+    int64_t n = td_operand_numel(x);
+    if (n == 0) return TD_OK;
+    int64_t N = x->shape[0], C = x->shape[1], R = td_operand_numel(mean), G = R / N, Cg = C / G, S = n / (N * C);
+    double eps = op->p.norm.eps;
+    if (x->dtype == TD_F64) {
+        groupnorm_rows_double(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R,
+                              G, Cg, S, eps);
+        return TD_OK;
+    }
+    if (x->dtype == TD_F32) {
+        groupnorm_rows_float(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R, G,
+                             Cg, S, eps);
+        return TD_OK;
+    }
+    float *fx = cpu_nn_to_f32(x), *fw = cpu_nn_to_f32(w), *fb = cpu_nn_to_f32(b);
+    float *stats = malloc((size_t)(2 * R) * sizeof(float));
+    td_status st = TD_OK;
+    if (!fx || (w->buf && !fw) || (b->buf && !fb) || !stats) {
+        st = stats ? td_last_status() : cpu_nn_oom("group_norm", (size_t)(2 * R) * sizeof(float));
+    } else {
+        groupnorm_rows_float(fx, fw, fb, fx, stats, stats + R, R, G, Cg, S, eps); /* y over x: rows are independent */
+        cpu_nn_from_f32(y, fx);
+        cpu_nn_from_f32(mean, stats);
+        cpu_nn_from_f32(rstd, stats + R);
+    }
+    free(fx), free(fw), free(fb), free(stats);
+    return st;
 }

@@ -1,6 +1,7 @@
 /*
 ** Layer normalization over the last dim: LAYER_NORM and ADD_LAYER_NORM (the
-** residual add fused in front) (reference: src/backend_cpu/cpu_layernorm.c).
+** residual add fused in front) (reference: src/backend_cpu/cpu_layernorm.c),
+** and GROUP_NORM, the same rows over (n, group) with a per-channel affine.
 ** x is (R, n) contiguous (R = product of the leading dims). One row group per
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
 ** 16384 elements (8192 for f64) stay in registers, so x is read from memory
@@ -93,3 +94,64 @@ extern "C" td_status cu_op_LAYER_NORM(cu_dev *d, const td_op *op) { return layer
 
 CU_SUPPORTS(ADD_LAYER_NORM) { return layer_norm_ok(op, true); }
 extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) { return layer_norm_run(d, op, true); }
+
+/* group_norm: x, y [N, C, S] contiguous as R = N G rows of n = Cg S elements
+** (row r = (n, g): channels g Cg .. g Cg + Cg - 1); w, b [C] or NULL; mean,
+** rstd (R). The statistics of a row as layer_norm's (two passes, math in float
+** for f32/f16/bf16, double for f64); element j of row r is channel
+** (r % G) Cg + j / S:  y = (x - mean) * rstd * w[c] + b[c].
+** Reference: torch.nn.functional.group_norm. */
+template <typename T, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR)
+    group_norm_kernel(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R, int64_t n, int64_t G,
+                      int64_t Cg, int64_t S, double eps) {
+    typedef typename cu_compute<T>::type C;
+    __shared__ C scratch[32];
+    int t = cu_row_lane<TPR>();
+    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        int64_t c0 = (r % G) * Cg;
+        C v[VPT > 0 ? VPT : 1], s = 0, q = 0;
+        cu_row_load<TPR, VPT, V>(xr, n, t, v);
+        /* pass 1: mean */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
+        C mu = cu_row_sum<TPR>(s, scratch) / (C)n;
+        /* pass 2: variance */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C dx = (VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu;
+            q += dx * dx;
+        });
+        C rs = (C)1 / sqrt(cu_row_sum<TPR>(q, scratch) / (C)n + (C)eps);
+        /* pass 3: normalize, scale and shift per channel */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
+            int64_t c = c0 + j / S;
+            if (w) e *= cu_to<C>(w[c]);
+            if (b) e += cu_to<C>(b[c]);
+            if (VPT > 0)
+                v[k] = e;
+            else
+                yr[j] = cu_from<T>(e);
+        });
+        cu_row_store<TPR, VPT, V>(yr, n, t, v);
+        if (t == 0) mean[r] = cu_from<T>(mu), rstd[r] = cu_from<T>(rs);
+    }
+}
+
+/* GROUP_NORM: in = (x [N, C, *], w?, b?), out = (y, mean [N, G], rstd [N, G]) */
+extern "C" td_status cu_op_GROUP_NORM(cu_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0], *y = &op->out[0], *mean = &op->out[1], *rstd = &op->out[2];
+    int64_t numel = td_operand_numel(x), R = td_operand_numel(mean);
+    if (numel == 0) return TD_OK;
+    int64_t N = x->shape[0], C = x->shape[1], G = R / N, n = numel / R, S = numel / (N * C);
+    CU_SWITCH_FLOAT(x->dtype, {
+        const T *px = (const T *)cu_data(x);
+        T *py = (T *)cu_data(y);
+        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), group_norm_kernel, px,
+                       (const T *)cu_data(&op->in[1]), (const T *)cu_data(&op->in[2]), py, (T *)cu_data(mean),
+                       (T *)cu_data(rstd), R, n, G, C / G, S, op->p.norm.eps);
+        return CU_LAUNCHED("group_norm");
+    });
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda group_norm: dtype %s", td_dtype_name(x->dtype));
+}

@@ -1,8 +1,9 @@
 /*
 ** LAYER_NORM (shaders/layer_norm.comp): in = (x, w?, b?), out = (y, mean, rstd)
 ** and ADD_LAYER_NORM (shaders/add_layer_norm.comp): in = (x, r, w?, b?), out =
-** (y, s, mean, rstd); s = x + r, y = layer_norm(s). One workgroup per row; all
-** operands contiguous.
+** (y, s, mean, rstd); s = x + r, y = layer_norm(s); GROUP_NORM
+** (shaders/group_norm.comp): in = (x [N, C, *], w?, b?), out = (y, mean [N, G],
+** rstd [N, G]), rows (n, group). One workgroup per row; all operands contiguous.
 */
 #include "vk_ops.h"
 
@@ -25,6 +26,16 @@ typedef struct vk_pc_add_norm {
     float eps;
 } vk_pc_add_norm;
 static_assert(sizeof(vk_pc_add_norm) == 52, "vk_pc_add_norm must match shaders/add_layer_norm.comp");
+
+/* GLSL: shaders/group_norm.comp, block PC. */
+typedef struct vk_pc_group_norm {
+    uint32_t rows, D, has_w, has_b;
+    uint32_t x_off, w_off, b_off, y_off;
+    uint32_t m_off, r_off, G, Cg;
+    uint32_t S;
+    float eps;
+} vk_pc_group_norm;
+static_assert(sizeof(vk_pc_group_norm) == 56, "vk_pc_group_norm must match shaders/group_norm.comp");
 
 /* ---- LAYER_NORM: in = (x, w?, b?), out = (y, mean, rstd) ---- */
 
@@ -74,5 +85,30 @@ td_status vk_op_ADD_LAYER_NORM(vk_dev *d, const td_op *op) {
     if (st != TD_OK) return st;
     uint32_t spec[1] = {WG};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_add_layer_norm_f32, op->in[0].dtype), spec, 1, 8, b, &pc, sizeof pc,
+                       vk_groups(rows, 1), 1, 1);
+}
+
+/* ---- GROUP_NORM: rows (n, g) of D = C/G * S elements; G from mean [N, G] ---- */
+
+td_status vk_op_GROUP_NORM(vk_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0];
+    int64_t rows = td_operand_numel(&op->out[1]), n = td_operand_numel(x);
+    if (n == 0) return TD_OK;
+    int64_t N = x->shape[0], C = x->shape[1], G = rows / N;
+    vk_pc_group_norm pc = {.rows = (uint32_t)rows,
+                           .D = (uint32_t)(n / rows),
+                           .has_w = op->in[1].buf != NULL,
+                           .has_b = op->in[2].buf != NULL,
+                           .G = (uint32_t)G,
+                           .Cg = (uint32_t)(C / G),
+                           .S = (uint32_t)(n / (N * C)),
+                           .eps = (float)op->p.norm.eps};
+    vk_bind b[6];
+    uint32_t *offs[6] = {&pc.x_off, &pc.w_off, &pc.b_off, &pc.y_off, &pc.m_off, &pc.r_off};
+    const td_operand *views[6] = {x, &op->in[1], &op->in[2], &op->out[0], &op->out[1], &op->out[2]};
+    td_status st = vk_bind_views(d, 6, views, 0x38, b, offs);
+    if (st != TD_OK) return st;
+    uint32_t spec[1] = {vk_row_wg(pc.D)};
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_group_norm_f32, x->dtype), spec, 1, 6, b, &pc, sizeof pc,
                        vk_groups(rows, 1), 1, 1);
 }

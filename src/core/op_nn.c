@@ -1,7 +1,7 @@
 /*
 ** Front-ends of the row-wise nn primitives: softmax, log_softmax and their
 ** fused backward ops, layer_norm, the fused residual add + layer_norm
-** (add_layer_norm) and cross_entropy (with the fused backward autograd calls).
+** (add_layer_norm), group_norm and cross_entropy (with the fused backward autograd calls).
 ** Each makes its operands contiguous (TD_LAYOUT_CONTIG) and dispatches one op;
 ** softmax over another dim than the last swaps that dim to the end and back.
 */
@@ -110,6 +110,52 @@ static td_tensor *layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_ten
 td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps) {
     td_tensor *in[3] = {x, weight, bias}, *held[3]; /* autocast: f32 */
     td_tensor *y = td__autocast(TD_OP_LAYER_NORM, 3, in, held) ? layer_norm(in[0], n_norm, in[1], in[2], eps) : NULL;
+    td__autocast_release(3, held);
+    return y;
+}
+
+/* weight/bias of group_norm: absent, or [C] of x's dtype */
+static bool check_channels(const td_tensor *p, const td_tensor *x, const char *arg) {
+    if (!p) return true;
+    if (!td__check_arg(p, "group_norm", arg)) return false;
+    if (p->ndim != 1 || p->shape[0] != x->shape[1]) {
+        char a[96];
+        TD_ERR(TD_ERR_SHAPE, "group_norm: %s has shape %s, expected [%lld] (x's channels)", arg,
+               td__shape_str(p->ndim, p->shape, a, sizeof a), (long long)x->shape[1]);
+        return false;
+    }
+    if (p->dtype != x->dtype) {
+        TD_ERR(TD_ERR_DTYPE, "group_norm: %s is %s but x is %s", arg, td_dtype_name(p->dtype), td_dtype_name(x->dtype));
+        return false;
+    }
+    return true;
+}
+
+static td_tensor *group_norm(td_tensor *x, int num_groups, td_tensor *weight, td_tensor *bias, double eps) {
+    TD_CHECK_ARG(x, "group_norm");
+    if (!check_float(x, "group_norm", "x")) return NULL;
+    if (x->ndim < 2) TD_FAIL_NULL(TD_ERR_SHAPE, "group_norm: x has %d dims, expected [N, C, *]", x->ndim);
+    if (num_groups < 1 || x->shape[1] % num_groups)
+        TD_FAIL_NULL(TD_ERR_SHAPE, "group_norm: %lld channels do not split into num_groups %d", (long long)x->shape[1],
+                     num_groups);
+    if (!check_channels(weight, x, "weight") || !check_channels(bias, x, "bias")) return NULL;
+    td_device dev = x->storage->device;
+    int64_t ng[2] = {x->shape[0], num_groups};
+    td_tensor *in[3] = {x, weight, bias};
+    /* mean and rstd per (n, group), outputs so that autograd can save them; the op reads G from their shape */
+    td_tensor *out[3] = {td__alloc(x->ndim, x->shape, x->dtype, dev), td__alloc(2, ng, x->dtype, dev),
+                         td__alloc(2, ng, x->dtype, dev)};
+    td_op_params p = {.norm = {eps}};
+    td_status st = td__dispatch_contig(TD_OP_GROUP_NORM, 3, in, 3, out, &p);
+    td_release(out[1]);
+    td_release(out[2]);
+    return td__finish(st, out[0]);
+}
+
+td_tensor *td_group_norm(td_tensor *x, int num_groups, td_tensor *weight, td_tensor *bias, double eps) {
+    td_tensor *in[3] = {x, weight, bias}, *held[3]; /* autocast: f32 */
+    td_tensor *y =
+        td__autocast(TD_OP_GROUP_NORM, 3, in, held) ? group_norm(in[0], num_groups, in[1], in[2], eps) : NULL;
     td__autocast_release(3, held);
     return y;
 }
