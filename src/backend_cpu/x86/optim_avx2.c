@@ -1,8 +1,8 @@
 /*
 ** Adam on f32 with AVX2: 8 elements per step, then the scalar tail. The math
-** is cpu_adam_elem_float (cpu_optim.h) lane by lane; the compiler may fuse a
-** multiply and an add into one FMA, so results can differ from the scalar
-** path by an ulp. Called only when the CPU has AVX2 (checked by the caller).
+** is cpu_adam_elem_float (cpu_optim.h) lane by lane, unfused (CMakeLists.txt
+** compiles this file with -ffp-contract=off), so every element gets the bits
+** of the scalar path. Called only when the CPU has AVX2 (checked by the caller).
 */
 #include <immintrin.h>
 
