@@ -339,7 +339,8 @@ TD_API td_status td_kernel_cache_put(td_kernel_cache *c, uint64_t key, const voi
 /* ---- Shared services for backends (exported by the core) ----
 ** Pieces that every backend would otherwise write again: a caching allocator
 ** over the backend's raw alloc/free, and the folding of a tensor's dims around
-** one axis. The CPU backend uses both (src/backend_cpu/cpu_memory.c, cpu_ops_reduce.c). */
+** one axis. The CPU and CUDA backends use the allocator (cpu_memory.c, cu_memory.c); every backend's reduce
+** folds dims. */
 
 /* One block of a td_alloc_cache: the header that begins each backend's buffer
 ** struct. The cache allocates headers of td_alloc_cache_config.header_size
@@ -365,7 +366,8 @@ typedef struct td_alloc_cache_config {
     size_t large_round;
     size_t cache_limit; /* most bytes kept in free lists (a free beyond it goes to raw_free); 0: no limit */
     bool disabled;      /* cache nothing (under AddressSanitizer, which must see every free) */
-    bool oom_retry;     /* when raw_alloc fails, empty the cache and try once more (counted in oom_retries) */
+    bool oom_retry;     /* when raw_alloc fails, empty the cache and, if that gave memory back, try once more (counted
+                        ** in oom_retries) */
     void *(*raw_alloc)(void *ctx, size_t bytes); /* bytes > 0; NULL when out of memory */
     void (*raw_free)(void *ctx, void *ptr);      /* ptr from raw_alloc */
     void *ctx;                                   /* passed to raw_alloc and raw_free */
@@ -401,13 +403,19 @@ TD_API td_alloc_block *td_alloc_cache_reuse(td_alloc_cache *c, size_t nbytes, ui
 /* METHOD. Return block b (NULL is a no-op) to the free list of its class and
 ** tag stream, or to raw_free (uncached, disabled, or past cache_limit). */
 TD_API void td_alloc_cache_release(td_alloc_cache *c, td_alloc_block *b, uintptr_t stream);
+/* METHOD. Keep the blocks cached with tag stream from td_alloc_cache_empty and
+** the OOM retry until td_alloc_cache_retag moves them out: memory that queued
+** work may still write (a captured graph's pool, which its replays use).
+** Returns TD_OK, TD_ERR_OOM. */
+TD_API td_status td_alloc_cache_keep(td_alloc_cache *c, uintptr_t stream);
 /* METHOD. Move every block cached with tag from into the free lists of tag to
-** (a captured graph's pool returning to the eager cache). */
+** (a captured graph's pool returning to the eager cache); tag from is forgotten
+** (no longer kept) and may be used again. */
 TD_API void td_alloc_cache_retag(td_alloc_cache *c, uintptr_t from, uintptr_t to);
 /* METHOD. Turn cfg.oom_retry on or off from now on (off while a CUDA graph is
 ** captured: giving memory back to the driver then would break the capture). */
 TD_API void td_alloc_cache_set_oom_retry(td_alloc_cache *c, bool on);
-/* METHOD. Give every cached block back to raw_free, whatever its tag. */
+/* METHOD. Give every cached block back to raw_free, whatever its tag, but for kept tags'. */
 TD_API void td_alloc_cache_empty(td_alloc_cache *c);
 /* METHOD. OUT: *out, the statistics: allocated and peak_allocated count
 ** capacities of blocks held, reserved adds the cached ones. reset_peak: start a

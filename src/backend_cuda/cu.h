@@ -71,20 +71,17 @@ td_status cu_blas_status(cublasStatus_t s, const char *what);
 
 /* ---- operands ---- */
 struct td_buffer {
-    void *ptr;     /* device address of byte 0 */
-    size_t nbytes; /* usable bytes */
-    size_t block;  /* bytes of the allocator block (0: foreign) */
+    td_alloc_block block; /* ptr: device address of byte 0; size: usable bytes (td_alloc_cache, cu_memory.c) */
     int dev;
+    bool foreign;               /* imported (buffer_import): not the allocator's */
     void (*deleter)(void *ctx); /* foreign memory: run on free */
     void *ctx;
-    int size_class;              /* allocator class */
-    struct cu_pool *pool;        /* the capture pool it belongs to, or NULL */
-    struct td_buffer *next_free; /* free-list link */
+    struct cu_pool *pool; /* the capture pool it belongs to, or NULL */
 };
 
 /* Device address of element v->offset of v (element 0 of the view). */
 static inline void *cu_data(const td_operand *v) {
-    return v->buf ? (char *)v->buf->ptr + v->offset * (int64_t)td_dtype_size(v->dtype) : NULL;
+    return v->buf ? (char *)v->buf->block.ptr + v->offset * (int64_t)td_dtype_size(v->dtype) : NULL;
 }
 
 /* ---- memory (cu_memory.c) ---- */

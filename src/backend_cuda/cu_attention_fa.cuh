@@ -11,7 +11,7 @@
 ** A tile is 64 rows of D elements in shared memory, rows padded to FA_LD(D) = D + 8 elements (the 8 row addresses
 ** of an ldmatrix fall in distinct 16-byte bank groups), staged with cp.async (16 bytes; rows past the end zero).
 ** defines: FA_ROWS, FA_THREADS, FA_LOG2E, fa_ld, fa_ldsm4, fa_ldsm4t, fa_mma, fa_pack, fa_load, fa_commit, fa_wait,
-**          fa_lda, fa_ldb_nk, fa_ldb_kn, fa_a_from_c, fa_aligned, fa_order, cu_attn_fa_takes.
+**          fa_lda, fa_ldb_nk, fa_ldb_kn, fa_mma_nk, fa_mma_kn, fa_a_from_c, fa_aligned, fa_order, cu_attn_fa_takes.
 */
 #ifndef TRIDENT_CU_ATTENTION_FA_CUH
 #define TRIDENT_CU_ATTENTION_FA_CUH
@@ -104,6 +104,20 @@ template <typename T> __device__ __forceinline__ void fa_ldb_nk(uint32_t *b, con
 template <typename T> __device__ __forceinline__ void fa_ldb_kn(uint32_t *b, const T *p, int ld) {
     int lane = threadIdx.x % 32;
     fa_ldsm4t(b, p + (lane % 8 + ((lane / 8) % 2) * 8) * ld + (lane / 16) * 8);
+}
+
+/* c[0], c[1] (two n-tiles: 16 columns) += a B, the 16x16 B tile at p loaded by fa_ldb_nk / fa_ldb_kn */
+template <typename T> __device__ __forceinline__ void fa_mma_nk(float (*c)[4], const uint32_t *a, const T *p, int ld) {
+    uint32_t b[4];
+    fa_ldb_nk(b, p, ld);
+    fa_mma<T>(c[0], a, b[0], b[1]);
+    fa_mma<T>(c[1], a, b[2], b[3]);
+}
+template <typename T> __device__ __forceinline__ void fa_mma_kn(float (*c)[4], const uint32_t *a, const T *p, int ld) {
+    uint32_t b[4];
+    fa_ldb_kn(b, p, ld);
+    fa_mma<T>(c[0], a, b[0], b[1]);
+    fa_mma<T>(c[1], a, b[2], b[3]);
 }
 
 /* Whether p is 16-byte aligned (cp.async and the vector stores need it) */

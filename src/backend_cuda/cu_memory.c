@@ -2,16 +2,20 @@
 ** Device memory of the CUDA backend: a caching allocator in the manner of
 ** PyTorch's, and host <-> device transfers through pinned staging buffers.
 **
-** Blocks: a request is rounded up to a size class (512 B, then 4 classes per
-** power of two) and served from that class's free list, else by cudaMalloc.
-** Frees are stream-ordered: every op of a device runs on its one stream, so a
-** block freed by the host may be handed to the next allocation at once; the
-** work that used it is ahead of any work that will reuse it.
+** Blocks: the shared td_alloc_cache (src/core/alloc_cache.c) over cudaMalloc
+** and cudaFree, one per device: a request is rounded up to a size class (512 B,
+** then 4 classes per power of two) and served from that class's free list,
+** else by cudaMalloc. Frees are stream-ordered: every op of a device runs on
+** its one stream, so a block freed by the host may be handed to the next
+** allocation at once; the work that used it is ahead of any work that will
+** reuse it. Eager blocks wait under stream tag 0.
 ** Out of memory: the cache is given back to the driver (cudaFree) and the
 ** allocation tried once more; then TD_ERR_OOM with the sizes.
 ** Capture: blocks allocated or freed while a graph is being captured belong
-** to the capture's pool, which the graph owns, so eager work never reuses
-** memory that a replay will write (cu_capture.c).
+** to the capture's pool (their free lists are tagged with the pool and kept
+** from emptying), which the graph owns, so eager work never reuses memory that
+** a replay will write (cu_capture.c). No OOM retry while capturing: cudaFree
+** would break the capture.
 ** Foreign buffers (buffer_import) run their deleter once the work queued
 ** before their release has finished, found by polling an event.
 ** Staging: two pinned buffers of STAGE bytes alternate; a write copies into
@@ -25,12 +29,14 @@
 #include "cu.h"
 #include "cu_runtime.h"
 
-#define CLASSES   256
-#define MIN_BLOCK 512
-#define STAGE     ((size_t)8 << 20)
+#define CLASSES     256
+#define MIN_BLOCK   512
+#define LARGE_ROUND ((size_t)2 << 20)
+#define EAGER       0 /* the stream tag of blocks outside capture pools */
+#define STAGE       ((size_t)8 << 20)
 
+/* A capture's pool; its address is the stream tag of its free lists. */
 typedef struct cu_pool {
-    td_buffer *free[CLASSES];
     int64_t live;  /* blocks of the pool held by tensors */
     bool released; /* its graph is gone: blocks return to the device's cache */
 } cu_pool;
@@ -46,10 +52,11 @@ typedef struct temp_block {
     struct temp_block *next;
 } temp_block;
 
+/* Everything here is used under the device's lock. */
 typedef struct cu_alloc {
-    td_buffer *free[CLASSES];
-    cu_pool *capture; /* the pool of the capture in progress */
-    td_memory_stats stats;
+    td_alloc_cache *cache;
+    cu_pool *capture;      /* the pool of the capture in progress */
+    cudaError_t error;     /* the last failed cudaMalloc's code */
     foreign_free *foreign; /* released foreign buffers waiting for their work */
     temp_block *temps;     /* live cu_temp_alloc blocks, to map pointers back */
 } cu_alloc;
@@ -60,24 +67,36 @@ typedef struct cu_staging {
     int next;
 } cu_staging;
 
-/* Class of n bytes and the capacity it rounds up to. */
-static int size_class(size_t n, size_t *capacity) {
-    if (n <= MIN_BLOCK) {
-        *capacity = MIN_BLOCK;
-        return 0;
-    }
-    int log2 = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^log2 < n <= 2^(log2+1) */
-    size_t base = (size_t)1 << log2, step = base / 4;
-    size_t quarter = (n - base + step - 1) / step; /* 1..4 */
-    *capacity = base + quarter * step;
-    int c = (log2 - 9) * 4 + (int)quarter;
-    return c < CLASSES ? c : CLASSES - 1;
+static void *raw_alloc(void *ctx, size_t bytes) {
+    cu_dev *d = ctx;
+    void *ptr = NULL;
+    cudaError_t e = cudaMalloc(&ptr, bytes);
+    if (e == cudaSuccess) return ptr;
+    cudaGetLastError(); /* not sticky: clear it */
+    d->alloc->error = e;
+    return NULL;
+}
+
+static void raw_free(void *ctx, void *ptr) {
+    (void)ctx;
+    cudaFree(ptr); /* waits for the device */
 }
 
 td_status cu_memory_init(cu_dev *d) {
     d->alloc = calloc(1, sizeof *d->alloc);
     d->staging = calloc(1, sizeof *d->staging);
     if (!d->alloc || !d->staging) return td_error_set(TD_ERR_OOM, "cuda: out of host memory");
+    td_alloc_cache_config cfg = {.header_size = sizeof(td_buffer),
+                                 .min_block = MIN_BLOCK,
+                                 .classes = CLASSES,
+                                 .align = MIN_BLOCK,
+                                 .large_round = LARGE_ROUND,
+                                 .oom_retry = true,
+                                 .raw_alloc = raw_alloc,
+                                 .raw_free = raw_free,
+                                 .ctx = d};
+    td_status st = td_alloc_cache_new(&cfg, &d->alloc->cache);
+    if (st != TD_OK) return st;
     for (int i = 0; i < 2; i++) {
         CU_TRY(cudaHostAlloc(&d->staging->host[i], STAGE, cudaHostAllocPortable));
         CU_TRY(cudaEventCreateWithFlags(&d->staging->done[i], cudaEventDisableTiming));
@@ -85,77 +104,29 @@ td_status cu_memory_init(cu_dev *d) {
     return TD_OK;
 }
 
-static void stats_take(cu_alloc *a, size_t capacity) {
-    a->stats.allocated += capacity;
-    a->stats.alloc_count++;
-    if (a->stats.allocated > a->stats.peak_allocated) a->stats.peak_allocated = a->stats.allocated;
-}
-
-/* Give every cached block back to the driver (cudaFree waits for the device). */
-static void release_cache(cu_dev *d) {
-    cu_alloc *a = d->alloc;
-    for (int c = 0; c < CLASSES; c++)
-        for (td_buffer *b = a->free[c], *next; b; b = next) {
-            next = b->next_free;
-            cudaFree(b->ptr);
-            a->stats.reserved -= b->block;
-            free(b);
-        }
-    memset(a->free, 0, sizeof a->free);
-}
-
+/* A block of nbytes: from the capture's pool while capturing, else from the eager cache or cudaMalloc. */
 static td_status alloc_locked(cu_dev *d, size_t nbytes, td_buffer **out) {
     cu_alloc *a = d->alloc;
-    size_t capacity;
-    int c = size_class(nbytes, &capacity);
-    if (c == CLASSES - 1) capacity = (nbytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
-    td_buffer **lists[2] = {a->capture ? &a->capture->free[c] : NULL, &a->free[c]};
-    for (int l = 0; l < 2; l++) {
-        td_buffer **pb = lists[l];
-        for (; pb && *pb; pb = &(*pb)->next_free)
-            if ((*pb)->block >= capacity) break; /* the last class holds blocks of many sizes */
-        if (pb && *pb) {
-            td_buffer *b = *pb;
-            *pb = b->next_free;
-            b->next_free = NULL;
-            b->nbytes = nbytes;
-            if (a->capture) b->pool = a->capture;
-            if (b->pool) b->pool->live++;
-            stats_take(a, b->block);
-            *out = b;
-            return TD_OK;
-        }
-    }
-    td_buffer *b = calloc(1, sizeof *b);
-    if (!b) return td_error_set(TD_ERR_OOM, "cuda: out of host memory for a buffer header");
-    cudaError_t e = cudaMalloc(&b->ptr, capacity);
-    if (e == cudaErrorMemoryAllocation && !d->capturing) {
-        cudaGetLastError(); /* not sticky: clear it */
-        release_cache(d);
-        a->stats.oom_retries++;
-        e = cudaMalloc(&b->ptr, capacity);
-    }
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        free(b);
+    a->error = cudaSuccess;
+    td_alloc_block *blk = a->capture ? td_alloc_cache_reuse(a->cache, nbytes, (uintptr_t)a->capture) : NULL;
+    if (!blk) blk = td_alloc_cache_alloc(a->cache, nbytes, EAGER);
+    if (!blk) {
+        if (a->error == cudaSuccess) return td_error_set(TD_ERR_OOM, "cuda: out of host memory for a buffer header");
+        if (a->error != cudaErrorMemoryAllocation) return cu_status(a->error, "cudaMalloc");
+        td_memory_stats s;
+        td_alloc_cache_stats(a->cache, false, &s);
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
-        if (e == cudaErrorMemoryAllocation)
-            return td_error_set(TD_ERR_OOM,
-                                "cuda:%d: out of memory allocating %zu bytes (%.1f MiB held by tensors, %.1f MiB "
-                                "reserved, %.1f of %.1f MiB free on the device)",
-                                d->index, nbytes, a->stats.allocated / 1048576.0, a->stats.reserved / 1048576.0,
-                                free_b / 1048576.0, total_b / 1048576.0);
-        return cu_status(e, "cudaMalloc");
+        return td_error_set(TD_ERR_OOM,
+                            "cuda:%d: out of memory allocating %zu bytes (%.1f MiB held by tensors, %.1f MiB "
+                            "reserved, %.1f of %.1f MiB free on the device)",
+                            d->index, nbytes, s.allocated / 1048576.0, s.reserved / 1048576.0, free_b / 1048576.0,
+                            total_b / 1048576.0);
     }
-    b->nbytes = nbytes;
-    b->block = capacity;
+    td_buffer *b = (td_buffer *)blk;
     b->dev = d->index;
-    b->size_class = c;
-    b->pool = a->capture;
+    b->pool = a->capture; /* a block from the eager lists joins the capture's pool */
     if (b->pool) b->pool->live++;
-    a->stats.reserved += capacity;
-    stats_take(a, capacity);
     *out = b;
     return TD_OK;
 }
@@ -171,9 +142,9 @@ td_status cu_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
     return st;
 }
 
+/* b back to its pool's free lists, or the eager ones. */
 static void free_locked(cu_dev *d, td_buffer *b) {
     cu_alloc *a = d->alloc;
-    a->stats.allocated -= b->block;
     cu_pool *p = b->pool;
     if (p) p->live--;
     if (a->capture && !p) p = b->pool = a->capture; /* freed during capture: the graph may write it */
@@ -182,9 +153,7 @@ static void free_locked(cu_dev *d, td_buffer *b) {
         if (p->live == 0) free(p);
         p = NULL;
     }
-    td_buffer **list = p ? &p->free[b->size_class] : &a->free[b->size_class];
-    b->next_free = *list;
-    *list = b;
+    td_alloc_cache_release(a->cache, &b->block, p ? (uintptr_t)p : EAGER);
 }
 
 void cu_buffer_free(td_buffer *b) {
@@ -192,7 +161,7 @@ void cu_buffer_free(td_buffer *b) {
     cu_dev *d = cu_get(b->dev);
     if (!d) return;
     pthread_mutex_lock(&d->lock);
-    if (!b->block) { /* foreign: the deleter runs once the queued work is done */
+    if (b->foreign) { /* the deleter runs once the queued work is done */
         foreign_free *f = calloc(1, sizeof *f);
         if (f && cudaEventCreateWithFlags(&f->done, cudaEventDisableTiming) == cudaSuccess &&
             cudaEventRecord(f->done, d->stream) == cudaSuccess) {
@@ -228,7 +197,7 @@ void cu_foreign_poll(cu_dev *d, bool wait) {
     }
 }
 
-uint64_t cu_buffer_address(td_buffer *b) { return (uint64_t)(uintptr_t)b->ptr; }
+uint64_t cu_buffer_address(td_buffer *b) { return (uint64_t)(uintptr_t)b->block.ptr; }
 
 td_status cu_buffer_import(int dev, uint64_t address, size_t nbytes, void (*deleter)(void *), void *ctx,
                            td_buffer **out) {
@@ -249,7 +218,11 @@ td_status cu_buffer_import(int dev, uint64_t address, size_t nbytes, void (*dele
     }
     td_buffer *b = calloc(1, sizeof *b);
     if (!b) return td_error_set(TD_ERR_OOM, "cuda: out of host memory for a buffer header");
-    *b = (td_buffer){.ptr = (void *)(uintptr_t)address, .nbytes = nbytes, .dev = dev, .deleter = deleter, .ctx = ctx};
+    *b = (td_buffer){.block = {.ptr = (void *)(uintptr_t)address, .size = nbytes, .capacity = nbytes, .size_class = -1},
+                     .dev = dev,
+                     .foreign = true,
+                     .deleter = deleter,
+                     .ctx = ctx};
     *out = b;
     return TD_OK;
 }
@@ -263,7 +236,7 @@ td_status cu_temp_alloc(cu_dev *d, size_t nbytes, void **out) {
     if (st == TD_OK) {
         t->next = d->alloc->temps;
         d->alloc->temps = t;
-        *out = t->b->ptr;
+        *out = t->b->block.ptr;
     } else {
         free(t);
     }
@@ -275,7 +248,7 @@ void cu_temp_free(cu_dev *d, void *ptr) {
     if (!ptr) return;
     pthread_mutex_lock(&d->lock);
     for (temp_block **pt = &d->alloc->temps; *pt; pt = &(*pt)->next)
-        if ((*pt)->b->ptr == ptr) {
+        if ((*pt)->b->block.ptr == ptr) {
             temp_block *t = *pt;
             *pt = t->next;
             free_locked(d, t->b);
@@ -291,15 +264,21 @@ td_status cu_pool_begin(cu_dev *d) {
     cu_pool *p = calloc(1, sizeof *p);
     if (!p) return td_error_set(TD_ERR_OOM, "cuda: out of host memory");
     pthread_mutex_lock(&d->lock);
-    d->alloc->capture = p;
+    td_status st = td_alloc_cache_keep(d->alloc->cache, (uintptr_t)p);
+    if (st == TD_OK) {
+        d->alloc->capture = p;
+        td_alloc_cache_set_oom_retry(d->alloc->cache, false);
+    }
     pthread_mutex_unlock(&d->lock);
-    return TD_OK;
+    if (st != TD_OK) free(p);
+    return st;
 }
 
 cu_pool *cu_pool_end(cu_dev *d) {
     pthread_mutex_lock(&d->lock);
     cu_pool *p = d->alloc->capture;
     d->alloc->capture = NULL;
+    td_alloc_cache_set_oom_retry(d->alloc->cache, true);
     pthread_mutex_unlock(&d->lock);
     return p;
 }
@@ -308,13 +287,7 @@ cu_pool *cu_pool_end(cu_dev *d) {
 void cu_pool_release(cu_dev *d, cu_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&d->lock);
-    for (int c = 0; c < CLASSES; c++)
-        for (td_buffer *b = p->free[c], *next; b; b = next) {
-            next = b->next_free;
-            b->pool = NULL;
-            b->next_free = d->alloc->free[c];
-            d->alloc->free[c] = b;
-        }
+    td_alloc_cache_retag(d->alloc->cache, (uintptr_t)p, EAGER);
     p->released = true;
     if (p->live == 0) free(p);
     pthread_mutex_unlock(&d->lock);
@@ -323,9 +296,9 @@ void cu_pool_release(cu_dev *d, cu_pool *p) {
 /* ---- transfers ---- */
 
 static td_status check_range(const td_buffer *b, size_t offset, size_t n, const char *what) {
-    if (offset > b->nbytes || n > b->nbytes - offset)
+    if (offset > b->block.size || n > b->block.size - offset)
         return td_error_set(TD_ERR_MISUSE, "cuda %s: bytes [%zu, %zu) outside a %zu-byte buffer", what, offset,
-                            offset + n, b->nbytes);
+                            offset + n, b->block.size);
     return TD_OK;
 }
 
@@ -352,7 +325,7 @@ static td_status staged(td_buffer *buf, size_t offset, void *host, size_t n, boo
     cu_staging *s = d->staging;
     for (size_t at = 0; at < n && st == TD_OK; at += STAGE) {
         size_t len = n - at < STAGE ? n - at : STAGE;
-        char *dev = (char *)buf->ptr + offset + at, *h = (char *)host + at;
+        char *dev = (char *)buf->block.ptr + offset + at, *h = (char *)host + at;
         int i = s->next;
         s->next ^= 1;
         if (up) {
@@ -385,7 +358,7 @@ td_status cu_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t 
     td_status st = check_range(src, so, n, "copy");
     if (st == TD_OK) st = check_range(dst, dof, n, "copy");
     if (st != TD_OK || n == 0) return st;
-    char *from = (char *)src->ptr + so, *to = (char *)dst->ptr + dof;
+    char *from = (char *)src->block.ptr + so, *to = (char *)dst->block.ptr + dof;
     if (src->dev == dst->dev)
         return cu_status(cudaMemcpyAsync(to, from, n, cudaMemcpyDeviceToDevice, d->stream), "copy");
     /* two devices: dst's stream waits for src's work, copies (peer access where the driver allows it, else the
@@ -418,16 +391,13 @@ td_status cu_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t n) {
     if (!d) return td_last_status();
     td_status st = check_range(dst, offset, n, "memset");
     if (st != TD_OK || n == 0) return st;
-    return cu_status(cudaMemsetAsync((char *)dst->ptr + offset, byte, n, d->stream), "memset");
+    return cu_status(cudaMemsetAsync((char *)dst->block.ptr + offset, byte, n, d->stream), "memset");
 }
 
 td_status cu_memory_stats(int dev, bool reset_peak, td_memory_stats *out) {
     cu_dev *d = cu_get(dev);
     if (!d) return td_last_status();
-    pthread_mutex_lock(&d->lock);
-    *out = d->alloc->stats;
-    if (reset_peak) d->alloc->stats.peak_allocated = d->alloc->stats.allocated;
-    pthread_mutex_unlock(&d->lock);
+    td_alloc_cache_stats(d->alloc->cache, reset_peak, out);
     return TD_OK;
 }
 
@@ -435,8 +405,6 @@ td_status cu_empty_cache(int dev) {
     cu_dev *d = cu_get(dev);
     if (!d) return td_last_status();
     if (d->capturing) return td_error_set(TD_ERR_STATE, "cuda:%d: empty_cache during a capture", dev);
-    pthread_mutex_lock(&d->lock);
-    release_cache(d);
-    pthread_mutex_unlock(&d->lock);
+    td_alloc_cache_empty(d->alloc->cache); /* the live graphs' pools are kept */
     return TD_OK;
 }

@@ -4,11 +4,11 @@
 ** loads and launches it. The driver is reached through
 ** cudaGetDriverEntryPointByVersion, so nothing links libcuda.
 **
-** Cache: compiled images are kept per (source, entry, defines, architecture)
-** hash in memory and on disk as $XDG_CACHE_HOME/trident/cuda-<hash>.bin (else
-** ~/.cache/trident; off with TRIDENT_KERNEL_CACHE=0). A disk file starts with a
-** header (magic, version, image and name lengths) that is checked before the
-** image is used; a bad file is ignored and rewritten.
+** Cache: the shared kernel cache (include/trident/backend.h, "Kernel cache")
+** keyed by (source, entry, arch, defines): in memory the CACHE_ENTRIES most
+** recently used, on disk as cuda-<key>.bin in td_kernel_cache_dir (off with
+** TRIDENT_KERNEL_CACHE=0). An entry is the lowered entry name, NUL-padded to a
+** multiple of 16 bytes, then the image (cubin or PTX).
 ** Parameters: one pointer per tensor (its element 0), then the push data as
 ** the remaining parameters laid out as a C struct; cuFuncGetParamInfo checks
 ** that the sizes agree before launching.
@@ -19,15 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cu.h"
 #include "cu_runtime.h"
 
-#define PUSH_MAX   4096
-#define MAX_VIEWS  64
-#define FILE_MAGIC 0x4355544Du /* "CUTM" */
+#define PUSH_MAX      4096
+#define MAX_VIEWS     64
+#define LOWERED_MAX   1024 /* bytes of a lowered entry name with its NUL */
+#define CACHE_ENTRIES 256
 
 static struct {
     PFN_cuModuleLoadData_v2000 load;
@@ -80,92 +79,27 @@ static td_status drv_status(CUresult r, const char *what) {
 
 /* ---- the compiled-image cache ---- */
 
-typedef struct image {
-    uint64_t hash;
-    char *data; /* cubin or PTX */
-    size_t size;
-    char name[256]; /* the lowered (mangled) entry name */
-    struct image *next;
-} image;
+static td_kernel_cache *cache; /* NULL when it could not be made: every compile then runs NVRTC */
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t compile_lock = PTHREAD_MUTEX_INITIALIZER; /* a kernel compiles once */
 
-static image *images;
-static pthread_mutex_t images_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Bytes of an entry before its image: the lowered name with its NUL, rounded up to 16 (the image stays aligned). */
+static size_t image_at(size_t name_len) { return (name_len + 1 + 15) & ~(size_t)15; }
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001B3ull;
-    return h;
+/* An entry's structure: a nonempty name of under LOWERED_MAX bytes, then a nonempty image. */
+static bool entry_well_formed(const void *data, size_t size) {
+    const char *end = memchr(data, 0, size < LOWERED_MAX ? size : LOWERED_MAX);
+    return end && end != data && image_at((size_t)(end - (const char *)data)) < size;
 }
 
-static bool disk_path(uint64_t hash, char *path, size_t n) {
-    const char *off = getenv("TRIDENT_KERNEL_CACHE");
-    if (off && !strcmp(off, "0")) return false;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(path, n, "%s/trident/cuda-%016llx.bin", xdg, (unsigned long long)hash);
-    else if (home && *home)
-        snprintf(path, n, "%s/.cache/trident/cuda-%016llx.bin", home, (unsigned long long)hash);
-    else
-        return false;
-    return true;
-}
-
-typedef struct file_header {
-    uint32_t magic, version;
-    uint64_t hash, size;
-    char name[256];
-} file_header;
-
-/* A cached image from disk, or NULL when absent or not trustworthy. */
-static image *disk_read(uint64_t hash) {
-    char path[4096];
-    if (!disk_path(hash, path, sizeof path)) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    file_header h;
-    image *e = NULL;
-    struct stat sb;
-    if (fread(&h, sizeof h, 1, f) == 1 && fstat(fileno(f), &sb) == 0 && h.magic == FILE_MAGIC && h.version == 1 &&
-        h.hash == hash && h.size > 0 && (uint64_t)sb.st_size == sizeof h + h.size && memchr(h.name, 0, sizeof h.name)) {
-        e = calloc(1, sizeof *e);
-        if (e) e->data = malloc(h.size);
-        if (e && e->data && fread(e->data, 1, h.size, f) == h.size) {
-            e->size = h.size;
-            e->hash = hash;
-            memcpy(e->name, h.name, sizeof e->name);
-        } else if (e) {
-            free(e->data);
-            free(e);
-            e = NULL;
-        }
-    }
-    fclose(f);
-    return e;
-}
-
-/* mkdir -p of dir (each '/' is put back). */
-static void mkdirs(char *dir) {
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(dir, 0755);
-        *p = '/';
-    }
-    mkdir(dir, 0755);
-}
-
-static void disk_write(const image *e) {
-    char path[4096], tmp[4200], dir[4096];
-    if (!disk_path(e->hash, path, sizeof path)) return;
-    snprintf(dir, sizeof dir, "%s", path);
-    *strrchr(dir, '/') = 0;
-    mkdirs(dir);
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    file_header h = {.magic = FILE_MAGIC, .version = 1, .hash = e->hash, .size = e->size};
-    memcpy(h.name, e->name, sizeof h.name);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(e->data, 1, e->size, f) == e->size;
-    if (f) ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) unlink(tmp);
+static void cache_start(void) {
+    td_kernel_cache_config cfg = {.name = "cuda",
+                                  .suffix = ".bin",
+                                  .version = 1,
+                                  .max_entries = CACHE_ENTRIES,
+                                  .disable_env = "TRIDENT_KERNEL_CACHE",
+                                  .validate = entry_well_formed};
+    if (td_kernel_cache_new(&cfg, &cache) != TD_OK) cache = NULL;
 }
 
 static td_status nvrtc_status(nvrtcResult r, const char *what) {
@@ -181,9 +115,9 @@ static bool valid_identifier(const char *s) {
     return true;
 }
 
-/* NVRTC: source -> image (cubin for sm_XX, PTX for compute_XX) with the lowered entry name. */
+/* NVRTC: source -> a cache entry (the lowered entry name, then the image: cubin for sm_XX, PTX for compute_XX). */
 static td_status compile(const char *source, const char *entry, const td_kernel_options *opts, const char *arch,
-                         image *e, char *log, size_t log_size) {
+                         char **data, size_t *data_size, char *log, size_t log_size) {
     nvrtcProgram prog;
     td_status st = nvrtc_status(nvrtcCreateProgram(&prog, source, "kernel.cu", 0, NULL, NULL), "nvrtcCreateProgram");
     if (st != TD_OK) return st;
@@ -226,15 +160,20 @@ static td_status compile(const char *source, const char *entry, const td_kernel_
     const char *lowered = NULL;
     if (st == TD_OK && (nvrtcGetLoweredName(prog, entry, &lowered) != NVRTC_SUCCESS || !lowered))
         st = td_error_set(TD_ERR_COMPILE, "cuda kernel: no __global__ function named '%s' in the source", entry);
+    size_t name_len = st == TD_OK ? strlen(lowered) : 0;
+    if (st == TD_OK && name_len >= LOWERED_MAX)
+        st = td_error_set(TD_ERR_COMPILE, "cuda kernel: the lowered name of '%s' is over %d bytes", entry, LOWERED_MAX);
     if (st == TD_OK) {
-        snprintf(e->name, sizeof e->name, "%s", lowered);
         bool ptx = !strncmp(arch, "compute_", 8);
-        size_t size = 0;
+        size_t size = 0, at = image_at(name_len);
         st = nvrtc_status(ptx ? nvrtcGetPTXSize(prog, &size) : nvrtcGetCUBINSize(prog, &size), "image size");
-        e->data = st == TD_OK ? malloc(size) : NULL;
-        if (st == TD_OK && !e->data) st = td_error_set(TD_ERR_OOM, "cuda kernel: out of host memory");
-        if (st == TD_OK) st = nvrtc_status(ptx ? nvrtcGetPTX(prog, e->data) : nvrtcGetCUBIN(prog, e->data), "image");
-        e->size = size;
+        *data = st == TD_OK ? calloc(1, at + size) : NULL;
+        if (st == TD_OK && !*data) st = td_error_set(TD_ERR_OOM, "cuda kernel: out of host memory");
+        if (st == TD_OK) {
+            memcpy(*data, lowered, name_len);
+            st = nvrtc_status(ptx ? nvrtcGetPTX(prog, *data + at) : nvrtcGetCUBIN(prog, *data + at), "image");
+        }
+        *data_size = at + size;
     }
     nvrtcDestroyProgram(&prog);
     return st;
@@ -273,44 +212,41 @@ td_status cu_kernel_compile(int dev, int lang, const char *source, const char *e
     } else {
         snprintf(arch, sizeof arch, "sm_%d%d", d->cc_major, d->cc_minor);
     }
-    uint64_t hash = fnv1a(0xCBF29CE484222325ull, source, strlen(source) + 1);
-    hash = fnv1a(hash, entry, strlen(entry) + 1);
-    hash = fnv1a(hash, arch, strlen(arch) + 1);
+    uint64_t key = td_kernel_cache_hash(TD_KERNEL_CACHE_SEED, source, strlen(source) + 1);
+    key = td_kernel_cache_hash(key, entry, strlen(entry) + 1);
+    key = td_kernel_cache_hash(key, arch, strlen(arch) + 1);
     for (int i = 0; opts && i < opts->n_defines; i++)
-        hash = fnv1a(hash, opts->defines[i], strlen(opts->defines[i]) + 1);
-    pthread_mutex_lock(&images_lock);
-    image *e = images;
-    while (e && e->hash != hash) e = e->next;
+        key = td_kernel_cache_hash(key, opts->defines[i], strlen(opts->defines[i]) + 1);
+    pthread_once(&cache_once, cache_start);
+    void *data = NULL;
+    size_t size = 0;
     td_status st = TD_OK;
-    if (!e && (e = disk_read(hash)) != NULL) {
-        e->next = images;
-        images = e;
+    pthread_mutex_lock(&compile_lock);
+    if (!td_kernel_cache_get(cache, key, &data, &size)) {
+        char *built = NULL;
+        st = compile(source, entry, opts, arch, &built, &size, log, log_size);
+        if (st == TD_OK && cache) td_kernel_cache_put(cache, key, built, size); /* failed: compiled again later */
+        data = built;
     }
-    if (!e) {
-        e = calloc(1, sizeof *e);
-        st = e ? compile(source, entry, opts, arch, e, log, log_size) : td_error_set(TD_ERR_OOM, "out of host memory");
-        if (st == TD_OK) {
-            e->hash = hash;
-            e->next = images;
-            images = e;
-            disk_write(e);
-        } else if (e) {
-            free(e->data);
-            free(e);
-            e = NULL;
-        }
+    pthread_mutex_unlock(&compile_lock);
+    if (st != TD_OK) {
+        free(data);
+        return st;
     }
-    pthread_mutex_unlock(&images_lock);
-    if (st != TD_OK) return st;
     td_kernel *k = calloc(1, sizeof *k);
-    if (!k) return td_error_set(TD_ERR_OOM, "cuda kernel: out of host memory");
+    if (!k) {
+        free(data);
+        return td_error_set(TD_ERR_OOM, "cuda kernel: out of host memory");
+    }
     k->d = d;
     snprintf(k->entry, sizeof k->entry, "%s", entry);
-    st = drv_status(drv.load(&k->module, e->data), "cuModuleLoadData");
-    if (st == TD_OK) st = drv_status(drv.get_function(&k->fn, k->module, e->name), "cuModuleGetFunction");
+    const char *lowered = data; /* the module keeps its own copy of the image */
+    st = drv_status(drv.load(&k->module, (char *)data + image_at(strlen(lowered))), "cuModuleLoadData");
+    if (st == TD_OK) st = drv_status(drv.get_function(&k->fn, k->module, lowered), "cuModuleGetFunction");
     if (st == TD_OK)
         st = drv_status(drv.get_attribute(&k->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn),
                         "cuFuncGetAttribute");
+    free(data);
     if (st != TD_OK) {
         if (k->module) drv.unload(k->module);
         free(k);

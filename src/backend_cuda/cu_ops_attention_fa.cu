@@ -58,10 +58,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         for (int kk = 0; kk < KT; kk++)
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
-                uint32_t b[4];
-                fa_ldb_nk(b, Kt + np * 16 * LD + kk * 16, LD);
-                fa_mma<T>(s[2 * np], qf[kk], b[0], b[1]);
-                fa_mma<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
+                fa_mma_nk<T>(s + 2 * np, qf[kk], Kt + np * 16 * LD + kk * 16, LD);
             }
         /* scores in the log2 domain; row r of this lane: iw + g + 8 r */
         bool edge = a.mask || j0 + B > a.S || (a.causal && j0 + B - 1 > iw);
@@ -106,10 +103,7 @@ __global__ void __launch_bounds__(FA_THREADS)
             fa_a_from_c<T>(pa, s, kk);
 #pragma unroll
             for (int ep = 0; ep < D / 16; ep++) {
-                uint32_t b[4];
-                fa_ldb_kn(b, Vt + kk * 16 * LD + ep * 16, LD);
-                fa_mma<T>(o[2 * ep], pa, b[0], b[1]);
-                fa_mma<T>(o[2 * ep + 1], pa, b[2], b[3]);
+                fa_mma_kn<T>(o + 2 * ep, pa, Vt + kk * 16 * LD + ep * 16, LD);
             }
         }
         __syncthreads(); /* every warp is done with this buffer */

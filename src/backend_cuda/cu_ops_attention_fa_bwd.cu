@@ -102,13 +102,8 @@ __global__ void __launch_bounds__(FA_THREADS)
             fa_lda(va, Vs + w * 16 * LD + kk * 16, LD);
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
-                uint32_t b[4];
-                fa_ldb_nk(b, Qt + np * 16 * LD + kk * 16, LD);
-                fa_mma<T>(st[2 * np], ka, b[0], b[1]);
-                fa_mma<T>(st[2 * np + 1], ka, b[2], b[3]);
-                fa_ldb_nk(b, Gt + np * 16 * LD + kk * 16, LD);
-                fa_mma<T>(dpt[2 * np], va, b[0], b[1]);
-                fa_mma<T>(dpt[2 * np + 1], va, b[2], b[3]);
+                fa_mma_nk<T>(st + 2 * np, ka, Qt + np * 16 * LD + kk * 16, LD);
+                fa_mma_nk<T>(dpt + 2 * np, va, Gt + np * 16 * LD + kk * 16, LD);
             }
         }
         /* P^T, then P^T z into st and dS^T into dpt; element (key jw + row, query i0 + col) */
@@ -131,13 +126,8 @@ __global__ void __launch_bounds__(FA_THREADS)
             fa_a_from_c<T>(sa, dpt, kk);
 #pragma unroll
             for (int ep = 0; ep < D / 16; ep++) {
-                uint32_t b[4];
-                fa_ldb_kn(b, Gt + kk * 16 * LD + ep * 16, LD);
-                fa_mma<T>(dV[2 * ep], pa, b[0], b[1]);
-                fa_mma<T>(dV[2 * ep + 1], pa, b[2], b[3]);
-                fa_ldb_kn(b, Qt + kk * 16 * LD + ep * 16, LD);
-                fa_mma<T>(dK[2 * ep], sa, b[0], b[1]);
-                fa_mma<T>(dK[2 * ep + 1], sa, b[2], b[3]);
+                fa_mma_kn<T>(dV + 2 * ep, pa, Gt + kk * 16 * LD + ep * 16, LD);
+                fa_mma_kn<T>(dK + 2 * ep, sa, Qt + kk * 16 * LD + ep * 16, LD);
             }
         }
         __syncthreads(); /* every warp is done with this buffer */
@@ -214,13 +204,8 @@ __global__ void __launch_bounds__(FA_THREADS) attn_dq_fa(cu_attn_args a, const T
         for (int kk = 0; kk < KT; kk++)
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
-                uint32_t b[4];
-                fa_ldb_nk(b, Kt + np * 16 * LD + kk * 16, LD);
-                fa_mma<T>(s[2 * np], qf[kk], b[0], b[1]);
-                fa_mma<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
-                fa_ldb_nk(b, Vt + np * 16 * LD + kk * 16, LD);
-                fa_mma<T>(dp[2 * np], gf[kk], b[0], b[1]);
-                fa_mma<T>(dp[2 * np + 1], gf[kk], b[2], b[3]);
+                fa_mma_nk<T>(s + 2 * np, qf[kk], Kt + np * 16 * LD + kk * 16, LD);
+                fa_mma_nk<T>(dp + 2 * np, gf[kk], Vt + np * 16 * LD + kk * 16, LD);
             }
         /* dS into s; element (query iw + row, key j0 + col) */
         bool edge = a.mask || iw + 16 > a.L || j0 + B > a.S || (a.causal && j0 + B - 1 > iw);
@@ -240,10 +225,7 @@ __global__ void __launch_bounds__(FA_THREADS) attn_dq_fa(cu_attn_args a, const T
             fa_a_from_c<T>(sa, s, kk);
 #pragma unroll
             for (int ep = 0; ep < D / 16; ep++) {
-                uint32_t b[4];
-                fa_ldb_kn(b, Kt + kk * 16 * LD + ep * 16, LD);
-                fa_mma<T>(dQ[2 * ep], sa, b[0], b[1]);
-                fa_mma<T>(dQ[2 * ep + 1], sa, b[2], b[3]);
+                fa_mma_kn<T>(dQ + 2 * ep, sa, Kt + kk * 16 * LD + ep * 16, LD);
             }
         }
         __syncthreads();

@@ -43,26 +43,21 @@ typedef struct red_geom {
     int correction;
 } red_geom;
 
-/* Element offset of output o's first input element, and of reduced element j. */
-__device__ __forceinline__ int64_t red_kept(const red_geom &g, int64_t o) {
-    if (g.nk == 1) return o * g.kst[0];
+/* Element offset of item i of the folded dims (shape, stride, n), the last dim fastest. */
+__device__ __forceinline__ int64_t red_unravel(const int64_t *shape, const int64_t *stride, int n, int64_t i) {
+    if (n == 1) return i * stride[0];
     int64_t off = 0;
-    for (int d = g.nk - 1; d >= 0; d--) {
-        int64_t q = o / g.ks[d];
-        off += (o - q * g.ks[d]) * g.kst[d];
-        o = q;
+    for (int d = n - 1; d >= 0; d--) {
+        int64_t q = i / shape[d];
+        off += (i - q * shape[d]) * stride[d];
+        i = q;
     }
     return off;
 }
+/* Element offset of output o's first input element, and of reduced element j. */
+__device__ __forceinline__ int64_t red_kept(const red_geom &g, int64_t o) { return red_unravel(g.ks, g.kst, g.nk, o); }
 __device__ __forceinline__ int64_t red_offset(const red_geom &g, int64_t j) {
-    if (g.nr == 1) return j * g.rst[0];
-    int64_t off = 0;
-    for (int d = g.nr - 1; d >= 0; d--) {
-        int64_t q = j / g.rs[d];
-        off += (j - q * g.rs[d]) * g.rst[d];
-        j = q;
-    }
-    return off;
+    return red_unravel(g.rs, g.rst, g.nr, j);
 }
 
 /* ---- accumulators: acc (plain data), init, add(x, j) with j increasing per
@@ -332,19 +327,6 @@ __global__ void __launch_bounds__(256) red_merge_kernel(const typename R::acc *p
 
 /* ---- host ---- */
 
-/* Append dim (size, stride) to a list, folding it into the last entry when contiguous with it. */
-static void red_push(int64_t *shape, int64_t *stride, int *n, int64_t size, int64_t st) {
-    if (size == 1) return;
-    if (*n > 0 && stride[*n - 1] == st * size) {
-        shape[*n - 1] *= size;
-        stride[*n - 1] = st;
-        return;
-    }
-    shape[*n] = size;
-    stride[*n] = st;
-    (*n)++;
-}
-
 static red_geom red_plan(const td_op *op) {
     const td_operand *in = &op->in[0];
     red_geom g = {};
@@ -352,10 +334,10 @@ static red_geom red_plan(const td_op *op) {
     g.correction = op->p.reduce.correction;
     for (int d = 0; d < in->ndim; d++) {
         if (op->p.reduce.dims >> d & 1) {
-            red_push(g.rs, g.rst, &g.nr, in->shape[d], in->strides[d]);
+            td_dim_fold(g.rs, g.rst, &g.nr, in->shape[d], in->strides[d]);
             g.K *= in->shape[d];
         } else {
-            red_push(g.ks, g.kst, &g.nk, in->shape[d], in->strides[d]);
+            td_dim_fold(g.ks, g.kst, &g.nk, in->shape[d], in->strides[d]);
             g.n_out *= in->shape[d];
         }
     }

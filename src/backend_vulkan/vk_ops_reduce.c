@@ -29,19 +29,6 @@ static_assert(sizeof(vk_pc_reduce) == 128, "vk_pc_reduce must match shaders/redu
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_VAR, R_LSE, R_ARGMAX, R_ARGMIN };
 
-/* Append dim (size, stride) to a list, merging into the last entry when contiguous with it. */
-static void push_dim(int64_t *shape, int64_t *stride, int *n, int64_t size, int64_t st) {
-    if (size == 1) return;
-    if (*n > 0 && stride[*n - 1] == st * size) {
-        shape[*n - 1] *= size;
-        stride[*n - 1] = st;
-        return;
-    }
-    shape[*n] = size;
-    stride[*n] = st;
-    (*n)++;
-}
-
 /* A reduction problem: kept dims (output order) and reduced dims, as merged lists. */
 typedef struct red_plan {
     int nk, nr;
@@ -115,10 +102,10 @@ static td_status reduce(vk_dev *d, const td_op *op, uint32_t code) {
     red_plan pl = {.n_red = 1};
     for (int i = 0; i < in->ndim; i++) {
         if (op->p.reduce.dims >> i & 1) {
-            push_dim(pl.rs, pl.rst, &pl.nr, in->shape[i], in->strides[i]);
+            td_dim_fold(pl.rs, pl.rst, &pl.nr, in->shape[i], in->strides[i]);
             pl.n_red *= in->shape[i];
         } else {
-            push_dim(pl.ks, pl.kst, &pl.nk, in->shape[i], in->strides[i]);
+            td_dim_fold(pl.ks, pl.kst, &pl.nk, in->shape[i], in->strides[i]);
         }
     }
     if (pl.nr == 0) pl.rs[0] = pl.n_red, pl.rst[0] = 0, pl.nr = 1; /* n_red is 0 or 1 */

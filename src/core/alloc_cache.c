@@ -14,6 +14,7 @@
 /* The free lists of one stream tag. */
 typedef struct tag_lists {
     uintptr_t stream;
+    bool kept; /* td_alloc_cache_keep: not emptied */
     td_alloc_block *free[MAX_CLASSES];
     struct tag_lists *next;
 } tag_lists;
@@ -101,16 +102,23 @@ static void free_block(td_alloc_cache *c, td_alloc_block *b) {
     free(b);
 }
 
-static void empty_locked(td_alloc_cache *c) {
-    for (tag_lists *t = c->tags; t; t = t->next)
+/* Give the cached blocks back to raw_free: those of every tag (all), else all but the kept tags'. Returns the
+** bytes given back. Under lock. */
+static size_t empty_locked(td_alloc_cache *c, bool all) {
+    size_t freed = 0;
+    for (tag_lists *t = c->tags; t; t = t->next) {
+        if (t->kept && !all) continue;
         for (int k = 0; k < c->cfg.classes; k++) {
             for (td_alloc_block *b = t->free[k], *next; b; b = next) {
                 next = b->next_free;
+                freed += b->capacity;
                 free_block(c, b);
             }
             t->free[k] = NULL;
         }
-    c->cached = 0;
+    }
+    c->cached -= freed;
+    return freed;
 }
 
 td_alloc_block *td_alloc_cache_reuse(td_alloc_cache *c, size_t nbytes, uintptr_t stream) {
@@ -130,8 +138,7 @@ td_alloc_block *td_alloc_cache_alloc(td_alloc_cache *c, size_t nbytes, uintptr_t
     b = calloc(1, c->cfg.header_size);
     void *ptr = b ? c->cfg.raw_alloc(c->cfg.ctx, capacity ? capacity : c->cfg.align) : NULL;
     pthread_mutex_lock(&c->lock);
-    if (b && !ptr && c->cfg.oom_retry && c->cached) {
-        empty_locked(c);
+    if (b && !ptr && c->cfg.oom_retry && empty_locked(c, false)) {
         c->stats.oom_retries++;
         ptr = c->cfg.raw_alloc(c->cfg.ctx, capacity ? capacity : c->cfg.align);
     }
@@ -163,17 +170,36 @@ void td_alloc_cache_release(td_alloc_cache *c, td_alloc_block *b, uintptr_t stre
     if (!t) free_block(c, b);
 }
 
+td_status td_alloc_cache_keep(td_alloc_cache *c, uintptr_t stream) {
+    pthread_mutex_lock(&c->lock);
+    tag_lists *t = lists_of(c, stream, true);
+    if (t) t->kept = true;
+    pthread_mutex_unlock(&c->lock);
+    return t ? TD_OK : td_error_set(TD_ERR_OOM, "td_alloc_cache_keep: out of host memory");
+}
+
 void td_alloc_cache_retag(td_alloc_cache *c, uintptr_t from, uintptr_t to) {
     pthread_mutex_lock(&c->lock);
-    tag_lists *src = lists_of(c, from, false), *dst = from != to && src ? lists_of(c, to, true) : NULL;
-    for (int k = 0; dst && k < c->cfg.classes; k++) {
-        for (td_alloc_block *b = src->free[k], *next; b; b = next) {
-            next = b->next_free;
-            b->stream = to;
-            b->next_free = dst->free[k];
-            dst->free[k] = b;
-        }
-        src->free[k] = NULL;
+    tag_lists *src = from != to ? lists_of(c, from, false) : NULL, *dst = src ? lists_of(c, to, false) : NULL;
+    if (src && !dst) { /* from's lists become to's */
+        src->stream = to;
+        src->kept = false;
+        for (int k = 0; k < c->cfg.classes; k++)
+            for (td_alloc_block *b = src->free[k]; b; b = b->next_free) b->stream = to;
+    } else if (src) { /* moved into to's lists; from's are dropped */
+        for (int k = 0; k < c->cfg.classes; k++)
+            for (td_alloc_block *b = src->free[k], *next; b; b = next) {
+                next = b->next_free;
+                b->stream = to;
+                b->next_free = dst->free[k];
+                dst->free[k] = b;
+            }
+        for (tag_lists **p = &c->tags; *p; p = &(*p)->next)
+            if (*p == src) {
+                *p = src->next;
+                break;
+            }
+        free(src);
     }
     pthread_mutex_unlock(&c->lock);
 }
@@ -186,7 +212,7 @@ void td_alloc_cache_set_oom_retry(td_alloc_cache *c, bool on) {
 
 void td_alloc_cache_empty(td_alloc_cache *c) {
     pthread_mutex_lock(&c->lock);
-    empty_locked(c);
+    empty_locked(c, false);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -200,7 +226,7 @@ void td_alloc_cache_stats(td_alloc_cache *c, bool reset_peak, td_memory_stats *o
 
 void td_alloc_cache_destroy(td_alloc_cache *c) {
     if (!c) return;
-    empty_locked(c);
+    empty_locked(c, true);
     for (tag_lists *t = c->tags, *next; t; t = next) {
         next = t->next;
         free(t);
