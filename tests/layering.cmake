@@ -1,6 +1,6 @@
 # The layering test: arrows run one way. Each folder has a level; a file may use
 # its own folder and folders of a lower level, never a peer or a higher one:
-#   include/trident < src/core < backends, autograd, io, data < nn < dist (DDP wraps modules)
+#   include/trident < src/core < backends, autograd, io, data < src/profile (the report) < nn < dist (DDP wraps modules)
 #   < dist transport plugins < optim < src/workloads < examples < bench < tools (the CLI links bench)
 # Checked: every #include "..." of src/, tools/ and bench/ (resolved as the compiler would: the
 # file's folder, then src/, include/, bench/, src/workloads/), that tools and bench include
@@ -12,7 +12,7 @@ cmake_minimum_required(VERSION 3.16)
 set(levels
   include 0 src/core 10
   src/backend_cpu 20 src/backend_cuda 20 src/backend_vulkan 20 src/autograd 20 src/io 20 src/data 20 src/omp_env 20
-  src/nn 30 src/dist 35 src/dist_mpi 36 src/dist_nccl 36 src/optim 40 src/workloads 50 examples 55 bench 60 tools 70)
+  src/profile 25 src/nn 30 src/dist 35 src/dist_mpi 36 src/dist_nccl 36 src/optim 40 src/workloads 50 examples 55 bench 60 tools 70)
 # known exceptions: "from -> to" with the reason beside
 set(allowed
   "tools -> tests"        # devices --selftest compiles in tests/test_conformance.c's case table

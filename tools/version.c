@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trident/backend.h"
 #include "trident/trident.h"
 #include "trident_build_info.h"
 
@@ -24,7 +23,7 @@ int cmd_version(int argc, char **argv) {
     (void)argc, (void)argv;
     static const char *const types[TD_DEVICE_TYPE_COUNT] = {"cpu", "cuda", "vulkan"};
     printf("trident %s (commit %s)\n", TRIDENT_VERSION, TRIDENT_GIT_COMMIT);
-    const char *lib = file_of((const void *)&td_backend_for);
+    const char *lib = file_of((const void *)&td_backend_unavailable_reason);
     printf("library: %s\n", lib);
     printf("backends:\n");
     for (int type = 0; type < TD_DEVICE_TYPE_COUNT; type++) {
@@ -35,8 +34,7 @@ int cmd_version(int argc, char **argv) {
         }
         int n = 0;
         while (td_device_available((td_device){type, n})) n++;
-        const td_backend *be = td_backend_for(type);
-        const char *from = type == TD_DEVICE_CPU ? "built in" : file_of((const void *)be->iface);
+        const char *from = type == TD_DEVICE_CPU ? "built in" : file_of(td_backend_symbol(type, "td_backend_plugin"));
         printf("  %-7s loaded (%s), %d device%s\n", types[type], from, n, n == 1 ? "" : "s");
     }
     td_clear_error();

@@ -278,8 +278,6 @@ TD_API int64_t td_operand_numel(const td_operand *v);
 TD_API bool td_operand_is_contiguous(const td_operand *v);
 /* METHOD. The backend registered for a device type, or NULL (with why in the error). */
 TD_API const td_backend *td_backend_for(int device_type);
-/* METHOD. Why a backend is unavailable ("plugin not loaded: ..."), or NULL if it is available. */
-TD_API const char *td_backend_unavailable_reason(int device_type);
 
 /* ---- Kernel cache (shared service) ----
 ** Compiled kernels (SPIR-V, cubins, PTX) kept by a 64-bit key: in memory (the

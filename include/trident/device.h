@@ -45,6 +45,10 @@ typedef struct td_device_info {
 ** Returns TD_OK, TD_ERR_MISUSE (out is NULL), TD_ERR_UNAVAILABLE (no such
 ** device; the message says why). */
 TD_API td_status td_device_get_info(td_device dev, td_device_info *out);
+/* METHOD. Why the backend of a device type (td_device_type) is unavailable
+** ("plugin not loaded: ..."), or NULL if it is available. The string is owned
+** by the library and lives as long as the process; thread-safe. */
+TD_API const char *td_backend_unavailable_reason(int device_type);
 /* METHOD. A symbol that the plugin of an available device type exports beside
 ** td_backend_plugin (a backend's own tools, such as the Vulkan self-test hooks
 ** of backend_vulkan/vk_selftest.h), or NULL. */
