@@ -37,15 +37,21 @@ template <typename C> struct attn_rows { static constexpr int BR = sizeof(C) == 
 template <typename C> __device__ __forceinline__ C c_exp(C x) { return exp(x); }
 template <> __device__ __forceinline__ float c_exp<float>(float x) { return __expf(x); }
 
+/* The start of a one-thread-per-query-row kernel: BR rows a block, the key and
+** value tiles ks, vs, t this thread's row in its tile, nqb the tiles of a
+** sequence, sc the scale in C. */
+#define ATTN_QROWS_SETUP(C, DP)                                                                                        \
+    constexpr int BR = attn_rows<C>::BR;                                                                               \
+    __shared__ C ks[BR][DP], vs[BR][DP];                                                                               \
+    int t = threadIdx.x;                                                                                               \
+    int64_t nqb = (a.L + BR - 1) / BR;                                                                                 \
+    C sc = sizeof(C) == 8 ? (C)a.scale : (C)a.scale_f
+
 /* ---- forward: one thread per query row ---- */
 template <typename T, typename C, int DP>
 __global__ void __launch_bounds__(attn_rows<C>::BR)
     attn_fwd(cu_attn_args a, const T *q, const T *k, const T *v, T *out, C *lse) {
-    constexpr int BR = attn_rows<C>::BR;
-    __shared__ C ks[BR][DP], vs[BR][DP];
-    int t = threadIdx.x;
-    int64_t nqb = (a.L + BR - 1) / BR;
-    C sc = sizeof(C) == 8 ? (C)a.scale : (C)a.scale_f;
+    ATTN_QROWS_SETUP(C, DP);
     for (int64_t task = blockIdx.x; task < a.N * nqb; task += gridDim.x) {
         int64_t n = task / nqb, i0 = (task % nqb) * BR, i = i0 + t;
         bool valid = i < a.L;
@@ -168,11 +174,7 @@ __global__ void __launch_bounds__(attn_rows<C>::BR) attn_dkdv(cu_attn_args a, co
 template <typename T, typename C, int DP>
 __global__ void __launch_bounds__(attn_rows<C>::BR)
     attn_dq(cu_attn_args a, const T *dout, const T *q, const T *k, const T *v, const T *out, const C *lse, T *dq) {
-    constexpr int BR = attn_rows<C>::BR;
-    __shared__ C ks[BR][DP], vs[BR][DP];
-    int t = threadIdx.x;
-    int64_t nqb = (a.L + BR - 1) / BR;
-    C sc = sizeof(C) == 8 ? (C)a.scale : (C)a.scale_f;
+    ATTN_QROWS_SETUP(C, DP);
     for (int64_t task = blockIdx.x; task < a.N * nqb; task += gridDim.x) {
         int64_t n = task / nqb, i0 = (task % nqb) * BR, i = i0 + t;
         bool valid = i < a.L;

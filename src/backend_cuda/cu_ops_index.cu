@@ -45,24 +45,17 @@
     }
 
 /* Run the block with `typedef <unsigned type of es bytes> U;` (es = 1, 2, 4, 8 or 16). */
+#define UNIT_CASE_(es, U_, ...)                                                                                        \
+    case es: {                                                                                                         \
+        typedef U_ U;                                                                                                  \
+        __VA_ARGS__;                                                                                                   \
+    } break;
 #define UNIT_SWITCH(es, ...)                                                                                           \
     switch (es) {                                                                                                      \
-    case 16: {                                                                                                         \
-        typedef uint4 U;                                                                                               \
-        __VA_ARGS__;                                                                                                   \
-    } break;                                                                                                           \
-    case 8: {                                                                                                          \
-        typedef uint64_t U;                                                                                            \
-        __VA_ARGS__;                                                                                                   \
-    } break;                                                                                                           \
-    case 4: {                                                                                                          \
-        typedef uint32_t U;                                                                                            \
-        __VA_ARGS__;                                                                                                   \
-    } break;                                                                                                           \
-    case 2: {                                                                                                          \
-        typedef uint16_t U;                                                                                            \
-        __VA_ARGS__;                                                                                                   \
-    } break;                                                                                                           \
+        UNIT_CASE_(16, uint4, __VA_ARGS__)                                                                             \
+        UNIT_CASE_(8, uint64_t, __VA_ARGS__)                                                                           \
+        UNIT_CASE_(4, uint32_t, __VA_ARGS__)                                                                           \
+        UNIT_CASE_(2, uint16_t, __VA_ARGS__)                                                                           \
     default: {                                                                                                         \
         typedef uint8_t U;                                                                                             \
         __VA_ARGS__;                                                                                                   \

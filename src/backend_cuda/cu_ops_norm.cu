@@ -10,6 +10,41 @@
 */
 #include "cu_reduce.cuh"
 
+/* The statistics of a row of n (xr in memory, or v in registers when VPT > 0),
+** two passes: *mu = sum_j x[j] / n, *rs = 1 / sqrt(sum_j (x[j] - mu)^2 / n + eps). */
+template <int TPR, int VPT, int V, typename T, typename C>
+__device__ __forceinline__ void norm_row_stats(const T *xr, const C *v, int64_t n, int t, C *scratch, double eps, C *mu,
+                                               C *rs) {
+    C s = 0, q = 0;
+    /* pass 1: mean */
+    cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
+    C m = cu_row_sum<TPR>(s, scratch) / (C)n;
+    /* pass 2: variance */
+    cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+        C dx = (VPT > 0 ? v[k] : cu_to<C>(xr[j])) - m;
+        q += dx * dx;
+    });
+    *rs = (C)1 / sqrt(cu_row_sum<TPR>(q, scratch) / (C)n + (C)eps);
+    *mu = m;
+}
+
+/* Pass 3 of a row: y[j] = (x[j] - mu) * rs * w[c] + b[c] (w, b NULL: 1, 0), c = chan(j), stored to yr. */
+template <int TPR, int VPT, int V, typename T, typename C, typename F>
+__device__ __forceinline__ void norm_row_out(const T *xr, C *v, T *yr, int64_t n, int t, C mu, C rs, const T *w,
+                                             const T *b, F chan) {
+    cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+        C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
+        int64_t c = chan(j);
+        if (w) e *= cu_to<C>(w[c]);
+        if (b) e += cu_to<C>(b[c]);
+        if (VPT > 0)
+            v[k] = e;
+        else
+            yr[j] = cu_from<T>(e);
+    });
+    cu_row_store<TPR, VPT, V>(yr, n, t, v);
+}
+
 /* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R); res, sum (R, n)
 ** or NULL (ADD_LAYER_NORM: x is replaced by sum = x + res, rounded to T as
 ** ADD does, written out and normalized):
@@ -21,13 +56,11 @@
 template <typename T, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, T *sum, const T *w, const T *b, T *y,
                                                       T *mean, T *rstd, int64_t R, int64_t n, double eps) {
-    typedef typename cu_compute<T>::type C;
-    __shared__ C scratch[32];
-    int t = cu_row_lane<TPR>();
+    CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         const T *xr = x + r * n;
         T *yr = y + r * n;
-        C v[VPT > 0 ? VPT : 1], s = 0, q = 0;
+        C v[VPT > 0 ? VPT : 1];
         cu_row_load<TPR, VPT, V>(xr, n, t, v);
         if (res) { /* pass 0: sum = x + res; each thread rereads only the elements it wrote */
             const T *rr = res + r * n;
@@ -39,26 +72,9 @@ __global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, 
             });
             xr = sr;
         }
-        /* pass 1: mean */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
-        C mu = cu_row_sum<TPR>(s, scratch) / (C)n;
-        /* pass 2: variance */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
-            C dx = (VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu;
-            q += dx * dx;
-        });
-        C rs = (C)1 / sqrt(cu_row_sum<TPR>(q, scratch) / (C)n + (C)eps);
-        /* pass 3: normalize, scale, shift */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
-            C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
-            if (w) e *= cu_to<C>(w[j]);
-            if (b) e += cu_to<C>(b[j]);
-            if (VPT > 0)
-                v[k] = e;
-            else
-                yr[j] = cu_from<T>(e);
-        });
-        cu_row_store<TPR, VPT, V>(yr, n, t, v);
+        C mu, rs;
+        norm_row_stats<TPR, VPT, V>(xr, v, n, t, scratch, eps, &mu, &rs);
+        norm_row_out<TPR, VPT, V>(xr, v, yr, n, t, mu, rs, w, b, [](int64_t j) { return j; });
         if (t == 0) mean[r] = cu_from<T>(mu), rstd[r] = cu_from<T>(rs);
     }
 }
@@ -105,36 +121,16 @@ template <typename T, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR)
     group_norm_kernel(const T *x, const T *w, const T *b, T *y, T *mean, T *rstd, int64_t R, int64_t n, int64_t G,
                       int64_t Cg, int64_t S, double eps) {
-    typedef typename cu_compute<T>::type C;
-    __shared__ C scratch[32];
-    int t = cu_row_lane<TPR>();
+    CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         const T *xr = x + r * n;
         T *yr = y + r * n;
         int64_t c0 = (r % G) * Cg;
-        C v[VPT > 0 ? VPT : 1], s = 0, q = 0;
+        C v[VPT > 0 ? VPT : 1];
         cu_row_load<TPR, VPT, V>(xr, n, t, v);
-        /* pass 1: mean */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { s += VPT > 0 ? v[k] : cu_to<C>(xr[j]); });
-        C mu = cu_row_sum<TPR>(s, scratch) / (C)n;
-        /* pass 2: variance */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
-            C dx = (VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu;
-            q += dx * dx;
-        });
-        C rs = (C)1 / sqrt(cu_row_sum<TPR>(q, scratch) / (C)n + (C)eps);
-        /* pass 3: normalize, scale and shift per channel */
-        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
-            C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
-            int64_t c = c0 + j / S;
-            if (w) e *= cu_to<C>(w[c]);
-            if (b) e += cu_to<C>(b[c]);
-            if (VPT > 0)
-                v[k] = e;
-            else
-                yr[j] = cu_from<T>(e);
-        });
-        cu_row_store<TPR, VPT, V>(yr, n, t, v);
+        C mu, rs;
+        norm_row_stats<TPR, VPT, V>(xr, v, n, t, scratch, eps, &mu, &rs);
+        norm_row_out<TPR, VPT, V>(xr, v, yr, n, t, mu, rs, w, b, [&](int64_t j) { return c0 + j / S; });
         if (t == 0) mean[r] = cu_from<T>(mu), rstd[r] = cu_from<T>(rs);
     }
 }

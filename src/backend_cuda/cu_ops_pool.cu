@@ -210,26 +210,24 @@ extern "C" td_status cu_op_MAX_POOL2D(cu_dev *d, const td_op *op) {
 CU_SUPPORTS(MAX_POOL2D_BACKWARD) { return pool_ok(op) && op->in[1].ndim == 4; }
 extern "C" td_status cu_op_MAX_POOL2D_BACKWARD(cu_dev *d, const td_op *op) { return pool_max_backward(d, op); }
 
-/* in = x; out = y */
-CU_SUPPORTS(AVG_POOL2D) { return pool_ok(op) && pool_geometry_ok(op); }
-extern "C" td_status cu_op_AVG_POOL2D(cu_dev *d, const td_op *op) {
-    const td_operand *x = &op->in[0], *y = &op->out[0];
-    pool_geom q = pool_geom_of(op, x->shape, y->shape);
-    int64_t n = td_operand_numel(y);
+/* AVG_POOL2D: in = x, out = y; backward: in = dy, out = dx (the geometry from x and y either way) */
+static td_status pool_avg_run(cu_dev *d, const td_op *op, bool backward) {
+    const td_operand *in = &op->in[0], *out = &op->out[0];
+    pool_geom q = backward ? pool_geom_of(op, out->shape, in->shape) : pool_geom_of(op, in->shape, out->shape);
+    int64_t n = td_operand_numel(out);
     if (n == 0) return TD_OK;
-    CU_SWITCH_FLOAT(x->dtype, pool_avg<T>
-                    <<<cu_grid(d, n, CU_BLOCK), CU_BLOCK, 0, d->stream>>>((const T *)cu_data(x), (T *)cu_data(y), q));
-    return CU_LAUNCHED("avg_pool2d");
+    unsigned grid = cu_grid(d, n, CU_BLOCK);
+    if (backward) {
+        CU_SWITCH_FLOAT(in->dtype, pool_avg_backward<T>
+                        <<<grid, CU_BLOCK, 0, d->stream>>>((const T *)cu_data(in), (T *)cu_data(out), q));
+    } else {
+        CU_SWITCH_FLOAT(in->dtype,
+                        pool_avg<T><<<grid, CU_BLOCK, 0, d->stream>>>((const T *)cu_data(in), (T *)cu_data(out), q));
+    }
+    return CU_LAUNCHED(backward ? "avg_pool2d_backward" : "avg_pool2d");
 }
 
-/* in = dy; out = dx */
+CU_SUPPORTS(AVG_POOL2D) { return pool_ok(op) && pool_geometry_ok(op); }
+extern "C" td_status cu_op_AVG_POOL2D(cu_dev *d, const td_op *op) { return pool_avg_run(d, op, false); }
 CU_SUPPORTS(AVG_POOL2D_BACKWARD) { return pool_ok(op) && pool_geometry_ok(op); }
-extern "C" td_status cu_op_AVG_POOL2D_BACKWARD(cu_dev *d, const td_op *op) {
-    const td_operand *dy = &op->in[0], *dx = &op->out[0];
-    pool_geom q = pool_geom_of(op, dx->shape, dy->shape);
-    int64_t n = td_operand_numel(dx);
-    if (n == 0) return TD_OK;
-    CU_SWITCH_FLOAT(dy->dtype, pool_avg_backward<T>
-                    <<<cu_grid(d, n, CU_BLOCK), CU_BLOCK, 0, d->stream>>>((const T *)cu_data(dy), (T *)cu_data(dx), q));
-    return CU_LAUNCHED("avg_pool2d_backward");
-}
+extern "C" td_status cu_op_AVG_POOL2D_BACKWARD(cu_dev *d, const td_op *op) { return pool_avg_run(d, op, true); }

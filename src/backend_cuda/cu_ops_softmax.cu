@@ -21,9 +21,7 @@
 ** a second read to write y. */
 template <typename T, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR) softmax_kernel(const T *x, T *y, int64_t R, int64_t n, bool log_out) {
-    typedef typename cu_compute<T>::type C;
-    __shared__ C scratch[32];
-    int t = cu_row_lane<TPR>();
+    CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         const T *xr = x + r * n;
         T *yr = y + r * n;
@@ -57,9 +55,8 @@ static bool softmax_ok(const td_op *op) { return td_operand_numel(&op->out[0]) =
 
 static td_status softmax_run(cu_dev *d, const td_op *op, bool log_out) {
     const td_operand *x = &op->in[0];
-    int64_t numel = td_operand_numel(x), n = x->ndim ? x->shape[x->ndim - 1] : 1;
-    if (numel == 0) return TD_OK;
-    int64_t R = numel / n;
+    int64_t R, n;
+    if (!cu_rows_of(x, &R, &n)) return TD_OK;
     CU_SWITCH_FLOAT(x->dtype, {
         const T *px = (const T *)cu_data(x);
         T *py = (T *)cu_data(&op->out[0]);
@@ -82,9 +79,7 @@ extern "C" td_status cu_op_LOG_SOFTMAX(cu_dev *d, const td_op *op) { return soft
 template <typename T, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR)
     softmax_backward_kernel(const T *dy, const T *y, T *dx, int64_t R, int64_t n, bool log_out) {
-    typedef typename cu_compute<T>::type C;
-    __shared__ C scratch[32];
-    int t = cu_row_lane<TPR>();
+    CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         const T *gr = dy + r * n, *yr = y + r * n;
         T *xr = dx + r * n;
@@ -116,9 +111,8 @@ static bool softmax_backward_ok(const td_op *op) {
 
 static td_status softmax_backward_run(cu_dev *d, const td_op *op, bool log_out) {
     const td_operand *dy = &op->in[0];
-    int64_t numel = td_operand_numel(dy), n = dy->ndim ? dy->shape[dy->ndim - 1] : 1;
-    if (numel == 0) return TD_OK;
-    int64_t R = numel / n;
+    int64_t R, n;
+    if (!cu_rows_of(dy, &R, &n)) return TD_OK;
     CU_SWITCH_FLOAT(dy->dtype, {
         const T *pg = (const T *)cu_data(dy), *py = (const T *)cu_data(&op->in[1]);
         T *px = (T *)cu_data(&op->out[0]);

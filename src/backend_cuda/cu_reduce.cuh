@@ -16,8 +16,8 @@
 **   VPT and V from the row length and alignment.
 ** defines: cu_lowest, cu_highest, cu_vec, cu_max_nan, cu_row_lane,
 **          cu_row_first, cu_row_stride, cu_row_each, cu_row_load, cu_row_store,
-**          cu_row_sum, cu_row_max, cu_row_max_sumexp, CU_ROWS_LAUNCH,
-**          CU_ROWS_BOUNDS, cu_rows_aligned.
+**          cu_row_sum, cu_row_max, cu_row_max_sumexp, CU_ROW_SETUP, CU_ROWS_LAUNCH,
+**          CU_ROWS_BOUNDS, cu_rows_aligned, cu_rows_of.
 */
 #ifndef TRIDENT_CU_REDUCE_CUH
 #define TRIDENT_CU_REDUCE_CUH
@@ -55,6 +55,13 @@ template <int TPR> __device__ __forceinline__ int64_t cu_row_stride() {
     return TPR == 32 ? (int64_t)gridDim.x * (blockDim.x / 32) : (int64_t)gridDim.x;
 }
 
+/* The start of a row-group kernel over T: C (T's compute type), the scratch of
+** cu_row_sum / cu_row_max and t, this thread's lane in its group. */
+#define CU_ROW_SETUP(T, TPR)                                                                                           \
+    typedef typename cu_compute<T>::type C;                                                                            \
+    __shared__ C scratch[32];                                                                                          \
+    int t = cu_row_lane<TPR>()
+
 /* f(k, j) for each element j < n of thread t, k its register slot (0 when
 ** VPT == 0). Slot k holds j = ((k / V) TPR + t) V + k % V: with V = 1 the
 ** elements t, t + TPR, ...; with V = cu_vec<T>::N runs of V adjacent
@@ -71,6 +78,17 @@ template <int TPR, int VPT, int V, typename F> __device__ __forceinline__ void c
     }
 }
 
+/* f(q, i) for thread t's 16-byte vectors i of the row (V elements each, in
+** slots q V .. q V + V - 1): cu_row_load and cu_row_store with V > 1. */
+template <int TPR, int VPT, int V, typename F> __device__ __forceinline__ void cu_row_vecs(int64_t n, int t, F f) {
+#pragma unroll
+    for (int q = 0; q < VPT / V; q++) {
+        int64_t i = (int64_t)q * TPR + t;
+        if (i * V >= n) continue;
+        f(q, i);
+    }
+}
+
 /* v[k] = x[j] for thread t's slots (a no-op when VPT == 0) */
 template <int TPR, int VPT, int V, typename T, typename C>
 __device__ __forceinline__ void cu_row_load(const T *x, int64_t n, int t, C *v) {
@@ -79,14 +97,11 @@ __device__ __forceinline__ void cu_row_load(const T *x, int64_t n, int t, C *v) 
     } else if constexpr (V == 1) {
         cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { v[k] = cu_to<C>(x[j]); });
     } else {
-#pragma unroll
-        for (int q = 0; q < VPT / V; q++) {
-            int64_t i = (int64_t)q * TPR + t;
-            if (i * V >= n) continue;
+        cu_row_vecs<TPR, VPT, V>(n, t, [&](int q, int64_t i) {
             cu_vec<T> p = ((const cu_vec<T> *)x)[i];
 #pragma unroll
             for (int e = 0; e < V; e++) v[q * V + e] = cu_to<C>(p.v[e]);
-        }
+        });
     }
 }
 /* x[j] = v[k] for thread t's slots (a no-op when VPT == 0) */
@@ -97,15 +112,12 @@ __device__ __forceinline__ void cu_row_store(T *x, int64_t n, int t, const C *v)
     } else if constexpr (V == 1) {
         cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { x[j] = cu_from<T>(v[k]); });
     } else {
-#pragma unroll
-        for (int q = 0; q < VPT / V; q++) {
-            int64_t i = (int64_t)q * TPR + t;
-            if (i * V >= n) continue;
+        cu_row_vecs<TPR, VPT, V>(n, t, [&](int q, int64_t i) {
             cu_vec<T> p;
 #pragma unroll
             for (int e = 0; e < V; e++) p.v[e] = cu_from<T>(v[q * V + e]);
             ((cu_vec<T> *)x)[i] = p;
-        }
+        });
     }
 }
 
@@ -160,6 +172,13 @@ __device__ __forceinline__ void cu_row_max_sumexp(const T *x, int64_t n, int t, 
         else                                                                                                           \
             KERNEL<T, TPR, VPT, 1><<<grid, TPR == 32 ? 256 : TPR, 0, s_>>>(__VA_ARGS__);                               \
     } while (0)
+/* The else-ifs of TPR threads a row holding it in VPT = 4, 8, 16 and (when
+** big) 32 registers a thread: the rows up to TPR * VPT elements. */
+#define CU_ROWS_TIER_(vec, TPR, big, grid, KERNEL, ...)                                                                \
+    else if (n_ <= (TPR)*4) CU_ROWS_CASE_(vec, TPR, 4, grid, KERNEL, __VA_ARGS__);                                     \
+    else if (n_ <= (TPR)*8) CU_ROWS_CASE_(vec, TPR, 8, grid, KERNEL, __VA_ARGS__);                                     \
+    else if (n_ <= (TPR)*16) CU_ROWS_CASE_(vec, TPR, 16, grid, KERNEL, __VA_ARGS__);                                   \
+    else if (n_ <= (TPR)*32 && (big)) CU_ROWS_CASE_(vec, TPR, 32, grid, KERNEL, __VA_ARGS__);
 #define CU_ROWS_LAUNCH(d, rows, n, vec, KERNEL, ...)                                                                   \
     do {                                                                                                               \
         unsigned gw_ = cu_grid((d), (rows), 8), gb_ = cu_grid((d), (rows), 1);                                         \
@@ -169,24 +188,10 @@ __device__ __forceinline__ void cu_row_max_sumexp(const T *x, int64_t n, int t, 
             KERNEL<T, 32, 1, 1><<<gw_, 256, 0, s_>>>(__VA_ARGS__);                                                     \
         else if (n_ <= 64)                                                                                             \
             CU_ROWS_CASE_(vec, 32, 2, gw_, KERNEL, __VA_ARGS__);                                                       \
-        else if (n_ <= 128)                                                                                            \
-            CU_ROWS_CASE_(vec, 32, 4, gw_, KERNEL, __VA_ARGS__);                                                       \
-        else if (n_ <= 256)                                                                                            \
-            CU_ROWS_CASE_(vec, 32, 8, gw_, KERNEL, __VA_ARGS__);                                                       \
-        else if (n_ <= 512)                                                                                            \
-            CU_ROWS_CASE_(vec, 32, 16, gw_, KERNEL, __VA_ARGS__);                                                      \
-        else if (n_ <= 1024)                                                                                           \
-            CU_ROWS_CASE_(vec, 32, 32, gw_, KERNEL, __VA_ARGS__);                                                      \
-        else if (n_ <= 2048)                                                                                           \
-            CU_ROWS_CASE_(vec, 512, 4, gb_, KERNEL, __VA_ARGS__);                                                      \
-        else if (n_ <= 4096)                                                                                           \
-            CU_ROWS_CASE_(vec, 512, 8, gb_, KERNEL, __VA_ARGS__);                                                      \
-        else if (n_ <= 8192)                                                                                           \
-            CU_ROWS_CASE_(vec, 512, 16, gb_, KERNEL, __VA_ARGS__);                                                     \
-        else if (n_ <= 16384 && sizeof(T) < 8) /* 32 doubles a thread would spill at 512 threads */                    \
-            CU_ROWS_CASE_(vec, 512, 32, gb_, KERNEL, __VA_ARGS__);                                                     \
-        else                                                                                                           \
-            KERNEL<T, 512, 0, 1><<<gb_, 512, 0, s_>>>(__VA_ARGS__);                                                    \
+        CU_ROWS_TIER_(vec, 32, true, gw_, KERNEL, __VA_ARGS__)                                                         \
+        /* 32 doubles a thread would spill at 512 threads */                                                           \
+        CU_ROWS_TIER_(vec, 512, sizeof(T) < 8, gb_, KERNEL, __VA_ARGS__)                                               \
+        else KERNEL<T, 512, 0, 1><<<gb_, 512, 0, s_>>>(__VA_ARGS__);                                                   \
     } while (0)
 /* __launch_bounds__ of a CU_ROWS_LAUNCH kernel */
 #define CU_ROWS_BOUNDS(TPR) __launch_bounds__((TPR) == 32 ? 256 : (TPR))
@@ -194,6 +199,15 @@ __device__ __forceinline__ void cu_row_max_sumexp(const T *x, int64_t n, int t, 
 ** ignored) are all 16-byte aligned: CU_ROWS_LAUNCH's vec. */
 static inline bool cu_rows_aligned(int64_t n, size_t esize, const void *a, const void *b) {
     return (n * (int64_t)esize) % 16 == 0 && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0;
+}
+
+/* The rows of x's last dim: *n its length (1 for a scalar), *R = numel / n.
+** False when x has no elements (nothing to launch). */
+static inline bool cu_rows_of(const td_operand *x, int64_t *R, int64_t *n) {
+    int64_t numel = td_operand_numel(x);
+    *n = x->ndim ? x->shape[x->ndim - 1] : 1;
+    *R = numel ? numel / *n : 0;
+    return numel != 0;
 }
 
 #endif /* TRIDENT_CU_REDUCE_CUH */
