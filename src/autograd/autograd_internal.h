@@ -81,14 +81,19 @@ typedef struct td__formula {
     int n_diff_out;
 } td__formula;
 
-/* The formula of kind, or NULL: the table filled once from each family's rows. */
+/* The formula of kind, or NULL (formulas.c's table). */
 const td__formula *td__formula_for(td_op_kind kind);
-/* A family's rows (formulas_<family>.c), ended by a row of kind TD_OP_COUNT. */
-typedef struct td__formula_row {
-    td_op_kind kind;
-    td__formula f;
-} td__formula_row;
-extern const td__formula_row td__formulas_elementwise[], td__formulas_reduce[], td__formulas_nn[], td__formulas_index[];
+/* The formulas of the family files formulas_<family>.c, each a td__backward (the table is formulas.c's). */
+typedef td_status td__backward(td_node *n, td_tensor *const *gy, td_tensor **gx);
+td__backward td__bw_copy, td__bw_add, td__bw_sub, td__bw_mul, td__bw_div, td__bw_pow, td__bw_maximum, td__bw_minimum,
+    td__bw_where, td__bw_neg, td__bw_abs, td__bw_exp, td__bw_log, td__bw_sqrt, td__bw_rsqrt, td__bw_sin, td__bw_cos,
+    td__bw_tanh, td__bw_sigmoid, td__bw_relu, td__bw_gelu, td__bw_gelu_backward, td__bw_silu, td__bw_clamp, td__bw_sum,
+    td__bw_mean, td__bw_extremum, td__bw_var, td__bw_logsumexp, td__bw_attention, td__bw_matmul, td__bw_linear_gelu,
+    td__bw_softmax, td__bw_log_softmax, td__bw_layer_norm, td__bw_add_layer_norm, td__bw_group_norm,
+    td__bw_cross_entropy, td__bw_conv2d, td__bw_max_pool2d, td__bw_avg_pool2d, td__bw_dropout,
+    td__bw_cross_entropy_backward, td__bw_softmax_backward, td__bw_log_softmax_backward, td__bw_conv2d_backward_input,
+    td__bw_conv2d_backward_weight, td__bw_max_pool2d_backward, td__bw_avg_pool2d_backward, td__bw_embedding,
+    td__bw_embedding_backward, td__bw_index_select, td__bw_gather, td__bw_scatter_add, td__bw_cat;
 
 /* ---- nodes (graph.c) ---- */
 /* New node with refcount 1 and edges to in[] (those requiring grad). */

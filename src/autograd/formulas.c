@@ -1,23 +1,69 @@
 /*
-** The derivative table (one formula per differentiable op of TD_OP_LIST,
-** filled from the rows of the family files formulas_*.c) and helpers the formulas share.
+** The derivative table (one formula per differentiable op of TD_OP_LIST, the
+** functions from the family files formulas_*.c) and helpers the formulas share.
 */
-#include <pthread.h>
-
 #include "autograd_internal.h"
 
-static td__formula table[TD_OP_COUNT];
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void fill_table(void) {
-    const td__formula_row *families[] = {td__formulas_elementwise, td__formulas_reduce, td__formulas_nn,
-                                         td__formulas_index};
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
-        for (const td__formula_row *r = families[i]; r->kind != TD_OP_COUNT; r++) table[r->kind] = r->f;
-}
+static const td__formula table[TD_OP_COUNT] = {
+    [TD_OP_COPY] = {td__bw_copy, 0, 0, 0},
+    [TD_OP_ADD] = {td__bw_add, 0, 0, 0},
+    [TD_OP_SUB] = {td__bw_sub, 0, 0, 0},
+    [TD_OP_MUL] = {td__bw_mul, 3, 0, 0},
+    [TD_OP_DIV] = {td__bw_div, 3, 0, 0},
+    [TD_OP_POW] = {td__bw_pow, 3, 1, 0},
+    [TD_OP_MAXIMUM] = {td__bw_maximum, 3, 0, 0},
+    [TD_OP_MINIMUM] = {td__bw_minimum, 3, 0, 0},
+    [TD_OP_WHERE] = {td__bw_where, 1, 0, 0},
+    [TD_OP_NEG] = {td__bw_neg, 0, 0, 0},
+    [TD_OP_ABS] = {td__bw_abs, 1, 0, 0},
+    [TD_OP_EXP] = {td__bw_exp, 0, 1, 0},
+    [TD_OP_LOG] = {td__bw_log, 1, 0, 0},
+    [TD_OP_SQRT] = {td__bw_sqrt, 0, 1, 0},
+    [TD_OP_RSQRT] = {td__bw_rsqrt, 0, 1, 0},
+    [TD_OP_SIN] = {td__bw_sin, 1, 0, 0},
+    [TD_OP_COS] = {td__bw_cos, 1, 0, 0},
+    [TD_OP_TANH] = {td__bw_tanh, 0, 1, 0},
+    [TD_OP_SIGMOID] = {td__bw_sigmoid, 0, 1, 0},
+    [TD_OP_RELU] = {td__bw_relu, 0, 1, 0},
+    [TD_OP_GELU] = {td__bw_gelu, 1, 0, 0},
+    [TD_OP_GELU_BACKWARD] = {td__bw_gelu_backward, 3, 0, 0},
+    [TD_OP_SILU] = {td__bw_silu, 1, 0, 0},
+    [TD_OP_CLAMP] = {td__bw_clamp, 1, 0, 0},
+    [TD_OP_SUM] = {td__bw_sum, 0, 0, 0},
+    [TD_OP_MEAN] = {td__bw_mean, 0, 0, 0},
+    [TD_OP_MAX] = {td__bw_extremum, 1, 1, 0},
+    [TD_OP_MIN] = {td__bw_extremum, 1, 1, 0},
+    [TD_OP_VAR] = {td__bw_var, 1, 0, 0},
+    [TD_OP_LOGSUMEXP] = {td__bw_logsumexp, 1, 1, 0},
+    [TD_OP_ATTENTION] = {td__bw_attention, 15, 3, 1},
+    [TD_OP_MATMUL] = {td__bw_matmul, 3, 0, 0},
+    [TD_OP_LINEAR_GELU] = {td__bw_linear_gelu, 7, 2, 1},
+    [TD_OP_SOFTMAX] = {td__bw_softmax, 0, 1, 0},
+    [TD_OP_LOG_SOFTMAX] = {td__bw_log_softmax, 0, 1, 0},
+    [TD_OP_LAYER_NORM] = {td__bw_layer_norm, 3, 6, 1},
+    [TD_OP_ADD_LAYER_NORM] = {td__bw_add_layer_norm, 4, 14, 2},
+    [TD_OP_GROUP_NORM] = {td__bw_group_norm, 3, 6, 1},
+    [TD_OP_CROSS_ENTROPY] = {td__bw_cross_entropy, 7, 0, 0},
+    [TD_OP_CONV2D] = {td__bw_conv2d, 3, 0, 0},
+    [TD_OP_MAX_POOL2D] = {td__bw_max_pool2d, 0, 2, 1},
+    [TD_OP_AVG_POOL2D] = {td__bw_avg_pool2d, 0, 0, 0},
+    [TD_OP_DROPOUT] = {td__bw_dropout, 0, 0, 0},
+    [TD_OP_CROSS_ENTROPY_BACKWARD] = {td__bw_cross_entropy_backward, 15, 0, 0},
+    [TD_OP_SOFTMAX_BACKWARD] = {td__bw_softmax_backward, 3, 0, 0},
+    [TD_OP_LOG_SOFTMAX_BACKWARD] = {td__bw_log_softmax_backward, 3, 0, 0},
+    [TD_OP_CONV2D_BACKWARD_INPUT] = {td__bw_conv2d_backward_input, 3, 0, 0},
+    [TD_OP_CONV2D_BACKWARD_WEIGHT] = {td__bw_conv2d_backward_weight, 3, 0, 0},
+    [TD_OP_MAX_POOL2D_BACKWARD] = {td__bw_max_pool2d_backward, 2, 0, 0},
+    [TD_OP_AVG_POOL2D_BACKWARD] = {td__bw_avg_pool2d_backward, 0, 0, 0},
+    [TD_OP_EMBEDDING] = {td__bw_embedding, 2, 0, 0},
+    [TD_OP_EMBEDDING_BACKWARD] = {td__bw_embedding_backward, 2, 0, 0},
+    [TD_OP_INDEX_SELECT] = {td__bw_index_select, 2, 0, 0},
+    [TD_OP_GATHER] = {td__bw_gather, 2, 0, 0},
+    [TD_OP_SCATTER_ADD] = {td__bw_scatter_add, 2, 0, 0},
+    [TD_OP_CAT] = {td__bw_cat, 0, 0, 0},
+};
 
 const td__formula *td__formula_for(td_op_kind kind) {
-    pthread_once(&table_once, fill_table);
     return (unsigned)kind < TD_OP_COUNT && table[kind].fn ? &table[kind] : NULL;
 }
 

@@ -12,34 +12,34 @@
 #define K(v)    td__scalar_like(gy[0], (v))
 
 /* y = cast(x) or x moved to another device (td_to): dx = dy moved back */
-static td_status bw_copy(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_copy(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_to(gy[0], n->in_meta[0].device);
     return td__done(n, gx);
 }
 
 /* y = a + b: da = dy, db = dy */
-static td_status bw_add(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_add(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = gy[0];
     gx[1] = gy[0];
     return td__done(n, gx);
 }
 
 /* y = a - b: da = dy, db = -dy */
-static td_status bw_sub(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_sub(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = gy[0];
     if (NEED(1)) gx[1] = td_neg(gy[0]);
     return td__done(n, gx);
 }
 
 /* y = a * b: da = dy * b, db = dy * a */
-static td_status bw_mul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_mul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (NEED(0)) gx[0] = td_mul(gy[0], IN(1));
     if (NEED(1)) gx[1] = td_mul(gy[0], IN(0));
     return td__done(n, gx);
 }
 
 /* y = a / b: da = dy / b, db = -dy * a / b^2 */
-static td_status bw_div(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_div(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *b = IN(1);
     if (NEED(0)) gx[0] = td_div(gy[0], b);
     if (NEED(1)) gx[1] = td_neg(td_div(td_mul(gy[0], IN(0)), td_mul(b, b)));
@@ -48,7 +48,7 @@ static td_status bw_div(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 
 /* y = a ^ b: da = dy * b * a^(b-1)  (0 where b == 0, as PyTorch)
 **            db = dy * y * ln(a)     (0 where a == 0 and b >= 0, as PyTorch) */
-static td_status bw_pow(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_pow(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *a = IN(0), *b = IN(1), *zero = K(0);
     if (NEED(0)) {
         td_tensor *d = td_mul(td_mul(gy[0], b), td_pow(a, td_sub_scalar(b, 1)));
@@ -71,11 +71,11 @@ static td_status bw_extremum(td_node *n, td_tensor *const *gy, td_tensor **gx, b
     if (NEED(1)) gx[1] = td_mul(dy, td_add(b_wins, half_tie));
     return td__done(n, gx);
 }
-static td_status bw_maximum(td_node *n, td_tensor *const *gy, td_tensor **gx) { return bw_extremum(n, gy, gx, true); }
-static td_status bw_minimum(td_node *n, td_tensor *const *gy, td_tensor **gx) { return bw_extremum(n, gy, gx, false); }
+td_status td__bw_maximum(td_node *n, td_tensor *const *gy, td_tensor **gx) { return bw_extremum(n, gy, gx, true); }
+td_status td__bw_minimum(td_node *n, td_tensor *const *gy, td_tensor **gx) { return bw_extremum(n, gy, gx, false); }
 
 /* y = cond ? a : b: da = cond ? dy : 0, db = cond ? 0 : dy */
-static td_status bw_where(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_where(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *cond = IN(0), *zero = K(0);
     if (NEED(1)) gx[1] = td_where(cond, gy[0], zero);
     if (NEED(2)) gx[2] = td_where(cond, zero, gy[0]);
@@ -83,13 +83,13 @@ static td_status bw_where(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* y = -x: dx = -dy */
-static td_status bw_neg(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_neg(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_neg(gy[0]);
     return td__done(n, gx);
 }
 
 /* y = |x|: dx = dy * sign(x), sign(0) = 0 */
-static td_status bw_abs(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_abs(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *x = IN(0), *zero = K(0);
     td_tensor *sign = td_sub(td__mask_as(td_gt(x, zero), gy[0]), td__mask_as(td_lt(x, zero), gy[0]));
     gx[0] = td_mul(gy[0], sign);
@@ -97,70 +97,70 @@ static td_status bw_abs(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* y = e^x: dx = dy * y */
-static td_status bw_exp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_exp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_mul(gy[0], OUT(0));
     return td__done(n, gx);
 }
 
 /* y = ln x: dx = dy / x */
-static td_status bw_log(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_log(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_div(gy[0], IN(0));
     return td__done(n, gx);
 }
 
 /* y = sqrt x: dx = dy / (2 y) */
-static td_status bw_sqrt(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_sqrt(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_div(gy[0], td_mul_scalar(OUT(0), 2));
     return td__done(n, gx);
 }
 
 /* y = x^-1/2: dx = dy * (-1/2) x^-3/2 = -dy * y^3 / 2 */
-static td_status bw_rsqrt(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_rsqrt(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_mul(gy[0], td_mul_scalar(td_pow_scalar(OUT(0), 3), -0.5));
     return td__done(n, gx);
 }
 
 /* y = sin x: dx = dy cos x */
-static td_status bw_sin(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_sin(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_mul(gy[0], td_cos(IN(0)));
     return td__done(n, gx);
 }
 
 /* y = cos x: dx = -dy sin x */
-static td_status bw_cos(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_cos(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_neg(td_mul(gy[0], td_sin(IN(0))));
     return td__done(n, gx);
 }
 
 /* y = tanh x: dx = dy (1 - y^2) */
-static td_status bw_tanh(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_tanh(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *y = OUT(0);
     gx[0] = td_mul(gy[0], td_sub(K(1), td_mul(y, y)));
     return td__done(n, gx);
 }
 
 /* y = 1/(1+e^-x): dx = dy y (1 - y) */
-static td_status bw_sigmoid(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_sigmoid(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *y = OUT(0);
     gx[0] = td_mul(td_mul(gy[0], y), td_sub(K(1), y));
     return td__done(n, gx);
 }
 
 /* y = max(x, 0): dx = y > 0 ? dy : 0 */
-static td_status bw_relu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_relu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *zero = K(0);
     gx[0] = td_where(td_gt(OUT(0), zero), gy[0], zero);
     return td__done(n, gx);
 }
 
 /* y = gelu(x): dx = dy gelu'(x), by the fused GELU_BACKWARD op */
-static td_status bw_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td__gelu_backward(gy[0], IN(0), n->p.gelu.approximate == TD_GELU_TANH);
     return td__done(n, gx);
 }
 
 /* z = gelu_backward(dy, x) = dy g'(x), g = gelu (the node create_graph records
-** for bw_gelu; differentiating it gives gelu's second derivative):
+** for td__bw_gelu; differentiating it gives gelu's second derivative):
 **   d dy = dz g'(x)  (gelu_backward again),  dx = dz dy g''(x), where
 **   erf form:  g'(x) = Phi(x) + x phi(x), phi(x) = e^(-x^2/2)/sqrt(2pi)
 **              g''(x) = 2 phi(x) + x phi'(x) = phi(x) (2 - x^2)
@@ -168,7 +168,7 @@ static td_status bw_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 **              g'(x) = (1+t)/2 + x/2 (1-t^2) u'
 **              g''(x) = (1-t^2) (u' - x t u'^2 + x u''/2)   (as (1-t^2)' = -2t (1-t^2) u')
 ** g'' is written with ops, so a third derivative flows through it. */
-static td_status bw_gelu_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_gelu_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *x = IN(1), *x2, *g2;
     bool tanh_form = n->p.gelu.approximate == TD_GELU_TANH;
     if (NEED(0)) gx[0] = td__gelu_backward(gy[0], x, tanh_form);
@@ -190,45 +190,17 @@ static td_status bw_gelu_backward(td_node *n, td_tensor *const *gy, td_tensor **
 }
 
 /* y = x s, s = sigmoid(x): dx = dy s (1 + x (1 - s)) */
-static td_status bw_silu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_silu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *x = IN(0), *s = td_sigmoid(x);
     gx[0] = td_mul(td_mul(gy[0], s), td_add(K(1), td_mul(x, td_sub(K(1), s))));
     return td__done(n, gx);
 }
 
 /* y = min(max(x, lo), hi): dx = dy where lo <= x <= hi, else 0 (PyTorch) */
-static td_status bw_clamp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_clamp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *x = IN(0), *keep = K(1);
     if (n->p.clamp.has_lo) keep = td_mul(keep, td__mask_as(td_ge(x, K(n->p.clamp.lo)), gy[0]));
     if (n->p.clamp.has_hi) keep = td_mul(keep, td__mask_as(td_le(x, K(n->p.clamp.hi)), gy[0]));
     gx[0] = td_mul(gy[0], keep);
     return td__done(n, gx);
 }
-
-const td__formula_row td__formulas_elementwise[] = {
-    {TD_OP_COPY, {bw_copy, 0, 0, 0}},
-    {TD_OP_ADD, {bw_add, 0, 0, 0}},
-    {TD_OP_SUB, {bw_sub, 0, 0, 0}},
-    {TD_OP_MUL, {bw_mul, 3, 0, 0}},
-    {TD_OP_DIV, {bw_div, 3, 0, 0}},
-    {TD_OP_POW, {bw_pow, 3, 1, 0}},
-    {TD_OP_MAXIMUM, {bw_maximum, 3, 0, 0}},
-    {TD_OP_MINIMUM, {bw_minimum, 3, 0, 0}},
-    {TD_OP_WHERE, {bw_where, 1, 0, 0}},
-    {TD_OP_NEG, {bw_neg, 0, 0, 0}},
-    {TD_OP_ABS, {bw_abs, 1, 0, 0}},
-    {TD_OP_EXP, {bw_exp, 0, 1, 0}},
-    {TD_OP_LOG, {bw_log, 1, 0, 0}},
-    {TD_OP_SQRT, {bw_sqrt, 0, 1, 0}},
-    {TD_OP_RSQRT, {bw_rsqrt, 0, 1, 0}},
-    {TD_OP_SIN, {bw_sin, 1, 0, 0}},
-    {TD_OP_COS, {bw_cos, 1, 0, 0}},
-    {TD_OP_TANH, {bw_tanh, 0, 1, 0}},
-    {TD_OP_SIGMOID, {bw_sigmoid, 0, 1, 0}},
-    {TD_OP_RELU, {bw_relu, 0, 1, 0}},
-    {TD_OP_GELU, {bw_gelu, 1, 0, 0}},
-    {TD_OP_GELU_BACKWARD, {bw_gelu_backward, 3, 0, 0}},
-    {TD_OP_SILU, {bw_silu, 1, 0, 0}},
-    {TD_OP_CLAMP, {bw_clamp, 1, 0, 0}},
-    {TD_OP_COUNT, {0}},
-};

@@ -14,14 +14,14 @@ static int axis(const td_node *n, int ndim) {
 
 /* y = weight[idx]: dweight[v] = sum of dy rows whose idx is v (fused
 ** EMBEDDING_BACKWARD, a scatter-add; td_embedding has no padding_idx) */
-static td_status bw_embedding(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_embedding(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td__embedding_backward(gy[0], IN(1), n->in_meta[0].shape[0], -1);
     return td__done(n, gx);
 }
 
 /* dw[V,D] = embedding_backward(dy[...,D], idx[...]), the scatter-add above:
 ** d dy = dz[idx] (embedding of dz), 0 at rows where idx == padding_idx */
-static td_status bw_embedding_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_embedding_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *idx = IN(1), *g = td_embedding(gy[0], idx);
     int64_t pad = n->p.embedding.padding_idx;
     if (pad >= 0) {
@@ -35,7 +35,7 @@ static td_status bw_embedding_backward(td_node *n, td_tensor *const *gy, td_tens
 
 /* y = x.index_select(dim, idx): dx = zeros(x).index_add(dim, idx, dy), as a
 ** scatter_add with idx broadcast along the other dims of dy */
-static td_status bw_index_select(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_index_select(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *dy = gy[0];
     int dim = axis(n, dy->ndim);
     int64_t shape[TD_MAX_DIMS];
@@ -47,21 +47,21 @@ static td_status bw_index_select(td_node *n, td_tensor *const *gy, td_tensor **g
 }
 
 /* y = x.gather(dim, idx): dx = zeros(x).scatter_add(dim, idx, dy) */
-static td_status bw_gather(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_gather(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     int dim = axis(n, gy[0]->ndim);
     gx[0] = td_scatter_add(td__zeros_meta(&n->in_meta[0], gy[0]->dtype), dim, IN(1), gy[0]);
     return td__done(n, gx);
 }
 
 /* y = self.scatter_add(dim, idx, src): dself = dy, dsrc = dy.gather(dim, idx) */
-static td_status bw_scatter_add(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_scatter_add(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = gy[0];
     if (NEED(2)) gx[2] = td_gather(gy[0], axis(n, gy[0]->ndim), IN(1));
     return td__done(n, gx);
 }
 
 /* y = cat(x_0, x_1, ...) along dim: dx_i = the slice of dy where x_i went */
-static td_status bw_cat(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_cat(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     int dim = axis(n, gy[0]->ndim);
     int64_t at = 0;
     for (int i = 0; i < n->n_in; i++) {
@@ -71,13 +71,3 @@ static td_status bw_cat(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     }
     return td__done(n, gx);
 }
-
-const td__formula_row td__formulas_index[] = {
-    {TD_OP_EMBEDDING, {bw_embedding, 2, 0, 0}},
-    {TD_OP_EMBEDDING_BACKWARD, {bw_embedding_backward, 2, 0, 0}},
-    {TD_OP_INDEX_SELECT, {bw_index_select, 2, 0, 0}},
-    {TD_OP_GATHER, {bw_gather, 2, 0, 0}},
-    {TD_OP_SCATTER_ADD, {bw_scatter_add, 2, 0, 0}},
-    {TD_OP_CAT, {bw_cat, 0, 0, 0}},
-    {TD_OP_COUNT, {0}},
-};

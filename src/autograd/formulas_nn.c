@@ -39,7 +39,7 @@ static td_tensor *fold_cols(td_tensor *t) {
 ** and a 2-D a:
 **   da[M,K] = dy'' b''^T with dy'' = dy as [M, B*N], b'' = b as [K, B*N]
 ** so no [B, K, N] partials are made and summed. */
-static td_status bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     int na = n->in_meta[0].ndim, nb = n->in_meta[1].ndim;
     if (NEED(0) && na == 2 && nb >= 3)
         gx[0] = td_matmul(fold_cols(gy[0]), td_transpose(fold_cols(IN(1)), 0, 1));
@@ -56,7 +56,7 @@ static td_status bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 **   dh = dy gelu'(h) (GELU_BACKWARD);  dx = dh w;  dw = dh^T x;  db = sum_M dh
 ** h is the saved output; under create_graph it is recomputed from x, w, b with
 ** ops, so the second derivative sees its dependence on them. */
-static td_status bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *b = n->in_meta[2].present ? IN(2) : NULL;
     td_tensor *h = td_grad_enabled() ? td_linear(IN(0), IN(1), b) : OUT(1);
     td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH);
@@ -69,14 +69,14 @@ static td_status bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx
 
 /* y = softmax(x) over the last dim: dx = y (dy - sum_last(dy y)), one
 ** SOFTMAX_BACKWARD op */
-static td_status bw_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td__softmax_backward(gy[0], OUT(0));
     return td__done(n, gx);
 }
 
 /* y = log_softmax(x) over the last dim: dx = dy - e^y sum_last(dy), one
 ** LOG_SOFTMAX_BACKWARD op */
-static td_status bw_log_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_log_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td__log_softmax_backward(gy[0], OUT(0));
     return td__done(n, gx);
 }
@@ -85,7 +85,7 @@ static td_status bw_log_softmax(td_node *n, td_tensor *const *gy, td_tensor **gx
 ** input of its own (the node create_graph records; sums over the last dim):
 **   d dy = y (dz - sum(dz y))                 (softmax_backward again)
 **   dy'  = dz (dy - s) - dy sum(dz y)        (the gradient of y) */
-static td_status bw_softmax_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_softmax_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *dy = IN(0), *y = IN(1), *dz = gy[0];
     int last = -1;
     if (NEED(0)) gx[0] = td__softmax_backward(dz, y);
@@ -99,7 +99,7 @@ static td_status bw_softmax_backward(td_node *n, td_tensor *const *gy, td_tensor
 /* z = log_softmax_backward(dy, y) = dy - e^y S, S = sum_last(dy):
 **   d dy = dz - sum(dz e^y)
 **   dy'  = -dz e^y S */
-static td_status bw_log_softmax_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_log_softmax_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *dy = IN(0), *e = td_exp(IN(1)), *dz = gy[0];
     int last = -1;
     if (NEED(0)) gx[0] = td_sub(dz, td_sum(td_mul(dz, e), 1, &last, true));
@@ -157,14 +157,14 @@ static void norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw
     if (NEED(iw + 1)) gx[iw + 1] = td_reshape(sum_per_channel(dy, aps), mb->ndim, mb->shape);
 }
 
-static td_status bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
     norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
     return td__done(n, gx);
 }
 
 /* (y, mean, rstd) = group_norm(x[N, C, *], w?[C], b?[C]): norm_grads with S = prod(*) */
-static td_status bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
     const td__tmeta *mx = &n->in_meta[0];
     norm_grads(n, IN(0), gy[0], 1, 1, td__numel(mx->ndim - 2, mx->shape + 2), NEED(0), &gx[0], gx);
@@ -173,7 +173,7 @@ static td_status bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx)
 
 /* (y, s) = (layer_norm(s), s = x + r): ds = layer_norm's dx of dy, plus the
 ** gradient s received itself; dx = dr = ds. */
-static td_status bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *ds = NULL;
     if (gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
     if (gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
@@ -184,7 +184,7 @@ static td_status bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor *
 
 /* loss = cross_entropy(logits[N,C], target[N], w[C]?): dlogits by the fused
 ** CROSS_ENTROPY_BACKWARD op (softmax minus the smoothed one-hot, weighted) */
-static td_status bw_cross_entropy(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_cross_entropy(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td__cross_entropy_backward(gy[0], IN(0), IN(1), n->saved_in[2], n->p.xent.ignore_index,
                                        n->p.xent.label_smoothing, n->p.xent.reduction);
     return td__done(n, gx);
@@ -199,7 +199,7 @@ static td_status bw_cross_entropy(td_node *n, td_tensor *const *gy, td_tensor **
 ** d dl = sum_c dz z / dl: the fused op with dl = 1, times dz, summed (over c for none)
 ** dx = g a p (dz - sum_c(dz p))   (softmax_backward(dz, p), scaled per row)
 ** a and the mean's divisor come from ops on t and w, as the kernels compute them. */
-static td_status bw_cross_entropy_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_cross_entropy_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     const td__tmeta *ml = &n->in_meta[0], *mx = &n->in_meta[1];
     td_tensor *dl = IN(0), *x = IN(1), *t = IN(2), *w = n->saved_in[3], *dz = gy[0];
     int64_t ig = n->p.xent.ignore_index, C = mx->shape[mx->ndim - 1], N = td__numel(mx->ndim, mx->shape) / C, one = 1;
@@ -236,7 +236,7 @@ static td_status bw_cross_entropy_backward(td_node *n, td_tensor *const *gy, td_
 
 /* y[N,O,Ho,Wo] = conv2d(x[N,C,H,W], w[O,C/g,kh,kw], b[O]?):
 ** dx and dw by the fused backward ops, db = sum over N, Ho, Wo of dy */
-static td_status bw_conv2d(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_conv2d(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     const int *s = n->p.conv.stride, *pad = n->p.conv.padding, *dil = n->p.conv.dilation;
     if (NEED(0)) gx[0] = td__conv2d_backward_input(gy[0], IN(1), n->in_meta[0].shape, s, pad, dil, n->p.conv.groups);
     if (NEED(1)) gx[1] = td__conv2d_backward_weight(gy[0], IN(0), n->in_meta[1].shape, s, pad, dil, n->p.conv.groups);
@@ -253,7 +253,7 @@ static td_status bw_conv2d(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 **     d dy = conv2d(dz, w),  dw = conv2d_backward_weight(dy, dz)
 **   dw = conv2d_backward_weight(dy, x):  <dz, dw> = <conv2d(x, dz), dy>
 **     d dy = conv2d(x, dz),  dx = conv2d_backward_input(dy, dz) */
-static td_status bw_conv2d_backward_input(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_conv2d_backward_input(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     const int *s = n->p.conv.stride, *pad = n->p.conv.padding, *dil = n->p.conv.dilation;
     int groups = n->p.conv.groups;
     if (NEED(0)) gx[0] = td_conv2d(gy[0], IN(1), NULL, s, pad, dil, groups);
@@ -261,7 +261,7 @@ static td_status bw_conv2d_backward_input(td_node *n, td_tensor *const *gy, td_t
     return td__done(n, gx);
 }
 
-static td_status bw_conv2d_backward_weight(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_conv2d_backward_weight(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     const int *s = n->p.conv.stride, *pad = n->p.conv.padding, *dil = n->p.conv.dilation;
     int groups = n->p.conv.groups;
     if (NEED(0)) gx[0] = td_conv2d(IN(1), gy[0], NULL, s, pad, dil, groups);
@@ -270,14 +270,14 @@ static td_status bw_conv2d_backward_weight(td_node *n, td_tensor *const *gy, td_
 }
 
 /* (y, idx) = max_pool2d(x): dx[idx] += dy (fused MAX_POOL2D_BACKWARD) */
-static td_status bw_max_pool2d(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_max_pool2d(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK;
     gx[0] = td__max_pool2d_backward(gy[0], OUT(1), n->in_meta[0].shape);
     return td__done(n, gx);
 }
 
 /* y = avg_pool2d(x): dx spreads each dy over its window (fused AVG_POOL2D_BACKWARD) */
-static td_status bw_avg_pool2d(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_avg_pool2d(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     const int *k = n->p.pool.kernel, *s = n->p.pool.stride, *pad = n->p.pool.padding;
     gx[0] = td__avg_pool2d_backward(gy[0], n->in_meta[0].shape, k, s, pad, n->p.pool.count_include_pad);
     return td__done(n, gx);
@@ -285,7 +285,7 @@ static td_status bw_avg_pool2d(td_node *n, td_tensor *const *gy, td_tensor **gx)
 
 /* dx[N,C,H,W] = max_pool2d_backward(dy[N,C,Ho,Wo], idx), a scatter-add of dy
 ** into the planes at idx (argmax in H*W): d dy = dz gathered at idx */
-static td_status bw_max_pool2d_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_max_pool2d_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     const int64_t *xs = n->out_meta[0].shape, *ys = n->in_meta[0].shape;
     int64_t planes[3] = {xs[0], xs[1], xs[2] * xs[3]}, at[3] = {ys[0], ys[1], ys[2] * ys[3]};
     td_tensor *g = td_gather(td_reshape(gy[0], 3, planes), 2, td_reshape(IN(1), 3, at));
@@ -295,14 +295,14 @@ static td_status bw_max_pool2d_backward(td_node *n, td_tensor *const *gy, td_ten
 
 /* dx = avg_pool2d_backward(dy) = A^T dy, where avg_pool2d is y = A x: d dy = A dz
 ** = avg_pool2d(dz) with the same parameters */
-static td_status bw_avg_pool2d_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_avg_pool2d_backward(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_avg_pool2d(gy[0], n->p.pool.kernel, n->p.pool.stride, n->p.pool.padding, n->p.pool.count_include_pad);
     return td__done(n, gx);
 }
 
 /* y = x keep / (1 - p): dx = dy keep / (1 - p), the same mask from the same
 ** Philox (seed, offset) */
-static td_status bw_dropout(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_dropout(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_dropout(gy[0], n->p.rng.p, n->p.rng.seed, n->p.rng.offset);
     return td__done(n, gx);
 }
@@ -310,7 +310,7 @@ static td_status bw_dropout(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 /* (out, lse) = attention(q, k, v, mask?) over rows i (queries) and j (keys), P = softmax(q k^T s + m) with the
 ** dropout keep mask Z (scaled by 1/(1-p)), out = (P Z) v: dq, dk and dv by ATTENTION_BACKWARD, which recomputes P
 ** from lse (no [L, S] buffer saved). The mask takes no gradient. */
-static td_status bw_attention(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_attention(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only lse received a gradient: it is not differentiable */
     if (td_grad_enabled())    /* create_graph: ATTENTION_BACKWARD has no derivative of its own */
         return TD_ERR(TD_ERR_UNSUPPORTED, "scaled_dot_product_attention: no second-order gradient (create_graph) "
@@ -325,27 +325,3 @@ static td_status bw_attention(td_node *n, td_tensor *const *gy, td_tensor **gx) 
     gx[0] = dq, gx[1] = dk, gx[2] = dv;
     return td__done(n, gx);
 }
-
-const td__formula_row td__formulas_nn[] = {
-    {TD_OP_ATTENTION, {bw_attention, 15, 3, 1}},
-    {TD_OP_MATMUL, {bw_matmul, 3, 0, 0}},
-    {TD_OP_LINEAR_GELU, {bw_linear_gelu, 7, 2, 1}},
-    {TD_OP_SOFTMAX, {bw_softmax, 0, 1, 0}},
-    {TD_OP_LOG_SOFTMAX, {bw_log_softmax, 0, 1, 0}},
-    {TD_OP_LAYER_NORM, {bw_layer_norm, 3, 6, 1}},
-    {TD_OP_ADD_LAYER_NORM, {bw_add_layer_norm, 4, 14, 2}},
-    {TD_OP_GROUP_NORM, {bw_group_norm, 3, 6, 1}},
-    {TD_OP_CROSS_ENTROPY, {bw_cross_entropy, 7, 0, 0}},
-    {TD_OP_CONV2D, {bw_conv2d, 3, 0, 0}},
-    {TD_OP_MAX_POOL2D, {bw_max_pool2d, 0, 2, 1}},
-    {TD_OP_AVG_POOL2D, {bw_avg_pool2d, 0, 0, 0}},
-    {TD_OP_DROPOUT, {bw_dropout, 0, 0, 0}},
-    {TD_OP_CROSS_ENTROPY_BACKWARD, {bw_cross_entropy_backward, 15, 0, 0}},
-    {TD_OP_SOFTMAX_BACKWARD, {bw_softmax_backward, 3, 0, 0}},
-    {TD_OP_LOG_SOFTMAX_BACKWARD, {bw_log_softmax_backward, 3, 0, 0}},
-    {TD_OP_CONV2D_BACKWARD_INPUT, {bw_conv2d_backward_input, 3, 0, 0}},
-    {TD_OP_CONV2D_BACKWARD_WEIGHT, {bw_conv2d_backward_weight, 3, 0, 0}},
-    {TD_OP_MAX_POOL2D_BACKWARD, {bw_max_pool2d_backward, 2, 0, 0}},
-    {TD_OP_AVG_POOL2D_BACKWARD, {bw_avg_pool2d_backward, 0, 0, 0}},
-    {TD_OP_COUNT, {0}},
-};

@@ -15,20 +15,20 @@ static double reduced_count(const td_node *n) {
 }
 
 /* y = sum_R x: dx = dy broadcast to x */
-static td_status bw_sum(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_sum(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_expand(gy[0], n->in_meta[0].ndim, n->in_meta[0].shape);
     return td__done(n, gx);
 }
 
 /* y = sum_R x / N: dx = dy / N broadcast */
-static td_status bw_mean(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_mean(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_expand(td_div_scalar(gy[0], reduced_count(n)), n->in_meta[0].ndim, n->in_meta[0].shape);
     return td__done(n, gx);
 }
 
 /* y = max_R x (amax): dx = dy at the positions equal to the max, split evenly
 ** among ties: dx = dy * (x == y) / count_R(x == y) */
-static td_status bw_extremum(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_extremum(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *y = OUT(0);
     td_tensor *hit = td__mask_as(td_eq(IN(0), y), gy[0]);
     td_tensor *count = td__sum_to(hit, n->out_meta[0].ndim, n->out_meta[0].shape);
@@ -37,7 +37,7 @@ static td_status bw_extremum(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* y = sum_R (x - mean_R x)^2 / (N - correction): dx = dy * 2 (x - mean) / (N - correction) */
-static td_status bw_var(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_var(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *x = IN(0);
     double N = reduced_count(n);
     td_tensor *mean = td_div_scalar(td__sum_to(x, n->out_meta[0].ndim, n->out_meta[0].shape), N);
@@ -46,17 +46,7 @@ static td_status bw_var(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* y = log sum_R e^x: dx = dy * e^(x - y) (the softmax over R) */
-static td_status bw_logsumexp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+td_status td__bw_logsumexp(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     gx[0] = td_mul(gy[0], td_exp(td_sub(IN(0), OUT(0))));
     return td__done(n, gx);
 }
-
-const td__formula_row td__formulas_reduce[] = {
-    {TD_OP_SUM, {bw_sum, 0, 0, 0}},
-    {TD_OP_MEAN, {bw_mean, 0, 0, 0}},
-    {TD_OP_MAX, {bw_extremum, 1, 1, 0}},
-    {TD_OP_MIN, {bw_extremum, 1, 1, 0}},
-    {TD_OP_VAR, {bw_var, 1, 0, 0}},
-    {TD_OP_LOGSUMEXP, {bw_logsumexp, 1, 1, 0}},
-    {TD_OP_COUNT, {0}},
-};

@@ -99,16 +99,12 @@ td_status td_event_new(td_device dev, td_device_event **out) {
     if (!be) return td_last_status();
     if (!be->iface->event_create) return missing(dev, "event_new", "events");
     td_device_event *e = calloc(1, sizeof *e);
-    if (!e) return TD_ERR(TD_ERR_OOM, "event_new: out of host memory");
-    td_status st = be->iface->event_create(dev.index, &e->ev);
-    if (st != TD_OK) {
+    td_status st = e ? be->iface->event_create(dev.index, &e->ev) : TD_ERR(TD_ERR_OOM, "event_new: out of host memory");
+    if (st == TD_OK)
+        e->be = be, e->dev = dev, *out = e;
+    else
         free(e);
-        return st;
-    }
-    e->be = be;
-    e->dev = dev;
-    *out = e;
-    return TD_OK;
+    return st;
 }
 
 td_status td_event_record(td_device_event *ev) {
@@ -235,15 +231,12 @@ td_status td_capture_end(td_device dev, td_captured_graph **out) {
     if (!be) return td_last_status();
     if (!be->iface->capture_end) return missing(dev, "capture_end", "capture");
     td_captured_graph *g = calloc(1, sizeof *g);
-    if (!g) return TD_ERR(TD_ERR_OOM, "capture_end: out of host memory");
-    td_status st = be->iface->capture_end(dev.index, &g->g);
-    if (st != TD_OK) {
+    td_status st = g ? be->iface->capture_end(dev.index, &g->g) : TD_ERR(TD_ERR_OOM, "capture_end: out of host memory");
+    if (st == TD_OK)
+        g->be = be, *out = g;
+    else
         free(g);
-        return st;
-    }
-    g->be = be;
-    *out = g;
-    return TD_OK;
+    return st;
 }
 
 td_status td_graph_replay(td_captured_graph *g) {

@@ -66,19 +66,16 @@ static td_tensor *binary(td_op_kind kind, const char *name, td_tensor *a, td_ten
     return out;
 }
 
-td_tensor *td_add(td_tensor *a, td_tensor *b) { return binary(TD_OP_ADD, "add", a, b); }
-td_tensor *td_sub(td_tensor *a, td_tensor *b) { return binary(TD_OP_SUB, "sub", a, b); }
-td_tensor *td_mul(td_tensor *a, td_tensor *b) { return binary(TD_OP_MUL, "mul", a, b); }
-td_tensor *td_div(td_tensor *a, td_tensor *b) { return binary(TD_OP_DIV, "div", a, b); }
-td_tensor *td_pow(td_tensor *a, td_tensor *b) { return binary(TD_OP_POW, "pow", a, b); }
-td_tensor *td_maximum(td_tensor *a, td_tensor *b) { return binary(TD_OP_MAXIMUM, "maximum", a, b); }
-td_tensor *td_minimum(td_tensor *a, td_tensor *b) { return binary(TD_OP_MINIMUM, "minimum", a, b); }
-td_tensor *td_eq(td_tensor *a, td_tensor *b) { return binary(TD_OP_EQ, "eq", a, b); }
-td_tensor *td_ne(td_tensor *a, td_tensor *b) { return binary(TD_OP_NE, "ne", a, b); }
-td_tensor *td_lt(td_tensor *a, td_tensor *b) { return binary(TD_OP_LT, "lt", a, b); }
-td_tensor *td_le(td_tensor *a, td_tensor *b) { return binary(TD_OP_LE, "le", a, b); }
-td_tensor *td_gt(td_tensor *a, td_tensor *b) { return binary(TD_OP_GT, "gt", a, b); }
-td_tensor *td_ge(td_tensor *a, td_tensor *b) { return binary(TD_OP_GE, "ge", a, b); }
+/* The public binary ops (td_<op>, named "<op>"), and those of them with a scalar right side. */
+#define BINARY_OPS(X)                                                                                                  \
+    X(add, ADD)                                                                                                        \
+    X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM) X(minimum, MINIMUM) X(eq, EQ) X(ne, NE)        \
+        X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)
+#define SCALAR_OPS(X) X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW)
+
+#define DEFINE_BINARY(op, KIND)                                                                                        \
+    td_tensor *td_##op(td_tensor *a, td_tensor *b) { return binary(TD_OP_##KIND, #op, a, b); }
+BINARY_OPS(DEFINE_BINARY)
 
 static bool is_whole(double s) { return isfinite(s) && s == floor(s); }
 
@@ -96,11 +93,9 @@ static td_tensor *binary_scalar(td_op_kind kind, const char *name, td_tensor *a,
     return out;
 }
 
-td_tensor *td_add_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_ADD, "add_scalar", a, s); }
-td_tensor *td_sub_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_SUB, "sub_scalar", a, s); }
-td_tensor *td_mul_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_MUL, "mul_scalar", a, s); }
-td_tensor *td_div_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_DIV, "div_scalar", a, s); }
-td_tensor *td_pow_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_POW, "pow_scalar", a, s); }
+#define DEFINE_SCALAR(op, KIND)                                                                                        \
+    td_tensor *td_##op##_scalar(td_tensor *a, double s) { return binary_scalar(TD_OP_##KIND, #op "_scalar", a, s); }
+SCALAR_OPS(DEFINE_SCALAR)
 
 td_tensor *td_where(td_tensor *cond, td_tensor *a, td_tensor *b) {
     TD_CHECK_ARG(cond, "where");
@@ -134,18 +129,14 @@ static td_tensor *unary(td_op_kind kind, const char *name, td_tensor *x, bool to
     return out;
 }
 
-td_tensor *td_neg(td_tensor *x) { return unary(TD_OP_NEG, "neg", x, false, NULL); }
-td_tensor *td_abs(td_tensor *x) { return unary(TD_OP_ABS, "abs", x, false, NULL); }
-td_tensor *td_exp(td_tensor *x) { return unary(TD_OP_EXP, "exp", x, true, NULL); }
-td_tensor *td_log(td_tensor *x) { return unary(TD_OP_LOG, "log", x, true, NULL); }
-td_tensor *td_sqrt(td_tensor *x) { return unary(TD_OP_SQRT, "sqrt", x, true, NULL); }
-td_tensor *td_rsqrt(td_tensor *x) { return unary(TD_OP_RSQRT, "rsqrt", x, true, NULL); }
-td_tensor *td_sin(td_tensor *x) { return unary(TD_OP_SIN, "sin", x, true, NULL); }
-td_tensor *td_cos(td_tensor *x) { return unary(TD_OP_COS, "cos", x, true, NULL); }
-td_tensor *td_tanh(td_tensor *x) { return unary(TD_OP_TANH, "tanh", x, true, NULL); }
-td_tensor *td_sigmoid(td_tensor *x) { return unary(TD_OP_SIGMOID, "sigmoid", x, true, NULL); }
-td_tensor *td_relu(td_tensor *x) { return unary(TD_OP_RELU, "relu", x, false, NULL); }
-td_tensor *td_silu(td_tensor *x) { return unary(TD_OP_SILU, "silu", x, true, NULL); }
+/* The public unary ops: name, kind, whether an integer input computes in float. */
+#define UNARY_OPS(X)                                                                                                   \
+    X(neg, NEG, false)                                                                                                 \
+    X(abs, ABS, false) X(exp, EXP, true) X(log, LOG, true) X(sqrt, SQRT, true) X(rsqrt, RSQRT, true) X(sin, SIN, true) \
+        X(cos, COS, true) X(tanh, TANH, true) X(sigmoid, SIGMOID, true) X(relu, RELU, false) X(silu, SILU, true)
+#define DEFINE_UNARY(op, KIND, to_float)                                                                               \
+    td_tensor *td_##op(td_tensor *x) { return unary(TD_OP_##KIND, #op, x, to_float, NULL); }
+UNARY_OPS(DEFINE_UNARY)
 
 td_tensor *td_gelu(td_tensor *x, bool tanh_approx) {
     td_op_params p = {.gelu = {tanh_approx ? TD_GELU_TANH : TD_GELU_ERF}};

@@ -68,21 +68,9 @@ static td_status adamw_update(const td_optim_options *o, td_param_state *ps, td_
     return update(o, ps, g, true);
 }
 
-const td_optim_algo td_optim_adam = {
-    .name = "Adam",
-    .slot_names = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
-    .uses_slot = adam_uses_slot,
-    .validate = adam_validate,
-    .update = adam_update,
-};
+TD_OPTIM_ALGO(adam, "Adam", adam_uses_slot, adam, "exp_avg", "exp_avg_sq", "max_exp_avg_sq");
 
-const td_optim_algo td_optim_adamw = {
-    .name = "AdamW",
-    .slot_names = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
-    .uses_slot = adam_uses_slot,
-    .validate = adamw_validate,
-    .update = adamw_update,
-};
+TD_OPTIM_ALGO(adamw, "AdamW", adam_uses_slot, adamw, "exp_avg", "exp_avg_sq", "max_exp_avg_sq");
 
 td_optim_options td_adam_defaults(double lr) {
     return (td_optim_options){.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};

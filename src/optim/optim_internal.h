@@ -34,6 +34,15 @@ typedef struct td_optim_algo {
     td_status (*update)(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool first_step);
 } td_optim_algo;
 
+/* Defines the algorithm td_optim_<id>, named label, with its slot test uses, <fns>_validate and <fns>_update, and
+** the slot names that follow. */
+#define TD_OPTIM_ALGO(id, label, uses, fns, ...)                                                                       \
+    const td_optim_algo td_optim_##id = {.name = label,                                                                \
+                                         .slot_names = {__VA_ARGS__},                                                  \
+                                         .uses_slot = uses,                                                            \
+                                         .validate = fns##_validate,                                                   \
+                                         .update = fns##_update}
+
 struct td_optimizer {
     const td_optim_algo *algo;
     td_optim_options *groups;

@@ -26,13 +26,7 @@ static td_status rmsprop_update(const td_optim_options *o, td_param_state *ps, t
                              o->centered, o->maximize);
 }
 
-const td_optim_algo td_optim_rmsprop = {
-    .name = "RMSprop",
-    .slot_names = {"square_avg", "momentum_buffer", "grad_avg"},
-    .uses_slot = rmsprop_uses_slot,
-    .validate = rmsprop_validate,
-    .update = rmsprop_update,
-};
+TD_OPTIM_ALGO(rmsprop, "RMSprop", rmsprop_uses_slot, rmsprop, "square_avg", "momentum_buffer", "grad_avg");
 
 td_optim_options td_rmsprop_defaults(double lr) { return (td_optim_options){.lr = lr, .alpha = 0.99, .eps = 1e-8}; }
 

@@ -24,13 +24,7 @@ static td_status sgd_update(const td_optim_options *o, td_param_state *ps, td_te
                          first_step, o->maximize);
 }
 
-const td_optim_algo td_optim_sgd = {
-    .name = "SGD",
-    .slot_names = {"momentum_buffer", NULL, NULL},
-    .uses_slot = sgd_uses_slot,
-    .validate = sgd_validate,
-    .update = sgd_update,
-};
+TD_OPTIM_ALGO(sgd, "SGD", sgd_uses_slot, sgd, "momentum_buffer", NULL, NULL);
 
 td_optim_options td_sgd_defaults(double lr) { return (td_optim_options){.lr = lr}; }
 
