@@ -345,29 +345,26 @@ static void master_weights(const char *spec, td_dtype half) {
     td_scope_end();
 }
 
-TEST(policy_bf16_cpu) { policy("cpu", TD_BF16); }
-TEST(policy_f16_cpu) { policy("cpu", TD_F16); }
-TEST(policy_bf16_vulkan) { policy("vulkan:0", TD_BF16); }
-TEST(policy_f16_vulkan) { policy("vulkan:0", TD_F16); }
-TEST(policy_bf16_cuda) { policy("cuda:0", TD_BF16); }
-TEST(policy_f16_cuda) { policy("cuda:0", TD_F16); }
+/* one TEST per backend, NAME_cpu, NAME_vulkan and NAME_cuda, each running CALL(device) */
+#define ON_EACH_DEVICE(NAME, CALL)                                                                                     \
+    TEST(NAME##_cpu) { CALL("cpu"); }                                                                                  \
+    TEST(NAME##_vulkan) { CALL("vulkan:0"); }                                                                          \
+    TEST(NAME##_cuda) { CALL("cuda:0"); }
+#define policy_bf16(dev) policy(dev, TD_BF16)
+#define policy_f16(dev)  policy(dev, TD_F16)
+#define master_bf16(dev) master_weights(dev, TD_BF16)
+#define master_f16(dev)  master_weights(dev, TD_F16)
+ON_EACH_DEVICE(policy_bf16, policy_bf16)
+ON_EACH_DEVICE(policy_f16, policy_f16)
+ON_EACH_DEVICE(scaler_inf, scaler_inf)
+ON_EACH_DEVICE(scaler_growth, scaler_growth)
+ON_EACH_DEVICE(master_bf16, master_bf16)
+ON_EACH_DEVICE(master_f16, master_f16)
 TEST(grads_bf16_cpu) { grads("cpu", TD_BF16); }
 TEST(grads_f16_vulkan) { grads("vulkan:0", TD_F16); }
 TEST(grads_bf16_vulkan) { grads("vulkan:0", TD_BF16); }
 TEST(grads_bf16_cuda) { grads("cuda:0", TD_BF16); }
 TEST(grads_f16_cuda) { grads("cuda:0", TD_F16); }
-TEST(scaler_inf_cpu) { scaler_inf("cpu"); }
-TEST(scaler_inf_vulkan) { scaler_inf("vulkan:0"); }
-TEST(scaler_inf_cuda) { scaler_inf("cuda:0"); }
-TEST(scaler_growth_cpu) { scaler_growth("cpu"); }
-TEST(scaler_growth_vulkan) { scaler_growth("vulkan:0"); }
-TEST(scaler_growth_cuda) { scaler_growth("cuda:0"); }
-TEST(master_bf16_cpu) { master_weights("cpu", TD_BF16); }
-TEST(master_f16_cpu) { master_weights("cpu", TD_F16); }
-TEST(master_bf16_vulkan) { master_weights("vulkan:0", TD_BF16); }
-TEST(master_f16_vulkan) { master_weights("vulkan:0", TD_F16); }
-TEST(master_bf16_cuda) { master_weights("cuda:0", TD_BF16); }
-TEST(master_f16_cuda) { master_weights("cuda:0", TD_F16); }
 
 #define TESTS(X)                                                                                                       \
     X(policy_bf16_cpu)                                                                                                 \

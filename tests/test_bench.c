@@ -79,6 +79,12 @@ static bool file_has(const char *path, const char *needle) {
     return strstr(buf, needle) != NULL;
 }
 
+/* fails naming the first of the n needles that the file `name` of the run's folder lacks */
+static void assert_file_has(const char *name, int n, const char *const *needles) {
+    for (int i = 0; i < n; i++)
+        if (!file_has(at(name), needles[i])) TEST_FAIL_("%s lacks \"%s\"", name, needles[i]);
+}
+
 /* The fields only training rows have: a whole step per sample, its batch as work;
 ** no host wait inside a step (the loss is not read). */
 static void check_training_row(json_t *r, const char *w, double med) {
@@ -236,12 +242,9 @@ TEST(json_fields_and_samples) {
     static const char *const devs[] = {"cpu"};
     static const bool captures[] = {false};
     check_json(at("b.json"), 1, devs, captures, false);
-    ASSERT(file_has(at("out.txt"), "W4-layernorm"));
-    ASSERT(file_has(at("out.txt"), "peak MiB"));
-    ASSERT(file_has(at("out.txt"), "dispatch on cpu: "));
-    ASSERT(file_has(at("out.txt"), "host waits/step"));
-    ASSERT(file_has(at("out.txt"), "s/epoch (3750 steps)"));
-    ASSERT(file_has(at("out.txt"), "roofline: copy"));
+    assert_file_has("out.txt", 6,
+                    (const char *const[]){"W4-layernorm", "peak MiB", "dispatch on cpu: ", "host waits/step",
+                                          "s/epoch (3750 steps)", "roofline: copy"});
     test_sh("rm -rf %s", dir);
 }
 
@@ -293,13 +296,10 @@ TEST(training_torch_mapping) {
             "--json %s/m.json >%s/m.txt 2>&1",
             bin, twin, dir, dir),
         0);
-    ASSERT(file_has(at("args.txt"), "--only w1,w3,dispatch "));
-    ASSERT(file_has(at("args.txt"), "--gpt-size 32,2,1,32 --gpt-batch 4"));
-    ASSERT(file_has(at("args.txt"), "--batch 16 --max-steps 20"));
-    ASSERT(file_has(at("args.txt"), "--amp bf16"));
-    ASSERT(file_has(at("m.txt"), "peak 3.0 MiB)"));
-    ASSERT(file_has(at("m.txt"), "s/epoch, ours"));
-    ASSERT(file_has(at("m.txt"), "(torch 4.00 us/op)"));
+    assert_file_has("args.txt", 4,
+                    (const char *const[]){"--only w1,w3,dispatch ", "--gpt-size 32,2,1,32 --gpt-batch 4",
+                                          "--batch 16 --max-steps 20", "--amp bf16"});
+    assert_file_has("m.txt", 3, (const char *const[]){"peak 3.0 MiB)", "s/epoch, ours", "(torch 4.00 us/op)"});
     json_t *j = load(at("m.json"));
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "cpu: ok"));
     size_t i;
@@ -404,9 +404,7 @@ TEST(profile_bars) {
     json_decref(j);
     j = load(at("trident-profile-W1-mlp-cpu.json"));
     json_decref(j);
-    ASSERT(file_has(at("trident-profile.svg"), "W3-gpt-mini"));
-    ASSERT(file_has(at("trident-profile.svg"), "<title>matmul "));
-    ASSERT(file_has(at("trident-profile.svg"), "outside ops"));
+    assert_file_has("trident-profile.svg", 3, (const char *const[]){"W3-gpt-mini", "<title>matmul ", "outside ops"});
     test_sh("rm -rf %s", dir);
 }
 

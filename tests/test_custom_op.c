@@ -81,6 +81,13 @@ static td_tensor *ref64(td_tensor *(*fn)(td_tensor *, td_tensor *), td_tensor *a
 
 static td_tensor *rms_ref_eps(td_tensor *x, td_tensor *w) { return rmsnorm_ref(x, w, 1e-5f); }
 
+/* TEST(NAME): NAME_on on each device there is */
+#define ON_EACH_DEVICE_TEST(NAME)                                                                                      \
+    TEST(NAME) {                                                                                                       \
+        setup();                                                                                                       \
+        on_each_device(NAME##_on, false);                                                                              \
+    }
+
 static void bias_gelu_match_on(td_device dev, const char *name) {
     int64_t rows = 37, cols = 300; /* cols not a multiple of the block */
     td_tensor *x = test_uniform_tensor(2, (int64_t[]){rows, cols}, -4, 4, TD_F32, dev);
@@ -92,10 +99,7 @@ static void bias_gelu_match_on(td_device dev, const char *name) {
     ASSERT(e < 2e-6);
 }
 
-TEST(bias_gelu_match) {
-    setup();
-    on_each_device(bias_gelu_match_on, false);
-}
+ON_EACH_DEVICE_TEST(bias_gelu_match)
 
 /* gradcheck of fn(x, b) on dev: f64 where the kernel computes in f64 (cpu, cuda when cuda_f64), else through f32
 ** with a wider step */
@@ -110,12 +114,12 @@ static void gradcheck_on(td_device dev, const char *name, td_multi_fn fn, bool c
     ASSERT_OK(td_gradcheck(fn, &ops, 2, (td_tensor *[]){x, b}, f64 ? &strict : &f32));
 }
 
-static void bias_gelu_gradcheck_on(td_device dev, const char *name) { gradcheck_on(dev, name, bias_gelu_fn, true); }
+/* TEST(OP_gradcheck): gradcheck_on of OP_fn on each device */
+#define GRADCHECK_TEST(OP, CUDA_F64)                                                                                   \
+    static void OP##_gradcheck_on(td_device dev, const char *name) { gradcheck_on(dev, name, OP##_fn, CUDA_F64); }     \
+    ON_EACH_DEVICE_TEST(OP##_gradcheck)
 
-TEST(bias_gelu_gradcheck) {
-    setup();
-    on_each_device(bias_gelu_gradcheck_on, false);
-}
+GRADCHECK_TEST(bias_gelu, true)
 
 static void rmsnorm_match_on(td_device dev, const char *name) {
     int64_t shapes[3][2] = {{5, 7}, {33, 1000}, {1, 4097}};
@@ -128,17 +132,9 @@ static void rmsnorm_match_on(td_device dev, const char *name) {
     }
 }
 
-TEST(rmsnorm_match) {
-    setup();
-    on_each_device(rmsnorm_match_on, false);
-}
+ON_EACH_DEVICE_TEST(rmsnorm_match)
 
-static void rmsnorm_gradcheck_on(td_device dev, const char *name) { gradcheck_on(dev, name, rmsnorm_fn, false); }
-
-TEST(rmsnorm_gradcheck) {
-    setup();
-    on_each_device(rmsnorm_gradcheck_on, false);
-}
+GRADCHECK_TEST(rmsnorm, false)
 
 static void top1_match_on(td_device dev, const char *name) {
     int64_t shapes[3][2] = {{9, 3}, {64, 1000}, {2, 5000}};
@@ -160,10 +156,7 @@ static void top1_match_on(td_device dev, const char *name) {
     printf("  %s: top1 matches amax/argmax\n", name);
 }
 
-TEST(top1_match) {
-    setup();
-    on_each_device(top1_match_on, false);
-}
+ON_EACH_DEVICE_TEST(top1_match)
 
 static uint64_t mlp_seed; /* one seed for every device's run */
 
@@ -207,10 +200,7 @@ static void checkpoint_on(td_device dev, const char *name) {
 }
 
 /* Inside td_checkpoint the op is re-run in backward and gives the same gradients. */
-TEST(checkpoint) {
-    setup();
-    on_each_device(checkpoint_on, false);
-}
+ON_EACH_DEVICE_TEST(checkpoint)
 
 static void capture_on(td_device dev, const char *name) {
     (void)name;
@@ -376,6 +366,15 @@ static void expect_bad_kernel(td_device dev, const char *src, const char *entry,
     td_custom_op_free(op);
 }
 
+/* TEST(NAME): NAME_on(gpu, cuda) on each GPU device (skipped without one) */
+#define ON_EACH_GPU_TEST(NAME)                                                                                         \
+    TEST(NAME) {                                                                                                       \
+        setup();                                                                                                       \
+        td_device gpu[2];                                                                                              \
+        int n = gpus_or_skip(gpu);                                                                                     \
+        for (int k = 0; k < n; k++) NAME##_on(gpu[k], gpu[k].type == TD_DEVICE_CUDA);                                  \
+    }
+
 static const char *glsl_ok = "#version 450\n#include <trident.glsl>\nlayout(local_size_x = TD_BLOCK) in;\n"
                              "layout(std430, binding = 0) readonly buffer X { float x[]; };\n"
                              "layout(std430, binding = 1) writeonly buffer Y { float y[]; };\n"
@@ -385,44 +384,28 @@ static const char *cuda_ok = "#include <trident.cuh>\n"
                              "    unsigned i = td_global_id(); if (i < a.n) y[i] = 2.0f * x[i]; }\n";
 
 /* A syntax error: the compiler's message with the line in the user's source (the header's lines do not count). */
-TEST(error_syntax) {
-    setup();
-    td_device gpu[2];
-    int n = gpus_or_skip(gpu);
-    for (int k = 0; k < n; k++) {
-        bool cuda = gpu[k].type == TD_DEVICE_CUDA;
-        const char *src = cuda ? "#include <trident.cuh>\n\n"
-                                 "extern \"C\" __global__ void twice(float *x, float *y, td_args a) {\n"
-                                 "    unsigned i = td_global_id();\n    y[i] = 2.0f * x[i] +;\n}\n"
-                               : "#version 450\n#include <trident.glsl>\nlayout(local_size_x = TD_BLOCK) in;\n"
-                                 "layout(std430, binding = 0) buffer X { float x[]; };\n"
-                                 "void main() { x[0] = 1.0 +; }\n";
-        expect_bad_kernel(gpu[k], src, cuda ? "twice" : NULL, 1, TD_ERR_COMPILE, cuda ? "kernel.cu(5)" : "0:5:");
-    }
+static void error_syntax_on(td_device gpu, bool cuda) {
+    const char *src = cuda ? "#include <trident.cuh>\n\n"
+                             "extern \"C\" __global__ void twice(float *x, float *y, td_args a) {\n"
+                             "    unsigned i = td_global_id();\n    y[i] = 2.0f * x[i] +;\n}\n"
+                           : "#version 450\n#include <trident.glsl>\nlayout(local_size_x = TD_BLOCK) in;\n"
+                             "layout(std430, binding = 0) buffer X { float x[]; };\n"
+                             "void main() { x[0] = 1.0 +; }\n";
+    expect_bad_kernel(gpu, src, cuda ? "twice" : NULL, 1, TD_ERR_COMPILE, cuda ? "kernel.cu(5)" : "0:5:");
 }
+ON_EACH_GPU_TEST(error_syntax)
 
 /* The kernel has x and y; the op says two inputs, so three tensors. */
-TEST(error_bindings) {
-    setup();
-    td_device gpu[2];
-    int n = gpus_or_skip(gpu);
-    for (int k = 0; k < n; k++) {
-        bool cuda = gpu[k].type == TD_DEVICE_CUDA;
-        expect_bad_kernel(gpu[k], cuda ? cuda_ok : glsl_ok, cuda ? "twice" : NULL, 2, TD_ERR_MISUSE,
-                          cuda ? "parameters take" : "launched with 3 tensors, but the shader has 2 bindings");
-    }
+static void error_bindings_on(td_device gpu, bool cuda) {
+    expect_bad_kernel(gpu, cuda ? cuda_ok : glsl_ok, cuda ? "twice" : NULL, 2, TD_ERR_MISUSE,
+                      cuda ? "parameters take" : "launched with 3 tensors, but the shader has 2 bindings");
 }
+ON_EACH_GPU_TEST(error_bindings)
 
-TEST(error_entry) {
-    setup();
-    td_device gpu[2];
-    int n = gpus_or_skip(gpu);
-    for (int k = 0; k < n; k++) {
-        bool cuda = gpu[k].type == TD_DEVICE_CUDA;
-        expect_bad_kernel(gpu[k], cuda ? cuda_ok : glsl_ok, "thrice", 1, cuda ? TD_ERR_COMPILE : TD_ERR_MISUSE,
-                          "'thrice'");
-    }
+static void error_entry_on(td_device gpu, bool cuda) {
+    expect_bad_kernel(gpu, cuda ? cuda_ok : glsl_ok, "thrice", 1, cuda ? TD_ERR_COMPILE : TD_ERR_MISUSE, "'thrice'");
 }
+ON_EACH_GPU_TEST(error_entry)
 
 static td_status bad_shape(const td_custom_call *c, td_custom_meta *out) {
     (void)out;

@@ -339,22 +339,21 @@ TEST(collectives_cpu) {
     ASSERT_EQ_INT(run_workers(3, "collectives", "cpu"), 0);
 }
 
-TEST(collectives_vulkan) {
+/* two workers of `what` on the first Vulkan device (skipped without one) */
+static void two_vulkan_workers(const char *what) {
     if (!have_vulkan()) TEST_SKIP("no Vulkan device");
     test_seed();
-    ASSERT_EQ_INT(run_workers(2, "collectives", "vulkan:0"), 0);
+    ASSERT_EQ_INT(run_workers(2, what, "vulkan:0"), 0);
 }
+
+TEST(collectives_vulkan) { two_vulkan_workers("collectives"); }
 
 TEST(ddp_cpu) {
     test_seed();
     ASSERT_EQ_INT(run_workers(2, "ddp", "cpu"), 0);
 }
 
-TEST(ddp_vulkan) {
-    if (!have_vulkan()) TEST_SKIP("no Vulkan device");
-    test_seed();
-    ASSERT_EQ_INT(run_workers(2, "ddp", "vulkan:0"), 0);
-}
+TEST(ddp_vulkan) { two_vulkan_workers("ddp"); }
 
 TEST(collectives_cuda) {
     test_seed();

@@ -114,15 +114,14 @@ static void classifier(const char *spec) {
     td_scope_end();
 }
 
-TEST(add_layer_norm_cpu) { add_layer_norm("cpu"); }
-TEST(add_layer_norm_vulkan) { add_layer_norm("vulkan:0"); }
-TEST(add_layer_norm_cuda) { add_layer_norm("cuda:0"); }
-TEST(linear_gelu_cpu) { linear_gelu("cpu"); }
-TEST(linear_gelu_vulkan) { linear_gelu("vulkan:0"); }
-TEST(linear_gelu_cuda) { linear_gelu("cuda:0"); }
-TEST(classifier_cpu) { classifier("cpu"); }
-TEST(classifier_vulkan) { classifier("vulkan:0"); }
-TEST(classifier_cuda) { classifier("cuda:0"); }
+/* one TEST per backend, NAME_cpu, NAME_vulkan and NAME_cuda, each running NAME(device) */
+#define ON_EACH_DEVICE(NAME)                                                                                           \
+    TEST(NAME##_cpu) { NAME("cpu"); }                                                                                  \
+    TEST(NAME##_vulkan) { NAME("vulkan:0"); }                                                                          \
+    TEST(NAME##_cuda) { NAME("cuda:0"); }
+ON_EACH_DEVICE(add_layer_norm)
+ON_EACH_DEVICE(linear_gelu)
+ON_EACH_DEVICE(classifier)
 
 /* clang-format off */
 #define TESTS(X)                                                                                                       \

@@ -194,13 +194,16 @@ static void run_case(const char *name, td_multi_fn fn, int n, const in_spec *spe
         return f(x[0], x[1]);                                                                                          \
     }                                                                                                                  \
     CASE(NAME, 2, __VA_ARGS__)
+/* a case of the expression EXPR of x[0] .. x[N - 1] */
+#define EXPR_CASE(NAME, EXPR, N, ...)                                                                                  \
+    FN(NAME) {                                                                                                         \
+        UNUSED;                                                                                                        \
+        return EXPR;                                                                                                   \
+    }                                                                                                                  \
+    CASE(NAME, N, __VA_ARGS__)
 
 /* ---- one function and one case per op ---- */
-FN(COPY) {
-    UNUSED;
-    return td_contiguous(td_transpose(x[0], 0, 1));
-}
-CASE(COPY, 1, S(G, 2, 3, 4))
+EXPR_CASE(COPY, td_contiguous(td_transpose(x[0], 0, 1)), 1, S(G, 2, 3, 4))
 BINARY_CASE(ADD, td_add, S(G, 2, 3, 4), S(G, 1, 4))
 BINARY_CASE(SUB, td_sub, S(G, 2, 2, 3), S(G, 2, 2, 1))
 BINARY_CASE(MUL, td_mul, S(G, 2, 3, 1), S(G, 2, 1, 4))
@@ -208,11 +211,7 @@ BINARY_CASE(DIV, td_div, S(G, 2, 3, 4), S(P, 2, 3, 4))
 BINARY_CASE(POW, td_pow, S(P, 2, 3, 4), S(G, 2, 3, 4))
 BINARY_CASE(MAXIMUM, td_maximum, S(G, 2, 3, 4), S(G, 1, 4))
 BINARY_CASE(MINIMUM, td_minimum, S(G, 2, 3, 4), S(G, 2, 3, 4))
-FN(WHERE) {
-    UNUSED;
-    return td_where(x[0], x[1], x[2]);
-}
-CASE(WHERE, 3, S(MASK, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4))
+EXPR_CASE(WHERE, td_where(x[0], x[1], x[2]), 3, S(MASK, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4))
 UNARY_CASE(NEG, td_neg, S(G, 2, 2, 3))
 UNARY_CASE(ABS, td_abs, S(G, 2, 2, 3))
 UNARY_CASE(EXP, td_exp, S(G, 2, 2, 3))
@@ -230,11 +229,7 @@ FN(GELU) {
 } /* both forms */
 CASE(GELU, 1, S(G, 2, 3, 4))
 UNARY_CASE(SILU, td_silu, S(G, 2, 2, 3))
-FN(CLAMP) {
-    UNUSED;
-    return td_add(td_clamp(x[0], -0.55, 0.45), td_clamp(x[0], NAN, 0.05));
-}
-CASE(CLAMP, 1, S(G, 2, 4, 5))
+EXPR_CASE(CLAMP, td_add(td_clamp(x[0], -0.55, 0.45), td_clamp(x[0], NAN, 0.05)), 1, S(G, 2, 4, 5))
 FN(SUM) {
     UNUSED;
     return td_sum(x[0], 2, (int[]){0, 2}, false);
@@ -250,11 +245,7 @@ FN(MAX) {
     return td_amax(x[0], 1, (int[]){1}, false);
 }
 CASE(MAX, 1, S(G, 3, 2, 3, 4))
-FN(MIN) {
-    UNUSED;
-    return td_amin(x[0], 0, NULL, false);
-}
-CASE(MIN, 1, S(G, 2, 3, 4))
+EXPR_CASE(MIN, td_amin(x[0], 0, NULL, false), 1, S(G, 2, 3, 4))
 FN(VAR) {
     UNUSED;
     return td_add(td_var(x[0], 1, (int[]){1}, 1, false), td_sum(td_var(x[0], 0, NULL, 0, true), 0, NULL, false));
@@ -271,54 +262,18 @@ FN(LINEAR_GELU) { /* erf form with a bias on a 3-d x; tanh form without */
     return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
 }
 CASE(LINEAR_GELU, 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
-FN(SOFTMAX) {
-    UNUSED;
-    return td_softmax(x[0], -1);
-}
-CASE(SOFTMAX, 1, S(G, 2, 2, 4))
-FN(LOG_SOFTMAX) {
-    UNUSED;
-    return td_log_softmax(x[0], -1);
-}
-CASE(LOG_SOFTMAX, 1, S(G, 2, 2, 4))
-FN(softmax_dim0) {
-    UNUSED;
-    return td_softmax(x[0], 0);
-}
-CASE(softmax_dim0, 1, S(G, 2, 3, 4))
-FN(log_softmax_dim1) {
-    UNUSED;
-    return td_log_softmax(x[0], 1);
-}
-CASE(log_softmax_dim1, 1, S(G, 3, 2, 3, 2))
-FN(masked_fill) {
-    UNUSED;
-    return td_masked_fill(x[0], x[1], 0.25);
-}
-CASE(masked_fill, 2, S(G, 2, 3, 4), S(MASK, 1, 4))
-FN(triu) {
-    UNUSED;
-    return td_triu(x[0], 1);
-}
-CASE(triu, 1, S(G, 3, 2, 3, 4))
-FN(tril) {
-    UNUSED;
-    return td_tril(x[0], -1);
-}
-CASE(tril, 1, S(G, 2, 4, 3))
+EXPR_CASE(SOFTMAX, td_softmax(x[0], -1), 1, S(G, 2, 2, 4))
+EXPR_CASE(LOG_SOFTMAX, td_log_softmax(x[0], -1), 1, S(G, 2, 2, 4))
+EXPR_CASE(softmax_dim0, td_softmax(x[0], 0), 1, S(G, 2, 3, 4))
+EXPR_CASE(log_softmax_dim1, td_log_softmax(x[0], 1), 1, S(G, 3, 2, 3, 2))
+EXPR_CASE(masked_fill, td_masked_fill(x[0], x[1], 0.25), 2, S(G, 2, 3, 4), S(MASK, 1, 4))
+EXPR_CASE(triu, td_triu(x[0], 1), 1, S(G, 3, 2, 3, 4))
+EXPR_CASE(tril, td_tril(x[0], -1), 1, S(G, 2, 4, 3))
 /* the folded matmul gradients: a 2-D a against a batched b, a 3-D a read
 ** through a transpose against a 2-D b, and Linear on [B, T, in] with a bias */
 BINARY_CASE(matmul_shared_a, td_matmul, S(G, 2, 3, 4), S(G, 3, 2, 4, 2))
-FN(matmul_strided_a) {
-    UNUSED;
-    return td_matmul(td_transpose(x[0], 1, 2), x[1]);
-}
-CASE(matmul_strided_a, 2, S(G, 3, 2, 4, 3), S(G, 2, 4, 2))
-FN(linear_3d) {
-    UNUSED;
-    return td_linear(x[0], x[1], x[2]);
-}
-CASE(linear_3d, 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
+EXPR_CASE(matmul_strided_a, td_matmul(td_transpose(x[0], 1, 2), x[1]), 2, S(G, 3, 2, 4, 3), S(G, 2, 4, 2))
+EXPR_CASE(linear_3d, td_linear(x[0], x[1], x[2]), 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
 FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last without */
     UNUSED;
     return td_add(td_layer_norm(x[0], 2, x[1], x[2], 1e-5), td_layer_norm(x[0], 1, NULL, NULL, 1e-5));
@@ -360,31 +315,11 @@ FN(AVG_POOL2D) {
 }
 CASE(AVG_POOL2D, 1, S(G, 4, 1, 2, 5, 5))
 BINARY_CASE(EMBEDDING, td_embedding, S(G, 2, 6, 3), SI(6, 2, 2, 4))
-FN(INDEX_SELECT) {
-    UNUSED;
-    return td_index_select(x[0], 1, x[1]);
-}
-CASE(INDEX_SELECT, 2, S(G, 2, 3, 4), SI(4, 1, 6))
-FN(GATHER) {
-    UNUSED;
-    return td_gather(x[0], 1, x[1]);
-}
-CASE(GATHER, 2, S(G, 2, 3, 4), SI(4, 2, 3, 5))
-FN(SCATTER_ADD) {
-    UNUSED;
-    return td_scatter_add(x[0], 0, x[1], x[2]);
-}
-CASE(SCATTER_ADD, 3, S(G, 2, 3, 4), SI(3, 2, 2, 4), S(G, 2, 2, 4))
-FN(CAT) {
-    UNUSED;
-    return td_cat(3, x, 0);
-}
-CASE(CAT, 3, S(G, 2, 2, 3), S(C, 2, 1, 3), S(G, 2, 4, 3))
-FN(DROPOUT) {
-    UNUSED;
-    return td_dropout(x[0], 0.3, 7, 0);
-}
-CASE(DROPOUT, 1, S(G, 2, 4, 5))
+EXPR_CASE(INDEX_SELECT, td_index_select(x[0], 1, x[1]), 2, S(G, 2, 3, 4), SI(4, 1, 6))
+EXPR_CASE(GATHER, td_gather(x[0], 1, x[1]), 2, S(G, 2, 3, 4), SI(4, 2, 3, 5))
+EXPR_CASE(SCATTER_ADD, td_scatter_add(x[0], 0, x[1], x[2]), 3, S(G, 2, 3, 4), SI(3, 2, 2, 4), S(G, 2, 2, 4))
+EXPR_CASE(CAT, td_cat(3, x, 0), 3, S(G, 2, 2, 3), S(C, 2, 1, 3), S(G, 2, 4, 3))
+EXPR_CASE(DROPOUT, td_dropout(x[0], 0.3, 7, 0), 1, S(G, 2, 4, 5))
 FN(ATTENTION) { /* causal + bool mask + dropout (odd L 5, S 6), plus plain attention with a given scale */
     UNUSED;
     td_tensor *a = td_scaled_dot_product_attention_ext(x[0], x[1], x[2], x[3], 0.25, true, NAN, 11, 4);
@@ -394,11 +329,9 @@ CASE(ATTENTION, 4, S(G, 3, 2, 5, 3), S(G, 3, 2, 6, 3), S(G, 3, 2, 6, 4), S(MASK,
 
 /* the fused backward ops, called directly: their own formulas (which give
 ** create_graph its second derivatives) against finite differences */
-FN(GELU_BACKWARD) {
-    UNUSED;
-    return td_add(td__gelu_backward(x[0], x[1], false), td_mul_scalar(td__gelu_backward(x[0], x[1], true), 0.5));
-}
-CASE(GELU_BACKWARD, 2, S(G, 2, 2, 3), S(G, 2, 2, 3))
+EXPR_CASE(GELU_BACKWARD,
+          td_add(td__gelu_backward(x[0], x[1], false), td_mul_scalar(td__gelu_backward(x[0], x[1], true), 0.5)), 2,
+          S(G, 2, 2, 3), S(G, 2, 2, 3))
 FN(CROSS_ENTROPY_BACKWARD) { /* mean (weights, smoothing, ignored target 0), none, sum */
     UNUSED;
     td_tensor *a = td__cross_entropy_backward(x[0], x[1], x[2], x[3], 0, 0.1, TD_REDUCTION_MEAN);

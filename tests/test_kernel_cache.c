@@ -18,12 +18,10 @@
 static td_kernel_cache *cache_new(size_t max_entries, bool (*validate)(const void *, size_t)) {
     setenv("XDG_CACHE_HOME", test_tmp_dir(), 1);
     unsetenv("TD_TEST_CACHE_OFF");
-    td_kernel_cache_config cfg = {.name = "test",
-                                  .suffix = ".bin",
-                                  .version = 3,
-                                  .max_entries = max_entries,
-                                  .disable_env = "TD_TEST_CACHE_OFF",
-                                  .validate = validate};
+    static const td_kernel_cache_config base = {
+        .name = "test", .suffix = ".bin", .version = 3, .disable_env = "TD_TEST_CACHE_OFF"};
+    td_kernel_cache_config cfg = base;
+    cfg.max_entries = max_entries, cfg.validate = validate;
     td_kernel_cache *c = NULL;
     ASSERT_OK(td_kernel_cache_new(&cfg, &c));
     ASSERT(c);
@@ -84,6 +82,21 @@ TEST(disk_hit) {
 /* Rejects data whose first byte is 'X', as a format check beyond the checksum would. */
 static bool no_x(const void *data, size_t size) { return size == 0 || *(const char *)data != 'X'; }
 
+/* a damaged cache file: `n` bytes at `bytes` */
+typedef struct damaged {
+    const char *what;
+    const void *bytes;
+    size_t n;
+} damaged;
+
+/* a copy of the n bytes at p in `size` bytes, zeros after them */
+static unsigned char *zero_padded(const void *p, size_t n, size_t size) {
+    unsigned char *b = calloc(1, size);
+    ASSERT(b);
+    memcpy(b, p, n);
+    return b;
+}
+
 /* Each damaged file is a miss, deleted; the put that follows writes it anew. */
 TEST(corrupt_file) {
     td_kernel_cache *c = cache_new(4, no_x);
@@ -92,21 +105,13 @@ TEST(corrupt_file) {
     size_t n;
     unsigned char *good = test_read_file(path, &n);
     ASSERT(n > 9);
-    unsigned char *flipped = malloc(n);
-    memcpy(flipped, good, n);
+    unsigned char *flipped = zero_padded(good, n, n), *longer = zero_padded(good, n, n + 1);
     flipped[n - 2] ^= 0x40;
-    struct {
-        const char *what;
-        const void *bytes;
-        size_t n;
-    } bad[] = {{"empty", good, 0},
-               {"truncated to part of its header", good, 16},
-               {"truncated by one byte", good, n - 1},
-               {"one bit flipped", flipped, n},
-               {"a byte too long", NULL, n + 1}};
-    unsigned char *longer = calloc(1, n + 1);
-    memcpy(longer, good, n);
-    bad[4].bytes = longer;
+    const damaged bad[] = {{"empty", good, 0},
+                           {"truncated to part of its header", good, 16},
+                           {"truncated by one byte", good, n - 1},
+                           {"one bit flipped", flipped, n},
+                           {"a byte too long", longer, n + 1}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         printf("  %s\n", bad[i].what);
         td_kernel_cache_free(c);

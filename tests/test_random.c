@@ -45,18 +45,23 @@ TEST(rand_stream_exact) {
     td_scope_end();
 }
 
-TEST(rand_offset_shift) {
+/* the n float32 values of td_rand at (seed, offset), on the host (the tensor is released) */
+static float *rand_f32(int64_t n, uint64_t seed, uint64_t offset) {
     td_scope_begin();
+    float *v = host_f32(ASSERT_TENSOR(td_rand(1, &n, seed, offset, TD_F32, TD_CPU)));
+    td_scope_end();
+    return v;
+}
+
+TEST(rand_offset_shift) {
     uint64_t seed = test_seed();
     int64_t n = 37;
-    float *a = host_f32(ASSERT_TENSOR(td_rand(1, &n, seed, 100, TD_F32, TD_CPU)));
-    float *b = host_f32(ASSERT_TENSOR(td_rand(1, &n, seed, 102, TD_F32, TD_CPU)));
+    float *a = rand_f32(n, seed, 100), *b = rand_f32(n, seed, 102);
     for (int i = 0; i + 8 < n; i++) ASSERT(!memcmp(&b[i], &a[i + 8], 4)); /* 2 counters = 8 elements */
     /* the counter wraps modulo 2^64 */
-    float *w = host_f32(ASSERT_TENSOR(td_rand(1, &n, seed, UINT64_MAX, TD_F32, TD_CPU)));
+    float *w = rand_f32(n, seed, UINT64_MAX);
     ASSERT(!memcmp(&w[4], &(float){stream_u(seed, 0, 0)}, 4));
     free(a), free(b), free(w);
-    td_scope_end();
 }
 
 TEST(rand_half_in_unit) {

@@ -319,32 +319,47 @@ TEST(bad_total_size) {
     ASSERT_OK(load(make_file("exact.safetensors", ONE_F32, 8)));
 }
 
-TEST(bad_dtype) {
-    const char *j = "{\"a\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-    ASSERT_ERROR(load(make_file("dt.safetensors", j, 8)), TD_ERR_FORMAT, "unknown dtype 'F31'");
-    const char *k = "{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}";
-    ASSERT_ERROR(load(make_file("nodt.safetensors", k, 8)), TD_ERR_FORMAT, "no dtype");
-}
+/* a corrupt file of the TEST `test`: written as `name` with header `json` and `ndata` data bytes, loading fails
+** with `st` and `msg` */
+typedef struct bad_file {
+    const char *test, *name, *json;
+    size_t ndata;
+    td_status st;
+    const char *msg;
+} bad_file;
 
-TEST(bad_shape_size) {
-    const char *j = "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}";
-    ASSERT_ERROR(load(make_file("ss.safetensors", j, 8)), TD_ERR_FORMAT, "needs 12");
-    const char *k = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,-1],\"data_offsets\":[0,8]}}";
-    ASSERT_ERROR(load(make_file("neg.safetensors", k, 8)), TD_ERR_FORMAT, "non-negative");
-    const char *m = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}";
-    ASSERT_ERROR(load(make_file("dims.safetensors", m, 8)), TD_ERR_FORMAT, "more than 8");
-}
+#define F32_A(SHAPE, OFFSETS) "{\"a\":{\"dtype\":\"F32\",\"shape\":" SHAPE ",\"data_offsets\":" OFFSETS "}}"
 
-TEST(bad_overflow) {
+static const bad_file bad_files[] = {
+    {"dtype", "dt.safetensors", "{\"a\":{\"dtype\":\"F31\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, TD_ERR_FORMAT,
+     "unknown dtype 'F31'"},
+    {"dtype", "nodt.safetensors", "{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, TD_ERR_FORMAT, "no dtype"},
+    {"shape_size", "ss.safetensors", F32_A("[3]", "[0,8]"), 8, TD_ERR_FORMAT, "needs 12"},
+    {"shape_size", "neg.safetensors", F32_A("[2,-1]", "[0,8]"), 8, TD_ERR_FORMAT, "non-negative"},
+    {"shape_size", "dims.safetensors", F32_A("[1,1,1,1,1,1,1,1,2]", "[0,8]"), 8, TD_ERR_FORMAT, "more than 8"},
     /* 2^62 * 2^3 elements of 4 bytes: overflows 64 bits */
-    const char *j = "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,8],\"data_offsets\":[0,8]}}";
-    ASSERT_ERROR(load(make_file("of.safetensors", j, 8)), TD_ERR_FORMAT, "overflows");
-    const char *k = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}";
-    ASSERT_ERROR(load(make_file("of2.safetensors", k, 8)), TD_ERR_FORMAT, "invalid JSON");
+    {"overflow", "of.safetensors", F32_A("[4611686018427387904,8]", "[0,8]"), 8, TD_ERR_FORMAT, "overflows"},
+    {"overflow", "of2.safetensors", F32_A("[2]", "[0,99999999999999999999]"), 8, TD_ERR_FORMAT, "invalid JSON"},
     /* size 0, but its strides would span 2^40 * 2^40 elements (fuzz finding: signed overflow) */
-    const char *z = "{\"a\":{\"dtype\":\"F32\",\"shape\":[0,1099511627776,1099511627776],\"data_offsets\":[0,0]}}";
-    ASSERT_ERROR(load(make_file("of0.safetensors", z, 0)), TD_ERR_OOM, "overflows 2^48 bytes");
+    {"overflow", "of0.safetensors", F32_A("[0,1099511627776,1099511627776]", "[0,0]"), 0, TD_ERR_OOM,
+     "overflows 2^48 bytes"},
+};
+
+/* the bad_files of TEST bad_<test> (at least one) */
+static void expect_bad(const char *test) {
+    int n = 0;
+    for (size_t i = 0; i < sizeof bad_files / sizeof *bad_files; i++) {
+        const bad_file *f = &bad_files[i];
+        if (strcmp(f->test, test)) continue;
+        ASSERT_ERROR(load(make_file(f->name, f->json, f->ndata)), f->st, f->msg);
+        n++;
+    }
+    ASSERT(n > 0);
 }
+
+TEST(bad_dtype) { expect_bad("dtype"); }
+TEST(bad_shape_size) { expect_bad("shape_size"); }
+TEST(bad_overflow) { expect_bad("overflow"); }
 
 TEST(bad_missing_file) {
     ASSERT_ERROR(load("/nonexistent_td/none.safetensors"), TD_ERR_IO, "No such file");

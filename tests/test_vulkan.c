@@ -123,6 +123,12 @@ TEST(transfers) {
     check_clean();
 }
 
+/* saxpy_src's push constants */
+typedef struct saxpy_push {
+    float a;
+    uint32_t n;
+} saxpy_push;
+
 static const char *saxpy_src = "#version 450\n"
                                "layout(local_size_x = 64) in;\n"
                                "layout(binding = 0) readonly buffer X { float x[]; };\n"
@@ -218,22 +224,22 @@ TEST(glsl_autograd) {
     check_clean();
 }
 
+/* the n float32 values v as a vector on the first Vulkan device */
+static td_tensor *vk_vector(const float *v, int64_t n) {
+    return ASSERT_TENSOR(td_from_data(v, 1, &n, TD_F32, TD_VULKAN(0)));
+}
+
 /* Runtime GLSL through the public kernel API, on tensors, ordered with ops. */
 TEST(glsl_kernel) {
     setup();
     enum { N = 1000 };
     float x[N], y[N], got[N];
     for (int i = 0; i < N; i++) x[i] = (float)srand1(), y[i] = (float)srand1();
-    int64_t shape[1] = {N};
-    td_tensor *tx = ASSERT_TENSOR(td_from_data(x, 1, shape, TD_F32, TD_VULKAN(0)));
-    td_tensor *ty = ASSERT_TENSOR(td_from_data(y, 1, shape, TD_F32, TD_VULKAN(0)));
+    td_tensor *tx = vk_vector(x, N), *ty = vk_vector(y, N);
     td_user_kernel *k = NULL;
     char log[4096];
     ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", NULL, &k, log, sizeof log));
-    struct {
-        float a;
-        uint32_t n;
-    } push = {2.5f, N};
+    saxpy_push push = {2.5f, N};
     uint32_t grid[3] = {(N + 63) / 64, 1, 1};
     td_tensor *args[2] = {tx, ty};
     ASSERT_OK(td_kernel_launch(k, grid, NULL, 0, 2, args, &push, sizeof push));
@@ -246,7 +252,7 @@ TEST(glsl_kernel) {
     td_kernel_free(k2);
     /* wrong tensor count; a tensor on the CPU */
     ASSERT_ERROR(td_kernel_launch(k, grid, NULL, 0, 1, args, &push, sizeof push), TD_ERR_MISUSE, "2 bindings");
-    td_tensor *cpu = ASSERT_TENSOR(td_from_data(x, 1, shape, TD_F32, TD_CPU));
+    td_tensor *cpu = ASSERT_TENSOR(td_from_data(x, 1, (int64_t[]){N}, TD_F32, TD_CPU));
     td_tensor *mixed[2] = {cpu, ty};
     ASSERT_ERROR(td_kernel_launch(k, grid, NULL, 0, 2, mixed, &push, sizeof push), TD_ERR_DEVICE, "cpu");
     td_kernel_free(k);
@@ -260,15 +266,10 @@ static void saxpy_child(void) {
     enum { N = 100 };
     float x[N], y[N], got[N];
     for (int i = 0; i < N; i++) x[i] = (float)i, y[i] = 1;
-    int64_t shape[1] = {N};
-    td_tensor *args[2] = {ASSERT_TENSOR(td_from_data(x, 1, shape, TD_F32, TD_VULKAN(0))),
-                          ASSERT_TENSOR(td_from_data(y, 1, shape, TD_F32, TD_VULKAN(0)))};
+    td_tensor *args[2] = {vk_vector(x, N), vk_vector(y, N)};
     td_user_kernel *k = NULL;
     ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", NULL, &k, NULL, 0));
-    struct {
-        float a;
-        uint32_t n;
-    } push = {2, N};
+    saxpy_push push = {2, N};
     ASSERT_OK(td_kernel_launch(k, (uint32_t[3]){2, 1, 1}, NULL, 0, 2, args, &push, sizeof push));
     ASSERT_OK(td_copy_to_host(args[1], got, sizeof got, TD_F32));
     for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], 1 + 2 * x[i], 0);

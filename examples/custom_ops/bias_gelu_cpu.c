@@ -21,39 +21,30 @@ typedef struct gelu_job {
 #define GELU_K 0.7978845608028654
 #define GELU_A 0.044715
 
-static void gelu_rows_f32(const gelu_job *j, int64_t begin, int64_t end) {
-    const int64_t cols = j->c->args.cols;
-    const float *x = j->in[0], *b = j->in[1], *dy = j->backward ? j->in[2] : NULL;
-    float *y = j->out[0];
-    for (int64_t r = begin; r < end; r++)
-        for (int64_t c = 0, i = r * cols; c < cols; c++, i++) {
-            float u = x[i] + b[c];
-            float t = tanhf((float)GELU_K * (u + (float)GELU_A * u * u * u));
-            y[i] = !dy ? 0.5f * u * (1 + t)
-                       : dy[i] * (0.5f * (1 + t) +
-                                  0.5f * u * (1 - t * t) * (float)GELU_K * (1 + 3 * (float)GELU_A * u * u));
-        }
-}
-
-static void gelu_rows_f64(const gelu_job *j, int64_t begin, int64_t end) {
-    const int64_t cols = j->c->args.cols;
-    const double *x = j->in[0], *b = j->in[1], *dy = j->backward ? j->in[2] : NULL;
-    double *y = j->out[0];
-    for (int64_t r = begin; r < end; r++)
-        for (int64_t c = 0, i = r * cols; c < cols; c++, i++) {
-            double u = x[i] + b[c];
-            double t = tanh(GELU_K * (u + GELU_A * u * u * u));
-            y[i] = !dy ? 0.5 * u * (1 + t)
-                       : dy[i] * (0.5 * (1 + t) + 0.5 * u * (1 - t * t) * GELU_K * (1 + 3 * GELU_A * u * u));
-        }
-}
+/* gelu_rows_<T>: the rows [begin, end) in type T, with TANH its tanh (constants rounded to T) */
+#define GELU_ROWS(T, TANH)                                                                                             \
+    static void gelu_rows_##T(const gelu_job *j, int64_t begin, int64_t end) {                                         \
+        const int64_t cols = j->c->args.cols;                                                                          \
+        const T *x = j->in[0], *b = j->in[1], *dy = j->backward ? j->in[2] : NULL;                                     \
+        T *y = j->out[0];                                                                                              \
+        const T k = (T)GELU_K, a = (T)GELU_A, half = (T)0.5;                                                           \
+        for (int64_t r = begin; r < end; r++)                                                                          \
+            for (int64_t c = 0, i = r * cols; c < cols; c++, i++) {                                                    \
+                T u = x[i] + b[c];                                                                                     \
+                T t = TANH(k * (u + a * u * u * u));                                                                   \
+                y[i] = !dy ? half * u * (1 + t)                                                                        \
+                           : dy[i] * (half * (1 + t) + half * u * (1 - t * t) * k * (1 + 3 * a * u * u));              \
+            }                                                                                                          \
+    }
+GELU_ROWS(float, tanhf)
+GELU_ROWS(double, tanh)
 
 static void gelu_rows(void *user, int64_t begin, int64_t end) {
     const gelu_job *j = user;
     if (j->c->dtype == TD_F64)
-        gelu_rows_f64(j, begin, end);
+        gelu_rows_double(j, begin, end);
     else
-        gelu_rows_f32(j, begin, end);
+        gelu_rows_float(j, begin, end);
 }
 
 td_status bias_gelu_cpu(const td_custom_call *c, const void *const *in, void *const *out) {
