@@ -113,6 +113,17 @@ static void sig_parse(const char *sig, sig_side *in, sig_side *out) {
     }
 }
 
+/* Every op's sig, parsed once: the dispatcher checks operands against it on every call. */
+static sig_side parsed_sigs[TD_OP_COUNT][2];
+static void parse_sigs(void) {
+    for (int k = 0; k < TD_OP_COUNT; k++) sig_parse(op_meta[k].sig, &parsed_sigs[k][0], &parsed_sigs[k][1]);
+}
+static const sig_side *sig_of(td_op_kind k) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT; /* a reader never sees a half-parsed table */
+    pthread_once(&once, parse_sigs);
+    return parsed_sigs[k];
+}
+
 /* Operand i of one side: its signature entry, or NULL past the end. */
 static const td_sig_arg *sig_at(const sig_side *s, int i) {
     return i < s->n ? &s->a[i] : s->variadic ? &s->a[s->n - 1] : NULL;
@@ -135,8 +146,7 @@ static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor
         return TD_ERR(TD_ERR_MISUSE, "%s: %d input%s and %d output%s; the op takes %s%d and %d", name, op->n_in,
                       plural(op->n_in), op->n_out, plural(op->n_out), m->n_in < 0 ? "at least " : "",
                       m->n_in < 0 ? 1 : m->n_in, m->n_out);
-    sig_side s[2];
-    sig_parse(m->sig, &s[0], &s[1]);
+    const sig_side *s = sig_of(op->kind);
     int n = op->n_in + op->n_out, x_at = -1;
     for (int i = 0; i < n && x_at < 0; i++) {
         const td_sig_arg *a = i < op->n_in ? sig_at(&s[0], i) : sig_at(&s[1], i - op->n_in);
