@@ -256,9 +256,11 @@ static int worker_ddp(td_device dev) {
                 int64_t ref_copies =
                     backward_copies(td_mul_scalar(loss_of(ref, batch_x(seed, r, step * 2 + k, dev)), 1.0 / world), &st);
                 WOK(st);
-                /* the buckets are slices of the gradient arena: DDP adds no copy, but on Vulkan the host
-                ** staging's one per bucket when it reduces (the copying path adds two per parameter) */
-                int64_t want = ref_copies + (dev.type == TD_DEVICE_CPU || k < micro - 1 ? 0 : td_ddp_num_buckets(d));
+                /* the buckets are slices of the gradient arena: DDP adds no copy (CPU through MPI, CUDA through
+                ** NCCL, in place), but on Vulkan the host staging's one per bucket when it reduces (the copying
+                ** path adds two per parameter) */
+                bool staged = dev.type == TD_DEVICE_VULKAN && k == micro - 1;
+                int64_t want = ref_copies + (staged ? td_ddp_num_buckets(d) : 0);
                 if (r == 0 && copies != want)
                     WFAIL("step %d: %lld copies in DDP's backward, expected %lld (%lld without DDP)", step,
                           (long long)copies, (long long)want, (long long)ref_copies);
