@@ -69,8 +69,9 @@ static td_tensor *binary(td_op_kind kind, const char *name, td_tensor *a, td_ten
 /* The public binary ops (td_<op>, named "<op>"), and those of them with a scalar right side. */
 #define BINARY_OPS(X)                                                                                                  \
     X(add, ADD)                                                                                                        \
-    X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM) X(minimum, MINIMUM) X(eq, EQ) X(ne, NE)        \
-        X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)
+    X(sub, SUB)                                                                                                        \
+    X(mul, MUL) X(div, DIV) X(pow, POW) X(maximum, MAXIMUM) X(minimum, MINIMUM) X(eq, EQ) X(ne, NE) X(lt, LT)          \
+        X(le, LE) X(gt, GT) X(ge, GE)
 #define SCALAR_OPS(X) X(add, ADD) X(sub, SUB) X(mul, MUL) X(div, DIV) X(pow, POW)
 
 #define DEFINE_BINARY(op, KIND)                                                                                        \
@@ -132,8 +133,9 @@ static td_tensor *unary(td_op_kind kind, const char *name, td_tensor *x, bool to
 /* The public unary ops: name, kind, whether an integer input computes in float. */
 #define UNARY_OPS(X)                                                                                                   \
     X(neg, NEG, false)                                                                                                 \
-    X(abs, ABS, false) X(exp, EXP, true) X(log, LOG, true) X(sqrt, SQRT, true) X(rsqrt, RSQRT, true) X(sin, SIN, true) \
-        X(cos, COS, true) X(tanh, TANH, true) X(sigmoid, SIGMOID, true) X(relu, RELU, false) X(silu, SILU, true)
+    X(abs, ABS, false)                                                                                                 \
+    X(exp, EXP, true) X(log, LOG, true) X(sqrt, SQRT, true) X(rsqrt, RSQRT, true) X(sin, SIN, true) X(cos, COS, true)  \
+        X(tanh, TANH, true) X(sigmoid, SIGMOID, true) X(relu, RELU, false) X(silu, SILU, true)
 #define DEFINE_UNARY(op, KIND, to_float)                                                                               \
     td_tensor *td_##op(td_tensor *x) { return unary(TD_OP_##KIND, #op, x, to_float, NULL); }
 UNARY_OPS(DEFINE_UNARY)
