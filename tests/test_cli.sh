@@ -47,7 +47,9 @@ version)
     cmp -s out.txt dashdash.txt || { diff dashdash.txt out.txt; fail "trident version differs from --version"; } ;;
 version_no_plugins)
     mkdir empty
-    TRIDENT_PLUGIN_DIR=$T/empty "$BIN" version >out.txt 2>err.txt || fail "exit $?"
+    # the plugins missing, not disabled (the sanitized runs set TRIDENT_NO_CUDA and TRIDENT_NO_VULKAN)
+    env -u TRIDENT_NO_CUDA -u TRIDENT_NO_VULKAN TRIDENT_PLUGIN_DIR=$T/empty "$BIN" version >out.txt 2>err.txt ||
+      fail "exit $?"
     has out.txt '^  cuda +unavailable: plugin not loaded: .*libtrident-cuda\.so'
     has out.txt '^  vulkan +unavailable: plugin not loaded: .*libtrident-vulkan\.so'
     has out.txt '^plugins in .*/empty: none$' ;;

@@ -924,9 +924,11 @@ static void check_views(td_module *m, int n, td_tensor *const *ps, td_dtype dt, 
     free(before), free(after);
 }
 
-/* The sum of squares of m(x), m a 4-3-2 MLP. */
+/* The sum of squares of m(x), m a 4-3-2 MLP; x in the dtype of m's parameters. */
 static td_tensor *mlp_loss(td_module *m, td_device dev, uint64_t offset) {
-    td_tensor *x = td_to(randu(2, (int64_t[]){5, 4}, offset), dev);
+    td_tensor *p0;
+    ASSERT(td_module_parameters(m, &p0, 1) >= 1);
+    td_tensor *x = td_cast(td_to(randu(2, (int64_t[]){5, 4}, offset), dev), td_tensor_dtype(p0));
     td_tensor *y = td_module_forward(m, x);
     return ASSERT_TENSOR(td_sum(td_mul(y, y), 0, NULL, false));
 }
