@@ -1,0 +1,152 @@
+/*
+** A math block as a DAG (internal to src/math/).
+**
+** The parser builds it untyped from the source; td_math_graph_specialize gives
+** every node a dtype and a shape for one set of bound inputs; the autodiff pass
+** builds the backward as another graph of the same kind; the fuser cuts a
+** typed graph into steps: fused elementwise regions (one generated kernel per
+** backend, at most one reduction at the end) and single nodes that call the
+** table ops (matmul, row ops, cross-entropy, layer norm).
+**
+** Nodes are kept in topological order: a node's args always have smaller ids.
+** td_math_add shares identical nodes (common sub-expressions), so a node id is
+** its value.
+*/
+#ifndef TRIDENT_MATH_GRAPH_H
+#define TRIDENT_MATH_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "trident/tensor.h"
+
+/* Elementwise ops: X(NAME, arity, spelling). The spelling is the language's
+** function name, or the operator for those written as one ("" for ops the
+** language has no name for: they appear only in derived backward graphs). */
+#define TD_MATH_EW_LIST(X)                                                                                             \
+    X(NEG, 1, "-")                                                                                                     \
+    X(ABS, 1, "abs")                                                                                                   \
+    X(EXP, 1, "exp")                                                                                                   \
+    X(LOG, 1, "log")                                                                                                   \
+    X(SQRT, 1, "sqrt")                                                                                                 \
+    X(RSQRT, 1, "rsqrt")                                                                                               \
+    X(SIN, 1, "sin")                                                                                                   \
+    X(COS, 1, "cos")                                                                                                   \
+    X(TANH, 1, "tanh")                                                                                                 \
+    X(SIGMOID, 1, "sigmoid")                                                                                           \
+    X(RELU, 1, "relu")                                                                                                 \
+    X(GELU, 1, "gelu") /* x * Phi(x), erf form */                                                                      \
+    X(SILU, 1, "silu")                                                                                                 \
+    X(SOFTPLUS, 1, "softplus") /* log(1 + exp(x)), torch's threshold 20 */                                             \
+    X(ERF, 1, "")              /* backward of gelu */                                                                  \
+    X(SIGN, 1, "")             /* backward of abs: -1, 0, 1 */                                                         \
+    X(CAST, 1, "")             /* to the node's dtype */                                                               \
+    X(ADD, 2, "+")                                                                                                     \
+    X(SUB, 2, "-")                                                                                                     \
+    X(MUL, 2, "*")                                                                                                     \
+    X(DIV, 2, "/")                                                                                                     \
+    X(POW, 2, "^")                                                                                                     \
+    X(MIN, 2, "min")                                                                                                   \
+    X(MAX, 2, "max")                                                                                                   \
+    X(LT, 2, "<")                                                                                                      \
+    X(LE, 2, "<=")                                                                                                     \
+    X(GT, 2, ">")                                                                                                      \
+    X(GE, 2, ">=")                                                                                                     \
+    X(EQ, 2, "==")                                                                                                     \
+    X(NE, 2, "!=")                                                                                                     \
+    X(WHERE, 3, "where") /* args[0] ? args[1] : args[2]; also `c ? a : b` */                                           \
+    X(CLAMP, 3, "clamp") /* min(max(args[0], args[1]), args[2]) */
+
+typedef enum td_math_ew {
+#define TD_MATH_EW_ENUM_(N, a, s) TD_MEW_##N,
+    TD_MATH_EW_LIST(TD_MATH_EW_ENUM_)
+#undef TD_MATH_EW_ENUM_
+        TD_MEW_COUNT
+} td_math_ew;
+
+/* Reductions over a set of dims. */
+typedef enum td_math_red {
+    TD_MRED_SUM,
+    TD_MRED_MEAN,
+    TD_MRED_AMAX,
+    TD_MRED_AMIN,
+    TD_MRED_VAR,
+    TD_MRED_LOGSUMEXP
+} td_math_red;
+
+typedef enum td_math_kind {
+    TD_MK_INPUT,         /* bound tensor or scalar number `input` (a scalar binds as a 0-d tensor) */
+    TD_MK_CONST,         /* numeric literal `value`, a 0-d tensor of the weakest dtype that holds it */
+    TD_MK_EW,            /* elementwise `ew` over args[0..arity), broadcast and promoted as torch */
+    TD_MK_REDUCE,        /* `red` of args[0] over the dims in `dims` (bit d: dim d; 0: all), keepdim, correction */
+    TD_MK_SOFTMAX,       /* softmax of args[0] along `dim` */
+    TD_MK_LOG_SOFTMAX,   /* log_softmax of args[0] along `dim` */
+    TD_MK_MATMUL,        /* args[0] @ args[1], torch.matmul's broadcasting */
+    TD_MK_TRANSPOSE,     /* args[0] with its last two dims swapped (postfix ') */
+    TD_MK_EXPAND,        /* args[0] broadcast to `shape` (derived graphs: backward of reductions) */
+    TD_MK_RESHAPE,       /* args[0]'s elements as `shape` (derived graphs) */
+    TD_MK_ONE_HOT,       /* int64 args[0] as one-hot rows of `classes` columns in `dtype` (derived graphs) */
+    TD_MK_CROSS_ENTROPY, /* mean cross-entropy of logits args[0] [N, C] and int64 targets args[1] [N] */
+    TD_MK_LAYER_NORM,    /* layer norm of args[0] over its last dim; args[1] weight, args[2] bias, or -1 */
+    TD_MK_COUNT
+} td_math_kind;
+
+#define TD_MATH_MAX_ARGS 3
+
+typedef struct td_math_node {
+    td_math_kind kind;
+    int op;                     /* td_math_ew (EW) or td_math_red (REDUCE) */
+    int n_args;                 /* arguments used in args */
+    int args[TD_MATH_MAX_ARGS]; /* node ids (< this node's id), or -1 for an absent optional operand */
+    int input;                  /* INPUT: index into the graph's input names */
+    double value;               /* CONST: the literal; LAYER_NORM: eps */
+    uint32_t dims;              /* REDUCE: bit mask of reduced dims, after specialization non-negative (0: all) */
+    int dim;                    /* SOFTMAX, LOG_SOFTMAX: the dim as written (may be negative) */
+    bool keepdim;               /* REDUCE */
+    int correction;             /* REDUCE VAR: torch's correction (default 1) */
+    int64_t classes;            /* ONE_HOT */
+    /* where the node was written: byte offset and length of its sub-expression in the source (errors point here) */
+    int src_off, src_len;
+    /* set by td_math_graph_specialize (and given for derived nodes: EXPAND, RESHAPE use ndim/shape as their target) */
+    td_dtype dtype;
+    int ndim;
+    int64_t shape[TD_MAX_DIMS];
+} td_math_node;
+
+#define TD_MATH_MAX_INPUTS  32
+#define TD_MATH_MAX_OUTPUTS 8
+
+typedef struct td_math_graph {
+    td_math_node *nodes; /* n_nodes of them, in topological order */
+    int n_nodes, cap_nodes;
+    int n_inputs;                          /* bound names, in order of first use */
+    char *input_names[TD_MATH_MAX_INPUTS]; /* owned */
+    int n_outputs;                         /* the last statement, or `return a, b, ...` */
+    int outputs[TD_MATH_MAX_OUTPUTS];      /* node ids */
+    char *source;                          /* owned copy of the block's source (NULL for derived graphs) */
+    bool typed;                            /* every node has dtype and shape */
+} td_math_graph;
+
+/* Construction (graph.c). td_math_add appends n, or returns the id of an
+** identical existing node (same kind, op, args and attributes; source spans
+** are not compared), or -1 out of memory. */
+void td_math_graph_init(td_math_graph *g);
+void td_math_graph_free(td_math_graph *g);
+int td_math_add(td_math_graph *g, const td_math_node *n);
+int td_math_input(td_math_graph *g, const char *name); /* the INPUT node of name, added on first use; -1 too many */
+
+/* Types and shapes for inputs of the given dtypes and shapes (scalars bound as
+** 0-d), as torch would compute them. On error returns TD_ERR_SHAPE or
+** TD_ERR_DTYPE with a message that names the sub-expression and points at it
+** in the source (line, column and a caret line), e.g.
+**   "math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`\n  y = x + b\n      ^~~~~". */
+td_status td_math_graph_specialize(td_math_graph *g, const td_dtype *dtypes, const int *ndims,
+                                   const int64_t (*shapes)[TD_MAX_DIMS]);
+
+/* Evaluate one typed node with the table ops (composed; records autograd as
+** the ops do). args are the node's argument values in order (NULL for an
+** absent optional one); the inputs' values for INPUT nodes. Returns a new
+** tensor, or NULL with the error set. */
+td_tensor *td_math_node_eval(const td_math_graph *g, int node, td_tensor *const *args);
+
+#endif
