@@ -1,5 +1,6 @@
 /* The layers and losses of issue 25 against PyTorch: GroupNorm, RMSNorm, InstanceNorm2d,
-** ConvTranspose1d/2d (forward, input and parameter gradients, buffers, state_dict keys loaded
+** ConvTranspose1d/2d, Upsample (nearest), AdaptiveMaxPool2d (forward, input and parameter gradients, buffers,
+*state_dict keys loaded
 ** strictly) and the smooth-L1, Huber, KL-divergence and cosine-embedding losses (value and input
 ** gradient), on the CPU and on Vulkan; gradchecks in float64; bad arguments. References:
 ** tests/fixtures/gen_layers_extra.py (torch 1.13, float64); |got - want| <= tol (1 + |want|). */
@@ -72,12 +73,19 @@ static td_module *make_module(const char *n) {
         return td_conv_transpose2d_new(3, 2, (int[]){3, 3}, NULL, NULL, NULL, 1, true, NULL);
     if (!strcmp(n, "convt1d")) return td_conv_transpose1d_new(4, 2, 3, 2, 1, 1, 1, true, 1);
     if (!strcmp(n, "convt1d_groups")) return td_conv_transpose1d_new(6, 4, 3, 3, 2, 2, 2, false, 2);
+    if (!strcmp(n, "upsample_size")) return td_upsample_nearest_new(2, (int64_t[]){5, 7}, NULL);
+    if (!strcmp(n, "upsample_scale")) return td_upsample_nearest_new(2, NULL, (double[]){2.0, 1.5});
+    if (!strcmp(n, "upsample_1d_down")) return td_upsample_nearest_new(1, (int64_t[]){3}, NULL);
+    if (!strcmp(n, "adaptive_maxpool2d")) return td_adaptive_max_pool2d_new(3, 2);
+    if (!strcmp(n, "adaptive_maxpool2d_even")) return td_adaptive_max_pool2d_new(2, 3);
     TEST_FAIL_("no module for case %s", n);
 }
 
-static const char *const module_cases[] = {"groupnorm", "groupnorm_noaffine", "rmsnorm", "rmsnorm_none",
-                                           "instnorm",  "instnorm_track",     "convt2d", "convt2d_plain",
-                                           "convt1d",   "convt1d_groups"};
+static const char *const module_cases[] = {"groupnorm",        "groupnorm_noaffine", "rmsnorm",
+                                           "rmsnorm_none",     "instnorm",           "instnorm_track",
+                                           "convt2d",          "convt2d_plain",      "convt1d",
+                                           "convt1d_groups",   "upsample_size",      "upsample_scale",
+                                           "upsample_1d_down", "adaptive_maxpool2d", "adaptive_maxpool2d_even"};
 #define N_MODULES (int)(sizeof module_cases / sizeof *module_cases)
 
 /* The entries "<name>.s.<key>" as a state dict keyed by <key>. */
@@ -295,6 +303,10 @@ TEST(bad_arguments) {
     ASSERT_ERROR(td_huber_loss(a, a, TD_REDUCE_BATCHMEAN, 1), TD_ERR_MISUSE, "reduction 3 is not none");
     ASSERT_ERROR(td_kl_div_loss(a, NULL, TD_REDUCE_SUM, false), TD_ERR_MISUSE, "target");
     ASSERT_ERROR(td_cosine_embedding_loss(a, a, a, 0, TD_REDUCE_MEAN), TD_ERR_SHAPE, "target shape [2,3]");
+    ASSERT_ERROR(td_interpolate_nearest(a, (int64_t[]){2}, NULL), TD_ERR_SHAPE, "got 2 dims");
+    ASSERT_ERROR(td_interpolate_nearest(x, (int64_t[]){2, 2}, (double[]){2, 2}), TD_ERR_MISUSE, "exactly one");
+    ASSERT_ERROR(td_interpolate_nearest(x, NULL, (double[]){0.1, 2}), TD_ERR_MISUSE, "scale_factor 0.1 gives no");
+    ASSERT_ERROR(td_adaptive_max_pool2d_new(0, 2), TD_ERR_MISUSE, "output size 0x2");
     td_module_free(gn);
     td_module_free(ct);
     td_module_free(rms);

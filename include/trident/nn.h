@@ -428,8 +428,8 @@ TD_API td_status td_init_xavier_uniform_(td_tensor *t, double gain);
 TD_API td_status td_init_xavier_normal_(td_tensor *t, double gain);
 
 /* ======================================================================
-** More layers and losses (issue 25): norms, transposed convolutions, and
-** the smooth-L1, Huber, KL-divergence and cosine-embedding losses.
+** More layers and losses (issue 25): norms, transposed convolutions,
+** nearest upsampling, adaptive max pooling, and the smooth-L1, Huber, KL-divergence and cosine-embedding losses.
 ** ====================================================================== */
 
 /*
@@ -492,6 +492,24 @@ TD_API td_module *td_conv_transpose2d_new(int64_t in_channels, int64_t out_chann
                                           int groups, bool bias, const int dilation[2]);
 TD_API td_module *td_conv_transpose1d_new(int64_t in_channels, int64_t out_channels, int kernel, int stride,
                                           int padding, int output_padding, int groups, bool bias, int dilation);
+
+/*
+** CONSTRUCTOR. F.interpolate(x, size or scale_factor, mode="nearest"): x
+** [N, C, L] or [N, C, H, W]; size (IN, one entry per spatial dim) or
+** scale_factor (IN, likewise), exactly one non-NULL (TD_ERR_MISUSE). Output
+** size = size, or floor(in * scale_factor); output i reads input
+** min(floor(i * scale), in - 1), scale = 1/scale_factor or in/size in float32,
+** as PyTorch. Composed from index_select (gradients sum back).
+*/
+TD_API td_tensor *td_interpolate_nearest(td_tensor *x, const int64_t *size, const double *scale_factor);
+/* CONSTRUCTOR. nn.Upsample(size or scale_factor, mode="nearest") for n = 1
+** or 2 spatial dims (inputs [N, C, L] or [N, C, H, W]); the arrays (n
+** entries, exactly one non-NULL) are copied. */
+TD_API td_module *td_upsample_nearest_new(int n, const int64_t *size, const double *scale_factor);
+/* CONSTRUCTOR. nn.AdaptiveMaxPool2d((out_h, out_w)): x [N, C, H, W] or
+** [C, H, W]; cell i spans rows floor(i*H/out_h) .. ceil((i+1)*H/out_h), and
+** columns likewise; y is its maximum (return_indices is not offered). */
+TD_API td_module *td_adaptive_max_pool2d_new(int64_t out_h, int64_t out_w);
 
 /* F.kl_div's reduction="batchmean" (the sum divided by input's size(0)),
 ** accepted by td_kl_div_loss only. */
