@@ -2,14 +2,14 @@
 ** ConvTranspose1d/2d, Upsample (nearest), AdaptiveMaxPool2d (forward, input and parameter gradients, buffers,
 *state_dict keys loaded
 ** strictly) and the smooth-L1, Huber, KL-divergence and cosine-embedding losses (value and input
-** gradient), on the CPU and on Vulkan; gradchecks in float64; bad arguments. References:
+** gradient), on the CPU, Vulkan and CUDA; gradchecks in float64; bad arguments. References:
 ** tests/fixtures/gen_layers_extra.py (torch 1.13, float64); |got - want| <= tol (1 + |want|). */
 #include "tdfx.h"
 #include "test_util.h"
 
 /* clang-format off */
 #define TESTS(X)                                                                                                       \
-    X(modules_cpu) X(modules_vulkan) X(losses_cpu) X(losses_vulkan) X(state_dict_keys) X(gradcheck_modules)           \
+    X(modules_cpu) X(modules_vulkan) X(modules_cuda) X(losses_cpu) X(losses_vulkan) X(losses_cuda) X(state_dict_keys) X(gradcheck_modules)           \
         X(gradcheck_losses) X(rmsnorm_eps_none) X(bad_arguments)
 /* clang-format on */
 
@@ -142,6 +142,7 @@ static void modules_on(td_device dev, double tol) {
 
 TEST(modules_cpu) { modules_on(TD_CPU, 1e-5); }
 TEST(modules_vulkan) { modules_on(test_device_or_skip("vulkan:0"), 1e-4); }
+TEST(modules_cuda) { modules_on(test_device_or_skip("cuda:0"), 1e-4); }
 
 /* ---- losses ---- */
 
@@ -193,6 +194,7 @@ static void losses_on(td_device dev, double tol) {
 
 TEST(losses_cpu) { losses_on(TD_CPU, 1e-5); }
 TEST(losses_vulkan) { losses_on(test_device_or_skip("vulkan:0"), 1e-4); }
+TEST(losses_cuda) { losses_on(test_device_or_skip("cuda:0"), 1e-4); }
 
 /* Each module's state dict has exactly torch's keys, in torch's order. */
 TEST(state_dict_keys) {
