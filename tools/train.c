@@ -31,6 +31,8 @@ typedef struct train_opts {
     int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
     int workers;
     double lr;
+    train_schedule sched;           /* the lr schedule's flags (train_schedule_resolve fills the defaults) */
+    double grad_clip, weight_decay; /* 0: no clipping; < 0: the optimizer's default decay */
     uint64_t seed;
     bool resume, deterministic, capture, ddp;
     workload_gpt_config gpt;
@@ -50,6 +52,19 @@ static void usage(FILE *f) {
         "  --batch N                batch size (default 128; gpt 64)\n"
         "  --lr X                   learning rate (default 1e-3; gpt 3e-4)\n"
         "  --optimizer NAME         adam, adamw, sgd, rmsprop (default adam; gpt adamw)\n"
+        "  --lr-schedule NAME       constant, cosine, linear or step, after the warmup (default constant; gpt\n"
+        "                           cosine, as GPT-2 recipes; constant with --capture, which replays one lr).\n"
+        "                           cosine and linear decay to --min-lr at the run's last step (--epochs x\n"
+        "                           steps per epoch; --max-steps only stops); torch's SequentialLR of\n"
+        "                           LinearLR(1/(N+1), 1, N) then CosineAnnealingLR / LinearLR / StepLR\n"
+        "  --warmup-steps N         linear warmup from lr/(N+1) to lr over N steps (default 0; gpt with a\n"
+        "                           decaying schedule: 5%% of the run's steps)\n"
+        "  --min-lr X               the lr cosine and linear end at (default 0; gpt: lr/10)\n"
+        "  --lr-step-size N         step: multiply the lr by --lr-gamma every N steps (default: an epoch)\n"
+        "  --lr-gamma X             step: the factor (default 0.1)\n"
+        "  --grad-clip X            clip the gradients' total 2-norm to X before each update (default: off)\n"
+        "  --weight-decay X         the optimizer's weight decay (default 0; adamw 0.01)\n"
+        "                           (a resumed run takes the checkpoint's schedule)\n"
         "  --seed N                 seed of initialization and data order (default 0)\n"
         "  --data DIR               Fashion-MNIST *-ubyte.gz files (default %s)\n"
         "  --text FILE              gpt: train on FILE's bytes; the last 10%% are held out\n"
@@ -107,6 +122,9 @@ typedef enum opt_kind {
     OPT_SEED,    /* uint64_t from a non-negative integer */
     OPT_WORKERS, /* int in [0, 64] */
     OPT_LR,      /* double > 0 */
+    OPT_REAL,    /* double >= 0 */
+    OPT_COUNT0,  /* int64_t in [0, TRAIN_COUNT_MAX] */
+    OPT_SCHED,   /* "constant", "cosine", "linear", "step" -> train_lr_kind */
     OPT_MODEL,   /* workload_kind */
     OPT_OPTIM,   /* "adam", "adamw", "sgd", "rmsprop" */
     OPT_AMP,     /* "bf16", "fp16" -> td_dtype */
@@ -124,7 +142,9 @@ static bool parse_value(const opt_spec *spec, const char *val) {
     char *end = NULL;
     errno = 0;
     long long n =
-        spec->kind == OPT_COUNT || spec->kind == OPT_SEED || spec->kind == OPT_WORKERS ? strtoll(val, &end, 10) : 0;
+        spec->kind == OPT_COUNT || spec->kind == OPT_COUNT0 || spec->kind == OPT_SEED || spec->kind == OPT_WORKERS
+            ? strtoll(val, &end, 10)
+            : 0;
     bool number = end && end != val && !*end && !errno;
     switch (spec->kind) {
     case OPT_FLAG: return false; /* not reached: flags take no value */
@@ -134,6 +154,17 @@ static bool parse_value(const opt_spec *spec, const char *val) {
         if (number && n > TRAIN_COUNT_MAX)
             return train_fail("%s %s is too large (at most 2^48)", spec->name, TD_QUOTE(val)), false;
         return train_fail("%s expects a positive integer, got %s", spec->name, TD_QUOTE(val)), false;
+    case OPT_COUNT0:
+        if (number && n >= 0 && n <= TRAIN_COUNT_MAX) return *(int64_t *)spec->field = n, true;
+        return train_fail("%s expects an integer in [0, 2^48], got %s", spec->name, TD_QUOTE(val)), false;
+    case OPT_REAL: {
+        double x = strtod(val, &end);
+        if (end != val && !*end && x >= 0 && isfinite(x)) return *(double *)spec->field = x, true;
+        return train_fail("%s expects a number >= 0, got %s", spec->name, TD_QUOTE(val)), false;
+    }
+    case OPT_SCHED:
+        if (train_schedule_kind_parse(val, spec->field)) return true;
+        return train_fail("%s: %s is not constant, cosine, linear or step", spec->name, TD_QUOTE(val)), false;
     case OPT_SEED:
         if (number && n >= 0) return *(uint64_t *)spec->field = (uint64_t)n, true;
         return train_fail("%s expects a non-negative integer, got %s", spec->name, TD_QUOTE(val)), false;
@@ -176,7 +207,9 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                       .steps = -1,
                       .gpt = workload_gpt_config_default(),
                       .amp = TD_F32,
-                      .params = TD_F32};
+                      .params = TD_F32,
+                      .sched = {.kind = TRAIN_LR_DEFAULT, .min_lr = -1, .warmup = -1, .gamma = 0.1},
+                      .weight_decay = -1};
     int64_t batch = -1;
     const opt_spec specs[] = {
         {"--model", OPT_MODEL, &o->kind},
@@ -185,6 +218,13 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--batch", OPT_COUNT, &batch},
         {"--lr", OPT_LR, &o->lr},
         {"--optimizer", OPT_OPTIM, &o->optimizer},
+        {"--lr-schedule", OPT_SCHED, &o->sched.kind},
+        {"--warmup-steps", OPT_COUNT0, &o->sched.warmup},
+        {"--min-lr", OPT_REAL, &o->sched.min_lr},
+        {"--lr-step-size", OPT_COUNT, &o->sched.step_size},
+        {"--lr-gamma", OPT_LR, &o->sched.gamma},
+        {"--grad-clip", OPT_LR, &o->grad_clip},
+        {"--weight-decay", OPT_REAL, &o->weight_decay},
         {"--seed", OPT_SEED, &o->seed},
         {"--data", OPT_STR, &o->data},
         {"--text", OPT_STR, &o->text},
@@ -249,6 +289,12 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
     if (o->params == TD_BF16) o->amp = TD_BF16;
     if (o->capture && o->amp == TD_F16)
         return train_fail("--capture with --amp fp16: the GradScaler reads its inf flag on the host every step"), false;
+    if (o->capture && (o->sched.kind == TRAIN_LR_DEFAULT || o->sched.kind == TRAIN_LR_CONSTANT) && o->sched.warmup <= 0)
+        o->sched.kind = TRAIN_LR_CONSTANT, o->sched.warmup = 0; /* the replayed step keeps the lr it recorded */
+    else if (o->capture)
+        return train_fail("--capture replays the step with the lr it recorded: it needs --lr-schedule constant and "
+                          "no --warmup-steps"),
+               false;
     if (o->gpt.d_model % o->gpt.heads)
         return train_fail("--d-model %" PRId64 " is not a multiple of --heads %" PRId64, o->gpt.d_model, o->gpt.heads),
                false;
@@ -298,7 +344,7 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     td_manual_seed(o.seed);
-    if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK ||
+    if (workload_init_ext(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.weight_decay, o.capture) != TD_OK ||
         workload_amp_set(&r.w, o.amp) != TD_OK || workload_params_set(&r.w, o.params) != TD_OK ||
         td_module_flatten_parameters(r.w.model, dev) != TD_OK) { /* one arena: one optimizer op, in-place DDP */
         workload_free(&r.w);
@@ -307,6 +353,9 @@ int cmd_train(int argc, char **argv) {
         train_dist_free(&r, true);
         return rc;
     }
+    r.w.grad_clip = o.grad_clip;
+    r.sched = o.sched;
+    r.sched.base = td_optimizer_get_lr(r.w.opt, 0);
     if (o.resume) rc = train_resume(&r);
     if (!rc && r.world > 1) rc = train_dist_wrap(&r); /* after resuming: every rank starts from rank 0's state */
     if (!rc) rc = train_logs_open(&r, o.log, o.log_steps);

@@ -17,6 +17,24 @@
 ** stay far from overflow. */
 #define TRAIN_COUNT_MAX ((int64_t)1 << 48)
 
+/* The learning-rate schedule (train_schedule.c). */
+typedef enum train_lr_kind {
+    TRAIN_LR_DEFAULT = -1,
+    TRAIN_LR_CONSTANT,
+    TRAIN_LR_COSINE,
+    TRAIN_LR_LINEAR,
+    TRAIN_LR_STEP
+} train_lr_kind;
+typedef struct train_schedule {
+    train_lr_kind kind; /* TRAIN_LR_DEFAULT until train_schedule_resolve: the model's */
+    double base;        /* the lr after warmup */
+    double min_lr;      /* cosine, linear: the lr at the run's end (-1: the default) */
+    int64_t warmup;     /* steps of linear warmup from base / (warmup + 1) (-1: the default) */
+    int64_t total;      /* the run's steps (epochs x steps per epoch); 0 until resolved */
+    int64_t step_size;  /* step: decay every step_size steps after warmup (0: steps per epoch) */
+    double gamma;       /* step: the factor */
+} train_schedule;
+
 typedef struct train_run {
     workload w;
     /* settings */
@@ -29,6 +47,7 @@ typedef struct train_run {
     bool deterministic;
     bool capture; /* --capture: record the step once, replay it for every later batch */
     const char *checkpoint;
+    train_schedule sched;
     const char *profile;            /* --profile FILE: the Chrome trace of a few steps (train_loop.c); NULL: off */
     int64_t profile_from, profiled; /* steps of this run before recording starts; steps recorded */
     bool profiling;
@@ -82,6 +101,17 @@ void train_data_free(train_run *r);
 int train_checkpoint_check(const char *path);
 int train_checkpoint_save(train_run *r);
 int train_resume(train_run *r);
+
+/* train_schedule.c: parse a schedule's name (constant, cosine, linear, step);
+** the lr of step k (0-based); the schedule as the checkpoint's metadata (exact:
+** %.17g; else %g, for people) and back (1 with a message naming path when it is not one); fill in the
+** defaults for a run of epochs x per_epoch steps (gpt: cosine, 5% warmup, min lr / 10;
+** mlp, cnn: constant) unless resumed, checking them (1 with a message). */
+bool train_schedule_kind_parse(const char *s, train_lr_kind *kind);
+double train_schedule_lr(const train_schedule *s, int64_t k);
+const char *train_schedule_str(const train_schedule *s, bool exact, char *buf, size_t n);
+int train_schedule_parse(const char *str, const char *path, train_schedule *s);
+int train_schedule_resolve(train_schedule *s, int64_t per_epoch, int64_t epochs, bool gpt);
 
 /* train_loop.c: open the metric logs; run the epochs; close the logs; free
 ** the captured step (before the workload: it holds the step's buffers). */

@@ -230,6 +230,11 @@ td_status workload_kind_parse(const char *s, workload_kind *out) {
 
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
                         const char *optimizer, double lr, bool capturable) {
+    return workload_init_ext(w, kind, cfg, dev, optimizer, lr, -1, capturable);
+}
+
+td_status workload_init_ext(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
+                            const char *optimizer, double lr, double weight_decay, bool capturable) {
     memset(w, 0, sizeof *w);
     w->kind = kind;
     w->name = kind_names[kind];
@@ -253,6 +258,7 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
                              : adamw ? td_adamw_defaults(lr)
                              : sgd   ? td_sgd_defaults(lr)
                                      : td_rmsprop_defaults(lr);
+        if (weight_decay >= 0) o.weight_decay = weight_decay;
         o.capturable = capturable && (adam || adamw);
         o.master_weights = true; /* only half parameters have one (workload_params_set) */
         w->opt = adam      ? td_adam_new(n, params, &o)
@@ -313,11 +319,55 @@ static td_tensor *forward_loss(workload *w, td_tensor *x, td_tensor *y, td_reduc
     return l;
 }
 
+/* --grad-clip: torch.nn.utils.clip_grad_norm_(params, max_norm) without the
+** host read of the norm (td_clip_grad_norm_ returns it as a double):
+**   total = sqrt(sum_p sum(g_p^2))  (f32, or f64 for f64 gradients)
+**   coef  = min(max_norm / (total + 1e-6), 1);  every g_p *= coef
+** torch's foreach form multiplies by the clamped coef always, as here. With a
+** GradScaler the gradients are unscaled first (torch's recipe). */
+static td_status clip_grads(workload *w) {
+    if (w->scaler) {
+        td_status st = td_grad_scaler_unscale_(w->scaler, w->opt);
+        if (st != TD_OK) return st;
+    }
+    int n = td_module_parameters(w->model, NULL, 0);
+    td_tensor **ps = calloc((size_t)n + 1, sizeof *ps);
+    if (!ps) return td_error_set(TD_ERR_OOM, "out of host memory");
+    td_module_parameters(w->model, ps, n);
+    td_status st = TD_OK;
+    td_no_grad_begin();
+    td_tensor *sq = NULL;
+    for (int i = 0; i < n; i++) {
+        td_tensor *g = td_grad_of(ps[i]);
+        if (!g) continue;
+        td_tensor *g32 = td_tensor_dtype(g) == TD_F64 ? g : td_cast(g, TD_F32);
+        td_tensor *part = td_sum(td_mul(g32, g32), 0, NULL, false);
+        sq = sq ? td_add(sq, td_cast(part, td_tensor_dtype(sq))) : part;
+        if (!sq) {
+            st = td_last_status();
+            break;
+        }
+    }
+    td_tensor *coef =
+        sq ? td_clamp(td_div(td_scalar(w->grad_clip, td_tensor_dtype(sq), w->device), td_add_scalar(td_sqrt(sq), 1e-6)),
+                      0, 1)
+           : NULL;
+    if (st == TD_OK && sq && !coef) st = td_last_status();
+    for (int i = 0; i < n && coef && st == TD_OK; i++) {
+        td_tensor *g = td_grad_of(ps[i]);
+        if (g) st = td_copy_(g, td_mul(g, td_cast(coef, td_tensor_dtype(g))));
+    }
+    td_no_grad_end();
+    free(ps);
+    return st;
+}
+
 td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y) {
     td_tensor *l = forward_loss(w, x, y, TD_REDUCE_MEAN, NULL);
     td_optimizer_zero_grad(w->opt);
     td_tensor *scaled = w->scaler && l ? td_grad_scaler_scale(w->scaler, l) : l;
     td_status st = scaled ? td_backward(scaled, NULL, false) : td_last_status();
+    if (st == TD_OK && w->grad_clip > 0) st = clip_grads(w);
     if (st == TD_OK) st = w->scaler ? td_grad_scaler_step(w->scaler, w->opt, NULL) : td_optimizer_step(w->opt);
     if (st == TD_OK && w->scaler) st = td_grad_scaler_update(w->scaler);
     return st == TD_OK ? l : NULL;

@@ -57,6 +57,7 @@ typedef struct workload {
     td_optimizer *opt;
     td_dtype amp;           /* TD_F32: off; TD_BF16/TD_F16: forward and loss under td_autocast_begin */
     td_grad_scaler *scaler; /* with TD_F16: dynamic loss scaling; else NULL */
+    double grad_clip;       /* > 0: clip the gradients' total 2-norm to this before each update (device-only) */
 } workload;
 
 /* METHOD. Parse "mlp", "cnn" or "gpt" into *out (TD_ERR_MISUSE otherwise,
@@ -79,6 +80,11 @@ td_status workload_kind_parse(const char *s, workload_kind *out);
 */
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
                         const char *optimizer, double lr, bool capturable);
+/* CONSTRUCTOR. workload_init with the optimizer's weight decay: >= 0 sets
+** td_optim_options.weight_decay (L2 for adam, sgd, rmsprop; decoupled for
+** adamw), < 0 keeps the optimizer's default (0; adamw 1e-2). */
+td_status workload_init_ext(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
+                            const char *optimizer, double lr, double weight_decay, bool capturable);
 
 /* METHOD. Mixed precision for the steps of w: TD_F32 (off), TD_BF16, or
 ** TD_F16 (with a GradScaler of torch's defaults, whose step reads one flag on
