@@ -44,8 +44,16 @@ td_status workload_gpt_preset(const char *name, workload_gpt_config *out);
 td_module *workload_mlp_new(void);
 td_module *workload_cnn_new(void);
 td_module *workload_gpt_new(const workload_gpt_config *cfg);
+/* CONSTRUCTOR. W6, the LSTM language model: "LSTMLM" with emb (Embedding
+** vocab x hidden), rnn (LSTM hidden -> hidden, 2 layers, batch_first) and
+** head (Linear hidden -> vocab): x I64 [N, T] -> logits [N, T, V]. W6 is
+** vocab 256, hidden 512, on W3's bytes with T = the gpt context (256). */
+td_module *workload_lstm_new(int64_t vocab, int64_t hidden, int layers);
 
-typedef enum workload_kind { WORKLOAD_MLP = 0, WORKLOAD_CNN = 1, WORKLOAD_GPT = 2 } workload_kind;
+typedef enum workload_kind { WORKLOAD_MLP = 0, WORKLOAD_CNN = 1, WORKLOAD_GPT = 2, WORKLOAD_LSTM = 3 } workload_kind;
+
+/* Whether kind trains on text windows (gpt, lstm: x and y I64 [N, T] from --text, T = gpt.context). */
+static inline bool workload_is_text(workload_kind kind) { return kind == WORKLOAD_GPT || kind == WORKLOAD_LSTM; }
 
 /* A model, its optimizer and its device: everything one training step needs. */
 typedef struct workload {
@@ -59,13 +67,14 @@ typedef struct workload {
     td_grad_scaler *scaler; /* with TD_F16: dynamic loss scaling; else NULL */
 } workload;
 
-/* METHOD. Parse "mlp", "cnn" or "gpt" into *out (TD_ERR_MISUSE otherwise,
+/* METHOD. Parse "mlp", "cnn", "gpt" or "lstm" into *out (TD_ERR_MISUSE otherwise,
 ** naming the string and the choices). */
 td_status workload_kind_parse(const char *s, workload_kind *out);
 
 /*
 ** CONSTRUCTOR. Build workload kind on dev with its optimizer into *w.
-**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn
+**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn; lstm
+**                 takes its vocab and context (the sequence length) only
 **   IN optimizer  "adam", "adamw", "sgd" or "rmsprop"; NULL: the workload's own
 **                 (Adam for mlp and cnn, AdamW with weight decay 0.01 for gpt)
 **   IN lr         the learning rate; <= 0: the workload's (1e-3; gpt 3e-4)
