@@ -260,13 +260,18 @@ td_status bench_run_gpt2(bench_session *s, int device) {
     return run_gpt(s, device, "W5-gpt2-small", bench_gpt2_config(s), bench_gpt2_batch(s), "");
 }
 
+workload_gpt_config bench_lstm_config(const bench_session *s) {
+    workload_gpt_config c = workload_lstm_config_default();
+    if (s->opt.quick) c.d_model = 32, c.context = 32;
+    return c;
+}
+
 int64_t bench_lstm_batch(const bench_session *s) { return s->opt.quick ? 4 : 32; }
-int64_t bench_lstm_seq(const bench_session *s) { return s->opt.quick ? 32 : 256; }
 
 td_status bench_run_lstm(bench_session *s, int device) {
     td_device dev = s->devices[device].dev;
-    workload_gpt_config cfg = workload_gpt_config_default();
-    int64_t b = bench_lstm_batch(s), shape[2] = {b, cfg.context = bench_lstm_seq(s)};
+    workload_gpt_config cfg = bench_lstm_config(s);
+    int64_t b = bench_lstm_batch(s), shape[2] = {b, cfg.context};
     train_arg a = {.k = 1};
     td_scope_begin();
     td_manual_seed(0);
@@ -276,9 +281,9 @@ td_status bench_run_lstm(bench_session *s, int device) {
     if (st == TD_OK) st = workload_init(&a.w, WORKLOAD_LSTM, &cfg, dev, NULL, 0, false); /* Adam, lr 1e-3 */
     char size[80];
     snprintf(size, sizeof size, "%lldx%lld", (long long)b, (long long)cfg.context);
-    const char *note = s->opt.quick ? "--quick config: 2 layers, hidden 512; random tokens"
-                                    : "2 layers, hidden 512; "
-                                      "random tokens";
+    char note[128];
+    snprintf(note, sizeof note, "%s2 layers, hidden %lld; random tokens", s->opt.quick ? "--quick config: " : "",
+             (long long)cfg.d_model);
     if (st == TD_OK)
         st = time_steps(s, device, "W6-lstm", size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, fn_step, &a, note,
                         0);

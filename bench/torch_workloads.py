@@ -23,7 +23,7 @@ DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
                 vocabulary: 768,12,12,1024, batch 16): on cuda, or on any
                 device at a reduced size (d_model <= 128).
 --only w6       W6, the LSTM language model (2 layers, hidden 512, batch 32, seq 256;
-                --lstm-batch B, --lstm-seq T, --lstm-steps N (default 20 on cuda, 2 on cpu)).
+                --lstm-size HIDDEN,T, --lstm-batch B, --lstm-steps N (default 20 on cuda, 2 on cpu)).
 --amp bf16|fp16 W3/W5 also run under torch.autocast (fp16 with a GradScaler);
                 those lines carry dtype "<dtype>-amp". On cuda every gpt line
                 carries peak_bytes (torch.cuda.max_memory_allocated).
@@ -261,8 +261,9 @@ def main():
         if dev == "cuda" or cfg["d"] <= 128:  # the full W5 is for GPUs; a reduced size runs anywhere
             gpt_runs("W5-gpt2-small", cfg, arg("--gpt2-batch"), 16)
     if "w6" in only:
+        size = sys.argv[sys.argv.index("--lstm-size") + 1].split(",") if "--lstm-size" in sys.argv else (512, 256)
         lstm(dev, arg("--lstm-steps") or (20 if dev == "cuda" else 2), B=arg("--lstm-batch") or 32,
-             T=arg("--lstm-seq") or 256)
+             hidden=int(size[0]), T=int(size[1]))
 
 if __name__ == "__main__":
     main()

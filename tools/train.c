@@ -75,7 +75,8 @@ static void usage(FILE *f) {
         "                           optimizer updates float32 master copies; implies --amp bf16\n"
         "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
         "                           12 heads, context 1024; batch 16 unless --batch); later size options change it\n"
-        "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
+        "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n"
+        "                           (lstm: W6's hidden 512, 2 layers; --context is its sequence length)\n",
         TRAIN_DEFAULT_DATA);
 }
 
@@ -234,6 +235,8 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                : o->kind == WORKLOAD_LSTM ? 32
                                           : 128;
     bool text = workload_is_text(o->kind);
+    if (o->kind == WORKLOAD_LSTM) /* W6's size; --context stays its sequence length */
+        o->gpt.d_model = workload_lstm_config_default().d_model, o->gpt.layers = workload_lstm_config_default().layers;
     if (o->steps < 0 && text) o->steps = 200;
     if (text && !o->text)
         return train_fail("--model %s needs --text FILE (any text file)", o->kind == WORKLOAD_GPT ? "gpt" : "lstm"),

@@ -17,6 +17,10 @@ workload_gpt_config workload_gpt_config_default(void) {
     return (workload_gpt_config){.vocab = 256, .d_model = 384, .heads = 6, .layers = 6, .context = 256};
 }
 
+workload_gpt_config workload_lstm_config_default(void) {
+    return (workload_gpt_config){.vocab = 256, .d_model = 512, .heads = 1, .layers = 2, .context = 256};
+}
+
 td_module *workload_mlp_new(void) {
     return td_sequential_new(5, (td_module *[]){td_linear_new(784, 256, true), td_relu_new(),
                                                 td_linear_new(256, 256, true), td_relu_new(),
@@ -262,12 +266,12 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
     memset(w, 0, sizeof *w);
     w->kind = kind;
     w->name = kind_names[kind];
-    w->gpt = cfg ? *cfg : workload_gpt_config_default();
+    w->gpt = cfg ? *cfg : kind == WORKLOAD_LSTM ? workload_lstm_config_default() : workload_gpt_config_default();
     w->device = dev;
     w->amp = TD_F32;
     w->model = kind == WORKLOAD_MLP    ? workload_mlp_new()
                : kind == WORKLOAD_CNN  ? workload_cnn_new()
-               : kind == WORKLOAD_LSTM ? workload_lstm_new(w->gpt.vocab, 512, 2)
+               : kind == WORKLOAD_LSTM ? workload_lstm_new(w->gpt.vocab, w->gpt.d_model, (int)w->gpt.layers)
                                        : workload_gpt_new(&w->gpt);
     td_status st = w->model ? td_module_to(w->model, dev) : td_last_status();
     int n = w->model ? td_module_parameters(w->model, NULL, 0) : 0;

@@ -23,6 +23,9 @@ typedef struct workload_gpt_config {
 } workload_gpt_config;
 
 workload_gpt_config workload_gpt_config_default(void);
+/* W6's size in the same struct: vocab 256, d_model 512 (the LSTM's hidden
+** size), layers 2, context 256 (the sequence length); heads unused (1). */
+workload_gpt_config workload_lstm_config_default(void);
 
 /* METHOD. A named gpt size into *out: "gpt-mini" (W3, the default above) or
 ** "gpt2-small" (W5: GPT-2 small with a byte vocabulary, vocab 256, d_model
@@ -73,8 +76,8 @@ td_status workload_kind_parse(const char *s, workload_kind *out);
 
 /*
 ** CONSTRUCTOR. Build workload kind on dev with its optimizer into *w.
-**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn; lstm
-**                 takes its vocab and context (the sequence length) only
+**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn; for
+**                 lstm its vocab, d_model (hidden), layers and context (NULL: W6's)
 **   IN optimizer  "adam", "adamw", "sgd" or "rmsprop"; NULL: the workload's own
 **                 (Adam for mlp and cnn, AdamW with weight decay 0.01 for gpt)
 **   IN lr         the learning rate; <= 0: the workload's (1e-3; gpt 3e-4)
