@@ -235,8 +235,10 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                : o->kind == WORKLOAD_LSTM ? 32
                                           : 128;
     bool text = workload_is_text(o->kind);
-    if (o->kind == WORKLOAD_LSTM) /* W6's size; --context stays its sequence length */
-        o->gpt.d_model = workload_lstm_config_default().d_model, o->gpt.layers = workload_lstm_config_default().layers;
+    if (o->kind == WORKLOAD_LSTM) { /* W6's size; --context stays its sequence length */
+        workload_gpt_config w6 = workload_lstm_config_default();
+        o->gpt.d_model = w6.d_model, o->gpt.layers = w6.layers, o->gpt.heads = w6.heads;
+    }
     if (o->steps < 0 && text) o->steps = 200;
     if (text && !o->text)
         return train_fail("--model %s needs --text FILE (any text file)", o->kind == WORKLOAD_GPT ? "gpt" : "lstm"),
