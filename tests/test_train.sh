@@ -13,7 +13,7 @@ case $CASE in --list*) ;; *) BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ERROR_CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint \
 missing_checkpoint other_model other_gpt_size other_param_dtype hostile_flags"
 CASES="$ERROR_CASES hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop resume_kill w3_text \
-twin_names capture_cpu capture_vulkan capture_cuda profile_w3 amp_cpu amp_cuda \
+w6_resume twin_names capture_cpu capture_vulkan capture_cuda profile_w3 amp_cpu amp_cuda \
 lr_schedule lr_schedule_resume lr_schedule_errors"
 # amp_vulkan runs by name only: on lavapipe its three small W3 runs take minutes
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
@@ -170,13 +170,14 @@ bad_flag) expect_error "unknown option '--bogus'" --bogus ;;
 bad_value)
     expect_error "--epochs expects a positive integer, got 'abc'" --epochs abc
     expect_error "--lr expects a positive number" --lr=-1
-    expect_error "--model: 'resnet' is not mlp, cnn or gpt" --model resnet
+    expect_error "--model: 'resnet' is not mlp, cnn, gpt or lstm" --model resnet
     expect_error "--device 'tpu': unknown device 'tpu'" --device tpu
     expect_error "--batch needs a value" --batch
     ;;
 missing_dataset) expect_error "dataset directory '$T/none' not found" --data "$T/none" ;;
 gpt_needs_text)
     expect_error "needs --text FILE" --model gpt
+    expect_error "--model lstm needs --text FILE" --model lstm
     expect_error "cannot open text file" --model gpt --text "$T/none.txt"
     ;;
 corrupt_checkpoint)
@@ -315,6 +316,16 @@ w3_text)
     # the mean of the last 20 step losses (ln 256 = 5.55 at the start)
     tail -20 g.csv | awk -F, '{ s += $3 } END { printf "mean loss of steps 281-300: %.4f\n", s / NR; exit !(NR == 20 && s / NR < 2.5) }' ||
         fail "loss not below 2.5 after 300 steps"
+    ;;
+w6_resume)
+    # W6 (the LSTM LM, hidden 512) trains on text; stopped after 2 steps and resumed, it repeats the losses
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    w6="--model lstm --device cpu --text $TEXT --context 16 --batch 4 --steps 4 --epochs 1"
+    "$BIN" train $w6 --checkpoint a.safetensors --log-steps a.csv >out.txt 2>&1 || { cat out.txt; fail "the W6 run failed"; }
+    "$BIN" train $w6 --checkpoint b.safetensors --log-steps b.csv --max-steps 2 >/dev/null 2>&1 || fail "the stopped run failed"
+    "$BIN" train $w6 --checkpoint b.safetensors --log-steps c.csv --resume >out.txt 2>&1 || { cat out.txt; fail "resume failed"; }
+    same_losses a.csv b.csv
+    same_losses a.csv c.csv
     ;;
 amp_cpu | amp_vulkan | amp_cuda)
     # --amp bf16 follows the fp32 loss curve (mean of the last 20 steps within

@@ -46,10 +46,10 @@ static void usage(FILE *f) {
         f,
         "usage: trident train [options]\n\n"
         "Train a model of WORKLOADS.md (default: the W2 CNN on Fashion-MNIST, on the best device).\n\n"
-        "  --model mlp|cnn|gpt      W1 MLP, W2 CNN (default) or W3 GPT-mini (byte-level, needs --text)\n"
+        "  --model mlp|cnn|gpt|lstm W1 MLP, W2 CNN (default), W3 GPT-mini or W6 LSTM LM (byte-level, need --text)\n"
         "  --device DEV             auto (default), cpu, cuda[:i], vulkan[:i]\n"
         "  --epochs N               epochs (default 5)\n"
-        "  --batch N                batch size (default 128; gpt 64)\n"
+        "  --batch N                batch size (default 128; gpt 64; lstm 32)\n"
         "  --lr X                   learning rate (default 1e-3; gpt 3e-4)\n"
         "  --optimizer NAME         adam, adamw, sgd, rmsprop (default adam; gpt adamw)\n"
         "  --lr-schedule NAME       constant, cosine, linear or step, after the warmup (default constant; gpt\n"
@@ -67,11 +67,11 @@ static void usage(FILE *f) {
         "                           (a resumed run takes the checkpoint's schedule)\n"
         "  --seed N                 seed of initialization and data order (default 0)\n"
         "  --data DIR               Fashion-MNIST *-ubyte.gz files (default %s)\n"
-        "  --text FILE              gpt: train on FILE's bytes; the last 10%% are held out\n"
+        "  --text FILE              gpt, lstm: train on FILE's bytes; the last 10%% are held out\n"
         "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
         "  --resume                 continue from --checkpoint where it stopped\n"
         "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
-        "  --steps N                gpt: steps per epoch (default 200); mlp/cnn: at most N steps per epoch\n"
+        "  --steps N                gpt, lstm: steps per epoch (default 200); mlp/cnn: at most N steps per epoch\n"
         "  --max-steps N            stop after N steps in all, with a checkpoint\n"
         "  --limit N                mlp/cnn: train on the first N training images only\n"
         "  --workers N              data loader threads (default 0: load in the training thread)\n"
@@ -90,7 +90,8 @@ static void usage(FILE *f) {
         "                           optimizer updates float32 master copies; implies --amp bf16\n"
         "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
         "                           12 heads, context 1024; batch 16 unless --batch); later size options change it\n"
-        "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
+        "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n"
+        "                           (lstm: W6's hidden 512, 2 layers; --context is its sequence length)\n",
         TRAIN_DEFAULT_DATA);
 }
 
@@ -178,7 +179,7 @@ static bool parse_value(const opt_spec *spec, const char *val) {
     }
     case OPT_MODEL:
         if (workload_kind_parse(val, spec->field) == TD_OK) return true;
-        return train_fail("%s: %s is not mlp, cnn or gpt", spec->name, TD_QUOTE(val)), false;
+        return train_fail("%s: %s is not mlp, cnn, gpt or lstm", spec->name, TD_QUOTE(val)), false;
     case OPT_OPTIM:
         if (!strcmp(val, "adam") || !strcmp(val, "adamw") || !strcmp(val, "sgd") || !strcmp(val, "rmsprop"))
             return *(const char **)spec->field = val, true;
@@ -269,13 +270,22 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         if (!val) return train_fail("%s needs a value", spec->name), false;
         if (!parse_value(spec, val)) return false;
     }
-    o->batch = batch > 0 ? batch : o->kind == WORKLOAD_GPT ? (o->preset_batch ? 16 : 64) : 128;
-    if (o->steps < 0 && o->kind == WORKLOAD_GPT) o->steps = 200;
-    if (o->kind == WORKLOAD_GPT && !o->text) return train_fail("--model gpt needs --text FILE (any text file)"), false;
-    if (o->kind != WORKLOAD_GPT && o->text) return train_fail("--text is for --model gpt"), false;
+    o->batch = batch > 0                  ? batch
+               : o->kind == WORKLOAD_GPT  ? (o->preset_batch ? 16 : 64)
+               : o->kind == WORKLOAD_LSTM ? 32
+                                          : 128;
+    bool text = workload_is_text(o->kind);
+    if (o->kind == WORKLOAD_LSTM) { /* W6's size; --context stays its sequence length */
+        workload_gpt_config w6 = workload_lstm_config_default();
+        o->gpt.d_model = w6.d_model, o->gpt.layers = w6.layers, o->gpt.heads = w6.heads;
+    }
+    if (o->steps < 0 && text) o->steps = 200;
+    if (text && !o->text)
+        return train_fail("--model %s needs --text FILE (any text file)", o->kind == WORKLOAD_GPT ? "gpt" : "lstm"),
+               false;
+    if (!text && o->text) return train_fail("--text is for --model gpt and lstm"), false;
     int64_t ids_bytes; /* a gpt batch's token ids and targets: 2 * batch * context int64s */
-    if (o->kind == WORKLOAD_GPT &&
-        __builtin_mul_overflow(2 * (int64_t)sizeof(int64_t) * o->batch, o->gpt.context, &ids_bytes))
+    if (text && __builtin_mul_overflow(2 * (int64_t)sizeof(int64_t) * o->batch, o->gpt.context, &ids_bytes))
         return train_fail("--batch %" PRId64 " with --context %" PRId64
                           ": the size of a batch (2 x batch x context 8-byte ids) overflows 64 bits",
                           o->batch, o->gpt.context),
@@ -307,7 +317,8 @@ int cmd_train(int argc, char **argv) {
     train_opts o;
     if (!parse_args(argc, argv, &o)) return 1;
     /* Vulkan: make the pipelines this model used last time up front, in parallel (vk_prewarm.c) */
-    static const char *const prewarm[] = {[WORKLOAD_MLP] = "mlp", [WORKLOAD_CNN] = "cnn", [WORKLOAD_GPT] = "gpt"};
+    static const char *const prewarm[] = {
+        [WORKLOAD_MLP] = "mlp", [WORKLOAD_CNN] = "cnn", [WORKLOAD_GPT] = "gpt", [WORKLOAD_LSTM] = "lstm"};
     setenv("TRIDENT_VULKAN_PREWARM", prewarm[o.kind], 0);
     if (o.capture && o.profile)
         return train_fail("--profile times eager steps; it cannot be combined with --capture (a replayed graph "
@@ -326,9 +337,10 @@ int cmd_train(int argc, char **argv) {
     char ckpt_default[64];
     if (!o.checkpoint) {
         snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors",
-                 o.kind == WORKLOAD_MLP   ? "mlp"
-                 : o.kind == WORKLOAD_CNN ? "cnn"
-                                          : "gpt");
+                 o.kind == WORKLOAD_MLP    ? "mlp"
+                 : o.kind == WORKLOAD_CNN  ? "cnn"
+                 : o.kind == WORKLOAD_LSTM ? "lstm"
+                                           : "gpt");
         o.checkpoint = ckpt_default;
     }
     if (train_checkpoint_check(o.checkpoint)) return train_dist_free(&r, true), 1;
@@ -337,7 +349,7 @@ int cmd_train(int argc, char **argv) {
     r.deterministic = o.deterministic, r.capture = o.capture, r.profile = o.profile, r.checkpoint = o.checkpoint;
     /* the data first: a missing dataset should not wait for a model */
     int rc =
-        o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
+        workload_is_text(o.kind) ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
     if (rc) {
         train_data_free(&r); /* what loaded before the failure */
         train_dist_free(&r, true);

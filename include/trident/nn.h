@@ -340,6 +340,73 @@ TD_API td_module *td_multihead_attention_new_ext(int64_t embed_dim, int64_t num_
 TD_API td_tensor *td_multihead_attention_forward_ext(td_module *m, td_tensor *query, td_tensor *key, td_tensor *value,
                                                      td_tensor *attn_mask, td_tensor *key_padding_mask, bool causal);
 
+/* ---- recurrent layers (src/nn/rnn.c) --------------------------------------
+** T steps, B batch, I input_size, H hidden_size, L num_layers, D directions
+** (2 when bidirectional). Parameters as torch, per layer l and direction
+** (suffix "_reverse" for the backward one): weight_ih_l<l> [G*H, I] (layers
+** after the first: [G*H, D*H]), weight_hh_l<l> [G*H, H], bias_ih_l<l> and
+** bias_hh_l<l> [G*H] (when bias), all U(-1/sqrt(H), 1/sqrt(H)); G and the
+** gate order: RNN 1, LSTM 4 (i, f, g, o), GRU 3 (r, z, n). Formulas:
+**   RNN   h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh), act tanh or relu
+**   LSTM  i, f, o = sigmoid(.), g = tanh(.) of x W_ih^T + b_ih + h W_hh^T + b_hh;
+**         c' = f c + i g;  h' = o tanh(c')
+**   GRU   r, z = sigmoid(.), as LSTM's gates;  n = tanh(x W_in^T + b_in + r (h W_hn^T + b_hn));
+**         h' = (1 - z) n + z h
+** The input projections of all steps run as one GEMM per layer and direction;
+** each step is one GEMM and one fused cell launch (custom ops rnn.lstm_cell
+** and rnn.gru_cell, with kernels on every backend), queued without host syncs.
+** LSTM's proj_size is not supported. */
+
+/* Nonlinearity of RNN and RNNCell. */
+typedef enum td_rnn_nonlinearity { TD_RNN_TANH = 0, TD_RNN_RELU = 1 } td_rnn_nonlinearity;
+
+/*
+** CONSTRUCTOR. nn.RNN, nn.LSTM and nn.GRU. num_layers in 1..64; dropout in
+** [0, 1] applies to every layer's output but the last, in training only (from
+** the default generator). batch_first: x is [B, T, I] (else [T, B, I]).
+** TD_ERR_MISUSE for bad sizes, dropout or nonlinearity. td_module_forward(m,
+** x) runs td_rnn_forward with zero initial states and returns the output.
+*/
+TD_API td_module *td_rnn_new(int64_t input_size, int64_t hidden_size, int num_layers, td_rnn_nonlinearity nonlinearity,
+                             bool bias, bool batch_first, double dropout, bool bidirectional);
+TD_API td_module *td_lstm_new(int64_t input_size, int64_t hidden_size, int num_layers, bool bias, bool batch_first,
+                              double dropout, bool bidirectional);
+TD_API td_module *td_gru_new(int64_t input_size, int64_t hidden_size, int num_layers, bool bias, bool batch_first,
+                             double dropout, bool bidirectional);
+/*
+** METHOD. Run an RNN, LSTM or GRU m: output, h_n = m(x, h0) (LSTM: m(x, (h0, c0))).
+**   IN  x    [T, B, I] ([B, T, I] when batch_first), or unbatched [T, I]
+**   IN  h0   [L*D, B, H] ([L*D, H] unbatched), or NULL for zeros
+**   IN  c0   the LSTM's initial cell state, shaped as h0, or NULL for zeros
+**            (must be NULL for RNN and GRU: TD_ERR_MISUSE)
+**   OUT h_n  (may be NULL) the last step's h of every layer and direction, shaped as h0
+**   OUT c_n  (may be NULL) LSTM: the last c, shaped as h0; NULL for RNN and GRU
+** Returns the output [T, B, D*H] ([B, T, D*H] when batch_first; [T, D*H]
+** unbatched): the last layer's h of each step, directions concatenated. All
+** results have an op result's ownership. NULL on failure: TD_ERR_SHAPE naming
+** the expected and given shapes, TD_ERR_MISUSE for a module of another class.
+*/
+TD_API td_tensor *td_rnn_forward(td_module *m, td_tensor *x, td_tensor *h0, td_tensor *c0, td_tensor **h_n,
+                                 td_tensor **c_n);
+/*
+** CONSTRUCTOR. nn.RNNCell, nn.LSTMCell and nn.GRUCell: one step, with
+** parameters weight_ih [G*H, I], weight_hh [G*H, H], bias_ih, bias_hh [G*H]
+** (when bias), initialized and computed as the layers above (the same fused
+** cells). td_module_forward(m, x) steps from zero states and returns h'.
+*/
+TD_API td_module *td_rnn_cell_new(int64_t input_size, int64_t hidden_size, bool bias,
+                                  td_rnn_nonlinearity nonlinearity);
+TD_API td_module *td_lstm_cell_new(int64_t input_size, int64_t hidden_size, bool bias);
+TD_API td_module *td_gru_cell_new(int64_t input_size, int64_t hidden_size, bool bias);
+/*
+** METHOD. One step of a cell m: h' = m(x, h) (LSTMCell: h', c' = m(x, (h, c))).
+**   IN  x    [B, I], or unbatched [I]
+**   IN  h, c [B, H] ([H] unbatched), or NULL for zeros; c only for LSTMCell (else TD_ERR_MISUSE)
+**   OUT c_n  (may be NULL) LSTMCell: c'; NULL for the others
+** Returns h' [B, H] ([H] unbatched), or NULL: TD_ERR_SHAPE, TD_ERR_MISUSE.
+*/
+TD_API td_tensor *td_rnn_cell_forward(td_module *m, td_tensor *x, td_tensor *h, td_tensor *c, td_tensor **c_n);
+
 /* CONSTRUCTORS. Activations, elementwise unless noted. GELU: tanh_approx
 ** false is the exact erf form (PyTorch's default). Softmax and LogSoftmax
 ** normalize over dim (any dim; negative counts from the end). */

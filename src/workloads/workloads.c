@@ -17,6 +17,10 @@ workload_gpt_config workload_gpt_config_default(void) {
     return (workload_gpt_config){.vocab = 256, .d_model = 384, .heads = 6, .layers = 6, .context = 256};
 }
 
+workload_gpt_config workload_lstm_config_default(void) {
+    return (workload_gpt_config){.vocab = 256, .d_model = 512, .heads = 1, .layers = 2, .context = 256};
+}
+
 td_module *workload_mlp_new(void) {
     return td_sequential_new(5, (td_module *[]){td_linear_new(784, 256, true), td_relu_new(),
                                                 td_linear_new(256, 256, true), td_relu_new(),
@@ -220,12 +224,41 @@ td_status workload_gpt_preset(const char *name, workload_gpt_config *out) {
     return td_error_set(TD_ERR_MISUSE, "unknown gpt preset %s (gpt-mini, gpt2-small)", TD_QUOTE(name));
 }
 
-static const char *const kind_names[] = {"mlp", "cnn", "gpt"};
+/* ---- W6: the LSTM language model -------------------------------------------
+** LSTMLM.forward of the twin: head(rnn(emb(idx))[0])   idx [N, T] -> [N, T, V] */
+typedef struct lstm_model {
+    td_module *emb, *rnn, *head;
+} lstm_model;
+
+static td_tensor *lstm_lm_forward(td_module *self, td_tensor *idx) {
+    lstm_model *g = td_module_user(self);
+    return td_module_forward(g->head, td_module_forward(g->rnn, td_module_forward(g->emb, idx)));
+}
+
+td_module *workload_lstm_new(int64_t vocab, int64_t hidden, int layers) {
+    lstm_model *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    td_module *m = td_module_new("LSTMLM", lstm_lm_forward, g, free);
+    if (!m) {
+        free(g);
+        return NULL;
+    }
+    td_status st = add_child(m, "emb", td_embedding_new(vocab, hidden), &g->emb);
+    if (st == TD_OK) st = add_child(m, "rnn", td_lstm_new(hidden, hidden, layers, true, true, 0, false), &g->rnn);
+    if (st == TD_OK) st = add_child(m, "head", td_linear_new(hidden, vocab, true), &g->head);
+    if (st != TD_OK) {
+        td_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static const char *const kind_names[] = {"mlp", "cnn", "gpt", "lstm"};
 
 td_status workload_kind_parse(const char *s, workload_kind *out) {
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (s && !strcmp(s, kind_names[k])) return *out = (workload_kind)k, TD_OK;
-    return td_error_set(TD_ERR_MISUSE, "unknown model %s (mlp, cnn, gpt)", TD_QUOTE(s));
+    return td_error_set(TD_ERR_MISUSE, "unknown model %s (mlp, cnn, gpt, lstm)", TD_QUOTE(s));
 }
 
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
@@ -238,12 +271,13 @@ td_status workload_init_ext(workload *w, workload_kind kind, const workload_gpt_
     memset(w, 0, sizeof *w);
     w->kind = kind;
     w->name = kind_names[kind];
-    w->gpt = cfg ? *cfg : workload_gpt_config_default();
+    w->gpt = cfg ? *cfg : kind == WORKLOAD_LSTM ? workload_lstm_config_default() : workload_gpt_config_default();
     w->device = dev;
     w->amp = TD_F32;
-    w->model = kind == WORKLOAD_MLP   ? workload_mlp_new()
-               : kind == WORKLOAD_CNN ? workload_cnn_new()
-                                      : workload_gpt_new(&w->gpt);
+    w->model = kind == WORKLOAD_MLP    ? workload_mlp_new()
+               : kind == WORKLOAD_CNN  ? workload_cnn_new()
+               : kind == WORKLOAD_LSTM ? workload_lstm_new(w->gpt.vocab, w->gpt.d_model, (int)w->gpt.layers)
+                                       : workload_gpt_new(&w->gpt);
     td_status st = w->model ? td_module_to(w->model, dev) : td_last_status();
     int n = w->model ? td_module_parameters(w->model, NULL, 0) : 0;
     td_tensor **params = calloc((size_t)n + 1, sizeof *params);

@@ -23,6 +23,9 @@ typedef struct workload_gpt_config {
 } workload_gpt_config;
 
 workload_gpt_config workload_gpt_config_default(void);
+/* W6's size in the same struct: vocab 256, d_model 512 (the LSTM's hidden
+** size), layers 2, context 256 (the sequence length); heads unused (1). */
+workload_gpt_config workload_lstm_config_default(void);
 
 /* METHOD. A named gpt size into *out: "gpt-mini" (W3, the default above) or
 ** "gpt2-small" (W5: GPT-2 small with a byte vocabulary, vocab 256, d_model
@@ -44,8 +47,16 @@ td_status workload_gpt_preset(const char *name, workload_gpt_config *out);
 td_module *workload_mlp_new(void);
 td_module *workload_cnn_new(void);
 td_module *workload_gpt_new(const workload_gpt_config *cfg);
+/* CONSTRUCTOR. W6, the LSTM language model: "LSTMLM" with emb (Embedding
+** vocab x hidden), rnn (LSTM hidden -> hidden, 2 layers, batch_first) and
+** head (Linear hidden -> vocab): x I64 [N, T] -> logits [N, T, V]. W6 is
+** vocab 256, hidden 512, on W3's bytes with T = the gpt context (256). */
+td_module *workload_lstm_new(int64_t vocab, int64_t hidden, int layers);
 
-typedef enum workload_kind { WORKLOAD_MLP = 0, WORKLOAD_CNN = 1, WORKLOAD_GPT = 2 } workload_kind;
+typedef enum workload_kind { WORKLOAD_MLP = 0, WORKLOAD_CNN = 1, WORKLOAD_GPT = 2, WORKLOAD_LSTM = 3 } workload_kind;
+
+/* Whether kind trains on text windows (gpt, lstm: x and y I64 [N, T] from --text, T = gpt.context). */
+static inline bool workload_is_text(workload_kind kind) { return kind == WORKLOAD_GPT || kind == WORKLOAD_LSTM; }
 
 /* A model, its optimizer and its device: everything one training step needs. */
 typedef struct workload {
@@ -60,13 +71,14 @@ typedef struct workload {
     double grad_clip;       /* > 0: clip the gradients' total 2-norm to this before each update (device-only) */
 } workload;
 
-/* METHOD. Parse "mlp", "cnn" or "gpt" into *out (TD_ERR_MISUSE otherwise,
+/* METHOD. Parse "mlp", "cnn", "gpt" or "lstm" into *out (TD_ERR_MISUSE otherwise,
 ** naming the string and the choices). */
 td_status workload_kind_parse(const char *s, workload_kind *out);
 
 /*
 ** CONSTRUCTOR. Build workload kind on dev with its optimizer into *w.
-**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn
+**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn; for
+**                 lstm its vocab, d_model (hidden), layers and context (NULL: W6's)
 **   IN optimizer  "adam", "adamw", "sgd" or "rmsprop"; NULL: the workload's own
 **                 (Adam for mlp and cnn, AdamW with weight decay 0.01 for gpt)
 **   IN lr         the learning rate; <= 0: the workload's (1e-3; gpt 3e-4)
