@@ -421,7 +421,7 @@ static PyObject *py_kernel_compile(PyObject *self, PyObject *args) {
             Py_DECREF(seq);
             return NULL;
         }
-    td_kernel_options opts = {dv, (int)n, arch};
+    td_kernel_options opts = {.defines = dv, .n_defines = (int)n, .arch = arch};
     td_user_kernel *k = NULL;
     char log[4096] = "";
     td_clear_error();
