@@ -105,12 +105,15 @@ typedef struct td_math_node {
     bool keepdim;               /* REDUCE */
     int correction;             /* REDUCE VAR: torch's correction (default 1) */
     int64_t classes;            /* ONE_HOT */
+    int n_wdims;                /* REDUCE: dims as written (may be negative; 0 of them: all), turned into dims by */
+    int wdims[TD_MAX_DIMS];     /* td_math_graph_specialize; derived nodes give dims directly and n_wdims 0 */
     /* where the node was written: byte offset and length of its sub-expression in the source (errors point here) */
     int src_off, src_len;
     /* set by td_math_graph_specialize (and given for derived nodes: EXPAND, RESHAPE use ndim/shape as their target) */
     td_dtype dtype;
     int ndim;
     int64_t shape[TD_MAX_DIMS];
+    int prio; /* set by specialize: torch's promotion priority, 2 a tensor with dims, 1 a 0-d tensor, 0 a literal */
 } td_math_node;
 
 #define TD_MATH_MAX_INPUTS  32
@@ -148,5 +151,21 @@ td_status td_math_graph_specialize(td_math_graph *g, const td_dtype *dtypes, con
 ** absent optional one); the inputs' values for INPUT nodes. Returns a new
 ** tensor, or NULL with the error set. */
 td_tensor *td_math_node_eval(const td_math_graph *g, int node, td_tensor *const *args);
+
+/* Evaluate the whole typed graph with the table ops (compose.c): inputs[i] is
+** the value of input i (borrowed); outputs[k] (OUT) receive new tensors in the
+** current scope, as ops return them. On failure every output is NULL and the
+** error is set. */
+td_status td_math_graph_eval(const td_math_graph *g, td_tensor *const *inputs, td_tensor **outputs);
+
+/* Set error s with a message pointing at [src_off, src_len) of g's source:
+** "math block line L, column C: <fmt...>\n  <the line>\n  <caret line>"
+** (td_last_error escapes the newlines). Without a source (derived graphs) the
+** message is "math block (derived): <fmt...>". Returns s. */
+td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_status s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The dtype torch's result_type gives for args (node ids) of g, already typed. */
+td_dtype td_math_result_type(const td_math_graph *g, int n, const int *args);
 
 #endif
