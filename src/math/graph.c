@@ -121,7 +121,7 @@ td_dtype td_math_result_type(const td_math_graph *g, int n, const int *args) {
         if (args[i] < 0) continue;
         const td_math_node *a = &g->nodes[args[i]];
         td_dtype dt = a->dtype;
-        if (a->prio == 0 && a->kind == TD_MK_CONST) dt = category(dt) == 2 ? TD_F32 : category(dt) == 1 ? TD_I64 : dt;
+        if (a->prio == 0) dt = category(dt) == 2 ? TD_F32 : category(dt) == 1 ? TD_I64 : dt; /* weak: default dtypes */
         res[a->prio] = res[a->prio] < 0 ? (int)dt : (int)td_dtype_promote(res[a->prio], dt);
     }
     return combine(res[2], combine(res[1], res[0]));
@@ -382,6 +382,22 @@ static td_status type_node(td_math_graph *g, td_math_node *n, const td_dtype *dt
     }
 }
 
+int td_math_add_typed(td_math_graph *g, td_math_node *n) {
+    if (n->kind != TD_MK_INPUT) {
+        if (n->kind != TD_MK_EXPAND && n->kind != TD_MK_RESHAPE && n->kind != TD_MK_ONE_HOT &&
+            !(n->kind == TD_MK_EW && n->op == TD_MEW_CAST))
+            n->ndim = 0, memset(n->shape, 0, sizeof n->shape);
+        if (type_node(g, n, NULL, NULL, NULL)) return -1;
+        bool all_literal = true;
+        for (int k = 0; k < n->n_args; k++)
+            if (n->args[k] >= 0 && g->nodes[n->args[k]].prio != 0) all_literal = false;
+        n->prio = n->ndim > 0 ? 2 : n->kind == TD_MK_CONST || (n->kind == TD_MK_EW && all_literal) ? 0 : 1;
+    }
+    int id = td_math_add(g, n);
+    if (id < 0) TD_ERR(TD_ERR_OOM, "math block: out of memory");
+    return id;
+}
+
 td_status td_math_graph_specialize(td_math_graph *g, const td_dtype *dtypes, const int *ndims,
                                    const int64_t (*shapes)[TD_MAX_DIMS]) {
     g->typed = false;
@@ -396,6 +412,7 @@ td_status td_math_graph_specialize(td_math_graph *g, const td_dtype *dtypes, con
         for (int k = 0; k < n->n_args; k++)
             if (n->args[k] >= 0 && g->nodes[n->args[k]].prio != 0) all_literal = false;
         n->prio = n->ndim > 0 ? 2 : n->kind == TD_MK_CONST || (n->kind == TD_MK_EW && all_literal) ? 0 : 1;
+        if (n->kind == TD_MK_INPUT && ((g->weak_inputs >> n->input) & 1)) n->prio = 0;
     }
     g->typed = true;
     return TD_OK;
