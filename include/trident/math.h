@@ -86,8 +86,13 @@ TD_API void td_math_free(td_math_block *block);
 ** tensor requires grad. */
 TD_API td_status td_math_run(td_math_block *block, const td_math_binding *bindings, int n, td_tensor **outputs);
 
-/* GETTER. The number of outputs of block (0 for NULL). */
+/* GETTERS. The number of outputs of block (0 for NULL); the names it reads,
+** in order of first use: td_math_input_name(block, i) for i in
+** [0, td_math_n_inputs(block)), borrowed (valid until td_math_free), NULL out
+** of range. */
 TD_API int td_math_n_outputs(const td_math_block *block);
+TD_API int td_math_n_inputs(const td_math_block *block);
+TD_API const char *td_math_input_name(const td_math_block *block, int i);
 
 /* METHOD. JAX's value_and_grad: run block (whose first output must have one
 ** element, TD_ERR_SHAPE otherwise) and return that value (*value, OUT) and its

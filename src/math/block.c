@@ -82,6 +82,10 @@ void td_math_free(td_math_block *b) {
 }
 
 int td_math_n_outputs(const td_math_block *b) { return b ? b->src.n_outputs : 0; }
+int td_math_n_inputs(const td_math_block *b) { return b ? b->src.n_inputs : 0; }
+const char *td_math_input_name(const td_math_block *b, int i) {
+    return b && i >= 0 && i < b->src.n_inputs ? b->src.input_names[i] : NULL;
+}
 
 td_status td_math_last_stats(const td_math_block *b, td_math_stats *out) {
     if (!b || !out) return TD_ERR(TD_ERR_MISUSE, "math_last_stats: NULL argument");

@@ -147,7 +147,7 @@ static const char *ew_name(int op) {
     return op >= 0 && op < TD_MEW_COUNT ? names[op] : "?";
 }
 
-#define SPAN(n)      span_text(g, (n), (char[80]){0}, 80)
+#define SPAN(n)      span_text(g, (n), (char[48]){0}, 48)
 #define SHAPE(nd, s) shape_str((nd), (s), (char[128]){0}, 128)
 
 /* Broadcast node n's args' shapes into n. */
