@@ -29,7 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             bd[i] = (td_math_binding){.name = td_math_input_name(b, i), .scalar = 0.5};
             if ((c & 15) == 15) continue; /* a number */
             td_dtype dt = (c & 8) && nd == 1 ? TD_I64 : TD_F32;
-            bd[i].tensor = dt == TD_I64 ? td_zeros(nd, shape, TD_I64, TD_CPU) : td_rand(nd, shape, 1, 0, TD_F32, TD_CPU);
+            bd[i].tensor =
+                dt == TD_I64 ? td_zeros(nd, shape, TD_I64, TD_CPU) : td_rand(nd, shape, 1, 0, TD_F32, TD_CPU);
             if (dt == TD_F32 && !wrt) wrt = bd[i].name;
         }
         int n_out = td_math_n_outputs(b);
