@@ -48,6 +48,9 @@ C(ternary, td_where(td_lt(x, S(0, x)), td_mul(x, x), td_neg(y)))
 C(cmp_mul, td_mul(td_cast(td_ge(x, y), td_tensor_dtype(x)), x))
 C(matmul, td_matmul(td_mul(x, y), td_transpose(x, 0, 1)))
 C(transpose, td_matmul(td_transpose(x, 0, 1), x))
+C(matvec, td_matmul(x, y))
+C(vecmat, td_matmul(td_tanh(y), td_transpose(x, 0, 1)))
+C(dot, td_add(td_matmul(y, y), x))
 C(sum, td_sum(x, 0, NULL, false))
 C(sum1, td_sum(x, 1, d1, false))
 C(sum_keep, td_mul(td_sum(x, 1, d0, true), x))
@@ -102,6 +105,9 @@ static const op_case op_cases[] = {
     {"cmp_mul", "(x >= y) * x", c_cmp_mul},
     {"matmul", "(x * y) @ x'", c_matmul},
     {"transpose", "x' @ x", c_transpose},
+    {"matvec", "x @ y", c_matvec},
+    {"vecmat", "tanh(y) @ x'", c_vecmat},
+    {"dot", "y @ y + x", c_dot},
     {"sum", "x.sum()", c_sum},
     {"sum1", "sum(x, 1)", c_sum1},
     {"sum_keep", "x.sum(dim=0, keepdim=true) * x", c_sum_keep},
@@ -447,10 +453,10 @@ typedef struct mlp_in {
 } mlp_in;
 
 static mlp_in mlp_make(td_dtype dt) {
-    /* x a column: td_matmul's own backward does not take 1-D operands (the block's does) */
-    mlp_in m = {leaf(1, 2, (int64_t[]){8, 6}, dt, TD_CPU), leaf(2, 2, (int64_t[]){8, 1}, dt, TD_CPU),
-                leaf(3, 2, (int64_t[]){3, 8}, dt, TD_CPU), leaf(4, 2, (int64_t[]){3, 1}, dt, TD_CPU),
-                leaf(5, 2, (int64_t[]){6, 1}, dt, TD_CPU), leaf(6, 2, (int64_t[]){3, 1}, dt, TD_CPU)};
+    /* x a vector: W1 @ x is a matrix @ vector product on both sides */
+    mlp_in m = {leaf(1, 2, (int64_t[]){8, 6}, dt, TD_CPU), leaf(2, 1, (int64_t[]){8}, dt, TD_CPU),
+                leaf(3, 2, (int64_t[]){3, 8}, dt, TD_CPU), leaf(4, 1, (int64_t[]){3}, dt, TD_CPU),
+                leaf(5, 1, (int64_t[]){6}, dt, TD_CPU),    leaf(6, 1, (int64_t[]){3}, dt, TD_CPU)};
     return m;
 }
 
