@@ -444,6 +444,90 @@ TEST(random_expressions) {
     }
 }
 
+/* ---- autocast ---- */
+
+typedef td_tensor *(*ac_fn)(td_tensor *x, td_tensor *W, td_tensor *b, td_tensor *t);
+#define A(name, expr)                                                                                                  \
+    static td_tensor *a_##name(td_tensor *x, td_tensor *W, td_tensor *b, td_tensor *t) {                               \
+        (void)x, (void)W, (void)b, (void)t;                                                                            \
+        return (expr);                                                                                                 \
+    }
+A(linear_relu, td_relu(td_add(td_matmul(x, W), b)))
+A(tanh_scaled, td_mul_scalar(td_tanh(td_matmul(x, W)), 2))
+A(softmax, td_softmax(td_matmul(x, W), -1))
+A(sum, td_sum(td_matmul(x, W), 0, NULL, false))
+A(exp_mean, td_add(td_exp(td_matmul(x, W)), td_mean(td_matmul(x, W), 0, NULL, false)))
+A(cross_entropy, td_cross_entropy_loss(td_matmul(x, W), t, NULL, -100, 0, TD_REDUCE_MEAN))
+A(layer_norm, td_layer_norm(td_matmul(x, W), 1, b, b, 1e-5))
+A(matvec_pow, td_pow_scalar(td_matmul(x, td_mul(W, W)), 2))
+A(where_max, td_where(td_gt(td_matmul(x, W), b), td_maximum(td_matmul(x, W), b), b))
+
+/* Under td_autocast_begin a block runs each node with the op table's policy, as the composed ops do: the same
+** dtypes, values and gradients (the gradients reach the f32 leaves as f32). */
+TEST(autocast) {
+    static const struct {
+        const char *src;
+        ac_fn fn;
+    } cases[] = {
+        {"relu(x @ W + b)", a_linear_relu},
+        {"tanh(x @ W) * 2", a_tanh_scaled},
+        {"softmax(x @ W)", a_softmax},
+        {"(x @ W).sum()", a_sum},
+        {"h = x @ W\nexp(h) + h.mean()", a_exp_mean},
+        {"cross_entropy(x @ W, t)", a_cross_entropy},
+        {"layer_norm(x @ W, b, b)", a_layer_norm},
+        {"(x @ (W * W))^2", a_matvec_pow},
+        {"h = x @ W\nwhere(h > b, max(h, b), b)", a_where_max},
+    };
+    static const td_dtype lows[2] = {TD_BF16, TD_F16};
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            td_scope_begin();
+            td_tensor *in[6] = {leaf(21, 2, (int64_t[]){3, 4}, TD_F32, TD_CPU),
+                                leaf(22, 2, (int64_t[]){4, 5}, TD_F32, TD_CPU),
+                                leaf(23, 1, (int64_t[]){5}, TD_F32, TD_CPU)};
+            for (int k = 0; k < 3; k++) {
+                in[k + 3] = td_keep(td_clone(in[k]));
+                ASSERT_OK(td_set_requires_grad(in[k], true));
+                ASSERT_OK(td_set_requires_grad(in[k + 3], true));
+            }
+            td_tensor *t = td_from_data((int64_t[]){1, 4, 0}, 1, (int64_t[]){3}, TD_I64, TD_CPU);
+            td_math_block *blk;
+            ASSERT_OK(td_math_compile(cases[i].src, NULL, &blk));
+            td_math_binding bd[4] = {{"x", in[0], 0}, {"W", in[1], 0}, {"b", in[2], 0}, {"t", t, 0}};
+            td_tensor *out = NULL, *plain = NULL;
+            ASSERT_OK(td_math_run(blk, bd, 4, &plain)); /* outside the scope first: a signature of its own */
+            ASSERT_OK(td_autocast_begin(TD_DEVICE_CPU, lows[l]));
+            ASSERT_OK(td_math_run(blk, bd, 4, &out));
+            td_tensor *ref = cases[i].fn(in[3], in[4], in[5], t);
+            ASSERT_OK(td_autocast_end());
+            ASSERT(out && ref);
+            if (td_tensor_dtype(out) != td_tensor_dtype(ref))
+                TEST_FAIL_("`%s` under %s autocast: the block gives %s, the ops %s", cases[i].src,
+                           td_dtype_name(lows[l]), td_dtype_name(td_tensor_dtype(out)),
+                           td_dtype_name(td_tensor_dtype(ref)));
+            ASSERT_EQ_INT(td_tensor_dtype(plain), TD_F32);
+            double e = mismatch(out, ref, 1e-2);
+            if (!(e <= 1))
+                TEST_FAIL_("`%s` under %s autocast: value mismatch %g", cases[i].src, td_dtype_name(lows[l]), e);
+            ASSERT_OK(td_backward(td_sum(td_cast(out, TD_F32), 0, NULL, false), NULL, false));
+            ASSERT_OK(td_backward(td_sum(td_cast(ref, TD_F32), 0, NULL, false), NULL, false));
+            for (int k = 0; k < 3; k++) {
+                td_tensor *g1 = td_grad_of(in[k]), *g2 = td_grad_of(in[k + 3]);
+                ASSERT(!g1 == !g2); /* b: not read by every case */
+                if (!g1) continue;
+                ASSERT_EQ_INT(td_tensor_dtype(g1), TD_F32);
+                e = mismatch(g1, g2, 2e-2);
+                if (!(e <= 1))
+                    TEST_FAIL_("`%s` under %s autocast: grad of %s mismatch %g", cases[i].src, td_dtype_name(lows[l]),
+                               bd[k].name, e);
+            }
+            td_math_free(blk);
+            for (int k = 0; k < 6; k++) td_release(in[k]);
+            td_scope_end();
+        }
+}
+
 /* ---- modes ---- */
 
 static const char *mlp = "h = relu(W1 @ x + b1)\ny = W2 @ h + b2\nloss = ((y - target)^2).mean()";
@@ -689,6 +773,7 @@ TEST(error_depth_and_limits) {
     X(ops_cuda)                                                                                                        \
     X(gradcheck_f64)                                                                                                   \
     X(random_expressions)                                                                                              \
+    X(autocast)                                                                                                        \
     X(implicit_no_grad)                                                                                                \
     X(checkpoint_saves_inputs)                                                                                         \
     X(value_and_grad)                                                                                                  \

@@ -37,6 +37,11 @@
 ** block's symbolic derivative; otherwise nothing is recorded and nothing is
 ** saved. Types and shapes are specialized per (input dtypes, shapes, device)
 ** and cached in the block.
+** Autocast: inside td_autocast_begin (amp.h) each node runs with the op
+** table's policy for its op, as the composed ops would: a matmul's f32
+** operands in the low dtype, exp / log / sum / softmax / cross_entropy /
+** layer_norm in f32, the binary ops on the widest of their float operands, the
+** rest in their inputs' dtype; literals and bound numbers are never cast.
 ** Threads: a block may be run from one thread at a time (compile one per
 ** thread); td_m is thread-safe.
 */
