@@ -678,30 +678,61 @@ TEST(td_m_and_scalars) {
     td_scope_end();
 }
 
-/* ---- errors: one per class, with the caret ---- */
+/* ---- errors: one per class, one line, and the excerpt with the caret ---- */
+
+/* ASSERT_ERROR, and the message is one line, and td_math_error_excerpt gives want (the source line and the caret). */
+#define ASSERT_ERROR_AT(expr, st, substr, want)                                                                        \
+    do {                                                                                                               \
+        td_clear_error();                                                                                              \
+        (void)(expr);                                                                                                  \
+        char ex_[256];                                                                                                 \
+        int n_ = td_math_error_excerpt(ex_, sizeof ex_);                                                               \
+        if (td_last_status() != (st) || !strstr(td_last_error(), (substr)))                                            \
+            TEST_FAIL_("%s: expected %s with \"%s\", got %s: %s", #expr, td_status_str(st), (substr),                  \
+                       td_status_str(td_last_status()), td_last_error());                                              \
+        if (strstr(td_last_error(), "\\n") || strchr(td_last_error(), '\n'))                                           \
+            TEST_FAIL_("message \"%s\" is not one line", td_last_error());                                             \
+        if (strcmp(ex_, (want)) != 0 || n_ != (int)strlen(want))                                                       \
+            TEST_FAIL_("excerpt \"%s\" (%d), expected \"%s\"", ex_, n_, (want));                                       \
+        test_message_record(td_last_error());                                                                          \
+        td_clear_error();                                                                                              \
+    } while (0)
 
 TEST(error_syntax) {
     td_math_block *b = (td_math_block *)1;
-    ASSERT_ERROR(td_math_compile("y = x + * 2", NULL, &b), TD_ERR_COMPILE,
-                 "math block line 1, column 9: syntax error: a value is expected here\\n  y = x + * 2\\n          ^");
+    ASSERT_ERROR_AT(td_math_compile("y = x + * 2", NULL, &b), TD_ERR_COMPILE,
+                    "math block line 1, column 9: syntax error: a value is expected here, at `*`",
+                    "  y = x + * 2\n          ^");
     ASSERT(b == NULL);
     ASSERT_ERROR(td_math_compile("a = 1\nb = (a + 2", NULL, &b), TD_ERR_COMPILE, "line 2, column 11: syntax error");
     ASSERT_ERROR(td_math_compile("x $ y", NULL, &b), TD_ERR_COMPILE, "unexpected character");
     ASSERT_ERROR(td_math_compile("", NULL, &b), TD_ERR_COMPILE, "empty");
-    ASSERT_ERROR(td_math_compile("return x\ny = 2", NULL, &b), TD_ERR_COMPILE, "nothing may follow");
+    ASSERT_ERROR_AT(td_math_compile("return x\ny = 2", NULL, &b), TD_ERR_COMPILE, "nothing may follow", "  y = 2\n  ^");
+    /* a long line: a window around the spot */
+    ASSERT_ERROR_AT(
+        td_math_compile("y = aaaaaaaaaa + bbbbbbbbbb + cccccccccc + dddddddddd + * eeeeeeeeee + ffffffffff + 1", NULL,
+                        &b),
+        TD_ERR_COMPILE, "column 57: syntax error: a value is expected here, at `*`",
+        "  ...b + cccccccccc + dddddddddd + * eeeeeeeeee + ffffffffff + 1\n"
+        "                                   ^");
+    td_math_block *b2;
+    td_clear_error();
+    ASSERT(td_math_compile("y = (x", NULL, &b2) == TD_ERR_COMPILE && td_math_error_excerpt(NULL, 0) > 0);
+    ASSERT(td_math_compile(NULL, NULL, &b2) == TD_ERR_MISUSE); /* another error: no excerpt */
+    ASSERT_EQ_INT(td_math_error_excerpt(NULL, 0), 0);
 }
 
 TEST(error_unknown_function) {
     td_math_block *b;
-    ASSERT_ERROR(td_math_compile("y = 2 * fnord(x)", NULL, &b), TD_ERR_COMPILE,
-                 "line 1, column 9: unknown function\\n  y = 2 * fnord(x)\\n          ^~~~~");
+    ASSERT_ERROR_AT(td_math_compile("y = 2 * fnord(x)", NULL, &b), TD_ERR_COMPILE,
+                    "line 1, column 9: unknown function, at `fnord`", "  y = 2 * fnord(x)\n          ^~~~~");
     ASSERT_ERROR(td_math_compile("x.fnord()", NULL, &b), TD_ERR_COMPILE, "unknown function");
 }
 
 TEST(error_arity) {
     td_math_block *b;
-    ASSERT_ERROR(td_math_compile("exp(x, y)", NULL, &b), TD_ERR_COMPILE,
-                 "exp takes 1 argument, not 2\\n  exp(x, y)\\n  ^~~~~~~~~");
+    ASSERT_ERROR_AT(td_math_compile("exp(x, y)", NULL, &b), TD_ERR_COMPILE,
+                    "exp takes 1 argument, not 2, at `exp(x, y)`", "  exp(x, y)\n  ^~~~~~~~~");
     ASSERT_ERROR(td_math_compile("where(c, a)", NULL, &b), TD_ERR_COMPILE, "where takes 3 arguments, not 2");
     ASSERT_ERROR(td_math_compile("x.sum(keep=true)", NULL, &b), TD_ERR_COMPILE, "sum takes (x, dim, keepdim)");
     ASSERT_ERROR(td_math_compile("x.sum(x)", NULL, &b), TD_ERR_COMPILE, "dim must be a literal integer");
@@ -712,8 +743,8 @@ TEST(error_unknown_name) {
     td_math_block *b;
     ASSERT_OK(td_math_compile("h = x * 2\nh + bias", NULL, &b));
     td_tensor *x = leaf(1, 1, (int64_t[]){3}, TD_F32, TD_CPU), *o = NULL;
-    ASSERT_ERROR(td_math_run(b, (td_math_binding[]){{"x", x, 0}}, 1, &o), TD_ERR_MISUSE,
-                 "line 2, column 5: unknown name `bias` (not bound)\\n  h + bias\\n      ^~~~");
+    ASSERT_ERROR_AT(td_math_run(b, (td_math_binding[]){{"x", x, 0}}, 1, &o), TD_ERR_MISUSE,
+                    "line 2, column 5: unknown name `bias` (not bound)", "  h + bias\n      ^~~~");
     ASSERT(o == NULL);
     td_math_free(b);
     td_release(x);
@@ -725,9 +756,9 @@ TEST(error_shape) {
     td_math_block *b;
     ASSERT_OK(td_math_compile("h = exp(x)\ny = x + b\ny", NULL, &b));
     td_tensor *x = leaf(1, 2, (int64_t[]){4, 3}, TD_F32, TD_CPU), *bb = leaf(2, 1, (int64_t[]){5}, TD_F32, TD_CPU), *o;
-    ASSERT_ERROR(
-        td_math_run(b, (td_math_binding[]){{"x", x, 0}, {"b", bb, 0}}, 2, &o), TD_ERR_SHAPE,
-        "math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`\\n  y = x + b\\n      ^~~~~");
+    ASSERT_ERROR_AT(td_math_run(b, (td_math_binding[]){{"x", x, 0}, {"b", bb, 0}}, 2, &o), TD_ERR_SHAPE,
+                    "math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`",
+                    "  y = x + b\n      ^~~~~");
     td_math_free(b);
     ASSERT_OK(td_math_compile("relu(W @ v)", NULL, &b));
     ASSERT_ERROR(td_math_run(b, (td_math_binding[]){{"W", x, 0}, {"v", bb, 0}}, 2, &o), TD_ERR_SHAPE,
@@ -742,8 +773,8 @@ TEST(error_dtype) {
     td_math_block *b;
     ASSERT_OK(td_math_compile("1 + i.mean()", NULL, &b));
     td_tensor *i = td_keep(td_arange(0, 6, 1, TD_I64, TD_CPU)), *o;
-    ASSERT_ERROR(td_math_run(b, (td_math_binding[]){{"i", i, 0}}, 1, &o), TD_ERR_DTYPE,
-                 "line 1, column 5: mean does not take int64 in `i.mean()`\\n  1 + i.mean()\\n      ^~~~~~~~");
+    ASSERT_ERROR_AT(td_math_run(b, (td_math_binding[]){{"i", i, 0}}, 1, &o), TD_ERR_DTYPE,
+                    "line 1, column 5: mean does not take int64 in `i.mean()`", "  1 + i.mean()\n      ^~~~~~~~");
     td_math_free(b);
     ASSERT_OK(td_math_compile("i ? i : i", NULL, &b));
     ASSERT_ERROR(td_math_run(b, (td_math_binding[]){{"i", i, 0}}, 1, &o), TD_ERR_DTYPE, "condition of where is int64");

@@ -23,10 +23,13 @@
 ** keeps x's dtype; integer division, pow and float functions compute in
 ** float32).
 **
-** Errors name the line and column of the spot, quote the sub-expression and
-** put a caret line under it; td_last_error() shows the message on one line,
-** its newlines escaped as \n:
-**   math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`\n  y = x + b\n      ^~~~~
+** Errors name the line and column of the spot and quote the sub-expression,
+** on one line (td_last_error()):
+**   math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`
+** and td_math_error_excerpt() gives the source line with a caret line under
+** the spot, for printing below it:
+**     y = x + b
+**         ^~~~~
 ** Status codes: TD_ERR_COMPILE syntax, unknown function, wrong argument count
 ** or keyword; TD_ERR_MISUSE a name not bound at run (or a NULL argument);
 ** TD_ERR_SHAPE shapes that do not fit; TD_ERR_DTYPE a dtype an op does not
@@ -118,6 +121,15 @@ TD_API td_status td_math_value_and_grad(td_math_block *block, const td_math_bind
 ** NULL with the error set (TD_ERR_MISUSE for a block of several outputs, and
 ** the errors of td_math_run). Autograd as td_math_run. Thread-safe. */
 TD_API td_tensor *td_m(const char *src, ...);
+
+/* GETTER. The source excerpt of this thread's last error if it is a math
+** block error that points into a source (compile, shape, dtype, unbound
+** name): two lines, "  <the source line>\n  <a caret line under the spot>"
+** (a window of at most 60 characters around the spot), written to buf
+** (NUL-terminated, cut to n bytes; may be NULL with n 0 to ask the length).
+** Returns the excerpt's length, or 0 (and buf "") when the last error is not
+** such an error. Thread-safe (per thread, as td_last_error). */
+TD_API int td_math_error_excerpt(char *buf, size_t n);
 
 /* What the last td_math_run of a block kept for backward. */
 typedef struct td_math_stats {
