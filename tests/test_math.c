@@ -736,6 +736,9 @@ TEST(error_arity) {
     ASSERT_ERROR(td_math_compile("where(c, a)", NULL, &b), TD_ERR_COMPILE, "where takes 3 arguments, not 2");
     ASSERT_ERROR(td_math_compile("x.sum(keep=true)", NULL, &b), TD_ERR_COMPILE, "sum takes (x, dim, keepdim)");
     ASSERT_ERROR(td_math_compile("x.sum(x)", NULL, &b), TD_ERR_COMPILE, "dim must be a literal integer");
+    /* integers too large for a dim (found by the fuzzer: converting them to int was undefined) */
+    ASSERT_ERROR(td_math_compile("x.sum(99999999999999999999)", NULL, &b), TD_ERR_COMPILE, "dim must be a literal");
+    ASSERT_ERROR(td_math_compile("x.sum([0, 11111111111111111111111])", NULL, &b), TD_ERR_COMPILE, "a dim list");
 }
 
 TEST(error_unknown_name) {
