@@ -1,6 +1,6 @@
 """pip install ./python: builds trident._C against an installed Trident (or a build tree), found by pkg-config
 (PKG_CONFIG_PATH=/opt/trident/lib/pkgconfig, or =build for a build tree), or by TRIDENT_PREFIX (include/ and lib/
-under it). The bindings of tensor.h, ops.h, autograd.h and device.h are generated from those installed headers by
+under it). The bindings of tensor.h, ops.h, autograd.h, device.h and nn.h are generated from those installed headers by
 gen_ops.py. One stable-ABI (abi3) extension serves Python 3.11 and later."""
 import os
 import shlex
@@ -27,7 +27,19 @@ def trident_flags():
     return [w[2:] for w in words if w.startswith("-I")], [w[2:] for w in words if w.startswith("-L")]
 
 
+def trident_version():
+    """The C library's version: pkg-config's, else the Version line of TRIDENT_PREFIX's trident.pc."""
+    prefix = os.environ.get("TRIDENT_PREFIX")
+    if prefix:
+        pc = os.path.join(prefix, "lib", "pkgconfig", "trident.pc")
+        lines = open(pc).read().splitlines() if os.path.exists(pc) else []
+        return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Version:")), "0.0.0")
+    return subprocess.run(["pkg-config", "--modversion", "trident"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
 INCLUDES, LIBDIRS = trident_flags()
+VERSION = trident_version()
 
 
 class BuildExt(build_ext):
@@ -39,7 +51,7 @@ class BuildExt(build_ext):
             sys.exit(f"trident: trident/ops.h is not under the include directories {INCLUDES}")
         out = os.path.join(self.build_temp, "gen")
         os.makedirs(out, exist_ok=True)
-        headers = [os.path.join(inc, "trident", h) for h in ("tensor.h", "ops.h", "autograd.h", "device.h")]
+        headers = [os.path.join(inc, "trident", h) for h in ("tensor.h", "ops.h", "autograd.h", "device.h", "nn.h")]
         subprocess.run([sys.executable, os.path.join(HERE, "gen_ops.py"), os.path.join(out, "gen_ops.h")] + headers,
                        check=True)
         for ext in self.extensions:
@@ -49,13 +61,13 @@ class BuildExt(build_ext):
 
 setup(
     name="trident",
-    version="0.1.0",
+    version=VERSION,
     description="Trident tensors, ops and kernels in Python, zero-copy with PyTorch through DLPack",
     packages=["trident"],
     python_requires=">=3.11",
     ext_modules=[Extension("trident._C", [os.path.join("src", "_C.c")], include_dirs=INCLUDES, library_dirs=LIBDIRS,
                            runtime_library_dirs=LIBDIRS, libraries=["trident"], py_limited_api=True,
-                           define_macros=[("Py_LIMITED_API", "0x030B0000")])],
+                           define_macros=[("Py_LIMITED_API", "0x030B0000"), ("TRIDENT_VERSION", f'"{VERSION}"')])],
     cmdclass={"build_ext": BuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp311"}},
 )

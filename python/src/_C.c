@@ -6,7 +6,7 @@
 ** "trident.tensor" that owns one reference (released when the capsule dies);
 ** the Python class trident.Tensor holds it as `_h`.
 **
-** The functions of tensor.h, ops.h, autograd.h and device.h are generated from
+** The functions of tensor.h, ops.h, autograd.h, device.h and nn.h are generated from
 ** those headers (gen_ops.py -> gen_ops.h, included below); this file has the
 ** argument converters they use and what a generator cannot write: DLPack
 ** capsules, permute, the gradient functions, kernels, streams and devices.
@@ -22,12 +22,31 @@
 #include <trident/trident.h>
 
 static PyObject *TridentError;
+static PyObject *str_h; /* "_h", interned: trident.Tensor's handle attribute */
 
 /* ---- results ---- */
 
+/* The C library's advice in Python's words: (C phrase, Python phrase), then any other "td_" prefix dropped. */
+static const char *const python_words[][2] = {
+    {"move them with td_to", "move them with .to(device), e.g. .to('vulkan:0')"},
+    {"use td_reshape", "use .reshape()"},
+    {"td_ne(cond, zero)", "cond != 0"},
+    {"td_", ""},
+};
+
 /* Raise TridentError(message) with .status (the status name, "shape mismatch") and, when given, .log. */
 static PyObject *raise_error(const char *msg, td_status st, const char *log) {
-    PyObject *e = PyObject_CallFunction(TridentError, "s", msg);
+    PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+    for (size_t i = 0; text && i < sizeof python_words / sizeof *python_words; i++) {
+        PyObject *from = PyUnicode_FromString(python_words[i][0]), *to = PyUnicode_FromString(python_words[i][1]);
+        PyObject *r = from && to ? PyUnicode_Replace(text, from, to, -1) : NULL;
+        Py_XDECREF(from);
+        Py_XDECREF(to);
+        Py_DECREF(text);
+        text = r;
+    }
+    PyObject *e = text ? PyObject_CallFunctionObjArgs(TridentError, text, NULL) : NULL;
+    Py_XDECREF(text);
     if (!e) return NULL;
     PyObject *s = PyUnicode_FromString(td_status_str(st == TD_OK ? TD_ERR_MISUSE : st));
     PyObject *lg = log ? PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace") : Py_NewRef(Py_None);
@@ -61,7 +80,7 @@ static int bad_arg(const char *fn, const char *name, const char *want, PyObject 
     PyObject *tname = type ? PyObject_GetAttrString(type, "__name__") : NULL;
     const char *s = tname ? PyUnicode_AsUTF8AndSize(tname, NULL) : NULL;
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be %s, not %s", fn, name, want, s ? s : "?");
+    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, not %s", fn, name, want, s ? s : "?");
     Py_XDECREF(tname);
     Py_XDECREF(type);
     return -1;
@@ -75,7 +94,7 @@ static int arg_tensor(PyObject *o, const char *fn, const char *name, td_tensor *
         *out = PyCapsule_GetPointer(o, "trident.tensor");
         return 0;
     }
-    PyObject *h = PyObject_HasAttrString(o, "_h") ? PyObject_GetAttrString(o, "_h") : NULL;
+    PyObject *h = PyObject_GetAttr(o, str_h);
     if (h && PyCapsule_IsValid(h, "trident.tensor")) {
         *out = PyCapsule_GetPointer(h, "trident.tensor");
         Py_DECREF(h); /* o keeps it */
@@ -123,13 +142,21 @@ static int arg_bool(PyObject *o, const char *fn, const char *name, bool *out) {
     return 0;
 }
 
-/* A dtype: its td_dtype value (trident.float32 is an int subclass), or its name ("float32"). */
+/* A dtype: its td_dtype value (trident.float32 is an int subclass), its name ("float32"), or a torch or NumPy
+** dtype of that name (torch.float32, str "torch.float32"; numpy.float32, __name__ "float32"). */
 static int arg_dtype(PyObject *o, const char *fn, const char *name, td_dtype *out) {
-    if (PyUnicode_Check(o)) {
-        const char *s = PyUnicode_AsUTF8AndSize(o, NULL);
+    if (!PyLong_Check(o)) {
+        PyObject *n = PyUnicode_Check(o) ? Py_NewRef(o)
+                      : PyType_Check(o)  ? PyObject_GetAttrString(o, "__name__")
+                                         : PyObject_Str(o);
+        const char *s = n ? PyUnicode_AsUTF8AndSize(n, NULL) : NULL;
+        if (s && !strncmp(s, "torch.", 6)) s += 6;
+        if (s && !strcmp(s, "bool_")) s = "bool";
         for (int d = 0; s && d < TD_DTYPE_COUNT; d++)
-            if (!strcmp(s, td_dtype_name((td_dtype)d))) return *out = (td_dtype)d, 0;
-        PyErr_Format(PyExc_ValueError, "%s: argument '%s': unknown dtype '%s'", fn, name, s ? s : "?");
+            if (!strcmp(s, td_dtype_name((td_dtype)d))) return Py_DECREF(n), *out = (td_dtype)d, 0;
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': unknown dtype '%s'", fn, name, s ? s : "?");
+        Py_XDECREF(n);
         return -1;
     }
     int v;
@@ -288,6 +315,47 @@ done:
     PyMem_Free(ins);
     PyMem_Free(grads);
     return r;
+}
+
+/* ---- the default generator ---- */
+
+/* rng_state() -> (seed, offset) */
+static PyObject *py_rng_state(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    td_rng_state r = td_rng_get_state();
+    return Py_BuildValue("(KK)", (unsigned long long)r.seed, (unsigned long long)r.offset);
+}
+
+/* rng_set_state(seed, offset) */
+static PyObject *py_rng_set_state(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long seed, offset;
+    if (!PyArg_ParseTuple(args, "KK:set_rng_state", &seed, &offset)) return NULL;
+    td_rng_set_state((td_rng_state){seed, offset});
+    return Py_NewRef(Py_None);
+}
+
+/* rng_reserve(n) -> (seed, offset): Philox counters for n values, the default generator moved past them */
+static PyObject *py_rng_reserve(PyObject *self, PyObject *o) {
+    (void)self;
+    uint64_t n = 0;
+    if (arg_u64(o, "rng_reserve", "n", &n)) return NULL;
+    td_rng_state r = td_rng_reserve(n);
+    return Py_BuildValue("(KK)", (unsigned long long)r.seed, (unsigned long long)r.offset);
+}
+
+/* max_pool2d(x, kernel_size, stride, padding) -> tensor (no indices) */
+static PyObject *py_max_pool2d(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    if (!PyArg_UnpackTuple(args, "max_pool2d", 4, 4, &o[0], &o[1], &o[2], &o[3])) return NULL;
+    td_tensor *x = NULL;
+    int k[2], s[2], p[2];
+    if (arg_tensor(o[0], "max_pool2d", "input", &x) || arg_int2(o[1], "max_pool2d", "kernel_size", k) ||
+        arg_int2(o[2], "max_pool2d", "stride", s) || arg_int2(o[3], "max_pool2d", "padding", p))
+        return NULL;
+    td_clear_error();
+    return ret_tensor(td_max_pool2d(x, k, s, p, NULL));
 }
 
 /* ---- DLPack capsules ----
@@ -479,6 +547,10 @@ static PyMethodDef methods[] = {
     {"info", py_info, METH_O, "info(t) -> (shape, strides, dtype, device, storage_offset)"},
     {"permute", py_permute, METH_VARARGS, NULL},
     {"grad", py_grad, METH_VARARGS, NULL},
+    {"rng_state", py_rng_state, METH_NOARGS, "rng_state() -> (seed, offset) of the default generator"},
+    {"rng_set_state", py_rng_set_state, METH_VARARGS, NULL},
+    {"rng_reserve", py_rng_reserve, METH_O, NULL},
+    {"max_pool2d", py_max_pool2d, METH_VARARGS, NULL},
     {"to_dlpack", py_to_dlpack, METH_VARARGS, NULL},
     {"from_dlpack", py_from_dlpack, METH_VARARGS, NULL},
     {"device_parse", py_device_parse, METH_O, NULL},
@@ -494,6 +566,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "trident._C", NULL, -
 PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
+    str_h = PyUnicode_InternFromString("_h");
+    if (!str_h || PyModule_AddStringConstant(m, "__version__", TRIDENT_VERSION) < 0) goto fail;
     TridentError = PyErr_NewException("trident.TridentError", PyExc_RuntimeError, NULL);
     if (!TridentError || PyModule_AddObjectRef(m, "TridentError", TridentError) < 0) goto fail;
     /* the generated functions, and OPS: ((name, (parameter names...), returns_tensor), ...) */
