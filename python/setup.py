@@ -63,7 +63,7 @@ setup(
     name="trident",
     version=VERSION,
     description="Trident tensors, ops and kernels in Python, zero-copy with PyTorch through DLPack",
-    packages=["trident"],
+    packages=["trident", "trident.nn", "trident.optim"],
     python_requires=">=3.11",
     ext_modules=[Extension("trident._C", [os.path.join("src", "_C.c")], include_dirs=INCLUDES, library_dirs=LIBDIRS,
                            runtime_library_dirs=LIBDIRS, libraries=["trident"], py_limited_api=True,

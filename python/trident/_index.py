@@ -80,7 +80,7 @@ def _positions(t, idx):
 
 
 def getitem(t, idx):
-    if not isinstance(idx, tuple) and type(idx) is Tensor and idx.dtype.name in ("int64", "int32"):
+    if not isinstance(idx, tuple) and isinstance(idx, Tensor) and idx.dtype.name in ("int64", "int32"):
         if idx.ndim == 1 and t.ndim:  # x[index_tensor]: index_select on dim 0, no host sync
             zero = _C.scalar(0, idx.dtype, idx.device)
             wrapped = _C.where(_C.lt(idx._h, zero), _C.add_scalar(idx._h, t.shape[0]), idx._h)  # negatives

@@ -37,14 +37,14 @@ OPS = [
     ("clip", "input, min=None, max=None", "return clamp(input, min, max)", "alias of clamp",
      "trident.clip(trident.arange(5.0), 1, 3)"),
     ("add", "input, other, *, alpha=1",
-     "_C.add(input, other if alpha == 1 else other * alpha) if type(other) is Tensor else "
+     "_C.add(input, other if alpha == 1 else other * alpha) if isinstance(other, Tensor) else "
      "_C.add_scalar(input, other * alpha)", "input + alpha * other", "trident.add(trident.ones(2), 2, alpha=3)"),
     ("sub", "input, other, *, alpha=1",
-     "_C.sub(input, other if alpha == 1 else other * alpha) if type(other) is Tensor else "
+     "_C.sub(input, other if alpha == 1 else other * alpha) if isinstance(other, Tensor) else "
      "_C.sub_scalar(input, other * alpha)", "input - alpha * other", "trident.sub(trident.ones(2), trident.ones(2))"),
-    ("mul", "input, other", "_C.mul(input, other) if type(other) is Tensor else _C.mul_scalar(input, other)",
+    ("mul", "input, other", "_C.mul(input, other) if isinstance(other, Tensor) else _C.mul_scalar(input, other)",
      "input * other", "trident.mul(trident.ones(2), 3)"),
-    ("div", "input, other", "_C.div(input, other) if type(other) is Tensor else _C.div_scalar(input, other)",
+    ("div", "input, other", "_C.div(input, other) if isinstance(other, Tensor) else _C.div_scalar(input, other)",
      "input / other", "trident.div(trident.ones(2), 4)"),
     ("pow", "input, exponent", "return _pow(input, exponent)", "input ** exponent (either may be a number)",
      "trident.pow(2, trident.arange(3.0))"),
@@ -259,10 +259,10 @@ def _cast(x, dtype):
 
 def _scalar(v, like, *more):
     """v's handle, or a 0-d tensor of v in like's dtype and device (like: the first tensor among like, *more)."""
-    if type(v) is Tensor:
+    if isinstance(v, Tensor):
         return v
     for t in (like,) + more:
-        if type(t) is Tensor:
+        if isinstance(t, Tensor):
             dt = t.dtype
             if not dt.is_floating_point and isinstance(v, builtins.float):
                 dt = float32
@@ -302,7 +302,7 @@ def _arange(start, end, step, dtype, device):
 
 
 def _pow(a, b):
-    if type(a) is Tensor:
+    if isinstance(a, Tensor):
         return a ** b
     return b.__rpow__(a)
 
@@ -310,7 +310,7 @@ def _pow(a, b):
 def _minmax(input, dim, keepdim, reduce, arg, elementwise):
     if dim is None:
         return Tensor(reduce(input, (), False))
-    if type(dim) is Tensor:
+    if isinstance(dim, Tensor):
         return Tensor(elementwise(input, dim))
     return return_types(Tensor(reduce(input, (dim,), keepdim)), Tensor(arg(input, dim, keepdim)))
 

@@ -418,19 +418,19 @@ class Tensor:
 
     # ---- operators ----
     def __add__(self, o):
-        return Tensor(_C.add(self._h, o._h) if type(o) is Tensor else _C.add_scalar(self._h, o))
+        return Tensor(_C.add(self._h, o._h) if isinstance(o, Tensor) else _C.add_scalar(self._h, o))
 
     def __sub__(self, o):
-        return Tensor(_C.sub(self._h, o._h) if type(o) is Tensor else _C.sub_scalar(self._h, o))
+        return Tensor(_C.sub(self._h, o._h) if isinstance(o, Tensor) else _C.sub_scalar(self._h, o))
 
     def __mul__(self, o):
-        return Tensor(_C.mul(self._h, o._h) if type(o) is Tensor else _C.mul_scalar(self._h, o))
+        return Tensor(_C.mul(self._h, o._h) if isinstance(o, Tensor) else _C.mul_scalar(self._h, o))
 
     def __truediv__(self, o):
-        return Tensor(_C.div(self._h, o._h) if type(o) is Tensor else _C.div_scalar(self._h, o))
+        return Tensor(_C.div(self._h, o._h) if isinstance(o, Tensor) else _C.div_scalar(self._h, o))
 
     def __pow__(self, o):
-        return Tensor(_C.pow(self._h, o._h) if type(o) is Tensor else _C.pow_scalar(self._h, o))
+        return Tensor(_C.pow(self._h, o._h) if isinstance(o, Tensor) else _C.pow_scalar(self._h, o))
 
     def __radd__(self, o): return self + o
     def __rmul__(self, o): return self * o
@@ -451,7 +451,7 @@ class Tensor:
     def __rmatmul__(self, o): return Tensor(_C.matmul(o._h, self._h))
 
     def _other(self, o):
-        return o._h if type(o) is Tensor else _C.scalar(o, self.dtype, self.device)
+        return o._h if isinstance(o, Tensor) else _C.scalar(o, self.dtype, self.device)
 
     def __eq__(self, o): return Tensor(_C.eq(self._h, self._other(o)))
     def __ne__(self, o): return Tensor(_C.ne(self._h, self._other(o)))
