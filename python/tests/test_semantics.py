@@ -129,6 +129,7 @@ def test_repr_prints_values_as_torch():
               torch.tensor([True, False]), torch.tensor(2.5), torch.tensor([1.0, 2.0], dtype=torch.float64)):
         got = repr(trident.tensor(t.numpy()))
         assert got.replace("trident.", "torch.") == repr(t), (got, repr(t))
+    assert repr(trident.zeros(0)) == repr(torch.zeros(0)) and trident.zeros(0, 3).numpy().shape == (0, 3)
     big = repr(trident.arange(2000.0))
     assert "..." in big and big.count(",") < 10
     assert "requires_grad=True" in repr(trident.ones(2, requires_grad=True))

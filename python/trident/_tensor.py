@@ -323,6 +323,8 @@ class Tensor:
         t = self.cpu()
         if t.dtype == bfloat16:
             raise TypeError("numpy: NumPy has no bfloat16; convert first: t.to(dtype=trident.float32).numpy()")
+        if not t.numel():
+            return np.empty(t.shape, _TYPESTR[t.dtype.name])
         return np.asarray(_HostArray(t))
 
     def tolist(self):
@@ -529,7 +531,7 @@ class _HostArray:
         self.t = t  # the array's base: keeps the tensor alive
         size = builtins.int(_TYPESTR[t.dtype.name][2:])
         self.__array_interface__ = {"version": 3, "shape": t.shape, "typestr": _TYPESTR[t.dtype.name],
-                                    "data": (_C.tensor_device_address(t._h) if t.numel() else 0, False),
+                                    "data": (_C.tensor_device_address(t._h), False),
                                     "strides": tuple(s * size for s in t.stride())}
 
 
