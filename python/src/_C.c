@@ -541,6 +541,124 @@ static PyObject *py_kernel_launch(PyObject *self, PyObject *args) {
     return ret_status(st);
 }
 
+/* ---- math blocks (math.h) ---- */
+
+static void math_capsule_free(PyObject *cap) { td_math_free(PyCapsule_GetPointer(cap, "trident.math")); }
+
+/* math_compile(src, checkpoint) -> (block capsule, (input names...), n_outputs) */
+static PyObject *py_math_compile(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *src;
+    int checkpoint;
+    if (!PyArg_ParseTuple(args, "sp:math_compile", &src, &checkpoint)) return NULL;
+    td_math_options opts = {.checkpoint = checkpoint};
+    td_math_block *b = NULL;
+    td_clear_error();
+    if (td_math_compile(src, &opts, &b) != TD_OK) return raise_last();
+    PyObject *cap = PyCapsule_New(b, "trident.math", math_capsule_free);
+    if (!cap) return td_math_free(b), NULL;
+    int n = td_math_n_inputs(b);
+    PyObject *names = PyTuple_New(n);
+    for (int i = 0; names && i < n; i++) PyTuple_SetItem(names, i, PyUnicode_FromString(td_math_input_name(b, i)));
+    if (!names || PyErr_Occurred()) return Py_XDECREF(names), Py_DECREF(cap), NULL;
+    return Py_BuildValue("(NNi)", cap, names, td_math_n_outputs(b));
+}
+
+/* The bindings of (names, values): a value is a trident.Tensor or capsule, or a number. */
+static int math_bindings(PyObject *names, PyObject *values, td_math_binding **out, int *n) {
+    *out = NULL;
+    *n = (int)PyTuple_Size(names);
+    if (*n < 0 || PyTuple_Size(values) != *n) return PyErr_SetString(PyExc_ValueError, "math: names and values"), -1;
+    td_math_binding *b = PyMem_Calloc(*n ? (size_t)*n : 1, sizeof *b);
+    if (!b) return PyErr_NoMemory(), -1;
+    for (int i = 0; i < *n; i++) {
+        PyObject *v = PyTuple_GetItem(values, i);
+        if (!(b[i].name = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(names, i), NULL))) return PyMem_Free(b), -1;
+        if (PyLong_Check(v) || PyFloat_Check(v)) {
+            if (arg_double(v, "m", b[i].name, &b[i].scalar)) return PyMem_Free(b), -1;
+        } else if (arg_tensor(v, "m", b[i].name, &b[i].tensor) || !b[i].tensor) {
+            PyErr_Clear();
+            bad_arg("m", b[i].name, "a tensor or a number", v);
+            return PyMem_Free(b), -1;
+        }
+    }
+    *out = b;
+    return 0;
+}
+
+/* math_run(block, names, values) -> [outputs] */
+static PyObject *py_math_run(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap, *names, *values;
+    if (!PyArg_ParseTuple(args, "OO!O!:math_run", &cap, &PyTuple_Type, &names, &PyTuple_Type, &values)) return NULL;
+    td_math_block *blk = PyCapsule_GetPointer(cap, "trident.math");
+    td_math_binding *b;
+    int n;
+    if (!blk || math_bindings(names, values, &b, &n)) return NULL;
+    int n_out = td_math_n_outputs(blk);
+    td_tensor **outs = PyMem_Calloc((size_t)n_out + 1, sizeof *outs);
+    if (!outs) return PyMem_Free(b), PyErr_NoMemory();
+    td_clear_error();
+    td_status st = td_math_run(blk, b, n, outs);
+    PyMem_Free(b);
+    PyObject *r = st == TD_OK ? PyList_New(n_out) : raise_last();
+    for (int i = 0; i < n_out; i++) {
+        PyObject *t = r ? ret_tensor(outs[i]) : (td_release(outs[i]), NULL);
+        if (t) PyList_SetItem(r, i, t);
+    }
+    PyMem_Free(outs);
+    if (r && PyErr_Occurred()) Py_CLEAR(r);
+    return r;
+}
+
+/* math_value_and_grad(block, names, values, wrt names) -> (value, [grads]) */
+static PyObject *py_math_value_and_grad(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap, *names, *values, *wrt_o;
+    if (!PyArg_ParseTuple(args, "OO!O!O!:math_value_and_grad", &cap, &PyTuple_Type, &names, &PyTuple_Type, &values,
+                          &PyTuple_Type, &wrt_o))
+        return NULL;
+    td_math_block *blk = PyCapsule_GetPointer(cap, "trident.math");
+    td_math_binding *b;
+    int n, n_wrt = (int)PyTuple_Size(wrt_o);
+    if (!blk || math_bindings(names, values, &b, &n)) return NULL;
+    const char **wrt = PyMem_Calloc((size_t)n_wrt + 1, sizeof *wrt);
+    td_tensor **grads = PyMem_Calloc((size_t)n_wrt + 1, sizeof *grads);
+    PyObject *r = NULL;
+    td_tensor *value = NULL;
+    if (!wrt || !grads) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int i = 0; i < n_wrt; i++)
+        if (!(wrt[i] = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(wrt_o, i), NULL))) goto done;
+    td_clear_error();
+    if (td_math_value_and_grad(blk, b, n, n_wrt, wrt, &value, grads) != TD_OK) {
+        raise_last();
+        goto done;
+    }
+    PyObject *gl = PyList_New(n_wrt);
+    for (int i = 0; gl && i < n_wrt; i++) {
+        PyList_SetItem(gl, i, ret_tensor(grads[i]));
+        grads[i] = NULL;
+    }
+    PyObject *v = ret_tensor(value);
+    value = NULL;
+    if (gl && v && !PyErr_Occurred()) {
+        r = Py_BuildValue("(NN)", v, gl);
+    } else {
+        Py_XDECREF(v);
+        Py_XDECREF(gl);
+    }
+done:
+    for (int i = 0; grads && i < n_wrt; i++) td_release(grads[i]);
+    td_release(value);
+    PyMem_Free(grads);
+    PyMem_Free(wrt);
+    PyMem_Free(b);
+    return r;
+}
+
 /* ---- the module ---- */
 
 static PyMethodDef methods[] = {
@@ -558,6 +676,9 @@ static PyMethodDef methods[] = {
     {"stream_wait", py_stream_wait, METH_VARARGS, NULL},
     {"kernel_compile", py_kernel_compile, METH_VARARGS, NULL},
     {"kernel_launch", py_kernel_launch, METH_VARARGS, NULL},
+    {"math_compile", py_math_compile, METH_VARARGS, "math_compile(src, checkpoint) -> (block, names, n_outputs)"},
+    {"math_run", py_math_run, METH_VARARGS, "math_run(block, names, values) -> [outputs]"},
+    {"math_value_and_grad", py_math_value_and_grad, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
