@@ -176,6 +176,19 @@ class Flatten(Module):
         return input.flatten(self.start_dim, self.end_dim)
 
 
+class Unflatten(Module):
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        d = self.dim % input.dim()
+        return input.reshape(*input.shape[:d], *self.unflattened_size, *input.shape[d + 1:])
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
 class Identity(Module):
     def forward(self, input):
         return input
