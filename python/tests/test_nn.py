@@ -90,7 +90,9 @@ def test_losses_match_torch(seed):
 
 @pytest.mark.parametrize("name,kwargs", [("SGD", dict(lr=0.1)), ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
                                          ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
-                                         ("Adam", dict(lr=0.01)), ("AdamW", dict(lr=0.01, weight_decay=0.1))])
+                                         ("Adam", dict(lr=0.01)), ("AdamW", dict(lr=0.01, weight_decay=0.1)),
+                                         ("RMSprop", dict(lr=0.01)),
+                                         ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.01))])
 def test_optimizers_match_torch(name, kwargs, seed):
     torch.manual_seed(seed)
     ref = torch.nn.Linear(4, 3)

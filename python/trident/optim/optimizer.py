@@ -119,3 +119,23 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+class RMSprop(Optimizer):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, *,
+                 maximize=False):
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered, maximize=maximize))
+
+    def _update(self, p, g, state, group):
+        if not state:
+            state["step"] = 0
+            state["square_avg"] = Tensor(_C.zeros_like(p._h))
+            if group["momentum"] > 0:
+                state["momentum_buffer"] = Tensor(_C.zeros_like(p._h))
+            if group["centered"]:
+                state["grad_avg"] = Tensor(_C.zeros_like(p._h))
+        state["step"] += 1
+        _C.rmsprop_update(p, g, state["square_avg"], state.get("momentum_buffer"), state.get("grad_avg"), group["lr"],
+                          group["alpha"], group["eps"], group["weight_decay"], group["momentum"], group["centered"],
+                          group["maximize"])
