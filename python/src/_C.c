@@ -659,6 +659,22 @@ done:
     return r;
 }
 
+/* ---- data (data.h) ---- */
+
+/* mnist_load(dir, train) -> (x F32 [N, 784] in [0, 1], y I64 [N]) */
+static PyObject *py_mnist_load(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *dir;
+    int train;
+    if (!PyArg_ParseTuple(args, "sp:mnist_load", &dir, &train)) return NULL;
+    td_tensor *x = NULL, *y = NULL;
+    td_clear_error();
+    if (td_mnist_load(dir, train, true, &x, &y) != TD_OK) return raise_last();
+    PyObject *xo = ret_tensor(x), *yo = ret_tensor(y);
+    if (!xo || !yo) return Py_XDECREF(xo), Py_XDECREF(yo), NULL;
+    return Py_BuildValue("(NN)", xo, yo);
+}
+
 /* ---- the module ---- */
 
 static PyMethodDef methods[] = {
@@ -679,6 +695,7 @@ static PyMethodDef methods[] = {
     {"math_compile", py_math_compile, METH_VARARGS, "math_compile(src, checkpoint) -> (block, names, n_outputs)"},
     {"math_run", py_math_run, METH_VARARGS, "math_run(block, names, values) -> [outputs]"},
     {"math_value_and_grad", py_math_value_and_grad, METH_VARARGS, NULL},
+    {"mnist_load", py_mnist_load, METH_VARARGS, "mnist_load(dir, train) -> (x, y)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,7 +29,7 @@ from ._tensor import *  # noqa: F401,F403
 from ._tensor import DTYPES
 from ._random import Generator, default_generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state
 from ._signatures import FUNCTIONS as _FUNCTIONS
-from . import amp, autograd, kernel, nn, optim  # noqa: F401
+from . import amp, autograd, kernel, nn, optim, utils  # noqa: F401
 from ._math import m, math_function, value_and_grad  # noqa: F401
 
 __version__ = _C.__version__
