@@ -202,3 +202,28 @@ def test_fashion_mnist_cnn_tutorial_trains_like_torch(seed):
     first, last = np.mean(ours[:20]), np.mean(ours[-50:])
     assert last < 0.5 * first, (first, last)
     assert abs(last - np.mean(ref[-50:])) < 0.1 * np.mean(ref[-50:]), (last, np.mean(ref[-50:]))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_matches_torch(batch_first, need_weights, seed):
+    torch.manual_seed(seed)
+    ref = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    ours = tnn.MultiheadAttention(8, 2, batch_first=batch_first)
+    assert [k for k, _ in ours.named_parameters()] == [k for k, _ in ref.named_parameters()]
+    ours.load_state_dict(ref.state_dict())
+    shape = (3, 5, 8) if batch_first else (5, 3, 8)
+    q, kv = torch.randn(*shape, requires_grad=True), torch.randn(*shape)
+    pad = torch.tensor([[False] * 4 + [True], [False] * 5, [False] * 3 + [True] * 2])
+    causal = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    for kwargs in ({}, {"key_padding_mask": pad}, {"attn_mask": causal}):
+        out_t, w_t = ref(q, kv, kv, need_weights=need_weights, **kwargs)
+        tk = {k: tt(v) for k, v in kwargs.items()}
+        out_o, w_o = ours(tt(q.detach()), tt(kv), tt(kv), need_weights=need_weights, **tk)
+        close(out_o, out_t, 1e-5)
+        assert (w_o is None) == (w_t is None)
+        if w_t is not None:
+            close(w_o, w_t, 1e-5)
+    x = trident.randn(*shape, requires_grad=True)
+    ours(x, x, x, need_weights=need_weights)[0].sum().backward()
+    assert x.grad.shape == shape and ours.in_proj_weight.grad is not None
