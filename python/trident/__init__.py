@@ -1,7 +1,7 @@
 """Trident for Python: torch's API over the Trident C library (CPU, CUDA, Vulkan). `import trident as torch` covers
-tensors, ops with torch's signatures, autograd, trident.nn, trident.optim; plus zero-copy exchange with PyTorch,
-NumPy and any DLPack library, Trident kernels on torch tensors (trident.kernel) and Trident ops inside torch models
-(trident.autograd.Function).
+tensors, ops with torch's signatures, autograd, trident.nn, trident.optim, trident.amp, trident.utils.data; plus
+zero-copy exchange with PyTorch, NumPy and any DLPack library, Trident kernels on torch tensors (trident.kernel),
+Trident ops inside torch models (trident.autograd.Function) and math blocks (trident.m, trident.math_function).
 
     import trident
     x = trident.randn(4, 3, requires_grad=True)
