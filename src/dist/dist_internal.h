@@ -26,6 +26,20 @@ TD_API td_status td__rdzv_run(const td__rdzv *z, unsigned char *payload, int *fd
 td_status td__dist_all_reduce_start(td_tensor *t, td_dist_op op);
 td_status td__dist_wait_started(void);
 
+/* zero.c: ZeRO-1 over the arena of params (the module's parameters that
+** require grad): new (checks they tile one arena), free, the gradients'
+** reduce-scatter after backward, the parameters' all-gather after the step
+** (dropping params' gradients), the sharding of an optimizer over params,
+** the unsharded state dict of the sharded optimizer, the shard's length. */
+typedef struct td__zero td__zero;
+td_status td__zero_new(td_module *m, td_tensor *const *params, int n, td_dtype grad_dtype, td__zero **out);
+void td__zero_free(td__zero *z);
+td_status td__zero_reduce(td__zero *z);
+td_status td__zero_gather(td__zero *z, td_tensor *const *params, int n);
+td_status td__zero_shard_optimizer(td__zero *z, td_optimizer *opt);
+td_status td__zero_state_dict(td__zero *z, td_optimizer *opt, td_named_tensors **out);
+int64_t td__zero_shard_len(const td__zero *z);
+
 /* src/data/dataloader.c: the DataLoader's permutation of [0, n) for (seed, epoch). */
 void td__data_perm(int64_t *perm, int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
 
