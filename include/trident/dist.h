@@ -39,6 +39,7 @@ typedef enum td_dist_backend {
     TD_DIST_AUTO = 0, /* nccl for a CUDA device, mpi otherwise */
     TD_DIST_NCCL = 1,
     TD_DIST_MPI = 2,
+    TD_DIST_TCP = 3, /* CPU (and Vulkan, staged) over the rendezvous's sockets: no mpirun needed */
 } td_dist_backend;
 
 typedef struct td_dist_opts {

@@ -21,6 +21,16 @@ typedef struct td__rdzv {
 ** and keeps its socket to rank 0 in fds[0]. */
 TD_API td_status td__rdzv_run(const td__rdzv *z, unsigned char *payload, int *fds); /* exported for test_dist */
 
+/* rendezvous.c: the monotonic clock in seconds; read or write exactly n bytes
+** of fd before the deadline: 0, or -1 with errno (ETIMEDOUT on time,
+** ECONNRESET when the peer closed). */
+double td__now_s(void);
+int td__io_full(int fd, void *buf, size_t n, bool writing, double deadline);
+
+/* tcp.c: the transport over the rendezvous's sockets (fds as td__rdzv_run
+** left them, borrowed), each call failing after timeout_s without a peer. */
+const td_dist_transport *td__tcp_transport(int *fds, int rank, int world, double timeout_s);
+
 /* dist.c: all_reduce of t (contiguous, on the bound device) that later work
 ** on the device need not wait for, and the wait for every one started (DDP). */
 td_status td__dist_all_reduce_start(td_tensor *t, td_dist_op op);
