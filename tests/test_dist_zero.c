@@ -10,6 +10,8 @@
 ** The seed (TD_SEED, default from the clock) is printed and reaches the
 ** workers through the environment.
 */
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "dist/dist_internal.h"
@@ -38,6 +40,33 @@ static int run_workers(int n, const char *name) {
     snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", a ? a : "", a && *a ? ":" : "");
     setenv("ASAN_OPTIONS", opts, 1);
     snprintf(cmd, sizeof cmd, "mpirun -np %d --oversubscribe '%s' --worker %s", n, self_path, name);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* A port nobody listens on (the kernel's pick). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Run `trident launch --backend tcp --nproc n -- EXE --worker ARGS` (no mpirun: the
+** tcp backend), EXE test_dist or this executable; its exit status. */
+static int run_tcp_workers(int n, const char *exe, const char *args) {
+    printf("  seed %s\n", getenv("TD_SEED"));
+    fflush(stdout);
+    char dir[4096], cmd[8400];
+    snprintf(dir, sizeof dir, "%s", self_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    snprintf(cmd, sizeof cmd,
+             "'%s/../bin/trident' launch --nproc %d --backend tcp --master-port %d -- '%s/%s' --worker %s", dir, n,
+             free_port(), dir, exe, args);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
@@ -243,6 +272,23 @@ TEST(bf16_buckets_cpu_3_ranks) {
     ASSERT_EQ_INT(run_workers(3, "bf16"), 0);
 }
 
+/* The tcp backend: test_dist's checks of every collective (each dtype, sizes
+** 1, 7, 1001, against their definitions) and of DDP, and ZeRO-1, on 3 ranks. */
+TEST(collectives_tcp_3_ranks) {
+    test_seed();
+    ASSERT_EQ_INT(run_tcp_workers(3, "test_dist", "collectives cpu"), 0);
+}
+
+TEST(ddp_tcp_3_ranks) {
+    test_seed();
+    ASSERT_EQ_INT(run_tcp_workers(3, "test_dist", "ddp cpu"), 0);
+}
+
+TEST(zero1_tcp_3_ranks) {
+    test_seed();
+    ASSERT_EQ_INT(run_tcp_workers(3, "test_dist_zero", "zero"), 0);
+}
+
 /* The misuses, in a group of one. */
 TEST(zero1_errors) {
     td_scope_begin();
@@ -282,6 +328,9 @@ TEST(zero1_errors) {
     X(zero1_cpu_3_ranks)                                                                                               \
     X(zero1_bf16_grads_cpu_2_ranks)                                                                                    \
     X(bf16_buckets_cpu_3_ranks)                                                                                        \
+    X(collectives_tcp_3_ranks)                                                                                         \
+    X(ddp_tcp_3_ranks)                                                                                                 \
+    X(zero1_tcp_3_ranks)                                                                                               \
     X(zero1_errors)
 
 TESTS(TEST_DECLARE_)
