@@ -10,12 +10,16 @@
 #   lost_rank            kill -9 of rank 1 mid-run: rank 0 exits within the timeout naming rank 1, and its
 #                        last checkpoint resumes on 1 process
 #   hung_rank            rank 1 stopped (SIGSTOP) mid-run: rank 0 exits after TRIDENT_DIST_TIMEOUT=3 s naming it
+#   two_nodes_nccl       (2 CUDA devices) the same two nodes over NCCL's socket transport (no P2P, no shared
+#                        memory), one GPU each: losses within 1e-4 of one process's (skipped without 2 GPUs)
+#   lost_rank_nccl       (2 CUDA devices) kill -9 of rank 1: rank 0's watchdog names it and the run ends
+#                        within 15 s; the last checkpoint resumes on 1 GPU
 #
 # usage: test_dist_multinode.sh TRIDENT_BINARY CASE   (test_dist_multinode.sh - --list prints the cases)
 # Exit 0 pass, 1 fail, 77 skipped (no Fashion-MNIST).
 set -u
 CASE=$2
-CASES="two_nodes rdzv_world_size rdzv_duplicate_rank rdzv_unreachable lost_rank hung_rank"
+CASES="two_nodes rdzv_world_size rdzv_duplicate_rank rdzv_unreachable lost_rank hung_rank two_nodes_nccl lost_rank_nccl"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -44,13 +48,23 @@ assert worst <= tol, f"largest difference {worst:.3g} > {tol:g}"
 PY
 }
 
-# node R NNODES OUT ARGS...: one host's launch, in the background (its pid in $!)
+# node R NNODES OUT ARGS...: one host's launch, in the background (its pid in $!); $NCCL: over NCCL on GPU R
 node() {
     r=$1 nn=$2 out=$3
     shift 3
-    "$BIN" launch --nnodes "$nn" --node-rank "$r" --nproc 1 --master-addr 127.0.0.1 --master-port "$PORT" -- "$@" \
-        >"$out" 2>&1 &
+    if [ -n "${NCCL:-}" ]; then
+        CUDA_VISIBLE_DEVICES=$r NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "$BIN" launch --nnodes "$nn" --node-rank "$r" \
+            --nproc 1 --backend nccl --master-addr 127.0.0.1 --master-port "$PORT" -- "$@" >"$out" 2>&1 &
+    else
+        "$BIN" launch --nnodes "$nn" --node-rank "$r" --nproc 1 --master-addr 127.0.0.1 --master-port "$PORT" -- "$@" \
+            >"$out" 2>&1 &
+    fi
     KIDS="$KIDS $!"
+}
+
+need_two_gpus() {
+    [ "$("$BIN" devices 2>/dev/null | grep -c 'cuda:[0-9]')" -ge 2 ] || { echo "SKIP $CASE: fewer than 2 CUDA devices"; exit 77; }
+    NCCL=1
 }
 
 # seconds since $start
@@ -158,6 +172,40 @@ hung_rank)
     grep -q "tcp: rank 1 did not take part in [a-z_]* within 3 s (hung, or busy for longer than TRIDENT_DIST_TIMEOUT)$" n0.txt ||
         { cat n0.txt; fail "no message naming rank 1"; }
     echo "ok: stopped after $took s: $(grep 'rank 1' n0.txt | head -1)" ;;
+two_nodes_nccl)
+    need_two_gpus
+    set -- $W1 --device cuda --max-steps 30
+    CUDA_VISIBLE_DEVICES=0 "$BIN" "$@" --batch 32 --log-steps one.csv --checkpoint one.st >one.txt 2>&1 || { cat one.txt; fail "1 process"; }
+    node 1 2 n1.txt "$BIN" "$@" --batch 16 --checkpoint n1.st
+    n1=$!
+    node 0 2 n0.txt "$BIN" "$@" --batch 16 --log-steps two.csv --checkpoint two.st
+    wait $! || { cat n0.txt n1.txt; fail "node 0"; }
+    wait $n1 || { cat n0.txt n1.txt; fail "node 1"; }
+    grep -q "data-parallel: 2 processes (nccl)" n0.txt || { cat n0.txt; fail "no data-parallel line"; }
+    compare one.csv two.csv 1e-4 ;;
+lost_rank_nccl)
+    need_two_gpus
+    export TRIDENT_DIST_TIMEOUT=10
+    set -- "$BIN" $W1 --device cuda --max-steps 5000 --batch 8 --checkpoint-every 5
+    node 1 2 n1.txt "$@" --checkpoint n1.st
+    n1=$!
+    node 0 2 n0.txt "$@" --checkpoint ck.st
+    n0=$!
+    for _ in $(seq 600); do [ -f ck.st ] && break; sleep 0.1; done
+    [ -f ck.st ] || { cat n0.txt n1.txt; fail "no checkpoint"; }
+    victim=$(rank_pid $n1)
+    start=$(date +%s)
+    kill -9 "$victim"
+    wait $n0 && fail "node 0 exit status 0"
+    took=$(elapsed)
+    [ "$took" -le 15 ] || fail "took $took s"
+    grep -q "rank 1 exited or lost its connection without leaving the group" n0.txt || { cat n0.txt; fail "no message naming rank 1"; }
+    wait $n1
+    echo "ok: stopped after $took s: $(grep 'rank 1' n0.txt | head -1)"
+    CUDA_VISIBLE_DEVICES=0 "$BIN" $W1 --device cuda --max-steps 200 --batch 16 --checkpoint ck.st --resume >r.txt 2>&1 ||
+        { cat r.txt; fail "resume on 1"; }
+    grep -q "^resumed from ck.st" r.txt || { cat r.txt; fail "did not resume"; }
+    echo "ok: $(grep resumed r.txt)" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 exit 0

@@ -18,6 +18,7 @@
 #include "runner.h"
 
 static const char *self_path;
+static td_device dev = {TD_DEVICE_CPU, 0}; /* the workers' device: the CPU, or cuda:LOCAL_RANK */
 
 static void test_seed(void) {
     const char *s = getenv("TD_SEED");
@@ -56,8 +57,10 @@ static int free_port(void) {
 }
 
 /* Run `trident launch --backend tcp --nproc n -- EXE --worker ARGS` (no mpirun: the
-** tcp backend), EXE test_dist or this executable; its exit status. */
+** tcp backend; n < 0: -n processes over nccl), EXE test_dist or this executable; its exit status. */
 static int run_tcp_workers(int n, const char *exe, const char *args) {
+    const char *backend = n < 0 ? "nccl" : "tcp";
+    n = n < 0 ? -n : n;
     printf("  seed %s\n", getenv("TD_SEED"));
     fflush(stdout);
     char dir[4096], cmd[8400];
@@ -65,8 +68,8 @@ static int run_tcp_workers(int n, const char *exe, const char *args) {
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     snprintf(cmd, sizeof cmd,
-             "'%s/../bin/trident' launch --nproc %d --backend tcp --master-port %d -- '%s/%s' --worker %s", dir, n,
-             free_port(), dir, exe, args);
+             "'%s/../bin/trident' launch --nproc %d --backend %s --master-port %d -- '%s/%s' --worker %s", dir, n,
+             backend, free_port(), dir, exe, args);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
@@ -91,15 +94,17 @@ static td_module *model(uint64_t s) {
     td_manual_seed(s);
     td_module *m[] = {td_linear_new(6, 13, true), td_tanh_new(), td_linear_new(13, 9, true), td_tanh_new(),
                       td_linear_new(9, 3, true)};
-    return td_sequential_new(5, m);
+    td_module *seq = td_sequential_new(5, m);
+    if (td_module_to(seq, dev) != TD_OK) WFAIL("model to the device");
+    return seq;
 }
 
 #define ROWS 4 /* per rank and step */
 
-/* Rows [r * ROWS, (r + 1) * ROWS) of step's global batch: rank r's part. */
+/* Rows [r * ROWS, (r + 1) * ROWS) of step's global batch (r < 0: all): rank r's part, on dev. */
 static td_tensor *batch(uint64_t seed, int step, int r, int rows) {
     td_tensor *all = td_randn(2, (int64_t[]){rows, 6}, seed + 11, (uint64_t)step * 4096, TD_F32, TD_CPU);
-    return r < 0 ? all : td_slice(all, 0, (int64_t)r * ROWS, (int64_t)(r + 1) * ROWS, 1);
+    return td_contiguous(td_to(r < 0 ? all : td_slice(all, 0, (int64_t)r * ROWS, (int64_t)(r + 1) * ROWS, 1), dev));
 }
 
 static td_tensor *loss_of(td_module *m, td_tensor *x) {
@@ -116,6 +121,7 @@ static td_optimizer *adamw_of(td_module *m) {
 
 /* max |a - b| over two tensors' elements, relative to max(1, |b|) */
 static double rel_diff(td_tensor *a, td_tensor *b) {
+    a = td_to(a, TD_CPU), b = td_to(b, TD_CPU);
     return td_item(td_amax(td_div(td_abs(td_sub(a, b)), td_clamp(td_abs(b), 1, INFINITY)), 0, NULL, false));
 }
 
@@ -150,12 +156,12 @@ static int worker_zero(td_dtype grad_dtype) {
     WOK(td_ddp_new(m, &(td_ddp_opts){.broadcast_buffers = true, .shard_optimizer = true, .grad_dtype = grad_dtype},
                    &d));
     WOK(td_ddp_shard_optimizer(d, opt));
-    WOK(td_module_flatten_parameters(ref, TD_CPU));
+    WOK(td_module_flatten_parameters(ref, dev));
     int64_t n = 247, S = n / world, len = td_ddp_shard_numel(d);
     if (len != (rank == world - 1 ? n - (world - 1) * S : S))
         WFAIL("rank %d of %d: shard of %lld elements, expected its slice of %lld", rank, world, (long long)len,
               (long long)n);
-    double tol = grad_dtype == TD_BF16 ? 2e-2 : 1e-5;
+    double tol = grad_dtype == TD_BF16 ? 2e-2 : dev.type == TD_DEVICE_CUDA ? 1e-4 : 1e-5;
     for (int step = 0; step < 4; step++) {
         td_scope_begin();
         td_optimizer_zero_grad(opt);
@@ -177,7 +183,7 @@ static int worker_zero(td_dtype grad_dtype) {
     int64_t bytes = state_bytes(mine), all = state_bytes(want);
     if (bytes != 2 * 4 * len)
         WFAIL("%lld bytes of state for a slice of %lld (AdamW: 8 a parameter)", (long long)bytes, (long long)len);
-    td_tensor *sum = td_scalar((double)bytes, TD_I64, TD_CPU);
+    td_tensor *sum = td_scalar((double)bytes, TD_I64, dev);
     WOK(td_dist_all_reduce(sum, TD_DIST_SUM));
     if ((int64_t)td_item(sum) != all || bytes > all / world + 8 * world)
         WFAIL("ranks keep %lld bytes of state in all, this one %lld; unsharded %lld", (long long)td_item(sum),
@@ -224,7 +230,7 @@ static int worker_bf16(void) {
     td_module_parameters(ref, pb, 8);
     double worst = 0, exact = 0;
     for (int i = 0; i < n; i++) {
-        td_tensor *g = td_grad_of(pa[i]), *want = td_grad_of(pb[i]);
+        td_tensor *g = td_to(td_grad_of(pa[i]), TD_CPU), *want = td_to(td_grad_of(pb[i]), TD_CPU);
         double scale = td_item(td_amax(td_abs(want), 0, NULL, false));
         worst = fmax(worst, td_item(td_amax(td_abs(td_sub(g, want)), 0, NULL, false)) / fmax(scale, 1e-30));
         exact = fmax(exact, td_item(td_amax(td_abs(td_sub(g, td_cast(td_cast(g, TD_BF16), TD_F32))), 0, NULL, false)));
@@ -240,8 +246,10 @@ static int worker_bf16(void) {
 }
 
 static int worker_main(int argc, char **argv) {
-    if (argc < 3) return fprintf(stderr, "usage: test_dist_zero --worker NAME\n"), 2;
-    if (td_dist_init(NULL) != TD_OK) return fprintf(stderr, "td_dist_init: %s\n", td_last_error()), 1;
+    if (argc < 3) return fprintf(stderr, "usage: test_dist_zero --worker NAME [cuda]\n"), 2;
+    td_dist_opts o = {.device_type = argc > 3 && !strcmp(argv[3], "cuda") ? TD_DEVICE_CUDA : TD_DEVICE_CPU};
+    if (td_dist_init(&o) != TD_OK) return fprintf(stderr, "td_dist_init: %s\n", td_last_error()), 1;
+    dev = td_dist_device();
     int rc = !strcmp(argv[2], "zero")        ? worker_zero(TD_F32)
              : !strcmp(argv[2], "zero_bf16") ? worker_zero(TD_BF16)
              : !strcmp(argv[2], "bf16")      ? worker_bf16()
@@ -289,6 +297,26 @@ TEST(zero1_tcp_3_ranks) {
     ASSERT_EQ_INT(run_tcp_workers(3, "test_dist_zero", "zero"), 0);
 }
 
+/* NCCL: ZeRO-1 (reduce_scatter, all_gather on the device's stream), with fp32
+** and bf16 gradients, and bf16 buckets, on 2 GPUs (skipped with fewer). */
+static int run_cuda_workers(int n, const char *args) {
+    int count = 0;
+    while (td_device_available(TD_CUDA(count))) count++;
+    if (count < n) TEST_SKIP("%d CUDA devices, %d needed", count, n);
+    return run_tcp_workers(-n, "test_dist_zero", args);
+}
+
+TEST(zero1_cuda_2_ranks) {
+    test_seed();
+    ASSERT_EQ_INT(run_cuda_workers(2, "zero cuda"), 0);
+    ASSERT_EQ_INT(run_cuda_workers(2, "zero_bf16 cuda"), 0);
+}
+
+TEST(bf16_buckets_cuda_2_ranks) {
+    test_seed();
+    ASSERT_EQ_INT(run_cuda_workers(2, "bf16 cuda"), 0);
+}
+
 /* The misuses, in a group of one. */
 TEST(zero1_errors) {
     td_scope_begin();
@@ -328,6 +356,8 @@ TEST(zero1_errors) {
     X(zero1_cpu_3_ranks)                                                                                               \
     X(zero1_bf16_grads_cpu_2_ranks)                                                                                    \
     X(bf16_buckets_cpu_3_ranks)                                                                                        \
+    X(zero1_cuda_2_ranks)                                                                                              \
+    X(bf16_buckets_cuda_2_ranks)                                                                                       \
     X(collectives_tcp_3_ranks)                                                                                         \
     X(ddp_tcp_3_ranks)                                                                                                 \
     X(zero1_tcp_3_ranks)                                                                                               \
