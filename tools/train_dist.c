@@ -12,7 +12,10 @@
 ** losses equal a single process's at --batch world * b, up to rounding. Rank
 ** 0 prints, logs, evaluates and writes checkpoints; every rank resumes from
 ** them (the position counts global batches, so a run may resume on another
-** number of processes at the same global batch).
+** number of processes at the same global batch). --zero 1 shards the
+** optimizer (ZeRO-1): each step ends with the parameters' all-gather, and a
+** checkpoint gathers the state into the unsharded layout (every rank takes
+** part). --ddp-grad-dtype bf16 reduces float32 gradients in bf16.
 */
 #include <inttypes.h>
 #include <signal.h>

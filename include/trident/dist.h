@@ -3,7 +3,7 @@
 **
 ** One process per device. A process group is made once per process by
 ** td_dist_init() from the launcher's environment, and every collective runs
-** over it. Two transports, both optional plugins loaded on first use:
+** over it. Three transports, the first two optional plugins loaded on first use:
 **
 **   nccl  (libtrident-nccl.so, needs libnccl.so.2): CUDA tensors, on the
 **         device's stream (stream-ordered: the call returns once the
@@ -11,6 +11,11 @@
 **   mpi   (libtrident-mpi.so, OpenMPI): CPU tensors in place, and Vulkan
 **         tensors through host staging: the tensor is read to the host (a
 **         host wait), reduced by MPI, and written back on the device's queue.
+**   tcp   (built in, TD_DIST_TCP or TRIDENT_DIST_BACKEND=tcp): CPU tensors
+**         (Vulkan staged as with mpi) without mpirun, e.g. on several hosts
+**         started by `trident launch --nnodes`: a star through rank 0 over
+**         the rendezvous's sockets. A rank that exits is seen at once, one
+**         that hangs after the timeout; every rank's call then fails naming it.
 **
 ** Launchers (docs/distributed.md): torchrun or `trident launch` set RANK,
 ** WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
@@ -19,7 +24,9 @@
 ** rendezvous at MASTER_ADDR:MASTER_PORT (under mpirun: over MPI); the
 ** rendezvous checks that every rank agrees on WORLD_SIZE and keeps its
 ** sockets open, so a rank that dies is seen by the others (their next
-** collective fails with a message naming it). mpi needs mpirun.
+** collective fails with a message naming it). mpi needs mpirun. With
+** backend AUTO, TRIDENT_DIST_BACKEND (nccl, mpi, tcp) picks, else nccl for
+** a CUDA device and mpi otherwise.
 **
 ** Thread safety: one group per process; call the collectives from one thread.
 */
@@ -63,7 +70,8 @@ typedef struct td_dist_opts {
 **   IN opts  may be NULL: auto backend, CPU
 ** Returns TD_OK, or: TD_ERR_MISUSE for a malformed or inconsistent
 ** environment (RANK >= WORLD_SIZE, a rank that reports another WORLD_SIZE
-** than rank 0, a LOCAL_RANK without a device of that index, mpi without
+** than rank 0, two ranks of one RANK, an unknown TRIDENT_DIST_BACKEND, a LOCAL_RANK without a device of that index, mpi
+*without
 ** mpirun, nccl for a CPU device), TD_ERR_IO for a rendezvous that failed
 ** (MASTER_ADDR unreachable or not every rank within the timeout, naming the
 ** address and the ranks missing), TD_ERR_UNSUPPORTED when the transport's
