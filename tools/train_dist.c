@@ -71,6 +71,7 @@ int train_dist_wrap(train_run *r) {
 
 td_named_tensors *train_dist_optim_state(train_run *r) {
     td_named_tensors *sd = NULL;
+    if (r->rank > 0 && !(r->ddp && r->zero)) return td_named_tensors_new(); /* rank 0 writes it */
     if (!r->ddp || !r->zero) return td_optimizer_state_dict(r->w.opt);
     return td_ddp_optimizer_state_dict(r->ddp, r->w.opt, &sd) == TD_OK ? sd : NULL;
 }
