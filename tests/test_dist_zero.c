@@ -153,8 +153,10 @@ static int worker_zero(td_dtype grad_dtype) {
     td_module *m = model(seed + (uint64_t)rank), *ref = model(seed); /* td_ddp_new makes every rank rank 0's */
     td_optimizer *opt = adamw_of(m), *ref_opt = adamw_of(ref);
     td_ddp *d;
-    WOK(td_ddp_new(m, &(td_ddp_opts){.broadcast_buffers = true, .shard_optimizer = true, .grad_dtype = grad_dtype},
-                   &d));
+    /* buckets of at most 50 floats (the 78-float weight alone): their parts go to different owners */
+    td_ddp_opts o = {.bucket_cap_mb = 200.0 / (1 << 20), .shard_optimizer = true, .grad_dtype = grad_dtype};
+    WOK(td_ddp_new(m, &o, &d));
+    if (td_ddp_num_buckets(d) < 4) WFAIL("%d buckets, expected several", td_ddp_num_buckets(d));
     WOK(td_ddp_shard_optimizer(d, opt));
     WOK(td_module_flatten_parameters(ref, dev));
     int64_t n = 247, S = n / world, len = td_ddp_shard_numel(d);

@@ -24,8 +24,9 @@
 ** at launch, that buffer is all-reduced, and finish copies it back: half the
 ** bytes on the wire, two roundings (torch's bf16_compress_hook).
 **
-** shard_optimizer (ZeRO-1, zero.c): no bucket is launched; the hook that
-** completes the backward reduce-scatters the gradient arena instead, and
+** shard_optimizer (ZeRO-1, zero.c): a launched bucket is reduced (AVG) to
+** the owners of its parts of the arena instead of all-reduced, so backward
+** ends with each rank's slice reduced (a reduce-scatter, bucket by bucket);
 ** td_ddp_gather_parameters all-gathers the parameters after the step.
 **
 ** Hooks cannot be removed, so each carries (ddp id, parameter index) and
@@ -100,12 +101,14 @@ static td_status launch(td_ddp *d, bucket *b) {
         td_status st = td_copy_(b->wire, b->flat);
         if (st) return td_error_prefix("DDP: bf16 bucket"), st;
     }
-    return td__dist_all_reduce_start(b->wire ? b->wire : b->flat, TD_DIST_AVG);
+    td_tensor *buf = b->wire ? b->wire : b->flat;
+    return d->zero ? td__zero_launch(d->zero, buf, b->flat) : td__dist_all_reduce_start(buf, TD_DIST_AVG);
 }
 
 /* Every bucket reduced: the grads take the averaged slices. */
 static td_status finish(td_ddp *d) {
-    td_status st = d->zero ? td__zero_reduce(d->zero) : td__dist_wait_started();
+    td_status st = td__dist_wait_started();
+    if (st == TD_OK && d->zero) td__zero_finish(d->zero);
     for (int b = 0; st == TD_OK && b < d->n_buckets; b++)
         if (d->buckets[b].wire) st = td_copy_(d->buckets[b].flat, d->buckets[b].wire);
     for (int i = 0; !d->zero && st == TD_OK && i < d->n; i++)
@@ -128,7 +131,7 @@ static td_status on_grad(td_tensor *leaf, void *user) {
         d->n_ready++;
         d->buckets[d->bucket_of[i]].ready++;
     }
-    while (st == TD_OK && !d->zero && d->next_launch < d->n_buckets) {
+    while (st == TD_OK && d->next_launch < d->n_buckets) {
         bucket *b = &d->buckets[d->next_launch];
         if (b->ready < b->count) break;
         st = launch(d, b);
@@ -325,8 +328,14 @@ td_status td_ddp_new(td_module *module, const td_ddp_opts *opts, td_ddp **out) {
     d->grad_dtype = o.grad_dtype;
     if (st == TD_OK && o.grad_dtype != TD_F32 && o.grad_dtype != TD_BF16)
         st = TD_ERR(TD_ERR_MISUSE, "ddp_new: grad_dtype %s is not float32 or bfloat16", td_dtype_name(o.grad_dtype));
-    if (st == TD_OK && o.shard_optimizer) st = td__zero_new(module, d->params, d->n, o.grad_dtype, &d->zero);
-    for (int b = 0; st == TD_OK && !d->zero && o.grad_dtype == TD_BF16 && b < d->n_buckets; b++) {
+    if (st == TD_OK && o.shard_optimizer) st = td__zero_new(module, d->params, d->n, &d->zero);
+    for (int b = 0; st == TD_OK && d->zero && b < d->n_buckets; b++) { /* ZeRO reduces arena slices in place */
+        td_tensor *ga = NULL;
+        td_module_parameter_arena(module, td_tensor_dtype(d->buckets[b].flat), NULL, &ga);
+        if (!ga || d->buckets[b].flat->storage != ga->storage)
+            st = TD_ERR(TD_ERR_MISUSE, "ddp_new: shard_optimizer: bucket %d is not a slice of the gradient arena", b);
+    }
+    for (int b = 0; st == TD_OK && o.grad_dtype == TD_BF16 && b < d->n_buckets; b++) {
         bucket *bk = &d->buckets[b];
         if (td_tensor_dtype(bk->flat) != TD_F32) continue;
         int64_t numel = td_numel(bk->flat);

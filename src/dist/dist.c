@@ -419,6 +419,17 @@ static td_status all_reduce(td_tensor *t, td_dist_op op, bool start, const char 
 }
 
 td_status td_dist_all_reduce(td_tensor *t, td_dist_op op) { return all_reduce(t, op, false, "dist_all_reduce"); }
+
+td_status td__dist_reduce_start(td_tensor *t, td_dist_op op, int root) {
+    const char *api = "ddp reduce";
+    td_status st = usable(api);
+    if (st || (st = check_op(t, op, api))) return st;
+    staged s;
+    if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
+    char why[TD_DIST_WHY] = "";
+    int rc = g.tr->reduce_start(s.ptr, (size_t)td_numel(t), td_tensor_dtype(t), op, root, s.stream, why);
+    return unstage(&s, transport_rc(rc, api, why));
+}
 td_status td__dist_all_reduce_start(td_tensor *t, td_dist_op op) { return all_reduce(t, op, true, "ddp all_reduce"); }
 
 /* A transport call that takes only the group's stream: barrier, else wait_started */

@@ -35,16 +35,22 @@ const td_dist_transport *td__tcp_transport(int *fds, int rank, int world, double
 ** on the device need not wait for, and the wait for every one started (DDP). */
 td_status td__dist_all_reduce_start(td_tensor *t, td_dist_op op);
 td_status td__dist_wait_started(void);
+/* dist.c: the reduce of t to root, started likewise (ZeRO-1's buckets). */
+td_status td__dist_reduce_start(td_tensor *t, td_dist_op op, int root);
 
 /* zero.c: ZeRO-1 over the arena of params (the module's parameters that
-** require grad): new (checks they tile one arena), free, the gradients'
-** reduce-scatter after backward, the parameters' all-gather after the step
-** (dropping params' gradients), the sharding of an optimizer over params,
-** the unsharded state dict of the sharded optimizer, the shard's length. */
+** require grad): new (checks they tile one arena), free, the start of the
+** reduction of a bucket (buf: its gradients, or their bf16 copy, for arena
+** elements [at, at + numel)) to the owners of its elements, the end of
+** backward (the shard's gradient is its slice of the arena), the
+** parameters' all-gather after the step (dropping params' gradients), the
+** sharding of an optimizer over params, the unsharded state dict of the
+** sharded optimizer, the shard's length. */
 typedef struct td__zero td__zero;
-td_status td__zero_new(td_module *m, td_tensor *const *params, int n, td_dtype grad_dtype, td__zero **out);
+td_status td__zero_new(td_module *m, td_tensor *const *params, int n, td__zero **out);
 void td__zero_free(td__zero *z);
-td_status td__zero_reduce(td__zero *z);
+td_status td__zero_launch(td__zero *z, td_tensor *buf, td_tensor *grads);
+void td__zero_finish(td__zero *z);
 td_status td__zero_gather(td__zero *z, td_tensor *const *params, int n);
 td_status td__zero_shard_optimizer(td__zero *z, td_optimizer *opt);
 td_status td__zero_state_dict(td__zero *z, td_optimizer *opt, td_named_tensors **out);

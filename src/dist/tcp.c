@@ -270,6 +270,12 @@ static int barrier(void *stream, char *why) {
     return rc;
 }
 
+/* tcp: an all_reduce (rank 0 combines everything anyway); root keeps the result, as do the others */
+static int reduce_start(void *buf, size_t count, int dt, int op, int root, void *stream, char *why) {
+    (void)root;
+    return all_reduce(buf, count, dt, op, stream, why);
+}
+
 static int wait_started(void *stream, char *why) {
     (void)stream;
     return *s.failure ? failed(why) : 0;
@@ -293,6 +299,7 @@ static const td_dist_transport tcp_transport = {
     .barrier = barrier,
     .all_reduce_start = all_reduce,
     .wait_started = wait_started,
+    .reduce_start = reduce_start,
     .abort = tcp_abort,
     .finalize = NULL, /* dist.c closes the sockets */
 };

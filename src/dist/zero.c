@@ -5,10 +5,15 @@
 ** The module's parameters of one dtype tile its flat arena [n] (param_arena.c)
 ** and their gradients the gradient arena. With N ranks and S = floor(n / N),
 ** rank r owns the contiguous slice [r S, (r + 1) S) of the arena, and rank
-** N - 1 also the tail [N S, n) (fewer than N elements). After backward:
+** N - 1 also the tail [N S, n) (fewer than N elements). A step:
 **
-**   gradients   reduce_scatter(AVG) of grad arena [0, N S) into this rank's
-**               shard gradient [0, S); the tail all-reduced (AVG), kept by N - 1
+**   gradients   a reduce-scatter of the gradient arena, issued bucket by
+**               bucket while backward runs (ddp.c): each DDP bucket, a slice
+**               of the arena, is reduced (AVG) to the owner of each of its
+**               parts, in place, as soon as its gradients are final; so rank
+**               r's slice of its gradient arena ends backward as the mean
+**               gradient, and it is the sharded optimizer's gradient (a view:
+**               no copy)
 **   step        the sharded optimizer, over one parameter: the view of the
 **               parameter arena at [lo, hi), updates it in place; its state
 **               (Adam's m and v) is [hi - lo], 1/N of the unsharded state
@@ -32,10 +37,8 @@ struct td__zero {
     td_tensor *pa, *ga;       /* the module's arenas (borrowed: the module owns them) */
     int64_t n, block, lo, hi; /* arena elements; S; this rank's slice */
     int rank, world;
-    td_dtype wire;                 /* the dtype gradients travel in */
-    td_tensor *shard;              /* view of pa at [lo, hi), a leaf that requires grad (+1) */
-    td_tensor *shard_grad;         /* [hi - lo] (+1) */
-    td_tensor *wire_in, *wire_out; /* grad_dtype other than the arena's: [N S] and [S] (+1), else NULL */
+    td_tensor *shard;      /* view of pa at [lo, hi), a leaf that requires grad (+1) */
+    td_tensor *shard_grad; /* view of ga at [lo, hi) (+1) */
     /* the unsharded optimizer's parameters (td_ddp_shard_optimizer): offset in the arena and shape */
     int n_params;
     int64_t *at;
@@ -48,7 +51,7 @@ static td_tensor *span(td_tensor *t, int64_t from, int64_t len) {
     return td__make_view(t, 1, &len, (int64_t[]){1}, t->offset + from);
 }
 
-td_status td__zero_new(td_module *m, td_tensor *const *params, int n, td_dtype grad_dtype, td__zero **out) {
+td_status td__zero_new(td_module *m, td_tensor *const *params, int n, td__zero **out) {
     *out = NULL;
     if (n == 0)
         return TD_ERR(TD_ERR_MISUSE, "ddp_new: shard_optimizer: the module has no parameter that requires grad");
@@ -80,17 +83,9 @@ td_status td__zero_new(td_module *m, td_tensor *const *params, int n, td_dtype g
     z->block = sum / world;
     z->lo = z->rank * z->block;
     z->hi = z->rank == world - 1 ? sum : z->lo + z->block;
-    z->wire = grad_dtype == TD_BF16 && dt == TD_F32 ? TD_BF16 : dt;
-    td_device dev = td_tensor_device(pa);
-    int64_t len = z->hi - z->lo, all = z->block * world;
-    z->shard = td_keep(span(pa, z->lo, len));
-    z->shard_grad = td_keep(td_zeros(1, &len, dt, dev));
+    z->shard = td_keep(span(pa, z->lo, z->hi - z->lo));
+    z->shard_grad = td_keep(span(ga, z->lo, z->hi - z->lo));
     td_status st = z->shard && z->shard_grad ? td_set_requires_grad(z->shard, true) : td_last_status();
-    if (st == TD_OK && z->wire != dt) {
-        z->wire_in = td_keep(td_empty(1, &all, z->wire, dev));
-        z->wire_out = td_keep(td_empty(1, &z->block, z->wire, dev));
-        if (!z->wire_in || !z->wire_out) st = td_last_status();
-    }
     if (st != TD_OK) return td__zero_free(z), st;
     *out = z;
     return TD_OK;
@@ -98,33 +93,30 @@ td_status td__zero_new(td_module *m, td_tensor *const *params, int n, td_dtype g
 
 void td__zero_free(td__zero *z) {
     if (!z) return;
-    td_release(z->shard), td_release(z->shard_grad), td_release(z->wire_in), td_release(z->wire_out);
+    td_release(z->shard), td_release(z->shard_grad);
     free(z->at), free(z->ndim), free(z->shape);
     free(z);
 }
 
-td_status td__zero_reduce(td__zero *z) {
-    int64_t S = z->block, all = S * z->world, tail = z->n - all;
+td_status td__zero_launch(td__zero *z, td_tensor *buf, td_tensor *grads) {
+    if (grads->storage != z->ga->storage)
+        return TD_ERR(TD_ERR_STATE, "DDP: shard_optimizer: a bucket is not a slice of the gradient arena");
+    int64_t at = grads->offset - z->ga->offset, n = td_numel(buf);
     td_status st = TD_OK;
     td_scope_begin();
-    if (z->wire_in) { /* through the wire dtype: rounded once going, once coming back */
-        st = td_copy_(z->wire_in, span(z->ga, 0, all));
-        if (st == TD_OK) st = td_dist_reduce_scatter(z->wire_out, z->wire_in, TD_DIST_AVG);
-        if (st == TD_OK) st = td_copy_(span(z->shard_grad, 0, S), z->wire_out);
-    } else {
-        st = td_dist_reduce_scatter(span(z->shard_grad, 0, S), span(z->ga, 0, all), TD_DIST_AVG);
-    }
-    if (st == TD_OK && tail > 0) {
-        td_tensor *t = span(z->ga, all, tail);
-        st = t ? td_dist_all_reduce(t, TD_DIST_AVG) : td_last_status();
-        if (st == TD_OK && z->rank == z->world - 1) st = td_copy_(span(z->shard_grad, S, tail), t);
+    for (int r = 0; st == TD_OK && r < z->world; r++) { /* the owners of [at, at + n), in rank order */
+        int64_t lo = r * z->block, hi = r == z->world - 1 ? z->n : lo + z->block;
+        int64_t a = lo > at ? lo : at, b = hi < at + n ? hi : at + n;
+        if (a < b) st = td__dist_reduce_start(span(buf, a - at, b - a), TD_DIST_AVG, r);
     }
     td_scope_end();
-    if (st == TD_OK && z->shard->grad != z->shard_grad) { /* the sharded optimizer's gradient */
-        td_release(z->shard->grad);
-        z->shard->grad = td_retain(z->shard_grad);
-    }
     return st;
+}
+
+void td__zero_finish(td__zero *z) {
+    if (z->shard->grad == z->shard_grad) return;
+    td_release(z->shard->grad); /* the sharded optimizer's gradient: this rank's reduced slice */
+    z->shard->grad = td_retain(z->shard_grad);
 }
 
 td_status td__zero_gather(td__zero *z, td_tensor *const *params, int n) {
