@@ -339,6 +339,16 @@ TEST(zero1_errors) {
     ASSERT_OK(td_ddp_shard_optimizer(d, opt));
     ASSERT_ERROR(td_ddp_shard_optimizer(d, opt), TD_ERR_STATE, "sharded an optimizer already");
     ASSERT_EQ_INT(td_ddp_shard_numel(d), 247); /* a group of one keeps it all */
+    /* a step, and the state in the unsharded layout (its memory: the sanitized build's leak check) */
+    td_optimizer_zero_grad(opt);
+    ASSERT_OK(td_backward(loss_of(m, batch(1, 0, 0, ROWS)), NULL, false));
+    ASSERT_OK(td_ddp_check(d));
+    ASSERT_OK(td_optimizer_step(opt));
+    ASSERT_OK(td_ddp_gather_parameters(d));
+    ASSERT_OK(td_ddp_optimizer_state_dict(d, opt, &sd));
+    ASSERT_EQ_INT(td_named_tensors_len(sd), 6 * 3 + 1); /* per parameter exp_avg, exp_avg_sq, step; the lr */
+    ASSERT(td_named_tensors_get(sd, "state.2.exp_avg") && td_ndim(td_named_tensors_get(sd, "state.2.exp_avg")) == 2);
+    td_named_tensors_free(sd);
     td_ddp_free(d);
     td_optimizer_free(opt);
     /* a frozen parameter in the arena cannot be sharded */

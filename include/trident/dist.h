@@ -57,8 +57,8 @@ typedef struct td_dist_opts {
     td_device_type device_type;
     bool fixed_index;
     int index;
-    /* Seconds the rendezvous waits for every rank (0: TRIDENT_DIST_TIMEOUT,
-    ** else 60). */
+    /* Seconds the rendezvous waits for every rank, and with tcp each
+    ** collective for its peers (0: TRIDENT_DIST_TIMEOUT, else 60). */
     double timeout_s;
 } td_dist_opts;
 
