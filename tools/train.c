@@ -39,6 +39,8 @@ typedef struct train_opts {
     td_dtype amp;      /* TD_F32: off */
     td_dtype params;   /* the parameters' dtype (TD_F32; half ones have float32 master copies) */
     bool preset_batch; /* --preset gpt2-small: batch 16 unless --batch */
+    /* --zero, --ddp-grad-dtype (train_dist_options) */
+    const char *zero, *ddp_grad_dtype;
 } train_opts;
 
 static void usage(FILE *f) {
@@ -82,6 +84,8 @@ static void usage(FILE *f) {
         "                           replay it for every later batch; not on the CPU\n"
         "  --ddp                    data-parallel over the launcher's processes (implied when WORLD_SIZE > 1:\n"
         "                           trident launch, torchrun, mpirun); --batch is per process\n"
+        "  --zero 0|1               1: ZeRO-1, each process keeps 1/N of the optimizer state (default 0)\n"
+        "  --ddp-grad-dtype fp32|bf16  the dtype DDP all-reduces float32 gradients in (default fp32)\n"
         "  --profile FILE           record steps 3-7 (after 2 warm-up steps) with the profiler: a Chrome trace\n"
         "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
         "  --amp bf16|fp16          mixed precision: forward and loss under autocast; fp16 scales the loss\n"
@@ -241,6 +245,8 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--deterministic", OPT_FLAG, &o->deterministic},
         {"--capture", OPT_FLAG, &o->capture},
         {"--ddp", OPT_FLAG, &o->ddp},
+        {"--zero", OPT_STR, &o->zero},
+        {"--ddp-grad-dtype", OPT_STR, &o->ddp_grad_dtype},
         {"--profile", OPT_STR, &o->profile},
         {"--layers", OPT_COUNT, &o->gpt.layers},
         {"--d-model", OPT_COUNT, &o->gpt.d_model},
@@ -325,6 +331,7 @@ int cmd_train(int argc, char **argv) {
                           "runs no ops through the dispatcher)");
     td_device dev;
     train_run r = {.world = 1};
+    if (train_dist_options(&r, o.zero, o.ddp_grad_dtype, o.amp)) return 1;
     if (train_dist_wanted(o.ddp)) {
         if (o.capture) return train_fail("--capture does not combine with data-parallel training (--ddp)");
         if (train_dist_init(&r, o.device, &dev)) return 1;

@@ -74,6 +74,8 @@ typedef struct train_run {
     ** dataset over ds whose indices train_dist_epoch sets each epoch) */
     int rank, world;
     td_ddp *ddp;
+    bool zero;               /* --zero 1: the optimizer is sharded (ZeRO-1) */
+    td_dtype ddp_grad_dtype; /* --ddp-grad-dtype */
     td_dataset *shard;
     int64_t *shard_idx, shard_len;
 } train_run;
@@ -126,6 +128,11 @@ void train_capture_free(train_run *r);
 ** leave the group, or, when the run failed, not (the process then exits
 ** without the goodbye, and the other ranks' watchdogs see it as failed). */
 bool train_dist_wanted(bool ddp_flag);
+/* --zero and --ddp-grad-dtype (NULL: defaults) into r, checked against --amp */
+int train_dist_options(train_run *r, const char *zero, const char *grad_dtype, td_dtype amp);
+/* The optimizer's state dict in the unsharded layout (under ZeRO-1 gathered:
+** every rank must call it); +1, or NULL with the error set. */
+td_named_tensors *train_dist_optim_state(train_run *r);
 int train_dist_init(train_run *r, const char *device, td_device *dev);
 int train_dist_wrap(train_run *r);
 int train_dist_epoch(train_run *r, const td_dataloader_opts *o);

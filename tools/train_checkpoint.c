@@ -26,8 +26,9 @@ static int cpu_threads(void) {
 }
 
 int train_checkpoint_save(train_run *r) {
-    if (r->rank > 0) return 0; /* data-parallel: rank 0 writes, every rank resumes from it */
-    td_named_tensors *model = td_module_state_dict(r->w.model), *optim = td_optimizer_state_dict(r->w.opt);
+    td_named_tensors *optim = train_dist_optim_state(r);     /* ZeRO-1: a collective */
+    if (r->rank > 0) return td_named_tensors_free(optim), 0; /* data-parallel: rank 0 writes, every rank resumes */
+    td_named_tensors *model = td_module_state_dict(r->w.model);
     char v[6][64], dev[32], sched[256];
     snprintf(v[0], sizeof v[0], "%" PRId64, r->batch_in_epoch);
     snprintf(v[1], sizeof v[1], "%.17g", r->loss_sum);

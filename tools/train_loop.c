@@ -269,7 +269,10 @@ int train_loop(train_run *r) {
     printf("lr schedule: %s\n", train_schedule_str(&r->sched, false, sched, sizeof sched));
     if (r->world > 1)
         printf("data-parallel: %d processes (%s), batch %" PRId64 " per process, global batch %" PRId64 "\n", r->world,
-               td_dist_get_backend() == TD_DIST_NCCL ? "nccl" : "mpi", r->batch, r->batch * r->world);
+               td_dist_get_backend() == TD_DIST_NCCL  ? "nccl"
+               : td_dist_get_backend() == TD_DIST_TCP ? "tcp"
+                                                      : "mpi",
+               r->batch, r->batch * r->world);
     fflush(stdout);
     int64_t run_steps = 0,
             left = r->max_steps ? r->max_steps - r->step : (r->epochs - r->epoch) * per_epoch - r->batch_in_epoch;
