@@ -16,19 +16,18 @@ int cmd_version(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: trident <command> [options]\n\n"
-            "commands:\n"
-            "  devices [--ops] [--load LIB]   list backends, devices, capabilities and op coverage\n"
-            "  devices --selftest [--full] [case ...]\n"
-            "                    conformance sweep on each GPU device; records kernels that fail per driver\n"
-            "  train [options]   train a model (default: the W2 CNN on Fashion-MNIST)\n"
-            "  bench [options]   benchmark the backends side by side\n"
-            "  kernel check|run|bench|gradcheck FILE ...\n"
-            "                    compile, run, time or gradcheck one custom-op kernel (trident kernel --help)\n"
-            "  launch --nproc N -- CMD   run N processes of CMD for data-parallel training (like torchrun)\n"
-            "  export --onnx OUT.onnx [options]   a trident train checkpoint as an ONNX model (trident export --help)\n"
-            "  version, --version   library version and commit, backends and plugins (loaded, or why not)\n");
+    fprintf(f, "usage: trident <command> [options]\n\n"
+               "commands:\n"
+               "  devices [--ops] [--load LIB]   list backends, devices, capabilities and op coverage\n"
+               "  devices --selftest [--full] [case ...]\n"
+               "                    conformance sweep on each GPU device; records kernels that fail per driver\n"
+               "  train [options]   train a model (default: the W2 CNN on Fashion-MNIST)\n"
+               "  bench [options]   benchmark the backends side by side\n"
+               "  kernel check|run|bench|gradcheck FILE ...\n"
+               "                    compile, run, time or gradcheck one custom-op kernel (trident kernel --help)\n"
+               "  launch --nproc N -- CMD   run N processes of CMD for data-parallel training (like torchrun)\n"
+               "  export --onnx FILE [options]   a trident train checkpoint as an ONNX model\n"
+               "  version, --version   library version and commit, backends and plugins (loaded, or why not)\n");
 }
 
 int main(int argc, char **argv) {
