@@ -177,6 +177,51 @@ TD_API td_status td_train_state_load(const char *path, td_device dev, const char
 /* DESTRUCTOR. Free ck->model and ck->optim and set them to NULL. NULL is a no-op. */
 TD_API void td_train_state_clear(td_train_state *ck);
 
+/* ---- ONNX export -------------------------------------------------------------
+** An ONNX model (opset 17, IR version 8) of one forward pass, for inference
+** runtimes (onnxruntime, TensorRT, ...). The forward runs once on example
+** inputs, in eval mode and without autograd, and every op it runs is recorded
+** (a trace, as torch.onnx.export does): the model has the example inputs'
+** shapes and dtypes (static shapes; a new batch size needs a new export).
+**   graph inputs   "input" (one) or "input.0", "input.1", ... (several)
+**   graph output   "output", the forward's result
+**   initializers   the parameters and buffers the forward reads, under their
+**                  state_dict names; other tensors it reads that no input or
+**                  parameter made (masks, position ids, scalars) as
+**                  "const.<k>"; ops on constants alone are folded
+** Ops map to ONNX operators of the default domain (MatMul, Gemm, Conv,
+** MaxPool, AveragePool, LayerNormalization, Softmax, Gather, Reshape,
+** Transpose, Slice, Split, Concat, Where, ...); GELU, SiLU, group norm,
+** variance and attention become their decompositions. The models are float32
+** (float64 also works; float16/bfloat16 are refused: convert first).
+*/
+
+/* The forward that td_onnx_export_fn traces: returns the output (a tensor
+** in the current scope, or NULL with the error set) of inputs[0..n). */
+typedef td_tensor *(*td_onnx_forward_fn)(void *ctx, int n, td_tensor *const *inputs);
+
+typedef struct td_module td_module;
+
+/* METHOD. Write module as an ONNX model to path, traced on example_inputs.
+** IN module         a module; it runs in eval mode (its training flag is
+**                   restored afterwards); its state_dict names the initializers
+** IN n_inputs       1 (td_module_forward takes one tensor)
+** IN example_inputs inputs of the shapes and dtypes the model will be fed
+** Returns TD_OK; TD_ERR_MISUSE for a NULL argument or n_inputs != 1;
+** TD_ERR_UNSUPPORTED naming the op when the forward runs an op with no ONNX
+** mapping ("onnx export: op cross_entropy has no ONNX mapping") or reads an
+** output ONNX does not compute; TD_ERR_DTYPE for a float16/bfloat16 model;
+** the forward's own error (prefixed); TD_ERR_IO naming path; TD_ERR_OOM;
+** TD_ERR_BUSY while another thread exports (one export at a time; other
+** threads may run ops meanwhile, they are not recorded). */
+TD_API td_status td_onnx_export(td_module *module, int n_inputs, td_tensor *const *example_inputs, const char *path);
+
+/* METHOD. The same for any forward function of n_inputs (1..16) inputs.
+** params (may be NULL) names the tensors that become named initializers;
+** the caller sets eval mode. Errors as td_onnx_export. */
+TD_API td_status td_onnx_export_fn(td_onnx_forward_fn forward, void *ctx, int n_inputs, td_tensor *const *inputs,
+                                   const td_named_tensors *params, const char *path);
+
 #ifdef __cplusplus
 }
 #endif
