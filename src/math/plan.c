@@ -67,14 +67,7 @@ static bool fuses(const td_math_graph *g, int n) {
     case TD_MK_EXPAND:
     case TD_MK_TRANSPOSE:
     case TD_MK_RESHAPE: return true;
-    case TD_MK_EW: /* integer arithmetic keeps the table ops' integer semantics */
-        if (is_int(p->dtype)) return false;
-        for (int k = 0; k < p->n_args; k++)
-            if (p->ew != TD_MEW_WHERE && p->ew != TD_MEW_CAST && k == 0 && is_int(g->nodes[p->args[k]].dtype) &&
-                p->ew != TD_MEW_LT && p->ew != TD_MEW_LE && p->ew != TD_MEW_GT && p->ew != TD_MEW_GE &&
-                p->ew != TD_MEW_EQ && p->ew != TD_MEW_NE)
-                return false;
-        return true;
+    case TD_MK_EW: return !is_int(p->dtype); /* integer arithmetic keeps the table ops' integer semantics */
     case TD_MK_REDUCE: {
         int r0, r1;
         return (p->op == TD_MRED_SUM || p->op == TD_MRED_MEAN || p->op == TD_MRED_AMAX || p->op == TD_MRED_AMIN) &&

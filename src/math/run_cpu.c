@@ -29,6 +29,8 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
     }
 }
 
+#define BOOL_IN_(x) ((x) != 0)
+
 /* Convert n elements of dtype dt from src (stride s elements) into dst of T. */
 #define CONVERT_IN_(T, dst, src, dt, s, n)                                                                             \
     do {                                                                                                               \
@@ -40,7 +42,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         case TD_I32: CONVERT_RUN_(T, dst, (const int32_t *)(src), s, n, (T)); break;                                   \
         case TD_I64: CONVERT_RUN_(T, dst, (const int64_t *)(src), s, n, (T)); break;                                   \
         case TD_U8: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)); break;                                    \
-        case TD_BOOL: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)(0 !=)); break;                            \
+        case TD_BOOL: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)BOOL_IN_); break;                            \
         default: break;                                                                                                \
         }                                                                                                              \
     } while (0)
@@ -77,7 +79,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
             if (run > n) run = n;                                                                                      \
             const char *src = (const char *)base + off * (int64_t)es;                                                  \
             if (p->strides[last] == 0) {                                                                               \
-                T v;                                                                                                   \
+                T v = 0;                                                                                                \
                 CONVERT_IN_(T, &v, src, dt, 0, 1);                                                                     \
                 for (int64_t j = 0; j < run; j++) dst[j] = v;                                                          \
             } else                                                                                                     \
@@ -234,7 +236,7 @@ bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
     c.chunks = chunks;
     c.chunk = (ir->k + chunks - 1) / chunks;
     int64_t tasks = ir->outer * chunks;
-    c.partials = malloc(sizeof(double) * (size_t)(tasks * ir->inner ? tasks * ir->inner : 1));
+    c.partials = malloc(sizeof(double) * (size_t)(tasks * ir->inner > 0 ? tasks * ir->inner : 1));
     if (!c.partials) return false;
     for (int64_t i = 0; i < tasks * ir->inner; i++) c.partials[i] = red_init(ir->red_op);
     if (ir->k > 0) td_parallel_for(tasks, cost * c.chunk * ir->inner, run_piece, &c);
