@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "graph.h"
+#include "math_internal.h"
 #include "trident/nn.h"
 #include "trident/ops.h"
 
@@ -147,8 +147,14 @@ td_tensor *td_math_node_eval(const td_math_graph *g, int node, td_tensor *const 
 }
 
 td_status td_math_graph_eval(const td_math_graph *g, td_tensor *const *inputs, td_tensor **outputs) {
+    if (!g) return TD_ERR(TD_ERR_MISUSE, "math block: NULL graph");
+    return td_math_graph_eval_nodes(g, inputs, g->n_outputs, g->outputs, outputs);
+}
+
+td_status td_math_graph_eval_nodes(const td_math_graph *g, td_tensor *const *inputs, int n_out, const int *nodes,
+                                   td_tensor **outputs) {
     if (!g || !g->typed || !outputs) return TD_ERR(TD_ERR_MISUSE, "math block: evaluating an untyped graph");
-    for (int k = 0; k < g->n_outputs; k++) outputs[k] = NULL;
+    for (int k = 0; k < n_out; k++) outputs[k] = NULL;
     int nn = g->n_nodes;
     td_tensor **val = calloc((size_t)nn + 1, sizeof *val);
     int *last = malloc(((size_t)nn + 1) * sizeof *last);
@@ -158,7 +164,7 @@ td_status td_math_graph_eval(const td_math_graph *g, td_tensor *const *inputs, t
     }
     /* last[i]: the last node reading i (nn for an output, -1 when unused) */
     for (int i = 0; i < nn; i++) last[i] = -1;
-    for (int k = 0; k < g->n_outputs; k++) last[g->outputs[k]] = nn;
+    for (int k = 0; k < n_out; k++) last[nodes[k]] = nn;
     for (int i = nn; i-- > 0;) {
         if (last[i] < 0) continue;
         const td_math_node *n = &g->nodes[i];
@@ -187,7 +193,7 @@ td_status td_math_graph_eval(const td_math_graph *g, td_tensor *const *inputs, t
             if (j >= 0 && last[j] == i && val[j]) td_release(val[j]), val[j] = NULL;
         }
     }
-    for (int k = 0; k < g->n_outputs && !st; k++) outputs[k] = td__scope_add(td_retain(val[g->outputs[k]]));
+    for (int k = 0; k < n_out && !st; k++) outputs[k] = td__scope_add(td_retain(val[nodes[k]]));
     for (int i = 0; i < nn; i++) td_release(val[i]);
     free(val), free(last);
     return st;

@@ -66,7 +66,7 @@ int td_math_input(td_math_graph *g, const char *name) {
 /* ---- errors ---- */
 
 td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_status s, const char *fmt, ...) {
-    char what[512];
+    char what[200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
@@ -83,14 +83,17 @@ td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_sta
     while (end < n && src[end] != '\n') end++;
     int col = src_off - start + 1, mark = src_len < 1 ? 1 : src_len;
     if (src_off + mark > end) mark = end - src_off > 0 ? end - src_off : 1;
-    char caret[256];
+    /* a window of at most 60 characters of the line around the spot, so the message stays short */
+    int from = src_off - start > 30 ? src_off - 30 : start, to = end - from > 60 ? from + 60 : end;
+    if (mark > to - src_off) mark = to - src_off > 0 ? to - src_off : 1;
+    char caret[80];
     int at = 0;
-    for (int i = start; i < src_off && at < 200; i++) caret[at++] = src[i] == '\t' ? '\t' : ' ';
+    for (int i = from; i < src_off; i++) caret[at++] = src[i] == '\t' ? '\t' : ' ';
     caret[at++] = '^';
-    for (int i = 1; i < mark && at < 250; i++) caret[at++] = '~';
+    for (int i = 1; i < mark && at < 78; i++) caret[at++] = '~';
     caret[at] = 0;
-    return TD_ERR(s, "math block line %d, column %d: %s\n  %.*s\n  %s", line, col, what,
-                  end - start > 200 ? 200 : end - start, src + start, caret);
+    return TD_ERR(s, "math block line %d, column %d: %s\n  %s%.*s\n  %s%s", line, col, what, from > start ? "..." : "",
+                  to - from, src + from, from > start ? "   " : "", caret);
 }
 
 /* The sub-expression [off, off + len) of the source as text, shortened to fit buf. */
