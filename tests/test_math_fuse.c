@@ -22,39 +22,62 @@
 
 static const td_dtype DTYPES[] = {TD_F32, TD_F64, TD_F16, TD_BF16};
 
+static const char *EW_NAMES[] = {
+#define EW_NAME_(N, a, s) #N,
+    TD_MATH_EW_LIST(EW_NAME_)
+#undef EW_NAME_
+};
+static const char *RED_NAMES[] = {"sum", "mean", "amax", "amin"};
+
 /* tolerance (absolute and relative) of fused vs composed: the fused kernel rounds only its outputs */
-static double tol_of(td_dtype dt) {
-    return dt == TD_F64 ? 1e-10 : dt == TD_F32 ? 2e-5 : dt == TD_F16 ? 8e-3 : 4e-2;
+static double tol_of(td_dtype dt) { return dt == TD_F64 ? 1e-10 : dt == TD_F32 ? 2e-5 : dt == TD_F16 ? 8e-3 : 4e-2; }
+
+/* A graph as a node list (td__math_case_nodes adds them with td_math_add). */
+typedef struct tgraph {
+    td_math_node nodes[64];
+    int n;
+    const char *names[TD_MATH_MAX_INPUTS];
+    int n_in;
+    int outputs[TD_MATH_MAX_OUTPUTS];
+    int n_out;
+} tgraph;
+
+static int node(tgraph *g, td_math_node n) {
+    ASSERT(g->n < 64);
+    g->nodes[g->n] = n;
+    return g->n++;
 }
 
-static int in(td_math_graph *g, const char *name) {
-    int i = td_math_input(g, name);
-    ASSERT(i >= 0);
-    return i;
+static int in(tgraph *g, const char *name) {
+    g->names[g->n_in] = name;
+    return node(g, (td_math_node){.kind = TD_MK_INPUT, .input = g->n_in++, .args = {-1, -1, -1}});
 }
 
-static int ew(td_math_graph *g, int op, int a, int b, int c) {
-    td_math_node n = {.kind = TD_MK_EW, .op = op, .n_args = b < 0 ? 1 : c < 0 ? 2 : 3, .args = {a, b, c}};
-    int id = td_math_add(g, &n);
-    ASSERT(id >= 0);
-    return id;
+static int ew(tgraph *g, int op, int a, int b, int c) {
+    return node(g, (td_math_node){.kind = TD_MK_EW, .op = op, .n_args = b < 0 ? 1 : c < 0 ? 2 : 3, .args = {a, b, c}});
 }
 
-static int cst(td_math_graph *g, double v) {
-    td_math_node n = {.kind = TD_MK_CONST, .value = v, .args = {-1, -1, -1}};
-    return td_math_add(g, &n);
+static int cst(tgraph *g, double v) {
+    return node(g, (td_math_node){.kind = TD_MK_CONST, .value = v, .args = {-1, -1, -1}});
 }
 
-static int red(td_math_graph *g, int op, int a, int dim, bool keepdim) {
-    td_math_node n = {.kind = TD_MK_REDUCE, .op = op, .n_args = 1, .args = {a, -1, -1}, .keepdim = keepdim,
-                      .n_wdims = dim == 99 ? 0 : 1, .wdims = {dim}, .correction = 1};
-    return td_math_add(g, &n);
+/* reduction over dim (99: all dims) */
+static int red(tgraph *g, int op, int a, int dim, bool keepdim) {
+    return node(g, (td_math_node){.kind = TD_MK_REDUCE,
+                                  .op = op,
+                                  .n_args = 1,
+                                  .args = {a, -1, -1},
+                                  .keepdim = keepdim,
+                                  .n_wdims = dim == 99 ? 0 : 1,
+                                  .wdims = {dim},
+                                  .correction = 1});
 }
 
-static int unary(td_math_graph *g, td_math_kind kind, int a) {
-    td_math_node n = {.kind = kind, .n_args = kind == TD_MK_MATMUL ? 2 : 1, .args = {a, -1, -1}};
-    return td_math_add(g, &n);
+static int unary(tgraph *g, td_math_kind kind, int a) {
+    return node(g, (td_math_node){.kind = kind, .n_args = 1, .args = {a, -1, -1}});
 }
+
+static void out(tgraph *g, int n) { g->outputs[g->n_out++] = n; }
 
 typedef struct spec {
     int ndim;
@@ -62,27 +85,27 @@ typedef struct spec {
     double lo, hi;
 } spec;
 
-/* Specialize g for inputs of specs in dt on dev, run the plan and the composed graph, compare every output.
-** want_kernels: the plan's fused kernels (-1: do not check). */
-static void check(td_math_graph *g, const spec *specs, td_dtype dt, td_device dev, int want_kernels, const char *what) {
+/* Type g for inputs of specs in dt on dev, run the plan and the composed graph, compare every output.
+** want_kernels: the plan's fused kernels. */
+static void check(tgraph *g, const spec *specs, td_dtype dt, td_device dev, int want_kernels, const char *what) {
     td_dtype dts[TD_MATH_MAX_INPUTS];
     int nd[TD_MATH_MAX_INPUTS];
     int64_t shapes[TD_MATH_MAX_INPUTS][TD_MAX_DIMS];
     td_tensor *x[TD_MATH_MAX_INPUTS];
-    for (int i = 0; i < g->n_inputs; i++) {
+    for (int i = 0; i < g->n_in; i++) {
         dts[i] = dt, nd[i] = specs[i].ndim;
         for (int d = 0; d < specs[i].ndim; d++) shapes[i][d] = specs[i].shape[d];
         x[i] = ASSERT_TENSOR(test_uniform_tensor(nd[i], shapes[i], specs[i].lo, specs[i].hi, dt, dev));
     }
-    ASSERT_OK(td_math_graph_specialize(g, dts, nd, (const int64_t(*)[TD_MAX_DIMS])shapes));
-    td_math_plan *plan;
-    ASSERT_OK(td_math_plan_build(g, dev, &plan));
-    if (want_kernels >= 0 && dev.type == TD_DEVICE_CPU) ASSERT_EQ_INT(td_math_plan_kernels(plan), want_kernels);
+    td_math_case *c;
+    ASSERT_OK(td__math_case_nodes(g->n, g->nodes, g->n_in, g->names, g->n_out, g->outputs, dts, nd,
+                                  (const int64_t(*)[TD_MAX_DIMS])shapes, dev, &c));
+    ASSERT_EQ_INT(td__math_case_kernels(c), want_kernels);
     td_tensor *fused[TD_MATH_MAX_OUTPUTS], *ref[TD_MATH_MAX_OUTPUTS];
-    ASSERT_OK(td_math_plan_run(plan, x, fused));
-    ASSERT_OK(td_math_graph_eval(g, x, ref));
+    ASSERT_OK(td__math_case_run(c, true, x, fused));
+    ASSERT_OK(td__math_case_run(c, false, x, ref));
     double tol = tol_of(dt);
-    for (int k = 0; k < g->n_outputs; k++) {
+    for (int k = 0; k < g->n_out; k++) {
         ASSERT_EQ_INT(td_ndim(fused[k]), td_ndim(ref[k]));
         ASSERT_EQ_INT(td_numel(fused[k]), td_numel(ref[k]));
         ASSERT_EQ_INT(td_tensor_dtype(fused[k]), td_tensor_dtype(ref[k]));
@@ -90,18 +113,13 @@ static void check(td_math_graph *g, const spec *specs, td_dtype dt, td_device de
         for (int64_t i = 0; i < td_numel(ref[k]); i++) {
             bool same_nan = isnan(a[i]) && isnan(b[i]);
             if (!same_nan && !(fabs(a[i] - b[i]) <= tol * (1 + fabs(b[i]))))
-                TEST_FAIL_("%s (%s, output %d): element %lld: fused %.9g vs composed %.9g", what, td_dtype_name(dt),
-                           k, (long long)i, a[i], b[i]);
+                TEST_FAIL_("%s (%s, output %d): element %lld: fused %.9g vs composed %.9g", what, td_dtype_name(dt), k,
+                           (long long)i, a[i], b[i]);
         }
         free(a), free(b);
     }
-    td_math_plan_free(plan);
+    td__math_case_free(c);
 }
-
-/* a fresh graph per case */
-#define GRAPH(g)                                                                                                       \
-    td_math_graph g;                                                                                                   \
-    td_math_graph_init(&g)
 
 static void ew_ops(const char *spec_dev) {
     td_device dev = test_device_or_skip(spec_dev);
@@ -111,7 +129,7 @@ static void ew_ops(const char *spec_dev) {
         for (int op = 0; op < TD_MEW_COUNT; op++) {
             if (op == TD_MEW_CAST || op == TD_MEW_ERF || op == TD_MEW_SIGN) continue; /* derived graphs only */
             td_scope_begin();
-            GRAPH(g);
+            tgraph g = {0};
             int x = in(&g, "x"), y = in(&g, "y");
             int arity = op == TD_MEW_WHERE || op == TD_MEW_CLAMP ? 3 : op >= TD_MEW_ADD ? 2 : 1, r;
             if (op == TD_MEW_WHERE)
@@ -120,12 +138,11 @@ static void ew_ops(const char *spec_dev) {
                 r = ew(&g, op, x, cst(&g, 0.8), y);
             else
                 r = ew(&g, op, x, arity > 1 ? y : -1, -1);
-            g.outputs[g.n_outputs++] = r;
+            out(&g, r);
             /* and in a chain: (op(...) * x + 1) */
-            g.outputs[g.n_outputs++] = ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, r, x, -1), cst(&g, 1), -1);
+            out(&g, ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, r, x, -1), cst(&g, 1), -1));
             spec s[2] = {{2, {37, 65}, 0.5, 2.0}, {2, {37, 65}, 0.5, 2.0}};
-            check(&g, s, DTYPES[t], dev, 1, td_ki_ew_name(op));
-            td_math_graph_free(&g);
+            check(&g, s, DTYPES[t], dev, 1, EW_NAMES[op]);
             td_scope_end();
         }
 }
@@ -136,21 +153,20 @@ static void broadcast(const char *spec_dev) {
     td_debug_set(TD_DEBUG_POISON);
     for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++) {
         td_scope_begin();
-        GRAPH(g);
+        tgraph g = {0};
         /* out = (x * c + r) * s - k + 0.5 + exp(x - u' ) * e  with x [N, C], c [C], r [N, 1], k [1, C], s 0-d,
         ** u [C, N] transposed, e [C] expanded to [N, C] */
         int x = in(&g, "x"), c = in(&g, "c"), r = in(&g, "r"), k = in(&g, "k"), s = in(&g, "s"), u = in(&g, "u"),
             e = in(&g, "e");
-        td_math_node ex = {.kind = TD_MK_EXPAND, .n_args = 1, .args = {e, -1, -1}, .ndim = 2, .shape = {19, 33}};
-        int ee = td_math_add(&g, &ex);
+        int ee = node(
+            &g, (td_math_node){.kind = TD_MK_EXPAND, .n_args = 1, .args = {e, -1, -1}, .ndim = 2, .shape = {19, 33}});
         int v = ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, x, c, -1), r, -1), s, -1);
         v = ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_SUB, v, k, -1), cst(&g, 0.5), -1);
         int w = ew(&g, TD_MEW_EXP, ew(&g, TD_MEW_SUB, x, unary(&g, TD_MK_TRANSPOSE, u), -1), -1, -1);
-        g.outputs[g.n_outputs++] = ew(&g, TD_MEW_ADD, v, ew(&g, TD_MEW_MUL, w, ee, -1), -1);
-        spec sp[7] = {{2, {19, 33}, -1, 1}, {1, {33}, -1, 1},    {2, {19, 1}, -1, 1},  {2, {1, 33}, -1, 1},
+        out(&g, ew(&g, TD_MEW_ADD, v, ew(&g, TD_MEW_MUL, w, ee, -1), -1));
+        spec sp[7] = {{2, {19, 33}, -1, 1}, {1, {33}, -1, 1},     {2, {19, 1}, -1, 1}, {2, {1, 33}, -1, 1},
                       {0, {0}, -1, 1},      {2, {33, 19}, -1, 1}, {1, {33}, -1, 1}};
         check(&g, sp, DTYPES[t], dev, 1, "broadcast");
-        td_math_graph_free(&g);
         td_scope_end();
     }
 }
@@ -168,17 +184,16 @@ static void reduce(const char *spec_dev) {
         for (int o = 0; o < 4; o++)
             for (size_t h = 0; h < sizeof how / sizeof how[0]; h++) {
                 td_scope_begin();
-                GRAPH(g);
+                tgraph g = {0};
                 /* red(exp(x) * y - 1) over x [7, 300, 9] */
                 int x = in(&g, "x"), y = in(&g, "y");
                 int v = ew(&g, TD_MEW_SUB, ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_EXP, x, -1, -1), y, -1), cst(&g, 1), -1);
-                g.outputs[g.n_outputs++] = red(&g, ops[o], v, how[h].dim, how[h].keepdim);
+                out(&g, red(&g, ops[o], v, how[h].dim, how[h].keepdim));
                 spec sp[2] = {{3, {7, 300, 9}, -1, 1}, {1, {9}, -1, 1}};
                 char what[64];
-                snprintf(what, sizeof what, "%s over dim %d%s", td_ki_red_name(ops[o]), how[h].dim,
+                snprintf(what, sizeof what, "%s over dim %d%s", RED_NAMES[o], how[h].dim,
                          how[h].keepdim ? " keepdim" : "");
                 check(&g, sp, DTYPES[t], dev, 1, what);
-                td_math_graph_free(&g);
                 td_scope_end();
             }
 }
@@ -189,19 +204,18 @@ static void matmul(const char *spec_dev) {
     td_debug_set(TD_DEBUG_POISON);
     for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++) {
         td_scope_begin();
-        GRAPH(g);
+        tgraph g = {0};
         /* y = relu(tanh(x) @ w + b) * 2 - 1; also mean(y) */
         int x = in(&g, "x"), w = in(&g, "w"), b = in(&g, "b");
-        td_math_node mm = {.kind = TD_MK_MATMUL, .n_args = 2, .args = {ew(&g, TD_MEW_TANH, x, -1, -1), w, -1}};
-        int h = td_math_add(&g, &mm);
-        int y = ew(&g, TD_MEW_SUB, ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_RELU, ew(&g, TD_MEW_ADD, h, b, -1), -1, -1),
-                                      cst(&g, 2), -1),
+        int h = node(
+            &g, (td_math_node){.kind = TD_MK_MATMUL, .n_args = 2, .args = {ew(&g, TD_MEW_TANH, x, -1, -1), w, -1}});
+        int y = ew(&g, TD_MEW_SUB,
+                   ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_RELU, ew(&g, TD_MEW_ADD, h, b, -1), -1, -1), cst(&g, 2), -1),
                    cst(&g, 1), -1);
-        g.outputs[g.n_outputs++] = y;
-        g.outputs[g.n_outputs++] = red(&g, TD_MRED_MEAN, y, 99, false);
+        out(&g, y);
+        out(&g, red(&g, TD_MRED_MEAN, y, 99, false));
         spec sp[3] = {{2, {24, 40}, -1, 1}, {2, {40, 17}, -1, 1}, {1, {17}, -1, 1}};
         check(&g, sp, DTYPES[t], dev, 2, "matmul regions");
-        td_math_graph_free(&g);
         td_scope_end();
     }
 }
@@ -212,17 +226,16 @@ static void outputs(const char *spec_dev) {
     td_debug_set(TD_DEBUG_POISON);
     for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++) {
         td_scope_begin();
-        GRAPH(g);
+        tgraph g = {0};
         /* a = sigmoid(x) * y; return a * y, a + x, x (an input as it is), sum(a, -1) */
         int x = in(&g, "x"), y = in(&g, "y");
         int a = ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_SIGMOID, x, -1, -1), y, -1);
-        g.outputs[g.n_outputs++] = ew(&g, TD_MEW_MUL, a, y, -1);
-        g.outputs[g.n_outputs++] = ew(&g, TD_MEW_ADD, a, x, -1);
-        g.outputs[g.n_outputs++] = x;
-        g.outputs[g.n_outputs++] = red(&g, TD_MRED_SUM, a, -1, false);
+        out(&g, ew(&g, TD_MEW_MUL, a, y, -1));
+        out(&g, ew(&g, TD_MEW_ADD, a, x, -1));
+        out(&g, x);
+        out(&g, red(&g, TD_MRED_SUM, a, -1, false));
         spec sp[2] = {{2, {64, 130}, -2, 2}, {2, {64, 130}, -2, 2}};
         check(&g, sp, DTYPES[t], dev, 1, "outputs");
-        td_math_graph_free(&g);
         td_scope_end();
     }
 }

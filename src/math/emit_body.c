@@ -52,8 +52,17 @@ bool td_ki_emit_supported(const td_kernel_ir *ir, bool cuda) {
         const td_ki_insn *p = &ir->insns[v];
         if (p->op != TD_KI_EW) continue;
         switch (p->ew) {
-        case TD_MEW_EXP: case TD_MEW_LOG: case TD_MEW_SIN: case TD_MEW_COS: case TD_MEW_TANH: case TD_MEW_SIGMOID:
-        case TD_MEW_GELU: case TD_MEW_SILU: case TD_MEW_SOFTPLUS: case TD_MEW_ERF: case TD_MEW_POW: return false;
+        case TD_MEW_EXP:
+        case TD_MEW_LOG:
+        case TD_MEW_SIN:
+        case TD_MEW_COS:
+        case TD_MEW_TANH:
+        case TD_MEW_SIGMOID:
+        case TD_MEW_GELU:
+        case TD_MEW_SILU:
+        case TD_MEW_SOFTPLUS:
+        case TD_MEW_ERF:
+        case TD_MEW_POW: return false;
         default: break;
         }
     }
@@ -90,7 +99,8 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
                     if (p->strides[d]) {
                         n += snprintf(x + n, sizeof x - (size_t)n, "%s%s", any ? " + " : "", ir->ndim == 1 ? "i" : "");
                         if (ir->ndim > 1) n += snprintf(x + n, sizeof x - (size_t)n, "c%d", d);
-                        if (p->strides[d] != 1) n += snprintf(x + n, sizeof x - (size_t)n, " * %lldu", (long long)p->strides[d]);
+                        if (p->strides[d] != 1)
+                            n += snprintf(x + n, sizeof x - (size_t)n, " * %lldu", (long long)p->strides[d]);
                         any = true;
                     }
                 snprintf(x + n, sizeof x - (size_t)n, "%s]", any ? "" : "0");
@@ -122,7 +132,7 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
         case TD_MEW_COS: fprintf(f, "cos(%s)", A); break;
         case TD_MEW_TANH: fprintf(f, "td_tanh(%s)", A); break;
         case TD_MEW_SIGMOID: fprintf(f, "%s(1) / (%s(1) + exp(-%s))", T, T, A); break; /* 1 / (1 + e^-x) */
-        case TD_MEW_RELU: fprintf(f, "%s < %s(0) ? %s(0) : %s", A, T, T, A); break;   /* NaN stays NaN */
+        case TD_MEW_RELU: fprintf(f, "%s < %s(0) ? %s(0) : %s", A, T, T, A); break;    /* NaN stays NaN */
         case TD_MEW_GELU: fprintf(f, "td_gelu(%s)", A); break; /* x Phi(x) = x/2 erfc(-x / sqrt 2) */
         case TD_MEW_SILU: fprintf(f, "%s / (%s(1) + exp(-%s))", A, T, A); break;
         case TD_MEW_SOFTPLUS: fprintf(f, "td_softplus(%s)", A); break;
@@ -158,7 +168,9 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
         case TD_MEW_EQ: fprintf(f, "%s == %s ? %s(1) : %s(0)", A, B, T, T); break;
         case TD_MEW_NE: fprintf(f, "%s != %s ? %s(1) : %s(0)", A, B, T, T); break;
         case TD_MEW_WHERE: fprintf(f, "%s != %s(0) ? %s : %s", A, T, B, C); break;
-        case TD_MEW_CLAMP: fprintf(f, "%s < %s ? %s : %s > %s ? %s : %s", A, B, B, A, C, C, A); break;
+        case TD_MEW_CLAMP: /* min(max(x, lo), hi), NaN x stays NaN */
+            fprintf(f, "%s < %s ? (%s > %s ? %s : %s) : %s > %s ? %s : %s", A, B, B, C, C, B, A, C, C, A);
+            break;
         case TD_MEW_COUNT: break;
         }
         fprintf(f, ";\n");
@@ -192,7 +204,8 @@ void td_ki_emit_combine(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
         fprintf(f, "return isnan(a) || isnan(b) ? a + b : min(a, b); }\n");
     else
         fprintf(f, "return a + b; }\n");
-    fprintf(f, "#define TD_RED_INIT %s\n", ir->red_op == TD_MRED_AMAX   ? "(-TD_INF)"
-                                           : ir->red_op == TD_MRED_AMIN ? "(TD_INF)"
-                                                                        : "0");
+    fprintf(f, "#define TD_RED_INIT %s\n",
+            ir->red_op == TD_MRED_AMAX   ? "(-TD_INF)"
+            : ir->red_op == TD_MRED_AMIN ? "(TD_INF)"
+                                         : "0");
 }

@@ -60,8 +60,10 @@ char *td_ki_emit_cuda(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
         td_ki_emit_element(f, ir, true, "            ", I);
         fprintf(f, "            acc = td_comb(acc, v%d);\n        }\n", ir->red_value);
         fprintf(f, "        red[t] = acc;\n        __syncthreads();\n");
-        fprintf(f, "        for (unsigned s = %du; s > 0; s >>= 1) {\n            if (t < s) red[t] = td_comb(red[t], red[t + s]);\n"
-                   "            __syncthreads();\n        }\n",
+        fprintf(f,
+                "        for (unsigned s = %du; s > 0; s >>= 1) {\n            if (t < s) red[t] = td_comb(red[t], "
+                "red[t + s]);\n"
+                "            __syncthreads();\n        }\n",
                 BLOCK / 2);
         fprintf(f, "        if (t == 0) {\n");
         td_ki_emit_store_reduced(f, ir, true, "            ", "o", "red[0]");

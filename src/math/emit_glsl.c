@@ -75,8 +75,10 @@ char *td_ki_emit_glsl(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
     if (ir->red_value < 0) {
         int64_t groups = (ir->n + WG - 1) / WG;
         *grid = (uint32_t)(groups < 65535 ? (groups ? groups : 1) : 65535);
-        fprintf(f, "void main() {\n    for (uint i = gl_GlobalInvocationID.x; i < %lldu; i += gl_NumWorkGroups.x * %du) {\n",
-                (long long)ir->n, WG);
+        fprintf(
+            f,
+            "void main() {\n    for (uint i = gl_GlobalInvocationID.x; i < %lldu; i += gl_NumWorkGroups.x * %du) {\n",
+            (long long)ir->n, WG);
         td_ki_emit_element(f, ir, false, "        ", "uint");
         fprintf(f, "    }\n}\n");
     } else {
@@ -93,8 +95,10 @@ char *td_ki_emit_glsl(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
         td_ki_emit_element(f, ir, false, "            ", "uint");
         fprintf(f, "            acc = td_comb(acc, v%d);\n        }\n", ir->red_value);
         fprintf(f, "        red[t] = acc;\n        barrier();\n");
-        fprintf(f, "        for (uint s = %du; s > 0u; s >>= 1) {\n            if (t < s) red[t] = td_comb(red[t], red[t + s]);\n"
-                   "            barrier();\n        }\n",
+        fprintf(f,
+                "        for (uint s = %du; s > 0u; s >>= 1) {\n            if (t < s) red[t] = td_comb(red[t], red[t "
+                "+ s]);\n"
+                "            barrier();\n        }\n",
                 WG / 2);
         fprintf(f, "        if (t == 0u) {\n");
         td_ki_emit_store_reduced(f, ir, false, "            ", "o", "red[0]");

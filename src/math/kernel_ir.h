@@ -30,11 +30,11 @@ typedef enum td_ki_op { TD_KI_LOAD, TD_KI_CONST, TD_KI_EW } td_ki_op;
 
 typedef struct td_ki_insn {
     td_ki_op op;
-    int ew;        /* EW: td_math_ew */
-    int n_a, a[3]; /* EW: operand values (ids of earlier instructions) */
-    int buf;       /* LOAD: buffer */
-    double value;  /* CONST */
-    td_dtype dtype; /* the value's dtype in the graph (CAST rounds to it) */
+    int ew;                       /* EW: td_math_ew */
+    int n_a, a[3];                /* EW: operand values (ids of earlier instructions) */
+    int buf;                      /* LOAD: buffer */
+    double value;                 /* CONST */
+    td_dtype dtype;               /* the value's dtype in the graph (CAST rounds to it) */
     int64_t strides[TD_MAX_DIMS]; /* LOAD: elements per step of each domain dim */
     int slot;                     /* after td_ki_finish: the CPU's scratch array (-1 for a LOAD read in place) */
 } td_ki_insn;
@@ -48,7 +48,7 @@ typedef struct td_kernel_ir {
     td_dtype compute; /* TD_F32 or TD_F64 */
     int n_insns, cap_insns;
     td_ki_insn *insns;
-    int n_bufs, n_loaded;            /* buffers [0, n_loaded) are loaded, the rest stored */
+    int n_bufs, n_loaded; /* buffers [0, n_loaded) are loaded, the rest stored */
     td_dtype buf_dtype[TD_KI_MAX_BUFS];
     int buf_node[TD_KI_MAX_BUFS]; /* the graph node whose value the buffer holds */
     int n_stores;

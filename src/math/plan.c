@@ -27,8 +27,8 @@ enum { STEP_NODE, STEP_KERNEL };
 
 typedef struct plan_step {
     int kind;
-    int node;        /* STEP_NODE */
-    td_kernel_ir ir; /* STEP_KERNEL */
+    int node;          /* STEP_NODE */
+    td_kernel_ir ir;   /* STEP_KERNEL */
     int *cone, n_cone; /* STEP_KERNEL: the nodes it computes, in order (for the composed path) */
     td_user_kernel *gpu;
     uint32_t grid, block;
@@ -79,10 +79,10 @@ static bool fuses(const td_math_graph *g, int n) {
 
 typedef struct builder {
     const td_math_graph *g;
-    bool *buffer;    /* per node */
-    int *produced;   /* per node: the step that makes it (-1: an input, or not yet) */
-    int step;        /* the region being extended */
-    bool *in_cone;   /* nodes the region computes */
+    bool *buffer;  /* per node */
+    int *produced; /* per node: the step that makes it (-1: an input, or not yet) */
+    int step;      /* the region being extended */
+    bool *in_cone; /* nodes the region computes */
 } builder;
 
 static void contiguous_strides(int ndim, const int64_t *shape, int64_t *st) {
@@ -242,7 +242,7 @@ td_status td_math_plan_build(const td_math_graph *typed, td_device dev, td_math_
         if (!live[i]) continue;
         const td_math_node *q = &g->nodes[i];
         bool single = !fuses(g, i);
-        if (q->kind == TD_MK_REDUCE && !single) b.buffer[i] = true;
+        if (single || q->kind == TD_MK_REDUCE) b.buffer[i] = true; /* results of single nodes and reductions */
         for (int k = 0; k < q->n_args; k++) {
             if (q->args[k] < 0) continue;
             live[q->args[k]] = true;
@@ -445,7 +445,7 @@ int td_math_plan_composed(const td_math_plan *p) {
 }
 
 static const char *kind_name(int kind) {
-    static const char *names[] = {"input",  "const",     "ew",      "reduce",  "softmax",       "log_softmax", "matmul",
+    static const char *names[] = {"input",     "const",  "ew",      "reduce",  "softmax",       "log_softmax", "matmul",
                                   "transpose", "expand", "reshape", "one_hot", "cross_entropy", "layer_norm"};
     return kind >= 0 && kind < TD_MK_COUNT ? names[kind] : "?";
 }

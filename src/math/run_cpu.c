@@ -30,6 +30,8 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
 }
 
 #define BOOL_IN_(x) ((x) != 0)
+/* clamp(x, lo, hi) = min(max(x, lo), hi), NaN x stays NaN */
+#define CLAMP_(x, lo, hi) ((x) < (lo) ? ((lo) > (hi) ? (hi) : (lo)) : (x) > (hi) ? (hi) : (x))
 
 /* Convert n elements of dtype dt from src (stride s elements) into dst of T. */
 #define CONVERT_IN_(T, dst, src, dt, s, n)                                                                             \
@@ -42,7 +44,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         case TD_I32: CONVERT_RUN_(T, dst, (const int32_t *)(src), s, n, (T)); break;                                   \
         case TD_I64: CONVERT_RUN_(T, dst, (const int64_t *)(src), s, n, (T)); break;                                   \
         case TD_U8: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)); break;                                    \
-        case TD_BOOL: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)BOOL_IN_); break;                            \
+        case TD_BOOL: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)BOOL_IN_); break;                          \
         default: break;                                                                                                \
         }                                                                                                              \
     } while (0)
@@ -79,7 +81,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
             if (run > n) run = n;                                                                                      \
             const char *src = (const char *)base + off * (int64_t)es;                                                  \
             if (p->strides[last] == 0) {                                                                               \
-                T v = 0;                                                                                                \
+                T v = 0;                                                                                               \
                 CONVERT_IN_(T, &v, src, dt, 0, 1);                                                                     \
                 for (int64_t j = 0; j < run; j++) dst[j] = v;                                                          \
             } else                                                                                                     \
@@ -89,7 +91,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
             for (int d = last; d > 0 && idx[d] == ir->shape[d]; d--) idx[d] = 0, idx[d - 1]++;                         \
         }                                                                                                              \
     }                                                                                                                  \
-    /* o = ew(x, y, z) over n elements (the math beside each op, as the table ops compute it) */                      \
+    /* o = ew(x, y, z) over n elements (the math beside each op, as the table ops compute it) */                       \
     static void ew_##SUF(int ew, td_dtype dt, int64_t n, T *o, const T *x, const T *y, const T *z) {                   \
         switch ((td_math_ew)ew) {                                                                                      \
         case TD_MEW_NEG: EW_(o[i] = -x[i]); break;                                                                     \
@@ -123,7 +125,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         case TD_MEW_EQ: EW_(o[i] = (T)(x[i] == y[i])); break;                                                          \
         case TD_MEW_NE: EW_(o[i] = (T)(x[i] != y[i])); break;                                                          \
         case TD_MEW_WHERE: EW_(o[i] = x[i] != 0 ? y[i] : z[i]); break;                                                 \
-        case TD_MEW_CLAMP: EW_(o[i] = x[i] < y[i] ? y[i] : x[i] > z[i] ? z[i] : x[i]); break;                          \
+        case TD_MEW_CLAMP: EW_(o[i] = CLAMP_(x[i], y[i], z[i])); break;                          \
         case TD_MEW_COUNT: break;                                                                                      \
         }                                                                                                              \
     }                                                                                                                  \
