@@ -76,7 +76,8 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
     for (int d = 0; d < ir->ndim; d++) {
         bool used = false;
         for (int v = 0; v < ir->n_insns; v++)
-            used |= ir->insns[v].op == TD_KI_LOAD && ir->insns[v].strides[d] && !(ir->ndim == 1);
+            used |= ir->insns[v].op == TD_KI_LOAD && ir->insns[v].strides[d] && ir->ndim > 1 &&
+                    !td_ki_contiguous(ir, &ir->insns[v]);
         if (!used) continue;
         int64_t inner = 1;
         for (int e = d + 1; e < ir->ndim; e++) inner *= ir->shape[e];
@@ -90,7 +91,7 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
         fprintf(f, "%s%s v%d = ", ind, T, v);
         if (p->op == TD_KI_LOAD) {
             int n = 0;
-            if (ir->ndim == 1 && p->strides[0] == 1)
+            if (td_ki_contiguous(ir, p))
                 snprintf(x, sizeof x, "b%d[i]", p->buf);
             else {
                 n = snprintf(x, sizeof x, "b%d[", p->buf);

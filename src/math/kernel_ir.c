@@ -114,13 +114,20 @@ static void merge_dims(td_kernel_ir *ir) {
     memcpy(ir->shape, shape, sizeof shape[0] * nd);
 }
 
+bool td_ki_contiguous(const td_kernel_ir *ir, const td_ki_insn *p) {
+    int64_t s = 1;
+    for (int d = ir->ndim - 1; d >= 0; s *= ir->shape[d--])
+        if (p->strides[d] != s && ir->shape[d] != 1) return false;
+    return true;
+}
+
 bool td_ki_finish(td_kernel_ir *ir) {
     merge_dims(ir);
     ir->compute = TD_F32;
     for (int b = 0; b < ir->n_bufs; b++)
         if (ir->buf_dtype[b] == TD_F64) ir->compute = TD_F64;
-    for (int v = 0; v < ir->n_insns; v++)
-        if (ir->insns[v].dtype == TD_F64) ir->compute = TD_F64;
+    for (int v = 0; v < ir->n_insns; v++) /* literals are weak: a float32 tensor times 0.5 stays float32 */
+        if (ir->insns[v].dtype == TD_F64 && ir->insns[v].op != TD_KI_CONST) ir->compute = TD_F64;
     /* last use of each value; stored and reduced ones live to the end */
     int n = ir->n_insns;
     int *last = malloc(sizeof *last * (size_t)(n ? n : 1)), *free_slots = malloc(sizeof *free_slots * (size_t)(n + 1));
@@ -135,7 +142,6 @@ bool td_ki_finish(td_kernel_ir *ir) {
     if (ir->red_value >= 0) last[ir->red_value] = n;
     int n_free = 0;
     ir->n_slots = 0;
-    bool contiguous = ir->ndim == 1;
     for (int v = 0; v < n; v++) {
         td_ki_insn *p = &ir->insns[v];
         for (int k = 0; k < p->n_a; k++) /* operands dying here give their slot back (elementwise: in place is fine) */
@@ -144,7 +150,7 @@ bool td_ki_finish(td_kernel_ir *ir) {
                 for (int j = 0; j < k; j++) dup |= p->a[j] == p->a[k];
                 if (!dup) free_slots[n_free++] = ir->insns[p->a[k]].slot;
             }
-        if (p->op == TD_KI_LOAD && contiguous && p->strides[0] == 1 && ir->buf_dtype[p->buf] == ir->compute)
+        if (p->op == TD_KI_LOAD && td_ki_contiguous(ir, p) && ir->buf_dtype[p->buf] == ir->compute)
             p->slot = -1; /* read in place */
         else
             p->slot = n_free ? free_slots[--n_free] : ir->n_slots++;
@@ -195,6 +201,10 @@ void td_ki_print(const td_kernel_ir *ir, const td_math_graph *g, FILE *f) {
             print_buf(ir, g, p->buf, f);
             fprintf(f, "[");
             bool any = false;
+            if (td_ki_contiguous(ir, p)) {
+                fprintf(f, "i]\n");
+                continue;
+            }
             for (int d = 0; d < ir->ndim; d++)
                 if (p->strides[d]) {
                     fprintf(f, "%si%d", any ? " + " : "", d);

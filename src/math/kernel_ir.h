@@ -72,6 +72,9 @@ int td_ki_ew(td_kernel_ir *ir, int ew, int n_a, const int *a, td_dtype dt);
 ** (CPU) give values scratch slots, reusing dead ones. Returns false out of memory. */
 bool td_ki_finish(td_kernel_ir *ir);
 
+/* Whether load p reads its buffer at element i of the domain (row-major over it). */
+bool td_ki_contiguous(const td_kernel_ir *ir, const td_ki_insn *p);
+
 /* The region as C-like pseudo code (`trident math --emit c`). */
 void td_ki_print(const td_kernel_ir *ir, const td_math_graph *g, FILE *f);
 

@@ -199,15 +199,20 @@ void td_math_plan_free(td_math_plan *p) {
     free(p);
 }
 
-/* Generate and compile step s's kernel for the plan's GPU device; on any failure it runs composed. */
+/* Generate and compile step s's kernel for the plan's GPU device; on any failure it runs composed
+** ($TRIDENT_MATH_DEBUG set: the source and the compiler's messages go to stderr). */
 static void compile_step(td_math_plan *p, plan_step *s) {
     if (p->dev.type == TD_DEVICE_CPU) return;
     bool cuda = p->dev.type == TD_DEVICE_CUDA;
     char *src = cuda ? td_ki_emit_cuda(&s->ir, &s->grid, &s->block) : td_ki_emit_glsl(&s->ir, &s->grid, &s->block);
-    char log[512];
+    char log[2048] = "";
     if (!src || td_kernel_compile(p->dev, cuda ? TD_KERNEL_CUDA : TD_KERNEL_GLSL, src, cuda ? "td_math_kernel" : NULL,
-                                  NULL, &s->gpu, log, sizeof log) != TD_OK)
+                                  NULL, &s->gpu, log, sizeof log) != TD_OK) {
         s->composed = true;
+        if (getenv("TRIDENT_MATH_DEBUG"))
+            fprintf(stderr, "math block: region runs composed: %s\n%s\n%s\n", src ? "compile failed" : "no kernel",
+                    src ? src : "", src && log[0] ? log : td_last_error());
+    }
     free(src);
 }
 

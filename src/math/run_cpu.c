@@ -125,7 +125,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         case TD_MEW_EQ: EW_(o[i] = (T)(x[i] == y[i])); break;                                                          \
         case TD_MEW_NE: EW_(o[i] = (T)(x[i] != y[i])); break;                                                          \
         case TD_MEW_WHERE: EW_(o[i] = x[i] != 0 ? y[i] : z[i]); break;                                                 \
-        case TD_MEW_CLAMP: EW_(o[i] = CLAMP_(x[i], y[i], z[i])); break;                          \
+        case TD_MEW_CLAMP: EW_(o[i] = CLAMP_(x[i], y[i], z[i])); break;                                                \
         case TD_MEW_COUNT: break;                                                                                      \
         }                                                                                                              \
     }                                                                                                                  \
