@@ -10,7 +10,8 @@
 **   matmul:    two regions on either side of a matmul;
 **   outputs:   several outputs of one region sharing a sub-expression.
 ** Graphs are built with td_math_add (no parser). Each case also checks the
-** plan fused (kernels, no composed steps) where it should.
+** plan's count of fused kernels (but for f64 on Vulkan, whose GLSL regions
+** with transcendentals run composed).
 ** Inputs from a printed seed (TD_TEST_SEED).
 */
 #include <math.h>
@@ -100,7 +101,8 @@ static void check(tgraph *g, const spec *specs, td_dtype dt, td_device dev, int 
     td_math_case *c;
     ASSERT_OK(td__math_case_nodes(g->n, g->nodes, g->n_in, g->names, g->n_out, g->outputs, dts, nd,
                                   (const int64_t(*)[TD_MAX_DIMS])shapes, dev, &c));
-    ASSERT_EQ_INT(td__math_case_kernels(c), want_kernels);
+    /* GLSL has no f64 transcendentals: such regions run composed on Vulkan */
+    if (!(dev.type == TD_DEVICE_VULKAN && dt == TD_F64)) ASSERT_EQ_INT(td__math_case_kernels(c), want_kernels);
     td_tensor *fused[TD_MATH_MAX_OUTPUTS], *ref[TD_MATH_MAX_OUTPUTS];
     ASSERT_OK(td__math_case_run(c, true, x, fused));
     ASSERT_OK(td__math_case_run(c, false, x, ref));

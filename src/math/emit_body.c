@@ -27,8 +27,8 @@ const char *td_ki_type(bool cuda, td_dtype dt) {
 /* buffer element x of dtype dt as the compute type T */
 static void load_expr(FILE *f, bool cuda, td_dtype dt, const char *T, const char *x) {
     switch (dt) {
-    case TD_F16: fprintf(f, "%s(td_f16_to_f32(%s%s))", T, cuda ? "" : "uint", x); break;
-    case TD_BF16: fprintf(f, "%s(td_bf16_to_f32(%s%s))", T, cuda ? "" : "uint", x); break;
+    case TD_F16: fprintf(f, "%s(td_f16_to_f32(%s(%s)))", T, cuda ? "" : "uint", x); break;
+    case TD_BF16: fprintf(f, "%s(td_bf16_to_f32(%s(%s)))", T, cuda ? "" : "uint", x); break;
     case TD_BOOL: fprintf(f, "%s(%s != %s(0) ? 1 : 0)", T, x, cuda ? "" : "uint8_t"); break;
     default: fprintf(f, "%s(%s)", T, x); break;
     }
