@@ -142,18 +142,23 @@ bool td_ki_finish(td_kernel_ir *ir) {
     if (ir->red_value >= 0) last[ir->red_value] = n;
     int n_free = 0;
     ir->n_slots = 0;
+    for (int v = 0; v < n; v++) /* literals first, in slots of their own: filled once per thread, never reused */
+        if (ir->insns[v].op == TD_KI_CONST) ir->insns[v].slot = ir->n_slots++;
     for (int v = 0; v < n; v++) {
         td_ki_insn *p = &ir->insns[v];
-        for (int k = 0; k < p->n_a; k++) /* operands dying here give their slot back (elementwise: in place is fine) */
-            if (last[p->a[k]] == v && ir->insns[p->a[k]].slot >= 0) {
-                bool dup = false;
-                for (int j = 0; j < k; j++) dup |= p->a[j] == p->a[k];
-                if (!dup) free_slots[n_free++] = ir->insns[p->a[k]].slot;
-            }
+        if (p->op == TD_KI_CONST) continue;
         if (p->op == TD_KI_LOAD && td_ki_contiguous(ir, p) && ir->buf_dtype[p->buf] == ir->compute)
             p->slot = -1; /* read in place */
         else
             p->slot = n_free ? free_slots[--n_free] : ir->n_slots++;
+        /* operands dying here give their slots back after the result took one: never in place, so the
+        ** compiler's overlap check lets each op's loop run vectorized */
+        for (int k = 0; k < p->n_a; k++)
+            if (last[p->a[k]] == v && ir->insns[p->a[k]].slot >= 0 && ir->insns[p->a[k]].op != TD_KI_CONST) {
+                bool dup = false;
+                for (int j = 0; j < k; j++) dup |= p->a[j] == p->a[k];
+                if (!dup) free_slots[n_free++] = ir->insns[p->a[k]].slot;
+            }
         if (last[v] == v && p->slot >= 0) free_slots[n_free++] = p->slot; /* unused value */
     }
     free(last), free(free_slots);

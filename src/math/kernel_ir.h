@@ -36,7 +36,7 @@ typedef struct td_ki_insn {
     double value;                 /* CONST */
     td_dtype dtype;               /* the value's dtype in the graph (CAST rounds to it) */
     int64_t strides[TD_MAX_DIMS]; /* LOAD: elements per step of each domain dim */
-    int slot;                     /* after td_ki_finish: the CPU's scratch array (-1 for a LOAD read in place) */
+    int slot; /* after td_ki_finish: the CPU's scratch array (-1 for a LOAD read in place; CONST: its own) */
 } td_ki_insn;
 
 #define TD_KI_MAX_BUFS 40

@@ -20,6 +20,13 @@
 
 #define BLK 1024
 
+/* The hot loops twice on x86-64, for AVX2 and the baseline, picked at load time (an ifunc). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT_ __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT_
+#endif
+
 /* Element offset of flat domain index i for strides s, as a multi-index walk
 ** (idx: the index of i, advanced by the caller). */
 static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
@@ -68,8 +75,8 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
 /* The runner for compute type T (float or double); SUF names its functions. */
 #define RUNNER_(T, SUF)                                                                                                \
     /* load instruction p over [i0, i0 + n) into dst */                                                                \
-    static void load_##SUF(const td_kernel_ir *ir, const td_ki_insn *p, const void *base, int64_t i0, int64_t n,       \
-                           T *dst) {                                                                                   \
+    HOT_ static void load_##SUF(const td_kernel_ir *ir, const td_ki_insn *p, const void *base, int64_t i0, int64_t n,  \
+                                T *dst) {                                                                              \
         td_dtype dt = ir->buf_dtype[p->buf];                                                                           \
         size_t es = td_dtype_size(dt);                                                                                 \
         int last = ir->ndim - 1;                                                                                       \
@@ -92,7 +99,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         }                                                                                                              \
     }                                                                                                                  \
     /* o = ew(x, y, z) over n elements (the math beside each op, as the table ops compute it) */                       \
-    static void ew_##SUF(int ew, td_dtype dt, int64_t n, T *o, const T *x, const T *y, const T *z) {                   \
+    HOT_ static void ew_##SUF(int ew, td_dtype dt, int64_t n, T *o, const T *x, const T *y, const T *z) {              \
         switch ((td_math_ew)ew) {                                                                                      \
         case TD_MEW_NEG: EW_(o[i] = -x[i]); break;                                                                     \
         case TD_MEW_ABS: EW_(o[i] = fabs(x[i])); break;                                                                \
@@ -130,7 +137,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         }                                                                                                              \
     }                                                                                                                  \
     /* store n values of v at element i0 of buffer base of dtype dt */                                                 \
-    static void store_##SUF(td_dtype dt, void *base, int64_t i0, int64_t n, const T *v) {                              \
+    HOT_ static void store_##SUF(td_dtype dt, void *base, int64_t i0, int64_t n, const T *v) {                         \
         switch (dt) {                                                                                                  \
         case TD_F32: EW_(((float *)base)[i0 + i] = (float)v[i]); break;                                                \
         case TD_F64: EW_(((double *)base)[i0 + i] = (double)v[i]); break;                                              \
@@ -151,9 +158,7 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
             T *o = scratch + (int64_t)p->slot * BLK;                                                                   \
             if (p->op == TD_KI_LOAD)                                                                                   \
                 load_##SUF(ir, p, bufs[p->buf], i0, n, o);                                                             \
-            else if (p->op == TD_KI_CONST)                                                                             \
-                for (int64_t i = 0; i < n; i++) o[i] = (T)p->value;                                                    \
-            else                                                                                                       \
+            else if (p->op == TD_KI_EW)                                                                                \
                 ew_##SUF(p->ew, p->dtype, n, o, vals[p->a[0]], p->n_a > 1 ? vals[p->a[1]] : NULL,                      \
                          p->n_a > 2 ? vals[p->a[2]] : NULL);                                                           \
             vals[v] = o;                                                                                               \
@@ -191,6 +196,14 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
         c->oom = true;
         return;
     }
+    for (int v = 0; v < ir->n_insns; v++) /* literals: filled once */
+        if (ir->insns[v].op == TD_KI_CONST)
+            for (int64_t i = 0; i < BLK; i++) {
+                if (f64)
+                    ((double *)scratch)[ir->insns[v].slot * BLK + i] = ir->insns[v].value;
+                else
+                    ((float *)scratch)[ir->insns[v].slot * BLK + i] = (float)ir->insns[v].value;
+            }
     for (int64_t b = b0; b < b1; b++) {
         int64_t lo, hi, o = 0;
         if (ir->red_value < 0) {
