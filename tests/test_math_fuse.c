@@ -7,6 +7,7 @@
 **              [1,C], 0-d, a literal), a transposed and an expanded input;
 **   reduce:    sum / mean / amax / amin over the last dim, over all dims,
 **              over the leading dim (and keepdim), after elementwise work;
+**   reduce_long: long reductions with few outputs (split into chunks on GPUs);
 **   matmul:    two regions on either side of a matmul;
 **   outputs:   several outputs of one region sharing a sub-expression.
 ** Graphs are built with td_math_add (no parser). Each case also checks the
@@ -200,6 +201,29 @@ static void reduce(const char *spec_dev) {
             }
 }
 
+/* long reductions with few outputs, which GPU kernels cut into chunks of k (a second kernel combines them) */
+static void reduce_long(const char *spec_dev) {
+    td_device dev = test_device_or_skip(spec_dev);
+    test_seed();
+    td_debug_set(TD_DEBUG_POISON);
+    const int ops[] = {TD_MRED_SUM, TD_MRED_MEAN, TD_MRED_AMAX, TD_MRED_AMIN};
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++)
+        for (int o = 0; o < 4; o++)
+            for (int h = 0; h < 2; h++) {
+                td_scope_begin();
+                tgraph g = {0};
+                /* red(x * y + x) over all of [64, 4096], or over dim 0 of [12288, 3] */
+                int x = in(&g, "x"), y = in(&g, "y");
+                out(&g, red(&g, ops[o], ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, x, y, -1), x, -1), h ? 0 : 99, false));
+                spec sp[2] = {{2, {64, 4096}, -1, 1}, {2, {64, 4096}, -1, 1}};
+                if (h) sp[0] = sp[1] = (spec){2, {12288, 3}, -1, 1};
+                char what[64];
+                snprintf(what, sizeof what, "%s over %s", RED_NAMES[o], h ? "dim 0" : "all");
+                check(&g, sp, DTYPES[t], dev, 1, what);
+                td_scope_end();
+            }
+}
+
 static void matmul(const char *spec_dev) {
     td_device dev = test_device_or_skip(spec_dev);
     test_seed();
@@ -249,6 +273,7 @@ static void outputs(const char *spec_dev) {
 ON_EACH_DEVICE(ew_ops)
 ON_EACH_DEVICE(broadcast)
 ON_EACH_DEVICE(reduce)
+ON_EACH_DEVICE(reduce_long)
 ON_EACH_DEVICE(matmul)
 ON_EACH_DEVICE(outputs)
 
@@ -257,6 +282,7 @@ ON_EACH_DEVICE(outputs)
     X(ew_ops_cpu) X(ew_ops_vulkan) X(ew_ops_cuda)                                                                      \
     X(broadcast_cpu) X(broadcast_vulkan) X(broadcast_cuda)                                                             \
     X(reduce_cpu) X(reduce_vulkan) X(reduce_cuda)                                                                      \
+    X(reduce_long_cpu) X(reduce_long_vulkan) X(reduce_long_cuda)                                                       \
     X(matmul_cpu) X(matmul_vulkan) X(matmul_cuda)                                                                      \
     X(outputs_cpu) X(outputs_vulkan) X(outputs_cuda)
 /* clang-format on */

@@ -184,16 +184,53 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
     }
 }
 
-void td_ki_emit_store_reduced(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *o,
-                              const char *acc) {
+/* dst[o] = acc (mean: acc / K) in the reduction output's dtype */
+static void store_reduced(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *dst,
+                          const char *acc) {
     char v[96];
     if (ir->red_op == TD_MRED_MEAN)
         snprintf(v, sizeof v, "%s / %s(%lld)", acc, ir->compute == TD_F64 ? "double" : "float", (long long)ir->k);
     else
         snprintf(v, sizeof v, "%s", acc);
-    fprintf(f, "%sb%d[%s] = ", ind, ir->red_buf, o);
+    fprintf(f, "%s%s[o] = ", ind, dst);
     store_expr(f, cuda, ir->buf_dtype[ir->red_buf], v);
     fprintf(f, ";\n");
+}
+
+void td_ki_emit_reduce(FILE *f, const td_kernel_ir *ir, bool cuda, int part, const char *I, int wg) {
+    const char *T = ir->compute == TD_F64 ? "double" : "float";
+    const char *wid = cuda ? "blockIdx.x" : "gl_WorkGroupID.x", *nwg = cuda ? "gridDim.x" : "gl_NumWorkGroups.x";
+    const char *sync = cuda ? "__syncthreads()" : "barrier()";
+    long long outputs = (long long)(ir->outer * ir->inner), P = (long long)ir->split;
+    long long chunk = (long long)((ir->k + ir->split - 1) / ir->split);
+    fprintf(f, "    %s t = %s;\n", I, cuda ? "threadIdx.x" : "gl_LocalInvocationID.x");
+    if (part == 0) { /* q: an output o and a chunk p of its k */
+        fprintf(f, "    for (%s q = %s; q < %lldu; q += %s) {\n", I, wid, outputs * P, nwg);
+        fprintf(f, "        %s o = q / %lldu, k0 = q %% %lldu * %lldu, oo = o / %lldu, j = o %% %lldu;\n", I, P, P,
+                chunk, (long long)ir->inner, (long long)ir->inner);
+        fprintf(f, "        %s k1 = k0 + %lldu < %lldu ? k0 + %lldu : %lldu;\n", I, chunk, (long long)ir->k, chunk,
+                (long long)ir->k);
+        fprintf(f, "        %s acc = %s(TD_RED_INIT);\n", T, T);
+        fprintf(f, "        for (%s k = k0 + t; k < k1; k += %du) {\n", I, wg);
+        fprintf(f, "            %s i = (oo * %lldu + k) * %lldu + j;\n", I, (long long)ir->k, (long long)ir->inner);
+        td_ki_emit_element(f, ir, cuda, "            ", I);
+        fprintf(f, "            acc = td_comb(acc, v%d);\n        }\n", ir->red_value);
+    } else { /* the chunks' partials of output o */
+        fprintf(f, "    for (%s o = %s; o < %lldu; o += %s) {\n", I, wid, outputs, nwg);
+        fprintf(f, "        %s acc = %s(TD_RED_INIT);\n", T, T);
+        fprintf(f, "        for (%s p = t; p < %lldu; p += %du) acc = td_comb(acc, b0[o * %lldu + p]);\n", I, P, wg, P);
+    }
+    fprintf(f, "        red[t] = acc;\n        %s;\n", sync);
+    fprintf(f, "        for (%s s = %du; s > 0u; s >>= 1) {\n", I, wg / 2);
+    fprintf(f, "            if (t < s) red[t] = td_comb(red[t], red[t + s]);\n            %s;\n        }\n", sync);
+    fprintf(f, "        if (t == 0u) {\n");
+    char dst[16];
+    snprintf(dst, sizeof dst, "b%d", part == 1 ? 1 : ir->red_buf);
+    if (part == 0 && P > 1) /* the partial, raw, into the extra last binding */
+        fprintf(f, "            b%d[q] = red[0];\n", ir->n_bufs);
+    else
+        store_reduced(f, ir, cuda, "            ", dst, "red[0]");
+    fprintf(f, "        }\n        %s;\n    }\n}\n", sync);
 }
 
 void td_ki_emit_combine(FILE *f, const td_kernel_ir *ir, bool cuda, const char *T) {

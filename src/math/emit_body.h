@@ -18,8 +18,10 @@ bool td_ki_emit_supported(const td_kernel_ir *ir, bool cuda);
 void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *idx_t);
 /* The reduction's td_comb(a, b) and TD_RED_INIT, for compute type T. */
 void td_ki_emit_combine(FILE *f, const td_kernel_ir *ir, bool cuda, const char *T);
-/* b<red_buf>[o] = acc (mean: acc / K) in the output's dtype. */
-void td_ki_emit_store_reduced(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *o,
-                              const char *acc);
+/* The rest of a reduction kernel's main function (after its `{`), index type I, wg threads a group, a
+** shared `red[wg]` declared. part 0: each group reduces chunks of k (ir->split of them) of outputs and writes
+** the output (split 1) or its raw partial into the extra binding b<n_bufs> [outputs * split]; part 1 (split
+** > 1): reduces the partials b0 of each output into b1. */
+void td_ki_emit_reduce(FILE *f, const td_kernel_ir *ir, bool cuda, int part, const char *I, int wg);
 
 #endif

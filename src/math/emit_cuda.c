@@ -26,7 +26,8 @@ static void helpers(FILE *f, const char *T) {
     fprintf(f, "__device__ inline %s td_pow(%s a, %s b) { return pow(a, b); }\n", T, T, T);
 }
 
-char *td_ki_emit_cuda(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
+char *td_ki_emit_cuda(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t *block) {
+    if (part == 1 && (ir->red_value < 0 || ir->split < 2)) return NULL;
     char *src = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&src, &size);
@@ -37,37 +38,26 @@ char *td_ki_emit_cuda(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
     helpers(f, T);
     if (ir->red_value >= 0) td_ki_emit_combine(f, ir, true, T);
     fprintf(f, "extern \"C\" __global__ void td_math_kernel(");
-    for (int b = 0; b < ir->n_bufs; b++)
+    if (part == 1) /* the partials, then the output */
+        fprintf(f, "const %s *__restrict__ b0, %s *__restrict__ b1", T, td_ki_type(true, ir->buf_dtype[ir->red_buf]));
+    for (int b = 0; part == 0 && b < ir->n_bufs; b++)
         fprintf(f, "%s%s%s *__restrict__ b%d", b ? ", " : "", b < ir->n_loaded ? "const " : "",
                 td_ki_type(true, ir->buf_dtype[b]), b);
+    if (part == 0 && ir->red_value >= 0 && ir->split > 1) fprintf(f, ", %s *__restrict__ b%d", T, ir->n_bufs);
     fprintf(f, ") {\n");
-    if (ir->red_value < 0) {
+    if (ir->red_value < 0) { /* 4 elements a thread in flight */
         int64_t blocks = (ir->n + BLOCK - 1) / BLOCK;
         *grid = (uint32_t)(blocks < 8192 ? (blocks ? blocks : 1) : 8192);
+        fprintf(f, "#pragma unroll 4\n");
         fprintf(f, "    for (%s i = blockIdx.x * %du + threadIdx.x; i < %lldu; i += gridDim.x * %du) {\n", I, BLOCK,
                 (long long)ir->n, BLOCK);
         td_ki_emit_element(f, ir, true, "        ", I);
         fprintf(f, "    }\n}\n");
     } else {
-        int64_t outputs = ir->outer * ir->inner;
-        *grid = (uint32_t)(outputs < 65535 ? (outputs ? outputs : 1) : 65535);
-        fprintf(f, "    __shared__ %s red[%d];\n    unsigned t = threadIdx.x;\n", T, BLOCK);
-        fprintf(f, "    for (%s o = blockIdx.x; o < %lldu; o += gridDim.x) {\n", I, (long long)outputs);
-        fprintf(f, "        %s oo = o / %lldu, j = o %% %lldu;\n        %s acc = %s(TD_RED_INIT);\n", I,
-                (long long)ir->inner, (long long)ir->inner, T, T);
-        fprintf(f, "        for (%s k = t; k < %lldu; k += %du) {\n", I, (long long)ir->k, BLOCK);
-        fprintf(f, "            %s i = (oo * %lldu + k) * %lldu + j;\n", I, (long long)ir->k, (long long)ir->inner);
-        td_ki_emit_element(f, ir, true, "            ", I);
-        fprintf(f, "            acc = td_comb(acc, v%d);\n        }\n", ir->red_value);
-        fprintf(f, "        red[t] = acc;\n        __syncthreads();\n");
-        fprintf(f,
-                "        for (unsigned s = %du; s > 0; s >>= 1) {\n            if (t < s) red[t] = td_comb(red[t], "
-                "red[t + s]);\n"
-                "            __syncthreads();\n        }\n",
-                BLOCK / 2);
-        fprintf(f, "        if (t == 0) {\n");
-        td_ki_emit_store_reduced(f, ir, true, "            ", "o", "red[0]");
-        fprintf(f, "        }\n        __syncthreads();\n    }\n}\n");
+        int64_t groups = ir->outer * ir->inner * (part == 0 ? ir->split : 1);
+        *grid = (uint32_t)(groups < 65535 ? (groups ? groups : 1) : 65535);
+        fprintf(f, "    __shared__ %s red[%d];\n", T, BLOCK);
+        td_ki_emit_reduce(f, ir, true, part, I, BLOCK);
     }
     *block = BLOCK;
     if (fclose(f) != 0) {

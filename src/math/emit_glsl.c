@@ -48,8 +48,8 @@ static void helpers(FILE *f) {
                "    return mod(b, 2.0) == 1.0 ? -r : r;\n}\n");
 }
 
-char *td_ki_emit_glsl(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
-    if (!td_ki_emit_supported(ir, false)) return NULL;
+char *td_ki_emit_glsl(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t *block) {
+    if (!td_ki_emit_supported(ir, false) || (part == 1 && (ir->red_value < 0 || ir->split < 2))) return NULL;
     char *src = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&src, &size);
@@ -61,17 +61,25 @@ char *td_ki_emit_glsl(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
         b8 |= dt == TD_BOOL || dt == TD_U8;
         b64 |= dt == TD_I64;
     }
+    const char *T = ir->compute == TD_F64 ? "double" : "float";
     fprintf(f, "#version 450\n");
     if (b16) fprintf(f, "#extension GL_EXT_shader_16bit_storage : require\n");
     if (b8) fprintf(f, "#extension GL_EXT_shader_8bit_storage : require\n");
     if (b64) fprintf(f, "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n");
     fprintf(f, "#define TD_NO_ARGS\n#include <trident.glsl>\n");
     fprintf(f, "layout(local_size_x = %d) in;\n", WG);
-    for (int b = 0; b < ir->n_bufs; b++)
+    if (part == 1) { /* the partials, then the output */
+        fprintf(f, "layout(set = 0, binding = 0) readonly buffer B0 { %s b0[]; };\n", T);
+        fprintf(f, "layout(set = 0, binding = 1) writeonly buffer B1 { %s b1[]; };\n",
+                td_ki_type(false, ir->buf_dtype[ir->red_buf]));
+    }
+    for (int b = 0; part == 0 && b < ir->n_bufs; b++)
         fprintf(f, "layout(set = 0, binding = %d) %s buffer B%d { %s b%d[]; };\n", b,
                 b < ir->n_loaded ? "readonly" : "writeonly", b, td_ki_type(false, ir->buf_dtype[b]), b);
+    if (part == 0 && ir->red_value >= 0 && ir->split > 1)
+        fprintf(f, "layout(set = 0, binding = %d) writeonly buffer B%d { %s b%d[]; };\n", ir->n_bufs, ir->n_bufs, T,
+                ir->n_bufs);
     helpers(f);
-    const char *T = ir->compute == TD_F64 ? "double" : "float";
     if (ir->red_value < 0) {
         int64_t groups = (ir->n + WG - 1) / WG;
         *grid = (uint32_t)(groups < 65535 ? (groups ? groups : 1) : 65535);
@@ -82,27 +90,11 @@ char *td_ki_emit_glsl(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block) {
         td_ki_emit_element(f, ir, false, "        ", "uint");
         fprintf(f, "    }\n}\n");
     } else {
-        int64_t outputs = ir->outer * ir->inner;
-        *grid = (uint32_t)(outputs < 65535 ? (outputs ? outputs : 1) : 65535);
+        int64_t groups = ir->outer * ir->inner * (part == 0 ? ir->split : 1);
+        *grid = (uint32_t)(groups < 65535 ? (groups ? groups : 1) : 65535);
         td_ki_emit_combine(f, ir, false, T);
-        fprintf(f, "shared %s red[%d];\n", T, WG);
-        fprintf(f, "void main() {\n    uint t = gl_LocalInvocationID.x;\n");
-        fprintf(f, "    for (uint o = gl_WorkGroupID.x; o < %lldu; o += gl_NumWorkGroups.x) {\n", (long long)outputs);
-        fprintf(f, "        uint oo = o / %lldu, j = o %% %lldu;\n        %s acc = %s(TD_RED_INIT);\n",
-                (long long)ir->inner, (long long)ir->inner, T, T);
-        fprintf(f, "        for (uint k = t; k < %lldu; k += %du) {\n", (long long)ir->k, WG);
-        fprintf(f, "            uint i = (oo * %lldu + k) * %lldu + j;\n", (long long)ir->k, (long long)ir->inner);
-        td_ki_emit_element(f, ir, false, "            ", "uint");
-        fprintf(f, "            acc = td_comb(acc, v%d);\n        }\n", ir->red_value);
-        fprintf(f, "        red[t] = acc;\n        barrier();\n");
-        fprintf(f,
-                "        for (uint s = %du; s > 0u; s >>= 1) {\n            if (t < s) red[t] = td_comb(red[t], red[t "
-                "+ s]);\n"
-                "            barrier();\n        }\n",
-                WG / 2);
-        fprintf(f, "        if (t == 0u) {\n");
-        td_ki_emit_store_reduced(f, ir, false, "            ", "o", "red[0]");
-        fprintf(f, "        }\n        barrier();\n    }\n}\n");
+        fprintf(f, "shared %s red[%d];\nvoid main() {\n", T, WG);
+        td_ki_emit_reduce(f, ir, false, part, "uint", WG);
     }
     *block = WG;
     if (fclose(f) != 0) {

@@ -123,6 +123,13 @@ bool td_ki_contiguous(const td_kernel_ir *ir, const td_ki_insn *p) {
 
 bool td_ki_finish(td_kernel_ir *ir) {
     merge_dims(ir);
+    /* few outputs and long reductions: enough GPU groups from chunks of k (~1024 groups, chunks >= 4096) */
+    int64_t outputs = ir->outer * ir->inner;
+    ir->split = 1;
+    if (ir->red_value >= 0 && outputs < 256 && ir->k >= 8192) {
+        int64_t by_k = (ir->k + 4095) / 4096, by_groups = (1024 + outputs - 1) / outputs;
+        ir->split = by_k < by_groups ? by_k : by_groups;
+    }
     ir->compute = TD_F32;
     for (int b = 0; b < ir->n_bufs; b++)
         if (ir->buf_dtype[b] == TD_F64) ir->compute = TD_F64;

@@ -56,7 +56,9 @@ typedef struct td_kernel_ir {
     /* reduction (red_value < 0: none) */
     int red_value, red_op, red_buf; /* red_op: td_math_red (SUM, MEAN, AMAX, AMIN) */
     int64_t outer, k, inner;
-    int n_slots; /* after td_ki_finish */
+    int64_t split; /* after td_ki_finish: GPU kernels cut k into split chunks when there are few outputs (then a
+                   ** second kernel reduces the chunks' partials, kept in the compute dtype) */
+    int n_slots;   /* after td_ki_finish */
 } td_kernel_ir;
 
 /* Construction (plan.c builds regions with these). Each returns the new
@@ -88,8 +90,12 @@ bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs);
 
 /* Kernel source for a GPU backend (malloc'd; NULL when the backend cannot take
 ** the region, e.g. f64 transcendentals in GLSL, or out of memory), its entry
-** point "td_math_kernel", and the launch: grid[0] workgroups of *block threads. */
-char *td_ki_emit_cuda(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block);
-char *td_ki_emit_glsl(const td_kernel_ir *ir, uint32_t *grid, uint32_t *block);
+** point "td_math_kernel" (CUDA) or main (GLSL), and the launch: *grid
+** workgroups of *block threads. part 0: the region (bindings: the buffers,
+** then with split > 1 the partials [outer * inner * split]); part 1 (only
+** with split > 1): the partials reduced into the output (bindings: partials,
+** output). */
+char *td_ki_emit_cuda(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t *block);
+char *td_ki_emit_glsl(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t *block);
 
 #endif

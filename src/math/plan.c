@@ -27,11 +27,11 @@ enum { STEP_NODE, STEP_KERNEL };
 
 typedef struct plan_step {
     int kind;
-    int node;          /* STEP_NODE */
-    td_kernel_ir ir;   /* STEP_KERNEL */
-    int *cone, n_cone; /* STEP_KERNEL: the nodes it computes, in order (for the composed path) */
-    td_user_kernel *gpu;
-    uint32_t grid, block;
+    int node;               /* STEP_NODE */
+    td_kernel_ir ir;        /* STEP_KERNEL */
+    int *cone, n_cone;      /* STEP_KERNEL: the nodes it computes, in order (for the composed path) */
+    td_user_kernel *gpu[2]; /* the region; with ir.split > 1 also the partials' reduction */
+    uint32_t grid[2], block[2];
     bool composed; /* the device takes no kernel for it: run cone with td_math_node_eval */
 } plan_step;
 
@@ -186,7 +186,8 @@ static bool add_root(builder *b, plan_step *s, int step, int root) {
 static void step_free(plan_step *s) {
     if (s->kind == STEP_KERNEL) td_ki_free(&s->ir);
     free(s->cone);
-    td_kernel_free(s->gpu);
+    td_kernel_free(s->gpu[0]);
+    td_kernel_free(s->gpu[1]);
 }
 
 void td_math_plan_free(td_math_plan *p) {
@@ -204,16 +205,19 @@ void td_math_plan_free(td_math_plan *p) {
 static void compile_step(td_math_plan *p, plan_step *s) {
     if (p->dev.type == TD_DEVICE_CPU) return;
     bool cuda = p->dev.type == TD_DEVICE_CUDA;
-    char *src = cuda ? td_ki_emit_cuda(&s->ir, &s->grid, &s->block) : td_ki_emit_glsl(&s->ir, &s->grid, &s->block);
-    char log[2048] = "";
-    if (!src || td_kernel_compile(p->dev, cuda ? TD_KERNEL_CUDA : TD_KERNEL_GLSL, src, cuda ? "td_math_kernel" : NULL,
-                                  NULL, &s->gpu, log, sizeof log) != TD_OK) {
-        s->composed = true;
-        if (getenv("TRIDENT_MATH_DEBUG"))
-            fprintf(stderr, "math block: region runs composed: %s\n%s\n%s\n", src ? "compile failed" : "no kernel",
-                    src ? src : "", src && log[0] ? log : td_last_error());
+    for (int part = 0; part < (s->ir.split > 1 ? 2 : 1) && !s->composed; part++) {
+        char *src = cuda ? td_ki_emit_cuda(&s->ir, part, &s->grid[part], &s->block[part])
+                         : td_ki_emit_glsl(&s->ir, part, &s->grid[part], &s->block[part]);
+        char log[2048] = "";
+        if (!src || td_kernel_compile(p->dev, cuda ? TD_KERNEL_CUDA : TD_KERNEL_GLSL, src,
+                                      cuda ? "td_math_kernel" : NULL, NULL, &s->gpu[part], log, sizeof log) != TD_OK) {
+            s->composed = true;
+            if (getenv("TRIDENT_MATH_DEBUG"))
+                fprintf(stderr, "math block: region runs composed: %s\n%s\n%s\n", src ? "compile failed" : "no kernel",
+                        src ? src : "", src && log[0] ? log : td_last_error());
+        }
+        free(src);
     }
-    free(src);
 }
 
 td_status td_math_plan_build(const td_math_graph *typed, td_device dev, td_math_plan **out) {
@@ -351,7 +355,7 @@ static td_status run_composed(td_math_plan *p, plan_step *s, td_tensor **vals, c
 
 static td_status run_kernel(td_math_plan *p, plan_step *s, td_tensor **vals) {
     const td_math_graph *g = &p->g;
-    td_tensor *t[TD_KI_MAX_BUFS];
+    td_tensor *t[TD_KI_MAX_BUFS + 1];
     for (int b = 0; b < s->ir.n_bufs; b++) {
         const td_math_node *q = &g->nodes[s->ir.buf_node[b]];
         if (b >= s->ir.n_loaded) {
@@ -365,8 +369,20 @@ static td_status run_kernel(td_math_plan *p, plan_step *s, td_tensor **vals) {
         for (int b = 0; b < s->ir.n_bufs; b++) host[b] = td__host_data(t[b]);
         return td_ki_run_cpu(&s->ir, host) ? TD_OK : TD_ERR(TD_ERR_OOM, "math block: out of host memory");
     }
-    uint32_t grid[3] = {s->grid, 1, 1}, block[3] = {s->block, 1, 1};
-    return td_kernel_launch(s->gpu, grid, p->dev.type == TD_DEVICE_CUDA ? block : NULL, 0, s->ir.n_bufs, t, NULL, 0);
+    bool cuda = p->dev.type == TD_DEVICE_CUDA, split = s->ir.red_value >= 0 && s->ir.split > 1;
+    if (split) { /* the chunks' partials, in the compute dtype */
+        int64_t n = s->ir.outer * s->ir.inner * s->ir.split;
+        if (!(t[s->ir.n_bufs] = td_empty(1, &n, s->ir.compute, p->dev))) return td_last_status();
+    }
+    uint32_t grid[3] = {s->grid[0], 1, 1}, block[3] = {s->block[0], 1, 1};
+    td_status st = td_kernel_launch(s->gpu[0], grid, cuda ? block : NULL, 0, s->ir.n_bufs + split, t, NULL, 0);
+    if (st || !split) return st;
+    td_tensor *fin[2] = {t[s->ir.n_bufs], t[s->ir.red_buf]};
+    grid[0] = s->grid[1], block[0] = s->block[1];
+    st = td_kernel_launch(s->gpu[1], grid, cuda ? block : NULL, 0, 2, fin, NULL, 0);
+    td_keep(fin[0]);
+    td_release(fin[0]); /* freed once the launches that use it are done (the backends keep it alive) */
+    return st;
 }
 
 td_status td_math_plan_run(td_math_plan *p, td_tensor *const *inputs, td_tensor **outputs) {
@@ -466,21 +482,21 @@ void td_math_plan_print(const td_math_plan *p, const char *lang, FILE *f) {
             continue;
         }
         fprintf(f, "// step %d: fused region of %d nodes\n", s, ps->n_cone);
-        uint32_t grid = 0, block = 0;
-        char *src = NULL;
-        if (!strcmp(lang, "cuda"))
-            src = td_ki_emit_cuda(&ps->ir, &grid, &block);
-        else if (!strcmp(lang, "glsl"))
-            src = td_ki_emit_glsl(&ps->ir, &grid, &block);
-        else {
+        if (strcmp(lang, "cuda") && strcmp(lang, "glsl")) {
             td_ki_print(&ps->ir, &p->g, f);
             fprintf(f, "\n");
             continue;
         }
-        if (src)
-            fprintf(f, "// launch: %u blocks of %u threads\n%s\n", grid, block, src);
-        else
-            fprintf(f, "// no %s kernel for this region: it runs composed\n\n", lang);
-        free(src);
+        for (int part = 0; part < (ps->ir.split > 1 ? 2 : 1); part++) {
+            uint32_t grid = 0, block = 0;
+            char *src = !strcmp(lang, "cuda") ? td_ki_emit_cuda(&ps->ir, part, &grid, &block)
+                                              : td_ki_emit_glsl(&ps->ir, part, &grid, &block);
+            if (src)
+                fprintf(f, "// %slaunch: %u blocks of %u threads\n%s\n", part ? "then the partials' reduction, " : "",
+                        grid, block, src);
+            else
+                fprintf(f, "// no %s kernel for this region: it runs composed\n\n", lang);
+            free(src);
+        }
     }
 }
