@@ -69,7 +69,7 @@ bool td_ki_emit_supported(const td_kernel_ir *ir, bool cuda) {
     return true;
 }
 
-void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *idx_t) {
+void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *idx_t, bool vec) {
     const char *T = ir->compute == TD_F64 ? "double" : "float";
     char x[64];
     /* index digits of the dims some load walks: c_d = i / (shape[d+1] * ...) % shape[d] */
@@ -92,7 +92,7 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
         if (p->op == TD_KI_LOAD) {
             int n = 0;
             if (td_ki_contiguous(ir, p))
-                snprintf(x, sizeof x, "b%d[i]", p->buf);
+                snprintf(x, sizeof x, vec ? "l%d[e]" : "b%d[i]", p->buf);
             else {
                 n = snprintf(x, sizeof x, "b%d[", p->buf);
                 bool any = false;
@@ -178,7 +178,7 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
     }
     for (int s = 0; s < ir->n_stores; s++) {
         snprintf(x, sizeof x, "v%d", ir->store_value[s]);
-        fprintf(f, "%sb%d[i] = ", ind, ir->store_buf[s]);
+        fprintf(f, vec ? "%ss%d[e] = " : "%sb%d[i] = ", ind, ir->store_buf[s]);
         store_expr(f, cuda, ir->buf_dtype[ir->store_buf[s]], x);
         fprintf(f, ";\n");
     }
@@ -213,7 +213,7 @@ void td_ki_emit_reduce(FILE *f, const td_kernel_ir *ir, bool cuda, int part, con
         fprintf(f, "        %s acc = %s(TD_RED_INIT);\n", T, T);
         fprintf(f, "        for (%s k = k0 + t; k < k1; k += %du) {\n", I, wg);
         fprintf(f, "            %s i = (oo * %lldu + k) * %lldu + j;\n", I, (long long)ir->k, (long long)ir->inner);
-        td_ki_emit_element(f, ir, cuda, "            ", I);
+        td_ki_emit_element(f, ir, cuda, "            ", I, false);
         fprintf(f, "            acc = td_comb(acc, v%d);\n        }\n", ir->red_value);
     } else { /* the chunks' partials of output o */
         fprintf(f, "    for (%s o = %s; o < %lldu; o += %s) {\n", I, wid, outputs, nwg);

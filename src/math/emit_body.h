@@ -14,8 +14,9 @@
 const char *td_ki_type(bool cuda, td_dtype dt);
 /* Whether the language can run ir (GLSL: no f64 transcendentals, 32-bit indices). */
 bool td_ki_emit_supported(const td_kernel_ir *ir, bool cuda);
-/* The statements for domain element i (of type idx_t), each line indented by ind. */
-void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *idx_t);
+/* The statements for domain element i (of type idx_t), each line indented by ind. vec: contiguous loads read
+** l<buf>[e] and stores write s<buf>[e] (raw elements the caller moves as vectors). */
+void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *idx_t, bool vec);
 /* The reduction's td_comb(a, b) and TD_RED_INIT, for compute type T. */
 void td_ki_emit_combine(FILE *f, const td_kernel_ir *ir, bool cuda, const char *T);
 /* The rest of a reduction kernel's main function (after its `{`), index type I, wg threads a group, a

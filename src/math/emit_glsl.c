@@ -87,7 +87,7 @@ char *td_ki_emit_glsl(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t
             f,
             "void main() {\n    for (uint i = gl_GlobalInvocationID.x; i < %lldu; i += gl_NumWorkGroups.x * %du) {\n",
             (long long)ir->n, WG);
-        td_ki_emit_element(f, ir, false, "        ", "uint");
+        td_ki_emit_element(f, ir, false, "        ", "uint", false);
         fprintf(f, "    }\n}\n");
     } else {
         int64_t groups = ir->outer * ir->inner * (part == 0 ? ir->split : 1);
