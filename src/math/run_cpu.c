@@ -11,6 +11,7 @@
 */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,25 @@
 #include "trident/kernel.h"
 
 #define BLK 1024
+
+/* float32 outputs of at least this many bytes are written with non-temporal stores (no read for ownership) */
+#define STREAM_BYTES ((int64_t)16 << 20)
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* dst[0..n) = src[0..n) bypassing the cache (dst 16-byte aligned); the caller fences */
+static void stream_f32(float *dst, const float *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+}
+static void stream_fence(void) { _mm_sfence(); }
+#define CAN_STREAM_ 1
+#else
+#define CAN_STREAM_ 0
+static void stream_f32(float *dst, const float *src, int64_t n) { memcpy(dst, src, sizeof *dst * (size_t)n); }
+static void stream_fence(void) {}
+#endif
 
 /* The hot loops twice on x86-64, for AVX2 and the baseline, picked at load time (an ifunc). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -137,7 +157,11 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         }                                                                                                              \
     }                                                                                                                  \
     /* store n values of v at element i0 of buffer base of dtype dt */                                                 \
-    HOT_ static void store_##SUF(td_dtype dt, void *base, int64_t i0, int64_t n, const T *v) {                         \
+    HOT_ static void store_##SUF(td_dtype dt, void *base, int64_t i0, int64_t n, const T *v, bool stream) {            \
+        if (stream && dt == TD_F32 && sizeof(T) == sizeof(float)) {                                                    \
+            stream_f32((float *)base + i0, (const float *)v, n);                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
         switch (dt) {                                                                                                  \
         case TD_F32: EW_(((float *)base)[i0 + i] = (float)v[i]); break;                                                \
         case TD_F64: EW_(((double *)base)[i0 + i] = (double)v[i]); break;                                              \
@@ -148,11 +172,13 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
     }                                                                                                                  \
     /* the block [i0, i0 + n): every instruction, then the stores; vals[v] is value v's array */                       \
     static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, int64_t i0,         \
-                            int64_t n) {                                                                               \
+                            int64_t n, bool stream) {                                                                  \
         for (int v = 0; v < ir->n_insns; v++) {                                                                        \
             const td_ki_insn *p = &ir->insns[v];                                                                       \
-            if (p->slot < 0) { /* contiguous and of the compute dtype: read in place */                                \
+            if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */     \
                 vals[v] = (const T *)bufs[p->buf] + i0;                                                                \
+                for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                         \
+                    __builtin_prefetch(vals[v] + j);                                                                   \
                 continue;                                                                                              \
             }                                                                                                          \
             T *o = scratch + (int64_t)p->slot * BLK;                                                                   \
@@ -164,7 +190,8 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
             vals[v] = o;                                                                                               \
         }                                                                                                              \
         for (int s = 0; s < ir->n_stores; s++)                                                                         \
-            store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]]);     \
+            store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]],      \
+                        stream && !((uintptr_t)bufs[ir->store_buf[s]] & 15));                                          \
     }
 
 #define EW_(stmt)                                                                                                      \
@@ -187,7 +214,7 @@ static double red_init(int op) { return op == TD_MRED_AMAX ? -INFINITY : op == T
 static void run_piece(void *user, int64_t b0, int64_t b1) {
     run_ctx *c = user;
     const td_kernel_ir *ir = c->ir;
-    bool f64 = ir->compute == TD_F64;
+    bool f64 = ir->compute == TD_F64, stream = CAN_STREAM_ && ir->n * (int64_t)sizeof(float) >= STREAM_BYTES;
     size_t es = f64 ? sizeof(double) : sizeof(float);
     void *scratch = malloc(es * BLK * (size_t)(ir->n_slots ? ir->n_slots : 1));
     const void **vals = malloc(sizeof *vals * (size_t)(ir->n_insns ? ir->n_insns : 1));
@@ -217,9 +244,9 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
         for (int64_t i0 = lo, j = 0; i0 < hi; i0 += BLK) {
             int64_t n = hi - i0 < BLK ? hi - i0 : BLK;
             if (f64)
-                block_f64(ir, c->bufs, scratch, (const double **)vals, i0, n);
+                block_f64(ir, c->bufs, scratch, (const double **)vals, i0, n, stream);
             else
-                block_f32(ir, c->bufs, scratch, (const float **)vals, i0, n);
+                block_f32(ir, c->bufs, scratch, (const float **)vals, i0, n, stream);
             if (!acc) continue;
             /* fold the block's reduced value into the task's partials: acc[j] op= v, j = i % inner */
             const void *rv = vals[ir->red_value];
@@ -234,6 +261,7 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
             }
         }
     }
+    if (stream) stream_fence();
     free(scratch), free(vals);
 }
 
