@@ -23,10 +23,13 @@
 ** keeps x's dtype; integer division, pow and float functions compute in
 ** float32).
 **
-** Errors name the line and column of the spot, quote the sub-expression and
-** put a caret line under it; td_last_error() shows the message on one line,
-** its newlines escaped as \n:
-**   math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`\n  y = x + b\n      ^~~~~
+** Errors name the line and column of the spot and quote the sub-expression,
+** on one line (td_last_error()):
+**   math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`
+** and td_math_error_excerpt() gives the source line with a caret line under
+** the spot, for printing below it:
+**     y = x + b
+**         ^~~~~
 ** Status codes: TD_ERR_COMPILE syntax, unknown function, wrong argument count
 ** or keyword; TD_ERR_MISUSE a name not bound at run (or a NULL argument);
 ** TD_ERR_SHAPE shapes that do not fit; TD_ERR_DTYPE a dtype an op does not
@@ -37,6 +40,11 @@
 ** block's symbolic derivative; otherwise nothing is recorded and nothing is
 ** saved. Types and shapes are specialized per (input dtypes, shapes, device)
 ** and cached in the block.
+** Autocast: inside td_autocast_begin (amp.h) each node runs with the op
+** table's policy for its op, as the composed ops would: a matmul's f32
+** operands in the low dtype, exp / log / sum / softmax / cross_entropy /
+** layer_norm in f32, the binary ops on the widest of their float operands, the
+** rest in their inputs' dtype; literals and bound numbers are never cast.
 ** Threads: a block may be run from one thread at a time (compile one per
 ** thread); td_m is thread-safe.
 */
@@ -86,8 +94,13 @@ TD_API void td_math_free(td_math_block *block);
 ** tensor requires grad. */
 TD_API td_status td_math_run(td_math_block *block, const td_math_binding *bindings, int n, td_tensor **outputs);
 
-/* GETTER. The number of outputs of block (0 for NULL). */
+/* GETTERS. The number of outputs of block (0 for NULL); the names it reads,
+** in order of first use: td_math_input_name(block, i) for i in
+** [0, td_math_n_inputs(block)), borrowed (valid until td_math_free), NULL out
+** of range. */
 TD_API int td_math_n_outputs(const td_math_block *block);
+TD_API int td_math_n_inputs(const td_math_block *block);
+TD_API const char *td_math_input_name(const td_math_block *block, int i);
 
 /* METHOD. JAX's value_and_grad: run block (whose first output must have one
 ** element, TD_ERR_SHAPE otherwise) and return that value (*value, OUT) and its
@@ -108,6 +121,15 @@ TD_API td_status td_math_value_and_grad(td_math_block *block, const td_math_bind
 ** NULL with the error set (TD_ERR_MISUSE for a block of several outputs, and
 ** the errors of td_math_run). Autograd as td_math_run. Thread-safe. */
 TD_API td_tensor *td_m(const char *src, ...);
+
+/* GETTER. The source excerpt of this thread's last error if it is a math
+** block error that points into a source (compile, shape, dtype, unbound
+** name): two lines, "  <the source line>\n  <a caret line under the spot>"
+** (a window of at most 60 characters around the spot), written to buf
+** (NUL-terminated, cut to n bytes; may be NULL with n 0 to ask the length).
+** Returns the excerpt's length, or 0 (and buf "") when the last error is not
+** such an error. Thread-safe (per thread, as td_last_error). */
+TD_API int td_math_error_excerpt(char *buf, size_t n);
 
 /* What the last td_math_run of a block kept for backward. */
 typedef struct td_math_stats {

@@ -13,6 +13,7 @@
 #include "core/internal.h"
 #include "math_internal.h"
 #include "plan.h"
+#include "trident/amp.h"
 #include "trident/autograd.h"
 #include "trident/math.h"
 
@@ -33,7 +34,8 @@ typedef struct spec {
     int64_t shape[TD_MATH_MAX_INPUTS][TD_MAX_DIMS];
     uint64_t weak;
     td_device dev;
-    td_math_graph g; /* the block typed for this signature */
+    td_dtype amp;    /* the autocast scope's low dtype for dev, or TD_F32 outside one */
+    td_math_graph g; /* the block typed for this signature (with autocast's casts) */
     grad_ref *grads[MAX_GRADS];
     int n_grads;
     td_math_plan *_Atomic plan; /* the fuser's plan of the outputs (implicit mode) */
@@ -88,6 +90,10 @@ void td_math_free(td_math_block *b) {
 }
 
 int td_math_n_outputs(const td_math_block *b) { return b ? b->src.n_outputs : 0; }
+int td_math_n_inputs(const td_math_block *b) { return b ? b->src.n_inputs : 0; }
+const char *td_math_input_name(const td_math_block *b, int i) {
+    return b && i >= 0 && i < b->src.n_inputs ? b->src.input_names[i] : NULL;
+}
 
 td_status td_math_last_stats(const td_math_block *b, td_math_stats *out) {
     if (!b || !out) return TD_ERR(TD_ERR_MISUSE, "math_last_stats: NULL argument");
@@ -154,9 +160,11 @@ static td_status bind(td_math_block *b, const td_math_binding *bindings, int n, 
         }
     }
     if (st) return st;
+    td_dtype amp = TD_F32;
+    td_autocast_enabled(dev.type, &amp); /* sets amp inside a scope only */
     for (int i = 0; i < b->n_specs; i++) {
         spec *s = b->specs[i];
-        bool same = s->weak == weak && td_device_equal(s->dev, dev);
+        bool same = s->weak == weak && s->amp == amp && td_device_equal(s->dev, dev);
         for (int k = 0; same && k < g->n_inputs; k++) {
             same = s->dt[k] == td_tensor_dtype(vals[k]) && s->nd[k] == td_ndim(vals[k]) &&
                    memcmp(s->shape[k], td_shape(vals[k]), sizeof(int64_t) * (size_t)s->nd[k]) == 0;
@@ -165,7 +173,7 @@ static td_status bind(td_math_block *b, const td_math_binding *bindings, int n, 
     }
     spec *s = calloc(1, sizeof *s);
     if (!s) return TD_ERR(TD_ERR_OOM, "math block: out of memory");
-    s->n_in = g->n_inputs, s->weak = weak, s->dev = dev;
+    s->n_in = g->n_inputs, s->weak = weak, s->dev = dev, s->amp = amp;
     for (int k = 0; k < g->n_inputs; k++) {
         s->dt[k] = td_tensor_dtype(vals[k]), s->nd[k] = td_ndim(vals[k]);
         memcpy(s->shape[k], td_shape(vals[k]), sizeof(int64_t) * (size_t)s->nd[k]);
@@ -174,6 +182,11 @@ static td_status bind(td_math_block *b, const td_math_binding *bindings, int n, 
     if (!st) {
         s->g.weak_inputs = weak;
         st = td_math_graph_specialize(&s->g, s->dt, s->nd, (const int64_t(*)[TD_MAX_DIMS])s->shape);
+    }
+    if (!st && amp != TD_F32) {
+        td_math_graph cast;
+        st = td_math_graph_autocast(&s->g, amp, &cast);
+        if (!st) td_math_graph_free(&s->g), s->g = cast;
     }
     if (st) {
         spec_free(s);

@@ -172,6 +172,7 @@ td_status td_math_graph_eval_nodes(const td_math_graph *g, td_tensor *const *inp
             if (n->args[a] >= 0 && last[n->args[a]] < 0) last[n->args[a]] = i; /* the first seen from the end */
     }
     td_status st = TD_OK;
+    td__autocast_suspend(true); /* autocast's casts are nodes of g already (td_math_graph_autocast) */
     for (int i = 0; i < nn && !st; i++) {
         if (last[i] < 0) continue;
         const td_math_node *n = &g->nodes[i];
@@ -193,6 +194,7 @@ td_status td_math_graph_eval_nodes(const td_math_graph *g, td_tensor *const *inp
             if (j >= 0 && last[j] == i && val[j]) td_release(val[j]), val[j] = NULL;
         }
     }
+    td__autocast_suspend(false);
     for (int k = 0; k < n_out && !st; k++) outputs[k] = td__scope_add(td_retain(val[nodes[k]]));
     for (int i = 0; i < nn; i++) td_release(val[i]);
     free(val), free(last);

@@ -272,11 +272,12 @@ static void rule_ew(builder *B, int i, int g) {
         acc(B, c, E3(WHERE, cond, cnst(B, 0), g));
         break;
     }
-    case TD_MEW_CLAMP: { /* y = min(max(x, lo), hi): x passes inside [lo, hi], lo below it, hi above it */
+    case TD_MEW_CLAMP: { /* y = min(max(x, lo), hi), torch's rule: x passes inside [lo, hi], lo where x < lo < hi,
+                          ** hi where x > hi or hi < lo */
         int lo = fv(B, b), hi = fv(B, c);
         acc(B, a, E3(WHERE, E2(GE, x, lo), E3(WHERE, E2(LE, x, hi), g, cnst(B, 0)), cnst(B, 0)));
-        if (B->active[b]) acc(B, b, E3(WHERE, E2(LT, x, lo), g, cnst(B, 0)));
-        if (B->active[c]) acc(B, c, E3(WHERE, E2(GT, x, hi), g, cnst(B, 0)));
+        if (B->active[b]) acc(B, b, E3(WHERE, E2(LT, x, lo), E3(WHERE, E2(LT, lo, hi), g, cnst(B, 0)), cnst(B, 0)));
+        if (B->active[c]) acc(B, c, E3(WHERE, E2(LT, hi, lo), g, E3(WHERE, E2(GT, x, hi), g, cnst(B, 0))));
         break;
     }
     default: break; /* comparisons have no gradient */

@@ -10,6 +10,7 @@
 
 #include "core/internal.h"
 #include "graph.h"
+#include "trident/math.h"
 
 void td_math_graph_init(td_math_graph *g) { memset(g, 0, sizeof *g); }
 
@@ -65,6 +66,10 @@ int td_math_input(td_math_graph *g, const char *name) {
 
 /* ---- errors ---- */
 
+/* The excerpt of the calling thread's last td_math_error with a source, and its one-line message (the excerpt
+** belongs to td_last_error() while that still holds the message). */
+static _Thread_local char last_excerpt[200], last_msg[400];
+
 td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_status s, const char *fmt, ...) {
     char what[200];
     va_list ap;
@@ -83,7 +88,7 @@ td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_sta
     while (end < n && src[end] != '\n') end++;
     int col = src_off - start + 1, mark = src_len < 1 ? 1 : src_len;
     if (src_off + mark > end) mark = end - src_off > 0 ? end - src_off : 1;
-    /* a window of at most 60 characters of the line around the spot, so the message stays short */
+    /* a window of at most 60 characters of the line around the spot, so the excerpt stays short */
     int from = src_off - start > 30 ? src_off - 30 : start, to = end - from > 60 ? from + 60 : end;
     if (mark > to - src_off) mark = to - src_off > 0 ? to - src_off : 1;
     char caret[80];
@@ -92,8 +97,23 @@ td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_sta
     caret[at++] = '^';
     for (int i = 1; i < mark && at < 78; i++) caret[at++] = '~';
     caret[at] = 0;
-    return TD_ERR(s, "math block line %d, column %d: %s\n  %s%.*s\n  %s%s", line, col, what, from > start ? "..." : "",
-                  to - from, src + from, from > start ? "   " : "", caret);
+    snprintf(last_excerpt, sizeof last_excerpt, "  %s%.*s\n  %s%s", from > start ? "..." : "", to - from, src + from,
+             from > start ? "   " : "", caret);
+    /* one line: a message that quotes no sub-expression quotes the spot (up to 30 characters of it) */
+    int span = src_off < end ? (mark < 30 ? mark : 30) : 0;
+    if (strchr(what, '`') || span == 0)
+        snprintf(last_msg, sizeof last_msg, "math block line %d, column %d: %s", line, col, what);
+    else
+        snprintf(last_msg, sizeof last_msg, "math block line %d, column %d: %s, at `%.*s%s`", line, col, what, span,
+                 src + src_off, span < mark ? "..." : "");
+    return TD_ERR(s, "%s", last_msg);
+}
+
+int td_math_error_excerpt(char *buf, size_t n) {
+    const char *e = td_last_error();
+    bool ours = last_msg[0] && strstr(e, last_msg);
+    if (buf && n) snprintf(buf, n, "%s", ours ? last_excerpt : "");
+    return ours ? (int)strlen(last_excerpt) : 0;
 }
 
 /* The sub-expression [off, off + len) of the source as text, shortened to fit buf. */
@@ -147,7 +167,7 @@ static const char *ew_name(int op) {
     return op >= 0 && op < TD_MEW_COUNT ? names[op] : "?";
 }
 
-#define SPAN(n)      span_text(g, (n), (char[80]){0}, 80)
+#define SPAN(n)      span_text(g, (n), (char[48]){0}, 48)
 #define SHAPE(nd, s) shape_str((nd), (s), (char[128]){0}, 128)
 
 /* Broadcast node n's args' shapes into n. */

@@ -152,9 +152,9 @@ td_status td_math_parse(const char *src, td_math_graph *g);
 
 /* Types and shapes for inputs of the given dtypes and shapes (scalars bound as
 ** 0-d), as torch would compute them. On error returns TD_ERR_SHAPE or
-** TD_ERR_DTYPE with a message that names the sub-expression and points at it
-** in the source (line, column and a caret line), e.g.
-**   "math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`\n  y = x + b\n      ^~~~~". */
+** TD_ERR_DTYPE with a message that names the sub-expression and its line and
+** column (td_math_error), e.g.
+**   "math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`". */
 td_status td_math_graph_specialize(td_math_graph *g, const td_dtype *dtypes, const int *ndims,
                                    const int64_t (*shapes)[TD_MAX_DIMS]);
 
@@ -170,10 +170,11 @@ td_tensor *td_math_node_eval(const td_math_graph *g, int node, td_tensor *const 
 ** error is set. */
 td_status td_math_graph_eval(const td_math_graph *g, td_tensor *const *inputs, td_tensor **outputs);
 
-/* Set error s with a message pointing at [src_off, src_len) of g's source:
-** "math block line L, column C: <fmt...>\n  <the line>\n  <caret line>"
-** (td_last_error escapes the newlines). Without a source (derived graphs) the
-** message is "math block (derived): <fmt...>". Returns s. */
+/* Set error s with a one-line message pointing at [src_off, src_len) of g's
+** source: "math block line L, column C: <fmt...>", with ", at `<the spot>`"
+** added when fmt quotes nothing; the line and a caret line under the spot go
+** to td_math_error_excerpt. Without a source (derived graphs) the message is
+** "math block (derived): <fmt...>". Returns s. */
 td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_status s, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 

@@ -1,6 +1,7 @@
 /*
 ** Private to src/math/: the symbolic backward (grad.c) as block.c uses it.
-** defines: td_math_grad, td_math_grad_build, td_math_grad_free
+** defines: td_math_grad, td_math_grad_build, td_math_grad_free, and the
+** autocast pass (autocast.c), td_math_graph_autocast
 */
 #ifndef TRIDENT_MATH_INTERNAL_H
 #define TRIDENT_MATH_INTERNAL_H
@@ -32,5 +33,11 @@ void td_math_grad_free(td_math_grad *gr);
 /* Values of the given nodes of typed g (compose.c; td_math_graph_eval is this for g's outputs). */
 td_status td_math_graph_eval_nodes(const td_math_graph *g, td_tensor *const *inputs, int n, const int *nodes,
                                    td_tensor **values);
+
+/* g (typed) as it runs under an autocast scope of dtype low (TD_F16 or
+** TD_BF16): out (initialized here) is g with the casts the op table's amp
+** column makes before each node's op, retyped. On failure out is empty and
+** the error set (TD_ERR_OOM). */
+td_status td_math_graph_autocast(const td_math_graph *g, td_dtype low, td_math_graph *out);
 
 #endif

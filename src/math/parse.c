@@ -226,6 +226,9 @@ typedef struct arg {
 
 static int parse_expr(parser *p);
 
+/* An integer a dim or a correction can be (converting a larger double to int is undefined). */
+static bool small_int(double v) { return v >= -1e6 && v <= 1e6 && v == (double)(int)v; }
+
 static bool parse_int_list(parser *p, arg *a) {
     a->n_ints = 0;
     next(p); /* '[' */
@@ -233,7 +236,7 @@ static bool parse_int_list(parser *p, arg *a) {
         bool neg = false;
         int off = p->t.off;
         if (is_op(p, "-")) neg = true, next(p);
-        if (p->t.kind != T_NUM || !p->t.is_int || a->n_ints == TD_MAX_DIMS) {
+        if (p->t.kind != T_NUM || !p->t.is_int || !small_int(p->t.num) || a->n_ints == TD_MAX_DIMS) {
             fail(p, off, p->t.off + p->t.len - off, TD_ERR_COMPILE, "a dim list takes up to 8 integers");
             return false;
         }
@@ -283,7 +286,7 @@ static int parse_args(parser *p, int self, int self_off, arg *args) {
 static bool arg_int(parser *p, const arg *a, const char *what, int *out) {
     if (a->n_ints == 1) return *out = a->ints[0], true;
     const td_math_node *n = a->node >= 0 ? &p->g->nodes[a->node] : NULL;
-    if (!n || n->kind != TD_MK_CONST || n->value != (double)(int)n->value) {
+    if (!n || n->kind != TD_MK_CONST || !small_int(n->value)) {
         char msg[96];
         snprintf(msg, sizeof msg, "%s must be a literal integer", what);
         fail(p, a->off, a->end - a->off, TD_ERR_COMPILE, msg);
