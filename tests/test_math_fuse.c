@@ -209,16 +209,19 @@ static void reduce_long(const char *spec_dev) {
     const int ops[] = {TD_MRED_SUM, TD_MRED_MEAN, TD_MRED_AMAX, TD_MRED_AMIN};
     for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++)
         for (int o = 0; o < 4; o++)
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < 3; h++) {
                 td_scope_begin();
                 tgraph g = {0};
-                /* red(x * y + x) over all of [64, 4096], or over dim 0 of [12288, 3] */
+                /* red(x * y + x) over all of [64, 4096], or over dim 0 of [12288, 3] or [4096, 40] (a column each) */
                 int x = in(&g, "x"), y = in(&g, "y");
                 out(&g, red(&g, ops[o], ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, x, y, -1), x, -1), h ? 0 : 99, false));
                 spec sp[2] = {{2, {64, 4096}, -1, 1}, {2, {64, 4096}, -1, 1}};
-                if (h) sp[0] = sp[1] = (spec){2, {12288, 3}, -1, 1};
+                if (h) sp[0] = sp[1] = (spec){2, {h == 1 ? 12288 : 4096, h == 1 ? 3 : 40}, -1, 1};
                 char what[64];
-                snprintf(what, sizeof what, "%s over %s", RED_NAMES[o], h ? "dim 0" : "all");
+                snprintf(what, sizeof what, "%s over %s", RED_NAMES[o],
+                         h == 0   ? "all"
+                         : h == 1 ? "dim 0"
+                                  : "dim 0 of 40");
                 check(&g, sp, DTYPES[t], dev, 1, what);
                 td_scope_end();
             }

@@ -184,20 +184,72 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
     }
 }
 
-/* dst[o] = acc (mean: acc / K) in the reduction output's dtype */
-static void store_reduced(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *dst,
+/* dst[idx] = acc (mean: acc / K) in the reduction output's dtype */
+static void store_reduced(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *dst, const char *idx,
                           const char *acc) {
     char v[96];
     if (ir->red_op == TD_MRED_MEAN)
         snprintf(v, sizeof v, "%s / %s(%lld)", acc, ir->compute == TD_F64 ? "double" : "float", (long long)ir->k);
     else
         snprintf(v, sizeof v, "%s", acc);
-    fprintf(f, "%s%s[o] = ", ind, dst);
+    fprintf(f, "%s%s[%s] = ", ind, dst, idx);
     store_expr(f, cuda, ir->buf_dtype[ir->red_buf], v);
     fprintf(f, ";\n");
 }
 
+int64_t td_ki_reduce_groups(const td_kernel_ir *ir, int part, int wg) {
+    int64_t outputs = ir->outer * ir->inner, g;
+    if (ir->columns)
+        g = part == 0 ? ir->outer * ((ir->inner + wg - 1) / wg) * ir->split : (outputs + wg - 1) / wg;
+    else
+        g = part == 0 ? outputs * ir->split : outputs;
+    return g < 1 ? 1 : g < 65535 ? g : 65535;
+}
+
+/* column scheme: each thread one output (oo, j), its loop over a chunk of k walks j's column (coalesced) */
+static void emit_columns(FILE *f, const td_kernel_ir *ir, bool cuda, int part, const char *I, int wg) {
+    const char *T = ir->compute == TD_F64 ? "double" : "float";
+    const char *wid = cuda ? "blockIdx.x" : "gl_WorkGroupID.x", *nwg = cuda ? "gridDim.x" : "gl_NumWorkGroups.x";
+    long long P = (long long)ir->split, K = (long long)ir->k, inner = (long long)ir->inner;
+    long long jb = (inner + wg - 1) / wg, chunk = (K + P - 1) / P, outputs = (long long)ir->outer * inner;
+    fprintf(f, "    %s t = %s;\n", I, cuda ? "threadIdx.x" : "gl_LocalInvocationID.x");
+    if (part == 1) { /* the partials [outer, P, inner] of output o summed over P */
+        fprintf(f, "    for (%s o = %s * %du + t; o < %lldu; o += %s * %du) {\n", I, wid, wg, outputs, nwg, wg);
+        fprintf(f, "        %s oo = o / %lldu, j = o %% %lldu;\n        %s acc = %s(TD_RED_INIT);\n", I, inner, inner,
+                T, T);
+        fprintf(f, "        for (%s p = 0u; p < %lldu; p++) acc = td_comb(acc, b0[(oo * %lldu + p) * %lldu + j]);\n", I,
+                P, P, inner);
+        store_reduced(f, ir, cuda, "        ", "b1", "o", "acc");
+        fprintf(f, "    }\n}\n");
+        return;
+    }
+    fprintf(f, "    for (%s q = %s; q < %lldu; q += %s) {\n", I, wid, (long long)ir->outer * jb * P, nwg);
+    fprintf(f, "        %s p = q %% %lldu, oo = q / %lldu / %lldu, j = q / %lldu %% %lldu * %du + t;\n", I, P, P, jb, P,
+            jb, wg);
+    fprintf(f, "        if (j >= %lldu) continue;\n", inner);
+    fprintf(f, "        %s k1 = p * %lldu + %lldu < %lldu ? p * %lldu + %lldu : %lldu;\n", I, chunk, chunk, K, chunk,
+            chunk, K);
+    fprintf(f, "        %s acc = %s(TD_RED_INIT);\n", T, T);
+    fprintf(f, "        for (%s k = p * %lldu; k < k1; k++) {\n", I, chunk);
+    fprintf(f, "            %s i = (oo * %lldu + k) * %lldu + j;\n", I, K, inner);
+    td_ki_emit_element(f, ir, cuda, "            ", I, false);
+    fprintf(f, "            acc = td_comb(acc, v%d);\n        }\n", ir->red_value);
+    if (P > 1) /* the partial, raw, into the extra last binding [outer, P, inner] */
+        fprintf(f, "        b%d[(oo * %lldu + p) * %lldu + j] = acc;\n", ir->n_bufs, P, inner);
+    else {
+        char dst[16], idx[48];
+        snprintf(dst, sizeof dst, "b%d", ir->red_buf);
+        snprintf(idx, sizeof idx, "oo * %lldu + j", inner);
+        store_reduced(f, ir, cuda, "        ", dst, idx, "acc");
+    }
+    fprintf(f, "    }\n}\n");
+}
+
 void td_ki_emit_reduce(FILE *f, const td_kernel_ir *ir, bool cuda, int part, const char *I, int wg) {
+    if (ir->columns) {
+        emit_columns(f, ir, cuda, part, I, wg);
+        return;
+    }
     const char *T = ir->compute == TD_F64 ? "double" : "float";
     const char *wid = cuda ? "blockIdx.x" : "gl_WorkGroupID.x", *nwg = cuda ? "gridDim.x" : "gl_NumWorkGroups.x";
     const char *sync = cuda ? "__syncthreads()" : "barrier()";
@@ -229,7 +281,7 @@ void td_ki_emit_reduce(FILE *f, const td_kernel_ir *ir, bool cuda, int part, con
     if (part == 0 && P > 1) /* the partial, raw, into the extra last binding */
         fprintf(f, "            b%d[q] = red[0];\n", ir->n_bufs);
     else
-        store_reduced(f, ir, cuda, "            ", dst, "red[0]");
+        store_reduced(f, ir, cuda, "            ", dst, "o", "red[0]");
     fprintf(f, "        }\n        %s;\n    }\n}\n", sync);
 }
 

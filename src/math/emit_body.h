@@ -24,5 +24,7 @@ void td_ki_emit_combine(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
 ** the output (split 1) or its raw partial into the extra binding b<n_bufs> [outputs * split]; part 1 (split
 ** > 1): reduces the partials b0 of each output into b1. */
 void td_ki_emit_reduce(FILE *f, const td_kernel_ir *ir, bool cuda, int part, const char *I, int wg);
+/* The groups a reduction kernel's part launches (at most 65535; its loops stride over the rest). */
+int64_t td_ki_reduce_groups(const td_kernel_ir *ir, int part, int wg);
 
 #endif

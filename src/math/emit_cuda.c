@@ -99,9 +99,8 @@ char *td_ki_emit_cuda(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t
         td_ki_emit_element(f, ir, true, "        ", I, false);
         fprintf(f, "    }\n}\n");
     } else {
-        int64_t groups = ir->outer * ir->inner * (part == 0 ? ir->split : 1);
-        *grid = (uint32_t)(groups < 65535 ? (groups ? groups : 1) : 65535);
-        fprintf(f, "    __shared__ %s red[%d];\n", T, BLOCK);
+        *grid = (uint32_t)td_ki_reduce_groups(ir, part, BLOCK);
+        if (!ir->columns) fprintf(f, "    __shared__ %s red[%d];\n", T, BLOCK);
         td_ki_emit_reduce(f, ir, true, part, I, BLOCK);
     }
     *block = BLOCK;

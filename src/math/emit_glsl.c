@@ -90,10 +90,10 @@ char *td_ki_emit_glsl(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t
         td_ki_emit_element(f, ir, false, "        ", "uint", false);
         fprintf(f, "    }\n}\n");
     } else {
-        int64_t groups = ir->outer * ir->inner * (part == 0 ? ir->split : 1);
-        *grid = (uint32_t)(groups < 65535 ? (groups ? groups : 1) : 65535);
+        *grid = (uint32_t)td_ki_reduce_groups(ir, part, WG);
         td_ki_emit_combine(f, ir, false, T);
-        fprintf(f, "shared %s red[%d];\nvoid main() {\n", T, WG);
+        if (!ir->columns) fprintf(f, "shared %s red[%d];\n", T, WG);
+        fprintf(f, "void main() {\n");
         td_ki_emit_reduce(f, ir, false, part, "uint", WG);
     }
     *block = WG;

@@ -123,13 +123,20 @@ bool td_ki_contiguous(const td_kernel_ir *ir, const td_ki_insn *p) {
 
 bool td_ki_finish(td_kernel_ir *ir) {
     merge_dims(ir);
-    /* few outputs and long reductions: enough GPU groups from chunks of k (~1024 groups, chunks >= 4096) */
+    /* GPU reductions: a thread per output column where the reduced dims are not the innermost (coalesced),
+    ** else a group per output; either cuts k into chunks where that leaves too few groups (~1024 wanted) */
     int64_t outputs = ir->outer * ir->inner;
     ir->split = 1;
-    if (ir->red_value >= 0 && outputs < 256 && ir->k >= 8192) {
+    ir->columns = ir->red_value >= 0 && ir->inner >= 32;
+    if (ir->columns) {
+        int64_t groups = ir->outer * ((ir->inner + 255) / 256), by_k = (ir->k + 63) / 64;
+        int64_t want = (1024 + groups - 1) / groups;
+        ir->split = by_k < want ? by_k : want;
+    } else if (ir->red_value >= 0 && outputs < 256 && ir->k >= 8192) {
         int64_t by_k = (ir->k + 4095) / 4096, by_groups = (1024 + outputs - 1) / outputs;
         ir->split = by_k < by_groups ? by_k : by_groups;
     }
+    if (ir->split < 1) ir->split = 1;
     ir->compute = TD_F32;
     for (int b = 0; b < ir->n_bufs; b++)
         if (ir->buf_dtype[b] == TD_F64) ir->compute = TD_F64;

@@ -58,6 +58,7 @@ typedef struct td_kernel_ir {
     int64_t outer, k, inner;
     int64_t split; /* after td_ki_finish: GPU kernels cut k into split chunks when there are few outputs (then a
                    ** second kernel reduces the chunks' partials, kept in the compute dtype) */
+    bool columns;  /* after td_ki_finish: GPU kernels give each thread an output (inner >= 32), not each group */
     int n_slots;   /* after td_ki_finish */
 } td_kernel_ir;
 
