@@ -40,7 +40,7 @@ struct td_math_plan {
     td_device dev;
     int n_steps;
     plan_step *steps;
-    int *last_use; /* per node: the last step reading it (-1 none) */
+    int *last_use; /* per node: the last step reading it (-1: none, or an output) */
 };
 
 static bool is_int(td_dtype dt) { return dt == TD_I32 || dt == TD_I64 || dt == TD_U8; }
@@ -316,6 +316,7 @@ td_status td_math_plan_build(const td_math_graph *typed, td_device dev, td_math_
             if (b.in_cone[i] && g->nodes[i].kind != TD_MK_INPUT) st->cone[st->n_cone++] = i;
         compile_step(p, st);
     }
+    for (int k = 0; k < g->n_outputs; k++) p->last_use[g->outputs[k]] = -1; /* kept for the caller */
     free(live), free(b.buffer), free(b.produced), free(b.in_cone);
     *out = p;
     return TD_OK;
@@ -433,11 +434,8 @@ td_status td_math_plan_run(td_math_plan *p, td_tensor *const *inputs, td_tensor 
         } else {
             st = ps->composed ? run_composed(p, ps, vals, owned) : run_kernel(p, ps, vals);
         }
-        for (int i = 0; i < n && st == TD_OK; i++) { /* values no later step reads */
-            bool out = false;
-            for (int k = 0; k < g->n_outputs; k++) out |= g->outputs[k] == i;
-            if (p->last_use[i] == s && vals[i] && !owned[i] && !out) drop(vals, i);
-        }
+        for (int i = 0; i < n && st == TD_OK; i++) /* values no later step reads (outputs have last use -1) */
+            if (p->last_use[i] == s && vals[i] && !owned[i]) drop(vals, i);
     }
     if (st == TD_OK)
         for (int k = 0; k < g->n_outputs; k++) {
