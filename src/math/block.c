@@ -12,6 +12,7 @@
 
 #include "core/internal.h"
 #include "math_internal.h"
+#include "plan.h"
 #include "trident/amp.h"
 #include "trident/autograd.h"
 #include "trident/math.h"
@@ -23,6 +24,7 @@
 typedef struct grad_ref {
     atomic_int refs;
     td_math_grad gr;
+    td_math_plan *_Atomic fwd_plan, *_Atomic bwd_plan; /* the fuser's plans of the saving forward and the backward */
 } grad_ref;
 
 typedef struct spec {
@@ -36,6 +38,7 @@ typedef struct spec {
     td_math_graph g; /* the block typed for this signature (with autocast's casts) */
     grad_ref *grads[MAX_GRADS];
     int n_grads;
+    td_math_plan *_Atomic plan; /* the fuser's plan of the outputs (implicit mode) */
 } spec;
 
 struct td_math_block {
@@ -50,6 +53,8 @@ static void grad_ref_release(void *p) {
     grad_ref *r = p;
     if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
         td_math_grad_free(&r->gr);
+        td_math_plan_free(atomic_load(&r->fwd_plan));
+        td_math_plan_free(atomic_load(&r->bwd_plan));
         free(r);
     }
 }
@@ -57,6 +62,7 @@ static void grad_ref_release(void *p) {
 static void spec_free(spec *s) {
     if (!s) return;
     td_math_graph_free(&s->g);
+    td_math_plan_free(atomic_load(&s->plan));
     for (int i = 0; i < s->n_grads; i++) grad_ref_release(s->grads[i]);
     free(s);
 }
@@ -213,34 +219,49 @@ static grad_ref *get_grad(td_math_block *b, spec *s, uint64_t wrt) {
 }
 
 /* ---- execution ----
-** The one place a graph is executed: the composed ops today; the fused plan
-** replaces this call. Writes the values of nodes[0..n) (new tensors in the
-** current scope). */
+** The one place a graph is executed: the fuser's plan for (g, nodes), built on
+** first use into *slot (kept with the specialization), or the composed ops
+** where the plan cannot be built or refuses the inputs. Writes the values of
+** nodes[0..n) (new tensors in the current scope). */
 static td_status run_graph(const td_math_graph *g, td_tensor *const *inputs, int n, const int *nodes,
-                           td_tensor **values) {
+                           td_tensor **values, td_math_plan *_Atomic *slot) {
+    td_math_plan *p = atomic_load(slot);
+    if (!p && n <= TD_MATH_MAX_OUTPUTS) {
+        td_device dev = TD_CPU;
+        for (int k = g->n_inputs - 1; k >= 0; k--)
+            if (inputs[k]) dev = td_tensor_device(inputs[k]);
+        td_math_graph want = *g; /* g with nodes as its outputs (the plan copies what it keeps) */
+        want.n_outputs = n;
+        memcpy(want.outputs, nodes, sizeof(int) * (size_t)n);
+        td_math_plan *expected = NULL;
+        if (td_math_plan_build(&want, dev, &p) == TD_OK && !atomic_compare_exchange_strong(slot, &expected, p))
+            td_math_plan_free(p), p = expected;
+    }
+    if (p && td_math_plan_run(p, inputs, values) == TD_OK) return TD_OK;
     return td_math_graph_eval_nodes(g, inputs, n, nodes, values);
 }
 
 /* The forward with the values the backward saves: outputs[0..n_out) then saved[0..n_saved). */
-static td_status forward_saving(const td_math_graph *g, const td_math_grad *gr, td_tensor *const *inputs,
-                                td_tensor **values) {
+static td_status forward_saving(const td_math_graph *g, grad_ref *r, td_tensor *const *inputs, td_tensor **values) {
+    const td_math_grad *gr = &r->gr;
     int n = g->n_outputs + gr->n_saved, *nodes = malloc(sizeof(int) * (size_t)(n ? n : 1));
     if (!nodes) return TD_ERR(TD_ERR_OOM, "math block: out of memory");
     memcpy(nodes, g->outputs, sizeof(int) * (size_t)g->n_outputs);
     memcpy(nodes + g->n_outputs, gr->saved, sizeof(int) * (size_t)gr->n_saved);
-    td_status st = run_graph(g, inputs, n, nodes, values);
+    td_status st = run_graph(g, inputs, n, nodes, values, &r->fwd_plan);
     free(nodes);
     return st;
 }
 
 /* The backward: gradients (outputs of the backward graph) from inputs, upstream grads and saved values. */
-static td_status backward_eval(const td_math_grad *gr, int n_in, td_tensor *const *inputs, int n_out,
-                               td_tensor *const *gy, td_tensor *const *saved, td_tensor **grads) {
+static td_status backward_eval(grad_ref *r, int n_in, td_tensor *const *inputs, int n_out, td_tensor *const *gy,
+                               td_tensor *const *saved, td_tensor **grads) {
+    const td_math_grad *gr = &r->gr;
     td_tensor *all[TD_MATH_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) all[k] = inputs[k];
     for (int k = 0; k < n_out; k++) all[n_in + k] = gy[k];
     for (int s = 0; s < gr->n_saved; s++) all[n_in + n_out + s] = saved[s];
-    return run_graph(&gr->graph, all, gr->graph.n_outputs, gr->graph.outputs, grads);
+    return run_graph(&gr->graph, all, gr->graph.n_outputs, gr->graph.outputs, grads, &r->bwd_plan);
 }
 
 typedef struct run_ctx {
@@ -254,7 +275,7 @@ static td_status fn_forward(td_function_ctx *ctx, int n_in, td_tensor *const *in
     const td_math_grad *gr = &rc->r->gr;
     td_tensor **values = calloc((size_t)(n_out + gr->n_saved + 1), sizeof *values);
     if (!values) return TD_ERR(TD_ERR_OOM, "math block: out of memory");
-    td_status st = forward_saving(&rc->s->g, gr, inputs, values);
+    td_status st = forward_saving(&rc->s->g, rc->r, inputs, values);
     if (!st) st = td_ctx_save_for_backward(ctx, n_in, inputs);
     if (!st && gr->n_saved) st = td_ctx_save_for_backward(ctx, gr->n_saved, values + n_out);
     if (!st) {
@@ -274,12 +295,12 @@ static td_status fn_forward(td_function_ctx *ctx, int n_in, td_tensor *const *in
 }
 
 static td_status fn_backward(td_function_ctx *ctx, int n_out, td_tensor *const *gy, int n_in, td_tensor **grad_inputs) {
-    const grad_ref *r = td_ctx_data(ctx);
+    grad_ref *r = td_ctx_data(ctx);
     const td_math_grad *gr = &r->gr;
     td_tensor *inputs[TD_MATH_MAX_INPUTS], *saved[TD_MATH_MAX_INPUTS], *grads[TD_MATH_MAX_OUTPUTS];
     for (int k = 0; k < n_in; k++) inputs[k] = td_ctx_saved(ctx, k);
     for (int s = 0; s < gr->n_saved; s++) saved[s] = td_ctx_saved(ctx, n_in + s);
-    td_status st = backward_eval(gr, n_in, inputs, n_out, gy, saved, grads);
+    td_status st = backward_eval(r, n_in, inputs, n_out, gy, saved, grads);
     if (st) return st;
     for (int k = 0; k < n_in; k++)
         grad_inputs[k] = ((gr->wrt >> k) & 1) && td_ctx_needs_input_grad(ctx, k) ? grads[gr->grad_of[k]] : NULL;
@@ -300,7 +321,7 @@ td_status td_math_run(td_math_block *b, const td_math_binding *bindings, int n, 
         if (td_requires_grad(vals[k])) wrt |= 1ull << k;
     memset(&b->stats, 0, sizeof b->stats);
     if (!st && (!wrt || !td_grad_enabled())) { /* implicit mode: nothing recorded, nothing saved */
-        st = run_graph(&s->g, vals, n_out, s->g.outputs, outputs);
+        st = run_graph(&s->g, vals, n_out, s->g.outputs, outputs, &s->plan);
     } else if (!st) {
         run_ctx rc = {.block = b, .s = s, .r = get_grad(b, s, wrt)};
         st = rc.r ? td_function_apply(&math_fn, &rc, n_in, vals, n_out, outputs) : td_last_status();
@@ -349,12 +370,12 @@ td_status td_math_value_and_grad(td_math_block *b, const td_math_binding *bindin
     if (!st) {
         td_scope_begin();
         fw = calloc((size_t)(n_out + r->gr.n_saved + 1), sizeof *fw);
-        st = fw ? forward_saving(&s->g, &r->gr, vals, fw) : TD_ERR(TD_ERR_OOM, "math block: out of memory");
+        st = fw ? forward_saving(&s->g, r, vals, fw) : TD_ERR(TD_ERR_OOM, "math block: out of memory");
         for (int k = 0; !st && k < n_out; k++) {
             gy[k] = k == 0 ? td_full_like(fw[k], 1.0) : td_zeros_like(fw[k]);
             if (!gy[k]) st = td_last_status();
         }
-        if (!st) st = backward_eval(&r->gr, g->n_inputs, vals, n_out, gy, fw + n_out, gx);
+        if (!st) st = backward_eval(r, g->n_inputs, vals, n_out, gy, fw + n_out, gx);
         if (!st) {
             if (value) *value = td_keep(fw[0]);
             for (int i = 0; i < n_wrt; i++) grads[i] = td_keep(gx[r->gr.grad_of[idx[i]]]);
