@@ -102,6 +102,9 @@
     X(MATMUL, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_MATRIX, TD_AMP_LOW, "[...,M,K] @ [...,K,N]; batch broadcast")           \
     X(LINEAR_GELU, 3, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW,                                                \
       "(x[M,K], w[N,K], b?[N]) -> (y = gelu(h), h = x w^T + b)")                                                       \
+    /* linear's weight and bias gradients: the bias gradient in the GEMM's epilogue where the backend can */           \
+    X(LINEAR_WGRAD, 2, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
+      "(dy [M,N], x [M,K]) -> (dw = dy^T x [N,K], db? = sum over M of dy [N])")                                        \
     X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
     X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "log_softmax over the last dim")               \
     X(SOFTMAX_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, y) -> y (dy - sum_last(dy y))")    \
@@ -205,6 +208,7 @@
     X(LOGSUMEXP, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                  \
     X(MATMUL, 1, 0, TD_COST_GEMM, "x[2,3],x[3,4]->x[2,4]", ())                                                         \
     X(LINEAR_GELU, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4],x[2,4]", ())                                       \
+    X(LINEAR_WGRAD, 1, 0, TD_COST_CONV_DW, "x[2,4],x[2,3]->x[4,3],?x[4]", ())                                          \
     X(SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \
     X(LOG_SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                     \
     X(SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                              \
