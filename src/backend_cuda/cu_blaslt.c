@@ -118,6 +118,9 @@ static td_status make_plan(cu_dev *d, plan *p) {
     st = cu_blas_status(cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found),
                         "cublasLtMatmulAlgoGetHeuristic");
     cublasLtMatmulPreferenceDestroy(pref);
+    /* an epilogue Lt refuses for these layouts (INVALID_VALUE): unsupported, so the caller falls back */
+    if (st == TD_ERR_MISUSE && k->epi != CU_EPI_NONE)
+        st = td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt refuses epilogue %d for this layout", k->epi);
     if (st == TD_OK && found == 0)
         st = td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt has no algorithm for %s [%lld,%lld]x[%lld,%lld]",
                           td_dtype_name(k->dt), (long long)k->m, (long long)k->k, (long long)k->k, (long long)k->n);
