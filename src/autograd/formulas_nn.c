@@ -7,6 +7,7 @@
 ** N/C/H/W images, O output channels.
 */
 #include "autograd_internal.h"
+#include "core/linear_wgrad.h"
 
 #define NEED(i) td__needs(n, i)
 #define IN(i)   td__saved_input(n, i)
@@ -81,11 +82,10 @@ td_status td__bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 td_status td__bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *b = n->in_meta[2].present ? IN(2) : NULL;
     td_tensor *h = td_grad_enabled() ? td_linear(IN(0), IN(1), b) : OUT(1);
-    td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH);
-    int rows = 0;
+    td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH), *dw = NULL, *db = NULL;
     if (NEED(0)) gx[0] = td_matmul(dh, IN(1));
-    if (NEED(1)) gx[1] = td_matmul(td_transpose(dh, 0, 1), IN(0));
-    if (NEED(2)) gx[2] = td_sum(dh, 1, &rows, false);
+    if ((NEED(1) || NEED(2)) && td__linear_wgrad(dh, IN(0), NEED(2), &dw, &db) == TD_OK) /* dw = dh^T x, db = sum dh */
+        gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
     return td__done(n, gx);
 }
 
