@@ -28,6 +28,7 @@
 typedef struct train_opts {
     workload_kind kind;
     const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps, *profile;
+    const char *tokens, *init; /* --tokens FILE (llm.c token ids), --init FILE (starting weights) */
     int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
     int workers;
     double lr;
@@ -53,6 +54,11 @@ static void usage(FILE *f) {
         "  --seed N                 seed of initialization and data order (default 0)\n"
         "  --data DIR               Fashion-MNIST *-ubyte.gz files (default %s)\n"
         "  --text FILE              gpt: train on FILE's bytes; the last 10%% are held out\n"
+        "  --tokens FILE            gpt: train on an llm.c token file (.bin: uint16 GPT-2 token ids after a\n"
+        "                           256 x int32 header); vocab 50257 unless --vocab; the last 10%% are held out\n"
+        "  --init FILE              start from the weights in FILE (.safetensors, or torch.save's .pt, .pth,\n"
+        "                           pytorch_model.bin) by torch's key names; for gpt also Hugging Face's\n"
+        "                           GPT-2 layout, whose shapes then set the size\n"
         "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
         "  --resume                 continue from --checkpoint where it stopped\n"
         "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
@@ -75,7 +81,8 @@ static void usage(FILE *f) {
         "                           optimizer updates float32 master copies; implies --amp bf16\n"
         "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
         "                           12 heads, context 1024; batch 16 unless --batch); later size options change it\n"
-        "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n",
+        "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n"
+        "  --vocab N                gpt vocabulary (default 256 bytes; 50257 with --tokens)\n",
         TRAIN_DEFAULT_DATA);
 }
 
@@ -177,7 +184,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                       .gpt = workload_gpt_config_default(),
                       .amp = TD_F32,
                       .params = TD_F32};
-    int64_t batch = -1;
+    int64_t batch = -1, vocab = -1;
     const opt_spec specs[] = {
         {"--model", OPT_MODEL, &o->kind},
         {"--device", OPT_STR, &o->device},
@@ -188,6 +195,9 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--seed", OPT_SEED, &o->seed},
         {"--data", OPT_STR, &o->data},
         {"--text", OPT_STR, &o->text},
+        {"--tokens", OPT_STR, &o->tokens},
+        {"--init", OPT_STR, &o->init},
+        {"--vocab", OPT_COUNT, &vocab},
         {"--checkpoint", OPT_STR, &o->checkpoint},
         {"--resume", OPT_FLAG, &o->resume},
         {"--checkpoint-every", OPT_COUNT, &o->checkpoint_every},
@@ -231,8 +241,15 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
     }
     o->batch = batch > 0 ? batch : o->kind == WORKLOAD_GPT ? (o->preset_batch ? 16 : 64) : 128;
     if (o->steps < 0 && o->kind == WORKLOAD_GPT) o->steps = 200;
-    if (o->kind == WORKLOAD_GPT && !o->text) return train_fail("--model gpt needs --text FILE (any text file)"), false;
-    if (o->kind != WORKLOAD_GPT && o->text) return train_fail("--text is for --model gpt"), false;
+    if (o->kind == WORKLOAD_GPT && !o->text && !o->tokens)
+        return train_fail("--model gpt needs --text FILE (any text file) or --tokens FILE (llm.c tokens)"), false;
+    if (o->kind != WORKLOAD_GPT && (o->text || o->tokens))
+        return train_fail("--text and --tokens are for --model gpt"), false;
+    if (o->text && o->tokens) return train_fail("--text and --tokens exclude each other"), false;
+    if (vocab > 0)
+        o->gpt.vocab = vocab;
+    else if (o->tokens)
+        o->gpt.vocab = TRAIN_GPT2_VOCAB;
     int64_t ids_bytes; /* a gpt batch's token ids and targets: 2 * batch * context int64s */
     if (o->kind == WORKLOAD_GPT &&
         __builtin_mul_overflow(2 * (int64_t)sizeof(int64_t) * o->batch, o->gpt.context, &ids_bytes))
@@ -290,8 +307,9 @@ int cmd_train(int argc, char **argv) {
     r.checkpoint_every = o.checkpoint_every, r.max_steps = o.max_steps, r.workers = o.workers;
     r.deterministic = o.deterministic, r.capture = o.capture, r.profile = o.profile, r.checkpoint = o.checkpoint;
     /* the data first: a missing dataset should not wait for a model */
-    int rc =
-        o.kind == WORKLOAD_GPT ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
+    int rc = o.kind != WORKLOAD_GPT ? train_images_load(&r, o.data, o.limit)
+             : o.tokens             ? train_tokens_load(&r, o.tokens, o.gpt.context, o.gpt.vocab)
+                                    : train_text_load(&r, o.text, o.gpt.context);
     if (rc) {
         train_data_free(&r); /* what loaded before the failure */
         train_dist_free(&r, true);

@@ -170,6 +170,15 @@ TD_API td_status td_torch_load(const char *path, td_device dev, td_named_tensors
 ** module's parameters by torch's key names. Errors as those two. */
 TD_API td_status td_weights_load(const char *path, td_device dev, td_named_tensors **out);
 
+/* ---- llm.c token files ------------------------------------------------------
+** CONSTRUCTOR. Read an llm.c token file (.bin: a header of 256 little-endian
+** int32, [0] = 20240520, [1] = 1, [2] = N, then N little-endian uint16 token
+** ids) into *tokens (N ids, malloc'd: free with free()) and *n. On failure
+** *tokens is NULL and *n 0. TD_ERR_FORMAT for a short file, a wrong magic or
+** a size that does not match N; TD_ERR_UNSUPPORTED for another version;
+** TD_ERR_IO, TD_ERR_OOM, TD_ERR_MISUSE for NULL arguments. Thread-safe. */
+TD_API td_status td_llmc_tokens_load(const char *path, uint16_t **tokens, int64_t *n);
+
 /* ---- Checkpoints -----------------------------------------------------------
 ** A checkpoint is one safetensors file holding:
 **   - model tensors, named "model.<name>";
