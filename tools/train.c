@@ -28,7 +28,8 @@
 typedef struct train_opts {
     workload_kind kind;
     const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps, *profile;
-    const char *tokens, *init; /* --tokens FILE (llm.c token ids), --init FILE (starting weights) */
+    const char *tokens, *init, *export_hf; /* --tokens FILE (llm.c ids), --init FILE (weights), --export-hf FILE */
+    bool heads_given;                      /* --heads was given (else an HF GPT-2's heads are d_model / 64) */
     int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
     int workers;
     double lr;
@@ -58,7 +59,10 @@ static void usage(FILE *f) {
         "                           256 x int32 header); vocab 50257 unless --vocab; the last 10%% are held out\n"
         "  --init FILE              start from the weights in FILE (.safetensors, or torch.save's .pt, .pth,\n"
         "                           pytorch_model.bin) by torch's key names; for gpt also Hugging Face's\n"
-        "                           GPT-2 layout, whose shapes then set the size\n"
+        "                           GPT-2 layout, whose shapes then set the size (heads: --heads, else\n"
+        "                           d_model / 64)\n"
+        "  --export-hf FILE         gpt from --init's HF GPT-2: at the end, write the model in HF's layout\n"
+        "                           (safetensors, transformer.h.N.attn.c_attn.weight, ...)\n"
         "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
         "  --resume                 continue from --checkpoint where it stopped\n"
         "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
@@ -197,6 +201,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--text", OPT_STR, &o->text},
         {"--tokens", OPT_STR, &o->tokens},
         {"--init", OPT_STR, &o->init},
+        {"--export-hf", OPT_STR, &o->export_hf},
         {"--vocab", OPT_COUNT, &vocab},
         {"--checkpoint", OPT_STR, &o->checkpoint},
         {"--resume", OPT_FLAG, &o->resume},
@@ -238,6 +243,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
         if (!val) return train_fail("%s needs a value", spec->name), false;
         if (!parse_value(spec, val)) return false;
+        o->heads_given = o->heads_given || spec->field == &o->gpt.heads;
     }
     o->batch = batch > 0 ? batch : o->kind == WORKLOAD_GPT ? (o->preset_batch ? 16 : 64) : 128;
     if (o->steps < 0 && o->kind == WORKLOAD_GPT) o->steps = 200;
@@ -246,6 +252,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
     if (o->kind != WORKLOAD_GPT && (o->text || o->tokens))
         return train_fail("--text and --tokens are for --model gpt"), false;
     if (o->text && o->tokens) return train_fail("--text and --tokens exclude each other"), false;
+    if (o->export_hf && o->kind != WORKLOAD_GPT) return train_fail("--export-hf is for --model gpt"), false;
     if (vocab > 0)
         o->gpt.vocab = vocab;
     else if (o->tokens)
@@ -273,6 +280,35 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
 }
 
 /* ---- the run --------------------------------------------------------------- */
+
+/* --init: the state dict of o->init (td_weights_load) into *sd; for gpt, an
+** HF GPT-2 layout is mapped to the model's names and sets o->gpt's size. */
+static int train_init_load(train_opts *o, td_named_tensors **sd) {
+    td_named_tensors *w = NULL, *mapped = NULL;
+    if (td_weights_load(o->init, TD_CPU, &w) != TD_OK) return train_fail("--init: %s", td_last_error());
+    if (o->kind == WORKLOAD_GPT && workload_gpt2_hf_detect(w)) {
+        workload_gpt_config cfg;
+        td_status st = workload_gpt2_from_hf(w, o->heads_given ? o->gpt.heads : 0, &cfg, &mapped);
+        td_named_tensors_free(w);
+        if (st != TD_OK) return train_fail("--init %s: %s", TD_QUOTE(o->init), td_last_error());
+        o->gpt = cfg;
+        w = mapped;
+    }
+    *sd = w;
+    return 0;
+}
+
+/* --export-hf: the model in HF's GPT-2 layout, as safetensors. */
+static int train_export_hf(train_run *r, const char *path) {
+    td_named_tensors *sd = td_module_state_dict(r->w.model), *hf = NULL;
+    td_status st = sd ? workload_gpt2_to_hf(sd, r->w.gpt.layers, &hf) : td_last_status();
+    if (st == TD_OK) st = td_safetensors_save(path, hf);
+    td_named_tensors_free(sd);
+    td_named_tensors_free(hf);
+    if (st != TD_OK) return train_fail("--export-hf: %s", td_last_error());
+    printf("exported (Hugging Face GPT-2 layout): %s\n", path);
+    return 0;
+}
 
 int cmd_train(int argc, char **argv) {
     train_opts o;
@@ -306,11 +342,19 @@ int cmd_train(int argc, char **argv) {
     r.seed = o.seed, r.epochs = o.epochs, r.batch = o.batch, r.steps = o.steps;
     r.checkpoint_every = o.checkpoint_every, r.max_steps = o.max_steps, r.workers = o.workers;
     r.deterministic = o.deterministic, r.capture = o.capture, r.profile = o.profile, r.checkpoint = o.checkpoint;
+    td_named_tensors *init = NULL; /* --init's state dict, in the model's names */
+    if (o.init && train_init_load(&o, &init)) return train_dist_free(&r, true), 1;
+    if (o.export_hf && !o.gpt.gpt2) {
+        td_named_tensors_free(init);
+        train_dist_free(&r, true);
+        return train_fail("--export-hf needs a GPT-2 model: --init with Hugging Face's GPT-2 weights");
+    }
     /* the data first: a missing dataset should not wait for a model */
     int rc = o.kind != WORKLOAD_GPT ? train_images_load(&r, o.data, o.limit)
              : o.tokens             ? train_tokens_load(&r, o.tokens, o.gpt.context, o.gpt.vocab)
                                     : train_text_load(&r, o.text, o.gpt.context);
     if (rc) {
+        td_named_tensors_free(init);
         train_data_free(&r); /* what loaded before the failure */
         train_dist_free(&r, true);
         return rc;
@@ -318,17 +362,21 @@ int cmd_train(int argc, char **argv) {
     td_manual_seed(o.seed);
     if (workload_init(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.capture) != TD_OK ||
         workload_amp_set(&r.w, o.amp) != TD_OK || workload_params_set(&r.w, o.params) != TD_OK ||
-        td_module_flatten_parameters(r.w.model, dev) != TD_OK) { /* one arena: one optimizer op, in-place DDP */
+        td_module_flatten_parameters(r.w.model, dev) != TD_OK || /* one arena: one optimizer op, in-place DDP */
+        (init && td_module_load_state_dict(r.w.model, init, true) != TD_OK)) {
+        td_named_tensors_free(init);
         workload_free(&r.w);
         train_data_free(&r);
         rc = train_fail("%s", td_last_error());
         train_dist_free(&r, true);
         return rc;
     }
+    td_named_tensors_free(init);
     if (o.resume) rc = train_resume(&r);
     if (!rc && r.world > 1) rc = train_dist_wrap(&r); /* after resuming: every rank starts from rank 0's state */
     if (!rc) rc = train_logs_open(&r, o.log, o.log_steps);
     if (!rc) rc = train_loop(&r);
+    if (!rc && o.export_hf && r.rank == 0) rc = train_export_hf(&r, o.export_hf);
     train_logs_close(&r);
     train_capture_free(&r);
     train_dist_free(&r, rc != 0); /* the DDP, before the model it wraps */
