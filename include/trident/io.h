@@ -159,6 +159,8 @@ TD_API td_status td_safetensors_load(const char *path, td_device dev, td_named_t
 ** archive or CRC mismatch, a truncated or malformed pickle, a refused global
 ** or opcode ("the pickle names global 'os.system', which a weights-only load
 ** refuses"), nesting deeper than 64, a tensor reaching past its storage,
+** tensors taking more than 4x the file size + 64 MiB in all (views that
+** repeat or expand storages),
 ** a duplicate flattened name; TD_ERR_UNSUPPORTED for a storage dtype Trident
 ** lacks (int8, int16, complex) or big-endian storages; TD_ERR_IO,
 ** TD_ERR_OOM, TD_ERR_MISUSE for NULL arguments. Thread-safe. */

@@ -18,9 +18,9 @@
 #include "torch_format.h"
 #include "trident/io.h"
 
-#define BAD(...)           TD_ERR(TD_ERR_FORMAT, __VA_ARGS__)
-#define MAX_NAME           1024
-#define MAX_EXPANDED_NUMEL ((int64_t)1 << 26) /* a stride-0 view is materialized up to this many elements */
+#define BAD(...)     TD_ERR(TD_ERR_FORMAT, __VA_ARGS__)
+#define MAX_NAME     1024
+#define BUDGET_SLACK ((uint64_t)64 << 20) /* bytes the tensors may take beyond 4x the file (see add_tensor) */
 
 typedef struct loaded {
     const char *key;
@@ -33,7 +33,8 @@ typedef struct load_ctx {
     char prefix[256]; /* the archive's top folder with its '/' */
     td_device dev;
     td_named_tensors *out;
-    loaded *st; /* storages read so far */
+    uint64_t budget; /* bytes the tensors may still take: 4x the file + BUDGET_SLACK */
+    loaded *st;      /* storages read so far */
     int64_t nst, capst;
 } load_ctx;
 
@@ -87,14 +88,21 @@ static td_status add_tensor(load_ctx *c, const char *name, const tp_value *t) {
         return BAD("torch: %s: tensor %s (offset %" PRId64 ") reads past the end of its storage of %" PRId64
                    " elements",
                    c->path, TD_QUOTE(name), t->i, s->i);
-    if (numel > s->i && numel > MAX_EXPANDED_NUMEL)
-        return BAD("torch: %s: tensor %s views %" PRId64 " elements of a storage of %" PRId64
-                   " (expanded views are read up to %" PRId64 " elements)",
-                   c->path, TD_QUOTE(name), numel, s->i, MAX_EXPANDED_NUMEL);
+    /* Views may repeat a storage (tied weights) or expand it (stride 0), so the
+    ** tensors' bytes are not bounded by the file's: a few bytes of pickle could
+    ** ask for terabytes. A legitimate file's tensors take at most a few times its
+    ** storages; more is refused. */
+    size_t es = td_dtype_size(s->dtype);
+    uint64_t bytes;
+    if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)es, &bytes) || bytes > c->budget)
+        return BAD(
+            "torch: %s: tensor %s needs %llu bytes, past the reader's limit of 4x the file size + 64 MiB for all "
+            "tensors (views repeating or expanding storages)",
+            c->path, TD_QUOTE(name), (unsigned long long)bytes);
+    c->budget -= bytes;
     const uint8_t *src = NULL;
     td_status st = numel ? storage_bytes(c, s, &src) : TD_OK;
     if (st != TD_OK) return st;
-    size_t es = td_dtype_size(s->dtype);
     uint8_t *dst = malloc(numel ? (size_t)numel * es : 1);
     if (!dst) return TD_ERR(TD_ERR_OOM, "torch: no host memory for tensor %s", TD_QUOTE(name));
     int64_t idx[TD_MAX_DIMS] = {0};
@@ -189,6 +197,7 @@ static td_status find_pickle(load_ctx *c, const tz_entry **pkl) {
 
 static td_status load(load_ctx *c, const char *path) {
     td_status st = tz_open(path, c->path, &c->z);
+    c->budget = 4 * c->z.size + BUDGET_SLACK;
     const tz_entry *pkl = NULL;
     if (st == TD_OK) st = find_pickle(c, &pkl);
     if (st == TD_OK && pkl->usize > TP_MAX_PICKLE)
