@@ -12,7 +12,7 @@
 /* clang-format off */
 #define TESTS(X)                                                                                               \
     X(fixtures_match) X(deflated) X(nested_metadata) X(load_into_mlp) X(weights_load_dispatch)                \
-    X(evil_os_system) X(evil_reduce) X(evil_stack_global) X(evil_deep) X(evil_huge) X(evil_expand) X(evil_storage_short)     \
+    X(evil_os_system) X(evil_reduce) X(evil_stack_global) X(evil_deep) X(evil_huge) X(evil_expand) X(evil_dag) X(evil_dag_values) X(evil_storage_short)     \
     X(evil_memo) X(evil_truncated_pickle) X(evil_truncated) X(not_a_zip) X(missing_file)
 /* clang-format on */
 
@@ -123,6 +123,8 @@ TEST(evil_stack_global) { refuse("evil_stack_global.pt", TD_ERR_FORMAT, "global 
 TEST(evil_deep) { refuse("evil_deep.pt", TD_ERR_FORMAT, "nests deeper than 64"); }
 TEST(evil_huge) { refuse("evil_huge.pt", TD_ERR_FORMAT, "reads past the end of its storage"); }
 TEST(evil_expand) { refuse("evil_expand.pt", TD_ERR_FORMAT, "past the reader's limit"); }
+TEST(evil_dag) { refuse("evil_dag.pt", TD_ERR_FORMAT, "expands to more than"); }
+TEST(evil_dag_values) { refuse("evil_dag_values.pt", TD_ERR_FORMAT, "more than 16384 tensors and values"); }
 TEST(evil_storage_short) { refuse("evil_storage_short.pt", TD_ERR_FORMAT, "but 4 elements of FloatStorage need 16"); }
 TEST(evil_memo) { refuse("evil_memo.pt", TD_ERR_FORMAT, "memo get of unset id 5"); }
 TEST(evil_truncated_pickle) { refuse("evil_truncated_pickle.pt", TD_ERR_FORMAT, "the pickle ends"); }

@@ -20,6 +20,8 @@
 
 #define BAD(...)     TD_ERR(TD_ERR_FORMAT, __VA_ARGS__)
 #define MAX_NAME     1024
+#define MAX_VISITS   (1 << 20)            /* values walked, shared ones once per path */
+#define MAX_ENTRIES  (1 << 14)            /* tensors + metadata entries (each name is checked against all before it) */
 #define BUDGET_SLACK ((uint64_t)64 << 20) /* bytes the tensors may take beyond 4x the file (see add_tensor) */
 
 typedef struct loaded {
@@ -34,6 +36,7 @@ typedef struct load_ctx {
     td_device dev;
     td_named_tensors *out;
     uint64_t budget; /* bytes the tensors may still take: 4x the file + BUDGET_SLACK */
+    int64_t visits;  /* values walked: shared references (the memo) could make a DAG of 2^depth paths */
     loaded *st;      /* storages read so far */
     int64_t nst, capst;
 } load_ctx;
@@ -128,6 +131,11 @@ static td_status join(load_ctx *c, const char *prefix, const char *key, char *bu
 }
 
 static td_status walk(load_ctx *c, const char *name, const tp_value *v, int depth) {
+    if (++c->visits > MAX_VISITS)
+        return BAD("torch: %s: the object expands to more than %d values (references shared through the memo)", c->path,
+                   MAX_VISITS);
+    if (td_named_tensors_len(c->out) + td_named_tensors_meta_len(c->out) >= MAX_ENTRIES)
+        return BAD("torch: %s: more than %d tensors and values (the reader's limit)", c->path, MAX_ENTRIES);
     if (depth > TP_MAX_DEPTH)
         return BAD("torch: %s: the object nests deeper than %d levels at %s", c->path, TP_MAX_DEPTH, TD_QUOTE(name));
     char buf[MAX_NAME], val[64];

@@ -35,8 +35,8 @@ typedef struct unpickler {
     tp_value **stack;
     int64_t sp, scap;
     tp_value **memo;
-    int64_t nmemo;
-    tp_value mark; /* the MARK sentinel pushed on the stack */
+    int64_t nmemo, nset; /* memo slots; ids set (MEMOIZE's next id) */
+    tp_value mark;       /* the MARK sentinel pushed on the stack */
 } unpickler;
 
 static int64_t at(const unpickler *u) { return (int64_t)(u->p - u->start); }
@@ -282,6 +282,7 @@ static td_status memo_put(unpickler *u, uint64_t id) {
         memset(g + u->nmemo, 0, (size_t)(n - u->nmemo) * sizeof *g);
         u->memo = g, u->nmemo = n;
     }
+    if (!u->memo[id]) u->nset++;
     u->memo[id] = u->stack[u->sp - 1];
     return TD_OK;
 }
@@ -442,7 +443,7 @@ static td_status step(unpickler *u, bool *done) {
     case 'Q': return op_persid(u);
     case 'q': return (a = take(u, 1)) ? memo_put(u, a[0]) : td_last_status();
     case 'r': return (a = take(u, 4)) ? memo_put(u, le(a, 4)) : td_last_status();
-    case 0x94: return memo_put(u, (uint64_t)u->nmemo); /* MEMOIZE: the next id */
+    case 0x94: return memo_put(u, (uint64_t)u->nset); /* MEMOIZE: the next id */
     case 'h': return (a = take(u, 1)) ? memo_get(u, a[0]) : td_last_status();
     case 'j': return (a = take(u, 4)) ? memo_get(u, le(a, 4)) : td_last_status();
     case 0x81:
