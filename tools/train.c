@@ -28,6 +28,8 @@
 typedef struct train_opts {
     workload_kind kind;
     const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps, *profile;
+    const char *tokens, *init, *export_hf; /* --tokens FILE (llm.c ids), --init FILE (weights), --export-hf FILE */
+    bool heads_given;                      /* --heads was given (else an HF GPT-2's heads are d_model / 64) */
     int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
     int workers;
     double lr;
@@ -70,6 +72,14 @@ static void usage(FILE *f) {
         "  --seed N                 seed of initialization and data order (default 0)\n"
         "  --data DIR               Fashion-MNIST *-ubyte.gz files (default %s)\n"
         "  --text FILE              gpt, lstm: train on FILE's bytes; the last 10%% are held out\n"
+        "  --tokens FILE            gpt: train on an llm.c token file (.bin: uint16 GPT-2 token ids after a\n"
+        "                           256 x int32 header); vocab 50257 unless --vocab; the last 10%% are held out\n"
+        "  --init FILE              start from the weights in FILE (.safetensors, or torch.save's .pt, .pth,\n"
+        "                           pytorch_model.bin) by torch's key names; for gpt also Hugging Face's\n"
+        "                           GPT-2 layout, whose shapes then set the size (heads: --heads, else\n"
+        "                           d_model / 64)\n"
+        "  --export-hf FILE         gpt from --init's HF GPT-2: at the end, write the model in HF's layout\n"
+        "                           (safetensors, transformer.h.N.attn.c_attn.weight, ...)\n"
         "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
         "  --resume                 continue from --checkpoint where it stopped\n"
         "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
@@ -95,7 +105,8 @@ static void usage(FILE *f) {
         "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
         "                           12 heads, context 1024; batch 16 unless --batch); later size options change it\n"
         "  --layers N, --d-model N, --heads N, --context N   gpt size (default 6, 384, 6, 256)\n"
-        "                           (lstm: W6's hidden 512, 2 layers; --context is its sequence length)\n",
+        "                           (lstm: W6's hidden 512, 2 layers; --context is its sequence length)\n"
+        "  --vocab N                gpt vocabulary (default 256 bytes; 50257 with --tokens)\n",
         TRAIN_DEFAULT_DATA);
 }
 
@@ -215,7 +226,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                       .params = TD_F32,
                       .sched = {.kind = TRAIN_LR_DEFAULT, .min_lr = -1, .warmup = -1, .gamma = 0.1},
                       .weight_decay = -1};
-    int64_t batch = -1;
+    int64_t batch = -1, vocab = -1;
     const opt_spec specs[] = {
         {"--model", OPT_MODEL, &o->kind},
         {"--device", OPT_STR, &o->device},
@@ -233,6 +244,10 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--seed", OPT_SEED, &o->seed},
         {"--data", OPT_STR, &o->data},
         {"--text", OPT_STR, &o->text},
+        {"--tokens", OPT_STR, &o->tokens},
+        {"--init", OPT_STR, &o->init},
+        {"--export-hf", OPT_STR, &o->export_hf},
+        {"--vocab", OPT_COUNT, &vocab},
         {"--checkpoint", OPT_STR, &o->checkpoint},
         {"--resume", OPT_FLAG, &o->resume},
         {"--checkpoint-every", OPT_COUNT, &o->checkpoint_every},
@@ -275,6 +290,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
         if (!val) return train_fail("%s needs a value", spec->name), false;
         if (!parse_value(spec, val)) return false;
+        o->heads_given = o->heads_given || spec->field == &o->gpt.heads;
     }
     o->batch = batch > 0                  ? batch
                : o->kind == WORKLOAD_GPT  ? (o->preset_batch ? 16 : 64)
@@ -286,10 +302,18 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         o->gpt.d_model = w6.d_model, o->gpt.layers = w6.layers, o->gpt.heads = w6.heads;
     }
     if (o->steps < 0 && text) o->steps = 200;
-    if (text && !o->text)
-        return train_fail("--model %s needs --text FILE (any text file)", o->kind == WORKLOAD_GPT ? "gpt" : "lstm"),
-               false;
+    if (o->kind == WORKLOAD_GPT && !o->text && !o->tokens)
+        return train_fail("--model gpt needs --text FILE (any text file) or --tokens FILE (llm.c tokens)"), false;
+    if (o->kind == WORKLOAD_LSTM && !o->text)
+        return train_fail("--model lstm needs --text FILE (any text file)"), false;
     if (!text && o->text) return train_fail("--text is for --model gpt and lstm"), false;
+    if (o->kind != WORKLOAD_GPT && o->tokens) return train_fail("--tokens is for --model gpt"), false;
+    if (o->text && o->tokens) return train_fail("--text and --tokens exclude each other"), false;
+    if (o->export_hf && o->kind != WORKLOAD_GPT) return train_fail("--export-hf is for --model gpt"), false;
+    if (vocab > 0)
+        o->gpt.vocab = vocab;
+    else if (o->tokens)
+        o->gpt.vocab = TRAIN_GPT2_VOCAB;
     int64_t ids_bytes; /* a gpt batch's token ids and targets: 2 * batch * context int64s */
     if (text && __builtin_mul_overflow(2 * (int64_t)sizeof(int64_t) * o->batch, o->gpt.context, &ids_bytes))
         return train_fail("--batch %" PRId64 " with --context %" PRId64
@@ -318,6 +342,35 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
 }
 
 /* ---- the run --------------------------------------------------------------- */
+
+/* --init: the state dict of o->init (td_weights_load) into *sd; for gpt, an
+** HF GPT-2 layout is mapped to the model's names and sets o->gpt's size. */
+static int train_init_load(train_opts *o, td_named_tensors **sd) {
+    td_named_tensors *w = NULL, *mapped = NULL;
+    if (td_weights_load(o->init, TD_CPU, &w) != TD_OK) return train_fail("--init: %s", td_last_error());
+    if (o->kind == WORKLOAD_GPT && workload_gpt2_hf_detect(w)) {
+        workload_gpt_config cfg;
+        td_status st = workload_gpt2_from_hf(w, o->heads_given ? o->gpt.heads : 0, &cfg, &mapped);
+        td_named_tensors_free(w);
+        if (st != TD_OK) return train_fail("--init %s: %s", TD_QUOTE(o->init), td_last_error());
+        o->gpt = cfg;
+        w = mapped;
+    }
+    *sd = w;
+    return 0;
+}
+
+/* --export-hf: the model in HF's GPT-2 layout, as safetensors. */
+static int train_export_hf(train_run *r, const char *path) {
+    td_named_tensors *sd = td_module_state_dict(r->w.model), *hf = NULL;
+    td_status st = sd ? workload_gpt2_to_hf(sd, r->w.gpt.layers, &hf) : td_last_status();
+    if (st == TD_OK) st = td_safetensors_save(path, hf);
+    td_named_tensors_free(sd);
+    td_named_tensors_free(hf);
+    if (st != TD_OK) return train_fail("--export-hf: %s", td_last_error());
+    printf("exported (Hugging Face GPT-2 layout): %s\n", path);
+    return 0;
+}
 
 int cmd_train(int argc, char **argv) {
     train_opts o;
@@ -354,10 +407,19 @@ int cmd_train(int argc, char **argv) {
     r.seed = o.seed, r.epochs = o.epochs, r.batch = o.batch, r.steps = o.steps;
     r.checkpoint_every = o.checkpoint_every, r.max_steps = o.max_steps, r.workers = o.workers;
     r.deterministic = o.deterministic, r.capture = o.capture, r.profile = o.profile, r.checkpoint = o.checkpoint;
+    td_named_tensors *init = NULL; /* --init's state dict, in the model's names */
+    if (o.init && train_init_load(&o, &init)) return train_dist_free(&r, true), 1;
+    if (o.export_hf && !o.gpt.gpt2) {
+        td_named_tensors_free(init);
+        train_dist_free(&r, true);
+        return train_fail("--export-hf needs a GPT-2 model: --init with Hugging Face's GPT-2 weights");
+    }
     /* the data first: a missing dataset should not wait for a model */
-    int rc =
-        workload_is_text(o.kind) ? train_text_load(&r, o.text, o.gpt.context) : train_images_load(&r, o.data, o.limit);
+    int rc = !workload_is_text(o.kind) ? train_images_load(&r, o.data, o.limit)
+             : o.tokens                ? train_tokens_load(&r, o.tokens, o.gpt.context, o.gpt.vocab)
+                                       : train_text_load(&r, o.text, o.gpt.context);
     if (rc) {
+        td_named_tensors_free(init);
         train_data_free(&r); /* what loaded before the failure */
         train_dist_free(&r, true);
         return rc;
@@ -365,13 +427,16 @@ int cmd_train(int argc, char **argv) {
     td_manual_seed(o.seed);
     if (workload_init_ext(&r.w, o.kind, &o.gpt, dev, o.optimizer, o.lr, o.weight_decay, o.capture) != TD_OK ||
         workload_amp_set(&r.w, o.amp) != TD_OK || workload_params_set(&r.w, o.params) != TD_OK ||
-        td_module_flatten_parameters(r.w.model, dev) != TD_OK) { /* one arena: one optimizer op, in-place DDP */
+        td_module_flatten_parameters(r.w.model, dev) != TD_OK || /* one arena: one optimizer op, in-place DDP */
+        (init && td_module_load_state_dict(r.w.model, init, true) != TD_OK)) {
+        td_named_tensors_free(init);
         workload_free(&r.w);
         train_data_free(&r);
         rc = train_fail("%s", td_last_error());
         train_dist_free(&r, true);
         return rc;
     }
+    td_named_tensors_free(init);
     r.w.grad_clip = o.grad_clip;
     r.sched = o.sched;
     r.sched.base = td_optimizer_get_lr(r.w.opt, 0);
@@ -379,6 +444,7 @@ int cmd_train(int argc, char **argv) {
     if (!rc && r.world > 1) rc = train_dist_wrap(&r); /* after resuming: every rank starts from rank 0's state */
     if (!rc) rc = train_logs_open(&r, o.log, o.log_steps);
     if (!rc) rc = train_loop(&r);
+    if (!rc && o.export_hf && r.rank == 0) rc = train_export_hf(&r, o.export_hf);
     train_logs_close(&r);
     train_capture_free(&r);
     train_dist_free(&r, rc != 0); /* the DDP, before the model it wraps */

@@ -12,6 +12,7 @@
 #include "workloads.h"
 
 #define TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+#define TRAIN_GPT2_VOCAB   50257 /* GPT-2's tokenizer: the default vocabulary with --tokens */
 /* The largest count an option or a checkpoint's step, epoch or batch may
 ** hold, so that sums and products of positions (step * batch + row, epoch + 1)
 ** stay far from overflow. */
@@ -55,8 +56,10 @@ typedef struct train_run {
     td_tensor *x_train, *y_train, *x_test, *y_test;
     td_dataset *ds;
     td_dataloader *dl;
-    /* gpt: the file's bytes; [0, n_train) trains, [n_train, n_text) is held out */
+    /* gpt: the file's bytes, or (--tokens) llm.c token ids with text NULL;
+    ** [0, n_train) trains, [n_train, n_text) is held out */
     unsigned char *text;
+    uint16_t *tokens;
     int64_t n_text, n_train;
     /* position: steps done, epochs done, batches done in the current epoch, and
     ** the sum and count of this epoch's step losses */
@@ -88,6 +91,9 @@ int train_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 ** when limit > 0), or the text file at path for a gpt of the given context. */
 int train_images_load(train_run *r, const char *dir, int64_t limit);
 int train_text_load(train_run *r, const char *path, int64_t context);
+/* The llm.c token file at path (td_llmc_tokens_load) for a gpt of the given
+** context and vocabulary: every id must be < vocab; the last 10% are held out. */
+int train_tokens_load(train_run *r, const char *path, int64_t context, int64_t vocab);
 /* Batch of gpt step `step`: row b is the window of context + 1 bytes at a
 ** Philox(seed, step * batch + b) position in the training bytes; x the first
 ** context bytes, y the last. I64 [batch, context] on dev, scope-owned. */

@@ -219,7 +219,7 @@ static int finish_epoch(train_run *r, double seconds, int64_t steps_run) {
     double test_loss = NAN, acc = NAN, train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN;
     int rc = r->rank > 0 ? 0 : train_evaluate(r, &test_loss, &acc); /* data-parallel: rank 0 evaluates */
     if (rc) return rc;
-    const char *what = r->text ? "held-out" : "test";
+    const char *what = r->text || r->tokens ? "held-out" : "test";
     printf("epoch %" PRId64 "/%" PRId64 "  train loss %.4f  %s loss %.4f  %s acc %.4f  time %.1f s (%.1f steps/s)\n",
            r->epoch + 1, r->epochs, train_loss, what, test_loss, what, acc, seconds,
            (double)steps_run / (seconds > 0 ? seconds : 1e-9));

@@ -136,6 +136,51 @@ TD_API td_status td_safetensors_save(const char *path, const td_named_tensors *l
 ** no type for, TD_ERR_UNAVAILABLE for an absent dev, TD_ERR_OOM. */
 TD_API td_status td_safetensors_load(const char *path, td_device dev, td_named_tensors **out);
 
+/* ---- torch.save files -----------------------------------------------------
+** The zip format torch.save writes since torch 1.6 (.pt, .pth,
+** pytorch_model.bin): <dir>/data.pkl, a pickle, and <dir>/data/<key>, each
+** storage's little-endian bytes. The pickle is read by a weights-only
+** unpickler that runs no code: it accepts tensors
+** (torch._utils._rebuild_tensor_v2, _rebuild_parameter) over storages of
+** float32/64, float16, bfloat16, int64, int32, uint8 and bool, and dicts,
+** OrderedDicts, lists, tuples, numbers, strings, bools and None. Any other
+** global or call is refused naming it. */
+
+/* CONSTRUCTOR. Read the torch.save file at path into a new list whose tensors
+** live on dev, contiguous (views with offsets and strides are gathered), in
+** the pickle's order. Nested dicts, lists and tuples flatten into dotted
+** names: {"model": {"fc.weight": t}} gives "model.fc.weight", a list's items
+** ".0", ".1", ...; a lone tensor is named "tensor". Numbers, strings and bools
+** become metadata under their dotted name ("epoch" -> "3"); None is skipped.
+** On success *out owns the list (free with td_named_tensors_free); on failure
+** *out is NULL.
+** Returns TD_ERR_FORMAT with a one-line message naming the file and the
+** problem: not a zip (the legacy pre-1.6 format is not read), a malformed
+** archive or CRC mismatch, a truncated or malformed pickle, a refused global
+** or opcode ("the pickle names global 'os.system', which a weights-only load
+** refuses"), nesting deeper than 64, a tensor reaching past its storage,
+** tensors taking more than 4x the file size + 64 MiB in all (views that
+** repeat or expand storages),
+** a duplicate flattened name; TD_ERR_UNSUPPORTED for a storage dtype Trident
+** lacks (int8, int16, complex) or big-endian storages; TD_ERR_IO,
+** TD_ERR_OOM, TD_ERR_MISUSE for NULL arguments. Thread-safe. */
+TD_API td_status td_torch_load(const char *path, td_device dev, td_named_tensors **out);
+
+/* CONSTRUCTOR. A state dict from either format, chosen by the file's first
+** bytes: a zip (torch.save) goes to td_torch_load, anything else to
+** td_safetensors_load. Feed the result to td_module_load_state_dict to load a
+** module's parameters by torch's key names. Errors as those two. */
+TD_API td_status td_weights_load(const char *path, td_device dev, td_named_tensors **out);
+
+/* ---- llm.c token files ------------------------------------------------------
+** CONSTRUCTOR. Read an llm.c token file (.bin: a header of 256 little-endian
+** int32, [0] = 20240520, [1] = 1, [2] = N, then N little-endian uint16 token
+** ids) into *tokens (N ids, malloc'd: free with free()) and *n. On failure
+** *tokens is NULL and *n 0. TD_ERR_FORMAT for a short file, a wrong magic or
+** a size that does not match N; TD_ERR_UNSUPPORTED for another version;
+** TD_ERR_IO, TD_ERR_OOM, TD_ERR_MISUSE for NULL arguments. Thread-safe. */
+TD_API td_status td_llmc_tokens_load(const char *path, uint16_t **tokens, int64_t *n);
+
 /* ---- Checkpoints -----------------------------------------------------------
 ** A checkpoint is one safetensors file holding:
 **   - model tensors, named "model.<name>";

@@ -52,6 +52,7 @@ td_module *workload_cnn_new(void) {
 typedef struct gpt_block {
     int64_t heads;
     bool fused_mlp; /* fc is a LinearGELU (else a Linear, and the GELU is applied after it) */
+    bool gelu_tanh; /* GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     td_module *ln1, *ln2, *qkv, *proj, *fc, *out;
     td_tensor *mask; /* kept [T, T] additive causal mask for the last T and device */
 } gpt_block;
@@ -120,7 +121,7 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
                                      td_module_get(b->ln2, "bias"), 1e-5, &s);
     td_tensor *mlp = td_module_forward(b->fc, h);
-    return td_add(s, td_module_forward(b->out, b->fused_mlp ? mlp : td_gelu(mlp, false)));
+    return td_add(s, td_module_forward(b->out, b->fused_mlp ? mlp : td_gelu(mlp, b->gelu_tanh)));
 }
 
 /* Register child under name in m, remembering it in *slot. */
@@ -130,10 +131,11 @@ static td_status add_child(td_module *m, const char *name, td_module *child, td_
     return st;
 }
 
-static td_module *gpt_block_new(int64_t c, int64_t heads) {
+static td_module *gpt_block_new(int64_t c, int64_t heads, bool gelu_tanh) {
     gpt_block *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->heads = heads;
+    b->gelu_tanh = gelu_tanh;
     const char *e = getenv("TRIDENT_LINEAR_GELU");
     b->fused_mlp = !e || strcmp(e, "composed");
     td_module *m = td_module_new("Block", gpt_block_forward, b, gpt_block_free);
@@ -148,8 +150,9 @@ static td_module *gpt_block_new(int64_t c, int64_t heads) {
     if (st == TD_OK) st = add_child(m, "qkv", td_linear_new(c, 3 * c, true), &b->qkv);
     if (st == TD_OK) st = add_child(m, "proj", td_linear_new(c, c, true), &b->proj);
     if (st == TD_OK)
-        st = add_child(
-            m, "fc", b->fused_mlp ? td_linear_gelu_new(c, 4 * c, true, false) : td_linear_new(c, 4 * c, true), &b->fc);
+        st = add_child(m, "fc",
+                       b->fused_mlp ? td_linear_gelu_new(c, 4 * c, true, gelu_tanh) : td_linear_new(c, 4 * c, true),
+                       &b->fc);
     if (st == TD_OK) st = add_child(m, "out", td_linear_new(4 * c, c, true), &b->out);
     if (st != TD_OK) {
         td_module_free(m);
@@ -161,7 +164,8 @@ static td_module *gpt_block_new(int64_t c, int64_t heads) {
 /* ---- W3: the model ------------------------------------------------------------
 ** GPT.forward of the twin:
 **   x = tok(idx) + pos(arange(T))        idx [N, T] -> [N, T, C]
-**   logits = head(ln(blocks(x)))         [N, T, V] */
+**   logits = head(ln(blocks(x)))         [N, T, V]
+**   (gpt2: logits = ln(blocks(x)) tok.weight^T, the head tied to tok) */
 typedef struct gpt_model {
     workload_gpt_config cfg;
     td_module *tok, *pos, *blocks, *ln, *head;
@@ -172,7 +176,8 @@ static td_tensor *gpt_forward(td_module *self, td_tensor *idx) {
     td_tensor *pos =
         td_arange(0, (double)td_size(idx, 1), 1, TD_I64, td_tensor_device(idx)); /* ids >= context fail in pos */
     td_tensor *x = td_add(td_module_forward(g->tok, idx), td_module_forward(g->pos, pos));
-    return td_module_forward(g->head, td_module_forward(g->ln, td_module_forward(g->blocks, x)));
+    td_tensor *h = td_module_forward(g->ln, td_module_forward(g->blocks, x));
+    return g->cfg.gpt2 ? td_linear(h, td_module_get(g->tok, "weight"), NULL) : td_module_forward(g->head, h);
 }
 
 /* TD_OK, or TD_ERR_MISUSE naming the bad size. */
@@ -204,9 +209,9 @@ td_module *workload_gpt_new(const workload_gpt_config *cfg) {
     if (st == TD_OK) st = add_child(m, "pos", td_embedding_new(cfg->context, c), &g->pos);
     if (st == TD_OK) st = add_child(m, "blocks", td_sequential_new(0, NULL), &g->blocks);
     for (int64_t i = 0; i < cfg->layers && st == TD_OK; i++)
-        st = td_sequential_append(g->blocks, gpt_block_new(c, cfg->heads));
+        st = td_sequential_append(g->blocks, gpt_block_new(c, cfg->heads, cfg->gpt2));
     if (st == TD_OK) st = add_child(m, "ln", td_layer_norm_new(1, &c, 1e-5, true), &g->ln);
-    if (st == TD_OK) st = add_child(m, "head", td_linear_new(c, cfg->vocab, true), &g->head);
+    if (st == TD_OK && !cfg->gpt2) st = add_child(m, "head", td_linear_new(c, cfg->vocab, true), &g->head);
     if (st != TD_OK) {
         td_module_free(m);
         return NULL;

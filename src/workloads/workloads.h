@@ -20,6 +20,8 @@
 ** parameter model: vocab 256, d_model 384, 6 heads, 6 layers, context 256. */
 typedef struct workload_gpt_config {
     int64_t vocab, d_model, heads, layers, context;
+    bool gpt2; /* GPT-2's own math (Hugging Face's GPT2LMHeadModel): GELU's tanh form, and no head: the
+               ** logits are ln(x) tok.weight^T (the tied lm_head) */
 } workload_gpt_config;
 
 workload_gpt_config workload_gpt_config_default(void);
@@ -43,7 +45,8 @@ td_status workload_gpt_preset(const char *name, workload_gpt_config *out);
 **        Linear 128-10)
 **   gpt: "GPT" with tok, pos (Embedding), blocks.<i>.{ln1, ln2, qkv, proj, fc,
 **        out}, ln, head: x + attn(ln1(x)), x + out(gelu(fc(ln2(x)))) per block,
-**        then head(ln(x)). */
+**        then head(ln(x)); with cfg->gpt2, no head (ln(x) tok.weight^T) and
+**        the tanh GELU. */
 td_module *workload_mlp_new(void);
 td_module *workload_cnn_new(void);
 td_module *workload_gpt_new(const workload_gpt_config *cfg);
@@ -137,5 +140,33 @@ td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y);
 */
 td_status workload_eval_batch(workload *w, td_tensor *x, td_tensor *y, double *loss_sum, int64_t *correct,
                               int64_t *count);
+
+/* ---- Hugging Face's GPT-2 layout (hf_gpt2.c) ---------------------------------
+** GPT2LMHeadModel's state dict, with or without the "transformer." prefix:
+**   wte.weight [V, C], wpe.weight [P, C], ln_f.{weight,bias}, and per block i
+**   h.i.ln_1, h.i.ln_2, h.i.attn.c_attn [C, 3C], h.i.attn.c_proj [C, C],
+**   h.i.mlp.c_fc [C, 4C], h.i.mlp.c_proj [4C, C] (Conv1D: y = x W + b, so the
+**   weights are the transposes of Linear's); lm_head.weight is wte's (tied)
+**   and h.i.attn.bias / masked_bias are constant masks: both are ignored.
+** Trident's gpt names (workload_gpt_new with cfg.gpt2): tok, pos, ln, and
+** blocks.i.{ln1, ln2, qkv, proj, fc, out}. */
+
+/* Whether sd holds HF GPT-2 keys (wte.weight and h.0.attn.c_attn.weight). */
+bool workload_gpt2_hf_detect(const td_named_tensors *sd);
+
+/* CONSTRUCTOR. The gpt size of an HF GPT-2 state dict (vocab, d_model,
+** layers, context from the shapes; heads as given, or d_model / 64, GPT-2's
+** head size, when heads <= 0; gpt2 set) into *cfg, and the state dict in
+** Trident's names (Conv1D weights transposed, new tensors on hf's device)
+** into *sd (free with td_named_tensors_free). TD_ERR_FORMAT naming the first
+** missing key or wrong shape; TD_ERR_MISUSE for a d_model not a multiple of
+** heads. */
+td_status workload_gpt2_from_hf(const td_named_tensors *hf, int64_t heads, workload_gpt_config *cfg,
+                                td_named_tensors **sd);
+
+/* CONSTRUCTOR. A gpt2 model's state dict (Trident's names) in HF's layout,
+** "transformer."-prefixed, without lm_head.weight (tied, as HF's own
+** safetensors files store it) into *hf. Errors as workload_gpt2_from_hf. */
+td_status workload_gpt2_to_hf(const td_named_tensors *sd, int64_t layers, td_named_tensors **hf);
 
 #endif /* TRIDENT_TOOLS_WORKLOADS_H */
