@@ -26,7 +26,7 @@ static int cpu_threads(void) {
 }
 
 int train_checkpoint_save(train_run *r) {
-    if (r->rank > 0) return 0; /* data-parallel: rank 0 writes, every rank resumes from it */
+    if (r->rank > 0 || !r->checkpoint) return 0; /* rank 0 writes, every rank resumes from it; none asked for */
     td_named_tensors *model = td_module_state_dict(r->w.model), *optim = td_optimizer_state_dict(r->w.opt);
     char v[6][64], dev[32], sched[256];
     snprintf(v[0], sizeof v[0], "%" PRId64, r->batch_in_epoch);
