@@ -43,8 +43,8 @@ int main(int argc, char **argv) {
     for (int d = 0; d < 4; d++) /* W1: 128 samples a step */
         add_row(s, "W1-mlp", "float32", d, BENCH_UNIT_SAMPLES, step_ms[d], 128e3 / step_ms[d], 269322, 0);
     for (int d = 0; d < 4; d++)
-        add_row(s, "W3-gpt-mini", "float32", d, BENCH_UNIT_TOKENS, step_ms[d] * 3, 4096e3 / (step_ms[d] * 3),
-                1234567, 0);
+        add_row(s, "W3-gpt-mini", "float32", d, BENCH_UNIT_TOKENS, step_ms[d] * 3, 4096e3 / (step_ms[d] * 3), 1234567,
+                0);
     for (int d = 0; d < 4; d++) /* bandwidth rows over a roof */
         add_row(s, "W4-add", "float32", d, BENCH_UNIT_GBPS, 1.5, 95.0 * (d + 1), 0, 100.0 * (d + 1));
     static const double cold_s[] = {0.42, 3.4, 5.25, 11.9};

@@ -130,8 +130,8 @@ TEST(modules_and_backward) {
                    *node = json_string_value(json_object_get(args, "node"));
         fw_matmul |= !strcmp(name, "matmul") && !strcmp(cat, "forward") && !strcmp(mod, "0 (Linear)");
         fw_relu |= !strcmp(name, "relu") && !strcmp(cat, "forward") && !strcmp(mod, "1 (ReLU)");
-        bw_matmul |=
-            !strcmp(name, "matmul") && !strcmp(cat, "backward") && !strcmp(mod, "0 (Linear)") && node && !strcmp(node, "matmul");
+        bw_matmul |= !strcmp(name, "matmul") && !strcmp(cat, "backward") && !strcmp(mod, "0 (Linear)") && node &&
+                     !strcmp(node, "matmul");
     }
     ASSERT(fw_matmul && fw_relu && bw_matmul);
     json_decref(j);
