@@ -68,9 +68,9 @@ TD_API td_status td_profile_step(void);
 /* METHOD. Stops recording: waits for the devices, reads the timestamps back
 ** and, when IN trace_path is not NULL, writes the Chrome trace there. Devices
 ** without a roofline (td_profile_set_roofline) get one measured now and kept
-** for later runs (a copy, an add and a GEMM per dtype its products used, not recorded). The records stay for
-*td_profile_print/rows until
-** the next td_profile_begin.
+** for later runs (a copy, an add and a GEMM per dtype its products used, not
+** recorded). The records stay for td_profile_print/rows until the next
+** td_profile_begin.
 ** Returns TD_ERR_STATE if not recording, TD_ERR_IO if the file cannot be written,
 ** or a device's error. */
 TD_API td_status td_profile_end(const char *trace_path);
