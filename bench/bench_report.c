@@ -113,7 +113,8 @@ void bench_print_table(const bench_session *s, FILE *f) {
         if (r->error[0] || !r->params) continue;
         fprintf(f, "  %s on %s: %.3f ms/step", r->workload, s->devices[r->device].label, r->median_ms);
         if (r->steps_per_epoch)
-            fprintf(f, ", %.2f s/epoch (%d steps)", r->median_ms * r->steps_per_epoch * 1e-3, r->steps_per_epoch);
+            fprintf(f, ", %.2f s/epoch (%d step%s)", r->median_ms * r->steps_per_epoch * 1e-3, r->steps_per_epoch,
+                    r->steps_per_epoch == 1 ? "" : "s");
         if (r->eager_ms > 0) fprintf(f, ", %.2fx the eager step (%.3f ms)", r->eager_ms / r->median_ms, r->eager_ms);
         fprintf(f, ", %.0f %s; %.2f host waits/step; %.2f M params; %s\n", r->rate, bench_unit_name(r->unit),
                 r->host_waits, r->params * 1e-6, r->note);
@@ -127,14 +128,15 @@ void bench_print_table(const bench_session *s, FILE *f) {
             fprintf(f, "  dispatch on %s: %.2f us per op (%s adds and one synchronize, host clock)\n",
                     s->devices[r->device].label, r->median_ms * 1e3 / r->work, r->size);
     }
-    fprintf(f,
-            "\nmedian of 3 to %d samples after 2 warm-up calls (training rows: whole steps after %d warm-up step%s);\n"
-            "roof%%: of the copy bandwidth (GB/s rows) or the best GEMM rate of the dtype (GFLOP/s rows) measured on\n"
-            "the same device; vs best: rate / fastest backend's rate; vs torch: rate / PyTorch's rate on the same\n"
-            "device class (> 1: Trident is faster; W1/W2 as epoch times, W3 as ms/step); peak MiB: the device's\n"
-            "highest allocation during the workload, an -amp row's during that row (-: the backend keeps no\n"
-            "statistics).\n",
-            s->opt.max_reps, s->opt.quick ? 1 : 3, s->opt.quick ? "" : "s");
+    fprintf(
+        f,
+        "\nmedian of 3 to %d samples after 2 warm-up calls (training rows: whole steps after %d warm-up step%s);\n"
+        "roof%%: of the device's bandwidth (GB/s rows: the faster of its copy and its fastest GB/s row) or the\n"
+        "best GEMM rate of the dtype (GFLOP/s rows) measured on the same device, so at most 100%%; vs best: rate /\n"
+        "fastest backend's rate; vs torch: rate / PyTorch's rate on the same device class (> 1: Trident is\n"
+        "faster; W1/W2 as epoch times, W3 as ms/step); peak MiB: the device's highest allocation during the\n"
+        "workload, an -amp row's during that row (-: the backend keeps no statistics).\n",
+        s->opt.max_reps, s->opt.quick ? 1 : 3, s->opt.quick ? "" : "s");
 }
 
 static json_t *device_json(const bench_device *d) {

@@ -74,6 +74,55 @@ static axis axis_for(double vmin, double vmax) {
     return (axis){false, 0, nice_ceil(vmax * 1.08)};
 }
 
+/* The width of s in px at font size px in a sans-serif face: per-character
+** advance widths in em (Helvetica's, which Arial and DejaVu Sans Condensed
+** match within ~10%; DejaVu Sans is wider, hence the 1.1). */
+static double bench_text_width(const char *s, double px) {
+    double w = 0;
+    for (; *s; s++) {
+        char c = *s;
+        double em = c >= '0' && c <= '9' ? 0.556
+                    : c == ' ' || c == '.' || c == ',' || c == ':' || c == '/' || c == 'i' || c == 'l' || c == 'j' ||
+                            c == 'f' || c == 't' || c == 'I' || c == '(' || c == ')'
+                        ? 0.278
+                    : c == 'm' || c == 'w' || c == 'M' || c == 'W' || c == '%' ? 0.889
+                    : c == 'r'                                                 ? 0.333
+                    : c >= 'A' && c <= 'Z'                                     ? 0.667
+                                                                               : 0.556;
+        w += em * px * 1.1;
+    }
+    return w;
+}
+
+/* One line of labels centred at cx[0..n) (NULL entries skipped), each given
+** at most slot px: the font shrinks from px to 8 until the widest fits, and
+** if even 8 does not, every other label moves a line down (dir 1) or up (dir
+** -1), so that neighbours on a line are two slots apart. Each carries its
+** font size in its style, which tests/bench_svg_labels.py reads. */
+static void label_line(FILE *f, const char *const *text, const double *cx, int n, double slot, double y, double px,
+                       const char *cls, int dir) {
+    double widest = 0;
+    for (int i = 0; i < n; i++)
+        if (text[i]) widest = fmax(widest, bench_text_width(text[i], 1));
+    double room = slot - 4, size = px;
+    while (size > 8 && widest * size > room) size -= 0.5;
+    bool stagger = widest * size > room;
+    for (int i = 0; i < n; i++) {
+        if (!text[i]) continue;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"%s label\" style=\"font-size:%.1fpx\" text-anchor=\"middle\">",
+                cx[i], y + (stagger && i % 2 ? dir * (size + 2) : 0), cls, size);
+        bench_xml_text(f, text[i]);
+        fprintf(f, "</text>\n");
+    }
+}
+
+/* W2-cold-start rows are drawn in seconds (their median), lower is better. */
+static bool in_seconds(const bench_row *r) {
+    return r->unit == BENCH_UNIT_OPS && !strcmp(r->workload, "W2-cold-start");
+}
+
+static double value_of(const bench_row *r) { return in_seconds(r) ? r->median_ms * 1e-3 : r->rate; }
+
 typedef struct group {
     const char *workload, *variant;
 } group;
@@ -104,6 +153,7 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
     double x0 = px + 48, x1 = px + PANEL_W - 14, top = py + 50, base = py + PANEL_H - 44;
     double ymax = 0, ymin = INFINITY;
     const char *unit = "", *size = "";
+    bool seconds = false;
     /* torch lines: one per torch device, taken from any row of that device class */
     const char *tdev[BENCH_MAX_DEVICES];
     double trate[BENCH_MAX_DEVICES];
@@ -111,13 +161,14 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
     for (int d = 0; d < s->n_devices; d++) {
         const bench_row *r = row_for(s, g, d);
         if (!r || r->error[0]) continue;
-        unit = bench_unit_name(r->unit);
+        seconds = in_seconds(r);
+        unit = seconds ? "seconds, lower is better" : bench_unit_name(r->unit);
         size = r->size;
-        ymax = fmax(ymax, r->rate);
-        if (r->rate > 0) ymin = fmin(ymin, r->rate);
+        ymax = fmax(ymax, value_of(r));
+        if (value_of(r) > 0) ymin = fmin(ymin, value_of(r));
         bool seen = false;
         for (int k = 0; k < nt; k++) seen |= !strcmp(tdev[k], s->devices[d].torch_device);
-        if (r->torch_rate > 0 && !seen) {
+        if (r->torch_rate > 0 && !seen && !seconds) {
             tdev[nt] = s->devices[d].torch_device;
             trate[nt++] = r->torch_rate;
             ymax = fmax(ymax, r->torch_rate);
@@ -129,8 +180,9 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
     bench_xml_text(f, g->workload);
     fprintf(f, " ");
     bench_xml_text(f, g->variant);
-    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small\">%s, size %s%s</text>\n", px + 10, py + 36, unit,
-            size, ax.log ? ", log scale" : "");
+    fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" class=\"small axis-unit\">%s, %s%s</text>\n", px + 10, py + 36,
+            unit, seconds ? "the first step" : "size ", seconds ? "" : size);
+    if (ax.log) fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\">log scale</text>\n", x1 - 44, py + 20);
     /* ticks: 0, hi/2, hi; or every decade (every other one past 6) */
     int nticks = ax.log ? (int)(ax.hi - ax.lo) : 2, step = nticks > 6 ? 2 : 1;
     for (int t = 0; t <= nticks; t += step) {
@@ -142,38 +194,58 @@ static void panel(FILE *f, const bench_session *s, const group *g, double px, do
             fmt_rate(lab, sizeof lab, v);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", x0, y, x1, y,
                 t ? "#e6e6e6" : "#888");
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"end\">%s</text>\n", x0 - 4, y + 4, lab);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"end\">%s%s</text>\n", x0 - 4, y + 4, lab,
+                seconds ? " s" : "");
     }
     double slot = (x1 - x0) / s->n_devices, bw = fmin(slot * 0.6, 48);
+    const char *names[BENCH_MAX_DEVICES] = {0}, *under[BENCH_MAX_DEVICES] = {0}, *over[BENCH_MAX_DEVICES] = {0};
+    char under_buf[BENCH_MAX_DEVICES][32], over_buf[BENCH_MAX_DEVICES][32];
+    double cx[BENCH_MAX_DEVICES], over_y = INFINITY;
     for (int d = 0; d < s->n_devices; d++) {
         const bench_row *r = row_for(s, g, d);
-        double cx = x0 + slot * (d + 0.5);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">", cx, base + 14);
-        bench_xml_text(f, s->devices[d].label);
-        fprintf(f, "</text>\n");
+        cx[d] = x0 + slot * (d + 0.5);
+        names[d] = s->devices[d].label;
         if (!r) continue;
         if (r->error[0]) {
             fprintf(f,
                     "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\" fill=\"#c00\">failed</text>\n",
-                    cx, base - 6);
+                    cx[d], base - 6);
             continue;
         }
-        double h = (base - top) * axis_frac(&ax, r->rate);
-        char val[32];
-        fmt_rate(val, sizeof val, r->rate);
+        double h = (base - top) * axis_frac(&ax, value_of(r));
         fprintf(f, "<rect class=\"bar\" data-device=\"%s\" data-workload=\"", s->devices[d].label);
         bench_xml_text(f, g->workload);
-        fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", cx - bw / 2, base - h, bw,
-                h, palette[d % BENCH_MAX_DEVICES]);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"small\" text-anchor=\"middle\">%s</text>\n", cx, base - h - 4,
-                val);
+        fprintf(f, "\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", cx[d] - bw / 2, base - h,
+                bw, h, palette[d % BENCH_MAX_DEVICES]);
+        fmt_rate(over_buf[d], sizeof over_buf[d], value_of(r));
+        if (seconds) strcat(over_buf[d], " s");
+        over[d] = over_buf[d];
+        /* the value over each bar: one line at the highest bar's top when they would collide */
+        over_y = fmin(over_y, base - h - 4);
         if (r->roof > 0)
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"middle\">%.0f%% roof</text>\n", cx,
-                    base + 27, r->roof_pct);
+            snprintf(under_buf[d], sizeof under_buf[d], "%.0f%% roof", r->roof_pct);
         else if (r->params) /* training rows: the step time under the device */
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tiny\" text-anchor=\"middle\">%.1f ms/step</text>\n", cx,
-                    base + 27, r->median_ms);
+            snprintf(under_buf[d], sizeof under_buf[d], "%.1f ms/step", r->median_ms);
+        else
+            continue;
+        under[d] = under_buf[d];
     }
+    /* values over the bars: each at its bar's top where the row fits at 11 px, else all on one staggered line */
+    double widest = 0;
+    for (int d = 0; d < s->n_devices; d++)
+        if (over[d]) widest = fmax(widest, bench_text_width(over[d], 11));
+    if (widest <= slot - 4) {
+        for (int d = 0; d < s->n_devices; d++) {
+            const bench_row *r = row_for(s, g, d);
+            if (!over[d]) continue;
+            double h = (base - top) * axis_frac(&ax, value_of(r));
+            label_line(f, &over[d], &cx[d], 1, slot, base - h - 4, 11, "small", -1);
+        }
+    } else {
+        label_line(f, over, cx, s->n_devices, slot, over_y, 11, "small", -1);
+    }
+    label_line(f, names, cx, s->n_devices, slot, base + 14, 11, "small", 1);
+    label_line(f, under, cx, s->n_devices, slot, base + 27, 10, "tiny", 1);
     for (int k = 0; k < nt; k++) {
         double y = base - (base - top) * axis_frac(&ax, trate[k]);
         char val[32];

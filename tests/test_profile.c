@@ -104,8 +104,8 @@ static void check_trace(td_device dev, const char *process) {
 TEST(trace_cpu) { check_trace(TD_CPU, "cpu"); }
 TEST(trace_vulkan) { check_trace(device_or_skip("vulkan:0"), "vulkan:0"); }
 
-/* A Sequential(Linear, ReLU): its forward ops carry the child's name, its
-** backward ops the module and the node that issued them. */
+/* A Sequential(Linear, ReLU): its forward ops carry the child's name and type
+** ("0 (Linear)"), its backward ops the module and the node that issued them. */
 TEST(modules_and_backward) {
     snprintf(trace_path, sizeof trace_path, "/tmp/td_profile_m_%d.json", (int)getpid());
     td_manual_seed(3);
@@ -128,10 +128,10 @@ TEST(modules_and_backward) {
                    *cat = json_string_value(json_object_get(ev[i], "cat")),
                    *mod = json_string_value(json_object_get(args, "module")),
                    *node = json_string_value(json_object_get(args, "node"));
-        fw_matmul |= !strcmp(name, "matmul") && !strcmp(cat, "forward") && !strcmp(mod, "0");
-        fw_relu |= !strcmp(name, "relu") && !strcmp(cat, "forward") && !strcmp(mod, "1");
-        bw_matmul |=
-            !strcmp(name, "matmul") && !strcmp(cat, "backward") && !strcmp(mod, "0") && node && !strcmp(node, "matmul");
+        fw_matmul |= !strcmp(name, "matmul") && !strcmp(cat, "forward") && !strcmp(mod, "0 (Linear)");
+        fw_relu |= !strcmp(name, "relu") && !strcmp(cat, "forward") && !strcmp(mod, "1 (ReLU)");
+        bw_matmul |= !strcmp(name, "matmul") && !strcmp(cat, "backward") && !strcmp(mod, "0 (Linear)") && node &&
+                     !strcmp(node, "matmul");
     }
     ASSERT(fw_matmul && fw_relu && bw_matmul);
     json_decref(j);

@@ -31,7 +31,16 @@ cd "$T" || exit 1
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 fail() { echo "FAIL $CASE: $*"; exit 1; }
-need_data() { [ -f "$DATA/train-images-idx3-ubyte.gz" ] || { echo "SKIP $CASE: no Fashion-MNIST in $DATA"; exit 77; }; }
+# skip WHY: exit 77 with one line naming what the case misses (ctest shows it with -V or --output-log)
+skip() {
+    echo "SKIP $CASE: $*"
+    exit 77
+}
+need_data() {
+    [ -f "$DATA/train-images-idx3-ubyte.gz" ] ||
+        skip "no Fashion-MNIST in $DATA (train-images-idx3-ubyte.gz; set TRIDENT_FASHION_MNIST=DIR)"
+}
+need_text() { [ -f "$TEXT" ] || skip "no $TEXT to train on (Debian's base-files)"; }
 
 # expect_error SUBSTRING ARGS...: exit status != 0 and exactly one stderr line
 # "trident train: ...SUBSTRING..." (with $TD_TEST_MESSAGES set, appended to that
@@ -104,7 +113,9 @@ same_run() {
 }
 # need_device DEV: skip unless `trident devices` lists DEV
 need_device() {
-    "$BIN" devices 2>/dev/null | grep -q "^$1 " || { echo "SKIP $CASE: no $1 device"; exit 77; }
+    "$BIN" devices >devices.txt 2>&1
+    grep -q "^$1 " devices.txt ||
+        skip "no $1 device (trident devices: $(grep "^${1%%:*}" devices.txt | head -n 1 | tr -s ' '))"
 }
 
 # gpt_sched ARGS...: the tiny W3 for 2 epochs of 150 steps at lr 3e-3 (the lr_schedule cases)
@@ -116,7 +127,7 @@ gpt_sched() {
 case $CASE in
 lr_schedule)
     # the lr of every step (4th column of the step log) is torch's (tests/fixtures/gen_lr_schedule.py)
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     fx=$FIXTURES/lr_schedule.csv
     col=2
     for kind in cosine linear step; do
@@ -139,7 +150,7 @@ lr_schedule)
     ;;
 lr_schedule_resume)
     # stopped inside the warmup's end and resumed, with clipping and weight decay: bit for bit
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     k="--lr-schedule cosine --warmup-steps 100 --min-lr 3e-4 --grad-clip 0.5 --weight-decay 0.05"
     gpt_sched $k --checkpoint a.safetensors --log-steps a.csv >/dev/null 2>&1 || fail "the uninterrupted run failed"
     gpt_sched $k --checkpoint b.safetensors --log-steps b.csv --max-steps 97 >/dev/null 2>&1 || fail "the stopped run failed"
@@ -160,7 +171,7 @@ lr_schedule_errors)
     expect_error "--grad-clip expects a positive number" --grad-clip 0
     expect_error "--weight-decay expects a number >= 0" --weight-decay=-1
     expect_error "--capture replays the step with the lr it recorded" --capture --lr-schedule cosine
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     expect_error "--min-lr 0.01 is above the learning rate 0.003" --model gpt --device cpu --text "$TEXT" --lr 3e-3 \
         --min-lr 0.01 --steps 2 --epochs 1 --d-model 8 --layers 1 --heads 2 --context 8 --batch 4
     expect_error "--warmup-steps 5 leaves none of the run's 2 steps" --model gpt --device cpu --text "$TEXT" \
@@ -201,14 +212,14 @@ other_model)
     expect_error "model 'cnn' expected, checkpoint holds 'mlp'" --model cnn --data "$DATA" --limit 256 --resume --checkpoint mlp.safetensors
     ;;
 other_gpt_size)
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     g="--model gpt --text $TEXT --layers 1 --heads 2 --context 16 --batch 4"
     "$BIN" train $g --d-model 16 --steps 2 --epochs 1 --checkpoint g.safetensors >/dev/null 2>&1 || fail "gpt run failed"
     expect_error "has shape \[256,16\], expected \[256,32\]" $g --d-model 32 --resume --checkpoint g.safetensors
     ;;
 other_param_dtype)
     # --param-dtype: half parameters need autocast of their dtype; a checkpoint resumes in the dtype it was written in
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     expect_error "--param-dtype bf16 with --amp fp16: bf16 parameters need --amp bf16" --param-dtype bf16 --amp fp16
     expect_error "--param-dtype fp16: fp16 gradients underflow when the GradScaler unscales them" --param-dtype fp16
     g="--model gpt --text $TEXT --layers 1 --heads 2 --d-model 16 --context 16 --batch 4"
@@ -217,7 +228,7 @@ other_param_dtype)
         $g --resume --checkpoint h.safetensors
     ;;
 hostile_flags)
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     expect_error "--epochs '9223372036854775807' is too large (at most 2^48)" --epochs 9223372036854775807
     # 2 * batch * context ids of 8 bytes would wrap
     expect_error "--batch 281474976710656 with --context 281474976710656: the size of a batch .* overflows 64 bits" \
@@ -228,7 +239,7 @@ hostile_flags)
     ;;
 hostile_checkpoint)
     # a checkpoint's step, epoch or batch at INT64_MAX is refused when read, before any arithmetic on it
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     "$BIN" train $gpt_tiny --text "$TEXT" --checkpoint ok.safetensors >/dev/null 2>&1 || fail "the W3 run failed"
     big=9223372036854775807
     set_meta ok.safetensors step $big step.safetensors
@@ -308,7 +319,7 @@ resume_kill)
     same_losses a.csv c.csv
     ;;
 w3_text)
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     "$BIN" train --model gpt --device cpu --text "$TEXT" --d-model 64 --layers 2 --heads 4 --context 32 --batch 16 \
         --lr 3e-3 --steps 100 --epochs 3 --checkpoint g.safetensors --log-steps g.csv >out.txt 2>err.txt ||
         { cat out.txt err.txt; fail "the W3 run failed"; }
@@ -319,7 +330,7 @@ w3_text)
     ;;
 w6_resume)
     # W6 (the LSTM LM, hidden 512) trains on text; stopped after 2 steps and resumed, it repeats the losses
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     w6="--model lstm --device cpu --text $TEXT --context 16 --batch 4 --steps 4 --epochs 1"
     "$BIN" train $w6 --checkpoint a.safetensors --log-steps a.csv >out.txt 2>&1 || { cat out.txt; fail "the W6 run failed"; }
     "$BIN" train $w6 --checkpoint b.safetensors --log-steps b.csv --max-steps 2 >/dev/null 2>&1 || fail "the stopped run failed"
@@ -332,7 +343,7 @@ amp_cpu | amp_vulkan | amp_cuda)
     # 2%); fp16 with the GradScaler does not diverge (within 5%). A small W3.
     dev=${CASE#amp_}
     [ "$dev" = cpu ] || need_device "$dev:0"
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     g="--model gpt --device $dev --text $TEXT --d-model 64 --layers 2 --heads 4 --context 32 --batch 16 --lr 3e-3"
     g="$g --steps ${AMP_STEPS:-60} --epochs 1"
     for a in fp32 bf16 fp16; do
@@ -352,9 +363,9 @@ amp_cpu | amp_vulkan | amp_cuda)
 twin_names)
     # the checkpoints' model tensors have the PyTorch twin's state_dict names and shapes
     need_data
-    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    need_text
     [ -f "$TWIN/torch_workloads.py" ] && /usr/bin/python3 -c "import torch" 2>/dev/null ||
-        { echo "SKIP: no python3-torch or no twin in $TWIN"; exit 77; }
+        skip "no python3-torch (import torch) or no twin $TWIN/torch_workloads.py"
     for m in mlp cnn; do
         "$BIN" train --model $m --data "$DATA" --limit 256 --max-steps 1 --checkpoint $m.safetensors >/dev/null 2>&1 ||
             fail "$m run failed"
@@ -384,7 +395,7 @@ capture_cpu)
     ;;
 profile_w3)
     # --profile: steps 3-7 of a small W3 in a Chrome trace, and the summary with W3's modules on stderr
-    [ -f "$TEXT" ] || { echo "SKIP $CASE: no $TEXT"; exit 77; }
+    need_text
     "$BIN" train --model gpt --text "$TEXT" --device cpu --d-model 32 --layers 1 --heads 2 --context 16 --batch 4 \
         --steps 9 --epochs 1 --profile p.json >out.txt 2>err.txt || { cat err.txt; fail "--profile run failed"; }
     grep -q "^profile: 5 steps" err.txt || { cat err.txt; fail "no summary of 5 steps"; }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "train.h"
 
@@ -27,7 +28,7 @@
 
 typedef struct train_opts {
     workload_kind kind;
-    const char *device, *optimizer, *data, *text, *checkpoint, *log, *log_steps, *profile;
+    const char *device, *optimizer, *data, *text, *checkpoint, *save_dir, *log, *log_steps, *profile;
     const char *tokens, *init, *export_hf; /* --tokens FILE (llm.c ids), --init FILE (weights), --export-hf FILE */
     bool heads_given;                      /* --heads was given (else an HF GPT-2's heads are d_model / 64) */
     int64_t epochs, batch, steps, checkpoint_every, max_steps, limit;
@@ -80,11 +81,13 @@ static void usage(FILE *f) {
         "                           d_model / 64)\n"
         "  --export-hf FILE         gpt from --init's HF GPT-2: at the end, write the model in HF's layout\n"
         "                           (safetensors, transformer.h.N.attn.c_attn.weight, ...)\n"
-        "  --checkpoint PATH        checkpoint file (default ./trident-<model>.safetensors)\n"
-        "  --resume                 continue from --checkpoint where it stopped\n"
-        "  --checkpoint-every N     also checkpoint every N steps (one is written at each epoch's end)\n"
+        "  --checkpoint PATH        keep a checkpoint in PATH, written at each epoch's end (default: none is\n"
+        "                           written; the final line says where one went)\n"
+        "  --save-dir DIR           keep it as DIR/trident-<model>.safetensors (DIR made if missing)\n"
+        "  --resume                 continue from --checkpoint (or --save-dir's file) where it stopped\n"
+        "  --checkpoint-every N     also checkpoint every N steps (needs --checkpoint or --save-dir)\n"
         "  --steps N                gpt, lstm: steps per epoch (default 200); mlp/cnn: at most N steps per epoch\n"
-        "  --max-steps N            stop after N steps in all, with a checkpoint\n"
+        "  --max-steps N            stop after N steps in all (with a checkpoint where one is kept)\n"
         "  --limit N                mlp/cnn: train on the first N training images only\n"
         "  --workers N              data loader threads (default 0: load in the training thread)\n"
         "  --log FILE               per-epoch metrics, CSV or JSONL (by extension .jsonl)\n"
@@ -249,6 +252,7 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         {"--export-hf", OPT_STR, &o->export_hf},
         {"--vocab", OPT_COUNT, &vocab},
         {"--checkpoint", OPT_STR, &o->checkpoint},
+        {"--save-dir", OPT_STR, &o->save_dir},
         {"--resume", OPT_FLAG, &o->resume},
         {"--checkpoint-every", OPT_COUNT, &o->checkpoint_every},
         {"--steps", OPT_COUNT, &o->steps},
@@ -335,6 +339,12 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
         return train_fail("--capture replays the step with the lr it recorded: it needs --lr-schedule constant and "
                           "no --warmup-steps"),
                false;
+    if (o->checkpoint && o->save_dir)
+        return train_fail("--checkpoint and --save-dir both name where the checkpoint goes: give one"), false;
+    if (!o->checkpoint && !o->save_dir && (o->resume || o->checkpoint_every))
+        return train_fail("%s needs a checkpoint: --checkpoint FILE or --save-dir DIR",
+                          o->resume ? "--resume" : "--checkpoint-every"),
+               false;
     if (o->gpt.d_model % o->gpt.heads)
         return train_fail("--d-model %" PRId64 " is not a multiple of --heads %" PRId64, o->gpt.d_model, o->gpt.heads),
                false;
@@ -394,16 +404,24 @@ int cmd_train(int argc, char **argv) {
     if (o.capture && dev.type == TD_DEVICE_CPU)
         return train_fail("--capture: the cpu backend does not capture (it needs a CUDA or Vulkan device: "
                           "--device cuda or vulkan)");
-    char ckpt_default[64];
-    if (!o.checkpoint) {
-        snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors",
-                 o.kind == WORKLOAD_MLP    ? "mlp"
-                 : o.kind == WORKLOAD_CNN  ? "cnn"
-                 : o.kind == WORKLOAD_LSTM ? "lstm"
-                                           : "gpt");
-        o.checkpoint = ckpt_default;
+    char ckpt_in_dir[4200]; /* --save-dir DIR: DIR/trident-<model>.safetensors; neither option: no checkpoint */
+    if (o.save_dir) {       /* made with its parents, as os.makedirs(exist_ok=True) */
+        snprintf(ckpt_in_dir, sizeof ckpt_in_dir, "%s", o.save_dir);
+        for (char *p = ckpt_in_dir + 1;; p++) {
+            char c = *p;
+            if (c && c != '/') continue;
+            *p = 0;
+            bool made = mkdir(ckpt_in_dir, 0777) == 0 || errno == EEXIST;
+            *p = c;
+            if (!made)
+                return train_dist_free(&r, true),
+                       train_fail("--save-dir %s cannot be made: %s", TD_QUOTE(o.save_dir), strerror(errno));
+            if (!c) break;
+        }
+        snprintf(ckpt_in_dir, sizeof ckpt_in_dir, "%s/trident-%s.safetensors", o.save_dir, prewarm[o.kind]);
+        o.checkpoint = ckpt_in_dir;
     }
-    if (train_checkpoint_check(o.checkpoint)) return train_dist_free(&r, true), 1;
+    if (o.checkpoint && train_checkpoint_check(o.checkpoint)) return train_dist_free(&r, true), 1;
     r.seed = o.seed, r.epochs = o.epochs, r.batch = o.batch, r.steps = o.steps;
     r.checkpoint_every = o.checkpoint_every, r.max_steps = o.max_steps, r.workers = o.workers;
     r.deterministic = o.deterministic, r.capture = o.capture, r.profile = o.profile, r.checkpoint = o.checkpoint;

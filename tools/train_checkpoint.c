@@ -26,6 +26,7 @@ static int cpu_threads(void) {
 }
 
 int train_checkpoint_save(train_run *r) {
+    if (!r->checkpoint) return 0;                            /* none asked for */
     td_named_tensors *optim = train_dist_optim_state(r);     /* ZeRO-1: a collective */
     if (r->rank > 0) return td_named_tensors_free(optim), 0; /* data-parallel: rank 0 writes, every rank resumes */
     td_named_tensors *model = td_module_state_dict(r->w.model);

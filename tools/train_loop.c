@@ -304,14 +304,22 @@ int train_loop(train_run *r) {
             if (stop) {
                 if ((rc = profile_finish(r, pr.tty))) return rc;
                 if (pr.tty) fputs("\r\033[K", stderr);
-                printf("stopped after step %" PRId64 " (--max-steps); checkpoint %s (continue with --resume)\n",
-                       r->step, r->checkpoint);
+                if (r->checkpoint)
+                    printf("stopped after step %" PRId64 " (--max-steps); checkpoint %s (continue with --resume)\n",
+                           r->step, r->checkpoint);
+                else
+                    printf("stopped after step %" PRId64 " (--max-steps); no checkpoint kept (--checkpoint FILE or "
+                           "--save-dir DIR keeps one)\n",
+                           r->step);
                 return 0;
             }
         }
         if ((rc = finish_epoch(r, now_s() - pr.t0, r->batch_in_epoch - first))) return rc;
     }
     if ((rc = profile_finish(r, false))) return rc;
-    printf("checkpoint: %s\n", r->checkpoint);
+    if (r->checkpoint)
+        printf("checkpoint: %s\n", r->checkpoint);
+    else
+        printf("no checkpoint kept (--checkpoint FILE or --save-dir DIR keeps one)\n");
     return 0;
 }

@@ -49,7 +49,8 @@ typedef struct td_profile_row {
     double total_ms; /* sum of the ops' times */
     double flops;    /* sum of the FLOPs known for them (0: unknown) */
     double bytes;    /* sum of the bytes they read and write (operand sizes) */
-    double roof_ms;  /* sum of max(flops / peak, bytes / bandwidth): their time at the device's roofline */
+    double roof_ms;  /* sum of max(flops / peak, bytes / bandwidth), each at most the op's time: their time at
+                        the device's roofline (peak: the GEMM rate of the op's dtype for products) */
 } td_profile_row;
 
 /* CONSTRUCTOR-like. Starts recording: drops the records of an earlier run and
@@ -67,8 +68,9 @@ TD_API td_status td_profile_step(void);
 /* METHOD. Stops recording: waits for the devices, reads the timestamps back
 ** and, when IN trace_path is not NULL, writes the Chrome trace there. Devices
 ** without a roofline (td_profile_set_roofline) get one measured now and kept
-** for later runs (a copy and a GEMM, not recorded). The records stay for td_profile_print/rows until
-** the next td_profile_begin.
+** for later runs (a copy, an add and a GEMM per dtype its products used, not
+** recorded). The records stay for td_profile_print/rows until the next
+** td_profile_begin.
 ** Returns TD_ERR_STATE if not recording, TD_ERR_IO if the file cannot be written,
 ** or a device's error. */
 TD_API td_status td_profile_end(const char *trace_path);

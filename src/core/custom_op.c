@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "profile_rec.h"
 #include "trident/autograd.h"
 
 #define CUSTOM_MAX_OPS     256
@@ -226,6 +227,17 @@ static td_status launch(td__custom_state *s, const td_custom_impl *im, const td_
                             &c->args, sizeof c->args);
 }
 
+typedef struct profiled_launch {
+    td__custom_state *s;
+    const td_custom_impl *im;
+    const td_custom_call *c;
+} profiled_launch;
+
+static td_status run_profiled(void *ctx) {
+    const profiled_launch *p = ctx;
+    return launch(p->s, p->im, p->c);
+}
+
 /* Forward: kernel inputs in the compute dtype, outputs allocated, launched, cast to their dtype. */
 td_status td__custom_forward(td__custom_state *s, td_tensor *const *inputs, td_tensor **outputs) {
     const td_custom_call *c0 = &s->call;
@@ -249,7 +261,18 @@ td_status td__custom_forward(td__custom_state *s, td_tensor *const *inputs, td_t
     c.dtype = cdt;
     c.inputs = kin;
     c.outputs = kout;
-    td_status st = launch(s, im, &c);
+    td_status st;
+    if (__builtin_expect(td__profiling, 0)) { /* recorded as the op, like a table op */
+        td_tensor *all[CUSTOM_MAX_IN + CUSTOM_MAX_OUT];
+        for (int i = 0; i < c.n_in; i++) all[i] = kin[i];
+        for (int j = 0; j < c.n_out; j++) all[c.n_in + j] = kout[j];
+        profiled_launch p = {s, im, &c};
+        td_user_kernel *k; /* compiled before the clock starts */
+        st = c.device.type == TD_DEVICE_CPU ? TD_OK : kernel_for(s->op, im, c.device, c.dtype, &k);
+        if (st == TD_OK) st = td__profile_custom(s->op->name, c.n_in, c.n_out, all, run_profiled, &p);
+    } else {
+        st = launch(s, im, &c);
+    }
     if (st != TD_OK) return st;
     for (int j = 0; j < c0->n_out; j++) {
         outputs[j] = td_tensor_dtype(kout[j]) == s->meta[j].dtype ? kout[j] : td_cast(kout[j], s->meta[j].dtype);

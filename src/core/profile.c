@@ -12,6 +12,9 @@
 ** where base is an event recorded when the device's first op of the run was
 ** seen, at host time base_ns, which places device time on the host timeline.
 **
+** Custom ops' kernels (td__profile_custom, called by src/core/custom_op.c)
+** are recorded the same way, named after the op (kind -1).
+**
 ** Strings (module paths, names) are interned once and never freed: autograd
 ** nodes made during a run keep pointers to them.
 **
@@ -185,18 +188,9 @@ static void keep_error(td_status st) {
     if (st != TD_OK && run_error == TD_OK) run_error = st;
 }
 
-td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_op *ops) {
-    prof_rec r = {.kind = ops[0].kind,
-                  .n_ops = n,
-                  .module = td__prof_at.module,
-                  .node = td__prof_at.node,
-                  .backward = td__prof_at.backward};
-    for (int i = 0; i < n; i++) {
-        double f, b;
-        op_cost(&ops[i], &f, &b);
-        r.flops += f, r.bytes += b;
-    }
-    shapes_of(&ops[0], r.shapes, sizeof r.shapes);
+/* Time run(ctx) on dev as record r (events on the device's queue, else the
+** host clock) and keep the record. */
+static td_status record(const td_backend *be, td_device dev, prof_rec r, td_status (*run)(void *), void *ctx) {
     pthread_mutex_lock(&lock);
     if (!my_tid) my_tid = ++next_tid;
     r.tid = my_tid;
@@ -209,7 +203,7 @@ td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_o
                f->event_record(r.e0) != TD_OK))
         keep_error(td_last_status()), ev = false;
     r.h0 = td__profile_now_ns();
-    td_status st = n == 1 ? f->run(dev.index, ops) : f->run_many(dev.index, n, ops);
+    td_status st = run(ctx);
     r.h1 = td__profile_now_ns();
     if (ev && f->event_record(r.e1) != TD_OK) keep_error(td_last_status()), ev = false;
     if (!ev) {
@@ -238,6 +232,63 @@ td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_o
     }
     pthread_mutex_unlock(&lock);
     return st;
+}
+
+typedef struct table_run {
+    const td_backend *be;
+    td_device dev;
+    int n;
+    const td_op *ops;
+} table_run;
+
+static td_status run_table(void *ctx) {
+    const table_run *t = ctx;
+    return t->n == 1 ? t->be->iface->run(t->dev.index, t->ops) : t->be->iface->run_many(t->dev.index, t->n, t->ops);
+}
+
+td_status td__profile_run(const td_backend *be, td_device dev, int n, const td_op *ops) {
+    prof_rec r = {.kind = ops[0].kind,
+                  .n_ops = n,
+                  .module = td__prof_at.module,
+                  .node = td__prof_at.node,
+                  .backward = td__prof_at.backward};
+    for (int i = 0; i < n; i++) {
+        double f, b;
+        op_cost(&ops[i], &f, &b);
+        r.flops += f, r.bytes += b;
+    }
+    shapes_of(&ops[0], r.shapes, sizeof r.shapes);
+    int cost = td_op_info(ops[0].kind)->cost;
+    r.gemm = cost != TD_COST_ELEM && cost != TD_COST_NONE;
+    r.dtype = ops[0].n_in && ops[0].in[0].buf ? ops[0].in[0].dtype : ops[0].n_out ? ops[0].out[0].dtype : TD_F32;
+    table_run t = {be, dev, n, ops};
+    return record(be, dev, r, run_table, &t);
+}
+
+/* A custom op's kernel: named after the op, its bytes every tensor's (its
+** FLOPs are unknown: 0), its shapes the inputs' -> the outputs'. */
+td_status td__profile_custom(const char *name, int n_in, int n_out, td_tensor *const *tensors, td_status (*run)(void *),
+                             void *ctx) {
+    const td_storage *st0 = tensors[n_in]->storage;
+    prof_rec r = {.kind = -1,
+                  .name = td__profile_intern(name),
+                  .n_ops = 1,
+                  .dtype = td_tensor_dtype(tensors[n_in]),
+                  .module = td__prof_at.module,
+                  .node = td__prof_at.node,
+                  .backward = td__prof_at.backward};
+    size_t k = 0;
+    for (int i = 0; i < n_in + n_out; i++) {
+        const td_tensor *t = tensors[i];
+        r.bytes += (double)td_numel(t) * (double)td_dtype_size(td_tensor_dtype(t));
+        char sh[96];
+        td__shape_str(td_ndim(t), td_shape(t), sh, sizeof sh);
+        if (k + 1 < sizeof r.shapes)
+            k += (size_t)snprintf(r.shapes + k, sizeof r.shapes - k, "%s%s%s", i == n_in ? " ->" : "", i ? " " : "",
+                                  td_dtype_name(td_tensor_dtype(t)));
+        if (k + 1 < sizeof r.shapes) k += (size_t)snprintf(r.shapes + k, sizeof r.shapes - k, "%s", sh);
+    }
+    return record(st0->backend, st0->device, r, run, ctx);
 }
 
 /* ---- begin, step, end ---- */

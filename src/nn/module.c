@@ -164,26 +164,35 @@ const char *td_module_type(const td_module *m) {
 }
 
 /* Under the profiler: the ops of m's forward are issued by m's path, its
-** parent's path plus its name among the parent's children ("blocks.0.qkv"); a
-** module called from no module is named by its type ("GPT"). */
+** parent's path plus its name among the parent's children ("blocks.0.qkv"),
+** followed by its type ("blocks.0.qkv (Linear)", "0 (Linear)" in a
+** Sequential); a module called from no module is named by its type ("GPT").
+** Children extend the bare path, kept per depth. */
 static _Thread_local td_module *fwd_stack[TD_PROF_DEPTH];
+static _Thread_local const char *fwd_path[TD_PROF_DEPTH];
 static _Thread_local int fwd_depth;
 
 static td_tensor *forward_profiled(td_module *m, td_tensor *x) {
     const char *up = td__prof_at.module, *name = NULL;
-    td_module *parent = fwd_depth > 0 && fwd_depth <= TD_PROF_DEPTH ? fwd_stack[fwd_depth - 1] : NULL;
+    bool nested = fwd_depth > 0 && fwd_depth <= TD_PROF_DEPTH;
+    td_module *parent = nested ? fwd_stack[fwd_depth - 1] : NULL;
+    const char *up_path = nested && fwd_path[fwd_depth - 1] ? fwd_path[fwd_depth - 1] : up;
     for (int i = 0; parent && i < parent->children.n && !name; i++)
         if (parent->children.items[i].child == m) name = parent->children.items[i].name;
-    char path[512];
+    char path[512], shown[600];
     if (name && parent && fwd_depth > 1)
-        snprintf(path, sizeof path, "%s.%s", up ? up : "", name);
+        snprintf(path, sizeof path, "%s.%s", up_path ? up_path : "", name);
     else if (name || !up)
         snprintf(path, sizeof path, "%s", name ? name : td_module_type(m));
     else
         snprintf(path, sizeof path, "%s/%s", up, td_module_type(m));
-    if (fwd_depth < TD_PROF_DEPTH) fwd_stack[fwd_depth] = m;
+    if (name)
+        snprintf(shown, sizeof shown, "%s (%s)", path, td_module_type(m));
+    else
+        snprintf(shown, sizeof shown, "%s", path);
+    if (fwd_depth < TD_PROF_DEPTH) fwd_stack[fwd_depth] = m, fwd_path[fwd_depth] = td__profile_intern(path);
     fwd_depth++;
-    td__prof_at.module = td__profile_intern(path);
+    td__prof_at.module = td__profile_intern(shown);
     td_scope_begin();
     td_tensor *y = td__scope_end_keep(m->iface->forward(m, x));
     fwd_depth--;

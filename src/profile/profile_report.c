@@ -1,7 +1,7 @@
 /*
 ** The profiler's report (trident/profile.h), a layer above the recorder
 ** (src/core/profile.c): td_profile_end, the roofline of each device (set, or
-** measured once with a copy and a GEMM), the rows by op and module, the
+** measured once: the faster of a copy and an add, a GEMM per dtype), the rows by op and module, the
 ** terminal summary with % of roofline, the Chrome trace, and TRIDENT_PROFILE.
 */
 #include <math.h>
@@ -15,16 +15,22 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* roofline kept across runs, by device */
+/* roofline kept across runs, by device: set (one peak for every dtype) or
+** measured (a GEMM peak per dtype, gemm[] 0 where not measured) */
+typedef struct roof {
+    double gflops, gbps;         /* the f32 GEMM peak (or the set peak) and the bandwidth */
+    double gemm[TD_DTYPE_COUNT]; /* measured GEMM peaks by dtype; 0: gflops */
+    bool tried[TD_DTYPE_COUNT];  /* measured (or failed) once */
+} roof;
 static struct {
     td_device dev;
-    double gflops, gbps;
+    roof r;
 } roofs[TD_PROF_SLOTS];
 static int n_roofs;
 
 /* per slot of the last run: its name and roofline (0 = unknown) */
 static struct {
-    double gflops, gbps;
+    roof r;
     char name[200];
 } info[TD_PROF_SLOTS];
 
@@ -60,22 +66,50 @@ static double time_best_ms(td_device dev, td_tensor *(*fn)(td_tensor *, td_tenso
 
 static td_tensor *copy_fn(td_tensor *a, td_tensor *b) { return td_copy_(b, a) == TD_OK ? b : NULL; }
 
-/* The roofline of a device that has none: a copy (bytes read + written per
-** second) and a square f32 GEMM, with recording off. */
-static void measure_roof(int si) {
-    const prof_slot *s = &D.slots[si];
+static bool small_device(td_device dev) {
     td_device_info di;
-    bool small = s->dev.type == TD_DEVICE_CPU || (td_device_get_info(s->dev, &di) == TD_OK && di.emulated);
-    int64_t n = small ? 512 : 2048, len = small ? (int64_t)1 << 23 : (int64_t)1 << 25;
+    return dev.type == TD_DEVICE_CPU || (td_device_get_info(dev, &di) == TD_OK && di.emulated);
+}
+
+/* The bandwidth roof of a device that has none: the faster of a copy (8
+** bytes per f32 element) and an add (12), so that an elementwise op is not
+** measured against a copy the backend runs slower than its adds. */
+static void measure_bandwidth(int si) {
+    td_device dev = D.slots[si].dev;
+    int64_t len = small_device(dev) ? (int64_t)1 << 23 : (int64_t)1 << 25;
+    td_tensor *x = td_zeros(1, &len, TD_F32, dev), *y = td_zeros(1, &len, TD_F32, dev);
+    if (!x || !y) return;
+    double c = time_best_ms(dev, copy_fn, x, y), a = time_best_ms(dev, td_add, x, y);
+    double bc = c > 0 && isfinite(c) ? 8.0 * (double)len / (c * 1e6) : 0;
+    double ba = a > 0 && isfinite(a) ? 12.0 * (double)len / (a * 1e6) : 0;
+    info[si].r.gbps = bc > ba ? bc : ba;
+}
+
+/* The GEMM peak of dtype dt on a device: a square product, best of 3. */
+static double measure_gemm(td_device dev, td_dtype dt) {
+    int64_t n = small_device(dev) ? (dt == TD_F32 ? 512 : 256) : 2048;
+    td_tensor *a = td_cast(td_randn(2, (int64_t[]){n, n}, 1, 0, TD_F32, dev), dt),
+              *b = td_cast(td_randn(2, (int64_t[]){n, n}, 2, 0, TD_F32, dev), dt);
+    double g = a && b ? time_best_ms(dev, td_matmul, a, b) : NAN;
+    return g > 0 && isfinite(g) ? 2.0 * (double)n * (double)n * (double)n / (g * 1e6) : 0;
+}
+
+/* Measure what slot si's roofline lacks (recording is off): the bandwidth,
+** the f32 GEMM peak, and the GEMM peak of each other float dtype its
+** products ran in. */
+static void measure_roof(int si) {
+    td_device dev = D.slots[si].dev;
     td_status keep = td_last_status();
     td_scope_begin();
-    td_tensor *a = td_randn(2, (int64_t[]){n, n}, 1, 0, TD_F32, s->dev),
-              *b = td_randn(2, (int64_t[]){n, n}, 2, 0, TD_F32, s->dev);
-    td_tensor *x = td_zeros(1, &len, TD_F32, s->dev), *y = td_zeros(1, &len, TD_F32, s->dev);
-    if (a && b && x && y) {
-        double g = time_best_ms(s->dev, td_matmul, a, b), c = time_best_ms(s->dev, copy_fn, x, y);
-        if (g > 0 && isfinite(g)) info[si].gflops = 2.0 * (double)n * (double)n * (double)n / (g * 1e6);
-        if (c > 0 && isfinite(c)) info[si].gbps = 8.0 * (double)len / (c * 1e6);
+    if (!(info[si].r.gbps > 0)) measure_bandwidth(si);
+    if (!(info[si].r.gflops > 0)) info[si].r.gflops = measure_gemm(dev, TD_F32);
+    for (int64_t i = 0; info[si].r.gflops > 0 && i < D.n_recs; i++) {
+        const prof_rec *r = &D.recs[i];
+        if (r->slot != si || !r->gemm || r->dtype == TD_F32 || !td_dtype_is_float(r->dtype) ||
+            info[si].r.tried[r->dtype])
+            continue;
+        info[si].r.tried[r->dtype] = true;
+        info[si].r.gemm[r->dtype] = measure_gemm(dev, r->dtype);
     }
     td_scope_end();
     if (keep == TD_OK) td_clear_error();
@@ -83,10 +117,18 @@ static void measure_roof(int si) {
 
 /* The slot's roofline as known: set or measured before, by device. */
 static void roof_of_slot(int si) {
-    info[si].gflops = info[si].gbps = 0;
+    info[si].r = (roof){0};
     for (int i = 0; i < n_roofs; i++)
-        if (td_device_equal(roofs[i].dev, D.slots[si].dev))
-            info[si].gflops = roofs[i].gflops, info[si].gbps = roofs[i].gbps;
+        if (td_device_equal(roofs[i].dev, D.slots[si].dev)) info[si].r = roofs[i].r;
+}
+
+/* Keep slot si's roofline for later runs on its device. */
+static void keep_roof(int si) {
+    int i = 0;
+    while (i < n_roofs && !td_device_equal(roofs[i].dev, D.slots[si].dev)) i++;
+    if (i == TD_PROF_SLOTS) return;
+    roofs[i].dev = D.slots[si].dev, roofs[i].r = info[si].r;
+    if (i == n_roofs) n_roofs++;
 }
 
 /* Read the recorder's current records (a run may have begun since the last look). */
@@ -108,10 +150,10 @@ td_status td_profile_end(const char *trace_path) {
         snprintf(info[i].name, sizeof info[i].name, "%s", td_device_str(s->dev, d, sizeof d));
         if (td_device_get_info(s->dev, &di) == TD_OK)
             snprintf(info[i].name, sizeof info[i].name, "%s (%s)", d, di.name);
-        if (!(info[i].gflops > 0 && info[i].gbps > 0)) { /* once per device and process */
-            measure_roof(i);
-            if (info[i].gflops > 0 && info[i].gbps > 0) td_profile_set_roofline(s->dev, info[i].gflops, info[i].gbps);
-        }
+        measure_roof(i); /* what is not known yet, once per device (and dtype) and process */
+        pthread_mutex_lock(&lock);
+        keep_roof(i);
+        pthread_mutex_unlock(&lock);
     }
     if (st == TD_OK && trace_path) st = write_trace(trace_path);
     return st;
@@ -122,15 +164,17 @@ td_status td_profile_set_roofline(td_device dev, double gflops, double gbps) {
         return TD_ERR(TD_ERR_MISUSE,
                       "profile_set_roofline: rates must be positive and finite, got %g GFLOP/s and %g GB/s", gflops,
                       gbps);
+    roof set = {.gflops = gflops, .gbps = gbps};
+    for (int d = 0; d < TD_DTYPE_COUNT; d++) set.tried[d] = true; /* one peak for every dtype */
     pthread_mutex_lock(&lock);
     int i = 0;
     while (i < n_roofs && !td_device_equal(roofs[i].dev, dev)) i++;
     if (i < TD_PROF_SLOTS) {
-        roofs[i].dev = dev, roofs[i].gflops = gflops, roofs[i].gbps = gbps;
+        roofs[i].dev = dev, roofs[i].r = set;
         if (i == n_roofs) n_roofs++;
     }
     for (int k = 0; k < D.n_slots; k++)
-        if (td_device_equal(D.slots[k].dev, dev)) info[k].gflops = gflops, info[k].gbps = gbps;
+        if (td_device_equal(D.slots[k].dev, dev)) info[k].r = set;
     pthread_mutex_unlock(&lock);
     return TD_OK;
 }
@@ -140,10 +184,17 @@ td_status td_profile_set_roofline(td_device dev, double gflops, double gbps) {
 static td_profile_row *rows;
 static int n_rows;
 
+/* r's time at the roofline: max(flops / peak, bytes / bandwidth), the peak
+** the GEMM peak of r's dtype for products (else the f32 one), at most r's
+** own time: an op whose data stay in cache, or a small product, can beat a
+** roof measured on large operands in memory, and counts as at the roof. */
 static double roof_ms_of(const prof_rec *r) {
-    double g = info[r->slot].gflops, bw = info[r->slot].gbps;
+    if (r->kind < 0) return 0; /* a custom op: its cost is unknown */
+    const roof *q = &info[r->slot].r;
+    double g = r->gemm && q->gemm[r->dtype] > 0 ? q->gemm[r->dtype] : q->gflops, bw = q->gbps;
     double f = g > 0 ? r->flops / (g * 1e6) : 0, b = bw > 0 ? r->bytes / (bw * 1e6) : 0;
-    return f > b ? f : b;
+    double t = f > b ? f : b;
+    return t < r->dur ? t : r->dur;
 }
 
 static int by_total(const void *a, const void *b) {
@@ -173,7 +224,7 @@ static void aggregate(void) {
     int cap = 0, hcap = 0, *h = NULL;
     for (int64_t i = 0; i < D.n_recs; i++) {
         const prof_rec *r = &D.recs[i];
-        td_profile_row key = {.op = td_op_name(r->kind),
+        td_profile_row key = {.op = td__prof_rec_name(r),
                               .module = r->module ? r->module : no_name,
                               .node = r->node ? r->node : no_name,
                               .backward = r->backward,
@@ -250,10 +301,14 @@ td_status td_profile_print(FILE *f, int top) {
     }
     fprintf(f, "profile: %d step%s, %lld ops, %.3f ms per step; ops %.3f ms per step (%.1f%% of it)\n", steps,
             steps == 1 ? "" : "s", (long long)count, step, ops / steps, 100 * ops / steps / step);
-    for (int i = 0; i < D.n_slots; i++)
-        fprintf(f, "  %-40s %s; roofline %.3g GFLOP/s, %.3g GB/s%s\n", info[i].name,
-                D.slots[i].events ? "device timestamps" : "host clock", info[i].gflops, info[i].gbps,
-                info[i].gflops > 0 ? "" : " (unknown)");
+    for (int i = 0; i < D.n_slots; i++) {
+        const roof *q = &info[i].r;
+        fprintf(f, "  %-40s %s; roofline %.3g GFLOP/s", info[i].name,
+                D.slots[i].events ? "device timestamps" : "host clock", q->gflops);
+        for (int d = 0; d < TD_DTYPE_COUNT; d++)
+            if (q->gemm[d] > 0) fprintf(f, " (%s %.3g)", td_dtype_name((td_dtype)d), q->gemm[d]);
+        fprintf(f, ", %.3g GB/s%s\n", q->gbps, q->gflops > 0 ? "" : " (unknown)");
+    }
     /* top (op, phase, device) groups, summed over modules */
     typedef struct {
         const char *op;
@@ -278,7 +333,10 @@ td_status td_profile_print(FILE *f, int top) {
             grp t = g[j];
             g[j] = g[j - 1], g[j - 1] = t;
         }
-    fprintf(f, "\ntop ops by total time (per step: ms and %% of the step; mean over calls)\n");
+    fprintf(f,
+            "\ntop ops by total time (per step: ms and %% of the step; mean over calls; %% roof: the time at the\n"
+            "roofline over the time taken, the peak the GEMM rate of the op's dtype for products, the bandwidth the\n"
+            "faster of a copy and an add; at most 100: ops in cache or small products that beat it count as at it)\n");
     fprintf(f, "  %-24s %-8s %-10s %8s %9s %7s %9s %8s %8s %6s\n", "op", "phase", "device", "calls", "ms/step",
             "% step", "mean us", "GFLOP/s", "GB/s", "% roof");
     for (int i = 0; i < ng && i < top; i++) {
@@ -316,9 +374,9 @@ td_status td_profile_print(FILE *f, int top) {
             m[j] = m[j - 1], m[j - 1] = t;
         }
     fprintf(f, "\nby module (ms per step; backward: the autograd nodes its forward recorded)\n");
-    fprintf(f, "  %-32s %9s %9s %7s  %s\n", "module", "forward", "backward", "% step", "heaviest op");
+    fprintf(f, "  %-40s %9s %9s %7s  %s\n", "module", "forward", "backward", "% step", "heaviest op");
     for (int i = 0; i < ng && i < top; i++)
-        fprintf(f, "  %-32s %9.3f %9.3f %7.1f  %s (%s)\n", *m[i].module ? m[i].module : "(no module)", m[i].fw / steps,
+        fprintf(f, "  %-40s %9.3f %9.3f %7.1f  %s (%s)\n", *m[i].module ? m[i].module : "(no module)", m[i].fw / steps,
                 m[i].bw / steps, 100 * (m[i].fw + m[i].bw) / steps / step, m[i].top,
                 m[i].top_bw ? "backward" : "forward");
     free(g);
@@ -376,7 +434,7 @@ static td_status write_trace(const char *path) {
         double roof = roof_ms_of(r);
         fprintf(
             f, "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{",
-            td_op_name(r->kind), r->backward ? "backward" : "forward", r->slot + 1,
+            td__prof_rec_name(r), r->backward ? "backward" : "forward", r->slot + 1,
             s->dev.type == TD_DEVICE_CPU ? r->tid : 0, r->start_ms * 1e3, r->dur * 1e3);
         fprintf(f, "\"module\":");
         json_str(f, r->module ? r->module : "");
