@@ -7,7 +7,11 @@
 **       the fused plan against the same math as separate ops (composed), per
 **       device: time, GB/s of the block's minimal traffic (inputs read once,
 **       outputs written once), % of the device's copy bandwidth, x composed,
-**       and one `add` of the first input for the dispatch cost.
+**       and one `add` of the first input for the dispatch cost; then (one-output
+**       blocks) the fused backward against the composed ops' backward, and the
+**       launch cost of the cached block (td_math_run) on one-element inputs
+**       against one `add` (issue 21's three speed rows:
+**       bench/math_rows.sh runs them on the 8-op block over 2^26 floats).
 ** A name without --dtype is float32; --dtype all=T sets every name.
 */
 #include <stdio.h>
@@ -158,6 +162,90 @@ static double time_it(td_math_case *c, int mode, td_tensor *const *in, td_tensor
     return bench_median_inplace(s, 5);
 }
 
+/* seconds per call of the backward of outs (from td_grad, the graph kept), median of 5 samples of iters calls */
+static double time_grad(td_tensor *out, td_tensor *gy, int n_in, td_tensor *const *in, td_device dev, int iters) {
+    double s[5];
+    for (int r = -1; r < 5; r++) {
+        td_synchronize(dev);
+        double t0 = bench_now_s();
+        for (int i = 0; i < (r < 0 ? 2 : iters); i++) {
+            td_scope_begin();
+            td_tensor *g[TD_MATH_MAX_INPUTS];
+            td_status st = td_grad(1, &out, &gy, n_in, in, g, true, false, true);
+            td_scope_end();
+            if (st) return fprintf(stderr, "trident math: backward: %s\n", td_last_error()), -1;
+        }
+        td_synchronize(dev);
+        if (r >= 0) s[r] = (bench_now_s() - t0) / iters;
+    }
+    return bench_median_inplace(s, 5);
+}
+
+/* The backward row: the block's fused backward (td_math_run recorded, then td_grad) against the composed ops'
+** backward, over the bytes it must move (the inputs, the upstream gradient, the gradients); one-output blocks. */
+static int bench_backward(const args *a, td_device dev, const char *dn, td_math_case *c, td_tensor **in, int n_in) {
+    td_math_block *blk;
+    if (td__math_case_outputs(c) != 1 || td_math_compile(a->expr, NULL, &blk) != TD_OK) return 0;
+    td_math_binding bind[TD_MATH_MAX_INPUTS];
+    double bytes = 0;
+    for (int k = 0; k < n_in; k++) {
+        td_set_requires_grad(in[k], true);
+        bind[k] = (td_math_binding){.name = td__math_case_input_name(c, k), .tensor = in[k]};
+        bytes += 2.0 * (double)td_numel(in[k]) * (double)td_dtype_size(td_tensor_dtype(in[k]));
+    }
+    td_tensor *out = NULL, *outc = NULL;
+    int rc = 1;
+    if (td_math_run(blk, bind, n_in, &out) == TD_OK && td__math_case_run(c, false, in, &outc) == TD_OK) {
+        td_tensor *gy = td_ones(td_ndim(out), td_shape(out), td_tensor_dtype(out), dev);
+        bytes += (double)td_numel(out) * (double)td_dtype_size(td_tensor_dtype(out));
+        int iters = a->iters > 0 ? a->iters : bytes > 1e8 ? 10 : bytes > 1e6 ? 100 : 1000;
+        double tf = gy ? time_grad(out, gy, n_in, in, dev, iters) : -1;
+        double tc = gy && td_requires_grad(outc) ? time_grad(outc, gy, n_in, in, dev, iters) : -1;
+        if (tf > 0) {
+            printf("%-10s %11s %10.1f us %10.1f us %9.1f %9s %8.2fx\n", dn, "backward", tf * 1e6, tc * 1e6,
+                   bytes / tf / 1e9, "", tc > 0 ? tc / tf : 0);
+            rc = 0;
+        }
+    }
+    if (rc) fprintf(stderr, "trident math: backward: %s\n", td_last_error());
+    for (int k = 0; k < n_in; k++) td_set_requires_grad(in[k], false);
+    td_math_free(blk);
+    return rc;
+}
+
+/* The launch row: the cached block (td_math_run, compiled once) on one-element inputs against one `add` of
+** one-element tensors, per call (host dispatch and device launch, synchronized once per sample). */
+static int bench_launch(const args *a, td_device dev, const char *dn) {
+    td_math_block *blk;
+    if (td_math_compile(a->expr, NULL, &blk) != TD_OK) return fprintf(stderr, "trident math: %s\n", td_last_error()), 1;
+    td_math_binding bind[MAX_NAMES];
+    int64_t ones[TD_MAX_DIMS] = {1, 1, 1, 1, 1, 1, 1, 1};
+    for (int k = 0; k < a->n; k++)
+        bind[k] = (td_math_binding){.name = a->names[k], .tensor = td_ones(a->nd[k], ones, a->dt[k], dev)};
+    td_tensor *x = bind[0].tensor, *out[TD_MATH_MAX_OUTPUTS];
+    double t[2];
+    for (int mode = 0; mode < 2; mode++) {
+        double s[5];
+        for (int r = -1; r < 5; r++) {
+            td_synchronize(dev);
+            double t0 = bench_now_s();
+            for (int i = 0; i < (r < 0 ? 10 : 2000); i++) {
+                td_scope_begin();
+                td_status st = mode ? (td_add(x, x) ? TD_OK : td_last_status()) : td_math_run(blk, bind, a->n, out);
+                td_scope_end();
+                if (st) return td_math_free(blk), fprintf(stderr, "trident math: %s\n", td_last_error()), 1;
+            }
+            td_synchronize(dev);
+            if (r >= 0) s[r] = (bench_now_s() - t0) / 2000;
+        }
+        t[mode] = bench_median_inplace(s, 5);
+    }
+    printf("%-10s %11s %10.2f us %10s    one add %8.2f us: %.2fx of an add's launch\n", dn, "launch", t[0] * 1e6, "",
+           t[1] * 1e6, t[0] / t[1]);
+    td_math_free(blk);
+    return 0;
+}
+
 static int bench_device(const args *a, td_device dev) {
     char dn[32];
     td_device_str(dev, dn, sizeof dn);
@@ -205,6 +293,8 @@ static int bench_device(const args *a, td_device dev) {
                td__math_case_kernels(c), tf * 1e6, tc * 1e6, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0, tc / tf,
                tadd * 1e6, copy_gbs);
     }
+    rc = bench_backward(a, dev, dn, c, in, n_in);
+    if (!rc) rc = bench_launch(a, dev, dn);
 done:
     td_scope_end();
     td__math_case_free(c);

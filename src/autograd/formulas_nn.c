@@ -6,6 +6,7 @@
 ** letters: B batch dims, M/K/N matrix sizes, D the normalized (last) dim,
 ** N/C/H/W images, O output channels.
 */
+#include "autograd/norm_fused.h"
 #include "autograd_internal.h"
 #include "core/linear_wgrad.h"
 
@@ -167,6 +168,14 @@ static void norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw
     } else {
         mean = td_reshape(OUT(om), 2, r1);
         rstd = td_reshape(OUT(om + 1), 2, r1);
+        bool ln = S == 1 && want_dx && (P == D || !(mw->present || mb->present)); /* w, b over the row */
+        td_tensor *w = ln && mw->present ? td_reshape(IN(iw), 1, &D) : NULL, *dw = NULL, *db = NULL;
+        if (ln && td__layer_norm_grads_fused(x, dy, w, mean, rstd, NEED(iw), NEED(iw + 1), dx, &dw, &db)) {
+            *dx = td_reshape(*dx, mx->ndim, mx->shape); /* layer norm's passes as one math block (norm_fused.c) */
+            if (NEED(iw)) gx[iw] = td_reshape(dw, mw->ndim, mw->shape);
+            if (NEED(iw + 1)) gx[iw + 1] = td_reshape(db, mb->ndim, mb->shape);
+            return;
+        }
     }
     td_tensor *xhat = td_mul(td_sub(x, mean), rstd);
     td_tensor *g = mw->present ? td_reshape(td_mul(td_reshape(dy, 3, aps), td_reshape(IN(iw), 2, p1)), 2, rd) : dy;

@@ -1,0 +1,20 @@
+/*
+** Layer norm's backward as one math block (norm_fused.c), in place of the
+** composed elementwise passes around its row reductions (issue 21).
+*/
+#ifndef TRIDENT_AUTOGRAD_NORM_FUSED_H
+#define TRIDENT_AUTOGRAD_NORM_FUSED_H
+
+#include "trident/tensor.h"
+
+/* METHOD. The gradients of y = layer_norm(x) over the last dim of x [R, D]
+** from dy [R, D] (IN), the weight w [D] (IN, NULL without one) and the saved
+** mean and rstd [R, 1] (IN): *dx [R, D] (OUT), and *dw, *db [D] (OUT, when
+** want_w / want_b; want_w needs a w). New tensors as the ops return them, to
+** be called inside a scope (the engine's).
+** Returns false, setting nothing and clearing the error, when TRIDENT_MATH_FUSE
+** is 0 or the block cannot run them: the caller composes the formula. */
+bool td__layer_norm_grads_fused(td_tensor *x, td_tensor *dy, td_tensor *w, td_tensor *mean, td_tensor *rstd,
+                                bool want_w, bool want_b, td_tensor **dx, td_tensor **dw, td_tensor **db);
+
+#endif
