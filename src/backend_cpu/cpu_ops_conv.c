@@ -15,6 +15,7 @@
 **                    then dw = dw_0 + dw_1 + ... in slot order; the slots depend on the shapes
 **                    only, so the result is the same bits on any number of threads
 ** A 1x1 window with stride 1 and no padding reads the planes in place.
+** Depthwise convolutions (G == C == O) skip im2col and the GEMMs: direct loops per plane (dw_*).
 ** f64 runs in double (the reference); f16/bf16 are widened to f32.
 */
 #include <stdlib.h>
@@ -111,6 +112,9 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
     *lo = a < count ? a : count;
     *hi = b < *lo ? *lo : b > count ? count : b;
 }
+
+/* Depthwise: one input and one output channel per group. */
+static bool conv_is_depthwise(const conv_geom *q) { return q->G > 1 && q->Cg == 1 && q->Og == 1; }
 
 #define CONV_T        float
 #define CONV_GEMM     cpu_gemm_f32
