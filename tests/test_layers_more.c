@@ -1,5 +1,6 @@
 /* Issue 25, part 2, against PyTorch: Upsample linear/bilinear (align_corners both ways), Conv3d, Embedding's
-** padding_idx and max_norm (forward, input and parameter gradients, the weight after the in-place renorm,
+** padding_idx and max_norm and AdaptiveMaxPool2d's indices (forward, input and parameter gradients, the weight after
+*the in-place renorm,
 ** state_dict keys) on the CPU and Vulkan (CUDA skips without a GPU), and the CTC loss on the CPU (value and
 ** PyTorch's gradient); gradchecks in float64; bad arguments. References: tests/fixtures/gen_layers_more.py
 ** (torch 1.13, float64); |got - want| <= tol (1 + |want|), equal non-finite values match. */
@@ -9,7 +10,7 @@
 /* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(modules_cpu) X(modules_vulkan) X(modules_cuda) X(state_dict_keys) X(gradcheck_modules) X(embedding_init)       \
-    X(ctc_cpu) X(gradcheck_ctc) X(ctc_other_device) X(bad_arguments)
+    X(depthwise_vs_per_channel) X(amp_indices_cpu) X(amp_indices_vulkan) X(ctc_cpu) X(gradcheck_ctc) X(ctc_other_device) X(bad_arguments)
 /* clang-format on */
 
 static tdfx *fx;
@@ -77,13 +78,16 @@ static td_module *make_module(const char *n) {
     if (!strcmp(n, "emb_pad_neg")) return td_embedding_new_ext(6, 4, (int64_t[]){-3}, 0, 2);
     if (!strcmp(n, "emb_maxnorm")) return td_embedding_new_ext(6, 4, NULL, 0.6, 2);
     if (!strcmp(n, "emb_maxnorm_p1_pad")) return td_embedding_new_ext(6, 4, (int64_t[]){2}, 0.9, 1);
+    if (!strcmp(n, "dwconv2d")) return td_conv2d_new(4, 4, (int[]){3, 3}, NULL, (int[]){1, 1}, NULL, 4, true);
+    if (!strcmp(n, "dwconv2d_strided"))
+        return td_conv2d_new(3, 3, (int[]){3, 2}, (int[]){2, 3}, (int[]){2, 1}, (int[]){2, 1}, 3, true);
     TEST_FAIL_("no module for case %s", n);
 }
 
-static const char *const module_cases[] = {"bilinear_ac",   "bilinear_noac",     "bilinear_scale", "bilinear_down_ac",
-                                           "bilinear_down", "linear_ac",         "linear_scale",   "conv3d",
-                                           "conv3d_plain",  "conv3d_depthwise",  "emb_pad",        "emb_pad_neg",
-                                           "emb_maxnorm",   "emb_maxnorm_p1_pad"};
+static const char *const module_cases[] = {"bilinear_ac",   "bilinear_noac",      "bilinear_scale", "bilinear_down_ac",
+                                           "bilinear_down", "linear_ac",          "linear_scale",   "conv3d",
+                                           "conv3d_plain",  "conv3d_depthwise",   "emb_pad",        "emb_pad_neg",
+                                           "emb_maxnorm",   "emb_maxnorm_p1_pad", "dwconv2d",       "dwconv2d_strided"};
 #define N_MODULES (int)(sizeof module_cases / sizeof *module_cases)
 
 /* The entries "<name>.s.<key>" as a state dict keyed by <key>. */
@@ -206,6 +210,70 @@ TEST(embedding_init) {
     td_scope_end();
 }
 
+/* The CPU's direct depthwise kernels (groups == C == O) against conv2d run one channel at a time
+** (groups 1: im2col + GEMM), forward and both gradients, in f32 and f64, over strides, paddings,
+** dilations and kernels that overhang the input. */
+TEST(depthwise_vs_per_channel) {
+    static const int cfg[][8] = {/* kh kw sh sw ph pw dh dw */
+                                 {3, 3, 1, 1, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1, 1, 1}, {5, 3, 1, 2, 2, 0, 1, 2},
+                                 {3, 5, 3, 1, 0, 4, 2, 1}, {1, 1, 1, 1, 0, 0, 1, 1}, {7, 7, 2, 1, 3, 3, 1, 1}};
+    for (int dt = 0; dt < 2; dt++)
+        for (size_t k = 0; k < sizeof cfg / sizeof *cfg; k++) {
+            const int *c = cfg[k];
+            td_scope_begin();
+            td_dtype t = dt ? TD_F64 : TD_F32;
+            int64_t N = 2, C = 5, H = 9, W = 11;
+            td_tensor *x = ASSERT_TENSOR(td_randn(4, (int64_t[]){N, C, H, W}, 7, k, t, TD_CPU));
+            td_tensor *w = ASSERT_TENSOR(td_randn(4, (int64_t[]){C, 1, c[0], c[1]}, 8, k, t, TD_CPU));
+            td_tensor *b = ASSERT_TENSOR(td_randn(1, &C, 9, k, t, TD_CPU));
+            td_tensor *xs[2] = {x, td_clone(x)}, *ws[2] = {w, td_clone(w)}, *bs[2] = {b, td_clone(b)};
+            for (int i = 0; i < 2; i++) {
+                ASSERT_OK(td_set_requires_grad(xs[i], true));
+                ASSERT_OK(td_set_requires_grad(ws[i], true));
+                ASSERT_OK(td_set_requires_grad(bs[i], true));
+            }
+            const int st[2] = {c[2], c[3]}, pd[2] = {c[4], c[5]}, dl[2] = {c[6], c[7]};
+            td_tensor *y = ASSERT_TENSOR(td_conv2d(xs[0], ws[0], bs[0], st, pd, dl, (int)C)), *parts[5];
+            for (int64_t ch = 0; ch < C; ch++)
+                parts[ch] = td_conv2d(td_slice(xs[1], 1, ch, ch + 1, 1), td_slice(ws[1], 0, ch, ch + 1, 1),
+                                      td_slice(bs[1], 0, ch, ch + 1, 1), st, pd, dl, 1);
+            td_tensor *yr = ASSERT_TENSOR(td_cat((int)C, parts, 1));
+            double tol = dt ? 1e-12 : 1e-5;
+            check_close(y, yr, tol, "y");
+            td_tensor *gy = td_randn(4, td_shape(y), 10, k, t, TD_CPU);
+            ASSERT_OK(td_backward(y, gy, false));
+            ASSERT_OK(td_backward(yr, gy, false));
+            check_close(td_grad_of(xs[0]), td_grad_of(xs[1]), tol, "dx");
+            check_close(td_grad_of(ws[0]), td_grad_of(ws[1]), tol, "dw");
+            check_close(td_grad_of(bs[0]), td_grad_of(bs[1]), tol, "db");
+            td_scope_end();
+        }
+}
+
+/* ---- AdaptiveMaxPool2d with indices ---- */
+
+static void amp_indices_on(td_device dev) {
+    static const char *const cases[] = {"amp_idx", "amp_idx_even", "amp_idx_ties", "amp_idx_unbatched"};
+    static const int64_t out[][2] = {{3, 2}, {2, 3}, {2, 3}, {4, 4}};
+    for (int i = 0; i < 4; i++) {
+        const char *n = cases[i];
+        fprintf(stderr, "  %s\n", n);
+        td_scope_begin();
+        td_tensor *x = need(fxt(n, ".x", dev), "x"), *idx = NULL;
+        ASSERT_OK(td_set_requires_grad(x, true));
+        td_tensor *y = ASSERT_TENSOR(td_adaptive_max_pool2d_with_indices(x, out[i][0], out[i][1], &idx));
+        check_close(y, need(fxt(n, ".y", TD_CPU), "y"), 1e-6, "y");
+        ASSERT(td_tensor_dtype(idx) == TD_I64);
+        check_close(idx, need(fxt(n, ".idx", TD_CPU), "idx"), 0, "indices");
+        ASSERT_OK(td_backward(y, need(fxt(n, ".gy", dev), "gy"), false));
+        check_close(td_grad_of(x), need(fxt(n, ".dx", TD_CPU), "dx"), 1e-6, "dx");
+        td_scope_end();
+    }
+}
+
+TEST(amp_indices_cpu) { amp_indices_on(TD_CPU); }
+TEST(amp_indices_vulkan) { amp_indices_on(test_device_or_skip("vulkan:0")); }
+
 /* ---- CTC ---- */
 
 static td_tensor *run_ctc(const char *n, td_tensor *lp) {
@@ -281,6 +349,11 @@ TEST(bad_arguments) {
     ASSERT_ERROR(td_conv3d(x5, wk, NULL, NULL, NULL, NULL, 1), TD_ERR_SHAPE, "padded depth 3 is smaller");
     ASSERT_ERROR(td_embedding_new_ext(5, 2, (int64_t[]){5}, 0, 2), TD_ERR_MISUSE, "padding_idx 5 must be within");
     ASSERT_ERROR(td_embedding_new_ext(5, 2, NULL, 1, 0), TD_ERR_MISUSE, "norm_type 0");
+    td_tensor *amp_idx = NULL;
+    ASSERT_ERROR(td_adaptive_max_pool2d_with_indices(x5, 2, 2, &amp_idx), TD_ERR_SHAPE, "[N, C, H, W] or [C, H, W]");
+    ASSERT(!amp_idx);
+    ASSERT_ERROR(td_adaptive_max_pool2d_with_indices(x3, 0, 2, &amp_idx), TD_ERR_MISUSE, "output size 0x2");
+    ASSERT_ERROR(td_adaptive_max_pool2d_with_indices(x3, 1, 1, NULL), TD_ERR_MISUSE, "indices (OUT) is NULL");
     td_tensor *lp = ASSERT_TENSOR(td_zeros(3, (int64_t[]){4, 2, 3}, TD_F32, TD_CPU));
     int64_t tgv[4] = {1, 2, 2, 0}, ilv[2] = {4, 4}, tlv[2] = {2, 1}, badl[2] = {5, 4};
     td_tensor *tg = td_from_data(tgv, 2, (int64_t[]){2, 2}, TD_I64, TD_CPU);

@@ -611,7 +611,7 @@ TD_API td_tensor *td_cosine_embedding_loss(td_tensor *x1, td_tensor *x2, td_tens
 
 /* ======================================================================
 ** Issue 25, part 2: linear/bilinear upsampling, Conv3d, Embedding's
-** padding_idx and max_norm, and the CTC loss.
+** padding_idx and max_norm, AdaptiveMaxPool2d's indices and the CTC loss.
 ** ====================================================================== */
 
 /*
@@ -664,6 +664,17 @@ TD_API td_module *td_conv3d_new(int64_t in_channels, int64_t out_channels, const
 */
 TD_API td_module *td_embedding_new_ext(int64_t num_embeddings, int64_t embedding_dim, const int64_t *padding_idx,
                                        double max_norm, double norm_type);
+
+/*
+** CONSTRUCTOR. F.adaptive_max_pool2d(x, (out_h, out_w), return_indices=True):
+** x [N, C, H, W] or [C, H, W] -> y [N, C, out_h, out_w] (cells as
+** td_adaptive_max_pool2d_new) and *indices (OUT, int64, y's shape, same
+** ownership as y; NULL on failure): the flat position h * W + w in the input
+** plane of each cell's first maximum in row-major order, as PyTorch's CPU
+** kernel. y's gradient goes to that element. TD_ERR_MISUSE for a NULL
+** indices or a non-positive size; TD_ERR_SHAPE for other ranks.
+*/
+TD_API td_tensor *td_adaptive_max_pool2d_with_indices(td_tensor *x, int64_t out_h, int64_t out_w, td_tensor **indices);
 
 /*
 ** CONSTRUCTOR. F.ctc_loss(log_probs, targets, input_lengths, target_lengths,
