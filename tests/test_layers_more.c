@@ -216,7 +216,8 @@ TEST(embedding_init) {
 TEST(depthwise_vs_per_channel) {
     static const int cfg[][8] = {/* kh kw sh sw ph pw dh dw */
                                  {3, 3, 1, 1, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1, 1, 1}, {5, 3, 1, 2, 2, 0, 1, 2},
-                                 {3, 5, 3, 1, 0, 4, 2, 1}, {1, 1, 1, 1, 0, 0, 1, 1}, {7, 7, 2, 1, 3, 3, 1, 1}};
+                                 {3, 5, 3, 1, 0, 4, 2, 1}, {1, 1, 1, 1, 0, 0, 1, 1}, {7, 7, 2, 1, 3, 3, 1, 1},
+                                 {3, 3, 1, 3, 1, 2, 1, 1}, {2, 4, 2, 4, 0, 3, 1, 2}};
     for (int dt = 0; dt < 2; dt++)
         for (size_t k = 0; k < sizeof cfg / sizeof *cfg; k++) {
             const int *c = cfg[k];

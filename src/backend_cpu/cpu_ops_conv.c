@@ -116,6 +116,14 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
 /* Depthwise: one input and one output channel per group. */
 static bool conv_is_depthwise(const conv_geom *q) { return q->G > 1 && q->Cg == 1 && q->Og == 1; }
 
+/* Where row ih of the plane (or of its split, when sw > 1) starts when read through column offset off:
+** element ow of the returned index is input column ow*sw + off. */
+static int64_t dw_row_at(const conv_geom *q, int64_t ih, int64_t off) {
+    if (q->sw == 1) return ih * q->W + off;
+    int64_t Wp = (q->W + q->sw - 1) / q->sw, fd = off >= 0 ? off / q->sw : -((-off + q->sw - 1) / q->sw);
+    return ((off - fd * q->sw) * q->H + ih) * Wp + fd;
+}
+
 #define CONV_T        float
 #define CONV_GEMM     cpu_gemm_f32
 #define CONV_FN(name) name##_f32
