@@ -10,7 +10,7 @@
 /* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(modules_cpu) X(modules_vulkan) X(modules_cuda) X(state_dict_keys) X(gradcheck_modules) X(embedding_init)       \
-    X(depthwise_vs_per_channel) X(amp_indices_cpu) X(amp_indices_vulkan) X(ctc_cpu) X(gradcheck_ctc) X(ctc_other_device) X(bad_arguments)
+    X(depthwise_vs_per_channel) X(amp_indices_cpu) X(amp_indices_vulkan) X(amp_indices_cuda) X(ctc_cpu) X(gradcheck_ctc) X(ctc_other_device) X(bad_arguments)
 /* clang-format on */
 
 static tdfx *fx;
@@ -274,6 +274,7 @@ static void amp_indices_on(td_device dev) {
 
 TEST(amp_indices_cpu) { amp_indices_on(TD_CPU); }
 TEST(amp_indices_vulkan) { amp_indices_on(test_device_or_skip("vulkan:0")); }
+TEST(amp_indices_cuda) { amp_indices_on(test_device_or_skip("cuda:0")); }
 
 /* ---- CTC ---- */
 
