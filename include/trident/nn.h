@@ -609,6 +609,89 @@ TD_API td_tensor *td_kl_div_loss(td_tensor *input, td_tensor *target, td_reducti
 TD_API td_tensor *td_cosine_embedding_loss(td_tensor *x1, td_tensor *x2, td_tensor *y, double margin,
                                            td_reduction reduction);
 
+/* ======================================================================
+** Issue 25, part 2: linear/bilinear upsampling, Conv3d, Embedding's
+** padding_idx and max_norm, AdaptiveMaxPool2d's indices and the CTC loss.
+** ====================================================================== */
+
+/*
+** CONSTRUCTOR. F.interpolate(x, size or scale_factor, mode="linear" for x
+** [N, C, L], "bilinear" for [N, C, H, W], align_corners). size (IN) or
+** scale_factor (IN), one entry per spatial dim, exactly one non-NULL
+** (TD_ERR_MISUSE). Output size = size or floor(in * scale_factor). Source
+** index of output i: scale * i with scale = (in - 1) / (out - 1) when
+** align_corners, else max(scale * (i + 0.5) - 0.5, 0) with scale =
+** 1 / scale_factor (when given) or in / out; the two neighbours are weighted
+** linearly, as PyTorch (in float32 for float32 inputs). Composed from
+** index_select and multiplies, one dim after the other (gradients through
+** autograd). TD_ERR_SHAPE for other ranks, TD_ERR_DTYPE for integer inputs.
+*/
+TD_API td_tensor *td_interpolate_linear(td_tensor *x, const int64_t *size, const double *scale_factor,
+                                        bool align_corners);
+/* CONSTRUCTOR. nn.Upsample(size or scale_factor, mode="linear" (n = 1) or
+** "bilinear" (n = 2), align_corners); the arrays (n entries, exactly one
+** non-NULL) are copied. PyTorch's default align_corners is false. */
+TD_API td_module *td_upsample_linear_new(int n, const int64_t *size, const double *scale_factor, bool align_corners);
+
+/*
+** CONSTRUCTOR. F.conv3d(x, w, b, stride, padding, dilation, groups): x [N, C,
+** D, H, W], w [O, C/groups, kd, kh, kw], b [O] or NULL -> [N, O, Do, Ho, Wo],
+** Do = (D + 2 padding - dilation (kd - 1) - 1) / stride + 1 (likewise H, W).
+** NULL stride/dilation are 1, NULL padding 0. Composed over conv2d (the kd
+** depth taps stacked as channels; one conv2d call), so it runs wherever
+** conv2d does, gradients included. TD_ERR_SHAPE for shapes that do not fit,
+** TD_ERR_MISUSE for a non-positive stride or dilation or negative padding.
+*/
+TD_API td_tensor *td_conv3d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[3], const int padding[3],
+                            const int dilation[3], int groups);
+/* CONSTRUCTOR. nn.Conv3d (PyTorch's argument order and defaults: NULL stride
+** and dilation 1, NULL padding 0): weight [out, in/groups, kd, kh, kw] and
+** bias [out], initialized as PyTorch's (kaiming_uniform, a = sqrt(5));
+** unbatched [C, D, H, W] inputs get a batch dim of 1. TD_ERR_MISUSE for bad
+** sizes. */
+TD_API td_module *td_conv3d_new(int64_t in_channels, int64_t out_channels, const int kernel[3], const int stride[3],
+                                const int padding[3], const int dilation[3], int groups, bool bias);
+
+/*
+** CONSTRUCTOR. nn.Embedding(num_embeddings, embedding_dim, padding_idx,
+** max_norm, norm_type). padding_idx (IN, NULL for None; negative counts from
+** the end): that row starts at zero and never gets a gradient. max_norm > 0:
+** each forward first rescales, in place and without autograd, every row it
+** looks up whose norm_type-norm exceeds max_norm to max_norm / (norm + 1e-7)
+** times itself (PyTorch's renorm); max_norm <= 0 is None. PyTorch's default
+** norm_type is 2. TD_ERR_MISUSE for bad sizes, a padding_idx out of range or
+** a norm_type that is not positive and finite.
+*/
+TD_API td_module *td_embedding_new_ext(int64_t num_embeddings, int64_t embedding_dim, const int64_t *padding_idx,
+                                       double max_norm, double norm_type);
+
+/*
+** CONSTRUCTOR. F.adaptive_max_pool2d(x, (out_h, out_w), return_indices=True):
+** x [N, C, H, W] or [C, H, W] -> y [N, C, out_h, out_w] (cells as
+** td_adaptive_max_pool2d_new) and *indices (OUT, int64, y's shape, same
+** ownership as y; NULL on failure): the flat position h * W + w in the input
+** plane of each cell's first maximum in row-major order, as PyTorch's CPU
+** kernel. y's gradient goes to that element. TD_ERR_MISUSE for a NULL
+** indices or a non-positive size; TD_ERR_SHAPE for other ranks.
+*/
+TD_API td_tensor *td_adaptive_max_pool2d_with_indices(td_tensor *x, int64_t out_h, int64_t out_w, td_tensor **indices);
+
+/*
+** CONSTRUCTOR. F.ctc_loss(log_probs, targets, input_lengths, target_lengths,
+** blank, reduction, zero_infinity): log_probs [T, N, C] (log_softmax
+** outputs), targets [N, S] (padded) or 1-D (the targets concatenated),
+** input_lengths and target_lengths integer [N]. Per sample the negative log
+** likelihood of its target over all alignments; TD_REDUCE_NONE gives [N],
+** _SUM their sum, _MEAN the mean of nll / max(target_length, 1) (PyTorch's
+** defaults: blank 0, mean, zero_infinity false). An impossible alignment
+** gives inf (zero_infinity: 0, with a zero gradient). The gradient is
+** PyTorch's, which assumes log_probs = log_softmax(logits) (exact for the
+** logits). CPU only: other devices give TD_ERR_UNSUPPORTED. TD_ERR_SHAPE for
+** lengths out of range, TD_ERR_INDEX for a label that is blank or not a class.
+*/
+TD_API td_tensor *td_ctc_loss(td_tensor *log_probs, td_tensor *targets, td_tensor *input_lengths,
+                              td_tensor *target_lengths, int64_t blank, td_reduction reduction, bool zero_infinity);
+
 #ifdef __cplusplus
 }
 #endif

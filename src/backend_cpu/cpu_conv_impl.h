@@ -73,11 +73,150 @@ static void CONV_FN(col2im)(const conv_win *v, CONV_T *dcol, int64_t ld, CONV_T 
     }
 }
 
+/* ---- depthwise: G == C == O (Cg = Og = 1) ----
+** Each (n, c) plane is convolved with its own kh x kw filter, directly (no im2col, no GEMM: a GEMM
+** per group has one output row and K = kh*kw, all overhead):
+**   y[n, c, oh, ow] = b[c] + sum_{ki,kj} w[c, ki, kj] * x[n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw]
+** The inner loop runs over ow inside the valid range of conv_valid_range (stride 1: contiguous). */
+static td_status CONV_FN(dw_forward)(const conv_geom *q, const CONV_T *x, const CONV_T *w, const CONV_T *b, CONV_T *y) {
+    int64_t NC = q->N * q->C, HW = q->H * q->W, kk = q->kh * q->kw;
+    int nt = cpu_threads_for(NC, 2 * kk * q->P);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t nc = 0; nc < NC; nc++) {
+        int64_t c = nc % q->C;
+        const CONV_T *src = x + nc * HW, *f = w + c * kk;
+        CONV_T *dst = y + nc * q->P;
+        for (int64_t oh = 0; oh < q->Ho; oh++) {
+            CONV_T *d = dst + oh * q->Wo;
+            for (int64_t ow = 0; ow < q->Wo; ow++) d[ow] = b ? b[c] : 0;
+            for (int64_t ki = 0; ki < q->kh; ki++) {
+                int64_t ih = oh * q->sh - q->ph + ki * q->dh;
+                if (ih < 0 || ih >= q->H) continue;
+                const CONV_T *row = src + ih * q->W;
+                for (int64_t kj = 0; kj < q->kw; kj++) {
+                    CONV_T wv = f[ki * q->kw + kj];
+                    int64_t off = kj * q->dw - q->pw, lo, hi;
+                    conv_valid_range(off, q->sw, q->W, q->Wo, &lo, &hi);
+                    if (q->sw == 1) {
+#pragma omp simd
+                        for (int64_t ow = lo; ow < hi; ow++) d[ow] += wv * row[ow + off];
+                    } else {
+#pragma omp simd
+                        for (int64_t ow = lo; ow < hi; ow++) d[ow] += wv * row[ow * q->sw + off];
+                    }
+                }
+            }
+        }
+    }
+    return TD_OK;
+}
+
+/* A column stride sw > 1 reads (and the input gradient writes) every sw-th element of a row, which does
+** not vectorize. Those passes use the plane split by column phase instead: split[(p*H + ih)*Wp + j] =
+** plane[ih, j*sw + p], Wp = ceil(W / sw), so input column ow*sw + off is entry ow + off/sw (floor) of
+** phase off mod sw: contiguous in ow. */
+static void CONV_FN(dw_split)(const conv_geom *q, const CONV_T *plane, CONV_T *split) {
+    int64_t Wp = (q->W + q->sw - 1) / q->sw;
+    for (int64_t p = 0; p < q->sw; p++)
+        for (int64_t ih = 0; ih < q->H; ih++)
+            for (int64_t j = 0; j * q->sw + p < q->W; j++)
+                split[(p * q->H + ih) * Wp + j] = plane[ih * q->W + j * q->sw + p];
+}
+
+/* The inverse of dw_split: plane[ih, j*sw + p] = split[(p*H + ih)*Wp + j]. */
+static void CONV_FN(dw_merge)(const conv_geom *q, const CONV_T *split, CONV_T *plane) {
+    int64_t Wp = (q->W + q->sw - 1) / q->sw;
+    for (int64_t p = 0; p < q->sw; p++)
+        for (int64_t ih = 0; ih < q->H; ih++)
+            for (int64_t j = 0; j * q->sw + p < q->W; j++)
+                plane[ih * q->W + j * q->sw + p] = split[(p * q->H + ih) * Wp + j];
+}
+
+/* dx[n, c, ih, iw] = sum of w[c, ki, kj] * dy[n, c, oh, ow] over the taps that read (ih, iw): the
+** forward's loops with the roles of the planes swapped, one plane per thread at a time (accumulated in
+** the split plane when sw > 1, then merged). */
+static td_status CONV_FN(dw_backward_input)(const conv_geom *q, const CONV_T *dy, const CONV_T *w, CONV_T *dx) {
+    int64_t NC = q->N * q->C, HW = q->H * q->W, kk = q->kh * q->kw;
+    int64_t per = q->sw > 1 ? conv_round(q->sw * q->H * ((q->W + q->sw - 1) / q->sw)) : 0;
+    int nt = cpu_threads_for(NC, 2 * kk * q->P);
+    CONV_T *ws = per ? cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T)) : NULL;
+    if (per && !ws) return td_last_status();
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *split = per ? ws + conv_thread() * per : NULL;
+#pragma omp for schedule(static)
+        for (int64_t nc = 0; nc < NC; nc++) {
+            int64_t c = nc % q->C;
+            const CONV_T *g = dy + nc * q->P, *f = w + c * kk;
+            CONV_T *acc = split ? split : dx + nc * HW;
+            memset(acc, 0, (size_t)(split ? per : HW) * sizeof(CONV_T));
+            for (int64_t oh = 0; oh < q->Ho; oh++) {
+                const CONV_T *gr = g + oh * q->Wo;
+                for (int64_t ki = 0; ki < q->kh; ki++) {
+                    int64_t ih = oh * q->sh - q->ph + ki * q->dh;
+                    if (ih < 0 || ih >= q->H) continue;
+                    for (int64_t kj = 0; kj < q->kw; kj++) {
+                        CONV_T wv = f[ki * q->kw + kj];
+                        int64_t off = kj * q->dw - q->pw, lo, hi;
+                        conv_valid_range(off, q->sw, q->W, q->Wo, &lo, &hi);
+                        int64_t at = dw_row_at(q, ih, off);
+#pragma omp simd
+                        for (int64_t ow = lo; ow < hi; ow++) acc[at + ow] += wv * gr[ow];
+                    }
+                }
+            }
+            if (split) CONV_FN(dw_merge)(q, split, dx + nc * HW);
+        }
+    }
+    return TD_OK;
+}
+
+/* dw[c, ki, kj] = sum over n, oh, ow of dy[n, c, oh, ow] * x[n, c, oh*sh - ph + ki*dh, ow*sw - pw + kj*dw].
+** One channel per thread at a time, images summed in order: the same bits on any thread count. */
+static td_status CONV_FN(dw_backward_weight)(const conv_geom *q, const CONV_T *dy, const CONV_T *x, CONV_T *dw) {
+    int64_t HW = q->H * q->W, kk = q->kh * q->kw;
+    int64_t per = q->sw > 1 ? conv_round(q->sw * q->H * ((q->W + q->sw - 1) / q->sw)) : 0;
+    int nt = cpu_threads_for(q->C, 2 * kk * q->P * q->N);
+    CONV_T *ws = per ? cpu_nn_workspace((size_t)(nt * per) * sizeof(CONV_T)) : NULL;
+    if (per && !ws) return td_last_status();
+#pragma omp parallel num_threads(nt)
+    {
+        CONV_T *split = per ? ws + conv_thread() * per : NULL;
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < q->C; c++) {
+            CONV_T *f = dw + c * kk;
+            for (int64_t k = 0; k < kk; k++) f[k] = 0;
+            for (int64_t n = 0; n < q->N; n++) {
+                const CONV_T *src = x + (n * q->C + c) * HW, *g = dy + (n * q->C + c) * q->P;
+                if (split) CONV_FN(dw_split)(q, src, split);
+                const CONV_T *base = split ? split : src;
+                for (int64_t ki = 0; ki < q->kh; ki++)
+                    for (int64_t kj = 0; kj < q->kw; kj++) {
+                        int64_t off = kj * q->dw - q->pw, lo, hi;
+                        conv_valid_range(off, q->sw, q->W, q->Wo, &lo, &hi);
+                        CONV_T acc = 0;
+                        for (int64_t oh = 0; oh < q->Ho; oh++) {
+                            int64_t ih = oh * q->sh - q->ph + ki * q->dh;
+                            if (ih < 0 || ih >= q->H) continue;
+                            const CONV_T *gr = g + oh * q->Wo;
+                            int64_t at = dw_row_at(q, ih, off);
+#pragma omp simd reduction(+ : acc)
+                            for (int64_t ow = lo; ow < hi; ow++) acc += gr[ow] * base[at + ow];
+                        }
+                        f[ki * q->kw + kj] += acc;
+                    }
+            }
+        }
+    }
+    return TD_OK;
+}
+
 /* Forward, image by image: y[n, g*Og + o, :] = w_g (Og, K) @ col_g (K, P) + b[g*Og + o],
 ** col_g = im2col of x[n, g*Cg : (g+1)*Cg] (or those planes themselves for a 1x1 window).
 ** y[n] is first filled with the bias (or 0) and the GEMM adds to it (beta 1). */
 static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, const CONV_T *w, const CONV_T *b,
                                        CONV_T *y) {
+    if (conv_is_depthwise(q)) return CONV_FN(dw_forward)(q, x, w, b, y);
     conv_win v = conv_forward_win(q);
     bool direct = conv_win_is_identity(&v);
     int nt = conv_threads(q);
@@ -105,6 +244,7 @@ static td_status CONV_FN(conv_forward)(const conv_geom *q, const CONV_T *x, cons
 /* Backward to the input: dcol = w_g^T (K, Og) @ dy[n]_g (Og, P), then dx[n] = col2im(dcol).
 ** dcol is zeroed and the GEMM adds to it (beta 1): OpenBLAS's own beta-0 pass is slower than memset. */
 static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *dy, const CONV_T *w, CONV_T *dx) {
+    if (conv_is_depthwise(q)) return CONV_FN(dw_backward_input)(q, dy, w, dx);
     conv_win v = conv_forward_win(q);
     int nt = conv_threads(q);
     int64_t per = conv_round(q->K * q->P), CHW = q->C * q->H * q->W;
@@ -134,6 +274,7 @@ static td_status CONV_FN(conv_backward_input)(const conv_geom *q, const CONV_T *
 ** dY (Og, nb*P)); then dw = part_0 + part_1 + ... in slot order, so the result depends on S (the
 ** shapes) only, never on the thread count or the schedule. */
 static td_status CONV_FN(conv_backward_weight)(const conv_geom *q, const CONV_T *dy, const CONV_T *x, CONV_T *dw) {
+    if (conv_is_depthwise(q)) return CONV_FN(dw_backward_weight)(q, dy, x, dw);
     conv_win v = conv_forward_win(q);
     bool direct = conv_win_is_identity(&v);
     int nt = conv_threads(q);

@@ -15,6 +15,7 @@
 **                    then dw = dw_0 + dw_1 + ... in slot order; the slots depend on the shapes
 **                    only, so the result is the same bits on any number of threads
 ** A 1x1 window with stride 1 and no padding reads the planes in place.
+** Depthwise convolutions (G == C == O) skip im2col and the GEMMs: direct loops per plane (dw_*).
 ** f64 runs in double (the reference); f16/bf16 are widened to f32.
 */
 #include <stdlib.h>
@@ -110,6 +111,17 @@ static void conv_valid_range(int64_t off, int64_t s, int64_t n, int64_t count, i
     int64_t a = off >= 0 ? 0 : (-off + s - 1) / s, b = n - off <= 0 ? 0 : (n - off + s - 1) / s;
     *lo = a < count ? a : count;
     *hi = b < *lo ? *lo : b > count ? count : b;
+}
+
+/* Depthwise: one input and one output channel per group. */
+static bool conv_is_depthwise(const conv_geom *q) { return q->G > 1 && q->Cg == 1 && q->Og == 1; }
+
+/* Where row ih of the plane (or of its split, when sw > 1) starts when read through column offset off:
+** element ow of the returned index is input column ow*sw + off. */
+static int64_t dw_row_at(const conv_geom *q, int64_t ih, int64_t off) {
+    if (q->sw == 1) return ih * q->W + off;
+    int64_t Wp = (q->W + q->sw - 1) / q->sw, fd = off >= 0 ? off / q->sw : -((-off + q->sw - 1) / q->sw);
+    return ((off - fd * q->sw) * q->H + ih) * Wp + fd;
 }
 
 #define CONV_T        float
