@@ -502,36 +502,40 @@ FN(gradgrad_ATTENTION) {
 GG_CASE(gradgrad_ATTENTION, 4, S(G, 3, 2, 3, 2), S(G, 3, 2, 4, 2), S(G, 3, 2, 4, 3), S(C, 2, 3, 4))
 
 /* The composed gradients (create_graph) equal the fused ATTENTION_BACKWARD's: the same causal mask, bool mask
-** and dropout keep mask (td_dropout's Philox rule on the same elements), to rounding. */
+** and dropout keep mask (td_dropout's Philox rule on the same elements), to rounding; on the CPU and on each
+** available CUDA and Vulkan device (f64). */
 TEST(attention_create_graph_matches_fused) {
-    td_scope_begin();
+    const td_device devs[3] = {TD_CPU, TD_CUDA(0), TD_VULKAN(0)};
     int64_t sq[3] = {2, 5, 3}, sk[3] = {2, 6, 3}, sv[3] = {2, 6, 4}, sm[2] = {5, 6}, so[3] = {2, 5, 4};
-    td_tensor *in[3] = {test_uniform_tensor(3, sq, -1, 1, TD_F64, TD_CPU),
-                        test_uniform_tensor(3, sk, -1, 1, TD_F64, TD_CPU),
-                        test_uniform_tensor(3, sv, -1, 1, TD_F64, TD_CPU)};
-    td_tensor *w = test_uniform_tensor(3, so, -1, 1, TD_F64, TD_CPU);
     double mv[30];
     for (int i = 0; i < 30; i++) mv[i] = i % 6 == 0 || (i / 6 + i % 6) % 3 != 1; /* key 0 always visible */
-    td_tensor *mask = ASSERT_TENSOR(td_cast(test_tensor_f64(mv, 2, sm, TD_F64), TD_BOOL));
-    for (int i = 0; i < 3; i++) ASSERT_OK(td_set_requires_grad(in[i], true));
-    td_tensor *y = ASSERT_TENSOR(
-        td_sum(td_mul(td_scaled_dot_product_attention_ext(in[0], in[1], in[2], mask, 0.3, true, 0.6, 5, 9), w), 0, NULL,
-               false));
-    td_tensor *fused[3] = {0}, *composed[3] = {0};
-    ASSERT_OK(td_grad(1, &y, NULL, 3, in, fused, true, false, false));
-    ASSERT_OK(td_grad(1, &y, NULL, 3, in, composed, false, true, false));
-    for (int i = 0; i < 3; i++) {
-        ASSERT(td_requires_grad(composed[i]));
-        double *f = test_host(fused[i]), *c = test_host(composed[i]), nz = 0;
-        for (int64_t e = 0; e < td_numel(fused[i]); e++) {
-            ASSERT_NEAR(c[e], f[e], 1e-12);
-            nz += fabs(f[e]);
+    for (int d = 0; d < 3; d++) {
+        if (!td_device_available(devs[d])) continue;
+        td_scope_begin();
+        td_tensor *in[3] = {test_uniform_tensor(3, sq, -1, 1, TD_F64, devs[d]),
+                            test_uniform_tensor(3, sk, -1, 1, TD_F64, devs[d]),
+                            test_uniform_tensor(3, sv, -1, 1, TD_F64, devs[d])};
+        td_tensor *w = test_uniform_tensor(3, so, -1, 1, TD_F64, devs[d]);
+        td_tensor *mask = ASSERT_TENSOR(td_to(td_cast(test_tensor_f64(mv, 2, sm, TD_F64), TD_BOOL), devs[d]));
+        for (int i = 0; i < 3; i++) ASSERT_OK(td_set_requires_grad(in[i], true));
+        td_tensor *a = td_scaled_dot_product_attention_ext(in[0], in[1], in[2], mask, 0.3, true, 0.6, 5, 9);
+        td_tensor *y = ASSERT_TENSOR(td_sum(td_mul(a, w), 0, NULL, false));
+        td_tensor *fused[3] = {0}, *composed[3] = {0};
+        ASSERT_OK(td_grad(1, &y, NULL, 3, in, fused, true, false, false));
+        ASSERT_OK(td_grad(1, &y, NULL, 3, in, composed, false, true, false));
+        for (int i = 0; i < 3; i++) {
+            ASSERT(td_requires_grad(composed[i]));
+            double *f = test_host(fused[i]), *c = test_host(composed[i]), nz = 0;
+            for (int64_t e = 0; e < td_numel(fused[i]); e++) {
+                ASSERT_NEAR(c[e], f[e], 1e-10);
+                nz += fabs(f[e]);
+            }
+            ASSERT(nz > 0.1); /* not trivially zero */
+            free(f), free(c);
+            td_release(fused[i]), td_release(composed[i]);
         }
-        ASSERT(nz > 0.1); /* not trivially zero */
-        free(f), free(c);
-        td_release(fused[i]), td_release(composed[i]);
+        td_scope_end();
     }
-    td_scope_end();
 }
 
 /* mean and rstd are recomputed with ops under create_graph: over the last two dims with affine, the last without */
