@@ -83,7 +83,8 @@ static inline void op_case_make(td_op_kind k, td_dtype dt, op_case *c, td_buffer
 ** X(case name, op kind, conformance dtypes (CONF_CLASS: the op's class), conformance NMSE limits, autograd, ...)
 **   autograd: NONE (not differentiable), CHECK (a gradcheck case), GRADGRAD (a
 **   fused backward op: a gradcheck case, and gradgradcheck of its forward
-**   runs it), REFUSED (a fused backward op whose create_graph is refused)
+**   runs it), REFUSED (a fused backward op with no derivative of its own:
+**   create_graph through its forward composes the backward from ops instead)
 ** The extra arguments pass through to X. test_conformance and `trident devices
 ** --selftest` run a conformance case per row (case_<name>), test_gradcheck a
 ** gradcheck case per CHECK and GRADGRAD row (its op kind's name). */

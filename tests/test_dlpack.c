@@ -23,7 +23,12 @@
     X(legacy)                                                                                                          \
     X(read_only_and_copy)                                                                                              \
     X(bad_input)                                                                                                       \
-    X(hostile_import)                                                                                                  \
+    X(import_overflowing_contiguous_strides)                                                                           \
+    X(import_huge_empty_shape)                                                                                         \
+    X(import_misaligned_byte_offset)                                                                                   \
+    X(import_empty_null_data)                                                                                          \
+    X(import_empty_export)                                                                                             \
+    X(import_empty_within_empty_limits)                                                                                \
     X(vulkan_export)                                                                                                   \
     X(cuda_round_trip)
 
@@ -310,26 +315,71 @@ TEST(bad_input) {
     check_no_leaks();
 }
 
-/* Imports found by fuzzing: shapes whose strides or element counts overflow, a misaligned byte_offset, and
-** size-0 tensors with NULL data (refused, or imported as a fresh empty tensor that every op takes). */
-TEST(hostile_import) {
+/* ---- imports found by fuzzing (issue 27): each refused with a clear error, or imported as a tensor every op takes;
+** td_from_foreign, the import under both capsules, keeps the same rules ---- */
+
+static void foreign_delete(void *ctx) { (*(int *)ctx)++; }
+
+/* [2^32, 2^32] with NULL strides: the contiguous strides would overflow */
+TEST(import_overflowing_contiguous_strides) {
     float mem[8] = {0};
     producer p;
-    /* [2^32, 2^32] with NULL strides: the contiguous strides would overflow */
-    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 2, (int64_t[]){1ll << 32, 1ll << 32}, NULL, 0);
-    ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "multiply past 2^48 bytes");
-    /* [2^40, 2^40, 0] with strides 0: no element, but the sizes' product would overflow an iteration */
-    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 3, (int64_t[]){1ll << 40, 1ll << 40, 0}, (int64_t[]){0, 0, 0},
-                  0);
+    int64_t shape[2] = {1ll << 32, 1ll << 32};
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 2, shape, NULL, 0);
+    ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "multiply past 2^48 bytes at dim 1");
+    ASSERT_ERROR(td_from_dlpack_legacy(&p.legacy), TD_ERR_MISUSE, "multiply past 2^48 bytes");
+    int deleted = 0;
+    ASSERT_ERROR(td_from_foreign(TD_CPU, (uintptr_t)mem, 2, shape, NULL, TD_F32, foreign_delete, &deleted),
+                 TD_ERR_MISUSE, "from_foreign: the sizes (a 0 taken as 1) multiply past 2^48 bytes at dim 1");
+    ASSERT_EQ_INT(p.deleted + deleted, 0);
+    check_no_leaks();
+}
+
+/* [2^40, 2^40, 0] with strides 0: no element, but the sizes' product would overflow an iteration */
+TEST(import_huge_empty_shape) {
+    float mem[8] = {0};
+    producer p;
+    int64_t shape[3] = {1ll << 40, 1ll << 40, 0}, strides[3] = {0, 0, 0};
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 3, shape, strides, 0);
     ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "multiply past 2^48 bytes");
     ASSERT_ERROR(td_from_dlpack_legacy(&p.legacy), TD_ERR_MISUSE, "multiply past 2^48 bytes");
-    /* a byte_offset that is not a multiple of the element size */
+    int deleted = 0;
+    ASSERT_ERROR(td_from_foreign(TD_CPU, (uintptr_t)mem, 3, shape, strides, TD_F32, foreign_delete, &deleted),
+                 TD_ERR_MISUSE, "multiply past 2^48 bytes");
+    ASSERT_EQ_INT(p.deleted + deleted, 0);
+    check_no_leaks();
+}
+
+/* data + byte_offset that is not a multiple of the element size: the kernels would load misaligned elements */
+TEST(import_misaligned_byte_offset) {
+    float mem[8] = {0};
+    producer p;
     producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 1, (int64_t[]){4}, NULL, 2);
     ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "byte_offset (2) is not a multiple of the element size 4");
+    producer_init(&p, (char *)mem + 1, (DLDataType){kDLInt, 64, 1}, 1, (int64_t[]){2}, NULL, 8);
+    ASSERT_ERROR(td_from_dlpack_legacy(&p.legacy), TD_ERR_MISUSE, "not a multiple of the element size 8");
     ASSERT_EQ_INT(p.deleted, 0);
-    /* size 0 with NULL data and hostile strides: a fresh empty tensor; the producer's deleter runs exactly once */
+    int deleted = 0;
+    ASSERT_ERROR(td_from_foreign(TD_CPU, (uintptr_t)mem + 2, 1, (int64_t[]){3}, NULL, TD_F32, foreign_delete, &deleted),
+                 TD_ERR_MISUSE, "is not a multiple of the element size 4");
+    ASSERT_EQ_INT(deleted, 0);
+    /* an offset that keeps the elements aligned is taken */
+    mem[2] = 7;
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 1, (int64_t[]){4}, NULL, 8);
+    td_tensor *t = ASSERT_TENSOR(td_from_dlpack(&p.v, 0));
+    ASSERT_NEAR(td_get(t, (int64_t[]){0}), 7, 0);
+    td_release(t);
+    ASSERT_EQ_INT(p.deleted, 1);
+    check_no_leaks();
+}
+
+/* size 0 with NULL data and hostile strides: a fresh empty tensor that every op takes (no offset is applied to a
+** NULL pointer); the producer's deleter runs exactly once, at the import */
+TEST(import_empty_null_data) {
+    producer p;
     producer_init(&p, NULL, (DLDataType){kDLFloat, 32, 1}, 3, (int64_t[]){3, 0, 5}, (int64_t[]){-7, 1ll << 60, 3}, 6);
     td_tensor *e = ASSERT_TENSOR(td_from_dlpack(&p.v, 0));
+    ASSERT_EQ_INT(p.deleted, 1);
     ASSERT_EQ_INT(td_numel(e), 0);
     ASSERT_EQ_INT(td_size(e, 2), 5);
     td_tensor *s = ASSERT_TENSOR(td_sum(e, 0, NULL, false));
@@ -344,16 +394,68 @@ TEST(hostile_import) {
     td_release(s);
     td_release(e);
     ASSERT_EQ_INT(p.deleted, 1);
-    /* an empty export (data NULL) imported back: the same */
+    /* td_from_foreign: the same, its deleter run once at the import */
+    int deleted = 0;
+    td_tensor *f =
+        ASSERT_TENSOR(td_from_foreign(TD_CPU, 0, 2, (int64_t[]){0, 4}, NULL, TD_F64, foreign_delete, &deleted));
+    ASSERT_EQ_INT(deleted, 1);
+    td_tensor *fs = ASSERT_TENSOR(td_sum(f, 0, NULL, false));
+    ASSERT_NEAR(td_item(fs), 0, 0);
+    td_release(fs);
+    td_release(f);
+    ASSERT_EQ_INT(deleted, 1);
+    check_no_leaks();
+}
+
+/* an empty export (its data NULL) imported back, with nothing but legitimate calls: the same */
+TEST(import_empty_export) {
     td_tensor *z = ASSERT_TENSOR(td_zeros(2, (int64_t[]){0, 3}, TD_F32, TD_CPU));
     DLManagedTensorVersioned *m = NULL;
     ASSERT_OK(td_to_dlpack(z, 0, NULL, &m));
+    ASSERT(m->dl_tensor.data == NULL);
     td_release(z);
     td_tensor *z2 = ASSERT_TENSOR(td_from_dlpack(m, 0));
     td_tensor *zs = ASSERT_TENSOR(td_sum(z2, 0, NULL, false));
     ASSERT_NEAR(td_item(zs), 0, 0);
     td_release(zs);
     td_release(z2);
+    DLManagedTensor *ml = NULL;
+    td_tensor *e = ASSERT_TENSOR(td_empty(1, (int64_t[]){0}, TD_I64, TD_CPU));
+    ASSERT_OK(td_to_dlpack_legacy(e, 0, NULL, &ml));
+    td_release(e);
+    td_tensor *e2 = ASSERT_TENSOR(td_from_dlpack_legacy(ml));
+    td_tensor *r = ASSERT_TENSOR(td_reshape(e2, 2, (int64_t[]){0, 7})), *c = ASSERT_TENSOR(td_contiguous(r));
+    ASSERT_EQ_INT(td_numel(c), 0);
+    td_release(c);
+    td_release(r);
+    td_release(e2);
+    check_no_leaks();
+}
+
+/* an accepted size-0 import is within td_empty's limits: its contiguous copy and every view can be made (the import
+** limit and td_empty's agree: 2^48 bytes with zeros taken as 1) */
+TEST(import_empty_within_empty_limits) {
+    float mem[1] = {0};
+    producer p;
+    int64_t shape[3] = {1ll << 23, 0, 1ll << 23}; /* 2^46 floats: exactly 2^48 bytes */
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 3, shape, NULL, 0);
+    td_scope_begin();
+    td_tensor *t = ASSERT_TENSOR(td_from_dlpack(&p.v, 0));
+    ASSERT_EQ_INT(td_numel(ASSERT_TENSOR(td_contiguous(ASSERT_TENSOR(td_transpose(t, 0, 2))))), 0);
+    ASSERT_EQ_INT(td_numel(ASSERT_TENSOR(td_sum(t, 0, NULL, false))), 1);
+    int deleted = 0;
+    td_tensor *f =
+        ASSERT_TENSOR(td_from_foreign(TD_CPU, (uintptr_t)mem, 3, shape, NULL, TD_F32, foreign_delete, &deleted));
+    ASSERT_EQ_INT(td_numel(ASSERT_TENSOR(td_contiguous(ASSERT_TENSOR(td_permute(f, (int[]){2, 0, 1}))))), 0);
+    td_scope_end();
+    shape[0] *= 2; /* one past: refused by both, with the same rule td_empty gives */
+    producer_init(&p, mem, (DLDataType){kDLFloat, 32, 1}, 3, shape, NULL, 0);
+    ASSERT_ERROR(td_from_dlpack(&p.v, 0), TD_ERR_MISUSE, "multiply past 2^48 bytes");
+    ASSERT_ERROR(td_from_foreign(TD_CPU, (uintptr_t)mem, 3, shape, NULL, TD_F32, NULL, NULL), TD_ERR_MISUSE,
+                 "multiply past 2^48 bytes");
+    ASSERT_ERROR(td_empty(3, shape, TD_F32, TD_CPU), TD_ERR_OOM, "overflows 2^48 bytes");
+    ASSERT_EQ_INT(p.deleted, 0);
+    ASSERT_EQ_INT(deleted, 1);
     check_no_leaks();
 }
 

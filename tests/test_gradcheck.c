@@ -35,7 +35,7 @@
 #define TESTS(X)                                                                                              \
     GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)          \
     GG_CASES(X) X(every_fused_backward_has_a_gradgrad_case) X(gradgradcheck_catches_a_wrong_formula)          \
-    X(gradgrad_ATTENTION_refused)
+    X(gradgrad_ATTENTION) X(attention_create_graph_matches_fused) X(gradgrad_LAYER_NORM) X(gradgrad_ADD_LAYER_NORM)
 /* clang-format on */
 
 /* ---- inputs ---- */
@@ -498,19 +498,65 @@ TEST(every_fused_backward_has_a_gradgrad_case) {
     }
 }
 
-/* create_graph through the fused attention's backward is refused with a message, never silent zeros */
-TEST(gradgrad_ATTENTION_refused) {
-    td_scope_begin();
-    int64_t shape[] = {1, 3, 4};
-    td_tensor *q = td_randn(3, shape, 1, 0, TD_F64, TD_CPU), *k = td_randn(3, shape, 2, 0, TD_F64, TD_CPU);
-    td_tensor *v = td_randn(3, shape, 3, 0, TD_F64, TD_CPU);
-    td_set_requires_grad(q, true);
-    td_tensor *y = td_sum(td_scaled_dot_product_attention(q, k, v, NULL, 0, false, NAN), 0, NULL, false);
-    td_tensor *g = NULL;
-    ASSERT_ERROR(td_grad(1, &y, NULL, 1, &q, &g, false, true, false), TD_ERR_UNSUPPORTED,
-                 "scaled_dot_product_attention: no second-order gradient (create_graph)");
-    td_scope_end();
+/* ---- second order through attention and the norms (composed from ops under create_graph) ---- */
+
+/* causal with a float mask and dropout (L 3, S 4), plus plain attention with a given scale */
+FN(gradgrad_ATTENTION) {
+    UNUSED;
+    td_tensor *a = td_scaled_dot_product_attention_ext(x[0], x[1], x[2], x[3], 0.25, true, NAN, 11, 4);
+    return td_add(a, td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, false, 0.7));
 }
+GG_CASE(gradgrad_ATTENTION, 4, S(G, 3, 2, 3, 2), S(G, 3, 2, 4, 2), S(G, 3, 2, 4, 3), S(C, 2, 3, 4))
+
+/* The composed gradients (create_graph) equal the fused ATTENTION_BACKWARD's: the same causal mask, bool mask
+** and dropout keep mask (td_dropout's Philox rule on the same elements), to rounding; on the CPU and on each
+** available CUDA and Vulkan device (f64). */
+TEST(attention_create_graph_matches_fused) {
+    const td_device devs[3] = {TD_CPU, TD_CUDA(0), TD_VULKAN(0)};
+    int64_t sq[3] = {2, 5, 3}, sk[3] = {2, 6, 3}, sv[3] = {2, 6, 4}, sm[2] = {5, 6}, so[3] = {2, 5, 4};
+    double mv[30];
+    for (int i = 0; i < 30; i++) mv[i] = i % 6 == 0 || (i / 6 + i % 6) % 3 != 1; /* key 0 always visible */
+    for (int d = 0; d < 3; d++) {
+        if (!td_device_available(devs[d])) continue;
+        td_scope_begin();
+        td_tensor *in[3] = {test_uniform_tensor(3, sq, -1, 1, TD_F64, devs[d]),
+                            test_uniform_tensor(3, sk, -1, 1, TD_F64, devs[d]),
+                            test_uniform_tensor(3, sv, -1, 1, TD_F64, devs[d])};
+        td_tensor *w = test_uniform_tensor(3, so, -1, 1, TD_F64, devs[d]);
+        td_tensor *mask = ASSERT_TENSOR(td_to(td_cast(test_tensor_f64(mv, 2, sm, TD_F64), TD_BOOL), devs[d]));
+        for (int i = 0; i < 3; i++) ASSERT_OK(td_set_requires_grad(in[i], true));
+        td_tensor *a = td_scaled_dot_product_attention_ext(in[0], in[1], in[2], mask, 0.3, true, 0.6, 5, 9);
+        td_tensor *y = ASSERT_TENSOR(td_sum(td_mul(a, w), 0, NULL, false));
+        td_tensor *fused[3] = {0}, *composed[3] = {0};
+        ASSERT_OK(td_grad(1, &y, NULL, 3, in, fused, true, false, false));
+        ASSERT_OK(td_grad(1, &y, NULL, 3, in, composed, false, true, false));
+        for (int i = 0; i < 3; i++) {
+            ASSERT(td_requires_grad(composed[i]));
+            double *f = test_host(fused[i]), *c = test_host(composed[i]), nz = 0;
+            for (int64_t e = 0; e < td_numel(fused[i]); e++) {
+                ASSERT_NEAR(c[e], f[e], 1e-10);
+                nz += fabs(f[e]);
+            }
+            ASSERT(nz > 0.1); /* not trivially zero */
+            free(f), free(c);
+            td_release(fused[i]), td_release(composed[i]);
+        }
+        td_scope_end();
+    }
+}
+
+/* mean and rstd are recomputed with ops under create_graph: over the last two dims with affine, the last without */
+FN(gradgrad_LAYER_NORM) {
+    UNUSED;
+    return td_add(td_layer_norm(x[0], 2, x[1], x[2], 1e-5), td_layer_norm(x[0], 1, NULL, NULL, 1e-5));
+}
+GG_CASE(gradgrad_LAYER_NORM, 3, S(G, 3, 2, 2, 3), S(G, 2, 2, 3), S(G, 2, 2, 3))
+FN(gradgrad_ADD_LAYER_NORM) { /* both outputs used: y, and the sum s */
+    UNUSED;
+    td_tensor *s = NULL, *y = td_add_layer_norm(x[0], x[1], 1, x[2], x[3], 1e-5, &s);
+    return td_add(y, td_mul(s, s));
+}
+GG_CASE(gradgrad_ADD_LAYER_NORM, 4, S(G, 2, 3, 4), S(G, 2, 3, 4), S(G, 1, 4), S(G, 1, 4))
 
 /* a custom function whose backward is off by 1% must fail, naming the element */
 static td_status sq_fwd(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {

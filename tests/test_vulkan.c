@@ -82,7 +82,7 @@ TEST(tensor_api) {
     float v[6] = {1, 2, 3, 4, 5, 6}, out[6];
     int64_t shape[2] = {2, 3};
     td_tensor *t = ASSERT_TENSOR(td_from_data(v, 2, shape, TD_F32, TD_VULKAN(0)));
-    td_tensor *tt = ASSERT_TENSOR(td_contiguous(td_transpose(t, 0, 1)));
+    td_tensor *tr = ASSERT_TENSOR(td_transpose(t, 0, 1)), *tt = ASSERT_TENSOR(td_contiguous(tr));
     ASSERT_OK(td_copy_to_host(tt, out, sizeof out, TD_F32));
     const float want[6] = {1, 4, 2, 5, 3, 6};
     for (int i = 0; i < 6; i++) ASSERT_NEAR(out[i], want[i], 0);
@@ -91,10 +91,12 @@ TEST(tensor_api) {
     ASSERT_OK(td_copy_to_host(c, out, sizeof out, TD_F32));
     for (int i = 0; i < 6; i++) ASSERT_NEAR(out[i], want[i], 0);
     td_tensor *z = ASSERT_TENSOR(td_zeros(1, (int64_t[]){5}, TD_U8, TD_VULKAN(0)));
-    ASSERT_NEAR(td_item(td_select(z, 0, 3)), 0, 0);
+    td_tensor *z3 = ASSERT_TENSOR(td_select(z, 0, 3));
+    ASSERT_NEAR(td_item(z3), 0, 0);
     td_tensor *s = ASSERT_TENSOR(td_scalar(7.5, TD_F64, TD_VULKAN(0)));
     ASSERT_NEAR(td_item(s), 7.5, 0);
-    td_release(t), td_release(tt), td_release(h), td_release(c), td_release(z), td_release(s);
+    td_release(t), td_release(tr), td_release(tt), td_release(h), td_release(c), td_release(z3), td_release(z),
+        td_release(s);
     ASSERT_EQ_INT(td_debug_guard_failures(), 0);
     check_clean();
 }
@@ -532,6 +534,8 @@ TEST(events) {
     ASSERT(ms >= 0 && ms < 60000);
     be->iface->event_free(a);
     be->iface->event_free(b);
+    be->iface->buffer_free(x.buf);
+    be->iface->buffer_free(y.buf);
     check_clean();
 }
 
@@ -726,6 +730,8 @@ TEST(capture_replay) {
     for (int i = 0; i < N; i++) ASSERT_NEAR(got[i], y[i] + 3 * 2 * (x[i] > 0 ? x[i] : 0), 1e-5);
     be->iface->graph_free(g);
     ASSERT_ERROR(be->iface->capture_end(0, &g), TD_ERR_STATE, "without");
+    td_operand *bufs[4] = {&vx, &vy, &tmp, &two};
+    for (int i = 0; i < 4; i++) be->iface->buffer_free(bufs[i]->buf);
     check_clean();
 }
 

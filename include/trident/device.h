@@ -120,8 +120,12 @@ TD_API uint64_t td_tensor_device_address(const td_tensor *t);
 ** CUdeviceptr (CUDA) or a host pointer (CPU) of at least the bytes the shape
 ** and strides (elements; NULL: contiguous) reach. deleter(ctx), if not NULL,
 ** runs once when the last tensor over the memory is released.
-** Fails with TD_ERR_MISUSE (bad shape, negative strides, NULL address with
-** elements), TD_ERR_UNSUPPORTED (the backend imports no memory). If the
+** A tensor with no element holds none of the memory: it is a fresh empty
+** tensor, and deleter(ctx) runs at once (the address may be 0).
+** Fails with TD_ERR_MISUSE (bad shape, sizes past 2^48 bytes with zeros taken
+** as 1, as td_empty, negative strides, NULL address with elements, an address
+** that is no multiple of the element size), TD_ERR_UNSUPPORTED (the backend
+** imports no memory). If the
 ** import itself fails the deleter is not called and the caller still owns the
 ** memory; once imported, a later failure runs it. */
 TD_API td_tensor *td_from_foreign(td_device dev, uint64_t address, int ndim, const int64_t *shape,

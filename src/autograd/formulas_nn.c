@@ -6,6 +6,8 @@
 ** letters: B batch dims, M/K/N matrix sizes, D the normalized (last) dim,
 ** N/C/H/W images, O output channels.
 */
+#include <math.h>
+
 #include "autograd/norm_fused.h"
 #include "autograd_internal.h"
 #include "core/linear_wgrad.h"
@@ -203,13 +205,15 @@ td_status td__bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* (y, s) = (layer_norm(s), s = x + r): ds = layer_norm's dx of dy, plus the
-** gradient s received itself; dx = dr = ds. */
+** gradient s received itself; dx = dr = ds. Under create_graph the first
+** gradients read s, so a second backward reaches this node through s alone. */
 td_status td__bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *ds = NULL;
     if (gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
     if (gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
     if (NEED(0)) gx[0] = ds;
     if (NEED(1)) gx[1] = ds;
+    if (!gy[0]) return TD_OK; /* only s received a gradient (a second backward through s): w and b get none */
     return td__done(n, gx);
 }
 
@@ -340,15 +344,41 @@ td_status td__bw_dropout(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 
 /* (out, lse) = attention(q, k, v, mask?) over rows i (queries) and j (keys), P = softmax(q k^T s + m) with the
 ** dropout keep mask Z (scaled by 1/(1-p)), out = (P Z) v: dq, dk and dv by ATTENTION_BACKWARD, which recomputes P
-** from lse (no [L, S] buffer saved). The mask takes no gradient. */
+** from lse (no [L, S] buffer saved). The mask takes no gradient.
+** Under create_graph the same gradients are composed from differentiable ops, so that their own derivatives exist:
+**   P = softmax(s q k^T + m)  (m: the float mask, or -inf where a bool mask is false or causal j > i)
+**   dv = (P Z)^T dout,  dP = softmax_backward((dout v^T) Z, P),  dq = s dP k,  dk = s dP^T q
+** with Z td_dropout's mask of the same Philox stream (element (n L + i) S + j, as the kernels draw it). A row whose
+** keys are all masked has no probabilities: its softmax is NaN there, where the fused op gives 0. */
+static td_status attention_composed(td_node *n, td_tensor *dout, td_tensor **gx) {
+    td_tensor *q = IN(0), *k = IN(1), *v = IN(2), *m = n->saved_in[3];
+    const td__tmeta *mq = &n->in_meta[0];
+    double scale = n->p.attn.scale, pd = n->p.attn.dropout_p;
+    int64_t L = mq->shape[2], S = n->in_meta[1].shape[2], l1[2] = {L, 1}, s1[2] = {1, S};
+    td_tensor *s = td_mul_scalar(td_matmul(q, td_transpose(k, -1, -2)), scale);
+    if (m) s = m->dtype == TD_BOOL ? td_where(m, s, td_scalar(-INFINITY, mq->dtype, mq->device)) : td_add(s, m);
+    if (n->p.attn.causal) {
+        td_tensor *i = td_reshape(td_arange(0, (double)L, 1, TD_I64, mq->device), 2, l1);
+        td_tensor *j = td_reshape(td_arange(0, (double)S, 1, TD_I64, mq->device), 2, s1);
+        s = td_masked_fill(s, td_gt(j, i), -INFINITY);
+    }
+    td_tensor *p = td_contiguous(td_softmax(s, -1));
+    if (td_tensor_dtype(dout) != mq->dtype) dout = td_cast(dout, mq->dtype);
+    td_tensor *pz = pd > 0 ? td_dropout(p, pd, n->p.attn.seed, n->p.attn.offset) : p;
+    td_tensor *dpz = td_contiguous(td_matmul(dout, td_transpose(v, -1, -2)));
+    td_tensor *ds = td__softmax_backward(pd > 0 ? td_dropout(dpz, pd, n->p.attn.seed, n->p.attn.offset) : dpz, p);
+    if (NEED(0)) gx[0] = td_mul_scalar(td_matmul(ds, k), scale);
+    if (NEED(1)) gx[1] = td_mul_scalar(td_matmul(td_transpose(ds, -1, -2), q), scale);
+    if (NEED(2)) gx[2] = td_matmul(td_transpose(pz, -1, -2), dout);
+    return td__done(n, gx);
+}
+
 td_status td__bw_attention(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only lse received a gradient: it is not differentiable */
-    if (td_grad_enabled())    /* create_graph: ATTENTION_BACKWARD has no derivative of its own */
-        return TD_ERR(TD_ERR_UNSUPPORTED, "scaled_dot_product_attention: no second-order gradient (create_graph) "
-                                          "through the fused attention; compose it from ops for that");
     if (NEED(3))
         return TD_ERR(TD_ERR_UNSUPPORTED, "scaled_dot_product_attention: attn_mask requires grad; the fused op gives "
                                           "no mask gradient (detach it, or compose the attention from ops)");
+    if (td_grad_enabled()) return attention_composed(n, gy[0], gx); /* create_graph */
     td_tensor *dq = NULL, *dk = NULL, *dv = NULL;
     td_status st = td__attention_backward(gy[0], IN(0), IN(1), IN(2), n->saved_in[3], OUT(0), OUT(1), &n->p,
                                           NEED(0) ? &dq : NULL, NEED(1) ? &dk : NULL, NEED(2) ? &dv : NULL);

@@ -161,28 +161,33 @@ td_tensor *td_from_foreign(td_device dev, uint64_t address, int ndim, const int6
         TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: ndim %d with %s shape", ndim, shape ? "a" : "a NULL");
     if ((unsigned)dt >= TD_DTYPE_COUNT) TD_FAIL_NULL(TD_ERR_DTYPE, "from_foreign: invalid dtype %d", (int)dt);
     /* the sizes before any stride is computed from them: >= 0, and their product (a 0 taken as 1, since a
-    ** size-0 tensor's strides still span its other dims) within 2^59 elements */
-    int64_t elems = 1;
+    ** size-0 tensor's strides still span its other dims) within td_empty's 2^48 bytes, so that every tensor
+    ** made from this one (a contiguous copy) can exist */
+    uint64_t extent = td_dtype_size(dt);
+    bool empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: dim %d has size %lld; sizes must be >= 0", i,
                          (long long)shape[i]);
-        if (shape[i] > 1 && elems > (INT64_MAX / 16) / shape[i])
-            TD_FAIL_NULL(TD_ERR_MISUSE,
-                         "from_foreign: the sizes (a 0 taken as 1) multiply past 2^59 elements at dim %d", i);
-        elems *= shape[i] > 1 ? shape[i] : 1;
+        empty |= shape[i] == 0;
+        if (__builtin_mul_overflow(extent, shape[i] ? (uint64_t)shape[i] : 1, &extent) || extent > (uint64_t)1 << 48)
+            TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: the sizes (a 0 taken as 1) multiply past 2^48 bytes at dim %d",
+                         i);
     }
+    if (address % td_dtype_size(dt))
+        TD_FAIL_NULL(TD_ERR_MISUSE,
+                     "from_foreign: address 0x%llx is not a multiple of the element size %zu: the elements would be "
+                     "misaligned (copy it first)",
+                     (unsigned long long)address, td_dtype_size(dt));
     int64_t st[TD_MAX_DIMS], span = 1; /* span: elements from element 0 to the last reachable one, plus one */
-    bool empty = false;
     if (!strides) td__contiguous_strides(ndim, shape, st);
     for (int i = 0; i < ndim; i++) {
         if (strides) st[i] = strides[i];
         if (st[i] < 0)
             TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: dim %d has size %lld and stride %lld; both must be >= 0", i,
                          (long long)shape[i], (long long)st[i]);
-        if (shape[i] == 0)
-            empty = true;
-        else if (shape[i] > 1 && st[i] > (INT64_MAX / 16 - span) / (shape[i] - 1))
+        if (shape[i] == 0) continue;
+        if (shape[i] > 1 && st[i] > (INT64_MAX / 16 - span) / (shape[i] - 1))
             TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: the strides reach past 2^59 elements");
         else
             span += (shape[i] - 1) * st[i];
@@ -191,6 +196,13 @@ td_tensor *td_from_foreign(td_device dev, uint64_t address, int ndim, const int6
     if (nbytes && !address) TD_FAIL_NULL(TD_ERR_MISUSE, "from_foreign: address is 0 for %zu bytes", nbytes);
     const td_backend *be = backend_of(dev, "from_foreign");
     if (!be) return NULL;
+    if (empty) { /* no element to wrap (the address may be anything, 0 too): a fresh empty tensor, and the memory goes
+                  */
+        td_tensor *t = td_empty(ndim, shape, dt, dev);
+        if (!t) return (void)td_error_prefix("from_foreign"), NULL;
+        if (deleter) deleter(ctx);
+        return t;
+    }
     if (!be->iface->buffer_import) {
         missing(dev, "from_foreign", "foreign-memory import");
         return NULL;

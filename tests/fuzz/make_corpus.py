@@ -91,3 +91,26 @@ put("math", "mlp", b"\x11\x22\x33\x44h = relu(W1 @ x + b1)\ny = W2 @ h + b2\nlos
 put("math", "rows", b"\x05\x06\x07\x08x.sum(dim=[0, 1], keepdim=true) * softmax(x, -1) + layer_norm(x, w, w)")
 put("math", "misc", b"\x01\x02\x03\x04a = x > 0 ? exp(x) : -x^2; return a, clamp(a, -1, 1), max(a, y), x' @ x, "
     b"cross_entropy(x, t)")
+
+def dlpack(mode, how, ver, vflags, ndim, code, bits_sel, dsel, offset, shape, strides=None):
+    """One producer tensor as fuzz_dlpack.c reads it: mode bits (1 legacy, 2 import read-only, 4 NULL strides,
+    8/16/24 data aligned/misaligned), how (the round trip), the version byte, the capsule's flags, ndim, the dtype
+    (code, bits: 0-3 for 8/16/32/64), the device (0 kDLCPU, 2 kDLCUDAHost, 3 kDLCUDA, 4 kDLVulkan), then each
+    int64 as one selector byte (< 0x80: that value & 15; 0x80 + i: edge value i; 0xf0: 8 raw big-endian bytes)."""
+    def i64(v):
+        return bytes([v]) if 0 <= v < 16 else b"\xf0" + struct.pack(">q", v)
+    body = bytes([mode | (4 if strides is None else 0), how, ver, vflags, ndim & 0xff, code, bits_sel, 1, dsel, 0])
+    body += i64(offset) + b"".join(i64(s) for s in shape) + b"".join(i64(s) for s in strides or [])
+    return body
+
+
+put("dlpack", "f32_2x3", dlpack(8, 0, 0x05, 0, 2, 2, 2, 0, 0, [2, 3]))
+put("dlpack", "i64_transposed_offset_legacy", dlpack(9, 5, 0x05, 0, 2, 0, 3, 0, 8, [3, 2], [1, 3]))
+put("dlpack", "f16_broadcast_cudahost", dlpack(8, 2, 0x05, 0, 3, 2, 1, 2, 2, [2, 3, 4], [0, 4, 1]))
+put("dlpack", "bf16_0d_read_only", dlpack(10, 2, 0x05, 1, 0, 4, 1, 0, 0, []))
+put("dlpack", "bool_misaligned", dlpack(16 + 1, 4, 0x05, 0, 1, 6, 0, 0, 3, [5], [2]))
+put("dlpack", "huge_2p32_squared", dlpack(8, 0, 0x05, 0, 2, 2, 2, 0, 0, [1 << 32, 1 << 32]))
+put("dlpack", "huge_empty_stride0", dlpack(8, 0, 0x05, 0, 3, 2, 2, 0, 0, [1 << 40, 1 << 40, 0], [0, 0, 0]))
+put("dlpack", "byte_offset_2", dlpack(8, 0, 0x05, 0, 1, 2, 2, 0, 2, [4]))
+put("dlpack", "empty_null_data", dlpack(0, 0, 0x05, 0, 3, 2, 2, 0, 6, [3, 0, 5], [-7, 1 << 60, 3]))
+put("dlpack", "cuda_device", dlpack(8, 0, 0x05, 0, 1, 2, 2, 3, 0, [4]))
