@@ -164,7 +164,7 @@ static td_status compile(const char *source, const char *entry, const td_kernel_
                      n_errors == 2 ? "" : "s");
         char first[320] = "";
         if (at) snprintf(first, sizeof first, "%.*s", (int)strcspn(at + 2, "\n"), at + 2); /* "error: <what>" */
-        if (strstr(first, "__nv_name_map")) /* the entry named by nvrtcAddNameExpression does not exist */
+        if (strstr(place, "__nv_name_map") || strstr(first, "__nv_name_map")) /* nvrtcAddNameExpression's entry */
             st = td_error_set(TD_ERR_COMPILE, "cuda kernel: no __global__ function named '%s' in the source", entry);
         else if (at)
             st = td_error_set(TD_ERR_COMPILE, "%s: %s%s", place[0] ? place : name, first, more);
