@@ -408,8 +408,8 @@ TEST(flat_step_bit_exact) {
 TEST_MAIN(TESTS)
 
 /* Adam and AdamW (amsgrad, weight decay, maximize) with capturable = true, its
-** step count on the device and the update composed of ops, against the fused
-** op: five steps of a [257] f32 parameter agree within float rounding, and the
+** step count and lr on the device read by the fused op, against the host-lr
+** fused op: five steps of a [257] f32 parameter agree within float rounding, and the
 ** state dict reads the device's count. */
 TEST(adam_capturable) {
     for (int variant = 0; variant < 3; variant++) {
