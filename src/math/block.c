@@ -225,6 +225,11 @@ static grad_ref *get_grad(td_math_block *b, spec *s, uint64_t wrt) {
 ** nodes[0..n) (new tensors in the current scope). */
 static td_status run_graph(const td_math_graph *g, td_tensor *const *inputs, int n, const int *nodes,
                            td_tensor **values, td_math_plan *_Atomic *slot) {
+    /* recording (a backward under create_graph): the composed ops build the graph of the gradient; the plan's
+    ** kernels record nothing */
+    bool record = td_grad_enabled();
+    for (int k = 0; record && k < g->n_inputs; k++)
+        if (inputs[k] && td_requires_grad(inputs[k])) return td_math_graph_eval_nodes(g, inputs, n, nodes, values);
     td_math_plan *p = atomic_load(slot);
     if (!p && n <= TD_MATH_MAX_OUTPUTS) {
         td_device dev = TD_CPU;
@@ -247,7 +252,7 @@ static td_status forward_saving(const td_math_graph *g, grad_ref *r, td_tensor *
     int n = g->n_outputs + gr->n_saved, *nodes = malloc(sizeof(int) * (size_t)(n ? n : 1));
     if (!nodes) return TD_ERR(TD_ERR_OOM, "math block: out of memory");
     memcpy(nodes, g->outputs, sizeof(int) * (size_t)g->n_outputs);
-    memcpy(nodes + g->n_outputs, gr->saved, sizeof(int) * (size_t)gr->n_saved);
+    if (gr->n_saved) memcpy(nodes + g->n_outputs, gr->saved, sizeof(int) * (size_t)gr->n_saved);
     td_status st = run_graph(g, inputs, n, nodes, values, &r->fwd_plan);
     free(nodes);
     return st;

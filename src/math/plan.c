@@ -152,7 +152,7 @@ static bool add_root(builder *b, plan_step *s, int step, int root) {
         free(save.insns), free(cone_save);
         return false;
     }
-    memcpy(save.insns, s->ir.insns, sizeof *save.insns * (size_t)s->ir.n_insns);
+    if (s->ir.n_insns) memcpy(save.insns, s->ir.insns, sizeof *save.insns * (size_t)s->ir.n_insns);
     memcpy(cone_save, b->in_cone, sizeof *cone_save * (size_t)b->g->n_nodes);
     int map[TD_MAX_DIMS];
     for (int d = 0; d < dom->ndim; d++) map[d] = dom->shape[d] == 1 ? -1 : d;
