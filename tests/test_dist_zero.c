@@ -190,6 +190,7 @@ static int worker_zero(td_dtype grad_dtype) {
     if ((int64_t)td_item(sum) != all || bytes > all / world + 8 * world)
         WFAIL("ranks keep %lld bytes of state in all, this one %lld; unsharded %lld", (long long)td_item(sum),
               (long long)bytes, (long long)all);
+    td_release(sum);
     if (td_named_tensors_len(full) != td_named_tensors_len(want))
         WFAIL("gathered state has %lld entries, the unsharded %lld", (long long)td_named_tensors_len(full),
               (long long)td_named_tensors_len(want));

@@ -94,9 +94,12 @@ static td_named_tensors *fixture_state(const char *name) {
     char prefix[128];
     size_t len = (size_t)snprintf(prefix, sizeof prefix, "%s.s.", name);
     td_named_tensors *sd = td_named_tensors_new();
-    for (int i = 0; i < f->n; i++)
-        if (!strncmp(f->e[i].name, prefix, len))
-            ASSERT_OK(td_named_tensors_add(sd, f->e[i].name + len, ASSERT_TENSOR(tdfx_tensor(f, f->e[i].name))));
+    for (int i = 0; i < f->n; i++) {
+        if (strncmp(f->e[i].name, prefix, len)) continue;
+        td_tensor *t = ASSERT_TENSOR(tdfx_tensor(f, f->e[i].name));
+        ASSERT_OK(td_named_tensors_add(sd, f->e[i].name + len, t)); /* the list keeps its own reference */
+        td_release(t);
+    }
     return sd;
 }
 

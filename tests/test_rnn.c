@@ -79,7 +79,9 @@ static void load_and_check_keys(td_module *m, const char *c) {
             TEST_FAIL_("%s: state_dict key %d is %s, torch's is %s", c, k,
                        k < td_named_tensors_len(mine) ? td_named_tensors_name(mine, k) : "(none)", key);
         k++;
-        ASSERT_OK(td_named_tensors_add(sd, key, ASSERT_TENSOR(tdfx_tensor(f, f->e[i].name))));
+        td_tensor *t = ASSERT_TENSOR(tdfx_tensor(f, f->e[i].name));
+        ASSERT_OK(td_named_tensors_add(sd, key, t)); /* the list keeps its own reference */
+        td_release(t);
     }
     ASSERT_EQ_INT(k, td_named_tensors_len(mine));
     ASSERT_OK(td_module_load_state_dict(m, sd, true));
