@@ -202,11 +202,14 @@ static double param_diff(td_module *a, td_module *b, bool grads) {
     int n = td_module_parameters(a, pa, 16);
     td_module_parameters(b, pb, 16);
     double worst = 0;
-    for (int i = 0; i < n; i++) {
+    td_scope_begin(); /* the temporaries below */
+    for (int i = 0; i < n && worst < INFINITY; i++) {
         td_tensor *x = grads ? td_grad_of(pa[i]) : pa[i], *y = grads ? td_grad_of(pb[i]) : pb[i];
-        if (!x || !y) return INFINITY;
-        worst = fmax(worst, td_item(td_amax(td_abs(td_sub(td_to(x, TD_CPU), td_to(y, TD_CPU))), 0, NULL, false)));
+        worst = !x || !y
+                    ? INFINITY
+                    : fmax(worst, td_item(td_amax(td_abs(td_sub(td_to(x, TD_CPU), td_to(y, TD_CPU))), 0, NULL, false)));
     }
+    td_scope_end();
     return worst;
 }
 

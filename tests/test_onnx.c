@@ -75,6 +75,7 @@ static void round_trip(td_module *m, td_tensor *x, const char *name) {
         test_sh("PYTHONPATH=%s/.deps/onnxruntime${PYTHONPATH:+:$PYTHONPATH} %s %s/tests/test_onnx_check.py %s %s %s "
                 "%s %s",
                 TD_SOURCE_DIR, TD_PYTHON3, TD_SOURCE_DIR, model, in, td_dtype_name(td_tensor_dtype(x)), shape, out);
+    td_release(y);
     if (rc == TEST_SKIP_CODE) TEST_SKIP("onnxruntime is not installed (scripts/install-deps)");
     ASSERT_EQ_INT(rc, 0);
 }
