@@ -144,8 +144,9 @@ static double mismatch(td_tensor *a, td_tensor *b, double tol) {
 }
 
 static td_tensor *leaf(uint64_t seed, int nd, const int64_t *shape, td_dtype dt, td_device dev) {
-    td_tensor *r = td_randn(nd, shape, seed, 0, TD_F64, TD_CPU);
-    td_tensor *t = td_keep(td_to(td_cast(r, dt), dev));
+    td_scope_begin(); /* the f64 draw and the cast, released here */
+    td_tensor *t = td_keep(td_to(td_cast(td_randn(nd, shape, seed, 0, TD_F64, TD_CPU), dt), dev));
+    td_scope_end();
     return t;
 }
 

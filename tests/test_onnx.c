@@ -75,28 +75,32 @@ static void round_trip(td_module *m, td_tensor *x, const char *name) {
         test_sh("PYTHONPATH=%s/.deps/onnxruntime${PYTHONPATH:+:$PYTHONPATH} %s %s/tests/test_onnx_check.py %s %s %s "
                 "%s %s",
                 TD_SOURCE_DIR, TD_PYTHON3, TD_SOURCE_DIR, model, in, td_dtype_name(td_tensor_dtype(x)), shape, out);
-    td_release(y);
     if (rc == TEST_SKIP_CODE) TEST_SKIP("onnxruntime is not installed (scripts/install-deps)");
     ASSERT_EQ_INT(rc, 0);
 }
 
 TEST(mlp) {
+    td_scope_begin(); /* the helpers' tensors are scope-owned */
     td_manual_seed(1);
     td_module *m = workload_mlp_new();
     ASSERT(m);
     round_trip(m, test_uniform_tensor(2, (int64_t[]){3, 784}, 0, 1, TD_F32, TD_CPU), "mlp");
+    td_scope_end();
     td_module_free(m);
 }
 
 TEST(cnn) {
+    td_scope_begin(); /* the helpers' tensors are scope-owned */
     td_manual_seed(2);
     td_module *m = workload_cnn_new();
     ASSERT(m);
     round_trip(m, test_uniform_tensor(2, (int64_t[]){2, 784}, 0, 1, TD_F32, TD_CPU), "cnn");
+    td_scope_end();
     td_module_free(m);
 }
 
 TEST(gpt) {
+    td_scope_begin(); /* the helpers' tensors are scope-owned */
     td_manual_seed(3);
     workload_gpt_config cfg = {.vocab = 256, .d_model = 64, .heads = 4, .layers = 2, .context = 16};
     td_module *m = workload_gpt_new(&cfg);
@@ -104,6 +108,7 @@ TEST(gpt) {
     int64_t ids[2 * 12];
     for (int i = 0; i < 24; i++) ids[i] = test_int(256);
     round_trip(m, ASSERT_TENSOR(td_from_data(ids, 2, (int64_t[]){2, 12}, TD_I64, TD_CPU)), "gpt");
+    td_scope_end();
     td_module_free(m);
 }
 
@@ -117,6 +122,7 @@ static td_tensor *loss_forward(td_module *self, td_tensor *x) {
 }
 
 TEST(unsupported_op) {
+    td_scope_begin(); /* the helpers' tensors are scope-owned */
     td_module *m = td_module_new("Loss", loss_forward, NULL, NULL);
     ASSERT(m);
     td_tensor *x = test_uniform_tensor(2, (int64_t[]){2, 3}, -1, 1, TD_F32, TD_CPU);
@@ -125,6 +131,7 @@ TEST(unsupported_op) {
     ASSERT(!strcmp(td_last_error(), "onnx export: op cross_entropy has no ONNX mapping"));
     ASSERT(access(path, F_OK) != 0); /* nothing written */
     ASSERT_EQ_INT(td_onnx_export(m, 2, &x, path), TD_ERR_MISUSE);
+    td_scope_end();
     td_module_free(m);
 }
 

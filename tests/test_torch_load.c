@@ -97,6 +97,7 @@ TEST(load_into_mlp) {
     ASSERT_OK(td_copy_to_host(y, hy, sizeof hy, TD_F32));
     ASSERT_OK(td_copy_to_host(ref, hr, sizeof hr, TD_F32));
     for (int i = 0; i < 30; i++) ASSERT_NEAR(hy[i], hr[i], 1e-5);
+    td_release(y);
     td_named_tensors_free(sd);
     td_named_tensors_free(io);
     td_module_free(m);
