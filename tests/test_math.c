@@ -545,6 +545,12 @@ static mlp_in mlp_make(td_dtype dt) {
     return m;
 }
 
+/* mlp_make's tensors, kept out of the scope, released */
+static void mlp_release(mlp_in *m) {
+    td_tensor *t[] = {m->W1, m->b1, m->W2, m->b2, m->x, m->target};
+    for (int k = 0; k < 6; k++) td_release(t[k]);
+}
+
 static void mlp_bind(const mlp_in *m, td_math_binding *bd) {
     bd[0] = (td_math_binding){"W1", m->W1, 0}, bd[1] = (td_math_binding){"b1", m->b1, 0};
     bd[2] = (td_math_binding){"W2", m->W2, 0}, bd[3] = (td_math_binding){"b2", m->b2, 0};
@@ -586,6 +592,7 @@ TEST(implicit_no_grad) {
     ASSERT_NEAR(td_item(out), td_item(mlp_ref(&m)), 1e-5);
     td_math_free(b);
     td_scope_end();
+    mlp_release(&m);
 }
 
 TEST(checkpoint_saves_inputs) {
@@ -623,6 +630,7 @@ TEST(checkpoint_saves_inputs) {
         ASSERT(mismatch(grads[1][k], td_grad_of(ps[k]), 1e-10) <= 1);
     }
     td_scope_end();
+    mlp_release(&m);
 }
 
 TEST(value_and_grad) {
@@ -649,6 +657,7 @@ TEST(value_and_grad) {
     td_math_free(b2);
     td_math_free(b);
     td_scope_end();
+    mlp_release(&m);
 }
 
 TEST(td_m_and_scalars) {
