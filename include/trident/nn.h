@@ -394,8 +394,7 @@ TD_API td_tensor *td_rnn_forward(td_module *m, td_tensor *x, td_tensor *h0, td_t
 ** (when bias), initialized and computed as the layers above (the same fused
 ** cells). td_module_forward(m, x) steps from zero states and returns h'.
 */
-TD_API td_module *td_rnn_cell_new(int64_t input_size, int64_t hidden_size, bool bias,
-                                  td_rnn_nonlinearity nonlinearity);
+TD_API td_module *td_rnn_cell_new(int64_t input_size, int64_t hidden_size, bool bias, td_rnn_nonlinearity nonlinearity);
 TD_API td_module *td_lstm_cell_new(int64_t input_size, int64_t hidden_size, bool bias);
 TD_API td_module *td_gru_cell_new(int64_t input_size, int64_t hidden_size, bool bias);
 /*

@@ -25,8 +25,8 @@ extern "C" __global__ void lstm_cell(const scalar_t *c, const scalar_t *gx, cons
 //   d_i = dc_total * g * i (1 - i),  d_f = dc_total * c * f (1 - f),  d_g = dc_total * i * (1 - g^2),
 //   d_o = dh' * tanh(c') * o (1 - o),  dc = dc_total * f
 extern "C" __global__ void lstm_cell_backward(const scalar_t *c, const scalar_t *gx, const scalar_t *gh,
-                                              const scalar_t *dhn, const scalar_t *dcn, scalar_t *dc,
-                                              scalar_t *dgates, td_args a) {
+                                              const scalar_t *dhn, const scalar_t *dcn, scalar_t *dc, scalar_t *dgates,
+                                              td_args a) {
     unsigned t = td_global_id();
     if (t >= a.n) return;
     unsigned H = a.cols, b = t / H, j = t % H, k = b * 4 * H + j;
