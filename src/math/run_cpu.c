@@ -40,8 +40,9 @@ static void stream_f32(float *dst, const float *src, int64_t n) { memcpy(dst, sr
 static void stream_fence(void) {}
 #endif
 
-/* The hot loops twice on x86-64, for AVX2 and the baseline, picked at load time (an ifunc). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* The hot loops twice on x86-64, for AVX2 and the baseline, picked at load time (an ifunc). Not under
+** ThreadSanitizer: an ifunc resolver runs during relocation, before its runtime starts, and crashes there. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define HOT_ __attribute__((target_clones("avx2", "default")))
 #else
 #define HOT_
