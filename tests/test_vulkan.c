@@ -559,8 +559,8 @@ static void expect_limit_error(const char *what, const char *limit) {
 }
 
 /* Lowered limits (TRIDENT_VULKAN_MAX_BINDING 1 MiB, TRIDENT_VULKAN_MAX_ALLOC 8 MiB):
-** elementwise ops and copies on 3.6 MB tensors run in parts and match the CPU; an op
-** without parts (a reduction) and an allocation past the limit fail naming the limit. */
+** elementwise ops, copies and a reduction on 3.6 MB tensors run in parts and match the CPU;
+** a 12 MiB tensor spans two allocations (vk_memory.c) and its sum matches too. */
 TEST(alloc_limits) {
     setenv("TRIDENT_VULKAN_MAX_BINDING", "1M", 1);
     setenv("TRIDENT_VULKAN_MAX_ALLOC", "8M", 1);
@@ -572,12 +572,13 @@ TEST(alloc_limits) {
     ASSERT(max_diff(td_add(td_mul(xv, xv), xv), td_add(td_mul(x, x), x)) < 1e-6);
     ASSERT(max_diff(td_contiguous(td_transpose(xv, 0, 1)), td_transpose(x, 0, 1)) == 0);
     ASSERT(max_diff(td_cast(xv, TD_F16), td_cast(x, TD_F16)) == 0);
-    ASSERT(td_sum(xv, 0, NULL, false) == NULL);
-    expect_limit_error("sum", "maxStorageBufferRange");
-    ASSERT(td_zeros(1, (int64_t[]){3 << 20}, TD_F32, TD_VULKAN(0)) == NULL);
-    ASSERT_EQ_INT(td_last_status(), TD_ERR_OOM);
-    expect_limit_error("12 MiB", "maxMemoryAllocationSize");
-    td_clear_error();
+    double ds = max_diff(td_sum(xv, 0, NULL, false), td_sum(x, 0, NULL, false));
+    printf("  sum: max |diff| %.3g\n", ds);
+    fflush(stdout);
+    ASSERT(ds < 1e-5);
+    int64_t big[1] = {3 << 20};
+    td_tensor *ones = ASSERT_TENSOR(td_ones(1, big, TD_F32, TD_VULKAN(0)));
+    ASSERT(max_diff(td_sum(ones, 0, NULL, false), td_sum(td_ones(1, big, TD_F32, TD_CPU), 0, NULL, false)) == 0);
     td_scope_end();
     check_clean();
 }

@@ -1,7 +1,13 @@
 /*
-** MATMUL and convolutions on operands wider than one binding
-** (maxStorageBufferRange, lowered by TRIDENT_VULKAN_MAX_BINDING): the op runs
-** on parts, recursively, until every operand of every part fits.
+** Ops on operands wider than one binding (maxStorageBufferRange, lowered by
+** TRIDENT_VULKAN_MAX_BINDING) or crossing a segment of a tensor larger than one
+** allocation (maxMemoryAllocationSize, TRIDENT_VULKAN_MAX_ALLOC; vk_memory.c):
+** the op runs on parts, recursively, until every operand of every part fits.
+**   MATMUL, CONV2D*, the reductions and the row-wise ops below, where their
+**   too-wide operands each fit one allocation (a part that
+**   straddles a segment boundary, a strided view): those operands are copied
+**   into contiguous temporaries (outputs in and back out) and the op runs on
+**   them (gathered);
 **   MATMUL a[..., M, K] @ b[..., K, N] -> out[..., M, N] (out contiguous):
 **     1. halves of the outermost batch dim > 1 that a wide operand has;
 **     2. b (or out) wide: halves of N (columns of b and out);
@@ -13,8 +19,15 @@
 **   CONV2D, CONV2D_BACKWARD_INPUT: halves of the batch (x and y, dy and dx);
 **   CONV2D_BACKWARD_WEIGHT dw = sum over the batch: the first half into dw,
 **     the second into a temporary, then ADD dw += it.
-** K (matmul) and the weights (conv) are never split: an operand wide along
-** them alone reaches the encoder, whose binding fails naming the limit.
+**   the reductions, by halves of the outermost dim longer than 1: kept, halves
+**     of in and out; reduced (SUM, MAX, MIN), the first half into out, the
+**     second into a temporary, then ADD / MAXIMUM / MINIMUM into out;
+**   the row-wise ops (softmax and its backward, layer_norm, group_norm,
+**     embedding, cross_entropy without a reduction and its backward): halves
+**     of the leading dim of the operands that hold rows (rows_of).
+** K (matmul), the weights (conv, embedding) and ops not listed are never split:
+** an operand too wide along them alone reaches the encoder, whose binding fails
+** naming the limit.
 */
 #include "vk.h"
 
@@ -43,7 +56,7 @@ static td_status temporary(vk_dev *d, const td_operand *v, td_operand *tmp) {
 ** of it) is copied into a contiguous temporary, whose halves then shrink; *tmp is that buffer. */
 static td_status compact(vk_dev *d, const vk_op_fn *enc, td_operand *v, td_buffer **tmp) {
     *tmp = NULL;
-    if (!vk_view_too_wide(d, v) || td_operand_is_contiguous(v)) return TD_OK;
+    if (!vk_view_too_wide(d, v) || td_operand_is_contiguous(v) || vk_fits_one(d, v)) return TD_OK;
     td_operand t;
     td_status st = temporary(d, v, &t);
     if (st != TD_OK) return st;
@@ -51,6 +64,51 @@ static td_status compact(vk_dev *d, const vk_op_fn *enc, td_operand *v, td_buffe
     st = enc[TD_OP_COPY](d, &copy);
     *v = t;
     *tmp = t.buf;
+    return st;
+}
+
+static bool any_wide(vk_dev *d, const td_op *op, bool *all_fit) {
+    bool wide = false;
+    *all_fit = true;
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        const td_operand *v = i < op->n_in ? &op->in[i] : &op->out[i - op->n_in];
+        bool w = vk_view_too_wide(d, v);
+        wide |= w;
+        if (w && !vk_fits_one(d, v)) *all_fit = false;
+    }
+    return wide;
+}
+
+#define MAX_OPERANDS 8
+
+/* op with each too-wide operand copied into a contiguous temporary (outputs copied in first, as
+** an op may read them, and back after). */
+static td_status gathered(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
+    int n = op->n_in + op->n_out;
+    if (n > MAX_OPERANDS) return enc[op->kind](d, op);
+    td_operand v[MAX_OPERANDS];
+    bool moved[MAX_OPERANDS] = {false};
+    td_status st = TD_OK;
+    for (int i = 0; i < n && st == TD_OK; i++) {
+        const td_operand *src = i < op->n_in ? &op->in[i] : &op->out[i - op->n_in];
+        v[i] = *src;
+        if (!vk_view_too_wide(d, src)) continue;
+        if ((st = temporary(d, src, &v[i])) != TD_OK) break;
+        moved[i] = true;
+        td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = (td_operand *)src, .out = &v[i]};
+        st = enc[TD_OP_COPY](d, &copy);
+    }
+    td_op part = *op;
+    part.in = v;
+    part.out = v + op->n_in;
+    if (st == TD_OK) st = enc[op->kind](d, &part);
+    for (int i = op->n_in; i < n && st == TD_OK; i++) {
+        if (!moved[i]) continue;
+        td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &v[i], .out = &op->out[i - op->n_in]};
+        st = enc[TD_OP_COPY](d, &copy);
+    }
+    for (int i = 0; i < n; i++)
+        if (moved[i] && v[i].buf) vk_free(v[i].buf);
     return st;
 }
 
@@ -79,8 +137,10 @@ static td_status matmul_part(vk_dev *d, const td_op *op, const vk_op_fn *enc, td
 
 static td_status matmul_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
     const td_operand *a = &op->in[0], *b = &op->in[1];
-    bool wa = vk_view_too_wide(d, a), wb = vk_view_too_wide(d, b), wo = vk_view_too_wide(d, &op->out[0]);
+    bool wa = vk_view_too_wide(d, a), wb = vk_view_too_wide(d, b), wo = vk_view_too_wide(d, &op->out[0]), fit;
     if (!wa && !wb && !wo) return enc[TD_OP_MATMUL](d, op);
+    any_wide(d, op, &fit);
+    if (fit) return gathered(d, op, enc);
     /* out as [batch..., M, N] with the batch dims of a and b (the core may have folded batches into M) */
     int nb = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
     td_operand o = op->out[0];
@@ -123,10 +183,9 @@ static td_status matmul_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
 }
 
 static td_status conv_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
-    bool wide = false;
-    for (int i = 0; i < op->n_in; i++) wide |= vk_view_too_wide(d, &op->in[i]);
-    for (int i = 0; i < op->n_out; i++) wide |= vk_view_too_wide(d, &op->out[i]);
+    bool fit, wide = any_wide(d, op, &fit);
     int64_t n = op->in[0].shape[0], h = n / 2;
+    if (wide && fit) return gathered(d, op, enc);
     if (!wide || n < 2) return enc[op->kind](d, op);
     bool weight = op->kind == TD_OP_CONV2D_BACKWARD_WEIGHT;
     td_operand in[3], out = op->out[0], tmp = {0};
@@ -156,12 +215,104 @@ static td_status conv_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
     return st;
 }
 
-td_status vk_split_run(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
+static td_status split_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc);
+
+/* A reduction by halves of its outermost dim longer than 1 (see the top). */
+static td_status reduce_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
+    const td_operand *in = &op->in[0];
+    int dim = 0;
+    while (dim < in->ndim && in->shape[dim] == 1) dim++;
+    bool reduced = dim < in->ndim && (op->p.reduce.dims >> dim & 1);
+    int combine = op->kind == TD_OP_SUM   ? TD_OP_ADD
+                  : op->kind == TD_OP_MAX ? TD_OP_MAXIMUM
+                  : op->kind == TD_OP_MIN ? TD_OP_MINIMUM
+                                          : -1;
+    if (dim == in->ndim || (reduced && combine < 0) || in->dtype != op->out[0].dtype) return enc[op->kind](d, op);
+    int64_t h = in->shape[dim] / 2;
+    td_operand pin, pout, tmp = {0};
+    td_op part = *op;
+    part.in = &pin, part.out = &pout;
+    td_status st = TD_OK;
+    for (int half = 0; half < 2 && st == TD_OK; half++) {
+        pin = *in, pout = op->out[0];
+        halve(&pin, dim, half, h);
+        if (!reduced)
+            halve(&pout, dim, half, h);
+        else if (half && (st = temporary(d, &op->out[0], &tmp)) == TD_OK)
+            pout = tmp;
+        if (st == TD_OK) st = split_parts(d, &part, enc);
+    }
+    if (reduced && st == TD_OK) {
+        td_operand both[2] = {op->out[0], tmp};
+        td_op add = {.kind = combine, .n_in = 2, .n_out = 1, .in = both, .out = &op->out[0]};
+        st = enc[combine](d, &add);
+    }
+    if (tmp.buf) vk_free(tmp.buf);
+    return st;
+}
+
+/* The operands of a row-wise op whose leading dim holds its rows: bit i for in[i], bit 8 + i for
+** out[i]; 0 when op does not run by rows. */
+static unsigned rows_of(const td_op *op) {
+    switch (op->kind) {
+    case TD_OP_SOFTMAX:
+    case TD_OP_LOG_SOFTMAX: return 0x101;
+    case TD_OP_SOFTMAX_BACKWARD:
+    case TD_OP_LOG_SOFTMAX_BACKWARD: return 0x103;
+    case TD_OP_LAYER_NORM:
+    case TD_OP_GROUP_NORM: return 0x701;
+    case TD_OP_ADD_LAYER_NORM: return 0xF03;
+    case TD_OP_EMBEDDING: return 0x102;
+    case TD_OP_CROSS_ENTROPY: return op->p.xent.reduction == TD_REDUCTION_NONE ? 0x107 : 0;
+    case TD_OP_CROSS_ENTROPY_BACKWARD: return op->p.xent.reduction == TD_REDUCTION_NONE ? 0x10F : 0;
+    default: return 0;
+    }
+}
+
+/* A row-wise op by halves of its rows: operand k's leading dim of L_k rows holds L_k / L_0 of
+** them per row of the first row operand (a [B*T] mean of an x [B, T, C]). */
+static td_status row_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc, unsigned rows) {
+    int n = op->n_in + op->n_out, first = -1;
+    for (int i = 0; i < n && first < 0; i++)
+        if (rows >> (i < op->n_in ? i : 8 + i - op->n_in) & 1) first = i;
+    const td_operand *lead = first < op->n_in ? &op->in[first] : &op->out[first - op->n_in];
+    int64_t L = lead->ndim ? lead->shape[0] : 1, h = L / 2;
+    if (n > MAX_OPERANDS || L < 2) return enc[op->kind](d, op);
+    td_operand v[MAX_OPERANDS];
+    td_op part = *op;
+    part.in = v, part.out = v + op->n_in;
+    for (int half = 0; half < 2; half++) {
+        for (int i = 0; i < n; i++) {
+            v[i] = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+            if (!(rows >> (i < op->n_in ? i : 8 + i - op->n_in) & 1) || !v[i].buf || v[i].ndim == 0) continue;
+            if (v[i].shape[0] % L) return enc[op->kind](d, op);
+            halve(&v[i], 0, half, h * (v[i].shape[0] / L));
+        }
+        td_status st = split_parts(d, &part, enc);
+        if (st != TD_OK) return st;
+    }
+    return TD_OK;
+}
+
+static td_status split_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
     switch (op->kind) {
     case TD_OP_MATMUL: return matmul_parts(d, op, enc);
     case TD_OP_CONV2D:
     case TD_OP_CONV2D_BACKWARD_INPUT:
     case TD_OP_CONV2D_BACKWARD_WEIGHT: return conv_parts(d, op, enc);
-    default: return enc[op->kind](d, op);
+    default: break;
     }
+    bool reduction = op->kind == TD_OP_SUM || op->kind == TD_OP_MEAN || op->kind == TD_OP_MAX ||
+                     op->kind == TD_OP_MIN || op->kind == TD_OP_VAR || op->kind == TD_OP_LOGSUMEXP ||
+                     op->kind == TD_OP_ARGMAX || op->kind == TD_OP_ARGMIN;
+    bool listed = reduction || op->kind == TD_OP_CROSS_ENTROPY || op->kind == TD_OP_CROSS_ENTROPY_BACKWARD ||
+                  op->kind == TD_OP_EMBEDDING_BACKWARD || rows_of(op);
+    bool fit; /* the elementwise ops cut themselves (vk_ops_elementwise.c) */
+    if (!listed || !any_wide(d, op, &fit)) return enc[op->kind](d, op);
+    if (fit) return gathered(d, op, enc);
+    if (reduction) return reduce_parts(d, op, enc);
+    unsigned rows = rows_of(op);
+    return rows ? row_parts(d, op, enc, rows) : enc[op->kind](d, op);
 }
+
+td_status vk_split_run(vk_dev *d, const td_op *op, const vk_op_fn *enc) { return split_parts(d, op, enc); }
