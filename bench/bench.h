@@ -185,6 +185,11 @@ td_status bench_run_mlp(bench_session *s, int device);  /* W1 */
 td_status bench_run_cnn(bench_session *s, int device);  /* W2 */
 td_status bench_run_gpt(bench_session *s, int device);  /* W3 */
 td_status bench_run_gpt2(bench_session *s, int device); /* W5: GPUs only (and --quick) */
+td_status bench_run_lstm(bench_session *s, int device); /* W6: the LSTM language model */
+/* W6's size (hidden 512, 2 layers, sequence 256; --quick: hidden 32, sequence 32) and batch (32; --quick: 4),
+** also the twin's. */
+workload_gpt_config bench_lstm_config(const bench_session *s);
+int64_t bench_lstm_batch(const bench_session *s);
 /* W2-captured: one W2 step captured once (td_capture_begin/end) and replayed,
 ** the batch copied from the host into static tensors before each replay. Adds
 ** no row on a device whose backend does not capture. */

@@ -9,6 +9,8 @@
 **   W2-cnn       x [128, 784] as [128,1,28,28], Adam    samples/s; epoch = 468 steps
 **   W3-gpt-mini  tokens [64, 256], AdamW lr 3e-4 wd 0.01, WORKLOADS.md's model
 **                (10.9 M params); batch 8 on the CPU, as the twin's CPU run
+**   W6-lstm      tokens [32, 256], the 2-layer LSTM LM of hidden 512 (4.5 M
+**                params), Adam lr 1e-3, random bytes as W3
 **   W2-captured  W2's step captured once (td_capture_begin/end) and replayed:
 **                before each replay the host batch is copied (td_copy_) into
 **                the static device tensors the graph reads; the loss stays
@@ -256,6 +258,40 @@ td_status bench_run_gpt(bench_session *s, int device) {
 td_status bench_run_gpt2(bench_session *s, int device) {
     if (!s->opt.quick && s->devices[device].dev.type == TD_DEVICE_CPU) return TD_OK; /* no row: hours per step */
     return run_gpt(s, device, "W5-gpt2-small", bench_gpt2_config(s), bench_gpt2_batch(s), "");
+}
+
+workload_gpt_config bench_lstm_config(const bench_session *s) {
+    workload_gpt_config c = workload_lstm_config_default();
+    if (s->opt.quick) c.d_model = 32, c.context = 32;
+    return c;
+}
+
+int64_t bench_lstm_batch(const bench_session *s) { return s->opt.quick ? 4 : 32; }
+
+td_status bench_run_lstm(bench_session *s, int device) {
+    td_device dev = s->devices[device].dev;
+    workload_gpt_config cfg = bench_lstm_config(s);
+    int64_t b = bench_lstm_batch(s), shape[2] = {b, cfg.context};
+    train_arg a = {.k = 1};
+    td_scope_begin();
+    td_manual_seed(0);
+    a.x[0] = random_ids(2, shape, cfg.vocab, 1, dev);
+    a.y[0] = random_ids(2, shape, cfg.vocab, 2, dev);
+    td_status st = a.x[0] && a.y[0] ? TD_OK : td_last_status();
+    if (st == TD_OK) st = workload_init(&a.w, WORKLOAD_LSTM, &cfg, dev, NULL, 0, false); /* Adam, lr 1e-3 */
+    char size[80];
+    snprintf(size, sizeof size, "%lldx%lld", (long long)b, (long long)cfg.context);
+    char note[128];
+    snprintf(note, sizeof note, "%s2 layers, hidden %lld; random tokens", s->opt.quick ? "--quick config: " : "",
+             (long long)cfg.d_model);
+    if (st == TD_OK)
+        st = time_steps(s, device, "W6-lstm", size, BENCH_UNIT_TOKENS, (double)(b * cfg.context), &a, fn_step, &a, note,
+                        0);
+    else
+        bench_fail(s, device, "W6-lstm", "float32", NULL);
+    workload_free(&a.w);
+    td_scope_end();
+    return st;
 }
 
 /* ---- W2-captured ---------------------------------------------------------- */

@@ -241,6 +241,8 @@ const bench_workload bench_workloads[] = {
      "tokens_per_s", 1, false, "w3"},
     {"W5-gpt2-small", "GPT-2-small shape (byte vocab), training step, 16x1024 tokens, AdamW, GPUs only: ms/step",
      bench_run_gpt2, "tokens_per_s", 1, false, "w5"},
+    {"W6-lstm", "LSTM language model training step (2 layers, hidden 512), 32x256 tokens, Adam: ms/step, tokens/s",
+     bench_run_lstm, "tokens_per_s", 1, false, "w6"},
     {"W4-matmul", "matmul n x n x n, f32 (+bf16/fp16 where native), GFLOP/s = 2n^3/t", run_matmul, "tflops", 1e3, false,
      "ops"},
     {"W4-add", "add of two f32 vectors, GB/s over 12 bytes/element", run_add, "gbps", 1, false, "ops"},

@@ -22,6 +22,8 @@ DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
 --gpt2-size D,H,L,T, --gpt2-batch B   W5 (part w5, GPT-2 small with a byte
                 vocabulary: 768,12,12,1024, batch 16): on cuda, or on any
                 device at a reduced size (d_model <= 128).
+--only w6       W6, the LSTM language model (2 layers, hidden 512, batch 32, seq 256;
+                --lstm-size HIDDEN,T, --lstm-batch B, --lstm-steps N (default 20 on cuda, 2 on cpu)).
 --amp bf16|fp16 W3/W5 also run under torch.autocast (fp16 with a GradScaler);
                 those lines carry dtype "<dtype>-amp". On cuda every gpt line
                 carries peak_bytes (torch.cuda.max_memory_allocated).
@@ -148,6 +150,30 @@ def gpt(dev, compiled, steps, B=64, T=256, cfg=None, name="W3-gpt-mini", amp=Non
          tokens_per_s=round(B * T / dt), params=sum(p.numel() for p in m.parameters()), **extra)
     del m, opt, f
 
+class LSTMLM(nn.Module):
+    """W6: emb -> 2-layer LSTM (batch_first) -> head, as src/workloads' workload_lstm_new."""
+    def __init__(s, vocab=256, hidden=512, layers=2):
+        super().__init__()
+        s.emb, s.rnn = nn.Embedding(vocab, hidden), nn.LSTM(hidden, hidden, layers, batch_first=True)
+        s.head = nn.Linear(hidden, vocab)
+    def forward(s, idx):
+        return s.head(s.rnn(s.emb(idx))[0])
+
+def lstm(dev, steps, B=32, T=256, hidden=512):
+    """W6: the LSTM language model on random bytes, Adam lr 1e-3 (cuDNN's LSTM on cuda)."""
+    torch.manual_seed(0)
+    m = LSTMLM(hidden=hidden).to(dev)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    data = torch.randint(0, 256, (B, T + 1), device=dev)
+    def step():
+        loss = F.cross_entropy(m(data[:, :-1]).reshape(-1, 256), data[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward(); opt.step()
+    dt = timeit(step, dev, steps)
+    emit(workload="W6-lstm", device=dev, compiled=False, ms_per_step=round(dt * 1e3, 3),
+         tokens_per_s=round(B * T / dt), params=sum(p.numel() for p in m.parameters()))
+    del m, opt
+
 def timeit(fn, dev, reps):
     for _ in range(3): fn()
     sync(dev); t0 = time.perf_counter()
@@ -234,6 +260,10 @@ def main():
         cfg = dict(zip(("d", "h", "L", "T"), map(int, size))) if size else dict(d=768, h=12, L=12, T=1024)
         if dev == "cuda" or cfg["d"] <= 128:  # the full W5 is for GPUs; a reduced size runs anywhere
             gpt_runs("W5-gpt2-small", cfg, arg("--gpt2-batch"), 16)
+    if "w6" in only:
+        size = sys.argv[sys.argv.index("--lstm-size") + 1].split(",") if "--lstm-size" in sys.argv else (512, 256)
+        lstm(dev, arg("--lstm-steps") or (20 if dev == "cuda" else 2), B=arg("--lstm-batch") or 32,
+             hidden=int(size[0]), T=int(size[1]))
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """Generate the Python bindings of Trident's tensor functions from its public headers.
 
-Usage: gen_ops.py OUT.h HEADER.h...   (the headers are tensor.h and ops.h of the installed library)
+Usage: gen_ops.py OUT.h HEADER.h...   (tensor.h, ops.h, autograd.h, device.h and nn.h)
 
 Every `TD_API td_tensor *td_NAME(...)` prototype (or one returning td_status, void, bool, double, int, int64_t, uint64_t) whose parameters are all of
 the kinds below becomes a CPython function `_C.NAME(*args)` in OUT.h, plus the table `gen_methods[]` and the
@@ -8,6 +8,7 @@ tuple `_C.OPS` of (name, parameter names, returns-a-tensor). Parameter kinds (C 
 
     td_tensor *x                        Tensor, or None (NULL: for optional inputs such as a bias)
     double / int / int64_t / uint64_t / bool / td_dtype   number (td_dtype: its int value)
+    td_reduction / td_fan_mode / td_nonlinearity          int (the enum's value)
     td_device dev                       str: "cpu", "cuda:0", ...
     int n, const int64_t *shape         sequence of ints (one Python argument)
     int n_dims, const int *dims         sequence of ints
@@ -34,6 +35,9 @@ ARG_KINDS = {
 ZERO = {"td_dtype": "TD_F32", "td_device": "TD_CPU"}  # a scalar's initial value, where it is not 0
 ARG_KINDS.update({kind: (ctype + " {v} = " + ZERO.get(ctype, "0") + ";", "&{v}", ["{v}"])
                   for ctype, kind in SCALARS.items()})
+# enums: taken as an int (arg_int) and cast for the call
+ENUMS = ("td_reduction", "td_fan_mode", "td_nonlinearity")
+ARG_KINDS.update({"enum_" + e: ("int {v} = 0;", "&{v}", ["(" + e + "){v}"]) for e in ENUMS})
 
 
 # the Python objects own their tensors: these stay in C
@@ -93,6 +97,10 @@ def parse_params(params):
             out.append((SCALARS[m4.group(1)], m4.group(2)))
             i += 1
             continue
+        if m4 and m4.group(1) in ENUMS:
+            out.append(("enum_" + m4.group(1), m4.group(2)))
+            i += 1
+            continue
         return None
     return out
 
@@ -114,7 +122,8 @@ def emit(name, ret, params):
         where = f'"{name}", "{py_names[k]}"'
         decl, outs, passed = ARG_KINDS[kind]
         lines.append("    " + decl.format(v=v))
-        lines.append(f"    if (arg_{kind}(o[{k}], {where}, {outs.format(v=v)})) goto fail;")
+        parser = "int" if kind.startswith("enum_") else kind
+        lines.append(f"    if (arg_{parser}(o[{k}], {where}, {outs.format(v=v)})) goto fail;")
         call += [c.format(v=v) for c in passed]
         if kind == "tensorlist":
             cleanup.append(f"PyMem_Free({v});")

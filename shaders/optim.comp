@@ -12,8 +12,14 @@
 //   OP 2 RMSprop: sq = alpha sq + (1-alpha) g g; centered: gavg = alpha gavg + (1-alpha) g,
 //        avg = sqrt(sq - gavg^2) + eps, else sqrt(sq) + eps;
 //        momentum: buf = momentum buf + g / avg, p += -lr buf; else p += -lr g / avg
+//   OP 3 Adam's device step: step += 1 (one invocation, dispatched after OP 0)
 // Bindings: 0 grad, 1 param, 2..4 state (Adam m, v, vmax; SGD buf; RMSprop
-// sq, buf, gavg); absent state is bound to a dummy and flagged off.
+// sq, buf, gavg); absent state is bound to a dummy and flagged off; 5 the
+// device lr (flag 4: replaces the host's; f64 in the f64 variant, else f32),
+// 6 Adam's device step count (flag 5: f32, the steps done, t = step + 1).
+// With either, Adam's 1 - lr wd, -lr / (1-b1^t) and sqrt(1-b2^t) are computed
+// here (omp() below) from K(5) = the host's lr, K(6), K(7) = log b1, log b2
+// and pc.t = the host's t, where those are not on the device.
 // k[] holds the constants, rounded once on the host to the compute type:
 // floats as 32-bit words, doubles (f64 variant) as word pairs.
 // C mirror: vk_pc_optim (vk_ops_optim.c). Variants optim_<float dt>.
@@ -25,7 +31,8 @@ layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
     uint n, flags;
-    uint off[5];
+    uint off[7];
+    uint t;
     uint k[18];
 } pc;
 
@@ -34,6 +41,12 @@ layout(binding = 1) buffer BP { ST(A_DT) pr[]; };
 layout(binding = 2) buffer B1 { ST(A_DT) s1[]; };
 layout(binding = 3) buffer B2 { ST(A_DT) s2[]; };
 layout(binding = 4) buffer B3 { ST(A_DT) s3[]; };
+#if A_DT == DT_F64
+layout(binding = 5) readonly buffer BL { double lrb[]; };
+#else
+layout(binding = 5) readonly buffer BL { float lrb[]; };
+#endif
+layout(binding = 6) buffer BS { float stepb[]; };
 
 #define T VT(A_DT)
 #if A_DT == DT_F64
@@ -43,13 +56,45 @@ T K(uint i) { return uintBitsToFloat(pc.k[i]); }
 #endif
 bool F(uint bit) { return (pc.flags & (1u << bit)) != 0u; }
 
+// 1 - b^t for an integer t >= 1 and lb = log b, without cancellation:
+// x = t lb; x <= -1/2: 1 - b^t with b^t by squaring (b^t <= 0.61);
+// else -expm1(x) by its Taylor series (|x| < 1/2: 20 terms reach double precision)
+T omp(T b, T lb, uint t) {
+    T x = T(t) * lb;
+    if (x <= T(-0.5)) {
+        T r = T(1);
+        for (; t != 0u; t >>= 1u, b *= b)
+            if ((t & 1u) != 0u) r *= b;
+        return T(1) - r;
+    }
+    T term = x, s = x;
+    for (uint k = 2u; k <= 20u; k++) {
+        term *= x / T(k);
+        s += term;
+    }
+    return -s;
+}
+
 void main() {
+    if (OP == 3u) {
+        if (gl_GlobalInvocationID.x == 0u) stepb[pc.off[6]] += 1.0;
+        return;
+    }
+    T neg_lr = F(4u) ? -T(lrb[pc.off[5]]) : K(0u); // SGD's and RMSprop's -lr
+    T decay = K(5u), neg_step = K(6u), bc2_sqrt = K(7u);
+    if (OP == 0u && (F(4u) || F(5u))) {
+        T lr = F(4u) ? T(lrb[pc.off[5]]) : K(5u);
+        uint t = F(5u) ? uint(stepb[pc.off[6]]) + 1u : pc.t;
+        decay = T(1) - lr * K(4u);
+        neg_step = -lr / omp(K(0u), K(6u), t);
+        bc2_sqrt = sqrt(omp(K(2u), K(7u), t));
+    }
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += gl_NumWorkGroups.x * WG) {
         T p = LD(A_DT, pr[pc.off[1] + i]), g = LD(A_DT, gr[pc.off[0] + i]);
         if (OP == 0u) {
             if (F(3u)) g = -g;
             if (F(0u)) g += K(4u) * p;
-            if (F(1u)) p *= K(5u);
+            if (F(1u)) p *= decay;
             T m = LD(A_DT, s1[pc.off[2] + i]) * K(0u) + K(1u) * g;
             T v = LD(A_DT, s2[pc.off[3] + i]) * K(2u) + K(3u) * g * g;
             T vv = v;
@@ -58,7 +103,7 @@ void main() {
                 vv = isnan(vmax) || vmax > v ? vmax : v;
                 s3[pc.off[4] + i] = SV(A_DT, vv);
             }
-            p = p + K(6u) * (m / (sqrt(vv) / K(7u) + K(8u)));
+            p = p + neg_step * (m / (sqrt(vv) / bc2_sqrt + K(8u)));
             s1[pc.off[2] + i] = SV(A_DT, m);
             s2[pc.off[3] + i] = SV(A_DT, v);
         } else if (OP == 1u) {
@@ -69,7 +114,7 @@ void main() {
                 s1[pc.off[2] + i] = SV(A_DT, buf);
                 g = F(0u) ? g + K(1u) * buf : buf;
             }
-            p = p + K(0u) * g;
+            p = p + neg_lr * g;
         } else {
             if (F(0u)) g = -g;
             if (K(4u) != T(0)) g += K(4u) * p;
@@ -86,9 +131,9 @@ void main() {
             if (F(1u)) {
                 T buf = LD(A_DT, s2[pc.off[3] + i]) * K(5u) + g / avg;
                 s2[pc.off[3] + i] = SV(A_DT, buf);
-                p = p + K(0u) * buf;
+                p = p + neg_lr * buf;
             } else {
-                p = p + K(0u) * (g / avg);
+                p = p + neg_lr * (g / avg);
             }
         }
         pr[pc.off[1] + i] = SV(A_DT, p);

@@ -140,7 +140,7 @@ static void check_captured_row(json_t *rows, json_t *r, const char *dev, double 
     ASSERT(strstr(get_str(r, "note"), "captured"));
 }
 
-#define N_WANT 13
+#define N_WANT 14
 
 /* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W1-W4, dispatch and
 ** roofline row on every device without error, W2-captured exactly on the devices that capture
@@ -169,9 +169,9 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
     }
     ASSERT(!strcmp(get_str(json_object_get(j, "torch"), "status"), "not requested"));
 
-    static const char *want[N_WANT] = {"roof-copy",    "roof-gemm",     "W4-matmul", "W4-add", "W4-softmax",
-                                       "W4-layernorm", "W4-sum",        "W4-adam",   "W1-mlp", "W2-cnn",
-                                       "W3-gpt-mini",  "W5-gpt2-small", "dispatch"};
+    static const char *want[N_WANT] = {"roof-copy",    "roof-gemm",     "W4-matmul", "W4-add",  "W4-softmax",
+                                       "W4-layernorm", "W4-sum",        "W4-adam",   "W1-mlp",  "W2-cnn",
+                                       "W3-gpt-mini",  "W5-gpt2-small", "W6-lstm",   "dispatch"};
     int found[BENCH_TEST_DEVS][N_WANT] = {{0}}, captured[BENCH_TEST_DEVS] = {0};
     size_t i;
     json_t *r;
@@ -192,7 +192,8 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
         ASSERT(!strcmp(variant, "float32") || strstr(w, "matmul") || strstr(w, "gemm") || !strcmp(w, "W2-cold-start"));
         get_str(r, "size");
         const char *unit = get_str(r, "unit");
-        bool training = w[0] == 'W' && ((w[1] >= '1' && w[1] <= '3') || w[1] == '5'), dispatch = !strcmp(w, "dispatch");
+        bool training = w[0] == 'W' && ((w[1] >= '1' && w[1] <= '3') || w[1] == '5' || w[1] == '6'),
+             dispatch = !strcmp(w, "dispatch");
         ASSERT(training || dispatch || !strcmp(unit, "GB/s") || !strcmp(unit, "GFLOP/s"));
         check_peak(r, w, dev);
         /* every raw sample is there; median and rate follow from them */

@@ -7,7 +7,7 @@
 #        test_cli.sh - --list
 # Exit 0 pass, 1 fail.
 set -u
-CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names kernel_help kernel_scalar_shape kernel_bad_ref train_plural"
+CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names kernel_help kernel_scalar_shape kernel_bad_ref kernel_check_glsl train_plural"
 [ "$2" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 KERNEL=$(cd "$(dirname "$0")/../examples/custom_ops" && pwd)/bias_gelu_cpu.c # a C kernel with a backward
@@ -103,6 +103,23 @@ kernel_bad_ref)
     refused "unexpected text" kernel run "$KERNEL" --shape 4x8,8 --ref "x + b)"
     refused "--ref" kernel run /nonexistent.c --shape 4 --ref "("
     refused "--shape '4x'" kernel run "$KERNEL" --shape 4x ;;
+kernel_check_glsl)
+    "$BIN" version | grep -Eq '^  vulkan +loaded' || { echo "skipped: no Vulkan device"; exit 77; }
+    printf '#version 450\n#include <trident.glsl>\nlayout(local_size_x = TD_BLOCK) in;\n%s\nvoid main() {\n%s\n}\n' \
+        'layout(std430, binding = 0) writeonly buffer Y { float y[]; };' '    y[td_global_id()] = zz;' >bad.comp
+    sed 's/zz/1.0/; s/TD_BLOCK/64/' bad.comp >fixed64.comp
+    sed 's/zz/1.0/' bad.comp >good.comp
+    ok kernel check good.comp
+    has out.txt '^good.comp: compiled for vulkan:0$'
+    # the first error on one line, FILE:LINE, printed once; the whole log with --log
+    "$BIN" kernel check bad.comp >out.txt 2>err.txt && fail "bad.comp compiled"
+    [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "expected one stderr line"; }
+    has err.txt "^trident kernel: bad.comp:6: 'zz' : undeclared identifier$"
+    "$BIN" kernel check bad.comp --log >out.txt 2>err.txt && fail "bad.comp compiled"
+    has err.txt '^ERROR: 0:6: .zz'
+    # a literal local size other than the op's block: refused, naming both
+    "$BIN" kernel check fixed64.comp >out.txt 2>err.txt && fail "a local size of 64 passed the check"
+    has err.txt 'fixed64.comp: .*local size to \{64,1,1\} but is launched with a block of 256' ;;
 train_plural)
     ok train --model gpt --device cpu --text /usr/share/common-licenses/GPL-3 --d-model 8 --layers 1 --heads 2 \
         --context 8 --batch 4 --steps 1 --epochs 1 --checkpoint c.safetensors

@@ -13,6 +13,7 @@
 */
 #include "conformance.h"
 #include "core/internal.h"
+#include "core/linear_wgrad.h"
 #include "op_cases.h"
 
 #define VARIANT(s) (c->variant = (s))
@@ -556,6 +557,29 @@ static int case_linear_gelu(conf_ctx *c, int v, td_tensor **out) {
     }
     td_tensor *w = conf_in(c, lo * 0.5, 0.5, SHAPE(N, K)), *b = bias ? conf_in(c, lo, 1, SHAPE(N)) : NULL;
     RETURN1(td_linear_gelu(x, w, b, tanh_form));
+}
+
+/* linear's weight and bias gradients (td__linear_wgrad): dw = dy^T x [N,K], db = sum over rows of dy [N] */
+static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
+    int64_t M = 37, N = 40, K = 33;
+    bool bias = true;
+    switch (v) {
+    case 0: VARIANT("dy[37,40] x[37,33]"); break;
+    case 1: VARIANT("no db, odd M: dy[1000,7] x[1000,9]"), M = BIG(c, 1000, 45), N = 7, K = 9, bias = false; break;
+    case 2: VARIANT("size 1 dy[1,1] x[1,1]"), M = N = K = 1; break;
+    case 3: VARIANT("no rows: dy[0,40] x[0,33] (zeros)"), M = 0; break;
+    case 4: VARIANT("K = 0: dy[37,40] x[37,0]"), K = 0; break;
+    case CONF_PERF:
+        VARIANT(c->tiny ? "dy[128,256] x[128,64]" : "W5's fc: dy[4096,3072] x[4096,768]");
+        M = BIG(c, 4096, 128), K = BIG(c, 768, 64), N = 4 * K;
+        c->flops = 2.0 * (double)M * (double)N * (double)K;
+        break;
+    default: return 0;
+    }
+    td_tensor *dy = conf_in(c, -1, 1, SHAPE(M, N)), *x = conf_in(c, -1, 1, SHAPE(M, K)), *dw = NULL, *db = NULL;
+    if (!dy || !x || TIMED_ST(c, td__linear_wgrad(dy, x, bias, &dw, &db)) != TD_OK) return -1;
+    out[0] = dw, out[1] = db;
+    return bias ? 2 : 1;
 }
 
 /* softmax and log_softmax over the last dim; inputs in [-20, 20] test the max shift */

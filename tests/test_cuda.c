@@ -240,7 +240,8 @@ TEST(cuda_kernel_errors) {
     td_user_kernel *k = (td_user_kernel *)1;
     const char *bad = "extern \"C\" __global__ void f(float *y) {\n  y[0] = undeclared_thing;\n}\n";
     ASSERT_ERROR(td_kernel_compile(TD_CUDA(0), TD_KERNEL_CUDA, bad, "f", NULL, &k, log, sizeof log), TD_ERR_COMPILE,
-                 "kernel.cu(2)");
+                 "cuda:2: error: identifier \"undeclared_thing\" is undefined");
+    ASSERT(!strchr(td_last_error(), '\n'));
     ASSERT(k == NULL);
     ASSERT(strstr(log, "undeclared_thing") != NULL);
     printf("  log: %.160s\n", log);

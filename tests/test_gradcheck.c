@@ -31,7 +31,7 @@
 /* ops composed from others in the core */
 #define GC_COMPOSED(X)                                                                                        \
     X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a)  \
-    X(linear_3d)
+    X(linear_3d) X(matmul_vec_mat) X(matmul_mat_vec) X(matmul_vec_vec) X(matmul_batched_vec) X(matmul_vec_batched)
 #define TESTS(X)                                                                                              \
     GC_CASES(X) GC_COMPOSED(X) X(views) X(every_op_has_a_case) X(gradcheck_catches_a_wrong_formula)          \
     GG_CASES(X) X(every_fused_backward_has_a_gradgrad_case) X(gradgradcheck_catches_a_wrong_formula)          \
@@ -274,6 +274,13 @@ EXPR_CASE(tril, td_tril(x[0], -1), 1, S(G, 2, 4, 3))
 BINARY_CASE(matmul_shared_a, td_matmul, S(G, 2, 3, 4), S(G, 3, 2, 4, 2))
 EXPR_CASE(matmul_strided_a, td_matmul(td_transpose(x[0], 1, 2), x[1]), 2, S(G, 3, 2, 4, 3), S(G, 2, 4, 2))
 EXPR_CASE(linear_3d, td_linear(x[0], x[1], x[2]), 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
+/* torch.matmul's 1-D operands: vector @ matrix, matrix @ vector, the dot
+** product (0-d), a batch @ vector and a vector @ batch (summed over the batch) */
+BINARY_CASE(matmul_vec_mat, td_matmul, S(G, 1, 3), S(G, 2, 3, 4))
+BINARY_CASE(matmul_mat_vec, td_matmul, S(G, 2, 4, 3), S(G, 1, 3))
+BINARY_CASE(matmul_vec_vec, td_matmul, S(G, 1, 5), S(G, 1, 5))
+BINARY_CASE(matmul_batched_vec, td_matmul, S(G, 3, 2, 4, 3), S(G, 1, 3))
+BINARY_CASE(matmul_vec_batched, td_matmul, S(G, 1, 3), S(G, 4, 2, 2, 3, 4))
 FN(LAYER_NORM) { /* normalized over the last two dims, affine, and over the last without */
     UNUSED;
     return td_add(td_layer_norm(x[0], 2, x[1], x[2], 1e-5), td_layer_norm(x[0], 1, NULL, NULL, 1e-5));

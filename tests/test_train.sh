@@ -13,13 +13,15 @@ case $CASE in --list*) ;; *) BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ERROR_CASES="bad_flag bad_value missing_dataset gpt_needs_text corrupt_checkpoint truncated_checkpoint \
 missing_checkpoint other_model other_gpt_size other_param_dtype hostile_flags"
 CASES="$ERROR_CASES hostile_checkpoint leak_missing_testset leak_short_text w1_small resume_stop resume_kill w3_text \
-twin_names capture_cpu capture_vulkan capture_cuda profile_w3 amp_cpu amp_cuda"
+w6_resume twin_names capture_cpu capture_vulkan capture_cuda profile_w3 amp_cpu amp_cuda \
+lr_schedule lr_schedule_resume lr_schedule_errors"
 # amp_vulkan runs by name only: on lavapipe its three small W3 runs take minutes
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 [ "$CASE" = --list-errors ] && { echo "$ERROR_CASES" | tr ' ' '\n'; exit 0; }
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 TEXT=/usr/share/common-licenses/GPL-3
 TWIN=${TRIDENT_TWIN_DIR:-$(cd "$(dirname "$0")/../bench" && pwd)} # bench/torch_workloads.py, the twin with flags
+FIXTURES=$(cd "$(dirname "$0")/fixtures" && pwd) # lr_schedule.csv (gen_lr_schedule.py)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
@@ -105,18 +107,77 @@ need_device() {
     "$BIN" devices 2>/dev/null | grep -q "^$1 " || { echo "SKIP $CASE: no $1 device"; exit 77; }
 }
 
+# gpt_sched ARGS...: the tiny W3 for 2 epochs of 150 steps at lr 3e-3 (the lr_schedule cases)
+gpt_sched() {
+    "$BIN" train --model gpt --device cpu --text "$TEXT" --d-model 8 --layers 1 --heads 2 --context 8 --batch 4 \
+        --steps 150 --epochs 2 --lr 3e-3 "$@"
+}
+
 case $CASE in
+lr_schedule)
+    # the lr of every step (4th column of the step log) is torch's (tests/fixtures/gen_lr_schedule.py)
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    fx=$FIXTURES/lr_schedule.csv
+    col=2
+    for kind in cosine linear step; do
+        rm -f s.csv
+        gpt_sched --lr-schedule $kind --warmup-steps 100 --min-lr 3e-4 --lr-step-size 50 --lr-gamma 0.5 \
+            --checkpoint s.safetensors --log-steps s.csv >out.txt 2>&1 || { cat out.txt; fail "the $kind run failed"; }
+        [ "$(wc -l <s.csv)" -eq 301 ] || fail "$kind: expected 300 steps"
+        awk -F, -v c=$col -v k=$kind 'NR == FNR { if (FNR > 1) want[$1] = $c; next }
+            FNR > 1 { n++; d = want[$2] - $4; if (d < 0) d = -d
+                      if (!($2 in want) || d > 1e-12 * want[$2]) { print k " step " $2 ": lr " $4 ", torch " want[$2]; bad = 1 } }
+            END { if (bad || n != 300) exit 1; print k ": 300 lrs equal torch SequentialLR(LinearLR, main) within 1e-12" }' \
+            "$fx" s.csv || fail "$kind: the lrs differ from torch's"
+        col=$((col + 1))
+    done
+    # the gpt default: cosine with 5% warmup (15 of 300 steps) down to lr/10; mlp/cnn: constant
+    rm -f s.csv
+    gpt_sched --checkpoint s.safetensors --log-steps s.csv >out.txt 2>&1 || { cat out.txt; fail "the default run failed"; }
+    grep -q "lr schedule: cosine warmup=15 total=300 lr=0.003 min_lr=0.0003 " out.txt ||
+        { cat out.txt; fail "the gpt default schedule is not warmup + cosine"; }
+    ;;
+lr_schedule_resume)
+    # stopped inside the warmup's end and resumed, with clipping and weight decay: bit for bit
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    k="--lr-schedule cosine --warmup-steps 100 --min-lr 3e-4 --grad-clip 0.5 --weight-decay 0.05"
+    gpt_sched $k --checkpoint a.safetensors --log-steps a.csv >/dev/null 2>&1 || fail "the uninterrupted run failed"
+    gpt_sched $k --checkpoint b.safetensors --log-steps b.csv --max-steps 97 >/dev/null 2>&1 || fail "the stopped run failed"
+    # the resumed run takes the checkpoint's schedule, whatever the flags say now
+    gpt_sched --lr-schedule step --checkpoint b.safetensors --log-steps b.csv --resume --grad-clip 0.5 \
+        --weight-decay 0.05 >out.txt 2>&1 || { cat out.txt; fail "resume failed"; }
+    grep -q "lr schedule: cosine warmup=100 total=300" out.txt || { cat out.txt; fail "the checkpoint's schedule not taken"; }
+    [ "$(wc -l <b.csv)" -eq 301 ] || fail "expected 300 steps in all"
+    same_losses a.csv b.csv
+    # clipping and weight decay change the run (so the flags reach the step)
+    gpt_sched --lr-schedule cosine --warmup-steps 100 --min-lr 3e-4 --checkpoint c.safetensors --log-steps c.csv \
+        >/dev/null 2>&1 || fail "the unclipped run failed"
+    ! cmp -s a.csv c.csv || fail "--grad-clip 0.5 --weight-decay 0.05 changed nothing"
+    ;;
+lr_schedule_errors)
+    expect_error "--lr-schedule: 'poly' is not constant, cosine, linear or step" --lr-schedule poly
+    expect_error "--warmup-steps expects an integer in \[0, 2^48\], got '-3'" --warmup-steps -3
+    expect_error "--grad-clip expects a positive number" --grad-clip 0
+    expect_error "--weight-decay expects a number >= 0" --weight-decay=-1
+    expect_error "--capture replays the step with the lr it recorded" --capture --lr-schedule cosine
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    expect_error "--min-lr 0.01 is above the learning rate 0.003" --model gpt --device cpu --text "$TEXT" --lr 3e-3 \
+        --min-lr 0.01 --steps 2 --epochs 1 --d-model 8 --layers 1 --heads 2 --context 8 --batch 4
+    expect_error "--warmup-steps 5 leaves none of the run's 2 steps" --model gpt --device cpu --text "$TEXT" \
+        --warmup-steps 5 --steps 2 --epochs 1 --d-model 8 --layers 1 --heads 2 --context 8 --batch 4
+    ;;
 bad_flag) expect_error "unknown option '--bogus'" --bogus ;;
 bad_value)
     expect_error "--epochs expects a positive integer, got 'abc'" --epochs abc
     expect_error "--lr expects a positive number" --lr=-1
-    expect_error "--model: 'resnet' is not mlp, cnn or gpt" --model resnet
+    expect_error "--model: 'resnet' is not mlp, cnn, gpt or lstm" --model resnet
     expect_error "--device 'tpu': unknown device 'tpu'" --device tpu
     expect_error "--batch needs a value" --batch
     ;;
 missing_dataset) expect_error "dataset directory '$T/none' not found" --data "$T/none" ;;
 gpt_needs_text)
     expect_error "needs --text FILE" --model gpt
+    expect_error "--model lstm needs --text FILE" --model lstm
     expect_error "cannot open text file" --model gpt --text "$T/none.txt"
     ;;
 corrupt_checkpoint)
@@ -255,6 +316,16 @@ w3_text)
     # the mean of the last 20 step losses (ln 256 = 5.55 at the start)
     tail -20 g.csv | awk -F, '{ s += $3 } END { printf "mean loss of steps 281-300: %.4f\n", s / NR; exit !(NR == 20 && s / NR < 2.5) }' ||
         fail "loss not below 2.5 after 300 steps"
+    ;;
+w6_resume)
+    # W6 (the LSTM LM, hidden 512) trains on text; stopped after 2 steps and resumed, it repeats the losses
+    [ -f "$TEXT" ] || { echo "SKIP: no $TEXT"; exit 77; }
+    w6="--model lstm --device cpu --text $TEXT --context 16 --batch 4 --steps 4 --epochs 1"
+    "$BIN" train $w6 --checkpoint a.safetensors --log-steps a.csv >out.txt 2>&1 || { cat out.txt; fail "the W6 run failed"; }
+    "$BIN" train $w6 --checkpoint b.safetensors --log-steps b.csv --max-steps 2 >/dev/null 2>&1 || fail "the stopped run failed"
+    "$BIN" train $w6 --checkpoint b.safetensors --log-steps c.csv --resume >out.txt 2>&1 || { cat out.txt; fail "resume failed"; }
+    same_losses a.csv b.csv
+    same_losses a.csv c.csv
     ;;
 amp_cpu | amp_vulkan | amp_cuda)
     # --amp bf16 follows the fp32 loss curve (mean of the last 20 steps within

@@ -21,6 +21,7 @@
     X(transfers)                                                                                                       \
     X(glsl_kernel)                                                                                                     \
     X(glsl_errors)                                                                                                     \
+    X(glsl_local_size_checked)                                                                                         \
     X(glsl_cache_corrupt)                                                                                              \
     X(glsl_cache_bounded)                                                                                              \
     X(glsl_autograd)                                                                                                   \
@@ -432,6 +433,37 @@ TEST(module_to_keeps_optimizer) {
     check_clean();
 }
 
+/* A shader that fixes its local size is launched only with that block; one sized by local_size_x_id takes any. */
+TEST(glsl_local_size_checked) {
+    setup();
+    td_user_kernel *fixed = NULL, *sized = NULL;
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, saxpy_src, "saxpy", NULL, &fixed, NULL, 0));
+    const char *sized_src = "#version 450\nlayout(local_size_x_id = 0) in;\n"
+                            "layout(binding = 0) writeonly buffer Y { float y[]; };\n"
+                            "void main() { y[gl_GlobalInvocationID.x] = 1.0; }\n";
+    ASSERT_OK(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, sized_src, NULL, NULL, &sized, NULL, 0));
+    ASSERT_OK(td_kernel_check_block(fixed, (uint32_t[3]){64, 1, 1}));
+    ASSERT_OK(td_kernel_check_block(fixed, (uint32_t[3]){0, 0, 0}));
+    ASSERT_ERROR(td_kernel_check_block(fixed, (uint32_t[3]){256, 1, 1}), TD_ERR_MISUSE,
+                 "local size to {64,1,1} but is launched with a block of 256");
+    td_tensor *x = ASSERT_TENSOR(td_ones(1, (int64_t[]){256}, TD_F32, TD_VULKAN(0)));
+    td_tensor *y = ASSERT_TENSOR(td_zeros(1, (int64_t[]){256}, TD_F32, TD_VULKAN(0)));
+    saxpy_push push = {1.0f, 256};
+    ASSERT_ERROR(td_kernel_launch(fixed, (uint32_t[3]){1, 1, 1}, (uint32_t[3]){256, 1, 1}, 0, 2, (td_tensor *[]){x, y},
+                                  &push, sizeof push),
+                 TD_ERR_MISUSE, "{64,1,1}");
+    ASSERT_OK(td_kernel_check_block(sized, (uint32_t[3]){256, 1, 1}));
+    ASSERT_OK(
+        td_kernel_launch(sized, (uint32_t[3]){1, 1, 1}, (uint32_t[3]){256, 1, 1}, 0, 1, (td_tensor *[]){y}, NULL, 0));
+    float got[256];
+    ASSERT_OK(td_copy_to_host(y, got, sizeof got, TD_F32));
+    for (int i = 0; i < 256; i++) ASSERT(got[i] == 1.0f); /* all 256 invocations ran */
+    td_release(x);
+    td_release(y);
+    td_kernel_free(fixed);
+    td_kernel_free(sized);
+}
+
 TEST(glsl_errors) {
     setup();
     char log[4096];
@@ -442,6 +474,12 @@ TEST(glsl_errors) {
     ASSERT(k == NULL);
     ASSERT(strstr(log, "undeclared_thing") != NULL);
     printf("  compile log: %.120s\n", log);
+    /* the message: the first error on one line, at the source's line, named after opts.name ("glsl" without) */
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, NULL, NULL, &k, NULL, 0), TD_ERR_COMPILE,
+                 "glsl:3: 'undeclared_thing' : undeclared identifier");
+    td_kernel_options named = {.name = "mine.comp"};
+    ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, NULL, &named, &k, NULL, 0), TD_ERR_COMPILE,
+                 "mine.comp:3: 'undeclared_thing' : undeclared identifier");
     ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_CUDA, bad, NULL, NULL, &k, log, sizeof log),
                  TD_ERR_UNSUPPORTED, "GLSL");
     ASSERT_ERROR(td_kernel_compile(TD_VULKAN(0), TD_KERNEL_GLSL, bad, "no spaces", NULL, &k, log, sizeof log),

@@ -37,7 +37,7 @@
 
 typedef struct kargs {
     const char *cmd, *file, *device, *shape, *out_shape, *ref, *entry, *names, *backward, *svg;
-    bool rows, f64;
+    bool rows, f64, log;
     int grads, n_params;
     float params[TD_CUSTOM_MAX_PARAMS];
     uint64_t seed;
@@ -521,7 +521,7 @@ static int run_op(const kargs *a, td_device dev, const kop *o, int n, int64_t sh
 static const char kernel_usage[] =
     "usage: trident kernel check|run|bench|gradcheck FILE.comp|FILE.cu|FILE.c [--device D] [--shape 64x256,256]\n"
     "       [--out-shape S] [--rows] [--f64] [--ref EXPR] [--names x,b] [--entry NAME] [--seed N] [--svg OUT]\n"
-    "       [--backward FILE] [--grads N] [--params P0,P1,...]\n";
+    "       [--backward FILE] [--grads N] [--params P0,P1,...] [--log]\n";
 
 static void kernel_help(FILE *f) {
     fputs(kernel_usage, f);
@@ -530,7 +530,8 @@ static void kernel_help(FILE *f) {
           "examples/custom_ops/README.md).\n"
           "\n"
           "commands:\n"
-          "  check       compile, print the compiler's log\n"
+          "  check       compile as a custom op does (TD_BLOCK=256) and check the block; errors on one line,\n"
+          "              <FILE>:<line>: <first error>\n"
           "  run         run once on random inputs (the seed is printed) and, with --ref, compare with EXPR\n"
           "  bench       time the kernel, and EXPR next to it with --ref\n"
           "  gradcheck   td_gradcheck of the op with its backward kernel\n"
@@ -560,6 +561,7 @@ static void kernel_help(FILE *f) {
           "  --grads N         gradcheck: the backward's outputs: 1 (one gradient of the output's shape, summed down\n"
           "                    to each input's shape) or one per input (default 1); the backward's bindings are the\n"
           "                    inputs, the output's gradient, then these N gradients\n"
+          "  --log             check: the compiler's whole log on an error too (or TRIDENT_KERNEL_LOG=1, any command)\n"
           "  -h, --help        this help\n",
           f);
 }
@@ -573,8 +575,8 @@ int cmd_kernel(int argc, char **argv) {
                2;
     for (int i = 3; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(o, "--rows") || !strcmp(o, "--f64")) {
-            *(o[2] == 'r' ? &a.rows : &a.f64) = true;
+        if (!strcmp(o, "--rows") || !strcmp(o, "--f64") || !strcmp(o, "--log")) {
+            *(o[2] == 'r' ? &a.rows : o[2] == 'f' ? &a.f64 : &a.log) = true;
             continue;
         }
         if (!v) return fprintf(stderr, "trident kernel: %s needs a value\n", TD_QUOTE(o)), 2;
@@ -641,15 +643,23 @@ int cmd_kernel(int argc, char **argv) {
         if (f.lang == LANG_C)
             printf("%s: compiled (C, for cpu)\n", a.file);
         else {
+            /* compiled as a custom op compiles it: its block and dtype defines, checked against its block */
             char log[16384], d[32];
-            td_user_kernel *k;
+            const char *defs[] = {"TD_BLOCK=256", a.f64 ? "scalar_t=double" : "scalar_t=float", "TD_F64"};
+            td_kernel_options opts = {.defines = defs, .n_defines = a.f64 ? 3 : 2, .name = a.file};
+            td_user_kernel *k = NULL;
             td_status st = td_kernel_compile(dev, f.lang == LANG_CUDA ? TD_KERNEL_CUDA : TD_KERNEL_GLSL, f.source,
-                                             *f.entry ? f.entry : NULL, NULL, &k, log, sizeof log);
-            if (log[0]) fputs(log, st == TD_OK ? stdout : stderr);
+                                             *f.entry ? f.entry : NULL, &opts, &k, log, sizeof log);
+            static const uint32_t block[3] = {256, 1, 1};
+            bool compiled = st == TD_OK;
+            if (compiled) st = td_kernel_check_block(k, block);
+            if (log[0] && (st == TD_OK || a.log) && !getenv("TRIDENT_KERNEL_LOG"))
+                fputs(log, st == TD_OK ? stdout : stderr);
             if (st == TD_OK)
                 printf("%s: compiled for %s\n", a.file, td_device_str(dev, d, sizeof d));
-            else
-                fprintf(stderr, "trident kernel: %s\n", td_last_error());
+            else /* a compile error names the file already */
+                fprintf(stderr, "trident kernel: %s%s%s\n", compiled ? a.file : "", compiled ? ": " : "",
+                        td_last_error());
             td_kernel_free(k);
             rc = st != TD_OK;
         }

@@ -2,17 +2,23 @@
 ** trident launch: start N local processes of a command for data-parallel
 ** training, as torchrun does (docs/distributed.md).
 **
-**   trident launch --nproc N [--backend nccl|mpi] [--master-addr A] [--master-port P] -- CMD [ARG ...]
+**   trident launch --nproc N [--nnodes M --node-rank R] [--backend nccl|mpi|tcp] [--master-addr A]
+**                  [--master-port P] -- CMD [ARG ...]
 **
-** nccl (the default when a CUDA device is present): fork N processes with
-** torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-** MASTER_ADDR, MASTER_PORT), each in a process group of its own, and watch
+** nccl (the default when a CUDA device is present) and tcp (the default
+** without one when --nnodes > 1): fork N processes with torchrun's
+** environment (RANK = R * N + LOCAL_RANK, LOCAL_RANK, WORLD_SIZE = M * N,
+** LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK,
+** ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*; tcp adds
+** TRIDENT_DIST_BACKEND=tcp), each in a process group of its own, and watch
 ** them: when one exits with an error or is killed, the others' groups get
-** SIGTERM (as does every rank on SIGINT or SIGTERM), then SIGKILL 10 s later, and launch exits
-** with status 1 naming the rank. mpi (the default otherwise): run
-** `mpirun -np N CMD ...`, which does the same for its processes. Both set
-** OMP_NUM_THREADS to the cores per process unless it is set. CMD `trident`
-** runs this executable.
+** SIGTERM (as does every rank on SIGINT or SIGTERM), then SIGKILL 10 s later,
+** and launch exits with status 1 naming the rank. With --nnodes M, one launch
+** runs on each of M hosts (node ranks 0..M-1), all naming node 0's address;
+** the ranks meet in the rendezvous (src/dist/rendezvous.c). mpi (the default
+** otherwise, one host only): run `mpirun -np N CMD ...`, which does the same
+** for its processes. All set OMP_NUM_THREADS to the cores per process unless
+** it is set. CMD `trident` runs this executable.
 */
 #include <errno.h>
 #include <signal.h>
@@ -35,16 +41,21 @@ static int fail(const char *fmt, const char *arg) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: trident launch --nproc N [--backend nccl|mpi] [--master-addr ADDR] [--master-port PORT] -- "
-               "CMD [ARG ...]\n\n"
-               "Run N processes of CMD on this host for data-parallel training (like torchrun).\n"
-               "  --nproc N          processes (one per device)\n"
-               "  --backend B        nccl: fork them with torchrun's variables (default with a CUDA device);\n"
-               "                     mpi: run them with mpirun (default otherwise: CPU and Vulkan)\n"
-               "  --master-addr A    rank 0's address for the rendezvous (default 127.0.0.1)\n"
-               "  --master-port P    its port (default 29500)\n"
-               "CMD `trident` is this executable. When a process fails, the others are stopped and launch\n"
-               "exits with status 1 naming it.\n");
+    fprintf(f,
+            "usage: trident launch --nproc N [--nnodes M --node-rank R] [--backend nccl|mpi|tcp] [--master-addr ADDR] "
+            "[--master-port PORT] -- CMD [ARG ...]\n\n"
+            "Run N processes of CMD on this host for data-parallel training (like torchrun).\n"
+            "  --nproc N          processes on this host (one per device; also --nproc-per-node)\n"
+            "  --nnodes M         hosts, each running one trident launch (default 1)\n"
+            "  --node-rank R      this host's place in [0, M): its ranks are R * N .. R * N + N - 1\n"
+            "  --backend B        nccl: fork them with torchrun's variables (default with a CUDA device);\n"
+            "                     tcp: the same, CPU collectives over TCP (default without one when M > 1);\n"
+            "                     mpi: run them with mpirun (default otherwise: CPU and Vulkan, one host)\n"
+            "  --master-addr A    node 0's address for the rendezvous (default 127.0.0.1)\n"
+            "  --master-port P    its port (default 29500)\n"
+            "TRIDENT_DIST_TIMEOUT (seconds, default 60) bounds the rendezvous and, with tcp, every collective.\n"
+            "CMD `trident` is this executable. When a process fails, the others are stopped and launch\n"
+            "exits with status 1 naming it.\n");
 }
 
 static volatile sig_atomic_t got_signal;
@@ -90,14 +101,27 @@ static void stop_all(pid_t *pids, int n, double grace) {
     }
 }
 
-static int run_forked(int n, const char *addr, const char *port, char **cmd) {
-    pid_t pids[MAX_PROCS] = {0};
+/* name=value for an integer value */
+static void setenv_int(const char *name, int value) {
     char v[16];
+    snprintf(v, sizeof v, "%d", value);
+    setenv(name, v, 1);
+}
+
+/* n processes of node `node` of nnodes, with torchrun's variables */
+static int run_forked(int n, int nnodes, int node, const char *addr, const char *port, char **cmd) {
+    pid_t pids[MAX_PROCS] = {0};
     setenv("MASTER_ADDR", addr, 1);
     setenv("MASTER_PORT", port, 1);
-    snprintf(v, sizeof v, "%d", n);
-    setenv("WORLD_SIZE", v, 1);
-    setenv("LOCAL_WORLD_SIZE", v, 1);
+    setenv_int("WORLD_SIZE", n * nnodes);
+    setenv_int("ROLE_WORLD_SIZE", n * nnodes);
+    setenv_int("LOCAL_WORLD_SIZE", n);
+    setenv_int("GROUP_RANK", node);
+    setenv_int("GROUP_WORLD_SIZE", nnodes);
+    setenv("ROLE_NAME", "default", 1);
+    setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
+    setenv("TORCHELASTIC_MAX_RESTARTS", "0", 1);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -109,16 +133,17 @@ static int run_forked(int n, const char *addr, const char *port, char **cmd) {
             return 1;
         }
         if (p == 0) {
-            snprintf(v, sizeof v, "%d", r);
-            setenv("RANK", v, 1);
-            setenv("LOCAL_RANK", v, 1);
+            setenv_int("RANK", node * n + r);
+            setenv_int("ROLE_RANK", node * n + r);
+            setenv_int("LOCAL_RANK", r);
             signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
             sigset_t none; /* a launcher's caller may block signals; the ranks must take SIGTERM */
             sigemptyset(&none);
             sigprocmask(SIG_SETMASK, &none, NULL);
             setpgid(0, 0); /* a group per rank: stop_all reaches what it starts */
             execvp(cmd[0], cmd);
-            fprintf(stderr, "trident launch: rank %d: cannot run %s: %s\n", r, TD_QUOTE(cmd[0]), strerror(errno));
+            fprintf(stderr, "trident launch: rank %d: cannot run %s: %s\n", node * n + r, TD_QUOTE(cmd[0]),
+                    strerror(errno));
             _exit(127);
         }
         pids[r] = p;
@@ -143,7 +168,8 @@ static int run_forked(int n, const char *addr, const char *port, char **cmd) {
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
         char what[96];
         describe(status, what, sizeof what);
-        fprintf(stderr, "trident launch: rank %d (pid %d) %s; stopping the other ranks\n", r, (int)p, what);
+        fprintf(stderr, "trident launch: rank %d (pid %d) %s; stopping the other ranks%s\n", node * n + r, (int)p, what,
+                nnodes > 1 ? " of this node" : "");
         stop_all(pids, n, 10);
         return 1;
     }
@@ -171,26 +197,42 @@ static int run_mpi(int n, char **cmd, int n_cmd) {
     return 1;
 }
 
+/* *out = val when it is an integer in [lo, hi]; else 0 after the message */
+static bool int_arg(const char *name, const char *val, long lo, long hi, int *out) {
+    char *end;
+    long v = strtol(val, &end, 10);
+    if (*val && !*end && v >= lo && v <= hi) return *out = (int)v, true;
+    fputs("trident launch: ", stderr);
+    fprintf(stderr, "%s expects an integer in [%ld, %ld], got %s\n", name, lo, hi, TD_QUOTE(val));
+    return false;
+}
+
 int cmd_launch(int argc, char **argv) {
-    int n = 0;
+    int n = 0, nnodes = 1, node = 0;
     const char *backend = NULL, *addr = "127.0.0.1", *port = "29500";
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--"); i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char a[64]; /* torchrun's spellings too: --nproc_per_node, --node_rank, --master_addr */
+        snprintf(a, sizeof a, "%s", argv[i]);
+        for (char *c = a + 2; a[0] == '-' && a[1] == '-' && *c; c++)
+            if (*c == '_') *c = '-';
+        if (!strcmp(a, "--nproc-per-node")) snprintf(a, sizeof a, "--nproc");
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-        if (strcmp(a, "--nproc") && strcmp(a, "--backend") && strcmp(a, "--master-addr") && strcmp(a, "--master-port"))
-            return fail("unknown option %s (see trident launch --help)", TD_QUOTE(a));
+        if (strcmp(a, "--nproc") && strcmp(a, "--backend") && strcmp(a, "--master-addr") &&
+            strcmp(a, "--master-port") && strcmp(a, "--nnodes") && strcmp(a, "--node-rank"))
+            return fail("unknown option %s (see trident launch --help)", TD_QUOTE(argv[i]));
         if (!val) return fail("%s needs a value", a);
         i++;
         if (!strcmp(a, "--nproc")) {
-            char *end;
-            long v = strtol(val, &end, 10);
-            if (*end || v < 1 || v > MAX_PROCS)
-                return fail("--nproc expects an integer in [1, 256], got %s", TD_QUOTE(val));
-            n = (int)v;
+            if (!int_arg(a, val, 1, MAX_PROCS, &n)) return 2;
+        } else if (!strcmp(a, "--nnodes")) {
+            if (!int_arg(a, val, 1, 4096, &nnodes)) return 2;
+        } else if (!strcmp(a, "--node-rank")) {
+            if (!int_arg(a, val, 0, 4095, &node)) return 2;
         } else if (!strcmp(a, "--backend")) {
-            if (strcmp(val, "nccl") && strcmp(val, "mpi"))
-                return fail("--backend %s is not nccl or mpi", TD_QUOTE(val));
+            if (strcmp(val, "nccl") && strcmp(val, "mpi") && strcmp(val, "tcp"))
+                return fail("--backend %s is not nccl, mpi or tcp", TD_QUOTE(val));
             backend = val;
         } else if (!strcmp(a, "--master-addr")) {
             addr = val;
@@ -203,6 +245,10 @@ int cmd_launch(int argc, char **argv) {
         }
     }
     if (!n) return fail("%s", "--nproc N is required");
+    if (node >= nnodes) {
+        fprintf(stderr, "trident launch: --node-rank %d is not below --nnodes %d\n", node, nnodes);
+        return 2;
+    }
     if (i + 1 >= argc) return fail("%s", "no command: trident launch --nproc N -- CMD [ARG ...]");
     char **cmd = argv + i + 1;
     int n_cmd = argc - i - 1;
@@ -211,13 +257,17 @@ int cmd_launch(int argc, char **argv) {
     if (!strcmp(cmd[0], "trident") && len > 0) self[len] = 0, cmd[0] = self;
     if (!backend) {
         td_device d;
-        backend = td_device_parse("cuda", &d) == TD_OK ? "nccl" : "mpi";
+        backend = td_device_parse("cuda", &d) == TD_OK ? "nccl" : nnodes > 1 ? "tcp" : "mpi";
     }
+    if (!strcmp(backend, "mpi") && nnodes > 1)
+        return fail("%s", "--backend mpi runs one mpirun over every host (mpirun --hostfile); with --nnodes, each "
+                          "host's launch needs --backend nccl or tcp");
+    if (!strcmp(backend, "tcp")) setenv("TRIDENT_DIST_BACKEND", "tcp", 1);
     if (!getenv("OMP_NUM_THREADS")) { /* share the cores */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         char v[24];
         snprintf(v, sizeof v, "%ld", cores / n > 1 ? cores / n : 1);
         setenv("OMP_NUM_THREADS", v, 1);
     }
-    return !strcmp(backend, "mpi") ? run_mpi(n, cmd, n_cmd) : run_forked(n, addr, port, cmd);
+    return !strcmp(backend, "mpi") ? run_mpi(n, cmd, n_cmd) : run_forked(n, nnodes, node, addr, port, cmd);
 }

@@ -12,10 +12,29 @@
 #include "workloads.h"
 
 #define TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+#define TRAIN_GPT2_VOCAB   50257 /* GPT-2's tokenizer: the default vocabulary with --tokens */
 /* The largest count an option or a checkpoint's step, epoch or batch may
 ** hold, so that sums and products of positions (step * batch + row, epoch + 1)
 ** stay far from overflow. */
 #define TRAIN_COUNT_MAX ((int64_t)1 << 48)
+
+/* The learning-rate schedule (train_schedule.c). */
+typedef enum train_lr_kind {
+    TRAIN_LR_DEFAULT = -1,
+    TRAIN_LR_CONSTANT,
+    TRAIN_LR_COSINE,
+    TRAIN_LR_LINEAR,
+    TRAIN_LR_STEP
+} train_lr_kind;
+typedef struct train_schedule {
+    train_lr_kind kind; /* TRAIN_LR_DEFAULT until train_schedule_resolve: the model's */
+    double base;        /* the lr after warmup */
+    double min_lr;      /* cosine, linear: the lr at the run's end (-1: the default) */
+    int64_t warmup;     /* steps of linear warmup from base / (warmup + 1) (-1: the default) */
+    int64_t total;      /* the run's steps (epochs x steps per epoch); 0 until resolved */
+    int64_t step_size;  /* step: decay every step_size steps after warmup (0: steps per epoch) */
+    double gamma;       /* step: the factor */
+} train_schedule;
 
 typedef struct train_run {
     workload w;
@@ -29,6 +48,7 @@ typedef struct train_run {
     bool deterministic;
     bool capture; /* --capture: record the step once, replay it for every later batch */
     const char *checkpoint;
+    train_schedule sched;
     const char *profile;            /* --profile FILE: the Chrome trace of a few steps (train_loop.c); NULL: off */
     int64_t profile_from, profiled; /* steps of this run before recording starts; steps recorded */
     bool profiling;
@@ -36,8 +56,10 @@ typedef struct train_run {
     td_tensor *x_train, *y_train, *x_test, *y_test;
     td_dataset *ds;
     td_dataloader *dl;
-    /* gpt: the file's bytes; [0, n_train) trains, [n_train, n_text) is held out */
+    /* gpt: the file's bytes, or (--tokens) llm.c token ids with text NULL;
+    ** [0, n_train) trains, [n_train, n_text) is held out */
     unsigned char *text;
+    uint16_t *tokens;
     int64_t n_text, n_train;
     /* position: steps done, epochs done, batches done in the current epoch, and
     ** the sum and count of this epoch's step losses */
@@ -55,6 +77,8 @@ typedef struct train_run {
     ** dataset over ds whose indices train_dist_epoch sets each epoch) */
     int rank, world;
     td_ddp *ddp;
+    bool zero;               /* --zero 1: the optimizer is sharded (ZeRO-1) */
+    td_dtype ddp_grad_dtype; /* --ddp-grad-dtype */
     td_dataset *shard;
     int64_t *shard_idx, shard_len;
 } train_run;
@@ -67,6 +91,9 @@ int train_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 ** when limit > 0), or the text file at path for a gpt of the given context. */
 int train_images_load(train_run *r, const char *dir, int64_t limit);
 int train_text_load(train_run *r, const char *path, int64_t context);
+/* The llm.c token file at path (td_llmc_tokens_load) for a gpt of the given
+** context and vocabulary: every id must be < vocab; the last 10% are held out. */
+int train_tokens_load(train_run *r, const char *path, int64_t context, int64_t vocab);
 /* Batch of gpt step `step`: row b is the window of context + 1 bytes at a
 ** Philox(seed, step * batch + b) position in the training bytes; x the first
 ** context bytes, y the last. I64 [batch, context] on dev, scope-owned. */
@@ -83,6 +110,17 @@ int train_checkpoint_check(const char *path);
 int train_checkpoint_save(train_run *r);
 int train_resume(train_run *r);
 
+/* train_schedule.c: parse a schedule's name (constant, cosine, linear, step);
+** the lr of step k (0-based); the schedule as the checkpoint's metadata (exact:
+** %.17g; else %g, for people) and back (1 with a message naming path when it is not one); fill in the
+** defaults for a run of epochs x per_epoch steps (gpt: cosine, 5% warmup, min lr / 10;
+** mlp, cnn: constant) unless resumed, checking them (1 with a message). */
+bool train_schedule_kind_parse(const char *s, train_lr_kind *kind);
+double train_schedule_lr(const train_schedule *s, int64_t k);
+const char *train_schedule_str(const train_schedule *s, bool exact, char *buf, size_t n);
+int train_schedule_parse(const char *str, const char *path, train_schedule *s);
+int train_schedule_resolve(train_schedule *s, int64_t per_epoch, int64_t epochs, bool gpt);
+
 /* train_loop.c: open the metric logs; run the epochs; close the logs; free
 ** the captured step (before the workload: it holds the step's buffers). */
 int train_logs_open(train_run *r, const char *log, const char *log_steps);
@@ -96,6 +134,11 @@ void train_capture_free(train_run *r);
 ** leave the group, or, when the run failed, not (the process then exits
 ** without the goodbye, and the other ranks' watchdogs see it as failed). */
 bool train_dist_wanted(bool ddp_flag);
+/* --zero and --ddp-grad-dtype (NULL: defaults) into r, checked against --amp */
+int train_dist_options(train_run *r, const char *zero, const char *grad_dtype, td_dtype amp);
+/* The optimizer's state dict in the unsharded layout (under ZeRO-1 gathered:
+** every rank must call it); +1, or NULL with the error set. */
+td_named_tensors *train_dist_optim_state(train_run *r);
 int train_dist_init(train_run *r, const char *device, td_device *dev);
 int train_dist_wrap(train_run *r);
 int train_dist_epoch(train_run *r, const td_dataloader_opts *o);

@@ -8,6 +8,8 @@
 **   model.device     the device, and model.threads the CPU thread count,
 **                    which --deterministic requires to be unchanged
 **   model.config     the gpt size, for the record
+**   model.lr_schedule the learning-rate schedule (train_schedule.c), which a
+**                    resumed run takes (older checkpoints lack it: the flags')
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,9 +26,10 @@ static int cpu_threads(void) {
 }
 
 int train_checkpoint_save(train_run *r) {
-    if (r->rank > 0) return 0; /* data-parallel: rank 0 writes, every rank resumes from it */
-    td_named_tensors *model = td_module_state_dict(r->w.model), *optim = td_optimizer_state_dict(r->w.opt);
-    char v[6][64], dev[32];
+    td_named_tensors *optim = train_dist_optim_state(r);     /* ZeRO-1: a collective */
+    if (r->rank > 0) return td_named_tensors_free(optim), 0; /* data-parallel: rank 0 writes, every rank resumes */
+    td_named_tensors *model = td_module_state_dict(r->w.model);
+    char v[6][64], dev[32], sched[256];
     snprintf(v[0], sizeof v[0], "%" PRId64, r->batch_in_epoch);
     snprintf(v[1], sizeof v[1], "%.17g", r->loss_sum);
     snprintf(v[2], sizeof v[2], "%" PRId64, r->loss_n);
@@ -36,15 +39,16 @@ int train_checkpoint_save(train_run *r) {
     snprintf(v[5], sizeof v[5],
              "vocab=%" PRId64 ",d_model=%" PRId64 ",heads=%" PRId64 ",layers=%" PRId64 ",context=%" PRId64, g->vocab,
              g->d_model, g->heads, g->layers, g->context);
-    const char *meta[7][2] = {{"batch", v[0]},
+    const char *meta[8][2] = {{"batch", v[0]},
                               {"loss_sum", v[1]},
                               {"loss_n", v[2]},
                               {"seed", v[3]},
                               {"threads", v[4]},
                               {"device", td_device_str(r->w.device, dev, sizeof dev)},
-                              {"config", r->w.kind == WORKLOAD_GPT ? v[5] : "-"}};
+                              {"config", r->w.kind == WORKLOAD_GPT ? v[5] : "-"},
+                              {"lr_schedule", train_schedule_str(&r->sched, true, sched, sizeof sched)}};
     td_status st = model && optim ? TD_OK : td_last_status();
-    for (int i = 0; i < 7 && st == TD_OK; i++) st = td_named_tensors_set_meta(model, meta[i][0], meta[i][1]);
+    for (int i = 0; i < 8 && st == TD_OK; i++) st = td_named_tensors_set_meta(model, meta[i][0], meta[i][1]);
     if (st == TD_OK) {
         td_train_state ck = {
             .model = model, .optim = optim, .step = r->step, .epoch = r->epoch, .rng = td_rng_get_state()};
@@ -115,13 +119,16 @@ int train_resume(train_run *r) {
     const int64_t count = (int64_t)1 << 53;
     int64_t batch = 0, loss_n = 0, seed = 0, threads = 0;
     double loss_sum = 0;
-    const char *qpath = TD_QUOTE(path), *dev = td_named_tensors_meta(ck.model, "device");
+    const char *qpath = TD_QUOTE(path), *dev = td_named_tensors_meta(ck.model, "device"),
+               *sched = td_named_tensors_meta(ck.model, "lr_schedule");
     int rc = check_position(&ck, qpath, r->batch);
     if (!rc) rc = meta_number(ck.model, qpath, "batch", count, &batch, NULL);
     if (!rc) rc = meta_number(ck.model, qpath, "loss_n", count, &loss_n, NULL);
     if (!rc) rc = meta_number(ck.model, qpath, "seed", INT64_MAX, &seed, NULL);
     if (!rc) rc = meta_number(ck.model, qpath, "threads", 1 << 20, &threads, NULL);
     if (!rc) rc = meta_number(ck.model, qpath, "loss_sum", 0, NULL, &loss_sum);
+    train_schedule resumed = r->sched;
+    if (!rc && sched) rc = train_schedule_parse(sched, qpath, &resumed);
     char here[32];
     td_device_str(r->w.device, here, sizeof here);
     if (!rc && !dev) rc = train_fail("checkpoint %s lacks metadata model.device", qpath);
@@ -137,6 +144,7 @@ int train_resume(train_run *r) {
         r->step = ck.step, r->epoch = ck.epoch, r->batch_in_epoch = batch;
         r->loss_sum = loss_sum, r->loss_n = loss_n;
         r->seed = (uint64_t)seed;
+        r->sched = resumed;
         printf("resumed from %s: epoch %" PRId64 ", batch %" PRId64 ", step %" PRId64 "\n", path, r->epoch + 1,
                r->batch_in_epoch, r->step);
     }

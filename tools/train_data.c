@@ -1,6 +1,6 @@
 /*
 ** trident train's data: Fashion-MNIST for mlp and cnn, a text file's bytes for
-** gpt, and the held-out evaluation of each.
+** gpt (or llm.c's token ids, --tokens), and the held-out evaluation of each.
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -64,6 +64,24 @@ int train_text_load(train_run *r, const char *path, int64_t context) {
     return 0;
 }
 
+int train_tokens_load(train_run *r, const char *path, int64_t context, int64_t vocab) {
+    if (td_llmc_tokens_load(path, &r->tokens, &r->n_text) != TD_OK) return train_fail("%s", td_last_error());
+    for (int64_t i = 0; i < r->n_text; i++)
+        if (r->tokens[i] >= vocab)
+            return train_fail("token file %s: token %" PRId64 " is %u, outside the model's vocabulary of %" PRId64
+                              " (--vocab)",
+                              TD_QUOTE(path), i, r->tokens[i], vocab);
+    r->n_train = r->n_text - r->n_text / 10;
+    if (r->n_text / 10 < context + 1)
+        return train_fail("token file %s has %" PRId64 " tokens; --context %" PRId64 " needs at least %" PRId64
+                          " (10%% are held out)",
+                          TD_QUOTE(path), r->n_text, context, 10 * (context + 1));
+    return 0;
+}
+
+/* Id i of the gpt's sequence: a byte of the text, or an llm.c token. */
+static int64_t seq_at(const train_run *r, int64_t i) { return r->tokens ? r->tokens[i] : r->text[i]; }
+
 /* Host memory for the token ids and targets of a b x t batch (the options
 ** bound 2*b*t*8 bytes to int64); TD_ERR_OOM naming the bytes on failure. A
 ** request beyond RAM + swap is refused without trying: AddressSanitizer's
@@ -90,8 +108,8 @@ td_status train_text_batch(const train_run *r, int64_t step, td_tensor **x, td_t
         td_philox4x32(r->seed ^ TEXT_SEED_MIX, (uint64_t)(first + i), w);
         int64_t start = (int64_t)((((uint64_t)w[1] << 32) | w[0]) % (uint64_t)span);
         for (int64_t j = 0; j < t; j++) {
-            ids[i * t + j] = r->text[start + j];
-            ids[b * t + i * t + j] = r->text[start + j + 1];
+            ids[i * t + j] = seq_at(r, start + j);
+            ids[b * t + i * t + j] = seq_at(r, start + j + 1);
         }
     }
     int64_t shape[2] = {b, t};
@@ -114,8 +132,8 @@ static td_status eval_text(train_run *r, double *loss_sum, int64_t *correct, int
         for (int64_t i = 0; i < nb; i++)
             for (int64_t j = 0; j < t; j++) {
                 int64_t at = r->n_train + (w0 + i) * t + j;
-                ids[i * t + j] = r->text[at];
-                ids[nb * t + i * t + j] = r->text[at + 1];
+                ids[i * t + j] = seq_at(r, at);
+                ids[nb * t + i * t + j] = seq_at(r, at + 1);
             }
         td_scope_begin();
         int64_t shape[2] = {nb, t};
@@ -144,7 +162,8 @@ static td_status eval_images(train_run *r, double *loss_sum, int64_t *correct, i
 int train_evaluate(train_run *r, double *loss, double *acc) {
     double loss_sum = 0;
     int64_t correct = 0, count = 0;
-    td_status st = r->text ? eval_text(r, &loss_sum, &correct, &count) : eval_images(r, &loss_sum, &correct, &count);
+    td_status st =
+        r->text || r->tokens ? eval_text(r, &loss_sum, &correct, &count) : eval_images(r, &loss_sum, &correct, &count);
     if (st != TD_OK) return train_fail("evaluation: %s", td_last_error());
     *loss = count ? loss_sum / (double)count : 0;
     *acc = count ? (double)correct / (double)count : 0;
@@ -159,6 +178,7 @@ void train_data_free(train_run *r) {
     td_release(r->x_test);
     td_release(r->y_test);
     free(r->text);
-    r->dl = NULL, r->ds = NULL, r->text = NULL;
+    free(r->tokens);
+    r->dl = NULL, r->ds = NULL, r->text = NULL, r->tokens = NULL;
     r->x_train = r->y_train = r->x_test = r->y_test = NULL;
 }

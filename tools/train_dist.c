@@ -12,7 +12,10 @@
 ** losses equal a single process's at --batch world * b, up to rounding. Rank
 ** 0 prints, logs, evaluates and writes checkpoints; every rank resumes from
 ** them (the position counts global batches, so a run may resume on another
-** number of processes at the same global batch).
+** number of processes at the same global batch). --zero 1 shards the
+** optimizer (ZeRO-1): each step ends with the parameters' all-gather, and a
+** checkpoint gathers the state into the unsharded layout (every rank takes
+** part). --ddp-grad-dtype bf16 reduces float32 gradients in bf16.
 */
 #include <inttypes.h>
 #include <signal.h>
@@ -42,9 +45,35 @@ int train_dist_init(train_run *r, const char *device, td_device *dev) {
     return 0;
 }
 
-int train_dist_wrap(train_run *r) {
-    if (td_ddp_new(r->w.model, NULL, &r->ddp) != TD_OK) return train_fail("%s", td_last_error());
+int train_dist_options(train_run *r, const char *zero, const char *grad_dtype, td_dtype amp) {
+    r->ddp_grad_dtype = TD_F32;
+    if (zero && strcmp(zero, "0") && strcmp(zero, "1"))
+        return train_fail("--zero %s: 0 (off) or 1 (ZeRO-1: shard the optimizer state)", TD_QUOTE(zero));
+    r->zero = zero && !strcmp(zero, "1");
+    if (grad_dtype && !strcmp(grad_dtype, "bf16"))
+        r->ddp_grad_dtype = TD_BF16;
+    else if (grad_dtype && strcmp(grad_dtype, "fp32"))
+        return train_fail("--ddp-grad-dtype %s is not fp32 or bf16", TD_QUOTE(grad_dtype));
+    if (r->zero && amp == TD_F16)
+        return train_fail("--zero 1 with --amp fp16: each rank would check its own shard's gradients for inf "
+                          "(use --amp bf16)");
     return 0;
+}
+
+/* DDP with the options; under ZeRO-1 the optimizer is sharded in place (it
+** was loaded with the unsharded state when resuming). */
+int train_dist_wrap(train_run *r) {
+    td_ddp_opts o = {.broadcast_buffers = true, .grad_dtype = r->ddp_grad_dtype, .shard_optimizer = r->zero};
+    if (td_ddp_new(r->w.model, &o, &r->ddp) != TD_OK || (r->zero && td_ddp_shard_optimizer(r->ddp, r->w.opt)))
+        return train_fail("%s", td_last_error());
+    return 0;
+}
+
+td_named_tensors *train_dist_optim_state(train_run *r) {
+    td_named_tensors *sd = NULL;
+    if (r->rank > 0 && !(r->ddp && r->zero)) return td_named_tensors_new(); /* rank 0 writes it */
+    if (!r->ddp || !r->zero) return td_optimizer_state_dict(r->w.opt);
+    return td_ddp_optimizer_state_dict(r->ddp, r->w.opt, &sd) == TD_OK ? sd : NULL;
 }
 
 /* ---- the rank's shard: a dataset over r->ds through r->shard_idx ---------- */
@@ -102,6 +131,7 @@ td_status train_dist_step(train_run *r, td_tensor *x, td_tensor *y, double *loss
     td_scope_begin();
     td_tensor *l = workload_loss_step(&r->w, x, y); /* DDP's hooks average the gradients inside backward */
     td_status st = l ? td_ddp_check(r->ddp) : td_last_status();
+    if (st == TD_OK && r->zero) st = td_ddp_gather_parameters(r->ddp); /* the sharded step's result everywhere */
     td_tensor *mean = st == TD_OK ? td_clone(l) : NULL;
     if (st == TD_OK) st = mean ? td_dist_all_reduce(mean, TD_DIST_AVG) : td_last_status();
     if (st == TD_OK) *loss = td_item(mean);

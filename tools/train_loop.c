@@ -167,8 +167,10 @@ void train_capture_free(train_run *r) {
     r->cap_loss = r->cap_x = r->cap_y = NULL;
 }
 
-/* One step on the next batch; *loss gets its loss. */
-static td_status step_once(train_run *r, double *loss) {
+/* One step on the next batch at the schedule's lr (*lr); *loss gets its loss. */
+static td_status step_once(train_run *r, double *loss, double *lr) {
+    *lr = train_schedule_lr(&r->sched, r->step);
+    td_optimizer_set_lr(r->w.opt, *lr);
     td_scope_begin();
     td_tensor *f[TD_DATA_MAX_FIELDS] = {0};
     td_status st = r->dl ? td_dataloader_next(r->dl, f) : train_text_batch(r, r->step, &f[0], &f[1]);
@@ -217,7 +219,7 @@ static int finish_epoch(train_run *r, double seconds, int64_t steps_run) {
     double test_loss = NAN, acc = NAN, train_loss = r->loss_n ? r->loss_sum / (double)r->loss_n : NAN;
     int rc = r->rank > 0 ? 0 : train_evaluate(r, &test_loss, &acc); /* data-parallel: rank 0 evaluates */
     if (rc) return rc;
-    const char *what = r->text ? "held-out" : "test";
+    const char *what = r->text || r->tokens ? "held-out" : "test";
     printf("epoch %" PRId64 "/%" PRId64 "  train loss %.4f  %s loss %.4f  %s acc %.4f  time %.1f s (%.1f steps/s)\n",
            r->epoch + 1, r->epochs, train_loss, what, test_loss, what, acc, seconds,
            (double)steps_run / (seconds > 0 ? seconds : 1e-9));
@@ -253,7 +255,8 @@ int train_loop(train_run *r) {
     int rc = r->ds ? make_loader(r) : 0;
     if (rc) return rc;
     int64_t per_epoch = steps_per_epoch(r);
-    char dev[32];
+    if ((rc = train_schedule_resolve(&r->sched, per_epoch, r->epochs, r->w.kind == WORKLOAD_GPT))) return rc;
+    char dev[32], sched[256];
     int64_t n_params = 0;
     td_named_tensors *params = td_module_named_parameters(r->w.model);
     for (int64_t i = 0; i < td_named_tensors_len(params); i++) n_params += td_numel(td_named_tensors_at(params, i));
@@ -263,9 +266,13 @@ int train_loop(train_run *r) {
            r->w.name, td_device_str(r->w.device, dev, sizeof dev), n_params, n_params == 1 ? "" : "s",
            td_optimizer_name(r->w.opt), td_optimizer_get_lr(r->w.opt, 0), r->batch, per_epoch,
            per_epoch == 1 ? "" : "s", r->epochs, r->epochs == 1 ? "" : "s");
+    printf("lr schedule: %s\n", train_schedule_str(&r->sched, false, sched, sizeof sched));
     if (r->world > 1)
         printf("data-parallel: %d processes (%s), batch %" PRId64 " per process, global batch %" PRId64 "\n", r->world,
-               td_dist_get_backend() == TD_DIST_NCCL ? "nccl" : "mpi", r->batch, r->batch * r->world);
+               td_dist_get_backend() == TD_DIST_NCCL  ? "nccl"
+               : td_dist_get_backend() == TD_DIST_TCP ? "tcp"
+                                                      : "mpi",
+               r->batch, r->batch * r->world);
     fflush(stdout);
     int64_t run_steps = 0,
             left = r->max_steps ? r->max_steps - r->step : (r->epochs - r->epoch) * per_epoch - r->batch_in_epoch;
@@ -279,15 +286,16 @@ int train_loop(train_run *r) {
         progress_start(&pr, r->batch_in_epoch, per_epoch);
         int64_t first = r->batch_in_epoch;
         while (r->batch_in_epoch < per_epoch) {
-            double loss;
+            double loss, lr;
             if ((rc = profile_around(r, run_steps, true, pr.tty))) return rc;
-            if (step_once(r, &loss) != TD_OK) return train_fail("step %" PRId64 ": %s", r->step + 1, td_last_error());
+            if (step_once(r, &loss, &lr) != TD_OK)
+                return train_fail("step %" PRId64 ": %s", r->step + 1, td_last_error());
             if ((rc = profile_around(r, ++run_steps, false, pr.tty))) return rc;
             r->step++, r->batch_in_epoch++;
             r->loss_sum += loss, r->loss_n++;
-            static const char *const keys[3] = {"epoch", "step", "loss"};
-            double values[3] = {(double)(r->epoch + 1), (double)r->step, loss};
-            if ((rc = log_line(r->log_steps, 3, keys, values))) return rc;
+            static const char *const keys[4] = {"epoch", "step", "loss", "lr"};
+            double values[4] = {(double)(r->epoch + 1), (double)r->step, loss, lr};
+            if ((rc = log_line(r->log_steps, 4, keys, values))) return rc;
             progress_update(&pr, r, r->batch_in_epoch);
             bool stop = r->max_steps && r->step >= r->max_steps;
             if (stop || (r->checkpoint_every && r->step % r->checkpoint_every == 0)) {

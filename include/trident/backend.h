@@ -259,6 +259,10 @@ typedef struct td_backend_i {
     td_status (*kernel_launch)(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
                                int n_views, const td_operand *views, const void *push, size_t push_size);
     void (*kernel_free)(td_kernel *k);
+    /* TD_OK when k can launch with block (as kernel_launch checks it), else TD_ERR_MISUSE naming both sizes: a
+    ** GLSL shader whose literal local size differs, a CUDA kernel whose __launch_bounds__ or registers allow
+    ** fewer threads. NULL: no check. */
+    td_status (*kernel_check_block)(const td_kernel *k, const uint32_t block[3]);
 } td_backend_i;
 
 typedef struct td_backend {

@@ -3,7 +3,7 @@
 **
 ** One process per device. A process group is made once per process by
 ** td_dist_init() from the launcher's environment, and every collective runs
-** over it. Two transports, both optional plugins loaded on first use:
+** over it. Three transports, the first two optional plugins loaded on first use:
 **
 **   nccl  (libtrident-nccl.so, needs libnccl.so.2): CUDA tensors, on the
 **         device's stream (stream-ordered: the call returns once the
@@ -11,6 +11,11 @@
 **   mpi   (libtrident-mpi.so, OpenMPI): CPU tensors in place, and Vulkan
 **         tensors through host staging: the tensor is read to the host (a
 **         host wait), reduced by MPI, and written back on the device's queue.
+**   tcp   (built in, TD_DIST_TCP or TRIDENT_DIST_BACKEND=tcp): CPU tensors
+**         (Vulkan staged as with mpi) without mpirun, e.g. on several hosts
+**         started by `trident launch --nnodes`: a star through rank 0 over
+**         the rendezvous's sockets. A rank that exits is seen at once, one
+**         that hangs after the timeout; every rank's call then fails naming it.
 **
 ** Launchers (docs/distributed.md): torchrun or `trident launch` set RANK,
 ** WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT;
@@ -19,14 +24,18 @@
 ** rendezvous at MASTER_ADDR:MASTER_PORT (under mpirun: over MPI); the
 ** rendezvous checks that every rank agrees on WORLD_SIZE and keeps its
 ** sockets open, so a rank that dies is seen by the others (their next
-** collective fails with a message naming it). mpi needs mpirun.
+** collective fails with a message naming it). mpi needs mpirun. With
+** backend AUTO, TRIDENT_DIST_BACKEND (nccl, mpi, tcp) picks, else nccl for
+** a CUDA device and mpi otherwise.
 **
 ** Thread safety: one group per process; call the collectives from one thread.
 */
 #ifndef TRIDENT_DIST_H
 #define TRIDENT_DIST_H
 
+#include "io.h"
 #include "nn.h"
+#include "optim.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -37,6 +46,7 @@ typedef enum td_dist_backend {
     TD_DIST_AUTO = 0, /* nccl for a CUDA device, mpi otherwise */
     TD_DIST_NCCL = 1,
     TD_DIST_MPI = 2,
+    TD_DIST_TCP = 3, /* CPU (and Vulkan, staged) over the rendezvous's sockets: no mpirun needed */
 } td_dist_backend;
 
 typedef struct td_dist_opts {
@@ -47,8 +57,8 @@ typedef struct td_dist_opts {
     td_device_type device_type;
     bool fixed_index;
     int index;
-    /* Seconds the rendezvous waits for every rank (0: TRIDENT_DIST_TIMEOUT,
-    ** else 60). */
+    /* Seconds the rendezvous waits for every rank, and with tcp each
+    ** collective for its peers (0: TRIDENT_DIST_TIMEOUT, else 60). */
     double timeout_s;
 } td_dist_opts;
 
@@ -60,7 +70,8 @@ typedef struct td_dist_opts {
 **   IN opts  may be NULL: auto backend, CPU
 ** Returns TD_OK, or: TD_ERR_MISUSE for a malformed or inconsistent
 ** environment (RANK >= WORLD_SIZE, a rank that reports another WORLD_SIZE
-** than rank 0, a LOCAL_RANK without a device of that index, mpi without
+** than rank 0, two ranks of one RANK, an unknown TRIDENT_DIST_BACKEND, a LOCAL_RANK without a device of that index, mpi
+*without
 ** mpirun, nccl for a CPU device), TD_ERR_IO for a rendezvous that failed
 ** (MASTER_ADDR unreachable or not every rank within the timeout, naming the
 ** address and the ranks missing), TD_ERR_UNSUPPORTED when the transport's
@@ -127,6 +138,18 @@ typedef struct td_ddp td_ddp;
 typedef struct td_ddp_opts {
     double bucket_cap_mb;   /* 0: 25 */
     bool broadcast_buffers; /* also broadcast buffers (BatchNorm statistics) at td_ddp_new */
+    /* The dtype float32 gradients travel in: TD_F32 (0, the default, as
+    ** torch) or TD_BF16 (each float32 bucket is copied to bf16, all-reduced,
+    ** and copied back: half the bytes, two roundings). Half-precision
+    ** parameters' buckets always travel in their own dtype. */
+    td_dtype grad_dtype;
+    /* ZeRO-1: shard the optimizer state over the ranks. The parameters that
+    ** require grad must tile one arena (one dtype, none frozen, n >= world
+    ** elements). Backward reduce-scatters the gradient arena instead of
+    ** all-reducing buckets: rank r's slice of the arena gets the mean
+    ** gradient, and the module's .grad are not the mean (they are dropped by
+    ** td_ddp_gather_parameters). Use with td_ddp_shard_optimizer. */
+    bool shard_optimizer;
 } td_ddp_opts;
 
 /*
@@ -157,6 +180,44 @@ TD_API td_status td_ddp_check(td_ddp *d);
 /* GETTERS. Number of buckets; parameters of bucket b (-1 when out of range). */
 TD_API int td_ddp_num_buckets(const td_ddp *d);
 TD_API int td_ddp_bucket_size(const td_ddp *d, int b);
+
+/* ---- ZeRO-1 (td_ddp_opts.shard_optimizer) -----------------------------------
+** With N ranks and the module's n parameter elements in its flat arena, rank
+** r owns the slice [r * (n / N), (r + 1) * (n / N)) of the arena (rank N - 1
+** also the remainder). A step:
+**     td_optimizer_zero_grad(opt); forward; td_backward(loss)   (reduce-scatter)
+**     td_optimizer_step(opt)                                     (this rank's slice)
+**     td_ddp_gather_parameters(d)                                (all-gather)
+** after which every rank holds the parameters an unsharded DDP run would. */
+
+/*
+** METHOD. Shard opt in place: opt, made over the DDP module's parameters
+** that require grad (one param group, any algorithm, any state, e.g. loaded
+** from an unsharded checkpoint), becomes an optimizer of the same algorithm
+** and options over one parameter, the view of the arena at this rank's slice,
+** with the matching slice of its state (1/N of it); the rest is freed.
+** Pointers to opt (schedulers) stay valid. Not collective.
+** Returns TD_OK, TD_ERR_MISUSE (no shard_optimizer, NULL, opt over other
+** parameters or several groups), TD_ERR_STATE (sharded already), TD_ERR_OOM.
+*/
+TD_API td_status td_ddp_shard_optimizer(td_ddp *d, td_optimizer *opt);
+
+/* METHOD, collective. After the sharded optimizer's step: every rank's
+** parameters become the updated ones (all-gather in place), and the module's
+** gradients are dropped (td_zero_grad) so the next backward starts afresh.
+** Returns TD_OK, TD_ERR_MISUSE without shard_optimizer, the collectives' errors. */
+TD_API td_status td_ddp_gather_parameters(td_ddp *d);
+
+/* CONSTRUCTOR, collective. The sharded optimizer opt's state gathered into
+** the layout of the unsharded optimizer's td_optimizer_state_dict
+** ("state.<i>.<slot>" shaped as parameter i), on every rank: a checkpoint of it
+** resumes on any number of ranks, sharded or not. *out: +1, free with
+** td_named_tensors_free. Returns TD_OK, TD_ERR_MISUSE (no shard_optimizer,
+** opt not the sharded optimizer), the collectives' errors, TD_ERR_OOM. */
+TD_API td_status td_ddp_optimizer_state_dict(td_ddp *d, td_optimizer *opt, td_named_tensors **out);
+
+/* GETTER. Elements of this rank's slice; -1 without shard_optimizer or for NULL. */
+TD_API int64_t td_ddp_shard_numel(const td_ddp *d);
 
 /* ---- DistributedSampler --------------------------------------------------
 ** The samples of rank `rank` of `world` for an epoch, as torch's

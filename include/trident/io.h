@@ -136,6 +136,51 @@ TD_API td_status td_safetensors_save(const char *path, const td_named_tensors *l
 ** no type for, TD_ERR_UNAVAILABLE for an absent dev, TD_ERR_OOM. */
 TD_API td_status td_safetensors_load(const char *path, td_device dev, td_named_tensors **out);
 
+/* ---- torch.save files -----------------------------------------------------
+** The zip format torch.save writes since torch 1.6 (.pt, .pth,
+** pytorch_model.bin): <dir>/data.pkl, a pickle, and <dir>/data/<key>, each
+** storage's little-endian bytes. The pickle is read by a weights-only
+** unpickler that runs no code: it accepts tensors
+** (torch._utils._rebuild_tensor_v2, _rebuild_parameter) over storages of
+** float32/64, float16, bfloat16, int64, int32, uint8 and bool, and dicts,
+** OrderedDicts, lists, tuples, numbers, strings, bools and None. Any other
+** global or call is refused naming it. */
+
+/* CONSTRUCTOR. Read the torch.save file at path into a new list whose tensors
+** live on dev, contiguous (views with offsets and strides are gathered), in
+** the pickle's order. Nested dicts, lists and tuples flatten into dotted
+** names: {"model": {"fc.weight": t}} gives "model.fc.weight", a list's items
+** ".0", ".1", ...; a lone tensor is named "tensor". Numbers, strings and bools
+** become metadata under their dotted name ("epoch" -> "3"); None is skipped.
+** On success *out owns the list (free with td_named_tensors_free); on failure
+** *out is NULL.
+** Returns TD_ERR_FORMAT with a one-line message naming the file and the
+** problem: not a zip (the legacy pre-1.6 format is not read), a malformed
+** archive or CRC mismatch, a truncated or malformed pickle, a refused global
+** or opcode ("the pickle names global 'os.system', which a weights-only load
+** refuses"), nesting deeper than 64, a tensor reaching past its storage,
+** tensors taking more than 4x the file size + 64 MiB in all (views that
+** repeat or expand storages),
+** a duplicate flattened name; TD_ERR_UNSUPPORTED for a storage dtype Trident
+** lacks (int8, int16, complex) or big-endian storages; TD_ERR_IO,
+** TD_ERR_OOM, TD_ERR_MISUSE for NULL arguments. Thread-safe. */
+TD_API td_status td_torch_load(const char *path, td_device dev, td_named_tensors **out);
+
+/* CONSTRUCTOR. A state dict from either format, chosen by the file's first
+** bytes: a zip (torch.save) goes to td_torch_load, anything else to
+** td_safetensors_load. Feed the result to td_module_load_state_dict to load a
+** module's parameters by torch's key names. Errors as those two. */
+TD_API td_status td_weights_load(const char *path, td_device dev, td_named_tensors **out);
+
+/* ---- llm.c token files ------------------------------------------------------
+** CONSTRUCTOR. Read an llm.c token file (.bin: a header of 256 little-endian
+** int32, [0] = 20240520, [1] = 1, [2] = N, then N little-endian uint16 token
+** ids) into *tokens (N ids, malloc'd: free with free()) and *n. On failure
+** *tokens is NULL and *n 0. TD_ERR_FORMAT for a short file, a wrong magic or
+** a size that does not match N; TD_ERR_UNSUPPORTED for another version;
+** TD_ERR_IO, TD_ERR_OOM, TD_ERR_MISUSE for NULL arguments. Thread-safe. */
+TD_API td_status td_llmc_tokens_load(const char *path, uint16_t **tokens, int64_t *n);
+
 /* ---- Checkpoints -----------------------------------------------------------
 ** A checkpoint is one safetensors file holding:
 **   - model tensors, named "model.<name>";
@@ -176,6 +221,51 @@ TD_API td_status td_train_state_load(const char *path, td_device dev, const char
 
 /* DESTRUCTOR. Free ck->model and ck->optim and set them to NULL. NULL is a no-op. */
 TD_API void td_train_state_clear(td_train_state *ck);
+
+/* ---- ONNX export -------------------------------------------------------------
+** An ONNX model (opset 17, IR version 8) of one forward pass, for inference
+** runtimes (onnxruntime, TensorRT, ...). The forward runs once on example
+** inputs, in eval mode and without autograd, and every op it runs is recorded
+** (a trace, as torch.onnx.export does): the model has the example inputs'
+** shapes and dtypes (static shapes; a new batch size needs a new export).
+**   graph inputs   "input" (one) or "input.0", "input.1", ... (several)
+**   graph output   "output", the forward's result
+**   initializers   the parameters and buffers the forward reads, under their
+**                  state_dict names; other tensors it reads that no input or
+**                  parameter made (masks, position ids, scalars) as
+**                  "const.<k>"; ops on constants alone are folded
+** Ops map to ONNX operators of the default domain (MatMul, Gemm, Conv,
+** MaxPool, AveragePool, LayerNormalization, Softmax, Gather, Reshape,
+** Transpose, Slice, Split, Concat, Where, ...); GELU, SiLU, group norm,
+** variance and attention become their decompositions. The models are float32
+** (float64 also works; float16/bfloat16 are refused: convert first).
+*/
+
+/* The forward that td_onnx_export_fn traces: returns the output (a tensor
+** in the current scope, or NULL with the error set) of inputs[0..n). */
+typedef td_tensor *(*td_onnx_forward_fn)(void *ctx, int n, td_tensor *const *inputs);
+
+typedef struct td_module td_module;
+
+/* METHOD. Write module as an ONNX model to path, traced on example_inputs.
+** IN module         a module; it runs in eval mode (its training flag is
+**                   restored afterwards); its state_dict names the initializers
+** IN n_inputs       1 (td_module_forward takes one tensor)
+** IN example_inputs inputs of the shapes and dtypes the model will be fed
+** Returns TD_OK; TD_ERR_MISUSE for a NULL argument or n_inputs != 1;
+** TD_ERR_UNSUPPORTED naming the op when the forward runs an op with no ONNX
+** mapping ("onnx export: op cross_entropy has no ONNX mapping") or reads an
+** output ONNX does not compute; TD_ERR_DTYPE for a float16/bfloat16 model;
+** the forward's own error (prefixed); TD_ERR_IO naming path; TD_ERR_OOM;
+** TD_ERR_BUSY while another thread exports (one export at a time; other
+** threads may run ops meanwhile, they are not recorded). */
+TD_API td_status td_onnx_export(td_module *module, int n_inputs, td_tensor *const *example_inputs, const char *path);
+
+/* METHOD. The same for any forward function of n_inputs (1..16) inputs.
+** params (may be NULL) names the tensors that become named initializers;
+** the caller sets eval mode. Errors as td_onnx_export. */
+TD_API td_status td_onnx_export_fn(td_onnx_forward_fn forward, void *ctx, int n_inputs, td_tensor *const *inputs,
+                                   const td_named_tensors *params, const char *path);
 
 #ifdef __cplusplus
 }

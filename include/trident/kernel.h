@@ -36,6 +36,7 @@ typedef struct td_kernel_options {
     const char *const *defines; /* n_defines "NAME" or "NAME=VALUE" macros */
     int n_defines;
     const char *arch; /* CUDA: "sm_90", "compute_90"; NULL: the device's own. Ignored by GLSL. */
+    const char *name; /* where the source came from, for messages ("bias_gelu.comp"); NULL: "glsl" / "cuda" */
 } td_kernel_options;
 
 /* CONSTRUCTOR. Compile source (language TD_KERNEL_*) with entry function entry
@@ -44,7 +45,10 @@ typedef struct td_kernel_options {
 **   OUT *out: the kernel, to be freed with td_kernel_free; NULL on failure.
 **   OUT log (optional, log_size bytes): the compiler's messages; on
 **       TD_ERR_COMPILE the errors, always NUL-terminated.
-** Returns TD_OK, TD_ERR_COMPILE (log says why), TD_ERR_UNSUPPORTED (the
+** Returns TD_OK, TD_ERR_COMPILE (log says why; the error message is the first
+** error on one line, `<name>:<line>: <what>`, the count of the others after
+** it; with TRIDENT_KERNEL_LOG=1 the whole log is also printed to stderr),
+** TD_ERR_UNSUPPORTED (the
 ** device's backend takes no kernels in that language), TD_ERR_UNAVAILABLE,
 ** TD_ERR_MISUSE (NULL source or a bad entry name). Compiled code is cached by
 ** a hash of (source, options, architecture), in memory and on disk. A line
@@ -65,6 +69,14 @@ TD_API td_status td_kernel_compile(td_device dev, int lang, const char *source, 
 TD_API td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], const uint32_t block[3],
                                   size_t shared_bytes, int n, td_tensor *const *tensors, const void *push,
                                   size_t push_size);
+
+/* METHOD. Whether k can be launched with block: TD_OK, or TD_ERR_MISUSE
+** naming both sizes when the kernel fixes another one (a GLSL shader with a
+** literal layout(local_size_x = 64) launched with a block of 256; a CUDA
+** kernel whose __launch_bounds__ or register use allow fewer threads).
+** td_kernel_launch makes the same check; a NULL or {0,0,0} block is always
+** valid for GLSL (the shader's own size). */
+TD_API td_status td_kernel_check_block(const td_user_kernel *k, const uint32_t block[3]);
 
 /* DESTRUCTOR. Free k (waits for its queued launches). NULL is a no-op. */
 TD_API void td_kernel_free(td_user_kernel *k);

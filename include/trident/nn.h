@@ -340,6 +340,73 @@ TD_API td_module *td_multihead_attention_new_ext(int64_t embed_dim, int64_t num_
 TD_API td_tensor *td_multihead_attention_forward_ext(td_module *m, td_tensor *query, td_tensor *key, td_tensor *value,
                                                      td_tensor *attn_mask, td_tensor *key_padding_mask, bool causal);
 
+/* ---- recurrent layers (src/nn/rnn.c) --------------------------------------
+** T steps, B batch, I input_size, H hidden_size, L num_layers, D directions
+** (2 when bidirectional). Parameters as torch, per layer l and direction
+** (suffix "_reverse" for the backward one): weight_ih_l<l> [G*H, I] (layers
+** after the first: [G*H, D*H]), weight_hh_l<l> [G*H, H], bias_ih_l<l> and
+** bias_hh_l<l> [G*H] (when bias), all U(-1/sqrt(H), 1/sqrt(H)); G and the
+** gate order: RNN 1, LSTM 4 (i, f, g, o), GRU 3 (r, z, n). Formulas:
+**   RNN   h' = act(x W_ih^T + b_ih + h W_hh^T + b_hh), act tanh or relu
+**   LSTM  i, f, o = sigmoid(.), g = tanh(.) of x W_ih^T + b_ih + h W_hh^T + b_hh;
+**         c' = f c + i g;  h' = o tanh(c')
+**   GRU   r, z = sigmoid(.), as LSTM's gates;  n = tanh(x W_in^T + b_in + r (h W_hn^T + b_hn));
+**         h' = (1 - z) n + z h
+** The input projections of all steps run as one GEMM per layer and direction;
+** each step is one GEMM and one fused cell launch (custom ops rnn.lstm_cell
+** and rnn.gru_cell, with kernels on every backend), queued without host syncs.
+** LSTM's proj_size is not supported. */
+
+/* Nonlinearity of RNN and RNNCell. */
+typedef enum td_rnn_nonlinearity { TD_RNN_TANH = 0, TD_RNN_RELU = 1 } td_rnn_nonlinearity;
+
+/*
+** CONSTRUCTOR. nn.RNN, nn.LSTM and nn.GRU. num_layers in 1..64; dropout in
+** [0, 1] applies to every layer's output but the last, in training only (from
+** the default generator). batch_first: x is [B, T, I] (else [T, B, I]).
+** TD_ERR_MISUSE for bad sizes, dropout or nonlinearity. td_module_forward(m,
+** x) runs td_rnn_forward with zero initial states and returns the output.
+*/
+TD_API td_module *td_rnn_new(int64_t input_size, int64_t hidden_size, int num_layers, td_rnn_nonlinearity nonlinearity,
+                             bool bias, bool batch_first, double dropout, bool bidirectional);
+TD_API td_module *td_lstm_new(int64_t input_size, int64_t hidden_size, int num_layers, bool bias, bool batch_first,
+                              double dropout, bool bidirectional);
+TD_API td_module *td_gru_new(int64_t input_size, int64_t hidden_size, int num_layers, bool bias, bool batch_first,
+                             double dropout, bool bidirectional);
+/*
+** METHOD. Run an RNN, LSTM or GRU m: output, h_n = m(x, h0) (LSTM: m(x, (h0, c0))).
+**   IN  x    [T, B, I] ([B, T, I] when batch_first), or unbatched [T, I]
+**   IN  h0   [L*D, B, H] ([L*D, H] unbatched), or NULL for zeros
+**   IN  c0   the LSTM's initial cell state, shaped as h0, or NULL for zeros
+**            (must be NULL for RNN and GRU: TD_ERR_MISUSE)
+**   OUT h_n  (may be NULL) the last step's h of every layer and direction, shaped as h0
+**   OUT c_n  (may be NULL) LSTM: the last c, shaped as h0; NULL for RNN and GRU
+** Returns the output [T, B, D*H] ([B, T, D*H] when batch_first; [T, D*H]
+** unbatched): the last layer's h of each step, directions concatenated. All
+** results have an op result's ownership. NULL on failure: TD_ERR_SHAPE naming
+** the expected and given shapes, TD_ERR_MISUSE for a module of another class.
+*/
+TD_API td_tensor *td_rnn_forward(td_module *m, td_tensor *x, td_tensor *h0, td_tensor *c0, td_tensor **h_n,
+                                 td_tensor **c_n);
+/*
+** CONSTRUCTOR. nn.RNNCell, nn.LSTMCell and nn.GRUCell: one step, with
+** parameters weight_ih [G*H, I], weight_hh [G*H, H], bias_ih, bias_hh [G*H]
+** (when bias), initialized and computed as the layers above (the same fused
+** cells). td_module_forward(m, x) steps from zero states and returns h'.
+*/
+TD_API td_module *td_rnn_cell_new(int64_t input_size, int64_t hidden_size, bool bias,
+                                  td_rnn_nonlinearity nonlinearity);
+TD_API td_module *td_lstm_cell_new(int64_t input_size, int64_t hidden_size, bool bias);
+TD_API td_module *td_gru_cell_new(int64_t input_size, int64_t hidden_size, bool bias);
+/*
+** METHOD. One step of a cell m: h' = m(x, h) (LSTMCell: h', c' = m(x, (h, c))).
+**   IN  x    [B, I], or unbatched [I]
+**   IN  h, c [B, H] ([H] unbatched), or NULL for zeros; c only for LSTMCell (else TD_ERR_MISUSE)
+**   OUT c_n  (may be NULL) LSTMCell: c'; NULL for the others
+** Returns h' [B, H] ([H] unbatched), or NULL: TD_ERR_SHAPE, TD_ERR_MISUSE.
+*/
+TD_API td_tensor *td_rnn_cell_forward(td_module *m, td_tensor *x, td_tensor *h, td_tensor *c, td_tensor **c_n);
+
 /* CONSTRUCTORS. Activations, elementwise unless noted. GELU: tanh_approx
 ** false is the exact erf form (PyTorch's default). Softmax and LogSoftmax
 ** normalize over dim (any dim; negative counts from the end). */
@@ -426,6 +493,121 @@ TD_API td_status td_init_kaiming_normal_(td_tensor *t, double a, td_fan_mode mod
 /* METHOD. std = gain * sqrt(2 / (fan_in + fan_out)); uniform bound sqrt(3) * std. */
 TD_API td_status td_init_xavier_uniform_(td_tensor *t, double gain);
 TD_API td_status td_init_xavier_normal_(td_tensor *t, double gain);
+
+/* ======================================================================
+** More layers and losses (issue 25): norms, transposed convolutions,
+** nearest upsampling, adaptive max pooling, and the smooth-L1, Huber, KL-divergence and cosine-embedding losses.
+** ====================================================================== */
+
+/*
+** CONSTRUCTOR. nn.GroupNorm(num_groups, num_channels, eps, affine): x [N, C, *]
+** (C = num_channels, any trailing dims), each (n, group of C/num_groups
+** channels) normalized by its mean and biased variance, then * weight[c] +
+** bias[c]; through the fused group_norm op (td_group_norm). PyTorch's
+** defaults: eps 1e-5, affine (weight ones, bias zeros, [C]). TD_ERR_MISUSE
+** when num_channels is not a positive multiple of num_groups or eps <= 0;
+** the forward gives TD_ERR_SHAPE for another channel count.
+*/
+TD_API td_module *td_group_norm_new(int num_groups, int64_t num_channels, double eps, bool affine);
+/*
+** CONSTRUCTOR. nn.RMSNorm (torch >= 2.4) over the last n dims of shape
+** normalized_shape: y = x / sqrt(mean(x^2) + eps) * weight (weight ones when
+** elementwise_affine, PyTorch's default). eps < 0 is PyTorch's eps=None:
+** torch.finfo(x.dtype).eps at each call (1.19e-7 for float32). Composed from
+** elementwise ops and a mean (not one fused op).
+*/
+TD_API td_module *td_rms_norm_new(int n, const int64_t *normalized_shape, double eps, bool elementwise_affine);
+/*
+** CONSTRUCTOR. nn.InstanceNorm2d: x [N, C, H, W] or [C, H, W], each (n, c)
+** plane normalized over H, W. PyTorch's defaults: eps 1e-5, momentum 0.1,
+** affine false, track_running_stats false; without running stats it is the
+** group_norm op with C groups. affine adds weight (ones) and bias (zeros)
+** [C]; track_running_stats adds running_mean, running_var and
+** num_batches_tracked (left at 0, as PyTorch does), updated in training with
+** the batch average of the planes' mean and unbiased variance, and used in
+** evaluation.
+*/
+TD_API td_module *td_instance_norm2d_new(int64_t num_features, double eps, double momentum, bool affine,
+                                         bool track_running_stats);
+
+/*
+** CONSTRUCTOR. F.conv_transpose2d(x, w, b, stride, padding, output_padding,
+** groups, dilation), PyTorch's argument order: x [N, Cin, H, W], w [Cin,
+** Cout/groups, kh, kw], b [Cout] or NULL -> [N, Cout, Ho, Wo] with
+** Ho = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1.
+** NULL stride/dilation are 1, NULL padding/output_padding 0. It runs as
+** conv2d's input gradient, on every backend that has that op; output_padding
+** must be smaller than stride (TD_ERR_UNSUPPORTED otherwise: PyTorch also
+** takes one smaller than dilation only). TD_ERR_SHAPE for shapes that do not
+** fit (naming them), TD_ERR_DTYPE for mixed dtypes.
+*/
+TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, td_tensor *b, const int stride[2],
+                                      const int padding[2], const int output_padding[2], int groups,
+                                      const int dilation[2]);
+/*
+** CONSTRUCTOR. nn.ConvTranspose2d and nn.ConvTranspose1d (PyTorch's argument
+** order and defaults: stride 1, padding 0, output_padding 0, groups 1, bias,
+** dilation 1; NULL arrays are those defaults). weight [in, out/groups, kh, kw]
+** ([in, out/groups, k] for 1d) and bias [out], initialized as PyTorch does
+** (kaiming_uniform with a = sqrt(5), fan_in = weight.size(1) * kernel). 1d
+** runs as 2d with a unit dim; unbatched inputs get a batch dim of 1.
+** TD_ERR_MISUSE for bad sizes; TD_ERR_UNSUPPORTED for output_padding >=
+** stride (see td_conv_transpose2d).
+*/
+TD_API td_module *td_conv_transpose2d_new(int64_t in_channels, int64_t out_channels, const int kernel[2],
+                                          const int stride[2], const int padding[2], const int output_padding[2],
+                                          int groups, bool bias, const int dilation[2]);
+TD_API td_module *td_conv_transpose1d_new(int64_t in_channels, int64_t out_channels, int kernel, int stride,
+                                          int padding, int output_padding, int groups, bool bias, int dilation);
+
+/*
+** CONSTRUCTOR. F.interpolate(x, size or scale_factor, mode="nearest"): x
+** [N, C, L] or [N, C, H, W]; size (IN, one entry per spatial dim) or
+** scale_factor (IN, likewise), exactly one non-NULL (TD_ERR_MISUSE). Output
+** size = size, or floor(in * scale_factor); output i reads input
+** min(floor(i * scale), in - 1), scale = 1/scale_factor or in/size in float32,
+** as PyTorch. Composed from index_select (gradients sum back).
+*/
+TD_API td_tensor *td_interpolate_nearest(td_tensor *x, const int64_t *size, const double *scale_factor);
+/* CONSTRUCTOR. nn.Upsample(size or scale_factor, mode="nearest") for n = 1
+** or 2 spatial dims (inputs [N, C, L] or [N, C, H, W]); the arrays (n
+** entries, exactly one non-NULL) are copied. */
+TD_API td_module *td_upsample_nearest_new(int n, const int64_t *size, const double *scale_factor);
+/* CONSTRUCTOR. nn.AdaptiveMaxPool2d((out_h, out_w)): x [N, C, H, W] or
+** [C, H, W]; cell i spans rows floor(i*H/out_h) .. ceil((i+1)*H/out_h), and
+** columns likewise; y is its maximum (return_indices is not offered). */
+TD_API td_module *td_adaptive_max_pool2d_new(int64_t out_h, int64_t out_w);
+
+/* F.kl_div's reduction="batchmean" (the sum divided by input's size(0)),
+** accepted by td_kl_div_loss only. */
+#define TD_REDUCE_BATCHMEAN ((td_reduction)3)
+/*
+** CONSTRUCTOR. F.smooth_l1_loss(input, target, reduction, beta) and
+** F.huber_loss(..., delta), d = |input - target| (same shapes, floating):
+**   smooth_l1  0.5 d^2 / beta if d < beta, else d - 0.5 beta  (beta >= 0; 0 is l1; PyTorch's default 1)
+**   huber      0.5 d^2 if d < delta, else delta (d - 0.5 delta) (delta > 0; default 1)
+** Composed from ops. TD_ERR_SHAPE/TD_ERR_DTYPE for mismatched inputs,
+** TD_ERR_MISUSE for a bad beta, delta or reduction.
+*/
+TD_API td_tensor *td_smooth_l1_loss(td_tensor *input, td_tensor *target, td_reduction reduction, double beta);
+TD_API td_tensor *td_huber_loss(td_tensor *input, td_tensor *target, td_reduction reduction, double delta);
+/*
+** CONSTRUCTOR. F.kl_div(input, target, reduction, log_target): input holds
+** log-probabilities; l = target (log target - input) (0 where target is 0),
+** or exp(target) (target - input) when log_target. reduction: TD_REDUCE_NONE,
+** _MEAN (over every element, as PyTorch), _SUM or TD_REDUCE_BATCHMEAN (the
+** sum / size(0): the KL divergence per sample). Same shapes, floating.
+*/
+TD_API td_tensor *td_kl_div_loss(td_tensor *input, td_tensor *target, td_reduction reduction, bool log_target);
+/*
+** CONSTRUCTOR. F.cosine_embedding_loss(x1, x2, y, margin, reduction): x1, x2
+** [N, D] (or [D]), y [N] (or []) of 1 and -1 (any dtype); with cos the
+** cosine similarity of rows (PyTorch's 1e-12 added to each squared norm):
+** l = 1 - cos where y = 1, max(0, cos - margin) where y = -1, 0 elsewhere.
+** PyTorch's default margin is 0.
+*/
+TD_API td_tensor *td_cosine_embedding_loss(td_tensor *x1, td_tensor *x2, td_tensor *y, double margin,
+                                           td_reduction reduction);
 
 #ifdef __cplusplus
 }

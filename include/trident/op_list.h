@@ -102,6 +102,9 @@
     X(MATMUL, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_MATRIX, TD_AMP_LOW, "[...,M,K] @ [...,K,N]; batch broadcast")           \
     X(LINEAR_GELU, 3, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW,                                                \
       "(x[M,K], w[N,K], b?[N]) -> (y = gelu(h), h = x w^T + b)")                                                       \
+    /* linear's weight and bias gradients: the bias gradient in the GEMM's epilogue where the backend can */           \
+    X(LINEAR_WGRAD, 2, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
+      "(dy [M,N], x [M,K]) -> (dw = dy^T x [N,K], db? = sum over M of dy [N])")                                        \
     X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
     X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "log_softmax over the last dim")               \
     X(SOFTMAX_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, y) -> y (dy - sum_last(dy y))")    \
@@ -136,9 +139,12 @@
     X(ATTENTION_BACKWARD, 7, 3, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP,                                           \
       "(dout, q, k, v, mask?, out, lse) -> (dq, dk, dv)")                                                              \
     /* fused optimizer updates, in place on the outputs */                                                             \
-    X(ADAM_STEP, 1, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "grad -> (param, m, v, vmax?) Adam/AdamW")      \
-    X(SGD_STEP, 1, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "grad -> (param, buf?) SGD")                     \
-    X(RMSPROP_STEP, 1, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "grad -> (param, sq, buf?, gavg?)")          \
+    /* lr? (0-d, present: the lr read from device memory instead of params) and Adam's step? (0-d f32, the */          \
+    /* steps done; present: t = floor(step) + 1 instead of params, then step += 1): the capturable optimizers' */      \
+    X(ADAM_STEP, 2, 5, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                                 \
+      "(grad, lr?) -> (param, m, v, vmax?, step?) Adam/AdamW")                                                         \
+    X(SGD_STEP, 2, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(grad, lr?) -> (param, buf?) SGD")              \
+    X(RMSPROP_STEP, 2, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(grad, lr?) -> (param, sq, buf?, gavg?)")   \
     /* mixed precision: the GradScaler's unscale, in place on the outputs */                                           \
     X(AMP_UNSCALE, 0, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                               \
       "(grad, found_inf[1] f32): found_inf = 1 if grad has inf/NaN; grad *= inv_scale")
@@ -202,6 +208,7 @@
     X(LOGSUMEXP, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                  \
     X(MATMUL, 1, 0, TD_COST_GEMM, "x[2,3],x[3,4]->x[2,4]", ())                                                         \
     X(LINEAR_GELU, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4],x[2,4]", ())                                       \
+    X(LINEAR_WGRAD, 1, 0, TD_COST_CONV_DW, "x[2,4],x[2,3]->x[4,3],?x[4]", ())                                          \
     X(SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \
     X(LOG_SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                     \
     X(SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                              \
@@ -229,10 +236,10 @@
     X(ATTENTION, 0, 0, TD_COST_ELEM, TD_ATTN3_ ",?m->" TD_ATTN_ ",w[1,2,3]", (.attn = {.scale = 0.5}))                 \
     X(ATTENTION_BACKWARD, 0, 0, TD_COST_ELEM, TD_ATTN_ "," TD_ATTN3_ ",?m," TD_ATTN_ ",w[1,2,3]->" TD_ATTN3_,          \
       (.attn = {.scale = 0.5}))                                                                                        \
-    X(ADAM_STEP, 0, 1, TD_COST_ELEM, "x->x,x,x,?x",                                                                    \
+    X(ADAM_STEP, 0, 1, TD_COST_ELEM, "x,?w[]->x,x,x,?x,?f[]",                                                          \
       (.adam = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1}))                                    \
-    X(SGD_STEP, 0, 1, TD_COST_ELEM, "x->x,?x", (.sgd = {.lr = 0.1}))                                                   \
-    X(RMSPROP_STEP, 0, 0, TD_COST_ELEM, "x->x,x,?x,?x", (.rmsprop = {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8}))         \
+    X(SGD_STEP, 0, 1, TD_COST_ELEM, "x,?w[]->x,?x", (.sgd = {.lr = 0.1}))                                              \
+    X(RMSPROP_STEP, 0, 0, TD_COST_ELEM, "x,?w[]->x,x,?x,?x", (.rmsprop = {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8}))    \
     X(AMP_UNSCALE, 0, 1, TD_COST_ELEM, "->x,f[1]", (.amp = {1.0 / 1024}))
 
 /* One operand of a signature (TD_OP_FACTS' sig). */

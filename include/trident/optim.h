@@ -47,12 +47,15 @@ typedef struct td_optim_options {
     /* RMSprop */
     double alpha;
     bool centered;
-    /* Adam, AdamW: keep the step count in a device tensor, so that a step
-    ** captured with td_capture_begin/end advances it on every replay (torch's
-    ** capturable=True). The update then runs as about 15 elementwise ops per
-    ** parameter instead of one fused op (cheap inside a graph, slower eager);
-    ** the state dict reads the count from the device. SGD and RMSprop
-    ** capture as they are. */
+    /* Every algorithm: the learning rate lives in device memory (a 0-d
+    ** tensor per group, f64 for f64 parameters, else f32), and Adam/AdamW's
+    ** step count too (f32, exact to 2^24 steps), both read by the same one
+    ** fused op per parameter, so that a step captured with
+    ** td_capture_begin/end uses, on every replay, the lr that
+    ** td_optimizer_set_lr or a scheduler set since (a fill op on the device's
+    ** stream, no host wait) and advances the count (torch's capturable=True).
+    ** The state dict reads the count from the device. Without it a captured
+    ** step keeps the lr and step it was captured with. */
     bool capturable;
     /* Every algorithm: for float16 and bfloat16 parameters, keep a float32
     ** master copy of each (made from the parameter on its first step) and the

@@ -13,6 +13,7 @@
 #include "dlpack.h"
 #include "io.h"
 #include "kernel.h"
+#include "math.h"
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"

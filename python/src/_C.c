@@ -6,7 +6,7 @@
 ** "trident.tensor" that owns one reference (released when the capsule dies);
 ** the Python class trident.Tensor holds it as `_h`.
 **
-** The functions of tensor.h, ops.h, autograd.h and device.h are generated from
+** The functions of tensor.h, ops.h, autograd.h, device.h and nn.h are generated from
 ** those headers (gen_ops.py -> gen_ops.h, included below); this file has the
 ** argument converters they use and what a generator cannot write: DLPack
 ** capsules, permute, the gradient functions, kernels, streams and devices.
@@ -22,12 +22,31 @@
 #include <trident/trident.h>
 
 static PyObject *TridentError;
+static PyObject *str_h; /* "_h", interned: trident.Tensor's handle attribute */
 
 /* ---- results ---- */
 
+/* The C library's advice in Python's words: (C phrase, Python phrase), then any other "td_" prefix dropped. */
+static const char *const python_words[][2] = {
+    {"move them with td_to", "move them with .to(device), e.g. .to('vulkan:0')"},
+    {"use td_reshape", "use .reshape()"},
+    {"td_ne(cond, zero)", "cond != 0"},
+    {"td_", ""},
+};
+
 /* Raise TridentError(message) with .status (the status name, "shape mismatch") and, when given, .log. */
 static PyObject *raise_error(const char *msg, td_status st, const char *log) {
-    PyObject *e = PyObject_CallFunction(TridentError, "s", msg);
+    PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+    for (size_t i = 0; text && i < sizeof python_words / sizeof *python_words; i++) {
+        PyObject *from = PyUnicode_FromString(python_words[i][0]), *to = PyUnicode_FromString(python_words[i][1]);
+        PyObject *r = from && to ? PyUnicode_Replace(text, from, to, -1) : NULL;
+        Py_XDECREF(from);
+        Py_XDECREF(to);
+        Py_DECREF(text);
+        text = r;
+    }
+    PyObject *e = text ? PyObject_CallFunctionObjArgs(TridentError, text, NULL) : NULL;
+    Py_XDECREF(text);
     if (!e) return NULL;
     PyObject *s = PyUnicode_FromString(td_status_str(st == TD_OK ? TD_ERR_MISUSE : st));
     PyObject *lg = log ? PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace") : Py_NewRef(Py_None);
@@ -61,7 +80,7 @@ static int bad_arg(const char *fn, const char *name, const char *want, PyObject 
     PyObject *tname = type ? PyObject_GetAttrString(type, "__name__") : NULL;
     const char *s = tname ? PyUnicode_AsUTF8AndSize(tname, NULL) : NULL;
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be %s, not %s", fn, name, want, s ? s : "?");
+    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, not %s", fn, name, want, s ? s : "?");
     Py_XDECREF(tname);
     Py_XDECREF(type);
     return -1;
@@ -75,7 +94,7 @@ static int arg_tensor(PyObject *o, const char *fn, const char *name, td_tensor *
         *out = PyCapsule_GetPointer(o, "trident.tensor");
         return 0;
     }
-    PyObject *h = PyObject_HasAttrString(o, "_h") ? PyObject_GetAttrString(o, "_h") : NULL;
+    PyObject *h = PyObject_GetAttr(o, str_h);
     if (h && PyCapsule_IsValid(h, "trident.tensor")) {
         *out = PyCapsule_GetPointer(h, "trident.tensor");
         Py_DECREF(h); /* o keeps it */
@@ -123,13 +142,21 @@ static int arg_bool(PyObject *o, const char *fn, const char *name, bool *out) {
     return 0;
 }
 
-/* A dtype: its td_dtype value (trident.float32 is an int subclass), or its name ("float32"). */
+/* A dtype: its td_dtype value (trident.float32 is an int subclass), its name ("float32"), or a torch or NumPy
+** dtype of that name (torch.float32, str "torch.float32"; numpy.float32, __name__ "float32"). */
 static int arg_dtype(PyObject *o, const char *fn, const char *name, td_dtype *out) {
-    if (PyUnicode_Check(o)) {
-        const char *s = PyUnicode_AsUTF8AndSize(o, NULL);
+    if (!PyLong_Check(o)) {
+        PyObject *n = PyUnicode_Check(o) ? Py_NewRef(o)
+                      : PyType_Check(o)  ? PyObject_GetAttrString(o, "__name__")
+                                         : PyObject_Str(o);
+        const char *s = n ? PyUnicode_AsUTF8AndSize(n, NULL) : NULL;
+        if (s && !strncmp(s, "torch.", 6)) s += 6;
+        if (s && !strcmp(s, "bool_")) s = "bool";
         for (int d = 0; s && d < TD_DTYPE_COUNT; d++)
-            if (!strcmp(s, td_dtype_name((td_dtype)d))) return *out = (td_dtype)d, 0;
-        PyErr_Format(PyExc_ValueError, "%s: argument '%s': unknown dtype '%s'", fn, name, s ? s : "?");
+            if (!strcmp(s, td_dtype_name((td_dtype)d))) return Py_DECREF(n), *out = (td_dtype)d, 0;
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': unknown dtype '%s'", fn, name, s ? s : "?");
+        Py_XDECREF(n);
         return -1;
     }
     int v;
@@ -290,6 +317,47 @@ done:
     return r;
 }
 
+/* ---- the default generator ---- */
+
+/* rng_state() -> (seed, offset) */
+static PyObject *py_rng_state(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    td_rng_state r = td_rng_get_state();
+    return Py_BuildValue("(KK)", (unsigned long long)r.seed, (unsigned long long)r.offset);
+}
+
+/* rng_set_state(seed, offset) */
+static PyObject *py_rng_set_state(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long seed, offset;
+    if (!PyArg_ParseTuple(args, "KK:set_rng_state", &seed, &offset)) return NULL;
+    td_rng_set_state((td_rng_state){seed, offset});
+    return Py_NewRef(Py_None);
+}
+
+/* rng_reserve(n) -> (seed, offset): Philox counters for n values, the default generator moved past them */
+static PyObject *py_rng_reserve(PyObject *self, PyObject *o) {
+    (void)self;
+    uint64_t n = 0;
+    if (arg_u64(o, "rng_reserve", "n", &n)) return NULL;
+    td_rng_state r = td_rng_reserve(n);
+    return Py_BuildValue("(KK)", (unsigned long long)r.seed, (unsigned long long)r.offset);
+}
+
+/* max_pool2d(x, kernel_size, stride, padding) -> tensor (no indices) */
+static PyObject *py_max_pool2d(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    if (!PyArg_UnpackTuple(args, "max_pool2d", 4, 4, &o[0], &o[1], &o[2], &o[3])) return NULL;
+    td_tensor *x = NULL;
+    int k[2], s[2], p[2];
+    if (arg_tensor(o[0], "max_pool2d", "input", &x) || arg_int2(o[1], "max_pool2d", "kernel_size", k) ||
+        arg_int2(o[2], "max_pool2d", "stride", s) || arg_int2(o[3], "max_pool2d", "padding", p))
+        return NULL;
+    td_clear_error();
+    return ret_tensor(td_max_pool2d(x, k, s, p, NULL));
+}
+
 /* ---- DLPack capsules ----
 ** A capsule holds a DLManagedTensorVersioned ("dltensor_versioned") or a
 ** legacy DLManagedTensor ("dltensor"); a consumer renames it "used_..." once it
@@ -421,7 +489,7 @@ static PyObject *py_kernel_compile(PyObject *self, PyObject *args) {
             Py_DECREF(seq);
             return NULL;
         }
-    td_kernel_options opts = {dv, (int)n, arch};
+    td_kernel_options opts = {.defines = dv, .n_defines = (int)n, .arch = arch};
     td_user_kernel *k = NULL;
     char log[4096] = "";
     td_clear_error();
@@ -473,12 +541,150 @@ static PyObject *py_kernel_launch(PyObject *self, PyObject *args) {
     return ret_status(st);
 }
 
+/* ---- math blocks (math.h) ---- */
+
+static void math_capsule_free(PyObject *cap) { td_math_free(PyCapsule_GetPointer(cap, "trident.math")); }
+
+/* math_compile(src, checkpoint) -> (block capsule, (input names...), n_outputs) */
+static PyObject *py_math_compile(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *src;
+    int checkpoint;
+    if (!PyArg_ParseTuple(args, "sp:math_compile", &src, &checkpoint)) return NULL;
+    td_math_options opts = {.checkpoint = checkpoint};
+    td_math_block *b = NULL;
+    td_clear_error();
+    if (td_math_compile(src, &opts, &b) != TD_OK) return raise_last();
+    PyObject *cap = PyCapsule_New(b, "trident.math", math_capsule_free);
+    if (!cap) return td_math_free(b), NULL;
+    int n = td_math_n_inputs(b);
+    PyObject *names = PyTuple_New(n);
+    for (int i = 0; names && i < n; i++) PyTuple_SetItem(names, i, PyUnicode_FromString(td_math_input_name(b, i)));
+    if (!names || PyErr_Occurred()) return Py_XDECREF(names), Py_DECREF(cap), NULL;
+    return Py_BuildValue("(NNi)", cap, names, td_math_n_outputs(b));
+}
+
+/* The bindings of (names, values): a value is a trident.Tensor or capsule, or a number. */
+static int math_bindings(PyObject *names, PyObject *values, td_math_binding **out, int *n) {
+    *out = NULL;
+    *n = (int)PyTuple_Size(names);
+    if (*n < 0 || PyTuple_Size(values) != *n) return PyErr_SetString(PyExc_ValueError, "math: names and values"), -1;
+    td_math_binding *b = PyMem_Calloc(*n ? (size_t)*n : 1, sizeof *b);
+    if (!b) return PyErr_NoMemory(), -1;
+    for (int i = 0; i < *n; i++) {
+        PyObject *v = PyTuple_GetItem(values, i);
+        if (!(b[i].name = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(names, i), NULL))) return PyMem_Free(b), -1;
+        if (PyLong_Check(v) || PyFloat_Check(v)) {
+            if (arg_double(v, "m", b[i].name, &b[i].scalar)) return PyMem_Free(b), -1;
+        } else if (arg_tensor(v, "m", b[i].name, &b[i].tensor) || !b[i].tensor) {
+            PyErr_Clear();
+            bad_arg("m", b[i].name, "a tensor or a number", v);
+            return PyMem_Free(b), -1;
+        }
+    }
+    *out = b;
+    return 0;
+}
+
+/* math_run(block, names, values) -> [outputs] */
+static PyObject *py_math_run(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap, *names, *values;
+    if (!PyArg_ParseTuple(args, "OO!O!:math_run", &cap, &PyTuple_Type, &names, &PyTuple_Type, &values)) return NULL;
+    td_math_block *blk = PyCapsule_GetPointer(cap, "trident.math");
+    td_math_binding *b;
+    int n;
+    if (!blk || math_bindings(names, values, &b, &n)) return NULL;
+    int n_out = td_math_n_outputs(blk);
+    td_tensor **outs = PyMem_Calloc((size_t)n_out + 1, sizeof *outs);
+    if (!outs) return PyMem_Free(b), PyErr_NoMemory();
+    td_clear_error();
+    td_status st = td_math_run(blk, b, n, outs);
+    PyMem_Free(b);
+    PyObject *r = st == TD_OK ? PyList_New(n_out) : raise_last();
+    for (int i = 0; i < n_out; i++) {
+        PyObject *t = r ? ret_tensor(outs[i]) : (td_release(outs[i]), NULL);
+        if (t) PyList_SetItem(r, i, t);
+    }
+    PyMem_Free(outs);
+    if (r && PyErr_Occurred()) Py_CLEAR(r);
+    return r;
+}
+
+/* math_value_and_grad(block, names, values, wrt names) -> (value, [grads]) */
+static PyObject *py_math_value_and_grad(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap, *names, *values, *wrt_o;
+    if (!PyArg_ParseTuple(args, "OO!O!O!:math_value_and_grad", &cap, &PyTuple_Type, &names, &PyTuple_Type, &values,
+                          &PyTuple_Type, &wrt_o))
+        return NULL;
+    td_math_block *blk = PyCapsule_GetPointer(cap, "trident.math");
+    td_math_binding *b;
+    int n, n_wrt = (int)PyTuple_Size(wrt_o);
+    if (!blk || math_bindings(names, values, &b, &n)) return NULL;
+    const char **wrt = PyMem_Calloc((size_t)n_wrt + 1, sizeof *wrt);
+    td_tensor **grads = PyMem_Calloc((size_t)n_wrt + 1, sizeof *grads);
+    PyObject *r = NULL;
+    td_tensor *value = NULL;
+    if (!wrt || !grads) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int i = 0; i < n_wrt; i++)
+        if (!(wrt[i] = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(wrt_o, i), NULL))) goto done;
+    td_clear_error();
+    if (td_math_value_and_grad(blk, b, n, n_wrt, wrt, &value, grads) != TD_OK) {
+        raise_last();
+        goto done;
+    }
+    PyObject *gl = PyList_New(n_wrt);
+    for (int i = 0; gl && i < n_wrt; i++) {
+        PyList_SetItem(gl, i, ret_tensor(grads[i]));
+        grads[i] = NULL;
+    }
+    PyObject *v = ret_tensor(value);
+    value = NULL;
+    if (gl && v && !PyErr_Occurred()) {
+        r = Py_BuildValue("(NN)", v, gl);
+    } else {
+        Py_XDECREF(v);
+        Py_XDECREF(gl);
+    }
+done:
+    for (int i = 0; grads && i < n_wrt; i++) td_release(grads[i]);
+    td_release(value);
+    PyMem_Free(grads);
+    PyMem_Free(wrt);
+    PyMem_Free(b);
+    return r;
+}
+
+/* ---- data (data.h) ---- */
+
+/* mnist_load(dir, train) -> (x F32 [N, 784] in [0, 1], y I64 [N]) */
+static PyObject *py_mnist_load(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *dir;
+    int train;
+    if (!PyArg_ParseTuple(args, "sp:mnist_load", &dir, &train)) return NULL;
+    td_tensor *x = NULL, *y = NULL;
+    td_clear_error();
+    if (td_mnist_load(dir, train, true, &x, &y) != TD_OK) return raise_last();
+    PyObject *xo = ret_tensor(x), *yo = ret_tensor(y);
+    if (!xo || !yo) return Py_XDECREF(xo), Py_XDECREF(yo), NULL;
+    return Py_BuildValue("(NN)", xo, yo);
+}
+
 /* ---- the module ---- */
 
 static PyMethodDef methods[] = {
     {"info", py_info, METH_O, "info(t) -> (shape, strides, dtype, device, storage_offset)"},
     {"permute", py_permute, METH_VARARGS, NULL},
     {"grad", py_grad, METH_VARARGS, NULL},
+    {"rng_state", py_rng_state, METH_NOARGS, "rng_state() -> (seed, offset) of the default generator"},
+    {"rng_set_state", py_rng_set_state, METH_VARARGS, NULL},
+    {"rng_reserve", py_rng_reserve, METH_O, NULL},
+    {"max_pool2d", py_max_pool2d, METH_VARARGS, NULL},
     {"to_dlpack", py_to_dlpack, METH_VARARGS, NULL},
     {"from_dlpack", py_from_dlpack, METH_VARARGS, NULL},
     {"device_parse", py_device_parse, METH_O, NULL},
@@ -486,6 +692,10 @@ static PyMethodDef methods[] = {
     {"stream_wait", py_stream_wait, METH_VARARGS, NULL},
     {"kernel_compile", py_kernel_compile, METH_VARARGS, NULL},
     {"kernel_launch", py_kernel_launch, METH_VARARGS, NULL},
+    {"math_compile", py_math_compile, METH_VARARGS, "math_compile(src, checkpoint) -> (block, names, n_outputs)"},
+    {"math_run", py_math_run, METH_VARARGS, "math_run(block, names, values) -> [outputs]"},
+    {"math_value_and_grad", py_math_value_and_grad, METH_VARARGS, NULL},
+    {"mnist_load", py_mnist_load, METH_VARARGS, "mnist_load(dir, train) -> (x, y)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -494,6 +704,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "trident._C", NULL, -
 PyMODINIT_FUNC PyInit__C(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
+    str_h = PyUnicode_InternFromString("_h");
+    if (!str_h || PyModule_AddStringConstant(m, "__version__", TRIDENT_VERSION) < 0) goto fail;
     TridentError = PyErr_NewException("trident.TridentError", PyExc_RuntimeError, NULL);
     if (!TridentError || PyModule_AddObjectRef(m, "TridentError", TridentError) < 0) goto fail;
     /* the generated functions, and OPS: ((name, (parameter names...), returns_tensor), ...) */

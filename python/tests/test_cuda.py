@@ -52,7 +52,7 @@ def test_torch_to_trident_no_host_wait(seed):
 
 
 def trident_to_torch(reps, seed):
-    t = trident.randn(4096, 4096, seed=seed, device="cuda") / 64.0
+    t = trident.randn(4096, 4096, generator=trident.Generator().manual_seed(seed), device="cuda") / 64.0
     for _ in range(reps):
         t = t @ t  # Trident's stream is busy for tens of ms
     waits = _C.host_sync_count()

@@ -19,12 +19,12 @@ def test_ops_match_torch(seed):
     cases = {
         "add": (tt(a) + tt(b), a + b), "rsub": (1.5 - tt(a), 1.5 - a), "mul_scalar": (tt(a) * 3, a * 3),
         "div": (tt(a) / tt(b), a / b), "relu": (tt(a).relu(), a.relu()), "exp": (trident.exp(tt(a)), a.exp()),
-        "gelu": (tt(a).gelu(False), torch.nn.functional.gelu(a)), "tanh": (tt(a).tanh(), a.tanh()),
+        "gelu": (tt(a).gelu(), torch.nn.functional.gelu(a)), "tanh": (tt(a).tanh(), a.tanh()),
         "matmul": (tt(a) @ tt(w), a @ w), "softmax": (tt(a).softmax(1), a.softmax(1)),
         "sum_dim": (trident.sum(tt(a), 1, keepdim=True), a.sum(1, keepdim=True)), "mean": (tt(a).mean(), a.mean()),
         "transpose": (tt(a).transpose(0, 1).contiguous(), a.t()), "clamp": (tt(a).clamp(-0.5, 0.5), a.clamp(-0.5, 0.5)),
         "cat": (trident.cat([tt(a), tt(b)], 1), torch.cat([a, b], 1)),
-        "keyword_args": (trident.clamp(tt(a), hi=0.1, lo=-0.1), a.clamp(-0.1, 0.1)),
+        "keyword_args": (trident.clamp(tt(a), max=0.1, min=-0.1), a.clamp(-0.1, 0.1)),
     }
     for name, (got, want) in cases.items():
         assert got.shape == tuple(want.shape), name
@@ -34,13 +34,12 @@ def test_ops_match_torch(seed):
 def test_creation_and_dtypes():
     assert trident.zeros(2, 3).tolist() == [[0.0] * 3] * 2
     assert trident.ones((2,), dtype=trident.int64).dtype == trident.int64
-    assert trident.arange(5).tolist() == [0, 1, 2, 3, 4]
+    assert trident.arange(5).tolist() == [0, 1, 2, 3, 4] and trident.arange(5).dtype == trident.int64
     t = trident.tensor([[1, 2], [3, 4]])
     assert t.dtype == trident.int64 and t.shape == (2, 2)
     assert trident.tensor([True, False]).tolist() == [True, False]
     assert trident.tensor([1.5]).dtype == trident.float32
     assert repr(trident.bool) == "trident.bool"
-    assert trident.randn(4, seed=3).tolist() == trident.randn(4, seed=3).tolist()
 
 
 def test_backward_and_no_grad(seed):

@@ -10,13 +10,13 @@ import trident
 class TridentGelu(trident.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        return x.gelu(False)  # backward: Trident's autograd of forward
+        return x.gelu()  # backward: Trident's autograd of forward
 
 
 class TridentLayerNorm(trident.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, b):
-        return trident.layer_norm(x, 1, w, b, 1e-5)
+        return trident.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
 
 
 class TridentCube(trident.autograd.Function):

@@ -1,4 +1,6 @@
-"""trident.Tensor, devices, dtypes, DLPack exchange and the generated ops (see _C's OPS)."""
+"""trident.Tensor with torch's semantics: dtypes, devices, Python protocols (==, bool, iter, len, index, float,
+format), in-place ops on the C library's version counters, DLPack, NumPy, pickle. The ops themselves (with torch's
+signatures) come from _signatures.py; indexing from _index.py; printing from _format.py."""
 import builtins
 import contextlib
 
@@ -11,7 +13,8 @@ _KDLCPU, _KDLCUDA, _KDLVULKAN = 1, 2, 7
 
 
 class dtype(int):
-    """A Trident dtype (its td_dtype value); trident.float32 ... trident.bool."""
+    """A Trident dtype (its td_dtype value); trident.float32 ... trident.bool. Equal to torch's dtype of the same
+    name wherever Trident takes a dtype."""
 
     @property
     def name(self):
@@ -21,19 +24,46 @@ class dtype(int):
     def is_floating_point(self):
         return self.name in ("float32", "float64", "float16", "bfloat16")
 
+    @property
+    def itemsize(self):
+        return {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8}.get(self.name, 1)
+
     def __repr__(self):
         return "trident." + self.name
 
     __str__ = __repr__
 
+    def __reduce__(self):
+        return (_dtype_of, (self.name,))
+
 
 DTYPES = {n: dtype(getattr(_C, n)) for n in _DTYPE_NAMES}
 float32, float64, float16, bfloat16 = (DTYPES[n] for n in _DTYPE_NAMES[:4])
 int32, int64, uint8 = DTYPES["int32"], DTYPES["int64"], DTYPES["uint8"]
+float, double, half, long, int = float32, float64, float16, int64, int32  # torch's aliases (trident.float ...)
+
+
+def _dtype_of(d):
+    """trident.dtype of d: a trident dtype, its name, or a torch/NumPy dtype of that name; None stays None."""
+    if d is None or type(d) is dtype:
+        return d
+    if isinstance(d, str):
+        name = d
+    elif isinstance(d, type):
+        name = {"float": "float32", "int": "int64", "bool": "bool"}.get(d.__name__, d.__name__)
+    else:
+        name = str(d)
+    name = name.removeprefix("torch.")
+    name = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32",
+            "bool_": "bool"}.get(name, name)
+    if name not in DTYPES:
+        raise TypeError(f"unknown dtype {d!r}; Trident has {', '.join(_DTYPE_NAMES)}")
+    return DTYPES[name]
 
 
 def device(s="auto"):
-    """The canonical name of a device: device("cuda") == "cuda:0"; "auto": cuda, else vulkan, else cpu."""
+    """The canonical name of a device: device("cuda") == "cuda:0"; "auto": cuda, else vulkan, else cpu. Takes
+    torch.device objects too."""
     return _C.device_parse(str(s))
 
 
@@ -50,16 +80,34 @@ def devices():
 
 
 def _shape(args):
-    if len(args) == 1 and not isinstance(args[0], int):
+    """(2, 3), ((2, 3),) and ([2, 3],) -> (2, 3): torch's *size or size."""
+    if len(args) == 1 and not isinstance(args[0], builtins.int):
         return tuple(args[0])
     return tuple(args)
+
+
+def _is_device(a):
+    if isinstance(a, str):
+        return True
+    return type(a).__name__ == "device"  # torch.device
+
+
+def _leaf_inplace_error(t):
+    raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation."
+                       if t.is_leaf else
+                       "in-place operation on a tensor that is part of an autograd graph: Trident records no "
+                       "in-place ops; use the out-of-place op (x = x + y), or run it under trident.no_grad()")
 
 
 class Tensor:
     """A Trident tensor: a handle on the C library's td_tensor (`_h`, released with the object).
 
-    Shares memory with PyTorch, NumPy, CuPy and others through DLPack: `torch.from_dlpack(t)`,
-    `trident.from_dlpack(x)`. The ops of ops.h are methods and `trident.<op>` functions."""
+    Behaves as torch.Tensor for the ops, operators, indexing, in-place ops and autograd it covers, and shares
+    memory with PyTorch, NumPy, CuPy and others through DLPack: `torch.from_dlpack(t)`, `trident.from_dlpack(x)`.
+
+        >>> x = trident.tensor([[1.0, -2.0], [3.0, 4.0]])
+        >>> x.relu().sum(dim=1)
+        tensor([1., 7.])"""
 
     __slots__ = ("_h", "__weakref__")
 
@@ -72,7 +120,8 @@ class Tensor:
         return _C.info(self._h)[0]
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        s = _C.info(self._h)[0]
+        return s if dim is None else s[dim]
 
     def stride(self, dim=None):
         s = _C.info(self._h)[1]
@@ -87,8 +136,12 @@ class Tensor:
         return _C.info(self._h)[3]
 
     @property
+    def is_cuda(self):
+        return self.device.startswith("cuda")
+
+    @property
     def ndim(self):
-        return len(self.shape)
+        return len(_C.info(self._h)[0])
 
     def dim(self):
         return self.ndim
@@ -96,26 +149,100 @@ class Tensor:
     def numel(self):
         return _C.numel(self._h)
 
+    nelement = numel
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def is_contiguous(self):
+        return _C.is_contiguous(self._h)
+
+    def data_ptr(self):
+        return _C.tensor_device_address(self._h)
+
+    @property
+    def data(self):
+        return Tensor(_C.detach(self._h))
+
+    # ---- Python protocols ----
     def __len__(self):
-        if not self.shape:
+        s = self.shape
+        if not s:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
+        return s[0]
+
+    def __iter__(self):
+        s = self.shape
+        if not s:
+            raise TypeError("iteration over a 0-d tensor")
+        return (Tensor(_C.select(self._h, 0, i)) for i in range(s[0]))
+
+    def _one(self, what):
+        n = _C.numel(self._h)
+        if n != 1:
+            raise RuntimeError(f"{what} of Tensor with {'more than one value' if n else 'no values'} is ambiguous"
+                               if what == "Boolean value" else
+                               f"a Tensor with {n} elements cannot be converted to {what}")
+        return _C.item(self._h)
+
+    def __bool__(self):
+        return builtins.bool(self._one("Boolean value"))
+
+    def __float__(self):
+        return builtins.float(self._one("Scalar"))
+
+    def __int__(self):
+        return builtins.int(self._one("Scalar"))
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.dtype == DTYPES["bool"]:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return builtins.int(self._one("Scalar"))
+
+    def __format__(self, spec):
+        if self.ndim == 0 or (spec and _C.numel(self._h) == 1):
+            return format(self.item(), spec)
+        return format(repr(self), spec)
 
     def __repr__(self):
-        body = ""
-        if self.device == "cpu" and self.numel() <= 16 and self.dtype != bfloat16:
-            try:
-                body = f"{self.tolist()}, "
-            except ImportError:  # no NumPy
-                pass
-        return f"trident.Tensor({body}shape={list(self.shape)}, dtype={self.dtype!r}, device='{self.device}')"
+        from ._format import tensor_repr
+
+        return tensor_repr(self)
+
+    def __getitem__(self, idx):
+        from ._index import getitem
+
+        return getitem(self, idx)
+
+    def __setitem__(self, idx, value):
+        from ._index import setitem
+
+        setitem(self, idx, value)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (self.detach().to("cpu", float32 if self.dtype == bfloat16 else None).numpy().copy(),
+                           self.dtype.name, self.device, self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        t = Tensor(_C.clone(_C.detach(self._h)))
+        if self.requires_grad:
+            t.requires_grad_(True)
+        memo[id(self)] = t
+        return t
 
     # ---- DLPack ----
     def __dlpack_device__(self):
         dev = self.device
         kind, _, idx = dev.partition(":")
         code = {"cpu": _KDLCPU, "cuda": _KDLCUDA, "vulkan": _KDLVULKAN}[kind]
-        return (code, int(idx or 0))
+        return (code, builtins.int(idx or 0))
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule of this tensor (the array API's protocol).
@@ -145,38 +272,70 @@ class Tensor:
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         return _C.to_dlpack(t._h, flags, stream, versioned)
 
-    # ---- data ----
-    def to(self, device=None, dtype=None):
-        """A tensor on device with dtype (either may be None); self when nothing changes."""
+    # ---- devices and dtypes ----
+    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
+        """torch's forms: t.to('vulkan:0'), t.to(trident.float16), t.to(torch.float16), t.to('cpu', torch.float64),
+        t.to(other) (other's device and dtype), t.to(device=..., dtype=...). Returns self when nothing changes
+        (copy=True: always a new tensor)."""
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif _is_device(a):
+                device = a
+            else:
+                dtype = a
         t = self
         if device is not None and _C.device_parse(str(device)) != t.device:
             t = Tensor(_C.to(t._h, str(device)))
-        if dtype is not None and dtype != t.dtype:
-            t = Tensor(_C.cast(t._h, dtype))
+        if dtype is not None and _dtype_of(dtype) != t.dtype:
+            t = Tensor(_C.cast(t._h, _dtype_of(dtype)))
+        if copy and t is self:
+            t = self.clone()
         return t
 
     def cpu(self):
         return self.to("cpu")
 
-    def numpy(self):
+    def cuda(self, device=0):
+        return self.to(device if isinstance(device, str) else f"cuda:{device}")
+
+    def vulkan(self, device=0):
+        return self.to(device if isinstance(device, str) else f"vulkan:{device}")
+
+    def type(self, dtype=None):
+        return f"trident.{self.dtype.name}" if dtype is None else self.to(dtype=dtype)
+
+    def float(self): return self.to(dtype=float32)
+    def double(self): return self.to(dtype=float64)
+    def half(self): return self.to(dtype=float16)
+    def bfloat16(self): return self.to(dtype=bfloat16)
+    def long(self): return self.to(dtype=int64)
+    def int(self): return self.to(dtype=int32)
+    def bool(self): return self.to(dtype=DTYPES["bool"])
+
+    def numpy(self, force=False):
         """A writable NumPy array sharing a CPU tensor's memory, as torch's numpy() (a device tensor is copied to
         the host first). The array keeps the tensor alive."""
         import numpy as np
 
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         t = self.cpu()
         if t.dtype == bfloat16:
             raise TypeError("numpy: NumPy has no bfloat16; convert first: t.to(dtype=trident.float32).numpy()")
+        if not t.numel():
+            return np.empty(t.shape, _TYPESTR[t.dtype.name])
         return np.asarray(_HostArray(t))
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self.detach().numpy().tolist()
 
     def item(self):
-        return _C.item(self._h)
-
-    def copy_(self, src):
-        _C.copy_(self._h, src._h)
-        return self
+        v = _C.item(self._h)
+        dt = self.dtype
+        if dt == DTYPES["bool"]:
+            return builtins.bool(v)
+        return v if dt.is_floating_point else builtins.int(v)
 
     # ---- autograd ----
     @property
@@ -187,8 +346,8 @@ class Tensor:
     def requires_grad(self, value):
         _C.set_requires_grad(self._h, builtins.bool(value))
 
-    def requires_grad_(self, value=True):
-        self.requires_grad = value
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
         return self
 
     @property
@@ -196,12 +355,18 @@ class Tensor:
         g = _C.grad_of(self._h)
         return None if g is None else Tensor(g)
 
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            raise TypeError("Trident keeps gradients itself: only `t.grad = None` (clearing it) is supported")
+        _C.zero_grad(self._h)
+
     @property
     def is_leaf(self):
         return _C.is_leaf(self._h)
 
-    def backward(self, gradient=None, retain_graph=False):
-        _C.backward(self._h, None if gradient is None else gradient._h, retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        _C.backward(self._h, None if gradient is None else gradient._h, builtins.bool(retain_graph or create_graph))
 
     def detach(self):
         return Tensor(_C.detach(self._h))
@@ -209,65 +374,150 @@ class Tensor:
     def zero_grad(self):
         _C.zero_grad(self._h)
 
-    # ---- shapes ----
+    # ---- in-place ops: the result is written into this tensor's memory (td_copy_), which moves the storage's
+    # version counter, so a backward that saved the old values fails instead of using the new ones ----
+    def _assign(self, value):
+        if self.requires_grad and _C.grad_enabled():
+            _leaf_inplace_error(self)
+        _C.copy_(self._h, value if isinstance(value, Tensor) else _C.scalar(value, self.dtype, self.device))
+        return self
+
+    def copy_(self, src, non_blocking=False):
+        return self._assign(src if isinstance(src, Tensor) else tensor(src, dtype=self.dtype))
+
+    def add_(self, other, alpha=1):
+        return self._assign(self.add(other, alpha=alpha))
+
+    def sub_(self, other, alpha=1):
+        return self._assign(self.sub(other, alpha=alpha))
+
+    def mul_(self, other):
+        return self._assign(self * other)
+
+    def div_(self, other):
+        return self._assign(self / other)
+
+    def pow_(self, exponent):
+        return self._assign(self ** exponent)
+
+    def clamp_(self, min=None, max=None):
+        return self._assign(self.clamp(min, max))
+
+    def zero_(self):
+        return self._assign(0.0)
+
+    def fill_(self, value):
+        return self._assign(builtins.float(value))
+
+    def neg_(self):
+        return self._assign(-self)
+
+    def __iadd__(self, o): return self.add_(o)
+    def __isub__(self, o): return self.sub_(o)
+    def __imul__(self, o): return self.mul_(o)
+    def __itruediv__(self, o): return self.div_(o)
+    def __ipow__(self, o): return self.pow_(o)
+
+    # ---- operators ----
+    def __add__(self, o):
+        return Tensor(_C.add(self._h, o._h) if isinstance(o, Tensor) else _C.add_scalar(self._h, o))
+
+    def __sub__(self, o):
+        return Tensor(_C.sub(self._h, o._h) if isinstance(o, Tensor) else _C.sub_scalar(self._h, o))
+
+    def __mul__(self, o):
+        return Tensor(_C.mul(self._h, o._h) if isinstance(o, Tensor) else _C.mul_scalar(self._h, o))
+
+    def __truediv__(self, o):
+        return Tensor(_C.div(self._h, o._h) if isinstance(o, Tensor) else _C.div_scalar(self._h, o))
+
+    def __pow__(self, o):
+        return Tensor(_C.pow(self._h, o._h) if isinstance(o, Tensor) else _C.pow_scalar(self._h, o))
+
+    def __radd__(self, o): return self + o
+    def __rmul__(self, o): return self * o
+    def __rsub__(self, o): return Tensor(_C.add_scalar(_C.neg(self._h), o))
+    def __rtruediv__(self, o): return Tensor(_C.mul_scalar(_C.pow_scalar(self._h, -1.0), o))
+
+    def __rpow__(self, o):  # o ** x = exp(x ln o)
+        import math
+
+        if o <= 0:
+            return Tensor(_C.pow(_C.full_like(self._h, o), self._h))
+        return Tensor(_C.exp(_C.mul_scalar(self._h, math.log(o))))
+
+    def __neg__(self): return Tensor(_C.neg(self._h))
+    def __pos__(self): return self
+    def __abs__(self): return Tensor(_C.abs(self._h))
+    def __matmul__(self, o): return Tensor(_C.matmul(self._h, o._h))
+    def __rmatmul__(self, o): return Tensor(_C.matmul(o._h, self._h))
+
+    def _other(self, o):
+        return o._h if isinstance(o, Tensor) else _C.scalar(o, self.dtype, self.device)
+
+    def __eq__(self, o): return Tensor(_C.eq(self._h, self._other(o)))
+    def __ne__(self, o): return Tensor(_C.ne(self._h, self._other(o)))
+    def __lt__(self, o): return Tensor(_C.lt(self._h, self._other(o)))
+    def __le__(self, o): return Tensor(_C.le(self._h, self._other(o)))
+    def __gt__(self, o): return Tensor(_C.gt(self._h, self._other(o)))
+    def __ge__(self, o): return Tensor(_C.ge(self._h, self._other(o)))
+
+    def __invert__(self):
+        if self.dtype != DTYPES["bool"]:
+            raise TypeError("~ (logical not) takes a bool tensor")
+        return Tensor(_C.eq(self._h, _C.scalar(0, self.dtype, self.device)))
+
+    def __and__(self, o): return (self.to(dtype=uint8) * o.to(dtype=uint8)).bool()
+    def __or__(self, o): return (self.to(dtype=uint8) + o.to(dtype=uint8)).bool()
+
+    __hash__ = object.__hash__  # identity, as torch's
+
+    # ---- shapes (method forms taking *size as torch's) ----
     def reshape(self, *shape):
         return Tensor(_C.reshape(self._h, _shape(shape)))
 
     def view(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
+            return self.to(dtype=shape[0]) if shape[0] != self.dtype else self
         return Tensor(_C.view(self._h, _shape(shape)))
 
     def expand(self, *shape):
-        return Tensor(_C.expand(self._h, _shape(shape)))
+        shape = _shape(shape)
+        own = (1,) * (len(shape) - self.ndim) + self.shape
+        return Tensor(_C.expand(self._h, tuple(o if s == -1 else s for s, o in zip(shape, own))))
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def view_as(self, other):
+        return self.view(other.shape)
+
+    def reshape_as(self, other):
+        return self.reshape(other.shape)
 
     def permute(self, *dims):
         return Tensor(_C.permute(self._h, _shape(dims)))
+
+    def repeat(self, *sizes):
+        sizes = _shape(sizes)
+        t = self.reshape((1,) * (len(sizes) - self.ndim) + self.shape)
+        for d, r in enumerate(sizes):
+            if r != 1:
+                t = Tensor(_C.cat([t._h] * r, d))
+        return t
 
     @property
     def T(self):
         return self.permute(*reversed(range(self.ndim)))
 
-    def __getitem__(self, idx):
-        idx = idx if isinstance(idx, tuple) else (idx,)
-        t, dim = self, 0
-        for i in idx:
-            if isinstance(i, int):
-                t = Tensor(_C.select(t._h, dim, i))
-            elif isinstance(i, slice):
-                n = t.shape[dim]
-                start, stop, step = i.indices(n)
-                t = Tensor(_C.slice(t._h, dim, start, max(stop, start), step))
-                dim += 1
-            else:
-                raise TypeError(f"Tensor indices must be ints or slices, not {type(i).__name__}")
-        return t
+    @property
+    def mT(self):
+        return Tensor(_C.transpose(self._h, -2, -1))
 
-    # ---- operators ----
-    def _binary(self, other, op, op_scalar):
-        if isinstance(other, Tensor):
-            return Tensor(getattr(_C, op)(self._h, other._h))
-        return Tensor(getattr(_C, op_scalar)(self._h, other))
 
-    def _compare(self, other, op):
-        if not isinstance(other, Tensor):
-            other = Tensor(_C.full_like(self._h, other))
-        return Tensor(getattr(_C, op)(self._h, other._h))
-
-    def __add__(self, o): return self._binary(o, "add", "add_scalar")
-    def __sub__(self, o): return self._binary(o, "sub", "sub_scalar")
-    def __mul__(self, o): return self._binary(o, "mul", "mul_scalar")
-    def __truediv__(self, o): return self._binary(o, "div", "div_scalar")
-    def __pow__(self, o): return self._binary(o, "pow", "pow_scalar")
-    def __radd__(self, o): return self + o
-    def __rmul__(self, o): return self * o
-    def __rsub__(self, o): return Tensor(_C.add_scalar(_C.neg(self._h), o))
-    def __rtruediv__(self, o): return Tensor(_C.mul_scalar(_C.pow_scalar(self._h, -1.0), o))
-    def __neg__(self): return Tensor(_C.neg(self._h))
-    def __matmul__(self, o): return Tensor(_C.matmul(self._h, o._h))
-    def __lt__(self, o): return self._compare(o, "lt")
-    def __le__(self, o): return self._compare(o, "le")
-    def __gt__(self, o): return self._compare(o, "gt")
-    def __ge__(self, o): return self._compare(o, "ge")
-    __hash__ = object.__hash__
+def _rebuild(array, dtype_name, dev, requires_grad):
+    t = tensor(array, dtype=DTYPES[dtype_name], device=dev)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 _TYPESTR = {"float32": "<f4", "float64": "<f8", "float16": "<f2", "int32": "<i4", "int64": "<i8", "uint8": "|u1",
@@ -279,10 +529,14 @@ class _HostArray:
 
     def __init__(self, t):
         self.t = t  # the array's base: keeps the tensor alive
-        size = int(_TYPESTR[t.dtype.name][2:])
+        size = builtins.int(_TYPESTR[t.dtype.name][2:])
         self.__array_interface__ = {"version": 3, "shape": t.shape, "typestr": _TYPESTR[t.dtype.name],
-                                    "data": (_C.tensor_device_address(t._h) if t.numel() else 0, False),
+                                    "data": (_C.tensor_device_address(t._h), False),
                                     "strides": tuple(s * size for s in t.stride())}
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
 
 
 def from_dlpack(obj, read_only=False):
@@ -313,72 +567,30 @@ def from_numpy(a):
     return from_dlpack(a)
 
 
-def tensor(data, dtype=None, device="cpu", requires_grad=False):
-    """A new tensor holding a copy of data (nested lists, numbers, NumPy arrays)."""
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of data (nested lists, numbers, NumPy arrays, tensors).
+
+        >>> trident.tensor([[1, 2], [3, 4]], dtype=trident.float32)"""
     import numpy as np
 
-    a = np.array(data)
-    if dtype is None and a.dtype == np.float64 and not isinstance(data, np.ndarray):
-        dtype = float32  # Python floats become float32, as in PyTorch
-    if a.dtype not in (np.bool_, np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8):
-        a = a.astype(np.int64 if a.dtype.kind in "iu" else np.float32)
-    t = Tensor(_C.clone(from_numpy(np.ascontiguousarray(a))._h))
+    if isinstance(data, Tensor):
+        t = Tensor(_C.clone(_C.detach(data._h)))
+    else:
+        if isinstance(data, (list, tuple)) and data and any(isinstance(d, Tensor) for d in data):
+            data = [d.tolist() if isinstance(d, Tensor) else d for d in data]
+        a = np.array(data)
+        if dtype is None and a.dtype == np.float64 and not isinstance(data, np.ndarray):
+            dtype = float32  # Python floats become float32, as in PyTorch
+        if a.dtype not in (np.bool_, np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8):
+            a = a.astype(np.int64 if a.dtype.kind in "iu" else np.float32)
+        t = Tensor(_C.reshape(_C.clone(from_numpy(np.ascontiguousarray(a))._h), a.shape))  # keeps 0-d
     t = t.to(device, dtype)
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
-def _factory(name):
-    cfn = getattr(_C, name)
-
-    def f(*shape, dtype=float32, device="cpu", requires_grad=False):
-        t = Tensor(cfn(_shape(shape), dtype, str(device)))
-        return t.requires_grad_(True) if requires_grad else t
-
-    f.__name__ = name
-    f.__doc__ = f"trident.{name}(*shape, dtype=float32, device='cpu', requires_grad=False)"
-    return f
-
-
-empty, zeros, ones = _factory("empty"), _factory("zeros"), _factory("ones")
-
-
-def full(shape, value, dtype=float32, device="cpu"):
-    return Tensor(_C.full(tuple(shape), value, dtype, str(device)))
-
-
-def arange(start, end=None, step=1, dtype=float32, device="cpu"):
-    if end is None:
-        start, end = 0, start
-    return Tensor(_C.arange(start, end, step, dtype, str(device)))
-
-
-def rand(*shape, seed=0, offset=0, dtype=float32, device="cpu"):
-    return Tensor(_C.rand(_shape(shape), seed, offset, dtype, str(device)))
-
-
-def randn(*shape, seed=0, offset=0, dtype=float32, device="cpu"):
-    return Tensor(_C.randn(_shape(shape), seed, offset, dtype, str(device)))
-
-
-def _reduction(name):
-    cfn = getattr(_C, name)
-
-    def f(x, dim=None, keepdim=False):
-        dims = () if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
-        return Tensor(cfn(x._h, dims, keepdim))
-
-    f.__name__ = name
-    f.__doc__ = f"trident.{name}(x, dim=None, keepdim=False): over dim (an int or a tuple; None: every dim)"
-    return f
-
-
-sum, mean, amax, amin, logsumexp = (_reduction(n) for n in ("sum", "mean", "amax", "amin", "logsumexp"))
-
-
-def cat(tensors, dim=0):
-    return Tensor(_C.cat(list(tensors), dim))
+as_tensor = tensor
 
 
 def synchronize(device="cpu"):
@@ -386,56 +598,48 @@ def synchronize(device="cpu"):
     _C.synchronize(str(device))
 
 
-@contextlib.contextmanager
-def no_grad():
-    """Ops inside are not recorded for autograd (a context manager, as torch.no_grad)."""
-    _C.no_grad_begin()
-    try:
-        yield
-    finally:
-        _C.no_grad_end()
+class _GradMode:
+    """A context manager and decorator (torch.no_grad / enable_grad / inference_mode)."""
+
+    def __init__(self, begin, end):
+        self._begin, self._end = begin, end
+
+    def __enter__(self):
+        self._begin()
+
+    def __exit__(self, *exc):
+        self._end()
+
+    def __call__(self, fn=None):
+        if fn is None:
+            return self
+        import functools
+
+        @functools.wraps(fn)
+        def wrapped(*a, **k):
+            with self:
+                return fn(*a, **k)
+
+        return wrapped
 
 
-@contextlib.contextmanager
-def enable_grad():
-    _C.enable_grad_begin()
-    try:
-        yield
-    finally:
-        _C.enable_grad_end()
+def no_grad(fn=None):
+    """Ops inside are not recorded for autograd (a context manager or decorator, as torch.no_grad)."""
+    return _GradMode(_C.no_grad_begin, _C.no_grad_end)(fn)
 
 
-def _generated(name, params, returns_tensor):
-    cfn = getattr(_C, name)
-
-    def f(*args, **kwargs):
-        if kwargs:
-            bound = dict(zip(params, args))
-            bound.update(kwargs)
-            try:
-                args = [bound[p] for p in params]
-            except KeyError as e:
-                raise TypeError(f"{name}() missing argument {e}") from None
-        args = [a._h if isinstance(a, Tensor) else a for a in args]
-        r = cfn(*args)
-        return Tensor(r) if returns_tensor and r is not None else r
-
-    f.__name__ = name
-    f.__doc__ = f"trident.{name}({', '.join(params)}): td_{name} of the C API (generated from its header)"
-    return f
+def enable_grad(fn=None):
+    return _GradMode(_C.enable_grad_begin, _C.enable_grad_end)(fn)
 
 
-# Every generated function that the definitions above do not already give: as trident.<name>, and as a method
-# when its first parameter is the tensor (td_relu(x) -> x.relu()).
-GENERATED = {}
-for _name, _params, _rt in _C.OPS:
-    GENERATED[_name] = _generated(_name, _params, _rt)
-    if _params and _params[0] in ("a", "x", "t", "self") and not hasattr(Tensor, _name):
-        setattr(Tensor, _name, GENERATED[_name])
-for _name in ("sum", "mean", "amax", "amin", "logsumexp"):
-    setattr(Tensor, _name, globals()[_name])
-del _name, _params, _rt
+def inference_mode(mode=True):
+    return _GradMode(_C.inference_begin, _C.inference_end) if mode else contextlib.nullcontext()
+
+
+def is_grad_enabled():
+    return _C.grad_enabled()
+
 
 __all__ = ["Tensor", "TridentError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8",
-           "device", "devices", "from_dlpack", "from_numpy", "tensor", "empty",
-           "zeros", "ones", "full", "arange", "rand", "randn", "cat", "sum", "mean", "amax", "amin", "logsumexp", "synchronize", "no_grad", "enable_grad"]
+           "float", "double", "half", "long", "int", "device", "devices", "from_dlpack", "from_numpy", "tensor",
+           "as_tensor", "is_tensor", "synchronize", "no_grad", "enable_grad", "inference_mode", "is_grad_enabled"]

@@ -7,6 +7,7 @@
 ** N/C/H/W images, O output channels.
 */
 #include "autograd_internal.h"
+#include "core/linear_wgrad.h"
 
 #define NEED(i) td__needs(n, i)
 #define IN(i)   td__saved_input(n, i)
@@ -33,6 +34,9 @@ static td_tensor *fold_cols(td_tensor *t) {
 
 /* y[B,M,N] = a[B,M,K] @ b[B,K,N]: da = dy @ b^T, db = a^T @ dy
 ** (batch dims that a or b broadcast are summed down by the engine).
+** torch.matmul's 1-D operands are matrices with a dim that y drops: a [K] is
+** [1, K] (y loses its dim -2), b [K] is [K, 1] (y loses its last dim); the
+** formula runs on those views and drops the dim again from da / db.
 ** A 2-D b shared by every batch (Linear on [B, T, in]) folds the batch into
 ** one GEMM, as the sum over B of a_B^T dy_B is:
 **   db[K,N] = a'^T dy'   with a' = a as [B*M, K], dy' = dy as [B*M, N]
@@ -41,14 +45,33 @@ static td_tensor *fold_cols(td_tensor *t) {
 ** so no [B, K, N] partials are made and summed. */
 td_status td__bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     int na = n->in_meta[0].ndim, nb = n->in_meta[1].ndim;
+    td_tensor *a = NEED(1) ? IN(0) : NULL, *b = NEED(0) ? IN(1) : NULL, *dy = gy[0];
+    if (na == 1 && nb == 1) {
+        int64_t one[2] = {1, 1};
+        dy = td_reshape(dy, 2, one);
+    } else if (na == 1) {
+        dy = td_unsqueeze(dy, -2);
+    } else if (nb == 1) {
+        dy = td_unsqueeze(dy, -1);
+    }
+    if (na == 1) {
+        a = a ? td_unsqueeze(a, 0) : NULL;
+        na = 2;
+    }
+    if (nb == 1) {
+        b = b ? td_unsqueeze(b, 1) : NULL;
+        nb = 2;
+    }
     if (NEED(0) && na == 2 && nb >= 3)
-        gx[0] = td_matmul(fold_cols(gy[0]), td_transpose(fold_cols(IN(1)), 0, 1));
+        gx[0] = td_matmul(fold_cols(dy), td_transpose(fold_cols(b), 0, 1));
     else if (NEED(0))
-        gx[0] = td_matmul(gy[0], td_transpose(IN(1), -1, -2));
+        gx[0] = td_matmul(dy, td_transpose(b, -1, -2));
     if (NEED(1) && nb == 2 && na >= 3)
-        gx[1] = td_matmul(td_transpose(fold_rows(IN(0)), 0, 1), fold_rows(gy[0]));
+        gx[1] = td_matmul(td_transpose(fold_rows(a), 0, 1), fold_rows(dy));
     else if (NEED(1))
-        gx[1] = td_matmul(td_transpose(IN(0), -1, -2), gy[0]);
+        gx[1] = td_matmul(td_transpose(a, -1, -2), dy);
+    if (gx[0] && n->in_meta[0].ndim == 1) gx[0] = td_squeeze(gx[0], -2);
+    if (gx[1] && n->in_meta[1].ndim == 1) gx[1] = td_squeeze(gx[1], -1);
     return td__done(n, gx);
 }
 
@@ -59,11 +82,10 @@ td_status td__bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 td_status td__bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *b = n->in_meta[2].present ? IN(2) : NULL;
     td_tensor *h = td_grad_enabled() ? td_linear(IN(0), IN(1), b) : OUT(1);
-    td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH);
-    int rows = 0;
+    td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH), *dw = NULL, *db = NULL;
     if (NEED(0)) gx[0] = td_matmul(dh, IN(1));
-    if (NEED(1)) gx[1] = td_matmul(td_transpose(dh, 0, 1), IN(0));
-    if (NEED(2)) gx[2] = td_sum(dh, 1, &rows, false);
+    if ((NEED(1) || NEED(2)) && td__linear_wgrad(dh, IN(0), NEED(2), &dw, &db) == TD_OK) /* dw = dh^T x, db = sum dh */
+        gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
     return td__done(n, gx);
 }
 

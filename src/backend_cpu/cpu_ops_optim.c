@@ -8,8 +8,12 @@
 
 /*
 ** Fused optimizer updates, in place: ADAM_STEP, SGD_STEP, RMSPROP_STEP.
-** in = (grad); out = (param, state...), all contiguous [n] of one float dtype;
-** absent optional state has buf == NULL. f32 computes in float (Adam with
+** in = (grad, lr?); out = (param, state..., Adam's step?), all contiguous [n]
+** of one float dtype; absent optional state has buf == NULL. A present lr (0-d,
+** f64 for f64, else f32) replaces params' lr; a present step (0-d f32, the
+** steps done) replaces params' step with step + 1 and is advanced after the
+** update: the constants come from them exactly as from params, so the
+** capturable optimizer's path equals the host one. f32 computes in float (Adam with
 ** AVX2 when the CPU has it), f64 in double, f16/bf16 load to float and store
 ** back rounded. Adam's formula is in cpu_optim.h; SGD and RMSprop are below.
 ** Elements are independent, so the work is split into blocks over threads.
@@ -19,6 +23,13 @@
 
 /* Pointer to element 0 of an optional operand, or NULL when absent. */
 static void *opt_ptr(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
+
+/* The lr read from in[1] into *lr when the op has one (else *lr unchanged). */
+static void device_lr(const td_op *op, double *lr) {
+    if (op->n_in < 2 || !op->in[1].buf) return;
+    const void *x = cpu_ptr(&op->in[1]);
+    *lr = op->in[1].dtype == TD_F64 ? *(const double *)x : (double)*(const float *)x;
+}
 
 /* Run ELEM(i) for i in [0, n) over threads; f16/bf16 operands go through
 ** float locals named like the arrays. */
@@ -47,7 +58,7 @@ static void *opt_ptr(const td_operand *v) { return v->buf ? cpu_ptr(v) : NULL; }
         STORE_(FROM_F, vmax, i, xf);                                                                                   \
     })
 
-td_status cpu_op_ADAM_STEP(const td_op *op) {
+static td_status adam_run(const td_op *op) {
     int64_t n = td_operand_numel(&op->out[0]);
     void *p = cpu_ptr(&op->out[0]), *m = cpu_ptr(&op->out[1]), *v = cpu_ptr(&op->out[2]), *vmax = opt_ptr(&op->out[3]);
     const void *g = cpu_ptr(&op->in[0]);
@@ -82,6 +93,17 @@ td_status cpu_op_ADAM_STEP(const td_op *op) {
     default: return td_error_set(TD_ERR_UNSUPPORTED, "adam_step: dtype %s", td_dtype_name(op->out[0].dtype));
     }
     return TD_OK;
+}
+
+/* The update with params' lr and step replaced by the device's: t = floor(step) + 1, then step += 1. */
+td_status cpu_op_ADAM_STEP(const td_op *op) {
+    td_op o = *op;
+    device_lr(op, &o.p.adam.lr);
+    float *step = op->n_out > 4 ? opt_ptr(&op->out[4]) : NULL;
+    if (step) o.p.adam.step = (int64_t)floorf(*step) + 1;
+    td_status st = adam_run(&o);
+    if (st == TD_OK && step) *step += 1.0f;
+    return st;
 }
 
 /* ---- SGD (torch.optim.SGD, foreach=False) ----
@@ -119,7 +141,7 @@ SGD_ELEM_(double)
         STORE_(FROM_F, buf, i, bf);                                                                                    \
     })
 
-td_status cpu_op_SGD_STEP(const td_op *op) {
+static td_status sgd_run(const td_op *op) {
     int64_t n = td_operand_numel(&op->out[0]);
     void *p = cpu_ptr(&op->out[0]), *buf = op->p.sgd.momentum != 0 ? opt_ptr(&op->out[1]) : NULL;
     const void *g = cpu_ptr(&op->in[0]);
@@ -143,6 +165,12 @@ td_status cpu_op_SGD_STEP(const td_op *op) {
     default: return td_error_set(TD_ERR_UNSUPPORTED, "sgd_step: dtype %s", td_dtype_name(op->out[0].dtype));
     }
     return TD_OK;
+}
+
+td_status cpu_op_SGD_STEP(const td_op *op) {
+    td_op o = *op;
+    device_lr(op, &o.p.sgd.lr);
+    return sgd_run(&o);
 }
 
 /* ---- RMSprop (torch.optim.RMSprop, foreach=False) ----
@@ -191,7 +219,7 @@ RMSPROP_ELEM_(double, sqrt)
         STORE_(FROM_F, gavg, i, af);                                                                                   \
     })
 
-td_status cpu_op_RMSPROP_STEP(const td_op *op) {
+static td_status rmsprop_run(const td_op *op) {
     int64_t n = td_operand_numel(&op->out[0]);
     void *p = cpu_ptr(&op->out[0]), *sq = cpu_ptr(&op->out[1]);
     void *buf = op->p.rmsprop.momentum > 0 ? opt_ptr(&op->out[2]) : NULL;
@@ -217,6 +245,12 @@ td_status cpu_op_RMSPROP_STEP(const td_op *op) {
     default: return td_error_set(TD_ERR_UNSUPPORTED, "rmsprop_step: dtype %s", td_dtype_name(op->out[0].dtype));
     }
     return TD_OK;
+}
+
+td_status cpu_op_RMSPROP_STEP(const td_op *op) {
+    td_op o = *op;
+    device_lr(op, &o.p.rmsprop.lr);
+    return rmsprop_run(&o);
 }
 
 /*

@@ -78,6 +78,7 @@ static const td_backend_i cu_iface = {
     .graph_free = cu_graph_free,
     .kernel_compile = cu_kernel_compile,
     .kernel_launch = cu_kernel_launch,
+    .kernel_check_block = cu_kernel_check_block,
     .kernel_free = cu_kernel_free,
 };
 

@@ -14,7 +14,10 @@
 ** the host. Descriptors and the heuristic's algorithm are cached per shape (a
 ** shape Lt has no algorithm for is cached as such).
 **
-** Used by MATMUL and LINEAR_GELU (cu_ops_matmul.cu): cu_lt_matmul (cu.h).
+** Epilogues (2-D products only): BIAS and GELU_AUX_BIAS add LINEAR_GELU's
+** bias; BGRADB writes LINEAR_WGRAD's bias gradient, the sum of Lt's B (dy^T,
+** taken transposed) over the GEMM's k (the rows of dy), to the bias pointer.
+** Used by MATMUL, LINEAR_GELU and LINEAR_WGRAD (cu_ops_matmul.cu): cu_lt_matmul (cu.h).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +33,7 @@ typedef struct plan_key {
     int64_t m, n, k;               /* of C = A B in row-major terms */
     int64_t lda, ldb;              /* leading dims of Lt's A and B */
     int64_t batch, sa, sb, sc;     /* strided batch: count and strides of Lt's A, B, C */
-    int epi;                       /* CU_EPI_*: what the epilogue adds (LINEAR_GELU) */
+    int epi;                       /* CU_EPI_*: what the epilogue adds (LINEAR_GELU) or sums (LINEAR_WGRAD) */
     int align_a, align_b, align_c; /* bytes: 16, 8, 4 or 2 */
     int dev;
 } plan_key;
@@ -75,7 +78,9 @@ static td_status make_plan(cu_dev *d, plan *p) {
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     if (k->epi != CU_EPI_NONE) { /* bias and aux pointers are set per call (cu_lt_matmul) */
-        cublasLtEpilogue_t e = k->epi == CU_EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        cublasLtEpilogue_t e = k->epi == CU_EPI_BIAS     ? CUBLASLT_EPILOGUE_BIAS
+                               : k->epi == CU_EPI_BGRADB ? CUBLASLT_EPILOGUE_BGRADB
+                                                         : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         int64_t ld_aux = k->n; /* aux is h [M, N]: column-major N x M, ld N */
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
         if (k->epi == CU_EPI_GELU_AUX_BIAS)
@@ -113,6 +118,9 @@ static td_status make_plan(cu_dev *d, plan *p) {
     st = cu_blas_status(cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found),
                         "cublasLtMatmulAlgoGetHeuristic");
     cublasLtMatmulPreferenceDestroy(pref);
+    /* an epilogue Lt refuses for these layouts (INVALID_VALUE): unsupported, so the caller falls back */
+    if (st == TD_ERR_MISUSE && k->epi != CU_EPI_NONE)
+        st = td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt refuses epilogue %d for this layout", k->epi);
     if (st == TD_OK && found == 0)
         st = td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt has no algorithm for %s [%lld,%lld]x[%lld,%lld]",
                           td_dtype_name(k->dt), (long long)k->m, (long long)k->k, (long long)k->k, (long long)k->n);
@@ -230,7 +238,8 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
     double one64 = 1, zero64 = 0;
     const void *alpha = c->dtype == TD_F64 ? (const void *)&one64 : (const void *)&one;
     const void *beta = c->dtype == TD_F64 ? (const void *)&zero64 : (const void *)&zero;
-    if (epi != CU_EPI_NONE) { /* LINEAR_GELU's 2-D GEMM: one call, under the lock, as the pointers live in the plan */
+    if (epi !=
+        CU_EPI_NONE) { /* a 2-D GEMM with an epilogue: one call, under the lock, as the pointers live in the plan */
         pthread_mutex_lock(&plans_lock);
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
         if (epi == CU_EPI_GELU_AUX_BIAS)

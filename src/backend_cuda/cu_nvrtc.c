@@ -119,7 +119,8 @@ static bool valid_identifier(const char *s) {
 static td_status compile(const char *source, const char *entry, const td_kernel_options *opts, const char *arch,
                          char **data, size_t *data_size, char *log, size_t log_size) {
     nvrtcProgram prog;
-    td_status st = nvrtc_status(nvrtcCreateProgram(&prog, source, "kernel.cu", 0, NULL, NULL), "nvrtcCreateProgram");
+    const char *name = opts && opts->name ? opts->name : "cuda";
+    td_status st = nvrtc_status(nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL), "nvrtcCreateProgram");
     if (st != TD_OK) return st;
     nvrtcAddNameExpression(prog, entry);
     enum { MAX_OPTS = 72 };
@@ -144,17 +145,32 @@ static td_status compile(const char *source, const char *entry, const td_kernel_
         text[0] = 0;
     if (log && log_size) snprintf(log, log_size, "%s", text ? text : "");
     if (r != NVRTC_SUCCESS) {
-        /* the first error line names the place: "kernel.cu(3): error: ..." */
-        char first[320] = "";
-        const char *at = text ? strstr(text, "error") : NULL;
-        const char *line = at ? at : text;
+        /* one line: the first error, "<name>(<line>): error: <what>" as "<name>:<line>: error: <what>", and how
+        ** many others NVRTC counted ("N errors detected in the compilation of ...") */
+        const char *at = text ? strstr(text, ": error") : NULL;
+        const char *line = at;
         while (line && line > text && line[-1] != '\n') line--;
-        if (line) snprintf(first, sizeof first, "%.*s", (int)strcspn(line, "\n"), line);
+        char place[160] = "";
+        unsigned n_line = 0, n_errors = 1;
+        const char *paren = line ? memchr(line, '(', (size_t)(at - line)) : NULL;
+        if (paren && sscanf(paren, "(%u)", &n_line) == 1)
+            snprintf(place, sizeof place, "%.*s:%u", (int)(paren - line), line, n_line);
+        const char *count = text ? strstr(text, " errors detected") : NULL;
+        while (count && count > text && isdigit((unsigned char)count[-1])) count--;
+        if (count) sscanf(count, "%u", &n_errors);
+        char more[96] = "";
+        if (n_errors > 1)
+            snprintf(more, sizeof more, " (and %u more error%s: TRIDENT_KERNEL_LOG=1 shows them)", n_errors - 1,
+                     n_errors == 2 ? "" : "s");
+        char first[320] = "";
+        if (at) snprintf(first, sizeof first, "%.*s", (int)strcspn(at + 2, "\n"), at + 2); /* "error: <what>" */
         if (strstr(first, "__nv_name_map")) /* the entry named by nvrtcAddNameExpression does not exist */
             st = td_error_set(TD_ERR_COMPILE, "cuda kernel: no __global__ function named '%s' in the source", entry);
+        else if (at)
+            st = td_error_set(TD_ERR_COMPILE, "%s: %s%s", place[0] ? place : name, first, more);
         else
-            st = td_error_set(r == NVRTC_ERROR_COMPILATION ? TD_ERR_COMPILE : TD_ERR_MISUSE,
-                              "cuda kernel: compile failed: %s", first[0] ? first : nvrtcGetErrorString(r));
+            st = td_error_set(r == NVRTC_ERROR_COMPILATION ? TD_ERR_COMPILE : TD_ERR_MISUSE, "%s: compile failed: %s",
+                              name, nvrtcGetErrorString(r));
     }
     free(text);
     const char *lowered = NULL;
@@ -256,20 +272,25 @@ td_status cu_kernel_compile(int dev, int lang, const char *source, const char *e
     return TD_OK;
 }
 
-td_status cu_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
-                           int n_views, const td_operand *views, const void *push, size_t push_size) {
-    cu_dev *d = cu_get(k->d->index);
-    if (!d) return td_last_status();
+td_status cu_kernel_check_block(const td_kernel *k, const uint32_t block[3]) {
     if (!block || !block[0] || !block[1] || !block[2])
         return td_error_set(TD_ERR_MISUSE, "cuda kernel %s: launch needs a block size (every dimension >= 1)",
                             k->entry);
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
     if (threads > (uint64_t)k->max_threads || block[2] > 64)
         return td_error_set(TD_ERR_MISUSE,
-                            "cuda kernel %s: block {%u,%u,%u} has %llu threads; this kernel on %s allows at most %d "
-                            "(and z <= 64)",
-                            k->entry, block[0], block[1], block[2], (unsigned long long)threads, d->prop.name,
-                            k->max_threads);
+                            "cuda kernel %s: block {%u,%u,%u} has %llu threads; this kernel allows at most %d "
+                            "(its __launch_bounds__ or registers; and z <= 64)",
+                            k->entry, block[0], block[1], block[2], (unsigned long long)threads, k->max_threads);
+    return TD_OK;
+}
+
+td_status cu_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                           int n_views, const td_operand *views, const void *push, size_t push_size) {
+    cu_dev *d = cu_get(k->d->index);
+    if (!d) return td_last_status();
+    td_status st = cu_kernel_check_block(k, block);
+    if (st != TD_OK) return st;
     if (grid[1] > 65535 || grid[2] > 65535)
         return td_error_set(TD_ERR_MISUSE, "cuda kernel %s: grid y and z are at most 65535 (got %u, %u)", k->entry,
                             grid[1], grid[2]);
@@ -281,9 +302,8 @@ td_status cu_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t 
         return td_error_set(TD_ERR_MISUSE, "cuda kernel %s: %zu bytes of shared memory; %s allows %zu per block",
                             k->entry, shared_bytes, d->prop.name, (size_t)d->prop.sharedMemPerBlockOptin);
     if (shared_bytes > 48 * 1024) {
-        td_status st =
-            drv_status(drv.set_attribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes),
-                       "cuFuncSetAttribute");
+        st = drv_status(drv.set_attribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes),
+                        "cuFuncSetAttribute");
         if (st != TD_OK) return st;
     }
     /* parameters: the tensors' element pointers, then the push data */

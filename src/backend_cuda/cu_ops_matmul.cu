@@ -11,6 +11,12 @@
 ** one GEMM writes y and keeps h as its aux output (Lt's GELU is the tanh form,
 ** so the erf form cannot use it). f64, K = 0, or a shape Lt has no epilogue
 ** algorithm for: the plain GEMM, then ADD's and GELU's kernels.
+** LINEAR_WGRAD: in = (dy [M, N], x [M, K]), out = (dw [N, K], db? [N]):
+**   dw = dy^T x is MATMUL's GEMM with dy read transposed (column-major [N, M]);
+**   db = sum over m of dy comes out of the same GEMM (EPILOGUE_BGRADB: Lt's B
+** is dy^T, summed over the GEMM's k = M), so dy is read once. f64, no
+** db, or a shape Lt has no BGRADB algorithm for: the plain GEMM, then SUM's
+** kernel over dim 0.
 */
 #include "cu.h"
 
@@ -50,4 +56,29 @@ extern "C" td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
     if (st != TD_OK) return st;
     step.kind = TD_OP_GELU, step.n_in = 1, step.n_out = 1, step.in = &h, step.out = &y, step.p = op->p;
     return cu_op_GELU(d, &step);
+}
+
+extern "C" td_status cu_op_LINEAR_WGRAD(cu_dev *d, const td_op *op) {
+    const td_operand *dy = &op->in[0], *x = &op->in[1];
+    td_operand *db = &op->out[1];
+    int64_t M = dy->shape[0], N = dy->shape[1], K = x->shape[1];
+    td_operand mm_in[2] = {*dy, *x};
+    mm_in[0].shape[0] = N, mm_in[0].shape[1] = M; /* dy^T [N, M]: column-major */
+    mm_in[0].strides[0] = 1, mm_in[0].strides[1] = N;
+    td_op mm = {};
+    mm.kind = TD_OP_MATMUL, mm.n_in = 2, mm.n_out = 1, mm.in = mm_in, mm.out = &op->out[0], mm.flags = op->flags;
+    if (N == 0) return TD_OK;
+    td_status st = TD_OK;
+    if (db->buf && dy->dtype != TD_F64 && M > 0 && K > 0) { /* dw and db from one GEMM */
+        st = cu_lt_matmul(d, &mm, CU_EPI_BGRADB, cu_data(db), NULL);
+        if (st != TD_ERR_UNSUPPORTED) return st;
+        td_clear_error();
+    }
+    if (K > 0 && (st = cu_lt_matmul(d, &mm, CU_EPI_NONE, NULL, NULL)) != TD_OK) return st;
+    if (!db->buf) return TD_OK;
+    td_operand sum = *db;
+    sum.ndim = 2, sum.shape[0] = 1, sum.shape[1] = N, sum.strides[0] = N, sum.strides[1] = 1;
+    td_op red = {};
+    red.kind = TD_OP_SUM, red.n_in = 1, red.n_out = 1, red.in = dy, red.out = &sum, red.p.reduce.dims = 1;
+    return cu_op_SUM(d, &red);
 }

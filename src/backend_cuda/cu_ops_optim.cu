@@ -3,8 +3,13 @@
 ** AMP_UNSCALE (the GradScaler's), and the multi-tensor Adam, SGD and unscale
 ** of cu_optim.h (references:
 ** src/backend_cpu/cpu_optim.c and cpu_optim.h, whose formulas these are).
-**   in = (grad); out = (param, state...), each contiguous [n] of one float
-**   dtype; absent state has buf == NULL.
+**   in = (grad, lr?); out = (param, state..., Adam's step?), each contiguous
+**   [n] of one float dtype; absent state has buf == NULL. lr (0-d, f64 for
+**   f64, else f32) and step (0-d f32, the steps done) are the capturable
+**   optimizer's: read from device memory by each block (functor at()), so a
+**   replayed graph sees the lr set since and counts t = step + 1; a second,
+**   one-block launch then advances every step of the table (step = t), after
+**   all blocks have read it.
 ** Every step runs optim_kernel over a table of up to OPT_MAX_TENSORS
 ** parameters (the kernel's argument): block b updates chunk b - first[i] of
 ** tensor i, chunk elements each. A single op is a table of one. Where all of a
@@ -28,6 +33,7 @@ typedef struct opt_table {
     void *ptr[OPT_SLOTS][OPT_MAX_TENSORS];
     int64_t n[OPT_MAX_TENSORS];     /* elements, > 0 */
     int first[OPT_MAX_TENSORS + 1]; /* first block of each tensor; first[count] = total */
+    float *step[OPT_MAX_TENSORS];   /* Adam's step count on the device, or NULL */
     int count;
     int64_t chunk; /* elements per block, a multiple of 16 */
 } opt_table;
@@ -35,10 +41,17 @@ typedef struct opt_table {
 /* Device pointer of out[k] of op, or NULL when absent or not `used`. */
 static void *opt_out(const td_op *op, int k, bool used) { return used && k < op->n_out ? cu_data(&op->out[k]) : NULL; }
 
-/* every present output of grad's size; out[0..n_state] (param and the
-** states every step updates) present (dtypes: the dispatcher checked them) */
+/* The device lr of op (in[1]), or NULL when it has none. */
+static const void *opt_lr(const td_op *op) { return op->n_in > 1 ? cu_data(&op->in[1]) : NULL; }
+
+/* every present output of out[0..3] of grad's size; out[0..n_state] (param
+** and the states every step updates) present; a present lr or out[4] (step)
+** of one element (dtypes: the dispatcher checked them) */
 static bool opt_operands_ok(const td_op *op, int n_state) {
-    for (int i = 0; i < op->n_out; i++) {
+    if ((op->n_in > 1 && op->in[1].buf && td_operand_numel(&op->in[1]) != 1) ||
+        (op->n_out > 4 && op->out[4].buf && td_operand_numel(&op->out[4]) != 1))
+        return false;
+    for (int i = 0; i < op->n_out && i < 4; i++) {
         const td_operand *o = &op->out[i];
         if ((i <= n_state && !o->buf) || (o->buf && td_operand_numel(o) != td_operand_numel(&op->in[0]))) return false;
     }
@@ -47,7 +60,8 @@ static bool opt_operands_ok(const td_op *op, int n_state) {
 
 /* ---- the updates: per element in the compute type C (operator()), and
 ** their host side: make (constants), same (hyper-parameters), supports,
-** slots (grad, param, state 1..3 pointers) ---- */
+** slots (grad, param, state 1..3 pointers), step (the device step count);
+** and at(step): the constants from the device lr and step, where present ---- */
 
 /* Adam/AdamW (torch.optim.Adam/AdamW, foreach=False), step t >= 1; states m, v, vmax:
 **   g = maximize ? -grad : grad
@@ -60,6 +74,19 @@ static bool opt_operands_ok(const td_op *op, int n_state) {
 template <typename C> struct opt_adam {
     C b1, one_b1, b2, one_b2, wd, decay, neg_step, bc2_sqrt, eps;
     bool l2, decoupled, amsgrad, maximize;
+    const C *lr;                        /* device lr, or NULL */
+    double lr_h, t_h, b1_d, b2_d, wd_d; /* params' lr and t, and the doubles at() rounds from */
+    /* decay, neg_step and bc2_sqrt from lr = *lr and t = floor(*step) + 1 where
+    ** present, in double and rounded once, as make() does on the host */
+    __device__ opt_adam at(const float *step) const {
+        opt_adam k = *this;
+        if (!lr && !step) return k;
+        double l = lr ? (double)*lr : lr_h, t = step ? floor((double)*step) + 1 : t_h;
+        k.decay = (C)(1 - l * wd_d);
+        k.neg_step = (C)(-l / (1 - pow(b1_d, t)));
+        k.bc2_sqrt = (C)sqrt(1 - pow(b2_d, t));
+        return k;
+    }
     __device__ void operator()(C &p, C g, C &m, C &v, C &vmax) const {
         if (maximize) g = -g;
         if (l2) g += wd * p;
@@ -86,7 +113,13 @@ template <typename C> struct opt_adam {
                 wd != 0 && !q->adam.decoupled,
                 q->adam.decoupled,
                 q->adam.amsgrad,
-                q->adam.maximize};
+                q->adam.maximize,
+                (const C *)opt_lr(op),
+                lr,
+                t,
+                b1,
+                b2,
+                wd};
     }
     static bool same(const td_op_params *a, const td_op_params *b) {
         return a->adam.lr == b->adam.lr && a->adam.beta1 == b->adam.beta1 && a->adam.beta2 == b->adam.beta2 &&
@@ -99,6 +132,7 @@ template <typename C> struct opt_adam {
         s[0] = cu_data(&op->in[0]), s[1] = opt_out(op, 0, true), s[2] = opt_out(op, 1, true);
         s[3] = opt_out(op, 2, true), s[4] = opt_out(op, 3, op->p.adam.amsgrad);
     }
+    static float *step(const td_op *op) { return (float *)opt_out(op, 4, true); }
 };
 
 /* SGD (torch.optim.SGD, foreach=False); state buf when momentum != 0:
@@ -109,6 +143,12 @@ template <typename C> struct opt_adam {
 template <typename C> struct opt_sgd {
     C neg_lr, momentum, one_damp, wd;
     bool has_buf, nesterov, first, maximize;
+    const C *lr; /* device lr, or NULL */
+    __device__ opt_sgd at(const float *) const {
+        opt_sgd k = *this;
+        if (lr) k.neg_lr = (C)(-(double)*lr);
+        return k;
+    }
     __device__ void operator()(C &p, C g, C &buf, C &, C &) const {
         if (maximize) g = -g;
         if (wd != 0) g += wd * p;
@@ -120,8 +160,9 @@ template <typename C> struct opt_sgd {
     }
     static opt_sgd make(const td_op *op) {
         const td_op_params *q = &op->p;
-        return {(C)-q->sgd.lr,        (C)q->sgd.momentum, (C)(1 - q->sgd.dampening), (C)q->sgd.weight_decay,
-                q->sgd.momentum != 0, q->sgd.nesterov,    q->sgd.first_step,         q->sgd.maximize};
+        return {(C)-q->sgd.lr,          (C)q->sgd.momentum,   (C)(1 - q->sgd.dampening),
+                (C)q->sgd.weight_decay, q->sgd.momentum != 0, q->sgd.nesterov,
+                q->sgd.first_step,      q->sgd.maximize,      (const C *)opt_lr(op)};
     }
     static bool same(const td_op_params *a, const td_op_params *b) {
         return a->sgd.lr == b->sgd.lr && a->sgd.momentum == b->sgd.momentum && a->sgd.dampening == b->sgd.dampening &&
@@ -135,6 +176,7 @@ template <typename C> struct opt_sgd {
         s[0] = cu_data(&op->in[0]), s[1] = opt_out(op, 0, true), s[2] = opt_out(op, 1, op->p.sgd.momentum != 0);
         s[3] = s[4] = NULL;
     }
+    static float *step(const td_op *) { return NULL; }
 };
 
 /* RMSprop (torch.optim.RMSprop, foreach=False); states sq, buf (momentum > 0), gavg (centered):
@@ -147,6 +189,12 @@ template <typename C> struct opt_sgd {
 template <typename C> struct opt_rmsprop {
     C neg_lr, alpha, one_alpha, eps, wd, momentum;
     bool has_buf, centered, maximize;
+    const C *lr; /* device lr, or NULL */
+    __device__ opt_rmsprop at(const float *) const {
+        opt_rmsprop k = *this;
+        if (lr) k.neg_lr = (C)(-(double)*lr);
+        return k;
+    }
     __device__ void operator()(C &p, C g, C &sq, C &buf, C &gavg) const {
         if (maximize) g = -g;
         if (wd != 0) g += wd * p;
@@ -176,7 +224,8 @@ template <typename C> struct opt_rmsprop {
                 (C)q->rmsprop.momentum,
                 q->rmsprop.momentum > 0,
                 q->rmsprop.centered,
-                q->rmsprop.maximize};
+                q->rmsprop.maximize,
+                (const C *)opt_lr(op)};
     }
     static bool same(const td_op_params *a, const td_op_params *b) {
         return a->rmsprop.lr == b->rmsprop.lr && a->rmsprop.alpha == b->rmsprop.alpha &&
@@ -192,6 +241,7 @@ template <typename C> struct opt_rmsprop {
         s[0] = cu_data(&op->in[0]), s[1] = opt_out(op, 0, true), s[2] = opt_out(op, 1, true);
         s[3] = opt_out(op, 2, op->p.rmsprop.momentum > 0), s[4] = opt_out(op, 3, op->p.rmsprop.centered);
     }
+    static float *step(const td_op *) { return NULL; }
 };
 
 /* AMP_UNSCALE (the GradScaler's unscale; out = (grad, found_inf f32 [1]), in
@@ -202,6 +252,7 @@ template <typename C> struct opt_rmsprop {
 template <typename C> struct opt_unscale {
     C inv_scale;
     float *found;
+    __device__ opt_unscale at(const float *) const { return *this; }
     __device__ void operator()(C &g, C, C &, C &, C &) const {
         if (!isfinite(g)) *found = 1.0f;
         g = g * inv_scale;
@@ -213,6 +264,7 @@ template <typename C> struct opt_unscale {
         s[1] = opt_out(op, 0, true);
         s[0] = s[2] = s[3] = s[4] = NULL;
     }
+    static float *step(const td_op *) { return NULL; }
 };
 
 static_assert(sizeof(opt_table) + sizeof(opt_adam<double>) <= 4096,
@@ -257,7 +309,7 @@ template <typename T, class F> __device__ __forceinline__ void opt_vec(const F &
 /* tab: up to OPT_MAX_TENSORS tensors [n_i] of T; block b updates elements
 ** [c * chunk, (c + 1) * chunk) of tensor i, first[i] <= b < first[i+1], c = b - first[i] */
 template <typename T, class F>
-__global__ void __launch_bounds__(256) optim_kernel(const __grid_constant__ opt_table tab, const F f) {
+__global__ void __launch_bounds__(256) optim_kernel(const __grid_constant__ opt_table tab, const F f0) {
     int b = blockIdx.x, lo = 0, hi = tab.count - 1;
     while (lo < hi) { /* the last tensor whose first block is <= b */
         int mid = (lo + hi + 1) / 2;
@@ -266,6 +318,7 @@ __global__ void __launch_bounds__(256) optim_kernel(const __grid_constant__ opt_
         else
             hi = mid - 1;
     }
+    const F f = f0.at(tab.step[lo]);
     T *ptr[OPT_SLOTS];
     uintptr_t align = 0;
 #pragma unroll
@@ -281,6 +334,13 @@ __global__ void __launch_bounds__(256) optim_kernel(const __grid_constant__ opt_
     for (int64_t j = j0 + threadIdx.x; j < end; j += blockDim.x) opt_elem<T>(f, ptr, j);
 }
 
+/* step[i] = t (the count read by optim_kernel, + 1) for each tensor i of tab
+** that has a device step; one block, launched after optim_kernel */
+__global__ void optim_step_kernel(const __grid_constant__ opt_table tab) {
+    for (int i = threadIdx.x; i < tab.count; i += blockDim.x)
+        if (tab.step[i]) *tab.step[i] += 1.0f;
+}
+
 /* ---- host ---- */
 
 /* Launch f over the non-empty ops of dtype dt, OPT_MAX_TENSORS per table. */
@@ -291,12 +351,15 @@ static td_status opt_launch(cu_dev *d, int n, const td_op *ops, td_dtype dt, con
         opt_table tab;
         memset(&tab, 0, sizeof tab);
         int64_t total = 0;
+        bool steps = false;
         for (; i < n && tab.count < OPT_MAX_TENSORS; i++) {
             int64_t numel = td_operand_numel(&ops[i].out[0]);
             if (ops[i].out[0].dtype != dt || numel == 0) continue;
             void *s[OPT_SLOTS];
             F<float>::slots(&ops[i], s);
             for (int k = 0; k < OPT_SLOTS; k++) tab.ptr[k][tab.count] = s[k];
+            tab.step[tab.count] = F<float>::step(&ops[i]);
+            steps = steps || tab.step[tab.count];
             tab.n[tab.count++] = numel;
             total += numel;
         }
@@ -315,13 +378,18 @@ static td_status opt_launch(cu_dev *d, int n, const td_op *ops, td_dtype dt, con
         tab.first[tab.count] = (int)blocks;
         optim_kernel<T><<<(unsigned)blocks, 256, 0, d->stream>>>(tab, f);
         td_status st = CU_LAUNCHED(name);
+        if (st == TD_OK && steps) {
+            optim_step_kernel<<<1, OPT_MAX_TENSORS, 0, d->stream>>>(tab);
+            st = CU_LAUNCHED(name);
+        }
         if (st != TD_OK) return st;
     }
     return TD_OK;
 }
 
 /* Check every op (kind, operands, the hyper-parameters of ops[0]) before
-** launching anything, then run each dtype present. */
+** launching anything, then run each run of ops with one device lr (or none),
+** each dtype present. */
 template <template <typename> class F>
 static td_status opt_run(cu_dev *d, int n, const td_op *ops, td_op_kind kind, const char *name) {
     if (n < 0 || (n > 0 && !ops))
@@ -338,10 +406,13 @@ static td_status opt_run(cu_dev *d, int n, const td_op *ops, td_op_kind kind, co
             return td_error_set(TD_ERR_MISUSE, "cuda %s: op %d has other hyper-parameters than op 0", name, i);
     }
     const td_dtype dts[4] = {TD_F32, TD_F64, TD_F16, TD_BF16};
-    for (int k = 0; k < 4; k++) {
-        td_status st = TD_OK;
-        CU_SWITCH_FLOAT(dts[k], st = (opt_launch<T, F>(d, n, ops, dts[k], name)));
-        if (st != TD_OK) return st;
+    for (int a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && opt_lr(&ops[b]) == opt_lr(&ops[a]);) b++;
+        for (int k = 0; k < 4; k++) {
+            td_status st = TD_OK;
+            CU_SWITCH_FLOAT(dts[k], st = (opt_launch<T, F>(d, b - a, ops + a, dts[k], name)));
+            if (st != TD_OK) return st;
+        }
     }
     return TD_OK;
 }

@@ -99,6 +99,7 @@ static const td_backend_i vk_iface = {
     .graph_free = vk_graph_free,
     .kernel_compile = vk_kernel_compile,
     .kernel_launch = vk_kernel_launch,
+    .kernel_check_block = vk_kernel_check_block,
     .kernel_free = vk_kernel_free,
 };
 

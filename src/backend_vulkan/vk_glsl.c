@@ -38,6 +38,8 @@ struct td_kernel {
     VkPipeline pipe;  /* with the shader's own local size */
     VkPipeline sized; /* with local_size_x_id 0 = sized_x, built on the first launch that names a block */
     uint32_t sized_x;
+    uint32_t local[3]; /* the shader's literal local size */
+    bool sizable;      /* local_size_x_id: the launch's block sets the size */
     int n_bindings;
     uint32_t *words; /* its SPIR-V (a copy: the cache may drop its entry) */
     size_t size;
@@ -85,9 +87,40 @@ static void put_log(char *log, size_t log_size, const char *a, const char *b) {
     snprintf(log, log_size, "%s%s%s", a ? a : "", a && *a && b && *b ? "\n" : "", b ? b : "");
 }
 
-/* Compile source to SPIR-V; on failure TD_ERR_COMPILE with glslang's messages in log. */
-static td_status compile(const char *source, const char *entry, const char *defines, uint32_t **words, size_t *size,
-                         char *log, size_t log_size) {
+/* glslang's log as one line: "<name>:<line>: <first error>" and how many others there are. Its error lines read
+** "ERROR: <string>:<line>: <what>"; "compilation terminated" and the closing count are not errors of their own. */
+static td_status compile_error(const char *name, const char *info) {
+    const char *first = NULL;
+    int others = -1;
+    for (const char *p = info ? strstr(info, "ERROR: ") : NULL; p; p = strstr(p + 7, "ERROR: ")) {
+        unsigned string, line;
+        int skip = 0;
+        if (sscanf(p + 7, "%u:%u: %n", &string, &line, &skip) != 2 || !skip) continue;
+        if (!strncmp(p + 7 + skip, "'' : compilation terminated", 27)) continue;
+        if (!first) first = p;
+        others++;
+    }
+    if (!first) {
+        size_t len = info ? strcspn(info, "\n") : 0;
+        return td_error_set(TD_ERR_COMPILE, "%s: compile failed%s%.*s", name, len ? ": " : "", (int)len,
+                            info ? info : "");
+    }
+    unsigned string, line;
+    int skip = 0;
+    sscanf(first + 7, "%u:%u: %n", &string, &line, &skip);
+    const char *what = first + 7 + skip;
+    size_t len = strcspn(what, "\n");
+    while (len && what[len - 1] == ' ') len--;
+    char more[96] = "";
+    if (others > 0)
+        snprintf(more, sizeof more, " (and %d more error%s: TRIDENT_KERNEL_LOG=1 shows them)", others,
+                 others == 1 ? "" : "s");
+    return td_error_set(TD_ERR_COMPILE, "%s:%u: %.*s%s", name, line, (int)len, what, more);
+}
+
+/* Compile source to SPIR-V; on failure TD_ERR_COMPILE (compile_error) with glslang's messages in log. */
+static td_status compile(const char *source, const char *entry, const char *defines, const char *name, uint32_t **words,
+                         size_t *size, char *log, size_t log_size) {
     pthread_once(&glslang_once, glslang_start);
     char preamble[4096] = "";
     int at = snprintf(preamble, sizeof preamble, "%s", defines);
@@ -114,13 +147,13 @@ static td_status compile(const char *source, const char *entry, const char *defi
     glslang_program_t *prog = NULL;
     if (!glslang_shader_preprocess(sh, &in) || !glslang_shader_parse(sh, &in)) {
         put_log(log, log_size, glslang_shader_get_info_log(sh), glslang_shader_get_info_debug_log(sh));
-        st = td_error_set(TD_ERR_COMPILE, "glsl: compile failed: %s", glslang_shader_get_info_log(sh));
+        st = compile_error(name, glslang_shader_get_info_log(sh));
     } else {
         prog = glslang_program_create();
         glslang_program_add_shader(prog, sh);
         if (!glslang_program_link(prog, in.messages)) {
             put_log(log, log_size, glslang_program_get_info_log(prog), glslang_program_get_info_debug_log(prog));
-            st = td_error_set(TD_ERR_COMPILE, "glsl: link failed: %s", glslang_program_get_info_log(prog));
+            st = compile_error(name, glslang_program_get_info_log(prog));
         } else {
             glslang_program_SPIRV_generate(prog, GLSLANG_STAGE_COMPUTE);
             size_t n = glslang_program_SPIRV_get_size(prog);
@@ -137,6 +170,23 @@ static td_status compile(const char *source, const char *entry, const char *defi
     if (prog) glslang_program_delete(prog);
     glslang_shader_delete(sh);
     return st;
+}
+
+/* The shader's literal local size (OpExecutionMode = 16, LocalSize = 17) and whether x is the specialization
+** constant 0 that sizes it at launch: the WorkgroupSize built-in (OpDecorate = 71, BuiltIn = 11, WorkgroupSize =
+** 25) made of spec constants, one with SpecId (1) 0, as layout(local_size_x_id = 0) compiles. */
+static void read_local_size(const uint32_t *w, size_t n_words, uint32_t local[3], bool *sizable) {
+    bool builtin = false, spec0 = false;
+    local[0] = local[1] = local[2] = 1;
+    for (size_t i = 5; i < n_words;) {
+        uint32_t len = w[i] >> 16, opcode = w[i] & 0xFFFF;
+        if (len == 0 || len > n_words - i) break;
+        if (opcode == 16 && len >= 6 && w[i + 2] == 17) memcpy(local, w + i + 3, 3 * sizeof *local);
+        if (opcode == 71 && len >= 4 && w[i + 2] == 11 && w[i + 3] == 25) builtin = true;
+        if (opcode == 71 && len >= 4 && w[i + 2] == 1 && w[i + 3] == 0) spec0 = true;
+        i += len;
+    }
+    *sizable = builtin && spec0;
 }
 
 /* Number of storage bindings: 1 + the highest Binding decoration (OpDecorate = 71, Binding = 33).
@@ -217,13 +267,15 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
         k->words = data; /* the kernel's own copy: the cache may drop its entry */
     } else {
         pthread_mutex_lock(&compile_lock);
-        st = compile(source, entry, defines, &k->words, &k->size, log, log_size);
+        st = compile(source, entry, defines, opts && opts->name ? opts->name : "glsl", &k->words, &k->size, log,
+                     log_size);
         pthread_mutex_unlock(&compile_lock);
         if (st == TD_OK && cache) td_kernel_cache_put(cache, key, k->words, k->size); /* failed: compiled again later */
     }
     if (st == TD_OK) {
         k->d = d;
         k->n_bindings = count_bindings(k->words, k->size / 4);
+        read_local_size(k->words, k->size / 4, k->local, &k->sizable);
         if (k->n_bindings > VK_MAX_BINDINGS)
             st = td_error_set(TD_ERR_UNSUPPORTED, "glsl: the kernel declares %d bindings; at most %d are supported",
                               k->n_bindings, VK_MAX_BINDINGS);
@@ -242,10 +294,8 @@ td_status vk_kernel_compile(int dev, int lang, const char *source, const char *e
     return TD_OK;
 }
 
-/* The pipeline for a launch's block: the shader's local size for {0,0,0}, else
-** local_size_x_id 0 specialized to block[0] (1-D blocks only). */
-static td_status pipeline_for(td_kernel *k, const uint32_t block[3], VkPipeline *out) {
-    if (!block || (!block[0] && !block[1] && !block[2])) return *out = k->pipe, TD_OK;
+td_status vk_kernel_check_block(const td_kernel *k, const uint32_t block[3]) {
+    if (!block || (!block[0] && !block[1] && !block[2])) return TD_OK;
     if (!block[0] || block[1] > 1 || block[2] > 1)
         return td_error_set(TD_ERR_MISUSE,
                             "glsl kernel: block {%u,%u,%u}: GLSL kernels take a 1-D block, sized "
@@ -254,10 +304,24 @@ static td_status pipeline_for(td_kernel *k, const uint32_t block[3], VkPipeline 
     if (block[0] > k->d->caps.max_wg_invocations)
         return td_error_set(TD_ERR_MISUSE, "glsl kernel: block of %u invocations exceeds the device's %u", block[0],
                             k->d->caps.max_wg_invocations);
+    if (!k->sizable && (k->local[0] != block[0] || k->local[1] != 1 || k->local[2] != 1))
+        return td_error_set(TD_ERR_MISUSE,
+                            "glsl kernel: the shader fixes its local size to {%u,%u,%u} but is launched with a block "
+                            "of %u; write layout(local_size_x = TD_BLOCK) (custom ops) or layout(local_size_x_id = 0)",
+                            k->local[0], k->local[1], k->local[2], block[0]);
+    return TD_OK;
+}
+
+/* The pipeline for a launch's block (checked): the shader's local size for {0,0,0}, else local_size_x_id 0
+** specialized to block[0]. */
+static td_status pipeline_for(td_kernel *k, const uint32_t block[3], VkPipeline *out) {
+    td_status st = vk_kernel_check_block(k, block);
+    if (st != TD_OK) return st;
+    if (!block || (!block[0] && !block[1] && !block[2]) || !k->sizable) return *out = k->pipe, TD_OK;
     if (!k->sized || k->sized_x != block[0]) {
         VkShaderModule mod;
         VkPipeline pipe;
-        td_status st = vk_pipeline_from_spirv(k->d, k->words, k->size, "main", block[0], &mod, &pipe);
+        st = vk_pipeline_from_spirv(k->d, k->words, k->size, "main", block[0], &mod, &pipe);
         if (st != TD_OK) return st;
         vkDestroyShaderModule(k->d->dev, mod, NULL);
         if (k->sized) {

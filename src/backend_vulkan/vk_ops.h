@@ -51,6 +51,7 @@ void vk_graph_free(td_graph *g);
 /* vk_glsl.c: user kernels */
 td_status vk_kernel_compile(int dev, int lang, const char *source, const char *entry, const td_kernel_options *opts,
                             td_kernel **out, char *log, size_t log_size);
+td_status vk_kernel_check_block(const td_kernel *k, const uint32_t block[3]);
 td_status vk_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
                            int n_views, const td_operand *views, const void *push, size_t push_size);
 void vk_kernel_free(td_kernel *k);

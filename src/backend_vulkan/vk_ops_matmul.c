@@ -1,5 +1,6 @@
 /*
-** MATMUL (shaders/matmul.comp) and LINEAR_GELU (a MATMUL, then shaders/bias_gelu.comp; see its section): a [..., M, K]
+** MATMUL (shaders/matmul.comp), LINEAR_GELU (a MATMUL, then shaders/bias_gelu.comp; see its section) and
+** LINEAR_WGRAD (a MATMUL and a SUM, at the end): a [..., M, K]
 *@ b [..., K, N] -> out [..., M, N].
 ** a and b have any strides (row- or column-major matrices, stride-0 batch dims
 ** for broadcast, fewer batch dims than out aligned from the right); out is
@@ -300,4 +301,22 @@ td_status vk_op_LINEAR_GELU(vk_dev *d, const td_op *op) {
     uint32_t spec[1] = {WG};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_bias_gelu_f32, op->in[0].dtype), spec, 1, 3, b, &pc, sizeof pc,
                        vk_groups(n, WG), 1, 1);
+}
+
+/* LINEAR_WGRAD: in = (dy [M, N], x [M, K]), out = (dw [N, K], db? [N]):
+**   dw = dy^T x  (MATMUL's shader, dy read transposed in place)
+**   db = sum over m of dy  (SUM's shader over dim 0) */
+td_status vk_op_LINEAR_WGRAD(vk_dev *d, const td_op *op) {
+    const td_operand *dy = &op->in[0], *x = &op->in[1];
+    int64_t M = dy->shape[0], N = dy->shape[1];
+    td_operand mm_in[2] = {*dy, *x};
+    mm_in[0].shape[0] = N, mm_in[0].shape[1] = M; /* dy^T [N, M]: column-major */
+    mm_in[0].strides[0] = 1, mm_in[0].strides[1] = N;
+    td_op mm = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = mm_in, .out = &op->out[0], .flags = op->flags};
+    td_status st = td_operand_numel(&op->out[0]) ? vk_op_MATMUL(d, &mm) : TD_OK;
+    if (st != TD_OK || !op->out[1].buf) return st;
+    td_operand sum = op->out[1];
+    sum.ndim = 2, sum.shape[0] = 1, sum.shape[1] = N, sum.strides[0] = N, sum.strides[1] = 1;
+    td_op red = {.kind = TD_OP_SUM, .n_in = 1, .n_out = 1, .in = dy, .out = &sum, .p.reduce.dims = 1};
+    return vk_op_SUM(d, &red);
 }

@@ -1,8 +1,12 @@
 /*
-** ADAM_STEP, SGD_STEP, RMSPROP_STEP (shaders/optim.comp): in = (grad),
-** out = (param, state...) updated in place; every operand contiguous [n] of
-** one float dtype; absent optional state has buf == NULL. Constants are
-** computed in double and rounded once to the compute type, as the CPU does.
+** ADAM_STEP, SGD_STEP, RMSPROP_STEP (shaders/optim.comp): in = (grad, lr?),
+** out = (param, state..., Adam's step?) updated in place; every operand
+** contiguous [n] of one float dtype; absent optional state has buf == NULL.
+** Constants are computed in double and rounded once to the compute type, as
+** the CPU does; with a device lr (0-d, f64 for f64 else f32) or step (0-d
+** f32, the steps done) the shader computes the ones that depend on them (t =
+** step + 1), and a second one-invocation dispatch then stores step = t (the
+** barrier between them orders it after every read).
 ** Also the GradScaler's AMP_UNSCALE (its section at the end).
 */
 #include <math.h>
@@ -15,10 +19,13 @@
 /* GLSL: shaders/optim.comp, block PC. */
 typedef struct vk_pc_optim {
     uint32_t n, flags;
-    uint32_t off[5];
+    uint32_t off[7];
+    uint32_t t; /* Adam's step with a device lr but no device step */
     uint32_t k[18];
 } vk_pc_optim;
-static_assert(sizeof(vk_pc_optim) == 100, "vk_pc_optim must match shaders/optim.comp");
+static_assert(sizeof(vk_pc_optim) == 112, "vk_pc_optim must match shaders/optim.comp");
+
+enum { LR_FLAG = 1u << 4, STEP_FLAG = 1u << 5 }; /* flags: lr / step bound (bindings 5, 6) */
 
 static void put_k(vk_pc_optim *pc, td_dtype dt, int i, double v) {
     if (dt == TD_F64) {
@@ -31,30 +38,48 @@ static void put_k(vk_pc_optim *pc, td_dtype dt, int i, double v) {
     }
 }
 
-/* every operand present has grad's length */
+/* the device lr (in[1]) and step (out[4]), or NULL when absent */
+static const td_operand *optim_lr(const td_op *op) { return op->n_in > 1 && op->in[1].buf ? &op->in[1] : NULL; }
+static const td_operand *optim_step(const td_op *op) { return op->n_out > 4 && op->out[4].buf ? &op->out[4] : NULL; }
+
+/* every state operand present has grad's length; lr and step one element */
 static bool optim_ok(const td_op *op) {
-    for (int i = 0; i < op->n_out; i++)
+    if ((optim_lr(op) && td_operand_numel(optim_lr(op)) != 1) ||
+        (optim_step(op) && td_operand_numel(optim_step(op)) != 1))
+        return false;
+    for (int i = 0; i < op->n_out && i < 4; i++)
         if (op->out[i].buf && td_operand_numel(&op->out[i]) != td_operand_numel(&op->in[0])) return false;
     return true;
 }
 
-/* present[k]: whether out[k] takes part (else its binding is the dummy) */
+/* Binding k to v (written when write), or to the dummy when v is NULL. */
+static td_status bind_or_dummy(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *off) {
+    if (v) return vk_bind_view(d, v, write, b, off);
+    *b = vk_bind_buffer(d->dummy, true);
+    *off = 0;
+    return TD_OK;
+}
+
+/* present[k]: whether out[k] takes part (else its binding is the dummy);
+** the lr and step are bound when the op has them (flags LR_FLAG, STEP_FLAG),
+** and a step is advanced by a second dispatch (code 3) */
 static td_status optim(vk_dev *d, const td_op *op, uint32_t code, vk_pc_optim *pc, const bool *present) {
-    vk_bind b[5];
+    vk_bind b[7];
     pc->n = (uint32_t)td_operand_numel(&op->in[0]);
+    const td_operand *lr = optim_lr(op), *step = code == 0 ? optim_step(op) : NULL;
+    pc->flags |= (lr ? LR_FLAG : 0) | (step ? STEP_FLAG : 0);
     td_status st = vk_bind_view(d, &op->in[0], false, &b[0], &pc->off[0]);
-    for (int k = 0; k < 4 && st == TD_OK; k++) {
-        if (k < op->n_out && present[k]) {
-            st = vk_bind_view(d, &op->out[k], true, &b[k + 1], &pc->off[k + 1]);
-        } else {
-            b[k + 1] = vk_bind_buffer(d->dummy, true);
-            pc->off[k + 1] = 0;
-        }
-    }
+    for (int k = 0; k < 4 && st == TD_OK; k++)
+        st = bind_or_dummy(d, k < op->n_out && present[k] ? &op->out[k] : NULL, true, &b[k + 1], &pc->off[k + 1]);
+    if (st == TD_OK) st = bind_or_dummy(d, lr, false, &b[5], &pc->off[5]);
+    if (st == TD_OK) st = bind_or_dummy(d, step, true, &b[6], &pc->off[6]);
     if (st != TD_OK) return st;
     uint32_t spec[2] = {WG, code};
-    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_optim_f32, op->in[0].dtype), spec, 2, 5, b, pc, sizeof *pc,
-                       vk_groups(pc->n, WG), 1, 1);
+    int shader = VK_DT_SHADER(VK_SHADER_optim_f32, op->in[0].dtype);
+    st = vk_dispatch(d, shader, spec, 2, 7, b, pc, sizeof *pc, vk_groups(pc->n, WG), 1, 1);
+    if (st != TD_OK || !step) return st;
+    spec[1] = 3;
+    return vk_dispatch(d, shader, spec, 2, 7, b, pc, sizeof *pc, 1, 1, 1);
 }
 
 bool vk_supports_ADAM_STEP(vk_dev *d, const td_op *op) {
@@ -68,6 +93,10 @@ td_status vk_op_ADAM_STEP(vk_dev *d, const td_op *op) {
     vk_pc_optim pc = {0};
     double k[9] = {
         b1, 1 - b1, b2, 1 - b2, wd, 1 - lr * wd, -lr / (1 - pow(b1, t)), sqrt(1 - pow(b2, t)), op->p.adam.eps};
+    if (optim_lr(op) || optim_step(op)) { /* the shader computes k[5..7] from these */
+        k[5] = lr, k[6] = log(b1), k[7] = log(b2);
+        pc.t = (uint32_t)op->p.adam.step;
+    }
     for (int i = 0; i < 9; i++) put_k(&pc, dt, i, k[i]);
     pc.flags = (wd != 0 && !op->p.adam.decoupled) | op->p.adam.decoupled << 1 | op->p.adam.amsgrad << 2 |
                op->p.adam.maximize << 3;

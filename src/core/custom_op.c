@@ -179,10 +179,14 @@ static td_status kernel_for(td_custom_op *op, const td_custom_impl *im, td_devic
     int n = 2;
     if (dt == TD_F64) defs[n++] = "TD_F64";
     for (int i = 0; i < im->n_defines; i++) defs[n++] = im->defines[i];
-    td_kernel_options opts = {.defines = defs, .n_defines = n};
     int lang = dev.type == TD_DEVICE_CUDA ? TD_KERNEL_CUDA : TD_KERNEL_GLSL;
+    char name[64]; /* compile errors read "<op>.comp:12: ..." */
+    snprintf(name, sizeof name, "%s%s", op->def.name, lang == TD_KERNEL_CUDA ? ".cu" : ".comp");
+    td_kernel_options opts = {.defines = defs, .n_defines = n, .name = name};
     td_user_kernel *k = NULL;
     td_status st = td_kernel_compile(dev, lang, im->source, im->entry, &opts, &k, NULL, 0);
+    uint32_t threads[3] = {im->block ? im->block : 256, 1, 1};
+    if (st == TD_OK && (st = td_kernel_check_block(k, threads)) != TD_OK) td_kernel_free(k), k = NULL;
     custom_kernel *grown = st == TD_OK ? realloc(op->kernels, (size_t)(op->n_kernels + 1) * sizeof *grown) : NULL;
     if (st == TD_OK && !grown) {
         td_kernel_free(k);

@@ -14,6 +14,9 @@ td__record_fn td__record_hook;
 void (*td__release_hook)(td_tensor *t);
 void (*td__view_hook)(td_tensor *base, td_tensor *view, const td__view_info *info);
 void (*td__split_hook)(td_tensor *base, int n, td_tensor *const *views, int dim);
+/* (set by src/io/onnx_trace.c while it traces a forward) sees every op that ran, differentiable or not */
+void (*td__trace_hook)(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                       const td_op_params *p);
 
 /* TD_OP_FACTS has TD_OP_LIST's ops in TD_OP_LIST's order */
 enum {
@@ -288,6 +291,7 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     if (st != TD_OK) return run_failed(st, kind, dev);
     for (int i = 0; i < n_out; i++)
         if (out[i]) atomic_fetch_add(&out[i]->storage->version, 1);
+    if (__builtin_expect(td__trace_hook != NULL, 0)) td__trace_hook(kind, n_in, in, n_out, out, p);
     if (td__record_hook && op_meta[kind].differentiable) return td__record_hook(kind, n_in, in, n_out, out, p);
     return TD_OK;
 }

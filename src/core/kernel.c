@@ -78,9 +78,17 @@ td_status td_kernel_compile(td_device dev, int lang, const char *source, const c
         free(expanded);
         return TD_ERR(TD_ERR_OOM, "td_kernel_compile: out of host memory");
     }
+    /* TRIDENT_KERNEL_LOG=1: the compiler's whole log on stderr, also where the caller takes none */
+    const char *env = getenv("TRIDENT_KERNEL_LOG");
+    bool print_log = env && *env && strcmp(env, "0") != 0;
+    char own_log[16384];
+    if (print_log && (!log || !log_size)) log = own_log, log_size = sizeof own_log;
     td_status st =
         be->iface->kernel_compile(dev.index, lang, expanded ? expanded : source, entry, opts, &uk->k, log, log_size);
     free(expanded);
+    if (print_log && log[0])
+        fprintf(stderr, "trident: the %s compiler's log for %s:\n%s\n", lang == TD_KERNEL_CUDA ? "CUDA" : "GLSL",
+                opts && opts->name ? opts->name : "a kernel", log);
     if (st != TD_OK) {
         free(uk);
         return st;
@@ -110,6 +118,11 @@ td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], const uint
     }
     static const uint32_t no_block[3] = {0, 0, 0};
     return k->be->iface->kernel_launch(k->k, grid, block ? block : no_block, shared_bytes, n, views, push, push_size);
+}
+
+td_status td_kernel_check_block(const td_user_kernel *k, const uint32_t block[3]) {
+    if (!k) return TD_ERR(TD_ERR_MISUSE, "td_kernel_check_block: k is NULL");
+    return k->be->iface->kernel_check_block ? k->be->iface->kernel_check_block(k->k, block) : TD_OK;
 }
 
 void td_kernel_free(td_user_kernel *k) {

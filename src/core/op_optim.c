@@ -73,8 +73,8 @@ td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_ten
     TRY(check_range(weight_decay, "weight_decay", 0, INFINITY, true, op));
     if (step < 1) return TD_ERR(TD_ERR_MISUSE, "%s: step = %lld, but steps count from 1", op, (long long)step);
     td_op_params p = {.adam = {lr, beta1, beta2, eps, weight_decay, step, decoupled_weight_decay, amsgrad, maximize}};
-    td_tensor *out[4] = {param, m, v, amsgrad ? vmax : NULL};
-    return td__dispatch(TD_OP_ADAM_STEP, 1, &grad, NULL, 4, out, &p);
+    td_tensor *in[2] = {grad, NULL}, *out[5] = {param, m, v, amsgrad ? vmax : NULL, NULL};
+    return td__dispatch(TD_OP_ADAM_STEP, 2, in, NULL, 5, out, &p);
 }
 
 td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum, double dampening,
@@ -90,8 +90,8 @@ td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, doubl
                       dampening);
     TRY(check_state(buf, "buf", momentum != 0, "momentum", param, op));
     td_op_params p = {.sgd = {lr, momentum, dampening, weight_decay, nesterov, first_step, maximize}};
-    td_tensor *out[2] = {param, momentum != 0 ? buf : NULL};
-    return td__dispatch(TD_OP_SGD_STEP, 1, &grad, NULL, 2, out, &p);
+    td_tensor *in[2] = {grad, NULL}, *out[2] = {param, momentum != 0 ? buf : NULL};
+    return td__dispatch(TD_OP_SGD_STEP, 2, in, NULL, 2, out, &p);
 }
 
 td_status td_rmsprop_update(td_tensor *param, td_tensor *grad, td_tensor *square_avg, td_tensor *buf,
@@ -108,6 +108,7 @@ td_status td_rmsprop_update(td_tensor *param, td_tensor *grad, td_tensor *square
     TRY(check_range(weight_decay, "weight_decay", 0, INFINITY, true, op));
     TRY(check_range(momentum, "momentum", 0, INFINITY, true, op));
     td_op_params p = {.rmsprop = {lr, alpha, eps, weight_decay, momentum, centered, maximize}};
-    td_tensor *out[4] = {param, square_avg, momentum > 0 ? buf : NULL, centered ? grad_avg : NULL};
-    return td__dispatch(TD_OP_RMSPROP_STEP, 1, &grad, NULL, 4, out, &p);
+    td_tensor *in[2] = {grad, NULL},
+              *out[4] = {param, square_avg, momentum > 0 ? buf : NULL, centered ? grad_avg : NULL};
+    return td__dispatch(TD_OP_RMSPROP_STEP, 2, in, NULL, 4, out, &p);
 }

@@ -20,6 +20,15 @@
 ** last bucket waits for the started all-reduces (the device's stream waits,
 ** not the host) and copies each slice that is not its .grad back into it.
 **
+** grad_dtype bf16: a float32 bucket is copied into a bf16 buffer of its own
+** at launch, that buffer is all-reduced, and finish copies it back: half the
+** bytes on the wire, two roundings (torch's bf16_compress_hook).
+**
+** shard_optimizer (ZeRO-1, zero.c): a launched bucket is reduced (AVG) to
+** the owners of its parts of the arena instead of all-reduced, so backward
+** ends with each rank's slice reduced (a reduce-scatter, bucket by bucket);
+** td_ddp_gather_parameters all-gathers the parameters after the step.
+**
 ** Hooks cannot be removed, so each carries (ddp id, parameter index) and
 ** finds its DDP in a table of live ones: after td_ddp_free they do nothing.
 */
@@ -36,6 +45,7 @@ typedef struct bucket {
     int ready;
     bool launched;
     td_tensor *flat; /* [numel] on the device, +1: a slice of the gradient arena, or a buffer of its own */
+    td_tensor *wire; /* grad_dtype bf16 of a float32 bucket: [numel] bf16 (+1), reduced in flat's place; else NULL */
 } bucket;
 
 struct td_ddp {
@@ -51,7 +61,9 @@ struct td_ddp {
     bucket *buckets;
     int n_buckets, next_launch, n_ready;
     int no_sync;
-    td_status error; /* the first error a hook met, reported by td_ddp_check */
+    td_dtype grad_dtype; /* TD_BF16: float32 buckets are reduced in bf16 */
+    td__zero *zero;      /* shard_optimizer: the ZeRO-1 state, else NULL */
+    td_status error;     /* the first error a hook met, reported by td_ddp_check */
     char error_msg[300];
 };
 
@@ -85,13 +97,21 @@ static td_status launch(td_ddp *d, bucket *b) {
         if (st) return td_error_prefix("DDP: parameter '%s'", d->names[i]), st;
     }
     b->launched = true;
-    return td__dist_all_reduce_start(b->flat, TD_DIST_AVG);
+    if (b->wire) {
+        td_status st = td_copy_(b->wire, b->flat);
+        if (st) return td_error_prefix("DDP: bf16 bucket"), st;
+    }
+    td_tensor *buf = b->wire ? b->wire : b->flat;
+    return d->zero ? td__zero_launch(d->zero, buf, b->flat) : td__dist_all_reduce_start(buf, TD_DIST_AVG);
 }
 
 /* Every bucket reduced: the grads take the averaged slices. */
 static td_status finish(td_ddp *d) {
     td_status st = td__dist_wait_started();
-    for (int i = 0; st == TD_OK && i < d->n; i++)
+    if (st == TD_OK && d->zero) td__zero_finish(d->zero);
+    for (int b = 0; st == TD_OK && b < d->n_buckets; b++)
+        if (d->buckets[b].wire) st = td_copy_(d->buckets[b].flat, d->buckets[b].wire);
+    for (int i = 0; !d->zero && st == TD_OK && i < d->n; i++)
         if (!in_slice(d, i, td_grad_of(d->params[i]))) st = td_copy_(td_grad_of(d->params[i]), slice_of(d, i));
     for (int b = 0; b < d->n_buckets; b++) d->buckets[b].ready = 0, d->buckets[b].launched = false;
     memset(d->ready, 0, sizeof *d->ready * (size_t)d->n);
@@ -305,6 +325,23 @@ td_status td_ddp_new(td_module *module, const td_ddp_opts *opts, td_ddp **out) {
     if (st == TD_OK) st = broadcast_state(d, o.broadcast_buffers);
     if (st == TD_OK) st = build_buckets(d, cap_mb);
     td_scope_end();
+    d->grad_dtype = o.grad_dtype;
+    if (st == TD_OK && o.grad_dtype != TD_F32 && o.grad_dtype != TD_BF16)
+        st = TD_ERR(TD_ERR_MISUSE, "ddp_new: grad_dtype %s is not float32 or bfloat16", td_dtype_name(o.grad_dtype));
+    if (st == TD_OK && o.shard_optimizer) st = td__zero_new(module, d->params, d->n, &d->zero);
+    for (int b = 0; st == TD_OK && d->zero && b < d->n_buckets; b++) { /* ZeRO reduces arena slices in place */
+        td_tensor *ga = NULL;
+        td_module_parameter_arena(module, td_tensor_dtype(d->buckets[b].flat), NULL, &ga);
+        if (!ga || d->buckets[b].flat->storage != ga->storage)
+            st = TD_ERR(TD_ERR_MISUSE, "ddp_new: shard_optimizer: bucket %d is not a slice of the gradient arena", b);
+    }
+    for (int b = 0; st == TD_OK && o.grad_dtype == TD_BF16 && b < d->n_buckets; b++) {
+        bucket *bk = &d->buckets[b];
+        if (td_tensor_dtype(bk->flat) != TD_F32) continue;
+        int64_t numel = td_numel(bk->flat);
+        bk->wire = td_keep(td_empty(1, &numel, TD_BF16, td_tensor_device(bk->flat)));
+        if (!bk->wire) st = td_last_status();
+    }
     for (int i = 0; st == TD_OK && i < d->n; i++)
         st = td_register_post_accumulate_hook(d->params[i], on_grad, (void *)(((uintptr_t)d->id << 24) | (uintptr_t)i));
     if (st != TD_OK) {
@@ -320,7 +357,8 @@ void td_ddp_free(td_ddp *d) {
     if (!d) return;
     for (int k = 0; k < MAX_DDPS; k++)
         if (live[k] == d) live[k] = NULL;
-    for (int b = 0; d->buckets && b < d->n_buckets; b++) td_release(d->buckets[b].flat);
+    for (int b = 0; d->buckets && b < d->n_buckets; b++) td_release(d->buckets[b].flat), td_release(d->buckets[b].wire);
+    td__zero_free(d->zero);
     for (int i = 0; d->names && i < d->n; i++) free(d->names[i]);
     free(d->buckets), free(d->params), free(d->names), free(d->order), free(d->bucket_of), free(d->offset);
     free(d->ready);
@@ -350,7 +388,7 @@ td_status td_ddp_check(td_ddp *d) {
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", shown > 1 ? ", " : "", d->names[i]);
     /* start over: the ranks are out of step now, which the next collective will show */
     for (int b = 0; b < d->n_buckets; b++) d->buckets[b].ready = 0, d->buckets[b].launched = false;
-    memset(d->ready, 0, sizeof *d->ready * (size_t)d->n);
+    for (int i = 0; i < d->n; i++) d->ready[i] = false;
     d->next_launch = d->n_ready = 0;
     return TD_ERR(TD_ERR_STATE,
                   "DDP: %d parameters got no gradient in the last backward (%s%s); every parameter that requires "
@@ -361,3 +399,33 @@ td_status td_ddp_check(td_ddp *d) {
 int td_ddp_num_buckets(const td_ddp *d) { return d ? d->n_buckets : -1; }
 
 int td_ddp_bucket_size(const td_ddp *d, int b) { return d && b >= 0 && b < d->n_buckets ? d->buckets[b].count : -1; }
+
+/* ---- ZeRO-1 (zero.c) ---------------------------------------------------------- */
+
+static td_status zero_of(const td_ddp *d, const char *api) {
+    if (!d) return TD_ERR(TD_ERR_MISUSE, "%s: d is NULL", api);
+    if (!d->zero) return TD_ERR(TD_ERR_MISUSE, "%s: the DDP was made without shard_optimizer", api);
+    return TD_OK;
+}
+
+td_status td_ddp_shard_optimizer(td_ddp *d, td_optimizer *opt) {
+    td_status st = zero_of(d, "ddp_shard_optimizer");
+    if (st) return st;
+    if (!opt) return TD_ERR(TD_ERR_MISUSE, "ddp_shard_optimizer: opt is NULL");
+    return td__zero_shard_optimizer(d->zero, opt);
+}
+
+td_status td_ddp_gather_parameters(td_ddp *d) {
+    td_status st = zero_of(d, "ddp_gather_parameters");
+    return st ? st : td__zero_gather(d->zero, d->params, d->n);
+}
+
+td_status td_ddp_optimizer_state_dict(td_ddp *d, td_optimizer *opt, td_named_tensors **out) {
+    if (out) *out = NULL;
+    td_status st = zero_of(d, "ddp_optimizer_state_dict");
+    if (st) return st;
+    if (!opt || !out) return TD_ERR(TD_ERR_MISUSE, "ddp_optimizer_state_dict: opt or out is NULL");
+    return td__zero_state_dict(d->zero, opt, out);
+}
+
+int64_t td_ddp_shard_numel(const td_ddp *d) { return d && d->zero ? td__zero_shard_len(d->zero) : -1; }

@@ -7,6 +7,9 @@
 ** directly, Vulkan memory through a host copy (td_to the CPU, then td_copy_
 ** back).
 **
+** tcp (TD_DIST_TCP, tcp.c): the same rendezvous, whose sockets then carry
+** the CPU collectives themselves (no watchdog: each call sees a lost peer).
+**
 ** Watchdog (nccl): a thread reads the rendezvous sockets. A peer's socket that
 ** closes without the goodbye byte means that process died: the watchdog
 ** records "rank K exited ...", aborts the transport (ncclCommAbort ends the
@@ -218,6 +221,24 @@ static td_status bind_device(const td_dist_opts *o, const launch_env *e) {
     return TD_OK;
 }
 
+/* Seconds the rendezvous (and tcp's collectives) wait: opts, TRIDENT_DIST_TIMEOUT, else 60. */
+static double timeout_of(const td_dist_opts *o) {
+    const char *t = getenv("TRIDENT_DIST_TIMEOUT");
+    return o->timeout_s > 0 ? o->timeout_s : t && atof(t) > 0 ? atof(t) : 60;
+}
+
+static td_status init_tcp(const td_dist_opts *o, const launch_env *e) {
+    if (g.dev.type == TD_DEVICE_CUDA)
+        return TD_ERR(TD_ERR_MISUSE, "dist_init: the tcp backend carries CPU (and Vulkan) tensors; CUDA uses nccl");
+    double timeout = timeout_of(o);
+    unsigned char id[TD_DIST_ID_BYTES] = {0};
+    td__rdzv z = {.addr = e->addr, .port = e->port, .rank = e->rank, .world = e->world, .timeout_s = timeout};
+    td_status st = td__rdzv_run(&z, id, g.fds);
+    if (st) return st;
+    g.tr = td__tcp_transport(g.fds, e->rank, e->world, timeout);
+    return TD_OK;
+}
+
 static td_status init_nccl(const td_dist_opts *o, const launch_env *e) {
     if (g.dev.type != TD_DEVICE_CUDA)
         return TD_ERR(TD_ERR_MISUSE,
@@ -227,10 +248,7 @@ static td_status init_nccl(const td_dist_opts *o, const launch_env *e) {
     char why[TD_DIST_WHY] = "";
     unsigned char id[TD_DIST_ID_BYTES] = {0};
     if (e->rank == 0 && g.tr->make_id(id, why)) return TD_ERR(TD_ERR_DEVICE, "dist_init: %s", why);
-    double timeout = o->timeout_s > 0 ? o->timeout_s : 0;
-    const char *t = getenv("TRIDENT_DIST_TIMEOUT");
-    if (timeout <= 0) timeout = t && atof(t) > 0 ? atof(t) : 60;
-    td__rdzv z = {.addr = e->addr, .port = e->port, .rank = e->rank, .world = e->world, .timeout_s = timeout};
+    td__rdzv z = {.addr = e->addr, .port = e->port, .rank = e->rank, .world = e->world, .timeout_s = timeout_of(o)};
     if ((st = td__rdzv_run(&z, id, g.fds))) return st;
     int rank = e->rank, world = e->world;
     if (g.tr->init(&rank, &world, g.dev.index, id, why)) return TD_ERR(TD_ERR_DEVICE, "dist_init: %s", why);
@@ -243,9 +261,11 @@ static td_status init_nccl(const td_dist_opts *o, const launch_env *e) {
 
 static td_status init_mpi(const launch_env *e) {
     if (!e->ompi)
-        return TD_ERR(TD_ERR_MISUSE,
-                      "dist_init: the mpi backend (CPU and Vulkan tensors) needs processes started by mpirun "
-                      "(mpirun -np N ..., or trident launch --backend mpi); this one has only torchrun's variables");
+        return TD_ERR(
+            TD_ERR_MISUSE,
+            "dist_init: the mpi backend (CPU and Vulkan tensors) needs processes started by mpirun "
+            "(mpirun -np N ..., or trident launch --backend mpi); this one has only torchrun's variables (without "
+            "mpirun: TRIDENT_DIST_BACKEND=tcp, as trident launch --backend tcp sets)");
     td_status st = load_transport("mpi");
     if (st) return st;
     char why[TD_DIST_WHY] = "";
@@ -289,8 +309,19 @@ td_status td_dist_init(const td_dist_opts *opts) {
     if (!g.fds) return TD_ERR(TD_ERR_OOM, "dist_init: out of host memory");
     for (int r = 0; r < e.world; r++) g.fds[r] = -1;
     if ((st = bind_device(&o, &e))) return reset(), st;
+    const char *b = getenv("TRIDENT_DIST_BACKEND");
+    if (!o.backend && b && *b) {
+        o.backend = !strcmp(b, "nccl")  ? TD_DIST_NCCL
+                    : !strcmp(b, "mpi") ? TD_DIST_MPI
+                    : !strcmp(b, "tcp") ? TD_DIST_TCP
+                                        : 0;
+        if (!o.backend)
+            return reset(),
+                   TD_ERR(TD_ERR_MISUSE, "dist_init: TRIDENT_DIST_BACKEND=%s is not nccl, mpi or tcp", TD_QUOTE(b));
+    }
     g.backend = o.backend ? o.backend : g.dev.type == TD_DEVICE_CUDA ? TD_DIST_NCCL : TD_DIST_MPI;
-    if (e.world > 1) st = g.backend == TD_DIST_NCCL ? init_nccl(&o, &e) : init_mpi(&e);
+    if (e.world > 1)
+        st = g.backend == TD_DIST_NCCL ? init_nccl(&o, &e) : g.backend == TD_DIST_TCP ? init_tcp(&o, &e) : init_mpi(&e);
     if (st) {
         td_status keep = td_last_status();
         char msg[512];
@@ -332,7 +363,7 @@ static td_status stage(td_tensor *t, const char *api, const char *arg, staged *s
     if (!td__check_arg(t, api, arg)) return td_last_status();
     char a[32], b[32];
     td_device d = td_tensor_device(t);
-    bool here = td_device_equal(d, g.dev) || (g.backend == TD_DIST_MPI && d.type == TD_DEVICE_CPU);
+    bool here = td_device_equal(d, g.dev) || (g.backend != TD_DIST_NCCL && d.type == TD_DEVICE_CPU);
     if (!here)
         return TD_ERR(TD_ERR_MISUSE, "%s: %s is on %s, but this rank's group is bound to %s", api, arg,
                       td_device_str(d, a, sizeof a), td_device_str(g.dev, b, sizeof b));
@@ -361,6 +392,7 @@ static td_status unstage(staged *s, td_status st) {
 
 static td_status transport_rc(int rc, const char *api, const char *why) {
     if (!rc) return TD_OK;
+    if (g.backend == TD_DIST_TCP) fail_group(why); /* tcp names the lost rank; every later call fails */
     if (atomic_load(&g.failed)) return TD_ERR(TD_ERR_STATE, "%s: the group failed: %s", api, g.failure);
     return TD_ERR(TD_ERR_DEVICE, "%s: %s", api, why);
 }
@@ -387,6 +419,17 @@ static td_status all_reduce(td_tensor *t, td_dist_op op, bool start, const char 
 }
 
 td_status td_dist_all_reduce(td_tensor *t, td_dist_op op) { return all_reduce(t, op, false, "dist_all_reduce"); }
+
+td_status td__dist_reduce_start(td_tensor *t, td_dist_op op, int root) {
+    const char *api = "ddp reduce";
+    td_status st = usable(api);
+    if (st || (st = check_op(t, op, api))) return st;
+    staged s;
+    if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
+    char why[TD_DIST_WHY] = "";
+    int rc = g.tr->reduce_start(s.ptr, (size_t)td_numel(t), td_tensor_dtype(t), op, root, s.stream, why);
+    return unstage(&s, transport_rc(rc, api, why));
+}
 td_status td__dist_all_reduce_start(td_tensor *t, td_dist_op op) { return all_reduce(t, op, true, "ddp all_reduce"); }
 
 /* A transport call that takes only the group's stream: barrier, else wait_started */

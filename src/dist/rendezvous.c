@@ -44,19 +44,19 @@ typedef struct reply {
     unsigned char payload[TD_DIST_ID_BYTES];
 } reply;
 
-static double now_s(void) {
+double td__now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int ms_left(double deadline) {
-    double left = deadline - now_s();
+    double left = deadline - td__now_s();
     return left <= 0 ? 0 : (int)(left * 1000) + 1;
 }
 
 /* Read or write exactly n bytes before the deadline; 0, or -1 (errno set, ETIMEDOUT on time). */
-static int io_full(int fd, void *buf, size_t n, bool writing, double deadline) {
+int td__io_full(int fd, void *buf, size_t n, bool writing, double deadline) {
     char *p = buf;
     while (n) {
         struct pollfd pf = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
@@ -81,7 +81,7 @@ static void send_reply(int fd, bool ok, const char *msg, const unsigned char *pa
     reply r = {.magic = RDZV_MAGIC, .ok = ok};
     snprintf(r.message, sizeof r.message, "%s", msg ? msg : "");
     if (payload) memcpy(r.payload, payload, TD_DIST_ID_BYTES);
-    io_full(fd, &r, sizeof r, true, deadline);
+    td__io_full(fd, &r, sizeof r, true, deadline);
 }
 
 static td_status rank0(const td__rdzv *z, const unsigned char *payload, int *fds) {
@@ -103,7 +103,7 @@ static td_status rank0(const td__rdzv *z, const unsigned char *payload, int *fds
         return TD_ERR(TD_ERR_IO, "%s: rank 0 cannot listen on port %d: %s (MASTER_PORT in use?)", where, z->port,
                       strerror(e));
     }
-    double deadline = now_s() + z->timeout_s;
+    double deadline = td__now_s() + z->timeout_s;
     int joined = 0;
     char problem[200] = "";
     for (int r = 1; r < z->world; r++) fds[r] = -1;
@@ -116,7 +116,7 @@ static td_status rank0(const td__rdzv *z, const unsigned char *payload, int *fds
         if (c < 0) continue;
         setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         hello h;
-        if (io_full(c, &h, sizeof h, false, now_s() + 5) != 0 || h.magic != RDZV_MAGIC) {
+        if (td__io_full(c, &h, sizeof h, false, td__now_s() + 5) != 0 || h.magic != RDZV_MAGIC) {
             close(c); /* not one of ours (a port scan, a stale client) */
             continue;
         }
@@ -131,7 +131,7 @@ static td_status rank0(const td__rdzv *z, const unsigned char *payload, int *fds
         else if (fds[h.rank] >= 0)
             snprintf(problem, sizeof problem, "two processes joined as rank %d (duplicate RANK)", h.rank);
         if (*problem) {
-            send_reply(c, false, problem, NULL, now_s() + 2);
+            send_reply(c, false, problem, NULL, td__now_s() + 2);
             close(c);
             break;
         }
@@ -147,7 +147,7 @@ static td_status rank0(const td__rdzv *z, const unsigned char *payload, int *fds
     }
     for (int r = 1; r < z->world; r++) {
         if (fds[r] < 0) continue;
-        send_reply(fds[r], !*problem, problem, payload, now_s() + 5);
+        send_reply(fds[r], !*problem, problem, payload, td__now_s() + 5);
         if (*problem) close(fds[r]), fds[r] = -1;
     }
     if (*problem) return TD_ERR(TD_ERR_MISUSE, "%s: %s", where, problem);
@@ -191,9 +191,9 @@ static td_status other_rank(const td__rdzv *z, unsigned char *payload, int *fd0)
     if (gr != 0)
         return TD_ERR(TD_ERR_IO, "%s: rank %d cannot resolve MASTER_ADDR %s: %s", where, z->rank, TD_QUOTE(z->addr),
                       gai_strerror(gr));
-    double deadline = now_s() + z->timeout_s;
+    double deadline = td__now_s() + z->timeout_s;
     int s = -1, err = 0;
-    while ((s = connect_once(ai, deadline)) < 0 && now_s() < deadline) {
+    while ((s = connect_once(ai, deadline)) < 0 && td__now_s() < deadline) {
         err = errno;
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -210,8 +210,8 @@ static td_status other_rank(const td__rdzv *z, unsigned char *payload, int *fd0)
     hello h = {.magic = RDZV_MAGIC, .version = RDZV_VERSION, .rank = z->rank, .world = z->world};
     reply r;
     /* rank 0 answers once every rank has joined: wait up to the whole timeout again */
-    if (io_full(s, &h, sizeof h, true, deadline) != 0 ||
-        io_full(s, &r, sizeof r, false, now_s() + z->timeout_s + 5) != 0 || r.magic != RDZV_MAGIC) {
+    if (td__io_full(s, &h, sizeof h, true, deadline) != 0 ||
+        td__io_full(s, &r, sizeof r, false, td__now_s() + z->timeout_s + 5) != 0 || r.magic != RDZV_MAGIC) {
         int e = errno;
         close(s);
         return TD_ERR(TD_ERR_IO, "%s: rank %d: rank 0 did not answer (%s)", where, z->rank, strerror(e));

@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#define TD_DIST_TRANSPORT_VERSION 1
+#define TD_DIST_TRANSPORT_VERSION 2
 #define TD_DIST_WHY               256
 #define TD_DIST_ID_BYTES          128 /* sizeof(ncclUniqueId) */
 
@@ -45,6 +45,10 @@ typedef struct td_dist_transport {
     ** makes `stream` wait for every one started. mpi: all_reduce, and nothing. */
     int (*all_reduce_start)(void *buf, size_t count, int dt, int op, void *stream, char *why);
     int (*wait_started)(void *stream, char *why);
+    /* (version 2) Reduce to root in place, started as all_reduce_start (and
+    ** waited for by wait_started): root's buf = op over ranks of buf; the
+    ** others' buf is unspecified afterwards. ZeRO-1's bucket-by-bucket reduction. */
+    int (*reduce_start)(void *buf, size_t count, int dt, int op, int root, void *stream, char *why);
     /* Stop every pending and future collective (called from a watchdog thread
     ** after a peer died). May be NULL. */
     void (*abort)(void);

@@ -125,6 +125,24 @@ static int all_reduce(void *buf, size_t count, int dt, int op, void *stream, cha
     return 0;
 }
 
+static int reduce(void *buf, size_t count, int dt, int op, int root, void *stream, char *why) {
+    (void)stream;
+    MPI_Datatype type;
+    MPI_Op mop;
+    if (mpi_types(dt, op, &type, &mop, why)) return 1;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (size_t at = 0; at < count; at += CHUNK) {
+        size_t n = count - at < CHUNK ? count - at : CHUNK;
+        char *p = (char *)buf + at * elem_size(dt);
+        int rc = MPI_Reduce(rank == root ? MPI_IN_PLACE : p, rank == root ? p : NULL, (int)n, type, mop, root,
+                            MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return fail(why, "MPI_Reduce", rc);
+    }
+    if (op == TD_DIST_T_AVG && rank == root) divide(buf, count, dt);
+    return 0;
+}
+
 static int broadcast(void *buf, size_t count, int dt, int root, void *stream, char *why) {
     (void)stream;
     size_t bytes = count * elem_size(dt);
@@ -193,6 +211,7 @@ static const td_dist_transport mpi_transport = {
     .barrier = barrier,
     .all_reduce_start = all_reduce,
     .wait_started = wait_started,
+    .reduce_start = reduce,
     .abort = NULL,
     .finalize = finalize,
 };

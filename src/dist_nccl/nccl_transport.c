@@ -117,6 +117,15 @@ static int all_reduce_start(void *buf, size_t count, int dt, int op, void *strea
     return all_reduce(buf, count, dt, op, side, why);
 }
 
+static int reduce_start(void *buf, size_t count, int dt, int op, int root, void *stream, char *why) {
+    nccl_kind k;
+    if (begin(dt, op, &k, why)) return 1;
+    CUDA_TRY(cudaEventRecord(before, (cudaStream_t)stream));
+    CUDA_TRY(cudaStreamWaitEvent(side, before, 0));
+    NCCL_TRY(ncclReduce(buf, buf, count, k.type, k.op, root, comm, side));
+    return 0;
+}
+
 static int wait_started(void *stream, char *why) {
     CUDA_TRY(cudaEventRecord(after, side));
     CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, after, 0));
@@ -183,6 +192,7 @@ static const td_dist_transport nccl_transport = {
     .barrier = barrier,
     .all_reduce_start = all_reduce_start,
     .wait_started = wait_started,
+    .reduce_start = reduce_start,
     .abort = abort_comm,
     .finalize = finalize,
 };

@@ -105,26 +105,35 @@ typedef struct td_math_node {
     bool keepdim;               /* REDUCE */
     int correction;             /* REDUCE VAR: torch's correction (default 1) */
     int64_t classes;            /* ONE_HOT */
+    int n_wdims;                /* REDUCE: dims as written (may be negative; 0 of them: all), turned into dims by */
+    int wdims[TD_MAX_DIMS];     /* td_math_graph_specialize; derived nodes give dims directly and n_wdims 0 */
     /* where the node was written: byte offset and length of its sub-expression in the source (errors point here) */
     int src_off, src_len;
     /* set by td_math_graph_specialize (and given for derived nodes: EXPAND, RESHAPE use ndim/shape as their target) */
     td_dtype dtype;
     int ndim;
     int64_t shape[TD_MAX_DIMS];
+    int prio; /* set by specialize: torch's promotion priority, 2 a tensor with dims, 1 a 0-d tensor, 0 a literal */
 } td_math_node;
 
-#define TD_MATH_MAX_INPUTS  32
-#define TD_MATH_MAX_OUTPUTS 8
+/* limits of a graph; derived (backward) graphs need the room: inputs, upstream grads and saved values in,
+** one gradient per input out. The language allows TD_MATH_MAX_NAMES bound names and 8 returned values. */
+#define TD_MATH_MAX_INPUTS  64
+#define TD_MATH_MAX_OUTPUTS 64
+#define TD_MATH_MAX_NAMES   32
 
 typedef struct td_math_graph {
     td_math_node *nodes; /* n_nodes of them, in topological order */
     int n_nodes, cap_nodes;
     int n_inputs;                          /* bound names, in order of first use */
     char *input_names[TD_MATH_MAX_INPUTS]; /* owned */
-    int n_outputs;                         /* the last statement, or `return a, b, ...` */
-    int outputs[TD_MATH_MAX_OUTPUTS];      /* node ids */
-    char *source;                          /* owned copy of the block's source (NULL for derived graphs) */
-    bool typed;                            /* every node has dtype and shape */
+    int input_src_off[TD_MATH_MAX_INPUTS]; /* where each input is first used (parsed graphs; errors point there) */
+    int input_src_len[TD_MATH_MAX_INPUTS];
+    uint64_t weak_inputs; /* bit i: input i is a bound number, weak in promotion (as torch's Python numbers) */
+    int n_outputs;        /* the last statement, or `return a, b, ...` */
+    int outputs[TD_MATH_MAX_OUTPUTS]; /* node ids */
+    char *source;                     /* owned copy of the block's source (NULL for derived graphs) */
+    bool typed;                       /* every node has dtype and shape */
 } td_math_graph;
 
 /* Construction (graph.c). td_math_add appends n, or returns the id of an
@@ -135,11 +144,17 @@ void td_math_graph_free(td_math_graph *g);
 int td_math_add(td_math_graph *g, const td_math_node *n);
 int td_math_input(td_math_graph *g, const char *name); /* the INPUT node of name, added on first use; -1 too many */
 
+/* Parse src (parse.c) into g (initialized here; freed by the caller even on
+** failure): the untyped graph, g->source a copy of src. Errors (TD_ERR_COMPILE
+** for syntax, an unknown function, a wrong argument count or a bad keyword;
+** TD_ERR_OOM) carry the caret message of td_math_error. */
+td_status td_math_parse(const char *src, td_math_graph *g);
+
 /* Types and shapes for inputs of the given dtypes and shapes (scalars bound as
 ** 0-d), as torch would compute them. On error returns TD_ERR_SHAPE or
-** TD_ERR_DTYPE with a message that names the sub-expression and points at it
-** in the source (line, column and a caret line), e.g.
-**   "math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`\n  y = x + b\n      ^~~~~". */
+** TD_ERR_DTYPE with a message that names the sub-expression and its line and
+** column (td_math_error), e.g.
+**   "math block line 2, column 5: shapes [4, 3] and [5] do not broadcast in `x + b`". */
 td_status td_math_graph_specialize(td_math_graph *g, const td_dtype *dtypes, const int *ndims,
                                    const int64_t (*shapes)[TD_MAX_DIMS]);
 
@@ -148,5 +163,27 @@ td_status td_math_graph_specialize(td_math_graph *g, const td_dtype *dtypes, con
 ** absent optional one); the inputs' values for INPUT nodes. Returns a new
 ** tensor, or NULL with the error set. */
 td_tensor *td_math_node_eval(const td_math_graph *g, int node, td_tensor *const *args);
+
+/* Evaluate the whole typed graph with the table ops (compose.c): inputs[i] is
+** the value of input i (borrowed); outputs[k] (OUT) receive new tensors in the
+** current scope, as ops return them. On failure every output is NULL and the
+** error is set. */
+td_status td_math_graph_eval(const td_math_graph *g, td_tensor *const *inputs, td_tensor **outputs);
+
+/* Set error s with a one-line message pointing at [src_off, src_len) of g's
+** source: "math block line L, column C: <fmt...>", with ", at `<the spot>`"
+** added when fmt quotes nothing; the line and a caret line under the spot go
+** to td_math_error_excerpt. Without a source (derived graphs) the message is
+** "math block (derived): <fmt...>". Returns s. */
+td_status td_math_error(const td_math_graph *g, int src_off, int src_len, td_status s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Type node n (not yet in g; its args typed) as specialize would and add it
+** (CSE against typed nodes): for building derived graphs. Returns its id, or
+** -1 with the error set. INPUT nodes must come typed. */
+int td_math_add_typed(td_math_graph *g, td_math_node *n);
+
+/* The dtype torch's result_type gives for args (node ids) of g, already typed. */
+td_dtype td_math_result_type(const td_math_graph *g, int n, const int *args);
 
 #endif

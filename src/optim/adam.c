@@ -5,8 +5,6 @@
 **   p -= lr / (1 - b1^t) * m / (sqrt(v or vmax) / sqrt(1 - b2^t) + eps)
 ** (g negated first when maximize).
 */
-#include <math.h>
-
 #include "optim_internal.h"
 
 static bool adam_uses_slot(const td_optim_options *o, int slot) { return slot < 2 || o->amsgrad; }
@@ -23,33 +21,20 @@ static td_status adam_check(const td_optim_options *o, const char *name) {
 static td_status adam_validate(const td_optim_options *o) { return adam_check(o, "Adam"); }
 static td_status adamw_validate(const td_optim_options *o) { return adam_check(o, "AdamW"); }
 
-/* capturable: the same update from public ops, with the step count t in a
-** device tensor that the step itself advances, so a captured step replays
-** with t + 1 each time (torch's capturable=True):
-**   t += 1;  bc1 = 1 - b1^t = 1 - exp(t ln b1);  bc2 = 1 - exp(t ln b2)
-**   p -= lr / bc1 * m / (sqrt(v or vmax) / sqrt(bc2) + eps)   (m, v as above) */
+/* capturable: the same fused op with the lr and the step count read from
+** device memory (ps->lr_t, the group's; ps->step_t, this parameter's steps
+** done, which the op advances), so a captured step replays with the lr set
+** since and t + 1 each time (torch's capturable=True); params' step is a
+** placeholder, equal for every parameter so that a batch takes them all. */
 static td_status capturable_update(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool decoupled) {
-    td_tensor *p = ps->param, *m = ps->slot[0], *v = ps->slot[1], *vmax = o->amsgrad ? ps->slot[2] : NULL;
-    td_device dev = td_tensor_device(p);
-    td_dtype dt = td_tensor_dtype(p);
     if (!ps->step_t) /* ps->step already counts this step */
-        ps->step_t = td_keep(td_full(0, NULL, (double)(ps->step - 1), TD_F64, dev));
-    td_status st = ps->step_t ? td_copy_(ps->step_t, td_add_scalar(ps->step_t, 1)) : td_last_status();
-    if (st != TD_OK) return st;
-    if (o->maximize) g = td_neg(g);
-    if (o->weight_decay != 0 && !decoupled) g = td_add(g, td_mul_scalar(p, o->weight_decay));
-    if (decoupled && (st = td_copy_(p, td_mul_scalar(p, 1 - o->lr * o->weight_decay))) != TD_OK) return st;
-    if ((st = td_copy_(m, td_add(td_mul_scalar(m, o->beta1), td_mul_scalar(g, 1 - o->beta1)))) != TD_OK ||
-        (st = td_copy_(v, td_add(td_mul_scalar(v, o->beta2), td_mul_scalar(td_mul(g, g), 1 - o->beta2)))) != TD_OK)
-        return st;
-    td_tensor *vv = v;
-    if (vmax && (st = td_copy_(vmax, td_maximum(vmax, v))) != TD_OK) return st;
-    if (vmax) vv = vmax;
-    td_tensor *bc1 = td_add_scalar(td_neg(td_exp(td_mul_scalar(ps->step_t, log(o->beta1)))), 1);
-    td_tensor *bc2 = td_add_scalar(td_neg(td_exp(td_mul_scalar(ps->step_t, log(o->beta2)))), 1);
-    td_tensor *step_size = td_cast(td_div(td_scalar(o->lr, TD_F64, dev), bc1), dt);
-    td_tensor *denom = td_add_scalar(td_div(td_sqrt(vv), td_cast(td_sqrt(bc2), dt)), o->eps);
-    return td_copy_(p, td_sub(p, td_mul(step_size, td_div(m, denom))));
+        ps->step_t = td_keep(td_full(0, NULL, (double)(ps->step - 1), TD_F32, td_tensor_device(ps->param)));
+    if (!ps->step_t) return td_last_status();
+    td_op_params p = {
+        .adam = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, 1, decoupled, o->amsgrad, o->maximize}};
+    td_tensor *in[2] = {g, ps->lr_t};
+    td_tensor *out[5] = {ps->param, ps->slot[0], ps->slot[1], o->amsgrad ? ps->slot[2] : NULL, ps->step_t};
+    return td__dispatch(TD_OP_ADAM_STEP, 2, in, NULL, 5, out, &p);
 }
 
 static td_status update(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool decoupled) {

@@ -18,7 +18,8 @@ typedef struct td_param_state {
     int group;
     int64_t step;
     td_tensor *slot[TD_OPTIM_SLOTS]; /* +1, NULL until the first step or when unused */
-    td_tensor *step_t;               /* capturable Adam: the step count, f64 0-d on the parameter's device; +1 */
+    td_tensor *step_t; /* capturable Adam: the steps done, f32 0-d on the parameter's device (exact to 2^24); +1 */
+    td_tensor *lr_t;   /* capturable: the group's device lr for this parameter (device_lr.c); borrowed */
     td_tensor *master; /* master_weights: float32 copy of a half parameter; +1, NULL until the first step */
 } td_param_state;
 
@@ -43,12 +44,21 @@ typedef struct td_optim_algo {
                                          .validate = fns##_validate,                                                   \
                                          .update = fns##_update}
 
+/* A capturable group's lr in device memory: one 0-d tensor per (group,
+** device, dtype), f64 for f64 parameters, else f32 (device_lr.c). */
+typedef struct td_device_lr {
+    int group;
+    td_tensor *t; /* +1 */
+} td_device_lr;
+
 struct td_optimizer {
     const td_optim_algo *algo;
     td_optim_options *groups;
     int n_groups;
     td_param_state *p;
     int n, cap;
+    td_device_lr *lrs; /* capturable groups' device lrs */
+    int n_lrs;
 };
 
 extern const td_optim_algo td_optim_sgd, td_optim_adam, td_optim_adamw, td_optim_rmsprop;
@@ -64,5 +74,15 @@ td_optimizer *td__optimizer_new(const td_optim_algo *algo, int n, td_tensor *con
 int td__flat_run_end(const td_optimizer *o, int i);
 td_status td__flat_prepare(td_optimizer *o, int i, int j);
 td_status td__flat_update(td_optimizer *o, int i, int j, bool first);
+
+/* The device lr (device_lr.c). td__device_lr_bind: ps->lr_t set to the
+** lr of ps's group for a parameter (or master copy) like t, made the first
+** time with the group's lr. td__device_lr_set: group g's device lrs given its
+** lr, each by a fill op in place, ordered on its device's stream (no host
+** wait), so a captured step replayed afterwards reads it. td__device_lr_free:
+** released. */
+td_status td__device_lr_bind(td_optimizer *o, td_param_state *ps, const td_tensor *t);
+td_status td__device_lr_set(td_optimizer *o, int g);
+void td__device_lr_free(td_optimizer *o);
 
 #endif /* TRIDENT_OPTIM_INTERNAL_H */

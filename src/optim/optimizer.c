@@ -85,6 +85,7 @@ void td_optimizer_free(td_optimizer *o) {
         clear_state(&o->p[i]);
         td_release(o->p[i].param);
     }
+    td__device_lr_free(o);
     free(o->p);
     free(o->groups);
     free(o);
@@ -104,7 +105,8 @@ static td_tensor *state_zeros(const td_optimizer *o, const td_param_state *ps) {
     return td_keep(td_zeros(td_ndim(p), td_shape(p), dt, td_tensor_device(p)));
 }
 
-/* Create the state tensors options need, and the master copy. */
+/* Create the state tensors options need, the master copy, and (capturable)
+** bind the group's device lr. */
 static td_status ensure_slots(td_optimizer *o, td_param_state *ps) {
     const td_optim_options *g = &o->groups[ps->group];
     for (int s = 0; s < TD_OPTIM_SLOTS; s++)
@@ -114,7 +116,7 @@ static td_status ensure_slots(td_optimizer *o, td_param_state *ps) {
         }
     if (has_master(o, ps) && !ps->master && !(ps->master = td_keep(td_cast(ps->param, TD_F32))))
         return td_last_status();
-    return TD_OK;
+    return g->capturable ? td__device_lr_bind(o, ps, ps->master ? ps->master : ps->param) : TD_OK;
 }
 
 /* One update of ps with gradient g (float32 for a master copy): in place, or
@@ -167,7 +169,7 @@ td_status td_optimizer_step(td_optimizer *o) {
     td__batch_begin();
     for (int i = 0; i < o->n && st == TD_OK; i++) {
         if (!work[i].grad) continue;
-        td_scope_begin(); /* the update's temporaries (capturable Adam has many) */
+        td_scope_begin(); /* the update's temporaries */
         if (work[i].run_end) {
             st = td__flat_update(o, i, work[i].run_end, work[i].first);
         } else {
@@ -205,7 +207,10 @@ void td_optimizer_set_lr(td_optimizer *o, double lr) {
         TD_ERR(TD_ERR_MISUSE, "optimizer_set_lr: lr %g is not a finite number >= 0; the lr is unchanged", lr);
         return;
     }
-    for (int g = 0; g < o->n_groups; g++) o->groups[g].lr = lr;
+    for (int g = 0; g < o->n_groups; g++) {
+        o->groups[g].lr = lr;
+        if (td__device_lr_set(o, g) != TD_OK) return;
+    }
 }
 
 td_status td_optimizer_set_group_lr(td_optimizer *o, int g, double lr) {
@@ -216,7 +221,7 @@ td_status td_optimizer_set_group_lr(td_optimizer *o, int g, double lr) {
         return TD_ERR(TD_ERR_MISUSE, "optimizer_set_group_lr: lr %g is not a finite number >= 0; the lr is unchanged",
                       lr);
     o->groups[g].lr = lr;
-    return TD_OK;
+    return td__device_lr_set(o, g);
 }
 
 double td_optimizer_get_lr(const td_optimizer *o, int g) {
@@ -355,6 +360,7 @@ td_status td_optimizer_load_state_dict(td_optimizer *o, const td_named_tensors *
         td_tensor *t = td_named_tensors_at(sd, k);
         if (kind == 'g') {
             o->groups[i].lr = td_item(t);
+            st = td__device_lr_set(o, i);
         } else if (!strcmp(field, "step")) {
             o->p[i].step = (int64_t)td_item(t);
             if (o->p[i].step_t) st = td_copy_(o->p[i].step_t, td_scalar((double)o->p[i].step, TD_F64, TD_CPU));

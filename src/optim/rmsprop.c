@@ -19,8 +19,18 @@ static td_status rmsprop_validate(const td_optim_options *o) {
     return TD_OK;
 }
 
+/* capturable: the same op with the lr read from device memory (ps->lr_t) */
+static td_status capturable_update(const td_optim_options *o, td_param_state *ps, td_tensor *g) {
+    td_op_params p = {.rmsprop = {o->lr, o->alpha, o->eps, o->weight_decay, o->momentum, o->centered, o->maximize}};
+    td_tensor *in[2] = {g, ps->lr_t};
+    td_tensor *out[4] = {ps->param, ps->slot[0], o->momentum > 0 ? ps->slot[1] : NULL,
+                         o->centered ? ps->slot[2] : NULL};
+    return td__dispatch(TD_OP_RMSPROP_STEP, 2, in, NULL, 4, out, &p);
+}
+
 static td_status rmsprop_update(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool first_step) {
     (void)first_step;
+    if (o->capturable) return capturable_update(o, ps, g);
     return td_rmsprop_update(ps->param, g, ps->slot[0], o->momentum > 0 ? ps->slot[1] : NULL,
                              o->centered ? ps->slot[2] : NULL, o->lr, o->alpha, o->eps, o->weight_decay, o->momentum,
                              o->centered, o->maximize);

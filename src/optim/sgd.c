@@ -19,7 +19,15 @@ static td_status sgd_validate(const td_optim_options *o) {
     return TD_OK;
 }
 
+/* capturable: the same op with the lr read from device memory (ps->lr_t) */
+static td_status capturable_update(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool first_step) {
+    td_op_params p = {.sgd = {o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, first_step, o->maximize}};
+    td_tensor *in[2] = {g, ps->lr_t}, *out[2] = {ps->param, o->momentum != 0 ? ps->slot[0] : NULL};
+    return td__dispatch(TD_OP_SGD_STEP, 2, in, NULL, 2, out, &p);
+}
+
 static td_status sgd_update(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool first_step) {
+    if (o->capturable) return capturable_update(o, ps, g, first_step);
     return td_sgd_update(ps->param, g, ps->slot[0], o->lr, o->momentum, o->dampening, o->weight_decay, o->nesterov,
                          first_step, o->maximize);
 }

@@ -17,6 +17,10 @@ workload_gpt_config workload_gpt_config_default(void) {
     return (workload_gpt_config){.vocab = 256, .d_model = 384, .heads = 6, .layers = 6, .context = 256};
 }
 
+workload_gpt_config workload_lstm_config_default(void) {
+    return (workload_gpt_config){.vocab = 256, .d_model = 512, .heads = 1, .layers = 2, .context = 256};
+}
+
 td_module *workload_mlp_new(void) {
     return td_sequential_new(5, (td_module *[]){td_linear_new(784, 256, true), td_relu_new(),
                                                 td_linear_new(256, 256, true), td_relu_new(),
@@ -48,6 +52,7 @@ td_module *workload_cnn_new(void) {
 typedef struct gpt_block {
     int64_t heads;
     bool fused_mlp; /* fc is a LinearGELU (else a Linear, and the GELU is applied after it) */
+    bool gelu_tanh; /* GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     td_module *ln1, *ln2, *qkv, *proj, *fc, *out;
     td_tensor *mask; /* kept [T, T] additive causal mask for the last T and device */
 } gpt_block;
@@ -116,7 +121,7 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
                                      td_module_get(b->ln2, "bias"), 1e-5, &s);
     td_tensor *mlp = td_module_forward(b->fc, h);
-    return td_add(s, td_module_forward(b->out, b->fused_mlp ? mlp : td_gelu(mlp, false)));
+    return td_add(s, td_module_forward(b->out, b->fused_mlp ? mlp : td_gelu(mlp, b->gelu_tanh)));
 }
 
 /* Register child under name in m, remembering it in *slot. */
@@ -126,10 +131,11 @@ static td_status add_child(td_module *m, const char *name, td_module *child, td_
     return st;
 }
 
-static td_module *gpt_block_new(int64_t c, int64_t heads) {
+static td_module *gpt_block_new(int64_t c, int64_t heads, bool gelu_tanh) {
     gpt_block *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     b->heads = heads;
+    b->gelu_tanh = gelu_tanh;
     const char *e = getenv("TRIDENT_LINEAR_GELU");
     b->fused_mlp = !e || strcmp(e, "composed");
     td_module *m = td_module_new("Block", gpt_block_forward, b, gpt_block_free);
@@ -144,8 +150,9 @@ static td_module *gpt_block_new(int64_t c, int64_t heads) {
     if (st == TD_OK) st = add_child(m, "qkv", td_linear_new(c, 3 * c, true), &b->qkv);
     if (st == TD_OK) st = add_child(m, "proj", td_linear_new(c, c, true), &b->proj);
     if (st == TD_OK)
-        st = add_child(
-            m, "fc", b->fused_mlp ? td_linear_gelu_new(c, 4 * c, true, false) : td_linear_new(c, 4 * c, true), &b->fc);
+        st = add_child(m, "fc",
+                       b->fused_mlp ? td_linear_gelu_new(c, 4 * c, true, gelu_tanh) : td_linear_new(c, 4 * c, true),
+                       &b->fc);
     if (st == TD_OK) st = add_child(m, "out", td_linear_new(4 * c, c, true), &b->out);
     if (st != TD_OK) {
         td_module_free(m);
@@ -157,7 +164,8 @@ static td_module *gpt_block_new(int64_t c, int64_t heads) {
 /* ---- W3: the model ------------------------------------------------------------
 ** GPT.forward of the twin:
 **   x = tok(idx) + pos(arange(T))        idx [N, T] -> [N, T, C]
-**   logits = head(ln(blocks(x)))         [N, T, V] */
+**   logits = head(ln(blocks(x)))         [N, T, V]
+**   (gpt2: logits = ln(blocks(x)) tok.weight^T, the head tied to tok) */
 typedef struct gpt_model {
     workload_gpt_config cfg;
     td_module *tok, *pos, *blocks, *ln, *head;
@@ -168,7 +176,8 @@ static td_tensor *gpt_forward(td_module *self, td_tensor *idx) {
     td_tensor *pos =
         td_arange(0, (double)td_size(idx, 1), 1, TD_I64, td_tensor_device(idx)); /* ids >= context fail in pos */
     td_tensor *x = td_add(td_module_forward(g->tok, idx), td_module_forward(g->pos, pos));
-    return td_module_forward(g->head, td_module_forward(g->ln, td_module_forward(g->blocks, x)));
+    td_tensor *h = td_module_forward(g->ln, td_module_forward(g->blocks, x));
+    return g->cfg.gpt2 ? td_linear(h, td_module_get(g->tok, "weight"), NULL) : td_module_forward(g->head, h);
 }
 
 /* TD_OK, or TD_ERR_MISUSE naming the bad size. */
@@ -200,9 +209,9 @@ td_module *workload_gpt_new(const workload_gpt_config *cfg) {
     if (st == TD_OK) st = add_child(m, "pos", td_embedding_new(cfg->context, c), &g->pos);
     if (st == TD_OK) st = add_child(m, "blocks", td_sequential_new(0, NULL), &g->blocks);
     for (int64_t i = 0; i < cfg->layers && st == TD_OK; i++)
-        st = td_sequential_append(g->blocks, gpt_block_new(c, cfg->heads));
+        st = td_sequential_append(g->blocks, gpt_block_new(c, cfg->heads, cfg->gpt2));
     if (st == TD_OK) st = add_child(m, "ln", td_layer_norm_new(1, &c, 1e-5, true), &g->ln);
-    if (st == TD_OK) st = add_child(m, "head", td_linear_new(c, cfg->vocab, true), &g->head);
+    if (st == TD_OK && !cfg->gpt2) st = add_child(m, "head", td_linear_new(c, cfg->vocab, true), &g->head);
     if (st != TD_OK) {
         td_module_free(m);
         return NULL;
@@ -220,25 +229,60 @@ td_status workload_gpt_preset(const char *name, workload_gpt_config *out) {
     return td_error_set(TD_ERR_MISUSE, "unknown gpt preset %s (gpt-mini, gpt2-small)", TD_QUOTE(name));
 }
 
-static const char *const kind_names[] = {"mlp", "cnn", "gpt"};
+/* ---- W6: the LSTM language model -------------------------------------------
+** LSTMLM.forward of the twin: head(rnn(emb(idx))[0])   idx [N, T] -> [N, T, V] */
+typedef struct lstm_model {
+    td_module *emb, *rnn, *head;
+} lstm_model;
+
+static td_tensor *lstm_lm_forward(td_module *self, td_tensor *idx) {
+    lstm_model *g = td_module_user(self);
+    return td_module_forward(g->head, td_module_forward(g->rnn, td_module_forward(g->emb, idx)));
+}
+
+td_module *workload_lstm_new(int64_t vocab, int64_t hidden, int layers) {
+    lstm_model *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    td_module *m = td_module_new("LSTMLM", lstm_lm_forward, g, free);
+    if (!m) {
+        free(g);
+        return NULL;
+    }
+    td_status st = add_child(m, "emb", td_embedding_new(vocab, hidden), &g->emb);
+    if (st == TD_OK) st = add_child(m, "rnn", td_lstm_new(hidden, hidden, layers, true, true, 0, false), &g->rnn);
+    if (st == TD_OK) st = add_child(m, "head", td_linear_new(hidden, vocab, true), &g->head);
+    if (st != TD_OK) {
+        td_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static const char *const kind_names[] = {"mlp", "cnn", "gpt", "lstm"};
 
 td_status workload_kind_parse(const char *s, workload_kind *out) {
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (s && !strcmp(s, kind_names[k])) return *out = (workload_kind)k, TD_OK;
-    return td_error_set(TD_ERR_MISUSE, "unknown model %s (mlp, cnn, gpt)", TD_QUOTE(s));
+    return td_error_set(TD_ERR_MISUSE, "unknown model %s (mlp, cnn, gpt, lstm)", TD_QUOTE(s));
 }
 
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
                         const char *optimizer, double lr, bool capturable) {
+    return workload_init_ext(w, kind, cfg, dev, optimizer, lr, -1, capturable);
+}
+
+td_status workload_init_ext(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
+                            const char *optimizer, double lr, double weight_decay, bool capturable) {
     memset(w, 0, sizeof *w);
     w->kind = kind;
     w->name = kind_names[kind];
-    w->gpt = cfg ? *cfg : workload_gpt_config_default();
+    w->gpt = cfg ? *cfg : kind == WORKLOAD_LSTM ? workload_lstm_config_default() : workload_gpt_config_default();
     w->device = dev;
     w->amp = TD_F32;
-    w->model = kind == WORKLOAD_MLP   ? workload_mlp_new()
-               : kind == WORKLOAD_CNN ? workload_cnn_new()
-                                      : workload_gpt_new(&w->gpt);
+    w->model = kind == WORKLOAD_MLP    ? workload_mlp_new()
+               : kind == WORKLOAD_CNN  ? workload_cnn_new()
+               : kind == WORKLOAD_LSTM ? workload_lstm_new(w->gpt.vocab, w->gpt.d_model, (int)w->gpt.layers)
+                                       : workload_gpt_new(&w->gpt);
     td_status st = w->model ? td_module_to(w->model, dev) : td_last_status();
     int n = w->model ? td_module_parameters(w->model, NULL, 0) : 0;
     td_tensor **params = calloc((size_t)n + 1, sizeof *params);
@@ -253,6 +297,7 @@ td_status workload_init(workload *w, workload_kind kind, const workload_gpt_conf
                              : adamw ? td_adamw_defaults(lr)
                              : sgd   ? td_sgd_defaults(lr)
                                      : td_rmsprop_defaults(lr);
+        if (weight_decay >= 0) o.weight_decay = weight_decay;
         o.capturable = capturable && (adam || adamw);
         o.master_weights = true; /* only half parameters have one (workload_params_set) */
         w->opt = adam      ? td_adam_new(n, params, &o)
@@ -313,11 +358,55 @@ static td_tensor *forward_loss(workload *w, td_tensor *x, td_tensor *y, td_reduc
     return l;
 }
 
+/* --grad-clip: torch.nn.utils.clip_grad_norm_(params, max_norm) without the
+** host read of the norm (td_clip_grad_norm_ returns it as a double):
+**   total = sqrt(sum_p sum(g_p^2))  (f32, or f64 for f64 gradients)
+**   coef  = min(max_norm / (total + 1e-6), 1);  every g_p *= coef
+** torch's foreach form multiplies by the clamped coef always, as here. With a
+** GradScaler the gradients are unscaled first (torch's recipe). */
+static td_status clip_grads(workload *w) {
+    if (w->scaler) {
+        td_status st = td_grad_scaler_unscale_(w->scaler, w->opt);
+        if (st != TD_OK) return st;
+    }
+    int n = td_module_parameters(w->model, NULL, 0);
+    td_tensor **ps = calloc((size_t)n + 1, sizeof *ps);
+    if (!ps) return td_error_set(TD_ERR_OOM, "out of host memory");
+    td_module_parameters(w->model, ps, n);
+    td_status st = TD_OK;
+    td_no_grad_begin();
+    td_tensor *sq = NULL;
+    for (int i = 0; i < n; i++) {
+        td_tensor *g = td_grad_of(ps[i]);
+        if (!g) continue;
+        td_tensor *g32 = td_tensor_dtype(g) == TD_F64 ? g : td_cast(g, TD_F32);
+        td_tensor *part = td_sum(td_mul(g32, g32), 0, NULL, false);
+        sq = sq ? td_add(sq, td_cast(part, td_tensor_dtype(sq))) : part;
+        if (!sq) {
+            st = td_last_status();
+            break;
+        }
+    }
+    td_tensor *coef =
+        sq ? td_clamp(td_div(td_scalar(w->grad_clip, td_tensor_dtype(sq), w->device), td_add_scalar(td_sqrt(sq), 1e-6)),
+                      0, 1)
+           : NULL;
+    if (st == TD_OK && sq && !coef) st = td_last_status();
+    for (int i = 0; i < n && coef && st == TD_OK; i++) {
+        td_tensor *g = td_grad_of(ps[i]);
+        if (g) st = td_copy_(g, td_mul(g, td_cast(coef, td_tensor_dtype(g))));
+    }
+    td_no_grad_end();
+    free(ps);
+    return st;
+}
+
 td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y) {
     td_tensor *l = forward_loss(w, x, y, TD_REDUCE_MEAN, NULL);
     td_optimizer_zero_grad(w->opt);
     td_tensor *scaled = w->scaler && l ? td_grad_scaler_scale(w->scaler, l) : l;
     td_status st = scaled ? td_backward(scaled, NULL, false) : td_last_status();
+    if (st == TD_OK && w->grad_clip > 0) st = clip_grads(w);
     if (st == TD_OK) st = w->scaler ? td_grad_scaler_step(w->scaler, w->opt, NULL) : td_optimizer_step(w->opt);
     if (st == TD_OK && w->scaler) st = td_grad_scaler_update(w->scaler);
     return st == TD_OK ? l : NULL;

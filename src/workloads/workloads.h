@@ -20,9 +20,14 @@
 ** parameter model: vocab 256, d_model 384, 6 heads, 6 layers, context 256. */
 typedef struct workload_gpt_config {
     int64_t vocab, d_model, heads, layers, context;
+    bool gpt2; /* GPT-2's own math (Hugging Face's GPT2LMHeadModel): GELU's tanh form, and no head: the
+               ** logits are ln(x) tok.weight^T (the tied lm_head) */
 } workload_gpt_config;
 
 workload_gpt_config workload_gpt_config_default(void);
+/* W6's size in the same struct: vocab 256, d_model 512 (the LSTM's hidden
+** size), layers 2, context 256 (the sequence length); heads unused (1). */
+workload_gpt_config workload_lstm_config_default(void);
 
 /* METHOD. A named gpt size into *out: "gpt-mini" (W3, the default above) or
 ** "gpt2-small" (W5: GPT-2 small with a byte vocabulary, vocab 256, d_model
@@ -40,12 +45,21 @@ td_status workload_gpt_preset(const char *name, workload_gpt_config *out);
 **        Linear 128-10)
 **   gpt: "GPT" with tok, pos (Embedding), blocks.<i>.{ln1, ln2, qkv, proj, fc,
 **        out}, ln, head: x + attn(ln1(x)), x + out(gelu(fc(ln2(x)))) per block,
-**        then head(ln(x)). */
+**        then head(ln(x)); with cfg->gpt2, no head (ln(x) tok.weight^T) and
+**        the tanh GELU. */
 td_module *workload_mlp_new(void);
 td_module *workload_cnn_new(void);
 td_module *workload_gpt_new(const workload_gpt_config *cfg);
+/* CONSTRUCTOR. W6, the LSTM language model: "LSTMLM" with emb (Embedding
+** vocab x hidden), rnn (LSTM hidden -> hidden, 2 layers, batch_first) and
+** head (Linear hidden -> vocab): x I64 [N, T] -> logits [N, T, V]. W6 is
+** vocab 256, hidden 512, on W3's bytes with T = the gpt context (256). */
+td_module *workload_lstm_new(int64_t vocab, int64_t hidden, int layers);
 
-typedef enum workload_kind { WORKLOAD_MLP = 0, WORKLOAD_CNN = 1, WORKLOAD_GPT = 2 } workload_kind;
+typedef enum workload_kind { WORKLOAD_MLP = 0, WORKLOAD_CNN = 1, WORKLOAD_GPT = 2, WORKLOAD_LSTM = 3 } workload_kind;
+
+/* Whether kind trains on text windows (gpt, lstm: x and y I64 [N, T] from --text, T = gpt.context). */
+static inline bool workload_is_text(workload_kind kind) { return kind == WORKLOAD_GPT || kind == WORKLOAD_LSTM; }
 
 /* A model, its optimizer and its device: everything one training step needs. */
 typedef struct workload {
@@ -57,15 +71,17 @@ typedef struct workload {
     td_optimizer *opt;
     td_dtype amp;           /* TD_F32: off; TD_BF16/TD_F16: forward and loss under td_autocast_begin */
     td_grad_scaler *scaler; /* with TD_F16: dynamic loss scaling; else NULL */
+    double grad_clip;       /* > 0: clip the gradients' total 2-norm to this before each update (device-only) */
 } workload;
 
-/* METHOD. Parse "mlp", "cnn" or "gpt" into *out (TD_ERR_MISUSE otherwise,
+/* METHOD. Parse "mlp", "cnn", "gpt" or "lstm" into *out (TD_ERR_MISUSE otherwise,
 ** naming the string and the choices). */
 td_status workload_kind_parse(const char *s, workload_kind *out);
 
 /*
 ** CONSTRUCTOR. Build workload kind on dev with its optimizer into *w.
-**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn
+**   IN cfg        the gpt size (NULL: the default); ignored for mlp and cnn; for
+**                 lstm its vocab, d_model (hidden), layers and context (NULL: W6's)
 **   IN optimizer  "adam", "adamw", "sgd" or "rmsprop"; NULL: the workload's own
 **                 (Adam for mlp and cnn, AdamW with weight decay 0.01 for gpt)
 **   IN lr         the learning rate; <= 0: the workload's (1e-3; gpt 3e-4)
@@ -79,6 +95,11 @@ td_status workload_kind_parse(const char *s, workload_kind *out);
 */
 td_status workload_init(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
                         const char *optimizer, double lr, bool capturable);
+/* CONSTRUCTOR. workload_init with the optimizer's weight decay: >= 0 sets
+** td_optim_options.weight_decay (L2 for adam, sgd, rmsprop; decoupled for
+** adamw), < 0 keeps the optimizer's default (0; adamw 1e-2). */
+td_status workload_init_ext(workload *w, workload_kind kind, const workload_gpt_config *cfg, td_device dev,
+                            const char *optimizer, double lr, double weight_decay, bool capturable);
 
 /* METHOD. Mixed precision for the steps of w: TD_F32 (off), TD_BF16, or
 ** TD_F16 (with a GradScaler of torch's defaults, whose step reads one flag on
@@ -119,5 +140,33 @@ td_tensor *workload_loss_step(workload *w, td_tensor *x, td_tensor *y);
 */
 td_status workload_eval_batch(workload *w, td_tensor *x, td_tensor *y, double *loss_sum, int64_t *correct,
                               int64_t *count);
+
+/* ---- Hugging Face's GPT-2 layout (hf_gpt2.c) ---------------------------------
+** GPT2LMHeadModel's state dict, with or without the "transformer." prefix:
+**   wte.weight [V, C], wpe.weight [P, C], ln_f.{weight,bias}, and per block i
+**   h.i.ln_1, h.i.ln_2, h.i.attn.c_attn [C, 3C], h.i.attn.c_proj [C, C],
+**   h.i.mlp.c_fc [C, 4C], h.i.mlp.c_proj [4C, C] (Conv1D: y = x W + b, so the
+**   weights are the transposes of Linear's); lm_head.weight is wte's (tied)
+**   and h.i.attn.bias / masked_bias are constant masks: both are ignored.
+** Trident's gpt names (workload_gpt_new with cfg.gpt2): tok, pos, ln, and
+** blocks.i.{ln1, ln2, qkv, proj, fc, out}. */
+
+/* Whether sd holds HF GPT-2 keys (wte.weight and h.0.attn.c_attn.weight). */
+bool workload_gpt2_hf_detect(const td_named_tensors *sd);
+
+/* CONSTRUCTOR. The gpt size of an HF GPT-2 state dict (vocab, d_model,
+** layers, context from the shapes; heads as given, or d_model / 64, GPT-2's
+** head size, when heads <= 0; gpt2 set) into *cfg, and the state dict in
+** Trident's names (Conv1D weights transposed, new tensors on hf's device)
+** into *sd (free with td_named_tensors_free). TD_ERR_FORMAT naming the first
+** missing key or wrong shape; TD_ERR_MISUSE for a d_model not a multiple of
+** heads. */
+td_status workload_gpt2_from_hf(const td_named_tensors *hf, int64_t heads, workload_gpt_config *cfg,
+                                td_named_tensors **sd);
+
+/* CONSTRUCTOR. A gpt2 model's state dict (Trident's names) in HF's layout,
+** "transformer."-prefixed, without lm_head.weight (tied, as HF's own
+** safetensors files store it) into *hf. Errors as workload_gpt2_from_hf. */
+td_status workload_gpt2_to_hf(const td_named_tensors *sd, int64_t layers, td_named_tensors **hf);
 
 #endif /* TRIDENT_TOOLS_WORKLOADS_H */

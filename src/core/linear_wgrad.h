@@ -1,0 +1,20 @@
+/*
+** Linear's weight and bias gradients in one op (op_linear_wgrad.c).
+** defines: td__linear_wgrad.
+*/
+#ifndef TRIDENT_CORE_LINEAR_WGRAD_H
+#define TRIDENT_CORE_LINEAR_WGRAD_H
+
+#include "internal.h"
+
+/* For y = x w^T + b with dy = dL/dy [..., N] and x [..., K] (the same leading
+** dims, M rows in all): OUT dw = dy^T x [N, K] and, when need_db, OUT db =
+** the sum of dy over its rows [N] (else *db is left NULL; db may then be
+** NULL). One LINEAR_WGRAD op (on CUDA the bias gradient comes out of the
+** weight-gradient GEMM's epilogue); while grad mode records a graph through
+** dy or x (create_graph), MATMUL and SUM instead, which are differentiable.
+** Results are autoreleased like any op's. Returns TD_OK, TD_ERR_SHAPE or
+** TD_ERR_DTYPE for operands that do not match, or the op's error. */
+TD_API td_status td__linear_wgrad(td_tensor *dy, td_tensor *x, bool need_db, td_tensor **dw, td_tensor **db);
+
+#endif /* TRIDENT_CORE_LINEAR_WGRAD_H */

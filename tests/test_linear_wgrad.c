@@ -1,0 +1,79 @@
+/* LINEAR_WGRAD (td__linear_wgrad): linear's weight and bias gradients in one
+** op, against the unfused MATMUL and SUM on the same device. On CUDA the bias
+** gradient comes out of the weight-gradient GEMM (cuBLASLt's BGRADB
+** epilogue); the CPU runs MATMUL's and SUM's kernels. Also LINEAR_GELU's
+** backward, which takes it, against the composed linear + gelu's gradients. */
+#include "test_util.h"
+
+#include "core/linear_wgrad.h"
+
+#define TESTS(X) X(fused_equals_unfused_cpu) X(fused_equals_unfused_cuda) X(linear_gelu_backward_cpu)
+
+/* max |a - b| / (1 + |b|) over a and b's elements (the same shape) */
+static double max_rel(td_tensor *a, td_tensor *b) {
+    int64_t n = td_numel(b);
+    ASSERT_EQ_INT(td_numel(a), n);
+    double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y), worst = 0;
+    ASSERT(x && y);
+    ASSERT_OK(td_copy_to_host(a, x, sizeof *x * (size_t)n, TD_F64));
+    ASSERT_OK(td_copy_to_host(b, y, sizeof *y * (size_t)n, TD_F64));
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
+    free(x), free(y);
+    return worst;
+}
+
+/* dy [M, N], x [M, K] of dt on dev: td__linear_wgrad against dy^T x (MATMUL) and sum over rows (SUM) */
+static void check(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, double tol) {
+    td_scope_begin();
+    td_tensor *dy = ASSERT_TENSOR(td_to(td_randn(2, (int64_t[]){M, N}, 1, 0, dt, TD_CPU), dev));
+    td_tensor *x = ASSERT_TENSOR(td_to(td_randn(2, (int64_t[]){M, K}, 2, 0, dt, TD_CPU), dev));
+    td_tensor *dw = NULL, *db = NULL;
+    ASSERT_OK(td__linear_wgrad(dy, x, true, &dw, &db));
+    int rows = 0;
+    td_tensor *rw = ASSERT_TENSOR(td_matmul(td_transpose(dy, 0, 1), x)),
+              *rb = ASSERT_TENSOR(td_sum(dy, 1, &rows, false));
+    double ew = max_rel(dw, rw), eb = max_rel(db, rb);
+    printf("  %s [%lld,%lld]x[%lld,%lld]: dw %.3g, db %.3g\n", td_dtype_name(dt), (long long)M, (long long)N,
+           (long long)M, (long long)K, ew, eb);
+    ASSERT(ew <= tol && eb <= tol);
+    td_tensor *only_w = NULL;
+    ASSERT_OK(td__linear_wgrad(dy, x, false, &only_w, NULL));
+    ASSERT(max_rel(only_w, rw) <= tol);
+    td_scope_end();
+}
+
+/* shapes: a square one, GPT-like rows (M = B*T), odd sizes (no 16-byte alignment: Lt may refuse the epilogue) */
+static void check_all(td_device dev, const td_dtype *dts, int n_dts) {
+    for (int k = 0; k < n_dts; k++) {
+        double tol = dts[k] == TD_F64 ? 1e-12 : dts[k] == TD_F32 ? 1e-4 : 2e-2;
+        check(dev, dts[k], 64, 64, 64, tol);
+        check(dev, dts[k], 1024, 96, 48, tol);
+        check(dev, dts[k], 37, 7, 9, tol);
+    }
+}
+
+TEST(fused_equals_unfused_cpu) { check_all(TD_CPU, (td_dtype[]){TD_F32, TD_F64}, 2); }
+
+TEST(fused_equals_unfused_cuda) {
+    td_device dev = test_device_or_skip("cuda:0");
+    check_all(dev, (td_dtype[]){TD_F32, TD_BF16, TD_F16, TD_F64}, 4);
+}
+
+/* LINEAR_GELU's gradients (dw, db through LINEAR_WGRAD) against linear then gelu, composed */
+TEST(linear_gelu_backward_cpu) {
+    td_scope_begin();
+    td_tensor *x = td_randn(2, (int64_t[]){20, 12}, 3, 0, TD_F64, TD_CPU);
+    td_tensor *p[2][2];
+    for (int k = 0; k < 2; k++) {
+        p[k][0] = ASSERT_TENSOR(td_randn(2, (int64_t[]){16, 12}, 4, 0, TD_F64, TD_CPU));
+        p[k][1] = ASSERT_TENSOR(td_randn(1, (int64_t[]){16}, 5, 0, TD_F64, TD_CPU));
+        for (int i = 0; i < 2; i++) ASSERT_OK(td_set_requires_grad(p[k][i], true));
+    }
+    td_tensor *y0 = td_linear_gelu(x, p[0][0], p[0][1], false), *y1 = td_gelu(td_linear(x, p[1][0], p[1][1]), false);
+    ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y0, y0), 0, NULL, false)), NULL, false));
+    ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y1, y1), 0, NULL, false)), NULL, false));
+    for (int i = 0; i < 2; i++) ASSERT(max_rel(td_grad_of(p[0][i]), td_grad_of(p[1][i])) <= 1e-12);
+    td_scope_end();
+}
+
+TEST_MAIN(TESTS)

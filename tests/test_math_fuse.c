@@ -1,0 +1,292 @@
+/*
+** The math-block fuser (src/math/plan.c) against composed evaluation
+** (td_math_graph_eval: one table op per node) on cpu, vulkan:0 and cuda:0
+** (skipped when absent), in f32, f64, f16 and bf16, new buffers NaN-poisoned:
+**   ew:        every elementwise op of the language, alone and in a chain;
+**   broadcast: inputs of every broadcast pattern ([N,C] with [C], [N,1],
+**              [1,C], 0-d, a literal), a transposed and an expanded input;
+**   reduce:    sum / mean / amax / amin over the last dim, over all dims,
+**              over the leading dim (and keepdim), after elementwise work;
+**   reduce_long: long reductions with few outputs (split into chunks on GPUs);
+**   matmul:    two regions on either side of a matmul;
+**   outputs:   several outputs of one region sharing a sub-expression.
+** Graphs are built with td_math_add (no parser). Each case also checks the
+** plan's count of fused kernels (but for f64 on Vulkan, whose GLSL regions
+** with transcendentals run composed).
+** Inputs from a printed seed (TD_TEST_SEED).
+*/
+#include <math.h>
+
+#include "math/graph.h"
+#include "math/plan.h"
+#include "runner.h"
+#include "test_util.h"
+
+static const td_dtype DTYPES[] = {TD_F32, TD_F64, TD_F16, TD_BF16};
+
+static const char *EW_NAMES[] = {
+#define EW_NAME_(N, a, s) #N,
+    TD_MATH_EW_LIST(EW_NAME_)
+#undef EW_NAME_
+};
+static const char *RED_NAMES[] = {"sum", "mean", "amax", "amin"};
+
+/* tolerance (absolute and relative) of fused vs composed: the fused kernel rounds only its outputs */
+static double tol_of(td_dtype dt) { return dt == TD_F64 ? 1e-10 : dt == TD_F32 ? 2e-5 : dt == TD_F16 ? 8e-3 : 4e-2; }
+
+/* A graph as a node list (td__math_case_nodes adds them with td_math_add). */
+typedef struct tgraph {
+    td_math_node nodes[64];
+    int n;
+    const char *names[TD_MATH_MAX_INPUTS];
+    int n_in;
+    int outputs[TD_MATH_MAX_OUTPUTS];
+    int n_out;
+} tgraph;
+
+static int node(tgraph *g, td_math_node n) {
+    ASSERT(g->n < 64);
+    g->nodes[g->n] = n;
+    return g->n++;
+}
+
+static int in(tgraph *g, const char *name) {
+    g->names[g->n_in] = name;
+    return node(g, (td_math_node){.kind = TD_MK_INPUT, .input = g->n_in++, .args = {-1, -1, -1}});
+}
+
+static int ew(tgraph *g, int op, int a, int b, int c) {
+    return node(g, (td_math_node){.kind = TD_MK_EW, .op = op, .n_args = b < 0 ? 1 : c < 0 ? 2 : 3, .args = {a, b, c}});
+}
+
+static int cst(tgraph *g, double v) {
+    return node(g, (td_math_node){.kind = TD_MK_CONST, .value = v, .args = {-1, -1, -1}});
+}
+
+/* reduction over dim (99: all dims) */
+static int red(tgraph *g, int op, int a, int dim, bool keepdim) {
+    return node(g, (td_math_node){.kind = TD_MK_REDUCE,
+                                  .op = op,
+                                  .n_args = 1,
+                                  .args = {a, -1, -1},
+                                  .keepdim = keepdim,
+                                  .n_wdims = dim == 99 ? 0 : 1,
+                                  .wdims = {dim},
+                                  .correction = 1});
+}
+
+static int unary(tgraph *g, td_math_kind kind, int a) {
+    return node(g, (td_math_node){.kind = kind, .n_args = 1, .args = {a, -1, -1}});
+}
+
+static void out(tgraph *g, int n) { g->outputs[g->n_out++] = n; }
+
+typedef struct spec {
+    int ndim;
+    int64_t shape[4];
+    double lo, hi;
+} spec;
+
+/* Type g for inputs of specs in dt on dev, run the plan and the composed graph, compare every output.
+** want_kernels: the plan's fused kernels. */
+static void check(tgraph *g, const spec *specs, td_dtype dt, td_device dev, int want_kernels, const char *what) {
+    td_dtype dts[TD_MATH_MAX_INPUTS];
+    int nd[TD_MATH_MAX_INPUTS];
+    int64_t shapes[TD_MATH_MAX_INPUTS][TD_MAX_DIMS];
+    td_tensor *x[TD_MATH_MAX_INPUTS];
+    for (int i = 0; i < g->n_in; i++) {
+        dts[i] = dt, nd[i] = specs[i].ndim;
+        for (int d = 0; d < specs[i].ndim; d++) shapes[i][d] = specs[i].shape[d];
+        x[i] = ASSERT_TENSOR(test_uniform_tensor(nd[i], shapes[i], specs[i].lo, specs[i].hi, dt, dev));
+    }
+    td_math_case *c;
+    ASSERT_OK(td__math_case_nodes(g->n, g->nodes, g->n_in, g->names, g->n_out, g->outputs, dts, nd,
+                                  (const int64_t(*)[TD_MAX_DIMS])shapes, dev, &c));
+    /* GLSL has no f64 transcendentals: such regions run composed on Vulkan */
+    if (!(dev.type == TD_DEVICE_VULKAN && dt == TD_F64)) ASSERT_EQ_INT(td__math_case_kernels(c), want_kernels);
+    td_tensor *fused[TD_MATH_MAX_OUTPUTS], *ref[TD_MATH_MAX_OUTPUTS];
+    ASSERT_OK(td__math_case_run(c, true, x, fused));
+    ASSERT_OK(td__math_case_run(c, false, x, ref));
+    double tol = tol_of(dt);
+    for (int k = 0; k < g->n_out; k++) {
+        ASSERT_EQ_INT(td_ndim(fused[k]), td_ndim(ref[k]));
+        ASSERT_EQ_INT(td_numel(fused[k]), td_numel(ref[k]));
+        ASSERT_EQ_INT(td_tensor_dtype(fused[k]), td_tensor_dtype(ref[k]));
+        double *a = test_host(fused[k]), *b = test_host(ref[k]);
+        for (int64_t i = 0; i < td_numel(ref[k]); i++) {
+            bool same_nan = isnan(a[i]) && isnan(b[i]);
+            if (!same_nan && !(fabs(a[i] - b[i]) <= tol * (1 + fabs(b[i]))))
+                TEST_FAIL_("%s (%s, output %d): element %lld: fused %.9g vs composed %.9g", what, td_dtype_name(dt), k,
+                           (long long)i, a[i], b[i]);
+        }
+        free(a), free(b);
+    }
+    td__math_case_free(c);
+}
+
+static void ew_ops(const char *spec_dev) {
+    td_device dev = test_device_or_skip(spec_dev);
+    test_seed();
+    td_debug_set(TD_DEBUG_POISON);
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++)
+        for (int op = 0; op < TD_MEW_COUNT; op++) {
+            if (op == TD_MEW_CAST || op == TD_MEW_ERF || op == TD_MEW_SIGN) continue; /* derived graphs only */
+            td_scope_begin();
+            tgraph g = {0};
+            int x = in(&g, "x"), y = in(&g, "y");
+            int arity = op == TD_MEW_WHERE || op == TD_MEW_CLAMP ? 3 : op >= TD_MEW_ADD ? 2 : 1, r;
+            if (op == TD_MEW_WHERE)
+                r = ew(&g, op, ew(&g, TD_MEW_GT, x, y, -1), x, y);
+            else if (op == TD_MEW_CLAMP)
+                r = ew(&g, op, x, cst(&g, 0.8), y);
+            else
+                r = ew(&g, op, x, arity > 1 ? y : -1, -1);
+            out(&g, r);
+            /* and in a chain: (op(...) * x + 1) */
+            out(&g, ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, r, x, -1), cst(&g, 1), -1));
+            spec s[2] = {{2, {37, 65}, 0.5, 2.0}, {2, {37, 65}, 0.5, 2.0}};
+            check(&g, s, DTYPES[t], dev, 1, EW_NAMES[op]);
+            td_scope_end();
+        }
+}
+
+static void broadcast(const char *spec_dev) {
+    td_device dev = test_device_or_skip(spec_dev);
+    test_seed();
+    td_debug_set(TD_DEBUG_POISON);
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++) {
+        td_scope_begin();
+        tgraph g = {0};
+        /* out = (x * c + r) * s - k + 0.5 + exp(x - u' ) * e  with x [N, C], c [C], r [N, 1], k [1, C], s 0-d,
+        ** u [C, N] transposed, e [C] expanded to [N, C] */
+        int x = in(&g, "x"), c = in(&g, "c"), r = in(&g, "r"), k = in(&g, "k"), s = in(&g, "s"), u = in(&g, "u"),
+            e = in(&g, "e");
+        int ee = node(
+            &g, (td_math_node){.kind = TD_MK_EXPAND, .n_args = 1, .args = {e, -1, -1}, .ndim = 2, .shape = {19, 33}});
+        int v = ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, x, c, -1), r, -1), s, -1);
+        v = ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_SUB, v, k, -1), cst(&g, 0.5), -1);
+        int w = ew(&g, TD_MEW_EXP, ew(&g, TD_MEW_SUB, x, unary(&g, TD_MK_TRANSPOSE, u), -1), -1, -1);
+        out(&g, ew(&g, TD_MEW_ADD, v, ew(&g, TD_MEW_MUL, w, ee, -1), -1));
+        spec sp[7] = {{2, {19, 33}, -1, 1}, {1, {33}, -1, 1},     {2, {19, 1}, -1, 1}, {2, {1, 33}, -1, 1},
+                      {0, {0}, -1, 1},      {2, {33, 19}, -1, 1}, {1, {33}, -1, 1}};
+        check(&g, sp, DTYPES[t], dev, 1, "broadcast");
+        td_scope_end();
+    }
+}
+
+static void reduce(const char *spec_dev) {
+    td_device dev = test_device_or_skip(spec_dev);
+    test_seed();
+    td_debug_set(TD_DEBUG_POISON);
+    const int ops[] = {TD_MRED_SUM, TD_MRED_MEAN, TD_MRED_AMAX, TD_MRED_AMIN};
+    const struct {
+        int dim;
+        bool keepdim;
+    } how[] = {{-1, false}, {-1, true}, {99, false}, {0, false}, {0, true}, {1, false}};
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++)
+        for (int o = 0; o < 4; o++)
+            for (size_t h = 0; h < sizeof how / sizeof how[0]; h++) {
+                td_scope_begin();
+                tgraph g = {0};
+                /* red(exp(x) * y - 1) over x [7, 300, 9] */
+                int x = in(&g, "x"), y = in(&g, "y");
+                int v = ew(&g, TD_MEW_SUB, ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_EXP, x, -1, -1), y, -1), cst(&g, 1), -1);
+                out(&g, red(&g, ops[o], v, how[h].dim, how[h].keepdim));
+                spec sp[2] = {{3, {7, 300, 9}, -1, 1}, {1, {9}, -1, 1}};
+                char what[64];
+                snprintf(what, sizeof what, "%s over dim %d%s", RED_NAMES[o], how[h].dim,
+                         how[h].keepdim ? " keepdim" : "");
+                check(&g, sp, DTYPES[t], dev, 1, what);
+                td_scope_end();
+            }
+}
+
+/* long reductions with few outputs, which GPU kernels cut into chunks of k (a second kernel combines them) */
+static void reduce_long(const char *spec_dev) {
+    td_device dev = test_device_or_skip(spec_dev);
+    test_seed();
+    td_debug_set(TD_DEBUG_POISON);
+    const int ops[] = {TD_MRED_SUM, TD_MRED_MEAN, TD_MRED_AMAX, TD_MRED_AMIN};
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++)
+        for (int o = 0; o < 4; o++)
+            for (int h = 0; h < 3; h++) {
+                td_scope_begin();
+                tgraph g = {0};
+                /* red(x * y + x) over all of [64, 4096], or over dim 0 of [12288, 3] or [4096, 40] (a column each) */
+                int x = in(&g, "x"), y = in(&g, "y");
+                out(&g, red(&g, ops[o], ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, x, y, -1), x, -1), h ? 0 : 99, false));
+                spec sp[2] = {{2, {64, 4096}, -1, 1}, {2, {64, 4096}, -1, 1}};
+                if (h) sp[0] = sp[1] = (spec){2, {h == 1 ? 12288 : 4096, h == 1 ? 3 : 40}, -1, 1};
+                char what[64];
+                snprintf(what, sizeof what, "%s over %s", RED_NAMES[o],
+                         h == 0   ? "all"
+                         : h == 1 ? "dim 0"
+                                  : "dim 0 of 40");
+                check(&g, sp, DTYPES[t], dev, 1, what);
+                td_scope_end();
+            }
+}
+
+static void matmul(const char *spec_dev) {
+    td_device dev = test_device_or_skip(spec_dev);
+    test_seed();
+    td_debug_set(TD_DEBUG_POISON);
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++) {
+        td_scope_begin();
+        tgraph g = {0};
+        /* y = relu(tanh(x) @ w + b) * 2 - 1; also mean(y) */
+        int x = in(&g, "x"), w = in(&g, "w"), b = in(&g, "b");
+        int h = node(
+            &g, (td_math_node){.kind = TD_MK_MATMUL, .n_args = 2, .args = {ew(&g, TD_MEW_TANH, x, -1, -1), w, -1}});
+        int y = ew(&g, TD_MEW_SUB,
+                   ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_RELU, ew(&g, TD_MEW_ADD, h, b, -1), -1, -1), cst(&g, 2), -1),
+                   cst(&g, 1), -1);
+        out(&g, y);
+        out(&g, red(&g, TD_MRED_MEAN, y, 99, false));
+        spec sp[3] = {{2, {24, 40}, -1, 1}, {2, {40, 17}, -1, 1}, {1, {17}, -1, 1}};
+        check(&g, sp, DTYPES[t], dev, 2, "matmul regions");
+        td_scope_end();
+    }
+}
+
+static void outputs(const char *spec_dev) {
+    td_device dev = test_device_or_skip(spec_dev);
+    test_seed();
+    td_debug_set(TD_DEBUG_POISON);
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++) {
+        td_scope_begin();
+        tgraph g = {0};
+        /* a = sigmoid(x) * y; return a * y, a + x, x (an input as it is), sum(a, -1) */
+        int x = in(&g, "x"), y = in(&g, "y");
+        int a = ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_SIGMOID, x, -1, -1), y, -1);
+        out(&g, ew(&g, TD_MEW_MUL, a, y, -1));
+        out(&g, ew(&g, TD_MEW_ADD, a, x, -1));
+        out(&g, x);
+        out(&g, red(&g, TD_MRED_SUM, a, -1, false));
+        spec sp[2] = {{2, {64, 130}, -2, 2}, {2, {64, 130}, -2, 2}};
+        check(&g, sp, DTYPES[t], dev, 1, "outputs");
+        td_scope_end();
+    }
+}
+
+#define ON_EACH_DEVICE(NAME)                                                                                           \
+    TEST(NAME##_cpu) { NAME("cpu"); }                                                                                  \
+    TEST(NAME##_vulkan) { NAME("vulkan:0"); }                                                                          \
+    TEST(NAME##_cuda) { NAME("cuda:0"); }
+ON_EACH_DEVICE(ew_ops)
+ON_EACH_DEVICE(broadcast)
+ON_EACH_DEVICE(reduce)
+ON_EACH_DEVICE(reduce_long)
+ON_EACH_DEVICE(matmul)
+ON_EACH_DEVICE(outputs)
+
+/* clang-format off */
+#define TESTS(X)                                                                                                       \
+    X(ew_ops_cpu) X(ew_ops_vulkan) X(ew_ops_cuda)                                                                      \
+    X(broadcast_cpu) X(broadcast_vulkan) X(broadcast_cuda)                                                             \
+    X(reduce_cpu) X(reduce_vulkan) X(reduce_cuda)                                                                      \
+    X(reduce_long_cpu) X(reduce_long_vulkan) X(reduce_long_cuda)                                                       \
+    X(matmul_cpu) X(matmul_vulkan) X(matmul_cuda)                                                                      \
+    X(outputs_cpu) X(outputs_vulkan) X(outputs_cuda)
+/* clang-format on */
+TEST_MAIN(TESTS)
