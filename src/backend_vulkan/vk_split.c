@@ -10,12 +10,13 @@
 **   them (gathered);
 **   MATMUL a[..., M, K] @ b[..., K, N] -> out[..., M, N] (out contiguous):
 **     1. halves of the outermost batch dim > 1 that a wide operand has;
-**     2. b (or out) wide: halves of N (columns of b and out);
-**     3. a or out wide: halves of M (rows of a and out);
-**   a part that is still too wide and not contiguous (the columns of a
-**   row-major b span nearly all of it) is first copied into a contiguous
-**   temporary (COPY splits itself); an out part that is not contiguous is
-**   computed into a temporary and copied into place;
+**     2. then tiles of out (matmul_tiles): as many rows of a, and columns of
+**        b, as one temporary holds, each block gathered once; or, where those
+**        tiles would be thin (long K) and an accumulator for out fits one
+**        temporary, slices of K (matmul_ksplit), summed in f32 (f64 for f64);
+**   so the parts number about (a's bytes / limit) * (b's bytes / limit), or
+**   (a's + b's bytes) / limit with K slices; an out part that is not
+**   contiguous is computed into a temporary and copied into place;
 **   CONV2D, CONV2D_BACKWARD_INPUT: halves of the batch (x and y, dy and dx);
 **   CONV2D_BACKWARD_WEIGHT dw = sum over the batch: the first half into dw,
 **     the second into a temporary, then ADD dw += it.
@@ -25,10 +26,12 @@
 **   the row-wise ops (softmax and its backward, layer_norm, group_norm,
 **     embedding, cross_entropy without a reduction and its backward): halves
 **     of the leading dim of the operands that hold rows (rows_of).
-** K (matmul), the weights (conv, embedding) and ops not listed are never split:
+** The weights (conv, embedding) and ops not listed are never split:
 ** an operand too wide along them alone reaches the encoder, whose binding fails
 ** naming the limit.
 */
+#include <stdlib.h>
+
 #include "vk.h"
 
 static void halve(td_operand *v, int dim, int half, int64_t h) {
@@ -135,6 +138,161 @@ static td_status matmul_part(vk_dev *d, const td_op *op, const vk_op_fn *enc, td
     return st;
 }
 
+/* The most bytes one contiguous temporary can hold and bind whole (vk_fits_one). */
+static VkDeviceSize one_limit(vk_dev *d) {
+    VkDeviceSize r = d->caps.max_storage_range - d->caps.min_storage_align;
+    return d->caps.max_alloc < r ? d->caps.max_alloc : r;
+}
+
+/* v, or a contiguous copy of it where v is too wide (*tmp is then its buffer, else NULL). */
+static td_status gather_one(vk_dev *d, const vk_op_fn *enc, td_operand *v, td_buffer **tmp) {
+    *tmp = NULL;
+    if (!vk_view_too_wide(d, v)) return TD_OK;
+    td_operand t;
+    td_status st = temporary(d, v, &t);
+    if (st != TD_OK) return st;
+    td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = v, .out = &t};
+    st = enc[TD_OP_COPY](d, &copy);
+    *v = t;
+    *tmp = t.buf;
+    return st;
+}
+
+/* v as a contiguous temporary of dtype dt (a COPY, which casts); *tmp is its buffer. */
+static td_status gather_as(vk_dev *d, const vk_op_fn *enc, td_operand *v, td_dtype dt, td_buffer **tmp) {
+    td_operand t;
+    td_status st = temporary(d, v, &t);
+    if (st == TD_OK && dt != v->dtype) { /* the temporary was sized for v's dtype */
+        vk_free(t.buf);
+        t.dtype = dt;
+        st = vk_alloc(d, (size_t)td_operand_numel(&t) * td_dtype_size(dt), &t.buf);
+        if (st != TD_OK) t.buf = NULL;
+    }
+    td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = v, .out = &t};
+    if (st == TD_OK) st = enc[TD_OP_COPY](d, &copy);
+    *v = t;
+    *tmp = t.buf;
+    return st;
+}
+
+/* out o[..., M, N] = sum over slices of K of a[..., :, slice] @ b[..., slice, :], each slice of a and b
+** gathered (cast) into temporaries of the accumulator's dtype (f64 for f64, else f32) as long as one
+** temporary holds, the products added into an accumulator acc (first slice: into acc; then into p,
+** acc += p), acc copied (cast) into o at the end. Only the order of the f32 sums changes; f16 and
+** bf16 still round once, as the unsplit kernel's f32 accumulator does. */
+static td_status matmul_ksplit(vk_dev *d, const td_op *op, const vk_op_fn *enc, td_operand a, td_operand b,
+                               td_operand o, VkDeviceSize lim) {
+    td_dtype acc_dt = o.dtype == TD_F64 ? TD_F64 : TD_F32;
+    size_t es = td_dtype_size(acc_dt);
+    int ka = a.ndim - 1, kb = b.ndim - 2;
+    int64_t K = a.shape[ka];
+    VkDeviceSize sa = (VkDeviceSize)(td_operand_numel(&a) / K) * es, sb = (VkDeviceSize)(td_operand_numel(&b) / K) * es;
+    int64_t Kc = (int64_t)(lim / (sa > sb ? sa : sb));
+    if (Kc < 1) Kc = 1;
+    td_operand acc, p = {0};
+    td_status st = temporary(d, &o, &acc);
+    if (st == TD_OK) { /* sized for o's dtype; the accumulator's is at least as wide */
+        vk_free(acc.buf);
+        acc.dtype = acc_dt;
+        st = vk_alloc(d, (size_t)td_operand_numel(&acc) * es, &acc.buf);
+        if (st != TD_OK) acc.buf = NULL;
+    }
+    if (st == TD_OK) p = acc, p.buf = NULL, st = vk_alloc(d, (size_t)td_operand_numel(&acc) * es, &p.buf);
+    for (int64_t k0 = 0; k0 < K && st == TD_OK; k0 += Kc) {
+        td_operand in[2] = {a, b};
+        td_buffer *ta = NULL, *tb = NULL;
+        int64_t kc = K - k0 < Kc ? K - k0 : Kc;
+        in[0].offset += k0 * a.strides[ka], in[0].shape[ka] = kc;
+        in[1].offset += k0 * b.strides[kb], in[1].shape[kb] = kc;
+        st = gather_as(d, enc, &in[0], acc_dt, &ta);
+        if (st == TD_OK) st = gather_as(d, enc, &in[1], acc_dt, &tb);
+        td_op part = *op;
+        part.in = in, part.out = k0 ? &p : &acc;
+        if (st == TD_OK) st = enc[TD_OP_MATMUL](d, &part);
+        td_operand both[2] = {acc, p};
+        td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = both, .out = &acc};
+        if (st == TD_OK && k0) st = enc[TD_OP_ADD](d, &add);
+        if (ta) vk_free(ta);
+        if (tb) vk_free(tb);
+    }
+    td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &acc, .out = &o};
+    if (st == TD_OK) st = enc[TD_OP_COPY](d, &copy);
+    if (acc.buf) vk_free(acc.buf);
+    if (p.buf) vk_free(p.buf);
+    return st;
+}
+
+/* The 2-D core of matmul_parts: out o[..., M, N] (contiguous) in tiles of Mt rows and Nt columns, Mt
+** as many rows of a as one temporary holds where a is too wide (else M), Nt likewise for the
+** columns of b, both shrunk while a too-wide out tile would not fit one. Each a block is gathered
+** once; the b blocks are gathered on the first row of tiles and kept (their temporaries add up to
+** b's size); a tile of out that is not contiguous or too wide runs into a temporary, copied into
+** place. So the parts are (a's bytes / limit) * (b's bytes / limit), none smaller than needed. */
+static td_status matmul_tiles(vk_dev *d, const td_op *op, const vk_op_fn *enc, td_operand a, td_operand b,
+                              td_operand o) {
+    int ra = a.ndim - 2, cb = b.ndim - 1, ro = o.ndim - 2;
+    int64_t M = o.shape[ro], N = o.shape[ro + 1], Mt = M, Nt = N;
+    td_operand in[2] = {a, b};
+    td_op part = *op;
+    part.in = in, part.out = &o;
+    if (M == 0 || N == 0) return enc[TD_OP_MATMUL](d, &part);
+    size_t es = td_dtype_size(a.dtype);
+    VkDeviceSize lim = one_limit(d), row_a = (VkDeviceSize)(td_operand_numel(&a) / M) * es,
+                 col_b = (VkDeviceSize)(td_operand_numel(&b) / N) * es,
+                 el_o = (VkDeviceSize)(td_operand_numel(&o) / (M * N)) * td_dtype_size(o.dtype);
+    bool wa = vk_view_too_wide(d, &a), wb = vk_view_too_wide(d, &b), wo = vk_view_too_wide(d, &o);
+    if (wa) Mt = row_a > lim ? 1 : (int64_t)(lim / row_a) < M ? (int64_t)(lim / row_a) : M;
+    if (wb) Nt = col_b > lim ? 1 : (int64_t)(lim / col_b) < N ? (int64_t)(lim / col_b) : N;
+    /* thin tiles (a few long rows of a or columns of b) waste most of each kernel tile: split K instead
+    ** where an accumulator for all of out fits one temporary */
+    bool thin = (wa && Mt < M && Mt < 64) || (wb && Nt < N && Nt < 64);
+    if (thin && a.shape[ra + 1] > 1 && (VkDeviceSize)(td_operand_numel(&o) * 8) <= lim)
+        return matmul_ksplit(d, op, enc, a, b, o, lim);
+    while (wo && (VkDeviceSize)(Mt * Nt) * el_o > lim && Mt * Nt > 1) {
+        if (Mt >= Nt)
+            Mt = (Mt + 1) / 2;
+        else
+            Nt = (Nt + 1) / 2;
+    }
+    int64_t nbn = (N + Nt - 1) / Nt;
+    td_operand *bs = calloc((size_t)nbn, sizeof *bs);
+    td_buffer **tbs = calloc((size_t)nbn, sizeof *tbs);
+    td_status st = bs && tbs ? TD_OK : td_error_set(TD_ERR_OOM, "vulkan: matmul parts");
+    for (int64_t m0 = 0; m0 < M && st == TD_OK; m0 += Mt) {
+        int64_t mt = M - m0 < Mt ? M - m0 : Mt;
+        td_operand po;
+        td_buffer *ta = NULL, *to = NULL;
+        in[0] = a;
+        in[0].offset += m0 * a.strides[ra], in[0].shape[ra] = mt;
+        st = gather_one(d, enc, &in[0], &ta);
+        for (int64_t j = 0; j < nbn && st == TD_OK; j++) {
+            int64_t n0 = j * Nt, nt = N - n0 < Nt ? N - n0 : Nt;
+            if (m0 == 0) {
+                bs[j] = b;
+                bs[j].offset += n0 * b.strides[cb], bs[j].shape[cb] = nt;
+                if ((st = gather_one(d, enc, &bs[j], &tbs[j])) != TD_OK) break;
+            }
+            in[1] = bs[j];
+            td_operand ot = o;
+            ot.offset += m0 * o.strides[ro] + n0 * o.strides[ro + 1], ot.shape[ro] = mt, ot.shape[ro + 1] = nt;
+            po = ot;
+            if ((!td_operand_is_contiguous(&ot) || vk_view_too_wide(d, &ot)) && (st = temporary(d, &ot, &po)) == TD_OK)
+                to = po.buf;
+            part.out = &po;
+            if (st == TD_OK) st = enc[TD_OP_MATMUL](d, &part);
+            td_op copy = {.kind = TD_OP_COPY, .n_in = 1, .n_out = 1, .in = &po, .out = &ot};
+            if (st == TD_OK && to) st = enc[TD_OP_COPY](d, &copy);
+            if (to) vk_free(to), to = NULL;
+        }
+        if (ta) vk_free(ta);
+    }
+    for (int64_t j = 0; tbs && j < nbn; j++)
+        if (tbs[j]) vk_free(tbs[j]);
+    free(bs);
+    free(tbs);
+    return st;
+}
+
 static td_status matmul_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
     const td_operand *a = &op->in[0], *b = &op->in[1];
     bool wa = vk_view_too_wide(d, a), wb = vk_view_too_wide(d, b), wo = vk_view_too_wide(d, &op->out[0]), fit;
@@ -168,18 +326,7 @@ static td_status matmul_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
         }
         return TD_OK;
     }
-    int64_t M = o.shape[nb], N = o.shape[nb + 1];
-    bool by_n = (wb || (wo && M == 1)) && N > 1, by_m = (wa || wo) && M > 1;
-    if (!by_n && !by_m) return enc[TD_OP_MATMUL](d, op); /* nothing left to split: the binding names the limit */
-    int64_t h = (by_n ? N : M) / 2;
-    for (int half = 0; half < 2; half++) {
-        td_operand pa = *a, pb = *b, po = o;
-        halve(by_n ? &pb : &pa, by_n ? b->ndim - 1 : a->ndim - 2, half, h);
-        halve(&po, by_n ? nb + 1 : nb, half, h);
-        td_status st = matmul_part(d, op, enc, pa, pb, po);
-        if (st != TD_OK) return st;
-    }
-    return TD_OK;
+    return matmul_tiles(d, op, enc, *a, *b, o);
 }
 
 static td_status conv_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
