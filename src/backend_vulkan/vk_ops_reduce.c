@@ -106,16 +106,19 @@ static int64_t split_of(const red_plan *pl, int64_t n_out, uint32_t code, td_dty
 }
 
 /* Chunks of rows for a column reduction (the innermost kept dim has stride 1, one reduced dim that
-** does not), or 1: reduce_tile.comp alone puts ceil(n_out / TX) workgroups on all the rows, 24 for a
-** [16384, 768] bias gradient. C doubles while fewer than 1024 workgroups would run and each chunk
-** keeps at least 64 rows. */
-static int64_t rows_split_of(const red_plan *pl, int64_t n_out, uint32_t code, td_dtype dt) {
+** does not), or 1: reduce_tile.comp alone puts ceil(n_out / TX) workgroups on all the rows, 96 (TX 8) for a
+** [16384, 768] bias gradient. C doubles while fewer than 1024 workgroups (tiles of 32) would run and each chunk
+** keeps at least 64 rows, then halves while the scratch would not fit one allocation and binding. */
+static int64_t rows_split_of(vk_dev *d, const red_plan *pl, int64_t n_out, uint32_t code, td_dtype dt) {
     bool ok = code == R_MAX || code == R_MIN || ((code == R_SUM || code == R_MEAN) && vk_is_float(dt));
     if (!ok || pl->nk == 0 || pl->kst[pl->nk - 1] != 1 || pl->nr != 1 || pl->rst[0] == 1 || n_out < 32 ||
         pl->n_red < 256)
         return 1;
     int64_t tiles = (n_out + 31) / 32, c = 1;
     while (tiles * c < 1024 && pl->n_red / (2 * c) >= 64 && c < 1024) c *= 2;
+    VkDeviceSize lim = d->caps.max_storage_range - d->caps.min_storage_align;
+    if (d->caps.max_alloc < lim) lim = d->caps.max_alloc;
+    while (c > 1 && (VkDeviceSize)((c + 1) * n_out) * 8 > lim) c /= 2; /* (c + 1) rows of at most 8 bytes */
     return c;
 }
 
@@ -179,7 +182,7 @@ static td_status reduce(vk_dev *d, const td_op *op, uint32_t code) {
     int shader = !vk_is_float(dt) && code == R_SUM ? VK_SHADER_reduce_sum_i32 + (int)(dt - TD_I32)
                                                    : VK_DT_SHADER(VK_SHADER_reduce_f32, dt);
     int64_t n_out = td_operand_numel(out), split = split_of(&pl, n_out, code, dt);
-    int64_t chunks = rows_split_of(&pl, n_out, code, dt);
+    int64_t chunks = rows_split_of(d, &pl, n_out, code, dt);
     if (chunks > 1) return column_split(d, code, dt, b, in_off, out_off, &pl, chunks);
     if (split == 1) return reduce_pass(d, shader, code, dt, b, in_off, out_off, &pl, op->p.reduce.correction, 0, 0);
     /* pass 1: the reduced dim becomes (split, n_red / split); chunk results go to a scratch [n_out, split] */

@@ -364,6 +364,35 @@ static td_status conv_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
 
 static td_status split_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc);
 
+static td_status reduce_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc);
+
+/* MEAN (f32, f64) split along a reduced dim: the SUM in parts, then out *= 1 / n (MUL by a one-element
+** buffer FILLed with 1 / n, broadcast with strides 0). */
+static td_status mean_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
+    td_op sum = *op;
+    sum.kind = TD_OP_SUM;
+    td_status st = reduce_parts(d, &sum, enc);
+    int64_t n = 1;
+    for (int i = 0; i < op->in[0].ndim; i++)
+        if (op->p.reduce.dims >> i & 1) n *= op->in[0].shape[i];
+    td_operand sc = op->out[0];
+    sc.offset = 0;
+    for (int i = 0; i < sc.ndim; i++) sc.strides[i] = 0;
+    if (st == TD_OK)
+        st = vk_alloc(d, td_dtype_size(sc.dtype), &sc.buf);
+    else
+        sc.buf = NULL;
+    td_operand one = sc;
+    one.ndim = 0;
+    td_op fill = {.kind = TD_OP_FILL, .n_in = 0, .n_out = 1, .out = &one, .p.fill.value = 1.0 / (double)n};
+    if (st == TD_OK) st = enc[TD_OP_FILL](d, &fill);
+    td_operand both[2] = {op->out[0], sc};
+    td_op mul = {.kind = TD_OP_MUL, .n_in = 2, .n_out = 1, .in = both, .out = (td_operand *)&op->out[0]};
+    if (st == TD_OK) st = enc[TD_OP_MUL](d, &mul);
+    if (sc.buf) vk_free(sc.buf);
+    return st;
+}
+
 /* A reduction by halves of its outermost dim longer than 1 (see the top). */
 static td_status reduce_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
     const td_operand *in = &op->in[0];
@@ -374,6 +403,9 @@ static td_status reduce_parts(vk_dev *d, const td_op *op, const vk_op_fn *enc) {
                   : op->kind == TD_OP_MAX ? TD_OP_MAXIMUM
                   : op->kind == TD_OP_MIN ? TD_OP_MINIMUM
                                           : -1;
+    if (reduced && op->kind == TD_OP_MEAN && (in->dtype == TD_F32 || in->dtype == TD_F64) &&
+        in->dtype == op->out[0].dtype)
+        return mean_parts(d, op, enc);
     if (dim == in->ndim || (reduced && combine < 0) || in->dtype != op->out[0].dtype) return enc[op->kind](d, op);
     int64_t h = in->shape[dim] / 2;
     td_operand pin, pout, tmp = {0};
