@@ -22,7 +22,8 @@
 **     the second into a temporary, then ADD dw += it.
 **   the reductions, by halves of the outermost dim longer than 1: kept, halves
 **     of in and out; reduced (SUM, MAX, MIN), the first half into out, the
-**     second into a temporary, then ADD / MAXIMUM / MINIMUM into out;
+**     second into a temporary, then ADD / MAXIMUM / MINIMUM into out; an f32
+**     or f64 MEAN as that SUM, then MUL by 1 / n (mean_parts);
 **   the row-wise ops (softmax and its backward, layer_norm, group_norm,
 **     embedding, cross_entropy without a reduction and its backward): halves
 **     of the leading dim of the operands that hold rows (rows_of).
