@@ -210,6 +210,11 @@ static td_status dedicated(vk_dev *d, VkDeviceSize size, vk_block **out) {
 /* cap bytes as segments of the largest power of two within maxMemoryAllocationSize (at least
 ** 64 KiB: a segment holds whole elements and aligned bindings); b->segs on success. */
 static td_status alloc_segmented(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
+    VkDeviceSize room = heap_room(d, d->mt_device); /* at once, rather than after allocating what fits */
+    if (cap > room)
+        return td_error_set(TD_ERR_OOM, "vulkan: %llu bytes would exceed the memory of %s (%llu bytes left%s)",
+                            (unsigned long long)cap, d->props.deviceName, (unsigned long long)room,
+                            d->caps.memory_budget ? ", VK_EXT_memory_budget" : "");
     VkDeviceSize seg = 65536;
     while (seg * 2 <= d->caps.max_alloc) seg *= 2;
     int n = (int)((cap + seg - 1) / seg);
