@@ -9,6 +9,8 @@
 **   layernorm  [R,4096], w,b [4096]     8 bytes/elem
 **   sum        [m] -> []                4 bytes/elem
 **   adam       10M params (--quick 2^20) 28 bytes/param: read p,g,m,v; write p,m,v
+**   colsum     [16384,768] -> [768], sum over dim 0 (a bias gradient over B*T rows; --quick [1024,768]),
+**              f32 and bf16, bytes read + written
 **   roofline   copy [c] -> [c], 8 bytes/elem (c = 2^28 GPU, 2^24 CPU and --quick);
 **              matmul at n/4 and n/2 for each dtype the row set measures
 **   dispatch   10k adds [1] + [1], each in its own scope (its result freed at
@@ -194,6 +196,35 @@ static td_status run_adam(bench_session *s, int device) {
     return st;
 }
 
+static td_status fn_colsum(void *p, int r) {
+    int dim0 = 0;
+    return ok_if(td_sum(((op_arg *)p)->x[r], 1, &dim0, false));
+}
+
+/* Column sums of a [rows, 768] f32 and bf16 tensor (W3's bias and layer-norm gradients). */
+static td_status run_colsum(bench_session *s, int device) {
+    int64_t shape[2] = {s->opt.quick ? 1024 : 16384, 768};
+    td_device dev = s->devices[device].dev;
+    const td_dtype dts[2] = {TD_F32, TD_BF16};
+    td_status worst = TD_OK;
+    for (int i = 0; i < 2; i++) {
+        double bytes = (double)((shape[0] + 1) * shape[1]) * (double)td_dtype_size(dts[i]);
+        op_arg a = {.k = bench_rotation(bytes)};
+        td_scope_begin();
+        td_status st = fill_sets(a.x, a.k, 2, shape, dts[i], dev, 1);
+        char size[80];
+        snprintf(size, sizeof size, "%lldx%lld dim 0", (long long)shape[0], (long long)shape[1]);
+        if (st != TD_OK)
+            bench_fail(s, device, "W4-colsum", td_dtype_name(dts[i]), NULL);
+        else if (!bench_time(s, device, "W4-colsum", td_dtype_name(dts[i]), size, BENCH_UNIT_GBPS, bytes, a.k,
+                             fn_colsum, &a))
+            st = TD_ERR_DEVICE;
+        td_scope_end();
+        if (st != TD_OK) worst = st;
+    }
+    return worst;
+}
+
 static td_status fn_dispatch(void *p, int r) {
     op_arg *a = p;
     (void)r;
@@ -251,6 +282,8 @@ const bench_workload bench_workloads[] = {
      false, "ops"},
     {"W4-sum", "sum of an f32 vector, GB/s over 4 bytes/element", run_sum, "gbps", 1, false, "ops"},
     {"W4-adam", "fused Adam step over 10M f32 params, 28 bytes/param", run_adam, NULL, 0, false, "ops"},
+    {"W4-colsum", "sum over dim 0 of [16384,768] f32 and bf16 (a bias gradient), GB/s over bytes read + written",
+     run_colsum, NULL, 0, false, "ops"},
     {"dispatch", "eager dispatch: 10k adds of [1] f32 tensors then one synchronize, us/op on the host clock",
      bench_run_dispatch, "ops_per_s", 1, false, "dispatch"},
 };

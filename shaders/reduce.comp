@@ -24,7 +24,7 @@ layout(push_constant) uniform PC {
     uint n_out, n_red, in_off, out_off;
     uint kdim, rdim;
     int correction;
-    uint pad;
+    uint n_mean; // reduce_tile.comp only
     uint kshape[4], kstride[4];
     uint rshape[8], rstride[8];
 } pc;

@@ -12,18 +12,23 @@
 // TY partials of each output are combined through shared memory, in a fixed
 // order. No subgroup operations, so it is the same on every subgroup size.
 // max/min: NaN wins.
+// Column sums split over rows (vk_ops_reduce.c, rows_split_of) run it twice: pass 1 into a scratch
+// [C, n_out] of partial sums over C chunks of rows, pass 2 over that scratch. For f16/bf16 the scratch
+// is f32 (F32_IO: bit 0, in is f32; bit 1, out is f32), and mean divides by pc.n_mean where nonzero
+// (the rows of all chunks) rather than by n_red.
 #include "types.glsl"
 
 layout(constant_id = 0) const uint WG = 256;
 layout(constant_id = 1) const uint OP = 0;
 layout(constant_id = 2) const uint TX = 32;
+layout(constant_id = 3) const uint F32_IO = 0;
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
     uint n_out, n_red, in_off, out_off;
     uint kdim, rdim;
     int correction;
-    uint pad;
+    uint n_mean;
     uint kshape[4], kstride[4];
     uint rshape[8], rstride[8];
 } pc;
@@ -33,6 +38,8 @@ layout(push_constant) uniform PC {
 
 layout(binding = 0) readonly buffer BA { ST(A_DT) a[]; };
 layout(binding = 1) writeonly buffer BO { ST(A_DT) o[]; };
+layout(binding = 0) readonly buffer BAF { float af[]; }; // F32_IO bit 0
+layout(binding = 1) writeonly buffer BOF { float of[]; }; // F32_IO bit 1
 
 shared ACC part[WG];
 shared bool part_nan[WG];
@@ -80,7 +87,8 @@ void main() {
         if (r < pc.n_out) {
             uint base = kept_offset(r);
             for (uint j = y; j < pc.n_red; j += TY) {
-                ACC v = ACC(LD(A_DT, a[base + red_offset(j)]));
+                uint at = base + red_offset(j);
+                ACC v = (F32_IO & 1u) != 0u ? ACC(af[at]) : ACC(LD(A_DT, a[at]));
 #if IS_FLOAT
                 if (isnan(v)) nan = true;
 #endif
@@ -96,10 +104,13 @@ void main() {
                 nan = nan || part_nan[k * TX + x];
             }
 #if IS_FLOAT
-            if (OP == 1u) s /= ACC(pc.n_red);
+            if (OP == 1u) s /= ACC(pc.n_mean != 0u ? pc.n_mean : pc.n_red);
             if (nan && OP >= 2u) s = ACC(0.0 / 0.0);
 #endif
-            o[pc.out_off + r] = SV(A_DT, s);
+            if ((F32_IO & 2u) != 0u)
+                of[pc.out_off + r] = float(s);
+            else
+                o[pc.out_off + r] = SV(A_DT, s);
         }
         barrier();
     }

@@ -189,7 +189,8 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
             continue;
         }
         const char *variant = get_str(r, "variant");
-        ASSERT(!strcmp(variant, "float32") || strstr(w, "matmul") || strstr(w, "gemm") || !strcmp(w, "W2-cold-start"));
+        ASSERT(!strcmp(variant, "float32") || strstr(w, "matmul") || strstr(w, "gemm") || !strcmp(w, "W2-cold-start") ||
+               !strcmp(w, "W4-colsum"));
         get_str(r, "size");
         const char *unit = get_str(r, "unit");
         bool training = w[0] == 'W' && ((w[1] >= '1' && w[1] <= '3') || w[1] == '5' || w[1] == '6'),

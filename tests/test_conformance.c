@@ -391,7 +391,14 @@ static bool reduce_inputs(conf_ctx *c, int v, bool empty, td_tensor **x, int *nd
         *x = conf_in(c, -3, 3, SHAPE(300, 5));
         dims[0] = -1;
         return true;
-    case 11:
+    case 11: /* column sums over many rows (vulkan: chunks of rows, then over the chunks; an odd remainder) */
+        VARIANT(c->tiny ? "columns over rows [2,515,40] dims {0,1}" : "columns over rows [2,8192,40] dims {0,1}");
+        *x = conf_in(c, -3, 3, SHAPE(2, BIG(c, 8192, 515), 40));
+        *nd = 2;
+        dims[0] = 0;
+        dims[1] = 1;
+        return true;
+    case 12:
         if (!empty) return false;
         VARIANT("size 0 [0,7] dim 0");
         *x = conf_in(c, -3, 3, SHAPE(0, 7));

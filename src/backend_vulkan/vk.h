@@ -44,13 +44,20 @@ typedef struct vk_block {
     struct vk_block *next;
 } vk_block;
 
+/* A buffer larger than one allocation (maxMemoryAllocationSize) is segmented: n_seg dedicated
+** blocks of seg bytes each (the last may be shorter), byte x in segs[x / seg] at x % seg; block is
+** then NULL. A binding lies within one segment (vk_bind_view); vk_view_too_wide counts a view that
+** crosses a segment boundary as too wide, so the ops that run in parts split it (vk_split.c). */
 struct td_buffer {
     struct vk_dev *dev;
     vk_block *block;
     VkDeviceSize offset; /* within block, aligned to VK_ALIGN */
     VkDeviceSize size;   /* bytes asked for */
     VkDeviceSize cap;    /* bytes reserved (size class) */
-    int size_class;      /* -1: dedicated block */
+    int size_class;      /* -1: dedicated block or segmented */
+    vk_block **segs;     /* segmented: the blocks, in order */
+    int n_seg;
+    VkDeviceSize seg;
     td_buffer *next_free;
 };
 
@@ -181,7 +188,7 @@ typedef struct vk_dev {
     VkDeviceSize block_size;
     vk_block *blocks;
     td_buffer *free_list[VK_N_CLASSES];
-    td_buffer *big_free; /* cached dedicated blocks */
+    td_buffer *big_free; /* cached dedicated blocks and segmented buffers */
     vk_block *staging;
     VkDeviceSize staging_used;
     td_buffer *dummy;                         /* bound in place of empty operands */
@@ -285,6 +292,10 @@ td_status vk_write(td_buffer *dst, size_t offset, const void *src, size_t nbytes
 td_status vk_read(td_buffer *src, size_t offset, void *dst, size_t nbytes);
 td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t nbytes);
 uint64_t vk_buffer_address(td_buffer *b); /* VkDeviceAddress of byte 0; 0 without buffer device addresses */
+/* The part of bytes [off, off + n) of b that lies in one block: its VkBuffer, offset there and host
+** address (NULL when not mapped); returns the part's length (n unless b is segmented). */
+VkDeviceSize vk_buffer_piece(const td_buffer *b, VkDeviceSize off, VkDeviceSize n, VkBuffer *buf, VkDeviceSize *at,
+                             char **map);
 td_status vk_memset(td_buffer *dst, size_t offset, uint8_t byte, size_t nbytes);
 /* The memory_stats slot: bytes in live buffers, held from the driver, and the
 ** most in live buffers since the last reset. */
@@ -339,9 +350,11 @@ td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, u
 td_status vk_bind_views(vk_dev *d, int n, const td_operand *const *views, uint32_t writes, vk_bind *b,
                         uint32_t *const *offs);
 /* Whether v's window (with the offset alignment's slack, as vk_bind_view binds it) exceeds
-** maxStorageBufferRange. */
+** maxStorageBufferRange, or crosses a segment of a buffer larger than one allocation. */
 bool vk_view_too_wide(vk_dev *d, const td_operand *v);
-/* Bind a whole buffer (at least min_bytes). */
+/* Whether a contiguous copy of v's elements fits one allocation and one binding. */
+bool vk_fits_one(vk_dev *d, const td_operand *v);
+/* Bind a whole buffer (at least min_bytes); not a segmented one. */
 vk_bind vk_bind_buffer(td_buffer *b, bool write);
 
 /* ---- vk_pipeline.c ---- */

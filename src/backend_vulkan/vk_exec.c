@@ -401,7 +401,27 @@ bool vk_idle(vk_dev *d) {
 
 /* ---- bindings ---- */
 
-vk_bind vk_bind_buffer(td_buffer *b, bool write) { return (vk_bind){b->block->buf, b->offset, b->cap, write}; }
+vk_bind vk_bind_buffer(td_buffer *b, bool write) {
+    assert(!b->segs); /* scratch buffers are made within one allocation (vk_fits_one) */
+    return (vk_bind){b->block->buf, b->offset, b->cap, write};
+}
+
+/* Bytes [lo, hi) of v's buffer that hold its elements (strides are not negative). */
+static void view_window(const td_operand *v, VkDeviceSize *lo, VkDeviceSize *hi) {
+    size_t es = td_dtype_size(v->dtype);
+    int64_t hi_el = v->offset;
+    for (int i = 0; i < v->ndim; i++) hi_el += (v->shape[i] - 1) * v->strides[i];
+    *lo = (VkDeviceSize)v->offset * es;
+    *hi = (VkDeviceSize)(hi_el + 1) * es;
+}
+
+/* Whether v's window crosses a segment boundary of its (segmented) buffer. */
+static bool view_straddles(const td_operand *v) {
+    if (!v->buf || !v->buf->segs || td_operand_numel(v) == 0) return false;
+    VkDeviceSize lo, hi;
+    view_window(v, &lo, &hi);
+    return lo / v->buf->seg != (hi - 1) / v->buf->seg;
+}
 
 td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, uint32_t *elem_off) {
     if (!v || !v->buf || td_operand_numel(v) == 0) {
@@ -410,13 +430,28 @@ td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, u
         return TD_OK;
     }
     size_t es = td_dtype_size(v->dtype);
-    int64_t hi_el = v->offset;
-    for (int i = 0; i < v->ndim; i++) hi_el += (v->shape[i] - 1) * v->strides[i];
     const td_buffer *buf = v->buf;
-    VkDeviceSize lo = buf->offset + (VkDeviceSize)v->offset * es, hi = buf->offset + (VkDeviceSize)(hi_el + 1) * es;
+    VkDeviceSize lo, hi, base = buf->offset;
+    view_window(v, &lo, &hi);
+    if (view_straddles(v))
+        return td_error_set(TD_ERR_UNSUPPORTED,
+                            "vulkan: a %s view of bytes [%llu, %llu) crosses a %llu-byte allocation of a tensor larger "
+                            "than one allocation may hold on %s (maxMemoryAllocationSize %llu), and this op does not "
+                            "run in parts",
+                            td_dtype_name(v->dtype), (unsigned long long)lo, (unsigned long long)hi,
+                            (unsigned long long)buf->seg, d->props.deviceName, (unsigned long long)d->caps.max_alloc);
+    VkBuffer vb;
+    if (buf->segs) {
+        VkDeviceSize first = lo / buf->seg * buf->seg;
+        vb = buf->segs[lo / buf->seg]->buf;
+        lo -= first, hi -= first, base = 0;
+    } else {
+        vb = buf->block->buf;
+    }
+    lo += base, hi += base;
     VkDeviceSize align = d->caps.min_storage_align > 4 ? d->caps.min_storage_align : 4;
     VkDeviceSize start = lo / align * align;
-    if (start < buf->offset) start = buf->offset;
+    if (start < base) start = base;
     if (hi - start > d->caps.max_storage_range)
         return td_error_set(TD_ERR_UNSUPPORTED,
                             "vulkan: a %s view spans %llu bytes, more than one binding may hold on %s "
@@ -424,7 +459,7 @@ td_status vk_bind_view(vk_dev *d, const td_operand *v, bool write, vk_bind *b, u
                             td_dtype_name(v->dtype), (unsigned long long)(hi - start), d->props.deviceName,
                             (unsigned long long)d->caps.max_storage_range);
     if ((lo - start) / es > UINT32_MAX) return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: view offset too large");
-    *b = (vk_bind){buf->block->buf, start, hi - start, write};
+    *b = (vk_bind){vb, start, hi - start, write};
     *elem_off = (uint32_t)((lo - start) / es);
     return TD_OK;
 }
@@ -438,9 +473,15 @@ td_status vk_bind_views(vk_dev *d, int n, const td_operand *const *views, uint32
 
 bool vk_view_too_wide(vk_dev *d, const td_operand *v) {
     if (!v->buf || td_operand_numel(v) == 0) return false;
+    if (view_straddles(v)) return true;
     int64_t hi = 0;
     for (int i = 0; i < v->ndim; i++) hi += (v->shape[i] - 1) * (v->strides[i] < 0 ? -v->strides[i] : v->strides[i]);
     return (VkDeviceSize)(hi + 1) * td_dtype_size(v->dtype) + d->caps.min_storage_align > d->caps.max_storage_range;
+}
+
+bool vk_fits_one(vk_dev *d, const td_operand *v) {
+    VkDeviceSize n = (VkDeviceSize)td_operand_numel(v) * td_dtype_size(v->dtype);
+    return n <= d->caps.max_alloc && n + d->caps.min_storage_align <= d->caps.max_storage_range;
 }
 
 uint32_t vk_groups(int64_t n, uint32_t per_group) {

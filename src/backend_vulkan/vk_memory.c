@@ -6,6 +6,9 @@
 ** and served from that class's free list, else bump-allocated from a block.
 ** Requests above half a block get a dedicated block of their size (rounded to
 ** 64 KiB), cached on a best-fit list that reuses one at most 25% larger.
+** Requests past one allocation (maxMemoryAllocationSize) are segmented: a chain
+** of dedicated blocks of the largest power of two that one allocation holds
+** (vk.h, td_buffer), cached on the same best-fit list.
 ** Freed buffers are never handed back to the driver, except when an
 ** allocation fails: then the cached dedicated blocks are released and it
 ** retries once.
@@ -174,32 +177,69 @@ void vk_memory_destroy(vk_dev *d) {
     d->staging = NULL;
 }
 
-/* Release the cached dedicated blocks (after an allocation failed). */
+static void block_unlink(vk_dev *d, vk_block *blk) {
+    vk_block **bp = &d->blocks;
+    while (*bp != blk) bp = &(*bp)->next;
+    *bp = blk->next;
+    block_destroy(d, blk);
+}
+
+/* Release the cached dedicated blocks and segmented buffers (after an allocation failed). */
 static void trim(vk_dev *d) {
     if (vk_finish(d) != TD_OK) return;
     while (d->big_free) {
         td_buffer *b = d->big_free;
         d->big_free = b->next_free;
-        vk_block **bp = &d->blocks;
-        while (*bp != b->block) bp = &(*bp)->next;
-        *bp = b->block->next;
-        block_destroy(d, b->block);
+        if (b->block) block_unlink(d, b->block);
+        for (int i = 0; i < b->n_seg; i++) block_unlink(d, b->segs[i]);
+        free(b->segs);
         free(b);
     }
 }
 
+static td_status dedicated(vk_dev *d, VkDeviceSize size, vk_block **out) {
+    td_status st = block_new(d, size, d->mt_device, STORAGE_USAGE(d), out);
+    if (st != TD_OK) return st;
+    (*out)->dedicated = true;
+    (*out)->used = size;
+    (*out)->next = d->blocks;
+    d->blocks = *out;
+    return TD_OK;
+}
+
+/* cap bytes as segments of the largest power of two within maxMemoryAllocationSize (at least
+** 64 KiB: a segment holds whole elements and aligned bindings); b->segs on success. */
+static td_status alloc_segmented(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
+    VkDeviceSize room = heap_room(d, d->mt_device); /* at once, rather than after allocating what fits */
+    if (cap > room)
+        return td_error_set(TD_ERR_OOM, "vulkan: %llu bytes would exceed the memory of %s (%llu bytes left%s)",
+                            (unsigned long long)cap, d->props.deviceName, (unsigned long long)room,
+                            d->caps.memory_budget ? ", VK_EXT_memory_budget" : "");
+    VkDeviceSize seg = 65536;
+    while (seg * 2 <= d->caps.max_alloc) seg *= 2;
+    int n = (int)((cap + seg - 1) / seg);
+    b->segs = calloc((size_t)n, sizeof *b->segs);
+    if (!b->segs) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+    td_status st = TD_OK;
+    for (int i = 0; i < n && st == TD_OK; i++, b->n_seg++)
+        st = dedicated(d, i < n - 1 ? seg : cap - seg * (VkDeviceSize)(n - 1), &b->segs[i]);
+    if (st != TD_OK) {
+        for (int i = 0; i < b->n_seg - 1; i++) block_unlink(d, b->segs[i]);
+        free(b->segs);
+        b->segs = NULL, b->n_seg = 0;
+        return st;
+    }
+    b->seg = seg;
+    b->block = NULL;
+    b->offset = 0;
+    return TD_OK;
+}
+
 static td_status alloc_once(vk_dev *d, VkDeviceSize cap, td_buffer *b) {
+    if (b->size_class < 0 && cap > d->caps.max_alloc) return alloc_segmented(d, cap, b);
     if (b->size_class < 0) { /* dedicated */
-        vk_block *blk;
-        td_status st = block_new(d, cap, d->mt_device, STORAGE_USAGE(d), &blk);
-        if (st != TD_OK) return st;
-        blk->dedicated = true;
-        blk->used = cap;
-        blk->next = d->blocks;
-        d->blocks = blk;
-        b->block = blk;
         b->offset = 0;
-        return TD_OK;
+        return dedicated(d, cap, &b->block);
     }
     for (vk_block *blk = d->blocks; blk; blk = blk->next) {
         if (blk->dedicated || blk->size - blk->used < cap) continue;
@@ -348,21 +388,34 @@ static td_status lock_for_host(vk_dev *d, const char *what) {
     return st;
 }
 
+/* One part of a write: through the mapping or the staging buffer. */
+static td_status write_piece(vk_dev *d, VkBuffer buf, VkDeviceSize at, char *map, const char *src, size_t n) {
+    td_status st = TD_OK;
+    if (d->direct && map && vk_idle(d)) {
+        memcpy(map, src, n);
+        return TD_OK;
+    }
+    for (size_t done = 0, chunk; done < n && st == TD_OK; done += chunk) {
+        VkDeviceSize s;
+        st = staging_take(d, n - done, &chunk, &s);
+        if (st != TD_OK) break;
+        memcpy((char *)d->staging->map + s, src + done, chunk);
+        st = vk_cmd_copy(d, d->staging->buf, s, buf, at + done, chunk);
+    }
+    return st;
+}
+
 td_status vk_write(td_buffer *b, size_t offset, const void *src, size_t n) {
     vk_dev *d = b->dev;
     td_status st = check_range(b, offset, n, "write");
     if (st != TD_OK || n == 0) return st;
     if ((st = lock_for_host(d, "write")) != TD_OK) return st;
-    if (d->direct && vk_idle(d)) {
-        memcpy((char *)b->block->map + b->offset + offset, src, n);
-    } else {
-        for (size_t done = 0, chunk; done < n && st == TD_OK; done += chunk) {
-            VkDeviceSize at;
-            st = staging_take(d, n - done, &chunk, &at);
-            if (st != TD_OK) break;
-            memcpy((char *)d->staging->map + at, (const char *)src + done, chunk);
-            st = vk_cmd_copy(d, d->staging->buf, at, b->block->buf, b->offset + offset + done, chunk);
-        }
+    for (VkDeviceSize done = 0, len; done < n; done += len) {
+        VkBuffer buf;
+        VkDeviceSize at;
+        char *map;
+        len = vk_buffer_piece(b, offset + done, n - done, &buf, &at, &map);
+        if (st == TD_OK) st = write_piece(d, buf, at, map, (const char *)src + done, len);
     }
     vk_unlock(d);
     return st;
@@ -374,29 +427,57 @@ static td_status finish_for_host(vk_dev *d) {
     return st == TD_OK ? vk_finish(d) : st;
 }
 
+static td_status read_piece(vk_dev *d, VkBuffer buf, VkDeviceSize at, const char *map, char *dst, size_t n) {
+    td_status st = TD_OK;
+    if (d->direct_read && map) {
+        st = finish_for_host(d);
+        if (st == TD_OK) memcpy(dst, map, n);
+        return st;
+    }
+    for (size_t done = 0, chunk; done < n && st == TD_OK; done += chunk) {
+        VkDeviceSize s;
+        st = staging_take(d, n - done, &chunk, &s);
+        if (st == TD_OK) st = vk_cmd_copy(d, buf, at + done, d->staging->buf, s, chunk);
+        if (st == TD_OK) st = finish_for_host(d);
+        if (st == TD_OK) memcpy(dst + done, (const char *)d->staging->map + s, chunk);
+    }
+    return st;
+}
+
 td_status vk_read(td_buffer *b, size_t offset, void *dst, size_t n) {
     vk_dev *d = b->dev;
     td_status st = check_range(b, offset, n, "read");
     if (st != TD_OK || n == 0) return st;
     if ((st = lock_for_host(d, "read")) != TD_OK) return st;
-    if (d->direct_read) {
-        st = finish_for_host(d);
-        if (st == TD_OK) memcpy(dst, (const char *)b->block->map + b->offset + offset, n);
-    } else {
-        for (size_t done = 0, chunk; done < n && st == TD_OK; done += chunk) {
-            VkDeviceSize at;
-            st = staging_take(d, n - done, &chunk, &at);
-            if (st == TD_OK) st = vk_cmd_copy(d, b->block->buf, b->offset + offset + done, d->staging->buf, at, chunk);
-            if (st == TD_OK) st = finish_for_host(d);
-            if (st == TD_OK) memcpy((char *)dst + done, (const char *)d->staging->map + at, chunk);
-        }
+    for (VkDeviceSize done = 0, len; done < n; done += len) {
+        VkBuffer buf;
+        VkDeviceSize at;
+        char *map;
+        len = vk_buffer_piece(b, offset + done, n - done, &buf, &at, &map);
+        if (st == TD_OK) st = read_piece(d, buf, at, map, (char *)dst + done, len);
     }
     vk_unlock(d);
     return st;
 }
 
+VkDeviceSize vk_buffer_piece(const td_buffer *b, VkDeviceSize off, VkDeviceSize n, VkBuffer *buf, VkDeviceSize *at,
+                             char **map) {
+    const vk_block *blk = b->block;
+    VkDeviceSize base = b->offset;
+    if (b->segs) {
+        blk = b->segs[off / b->seg];
+        base = 0;
+        off %= b->seg;
+        if (n > b->seg - off) n = b->seg - off;
+    }
+    *buf = blk->buf;
+    *at = base + off;
+    *map = blk->map ? (char *)blk->map + base + off : NULL;
+    return n;
+}
+
 uint64_t vk_buffer_address(td_buffer *b) {
-    if (!b->dev->caps.bda) return 0;
+    if (!b->dev->caps.bda || b->segs) return 0; /* segments have no one address */
     VkBufferDeviceAddressInfo ai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = b->block->buf};
     return (uint64_t)vkGetBufferDeviceAddress(b->dev->dev, &ai) + b->offset;
 }
@@ -410,19 +491,36 @@ static td_status copy_between(td_buffer *src, size_t so, td_buffer *dst, size_t 
     vk_lock(first);
     vk_lock(first == s ? d : s);
     td_status st = not_capturing(s, "copy between devices");
-    if (st == TD_OK && s->direct_read) {
-        st = finish_for_host(s);
-        if (st == TD_OK) st = vk_write(dst, dof, (const char *)src->block->map + src->offset + so, n);
-    }
-    for (size_t done = 0, chunk; st == TD_OK && !s->direct_read && done < n; done += chunk) {
+    for (VkDeviceSize done = 0, len; done < n; done += len) {
+        VkBuffer buf;
         VkDeviceSize at;
-        st = staging_take(s, n - done, &chunk, &at);
-        if (st == TD_OK) st = vk_cmd_copy(s, src->block->buf, src->offset + so + done, s->staging->buf, at, chunk);
-        if (st == TD_OK) st = finish_for_host(s);
-        if (st == TD_OK) st = vk_write(dst, dof + done, (const char *)s->staging->map + at, chunk);
+        char *map;
+        len = vk_buffer_piece(src, so + done, n - done, &buf, &at, &map);
+        if (st == TD_OK && s->direct_read && map) {
+            st = finish_for_host(s);
+            if (st == TD_OK) st = vk_write(dst, dof + done, map, len);
+        }
+        for (size_t part = 0, chunk; st == TD_OK && !(s->direct_read && map) && part < len; part += chunk) {
+            VkDeviceSize sat;
+            st = staging_take(s, len - part, &chunk, &sat);
+            if (st == TD_OK) st = vk_cmd_copy(s, buf, at + part, s->staging->buf, sat, chunk);
+            if (st == TD_OK) st = finish_for_host(s);
+            if (st == TD_OK) st = vk_write(dst, dof + done + part, (const char *)s->staging->map + sat, chunk);
+        }
     }
     vk_unlock(first == s ? d : s);
     vk_unlock(first);
+    return st;
+}
+
+/* One part of a copy on one device, src and dst each within one block. */
+static td_status copy_piece(vk_dev *d, VkBuffer sb, VkDeviceSize a, VkBuffer db, VkDeviceSize b, VkDeviceSize n) {
+    if (sb != db || a >= b + n || b >= a + n) return vk_cmd_copy(d, sb, a, db, b, n);
+    td_buffer *tmp; /* overlapping: through a temporary */
+    td_status st = vk_alloc(d, n, &tmp);
+    if (st == TD_OK) st = vk_cmd_copy(d, sb, a, tmp->block->buf, tmp->offset, n);
+    if (st == TD_OK) st = vk_cmd_copy(d, tmp->block->buf, tmp->offset, db, b, n);
+    if (tmp) vk_free(tmp);
     return st;
 }
 
@@ -433,17 +531,47 @@ td_status vk_copy(td_buffer *src, size_t so, td_buffer *dst, size_t dof, size_t 
     if (st != TD_OK || n == 0) return st;
     if (src->dev != d) return copy_between(src, so, dst, dof, n);
     vk_lock(d);
-    VkDeviceSize a = src->offset + so, b = dst->offset + dof;
-    if (src->block == dst->block && a < b + n && b < a + n) { /* overlapping: through a temporary */
-        td_buffer *tmp;
-        st = vk_alloc(d, n, &tmp);
-        if (st == TD_OK) st = vk_cmd_copy(d, src->block->buf, a, tmp->block->buf, tmp->offset, n);
-        if (st == TD_OK) st = vk_cmd_copy(d, tmp->block->buf, tmp->offset, dst->block->buf, b, n);
-        if (tmp) vk_free(tmp);
-    } else {
-        st = vk_cmd_copy(d, src->block->buf, a, dst->block->buf, b, n);
+    /* parts within one block of src, cut again within one block of dst */
+    for (VkDeviceSize done = 0, len; st == TD_OK && done < n; done += len) {
+        VkBuffer sbuf;
+        VkDeviceSize sat;
+        char *smap;
+        len = vk_buffer_piece(src, so + done, n - done, &sbuf, &sat, &smap);
+        for (VkDeviceSize part = 0, plen; st == TD_OK && part < len; part += plen) {
+            VkBuffer dbuf;
+            VkDeviceSize dat;
+            char *dmap;
+            plen = vk_buffer_piece(dst, dof + done + part, len - part, &dbuf, &dat, &dmap);
+            st = copy_piece(d, sbuf, sat + part, dbuf, dat, plen);
+        }
     }
     vk_unlock(d);
+    return st;
+}
+
+static td_status memset_piece(vk_dev *d, VkBuffer buf, VkDeviceSize lo, char *map, uint8_t byte, VkDeviceSize n) {
+    if (d->direct && map && vk_idle(d) && !d->capturing) {
+        memset(map, byte, n);
+        return TD_OK;
+    }
+    /* vkCmdFillBuffer needs 4-byte alignment: fill the aligned middle, write the edges */
+    VkDeviceSize hi = lo + n, alo = (lo + 3) & ~(VkDeviceSize)3, ahi = hi & ~(VkDeviceSize)3;
+    if (alo >= ahi) alo = ahi = hi; /* too short: all edge */
+    td_status st = TD_OK;
+    if (ahi > alo) st = vk_cmd_fill(d, buf, alo, ahi - alo, 0x01010101u * byte);
+    for (VkDeviceSize at = lo; st == TD_OK && at < hi; at = at == alo ? ahi : at + 1) {
+        if (at >= alo && at < ahi) continue;
+        char *edge = d->direct && map ? map + (at - lo) : NULL;
+        if (edge && vk_idle(d) && !d->capturing) {
+            *edge = (char)byte;
+            continue;
+        }
+        VkDeviceSize s;
+        size_t one;
+        st = staging_take(d, 1, &one, &s);
+        if (st == TD_OK) memset((char *)d->staging->map + s, byte, 1);
+        if (st == TD_OK) st = vk_cmd_copy(d, d->staging->buf, s, buf, at, 1);
+    }
     return st;
 }
 
@@ -452,26 +580,17 @@ td_status vk_memset(td_buffer *b, size_t offset, uint8_t byte, size_t n) {
     td_status st = check_range(b, offset, n, "memset");
     if (st != TD_OK || n == 0) return st;
     vk_lock(d);
-    if (d->capturing && ((b->offset + offset) % 4 || n % 4)) {
+    if (d->capturing && ((b->offset + offset) % 4 || n % 4 || (b->segs && b->seg % 4))) {
         vk_unlock(d);
         return not_capturing(d, "memset of unaligned bytes");
     }
-    if (d->direct && vk_idle(d) && !d->capturing) {
-        memset((char *)b->block->map + b->offset + offset, byte, n);
-        vk_unlock(d);
-        return TD_OK;
+    for (VkDeviceSize done = 0, len; done < n; done += len) {
+        VkBuffer buf;
+        VkDeviceSize at;
+        char *map;
+        len = vk_buffer_piece(b, offset + done, n - done, &buf, &at, &map);
+        if (st == TD_OK) st = memset_piece(d, buf, at, map, byte, len);
     }
-    /* vkCmdFillBuffer needs 4-byte alignment: fill the aligned middle, write the edges */
-    VkDeviceSize lo = b->offset + offset, hi = lo + n;
-    VkDeviceSize alo = (lo + 3) & ~(VkDeviceSize)3, ahi = hi & ~(VkDeviceSize)3;
-    uint8_t edge[4];
-    memset(edge, byte, sizeof edge);
-    if (alo >= ahi) alo = ahi = hi; /* too short: all edge */
-    if (ahi > alo) st = vk_cmd_fill(d, b->block->buf, alo, ahi - alo, 0x01010101u * byte);
     vk_unlock(d);
-    for (VkDeviceSize at = lo; st == TD_OK && at < hi; at = at == alo ? ahi : at + 1) {
-        if (at >= alo && at < ahi) continue;
-        st = vk_write(b, at - b->offset, edge, 1);
-    }
     return st;
 }

@@ -46,16 +46,28 @@ void vk_scalar(uint32_t sc[4], int k, td_dtype dt, double v) {
     }
 }
 
-/* Operands whose window exceeds maxStorageBufferRange: the op runs on the two
-** halves of the outermost dim longer than 1, recursively, until every window fits. */
+/* Operands whose window exceeds maxStorageBufferRange or crosses a segment of a buffer larger than
+** one allocation: the op runs on the two halves of the dim that spans most of a too-wide operand's
+** window (the outermost of a contiguous one; the rows of a transposed one), recursively, until
+** every window fits. */
 static td_status elementwise_halves(vk_dev *d, int shader, const uint32_t *spec, int n_spec, int n,
                                     const td_operand *const *views, const bool *writes, const uint32_t sc[4],
                                     bool *done) {
     const td_operand *v0 = views[n - 1];
     bool wide = false;
-    for (int k = 0; k < n; k++) wide |= vk_view_too_wide(d, views[k]);
-    int dim = 0;
-    while (dim < v0->ndim && v0->shape[dim] == 1) dim++;
+    int dim = v0->ndim;
+    int64_t span = 0;
+    for (int k = 0; k < n; k++) {
+        if (!vk_view_too_wide(d, views[k])) continue;
+        wide = true;
+        for (int i = 0; i < v0->ndim; i++) {
+            int64_t s =
+                (views[k]->shape[i] - 1) * (views[k]->strides[i] < 0 ? -views[k]->strides[i] : views[k]->strides[i]);
+            if (views[k]->shape[i] > 1 && s > span) span = s, dim = i;
+        }
+    }
+    if (dim == v0->ndim) /* only broadcast dims span it (stride 0): the outermost longer than 1 */
+        for (dim = 0; dim < v0->ndim && v0->shape[dim] == 1;) dim++;
     *done = wide && dim < v0->ndim;
     if (!*done) return TD_OK;
     td_operand part[4];
