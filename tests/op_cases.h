@@ -131,6 +131,7 @@ static inline void op_case_make(td_op_kind k, td_dtype dt, op_case *c, td_buffer
     X(var, VAR, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
     X(logsumexp, LOGSUMEXP, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
+    X(linear, LINEAR, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(linear_gelu, LINEAR_GELU, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(linear_wgrad, LINEAR_WGRAD, CONF_CLASS, TOL_ACCUM, NONE, __VA_ARGS__) \
     X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \

@@ -559,6 +559,38 @@ static int case_linear_gelu(conf_ctx *c, int v, td_tensor **out) {
     RETURN1(td_linear_gelu(x, w, b, tanh_form));
 }
 
+/* td_linear (one LINEAR op): y = x w^T + b, the same value ranges as linear_gelu (see there) */
+static int case_linear(conf_ctx *c, int v, td_tensor **out) {
+    int64_t K = 33, N = 40;
+    bool bias = true;
+    double lo = -1; /* w in [lo / 2, 1 / 2], b in [lo, 1] */
+    td_tensor *x;
+    switch (v) {
+    case 0: VARIANT("x[37,33] w[40,33] b[40]"), x = conf_in(c, -1, 1, SHAPE(37, 33)); break;
+    case 1: VARIANT("x[2,5,33] w[40,33] b[40]"), x = conf_in(c, -1, 1, SHAPE(2, 5, 33)); break;
+    case 2:
+        VARIANT("no bias, odd K [9,1000] w[7,1000]"), K = BIG(c, 1000, 45), N = 7, bias = false;
+        x = conf_in(c, -0.2, 0.2, SHAPE(9, K));
+        break;
+    case 3: VARIANT("size 1 [1,1] w[1,1] b[1]"), K = 1, N = 1, lo = 0.5, x = conf_in(c, 0.5, 1, SHAPE(1, 1)); break;
+    case 4: VARIANT("size 0 rows [0,33]"), x = conf_in(c, -1, 1, SHAPE(0, 33)); break;
+    case 5: VARIANT("K = 0 [4,0] w[40,0] b[40]"), K = 0, x = conf_in(c, -1, 1, SHAPE(4, 0)); break;
+    case 6: VARIANT("transposed x [33,37]^T"), x = conf_in_t(c, -1, 1, 37, 33); break;
+    case 7: VARIANT("1-d x [33] w[40,33] b[40]"), x = conf_in(c, -1, 1, SHAPE(33)); break;
+    case CONF_PERF: {
+        int64_t m = BIG(c, 4096, 128), k = BIG(c, 768, 64);
+        VARIANT(c->tiny ? "[128,64] w[64,64] b[64]" : "W5's projection [4096,768] w[768,768] b[768]");
+        td_tensor *xp = conf_in(c, -1, 1, SHAPE(m, k)), *w = conf_in(c, -0.1, 0.1, SHAPE(k, k));
+        td_tensor *b = conf_in(c, -1, 1, SHAPE(k));
+        c->flops = 2.0 * (double)m * (double)k * (double)k;
+        RETURN1(TIMED(c, td_linear(xp, w, b)));
+    }
+    default: return 0;
+    }
+    td_tensor *w = conf_in(c, lo * 0.5, 0.5, SHAPE(N, K)), *b = bias ? conf_in(c, lo, 1, SHAPE(N)) : NULL;
+    RETURN1(td_linear(x, w, b));
+}
+
 /* linear's weight and bias gradients (td__linear_wgrad): dw = dy^T x [N,K], db = sum over rows of dy [N] */
 static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
     int64_t M = 37, N = 40, K = 33;

@@ -1,5 +1,5 @@
 /*
-** Derivatives of the linear-algebra and nn ops: matmul, linear_gelu, softmax,
+** Derivatives of the linear-algebra and nn ops: matmul, linear, linear_gelu, softmax,
 ** log_softmax, layer_norm, group_norm, cross_entropy, conv2d, the pools, dropout and
 ** attention, and of the fused backward ops their formulas call (recorded only
 ** under create_graph; their formulas give the second derivatives). Dimension
@@ -72,6 +72,17 @@ td_status td__bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
         gx[1] = td_matmul(td_transpose(a, -1, -2), dy);
     if (gx[0] && n->in_meta[0].ndim == 1) gx[0] = td_squeeze(gx[0], -2);
     if (gx[1] && n->in_meta[1].ndim == 1) gx[1] = td_squeeze(gx[1], -1);
+    return td__done(n, gx);
+}
+
+/* y = linear(x, w, b) = x w^T + b; x [M, K], w [N, K], b [N]:
+**   dx = dy w;  dw = dy^T x;  db = sum_M dy  (dw and db: one LINEAR_WGRAD, on
+** CUDA the bias gradient in the weight-gradient GEMM's epilogue) */
+td_status td__bw_linear(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *dw = NULL, *db = NULL;
+    if (NEED(0)) gx[0] = td_matmul(gy[0], IN(1));
+    if ((NEED(1) || NEED(2)) && td__linear_wgrad(gy[0], IN(0), NEED(2), &dw, &db) == TD_OK)
+        gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
     return td__done(n, gx);
 }
 

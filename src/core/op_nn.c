@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "trident/amp.h"
 
 static bool check_float(const td_tensor *t, const char *op, const char *arg) {
     if (td_dtype_is_float(t->dtype)) return true;
@@ -198,24 +199,49 @@ static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_
     return true;
 }
 
+/* One CROSS_ENTROPY op; the loss in loss_dt (the logits' dtype, or f32 for
+** f16/bf16 logits). */
+static td_tensor *cross_entropy_op(td_tensor *const *in, td_tensor *target, td_dtype loss_dt, int64_t ignore_index,
+                                   double label_smoothing, int reduction, td_status *st) {
+    bool none = reduction == TD_REDUCTION_NONE;
+    td_tensor *out = td__alloc(none ? target->ndim : 0, target->shape, loss_dt, in[0]->storage->device);
+    td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
+    *st = out ? td__dispatch_contig(TD_OP_CROSS_ENTROPY, 3, in, 1, &out, &p) : td_last_status();
+    if (*st == TD_OK) return td__scope_add(out);
+    td_release(out);
+    return NULL;
+}
+
+/* Autocast runs cross_entropy in f32 (torch's list), but the kernels already
+** compute in f32 from f16/bf16 logits: under autocast such logits stay as they
+** are and only the loss is f32, so no f32 copy of the [N, C] logits is made,
+** kept for backward and cast back (a backend without the mixed form, e.g.
+** Vulkan, gets the cast). */
 td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
                              double label_smoothing, int reduction) {
     TD_CHECK_ARG(logits, "cross_entropy");
     TD_CHECK_ARG(target, "cross_entropy");
+    td_dtype low;
+    td_status st;
+    if ((logits->dtype == TD_F16 || logits->dtype == TD_BF16) && (!weight || weight->dtype == logits->dtype) &&
+        td_autocast_enabled(logits->storage->device.type, &low)) {
+        td_tensor *in[3] = {logits, target, weight};
+        if (!check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) return NULL;
+        td_tensor *out = cross_entropy_op(in, target, TD_F32, ignore_index, label_smoothing, reduction, &st);
+        if (st != TD_ERR_UNSUPPORTED) return out;
+        td_clear_error();
+    }
     td_tensor *in[3] = {logits, target, weight}, *held[3]; /* autocast: f32 */
     if (!td__autocast(TD_OP_CROSS_ENTROPY, 3, in, held)) return NULL;
-    logits = in[0], weight = in[2];
     td_tensor *out = NULL;
-    if (check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) {
-        bool none = reduction == TD_REDUCTION_NONE;
-        out = td__alloc(none ? target->ndim : 0, target->shape, logits->dtype, logits->storage->device);
-        td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
-        out = td__finish(td__dispatch_contig(TD_OP_CROSS_ENTROPY, 3, in, 1, &out, &p), out);
-    }
+    if (check_xent("cross_entropy", in[0], target, in[2], label_smoothing, reduction))
+        out = cross_entropy_op(in, target, in[0]->dtype, ignore_index, label_smoothing, reduction, &st);
     td__autocast_release(3, held);
     return out;
 }
 
+/* dloss stays f32 for f16/bf16 logits (the loss autocast left f32); a backend
+** without that mixed form gets it cast to the logits' dtype. */
 td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
                                       int64_t ignore_index, double label_smoothing, int reduction) {
     const char *op = "cross_entropy_backward";
@@ -232,13 +258,22 @@ td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_te
         TD_FAIL_NULL(TD_ERR_SHAPE, "%s: dloss has shape %s, expected the loss's shape", op,
                      td__shape_str(dloss->ndim, dloss->shape, a, sizeof a));
     }
-    td_tensor *dl = td_keep(td_cast(dloss, logits->dtype));
-    td_tensor *in[4] = {dl, logits, target, weight};
-    td_tensor *out = dl ? td__alloc(logits->ndim, logits->shape, logits->dtype, logits->storage->device) : NULL;
+    bool mixed = dloss->dtype == TD_F32 && (logits->dtype == TD_F16 || logits->dtype == TD_BF16);
     td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
-    td_status st = td__dispatch_contig(TD_OP_CROSS_ENTROPY_BACKWARD, 4, in, 1, &out, &p);
-    td_release(dl);
-    return td__finish(st, out);
+    for (int pass = mixed ? 0 : 1; pass < 2; pass++) { /* pass 0: dloss in f32; pass 1: in the logits' dtype */
+        td_tensor *dl = td_keep(pass ? td_cast(dloss, logits->dtype) : dloss);
+        td_tensor *in[4] = {dl, logits, target, weight};
+        td_tensor *out = dl ? td__alloc(logits->ndim, logits->shape, logits->dtype, logits->storage->device) : NULL;
+        td_status st = td__dispatch_contig(TD_OP_CROSS_ENTROPY_BACKWARD, 4, in, 1, &out, &p);
+        td_release(dl);
+        if (pass == 0 && st == TD_ERR_UNSUPPORTED) {
+            td_release(out);
+            td_clear_error();
+            continue;
+        }
+        return td__finish(st, out);
+    }
+    return NULL;
 }
 
 static td_tensor *add_layer_norm(td_tensor *x, td_tensor *r, int n_norm, td_tensor *weight, td_tensor *bias, double eps,
