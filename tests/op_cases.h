@@ -83,7 +83,8 @@ static inline void op_case_make(td_op_kind k, td_dtype dt, op_case *c, td_buffer
 ** X(case name, op kind, conformance dtypes (CONF_CLASS: the op's class), conformance NMSE limits, autograd, ...)
 **   autograd: NONE (not differentiable), CHECK (a gradcheck case), GRADGRAD (a
 **   fused backward op: a gradcheck case, and gradgradcheck of its forward
-**   runs it), REFUSED (a fused backward op whose create_graph is refused)
+**   runs it), REFUSED (a fused backward op create_graph never records: its
+**   second derivative is refused, or composed from ops instead)
 ** The extra arguments pass through to X. test_conformance and `trident devices
 ** --selftest` run a conformance case per row (case_<name>), test_gradcheck a
 ** gradcheck case per CHECK and GRADGRAD row (its op kind's name). */
@@ -140,6 +141,7 @@ static inline void op_case_make(td_op_kind k, td_dtype dt, op_case *c, td_buffer
     X(log_softmax_backward, LOG_SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM, GRADGRAD, __VA_ARGS__) \
     X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
     X(add_layer_norm, ADD_LAYER_NORM, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
+    X(layer_norm_backward, LAYER_NORM_BACKWARD, CONF_CLASS, TOL_LOOSE, REFUSED, __VA_ARGS__) \
     X(group_norm, GROUP_NORM, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
     X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM, GRADGRAD, __VA_ARGS__) \

@@ -14,6 +14,7 @@
 #include "conformance.h"
 #include "core/internal.h"
 #include "core/linear_wgrad.h"
+#include "core/norm_backward.h"
 #include "op_cases.h"
 
 #define VARIANT(s) (c->variant = (s))
@@ -748,6 +749,37 @@ static int case_add_layer_norm(conf_ctx *c, int v, td_tensor **out) {
     out[0] = TIMED(c, td_add_layer_norm(x, r, 1, w, b, 1e-5, &s));
     out[1] = s;
     return out[0] && s ? 2 : -1;
+}
+
+/* layer_norm's backward (td__layer_norm_backward) from given mean and rstd (the formula holds for any):
+** dx = rstd (g - mean_D(g) - xhat mean_D(g xhat)) + ds, dw = sum_R dy xhat, db = sum_R dy */
+static int case_layer_norm_backward(conf_ctx *c, int v, td_tensor **out) {
+    int64_t R = 33, D = 7;
+    bool w = true, ds = false, need_w = true, need_b = true;
+    switch (v) {
+    case 0: VARIANT("[33,7], w [7], dw and db"); break;
+    case 1: VARIANT("add_layer_norm's ds [33,7], w, db only"), ds = true, need_w = false; break;
+    case 2: VARIANT("odd rows [2,1000], no w, db"), R = 2, D = BIG(c, 1000, 33), w = false; break;
+    case 3:
+        VARIANT("many rows [1000,5], w and ds, dx only"), R = BIG(c, 1000, 45), D = 5, ds = true,
+                                                          need_w = need_b = false;
+        break;
+    case 4: VARIANT("rows past the registers [2,20000], w"), R = 2, D = BIG(c, 20000, 1031); break;
+    case 5: VARIANT("size 1 rows [3,1], w"), R = 3, D = 1; break;
+    case CONF_PERF: VARIANT("W5's [8192,768], w, ds, dw and db"), R = BIG(c, 8192, 256), D = 768, ds = true; break;
+    default: return 0;
+    }
+    td_tensor *dy = conf_in(c, -1, 1, SHAPE(R, D)), *x = conf_in(c, -3, 5, SHAPE(R, D));
+    td_tensor *wt = w ? conf_in(c, 0.5, 2, SHAPE(D)) : NULL, *mean = conf_in(c, -1, 1, SHAPE(R));
+    td_tensor *rstd = conf_in(c, 0.5, 2, SHAPE(R)), *dst = ds ? conf_in(c, -1, 1, SHAPE(R, D)) : NULL;
+    td_tensor *dx = NULL, *dw = NULL, *db = NULL;
+    if (TIMED_ST(c, td__layer_norm_backward(dy, x, wt, mean, rstd, dst, D, need_w, need_b, &dx, &dw, &db)) != TD_OK)
+        return -1;
+    int k = 0;
+    out[k++] = dx;
+    if (dw) out[k++] = dw;
+    if (db) out[k++] = db;
+    return k;
 }
 
 /* group_norm: x [N, C, *] in groups of C/G channels, w and b [C] */

@@ -9,7 +9,8 @@
 
 #include "trident/amp.h"
 
-#define TESTS(X) X(linear_cpu) X(linear_cuda) X(xent_autocast_cpu) X(xent_autocast_cuda)
+#define TESTS(X)                                                                                                       \
+    X(linear_cpu) X(linear_cuda) X(linear_vulkan) X(xent_autocast_cpu) X(xent_autocast_cuda) X(xent_autocast_vulkan)
 
 /* max |a - b| / (1 + |b|) over a and b's elements (the same shape) */
 static double max_rel(td_tensor *a, td_tensor *b) {
@@ -65,6 +66,11 @@ TEST(linear_cuda) {
     check_linear(dev, TD_BF16, 64, 96, 48, 3e-2);
 }
 
+TEST(linear_vulkan) {
+    td_device dev = test_device_or_skip("vulkan:0");
+    check_linear(dev, TD_F32, 33, 40, 24, 1e-5);
+}
+
 /* cross_entropy(logits[N,C] in low, target) under autocast against the f32 logits
 ** outside it: the loss f32 (not rounded to low), the gradient low; mean and sum */
 static void check_xent(td_device dev, td_dtype low, int64_t N, int64_t C) {
@@ -104,6 +110,12 @@ TEST(xent_autocast_cuda) {
     check_xent(dev, TD_BF16, 37, 33);
     check_xent(dev, TD_F16, 256, 256);  /* W5's vocabulary: the row in registers */
     check_xent(dev, TD_BF16, 8, 20000); /* online softmax (over 16384 classes) */
+}
+
+/* Vulkan has no mixed-dtype loss: the core casts the logits to f32 as before */
+TEST(xent_autocast_vulkan) {
+    td_device dev = test_device_or_skip("vulkan:0");
+    check_xent(dev, TD_BF16, 37, 33);
 }
 
 TEST_MAIN(TESTS)

@@ -8,6 +8,7 @@
 */
 #include "autograd_internal.h"
 #include "core/linear_wgrad.h"
+#include "core/norm_backward.h"
 
 #define NEED(i) td__needs(n, i)
 #define IN(i)   td__saved_input(n, i)
@@ -190,9 +191,37 @@ static void norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw
     if (NEED(iw + 1)) gx[iw + 1] = td_reshape(sum_per_channel(dy, aps), mb->ndim, mb->shape);
 }
 
+/* layer_norm's gradients (norm_grads with S = 1) by one LAYER_NORM_BACKWARD op
+** from the saved mean and rstd, with ds (add_layer_norm: the gradient the sum
+** received itself) added to dx in the same pass; false where the op cannot
+** serve (create_graph, which needs differentiable ops, or a backend without it). */
+static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tensor *ds, int om, int iw, td_tensor **dx,
+                             td_tensor **gx) {
+    if (td_grad_enabled()) return false;
+    const td__tmeta *mw = &n->in_meta[iw], *mb = &n->in_meta[iw + 1], *ma = mw->present ? mw : mb;
+    const td__tmeta *mx = &n->out_meta[0];
+    int64_t numel = td__numel(mx->ndim, mx->shape), R = td__numel(n->out_meta[om].ndim, n->out_meta[om].shape);
+    int64_t D = ma->present ? td__numel(ma->ndim, ma->shape) : R ? numel / R : 0;
+    if (numel == 0 || D < 1) return false; /* empty: the composed formula's zeros */
+    td_tensor *dw = NULL, *db = NULL;
+    td_status st = td__layer_norm_backward(dyt, xs, mw->present ? IN(iw) : NULL, OUT(om), OUT(om + 1), ds, D, NEED(iw),
+                                           NEED(iw + 1), dx, &dw, &db);
+    if (st == TD_ERR_UNSUPPORTED) {
+        td_clear_error();
+        return false;
+    }
+    if (NEED(iw)) gx[iw] = dw;
+    if (NEED(iw + 1)) gx[iw + 1] = db ? td_reshape(db, mb->ndim, mb->shape) : NULL;
+    return true;
+}
+
 td_status td__bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
-    norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
+    td_tensor *dx = NULL;
+    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, gx))
+        gx[0] = NEED(0) ? dx : NULL;
+    else
+        norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
     return td__done(n, gx);
 }
 
@@ -205,11 +234,12 @@ td_status td__bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* (y, s) = (layer_norm(s), s = x + r): ds = layer_norm's dx of dy, plus the
-** gradient s received itself; dx = dr = ds. */
+** gradient s received itself (one LAYER_NORM_BACKWARD pass); dx = dr = ds. */
 td_status td__bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *ds = NULL;
-    if (gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
-    if (gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
+    bool fused = gy[0] && norm_grads_fused(n, OUT(1), gy[0], gy[1], 2, 2, &ds, gx); /* LN'(dy) + gy[1], one pass */
+    if (!fused && gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
+    if (!fused && gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
     if (NEED(0)) gx[0] = ds;
     if (NEED(1)) gx[1] = ds;
     return td__done(n, gx);
