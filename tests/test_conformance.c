@@ -862,16 +862,26 @@ static int case_cross_entropy(conf_ctx *c, int v, td_tensor **out) {
     RETURN1(TIMED(c, td__cross_entropy(logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
 }
 
+/* the backward from the logits alone, then (variants past XENT_VARIANTS) from the rows' saved logsumexp too */
 static int case_cross_entropy_backward(conf_ctx *c, int v, td_tensor **out) {
+    static char names[XENT_VARIANTS][96];
     td_tensor *logits, *target, *w;
-    const xent_variant *xv = xent_inputs(c, v, &logits, &target, &w);
+    bool with_lse = v != CONF_PERF && v >= XENT_VARIANTS;
+    const xent_variant *xv = xent_inputs(c, with_lse ? v - XENT_VARIANTS : v, &logits, &target, &w);
     if (!xv) return 0;
+    td_tensor *lse = NULL;
+    if (with_lse) {
+        snprintf(names[v - XENT_VARIANTS], sizeof names[0], "%s, saved lse", xv->name);
+        VARIANT(names[v - XENT_VARIANTS]);
+        td_dtype acc = td_tensor_dtype(logits) == TD_F64 ? TD_F64 : TD_F32;
+        lse = td_logsumexp(td_cast(logits, acc), 1, (int[]){-1}, false);
+    }
     /* dloss has the loss's shape: [N] for reduction none, else 0-d */
     int64_t n = td_ndim(logits) == 2 ? td_size(logits, 0) : 1;
     td_tensor *dloss = xv->reduction == TD_REDUCTION_NONE && td_ndim(logits) == 2 ? conf_in(c, -2, 2, SHAPE(n))
                                                                                   : conf_in(c, 0.5, 2, SCALAR);
-    RETURN1(
-        TIMED(c, td__cross_entropy_backward(dloss, logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
+    RETURN1(TIMED(c, td__cross_entropy_backward_lse(dloss, logits, target, w, lse, xv->ignore_index, xv->smoothing,
+                                                    xv->reduction)));
 }
 
 /* conv2d variants: x [N,C,H,W], w [O,C/g,kh,kw] */

@@ -119,8 +119,11 @@
       "(dy, x [R,D], w?[D], mean, rstd [R], ds? [R,D]) -> (dx = LN'(dy) + ds, dw?, db? [D])")                          \
     X(GROUP_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                                 \
       "(x[N,C,*], w?[C], b?[C]) -> (y, mean[N,G], rstd[N,G]); G from mean")                                            \
-    X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(logits[N,C], target[N], w?) -> loss")      \
-    X(CROSS_ENTROPY_BACKWARD, 4, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dloss, logits, target, w?)")     \
+    /* lse: each row's logsumexp (f32; f64 for f64), saved so the backward need not find it again (optional) */        \
+    X(CROSS_ENTROPY, 3, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                              \
+      "(logits[N,C], target[N], w?) -> (loss, lse?[N])")                                                               \
+    X(CROSS_ENTROPY_BACKWARD, 5, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                    \
+      "(dloss, logits, target, w?, lse?) -> dlogits")                                                                  \
     X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                 \
     X(CONV2D_BACKWARD_INPUT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, w) -> dx")                    \
     X(CONV2D_BACKWARD_WEIGHT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, x) -> dw")                   \
@@ -223,8 +226,8 @@
     X(ADD_LAYER_NORM, 0, 0, TD_COST_ELEM, "x,x,?x[3],?x[3]->x,x,x[2],x[2]", (.norm = {1e-5}))                          \
     X(LAYER_NORM_BACKWARD, 0, 0, TD_COST_ELEM, "x,x,?x[3],x[2],x[2],?x->x,?x[3],?x[3]", ())                            \
     X(GROUP_NORM, 0, 0, TD_COST_ELEM, "x[2,4,3],?x[4],?x[4]->x[2,4,3],x[2,2],x[2,2]", (.norm = {1e-5}))                \
-    X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->a[]", (TD_PROBE_XENT))                                            \
-    X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "a[],x,l[2],?x->x", (TD_PROBE_XENT))                                 \
+    X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->a[],?w[2]", (TD_PROBE_XENT))                                      \
+    X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "a[],x,l[2],?x,?w[2]->x", (TD_PROBE_XENT))                           \
     X(CONV2D, 1, 0, TD_COST_CONV, "x[1,2,4,4],x[3,2,3,3],?x[3]->x[1,3,2,2]", (TD_PROBE_CONV))                          \
     X(CONV2D_BACKWARD_INPUT, 1, 0, TD_COST_CONV_DX, "x[1,3,2,2],x[3,2,3,3]->x[1,2,4,4]", (TD_PROBE_CONV))              \
     X(CONV2D_BACKWARD_WEIGHT, 1, 0, TD_COST_CONV_DW, "x[1,3,2,2],x[1,2,4,4]->x[3,2,3,3]", (TD_PROBE_CONV))             \

@@ -245,11 +245,15 @@ td_status td__bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx
     return td__done(n, gx);
 }
 
-/* loss = cross_entropy(logits[N,C], target[N], w[C]?): dlogits by the fused
-** CROSS_ENTROPY_BACKWARD op (softmax minus the smoothed one-hot, weighted) */
+/* (loss, lse) = cross_entropy(logits[N,C], target[N], w[C]?): dlogits by the
+** fused CROSS_ENTROPY_BACKWARD op (softmax minus the smoothed one-hot,
+** weighted), p = exp(x - lse) from the saved lse where the forward made it
+** (create_graph: without it, so the recorded op depends on the logits alone) */
 td_status td__bw_cross_entropy(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    gx[0] = td__cross_entropy_backward(gy[0], IN(0), IN(1), n->saved_in[2], n->p.xent.ignore_index,
-                                       n->p.xent.label_smoothing, n->p.xent.reduction);
+    if (!gy[0]) return TD_OK; /* only lse received a gradient: it is not differentiable */
+    td_tensor *lse = n->saved_out[1] && !td_grad_enabled() ? OUT(1) : NULL;
+    gx[0] = td__cross_entropy_backward_lse(gy[0], IN(0), IN(1), n->saved_in[2], lse, n->p.xent.ignore_index,
+                                           n->p.xent.label_smoothing, n->p.xent.reduction);
     return td__done(n, gx);
 }
 

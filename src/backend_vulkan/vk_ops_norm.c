@@ -115,9 +115,9 @@ td_status vk_op_GROUP_NORM(vk_dev *d, const td_op *op) {
                        vk_groups(rows, 1), 1, 1);
 }
 
-/* ---- LAYER_NORM_BACKWARD: in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]), out = (dx, dw? [D], db? [D]) ----
-** MODE 0 writes dx (a workgroup per row); MODE 1, when dw or db is wanted, the column sums (an invocation per column).
- */
+/* ---- LAYER_NORM_BACKWARD ----
+** in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]), out = (dx, dw? [D], db? [D]). MODE 0 writes dx (a
+** workgroup per row); MODE 1, when dw or db is wanted, the column sums (an invocation per column). */
 
 /* GLSL: shaders/layer_norm_backward.comp, block PC. */
 typedef struct vk_pc_norm_backward {

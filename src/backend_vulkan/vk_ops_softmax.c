@@ -84,9 +84,10 @@ static bool xent_ok(const td_op *op, int first_logits) {
     return (nd == 1 || nd == 2) && op->p.xent.ignore_index >= INT32_MIN && op->p.xent.ignore_index <= INT32_MAX;
 }
 
-/* the loss in the logits' dtype only (the core casts an f32 autocast loss's logits) */
+/* the loss in the logits' dtype only (the core casts an f32 autocast loss's logits), and no lse output (the
+** backward finds each row's logsumexp again; its lse input is not read) */
 bool vk_supports_CROSS_ENTROPY(vk_dev *d, const td_op *op) {
-    return (void)d, xent_ok(op, 0) && op->out[0].dtype == op->in[0].dtype;
+    return (void)d, xent_ok(op, 0) && op->out[0].dtype == op->in[0].dtype && !op->out[1].buf;
 }
 bool vk_supports_CROSS_ENTROPY_BACKWARD(vk_dev *d, const td_op *op) {
     return (void)d, xent_ok(op, 1) && op->in[0].dtype == op->in[1].dtype;
