@@ -132,6 +132,7 @@ static inline void op_case_make(td_op_kind k, td_dtype dt, op_case *c, td_buffer
     X(var, VAR, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
     X(logsumexp, LOGSUMEXP, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(matmul, MATMUL, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
+    X(linear, LINEAR, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(linear_gelu, LINEAR_GELU, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(linear_wgrad, LINEAR_WGRAD, CONF_CLASS, TOL_ACCUM, NONE, __VA_ARGS__) \
     X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
@@ -140,6 +141,7 @@ static inline void op_case_make(td_op_kind k, td_dtype dt, op_case *c, td_buffer
     X(log_softmax_backward, LOG_SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM, GRADGRAD, __VA_ARGS__) \
     X(layer_norm, LAYER_NORM, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
     X(add_layer_norm, ADD_LAYER_NORM, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
+    X(layer_norm_backward, LAYER_NORM_BACKWARD, CONF_CLASS, TOL_LOOSE, REFUSED, __VA_ARGS__) \
     X(group_norm, GROUP_NORM, CONF_CLASS, TOL_LOOSE, CHECK, __VA_ARGS__) \
     X(cross_entropy, CROSS_ENTROPY, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(cross_entropy_backward, CROSS_ENTROPY_BACKWARD, CONF_CLASS, TOL_ACCUM, GRADGRAD, __VA_ARGS__) \

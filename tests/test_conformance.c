@@ -14,6 +14,7 @@
 #include "conformance.h"
 #include "core/internal.h"
 #include "core/linear_wgrad.h"
+#include "core/norm_backward.h"
 #include "op_cases.h"
 
 #define VARIANT(s) (c->variant = (s))
@@ -566,6 +567,38 @@ static int case_linear_gelu(conf_ctx *c, int v, td_tensor **out) {
     RETURN1(td_linear_gelu(x, w, b, tanh_form));
 }
 
+/* td_linear (one LINEAR op): y = x w^T + b, the same value ranges as linear_gelu (see there) */
+static int case_linear(conf_ctx *c, int v, td_tensor **out) {
+    int64_t K = 33, N = 40;
+    bool bias = true;
+    double lo = -1; /* w in [lo / 2, 1 / 2], b in [lo, 1] */
+    td_tensor *x;
+    switch (v) {
+    case 0: VARIANT("x[37,33] w[40,33] b[40]"), x = conf_in(c, -1, 1, SHAPE(37, 33)); break;
+    case 1: VARIANT("x[2,5,33] w[40,33] b[40]"), x = conf_in(c, -1, 1, SHAPE(2, 5, 33)); break;
+    case 2:
+        VARIANT("no bias, odd K [9,1000] w[7,1000]"), K = BIG(c, 1000, 45), N = 7, bias = false;
+        x = conf_in(c, -0.2, 0.2, SHAPE(9, K));
+        break;
+    case 3: VARIANT("size 1 [1,1] w[1,1] b[1]"), K = 1, N = 1, lo = 0.5, x = conf_in(c, 0.5, 1, SHAPE(1, 1)); break;
+    case 4: VARIANT("size 0 rows [0,33]"), x = conf_in(c, -1, 1, SHAPE(0, 33)); break;
+    case 5: VARIANT("K = 0 [4,0] w[40,0] b[40]"), K = 0, x = conf_in(c, -1, 1, SHAPE(4, 0)); break;
+    case 6: VARIANT("transposed x [33,37]^T"), x = conf_in_t(c, -1, 1, 37, 33); break;
+    case 7: VARIANT("1-d x [33] w[40,33] b[40]"), x = conf_in(c, -1, 1, SHAPE(33)); break;
+    case CONF_PERF: {
+        int64_t m = BIG(c, 4096, 128), k = BIG(c, 768, 64);
+        VARIANT(c->tiny ? "[128,64] w[64,64] b[64]" : "W5's projection [4096,768] w[768,768] b[768]");
+        td_tensor *xp = conf_in(c, -1, 1, SHAPE(m, k)), *w = conf_in(c, -0.1, 0.1, SHAPE(k, k));
+        td_tensor *b = conf_in(c, -1, 1, SHAPE(k));
+        c->flops = 2.0 * (double)m * (double)k * (double)k;
+        RETURN1(TIMED(c, td_linear(xp, w, b)));
+    }
+    default: return 0;
+    }
+    td_tensor *w = conf_in(c, lo * 0.5, 0.5, SHAPE(N, K)), *b = bias ? conf_in(c, lo, 1, SHAPE(N)) : NULL;
+    RETURN1(td_linear(x, w, b));
+}
+
 /* linear's weight and bias gradients (td__linear_wgrad): dw = dy^T x [N,K], db = sum over rows of dy [N] */
 static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
     int64_t M = 37, N = 40, K = 33;
@@ -725,6 +758,37 @@ static int case_add_layer_norm(conf_ctx *c, int v, td_tensor **out) {
     return out[0] && s ? 2 : -1;
 }
 
+/* layer_norm's backward (td__layer_norm_backward) from given mean and rstd (the formula holds for any):
+** dx = rstd (g - mean_D(g) - xhat mean_D(g xhat)) + ds, dw = sum_R dy xhat, db = sum_R dy */
+static int case_layer_norm_backward(conf_ctx *c, int v, td_tensor **out) {
+    int64_t R = 33, D = 7;
+    bool w = true, ds = false, need_w = true, need_b = true;
+    switch (v) {
+    case 0: VARIANT("[33,7], w [7], dw and db"); break;
+    case 1: VARIANT("add_layer_norm's ds [33,7], w, db only"), ds = true, need_w = false; break;
+    case 2: VARIANT("odd rows [2,1000], no w, db"), R = 2, D = BIG(c, 1000, 33), w = false; break;
+    case 3:
+        VARIANT("many rows [1000,5], w and ds, dx only"), R = BIG(c, 1000, 45), D = 5, ds = true,
+                                                          need_w = need_b = false;
+        break;
+    case 4: VARIANT("rows past the registers [2,20000], w"), R = 2, D = BIG(c, 20000, 1031); break;
+    case 5: VARIANT("size 1 rows [3,1], w"), R = 3, D = 1; break;
+    case CONF_PERF: VARIANT("W5's [8192,768], w, ds, dw and db"), R = BIG(c, 8192, 256), D = 768, ds = true; break;
+    default: return 0;
+    }
+    td_tensor *dy = conf_in(c, -1, 1, SHAPE(R, D)), *x = conf_in(c, -3, 5, SHAPE(R, D));
+    td_tensor *wt = w ? conf_in(c, 0.5, 2, SHAPE(D)) : NULL, *mean = conf_in(c, -1, 1, SHAPE(R));
+    td_tensor *rstd = conf_in(c, 0.5, 2, SHAPE(R)), *dst = ds ? conf_in(c, -1, 1, SHAPE(R, D)) : NULL;
+    td_tensor *dx = NULL, *dw = NULL, *db = NULL;
+    if (TIMED_ST(c, td__layer_norm_backward(dy, x, wt, mean, rstd, dst, D, need_w, need_b, &dx, &dw, &db)) != TD_OK)
+        return -1;
+    int k = 0;
+    out[k++] = dx;
+    if (dw) out[k++] = dw;
+    if (db) out[k++] = db;
+    return k;
+}
+
 /* group_norm: x [N, C, *] in groups of C/G channels, w and b [C] */
 static int case_group_norm(conf_ctx *c, int v, td_tensor **out) {
     int64_t N = 2, C = 6, L = BIG(c, 20000, 1031);
@@ -805,16 +869,26 @@ static int case_cross_entropy(conf_ctx *c, int v, td_tensor **out) {
     RETURN1(TIMED(c, td__cross_entropy(logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
 }
 
+/* the backward from the logits alone, then (variants past XENT_VARIANTS) from the rows' saved logsumexp too */
 static int case_cross_entropy_backward(conf_ctx *c, int v, td_tensor **out) {
+    static char names[XENT_VARIANTS][96];
     td_tensor *logits, *target, *w;
-    const xent_variant *xv = xent_inputs(c, v, &logits, &target, &w);
+    bool with_lse = v != CONF_PERF && v >= XENT_VARIANTS;
+    const xent_variant *xv = xent_inputs(c, with_lse ? v - XENT_VARIANTS : v, &logits, &target, &w);
     if (!xv) return 0;
+    td_tensor *lse = NULL;
+    if (with_lse) {
+        snprintf(names[v - XENT_VARIANTS], sizeof names[0], "%s, saved lse", xv->name);
+        VARIANT(names[v - XENT_VARIANTS]);
+        td_dtype acc = td_tensor_dtype(logits) == TD_F64 ? TD_F64 : TD_F32;
+        lse = td_logsumexp(td_cast(logits, acc), 1, (int[]){-1}, false);
+    }
     /* dloss has the loss's shape: [N] for reduction none, else 0-d */
     int64_t n = td_ndim(logits) == 2 ? td_size(logits, 0) : 1;
     td_tensor *dloss = xv->reduction == TD_REDUCTION_NONE && td_ndim(logits) == 2 ? conf_in(c, -2, 2, SHAPE(n))
                                                                                   : conf_in(c, 0.5, 2, SCALAR);
-    RETURN1(
-        TIMED(c, td__cross_entropy_backward(dloss, logits, target, w, xv->ignore_index, xv->smoothing, xv->reduction)));
+    RETURN1(TIMED(c, td__cross_entropy_backward_lse(dloss, logits, target, w, lse, xv->ignore_index, xv->smoothing,
+                                                    xv->reduction)));
 }
 
 /* conv2d variants: x [N,C,H,W], w [O,C/g,kh,kw] */

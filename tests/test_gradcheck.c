@@ -27,7 +27,7 @@
 #define GG_CASES(X)                                                                                           \
     X(gradgrad_GELU) X(gradgrad_CROSS_ENTROPY) X(gradgrad_CONV2D) X(gradgrad_MAX_POOL2D)                       \
     X(gradgrad_AVG_POOL2D) X(gradgrad_EMBEDDING) X(gradgrad_SOFTMAX) X(gradgrad_LOG_SOFTMAX)                \
-    X(gradgrad_LINEAR_GELU) X(gradgrad_GROUP_NORM)
+    X(gradgrad_LINEAR_GELU) X(gradgrad_GROUP_NORM) X(gradgrad_LINEAR)
 /* ops composed from others in the core */
 #define GC_COMPOSED(X)                                                                                        \
     X(softmax_dim0) X(log_softmax_dim1) X(masked_fill) X(triu) X(tril) X(matmul_shared_a) X(matmul_strided_a)  \
@@ -257,6 +257,11 @@ FN(LOGSUMEXP) {
 }
 CASE(LOGSUMEXP, 1, S(G, 2, 3, 4))
 BINARY_CASE(MATMUL, td_matmul, S(G, 3, 2, 3, 4), S(G, 2, 4, 2))
+FN(LINEAR) { /* with a bias and without, on a 3-d x */
+    UNUSED;
+    return td_add(td_linear(x[0], x[1], x[2]), td_mul_scalar(td_linear(x[0], x[1], NULL), 0.5));
+}
+CASE(LINEAR, 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
 FN(LINEAR_GELU) { /* erf form with a bias on a 3-d x; tanh form without */
     UNUSED;
     return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
@@ -412,6 +417,11 @@ FN(gradgrad_LINEAR_GELU) { /* h is recomputed with ops under create_graph */
     return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
 }
 GG_CASE(gradgrad_LINEAR_GELU, 3, S(G, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
+FN(gradgrad_LINEAR) { /* dx = dy w and LINEAR_WGRAD's dw, db are MATMUL and SUM under create_graph */
+    UNUSED;
+    return td_mul(td_linear(x[0], x[1], x[2]), td_linear(x[0], x[1], NULL));
+}
+GG_CASE(gradgrad_LINEAR, 3, S(G, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
 FN(gradgrad_GROUP_NORM) { /* mean and rstd are recomputed with ops under create_graph */
     UNUSED;
     return td_group_norm(x[0], 2, x[1], x[2], 1e-5);

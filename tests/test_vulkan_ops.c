@@ -841,15 +841,15 @@ TEST(cross_entropy) {
     }
     for (int red = 0; red < 3; red++) {
         td_operand out = red == TD_REDUCTION_NONE ? dev_tensor(TD_F32, 1, ts, NULL) : dev_tensor(TD_F32, 0, NULL, NULL);
-        td_operand in[3] = {vx, vt, vw};
+        td_operand in[3] = {vx, vt, vw}, outs[2] = {out, {0}}; /* no lse output */
         td_op op = {.kind = TD_OP_CROSS_ENTROPY,
                     .n_in = 3,
-                    .n_out = 1,
+                    .n_out = 2,
                     .in = in,
-                    .out = &out,
+                    .out = outs,
                     .p.xent = {.ignore_index = -100, .label_smoothing = eps, .reduction = red}};
         run(&op);
-        fetch(&out, got);
+        fetch(&outs[0], got);
         double sum = 0;
         for (int i = 0; i < N; i++) sum += loss[i];
         if (red == TD_REDUCTION_NONE)
@@ -861,8 +861,8 @@ TEST(cross_entropy) {
         for (int i = 0; i < N; i++) g[i] = 0.5f;
         td_operand dl = red == TD_REDUCTION_NONE ? dev_tensor(TD_F32, 1, ts, g) : dev_tensor(TD_F32, 1, one, g);
         td_operand dx = dev_tensor(TD_F32, 2, xs, NULL);
-        td_operand bin[4] = {dl, vx, vt, vw};
-        td_op bop = {.kind = TD_OP_CROSS_ENTROPY_BACKWARD, .n_in = 4, .n_out = 1, .in = bin, .out = &dx, .p = op.p};
+        td_operand bin[5] = {dl, vx, vt, vw, {0}}; /* no saved lse */
+        td_op bop = {.kind = TD_OP_CROSS_ENTROPY_BACKWARD, .n_in = 5, .n_out = 1, .in = bin, .out = &dx, .p = op.p};
         run(&bop);
         fetch(&dx, got);
         for (int i = 0; i < N * C; i++) want[i] = 0.5 * grad[i] / (red == TD_REDUCTION_MEAN ? den : 1);

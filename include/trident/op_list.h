@@ -27,7 +27,8 @@
 **              the probe). CODE: x the op's dtype (the first x operand's, or
 **              in[0]'s where none is x), b bool, l int64, i int32 or int64,
 **              f float32, s SUM's (int64 for integer x, else x), m bool or x,
-**              w float64 for float64 x else float32, * any.
+**              w float64 for float64 x else float32, a x or, for f16/bf16 x,
+**              float32 (a loss accumulated wider than its logits), * any.
 **   probe      the probe invocation's td_op_params, its designators in parentheses
 ** Optional operands (layer_norm weight, conv bias, ...) are passed as views
 ** with buf == NULL. Ops marked "in place" read and write their outputs.
@@ -100,6 +101,7 @@
     X(LOGSUMEXP, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_F32, "log(sum(exp(x))), max-shifted")                    \
     /* linear algebra and nn primitives */                                                                             \
     X(MATMUL, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_MATRIX, TD_AMP_LOW, "[...,M,K] @ [...,K,N]; batch broadcast")           \
+    X(LINEAR, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW, "(x[M,K], w[N,K], b?[N]) -> y = x w^T + b")         \
     X(LINEAR_GELU, 3, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW,                                                \
       "(x[M,K], w[N,K], b?[N]) -> (y = gelu(h), h = x w^T + b)")                                                       \
     /* linear's weight and bias gradients: the bias gradient in the GEMM's epilogue where the backend can */           \
@@ -112,10 +114,16 @@
     X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(x,w?,b?) -> (y, mean, rstd) per row")         \
     X(ADD_LAYER_NORM, 4, 4, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                             \
       "(x, r, w?, b?) -> (y = layer_norm(s), s = x + r, mean, rstd) per row")                                          \
+    /* layer_norm's backward, and add_layer_norm's with the residual's gradient ds passed through */                   \
+    X(LAYER_NORM_BACKWARD, 6, 3, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                       \
+      "(dy, x [R,D], w?[D], mean, rstd [R], ds? [R,D]) -> (dx = LN'(dy) + ds, dw?, db? [D])")                          \
     X(GROUP_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                                 \
       "(x[N,C,*], w?[C], b?[C]) -> (y, mean[N,G], rstd[N,G]); G from mean")                                            \
-    X(CROSS_ENTROPY, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(logits[N,C], target[N], w?) -> loss")      \
-    X(CROSS_ENTROPY_BACKWARD, 4, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dloss, logits, target, w?)")     \
+    /* lse: each row's logsumexp (f32; f64 for f64), saved so the backward need not find it again (optional) */        \
+    X(CROSS_ENTROPY, 3, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                              \
+      "(logits[N,C], target[N], w?) -> (loss, lse?[N])")                                                               \
+    X(CROSS_ENTROPY_BACKWARD, 5, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                    \
+      "(dloss, logits, target, w?, lse?) -> dlogits")                                                                  \
     X(CONV2D, 3, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW, "(x[N,C,H,W], w[O,C/g,kh,kw], b?)")                 \
     X(CONV2D_BACKWARD_INPUT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, w) -> dx")                    \
     X(CONV2D_BACKWARD_WEIGHT, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, x) -> dw")                   \
@@ -207,6 +215,7 @@
     X(VAR, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                        \
     X(LOGSUMEXP, 0, 0, TD_COST_ELEM, "x->x[1,3]", (.reduce = {1, 0}))                                                  \
     X(MATMUL, 1, 0, TD_COST_GEMM, "x[2,3],x[3,4]->x[2,4]", ())                                                         \
+    X(LINEAR, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4]", ())                                                   \
     X(LINEAR_GELU, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4],x[2,4]", ())                                       \
     X(LINEAR_WGRAD, 1, 0, TD_COST_CONV_DW, "x[2,4],x[2,3]->x[4,3],?x[4]", ())                                          \
     X(SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \
@@ -215,9 +224,10 @@
     X(LOG_SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                          \
     X(LAYER_NORM, 0, 0, TD_COST_ELEM, "x,?x[3],?x[3]->x,x[2],x[2]", (.norm = {1e-5}))                                  \
     X(ADD_LAYER_NORM, 0, 0, TD_COST_ELEM, "x,x,?x[3],?x[3]->x,x,x[2],x[2]", (.norm = {1e-5}))                          \
+    X(LAYER_NORM_BACKWARD, 0, 0, TD_COST_ELEM, "x,x,?x[3],x[2],x[2],?x->x,?x[3],?x[3]", ())                            \
     X(GROUP_NORM, 0, 0, TD_COST_ELEM, "x[2,4,3],?x[4],?x[4]->x[2,4,3],x[2,2],x[2,2]", (.norm = {1e-5}))                \
-    X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->x[]", (TD_PROBE_XENT))                                            \
-    X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "x[],x,l[2],?x->x", (TD_PROBE_XENT))                                 \
+    X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->a[],?w[2]", (TD_PROBE_XENT))                                      \
+    X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "a[],x,l[2],?x,?w[2]->x", (TD_PROBE_XENT))                           \
     X(CONV2D, 1, 0, TD_COST_CONV, "x[1,2,4,4],x[3,2,3,3],?x[3]->x[1,3,2,2]", (TD_PROBE_CONV))                          \
     X(CONV2D_BACKWARD_INPUT, 1, 0, TD_COST_CONV_DX, "x[1,3,2,2],x[3,2,3,3]->x[1,2,4,4]", (TD_PROBE_CONV))              \
     X(CONV2D_BACKWARD_WEIGHT, 1, 0, TD_COST_CONV_DW, "x[1,3,2,2],x[1,2,4,4]->x[3,2,3,3]", (TD_PROBE_CONV))             \

@@ -1,5 +1,5 @@
 /*
-** Derivatives of the linear-algebra and nn ops: matmul, linear_gelu, softmax,
+** Derivatives of the linear-algebra and nn ops: matmul, linear, linear_gelu, softmax,
 ** log_softmax, layer_norm, group_norm, cross_entropy, conv2d, the pools, dropout and
 ** attention, and of the fused backward ops their formulas call (recorded only
 ** under create_graph; their formulas give the second derivatives). Dimension
@@ -11,6 +11,7 @@
 #include "autograd/norm_fused.h"
 #include "autograd_internal.h"
 #include "core/linear_wgrad.h"
+#include "core/norm_backward.h"
 
 #define NEED(i) td__needs(n, i)
 #define IN(i)   td__saved_input(n, i)
@@ -75,6 +76,17 @@ td_status td__bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
         gx[1] = td_matmul(td_transpose(a, -1, -2), dy);
     if (gx[0] && n->in_meta[0].ndim == 1) gx[0] = td_squeeze(gx[0], -2);
     if (gx[1] && n->in_meta[1].ndim == 1) gx[1] = td_squeeze(gx[1], -1);
+    return td__done(n, gx);
+}
+
+/* y = linear(x, w, b) = x w^T + b; x [M, K], w [N, K], b [N]:
+**   dx = dy w;  dw = dy^T x;  db = sum_M dy  (dw and db: one LINEAR_WGRAD, on
+** CUDA the bias gradient in the weight-gradient GEMM's epilogue) */
+td_status td__bw_linear(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *dw = NULL, *db = NULL;
+    if (NEED(0)) gx[0] = td_matmul(gy[0], IN(1));
+    if ((NEED(1) || NEED(2)) && td__linear_wgrad(gy[0], IN(0), NEED(2), &dw, &db) == TD_OK)
+        gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
     return td__done(n, gx);
 }
 
@@ -190,9 +202,38 @@ static void norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw
     if (NEED(iw + 1)) gx[iw + 1] = td_reshape(sum_per_channel(dy, aps), mb->ndim, mb->shape);
 }
 
+/* layer_norm's gradients (norm_grads with S = 1) by one LAYER_NORM_BACKWARD op
+** from the saved mean and rstd, with ds (add_layer_norm: the gradient the sum
+** received itself) added to dx in the same pass; false where the op cannot
+** serve (create_graph, which needs differentiable ops, or a backend without it)
+** or where the math block (norm_fused.c) is switched on instead. */
+static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tensor *ds, int om, int iw, td_tensor **dx,
+                             td_tensor **gx) {
+    if (td_grad_enabled() || td__layer_norm_block_on(xs)) return false;
+    const td__tmeta *mw = &n->in_meta[iw], *mb = &n->in_meta[iw + 1], *ma = mw->present ? mw : mb;
+    const td__tmeta *mx = &n->out_meta[0];
+    int64_t numel = td__numel(mx->ndim, mx->shape), R = td__numel(n->out_meta[om].ndim, n->out_meta[om].shape);
+    int64_t D = ma->present ? td__numel(ma->ndim, ma->shape) : R ? numel / R : 0;
+    if (numel == 0 || D < 1) return false; /* empty: the composed formula's zeros */
+    td_tensor *dw = NULL, *db = NULL;
+    td_status st = td__layer_norm_backward(dyt, xs, mw->present ? IN(iw) : NULL, OUT(om), OUT(om + 1), ds, D, NEED(iw),
+                                           NEED(iw + 1), dx, &dw, &db);
+    if (st == TD_ERR_UNSUPPORTED) {
+        td_clear_error();
+        return false;
+    }
+    if (NEED(iw)) gx[iw] = dw;
+    if (NEED(iw + 1)) gx[iw + 1] = db ? td_reshape(db, mb->ndim, mb->shape) : NULL;
+    return true;
+}
+
 td_status td__bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
-    norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
+    td_tensor *dx = NULL;
+    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, gx))
+        gx[0] = NEED(0) ? dx : NULL;
+    else
+        norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
     return td__done(n, gx);
 }
 
@@ -205,23 +246,28 @@ td_status td__bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* (y, s) = (layer_norm(s), s = x + r): ds = layer_norm's dx of dy, plus the
-** gradient s received itself; dx = dr = ds. Under create_graph the first
-** gradients read s, so a second backward reaches this node through s alone. */
+** gradient s received itself (one LAYER_NORM_BACKWARD pass); dx = dr = ds. Under
+** create_graph the first gradients read s, so a second backward reaches this node through s alone. */
 td_status td__bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *ds = NULL;
-    if (gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
-    if (gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
+    bool fused = gy[0] && norm_grads_fused(n, OUT(1), gy[0], gy[1], 2, 2, &ds, gx); /* LN'(dy) + gy[1], one pass */
+    if (!fused && gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
+    if (!fused && gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
     if (NEED(0)) gx[0] = ds;
     if (NEED(1)) gx[1] = ds;
     if (!gy[0]) return TD_OK; /* only s received a gradient (a second backward through s): w and b get none */
     return td__done(n, gx);
 }
 
-/* loss = cross_entropy(logits[N,C], target[N], w[C]?): dlogits by the fused
-** CROSS_ENTROPY_BACKWARD op (softmax minus the smoothed one-hot, weighted) */
+/* (loss, lse) = cross_entropy(logits[N,C], target[N], w[C]?): dlogits by the
+** fused CROSS_ENTROPY_BACKWARD op (softmax minus the smoothed one-hot,
+** weighted), p = exp(x - lse) from the saved lse where the forward made it
+** (create_graph: without it, so the recorded op depends on the logits alone) */
 td_status td__bw_cross_entropy(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    gx[0] = td__cross_entropy_backward(gy[0], IN(0), IN(1), n->saved_in[2], n->p.xent.ignore_index,
-                                       n->p.xent.label_smoothing, n->p.xent.reduction);
+    if (!gy[0]) return TD_OK; /* only lse received a gradient: it is not differentiable */
+    td_tensor *lse = n->saved_out[1] && !td_grad_enabled() ? OUT(1) : NULL;
+    gx[0] = td__cross_entropy_backward_lse(gy[0], IN(0), IN(1), n->saved_in[2], lse, n->p.xent.ignore_index,
+                                           n->p.xent.label_smoothing, n->p.xent.reduction);
     return td__done(n, gx);
 }
 

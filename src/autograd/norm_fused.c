@@ -20,12 +20,11 @@ static td__math_once ln_w = TD_MATH_ONCE("g = dy * w\n" LN_DX "return dx, sum(dy
 static td__math_once ln_b = TD_MATH_ONCE("g = dy\n" LN_DX "return dx, sum(dy, 0)");
 static td__math_once ln_x = TD_MATH_ONCE("g = dy\n" LN_DX "dx");
 
+bool td__layer_norm_block_on(td_tensor *x) { return x && td__math_fuse(false); }
+
 bool td__layer_norm_grads_fused(td_tensor *x, td_tensor *dy, td_tensor *w, td_tensor *mean, td_tensor *rstd,
                                 bool want_w, bool want_b, td_tensor **dx, td_tensor **dw, td_tensor **db) {
-    /* default: off on the CPU, where the interpreter's row reductions measured slower than the table ops */
-    if (!x || !td__math_fuse(td_tensor_device(x).type != TD_DEVICE_CPU) || !x || !dy || !mean || !rstd ||
-        (want_w && !w))
-        return false;
+    if (!td__layer_norm_block_on(x) || !dy || !mean || !rstd || (want_w && !w)) return false;
     /* with a weight, dw comes along even when unwanted (the engine's scope frees it) */
     td__math_once *o = w ? (want_b ? &ln_wb : &ln_w) : want_b ? &ln_b : &ln_x;
     td_math_binding bind[5] = {{.name = "x", .tensor = x},

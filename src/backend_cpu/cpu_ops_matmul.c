@@ -188,6 +188,26 @@ static void bias_gelu_rows_f32(float *h, const float *b, float *y, int64_t M, in
     }
 }
 
+/* LINEAR: in = (x [M, K], w [N, K], b [N]?), out = y [M, N], contiguous:
+**   y = x w^T  (MATMUL's kernel, w read as the column-major [K, N] it is)
+**   y += b     (ADD's kernel, b broadcast over the rows): MATMUL then ADD bit for bit */
+td_status cpu_op_LINEAR(const td_op *op) {
+    const td_operand *b = &op->in[2];
+    td_operand *y = &op->out[0];
+    int64_t M = op->in[0].shape[0], N = op->in[1].shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, y);
+    td_status st = cpu_op_MATMUL(&mm);
+    if (st != TD_OK || !b->buf) return st;
+    td_operand add_in[2] = {*y, *b};
+    add_in[1].ndim = 2;
+    add_in[1].shape[0] = M, add_in[1].shape[1] = N;
+    add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
+    td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = add_in, .out = y};
+    return cpu_op_ADD(&add);
+}
+
 td_status cpu_op_LINEAR_GELU(const td_op *op) {
     const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
     td_operand y = op->out[0], h = op->out[1];

@@ -12,7 +12,8 @@
 ** the CPU has it (the same passes, with the mean subtracted as a float pair).
 ** Reference: torch.nn.functional.layer_norm.
 ** GROUP_NORM (below): the same rows over (n, group) of an [N, C, *] input,
-** with a per-channel affine.
+** with a per-channel affine. LAYER_NORM_BACKWARD (at the end): layer_norm's
+** gradients from the saved mean and rstd.
 */
 #include <stdlib.h>
 
@@ -176,5 +177,83 @@ td_status cpu_op_GROUP_NORM(const td_op *op) {
         cpu_nn_from_f32(rstd, stats + R);
     }
     free(fx), free(fw), free(fb), free(stats);
+    return st;
+}
+
+/* LAYER_NORM_BACKWARD: in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]),
+** out = (dx [R, D], dw? [D], db? [D]), contiguous, one dtype:
+**   xhat = (x - mean_r) rstd_r,  g = dy w (w absent: 1)
+**   pass 1 (rows in parallel): dx = rstd_r (g - mean_D(g) - xhat mean_D(g xhat)) + ds
+**   pass 2 (blocks of 64 columns in parallel, rows in order):
+**          dw = sum_r dy xhat,  db = sum_r dy
+** Sums in double. f16/bf16 run on f32 copies. Reference: the composed
+** formula of src/autograd/formulas_nn.c (norm_grads). */
+#define LN_BW_COLS 64
+#define LN_BACKWARD_ROWS_(T)                                                                                           \
+    static void ln_backward_rows_##T(const T *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,   \
+                                     T *dx, T *dw, T *db, int64_t R, int64_t D) {                                      \
+        int nt = cpu_threads_for(R, D * 8);                                                                            \
+        _Pragma("omp parallel for num_threads(nt)") for (int64_t r = 0; r < R; r++) {                                  \
+            const T *dyr = dy + r * D, *xr = x + r * D;                                                                \
+            double m = mean[r], rs = rstd[r], s1 = 0, s2 = 0;                                                          \
+            for (int64_t j = 0; j < D; j++) {                                                                          \
+                double g = (double)dyr[j] * (w ? (double)w[j] : 1.0);                                                  \
+                s1 += g, s2 += g * ((double)xr[j] - m) * rs;                                                           \
+            }                                                                                                          \
+            s1 /= (double)D, s2 /= (double)D;                                                                          \
+            for (int64_t j = 0; j < D; j++) {                                                                          \
+                double g = (double)dyr[j] * (w ? (double)w[j] : 1.0), xh = ((double)xr[j] - m) * rs;                   \
+                dx[r * D + j] = (T)(rs * (g - s1 - xh * s2) + (ds ? (double)ds[r * D + j] : 0.0));                     \
+            }                                                                                                          \
+        }                                                                                                              \
+        if (!dw && !db) return;                                                                                        \
+        int64_t nb = (D + LN_BW_COLS - 1) / LN_BW_COLS;                                                                \
+        int ntc = cpu_threads_for(nb, R * LN_BW_COLS * 4);                                                             \
+        _Pragma("omp parallel for num_threads(ntc)") for (int64_t bk = 0; bk < nb; bk++) {                             \
+            int64_t j0 = bk * LN_BW_COLS, nj = D - j0 < LN_BW_COLS ? D - j0 : LN_BW_COLS;                              \
+            double aw[LN_BW_COLS] = {0}, ab[LN_BW_COLS] = {0};                                                         \
+            for (int64_t r = 0; r < R; r++) {                                                                          \
+                double m = mean[r], rs = rstd[r];                                                                      \
+                for (int64_t j = 0; j < nj; j++) {                                                                     \
+                    double g = dy[r * D + j0 + j];                                                                     \
+                    aw[j] += g * ((double)x[r * D + j0 + j] - m) * rs, ab[j] += g;                                     \
+                }                                                                                                      \
+            }                                                                                                          \
+            for (int64_t j = 0; j < nj; j++) {                                                                         \
+                if (dw) dw[j0 + j] = (T)aw[j];                                                                         \
+                if (db) db[j0 + j] = (T)ab[j];                                                                         \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+LN_BACKWARD_ROWS_(float)
+LN_BACKWARD_ROWS_(double)
+
+td_status cpu_op_LAYER_NORM_BACKWARD(const td_op *op) {
+    const td_operand *x = &op->in[1];
+    int64_t R = td_operand_numel(&op->in[3]), D = R ? td_operand_numel(x) / R : 0;
+    if (R == 0) return TD_OK; /* the core sends no empty rows */
+    const td_operand *ops[9] = {&op->in[0], x,           &op->in[2],  &op->in[3], &op->in[4],
+                                &op->in[5], &op->out[0], &op->out[1], &op->out[2]};
+    void *p[9] = {0};
+    if (x->dtype == TD_F32 || x->dtype == TD_F64) {
+        for (int i = 0; i < 9; i++) p[i] = ops[i]->buf ? cpu_ptr(ops[i]) : NULL;
+        if (x->dtype == TD_F64)
+            ln_backward_rows_double(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
+        else
+            ln_backward_rows_float(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
+        return TD_OK;
+    }
+    td_status st = TD_OK; /* f16/bf16: widened copies, results narrowed back */
+    for (int i = 0; i < 9 && st == TD_OK; i++) {
+        if (!ops[i]->buf) continue;
+        p[i] = i < 6 ? cpu_nn_to_f32(ops[i]) : malloc(sizeof(float) * (size_t)td_operand_numel(ops[i]));
+        if (!p[i]) st = i < 6 ? td_last_status() : cpu_nn_oom("layer_norm_backward", 0);
+    }
+    if (st == TD_OK) {
+        ln_backward_rows_float(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
+        for (int i = 6; i < 9; i++)
+            if (p[i]) cpu_nn_from_f32(ops[i], p[i]);
+    }
+    for (int i = 0; i < 9; i++) free(p[i]);
     return st;
 }

@@ -161,6 +161,8 @@ td_status cpu_op_LOG_SOFTMAX_BACKWARD(const td_op *op) { return softmax_backward
 ** Backward, with p = softmax(logits[n]) and g[n] = dloss[n] (none), dloss (sum) or
 ** dloss / sum_n w[t_n] (mean); d(-logp[k])/dlogits[c] = p[c] - [c == k]:
 **   dlogits[n,c] = g[n] * (p[c] * ((1-eps) w[t] + eps/C * W) - (1-eps) w[t] [c == t] - eps/C * w[c])
+** The forward also writes each row's logsumexp when asked (out[1]); the
+** backward finds it again (its optional lse input is not read here).
 ** Targets are checked on the host before anything runs. Each row's max and
 ** sum of exp(x - max) come from row_max_* / row_sum_exp_* below: scalar loops,
 ** or for f32 the AVX2 kernels of x86/rows_avx2.c (the backward pass stores
@@ -216,19 +218,22 @@ static float row_sum_exp_f32(const float *x, int64_t C, float m, float *e) {
 #define row_sum_exp_f64 row_sum_exp_double
 
 #define XENT_(T, SFX, LOG)                                                                                             \
-    /* per-sample losses into loss[N] (double, for a deterministic serial reduction) */                                \
-    static void xent_forward_##T(const T *x, const int64_t *target, const T *w, double *loss, int64_t N, int64_t C,    \
-                                 int64_t ignore_index, double eps) {                                                   \
+    /* per-sample losses into loss[N] (double, for a deterministic serial reduction), each row's logsumexp into        \
+    ** lse[N] unless NULL (0 for ignored rows) */                                                                      \
+    static void xent_forward_##T(const T *x, const int64_t *target, const T *w, double *loss, double *lse_out,         \
+                                 int64_t N, int64_t C, int64_t ignore_index, double eps) {                             \
         int nt = cpu_threads_for(N, C * 8);                                                                            \
         _Pragma("omp parallel for num_threads(nt)") for (int64_t n = 0; n < N; n++) {                                  \
             const T *xr = x + n * C;                                                                                   \
             int64_t t = target[n];                                                                                     \
             if (t == ignore_index) {                                                                                   \
                 loss[n] = 0;                                                                                           \
+                if (lse_out) lse_out[n] = 0;                                                                           \
                 continue;                                                                                              \
             }                                                                                                          \
             T m = row_max_##SFX(xr, C), smooth = 0; /* log_softmax: logp[c] = x[c] - lse */                            \
             T lse = m + LOG(row_sum_exp_##SFX(xr, C, m, NULL));                                                        \
+            if (lse_out) lse_out[n] = lse;                                                                             \
             if (eps != 0)                                                                                              \
                 for (int64_t c = 0; c < C; c++) smooth += (w ? w[c] : 1) * (lse - xr[c]);                              \
             loss[n] = (1 - eps) * (double)(w ? w[t] : 1) * (double)(lse - xr[t]) + eps / (double)C * smooth;           \
@@ -296,15 +301,17 @@ td_status cpu_op_CROSS_ENTROPY(const td_op *op) {
     td_status st = check_targets(target, N, C, ig);
     if (st != TD_OK) return st;
     xent_args a;
-    double *loss = malloc((size_t)(N ? N : 1) * sizeof(double));
-    if (!loss) return cpu_nn_oom("cross_entropy", (size_t)N * sizeof(double));
+    const td_operand *lse_op = &op->out[1]; /* optional: each row's logsumexp */
+    double *loss = malloc((size_t)(N ? N : 1) * sizeof(double) * 2), *lse = lse_op->buf ? loss + N : NULL;
+    if (!loss) return cpu_nn_oom("cross_entropy", (size_t)N * sizeof(double) * 2);
     st = xent_args_get(op, 0, 2, -1, &a);
     if (st == TD_OK) {
         bool f64 = x->dtype == TD_F64;
         if (f64)
-            xent_forward_double(a.x, target, a.w, loss, N, C, ig, eps);
+            xent_forward_double(a.x, target, a.w, loss, lse, N, C, ig, eps);
         else
-            xent_forward_float(a.x, target, a.w, loss, N, C, ig, eps);
+            xent_forward_float(a.x, target, a.w, loss, lse, N, C, ig, eps);
+        for (int64_t n = 0; lse && n < N; n++) cpu_store(cpu_ptr(lse_op), n, lse_op->dtype, lse[n]);
         void *dst = cpu_ptr(out);
         if (red == TD_REDUCTION_NONE) {
             for (int64_t n = 0; n < N; n++) cpu_store(dst, n, out->dtype, loss[n]);

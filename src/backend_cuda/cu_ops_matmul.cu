@@ -1,8 +1,11 @@
 /*
-** The matmul family on CUDA: MATMUL and LINEAR_GELU, on the cuBLASLt GEMM of
+** The matmul family on CUDA: MATMUL, LINEAR and LINEAR_GELU, on the cuBLASLt GEMM of
 ** cu_blaslt.c (cu_lt_matmul); neither has a capability test.
 ** MATMUL: out[..., M, N] = a[..., M, K] @ b[..., K, N], batch dims broadcast
 ** (stride 0), each matrix row- or column-major (TD_LAYOUT_MATRIX).
+** LINEAR: in = (x [M, K], w [N, K], b [N]?), out = y [M, N]: y = x w^T + b,
+** LINEAR_GELU's GEMM and bias epilogue without the GELU (f64, K = 0 or no
+** epilogue algorithm: the plain GEMM, then ADD's kernel).
 ** LINEAR_GELU: in = (x [M, K], w [N, K], b [N]?), out = (y, h) [M, N]:
 **   h = x w^T + b, y = gelu(h). The GEMM is MATMUL's (w read as the column-major
 ** [K, N] it is) with the bias in Lt's epilogue (EPILOGUE_BIAS, added in fp32
@@ -21,6 +24,30 @@
 #include "cu.h"
 
 extern "C" td_status cu_op_MATMUL(cu_dev *d, const td_op *op) { return cu_lt_matmul(d, op, CU_EPI_NONE, NULL, NULL); }
+
+extern "C" td_status cu_op_LINEAR(cu_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
+    td_operand *y = &op->out[0];
+    int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, y);
+    bool lt_bias = b->buf && x->dtype != TD_F64 && K > 0;
+    td_status st = cu_lt_matmul(d, &mm, lt_bias ? CU_EPI_BIAS : CU_EPI_NONE, lt_bias ? cu_data(b) : NULL, NULL);
+    if (st == TD_ERR_UNSUPPORTED && lt_bias) { /* no bias epilogue for this shape: the plain GEMM, then ADD */
+        td_clear_error();
+        lt_bias = false;
+        st = cu_lt_matmul(d, &mm, CU_EPI_NONE, NULL, NULL);
+    }
+    if (st != TD_OK || !b->buf || lt_bias) return st;
+    td_operand add_in[2] = {*y, *b}; /* y += b, broadcast over the rows */
+    add_in[1].ndim = 2;
+    add_in[1].shape[0] = M, add_in[1].shape[1] = N;
+    add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
+    td_op add = {};
+    add.kind = TD_OP_ADD, add.n_in = 2, add.n_out = 1, add.in = add_in, add.out = y;
+    return cu_op_ADD(d, &add);
+}
 
 extern "C" td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
     const td_operand *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];

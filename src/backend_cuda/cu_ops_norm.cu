@@ -1,7 +1,10 @@
 /*
 ** Layer normalization over the last dim: LAYER_NORM and ADD_LAYER_NORM (the
 ** residual add fused in front) (reference: src/backend_cpu/cpu_layernorm.c),
-** and GROUP_NORM, the same rows over (n, group) with a per-channel affine.
+** and GROUP_NORM, the same rows over (n, group) with a per-channel affine;
+** LAYER_NORM_BACKWARD, layer_norm's gradients from the saved mean and rstd
+** (dx in one row pass with add_layer_norm's residual gradient added; dw, db
+** over row chunks).
 ** x is (R, n) contiguous (R = product of the leading dims). One row group per
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
 ** 16384 elements (8192 for f64) stay in registers, so x is read from memory
@@ -110,6 +113,120 @@ extern "C" td_status cu_op_LAYER_NORM(cu_dev *d, const td_op *op) { return layer
 
 CU_SUPPORTS(ADD_LAYER_NORM) { return layer_norm_ok(op, true); }
 extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) { return layer_norm_run(d, op, true); }
+
+/* layer_norm's backward rows: dy, x, ds, dx (R, n); w (n) or NULL; mean, rstd
+** (R); ds NULL for LAYER_NORM (add_layer_norm: the sum's own gradient):
+**   xhat = (x - mean) rstd,  g = dy w
+**   pass 1: s1 = mean_n(g), s2 = mean_n(g xhat)  (the row held in registers)
+**   pass 2: dx = rstd (g - s1 - xhat s2) + ds
+** Reference: the composed formula (src/autograd/formulas_nn.c, norm_grads). */
+template <typename T, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR)
+    layer_norm_backward_kernel(const T *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds, T *dx,
+                               int64_t R, int64_t n) {
+    CU_ROW_SETUP(T, TPR);
+    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
+        const T *dyr = dy + r * n, *xr = x + r * n;
+        T *dxr = dx + r * n;
+        C m = cu_to<C>(mean[r]), rs = cu_to<C>(rstd[r]), s1 = 0, s2 = 0;
+        C vg[VPT > 0 ? VPT : 1], vx[VPT > 0 ? VPT : 1]; /* g and xhat */
+        cu_row_load<TPR, VPT, V>(dyr, n, t, vg);
+        cu_row_load<TPR, VPT, V>(xr, n, t, vx);
+        /* pass 1 */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C g = (VPT > 0 ? vg[k] : cu_to<C>(dyr[j])) * (w ? cu_to<C>(w[j]) : (C)1);
+            C xh = ((VPT > 0 ? vx[k] : cu_to<C>(xr[j])) - m) * rs;
+            if (VPT > 0) vg[k] = g, vx[k] = xh;
+            s1 += g, s2 += g * xh;
+        });
+        s1 = cu_row_sum<TPR>(s1, scratch) / (C)n;
+        s2 = cu_row_sum<TPR>(s2, scratch) / (C)n;
+        /* pass 2 */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C g = VPT > 0 ? vg[k] : cu_to<C>(dyr[j]) * (w ? cu_to<C>(w[j]) : (C)1);
+            C xh = VPT > 0 ? vx[k] : (cu_to<C>(xr[j]) - m) * rs;
+            C e = rs * (g - s1 - xh * s2) + (ds ? cu_to<C>(ds[r * n + j]) : (C)0);
+            if (VPT > 0)
+                vg[k] = e;
+            else
+                dxr[j] = cu_from<T>(e);
+        });
+        cu_row_store<TPR, VPT, V>(dxr, n, t, vg);
+    }
+}
+
+/* dw and db, pass 1: column j (x) of row chunk p (y), rows [p chunk, p chunk + chunk):
+** part[2p][j] = sum dy xhat, part[2p+1][j] = sum dy (coalesced: a warp reads 32 adjacent columns of a row) */
+template <typename T>
+__global__ void __launch_bounds__(CU_BLOCK)
+    layer_norm_backward_cols_kernel(const T *dy, const T *x, const T *mean, const T *rstd,
+                                    typename cu_compute<T>::type *part, int64_t R, int64_t n, int64_t chunk) {
+    typedef typename cu_compute<T>::type C;
+    int64_t j = (int64_t)blockIdx.x * CU_BLOCK + threadIdx.x, p = blockIdx.y, r1 = (p + 1) * chunk;
+    if (j >= n) return;
+    C aw = 0, ab = 0;
+    for (int64_t r = p * chunk; r < (r1 < R ? r1 : R); r++) {
+        C g = cu_to<C>(dy[r * n + j]);
+        aw += g * (cu_to<C>(x[r * n + j]) - cu_to<C>(mean[r])) * cu_to<C>(rstd[r]);
+        ab += g;
+    }
+    part[2 * p * n + j] = aw;
+    part[(2 * p + 1) * n + j] = ab;
+}
+
+/* dw and db, pass 2: the P chunks' partials summed in order: dw[j] = sum_p part[2p][j], db[j] = sum_p part[2p+1][j] */
+template <typename T>
+__global__ void __launch_bounds__(CU_BLOCK)
+    layer_norm_backward_cols_sum_kernel(const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n, int64_t P) {
+    typedef typename cu_compute<T>::type C;
+    int64_t j = (int64_t)blockIdx.x * CU_BLOCK + threadIdx.x;
+    if (j >= n) return;
+    C aw = 0, ab = 0;
+    for (int64_t p = 0; p < P; p++) aw += part[2 * p * n + j], ab += part[(2 * p + 1) * n + j];
+    if (dw) dw[j] = cu_from<T>(aw);
+    if (db) db[j] = cu_from<T>(ab);
+}
+
+/* LAYER_NORM_BACKWARD: in = (dy, x [R, n], w? [n], mean, rstd [R], ds? [R, n]),
+** out = (dx [R, n], dw? [n], db? [n]): the rows kernel, then (dw or db wanted)
+** the column partials over chunks of rows and their sum: deterministic, no atomics. */
+extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
+    const td_operand *dy = &op->in[0], *x = &op->in[1], *w = &op->in[2], *mean = &op->in[3], *rstd = &op->in[4];
+    const td_operand *ds = &op->in[5], *dx = &op->out[0], *dw = &op->out[1], *db = &op->out[2];
+    int64_t R = td_operand_numel(mean), numel = td_operand_numel(x);
+    if (R == 0 || numel == 0) return TD_OK; /* the core sends no empty rows */
+    int64_t n = numel / R;
+    CU_SWITCH_FLOAT(x->dtype, {
+        typedef typename cu_compute<T>::type A;
+        const T *pdy = (const T *)cu_data(dy), *px = (const T *)cu_data(x);
+        const T *pm = (const T *)cu_data(mean), *pr = (const T *)cu_data(rstd);
+        T *pdx = (T *)cu_data(dx);
+        bool vec = cu_rows_aligned(n, sizeof(T), pdy, px) && cu_rows_aligned(n, sizeof(T), pdx, NULL);
+        CU_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, pdy, px, (const T *)cu_data(w), pm, pr,
+                       (const T *)cu_data(ds), pdx, R, n);
+        td_status st = CU_LAUNCHED("layer_norm_backward");
+        if (st != TD_OK || (!dw->buf && !db->buf)) return st;
+        /* about 8 blocks an SM over (column blocks) x (row chunks of >= 16 rows) */
+        int64_t bx = (n + CU_BLOCK - 1) / CU_BLOCK, want = (int64_t)d->sm_count * 8 / bx;
+        int64_t P = want < 1 ? 1 : want > 1024 ? 1024 : want, max_p = (R + 15) / 16;
+        if (P > max_p) P = max_p;
+        int64_t chunk = (R + P - 1) / P;
+        P = (R + chunk - 1) / chunk;
+        A *part;
+        if ((st = cu_temp_alloc(d, sizeof(A) * (size_t)(2 * P * n), (void **)&part)) != TD_OK) return st;
+        layer_norm_backward_cols_kernel<T>
+            <<<dim3((unsigned)bx, (unsigned)P), CU_BLOCK, 0, d->stream>>>(pdy, px, pm, pr, part, R, n, chunk);
+        st = CU_LAUNCHED("layer_norm_backward (dw, db partials)");
+        if (st == TD_OK) {
+            layer_norm_backward_cols_sum_kernel<T>
+                <<<(unsigned)bx, CU_BLOCK, 0, d->stream>>>(part, (T *)cu_data(dw), (T *)cu_data(db), n, P);
+            st = CU_LAUNCHED("layer_norm_backward (dw, db)");
+        }
+        cu_temp_free(d, part);
+        return st;
+    });
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm_backward: dtype %s", td_dtype_name(x->dtype));
+}
 
 /* group_norm: x, y [N, C, S] contiguous as R = N G rows of n = Cg S elements
 ** (row r = (n, g): channels g Cg .. g Cg + Cg - 1); w, b [C] or NULL; mean,

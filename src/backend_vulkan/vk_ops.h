@@ -21,7 +21,7 @@ TD_OP_LIST(VK_OP_DECLARE_)
 ** whenever the device stores its dtypes. */
 /* clang-format off */
 #define VK_SUPPORTS_LIST(X)                                                                                            \
-    X(CAT) X(MATMUL) X(LINEAR_GELU) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CROSS_ENTROPY_BACKWARD)         \
+    X(CAT) X(MATMUL) X(LINEAR) X(LINEAR_GELU) X(LAYER_NORM) X(ADD_LAYER_NORM) X(CROSS_ENTROPY) X(CROSS_ENTROPY_BACKWARD)         \
     X(CONV2D) X(CONV2D_BACKWARD_INPUT) X(CONV2D_BACKWARD_WEIGHT)                                                       \
     X(MAX_POOL2D) X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D) X(AVG_POOL2D_BACKWARD)                                          \
     X(EMBEDDING) X(EMBEDDING_BACKWARD) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(ONE_HOT)                             \

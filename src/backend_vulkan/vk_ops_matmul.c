@@ -1,5 +1,6 @@
 /*
-** MATMUL (shaders/matmul.comp), LINEAR_GELU (a MATMUL, then shaders/bias_gelu.comp; see its section) and
+** MATMUL (shaders/matmul.comp), LINEAR (a MATMUL, then ADD's shader), LINEAR_GELU (a MATMUL, then
+** shaders/bias_gelu.comp; see its section) and
 ** LINEAR_WGRAD (a MATMUL and a SUM, at the end): a [..., M, K]
 *@ b [..., K, N] -> out [..., M, N].
 ** a and b have any strides (row- or column-major matrices, stride-0 batch dims
@@ -256,6 +257,37 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
         td_clear_error();
     }
     return matmul(d, op, op->in[0].dtype == TD_F16 && d->coopmat_state == 2);
+}
+
+/* ---- LINEAR ----
+** in = (x [M, K], w [N, K], b [N]?), out = y [M, N], contiguous: the matmul
+** encoder writes y = x w^T, then ADD's shader adds b (broadcast over the rows)
+** in place: MATMUL then ADD bit for bit. */
+bool vk_supports_LINEAR(vk_dev *d, const td_op *op) {
+    for (int i = 0; i < 4; i++) {
+        const td_operand *v = i < 3 ? &op->in[i] : &op->out[0];
+        if (v->buf && vk_view_too_wide(d, v)) return false;
+    }
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, &op->out[0]);
+    return vk_supports_MATMUL(d, &mm);
+}
+
+td_status vk_op_LINEAR(vk_dev *d, const td_op *op) {
+    const td_operand *b = &op->in[2];
+    td_operand *y = &op->out[0];
+    int64_t M = op->in[0].shape[0], N = op->in[1].shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, y);
+    td_status st = vk_op_MATMUL(d, &mm);
+    if (st != TD_OK || !b->buf) return st;
+    td_operand add_in[2] = {*y, *b};
+    add_in[1].ndim = 2;
+    add_in[1].shape[0] = M, add_in[1].shape[1] = N;
+    add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
+    td_op add = {.kind = TD_OP_ADD, .n_in = 2, .n_out = 1, .in = add_in, .out = y};
+    return vk_op_ADD(d, &add);
 }
 
 /* ---- LINEAR_GELU ----

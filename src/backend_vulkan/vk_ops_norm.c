@@ -3,7 +3,9 @@
 ** and ADD_LAYER_NORM (shaders/add_layer_norm.comp): in = (x, r, w?, b?), out =
 ** (y, s, mean, rstd); s = x + r, y = layer_norm(s); GROUP_NORM
 ** (shaders/group_norm.comp): in = (x [N, C, *], w?, b?), out = (y, mean [N, G],
-** rstd [N, G]), rows (n, group). One workgroup per row; all operands contiguous.
+** rstd [N, G]), rows (n, group); LAYER_NORM_BACKWARD
+** (shaders/layer_norm_backward.comp): in = (dy, x, w?, mean, rstd, ds?), out =
+** (dx, dw?, db?). One workgroup per row; all operands contiguous.
 */
 #include "vk_ops.h"
 
@@ -111,4 +113,41 @@ td_status vk_op_GROUP_NORM(vk_dev *d, const td_op *op) {
     uint32_t spec[1] = {vk_row_wg(pc.D)};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_group_norm_f32, x->dtype), spec, 1, 6, b, &pc, sizeof pc,
                        vk_groups(rows, 1), 1, 1);
+}
+
+/* ---- LAYER_NORM_BACKWARD ----
+** in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]), out = (dx, dw? [D], db? [D]). MODE 0 writes dx (a
+** workgroup per row); MODE 1, when dw or db is wanted, the column sums (an invocation per column). */
+
+/* GLSL: shaders/layer_norm_backward.comp, block PC. */
+typedef struct vk_pc_norm_backward {
+    uint32_t rows, D, has_w, has_ds;
+    uint32_t has_o, has_o2, dy_off, x_off;
+    uint32_t w_off, m_off, r_off, ds_off;
+    uint32_t o_off, o2_off;
+} vk_pc_norm_backward;
+static_assert(sizeof(vk_pc_norm_backward) == 56, "vk_pc_norm_backward must match shaders/layer_norm_backward.comp");
+
+td_status vk_op_LAYER_NORM_BACKWARD(vk_dev *d, const td_op *op) {
+    int64_t rows = td_operand_numel(&op->in[3]), n = td_operand_numel(&op->in[1]);
+    if (rows == 0 || n == 0) return TD_OK; /* the core sends no empty rows */
+    const td_operand *in = op->in, *out = op->out;
+    vk_pc_norm_backward pc = {
+        .rows = (uint32_t)rows, .D = (uint32_t)(n / rows), .has_w = in[2].buf != NULL, .has_ds = in[5].buf != NULL};
+    int shader = VK_DT_SHADER(VK_SHADER_layer_norm_backward_f32, in[1].dtype);
+    for (uint32_t mode = 0; mode < 2; mode++) {
+        if (mode == 1 && !out[1].buf && !out[2].buf) break;
+        const td_operand *o = mode ? &out[1] : &out[0], *o2 = mode ? &out[2] : &out[1]; /* mode 0: o2 unused */
+        pc.has_o = o->buf != NULL, pc.has_o2 = mode && o2->buf != NULL;
+        const td_operand *views[8] = {&in[0], &in[1], &in[2], &in[3], &in[4], &in[5], o, mode ? o2 : &out[2]};
+        uint32_t *offs[8] = {&pc.dy_off, &pc.x_off, &pc.w_off, &pc.m_off, &pc.r_off, &pc.ds_off, &pc.o_off, &pc.o2_off};
+        vk_bind b[8];
+        td_status st = vk_bind_views(d, 8, views, 0xC0, b, offs);
+        if (st != TD_OK) return st;
+        uint32_t spec[2] = {mode ? WG : vk_row_wg(pc.D), mode};
+        st = vk_dispatch(d, shader, spec, 2, 8, b, &pc, sizeof pc, mode ? vk_groups(pc.D, WG) : vk_groups(rows, 1), 1,
+                         1);
+        if (st != TD_OK) return st;
+    }
+    return TD_OK;
 }

@@ -84,8 +84,14 @@ static bool xent_ok(const td_op *op, int first_logits) {
     return (nd == 1 || nd == 2) && op->p.xent.ignore_index >= INT32_MIN && op->p.xent.ignore_index <= INT32_MAX;
 }
 
-bool vk_supports_CROSS_ENTROPY(vk_dev *d, const td_op *op) { return (void)d, xent_ok(op, 0); }
-bool vk_supports_CROSS_ENTROPY_BACKWARD(vk_dev *d, const td_op *op) { return (void)d, xent_ok(op, 1); }
+/* the loss in the logits' dtype only (the core casts an f32 autocast loss's logits), and no lse output (the
+** backward finds each row's logsumexp again; its lse input is not read) */
+bool vk_supports_CROSS_ENTROPY(vk_dev *d, const td_op *op) {
+    return (void)d, xent_ok(op, 0) && op->out[0].dtype == op->in[0].dtype && !op->out[1].buf;
+}
+bool vk_supports_CROSS_ENTROPY_BACKWARD(vk_dev *d, const td_op *op) {
+    return (void)d, xent_ok(op, 1) && op->in[0].dtype == op->in[1].dtype;
+}
 
 /* Binds 0 logits, 1 target, 2 weight, 3 dloss, 4 scratch, 5 out; NULL views bind the dummy. */
 static td_status xent_run(vk_dev *d, const td_operand *dl, const td_operand *x, const td_operand *t,

@@ -83,6 +83,7 @@ static bool code_allows(char code, td_dtype x, td_dtype dt) {
     case 's': return dt == (td_dtype_is_float(x) ? x : TD_I64);
     case 'm': return dt == TD_BOOL || dt == x;
     case 'w': return dt == (x == TD_F64 ? TD_F64 : TD_F32);
+    case 'a': return dt == x || (dt == TD_F32 && (x == TD_F16 || x == TD_BF16));
     default: return true;
     }
 }
@@ -96,6 +97,9 @@ static const char *code_wants(char code, td_dtype x, char *buf, size_t n) {
     case 's': return td_dtype_name(td_dtype_is_float(x) ? x : TD_I64);
     case 'm': return snprintf(buf, n, "bool or %s", td_dtype_name(x)), buf;
     case 'w': return td_dtype_name(x == TD_F64 ? TD_F64 : TD_F32);
+    case 'a':
+        return x == TD_F16 || x == TD_BF16 ? (snprintf(buf, n, "%s or float32", td_dtype_name(x)), buf)
+                                           : td_dtype_name(x);
     default: return td_dtype_name(x);
     }
 }

@@ -192,6 +192,10 @@ TD_API td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_ten
                                     double label_smoothing, int reduction);
 TD_API td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
                                              int64_t ignore_index, double label_smoothing, int reduction);
+/* The same with lse, the rows' logsumexp CROSS_ENTROPY saved (f32, f64 for f64 logits; NULL: found again). */
+TD_API td_tensor *td__cross_entropy_backward_lse(td_tensor *dloss, td_tensor *logits, td_tensor *target,
+                                                 td_tensor *weight, td_tensor *lse, int64_t ignore_index,
+                                                 double label_smoothing, int reduction);
 /* Over the last dim of dy, y (one shape; dy cast to y's dtype), for y = softmax(x) / log_softmax(x):
 **   softmax_backward:     dx = y (dy - sum_last(dy y))
 **   log_softmax_backward: dx = dy - e^y sum_last(dy) */

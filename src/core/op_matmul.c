@@ -1,6 +1,6 @@
 /*
 ** Front-ends of matrix products: td_matmul (torch.matmul semantics),
-** td_linear (x @ w^T + b) and the fused td_linear_gelu (one LINEAR_GELU op,
+** td_linear (x @ w^T + b, one LINEAR op) and the fused td_linear_gelu (one LINEAR_GELU op,
 ** gelu(x @ w^T + b), which keeps the pre-activation for backward; composed
 ** from td_linear and td_gelu where the backend lacks it).
 **
@@ -129,19 +129,9 @@ td_tensor *td_matmul(td_tensor *a, td_tensor *b) {
     return out;
 }
 
-static td_tensor *linear(td_tensor *x, td_tensor *w, td_tensor *b) {
-    TD_CHECK_ARG(x, "linear");
-    TD_CHECK_ARG(w, "linear");
-    if (w->ndim != 2) {
-        char s[96];
-        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: weight must be [out, in], got %s",
-                     td__shape_str(w->ndim, w->shape, s, sizeof s));
-    }
-    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
-        char s[96];
-        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: bias must be [%lld], got %s", (long long)w->shape[0],
-                     td__shape_str(b->ndim, b->shape, s, sizeof s));
-    }
+/* The composed twin of LINEAR (MATMUL, then ADD): for a backend without the
+** op, views too wide for it, or operands of mixed dtypes (ADD promotes). */
+static td_tensor *linear_composed(td_tensor *x, td_tensor *w, td_tensor *b) {
     td_tensor *wt = td_keep(td_transpose(w, 0, 1)); /* a view: BLAS reads it transposed, no copy */
     td_tensor *y = td_keep(td_matmul(x, wt));
     td_release(wt);
@@ -149,6 +139,39 @@ static td_tensor *linear(td_tensor *x, td_tensor *w, td_tensor *b) {
     td_tensor *z = td_add(y, b);
     td_release(y);
     return z;
+}
+
+/* x [..., K] viewed as [M, K], one LINEAR op (one autograd node, whose
+** backward is dx = dy w and LINEAR_WGRAD's dw and db), y reshaped to [..., N]. */
+static td_tensor *linear(td_tensor *x, td_tensor *w, td_tensor *b) {
+    TD_CHECK_ARG(x, "linear");
+    TD_CHECK_ARG(w, "linear");
+    char s[96];
+    if (w->ndim != 2)
+        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: weight must be [out, in], got %s",
+                     td__shape_str(w->ndim, w->shape, s, sizeof s));
+    int64_t N = w->shape[0], K = w->shape[1];
+    if (b && (b->ndim != 1 || b->shape[0] != N))
+        TD_FAIL_NULL(TD_ERR_SHAPE, "linear: bias must be [%lld], got %s", (long long)N,
+                     td__shape_str(b->ndim, b->shape, s, sizeof s));
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != K || !td_dtype_is_float(x->dtype) || w->dtype != x->dtype ||
+        (b && b->dtype != x->dtype))
+        return linear_composed(x, w, b); /* matmul's and add's errors, and their dtype promotion */
+    int64_t M = td__numel(x->ndim - 1, x->shape), mk[2] = {M, K}, mn[2] = {M, N}, oshape[TD_MAX_DIMS];
+    memcpy(oshape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    oshape[x->ndim - 1] = N;
+    td_tensor *x2 = td_keep(td_reshape(x, 2, mk));
+    if (!x2) return NULL;
+    td_tensor *in[3] = {x2, w, b}, *y = td__alloc(2, mn, x->dtype, x->storage->device);
+    td_status st = y ? td__dispatch_contig(TD_OP_LINEAR, 3, in, 1, &y, NULL) : td_last_status();
+    td_release(x2);
+    if (st == TD_ERR_UNSUPPORTED) {
+        td_release(y);
+        td_clear_error();
+        return linear_composed(x, w, b);
+    }
+    y = td__finish(st, y);
+    return y ? td_reshape(y, x->ndim, oshape) : NULL;
 }
 
 /* Autocast casts the bias with x and w (MATMUL's policy), so that y + b stays low. */

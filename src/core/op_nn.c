@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "trident/amp.h"
+#include "trident/autograd.h"
 
 static bool check_float(const td_tensor *t, const char *op, const char *arg) {
     if (td_dtype_is_float(t->dtype)) return true;
@@ -198,26 +200,70 @@ static bool check_xent(const char *op, td_tensor *logits, td_tensor *target, td_
     return true;
 }
 
+/* One CROSS_ENTROPY op; the loss in loss_dt (the logits' dtype, or f32 for
+** f16/bf16 logits). While autograd records it, each row's logsumexp comes out
+** too (f32, f64 for f64 logits), saved for the backward, which then reads the
+** logits once; a backend without that output computes it again there. */
+static td_tensor *cross_entropy_op(td_tensor *const *in, td_tensor *target, td_dtype loss_dt, int64_t ignore_index,
+                                   double label_smoothing, int reduction, td_status *st) {
+    bool none = reduction == TD_REDUCTION_NONE;
+    td_device dev = in[0]->storage->device;
+    int64_t N = td__numel(target->ndim, target->shape);
+    td_tensor *c[3] = {td_keep(td_contiguous(in[0])), td_keep(td_contiguous(in[1])),
+                       in[2] ? td_keep(td_contiguous(in[2])) : NULL};
+    td_tensor *out[2] = {td__alloc(none ? target->ndim : 0, target->shape, loss_dt, dev), NULL};
+    if (td_grad_enabled() && in[0]->requires_grad)
+        out[1] = td__alloc(1, &N, in[0]->dtype == TD_F64 ? TD_F64 : TD_F32, dev);
+    td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
+    *st = c[0] && c[1] && (!in[2] || c[2]) && out[0] && (out[1] || !td_grad_enabled() || !in[0]->requires_grad)
+              ? td__dispatch(TD_OP_CROSS_ENTROPY, 3, c, NULL, 2, out, &p)
+              : td_last_status();
+    if (*st == TD_ERR_UNSUPPORTED && out[1]) { /* no lse output on this backend */
+        td_clear_error();
+        td_release(out[1]);
+        out[1] = NULL;
+        *st = td__dispatch(TD_OP_CROSS_ENTROPY, 3, c, NULL, 2, out, &p);
+    }
+    for (int i = 0; i < 3; i++) td_release(c[i]);
+    td_release(out[1]); /* the recorded node holds it */
+    if (*st == TD_OK) return td__scope_add(out[0]);
+    td_release(out[0]);
+    return NULL;
+}
+
+/* Autocast runs cross_entropy in f32 (torch's list), but the kernels already
+** compute in f32 from f16/bf16 logits: under autocast such logits stay as they
+** are and only the loss is f32, so no f32 copy of the [N, C] logits is made,
+** kept for backward and cast back (a backend without the mixed form, e.g.
+** Vulkan, gets the cast). */
 td_tensor *td__cross_entropy(td_tensor *logits, td_tensor *target, td_tensor *weight, int64_t ignore_index,
                              double label_smoothing, int reduction) {
     TD_CHECK_ARG(logits, "cross_entropy");
     TD_CHECK_ARG(target, "cross_entropy");
+    td_dtype low;
+    td_status st;
+    if ((logits->dtype == TD_F16 || logits->dtype == TD_BF16) && (!weight || weight->dtype == logits->dtype) &&
+        td_autocast_enabled(logits->storage->device.type, &low)) {
+        td_tensor *in[3] = {logits, target, weight};
+        if (!check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) return NULL;
+        td_tensor *out = cross_entropy_op(in, target, TD_F32, ignore_index, label_smoothing, reduction, &st);
+        if (st != TD_ERR_UNSUPPORTED) return out;
+        td_clear_error();
+    }
     td_tensor *in[3] = {logits, target, weight}, *held[3]; /* autocast: f32 */
     if (!td__autocast(TD_OP_CROSS_ENTROPY, 3, in, held)) return NULL;
-    logits = in[0], weight = in[2];
     td_tensor *out = NULL;
-    if (check_xent("cross_entropy", logits, target, weight, label_smoothing, reduction)) {
-        bool none = reduction == TD_REDUCTION_NONE;
-        out = td__alloc(none ? target->ndim : 0, target->shape, logits->dtype, logits->storage->device);
-        td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
-        out = td__finish(td__dispatch_contig(TD_OP_CROSS_ENTROPY, 3, in, 1, &out, &p), out);
-    }
+    if (check_xent("cross_entropy", in[0], target, in[2], label_smoothing, reduction))
+        out = cross_entropy_op(in, target, in[0]->dtype, ignore_index, label_smoothing, reduction, &st);
     td__autocast_release(3, held);
     return out;
 }
 
-td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
-                                      int64_t ignore_index, double label_smoothing, int reduction) {
+/* dloss stays f32 for f16/bf16 logits (the loss autocast left f32); a backend
+** without that mixed form gets it cast to the logits' dtype. lse (the rows'
+** logsumexp the forward saved) or NULL. */
+td_tensor *td__cross_entropy_backward_lse(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
+                                          td_tensor *lse, int64_t ignore_index, double label_smoothing, int reduction) {
     const char *op = "cross_entropy_backward";
     TD_CHECK_ARG(dloss, op);
     TD_CHECK_ARG(logits, op);
@@ -232,13 +278,33 @@ td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_te
         TD_FAIL_NULL(TD_ERR_SHAPE, "%s: dloss has shape %s, expected the loss's shape", op,
                      td__shape_str(dloss->ndim, dloss->shape, a, sizeof a));
     }
-    td_tensor *dl = td_keep(td_cast(dloss, logits->dtype));
-    td_tensor *in[4] = {dl, logits, target, weight};
-    td_tensor *out = dl ? td__alloc(logits->ndim, logits->shape, logits->dtype, logits->storage->device) : NULL;
+    if (lse && (td__numel(lse->ndim, lse->shape) != td__numel(target->ndim, target->shape) ||
+                lse->dtype != (logits->dtype == TD_F64 ? TD_F64 : TD_F32)))
+        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: lse must hold one f32 (f64 for f64 logits) per row", op);
+    bool mixed = dloss->dtype == TD_F32 && (logits->dtype == TD_F16 || logits->dtype == TD_BF16);
     td_op_params p = {.xent = {ignore_index, label_smoothing, reduction}};
-    td_status st = td__dispatch_contig(TD_OP_CROSS_ENTROPY_BACKWARD, 4, in, 1, &out, &p);
-    td_release(dl);
-    return td__finish(st, out);
+    for (int pass = mixed ? 0 : 1; pass < 2; pass++) { /* pass 0: dloss in f32; pass 1: in the logits' dtype */
+        td_tensor *dl = td_keep(td_contiguous(pass ? td_cast(dloss, logits->dtype) : dloss));
+        td_tensor *in[5] = {dl, td_keep(td_contiguous(logits)), td_keep(td_contiguous(target)),
+                            weight ? td_keep(td_contiguous(weight)) : NULL, lse ? td_keep(td_contiguous(lse)) : NULL};
+        td_tensor *out = dl ? td__alloc(logits->ndim, logits->shape, logits->dtype, logits->storage->device) : NULL;
+        bool ok = out && in[1] && in[2] && (!weight || in[3]) && (!lse || in[4]);
+        td_status st = ok ? td__dispatch(TD_OP_CROSS_ENTROPY_BACKWARD, 5, in, NULL, 1, &out, &p) : td_last_status();
+        for (int i = 0; i < 5; i++) td_release(in[i]);
+        if (pass == 0 && st == TD_ERR_UNSUPPORTED) {
+            td_release(out);
+            td_clear_error();
+            continue;
+        }
+        return td__finish(st, out);
+    }
+    return NULL;
+}
+
+td_tensor *td__cross_entropy_backward(td_tensor *dloss, td_tensor *logits, td_tensor *target, td_tensor *weight,
+                                      int64_t ignore_index, double label_smoothing, int reduction) {
+    return td__cross_entropy_backward_lse(dloss, logits, target, weight, NULL, ignore_index, label_smoothing,
+                                          reduction);
 }
 
 static td_tensor *add_layer_norm(td_tensor *x, td_tensor *r, int n_norm, td_tensor *weight, td_tensor *bias, double eps,

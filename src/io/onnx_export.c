@@ -384,6 +384,12 @@ static td_status map_op(ex *e, const td__tr_event *ev, const char *const *in, co
         NODE(e, "Div", out[0], s, const_scalar(e, dt, (double)(count - p->reduce.correction)));
         return TD_OK;
     }
+    case TD_OP_LINEAR: { /* y = x w^T + b (Gemm) */
+        size_t at = node_begin(e, "Gemm", ev->in[2] ? 3 : 2, in, 1, &out[0]);
+        attr_int(e, "transB", 1);
+        node_end(e, at);
+        return TD_OK;
+    }
     case TD_OP_LINEAR_GELU: { /* h = x w^T + b (Gemm), y = gelu(h) */
         size_t at = node_begin(e, "Gemm", ev->in[2] ? 3 : 2, in, 1, &out[1]);
         attr_int(e, "transB", 1);

@@ -1,0 +1,29 @@
+/*
+** layer_norm's backward in one op (op_norm_backward.c).
+** defines: td__layer_norm_backward.
+*/
+#ifndef TRIDENT_CORE_NORM_BACKWARD_H
+#define TRIDENT_CORE_NORM_BACKWARD_H
+
+#include "internal.h"
+
+/* The gradients of y = layer_norm(x) (rows of D normalized elements, R =
+** numel(x) / D rows) and, with ds, of add_layer_norm's sum s = x (ds: the
+** gradient s received itself, passed through):
+**   xhat = (x - mean) rstd,  g = dy w (dy without w)
+**   dx = rstd (g - mean_D(g) - xhat mean_D(g xhat)) + ds
+**   dw = sum_R dy xhat,  db = sum_R dy
+** IN dy, x [..., D] of one shape; w [D] (any shape of D elements) or NULL;
+** mean, rstd with R elements; ds NULL or x's shape. dy and ds are cast to x's
+** dtype; w, mean and rstd must have it. OUT *dx in x's shape; *dw (w's shape)
+** when need_dw and w is given, *db [D] when need_db, else NULL. One
+** LAYER_NORM_BACKWARD op (its kernels read the rows once or twice instead of
+** the composed ops' dozen passes); not differentiable: a create_graph backward
+** composes the formula from ops instead. Results are autoreleased. Returns
+** TD_OK, TD_ERR_SHAPE / TD_ERR_DTYPE for operands that do not fit, or the op's
+** error (TD_ERR_UNSUPPORTED where the backend lacks it). */
+TD_API td_status td__layer_norm_backward(td_tensor *dy, td_tensor *x, td_tensor *w, td_tensor *mean, td_tensor *rstd,
+                                         td_tensor *ds, int64_t D, bool need_dw, bool need_db, td_tensor **dx,
+                                         td_tensor **dw, td_tensor **db);
+
+#endif /* TRIDENT_CORE_NORM_BACKWARD_H */

@@ -1,0 +1,105 @@
+/* LAYER_NORM_BACKWARD (td__layer_norm_backward): layer_norm's and
+** add_layer_norm's gradients by the fused op (a plain backward) against the
+** composed formula (the same gradients by td_grad under create_graph, which
+** records ops instead), on the same device: dx, dw, db, and add_layer_norm's dx = dr with
+** the sum's own gradient passed through in the same pass. */
+#include "test_util.h"
+
+#include "core/norm_backward.h"
+
+#define TESTS(X) X(fused_equals_composed_cpu) X(fused_equals_composed_cuda) X(bad_operands)
+
+/* max |a - b| / (1 + |b|) over a and b's elements (the same shape) */
+static double max_rel(td_tensor *a, td_tensor *b) {
+    int64_t n = td_numel(b);
+    ASSERT_EQ_INT(td_numel(a), n);
+    double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y), worst = 0;
+    ASSERT(x && y);
+    ASSERT_OK(td_copy_to_host(a, x, sizeof *x * (size_t)n, TD_F64));
+    ASSERT_OK(td_copy_to_host(b, y, sizeof *y * (size_t)n, TD_F64));
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
+    free(x), free(y);
+    return worst;
+}
+
+static td_tensor *leaf(int nd, const int64_t *shape, uint64_t seed, td_dtype dt, td_device dev) {
+    td_tensor *t = ASSERT_TENSOR(td_to(td_randn(nd, shape, seed, 0, dt, TD_CPU), dev));
+    ASSERT_OK(td_set_requires_grad(t, true));
+    return t;
+}
+
+/* the loss of a layer_norm (add: add_layer_norm, its sum used too) over x [A, B, D] normalized over the
+** last n_norm dims, with w and/or b; gradients of x (and r), w, b by a fused (create_graph false) and a
+** composed (true) backward, compared */
+static void check(td_device dev, td_dtype dt, bool add, int n_norm, bool w, bool b, int64_t D, double tol) {
+    td_scope_begin();
+    int64_t xs[3] = {3, 5, D}, *ws = xs + 3 - n_norm;
+    td_tensor *p[4], *grads[2][4];
+    for (int pass = 0; pass < 2; pass++) {
+        p[0] = leaf(3, xs, 1, dt, dev), p[1] = leaf(3, xs, 2, dt, dev);
+        p[2] = w ? leaf(n_norm, ws, 3, dt, dev) : NULL, p[3] = b ? leaf(n_norm, ws, 4, dt, dev) : NULL;
+        td_tensor *g1 = ASSERT_TENSOR(td_to(td_randn(3, xs, 5, 0, dt, TD_CPU), dev)), *s = NULL, *y;
+        td_tensor *g2 = ASSERT_TENSOR(td_to(td_randn(3, xs, 6, 0, dt, TD_CPU), dev));
+        if (add) {
+            y = ASSERT_TENSOR(td_add_layer_norm(p[0], p[1], n_norm, p[2], p[3], 1e-5, &s));
+            y = td_add(td_mul(y, g1), td_mul(ASSERT_TENSOR(s), g2));
+        } else {
+            y = td_mul(ASSERT_TENSOR(td_layer_norm(p[0], n_norm, p[2], p[3], 1e-5)), g1);
+        }
+        td_tensor *loss = ASSERT_TENSOR(td_sum(y, 0, NULL, false)), *in[4];
+        int n_in = 0, at[4];
+        for (int i = 0; i < 4; i++)
+            if (p[i] && (i != 1 || add)) at[n_in] = i, in[n_in++] = p[i];
+        td_tensor *got[4] = {NULL, NULL, NULL, NULL};
+        ASSERT_OK(td_grad(1, &loss, NULL, n_in, in, got, false, pass == 1, false)); /* pass 1: composed */
+        for (int i = 0; i < 4; i++) grads[pass][i] = NULL;
+        for (int k = 0; k < n_in; k++) grads[pass][at[k]] = got[k];
+    }
+    double worst = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!grads[1][i]) continue;
+        ASSERT(grads[0][i] != NULL);
+        worst = fmax(worst, max_rel(td_detach(grads[0][i]), td_detach(grads[1][i])));
+    }
+    printf("  %s %s over %d dims, D %lld%s%s: worst %.3g\n", td_dtype_name(dt), add ? "add_layer_norm" : "layer_norm",
+           n_norm, (long long)D, w ? ", w" : "", b ? ", b" : "", worst);
+    ASSERT(worst <= tol);
+    td_scope_end();
+}
+
+static void check_all(td_device dev, td_dtype dt, double tol) {
+    for (int add = 0; add < 2; add++) {
+        check(dev, dt, add, 1, true, true, 7, tol);
+        check(dev, dt, add, 2, true, false, 33, tol);
+        check(dev, dt, add, 1, false, true, 1000, tol);
+        check(dev, dt, add, 1, false, false, 64, tol);
+    }
+    check(dev, dt, false, 1, true, true, 20000, tol); /* past the CUDA kernel's registers */
+}
+
+TEST(fused_equals_composed_cpu) {
+    check_all(TD_CPU, TD_F64, 1e-10);
+    check_all(TD_CPU, TD_F32, 1e-4);
+}
+
+TEST(fused_equals_composed_cuda) {
+    td_device dev = test_device_or_skip("cuda:0");
+    check_all(dev, TD_F32, 1e-4);
+    check_all(dev, TD_F64, 1e-10);
+}
+
+/* shapes and dtypes that do not fit: one-line errors, no crash */
+TEST(bad_operands) {
+    td_scope_begin();
+    int64_t rd[2] = {4, 6}, r = 4, d5 = 5;
+    td_tensor *x = td_randn(2, rd, 1, 0, TD_F32, TD_CPU), *m = td_randn(1, &r, 2, 0, TD_F32, TD_CPU);
+    td_tensor *w5 = td_randn(1, &d5, 3, 0, TD_F32, TD_CPU), *m64 = td_randn(1, &r, 2, 0, TD_F64, TD_CPU);
+    td_tensor *dx, *dw, *db;
+    ASSERT_EQ_INT(td__layer_norm_backward(x, x, w5, m, m, NULL, 6, true, true, &dx, &dw, &db), TD_ERR_SHAPE);
+    ASSERT_EQ_INT(td__layer_norm_backward(x, x, NULL, m, m, NULL, 5, true, true, &dx, &dw, &db), TD_ERR_SHAPE);
+    ASSERT_EQ_INT(td__layer_norm_backward(x, x, NULL, m64, m, NULL, 6, true, true, &dx, &dw, &db), TD_ERR_DTYPE);
+    ASSERT(dx == NULL && dw == NULL && db == NULL);
+    td_scope_end();
+}
+
+TEST_MAIN(TESTS)
