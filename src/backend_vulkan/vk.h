@@ -220,6 +220,8 @@ typedef struct vk_dev {
     uint32_t next_query;
     /* f16 matmul on cooperative matrices: 0 unavailable, 1 not yet checked, 2 verified, -1 failed its self-test */
     int coopmat_state;
+    /* bf16 matmul on them (vk_ops_matmul.c): 0 not yet checked, 1 verified, -1 failed its self-test */
+    int coopmat_bf16_state;
     /* capture: while set, commands go into this graph's command buffer */
     struct td_graph *capturing;
     /* the graph replayed last, whose fence vk_idle also checks (a replay is not a batch) */

@@ -19,6 +19,16 @@
 ** row-major operands; odd sizes with a transposed operand) must match a
 ** double-precision host reference within f16 rounding and f32 accumulation
 ** error, else that device keeps the tiled kernel (and says so on stderr).
+**
+** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
+** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
+** and column of b into a scratch buffer on the device (no host read), and the kernel
+** stages each bf16 as the f16 of x times a power of two of its row (column), exact
+** within 2^28 of that max, undoing the scales on the f32 result (the bound and the
+** inf/NaN rules are in the shader). Where the device has cooperative matrices, unless
+** TRIDENT_VULKAN_COOPMAT_BF16=0, after its own self-test (rows and columns scaled
+** 2^-30 .. 2^30); products of more than 3 merged batch dims, or more than 2^19 rows
+** in a pre-pass grid, take the tiled kernel.
 */
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +53,21 @@ typedef struct vk_pc_matmul {
     uint32_t bshape[3], a_bs[3], b_bs[3];
 } vk_pc_matmul;
 static_assert(sizeof(vk_pc_matmul) == 84, "vk_pc_matmul must match shaders/matmul.comp");
+
+/* GLSL: shaders/matmul_coopmat_bf16.comp, block PC: matmul.comp's, then where the keys are. */
+typedef struct vk_pc_matmul_bf16 {
+    vk_pc_matmul mm;
+    uint32_t ka_zs, kb_off, kb_zs;
+} vk_pc_matmul_bf16;
+static_assert(sizeof(vk_pc_matmul_bf16) == 96, "vk_pc_matmul_bf16 must match shaders/matmul_coopmat_bf16.comp");
+
+/* GLSL: shaders/matmul_bf16_keys.comp, block PC. */
+typedef struct vk_pc_bf16_keys {
+    uint32_t R, L, rs, es;
+    uint32_t x_off, k_off, k_zs, zbase;
+    uint32_t bdim, bshape[3], x_bs[3];
+} vk_pc_bf16_keys;
+static_assert(sizeof(vk_pc_bf16_keys) == 60, "vk_pc_bf16_keys must match shaders/matmul_bf16_keys.comp");
 
 /* Batch dim i of the nb = max(a, b) - 2 batch dims, right-aligned: its size and
 ** each operand's stride (0 when absent or broadcast). */
@@ -116,6 +141,72 @@ static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, con
     return st;
 }
 
+/* The bf16 kernel of d's cooperative-matrix path, or -1 where this build lacks it. */
+static int bf16_shader(const vk_dev *d) {
+    return d->caps.coopmat == VK_COOPMAT_KHR ? vk_variant_id("matmul_coopmat_khr_bf16") : VK_SHADER_matmul_coopmat_bf16;
+}
+
+/* keys[k_off + z k_zs + r] = the largest finite |x| (bf16 magnitude bits) of row r of x[z], x's
+** rows R long-L runs at strides rs, es (keys zeroed before); batched: per entries of pc's batch dims
+** (x's strides x_bs), else z = 0 only. */
+static td_status bf16_keys(vk_dev *d, vk_bind x, vk_bind keys, const uint32_t dims[4], uint32_t x_off, uint32_t k_off,
+                           const vk_pc_matmul *pc, const uint32_t *x_bs, int64_t per) {
+    bool batched = per > 1;
+    vk_pc_bf16_keys kp = {.R = dims[0],
+                          .L = dims[1],
+                          .rs = dims[2],
+                          .es = dims[3],
+                          .x_off = x_off,
+                          .k_off = k_off,
+                          .k_zs = batched ? dims[0] : 0,
+                          .bdim = batched ? pc->bdim : 0};
+    for (uint32_t i = 0; i < kp.bdim; i++) kp.bshape[i] = pc->bshape[i], kp.x_bs[i] = x_bs[i];
+    uint32_t rows = kp.es == 1 ? 8 : 64, spec[1] = {256};
+    vk_bind b[2] = {x, keys};
+    td_status st = TD_OK;
+    for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
+        kp.zbase = (uint32_t)z;
+        st = vk_dispatch(d, VK_SHADER_matmul_bf16_keys, spec, 1, 2, b, &kp, sizeof kp, (kp.L + 511) / 512,
+                         (kp.R + rows - 1) / rows, (uint32_t)(per - z < 65535 ? per - z : 65535));
+    }
+    return st;
+}
+
+/* Whether pc's bf16 product (inner batch dims, per entries) fits the pre-pass: grids within 65535
+** and every key index within 32 bits. */
+static bool bf16_fits(const vk_pc_matmul *pc, int64_t per) {
+    return pc->M <= 8 * 65535u && pc->N <= 8 * 65535u && (int64_t)per * (pc->M + (int64_t)pc->N) < (1ll << 31) &&
+           pc->K / 512 < 65535;
+}
+
+/* pc's bf16 product (inner batch dims only) on the tensor cores: keys of a's rows then b's
+** columns into a scratch buffer, then the kernel. */
+static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int64_t per) {
+    bool a_batched = false, b_batched = false;
+    for (uint32_t i = 0; i < pc->bdim; i++) a_batched |= pc->a_bs[i] != 0, b_batched |= pc->b_bs[i] != 0;
+    int64_t na = (a_batched ? per : 1) * pc->M, nb = (b_batched ? per : 1) * pc->N;
+    td_buffer *keys;
+    td_status st = vk_alloc(d, (size_t)(na + nb) * 4, &keys);
+    if (st != TD_OK) return st;
+    vk_bind kw = vk_bind_buffer(keys, true), kr = vk_bind_buffer(keys, false);
+    st = vk_cmd_fill(d, kw.buf, kw.offset, (VkDeviceSize)(na + nb) * 4, 0);
+    const uint32_t adims[4] = {pc->M, pc->K, pc->a_rs, pc->a_cs}, bdims[4] = {pc->N, pc->K, pc->b_cs, pc->b_rs};
+    if (st == TD_OK) st = bf16_keys(d, bind[0], kw, adims, pc->a_off, 0, pc, pc->a_bs, a_batched ? per : 1);
+    if (st == TD_OK) st = bf16_keys(d, bind[1], kw, bdims, pc->b_off, (uint32_t)na, pc, pc->b_bs, b_batched ? per : 1);
+    vk_pc_matmul_bf16 p = {
+        .mm = *pc, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
+    const uint32_t *cs = d->caps.coopmat_shape;
+    uint32_t spec[5] = {256, cs[0], cs[1], cs[2], d->caps.subgroup_size};
+    vk_bind b4[4] = {bind[0], bind[1], bind[2], kr};
+    for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
+        p.mm.zbase = (uint32_t)z;
+        st = vk_dispatch(d, bf16_shader(d), spec, 5, 4, b4, &p, sizeof p, (pc->N + 127) / 128, (pc->M + 127) / 128,
+                         (uint32_t)(per - z < 65535 ? per - z : 65535));
+    }
+    vk_free(keys);
+    return st;
+}
+
 static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
     int nd = (a->ndim > b->ndim ? a->ndim : b->ndim);
@@ -154,6 +245,13 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     for (int i = 0; i < inner; i++)
         pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i],
         pc.b_bs[i] = (uint32_t)bbs[outer + i];
+    if (coop && a->dtype == TD_BF16) {
+        if (outer == 0 && bf16_fits(&pc, per)) {
+            pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
+            return matmul_bf16(d, &pc, bind, per);
+        }
+        coop = false;
+    }
     int64_t split = coop || n_outer != 1 ? 1 : split_k_of(&pc, nb, a->dtype);
     if (split > 1) {
         pc.a_off = off[0], pc.b_off = off[1];
@@ -204,36 +302,57 @@ static float half_value(uint16_t u) {
     return u & 0x8000 ? -v : v;
 }
 
-/* One self-test product a [M, K] @ b [K, N] on the cooperative-matrix kernel,
-** a row-major or transposed (column-major), b row-major; inputs are multiples
-** of 1/16 in [-1, 1]. Each output must be within 2^-10 |ref| + 2^-12 sum|a b|
-** of the double reference (f16 output rounding plus f32 accumulation). */
-static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans) {
+/* dt's bits of f (f16: see half_bits; bf16: f must fit 8 significant bits) and their value. */
+static uint16_t dt_bits(float f, td_dtype dt) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    return dt == TD_BF16 ? (uint16_t)(x >> 16) : half_bits(f);
+}
+static float dt_value(uint16_t u, td_dtype dt) {
+    uint32_t x = (uint32_t)u << 16;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return dt == TD_BF16 ? f : half_value(u);
+}
+
+/* One self-test product a [M, K] @ b [K, N] in dt (f16 or bf16) on the cooperative-matrix
+** kernel, a row-major or transposed (column-major), b row-major; inputs are multiples
+** of 1/16 in [-1, 1], for bf16 times 2^-30 .. 2^30 by row of a and 2^-24 .. 2^24 by
+** column of b (the kernel's scaling). Each output must be within 2^-10 |ref| (bf16:
+** 2^-7 |ref|) + 2^-12 sum|a b| of the double reference (output rounding plus f32
+** accumulation). */
+static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, td_dtype dt) {
     size_t na = (size_t)M * K, nb = (size_t)K * N, no = (size_t)M * N;
     uint16_t *ha = malloc(2 * (na + nb + no)), *hb = ha + na, *ho = hb + nb;
     if (!ha) return false;
-    for (size_t i = 0; i < na + nb; i++) ha[i] = half_bits((float)((int)((i * 2654435761u) >> 7) % 33 - 16) / 16.0f);
-    td_operand v[3] = {{.dtype = TD_F16, .ndim = 2, .shape = {M, K}, .strides = {a_trans ? 1 : K, a_trans ? M : 1}},
-                       {.dtype = TD_F16, .ndim = 2, .shape = {K, N}, .strides = {N, 1}},
-                       {.dtype = TD_F16, .ndim = 2, .shape = {M, N}, .strides = {N, 1}}};
+    for (size_t i = 0; i < na + nb; i++) {
+        size_t row = i < na ? (a_trans ? i % M : i / K) : (i - na) % N; /* a's m, b's n */
+        int e = dt != TD_BF16 ? 0 : i < na ? ((int)(row * 5 % 11) - 5) * 6 : ((int)(row * 3 % 7) - 3) * 8;
+        ha[i] = dt_bits(ldexpf((float)((int)((i * 2654435761u) >> 7) % 33 - 16) / 16.0f, e), dt);
+    }
+    td_operand v[3] = {{.dtype = dt, .ndim = 2, .shape = {M, K}, .strides = {a_trans ? 1 : K, a_trans ? M : 1}},
+                       {.dtype = dt, .ndim = 2, .shape = {K, N}, .strides = {N, 1}},
+                       {.dtype = dt, .ndim = 2, .shape = {M, N}, .strides = {N, 1}}};
     size_t bytes[3] = {2 * na, 2 * nb, 2 * no};
     bool ok = true;
     for (int i = 0; i < 3; i++) ok = ok && vk_alloc(d, bytes[i], &v[i].buf) == TD_OK;
     ok = ok && vk_write(v[0].buf, 0, ha, bytes[0]) == TD_OK && vk_write(v[1].buf, 0, hb, bytes[1]) == TD_OK;
     td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = v, .out = &v[2]};
     ok = ok && matmul(d, &op, true) == TD_OK && vk_read(v[2].buf, 0, ho, bytes[2]) == TD_OK;
+    double rel = dt == TD_BF16 ? 1.0 / 128 : 1.0 / 1024;
     for (int m = 0; ok && m < M; m++)
         for (int n = 0; ok && n < N; n++) {
             double ref = 0, mag = 0;
             for (int k = 0; k < K; k++) {
-                double x = half_value(ha[a_trans ? (size_t)k * M + m : (size_t)m * K + k]);
-                double p = x * half_value(hb[(size_t)k * N + n]);
+                double x = dt_value(ha[a_trans ? (size_t)k * M + m : (size_t)m * K + k], dt);
+                double p = x * dt_value(hb[(size_t)k * N + n], dt);
                 ref += p, mag += fabs(p);
             }
-            ok = fabs(half_value(ho[(size_t)m * N + n]) - ref) <= fabs(ref) / 1024 + mag / 4096;
+            double got = dt_value(ho[(size_t)m * N + n], dt);
+            ok = fabs(got - ref) <= fabs(ref) * rel + mag / 4096;
             if (!ok)
-                td_error_set(TD_ERR_DEVICE, "[%d, %d] @ [%d, %d]%s: out[%d, %d] = %g, want %g", M, K, K, N,
-                             a_trans ? " (a transposed)" : "", m, n, half_value(ho[(size_t)m * N + n]), ref);
+                td_error_set(TD_ERR_DEVICE, "%s [%d, %d] @ [%d, %d]%s: out[%d, %d] = %g, want %g", td_dtype_name(dt), M,
+                             K, K, N, a_trans ? " (a transposed)" : "", m, n, got, ref);
         }
     for (int i = 0; i < 3; i++)
         if (v[i].buf) vk_free(v[i].buf);
@@ -241,14 +360,36 @@ static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans) {
     return ok;
 }
 
-static bool coopmat_selftest(vk_dev *d) {
-    return coopmat_case(d, 150, 72, 136, false) && coopmat_case(d, 70, 40, 90, true);
+static bool coopmat_selftest(vk_dev *d, td_dtype dt) {
+    return coopmat_case(d, 150, 72, 136, false, dt) && coopmat_case(d, 70, 40, 90, true, dt);
+}
+
+/* Whether op is a bf16 product for the tensor cores: where d has them, unless
+** TRIDENT_VULKAN_COOPMAT_BF16=0, with the kernel of d's path in this build, once its
+** self-test passed (run on first use; a failure is said on stderr). */
+static bool bf16_coop(vk_dev *d, const td_op *op) {
+    if (op->in[0].dtype != TD_BF16 || op->in[1].dtype != TD_BF16 || op->out[0].dtype != TD_BF16 ||
+        d->coopmat_state == 0 || bf16_shader(d) < 0)
+        return false;
+    const char *env = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    if (env && !strcmp(env, "0")) return false;
+    if (d->coopmat_bf16_state == 0) {
+        td_clear_error();
+        d->coopmat_bf16_state = coopmat_selftest(d, TD_BF16) ? 1 : -1;
+        if (d->coopmat_bf16_state < 0)
+            fprintf(stderr,
+                    "trident: vulkan:%d: bf16 matmul on cooperative matrices failed its self-test (%s); using the "
+                    "tiled kernel\n",
+                    d->index, td_last_error());
+        td_clear_error();
+    }
+    return d->coopmat_bf16_state > 0;
 }
 
 td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
     if (op->in[0].dtype == TD_F16 && d->coopmat_state == 1) {
         td_clear_error();
-        d->coopmat_state = coopmat_selftest(d) ? 2 : -1;
+        d->coopmat_state = coopmat_selftest(d, TD_F16) ? 2 : -1;
         if (d->coopmat_state < 0)
             fprintf(stderr,
                     "trident: vulkan:%d: cooperative-matrix matmul failed its self-test (%s); using the tiled "
@@ -256,7 +397,7 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
                     d->index, td_last_error());
         td_clear_error();
     }
-    return matmul(d, op, op->in[0].dtype == TD_F16 && d->coopmat_state == 2);
+    return matmul(d, op, (op->in[0].dtype == TD_F16 && d->coopmat_state == 2) || bf16_coop(d, op));
 }
 
 /* ---- LINEAR ----

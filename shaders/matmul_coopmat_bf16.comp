@@ -1,0 +1,279 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// MATMUL for bf16 on the f16 tensor cores (NV, or with -DCOOPMAT_KHR=1 KHR cooperative
+// matrices): out[z] = a[z] @ b[z], all bf16, f32 accumulation, out rounded once to bf16.
+// The tiling, staging and push block are matmul_coopmat.comp's (read it first), plus
+// keys: binding 3 holds, per row i of a and per column j of b, the largest finite
+// |x| as bf16 magnitude bits (matmul_bf16_keys.comp; a at z ka_zs + i, b at kb_off +
+// z kb_zs + j, z the batch entry, ka_zs / kb_zs 0 for an operand without batch).
+//
+// Scaling (exact): with E the row's normalized biased exponent of that max, clamped to
+// [15, 254], every x of the row is staged as the f16 of x 2^(141 - E), so the max lands
+// in [2^14, 2^15) (f16 max 65504). bf16 has an 8-bit significand, so the f16 is x's
+// value exactly when the scaled x is 2^-14 or more (f16 normal), i.e. |x| within 2^28
+// of the row max: then x 2^(141 - E) is one f32 multiply and one f32 -> f16 pack, both
+// exact (`fast`). Otherwise (`slow`, integer only: no f32 denormals): round to nearest
+// even on the f16 subnormal grid 2^-24, and a nonzero x never becomes 0 (it becomes
+// +-2^-24), so that inf * x stays inf. Inf and NaN stay inf and NaN, so they propagate
+// through the products as in f32. The products of two f16 are exact in f32 and the
+// sums are the coopmat's f32 accumulation; the tile result c_ij is then multiplied by
+// 2^(Ea_i - 141) 2^(Eb_j - 141) (two exact power-of-two steps of one sign) and
+// rounded to bf16 as the tiled kernel rounds (f32_to_bf16).
+// Error bound beyond f32 accumulation: a staged value differs from x by under 2^-24 of
+// the scaled grid, i.e. |dx| < 2^-38 max(max_k |a_ik|, 2^-112) (elements more than 2^28
+// below their row max, or in rows whose max is below 2^-112), so
+//   |out_ij - (f32 GEMM)_ij| <~ 2^-38 (max_k|a_ik| sum_k|b_kj| + max_k|b_kj| sum_k|a_ik|)
+// (plus the f32 accumulation and final bf16 rounding both paths have): 2^-14 of one f32
+// ulp of the largest term's scale. Rows within a 2^28 range (every real one) are exact.
+// Used after a self-test against a host reference (vk_ops_matmul.c).
+#ifdef COOPMAT_KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
+#extension GL_NV_cooperative_matrix : require
+#endif
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "types.glsl"
+
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint LM = 16;
+layout(constant_id = 2) const uint LN = 16;
+layout(constant_id = 3) const uint LK = 16;
+layout(constant_id = 4) const uint WN = 32;
+layout(local_size_x_id = 0) in;
+
+layout(push_constant) uniform PC {
+    uint M, N, K, zbase;
+    uint a_off, b_off, o_off, bdim;
+    uint a_rs, a_cs, b_rs, b_cs;
+    uint bshape[3], a_bs[3], b_bs[3];
+    uint ka_zs, kb_off, kb_zs;
+} pc;
+
+layout(binding = 0) readonly buffer BA { uint16_t a[]; };
+layout(binding = 0) readonly buffer BA4 { uvec4 a4[]; };
+layout(binding = 1) readonly buffer BB { uint16_t b[]; };
+layout(binding = 1) readonly buffer BB4 { uvec4 b4[]; };
+layout(binding = 2) writeonly buffer BO { uint16_t o[]; };
+layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
+layout(binding = 3) readonly buffer BK { uint keys[]; };
+
+#define BM 128u
+#define BN 128u
+#define BK 32u
+#define LDA 40u
+#define LDB 136u
+#define LDC 136u // floats: the f32 result goes out in two halves of 64 rows
+#define A_SZ (BM * LDA)
+#define STAGE (A_SZ + BK * LDB)
+const uint FM = 64u / LM, FN = WN / LN;
+shared uvec4 sm[2u * STAGE / 8u]; // 37 KiB; a half of the result: 64 x 136 floats = 34 KiB
+
+#ifdef COOPMAT_KHR
+#define HALF coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
+#define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
+#define ACCM coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
+#define CM_LOAD(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_STORE(m, at, stride) coopMatStore(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_MULADD coopMatMulAdd
+#else
+#define HALF fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
+#define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
+#define ACCM fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
+#define CM_LOAD(m, at, stride) coopMatLoadNV(m, sm, at, stride, false)
+#define CM_STORE(m, at, stride) coopMatStoreNV(m, sm, at, stride, false)
+#define CM_MULADD coopMatMulAddNV
+#endif
+
+const uint RUNS = BM * BK / 8u / WG;
+uvec4 ra[RUNS], rb[RUNS];
+// this invocation's A rows (t / 4 + i WG / 4) and B columns (8 (t % 16) + 0..7) keep
+// their scales for the whole K loop: scale 2^(141 - E) and (2^7 max(E - 28, 1)) - 1,
+// the magnitude below which a nonzero element takes the slow path (in both halves)
+float sa[RUNS];
+uint la[RUNS];
+vec4 sb_lo, sb_hi; // columns 8 (t % 16) + 2q and + 2q + 1
+uvec4 lb;          // lanes of word q: columns 2q, 2q + 1
+
+int exp_of(uint key) { return clamp(key >= 0x80u ? int(key >> 7) : findMSB(key) - 6, 15, 254); }
+float scale_of(int e) { return uintBitsToFloat(uint(268 - e) << 23); }
+uint low_of(int e) { return (uint(max(e - 28, 1)) << 7) - 1u; }
+int exp_of_scale(float s) { return 268 - int(floatBitsToUint(s) >> 23); }
+
+// bf16 bits h -> f16 bits of h 2^(141 - e), exactly where representable (see the top)
+uint to_f16_slow(uint h, int e) {
+    uint sign = h & 0x8000u, ab = h & 0x7FFFu;
+    if (ab >= 0x7F80u) return sign | 0x7C00u | ((ab & 0x7Fu) << 3); // inf, nan
+    if (ab == 0u) return sign;
+    int ex = int(ab >> 7);
+    uint sig = ab & 0x7Fu;
+    if (ex == 0) { // bf16 subnormal: normalize, sig x 2^(ex - 134) with bit 7 set
+        int sh = 7 - findMSB(sig);
+        sig <<= uint(sh);
+        ex = 1 - sh;
+    } else {
+        sig |= 0x80u;
+    }
+    int e16 = ex + 29 - e; // <= 29
+    if (e16 >= 1) return sign | (uint(e16) << 10) | ((sig & 0x7Fu) << 3);
+    int r = -(e16 + 2); // f16 subnormal: sig x 2^(e16 + 2) units of 2^-24
+    uint q = 0u;
+    if (r <= 0) {
+        q = sig << uint(-r);
+    } else if (r < 9) {
+        q = sig >> uint(r);
+        uint rem = sig & ((1u << uint(r)) - 1u), half_ = 1u << uint(r - 1);
+        if (rem > half_ || (rem == half_ && (q & 1u) != 0u)) q++;
+    }
+    return sign | max(q, 1u);
+}
+
+// 8 bf16 (4 words, lanes lo / hi) -> 8 f16: lane scales s_lo[q], s_hi[q], slow-path bounds lw[q]
+uvec4 to_f16(uvec4 w, vec4 s_lo, vec4 s_hi, uvec4 lw) {
+    uvec4 ab = w & 0x7FFF7FFFu;
+    uvec4 g = (ab | 0x80008000u) - 0x00010001u; // lane bit 15: ab != 0
+    uvec4 g2 = g - lw;                          // lane bit 15: ab >= bound (no borrow out of a lane)
+    uvec4 bad = g & ~g2 & 0x80008000u;
+    uvec4 r;
+    if (any(notEqual(bad, uvec4(0u)))) {
+        [[unroll]] for (uint q = 0u; q < 4u; q++)
+            r[q] = to_f16_slow(w[q] & 0xFFFFu, exp_of_scale(s_lo[q])) |
+                   (to_f16_slow(w[q] >> 16, exp_of_scale(s_hi[q])) << 16);
+    } else {
+        [[unroll]] for (uint q = 0u; q < 4u; q++)
+            r[q] = packHalf2x16(vec2(uintBitsToFloat(w[q] << 16) * s_lo[q],
+                                     uintBitsToFloat(w[q] & 0xFFFF0000u) * s_hi[q]));
+    }
+    return r;
+}
+
+uint pack2(uint x, uint y) { return x | (y << 16); }
+
+void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
+    uint t = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
+        uint u = t + i * WG, gm = gl_WorkGroupID.y * BM + u / 4u, gk = k0 + 8u * (u % 4u);
+        if (avec) {
+            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk) / 8u] : uvec4(0u);
+        } else {
+            uint v[8];
+            [[unroll]] for (uint j = 0u; j < 8u; j++)
+                v[j] = gm < pc.M && gk + j < pc.K ? uint(a[ao + gm * pc.a_rs + (gk + j) * pc.a_cs]) : 0u;
+            ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+        }
+        uint kb = k0 + u / 16u, gn = gl_WorkGroupID.x * BN + 8u * (u % 16u);
+        if (bvec) {
+            rb[i] = kb < pc.K && gn < pc.N ? b4[(bo + kb * pc.b_rs + gn) / 8u] : uvec4(0u);
+        } else {
+            uint v[8];
+            [[unroll]] for (uint j = 0u; j < 8u; j++)
+                v[j] = kb < pc.K && gn + j < pc.N ? uint(b[bo + kb * pc.b_rs + (gn + j) * pc.b_cs]) : 0u;
+            rb[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+        }
+    }
+}
+
+// converted to f16 here, after the multiplies of the step, so the loads stay in flight meanwhile
+void store_tiles(uint s) {
+    uint t = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
+        uint u = t + i * WG;
+        sm[(s * STAGE + (u / 4u) * LDA + 8u * (u % 4u)) / 8u] = to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
+        sm[(s * STAGE + A_SZ + (u / 16u) * LDB + 8u * (u % 16u)) / 8u] = to_f16(rb[i], sb_lo, sb_hi, lb);
+    }
+}
+
+// c 2^(pa + pb), pa, pb in [-126, 113]: as two factors of one sign, each a normal f32
+float rescale(float c, int pa, int pb) {
+    int n = pa + pb, n1 = clamp(n, -126, 127);
+    return c * uintBitsToFloat(uint(n1 + 127) << 23) * uintBitsToFloat(uint(n - n1 + 127) << 23);
+}
+
+void main() {
+    uint t = gl_LocalInvocationID.x;
+    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    uint z = gl_WorkGroupID.z + pc.zbase;
+    uint ka = z * pc.ka_zs, kb = pc.kb_off + z * pc.kb_zs;
+    uint ao = pc.a_off, bo = pc.b_off, oo = pc.o_off + z * pc.M * pc.N;
+    for (int d = int(pc.bdim) - 1; d >= 0; d--) {
+        uint c = z % pc.bshape[d];
+        z /= pc.bshape[d];
+        ao += c * pc.a_bs[d];
+        bo += c * pc.b_bs[d];
+    }
+    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
+        uint gm = m0 + (t + i * WG) / 4u;
+        int e = exp_of(gm < pc.M ? keys[ka + gm] : 0u);
+        sa[i] = scale_of(e);
+        la[i] = low_of(e) * 0x00010001u;
+    }
+    uint c0 = n0 + 8u * (t % 16u);
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        int e0 = exp_of(c0 + 2u * q < pc.N ? keys[kb + c0 + 2u * q] : 0u);
+        int e1 = exp_of(c0 + 2u * q + 1u < pc.N ? keys[kb + c0 + 2u * q + 1u] : 0u);
+        sb_lo[q] = scale_of(e0);
+        sb_hi[q] = scale_of(e1);
+        lb[q] = low_of(e0) | (low_of(e1) << 16);
+    }
+    bool avec = pc.a_cs == 1u && pc.a_rs % 8u == 0u && ao % 8u == 0u && pc.K % 8u == 0u;
+    bool bvec = pc.b_cs == 1u && pc.b_rs % 8u == 0u && bo % 8u == 0u && pc.N % 8u == 0u;
+    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * 64u, wn = (sg % (BN / WN)) * WN;
+    ACCM acc[FM][FN];
+    [[unroll]] for (uint i = 0u; i < FM; i++)
+        [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
+    load_tiles(0u, ao, bo, avec, bvec);
+    store_tiles(0u);
+    barrier();
+    uint s = 0u;
+    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
+        bool more = k0 + BK < pc.K;
+        if (more) load_tiles(k0 + BK, ao, bo, avec, bvec);
+        [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
+            HALF fa[FM];
+            HALFB fb[FN];
+            [[unroll]] for (uint i = 0u; i < FM; i++)
+                CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
+            [[unroll]] for (uint j = 0u; j < FN; j++)
+                CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
+            [[unroll]] for (uint i = 0u; i < FM; i++)
+                [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
+        }
+        if (more) store_tiles(s ^ 1u);
+        barrier();
+        s ^= 1u;
+    }
+    // the f32 result, 64 rows at a time (sm as floats, rows of LDC), scaled and rounded to bf16
+    int pb[8];
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        pb[2u * q] = exp_of_scale(sb_lo[q]) - 141;
+        pb[2u * q + 1u] = exp_of_scale(sb_hi[q]) - 141;
+    }
+    bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        if (wm == 64u * h)
+            [[unroll]] for (uint i = 0u; i < FM; i++)
+                [[unroll]] for (uint j = 0u; j < FN; j++)
+                    CM_STORE(acc[i][j], (i * LM * LDC + wn + j * LN) / 4u, LDC / 4u);
+        barrier();
+        for (uint e = t; e < 64u * BN / 8u; e += WG) {
+            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + 64u * h + r, gn = n0 + c;
+            if (gm >= pc.M) continue;
+            int pa = exp_of(keys[ka + gm]) - 141;
+            uvec4 v0 = sm[(r * LDC + c) / 4u], v1 = sm[(r * LDC + c) / 4u + 1u];
+            uint w[8];
+            [[unroll]] for (uint j = 0u; j < 8u; j++)
+                w[j] = f32_to_bf16(rescale(uintBitsToFloat(j < 4u ? v0[j] : v1[j - 4u]), pa, pb[j]));
+            if (ovec) {
+                if (gn < pc.N)
+                    o4[(oo + gm * pc.N + gn) / 8u] =
+                        uvec4(w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16));
+            } else {
+                [[unroll]] for (uint j = 0u; j < 8u; j++)
+                    if (gn + j < pc.N) o[oo + gm * pc.N + gn + j] = uint16_t(w[j]);
+            }
+        }
+        barrier();
+    }
+}
