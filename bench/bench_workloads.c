@@ -94,11 +94,12 @@ static td_status time_matmul(bench_session *s, int device, const char *workload,
 }
 
 /* The dtypes whose matmul rows this device gets: f32 always, bf16/fp16 where
-** the device computes them natively. Returns the count written to dts. */
+** the device computes them natively (bf16 also on f16 tensor cores: Vulkan's
+** bf16 matmul runs there). Returns the count written to dts. */
 static int matmul_dtypes(const bench_device *d, td_dtype dts[3]) {
     int n = 0;
     dts[n++] = TD_F32;
-    if (d->info.bf16) dts[n++] = TD_BF16;
+    if (d->info.bf16 || (d->info.fp16 && d->info.cooperative_matrix)) dts[n++] = TD_BF16;
     if (d->info.fp16) dts[n++] = TD_F16;
     return n;
 }
