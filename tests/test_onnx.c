@@ -139,6 +139,16 @@ TEST(recurrent) {
         td_scope_end();
         td_module_free(m);
     }
+    /* W6's model (Embedding, 2-layer batch_first LSTM, Linear head), narrower */
+    td_scope_begin();
+    td_manual_seed(11);
+    td_module *w6 = workload_lstm_new(256, 32, 2);
+    ASSERT(w6);
+    int64_t ids[2 * 9];
+    for (int i = 0; i < 18; i++) ids[i] = test_int(256);
+    round_trip(w6, ASSERT_TENSOR(td_from_data(ids, 2, (int64_t[]){2, 9}, TD_I64, TD_CPU)), "w6");
+    td_scope_end();
+    td_module_free(w6);
 }
 
 /* ---- an op with no mapping ---- */
@@ -181,6 +191,17 @@ TEST(cli) {
     size_t n;
     free(test_read_file(model, &n));
     ASSERT(n > 1000);
+    /* W6 (--model lstm, its fixed size) the same way */
+    const char *ck6 = test_tmp_path("lstm.safetensors");
+    ASSERT_EQ_INT(test_sh("%s train --model lstm --context 8 --text %s --batch 2 --steps 1 --epochs 1 --checkpoint %s "
+                          "--device cpu >/dev/null",
+                          TD_TRIDENT, text, ck6),
+                  0);
+    ASSERT_EQ_INT(test_sh("%s export --model lstm --context 8 --checkpoint %s --onnx %s --batch 2 >/dev/null",
+                          TD_TRIDENT, ck6, model),
+                  0);
+    free(test_read_file(model, &n));
+    ASSERT(n > 4 * 2 * 4 * 512 * 512); /* the two layers' W and R, float32 */
     /* a size other than the checkpoint's: the loader's one-line error, exit 1 */
     ASSERT_EQ_INT(test_sh("%s export --model gpt --layers 2 --d-model 32 --heads 2 --context 8 --checkpoint %s "
                           "--onnx %s 2>&1 | grep -q 'trident export: cannot load'",
