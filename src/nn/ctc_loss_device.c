@@ -20,8 +20,8 @@
 **     nll[b] is inf (else NaN there, as on the host)
 ** The tables (labels, masks) are built on the host from ctc_loss.c's checked
 ** copies and uploaded once; td_logsumexp of all -inf is -inf. Each step is
-** 5 launches forward (2 cats, an add of the skip mask, the lse, the add of lpe)
-** and 6 backward, all on the device's queue.
+** 6 launches forward (the two shifts' cats, the add of the skip mask, the
+** rows' cat, the lse, the add of lpe) and 7 backward, all on the device's queue.
 */
 #include <math.h>
 #include <stdlib.h>
