@@ -1,8 +1,10 @@
 /* Issue 25, part 2, against PyTorch: Upsample linear/bilinear (align_corners both ways), Conv3d, Embedding's
 ** padding_idx and max_norm and AdaptiveMaxPool2d's indices (forward, input and parameter gradients, the weight after
 *the in-place renorm,
-** state_dict keys) on the CPU and Vulkan (CUDA skips without a GPU), and the CTC loss on the CPU (value and
-** PyTorch's gradient); gradchecks in float64; bad arguments. References: tests/fixtures/gen_layers_more.py
+** state_dict keys) on the CPU and Vulkan (CUDA skips without a GPU), and the CTC loss on the CPU, Vulkan and CUDA
+*(value and
+** PyTorch's gradient; the device recursion against the host one); gradchecks in float64; bad arguments. References:
+*tests/fixtures/gen_layers_more.py
 ** (torch 1.13, float64); |got - want| <= tol (1 + |want|), equal non-finite values match. */
 #include "tdfx.h"
 #include "test_util.h"
@@ -10,7 +12,7 @@
 /* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(modules_cpu) X(modules_vulkan) X(modules_cuda) X(state_dict_keys) X(gradcheck_modules) X(embedding_init)       \
-    X(depthwise_vs_per_channel) X(amp_indices_cpu) X(amp_indices_vulkan) X(amp_indices_cuda) X(ctc_cpu) X(gradcheck_ctc) X(ctc_other_device) X(bad_arguments)
+    X(depthwise_vs_per_channel) X(amp_indices_cpu) X(amp_indices_vulkan) X(amp_indices_cuda) X(ctc_cpu) X(gradcheck_ctc) X(ctc_vulkan) X(ctc_cuda) X(bad_arguments)
 /* clang-format on */
 
 static tdfx *fx;
@@ -330,12 +332,62 @@ TEST(gradcheck_ctc) {
     }
 }
 
-TEST(ctc_other_device) {
+/* The composed recursion (ctc_loss_device.c) on dev against PyTorch, f32: every case, value and gradient. */
+static void ctc_on(td_device dev) {
+    for (int i = 0; i < N_CTC; i++) {
+        const char *n = ctc_cases[i];
+        fprintf(stderr, "  %s\n", n);
+        td_scope_begin();
+        td_tensor *lp = ASSERT_TENSOR(td_to(td_cast(need(fxt(n, ".x", TD_CPU), "x"), TD_F32), dev));
+        ASSERT_OK(td_set_requires_grad(lp, true));
+        td_tensor *y = ASSERT_TENSOR(run_ctc(n, lp));
+        check_close(y, need(fxt(n, ".y", TD_CPU), "y"), 1e-5, n);
+        ASSERT_OK(td_backward(y, td_ndim(y) ? need(fxt(n, ".gy", dev), "gy") : NULL, false));
+        check_close(td_grad_of(lp), need(fxt(n, ".dx", TD_CPU), "dx"), 1e-5, "dx");
+        td_scope_end();
+    }
+}
+
+/* A bigger random batch (T 40, N 6, C 9, ragged lengths, repeats, an empty target, a sample with no frames)
+** on dev against the host recursion in double, with every reduction and both zero_infinity settings. */
+static void ctc_vs_host(td_device dev) {
+    enum { T = 40, N = 6, C = 9, S = 12 };
+    int64_t il[N] = {40, 31, 7, 0, 25, 40}, tl[N] = {12, 5, 6, 0, 0, 9}, tg[N * S];
+    for (int i = 0; i < N * S; i++) tg[i] = 1 + (i * 7 + i / 5) % (C - 1); /* never blank 0; repeats */
+    tg[1] = tg[0], tg[14] = tg[13] = tg[12];                               /* runs: skips forbidden */
+    for (int r = 0; r < 3; r++)
+        for (int zi = 0; zi < 2; zi++) {
+            td_scope_begin();
+            td_tensor *tgt = td_from_data(tg, 2, (int64_t[]){N, S}, TD_I64, TD_CPU);
+            td_tensor *ilt = td_from_data(il, 1, (int64_t[]){N}, TD_I64, TD_CPU);
+            td_tensor *tlt = td_from_data(tl, 1, (int64_t[]){N}, TD_I64, TD_CPU);
+            td_tensor *x = td_randn(3, (int64_t[]){T, N, C}, 7, 0, TD_F64, TD_CPU);
+            td_tensor *lph = ASSERT_TENSOR(td_log_softmax(td_mul_scalar(x, 2), 2));
+            td_tensor *lpd = ASSERT_TENSOR(td_to(td_cast(lph, TD_F32), dev));
+            ASSERT_OK(td_set_requires_grad(lph, true));
+            ASSERT_OK(td_set_requires_grad(lpd, true));
+            td_reduction red = r == 0 ? TD_REDUCE_NONE : r == 1 ? TD_REDUCE_SUM : TD_REDUCE_MEAN;
+            td_tensor *yh = ASSERT_TENSOR(td_ctc_loss(lph, tgt, ilt, tlt, 0, red, zi));
+            td_tensor *yd = ASSERT_TENSOR(td_ctc_loss(lpd, tgt, ilt, tlt, 0, red, zi));
+            check_close(yd, yh, 1e-5, "nll"); /* dx: f32 over 40 steps against double, 1e-4 */
+            td_tensor *gy = r ? NULL : td_rand(1, (int64_t[]){N}, 3, 0, TD_F64, TD_CPU);
+            ASSERT_OK(td_backward(yh, gy, false));
+            ASSERT_OK(td_backward(yd, gy ? td_to(td_cast(gy, TD_F32), dev) : NULL, false));
+            check_close(td_grad_of(lpd), td_grad_of(lph), 1e-4, "dx");
+            td_scope_end();
+        }
+}
+
+TEST(ctc_vulkan) {
     td_device dev = test_device_or_skip("vulkan:0");
-    td_scope_begin();
-    td_tensor *lp = ASSERT_TENSOR(td_to(need(fxt("ctc_mean", ".x", TD_CPU), "x"), dev));
-    ASSERT_ERROR(run_ctc("ctc_mean", lp), TD_ERR_UNSUPPORTED, "runs on the CPU only; log_probs is on vulkan");
-    td_scope_end();
+    ctc_on(dev);
+    ctc_vs_host(dev);
+}
+
+TEST(ctc_cuda) {
+    td_device dev = test_device_or_skip("cuda:0");
+    ctc_on(dev);
+    ctc_vs_host(dev);
 }
 
 TEST(bad_arguments) {

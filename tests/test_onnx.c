@@ -3,7 +3,8 @@
 ** bytes against hand-checked encodings; W1 (MLP), W2 (CNN) and W3 (a small
 ** GPT) with random weights exported and run in onnxruntime
 ** (tests/test_onnx_check.py; skipped when it is not installed), whose outputs
-** must equal Trident's within 1e-5 (fp32, relative plus absolute); and the
+** must equal Trident's within 1e-5 (fp32, relative plus absolute); LSTM, GRU
+** and RNN layers as ONNX's recurrent operators the same way; and the
 ** one-line error for an op with no ONNX mapping.
 */
 #include "../src/io/protobuf_writer.h"
@@ -11,7 +12,7 @@
 #include "test_util.h"
 #include "workloads/workloads.h"
 
-#define TESTS(X) X(protobuf_bytes) X(mlp) X(cnn) X(gpt) X(unsupported_op) X(cli)
+#define TESTS(X) X(protobuf_bytes) X(mlp) X(cnn) X(gpt) X(recurrent) X(unsupported_op) X(cli)
 
 /* ---- the protobuf writer ---- */
 
@@ -112,6 +113,44 @@ TEST(gpt) {
     td_module_free(m);
 }
 
+/* LSTM, GRU and RNN as ONNX's LSTM/GRU/RNN operators (gates reordered, GRU's linear_before_reset): 1 and 2
+** layers, one and two directions, batch_first or not, with and without bias, relu RNN; dropout 0.3 is off in
+** the eval-mode export. */
+TEST(recurrent) {
+    struct {
+        const char *name;
+        int kind, layers; /* kind 0 LSTM, 1 GRU, 2 RNN relu */
+        bool bias, batch_first, bidir;
+    } cases[] = {{"lstm1", 0, 1, true, false, false},        {"lstm2_bi_bf", 0, 2, true, true, true},
+                 {"lstm2_nobias", 0, 2, false, false, true}, {"gru1_bf", 1, 1, true, true, false},
+                 {"gru2_bi", 1, 2, true, false, true},       {"rnn_relu2_bi", 2, 2, true, true, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fprintf(stderr, "  %s\n", cases[i].name);
+        td_scope_begin(); /* the helpers' tensors are scope-owned */
+        td_manual_seed(4 + i);
+        int L = cases[i].layers;
+        bool b = cases[i].bias, bf = cases[i].batch_first, bi = cases[i].bidir;
+        td_module *m = cases[i].kind == 0   ? td_lstm_new(5, 6, L, b, bf, 0.3, bi)
+                       : cases[i].kind == 1 ? td_gru_new(5, 6, L, b, bf, 0.3, bi)
+                                            : td_rnn_new(5, 6, L, TD_RNN_RELU, b, bf, 0.3, bi);
+        ASSERT(m);
+        int64_t shape[3] = {bf ? 3 : 7, bf ? 7 : 3, 5};
+        round_trip(m, test_uniform_tensor(3, shape, -1, 1, TD_F32, TD_CPU), cases[i].name);
+        td_scope_end();
+        td_module_free(m);
+    }
+    /* W6's model (Embedding, 2-layer batch_first LSTM, Linear head), narrower */
+    td_scope_begin();
+    td_manual_seed(11);
+    td_module *w6 = workload_lstm_new(256, 32, 2);
+    ASSERT(w6);
+    int64_t ids[2 * 9];
+    for (int i = 0; i < 18; i++) ids[i] = test_int(256);
+    round_trip(w6, ASSERT_TENSOR(td_from_data(ids, 2, (int64_t[]){2, 9}, TD_I64, TD_CPU)), "w6");
+    td_scope_end();
+    td_module_free(w6);
+}
+
 /* ---- an op with no mapping ---- */
 
 static td_tensor *loss_forward(td_module *self, td_tensor *x) {
@@ -152,6 +191,17 @@ TEST(cli) {
     size_t n;
     free(test_read_file(model, &n));
     ASSERT(n > 1000);
+    /* W6 (--model lstm, its fixed size) the same way */
+    const char *ck6 = test_tmp_path("lstm.safetensors");
+    ASSERT_EQ_INT(test_sh("%s train --model lstm --context 8 --text %s --batch 2 --steps 1 --epochs 1 --checkpoint %s "
+                          "--device cpu >/dev/null",
+                          TD_TRIDENT, text, ck6),
+                  0);
+    ASSERT_EQ_INT(test_sh("%s export --model lstm --context 8 --checkpoint %s --onnx %s --batch 2 >/dev/null",
+                          TD_TRIDENT, ck6, model),
+                  0);
+    free(test_read_file(model, &n));
+    ASSERT(n > 4 * 2 * 4 * 512 * 512); /* the two layers' W and R, float32 */
     /* a size other than the checkpoint's: the loader's one-line error, exit 1 */
     ASSERT_EQ_INT(test_sh("%s export --model gpt --layers 2 --d-model 32 --heads 2 --context 8 --checkpoint %s "
                           "--onnx %s 2>&1 | grep -q 'trident export: cannot load'",

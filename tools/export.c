@@ -1,11 +1,12 @@
 /*
 ** trident export: write the model of a `trident train` checkpoint as an ONNX
 ** file (td_onnx_export, include/trident/io.h), for inference runtimes.
-**   trident export --onnx OUT.onnx [--model mlp|cnn|gpt] [--checkpoint FILE]
+**   trident export --onnx OUT.onnx [--model mlp|cnn|gpt|lstm] [--checkpoint FILE]
 **                  [--batch N] [--seq T] [gpt size flags as trident train]
 ** The model is built as `trident train` builds it (src/workloads), loaded from
 ** the checkpoint (its names, shapes and dtypes checked), and traced on an input
-** of --batch rows: mlp/cnn float32 [N, 784], gpt int64 token ids [N, T].
+** of --batch rows: mlp/cnn float32 [N, 784], gpt and lstm (W6, its LSTM as
+** ONNX's LSTM operator) int64 token ids [N, T].
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -32,10 +33,10 @@ static void usage(FILE *f) {
     fprintf(f, "usage: trident export --onnx OUT.onnx [options]\n\n"
                "Write the model of a trident train checkpoint as an ONNX model (opset 17, float32).\n\n"
                "  --onnx FILE              the ONNX file to write (required)\n"
-               "  --model mlp|cnn|gpt      the model trident train trained (default cnn)\n"
+               "  --model mlp|cnn|gpt|lstm the model trident train trained (default cnn)\n"
                "  --checkpoint FILE        the checkpoint (default trident-<model>.safetensors, as trident train)\n"
                "  --batch N                the model's batch size (default 1; shapes are static)\n"
-               "  --seq T                  gpt: the sequence length (default the context)\n"
+               "  --seq T                  gpt, lstm: the sequence length (default the context)\n"
                "  --preset NAME            gpt size: gpt-mini (default) or gpt2-small\n"
                "  --layers N, --d-model N, --heads N, --context N   gpt size, as given to trident train\n");
 }
@@ -67,7 +68,8 @@ int cmd_export(int argc, char **argv) {
         else if (!strcmp(a, "--checkpoint"))
             checkpoint = v;
         else if (!strcmp(a, "--model")) {
-            if (workload_kind_parse(v, &kind) != TD_OK) return fail("--model: %s is not mlp, cnn or gpt", TD_QUOTE(v));
+            if (workload_kind_parse(v, &kind) != TD_OK)
+                return fail("--model: %s is not mlp, cnn, gpt or lstm", TD_QUOTE(v));
         } else if (!strcmp(a, "--preset")) {
             if (workload_gpt_preset(v, &gpt) != TD_OK)
                 return fail("--preset: %s is not gpt-mini or gpt2-small", TD_QUOTE(v));
@@ -88,10 +90,16 @@ int cmd_export(int argc, char **argv) {
         if (!ok) return 1;
     }
     if (!onnx) return fail("--onnx OUT.onnx is required (see trident export --help)");
-    if (kind != WORKLOAD_GPT && seq) return fail("--seq is for --model gpt");
+    bool text = workload_is_text(kind);
+    if (!text && seq) return fail("--seq is for --model gpt and lstm");
+    if (kind == WORKLOAD_LSTM) { /* W6's size, as trident train forces it; --context stays its sequence length */
+        workload_gpt_config w6 = workload_lstm_config_default();
+        gpt.d_model = w6.d_model, gpt.layers = w6.layers;
+    }
     if (!seq) seq = gpt.context;
     if (kind == WORKLOAD_GPT && seq > gpt.context) return fail("--seq is longer than --context");
-    static const char *const names[] = {[WORKLOAD_MLP] = "mlp", [WORKLOAD_CNN] = "cnn", [WORKLOAD_GPT] = "gpt"};
+    static const char *const names[] = {
+        [WORKLOAD_MLP] = "mlp", [WORKLOAD_CNN] = "cnn", [WORKLOAD_GPT] = "gpt", [WORKLOAD_LSTM] = "lstm"};
     char ckpt_default[64];
     if (!checkpoint) {
         snprintf(ckpt_default, sizeof ckpt_default, "trident-%s.safetensors", names[kind]);
@@ -99,7 +107,8 @@ int cmd_export(int argc, char **argv) {
     }
     td_module *m = kind == WORKLOAD_MLP   ? workload_mlp_new()
                    : kind == WORKLOAD_CNN ? workload_cnn_new()
-                                          : workload_gpt_new(&gpt);
+                   : kind == WORKLOAD_GPT ? workload_gpt_new(&gpt)
+                                          : workload_lstm_new(gpt.vocab, gpt.d_model, (int)gpt.layers);
     if (!m) return fail("%s", td_last_error());
     td_named_tensors *expected = td_module_state_dict(m);
     td_train_state ck = {0};
@@ -112,14 +121,14 @@ int cmd_export(int argc, char **argv) {
     td_train_state_clear(&ck);
     if (!rc) {
         td_scope_begin();
-        td_tensor *x = kind == WORKLOAD_GPT ? td_zeros(2, (int64_t[]){batch, seq}, TD_I64, TD_CPU)
-                                            : td_zeros(2, (int64_t[]){batch, 784}, TD_F32, TD_CPU);
+        td_tensor *x = text ? td_zeros(2, (int64_t[]){batch, seq}, TD_I64, TD_CPU)
+                            : td_zeros(2, (int64_t[]){batch, 784}, TD_F32, TD_CPU);
         st = x ? td_onnx_export(m, 1, &x, onnx) : td_last_status();
         if (st != TD_OK)
             rc = fail("%s", td_last_error());
         else
             printf("wrote %s: %s from %s, input [%" PRId64 ", %" PRId64 "]\n", onnx, names[kind], checkpoint, batch,
-                   kind == WORKLOAD_GPT ? seq : (int64_t)784);
+                   text ? seq : (int64_t)784);
         td_scope_end();
     }
     td_module_free(m);

@@ -685,7 +685,10 @@ TD_API td_tensor *td_adaptive_max_pool2d_with_indices(td_tensor *x, int64_t out_
 ** defaults: blank 0, mean, zero_infinity false). An impossible alignment
 ** gives inf (zero_infinity: 0, with a zero gradient). The gradient is
 ** PyTorch's, which assumes log_probs = log_softmax(logits) (exact for the
-** logits). CPU only: other devices give TD_ERR_UNSUPPORTED. TD_ERR_SHAPE for
+** logits). Every device: CPU tensors run the recursion on the host in double;
+** others run it on the device, composed from ops, in log_probs' dtype (f32 for
+** half types), with no host read. targets and the lengths are read on the host
+** once (keep them on the CPU to spare a device sync). TD_ERR_SHAPE for
 ** lengths out of range, TD_ERR_INDEX for a label that is blank or not a class.
 */
 TD_API td_tensor *td_ctc_loss(td_tensor *log_probs, td_tensor *targets, td_tensor *input_lengths,

@@ -595,16 +595,110 @@ static void map_view(ex *e, const td__tr_event *ev, const char *base, const char
     }
 }
 
+/* ONNX's gate order from torch's: LSTM i f g o -> i o f c, GRU r z n -> z r h, RNN its one gate. */
+static const int onnx_gate[4][4] = {{0}, {0}, {0, 3, 1, 2}, {1, 0, 2}};
+
+/* Direction d's weights (k = 0 W_ih [G*H, I], 1 W_hh [G*H, H]) or both biases (k = 2: [b_ih, b_hh], 2*G*H)
+** of layer l in ONNX's gate order, appended to buf at *at (x's dtype, the host). */
+static void rnn_rows(ex *e, const td__tr_event *ev, int l, int d, int k, td_dtype dt, char *buf, size_t *at) {
+    const td__tr_rnn *r = &ev->rnn;
+    int G = r->mode == TD__RNN_LSTM ? 4 : r->mode == TD__RNN_GRU ? 3 : 1;
+    for (int part = 0; part < (k == 2 ? 2 : 1); part++) {
+        td_tensor *t = ev->in[3 + (l * r->dirs + d) * 4 + k + part];
+        size_t n = (size_t)td_numel(t) * td_dtype_size(dt), gate = n / (size_t)G;
+        char *host = malloc(n ? n : 1);
+        td_status st = host ? td_copy_to_host(t, host, n, dt) : TD_ERR(TD_ERR_OOM, "onnx export: out of host memory");
+        for (int g = 0; st == TD_OK && g < G; g++)
+            memcpy(buf + *at + (size_t)g * gate, host + (size_t)onnx_gate[r->mode][g] * gate, gate);
+        *at += n;
+        free(host);
+        if (st != TD_OK && e->st == TD_OK) e->st = st;
+    }
+}
+
+/* A recurrent layer (TD__TR_RNN): per layer one ONNX RNN/LSTM/GRU over [T, B, I] with its weights baked in
+** ONNX's gate order (W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H]; GRU with linear_before_reset = 1, which is
+** torch's n = tanh(W_in x + b_in + r (W_hn h + b_hn))), its Y [T, D, B, H] transposed and reshaped to
+** [T, B, D*H] for the next layer; the layers' Y_h (Y_c) concatenated to h_n (c_n). */
+static void map_rnn(ex *e, const td__tr_event *ev, const char *const *in, const char *const *out) {
+    const td__tr_rnn *r = &ev->rnn;
+    static const char *const ops[] = {"RNN", "RNN", "LSTM", "GRU"};
+    int G = r->mode == TD__RNN_LSTM ? 4 : r->mode == TD__RNN_GRU ? 3 : 1, D = r->dirs;
+    td_tensor *x = ev->in[0];
+    td_dtype dt = x->dtype;
+    int64_t T = x->shape[0], B = x->shape[1], H = r->hidden, GH = G * H;
+    const char *xl = in[0], *hs[64], *cs[64];
+    bool bias = ev->in[5] != NULL;
+    for (int l = 0; l < r->layers && e->st == TD_OK; l++) {
+        int64_t I = l ? D * H : x->shape[2];
+        int64_t wsh[3] = {D, GH, I}, rsh[3] = {D, GH, H}, bsh[2] = {D, 2 * GH};
+        size_t es = td_dtype_size(dt), nb = (size_t)(D * GH * (I + H + (bias ? 2 : 0))) * es;
+        char *buf = malloc(nb);
+        if (!buf) {
+            e->st = TD_ERR(TD_ERR_OOM, "onnx export: out of host memory");
+            return;
+        }
+        size_t at = 0, at_r, at_b;
+        for (int d = 0; d < D; d++) rnn_rows(e, ev, l, d, 0, dt, buf, &at);
+        at_r = at;
+        for (int d = 0; d < D; d++) rnn_rows(e, ev, l, d, 1, dt, buf, &at);
+        at_b = at;
+        for (int d = 0; bias && d < D; d++) rnn_rows(e, ev, l, d, 2, dt, buf, &at);
+        const char *wn = fresh(e, "rnn.W"), *rn = fresh(e, "rnn.R"), *bn = bias ? fresh(e, "rnn.B") : "";
+        write_initializer(e, wn, dt, 3, wsh, buf, at_r);
+        write_initializer(e, rn, dt, 3, rsh, buf + at_r, at_b - at_r);
+        if (bias) write_initializer(e, bn, dt, 2, bsh, buf + at_b, at - at_b);
+        free(buf);
+        const char *h0 = "", *c0 = "";
+        int64_t lo = l * D, hi = (l + 1) * D, axis0 = 0;
+        if (in[1])
+            h0 = NODE(e, "Slice", NULL, in[1], const_i64(e, 1, &lo), const_i64(e, 1, &hi), const_i64(e, 1, &axis0));
+        if (in[2])
+            c0 = NODE(e, "Slice", NULL, in[2], const_i64(e, 1, &lo), const_i64(e, 1, &hi), const_i64(e, 1, &axis0));
+        const char *ins[7] = {xl, wn, rn, bn, "", h0, c0}, *outs[3] = {fresh(e, "rnn.Y"), fresh(e, "rnn.Y_h"), ""};
+        if (r->mode == TD__RNN_LSTM) outs[2] = fresh(e, "rnn.Y_c");
+        hs[l] = outs[1], cs[l] = outs[2];
+        size_t node_at =
+            node_begin(e, ops[r->mode], r->mode == TD__RNN_LSTM ? 7 : 6, ins, r->mode == TD__RNN_LSTM ? 3 : 2, outs);
+        attr_int(e, "hidden_size", H);
+        attr_str(e, "direction", D == 2 ? "bidirectional" : "forward");
+        if (r->mode == TD__RNN_GRU) attr_int(e, "linear_before_reset", 1);
+        if (r->mode == TD__RNN_RELU) { /* activations = ["Relu"] * D: AttributeProto strings 9, type STRINGS 8 */
+            size_t a = td__pb_begin(&e->nodes, 5);
+            td__pb_string(&e->nodes, 1, "activations");
+            td__pb_int(&e->nodes, 20, 8);
+            for (int d = 0; d < D; d++) td__pb_string(&e->nodes, 9, "Relu"); /* one per direction */
+            td__pb_end(&e->nodes, a);
+        }
+        node_end(e, node_at);
+        const char *yt = fresh(e, "t"), *last = l == r->layers - 1 ? out[0] : NULL;
+        size_t tr_at = node_begin(e, "Transpose", 1, &outs[0], 1, &yt);
+        attr_ints(e, "perm", 4, (int64_t[]){0, 2, 1, 3});
+        node_end(e, tr_at);
+        xl = NODE(e, "Reshape", last, yt, const_i64(e, 3, (int64_t[]){T, B, D * H}));
+    }
+    for (int j = 1; j < 3 && e->st == TD_OK; j++) {
+        if (!out[j] || !*out[j] || (j == 2 && r->mode != TD__RNN_LSTM)) continue;
+        size_t at = node_begin(e, "Concat", r->layers, j == 1 ? hs : cs, 1, &out[j]);
+        attr_int(e, "axis", 0);
+        node_end(e, at);
+    }
+}
+
 /* One traced event: emitted when it reads a live value, folded otherwise. */
 static void map_event(ex *e, const td__tr_event *ev) {
     const char *in[64], *out[8];
     bool live = false;
-    if (ev->n_in > 64 || ev->n_out > 8) {
+    if ((ev->n_in > 64 && ev->what != TD__TR_RNN) || ev->n_out > 8) {
         e->st = TD_ERR(TD_ERR_UNSUPPORTED, "onnx export: an op with %d inputs and %d outputs", ev->n_in, ev->n_out);
         return;
     }
-    const char *what = ev->what == TD__TR_OP ? td_op_name(ev->kind) : ev->what == TD__TR_SPLIT ? "split" : "view";
-    for (int i = 0; i < ev->n_in && e->st == TD_OK; i++) {
+    const char *what = ev->what == TD__TR_OP      ? td_op_name(ev->kind)
+                       : ev->what == TD__TR_SPLIT ? "split"
+                       : ev->what == TD__TR_RNN   ? "rnn"
+                                                  : "view";
+    int n_read = ev->what == TD__TR_RNN ? 3 : ev->n_in; /* a recurrent layer bakes its parameters (map_rnn) */
+    for (int i = 0; i < n_read && e->st == TD_OK; i++) {
         value *v = ev->in[i] ? resolve(e, ev->in[i]) : NULL;
         if (v && v->gone) {
             e->st = TD_ERR(TD_ERR_UNSUPPORTED, "onnx export: %s reads %s, which ONNX does not compute", what, v->gone);
@@ -643,6 +737,8 @@ static void map_event(ex *e, const td__tr_event *ev) {
     if (e->st != TD_OK) return;
     if (ev->what == TD__TR_VIEW)
         map_view(e, ev, in[0], out[0]);
+    else if (ev->what == TD__TR_RNN)
+        map_rnn(e, ev, in, out);
     else if (ev->what == TD__TR_SPLIT) {
         int64_t sizes[8];
         for (int j = 0; j < ev->n_out; j++) sizes[j] = ev->out[j]->shape[ev->dim];

@@ -11,6 +11,7 @@
 #include "onnx_internal.h"
 
 static _Thread_local td__trace *active; /* this thread's trace, or NULL */
+static _Thread_local td__trace *paused; /* the trace while a recurrent layer runs */
 static _Atomic(td__trace *) any_active; /* one trace at a time in the process: the hooks are global */
 static void (*prev_view)(td_tensor *base, td_tensor *view, const td__view_info *info);
 static void (*prev_split)(td_tensor *base, int n, td_tensor *const *views, int dim);
@@ -77,6 +78,18 @@ td_status td__trace_end(td__trace *tr) {
     active = NULL;
     atomic_store(&any_active, NULL);
     return tr->st == TD_OK ? TD_OK : TD_ERR(tr->st, "onnx export: out of host memory tracing the forward pass");
+}
+
+bool td__trace_rnn_begin(void) {
+    if (!active) return false;
+    paused = active, active = NULL;
+    return true;
+}
+
+void td__trace_rnn_end(const td__tr_rnn *info, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out) {
+    active = paused, paused = NULL;
+    td__tr_event *e = active ? add_event(active, TD__TR_RNN, n_in, in, n_out, out) : NULL;
+    if (e) e->rnn = *info;
 }
 
 void td__trace_free(td__trace *tr) {

@@ -18,24 +18,20 @@
 ** taken as a free input. An impossible alignment gives nll = inf (and NaN gradients) unless
 ** zero_infinity, which makes both 0. Reductions over the per-sample nll, composed with ops: none,
 ** sum, mean = mean over b of nll[b] / max(L, 1).
-** The recursions run on the host in one custom autograd function; other devices get
-** TD_ERR_UNSUPPORTED (no hidden copy to the host inside a training step).
+** CPU tensors: the recursions run on the host in double, in one custom autograd function. Every other
+** device: the same recursions composed from ops on the device (ctc_loss_device.c), no host read. Either
+** way the targets and lengths are read on the host once, checked, and turned into tables (as PyTorch
+** reads the lengths): keep them on the CPU to spare a device sync.
 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn_internal.h"
+#include "ctc_internal.h"
 
-typedef struct ctc_data {
-    int64_t T, N, C, blank;
-    bool zero_infinity;
-    int64_t *il, *tl, *toff; /* input lengths, target lengths, offset of sample b's labels in tg */
-    int64_t *tg;             /* the labels */
-    double *nll;             /* [N], before zero_infinity */
-} ctc_data;
+typedef td__ctc_data ctc_data;
 
-static void ctc_data_free(void *p) {
+void td__ctc_data_free(void *p) {
     ctc_data *d = p;
     if (!d) return;
     free(d->il), free(d->tl), free(d->toff), free(d->tg), free(d->nll), free(d);
@@ -48,24 +44,19 @@ static double lse2(double a, double b) {
 
 static double lse3(double a, double b, double c) { return lse2(lse2(a, b), c); }
 
-/* l'(s) of sample b */
-static int64_t ext_label(const ctc_data *d, int64_t b, int64_t s) {
-    return s % 2 == 0 ? d->blank : d->tg[d->toff[b] + (s - 1) / 2];
-}
-
 /* alpha [Tb, S'] of sample b (lp is [T, N, C] in double); returns nll */
 static double ctc_alpha(const ctc_data *d, const double *lp, int64_t b, double *alpha) {
     int64_t Tb = d->il[b], Sp = 2 * d->tl[b] + 1;
     const double *lpb = lp + b * d->C;
     int64_t tstride = d->N * d->C;
-    for (int64_t s = 0; s < Sp; s++) alpha[s] = s < 2 ? lpb[ext_label(d, b, s)] : -INFINITY;
+    for (int64_t s = 0; s < Sp; s++) alpha[s] = s < 2 ? lpb[td__ctc_ext_label(d, b, s)] : -INFINITY;
     for (int64_t t = 1; t < Tb; t++) {
         const double *prev = alpha + (t - 1) * Sp, *row = lpb + t * tstride;
         double *cur = alpha + t * Sp;
         for (int64_t s = 0; s < Sp; s++) {
-            int64_t l = ext_label(d, b, s);
+            int64_t l = td__ctc_ext_label(d, b, s);
             double a = prev[s], a1 = s > 0 ? prev[s - 1] : -INFINITY;
-            double a2 = s > 1 && l != d->blank && l != ext_label(d, b, s - 2) ? prev[s - 2] : -INFINITY;
+            double a2 = s > 1 && l != d->blank && l != td__ctc_ext_label(d, b, s - 2) ? prev[s - 2] : -INFINITY;
             cur[s] = row[l] + lse3(a, a1, a2);
         }
     }
@@ -85,18 +76,18 @@ static void ctc_grad(const ctc_data *d, const double *lp, int64_t b, double gout
         const double *row = lpb + t * tstride, *next = beta + (t + 1) * Sp;
         double *cur = beta + t * Sp;
         for (int64_t s = Sp - 1; s >= 0; s--) {
-            int64_t l = ext_label(d, b, s);
+            int64_t l = td__ctc_ext_label(d, b, s);
             if (t == Tb - 1) {
                 cur[s] = s >= Sp - 2 ? row[l] : -INFINITY;
                 continue;
             }
             double a = next[s], a1 = s + 1 < Sp ? next[s + 1] : -INFINITY;
-            double a2 = s + 2 < Sp && l != d->blank && l != ext_label(d, b, s + 2) ? next[s + 2] : -INFINITY;
+            double a2 = s + 2 < Sp && l != d->blank && l != td__ctc_ext_label(d, b, s + 2) ? next[s + 2] : -INFINITY;
             cur[s] = row[l] + lse3(a, a1, a2);
         }
         for (int64_t c = 0; c < C; c++) lcab[c] = -INFINITY;
         for (int64_t s = 0; s < Sp; s++) {
-            int64_t l = ext_label(d, b, s);
+            int64_t l = td__ctc_ext_label(d, b, s);
             lcab[l] = lse2(lcab[l], alpha[t * Sp + s] + cur[s]);
         }
         double *g = grad + t * tstride + b * C;
@@ -108,7 +99,7 @@ static void ctc_grad(const ctc_data *d, const double *lp, int64_t b, double gout
 static td_status ctc_fw(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
     (void)n_in, (void)n_out;
     ctc_data *d = td_ctx_user(ctx);
-    td_ctx_set_data(ctx, d, ctc_data_free); /* the node (or apply, without one) frees it */
+    td_ctx_set_data(ctx, d, td__ctc_data_free); /* the node (or apply, without one) frees it */
     int64_t numel = d->T * d->N * d->C, Smax = 0;
     for (int64_t b = 0; b < d->N; b++) Smax = 2 * d->tl[b] + 1 > Smax ? 2 * d->tl[b] + 1 : Smax;
     double *lp = malloc((size_t)numel * sizeof *lp), *alpha = malloc((size_t)(d->T * Smax + 1) * sizeof *alpha);
@@ -206,14 +197,14 @@ static ctc_data *ctc_prepare(td_tensor *lp, td_tensor *targets, td_tensor *il, t
                  (long long)td_numel(targets), (long long)total),
             bad = msg;
     if (bad) {
-        ctc_data_free(d);
+        td__ctc_data_free(d);
         TD_FAIL_NULL(TD_ERR_SHAPE, "ctc_loss: %s", bad);
     }
     if (!(d->tg = host_ints(targets, td_numel(targets), "targets"))) goto fail;
     d->toff = malloc((size_t)d->N * sizeof *d->toff);
     d->nll = malloc((size_t)d->N * sizeof *d->nll);
     if (!d->toff || !d->nll) {
-        ctc_data_free(d);
+        td__ctc_data_free(d);
         TD_FAIL_NULL(TD_ERR_OOM, "ctc_loss: out of host memory");
     }
     for (int64_t b = 0, off = 0; b < d->N; b++) {
@@ -223,7 +214,7 @@ static ctc_data *ctc_prepare(td_tensor *lp, td_tensor *targets, td_tensor *il, t
             int64_t l = d->tg[d->toff[b] + i];
             if (l < 0 || l >= d->C || l == blank) {
                 long long C = (long long)d->C;
-                ctc_data_free(d);
+                td__ctc_data_free(d);
                 TD_FAIL_NULL(TD_ERR_INDEX,
                              "ctc_loss: target %lld of sample %lld is %lld: not a class in [0, %lld) "
                              "other than blank %lld",
@@ -233,7 +224,7 @@ static ctc_data *ctc_prepare(td_tensor *lp, td_tensor *targets, td_tensor *il, t
     }
     return d;
 fail:
-    ctc_data_free(d);
+    td__ctc_data_free(d);
     return NULL;
 }
 
@@ -244,11 +235,6 @@ td_tensor *td_ctc_loss(td_tensor *log_probs, td_tensor *targets, td_tensor *inpu
         !td__check_arg(input_lengths, fn, "input_lengths") || !td__check_arg(target_lengths, fn, "target_lengths"))
         return NULL;
     td_device dev = td_tensor_device(log_probs);
-    if (dev.type != TD_DEVICE_CPU) {
-        char s[32];
-        TD_FAIL_NULL(TD_ERR_UNSUPPORTED, "%s: runs on the CPU only; log_probs is on %s (move it with td_to)", fn,
-                     td_device_str(dev, s, sizeof s));
-    }
     if (!td_dtype_is_float(td_tensor_dtype(log_probs)))
         TD_FAIL_NULL(TD_ERR_DTYPE, "%s: log_probs must be floating, got %s", fn,
                      td_dtype_name(td_tensor_dtype(log_probs)));
@@ -267,14 +253,20 @@ td_tensor *td_ctc_loss(td_tensor *log_probs, td_tensor *targets, td_tensor *inpu
     int64_t N = d->N;
     double *len = malloc((size_t)(N ? N : 1) * sizeof *len);
     if (!len) {
-        ctc_data_free(d);
+        td__ctc_data_free(d);
         TD_FAIL_NULL(TD_ERR_OOM, "%s: out of host memory", fn);
     }
     for (int64_t b = 0; b < N; b++) len[b] = d->tl[b] > 1 ? (double)d->tl[b] : 1;
-    td_tensor *tlen = td_cast(td_from_data(len, 1, &N, TD_F64, TD_CPU), td_tensor_dtype(log_probs));
+    td_tensor *tlen = td_to(td_cast(td_from_data(len, 1, &N, TD_F64, TD_CPU), td_tensor_dtype(log_probs)), dev);
     free(len);
     td_tensor *nll = NULL;
-    if (td_function_apply(&ctc_fn, d, 1, &log_probs, 1, &nll) != TD_OK) return NULL;
+    if (dev.type != TD_DEVICE_CPU) {
+        td_dtype dt = td_tensor_dtype(log_probs); /* half types run the recursion in f32 */
+        td_tensor *lp = dt == TD_F16 || dt == TD_BF16 ? td_cast(log_probs, TD_F32) : log_probs;
+        if (!(nll = td_cast(td__ctc_nll_device(d, lp), dt))) return NULL;
+    } else if (td_function_apply(&ctc_fn, d, 1, &log_probs, 1, &nll) != TD_OK) {
+        return NULL;
+    }
     if (reduction == TD_REDUCE_NONE) return nll;
     if (reduction == TD_REDUCE_SUM) return td_sum(nll, 0, NULL, false);
     return td_mean(td_div(nll, tlen), 0, NULL, false);

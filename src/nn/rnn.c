@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../io/onnx_internal.h"
 #include "rnn_internal.h"
 
 enum { MODE_RNN_TANH, MODE_RNN_RELU, MODE_LSTM, MODE_GRU };
@@ -159,6 +160,20 @@ static td_tensor *run_layers(td_module *m, td_tensor *x, td_tensor *h0, td_tenso
     return *h_n && (c->mode != MODE_LSTM || *c_n) ? inp : NULL;
 }
 
+/* The ONNX export's event for the layer (src/io/onnx_internal.h): x, h0, c0, the parameters; y, h_n, c_n. */
+static void trace_layer(td_module *m, td_tensor *x, td_tensor *h0, td_tensor *c0, td_tensor *y, td_tensor *hn,
+                        td_tensor *cn) {
+    const rnn_ctx *c = m->ctx;
+    td_tensor *in[3 + 4 * 2 * 64] = {x, h0, c0};
+    int n = 3;
+    for (int l = 0; l < c->layers; l++)
+        for (int d = 0; d < c->dirs; d++)
+            for (int k = 0; k < 4; k++) in[n++] = param(m, l, d, k);
+    static const td__tr_rnn_mode modes[] = {TD__RNN_TANH, TD__RNN_RELU, TD__RNN_LSTM, TD__RNN_GRU};
+    td__tr_rnn info = {.mode = modes[c->mode], .layers = c->layers, .dirs = c->dirs, .hidden = c->hidden};
+    td__trace_rnn_end(&info, n, in, 3, (td_tensor *[]){y, hn, cn});
+}
+
 static td_tensor *rnn_body(td_module *m, td_tensor *x, td_tensor *h0, td_tensor *c0, td_tensor **h_n, td_tensor **c_n) {
     const rnn_ctx *c = m->ctx;
     const char *name = mode_names[c->mode];
@@ -179,7 +194,10 @@ static td_tensor *rnn_body(td_module *m, td_tensor *x, td_tensor *h0, td_tensor 
         if (h0) h0 = td_unsqueeze(h0, 1);
         if (c0) c0 = td_unsqueeze(c0, 1);
     }
-    td_tensor *y = run_layers(m, td_contiguous(xt), h0, c0, h_n, c_n);
+    td_tensor *xc = td_contiguous(xt);
+    bool traced = td__trace_rnn_begin(); /* an ONNX export records the layer as one event */
+    td_tensor *y = run_layers(m, xc, h0, c0, h_n, c_n);
+    if (traced) trace_layer(m, xc, h0, c0, y, *h_n, *c_n);
     if (!y) return NULL;
     if (!batched) {
         y = td_squeeze(y, 1);
