@@ -223,7 +223,7 @@ static void print_cells(const row *r, const row *one, int n) {
     char peak[16] = "n/a", comm[16] = "-";
     if (r->peak >= 0) snprintf(peak, sizeof peak, "%.0f", r->peak);
     if (r->world > 1) snprintf(comm, sizeof comm, "%.1f%%", 100 * r->comm);
-    printf(" %9.2f %11.0f %6.3f %6.3f %8s %7.1f %6s", r->ms, r->tps, one ? r->tps / (n * one->tps) : 0,
+    printf(" %9.2f %11.0f %6.3f %6.3f %8s %7.2f %6s", r->ms, r->tps, one ? r->tps / (n * one->tps) : 0,
            one ? r->ms / one->ms : 0, peak, r->opt, comm);
 }
 
@@ -311,7 +311,7 @@ int cmd_bench_ddp(int argc, char **argv) {
             o.grad_s = argv[++i];
         else if (v && !strcmp(a, "--python"))
             o.python = argv[++i];
-        else if (v && !strcmp(a, "--twin"))
+        else if (v && !strcmp(a, "--twin")) /* default: bench/torch_ddp.py here, else in the source tree */
             o.twin = argv[++i];
         else
             return fprintf(stderr,
@@ -339,6 +339,9 @@ int cmd_bench_ddp(int argc, char **argv) {
     if (td_device_parse(o.device, &parsed) != TD_OK)
         return fprintf(stderr, "trident bench --ddp: --device: %s\n", td_last_error()), 2;
     if (is_worker) return worker(&o);
+#ifdef BENCH_SOURCE_DIR
+    if (!strcmp(o.twin, "bench/torch_ddp.py") && access(o.twin, R_OK)) o.twin = BENCH_SOURCE_DIR "/bench/torch_ddp.py";
+#endif
 
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
