@@ -186,7 +186,8 @@ two_nodes_nccl)
 lost_rank_nccl)
     need_two_gpus
     export TRIDENT_DIST_TIMEOUT=10
-    set -- "$BIN" $W1 --device cuda --max-steps 5000 --batch 8 --checkpoint-every 5
+    # 16000 images, 50 epochs: the run still goes when the kill comes (W1 steps take a millisecond on a GPU)
+    set -- "$BIN" $W1 --device cuda --limit 16000 --epochs 50 --max-steps 5000 --batch 8 --checkpoint-every 5
     node 1 2 n1.txt "$@" --checkpoint n1.st
     n1=$!
     node 0 2 n0.txt "$@" --checkpoint ck.st
@@ -202,7 +203,8 @@ lost_rank_nccl)
     grep -q "rank 1 exited or lost its connection without leaving the group" n0.txt || { cat n0.txt; fail "no message naming rank 1"; }
     wait $n1
     echo "ok: stopped after $took s: $(grep 'rank 1' n0.txt | head -1)"
-    CUDA_VISIBLE_DEVICES=0 "$BIN" $W1 --device cuda --max-steps 200 --batch 16 --checkpoint ck.st --resume >r.txt 2>&1 ||
+    CUDA_VISIBLE_DEVICES=0 "$BIN" $W1 --device cuda --limit 16000 --epochs 50 --max-steps 5000 --batch 16 \
+        --checkpoint ck.st --resume >r.txt 2>&1 ||
         { cat r.txt; fail "resume on 1"; }
     grep -q "^resumed from ck.st" r.txt || { cat r.txt; fail "did not resume"; }
     echo "ok: $(grep resumed r.txt)" ;;

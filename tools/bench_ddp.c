@@ -186,6 +186,8 @@ static void collect(const char *cmd, int twin, row *rows, int *n) {
     char line[1024];
     while (p && fgets(line, sizeof line, p)) {
         if (strncmp(line, "ddp-result ", 11) || *n >= MAX_ROWS) continue;
+        fprintf(stderr, "%s %s", twin ? "torch" : "trident", line); /* as it comes: a run cut short keeps them */
+        fflush(stderr);
         row r = {.twin = twin, .peak = -1, .opt = -1};
         for (char *save = NULL, *t = strtok_r(line + 11, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
             char *eq = strchr(t, '=');
