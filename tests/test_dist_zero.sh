@@ -7,12 +7,13 @@
 #   bench_ddp          trident bench --ddp --quick on 1 and 2 CPU processes (mpi, and tcp as Vulkan's runs use), W3 and
 #                      W5 under bf16 autocast, DDP and ZeRO-1, fp32 and bf16 buckets: every row measured, ZeRO's
 #                      optimizer state about half of DDP's, and the PyTorch twin's rows where torch is installed
+#   bench_ddp_vulkan   the same on vulkan:0 (both ranks on it, the tcp backend's host staging): DDP and ZeRO-1 rows
 #
 # usage: test_dist_zero.sh TRIDENT_BINARY CASE   (test_dist_zero.sh - --list prints the cases)
 # Exit 0 pass, 1 fail, 77 skipped (no mpirun, no Fashion-MNIST).
 set -u
 CASE=$2
-CASES="zero_2 zero_3 zero_resume bf16_grads bench_ddp"
+CASES="zero_2 zero_3 zero_resume bf16_grads bench_ddp bench_ddp_vulkan"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -28,7 +29,7 @@ MPIRUN="mpirun --oversubscribe"
 fail() { echo "FAIL $CASE: $*"; exit 1; }
 skip() { echo "SKIP $CASE: $*"; exit 77; }
 command -v mpirun >/dev/null 2>&1 || skip "mpirun not found (apt-get install openmpi-bin)"
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || [ "$CASE" = bench_ddp ] || skip "no Fashion-MNIST in $DATA"
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] || [ "${CASE#bench_ddp}" != "$CASE" ] || skip "no Fashion-MNIST in $DATA"
 
 # compare A.csv B.csv TOL [FROM]: the same steps (from step FROM of A on), every loss within TOL
 compare() {
@@ -132,6 +133,13 @@ print(f"ok: 8 tables, ZeRO-1's optimizer state {opt['W5', 'ZeRO-1', 'fp32']} MiB
       + (", with the PyTorch twin" if twin else ""))
 PY
     done ;;
+bench_ddp_vulkan)
+    "$BIN" devices 2>/dev/null | grep -q "vulkan:0" || skip "no Vulkan device"
+    "$BIN" bench --ddp --device vulkan:0 --backend tcp --quick --nproc 1,2 --only W3 --zero 0,1 --steps 2 --warmup 1 \
+        >b.txt 2>e.txt || { cat b.txt e.txt; fail "bench --ddp on vulkan:0"; }
+    [ "$(grep -cE '^2 +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+%' b.txt)" -eq 2 ] ||
+        { cat b.txt; fail "no DDP and ZeRO-1 rows of 2 processes"; }
+    echo "ok: $(grep -c '^2 ' b.txt) rows of 2 processes on vulkan:0" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 exit 0
