@@ -13,11 +13,14 @@
 ** the optimizer state's MiB (the largest over the ranks), and comm = 1 - t(no collectives) / t, the share of
 ** the step that the gradient reduction and ZeRO's all-gather add (ZeRO's leaves out the shard's update too).
 */
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,6 +180,18 @@ typedef struct row {
 } row;
 
 #define MAX_ROWS 256
+
+/* A port free now for a launch's rendezvous (the kernel's pick), so that runs beside this one don't meet on
+** launch's default 29500; 29500 when none can be had. */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 29500;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &len))
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
 
 /* Run cmd and collect its "ddp-result" lines into rows (twin: from the PyTorch twin). */
 static void collect(const char *cmd, int twin, row *rows, int *n) {
@@ -358,8 +373,9 @@ int cmd_bench_ddp(int argc, char **argv) {
              o.amp_s, o.zero_s, o.grad_s, o.steps, o.warmup, o.quick ? " --quick" : "");
     for (int k = 0; k < o.n_nproc; k++) {
         char cmd[12288];
-        snprintf(cmd, sizeof cmd, "'%s' launch --nproc %d --backend %s -- '%s' bench --ddp-worker --device %s %s", self,
-                 o.nproc[k], o.backend, self, o.device, lists);
+        snprintf(cmd, sizeof cmd,
+                 "'%s' launch --nproc %d --backend %s --master-port %d -- '%s' bench --ddp-worker --device %s %s", self,
+                 o.nproc[k], o.backend, free_port(), self, o.device, lists);
         collect(cmd, 0, rows, &n_rows);
         /* the twin under torchrun on GPUs; on the CPU under this launch (torchrun's variables), as torch 1.13's
         ** torchrun fails on Python 3.11 */
@@ -368,8 +384,9 @@ int cmd_bench_ddp(int argc, char **argv) {
                      "%s -m torch.distributed.run --standalone --nproc_per_node %d '%s' --device cuda %s", o.python,
                      o.nproc[k], o.twin, lists);
         else if (o.torch && cpu)
-            snprintf(cmd, sizeof cmd, "'%s' launch --nproc %d --backend tcp -- %s '%s' --device cpu %s", self,
-                     o.nproc[k], o.python, o.twin, lists);
+            snprintf(cmd, sizeof cmd,
+                     "'%s' launch --nproc %d --backend tcp --master-port %d -- %s '%s' --device cpu %s", self,
+                     o.nproc[k], free_port(), o.python, o.twin, lists);
         if (o.torch && (cuda || cpu)) collect(cmd, 1, rows, &n_rows);
     }
     bool ok = true;
