@@ -67,7 +67,13 @@ bench_only)
     "$BIN" bench --only W4-matmul,matmul,W2,gpt,w4,dispatch --compare none.json none.json >out.txt 2>err.txt
     ! grep -q -- "--only" err.txt || { cat err.txt; fail "valid --only names refused"; } ;;
 bench_ddp_values)
-    refused "--backend 'gloo' is not nccl or mpi" bench --ddp --backend gloo
+    refused "--backend 'gloo' is not nccl, mpi or tcp" bench --ddp --backend gloo
+    refused "--zero '2': a list of at most 2 of 0, 1" bench --ddp --zero 2
+    refused "--zero '0,'" bench --ddp --zero 0,
+    refused "--nproc '1,0': a list of at most 8 counts in [1, 64]" bench --ddp --nproc 1,0
+    refused "--only 'W4': a list of at most 2 of W3, W5" bench --ddp --only W4
+    refused "--ddp-grad-dtype 'fp16'" bench --ddp --ddp-grad-dtype fp16
+    refused "--amp 'fp16': one of fp32, bf16" bench --ddp --amp fp16
     refused "unknown device 'cudda'" bench --ddp --device cudda ;;
 kernel_params)
     refused "--params 'abc': expected a comma list of at most 8 numbers" kernel run "$KERNEL" --shape 4x8,8 --params abc

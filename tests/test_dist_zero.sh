@@ -4,12 +4,16 @@
 #   zero_2, zero_3     --zero 1 on 2 and 3 processes (mpirun) gives one process's losses at the same global batch
 #   zero_resume        a 2-process ZeRO checkpoint has the unsharded layout and resumes on 1 and on 3 processes
 #   bf16_grads         --ddp-grad-dtype bf16 follows one process within bf16's rounding
+#   bench_ddp          trident bench --ddp --quick on 1 and 2 CPU processes (mpi, and tcp as Vulkan's runs use), W3 and
+#                      W5 under bf16 autocast, DDP and ZeRO-1, fp32 and bf16 buckets: every row measured, ZeRO's
+#                      optimizer state about half of DDP's, and the PyTorch twin's rows where torch is installed
+#   bench_ddp_vulkan   the same on vulkan:0 (both ranks on it, the tcp backend's host staging): DDP and ZeRO-1 rows
 #
 # usage: test_dist_zero.sh TRIDENT_BINARY CASE   (test_dist_zero.sh - --list prints the cases)
 # Exit 0 pass, 1 fail, 77 skipped (no mpirun, no Fashion-MNIST).
 set -u
 CASE=$2
-CASES="zero_2 zero_3 zero_resume bf16_grads"
+CASES="zero_2 zero_3 zero_resume bf16_grads bench_ddp bench_ddp_vulkan"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -25,7 +29,7 @@ MPIRUN="mpirun --oversubscribe"
 fail() { echo "FAIL $CASE: $*"; exit 1; }
 skip() { echo "SKIP $CASE: $*"; exit 77; }
 command -v mpirun >/dev/null 2>&1 || skip "mpirun not found (apt-get install openmpi-bin)"
-[ -f "$DATA/train-images-idx3-ubyte.gz" ] || skip "no Fashion-MNIST in $DATA"
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] || [ "${CASE#bench_ddp}" != "$CASE" ] || skip "no Fashion-MNIST in $DATA"
 
 # compare A.csv B.csv TOL [FROM]: the same steps (from step FROM of A on), every loss within TOL
 compare() {
@@ -95,6 +99,47 @@ bf16_grads)
     compare one.csv z.csv 5e-3
     "$BIN" $W1 --ddp-grad-dtype fp16 >e.txt 2>&1 && fail "--ddp-grad-dtype fp16 accepted"
     grep -q "^trident train: --ddp-grad-dtype 'fp16' is not fp32 or bf16$" e.txt || { cat e.txt; fail "message"; } ;;
+bench_ddp)
+    twin=""
+    /usr/bin/python3 -c "import torch" 2>/dev/null && twin="--torch --python /usr/bin/python3"
+    for be in mpi tcp; do
+        "$BIN" bench --ddp --device cpu --backend $be --quick --nproc 1,2 --only W3,W5 --amp bf16 --zero 0,1 \
+            --ddp-grad-dtype fp32,bf16 $twin >b.txt 2>e.txt || { cat b.txt e.txt; fail "bench --ddp ($be)"; }
+        twin_used=$twin
+        twin="" # the twin once (under mpi's run)
+        /usr/bin/python3 - b.txt "$twin_used" <<'PY' || { cat b.txt; fail "bench --ddp table ($be)"; }
+import re, sys
+text, twin = open(sys.argv[1]).read(), sys.argv[2] != ""
+tables = re.findall(r"^(W[35]) .*?, (DDP|ZeRO-1), (fp32|bf16) gradient buckets.*\n.*\n((?:[12] .*\n?)+)", text, re.M)
+assert len(tables) == 8, f"{len(tables)} tables, expected 8"
+opt = {}
+for wl, mode, grad, body in tables:
+    rows = [r.split("|") for r in body.strip().split("\n")]
+    assert [r[0].split()[0] for r in rows] == ["1", "2"], body
+    for procs, (mine, theirs) in zip((1, 2), rows):
+        c = mine.split()
+        ms, tps, eff = float(c[1]), float(c[2]), float(c[3])
+        assert ms > 0 and tps > 0 and eff > 0, mine
+        if procs == 2:
+            assert c[-1].endswith("%"), mine  # the collectives' share
+            opt[wl, mode, grad] = float(c[-2])
+        t = theirs.split()
+        if twin and (procs == 1 or grad == "fp32"):  # gloo has no bf16 hook
+            assert t[1] != "n/a" and float(t[1]) > 0, theirs
+for (wl, mode, grad), o in opt.items():
+    if mode == "ZeRO-1":
+        assert 0 < o <= 0.6 * opt[wl, "DDP", grad], f"{wl} {grad}: ZeRO-1 keeps {o} MiB, DDP {opt[wl, 'DDP', grad]}"
+print(f"ok: 8 tables, ZeRO-1's optimizer state {opt['W5', 'ZeRO-1', 'fp32']} MiB against DDP's {opt['W5', 'DDP', 'fp32']}"
+      + (", with the PyTorch twin" if twin else ""))
+PY
+    done ;;
+bench_ddp_vulkan)
+    "$BIN" devices 2>/dev/null | grep -q "vulkan:0" || skip "no Vulkan device"
+    "$BIN" bench --ddp --device vulkan:0 --backend tcp --quick --nproc 1,2 --only W3 --zero 0,1 --steps 2 --warmup 1 \
+        >b.txt 2>e.txt || { cat b.txt e.txt; fail "bench --ddp on vulkan:0"; }
+    [ "$(grep -cE '^2 +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+%' b.txt)" -eq 2 ] ||
+        { cat b.txt; fail "no DDP and ZeRO-1 rows of 2 processes"; }
+    echo "ok: $(grep -c '^2 ' b.txt) rows of 2 processes on vulkan:0" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 exit 0

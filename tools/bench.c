@@ -38,8 +38,10 @@ static void usage(FILE *f) {
             "                    trace trident-profile-<workload>-<device>.json, and trident-profile.svg\n"
             "                    (where the step goes, by op) in the current directory\n"
             "  --threshold PCT   with --compare: slowdown that counts as a regression (default 5)\n"
-            "  --ddp             data-parallel scaling of W3 instead: 1 and --nproc N processes (default 2)\n"
-            "                    on --device D (default cuda), --steps S, --torch: PyTorch DDP too\n\n"
+            "  --ddp             data-parallel scaling instead (tools/bench_ddp.c): --nproc N[,N...] processes\n"
+            "                    (default 1,2) on --device D (default cuda; --backend nccl|mpi|tcp), --only W3,W5,\n"
+            "                    --amp fp32|bf16, --zero 0,1 (DDP, ZeRO-1), --ddp-grad-dtype fp32,bf16, --steps S,\n"
+            "                    --warmup W, --torch: PyTorch DDP too (bench/torch_ddp.py)\n\n"
             "workloads (--only takes the name, the part after W<n>-, its first word, or W<n>):\n",
             "/usr/share/datasets/fashion-mnist", BENCH_TWIN_DEFAULT);
     for (int i = 0; i < bench_n_workloads; i++)
