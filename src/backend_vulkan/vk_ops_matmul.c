@@ -39,7 +39,7 @@ static const uint32_t SMALL[7] = {256, 16, 64, 64, 4, 4, 16}, LARGE[7] = {256, 1
 
 /* Large tiles from this many workgroups of them: fewer leave a large GPU's cores idle (an H100 has
 ** 132), where the small tiles' 4x as many workgroups fill it, so a product such as W2's
-** [128, 800] @ [800, 500] runs on the small tiles and never makes the large tiles' pipeline. */
+** [128, 3136] @ [3136, 128] (and its gradients) runs on the small tiles and never makes the large tiles' pipeline. */
 #define LARGE_MIN_GROUPS 128
 
 /* GLSL: shaders/matmul.comp, block PC. */
