@@ -122,7 +122,7 @@ void bench_print_table(const bench_session *s, FILE *f) {
     for (int i = 0; i < s->n_rows; i++) {
         const bench_row *r = &s->rows[i];
         if (!r->error[0] && r->unit == BENCH_UNIT_OPS && !strcmp(r->workload, "W2-cold-start"))
-            fprintf(f, "  W2-cold-start on %s: %.2f s from process start to the first W2 step, %s\n",
+            fprintf(f, "  W2-cold-start on %s: %.2f s from process start to exit, two W2 steps, %s\n",
                     s->devices[r->device].label, r->median_ms * 1e-3, r->variant);
         else if (!r->error[0] && r->unit == BENCH_UNIT_OPS)
             fprintf(f, "  dispatch on %s: %.2f us per op (%s adds and one synchronize, host clock)\n",

@@ -267,7 +267,7 @@ const bench_workload bench_workloads[] = {
      "best_epoch_s", 128, true, "w2"},
     {"W2-captured", "W2's step captured once and replayed (CUDA graph, Vulkan command buffer): ms/step, speedup",
      bench_run_captured, NULL, 0, false, NULL},
-    {"W2-cold-start", "process start to the end of the first W2 step (Vulkan), empty and warm pipeline cache: ms",
+    {"W2-cold-start", "a fresh process of two W2 steps, start to exit (Vulkan), empty and warm pipeline cache: ms",
      bench_run_cold_start, NULL, 0, false, NULL},
     {"W3-gpt-mini", "GPT-mini training step, 64x256 tokens (8x256 on CPU), AdamW: ms/step, tokens/s", bench_run_gpt,
      "tokens_per_s", 1, false, "w3"},

@@ -6,8 +6,8 @@
 // in as strides), batch dims with any strides (0 = broadcast); out [.., M, N]
 // contiguous. Bindings: a 0, b 1, out 2; dtype A_DT, accumulation in float
 // (double for f64).
-// Tiling (specialization constants 1..5: BK, BM, BN, TM, TN; TM, TN multiples
-// of 4): a workgroup of (BM/TM) x (BN/TN) threads (= constant 0) owns a BM x BN
+// Tiling (specialization constants 1..6: BK, BM, BN, TM, TN, KU; TM, TN
+// multiples of 4, KU divides BK): a workgroup of (BM/TM) x (BN/TN) threads (= constant 0) owns a BM x BN
 // block of out and walks K in steps of BK. Each step stages an A tile (BM x BK)
 // and a B tile (BK x BN) in shared memory, k-major, so that each thread reads
 // its TM rows and TN columns as 4-vectors: rows 4 ty + 4 TY c + (0..3) and
@@ -15,7 +15,10 @@
 // Tiles move in runs of 4 elements along the operand's contiguous dimension
 // (one 16-byte load for f32 where the run is aligned and whole, else 4 loads
 // with bounds checks); the next step's runs are loaded into registers while
-// the current tiles are multiplied.
+// the current tiles are multiplied. Each step's BK-long inner product runs
+// KU k's per loop iteration, unrolled (KU = BK: all of it in one block): a
+// TM x TN block is TM * TN fmas per k, and NVIDIA's compiler took ~30 s over the
+// 8 x 8 tiles' 16 k's unrolled (1024 fmas in one block), so those take KU 4.
 // Shared memory: (BM + BN) * BK * sizeof(ACC); the host keeps it within the
 // device's limit (48 KiB on NVIDIA Vulkan, 32 KiB on lavapipe).
 // Grid: (ceil(N/BN), ceil(M/BM), batches). C mirror: vk_pc_matmul (vk_ops_matmul.c).
@@ -28,6 +31,7 @@ layout(constant_id = 2) const uint BM = 64;
 layout(constant_id = 3) const uint BN = 64;
 layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
+layout(constant_id = 6) const uint KU = 16; // k's per iteration of the inner product's loop
 layout(local_size_x_id = 0) in;
 const uint TX = BN / TN, TY = BM / TM;
 const uint RA = BM * BK / 4u / WG, RB = BK * BN / 4u / WG; // runs per thread
@@ -156,18 +160,21 @@ void main() {
         store_tiles(a_m, b_n);
         barrier();
         if (k0 + BK < pc.K) load_tiles(m0, n0, k0 + BK, ao, bo, a_m, b_n, avec, bvec);
-        [[unroll]] for (uint k = 0u; k < BK; k++) {
-            ACC ar[TM], br[TN];
-            [[unroll]] for (uint c = 0u; c < TM / 4u; c++) {
-                ACC4 v = As[k * (BM / 4u) + c * TY + ty];
-                [[unroll]] for (uint j = 0u; j < 4u; j++) ar[4u * c + j] = v[j];
+        [[dont_unroll]] for (uint k1 = 0u; k1 < BK; k1 += KU) {
+            [[unroll]] for (uint k2 = 0u; k2 < KU; k2++) {
+                uint k = k1 + k2;
+                ACC ar[TM], br[TN];
+                [[unroll]] for (uint c = 0u; c < TM / 4u; c++) {
+                    ACC4 v = As[k * (BM / 4u) + c * TY + ty];
+                    [[unroll]] for (uint j = 0u; j < 4u; j++) ar[4u * c + j] = v[j];
+                }
+                [[unroll]] for (uint c = 0u; c < TN / 4u; c++) {
+                    ACC4 v = Bs[k * (BN / 4u) + c * TX + tx];
+                    [[unroll]] for (uint j = 0u; j < 4u; j++) br[4u * c + j] = v[j];
+                }
+                [[unroll]] for (uint i = 0u; i < TM; i++)
+                    [[unroll]] for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
             }
-            [[unroll]] for (uint c = 0u; c < TN / 4u; c++) {
-                ACC4 v = Bs[k * (BN / 4u) + c * TX + tx];
-                [[unroll]] for (uint j = 0u; j < 4u; j++) br[4u * c + j] = v[j];
-            }
-            [[unroll]] for (uint i = 0u; i < TM; i++)
-                [[unroll]] for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
         }
         barrier();
     }

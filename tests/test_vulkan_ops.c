@@ -677,11 +677,13 @@ TEST(matmul_dtypes) {
 /* The tiled kernels' load paths: f32 (16-byte runs where aligned, else strided
 ** loads) and f16 (tensor cores where the device has them) for row-major and
 ** transposed operands, aligned and odd sizes, partial tiles and K < the tile
-** depth, against double loops over the values as stored. */
+** depth, against double loops over the values as stored. 1540 x 1544 is the
+** one product with enough large tiles (169) to take them (once their pipeline
+** is made: at once with TRIDENT_VULKAN_COMPILE_THREADS=0, vulkan_compile_inline). */
 TEST(matmul_tiles) {
     setup();
-    static const int sizes[4][3] = {{260, 36, 132}, {131, 37, 129}, {5, 3, 200}, {136, 200, 8}};
-    for (int s = 0; s < 4; s++)
+    static const int sizes[5][3] = {{260, 36, 132}, {131, 37, 129}, {5, 3, 200}, {136, 200, 8}, {1540, 20, 1544}};
+    for (int s = 0; s < 5; s++)
         for (int at = 0; at < 2; at++)
             for (int bt = 0; bt < 2; bt++)
                 for (int h = 0; h < 2; h++) {

@@ -39,11 +39,18 @@
 
 #define WG 256 /* the bias_gelu pass */
 
-/* tile configs: {WG, BK, BM, BN, TM, TN} (shaders/matmul.comp); shared memory
+/* tile configs: {WG, BK, BM, BN, TM, TN, KU} (shaders/matmul.comp); shared memory
 ** (BM + BN) * BK * 4 = 8 and 16 KiB (f64 accumulates in 8 bytes, so its
-** large tiles take BK 8), within every device's 16 KiB minimum. */
-static const uint32_t SMALL[6] = {256, 16, 64, 64, 4, 4}, LARGE[6] = {256, 16, 128, 128, 8, 8},
-                      LARGE64[6] = {256, 8, 128, 128, 8, 8};
+** large tiles take BK 8), within every device's 16 KiB minimum. The large
+** tiles unroll 4 k's of their 8 x 8 block at a time (KU), not all 16 (NVIDIA's
+** compiler took about 30 s over that). */
+static const uint32_t SMALL[7] = {256, 16, 64, 64, 4, 4, 16}, LARGE[7] = {256, 16, 128, 128, 8, 8, 4},
+                      LARGE64[7] = {256, 8, 128, 128, 8, 8, 4};
+
+/* Large tiles from this many workgroups of them: fewer leave a large GPU's cores idle (an H100 has
+** 132), where the small tiles' 4x as many workgroups fill it, so a product such as W2's
+** [128, 3136] @ [3136, 128] (and its gradients) runs on the small tiles and never makes the large tiles' pipeline. */
+#define LARGE_MIN_GROUPS 128
 
 /* GLSL: shaders/matmul.comp, block PC. */
 typedef struct vk_pc_matmul {
@@ -92,11 +99,11 @@ bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
     return n == td_operand_numel(o);
 }
 
-/* Slices of K for a single f32/f64 product whose output tiles (of the tile
-** config matmul() would take) are fewer than 128, so fewer workgroups than a
+/* Slices of K for a single f32/f64 product whose output tiles (large ones
+** where M and N reach 128) are fewer than 128, so fewer workgroups than a
 ** large GPU has cores, with K at least 4096: the largest power of two up to 64
 ** that divides K, keeps slices of 512 or more and brings the workgroups to 256
-** at most; 1: no split. */
+** at most; 1: no split. tiled() then picks the tiles of the sliced product. */
 static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt) {
     const uint32_t *spec = pc->M < 128 || pc->N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
     int64_t tiles = (int64_t)((pc->M + spec[2] - 1) / spec[2]) * ((pc->N + spec[3] - 1) / spec[3]), s = 1;
@@ -105,18 +112,18 @@ static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt) {
     return s;
 }
 
-/* The tiled kernel on pc's product, gz batch entries: large tiles from 128 rows and columns (until
-** their pipeline is made, small ones: NVIDIA's compiler takes about 30 s over the large tiles'
-** unrolled 8 x 8 block, so a first step with an empty pipeline cache does not wait for it; the sums
-** go in the same order, so the results are the same bits). */
+/* The tiled kernel on pc's product, gz batch entries: large tiles from 128 rows and columns where
+** they make LARGE_MIN_GROUPS workgroups (until their pipeline is made, small ones, so that a first
+** step with an empty pipeline cache does not wait for it; the sums go in the same order, so the
+** results are the same bits). */
 static td_status tiled(vk_dev *d, td_dtype dt, const vk_pc_matmul *pc, const vk_bind *bind, uint32_t gz) {
     int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, dt);
-    uint32_t small_grid[3] = {(pc->N + SMALL[3] - 1) / SMALL[3], (pc->M + SMALL[2] - 1) / SMALL[2], gz};
-    if (pc->M < 128 || pc->N < 128)
-        return vk_dispatch(d, shader, SMALL, 6, 3, bind, pc, sizeof *pc, small_grid[0], small_grid[1], gz);
     const uint32_t *spec = dt == TD_F64 ? LARGE64 : LARGE;
-    return vk_dispatch_alt(d, shader, spec, SMALL, 6, small_grid, 3, bind, pc, sizeof *pc,
-                           (pc->N + spec[3] - 1) / spec[3], (pc->M + spec[2] - 1) / spec[2], gz);
+    uint32_t small_grid[3] = {(pc->N + SMALL[3] - 1) / SMALL[3], (pc->M + SMALL[2] - 1) / SMALL[2], gz};
+    uint32_t gx = (pc->N + spec[3] - 1) / spec[3], gy = (pc->M + spec[2] - 1) / spec[2];
+    if (pc->M < 128 || pc->N < 128 || (uint64_t)gx * gy * gz < LARGE_MIN_GROUPS)
+        return vk_dispatch(d, shader, SMALL, 7, 3, bind, pc, sizeof *pc, small_grid[0], small_grid[1], gz);
+    return vk_dispatch_alt(d, shader, spec, SMALL, 7, small_grid, 3, bind, pc, sizeof *pc, gx, gy, gz);
 }
 
 /* out[M, N] = sum over s of a[:, s Kc:(s+1) Kc] @ b[s Kc:(s+1) Kc, :]: the
