@@ -39,11 +39,11 @@ static const td_device CUDA0 = {TD_DEVICE_CUDA, 0};
 
 /* Skips unless cuda:0 exists and cuDNN loads there. */
 static void need_cudnn(void) {
-    if (!td_device_available(CUDA0)) TEST_SKIP("skipped: no CUDA device");
+    if (!td_device_available(CUDA0)) TEST_SKIP("no CUDA device");
     const char *(*status)(void) = (const char *(*)(void))td_backend_symbol(TD_DEVICE_CUDA, "td_cuda_cudnn_status");
     if (!status) TEST_FAIL_("the CUDA plugin exports no td_cuda_cudnn_status");
     const char *why = status();
-    if (why) TEST_SKIP("skipped: cuDNN not loadable: %s", why);
+    if (why) TEST_SKIP("cuDNN not loadable: %s", why);
 }
 
 /* max |a - b| / max(1, max |b|) */
