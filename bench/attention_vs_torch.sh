@@ -11,6 +11,10 @@ log=$(mktemp)
 for dt in bf16 f32; do
   "$py" bench/torch_attention.py --device cuda --dtype "$dt" --iters 10 | tee -a "$log"
   for dev in $devices; do
+    if [[ $dev == cuda* ]]; then # our kernels and cuDNN's fused attention, one row each
+      TRIDENT_CUDA_ATTN=own "$build/bench/bench_attention" --device "$dev" --dtype "$dt" --iters 10 | tee -a "$log"
+      TRIDENT_CUDA_ATTN=cudnn "$build/bench/bench_attention" --device "$dev" --dtype "$dt" --iters 10 | tee -a "$log"
+    fi
     "$build/bench/bench_attention" --device "$dev" --dtype "$dt" --iters 10 | tee -a "$log"
     "$build/bench/bench_attention" --device "$dev" --dtype "$dt" --composed 1 --iters 5 | tee -a "$log"
   done

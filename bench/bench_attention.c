@@ -6,6 +6,8 @@
 ** Prints one JSON line per measurement: median ms over --iters calls after 3 warm-up calls, each call in its
 ** own scope and followed by td_synchronize (the clock is the host's). bench/attention_vs_torch.sh runs it
 ** beside bench/torch_attention.py (torch.nn.functional.scaled_dot_product_attention) and prints the ratios.
+** On CUDA, TRIDENT_CUDA_ATTN=own|cudnn picks our kernels or cuDNN's fused attention; the row's impl then reads
+** "trident-own" or "trident-cudnn".
 */
 #include <math.h>
 #include <stdio.h>
@@ -121,9 +123,13 @@ int main(int argc, char **argv) {
     double fwd = run(&c, x, dy, mask, false), both = run(&c, x, dy, mask, true);
     /* flops of the two matmuls (4 b h t^2 d), halved when causal; backward 2.5x the forward */
     double fl = 4.0 * (double)(c.b * c.h * c.t) * (double)(c.t * c.d) * (c.causal ? 0.5 : 1);
-    printf("{\"impl\": \"trident%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld], "
+    const char *pick = getenv("TRIDENT_CUDA_ATTN");
+    char impl[64];
+    snprintf(impl, sizeof impl, "trident%s%s%s", c.composed ? "-composed" : "", pick && !c.composed ? "-" : "",
+             pick && !c.composed ? pick : "");
+    printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld], "
            "\"causal\": %s, \"fwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"fwd_bwd_tflops\": %.2f}\n",
-           c.composed ? "-composed" : "", dev, dt, (long long)c.b, (long long)c.h, (long long)c.t, (long long)c.d,
-           c.causal ? "true" : "false", fwd, both, fl / fwd * 1e-9, 3.5 * fl / both * 1e-9);
+           impl, dev, dt, (long long)c.b, (long long)c.h, (long long)c.t, (long long)c.d, c.causal ? "true" : "false",
+           fwd, both, fl / fwd * 1e-9, 3.5 * fl / both * 1e-9);
     return 0;
 }

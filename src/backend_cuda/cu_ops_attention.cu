@@ -23,10 +23,13 @@
 **   f32 with E == Ev in {32, 64, 128}: the 3xTF32 WMMA forward of cu_ops_attention_mma.cu
 **     and backward of cu_ops_attention_mma_bwd.cu (TRIDENT_CUDA_ATTN_TF32=0: generic);
 **   f64 and other head dims: the kernels here.
+** Before all of them, cuDNN's fused flash attention (cu_attention_cudnn.c) takes f16/bf16 with E == Ev in
+** {32, 64, 128}, no mask and no dropout, when libcudnn.so.9 loads (TRIDENT_CUDA_ATTN=own|cudnn forces one).
 */
 #include <math.h>
 
 #include "cu_attention.cuh"
+#include "cu_cudnn.h"
 #include "cu_kernels.cuh"
 
 namespace {
@@ -265,6 +268,15 @@ static bool attn_head_dims_ok(const td_op *op) {
     return x[0].shape[3] <= 128 && x[2].shape[3] <= 128;
 }
 
+/* the call as cuDNN sees it (cu_cudnn.h) */
+static cu_dnn_attn dnn_args(const td_op *op, const cu_attn_args &a) {
+    const td_operand *x = &op->in[op->kind == TD_OP_ATTENTION_BACKWARD];
+    cu_dnn_attn c = {};
+    c.n0 = x[0].shape[0], c.n1 = x[0].shape[1], c.L = a.L, c.S = a.S, c.E = a.E, c.Ev = a.Ev;
+    c.dt = x[0].dtype, c.causal = a.causal, c.mask = a.mask != NULL, c.dropout = a.dropout, c.scale = a.scale_f;
+    return c;
+}
+
 CU_SUPPORTS(ATTENTION) { return attn_head_dims_ok(op); }
 CU_SUPPORTS(ATTENTION_BACKWARD) { return attn_head_dims_ok(op); }
 
@@ -272,6 +284,11 @@ CU_SUPPORTS(ATTENTION_BACKWARD) { return attn_head_dims_ok(op); }
 extern "C" td_status cu_op_ATTENTION(cu_dev *d, const td_op *op) {
     cu_attn_args a = attn_args(op);
     if (a.N * a.L == 0) return TD_OK;
+    cu_dnn_attn c = dnn_args(op, a);
+    td_status st = TD_OK;
+    if (cu_dnn_attn_fwd(d, &c, cu_data(&op->in[0]), cu_data(&op->in[1]), cu_data(&op->in[2]), cu_data(&op->out[0]),
+                        (float *)cu_data(&op->out[1]), &st))
+        return st;
     if (cu_attn_fa_fwd(d, op, &a)) return CU_LAUNCHED("attention (mma)");
     if (cu_attn_mma_fwd(d, op, &a)) return CU_LAUNCHED("attention (tensor cores)");
     CU_SWITCH_FLOAT(op->in[0].dtype, {
@@ -290,9 +307,13 @@ extern "C" td_status cu_op_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
     cu_attn_args a = attn_args(op);
     if (a.N * a.L == 0 || a.S == 0) return TD_OK; /* the front-end zero-fills these */
     td_status st = TD_OK;
+    cu_dnn_attn c = dnn_args(op, a);
+    const td_operand *in = op->in, *o = op->out;
+    if (cu_dnn_attn_bwd(d, &c, cu_data(&in[0]), cu_data(&in[1]), cu_data(&in[2]), cu_data(&in[3]), cu_data(&in[5]),
+                        (const float *)cu_data(&in[6]), cu_data(&o[0]), cu_data(&o[1]), cu_data(&o[2]), &st))
+        return st;
     if (cu_attn_fa_bwd(d, op, &a, &st)) return st;
     if (cu_attn_mma_bwd(d, op, &a)) return CU_LAUNCHED("attention_backward (tensor cores)");
-    const td_operand *in = op->in, *o = op->out;
     CU_SWITCH_FLOAT(in[1].dtype, {
         using C = compute_t<T>;
         constexpr int BR = attn_rows<C>::BR;
