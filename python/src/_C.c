@@ -71,6 +71,16 @@ static PyObject *ret_tensor(td_tensor *t) {
     return cap;
 }
 
+static void module_capsule_free(PyObject *cap) { td_module_free(PyCapsule_GetPointer(cap, "trident.module")); }
+
+/* A new module (a td_*_new constructor's) into a capsule that frees it; NULL raises Trident's error. */
+static PyObject *ret_module(td_module *m) {
+    if (!m) return raise_last();
+    PyObject *cap = PyCapsule_New(m, "trident.module", module_capsule_free);
+    if (!cap) td_module_free(m);
+    return cap;
+}
+
 static PyObject *ret_status(td_status st) { return st == TD_OK ? Py_NewRef(Py_None) : raise_last(); }
 
 /* ---- arguments: each returns 0, or -1 with a Python exception naming the function and parameter ---- */
@@ -103,6 +113,17 @@ static int arg_tensor(PyObject *o, const char *fn, const char *name, td_tensor *
     Py_XDECREF(h);
     PyErr_Clear();
     return bad_arg(fn, name, "a trident.Tensor", o);
+}
+
+/* A module capsule (trident.nn's views of the C layers hold one as `_cm`). */
+static int arg_module(PyObject *o, const char *fn, const char *name, td_module **out) {
+    *out = PyCapsule_IsValid(o, "trident.module") ? PyCapsule_GetPointer(o, "trident.module") : NULL;
+    return *out ? 0 : bad_arg(fn, name, "a C module (a trident.nn layer's _cm)", o);
+}
+
+static int arg_str(PyObject *o, const char *fn, const char *name, const char **out) {
+    *out = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, NULL) : NULL;
+    return *out ? 0 : (PyErr_Clear(), bad_arg(fn, name, "a str", o));
 }
 
 static int arg_double(PyObject *o, const char *fn, const char *name, double *out) {

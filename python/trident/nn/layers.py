@@ -1,13 +1,15 @@
 """The layers of trident.nn with torch's constructors, parameter names and initialisation (the same
-distributions, drawn from Trident's default generator): Linear, Conv2d, BatchNorm2d, LayerNorm, GroupNorm,
-Embedding, Dropout, MaxPool2d, AvgPool2d, Flatten and the activations. Each forward is one op of the C library
-(the batch norm a few), so a model runs at the ops' speed."""
+distributions, drawn from Trident's default generator): Linear, Conv2d, BatchNorm1d/2d, LayerNorm, GroupNorm,
+Embedding, Dropout, MaxPool2d, AvgPool2d, Flatten and the activations. The layers with parameters, and Dropout,
+are views of the C library's modules (CView: td_linear_new, ...): their tensors are the C module's and forward
+is one td_module_forward; the rest are one op each. A model runs at the C library's speed."""
 import math
 
 from .. import _C
 from .._signatures import FUNCTIONS as _F
 from .._tensor import float32, int64
 from . import functional as F
+from ._cview import CView
 from .module import Module, Parameter
 
 
@@ -24,22 +26,26 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-class Linear(Module):
+class Linear(CView):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        bound = 1 / math.sqrt(in_features) if in_features else 0  # kaiming_uniform(a=sqrt(5)), as torch
-        self.weight = Parameter(_uniform(_empty(out_features, in_features, dtype=dtype, device=device), bound))
-        self.bias = Parameter(_uniform(_empty(out_features, dtype=dtype, device=device), bound)) if bias else None
+        # weight and bias: kaiming_uniform(a=sqrt(5)) and U(-1/sqrt(in), 1/sqrt(in)), as torch
+        self._bind(_C.linear_new(in_features, out_features, bias), ("weight", "bias") if bias else ("weight",),
+                   device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class Conv2d(Module):
+class Conv2d(CView):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
@@ -48,13 +54,22 @@ class Conv2d(Module):
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _pair(kernel_size)
         self.stride, self.padding, self.dilation, self.groups = _pair(stride), padding if isinstance(
             padding, str) else _pair(padding), _pair(dilation), groups
-        fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
-        bound = 1 / math.sqrt(fan_in)
-        self.weight = Parameter(_uniform(_empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype,
-                                                device=device), bound))
-        self.bias = Parameter(_uniform(_empty(out_channels, dtype=dtype, device=device), bound)) if bias else None
+        if isinstance(self.padding, str):  # 'same' / 'valid': the functional form (the C layer takes numbers)
+            fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+            bound = 1 / math.sqrt(fan_in)
+            self.weight = Parameter(_uniform(_empty(out_channels, in_channels // groups, *self.kernel_size,
+                                                    dtype=dtype, device=device), bound))
+            self.bias = Parameter(_uniform(_empty(out_channels, dtype=dtype, device=device), bound)) if bias else None
+            return
+        cm = _C.conv2d_new(in_channels, out_channels, self.kernel_size, self.stride, self.padding, self.dilation,
+                           groups, bias)
+        self._bind(cm, ("weight", "bias") if bias else ("weight",), device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
@@ -62,22 +77,24 @@ class Conv2d(Module):
                 + (f", padding={self.padding}" if self.padding not in ((0, 0), 0) else ""))
 
 
-class BatchNorm2d(Module):
+class BatchNorm2d(CView):
+    _c_new = staticmethod(_C.batch_norm2d_new)
+
     def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None):
         super().__init__()
         self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
         self.track_running_stats = track_running_stats
-        ones, zeros = _F["ones"], _F["zeros"]
-        kw = {"dtype": dtype, "device": device}
-        self.weight = Parameter(ones(num_features, **kw)) if affine else None
-        self.bias = Parameter(zeros(num_features, **kw)) if affine else None
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, **kw))
-            self.register_buffer("running_var", ones(num_features, **kw))
-            self.register_buffer("num_batches_tracked", zeros((), dtype=int64, device=device))
+        cm = self._c_new(num_features, eps, momentum, affine, track_running_stats)
+        self._bind(cm, ("weight", "bias") if affine else (),
+                   ("running_mean", "running_var", "num_batches_tracked") if track_running_stats else (),
+                   device=device, dtype=dtype)
+        if not affine:
+            self.weight = self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         use_batch = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
@@ -89,56 +106,74 @@ class BatchNorm2d(Module):
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"
 
 
-BatchNorm1d = BatchNorm2d
+class BatchNorm1d(BatchNorm2d):
+    _c_new = staticmethod(_C.batch_norm1d_new)
 
 
-class LayerNorm(Module):
+class LayerNorm(CView):
     def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
-        kw = {"dtype": dtype, "device": device}
-        self.weight = Parameter(_F["ones"](self.normalized_shape, **kw)) if elementwise_affine else None
-        self.bias = Parameter(_F["zeros"](self.normalized_shape, **kw)) if elementwise_affine and bias else None
+        cm = _C.layer_norm_new(self.normalized_shape, eps, elementwise_affine)
+        self._bind(cm, ("weight", "bias") if elementwise_affine else (), device=device, dtype=dtype)
+        if not elementwise_affine:
+            self.weight = self.bias = None
+        elif not bias:  # torch's LayerNorm(bias=False): the C layer always has one, so the view detaches
+            self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
-class GroupNorm(Module):
+class GroupNorm(CView):
     def __init__(self, num_groups, num_channels, eps=1e-05, affine=True, device=None, dtype=None):
         super().__init__()
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-        kw = {"dtype": dtype, "device": device}
-        self.weight = Parameter(_F["ones"](num_channels, **kw)) if affine else None
-        self.bias = Parameter(_F["zeros"](num_channels, **kw)) if affine else None
+        cm = _C.group_norm_new(num_groups, num_channels, eps, affine)
+        self._bind(cm, ("weight", "bias") if affine else (), device=device, dtype=dtype)
+        if not affine:
+            self.weight = self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
 
-class Embedding(Module):
+class Embedding(CView):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
         super().__init__()
+        if padding_idx is not None:
+            raise ValueError("Embedding: padding_idx is not supported")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(_F["randn"](num_embeddings, embedding_dim, dtype=dtype, device=device))
+        self._bind(_C.embedding_new(num_embeddings, embedding_dim), ("weight",), device=device, dtype=dtype)
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.embedding(input, self.weight)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
-class Dropout(Module):
+class Dropout(CView):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         self.p = p
+        if 0 <= p < 1:  # the C layer's range (torch also takes p = 1: the functional form)
+            self._bind(_C.dropout_new(p), ())
+        object.__setattr__(self, "_c_p", p if 0 <= p < 1 else None)
 
     def forward(self, input):
+        if self.p == self._c_p:
+            return self._c_forward(input)
         return F.dropout(input, self.p, self.training)
 
     def extra_repr(self):

@@ -1,0 +1,88 @@
+"""trident.nn's layers are views of the C library's modules (td_linear_new, ...): the Python parameters are the C
+module's tensors (the same memory, moved together by .to()), forward is td_module_forward and matches torch's layer
+given the same weights, train()/eval() reach the C module, and a replaced parameter falls back to the functional
+form."""
+import pytest
+import torch
+
+import trident
+import trident.nn as tnn
+
+
+def _load(ours, ref):
+    ours.load_state_dict(ref.state_dict())
+
+
+CASES = [
+    (lambda: tnn.Linear(5, 3), lambda: torch.nn.Linear(5, 3), (4, 5)),
+    (lambda: tnn.Linear(5, 3, bias=False), lambda: torch.nn.Linear(5, 3, bias=False), (2, 4, 5)),
+    (lambda: tnn.Conv2d(2, 4, 3, padding=1, stride=2), lambda: torch.nn.Conv2d(2, 4, 3, padding=1, stride=2),
+     (2, 2, 7, 7)),
+    (lambda: tnn.BatchNorm2d(3), lambda: torch.nn.BatchNorm2d(3), (4, 3, 5, 5)),
+    (lambda: tnn.BatchNorm1d(3), lambda: torch.nn.BatchNorm1d(3), (6, 3)),
+    (lambda: tnn.LayerNorm(6), lambda: torch.nn.LayerNorm(6), (3, 6)),
+    (lambda: tnn.GroupNorm(2, 4), lambda: torch.nn.GroupNorm(2, 4), (2, 4, 3, 3)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(CASES)))
+def test_view_matches_torch(k, seed):
+    make, make_ref, shape = CASES[k]
+    torch.manual_seed(seed)
+    ours, ref = make(), make_ref()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # not the default ones / zeros
+    _load(ours, ref)
+    assert ours._c_live() and list(ours.state_dict()) == list(ref.state_dict())
+    for mode in ("train", "eval", "train"):
+        getattr(ours, mode)(), getattr(ref, mode)()
+        x = torch.randn(*shape)
+        y = ref(x)
+        got = ours(trident.from_dlpack(x))
+        assert torch.allclose(torch.from_dlpack(got), y.detach(), atol=1e-5), mode
+    (y * y).sum().backward()
+    (got * got).sum().backward()
+    for (n, p), q in zip(ours.named_parameters(), ref.parameters()):
+        assert torch.allclose(torch.from_dlpack(p.grad), q.grad, atol=1e-4), n
+    for (n, b), rb in zip(ours.named_buffers(), ref.buffers()):
+        assert torch.allclose(torch.from_dlpack(b).to(rb.dtype), rb, atol=1e-5), n
+
+
+def test_parameters_are_the_c_modules_tensors():
+    lin = tnn.Linear(4, 2)
+    w = lin.weight
+    with trident.no_grad():
+        w.fill_(0.5)
+        lin.bias.zero_()
+    y = lin(trident.ones(1, 4))  # td_module_forward reads the C module's weight: the one just filled
+    assert y.tolist() == [[2.0, 2.0]]
+    lin.to(trident.float64)
+    assert lin.weight is w and w.dtype == trident.float64 and lin(trident.ones(1, 4, dtype="float64")).tolist() == [
+        [2.0, 2.0]]
+
+
+def test_replaced_parameter_detaches_the_view():
+    emb = tnn.Embedding(10, 4)
+    head = tnn.Linear(4, 10, bias=False)
+    head.weight = emb.weight  # weight tying
+    assert not head._c_live() and emb._c_live()
+    h = emb(trident.tensor([1, 2]))
+    out = head(h)
+    ref = trident.from_dlpack(torch.from_dlpack(h).detach() @ torch.from_dlpack(emb.weight).detach().T)
+    assert torch.allclose(torch.from_dlpack(out.detach()), torch.from_dlpack(ref))
+    out.sum().backward()
+    assert emb.weight.grad is not None and list(head.state_dict()) == ["weight"]
+
+
+def test_dropout_view_train_eval():
+    d = tnn.Dropout(0.5)
+    x = trident.ones(1000)
+    y = d(x)
+    zeros = int((y == 0).sum())
+    assert 350 < zeros < 650 and set(y.tolist()) <= {0.0, 2.0}
+    d.eval()
+    assert d(x).tolist() == x.tolist()
+    d.train()
+    d.p = 0.0  # changed after construction: the functional form with the new p
+    assert d(x).tolist() == x.tolist()
