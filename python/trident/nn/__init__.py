@@ -1,4 +1,5 @@
-"""trident.nn: torch.nn's Module, Parameter, containers, layers, losses, functional and init."""
+"""trident.nn: torch.nn's Module, Parameter, containers, layers, losses, functional and init; to_torch(module)
+(or module.to_torch()) puts a Trident module inside a torch model."""
 from . import functional, init  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss,  # noqa
@@ -6,3 +7,6 @@ from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogits
                      MaxPool2d, MSELoss, NLLLoss, ReLU, Sigmoid, SiLU, Softmax, Tanh, Unflatten)
 from .attention import MultiheadAttention  # noqa: F401
 from .module import Module, ModuleList, Parameter, Sequential  # noqa: F401
+from ._torch import to_torch  # noqa: F401
+
+Module.to_torch = to_torch
