@@ -31,6 +31,10 @@ static const char *const python_words[][2] = {
     {"move them with td_to", "move them with .to(device), e.g. .to('vulkan:0')"},
     {"use td_reshape", "use .reshape()"},
     {"td_ne(cond, zero)", "cond != 0"},
+    {"cat: xs[", "cat: tensors["},
+    {"] but xs[0] is", "] but tensors[0] is"},
+    {"does not match xs[0]", "does not match tensors[0]"},
+    {"index_select: idx must", "index_select: index must"},
     {"td_", ""},
 };
 

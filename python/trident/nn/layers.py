@@ -166,8 +166,10 @@ class Embedding(CView):
 class Dropout(CView):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
-        if 0 <= p < 1:  # the C layer's range (torch also takes p = 1: the functional form)
+        if p < 1:  # the C layer's range (torch also takes p = 1: the functional form)
             self._bind(_C.dropout_new(p), ())
         object.__setattr__(self, "_c_p", p if 0 <= p < 1 else None)
 
