@@ -700,6 +700,64 @@ static PyObject *py_mnist_load(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NN)", xo, yo);
 }
 
+/* ---- safetensors (io.h) ---- */
+
+/* safetensors_save(path, names, tensors) */
+static PyObject *py_safetensors_save(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path;
+    PyObject *names, *ts;
+    if (!PyArg_ParseTuple(args, "sO!O!:safetensors_save", &path, &PyTuple_Type, &names, &PyTuple_Type, &ts))
+        return NULL;
+    td_named_tensors *list = td_named_tensors_new();
+    if (!list) return raise_last();
+    PyObject *r = NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(names) && i < PyTuple_Size(ts); i++) {
+        const char *n = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(names, i), NULL);
+        td_tensor *t = NULL;
+        if (!n || arg_tensor(PyTuple_GetItem(ts, i), "save_file", "tensors", &t)) goto done;
+        if (!t) {
+            bad_arg("save_file", "tensors", "a trident.Tensor", Py_None);
+            goto done;
+        }
+        td_clear_error();
+        if (td_named_tensors_add(list, n, t) != TD_OK) {
+            raise_last();
+            goto done;
+        }
+    }
+    td_clear_error();
+    r = ret_status(td_safetensors_save(path, list));
+done:
+    td_named_tensors_free(list);
+    return r;
+}
+
+/* safetensors_load(path, device) -> [(name, tensor)] in the file's order */
+static PyObject *py_safetensors_load(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path;
+    PyObject *dev_o;
+    td_device dev;
+    if (!PyArg_ParseTuple(args, "sO:safetensors_load", &path, &dev_o) || arg_device(dev_o, "load_file", "device", &dev))
+        return NULL;
+    td_named_tensors *list = NULL;
+    td_clear_error();
+    if (td_safetensors_load(path, dev, &list) != TD_OK) return raise_last();
+    int64_t n = td_named_tensors_len(list);
+    PyObject *r = PyList_New((Py_ssize_t)n);
+    for (int64_t i = 0; r && i < n; i++) {
+        PyObject *item =
+            Py_BuildValue("(sN)", td_named_tensors_name(list, i), ret_tensor(td_retain(td_named_tensors_at(list, i))));
+        if (!item)
+            Py_CLEAR(r);
+        else
+            PyList_SetItem(r, (Py_ssize_t)i, item);
+    }
+    td_named_tensors_free(list);
+    return r;
+}
+
 /* ---- the module ---- */
 
 static PyMethodDef methods[] = {
@@ -720,6 +778,8 @@ static PyMethodDef methods[] = {
     {"math_compile", py_math_compile, METH_VARARGS, "math_compile(src, checkpoint) -> (block, names, n_outputs)"},
     {"math_run", py_math_run, METH_VARARGS, "math_run(block, names, values) -> [outputs]"},
     {"math_value_and_grad", py_math_value_and_grad, METH_VARARGS, NULL},
+    {"safetensors_save", py_safetensors_save, METH_VARARGS, "safetensors_save(path, names, tensors)"},
+    {"safetensors_load", py_safetensors_load, METH_VARARGS, "safetensors_load(path, device) -> [(name, tensor)]"},
     {"mnist_load", py_mnist_load, METH_VARARGS, "mnist_load(dir, train) -> (x, y)"},
     {NULL, NULL, 0, NULL},
 };
