@@ -60,6 +60,12 @@ OPS = [
     ("where", "condition, input, other",
      "_C.where(condition, _scalar(input, other, condition), _scalar(other, input, condition))",
      "input where condition, else other (either may be a number)", "trident.where(x > 0, x, 0.0)"),
+    ("square", "input", "_C.mul(input, input)", "input * input", "x.square()"),
+    ("isnan", "input", "_C.ne(input, input)", "true where input is NaN", "trident.isnan(x / x)"),
+    ("all", "input, dim=None, keepdim=False", "_C.eq(_C.sum(_C.eq(input, _scalar(0, input)), _dims(dim), keepdim), "
+     "_scalar(0, input))", "true where every element (along dim) is nonzero", "(x > 0).all()"),
+    ("any", "input, dim=None, keepdim=False", "_C.ne(_C.sum(_C.ne(input, _scalar(0, input)), _dims(dim), keepdim), "
+     "_scalar(0, input))", "true where some element (along dim) is nonzero", "(x > 0).any(dim=1)"),
     ("masked_fill", "input, mask, value", "_C.masked_fill(input, mask, value)", "value where mask, else input",
      "x.masked_fill(x < 0, 0.0)"),
     ("triu", "input, diagonal=0", "_C.triu(input, diagonal)", "upper triangle", "trident.triu(trident.ones(3, 3))"),
@@ -227,6 +233,15 @@ LOSSES = [
      "input, target, weight=None, size_average=None, reduce=None, reduction='mean', pos_weight=None",
      "_C.bce_with_logits_loss(input, target, weight, pos_weight, _reduction(reduction))", "BCE of logits (stable)",
      "F.binary_cross_entropy_with_logits(z, y)"),
+    ("smooth_l1_loss", "input, target, size_average=None, reduce=None, reduction='mean', beta=1.0",
+     "_C.smooth_l1_loss(input, target, _reduction(reduction), beta)", "0.5 d^2 / beta if d < beta else d - beta/2",
+     "F.smooth_l1_loss(y_hat, y)"),
+    ("huber_loss", "input, target, reduction='mean', delta=1.0",
+     "_C.huber_loss(input, target, _reduction(reduction), delta)", "0.5 d^2 if d < delta else delta (d - delta/2)",
+     "F.huber_loss(y_hat, y)"),
+    ("kl_div", "input, target, size_average=None, reduce=None, reduction='mean', log_target=False",
+     "_C.kl_div_loss(input, target, 3 if reduction == 'batchmean' else _reduction(reduction), log_target)",
+     "KL divergence of log-probabilities input from target", "F.kl_div(q.log_softmax(1), p, reduction='batchmean')"),
 ]
 
 # ---- helpers the bodies use ----

@@ -4,7 +4,8 @@ from . import functional, init  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss,  # noqa
                      Dropout, Embedding, Flatten, GELU, GroupNorm, Identity, L1Loss, LayerNorm, Linear, LogSoftmax,
-                     MaxPool2d, MSELoss, NLLLoss, ReLU, Sigmoid, SiLU, Softmax, Tanh, Unflatten)
+                     MaxPool2d, MSELoss, NLLLoss, ReLU, Sigmoid, SiLU, Softmax, Tanh, Unflatten, Conv1d, RMSNorm,
+                     AdaptiveAvgPool2d, SmoothL1Loss, HuberLoss, KLDivLoss)
 from .attention import MultiheadAttention  # noqa: F401
 from .module import Module, ModuleList, Parameter, Sequential  # noqa: F401
 from ._torch import to_torch  # noqa: F401

@@ -182,6 +182,76 @@ class Dropout(CView):
         return f"p={self.p}"
 
 
+class Conv1d(CView):
+    """nn.Conv1d: x [N, C, L] -> [N, O, Lo] (the C layer runs it as a Conv2d over H = 1)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros" or isinstance(padding, str):
+            raise ValueError("Conv1d: only numeric padding with padding_mode='zeros'")
+        one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (one(kernel_size),)
+        self.stride, self.padding, self.dilation, self.groups = (one(stride),), (one(padding),), (one(dilation),), groups
+        cm = _C.conv1d_new(in_channels, out_channels, one(kernel_size), one(stride), one(padding), one(dilation),
+                           groups, bias)
+        self._bind(cm, ("weight", "bias") if bias else ("weight",), device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
+
+    def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
+        w, b = self.weight.unsqueeze(2), self.bias
+        y = F.conv2d(input.unsqueeze(2), w, b, (1, self.stride[0]), (0, self.padding[0]), (1, self.dilation[0]),
+                     self.groups)
+        return y.squeeze(2)
+
+    def extra_repr(self):
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+
+
+class RMSNorm(CView):
+    """nn.RMSNorm: x / sqrt(mean(x^2 over the normalized dims) + eps) * weight; eps=None is finfo(dtype).eps."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        cm = _C.rms_norm_new(self.normalized_shape, -1.0 if eps is None else eps, elementwise_affine)
+        self._bind(cm, ("weight",) if elementwise_affine else (), device=device, dtype=dtype)
+        if not elementwise_affine:
+            self.weight = None
+
+    def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
+        dims = tuple(range(-len(self.normalized_shape), 0))
+        eps = self.eps if self.eps is not None else {"float64": 2.220446049250313e-16, "float16": 9.765625e-4,
+                                                     "bfloat16": 7.8125e-3}.get(str(input.dtype).split(".")[-1],
+                                                                                 1.1920928955078125e-07)
+        y = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+        return y if self.weight is None else y * self.weight
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class AdaptiveAvgPool2d(CView):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = _pair(output_size)
+        if None in self.output_size:
+            raise ValueError("AdaptiveAvgPool2d: output_size with None is not supported")
+        self._bind(_C.adaptive_avg_pool2d_new(*self.output_size), ())
+
+    def forward(self, input):
+        return self._c_forward(input)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
 class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
@@ -284,3 +354,6 @@ MSELoss = _loss("MSELoss", F.mse_loss)
 L1Loss = _loss("L1Loss", F.l1_loss)
 BCELoss = _loss("BCELoss", F.binary_cross_entropy)
 BCEWithLogitsLoss = _loss("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits)
+SmoothL1Loss = _loss("SmoothL1Loss", F.smooth_l1_loss)
+HuberLoss = _loss("HuberLoss", F.huber_loss)
+KLDivLoss = _loss("KLDivLoss", F.kl_div)
