@@ -28,11 +28,15 @@ CASES = [
 ]
 
 
+DEVICES = ["cpu"] + (["cuda:0"] if torch.cuda.is_available() and "cuda:0" in trident.devices() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("k", range(len(CASES)))
-def test_view_matches_torch(k, seed):
+def test_view_matches_torch(k, device, seed):
     make, make_ref, shape = CASES[k]
     torch.manual_seed(seed)
-    ours, ref = make(), make_ref()
+    ours, ref = make().to(device), make_ref().to(device)
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.1 * torch.randn_like(p))  # not the default ones / zeros
@@ -40,7 +44,7 @@ def test_view_matches_torch(k, seed):
     assert ours._c_live() and list(ours.state_dict()) == list(ref.state_dict())
     for mode in ("train", "eval", "train"):
         getattr(ours, mode)(), getattr(ref, mode)()
-        x = torch.randn(*shape)
+        x = torch.randn(*shape, device=device)
         y = ref(x)
         got = ours(trident.from_dlpack(x))
         assert torch.allclose(torch.from_dlpack(got), y.detach(), atol=1e-5), mode
