@@ -42,7 +42,7 @@ ZERO = {"td_dtype": "TD_F32", "td_device": "TD_CPU"}  # a scalar's initial value
 ARG_KINDS.update({kind: (ctype + " {v} = " + ZERO.get(ctype, "0") + ";", "&{v}", ["{v}"])
                   for ctype, kind in SCALARS.items()})
 # enums: taken as an int (arg_int) and cast for the call
-ENUMS = ("td_reduction", "td_fan_mode", "td_nonlinearity")
+ENUMS = ("td_reduction", "td_fan_mode", "td_nonlinearity", "td_rnn_nonlinearity")
 ARG_KINDS.update({"enum_" + e: ("int {v} = 0;", "&{v}", ["(" + e + "){v}"]) for e in ENUMS})
 
 
@@ -51,7 +51,8 @@ OWNERSHIP = {"retain", "release", "keep", "scope_begin", "scope_end", "clear_err
 # a module capsule owns its module: these would free it, or hand it (or a borrowed child) to another owner
 OWNERSHIP |= {"module_free", "module_register_module", "sequential_append", "module_child", "module_new"}
 BORROWED = {"grad_of", "module_get"}  # return a borrowed tensor or NULL: the Python object takes a reference of its own
-RETURNS = {"tensor": "ret_tensor({})", "module": "ret_module({})", "status": "ret_status({})", "void": "({}, Py_NewRef(Py_None))",
+RETURNS = {"tensor": "ret_tensor({})", "module": "ret_module({})", "status": "ret_status({})",
+           "void": "({}, Py_NewRef(Py_None))",
            "bool": "PyBool_FromLong({})", "double": "PyFloat_FromDouble({})", "int64_t": "PyLong_FromLongLong({})",
            "uint64_t": "PyLong_FromUnsignedLongLong({})",
            "int": "PyLong_FromLong({})"}

@@ -700,6 +700,47 @@ static PyObject *py_mnist_load(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NN)", xo, yo);
 }
 
+/* ---- recurrent layers (nn.h): forwards with more than one result ---- */
+
+/* A +1 tensor or NULL (an absent result) as a new reference: the tensor's capsule, or None. */
+static PyObject *ret_optional(td_tensor *t) { return t ? ret_tensor(t) : Py_NewRef(Py_None); }
+
+/* rnn_forward(m, x, h0 or None, c0 or None) -> (output, h_n, c_n or None) */
+static PyObject *py_rnn_forward(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    td_module *m;
+    td_tensor *x, *h0, *c0, *h_n = NULL, *c_n = NULL;
+    if (!PyArg_UnpackTuple(args, "rnn_forward", 4, 4, &o[0], &o[1], &o[2], &o[3]) ||
+        arg_module(o[0], "forward", "self", &m) || arg_tensor(o[1], "forward", "input", &x) ||
+        arg_tensor(o[2], "forward", "hx", &h0) || arg_tensor(o[3], "forward", "hx", &c0))
+        return NULL;
+    td_clear_error();
+    td_tensor *y = td_rnn_forward(m, x, h0, c0, &h_n, &c_n);
+    if (!y) return raise_last();
+    PyObject *yo = ret_tensor(y), *ho = ret_optional(h_n), *co = ret_optional(c_n);
+    if (!yo || !ho || !co) return Py_XDECREF(yo), Py_XDECREF(ho), Py_XDECREF(co), NULL;
+    return Py_BuildValue("(NNN)", yo, ho, co);
+}
+
+/* rnn_cell_forward(m, x, h or None, c or None) -> (h', c' or None) */
+static PyObject *py_rnn_cell_forward(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    td_module *m;
+    td_tensor *x, *h, *c, *c_n = NULL;
+    if (!PyArg_UnpackTuple(args, "rnn_cell_forward", 4, 4, &o[0], &o[1], &o[2], &o[3]) ||
+        arg_module(o[0], "forward", "self", &m) || arg_tensor(o[1], "forward", "input", &x) ||
+        arg_tensor(o[2], "forward", "hx", &h) || arg_tensor(o[3], "forward", "hx", &c))
+        return NULL;
+    td_clear_error();
+    td_tensor *y = td_rnn_cell_forward(m, x, h, c, &c_n);
+    if (!y) return raise_last();
+    PyObject *yo = ret_tensor(y), *co = ret_optional(c_n);
+    if (!yo || !co) return Py_XDECREF(yo), Py_XDECREF(co), NULL;
+    return Py_BuildValue("(NN)", yo, co);
+}
+
 /* ---- safetensors (io.h) ---- */
 
 /* safetensors_save(path, names, tensors) */
@@ -778,6 +819,8 @@ static PyMethodDef methods[] = {
     {"math_compile", py_math_compile, METH_VARARGS, "math_compile(src, checkpoint) -> (block, names, n_outputs)"},
     {"math_run", py_math_run, METH_VARARGS, "math_run(block, names, values) -> [outputs]"},
     {"math_value_and_grad", py_math_value_and_grad, METH_VARARGS, NULL},
+    {"rnn_forward", py_rnn_forward, METH_VARARGS, "rnn_forward(m, x, h0, c0) -> (output, h_n, c_n or None)"},
+    {"rnn_cell_forward", py_rnn_cell_forward, METH_VARARGS, "rnn_cell_forward(m, x, h, c) -> (h', c' or None)"},
     {"safetensors_save", py_safetensors_save, METH_VARARGS, "safetensors_save(path, names, tensors)"},
     {"safetensors_load", py_safetensors_load, METH_VARARGS, "safetensors_load(path, device) -> [(name, tensor)]"},
     {"mnist_load", py_mnist_load, METH_VARARGS, "mnist_load(dir, train) -> (x, y)"},

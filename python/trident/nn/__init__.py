@@ -7,6 +7,7 @@ from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogits
                      MaxPool2d, MSELoss, NLLLoss, ReLU, Sigmoid, SiLU, Softmax, Tanh, Unflatten, Conv1d, RMSNorm,
                      AdaptiveAvgPool2d, SmoothL1Loss, HuberLoss, KLDivLoss)
 from .attention import MultiheadAttention  # noqa: F401
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
 from .module import Module, ModuleList, Parameter, Sequential  # noqa: F401
 from ._torch import to_torch  # noqa: F401
 

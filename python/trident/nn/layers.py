@@ -7,7 +7,7 @@ import math
 
 from .. import _C
 from .._signatures import FUNCTIONS as _F
-from .._tensor import float32, int64
+from .._tensor import float32
 from . import functional as F
 from ._cview import CView
 from .module import Module, Parameter
@@ -192,7 +192,8 @@ class Conv1d(CView):
             raise ValueError("Conv1d: only numeric padding with padding_mode='zeros'")
         one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (one(kernel_size),)
-        self.stride, self.padding, self.dilation, self.groups = (one(stride),), (one(padding),), (one(dilation),), groups
+        self.stride, self.padding, self.dilation = (one(stride),), (one(padding),), (one(dilation),)
+        self.groups = groups
         cm = _C.conv1d_new(in_channels, out_channels, one(kernel_size), one(stride), one(padding), one(dilation),
                            groups, bias)
         self._bind(cm, ("weight", "bias") if bias else ("weight",), device=device, dtype=dtype)
