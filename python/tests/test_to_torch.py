@@ -2,6 +2,7 @@
 the state_dict keys of the same model written in torch alone, its gradients (inputs and every parameter) match it,
 torch.optim trains it in step with the reference (the parameters share memory), BatchNorm's running stats follow,
 backward runs twice with retain_graph, and torch.autograd.gradcheck / gradgradcheck pass in float64."""
+import pytest
 import torch
 
 import trident
@@ -66,3 +67,18 @@ def test_gradcheck():
     x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(block, (x,))
     assert torch.autograd.gradgradcheck(block, (x,))
+
+
+def test_from_torch_and_back(seed):
+    torch.manual_seed(seed)
+    ref = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                              torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Dropout(0.2),
+                              torch.nn.Linear(64, 10), torch.nn.LogSoftmax(1)).double()
+    ours = tnn.from_torch(ref)
+    assert list(ours.state_dict()) == list(ref.state_dict()) and ours[0].weight.dtype == trident.float64
+    ref.eval(), ours.eval()
+    x = torch.randn(5, 1, 8, 8, dtype=torch.float64)
+    assert torch.allclose(torch.from_dlpack(ours(trident.from_dlpack(x))), ref(x), atol=1e-10)
+    assert tnn.from_torch(ours.to_torch()) is ours
+    with pytest.raises(TypeError, match="Bilinear has no trident.nn counterpart"):
+        tnn.from_torch(torch.nn.Sequential(torch.nn.Bilinear(2, 2, 2)))

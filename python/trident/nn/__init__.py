@@ -1,5 +1,6 @@
 """trident.nn: torch.nn's Module, Parameter, containers, layers, losses, functional and init; to_torch(module)
-(or module.to_torch()) puts a Trident module inside a torch model."""
+(or module.to_torch()) puts a Trident module inside a torch model, from_torch(torch_module) makes a torch model of
+standard layers a Trident one."""
 from . import functional, init  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss,  # noqa
@@ -10,5 +11,6 @@ from .attention import MultiheadAttention  # noqa: F401
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
 from .module import Module, ModuleList, Parameter, Sequential  # noqa: F401
 from ._torch import to_torch  # noqa: F401
+from ._from_torch import from_torch  # noqa: F401
 
 Module.to_torch = to_torch
