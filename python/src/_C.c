@@ -741,6 +741,106 @@ static PyObject *py_rnn_cell_forward(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NN)", yo, co);
 }
 
+/* cifar10_load(paths) -> (x F32 [N, 3, 32, 32] in [0, 1], y I64 [N]) */
+static PyObject *py_cifar10_load(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *paths;
+    if (!PyArg_ParseTuple(args, "O!:cifar10_load", &PyTuple_Type, &paths)) return NULL;
+    int n = (int)PyTuple_Size(paths);
+    const char **p = PyMem_Calloc(n ? (size_t)n : 1, sizeof *p);
+    if (!p) return PyErr_NoMemory();
+    for (int i = 0; i < n; i++)
+        if (!(p[i] = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(paths, i), NULL))) return PyMem_Free(p), NULL;
+    td_tensor *x = NULL, *y = NULL;
+    td_clear_error();
+    td_status st = td_cifar10_load(n, p, true, &x, &y);
+    PyMem_Free(p);
+    if (st != TD_OK) return raise_last();
+    PyObject *xo = ret_tensor(x), *yo = ret_tensor(y);
+    if (!xo || !yo) return Py_XDECREF(xo), Py_XDECREF(yo), NULL;
+    return Py_BuildValue("(NN)", xo, yo);
+}
+
+/* ---- the C DataLoader over in-memory tensors (data.h): batches built by worker threads ---- */
+
+typedef struct loader {
+    td_dataset *ds;
+    td_dataloader *dl;
+    int n_fields;
+} loader;
+
+static void loader_capsule_free(PyObject *cap) {
+    loader *l = PyCapsule_GetPointer(cap, "trident.loader");
+    td_dataloader_free(l->dl); /* stops the workers first: they read ds */
+    td_dataset_free(l->ds);
+    PyMem_Free(l);
+}
+
+/* loader_new(tensors, batch_size, shuffle, seed, drop_last, num_workers, device) -> capsule */
+static PyObject *py_loader_new(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ts, *dev_o;
+    long long batch;
+    int shuffle, drop_last, workers;
+    unsigned long long seed;
+    int n = 0;
+    td_tensor **v = NULL;
+    td_dataloader_opts o = {0};
+    if (!PyArg_ParseTuple(args, "OLpKpiO:loader_new", &ts, &batch, &shuffle, &seed, &drop_last, &workers, &dev_o) ||
+        arg_tensorlist(ts, "DataLoader", "dataset", &n, &v) || arg_device(dev_o, "DataLoader", "device", &o.device))
+        return PyMem_Free(v), NULL;
+    loader *l = PyMem_Calloc(1, sizeof *l);
+    if (!l) return PyMem_Free(v), PyErr_NoMemory();
+    o.batch_size = batch, o.shuffle = shuffle, o.seed = seed, o.drop_last = drop_last, o.num_workers = workers;
+    l->n_fields = n;
+    td_clear_error();
+    td_status st = td_tensor_dataset_new(n, v, &l->ds);
+    PyMem_Free(v);
+    if (st == TD_OK) st = td_dataloader_new(l->ds, &o, &l->dl);
+    if (st != TD_OK) {
+        td_dataset_free(l->ds);
+        PyMem_Free(l);
+        return raise_last();
+    }
+    PyObject *cap = PyCapsule_New(l, "trident.loader", loader_capsule_free);
+    if (!cap) td_dataloader_free(l->dl), td_dataset_free(l->ds), PyMem_Free(l);
+    return cap;
+}
+
+/* loader_start(capsule, epoch): begin an epoch (the shuffle is a function of (seed, epoch)) */
+static PyObject *py_loader_start(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    long long epoch;
+    if (!PyArg_ParseTuple(args, "OL:loader_start", &cap, &epoch)) return NULL;
+    loader *l = PyCapsule_GetPointer(cap, "trident.loader");
+    if (!l) return NULL;
+    td_clear_error();
+    return ret_status(td_dataloader_start_epoch(l->dl, epoch, 0));
+}
+
+/* loader_next(capsule) -> tuple of tensors, or None at the end of the epoch (waits for the workers without the
+** GIL) */
+static PyObject *py_loader_next(PyObject *self, PyObject *cap) {
+    (void)self;
+    loader *l = PyCapsule_GetPointer(cap, "trident.loader");
+    if (!l) return NULL;
+    td_tensor *f[16] = {NULL};
+    if (l->n_fields > 16) return PyErr_Format(PyExc_ValueError, "DataLoader: at most 16 fields"), NULL;
+    td_status st;
+    td_clear_error();
+    Py_BEGIN_ALLOW_THREADS st = td_dataloader_next(l->dl, f);
+    Py_END_ALLOW_THREADS if (st != TD_OK) return raise_last();
+    if (!f[0]) return Py_NewRef(Py_None);
+    PyObject *r = PyTuple_New(l->n_fields);
+    for (int i = 0; i < l->n_fields; i++) {
+        PyObject *t = r ? ret_tensor(f[i]) : (td_release(f[i]), NULL);
+        if (t) PyTuple_SetItem(r, i, t);
+    }
+    if (r && PyErr_Occurred()) Py_CLEAR(r);
+    return r;
+}
+
 /* ---- safetensors (io.h) ---- */
 
 /* safetensors_save(path, names, tensors) */
@@ -821,6 +921,10 @@ static PyMethodDef methods[] = {
     {"math_value_and_grad", py_math_value_and_grad, METH_VARARGS, NULL},
     {"rnn_forward", py_rnn_forward, METH_VARARGS, "rnn_forward(m, x, h0, c0) -> (output, h_n, c_n or None)"},
     {"rnn_cell_forward", py_rnn_cell_forward, METH_VARARGS, "rnn_cell_forward(m, x, h, c) -> (h', c' or None)"},
+    {"cifar10_load", py_cifar10_load, METH_VARARGS, "cifar10_load(paths) -> (x, y)"},
+    {"loader_new", py_loader_new, METH_VARARGS, NULL},
+    {"loader_start", py_loader_start, METH_VARARGS, NULL},
+    {"loader_next", py_loader_next, METH_O, NULL},
     {"safetensors_save", py_safetensors_save, METH_VARARGS, "safetensors_save(path, names, tensors)"},
     {"safetensors_load", py_safetensors_load, METH_VARARGS, "safetensors_load(path, device) -> [(name, tensor)]"},
     {"mnist_load", py_mnist_load, METH_VARARGS, "mnist_load(dir, train) -> (x, y)"},
