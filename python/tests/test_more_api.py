@@ -66,3 +66,37 @@ def test_tensor_reductions_and_square():
     assert t.all(dim=1).tolist() == x.all(dim=1).tolist()  # (torch 1.13 takes no bool through DLPack)
     assert (t > 1).any(dim=0, keepdim=True).tolist() == (x > 1).any(dim=0, keepdim=True).tolist()
     assert trident.isnan(t).tolist() == torch.isnan(x).tolist()
+
+
+def test_factories_and_helpers(seed):
+    assert trident.eye(3).tolist() == torch.eye(3).tolist()
+    assert trident.eye(2, 4, dtype=trident.int64).tolist() == torch.eye(2, 4, dtype=torch.int64).tolist()
+    assert torch.allclose(_np(trident.linspace(-1, 2, 7)), torch.linspace(-1, 2, 7))
+    trident.manual_seed(seed)
+    p = trident.randperm(50)
+    assert sorted(p.tolist()) == list(range(50)) and p.tolist() != list(range(50)) and p.dtype == trident.int64
+    a, b = torch.randn(3), torch.randn(4)
+    assert torch.allclose(_np(trident.outer(_t(a), _t(b))), torch.outer(a, b))
+    x = torch.tensor([1.0, float("inf"), -float("inf"), float("nan")])
+    assert trident.isinf(_t(x)).tolist() == torch.isinf(x).tolist()
+    assert trident.allclose(_t(a), _t(a + 1e-9)) and not trident.allclose(_t(a), _t(a + 1e-3))
+    with trident.set_grad_enabled(False):
+        assert not trident.is_grad_enabled()
+        assert not (trident.ones(2, requires_grad=True) * 2).requires_grad
+    assert trident.is_grad_enabled()
+
+
+def test_leaky_relu_elu_module_dict():
+    x = torch.randn(5, 4, requires_grad=True)
+    tx = _t(x.detach()).requires_grad_(True)
+    for ours, ref in ((tnn.LeakyReLU(0.2), torch.nn.LeakyReLU(0.2)), (tnn.ELU(0.7), torch.nn.ELU(0.7))):
+        y, ty = ref(x), ours(tx)
+        assert torch.allclose(_np(ty), y, atol=1e-6)
+        g, = torch.autograd.grad(y.sum(), x)
+        tg, = trident.autograd.grad(ty.sum(), tx)
+        assert torch.allclose(_np(tg), g, atol=1e-6)
+    d = tnn.ModuleDict({"enc": tnn.Linear(4, 3), "dec": tnn.Linear(3, 4)})
+    d["act"] = tnn.ReLU()
+    ref = torch.nn.ModuleDict({"enc": torch.nn.Linear(4, 3), "dec": torch.nn.Linear(3, 4), "act": torch.nn.ReLU()})
+    assert list(d) == ["enc", "dec", "act"] and "enc" in d and len(d) == 3
+    assert list(d.state_dict()) == list(ref.state_dict())

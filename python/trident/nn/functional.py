@@ -36,3 +36,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         y = y + bias.reshape(shape)
     return y
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """input where input >= 0, else negative_slope * input (composed: a where over one product)."""
+    return _F["where"](input >= 0, input, input * negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """input where input > 0, else alpha * (exp(input) - 1) (composed from exp and where)."""
+    return _F["where"](input > 0, input, (input.clamp(max=0).exp() - 1) * alpha)

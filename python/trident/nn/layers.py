@@ -315,6 +315,34 @@ Sigmoid = _activation("Sigmoid", F.sigmoid, "1 / (1 + e^-x)")
 SiLU = _activation("SiLU", F.silu, "x * sigmoid(x)")
 
 
+class LeakyReLU(Module):
+    """x where x >= 0, else negative_slope * x."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, input):
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
 class GELU(Module):
     def __init__(self, approximate="none"):
         super().__init__()

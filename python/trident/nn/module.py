@@ -334,3 +334,43 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """Modules by name, registered under those names ("encoder.weight", ...), in insertion order."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules):
+        for n, m in (modules.items() if hasattr(modules, "items") else modules):
+            self.add_module(n, m)
+
+    def __getitem__(self, name):
+        return self._modules[name]
+
+    def __setitem__(self, name, module):
+        self.add_module(name, module)
+
+    def __delitem__(self, name):
+        del self._modules[name]
+
+    def __contains__(self, name):
+        return name in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
