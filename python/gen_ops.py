@@ -17,7 +17,7 @@ tuple `_C.OPS` of (name, parameter names, returns-a-tensor). Parameter kinds (C 
     td_module *m                        a module capsule (made by a td_*_new constructor, owned by its capsule)
     const char *name                    str
 
-A constructor `TD_API td_module *td_NAME_new(...)` returns a capsule "trident.module" that frees the module.
+A constructor `TD_API td_module *td_NAME_new(...)` (or `_new_ext`) returns a capsule "trident.module" that frees the module.
 
 A prototype with another parameter kind is left out (and listed in a comment of OUT.h).
 """
@@ -63,7 +63,7 @@ def prototypes(text):
     for m in re.finditer(r"TD_API\s+(td_tensor\s*\*|td_module\s*\*|td_status|void|bool|double|u?int64_t|int)\s*"
                          r"td_(\w+)\s*\(([^)]*)\)\s*;", text):
         ret = m.group(1).replace("td_", "").replace("*", "").strip()
-        if ret == "module" and not m.group(2).endswith("_new"):
+        if ret == "module" and not re.search(r"_new(_ext)?$", m.group(2)):
             continue  # a borrowed module (a child): no capsule may own it
         if m.group(2) in OWNERSHIP:
             continue

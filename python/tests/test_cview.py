@@ -106,3 +106,20 @@ def test_rms_norm():
     ref = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
     assert m._c_live() and list(m.state_dict()) == ["weight"]
     assert torch.allclose(torch.from_dlpack(m(trident.from_dlpack(x)).detach()), ref, atol=1e-5)
+
+
+def test_multihead_attention_view_grads(seed):
+    """need_weights=False runs the C module's forward (td_multihead_attention_forward_ext): its parameters'
+    gradients match torch's."""
+    torch.manual_seed(seed)
+    ref, ours = torch.nn.MultiheadAttention(8, 2, batch_first=True), tnn.MultiheadAttention(8, 2, batch_first=True)
+    ours.load_state_dict(ref.state_dict())
+    assert ours._c_live() and list(ours.state_dict()) == list(ref.state_dict())
+    x = torch.randn(3, 5, 8)
+    y = ref(x, x, x, need_weights=False)[0]
+    got = ours(trident.from_dlpack(x), trident.from_dlpack(x), trident.from_dlpack(x), need_weights=False)[0]
+    assert torch.allclose(torch.from_dlpack(got.detach()), y.detach(), atol=1e-5)
+    (y * y).sum().backward()
+    (got * got).sum().backward()
+    for (n, p), q in zip(ours.named_parameters(), ref.parameters()):
+        assert torch.allclose(torch.from_dlpack(p.grad), q.grad, atol=1e-4), n
