@@ -123,3 +123,30 @@ def test_multihead_attention_view_grads(seed):
     (got * got).sum().backward()
     for (n, p), q in zip(ours.named_parameters(), ref.parameters()):
         assert torch.allclose(torch.from_dlpack(p.grad), q.grad, atol=1e-4), n
+
+
+def test_deepcopy_and_pickle():
+    """copy.deepcopy and pickle of a model of C views: the same values, devices, dtypes, modes and state_dict keys,
+    independent memory, a replaced (tied) parameter kept, and the default generator not advanced."""
+    import copy
+    import pickle
+
+    model = tnn.Sequential(tnn.Linear(3, 4), tnn.BatchNorm1d(4), tnn.Dropout(0.3), tnn.Linear(4, 2)).to(
+        trident.float64)
+    model(trident.randn(5, 3, dtype=trident.float64))  # running stats move
+    model[3].weight.requires_grad_(False)
+    model.eval()
+    before = trident.get_rng_state()
+    for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert trident.get_rng_state() == before
+        assert list(clone.state_dict()) == list(model.state_dict()) and not clone.training
+        for (k, a), b in zip(model.state_dict().items(), clone.state_dict().values()):
+            assert a.tolist() == b.tolist() and a.dtype == b.dtype, k
+        assert clone[0]._c_live() and not clone[3].weight.requires_grad and clone[2].p == 0.3
+        with trident.no_grad():
+            clone[0].weight.fill_(0.0)
+        assert model[0].weight.abs().sum().item() > 0
+    tied = tnn.Sequential(tnn.Embedding(5, 3), tnn.Linear(3, 5, bias=False))
+    tied[1].weight = tnn.Parameter(trident.ones(5, 3))
+    c = copy.deepcopy(tied)
+    assert not c[1]._c_live() and c[1].weight.tolist() == [[1.0] * 3] * 5

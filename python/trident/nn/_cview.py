@@ -3,10 +3,47 @@ Python Parameters and buffers ARE the C module's tensors (td_module_get: the sam
 state_dict() keys, initialisation and numerics are the C library's, and forward is one td_module_forward. train()
 and to(device / dtype) reach the C module (td_module_train, td_module_to: the tensors move under the same handles,
 so an optimizer built before keeps them). A parameter replaced by assignment (weight tying, `lin.weight =
-Parameter(...)`) detaches the view: forward then runs the layer's functional form on the module's attributes."""
+Parameter(...)`) detaches the view: forward then runs the layer's functional form on the module's attributes.
+copy.deepcopy and pickle rebuild the layer from its constructor's arguments (the generator's state kept) and copy
+the tensors' values, devices and dtypes in."""
 from .. import _C
 from .._tensor import Tensor
 from .module import Module, Parameter
+
+
+# what a C view's __dict__ holds of its own (remade by the constructor), not copied by deepcopy / pickle
+_INTERNAL = {"_cm", "_c_tensors", "_c_out", "_c_training", "_parameters", "_buffers", "_modules", "_init"}
+
+
+def _rebuild(cls, args, kwargs, attrs, values, grads, replaced):
+    """The layer cls(*args, **kwargs) (not drawing from the generator) with attrs set, the tensor values copied in
+    (name -> tensor, moving the layer to their device and dtype) and the replaced parameters put back."""
+    from .._random import get_rng_state, set_rng_state
+    from .._tensor import no_grad
+
+    state = get_rng_state()
+    new = cls(*args, **kwargs)
+    set_rng_state(state)
+    for k, v in attrs.items():
+        object.__setattr__(new, k, v)
+    for k, v in replaced.items():
+        setattr(new, k, v)
+    first = next(iter(values.values()), None)
+    if first is not None:
+        new.to(first.device)
+        fp = next((v.dtype for v in values.values() if v.dtype.is_floating_point), None)
+        if fp is not None:
+            new.to(fp)
+    own = dict(new.named_parameters())
+    own.update(new.named_buffers())
+    with no_grad():
+        for k, v in values.items():
+            if k in own:
+                own[k].copy_(v)
+    for k, rg in grads.items():
+        if k in own and own[k].requires_grad != rg:
+            own[k].requires_grad_(rg)
+    return new
 
 
 def _view(handle, cls):
@@ -17,6 +54,23 @@ def _view(handle, cls):
 
 class CView(Module):
     _c_tensors = None  # (name, tensor) of the C module's, once bound; None: no C module (the functional form)
+
+    def __new__(cls, *args, **kwargs):
+        obj = super().__new__(cls)
+        obj.__dict__["_init"] = (args, kwargs)  # for deepcopy and pickle (_rebuild)
+        return obj
+
+    def __reduce_ex__(self, protocol):
+        args, kwargs = self._init
+        attrs = {k: v for k, v in self.__dict__.items() if k not in _INTERNAL}
+        named = list(self.named_parameters()) + list(self.named_buffers())
+        values = {k: t.detach() for k, t in named}
+        grads = {k: t.requires_grad for k, t in self.named_parameters()}
+        own = {n for n, _ in (self._c_tensors or ())}
+        replaced = {n: p for n, p in self._parameters.items()
+                    if self._c_tensors is not None and not any(p is t for _, t in self._c_tensors)}
+        replaced.update({n: None for n in own if n not in self._parameters and n not in self._buffers})
+        return (_rebuild, (type(self), args, kwargs, attrs, values, grads, replaced))
 
     def _bind(self, cm, params, buffers=(), device=None, dtype=None):
         """Adopt the C module cm: its parameters and buffers of these names become this module's, in that order."""
