@@ -16,25 +16,29 @@ def _np(t):
     return torch.from_dlpack(t.detach())
 
 
+DEVICES = ["cpu"] + (["cuda:0"] if torch.cuda.is_available() and "cuda:0" in trident.devices() else [])
+
+
 def _close(a, b, what):
     assert torch.allclose(_np(a), b.detach(), atol=1e-5), what
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
 @pytest.mark.parametrize("batch_first,bidirectional,layers,with_h0",
                          [(False, False, 1, False), (True, True, 2, True), (False, True, 1, True)])
-def test_layer_matches_torch(kind, batch_first, bidirectional, layers, with_h0, seed):
+def test_layer_matches_torch(kind, batch_first, bidirectional, layers, with_h0, device, seed):
     torch.manual_seed(seed)
     kw = dict(num_layers=layers, batch_first=batch_first, bidirectional=bidirectional)
-    ref, ours = getattr(torch.nn, kind)(4, 5, **kw), getattr(tnn, kind)(4, 5, **kw)
+    ref, ours = getattr(torch.nn, kind)(4, 5, **kw).to(device), getattr(tnn, kind)(4, 5, **kw).to(device)
     assert [(n, tuple(p.shape)) for n, p in ours.named_parameters()] == \
         [(n, tuple(p.shape)) for n, p in ref.named_parameters()]
     ours.load_state_dict(ref.state_dict())
-    x = torch.randn(3, 6, 4) if batch_first else torch.randn(6, 3, 4)
+    x = (torch.randn(3, 6, 4) if batch_first else torch.randn(6, 3, 4)).to(device)
     d = layers * (2 if bidirectional else 1)
-    h0 = torch.randn(d, 3, 5) if with_h0 else None
+    h0 = torch.randn(d, 3, 5, device=device) if with_h0 else None
     if kind == "LSTM":
-        hx = (h0, torch.randn(d, 3, 5)) if with_h0 else None
+        hx = (h0, torch.randn(d, 3, 5, device=device)) if with_h0 else None
         y, (h, c) = ref(x, hx)
         oy, (oh, oc) = ours(_t(x), None if hx is None else (_t(hx[0]), _t(hx[1])))
         _close(oc, c, "c_n")
