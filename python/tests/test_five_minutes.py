@@ -78,7 +78,7 @@ def test_losses_follow_torch(runs):
     (ref_losses, ref_acc, ref_lr), (model, _, losses, acc, lr) = runs
     assert len(losses) == len(ref_losses) == 72
     cpu = str(next(model.parameters()).device) == "cpu"  # other devices: other summation orders, 72 steps on
-    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5 if cpu else 1e-3, atol=1e-6 if cpu else 1e-4)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4 if cpu else 1e-3, atol=1e-5 if cpu else 1e-4)
     assert abs(acc - ref_acc) <= 0.01 and acc > 0.85, (acc, ref_acc)
     assert lr == pytest.approx(ref_lr) and lr[0] == pytest.approx(1e-2 / 8)
 
