@@ -150,3 +150,16 @@ def test_deepcopy_and_pickle():
     tied[1].weight = tnn.Parameter(trident.ones(5, 3))
     c = copy.deepcopy(tied)
     assert not c[1]._c_live() and c[1].weight.tolist() == [[1.0] * 3] * 5
+
+
+def test_tied_parameter_moved_by_another_module():
+    """A tied parameter that the other module's .to() moves to a new tensor detaches the C view, which then runs
+    the functional form on the moved parameter (never the C module's stale copy)."""
+    a, b = tnn.Linear(3, 3), tnn.Linear(3, 3)
+    b.weight = a.weight
+    model = tnn.Sequential(b, a).to(trident.float64)  # b (not a view now) moves the shared weight first
+    x = trident.randn(2, 3, dtype=trident.float64)
+    assert a.weight.dtype == trident.float64 and not a._c_live()
+    ref = x @ a.weight.t() + a.bias
+    assert torch.allclose(torch.from_dlpack(a(x).detach()), torch.from_dlpack(ref.detach()))
+    assert model(x).dtype == trident.float64

@@ -53,7 +53,7 @@ def _view(handle, cls):
 
 
 class CView(Module):
-    _c_tensors = None  # (name, tensor) of the C module's, once bound; None: no C module (the functional form)
+    _c_tensors = None  # (name, tensor, its handle) of the C module's, once bound; None: no C module
 
     def __new__(cls, *args, **kwargs):
         obj = super().__new__(cls)
@@ -66,9 +66,9 @@ class CView(Module):
         named = list(self.named_parameters()) + list(self.named_buffers())
         values = {k: t.detach() for k, t in named}
         grads = {k: t.requires_grad for k, t in self.named_parameters()}
-        own = {n for n, _ in (self._c_tensors or ())}
+        own = {n for n, _, _ in (self._c_tensors or ())}
         replaced = {n: p for n, p in self._parameters.items()
-                    if self._c_tensors is not None and not any(p is t for _, t in self._c_tensors)}
+                    if self._c_tensors is not None and not any(p is t for _, t, _ in self._c_tensors)}
         replaced.update({n: None for n in own if n not in self._parameters and n not in self._buffers})
         return (_rebuild, (type(self), args, kwargs, attrs, values, grads, replaced))
 
@@ -80,7 +80,8 @@ class CView(Module):
             setattr(self, n, _view(_C.module_get(cm, n), Parameter))
         for n in buffers:
             self.register_buffer(n, _view(_C.module_get(cm, n), Tensor))
-        object.__setattr__(self, "_c_tensors", tuple(self._parameters.items()) + tuple(self._buffers.items()))
+        object.__setattr__(self, "_c_tensors", tuple((n, t, t._h) for n, t in
+                                                     list(self._parameters.items()) + list(self._buffers.items())))
         if dtype is not None:
             from .._tensor import _dtype_of
 
@@ -89,10 +90,11 @@ class CView(Module):
             _C.module_to(cm, str(device))
 
     def _c_live(self):
-        """True while every parameter and buffer is still the C module's own."""
+        """True while every parameter and buffer is still the C module's own: the same object, over the same C
+        tensor (another module's .to() may have moved a tied parameter to a new one)."""
         d, ts = self.__dict__, self._c_tensors
-        return ts is not None and all(d["_parameters" if isinstance(t, Parameter) else "_buffers"].get(n) is t
-                   for n, t in ts)
+        return ts is not None and all(d["_parameters" if isinstance(t, Parameter) else "_buffers"].get(n) is t and
+                                      t._h is h for n, t, h in ts)
 
     def _c_forward(self, input):
         if self._c_training is not self.training:
