@@ -25,6 +25,8 @@ CASES = [
     (lambda: tnn.Conv1d(3, 4, 3, stride=2, padding=1), lambda: torch.nn.Conv1d(3, 4, 3, stride=2, padding=1),
      (2, 3, 9)),
     (lambda: tnn.AdaptiveAvgPool2d((2, 3)), lambda: torch.nn.AdaptiveAvgPool2d((2, 3)), (2, 3, 5, 7)),
+    (lambda: tnn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+     lambda: torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), (2, 4, 5, 4)),
 ]
 
 
@@ -163,3 +165,16 @@ def test_tied_parameter_moved_by_another_module():
     ref = x @ a.weight.t() + a.bias
     assert torch.allclose(torch.from_dlpack(a(x).detach()), torch.from_dlpack(ref.detach()))
     assert model(x).dtype == trident.float64
+
+
+def test_conv_transpose_functional_form():
+    """ConvTranspose2d with its weight replaced runs F.conv_transpose2d: the same as torch's."""
+    torch.manual_seed(0)
+    ref = torch.nn.ConvTranspose2d(3, 2, 3, stride=2)
+    ours = tnn.ConvTranspose2d(3, 2, 3, stride=2)
+    ours.weight = tnn.Parameter(trident.from_dlpack(ref.weight.detach().clone()))
+    with trident.no_grad():
+        ours.bias.copy_(trident.from_dlpack(ref.bias.detach()))
+    x = torch.randn(1, 3, 4, 4)
+    assert not ours._c_live()
+    assert torch.allclose(torch.from_dlpack(ours(trident.from_dlpack(x)).detach()), ref(x).detach(), atol=1e-5)

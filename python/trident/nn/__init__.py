@@ -6,7 +6,8 @@ from .layers import *  # noqa: F401,F403
 from .layers import (AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv2d, CrossEntropyLoss,  # noqa
                      Dropout, Embedding, Flatten, GELU, GroupNorm, Identity, L1Loss, LayerNorm, Linear, LogSoftmax,
                      MaxPool2d, MSELoss, NLLLoss, ReLU, Sigmoid, SiLU, Softmax, Tanh, Unflatten, Conv1d, RMSNorm,
-                     AdaptiveAvgPool2d, SmoothL1Loss, HuberLoss, KLDivLoss, LeakyReLU, ELU)
+                     AdaptiveAvgPool2d, SmoothL1Loss, HuberLoss, KLDivLoss, LeakyReLU, ELU,
+                     ConvTranspose2d)
 from .attention import MultiheadAttention  # noqa: F401
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell  # noqa: F401
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential  # noqa: F401

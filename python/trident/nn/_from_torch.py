@@ -1,5 +1,5 @@
 """from_torch(torch_module): the same model as trident.nn modules, for torch models built from torch.nn's standard
-layers (Sequential / ModuleList trees of Linear, Conv1d/2d, the norms, Embedding, Dropout, pooling, activations,
+layers (Sequential / ModuleList trees of Linear, Conv1d/2d, ConvTranspose2d, the norms, Embedding, Dropout, pooling, activations,
 RNN/LSTM/GRU, MultiheadAttention), with the torch module's weights and buffers copied in (the state_dict keys are
 the same) on the same device. A torch module with a forward of its own cannot be translated (its Python code is
 torch's): write it with trident.nn, or keep it in torch and put Trident parts in it with Module.to_torch(). A
@@ -19,6 +19,9 @@ def _layer(m, nn):
     if name in ("Conv1d", "Conv2d"):
         return getattr(nn, name)(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding, m.dilation,
                                  m.groups, m.bias is not None, m.padding_mode)
+    if name == "ConvTranspose2d":
+        return nn.ConvTranspose2d(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding,
+                                  m.output_padding, m.groups, m.bias is not None, m.dilation, m.padding_mode)
     if name in ("BatchNorm1d", "BatchNorm2d"):
         return getattr(nn, name)(m.num_features, m.eps, m.momentum, m.affine, m.track_running_stats)
     if name == "LayerNorm":

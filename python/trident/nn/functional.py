@@ -11,6 +11,7 @@ softmax, log_softmax, linear, dropout, embedding = (_F["softmax"], _F["log_softm
 conv2d, max_pool2d, avg_pool2d, layer_norm, group_norm = (_F["conv2d"], _F["max_pool2d"], _F["avg_pool2d"],
                                                           _F["layer_norm"], _F["group_norm"])
 scaled_dot_product_attention, one_hot = _F["scaled_dot_product_attention"], _F["one_hot"]
+conv_transpose2d = _F["conv_transpose2d"]
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):

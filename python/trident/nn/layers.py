@@ -212,6 +212,35 @@ class Conv1d(CView):
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
 
 
+class ConvTranspose2d(CView):
+    """nn.ConvTranspose2d: weight [in, out/groups, kh, kw], bias [out]; forward(input) (no output_size)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ValueError("ConvTranspose2d: only padding_mode='zeros'")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _pair(kernel_size)
+        self.stride, self.padding, self.output_padding = _pair(stride), _pair(padding), _pair(output_padding)
+        self.dilation, self.groups = _pair(dilation), groups
+        cm = _C.conv_transpose2d_new(in_channels, out_channels, self.kernel_size, self.stride, self.padding,
+                                     self.output_padding, groups, bias, self.dilation)
+        self._bind(cm, ("weight", "bias") if bias else ("weight",), device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
+
+    def forward(self, input, output_size=None):
+        if output_size is not None:
+            raise ValueError("ConvTranspose2d: output_size is not supported; give output_padding")
+        if self._c_live():
+            return self._c_forward(input)
+        return _F["conv_transpose2d"](input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                      self.groups, self.dilation)
+
+    def extra_repr(self):
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+
+
 class RMSNorm(CView):
     """nn.RMSNorm: x / sqrt(mean(x^2 over the normalized dims) + eps) * weight; eps=None is finfo(dtype).eps."""
 
