@@ -1,9 +1,9 @@
 """from_torch(torch_module): the same model as trident.nn modules, for torch models built from torch.nn's standard
-layers (Sequential / ModuleList trees of Linear, Conv1d/2d, ConvTranspose2d, the norms, Embedding, Dropout, pooling, activations,
-RNN/LSTM/GRU, MultiheadAttention), with the torch module's weights and buffers copied in (the state_dict keys are
-the same) on the same device. A torch module with a forward of its own cannot be translated (its Python code is
-torch's): write it with trident.nn, or keep it in torch and put Trident parts in it with Module.to_torch(). A
-module that to_torch() made comes back as the Trident module it wraps."""
+layers (Sequential / ModuleList trees of Linear, Conv1d/2d, ConvTranspose2d, the norms, Embedding, Dropout,
+pooling, activations, RNN/LSTM/GRU, MultiheadAttention), with the torch module's weights and buffers copied in (the
+state_dict keys are the same) on the same device. A torch module with a forward of its own cannot be translated
+(its Python code is torch's): write it with trident.nn, or keep it in torch and put Trident parts in it with
+Module.to_torch(). A module that to_torch() made comes back as the Trident module it wraps."""
 
 
 def _layer(m, nn):
