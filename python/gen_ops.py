@@ -14,6 +14,10 @@ tuple `_C.OPS` of (name, parameter names, returns-a-tensor). Parameter kinds (C 
     int n_dims, const int *dims         sequence of ints
     const int name[2]                   pair of ints
     int n, td_tensor *const *xs         sequence of Tensors
+    td_module *m                        a module capsule (made by a td_*_new constructor, owned by its capsule)
+    const char *name                    str
+
+A constructor `TD_API td_module *td_NAME_new(...)` (or `_new_ext`) returns a capsule "trident.module" that frees the module.
 
 A prototype with another parameter kind is left out (and listed in a comment of OUT.h).
 """
@@ -31,19 +35,24 @@ ARG_KINDS = {
     "intlist": ("int {v}n = 0; int {v}[TD_MAX_DIMS] = {{0}};", "&{v}n, {v}", ["{v}n", "{v}"]),
     "int2": ("int {v}[2] = {{0, 0}};", "{v}", ["{v}"]),
     "tensorlist": ("int {v}n = 0; td_tensor **{v} = NULL;", "&{v}n, &{v}", ["{v}n", "{v}"]),
+    "module": ("td_module *{v} = NULL;", "&{v}", ["{v}"]),
+    "str": ("const char *{v} = NULL;", "&{v}", ["{v}"]),
 }
 ZERO = {"td_dtype": "TD_F32", "td_device": "TD_CPU"}  # a scalar's initial value, where it is not 0
 ARG_KINDS.update({kind: (ctype + " {v} = " + ZERO.get(ctype, "0") + ";", "&{v}", ["{v}"])
                   for ctype, kind in SCALARS.items()})
 # enums: taken as an int (arg_int) and cast for the call
-ENUMS = ("td_reduction", "td_fan_mode", "td_nonlinearity")
+ENUMS = ("td_reduction", "td_fan_mode", "td_nonlinearity", "td_rnn_nonlinearity")
 ARG_KINDS.update({"enum_" + e: ("int {v} = 0;", "&{v}", ["(" + e + "){v}"]) for e in ENUMS})
 
 
 # the Python objects own their tensors: these stay in C
 OWNERSHIP = {"retain", "release", "keep", "scope_begin", "scope_end", "clear_error", "debug_set"}
-BORROWED = {"grad_of"}  # return a borrowed tensor or NULL: the Python object takes a reference of its own
-RETURNS = {"tensor": "ret_tensor({})", "status": "ret_status({})", "void": "({}, Py_NewRef(Py_None))",
+# a module capsule owns its module: these would free it, or hand it (or a borrowed child) to another owner
+OWNERSHIP |= {"module_free", "module_register_module", "sequential_append", "module_child", "module_new"}
+BORROWED = {"grad_of", "module_get"}  # return a borrowed tensor or NULL: the Python object takes a reference of its own
+RETURNS = {"tensor": "ret_tensor({})", "module": "ret_module({})", "status": "ret_status({})",
+           "void": "({}, Py_NewRef(Py_None))",
            "bool": "PyBool_FromLong({})", "double": "PyFloat_FromDouble({})", "int64_t": "PyLong_FromLongLong({})",
            "uint64_t": "PyLong_FromUnsignedLongLong({})",
            "int": "PyLong_FromLong({})"}
@@ -51,9 +60,11 @@ RETURNS = {"tensor": "ret_tensor({})", "status": "ret_status({})", "void": "({},
 
 def prototypes(text):
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    for m in re.finditer(r"TD_API\s+(td_tensor\s*\*|td_status|void|bool|double|u?int64_t|int)\s*td_(\w+)\s*\(([^)]*)\)"
-                         r"\s*;", text):
-        ret = "tensor" if "*" in m.group(1) else m.group(1).replace("td_", "")
+    for m in re.finditer(r"TD_API\s+(td_tensor\s*\*|td_module\s*\*|td_status|void|bool|double|u?int64_t|int)\s*"
+                         r"td_(\w+)\s*\(([^)]*)\)\s*;", text):
+        ret = m.group(1).replace("td_", "").replace("*", "").strip()
+        if ret == "module" and not re.search(r"_new(_ext)?$", m.group(2)):
+            continue  # a borrowed module (a child): no capsule may own it
         if m.group(2) in OWNERSHIP:
             continue
         params = [" ".join(p.split()) for p in m.group(3).split(",")]
@@ -85,6 +96,11 @@ def parse_params(params):
         m2 = re.fullmatch(r"const int (\w+)\[2\]", p)
         if m2:
             out.append(("int2", m2.group(1)))
+            i += 1
+            continue
+        m5 = re.fullmatch(r"(?:const )?td_module \*(\w+)", p) or re.fullmatch(r"const char \*(\w+)", p)
+        if m5:
+            out.append(("module" if "td_module" in p else "str", m5.group(1)))
             i += 1
             continue
         m3 = re.fullmatch(r"(?:const )?td_tensor \*(\w+)", p)
@@ -139,7 +155,7 @@ def emit(name, ret, params):
         ret = "done"
     if ret == "done":
         pass
-    elif ret in ("tensor", "status", "void"):
+    elif ret in ("tensor", "module", "status", "void"):
         body.append("    PyObject *r = " + RETURNS[ret].format(value) + ";")
     else:  # a value: the error, if the call set one, wins
         ctype = {"bool": "bool", "double": "double", "int64_t": "int64_t", "uint64_t": "uint64_t", "int": "int"}[ret]

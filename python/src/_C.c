@@ -31,6 +31,10 @@ static const char *const python_words[][2] = {
     {"move them with td_to", "move them with .to(device), e.g. .to('vulkan:0')"},
     {"use td_reshape", "use .reshape()"},
     {"td_ne(cond, zero)", "cond != 0"},
+    {"cat: xs[", "cat: tensors["},
+    {"] but xs[0] is", "] but tensors[0] is"},
+    {"does not match xs[0]", "does not match tensors[0]"},
+    {"index_select: idx must", "index_select: index must"},
     {"td_", ""},
 };
 
@@ -71,6 +75,16 @@ static PyObject *ret_tensor(td_tensor *t) {
     return cap;
 }
 
+static void module_capsule_free(PyObject *cap) { td_module_free(PyCapsule_GetPointer(cap, "trident.module")); }
+
+/* A new module (a td_*_new constructor's) into a capsule that frees it; NULL raises Trident's error. */
+static PyObject *ret_module(td_module *m) {
+    if (!m) return raise_last();
+    PyObject *cap = PyCapsule_New(m, "trident.module", module_capsule_free);
+    if (!cap) td_module_free(m);
+    return cap;
+}
+
 static PyObject *ret_status(td_status st) { return st == TD_OK ? Py_NewRef(Py_None) : raise_last(); }
 
 /* ---- arguments: each returns 0, or -1 with a Python exception naming the function and parameter ---- */
@@ -103,6 +117,17 @@ static int arg_tensor(PyObject *o, const char *fn, const char *name, td_tensor *
     Py_XDECREF(h);
     PyErr_Clear();
     return bad_arg(fn, name, "a trident.Tensor", o);
+}
+
+/* A module capsule (trident.nn's views of the C layers hold one as `_cm`). */
+static int arg_module(PyObject *o, const char *fn, const char *name, td_module **out) {
+    *out = PyCapsule_IsValid(o, "trident.module") ? PyCapsule_GetPointer(o, "trident.module") : NULL;
+    return *out ? 0 : bad_arg(fn, name, "a C module (a trident.nn layer's _cm)", o);
+}
+
+static int arg_str(PyObject *o, const char *fn, const char *name, const char **out) {
+    *out = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, NULL) : NULL;
+    return *out ? 0 : (PyErr_Clear(), bad_arg(fn, name, "a str", o));
 }
 
 static int arg_double(PyObject *o, const char *fn, const char *name, double *out) {
@@ -675,6 +700,205 @@ static PyObject *py_mnist_load(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NN)", xo, yo);
 }
 
+/* ---- recurrent layers (nn.h): forwards with more than one result ---- */
+
+/* A +1 tensor or NULL (an absent result) as a new reference: the tensor's capsule, or None. */
+static PyObject *ret_optional(td_tensor *t) { return t ? ret_tensor(t) : Py_NewRef(Py_None); }
+
+/* rnn_forward(m, x, h0 or None, c0 or None) -> (output, h_n, c_n or None) */
+static PyObject *py_rnn_forward(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    td_module *m;
+    td_tensor *x, *h0, *c0, *h_n = NULL, *c_n = NULL;
+    if (!PyArg_UnpackTuple(args, "rnn_forward", 4, 4, &o[0], &o[1], &o[2], &o[3]) ||
+        arg_module(o[0], "forward", "self", &m) || arg_tensor(o[1], "forward", "input", &x) ||
+        arg_tensor(o[2], "forward", "hx", &h0) || arg_tensor(o[3], "forward", "hx", &c0))
+        return NULL;
+    td_clear_error();
+    td_tensor *y = td_rnn_forward(m, x, h0, c0, &h_n, &c_n);
+    if (!y) return raise_last();
+    PyObject *yo = ret_tensor(y), *ho = ret_optional(h_n), *co = ret_optional(c_n);
+    if (!yo || !ho || !co) return Py_XDECREF(yo), Py_XDECREF(ho), Py_XDECREF(co), NULL;
+    return Py_BuildValue("(NNN)", yo, ho, co);
+}
+
+/* rnn_cell_forward(m, x, h or None, c or None) -> (h', c' or None) */
+static PyObject *py_rnn_cell_forward(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[4];
+    td_module *m;
+    td_tensor *x, *h, *c, *c_n = NULL;
+    if (!PyArg_UnpackTuple(args, "rnn_cell_forward", 4, 4, &o[0], &o[1], &o[2], &o[3]) ||
+        arg_module(o[0], "forward", "self", &m) || arg_tensor(o[1], "forward", "input", &x) ||
+        arg_tensor(o[2], "forward", "hx", &h) || arg_tensor(o[3], "forward", "hx", &c))
+        return NULL;
+    td_clear_error();
+    td_tensor *y = td_rnn_cell_forward(m, x, h, c, &c_n);
+    if (!y) return raise_last();
+    PyObject *yo = ret_tensor(y), *co = ret_optional(c_n);
+    if (!yo || !co) return Py_XDECREF(yo), Py_XDECREF(co), NULL;
+    return Py_BuildValue("(NN)", yo, co);
+}
+
+/* cifar10_load(paths) -> (x F32 [N, 3, 32, 32] in [0, 1], y I64 [N]) */
+static PyObject *py_cifar10_load(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *paths;
+    if (!PyArg_ParseTuple(args, "O!:cifar10_load", &PyTuple_Type, &paths)) return NULL;
+    int n = (int)PyTuple_Size(paths);
+    const char **p = PyMem_Calloc(n ? (size_t)n : 1, sizeof *p);
+    if (!p) return PyErr_NoMemory();
+    for (int i = 0; i < n; i++)
+        if (!(p[i] = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(paths, i), NULL))) return PyMem_Free(p), NULL;
+    td_tensor *x = NULL, *y = NULL;
+    td_clear_error();
+    td_status st = td_cifar10_load(n, p, true, &x, &y);
+    PyMem_Free(p);
+    if (st != TD_OK) return raise_last();
+    PyObject *xo = ret_tensor(x), *yo = ret_tensor(y);
+    if (!xo || !yo) return Py_XDECREF(xo), Py_XDECREF(yo), NULL;
+    return Py_BuildValue("(NN)", xo, yo);
+}
+
+/* ---- the C DataLoader over in-memory tensors (data.h): batches built by worker threads ---- */
+
+typedef struct loader {
+    td_dataset *ds;
+    td_dataloader *dl;
+    int n_fields;
+} loader;
+
+static void loader_capsule_free(PyObject *cap) {
+    loader *l = PyCapsule_GetPointer(cap, "trident.loader");
+    td_dataloader_free(l->dl); /* stops the workers first: they read ds */
+    td_dataset_free(l->ds);
+    PyMem_Free(l);
+}
+
+/* loader_new(tensors, batch_size, shuffle, seed, drop_last, num_workers, device) -> capsule */
+static PyObject *py_loader_new(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ts, *dev_o;
+    long long batch;
+    int shuffle, drop_last, workers;
+    unsigned long long seed;
+    int n = 0;
+    td_tensor **v = NULL;
+    td_dataloader_opts o = {0};
+    if (!PyArg_ParseTuple(args, "OLpKpiO:loader_new", &ts, &batch, &shuffle, &seed, &drop_last, &workers, &dev_o) ||
+        arg_tensorlist(ts, "DataLoader", "dataset", &n, &v) || arg_device(dev_o, "DataLoader", "device", &o.device))
+        return PyMem_Free(v), NULL;
+    loader *l = PyMem_Calloc(1, sizeof *l);
+    if (!l) return PyMem_Free(v), PyErr_NoMemory();
+    o.batch_size = batch, o.shuffle = shuffle, o.seed = seed, o.drop_last = drop_last, o.num_workers = workers;
+    l->n_fields = n;
+    td_clear_error();
+    td_status st = td_tensor_dataset_new(n, v, &l->ds);
+    PyMem_Free(v);
+    if (st == TD_OK) st = td_dataloader_new(l->ds, &o, &l->dl);
+    if (st != TD_OK) {
+        td_dataset_free(l->ds);
+        PyMem_Free(l);
+        return raise_last();
+    }
+    PyObject *cap = PyCapsule_New(l, "trident.loader", loader_capsule_free);
+    if (!cap) td_dataloader_free(l->dl), td_dataset_free(l->ds), PyMem_Free(l);
+    return cap;
+}
+
+/* loader_start(capsule, epoch): begin an epoch (the shuffle is a function of (seed, epoch)) */
+static PyObject *py_loader_start(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    long long epoch;
+    if (!PyArg_ParseTuple(args, "OL:loader_start", &cap, &epoch)) return NULL;
+    loader *l = PyCapsule_GetPointer(cap, "trident.loader");
+    if (!l) return NULL;
+    td_clear_error();
+    return ret_status(td_dataloader_start_epoch(l->dl, epoch, 0));
+}
+
+/* loader_next(capsule) -> tuple of tensors, or None at the end of the epoch (waits for the workers without the
+** GIL) */
+static PyObject *py_loader_next(PyObject *self, PyObject *cap) {
+    (void)self;
+    loader *l = PyCapsule_GetPointer(cap, "trident.loader");
+    if (!l) return NULL;
+    td_tensor *f[16] = {NULL};
+    if (l->n_fields > 16) return PyErr_Format(PyExc_ValueError, "DataLoader: at most 16 fields"), NULL;
+    td_status st;
+    td_clear_error();
+    Py_BEGIN_ALLOW_THREADS st = td_dataloader_next(l->dl, f);
+    Py_END_ALLOW_THREADS if (st != TD_OK) return raise_last();
+    if (!f[0]) return Py_NewRef(Py_None);
+    PyObject *r = PyTuple_New(l->n_fields);
+    for (int i = 0; i < l->n_fields; i++) {
+        PyObject *t = r ? ret_tensor(f[i]) : (td_release(f[i]), NULL);
+        if (t) PyTuple_SetItem(r, i, t);
+    }
+    if (r && PyErr_Occurred()) Py_CLEAR(r);
+    return r;
+}
+
+/* ---- safetensors (io.h) ---- */
+
+/* safetensors_save(path, names, tensors) */
+static PyObject *py_safetensors_save(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path;
+    PyObject *names, *ts;
+    if (!PyArg_ParseTuple(args, "sO!O!:safetensors_save", &path, &PyTuple_Type, &names, &PyTuple_Type, &ts))
+        return NULL;
+    td_named_tensors *list = td_named_tensors_new();
+    if (!list) return raise_last();
+    PyObject *r = NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(names) && i < PyTuple_Size(ts); i++) {
+        const char *n = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(names, i), NULL);
+        td_tensor *t = NULL;
+        if (!n || arg_tensor(PyTuple_GetItem(ts, i), "save_file", "tensors", &t)) goto done;
+        if (!t) {
+            bad_arg("save_file", "tensors", "a trident.Tensor", Py_None);
+            goto done;
+        }
+        td_clear_error();
+        if (td_named_tensors_add(list, n, t) != TD_OK) {
+            raise_last();
+            goto done;
+        }
+    }
+    td_clear_error();
+    r = ret_status(td_safetensors_save(path, list));
+done:
+    td_named_tensors_free(list);
+    return r;
+}
+
+/* safetensors_load(path, device) -> [(name, tensor)] in the file's order */
+static PyObject *py_safetensors_load(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path;
+    PyObject *dev_o;
+    td_device dev;
+    if (!PyArg_ParseTuple(args, "sO:safetensors_load", &path, &dev_o) || arg_device(dev_o, "load_file", "device", &dev))
+        return NULL;
+    td_named_tensors *list = NULL;
+    td_clear_error();
+    if (td_safetensors_load(path, dev, &list) != TD_OK) return raise_last();
+    int64_t n = td_named_tensors_len(list);
+    PyObject *r = PyList_New((Py_ssize_t)n);
+    for (int64_t i = 0; r && i < n; i++) {
+        PyObject *item =
+            Py_BuildValue("(sN)", td_named_tensors_name(list, i), ret_tensor(td_retain(td_named_tensors_at(list, i))));
+        if (!item)
+            Py_CLEAR(r);
+        else
+            PyList_SetItem(r, (Py_ssize_t)i, item);
+    }
+    td_named_tensors_free(list);
+    return r;
+}
+
 /* ---- the module ---- */
 
 static PyMethodDef methods[] = {
@@ -695,6 +919,14 @@ static PyMethodDef methods[] = {
     {"math_compile", py_math_compile, METH_VARARGS, "math_compile(src, checkpoint) -> (block, names, n_outputs)"},
     {"math_run", py_math_run, METH_VARARGS, "math_run(block, names, values) -> [outputs]"},
     {"math_value_and_grad", py_math_value_and_grad, METH_VARARGS, NULL},
+    {"rnn_forward", py_rnn_forward, METH_VARARGS, "rnn_forward(m, x, h0, c0) -> (output, h_n, c_n or None)"},
+    {"rnn_cell_forward", py_rnn_cell_forward, METH_VARARGS, "rnn_cell_forward(m, x, h, c) -> (h', c' or None)"},
+    {"cifar10_load", py_cifar10_load, METH_VARARGS, "cifar10_load(paths) -> (x, y)"},
+    {"loader_new", py_loader_new, METH_VARARGS, NULL},
+    {"loader_start", py_loader_start, METH_VARARGS, NULL},
+    {"loader_next", py_loader_next, METH_O, NULL},
+    {"safetensors_save", py_safetensors_save, METH_VARARGS, "safetensors_save(path, names, tensors)"},
+    {"safetensors_load", py_safetensors_load, METH_VARARGS, "safetensors_load(path, device) -> [(name, tensor)]"},
     {"mnist_load", py_mnist_load, METH_VARARGS, "mnist_load(dir, train) -> (x, y)"},
     {NULL, NULL, 0, NULL},
 };

@@ -65,3 +65,47 @@ def test_fashion_mnist_through_the_c_loader():
     assert xb.shape == (128, 1, 28, 28) and yb.shape == (128,)
     with pytest.raises(trident.TridentError):
         FashionMNIST("/nonexistent", train=True)
+
+
+def test_c_workers_loader_covers_every_sample_once_per_epoch():
+    """num_workers > 0: the C DataLoader's threads build the batches; every sample once per epoch, fields kept
+    together, another order each epoch, the same orders again after manual_seed, drop_last honoured."""
+    x = trident.arange(103, dtype=trident.float32).reshape(103, 1) * 2
+    y = trident.arange(103)
+    orders = []
+    for _ in range(2):
+        trident.manual_seed(7)
+        dl = DataLoader(TensorDataset(x, y), batch_size=10, shuffle=True, num_workers=2)
+        for epoch in range(2):
+            seen = []
+            for xb, yb in dl:
+                assert xb.shape[1:] == (1,) and (xb.reshape(-1) == yb.float() * 2).all()
+                seen += yb.tolist()
+            assert sorted(seen) == list(range(103)) and len(seen) == 103
+            orders.append(seen)
+    assert orders[0] != orders[1] and orders[:2] == orders[2:]
+    dl = DataLoader(TensorDataset(x, y), batch_size=10, drop_last=True, num_workers=3)
+    assert [b[1].tolist()[0] for b in dl] == list(range(0, 100, 10))
+
+
+def test_cifar10_binary(tmp_path):
+    """CIFAR10 reads the binary batches (label byte, then 3 planes of 32x32 bytes) into [N, 3, 32, 32] in [0, 1]."""
+    from trident.utils.data import CIFAR10
+
+    rng = np.random.default_rng(0)
+    d = tmp_path / "cifar-10-batches-bin"
+    d.mkdir()
+    recs = {}
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        labels = rng.integers(0, 10, 3, dtype=np.uint8)
+        pixels = rng.integers(0, 256, (3, 3072), dtype=np.uint8)
+        (d / name).write_bytes(np.concatenate([labels[:, None], pixels], 1).tobytes())
+        recs[name] = (labels, pixels)
+    train, test = CIFAR10(tmp_path), CIFAR10(tmp_path, train=False)
+    assert len(train) == 15 and len(test) == 3 and train.data.shape == (15, 3, 32, 32)
+    labels, pixels = recs["data_batch_2.bin"]
+    assert train.targets.tolist()[3:6] == labels.tolist()
+    np.testing.assert_allclose(train.data[4].numpy().reshape(-1), pixels[1] / 255.0, rtol=1e-6)
+    with pytest.raises(trident.TridentError, match="test_batch.bin"):
+        (d / "test_batch.bin").write_bytes(b"\x00" * 10)
+        CIFAR10(tmp_path, train=False)

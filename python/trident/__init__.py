@@ -31,6 +31,8 @@ from ._random import Generator, default_generator, manual_seed, seed, initial_se
 from ._signatures import FUNCTIONS as _FUNCTIONS
 from . import amp, autograd, kernel, nn, optim, utils  # noqa: F401
 from ._math import m, math_function, value_and_grad  # noqa: F401
+from . import serialization  # noqa: F401
+from .serialization import load, save  # noqa: F401
 
 __version__ = _C.__version__
 globals()["bool"] = DTYPES["bool"]  # trident.bool, as torch.bool

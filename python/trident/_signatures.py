@@ -10,7 +10,7 @@ import re
 
 from . import _C
 from . import _random
-from ._tensor import Tensor, _dtype_of, _shape, float32, int64, DTYPES
+from ._tensor import Tensor, _dtype_of, _shape, float32, float64, int64, DTYPES
 
 _INF = math.inf
 
@@ -60,6 +60,19 @@ OPS = [
     ("where", "condition, input, other",
      "_C.where(condition, _scalar(input, other, condition), _scalar(other, input, condition))",
      "input where condition, else other (either may be a number)", "trident.where(x > 0, x, 0.0)"),
+    ("outer", "input, vec2", "_C.mul(input.reshape(-1, 1), vec2.reshape(1, -1))", "input[i] * vec2[j]",
+     "trident.outer(a, b)"),
+    ("isinf", "input", "_C.eq(_C.abs(input), _scalar(float('inf'), input))", "true where input is +-inf",
+     "trident.isinf(x / 0)"),
+    ("allclose", "input, other, rtol=1e-05, atol=1e-08, equal_nan=False",
+     "return _allclose(input, other, rtol, atol, equal_nan)", "every |input - other| <= atol + rtol |other| (bool)",
+     "trident.allclose(a, b)"),
+    ("square", "input", "_C.mul(input, input)", "input * input", "x.square()"),
+    ("isnan", "input", "_C.ne(input, input)", "true where input is NaN", "trident.isnan(x / x)"),
+    ("all", "input, dim=None, keepdim=False", "_C.eq(_C.sum(_C.eq(input, _scalar(0, input)), _dims(dim), keepdim), "
+     "_scalar(0, input))", "true where every element (along dim) is nonzero", "(x > 0).all()"),
+    ("any", "input, dim=None, keepdim=False", "_C.ne(_C.sum(_C.ne(input, _scalar(0, input)), _dims(dim), keepdim), "
+     "_scalar(0, input))", "true where some element (along dim) is nonzero", "(x > 0).any(dim=1)"),
     ("masked_fill", "input, mask, value", "_C.masked_fill(input, mask, value)", "value where mask, else input",
      "x.masked_fill(x < 0, 0.0)"),
     ("triu", "input, diagonal=0", "_C.triu(input, diagonal)", "upper triangle", "trident.triu(trident.ones(3, 3))"),
@@ -109,6 +122,10 @@ OPS = [
     ("conv2d", "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1",
      "_C.conv2d(input, weight, bias, stride, _padding(padding, weight, dilation), dilation, groups)",
      "2-D convolution of [N, C, H, W]", "trident.conv2d(x, w, padding=1)"),
+    ("conv_transpose2d", "input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1",
+     "_C.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)",
+     "2-D transposed convolution of [N, C, H, W] (weight [C, O/groups, kh, kw])",
+     "trident.conv_transpose2d(x, w, stride=2)"),
     ("max_pool2d", "input, kernel_size, stride=None, padding=0",
      "_C.max_pool2d(input, kernel_size, kernel_size if stride is None else stride, padding)", "2-D max pooling",
      "trident.max_pool2d(x, 2)"),
@@ -189,6 +206,15 @@ OPS = [
     ("arange", "start, end=None, step=1, *, dtype=None, device=None, requires_grad=False",
      "return _new(_arange(start, end, step, dtype, device), requires_grad)",
      "start, start+step, ... below end (int64 for int arguments, as torch)", "trident.arange(5)"),
+    ("eye", "n, m=None, *, dtype=None, device=None, requires_grad=False",
+     "return _new(_eye(n, n if m is None else m, dtype, device)._h, requires_grad)", "the identity matrix [n, m]",
+     "trident.eye(3)"),
+    ("linspace", "start, end, steps, *, dtype=None, device=None, requires_grad=False",
+     "return _new(_linspace(start, end, steps, dtype, device)._h, requires_grad)",
+     "steps values evenly spaced from start to end inclusive", "trident.linspace(0, 1, 5)"),
+    ("randperm", "n, *, generator=None, dtype=None, device=None, requires_grad=False",
+     "return _new(_randperm(n, generator, dtype, device)._h, requires_grad)",
+     "a random permutation of 0..n-1 (int64)", "trident.randperm(5)"),
     ("rand", "*size, generator=None, dtype=None, device=None, requires_grad=False",
      "return _new(_random.rand(_C.rand, _shape(size), generator, _dt(dtype), _dev(device)), requires_grad)",
      "uniform [0, 1) samples from the generator (fresh each call)", "trident.rand(2, 3)"),
@@ -227,6 +253,15 @@ LOSSES = [
      "input, target, weight=None, size_average=None, reduce=None, reduction='mean', pos_weight=None",
      "_C.bce_with_logits_loss(input, target, weight, pos_weight, _reduction(reduction))", "BCE of logits (stable)",
      "F.binary_cross_entropy_with_logits(z, y)"),
+    ("smooth_l1_loss", "input, target, size_average=None, reduce=None, reduction='mean', beta=1.0",
+     "_C.smooth_l1_loss(input, target, _reduction(reduction), beta)", "0.5 d^2 / beta if d < beta else d - beta/2",
+     "F.smooth_l1_loss(y_hat, y)"),
+    ("huber_loss", "input, target, reduction='mean', delta=1.0",
+     "_C.huber_loss(input, target, _reduction(reduction), delta)", "0.5 d^2 if d < delta else delta (d - delta/2)",
+     "F.huber_loss(y_hat, y)"),
+    ("kl_div", "input, target, size_average=None, reduce=None, reduction='mean', log_target=False",
+     "_C.kl_div_loss(input, target, 3 if reduction == 'batchmean' else _reduction(reduction), log_target)",
+     "KL divergence of log-probabilities input from target", "F.kl_div(q.log_softmax(1), p, reduction='batchmean')"),
 ]
 
 # ---- helpers the bodies use ----
@@ -300,6 +335,34 @@ def _arange(start, end, step, dtype, device):
         ints = all(isinstance(v, builtins.int) for v in (start, end, step))
         dtype = int64 if ints else float32
     return _C.arange(start, end, step, _dtype_of(dtype), _dev(device))
+
+
+def _eye(n, m, dtype, device):
+    r = Tensor(_arange(0, n, 1, int64, device)).reshape(n, 1)
+    return (r == Tensor(_arange(0, m, 1, int64, device)).reshape(1, m)).to(dtype=_dtype_of(dtype) or float32)
+
+
+def _linspace(start, end, steps, dtype, device):
+    dt = _dtype_of(dtype) or float32
+    if steps == 1:
+        return Tensor(_C.full((1,), start, dt, _dev(device)))
+    i = Tensor(_arange(0, steps, 1, float64, device))
+    return (i * ((end - start) / (steps - 1)) + start).to(dtype=dt)
+
+
+def _randperm(n, generator, dtype, device):
+    from ._tensor import tensor
+
+    keys = Tensor(_random.rand(_C.rand, (n,), generator, float32, "cpu")).tolist() if n else []
+    return tensor(sorted(range(n), key=keys.__getitem__), dtype=dtype or int64, device=device)
+
+
+def _allclose(a, b, rtol, atol, equal_nan):
+    b = b if isinstance(b, Tensor) else Tensor(_C.full((), b, a.dtype, str(a.device)))
+    ok = (a - b).abs() <= (b.abs() * rtol + atol)
+    if equal_nan:
+        ok = ok | ((a != a) & (b != b))
+    return builtins.bool(ok.all())
 
 
 def _pow(a, b):

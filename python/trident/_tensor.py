@@ -640,6 +640,21 @@ def is_grad_enabled():
     return _C.grad_enabled()
 
 
+class set_grad_enabled:
+    """torch.set_grad_enabled(mode): sets grad mode when called; as a context manager, restores it on exit."""
+
+    def __init__(self, mode):
+        self._end = _C.enable_grad_end if mode else _C.no_grad_end
+        (_C.enable_grad_begin if mode else _C.no_grad_begin)()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._end()
+
+
 __all__ = ["Tensor", "TridentError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8",
            "float", "double", "half", "long", "int", "device", "devices", "from_dlpack", "from_numpy", "tensor",
-           "as_tensor", "is_tensor", "synchronize", "no_grad", "enable_grad", "inference_mode", "is_grad_enabled"]
+           "as_tensor", "is_tensor", "synchronize", "no_grad", "enable_grad", "inference_mode", "is_grad_enabled",
+           "set_grad_enabled"]

@@ -1,18 +1,36 @@
 """trident.nn.MultiheadAttention with torch's constructor, parameter names (in_proj_weight, in_proj_bias,
-out_proj.weight, out_proj.bias), initialisation and forward: (attn_output, attn_weights or None). Without
-need_weights the heads run in one fused scaled_dot_product_attention; with it, the weights are formed explicitly
-(softmax(q k^T / sqrt(d) + mask)) so they can be returned, averaged over heads as torch does by default."""
+out_proj.weight, out_proj.bias), initialisation and forward: (attn_output, attn_weights or None). It is a view of
+the C library's module (td_multihead_attention_new_ext: the parameters are its tensors); without need_weights (and
+with a 2-D attn_mask or none) forward is the C module's (td_multihead_attention_forward_ext: one fused attention);
+with need_weights, the weights are formed explicitly (softmax(q k^T / sqrt(d) + mask)) so they can be returned,
+averaged over heads as torch does by default."""
 import math
 
+from .. import _C
 from .._signatures import FUNCTIONS as _F
-from .._tensor import DTYPES, float32
+from .._tensor import DTYPES, Tensor
 from . import functional as F
-from . import init
-from .layers import Linear
+from ._cview import CView, _view
 from .module import Module, Parameter
 
 
-class MultiheadAttention(Module):
+class _OutProj(Module):
+    """MultiheadAttention's out_proj: a Linear over the C module's out_proj.weight and out_proj.bias."""
+
+    def __init__(self, cm, embed_dim, bias):
+        super().__init__()
+        self.in_features = self.out_features = embed_dim
+        self.weight = _view(_C.module_get(cm, "out_proj.weight"), Parameter)
+        self.bias = _view(_C.module_get(cm, "out_proj.bias"), Parameter) if bias else None
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class MultiheadAttention(CView):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         super().__init__()
@@ -23,13 +41,18 @@ class MultiheadAttention(Module):
                              "supported")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.dropout, self.batch_first = dropout, batch_first
-        dt = dtype or float32
-        self.in_proj_weight = Parameter(_F["empty"](3 * embed_dim, embed_dim, dtype=dt, device=device))
-        init.xavier_uniform_(self.in_proj_weight)
-        self.in_proj_bias = Parameter(_F["zeros"](3 * embed_dim, dtype=dt, device=device)) if bias else None
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dt)
-        if bias:
-            init.zeros_(self.out_proj.bias)
+        # in_proj_weight xavier_uniform, in_proj_bias zeros, out_proj Linear's init with a zero bias, as torch
+        cm = _C.multihead_attention_new_ext(embed_dim, num_heads, bias, False, dropout)
+        self._bind(cm, ("in_proj_weight", "in_proj_bias") if bias else ("in_proj_weight",), device=device,
+                   dtype=dtype)
+        if not bias:
+            self.in_proj_bias = None
+        self.out_proj = _OutProj(cm, embed_dim, bias)
+        object.__setattr__(self, "_c_out", (self.out_proj, self.out_proj.weight, self.out_proj.bias))
+
+    def _c_live(self):
+        o = self._modules.get("out_proj")
+        return super()._c_live() and o is self._c_out[0] and (o.weight, o.bias) == self._c_out[1:]
 
     def _heads(self, x, w, b):
         n, length = x.shape[0], x.shape[1]
@@ -55,6 +78,15 @@ class MultiheadAttention(Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
+        if not need_weights and (attn_mask is None or attn_mask.dim() == 2) and self._c_live():
+            if self._c_training is not self.training:
+                _C.module_train(self._cm, self.training)
+                object.__setattr__(self, "_c_training", self.training)
+            if not self.batch_first:
+                query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+            out = Tensor(_C.multihead_attention_forward_ext(self._cm, query, key, value, attn_mask, key_padding_mask,
+                                                            is_causal))
+            return (out if self.batch_first else out.transpose(0, 1)), None
         if not self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         n, length, s, e = query.shape[0], query.shape[1], key.shape[1], self.embed_dim

@@ -11,6 +11,7 @@ softmax, log_softmax, linear, dropout, embedding = (_F["softmax"], _F["log_softm
 conv2d, max_pool2d, avg_pool2d, layer_norm, group_norm = (_F["conv2d"], _F["max_pool2d"], _F["avg_pool2d"],
                                                           _F["layer_norm"], _F["group_norm"])
 scaled_dot_product_attention, one_hot = _F["scaled_dot_product_attention"], _F["one_hot"]
+conv_transpose2d = _F["conv_transpose2d"]
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
@@ -36,3 +37,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if bias is not None:
         y = y + bias.reshape(shape)
     return y
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """input where input >= 0, else negative_slope * input (composed: a where over one product)."""
+    return _F["where"](input >= 0, input, input * negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """input where input > 0, else alpha * (exp(input) - 1) (composed from exp and where)."""
+    return _F["where"](input > 0, input, (input.clamp(max=0).exp() - 1) * alpha)

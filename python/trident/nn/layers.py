@@ -1,13 +1,15 @@
 """The layers of trident.nn with torch's constructors, parameter names and initialisation (the same
-distributions, drawn from Trident's default generator): Linear, Conv2d, BatchNorm2d, LayerNorm, GroupNorm,
-Embedding, Dropout, MaxPool2d, AvgPool2d, Flatten and the activations. Each forward is one op of the C library
-(the batch norm a few), so a model runs at the ops' speed."""
+distributions, drawn from Trident's default generator): Linear, Conv2d, BatchNorm1d/2d, LayerNorm, GroupNorm,
+Embedding, Dropout, MaxPool2d, AvgPool2d, Flatten and the activations. The layers with parameters, and Dropout,
+are views of the C library's modules (CView: td_linear_new, ...): their tensors are the C module's and forward
+is one td_module_forward; the rest are one op each. A model runs at the C library's speed."""
 import math
 
 from .. import _C
 from .._signatures import FUNCTIONS as _F
-from .._tensor import float32, int64
+from .._tensor import float32
 from . import functional as F
+from ._cview import CView
 from .module import Module, Parameter
 
 
@@ -24,22 +26,26 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-class Linear(Module):
+class Linear(CView):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        bound = 1 / math.sqrt(in_features) if in_features else 0  # kaiming_uniform(a=sqrt(5)), as torch
-        self.weight = Parameter(_uniform(_empty(out_features, in_features, dtype=dtype, device=device), bound))
-        self.bias = Parameter(_uniform(_empty(out_features, dtype=dtype, device=device), bound)) if bias else None
+        # weight and bias: kaiming_uniform(a=sqrt(5)) and U(-1/sqrt(in), 1/sqrt(in)), as torch
+        self._bind(_C.linear_new(in_features, out_features, bias), ("weight", "bias") if bias else ("weight",),
+                   device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class Conv2d(Module):
+class Conv2d(CView):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
@@ -48,13 +54,22 @@ class Conv2d(Module):
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _pair(kernel_size)
         self.stride, self.padding, self.dilation, self.groups = _pair(stride), padding if isinstance(
             padding, str) else _pair(padding), _pair(dilation), groups
-        fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
-        bound = 1 / math.sqrt(fan_in)
-        self.weight = Parameter(_uniform(_empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype,
-                                                device=device), bound))
-        self.bias = Parameter(_uniform(_empty(out_channels, dtype=dtype, device=device), bound)) if bias else None
+        if isinstance(self.padding, str):  # 'same' / 'valid': the functional form (the C layer takes numbers)
+            fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+            bound = 1 / math.sqrt(fan_in)
+            self.weight = Parameter(_uniform(_empty(out_channels, in_channels // groups, *self.kernel_size,
+                                                    dtype=dtype, device=device), bound))
+            self.bias = Parameter(_uniform(_empty(out_channels, dtype=dtype, device=device), bound)) if bias else None
+            return
+        cm = _C.conv2d_new(in_channels, out_channels, self.kernel_size, self.stride, self.padding, self.dilation,
+                           groups, bias)
+        self._bind(cm, ("weight", "bias") if bias else ("weight",), device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
@@ -62,22 +77,24 @@ class Conv2d(Module):
                 + (f", padding={self.padding}" if self.padding not in ((0, 0), 0) else ""))
 
 
-class BatchNorm2d(Module):
+class BatchNorm2d(CView):
+    _c_new = staticmethod(_C.batch_norm2d_new)
+
     def __init__(self, num_features, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None):
         super().__init__()
         self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
         self.track_running_stats = track_running_stats
-        ones, zeros = _F["ones"], _F["zeros"]
-        kw = {"dtype": dtype, "device": device}
-        self.weight = Parameter(ones(num_features, **kw)) if affine else None
-        self.bias = Parameter(zeros(num_features, **kw)) if affine else None
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, **kw))
-            self.register_buffer("running_var", ones(num_features, **kw))
-            self.register_buffer("num_batches_tracked", zeros((), dtype=int64, device=device))
+        cm = self._c_new(num_features, eps, momentum, affine, track_running_stats)
+        self._bind(cm, ("weight", "bias") if affine else (),
+                   ("running_mean", "running_var", "num_batches_tracked") if track_running_stats else (),
+                   device=device, dtype=dtype)
+        if not affine:
+            self.weight = self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         use_batch = self.training or not self.track_running_stats
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
@@ -89,60 +106,180 @@ class BatchNorm2d(Module):
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"
 
 
-BatchNorm1d = BatchNorm2d
+class BatchNorm1d(BatchNorm2d):
+    _c_new = staticmethod(_C.batch_norm1d_new)
 
 
-class LayerNorm(Module):
+class LayerNorm(CView):
     def __init__(self, normalized_shape, eps=1e-05, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
-        kw = {"dtype": dtype, "device": device}
-        self.weight = Parameter(_F["ones"](self.normalized_shape, **kw)) if elementwise_affine else None
-        self.bias = Parameter(_F["zeros"](self.normalized_shape, **kw)) if elementwise_affine and bias else None
+        cm = _C.layer_norm_new(self.normalized_shape, eps, elementwise_affine)
+        self._bind(cm, ("weight", "bias") if elementwise_affine else (), device=device, dtype=dtype)
+        if not elementwise_affine:
+            self.weight = self.bias = None
+        elif not bias:  # torch's LayerNorm(bias=False): the C layer always has one, so the view detaches
+            self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
-class GroupNorm(Module):
+class GroupNorm(CView):
     def __init__(self, num_groups, num_channels, eps=1e-05, affine=True, device=None, dtype=None):
         super().__init__()
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-        kw = {"dtype": dtype, "device": device}
-        self.weight = Parameter(_F["ones"](num_channels, **kw)) if affine else None
-        self.bias = Parameter(_F["zeros"](num_channels, **kw)) if affine else None
+        cm = _C.group_norm_new(num_groups, num_channels, eps, affine)
+        self._bind(cm, ("weight", "bias") if affine else (), device=device, dtype=dtype)
+        if not affine:
+            self.weight = self.bias = None
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
 
-class Embedding(Module):
+class Embedding(CView):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
         super().__init__()
+        if padding_idx is not None:
+            raise ValueError("Embedding: padding_idx is not supported")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(_F["randn"](num_embeddings, embedding_dim, dtype=dtype, device=device))
+        self._bind(_C.embedding_new(num_embeddings, embedding_dim), ("weight",), device=device, dtype=dtype)
 
     def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
         return F.embedding(input, self.weight)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
-class Dropout(Module):
+class Dropout(CView):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
+        if p < 1:  # the C layer's range (torch also takes p = 1: the functional form)
+            self._bind(_C.dropout_new(p), ())
+        object.__setattr__(self, "_c_p", p if 0 <= p < 1 else None)
 
     def forward(self, input):
+        if self.p == self._c_p:
+            return self._c_forward(input)
         return F.dropout(input, self.p, self.training)
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+class Conv1d(CView):
+    """nn.Conv1d: x [N, C, L] -> [N, O, Lo] (the C layer runs it as a Conv2d over H = 1)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros" or isinstance(padding, str):
+            raise ValueError("Conv1d: only numeric padding with padding_mode='zeros'")
+        one = lambda v: v[0] if isinstance(v, (tuple, list)) else v  # noqa: E731
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (one(kernel_size),)
+        self.stride, self.padding, self.dilation = (one(stride),), (one(padding),), (one(dilation),)
+        self.groups = groups
+        cm = _C.conv1d_new(in_channels, out_channels, one(kernel_size), one(stride), one(padding), one(dilation),
+                           groups, bias)
+        self._bind(cm, ("weight", "bias") if bias else ("weight",), device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
+
+    def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
+        w, b = self.weight.unsqueeze(2), self.bias
+        y = F.conv2d(input.unsqueeze(2), w, b, (1, self.stride[0]), (0, self.padding[0]), (1, self.dilation[0]),
+                     self.groups)
+        return y.squeeze(2)
+
+    def extra_repr(self):
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+
+
+class ConvTranspose2d(CView):
+    """nn.ConvTranspose2d: weight [in, out/groups, kh, kw], bias [out]; forward(input) (no output_size)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ValueError("ConvTranspose2d: only padding_mode='zeros'")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, _pair(kernel_size)
+        self.stride, self.padding, self.output_padding = _pair(stride), _pair(padding), _pair(output_padding)
+        self.dilation, self.groups = _pair(dilation), groups
+        cm = _C.conv_transpose2d_new(in_channels, out_channels, self.kernel_size, self.stride, self.padding,
+                                     self.output_padding, groups, bias, self.dilation)
+        self._bind(cm, ("weight", "bias") if bias else ("weight",), device=device, dtype=dtype)
+        if not bias:
+            self.bias = None
+
+    def forward(self, input, output_size=None):
+        if output_size is not None:
+            raise ValueError("ConvTranspose2d: output_size is not supported; give output_padding")
+        if self._c_live():
+            return self._c_forward(input)
+        return _F["conv_transpose2d"](input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                      self.groups, self.dilation)
+
+    def extra_repr(self):
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+
+
+class RMSNorm(CView):
+    """nn.RMSNorm: x / sqrt(mean(x^2 over the normalized dims) + eps) * weight; eps=None is finfo(dtype).eps."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        cm = _C.rms_norm_new(self.normalized_shape, -1.0 if eps is None else eps, elementwise_affine)
+        self._bind(cm, ("weight",) if elementwise_affine else (), device=device, dtype=dtype)
+        if not elementwise_affine:
+            self.weight = None
+
+    def forward(self, input):
+        if self._c_live():
+            return self._c_forward(input)
+        dims = tuple(range(-len(self.normalized_shape), 0))
+        eps = self.eps if self.eps is not None else {"float64": 2.220446049250313e-16, "float16": 9.765625e-4,
+                                                     "bfloat16": 7.8125e-3}.get(str(input.dtype).split(".")[-1],
+                                                                                 1.1920928955078125e-07)
+        y = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+        return y if self.weight is None else y * self.weight
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class AdaptiveAvgPool2d(CView):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = _pair(output_size)
+        if None in self.output_size:
+            raise ValueError("AdaptiveAvgPool2d: output_size with None is not supported")
+        self._bind(_C.adaptive_avg_pool2d_new(*self.output_size), ())
+
+    def forward(self, input):
+        return self._c_forward(input)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
 
 
 class MaxPool2d(Module):
@@ -207,6 +344,34 @@ Sigmoid = _activation("Sigmoid", F.sigmoid, "1 / (1 + e^-x)")
 SiLU = _activation("SiLU", F.silu, "x * sigmoid(x)")
 
 
+class LeakyReLU(Module):
+    """x where x >= 0, else negative_slope * x."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, input):
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
 class GELU(Module):
     def __init__(self, approximate="none"):
         super().__init__()
@@ -247,3 +412,6 @@ MSELoss = _loss("MSELoss", F.mse_loss)
 L1Loss = _loss("L1Loss", F.l1_loss)
 BCELoss = _loss("BCELoss", F.binary_cross_entropy)
 BCEWithLogitsLoss = _loss("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits)
+SmoothL1Loss = _loss("SmoothL1Loss", F.smooth_l1_loss)
+HuberLoss = _loss("HuberLoss", F.huber_loss)
+KLDivLoss = _loss("KLDivLoss", F.kl_div)

@@ -178,19 +178,19 @@ class Module:
                     _C.copy_(t._h, src._h)
         return collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)
 
-    def _apply(self, fn):
-        for m in self.modules():
-            for d in (m._parameters, m._buffers):
-                for k, t in d.items():
-                    if t is None:
-                        continue
-                    new = fn(t)
-                    if new is not t:
-                        rg = t.requires_grad
-                        t._h = _C.detach(new._h)  # the same object, so optimizers keep it
-                        if rg:
-                            _C.set_requires_grad(t._h, True)
-        return self
+    def _move(self, device, dtype):
+        """Move this module's own parameters and buffers (not its children's) to device and floating ones to dtype,
+        keeping each tensor object (so optimizers keep them); trident.nn's C views move their C module instead."""
+        for d in (self._parameters, self._buffers):
+            for t in d.values():
+                if t is None:
+                    continue
+                new = t.to(device, dtype if t.dtype.is_floating_point else None)
+                if new is not t:
+                    rg = t.requires_grad
+                    t._h = _C.detach(new._h)
+                    if rg:
+                        _C.set_requires_grad(t._h, True)
 
     def to(self, *args, device=None, dtype=None, non_blocking=False):
         """module.to('vulkan:0'), .to(trident.float64), .to(torch.float64), .to(device, dtype): in place."""
@@ -200,7 +200,9 @@ class Module:
             else:
                 dtype = a
         dtype = _dtype_of(dtype)
-        return self._apply(lambda t: t.to(device, dtype if t.dtype.is_floating_point else None))
+        for m in self.modules():
+            m._move(device, dtype)
+        return self
 
     def cpu(self):
         return self.to("cpu")
@@ -332,3 +334,43 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """Modules by name, registered under those names ("encoder.weight", ...), in insertion order."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules):
+        for n, m in (modules.items() if hasattr(modules, "items") else modules):
+            self.add_module(n, m)
+
+    def __getitem__(self, name):
+        return self._modules[name]
+
+    def __setitem__(self, name, module):
+        self.add_module(name, module)
+
+    def __delitem__(self, name):
+        del self._modules[name]
+
+    def __contains__(self, name):
+        return name in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()

@@ -3,7 +3,10 @@ FashionMNIST / MNIST read by the C library's IDX loader (td_mnist_load).
 
 A DataLoader over a TensorDataset (or a Subset of one) gathers each batch with one index_select per field, in C;
 over any other Dataset it stacks the items (default_collate). Shuffling draws from Trident's generator, so
-trident.manual_seed fixes the order. Loading runs in the calling thread (num_workers is accepted and ignored)."""
+trident.manual_seed fixes the order. With num_workers > 0 over a TensorDataset, the C library's DataLoader
+(td_dataloader_*) builds the batches in that many threads ahead of the training loop (its shuffle is Philox keyed
+by a seed drawn from the generator once, varied by the epoch: another order than num_workers=0's, as in torch);
+other datasets load in the calling thread."""
 from .. import _C
 from .._random import default_generator
 from .._signatures import FUNCTIONS as _F
@@ -87,6 +90,7 @@ class DataLoader:
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, shuffle, drop_last
         self.sampler, self.collate_fn, self.generator = sampler, collate_fn, generator
         self.num_workers = num_workers
+        self._c_loader, self._epoch = None, 0
 
     def __len__(self):
         n = len(self.sampler) if self.sampler is not None else len(self.dataset)
@@ -107,7 +111,27 @@ class DataLoader:
             return ds.tensors, base
         return None, None
 
+    def _c_iter(self, tensors):
+        """Batches from the C DataLoader's worker threads (num_workers > 0 over a TensorDataset)."""
+        if self._c_loader is None:
+            seed = int(_C.item(_F["randint"](0, 2**62, (), generator=self.generator)._h))
+            device = str(tensors[0].device)
+            host = tuple(t.cpu() for t in tensors)
+            self._c_loader = _C.loader_new(host, self.batch_size, self.shuffle, seed, self.drop_last,
+                                           self.num_workers, device)
+        _C.loader_start(self._c_loader, self._epoch)
+        self._epoch += 1
+        while True:
+            batch = _C.loader_next(self._c_loader)
+            if batch is None:
+                return
+            yield tuple(Tensor(h) for h in batch)
+
     def __iter__(self):
+        if self.num_workers > 0 and self.sampler is None and self.collate_fn is None and \
+                type(self.dataset) is TensorDataset:
+            yield from self._c_iter(self.dataset.tensors)
+            return
         idx = self._indices()
         tensors, base = self._fields()
         for s in range(0, len(idx), self.batch_size):
@@ -119,6 +143,24 @@ class DataLoader:
                 yield tuple(Tensor(_C.index_select(t._h, 0, ix.to(t.device)._h)) for t in tensors)
             else:
                 yield (self.collate_fn or default_collate)([self.dataset[i] for i in chunk])
+
+
+class CIFAR10(TensorDataset):
+    """CIFAR-10 from root (the binary version: root or root/cifar-10-batches-bin holds data_batch_1..5.bin and
+    test_batch.bin): images float32 [N, 3, 32, 32] in [0, 1], labels int64 [N]. download and transforms are not
+    supported."""
+
+    def __init__(self, root, train=True, transform=None, target_transform=None, download=False):
+        import os
+
+        if transform is not None or target_transform is not None:
+            raise ValueError("CIFAR10: transforms are not supported; transform the batches")
+        d = os.path.join(root, "cifar-10-batches-bin")
+        d = d if os.path.isdir(d) else str(root)
+        names = [f"data_batch_{i}.bin" for i in range(1, 6)] if train else ["test_batch.bin"]
+        x, y = _C.cifar10_load(tuple(os.path.join(d, n) for n in names))
+        super().__init__(Tensor(x), Tensor(y))
+        self.data, self.targets = self.tensors
 
 
 class MNIST(TensorDataset):
@@ -138,4 +180,4 @@ class FashionMNIST(MNIST):
 
 
 __all__ = ["Dataset", "TensorDataset", "Subset", "random_split", "default_collate", "DataLoader", "MNIST",
-           "FashionMNIST"]
+           "FashionMNIST", "CIFAR10"]
