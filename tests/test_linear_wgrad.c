@@ -7,7 +7,8 @@
 
 #include "core/linear_wgrad.h"
 
-#define TESTS(X) X(fused_equals_unfused_cpu) X(fused_equals_unfused_cuda) X(linear_gelu_backward_cpu)
+#define TESTS(X)                                                                                                       \
+    X(fused_equals_unfused_cpu) X(fused_equals_unfused_cuda) X(linear_gelu_backward_cpu) X(one_output_strided_cpu)
 
 /* max |a - b| / (1 + |b|) over a and b's elements (the same shape) */
 static double max_rel(td_tensor *a, td_tensor *b) {
@@ -73,6 +74,27 @@ TEST(linear_gelu_backward_cpu) {
     ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y0, y0), 0, NULL, false)), NULL, false));
     ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y1, y1), 0, NULL, false)), NULL, false));
     for (int i = 0; i < 2; i++) ASSERT(max_rel(td_grad_of(p[0][i]), td_grad_of(p[1][i])) <= 1e-12);
+    td_scope_end();
+}
+
+/* one output (dy [M, 1]: dy^T has a row stride of 1, below BLAS's ld >= K) and a strided x, as
+** F.linear(x[:, -1], w[1, K]) gives: against a double loop on the host */
+TEST(one_output_strided_cpu) {
+    td_scope_begin();
+    enum { M = 32, T = 8, K = 16 };
+    td_tensor *x3 = td_randn(3, (int64_t[]){M, T, K}, 6, 0, TD_F32, TD_CPU);
+    td_tensor *x = ASSERT_TENSOR(td_select(x3, 1, T - 1)), *dy = td_randn(2, (int64_t[]){M, 1}, 7, 0, TD_F32, TD_CPU);
+    td_tensor *dw = NULL, *db = NULL;
+    ASSERT_OK(td__linear_wgrad(dy, x, true, &dw, &db));
+    float hx[M * T * K], hdy[M], hw[K];
+    ASSERT_OK(td_copy_to_host(x3, hx, sizeof hx, TD_F32));
+    ASSERT_OK(td_copy_to_host(dy, hdy, sizeof hdy, TD_F32));
+    ASSERT_OK(td_copy_to_host(dw, hw, sizeof hw, TD_F32));
+    for (int k = 0; k < K; k++) {
+        double want = 0;
+        for (int m = 0; m < M; m++) want += (double)hdy[m] * hx[(m * T + T - 1) * K + k];
+        ASSERT_NEAR(hw[k], want, 1e-4 * (1 + fabs(want)));
+    }
     td_scope_end();
 }
 

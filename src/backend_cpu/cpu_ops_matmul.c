@@ -40,7 +40,11 @@ typedef struct mm_mat {
 static mm_mat mm_layout(const td_operand *v) {
     int nd = v->ndim;
     bool col_major = v->strides[nd - 1] != 1;
-    return (mm_mat){col_major, col_major ? v->strides[nd - 1] : v->strides[nd - 2]};
+    int64_t ld = col_major ? v->strides[nd - 1] : v->strides[nd - 2];
+    /* one row (column): its stride is never stepped, but BLAS wants ld >= the columns (rows) */
+    int64_t lines = v->shape[col_major ? nd - 1 : nd - 2], len = v->shape[col_major ? nd - 2 : nd - 1];
+    if (lines == 1 && ld < len) ld = len;
+    return (mm_mat){col_major, ld};
 }
 
 /* Element offset of batch b (row-major over the batch dims) in view v. */
