@@ -4,10 +4,14 @@
 ** block runs each instruction over all its elements into a scratch array per
 ** live value (slots, reused once a value dies), so the block's values stay
 ** in L1 and each instruction is one tight loop the compiler vectorizes.
+** A value that is one number over the whole block (a literal, a load that
+** broadcasts along the block, an op of such values) stays one number: a
+** binary op reads it as a scalar, so most instructions read one array.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
 ** A reduction cuts the domain [outer, K, inner] into tasks (o, chunk of K);
-** each task accumulates its [inner] partials in double, and one pass combines
-** the chunks into the output.
+** each task accumulates its [inner] partials in double (a row's sum in 8
+** lanes, added in a fixed order), and one pass combines the chunks into the
+** output. The tasks do not depend on the thread count, so neither do the bits.
 */
 #include <math.h>
 #include <stdatomic.h>
@@ -95,14 +99,20 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
 
 /* The runner for compute type T (float or double); SUF names its functions. */
 #define RUNNER_(T, SUF)                                                                                                \
-    /* load instruction p over [i0, i0 + n) into dst */                                                                \
-    HOT_ static void load_##SUF(const td_kernel_ir *ir, const td_ki_insn *p, const void *base, int64_t i0, int64_t n,  \
+    /* load instruction p over [i0, i0 + n) into dst; returns true, dst[0] only, when that is one number */            \
+    HOT_ static bool load_##SUF(const td_kernel_ir *ir, const td_ki_insn *p, const void *base, int64_t i0, int64_t n,  \
                                 T *dst) {                                                                              \
         td_dtype dt = ir->buf_dtype[p->buf];                                                                           \
         size_t es = td_dtype_size(dt);                                                                                 \
         int last = ir->ndim - 1;                                                                                       \
         int64_t idx[TD_MAX_DIMS];                                                                                      \
         unflatten(ir, i0, idx);                                                                                        \
+        if (p->strides[last] == 0 && idx[last] + n <= ir->shape[last]) { /* broadcast along the whole block */         \
+            int64_t off = 0;                                                                                           \
+            for (int d = 0; d < last; d++) off += idx[d] * p->strides[d];                                              \
+            CONVERT_IN_(T, dst, (const char *)base + off * (int64_t)es, dt, 0, 1);                                     \
+            return true;                                                                                               \
+        }                                                                                                              \
         while (n > 0) {                                                                                                \
             int64_t off = 0, run = ir->shape[last] - idx[last];                                                        \
             for (int d = 0; d <= last; d++) off += idx[d] * p->strides[d];                                             \
@@ -118,9 +128,11 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
             idx[last] += run;                                                                                          \
             for (int d = last; d > 0 && idx[d] == ir->shape[d]; d--) idx[d] = 0, idx[d - 1]++;                         \
         }                                                                                                              \
+        return false;                                                                                                  \
     }                                                                                                                  \
-    /* o = ew(x, y, z) over n elements (the math beside each op, as the table ops compute it) */                       \
-    HOT_ static void ew_##SUF(int ew, td_dtype dt, int64_t n, T *o, const T *x, const T *y, const T *z) {              \
+    /* o = ew(x, y, z) over n elements (the math beside each op, as the table ops compute it); a binary op's y         \
+    ** (var 1) or x (var 2) may be one value for all n */                                                              \
+    HOT_ static void ew_##SUF(int ew, td_dtype dt, int64_t n, T *o, const T *x, const T *y, const T *z, int var) {     \
         switch ((td_math_ew)ew) {                                                                                      \
         case TD_MEW_NEG: EW_(o[i] = -x[i]); break;                                                                     \
         case TD_MEW_ABS: EW_(o[i] = fabs(x[i])); break;                                                                \
@@ -139,19 +151,19 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         case TD_MEW_ERF: EW_(o[i] = erf(x[i])); break;                                                                 \
         case TD_MEW_SIGN: EW_(o[i] = x[i] > 0 ? (T)1 : x[i] < 0 ? (T)-1 : x[i]); break;                                \
         case TD_MEW_CAST: EW_(o[i] = ROUND_TO_(T, dt, x[i])); break;                                                   \
-        case TD_MEW_ADD: EW_(o[i] = x[i] + y[i]); break;                                                               \
-        case TD_MEW_SUB: EW_(o[i] = x[i] - y[i]); break;                                                               \
-        case TD_MEW_MUL: EW_(o[i] = x[i] * y[i]); break;                                                               \
-        case TD_MEW_DIV: EW_(o[i] = x[i] / y[i]); break;                                                               \
-        case TD_MEW_POW: EW_(o[i] = pow(x[i], y[i])); break;                                                           \
-        case TD_MEW_MIN: EW_(o[i] = x[i] != x[i] || y[i] != y[i] ? x[i] + y[i] : x[i] < y[i] ? x[i] : y[i]); break;    \
-        case TD_MEW_MAX: EW_(o[i] = x[i] != x[i] || y[i] != y[i] ? x[i] + y[i] : x[i] > y[i] ? x[i] : y[i]); break;    \
-        case TD_MEW_LT: EW_(o[i] = (T)(x[i] < y[i])); break;                                                           \
-        case TD_MEW_LE: EW_(o[i] = (T)(x[i] <= y[i])); break;                                                          \
-        case TD_MEW_GT: EW_(o[i] = (T)(x[i] > y[i])); break;                                                           \
-        case TD_MEW_GE: EW_(o[i] = (T)(x[i] >= y[i])); break;                                                          \
-        case TD_MEW_EQ: EW_(o[i] = (T)(x[i] == y[i])); break;                                                          \
-        case TD_MEW_NE: EW_(o[i] = (T)(x[i] != y[i])); break;                                                          \
+        case TD_MEW_ADD: BIN_(T, X_ + Y_); break;                                                                      \
+        case TD_MEW_SUB: BIN_(T, X_ - Y_); break;                                                                      \
+        case TD_MEW_MUL: BIN_(T, X_ *Y_); break;                                                                       \
+        case TD_MEW_DIV: BIN_(T, X_ / Y_); break;                                                                      \
+        case TD_MEW_POW: BIN_(T, pow(X_, Y_)); break;                                                                  \
+        case TD_MEW_MIN: BIN_(T, X_ != X_ || Y_ != Y_ ? X_ + Y_ : X_ < Y_ ? X_ : Y_); break;                           \
+        case TD_MEW_MAX: BIN_(T, X_ != X_ || Y_ != Y_ ? X_ + Y_ : X_ > Y_ ? X_ : Y_); break;                           \
+        case TD_MEW_LT: BIN_(T, (T)(X_ < Y_)); break;                                                                  \
+        case TD_MEW_LE: BIN_(T, (T)(X_ <= Y_)); break;                                                                 \
+        case TD_MEW_GT: BIN_(T, (T)(X_ > Y_)); break;                                                                  \
+        case TD_MEW_GE: BIN_(T, (T)(X_ >= Y_)); break;                                                                 \
+        case TD_MEW_EQ: BIN_(T, (T)(X_ == Y_)); break;                                                                 \
+        case TD_MEW_NE: BIN_(T, (T)(X_ != Y_)); break;                                                                 \
         case TD_MEW_WHERE: EW_(o[i] = x[i] != 0 ? y[i] : z[i]); break;                                                 \
         case TD_MEW_CLAMP: EW_(o[i] = CLAMP_(x[i], y[i], z[i])); break;                                                \
         case TD_MEW_COUNT: break;                                                                                      \
@@ -171,11 +183,46 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         default: EW_(cpu_store(base, i0 + i, dt, (double)v[i])); break;                                                \
         }                                                                                                              \
     }                                                                                                                  \
-    /* the block [i0, i0 + n): every instruction, then the stores; vals[v] is value v's array */                       \
-    static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, int64_t i0,         \
-                            int64_t n, bool stream) {                                                                  \
+    /* value v, when one number, as n copies of it in its slot */                                                      \
+    static void widen_##SUF(const td_kernel_ir *ir, T *scratch, const T **vals, bool *uni, int v, int64_t n) {         \
+        if (!uni[v]) return;                                                                                           \
+        T *w = scratch + (int64_t)ir->insns[v].slot * BLK;                                                             \
+        for (int64_t i = 1; i < n; i++) w[i] = w[0];                                                                   \
+        vals[v] = w, uni[v] = false;                                                                                   \
+    }                                                                                                                  \
+    /* acc[j..] op= v[0..n) where j = domain index % inner (j: the first's); returns the j after the last */           \
+    HOT_ static int64_t fold_##SUF(int op, double *acc, int64_t inner, int64_t j, const T *v, int64_t n) {             \
+        if ((op == TD_MRED_SUM || op == TD_MRED_MEAN) && inner == 1) { /* 8 lanes, then added pairwise */              \
+            double l[8] = {0};                                                                                         \
+            int64_t i = 0;                                                                                             \
+            for (; i + 8 <= n; i += 8)                                                                                 \
+                for (int k = 0; k < 8; k++) l[k] += (double)v[i + k];                                                  \
+            for (int k = 0; i < n; i++, k++) l[k] += (double)v[i];                                                     \
+            acc[0] += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));                               \
+            return 0;                                                                                                  \
+        }                                                                                                              \
+        if (op == TD_MRED_SUM || op == TD_MRED_MEAN) { /* runs of the output row */                                    \
+            for (int64_t i = 0; i < n;) {                                                                              \
+                int64_t run = inner - j < n - i ? inner - j : n - i;                                                   \
+                for (int64_t t = 0; t < run; t++) acc[j + t] += (double)v[i + t];                                      \
+                i += run, j = j + run == inner ? 0 : j + run;                                                          \
+            }                                                                                                          \
+            return j;                                                                                                  \
+        }                                                                                                              \
+        for (int64_t i = 0; i < n; i++) {                                                                              \
+            double x = (double)v[i], *a = &acc[j];                                                                     \
+            if (op == TD_MRED_AMAX ? (x > *a || x != x) : (x < *a || x != x)) *a = *a != *a ? *a : x; /* NaN stays */  \
+            if (++j == inner) j = 0;                                                                                   \
+        }                                                                                                              \
+        return j;                                                                                                      \
+    }                                                                                                                  \
+    /* the block [i0, i0 + n): every instruction, then the stores; vals[v] is value v's array, of one number           \
+    ** (vals[v][0]) when uni[v] */                                                                                     \
+    static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,          \
+                            int64_t i0, int64_t n, bool stream) {                                                      \
         for (int v = 0; v < ir->n_insns; v++) {                                                                        \
             const td_ki_insn *p = &ir->insns[v];                                                                       \
+            uni[v] = false;                                                                                            \
             if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */     \
                 vals[v] = (const T *)bufs[p->buf] + i0;                                                                \
                 for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                         \
@@ -183,20 +230,56 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
                 continue;                                                                                              \
             }                                                                                                          \
             T *o = scratch + (int64_t)p->slot * BLK;                                                                   \
-            if (p->op == TD_KI_LOAD)                                                                                   \
-                load_##SUF(ir, p, bufs[p->buf], i0, n, o);                                                             \
-            else if (p->op == TD_KI_EW)                                                                                \
-                ew_##SUF(p->ew, p->dtype, n, o, vals[p->a[0]], p->n_a > 1 ? vals[p->a[1]] : NULL,                      \
-                         p->n_a > 2 ? vals[p->a[2]] : NULL);                                                           \
             vals[v] = o;                                                                                               \
+            if (p->op == TD_KI_LOAD)                                                                                   \
+                uni[v] = load_##SUF(ir, p, bufs[p->buf], i0, n, o);                                                    \
+            else if (p->op == TD_KI_CONST)                                                                             \
+                uni[v] = true; /* o[0] holds it */                                                                     \
+            else {                                                                                                     \
+                int a0 = p->a[0], a1 = p->n_a > 1 ? p->a[1] : a0, a2 = p->n_a > 2 ? p->a[2] : a0, var = 0;             \
+                if (uni[a0] && uni[a1] && uni[a2]) {                                                                   \
+                    ew_##SUF(p->ew, p->dtype, 1, o, vals[a0], vals[a1], vals[a2], 0);                                  \
+                    uni[v] = true;                                                                                     \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                if (p->n_a == 2 && (uni[a0] || uni[a1]))                                                               \
+                    var = uni[a1] ? 1 : 2;                                                                             \
+                else                                                                                                   \
+                    for (int k = 0; k < p->n_a; k++) widen_##SUF(ir, scratch, vals, uni, p->a[k], n);                  \
+                ew_##SUF(p->ew, p->dtype, n, o, vals[a0], vals[a1], vals[a2], var);                                    \
+            }                                                                                                          \
         }                                                                                                              \
-        for (int s = 0; s < ir->n_stores; s++)                                                                         \
+        for (int s = 0; s < ir->n_stores; s++) {                                                                       \
+            widen_##SUF(ir, scratch, vals, uni, ir->store_value[s], n);                                                \
             store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]],      \
                         stream && !((uintptr_t)bufs[ir->store_buf[s]] & 15));                                          \
+        }                                                                                                              \
+        if (ir->red_value >= 0) widen_##SUF(ir, scratch, vals, uni, ir->red_value, n);                                 \
     }
 
 #define EW_(stmt)                                                                                                      \
     for (int64_t i = 0; i < n; i++) stmt
+/* o[i] = e(X_, Y_) with X_ = x[i] or x[0] (var 2), Y_ = y[i] or y[0] (var 1) */
+#define BIN_(T, e)                                                                                                     \
+    do {                                                                                                               \
+        if (var == 1) {                                                                                                \
+            const T Y_ = y[0];                                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                const T X_ = x[i];                                                                                     \
+                o[i] = (e);                                                                                            \
+            }                                                                                                          \
+        } else if (var == 2) {                                                                                         \
+            const T X_ = x[0];                                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                const T Y_ = y[i];                                                                                     \
+                o[i] = (e);                                                                                            \
+            }                                                                                                          \
+        } else                                                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                const T X_ = x[i], Y_ = y[i];                                                                          \
+                o[i] = (e);                                                                                            \
+            }                                                                                                          \
+    } while (0)
 
 RUNNER_(float, f32)
 RUNNER_(double, f64)
@@ -216,22 +299,22 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
     run_ctx *c = user;
     const td_kernel_ir *ir = c->ir;
     bool f64 = ir->compute == TD_F64, stream = CAN_STREAM_ && ir->n * (int64_t)sizeof(float) >= STREAM_BYTES;
-    size_t es = f64 ? sizeof(double) : sizeof(float);
+    size_t es = f64 ? sizeof(double) : sizeof(float), ni = (size_t)(ir->n_insns ? ir->n_insns : 1);
     void *scratch = malloc(es * BLK * (size_t)(ir->n_slots ? ir->n_slots : 1));
-    const void **vals = malloc(sizeof *vals * (size_t)(ir->n_insns ? ir->n_insns : 1));
-    if (!scratch || !vals) {
-        free(scratch), free(vals);
+    const void **vals = malloc(sizeof *vals * ni);
+    bool *uni = malloc(sizeof *uni * ni);
+    if (!scratch || !vals || !uni) {
+        free(scratch), free(vals), free(uni);
         c->oom = true;
         return;
     }
-    for (int v = 0; v < ir->n_insns; v++) /* literals: filled once */
-        if (ir->insns[v].op == TD_KI_CONST)
-            for (int64_t i = 0; i < BLK; i++) {
-                if (f64)
-                    ((double *)scratch)[ir->insns[v].slot * BLK + i] = ir->insns[v].value;
-                else
-                    ((float *)scratch)[ir->insns[v].slot * BLK + i] = (float)ir->insns[v].value;
-            }
+    for (int v = 0; v < ir->n_insns; v++) /* literals: their slot's element 0, filled once */
+        if (ir->insns[v].op == TD_KI_CONST) {
+            if (f64)
+                ((double *)scratch)[ir->insns[v].slot * BLK] = ir->insns[v].value;
+            else
+                ((float *)scratch)[ir->insns[v].slot * BLK] = (float)ir->insns[v].value;
+        }
     for (int64_t b = b0; b < b1; b++) {
         int64_t lo, hi, o = 0;
         if (ir->red_value < 0) {
@@ -245,25 +328,18 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
         for (int64_t i0 = lo, j = 0; i0 < hi; i0 += BLK) {
             int64_t n = hi - i0 < BLK ? hi - i0 : BLK;
             if (f64)
-                block_f64(ir, c->bufs, scratch, (const double **)vals, i0, n, stream);
+                block_f64(ir, c->bufs, scratch, (const double **)vals, uni, i0, n, stream);
             else
-                block_f32(ir, c->bufs, scratch, (const float **)vals, i0, n, stream);
+                block_f32(ir, c->bufs, scratch, (const float **)vals, uni, i0, n, stream);
             if (!acc) continue;
-            /* fold the block's reduced value into the task's partials: acc[j] op= v, j = i % inner */
-            const void *rv = vals[ir->red_value];
-            for (int64_t i = 0; i < n; i++) {
-                double v = f64 ? ((const double *)rv)[i] : ((const float *)rv)[i];
-                double *a = &acc[j];
-                if (ir->red_op == TD_MRED_SUM || ir->red_op == TD_MRED_MEAN)
-                    *a += v;
-                else if (ir->red_op == TD_MRED_AMAX ? (v > *a || v != v) : (v < *a || v != v))
-                    *a = *a != *a ? *a : v; /* NaN propagates */
-                if (++j == ir->inner) j = 0;
-            }
+            if (f64)
+                j = fold_f64(ir->red_op, acc, ir->inner, j, vals[ir->red_value], n);
+            else
+                j = fold_f32(ir->red_op, acc, ir->inner, j, vals[ir->red_value], n);
         }
     }
     if (stream) stream_fence();
-    free(scratch), free(vals);
+    free(scratch), free(vals), free(uni);
 }
 
 bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
