@@ -7,6 +7,9 @@
 ** A value that is one number over the whole block (a literal, a load that
 ** broadcasts along the block, an op of such values) stays one number: a
 ** binary op reads it as a scalar, so most instructions read one array.
+** A chain of + - * / whose every value but the last only the next op reads
+** (x * 1.5 + 0.5 ...) runs as one pass in registers: 8 vectors of the block
+** at a time go through all its steps, so its values are never stored.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
 ** A reduction cuts the domain [outer, K, inner] into tasks (o, chunk of K);
 ** each task accumulates its [inner] partials in double (a row's sum in 8
