@@ -499,24 +499,34 @@ static bool run_reduction(const td_kernel_ir *ir, void *const *bufs, run_ctx *c,
     if (!c->partials) return false;
     for (int64_t i = 0; i < tasks * ir->inner; i++) c->partials[i] = red_init(ir->red_op);
     if (ir->k > 0) td_parallel_for(tasks, cost * c->chunk * ir->inner, run_piece, c);
-    /* combine the chunks of each output */
+    /* combine the chunks of each output row, in chunk order */
+    double *row = malloc(sizeof(double) * (size_t)(ir->inner > 0 ? ir->inner : 1));
+    if (!row) {
+        free(c->partials);
+        return false;
+    }
     void *out = bufs[ir->red_buf];
     td_dtype dt = ir->buf_dtype[ir->red_buf];
-    for (int64_t o = 0; o < ir->outer; o++)
-        for (int64_t j = 0; j < ir->inner; j++) {
-            double a = red_init(ir->red_op);
-            for (int64_t ch = 0; ch < chunks; ch++) {
-                double v = c->partials[(o * chunks + ch) * ir->inner + j];
-                if (ir->red_op == TD_MRED_SUM || ir->red_op == TD_MRED_MEAN)
-                    a += v;
-                else if (v != v || a != a)
-                    a = a != a ? a : v;
-                else if (ir->red_op == TD_MRED_AMAX ? v > a : v < a)
-                    a = v;
-            }
-            if (ir->red_op == TD_MRED_MEAN) a /= (double)ir->k;
-            cpu_store(out, o * ir->inner + j, dt, a);
+    bool add = ir->red_op == TD_MRED_SUM || ir->red_op == TD_MRED_MEAN;
+    for (int64_t o = 0; o < ir->outer; o++) {
+        for (int64_t j = 0; j < ir->inner; j++) row[j] = red_init(ir->red_op);
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            const double *p = c->partials + (o * chunks + ch) * ir->inner;
+            if (add)
+                for (int64_t j = 0; j < ir->inner; j++) row[j] += p[j];
+            else
+                for (int64_t j = 0; j < ir->inner; j++) {
+                    double v = p[j], *a = &row[j];
+                    if (v != v || *a != *a)
+                        *a = *a != *a ? *a : v; /* NaN propagates */
+                    else if (ir->red_op == TD_MRED_AMAX ? v > *a : v < *a)
+                        *a = v;
+                }
         }
+        for (int64_t j = 0; j < ir->inner; j++)
+            cpu_store(out, o * ir->inner + j, dt, ir->red_op == TD_MRED_MEAN ? row[j] / (double)ir->k : row[j]);
+    }
+    free(row);
     free(c->partials);
     return !c->oom;
 }
