@@ -359,7 +359,7 @@ static bool chain_op(const td_ki_insn *p) {
     ** literals and in-place loads between them run first. Returns the chain's last instruction, or -1 (nothing        \
     ** ran but literals and in-place loads). */                                                                        \
     static int chain_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,           \
-                           const int *uses, int v, int64_t i0, int64_t n) {                                            \
+                           const int *uses, int v, int64_t i0, int64_t n, bool stream) {                               \
         chain_step st[CHAIN_MAX];                                                                                      \
         const td_ki_insn *p = &ir->insns[v];                                                                           \
         if (!chain_op(p) || (uni[p->a[0]] && uni[p->a[1]])) return -1;                                                 \
@@ -377,6 +377,11 @@ static bool chain_op(const td_ki_insn *p) {
         }                                                                                                              \
         if (ns < 2) return -1;                                                                                         \
         T *o = scratch + (int64_t)ir->insns[last].slot * BLK;                                                          \
+        for (int s = 0; s < ir->n_stores && uses[last] == 1 && !stream;                                                \
+             s++) /* its one reader a store: straight there */                                                         \
+            if (ir->store_value[s] == last && td_dtype_size(ir->buf_dtype[ir->store_buf[s]]) == sizeof(T) &&           \
+                td_dtype_is_float(ir->buf_dtype[ir->store_buf[s]]))                                                    \
+                o = (T *)bufs[ir->store_buf[s]] + i0;                                                                  \
         chain_run_##SUF(st, ns, uni[first] ? NULL : vals[first], vals[first][0], o, n);                                \
         vals[last] = o, uni[last] = false;                                                                             \
         return last;                                                                                                   \
@@ -386,13 +391,14 @@ static bool chain_op(const td_ki_insn *p) {
     static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,          \
                             const int *uses, int64_t i0, int64_t n, bool stream) {                                     \
         for (int v = 0; v < ir->n_insns; v++) {                                                                        \
-            int end = chain_##SUF(ir, bufs, scratch, vals, uni, uses, v, i0, n);                                       \
+            int end = chain_##SUF(ir, bufs, scratch, vals, uni, uses, v, i0, n, stream);                               \
             if (end >= 0)                                                                                              \
                 v = end;                                                                                               \
             else                                                                                                       \
                 insn_##SUF(ir, bufs, scratch, vals, uni, v, i0, n);                                                    \
         }                                                                                                              \
         for (int s = 0; s < ir->n_stores; s++) {                                                                       \
+            if (vals[ir->store_value[s]] == (const T *)bufs[ir->store_buf[s]] + i0) continue; /* a chain wrote it */   \
             widen_##SUF(ir, scratch, vals, uni, ir->store_value[s], n);                                                \
             store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]],      \
                         stream && !((uintptr_t)bufs[ir->store_buf[s]] & 15));                                          \
