@@ -10,12 +10,14 @@
 **   reduce_long: long reductions with few outputs (split into chunks on GPUs);
 **   matmul:    two regions on either side of a matmul;
 **   outputs:   several outputs of one region sharing a sub-expression.
+**   threads:   (cpu) the fused kernels give the same bits on 1, 2, 3 and 16 threads.
 ** Graphs are built with td_math_add (no parser). Each case also checks the
 ** plan's count of fused kernels (but for f64 on Vulkan, whose GLSL regions
 ** with transcendentals run composed).
 ** Inputs from a printed seed (TD_TEST_SEED).
 */
 #include <math.h>
+#include <string.h>
 
 #include "math/graph.h"
 #include "math/plan.h"
@@ -269,6 +271,58 @@ static void outputs(const char *spec_dev) {
     }
 }
 
+void omp_set_num_threads(int n) __attribute__((weak));
+int omp_get_max_threads(void) __attribute__((weak));
+
+/* a chain (in registers), broadcasts, and sums over the last dim, dim 0 and all: the same bits on any thread count */
+TEST(threads_cpu) {
+    if (!omp_set_num_threads) TEST_SKIP("no OpenMP");
+    test_seed();
+    int keep = omp_get_max_threads(), counts[] = {1, 2, 3, 16};
+    for (size_t t = 0; t < sizeof DTYPES / sizeof DTYPES[0]; t++) {
+        td_scope_begin();
+        tgraph g = {0};
+        /* a = ((x * 1.5 + b) * x - 2) / y; return a, sum(a * y, -1), sum(a, 0), mean(a) */
+        int x = in(&g, "x"), y = in(&g, "y"), b = in(&g, "b");
+        int a = ew(&g, TD_MEW_MUL, ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, x, cst(&g, 1.5), -1), b, -1), x, -1);
+        a = ew(&g, TD_MEW_DIV, ew(&g, TD_MEW_SUB, a, cst(&g, 2), -1), y, -1);
+        out(&g, a);
+        out(&g, red(&g, TD_MRED_SUM, ew(&g, TD_MEW_MUL, a, y, -1), -1, false));
+        out(&g, red(&g, TD_MRED_SUM, a, 0, false));
+        out(&g, red(&g, TD_MRED_MEAN, a, 99, false));
+        int64_t shapes[3][TD_MAX_DIMS] = {{300, 1031}, {300, 1031}, {300, 1}};
+        td_dtype dts[3] = {DTYPES[t], DTYPES[t], DTYPES[t]};
+        int nd[3] = {2, 2, 2};
+        td_tensor *in3[3];
+        for (int i = 0; i < 3; i++) in3[i] = ASSERT_TENSOR(test_uniform_tensor(2, shapes[i], 1, 2, DTYPES[t], TD_CPU));
+        td_math_case *c;
+        ASSERT_OK(td__math_case_nodes(g.n, g.nodes, g.n_in, g.names, g.n_out, g.outputs, dts, nd,
+                                      (const int64_t(*)[TD_MAX_DIMS])shapes, TD_CPU, &c));
+        double *first[4] = {NULL};
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+            omp_set_num_threads(counts[k]);
+            td_tensor *res[TD_MATH_MAX_OUTPUTS];
+            ASSERT_OK(td__math_case_run(c, true, in3, res));
+            for (int o = 0; o < g.n_out; o++) {
+                double *h = test_host(res[o]);
+                if (!first[o])
+                    first[o] = h;
+                else {
+                    for (int64_t i = 0; i < td_numel(res[o]); i++)
+                        if (memcmp(&h[i], &first[o][i], sizeof h[i]))
+                            TEST_FAIL_("%s output %d element %lld: %.17g on %d threads, %.17g on 1",
+                                       td_dtype_name(DTYPES[t]), o, (long long)i, h[i], counts[k], first[o][i]);
+                    free(h);
+                }
+            }
+        }
+        omp_set_num_threads(keep);
+        for (int o = 0; o < g.n_out; o++) free(first[o]);
+        td__math_case_free(c);
+        td_scope_end();
+    }
+}
+
 #define ON_EACH_DEVICE(NAME)                                                                                           \
     TEST(NAME##_cpu) { NAME("cpu"); }                                                                                  \
     TEST(NAME##_vulkan) { NAME("vulkan:0"); }                                                                          \
@@ -287,6 +341,7 @@ ON_EACH_DEVICE(outputs)
     X(reduce_cpu) X(reduce_vulkan) X(reduce_cuda)                                                                      \
     X(reduce_long_cpu) X(reduce_long_vulkan) X(reduce_long_cuda)                                                       \
     X(matmul_cpu) X(matmul_vulkan) X(matmul_cuda)                                                                      \
-    X(outputs_cpu) X(outputs_vulkan) X(outputs_cuda)
+    X(outputs_cpu) X(outputs_vulkan) X(outputs_cuda)                                                                   \
+    X(threads_cpu)
 /* clang-format on */
 TEST_MAIN(TESTS)

@@ -19,6 +19,15 @@ def _np(t):
 DEVICES = ["cpu"] + (["cuda:0"] if torch.cuda.is_available() and "cuda:0" in trident.devices() else [])
 
 
+@pytest.fixture(autouse=True)
+def _no_tf32():
+    """torch's cuDNN RNN runs in TF32 by default (cudnn.allow_tf32): off, so the reference is fp32 as ours is"""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def _close(a, b, what):
     assert torch.allclose(_np(a), b.detach(), atol=1e-5), what
 

@@ -1,6 +1,7 @@
 /*
 ** TRIDENT_MATH_FUSE, read once, and the compile-once blocks of the call sites
-** that replace elementwise chains of table ops (math_fuse.h).
+** that replace elementwise chains of table ops (math_fuse.h), run through
+** the hook src/math/math_once.c installs.
 */
 #include "core/math_fuse.h"
 
@@ -20,11 +21,12 @@ bool td__math_fuse(bool dflt) {
     return env_value < 0 ? dflt : env_value == 1;
 }
 
+td__math_once_fn td__math_once_hook;
+
 td_status td__math_once_run(td__math_once *o, const td_math_binding *bindings, int n, td_tensor **outputs) {
+    if (!td__math_once_hook) return td_error_set(TD_ERR_UNSUPPORTED, "math fuse: no math blocks in this library");
     pthread_mutex_lock(&o->lock);
-    if (o->status == 0) o->status = td_math_compile(o->src, NULL, &o->block) == TD_OK ? 1 : -1;
-    td_status st = o->status == 1 ? td_math_run(o->block, bindings, n, outputs)
-                                  : td_error_set(TD_ERR_COMPILE, "math fuse: the block `%s` does not compile", o->src);
+    td_status st = td__math_once_hook(o, bindings, n, outputs);
     pthread_mutex_unlock(&o->lock);
     return st;
 }

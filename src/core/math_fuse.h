@@ -31,4 +31,10 @@ typedef struct td__math_once {
 ** status, or TD_ERR_COMPILE if src does not compile. Thread-safe. */
 TD_API td_status td__math_once_run(td__math_once *o, const td_math_binding *bindings, int n, td_tensor **outputs);
 
+/* The compile-and-run of td__math_once_run, which src/math installs by a
+** constructor when libtrident loads (core sits below math: it calls math
+** blocks only through this hook). Called with o's lock held. */
+typedef td_status (*td__math_once_fn)(td__math_once *o, const td_math_binding *bindings, int n, td_tensor **outputs);
+extern td__math_once_fn td__math_once_hook;
+
 #endif

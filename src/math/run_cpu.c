@@ -4,10 +4,17 @@
 ** block runs each instruction over all its elements into a scratch array per
 ** live value (slots, reused once a value dies), so the block's values stay
 ** in L1 and each instruction is one tight loop the compiler vectorizes.
+** A value that is one number over the whole block (a literal, a load that
+** broadcasts along the block, an op of such values) stays one number: a
+** binary op reads it as a scalar, so most instructions read one array.
+** A chain of + - * / whose every value but the last only the next op reads
+** (x * 1.5 + 0.5 ...) runs as one pass in registers: 8 vectors of the block
+** at a time go through all its steps, so its values are never stored.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
 ** A reduction cuts the domain [outer, K, inner] into tasks (o, chunk of K);
-** each task accumulates its [inner] partials in double, and one pass combines
-** the chunks into the output.
+** each task accumulates its [inner] partials in double (a row's sum in 8
+** lanes, added in a fixed order), and one pass combines the chunks into the
+** output. The tasks do not depend on the thread count, so neither do the bits.
 */
 #include <math.h>
 #include <stdatomic.h>
@@ -93,16 +100,84 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
      : (dt) == TD_F64  ? (T)(v)                                                                                        \
                        : (T)cpu_to_i64((double)(v), -9223372036854775808.0, 9223372036854774784.0))
 
+/* A chain of binary + - * / whose values only the next one reads runs in registers: r = r op b (or b op r when
+** the chain's value is the op's right operand) for each step, b an array or one number s. */
+#define CHAIN_MAX 32
+enum { CHAIN_ADD, CHAIN_SUB, CHAIN_MUL, CHAIN_DIV };
+#define CHAIN_OP_(NAME, RIGHT) (CHAIN_##NAME * 2 + (RIGHT))
+#define CHAIN_VECS             8 /* vectors of 32 bytes in registers at a time */
+typedef struct chain_step {
+    int op;        /* CHAIN_OP_ * 2 + (b is NULL) */
+    const void *b; /* the other operand's array, or NULL: s */
+    double s;
+} chain_step;
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef double f64x4 __attribute__((vector_size(32)));
+
+/* M(k, A) for each register vector rk, k < CHAIN_VECS */
+#define CHAIN_EACH_(M, A)  M(0, A) M(1, A) M(2, A) M(3, A) M(4, A) M(5, A) M(6, A) M(7, A)
+#define CHAIN_LOAD_(k, p)  memcpy(&r##k, (p) + k * L, sizeof r##k);
+#define CHAIN_STORE_(k, p) memcpy((p) + k * L, &r##k, sizeof r##k);
+#define CHAIN_SET_(k, v)   r##k = (v);
+#define CHAIN_BL_(k, OP)                                                                                               \
+    {                                                                                                                  \
+        __typeof__(r0) b_;                                                                                             \
+        memcpy(&b_, b + k * L, sizeof b_);                                                                             \
+        r##k = r##k OP b_;                                                                                             \
+    }
+#define CHAIN_BR_(k, OP)                                                                                               \
+    {                                                                                                                  \
+        __typeof__(r0) b_;                                                                                             \
+        memcpy(&b_, b + k * L, sizeof b_);                                                                             \
+        r##k = b_ OP r##k;                                                                                             \
+    }
+#define CHAIN_SL_(k, OP) r##k = r##k OP bc[t];
+#define CHAIN_SR_(k, OP) r##k = bc[t] OP r##k;
+/* the switch cases of op NAME (C operator OP): rk op= b (or rk = b op rk), b the step's array b or its number bc[t] */
+#define CHAIN_CASES_(NAME, OP)                                                                                         \
+    case CHAIN_OP_(NAME, 0) * 2: CHAIN_EACH_(CHAIN_BL_, OP) break;                                                     \
+    case CHAIN_OP_(NAME, 1) * 2: CHAIN_EACH_(CHAIN_BR_, OP) break;                                                     \
+    case CHAIN_OP_(NAME, 0) * 2 + 1: CHAIN_EACH_(CHAIN_SL_, OP) break;                                                 \
+    case CHAIN_OP_(NAME, 1) * 2 + 1: CHAIN_EACH_(CHAIN_SR_, OP) break;
+
+/* Whether p is a chain's op. */
+static bool chain_op(const td_ki_insn *p) {
+    return p->op == TD_KI_EW && p->n_a == 2 &&
+           (p->ew == TD_MEW_ADD || p->ew == TD_MEW_SUB || p->ew == TD_MEW_MUL || p->ew == TD_MEW_DIV);
+}
+
+/* st[ns++] = the step of chain op q, the chain's value its right operand when right (in chain_ of a runner) */
+#define CHAIN_STEP_(q, right)                                                                                          \
+    do {                                                                                                               \
+        int b_ = (q)->a[(right) ? 0 : 1];                                                                              \
+        st[ns].op = ((q)->ew == TD_MEW_ADD   ? CHAIN_ADD                                                               \
+                     : (q)->ew == TD_MEW_SUB ? CHAIN_SUB                                                               \
+                     : (q)->ew == TD_MEW_MUL ? CHAIN_MUL                                                               \
+                                             : CHAIN_DIV) *                                                            \
+                        2 +                                                                                            \
+                    ((right) ? 1 : 0);                                                                                 \
+        st[ns].op = st[ns].op * 2 + (uni[b_] ? 1 : 0);                                                                 \
+        st[ns].b = uni[b_] ? NULL : (const void *)vals[b_];                                                            \
+        st[ns].s = uni[b_] ? (double)vals[b_][0] : 0;                                                                  \
+        ns++;                                                                                                          \
+    } while (0)
+
 /* The runner for compute type T (float or double); SUF names its functions. */
-#define RUNNER_(T, SUF)                                                                                                \
-    /* load instruction p over [i0, i0 + n) into dst */                                                                \
-    HOT_ static void load_##SUF(const td_kernel_ir *ir, const td_ki_insn *p, const void *base, int64_t i0, int64_t n,  \
+#define RUNNER_(T, SUF, V)                                                                                             \
+    /* load instruction p over [i0, i0 + n) into dst; returns true, dst[0] only, when that is one number */            \
+    HOT_ static bool load_##SUF(const td_kernel_ir *ir, const td_ki_insn *p, const void *base, int64_t i0, int64_t n,  \
                                 T *dst) {                                                                              \
         td_dtype dt = ir->buf_dtype[p->buf];                                                                           \
         size_t es = td_dtype_size(dt);                                                                                 \
         int last = ir->ndim - 1;                                                                                       \
         int64_t idx[TD_MAX_DIMS];                                                                                      \
         unflatten(ir, i0, idx);                                                                                        \
+        if (p->strides[last] == 0 && idx[last] + n <= ir->shape[last]) { /* broadcast along the whole block */         \
+            int64_t off = 0;                                                                                           \
+            for (int d = 0; d < last; d++) off += idx[d] * p->strides[d];                                              \
+            CONVERT_IN_(T, dst, (const char *)base + off * (int64_t)es, dt, 0, 1);                                     \
+            return true;                                                                                               \
+        }                                                                                                              \
         while (n > 0) {                                                                                                \
             int64_t off = 0, run = ir->shape[last] - idx[last];                                                        \
             for (int d = 0; d <= last; d++) off += idx[d] * p->strides[d];                                             \
@@ -118,9 +193,11 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
             idx[last] += run;                                                                                          \
             for (int d = last; d > 0 && idx[d] == ir->shape[d]; d--) idx[d] = 0, idx[d - 1]++;                         \
         }                                                                                                              \
+        return false;                                                                                                  \
     }                                                                                                                  \
-    /* o = ew(x, y, z) over n elements (the math beside each op, as the table ops compute it) */                       \
-    HOT_ static void ew_##SUF(int ew, td_dtype dt, int64_t n, T *o, const T *x, const T *y, const T *z) {              \
+    /* o = ew(x, y, z) over n elements (the math beside each op, as the table ops compute it); a binary op's y         \
+    ** (var 1) or x (var 2) may be one value for all n */                                                              \
+    HOT_ static void ew_##SUF(int ew, td_dtype dt, int64_t n, T *o, const T *x, const T *y, const T *z, int var) {     \
         switch ((td_math_ew)ew) {                                                                                      \
         case TD_MEW_NEG: EW_(o[i] = -x[i]); break;                                                                     \
         case TD_MEW_ABS: EW_(o[i] = fabs(x[i])); break;                                                                \
@@ -139,19 +216,19 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         case TD_MEW_ERF: EW_(o[i] = erf(x[i])); break;                                                                 \
         case TD_MEW_SIGN: EW_(o[i] = x[i] > 0 ? (T)1 : x[i] < 0 ? (T)-1 : x[i]); break;                                \
         case TD_MEW_CAST: EW_(o[i] = ROUND_TO_(T, dt, x[i])); break;                                                   \
-        case TD_MEW_ADD: EW_(o[i] = x[i] + y[i]); break;                                                               \
-        case TD_MEW_SUB: EW_(o[i] = x[i] - y[i]); break;                                                               \
-        case TD_MEW_MUL: EW_(o[i] = x[i] * y[i]); break;                                                               \
-        case TD_MEW_DIV: EW_(o[i] = x[i] / y[i]); break;                                                               \
-        case TD_MEW_POW: EW_(o[i] = pow(x[i], y[i])); break;                                                           \
-        case TD_MEW_MIN: EW_(o[i] = x[i] != x[i] || y[i] != y[i] ? x[i] + y[i] : x[i] < y[i] ? x[i] : y[i]); break;    \
-        case TD_MEW_MAX: EW_(o[i] = x[i] != x[i] || y[i] != y[i] ? x[i] + y[i] : x[i] > y[i] ? x[i] : y[i]); break;    \
-        case TD_MEW_LT: EW_(o[i] = (T)(x[i] < y[i])); break;                                                           \
-        case TD_MEW_LE: EW_(o[i] = (T)(x[i] <= y[i])); break;                                                          \
-        case TD_MEW_GT: EW_(o[i] = (T)(x[i] > y[i])); break;                                                           \
-        case TD_MEW_GE: EW_(o[i] = (T)(x[i] >= y[i])); break;                                                          \
-        case TD_MEW_EQ: EW_(o[i] = (T)(x[i] == y[i])); break;                                                          \
-        case TD_MEW_NE: EW_(o[i] = (T)(x[i] != y[i])); break;                                                          \
+        case TD_MEW_ADD: BIN_(T, X_ + Y_); break;                                                                      \
+        case TD_MEW_SUB: BIN_(T, X_ - Y_); break;                                                                      \
+        case TD_MEW_MUL: BIN_(T, X_ *Y_); break;                                                                       \
+        case TD_MEW_DIV: BIN_(T, X_ / Y_); break;                                                                      \
+        case TD_MEW_POW: BIN_(T, pow(X_, Y_)); break;                                                                  \
+        case TD_MEW_MIN: BIN_(T, X_ != X_ || Y_ != Y_ ? X_ + Y_ : X_ < Y_ ? X_ : Y_); break;                           \
+        case TD_MEW_MAX: BIN_(T, X_ != X_ || Y_ != Y_ ? X_ + Y_ : X_ > Y_ ? X_ : Y_); break;                           \
+        case TD_MEW_LT: BIN_(T, (T)(X_ < Y_)); break;                                                                  \
+        case TD_MEW_LE: BIN_(T, (T)(X_ <= Y_)); break;                                                                 \
+        case TD_MEW_GT: BIN_(T, (T)(X_ > Y_)); break;                                                                  \
+        case TD_MEW_GE: BIN_(T, (T)(X_ >= Y_)); break;                                                                 \
+        case TD_MEW_EQ: BIN_(T, (T)(X_ == Y_)); break;                                                                 \
+        case TD_MEW_NE: BIN_(T, (T)(X_ != Y_)); break;                                                                 \
         case TD_MEW_WHERE: EW_(o[i] = x[i] != 0 ? y[i] : z[i]); break;                                                 \
         case TD_MEW_CLAMP: EW_(o[i] = CLAMP_(x[i], y[i], z[i])); break;                                                \
         case TD_MEW_COUNT: break;                                                                                      \
@@ -171,41 +248,197 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         default: EW_(cpu_store(base, i0 + i, dt, (double)v[i])); break;                                                \
         }                                                                                                              \
     }                                                                                                                  \
-    /* the block [i0, i0 + n): every instruction, then the stores; vals[v] is value v's array */                       \
-    static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, int64_t i0,         \
-                            int64_t n, bool stream) {                                                                  \
-        for (int v = 0; v < ir->n_insns; v++) {                                                                        \
-            const td_ki_insn *p = &ir->insns[v];                                                                       \
-            if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */     \
-                vals[v] = (const T *)bufs[p->buf] + i0;                                                                \
-                for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                         \
-                    __builtin_prefetch(vals[v] + j);                                                                   \
+    /* value v, when one number, as n copies of it in its slot */                                                      \
+    static void widen_##SUF(const td_kernel_ir *ir, T *scratch, const T **vals, bool *uni, int v, int64_t n) {         \
+        if (!uni[v]) return;                                                                                           \
+        T *w = scratch + (int64_t)ir->insns[v].slot * BLK;                                                             \
+        for (int64_t i = 1; i < n; i++) w[i] = w[0];                                                                   \
+        vals[v] = w, uni[v] = false;                                                                                   \
+    }                                                                                                                  \
+    /* acc[j..] op= v[0..n) where j = domain index % inner (j: the first's); returns the j after the last */           \
+    HOT_ static int64_t fold_##SUF(int op, double *acc, int64_t inner, int64_t j, const T *v, int64_t n) {             \
+        if ((op == TD_MRED_SUM || op == TD_MRED_MEAN) && inner == 1) { /* 8 lanes, then added pairwise */              \
+            double l[8] = {0};                                                                                         \
+            int64_t i = 0;                                                                                             \
+            for (; i + 8 <= n; i += 8)                                                                                 \
+                for (int k = 0; k < 8; k++) l[k] += (double)v[i + k];                                                  \
+            for (int k = 0; i < n; i++, k++) l[k] += (double)v[i];                                                     \
+            acc[0] += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));                               \
+            return 0;                                                                                                  \
+        }                                                                                                              \
+        if (op == TD_MRED_SUM || op == TD_MRED_MEAN) { /* runs of the output row */                                    \
+            for (int64_t i = 0; i < n;) {                                                                              \
+                int64_t run = inner - j < n - i ? inner - j : n - i;                                                   \
+                for (int64_t t = 0; t < run; t++) acc[j + t] += (double)v[i + t];                                      \
+                i += run, j = j + run == inner ? 0 : j + run;                                                          \
+            }                                                                                                          \
+            return j;                                                                                                  \
+        }                                                                                                              \
+        for (int64_t i = 0; i < n; i++) {                                                                              \
+            double x = (double)v[i], *a = &acc[j];                                                                     \
+            if (op == TD_MRED_AMAX ? (x > *a || x != x) : (x < *a || x != x)) *a = *a != *a ? *a : x; /* NaN stays */  \
+            if (++j == inner) j = 0;                                                                                   \
+        }                                                                                                              \
+        return j;                                                                                                      \
+    }                                                                                                                  \
+    /* instruction v over the block [i0, i0 + n) into vals[v], uni[v] */                                               \
+    static void insn_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni, int v,    \
+                           int64_t i0, int64_t n) {                                                                    \
+        const td_ki_insn *p = &ir->insns[v];                                                                           \
+        uni[v] = false;                                                                                                \
+        if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */         \
+            vals[v] = (const T *)bufs[p->buf] + i0;                                                                    \
+            for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                             \
+                __builtin_prefetch(vals[v] + j);                                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
+        T *o = scratch + (int64_t)p->slot * BLK;                                                                       \
+        vals[v] = o;                                                                                                   \
+        if (p->op == TD_KI_LOAD)                                                                                       \
+            uni[v] = load_##SUF(ir, p, bufs[p->buf], i0, n, o);                                                        \
+        else if (p->op == TD_KI_CONST)                                                                                 \
+            uni[v] = true; /* o[0] holds it */                                                                         \
+        else {                                                                                                         \
+            int a0 = p->a[0], a1 = p->n_a > 1 ? p->a[1] : a0, a2 = p->n_a > 2 ? p->a[2] : a0, var = 0;                 \
+            if (uni[a0] && uni[a1] && uni[a2]) {                                                                       \
+                ew_##SUF(p->ew, p->dtype, 1, o, vals[a0], vals[a1], vals[a2], 0);                                      \
+                uni[v] = true;                                                                                         \
+                return;                                                                                                \
+            }                                                                                                          \
+            if (p->n_a == 2 && (uni[a0] || uni[a1]))                                                                   \
+                var = uni[a1] ? 1 : 2;                                                                                 \
+            else                                                                                                       \
+                for (int k = 0; k < p->n_a; k++) widen_##SUF(ir, scratch, vals, uni, p->a[k], n);                      \
+            ew_##SUF(p->ew, p->dtype, n, o, vals[a0], vals[a1], vals[a2], var);                                        \
+        }                                                                                                              \
+    }                                                                                                                  \
+    /* o = the chain's value over n elements: r = a, then each step, in registers (CHAIN_VECS vectors at a time) */    \
+    HOT_ static void chain_run_##SUF(const chain_step *st, int ns, const T *a, T as, T *o, int64_t n) {                \
+        enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
+        V r0, r1, r2, r3, r4, r5, r6, r7, bc[CHAIN_MAX], ra;                                                           \
+        for (int t = 0; t < ns; t++)                                                                                   \
+            for (int l = 0; l < L; l++) bc[t][l] = (T)st[t].s;                                                         \
+        for (int l = 0; l < L; l++) ra[l] = as;                                                                        \
+        int64_t i = 0;                                                                                                 \
+        for (; i + CHAIN_VECS * L <= n; i += CHAIN_VECS * L) {                                                         \
+            if (a) {                                                                                                   \
+                CHAIN_EACH_(CHAIN_LOAD_, a + i)                                                                        \
+            } else {                                                                                                   \
+                CHAIN_EACH_(CHAIN_SET_, ra)                                                                            \
+            }                                                                                                          \
+            for (int t = 0; t < ns; t++) {                                                                             \
+                const T *b = (const T *)st[t].b + i;                                                                   \
+                switch (st[t].op) {                                                                                    \
+                    CHAIN_CASES_(ADD, +)                                                                               \
+                    CHAIN_CASES_(SUB, -)                                                                               \
+                    CHAIN_CASES_(MUL, *)                                                                               \
+                    CHAIN_CASES_(DIV, /)                                                                               \
+                }                                                                                                      \
+            }                                                                                                          \
+            CHAIN_EACH_(CHAIN_STORE_, o + i)                                                                           \
+        }                                                                                                              \
+        for (; i < n; i++) { /* the tail, one element at a time */                                                     \
+            T x = a ? a[i] : as;                                                                                       \
+            for (int t = 0; t < ns; t++) {                                                                             \
+                T b = st[t].b ? ((const T *)st[t].b)[i] : (T)st[t].s;                                                  \
+                switch (st[t].op >> 1) {                                                                               \
+                case CHAIN_OP_(ADD, 0): x = x + b; break;                                                              \
+                case CHAIN_OP_(ADD, 1): x = b + x; break;                                                              \
+                case CHAIN_OP_(SUB, 0): x = x - b; break;                                                              \
+                case CHAIN_OP_(SUB, 1): x = b - x; break;                                                              \
+                case CHAIN_OP_(MUL, 0): x = x * b; break;                                                              \
+                case CHAIN_OP_(MUL, 1): x = b * x; break;                                                              \
+                case CHAIN_OP_(DIV, 0): x = x / b; break;                                                              \
+                default: x = b / x; break;                                                                             \
+                }                                                                                                      \
+            }                                                                                                          \
+            o[i] = x;                                                                                                  \
+        }                                                                                                              \
+    }                                                                                                                  \
+    /* Instructions v.. as one chain, when v starts one: binary + - * / each of whose value only the next one reads,   \
+    ** literals and in-place loads between them run first. Returns the chain's last instruction, or -1 (nothing        \
+    ** ran but literals and in-place loads). */                                                                        \
+    static int chain_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,           \
+                           const int *uses, int v, int64_t i0, int64_t n, bool stream) {                               \
+        chain_step st[CHAIN_MAX];                                                                                      \
+        const td_ki_insn *p = &ir->insns[v];                                                                           \
+        if (!chain_op(p) || (uni[p->a[0]] && uni[p->a[1]])) return -1;                                                 \
+        int first = p->a[0], ns = 0, last = v;                                                                         \
+        CHAIN_STEP_(p, 0);                                                                                             \
+        for (int j = v + 1; j < ir->n_insns && ns < CHAIN_MAX && uses[last] == 1; j++) {                               \
+            const td_ki_insn *q = &ir->insns[j];                                                                       \
+            if (q->op == TD_KI_CONST || (q->op == TD_KI_LOAD && q->slot < 0)) {                                        \
+                insn_##SUF(ir, bufs, scratch, vals, uni, j, i0, n);                                                    \
                 continue;                                                                                              \
             }                                                                                                          \
-            T *o = scratch + (int64_t)p->slot * BLK;                                                                   \
-            if (p->op == TD_KI_LOAD)                                                                                   \
-                load_##SUF(ir, p, bufs[p->buf], i0, n, o);                                                             \
-            else if (p->op == TD_KI_EW)                                                                                \
-                ew_##SUF(p->ew, p->dtype, n, o, vals[p->a[0]], p->n_a > 1 ? vals[p->a[1]] : NULL,                      \
-                         p->n_a > 2 ? vals[p->a[2]] : NULL);                                                           \
-            vals[v] = o;                                                                                               \
+            if (!chain_op(q) || (q->a[0] == last) == (q->a[1] == last)) break;                                         \
+            CHAIN_STEP_(q, q->a[1] == last);                                                                           \
+            last = j;                                                                                                  \
         }                                                                                                              \
-        for (int s = 0; s < ir->n_stores; s++)                                                                         \
+        if (ns < 2) return -1;                                                                                         \
+        T *o = scratch + (int64_t)ir->insns[last].slot * BLK;                                                          \
+        for (int s = 0; s < ir->n_stores && uses[last] == 1 && !stream;                                                \
+             s++) /* its one reader a store: straight there */                                                         \
+            if (ir->store_value[s] == last && td_dtype_size(ir->buf_dtype[ir->store_buf[s]]) == sizeof(T) &&           \
+                td_dtype_is_float(ir->buf_dtype[ir->store_buf[s]]))                                                    \
+                o = (T *)bufs[ir->store_buf[s]] + i0;                                                                  \
+        chain_run_##SUF(st, ns, uni[first] ? NULL : vals[first], vals[first][0], o, n);                                \
+        vals[last] = o, uni[last] = false;                                                                             \
+        return last;                                                                                                   \
+    }                                                                                                                  \
+    /* the block [i0, i0 + n): every instruction, then the stores; vals[v] is value v's array, of one number           \
+    ** (vals[v][0]) when uni[v] */                                                                                     \
+    static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,          \
+                            const int *uses, int64_t i0, int64_t n, bool stream) {                                     \
+        for (int v = 0; v < ir->n_insns; v++) {                                                                        \
+            int end = chain_##SUF(ir, bufs, scratch, vals, uni, uses, v, i0, n, stream);                               \
+            if (end >= 0)                                                                                              \
+                v = end;                                                                                               \
+            else                                                                                                       \
+                insn_##SUF(ir, bufs, scratch, vals, uni, v, i0, n);                                                    \
+        }                                                                                                              \
+        for (int s = 0; s < ir->n_stores; s++) {                                                                       \
+            if (vals[ir->store_value[s]] == (const T *)bufs[ir->store_buf[s]] + i0) continue; /* a chain wrote it */   \
+            widen_##SUF(ir, scratch, vals, uni, ir->store_value[s], n);                                                \
             store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]],      \
                         stream && !((uintptr_t)bufs[ir->store_buf[s]] & 15));                                          \
+        }                                                                                                              \
+        if (ir->red_value >= 0) widen_##SUF(ir, scratch, vals, uni, ir->red_value, n);                                 \
     }
 
 #define EW_(stmt)                                                                                                      \
     for (int64_t i = 0; i < n; i++) stmt
+/* o[i] = e(X_, Y_) with X_ = x[i] or x[0] (var 2), Y_ = y[i] or y[0] (var 1) */
+#define BIN_(T, e)                                                                                                     \
+    do {                                                                                                               \
+        if (var == 1) {                                                                                                \
+            const T Y_ = y[0];                                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                const T X_ = x[i];                                                                                     \
+                o[i] = (e);                                                                                            \
+            }                                                                                                          \
+        } else if (var == 2) {                                                                                         \
+            const T X_ = x[0];                                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                const T Y_ = y[i];                                                                                     \
+                o[i] = (e);                                                                                            \
+            }                                                                                                          \
+        } else                                                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                                                          \
+                const T X_ = x[i], Y_ = y[i];                                                                          \
+                o[i] = (e);                                                                                            \
+            }                                                                                                          \
+    } while (0)
 
-RUNNER_(float, f32)
-RUNNER_(double, f64)
+RUNNER_(float, f32, f32x8)
+RUNNER_(double, f64, f64x4)
 
 typedef struct run_ctx {
     const td_kernel_ir *ir;
     void *const *bufs;
     int64_t chunks, chunk; /* reduction: K cut into chunks of chunk */
     double *partials;      /* [outer * chunks, inner] */
+    int *uses;             /* per value: the instructions, stores and reduction that read it */
     _Atomic bool oom;      /* a worker found no memory for its scratch */
 } run_ctx;
 
@@ -216,22 +449,22 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
     run_ctx *c = user;
     const td_kernel_ir *ir = c->ir;
     bool f64 = ir->compute == TD_F64, stream = CAN_STREAM_ && ir->n * (int64_t)sizeof(float) >= STREAM_BYTES;
-    size_t es = f64 ? sizeof(double) : sizeof(float);
+    size_t es = f64 ? sizeof(double) : sizeof(float), ni = (size_t)(ir->n_insns ? ir->n_insns : 1);
     void *scratch = malloc(es * BLK * (size_t)(ir->n_slots ? ir->n_slots : 1));
-    const void **vals = malloc(sizeof *vals * (size_t)(ir->n_insns ? ir->n_insns : 1));
-    if (!scratch || !vals) {
-        free(scratch), free(vals);
+    const void **vals = malloc(sizeof *vals * ni);
+    bool *uni = malloc(sizeof *uni * ni);
+    if (!scratch || !vals || !uni) {
+        free(scratch), free(vals), free(uni);
         c->oom = true;
         return;
     }
-    for (int v = 0; v < ir->n_insns; v++) /* literals: filled once */
-        if (ir->insns[v].op == TD_KI_CONST)
-            for (int64_t i = 0; i < BLK; i++) {
-                if (f64)
-                    ((double *)scratch)[ir->insns[v].slot * BLK + i] = ir->insns[v].value;
-                else
-                    ((float *)scratch)[ir->insns[v].slot * BLK + i] = (float)ir->insns[v].value;
-            }
+    for (int v = 0; v < ir->n_insns; v++) /* literals: their slot's element 0, filled once */
+        if (ir->insns[v].op == TD_KI_CONST) {
+            if (f64)
+                ((double *)scratch)[ir->insns[v].slot * BLK] = ir->insns[v].value;
+            else
+                ((float *)scratch)[ir->insns[v].slot * BLK] = (float)ir->insns[v].value;
+        }
     for (int64_t b = b0; b < b1; b++) {
         int64_t lo, hi, o = 0;
         if (ir->red_value < 0) {
@@ -245,63 +478,81 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
         for (int64_t i0 = lo, j = 0; i0 < hi; i0 += BLK) {
             int64_t n = hi - i0 < BLK ? hi - i0 : BLK;
             if (f64)
-                block_f64(ir, c->bufs, scratch, (const double **)vals, i0, n, stream);
+                block_f64(ir, c->bufs, scratch, (const double **)vals, uni, c->uses, i0, n, stream);
             else
-                block_f32(ir, c->bufs, scratch, (const float **)vals, i0, n, stream);
+                block_f32(ir, c->bufs, scratch, (const float **)vals, uni, c->uses, i0, n, stream);
             if (!acc) continue;
-            /* fold the block's reduced value into the task's partials: acc[j] op= v, j = i % inner */
-            const void *rv = vals[ir->red_value];
-            for (int64_t i = 0; i < n; i++) {
-                double v = f64 ? ((const double *)rv)[i] : ((const float *)rv)[i];
-                double *a = &acc[j];
-                if (ir->red_op == TD_MRED_SUM || ir->red_op == TD_MRED_MEAN)
-                    *a += v;
-                else if (ir->red_op == TD_MRED_AMAX ? (v > *a || v != v) : (v < *a || v != v))
-                    *a = *a != *a ? *a : v; /* NaN propagates */
-                if (++j == ir->inner) j = 0;
-            }
+            if (f64)
+                j = fold_f64(ir->red_op, acc, ir->inner, j, vals[ir->red_value], n);
+            else
+                j = fold_f32(ir->red_op, acc, ir->inner, j, vals[ir->red_value], n);
         }
     }
     if (stream) stream_fence();
-    free(scratch), free(vals);
+    free(scratch), free(vals), free(uni);
+}
+
+/* The region's reductions over their tasks (see the top of the file). */
+static bool run_reduction(const td_kernel_ir *ir, void *const *bufs, run_ctx *c, int64_t cost) {
+    /* enough tasks for the threads: cut K into chunks when there are few outputs rows */
+    int64_t outputs = ir->outer * ir->inner, chunks = 1;
+    while (ir->outer * chunks < 64 && ir->k / (chunks * 2) * ir->inner >= BLK && outputs * chunks * 2 <= (1 << 22))
+        chunks *= 2;
+    c->chunks = chunks;
+    c->chunk = (ir->k + chunks - 1) / chunks;
+    int64_t tasks = ir->outer * chunks;
+    c->partials = malloc(sizeof(double) * (size_t)(tasks * ir->inner > 0 ? tasks * ir->inner : 1));
+    if (!c->partials) return false;
+    for (int64_t i = 0; i < tasks * ir->inner; i++) c->partials[i] = red_init(ir->red_op);
+    if (ir->k > 0) td_parallel_for(tasks, cost * c->chunk * ir->inner, run_piece, c);
+    /* combine the chunks of each output row, in chunk order */
+    double *row = malloc(sizeof(double) * (size_t)(ir->inner > 0 ? ir->inner : 1));
+    if (!row) {
+        free(c->partials);
+        return false;
+    }
+    void *out = bufs[ir->red_buf];
+    td_dtype dt = ir->buf_dtype[ir->red_buf];
+    bool add = ir->red_op == TD_MRED_SUM || ir->red_op == TD_MRED_MEAN;
+    for (int64_t o = 0; o < ir->outer; o++) {
+        for (int64_t j = 0; j < ir->inner; j++) row[j] = red_init(ir->red_op);
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            const double *p = c->partials + (o * chunks + ch) * ir->inner;
+            if (add)
+                for (int64_t j = 0; j < ir->inner; j++) row[j] += p[j];
+            else
+                for (int64_t j = 0; j < ir->inner; j++) {
+                    double v = p[j], *a = &row[j];
+                    if (v != v || *a != *a)
+                        *a = *a != *a ? *a : v; /* NaN propagates */
+                    else if (ir->red_op == TD_MRED_AMAX ? v > *a : v < *a)
+                        *a = v;
+                }
+        }
+        for (int64_t j = 0; j < ir->inner; j++)
+            cpu_store(out, o * ir->inner + j, dt, ir->red_op == TD_MRED_MEAN ? row[j] / (double)ir->k : row[j]);
+    }
+    free(row);
+    free(c->partials);
+    return !c->oom;
 }
 
 bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
     run_ctx c = {.ir = ir, .bufs = bufs};
     int64_t cost = (int64_t)ir->n_insns + ir->n_stores + 1;
+    c.uses = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *c.uses);
+    if (!c.uses) return false;
+    for (int v = 0; v < ir->n_insns; v++)
+        if (ir->insns[v].op == TD_KI_EW)
+            for (int k = 0; k < ir->insns[v].n_a; k++) c.uses[ir->insns[v].a[k]]++;
+    for (int s = 0; s < ir->n_stores; s++) c.uses[ir->store_value[s]]++;
+    if (ir->red_value >= 0) c.uses[ir->red_value]++;
+    bool ok;
     if (ir->red_value < 0) {
         td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_piece, &c);
-        return !c.oom;
-    }
-    /* enough tasks for the threads: cut K into chunks when there are few outputs rows */
-    int64_t outputs = ir->outer * ir->inner, chunks = 1;
-    while (ir->outer * chunks < 64 && ir->k / (chunks * 2) * ir->inner >= BLK && outputs * chunks * 2 <= (1 << 22))
-        chunks *= 2;
-    c.chunks = chunks;
-    c.chunk = (ir->k + chunks - 1) / chunks;
-    int64_t tasks = ir->outer * chunks;
-    c.partials = malloc(sizeof(double) * (size_t)(tasks * ir->inner > 0 ? tasks * ir->inner : 1));
-    if (!c.partials) return false;
-    for (int64_t i = 0; i < tasks * ir->inner; i++) c.partials[i] = red_init(ir->red_op);
-    if (ir->k > 0) td_parallel_for(tasks, cost * c.chunk * ir->inner, run_piece, &c);
-    /* combine the chunks of each output */
-    void *out = bufs[ir->red_buf];
-    td_dtype dt = ir->buf_dtype[ir->red_buf];
-    for (int64_t o = 0; o < ir->outer; o++)
-        for (int64_t j = 0; j < ir->inner; j++) {
-            double a = red_init(ir->red_op);
-            for (int64_t ch = 0; ch < chunks; ch++) {
-                double v = c.partials[(o * chunks + ch) * ir->inner + j];
-                if (ir->red_op == TD_MRED_SUM || ir->red_op == TD_MRED_MEAN)
-                    a += v;
-                else if (v != v || a != a)
-                    a = a != a ? a : v;
-                else if (ir->red_op == TD_MRED_AMAX ? v > a : v < a)
-                    a = v;
-            }
-            if (ir->red_op == TD_MRED_MEAN) a /= (double)ir->k;
-            cpu_store(out, o * ir->inner + j, dt, a);
-        }
-    free(c.partials);
-    return !c.oom;
+        ok = !c.oom;
+    } else
+        ok = run_reduction(ir, bufs, &c, cost);
+    free(c.uses);
+    return ok;
 }
