@@ -25,8 +25,8 @@ static double max_rel(td_tensor *a, td_tensor *b) {
     return worst;
 }
 
-/* max |a - b| / (|b| + 1e-4 max|b|): a's error in units of b's own size (a: b rounded once to a low
-** dtype gives at most half its ulp, 2^-9 for bf16 and 2^-12 for f16) */
+/* max |a - b| / (|b| + 1e-4 max|b|): a's error in units of b's own size (each rounding of b to a low
+** dtype costs at most half its ulp: 2^-9 for bf16, 2^-12 for f16) */
 static double max_rounding(td_tensor *a, td_tensor *b) {
     int64_t n = td_numel(b);
     ASSERT_EQ_INT(td_numel(a), n);
