@@ -80,7 +80,8 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
 }
 
 /* Attention: the fused td_scaled_dot_product_attention in f16/bf16 (q's dtype, or autocast's) on CUDA, whose
-** mma.sync kernels beat the composed matmul-softmax-matmul there (bench/RESULTS.md, issue 10) and keep no
+** kernels (cuDNN's, else our mma.sync ones) beat the composed matmul-softmax-matmul there (bench/RESULTS.md) and keep
+*no
 ** [N, H, T, T] buffer; the composed one elsewhere (f32 on CUDA too: its 3xTF32 kernels are slower).
 ** TRIDENT_ATTENTION=fused or composed forces either. */
 static bool use_fused_attention(td_tensor *q) {
