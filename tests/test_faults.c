@@ -1,6 +1,6 @@
 /*
 ** Fault injection (src/core/fault.c): every buffer allocation of one W2 training
-** step fails in turn (TRIDENT_FAULT_ALLOC), on the CPU and on vulkan:0 when
+** step fails in turn (TRIDENT_FAULT_ALLOC), on the CPU, vulkan:0 and cuda:0 when
 ** present; each failure must be a clear TD_ERR_OOM with no crash and no leak
 ** (tensors, device bytes; LSan in the sanitized build), and the next steps with
 ** faults off must train. Every file write of a checkpoint save fails in turn
@@ -25,7 +25,8 @@ static void check_no_host_leaks(void) {
 #endif
 }
 
-#define TESTS(X) X(alloc_sweep_cpu) X(alloc_sweep_vulkan) X(alloc_env) X(write_sweep_checkpoint) X(write_env)
+#define TESTS(X)                                                                                                       \
+    X(alloc_sweep_cpu) X(alloc_sweep_vulkan) X(alloc_sweep_cuda) X(alloc_env) X(write_sweep_checkpoint) X(write_env)
 
 #define BATCH 2
 
@@ -134,6 +135,11 @@ TEST(alloc_sweep_vulkan) {
     if (!td_backend_for(TD_DEVICE_VULKAN))
         TEST_SKIP("no Vulkan device: %s", td_backend_unavailable_reason(TD_DEVICE_VULKAN));
     ASSERT(alloc_sweep(TD_VULKAN(0)) >= 20);
+}
+
+TEST(alloc_sweep_cuda) {
+    if (!td_backend_for(TD_DEVICE_CUDA)) TEST_SKIP("no CUDA device: %s", td_backend_unavailable_reason(TD_DEVICE_CUDA));
+    ASSERT(alloc_sweep(TD_CUDA(0)) >= 20);
 }
 
 /* TRIDENT_FAULT_ALLOC=3, read at the first allocation: the third one fails. */
