@@ -128,10 +128,10 @@ TEST(modules_and_backward) {
                    *cat = json_string_value(json_object_get(ev[i], "cat")),
                    *mod = json_string_value(json_object_get(args, "module")),
                    *node = json_string_value(json_object_get(args, "node"));
-        fw_matmul |= !strcmp(name, "matmul") && !strcmp(cat, "forward") && !strcmp(mod, "0 (Linear)");
+        fw_matmul |= !strcmp(name, "linear") && !strcmp(cat, "forward") && !strcmp(mod, "0 (Linear)"); /* one op */
         fw_relu |= !strcmp(name, "relu") && !strcmp(cat, "forward") && !strcmp(mod, "1 (ReLU)");
-        bw_matmul |= !strcmp(name, "matmul") && !strcmp(cat, "backward") && !strcmp(mod, "0 (Linear)") && node &&
-                     !strcmp(node, "matmul");
+        bw_matmul |= !strcmp(name, "linear_wgrad") && !strcmp(cat, "backward") && !strcmp(mod, "0 (Linear)") && node &&
+                     !strcmp(node, "linear"); /* dw, db, issued by the linear node */
     }
     ASSERT(fw_matmul && fw_relu && bw_matmul);
     json_decref(j);

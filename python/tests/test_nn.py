@@ -13,7 +13,9 @@ import trident
 import trident.nn as tnn
 import trident.nn.functional as TF
 
-FASHION = "/usr/share/datasets/fashion-mnist"
+FASHION = os.environ.get("TRIDENT_FASHION_MNIST", "/usr/share/datasets/fashion-mnist")
+# the tutorial on every device this build has (torch's twin on cuda:0 for cuda:0, else on the CPU)
+TUTORIAL_DEVICES = [d for d in ("cpu", "vulkan:0", "cuda:0") if d in trident.devices()]
 
 
 def tt(x):
@@ -167,7 +169,8 @@ def _idx(name, n):
     return np.frombuffer(data, np.uint8, offset=16)[: n * 784].reshape(n, 1, 28, 28).astype(np.float32) / 255.0
 
 
-def test_fashion_mnist_cnn_tutorial_trains_like_torch(seed):
+@pytest.mark.parametrize("device", TUTORIAL_DEVICES)
+def test_fashion_mnist_cnn_tutorial_trains_like_torch(seed, device):
     """The MNIST CNN tutorial's shape (conv-relu-pool x2, flatten, linear) with only `torch.`-style names."""
     if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
         pytest.skip(f"no Fashion-MNIST in {FASHION} (Debian's dataset-fashion-mnist package)")
@@ -175,17 +178,17 @@ def test_fashion_mnist_cnn_tutorial_trains_like_torch(seed):
     images, labels = _idx("train-images-idx3-ubyte.gz", steps * batch), _idx("train-labels-idx1-ubyte.gz",
                                                                              steps * batch)
 
-    def run(torch_like, nn, F, copy_from=None):
+    def run(torch_like, nn, F, copy_from, dev):
         torch_like.manual_seed(seed)
         model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
                               nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 10))
-        if copy_from is not None:
-            model.load_state_dict(copy_from)
+        model.load_state_dict(copy_from)
+        model.to(dev)
         opt = torch_like.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         losses = []
         for s in range(steps):
-            x = torch_like.tensor(images[s * batch:(s + 1) * batch])
-            y = torch_like.tensor(labels[s * batch:(s + 1) * batch])
+            x = torch_like.tensor(images[s * batch:(s + 1) * batch]).to(dev)
+            y = torch_like.tensor(labels[s * batch:(s + 1) * batch]).to(dev)
             loss = F.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
@@ -196,8 +199,9 @@ def test_fashion_mnist_cnn_tutorial_trains_like_torch(seed):
     trident.manual_seed(seed)
     init = tnn.Sequential(tnn.Conv2d(1, 8, 3), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(8, 16, 3), tnn.ReLU(),
                           tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(16 * 5 * 5, 10)).state_dict()
-    _, ours = run(trident, tnn, TF, {k: v.clone() for k, v in init.items()})
-    _, ref = run(torch, torch.nn, torch.nn.functional, {k: torch.from_numpy(np.array(v)) for k, v in init.items()})
+    _, ours = run(trident, tnn, TF, {k: v.clone() for k, v in init.items()}, device)
+    _, ref = run(torch, torch.nn, torch.nn.functional, {k: torch.from_numpy(np.array(v)) for k, v in init.items()},
+                 device if device.startswith("cuda") and torch.cuda.is_available() else "cpu")
     assert ours[0] == pytest.approx(ref[0], rel=1e-4)  # the same initial weights and data
     first, last = np.mean(ours[:20]), np.mean(ours[-50:])
     assert last < 0.5 * first, (first, last)
