@@ -105,7 +105,7 @@ static void check_values(td_tensor *t, const double *want, int64_t n, td_dtype d
 static int worker_collectives(td_device dev) {
     uint64_t seed = strtoull(getenv("TD_SEED"), NULL, 10);
     int world = td_dist_world_size(), rank = td_dist_rank();
-    static const int64_t sizes[] = {1, 7, 1001};
+    static const int64_t sizes[] = {1, 7, 1001, 300001}; /* the last: tcp's pair exchange, in chunks */
     for (int dt = 0; dt < TD_DTYPE_COUNT; dt++) {
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
             int64_t n = sizes[si];
@@ -176,8 +176,8 @@ static int worker_collectives(td_device dev) {
         WFAIL("all_gather of the wrong size accepted");
     td_scope_end();
     if (rank == 0)
-        printf("  collectives: %d dtypes x sizes 1, 7, 1001 on %d ranks agree with their definitions\n", TD_DTYPE_COUNT,
-               world);
+        printf("  collectives: %d dtypes x sizes 1, 7, 1001, 300001 on %d ranks agree with their definitions\n",
+               TD_DTYPE_COUNT, world);
     return 0;
 }
 

@@ -295,6 +295,17 @@ TEST(ddp_tcp_3_ranks) {
     ASSERT_EQ_INT(run_tcp_workers(3, "test_dist", "ddp cpu"), 0);
 }
 
+/* 2 ranks: tcp's pair exchange (reduce-scatter + all-gather at once both ways) */
+TEST(collectives_tcp_2_ranks) {
+    test_seed();
+    ASSERT_EQ_INT(run_tcp_workers(2, "test_dist", "collectives cpu"), 0);
+}
+
+TEST(ddp_tcp_2_ranks) {
+    test_seed();
+    ASSERT_EQ_INT(run_tcp_workers(2, "test_dist", "ddp cpu"), 0);
+}
+
 TEST(zero1_tcp_3_ranks) {
     test_seed();
     ASSERT_EQ_INT(run_tcp_workers(3, "test_dist_zero", "zero"), 0);
@@ -374,6 +385,8 @@ TEST(zero1_errors) {
     X(collectives_tcp_3_ranks)                                                                                         \
     X(ddp_tcp_3_ranks)                                                                                                 \
     X(zero1_tcp_3_ranks)                                                                                               \
+    X(collectives_tcp_2_ranks)                                                                                         \
+    X(ddp_tcp_2_ranks)                                                                                                 \
     X(zero1_errors)
 
 TESTS(TEST_DECLARE_)

@@ -9,6 +9,14 @@
 **
 ** tcp (TD_DIST_TCP, tcp.c): the same rendezvous, whose sockets then carry
 ** the CPU collectives themselves (no watchdog: each call sees a lost peer).
+** DDP's started collectives (td__dist_all_reduce_start, _reduce_start) run on
+** a worker thread: the caller stages the tensor (a Vulkan bucket: its host
+** copy, taken when its gradients are final), queues the job and goes on with
+** backward while the worker reduces on the host; td__dist_wait_started waits
+** for the queue and writes each host copy back to its tensor (queued on the
+** device). Every other collective first waits for the queue, so the sockets
+** carry the collectives one at a time in the order they were called. (mpi
+** calls stay on the caller's thread: MPI_Init gives no thread support.)
 **
 ** Watchdog (nccl): a thread reads the rendezvous sockets. A peer's socket that
 ** closes without the goodbye byte means that process died: the watchdog
@@ -52,6 +60,9 @@ static struct {
     atomic_bool failed, leaving;
     char failure[256];
 } g = {.wake = {-1, -1}};
+
+static td_status worker_start(void); /* tcp's worker for started collectives (below) */
+static void worker_stop(void);
 
 /* ---- environment ---------------------------------------------------------- */
 
@@ -236,7 +247,7 @@ static td_status init_tcp(const td_dist_opts *o, const launch_env *e) {
     td_status st = td__rdzv_run(&z, id, g.fds);
     if (st) return st;
     g.tr = td__tcp_transport(g.fds, e->rank, e->world, timeout);
-    return TD_OK;
+    return worker_start();
 }
 
 static td_status init_nccl(const td_dist_opts *o, const launch_env *e) {
@@ -278,6 +289,7 @@ static td_status init_mpi(const launch_env *e) {
 }
 
 static void reset(void) {
+    worker_stop(); /* before the sockets close: it runs what was queued */
     if (g.watchdog_on) {
         atomic_store(&g.leaving, true);
         if (write(g.wake[1], "x", 1) < 0) { /* the thread then sees the pipe closed below */
@@ -352,6 +364,76 @@ typedef struct staged {
     void *ptr, *stream;
 } staged;
 
+/* tcp: a started collective for the worker (t of s is retained, +1) */
+typedef struct job {
+    staged s;
+    size_t count;
+    int dt, op, root; /* root < 0: all_reduce, else reduce to root */
+} job;
+
+static struct {
+    pthread_t thread;
+    bool on, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job *jobs;
+    int n, cap, done; /* queued, and run (in order) */
+    int rc;           /* the first failure's, with why */
+    char why[TD_DIST_WHY];
+} w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&w.mu);
+    for (;;) {
+        while (w.done == w.n && !w.stop) pthread_cond_wait(&w.cv, &w.mu);
+        if (w.done == w.n) break;
+        job j = w.jobs[w.done];
+        bool skip = w.rc != 0; /* after a failure the queue only drains */
+        pthread_mutex_unlock(&w.mu);
+        char why[TD_DIST_WHY] = "";
+        int rc = skip         ? 0
+                 : j.root < 0 ? g.tr->all_reduce(j.s.ptr, j.count, j.dt, j.op, NULL, why)
+                              : g.tr->reduce_start(j.s.ptr, j.count, j.dt, j.op, j.root, NULL, why);
+        pthread_mutex_lock(&w.mu);
+        if (rc && !w.rc) w.rc = rc, snprintf(w.why, sizeof w.why, "%s", why);
+        w.done++;
+        pthread_cond_broadcast(&w.cv);
+    }
+    pthread_mutex_unlock(&w.mu);
+    return NULL;
+}
+
+static td_status worker_start(void) {
+    w.stop = false, w.n = w.done = w.rc = 0;
+    if (pthread_create(&w.thread, NULL, worker_main, NULL) != 0)
+        return TD_ERR(TD_ERR_OOM, "dist_init: cannot start the collectives' worker thread");
+    w.on = true;
+    return TD_OK;
+}
+
+/* Wait until the worker ran every queued job; *rc and why: the first failure. */
+static void worker_drain(int *rc, char *why) {
+    pthread_mutex_lock(&w.mu);
+    while (w.done < w.n) pthread_cond_wait(&w.cv, &w.mu);
+    *rc = w.rc;
+    snprintf(why, TD_DIST_WHY, "%s", w.why);
+    w.rc = 0, w.why[0] = 0;
+    pthread_mutex_unlock(&w.mu);
+}
+
+static void worker_stop(void) {
+    if (!w.on) return;
+    pthread_mutex_lock(&w.mu);
+    w.stop = true;
+    pthread_cond_broadcast(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(w.thread, NULL);
+    for (int k = 0; k < w.n; k++) td_release(w.jobs[k].s.host), td_release(w.jobs[k].s.t);
+    free(w.jobs);
+    w.jobs = NULL, w.n = w.cap = w.done = 0, w.on = false;
+}
+
 static td_status usable(const char *api) {
     if (!g.inited) return TD_ERR(TD_ERR_STATE, "%s: no process group (call td_dist_init first)", api);
     if (atomic_load(&g.failed)) return TD_ERR(TD_ERR_STATE, "%s: the group failed: %s", api, g.failure);
@@ -397,6 +479,53 @@ static td_status transport_rc(int rc, const char *api, const char *why) {
     return TD_ERR(TD_ERR_DEVICE, "%s: %s", api, why);
 }
 
+/* tcp: queue t's collective for the worker (root < 0: all_reduce); t is staged now. */
+static td_status queue_job(td_tensor *t, td_dist_op op, int root, const char *api) {
+    staged s;
+    td_status st = stage(t, api, "t", &s);
+    if (st || !s.ptr) return unstage(&s, st);
+    pthread_mutex_lock(&w.mu);
+    if (w.n == w.cap) {
+        int cap = w.cap ? 2 * w.cap : 16;
+        job *grown = realloc(w.jobs, sizeof *grown * (size_t)cap);
+        if (!grown) {
+            pthread_mutex_unlock(&w.mu);
+            return unstage(&s, TD_ERR(TD_ERR_OOM, "%s: out of host memory", api));
+        }
+        w.jobs = grown, w.cap = cap;
+    }
+    s.t = td_retain(t);
+    w.jobs[w.n++] = (job){.s = s, .count = (size_t)td_numel(t), .dt = td_tensor_dtype(t), .op = op, .root = root};
+    pthread_cond_broadcast(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    return TD_OK;
+}
+
+/* tcp: wait for the worker's queue, write its host copies back (queued) and
+** drop the jobs; the first failure. */
+static td_status settle(const char *api) {
+    if (!w.on) return TD_OK;
+    int rc;
+    char why[TD_DIST_WHY];
+    worker_drain(&rc, why);
+    td_status st = transport_rc(rc, api, why);
+    pthread_mutex_lock(&w.mu);
+    for (int k = 0; k < w.n; k++) {
+        td_status back = unstage(&w.jobs[k].s, st);
+        if (st == TD_OK) st = back;
+        td_release(w.jobs[k].s.t);
+    }
+    w.n = w.done = 0;
+    pthread_mutex_unlock(&w.mu);
+    return st;
+}
+
+/* usable, and the started collectives finished (a blocking collective's start) */
+static td_status settled(const char *api) {
+    td_status st = usable(api);
+    return st ? st : settle(api);
+}
+
 static td_status check_op(td_tensor *t, td_dist_op op, const char *api) {
     if ((unsigned)op > TD_DIST_MAX) return TD_ERR(TD_ERR_MISUSE, "%s: op %d is not sum, avg or max", api, (int)op);
     if (op == TD_DIST_AVG && !td_dtype_is_float(td_tensor_dtype(t)))
@@ -406,10 +535,11 @@ static td_status check_op(td_tensor *t, td_dist_op op, const char *api) {
 }
 
 static td_status all_reduce(td_tensor *t, td_dist_op op, bool start, const char *api) {
-    td_status st = usable(api);
+    td_status st = start ? usable(api) : settled(api);
     if (st) return st;
     if (!td__check_arg(t, api, "t")) return td_last_status();
     if ((st = check_op(t, op, api))) return st;
+    if (start && w.on) return queue_job(t, op, -1, api);
     staged s;
     if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
     char why[TD_DIST_WHY] = "";
@@ -424,6 +554,7 @@ td_status td__dist_reduce_start(td_tensor *t, td_dist_op op, int root) {
     const char *api = "ddp reduce";
     td_status st = usable(api);
     if (st || (st = check_op(t, op, api))) return st;
+    if (w.on) return queue_job(t, op, root, api);
     staged s;
     if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
     char why[TD_DIST_WHY] = "";
@@ -434,7 +565,7 @@ td_status td__dist_all_reduce_start(td_tensor *t, td_dist_op op) { return all_re
 
 /* A transport call that takes only the group's stream: barrier, else wait_started */
 static td_status stream_call(bool barrier, const char *api) {
-    td_status st = usable(api);
+    td_status st = settled(api);
     if (st || !g.tr) return st;
     char why[TD_DIST_WHY] = "";
     void *stream = g.dev.type == TD_DEVICE_CUDA ? td_device_native_stream(g.dev) : NULL;
@@ -445,7 +576,7 @@ td_status td__dist_wait_started(void) { return stream_call(false, "ddp wait"); }
 
 td_status td_dist_broadcast(td_tensor *t, int root) {
     const char *api = "dist_broadcast";
-    td_status st = usable(api);
+    td_status st = settled(api);
     if (st) return st;
     if (root < 0 || root >= g.world) return TD_ERR(TD_ERR_MISUSE, "%s: root %d is outside [0, %d)", api, root, g.world);
     staged s;
@@ -483,7 +614,7 @@ static td_status unstage_pair(staged *so, staged *si, td_status st) {
 
 td_status td_dist_all_gather(td_tensor *out, td_tensor *in) {
     const char *api = "dist_all_gather";
-    td_status st = usable(api);
+    td_status st = settled(api);
     if (st || (st = check_pair(out, in, api, "out", "in"))) return st;
     staged so, si;
     if ((st = stage_pair(out, in, api, &so, &si))) return st;
@@ -495,7 +626,7 @@ td_status td_dist_all_gather(td_tensor *out, td_tensor *in) {
 
 td_status td_dist_reduce_scatter(td_tensor *out, td_tensor *in, td_dist_op op) {
     const char *api = "dist_reduce_scatter";
-    td_status st = usable(api);
+    td_status st = settled(api);
     if (st || (st = check_pair(in, out, api, "in", "out")) || (st = check_op(in, op, api))) return st;
     staged so, si;
     if ((st = stage_pair(out, in, api, &so, &si))) return st;

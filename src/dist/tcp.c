@@ -7,7 +7,12 @@
 **                   them in rank order (acc = ((b0 op b1) op b2) ..., half
 **                   dtypes through float, rounded after each step as the mpi
 **                   transport's user ops do; AVG = SUM / world), and sends
-**                   the result back
+**                   the result back. Two ranks with at least PAIR_MIN bytes:
+**                   the socket carries both directions at once, a
+**                   reduce-scatter then an all-gather in PAIR_CHUNK pieces
+**                   (rank r reduces half r, acc = b0 op b1 as above, so
+**                   both get the star's bits; each byte crosses once each
+**                   way instead of twice in turn)
 **   broadcast       root -> rank 0 (when root != 0) -> every other rank
 **   all_gather      every block to rank 0, the whole [world * count] back
 **   reduce_scatter  all_reduce at rank 0, block r sent to rank r
@@ -23,6 +28,7 @@
 */
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +38,9 @@
 
 #include "backend_cpu/cpu.h" /* the f16/bf16 conversions */
 #include "dist/dist_internal.h"
+
+#define PAIR_MIN   (64 << 10) /* bytes: below, the star (its latency is one round trip less) */
+#define PAIR_CHUNK (1 << 20)  /* bytes: a piece of the pair exchange, combined as it arrives */
 
 enum { K_ALL_REDUCE = 1, K_BROADCAST, K_ALL_GATHER, K_REDUCE_SCATTER, K_BARRIER, K_STOP };
 static const char *const kind_names[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"};
@@ -197,11 +206,78 @@ static int gather_reduce(void *acc, const header *h, char *why) {
     return rc;
 }
 
+/* Send sn bytes of out and receive rn bytes into in over fd at once (neither
+** side blocks the other on full socket buffers): 0, or -1 with errno. */
+static int duplex(int fd, const char *out, size_t sn, char *in, size_t rn, double deadline) {
+    while (sn || rn) {
+        struct pollfd pf = {.fd = fd, .events = (short)((sn ? POLLOUT : 0) | (rn ? POLLIN : 0))};
+        double left = deadline - td__now_s();
+        int r = poll(&pf, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+        if (r == 0) return errno = ETIMEDOUT, -1;
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (rn && (pf.revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t k = recv(fd, in, rn, MSG_DONTWAIT);
+            if (k == 0) return errno = ECONNRESET, -1;
+            if (k < 0 && errno != EINTR && errno != EAGAIN) return -1;
+            if (k > 0) in += k, rn -= (size_t)k;
+        }
+        if (sn && (pf.revents & (POLLOUT | POLLERR))) {
+            ssize_t k = send(fd, out, sn, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k < 0 && errno != EINTR && errno != EAGAIN) return -1;
+            if (k > 0) out += k, sn -= (size_t)k;
+        }
+    }
+    return 0;
+}
+
+/* Two ranks, after the header handshake: rank r reduces elements [cut_r, cut_r+1)
+** of buf (cut = 0, half, count) with the peer's, then each sends its half and
+** receives the other, PAIR_CHUNK bytes at a time. */
+static int pair_exchange(void *buf, size_t count, int dt, int op, char *why) {
+    size_t es = elem_size(dt), half = count / 2, per = PAIR_CHUNK / es;
+    size_t mine_at = s.rank ? half : 0, mine_n = s.rank ? count - half : half;
+    size_t peer_at = s.rank ? 0 : half, peer_n = count - mine_n;
+    int fd = s.fds[s.rank ? 0 : 1], peer = 1 - s.rank;
+    char *b = buf, *tmp = malloc(per * es);
+    if (!tmp) return fail(why, "tcp: out of host memory for %zu bytes", per * es);
+    int rc = 0;
+    /* reduce-scatter: chunk k of the peer's half goes out while chunk k of mine comes in */
+    for (size_t k = 0; !rc && (k < mine_n || k < peer_n); k += per) {
+        size_t sn = k < peer_n ? (peer_n - k < per ? peer_n - k : per) : 0;
+        size_t rn = k < mine_n ? (mine_n - k < per ? mine_n - k : per) : 0;
+        if (duplex(fd, b + (peer_at + k) * es, sn * es, tmp, rn * es, deadline()) != 0) {
+            rc = io_fail(why, peer, "all_reduce");
+            break;
+        }
+        char *acc = b + (mine_at + k) * es;
+        if (s.rank == 0) { /* acc = b0 op b1: mine is b0 */
+            combine(acc, tmp, rn, dt, op);
+        } else { /* tmp is b0: tmp op= mine, then mine = tmp */
+            combine(tmp, acc, rn, dt, op);
+            memcpy(acc, tmp, rn * es);
+        }
+        if (op == TD_DIST_T_AVG) divide(acc, rn, dt);
+    }
+    free(tmp);
+    /* all-gather: my reduced half out, the peer's in */
+    if (!rc && duplex(fd, b + mine_at * es, mine_n * es, b + peer_at * es, peer_n * es, deadline()) != 0)
+        rc = io_fail(why, peer, "all_reduce");
+    return rc;
+}
+
 static int all_reduce(void *buf, size_t count, int dt, int op, void *stream, char *why) {
     (void)stream;
     if (*s.failure) return failed(why);
     header h = {.kind = K_ALL_REDUCE, .dt = (uint32_t)dt, .count = count, .op = op};
     size_t bytes = count * elem_size(dt);
+    if (s.world == 2 && bytes >= PAIR_MIN) { /* rank 0 checks rank 1's header and answers, then both exchange */
+        if (s.rank != 0 && (send_root(&h, NULL, 0, why) || recv_from_root(NULL, 0, "all_reduce", why))) return 1;
+        if (s.rank == 0 && (recv_header(1, &h, why) || send_to(1, NULL, 0, "all_reduce", why))) return 1;
+        return pair_exchange(buf, count, dt, op, why);
+    }
     if (s.rank != 0) return send_root(&h, buf, bytes, why) || recv_from_root(buf, bytes, "all_reduce", why);
     int rc = gather_reduce(buf, &h, why);
     for (int r = 1; r < s.world && !rc; r++) rc = send_to(r, buf, bytes, "all_reduce", why);
