@@ -225,8 +225,7 @@ td_status td__attention_backward(td_tensor *dout, td_tensor *q, td_tensor *k, td
             for (int i = 0; i < 3; i++) td_release(res[i]), res[i] = NULL;
             for (int i = 0; i < 5; i++) in[dense[i]] = td_contiguous(in[dense[i]]);
         }
-    } else if (in[0])
-        in[0] = td_contiguous(in[0]);
+    }
     for (int i = 0; i < 3 && in[0]; i++)
         if (!res[i]) res[i] = td__alloc(4, in[i + 1]->shape, in[i + 1]->dtype, dev);
     td_status st = in[0] && in[1] && in[2] && in[3] && in[5] && res[0] && res[1] && res[2] ? TD_OK : td_last_status();
