@@ -6,14 +6,19 @@
 ** it. mixed: a forward by one implementation and the backward by the other (the backward reads the forward's row
 ** logsumexp, so this holds only when both give it one meaning). fallback: a mask and dropout, which cuDNN does not
 ** take, go to our kernels even under TRIDENT_CUDA_ATTN=cudnn and are still right.
-** Skips without a CUDA device or when cuDNN does not load (the reason printed).
+** strided_cudnn: q, k, v as GPT-2 feeds them (heads split from one [B,L,3C] projection, permuted views) and dy a
+** permuted view, read in place by cuDNN: out and the projection's gradient as with contiguous copies, and no `copy`
+** op in the forward or the backward (the profiler counts them). strided_fallback: the same views on the CPU and on
+** Vulkan, whose kernels read only contiguous operands, give exactly what contiguous copies give.
+** The cuDNN cases skip without a CUDA device or when cuDNN does not load (the reason printed).
 */
 #include <math.h>
 #include <string.h>
 
 #include "test_util.h"
+#include "trident/profile.h"
 
-#define TESTS(X) X(vs_reference) X(mixed) X(fallback)
+#define TESTS(X) X(vs_reference) X(mixed) X(fallback) X(strided_cudnn) X(strided_fallback)
 
 typedef struct cfg {
     int64_t b, h, l, s, e;
@@ -211,6 +216,103 @@ TEST(fallback) {
         r[0] = reference(&falls[i], &in, r + 1);
         d[0] = fused(&falls[i], &in, TD_BF16, "cudnn", "cudnn", FWD_OWN, BWD_OWN, d + 1);
         expect_close(names[i], &falls[i], TD_BF16, d, r, tol_of(TD_BF16));
+        td_scope_end();
+    }
+}
+
+/* One run over GPT-2's layout: x [B,L,3C] (a leaf) split into q, k, v, each reshaped [B,L,H,E] and permuted
+** [B,H,L,E] (contig: then made contiguous), dy [B,L,H,E] permuted likewise. y, x's gradient g, and the `copy` ops the
+** forward and backward issued (-1 unless counted). */
+typedef struct split_run {
+    td_tensor *y, *g;
+    int64_t copies;
+} split_run;
+
+static split_run run_split(const cfg *c, const double *xh, const double *dyh, td_dtype dt, td_device dev, bool contig,
+                           bool count) {
+    int64_t ch = c->h * c->e, sx[3] = {c->b, c->l, 3 * ch}, sd[4] = {c->b, c->l, c->h, c->e};
+    static const int perm[4] = {0, 2, 1, 3};
+    td_tensor *x = leaf(test_tensor_f64(xh, 3, sx, TD_F64), dt, dev), *parts[3], *qkv[3];
+    td_tensor *dy = td_permute(ASSERT_TENSOR(td_to(test_tensor_f64(dyh, 4, sd, dt), dev)), perm);
+    ASSERT_OK(td_split(x, 3, (int64_t[]){ch, ch, ch}, 2, parts));
+    for (int i = 0; i < 3; i++) {
+        qkv[i] = ASSERT_TENSOR(td_permute(td_reshape(parts[i], 4, sd), perm));
+        if (contig) qkv[i] = ASSERT_TENSOR(td_contiguous(qkv[i]));
+    }
+    if (contig) dy = ASSERT_TENSOR(td_contiguous(dy));
+    split_run r = {.copies = -1};
+    if (count) ASSERT_OK(td_profile_begin());
+    r.y = ASSERT_TENSOR(td_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], NULL, 0, c->causal, NAN));
+    ASSERT_OK(td_grad(1, &r.y, &dy, 1, &x, &r.g, false, false, false));
+    ASSERT_OK(td_synchronize(dev));
+    if (count) {
+        ASSERT_OK(td_profile_end(NULL));
+        td_profile_row rows[256];
+        int n = td_profile_rows(rows, 256);
+        r.copies = 0;
+        for (int i = 0; i < n && i < 256; i++)
+            if (!strcmp(rows[i].op, "copy")) {
+                fprintf(stderr, "    copy: %lld in the %s\n", (long long)rows[i].count,
+                        rows[i].backward ? "backward" : "forward");
+                r.copies += rows[i].count;
+            }
+    }
+    return r;
+}
+
+static double *uniform_array(int64_t n) {
+    double *v = malloc((size_t)n * sizeof *v);
+    for (int64_t j = 0; j < n; j++) v[j] = test_uniform(-1, 1);
+    return v;
+}
+
+TEST(strided_cudnn) {
+    need_cudnn();
+    test_seed();
+    static const cfg cs[3] = {
+        {2, 3, 128, 128, 64, true, 0, 0}, {1, 2, 197, 197, 64, false, 0, 0}, {2, 2, 256, 256, 128, true, 0, 0}};
+    td_dtype dts[2] = {TD_BF16, TD_F16};
+    for (int i = 0; i < 3; i++)
+        for (int t = 0; t < 2; t++) {
+            td_scope_begin();
+            const cfg *c = &cs[i];
+            double *xh = uniform_array(c->b * c->l * 3 * c->h * c->e), *dyh = uniform_array(c->b * c->l * c->h * c->e);
+            int64_t c0[4], c1[4];
+            counts(c0);
+            split_run a = run_split(c, xh, dyh, dts[t], CUDA0, false, true);
+            counts(c1);
+            split_run b = run_split(c, xh, dyh, dts[t], CUDA0, true, false);
+            free(xh), free(dyh);
+            double ey = rel_err(a.y, b.y), eg = rel_err(a.g, b.g);
+            fprintf(stderr, "    [%lld,%lld,%lld,%lld]%s %-4s strided vs contiguous: out %.1e dqkv %.1e\n",
+                    (long long)c->b, (long long)c->h, (long long)c->l, (long long)c->e, c->causal ? " causal" : "",
+                    td_dtype_name(dts[t]), ey, eg);
+            if (c1[FWD_DNN] != c0[FWD_DNN] + 1 || c1[BWD_DNN] != c0[BWD_DNN] + 1)
+                TEST_FAIL_("the strided call did not run on cuDNN both ways");
+            if (!(ey <= tol_of(dts[t])) || !(eg <= tol_of(dts[t])))
+                TEST_FAIL_("strided vs contiguous: out off by %.3g, the gradient by %.3g", ey, eg);
+            if (a.copies != 0) TEST_FAIL_("the strided path issued %lld copy ops", (long long)a.copies);
+            td_scope_end();
+        }
+}
+
+TEST(strided_fallback) {
+    test_seed();
+    static const cfg c = {2, 3, 33, 33, 32, true, 0, 0};
+    td_device devs[2] = {TD_CPU, {TD_DEVICE_VULKAN, 0}};
+    for (int d = 0; d < 2; d++) {
+        if (!td_device_available(devs[d])) {
+            fprintf(stderr, "    no %s device\n", d ? "Vulkan" : "CPU");
+            continue;
+        }
+        td_scope_begin();
+        double *xh = uniform_array(c.b * c.l * 3 * c.h * c.e), *dyh = uniform_array(c.b * c.l * c.h * c.e);
+        split_run a = run_split(&c, xh, dyh, TD_F32, devs[d], false, false);
+        split_run b = run_split(&c, xh, dyh, TD_F32, devs[d], true, false);
+        free(xh), free(dyh);
+        double ey = rel_err(a.y, b.y), eg = rel_err(a.g, b.g);
+        fprintf(stderr, "    %s strided vs contiguous: out %.1e dqkv %.1e\n", d ? "Vulkan" : "CPU", ey, eg);
+        if (ey != 0 || eg != 0) TEST_FAIL_("strided views differ from contiguous copies: out %.3g, grad %.3g", ey, eg);
         td_scope_end();
     }
 }

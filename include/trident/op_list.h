@@ -141,7 +141,7 @@
     X(CAT, -1, 1, 1, TD_DTS_ALL, TD_LAYOUT_ANY, TD_AMP_PROMOTE, "concatenate inputs along dim")                        \
     X(ONE_HOT, 1, 1, 0, TD_DTS_NUM, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "int64 idx -> int64 [..., num_classes]")            \
     X(DROPOUT, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "x * keep/(1-p), keep from Philox")               \
-    /* fused attention: q/k/v/out contiguous [N0,N1,L|S,E]; the mask any strides over [N0,N1,L,S] */                   \
+    /* fused attention: q/k/v/out [N0,N1,L|S,E], strided where supports() takes them (attn_layout.h) */                \
     X(ATTENTION, 4, 2, 1, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_LOW,                                                     \
       "(q, k, v, mask?) -> (softmax(q k^T s + m) v, lse)")                                                             \
     X(ATTENTION_BACKWARD, 7, 3, 0, TD_DTS_FLOAT, TD_LAYOUT_ANY, TD_AMP_KEEP,                                           \

@@ -7,6 +7,7 @@
 
 #include "cpu.h"
 #include "cpu_gemm.h"
+#include "trident/attn_layout.h"
 
 typedef td_status (*cpu_kernel_fn)(const td_op *op);
 
@@ -36,7 +37,8 @@ static const cpu_kernel_fn kernels[TD_OP_COUNT] = {
 /* Every op, every dtype its signature allows (the core checks the operands against op_list.h first). */
 static bool cpu_supports(int dev, const td_op *op) {
     (void)dev;
-    return (unsigned)op->kind < TD_OP_COUNT;
+    bool attn = op->kind == TD_OP_ATTENTION || op->kind == TD_OP_ATTENTION_BACKWARD;
+    return (unsigned)op->kind < TD_OP_COUNT && (!attn || td_attn_dense(op)); /* attention reads contiguous views */
 }
 
 static td_status cpu_run(int dev, const td_op *op) {

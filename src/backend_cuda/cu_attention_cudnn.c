@@ -1,8 +1,10 @@
 /*
 ** ATTENTION and ATTENTION_BACKWARD on cuDNN's fused flash attention, as the operation graphs that cuDNN's
 ** fused-attention engines match (the pattern cudnn-frontend's SDPA nodes expand into), built with the backend C API
-** (cu_cudnn.c). Letters: B = n0, H = n1, L queries, S keys, E the head dim (E == Ev); q, out, dout [B,H,L,E] and
-** k, v [B,H,S,E] contiguous; lse [B,H,L,1] float; virtual tensors are float unless said.
+** (cu_cudnn.c). Letters: B = n0, H = n1, L queries, S keys, E the head dim (E == Ev); q, out, dout, dq [B,H,L,E]
+** and k, v, dk, dv [B,H,S,E] with the strides of the op's operands (the last dim's 1; heads split from a [B,S,3,H,E]
+** projection read in place, out written [B,L,H,E] in memory); lse [B,H,L,1] float contiguous; virtual tensors are
+** float unless said.
 ** Forward (one fused kernel):
 **   s = (q @ k^T) * scale;  causal: s_ij = i >= j ? s_ij : -inf  (GEN_INDEX row, col; CMP_GE; BINARY_SELECT)
 **   m = max_j s;  e = exp(s - m);  z = sum_j e;  lse = m + log z  (Stats: the natural-log logsumexp, our lse)
@@ -13,7 +15,8 @@
 ** lse has our kernels' meaning (cu_ops_attention.cu), so a forward by one implementation and a backward by the other
 ** agree. Taken: f16/bf16, E == Ev in {32, 64, 128}, no mask tensor, no dropout, 16-byte aligned operands; causal is
 ** top-left (key j masked for j > i) as ours, for any L and S. Plans are cached per (device, direction, dtype, causal,
-** B, H, L, S, E); scale is a by-value scalar given at execution, so it is not part of the key. Workspace comes from
+** B, H, L, S, E, the operands' strides); strided operands also need strides in multiples of 8 elements. scale is a
+*by-value scalar given at execution, so it is not part of the key. Workspace comes from
 ** the plugin's stream-ordered scratch (cu_temp_alloc). While the device captures a CUDA graph the op stays on our
 ** kernels unless TRIDENT_CUDA_ATTN_CUDNN_CAPTURE=1 (then only plans built before the capture run).
 ** TRIDENT_CUDA_ATTN=own|cudnn picks one (default: cuDNN where it is taken); TRIDENT_CUDA_ATTN_DEBUG=1 prints
@@ -41,6 +44,11 @@ __attribute__((visibility("default"))) const char *td_cuda_cudnn_status(void) {
     return "the plugin was built without cudnn_graph.h";
 }
 
+bool cu_dnn_attn_takes_strided(cu_dev *d, const td_op *op) {
+    (void)d, (void)op;
+    return false;
+}
+
 bool cu_dnn_attn_fwd(cu_dev *d, const cu_dnn_attn *a, const void *q, const void *k, const void *v, void *out,
                      float *lse, td_status *st) {
     (void)d, (void)a, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)st;
@@ -66,10 +74,14 @@ __attribute__((visibility("default"))) const char *td_cuda_cudnn_status(void) {
 /* uids of the non-virtual tensors (virtual ones count up from 100) */
 enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF, U_DO, U_DQ, U_DK, U_DV, U_ONE, U_DSUM, U_DQ_ACC };
 
+/* the strided operands, in plan_key.st */
+enum { S_Q, S_K, S_V, S_O, S_DO, S_DQ, S_DK, S_DV, S_COUNT };
+
 typedef struct plan_key {
     int dev, bwd, causal;
     td_dtype dt;
     int64_t n0, n1, L, S, E;
+    int64_t st[S_COUNT][4]; /* strides of q, k, v, out (dout, dq, dk, dv in the backward; 0 in the forward) */
 } plan_key;
 
 typedef struct plan_entry {
@@ -106,6 +118,21 @@ static cudnnBackendDescriptor_t t4_transposed(cu_dnn_graph *g, int64_t uid, cudn
     return cu_dnn_tensor(g, uid, dt, dims, st, false);
 }
 
+/* operand slot of key as [B,H,r,c], its own strides */
+static cudnnBackendDescriptor_t io4(cu_dnn_graph *g, const plan_key *k, int64_t uid, cudnnDataType_t dt, int slot,
+                                    int64_t r, int64_t c) {
+    int64_t dims[4] = {k->n0, k->n1, r, c};
+    return cu_dnn_tensor(g, uid, dt, dims, k->st[slot], false);
+}
+
+/* operand slot of key ([B,H,r,c]) seen transposed as [B,H,c,r] */
+static cudnnBackendDescriptor_t io4_t(cu_dnn_graph *g, const plan_key *k, int64_t uid, cudnnDataType_t dt, int slot,
+                                      int64_t r, int64_t c) {
+    const int64_t *s = k->st[slot];
+    int64_t dims[4] = {k->n0, k->n1, c, r}, st[4] = {s[0], s[1], s[3], s[2]};
+    return cu_dnn_tensor(g, uid, dt, dims, st, false);
+}
+
 static cudnnBackendDescriptor_t scalar(cu_dnn_graph *g, int64_t uid) {
     int64_t one[4] = {1, 1, 1, 1};
     return cu_dnn_tensor(g, uid, CUDNN_DATA_FLOAT, one, one, true);
@@ -129,8 +156,8 @@ static cudnnBackendDescriptor_t causal_mask(cu_dnn_graph *g, const plan_key *k, 
 
 static void build_fwd(cu_dnn_graph *g, const plan_key *k, cudnnDataType_t io) {
     int64_t B = k->n0, H = k->n1, L = k->L, S = k->S, E = k->E;
-    cudnnBackendDescriptor_t q = t4(g, U_Q, io, B, H, L, E), kt = t4_transposed(g, U_K, io, B, H, S, E);
-    cudnnBackendDescriptor_t v = t4(g, U_V, io, B, H, S, E), o = t4(g, U_O, io, B, H, L, E);
+    cudnnBackendDescriptor_t q = io4(g, k, U_Q, io, S_Q, L, E), kt = io4_t(g, k, U_K, io, S_K, S, E);
+    cudnnBackendDescriptor_t v = io4(g, k, U_V, io, S_V, S, E), o = io4(g, k, U_O, io, S_O, L, E);
     cudnnBackendDescriptor_t stats = t4(g, U_STATS, F, B, H, L, 1), scale = scalar(g, U_SCALE);
     /* s = q k^T * scale, masked */
     cudnnBackendDescriptor_t s0 = t4(g, 0, F, B, H, L, S), s = t4(g, 0, F, B, H, L, S);
@@ -153,11 +180,11 @@ static void build_fwd(cu_dnn_graph *g, const plan_key *k, cudnnDataType_t io) {
 
 static void build_bwd(cu_dnn_graph *g, const plan_key *k, cudnnDataType_t io) {
     int64_t B = k->n0, H = k->n1, L = k->L, S = k->S, E = k->E;
-    cudnnBackendDescriptor_t q = t4(g, U_Q, io, B, H, L, E), kt = t4_transposed(g, U_K, io, B, H, S, E);
-    cudnnBackendDescriptor_t vt = t4_transposed(g, U_V, io, B, H, S, E), o = t4(g, U_O, io, B, H, L, E);
-    cudnnBackendDescriptor_t dout = t4(g, U_DO, io, B, H, L, E), stats = t4(g, U_STATS, F, B, H, L, 1);
-    cudnnBackendDescriptor_t dq = t4(g, U_DQ, io, B, H, L, E), dk = t4(g, U_DK, io, B, H, S, E);
-    cudnnBackendDescriptor_t dv = t4(g, U_DV, io, B, H, S, E), scale = scalar(g, U_SCALE), one = scalar(g, U_ONE);
+    cudnnBackendDescriptor_t q = io4(g, k, U_Q, io, S_Q, L, E), kt = io4_t(g, k, U_K, io, S_K, S, E);
+    cudnnBackendDescriptor_t vt = io4_t(g, k, U_V, io, S_V, S, E), o = io4(g, k, U_O, io, S_O, L, E);
+    cudnnBackendDescriptor_t dout = io4(g, k, U_DO, io, S_DO, L, E), stats = t4(g, U_STATS, F, B, H, L, 1);
+    cudnnBackendDescriptor_t dq = io4(g, k, U_DQ, io, S_DQ, L, E), dk = io4(g, k, U_DK, io, S_DK, S, E);
+    cudnnBackendDescriptor_t dv = io4(g, k, U_DV, io, S_DV, S, E), scale = scalar(g, U_SCALE), one = scalar(g, U_ONE);
     cudnnBackendDescriptor_t dsum = t4(g, U_DSUM, F, B, H, L, 1), dq_acc = t4(g, U_DQ_ACC, F, B, H, L, E);
     /* D = sum_e dout * out (times 1: no dropout scale) */
     cudnnBackendDescriptor_t prod = t4(g, 0, F, B, H, L, E), rsum = t4(g, 0, F, B, H, L, 1);
@@ -257,12 +284,58 @@ static const char *declined(cu_dev *d, const cu_dnn_attn *a, const void *const *
     return NULL;
 }
 
+/* the operands of op in plan_key.st's slots (NULL where the direction has none) */
+static void slots_of(const td_op *op, const td_operand *s[S_COUNT]) {
+    const td_operand *in = op->in, *o = op->out;
+    bool bwd = op->kind == TD_OP_ATTENTION_BACKWARD;
+    const td_operand *fwd[S_COUNT] = {&in[0], &in[1], &in[2], &o[0], NULL, NULL, NULL, NULL};
+    const td_operand *back[S_COUNT] = {&in[1], &in[2], &in[3], &in[5], &in[0], &o[0], &o[1], &o[2]};
+    for (int i = 0; i < S_COUNT; i++) s[i] = bwd ? back[i] : fwd[i];
+}
+
 static plan_key key_of(cu_dev *d, const cu_dnn_attn *a, int bwd) {
     plan_key k;
     memset(&k, 0, sizeof k); /* the key is compared with memcmp: padding zeroed */
     k.dev = d->index, k.bwd = bwd, k.causal = a->causal, k.dt = a->dt;
     k.n0 = a->n0, k.n1 = a->n1, k.L = a->L, k.S = a->S, k.E = a->E;
+    const td_operand *s[S_COUNT];
+    slots_of(a->op, s);
+    for (int i = 0; i < S_COUNT; i++) /* a size-1 dim's stride is free: the packed one */
+        for (int j = 3; s[i] && j >= 0; j--)
+            k.st[i][j] = j == 3 ? 1 : s[i]->shape[j] == 1 ? k.st[i][j + 1] * s[i]->shape[j + 1] : s[i]->strides[j];
     return k;
+}
+
+/* strides cuDNN reads: the last dim's 1, the others positive multiples of 8 elements (16-byte rows) */
+static bool strides_ok(const td_operand *x) {
+    if (x->ndim != 4 || x->strides[3] != 1 || (x->offset & 7)) return false;
+    for (int j = 0; j < 3; j++)
+        if (x->shape[j] != 1 && (x->strides[j] <= 0 || (x->strides[j] & 7))) return false;
+    return true;
+}
+
+/* a's fields from op alone (cu_ops_attention.cu's dnn_args has them from its own argument parsing) */
+static cu_dnn_attn attn_of(const td_op *op) {
+    bool bwd = op->kind == TD_OP_ATTENTION_BACKWARD;
+    const td_operand *x = &op->in[bwd];
+    cu_dnn_attn a = {.op = op, .n0 = x[0].shape[0], .n1 = x[0].shape[1], .L = x[0].shape[2], .S = x[1].shape[2]};
+    a.E = x[0].shape[3], a.Ev = x[2].shape[3], a.dt = x[0].dtype, a.causal = op->p.attn.causal;
+    a.mask = x[3].buf != NULL, a.dropout = op->p.attn.dropout_p > 0, a.scale = (float)op->p.attn.scale;
+    return a;
+}
+
+bool cu_dnn_attn_takes_strided(cu_dev *d, const td_op *op) {
+    if (!cu_dnn_load(NULL)) return false;
+    cu_dnn_attn a = attn_of(op);
+    const td_operand *s[S_COUNT];
+    slots_of(op, s);
+    const void *none[1] = {NULL};
+    if (declined(d, &a, none, 0)) return false;
+    for (int i = 0; i < S_COUNT; i++)
+        if (s[i] && !strides_ok(s[i])) return false;
+    char why[512];
+    plan_key key = key_of(d, &a, op->kind == TD_OP_ATTENTION_BACKWARD);
+    return get_plan(d, &key, why, sizeof why) != NULL;
 }
 
 static void log_choice(const cu_dnn_attn *a, const char *dir, const char *why) {
@@ -330,6 +403,10 @@ bool cu_dnn_attn_fwd(cu_dev *d, const cu_dnn_attn *a, const void *q, const void 
     if (ws) cu_temp_free(d, ws);
     if (no) log_choice(a, "forward", no);
     atomic_fetch_add(&counts[ok ? 0 : 1], 1);
+    if (!ok && !td_attn_dense(a->op)) /* our kernels read only contiguous operands */
+        return *st = td_error_set(TD_ERR_UNSUPPORTED, "attention: cuDNN failed on strided operands (%s)",
+                                  no ? no : "at run time"),
+               true;
     return ok;
 }
 
@@ -366,6 +443,10 @@ bool cu_dnn_attn_bwd(cu_dev *d, const cu_dnn_attn *a, const void *dout, const vo
     if (ws) cu_temp_free(d, ws);
     if (no) log_choice(a, "backward", no);
     atomic_fetch_add(&counts[ok ? 2 : 3], 1);
+    if (!ok && !td_attn_dense(a->op))
+        return *st = td_error_set(TD_ERR_UNSUPPORTED, "attention_backward: cuDNN failed on strided operands (%s)",
+                                  no ? no : "at run time"),
+               true;
     return ok;
 }
 #undef PUSH

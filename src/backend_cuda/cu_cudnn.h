@@ -12,14 +12,17 @@
 #define TRIDENT_CU_CUDNN_H
 
 #include "cu.h"
+#include "trident/attn_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* One attention call as cuDNN sees it: q [n0,n1,L,E], k and v [n0,n1,S,E], out [n0,n1,L,E] contiguous (B = n0,
-** H = n1, BHSD), lse [n0,n1,L] float, the natural-log logsumexp of row i's scaled, masked scores (Stats). */
+/* One attention call as cuDNN sees it: q [n0,n1,L,E], k and v [n0,n1,S,E], out [n0,n1,L,E] (B = n0, H = n1,
+** BHSD) with the strides of op's operands (any, the last dim's 1: td_attn_dense), lse [n0,n1,L] float contiguous,
+** the natural-log logsumexp of row i's scaled, masked scores (Stats). */
 typedef struct cu_dnn_attn {
+    const td_op *op; /* ATTENTION or ATTENTION_BACKWARD: the operands' strides */
     int64_t n0, n1, L, S, E, Ev;
     td_dtype dt;        /* cuDNN takes TD_F16 and TD_BF16 */
     bool causal;        /* key j is masked for j > i (top-left aligned) */
@@ -32,6 +35,10 @@ typedef struct cu_dnn_attn {
 ** TRIDENT_CUDA_ATTN_DEBUG=1). TRIDENT_CUDA_ATTN=own never takes it. */
 bool cu_dnn_attn_fwd(cu_dev *d, const cu_dnn_attn *a, const void *q, const void *k, const void *v, void *out,
                      float *lse, td_status *st);
+/* supports() of ATTENTION* with strided operands (td_attn_dense false): whether cuDNN takes this call (its plan
+** built now, or cached); the core makes the operands contiguous where not. A strided call cuDNN then fails at run
+** time returns an error instead of reaching our kernels, which read only the contiguous layout. */
+bool cu_dnn_attn_takes_strided(cu_dev *d, const td_op *op);
 /* ATTENTION_BACKWARD on cuDNN, the same contract: dq, dk, dv from dout, q, k, v, out and lse. */
 bool cu_dnn_attn_bwd(cu_dev *d, const cu_dnn_attn *a, const void *dout, const void *q, const void *k, const void *v,
                      const void *out, const float *lse, void *dq, void *dk, void *dv, td_status *st);

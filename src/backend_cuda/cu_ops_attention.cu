@@ -272,13 +272,15 @@ static bool attn_head_dims_ok(const td_op *op) {
 static cu_dnn_attn dnn_args(const td_op *op, const cu_attn_args &a) {
     const td_operand *x = &op->in[op->kind == TD_OP_ATTENTION_BACKWARD];
     cu_dnn_attn c = {};
-    c.n0 = x[0].shape[0], c.n1 = x[0].shape[1], c.L = a.L, c.S = a.S, c.E = a.E, c.Ev = a.Ev;
+    c.op = op, c.n0 = x[0].shape[0], c.n1 = x[0].shape[1], c.L = a.L, c.S = a.S, c.E = a.E, c.Ev = a.Ev;
     c.dt = x[0].dtype, c.causal = a.causal, c.mask = a.mask != NULL, c.dropout = a.dropout, c.scale = a.scale_f;
     return c;
 }
 
-CU_SUPPORTS(ATTENTION) { return attn_head_dims_ok(op); }
-CU_SUPPORTS(ATTENTION_BACKWARD) { return attn_head_dims_ok(op); }
+CU_SUPPORTS(ATTENTION) { return attn_head_dims_ok(op) && (td_attn_dense(op) || cu_dnn_attn_takes_strided(d, op)); }
+CU_SUPPORTS(ATTENTION_BACKWARD) {
+    return attn_head_dims_ok(op) && (td_attn_dense(op) || cu_dnn_attn_takes_strided(d, op));
+}
 
 /* in = (q, k, v, mask?), out = (out, lse) */
 extern "C" td_status cu_op_ATTENTION(cu_dev *d, const td_op *op) {

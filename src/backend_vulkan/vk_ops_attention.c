@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "trident/attn_layout.h"
 #include "vk_ops.h"
 
 #define ATTN_DMAX 128 /* the largest E, Ev the shader's per-invocation arrays take */
@@ -31,6 +32,7 @@ static const td_operand *qkv(const td_op *op) { return &op->in[op->kind == TD_OP
 static bool attn_supports(vk_dev *d, const td_op *op) {
     (void)d;
     const td_operand *x = qkv(op);
+    if (!td_attn_dense(op)) return false; /* the shaders read contiguous q, k, v, out */
     if (x[0].shape[3] > ATTN_DMAX || x[2].shape[3] > ATTN_DMAX) return false;
     /* the shader reads a mask as bool (the _bmask variants) or as q's dtype */
     if (x[3].buf && x[3].dtype != TD_BOOL && x[3].dtype != x[0].dtype) return false;

@@ -300,6 +300,23 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     return TD_OK;
 }
 
+bool td__supports(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                  const td_op_params *p) {
+    enum { MAX_PROBED = 8 };
+    if (n_in > MAX_PROBED || n_out > MAX_PROBED) return false;
+    td_operand iv[MAX_PROBED], ov[MAX_PROBED];
+    for (int i = 0; i < n_in; i++) iv[i] = in[i] ? td__view_of(in[i]) : (td_operand){0};
+    for (int i = 0; i < n_out; i++)
+        if (!out[i])
+            return false;
+        else
+            ov[i] = td__view_of(out[i]);
+    td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov, .flags = td__op_flags(kind)};
+    if (p) op.p = *p;
+    const td_tensor *first = n_out ? out[0] : in[0];
+    return first->storage->backend->iface->supports(first->storage->device.index, &op);
+}
+
 td_status td__dispatch_contig(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
                               const td_op_params *p) {
     td_tensor *c[4] = {NULL, NULL, NULL, NULL};

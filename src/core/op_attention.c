@@ -6,9 +6,14 @@
 ** v features.
 **
 ** The kernels see q [N0,N1,L,E], k [N0,N1,S,E], v [N0,N1,S,Ev] and out
-** [N0,N1,L,Ev] contiguous, lse [N0,N1,L] (f32, f64 for f64 inputs) and the mask
+** [N0,N1,L,Ev], lse [N0,N1,L] contiguous (f32, f64 for f64 inputs) and the mask
 ** as a [N0,N1,L,S] view with any strides (0 where it broadcasts), so a key
 ** padding mask [N,1,1,S] or a [L,S] mask is never materialized per head.
+** q, k, v (dout, out in the backward) are first offered as the caller's views,
+** and out (dq, dk, dv) in the memory order of q's strides (k's, v's): heads split
+** from a [N,T,3C] projection are read in place and out comes back [N,T,H,D] in
+** memory, so the permute back to [N,T,C] is free. Where the backend's supports()
+** declines them (td_attn_dense), every operand is made contiguous as before.
 */
 #include <math.h>
 #include <string.h>
@@ -27,6 +32,29 @@ static td_tensor *canon(td_tensor *x, int nb, const int64_t *batch, int64_t n0, 
     td_tensor *e = td_expand(x, nb + 2, full);
     td_tensor *r = td_reshape(e, 4, c4);
     return contig ? td_contiguous(r) : r;
+}
+
+/* An uninitialized tensor of shape[4] whose memory runs in the order of like's strides (largest first, ties in dim
+** order, the last dim last), seen in like's dim order; owned by the caller, as td__alloc's. */
+static td_tensor *alloc_like(const td_tensor *like, const int64_t shape[4], td_dtype dt, td_device dev) {
+    int order[4] = {0, 1, 2, 3}, inv[4];
+    for (int i = 1; i < 3; i++)
+        for (int j = i; j > 0 && like->strides[order[j - 1]] < like->strides[order[j]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    int64_t mem[4];
+    for (int i = 0; i < 4; i++) mem[i] = shape[order[i]], inv[order[i]] = i;
+    td_tensor *b = td__alloc(4, mem, dt, dev);
+    td_tensor *v = b ? td_keep(td_permute(b, inv)) : NULL;
+    td_release(b);
+    return v;
+}
+
+static bool all_contiguous(int n, td_tensor *const *x) {
+    for (int i = 0; i < n; i++)
+        if (x[i] && !td_is_contiguous(x[i])) return false;
+    return true;
 }
 
 static bool check_qkv(td_tensor *q, td_tensor *k, td_tensor *v) {
@@ -100,8 +128,8 @@ static td_tensor *attention(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor 
     }
     td_device dev = q->storage->device;
     td_scope_begin();
-    td_tensor *in[4] = {canon(q, nb, batch, n0, n1, true), canon(k, nb, batch, n0, n1, true),
-                        canon(v, nb, batch, n0, n1, true), NULL};
+    td_tensor *in[4] = {canon(q, nb, batch, n0, n1, false), canon(k, nb, batch, n0, n1, false),
+                        canon(v, nb, batch, n0, n1, false), NULL};
     if (attn_mask) {
         td_tensor *m = attn_mask;
         if (m->ndim < 2) { /* [S] or 0-d: give it the two matrix dims */
@@ -114,7 +142,6 @@ static td_tensor *attention(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor 
     }
     int64_t so[4] = {n0, n1, L, Ev};
     td_dtype lse_dt = q->dtype == TD_F64 ? TD_F64 : TD_F32;
-    td_tensor *out[2] = {td__alloc(4, so, q->dtype, dev), td__alloc(3, so, lse_dt, dev)};
     td_op_params p = {.attn = {.scale = scale > 0 ? scale : 1.0 / sqrt((double)E),
                                .dropout_p = dropout_p,
                                .seed = seed,
@@ -123,6 +150,18 @@ static td_tensor *attention(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor 
     td_status st = TD_OK;
     for (int i = 0; i < 4 && st == TD_OK; i++)
         if (!in[i] && (i < 3 || attn_mask)) st = td_last_status();
+    td_tensor *out[2] = {NULL, st == TD_OK ? td__alloc(3, so, lse_dt, dev) : NULL};
+    if (st == TD_OK && out[1] && !all_contiguous(3, in)) { /* strided q, k, v: does the backend read them? */
+        out[0] = alloc_like(in[0], so, q->dtype, dev);
+        if (out[0] && !td__supports(TD_OP_ATTENTION, 4, in, 2, out, &p)) {
+            td_release(out[0]);
+            out[0] = NULL;
+            for (int i = 0; i < 3; i++) in[i] = td_contiguous(in[i]);
+        }
+    }
+    if (st == TD_OK && !out[0]) out[0] = td__alloc(4, so, q->dtype, dev);
+    for (int i = 0; i < 3 && st == TD_OK; i++)
+        if (!in[i]) st = td_last_status();
     if (st == TD_OK && (!out[0] || !out[1])) st = td_last_status();
     if (st == TD_OK) st = td__dispatch(TD_OP_ATTENTION, 4, in, NULL, 2, out, &p);
     td_release(out[1]);
@@ -174,12 +213,22 @@ td_status td__attention_backward(td_tensor *dout, td_tensor *q, td_tensor *k, td
         return TD_ERR(TD_ERR_SHAPE, "attention_backward: q, k, v and out must be 4-d and lse 3-d, as the forward made");
     td_device dev = q->storage->device;
     td_scope_begin();
-    /* dout may come in any layout (a view of a gradient); out, q, k, v and lse are the forward's */
-    td_tensor *in[7] = {
-        td_contiguous(dout->dtype == q->dtype ? dout : td_cast(dout, q->dtype)), q, k, v, mask, out, lse};
-    td_tensor *res[3] = {td__alloc(4, q->shape, q->dtype, dev), td__alloc(4, k->shape, k->dtype, dev),
-                         td__alloc(4, v->shape, v->dtype, dev)};
-    td_status st = in[0] && res[0] && res[1] && res[2] ? TD_OK : td_last_status();
+    /* dout may come in any layout (a view of a gradient); out, q, k, v and lse are the forward's, out, q, k and v
+    ** strided where the forward's backend read them so: offered as they are, the gradients in their layouts */
+    td_tensor *in[7] = {dout->dtype == q->dtype ? dout : td_cast(dout, q->dtype), q, k, v, mask, out, lse};
+    td_tensor *res[3] = {NULL, NULL, NULL};
+    const int dense[5] = {0, 1, 2, 3, 5}; /* the operands a dense backend wants contiguous */
+    td_tensor *ops[5] = {in[0], q, k, v, out};
+    if (in[0] && !all_contiguous(5, ops)) {
+        for (int i = 0; i < 3; i++) res[i] = alloc_like(in[i + 1], in[i + 1]->shape, in[i + 1]->dtype, dev);
+        if (!res[0] || !res[1] || !res[2] || !td__supports(TD_OP_ATTENTION_BACKWARD, 7, in, 3, res, p)) {
+            for (int i = 0; i < 3; i++) td_release(res[i]), res[i] = NULL;
+            for (int i = 0; i < 5; i++) in[dense[i]] = td_contiguous(in[dense[i]]);
+        }
+    }
+    for (int i = 0; i < 3 && in[0]; i++)
+        if (!res[i]) res[i] = td__alloc(4, in[i + 1]->shape, in[i + 1]->dtype, dev);
+    td_status st = in[0] && in[1] && in[2] && in[3] && in[5] && res[0] && res[1] && res[2] ? TD_OK : td_last_status();
     int64_t L = q->shape[2], S = k->shape[2], Ev = v->shape[3];
     if (st == TD_OK && (td_numel(q) == 0 || S == 0 || Ev == 0 || L == 0)) { /* no probability: every gradient is 0 */
         for (int i = 0; i < 3 && st == TD_OK; i++) {
