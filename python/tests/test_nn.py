@@ -174,7 +174,9 @@ def test_fashion_mnist_cnn_tutorial_trains_like_torch(seed, device):
     """The MNIST CNN tutorial's shape (conv-relu-pool x2, flatten, linear) with only `torch.`-style names."""
     if not os.path.exists(os.path.join(FASHION, "train-images-idx3-ubyte.gz")):
         pytest.skip(f"no Fashion-MNIST in {FASHION} (Debian's dataset-fashion-mnist package)")
-    steps, batch = 200, 32
+    # 60 steps on Vulkan: lavapipe (CI's Vulkan) takes 1-2 s a step of this CNN
+    steps, batch = (60, 32) if device.startswith("vulkan") else (200, 32)
+    head, tail = (10, 20) if steps < 200 else (20, 50)
     images, labels = _idx("train-images-idx3-ubyte.gz", steps * batch), _idx("train-labels-idx1-ubyte.gz",
                                                                              steps * batch)
 
@@ -203,9 +205,9 @@ def test_fashion_mnist_cnn_tutorial_trains_like_torch(seed, device):
     _, ref = run(torch, torch.nn, torch.nn.functional, {k: torch.from_numpy(np.array(v)) for k, v in init.items()},
                  device if device.startswith("cuda") and torch.cuda.is_available() else "cpu")
     assert ours[0] == pytest.approx(ref[0], rel=1e-4)  # the same initial weights and data
-    first, last = np.mean(ours[:20]), np.mean(ours[-50:])
+    first, last = np.mean(ours[:head]), np.mean(ours[-tail:])
     assert last < 0.5 * first, (first, last)
-    assert abs(last - np.mean(ref[-50:])) < 0.1 * np.mean(ref[-50:]), (last, np.mean(ref[-50:]))
+    assert abs(last - np.mean(ref[-tail:])) < 0.1 * np.mean(ref[-tail:]), (last, np.mean(ref[-tail:]))
 
 
 @pytest.mark.parametrize("batch_first", [False, True])

@@ -14,10 +14,9 @@
 ** be called inside a scope (the engine's).
 ** Returns false, setting nothing and clearing the error, when TRIDENT_MATH_FUSE
 ** is 0 or the block cannot run them: the caller composes the formula. */
-/* GETTER. Whether layer norm's backward on x's device takes the block: only
-** with TRIDENT_MATH_FUSE=1. By default the hand-written LAYER_NORM_BACKWARD op
-** serves (one row pass for dx and one column pass for dw, db, where the
-** block's plan is 5 kernels). */
+/* GETTER. Whether layer norm's backward on x's device takes the block:
+** TRIDENT_MATH_FUSE=0|1 decides; unset, on Vulkan (measured faster there) and
+** not on CUDA or the CPU, where the hand-written LAYER_NORM_BACKWARD op serves. */
 bool td__layer_norm_block_on(td_tensor *x);
 
 bool td__layer_norm_grads_fused(td_tensor *x, td_tensor *dy, td_tensor *w, td_tensor *mean, td_tensor *rstd,
