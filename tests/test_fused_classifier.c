@@ -12,19 +12,6 @@
 #define TESTS(X)                                                                                                       \
     X(linear_cpu) X(linear_cuda) X(linear_vulkan) X(xent_autocast_cpu) X(xent_autocast_cuda) X(xent_autocast_vulkan)
 
-/* max |a - b| / (1 + |b|) over a and b's elements (the same shape) */
-static double max_rel(td_tensor *a, td_tensor *b) {
-    int64_t n = td_numel(b);
-    ASSERT_EQ_INT(td_numel(a), n);
-    double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y), worst = 0;
-    ASSERT(x && y);
-    ASSERT_OK(td_copy_to_host(a, x, sizeof *x * (size_t)n, TD_F64));
-    ASSERT_OK(td_copy_to_host(b, y, sizeof *y * (size_t)n, TD_F64));
-    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
-    free(x), free(y);
-    return worst;
-}
-
 /* max |a - b| / (|b| + 1e-4 max|b| + floor): a's error in units of b's own size (each rounding of b to a
 ** low dtype costs at most half its ulp: 2^-9 for bf16, 2^-11 for f16, whose values below its smallest normal,
 ** floor = 2^-14, lose precision as subnormals) */
@@ -58,12 +45,12 @@ static void check_linear(td_device dev, td_dtype dt, int64_t T, int64_t N, int64
     }
     td_tensor *y0 = ASSERT_TENSOR(td_linear(p[0][0], p[0][1], p[0][2]));
     td_tensor *y1 = ASSERT_TENSOR(td_add(td_matmul(p[1][0], td_transpose(p[1][1], 0, 1)), p[1][2]));
-    double ey = max_rel(y0, y1);
+    double ey = test_max_rel(y0, y1);
     td_tensor *g = ASSERT_TENSOR(td_to(td_randn(3, (int64_t[]){2, T, N}, 4, 0, dt, TD_CPU), dev));
     ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y0, g), 0, NULL, false)), NULL, false));
     ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y1, g), 0, NULL, false)), NULL, false));
     double e[3];
-    for (int i = 0; i < 3; i++) e[i] = max_rel(td_grad_of(p[0][i]), td_grad_of(p[1][i]));
+    for (int i = 0; i < 3; i++) e[i] = test_max_rel(td_grad_of(p[0][i]), td_grad_of(p[1][i]));
     printf("  %s T %lld N %lld K %lld: y %.3g, dx %.3g, dw %.3g, db %.3g\n", td_dtype_name(dt), (long long)T,
            (long long)N, (long long)K, ey, e[0], e[1], e[2]);
     ASSERT(ey <= tol && e[0] <= tol && e[1] <= tol && e[2] <= tol);
@@ -110,7 +97,7 @@ static void check_xent(td_device dev, td_dtype low, int64_t N, int64_t C) {
         ASSERT_OK(td_backward(l32, NULL, false));
         td_tensor *gx = ASSERT_TENSOR(td_grad_of(x));
         ASSERT_EQ_INT(td_tensor_dtype(gx), low);
-        double el = max_rel(l, l32), eg = max_rounding(gx, td_grad_of(x32), low == TD_F16 ? 0x1p-14 : 0);
+        double el = test_max_rel(l, l32), eg = max_rounding(gx, td_grad_of(x32), low == TD_F16 ? 0x1p-14 : 0);
         fprintf(stderr, "  %s [%lld,%lld] %s: loss %.3g, dlogits %.3g\n", td_dtype_name(low), (long long)N,
                 (long long)C, red ? "sum" : "mean", el, eg);
         ASSERT(el <= 1e-5);                                /* the same f32 math on the same values */

@@ -10,19 +10,6 @@
 #define TESTS(X)                                                                                                       \
     X(fused_equals_unfused_cpu) X(fused_equals_unfused_cuda) X(linear_gelu_backward_cpu) X(one_output_strided_cpu)
 
-/* max |a - b| / (1 + |b|) over a and b's elements (the same shape) */
-static double max_rel(td_tensor *a, td_tensor *b) {
-    int64_t n = td_numel(b);
-    ASSERT_EQ_INT(td_numel(a), n);
-    double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y), worst = 0;
-    ASSERT(x && y);
-    ASSERT_OK(td_copy_to_host(a, x, sizeof *x * (size_t)n, TD_F64));
-    ASSERT_OK(td_copy_to_host(b, y, sizeof *y * (size_t)n, TD_F64));
-    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
-    free(x), free(y);
-    return worst;
-}
-
 /* dy [M, N], x [M, K] of dt on dev: td__linear_wgrad against dy^T x (MATMUL) and sum over rows (SUM) */
 static void check(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, double tol) {
     td_scope_begin();
@@ -33,13 +20,13 @@ static void check(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, d
     int rows = 0;
     td_tensor *rw = ASSERT_TENSOR(td_matmul(td_transpose(dy, 0, 1), x)),
               *rb = ASSERT_TENSOR(td_sum(dy, 1, &rows, false));
-    double ew = max_rel(dw, rw), eb = max_rel(db, rb);
+    double ew = test_max_rel(dw, rw), eb = test_max_rel(db, rb);
     printf("  %s [%lld,%lld]x[%lld,%lld]: dw %.3g, db %.3g\n", td_dtype_name(dt), (long long)M, (long long)N,
            (long long)M, (long long)K, ew, eb);
     ASSERT(ew <= tol && eb <= tol);
     td_tensor *only_w = NULL;
     ASSERT_OK(td__linear_wgrad(dy, x, false, &only_w, NULL));
-    ASSERT(max_rel(only_w, rw) <= tol);
+    ASSERT(test_max_rel(only_w, rw) <= tol);
     td_scope_end();
 }
 
@@ -73,7 +60,7 @@ TEST(linear_gelu_backward_cpu) {
     td_tensor *y0 = td_linear_gelu(x, p[0][0], p[0][1], false), *y1 = td_gelu(td_linear(x, p[1][0], p[1][1]), false);
     ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y0, y0), 0, NULL, false)), NULL, false));
     ASSERT_OK(td_backward(ASSERT_TENSOR(td_sum(td_mul(y1, y1), 0, NULL, false)), NULL, false));
-    for (int i = 0; i < 2; i++) ASSERT(max_rel(td_grad_of(p[0][i]), td_grad_of(p[1][i])) <= 1e-12);
+    for (int i = 0; i < 2; i++) ASSERT(test_max_rel(td_grad_of(p[0][i]), td_grad_of(p[1][i])) <= 1e-12);
     td_scope_end();
 }
 

@@ -9,19 +9,6 @@
 
 #define TESTS(X) X(fused_equals_composed_cpu) X(fused_equals_composed_cuda) X(bad_operands)
 
-/* max |a - b| / (1 + |b|) over a and b's elements (the same shape) */
-static double max_rel(td_tensor *a, td_tensor *b) {
-    int64_t n = td_numel(b);
-    ASSERT_EQ_INT(td_numel(a), n);
-    double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y), worst = 0;
-    ASSERT(x && y);
-    ASSERT_OK(td_copy_to_host(a, x, sizeof *x * (size_t)n, TD_F64));
-    ASSERT_OK(td_copy_to_host(b, y, sizeof *y * (size_t)n, TD_F64));
-    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
-    free(x), free(y);
-    return worst;
-}
-
 static td_tensor *leaf(int nd, const int64_t *shape, uint64_t seed, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_to(td_randn(nd, shape, seed, 0, dt, TD_CPU), dev));
     ASSERT_OK(td_set_requires_grad(t, true));
@@ -59,7 +46,7 @@ static void check(td_device dev, td_dtype dt, bool add, int n_norm, bool w, bool
     for (int i = 0; i < 4; i++) {
         if (!grads[1][i]) continue;
         ASSERT(grads[0][i] != NULL);
-        worst = fmax(worst, max_rel(td_detach(grads[0][i]), td_detach(grads[1][i])));
+        worst = fmax(worst, test_max_rel(td_detach(grads[0][i]), td_detach(grads[1][i])));
     }
     printf("  %s %s over %d dims, D %lld%s%s: worst %.3g\n", td_dtype_name(dt), add ? "add_layer_norm" : "layer_norm",
            n_norm, (long long)D, w ? ", w" : "", b ? ", b" : "", worst);

@@ -5,7 +5,7 @@
 ** files, shell commands and the device a case names. A failing run repeats
 ** with TD_SEED=<n> build/tests/test_x case.
 ** defines: test_seed, test_seed_from, test_next, test_uniform, test_int,
-**          test_tensor_f64, test_uniform_tensor, test_host, test_set_grad, test_tmp_dir, test_tmp_path,
+**          test_tensor_f64, test_uniform_tensor, test_host, test_max_rel, test_set_grad, test_tmp_dir, test_tmp_path,
 **          test_write_file, test_read_file, test_sh, test_device_or_skip.
 */
 #ifndef TRIDENT_TEST_UTIL_H
@@ -80,6 +80,16 @@ static inline double *test_host(td_tensor *t) {
     ASSERT(v);
     ASSERT_OK(td_copy_to_host(t, v, sizeof(double) * (size_t)n, TD_F64));
     return v;
+}
+
+/* max |a - b| / (1 + |b|) over two tensors of the same element count: a relative
+** error that turns absolute near zero. */
+static inline double test_max_rel(td_tensor *a, td_tensor *b) {
+    ASSERT_EQ_INT(td_numel(a), td_numel(b));
+    double *x = test_host(a), *y = test_host(b), worst = 0;
+    for (int64_t i = 0; i < td_numel(b); i++) worst = fmax(worst, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
+    free(x), free(y);
+    return worst;
 }
 
 /* p.grad = g, through a backward pass of p * 1. */
