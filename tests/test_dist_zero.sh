@@ -137,7 +137,8 @@ bench_ddp_vulkan)
     "$BIN" devices 2>/dev/null | grep -q "vulkan:0" || skip "no Vulkan device"
     "$BIN" bench --ddp --device vulkan:0 --backend tcp --quick --nproc 1,2 --only W3 --zero 0,1 --steps 2 --warmup 1 \
         >b.txt 2>e.txt || { cat b.txt e.txt; fail "bench --ddp on vulkan:0"; }
-    [ "$(grep -cE '^2 +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+%' b.txt)" -eq 2 ] ||
+    # comm: 1 - (step without the collectives) / step, timed apart: noise can make it slightly negative
+    [ "$(grep -cE '^2 +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +-?[0-9.]+%' b.txt)" -eq 2 ] ||
         { cat b.txt; fail "no DDP and ZeRO-1 rows of 2 processes"; }
     echo "ok: $(grep -c '^2 ' b.txt) rows of 2 processes on vulkan:0" ;;
 *) echo "unknown case $CASE"; exit 2 ;;
