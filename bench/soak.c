@@ -1,6 +1,6 @@
 /*
-** soak: many W1 training steps (src/workloads' MLP, Adam, batch 64) on one
-** device, checking that memory stays flat. Each step builds its batch from host
+** soak: many training steps of W1 (MLP), W2 (CNN) or W3 (GPT-mini) (src/workloads,
+** Adam/AdamW) on one device, checking that memory stays flat. Each step builds its batch from host
 ** memory (td_from_data, as a data loader does: a fresh device tensor per step),
 ** trains on it and reads the loss; every 50 steps one evaluation batch runs too.
 **
@@ -9,16 +9,21 @@
 **   allocated  td_memory_stats: bytes held by live tensors on the device
 **   reserved   td_memory_stats: bytes taken from the driver (allocated + cache)
 **   tensors    td_debug_live_tensors(), which must not change after warm-up
+**   fds        open file descriptors (/proc/self/fd): driver handles, shader caches
 ** and the loss and training steps per second since the previous sample.
-** After warm-up (the first tenth of the steps, at least 50: one evaluation), each byte count's
+** After warm-up (the first tenth of the steps, at least 50: one evaluation; at most half), each byte count's
 ** highest later sample may exceed its warm-up sample by less than --max-growth
-** percent (default 1). Prints one table row per sample, then one line per
+** percent (default 1), and the fd count may not change. Prints one table row per sample, then one line per
 ** measure; exits 0 when all are flat, 1 when one grew, 2 on an error.
 ** A device that is absent exits 77 (CTest's skip) with the reason.
 **
-** Usage: build/bench/soak [--device cpu|vulkan:0|cuda:0] [--steps N] [--batch B] [--max-growth PCT]
-** bench/soak.sh runs the full soak (10,000 steps on the CPU, 2,000 on Vulkan).
+** Usage: build/bench/soak [--model mlp|cnn|gpt] [--device cpu|vulkan:0|cuda:0] [--steps N] [--batch B]
+**                         [--max-growth PCT]
+** (batch default: 64 for mlp and cnn, 16 for gpt, whose windows are W3's 256 bytes of random text).
+** bench/soak.sh runs the full soak (10,000 steps on the CPU, 2,000 on Vulkan; 10,000 W2 and 2,000 W3 steps
+** per GPU device with `gpu`).
 */
+#include <dirent.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +39,7 @@ enum { SAMPLES = 20, POOL = 8, FEATURES = 784, CLASSES = 10, EVAL_EVERY = 50 };
 typedef struct sample {
     int64_t step;
     uint64_t rss, allocated, reserved;
-    int64_t tensors;
+    int64_t tensors, fds;
     double loss, steps_per_s;
 } sample;
 
@@ -48,19 +53,38 @@ static uint64_t rss_bytes(void) {
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+static int64_t open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int64_t n = 0;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory's own descriptor */
+}
+
 static int fail(const char *what) {
     fprintf(stderr, "soak: %s: %s\n", what, td_last_error());
     return 2;
 }
 
-/* A pool of POOL host batches: pixels in [0, 1), labels in [0, 10). */
-static void make_batches(float *x, int64_t *y, int64_t batch) {
+/* A pool of POOL host batches. Images (mlp, cnn): xf [batch, 784] pixels in [0, 1), y [batch] labels in
+** [0, 10). Text (gpt): xi and y [batch, t] bytes, y the next byte of a random stream (per = t). */
+static void make_batches(float *xf, int64_t *xi, int64_t *y, int64_t batch, int64_t t) {
     uint64_t s = 0x50A4;
-    for (int64_t i = 0; i < POOL * batch * FEATURES; i++) {
+    for (int64_t i = 0; xf && i < POOL * batch * FEATURES; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = (float)(s >> 40) / (float)(1 << 24);
+        xf[i] = (float)(s >> 40) / (float)(1 << 24);
     }
-    for (int64_t i = 0; i < POOL * batch; i++) {
+    for (int64_t i = 0; xi && i < POOL * batch; i++) {
+        int64_t prev = 0;
+        for (int64_t j = 0; j <= t; j++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            int64_t byte = (int64_t)((s >> 33) % 256);
+            if (j > 0) xi[i * t + j - 1] = prev, y[i * t + j - 1] = byte;
+            prev = byte;
+        }
+    }
+    for (int64_t i = 0; !xi && i < POOL * batch; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         y[i] = (int64_t)((s >> 33) % CLASSES);
     }
@@ -79,6 +103,7 @@ static td_status take_sample(td_device dev, int64_t step, double loss, double *t
                     .allocated = ms.allocated,
                     .reserved = ms.reserved,
                     .tensors = td_debug_live_tensors(),
+                    .fds = open_fds(),
                     .loss = loss,
                     .steps_per_s = (double)(step - *step_prev) / (now - *t_prev)};
     *t_prev = now, *step_prev = step;
@@ -95,13 +120,25 @@ static double growth(const sample *s, int n, int w, size_t field) {
     return base ? 100.0 * (double)(top - base) / (double)base : 0;
 }
 
+/* The range [*lo, *hi] of an int64 field over samples w..n-1. */
+static void span(const sample *s, int n, int w, size_t field, int64_t *lo, int64_t *hi) {
+    *lo = *hi = *(const int64_t *)((const char *)&s[w] + field);
+    for (int i = w + 1; i < n; i++) {
+        int64_t v = *(const int64_t *)((const char *)&s[i] + field);
+        *lo = v < *lo ? v : *lo;
+        *hi = v > *hi ? v : *hi;
+    }
+}
+
 int main(int argc, char **argv) {
-    const char *devname = "cpu";
-    int64_t steps = 10000, batch = 64;
+    const char *devname = "cpu", *model = "mlp";
+    int64_t steps = 10000, batch = 0;
     double max_growth = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             devname = argv[++i];
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             steps = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
@@ -109,11 +146,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--max-growth") && i + 1 < argc)
             max_growth = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--device DEV] [--steps N >= %d] [--batch B] [--max-growth PCT]\n", argv[0],
-                    2 * SAMPLES);
+            fprintf(stderr,
+                    "usage: %s [--model mlp|cnn|gpt] [--device DEV] [--steps N >= %d] [--batch B] [--max-growth PCT]\n",
+                    argv[0], 2 * SAMPLES);
             return 2;
         }
     }
+    workload_kind kind;
+    if (workload_kind_parse(model, &kind) != TD_OK || kind == WORKLOAD_LSTM) {
+        fprintf(stderr, "soak: --model takes mlp, cnn or gpt (got '%s')\n", model);
+        return 2;
+    }
+    if (batch == 0) batch = kind == WORKLOAD_GPT ? 16 : 64;
     if (steps < 2 * SAMPLES || batch < 1 || batch > 4096) {
         fprintf(stderr, "soak: need --steps >= %d and --batch in [1, 4096] (got %lld, %lld)\n", 2 * SAMPLES,
                 (long long)steps, (long long)batch);
@@ -124,28 +168,35 @@ int main(int argc, char **argv) {
         printf("soak: skipped: device %s is not available: %s\n", devname, td_last_error());
         return 77;
     }
-    float *hx = malloc((size_t)(POOL * batch * FEATURES) * sizeof *hx);
-    int64_t *hy = malloc((size_t)(POOL * batch) * sizeof *hy);
-    if (!hx || !hy) return fprintf(stderr, "soak: out of host memory\n"), 2;
-    make_batches(hx, hy, batch);
+    workload_gpt_config cfg = workload_gpt_config_default();
+    const bool text = kind == WORKLOAD_GPT;
+    const int64_t t = text ? cfg.context : 1, per = text ? t : FEATURES;
+    float *hx = text ? NULL : malloc((size_t)(POOL * batch * FEATURES) * sizeof *hx);
+    int64_t *hxi = text ? malloc((size_t)(POOL * batch * t) * sizeof *hxi) : NULL;
+    int64_t *hy = malloc((size_t)(POOL * batch * t) * sizeof *hy);
+    if ((!hx && !hxi) || !hy) return fprintf(stderr, "soak: out of host memory\n"), 2;
+    make_batches(hx, hxi, hy, batch, t);
     td_manual_seed(0);
     workload w;
-    if (workload_init(&w, WORKLOAD_MLP, NULL, dev, NULL, 0, false) != TD_OK) return fail("workload_init");
+    if (workload_init(&w, kind, text ? &cfg : NULL, dev, NULL, 0, false) != TD_OK) return fail("workload_init");
 
     int64_t every = steps / SAMPLES, warm = steps / 10 > EVAL_EVERY ? steps / 10 : EVAL_EVERY;
+    if (warm > steps / 2) warm = steps / 2; /* a short run: its first half */
     sample s[SAMPLES + 2];
     int n = 0, w_at = -1;
     double t_prev = bench_now_s(), loss = 0;
     int64_t step_prev = 0;
-    printf("soak: W1 (MLP 784-256-256-10, Adam, batch %lld) for %lld steps on %s; warm-up %lld steps\n",
-           (long long)batch, (long long)steps, devname, (long long)warm);
-    printf("%8s %10s %14s %13s %8s %8s %8s\n", "step", "rss MiB", "allocated MiB", "reserved MiB", "tensors", "loss",
-           "steps/s");
+    static const char *const title[3] = {"W1 (MLP 784-256-256-10, Adam", "W2 (CNN, Adam", "W3 (GPT-mini, AdamW"};
+    printf("soak: %s, batch %lld) for %lld steps on %s; warm-up %lld steps\n", title[kind], (long long)batch,
+           (long long)steps, devname, (long long)warm);
+    printf("%8s %10s %14s %13s %8s %6s %8s %8s\n", "step", "rss MiB", "allocated MiB", "reserved MiB", "tensors", "fds",
+           "loss", "steps/s");
     for (int64_t k = 1; k <= steps; k++) {
-        const int64_t xs[2] = {batch, FEATURES}, b = (k - 1) % POOL;
+        const int64_t b = (k - 1) % POOL, xs[2] = {batch, per}, ys[2] = {batch, t};
         td_scope_begin();
-        td_tensor *x = td_from_data(hx + b * batch * FEATURES, 2, xs, TD_F32, dev);
-        td_tensor *y = td_from_data(hy + b * batch, 1, &batch, TD_I64, dev);
+        td_tensor *x = text ? td_from_data(hxi + b * batch * t, 2, xs, TD_I64, dev)
+                            : td_from_data(hx + b * batch * FEATURES, 2, xs, TD_F32, dev);
+        td_tensor *y = td_from_data(hy + b * batch * t, text ? 2 : 1, ys, TD_I64, dev);
         td_status st = x && y ? workload_train_step(&w, x, y, &loss) : td_last_status();
         if (st == TD_OK && k % EVAL_EVERY == 0) {
             double sum = 0;
@@ -158,8 +209,9 @@ int main(int argc, char **argv) {
             if (k == warm) w_at = n;
             if (take_sample(dev, k, loss, &t_prev, &step_prev, &s[n]) != TD_OK) return fail("sample");
             const sample *c = &s[n++];
-            printf("%8lld %10.2f %14.2f %13.2f %8lld %8.4f %8.1f\n", (long long)c->step, c->rss / 1048576.0,
-                   c->allocated / 1048576.0, c->reserved / 1048576.0, (long long)c->tensors, c->loss, c->steps_per_s);
+            printf("%8lld %10.2f %14.2f %13.2f %8lld %6lld %8.4f %8.1f\n", (long long)c->step, c->rss / 1048576.0,
+                   c->allocated / 1048576.0, c->reserved / 1048576.0, (long long)c->tensors, (long long)c->fds, c->loss,
+                   c->steps_per_s);
             fflush(stdout);
         }
     }
@@ -174,19 +226,23 @@ int main(int argc, char **argv) {
         double g = growth(s, n, w_at, measures[m].field);
         bool flat = g < max_growth;
         bad |= !flat;
-        printf("soak %s %s: %+.3f%% after warm-up (limit %g%%): %s\n", devname, measures[m].name, g, max_growth,
-               flat ? "flat" : "GREW");
+        printf("soak %s %s %s: %+.3f%% after warm-up (limit %g%%): %s\n", model, devname, measures[m].name, g,
+               max_growth, flat ? "flat" : "GREW");
     }
-    int64_t t_min = s[w_at].tensors, t_max = s[w_at].tensors;
-    for (int i = w_at; i < n; i++) {
-        t_min = s[i].tensors < t_min ? s[i].tensors : t_min;
-        t_max = s[i].tensors > t_max ? s[i].tensors : t_max;
+    static const struct {
+        const char *name;
+        size_t field;
+    } counts[2] = {{"tensors", offsetof(sample, tensors)}, {"fds", offsetof(sample, fds)}};
+    for (int m = 0; m < 2; m++) {
+        int64_t lo, hi;
+        span(s, n, w_at, counts[m].field, &lo, &hi);
+        bad |= lo != hi;
+        printf("soak %s %s %s: %lld..%lld after warm-up: %s\n", model, devname, counts[m].name, (long long)lo,
+               (long long)hi, lo == hi ? "flat" : "GREW");
     }
-    bad |= t_min != t_max;
-    printf("soak %s tensors: %lld..%lld live after warm-up: %s\n", devname, (long long)t_min, (long long)t_max,
-           t_min == t_max ? "flat" : "GREW");
     workload_free(&w);
     free(hx);
+    free(hxi);
     free(hy);
     return bad ? 1 : 0;
 }
