@@ -1,7 +1,7 @@
 # Writes OUT, a CTest include file with one test per case of the test
 # executable EXE (its --list prints one case name a line), named NAME.<case>,
 # so CTest's output names a failing case, with the environment ENV (optional,
-# NAME=VALUE). Run after each build of EXE.
+# NAME=VALUE) and the CTest RESOURCE_LOCK LOCK (optional). Run after each build of EXE.
 execute_process(COMMAND ${EXE} --list OUTPUT_VARIABLE cases RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${EXE} --list failed: ${rc}")
@@ -14,6 +14,9 @@ foreach(case ${cases})
                        "set_tests_properties([=[${NAME}.${case}]=] PROPERTIES SKIP_RETURN_CODE 77)\n")
     if(ENV)
       string(APPEND text "set_tests_properties([=[${NAME}.${case}]=] PROPERTIES ENVIRONMENT [=[${ENV}]=])\n")
+    endif()
+    if(LOCK)
+      string(APPEND text "set_tests_properties([=[${NAME}.${case}]=] PROPERTIES RESOURCE_LOCK [=[${LOCK}]=])\n")
     endif()
   endif()
 endforeach()
