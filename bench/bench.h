@@ -84,7 +84,8 @@ typedef struct bench_row {
     int64_t peak_bytes; /* peak allocated during the row's workload (an autocast row: during it) */
     int64_t base_bytes; /* allocated when that window opened (live data of the session) */
     double host_waits;  /* host waits per timed call (training rows: per step) */
-    double eager_ms;    /* W2-captured: the W2-cnn row's step on the same device; 0: none */
+    double eager_ms;    /* W2/W3-captured: the eager row's step (bench_captured_eager) on the same device and
+                        ** variant; 0: none */
 } bench_row;
 
 /* A measurement line from the PyTorch twin, mapped onto a row key (W3's
@@ -194,6 +195,11 @@ int64_t bench_lstm_batch(const bench_session *s);
 ** the batch copied from the host into static tensors before each replay. Adds
 ** no row on a device whose backend does not capture. */
 td_status bench_run_captured(bench_session *s, int device);
+/* W3-captured: the same for W3's step (under --amp, the autocast step). */
+td_status bench_run_gpt_captured(bench_session *s, int device);
+/* The eager row a captured row is compared with ("W2-captured" -> "W2-cnn", "W3-captured" -> "W3-gpt-mini"), or
+** NULL for a row that is not a captured step. */
+const char *bench_captured_eager(const char *workload);
 /* Load the Fashion-MNIST training set into s->images (once; without it, W1/W2
 ** use random images). Fails only for a --data directory that does not load. */
 td_status bench_load_data(bench_session *s);

@@ -196,6 +196,10 @@ static td_dtype dtype_of(const char *name) {
 }
 
 /* Rows compare across backends by workload and variant; roofline sweep rows also by size. */
+const char *bench_captured_eager(const char *workload) {
+    return !strcmp(workload, "W2-captured") ? "W2-cnn" : !strcmp(workload, "W3-captured") ? "W3-gpt-mini" : NULL;
+}
+
 static bool same_key(const bench_row *a, const bench_row *b) {
     return !strcmp(a->workload, b->workload) && !strcmp(a->variant, b->variant) &&
            (strncmp(a->workload, "roof-", 5) || !strcmp(a->size, b->size));
@@ -230,8 +234,10 @@ void bench_finalize(bench_session *s) {
             if (!s->rows[j].error[0] && same_key(r, &s->rows[j]) && s->rows[j].rate > best) best = s->rows[j].rate;
         r->vs_fastest = best > 0 ? r->rate / best : 0;
         r->eager_ms = 0;
-        for (int j = 0; j < s->n_rows && !strcmp(r->workload, "W2-captured"); j++)
-            if (!s->rows[j].error[0] && s->rows[j].device == r->device && !strcmp(s->rows[j].workload, "W2-cnn"))
+        const char *eager = bench_captured_eager(r->workload);
+        for (int j = 0; j < s->n_rows && eager; j++)
+            if (!s->rows[j].error[0] && s->rows[j].device == r->device && !strcmp(s->rows[j].workload, eager) &&
+                !strcmp(s->rows[j].variant, r->variant))
                 r->eager_ms = s->rows[j].median_ms;
         r->torch_rate = r->torch_compiled_rate = 0;
         r->torch_peak_bytes = 0;

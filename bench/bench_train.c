@@ -17,6 +17,8 @@
 **                on the device. Only on devices whose backend captures.
 **                Adam is made with capturable = true (its step count on the
 **                device, advanced by every replay).
+**   W3-captured  the same for W3's step (AdamW capturable; under --amp, the
+**                autocast step only), its tokens copied in before each replay.
 ** --quick (CI, where lavapipe takes seconds per step): W1/W2 batch 16 (an epoch
 ** is then 3750 steps), W3 d_model 32, 2 heads, 1 layer, context 32, batch 4, and
 ** one warm-up step.
@@ -294,7 +296,7 @@ td_status bench_run_lstm(bench_session *s, int device) {
     return st;
 }
 
-/* ---- W2-captured ---------------------------------------------------------- */
+/* ---- W2-captured, W3-captured ---------------------------------------------- */
 
 /* The captured step and what it reads: host batches a.x/a.y (on the CPU),
 ** copied into the static device tensors x, y before each replay. */
@@ -326,31 +328,50 @@ static td_status capture_step(captured_arg *c, td_device dev, bool *none) {
     return !c->loss ? td_last_status() : end;
 }
 
-td_status bench_run_captured(bench_session *s, int device) {
+/* The W2 or W3 step captured (variant "float32", or W3's "<dtype>-amp" under --amp) and timed as row name; no
+** row where the backend does not capture. */
+static td_status run_captured(bench_session *s, int device, workload_kind kind, const char *name) {
     td_device dev = s->devices[device].dev;
-    const char *name = "W2-captured";
+    const bool text = kind == WORKLOAD_GPT;
+    workload_gpt_config cfg = bench_gpt_config(s);
     captured_arg c = {.a = {.k = 1}};
-    int64_t b = bench_image_batch(s);
-    char note[192] = "", size[80], data[128] = "";
-    snprintf(size, sizeof size, "%lldx1x28x28", (long long)b);
+    int64_t b = text ? bench_gpt_batch(s, device) : bench_image_batch(s);
+    const int64_t xs[2] = {b, text ? cfg.context : 784};
+    char note[192] = "", size[80], data[128] = "", variant[32] = "float32";
+    if (text) {
+        snprintf(size, sizeof size, "%lldx%lld", (long long)b, (long long)cfg.context);
+        snprintf(data, sizeof data, "random tokens");
+        if (s->opt.amp != TD_F32) snprintf(variant, sizeof variant, "%s-amp", td_dtype_name(s->opt.amp));
+    } else {
+        snprintf(size, sizeof size, "%lldx1x28x28", (long long)b);
+    }
     td_scope_begin();
     td_manual_seed(0);
-    td_status st = bench_load_data(s);
-    if (st == TD_OK) st = image_batches(s, &c.a, TD_CPU, data, sizeof data);
-    if (st == TD_OK) st = workload_init(&c.a.w, WORKLOAD_CNN, NULL, dev, NULL, 0, true); /* Adam, capturable */
-    c.x = td_keep(td_empty(2, (int64_t[]){b, 784}, TD_F32, dev));
-    c.y = td_keep(td_empty(1, (int64_t[]){b}, TD_I64, dev));
+    td_status st = text ? TD_OK : bench_load_data(s);
+    if (st == TD_OK && text) {
+        c.a.x[0] = random_ids(2, xs, cfg.vocab, 1, TD_CPU);
+        c.a.y[0] = random_ids(2, xs, cfg.vocab, 2, TD_CPU);
+        st = c.a.x[0] && c.a.y[0] ? TD_OK : td_last_status();
+    } else if (st == TD_OK) {
+        st = image_batches(s, &c.a, TD_CPU, data, sizeof data);
+    }
+    if (st == TD_OK) st = workload_init(&c.a.w, kind, text ? &cfg : NULL, dev, NULL, 0, true); /* capturable */
+    if (st == TD_OK && text && s->opt.amp != TD_F32) st = workload_amp_set(&c.a.w, s->opt.amp);
+    c.x = td_keep(td_empty(2, xs, text ? TD_I64 : TD_F32, dev));
+    c.y = td_keep(text ? td_empty(2, xs, TD_I64, dev) : td_empty(1, &b, TD_I64, dev));
     if (st == TD_OK && (!c.x || !c.y)) st = td_last_status();
     bool none = false;
     if (st == TD_OK) st = capture_step(&c, dev, &none);
     if (none) {
         /* no capture on this backend: no row (the caller says why) */
     } else if (st != TD_OK) {
-        bench_fail(s, device, name, "float32", NULL);
+        bench_fail(s, device, name, variant, NULL);
     } else {
-        snprintf(note, sizeof note, "captured W2 step replayed, host batch copied in first; %s", data);
-        st = time_steps(s, device, name, size, BENCH_UNIT_SAMPLES, (double)b, &c.a, fn_replay, &c, note,
-                        (int)(TRAIN_IMAGES / b));
+        snprintf(note, sizeof note, "captured %s step replayed, host batch copied in first; %s", text ? "W3" : "W2",
+                 data);
+        st = time_steps_ext(s, device, name, variant, size, text ? BENCH_UNIT_TOKENS : BENCH_UNIT_SAMPLES,
+                            (double)(text ? b * cfg.context : b), &c.a, fn_replay, &c, note,
+                            text ? 0 : (int)(TRAIN_IMAGES / b));
     }
     td_graph_free(c.g);
     td_release(c.loss);
@@ -359,4 +380,12 @@ td_status bench_run_captured(bench_session *s, int device) {
     workload_free(&c.a.w);
     td_scope_end();
     return none ? TD_OK : st;
+}
+
+td_status bench_run_captured(bench_session *s, int device) {
+    return run_captured(s, device, WORKLOAD_CNN, "W2-captured");
+}
+
+td_status bench_run_gpt_captured(bench_session *s, int device) {
+    return run_captured(s, device, WORKLOAD_GPT, "W3-captured");
 }

@@ -258,7 +258,7 @@ td_status bench_run_dispatch(bench_session *s, int device) {
     return st;
 }
 
-/* The workloads, in run order: W1-W3 from bench_train.c (W2-captured after W2),
+/* The workloads, in run order: W1-W3 from bench_train.c (W2-captured after W2, W3-captured after W3),
 ** the W4 ops, then dispatch. */
 const bench_workload bench_workloads[] = {
     {"W1-mlp", "MLP training step, batch 128, Adam: ms/step, s/epoch (468 steps), samples/s", bench_run_mlp,
@@ -271,6 +271,8 @@ const bench_workload bench_workloads[] = {
      bench_run_cold_start, NULL, 0, false, NULL},
     {"W3-gpt-mini", "GPT-mini training step, 64x256 tokens (8x256 on CPU), AdamW: ms/step, tokens/s", bench_run_gpt,
      "tokens_per_s", 1, false, "w3"},
+    {"W3-captured", "W3's step captured once and replayed (under --amp, the autocast step): ms/step, speedup",
+     bench_run_gpt_captured, NULL, 0, false, NULL},
     {"W5-gpt2-small", "GPT-2-small shape (byte vocab), training step, 16x1024 tokens, AdamW, GPUs only: ms/step",
      bench_run_gpt2, "tokens_per_s", 1, false, "w5"},
     {"W6-lstm", "LSTM language model training step (2 layers, hidden 512), 32x256 tokens, Adam: ms/step, tokens/s",

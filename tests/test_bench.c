@@ -127,13 +127,16 @@ static void check_dispatch_row(json_t *r, double med) {
     ASSERT(!json_object_get(r, "host_waits_per_step")); /* training rows only */
 }
 
-/* W2-captured beside W2-cnn on the same device: the eager step and the speedup. */
+/* A captured row beside its eager row (W2-captured: W2-cnn, W3-captured: W3-gpt-mini) on the same device and
+** variant: the eager step and the speedup. */
 static void check_captured_row(json_t *rows, json_t *r, const char *dev, double med) {
     size_t i;
     json_t *e;
     double eager = 0;
-    json_array_foreach(rows, i, e) if (!strcmp(get_str(e, "workload"), "W2-cnn") && !strcmp(get_str(e, "device"), dev))
-        eager = get_num(e, "median_ms");
+    const char *of = !strcmp(get_str(r, "workload"), "W2-captured") ? "W2-cnn" : "W3-gpt-mini";
+    json_array_foreach(rows, i, e) if (!strcmp(get_str(e, "workload"), of) && !strcmp(get_str(e, "device"), dev) &&
+                                       !strcmp(get_str(e, "variant"), get_str(r, "variant"))) eager =
+        get_num(e, "median_ms");
     ASSERT(eager > 0);
     ASSERT_NEAR(get_num(r, "eager_ms_per_step"), eager, 1e-9 * eager);
     ASSERT_NEAR(get_num(r, "speedup"), eager / med, 1e-9 * eager / med);
@@ -143,7 +146,7 @@ static void check_captured_row(json_t *rows, json_t *r, const char *dev, double 
 #define N_WANT 14
 
 /* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W1-W4, dispatch and
-** roofline row on every device without error, W2-captured exactly on the devices that capture
+** roofline row on every device without error, W2- and W3-captured exactly on the devices that capture
 ** (captures[d]), and the medians and rates recomputed from the raw samples. */
 static void check_json(const char *path, int n_dev, const char *const *devs, const bool *captures,
                        bool allow_unsupported) {
@@ -181,7 +184,7 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
         while (d < n_dev && strcmp(dev, devs[d])) d++;
         if (d == n_dev) TEST_FAIL_("row %s on unknown device %s", w, dev);
         for (int k = 0; k < N_WANT; k++) found[d][k] += !strcmp(w, want[k]);
-        captured[d] += !strcmp(w, "W2-captured");
+        captured[d] += !strcmp(w, "W2-captured") + !strcmp(w, "W3-captured");
         if (json_object_get(r, "error")) {
             const char *why = get_str(r, "error");
             if (!allow_unsupported || !strstr(why, "not supported")) TEST_FAIL_("row %s on %s failed: %s", w, dev, why);
@@ -212,7 +215,7 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
         double rate = get_num(r, "work") / (med * 1e-3) / (training || dispatch ? 1 : 1e9); /* per s */
         ASSERT_NEAR(get_num(r, "rate"), rate, 1e-9 * rate);
         if (training) check_training_row(r, w, med);
-        if (!strcmp(w, "W2-captured")) check_captured_row(json_object_get(j, "rows"), r, dev, med);
+        if (strstr(w, "-captured")) check_captured_row(json_object_get(j, "rows"), r, dev, med);
         if (dispatch)
             check_dispatch_row(r, med);
         else if (!training)
@@ -229,8 +232,8 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
     for (int d = 0; d < n_dev; d++) {
         for (int k = 0; k < N_WANT; k++)
             if (!found[d][k]) TEST_FAIL_("no %s row on %s", want[k], devs[d]);
-        if (captured[d] != (captures[d] ? 1 : 0))
-            TEST_FAIL_("%d W2-captured rows on %s, which %s", captured[d], devs[d],
+        if (captured[d] != (captures[d] ? 2 : 0))
+            TEST_FAIL_("%d W2-/W3-captured rows on %s, which %s", captured[d], devs[d],
                        captures[d] ? "captures" : "does not capture");
     }
     json_decref(j);
