@@ -10,6 +10,9 @@
 ** permuted view, read in place by cuDNN: out and the projection's gradient as with contiguous copies, and no `copy`
 ** op in the forward or the backward (the profiler counts them). strided_fallback: the same views on the CPU and on
 ** Vulkan, whose kernels read only contiguous operands, give exactly what contiguous copies give.
+** captured: the forward and backward on cuDNN recorded into a CUDA graph (TRIDENT_CUDA_ATTN_CUDNN_CAPTURE=1, the plans
+** built by an eager call first) and replayed on new inputs copied into the static q, k, v and dy: each replay gives
+** what an eager call on those inputs gives.
 ** The cuDNN cases skip without a CUDA device or when cuDNN does not load (the reason printed).
 */
 #include <math.h>
@@ -18,7 +21,7 @@
 #include "test_util.h"
 #include "trident/profile.h"
 
-#define TESTS(X) X(vs_reference) X(mixed) X(fallback) X(strided_cudnn) X(strided_fallback)
+#define TESTS(X) X(vs_reference) X(mixed) X(fallback) X(strided_cudnn) X(strided_fallback) X(captured)
 
 typedef struct cfg {
     int64_t b, h, l, s, e;
@@ -315,6 +318,58 @@ TEST(strided_fallback) {
         if (ey != 0 || eg != 0) TEST_FAIL_("strided views differ from contiguous copies: out %.3g, grad %.3g", ey, eg);
         td_scope_end();
     }
+}
+
+/* dst (static, on cuda:0) = src (f64 on the CPU) rounded to dt, outside autograd */
+static void load(td_tensor *dst, td_tensor *src, td_dtype dt) {
+    td_no_grad_begin();
+    td_status st = td_copy_(dst, ASSERT_TENSOR(td_to(td_cast(src, dt), CUDA0)));
+    td_no_grad_end();
+    ASSERT_OK(st);
+}
+
+TEST(captured) {
+    need_cudnn();
+    test_seed();
+    static const cfg cs[2] = {{2, 3, 128, 128, 64, true, 0, 0}, {2, 2, 256, 256, 128, false, 0, 0}};
+    const td_dtype dt = TD_BF16;
+    setenv("TRIDENT_CUDA_ATTN_CUDNN_CAPTURE", "1", 1);
+    for (int i = 0; i < 2; i++) {
+        td_scope_begin();
+        const cfg *c = &cs[i];
+        inputs in = make_inputs(c, dt);
+        td_tensor *x[3] = {leaf(in.x[0], dt, CUDA0), leaf(in.x[1], dt, CUDA0), leaf(in.x[2], dt, CUDA0)};
+        td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(in.dy, dt), CUDA0)), *w[4];
+        w[0] = fused(c, &in, dt, "cudnn", "cudnn", FWD_DNN, BWD_DNN, w + 1); /* builds the plans */
+        int64_t c0[4], c1[4];
+        counts(c0);
+        ASSERT_OK(td_capture_begin(CUDA0));
+        td_scope_begin();
+        td_tensor *out[4] = {td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, c->causal, NAN)};
+        td_status st = out[0] ? td_grad(1, out, &dy, 3, x, out + 1, false, false, false) : td_last_status();
+        for (int k = 0; k < 4; k++) td_keep(out[k]);
+        td_scope_end();
+        td_captured_graph *g = NULL;
+        td_status end = td_capture_end(CUDA0, &g);
+        ASSERT_OK(st);
+        ASSERT_OK(end);
+        counts(c1);
+        if (c1[FWD_DNN] != c0[FWD_DNN] + 1 || c1[BWD_DNN] != c0[BWD_DNN] + 1)
+            TEST_FAIL_("the capture did not record cuDNN's forward and backward");
+        for (int rep = 0; rep < 2; rep++) { /* new inputs each replay: a stale or skipped replay fails */
+            inputs nin = make_inputs(c, dt);
+            for (int k = 0; k < 3; k++) load(x[k], nin.x[k], dt);
+            load(dy, nin.dy, dt);
+            ASSERT_OK(td_graph_replay(g));
+            td_tensor *e[4];
+            e[0] = fused(c, &nin, dt, "cudnn", "cudnn", FWD_DNN, BWD_DNN, e + 1);
+            expect_close("captured vs eager", c, dt, out, e, tol_of(dt) / 2);
+        }
+        td_graph_free(g);
+        for (int k = 0; k < 4; k++) td_release(out[k]);
+        td_scope_end();
+    }
+    unsetenv("TRIDENT_CUDA_ATTN_CUDNN_CAPTURE");
 }
 
 TEST_MAIN(TESTS)
