@@ -166,11 +166,11 @@ TEST(qkv_cuda) {
         /* the same kernels on the same bf16 values: only the layout differs, so the gradients agree to fp32
         ** rounding of cuDNN's float accumulation order */
         double e = rel_err(a, b);
-        fprintf(stderr, "    [%lld,%lld,%lld,%lld] packed vs contiguous: dqkv %.1e\n", (long long)c->b,
-                (long long)c->h, (long long)c->l, (long long)c->e, e);
+        fprintf(stderr, "    [%lld,%lld,%lld,%lld] packed vs contiguous: dqkv %.1e\n", (long long)c->b, (long long)c->h,
+                (long long)c->l, (long long)c->e, e);
         if (!(e <= 1e-2)) TEST_FAIL_("packed vs contiguous gradient off by %.3g", e);
-        if (cats || copies) TEST_FAIL_("the packed path issued %lld cat and %lld copy ops", (long long)cats,
-                                       (long long)copies);
+        if (cats || copies)
+            TEST_FAIL_("the packed path issued %lld cat and %lld copy ops", (long long)cats, (long long)copies);
         free(xh), free(dyh);
         td_scope_end();
     }
