@@ -12,8 +12,11 @@
 ** q, k, v (dout, out in the backward) are first offered as the caller's views,
 ** and out (dq, dk, dv) in the memory order of q's strides (k's, v's): heads split
 ** from a [N,T,3C] projection are read in place and out comes back [N,T,H,D] in
-** memory, so the permute back to [N,T,C] is free. Where the backend's supports()
-** declines them (td_attn_dense), every operand is made contiguous as before.
+** memory, so the permute back to [N,T,C] is free. Where q, k and v are the three
+** slices of one projection, dq, dk and dv are views of one buffer laid out the
+** same way, which the split's backward returns with no concatenation. Where the
+** backend's supports() declines them (td_attn_dense), every operand is made
+** contiguous as before (then the split concatenates).
 */
 #include <math.h>
 #include <string.h>
@@ -263,12 +266,13 @@ td_status td__attention_backward(td_tensor *dout, td_tensor *q, td_tensor *k, td
     const int dense[5] = {0, 1, 2, 3, 5}; /* the operands a dense backend wants contiguous */
     td_tensor *ops[5] = {in[0], q, k, v, out};
     if (in[0] && !all_contiguous(5, ops)) {
-        if (!alloc_packed(q, k, v, dev, res))
-            for (int i = 0; i < 3; i++) {
-                td_release(res[i]);
-                res[i] = alloc_like(in[i + 1], in[i + 1]->shape, in[i + 1]->dtype, dev);
-            }
-        if (!res[0] || !res[1] || !res[2] || !td__supports(TD_OP_ATTENTION_BACKWARD, 7, in, 3, res, p)) {
+        /* first one packed buffer (packed q, k, v), then one buffer each in q's, k's, v's order, then contiguous */
+        bool ok = alloc_packed(q, k, v, dev, res) && td__supports(TD_OP_ATTENTION_BACKWARD, 7, in, 3, res, p);
+        for (int i = 0; i < 3 && !ok; i++) {
+            td_release(res[i]);
+            res[i] = alloc_like(in[i + 1], in[i + 1]->shape, in[i + 1]->dtype, dev);
+        }
+        if (!ok && (!res[0] || !res[1] || !res[2] || !td__supports(TD_OP_ATTENTION_BACKWARD, 7, in, 3, res, p))) {
             for (int i = 0; i < 3; i++) td_release(res[i]), res[i] = NULL;
             for (int i = 0; i < 5; i++) in[dense[i]] = td_contiguous(in[dense[i]]);
         }
