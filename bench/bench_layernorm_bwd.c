@@ -93,8 +93,8 @@ int main(int argc, char **argv) {
     }
     double row_bytes = (double)c.rows * (double)c.n * (double)td_dtype_size(c.dt);
     double copy_ms = time_calls(&c, copy, &a), copy_gbps = 2 * 4 * row_bytes / (copy_ms * 1e6);
-    const char *impl =
-        getenv("TRIDENT_CUDA_LN_BWD") && !strcmp(getenv("TRIDENT_CUDA_LN_BWD"), "0") ? "two-pass" : "fused";
+    bool two_pass = getenv("TRIDENT_CUDA_LN_BWD") && !strcmp(getenv("TRIDENT_CUDA_LN_BWD"), "0");
+    const char *impl = strncmp(dev, "cuda", 4) ? "op" : two_pass ? "two-pass" : "fused";
     for (int add = 0; add < 2; add++) {
         a.ds = add ? td_randn(2, shape, 7, 0, c.dt, c.dev) : NULL;
         double ms = time_calls(&c, ln_bwd, &a), bytes = (3 + add) * row_bytes, gbps = bytes / (ms * 1e6);

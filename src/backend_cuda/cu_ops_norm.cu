@@ -160,24 +160,30 @@ __global__ void CU_ROWS_BOUNDS(TPR)
     }
 }
 
+/* Rows of partials a block of layer_norm_backward_parts_kernel reads at once */
+#define LN_BWD_PARTS_Y 32
+
 /* dw and db from P partials (the fused kernel's blocks or the column pass's row chunks),
 ** part[2p][j] = sum dy xhat, part[2p+1][j] = sum dy over partial p, in a fixed order:
-** thread (x, y) of a block of 32 x 8 sums p = y, y + 8, ... of column j (a warp reads 32
-** adjacent columns of a partial); thread y = 0 then adds the 8 sums in y order:
+** thread (x, y) of a block of 32 x Y sums p = y, y + Y, ... of column j (a warp reads 32
+** adjacent columns of a partial; Y independent loads in flight a column); thread y = 0
+** then adds the Y sums in y order:
 **   dw[j] = sum_p part[2p][j],  db[j] = sum_p part[2p+1][j] */
 template <typename T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(32 * LN_BWD_PARTS_Y)
     layer_norm_backward_parts_kernel(const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n, int64_t P) {
     typedef typename cu_compute<T>::type C;
-    __shared__ C sw[8][32], sb[8][32];
+    __shared__ C sw[LN_BWD_PARTS_Y][32], sb[LN_BWD_PARTS_Y][32];
     int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
     C aw = 0, ab = 0;
     if (j < n)
-        for (int64_t p = threadIdx.y; p < P; p += 8) aw += part[2 * p * n + j], ab += part[(2 * p + 1) * n + j];
+#pragma unroll 4
+        for (int64_t p = threadIdx.y; p < P; p += LN_BWD_PARTS_Y)
+            aw += part[2 * p * n + j], ab += part[(2 * p + 1) * n + j];
     sw[threadIdx.y][threadIdx.x] = aw, sb[threadIdx.y][threadIdx.x] = ab;
     __syncthreads();
     if (threadIdx.y != 0 || j >= n) return;
-    for (int q = 1; q < 8; q++) aw += sw[q][threadIdx.x], ab += sb[q][threadIdx.x];
+    for (int q = 1; q < LN_BWD_PARTS_Y; q++) aw += sw[q][threadIdx.x], ab += sb[q][threadIdx.x];
     if (dw) dw[j] = cu_from<T>(aw);
     if (db) db[j] = cu_from<T>(ab);
 }
@@ -186,7 +192,8 @@ __global__ void __launch_bounds__(256)
 template <typename T>
 static td_status layer_norm_backward_parts(cu_dev *d, const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n,
                                            int64_t P) {
-    layer_norm_backward_parts_kernel<T><<<(unsigned)((n + 31) / 32), dim3(32, 8), 0, d->stream>>>(part, dw, db, n, P);
+    layer_norm_backward_parts_kernel<T>
+        <<<(unsigned)((n + 31) / 32), dim3(32, LN_BWD_PARTS_Y), 0, d->stream>>>(part, dw, db, n, P);
     return CU_LAUNCHED("layer_norm_backward (dw, db)");
 }
 
@@ -286,10 +293,12 @@ static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const T *dy, con
 }
 
 /* The fused kernel's tiers, as CU_ROWS_LAUNCH's (plus 24 slots, n = 768 of
-** GPT-2 small without 8 idle registers): a warp a row up to n = 1024, a block
-** of 512 up to 8192 (4096 for f64, whose 4 VPT doubles would spill); longer
-** rows, or TRIDENT_CUDA_LN_BWD=0 (the two-pass path, to compare), answer
-** false: the rows kernel and the column passes run instead. */
+** GPT-2 small without 8 idle registers: 168 registers a thread for f32 on
+** sm_90): a warp a row up to n = 1024, a block of 512 up to 8192; f64 (4 VPT
+** doubles a thread, spilled past VPT 16 on sm_90) a warp a row up to 512, a
+** block of 512 up to 4096. Longer rows, or TRIDENT_CUDA_LN_BWD=0 (the
+** two-pass path, to compare), answer false: the rows kernel and the column
+** passes run instead. */
 template <typename T>
 static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, const T *x, const T *w, const T *mean,
                                            const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n,
@@ -305,8 +314,10 @@ static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, con
     LN_BWD_TIER_(32, 4)
     LN_BWD_TIER_(32, 8)
     LN_BWD_TIER_(32, 16)
-    LN_BWD_TIER_(32, 24)
-    LN_BWD_TIER_(32, 32)
+    if constexpr (sizeof(T) < 8) {
+        LN_BWD_TIER_(32, 24)
+        LN_BWD_TIER_(32, 32)
+    }
     LN_BWD_TIER_(512, 4)
     LN_BWD_TIER_(512, 8)
     if constexpr (sizeof(T) < 8) LN_BWD_TIER_(512, 16)
