@@ -4,8 +4,9 @@
 ** the library cu_cudnn.c loads (dlopen at first use, the per-device handle); the RNN symbols are resolved here from
 ** libcudnn.so.9, whose cuDNN 9 shim forwards them to libcudnn_adv.so.9.
 ** Letters: T steps, B batch, I input, H hidden, L layers, D directions, G gates.
-** Per configuration (device, mode, L, D, bias, T, B, I, H) a plan is made once and cached: the RNN descriptor
-** (standard algo, float32 data and math, CUDNN_DEFAULT_MATH: no TF32, as torch's fp32 default; linear input;
+** Per configuration (device, mode, L, D, bias, TF32, T, B, I, H) a plan is made once and cached: the RNN descriptor
+** (standard algo, float32 data and math, CUDNN_FMA_MATH: strict fp32, or CUDNN_DEFAULT_MATH (TF32 tensor cores)
+** where the args allow TF32; linear input;
 ** dropout 0), the x/y RNN-data descriptors (sequence-major, every length T), the h/c tensor descriptors
 ** [L*D, B, H], the sequence lengths on the device (uploaded once), the weight-space, workspace and reserve sizes,
 ** and the copy list between torch's parameters and cuDNN's weight space.
@@ -229,8 +230,8 @@ static td_status build(cu_dev *d, cudnnHandle_t h, rnn_plan *p) {
     DNN(R.create_rnn(&p->rnn));
     DNN(R.set_rnn(p->rnn, CUDNN_RNN_ALGO_STANDARD, modes[a->mode], a->bias ? CUDNN_RNN_DOUBLE_BIAS : CUDNN_RNN_NO_BIAS,
                   a->dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT,
-                  CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH, (int32_t)a->I, (int32_t)a->H, (int32_t)a->H, a->layers, p->drop,
-                  CUDNN_RNN_PADDED_IO_DISABLED));
+                  CUDNN_DATA_FLOAT, a->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH, (int32_t)a->I, (int32_t)a->H,
+                  (int32_t)a->H, a->layers, p->drop, CUDNN_RNN_PADDED_IO_DISABLED));
     int B = (int)a->B, T = (int)a->T;
     int *lens = malloc(sizeof(int) * (size_t)B);
     if (!lens) return td_error_set(TD_ERR_OOM, "cuDNN RNN: out of host memory");
@@ -266,6 +267,12 @@ static td_status build(cu_dev *d, cudnnHandle_t h, rnn_plan *p) {
     return st;
 }
 
+/* Field by field: the struct has padding. */
+static bool same_key(const td_rnn_dnn_args *x, const td_rnn_dnn_args *y) {
+    return x->device == y->device && x->mode == y->mode && x->layers == y->layers && x->dirs == y->dirs &&
+           x->bias == y->bias && x->tf32 == y->tf32 && x->T == y->T && x->B == y->B && x->I == y->I && x->H == y->H;
+}
+
 /* The cached plan of a on device d, made on first use: NULL with the error set. */
 static rnn_plan *get_plan(cu_dev *d, const td_rnn_dnn_args *a, cudnnHandle_t *h) {
     td_rnn_dnn_args key = *a;
@@ -275,7 +282,7 @@ static rnn_plan *get_plan(cu_dev *d, const td_rnn_dnn_args *a, cudnnHandle_t *h)
     pthread_mutex_lock(&plans_lock);
     rnn_plan *p = NULL;
     for (int i = 0; i < nplans && !p; i++)
-        if (!memcmp(&plans[i]->key, &key, sizeof key)) p = plans[i];
+        if (same_key(&plans[i]->key, &key)) p = plans[i];
     if (p && p->failed != TD_OK) { /* refused before: the same error, without trying again */
         td_error_set(p->failed, "%s", p->err);
         p = NULL;

@@ -4,6 +4,8 @@
 ** plugin's entry points (src/backend_cuda/cu_rnn_cudnn.c, contract in rnn_cudnn.h). The layer is one autograd
 ** node (td_function_apply) over x, h0, c0 and the parameters; it saves x, h0, c0, y, cuDNN's packed weight space
 ** and the reserve space for the backward.
+** Math: strict float32 (CUDNN_FMA_MATH) under td_set_float32_matmul_precision("highest"), the default, as our
+** GEMMs; "high" or "medium" allow cuDNN's TF32 tensor cores (CUDNN_DEFAULT_MATH, torch's cudnn.allow_tf32 default).
 ** Taken when: the device is CUDA, x, the states and every parameter are float32 on it, no autocast scope is open,
 ** no ONNX trace records the layer, there are at most 61 parameters (the node's 64 inputs), inter-layer dropout is
 ** off (eval, p = 0 or one layer: cuDNN's dropout mask would differ from ours), and the plugin's cuDNN takes the
@@ -19,6 +21,7 @@
 #include "rnn_internal.h"
 #include "trident/amp.h"
 #include "trident/autograd.h"
+#include "trident/device.h"
 
 /* What the node keeps: the configuration and where its inputs sit. */
 typedef struct dnn_node {
@@ -185,6 +188,7 @@ int td__rnn_cudnn(const td__rnn_dnn_call *c, td_tensor *x, td_tensor *h0, td_ten
                              .dirs = c->dirs,
                              .bias = c->bias,
                              .training = grad && td_grad_enabled(),
+                             .tf32 = strcmp(td_get_float32_matmul_precision(), "highest") != 0,
                              .T = td_size(x, 0),
                              .B = td_size(x, 1),
                              .I = td_size(x, 2),

@@ -23,6 +23,7 @@ typedef struct td_rnn_dnn_args {
     int layers, dirs;   /* L, D */
     int bias;           /* 1: b_ih and b_hh (cuDNN's double bias), 0: none */
     int training;       /* 1: keep the reserve space for the backward */
+    int tf32;           /* 1: cuDNN's default math (TF32 tensor cores for float32), 0: FMA only (strict fp32) */
     int64_t T, B, I, H; /* x [T, B, I] time-major; h [L*D, B, H]; y [T, B, D*H] */
 } td_rnn_dnn_args;
 
