@@ -11,7 +11,7 @@
 ** off (eval, p = 0 or one layer: cuDNN's dropout mask would differ from ours), and the plugin's cuDNN takes the
 ** configuration. Otherwise rnn.c's own path runs.
 ** TRIDENT_CUDA_RNN=own never takes it; TRIDENT_CUDA_RNN=cudnn makes a CUDA call that cuDNN does not take fail with
-** the reason instead of falling back.
+** the reason instead of falling back; TRIDENT_CUDA_RNN_DEBUG=1 prints the reason of each fallback (when it changes).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +152,15 @@ static bool f32_on(td_tensor *t, td_device dev) {
     return !t || (td_tensor_dtype(t) == TD_F32 && td_device_equal(td_tensor_device(t), dev));
 }
 
+/* TRIDENT_CUDA_RNN_DEBUG=1: print why a CUDA call runs our path, each time the reason changes. */
+static void debug_decline(const char *why) {
+    static _Thread_local char last[256];
+    const char *e = getenv("TRIDENT_CUDA_RNN_DEBUG");
+    if (!e || !strcmp(e, "0") || !strcmp(last, why)) return;
+    snprintf(last, sizeof last, "%s", why);
+    fprintf(stderr, "trident rnn: our kernels, not cuDNN: %s\n", why);
+}
+
 /* NULL when cuDNN may take the call, else why not. */
 static const char *declined(const td__rnn_dnn_call *c, td_tensor *x, td_tensor *h0, td_tensor *c0) {
     td_device dev = td_tensor_device(x);
@@ -198,9 +207,10 @@ int td__rnn_cudnn(const td__rnn_dnn_call *c, td_tensor *x, td_tensor *h0, td_ten
         if (!prep || prep(&nd.a, &nd.wbytes, &nd.reserve) != TD_OK) no = prep ? td_last_error() : "no prepare entry";
     }
     if (no) {
-        if (!forced) return td_clear_error(), 0;
         char why[256]; /* no may be td_last_error()'s buffer, which TD_ERR rewrites */
         snprintf(why, sizeof why, "%s", no);
+        debug_decline(why);
+        if (!forced) return td_clear_error(), 0;
         TD_ERR(TD_ERR_UNSUPPORTED, "%s: TRIDENT_CUDA_RNN=cudnn, but cuDNN does not take this call: %s",
                c->mode == TD_RNN_DNN_LSTM  ? "LSTM"
                : c->mode == TD_RNN_DNN_GRU ? "GRU"
