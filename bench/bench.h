@@ -191,6 +191,9 @@ td_status bench_run_lstm(bench_session *s, int device); /* W6: the LSTM language
 ** also the twin's. */
 workload_gpt_config bench_lstm_config(const bench_session *s);
 int64_t bench_lstm_batch(const bench_session *s);
+/* W7's input [batch, 64, side, side] (bench_workloads.c) */
+int64_t bench_unet_batch(const bench_session *s);
+int64_t bench_unet_side(const bench_session *s);
 /* W2-captured: one W2 step captured once (td_capture_begin/end) and replayed,
 ** the batch copied from the host into static tensors before each replay. Adds
 ** no row on a device whose backend does not capture. */

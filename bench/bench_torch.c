@@ -97,14 +97,15 @@ static void run_twin(bench_session *s, int d, char *status, size_t status_size) 
     snprintf(cmd, sizeof cmd,
              "'%s' '%s' '%s' %s --only %s --matmul-n %lld --elems %lld --epochs 2 --gpt-size %lld,%lld,%lld,%lld "
              "--gpt-batch %lld --gpt2-size %lld,%lld,%lld,%lld --gpt2-batch %lld --lstm-size %lld,%lld --lstm-batch "
-             "%lld%s%s "
+             "%lld --unet-size %lld,%lld%s%s "
              "2>&1",
              s->opt.python, s->opt.twin, data ? data : "-", device, parts[0] ? parts : "ops",
              (long long)bench_matmul_n(s), (long long)bench_vector_elems(s, d), (long long)g.d_model,
              (long long)g.heads, (long long)g.layers, (long long)g.context, (long long)bench_gpt_batch(s, d),
              (long long)g5.d_model, (long long)g5.heads, (long long)g5.layers, (long long)g5.context,
              (long long)bench_gpt2_batch(s), (long long)bench_lstm_config(s).d_model,
-             (long long)bench_lstm_config(s).context, (long long)bench_lstm_batch(s),
+             (long long)bench_lstm_config(s).context, (long long)bench_lstm_batch(s), (long long)bench_unet_batch(s),
+             (long long)bench_unet_side(s),
              s->opt.amp == TD_BF16  ? " --amp bf16"
              : s->opt.amp == TD_F16 ? " --amp fp16"
                                     : "",

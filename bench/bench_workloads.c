@@ -258,6 +258,77 @@ td_status bench_run_dispatch(bench_session *s, int device) {
     return st;
 }
 
+/* ---- W7: a U-Net-style block, forward + backward (issue 25's ConvTranspose2d / depthwise row) ----
+** x [N, 64, S, S] (N 16, S 128; --quick 2, 32), f32, parameters with gradients, x without:
+**   h1 = relu(conv3x3(x, 64 -> 64, pad 1))            h2 = relu(depthwise3x3(h1, groups 64, pad 1))
+**   h3 = relu(conv3x3(h2, 64 -> 128, stride 2, pad 1)) [N, 128, S/2, S/2]
+**   y  = conv_transpose2d(h3, 128 -> 64, k 2, stride 2) + h1;  backward of sum(y)
+** W7-depthwise and W7-convtranspose time the depthwise conv (on x) and the transposed conv (on h3's shape) alone,
+** forward + backward with the input's gradient too. The parameters' .grad are dropped before each step (torch's
+** zero_grad(set_to_none)). bench/torch_workloads.py --only w7 is the twin. Rate: images/s. */
+typedef struct unet_arg {
+    int which; /* 0 block, 1 depthwise, 2 conv_transpose */
+    td_tensor *x, *w[4], *b[4];
+} unet_arg;
+
+int64_t bench_unet_batch(const bench_session *s) { return s->opt.quick ? 2 : 16; }
+int64_t bench_unet_side(const bench_session *s) { return s->opt.quick ? 32 : 128; }
+
+static td_status fn_unet(void *p, int r) {
+    unet_arg *a = p;
+    (void)r;
+    for (int i = 0; i < 4; i++) td_zero_grad(a->w[i]), td_zero_grad(a->b[i]);
+    const int one[2] = {1, 1}, two[2] = {2, 2}, zero[2] = {0, 0};
+    td_tensor *y;
+    if (a->which == 1) {
+        y = td_conv2d(a->x, a->w[1], a->b[1], one, one, one, (int)td_size(a->x, 1));
+    } else if (a->which == 2) {
+        y = td_conv_transpose2d(a->x, a->w[3], a->b[3], two, zero, zero, 1, one);
+    } else {
+        td_tensor *h1 = td_relu(td_conv2d(a->x, a->w[0], a->b[0], one, one, one, 1));
+        td_tensor *h2 = td_relu(td_conv2d(h1, a->w[1], a->b[1], one, one, one, (int)td_size(a->x, 1)));
+        td_tensor *h3 = td_relu(td_conv2d(h2, a->w[2], a->b[2], two, one, one, 1));
+        y = td_add(td_conv_transpose2d(h3, a->w[3], a->b[3], two, zero, zero, 1, one), h1);
+    }
+    return y ? td_backward(td_sum(y, 0, NULL, false), NULL, false) : td_last_status();
+}
+
+static td_status run_unet_row(bench_session *s, int device, int which) {
+    static const char *const names[3] = {"W7-unet", "W7-depthwise", "W7-convtranspose"};
+    td_device dev = s->devices[device].dev;
+    int64_t N = bench_unet_batch(s), S = bench_unet_side(s), C = 64;
+    /* conv1 [64,64,3,3], depthwise [64,1,3,3], down [128,64,3,3], up (transposed) [128,64,2,2] */
+    const int64_t wshape[4][4] = {{C, C, 3, 3}, {C, 1, 3, 3}, {2 * C, C, 3, 3}, {2 * C, C, 2, 2}};
+    const int64_t bshape[4] = {C, C, 2 * C, C};
+    unet_arg a = {.which = which};
+    td_scope_begin();
+    td_status st = TD_OK;
+    for (int i = 0; i < 4 && st == TD_OK; i++) {
+        double fan_in = (double)(wshape[i][1] * wshape[i][2] * wshape[i][3]);
+        a.w[i] = td_mul_scalar(td_randn(4, wshape[i], 10 + (uint64_t)i, 0, TD_F32, dev), 1.0 / fan_in);
+        a.b[i] = td_zeros(1, &bshape[i], TD_F32, dev);
+        if (!a.w[i] || !a.b[i] || td_set_requires_grad(a.w[i], true) != TD_OK ||
+            td_set_requires_grad(a.b[i], true) != TD_OK)
+            st = td_last_status();
+    }
+    int64_t xshape[4] = {N, which == 2 ? 2 * C : C, which == 2 ? S / 2 : S, which == 2 ? S / 2 : S};
+    if (st == TD_OK && !(a.x = td_randn(4, xshape, 1, 0, TD_F32, dev))) st = td_last_status();
+    if (st == TD_OK && which) st = td_set_requires_grad(a.x, true);
+    char size[80];
+    snprintf(size, sizeof size, "%lldx%lldx%lldx%lld fwd+bwd", (long long)xshape[0], (long long)xshape[1],
+             (long long)xshape[2], (long long)xshape[3]);
+    if (st != TD_OK)
+        bench_fail(s, device, names[which], "float32", NULL);
+    else if (!bench_time(s, device, names[which], "float32", size, BENCH_UNIT_SAMPLES, (double)N, 1, fn_unet, &a))
+        st = TD_ERR_DEVICE;
+    td_scope_end();
+    return st;
+}
+
+static td_status run_unet(bench_session *s, int d) { return run_unet_row(s, d, 0); }
+static td_status run_unet_depthwise(bench_session *s, int d) { return run_unet_row(s, d, 1); }
+static td_status run_unet_convtranspose(bench_session *s, int d) { return run_unet_row(s, d, 2); }
+
 /* The workloads, in run order: W1-W3 from bench_train.c (W2-captured after W2, W3-captured after W3),
 ** the W4 ops, then dispatch. */
 const bench_workload bench_workloads[] = {
@@ -287,6 +358,14 @@ const bench_workload bench_workloads[] = {
     {"W4-adam", "fused Adam step over 10M f32 params, 28 bytes/param", run_adam, NULL, 0, false, "ops"},
     {"W4-colsum", "sum over dim 0 of [16384,768] f32 and bf16 (a bias gradient), GB/s over bytes read + written",
      run_colsum, NULL, 0, false, "ops"},
+    {"W7-unet",
+     "U-Net-style block (conv3x3, depthwise 3x3, strided conv, ConvTranspose2d 2x2/2, skip), f32 fwd+bwd: "
+     "images/s",
+     run_unet, "samples_per_s", 1, false, "w7"},
+    {"W7-depthwise", "depthwise conv2d 3x3 (groups = 64 channels) of the W7 block alone, f32 fwd+bwd: images/s",
+     run_unet_depthwise, "samples_per_s", 1, false, "w7"},
+    {"W7-convtranspose", "ConvTranspose2d 128 -> 64, 2x2 stride 2, of the W7 block alone, f32 fwd+bwd: images/s",
+     run_unet_convtranspose, "samples_per_s", 1, false, "w7"},
     {"dispatch", "eager dispatch: 10k adds of [1] f32 tensors then one synchronize, us/op on the host clock",
      bench_run_dispatch, "ops_per_s", 1, false, "dispatch"},
 };

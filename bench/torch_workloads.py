@@ -24,6 +24,8 @@ DATA_DIR -      W1/W2 train on random pixels and labels (timing only).
                 device at a reduced size (d_model <= 128).
 --only w6       W6, the LSTM language model (2 layers, hidden 512, batch 32, seq 256;
                 --lstm-size HIDDEN,T, --lstm-batch B, --lstm-steps N (default 20 on cuda, 2 on cpu)).
+--only w7       W7, a U-Net-style block fwd+bwd and its depthwise conv and ConvTranspose2d
+                alone (--unet-size BATCH,SIDE: input [BATCH, 64, SIDE, SIDE], default 16,128).
 --amp bf16|fp16 W3/W5 also run under torch.autocast (fp16 with a GradScaler);
                 those lines carry dtype "<dtype>-amp". On cuda every gpt line
                 carries peak_bytes (torch.cuda.max_memory_allocated).
@@ -174,6 +176,33 @@ def lstm(dev, steps, B=32, T=256, hidden=512):
          tokens_per_s=round(B * T / dt), params=sum(p.numel() for p in m.parameters()))
     del m, opt
 
+def unet(dev, N=16, S=128, steps=20):
+    """W7 as bench_workloads.c's run_unet_row: the block, then the depthwise conv and ConvTranspose2d alone,
+    f32 fwd+bwd, parameters' grads set to None before each step; images/s."""
+    torch.manual_seed(0)
+    C = 64
+    shapes = [(C, C, 3, 3), (C, 1, 3, 3), (2 * C, C, 3, 3), (2 * C, C, 2, 2)]
+    w = [(torch.randn(s, device=dev) / (s[1] * s[2] * s[3])).requires_grad_() for s in shapes]
+    b = [torch.zeros(n, device=dev, requires_grad=True) for n in (C, C, 2 * C, C)]
+    def block(x):
+        h1 = F.relu(F.conv2d(x, w[0], b[0], padding=1))
+        h2 = F.relu(F.conv2d(h1, w[1], b[1], padding=1, groups=C))
+        h3 = F.relu(F.conv2d(h2, w[2], b[2], stride=2, padding=1))
+        return F.conv_transpose2d(h3, w[3], b[3], stride=2) + h1
+    runs = [("W7-unet", torch.randn(N, C, S, S, device=dev), block),
+            ("W7-depthwise", torch.randn(N, C, S, S, device=dev, requires_grad=True),
+             lambda x: F.conv2d(x, w[1], b[1], padding=1, groups=C)),
+            ("W7-convtranspose", torch.randn(N, 2 * C, S // 2, S // 2, device=dev, requires_grad=True),
+             lambda x: F.conv_transpose2d(x, w[3], b[3], stride=2))]
+    for name, x, f in runs:
+        def step():
+            for p in w + b: p.grad = None
+            x.grad = None
+            f(x).sum().backward()
+        dt = timeit(step, dev, steps)
+        emit(workload=name, device=dev, shape=list(x.shape), ms_per_step=round(dt * 1e3, 3),
+             samples_per_s=round(N / dt, 1))
+
 def timeit(fn, dev, reps):
     for _ in range(3): fn()
     sync(dev); t0 = time.perf_counter()
@@ -260,6 +289,9 @@ def main():
         cfg = dict(zip(("d", "h", "L", "T"), map(int, size))) if size else dict(d=768, h=12, L=12, T=1024)
         if dev == "cuda" or cfg["d"] <= 128:  # the full W5 is for GPUs; a reduced size runs anywhere
             gpt_runs("W5-gpt2-small", cfg, arg("--gpt2-batch"), 16)
+    if "w7" in only:
+        size = sys.argv[sys.argv.index("--unet-size") + 1].split(",") if "--unet-size" in sys.argv else (16, 128)
+        unet(dev, N=int(size[0]), S=int(size[1]), steps=20 if dev == "cuda" else 3)
     if "w6" in only:
         size = sys.argv[sys.argv.index("--lstm-size") + 1].split(",") if "--lstm-size" in sys.argv else (512, 256)
         lstm(dev, arg("--lstm-steps") or (20 if dev == "cuda" else 2), B=arg("--lstm-batch") or 32,

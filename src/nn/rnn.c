@@ -14,6 +14,7 @@
 **   pass 3  the steps' h concatenated to [T, B, H]; the directions to
 **           [T, B, D*H], which feeds the next layer (through dropout in
 **           training when dropout > 0)
+** On CUDA the whole layer goes to cuDNN instead where it is taken (rnn_cudnn.c).
 ** Nothing in the step loop reads device memory back, so it queues without
 ** host syncs. Autograd records the GEMMs, the cells (one node each) and the
 ** concatenations; backward is their reverse.
@@ -196,7 +197,13 @@ static td_tensor *rnn_body(td_module *m, td_tensor *x, td_tensor *h0, td_tensor 
     }
     td_tensor *xc = td_contiguous(xt);
     bool traced = td__trace_rnn_begin(); /* an ONNX export records the layer as one event */
-    td_tensor *y = run_layers(m, xc, h0, c0, h_n, c_n);
+    td_tensor *params[4 * 2 * 64];
+    for (int i = 0; i < m->params.n; i++) params[i] = td__param(m, i);
+    td__rnn_dnn_call dc = {c->mode,    c->layers, c->dirs,     c->bias, m->training,
+                           c->dropout, c->hidden, m->params.n, params};
+    td_tensor *y = NULL;
+    int dnn = td__rnn_cudnn(&dc, xc, h0, c0, &y, h_n, c_n); /* the whole layer on cuDNN, where it is taken */
+    if (dnn == 0) y = run_layers(m, xc, h0, c0, h_n, c_n);
     if (traced) trace_layer(m, xc, h0, c0, y, *h_n, *c_n);
     if (!y) return NULL;
     if (!batched) {

@@ -1,7 +1,7 @@
 /*
 ** Recurrent-layer internals shared by rnn.c (the modules) and rnn_cells.c
 ** (the fused cells as custom ops).
-** defines: td__rnn_cells_init, td__lstm_cell, td__gru_cell.
+** defines: td__rnn_cells_init, td__lstm_cell, td__gru_cell, td__rnn_dnn_call, td__rnn_cudnn.
 */
 #ifndef TRIDENT_RNN_INTERNAL_H
 #define TRIDENT_RNN_INTERNAL_H
@@ -18,5 +18,22 @@ td_tensor *td__lstm_cell(td_tensor *c, td_tensor *gx, td_tensor *gh, td_tensor *
 
 /* One GRU step, fused: h [B, H], gx = x W_ih^T + b_ih and gh = h W_hh^T + b_hh [B, 3H] (r, z, n) -> h' [B, H]. */
 td_tensor *td__gru_cell(td_tensor *h, td_tensor *gx, td_tensor *gh);
+
+/* A multi-layer module as rnn_cudnn.c sees it. mode: TD_RNN_DNN_* of rnn_cudnn.h (rnn.c's MODE_* in the same order);
+** params: the module's parameters in registration order (borrowed). */
+typedef struct td__rnn_dnn_call {
+    int mode, layers, dirs;
+    bool bias, training;
+    double dropout;
+    int64_t hidden;
+    int n_params;
+    td_tensor *const *params;
+} td__rnn_dnn_call;
+
+/* The whole layer on cuDNN (rnn_cudnn.c) for x [T, B, I] contiguous, h0 and c0 [L*D, B, H] or NULL: 1 when it ran
+** (y [T, B, D*H], h_n and c_n [L*D, B, H] set), 0 when cuDNN does not take the call (the own path runs; no error
+** left set), -1 on an error (set). */
+int td__rnn_cudnn(const td__rnn_dnn_call *c, td_tensor *x, td_tensor *h0, td_tensor *c0, td_tensor **y, td_tensor **h_n,
+                  td_tensor **c_n);
 
 #endif /* TRIDENT_RNN_INTERNAL_H */
