@@ -154,8 +154,9 @@ TEST(composed_vulkan) { composed_on((td_device){TD_DEVICE_VULKAN, 0}); }
 TEST(composed_cuda) { composed_on((td_device){TD_DEVICE_CUDA, 0}); }
 
 /* The f32 mma.sync kernels (cu_ops_attention_tf32*.cu, head dims 64 and 128) in each tile configuration of
-** TRIDENT_CUDA_ATTN_F32_CFG: lengths no tile divides, causal with L < S and L > S, masks, dropout, at 1e-5:
-** 3xTF32 (~1e-6) passes, one TF32 product a multiply (~1e-4, tf32_tolerance_tells) fails. */
+** TRIDENT_CUDA_ATTN_F32_CFG: lengths no tile divides, causal with L < S and L > S, masks, dropout, at 2e-5 (the
+** f32 limit of composed_on): 3xTF32 (f32's products; the tensor cores' truncating fp32 accumulation over ~50 chained
+** mma steps adds a few 1e-6) passes, one TF32 product a multiply (>= 1.4e-4, tf32_tolerance_tells) fails. */
 static const attn_cfg tf32_cfgs[] = {
     {"E 64 causal, L = S = 130", 2, 3, 130, 130, 64, 64, 0, true, 0},
     {"E 64, L 77 S 150", 1, 2, 77, 150, 64, 64, 0, false, 0},
@@ -164,7 +165,7 @@ static const attn_cfg tf32_cfgs[] = {
     {"E 128 key padding, dropout 0.2, L 70 S 65", 2, 1, 70, 65, 128, 128, 1, false, 0.2},
     {"E 128 causal, L 100 S 40", 1, 1, 100, 40, 128, 128, 0, true, 0},
 };
-#define TF32_TOL 1e-5
+#define TF32_TOL 2e-5
 
 TEST(tf32_cuda) {
     td_device dev = {TD_DEVICE_CUDA, 0};
