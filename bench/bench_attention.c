@@ -7,7 +7,8 @@
 ** own scope and followed by td_synchronize (the clock is the host's). bench/attention_vs_torch.sh runs it
 ** beside bench/torch_attention.py (torch.nn.functional.scaled_dot_product_attention) and prints the ratios.
 ** On CUDA, TRIDENT_CUDA_ATTN=own|cudnn picks our kernels or cuDNN's fused attention; the row's impl then reads
-** "trident-own" or "trident-cudnn".
+** "trident-own" or "trident-cudnn"; in f32, TRIDENT_CUDA_ATTN_F32_CFG=0..3|wmma picks the kernels' tile configuration
+** (cu_attention_tf32.cuh), named by a "-f32cfg<N>" suffix (scripts/attn-f32-sweep runs each).
 */
 #include <math.h>
 #include <stdio.h>
@@ -123,10 +124,11 @@ int main(int argc, char **argv) {
     double fwd = run(&c, x, dy, mask, false), both = run(&c, x, dy, mask, true);
     /* flops of the two matmuls (4 b h t^2 d), halved when causal; backward 2.5x the forward */
     double fl = 4.0 * (double)(c.b * c.h * c.t) * (double)(c.t * c.d) * (c.causal ? 0.5 : 1);
-    const char *pick = getenv("TRIDENT_CUDA_ATTN");
-    char impl[64];
-    snprintf(impl, sizeof impl, "trident%s%s%s", c.composed ? "-composed" : "", pick && !c.composed ? "-" : "",
-             pick && !c.composed ? pick : "");
+    const char *pick = getenv("TRIDENT_CUDA_ATTN"), *f32cfg = getenv("TRIDENT_CUDA_ATTN_F32_CFG");
+    char impl[96];
+    int w = snprintf(impl, sizeof impl, "trident%s%s%s", c.composed ? "-composed" : "", pick && !c.composed ? "-" : "",
+                     pick && !c.composed ? pick : "");
+    if (f32cfg && c.dt == TD_F32 && !c.composed) snprintf(impl + w, sizeof impl - (size_t)w, "-f32cfg%s", f32cfg);
     printf("{\"impl\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"shape\": [%lld, %lld, %lld, %lld], "
            "\"causal\": %s, \"fwd_ms\": %.4f, \"fwd_bwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"fwd_bwd_tflops\": %.2f}\n",
            impl, dev, dt, (long long)c.b, (long long)c.h, (long long)c.t, (long long)c.d, c.causal ? "true" : "false",

@@ -12,7 +12,9 @@
 
 #define TESTS(X)                                                                                                       \
     X(composed_cpu)                                                                                                    \
-    X(composed_vulkan) X(composed_cuda) X(dropout_reproducible) X(errors) X(mha_key_padding) X(mha_dropout)
+    X(composed_vulkan)                                                                                                 \
+    X(composed_cuda)                                                                                                   \
+    X(tf32_cuda) X(tf32_tolerance_tells) X(dropout_reproducible) X(errors) X(mha_key_padding) X(mha_dropout)
 
 typedef struct attn_cfg {
     const char *name;
@@ -150,6 +152,75 @@ static void composed_on(td_device dev) {
 TEST(composed_cpu) { composed_on(TD_CPU); }
 TEST(composed_vulkan) { composed_on((td_device){TD_DEVICE_VULKAN, 0}); }
 TEST(composed_cuda) { composed_on((td_device){TD_DEVICE_CUDA, 0}); }
+
+/* The f32 mma.sync kernels (cu_ops_attention_tf32*.cu, head dims 64 and 128) in each tile configuration of
+** TRIDENT_CUDA_ATTN_F32_CFG: lengths no tile divides, causal with L < S and L > S, masks, dropout, at 2e-5 (the
+** f32 limit of composed_on): 3xTF32 (f32's products; the tensor cores' truncating fp32 accumulation over ~50 chained
+** mma steps adds a few 1e-6) passes, one TF32 product a multiply (>= 1.4e-4, tf32_tolerance_tells) fails. */
+static const attn_cfg tf32_cfgs[] = {
+    {"E 64 causal, L = S = 130", 2, 3, 130, 130, 64, 64, 0, true, 0},
+    {"E 64, L 77 S 150", 1, 2, 77, 150, 64, 64, 0, false, 0},
+    {"E 64 causal, float mask, L 40 S 100", 1, 2, 40, 100, 64, 64, 2, true, 0},
+    {"E 128 causal, L = S = 97", 1, 2, 97, 97, 128, 128, 0, true, 0},
+    {"E 128 key padding, dropout 0.2, L 70 S 65", 2, 1, 70, 65, 128, 128, 1, false, 0.2},
+    {"E 128 causal, L 100 S 40", 1, 1, 100, 40, 128, 128, 0, true, 0},
+};
+#define TF32_TOL 2e-5
+
+TEST(tf32_cuda) {
+    td_device dev = {TD_DEVICE_CUDA, 0};
+    const char *env = getenv("TD_ATTN_DEVICES");
+    if (env && !strstr(env, "cuda:0")) TEST_SKIP("cuda:0 is not in TD_ATTN_DEVICES");
+    if (!td_device_available(dev)) TEST_SKIP("no cuda:0 device");
+    test_seed();
+    static const char *pick[] = {"0", "1", "2", "3"};
+    for (int p = 0; p < 4; p++) {
+        setenv("TRIDENT_CUDA_ATTN_F32_CFG", pick[p], 1);
+        fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=%s\n", pick[p]);
+        for (size_t i = 0; i < sizeof tf32_cfgs / sizeof *tf32_cfgs; i++)
+            check_cfg(&tf32_cfgs[i], dev, TD_F32, TF32_TOL);
+    }
+    unsetenv("TRIDENT_CUDA_ATTN_F32_CFG");
+}
+
+/* x rounded to TF32 (10 mantissa bits, nearest, ties away: cvt.rna.tf32.f32) */
+static double tf32_round(double x) {
+    float f = (float)x;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u = (u + 0x1000u) & ~0x1fffu;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* TF32_TOL tells 3xTF32 from one TF32 product: attention in float64 of q, k, v and dout rounded to TF32 (the
+** roundings one TF32 product a multiply makes first; its others only add) is further than TF32_TOL from the
+** attention of the unrounded values, in out and every gradient. */
+TEST(tf32_tolerance_tells) {
+    td_scope_begin();
+    test_seed();
+    const attn_cfg *c = &tf32_cfgs[0];
+    int64_t sh[4] = {c->b, c->h, c->l, c->e}, n = c->b * c->h * c->l * c->e;
+    double *x = malloc((size_t)(4 * n) * sizeof *x), *xr = malloc((size_t)(4 * n) * sizeof *xr);
+    for (int64_t i = 0; i < 4 * n; i++) x[i] = (float)test_uniform(-1, 1), xr[i] = tf32_round(x[i]);
+    td_tensor *y[2], *g[2][3];
+    for (int r = 0; r < 2; r++) {
+        const double *v = r ? xr : x;
+        td_tensor *in[3];
+        for (int k = 0; k < 3; k++) in[k] = leaf(test_tensor_f64(v + k * n, 4, sh, TD_F64), TD_F64, TD_CPU);
+        y[r] = ASSERT_TENSOR(td_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0, c->causal, NAN));
+        td_tensor *dy = test_tensor_f64(v + 3 * n, 4, sh, TD_F64);
+        ASSERT_OK(td_grad(1, &y[r], &dy, 3, in, g[r], false, false, false));
+    }
+    free(x), free(xr);
+    double e[4] = {rel_err(y[1], y[0]), rel_err(g[1][0], g[0][0]), rel_err(g[1][1], g[0][1]),
+                   rel_err(g[1][2], g[0][2])};
+    fprintf(stderr, "    TF32-rounded inputs: out %.1e dq %.1e dk %.1e dv %.1e (limit %.0e)\n", e[0], e[1], e[2], e[3],
+            TF32_TOL);
+    for (int i = 0; i < 4; i++) ASSERT(e[i] > 2 * TF32_TOL);
+    for (int i = 0; i < 3; i++) td_release(g[0][i]), td_release(g[1][i]);
+    td_scope_end();
+}
 
 /* The same (seed, offset) drops the same probabilities (forward and backward regenerate the mask); another offset
 ** drops others; the default generator's draw repeats after td_manual_seed. */

@@ -20,6 +20,8 @@
 ** causal and dropout included everywhere:
 **   f16/bf16 with E == Ev in {32, 64, 128} and 16-byte aligned operands: the
 **     mma.sync forward of cu_ops_attention_fa.cu and backward of cu_ops_attention_fa_bwd.cu;
+**   f32 with E == Ev in {64, 128}: the 3xTF32 mma.sync forward of cu_ops_attention_tf32.cu and backward of
+**     cu_ops_attention_tf32_bwd.cu (TRIDENT_CUDA_ATTN_F32_CFG picks a tile configuration, =wmma: the next line);
 **   f32 with E == Ev in {32, 64, 128}: the 3xTF32 WMMA forward of cu_ops_attention_mma.cu
 **     and backward of cu_ops_attention_mma_bwd.cu (TRIDENT_CUDA_ATTN_TF32=0: generic);
 **   f64 and other head dims: the kernels here.
@@ -29,6 +31,7 @@
 #include <math.h>
 
 #include "cu_attention.cuh"
+#include "cu_attention_tf32.cuh"
 #include "cu_cudnn.h"
 #include "cu_kernels.cuh"
 
@@ -292,6 +295,7 @@ extern "C" td_status cu_op_ATTENTION(cu_dev *d, const td_op *op) {
                         (float *)cu_data(&op->out[1]), &st))
         return st;
     if (cu_attn_fa_fwd(d, op, &a)) return CU_LAUNCHED("attention (mma)");
+    if (cu_attn_tf32_fwd(d, op, &a)) return CU_LAUNCHED("attention (3xTF32 mma)");
     if (cu_attn_mma_fwd(d, op, &a)) return CU_LAUNCHED("attention (tensor cores)");
     CU_SWITCH_FLOAT(op->in[0].dtype, {
         using C = compute_t<T>;
@@ -315,6 +319,7 @@ extern "C" td_status cu_op_ATTENTION_BACKWARD(cu_dev *d, const td_op *op) {
                         (const float *)cu_data(&in[6]), cu_data(&o[0]), cu_data(&o[1]), cu_data(&o[2]), &st))
         return st;
     if (cu_attn_fa_bwd(d, op, &a, &st)) return st;
+    if (cu_attn_tf32_bwd(d, op, &a, &st)) return st;
     if (cu_attn_mma_bwd(d, op, &a)) return CU_LAUNCHED("attention_backward (tensor cores)");
     CU_SWITCH_FLOAT(in[1].dtype, {
         using C = compute_t<T>;

@@ -1,0 +1,170 @@
+/*
+** Shared by the f32 mma.sync attention kernels (cu_ops_attention_tf32.cu forward, cu_ops_attention_tf32_bwd.cu
+** backward), head dim D = E = Ev in {64, 128}: the 3xTF32 product on mma.sync.m16n8k8 and the staging of tiles.
+**   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, one 32-bit element a register, lane = 4 g + t
+**   (g = lane / 4, t = lane % 4), (row, column):
+**     A 16x8 row-major: a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
+**     B 8x8 (k x n):    b0 (k t, n g), b1 (k t + 4, n g)
+**     C 16x8 f32:       c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1)
+**   A C tile is not an A fragment (C's lane t holds columns 2t, 2t + 1; A's holds t, t + 4). The P V products take
+**   it as one with the k order permuted: A's k = t is column 2t and k = t + 4 is column 2t + 1, so
+**     a = (c0, c2, c1, c3) and B's b0 is row 2t, b1 row 2t + 1 of the 8 rows (tf32_b_kn).
+**   3xTF32: x = hi + lo, hi = cvt.rna.tf32(x), lo = x - hi (exact in f32; the tensor core reads lo's top 19 bits);
+**   a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi (a_lo b_lo ~ 2^-22 a b is dropped), fp32 accumulation: f32's accuracy
+**   at 3 TF32 products.
+** Tiles: rows of D floats in shared memory padded to TF32_LD(D) = D + 4 floats (row stride = 4 banks mod 32), so
+** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
+** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0).
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 0; =wmma leaves f32 to the WMMA kernels of
+** cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass); a loop tile has
+** T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
+**     cfg 0: W 4, T 64   cfg 1: W 4, T 32   cfg 2: W 8, T 64   cfg 3: W 2, T 64
+** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split, tf32_mma3, tf32_a_ld,
+**          tf32_a_regs, tf32_a_from_c, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_order,
+**          cu_attn_tf32_cfg, tf32_takes, tf32_aligned, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
+*/
+#ifndef TRIDENT_CU_ATTENTION_TF32_CUH
+#define TRIDENT_CU_ATTENTION_TF32_CUH
+
+#include <stdint.h>
+
+#include "cu_attention.cuh"
+
+/* The forward and backward (cu_ops_attention_tf32*.cu): launch and return true when they take the op (f32,
+** E == Ev in {64, 128}, sm_80+, 16-byte aligned operands, the configuration not "wmma"); false leaves it to the
+** next path. The backward sets *st to its launches' status. */
+extern "C" bool cu_attn_tf32_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
+extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st);
+
+constexpr int TF32_CFGS = 4;
+__host__ __device__ constexpr int tf32_warps(int cfg) { return cfg == 2 ? 8 : cfg == 3 ? 2 : 4; }
+__host__ __device__ constexpr int tf32_tile(int cfg, int D) { return (cfg == 1 ? 32 : 64) / (D == 128 ? 2 : 1); }
+template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
+
+/* The configuration TRIDENT_CUDA_ATTN_F32_CFG picks (read at every call, so a test or bench may change it):
+** 0..TF32_CFGS-1, or -1 for "wmma" (these kernels decline) or TRIDENT_CUDA_ATTN_MMA=0 / TRIDENT_CUDA_ATTN_TF32=0
+** (every tensor-core path off). Anything else: a one-line warning once, and configuration 0. */
+int cu_attn_tf32_cfg(void);
+
+/* Whether these kernels take the op (dtype dt): f32, E == Ev in {64, 128}, sm_80 or newer, a grid of N ceil(rows /
+** 16) blocks within limits and a configuration picked (*cfg). The launchers also ask for 16-byte aligned operands. */
+static inline bool tf32_takes(const cu_dev *d, const cu_attn_args *a, td_dtype dt, int *cfg) {
+    int64_t rows = a->L > a->S ? a->L : a->S;
+    if (dt != TD_F32 || d->cc_major < 8 || a->E != a->Ev || (a->E != 64 && a->E != 128)) return false;
+    if (a->N * ((rows + 15) / 16) > INT32_MAX) return false;
+    *cfg = cu_attn_tf32_cfg();
+    return *cfg >= 0;
+}
+static inline bool tf32_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Calls f(std::integral_constant<int, D>(), std::integral_constant<int, CFG>()) for head dim E = D in {64, 128}
+** and configuration cfg; false (no call) for any other E. */
+template <typename F> static bool tf32_dispatch(int64_t E, int cfg, F &&f) {
+    using std::integral_constant;
+    if (E != 64 && E != 128) return false;
+    auto on_cfg = [&](auto dim) {
+        switch (cfg) {
+        case 1: f(dim, integral_constant<int, 1>()); break;
+        case 2: f(dim, integral_constant<int, 2>()); break;
+        case 3: f(dim, integral_constant<int, 3>()); break;
+        default: f(dim, integral_constant<int, 0>()); break;
+        }
+    };
+    if (E == 64)
+        on_cfg(integral_constant<int, 64>());
+    else
+        on_cfg(integral_constant<int, 128>());
+    return true;
+}
+
+struct tf32_frag_a {
+    uint32_t h[4], l[4];
+};
+struct tf32_frag_b {
+    uint32_t h[2], l[2];
+};
+
+/* x = hi + lo, hi rounded to TF32 (nearest, ties away), lo = x - hi */
+__device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo) {
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void tf32_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* c += A B in 3xTF32, the small terms first */
+__device__ __forceinline__ void tf32_mma3(float (&c)[4], const tf32_frag_a &a, const tf32_frag_b &b) {
+    tf32_mma(c, a.l, b.h[0], b.h[1]);
+    tf32_mma(c, a.h, b.l[0], b.l[1]);
+    tf32_mma(c, a.h, b.h[0], b.h[1]);
+}
+
+/* A fragment of the four floats (a0, a1, a2, a3) */
+__device__ __forceinline__ tf32_frag_a tf32_a_regs(float a0, float a1, float a2, float a3) {
+    tf32_frag_a f;
+    tf32_split(a0, f.h[0], f.l[0]);
+    tf32_split(a1, f.h[1], f.l[1]);
+    tf32_split(a2, f.h[2], f.l[2]);
+    tf32_split(a3, f.h[3], f.l[3]);
+    return f;
+}
+
+/* the raw A elements (rows 0..15, columns 0..7) of a row-major tile p with leading dim ld (shared or global) */
+__device__ __forceinline__ void tf32_a_ld(float (&r)[4], const float *p, int64_t ld) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    r[0] = p[g * ld + t], r[1] = p[(g + 8) * ld + t], r[2] = p[g * ld + t + 4], r[3] = p[(g + 8) * ld + t + 4];
+}
+
+/* The A fragment of k-step kk (columns 8 kk .. 8 kk + 7) of a 16-row C product c[n-tile][4], k order permuted */
+__device__ __forceinline__ tf32_frag_a tf32_a_from_c(const float (*c)[4], int kk) {
+    return tf32_a_regs(c[kk][0], c[kk][2], c[kk][1], c[kk][3]);
+}
+
+/* B fragment (k 8, n 8) when B^T = p [n][k] is row-major: b0 = p[g][t], b1 = p[g][t + 4] */
+__device__ __forceinline__ tf32_frag_b tf32_b_nk(const float *p, int ld) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    tf32_frag_b f;
+    tf32_split(p[g * ld + t], f.h[0], f.l[0]);
+    tf32_split(p[g * ld + t + 4], f.h[1], f.l[1]);
+    return f;
+}
+/* B fragment when B = p [k][n] is row-major, in tf32_a_from_c's k order: b0 = p[2t][g], b1 = p[2t + 1][g] */
+__device__ __forceinline__ tf32_frag_b tf32_b_kn(const float *p, int ld) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    tf32_frag_b f;
+    tf32_split(p[2 * t * ld + g], f.h[0], f.l[0]);
+    tf32_split(p[(2 * t + 1) * ld + g], f.h[1], f.l[1]);
+    return f;
+}
+
+__device__ __forceinline__ void tf32_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void tf32_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* sm [R][tf32_ld] = rows [r0, r0 + R) of x [rows][D], zeros past rows (asynchronous: tf32_commit, tf32_wait);
+** NTH threads share the copy */
+template <int D, int R, int NTH>
+__device__ __forceinline__ void tf32_load(float *sm, const float *x, int64_t r0, int64_t rows) {
+    constexpr int C = D / 4; /* 16-byte chunks a row */
+    for (int c = threadIdx.x; c < R * C; c += NTH) {
+        int r = c / C, e = (c % C) * 4;
+        bool ok = r0 + r < rows;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                         (uint32_t)__cvta_generic_to_shared(sm + r * tf32_ld<D>() + e)),
+                     "l"(x + (ok ? (r0 + r) * D + e : 0)), "r"(ok ? 16 : 0));
+    }
+}
+
+/* block -> (n, first row of its tile of R rows): n fastest; reverse: the last tiles first (causal: the heaviest) */
+__device__ __forceinline__ void tf32_order(const cu_attn_args &a, int64_t rows, int R, bool reverse, int64_t *n,
+                                           int64_t *r0) {
+    int64_t tiles = (rows + R - 1) / R, tile = blockIdx.x / a.N;
+    *n = blockIdx.x % a.N;
+    *r0 = (reverse ? tiles - 1 - tile : tile) * R;
+}
+
+#endif /* TRIDENT_CU_ATTENTION_TF32_CUH */

@@ -1,0 +1,278 @@
+/*
+** The f32 backward of ATTENTION_BACKWARD on mma.sync m16n8k8 TF32 in three products (3xTF32,
+** cu_attention_tf32.cuh) for E == Ev in {64, 128} (masks, causal, dropout), FlashAttention-2's backward with every
+** accumulator in registers, the structure of cu_ops_attention_fa_bwd.cu:
+**   p_ij = 2^(s_ij - lse_i log2e), s_ij = (q_i.k_j scale + mask_ij) log2e,  ds_ij = p_ij (z_ij dout_i.v_j - D_i)
+**   attn_rowdot_f32  a warp per query row: D_i = dout_i . out_i (a scratch [N, L])
+**   attn_dkdv_tf32   a block of W warps owns 16 W keys (16 a warp; K, V staged once); per tile of T queries
+**                    (q, dout, lse log2e, D staged by cp.async, double-buffered), causal: from query j0 on:
+**                      S^T_w = K_w Q^T, P^T = 2^(S^T - lse)                                (tensor cores)
+**                      dP^T_w = V_w dout^T, dS^T = P^T (z dP^T - D)
+**                      dV_w += (P^T z) dout, dK_w += dS^T Q (C registers as A, permuted k) (tensor cores)
+**                    dk = scale dK, dv = dV.
+**   attn_dq_tf32     a block owns 16 W queries (Q, dout staged once); per tile of T keys (K, V double-buffered):
+**                      S_w = Q_w K^T, dP_w = dout_w V^T, dS = P (z dP - D), dQ_w += dS K    (tensor cores)
+**                    dq = scale dQ.
+** Every output element has one writer (no atomics): results are the same run to run.
+** Shapes: as cu_ops_attention.cu; lse [N,L] float.
+*/
+#include "cu_attention_tf32.cuh"
+
+namespace {
+
+constexpr float LOG2E = 1.4426950408889634f;
+
+/* D [rows] = rowsum(dout * out), dout and out [rows, E] */
+__global__ void attn_rowdot_f32(const float *dout, const float *out, float *Dv, int64_t rows, int64_t E) {
+    int lane = threadIdx.x % 32;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows;
+         r += (int64_t)gridDim.x * blockDim.x / 32) {
+        float s = 0;
+        for (int64_t e = lane; e < E; e += 32) s += dout[r * E + e] * out[r * E + e];
+        for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) Dv[r] = s;
+    }
+}
+
+/* p of (n, i, j) from the raw score x = q_i.k_j: 0 outside [0, L) x [0, S), where masked or lse_i = -inf;
+** l2: lse_i log2e; edge: whether the mask (or the ends of L and S) may matter here */
+__device__ __forceinline__ float prob(const cu_attn_args &a, float x, float l2, int64_t n, int64_t i, int64_t j,
+                                      bool edge) {
+    x *= a.scale_f * LOG2E;
+    if (edge) {
+        if (i >= a.L || j >= a.S) return 0.0f;
+        x += cu_attn_mask<float, float>(a, n, i, j) * LOG2E;
+    }
+    return l2 == -INFINITY ? 0.0f : exp2f(x - l2);
+}
+
+/* dynamic shared memory: K, V [16 W][LD]; Q, dout [2][T][LD]; lse log2e, D [2][T] */
+template <int D, int W, int T> constexpr size_t smem_dkdv() {
+    return (2 * 16 * W + 4 * T) * tf32_ld<D>() * sizeof(float) + 4 * T * sizeof(float);
+}
+
+template <int D, int W, int T>
+__global__ void __launch_bounds__(W * 32)
+    attn_dkdv_tf32(cu_attn_args a, const float *dout, const float *q, const float *k, const float *v, const float *lse,
+                   const float *Dv, float *dk, float *dv) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int LD = tf32_ld<D>(), BK = 16 * W, NT = T / 8, KT = D / 8;
+    float *Ks = (float *)smem, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *Gs = Qs + 2 * T * LD;
+    float *ls = Gs + 2 * T * LD, *Ds = ls + 2 * T;
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int64_t n, j0;
+    tf32_order(a, a.S, BK, false, &n, &j0); /* causal: the first keys see the most queries */
+    int64_t jw = j0 + w * 16, ist = a.causal ? j0 : 0;
+    int nit = ist < a.L ? (int)((a.L - ist + T - 1) / T) : 0;
+    const float *qn = q + n * a.L * D, *gn = dout + n * a.L * D;
+    auto stage = [&](int it) { /* query tile it into buffer it % 2 */
+                               int64_t i0 = ist + (int64_t)it * T;
+                               tf32_load<D, T, W * 32>(Qs + (it % 2) * T * LD, qn, i0, a.L);
+                               tf32_load<D, T, W * 32>(Gs + (it % 2) * T * LD, gn, i0, a.L);
+                               for (int r = threadIdx.x; r < T; r += W * 32) {
+                                   bool ok = i0 + r < a.L;
+                                   ls[(it % 2) * T + r] = ok ? lse[n * a.L + i0 + r] * LOG2E : -INFINITY;
+                                   Ds[(it % 2) * T + r] = ok ? Dv[n * a.L + i0 + r] : 0.0f;
+                               }
+    };
+    if (nit > 0) {
+        tf32_load<D, BK, W * 32>(Ks, k + n * a.S * D, j0, a.S);
+        tf32_load<D, BK, W * 32>(Vs, v + n * a.S * D, j0, a.S);
+        stage(0);
+    }
+    tf32_commit();
+    float dK[KT][4] = {}, dV[KT][4] = {};
+    for (int it = 0; it < nit; it++) {
+        int64_t i0 = ist + (int64_t)it * T;
+        if (it + 1 < nit) stage(it + 1);
+        tf32_commit();
+        tf32_wait<1>();
+        __syncthreads();
+        const float *Qt = Qs + (it % 2) * T * LD, *Gt = Gs + (it % 2) * T * LD;
+        const float *lt = ls + (it % 2) * T, *Dt = Ds + (it % 2) * T;
+        if (!(a.causal && i0 + T - 1 < jw)) { /* else every query of the tile is before this warp's keys */
+            /* S^T_w = K_w Q^T, dP^T_w = V_w dout^T (16 keys x T queries): B^T = Q, dout [query][e] */
+            float st[NT][4] = {}, dpt[NT][4] = {};
+#pragma unroll
+            for (int kk = 0; kk < KT; kk++) {
+                float kr[4], vr[4];
+                tf32_a_ld(kr, Ks + w * 16 * LD + kk * 8, LD);
+                tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
+                tf32_frag_a ka = tf32_a_regs(kr[0], kr[1], kr[2], kr[3]), va = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    tf32_mma3(st[nt], ka, tf32_b_nk(Qt + nt * 8 * LD + kk * 8, LD));
+                    tf32_mma3(dpt[nt], va, tf32_b_nk(Gt + nt * 8 * LD + kk * 8, LD));
+                }
+            }
+            /* P^T z into st, dS^T into dpt; element (nt, c): key jw + g + 8 (c / 2), query i0 + 8 nt + 2 t + c % 2 */
+            bool edge = a.mask || i0 + T > a.L || jw + 16 > a.S || (a.causal && jw + 15 > i0);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    int col = nt * 8 + 2 * t + c % 2;
+                    int64_t j = jw + g + (c / 2) * 8, i = i0 + col;
+                    float p = prob(a, st[nt][c], lt[col], n, i, j, edge);
+                    float z = a.dropout && p != 0.0f ? cu_attn_drop<float>(a, n, i, j) : 1.0f;
+                    st[nt][c] = p * z;
+                    dpt[nt][c] = p * (z * dpt[nt][c] - Dt[col]);
+                }
+                /* dV_w += (P^T z) dout, dK_w += dS^T Q: B = dout, Q [query][e] */
+#pragma unroll
+            for (int kk = 0; kk < NT; kk++) {
+                tf32_frag_a pa = tf32_a_from_c(st, kk), sa = tf32_a_from_c(dpt, kk);
+#pragma unroll
+                for (int et = 0; et < KT; et++) {
+                    tf32_mma3(dV[et], pa, tf32_b_kn(Gt + kk * 8 * LD + et * 8, LD));
+                    tf32_mma3(dK[et], sa, tf32_b_kn(Qt + kk * 8 * LD + et * 8, LD));
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with this buffer */
+    }
+    tf32_wait<0>();
+    /* dk = scale dK, dv = dV (this lane: columns 8 et + 2t, 2t + 1 of keys g, g + 8); zeros for keys no query sees */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int64_t j = jw + g + 8 * r;
+        if (j >= a.S) continue;
+        float *krow = dk + (n * a.S + j) * D + 2 * t, *vrow = dv + (n * a.S + j) * D + 2 * t;
+#pragma unroll
+        for (int et = 0; et < KT; et++) {
+            *(float2 *)(krow + et * 8) = make_float2(dK[et][2 * r] * a.scale_f, dK[et][2 * r + 1] * a.scale_f);
+            *(float2 *)(vrow + et * 8) = make_float2(dV[et][2 * r], dV[et][2 * r + 1]);
+        }
+    }
+}
+
+/* dynamic shared memory: Q, dout [16 W][LD]; K, V [2][T][LD] */
+template <int D, int W, int T> constexpr size_t smem_dq() {
+    return (2 * 16 * W + 4 * T) * tf32_ld<D>() * sizeof(float);
+}
+
+template <int D, int W, int T>
+__global__ void __launch_bounds__(W * 32)
+    attn_dq_tf32(cu_attn_args a, const float *dout, const float *q, const float *k, const float *v, const float *lse,
+                 const float *Dv, float *dq) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int LD = tf32_ld<D>(), BQ = 16 * W, NT = T / 8, KT = D / 8;
+    float *Qs = (float *)smem, *Gs = Qs + BQ * LD, *Ks = Gs + BQ * LD, *Vs = Ks + 2 * T * LD;
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int64_t n, i0;
+    tf32_order(a, a.L, BQ, true, &n, &i0);
+    int64_t iw = i0 + w * 16, iend = i0 + BQ < a.L ? i0 + BQ : a.L, jend = a.causal && iend < a.S ? iend : a.S;
+    int nkt = (int)((jend + T - 1) / T);
+    const float *kn = k + n * a.S * D, *vn = v + n * a.S * D;
+    tf32_load<D, BQ, W * 32>(Qs, q + n * a.L * D, i0, a.L);
+    tf32_load<D, BQ, W * 32>(Gs, dout + n * a.L * D, i0, a.L);
+    if (nkt > 0) tf32_load<D, T, W * 32>(Ks, kn, 0, a.S), tf32_load<D, T, W * 32>(Vs, vn, 0, a.S);
+    tf32_commit();
+    float l2[2], Dr[2]; /* this lane's rows iw + g and iw + g + 8 */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int64_t i = iw + g + 8 * r;
+        l2[r] = i < a.L ? lse[n * a.L + i] * LOG2E : -INFINITY;
+        Dr[r] = i < a.L ? Dv[n * a.L + i] : 0.0f;
+    }
+    float dQ[KT][4] = {};
+    for (int jt = 0; jt < nkt; jt++) {
+        int64_t j0 = (int64_t)jt * T;
+        if (jt + 1 < nkt) {
+            tf32_load<D, T, W * 32>(Ks + ((jt + 1) % 2) * T * LD, kn, j0 + T, a.S);
+            tf32_load<D, T, W * 32>(Vs + ((jt + 1) % 2) * T * LD, vn, j0 + T, a.S);
+        }
+        tf32_commit();
+        tf32_wait<1>();
+        __syncthreads();
+        const float *Kt = Ks + (jt % 2) * T * LD, *Vt = Vs + (jt % 2) * T * LD;
+        if (!(a.causal && j0 > iw + 15)) { /* else every key of the tile is above this warp's rows */
+            /* S_w = Q_w K^T, dP_w = dout_w V^T: B^T = K, V [key][e] */
+            float s[NT][4] = {}, dp[NT][4] = {};
+#pragma unroll
+            for (int kk = 0; kk < KT; kk++) {
+                float qr[4], gr[4];
+                tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
+                tf32_a_ld(gr, Gs + w * 16 * LD + kk * 8, LD);
+                tf32_frag_a qa = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]), ga = tf32_a_regs(gr[0], gr[1], gr[2], gr[3]);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    tf32_mma3(s[nt], qa, tf32_b_nk(Kt + nt * 8 * LD + kk * 8, LD));
+                    tf32_mma3(dp[nt], ga, tf32_b_nk(Vt + nt * 8 * LD + kk * 8, LD));
+                }
+            }
+            /* dS into s; element (nt, c): query iw + g + 8 (c / 2), key j0 + 8 nt + 2 t + c % 2 */
+            bool edge = a.mask || iw + 16 > a.L || j0 + T > a.S || (a.causal && j0 + T - 1 > iw);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    int64_t i = iw + g + (c / 2) * 8, j = j0 + nt * 8 + 2 * t + c % 2;
+                    float p = prob(a, s[nt][c], l2[c / 2], n, i, j, edge);
+                    float z = a.dropout && p != 0.0f ? cu_attn_drop<float>(a, n, i, j) : 1.0f;
+                    s[nt][c] = p * (z * dp[nt][c] - Dr[c / 2]);
+                }
+                /* dQ_w += dS K: B = K [key][e] */
+#pragma unroll
+            for (int kk = 0; kk < NT; kk++) {
+                tf32_frag_a sa = tf32_a_from_c(s, kk);
+#pragma unroll
+                for (int et = 0; et < KT; et++) tf32_mma3(dQ[et], sa, tf32_b_kn(Kt + kk * 8 * LD + et * 8, LD));
+            }
+        }
+        __syncthreads();
+    }
+    tf32_wait<0>();
+    /* dq = scale dQ (this lane: columns 8 et + 2t, 2t + 1 of rows g, g + 8) */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int64_t i = iw + g + 8 * r;
+        if (i >= a.L) continue;
+        float *qrow = dq + (n * a.L + i) * D + 2 * t;
+#pragma unroll
+        for (int et = 0; et < KT; et++)
+            *(float2 *)(qrow + et * 8) = make_float2(dQ[et][2 * r] * a.scale_f, dQ[et][2 * r + 1] * a.scale_f);
+    }
+}
+
+template <int D, int CFG> static td_status launch(cu_dev *d, const td_op *op, const cu_attn_args *a, const float *Dv) {
+    constexpr int W = tf32_warps(CFG), T = tf32_tile(CFG, D);
+    const td_operand *in = op->in, *o = op->out;
+    const float *dout = (const float *)cu_data(&in[0]), *q = (const float *)cu_data(&in[1]),
+                *k = (const float *)cu_data(&in[2]), *v = (const float *)cu_data(&in[3]),
+                *lse = (const float *)cu_data(&in[6]);
+    size_t s1 = smem_dkdv<D, W, T>(), s2 = smem_dq<D, W, T>();
+    cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
+    cudaFuncSetAttribute(attn_dq_tf32<D, W, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2);
+    attn_dkdv_tf32<D, W, T><<<(unsigned)(a->N * ((a->S + 16 * W - 1) / (16 * W))), W * 32, s1, d->stream>>>(
+        *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[1]), (float *)cu_data(&o[2]));
+    td_status st = CU_LAUNCHED("attention_backward dk, dv (3xTF32 mma)");
+    if (st != TD_OK) return st;
+    attn_dq_tf32<D, W, T><<<(unsigned)(a->N * ((a->L + 16 * W - 1) / (16 * W))), W * 32, s2, d->stream>>>(
+        *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[0]));
+    return CU_LAUNCHED("attention_backward dq (3xTF32 mma)");
+}
+
+} // namespace
+
+/* in = (dout, q, k, v, mask?, out, lse), out = (dq, dk, dv); *st: the launches' status */
+extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st) {
+    int cfg;
+    if (!tf32_takes(d, a, op->in[1].dtype, &cfg)) return false;
+    for (int k = 0; k < 4; k++)
+        if (!tf32_aligned(cu_data(&op->in[k]))) return false;
+    for (int k = 0; k < 3; k++)
+        if (!tf32_aligned(cu_data(&op->out[k]))) return false;
+    void *Dv = NULL;
+    *st = cu_temp_alloc(d, (size_t)(a->N * a->L) * sizeof(float), &Dv);
+    if (*st != TD_OK) return true;
+    attn_rowdot_f32<<<cu_grid(d, a->N * a->L * 32, 256), 256, 0, d->stream>>>(
+        (const float *)cu_data(&op->in[0]), (const float *)cu_data(&op->in[5]), (float *)Dv, a->N * a->L, a->E);
+    *st = CU_LAUNCHED("attention_backward rowsum(dout out)");
+    if (*st == TD_OK) /* tf32_takes admitted E */
+        tf32_dispatch(a->E, cfg, [&](auto dim, auto c) {
+            *st = launch<decltype(dim)::value, decltype(c)::value>(d, op, a, (const float *)Dv);
+        });
+    cu_temp_free(d, Dv);
+    return true;
+}
