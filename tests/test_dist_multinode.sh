@@ -14,12 +14,17 @@
 #                        memory), one GPU each: losses within 1e-4 of one process's (skipped without 2 GPUs)
 #   lost_rank_nccl       (2 CUDA devices) kill -9 of rank 1: rank 0's watchdog names it and the run ends
 #                        within 15 s; the last checkpoint resumes on 1 GPU
+#   two_nodes_vulkan     both nodes on vulkan:0 (lavapipe): DDP's buckets staged through host buffers on the
+#                        worker thread; losses within 1e-5 of one process's (skipped without a Vulkan device)
+#   lost_rank_vulkan     kill -9 of rank 1 of two vulkan:0 nodes: the worker's failure ends rank 0 within the
+#                        timeout with one line naming rank 1
 #
 # usage: test_dist_multinode.sh TRIDENT_BINARY CASE   (test_dist_multinode.sh - --list prints the cases)
 # Exit 0 pass, 1 fail, 77 skipped (no Fashion-MNIST).
 set -u
 CASE=$2
-CASES="two_nodes rdzv_world_size rdzv_duplicate_rank rdzv_unreachable lost_rank hung_rank two_nodes_nccl lost_rank_nccl"
+CASES="two_nodes rdzv_world_size rdzv_duplicate_rank rdzv_unreachable lost_rank hung_rank two_nodes_nccl lost_rank_nccl \
+two_nodes_vulkan lost_rank_vulkan"
 [ "$CASE" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 DATA=${TRIDENT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -160,6 +165,39 @@ lost_rank)
     "$BIN" $W1 --max-steps 200 --batch 16 --checkpoint ck.st --resume >r.txt 2>&1 || { cat r.txt; fail "resume on 1"; }
     grep -q "^resumed from ck.st: epoch 1, batch [1-9][0-9]*, step [1-9][0-9]*$" r.txt || { cat r.txt; fail "did not resume"; }
     echo "ok: $(grep resumed r.txt)" ;;
+two_nodes_vulkan)
+    "$BIN" devices 2>/dev/null | grep -q "vulkan:0" || { echo "SKIP $CASE: no Vulkan device"; exit 77; }
+    V1="train --model mlp --device vulkan:0 --limit 960 --epochs 2 --data $DATA --max-steps 10"
+    "$BIN" $V1 --batch 32 --log-steps one.csv >one.txt 2>&1 || { cat one.txt; fail "1 process"; }
+    node 1 2 n1.txt "$BIN" $V1 --batch 16
+    n1=$!
+    node 0 2 n0.txt "$BIN" $V1 --batch 16 --log-steps two.csv
+    wait $! || { cat n0.txt n1.txt; fail "node 0"; }
+    wait $n1 || { cat n0.txt n1.txt; fail "node 1"; }
+    grep -q "data-parallel: 2 processes (tcp)" n0.txt || { cat n0.txt; fail "no data-parallel line"; }
+    compare one.csv two.csv 1e-5 ;;
+lost_rank_vulkan)
+    "$BIN" devices 2>/dev/null | grep -q "vulkan:0" || { echo "SKIP $CASE: no Vulkan device"; exit 77; }
+    export TRIDENT_DIST_TIMEOUT=5
+    set -- "$BIN" train --model mlp --device vulkan:0 --limit 960 --epochs 50 --data "$DATA" --max-steps 5000 \
+        --batch 8 --checkpoint-every 5
+    node 1 2 n1.txt "$@" --checkpoint n1.st
+    n1=$!
+    node 0 2 n0.txt "$@" --checkpoint ck.st
+    n0=$!
+    for _ in $(seq 600); do [ -f ck.st ] && break; sleep 0.1; done
+    [ -f ck.st ] || { cat n0.txt n1.txt; fail "no checkpoint"; }
+    victim=$(rank_pid $n1)
+    start=$(date +%s)
+    kill -9 "$victim"
+    wait $n0 && fail "node 0 exit status 0"
+    took=$(elapsed)
+    [ "$took" -le 10 ] || fail "took $took s"
+    grep -q "^trident train: step [0-9]*: .*tcp: rank 1 exited or lost its connection during [a-z_]* (" n0.txt ||
+        { cat n0.txt; fail "no message naming rank 1"; }
+    [ "$(grep -c '^trident train:' n0.txt)" -eq 1 ] || { cat n0.txt; fail "not one error line"; }
+    wait $n1
+    echo "ok: stopped after $took s: $(grep 'rank 1' n0.txt | head -1)" ;;
 hung_rank)
     export TRIDENT_DIST_TIMEOUT=3
     set -- "$BIN" $W1 --max-steps 2000 --batch 8 --checkpoint-every 5

@@ -306,6 +306,14 @@ TEST(ddp_tcp_2_ranks) {
     ASSERT_EQ_INT(run_tcp_workers(2, "test_dist", "ddp cpu"), 0);
 }
 
+/* Vulkan over tcp on 2 ranks (both on vulkan:0): DDP's buckets staged through host buffers and fences, the
+** worker thread waiting for them (no copy op added to backward), gradients the mean over the ranks. */
+TEST(ddp_vulkan_tcp_2_ranks) {
+    if (!td_device_available(TD_VULKAN(0))) TEST_SKIP("no Vulkan device");
+    test_seed();
+    ASSERT_EQ_INT(run_tcp_workers(2, "test_dist", "ddp vulkan:0"), 0);
+}
+
 TEST(zero1_tcp_3_ranks) {
     test_seed();
     ASSERT_EQ_INT(run_tcp_workers(3, "test_dist_zero", "zero"), 0);
@@ -387,6 +395,7 @@ TEST(zero1_errors) {
     X(zero1_tcp_3_ranks)                                                                                               \
     X(collectives_tcp_2_ranks)                                                                                         \
     X(ddp_tcp_2_ranks)                                                                                                 \
+    X(ddp_vulkan_tcp_2_ranks)                                                                                          \
     X(zero1_errors)
 
 TESTS(TEST_DECLARE_)

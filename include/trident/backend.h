@@ -45,7 +45,7 @@
 extern "C" {
 #endif
 
-#define TD_BACKEND_API_VERSION 4 /* 4: LINEAR_GELU, SOFTMAX_BACKWARD, LOG_SOFTMAX_BACKWARD renumber the op kinds */
+#define TD_BACKEND_API_VERSION 5 /* 5: host_buffer_alloc, fence_record, fence_wait (4: op kinds renumbered) */
 
 typedef enum td_op_kind {
 #define TD_OP_ENUM_(N, ni, no, g, dts, lay, amp, s) TD_OP_##N,
@@ -73,6 +73,7 @@ typedef struct td_buffer td_buffer; /* defined by each backend */
 typedef struct td_event td_event;   /* defined by each backend */
 typedef struct td_kernel td_kernel; /* defined by each backend */
 typedef struct td_graph td_graph;   /* defined by each backend */
+typedef struct td_fence td_fence;   /* defined by each backend */
 
 /* One operand: elements live at buf + (offset + sum(i_k * strides[k])) * size. */
 typedef struct td_operand {
@@ -263,6 +264,21 @@ typedef struct td_backend_i {
     ** GLSL shader whose literal local size differs, a CUDA kernel whose __launch_bounds__ or registers allow
     ** fewer threads. NULL: no check. */
     td_status (*kernel_check_block)(const td_kernel *k, const uint32_t block[3]);
+
+    /* ---- host staging without host waits (optional, version 5: all three slots or none; NULL: the core reads
+    ** and writes device tensors' bytes with read() and write(), and read() waits) ---- */
+    /* A buffer of nbytes in host-visible memory of dev that copy() takes as src or dst, ordered on dev's queue
+    ** like any other buffer. OUT *host: the host address of its byte 0, valid until buffer_free (which waits for
+    ** the queued work that uses the buffer). The host may touch those bytes only when no queued copy uses them:
+    ** after a fence_wait on a fence recorded after the copies. */
+    td_status (*host_buffer_alloc)(int dev, size_t nbytes, td_buffer **out, void **host);
+    /* A fence after every piece of work queued on dev so far, which is submitted now (so it starts without a
+    ** later host wait); once it signals, device writes to host buffers are visible to the host. OUT *out,
+    ** owned by the caller until fence_wait. Fails during a capture. */
+    td_status (*fence_record)(int dev, td_fence **out);
+    /* Wait on the host until f signals, then free f (NULL: no-op). Thread safe: any thread may wait, while
+    ** other threads queue work on the device; the device is not locked while it waits. */
+    td_status (*fence_wait)(td_fence *f);
 } td_backend_i;
 
 typedef struct td_backend {

@@ -83,6 +83,9 @@ static const td_backend_i cpu_iface = {
     .kernel_compile = NULL,
     .kernel_launch = NULL,
     .kernel_free = NULL,
+    .host_buffer_alloc = NULL, /* CPU memory is host memory: nothing to stage */
+    .fence_record = NULL,
+    .fence_wait = NULL,
 };
 
 const td_backend td_cpu_backend = {

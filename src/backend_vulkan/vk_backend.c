@@ -68,6 +68,11 @@ static void *vk_native_stream(int dev) {
     return d ? (void *)d->queue : NULL;
 }
 
+/* host staging (vk_memory.c, vk_exec.c) */
+td_status vk_host_buffer_alloc(int dev, size_t nbytes, td_buffer **out, void **host);
+td_status vk_fence_record(int dev, td_fence **out);
+td_status vk_fence_wait(td_fence *f);
+
 static const td_backend_i vk_iface = {
     .device_count = vk_device_count,
     .device_info = vk_device_info,
@@ -101,6 +106,9 @@ static const td_backend_i vk_iface = {
     .kernel_launch = vk_kernel_launch,
     .kernel_check_block = vk_kernel_check_block,
     .kernel_free = vk_kernel_free,
+    .host_buffer_alloc = vk_host_buffer_alloc,
+    .fence_record = vk_fence_record,
+    .fence_wait = vk_fence_wait,
 };
 
 static const td_backend vk_backend = {

@@ -16,6 +16,9 @@
 ** allocated from the batch's descriptor pool, which is reset when the batch is
 ** reused (a captured graph has its own pool).
 **
+** Fences (vk_fence_record, vk_fence_wait): host staging's wait for the copies
+** into host buffers, from any thread (DDP's worker), without the device lock.
+**
 ** Capture (vk_capture.c): while d->capturing is set, commands go into the
 ** graph's command buffer instead of a batch and nothing is submitted.
 */
@@ -487,4 +490,53 @@ bool vk_fits_one(vk_dev *d, const td_operand *v) {
 uint32_t vk_groups(int64_t n, uint32_t per_group) {
     int64_t g = (n + per_group - 1) / per_group;
     return g < 1 ? 1 : g > 65535 ? 65535 : (uint32_t)g;
+}
+
+/* ---- fences for host staging ---- */
+
+/* A fence of its own, signalled by an empty submission after the batch: an
+** empty vkQueueSubmit's fence signals once all work submitted before it has
+** completed. The batch's fences stay the recording thread's (it resets them
+** for reuse); this one is only waited for and destroyed, by whoever waits. */
+struct td_fence {
+    vk_dev *d;
+    VkFence fence;
+};
+
+td_status vk_fence_record(int dev, td_fence **out) {
+    *out = NULL;
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    td_fence *f = calloc(1, sizeof *f);
+    if (!f) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+    f->d = d;
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkResult r = vkCreateFence(d->dev, &fi, NULL, &f->fence);
+    if (r != VK_SUCCESS) {
+        free(f);
+        return vk_fail(r, "vkCreateFence");
+    }
+    vk_lock(d); /* the queue is externally synchronized: every submission holds the device's lock */
+    td_status st = d->capturing
+                       ? td_error_set(TD_ERR_STATE, "vulkan: a fence cannot be captured (end the capture first)")
+                       : vk_cmd_host_barrier(d);
+    if (st == TD_OK) st = vk_flush(d);
+    if (st == TD_OK && (r = vkQueueSubmit(d->queue, 0, NULL, f->fence)) != VK_SUCCESS) st = vk_fail(r, "vkQueueSubmit");
+    vk_unlock(d);
+    if (st != TD_OK) {
+        vkDestroyFence(d->dev, f->fence, NULL);
+        free(f);
+        return st;
+    }
+    *out = f;
+    return TD_OK;
+}
+
+td_status vk_fence_wait(td_fence *f) {
+    if (!f) return TD_OK;
+    VkResult r = vkWaitForFences(f->d->dev, 1, &f->fence, VK_TRUE, UINT64_MAX);
+    td_status st = r == VK_SUCCESS ? TD_OK : vk_fail(r, "vkWaitForFences");
+    vkDestroyFence(f->d->dev, f->fence, NULL);
+    free(f);
+    return st;
 }

@@ -15,6 +15,11 @@
 ** Reusing memory that queued work still reads is safe: the recorder orders
 ** every dispatch against earlier ones on the same ranges (vk_exec.c).
 **
+** Host buffers (vk_host_buffer_alloc): a block of their own in the staging
+** memory type, which copies read and write on the queue and the host through
+** the mapping, after a fence (vk_exec.c): DDP's reads and writes of gradient
+** buckets without host waits on the training thread.
+**
 ** Transfers: when blocks are host-visible and coherent (lavapipe, ReBAR GPUs)
 ** and the device is idle, write/memset touch the mapping directly; otherwise
 ** the data goes through a host-visible staging buffer and a recorded copy, so
@@ -125,6 +130,9 @@ static void block_destroy(vk_dev *d, vk_block *b) {
     d->bytes_reserved -= b->size;
     free(b);
 }
+
+/* td_buffer.size_class of a host buffer (vk_host_buffer_alloc): its own block, destroyed when freed */
+#define HOST_CLASS (-2)
 
 static const VkBufferUsageFlags USAGE =
     VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
@@ -319,6 +327,12 @@ void vk_free(td_buffer *b) {
         return;
     }
     d->bytes_allocated -= b->cap;
+    if (b->size_class == HOST_CLASS) { /* after the queued copies that use it */
+        vk_finish(d);
+        block_destroy(d, b->block);
+        free(b);
+        return;
+    }
     td_buffer **list = b->size_class < 0 ? &d->big_free : &d->free_list[b->size_class];
     b->next_free = *list;
     *list = b;
@@ -349,9 +363,43 @@ td_status vk_buffer_alloc(int dev, size_t nbytes, td_buffer **out) {
 
 void vk_buffer_free(td_buffer *b) {
     if (!b) return;
-    vk_lock(b->dev);
+    vk_dev *d = b->dev; /* a host buffer is gone after vk_free */
+    vk_lock(d);
     vk_free(b);
-    vk_unlock(b->dev);
+    vk_unlock(d);
+}
+
+/* A host buffer: a block of its own in the staging memory type (host-visible, coherent, cached where the
+** device has it), which copies take as src or dst and the host reads through its mapping. */
+td_status vk_host_buffer_alloc(int dev, size_t nbytes, td_buffer **out, void **host) {
+    *out = NULL, *host = NULL;
+    vk_dev *d = vk_get(dev);
+    if (!d) return td_last_status();
+    td_buffer *b = calloc(1, sizeof *b);
+    if (!b) return td_error_set(TD_ERR_OOM, "vulkan: out of host memory");
+    VkDeviceSize cap = ((VkDeviceSize)(nbytes ? nbytes : 1) + VK_ALIGN - 1) / VK_ALIGN * VK_ALIGN;
+    vk_block *blk = NULL;
+    vk_lock(d);
+    td_status st =
+        block_new(d, cap, d->mt_staging, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, &blk);
+    if (st == TD_OK && !blk->map) {
+        block_destroy(d, blk);
+        st = td_error_set(TD_ERR_DEVICE, "vulkan: the staging memory type of %s is not mapped", d->props.deviceName);
+    }
+    if (st == TD_OK) {
+        blk->used = cap;
+        d->bytes_allocated += cap;
+        if (d->bytes_allocated > d->bytes_peak) d->bytes_peak = d->bytes_allocated;
+    }
+    vk_unlock(d);
+    if (st != TD_OK) {
+        free(b);
+        return st;
+    }
+    *b = (td_buffer){.dev = d, .block = blk, .size = nbytes, .cap = cap, .size_class = HOST_CLASS};
+    *out = b;
+    *host = blk->map;
+    return TD_OK;
 }
 
 static td_status check_range(const td_buffer *b, size_t offset, size_t n, const char *what) {

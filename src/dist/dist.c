@@ -9,14 +9,19 @@
 **
 ** tcp (TD_DIST_TCP, tcp.c): the same rendezvous, whose sockets then carry
 ** the CPU collectives themselves (no watchdog: each call sees a lost peer).
+**
+** The worker (tcp; mpi where MPI_Init_thread provides MPI_THREAD_SERIALIZED):
 ** DDP's started collectives (td__dist_all_reduce_start, _reduce_start) run on
-** a worker thread: the caller stages the tensor (a Vulkan bucket: its host
-** copy, taken when its gradients are final), queues the job and goes on with
-** backward while the worker reduces on the host; td__dist_wait_started waits
-** for the queue and writes each host copy back to its tensor (queued on the
-** device). Every other collective first waits for the queue, so the sockets
-** carry the collectives one at a time in the order they were called. (mpi
-** calls stay on the caller's thread: MPI_Init gives no thread support.)
+** a thread of their own. The caller stages the tensor and queues the job: a
+** Vulkan bucket's staging (staging.c) only queues its copy into a host buffer
+** and a fence, so the training thread never waits for the device; the worker
+** waits for the fence, reduces on the host, and takes the next job, while
+** backward goes on. td__dist_wait_started waits for the queue and queues each
+** host copy's write back to its tensor (the device runs it before the later
+** work: the optimizer step). Every other collective first waits for the
+** queue, so the transport carries the collectives one at a time, in the order
+** they were called (MPI_THREAD_SERIALIZED's rule). Without the thread level,
+** mpi's calls stay on the caller's thread (a note on rank 0 says so).
 **
 ** Watchdog (nccl): a thread reads the rendezvous sockets. A peer's socket that
 ** closes without the goodbye byte means that process died: the watchdog
@@ -285,11 +290,16 @@ static td_status init_mpi(const launch_env *e) {
     if (rank != e->rank || world != e->world)
         return TD_ERR(TD_ERR_MISUSE, "dist_init: MPI says rank %d of %d, the environment rank %d of %d", rank, world,
                       e->rank, e->world);
+    if (g.tr->any_thread && g.tr->any_thread()) return worker_start();
+    if (rank == 0)
+        fprintf(stderr, "trident dist: MPI does not provide MPI_THREAD_SERIALIZED: DDP's all-reduces run on the "
+                        "training thread\n");
     return TD_OK;
 }
 
 static void reset(void) {
     worker_stop(); /* before the sockets close: it runs what was queued */
+    td__host_copy_pool_free();
     if (g.watchdog_on) {
         atomic_store(&g.leaving, true);
         if (write(g.wake[1], "x", 1) < 0) { /* the thread then sees the pipe closed below */
@@ -361,6 +371,7 @@ td_dist_backend td_dist_get_backend(void) { return g.inited ? g.backend : TD_DIS
 /* A tensor handed to the transport: its memory, or a host copy of it. */
 typedef struct staged {
     td_tensor *t, *host; /* host: the CPU copy of a Vulkan tensor (+1), else NULL */
+    td__host_copy hc;    /* a queued job's Vulkan tensor: its host buffer (hc.hb), else hc.hb NULL */
     void *ptr, *stream;
 } staged;
 
@@ -388,14 +399,19 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (w.done == w.n && !w.stop) pthread_cond_wait(&w.cv, &w.mu);
         if (w.done == w.n) break;
-        job j = w.jobs[w.done];
+        int at = w.done;
+        job j = w.jobs[at];
         bool skip = w.rc != 0; /* after a failure the queue only drains */
         pthread_mutex_unlock(&w.mu);
         char why[TD_DIST_WHY] = "";
-        int rc = skip         ? 0
-                 : j.root < 0 ? g.tr->all_reduce(j.s.ptr, j.count, j.dt, j.op, NULL, why)
-                              : g.tr->reduce_start(j.s.ptr, j.count, j.dt, j.op, j.root, NULL, why);
+        int rc = 0;
+        if (j.s.hc.fence && td__host_copy_wait(&j.s.hc) != TD_OK) /* the bucket's bytes are on the host now */
+            rc = 1, snprintf(why, sizeof why, "%s", td_last_error());
+        if (!rc && !skip)
+            rc = j.root < 0 ? g.tr->all_reduce(j.s.ptr, j.count, j.dt, j.op, NULL, why)
+                            : g.tr->reduce_start(j.s.ptr, j.count, j.dt, j.op, j.root, NULL, why);
         pthread_mutex_lock(&w.mu);
+        w.jobs[at].s.hc.fence = NULL; /* waited */
         if (rc && !w.rc) w.rc = rc, snprintf(w.why, sizeof w.why, "%s", why);
         w.done++;
         pthread_cond_broadcast(&w.cv);
@@ -429,7 +445,10 @@ static void worker_stop(void) {
     pthread_cond_broadcast(&w.cv);
     pthread_mutex_unlock(&w.mu);
     pthread_join(w.thread, NULL);
-    for (int k = 0; k < w.n; k++) td_release(w.jobs[k].s.host), td_release(w.jobs[k].s.t);
+    for (int k = 0; k < w.n; k++) {
+        td__host_copy_drop(&w.jobs[k].s.hc);
+        td_release(w.jobs[k].s.host), td_release(w.jobs[k].s.t);
+    }
     free(w.jobs);
     w.jobs = NULL, w.n = w.cap = w.done = 0, w.on = false;
 }
@@ -440,7 +459,9 @@ static td_status usable(const char *api) {
     return TD_OK;
 }
 
-static td_status stage(td_tensor *t, const char *api, const char *arg, staged *s) {
+/* t's memory, or its host copy, for the transport: s->ptr. queued: for the worker, whose
+** wait for a Vulkan tensor's host buffer (when its backend has them) keeps this thread from waiting. */
+static td_status stage(td_tensor *t, const char *api, const char *arg, bool queued, staged *s) {
     *s = (staged){.t = t};
     if (!td__check_arg(t, api, arg)) return td_last_status();
     char a[32], b[32];
@@ -451,7 +472,11 @@ static td_status stage(td_tensor *t, const char *api, const char *arg, staged *s
                       td_device_str(d, a, sizeof a), td_device_str(g.dev, b, sizeof b));
     if (!td_is_contiguous(t)) return TD_ERR(TD_ERR_MISUSE, "%s: %s is not contiguous (td_contiguous first)", api, arg);
     if (!g.tr || td_numel(t) == 0) return TD_OK;
-    if (d.type == TD_DEVICE_VULKAN) { /* host staging: a host wait */
+    if (d.type == TD_DEVICE_VULKAN && queued && td__host_copy_able(t)) { /* host staging without a wait here */
+        td_status st = td__host_copy_start(t, &s->hc);
+        if (st) return st;
+        s->ptr = s->hc.host;
+    } else if (d.type == TD_DEVICE_VULKAN) { /* host staging: a host wait */
         td_scope_begin();
         s->host = td_keep(td_contiguous(td_to(t, TD_CPU)));
         td_scope_end();
@@ -466,6 +491,8 @@ static td_status stage(td_tensor *t, const char *api, const char *arg, staged *s
 
 /* Write a staged host copy back to its Vulkan tensor (queued), and free it. */
 static td_status unstage(staged *s, td_status st) {
+    if (s->hc.hb && st == TD_OK) st = td__host_copy_back(&s->hc);
+    td__host_copy_drop(&s->hc); /* after a failure */
     if (s->host && st == TD_OK) st = td_copy_(s->t, s->host);
     td_release(s->host);
     s->host = NULL;
@@ -482,7 +509,7 @@ static td_status transport_rc(int rc, const char *api, const char *why) {
 /* tcp: queue t's collective for the worker (root < 0: all_reduce); t is staged now. */
 static td_status queue_job(td_tensor *t, td_dist_op op, int root, const char *api) {
     staged s;
-    td_status st = stage(t, api, "t", &s);
+    td_status st = stage(t, api, "t", true, &s);
     if (st || !s.ptr) return unstage(&s, st);
     pthread_mutex_lock(&w.mu);
     if (w.n == w.cap) {
@@ -541,7 +568,7 @@ static td_status all_reduce(td_tensor *t, td_dist_op op, bool start, const char 
     if ((st = check_op(t, op, api))) return st;
     if (start && w.on) return queue_job(t, op, -1, api);
     staged s;
-    if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
+    if ((st = stage(t, api, "t", false, &s)) || !s.ptr) return unstage(&s, st);
     char why[TD_DIST_WHY] = "";
     int rc = (start ? g.tr->all_reduce_start : g.tr->all_reduce)(s.ptr, (size_t)td_numel(t), td_tensor_dtype(t), op,
                                                                  s.stream, why);
@@ -556,7 +583,7 @@ td_status td__dist_reduce_start(td_tensor *t, td_dist_op op, int root) {
     if (st || (st = check_op(t, op, api))) return st;
     if (w.on) return queue_job(t, op, root, api);
     staged s;
-    if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
+    if ((st = stage(t, api, "t", false, &s)) || !s.ptr) return unstage(&s, st);
     char why[TD_DIST_WHY] = "";
     int rc = g.tr->reduce_start(s.ptr, (size_t)td_numel(t), td_tensor_dtype(t), op, root, s.stream, why);
     return unstage(&s, transport_rc(rc, api, why));
@@ -580,7 +607,7 @@ td_status td_dist_broadcast(td_tensor *t, int root) {
     if (st) return st;
     if (root < 0 || root >= g.world) return TD_ERR(TD_ERR_MISUSE, "%s: root %d is outside [0, %d)", api, root, g.world);
     staged s;
-    if ((st = stage(t, api, "t", &s)) || !s.ptr) return unstage(&s, st);
+    if ((st = stage(t, api, "t", false, &s)) || !s.ptr) return unstage(&s, st);
     char why[TD_DIST_WHY] = "";
     int rc = g.tr->broadcast(s.ptr, (size_t)td_numel(t), td_tensor_dtype(t), root, s.stream, why);
     return unstage(&s, transport_rc(rc, api, why));
@@ -600,9 +627,9 @@ static td_status check_pair(td_tensor *big, td_tensor *small, const char *api, c
 
 /* out and in of a gather or scatter staged, out first; on failure both are unstaged */
 static td_status stage_pair(td_tensor *out, td_tensor *in, const char *api, staged *so, staged *si) {
-    td_status st = stage(out, api, "out", so);
+    td_status st = stage(out, api, "out", false, so);
     if (st) return unstage(so, st);
-    if ((st = stage(in, api, "in", si))) return unstage(si, unstage(so, st));
+    if ((st = stage(in, api, "in", false, si))) return unstage(si, unstage(so, st));
     return TD_OK;
 }
 

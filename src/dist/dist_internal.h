@@ -38,6 +38,24 @@ td_status td__dist_wait_started(void);
 /* dist.c: the reduce of t to root, started likewise (ZeRO-1's buckets). */
 td_status td__dist_reduce_start(td_tensor *t, td_dist_op op, int root);
 
+/* staging.c: a device tensor's bytes on the host without a host wait on the calling thread, where its backend
+** has host buffers and fences (able): start queues the copy of t (contiguous, borrowed until back or drop) into
+** a pooled host buffer and a fence after it; wait (any thread) waits for the fence, after which host holds t's
+** bytes; back queues the copy of host into t and frees the buffer for reuse; drop frees it unused; pool_free
+** frees the pool (no copy in use). All but wait on start's thread. */
+typedef struct td__host_copy {
+    td_tensor *t;
+    void *host;              /* the host buffer's bytes */
+    struct td__host_buf *hb; /* the pool's buffer; NULL once back or dropped */
+    td_fence *fence;         /* NULL once waited */
+} td__host_copy;
+bool td__host_copy_able(const td_tensor *t);
+td_status td__host_copy_start(td_tensor *t, td__host_copy *c);
+td_status td__host_copy_wait(td__host_copy *c);
+td_status td__host_copy_back(td__host_copy *c);
+void td__host_copy_drop(td__host_copy *c);
+void td__host_copy_pool_free(void);
+
 /* zero.c: ZeRO-1 over the arena of params (the module's parameters that
 ** require grad): new (checks they tile one arena), free, the start of the
 ** reduction of a bucket (buf: its gradients, or their bf16 copy, for arena

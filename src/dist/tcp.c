@@ -362,6 +362,9 @@ static void tcp_abort(void) {
         if (s.fds[r] >= 0) shutdown(s.fds[r], SHUT_RDWR);
 }
 
+/* dist.c runs the started collectives on its worker thread */
+static bool any_thread(void) { return true; }
+
 static const td_dist_transport tcp_transport = {
     .version = TD_DIST_TRANSPORT_VERSION,
     .name = "tcp",
@@ -378,6 +381,7 @@ static const td_dist_transport tcp_transport = {
     .reduce_start = reduce_start,
     .abort = tcp_abort,
     .finalize = NULL, /* dist.c closes the sockets */
+    .any_thread = any_thread,
 };
 
 const td_dist_transport *td__tcp_transport(int *fds, int rank, int world, double timeout_s) {

@@ -14,9 +14,10 @@
 #ifndef TRIDENT_DIST_TRANSPORT_H
 #define TRIDENT_DIST_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-#define TD_DIST_TRANSPORT_VERSION 2
+#define TD_DIST_TRANSPORT_VERSION 3
 #define TD_DIST_WHY               256
 #define TD_DIST_ID_BYTES          128 /* sizeof(ncclUniqueId) */
 
@@ -53,6 +54,10 @@ typedef struct td_dist_transport {
     ** after a peer died). May be NULL. */
     void (*abort)(void);
     void (*finalize)(void);
+    /* (version 3) After init: whether the calls may come from a thread other than init's, one at a time
+    ** (mpi: MPI_THREAD_SERIALIZED provided), so that the core runs DDP's started collectives on a worker
+    ** thread. NULL: no (every call from init's thread). */
+    bool (*any_thread)(void);
 } td_dist_transport;
 
 typedef const td_dist_transport *(*td_dist_transport_fn)(void);

@@ -1,7 +1,10 @@
 /*
 ** libtrident-mpi.so: the MPI transport of src/dist (contract in
 ** src/dist/transport.h), for CPU tensors and for Vulkan tensors that the core
-** stages through the host. Every call is blocking MPI on host memory.
+** stages through the host. Every call is blocking MPI on host memory. MPI is
+** initialized with MPI_THREAD_SERIALIZED where the library provides it: the
+** core then calls DDP's all-reduces from its worker thread (one call at a
+** time, MPI_Finalize from init's thread).
 **
 ** Types: f32, f64, i32, i64 and u8 are MPI's own; bool is u8 with MAX for
 ** both SUM and MAX (logical or of 0/1 bytes); f16 and bf16 travel as
@@ -19,6 +22,7 @@
 #include "dist/transport.h"
 
 static int world_size = 1;
+static bool serialized;              /* MPI provides MPI_THREAD_SERIALIZED (or more) */
 static MPI_Op op_f16[2], op_bf16[2]; /* [0] sum, [1] max */
 
 static int fail(char *why, const char *what, int code) {
@@ -85,9 +89,12 @@ static void divide(void *buf, size_t count, int dt) {
 
 static int init(int *rank, int *world, int device, const unsigned char id[TD_DIST_ID_BYTES], char *why) {
     (void)device, (void)id;
-    int inited = 0, rc;
+    int inited = 0, provided = MPI_THREAD_SINGLE, rc;
     MPI_Initialized(&inited);
-    if (!inited && (rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return fail(why, "MPI_Init", rc);
+    if (!inited && (rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided)) != MPI_SUCCESS)
+        return fail(why, "MPI_Init_thread", rc);
+    if (inited) MPI_Query_thread(&provided); /* initialized by the application */
+    serialized = provided >= MPI_THREAD_SERIALIZED;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, world);
@@ -198,6 +205,8 @@ static void finalize(void) {
     MPI_Finalize();
 }
 
+static bool any_thread(void) { return serialized; }
+
 static const td_dist_transport mpi_transport = {
     .version = TD_DIST_TRANSPORT_VERSION,
     .name = "mpi",
@@ -214,6 +223,7 @@ static const td_dist_transport mpi_transport = {
     .reduce_start = reduce,
     .abort = NULL,
     .finalize = finalize,
+    .any_thread = any_thread,
 };
 
 __attribute__((visibility("default"))) const td_dist_transport *td_dist_transport_plugin(void) {
