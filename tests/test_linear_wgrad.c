@@ -76,7 +76,7 @@ TEST(vulkan_against_f64) {
     check_all(dev, (td_dtype[]){TD_F32, TD_BF16, TD_F16, TD_F64}, 4);
     const td_dtype dts[3] = {TD_F32, TD_BF16, TD_F16};
     for (int i = 0; i < 3; i++) {
-        double tol = dts[i] == TD_F32 ? 1e-4 : 2e-2;
+        double tol = dts[i] == TD_F32 ? 1e-3 : 2e-2; /* |a - b| / (1 + |b|), sums of 8192 terms near 90 */
         check_f64(dev, dts[i], 8192, 96, 160, tol);
         check_f64(dev, dts[i], 8192, 200, 136, tol);
         check_f64(dev, dts[i], 8193, 131, 7, tol);

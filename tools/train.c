@@ -211,8 +211,8 @@ static bool parse_value(const opt_spec *spec, const char *val) {
         if (!strcmp(val, "fp16")) return *(td_dtype *)spec->field = TD_F16, true;
         if (!strcmp(val, "auto") && !strcmp(spec->name, "--amp"))
             return *(td_dtype *)spec->field = TD_DTYPE_COUNT, true;
-        return train_fail("%s: %s is not bf16 or fp16%s", spec->name, TD_QUOTE(val),
-                          strcmp(spec->name, "--amp") ? "" : " or auto"),
+        return train_fail("%s: %s is not bf16%s fp16%s", spec->name, TD_QUOTE(val),
+                          strcmp(spec->name, "--amp") ? " or" : ",", strcmp(spec->name, "--amp") ? "" : " or auto"),
                false;
     case OPT_PRESET: {
         train_opts *o = spec->field;
