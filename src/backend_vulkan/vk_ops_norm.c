@@ -5,7 +5,7 @@
 ** (shaders/group_norm.comp): in = (x [N, C, *], w?, b?), out = (y, mean [N, G],
 ** rstd [N, G]), rows (n, group); LAYER_NORM_BACKWARD
 ** (shaders/layer_norm_backward.comp): in = (dy, x, w?, mean, rstd, ds?), out =
-** (dx, dw?, db?). One workgroup per row; all operands contiguous.
+** (dx, dw?, db?); see its section. All operands contiguous.
 */
 #include "vk_ops.h"
 
