@@ -18,7 +18,7 @@
 // through the products as in f32. The products of two f16 are exact in f32 and the
 // sums are the coopmat's f32 accumulation; the tile result c_ij is then multiplied by
 // 2^(Ea_i - 141) 2^(Eb_j - 141) (two exact power-of-two steps of one sign) and
-// rounded to bf16 as the tiled kernel rounds (f32_to_bf16).
+// rounded to bf16 as the tiled kernel rounds (f32_to_bf16), or with F32_OUT written as the f32 it is.
 // Error bound beyond f32 accumulation: a staged value differs from x by under 2^-24 of
 // the scaled grid, i.e. |dx| < 2^-38 max(max_k |a_ik|, 2^-112) (elements more than 2^28
 // below their row max, or in rows whose max is below 2^-112), so
@@ -42,6 +42,7 @@ layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;
+layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded (split-K slices, vk_ops_matmul.c)
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
@@ -58,6 +59,7 @@ layout(binding = 1) readonly buffer BB { uint16_t b[]; };
 layout(binding = 1) readonly buffer BB4 { uvec4 b4[]; };
 layout(binding = 2) writeonly buffer BO { uint16_t o[]; };
 layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
+layout(binding = 2) writeonly buffer BOF { float of[]; }; // F32_OUT
 layout(binding = 3) readonly buffer BK { uint keys[]; };
 
 #define BM 128u
@@ -263,6 +265,12 @@ void main() {
             int pa = exp_of(keys[ka + gm]) - 141;
             uvec4 v0 = sm[(r * LDC + c) / 4u], v1 = sm[(r * LDC + c) / 4u + 1u];
             uint w[8];
+            if (F32_OUT != 0u) {
+                [[unroll]] for (uint j = 0u; j < 8u; j++)
+                    if (gn + j < pc.N)
+                        of[oo + gm * pc.N + gn + j] = rescale(uintBitsToFloat(j < 4u ? v0[j] : v1[j - 4u]), pa, pb[j]);
+                continue;
+            }
             [[unroll]] for (uint j = 0u; j < 8u; j++)
                 w[j] = f32_to_bf16(rescale(uintBitsToFloat(j < 4u ? v0[j] : v1[j - 4u]), pa, pb[j]));
             if (ovec) {

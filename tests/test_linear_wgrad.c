@@ -3,12 +3,16 @@
 ** gradient comes out of the weight-gradient GEMM (cuBLASLt's BGRADB
 ** epilogue); the CPU runs MATMUL's and SUM's kernels. Also LINEAR_GELU's
 ** backward, which takes it, against the composed linear + gelu's gradients. */
+#include <string.h>
+
 #include "test_util.h"
 
 #include "core/linear_wgrad.h"
 
 #define TESTS(X)                                                                                                       \
-    X(fused_equals_unfused_cpu) X(fused_equals_unfused_cuda) X(linear_gelu_backward_cpu) X(one_output_strided_cpu)
+    X(fused_equals_unfused_cpu)                                                                                        \
+    X(fused_equals_unfused_cuda)                                                                                       \
+    X(vulkan_against_f64) X(deterministic_vulkan) X(linear_gelu_backward_cpu) X(one_output_strided_cpu)
 
 /* dy [M, N], x [M, K] of dt on dev: td__linear_wgrad against dy^T x (MATMUL) and sum over rows (SUM) */
 static void check(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, double tol) {
@@ -45,6 +49,59 @@ TEST(fused_equals_unfused_cpu) { check_all(TD_CPU, (td_dtype[]){TD_F32, TD_F64},
 TEST(fused_equals_unfused_cuda) {
     td_device dev = test_device_or_skip("cuda:0");
     check_all(dev, (td_dtype[]){TD_F32, TD_BF16, TD_F16, TD_F64}, 4);
+}
+
+/* Vulkan: dw and db against float64 on the CPU from the same (rounded) operands. Long M splits K of
+** dy^T x: 8192 rows on the tiled f32 kernel (16 slices), and on the tensor cores for bf16 where the device
+** has them (split_k_of, vk_ops_matmul.c); 8193 (odd) does not split; db is the split column sum. */
+static void check_f64(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, double tol) {
+    td_scope_begin();
+    td_tensor *hdy = td_randn(2, (int64_t[]){M, N}, 1, 0, dt, TD_CPU),
+              *hx = td_randn(2, (int64_t[]){M, K}, 2, 0, dt, TD_CPU);
+    td_tensor *dy = ASSERT_TENSOR(td_to(hdy, dev)), *x = ASSERT_TENSOR(td_to(hx, dev)), *dw = NULL, *db = NULL;
+    ASSERT_OK(td__linear_wgrad(dy, x, true, &dw, &db));
+    td_tensor *dy64 = td_cast(hdy, TD_F64), *x64 = td_cast(hx, TD_F64);
+    int rows = 0;
+    td_tensor *rw = ASSERT_TENSOR(td_matmul(td_transpose(dy64, 0, 1), x64)),
+              *rb = ASSERT_TENSOR(td_sum(dy64, 1, &rows, false));
+    double ew = test_max_rel(dw, rw), eb = test_max_rel(db, rb);
+    printf("  vulkan %s [%lld,%lld]x[%lld,%lld] against f64: dw %.3g, db %.3g\n", td_dtype_name(dt), (long long)M,
+           (long long)N, (long long)M, (long long)K, ew, eb);
+    ASSERT(ew <= tol && eb <= tol);
+    td_scope_end();
+}
+
+TEST(vulkan_against_f64) {
+    td_device dev = test_device_or_skip("vulkan:0");
+    check_all(dev, (td_dtype[]){TD_F32, TD_BF16, TD_F16, TD_F64}, 4);
+    const td_dtype dts[3] = {TD_F32, TD_BF16, TD_F16};
+    for (int i = 0; i < 3; i++) {
+        double tol = dts[i] == TD_F32 ? 1e-3 : 2e-2; /* |a - b| / (1 + |b|), sums of 8192 terms near 90 */
+        check_f64(dev, dts[i], 8192, 96, 160, tol);
+        check_f64(dev, dts[i], 8192, 200, 136, tol);
+        check_f64(dev, dts[i], 8193, 131, 7, tol);
+    }
+}
+
+/* two runs give the same bits (split-K slices and column chunks add in a fixed order) */
+TEST(deterministic_vulkan) {
+    td_device dev = test_device_or_skip("vulkan:0");
+    td_scope_begin();
+    const td_dtype dts[2] = {TD_F32, TD_BF16};
+    enum { M = 8192, N = 200, K = 136 };
+    for (int i = 0; i < 2; i++) {
+        td_tensor *dy = ASSERT_TENSOR(td_to(td_randn(2, (int64_t[]){M, N}, 1, 0, dts[i], TD_CPU), dev));
+        td_tensor *x = ASSERT_TENSOR(td_to(td_randn(2, (int64_t[]){M, K}, 2, 0, dts[i], TD_CPU), dev));
+        static float h[2][N * K + N];
+        for (int run = 0; run < 2; run++) {
+            td_tensor *dw = NULL, *db = NULL;
+            ASSERT_OK(td__linear_wgrad(dy, x, true, &dw, &db));
+            ASSERT_OK(td_copy_to_host(dw, h[run], sizeof(float) * N * K, TD_F32));
+            ASSERT_OK(td_copy_to_host(db, h[run] + N * K, sizeof(float) * N, TD_F32));
+        }
+        ASSERT(!memcmp(h[0], h[1], sizeof h[0]));
+    }
+    td_scope_end();
 }
 
 /* LINEAR_GELU's gradients (dw, db through LINEAR_WGRAD) against linear then gelu, composed */

@@ -6,7 +6,8 @@
 ** bf16 and f16 against the CPU's in float64 from the same rounded inputs over
 ** row counts and lengths that reach every CUDA tier (a warp a row, a block a
 ** row, the two-pass path past the registers), with dw and db the same bits
-** on a second run. */
+** on a second run; the Vulkan shader against the
+** composed formula, and its dw and db the same bits twice. */
 #include <string.h>
 
 #include "test_util.h"
@@ -15,7 +16,8 @@
 
 #define TESTS(X)                                                                                                       \
     X(fused_equals_composed_cpu)                                                                                       \
-    X(fused_equals_composed_cuda) X(against_f64_cpu) X(against_f64_cuda) X(bad_operands)
+    X(fused_equals_composed_cuda)                                                                                      \
+    X(fused_equals_composed_vulkan) X(deterministic_vulkan) X(against_f64_cpu) X(against_f64_cuda) X(bad_operands)
 
 static td_tensor *leaf(int nd, const int64_t *shape, uint64_t seed, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_to(td_randn(nd, shape, seed, 0, dt, TD_CPU), dev));
@@ -23,12 +25,13 @@ static td_tensor *leaf(int nd, const int64_t *shape, uint64_t seed, td_dtype dt,
     return t;
 }
 
-/* the loss of a layer_norm (add: add_layer_norm, its sum used too) over x [A, B, D] normalized over the
+/* the loss of a layer_norm (add: add_layer_norm, its sum used too) over x [A, 5, D] normalized over the
 ** last n_norm dims, with w and/or b; gradients of x (and r), w, b by a fused (create_graph false) and a
 ** composed (true) backward, compared */
-static void check(td_device dev, td_dtype dt, bool add, int n_norm, bool w, bool b, int64_t D, double tol) {
+static void check_rows(td_device dev, td_dtype dt, bool add, int n_norm, bool w, bool b, int64_t A, int64_t D,
+                       double tol) {
     td_scope_begin();
-    int64_t xs[3] = {3, 5, D}, *ws = xs + 3 - n_norm;
+    int64_t xs[3] = {A, 5, D}, *ws = xs + 3 - n_norm;
     td_tensor *p[4], *grads[2][4];
     for (int pass = 0; pass < 2; pass++) {
         p[0] = leaf(3, xs, 1, dt, dev), p[1] = leaf(3, xs, 2, dt, dev);
@@ -56,10 +59,15 @@ static void check(td_device dev, td_dtype dt, bool add, int n_norm, bool w, bool
         ASSERT(grads[0][i] != NULL);
         worst = fmax(worst, test_max_rel(td_detach(grads[0][i]), td_detach(grads[1][i])));
     }
-    printf("  %s %s over %d dims, D %lld%s%s: worst %.3g\n", td_dtype_name(dt), add ? "add_layer_norm" : "layer_norm",
-           n_norm, (long long)D, w ? ", w" : "", b ? ", b" : "", worst);
+    printf("  %s %s over %d dims, rows %lld, D %lld%s%s: worst %.3g\n", td_dtype_name(dt),
+           add ? "add_layer_norm" : "layer_norm", n_norm, (long long)(A * 5), (long long)D, w ? ", w" : "",
+           b ? ", b" : "", worst);
     ASSERT(worst <= tol);
     td_scope_end();
+}
+
+static void check(td_device dev, td_dtype dt, bool add, int n_norm, bool w, bool b, int64_t D, double tol) {
+    check_rows(dev, dt, add, n_norm, w, b, 3, D, tol);
 }
 
 static void check_all(td_device dev, td_dtype dt, double tol) {
@@ -140,6 +148,49 @@ TEST(against_f64_cpu) { against_f64_all(TD_CPU, (td_dtype[]){TD_F32}, (double[])
 TEST(against_f64_cuda) {
     td_device dev = test_device_or_skip("cuda:0");
     against_f64_all(dev, (td_dtype[]){TD_F32, TD_BF16, TD_F16}, (double[]){1e-4, 2e-2, 4e-3}, 3);
+}
+
+/* Vulkan (shaders/layer_norm_backward.comp; TRIDENT_MATH_FUSE=0: the op, not the math block, is the fused
+** backward): the sizes above, then rows past 1024, where a workgroup owns chunks of several rows and dw, db add
+** its partials (1105 rows: chunks of 2, the last of 1), with rows of D held in registers (7, 384, 333 over 256
+** invocations) and longer than 8 x 256 (2500: the partials in memory) */
+TEST(fused_equals_composed_vulkan) {
+    setenv("TRIDENT_MATH_FUSE", "0", 1);
+    td_device dev = test_device_or_skip("vulkan:0");
+    check_all(dev, TD_F32, 1e-4);
+    const int64_t ds[4] = {7, 384, 333, 2500};
+    for (int i = 0; i < 4; i++) {
+        check_rows(dev, TD_F32, false, 1, true, true, 221, ds[i], 1e-4);
+        check_rows(dev, TD_F32, true, 1, false, true, 221, ds[i], 1e-4);
+    }
+    check_rows(dev, TD_F64, false, 1, true, true, 221, 384, 1e-10); /* half-precision compositions round too much */
+    check_rows(dev, TD_F64, true, 1, true, false, 221, 2500, 1e-10);
+}
+
+/* two runs of the op on the same operands give the same bits (the column sums go in a fixed order) */
+TEST(deterministic_vulkan) {
+    td_device dev = test_device_or_skip("vulkan:0");
+    td_scope_begin();
+    const int64_t R = 1105, ds[2] = {384, 2500};
+    for (int i = 0; i < 2; i++) {
+        int64_t D = ds[i], rd[2] = {R, D};
+        td_tensor *dy = ASSERT_TENSOR(td_to(td_randn(2, rd, 1, 0, TD_F32, TD_CPU), dev));
+        td_tensor *x = ASSERT_TENSOR(td_to(td_randn(2, rd, 2, 0, TD_F32, TD_CPU), dev));
+        td_tensor *w = ASSERT_TENSOR(td_to(td_randn(1, &D, 3, 0, TD_F32, TD_CPU), dev));
+        td_tensor *m = ASSERT_TENSOR(td_to(td_randn(1, &R, 4, 0, TD_F32, TD_CPU), dev));
+        td_tensor *rs = ASSERT_TENSOR(td_to(td_randn(1, &R, 5, 0, TD_F32, TD_CPU), dev));
+        float *h[2][2];
+        for (int run = 0; run < 2; run++) {
+            td_tensor *dx, *dw, *db;
+            ASSERT_OK(td__layer_norm_backward(dy, x, w, m, rs, NULL, D, true, true, &dx, &dw, &db));
+            h[run][0] = malloc(D * sizeof(float)), h[run][1] = malloc(D * sizeof(float));
+            ASSERT_OK(td_copy_to_host(dw, h[run][0], D * sizeof(float), TD_F32));
+            ASSERT_OK(td_copy_to_host(db, h[run][1], D * sizeof(float), TD_F32));
+        }
+        ASSERT(!memcmp(h[0][0], h[1][0], D * sizeof(float)) && !memcmp(h[0][1], h[1][1], D * sizeof(float)));
+        for (int k = 0; k < 4; k++) free(h[k / 2][k % 2]);
+    }
+    td_scope_end();
 }
 
 /* shapes and dtypes that do not fit: one-line errors, no crash */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp_auto.h"
 #include "bench.h"
 
 #ifndef BENCH_TWIN_DEFAULT
@@ -28,7 +29,8 @@ static void usage(FILE *f) {
             "  --reps N          samples per row at most (default 20, 10 with --quick)\n"
             "  --torch           also run the PyTorch twin and report the ratio to it\n"
             "  --amp bf16|fp16   W3 and W5 also run under autocast (rows <dtype>-amp; fp16 with a GradScaler),\n"
-            "                    the twin with torch.autocast\n"
+            "                    the twin with torch.autocast; auto: the first GPU's fast one (bf16 on CUDA\n"
+            "                    sm_80+ and Vulkan with cooperative matrices, fp16 on CUDA sm_70, else none)\n"
             "  --python EXE      interpreter for the twin (default python3)\n"
             "  --twin PATH       the twin script (default %s)\n"
             "  --json FILE       write every raw sample, devices, drivers, date and commit\n"
@@ -72,6 +74,17 @@ static void save_path(const bench_session *s, const char *dir, const char *ext, 
 }
 
 /* The value after option argv[*i], or NULL (with a message) when it is missing. */
+/* --amp auto: the autocast dtype of the session's first device other than the CPU (the CPU's, fp32,
+** when it has only that), said in one line; TD_F32 runs no amp rows. */
+static td_dtype bench_amp_auto(const bench_session *s) {
+    int k = 0;
+    while (k + 1 < s->n_devices && s->devices[k].dev.type == TD_DEVICE_CPU) k++;
+    char why[256];
+    td_dtype dt = amp_auto_pick(s->devices[k].dev, why, sizeof why);
+    printf("--amp auto (from %s): %s\n", s->devices[k].label, why);
+    return dt;
+}
+
 static const char *value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
         fprintf(stderr, "trident bench: %s needs a value\n", argv[*i]);
@@ -101,6 +114,7 @@ int cmd_bench(int argc, char **argv) {
     const char *backends = NULL, *json = NULL, *svg = NULL, *cmp_old = NULL, *cmp_new = NULL, *save = NULL;
     double threshold = 5;
     const char *first_step = NULL;
+    bool amp_auto = false;
     static const char *valued[] = {"--backends", "--only", "--reps",      "--python", "--twin",       "--json",
                                    "--svg",      "--save", "--threshold", "--data",   "--first-step", "--amp"};
     for (int i = 1; i < argc; i++) {
@@ -137,10 +151,11 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--data"))
             opt.data = v;
         else if (!strcmp(a, "--amp")) {
-            if (strcmp(v, "bf16") && strcmp(v, "fp16")) {
-                fprintf(stderr, "trident bench: --amp: %s is not bf16 or fp16\n", TD_QUOTE(v));
+            if (strcmp(v, "bf16") && strcmp(v, "fp16") && strcmp(v, "auto")) {
+                fprintf(stderr, "trident bench: --amp: %s is not bf16, fp16 or auto\n", TD_QUOTE(v));
                 return 2;
             }
+            amp_auto = !strcmp(v, "auto");
             opt.amp = !strcmp(v, "bf16") ? TD_BF16 : TD_F16;
         } else if (!strcmp(a, "--json"))
             json = v;
@@ -175,6 +190,7 @@ int cmd_bench(int argc, char **argv) {
         free(s);
         return 2;
     }
+    if (amp_auto) s->opt.amp = bench_amp_auto(s);
     bench_stamp(s);
     bench_run_all(s);
     if (opt.torch) bench_torch_run(s);

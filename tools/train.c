@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "amp_auto.h"
 #include "train.h"
 
 /* ---- command line -------------------------------------------------------- */
@@ -40,6 +41,7 @@ typedef struct train_opts {
     bool resume, deterministic, capture, ddp;
     workload_gpt_config gpt;
     td_dtype amp;      /* TD_F32: off */
+    bool amp_auto;     /* --amp auto: amp from the device (amp_auto_pick) once it is known */
     td_dtype params;   /* the parameters' dtype (TD_F32; half ones have float32 master copies) */
     bool preset_batch; /* --preset gpt2-small: batch 16 unless --batch */
     /* --zero, --ddp-grad-dtype (train_dist_options) */
@@ -101,8 +103,10 @@ static void usage(FILE *f) {
         "  --ddp-grad-dtype fp32|bf16  the dtype DDP all-reduces float32 gradients in (default fp32)\n"
         "  --profile FILE           record steps 3-7 (after 2 warm-up steps) with the profiler: a Chrome trace\n"
         "                           in FILE (chrome://tracing, Perfetto) and a summary on stderr\n"
-        "  --amp bf16|fp16          mixed precision: forward and loss under autocast; fp16 scales the loss\n"
-        "                           (GradScaler); not with --capture for fp16\n"
+        "  --amp bf16|fp16|auto     mixed precision: forward and loss under autocast; fp16 scales the loss\n"
+        "                           (GradScaler); not with --capture for fp16. auto: bf16 where the device\n"
+        "                           has a fast bf16 path (CUDA sm_80+, Vulkan cooperative matrices), else fp16\n"
+        "                           where fast (CUDA sm_70), else fp32; says which and why\n"
         "  --param-dtype bf16       keep the parameters (and so the gradients) in bf16, as llm.c does; the\n"
         "                           optimizer updates float32 master copies; implies --amp bf16\n"
         "  --preset NAME            gpt size: gpt-mini (W3, default) or gpt2-small (W5: 768 wide, 12 layers,\n"
@@ -146,7 +150,7 @@ typedef enum opt_kind {
     OPT_SCHED,   /* "constant", "cosine", "linear", "step" -> train_lr_kind */
     OPT_MODEL,   /* workload_kind */
     OPT_OPTIM,   /* "adam", "adamw", "sgd", "rmsprop" */
-    OPT_AMP,     /* "bf16", "fp16" -> td_dtype */
+    OPT_AMP,     /* "bf16", "fp16" -> td_dtype; "auto" (--amp only) -> TD_DTYPE_COUNT */
     OPT_PRESET,  /* a gpt size: train_opts (its gpt and preset_batch) */
 } opt_kind;
 
@@ -205,7 +209,11 @@ static bool parse_value(const opt_spec *spec, const char *val) {
     case OPT_AMP:
         if (!strcmp(val, "bf16")) return *(td_dtype *)spec->field = TD_BF16, true;
         if (!strcmp(val, "fp16")) return *(td_dtype *)spec->field = TD_F16, true;
-        return train_fail("%s: %s is not bf16 or fp16", spec->name, TD_QUOTE(val)), false;
+        if (!strcmp(val, "auto") && !strcmp(spec->name, "--amp"))
+            return *(td_dtype *)spec->field = TD_DTYPE_COUNT, true;
+        return train_fail("%s: %s is not bf16%s fp16%s", spec->name, TD_QUOTE(val),
+                          strcmp(spec->name, "--amp") ? " or" : ",", strcmp(spec->name, "--amp") ? "" : " or auto"),
+               false;
     case OPT_PRESET: {
         train_opts *o = spec->field;
         if (workload_gpt_preset(val, &o->gpt) != TD_OK)
@@ -330,7 +338,9 @@ static bool parse_args(int argc, char **argv, train_opts *o) {
                false;
     if (o->params == TD_BF16 && o->amp == TD_F16)
         return train_fail("--param-dtype bf16 with --amp fp16: bf16 parameters need --amp bf16"), false;
-    if (o->params == TD_BF16) o->amp = TD_BF16;
+    o->amp_auto = o->amp == TD_DTYPE_COUNT;
+    if (o->amp_auto) o->amp = TD_F32; /* until the device is known (cmd_train) */
+    if (o->params == TD_BF16) o->amp = TD_BF16, o->amp_auto = false;
     if (o->capture && o->amp == TD_F16)
         return train_fail("--capture with --amp fp16: the GradScaler reads its inf flag on the host every step"), false;
     if (o->capture && (o->sched.kind == TRAIN_LR_DEFAULT || o->sched.kind == TRAIN_LR_CONSTANT) && o->sched.warmup <= 0)
@@ -400,6 +410,14 @@ int cmd_train(int argc, char **argv) {
         if (train_dist_init(&r, o.device, &dev)) return 1;
     } else if (td_device_parse(o.device, &dev) != TD_OK) {
         return train_fail("--device %s: %s", TD_QUOTE(o.device), td_last_error());
+    }
+    if (o.amp_auto) {
+        char why[256];
+        o.amp = amp_auto_pick(dev, why, sizeof why);
+        if (o.amp == TD_F16 && (o.capture || r.zero)) /* the GradScaler combines with neither */
+            o.amp = TD_F32, snprintf(why, sizeof why, "fp32: fp16 would need a GradScaler, which %s refuses",
+                                     o.capture ? "--capture" : "--zero 1");
+        printf("--amp auto: %s\n", why);
     }
     if (o.capture && dev.type == TD_DEVICE_CPU)
         return train_fail("--capture: the cpu backend does not capture (it needs a CUDA or Vulkan device: "

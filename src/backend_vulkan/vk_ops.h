@@ -66,6 +66,9 @@ static inline uint32_t vk_row_wg(int64_t n) {
     while (wg < 256 && wg < n) wg *= 2;
     return wg;
 }
+/* out[j] (dt, at out_off) = sum over r < rows of in's f32 [rows, n] (from 0), r in order: reduce_tile.comp
+** (vk_ops_reduce.c); split-K products add their f32 slices with it. */
+td_status vk_sum_f32_rows(vk_dev *d, vk_bind in, vk_bind out, uint32_t out_off, int64_t rows, int64_t n, td_dtype dt);
 #define VK_DT_SHADER(first, dt) ((int)(first) + (int)(dt))
 
 /* Float dtypes of the op class TD_DTS_FLOAT that the float shaders take. */

@@ -28,7 +28,8 @@
 ** inf/NaN rules are in the shader). Where the device has cooperative matrices, unless
 ** TRIDENT_VULKAN_COOPMAT_BF16=0, after its own self-test (rows and columns scaled
 ** 2^-30 .. 2^30); products of more than 3 merged batch dims, or more than 2^19 rows
-** in a pre-pass grid, take the tiled kernel.
+** in a pre-pass grid, take the tiled kernel. A weight gradient's few output tiles over a long K
+** split K there too (split_k_of), the slices' f32 sums added in order, rounded once.
 */
 #include <math.h>
 #include <stdio.h>
@@ -43,9 +44,21 @@
 ** (BM + BN) * BK * 4 = 8 and 16 KiB (f64 accumulates in 8 bytes, so its
 ** large tiles take BK 8), within every device's 16 KiB minimum. The large
 ** tiles unroll 4 k's of their 8 x 8 block at a time (KU), not all 16 (NVIDIA's
-** compiler took about 30 s over that). */
+** compiler took about 30 s over that); TRIDENT_VK_GEMM_KU = 8 or 16 picks another unroll for the f32
+** ones (gemm_ku; scripts/vk-ku-sweep measures them). */
 static const uint32_t SMALL[7] = {256, 16, 64, 64, 4, 4, 16}, LARGE[7] = {256, 16, 128, 128, 8, 8, 4},
                       LARGE64[7] = {256, 8, 128, 128, 8, 8, 4};
+
+/* LARGE with the f32 unroll of TRIDENT_VK_GEMM_KU (4, 8 or 16; unset: 4) in spec, or an error. */
+static td_status gemm_ku(uint32_t spec[7]) {
+    memcpy(spec, LARGE, sizeof LARGE);
+    const char *env = getenv("TRIDENT_VK_GEMM_KU");
+    if (!env || !*env) return TD_OK;
+    if (strcmp(env, "4") && strcmp(env, "8") && strcmp(env, "16"))
+        return td_error_set(TD_ERR_MISUSE, "TRIDENT_VK_GEMM_KU=%s: must be 4, 8 or 16", env);
+    spec[6] = (uint32_t)atoi(env);
+    return TD_OK;
+}
 
 /* Large tiles from this many workgroups of them: fewer leave a large GPU's cores idle (an H100 has
 ** 132), where the small tiles' 4x as many workgroups fill it, so a product such as W2's
@@ -99,15 +112,16 @@ bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
     return n == td_operand_numel(o);
 }
 
-/* Slices of K for a single f32/f64 product whose output tiles (large ones
-** where M and N reach 128) are fewer than 128, so fewer workgroups than a
-** large GPU has cores, with K at least 4096: the largest power of two up to 64
-** that divides K, keeps slices of 512 or more and brings the workgroups to 256
-** at most; 1: no split. tiled() then picks the tiles of the sliced product. */
-static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt) {
-    const uint32_t *spec = pc->M < 128 || pc->N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
+/* Slices of K for a single f32/f64 product (coop: a bf16 one on the tensor cores, 128 x 128 tiles)
+** whose output tiles (large ones where M and N reach 128) are fewer than 128, so fewer workgroups than a
+** large GPU has cores, with K at least 4096 (a weight gradient dy^T x over B*T rows): the largest power
+** of two up to 64 that divides K, keeps slices of 512 or more and brings the workgroups to 256 at most;
+** 1: no split. tiled() then picks the tiles of the sliced product. */
+static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt, bool coop) {
+    static const uint32_t COOP[7] = {256, 0, 128, 128};
+    const uint32_t *spec = coop ? COOP : pc->M < 128 || pc->N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
     int64_t tiles = (int64_t)((pc->M + spec[2] - 1) / spec[2]) * ((pc->N + spec[3] - 1) / spec[3]), s = 1;
-    if (nb != 0 || (dt != TD_F32 && dt != TD_F64) || tiles >= 128 || pc->K < 4096) return 1;
+    if (nb != 0 || (!coop && dt != TD_F32 && dt != TD_F64) || tiles >= 128 || pc->K < 4096) return 1;
     while (s < 64 && pc->K % (2 * s) == 0 && pc->K / (2 * s) >= 512 && tiles * 2 * s <= 256) s *= 2;
     return s;
 }
@@ -118,7 +132,10 @@ static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt) {
 ** results are the same bits). */
 static td_status tiled(vk_dev *d, td_dtype dt, const vk_pc_matmul *pc, const vk_bind *bind, uint32_t gz) {
     int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, dt);
-    const uint32_t *spec = dt == TD_F64 ? LARGE64 : LARGE;
+    uint32_t large[7];
+    td_status st = gemm_ku(large);
+    if (st != TD_OK) return st;
+    const uint32_t *spec = dt == TD_F64 ? LARGE64 : dt == TD_F32 ? large : LARGE;
     uint32_t small_grid[3] = {(pc->N + SMALL[3] - 1) / SMALL[3], (pc->M + SMALL[2] - 1) / SMALL[2], gz};
     uint32_t gx = (pc->N + spec[3] - 1) / spec[3], gy = (pc->M + spec[2] - 1) / spec[2];
     if (pc->M < 128 || pc->N < 128 || (uint64_t)gx * gy * gz < LARGE_MIN_GROUPS)
@@ -187,8 +204,10 @@ static bool bf16_fits(const vk_pc_matmul *pc, int64_t per) {
 }
 
 /* pc's bf16 product (inner batch dims only) on the tensor cores: keys of a's rows then b's
-** columns into a scratch buffer, then the kernel. */
-static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int64_t per) {
+** columns into a scratch buffer, then the kernel; S > 1 (one product, split_k_of): the kernel on S slices
+** of K (the keys of the whole rows and columns), unrounded into an f32 scratch [S, M, N], which
+** vk_sum_f32_rows adds in slice order into out, rounding once to bf16. */
+static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int64_t per, int64_t S) {
     bool a_batched = false, b_batched = false;
     for (uint32_t i = 0; i < pc->bdim; i++) a_batched |= pc->a_bs[i] != 0, b_batched |= pc->b_bs[i] != 0;
     int64_t na = (a_batched ? per : 1) * pc->M, nb = (b_batched ? per : 1) * pc->N;
@@ -203,13 +222,24 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     vk_pc_matmul_bf16 p = {
         .mm = *pc, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
     const uint32_t *cs = d->caps.coopmat_shape;
-    uint32_t spec[5] = {256, cs[0], cs[1], cs[2], d->caps.subgroup_size};
+    uint32_t spec[6] = {256, cs[0], cs[1], cs[2], d->caps.subgroup_size, S > 1};
     vk_bind b4[4] = {bind[0], bind[1], bind[2], kr};
+    td_buffer *parts = NULL;
+    if (S > 1 && st == TD_OK) { /* the slices as a batch dim of S entries; every slice reads the same keys */
+        uint32_t kc = pc->K / (uint32_t)S;
+        p.mm.K = kc, p.mm.bdim = 1, p.mm.bshape[0] = (uint32_t)S, p.mm.a_bs[0] = kc * pc->a_cs;
+        p.mm.b_bs[0] = kc * pc->b_rs, p.mm.o_off = 0, per = S;
+        st = vk_alloc(d, (size_t)S * pc->M * pc->N * 4, &parts);
+        if (st == TD_OK) b4[2] = vk_bind_buffer(parts, true);
+    }
     for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
         p.mm.zbase = (uint32_t)z;
-        st = vk_dispatch(d, bf16_shader(d), spec, 5, 4, b4, &p, sizeof p, (pc->N + 127) / 128, (pc->M + 127) / 128,
+        st = vk_dispatch(d, bf16_shader(d), spec, 6, 4, b4, &p, sizeof p, (pc->N + 127) / 128, (pc->M + 127) / 128,
                          (uint32_t)(per - z < 65535 ? per - z : 65535));
     }
+    if (parts && st == TD_OK)
+        st = vk_sum_f32_rows(d, vk_bind_buffer(parts, false), bind[2], pc->o_off, S, (int64_t)pc->M * pc->N, TD_BF16);
+    if (parts) vk_free(parts);
     vk_free(keys);
     return st;
 }
@@ -255,11 +285,11 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     if (coop && a->dtype == TD_BF16) {
         if (outer == 0 && bf16_fits(&pc, per)) {
             pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
-            return matmul_bf16(d, &pc, bind, per);
+            return matmul_bf16(d, &pc, bind, per, split_k_of(&pc, nb, TD_BF16, true));
         }
         coop = false;
     }
-    int64_t split = coop || n_outer != 1 ? 1 : split_k_of(&pc, nb, a->dtype);
+    int64_t split = coop || n_outer != 1 ? 1 : split_k_of(&pc, nb, a->dtype, false);
     if (split > 1) {
         pc.a_off = off[0], pc.b_off = off[1];
         return matmul_split_k(d, op, pc, bind, split);

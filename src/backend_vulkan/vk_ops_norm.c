@@ -5,7 +5,7 @@
 ** (shaders/group_norm.comp): in = (x [N, C, *], w?, b?), out = (y, mean [N, G],
 ** rstd [N, G]), rows (n, group); LAYER_NORM_BACKWARD
 ** (shaders/layer_norm_backward.comp): in = (dy, x, w?, mean, rstd, ds?), out =
-** (dx, dw?, db?). One workgroup per row; all operands contiguous.
+** (dx, dw?, db?); see its section. All operands contiguous.
 */
 #include "vk_ops.h"
 
@@ -116,38 +116,62 @@ td_status vk_op_GROUP_NORM(vk_dev *d, const td_op *op) {
 }
 
 /* ---- LAYER_NORM_BACKWARD ----
-** in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]), out = (dx, dw? [D], db? [D]). MODE 0 writes dx (a
-** workgroup per row); MODE 1, when dw or db is wanted, the column sums (an invocation per column). */
+** in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]), out = (dx, dw? [D], db? [D]). MODE 0 writes dx, a
+** workgroup per chunk of q rows, and when dw or db is wanted each chunk's column partials into a scratch
+** [chunks, 2 D] in the same pass; MODE 1 sums the scratch's rows in order into dw and db. */
+
+/* Rows per workgroup: chunks of ceil(R / LNB_CHUNKS) rows, so that about this many workgroups fill a
+** large GPU (8 of 256 invocations on each of an H100's 132 cores) and the scratch stays a few rows of
+** partials per workgroup; fixed by R alone, so the sums' order (and bits) do not depend on the device. */
+#define LNB_CHUNKS 1024
+/* Columns each invocation keeps in registers (the shader's CPT_MAX). */
+#define LNB_CPT_MAX 8
 
 /* GLSL: shaders/layer_norm_backward.comp, block PC. */
 typedef struct vk_pc_norm_backward {
     uint32_t rows, D, has_w, has_ds;
     uint32_t has_o, has_o2, dy_off, x_off;
     uint32_t w_off, m_off, r_off, ds_off;
-    uint32_t o_off, o2_off;
+    uint32_t o_off, o2_off, q, chunks;
 } vk_pc_norm_backward;
-static_assert(sizeof(vk_pc_norm_backward) == 56, "vk_pc_norm_backward must match shaders/layer_norm_backward.comp");
+static_assert(sizeof(vk_pc_norm_backward) == 64, "vk_pc_norm_backward must match shaders/layer_norm_backward.comp");
 
 td_status vk_op_LAYER_NORM_BACKWARD(vk_dev *d, const td_op *op) {
     int64_t rows = td_operand_numel(&op->in[3]), n = td_operand_numel(&op->in[1]);
     if (rows == 0 || n == 0) return TD_OK; /* the core sends no empty rows */
     const td_operand *in = op->in, *out = op->out;
-    vk_pc_norm_backward pc = {
-        .rows = (uint32_t)rows, .D = (uint32_t)(n / rows), .has_w = in[2].buf != NULL, .has_ds = in[5].buf != NULL};
+    bool cols = out[1].buf || out[2].buf;
+    int64_t q = cols ? (rows + LNB_CHUNKS - 1) / LNB_CHUNKS : (rows + 65534) / 65535;
+    vk_pc_norm_backward pc = {.rows = (uint32_t)rows,
+                              .D = (uint32_t)(n / rows),
+                              .has_w = in[2].buf != NULL,
+                              .has_ds = in[5].buf != NULL,
+                              .has_o2 = cols,
+                              .q = (uint32_t)q,
+                              .chunks = (uint32_t)((rows + q - 1) / q)};
+    td_buffer *scratch = NULL;
+    td_status st = cols ? vk_alloc(d, (size_t)pc.chunks * 2 * pc.D * (in[1].dtype == TD_F64 ? 8 : 4), &scratch) : TD_OK;
+    if (st != TD_OK) return st;
+    /* MODE 0: binding 7 is the scratch (or a dummy) */
+    const td_operand *views[8] = {&in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &out[0], &out[2]};
+    uint32_t *offs[8] = {&pc.dy_off, &pc.x_off, &pc.w_off, &pc.m_off, &pc.r_off, &pc.ds_off, &pc.o_off, &pc.o2_off};
+    vk_bind b[8];
     int shader = VK_DT_SHADER(VK_SHADER_layer_norm_backward_f32, in[1].dtype);
-    for (uint32_t mode = 0; mode < 2; mode++) {
-        if (mode == 1 && !out[1].buf && !out[2].buf) break;
-        const td_operand *o = mode ? &out[1] : &out[0], *o2 = mode ? &out[2] : &out[1]; /* mode 0: o2 unused */
-        pc.has_o = o->buf != NULL, pc.has_o2 = mode && o2->buf != NULL;
-        const td_operand *views[8] = {&in[0], &in[1], &in[2], &in[3], &in[4], &in[5], o, mode ? o2 : &out[2]};
-        uint32_t *offs[8] = {&pc.dy_off, &pc.x_off, &pc.w_off, &pc.m_off, &pc.r_off, &pc.ds_off, &pc.o_off, &pc.o2_off};
-        vk_bind b[8];
-        td_status st = vk_bind_views(d, 8, views, 0xC0, b, offs);
-        if (st != TD_OK) return st;
-        uint32_t spec[2] = {mode ? WG : vk_row_wg(pc.D), mode};
-        st = vk_dispatch(d, shader, spec, 2, 8, b, &pc, sizeof pc, mode ? vk_groups(pc.D, WG) : vk_groups(rows, 1), 1,
-                         1);
-        if (st != TD_OK) return st;
+    uint32_t wg = vk_row_wg(pc.D), cpt = (pc.D + wg - 1) / wg;
+    if ((st = vk_bind_views(d, 8, views, 0xC0, b, offs)) == TD_OK) {
+        if (scratch) b[7] = vk_bind_buffer(scratch, true), pc.o2_off = 0;
+        uint32_t spec[3] = {wg, 0, cpt <= LNB_CPT_MAX ? cpt : 0};
+        st = vk_dispatch(d, shader, spec, 3, 8, b, &pc, sizeof pc, pc.chunks, 1, 1);
     }
-    return TD_OK;
+    if (st == TD_OK && cols) { /* MODE 1: binding 0 the scratch, 6 dw, 7 db */
+        const td_operand *v1[8] = {&in[0], &in[1], &in[2], &in[3], &in[4], &in[5], &out[1], &out[2]};
+        pc.has_o = out[1].buf != NULL, pc.has_o2 = out[2].buf != NULL;
+        if ((st = vk_bind_views(d, 8, v1, 0xC0, b, offs)) == TD_OK) {
+            b[0] = vk_bind_buffer(scratch, false), pc.dy_off = 0;
+            uint32_t spec[3] = {WG, 1, 0};
+            st = vk_dispatch(d, shader, spec, 3, 8, b, &pc, sizeof pc, vk_groups(2 * (int64_t)pc.D, 8), 1, 1);
+        }
+    }
+    if (scratch) vk_free(scratch);
+    return st;
 }

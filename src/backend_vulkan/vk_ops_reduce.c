@@ -159,6 +159,12 @@ static td_status column_split(vk_dev *d, uint32_t code, td_dtype dt, const vk_bi
     return st;
 }
 
+td_status vk_sum_f32_rows(vk_dev *d, vk_bind in, vk_bind out, uint32_t out_off, int64_t rows, int64_t n, td_dtype dt) {
+    red_plan p = {.nk = 1, .nr = 1, .ks = {n}, .kst = {1}, .rs = {rows}, .rst = {n}, .n_red = rows};
+    vk_bind b[2] = {in, out};
+    return reduce_pass(d, VK_DT_SHADER(VK_SHADER_reduce_tile_f32, dt), R_SUM, dt, b, 0, out_off, &p, 0, 1 | IO_TILE, 0);
+}
+
 static td_status reduce(vk_dev *d, const td_op *op, uint32_t code) {
     const td_operand *in = &op->in[0], *out = &op->out[0];
     red_plan pl = {.n_red = 1};
