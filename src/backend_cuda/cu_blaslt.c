@@ -31,11 +31,11 @@
 typedef struct plan_key {
     td_dtype dt;
     int tf32;
-    int trans_a, trans_b;      /* Lt's A = b, Lt's B = a */
-    int64_t m, n, k;           /* of C = A B in row-major terms */
-    int64_t lda, ldb;          /* leading dims of Lt's A and B */
-    int64_t batch, sa, sb, sc; /* strided batch: count and strides of Lt's A, B, C */
-    int epi; /* CU_EPI_*: what the epilogue adds (LINEAR_GELU), sums (LINEAR_WGRAD) or multiplies (LINEAR_DGELU) */
+    int trans_a, trans_b;          /* Lt's A = b, Lt's B = a */
+    int64_t m, n, k;               /* of C = A B in row-major terms */
+    int64_t lda, ldb;              /* leading dims of Lt's A and B */
+    int64_t batch, sa, sb, sc;     /* strided batch: count and strides of Lt's A, B, C */
+    int epi;                       /* CU_EPI_*: what the epilogue adds (LINEAR_GELU) or sums (LINEAR_WGRAD) */
     int align_a, align_b, align_c; /* bytes: 16, 8, 4 or 2 */
     int dev;
 } plan_key;
