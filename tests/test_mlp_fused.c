@@ -113,7 +113,7 @@ static td_tensor *mlp_fn(void *user, int n, td_tensor *const *in) {
     return fused(in, *(bool *)user);
 }
 
-/* f64 central differences of every operand, both GELU forms */
+/* f64 central differences of every operand, both GELU forms; second derivatives too */
 TEST(gradcheck_cpu) {
     for (int tf = 0; tf < 2; tf++) {
         td_scope_begin();
@@ -121,6 +121,7 @@ TEST(gradcheck_cpu) {
         make(t, 12, (1u << B1) | (1u << B2) | (1u << R_), TD_F64, TD_CPU);
         bool tanh_form = tf;
         ASSERT_OK(td_gradcheck(mlp_fn, &tanh_form, NOPS, t, NULL));
+        ASSERT_OK(td_gradgradcheck(mlp_fn, &tanh_form, NOPS, t, NULL, NULL)); /* create_graph's composed backward */
         release_all(t);
         td_scope_end();
     }
