@@ -13,6 +13,7 @@
 */
 #include "conformance.h"
 #include "core/internal.h"
+#include "core/linear_dgelu.h"
 #include "core/linear_wgrad.h"
 #include "core/norm_backward.h"
 #include "op_cases.h"
@@ -620,6 +621,33 @@ static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
     if (!dy || !x || TIMED_ST(c, td__linear_wgrad(dy, x, bias, &dw, &db)) != TD_OK) return -1;
     out[0] = dw, out[1] = db;
     return bias ? 2 : 1;
+}
+
+/* The MLP's input gradient through fc2 and the GELU (td__linear_dgelu): dh = (dy w) gelu'(h), erf and tanh
+** forms; h in [-4, 4] reaches both GELU tails. K % 8 == 0 takes cuBLASLt's DGELU epilogue on CUDA (tanh). */
+static int case_linear_dgelu(conf_ctx *c, int v, td_tensor **out) {
+    int64_t M = 37, N = 40, K = 32;
+    bool tanh_form = true, three_d = false;
+    switch (v) {
+    case 0: VARIANT("dy[37,40] w[40,32] h[37,32], tanh"); break;
+    case 1: VARIANT("dy[37,40] w[40,32] h[37,32], erf"), tanh_form = false; break;
+    case 2: VARIANT("dy[2,5,40] w[40,32] h[2,5,32], tanh"), M = 10, three_d = true; break;
+    case 3: VARIANT("odd K: dy[9,7] w[7,33] h[9,33], tanh"), M = 9, N = 7, K = 33; break;
+    case 4: VARIANT("size 1 dy[1,1] w[1,1] h[1,1]"), M = N = K = 1; break;
+    case 5: VARIANT("size 0 rows dy[0,40] h[0,32]"), M = 0; break;
+    case 6: VARIANT("N = 0: dy[4,0] w[0,32] (zeros)"), M = 4, N = 0; break;
+    case CONF_PERF:
+        VARIANT(c->tiny ? "dy[128,64] w[64,256] h[128,256]" : "W5's fc2: dy[4096,768] w[768,3072] h[4096,3072]");
+        M = BIG(c, 4096, 128), N = BIG(c, 768, 64), K = 4 * N;
+        c->flops = 2.0 * (double)M * (double)N * (double)K;
+        break;
+    default: return 0;
+    }
+    td_tensor *dy = three_d ? conf_in(c, -1, 1, SHAPE(2, 5, N)) : conf_in(c, -1, 1, SHAPE(M, N));
+    td_tensor *h = three_d ? conf_in(c, -4, 4, SHAPE(2, 5, K)) : conf_in(c, -4, 4, SHAPE(M, K));
+    td_tensor *w = conf_in(c, -0.5, 0.5, SHAPE(N, K));
+    if (v == CONF_PERF) RETURN1(TIMED(c, td__linear_dgelu(dy, w, h, tanh_form)));
+    RETURN1(td__linear_dgelu(dy, w, h, tanh_form));
 }
 
 /* softmax and log_softmax over the last dim; inputs in [-20, 20] test the max shift */

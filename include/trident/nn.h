@@ -259,6 +259,20 @@ TD_API td_module *td_linear_new(int64_t in_features, int64_t out_features, bool 
 ** bias) and their initialization are Linear's, so its state dict loads into a
 ** Linear (the GELU has none). tanh_approx as td_gelu_new. */
 TD_API td_module *td_linear_gelu_new(int64_t in_features, int64_t out_features, bool bias, bool tanh_approx);
+/* CONSTRUCTOR. A transformer's GELU MLP with an optional residual as one
+** autograd node: y = gelu(x W1^T + b1) W2^T + b2 + r. x [..., in], w1
+** [hidden, in], b1 [hidden] or NULL, w2 [out, hidden], b2 [out] or NULL, r
+** NULL or broadcastable to [..., out]; gelu is the erf form or tanh_approx.
+** Forward is LINEAR_GELU then LINEAR (with r: the GEMM, then y + b + r in one
+** pass); backward takes the input gradient through w2 and the GELU as one
+** LINEAR_DGELU op (on CUDA, the tanh form: one cuBLASLt GEMM with gelu' in its
+** epilogue) and both bias gradients from the weight-gradient ops. Equal to
+** td_add(td_linear(td_gelu(td_linear(x, w1, b1)), w2, b2), r) within rounding,
+** gradients included. Autocast runs x, w1, b1 and w2 low, as matmul; b2 and r
+** keep their dtype (y takes the wider). Returns a new tensor owned by the
+** current scope, or NULL with the error set: TD_ERR_SHAPE, TD_ERR_DTYPE. */
+TD_API td_tensor *td_mlp_gelu(td_tensor *x, td_tensor *w1, td_tensor *b1, td_tensor *w2, td_tensor *b2, td_tensor *r,
+                              bool tanh_approx);
 
 /* CONSTRUCTOR. nn.Conv2d: x [N, C, H, W] -> [N, O, Ho, Wo],
 ** Ho = (H + 2*padding - dilation*(kh-1) - 1)/stride + 1. weight [O, C/groups,

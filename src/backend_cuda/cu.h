@@ -118,8 +118,9 @@ void cu_geom_make(int n, const td_operand *const *views, cu_geom *g);
 
 /* ---- GEMM on cuBLASLt (cu_blaslt.c) ---- */
 /* What the GEMM's epilogue adds: nothing, bias [N] per output column, or
-** bias and then tanh-GELU with the pre-activation kept in aux ([M, N]). */
-enum { CU_EPI_NONE, CU_EPI_BIAS, CU_EPI_GELU_AUX_BIAS, CU_EPI_BGRADB };
+** bias and then tanh-GELU with the pre-activation kept in aux ([M, N]);
+** DGELU multiplies the product by tanh-GELU's derivative at aux ([M, N], read). */
+enum { CU_EPI_NONE, CU_EPI_BIAS, CU_EPI_GELU_AUX_BIAS, CU_EPI_BGRADB, CU_EPI_DGELU };
 /* op's MATMUL (in = (a, b), out = c; TD_LAYOUT_MATRIX) with epilogue epi;
 ** TD_ERR_UNSUPPORTED when Lt has no algorithm for the shape. */
 td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux);

@@ -16,8 +16,10 @@
 **
 ** Epilogues (2-D products only): BIAS and GELU_AUX_BIAS add LINEAR_GELU's
 ** bias; BGRADB writes LINEAR_WGRAD's bias gradient, the sum of Lt's B (dy^T,
-** taken transposed) over the GEMM's k (the rows of dy), to the bias pointer.
-** Used by MATMUL, LINEAR_GELU and LINEAR_WGRAD (cu_ops_matmul.cu): cu_lt_matmul (cu.h).
+** taken transposed) over the GEMM's k (the rows of dy), to the bias pointer;
+** DGELU (LINEAR_DGELU) multiplies the fp32 product by gelu'(aux) before the one
+** rounding, aux being the pre-activation h [M, N] that GELU_AUX_BIAS kept.
+** Used by MATMUL, LINEAR_GELU, LINEAR_WGRAD and LINEAR_DGELU (cu_ops_matmul.cu): cu_lt_matmul (cu.h).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,10 +82,11 @@ static td_status make_plan(cu_dev *d, plan *p) {
     if (k->epi != CU_EPI_NONE) { /* bias and aux pointers are set per call (cu_lt_matmul) */
         cublasLtEpilogue_t e = k->epi == CU_EPI_BIAS     ? CUBLASLT_EPILOGUE_BIAS
                                : k->epi == CU_EPI_BGRADB ? CUBLASLT_EPILOGUE_BGRADB
+                               : k->epi == CU_EPI_DGELU  ? CUBLASLT_EPILOGUE_DGELU
                                                          : CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
         int64_t ld_aux = k->n; /* aux is h [M, N]: column-major N x M, ld N */
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
-        if (k->epi == CU_EPI_GELU_AUX_BIAS)
+        if (k->epi == CU_EPI_GELU_AUX_BIAS || k->epi == CU_EPI_DGELU)
             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux);
     }
     /* Lt's A: op(A) is N x K; Lt's B: op(B) is K x M; C is N x M */
@@ -242,7 +245,7 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
         CU_EPI_NONE) { /* a 2-D GEMM with an epilogue: one call, under the lock, as the pointers live in the plan */
         pthread_mutex_lock(&plans_lock);
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-        if (epi == CU_EPI_GELU_AUX_BIAS)
+        if (epi == CU_EPI_GELU_AUX_BIAS || epi == CU_EPI_DGELU)
             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
         st = cu_blas_status(cublasLtMatmul(d->lt, p->op, alpha, pb, p->la, pa, p->lb, beta, pc, p->lc, pc, p->lc,
                                            &p->algo, d->lt_workspace, d->lt_workspace_size, d->stream),

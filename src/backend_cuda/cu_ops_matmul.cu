@@ -1,5 +1,5 @@
 /*
-** The matmul family on CUDA: MATMUL, LINEAR and LINEAR_GELU, on the cuBLASLt GEMM of
+** The matmul family on CUDA: MATMUL, LINEAR, LINEAR_GELU, LINEAR_WGRAD and LINEAR_DGELU, on the cuBLASLt GEMM of
 ** cu_blaslt.c (cu_lt_matmul); neither has a capability test.
 ** MATMUL: out[..., M, N] = a[..., M, K] @ b[..., K, N], batch dims broadcast
 ** (stride 0), each matrix row- or column-major (TD_LAYOUT_MATRIX).
@@ -20,6 +20,13 @@
 ** is dy^T, summed over the GEMM's k = M), so dy is read once. f64, no
 ** db, or a shape Lt has no BGRADB algorithm for: the plain GEMM, then SUM's
 ** kernel over dim 0.
+** LINEAR_DGELU: in = (dy [M, N], w [N, K], h [M, K]), out = dh [M, K]:
+**   dh = (dy w) gelu'(h) is MATMUL's GEMM (w row-major [N, K]) with the tanh
+** form's derivative in Lt's epilogue (EPILOGUE_DGELU, aux = h as GELU_AUX_BIAS
+** wrote it, applied to the fp32 product before the one rounding), so the MLP's
+** input gradient through fc2 and the GELU is one GEMM. The erf form, f64,
+** K % 8 != 0 (aux's ld) or a shape Lt has no DGELU algorithm for: the plain
+** GEMM, then GELU_BACKWARD's kernel in place.
 */
 #include "cu.h"
 
@@ -108,4 +115,24 @@ extern "C" td_status cu_op_LINEAR_WGRAD(cu_dev *d, const td_op *op) {
     td_op red = {};
     red.kind = TD_OP_SUM, red.n_in = 1, red.n_out = 1, red.in = dy, red.out = &sum, red.p.reduce.dims = 1;
     return cu_op_SUM(d, &red);
+}
+
+extern "C" td_status cu_op_LINEAR_DGELU(cu_dev *d, const td_op *op) {
+    const td_operand *dy = &op->in[0], *h = &op->in[2];
+    td_operand *dh = &op->out[0];
+    int64_t M = dy->shape[0], N = dy->shape[1], K = h->shape[1];
+    if (M == 0 || K == 0) return TD_OK;
+    td_op mm = {};
+    mm.kind = TD_OP_MATMUL, mm.n_in = 2, mm.n_out = 1, mm.in = op->in, mm.out = dh, mm.flags = op->flags;
+    td_status st;
+    if (op->p.gelu.approximate == TD_GELU_TANH && dy->dtype != TD_F64 && N > 0 && K % 8 == 0) {
+        st = cu_lt_matmul(d, &mm, CU_EPI_DGELU, NULL, cu_data(h)); /* dh from one GEMM */
+        if (st != TD_ERR_UNSUPPORTED) return st;
+        td_clear_error();
+    }
+    if ((st = cu_lt_matmul(d, &mm, CU_EPI_NONE, NULL, NULL)) != TD_OK) return st;
+    td_operand bw_in[2] = {*dh, *h}; /* dh = g gelu'(h), in place */
+    td_op bw = {};
+    bw.kind = TD_OP_GELU_BACKWARD, bw.n_in = 2, bw.n_out = 1, bw.in = bw_in, bw.out = dh, bw.p = op->p;
+    return cu_op_GELU_BACKWARD(d, &bw);
 }

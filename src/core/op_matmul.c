@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "linear_dgelu.h"
 
 /* Make the matrix of v (its last two dims) row- or column-major by choosing
 ** the strides of size-1 dims; false if its strides allow neither. */
@@ -182,16 +183,18 @@ td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b) {
     return out;
 }
 
-/* The composed twin of LINEAR_GELU, for a backend without the fused op. */
-static td_tensor *linear_gelu_composed(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx) {
+/* The composed twin of LINEAR_GELU, for a backend without the fused op; h_out (optional) receives h. */
+static td_tensor *linear_gelu_composed(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx, td_tensor **h_out) {
     td_tensor *h = td_keep(td_linear(x, w, b));
     td_tensor *y = h ? td_gelu(h, tanh_approx) : NULL;
+    if (h_out) *h_out = y ? td__scope_add(td_retain(h)) : NULL;
     td_release(h);
     return y;
 }
 
-/* x [..., K] viewed as [M, K], one LINEAR_GELU (y and the pre-activation h, [M, N]), y reshaped to [..., N]. */
-static td_tensor *linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx) {
+/* x [..., K] viewed as [M, K], one LINEAR_GELU (y and the pre-activation h, [M, N]), y reshaped to [..., N];
+** h_out (optional) receives h, reshaped alike. */
+static td_tensor *linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx, td_tensor **h_out) {
     const char *op = "linear_gelu";
     TD_CHECK_ARG(x, op);
     TD_CHECK_ARG(w, op);
@@ -218,21 +221,29 @@ static td_tensor *linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tan
     td_tensor *in[3] = {x2, w, b}, *out[2] = {td__alloc(2, mn, x->dtype, dev), td__alloc(2, mn, x->dtype, dev)};
     td_op_params p = {.gelu = {tanh_approx ? TD_GELU_TANH : TD_GELU_ERF}};
     td_status st = out[0] && out[1] ? td__dispatch_contig(TD_OP_LINEAR_GELU, 3, in, 2, out, &p) : td_last_status();
-    td_release(out[1]);
     td_release(x2);
     if (st == TD_ERR_UNSUPPORTED) { /* a backend without the fusion (or with views too wide for it) */
         td_release(out[0]);
+        td_release(out[1]);
         td_clear_error();
-        return linear_gelu_composed(x, w, b, tanh_approx);
+        return linear_gelu_composed(x, w, b, tanh_approx, h_out);
     }
+    td_tensor *h = h_out ? td__finish(st, out[1]) : NULL;
+    if (!h_out) td_release(out[1]);
     y = td__finish(st, out[0]);
+    if (h_out) *h_out = y && h ? td_reshape(h, x->ndim, oshape) : NULL;
     return y ? td_reshape(y, x->ndim, oshape) : NULL;
+}
+
+td_tensor *td__linear_gelu_keep(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx, td_tensor **h) {
+    *h = NULL;
+    return linear_gelu(x, w, b, tanh_approx, h);
 }
 
 td_tensor *td_linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx) {
     td_tensor *in[3] = {x, w, b}, *held[3];
     td_tensor *out =
-        td__autocast(TD_OP_LINEAR_GELU, 3, in, held) ? linear_gelu(in[0], in[1], in[2], tanh_approx) : NULL;
+        td__autocast(TD_OP_LINEAR_GELU, 3, in, held) ? linear_gelu(in[0], in[1], in[2], tanh_approx, NULL) : NULL;
     td__autocast_release(3, held);
     return out;
 }

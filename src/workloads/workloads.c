@@ -124,6 +124,14 @@ static td_tensor *linear_residual(td_module *lin, td_tensor *a, td_tensor *r) {
     return bias ? td_m("y + b + r", "y", y, "b", bias, "r", r, NULL) : td_add(r, y);
 }
 
+/* The fused MLP as one td_mlp_gelu node (issue 22: its backward runs fc2's input gradient and the GELU's as one
+** LINEAR_DGELU, on CUDA one GEMM with gelu' in its epilogue); TRIDENT_MLP_NODE=0 keeps the LinearGELU layer and
+** linear_residual's ops. Read per call, so one process can compare both. */
+static bool mlp_node(void) {
+    const char *e = getenv("TRIDENT_MLP_NODE");
+    return !e || strcmp(e, "0") != 0;
+}
+
 /* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */
 static td_tensor *split_heads(td_tensor *x, int64_t h) {
     static const int perm[4] = {0, 2, 1, 3};
@@ -151,6 +159,9 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *s = NULL;
     td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
                                      td_module_get(b->ln2, "bias"), 1e-5, &s);
+    if (b->fused_mlp && mlp_node()) /* fc, the GELU, out and the residual add: one node */
+        return td_mlp_gelu(h, td_module_get(b->fc, "weight"), td_module_get(b->fc, "bias"),
+                           td_module_get(b->out, "weight"), td_module_get(b->out, "bias"), s, b->gelu_tanh);
     td_tensor *mlp = td_module_forward(b->fc, h);
     td_tensor *a = b->fused_mlp ? mlp : td_gelu(mlp, b->gelu_tanh);
     return math_fuse() ? linear_residual(b->out, a, s) : td_add(s, td_module_forward(b->out, a));
