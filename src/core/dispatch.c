@@ -147,11 +147,10 @@ static const char *plural(int n) { return n == 1 ? "" : "s"; }
 ** TD_ERR_DTYPE; *op_dt: the op's dtype (the first x operand's, else in[0]'s). */
 static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *op_dt) {
     const td_op_meta *m = &op_meta[op->kind];
-    const char *name = td_op_name(op->kind);
     *op_dt = TD_F32;
     if ((m->n_in >= 0 ? op->n_in != m->n_in : op->n_in < 1) || op->n_out != m->n_out)
-        return TD_ERR(TD_ERR_MISUSE, "%s: %d input%s and %d output%s; the op takes %s%d and %d", name, op->n_in,
-                      plural(op->n_in), op->n_out, plural(op->n_out), m->n_in < 0 ? "at least " : "",
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d input%s and %d output%s; the op takes %s%d and %d", td_op_name(op->kind),
+                      op->n_in, plural(op->n_in), op->n_out, plural(op->n_out), m->n_in < 0 ? "at least " : "",
                       m->n_in < 0 ? 1 : m->n_in, m->n_out);
     const sig_side *s = sig_of(op->kind);
     int n = op->n_in + op->n_out, x_at = -1;
@@ -170,11 +169,13 @@ static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor
         const td_tensor *t = is_in ? in[j] : out[j];
         const td_operand *v = is_in ? &op->in[j] : &op->out[j];
         if (!a || (!t && a->optional)) continue;
-        if (!t) return TD_ERR(TD_ERR_MISUSE, "%s: %s[%d] is absent; it is not optional", name, is_in ? "in" : "out", j);
+        if (!t)
+            return TD_ERR(TD_ERR_MISUSE, "%s: %s[%d] is absent; it is not optional", td_op_name(op->kind),
+                          is_in ? "in" : "out", j);
         if (!code_allows(a->code, x, v->dtype)) {
             char buf[48];
-            return TD_ERR(TD_ERR_DTYPE, "%s: %s[%d] has dtype %s, expected %s", name, is_in ? "in" : "out", j,
-                          td_dtype_name(v->dtype), code_wants(a->code, x, buf, sizeof buf));
+            return TD_ERR(TD_ERR_DTYPE, "%s: %s[%d] has dtype %s, expected %s", td_op_name(op->kind),
+                          is_in ? "in" : "out", j, td_dtype_name(v->dtype), code_wants(a->code, x, buf, sizeof buf));
         }
     }
     return TD_OK;
@@ -262,7 +263,7 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     td_device dev = first->storage->device;
     for (int i = 0; i < n_in + n_out; i++) {
         const td_tensor *t = i < n_in ? in[i] : out[i - n_in];
-        if (t && !td_device_equal(t->storage->device, dev)) {
+        if (t && (t->storage->device.type != dev.type || t->storage->device.index != dev.index)) {
             char a[32], b[32];
             return TD_ERR(TD_ERR_DEVICE, "%s: operands on different devices (%s and %s); move them with td_to",
                           td_op_name(kind), td_device_str(dev, a, sizeof a),
@@ -270,9 +271,15 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
         }
     }
     td_operand iv[MAX_OPERANDS], ov[8];
-    for (int i = 0; i < n_in; i++) iv[i] = in_views ? in_views[i] : in[i] ? td__view_of(in[i]) : (td_operand){0};
+    if (!in_views)
+        for (int i = 0; i < n_in; i++) iv[i] = in[i] ? td__view_of(in[i]) : (td_operand){0};
     for (int i = 0; i < n_out; i++) ov[i] = out[i] ? td__view_of(out[i]) : (td_operand){0};
-    td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov, .flags = td__op_flags(kind)};
+    td_op op = {.kind = kind,
+                .n_in = n_in,
+                .n_out = n_out,
+                .in = in_views ? in_views : iv,
+                .out = ov,
+                .flags = td__op_flags(kind)};
     if (p) op.p = *p;
     const td_backend *be = first->storage->backend;
     td_dtype dt;
@@ -284,7 +291,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
                       td_device_str(dev, d, sizeof d));
     }
     bool empty = false; /* an output with nothing to write: the backend is not called */
-    for (int i = 0; i < n_out; i++) empty = empty || (ov[i].buf && td_operand_numel(&ov[i]) == 0);
+    for (int i = 0; i < n_out; i++)
+        for (int d = 0; ov[i].buf && d < ov[i].ndim; d++) empty = empty || ov[i].shape[d] == 0;
     if (batch.on && be->iface->run_many && op_meta[kind].batchable && !empty)
         return batch_add(be, dev, &op, n_in, in, n_out, out);
     td_status held = batch.n ? batch_flush() : TD_OK; /* another op runs after the held ones */

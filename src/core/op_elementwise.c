@@ -12,8 +12,11 @@
 
 #include "internal.h"
 
-/* t converted to dt, owned by the caller (NULL passes through). */
-static td_tensor *cast_kept(td_tensor *t, td_dtype dt) { return td_keep(td_cast(t, dt)); }
+/* t converted to dt, owned by the caller (NULL passes through); t itself, retained, when it has dt already
+** (what td_cast then td_keep give, without the scope's add and search). */
+static td_tensor *cast_kept(td_tensor *t, td_dtype dt) {
+    return t && t->magic == TD_TENSOR_ALIVE && t->dtype == dt ? td_retain(t) : td_keep(td_cast(t, dt));
+}
 
 /* Broadcast in[0..n) against each other and run kind into a new tensor of dtype odt. */
 static td_tensor *run_elementwise(td_op_kind kind, const char *name, int n, td_tensor **in, td_dtype odt,
