@@ -120,15 +120,39 @@ static void sig_parse(const char *sig, sig_side *in, sig_side *out) {
     }
 }
 
-/* Every op's sig, parsed once: the dispatcher checks operands against it on every call. */
+/* Every op's sig, parsed once: the dispatcher checks operands against it on every call. uniform: the sig is
+** all plain 'x' (no optional, repeated or other operands), as many as the op table's fixed counts, so
+** operands that are all present and of one dtype pass as they are. */
 static sig_side parsed_sigs[TD_OP_COUNT][2];
+static bool uniform[TD_OP_COUNT];
 static void parse_sigs(void) {
-    for (int k = 0; k < TD_OP_COUNT; k++) sig_parse(op_meta[k].sig, &parsed_sigs[k][0], &parsed_sigs[k][1]);
+    for (int k = 0; k < TD_OP_COUNT; k++) {
+        sig_side *s = parsed_sigs[k];
+        sig_parse(op_meta[k].sig, &s[0], &s[1]);
+        bool u = op_meta[k].n_in >= 0 && s[0].n == op_meta[k].n_in && s[1].n == op_meta[k].n_out && !s[0].variadic &&
+                 !s[1].variadic;
+        for (int side = 0; side < 2 && u; side++)
+            for (int i = 0; i < s[side].n && u; i++) u = s[side].a[i].code == 'x' && !s[side].a[i].optional;
+        uniform[k] = u;
+    }
 }
+static pthread_once_t sigs_once = PTHREAD_ONCE_INIT; /* a reader never sees a half-parsed table */
 static const sig_side *sig_of(td_op_kind k) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT; /* a reader never sees a half-parsed table */
-    pthread_once(&once, parse_sigs);
+    pthread_once(&sigs_once, parse_sigs);
     return parsed_sigs[k];
+}
+
+/* The operands of a uniform op, all present and of one dtype (*dt); else false, for the full check. */
+static bool uniform_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *dt) {
+    pthread_once(&sigs_once, parse_sigs);
+    if (!uniform[op->kind] || op->n_in != op_meta[op->kind].n_in || op->n_out != op_meta[op->kind].n_out) return false;
+    td_dtype x = op->n_in ? op->in[0].dtype : op->out[0].dtype;
+    for (int i = 0; i < op->n_in; i++)
+        if (!in[i] || op->in[i].dtype != x) return false;
+    for (int i = 0; i < op->n_out; i++)
+        if (!out[i] || op->out[i].dtype != x) return false;
+    *dt = x;
+    return true;
 }
 
 /* Operand i of one side: its signature entry, or NULL past the end. */
@@ -146,6 +170,7 @@ static const char *plural(int n) { return n == 1 ? "" : "s"; }
 /* op's operand count and dtypes against the op table: TD_ERR_MISUSE or
 ** TD_ERR_DTYPE; *op_dt: the op's dtype (the first x operand's, else in[0]'s). */
 static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *op_dt) {
+    if (uniform_operands(op, in, out, op_dt)) return TD_OK;
     const td_op_meta *m = &op_meta[op->kind];
     *op_dt = TD_F32;
     if ((m->n_in >= 0 ? op->n_in != m->n_in : op->n_in < 1) || op->n_out != m->n_out)

@@ -25,6 +25,7 @@ static td_tensor *run_elementwise(td_op_kind kind, const char *name, int n, td_t
     int64_t shape[TD_MAX_DIMS], prev[TD_MAX_DIMS];
     memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)nd);
     for (int k = 1; k < n; k++) {
+        if (in[k]->ndim == nd && !memcmp(in[k]->shape, shape, sizeof(int64_t) * (size_t)nd)) continue; /* same */
         memcpy(prev, shape, sizeof prev);
         if (td_broadcast_shapes(nd, prev, in[k]->ndim, in[k]->shape, &nd, shape) != TD_OK) {
             char why[512];

@@ -49,8 +49,11 @@ td_status td_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b
 }
 
 td_operand td__view_broadcast(const td_tensor *t, int ndim, const int64_t *shape) {
-    td_operand v = td__view_of(t);
-    v.ndim = ndim;
+    size_t guard = t->storage->guard; /* td__view_of's fields; shape and strides written here */
+    td_operand v = {.buf = t->storage->buf,
+                    .offset = t->offset + (guard ? (int64_t)(guard / td_dtype_size(t->dtype)) : 0),
+                    .dtype = t->dtype,
+                    .ndim = ndim};
     for (int i = ndim - 1, j = t->ndim - 1; i >= 0; i--, j--) {
         v.shape[i] = shape[i];
         v.strides[i] = (j >= 0 && t->shape[j] == shape[i]) ? t->strides[j] : 0;
