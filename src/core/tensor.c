@@ -12,12 +12,12 @@
 ** behind spin locks: their critical sections are a few loads and stores.
 */
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "spin_lock.h"
 
 #define DEAD_QUEUE_MIN 1024
 #define GUARD_BYTES    64
@@ -29,13 +29,7 @@
 #define SPARE_STORAGES 256
 #endif
 
-typedef atomic_flag spin_lock;
-static void spin_acquire(spin_lock *l) {
-    while (atomic_flag_test_and_set_explicit(l, memory_order_acquire)) sched_yield();
-}
-static void spin_release(spin_lock *l) { atomic_flag_clear_explicit(l, memory_order_release); }
-
-static spin_lock header_lock = ATOMIC_FLAG_INIT;
+static td__spin_lock header_lock = ATOMIC_FLAG_INIT;
 static td_tensor **dead_queue; /* ring buffer of released headers */
 static size_t dead_cap, dead_head, dead_count;
 static atomic_long live_tensors;
@@ -48,13 +42,13 @@ int64_t td_debug_live_tensors(void) { return atomic_load(&live_tensors); }
 
 static td_tensor *header_new(void) {
     td_tensor *t = NULL;
-    spin_acquire(&header_lock);
+    td__spin_acquire(&header_lock);
     if (dead_count > DEAD_QUEUE_MIN) {
         t = dead_queue[dead_head];
         dead_head = (dead_head + 1) % dead_cap;
         dead_count--;
     }
-    spin_release(&header_lock);
+    td__spin_release(&header_lock);
     if (!t) t = malloc(sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
@@ -67,12 +61,12 @@ static td_tensor *header_new(void) {
 static void header_free(td_tensor *t) {
     t->magic = TD_TENSOR_DEAD;
     atomic_fetch_sub(&live_tensors, 1);
-    spin_acquire(&header_lock);
+    td__spin_acquire(&header_lock);
     if (dead_count == dead_cap) {
         size_t cap = dead_cap ? dead_cap * 2 : 4096;
         td_tensor **q = malloc(cap * sizeof *q);
         if (!q) { /* cannot queue: free now, losing detection for this one */
-            spin_release(&header_lock);
+            td__spin_release(&header_lock);
             free(t);
             return;
         }
@@ -84,12 +78,12 @@ static void header_free(td_tensor *t) {
     }
     dead_queue[(dead_head + dead_count) % dead_cap] = t;
     dead_count++;
-    spin_release(&header_lock);
+    td__spin_release(&header_lock);
 }
 
 /* ---- storage ---- */
 
-static spin_lock spare_lock = ATOMIC_FLAG_INIT;
+static td__spin_lock spare_lock = ATOMIC_FLAG_INIT;
 static td_storage *spares[SPARE_STORAGES + 1]; /* freed storage headers (+1: never a zero-length array) */
 static int n_spares;
 
@@ -97,9 +91,9 @@ static int n_spares;
 static td_storage *storage_header(void) {
     td_storage *s = NULL;
     if (SPARE_STORAGES) {
-        spin_acquire(&spare_lock);
+        td__spin_acquire(&spare_lock);
         if (n_spares) s = spares[--n_spares];
-        spin_release(&spare_lock);
+        td__spin_release(&spare_lock);
     }
     if (!s) return calloc(1, sizeof *s);
     memset(s, 0, sizeof *s);
@@ -109,9 +103,9 @@ static td_storage *storage_header(void) {
 static void storage_header_free(td_storage *s) {
     bool kept = false;
     if (SPARE_STORAGES) {
-        spin_acquire(&spare_lock);
+        td__spin_acquire(&spare_lock);
         if ((kept = n_spares < SPARE_STORAGES)) spares[n_spares++] = s;
-        spin_release(&spare_lock);
+        td__spin_release(&spare_lock);
     }
     if (!kept) free(s);
 }
