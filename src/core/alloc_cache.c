@@ -4,9 +4,9 @@
 ** per power of two above min_block); a freed block waits in the free list of
 ** its class and stream tag until an allocation of that class and tag takes it.
 */
-#include <pthread.h>
 #include <stdlib.h>
 
+#include "spin_lock.h"
 #include "trident/backend.h"
 
 #define MAX_CLASSES 256
@@ -22,7 +22,7 @@ typedef struct tag_lists {
 struct td_alloc_cache {
     td_alloc_cache_config cfg;
     int min_log2;
-    pthread_mutex_t lock;
+    td__spin_lock lock;    /* its sections: list and counter updates (and emptying, which is rare) */
     tag_lists *tags;       /* one per tag seen, the most recently added first */
     size_t cached;         /* bytes waiting in free lists */
     td_memory_stats stats; /* allocated counts capacities; reserved = allocated + cached */
@@ -38,7 +38,7 @@ td_status td_alloc_cache_new(const td_alloc_cache_config *cfg, td_alloc_cache **
     if (!c) return td_error_set(TD_ERR_OOM, "td_alloc_cache_new: out of host memory");
     c->cfg = *cfg;
     c->min_log2 = __builtin_ctzll((unsigned long long)cfg->min_block);
-    pthread_mutex_init(&c->lock, NULL);
+    td__spin_init(&c->lock);
     *out = c;
     return TD_OK;
 }
@@ -124,9 +124,9 @@ static size_t empty_locked(td_alloc_cache *c, bool all) {
 td_alloc_block *td_alloc_cache_reuse(td_alloc_cache *c, size_t nbytes, uintptr_t stream) {
     size_t capacity;
     int k = size_class(c, nbytes, &capacity);
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     td_alloc_block *b = reuse_locked(c, k, capacity, nbytes, stream);
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
     return b;
 }
 
@@ -137,7 +137,7 @@ td_alloc_block *td_alloc_cache_alloc(td_alloc_cache *c, size_t nbytes, uintptr_t
     int k = size_class(c, nbytes, &capacity);
     b = calloc(1, c->cfg.header_size);
     void *ptr = b ? c->cfg.raw_alloc(c->cfg.ctx, capacity ? capacity : c->cfg.align) : NULL;
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     if (b && !ptr && c->cfg.oom_retry && empty_locked(c, false)) {
         c->stats.oom_retries++;
         ptr = c->cfg.raw_alloc(c->cfg.ctx, capacity ? capacity : c->cfg.align);
@@ -146,7 +146,7 @@ td_alloc_block *td_alloc_cache_alloc(td_alloc_cache *c, size_t nbytes, uintptr_t
         *b = (td_alloc_block){.ptr = ptr, .capacity = capacity, .size_class = k, .stream = stream};
         take(c, b, nbytes);
     }
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
     if (!ptr) {
         free(b);
         return NULL;
@@ -156,7 +156,7 @@ td_alloc_block *td_alloc_cache_alloc(td_alloc_cache *c, size_t nbytes, uintptr_t
 
 void td_alloc_cache_release(td_alloc_cache *c, td_alloc_block *b, uintptr_t stream) {
     if (!b) return;
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     c->stats.allocated -= b->capacity;
     bool keep = b->size_class >= 0 && (!c->cfg.cache_limit || c->cached + b->capacity <= c->cfg.cache_limit);
     tag_lists *t = keep ? lists_of(c, stream, true) : NULL;
@@ -166,20 +166,20 @@ void td_alloc_cache_release(td_alloc_cache *c, td_alloc_block *b, uintptr_t stre
         t->free[b->size_class] = b;
         c->cached += b->capacity;
     }
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
     if (!t) free_block(c, b);
 }
 
 td_status td_alloc_cache_keep(td_alloc_cache *c, uintptr_t stream) {
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     tag_lists *t = lists_of(c, stream, true);
     if (t) t->kept = true;
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
     return t ? TD_OK : td_error_set(TD_ERR_OOM, "td_alloc_cache_keep: out of host memory");
 }
 
 void td_alloc_cache_retag(td_alloc_cache *c, uintptr_t from, uintptr_t to) {
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     tag_lists *src = from != to ? lists_of(c, from, false) : NULL, *dst = src ? lists_of(c, to, false) : NULL;
     if (src && !dst) { /* from's lists become to's */
         src->stream = to;
@@ -201,27 +201,27 @@ void td_alloc_cache_retag(td_alloc_cache *c, uintptr_t from, uintptr_t to) {
             }
         free(src);
     }
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
 }
 
 void td_alloc_cache_set_oom_retry(td_alloc_cache *c, bool on) {
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     c->cfg.oom_retry = on;
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
 }
 
 void td_alloc_cache_empty(td_alloc_cache *c) {
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     empty_locked(c, false);
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
 }
 
 void td_alloc_cache_stats(td_alloc_cache *c, bool reset_peak, td_memory_stats *out) {
-    pthread_mutex_lock(&c->lock);
+    td__spin_acquire(&c->lock);
     c->stats.reserved = c->stats.allocated + c->cached;
     *out = c->stats;
     if (reset_peak) c->stats.peak_allocated = c->stats.allocated;
-    pthread_mutex_unlock(&c->lock);
+    td__spin_release(&c->lock);
 }
 
 void td_alloc_cache_destroy(td_alloc_cache *c) {
@@ -231,6 +231,5 @@ void td_alloc_cache_destroy(td_alloc_cache *c) {
         next = t->next;
         free(t);
     }
-    pthread_mutex_destroy(&c->lock);
     free(c);
 }

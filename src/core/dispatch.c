@@ -120,15 +120,39 @@ static void sig_parse(const char *sig, sig_side *in, sig_side *out) {
     }
 }
 
-/* Every op's sig, parsed once: the dispatcher checks operands against it on every call. */
+/* Every op's sig, parsed once: the dispatcher checks operands against it on every call. uniform: the sig is
+** all plain 'x' (no optional, repeated or other operands), as many as the op table's fixed counts, so
+** operands that are all present and of one dtype pass as they are. */
 static sig_side parsed_sigs[TD_OP_COUNT][2];
+static bool uniform[TD_OP_COUNT];
 static void parse_sigs(void) {
-    for (int k = 0; k < TD_OP_COUNT; k++) sig_parse(op_meta[k].sig, &parsed_sigs[k][0], &parsed_sigs[k][1]);
+    for (int k = 0; k < TD_OP_COUNT; k++) {
+        sig_side *s = parsed_sigs[k];
+        sig_parse(op_meta[k].sig, &s[0], &s[1]);
+        bool u = op_meta[k].n_in >= 0 && s[0].n == op_meta[k].n_in && s[1].n == op_meta[k].n_out && !s[0].variadic &&
+                 !s[1].variadic;
+        for (int side = 0; side < 2 && u; side++)
+            for (int i = 0; i < s[side].n && u; i++) u = s[side].a[i].code == 'x' && !s[side].a[i].optional;
+        uniform[k] = u;
+    }
 }
+static pthread_once_t sigs_once = PTHREAD_ONCE_INIT; /* a reader never sees a half-parsed table */
 static const sig_side *sig_of(td_op_kind k) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT; /* a reader never sees a half-parsed table */
-    pthread_once(&once, parse_sigs);
+    pthread_once(&sigs_once, parse_sigs);
     return parsed_sigs[k];
+}
+
+/* The operands of a uniform op, all present and of one dtype (*dt); else false, for the full check. */
+static bool uniform_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *dt) {
+    pthread_once(&sigs_once, parse_sigs);
+    if (!uniform[op->kind] || op->n_in != op_meta[op->kind].n_in || op->n_out != op_meta[op->kind].n_out) return false;
+    td_dtype x = op->n_in ? op->in[0].dtype : op->out[0].dtype;
+    for (int i = 0; i < op->n_in; i++)
+        if (!in[i] || op->in[i].dtype != x) return false;
+    for (int i = 0; i < op->n_out; i++)
+        if (!out[i] || op->out[i].dtype != x) return false;
+    *dt = x;
+    return true;
 }
 
 /* Operand i of one side: its signature entry, or NULL past the end. */
@@ -146,12 +170,12 @@ static const char *plural(int n) { return n == 1 ? "" : "s"; }
 /* op's operand count and dtypes against the op table: TD_ERR_MISUSE or
 ** TD_ERR_DTYPE; *op_dt: the op's dtype (the first x operand's, else in[0]'s). */
 static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor *const *out, td_dtype *op_dt) {
+    if (uniform_operands(op, in, out, op_dt)) return TD_OK;
     const td_op_meta *m = &op_meta[op->kind];
-    const char *name = td_op_name(op->kind);
     *op_dt = TD_F32;
     if ((m->n_in >= 0 ? op->n_in != m->n_in : op->n_in < 1) || op->n_out != m->n_out)
-        return TD_ERR(TD_ERR_MISUSE, "%s: %d input%s and %d output%s; the op takes %s%d and %d", name, op->n_in,
-                      plural(op->n_in), op->n_out, plural(op->n_out), m->n_in < 0 ? "at least " : "",
+        return TD_ERR(TD_ERR_MISUSE, "%s: %d input%s and %d output%s; the op takes %s%d and %d", td_op_name(op->kind),
+                      op->n_in, plural(op->n_in), op->n_out, plural(op->n_out), m->n_in < 0 ? "at least " : "",
                       m->n_in < 0 ? 1 : m->n_in, m->n_out);
     const sig_side *s = sig_of(op->kind);
     int n = op->n_in + op->n_out, x_at = -1;
@@ -170,11 +194,13 @@ static td_status check_operands(const td_op *op, td_tensor *const *in, td_tensor
         const td_tensor *t = is_in ? in[j] : out[j];
         const td_operand *v = is_in ? &op->in[j] : &op->out[j];
         if (!a || (!t && a->optional)) continue;
-        if (!t) return TD_ERR(TD_ERR_MISUSE, "%s: %s[%d] is absent; it is not optional", name, is_in ? "in" : "out", j);
+        if (!t)
+            return TD_ERR(TD_ERR_MISUSE, "%s: %s[%d] is absent; it is not optional", td_op_name(op->kind),
+                          is_in ? "in" : "out", j);
         if (!code_allows(a->code, x, v->dtype)) {
             char buf[48];
-            return TD_ERR(TD_ERR_DTYPE, "%s: %s[%d] has dtype %s, expected %s", name, is_in ? "in" : "out", j,
-                          td_dtype_name(v->dtype), code_wants(a->code, x, buf, sizeof buf));
+            return TD_ERR(TD_ERR_DTYPE, "%s: %s[%d] has dtype %s, expected %s", td_op_name(op->kind),
+                          is_in ? "in" : "out", j, td_dtype_name(v->dtype), code_wants(a->code, x, buf, sizeof buf));
         }
     }
     return TD_OK;
@@ -262,7 +288,7 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
     td_device dev = first->storage->device;
     for (int i = 0; i < n_in + n_out; i++) {
         const td_tensor *t = i < n_in ? in[i] : out[i - n_in];
-        if (t && !td_device_equal(t->storage->device, dev)) {
+        if (t && (t->storage->device.type != dev.type || t->storage->device.index != dev.index)) {
             char a[32], b[32];
             return TD_ERR(TD_ERR_DEVICE, "%s: operands on different devices (%s and %s); move them with td_to",
                           td_op_name(kind), td_device_str(dev, a, sizeof a),
@@ -270,9 +296,15 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
         }
     }
     td_operand iv[MAX_OPERANDS], ov[8];
-    for (int i = 0; i < n_in; i++) iv[i] = in_views ? in_views[i] : in[i] ? td__view_of(in[i]) : (td_operand){0};
+    if (!in_views)
+        for (int i = 0; i < n_in; i++) iv[i] = in[i] ? td__view_of(in[i]) : (td_operand){0};
     for (int i = 0; i < n_out; i++) ov[i] = out[i] ? td__view_of(out[i]) : (td_operand){0};
-    td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov, .flags = td__op_flags(kind)};
+    td_op op = {.kind = kind,
+                .n_in = n_in,
+                .n_out = n_out,
+                .in = in_views ? in_views : iv,
+                .out = ov,
+                .flags = td__op_flags(kind)};
     if (p) op.p = *p;
     const td_backend *be = first->storage->backend;
     td_dtype dt;
@@ -284,7 +316,8 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
                       td_device_str(dev, d, sizeof d));
     }
     bool empty = false; /* an output with nothing to write: the backend is not called */
-    for (int i = 0; i < n_out; i++) empty = empty || (ov[i].buf && td_operand_numel(&ov[i]) == 0);
+    for (int i = 0; i < n_out; i++)
+        for (int d = 0; ov[i].buf && d < ov[i].ndim; d++) empty = empty || ov[i].shape[d] == 0;
     if (batch.on && be->iface->run_many && op_meta[kind].batchable && !empty)
         return batch_add(be, dev, &op, n_in, in, n_out, out);
     td_status held = batch.n ? batch_flush() : TD_OK; /* another op runs after the held ones */

@@ -112,6 +112,8 @@ td_tensor *td__make_view(td_tensor *base, int ndim, const int64_t *shape, const 
 td_operand td__view_of(const td_tensor *t);
 /* t broadcast to (ndim, shape) as a view descriptor with stride-0 dims. */
 td_operand td__view_broadcast(const td_tensor *t, int ndim, const int64_t *shape);
+/* Row-major contiguity of a geometry (size-1 dims ignored; an empty one is contiguous): td_operand_is_contiguous. */
+bool td__strides_contiguous(int ndim, const int64_t *shape, const int64_t *strides);
 /* Register a freshly created +1 tensor with the current scope. Returns t. */
 td_tensor *td__scope_add(td_tensor *t);
 /* td_scope_end() that moves t (a scoped result; NULL is fine) from the ending

@@ -12,8 +12,11 @@
 
 #include "internal.h"
 
-/* t converted to dt, owned by the caller (NULL passes through). */
-static td_tensor *cast_kept(td_tensor *t, td_dtype dt) { return td_keep(td_cast(t, dt)); }
+/* t converted to dt, owned by the caller (NULL passes through); t itself, retained, when it has dt already
+** (what td_cast then td_keep give, without the scope's add and search). */
+static td_tensor *cast_kept(td_tensor *t, td_dtype dt) {
+    return t && t->magic == TD_TENSOR_ALIVE && t->dtype == dt ? td_retain(t) : td_keep(td_cast(t, dt));
+}
 
 /* Broadcast in[0..n) against each other and run kind into a new tensor of dtype odt. */
 static td_tensor *run_elementwise(td_op_kind kind, const char *name, int n, td_tensor **in, td_dtype odt,
@@ -22,6 +25,7 @@ static td_tensor *run_elementwise(td_op_kind kind, const char *name, int n, td_t
     int64_t shape[TD_MAX_DIMS], prev[TD_MAX_DIMS];
     memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)nd);
     for (int k = 1; k < n; k++) {
+        if (in[k]->ndim == nd && !memcmp(in[k]->shape, shape, sizeof(int64_t) * (size_t)nd)) continue; /* same */
         memcpy(prev, shape, sizeof prev);
         if (td_broadcast_shapes(nd, prev, in[k]->ndim, in[k]->shape, &nd, shape) != TD_OK) {
             char why[512];

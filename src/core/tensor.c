@@ -6,20 +6,30 @@
 ** TD_TENSOR_DEAD, in a FIFO of at least DEAD_QUEUE_MIN entries, so that an op
 ** given a released tensor can report TD_ERR_STATE instead of reading freed
 ** memory (detectable until the header is reused).
+**
+** Freed storage headers wait in a small spare list for the next allocation
+** (not under AddressSanitizer, which must see every free). Both lists sit
+** behind spin locks: their critical sections are a few loads and stores.
 */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "spin_lock.h"
 
 #define DEAD_QUEUE_MIN 1024
 #define GUARD_BYTES    64
 #define GUARD_BYTE     0xA5
 
-static pthread_mutex_t header_lock = PTHREAD_MUTEX_INITIALIZER;
+#if defined(__SANITIZE_ADDRESS__)
+#define SPARE_STORAGES 0
+#else
+#define SPARE_STORAGES 256
+#endif
+
+static td__spin_lock header_lock = ATOMIC_FLAG_INIT;
 static td_tensor **dead_queue; /* ring buffer of released headers */
 static size_t dead_cap, dead_head, dead_count;
 static atomic_long live_tensors;
@@ -32,13 +42,13 @@ int64_t td_debug_live_tensors(void) { return atomic_load(&live_tensors); }
 
 static td_tensor *header_new(void) {
     td_tensor *t = NULL;
-    pthread_mutex_lock(&header_lock);
+    td__spin_acquire(&header_lock);
     if (dead_count > DEAD_QUEUE_MIN) {
         t = dead_queue[dead_head];
         dead_head = (dead_head + 1) % dead_cap;
         dead_count--;
     }
-    pthread_mutex_unlock(&header_lock);
+    td__spin_release(&header_lock);
     if (!t) t = malloc(sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
@@ -51,12 +61,12 @@ static td_tensor *header_new(void) {
 static void header_free(td_tensor *t) {
     t->magic = TD_TENSOR_DEAD;
     atomic_fetch_sub(&live_tensors, 1);
-    pthread_mutex_lock(&header_lock);
+    td__spin_acquire(&header_lock);
     if (dead_count == dead_cap) {
         size_t cap = dead_cap ? dead_cap * 2 : 4096;
         td_tensor **q = malloc(cap * sizeof *q);
         if (!q) { /* cannot queue: free now, losing detection for this one */
-            pthread_mutex_unlock(&header_lock);
+            td__spin_release(&header_lock);
             free(t);
             return;
         }
@@ -68,26 +78,53 @@ static void header_free(td_tensor *t) {
     }
     dead_queue[(dead_head + dead_count) % dead_cap] = t;
     dead_count++;
-    pthread_mutex_unlock(&header_lock);
+    td__spin_release(&header_lock);
 }
 
 /* ---- storage ---- */
 
+static td__spin_lock spare_lock = ATOMIC_FLAG_INIT;
+static td_storage *spares[SPARE_STORAGES + 1]; /* freed storage headers (+1: never a zero-length array) */
+static int n_spares;
+
+/* A zeroed storage header: a spare, else calloc's. */
+static td_storage *storage_header(void) {
+    td_storage *s = NULL;
+    if (SPARE_STORAGES) {
+        td__spin_acquire(&spare_lock);
+        if (n_spares) s = spares[--n_spares];
+        td__spin_release(&spare_lock);
+    }
+    if (!s) return calloc(1, sizeof *s);
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+static void storage_header_free(td_storage *s) {
+    bool kept = false;
+    if (SPARE_STORAGES) {
+        td__spin_acquire(&spare_lock);
+        if ((kept = n_spares < SPARE_STORAGES)) spares[n_spares++] = s;
+        td__spin_release(&spare_lock);
+    }
+    if (!kept) free(s);
+}
+
 static td_storage *storage_new(td_device dev, size_t nbytes) {
     const td_backend *be = td__backend_of(dev);
     if (!be) return NULL;
-    td_storage *s = calloc(1, sizeof *s);
+    td_storage *s = storage_header();
     if (!s) TD_FAIL_NULL(TD_ERR_OOM, "out of host memory for a storage header");
     int flags = atomic_load(&debug_flags);
     size_t guard = (flags & TD_DEBUG_GUARDS) ? GUARD_BYTES : 0;
     if (td__fault_alloc_hit()) {
-        free(s);
+        storage_header_free(s);
         char d[32];
         TD_FAIL_NULL(TD_ERR_OOM, "out of memory allocating %zu bytes on %s (injected by TRIDENT_FAULT_ALLOC)", nbytes,
                      td_device_str(dev, d, sizeof d));
     }
     if (be->iface->buffer_alloc(dev.index, nbytes + 2 * guard, &s->buf) != TD_OK) {
-        free(s);
+        storage_header_free(s);
         if (td_last_status() != TD_ERR_OOM) return NULL;
         char d[32], why[512]; /* the backend's reason, e.g. the limit it hit */
         snprintf(why, sizeof why, "%s", td_last_error());
@@ -126,7 +163,7 @@ static void storage_release(td_storage *s) {
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
     if (s->guard) storage_check_guards(s);
     s->backend->iface->buffer_free(s->buf);
-    free(s);
+    storage_header_free(s);
 }
 
 /* ---- handles ---- */
@@ -282,18 +319,17 @@ int64_t td_stride(const td_tensor *t, int dim) {
 }
 
 bool td_is_contiguous(const td_tensor *t) {
-    if (!alive(t, "td_is_contiguous")) return false;
-    td_operand v = td__view_of(t);
-    return td_operand_is_contiguous(&v);
+    return alive(t, "td_is_contiguous") && td__strides_contiguous(t->ndim, t->shape, t->strides);
 }
 
 td_operand td__view_of(const td_tensor *t) {
+    size_t guard = t->storage->guard;
     td_operand v = {.buf = t->storage->buf,
-                    .offset = t->offset + (int64_t)(t->storage->guard / td_dtype_size(t->dtype)),
+                    .offset = t->offset + (guard ? (int64_t)(guard / td_dtype_size(t->dtype)) : 0),
                     .dtype = t->dtype,
                     .ndim = t->ndim};
-    memcpy(v.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-    memcpy(v.strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(v.shape, t->shape, sizeof v.shape); /* whole arrays: fixed-size copies, the dims past ndim zero */
+    memcpy(v.strides, t->strides, sizeof v.strides);
     return v;
 }
 

@@ -20,16 +20,18 @@ bool td__wrap_dim(int *dim, int ndim, const char *op) {
 
 int64_t td_operand_numel(const td_operand *v) { return td__numel(v->ndim, v->shape); }
 
-bool td_operand_is_contiguous(const td_operand *v) {
+bool td__strides_contiguous(int ndim, const int64_t *shape, const int64_t *strides) {
     int64_t expect = 1;
-    for (int i = v->ndim - 1; i >= 0; i--) {
-        if (v->shape[i] == 1) continue;
-        if (v->shape[i] == 0) return true;
-        if (v->strides[i] != expect) return false;
-        expect *= v->shape[i];
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 1) continue;
+        if (shape[i] == 0) return true;
+        if (strides[i] != expect) return false;
+        expect *= shape[i];
     }
     return true;
 }
+
+bool td_operand_is_contiguous(const td_operand *v) { return td__strides_contiguous(v->ndim, v->shape, v->strides); }
 
 td_status td_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out) {
     int n = na > nb ? na : nb;
@@ -49,8 +51,11 @@ td_status td_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b
 }
 
 td_operand td__view_broadcast(const td_tensor *t, int ndim, const int64_t *shape) {
-    td_operand v = td__view_of(t);
-    v.ndim = ndim;
+    size_t guard = t->storage->guard; /* td__view_of's fields; shape and strides written here */
+    td_operand v = {.buf = t->storage->buf,
+                    .offset = t->offset + (guard ? (int64_t)(guard / td_dtype_size(t->dtype)) : 0),
+                    .dtype = t->dtype,
+                    .ndim = ndim};
     for (int i = ndim - 1, j = t->ndim - 1; i >= 0; i--, j--) {
         v.shape[i] = shape[i];
         v.strides[i] = (j >= 0 && t->shape[j] == shape[i]) ? t->strides[j] : 0;

@@ -391,12 +391,17 @@ td_status td_math_plan_run(td_math_plan *p, td_tensor *const *inputs, td_tensor 
     const td_math_graph *g = &p->g;
     int n = g->n_nodes;
     for (int k = 0; k < g->n_outputs; k++) outputs[k] = NULL;
-    td_tensor **vals = calloc((size_t)n + 1, sizeof *vals);
-    bool *owned = calloc((size_t)n + 1, sizeof *owned); /* inputs: borrowed from the caller */
+    enum { ON_STACK = 64 }; /* graphs of up to this many nodes run without a malloc */
+    td_tensor *vals_here[ON_STACK];
+    bool owned_here[ON_STACK];
+    bool heap = n >= ON_STACK;
+    td_tensor **vals = heap ? calloc((size_t)n + 1, sizeof *vals) : vals_here;
+    bool *owned = heap ? calloc((size_t)n + 1, sizeof *owned) : owned_here; /* inputs: borrowed from the caller */
     if (!vals || !owned) {
-        free(vals), free(owned);
+        if (heap) free(vals), free(owned);
         return TD_ERR(TD_ERR_OOM, "td_math_plan_run: out of host memory");
     }
+    if (!heap) memset(vals, 0, sizeof *vals * ((size_t)n + 1)), memset(owned, 0, sizeof *owned * ((size_t)n + 1));
     td_status st = TD_OK;
     td_no_grad_begin();
     td_scope_begin();
@@ -447,7 +452,7 @@ td_status td_math_plan_run(td_math_plan *p, td_tensor *const *inputs, td_tensor 
     td_scope_end();
     td_no_grad_end();
     for (int k = 0; k < g->n_outputs; k++) td__scope_add(outputs[k]);
-    free(vals), free(owned);
+    if (heap) free(vals), free(owned);
     return st;
 }
 
