@@ -200,6 +200,7 @@ struct td_kernel {
     CUmodule module;
     CUfunction fn;
     int max_threads;
+    size_t n_params, param_bytes; /* the kernel's parameter list (drv.param_info), read once at compile */
     char entry[128];
 };
 
@@ -262,6 +263,9 @@ td_status cu_kernel_compile(int dev, int lang, const char *source, const char *e
     if (st == TD_OK)
         st = drv_status(drv.get_attribute(&k->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->fn),
                         "cuFuncGetAttribute");
+    for (size_t off = 0, psize = 0;
+         st == TD_OK && drv.param_info && drv.param_info(k->fn, k->n_params, &off, &psize) == CUDA_SUCCESS;)
+        k->param_bytes = off + psize, k->n_params++;
     free(data);
     if (st != TD_OK) {
         if (k->module) drv.unload(k->module);
@@ -316,15 +320,12 @@ td_status cu_kernel_launch(td_kernel *k, const uint32_t grid[3], const uint32_t 
         memcpy(params + 8 * i, &p, 8);
     }
     if (push_size) memcpy(params + 8 * n_views, push, push_size);
-    if (drv.param_info) { /* the kernel's own parameter list must take exactly these bytes */
-        size_t off = 0, psize = 0, end = 0, count = 0;
-        while (drv.param_info(k->fn, count, &off, &psize) == CUDA_SUCCESS) end = off + psize, count++;
-        if (end != size && !(end == 0 && size == 0))
-            return td_error_set(TD_ERR_MISUSE,
-                                "cuda kernel %s: its %zu parameters take %zu bytes, but %d tensors (8 bytes each) and "
-                                "%zu bytes of push data give %zu",
-                                k->entry, count, end, n_views, push_size, size);
-    }
+    /* the kernel's own parameter list must take exactly these bytes */
+    if (drv.param_info && k->param_bytes != size)
+        return td_error_set(TD_ERR_MISUSE,
+                            "cuda kernel %s: its %zu parameters take %zu bytes, but %d tensors (8 bytes each) and "
+                            "%zu bytes of push data give %zu",
+                            k->entry, k->n_params, k->param_bytes, n_views, push_size, size);
     if (!grid[0] || !grid[1] || !grid[2]) return TD_OK;
     void *config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
     return drv_status(drv.launch(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], (unsigned)shared_bytes,
