@@ -2,12 +2,20 @@
 ** add_layer_norm's gradients by the fused op (a plain backward) against the
 ** composed formula (the same gradients by td_grad under create_graph, which
 ** records ops instead), on the same device: dx, dw, db, and add_layer_norm's dx = dr with
-** the sum's own gradient passed through in the same pass. */
+** the sum's own gradient passed through in the same pass; and the op in f32,
+** bf16 and f16 against the CPU's in float64 from the same rounded inputs over
+** row counts and lengths that reach every CUDA tier (a warp a row, a block a
+** row, the two-pass path past the registers), with dw and db the same bits
+** on a second run. */
+#include <string.h>
+
 #include "test_util.h"
 
 #include "core/norm_backward.h"
 
-#define TESTS(X) X(fused_equals_composed_cpu) X(fused_equals_composed_cuda) X(bad_operands)
+#define TESTS(X)                                                                                                       \
+    X(fused_equals_composed_cpu)                                                                                       \
+    X(fused_equals_composed_cuda) X(against_f64_cpu) X(against_f64_cuda) X(bad_operands)
 
 static td_tensor *leaf(int nd, const int64_t *shape, uint64_t seed, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_to(td_randn(nd, shape, seed, 0, dt, TD_CPU), dev));
@@ -73,6 +81,65 @@ TEST(fused_equals_composed_cuda) {
     td_device dev = test_device_or_skip("cuda:0");
     check_all(dev, TD_F32, 1e-4);
     check_all(dev, TD_F64, 1e-10);
+}
+
+/* the op on dev in dt against the CPU's in f64 from the same (dt-rounded) inputs, over R rows of n, with w
+** and (add) ds: worst error of dx, dw, db; dw and db must have the same bits on a second run */
+static double against_f64(td_device dev, td_dtype dt, int64_t R, int64_t n, bool add) {
+    int64_t xs[2] = {R, n};
+    td_tensor *in[6] = {
+        test_uniform_tensor(2, xs, -1, 1, dt, TD_CPU),    test_uniform_tensor(2, xs, -2, 2, dt, TD_CPU),
+        test_uniform_tensor(1, &n, 0.5, 1.5, dt, TD_CPU), test_uniform_tensor(1, &R, -0.5, 0.5, dt, TD_CPU),
+        test_uniform_tensor(1, &R, 0.5, 2, dt, TD_CPU),   add ? test_uniform_tensor(2, xs, -1, 1, dt, TD_CPU) : NULL,
+    };
+    td_tensor *ref[3], *got[2][3], *d64[6], *dd[6];
+    for (int i = 0; i < 6; i++) {
+        d64[i] = in[i] ? ASSERT_TENSOR(td_cast(in[i], TD_F64)) : NULL;
+        dd[i] = in[i] ? ASSERT_TENSOR(td_to(in[i], dev)) : NULL;
+    }
+    ASSERT_OK(td__layer_norm_backward(d64[0], d64[1], d64[2], d64[3], d64[4], d64[5], n, true, true, &ref[0], &ref[1],
+                                      &ref[2]));
+    for (int run = 0; run < 2; run++)
+        ASSERT_OK(td__layer_norm_backward(dd[0], dd[1], dd[2], dd[3], dd[4], dd[5], n, true, true, &got[run][0],
+                                          &got[run][1], &got[run][2]));
+    double worst = 0;
+    for (int k = 0; k < 3; k++) {
+        worst = fmax(worst, test_max_rel(got[0][k], ref[k]));
+        if (k == 0) continue;
+        size_t bytes = (size_t)n * td_dtype_size(dt);
+        unsigned char *a = malloc(bytes), *b = malloc(bytes);
+        ASSERT(a && b);
+        ASSERT_OK(td_copy_to_host(got[0][k], a, bytes, dt));
+        ASSERT_OK(td_copy_to_host(got[1][k], b, bytes, dt));
+        ASSERT(memcmp(a, b, bytes) == 0); /* deterministic: fixed-order partial sums */
+        free(a), free(b);
+    }
+    char name[32];
+    printf("  %s %s R %lld n %lld%s: worst %.3g\n", td_device_str(dev, name, sizeof name), td_dtype_name(dt),
+           (long long)R, (long long)n, add ? " (ds)" : "", worst);
+    return worst;
+}
+
+/* R, n: odd counts; n below a warp, not a multiple of 8, 768 (the 24-slot tier), past 1024 (a block a row),
+** past the fused kernel's registers (8192) */
+static const int64_t shapes[][2] = {{7, 5},      {333, 33},  {4099, 768}, {1001, 1000},
+                                    {257, 1030}, {65, 5001}, {130, 8192}, {9, 20000}};
+
+static void against_f64_all(td_device dev, const td_dtype *dts, const double *tol, int n_dt) {
+    for (int i = 0; i < n_dt; i++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (int add = 0; add < 2; add++) {
+                td_scope_begin();
+                ASSERT(against_f64(dev, dts[i], shapes[s][0], shapes[s][1], add) <= tol[i]);
+                td_scope_end();
+            }
+}
+
+TEST(against_f64_cpu) { against_f64_all(TD_CPU, (td_dtype[]){TD_F32}, (double[]){1e-4}, 1); }
+
+TEST(against_f64_cuda) {
+    td_device dev = test_device_or_skip("cuda:0");
+    against_f64_all(dev, (td_dtype[]){TD_F32, TD_BF16, TD_F16}, (double[]){1e-4, 2e-2, 4e-3}, 3);
 }
 
 /* shapes and dtypes that do not fit: one-line errors, no crash */

@@ -161,6 +161,8 @@ td_status td__hand_out(td_status st, int n, td_tensor **ts);
 
 /* Hooks of a leaf run on its gradient; returns +1 (the result or grad). */
 td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad);
+/* Whether leaf has gradient hooks (td__run_leaf_hooks would call any). */
+bool td__has_leaf_hooks(const td_tensor *leaf);
 /* Run leaf's post-accumulate hooks (after its .grad was updated); the first error. */
 td_status td__run_post_accumulate_hooks(td_tensor *leaf);
 

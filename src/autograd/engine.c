@@ -88,9 +88,20 @@ static leaf_sum *leaf_entry(run_state *rs, td_tensor *leaf) {
     return &rs->leaves[rs->n_leaves++];
 }
 
+/* g may come in a lower dtype than leaf's (keeps_low_grad); a second one is summed in leaf's dtype. */
 static td_status add_to_leaf(run_state *rs, td_tensor *leaf, td_tensor *g) {
     leaf_sum *l = leaf_entry(rs, leaf);
-    return l ? accumulate(&l->grad, g) : TD_ERR(TD_ERR_OOM, "%s: out of host memory", rs->req->api);
+    if (!l) return TD_ERR(TD_ERR_OOM, "%s: out of host memory", rs->req->api);
+    if (l->grad && l->grad->dtype != leaf->dtype && g->dtype != leaf->dtype && !(g = td_cast(g, leaf->dtype)))
+        return td_last_status();
+    return accumulate(&l->grad, g);
+}
+
+/* Whether leaf's gradient may reach finish_leaf in the dtype its formula gave (an autocast weight's bf16 dW): the
+** first .grad is then made by one cast, into the grad slot or as a fresh tensor, where a cast and then a copy (or
+** clone) were two passes. Not when a hook or a capture would see it, or under create_graph. */
+static bool keeps_low_grad(const run_state *rs, const td_tensor *leaf) {
+    return rs->req->accumulate && !rs->req->create_graph && !td__has_leaf_hooks(leaf) && !leaf_captured(rs, leaf);
 }
 
 /* pass 1, for td_backward: count, per leaf, the edges of the run's nodes that feed it. */
@@ -189,8 +200,8 @@ static void free_buf(td_node *n) {
     n->buf = NULL;
 }
 
-/* A formula's gradient for input i, brought to the input's shape and dtype. */
-static td_tensor *fit_grad(td_node *n, int i, td_tensor *g) {
+/* A formula's gradient for input i, brought to the input's shape and (unless keep_dtype) dtype. */
+static td_tensor *fit_grad(td_node *n, int i, td_tensor *g, bool keep_dtype) {
     const td__tmeta *m = &n->in_meta[i];
     if (!same_shape(g->ndim, g->shape, m->ndim, m->shape)) {
         int nb;
@@ -204,7 +215,8 @@ static td_tensor *fit_grad(td_node *n, int i, td_tensor *g) {
         }
         g = td__sum_to(g, m->ndim, m->shape);
     }
-    return g && g->dtype != m->dtype ? td_cast(g, m->dtype) : g;
+    bool low = keep_dtype && g && td_dtype_is_float(g->dtype) && td_dtype_size(g->dtype) < td_dtype_size(m->dtype);
+    return g && g->dtype != m->dtype && !low ? td_cast(g, m->dtype) : g;
 }
 
 /* pass 3 for one node. */
@@ -227,7 +239,7 @@ static td_status run_node(run_state *rs, td_node *n) {
     if (st != TD_OK && td_last_status() != TD_OK) st = td_last_status();
     for (int i = 0; st == TD_OK && i < n->n_in && i < 64; i++) {
         if (!gx[i] || !td__needs(n, i)) continue;
-        td_tensor *g = fit_grad(n, i, gx[i]);
+        td_tensor *g = fit_grad(n, i, gx[i], !n->edges[i].node && keeps_low_grad(rs, n->edges[i].leaf));
         if (!g)
             st = td_last_status() ? td_last_status() : TD_ERR_MISUSE;
         else if (n->edges[i].node)
@@ -287,10 +299,10 @@ static td_status finish_leaf(run_state *rs, size_t k) {
     if (req->accumulate) {
         td_tensor *slot = td__grad_slot(leaf); /* a parameter arena's view: written in place */
         if (slot && !req->create_graph && (!leaf->grad || leaf->grad == slot)) {
-            st = td_copy_(slot, leaf->grad ? td_add(slot, g) : td_cast(g, leaf->dtype));
+            st = td_copy_(slot, leaf->grad ? td_add(slot, g) : g); /* copy_ casts a low g (keeps_low_grad) */
             if (st == TD_OK && !leaf->grad) leaf->grad = td_retain(slot);
         } else if (!leaf->grad) { /* a fresh tensor: .grad never aliases a gradient the caller may hold */
-            leaf->grad = td_keep(td_clone(td_cast(g, leaf->dtype)));
+            leaf->grad = td_keep(g->dtype != leaf->dtype ? td_cast(g, leaf->dtype) : td_clone(g)); /* cast: new */
             if (!leaf->grad) st = td_last_status();
         } else {
             st = accumulate(&leaf->grad, g);

@@ -56,10 +56,36 @@ static td_status bw_view(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     return gx[0] ? TD_OK : td_last_status();
 }
 
+/* cat(dy_0, ..., dy_{n-1}) along dim as a view, when the dy_j already lie side by side in one storage: one
+** dtype and strides, dy_j's offset dy_0's plus the sizes before j times dim's stride (attention's packed dq, dk, dv,
+** op_attention.c). Element i of that view is then element i - start_j of dy_j, exactly cat's value. The view
+** aliases the dy_j: safe because the engine never writes a gradient in place (accumulate() adds out of place, a
+** leaf's .grad is a clone or a copy into its grad slot) and no formula does; under create_graph the
+** concatenation must be recorded, so it is not taken. NULL when the dy_j are not so. */
+static td_tensor *adjacent_views(int n, td_tensor *const *gy, int dim) {
+    if (td_grad_enabled()) return NULL;
+    td_tensor *a = gy[0];
+    if (!a) return NULL;
+    int64_t shape[TD_MAX_DIMS], size = 0; /* size: the sizes along dim so far */
+    for (int j = 0; j < n; j++) {
+        const td_tensor *b = gy[j];
+        if (!b || b->storage != a->storage || b->dtype != a->dtype || b->ndim != a->ndim ||
+            b->offset != a->offset + size * a->strides[dim])
+            return NULL;
+        for (int i = 0; i < a->ndim; i++)
+            if (b->strides[i] != a->strides[i] || (i != dim && b->shape[i] != a->shape[i])) return NULL;
+        size += b->shape[dim];
+    }
+    for (int i = 0; i < a->ndim; i++) shape[i] = i == dim ? size : a->shape[i];
+    return td__make_view(a, a->ndim, shape, a->strides, a->offset);
+}
+
 /* y_0..y_{n-1} = split(x, sizes, dim) -> dx = cat(dy_0, ..., dy_{n-1}) along dim, zeros for a y without a
-** gradient (one concatenation, where n slices would each place their gradient in zeros of x's shape). */
+** gradient (one concatenation, where n slices would each place their gradient in zeros of x's shape; none where
+** the dy_j are adjacent views of one buffer). */
 static td_status bw_split(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     int dim = ((const td__view_info *)n->data)->dim;
+    if ((gx[0] = adjacent_views(n->n_out, gy, dim))) return TD_OK;
     td_dtype dt = n->in_meta[0].dtype;
     for (int j = 0; j < n->n_out; j++)
         if (gy[j]) dt = gy[j]->dtype;

@@ -116,6 +116,11 @@ td_status td_register_hook(td_tensor *t, td_grad_hook fn, void *user) {
     return TD_OK;
 }
 
+bool td__has_leaf_hooks(const td_tensor *leaf) {
+    const tensor_meta *m = leaf->autograd_meta;
+    return m && m->n_hooks > 0;
+}
+
 td_tensor *td__run_leaf_hooks(td_tensor *leaf, td_tensor *grad) {
     tensor_meta *m = leaf->autograd_meta;
     td_tensor *g = td_retain(grad);

@@ -3,14 +3,19 @@
 ** residual add fused in front) (reference: src/backend_cpu/cpu_layernorm.c),
 ** and GROUP_NORM, the same rows over (n, group) with a per-channel affine;
 ** LAYER_NORM_BACKWARD, layer_norm's gradients from the saved mean and rstd
-** (dx in one row pass with add_layer_norm's residual gradient added; dw, db
-** over row chunks).
+** (dx in one row pass with add_layer_norm's residual gradient added, dw and
+** db summed in the same pass into one partial per block; rows too long for
+** registers: dw, db over row chunks in a second pass).
 ** x is (R, n) contiguous (R = product of the leading dims). One row group per
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
 ** 16384 elements (8192 for f64) stay in registers, so x is read from memory
 ** once, with 16-byte loads and stores when rows are aligned. Math in float for
 ** f32/f16/bf16, in double for f64.
 */
+#include <atomic>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cu_reduce.cuh"
 
 /* The statistics of a row of n (xr in memory, or v in registers when VPT > 0),
@@ -155,6 +160,171 @@ __global__ void CU_ROWS_BOUNDS(TPR)
     }
 }
 
+/* Rows of partials a block of layer_norm_backward_parts_kernel reads at once */
+#define LN_BWD_PARTS_Y 32
+
+/* dw and db from P partials (the fused kernel's blocks or the column pass's row chunks),
+** part[2p][j] = sum dy xhat, part[2p+1][j] = sum dy over partial p, in a fixed order:
+** thread (x, y) of a block of 32 x Y sums p = y, y + Y, ... of column j (a warp reads 32
+** adjacent columns of a partial; Y independent loads in flight a column); thread y = 0
+** then adds the Y sums in y order:
+**   dw[j] = sum_p part[2p][j],  db[j] = sum_p part[2p+1][j] */
+template <typename T>
+__global__ void __launch_bounds__(32 * LN_BWD_PARTS_Y)
+    layer_norm_backward_parts_kernel(const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n, int64_t P) {
+    typedef typename cu_compute<T>::type C;
+    __shared__ C sw[LN_BWD_PARTS_Y][32], sb[LN_BWD_PARTS_Y][32];
+    int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    C aw = 0, ab = 0;
+    if (j < n)
+#pragma unroll 4
+        for (int64_t p = threadIdx.y; p < P; p += LN_BWD_PARTS_Y)
+            aw += part[2 * p * n + j], ab += part[(2 * p + 1) * n + j];
+    sw[threadIdx.y][threadIdx.x] = aw, sb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y != 0 || j >= n) return;
+    for (int q = 1; q < LN_BWD_PARTS_Y; q++) aw += sw[q][threadIdx.x], ab += sb[q][threadIdx.x];
+    if (dw) dw[j] = cu_from<T>(aw);
+    if (db) db[j] = cu_from<T>(ab);
+}
+
+/* Sum the P partials of part into dw and db (either NULL) on d's stream. */
+template <typename T>
+static td_status layer_norm_backward_parts(cu_dev *d, const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n,
+                                           int64_t P) {
+    layer_norm_backward_parts_kernel<T>
+        <<<(unsigned)((n + 31) / 32), dim3(32, LN_BWD_PARTS_Y), 0, d->stream>>>(part, dw, db, n, P);
+    return CU_LAUNCHED("layer_norm_backward (dw, db)");
+}
+
+/* Threads a block of the fused kernel when a warp takes a row: 4 warps, so
+** that blocks of ~140 registers a thread still fit several to an SM. */
+#define LN_BWD_WARP_BLOCK 128
+
+/* layer_norm_backward_kernel's dx and the dw, db partials in one read of the
+** rows (held in registers, VPT > 0). Thread t of a row group owns the same
+** columns j (slots k) in every row it visits, so it keeps, over its
+** grid-stride rows r,
+**   aw[k] += dy[r][j] xhat[r][j],  ab[k] += dy[r][j]
+** in registers; at the end the block's row groups add theirs in group order
+** (shared memory, red) and the block writes one partial, part[2 blk][j] (dw)
+** and part[2 blk + 1][j] (db): its rows' sums; layer_norm_backward_parts adds
+** the blocks' partials in block order. The grid is fixed per device, so the
+** sums, and their bits, are the same every run. dx as in
+** layer_norm_backward_kernel:
+**   pass 1: xhat = (x - mean) rstd, g = dy w, s1 = mean_n(g), s2 = mean_n(g xhat)
+**   pass 2: dx = rstd (g - s1 - xhat s2) + ds  (ds loaded into dy's registers) */
+template <typename T, int TPR, int VPT, int V>
+__global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
+    layer_norm_backward_fused_kernel(const T *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,
+                                     T *dx, typename cu_compute<T>::type *part, int64_t R, int64_t n) {
+    CU_ROW_SETUP(T, TPR);
+    C aw[VPT], ab[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; k++) aw[k] = 0, ab[k] = 0;
+    for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
+        C m = cu_to<C>(mean[r]), rs = cu_to<C>(rstd[r]), s1 = 0, s2 = 0;
+        C vd[VPT], vx[VPT]; /* dy then g then ds; x then xhat then dx */
+        cu_row_load<TPR, VPT, V>(dy + r * n, n, t, vd);
+        cu_row_load<TPR, VPT, V>(x + r * n, n, t, vx);
+        /* pass 1, with the column sums */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+            C xh = (vx[k] - m) * rs, g = vd[k] * (w ? cu_to<C>(w[j]) : (C)1);
+            aw[k] += vd[k] * xh, ab[k] += vd[k];
+            vd[k] = g, vx[k] = xh;
+            s1 += g, s2 += g * xh;
+        });
+        s1 = cu_row_sum<TPR>(s1, scratch) / (C)n;
+        s2 = cu_row_sum<TPR>(s2, scratch) / (C)n;
+        /* pass 2 */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t) { vx[k] = rs * (vd[k] - s1 - vx[k] * s2); });
+        if (ds) {
+            cu_row_load<TPR, VPT, V>(ds + r * n, n, t, vd);
+            cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t) { vx[k] += vd[k]; });
+        }
+        cu_row_store<TPR, VPT, V>(dx + r * n, n, t, vx);
+    }
+    C *pw = part + 2 * (int64_t)blockIdx.x * n, *pb = pw + n;
+    if constexpr (TPR == 32) { /* the warps' sums added in warp order; n <= 32 VPT <= 1024 */
+        __shared__ C red[2 * 1024];
+        int g = threadIdx.x / 32;
+        for (int q = 0; q < LN_BWD_WARP_BLOCK / 32; q++) {
+            if (g == q)
+                cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
+                    red[j] = (q ? red[j] : (C)0) + aw[k];
+                    red[n + j] = (q ? red[n + j] : (C)0) + ab[k];
+                });
+            __syncthreads();
+        }
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) pw[j] = red[j], pb[j] = red[n + j];
+    } else { /* one row group: its sums are the block's */
+        cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) { pw[j] = aw[k], pb[j] = ab[k]; });
+    }
+}
+
+/* The fused kernel with TPR threads a row and VPT slots a thread, over as many
+** blocks as fit on the device at once (never more than the rows need): each
+** block's rows then cover many rows, and the partials stay few. vec: the rows
+** of dy, x, ds and dx 16-byte aligned (V = cu_vec<T>::N). */
+template <typename T, int TPR, int VPT>
+static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const T *dy, const T *x, const T *w, const T *mean,
+                                           const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n) {
+    typedef typename cu_compute<T>::type C;
+    const int NV = VPT % cu_vec<T>::N == 0 ? cu_vec<T>::N : 1, block = TPR == 32 ? LN_BWD_WARP_BLOCK : TPR;
+    void (*kernel)(const T *, const T *, const T *, const T *, const T *, const T *, T *, C *, int64_t, int64_t) =
+        vec ? layer_norm_backward_fused_kernel<T, TPR, VPT, NV> : layer_norm_backward_fused_kernel<T, TPR, VPT, 1>;
+    /* blocks an SM holds, asked once per kernel (the first device's answer: the kernels' registers decide it) */
+    static std::atomic<int> per_sm[2];
+    int bps = per_sm[vec].load(std::memory_order_relaxed);
+    if (bps == 0) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, block, 0) != cudaSuccess || bps < 1) bps = 1;
+        per_sm[vec].store(bps, std::memory_order_relaxed);
+    }
+    int64_t groups = block / TPR, need = (R + groups - 1) / groups, P = (int64_t)d->sm_count * bps;
+    if (P > need) P = need;
+    C *part;
+    td_status st = cu_temp_alloc(d, sizeof(C) * (size_t)(2 * P * n), (void **)&part);
+    if (st != TD_OK) return st;
+    kernel<<<(unsigned)P, block, 0, d->stream>>>(dy, x, w, mean, rstd, ds, dx, part, R, n);
+    st = CU_LAUNCHED("layer_norm_backward (fused)");
+    if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, dw, db, n, P);
+    cu_temp_free(d, part);
+    return st;
+}
+
+/* The fused kernel's tiers, as CU_ROWS_LAUNCH's (plus 24 slots, n = 768 of
+** GPT-2 small without 8 idle registers: 168 registers a thread for f32 on
+** sm_90): a warp a row up to n = 1024, a block of 512 up to 8192; f64 (4 VPT
+** doubles a thread, spilled past VPT 16 on sm_90) a warp a row up to 512, a
+** block of 512 up to 4096. Longer rows, or TRIDENT_CUDA_LN_BWD=0 (the
+** two-pass path, to compare), answer false: the rows kernel and the column
+** passes run instead. */
+template <typename T>
+static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, const T *x, const T *w, const T *mean,
+                                           const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n,
+                                           td_status *st) {
+    static int off = -1;
+    if (off < 0) off = getenv("TRIDENT_CUDA_LN_BWD") && !strcmp(getenv("TRIDENT_CUDA_LN_BWD"), "0");
+    if (off) return false;
+#define LN_BWD_TIER_(TPR, VPT)                                                                                         \
+    if (n <= (TPR) * (VPT)) {                                                                                          \
+        *st = layer_norm_backward_fused<T, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dw, db, R, n);              \
+        return true;                                                                                                   \
+    }
+    LN_BWD_TIER_(32, 4)
+    LN_BWD_TIER_(32, 8)
+    LN_BWD_TIER_(32, 16)
+    if constexpr (sizeof(T) < 8) {
+        LN_BWD_TIER_(32, 24)
+        LN_BWD_TIER_(32, 32)
+    }
+    LN_BWD_TIER_(512, 4)
+    LN_BWD_TIER_(512, 8)
+    if constexpr (sizeof(T) < 8) LN_BWD_TIER_(512, 16)
+#undef LN_BWD_TIER_
+    return false;
+}
+
 /* dw and db, pass 1: column j (x) of row chunk p (y), rows [p chunk, p chunk + chunk):
 ** part[2p][j] = sum dy xhat, part[2p+1][j] = sum dy (coalesced: a warp reads 32 adjacent columns of a row) */
 template <typename T>
@@ -174,22 +344,11 @@ __global__ void __launch_bounds__(CU_BLOCK)
     part[(2 * p + 1) * n + j] = ab;
 }
 
-/* dw and db, pass 2: the P chunks' partials summed in order: dw[j] = sum_p part[2p][j], db[j] = sum_p part[2p+1][j] */
-template <typename T>
-__global__ void __launch_bounds__(CU_BLOCK)
-    layer_norm_backward_cols_sum_kernel(const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n, int64_t P) {
-    typedef typename cu_compute<T>::type C;
-    int64_t j = (int64_t)blockIdx.x * CU_BLOCK + threadIdx.x;
-    if (j >= n) return;
-    C aw = 0, ab = 0;
-    for (int64_t p = 0; p < P; p++) aw += part[2 * p * n + j], ab += part[(2 * p + 1) * n + j];
-    if (dw) dw[j] = cu_from<T>(aw);
-    if (db) db[j] = cu_from<T>(ab);
-}
-
 /* LAYER_NORM_BACKWARD: in = (dy, x [R, n], w? [n], mean, rstd [R], ds? [R, n]),
-** out = (dx [R, n], dw? [n], db? [n]): the rows kernel, then (dw or db wanted)
-** the column partials over chunks of rows and their sum: deterministic, no atomics. */
+** out = (dx [R, n], dw? [n], db? [n]). dw or db wanted: the fused kernel (one
+** read of the rows) where the row fits its registers, else the rows kernel and
+** the column partials over chunks of rows (a second read); then the partials'
+** sum: deterministic, no atomics. Neither wanted: the rows kernel alone. */
 extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
     const td_operand *dy = &op->in[0], *x = &op->in[1], *w = &op->in[2], *mean = &op->in[3], *rstd = &op->in[4];
     const td_operand *ds = &op->in[5], *dx = &op->out[0], *dw = &op->out[1], *db = &op->out[2];
@@ -198,14 +357,17 @@ extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
     int64_t n = numel / R;
     CU_SWITCH_FLOAT(x->dtype, {
         typedef typename cu_compute<T>::type A;
-        const T *pdy = (const T *)cu_data(dy), *px = (const T *)cu_data(x);
-        const T *pm = (const T *)cu_data(mean), *pr = (const T *)cu_data(rstd);
-        T *pdx = (T *)cu_data(dx);
+        const T *pdy = (const T *)cu_data(dy), *px = (const T *)cu_data(x), *pw = (const T *)cu_data(w);
+        const T *pm = (const T *)cu_data(mean), *pr = (const T *)cu_data(rstd), *pds = (const T *)cu_data(ds);
+        T *pdx = (T *)cu_data(dx), *pdw = (T *)cu_data(dw), *pdb = (T *)cu_data(db);
         bool vec = cu_rows_aligned(n, sizeof(T), pdy, px) && cu_rows_aligned(n, sizeof(T), pdx, NULL);
-        CU_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, pdy, px, (const T *)cu_data(w), pm, pr,
-                       (const T *)cu_data(ds), pdx, R, n);
-        td_status st = CU_LAUNCHED("layer_norm_backward");
-        if (st != TD_OK || (!dw->buf && !db->buf)) return st;
+        td_status st;
+        if ((pdw || pdb) && layer_norm_backward_fused_tier<T>(d, vec && cu_rows_aligned(n, sizeof(T), pds, NULL), pdy,
+                                                              px, pw, pm, pr, pds, pdx, pdw, pdb, R, n, &st))
+            return st;
+        CU_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, pdy, px, pw, pm, pr, pds, pdx, R, n);
+        st = CU_LAUNCHED("layer_norm_backward");
+        if (st != TD_OK || (!pdw && !pdb)) return st;
         /* about 8 blocks an SM over (column blocks) x (row chunks of >= 16 rows) */
         int64_t bx = (n + CU_BLOCK - 1) / CU_BLOCK, want = (int64_t)d->sm_count * 8 / bx;
         int64_t P = want < 1 ? 1 : want > 1024 ? 1024 : want, max_p = (R + 15) / 16;
@@ -217,11 +379,7 @@ extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
         layer_norm_backward_cols_kernel<T>
             <<<dim3((unsigned)bx, (unsigned)P), CU_BLOCK, 0, d->stream>>>(pdy, px, pm, pr, part, R, n, chunk);
         st = CU_LAUNCHED("layer_norm_backward (dw, db partials)");
-        if (st == TD_OK) {
-            layer_norm_backward_cols_sum_kernel<T>
-                <<<(unsigned)bx, CU_BLOCK, 0, d->stream>>>(part, (T *)cu_data(dw), (T *)cu_data(db), n, P);
-            st = CU_LAUNCHED("layer_norm_backward (dw, db)");
-        }
+        if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, pdw, pdb, n, P);
         cu_temp_free(d, part);
         return st;
     });

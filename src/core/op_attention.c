@@ -12,8 +12,11 @@
 ** q, k, v (dout, out in the backward) are first offered as the caller's views,
 ** and out (dq, dk, dv) in the memory order of q's strides (k's, v's): heads split
 ** from a [N,T,3C] projection are read in place and out comes back [N,T,H,D] in
-** memory, so the permute back to [N,T,C] is free. Where the backend's supports()
-** declines them (td_attn_dense), every operand is made contiguous as before.
+** memory, so the permute back to [N,T,C] is free. Where q, k and v are the three
+** slices of one projection, dq, dk and dv are views of one buffer laid out the
+** same way, which the split's backward returns with no concatenation. Where the
+** backend's supports() declines them (td_attn_dense), every operand is made
+** contiguous as before (then the split concatenates).
 */
 #include <math.h>
 #include <string.h>
@@ -49,6 +52,49 @@ static td_tensor *alloc_like(const td_tensor *like, const int64_t shape[4], td_d
     td_tensor *v = b ? td_keep(td_permute(b, inv)) : NULL;
     td_release(b);
     return v;
+}
+
+/* Whether q, k and v are the slices 0, 1, 2 of one dense tensor: one storage, dtype, shape and strides, offsets
+** evenly spaced by some delta != 0, and the dims with that delta as one more stride (size 3) a permutation of a
+** contiguous layout (no gap, no overlap), as the heads split from one [N,T,3C] projection are. Then *delta is it. */
+static bool packed_slices(const td_tensor *q, const td_tensor *k, const td_tensor *v, int64_t *delta) {
+    if (k->storage != q->storage || v->storage != q->storage || k->dtype != q->dtype || v->dtype != q->dtype)
+        return false;
+    *delta = k->offset - q->offset;
+    if (*delta == 0 || v->offset - k->offset != *delta || td__numel(q->ndim, q->shape) == 0) return false;
+    int64_t st[TD_MAX_DIMS + 1], sz[TD_MAX_DIMS + 1];
+    int n = 0;
+    for (int i = 0; i < q->ndim; i++) {
+        if (k->shape[i] != q->shape[i] || v->shape[i] != q->shape[i] || k->strides[i] != q->strides[i] ||
+            v->strides[i] != q->strides[i])
+            return false;
+        if (q->shape[i] != 1) st[n] = q->strides[i], sz[n++] = q->shape[i];
+    }
+    st[n] = *delta > 0 ? *delta : -*delta, sz[n++] = 3;
+    for (int i = 1; i < n; i++) /* ascending strides */
+        for (int j = i; j > 0 && st[j - 1] > st[j]; j--) {
+            int64_t a = st[j], b = sz[j];
+            st[j] = st[j - 1], sz[j] = sz[j - 1], st[j - 1] = a, sz[j - 1] = b;
+        }
+    int64_t want = 1;
+    for (int i = 0; i < n; i++) {
+        if (st[i] != want) return false;
+        want *= sz[i];
+    }
+    return true;
+}
+
+/* dq, dk, dv as views of one new buffer laid out as q, k, v lie in theirs (packed_slices): the split that made q,
+** k and v then gets adjacent gradients and returns their buffer, no concatenation (formulas_view.c). */
+static bool alloc_packed(td_tensor *q, td_tensor *k, td_tensor *v, td_device dev, td_tensor *res[3]) {
+    int64_t delta, n = 3 * td__numel(q->ndim, q->shape);
+    if (!packed_slices(q, k, v, &delta)) return false;
+    td_tensor *buf = td__alloc(1, &n, q->dtype, dev), *x[3] = {q, k, v};
+    int64_t first = delta > 0 ? q->offset : v->offset;
+    for (int i = 0; i < 3; i++)
+        res[i] = buf ? td_keep(td__make_view(buf, q->ndim, q->shape, q->strides, x[i]->offset - first)) : NULL;
+    td_release(buf);
+    return res[0] && res[1] && res[2];
 }
 
 static bool all_contiguous(int n, td_tensor *const *x) {
@@ -220,8 +266,13 @@ td_status td__attention_backward(td_tensor *dout, td_tensor *q, td_tensor *k, td
     const int dense[5] = {0, 1, 2, 3, 5}; /* the operands a dense backend wants contiguous */
     td_tensor *ops[5] = {in[0], q, k, v, out};
     if (in[0] && !all_contiguous(5, ops)) {
-        for (int i = 0; i < 3; i++) res[i] = alloc_like(in[i + 1], in[i + 1]->shape, in[i + 1]->dtype, dev);
-        if (!res[0] || !res[1] || !res[2] || !td__supports(TD_OP_ATTENTION_BACKWARD, 7, in, 3, res, p)) {
+        /* first one packed buffer (packed q, k, v), then one buffer each in q's, k's, v's order, then contiguous */
+        bool ok = alloc_packed(q, k, v, dev, res) && td__supports(TD_OP_ATTENTION_BACKWARD, 7, in, 3, res, p);
+        for (int i = 0; i < 3 && !ok; i++) {
+            td_release(res[i]);
+            res[i] = alloc_like(in[i + 1], in[i + 1]->shape, in[i + 1]->dtype, dev);
+        }
+        if (!ok && (!res[0] || !res[1] || !res[2] || !td__supports(TD_OP_ATTENTION_BACKWARD, 7, in, 3, res, p))) {
             for (int i = 0; i < 3; i++) td_release(res[i]), res[i] = NULL;
             for (int i = 0; i < 5; i++) in[dense[i]] = td_contiguous(in[dense[i]]);
         }

@@ -110,10 +110,12 @@ static bool math_fuse(void) {
 }
 
 /* r + lin(a) with lin's bias add and the residual add as one math block (one pass where td_linear's add and
-** td_add are two): y = a W^T, then y + b + r (its backward: dy = dr = g, db = sum_rows(g)). */
+** td_add are two): y = a W^T, then y + b + r (its backward: dy = dr = g, db = sum_rows(g)). y by td_linear without
+** a bias, so that autocast casts the leaf W (once, cached) and its gradient reaches W contiguous, where a matmul
+** with W^T cast the transposed view and handed W a strided gradient to copy. */
 static td_tensor *linear_residual(td_module *lin, td_tensor *a, td_tensor *r) {
     td_tensor *w = td_module_get(lin, "weight"), *bias = td_module_get(lin, "bias");
-    td_tensor *y = td_matmul(a, td_transpose(w, 0, 1));
+    td_tensor *y = td_linear(a, w, NULL);
     return bias ? td_m("y + b + r", "y", y, "b", bias, "r", r, NULL) : td_add(r, y);
 }
 

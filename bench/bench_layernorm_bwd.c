@@ -1,0 +1,109 @@
+/*
+** LAYER_NORM_BACKWARD (td__layer_norm_backward, with dw and db) timed on one device against the device's copy
+** bandwidth (td_clone of a tensor of the same bytes: one read and one write of each byte).
+**   bench_layernorm_bwd [--device cuda:0] [--dtype f32|bf16|f16] [--rows 16384] [--n 768] [--iters 50]
+** Prints one JSON line per case, layer_norm (dy, x read, dx written) and add_layer_norm (ds read too): the
+** mean ms of --iters calls enqueued back to back after 3 warm-up calls (td_synchronize before and after, the
+** clock the host's), the bytes each call must move, its GB/s and that as a percentage of the copy's GB/s
+** ("pct_copy_roof"). On CUDA, TRIDENT_CUDA_LN_BWD=0 runs the two-pass path (rows kernel, then the column
+** partials reading dy and x again) for comparison.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_clock.h"
+#include "core/norm_backward.h"
+#include "trident/trident.h"
+
+typedef struct cfg {
+    td_device dev;
+    td_dtype dt;
+    int64_t rows, n;
+    int iters;
+} cfg;
+
+/* ms a call of f(a) over c->iters calls enqueued back to back, each in its own scope */
+static double time_calls(const cfg *c, bool (*f)(void *), void *a) {
+    for (int i = 0; i < 3; i++) {
+        td_scope_begin();
+        bool ok = f(a);
+        td_scope_end();
+        if (!ok) return -1;
+    }
+    if (td_synchronize(c->dev) != TD_OK) return -1;
+    double t0 = bench_now_s();
+    for (int i = 0; i < c->iters; i++) {
+        td_scope_begin();
+        f(a);
+        td_scope_end();
+    }
+    if (td_synchronize(c->dev) != TD_OK) return -1;
+    return (bench_now_s() - t0) * 1e3 / c->iters;
+}
+
+typedef struct args {
+    td_tensor *dy, *x, *w, *mean, *rstd, *ds, *big;
+} args;
+
+static bool ln_bwd(void *p) {
+    args *a = p;
+    td_tensor *dx, *dw, *db;
+    td_status st =
+        td__layer_norm_backward(a->dy, a->x, a->w, a->mean, a->rstd, a->ds, a->x->shape[1], true, true, &dx, &dw, &db);
+    if (st != TD_OK) fprintf(stderr, "bench_layernorm_bwd: %s\n", td_last_error());
+    return st == TD_OK;
+}
+
+static bool copy(void *p) { return td_clone(((args *)p)->big) != NULL; }
+
+int main(int argc, char **argv) {
+    cfg c = {.dt = TD_F32, .rows = 16384, .n = 768, .iters = 50};
+    const char *dev = "cuda:0";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--device"))
+            dev = argv[i + 1];
+        else if (!strcmp(argv[i], "--dtype"))
+            c.dt = !strcmp(argv[i + 1], "bf16") ? TD_BF16 : !strcmp(argv[i + 1], "f16") ? TD_F16 : TD_F32;
+        else if (!strcmp(argv[i], "--rows"))
+            c.rows = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--n"))
+            c.n = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--iters"))
+            c.iters = atoi(argv[i + 1]);
+    }
+    if (c.iters < 1 || c.rows < 1 || c.n < 1) c.iters = 1, c.rows = c.rows < 1 ? 1 : c.rows, c.n = c.n < 1 ? 1 : c.n;
+    if (td_device_parse(dev, &c.dev) != TD_OK || !td_device_available(c.dev)) {
+        fprintf(stderr, "bench_layernorm_bwd: device %s not available\n", dev);
+        return 77;
+    }
+    td_scope_begin();
+    int64_t shape[2] = {c.rows, c.n}, bshape[2] = {c.rows, 4 * c.n};
+    args a = {
+        .dy = td_randn(2, shape, 1, 0, c.dt, c.dev),
+        .x = td_randn(2, shape, 2, 0, c.dt, c.dev),
+        .w = td_randn(1, &c.n, 3, 0, c.dt, c.dev),
+        .mean = td_randn(1, &c.rows, 4, 0, c.dt, c.dev),
+        .rstd = td_add_scalar(td_abs(td_randn(1, &c.rows, 5, 0, c.dt, c.dev)), 0.5),
+        .big = td_randn(2, bshape, 6, 0, c.dt, c.dev),
+    };
+    if (!a.dy || !a.x || !a.w || !a.mean || !a.rstd || !a.big) {
+        fprintf(stderr, "bench_layernorm_bwd: %s\n", td_last_error());
+        return 1;
+    }
+    double row_bytes = (double)c.rows * (double)c.n * (double)td_dtype_size(c.dt);
+    double copy_ms = time_calls(&c, copy, &a), copy_gbps = 2 * 4 * row_bytes / (copy_ms * 1e6);
+    bool two_pass = getenv("TRIDENT_CUDA_LN_BWD") && !strcmp(getenv("TRIDENT_CUDA_LN_BWD"), "0");
+    const char *impl = strncmp(dev, "cuda", 4) ? "op" : two_pass ? "two-pass" : "fused";
+    for (int add = 0; add < 2; add++) {
+        a.ds = add ? td_randn(2, shape, 7, 0, c.dt, c.dev) : NULL;
+        double ms = time_calls(&c, ln_bwd, &a), bytes = (3 + add) * row_bytes, gbps = bytes / (ms * 1e6);
+        if (ms < 0) return 1;
+        printf("{\"op\":\"%s_backward\",\"impl\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\",\"shape\":[%lld,%lld],"
+               "\"ms\":%.4f,\"bytes\":%.0f,\"gbps\":%.1f,\"copy_gbps\":%.1f,\"pct_copy_roof\":%.1f}\n",
+               add ? "add_layer_norm" : "layer_norm", impl, dev, td_dtype_name(c.dt), (long long)c.rows, (long long)c.n,
+               ms, bytes, gbps, copy_gbps, 100 * gbps / copy_gbps);
+    }
+    td_scope_end();
+    return 0;
+}
