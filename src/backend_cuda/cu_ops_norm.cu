@@ -10,13 +10,89 @@
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
 ** 16384 elements (8192 for f64) stay in registers, so x is read from memory
 ** once, with 16-byte loads and stores when rows are aligned. Math in float for
-** f32/f16/bf16, in double for f64.
+** f32/f16/bf16, in double for f64. For f32 x, LAYER_NORM's and ADD_LAYER_NORM's
+** y, ADD_LAYER_NORM's residual and LAYER_NORM_BACKWARD's dy may be f16/bf16
+** (autocast's: the op table's 'h'): read widened, y rounded from the f32 row,
+** the same bits as a COPY before or after the f32 op.
 */
 #include <atomic>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cu_reduce.cuh"
+
+/* ---- operands of another dtype than x's ----
+** A row's slots follow x's vectors (V = cu_vec<T>::N elements, 16 bytes); an
+** operand of type Y moves the same V elements as one V sizeof(Y)-byte access
+** (8 bytes for bf16 beside f32). For Y = T it is cu_vec<T>. */
+template <typename Y, int V> struct alignas(V * sizeof(Y)) ln_pack { Y v[V]; };
+
+/* v[k] = y[j] for thread t's slots, as cu_row_load (a no-op when VPT == 0) */
+template <int TPR, int VPT, int V, typename Y, typename C>
+__device__ __forceinline__ void ln_row_load(const Y *y, int64_t n, int t, C *v) {
+    if constexpr (VPT == 0) {
+        return;
+    } else if constexpr (V == 1) {
+        cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { v[k] = cu_to<C>(y[j]); });
+    } else {
+        cu_row_vecs<TPR, VPT, V>(n, t, [&](int q, int64_t i) {
+            ln_pack<Y, V> p = ((const ln_pack<Y, V> *)y)[i];
+#pragma unroll
+            for (int e = 0; e < V; e++) v[q * V + e] = cu_to<C>(p.v[e]);
+        });
+    }
+}
+/* y[j] = v[k] for thread t's slots, as cu_row_store (a no-op when VPT == 0) */
+template <int TPR, int VPT, int V, typename Y, typename C>
+__device__ __forceinline__ void ln_row_store(Y *y, int64_t n, int t, const C *v) {
+    if constexpr (VPT == 0) {
+        return;
+    } else if constexpr (V == 1) {
+        cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { y[j] = cu_from<Y>(v[k]); });
+    } else {
+        cu_row_vecs<TPR, VPT, V>(n, t, [&](int q, int64_t i) {
+            ln_pack<Y, V> p;
+#pragma unroll
+            for (int e = 0; e < V; e++) p.v[e] = cu_from<Y>(v[q * V + e]);
+            ((ln_pack<Y, V> *)y)[i] = p;
+        });
+    }
+}
+
+/* Whether p (NULL: ignored) holds rows of n elements of esize bytes that ln_pack's V = nv vectors can read */
+static inline bool ln_aligned(int64_t n, int nv, size_t esize, const void *p) {
+    return !p || (n % nv == 0 && (uintptr_t)p % ((size_t)nv * esize) == 0);
+}
+
+/* CU_ROWS_LAUNCH for a kernel with more type parameters than T: KERNEL<T, more..., TPR, VPT, V>, TYPES the
+** parenthesized (T, more...); V from T (x's type). */
+#define LN_UNPAREN_(...) __VA_ARGS__
+#define LN_ROWS_CASE_(vec, TPR, VPT, grid, KERNEL, TYPES, ...)                                                         \
+    do {                                                                                                               \
+        const int n_vec_ = VPT % cu_vec<T>::N == 0 ? cu_vec<T>::N : 1;                                                 \
+        if ((vec) && n_vec_ > 1)                                                                                       \
+            KERNEL<LN_UNPAREN_ TYPES, TPR, VPT, n_vec_><<<grid, TPR == 32 ? 256 : TPR, 0, s_>>>(__VA_ARGS__);          \
+        else                                                                                                           \
+            KERNEL<LN_UNPAREN_ TYPES, TPR, VPT, 1><<<grid, TPR == 32 ? 256 : TPR, 0, s_>>>(__VA_ARGS__);               \
+    } while (0)
+#define LN_ROWS_TIER_(vec, TPR, big, grid, KERNEL, TYPES, ...)                                                         \
+    else if (n_ <= (TPR)*4) LN_ROWS_CASE_(vec, TPR, 4, grid, KERNEL, TYPES, __VA_ARGS__);                              \
+    else if (n_ <= (TPR)*8) LN_ROWS_CASE_(vec, TPR, 8, grid, KERNEL, TYPES, __VA_ARGS__);                              \
+    else if (n_ <= (TPR)*16) LN_ROWS_CASE_(vec, TPR, 16, grid, KERNEL, TYPES, __VA_ARGS__);                            \
+    else if (n_ <= (TPR)*32 && (big)) LN_ROWS_CASE_(vec, TPR, 32, grid, KERNEL, TYPES, __VA_ARGS__);
+#define LN_ROWS_LAUNCH(d, rows, n, vec, KERNEL, TYPES, ...)                                                            \
+    do {                                                                                                               \
+        unsigned gw_ = cu_grid((d), (rows), 8), gb_ = cu_grid((d), (rows), 1);                                         \
+        cudaStream_t s_ = (d)->stream;                                                                                 \
+        int64_t n_ = (n);                                                                                              \
+        if (n_ <= 32)                                                                                                  \
+            KERNEL<LN_UNPAREN_ TYPES, 32, 1, 1><<<gw_, 256, 0, s_>>>(__VA_ARGS__);                                     \
+        else if (n_ <= 64)                                                                                             \
+            LN_ROWS_CASE_(vec, 32, 2, gw_, KERNEL, TYPES, __VA_ARGS__);                                                \
+        LN_ROWS_TIER_(vec, 32, true, gw_, KERNEL, TYPES, __VA_ARGS__)                                                  \
+        LN_ROWS_TIER_(vec, 512, sizeof(T) < 8, gb_, KERNEL, TYPES, __VA_ARGS__)                                        \
+        else KERNEL<LN_UNPAREN_ TYPES, 512, 0, 1><<<gb_, 512, 0, s_>>>(__VA_ARGS__);                                   \
+    } while (0)
 
 /* The statistics of a row of n (xr in memory, or v in registers when VPT > 0),
 ** two passes: *mu = sum_j x[j] / n, *rs = 1 / sqrt(sum_j (x[j] - mu)^2 / n + eps). */
@@ -36,9 +112,10 @@ __device__ __forceinline__ void norm_row_stats(const T *xr, const C *v, int64_t 
     *mu = m;
 }
 
-/* Pass 3 of a row: y[j] = (x[j] - mu) * rs * w[c] + b[c] (w, b NULL: 1, 0), c = chan(j), stored to yr. */
-template <int TPR, int VPT, int V, typename T, typename C, typename F>
-__device__ __forceinline__ void norm_row_out(const T *xr, C *v, T *yr, int64_t n, int t, C mu, C rs, const T *w,
+/* Pass 3 of a row: y[j] = (x[j] - mu) * rs * w[c] + b[c] (w, b NULL: 1, 0), c = chan(j), stored to yr (of
+** x's type or, for f32 x, f16/bf16: rounded from the float e). */
+template <int TPR, int VPT, int V, typename T, typename Y, typename C, typename F>
+__device__ __forceinline__ void norm_row_out(const T *xr, C *v, Y *yr, int64_t n, int t, C mu, C rs, const T *w,
                                              const T *b, F chan) {
     cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
         C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
@@ -48,30 +125,31 @@ __device__ __forceinline__ void norm_row_out(const T *xr, C *v, T *yr, int64_t n
         if (VPT > 0)
             v[k] = e;
         else
-            yr[j] = cu_from<T>(e);
+            yr[j] = cu_from<Y>(e);
     });
-    cu_row_store<TPR, VPT, V>(yr, n, t, v);
+    ln_row_store<TPR, VPT, V>(yr, n, t, v);
 }
 
 /* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R); res, sum (R, n)
 ** or NULL (ADD_LAYER_NORM: x is replaced by sum = x + res, rounded to T as
-** ADD does, written out and normalized):
+** ADD does, written out and normalized); x, w, b, sum, mean, rstd of type T,
+** res of Q and y of Y (T, or f16/bf16 for f32 T: widened, rounded):
 **   mean = sum_j x[j] / n
 **   rstd = 1 / sqrt(sum_j (x[j] - mean)^2 / n + eps)   (biased variance, as a
 **          second pass over x - mean: E[x^2] - mean^2 cancels when |mean| >> std)
 **   y[j] = (x[j] - mean) * rstd * w[j] + b[j]
 ** Reference: torch.nn.functional.layer_norm. */
-template <typename T, int TPR, int VPT, int V>
-__global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, T *sum, const T *w, const T *b, T *y,
+template <typename T, typename Q, typename Y, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const Q *res, T *sum, const T *w, const T *b, Y *y,
                                                       T *mean, T *rstd, int64_t R, int64_t n, double eps) {
     CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         const T *xr = x + r * n;
-        T *yr = y + r * n;
+        Y *yr = y + r * n;
         C v[VPT > 0 ? VPT : 1];
         cu_row_load<TPR, VPT, V>(xr, n, t, v);
         if (res) { /* pass 0: sum = x + res; each thread rereads only the elements it wrote */
-            const T *rr = res + r * n;
+            const Q *rr = res + r * n;
             T *sr = sum + r * n;
             cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
                 T e = cu_from<T>((VPT > 0 ? v[k] : cu_to<C>(xr[j])) + cu_to<C>(rr[j]));
@@ -88,29 +166,58 @@ __global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, 
 }
 
 /* LAYER_NORM: in = (x, w?, b?), out = (y, mean, rstd); ADD_LAYER_NORM (ADD):
-** in = (x, r, w?, b?), out = (y, s, mean, rstd). R = the elements of mean. */
-static td_status layer_norm_run(cu_dev *d, const td_op *op, bool add) {
+** in = (x, r, w?, b?), out = (y, s, mean, rstd). R = the elements of mean. x of
+** T, r of Q, y of Y. */
+template <typename T, typename Q, typename Y> static td_status layer_norm_launch(cu_dev *d, const td_op *op, bool add) {
     const td_operand *x = &op->in[0], *w = &op->in[1 + add], *b = &op->in[2 + add], *y = &op->out[0];
     const td_operand *mean = &op->out[1 + add], *rstd = &op->out[2 + add];
     int64_t numel = td_operand_numel(x), R = td_operand_numel(mean);
     if (numel == 0) return TD_OK;
     int64_t n = numel / R;
-    const char *name = add ? "add_layer_norm" : "layer_norm";
-    CU_SWITCH_FLOAT(x->dtype, {
-        const T *px = (const T *)cu_data(x);
-        T *py = (T *)cu_data(y);
-        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px,
-                       add ? (const T *)cu_data(&op->in[1]) : nullptr, add ? (T *)cu_data(&op->out[1]) : nullptr,
-                       (const T *)cu_data(w), (const T *)cu_data(b), py, (T *)cu_data(mean), (T *)cu_data(rstd), R, n,
-                       op->p.norm.eps);
-        return CU_LAUNCHED(name);
-    });
-    return td_error_set(TD_ERR_UNSUPPORTED, "cuda %s: dtype %s", name, td_dtype_name(x->dtype));
+    const int NV = cu_vec<T>::N;
+    const T *px = (const T *)cu_data(x);
+    const Q *pq = add ? (const Q *)cu_data(&op->in[1]) : nullptr;
+    T *ps = add ? (T *)cu_data(&op->out[1]) : nullptr;
+    Y *py = (Y *)cu_data(y);
+    bool vec = cu_rows_aligned(n, sizeof(T), px, ps) && ln_aligned(n, NV, sizeof(Y), py);
+    LN_ROWS_LAUNCH(d, R, n, vec, layer_norm_kernel, (T, Q, Y), px, pq, ps, (const T *)cu_data(w), (const T *)cu_data(b),
+                   py, (T *)cu_data(mean), (T *)cu_data(rstd), R, n, op->p.norm.eps);
+    return CU_LAUNCHED(add ? "add_layer_norm" : "layer_norm");
 }
 
-/* one row per element of mean: at least one row when x has elements (n = numel(x) / R) */
+/* The (residual, y) dtypes beside f32 x that the kernels take: (x's, x's) for every float x; for f32 x, y and
+** r each f32 or one narrow dtype (bf16 or f16). *q, *y: the residual's and y's dtypes (r absent: x's). */
+static void layer_norm_dtypes(const td_op *op, bool add, td_dtype *q, td_dtype *y) {
+    *q = add ? op->in[1].dtype : op->in[0].dtype;
+    *y = op->out[0].dtype;
+}
+
+static td_status layer_norm_run(cu_dev *d, const td_op *op, bool add) {
+    td_dtype xt = op->in[0].dtype, qt, yt;
+    layer_norm_dtypes(op, add, &qt, &yt);
+    if (qt == xt && yt == xt) CU_SWITCH_FLOAT(xt, { return layer_norm_launch<T, T, T>(d, op, add); });
+    if (xt == TD_F32) {
+#define LN_PAIR_(QD, YD, QT, YT)                                                                                       \
+    if (qt == QD && yt == YD) return layer_norm_launch<float, QT, YT>(d, op, add);
+        LN_PAIR_(TD_BF16, TD_BF16, __nv_bfloat16, __nv_bfloat16)
+        LN_PAIR_(TD_F32, TD_BF16, float, __nv_bfloat16)
+        LN_PAIR_(TD_BF16, TD_F32, __nv_bfloat16, float)
+        LN_PAIR_(TD_F16, TD_F16, __half, __half)
+        LN_PAIR_(TD_F32, TD_F16, float, __half)
+        LN_PAIR_(TD_F16, TD_F32, __half, float)
+#undef LN_PAIR_
+    }
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda %s: x %s, y %s%s%s", add ? "add_layer_norm" : "layer_norm",
+                        td_dtype_name(xt), td_dtype_name(yt), add ? ", residual " : "", add ? td_dtype_name(qt) : "");
+}
+
+/* one row per element of mean: at least one row when x has elements (n = numel(x) / R); the dtypes of
+** layer_norm_run (a residual and y of two narrow dtypes is declined: the core casts) */
 static bool layer_norm_ok(const td_op *op, bool add) {
-    return td_operand_numel(&op->out[1 + add]) > 0 || td_operand_numel(&op->in[0]) == 0;
+    td_dtype xt = op->in[0].dtype, qt, yt;
+    layer_norm_dtypes(op, add, &qt, &yt);
+    bool types = (qt == xt && yt == xt) || (xt == TD_F32 && (qt == TD_F32 || yt == TD_F32 || qt == yt));
+    return types && (td_operand_numel(&op->out[1 + add]) > 0 || td_operand_numel(&op->in[0]) == 0);
 }
 
 CU_SUPPORTS(LAYER_NORM) { return layer_norm_ok(op, false); }
