@@ -231,18 +231,20 @@ extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) { return l
 **   xhat = (x - mean) rstd,  g = dy w
 **   pass 1: s1 = mean_n(g), s2 = mean_n(g xhat)  (the row held in registers)
 **   pass 2: dx = rstd (g - s1 - xhat s2) + ds
+** dy of G (T, or f16/bf16 for f32 T), the rest of T.
 ** Reference: the composed formula (src/autograd/formulas_nn.c, norm_grads). */
-template <typename T, int TPR, int VPT, int V>
+template <typename T, typename G, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR)
-    layer_norm_backward_kernel(const T *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds, T *dx,
+    layer_norm_backward_kernel(const G *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds, T *dx,
                                int64_t R, int64_t n) {
     CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
-        const T *dyr = dy + r * n, *xr = x + r * n;
+        const G *dyr = dy + r * n;
+        const T *xr = x + r * n;
         T *dxr = dx + r * n;
         C m = cu_to<C>(mean[r]), rs = cu_to<C>(rstd[r]), s1 = 0, s2 = 0;
         C vg[VPT > 0 ? VPT : 1], vx[VPT > 0 ? VPT : 1]; /* g and xhat */
-        cu_row_load<TPR, VPT, V>(dyr, n, t, vg);
+        ln_row_load<TPR, VPT, V>(dyr, n, t, vg);
         cu_row_load<TPR, VPT, V>(xr, n, t, vx);
         /* pass 1 */
         cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
@@ -320,10 +322,11 @@ static td_status layer_norm_backward_parts(cu_dev *d, const typename cu_compute<
 ** sums, and their bits, are the same every run. dx as in
 ** layer_norm_backward_kernel:
 **   pass 1: xhat = (x - mean) rstd, g = dy w, s1 = mean_n(g), s2 = mean_n(g xhat)
-**   pass 2: dx = rstd (g - s1 - xhat s2) + ds  (ds loaded into dy's registers) */
-template <typename T, int TPR, int VPT, int V>
+**   pass 2: dx = rstd (g - s1 - xhat s2) + ds  (ds loaded into dy's registers)
+** dy of G (T, or f16/bf16 for f32 T), the rest of T. */
+template <typename T, typename G, int TPR, int VPT, int V>
 __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
-    layer_norm_backward_fused_kernel(const T *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,
+    layer_norm_backward_fused_kernel(const G *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,
                                      T *dx, typename cu_compute<T>::type *part, int64_t R, int64_t n) {
     CU_ROW_SETUP(T, TPR);
     C aw[VPT], ab[VPT];
@@ -332,7 +335,7 @@ __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         C m = cu_to<C>(mean[r]), rs = cu_to<C>(rstd[r]), s1 = 0, s2 = 0;
         C vd[VPT], vx[VPT]; /* dy then g then ds; x then xhat then dx */
-        cu_row_load<TPR, VPT, V>(dy + r * n, n, t, vd);
+        ln_row_load<TPR, VPT, V>(dy + r * n, n, t, vd);
         cu_row_load<TPR, VPT, V>(x + r * n, n, t, vx);
         /* pass 1, with the column sums */
         cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
@@ -372,14 +375,15 @@ __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
 /* The fused kernel with TPR threads a row and VPT slots a thread, over as many
 ** blocks as fit on the device at once (never more than the rows need): each
 ** block's rows then cover many rows, and the partials stay few. vec: the rows
-** of dy, x, ds and dx 16-byte aligned (V = cu_vec<T>::N). */
-template <typename T, int TPR, int VPT>
-static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const T *dy, const T *x, const T *w, const T *mean,
+** of dy, x, ds and dx aligned for V = cu_vec<T>::N elements a vector. */
+template <typename T, typename G, int TPR, int VPT>
+static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const G *dy, const T *x, const T *w, const T *mean,
                                            const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n) {
     typedef typename cu_compute<T>::type C;
     const int NV = VPT % cu_vec<T>::N == 0 ? cu_vec<T>::N : 1, block = TPR == 32 ? LN_BWD_WARP_BLOCK : TPR;
-    void (*kernel)(const T *, const T *, const T *, const T *, const T *, const T *, T *, C *, int64_t, int64_t) =
-        vec ? layer_norm_backward_fused_kernel<T, TPR, VPT, NV> : layer_norm_backward_fused_kernel<T, TPR, VPT, 1>;
+    void (*kernel)(const G *, const T *, const T *, const T *, const T *, const T *, T *, C *, int64_t, int64_t) =
+        vec ? layer_norm_backward_fused_kernel<T, G, TPR, VPT, NV>
+            : layer_norm_backward_fused_kernel<T, G, TPR, VPT, 1>;
     /* blocks an SM holds, asked once per kernel (the first device's answer: the kernels' registers decide it) */
     static std::atomic<int> per_sm[2];
     int bps = per_sm[vec].load(std::memory_order_relaxed);
@@ -406,8 +410,8 @@ static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const T *dy, con
 ** block of 512 up to 4096. Longer rows, or TRIDENT_CUDA_LN_BWD=0 (the
 ** two-pass path, to compare), answer false: the rows kernel and the column
 ** passes run instead. */
-template <typename T>
-static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, const T *x, const T *w, const T *mean,
+template <typename T, typename G>
+static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const G *dy, const T *x, const T *w, const T *mean,
                                            const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n,
                                            td_status *st) {
     static int off = -1;
@@ -415,7 +419,7 @@ static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, con
     if (off) return false;
 #define LN_BWD_TIER_(TPR, VPT)                                                                                         \
     if (n <= (TPR) * (VPT)) {                                                                                          \
-        *st = layer_norm_backward_fused<T, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dw, db, R, n);              \
+        *st = layer_norm_backward_fused<T, G, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dw, db, R, n);           \
         return true;                                                                                                   \
     }
     LN_BWD_TIER_(32, 4)
@@ -434,9 +438,9 @@ static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, con
 
 /* dw and db, pass 1: column j (x) of row chunk p (y), rows [p chunk, p chunk + chunk):
 ** part[2p][j] = sum dy xhat, part[2p+1][j] = sum dy (coalesced: a warp reads 32 adjacent columns of a row) */
-template <typename T>
+template <typename T, typename G>
 __global__ void __launch_bounds__(CU_BLOCK)
-    layer_norm_backward_cols_kernel(const T *dy, const T *x, const T *mean, const T *rstd,
+    layer_norm_backward_cols_kernel(const G *dy, const T *x, const T *mean, const T *rstd,
                                     typename cu_compute<T>::type *part, int64_t R, int64_t n, int64_t chunk) {
     typedef typename cu_compute<T>::type C;
     int64_t j = (int64_t)blockIdx.x * CU_BLOCK + threadIdx.x, p = blockIdx.y, r1 = (p + 1) * chunk;
@@ -452,45 +456,54 @@ __global__ void __launch_bounds__(CU_BLOCK)
 }
 
 /* LAYER_NORM_BACKWARD: in = (dy, x [R, n], w? [n], mean, rstd [R], ds? [R, n]),
-** out = (dx [R, n], dw? [n], db? [n]). dw or db wanted: the fused kernel (one
-** read of the rows) where the row fits its registers, else the rows kernel and
-** the column partials over chunks of rows (a second read); then the partials'
-** sum: deterministic, no atomics. Neither wanted: the rows kernel alone. */
-extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
-    const td_operand *dy = &op->in[0], *x = &op->in[1], *w = &op->in[2], *mean = &op->in[3], *rstd = &op->in[4];
-    const td_operand *ds = &op->in[5], *dx = &op->out[0], *dw = &op->out[1], *db = &op->out[2];
-    int64_t R = td_operand_numel(mean), numel = td_operand_numel(x);
+** out = (dx [R, n], dw? [n], db? [n]); dy of G, the rest of T. dw or db wanted:
+** the fused kernel (one read of the rows) where the row fits its registers, else
+** the rows kernel and the column partials over chunks of rows (a second read);
+** then the partials' sum: deterministic, no atomics. Neither wanted: the rows
+** kernel alone. */
+template <typename T, typename G> static td_status layer_norm_backward_run(cu_dev *d, const td_op *op) {
+    typedef typename cu_compute<T>::type A;
+    const td_operand *x = &op->in[1];
+    int64_t R = td_operand_numel(&op->in[3]), numel = td_operand_numel(x);
     if (R == 0 || numel == 0) return TD_OK; /* the core sends no empty rows */
     int64_t n = numel / R;
-    CU_SWITCH_FLOAT(x->dtype, {
-        typedef typename cu_compute<T>::type A;
-        const T *pdy = (const T *)cu_data(dy), *px = (const T *)cu_data(x), *pw = (const T *)cu_data(w);
-        const T *pm = (const T *)cu_data(mean), *pr = (const T *)cu_data(rstd), *pds = (const T *)cu_data(ds);
-        T *pdx = (T *)cu_data(dx), *pdw = (T *)cu_data(dw), *pdb = (T *)cu_data(db);
-        bool vec = cu_rows_aligned(n, sizeof(T), pdy, px) && cu_rows_aligned(n, sizeof(T), pdx, NULL);
-        td_status st;
-        if ((pdw || pdb) && layer_norm_backward_fused_tier<T>(d, vec && cu_rows_aligned(n, sizeof(T), pds, NULL), pdy,
-                                                              px, pw, pm, pr, pds, pdx, pdw, pdb, R, n, &st))
-            return st;
-        CU_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, pdy, px, pw, pm, pr, pds, pdx, R, n);
-        st = CU_LAUNCHED("layer_norm_backward");
-        if (st != TD_OK || (!pdw && !pdb)) return st;
-        /* about 8 blocks an SM over (column blocks) x (row chunks of >= 16 rows) */
-        int64_t bx = (n + CU_BLOCK - 1) / CU_BLOCK, want = (int64_t)d->sm_count * 8 / bx;
-        int64_t P = want < 1 ? 1 : want > 1024 ? 1024 : want, max_p = (R + 15) / 16;
-        if (P > max_p) P = max_p;
-        int64_t chunk = (R + P - 1) / P;
-        P = (R + chunk - 1) / chunk;
-        A *part;
-        if ((st = cu_temp_alloc(d, sizeof(A) * (size_t)(2 * P * n), (void **)&part)) != TD_OK) return st;
-        layer_norm_backward_cols_kernel<T>
-            <<<dim3((unsigned)bx, (unsigned)P), CU_BLOCK, 0, d->stream>>>(pdy, px, pm, pr, part, R, n, chunk);
-        st = CU_LAUNCHED("layer_norm_backward (dw, db partials)");
-        if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, pdw, pdb, n, P);
-        cu_temp_free(d, part);
+    const G *pdy = (const G *)cu_data(&op->in[0]);
+    const T *px = (const T *)cu_data(x), *pw = (const T *)cu_data(&op->in[2]);
+    const T *pm = (const T *)cu_data(&op->in[3]), *pr = (const T *)cu_data(&op->in[4]);
+    const T *pds = (const T *)cu_data(&op->in[5]);
+    T *pdx = (T *)cu_data(&op->out[0]), *pdw = (T *)cu_data(&op->out[1]), *pdb = (T *)cu_data(&op->out[2]);
+    bool vec = cu_rows_aligned(n, sizeof(T), px, pdx) && ln_aligned(n, cu_vec<T>::N, sizeof(G), pdy);
+    td_status st;
+    if ((pdw || pdb) && layer_norm_backward_fused_tier<T, G>(d, vec && cu_rows_aligned(n, sizeof(T), pds, NULL), pdy,
+                                                             px, pw, pm, pr, pds, pdx, pdw, pdb, R, n, &st))
         return st;
-    });
-    return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm_backward: dtype %s", td_dtype_name(x->dtype));
+    LN_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, (T, G), pdy, px, pw, pm, pr, pds, pdx, R, n);
+    st = CU_LAUNCHED("layer_norm_backward");
+    if (st != TD_OK || (!pdw && !pdb)) return st;
+    /* about 8 blocks an SM over (column blocks) x (row chunks of >= 16 rows) */
+    int64_t bx = (n + CU_BLOCK - 1) / CU_BLOCK, want = (int64_t)d->sm_count * 8 / bx;
+    int64_t P = want < 1 ? 1 : want > 1024 ? 1024 : want, max_p = (R + 15) / 16;
+    if (P > max_p) P = max_p;
+    int64_t chunk = (R + P - 1) / P;
+    P = (R + chunk - 1) / chunk;
+    A *part;
+    if ((st = cu_temp_alloc(d, sizeof(A) * (size_t)(2 * P * n), (void **)&part)) != TD_OK) return st;
+    layer_norm_backward_cols_kernel<T, G>
+        <<<dim3((unsigned)bx, (unsigned)P), CU_BLOCK, 0, d->stream>>>(pdy, px, pm, pr, part, R, n, chunk);
+    st = CU_LAUNCHED("layer_norm_backward (dw, db partials)");
+    if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, pdw, pdb, n, P);
+    cu_temp_free(d, part);
+    return st;
+}
+
+/* dy of x's dtype, or (the op table's 'h') f16/bf16 for f32 x */
+extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
+    td_dtype g = op->in[0].dtype, xt = op->in[1].dtype;
+    if (g == xt) CU_SWITCH_FLOAT(xt, { return layer_norm_backward_run<T, T>(d, op); });
+    if (xt == TD_F32 && g == TD_BF16) return layer_norm_backward_run<float, __nv_bfloat16>(d, op);
+    if (xt == TD_F32 && g == TD_F16) return layer_norm_backward_run<float, __half>(d, op);
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm_backward: x %s, dy %s", td_dtype_name(xt),
+                        td_dtype_name(g));
 }
 
 /* group_norm: x, y [N, C, S] contiguous as R = N G rows of n = Cg S elements
