@@ -19,8 +19,15 @@
 
 #define TESTS(X)                                                                                                       \
     X(ln_fwd_cpu)                                                                                                      \
-    X(add_ln_cpu) X(ln_bwd_cpu) X(add_ln_bwd_cpu) X(w3_step_cpu) X(ln_fwd_cuda) X(add_ln_cuda) X(ln_bwd_cuda)          \
-        X(add_ln_bwd_cuda) X(w3_step_cuda)
+    X(add_ln_cpu)                                                                                                      \
+    X(ln_bwd_cpu)                                                                                                      \
+    X(add_ln_bwd_cpu)                                                                                                  \
+    X(w3_step_cpu)                                                                                                     \
+    X(ln_fwd_cuda)                                                                                                     \
+    X(add_ln_cuda)                                                                                                     \
+    X(ln_bwd_cuda)                                                                                                     \
+    X(add_ln_bwd_cuda)                                                                                                 \
+    X(w3_step_cuda)
 
 static const td_device CUDA0 = {TD_DEVICE_CUDA, 0};
 static const double EPS = 1e-5;
@@ -245,7 +252,8 @@ static void w3_step(td_device dev) {
     int64_t copies, copies2;
     w3_run(m, dev, false, &loss, g, n, &copies);
     w3_run(m, dev, true, &loss2, g2, n, &copies2);
-    double l1 = test_host(loss)[0], l2 = test_host(loss2)[0];
+    double *h1 = test_host(loss), *h2 = test_host(loss2), l1 = h1[0], l2 = h2[0];
+    free(h1), free(h2);
     fprintf(stderr, "    loss %.9g (composed %.9g); copy ops %lld (composed %lld), %d layers\n", l1, l2,
             (long long)copies, (long long)copies2, (int)cfg.layers);
     same_bits(loss, loss2, "loss");
