@@ -6,7 +6,8 @@
 ** ln_fwd_*, add_ln_*: outputs of one op against td_cast(td_layer_norm(..)) / td_add_layer_norm's, and no copy.
 ** ln_bwd_*, add_ln_bwd_*: the gradients of every input through the narrow op against the composed graph's.
 ** w3_step_*: a small GPT's bf16-autocast forward and backward (the workload's block, src/workloads/workloads.c)
-**   against TRIDENT_LN_AMP=composed: the same loss and parameter gradients bit for bit, fewer `copy` ops.
+**   against TRIDENT_LN_AMP=composed: the same loss bit for bit, the same parameter gradients (bit for bit on the
+**   CPU), fewer `copy` ops.
 ** The *_cuda cases skip without a CUDA device.
 */
 #include <math.h>
@@ -257,7 +258,12 @@ static void w3_step(td_device dev) {
     fprintf(stderr, "    loss %.9g (composed %.9g); copy ops %lld (composed %lld), %d layers\n", l1, l2,
             (long long)copies, (long long)copies2, (int)cfg.layers);
     same_bits(loss, loss2, "loss");
-    for (int i = 0; i < n; i++) same_bits(g[i], g2[i], "a parameter's gradient");
+    /* CUDA's attention backward may sum dq in another order from run to run (atomics): near there, bits on the CPU */
+    for (int i = 0; i < n; i++)
+        if (dev.type == TD_DEVICE_CPU)
+            same_bits(g[i], g2[i], "a parameter's gradient");
+        else
+            ASSERT(test_max_rel(g[i], g2[i]) < 1e-3);
     /* per layer: ln1's and ln2's y casts and their gradients' casts back, the residual's cast; the final ln's two */
     ASSERT_EQ_INT(copies2 - copies, 5 * cfg.layers + 2);
     for (int i = 0; i < n; i++) td_release(g[i]), td_release(g2[i]);
