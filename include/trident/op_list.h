@@ -28,7 +28,9 @@
 **              in[0]'s where none is x), b bool, l int64, i int32 or int64,
 **              f float32, s SUM's (int64 for integer x, else x), m bool or x,
 **              w float64 for float64 x else float32, a x or, for f16/bf16 x,
-**              float32 (a loss accumulated wider than its logits), * any.
+**              float32 (a loss accumulated wider than its logits), h x or, for
+**              float32 x, f16/bf16 (a narrow operand of f32 math: layer_norm's
+**              y under autocast), * any.
 **   probe      the probe invocation's td_op_params, its designators in parentheses
 ** Optional operands (layer_norm weight, conv bias, ...) are passed as views
 ** with buf == NULL. Ops marked "in place" read and write their outputs.
@@ -226,9 +228,9 @@
     X(LOG_SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                     \
     X(SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                              \
     X(LOG_SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                          \
-    X(LAYER_NORM, 0, 0, TD_COST_ELEM, "x,?x[3],?x[3]->x,x[2],x[2]", (.norm = {1e-5}))                                  \
-    X(ADD_LAYER_NORM, 0, 0, TD_COST_ELEM, "x,x,?x[3],?x[3]->x,x,x[2],x[2]", (.norm = {1e-5}))                          \
-    X(LAYER_NORM_BACKWARD, 0, 0, TD_COST_ELEM, "x,x,?x[3],x[2],x[2],?x->x,?x[3],?x[3]", ())                            \
+    X(LAYER_NORM, 0, 0, TD_COST_ELEM, "x,?x[3],?x[3]->h,x[2],x[2]", (.norm = {1e-5}))                                  \
+    X(ADD_LAYER_NORM, 0, 0, TD_COST_ELEM, "x,h,?x[3],?x[3]->h,x,x[2],x[2]", (.norm = {1e-5}))                          \
+    X(LAYER_NORM_BACKWARD, 0, 0, TD_COST_ELEM, "h,x,?x[3],x[2],x[2],?x->x,?x[3],?x[3]", ())                            \
     X(GROUP_NORM, 0, 0, TD_COST_ELEM, "x[2,4,3],?x[4],?x[4]->x[2,4,3],x[2,2],x[2,2]", (.norm = {1e-5}))                \
     X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->a[],?w[2]", (TD_PROBE_XENT))                                      \
     X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "a[],x,l[2],?x,?w[2]->x", (TD_PROBE_XENT))                           \
@@ -258,7 +260,7 @@
 
 /* One operand of a signature (TD_OP_FACTS' sig). */
 typedef struct td_sig_arg {
-    char code;    /* x b l i f s m w * */
+    char code;    /* x b l i f s m w a h * */
     int optional; /* may be absent (buf NULL) */
     int repeat;   /* the rest of the operands are like this one */
     int ndim;     /* the probe shape's; -1: absent in the probe */

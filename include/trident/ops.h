@@ -134,6 +134,18 @@ TD_API td_tensor *td_layer_norm(td_tensor *x, int n_norm, td_tensor *weight, td_
 ** the error set (and *sum NULL) on failure: TD_ERR_SHAPE, TD_ERR_DTYPE. */
 TD_API td_tensor *td_add_layer_norm(td_tensor *x, td_tensor *residual, int n_norm, td_tensor *weight, td_tensor *bias,
                                     double eps, td_tensor **sum);
+/* CONSTRUCTOR. td_layer_norm and td_add_layer_norm with y in dtype (floating),
+** for a consumer that would cast it anyway (a Linear under autocast, which
+** keeps layer_norm itself in f32 as torch does): the same values as td_cast of
+** their result. For f32 x (after autocast) on CPU and CUDA one op writes the
+** f16/bf16 y itself, and td_add_layer_norm_to reads an f16/bf16 residual as it
+** is (the sum in f32, torch's promotion; *sum f32) where td_add_layer_norm
+** casts it first; elsewhere the composed ops run. Errors as theirs, and
+** TD_ERR_DTYPE for a dtype that is not floating-point. */
+TD_API td_tensor *td_layer_norm_to(td_tensor *x, int n_norm, td_tensor *weight, td_tensor *bias, double eps,
+                                   td_dtype dtype);
+TD_API td_tensor *td_add_layer_norm_to(td_tensor *x, td_tensor *residual, int n_norm, td_tensor *weight,
+                                       td_tensor *bias, double eps, td_dtype dtype, td_tensor **sum);
 /* torch.nn.functional.group_norm: x [N, C, *] (any trailing dims, none
 ** included) with its C channels split into num_groups groups of C/num_groups;
 ** each (n, group) is normalized over its (C/num_groups) * prod(*) elements:

@@ -1,7 +1,8 @@
 /*
 ** LAYER_NORM: normalize each row over its D elements.
 **   x is (R, D) contiguous, w and b are (D) or absent;
-**   outputs y (R, D), mean (R) and rstd (R), all in x's dtype.
+**   outputs y (R, D), mean (R) and rstd (R), all in x's dtype (y may be
+**   f16/bf16 for f32 x: the f32 row rounded, as a COPY after it would).
 **   mean_r = sum_j x[r,j] / D
 **   rstd_r = 1 / sqrt(sum_j (x[r,j] - mean_r)^2 / D + eps)   (biased variance)
 **   y[r,j] = (x[r,j] - mean_r) * rstd_r * w[j] + b[j]
@@ -68,6 +69,14 @@ td_status cpu_op_LAYER_NORM(const td_op *op) {
     double eps = op->p.norm.eps;
     switch (x->dtype) {
     case TD_F32:
+        if (y->dtype != TD_F32) { /* f16/bf16 y: the f32 rows, each rounded as COPY rounds them */
+            float *fy = malloc((size_t)n * sizeof(float));
+            if (!fy) return cpu_nn_oom("layer_norm", (size_t)n * sizeof(float));
+            layernorm_rows_f32(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), fy, cpu_ptr(mean), cpu_ptr(rstd), R, D, eps);
+            cpu_nn_from_f32(y, fy);
+            free(fy);
+            return TD_OK;
+        }
         layernorm_rows_f32(cpu_ptr(x), ptr_or_null(w), ptr_or_null(b), cpu_ptr(y), cpu_ptr(mean), cpu_ptr(rstd), R, D,
                            eps);
         return TD_OK;
@@ -95,19 +104,20 @@ td_status cpu_op_LAYER_NORM(const td_op *op) {
 /* ADD_LAYER_NORM: in = (x, r, w?, b?), out = (y, s, mean, rstd):
 **   s = x + r (rounded to the dtype, as ADD), then LAYER_NORM of s.
 ** The sum is written first, then the rows are normalized from it, so the
-** result equals ADD followed by LAYER_NORM bit for bit. */
+** result equals ADD followed by LAYER_NORM bit for bit. For f32 x, r and y may
+** be f16/bf16: r widened exactly, y rounded from the f32 row (LAYER_NORM). */
 td_status cpu_op_ADD_LAYER_NORM(const td_op *op) {
     const td_operand *x = &op->in[0], *r = &op->in[1], *s = &op->out[1];
     int64_t n = td_operand_numel(x);
     void *ps = cpu_ptr(s);
     const void *px = cpu_ptr(x), *pr = cpu_ptr(r);
     int nt = cpu_threads_for(n, 1);
-    if (x->dtype == TD_F32) {
+    if (x->dtype == TD_F32 && r->dtype == TD_F32) {
         const float *a = px, *b = pr;
         float *o = ps;
 #pragma omp parallel for num_threads(nt)
         for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
-    } else {
+    } else { /* the sum in double, rounded once to s: ADD's f32 sum (53 >= 2 * 24 + 2 bits) */
 #pragma omp parallel for num_threads(nt)
         for (int64_t i = 0; i < n; i++)
             cpu_store(ps, i, s->dtype, cpu_load(px, i, x->dtype) + cpu_load(pr, i, r->dtype));
@@ -181,7 +191,8 @@ td_status cpu_op_GROUP_NORM(const td_op *op) {
 }
 
 /* LAYER_NORM_BACKWARD: in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]),
-** out = (dx [R, D], dw? [D], db? [D]), contiguous, one dtype:
+** out = (dx [R, D], dw? [D], db? [D]), contiguous, one dtype (dy may be f16/bf16
+** for f32 x: widened into an f32 copy, exactly as a cast would):
 **   xhat = (x - mean_r) rstd_r,  g = dy w (w absent: 1)
 **   pass 1 (rows in parallel): dx = rstd_r (g - mean_D(g) - xhat mean_D(g xhat)) + ds
 **   pass 2 (blocks of 64 columns in parallel, rows in order):
@@ -237,10 +248,13 @@ td_status cpu_op_LAYER_NORM_BACKWARD(const td_op *op) {
     void *p[9] = {0};
     if (x->dtype == TD_F32 || x->dtype == TD_F64) {
         for (int i = 0; i < 9; i++) p[i] = ops[i]->buf ? cpu_ptr(ops[i]) : NULL;
+        float *wide = ops[0]->dtype != x->dtype ? cpu_nn_to_f32(ops[0]) : NULL; /* f16/bf16 dy of f32 x */
+        if (ops[0]->dtype != x->dtype && !wide) return td_last_status();
         if (x->dtype == TD_F64)
             ln_backward_rows_double(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
         else
-            ln_backward_rows_float(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
+            ln_backward_rows_float(wide ? wide : p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
+        free(wide);
         return TD_OK;
     }
     td_status st = TD_OK; /* f16/bf16: widened copies, results narrowed back */

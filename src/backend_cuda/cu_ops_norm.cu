@@ -10,13 +10,89 @@
 ** row (cu_reduce.cuh): a warp for n <= 1024, else a block of 512; rows up to
 ** 16384 elements (8192 for f64) stay in registers, so x is read from memory
 ** once, with 16-byte loads and stores when rows are aligned. Math in float for
-** f32/f16/bf16, in double for f64.
+** f32/f16/bf16, in double for f64. For f32 x, LAYER_NORM's and ADD_LAYER_NORM's
+** y, ADD_LAYER_NORM's residual and LAYER_NORM_BACKWARD's dy may be f16/bf16
+** (autocast's: the op table's 'h'): read widened, y rounded from the f32 row,
+** the same bits as a COPY before or after the f32 op.
 */
 #include <atomic>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cu_reduce.cuh"
+
+/* ---- operands of another dtype than x's ----
+** A row's slots follow x's vectors (V = cu_vec<T>::N elements, 16 bytes); an
+** operand of type Y moves the same V elements as one V sizeof(Y)-byte access
+** (8 bytes for bf16 beside f32). For Y = T it is cu_vec<T>. */
+template <typename Y, int V> struct alignas(V * sizeof(Y)) ln_pack { Y v[V]; };
+
+/* v[k] = y[j] for thread t's slots, as cu_row_load (a no-op when VPT == 0) */
+template <int TPR, int VPT, int V, typename Y, typename C>
+__device__ __forceinline__ void ln_row_load(const Y *y, int64_t n, int t, C *v) {
+    if constexpr (VPT == 0) {
+        return;
+    } else if constexpr (V == 1) {
+        cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { v[k] = cu_to<C>(y[j]); });
+    } else {
+        cu_row_vecs<TPR, VPT, V>(n, t, [&](int q, int64_t i) {
+            ln_pack<Y, V> p = ((const ln_pack<Y, V> *)y)[i];
+#pragma unroll
+            for (int e = 0; e < V; e++) v[q * V + e] = cu_to<C>(p.v[e]);
+        });
+    }
+}
+/* y[j] = v[k] for thread t's slots, as cu_row_store (a no-op when VPT == 0) */
+template <int TPR, int VPT, int V, typename Y, typename C>
+__device__ __forceinline__ void ln_row_store(Y *y, int64_t n, int t, const C *v) {
+    if constexpr (VPT == 0) {
+        return;
+    } else if constexpr (V == 1) {
+        cu_row_each<TPR, VPT, 1>(n, t, [&](int k, int64_t j) { y[j] = cu_from<Y>(v[k]); });
+    } else {
+        cu_row_vecs<TPR, VPT, V>(n, t, [&](int q, int64_t i) {
+            ln_pack<Y, V> p;
+#pragma unroll
+            for (int e = 0; e < V; e++) p.v[e] = cu_from<Y>(v[q * V + e]);
+            ((ln_pack<Y, V> *)y)[i] = p;
+        });
+    }
+}
+
+/* Whether p (NULL: ignored) holds rows of n elements of esize bytes that ln_pack's V = nv vectors can read */
+static inline bool ln_aligned(int64_t n, int nv, size_t esize, const void *p) {
+    return !p || (n % nv == 0 && (uintptr_t)p % ((size_t)nv * esize) == 0);
+}
+
+/* CU_ROWS_LAUNCH for a kernel with more type parameters than T: KERNEL<T, more..., TPR, VPT, V>, TYPES the
+** parenthesized (T, more...); V from T (x's type). */
+#define LN_UNPAREN_(...) __VA_ARGS__
+#define LN_ROWS_CASE_(vec, TPR, VPT, grid, KERNEL, TYPES, ...)                                                         \
+    do {                                                                                                               \
+        const int n_vec_ = VPT % cu_vec<T>::N == 0 ? cu_vec<T>::N : 1;                                                 \
+        if ((vec) && n_vec_ > 1)                                                                                       \
+            KERNEL<LN_UNPAREN_ TYPES, TPR, VPT, n_vec_><<<grid, TPR == 32 ? 256 : TPR, 0, s_>>>(__VA_ARGS__);          \
+        else                                                                                                           \
+            KERNEL<LN_UNPAREN_ TYPES, TPR, VPT, 1><<<grid, TPR == 32 ? 256 : TPR, 0, s_>>>(__VA_ARGS__);               \
+    } while (0)
+#define LN_ROWS_TIER_(vec, TPR, big, grid, KERNEL, TYPES, ...)                                                         \
+    else if (n_ <= (TPR)*4) LN_ROWS_CASE_(vec, TPR, 4, grid, KERNEL, TYPES, __VA_ARGS__);                              \
+    else if (n_ <= (TPR)*8) LN_ROWS_CASE_(vec, TPR, 8, grid, KERNEL, TYPES, __VA_ARGS__);                              \
+    else if (n_ <= (TPR)*16) LN_ROWS_CASE_(vec, TPR, 16, grid, KERNEL, TYPES, __VA_ARGS__);                            \
+    else if (n_ <= (TPR)*32 && (big)) LN_ROWS_CASE_(vec, TPR, 32, grid, KERNEL, TYPES, __VA_ARGS__);
+#define LN_ROWS_LAUNCH(d, rows, n, vec, KERNEL, TYPES, ...)                                                            \
+    do {                                                                                                               \
+        unsigned gw_ = cu_grid((d), (rows), 8), gb_ = cu_grid((d), (rows), 1);                                         \
+        cudaStream_t s_ = (d)->stream;                                                                                 \
+        int64_t n_ = (n);                                                                                              \
+        if (n_ <= 32)                                                                                                  \
+            KERNEL<LN_UNPAREN_ TYPES, 32, 1, 1><<<gw_, 256, 0, s_>>>(__VA_ARGS__);                                     \
+        else if (n_ <= 64)                                                                                             \
+            LN_ROWS_CASE_(vec, 32, 2, gw_, KERNEL, TYPES, __VA_ARGS__);                                                \
+        LN_ROWS_TIER_(vec, 32, true, gw_, KERNEL, TYPES, __VA_ARGS__)                                                  \
+        LN_ROWS_TIER_(vec, 512, sizeof(T) < 8, gb_, KERNEL, TYPES, __VA_ARGS__)                                        \
+        else KERNEL<LN_UNPAREN_ TYPES, 512, 0, 1><<<gb_, 512, 0, s_>>>(__VA_ARGS__);                                   \
+    } while (0)
 
 /* The statistics of a row of n (xr in memory, or v in registers when VPT > 0),
 ** two passes: *mu = sum_j x[j] / n, *rs = 1 / sqrt(sum_j (x[j] - mu)^2 / n + eps). */
@@ -36,9 +112,10 @@ __device__ __forceinline__ void norm_row_stats(const T *xr, const C *v, int64_t 
     *mu = m;
 }
 
-/* Pass 3 of a row: y[j] = (x[j] - mu) * rs * w[c] + b[c] (w, b NULL: 1, 0), c = chan(j), stored to yr. */
-template <int TPR, int VPT, int V, typename T, typename C, typename F>
-__device__ __forceinline__ void norm_row_out(const T *xr, C *v, T *yr, int64_t n, int t, C mu, C rs, const T *w,
+/* Pass 3 of a row: y[j] = (x[j] - mu) * rs * w[c] + b[c] (w, b NULL: 1, 0), c = chan(j), stored to yr (of
+** x's type or, for f32 x, f16/bf16: rounded from the float e). */
+template <int TPR, int VPT, int V, typename T, typename Y, typename C, typename F>
+__device__ __forceinline__ void norm_row_out(const T *xr, C *v, Y *yr, int64_t n, int t, C mu, C rs, const T *w,
                                              const T *b, F chan) {
     cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
         C e = ((VPT > 0 ? v[k] : cu_to<C>(xr[j])) - mu) * rs;
@@ -48,30 +125,31 @@ __device__ __forceinline__ void norm_row_out(const T *xr, C *v, T *yr, int64_t n
         if (VPT > 0)
             v[k] = e;
         else
-            yr[j] = cu_from<T>(e);
+            yr[j] = cu_from<Y>(e);
     });
-    cu_row_store<TPR, VPT, V>(yr, n, t, v);
+    ln_row_store<TPR, VPT, V>(yr, n, t, v);
 }
 
 /* layer_norm: x, y (R, n); w, b (n) or NULL; mean, rstd (R); res, sum (R, n)
 ** or NULL (ADD_LAYER_NORM: x is replaced by sum = x + res, rounded to T as
-** ADD does, written out and normalized):
+** ADD does, written out and normalized); x, w, b, sum, mean, rstd of type T,
+** res of Q and y of Y (T, or f16/bf16 for f32 T: widened, rounded):
 **   mean = sum_j x[j] / n
 **   rstd = 1 / sqrt(sum_j (x[j] - mean)^2 / n + eps)   (biased variance, as a
 **          second pass over x - mean: E[x^2] - mean^2 cancels when |mean| >> std)
 **   y[j] = (x[j] - mean) * rstd * w[j] + b[j]
 ** Reference: torch.nn.functional.layer_norm. */
-template <typename T, int TPR, int VPT, int V>
-__global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, T *sum, const T *w, const T *b, T *y,
+template <typename T, typename Q, typename Y, int TPR, int VPT, int V>
+__global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const Q *res, T *sum, const T *w, const T *b, Y *y,
                                                       T *mean, T *rstd, int64_t R, int64_t n, double eps) {
     CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         const T *xr = x + r * n;
-        T *yr = y + r * n;
+        Y *yr = y + r * n;
         C v[VPT > 0 ? VPT : 1];
         cu_row_load<TPR, VPT, V>(xr, n, t, v);
         if (res) { /* pass 0: sum = x + res; each thread rereads only the elements it wrote */
-            const T *rr = res + r * n;
+            const Q *rr = res + r * n;
             T *sr = sum + r * n;
             cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
                 T e = cu_from<T>((VPT > 0 ? v[k] : cu_to<C>(xr[j])) + cu_to<C>(rr[j]));
@@ -88,29 +166,58 @@ __global__ void CU_ROWS_BOUNDS(TPR) layer_norm_kernel(const T *x, const T *res, 
 }
 
 /* LAYER_NORM: in = (x, w?, b?), out = (y, mean, rstd); ADD_LAYER_NORM (ADD):
-** in = (x, r, w?, b?), out = (y, s, mean, rstd). R = the elements of mean. */
-static td_status layer_norm_run(cu_dev *d, const td_op *op, bool add) {
+** in = (x, r, w?, b?), out = (y, s, mean, rstd). R = the elements of mean. x of
+** T, r of Q, y of Y. */
+template <typename T, typename Q, typename Y> static td_status layer_norm_launch(cu_dev *d, const td_op *op, bool add) {
     const td_operand *x = &op->in[0], *w = &op->in[1 + add], *b = &op->in[2 + add], *y = &op->out[0];
     const td_operand *mean = &op->out[1 + add], *rstd = &op->out[2 + add];
     int64_t numel = td_operand_numel(x), R = td_operand_numel(mean);
     if (numel == 0) return TD_OK;
     int64_t n = numel / R;
-    const char *name = add ? "add_layer_norm" : "layer_norm";
-    CU_SWITCH_FLOAT(x->dtype, {
-        const T *px = (const T *)cu_data(x);
-        T *py = (T *)cu_data(y);
-        CU_ROWS_LAUNCH(d, R, n, cu_rows_aligned(n, sizeof(T), px, py), layer_norm_kernel, px,
-                       add ? (const T *)cu_data(&op->in[1]) : nullptr, add ? (T *)cu_data(&op->out[1]) : nullptr,
-                       (const T *)cu_data(w), (const T *)cu_data(b), py, (T *)cu_data(mean), (T *)cu_data(rstd), R, n,
-                       op->p.norm.eps);
-        return CU_LAUNCHED(name);
-    });
-    return td_error_set(TD_ERR_UNSUPPORTED, "cuda %s: dtype %s", name, td_dtype_name(x->dtype));
+    const int NV = cu_vec<T>::N;
+    const T *px = (const T *)cu_data(x);
+    const Q *pq = add ? (const Q *)cu_data(&op->in[1]) : nullptr;
+    T *ps = add ? (T *)cu_data(&op->out[1]) : nullptr;
+    Y *py = (Y *)cu_data(y);
+    bool vec = cu_rows_aligned(n, sizeof(T), px, ps) && ln_aligned(n, NV, sizeof(Y), py);
+    LN_ROWS_LAUNCH(d, R, n, vec, layer_norm_kernel, (T, Q, Y), px, pq, ps, (const T *)cu_data(w), (const T *)cu_data(b),
+                   py, (T *)cu_data(mean), (T *)cu_data(rstd), R, n, op->p.norm.eps);
+    return CU_LAUNCHED(add ? "add_layer_norm" : "layer_norm");
 }
 
-/* one row per element of mean: at least one row when x has elements (n = numel(x) / R) */
+/* The (residual, y) dtypes beside f32 x that the kernels take: (x's, x's) for every float x; for f32 x, y and
+** r each f32 or one narrow dtype (bf16 or f16). *q, *y: the residual's and y's dtypes (r absent: x's). */
+static void layer_norm_dtypes(const td_op *op, bool add, td_dtype *q, td_dtype *y) {
+    *q = add ? op->in[1].dtype : op->in[0].dtype;
+    *y = op->out[0].dtype;
+}
+
+static td_status layer_norm_run(cu_dev *d, const td_op *op, bool add) {
+    td_dtype xt = op->in[0].dtype, qt, yt;
+    layer_norm_dtypes(op, add, &qt, &yt);
+    if (qt == xt && yt == xt) CU_SWITCH_FLOAT(xt, { return layer_norm_launch<T, T, T>(d, op, add); });
+    if (xt == TD_F32) {
+#define LN_PAIR_(QD, YD, QT, YT)                                                                                       \
+    if (qt == QD && yt == YD) return layer_norm_launch<float, QT, YT>(d, op, add);
+        LN_PAIR_(TD_BF16, TD_BF16, __nv_bfloat16, __nv_bfloat16)
+        LN_PAIR_(TD_F32, TD_BF16, float, __nv_bfloat16)
+        LN_PAIR_(TD_BF16, TD_F32, __nv_bfloat16, float)
+        LN_PAIR_(TD_F16, TD_F16, __half, __half)
+        LN_PAIR_(TD_F32, TD_F16, float, __half)
+        LN_PAIR_(TD_F16, TD_F32, __half, float)
+#undef LN_PAIR_
+    }
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda %s: x %s, y %s%s%s", add ? "add_layer_norm" : "layer_norm",
+                        td_dtype_name(xt), td_dtype_name(yt), add ? ", residual " : "", add ? td_dtype_name(qt) : "");
+}
+
+/* one row per element of mean: at least one row when x has elements (n = numel(x) / R); the dtypes of
+** layer_norm_run (a residual and y of two narrow dtypes is declined: the core casts) */
 static bool layer_norm_ok(const td_op *op, bool add) {
-    return td_operand_numel(&op->out[1 + add]) > 0 || td_operand_numel(&op->in[0]) == 0;
+    td_dtype xt = op->in[0].dtype, qt, yt;
+    layer_norm_dtypes(op, add, &qt, &yt);
+    bool types = (qt == xt && yt == xt) || (xt == TD_F32 && (qt == TD_F32 || yt == TD_F32 || qt == yt));
+    return types && (td_operand_numel(&op->out[1 + add]) > 0 || td_operand_numel(&op->in[0]) == 0);
 }
 
 CU_SUPPORTS(LAYER_NORM) { return layer_norm_ok(op, false); }
@@ -124,18 +231,20 @@ extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) { return l
 **   xhat = (x - mean) rstd,  g = dy w
 **   pass 1: s1 = mean_n(g), s2 = mean_n(g xhat)  (the row held in registers)
 **   pass 2: dx = rstd (g - s1 - xhat s2) + ds
+** dy of G (T, or f16/bf16 for f32 T), the rest of T.
 ** Reference: the composed formula (src/autograd/formulas_nn.c, norm_grads). */
-template <typename T, int TPR, int VPT, int V>
+template <typename T, typename G, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR)
-    layer_norm_backward_kernel(const T *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds, T *dx,
+    layer_norm_backward_kernel(const G *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds, T *dx,
                                int64_t R, int64_t n) {
     CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
-        const T *dyr = dy + r * n, *xr = x + r * n;
+        const G *dyr = dy + r * n;
+        const T *xr = x + r * n;
         T *dxr = dx + r * n;
         C m = cu_to<C>(mean[r]), rs = cu_to<C>(rstd[r]), s1 = 0, s2 = 0;
         C vg[VPT > 0 ? VPT : 1], vx[VPT > 0 ? VPT : 1]; /* g and xhat */
-        cu_row_load<TPR, VPT, V>(dyr, n, t, vg);
+        ln_row_load<TPR, VPT, V>(dyr, n, t, vg);
         cu_row_load<TPR, VPT, V>(xr, n, t, vx);
         /* pass 1 */
         cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
@@ -213,10 +322,11 @@ static td_status layer_norm_backward_parts(cu_dev *d, const typename cu_compute<
 ** sums, and their bits, are the same every run. dx as in
 ** layer_norm_backward_kernel:
 **   pass 1: xhat = (x - mean) rstd, g = dy w, s1 = mean_n(g), s2 = mean_n(g xhat)
-**   pass 2: dx = rstd (g - s1 - xhat s2) + ds  (ds loaded into dy's registers) */
-template <typename T, int TPR, int VPT, int V>
+**   pass 2: dx = rstd (g - s1 - xhat s2) + ds  (ds loaded into dy's registers)
+** dy of G (T, or f16/bf16 for f32 T), the rest of T. */
+template <typename T, typename G, int TPR, int VPT, int V>
 __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
-    layer_norm_backward_fused_kernel(const T *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,
+    layer_norm_backward_fused_kernel(const G *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,
                                      T *dx, typename cu_compute<T>::type *part, int64_t R, int64_t n) {
     CU_ROW_SETUP(T, TPR);
     C aw[VPT], ab[VPT];
@@ -225,7 +335,7 @@ __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         C m = cu_to<C>(mean[r]), rs = cu_to<C>(rstd[r]), s1 = 0, s2 = 0;
         C vd[VPT], vx[VPT]; /* dy then g then ds; x then xhat then dx */
-        cu_row_load<TPR, VPT, V>(dy + r * n, n, t, vd);
+        ln_row_load<TPR, VPT, V>(dy + r * n, n, t, vd);
         cu_row_load<TPR, VPT, V>(x + r * n, n, t, vx);
         /* pass 1, with the column sums */
         cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t j) {
@@ -265,14 +375,15 @@ __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
 /* The fused kernel with TPR threads a row and VPT slots a thread, over as many
 ** blocks as fit on the device at once (never more than the rows need): each
 ** block's rows then cover many rows, and the partials stay few. vec: the rows
-** of dy, x, ds and dx 16-byte aligned (V = cu_vec<T>::N). */
-template <typename T, int TPR, int VPT>
-static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const T *dy, const T *x, const T *w, const T *mean,
+** of dy, x, ds and dx aligned for V = cu_vec<T>::N elements a vector. */
+template <typename T, typename G, int TPR, int VPT>
+static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const G *dy, const T *x, const T *w, const T *mean,
                                            const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n) {
     typedef typename cu_compute<T>::type C;
     const int NV = VPT % cu_vec<T>::N == 0 ? cu_vec<T>::N : 1, block = TPR == 32 ? LN_BWD_WARP_BLOCK : TPR;
-    void (*kernel)(const T *, const T *, const T *, const T *, const T *, const T *, T *, C *, int64_t, int64_t) =
-        vec ? layer_norm_backward_fused_kernel<T, TPR, VPT, NV> : layer_norm_backward_fused_kernel<T, TPR, VPT, 1>;
+    void (*kernel)(const G *, const T *, const T *, const T *, const T *, const T *, T *, C *, int64_t, int64_t) =
+        vec ? layer_norm_backward_fused_kernel<T, G, TPR, VPT, NV>
+            : layer_norm_backward_fused_kernel<T, G, TPR, VPT, 1>;
     /* blocks an SM holds, asked once per kernel (the first device's answer: the kernels' registers decide it) */
     static std::atomic<int> per_sm[2];
     int bps = per_sm[vec].load(std::memory_order_relaxed);
@@ -299,8 +410,8 @@ static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const T *dy, con
 ** block of 512 up to 4096. Longer rows, or TRIDENT_CUDA_LN_BWD=0 (the
 ** two-pass path, to compare), answer false: the rows kernel and the column
 ** passes run instead. */
-template <typename T>
-static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, const T *x, const T *w, const T *mean,
+template <typename T, typename G>
+static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const G *dy, const T *x, const T *w, const T *mean,
                                            const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n,
                                            td_status *st) {
     static int off = -1;
@@ -308,7 +419,7 @@ static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, con
     if (off) return false;
 #define LN_BWD_TIER_(TPR, VPT)                                                                                         \
     if (n <= (TPR) * (VPT)) {                                                                                          \
-        *st = layer_norm_backward_fused<T, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dw, db, R, n);              \
+        *st = layer_norm_backward_fused<T, G, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dw, db, R, n);           \
         return true;                                                                                                   \
     }
     LN_BWD_TIER_(32, 4)
@@ -327,9 +438,9 @@ static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const T *dy, con
 
 /* dw and db, pass 1: column j (x) of row chunk p (y), rows [p chunk, p chunk + chunk):
 ** part[2p][j] = sum dy xhat, part[2p+1][j] = sum dy (coalesced: a warp reads 32 adjacent columns of a row) */
-template <typename T>
+template <typename T, typename G>
 __global__ void __launch_bounds__(CU_BLOCK)
-    layer_norm_backward_cols_kernel(const T *dy, const T *x, const T *mean, const T *rstd,
+    layer_norm_backward_cols_kernel(const G *dy, const T *x, const T *mean, const T *rstd,
                                     typename cu_compute<T>::type *part, int64_t R, int64_t n, int64_t chunk) {
     typedef typename cu_compute<T>::type C;
     int64_t j = (int64_t)blockIdx.x * CU_BLOCK + threadIdx.x, p = blockIdx.y, r1 = (p + 1) * chunk;
@@ -345,45 +456,54 @@ __global__ void __launch_bounds__(CU_BLOCK)
 }
 
 /* LAYER_NORM_BACKWARD: in = (dy, x [R, n], w? [n], mean, rstd [R], ds? [R, n]),
-** out = (dx [R, n], dw? [n], db? [n]). dw or db wanted: the fused kernel (one
-** read of the rows) where the row fits its registers, else the rows kernel and
-** the column partials over chunks of rows (a second read); then the partials'
-** sum: deterministic, no atomics. Neither wanted: the rows kernel alone. */
-extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
-    const td_operand *dy = &op->in[0], *x = &op->in[1], *w = &op->in[2], *mean = &op->in[3], *rstd = &op->in[4];
-    const td_operand *ds = &op->in[5], *dx = &op->out[0], *dw = &op->out[1], *db = &op->out[2];
-    int64_t R = td_operand_numel(mean), numel = td_operand_numel(x);
+** out = (dx [R, n], dw? [n], db? [n]); dy of G, the rest of T. dw or db wanted:
+** the fused kernel (one read of the rows) where the row fits its registers, else
+** the rows kernel and the column partials over chunks of rows (a second read);
+** then the partials' sum: deterministic, no atomics. Neither wanted: the rows
+** kernel alone. */
+template <typename T, typename G> static td_status layer_norm_backward_run(cu_dev *d, const td_op *op) {
+    typedef typename cu_compute<T>::type A;
+    const td_operand *x = &op->in[1];
+    int64_t R = td_operand_numel(&op->in[3]), numel = td_operand_numel(x);
     if (R == 0 || numel == 0) return TD_OK; /* the core sends no empty rows */
     int64_t n = numel / R;
-    CU_SWITCH_FLOAT(x->dtype, {
-        typedef typename cu_compute<T>::type A;
-        const T *pdy = (const T *)cu_data(dy), *px = (const T *)cu_data(x), *pw = (const T *)cu_data(w);
-        const T *pm = (const T *)cu_data(mean), *pr = (const T *)cu_data(rstd), *pds = (const T *)cu_data(ds);
-        T *pdx = (T *)cu_data(dx), *pdw = (T *)cu_data(dw), *pdb = (T *)cu_data(db);
-        bool vec = cu_rows_aligned(n, sizeof(T), pdy, px) && cu_rows_aligned(n, sizeof(T), pdx, NULL);
-        td_status st;
-        if ((pdw || pdb) && layer_norm_backward_fused_tier<T>(d, vec && cu_rows_aligned(n, sizeof(T), pds, NULL), pdy,
-                                                              px, pw, pm, pr, pds, pdx, pdw, pdb, R, n, &st))
-            return st;
-        CU_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, pdy, px, pw, pm, pr, pds, pdx, R, n);
-        st = CU_LAUNCHED("layer_norm_backward");
-        if (st != TD_OK || (!pdw && !pdb)) return st;
-        /* about 8 blocks an SM over (column blocks) x (row chunks of >= 16 rows) */
-        int64_t bx = (n + CU_BLOCK - 1) / CU_BLOCK, want = (int64_t)d->sm_count * 8 / bx;
-        int64_t P = want < 1 ? 1 : want > 1024 ? 1024 : want, max_p = (R + 15) / 16;
-        if (P > max_p) P = max_p;
-        int64_t chunk = (R + P - 1) / P;
-        P = (R + chunk - 1) / chunk;
-        A *part;
-        if ((st = cu_temp_alloc(d, sizeof(A) * (size_t)(2 * P * n), (void **)&part)) != TD_OK) return st;
-        layer_norm_backward_cols_kernel<T>
-            <<<dim3((unsigned)bx, (unsigned)P), CU_BLOCK, 0, d->stream>>>(pdy, px, pm, pr, part, R, n, chunk);
-        st = CU_LAUNCHED("layer_norm_backward (dw, db partials)");
-        if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, pdw, pdb, n, P);
-        cu_temp_free(d, part);
+    const G *pdy = (const G *)cu_data(&op->in[0]);
+    const T *px = (const T *)cu_data(x), *pw = (const T *)cu_data(&op->in[2]);
+    const T *pm = (const T *)cu_data(&op->in[3]), *pr = (const T *)cu_data(&op->in[4]);
+    const T *pds = (const T *)cu_data(&op->in[5]);
+    T *pdx = (T *)cu_data(&op->out[0]), *pdw = (T *)cu_data(&op->out[1]), *pdb = (T *)cu_data(&op->out[2]);
+    bool vec = cu_rows_aligned(n, sizeof(T), px, pdx) && ln_aligned(n, cu_vec<T>::N, sizeof(G), pdy);
+    td_status st;
+    if ((pdw || pdb) && layer_norm_backward_fused_tier<T, G>(d, vec && cu_rows_aligned(n, sizeof(T), pds, NULL), pdy,
+                                                             px, pw, pm, pr, pds, pdx, pdw, pdb, R, n, &st))
         return st;
-    });
-    return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm_backward: dtype %s", td_dtype_name(x->dtype));
+    LN_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, (T, G), pdy, px, pw, pm, pr, pds, pdx, R, n);
+    st = CU_LAUNCHED("layer_norm_backward");
+    if (st != TD_OK || (!pdw && !pdb)) return st;
+    /* about 8 blocks an SM over (column blocks) x (row chunks of >= 16 rows) */
+    int64_t bx = (n + CU_BLOCK - 1) / CU_BLOCK, want = (int64_t)d->sm_count * 8 / bx;
+    int64_t P = want < 1 ? 1 : want > 1024 ? 1024 : want, max_p = (R + 15) / 16;
+    if (P > max_p) P = max_p;
+    int64_t chunk = (R + P - 1) / P;
+    P = (R + chunk - 1) / chunk;
+    A *part;
+    if ((st = cu_temp_alloc(d, sizeof(A) * (size_t)(2 * P * n), (void **)&part)) != TD_OK) return st;
+    layer_norm_backward_cols_kernel<T, G>
+        <<<dim3((unsigned)bx, (unsigned)P), CU_BLOCK, 0, d->stream>>>(pdy, px, pm, pr, part, R, n, chunk);
+    st = CU_LAUNCHED("layer_norm_backward (dw, db partials)");
+    if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, pdw, pdb, n, P);
+    cu_temp_free(d, part);
+    return st;
+}
+
+/* dy of x's dtype, or (the op table's 'h') f16/bf16 for f32 x */
+extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
+    td_dtype g = op->in[0].dtype, xt = op->in[1].dtype;
+    if (g == xt) CU_SWITCH_FLOAT(xt, { return layer_norm_backward_run<T, T>(d, op); });
+    if (xt == TD_F32 && g == TD_BF16) return layer_norm_backward_run<float, __nv_bfloat16>(d, op);
+    if (xt == TD_F32 && g == TD_F16) return layer_norm_backward_run<float, __half>(d, op);
+    return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm_backward: x %s, dy %s", td_dtype_name(xt),
+                        td_dtype_name(g));
 }
 
 /* group_norm: x, y [N, C, S] contiguous as R = N G rows of n = Cg S elements

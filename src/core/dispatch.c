@@ -84,6 +84,7 @@ static bool code_allows(char code, td_dtype x, td_dtype dt) {
     case 'm': return dt == TD_BOOL || dt == x;
     case 'w': return dt == (x == TD_F64 ? TD_F64 : TD_F32);
     case 'a': return dt == x || (dt == TD_F32 && (x == TD_F16 || x == TD_BF16));
+    case 'h': return dt == x || (x == TD_F32 && (dt == TD_F16 || dt == TD_BF16));
     default: return true;
     }
 }
@@ -100,6 +101,7 @@ static const char *code_wants(char code, td_dtype x, char *buf, size_t n) {
     case 'a':
         return x == TD_F16 || x == TD_BF16 ? (snprintf(buf, n, "%s or float32", td_dtype_name(x)), buf)
                                            : td_dtype_name(x);
+    case 'h': return x == TD_F32 ? "float32, float16 or bfloat16" : td_dtype_name(x);
     default: return td_dtype_name(x);
     }
 }

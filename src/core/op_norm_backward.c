@@ -34,7 +34,7 @@ td_status td__layer_norm_backward(td_tensor *dy, td_tensor *x, td_tensor *w, td_
     int64_t rd[2] = {R, D};
     td_device dev = x->storage->device;
     td_tensor *in[6] = {
-        td_contiguous(td_reshape(td_cast(dy, x->dtype), 2, rd)),
+        td_contiguous(td_reshape(td__norm_narrow_ok(x, dy->dtype) ? dy : td_cast(dy, x->dtype), 2, rd)),
         td_contiguous(td_reshape(x, 2, rd)),
         w ? td_contiguous(td_reshape(w, 1, &D)) : NULL,
         td_contiguous(td_reshape(mean, 1, &R)),

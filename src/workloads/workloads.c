@@ -132,6 +132,33 @@ static bool mlp_node(void) {
     return !e || strcmp(e, "0") != 0;
 }
 
+/* TRIDENT_LN_AMP=composed: layer norms as td_layer_norm and td_add_layer_norm, whose f32 outputs the Linears
+** cast, and whose residual autocast casts to f32 (the baseline: the same numbers, three more passes a block) */
+static bool ln_composed(void) {
+    const char *e = getenv("TRIDENT_LN_AMP");
+    return e && !strcmp(e, "composed");
+}
+
+/* The dtype a layer norm feeding a Linear writes: autocast's (the Linear would cast the f32 output to it, so
+** td_layer_norm_to rounds it in the LN kernel instead of a separate pass; f64 stays), else x's. */
+static td_dtype ln_out_dtype(td_tensor *x) {
+    td_dtype amp, dt = x ? td_tensor_dtype(x) : TD_F32;
+    return x && dt != TD_F64 && td_autocast_enabled(td_tensor_device(x).type, &amp) ? amp : dt;
+}
+
+/* ln (a LayerNorm child over the last dim, eps torch's default) of x for a Linear: in ln_out_dtype(x) */
+static td_tensor *ln_for_linear(td_module *ln, td_tensor *x) {
+    td_tensor *w = td_module_get(ln, "weight"), *b = td_module_get(ln, "bias");
+    return ln_composed() ? td_layer_norm(x, 1, w, b, 1e-5) : td_layer_norm_to(x, 1, w, b, 1e-5, ln_out_dtype(x));
+}
+
+/* ln of x + r for a Linear (ADD_LAYER_NORM), the sum in *s: r (proj's autocast output) read as it is */
+static td_tensor *add_ln_for_linear(td_module *ln, td_tensor *x, td_tensor *r, td_tensor **s) {
+    td_tensor *w = td_module_get(ln, "weight"), *b = td_module_get(ln, "bias");
+    return ln_composed() ? td_add_layer_norm(x, r, 1, w, b, 1e-5, s)
+                         : td_add_layer_norm_to(x, r, 1, w, b, 1e-5, ln_out_dtype(x), s);
+}
+
 /* [N, T, C] (a slice of the qkv output) -> [N, H, T, D] */
 static td_tensor *split_heads(td_tensor *x, int64_t h) {
     static const int perm[4] = {0, 2, 1, 3};
@@ -141,7 +168,7 @@ static td_tensor *split_heads(td_tensor *x, int64_t h) {
 static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     gpt_block *b = td_module_user(self);
     int64_t n = td_size(x, 0), t = td_size(x, 1), c = td_size(x, 2), d = c / b->heads;
-    td_tensor *qkv = td_module_forward(b->qkv, td_module_forward(b->ln1, x)); /* [N, T, 3C] */
+    td_tensor *qkv = td_module_forward(b->qkv, ln_for_linear(b->ln1, x)); /* [N, T, 3C] */
     td_tensor *parts[3] = {NULL, NULL, NULL}; /* one split: its gradient is one concatenation */
     if (qkv) td_split(qkv, 3, (int64_t[]){c, c, c}, 2, parts);
     td_tensor *q = split_heads(parts[0], b->heads), *k = split_heads(parts[1], b->heads);
@@ -157,8 +184,7 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
     td_tensor *y = td_reshape(td_permute(o, perm), 3, (int64_t[]){n, t, c});
     /* the residual add and ln2 in one fused op (ADD_LAYER_NORM; ln2's eps is torch's default) */
     td_tensor *s = NULL;
-    td_tensor *h = td_add_layer_norm(x, td_module_forward(b->proj, y), 1, td_module_get(b->ln2, "weight"),
-                                     td_module_get(b->ln2, "bias"), 1e-5, &s);
+    td_tensor *h = add_ln_for_linear(b->ln2, x, td_module_forward(b->proj, y), &s);
     if (b->fused_mlp && mlp_node()) /* fc, the GELU, out and the residual add: one node */
         return td_mlp_gelu(h, td_module_get(b->fc, "weight"), td_module_get(b->fc, "bias"),
                            td_module_get(b->out, "weight"), td_module_get(b->out, "bias"), s, b->gelu_tanh);
@@ -219,7 +245,7 @@ static td_tensor *gpt_forward(td_module *self, td_tensor *idx) {
     td_tensor *pos =
         td_arange(0, (double)td_size(idx, 1), 1, TD_I64, td_tensor_device(idx)); /* ids >= context fail in pos */
     td_tensor *x = td_add(td_module_forward(g->tok, idx), td_module_forward(g->pos, pos));
-    td_tensor *h = td_module_forward(g->ln, td_module_forward(g->blocks, x));
+    td_tensor *h = ln_for_linear(g->ln, td_module_forward(g->blocks, x));
     return g->cfg.gpt2 ? td_linear(h, td_module_get(g->tok, "weight"), NULL) : td_module_forward(g->head, h);
 }
 
