@@ -20,10 +20,10 @@ static td__math_once ln_w = TD_MATH_ONCE("g = dy * w\n" LN_DX "return dx, sum(dy
 static td__math_once ln_b = TD_MATH_ONCE("g = dy\n" LN_DX "return dx, sum(dy, 0)");
 static td__math_once ln_x = TD_MATH_ONCE("g = dy\n" LN_DX "dx");
 
-/* measured (W3 on an H100, bench/RESULTS.md): the block on Vulkan (84.6 -> 61.1 ms fp32, 99.8 -> 76.6 bf16 a step,
-** where the LAYER_NORM_BACKWARD shader's column sums run at 2% of the copy roof); the hand op on CUDA (W5 bf16 34.3
-** against the block's 36.4 ms) and on the CPU (1 op against the interpreter's passes) */
-bool td__layer_norm_block_on(td_tensor *x) { return x && td__math_fuse(td_tensor_device(x).type == TD_DEVICE_VULKAN); }
+/* measured (W3 on an H100, bench/RESULTS.md): the hand op everywhere, since its Vulkan shader reads the rows once
+** (W3 fp32 57.5 ms against the block's 61.1, bf16 54.1 against 57.6), on CUDA (W5 bf16 34.3 against the block's
+** 36.4 ms) and on the CPU (1 op against the interpreter's passes) */
+bool td__layer_norm_block_on(td_tensor *x) { return x && td__math_fuse(false); }
 
 bool td__layer_norm_grads_fused(td_tensor *x, td_tensor *dy, td_tensor *w, td_tensor *mean, td_tensor *rstd,
                                 bool want_w, bool want_b, td_tensor **dx, td_tensor **dw, td_tensor **db) {

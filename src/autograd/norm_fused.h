@@ -15,8 +15,8 @@
 ** Returns false, setting nothing and clearing the error, when TRIDENT_MATH_FUSE
 ** is 0 or the block cannot run them: the caller composes the formula. */
 /* GETTER. Whether layer norm's backward on x's device takes the block:
-** TRIDENT_MATH_FUSE=0|1 decides; unset, on Vulkan (measured faster there) and
-** not on CUDA or the CPU, where the hand-written LAYER_NORM_BACKWARD op serves. */
+** TRIDENT_MATH_FUSE=1 takes it; unset or 0, the hand-written LAYER_NORM_BACKWARD
+** op serves on every device (measured faster). */
 bool td__layer_norm_block_on(td_tensor *x);
 
 bool td__layer_norm_grads_fused(td_tensor *x, td_tensor *dy, td_tensor *w, td_tensor *mean, td_tensor *rstd,

@@ -17,8 +17,9 @@
 ** top-left (key j masked for j > i) as ours, for any L and S. Plans are cached per (device, direction, dtype, causal,
 ** B, H, L, S, E, the operands' strides); strided operands also need strides in multiples of 8 elements. scale is a
 *by-value scalar given at execution, so it is not part of the key. Workspace comes from
-** the plugin's stream-ordered scratch (cu_temp_alloc). While the device captures a CUDA graph the op stays on our
-** kernels unless TRIDENT_CUDA_ATTN_CUDNN_CAPTURE=1 (then only plans built before the capture run).
+** the plugin's stream-ordered scratch (cu_temp_alloc). While the device captures a CUDA graph only plans built
+** before the capture run (a shape first met during a capture takes our kernels; test_attention_cudnn captured checks
+** the replays against eager calls); TRIDENT_CUDA_ATTN_CUDNN_CAPTURE=0 keeps captures on our kernels.
 ** TRIDENT_CUDA_ATTN=own|cudnn picks one (default: cuDNN where it is taken); TRIDENT_CUDA_ATTN_DEBUG=1 prints
 ** each decision and each cuDNN failure once. td_cuda_attn_counts and td_cuda_cudnn_status (exported, found with
 ** td_backend_symbol) tell tests which implementation ran.
@@ -279,7 +280,7 @@ static const char *declined(cu_dev *d, const cu_dnn_attn *a, const void *const *
         if (!aligned16(ptrs[i])) return "an operand is not 16-byte aligned";
     if (d->capturing) {
         const char *e = getenv("TRIDENT_CUDA_ATTN_CUDNN_CAPTURE");
-        if (!e || strcmp(e, "1") != 0) return "capturing a CUDA graph (TRIDENT_CUDA_ATTN_CUDNN_CAPTURE=1 allows it)";
+        if (e && !strcmp(e, "0")) return "capturing a CUDA graph (TRIDENT_CUDA_ATTN_CUDNN_CAPTURE=0)";
     }
     return NULL;
 }

@@ -15,7 +15,7 @@
 ** Tiles: rows of D floats in shared memory padded to TF32_LD(D) = D + 4 floats (row stride = 4 banks mod 32), so
 ** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
 ** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0).
-** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 0; =wmma leaves f32 to the WMMA kernels of
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the WMMA kernels of
 ** cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass); a loop tile has
 ** T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
 **     cfg 0: W 4, T 64   cfg 1: W 4, T 32   cfg 2: W 8, T 64   cfg 3: W 2, T 64

@@ -82,8 +82,8 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
 /* Attention: the fused td_scaled_dot_product_attention in f16/bf16 (q's dtype, or autocast's) on CUDA, whose
 ** kernels (cuDNN's, else our mma.sync ones) beat the composed matmul-softmax-matmul there (bench/RESULTS.md) and keep
 *no
-** [N, H, T, T] buffer; the composed one elsewhere. f32 on CUDA with head dim 64 or 128 (the 3xTF32 mma.sync
-** kernels' shapes): TRIDENT_ATTENTION_F32=fused takes them, unset or composed keeps the composed one (until measured).
+** [N, H, T, T] buffer; the composed one elsewhere. f32 on CUDA with head dim 64 or 128 too: the 3xTF32 mma.sync
+** kernels run W3 fp32 in 33.4 ms where the composed one takes 52.5 (H100); TRIDENT_ATTENTION_F32=composed keeps it.
 ** TRIDENT_ATTENTION=fused or composed forces either everywhere. */
 static bool use_fused_attention(td_tensor *q) {
     const char *e = getenv("TRIDENT_ATTENTION");
@@ -95,7 +95,7 @@ static bool use_fused_attention(td_tensor *q) {
     if (td_autocast_enabled(TD_DEVICE_CUDA, &amp)) dt = amp; /* ATTENTION runs in autocast's dtype */
     if (dt == TD_F32) {
         const char *f = getenv("TRIDENT_ATTENTION_F32");
-        return f && !strcmp(f, "fused") && (td_size(q, 3) == 64 || td_size(q, 3) == 128);
+        return !(f && !strcmp(f, "composed")) && (td_size(q, 3) == 64 || td_size(q, 3) == 128);
     }
     return dt == TD_F16 || dt == TD_BF16;
 }
