@@ -9,6 +9,8 @@
 ** On CUDA, TRIDENT_CUDA_ATTN=own|cudnn picks our kernels or cuDNN's fused attention; the row's impl then reads
 ** "trident-own" or "trident-cudnn"; in f32, TRIDENT_CUDA_ATTN_F32_CFG=0..3|wmma picks the kernels' tile configuration
 ** (cu_attention_tf32.cuh), named by a "-f32cfg<N>" suffix (scripts/attn-f32-sweep runs each).
+** On Vulkan, TRIDENT_VK_ATTN=coopmat|scalar picks the f16 forward's tensor-core or scalar shader, named likewise
+** ("trident-coopmat", "trident-scalar").
 */
 #include <math.h>
 #include <stdio.h>
@@ -124,7 +126,8 @@ int main(int argc, char **argv) {
     double fwd = run(&c, x, dy, mask, false), both = run(&c, x, dy, mask, true);
     /* flops of the two matmuls (4 b h t^2 d), halved when causal; backward 2.5x the forward */
     double fl = 4.0 * (double)(c.b * c.h * c.t) * (double)(c.t * c.d) * (c.causal ? 0.5 : 1);
-    const char *pick = getenv("TRIDENT_CUDA_ATTN"), *f32cfg = getenv("TRIDENT_CUDA_ATTN_F32_CFG");
+    const char *pick = getenv(c.dev.type == TD_DEVICE_VULKAN ? "TRIDENT_VK_ATTN" : "TRIDENT_CUDA_ATTN"),
+               *f32cfg = getenv("TRIDENT_CUDA_ATTN_F32_CFG");
     char impl[96];
     int w = snprintf(impl, sizeof impl, "trident%s%s%s", c.composed ? "-composed" : "", pick && !c.composed ? "-" : "",
                      pick && !c.composed ? pick : "");

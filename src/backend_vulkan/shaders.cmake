@@ -69,3 +69,8 @@ if(VK_GLSLANG_KHR)
   vk_shader(matmul_coopmat_khr_bf16 matmul_coopmat_bf16.comp A_DT=3 COOPMAT_KHR=1)
 endif()
 vk_shader(pool2d_scatter_f32 pool2d_scatter.comp)
+# f16 ATTENTION forward on tensor cores (vk_ops_attention.c); its KHR variant only where glslang >= 13 builds it
+vk_shader(attention_coopmat_f16 attention_coopmat.comp A_DT=2)
+if(VK_GLSLANG_KHR)
+  vk_shader(attention_coopmat_khr_f16 attention_coopmat.comp A_DT=2 COOPMAT_KHR=1)
+endif()

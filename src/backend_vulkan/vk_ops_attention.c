@@ -5,8 +5,12 @@
 ** each recomputing the probabilities from lse, so every output element has one
 ** writer and no atomics are needed. Bool masks use the _bmask variants. Shapes and math: the shader's header
 ** and src/backend_cpu/cpu_attention.c. Head dims up to 128 (E and Ev).
+** The f16 forward without mask or dropout, head dim 64 or 128, runs on tensor cores
+** (shaders/attention_coopmat.comp) where the device has cooperative matrices, unless
+** TRIDENT_VK_ATTN=scalar; the backward and everything else take attention.comp.
 */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trident/attn_layout.h"
@@ -89,11 +93,47 @@ static td_status attn_bind(vk_dev *d, const td_op *op, uint32_t mode, vk_bind *b
     return st;
 }
 
+/* The forward on tensor cores (shaders/attention_coopmat.comp): its shader, or -1 where op or d does not take
+** it: TRIDENT_VK_ATTN=scalar; not f16; a mask or dropout; E != Ev or not 64 or 128; an offset not a multiple of 8
+** elements; no cooperative matrix (or the matmul's failed its self-test), or no variant of d's path in this build; a
+*fragment shape that does not tile
+** 16 rows x 32 keys; too little shared memory. spec gets WG, LM, LN, LK, BQ, D (BQ 64 where it fits, else 32). */
+static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, uint32_t spec[6]) {
+    const char *env = getenv("TRIDENT_VK_ATTN");
+    const td_operand *x = qkv(op);
+    const vk_caps *c = &d->caps;
+    const uint32_t *cs = c->coopmat_shape, sg = c->subgroup_size;
+    if ((env && !strcmp(env, "scalar")) || op->kind != TD_OP_ATTENTION || x[0].dtype != TD_F16 || x[3].buf ||
+        op->p.attn.dropout_p > 0 || pc->E != pc->Ev || (pc->E != 64 && pc->E != 128) || c->coopmat == VK_COOPMAT_NONE ||
+        d->coopmat_state < 0)
+        return -1;
+    if ((pc->q_off | pc->k_off | pc->v_off | pc->o_off) % 8) return -1;
+    if (!cs[0] || 16 % cs[0] || 32 % cs[1] || 32 % cs[2] || sg % 16 || sg > 128) return -1;
+    int shader =
+        c->coopmat == VK_COOPMAT_KHR ? vk_variant_id("attention_coopmat_khr_f16") : VK_SHADER_attention_coopmat_f16;
+    if (shader < 0) return -1;
+    /* shared bytes of the shader's header for BQ query rows: the K and V tiles, O, S, P and the row stats */
+    for (uint32_t bq = 64; bq >= 32; bq /= 2) {
+        uint32_t wg = bq / 16 * sg, e = pc->E;
+        size_t bytes = 2 * 32 * (e + 8) * 2 + (size_t)bq * (e + 4) * 4 + bq * 36 * 4 + bq * 40 * 2 + wg * 4 + bq * 8;
+        if (bytes > c->shared_mem || wg > c->max_wg_invocations) continue;
+        uint32_t s[6] = {wg, cs[0], cs[1], cs[2], bq, e};
+        memcpy(spec, s, sizeof s);
+        return shader;
+    }
+    return -1;
+}
+
 static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
     vk_bind b[8];
     vk_pc_attn pc = {0};
     td_status st = attn_bind(d, op, mode, b, &pc);
     if (st != TD_OK) return st;
+    uint32_t cspec[6];
+    int coop = mode == 0 ? coop_shader(d, op, &pc, cspec) : -1;
+    if (coop >= 0)
+        return vk_dispatch(d, coop, cspec, 6, 8, b, &pc, sizeof pc,
+                           vk_groups((int64_t)pc.N * ((pc.L + cspec[4] - 1) / cspec[4]), 1), 1, 1);
     td_dtype dt = qkv(op)[0].dtype;
     uint32_t dp = (uint32_t)((pc.E > pc.Ev ? pc.E : pc.Ev) + 7) / 8 * 8;
     dp = dp ? dp : 8;

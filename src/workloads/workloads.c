@@ -84,12 +84,17 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
 *no
 ** [N, H, T, T] buffer; the composed one elsewhere. f32 on CUDA with head dim 64 or 128 too: the 3xTF32 mma.sync
 ** kernels run W3 fp32 in 33.4 ms where the composed one takes 52.5 (H100); TRIDENT_ATTENTION_F32=composed keeps it.
-** TRIDENT_ATTENTION=fused or composed forces either everywhere. */
+** On Vulkan TRIDENT_ATTENTION_VK=fused takes the fused op (tensor cores for f16, vk_ops_attention.c), unset or
+** composed keeps the composed one (until measured). TRIDENT_ATTENTION=fused or composed forces either everywhere. */
 static bool use_fused_attention(td_tensor *q) {
     const char *e = getenv("TRIDENT_ATTENTION");
     if (e && !strcmp(e, "fused")) return true;
     if (e && !strcmp(e, "composed")) return false;
     td_dtype dt = td_tensor_dtype(q);
+    if (td_tensor_device(q).type == TD_DEVICE_VULKAN) {
+        const char *f = getenv("TRIDENT_ATTENTION_VK");
+        return f && !strcmp(f, "fused");
+    }
     if (td_tensor_device(q).type != TD_DEVICE_CUDA) return false;
     td_dtype amp;
     if (td_autocast_enabled(TD_DEVICE_CUDA, &amp)) dt = amp; /* ATTENTION runs in autocast's dtype */

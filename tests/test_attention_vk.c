@@ -1,0 +1,127 @@
+/* The fused attention forward on vulkan:0's tensor cores (shaders/attention_coopmat.comp: f16, no mask or
+** dropout, head dim 64 or 128, causal or not) against the float64 CPU attention, with the gradients of q, k
+** and v through the backward (which reads the forward's out and lse), for lengths that are and are not
+** multiples of the 64-query and 32-key blocks. Each case runs under TRIDENT_VK_ATTN=coopmat (skipped with
+** the reason on a device without cooperative matrices) and TRIDENT_VK_ATTN=scalar (attention.comp, any
+** device), and the two paths must agree. */
+#include <math.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "trident/backend.h"
+
+#define TESTS(X) X(coopmat) X(scalar) X(paths_agree)
+
+typedef struct vk_cfg {
+    const char *name;
+    int64_t b, h, l, s, e;
+    bool causal;
+} vk_cfg;
+
+static const vk_cfg cfgs[] = {
+    {"E 64, L = S = 64", 1, 2, 64, 64, 64, false},  {"E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true},
+    {"E 64, L 37 S 45", 1, 3, 37, 45, 64, false},   {"E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true},
+    {"E 128, L 70 S 33", 2, 1, 70, 33, 128, false},
+};
+
+static const td_device VK0 = {TD_DEVICE_VULKAN, 0};
+
+/* why vulkan:0 cannot run the coopmat path ("" when it can) */
+static const char *no_coopmat(void) {
+    static char why[300];
+    const td_backend *be = td_backend_for(TD_DEVICE_VULKAN);
+    td_device_info info;
+    if (!be || be->iface->device_info(0, &info) != TD_OK) return "no vulkan:0";
+    if (!strstr(info.features, "coopmat=none")) return "";
+    snprintf(why, sizeof why, "no cooperative matrix on %s", info.name);
+    return why;
+}
+
+static td_tensor *leaf(td_tensor *host, td_dtype dt, td_device dev) {
+    td_tensor *t = ASSERT_TENSOR(td_detach(td_to(td_cast(host, dt), dev)));
+    ASSERT_OK(td_set_requires_grad(t, true));
+    return t;
+}
+
+/* max |a - b| / max(1, max |b|) */
+static double rel_err(td_tensor *a, td_tensor *b) {
+    double *x = test_host(a), *y = test_host(b), err = 0, big = 1;
+    int64_t n = td_numel(b);
+    ASSERT_EQ_INT(td_numel(a), n);
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(x[i] - y[i]);
+        err = d > err || d != d ? d : err;
+        big = fabs(y[i]) > big ? fabs(y[i]) : big;
+    }
+    free(x), free(y);
+    return err / big;
+}
+
+/* c on vulkan:0 in f16 under TRIDENT_VK_ATTN=path: out and the gradients within tol of the f64 CPU attention
+** of the same (f16-rounded) inputs; the f16 output into got (when not NULL). */
+static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got) {
+    ASSERT(setenv("TRIDENT_VK_ATTN", path, 1) == 0);
+    test_seed();
+    int64_t sq[4] = {c->b, c->h, c->l, c->e}, sk[4] = {c->b, c->h, c->s, c->e};
+    const int64_t *shapes[3] = {sq, sk, sk};
+    td_tensor *host[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t n = shapes[i][0] * shapes[i][1] * shapes[i][2] * shapes[i][3];
+        double *x = malloc((size_t)n * sizeof *x);
+        for (int64_t j = 0; j < n; j++) x[j] = test_uniform(i == 0 ? -3 : -1, i == 0 ? 3 : 1); /* peaked rows */
+        host[i] = td_cast(test_tensor_f64(x, 4, shapes[i], TD_F16), TD_F64);
+        free(x);
+    }
+    td_tensor *rx[3] = {leaf(host[0], TD_F64, TD_CPU), leaf(host[1], TD_F64, TD_CPU), leaf(host[2], TD_F64, TD_CPU)};
+    td_tensor *ry = ASSERT_TENSOR(td_scaled_dot_product_attention(rx[0], rx[1], rx[2], NULL, 0, c->causal, NAN));
+    int64_t no = td_numel(ry);
+    double *dyv = malloc((size_t)no * sizeof *dyv);
+    for (int64_t j = 0; j < no; j++) dyv[j] = test_uniform(-1, 1);
+    td_tensor *rdy = td_cast(test_tensor_f64(dyv, 4, td_shape(ry), TD_F16), TD_F64), *rg[3], *g[3];
+    free(dyv);
+    ASSERT_OK(td_grad(1, &ry, &rdy, 3, rx, rg, false, false, false));
+    td_tensor *x[3] = {leaf(host[0], TD_F16, VK0), leaf(host[1], TD_F16, VK0), leaf(host[2], TD_F16, VK0)};
+    td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, c->causal, NAN));
+    td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(rdy, TD_F16), VK0));
+    ASSERT_OK(td_grad(1, &y, &dy, 3, x, g, false, false, false));
+    double e[4] = {rel_err(y, ry), rel_err(g[0], rg[0]), rel_err(g[1], rg[1]), rel_err(g[2], rg[2])};
+    fprintf(stderr, "    %-7s %-32s out %.1e dq %.1e dk %.1e dv %.1e\n", path, c->name, e[0], e[1], e[2], e[3]);
+    static const char *what[4] = {"out", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++)
+        if (!(e[i] <= tol)) TEST_FAIL_("%s %s: %s off by %.3g (limit %.3g)", path, c->name, what[i], e[i], tol);
+    if (got) *got = ASSERT_TENSOR(td_to(y, TD_CPU));
+    unsetenv("TRIDENT_VK_ATTN");
+}
+
+static void need_vulkan(void) {
+    if (!td_device_available(VK0)) TEST_SKIP("no vulkan:0: %s", td_backend_unavailable_reason(TD_DEVICE_VULKAN));
+}
+
+/* f16 inputs and outputs, f32 accumulation; the coopmat path also rounds P to f16 */
+TEST(coopmat) {
+    need_vulkan();
+    const char *why = no_coopmat();
+    if (*why) TEST_SKIP("%s", why);
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) check(&cfgs[i], "coopmat", 4e-3, NULL);
+}
+
+TEST(scalar) {
+    need_vulkan();
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) check(&cfgs[i], "scalar", 2e-3, NULL);
+}
+
+/* the two paths' outputs within two f16 roundings of each other */
+TEST(paths_agree) {
+    need_vulkan();
+    const char *why = no_coopmat();
+    if (*why) TEST_SKIP("%s", why);
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
+        td_tensor *a, *b;
+        check(&cfgs[i], "coopmat", 4e-3, &a);
+        check(&cfgs[i], "scalar", 2e-3, &b);
+        double e = rel_err(a, b);
+        if (!(e <= 2e-3)) TEST_FAIL_("%s: coopmat and scalar outputs differ by %.3g", cfgs[i].name, e);
+    }
+}
+
+TEST_MAIN(TESTS)
