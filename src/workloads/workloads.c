@@ -81,8 +81,7 @@ static td_tensor *causal_mask(gpt_block *b, int64_t t, td_device dev) {
 
 /* Attention: the fused td_scaled_dot_product_attention in f16/bf16 (q's dtype, or autocast's) on CUDA, whose
 ** kernels (cuDNN's, else our mma.sync ones) beat the composed matmul-softmax-matmul there (bench/RESULTS.md) and keep
-*no
-** [N, H, T, T] buffer; the composed one elsewhere. f32 on CUDA with head dim 64 or 128 too: the 3xTF32 mma.sync
+** no [N, H, T, T] buffer; the composed one elsewhere. f32 on CUDA with head dim 64 or 128 too: the 3xTF32 mma.sync
 ** kernels run W3 fp32 in 33.4 ms where the composed one takes 52.5 (H100); TRIDENT_ATTENTION_F32=composed keeps it.
 ** On Vulkan TRIDENT_ATTENTION_VK=fused takes the fused op (tensor cores for f16, vk_ops_attention.c), unset or
 ** composed keeps the composed one (until measured). TRIDENT_ATTENTION=fused or composed forces either everywhere. */
