@@ -77,6 +77,7 @@ static void round_trip(td_module *m, td_tensor *x, const char *name) {
                 "%s %s",
                 TD_SOURCE_DIR, TD_PYTHON3, TD_SOURCE_DIR, model, in, td_dtype_name(td_tensor_dtype(x)), shape, out);
     if (rc == TEST_SKIP_CODE) TEST_SKIP("onnxruntime is not installed (scripts/install-deps)");
+    if (rc == 127) TEST_SKIP("the configured python (%s) is not on this machine", TD_PYTHON3);
     ASSERT_EQ_INT(rc, 0);
 }
 
