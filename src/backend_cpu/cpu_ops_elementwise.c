@@ -116,15 +116,17 @@ static void unary_row(const td_op *op, int64_t n, char *const *p, const int64_t 
 /* GELU_BACKWARD, differentiating y = x*Phi(x):
 **   erf form:  dx = dy * (Phi(x) + x*phi(x)), phi(x) = e^(-x^2/2)/sqrt(2pi)
 **   tanh form: y = x*(1+t)/2 with t = tanh(u), u = k*(x + c*x^3):
-**              dx = dy * ((1+t)/2 + x/2 * (1-t^2) * k*(1 + 3c*x^2)) */
+**              dx = dy * ((1+t)/2 + x/2 * (1-t^2) * k*(1 + 3c*x^2)),
+**              as s + 2x s s' k*(1 + 3c*x^2) with s = (1+t)/2 = sigmoid(2u), s' = 1 - s = sigmoid(-2u):
+**              1 + t cancels where t is near -1 (x below about -2), the sigmoids keep their relative precision */
 #define GELU_BWD_ROW_(NAME, T, C, LD, ST, F)                                                                           \
     static void NAME(bool tanh_form, int64_t n, T *o, int64_t so, const T *dy, int64_t sd, const T *xs, int64_t sx) {  \
         const C one = 1, half = 0.5, k = (C)GELU_K, c = (C)GELU_C, r2 = (C)INV_SQRT2, r2pi = (C)INV_SQRT_2PI;          \
         for (int64_t i = 0; i < n; i++) {                                                                              \
             C x = LD(xs[i * sx]), g = LD(dy[i * sd]), d;                                                               \
             if (tanh_form) {                                                                                           \
-                C t = F(tanh)(k * (x + c * x * x * x));                                                                \
-                d = half * (one + t) + half * x * (one - t * t) * k * (one + 3 * c * x * x);                           \
+                C u2 = 2 * k * (x + c * x * x * x), sp = one / (one + F(exp)(-u2)), sm = one / (one + F(exp)(u2));     \
+                d = sp + 2 * x * sp * sm * k * (one + 3 * c * x * x);                                                  \
             } else {                                                                                                   \
                 d = half * F(erfc)(-x * r2) + x * r2pi * F(exp)(-half * x * x);                                        \
             }                                                                                                          \
