@@ -53,20 +53,6 @@ static td_tensor *composed(td_tensor *q, td_tensor *k, td_tensor *v, td_tensor *
         m_;                                                                                                            \
     })
 
-/* max |a - b| / max(1, max |b|) over elements */
-static double rel_err(td_tensor *a, td_tensor *b) {
-    double *x = test_host(a), *y = test_host(b), err = 0, big = 1;
-    int64_t n = td_numel(b);
-    ASSERT_EQ_INT(td_numel(a), n);
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs(x[i] - y[i]);
-        err = d > err || d != d ? d : err;
-        big = fabs(y[i]) > big ? fabs(y[i]) : big;
-    }
-    free(x), free(y);
-    return err / big;
-}
-
 static td_tensor *leaf(td_tensor *host, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_detach(td_to(td_cast(host, dt), dev)));
     ASSERT_OK(td_set_requires_grad(t, true));
@@ -120,7 +106,8 @@ static void check_cfg(const attn_cfg *c, td_device dev, td_dtype dt, double tol)
         td_scaled_dot_product_attention_ext(x[0], x[1], x[2], m, c->dropout, c->causal, NAN, seed, offset));
     td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(rdy, dt), dev));
     ASSERT_OK(td_grad(1, &y, &dy, 3, x, g, false, false, false));
-    double e[4] = {rel_err(y, ry), rel_err(g[0], rg[0]), rel_err(g[1], rg[1]), rel_err(g[2], rg[2])};
+    double e[4] = {test_rel_err(y, ry), test_rel_err(g[0], rg[0]), test_rel_err(g[1], rg[1]),
+                   test_rel_err(g[2], rg[2])};
     char dn[32];
     fprintf(stderr, "    %-8s %-4s %-50s out %.1e dq %.1e dk %.1e dv %.1e\n", td_device_str(dev, dn, sizeof dn),
             td_dtype_name(dt), c->name, e[0], e[1], e[2], e[3]);
@@ -213,8 +200,8 @@ TEST(tf32_tolerance_tells) {
         ASSERT_OK(td_grad(1, &y[r], &dy, 3, in, g[r], false, false, false));
     }
     free(x), free(xr);
-    double e[4] = {rel_err(y[1], y[0]), rel_err(g[1][0], g[0][0]), rel_err(g[1][1], g[0][1]),
-                   rel_err(g[1][2], g[0][2])};
+    double e[4] = {test_rel_err(y[1], y[0]), test_rel_err(g[1][0], g[0][0]), test_rel_err(g[1][1], g[0][1]),
+                   test_rel_err(g[1][2], g[0][2])};
     fprintf(stderr, "    TF32-rounded inputs: out %.1e dq %.1e dk %.1e dv %.1e (limit %.0e)\n", e[0], e[1], e[2], e[3],
             TF32_TOL);
     for (int i = 0; i < 4; i++) ASSERT(e[i] > 2 * TF32_TOL);
@@ -234,15 +221,15 @@ TEST(dropout_reproducible) {
     td_tensor *a = ASSERT_TENSOR(td_scaled_dot_product_attention_ext(q, q, q, NULL, 0.5, false, NAN, 5, 40));
     td_tensor *b = ASSERT_TENSOR(td_scaled_dot_product_attention_ext(q, q, q, NULL, 0.5, false, NAN, 5, 40));
     td_tensor *c = ASSERT_TENSOR(td_scaled_dot_product_attention_ext(q, q, q, NULL, 0.5, false, NAN, 5, 41));
-    ASSERT(rel_err(a, b) == 0);
-    ASSERT(rel_err(a, c) > 1e-3);
+    ASSERT(test_rel_err(a, b) == 0);
+    ASSERT(test_rel_err(a, c) > 1e-3);
     td_manual_seed(77);
     td_tensor *d = ASSERT_TENSOR(td_scaled_dot_product_attention(q, q, q, NULL, 0.5, false, NAN));
     td_tensor *e = ASSERT_TENSOR(td_scaled_dot_product_attention(q, q, q, NULL, 0.5, false, NAN));
     td_manual_seed(77);
     td_tensor *f = ASSERT_TENSOR(td_scaled_dot_product_attention(q, q, q, NULL, 0.5, false, NAN));
-    ASSERT(rel_err(d, f) == 0);
-    ASSERT(rel_err(d, e) > 1e-3);
+    ASSERT(test_rel_err(d, f) == 0);
+    ASSERT(test_rel_err(d, e) > 1e-3);
     td_scope_end();
 }
 
@@ -286,7 +273,7 @@ TEST(mha_key_padding) {
     for (int i = 0; i < 8; i++) x[2 * 8 + i] += 5, x[40 + 4 * 8 + i] -= 3; /* padded keys change */
     td_tensor *kv = test_tensor_f64(x, 3, sx, TD_F32);
     td_tensor *y2 = ASSERT_TENSOR(td_multihead_attention_forward_ext(m, q, kv, kv, NULL, kpm, false));
-    ASSERT(rel_err(y2, y) < 1e-6);
+    ASSERT(test_rel_err(y2, y) < 1e-6);
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 5; j++) row1[i * 5 + j] = pad[5 + j];
     td_tensor *q1 = test_tensor_f64(x + 40, 3, one, TD_F32),
@@ -294,7 +281,7 @@ TEST(mha_key_padding) {
     td_tensor *y1 = ASSERT_TENSOR(td_multihead_attention_forward(m, q1, q1, q1, am, false));
     td_tensor *yb =
         ASSERT_TENSOR(td_slice(td_multihead_attention_forward_ext(m, kv, kv, kv, NULL, kpm, false), 0, 1, 2, 1));
-    ASSERT(rel_err(yb, y1) < 1e-6);
+    ASSERT(test_rel_err(yb, y1) < 1e-6);
     ASSERT_ERROR(td_multihead_attention_forward_ext(m, q, q, q, NULL, am, false), TD_ERR_SHAPE,
                  "key_padding_mask has shape");
     td_module_free(m);
@@ -318,10 +305,10 @@ TEST(mha_dropout) {
     td_tensor *a = ASSERT_TENSOR(td_module_forward(m, q));
     td_manual_seed(100);
     td_tensor *b = ASSERT_TENSOR(td_module_forward(m, q));
-    ASSERT(rel_err(a, b) == 0);
-    ASSERT(rel_err(a, ref) > 1e-3);
+    ASSERT(test_rel_err(a, b) == 0);
+    ASSERT(test_rel_err(a, ref) > 1e-3);
     td_module_eval(m);
-    ASSERT(rel_err(ASSERT_TENSOR(td_module_forward(m, q)), ref) == 0);
+    ASSERT(test_rel_err(ASSERT_TENSOR(td_module_forward(m, q)), ref) == 0);
     ASSERT_ERROR(td_multihead_attention_new_ext(8, 2, true, true, 1), TD_ERR_MISUSE, "dropout 1 is outside");
     td_module_free(m), td_module_free(m0);
     td_scope_end();

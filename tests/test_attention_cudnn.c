@@ -45,29 +45,6 @@ static void counts(int64_t c[4]) {
 
 static const td_device CUDA0 = {TD_DEVICE_CUDA, 0};
 
-/* Skips unless cuda:0 exists and cuDNN loads there. */
-static void need_cudnn(void) {
-    if (!td_device_available(CUDA0)) TEST_SKIP("no CUDA device");
-    const char *(*status)(void) = (const char *(*)(void))td_backend_symbol(TD_DEVICE_CUDA, "td_cuda_cudnn_status");
-    if (!status) TEST_FAIL_("the CUDA plugin exports no td_cuda_cudnn_status");
-    const char *why = status();
-    if (why) TEST_SKIP("cuDNN not loadable: %s", why);
-}
-
-/* max |a - b| / max(1, max |b|) */
-static double rel_err(td_tensor *a, td_tensor *b) {
-    double *x = test_host(a), *y = test_host(b), err = 0, big = 1;
-    int64_t n = td_numel(b);
-    ASSERT_EQ_INT(td_numel(a), n);
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs(x[i] - y[i]);
-        err = d > err || d != d ? d : err;
-        big = fabs(y[i]) > big ? fabs(y[i]) : big;
-    }
-    free(x), free(y);
-    return err / big;
-}
-
 static td_tensor *leaf(td_tensor *host, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_detach(td_to(td_cast(host, dt), dev)));
     ASSERT_OK(td_set_requires_grad(t, true));
@@ -157,7 +134,7 @@ static void expect_close(const char *what, const cfg *c, td_dtype dt, td_tensor 
                          double tol) {
     static const char *names[4] = {"out", "dq", "dk", "dv"};
     double e[4];
-    for (int i = 0; i < 4; i++) e[i] = rel_err(a[i], b[i]);
+    for (int i = 0; i < 4; i++) e[i] = test_rel_err(a[i], b[i]);
     fprintf(stderr, "    [%lld,%lld,%lld,%lld]%s %-4s %-22s out %.1e dq %.1e dk %.1e dv %.1e\n", (long long)c->b,
             (long long)c->h, (long long)c->l, (long long)c->e, c->causal ? " causal" : "       ", td_dtype_name(dt),
             what, e[0], e[1], e[2], e[3]);
@@ -169,7 +146,7 @@ static void expect_close(const char *what, const cfg *c, td_dtype dt, td_tensor 
 static double tol_of(td_dtype dt) { return dt == TD_BF16 ? 1e-2 : 2e-3; }
 
 TEST(vs_reference) {
-    need_cudnn();
+    test_need_cudnn();
     test_seed();
     td_dtype dts[2] = {TD_BF16, TD_F16};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
@@ -189,7 +166,7 @@ TEST(vs_reference) {
 }
 
 TEST(mixed) {
-    need_cudnn();
+    test_need_cudnn();
     test_seed();
     td_dtype dts[2] = {TD_BF16, TD_F16};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i += 3) /* [2,3,128,64], [1,2,197,64] causal */
@@ -208,7 +185,7 @@ TEST(mixed) {
 }
 
 TEST(fallback) {
-    need_cudnn();
+    test_need_cudnn();
     test_seed();
     static const cfg falls[2] = {{2, 2, 128, 128, 64, false, 1, 0}, {2, 2, 128, 128, 64, true, 0, 0.2}};
     static const char *names[2] = {"key padding mask", "dropout 0.2"};
@@ -270,7 +247,7 @@ static double *uniform_array(int64_t n) {
 }
 
 TEST(strided_cudnn) {
-    need_cudnn();
+    test_need_cudnn();
     test_seed();
     static const cfg cs[3] = {
         {2, 3, 128, 128, 64, true, 0, 0}, {1, 2, 197, 197, 64, false, 0, 0}, {2, 2, 256, 256, 128, true, 0, 0}};
@@ -286,7 +263,7 @@ TEST(strided_cudnn) {
             counts(c1);
             split_run b = run_split(c, xh, dyh, dts[t], CUDA0, true, false);
             free(xh), free(dyh);
-            double ey = rel_err(a.y, b.y), eg = rel_err(a.g, b.g);
+            double ey = test_rel_err(a.y, b.y), eg = test_rel_err(a.g, b.g);
             fprintf(stderr, "    [%lld,%lld,%lld,%lld]%s %-4s strided vs contiguous: out %.1e dqkv %.1e\n",
                     (long long)c->b, (long long)c->h, (long long)c->l, (long long)c->e, c->causal ? " causal" : "",
                     td_dtype_name(dts[t]), ey, eg);
@@ -313,7 +290,7 @@ TEST(strided_fallback) {
         split_run a = run_split(&c, xh, dyh, TD_F32, devs[d], false, false);
         split_run b = run_split(&c, xh, dyh, TD_F32, devs[d], true, false);
         free(xh), free(dyh);
-        double ey = rel_err(a.y, b.y), eg = rel_err(a.g, b.g);
+        double ey = test_rel_err(a.y, b.y), eg = test_rel_err(a.g, b.g);
         fprintf(stderr, "    %s strided vs contiguous: out %.1e dqkv %.1e\n", d ? "Vulkan" : "CPU", ey, eg);
         if (ey != 0 || eg != 0) TEST_FAIL_("strided views differ from contiguous copies: out %.3g, grad %.3g", ey, eg);
         td_scope_end();
@@ -329,7 +306,7 @@ static void load(td_tensor *dst, td_tensor *src, td_dtype dt) {
 }
 
 TEST(captured) {
-    need_cudnn();
+    test_need_cudnn();
     test_seed();
     static const cfg cs[2] = {{2, 3, 128, 128, 64, true, 0, 0}, {2, 2, 256, 256, 128, false, 0, 0}};
     const td_dtype dt = TD_BF16;

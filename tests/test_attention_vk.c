@@ -43,20 +43,6 @@ static td_tensor *leaf(td_tensor *host, td_dtype dt, td_device dev) {
     return t;
 }
 
-/* max |a - b| / max(1, max |b|) */
-static double rel_err(td_tensor *a, td_tensor *b) {
-    double *x = test_host(a), *y = test_host(b), err = 0, big = 1;
-    int64_t n = td_numel(b);
-    ASSERT_EQ_INT(td_numel(a), n);
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs(x[i] - y[i]);
-        err = d > err || d != d ? d : err;
-        big = fabs(y[i]) > big ? fabs(y[i]) : big;
-    }
-    free(x), free(y);
-    return err / big;
-}
-
 /* c on vulkan:0 in f16 under TRIDENT_VK_ATTN=path: out and the gradients within tol of the f64 CPU attention
 ** of the same (f16-rounded) inputs; the f16 output into got (when not NULL). */
 static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got) {
@@ -84,7 +70,8 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, c->causal, NAN));
     td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(rdy, TD_F16), VK0));
     ASSERT_OK(td_grad(1, &y, &dy, 3, x, g, false, false, false));
-    double e[4] = {rel_err(y, ry), rel_err(g[0], rg[0]), rel_err(g[1], rg[1]), rel_err(g[2], rg[2])};
+    double e[4] = {test_rel_err(y, ry), test_rel_err(g[0], rg[0]), test_rel_err(g[1], rg[1]),
+                   test_rel_err(g[2], rg[2])};
     fprintf(stderr, "    %-7s %-32s out %.1e dq %.1e dk %.1e dv %.1e\n", path, c->name, e[0], e[1], e[2], e[3]);
     static const char *what[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++)
@@ -119,7 +106,7 @@ TEST(paths_agree) {
         td_tensor *a, *b;
         check(&cfgs[i], "coopmat", 4e-3, &a);
         check(&cfgs[i], "scalar", 2e-3, &b);
-        double e = rel_err(a, b);
+        double e = test_rel_err(a, b);
         if (!(e <= 2e-3)) TEST_FAIL_("%s: coopmat and scalar outputs differ by %.3g", cfgs[i].name, e);
     }
 }

@@ -39,19 +39,6 @@ static double *uniform_array(int64_t n) {
     return v;
 }
 
-/* max |a - b| / max(1, max |b|) */
-static double rel_err(td_tensor *a, td_tensor *b) {
-    double *x = test_host(a), *y = test_host(b), err = 0, big = 1;
-    int64_t n = td_numel(b);
-    ASSERT_EQ_INT(td_numel(a), n);
-    for (int64_t i = 0; i < n; i++) {
-        err = fmax(err, fabs(x[i] - y[i]));
-        big = fmax(big, fabs(y[i]));
-    }
-    free(x), free(y);
-    return err / big;
-}
-
 static td_tensor *leaf(td_tensor *x, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_to(td_cast(x, dt), dev));
     t = ASSERT_TENSOR(td_contiguous(t));
@@ -73,7 +60,7 @@ TEST(adjacent_cpu) {
     ASSERT_OK(td_grad(1, (td_tensor *[]){ASSERT_TENSOR(td_cat(3, p, 2))}, &dz, 1, &x, &g, false, false, false));
     ASSERT_OK(td_profile_end(NULL));
     ASSERT_EQ_INT(count_ops("cat", true), 0);
-    ASSERT(rel_err(g, dz) == 0);
+    ASSERT(test_rel_err(g, dz) == 0);
     /* out of order: cat(p1, p0, p2)'s gradients are views of dz, but not in x's order: concatenated */
     td_tensor *sw[3] = {p[1], p[0], p[2]};
     td_tensor *z = ASSERT_TENSOR(td_cat(3, sw, 2));
@@ -83,13 +70,13 @@ TEST(adjacent_cpu) {
     ASSERT_EQ_INT(count_ops("cat", true), 1);
     td_tensor *d[3];
     ASSERT_OK(td_split(dz, 3, (int64_t[]){4, 3, 5}, 2, d));
-    ASSERT(rel_err(g, ASSERT_TENSOR(td_cat(3, (td_tensor *[]){d[1], d[0], d[2]}, 2))) == 0);
+    ASSERT(test_rel_err(g, ASSERT_TENSOR(td_cat(3, (td_tensor *[]){d[1], d[0], d[2]}, 2))) == 0);
     /* two parts of one size with one gradient (y0 + y1): the same view twice, not adjacent */
     td_tensor *h[2];
     ASSERT_OK(td_split(x, 2, (int64_t[]){6, 6}, 2, h));
     td_tensor *dh2 = ASSERT_TENSOR(td_slice(dz, 2, 0, 6, 1));
     ASSERT_OK(td_grad(1, (td_tensor *[]){ASSERT_TENSOR(td_add(h[0], h[1]))}, &dh2, 1, &x, &g, false, false, false));
-    ASSERT(rel_err(g, ASSERT_TENSOR(td_cat(2, (td_tensor *[]){dh2, dh2}, 2))) == 0);
+    ASSERT(test_rel_err(g, ASSERT_TENSOR(td_cat(2, (td_tensor *[]){dh2, dh2}, 2))) == 0);
     free(xh), free(dh);
     td_scope_end();
 }
@@ -135,7 +122,7 @@ TEST(qkv_cpu) {
     int64_t cats, copies;
     td_tensor *a = run(&c, xh, dyh, TD_F32, TD_CPU, false, &cats, &copies);
     td_tensor *b = run(&c, xh, dyh, TD_F32, TD_CPU, true, NULL, NULL);
-    double e = rel_err(a, b);
+    double e = test_rel_err(a, b);
     fprintf(stderr, "    views vs contiguous: dqkv %.1e\n", e);
     ASSERT(e <= 1e-6);
     ASSERT_EQ_INT(cats, 1); /* the CPU kernels write contiguous dq, dk, dv: the split concatenates them */
@@ -143,17 +130,8 @@ TEST(qkv_cpu) {
     td_scope_end();
 }
 
-/* Skips unless cuda:0 exists and cuDNN loads there. */
-static void need_cudnn(void) {
-    if (!td_device_available(CUDA0)) TEST_SKIP("no CUDA device");
-    const char *(*status)(void) = (const char *(*)(void))td_backend_symbol(TD_DEVICE_CUDA, "td_cuda_cudnn_status");
-    if (!status) TEST_FAIL_("the CUDA plugin exports no td_cuda_cudnn_status");
-    const char *why = status();
-    if (why) TEST_SKIP("cuDNN not loadable: %s", why);
-}
-
 TEST(qkv_cuda) {
-    need_cudnn();
+    test_need_cudnn();
     test_seed();
     static const cfg cs[2] = {{2, 3, 128, 64}, {2, 12, 256, 64}};
     for (int i = 0; i < 2; i++) {
@@ -165,7 +143,7 @@ TEST(qkv_cuda) {
         td_tensor *b = run(c, xh, dyh, TD_BF16, CUDA0, true, NULL, NULL);
         /* the same kernels on the same bf16 values: only the layout differs, so the gradients agree to fp32
         ** rounding of cuDNN's float accumulation order */
-        double e = rel_err(a, b);
+        double e = test_rel_err(a, b);
         fprintf(stderr, "    [%lld,%lld,%lld,%lld] packed vs contiguous: dqkv %.1e\n", (long long)c->b, (long long)c->h,
                 (long long)c->l, (long long)c->e, e);
         if (!(e <= 1e-2)) TEST_FAIL_("packed vs contiguous gradient off by %.3g", e);
@@ -177,7 +155,7 @@ TEST(qkv_cuda) {
 }
 
 TEST(gpt_block_cuda) {
-    need_cudnn();
+    test_need_cudnn();
     td_manual_seed(5);
     workload_gpt_config cfg = {.vocab = 64, .d_model = 128, .heads = 2, .layers = 2, .context = 64};
     td_module *m = workload_gpt_new(&cfg);

@@ -23,15 +23,6 @@ enum { TANH, RELU, LSTM, GRU };
 
 static const td_device CUDA0 = {TD_DEVICE_CUDA, 0};
 
-/* Skips unless cuda:0 exists and cuDNN loads there. */
-static void need_cudnn(void) {
-    if (!td_device_available(CUDA0)) TEST_SKIP("no CUDA device");
-    const char *(*status)(void) = (const char *(*)(void))td_backend_symbol(TD_DEVICE_CUDA, "td_cuda_cudnn_status");
-    if (!status) TEST_FAIL_("the CUDA plugin exports no td_cuda_cudnn_status");
-    const char *why = status();
-    if (why) TEST_SKIP("cuDNN not loadable: %s", why);
-}
-
 /* cuDNN forwards and backwards so far */
 static void counts(int64_t c[2]) {
     void (*f)(int64_t *) = (void (*)(int64_t *))td_backend_symbol(TD_DEVICE_CUDA, "td_cuda_rnn_counts");
@@ -163,7 +154,7 @@ static void one(const cfg *c) {
 
 /* Every flag combination of mode. */
 static void sweep(int mode) {
-    need_cudnn();
+    test_need_cudnn();
     for (int k = 0; k < 16; k++)
         one(&(cfg){.mode = mode,
                    .layers = 1 + (k & 1),
@@ -175,7 +166,7 @@ static void sweep(int mode) {
 
 /* bias=False, unbatched input, dropout 0.3 in eval (cuDNN takes it: no dropout runs), each mode. */
 TEST(extras) {
-    need_cudnn();
+    test_need_cudnn();
     for (int mode = TANH; mode <= GRU; mode++) {
         one(&(cfg){.mode = mode, .layers = 2, .bidir = true, .states = true, .no_bias = true});
         one(&(cfg){.mode = mode, .layers = 2, .bidir = true, .states = true, .unbatched = true});
@@ -191,7 +182,7 @@ TEST(gru) { sweep(GRU); }
 
 /* A forward without grad (cuDNN's inference mode) gives the training forward's y. */
 TEST(no_grad) {
-    need_cudnn();
+    test_need_cudnn();
     cfg c = {.mode = LSTM, .layers = 2, .bidir = true};
     td_module *m = make(&c, 5, 6, 0);
     td_scope_begin();
@@ -213,7 +204,7 @@ TEST(no_grad) {
 
 /* Inter-layer dropout in training: our path by default, a clear error when cuDNN is forced. */
 TEST(fallback) {
-    need_cudnn();
+    test_need_cudnn();
     cfg c = {.mode = GRU, .layers = 2};
     td_module *m = make(&c, 5, 6, 0.3);
     td_module_train(m, true);

@@ -5,8 +5,8 @@
 ** files, shell commands and the device a case names. A failing run repeats
 ** with TD_SEED=<n> build/tests/test_x case.
 ** defines: test_seed, test_seed_from, test_next, test_uniform, test_int,
-**          test_tensor_f64, test_uniform_tensor, test_host, test_max_rel, test_set_grad, test_tmp_dir, test_tmp_path,
-**          test_write_file, test_read_file, test_sh, test_device_or_skip.
+**          test_tensor_f64, test_uniform_tensor, test_host, test_max_rel, test_rel_err, test_set_grad, test_tmp_dir,
+**          test_tmp_path, test_write_file, test_read_file, test_sh, test_device_or_skip, test_need_cudnn.
 */
 #ifndef TRIDENT_TEST_UTIL_H
 #define TRIDENT_TEST_UTIL_H
@@ -92,6 +92,21 @@ static inline double test_max_rel(td_tensor *a, td_tensor *b) {
     return worst;
 }
 
+/* max |a - b| / max(1, max |b|) over two tensors of the same element count: the worst error against the
+** reference's scale (a NaN anywhere gives NaN, which no limit accepts). */
+static inline double test_rel_err(td_tensor *a, td_tensor *b) {
+    double *x = test_host(a), *y = test_host(b), err = 0, big = 1;
+    int64_t n = td_numel(b);
+    ASSERT_EQ_INT(td_numel(a), n);
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(x[i] - y[i]);
+        err = d > err || d != d ? d : err;
+        big = fabs(y[i]) > big ? fabs(y[i]) : big;
+    }
+    free(x), free(y);
+    return err / big;
+}
+
 /* p.grad = g, through a backward pass of p * 1. */
 static inline void test_set_grad(td_tensor *p, td_tensor *g) {
     td_zero_grad(p);
@@ -166,6 +181,15 @@ static inline td_device test_device_or_skip(const char *spec) {
         TEST_SKIP(why);
     }
     return dev;
+}
+
+/* Skips the case unless cuda:0 exists and the CUDA plugin loads cuDNN there (the reason printed). */
+static inline void test_need_cudnn(void) {
+    if (!td_device_available((td_device){TD_DEVICE_CUDA, 0})) TEST_SKIP("no CUDA device");
+    const char *(*status)(void) = (const char *(*)(void))td_backend_symbol(TD_DEVICE_CUDA, "td_cuda_cudnn_status");
+    if (!status) TEST_FAIL_("the CUDA plugin exports no td_cuda_cudnn_status");
+    const char *why = status();
+    if (why) TEST_SKIP("cuDNN not loadable: %s", why);
 }
 
 #endif /* TRIDENT_TEST_UTIL_H */
