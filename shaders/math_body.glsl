@@ -40,10 +40,11 @@ MT gelu_tanh(MT x) {
 // d/dx [x Phi(x)] = Phi(x) + x phi(x)
 MT gelu_grad_erf(MT x) { return t_phi_cdf(x) + x * MT(0.39894228040143267794LF) * M_EXP(MT(-0.5) * x * x); }
 
-// d/dx [0.5 x (1 + tanh(u))], u = s (x + c x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 c x^2)
+// d/dx [0.5 x (1 + tanh(u))], u = s (x + c x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 c x^2),
+// as p + 2 x p q s (1 + 3 c x^2) with p = (1 + t) / 2 = sigmoid(2u), q = 1 - p = sigmoid(-2u): 1 + t cancels
+// where t is near -1 (x below about -2), the sigmoids keep their relative precision
 MT gelu_grad_tanh(MT x) {
-    MT u = MT(0.79788456080286535588LF) * (x + MT(0.044715LF) * x * x * x);
-    MT t = t_tanh(u);
-    return MT(0.5LF) * (MT(1) + t) + MT(0.5LF) * x * (MT(1) - t * t) * MT(0.79788456080286535588LF) *
-           (MT(1) + MT(0.134145LF) * x * x);
+    MT u2 = MT(1.5957691216057307118LF) * (x + MT(0.044715LF) * x * x * x);
+    MT p = MT(1) / (MT(1) + M_EXP(-u2)), q = MT(1) / (MT(1) + M_EXP(u2));
+    return p + MT(2) * x * p * q * MT(0.79788456080286535588LF) * (MT(1) + MT(0.134145LF) * x * x);
 }
