@@ -23,7 +23,7 @@
 #include "autograd_internal.h"
 #include "core/linear_dgelu.h"
 #include "core/linear_wgrad.h"
-#include "trident/math.h"
+#include "core/math_fuse.h"
 #include "trident/nn.h"
 
 /* Which operands a call has; the node's user pointer is one of `variants`. */
@@ -49,6 +49,16 @@ static slots slots_of(unsigned v) {
 
 enum { SAVED_X, SAVED_W1, SAVED_W2, SAVED_A, SAVED_H, SAVED_B1 }; /* b1 last, when present */
 
+/* y + b + r in one pass (a math block through core's hook: autograd sits below src/math), else two adds */
+static td_tensor *bias_residual(td_tensor *y, td_tensor *b, td_tensor *r) {
+    static td__math_once block = TD_MATH_ONCE("y + b + r");
+    td_math_binding bind[3] = {{.name = "y", .tensor = y}, {.name = "b", .tensor = b}, {.name = "r", .tensor = r}};
+    td_tensor *out = NULL;
+    if (y && td__math_once_run(&block, bind, 3, &out) == TD_OK) return out;
+    td_clear_error();
+    return td_add(td_add(y, b), r);
+}
+
 static td_status mlp_forward(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
     (void)n_in, (void)n_out;
     unsigned v = *(const unsigned char *)td_ctx_user(ctx);
@@ -56,7 +66,7 @@ static td_status mlp_forward(td_function_ctx *ctx, int n_in, td_tensor *const *i
     td_tensor *b1 = s.b1 >= 0 ? in[s.b1] : NULL, *b2 = s.b2 >= 0 ? in[s.b2] : NULL, *h = NULL;
     td_tensor *a = td__linear_gelu_keep(in[s.x], in[s.w1], b1, v & MLP_TANH, &h);
     td_tensor *y = td_linear(a, in[s.w2], s.r >= 0 ? NULL : b2);
-    if (s.r >= 0) y = b2 ? td_m("y + b + r", "y", y, "b", b2, "r", in[s.r], NULL) : td_add(y, in[s.r]);
+    if (s.r >= 0) y = b2 ? bias_residual(y, b2, in[s.r]) : td_add(y, in[s.r]);
     if (!y) return td_last_status();
     out[0] = y;
     td_tensor *saved[6] = {in[s.x], in[s.w1], in[s.w2], a, h, b1};

@@ -1,6 +1,6 @@
 /*
 ** RNN, LSTM and GRU on cuDNN's RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8),
-** the entry points src/nn/rnn_cudnn.c finds with td_backend_symbol; the contract is src/nn/rnn_cudnn.h. cuDNN is
+** the entry points src/nn/rnn_cudnn.c finds with td_backend_symbol; the contract is include/trident/rnn_cudnn.h. cuDNN is
 ** the library cu_cudnn.c loads (dlopen at first use, the per-device handle); the RNN symbols are resolved here from
 ** libcudnn.so.9, whose cuDNN 9 shim forwards them to libcudnn_adv.so.9.
 ** Letters: T steps, B batch, I input, H hidden, L layers, D directions, G gates.
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "cu_cudnn.h"
-#include "nn/rnn_cudnn.h"
+#include "trident/rnn_cudnn.h"
 
 /* cuDNN forward calls, backward calls: for tests (td_cuda_rnn_counts) */
 static _Atomic int64_t counts[2];

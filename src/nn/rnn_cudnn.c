@@ -1,7 +1,7 @@
 /*
 ** The recurrent layers' cuDNN path: on a CUDA device a whole RNN/LSTM/GRU (every layer and direction) runs as one
 ** cudnnRNNForward and its backward as one cudnnRNNBackwardData_v8 + cudnnRNNBackwardWeights_v8, through the CUDA
-** plugin's entry points (src/backend_cuda/cu_rnn_cudnn.c, contract in rnn_cudnn.h). The layer is one autograd
+** plugin's entry points (src/backend_cuda/cu_rnn_cudnn.c, contract in include/trident/rnn_cudnn.h). The layer is one autograd
 ** node (td_function_apply) over x, h0, c0 and the parameters; it saves x, h0, c0, y, cuDNN's packed weight space
 ** and the reserve space for the backward.
 ** Math: strict float32 (CUDNN_FMA_MATH) under td_set_float32_matmul_precision("highest"), the default, as our
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rnn_cudnn.h"
+#include "trident/rnn_cudnn.h"
 #include "rnn_internal.h"
 #include "trident/amp.h"
 #include "trident/autograd.h"
