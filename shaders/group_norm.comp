@@ -20,7 +20,7 @@ layout(push_constant) uniform PC {
     uint x_off, w_off, b_off, y_off;
     uint m_off, r_off, G, Cg;
     uint S;
-    float eps;
+    float eps, eps_lo; // eps = eps + eps_lo to double precision (a group of 3 with var 1e-3 shows float's eps)
 } pc;
 
 layout(binding = 0) readonly buffer BX { ST(A_DT) x[]; };
@@ -42,7 +42,7 @@ void main() {
             ACC dx = LD(A_DT, x[xb + j]) - mean;
             q += dx * dx;
         }
-        ACC rstd = ACC(1) / sqrt(wg_reduce(q, R_ADD) / ACC(pc.D) + ACC(pc.eps));
+        ACC rstd = ACC(1) / sqrt(wg_reduce(q, R_ADD) / ACC(pc.D) + (ACC(pc.eps) + ACC(pc.eps_lo)));
         for (uint j = t; j < pc.D; j += WG) {
             ACC v = (LD(A_DT, x[xb + j]) - mean) * rstd;
             uint c = c0 + j / pc.S;

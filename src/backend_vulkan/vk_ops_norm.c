@@ -35,9 +35,9 @@ typedef struct vk_pc_group_norm {
     uint32_t x_off, w_off, b_off, y_off;
     uint32_t m_off, r_off, G, Cg;
     uint32_t S;
-    float eps;
+    float eps, eps_lo; /* eps = eps + eps_lo in f64 (a small group's variance shows a float eps) */
 } vk_pc_group_norm;
-static_assert(sizeof(vk_pc_group_norm) == 56, "vk_pc_group_norm must match shaders/group_norm.comp");
+static_assert(sizeof(vk_pc_group_norm) == 60, "vk_pc_group_norm must match shaders/group_norm.comp");
 
 /* ---- LAYER_NORM: in = (x, w?, b?), out = (y, mean, rstd) ---- */
 
@@ -104,7 +104,8 @@ td_status vk_op_GROUP_NORM(vk_dev *d, const td_op *op) {
                            .G = (uint32_t)G,
                            .Cg = (uint32_t)(C / G),
                            .S = (uint32_t)(n / (N * C)),
-                           .eps = (float)op->p.norm.eps};
+                           .eps = (float)op->p.norm.eps,
+                           .eps_lo = (float)(op->p.norm.eps - (double)(float)op->p.norm.eps)};
     vk_bind b[6];
     uint32_t *offs[6] = {&pc.x_off, &pc.w_off, &pc.b_off, &pc.y_off, &pc.m_off, &pc.r_off};
     const td_operand *views[6] = {x, &op->in[1], &op->in[2], &op->out[0], &op->out[1], &op->out[2]};
