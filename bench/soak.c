@@ -11,7 +11,7 @@
 **   tensors    td_debug_live_tensors(), which must not change after warm-up
 **   fds        open file descriptors (/proc/self/fd): driver handles, shader caches
 ** and the loss and training steps per second since the previous sample.
-** After warm-up (the first tenth of the steps, at least 50: one evaluation; at most half), each byte count's
+** After warm-up (the first tenth of the steps, at least 50: one evaluation; half a shorter run), each byte count's
 ** highest later sample may exceed its warm-up sample by less than --max-growth
 ** percent (default 1), and the fd count may not change. Prints one table row per sample, then one line per
 ** measure; exits 0 when all are flat, 1 when one grew, 2 on an error.
@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
     if (workload_init(&w, kind, text ? &cfg : NULL, dev, NULL, 0, false) != TD_OK) return fail("workload_init");
 
     int64_t every = steps / SAMPLES, warm = steps / 10 > EVAL_EVERY ? steps / 10 : EVAL_EVERY;
-    if (warm > steps / 2) warm = steps / 2; /* a short run: its first half */
+    if (warm >= steps) warm = steps / 2; /* a run shorter than one evaluation: its first half */
     sample s[SAMPLES + 2];
     int n = 0, w_at = -1;
     double t_prev = bench_now_s(), loss = 0;
