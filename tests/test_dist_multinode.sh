@@ -90,6 +90,20 @@ rank_pid() {
     done
 }
 
+# pair TENTHS ARGS...: ranks 1 and 0 of ARGS in the background ($n1, $n0), checkpointing to n1.st and ck.st; returns
+# once rank 0 has written ck.st (within TENTHS tenths of a second) with $victim, rank 1's trainer
+pair() {
+    tenths=$1
+    shift
+    node 1 2 n1.txt "$@" --checkpoint n1.st
+    n1=$!
+    node 0 2 n0.txt "$@" --checkpoint ck.st
+    n0=$!
+    for _ in $(seq "$tenths"); do [ -f ck.st ] && break; sleep 0.1; done
+    [ -f ck.st ] || { cat n0.txt n1.txt; fail "no checkpoint"; }
+    victim=$(rank_pid $n1)
+}
+
 W1="train --model mlp --device cpu --limit 960 --epochs 2 --data $DATA"
 
 case $CASE in
@@ -146,13 +160,7 @@ lost_rank)
     # rank 1 killed (SIGKILL) once rank 0 has checkpointed: rank 0 ends within the timeout, naming it
     export TRIDENT_DIST_TIMEOUT=5
     set -- "$BIN" $W1 --max-steps 2000 --batch 8 --checkpoint-every 5
-    node 1 2 n1.txt "$@" --checkpoint n1.st
-    n1=$!
-    node 0 2 n0.txt "$@" --checkpoint ck.st
-    n0=$!
-    for _ in $(seq 300); do [ -f ck.st ] && break; sleep 0.1; done
-    [ -f ck.st ] || { cat n0.txt n1.txt; fail "no checkpoint"; }
-    victim=$(rank_pid $n1)
+    pair 300 "$@"
     start=$(date +%s)
     kill -9 "$victim"
     wait $n0 && fail "node 0 exit status 0"
@@ -182,13 +190,7 @@ lost_rank_vulkan)
     export TRIDENT_DIST_TIMEOUT=60
     set -- "$BIN" train --model mlp --device vulkan:0 --limit 960 --epochs 50 --data "$DATA" --max-steps 5000 \
         --batch 8 --checkpoint-every 5
-    node 1 2 n1.txt "$@" --checkpoint n1.st
-    n1=$!
-    node 0 2 n0.txt "$@" --checkpoint ck.st
-    n0=$!
-    for _ in $(seq 600); do [ -f ck.st ] && break; sleep 0.1; done
-    [ -f ck.st ] || { cat n0.txt n1.txt; fail "no checkpoint"; }
-    victim=$(rank_pid $n1)
+    pair 600 "$@"
     start=$(date +%s)
     kill -9 "$victim"
     wait $n0 && fail "node 0 exit status 0"
@@ -202,12 +204,7 @@ lost_rank_vulkan)
 hung_rank)
     export TRIDENT_DIST_TIMEOUT=3
     set -- "$BIN" $W1 --max-steps 2000 --batch 8 --checkpoint-every 5
-    node 1 2 n1.txt "$@" --checkpoint n1.st
-    n1=$!
-    node 0 2 n0.txt "$@" --checkpoint ck.st
-    n0=$!
-    for _ in $(seq 300); do [ -f ck.st ] && break; sleep 0.1; done
-    victim=$(rank_pid $n1)
+    pair 300 "$@"
     start=$(date +%s)
     kill -STOP "$victim"
     wait $n0 && fail "node 0 exit status 0"
@@ -233,13 +230,7 @@ lost_rank_nccl)
     export TRIDENT_DIST_TIMEOUT=10
     # 16000 images, 50 epochs: the run still goes when the kill comes (W1 steps take a millisecond on a GPU)
     set -- "$BIN" $W1 --device cuda --limit 16000 --epochs 50 --max-steps 5000 --batch 8 --checkpoint-every 5
-    node 1 2 n1.txt "$@" --checkpoint n1.st
-    n1=$!
-    node 0 2 n0.txt "$@" --checkpoint ck.st
-    n0=$!
-    for _ in $(seq 600); do [ -f ck.st ] && break; sleep 0.1; done
-    [ -f ck.st ] || { cat n0.txt n1.txt; fail "no checkpoint"; }
-    victim=$(rank_pid $n1)
+    pair 600 "$@"
     start=$(date +%s)
     kill -9 "$victim"
     wait $n0 && fail "node 0 exit status 0"

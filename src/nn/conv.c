@@ -13,28 +13,38 @@ typedef struct conv_ctx {
     bool bias, one_d;
 } conv_ctx;
 
+bool td__conv_operands(const char *type, bool one_d, int64_t in, td_tensor **x, td_tensor **w, bool *unbatched) {
+    int batched = one_d ? 3 : 4;
+    if (!td__check_ndim(*x, (1u << batched) | (1u << (batched - 1)), type,
+                        one_d ? "[N, C, L] or [C, L]" : "[N, C, H, W] or [C, H, W]"))
+        return false;
+    *unbatched = td_ndim(*x) == batched - 1;
+    if (*unbatched) *x = td_unsqueeze(*x, 0);
+    if (td_size(*x, 1) != in) {
+        char s[96];
+        td_error_set(TD_ERR_SHAPE, "%s: expected %lld input channels, got input of shape %s", type, (long long)in,
+                     td__shape_str(td_ndim(*x), td_shape(*x), s, sizeof s));
+        return false;
+    }
+    if (one_d) {
+        *x = td_unsqueeze(*x, 2);
+        *w = td_unsqueeze(*w, 2);
+    }
+    return true;
+}
+
+td_tensor *td__conv_result(td_tensor *y, bool one_d, bool unbatched) {
+    if (one_d) y = td_squeeze(y, 2);
+    return unbatched ? td_squeeze(y, 0) : y;
+}
+
 static td_tensor *conv_forward(td_module *m, td_tensor *x) {
     conv_ctx *c = m->ctx;
-    const char *type = c->one_d ? "Conv1d" : "Conv2d";
-    int batched = c->one_d ? 3 : 4;
-    if (!td__check_ndim(x, (1u << batched) | (1u << (batched - 1)), type,
-                        c->one_d ? "[N, C, L] or [C, L]" : "[N, C, H, W] or [C, H, W]"))
-        return NULL;
-    bool unbatched = td_ndim(x) == batched - 1;
-    if (unbatched) x = td_unsqueeze(x, 0);
-    if (td_size(x, 1) != c->in) {
-        char s[96];
-        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: expected %lld input channels, got input of shape %s", type, (long long)c->in,
-                     td__shape_str(td_ndim(x), td_shape(x), s, sizeof s));
-    }
     td_tensor *w = td__param(m, 0), *b = c->bias ? td__param(m, 1) : NULL;
-    if (c->one_d) {
-        x = td_unsqueeze(x, 2);
-        w = td_unsqueeze(w, 2);
-    }
+    bool unbatched;
+    if (!td__conv_operands(c->one_d ? "Conv1d" : "Conv2d", c->one_d, c->in, &x, &w, &unbatched)) return NULL;
     td_tensor *y = td_conv2d(x, w, b, c->stride, c->padding, c->dilation, c->groups);
-    if (c->one_d) y = td_squeeze(y, 2);
-    return unbatched ? td_squeeze(y, 0) : y;
+    return td__conv_result(y, c->one_d, unbatched);
 }
 
 static const td_module_i conv1d_iface = {.type = "Conv1d", .forward = conv_forward, .free_ctx = NULL};

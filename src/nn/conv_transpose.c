@@ -66,26 +66,12 @@ td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, td_tensor *b, const i
 
 static td_tensor *convt_forward(td_module *m, td_tensor *x) {
     convt_ctx *c = m->ctx;
-    const char *type = c->one_d ? "ConvTranspose1d" : "ConvTranspose2d";
-    int batched = c->one_d ? 3 : 4;
-    if (!td__check_ndim(x, (1u << batched) | (1u << (batched - 1)), type,
-                        c->one_d ? "[N, C, L] or [C, L]" : "[N, C, H, W] or [C, H, W]"))
-        return NULL;
-    bool unbatched = td_ndim(x) == batched - 1;
-    if (unbatched) x = td_unsqueeze(x, 0);
-    if (td_size(x, 1) != c->in) {
-        char s[96];
-        TD_FAIL_NULL(TD_ERR_SHAPE, "%s: expected %lld input channels, got input of shape %s", type, (long long)c->in,
-                     td__shape_str(td_ndim(x), td_shape(x), s, sizeof s));
-    }
     td_tensor *w = td__param(m, 0), *b = c->bias ? td__param(m, 1) : NULL;
-    if (c->one_d) {
-        x = td_unsqueeze(x, 2);
-        w = td_unsqueeze(w, 2);
-    }
+    bool unbatched;
+    if (!td__conv_operands(c->one_d ? "ConvTranspose1d" : "ConvTranspose2d", c->one_d, c->in, &x, &w, &unbatched))
+        return NULL;
     td_tensor *y = td_conv_transpose2d(x, w, b, c->stride, c->padding, c->output_padding, c->groups, c->dilation);
-    if (c->one_d) y = td_squeeze(y, 2);
-    return unbatched ? td_squeeze(y, 0) : y;
+    return td__conv_result(y, c->one_d, unbatched);
 }
 
 static const td_module_i convt1d_iface = {.type = "ConvTranspose1d", .forward = convt_forward, .free_ctx = NULL};

@@ -78,6 +78,11 @@ bool td__module_is(const td_module *m, const td_module_i *iface, const char *fn)
 /* Check that x has one of the given ndims (a bitmask: bit k = k dims), naming
 ** layer and what the dims mean in the error. */
 bool td__check_ndim(td_tensor *x, unsigned ndims, const char *layer, const char *layout);
+/* The input and weight of a 1-D or 2-D convolution module (Conv*, ConvTranspose*) as the 4-D operands of the 2-D
+** op: checks x's rank and its in channels, adds the batch dim to an unbatched x (*unbatched), and for 1-D a height
+** of 1 to x and w. false with the error set. td__conv_result undoes both on the op's output. */
+bool td__conv_operands(const char *type, bool one_d, int64_t in, td_tensor **x, td_tensor **w, bool *unbatched);
+td_tensor *td__conv_result(td_tensor *y, bool one_d, bool unbatched);
 
 /* A +1 uninitialized float32 tensor on the CPU, outside any scope, for a
 ** parameter or buffer of a new layer. */

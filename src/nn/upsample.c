@@ -8,6 +8,7 @@
 **   source     src(i) = min(floor(i * s), in - 1)   (float32 product, torch's
 **              nearest_idx; "nearest-exact" would add 0.5 to i, not done here)
 ** One index_select per spatial dim, the indices made on the host once per call.
+** nn.Upsample here is either mode: nearest, or linear / bilinear (upsample_linear.c).
 */
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 
 typedef struct upsample_ctx {
     int n;           /* spatial dims: 1 or 2 */
+    bool linear;     /* linear / bilinear, else nearest */
+    bool align;      /* align_corners (linear) */
     int64_t size[2]; /* > 0: the output size */
     double scale[2]; /* when size[0] is 0 */
 } upsample_ctx;
@@ -68,13 +71,16 @@ static td_tensor *upsample_forward(td_module *m, td_tensor *x) {
     if (td_ndim(x) >= 0 && td_ndim(x) != c->n + 2)
         TD_FAIL_NULL(TD_ERR_SHAPE, "Upsample: built for %d spatial dim%s, got input of %d dims", c->n,
                      c->n == 1 ? "" : "s", td_ndim(x));
-    return td_interpolate_nearest(x, c->size[0] ? c->size : NULL, c->size[0] ? NULL : c->scale);
+    const int64_t *size = c->size[0] ? c->size : NULL;
+    const double *scale = c->size[0] ? NULL : c->scale;
+    return c->linear ? td_interpolate_linear(x, size, scale, c->align) : td_interpolate_nearest(x, size, scale);
 }
 
 static const td_module_i upsample_iface = {.type = "Upsample", .forward = upsample_forward, .free_ctx = NULL};
 
-td_module *td_upsample_nearest_new(int n, const int64_t *size, const double *scale_factor) {
-    if (n != 1 && n != 2) TD_FAIL_NULL(TD_ERR_MISUSE, "Upsample: %d spatial dims (1 or 2)", n);
+static td_module *upsample_new(int n, const int64_t *size, const double *scale_factor, bool linear, bool align) {
+    if (n != 1 && n != 2)
+        TD_FAIL_NULL(TD_ERR_MISUSE, "Upsample: %d spatial dims (%s)", n, linear ? "1: linear, 2: bilinear" : "1 or 2");
     if (!size == !scale_factor) TD_FAIL_NULL(TD_ERR_MISUSE, "Upsample: give exactly one of size and scale_factor");
     for (int i = 0; i < n; i++)
         if (size ? size[i] < 1 : !(scale_factor[i] > 0) || isinf(scale_factor[i]))
@@ -83,6 +89,8 @@ td_module *td_upsample_nearest_new(int n, const int64_t *size, const double *sca
     if (!m) return NULL;
     upsample_ctx *c = m->ctx;
     c->n = n;
+    c->linear = linear;
+    c->align = align;
     for (int i = 0; i < n; i++) {
         if (size)
             c->size[i] = size[i];
@@ -90,4 +98,12 @@ td_module *td_upsample_nearest_new(int n, const int64_t *size, const double *sca
             c->scale[i] = scale_factor[i];
     }
     return m;
+}
+
+td_module *td_upsample_nearest_new(int n, const int64_t *size, const double *scale_factor) {
+    return upsample_new(n, size, scale_factor, false, false);
+}
+
+td_module *td_upsample_linear_new(int n, const int64_t *size, const double *scale_factor, bool align_corners) {
+    return upsample_new(n, size, scale_factor, true, align_corners);
 }

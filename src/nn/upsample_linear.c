@@ -13,18 +13,12 @@
 **   y[i] = l0 x[i0] + l1 x[i1]        (o == in: y = x)
 ** Composed from index_select (its gradient, index_add, sums the copies back)
 ** and broadcast multiplies by the host-made weights: two gathers per dim.
+** Its nn.Upsample module is upsample.c's.
 */
 #include <math.h>
 #include <stdlib.h>
 
 #include "nn_internal.h"
-
-typedef struct upl_ctx {
-    int n;           /* spatial dims: 1 or 2 */
-    bool align;      /* align_corners */
-    int64_t size[2]; /* > 0: the output size */
-    double scale[2]; /* when size[0] is 0 */
-} upl_ctx;
 
 /* Source index of output i (see the top) in float T. */
 #define SOURCE_INDEX(T, i, scale, align)                                                                               \
@@ -95,34 +89,4 @@ td_tensor *td_interpolate_linear(td_tensor *x, const int64_t *size, const double
         y = linear_dim(y, 2 + i, o, sf, align_corners);
     }
     return y;
-}
-
-static td_tensor *upl_forward(td_module *m, td_tensor *x) {
-    upl_ctx *c = m->ctx;
-    if (td_ndim(x) >= 0 && td_ndim(x) != c->n + 2)
-        TD_FAIL_NULL(TD_ERR_SHAPE, "Upsample: %s takes %d dims, got input of %d", c->n == 1 ? "linear" : "bilinear",
-                     c->n + 2, td_ndim(x));
-    return td_interpolate_linear(x, c->size[0] ? c->size : NULL, c->size[0] ? NULL : c->scale, c->align);
-}
-
-static const td_module_i upl_iface = {.type = "Upsample", .forward = upl_forward, .free_ctx = NULL};
-
-td_module *td_upsample_linear_new(int n, const int64_t *size, const double *scale_factor, bool align_corners) {
-    if (n != 1 && n != 2) TD_FAIL_NULL(TD_ERR_MISUSE, "Upsample: %d spatial dims (1: linear, 2: bilinear)", n);
-    if (!size == !scale_factor) TD_FAIL_NULL(TD_ERR_MISUSE, "Upsample: give exactly one of size and scale_factor");
-    for (int i = 0; i < n; i++)
-        if (size ? size[i] < 1 : !(scale_factor[i] > 0) || isinf(scale_factor[i]))
-            TD_FAIL_NULL(TD_ERR_MISUSE, "Upsample: size or scale_factor %d must be positive", i);
-    td_module *m = td__module_alloc(&upl_iface, sizeof(upl_ctx));
-    if (!m) return NULL;
-    upl_ctx *c = m->ctx;
-    c->n = n;
-    c->align = align_corners;
-    for (int i = 0; i < n; i++) {
-        if (size)
-            c->size[i] = size[i];
-        else
-            c->scale[i] = scale_factor[i];
-    }
-    return m;
 }
