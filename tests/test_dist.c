@@ -658,6 +658,11 @@ TEST(init_env_errors) {
     ASSERT_ERROR(td_dist_init(NULL), TD_ERR_MISUSE, "WORLD_SIZE='two' is not a non-negative integer");
     setenv("WORLD_SIZE", "2", 1), setenv("RANK", "0", 1);
     ASSERT_ERROR(td_dist_init(NULL), TD_ERR_MISUSE, "needs processes started by mpirun");
+    /* a rendezvous address and no mpirun: tcp (rank 1 looks for rank 0 at a port no one listens on) */
+    setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", "1", 1), setenv("RANK", "1", 1);
+    setenv("TRIDENT_DIST_TIMEOUT", "1", 1);
+    ASSERT_ERROR(td_dist_init(NULL), TD_ERR_IO, "could not reach rank 0");
+    unsetenv("MASTER_ADDR"), unsetenv("MASTER_PORT"), unsetenv("TRIDENT_DIST_TIMEOUT"), setenv("RANK", "0", 1);
     ASSERT_ERROR(td_dist_init(&(td_dist_opts){.backend = TD_DIST_NCCL}), TD_ERR_MISUSE, "nccl backend needs CUDA");
     setenv("OMPI_COMM_WORLD_SIZE", "3", 1), setenv("OMPI_COMM_WORLD_RANK", "0", 1);
     ASSERT_ERROR(td_dist_init(NULL), TD_ERR_MISUSE, "WORLD_SIZE=2 but mpirun started 3 processes");

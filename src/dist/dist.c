@@ -86,7 +86,7 @@ static td_status env_int(const char *name, int *out, bool *present) {
 }
 
 typedef struct launch_env {
-    bool torchrun, ompi;
+    bool torchrun, ompi, master; /* master: MASTER_ADDR given, a rendezvous to meet at */
     int rank, world, local_rank, local_world, port;
     const char *addr;
 } launch_env;
@@ -110,7 +110,7 @@ static td_status read_env(launch_env *e) {
     if (e->torchrun && !e->ompi && !p2)
         return TD_ERR(TD_ERR_MISUSE, "dist_init: WORLD_SIZE=%d is set but RANK is not", tw);
     const char *a = getenv("MASTER_ADDR");
-    if (a && *a) e->addr = a;
+    if (a && *a) e->addr = a, e->master = true;
     if (e->ompi) {
         if (e->torchrun && tw != ow)
             return TD_ERR(TD_ERR_MISUSE,
@@ -341,7 +341,12 @@ td_status td_dist_init(const td_dist_opts *opts) {
             return reset(),
                    TD_ERR(TD_ERR_MISUSE, "dist_init: TRIDENT_DIST_BACKEND=%s is not nccl, mpi or tcp", TD_QUOTE(b));
     }
-    g.backend = o.backend ? o.backend : g.dev.type == TD_DEVICE_CUDA ? TD_DIST_NCCL : TD_DIST_MPI;
+    /* by default: NCCL for CUDA tensors; else MPI under mpirun, tcp where only a rendezvous address was given
+    ** (trident launch or torchrun on a host whose command trains on the CPU or Vulkan) */
+    g.backend = o.backend                           ? o.backend
+                : g.dev.type == TD_DEVICE_CUDA      ? TD_DIST_NCCL
+                : !e.ompi && e.torchrun && e.master ? TD_DIST_TCP
+                                                    : TD_DIST_MPI;
     if (e.world > 1)
         st = g.backend == TD_DIST_NCCL ? init_nccl(&o, &e) : g.backend == TD_DIST_TCP ? init_tcp(&o, &e) : init_mpi(&e);
     if (st) {
