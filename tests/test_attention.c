@@ -142,9 +142,10 @@ TEST(composed_vulkan) { composed_on((td_device){TD_DEVICE_VULKAN, 0}); }
 TEST(composed_cuda) { composed_on((td_device){TD_DEVICE_CUDA, 0}); }
 
 /* The f32 mma.sync kernels (cu_ops_attention_tf32*.cu, head dims 64 and 128) in each tile configuration of
-** TRIDENT_CUDA_ATTN_F32_CFG: lengths no tile divides, causal with L < S and L > S, masks, dropout, at 2e-5 (the
-** f32 limit of composed_on): 3xTF32 (f32's products; the tensor cores' truncating fp32 accumulation over ~50 chained
-** mma steps adds a few 1e-6) passes, one TF32 product a multiply (>= 1.4e-4, tf32_tolerance_tells) fails. */
+** TRIDENT_CUDA_ATTN_F32_CFG (the forward's; the backward in its default variant): lengths no tile divides, causal
+** with L < S and L > S, masks, dropout, at 2e-5 (the f32 limit of composed_on): 3xTF32 (f32's products; the tensor
+** cores' truncating fp32 accumulation over ~50 chained mma steps adds a few 1e-6) passes, one TF32 product a
+** multiply (>= 1.4e-4, tf32_tolerance_tells) fails. */
 static const attn_cfg tf32_cfgs[] = {
     {"E 64 causal, L = S = 130", 2, 3, 130, 130, 64, 64, 0, true, 0},
     {"E 64, L 77 S 150", 1, 2, 77, 150, 64, 64, 0, false, 0},
