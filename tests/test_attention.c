@@ -14,7 +14,8 @@
     X(composed_cpu)                                                                                                    \
     X(composed_vulkan)                                                                                                 \
     X(composed_cuda)                                                                                                   \
-    X(tf32_cuda) X(tf32_tolerance_tells) X(dropout_reproducible) X(errors) X(mha_key_padding) X(mha_dropout)
+    X(tf32_cuda)                                                                                                       \
+    X(tf32_bwd_cuda) X(tf32_tolerance_tells) X(dropout_reproducible) X(errors) X(mha_key_padding) X(mha_dropout)
 
 typedef struct attn_cfg {
     const char *name;
@@ -141,9 +142,10 @@ TEST(composed_vulkan) { composed_on((td_device){TD_DEVICE_VULKAN, 0}); }
 TEST(composed_cuda) { composed_on((td_device){TD_DEVICE_CUDA, 0}); }
 
 /* The f32 mma.sync kernels (cu_ops_attention_tf32*.cu, head dims 64 and 128) in each tile configuration of
-** TRIDENT_CUDA_ATTN_F32_CFG: lengths no tile divides, causal with L < S and L > S, masks, dropout, at 2e-5 (the
-** f32 limit of composed_on): 3xTF32 (f32's products; the tensor cores' truncating fp32 accumulation over ~50 chained
-** mma steps adds a few 1e-6) passes, one TF32 product a multiply (>= 1.4e-4, tf32_tolerance_tells) fails. */
+** TRIDENT_CUDA_ATTN_F32_CFG (the forward's; the backward in its default variant): lengths no tile divides, causal
+** with L < S and L > S, masks, dropout, at 2e-5 (the f32 limit of composed_on): 3xTF32 (f32's products; the tensor
+** cores' truncating fp32 accumulation over ~50 chained mma steps adds a few 1e-6) passes, one TF32 product a
+** multiply (>= 1.4e-4, tf32_tolerance_tells) fails. */
 static const attn_cfg tf32_cfgs[] = {
     {"E 64 causal, L = S = 130", 2, 3, 130, 130, 64, 64, 0, true, 0},
     {"E 64, L 77 S 150", 1, 2, 77, 150, 64, 64, 0, false, 0},
@@ -168,6 +170,27 @@ TEST(tf32_cuda) {
             check_cfg(&tf32_cfgs[i], dev, TD_F32, TF32_TOL);
     }
     unsetenv("TRIDENT_CUDA_ATTN_F32_CFG");
+}
+
+/* The backward's variants (TRIDENT_CUDA_ATTN_F32_BWD 0..7, cu_attention_tf32.cuh: dq in its own pass, or inside
+** the dk/dv pass by atomics) on the same cases, at the same tolerance, plus one long causal run (many tiles, the
+** warps that see none of a tile's queries). */
+TEST(tf32_bwd_cuda) {
+    td_device dev = {TD_DEVICE_CUDA, 0};
+    const char *env = getenv("TD_ATTN_DEVICES");
+    if (env && !strstr(env, "cuda:0")) TEST_SKIP("cuda:0 is not in TD_ATTN_DEVICES");
+    if (!td_device_available(dev)) TEST_SKIP("no cuda:0 device");
+    test_seed();
+    static const attn_cfg longer = {"E 64 causal, L = S = 300", 1, 2, 300, 300, 64, 64, 0, true, 0};
+    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
+    for (int p = 0; p < 8; p++) {
+        setenv("TRIDENT_CUDA_ATTN_F32_BWD", pick[p], 1);
+        fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_BWD=%s\n", pick[p]);
+        for (size_t i = 0; i < sizeof tf32_cfgs / sizeof *tf32_cfgs; i++)
+            check_cfg(&tf32_cfgs[i], dev, TD_F32, TF32_TOL);
+        check_cfg(&longer, dev, TD_F32, TF32_TOL);
+    }
+    unsetenv("TRIDENT_CUDA_ATTN_F32_BWD");
 }
 
 /* x rounded to TF32 (10 mantissa bits, nearest, ties away: cvt.rna.tf32.f32) */

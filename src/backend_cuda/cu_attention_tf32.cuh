@@ -15,18 +15,24 @@
 ** Tiles: rows of D floats in shared memory padded to TF32_LD(D) = D + 4 floats (row stride = 4 banks mod 32), so
 ** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
 ** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0).
-** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the WMMA kernels of
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the WMMA kernels
+*of
 ** cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass); a loop tile has
 ** T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
 **     cfg 0: W 4, T 64   cfg 1: W 4, T 32   cfg 2: W 8, T 64   cfg 3: W 2, T 64
+** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
 ** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split, tf32_mma3, tf32_a_ld,
 **          tf32_a_regs, tf32_a_from_c, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_order,
-**          cu_attn_tf32_cfg, tf32_takes, tf32_aligned, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
+**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_warps,
+**          tf32_bwd_tile, cu_attn_tf32_bwd_cfg, tf32_takes, tf32_on_cfg, tf32_aligned, tf32_dispatch, cu_attn_tf32_fwd,
+*cu_attn_tf32_bwd.
 */
 #ifndef TRIDENT_CU_ATTENTION_TF32_CUH
 #define TRIDENT_CU_ATTENTION_TF32_CUH
 
 #include <stdint.h>
+
+#include <utility>
 
 #include "cu_attention.cuh"
 
@@ -41,10 +47,28 @@ __host__ __device__ constexpr int tf32_warps(int cfg) { return cfg == 2 ? 8 : cf
 __host__ __device__ constexpr int tf32_tile(int cfg, int D) { return (cfg == 1 ? 32 : 64) / (D == 128 ? 2 : 1); }
 template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
 
+/* The backward's variants (TRIDENT_CUDA_ATTN_F32_BWD=0..TF32_BWD_CFGS-1, default TF32_BWD_DEFAULT; the forward's
+** configuration above does not change them): W warps a block, T rows a loop tile (halved at D = 128, 16 at least), and
+*where dq
+** is made (cu_ops_attention_tf32_bwd.cu): "split" a second pass recomputing S and dP per query block (one writer
+** an element), "fused" inside the dk/dv pass (dS through shared memory, f32 atomics: no recomputation, sums in
+** any order):
+**     0: split W 4, T 32 (cfg 1's pair)   1: split W 4, T 64 (cfg 0's)   2: split W 8, T 32   3: split W 4, T 16
+**     4: fused W 4, T 32                  5: fused W 8, T 32             6: fused W 4, T 64   7: fused W 4, T 16 */
+constexpr int TF32_BWD_CFGS = 8, TF32_BWD_DEFAULT = 0;
+__host__ __device__ constexpr bool tf32_bwd_fused(int b) { return b >= 4; }
+__host__ __device__ constexpr int tf32_bwd_warps(int b) { return b == 2 || b == 5 ? 8 : 4; }
+__host__ __device__ constexpr int tf32_bwd_tile(int b, int D) {
+    return b == 3 || b == 7 ? 16 : (b == 1 || b == 6 ? 64 : 32) / (D == 128 ? 2 : 1);
+}
+
 /* The configuration TRIDENT_CUDA_ATTN_F32_CFG picks (read at every call, so a test or bench may change it):
 ** 0..TF32_CFGS-1, or -1 for "wmma" (these kernels decline) or TRIDENT_CUDA_ATTN_MMA=0 / TRIDENT_CUDA_ATTN_TF32=0
 ** (every tensor-core path off). Anything else: a one-line warning once, and configuration 0. */
 int cu_attn_tf32_cfg(void);
+/* The backward variant TRIDENT_CUDA_ATTN_F32_BWD picks (read at every call): 0..TF32_BWD_CFGS-1; unset or empty:
+** TF32_BWD_DEFAULT; anything else: a one-line warning once, and TF32_BWD_DEFAULT. */
+int cu_attn_tf32_bwd_cfg(void);
 
 /* Whether these kernels take the op (dtype dt): f32, E == Ev in {64, 128}, sm_80 or newer, a grid of N ceil(rows /
 ** 16) blocks within limits and a configuration picked (*cfg). The launchers also ask for 16-byte aligned operands. */
@@ -57,23 +81,21 @@ static inline bool tf32_takes(const cu_dev *d, const cu_attn_args *a, td_dtype d
 }
 static inline bool tf32_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* f(dim, std::integral_constant<int, C>()) for the C in C... that equals cfg, else for C = 0 */
+template <typename F, typename Dim, int... C>
+static void tf32_on_cfg(int cfg, F &f, Dim dim, std::integer_sequence<int, C...>) {
+    if (!((cfg == C ? (f(dim, std::integral_constant<int, C>()), true) : false) || ...))
+        f(dim, std::integral_constant<int, 0>());
+}
+
 /* Calls f(std::integral_constant<int, D>(), std::integral_constant<int, CFG>()) for head dim E = D in {64, 128}
-** and configuration cfg; false (no call) for any other E. */
-template <typename F> static bool tf32_dispatch(int64_t E, int cfg, F &&f) {
-    using std::integral_constant;
+** and configuration cfg in [0, NCFG) (anything else: 0); false (no call) for any other E. */
+template <int NCFG = TF32_CFGS, typename F> static bool tf32_dispatch(int64_t E, int cfg, F &&f) {
     if (E != 64 && E != 128) return false;
-    auto on_cfg = [&](auto dim) {
-        switch (cfg) {
-        case 1: f(dim, integral_constant<int, 1>()); break;
-        case 2: f(dim, integral_constant<int, 2>()); break;
-        case 3: f(dim, integral_constant<int, 3>()); break;
-        default: f(dim, integral_constant<int, 0>()); break;
-        }
-    };
     if (E == 64)
-        on_cfg(integral_constant<int, 64>());
+        tf32_on_cfg(cfg, f, std::integral_constant<int, 64>(), std::make_integer_sequence<int, NCFG>());
     else
-        on_cfg(integral_constant<int, 128>());
+        tf32_on_cfg(cfg, f, std::integral_constant<int, 128>(), std::make_integer_sequence<int, NCFG>());
     return true;
 }
 

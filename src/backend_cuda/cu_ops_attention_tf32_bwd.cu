@@ -12,11 +12,31 @@
 **                    dk = scale dK, dv = dV.
 **   attn_dq_tf32     a block owns 16 W queries (Q, dout staged once); per tile of T keys (K, V double-buffered):
 **                      S_w = Q_w K^T, dP_w = dout_w V^T, dS = P (z dP - D), dQ_w += dS K    (tensor cores)
-**                    dq = scale dQ.
-** Every output element has one writer (no atomics): results are the same run to run.
+**                    dq = scale dQ. Every output element has one writer: results are the same run to run.
+**   or, "fused" (TRIDENT_CUDA_ATTN_F32_BWD, cu_attention_tf32.cuh), dq inside attn_dkdv_tf32 (FlashAttention-2's
+**   way, no second S and dP): per query tile, scale dS^T to shared memory, then the block's T x D product
+**                      dq_tile += (scale dS) K_block (k over the block's 16 W keys)      (tensor cores)
+**                    split over the warps (16-row by NE 8-column pieces), added to dq (zeroed first) by f32 atomics.
+** Also the reader of TRIDENT_CUDA_ATTN_F32_BWD (cu_attn_tf32_bwd_cfg).
 ** Shapes: as cu_ops_attention.cu; lse [N,L] float.
 */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "cu_attention_tf32.cuh"
+
+int cu_attn_tf32_bwd_cfg(void) {
+    const char *e = getenv("TRIDENT_CUDA_ATTN_F32_BWD");
+    if (!e || !*e) return TF32_BWD_DEFAULT;
+    if (e[0] >= '0' && e[0] < '0' + TF32_BWD_CFGS && !e[1]) return e[0] - '0';
+    static bool warned = false;
+    if (!warned) {
+        warned = true;
+        fprintf(stderr, "trident: TRIDENT_CUDA_ATTN_F32_BWD='%s' is not 0..%d; using %d\n", e, TF32_BWD_CFGS - 1,
+                TF32_BWD_DEFAULT);
+    }
+    return TF32_BWD_DEFAULT;
+}
 
 namespace {
 
@@ -46,19 +66,60 @@ __device__ __forceinline__ float prob(const cu_attn_args &a, float x, float l2, 
     return l2 == -INFINITY ? 0.0f : exp2f(x - l2);
 }
 
-/* dynamic shared memory: K, V [16 W][LD]; Q, dout [2][T][LD]; lse log2e, D [2][T] */
-template <int D, int W, int T> constexpr size_t smem_dkdv() {
-    return (2 * 16 * W + 4 * T) * tf32_ld<D>() * sizeof(float) + 4 * T * sizeof(float);
+/* row stride of the fused variant's scale dS^T [16 W][T + 4]: T + 4 = 4 (mod 16), so its reads (2t, g) land in
+** banks 8t + g */
+template <int T> __host__ __device__ constexpr int ds_ld() { return T + 4; }
+
+/* dynamic shared memory: K, V [16 W][LD]; Q, dout [2][T][LD]; lse log2e, D [2][T]; fused: scale dS^T */
+template <int D, int W, int T, bool FUSED> constexpr size_t smem_dkdv() {
+    return (2 * 16 * W + 4 * T) * tf32_ld<D>() * sizeof(float) + 4 * T * sizeof(float) +
+           (FUSED ? 16 * W * ds_ld<T>() * sizeof(float) : 0);
 }
 
+/* dq [i][2e, 2e + 1] += (x, y) */
+__device__ __forceinline__ void add2(float *p, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd((float2 *)p, make_float2(x, y));
+#else
+    atomicAdd(p, x), atomicAdd(p + 1, y);
+#endif
+}
+
+/* FUSED's dq rows [0, rows) of this query tile (at dq) += (scale dS) K over the first kw warps' keys (the others
+** saw none of the tile's queries: causal), after the barrier that publishes Ps; warp w owns rows 16 (w % MT) ..
+** + 15 and columns 8 e0 .. 8 (e0 + NE) - 1. A = scale dS [query][key] read from Ps [key][query] in tf32_b_kn's
+** k order (k = t: key 2t, t + 4: key 2t + 1), B = K [key][e] (tf32_b_kn). */
 template <int D, int W, int T>
+__device__ __forceinline__ void dq_tile(const float *Ks, const float *Ps, float *dq, int64_t rows, int kw) {
+    constexpr int LD = tf32_ld<D>(), PLD = ds_ld<T>(), MT = T / 16, NE = D / 8 / (W / MT);
+    static_assert(T % 16 == 0 && W % MT == 0 && (D / 8) % (W / MT) == 0, "dq_tile: the warps split T x D evenly");
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, mt = w % MT, e0 = (w / MT) * NE;
+    __syncthreads(); /* Ps holds every active warp's rows */
+    float acc[NE][4] = {};
+    const float *P = Ps + mt * 16;
+    for (int ks = 0; ks < 2 * kw; ks++) {
+        const float *p = P + (ks * 8 + 2 * t) * PLD;
+        tf32_frag_a sa = tf32_a_regs(p[g], p[g + 8], p[PLD + g], p[PLD + g + 8]);
+#pragma unroll
+        for (int e = 0; e < NE; e++) tf32_mma3(acc[e], sa, tf32_b_kn(Ks + ks * 8 * LD + (e0 + e) * 8, LD));
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int i = mt * 16 + g + 8 * r;
+        if (i >= rows) continue;
+#pragma unroll
+        for (int e = 0; e < NE; e++) add2(dq + (int64_t)i * D + (e0 + e) * 8 + 2 * t, acc[e][2 * r], acc[e][2 * r + 1]);
+    }
+}
+
+template <int D, int W, int T, bool FUSED>
 __global__ void __launch_bounds__(W * 32)
     attn_dkdv_tf32(cu_attn_args a, const float *dout, const float *q, const float *k, const float *v, const float *lse,
-                   const float *Dv, float *dk, float *dv) {
+                   const float *Dv, float *dk, float *dv, float *dq) {
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int LD = tf32_ld<D>(), BK = 16 * W, NT = T / 8, KT = D / 8;
     float *Ks = (float *)smem, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *Gs = Qs + 2 * T * LD;
-    float *ls = Gs + 2 * T * LD, *Ds = ls + 2 * T;
+    float *ls = Gs + 2 * T * LD, *Ds = ls + 2 * T, *Ps = Ds + 2 * T; /* Ps: FUSED's scale dS^T [16 W][ds_ld] */
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int64_t n, j0;
     tf32_order(a, a.S, BK, false, &n, &j0); /* causal: the first keys see the most queries */
@@ -118,7 +179,15 @@ __global__ void __launch_bounds__(W * 32)
                     st[nt][c] = p * z;
                     dpt[nt][c] = p * (z * dpt[nt][c] - Dt[col]);
                 }
-                /* dV_w += (P^T z) dout, dK_w += dS^T Q: B = dout, Q [query][e] */
+            if constexpr (FUSED) { /* this warp's rows of scale dS^T: keys g, g + 8, queries 8 nt + 2t, + 1 */
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        *(float2 *)(Ps + (w * 16 + g + 8 * r) * ds_ld<T>() + nt * 8 + 2 * t) =
+                            make_float2(dpt[nt][2 * r] * a.scale_f, dpt[nt][2 * r + 1] * a.scale_f);
+            }
+            /* dV_w += (P^T z) dout, dK_w += dS^T Q: B = dout, Q [query][e] */
 #pragma unroll
             for (int kk = 0; kk < NT; kk++) {
                 tf32_frag_a pa = tf32_a_from_c(st, kk), sa = tf32_a_from_c(dpt, kk);
@@ -128,6 +197,10 @@ __global__ void __launch_bounds__(W * 32)
                     tf32_mma3(dK[et], sa, tf32_b_kn(Qt + kk * 8 * LD + et * 8, LD));
                 }
             }
+        }
+        if constexpr (FUSED) {
+            int64_t kw = a.causal ? (i0 + T - 1 - j0) / 16 + 1 : W; /* warps that saw the tile: a prefix */
+            dq_tile<D, W, T>(Ks, Ps, dq + (n * a.L + i0) * D, a.L - i0, kw < W ? (int)kw : W);
         }
         __syncthreads(); /* every warp is done with this buffer */
     }
@@ -235,21 +308,30 @@ __global__ void __launch_bounds__(W * 32)
     }
 }
 
-template <int D, int CFG> static td_status launch(cu_dev *d, const td_op *op, const cu_attn_args *a, const float *Dv) {
-    constexpr int W = tf32_warps(CFG), T = tf32_tile(CFG, D);
+template <int D, int B> static td_status launch(cu_dev *d, const td_op *op, const cu_attn_args *a, const float *Dv) {
+    constexpr int W = tf32_bwd_warps(B), T = tf32_bwd_tile(B, D);
+    constexpr bool FUSED = tf32_bwd_fused(B);
     const td_operand *in = op->in, *o = op->out;
     const float *dout = (const float *)cu_data(&in[0]), *q = (const float *)cu_data(&in[1]),
                 *k = (const float *)cu_data(&in[2]), *v = (const float *)cu_data(&in[3]),
                 *lse = (const float *)cu_data(&in[6]);
-    size_t s1 = smem_dkdv<D, W, T>(), s2 = smem_dq<D, W, T>();
-    cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
+    float *dq = (float *)cu_data(&o[0]);
+    size_t s1 = smem_dkdv<D, W, T, FUSED>();
+    if (FUSED) {
+        td_status st = cu_status(cudaMemsetAsync(dq, 0, (size_t)(a->N * a->L * D) * sizeof(float), d->stream),
+                                 "attention_backward dq = 0 (3xTF32 mma)");
+        if (st != TD_OK) return st;
+    }
+    cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T, FUSED>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
+    attn_dkdv_tf32<D, W, T, FUSED><<<(unsigned)(a->N * ((a->S + 16 * W - 1) / (16 * W))), W * 32, s1, d->stream>>>(
+        *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[1]), (float *)cu_data(&o[2]), dq);
+    td_status st =
+        CU_LAUNCHED(FUSED ? "attention_backward dq, dk, dv (3xTF32 mma)" : "attention_backward dk, dv (3xTF32 mma)");
+    if (st != TD_OK || FUSED) return st;
+    size_t s2 = smem_dq<D, W, T>();
     cudaFuncSetAttribute(attn_dq_tf32<D, W, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2);
-    attn_dkdv_tf32<D, W, T><<<(unsigned)(a->N * ((a->S + 16 * W - 1) / (16 * W))), W * 32, s1, d->stream>>>(
-        *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[1]), (float *)cu_data(&o[2]));
-    td_status st = CU_LAUNCHED("attention_backward dk, dv (3xTF32 mma)");
-    if (st != TD_OK) return st;
     attn_dq_tf32<D, W, T><<<(unsigned)(a->N * ((a->L + 16 * W - 1) / (16 * W))), W * 32, s2, d->stream>>>(
-        *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[0]));
+        *a, dout, q, k, v, lse, Dv, dq);
     return CU_LAUNCHED("attention_backward dq (3xTF32 mma)");
 }
 
@@ -270,7 +352,7 @@ extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args 
         (const float *)cu_data(&op->in[0]), (const float *)cu_data(&op->in[5]), (float *)Dv, a->N * a->L, a->E);
     *st = CU_LAUNCHED("attention_backward rowsum(dout out)");
     if (*st == TD_OK) /* tf32_takes admitted E */
-        tf32_dispatch(a->E, cfg, [&](auto dim, auto c) {
+        tf32_dispatch<TF32_BWD_CFGS>(a->E, cu_attn_tf32_bwd_cfg(), [&](auto dim, auto c) {
             *st = launch<decltype(dim)::value, decltype(c)::value>(d, op, a, (const float *)Dv);
         });
     cu_temp_free(d, Dv);
