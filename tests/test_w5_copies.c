@@ -4,6 +4,9 @@
 ** leaf_grad_owned: a layer norm's weight, bias and input gradients become their leaves' .grad with no `copy` op,
 **   equal to td_grad's; a gradient the caller passed in (z = a + b, backward with dz) is copied into two .grads
 **   of their own: writing dz or a.grad afterwards changes neither other tensor.
+** leaf_sums_released: a chain of Linears under bf16 autocast: when the first layer's weight gets its .grad (the
+**   last leaf finished), the bf16 weight gradients of the layers finished before it are freed already: the memory
+**   held then grows by each layer's f32 .grad, not by its bf16 sum too.
 ** w5_step_cpu: a small W5 (tied lm-head, 2 layers) step of workload_train_step under bf16 autocast on the CPU: the
 **   profiled second step issues exactly the copies listed at W5_COPIES (no clone of an f32 gradient).
 ** w5_step_cuda: the same step on cuda:0 (cuDNN attention reads the strided heads): no more copies than the CPU's.
@@ -16,7 +19,7 @@
 #include "trident/profile.h"
 #include "workloads/workloads.h"
 
-#define TESTS(X) X(leaf_grad_owned) X(w5_step_cpu) X(w5_step_cuda)
+#define TESTS(X) X(leaf_grad_owned) X(leaf_sums_released) X(w5_step_cpu) X(w5_step_cuda)
 
 /* `copy` ops recorded since td_profile_begin: *fwd in the forward phase (which counts the engine's leaf casts, issued
 ** outside any node), *bwd by backward nodes */
@@ -66,6 +69,48 @@ TEST(leaf_grad_owned) {
     ASSERT(test_rel_err(td_grad_of(a2), dz0) == 0);
     ASSERT(test_rel_err(ga, td_full_like(ga, 3.0)) == 0);
     td_scope_end();
+}
+
+static td_status note_allocated(td_tensor *leaf, void *user) {
+    (void)leaf;
+    td_memory_stats ms;
+    td_status st = td_memory_stats_get(TD_CPU, false, &ms);
+    *(uint64_t *)user = ms.allocated;
+    return st;
+}
+
+/* Bytes allocated when w[0] (the last leaf to finish) got its .grad, over those before the backward, for a chain of
+** layers Linears 256 -> 256 without bias under bf16 autocast. */
+static int64_t held_at_first_weight(int layers) {
+    enum { F = 256 };
+    int64_t sw[2] = {F, F}, sx[2] = {32, F};
+    td_scope_begin();
+    td_tensor *w[8], *x = test_uniform_tensor(2, sx, -1, 1, TD_F32, TD_CPU), *h = x;
+    for (int i = 0; i < layers; i++) w[i] = leaf(2, sw);
+    uint64_t at_hook = 0;
+    ASSERT_OK(td_register_post_accumulate_hook(w[0], note_allocated, &at_hook));
+    ASSERT_OK(td_autocast_begin(TD_DEVICE_CPU, TD_BF16));
+    for (int i = 0; i < layers; i++) h = ASSERT_TENSOR(td_linear(h, w[i], NULL));
+    ASSERT_OK(td_autocast_end());
+    td_tensor *loss = ASSERT_TENSOR(td_sum(td_cast(h, TD_F32), 0, NULL, false));
+    td_memory_stats before;
+    ASSERT_OK(td_memory_stats_get(TD_CPU, false, &before));
+    ASSERT_OK(td_backward(loss, NULL, false));
+    ASSERT(at_hook > 0);
+    td_scope_end();
+    return (int64_t)at_hook - (int64_t)before.allocated;
+}
+
+TEST(leaf_sums_released) {
+    test_seed();
+    int64_t a = held_at_first_weight(2), b = held_at_first_weight(6);
+    int64_t f32 = 256 * 256 * 4, bf16 = 256 * 256 * 2, per = (b - a) / 4;
+    fprintf(stderr, "    held at the first weight's .grad: %lld bytes a layer (f32 .grad %lld, bf16 sum %lld)\n",
+            (long long)per, (long long)f32, (long long)bf16);
+    /* a layer adds its f32 .grad and frees its saved bf16 weight cast (and a small bf16 input): f32 - bf16 held;
+    ** a bf16 sum kept until the end of the backward would add bf16 more */
+    if (per > f32 - bf16 / 2)
+        TEST_FAIL_("each finished layer still holds its bf16 gradient sum (%lld bytes)", (long long)per);
 }
 
 /* The step's copies on the CPU (traced with gdb on td__dispatch), per W5 layer:

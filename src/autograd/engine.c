@@ -303,7 +303,11 @@ static td_status finish_leaf(run_state *rs, size_t k) {
     const td__engine_req *req = rs->req;
     td_tensor *leaf = rs->leaves[k].leaf;
     rs->leaves[k].done = true;
-    if (!rs->leaves[k].grad || (!req->accumulate && !leaf_captured(rs, leaf))) return TD_OK;
+    if (!rs->leaves[k].grad || (!req->accumulate && !leaf_captured(rs, leaf))) {
+        td_release(rs->leaves[k].grad);
+        rs->leaves[k].grad = NULL;
+        return TD_OK;
+    }
     td_tensor *g = td__run_leaf_hooks(leaf, rs->leaves[k].grad);
     if (!g) return td_last_status();
     for (int c = 0; c < req->n_captures; c++)
@@ -324,6 +328,8 @@ static td_status finish_leaf(run_state *rs, size_t k) {
         }
     }
     td_release(g);
+    td_release(rs->leaves[k].grad); /* done: an autocast weight's bf16 sum goes now, not after the whole backward */
+    rs->leaves[k].grad = NULL;
     if (st == TD_OK && req->accumulate) st = td__run_post_accumulate_hooks(leaf);
     return st;
 }
