@@ -285,12 +285,29 @@ static td_status seed_roots(run_state *rs) {
     return TD_OK;
 }
 
+/* Whether g, leaf k's summed gradient as finish_leaf holds it, may become the leaf's .grad as it is (where a clone
+** was one more pass and a second buffer while both lived): leaf's dtype, no hook or capture saw it, no
+** create_graph, and no one else holds it: two references (the leaf's sum and finish_leaf's), its storage its own
+** (no view of it or of a larger buffer) and dense from offset 0. The caller's grad_output, a gradient handed to two
+** edges, or one a node still keeps all hold a third. */
+static bool sole_gradient(const run_state *rs, size_t k, const td_tensor *g) {
+    const td_tensor *leaf = rs->leaves[k].leaf;
+    return g == rs->leaves[k].grad && g->dtype == leaf->dtype && !rs->req->create_graph && !td__has_leaf_hooks(leaf) &&
+           !leaf_captured(rs, leaf) && atomic_load(&g->refcount) == 2 && atomic_load(&g->storage->refcount) == 1 &&
+           g->offset == 0 && td__strides_contiguous(g->ndim, g->shape, g->strides) &&
+           g->storage->nbytes == (size_t)td__numel(g->ndim, g->shape) * td_dtype_size(g->dtype);
+}
+
 /* pass 4 for leaf k. */
 static td_status finish_leaf(run_state *rs, size_t k) {
     const td__engine_req *req = rs->req;
     td_tensor *leaf = rs->leaves[k].leaf;
     rs->leaves[k].done = true;
-    if (!rs->leaves[k].grad || (!req->accumulate && !leaf_captured(rs, leaf))) return TD_OK;
+    if (!rs->leaves[k].grad || (!req->accumulate && !leaf_captured(rs, leaf))) {
+        td_release(rs->leaves[k].grad);
+        rs->leaves[k].grad = NULL;
+        return TD_OK;
+    }
     td_tensor *g = td__run_leaf_hooks(leaf, rs->leaves[k].grad);
     if (!g) return td_last_status();
     for (int c = 0; c < req->n_captures; c++)
@@ -301,6 +318,8 @@ static td_status finish_leaf(run_state *rs, size_t k) {
         if (slot && !req->create_graph && (!leaf->grad || leaf->grad == slot)) {
             st = td_copy_(slot, leaf->grad ? td_add(slot, g) : g); /* copy_ casts a low g (keeps_low_grad) */
             if (st == TD_OK && !leaf->grad) leaf->grad = td_retain(slot);
+        } else if (!leaf->grad && sole_gradient(rs, k, g)) { /* no one else can see g: it becomes .grad */
+            leaf->grad = td_retain(g);
         } else if (!leaf->grad) { /* a fresh tensor: .grad never aliases a gradient the caller may hold */
             leaf->grad = td_keep(g->dtype != leaf->dtype ? td_cast(g, leaf->dtype) : td_clone(g)); /* cast: new */
             if (!leaf->grad) st = td_last_status();
@@ -309,6 +328,8 @@ static td_status finish_leaf(run_state *rs, size_t k) {
         }
     }
     td_release(g);
+    td_release(rs->leaves[k].grad); /* done: an autocast weight's bf16 sum goes now, not after the whole backward */
+    rs->leaves[k].grad = NULL;
     if (st == TD_OK && req->accumulate) st = td__run_post_accumulate_hooks(leaf);
     return st;
 }

@@ -1,0 +1,182 @@
+/*
+** The `copy` ops of a GPT-2-shaped (W5) training step under bf16 autocast, and the leaf gradients that the engine
+** hands over without one (src/autograd/engine.c's sole_gradient):
+** leaf_grad_owned: a layer norm's weight, bias and input gradients become their leaves' .grad with no `copy` op,
+**   equal to td_grad's; a gradient the caller passed in (z = a + b, backward with dz) is copied into two .grads
+**   of their own: writing dz or a.grad afterwards changes neither other tensor.
+** leaf_sums_released: a chain of Linears under bf16 autocast: when the first layer's weight gets its .grad (the
+**   last leaf finished), the bf16 weight gradients of the layers finished before it are freed already: the memory
+**   held then grows by each layer's f32 .grad, not by its bf16 sum too.
+** w5_step_cpu: a small W5 (tied lm-head, 2 layers, head dim 64 as W5) step of workload_train_step under bf16 autocast
+*on the CPU: the
+**   profiled second step issues exactly the copies listed at W5_FWD and W5_BWD (no clone of an f32 gradient).
+** w5_step_cuda: the same step on cuda:0 (cuDNN attention reads the strided heads): no more copies than the CPU's;
+**   it prints the count expected without the CPU-only attention copies.
+*/
+#include <string.h>
+
+#include "test_util.h"
+#include "trident/amp.h"
+#include "trident/autograd.h"
+#include "trident/profile.h"
+#include "workloads/workloads.h"
+
+#define TESTS(X) X(leaf_grad_owned) X(leaf_sums_released) X(w5_step_cpu) X(w5_step_cuda)
+
+/* `copy` ops recorded since td_profile_begin: *fwd in the forward phase (which counts the engine's leaf casts, issued
+** outside any node), *bwd by backward nodes */
+static void count_copies(int64_t *fwd, int64_t *bwd) {
+    td_profile_row rows[512];
+    int n = td_profile_rows(rows, 512);
+    ASSERT(n <= 512);
+    *fwd = *bwd = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rows[i].op, "copy")) *(rows[i].backward ? bwd : fwd) += rows[i].count;
+}
+
+static td_tensor *leaf(int ndim, const int64_t *shape) {
+    td_tensor *t = test_uniform_tensor(ndim, shape, -1, 1, TD_F32, TD_CPU);
+    ASSERT_OK(td_set_requires_grad(t, true));
+    return t;
+}
+
+TEST(leaf_grad_owned) {
+    test_seed();
+    td_scope_begin();
+    ASSERT_OK(td_profile_set_roofline(TD_CPU, 1, 1));
+    int64_t sx[2] = {5, 8}, sw[1] = {8};
+    td_tensor *x = leaf(2, sx), *w = leaf(1, sw), *b = leaf(1, sw);
+    td_tensor *c = test_uniform_tensor(2, sx, -1, 1, TD_F32, TD_CPU);
+    td_tensor *ref[3], *in[3] = {x, w, b};
+    td_tensor *loss = ASSERT_TENSOR(td_sum(td_mul(td_layer_norm(x, 1, w, b, 1e-5), c), 0, NULL, false));
+    ASSERT_OK(td_grad(1, &loss, NULL, 3, in, ref, true, false, false));
+    ASSERT_OK(td_profile_begin());
+    ASSERT_OK(td_backward(loss, NULL, false));
+    ASSERT_OK(td_profile_end(NULL));
+    int64_t fwd, bwd;
+    count_copies(&fwd, &bwd);
+    fprintf(stderr, "    layer norm backward: %lld copy (leaves), %lld copy (nodes)\n", (long long)fwd, (long long)bwd);
+    ASSERT_EQ_INT(fwd, 0);
+    for (int i = 0; i < 3; i++) ASSERT(test_rel_err(td_grad_of(in[i]), ref[i]) == 0);
+
+    /* dz reaches a and b as it is: each .grad is a copy of its own */
+    td_tensor *a = leaf(2, sx), *a2 = leaf(2, sx);
+    td_tensor *dz = test_uniform_tensor(2, sx, -1, 1, TD_F32, TD_CPU), *dz0 = ASSERT_TENSOR(td_clone(dz));
+    ASSERT_OK(td_backward(ASSERT_TENSOR(td_add(a, a2)), dz, false));
+    td_tensor *ga = td_grad_of(a), *gb = td_grad_of(a2);
+    ASSERT(ga && gb && ga != dz && gb != dz && ga != gb);
+    ASSERT_OK(td_copy_(dz, td_zeros_like(dz)));
+    ASSERT_OK(td_copy_(ga, td_full_like(ga, 3.0)));
+    ASSERT(test_rel_err(gb, dz0) == 0);
+    ASSERT(test_rel_err(td_grad_of(a2), dz0) == 0);
+    ASSERT(test_rel_err(ga, td_full_like(ga, 3.0)) == 0);
+    td_scope_end();
+}
+
+static td_status note_allocated(td_tensor *leaf, void *user) {
+    (void)leaf;
+    td_memory_stats ms;
+    td_status st = td_memory_stats_get(TD_CPU, false, &ms);
+    *(uint64_t *)user = ms.allocated;
+    return st;
+}
+
+/* Bytes allocated when w[0] (the last leaf to finish) got its .grad, over those before the backward, for a chain of
+** layers Linears 256 -> 256 without bias under bf16 autocast. */
+static int64_t held_at_first_weight(int layers) {
+    enum { F = 256 };
+    int64_t sw[2] = {F, F}, sx[2] = {32, F};
+    td_scope_begin();
+    td_tensor *w[8], *x = test_uniform_tensor(2, sx, -1, 1, TD_F32, TD_CPU), *h = x;
+    for (int i = 0; i < layers; i++) w[i] = leaf(2, sw);
+    uint64_t at_hook = 0;
+    ASSERT_OK(td_register_post_accumulate_hook(w[0], note_allocated, &at_hook));
+    ASSERT_OK(td_autocast_begin(TD_DEVICE_CPU, TD_BF16));
+    for (int i = 0; i < layers; i++) h = ASSERT_TENSOR(td_linear(h, w[i], NULL));
+    ASSERT_OK(td_autocast_end());
+    td_tensor *loss = ASSERT_TENSOR(td_sum(td_cast(h, TD_F32), 0, NULL, false));
+    td_memory_stats before;
+    ASSERT_OK(td_memory_stats_get(TD_CPU, false, &before));
+    ASSERT_OK(td_backward(loss, NULL, false));
+    ASSERT(at_hook > 0);
+    td_scope_end();
+    return (int64_t)at_hook - (int64_t)before.allocated;
+}
+
+TEST(leaf_sums_released) {
+    test_seed();
+    int64_t a = held_at_first_weight(2), b = held_at_first_weight(6);
+    int64_t f32 = 256 * 256 * 4, bf16 = 256 * 256 * 2, per = (b - a) / 4;
+    fprintf(stderr, "    held at the first weight's .grad: %lld bytes a layer (f32 .grad %lld, bf16 sum %lld)\n",
+            (long long)per, (long long)f32, (long long)bf16);
+    /* a layer adds its f32 .grad and frees its saved bf16 weight cast (and a small bf16 input): f32 - bf16 held;
+    ** a bf16 sum kept until the end of the backward would add bf16 more */
+    if (per > f32 - bf16 / 2)
+        TEST_FAIL_("each finished layer still holds its bf16 gradient sum (%lld bytes)", (long long)per);
+}
+
+/* The step's copies on the CPU (traced with gdb on td__dispatch), per W5 layer:
+**   forward phase (19): 7 weight casts to bf16 (qkv w, b; proj w, b; fc w, b; out w), 8 casts of bf16 gradients to
+**     their f32 .grad (the same and out's bias, which the `y + b + r` block sums in bf16), 3 q, k, v made contiguous
+**     and 1 attention output reshaped (the CPU kernels read dense operands; cuDNN reads the strided views). The
+**     model: the tied head's cast of tok.weight (1). The layer norms', tok's and pos's f32 gradients: none.
+**   backward nodes (6): the MLP node's f32 incoming gradient cast to bf16, proj's gradient cast from the residual's
+**     f32 to bf16, and 4 CPU-only (attention's dout made contiguous, dq, dk, dv reshaped); the model: the head's bf16
+**     gradient of tok.weight cast to f32 to be summed with the embedding's (1). */
+#define W5_LAYERS 2
+#define W5_FWD(l) (19 * (l) + 1)
+#define W5_BWD(l) (6 * (l) + 1)
+
+/* One profiled W5-shaped bf16 step on dev (after an unprofiled one): its copies. */
+static void w5_step(td_device dev, int64_t *fwd, int64_t *bwd) {
+    workload_gpt_config cfg = {
+        .vocab = 256, .d_model = 128, .heads = 2, .layers = W5_LAYERS, .context = 64, .gpt2 = true};
+    int64_t sh[2] = {2, 64};
+    double ids[128], next[128];
+    test_rng_state = 3;
+    for (int i = 0; i < 128; i++) ids[i] = (double)test_int(256), next[i] = (double)test_int(256);
+    td_manual_seed(0);
+    workload w;
+    ASSERT_OK(workload_init(&w, WORKLOAD_GPT, &cfg, dev, NULL, 0, false));
+    ASSERT_OK(workload_amp_set(&w, TD_BF16));
+    td_scope_begin();
+    td_tensor *x = ASSERT_TENSOR(td_to(test_tensor_f64(ids, 2, sh, TD_I64), dev));
+    td_tensor *y = ASSERT_TENSOR(td_to(test_tensor_f64(next, 2, sh, TD_I64), dev));
+    double l0, l1;
+    ASSERT_OK(workload_train_step(&w, x, y, &l0));
+    ASSERT_OK(td_profile_set_roofline(dev, 1, 1));
+    ASSERT_OK(td_profile_begin());
+    ASSERT_OK(workload_train_step(&w, x, y, NULL)); /* no loss read: td_item's cast would count */
+    ASSERT_OK(td_synchronize(dev));
+    ASSERT_OK(td_profile_end(NULL));
+    count_copies(fwd, bwd);
+    ASSERT_OK(workload_train_step(&w, x, y, &l1));
+    fprintf(stderr,
+            "    W5 %d layers, bf16 autocast on %s: %lld copy (forward and leaves), %lld copy (backward); loss %.4f "
+            "-> %.4f\n",
+            W5_LAYERS, dev.type == TD_DEVICE_CPU ? "cpu" : "cuda:0", (long long)*fwd, (long long)*bwd, l0, l1);
+    ASSERT(l1 < l0); /* the step trained */
+    td_scope_end();
+    workload_free(&w);
+}
+
+TEST(w5_step_cpu) {
+    setenv("TRIDENT_ATTENTION", "fused", 1); /* CUDA's attention op (the CPU default is the composed one) */
+    int64_t fwd, bwd;
+    w5_step(TD_CPU, &fwd, &bwd);
+    ASSERT_EQ_INT(fwd, W5_FWD(W5_LAYERS));
+    ASSERT_EQ_INT(bwd, W5_BWD(W5_LAYERS));
+}
+
+TEST(w5_step_cuda) {
+    test_need_cudnn();
+    int64_t fwd, bwd;
+    w5_step((td_device){TD_DEVICE_CUDA, 0}, &fwd, &bwd);
+    /* cuDNN reads the strided heads and writes dq, dk, dv packed: the CPU's 4 + 4 attention copies a layer go */
+    fprintf(stderr, "    expected with cuDNN: %d and %d\n", W5_FWD(W5_LAYERS) - 4 * W5_LAYERS,
+            W5_BWD(W5_LAYERS) - 4 * W5_LAYERS);
+    if (fwd > W5_FWD(W5_LAYERS) || bwd > W5_BWD(W5_LAYERS))
+        TEST_FAIL_("cuda:0 issued more copies than the CPU (%lld, %lld)", (long long)fwd, (long long)bwd);
+}
+
+TEST_MAIN(TESTS)
