@@ -364,6 +364,142 @@ cudnnStatus_t cu_dnn_execute(const cu_dnn_api *a, cudnnHandle_t h, cudnnBackendD
     if (pack) a->destroy_desc(pack);
     return s;
 }
+
+/* ---- convolutions and plans that avoid numerical notes (cu_conv_cudnn.c) ---- */
+void cu_dnn_convolution(cu_dnn_graph *g, int dir, cudnnDataType_t comp, const int64_t pre[2], const int64_t post[2],
+                        const int64_t stride[2], const int64_t dilation[2], cudnnBackendDescriptor_t x,
+                        cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y) {
+    int64_t dims = 2;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    cudnnBackendDescriptor_t cd = make(g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, "convolution");
+    SET(g, cd, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    SET(g, cd, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    SET(g, cd, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    SET(g, cd, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation);
+    SET(g, cd, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
+    SET(g, cd, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pre);
+    SET(g, cd, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, post);
+    finalize(g, cd, "convolution");
+    /* alpha and beta: double for double data, float otherwise */
+    bool dbl = comp == CUDNN_DATA_DOUBLE;
+    double one_d = 1, zero_d = 0;
+    float one_f = 1, zero_f = 0;
+    cudnnBackendAttributeType_t st = dbl ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+    const void *one = dbl ? (const void *)&one_d : &one_f, *zero = dbl ? (const void *)&zero_d : &zero_f;
+    static const cudnnBackendDescriptorType_t types[3] = {
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+    /* per direction: alpha, beta, conv desc, x, w, y */
+    static const cudnnBackendAttributeName_t attrs[3][6] = {
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
+    };
+    if (dir < 0 || dir > 2) dir = 0;
+    const cudnnBackendAttributeName_t *a = attrs[dir];
+    cudnnBackendDescriptor_t op = make(g, types[dir], "convolution operation");
+    SET(g, op, a[0], st, 1, one);
+    SET(g, op, a[1], st, 1, zero);
+    SET(g, op, a[2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cd);
+    SET(g, op, a[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SET(g, op, a[4], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+    SET(g, op, a[5], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    add_op(g, op, "convolution operation");
+}
+
+/* Whether cfg's engine has a numerical note in avoid (an engine whose notes cannot be read counts as having one). */
+static bool has_note(const cu_dnn_api *a, cudnnBackendDescriptor_t cfg, unsigned avoid) {
+    cudnnBackendDescriptor_t eng = NULL;
+    if (a->create_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS) return true;
+    int64_t n = 0;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    bool hit = a->get_attr(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) !=
+                   CUDNN_STATUS_SUCCESS ||
+               a->get_attr(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                           CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS;
+    for (int64_t i = 0; i < n && !hit; i++) hit = (unsigned)notes[i] < 32 && (avoid >> notes[i] & 1u);
+    a->destroy_desc(eng);
+    return hit;
+}
+
+/* A finalized plan of cfg on h with its workspace size, or NULL with the reason in err (when err is still empty). */
+static cudnnBackendDescriptor_t plan_of(const cu_dnn_api *a, cudnnHandle_t h, cudnnBackendDescriptor_t cfg, int64_t *ws,
+                                        char *err, size_t errn) {
+    cudnnBackendDescriptor_t plan = NULL;
+    const char *what = "cudnnBackendCreateDescriptor(execution plan)";
+    cudnnStatus_t s = a->create_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        what = "cudnnBackendSetAttribute(CUDNN_ATTR_EXECUTION_PLAN_HANDLE)",
+        s = a->set_attr(plan, ATTR_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (s == CUDNN_STATUS_SUCCESS)
+        what = "cudnnBackendSetAttribute(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)",
+        s = a->set_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+    if (s == CUDNN_STATUS_SUCCESS) what = "cudnnBackendFinalize(execution plan)", s = a->finalize(plan);
+    int64_t n = 0, size = 0;
+    if (s == CUDNN_STATUS_SUCCESS)
+        what = "cudnnBackendGetAttribute(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)",
+        s = a->get_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &size);
+    if (s == CUDNN_STATUS_SUCCESS) return *ws = size, plan;
+    if (!err[0]) cu_dnn_describe(s, what, err, errn);
+    if (plan) a->destroy_desc(plan);
+    return NULL;
+}
+
+cudnnBackendDescriptor_t cu_dnn_plan_avoiding(cu_dnn_graph *g, cudnnHandle_t h, unsigned avoid, int64_t *ws) {
+    cudnnBackendDescriptor_t graph = make(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
+    SET(g, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->nops, g->ops);
+    SET(g, graph, ATTR_GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    finalize(g, graph, "operation graph");
+    if (g->st != CUDNN_STATUS_SUCCESS) return NULL;
+    enum { MAX_CFGS = 16 };
+    char first_err[sizeof g->err] = "";
+    int skipped = 0;
+    static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    for (int m = 0; m < 2; m++) {
+        cudnnBackendDescriptor_t heur = make(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics");
+        SET(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+        SET(g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
+        finalize(g, heur, "engine heuristics");
+        int64_t count = 0;
+        if (g->st == CUDNN_STATUS_SUCCESS &&
+            g->api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL) !=
+                CUDNN_STATUS_SUCCESS)
+            count = 0;
+        if (count > MAX_CFGS) count = MAX_CFGS;
+        cudnnBackendDescriptor_t cfgs[MAX_CFGS];
+        for (int64_t i = 0; i < count; i++) cfgs[i] = make(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config");
+        int64_t got = 0;
+        if (g->st == CUDNN_STATUS_SUCCESS && count > 0 &&
+            g->api->get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs) !=
+                CUDNN_STATUS_SUCCESS)
+            got = 0;
+        for (int64_t i = 0; i < got; i++) {
+            if (avoid && has_note(g->api, cfgs[i], avoid)) {
+                skipped++;
+                continue;
+            }
+            cudnnBackendDescriptor_t plan = plan_of(g->api, h, cfgs[i], ws, first_err, sizeof first_err);
+            if (plan) return plan;
+        }
+        if (g->st != CUDNN_STATUS_SUCCESS) { /* this mode's heuristics failed: the reason kept, the next mode tried */
+            if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", g->err);
+            g->st = CUDNN_STATUS_SUCCESS;
+        }
+    }
+    g->st = CUDNN_STATUS_NOT_SUPPORTED;
+    if (first_err[0])
+        snprintf(g->err, sizeof g->err, "%s", first_err);
+    else
+        snprintf(g->err, sizeof g->err, "no engine config finalizes (%d skipped for their numerical notes)", skipped);
+    return NULL;
+}
 #else
 typedef int cu_cudnn_unused; /* built without cudnn_graph.h: cu_attention_cudnn.c declines every call */
 #endif

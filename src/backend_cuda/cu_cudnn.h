@@ -43,6 +43,12 @@ bool cu_dnn_attn_takes_strided(cu_dev *d, const td_op *op);
 bool cu_dnn_attn_bwd(cu_dev *d, const cu_dnn_attn *a, const void *dout, const void *q, const void *k, const void *v,
                      const void *out, const float *lse, void *dq, void *dk, void *dv, td_status *st);
 
+/* CONV2D (without its bias: the caller adds b), CONV2D_BACKWARD_INPUT or CONV2D_BACKWARD_WEIGHT on cuDNN
+** (cu_conv_cudnn.c): true when the call is taken (*st: the status of the enqueue, or the error under
+** TRIDENT_CUDA_CONV=cudnn when cuDNN does not take it), false to leave it to the im2col + cuBLAS path. The caller
+** passes only calls without an empty operand. */
+bool cu_dnn_conv(cu_dev *d, const td_op *op, td_status *st);
+
 #ifdef TRIDENT_HAVE_CUDNN
 #include <cudnn_graph.h>
 
@@ -113,6 +119,15 @@ void cu_dnn_graph_free(cu_dnn_graph *g);
 ** failure one line (the status and cuDNN's message) in err. */
 cudnnStatus_t cu_dnn_execute(const cu_dnn_api *api, cudnnHandle_t h, cudnnBackendDescriptor_t plan, int n,
                              const int64_t *uids, void *const *ptrs, void *ws, char *err, size_t errn);
+/* A convolution node (cross-correlation over 2 spatial dims, computed in comp, alpha 1 and beta 0):
+** dir 0 forward y = conv(x, w), 1 backward data x = conv^T(y, w) (x the output), 2 backward filter w from x and y
+** (w the output). Groups are C / w's dim 1, as the tensors' dims give them. */
+void cu_dnn_convolution(cu_dnn_graph *g, int dir, cudnnDataType_t comp, const int64_t pre[2], const int64_t post[2],
+                        const int64_t stride[2], const int64_t dilation[2], cudnnBackendDescriptor_t x,
+                        cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y);
+/* cu_dnn_plan, skipping engine configs whose engine has a numerical note in avoid (bit 1 << CUDNN_NUMERICAL_NOTE_X:
+** e.g. DOWN_CONVERT_INPUTS, TF32 for float data), and trying the fallback heuristics after mode A's. */
+cudnnBackendDescriptor_t cu_dnn_plan_avoiding(cu_dnn_graph *g, cudnnHandle_t h, unsigned avoid, int64_t *ws);
 #endif
 
 #ifdef __cplusplus

@@ -29,9 +29,12 @@
 ** written (backward input) in place, the whole batch in one GEMM call.
 ** f16/bf16 run cublasGemmStridedBatchedEx with fp32 compute; the backward passes keep their
 ** dcol and partial sums in fp32 and round once. f32 uses cuBLAS's default (strict fp32, no TF32).
+** cuDNN first: each entry point offers the call to cu_dnn_conv (cu_conv_cudnn.c; TRIDENT_CUDA_CONV=own|cudnn) and
+** runs the im2col path only where cuDNN does not take it; CONV2D's bias is then added here (conv_add_bias).
 */
 #include <limits.h>
 
+#include "cu_cudnn.h"
 #include "cu_nn.cuh"
 
 #define CONV_SCRATCH  ((int64_t)256 << 20) /* bytes of column scratch per chunk */
@@ -131,6 +134,12 @@ template <typename T> __global__ void conv_gather_dy(const T *dy, T *dY, conv_ge
 template <typename T> __global__ void conv_fill_bias(T *y, const T *b, int64_t O, int64_t P, int64_t total) {
     const T zero = cu_from<T>(0.0f);
     NN_LOOP(i, total) y[i] = b ? b[(i / P) % O] : zero;
+}
+
+/* y (N, O, P) += b: y[n, o, p] = y[n, o, p] + b[o], in the compute type, rounded once. */
+template <typename T> __global__ void conv_add_bias(T *y, const T *b, int64_t O, int64_t P, int64_t total) {
+    typedef typename cu_compute<T>::type C;
+    NN_LOOP(i, total) y[i] = cu_from<T>(cu_to<C>(y[i]) + cu_to<C>(b[(i / P) % O]));
 }
 
 /* parts (S, OK) -> v (OK): v[e] = (accumulate ? acc[e] : 0) + parts[0, e] + ... + parts[S-1, e];
@@ -392,14 +401,38 @@ static bool conv_ok(const td_op *op) {
     return op->out[0].ndim == 4 && op->p.conv.groups >= 1 && s[0] >= 1 && s[1] >= 1 && dl[0] >= 1 && dl[1] >= 1;
 }
 
+/* every operand holds an element (the im2col path alone handles empty ones) */
+static bool conv_nonempty(const td_op *op) {
+    for (int i = 0; i < 2; i++)
+        if (td_operand_numel(&op->in[i]) == 0) return false;
+    return td_operand_numel(&op->out[0]) > 0;
+}
+
 /* in = (x, w, b?), out = y */
 CU_SUPPORTS(CONV2D) { return conv_ok(op); }
-extern "C" td_status cu_op_CONV2D(cu_dev *d, const td_op *op) { return conv_forward(d, op); }
+extern "C" td_status cu_op_CONV2D(cu_dev *d, const td_op *op) {
+    td_status st;
+    if (!conv_nonempty(op) || !cu_dnn_conv(d, op, &st)) return conv_forward(d, op);
+    const td_operand *yv = &op->out[0], *bv = &op->in[2];
+    if (st != TD_OK || !bv->buf) return st;
+    int64_t total = td_operand_numel(yv), O = yv->shape[1], P = yv->shape[2] * yv->shape[3];
+    void *y = cu_data(yv);
+    const void *b = cu_data(bv);
+    CU_SWITCH_FLOAT(yv->dtype, conv_add_bias<T>
+                    <<<cu_grid(d, total, CU_BLOCK), CU_BLOCK, 0, d->stream>>>((T *)y, (const T *)b, O, P, total));
+    return CU_LAUNCHED("conv2d: bias");
+}
 
 /* in = (dy, w), out = dx */
 CU_SUPPORTS(CONV2D_BACKWARD_INPUT) { return conv_ok(op); }
-extern "C" td_status cu_op_CONV2D_BACKWARD_INPUT(cu_dev *d, const td_op *op) { return conv_backward_input(d, op); }
+extern "C" td_status cu_op_CONV2D_BACKWARD_INPUT(cu_dev *d, const td_op *op) {
+    td_status st;
+    return conv_nonempty(op) && cu_dnn_conv(d, op, &st) ? st : conv_backward_input(d, op);
+}
 
 /* in = (dy, x), out = dw */
 CU_SUPPORTS(CONV2D_BACKWARD_WEIGHT) { return conv_ok(op); }
-extern "C" td_status cu_op_CONV2D_BACKWARD_WEIGHT(cu_dev *d, const td_op *op) { return conv_backward_weight(d, op); }
+extern "C" td_status cu_op_CONV2D_BACKWARD_WEIGHT(cu_dev *d, const td_op *op) {
+    td_status st;
+    return conv_nonempty(op) && cu_dnn_conv(d, op, &st) ? st : conv_backward_weight(d, op);
+}
