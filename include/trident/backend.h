@@ -376,7 +376,7 @@ typedef struct td_alloc_block {
 /* How a td_alloc_cache sizes and gets its memory. */
 typedef struct td_alloc_cache_config {
     size_t header_size; /* bytes of the backend's buffer struct, which begins with a td_alloc_block */
-    size_t min_block;   /* a power of two: requests up to it share class 0; above it, 4 classes per power of two */
+    size_t min_block;   /* a power of two: requests up to it share class 0; above it, 8 classes per power of two */
     int classes;        /* number of size classes, at most 256 */
     size_t align;       /* an uncached block's capacity rounds up to a multiple of this */
     /* above the last class: 0 leaves blocks uncached; else they share the last class, their

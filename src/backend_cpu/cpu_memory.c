@@ -14,7 +14,7 @@
 
 /* The cache: freed buffers wait in per-size-class lists for reuse, so a
 ** training loop that allocates the same shapes every step stops paying for
-** malloc, page faults and zeroing. Classes are 4 per power of two above
+** malloc, page faults and zeroing. Classes are 8 per power of two above
 ** 4 KiB; at most CACHE_LIMIT bytes are kept. Off under AddressSanitizer,
 ** which must see every free to catch use-after-free. One stream (tag 0):
 ** every kernel has finished when it returns. */

@@ -4,7 +4,7 @@
 **
 ** Blocks: the shared td_alloc_cache (src/core/alloc_cache.c) over cudaMalloc
 ** and cudaFree, one per device: a request is rounded up to a size class (512 B,
-** then 4 classes per power of two) and served from that class's free list,
+** then 8 classes per power of two) and served from that class's free list,
 ** else by cudaMalloc. Frees are stream-ordered: every op of a device runs on
 ** its one stream, so a block freed by the host may be handed to the next
 ** allocation at once; the work that used it is ahead of any work that will

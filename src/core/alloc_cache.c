@@ -1,7 +1,7 @@
 /*
 ** td_alloc_cache (include/trident/backend.h): the size-class caching allocator
-** that a backend puts over its raw alloc/free. Requests round up to a class (4
-** per power of two above min_block); a freed block waits in the free list of
+** that a backend puts over its raw alloc/free. Requests round up to a class (8
+** per power of two above min_block: at most 1/8 of a block unused); a freed block waits in the free list of
 ** its class and stream tag until an allocation of that class and tag takes it.
 */
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include "trident/backend.h"
 
 #define MAX_CLASSES 256
+#define PER_OCTAVE  8 /* classes per power of two */
 
 /* The free lists of one stream tag. */
 typedef struct tag_lists {
@@ -53,10 +54,10 @@ static int size_class(const td_alloc_cache *c, size_t n, size_t *capacity) {
         return 0;
     }
     int log2 = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^log2 < n <= 2^(log2+1) */
-    size_t base = (size_t)1 << log2, step = base / 4;
-    size_t quarter = (n - base + step - 1) / step; /* 1..4 */
-    int k = (log2 - c->min_log2) * 4 + (int)quarter;
-    *capacity = base + quarter * step;
+    size_t base = (size_t)1 << log2, step = base / PER_OCTAVE;
+    size_t part = (n - base + step - 1) / step; /* 1..PER_OCTAVE */
+    int k = (log2 - c->min_log2) * PER_OCTAVE + (int)part;
+    *capacity = base + part * step;
     if (k < g->classes) return k;
     if (!g->large_round) return -1;
     *capacity = (n + g->large_round - 1) / g->large_round * g->large_round;
