@@ -34,9 +34,9 @@ static td_custom_op *layer_ops[N_LAYER_OPS];
 static pthread_once_t layer_once = PTHREAD_ONCE_INIT;
 static td_status layer_status;
 
-/* Hidden units per block: H cut into at most 16 blocks of a multiple of 16 units. */
-static int64_t unit_block(int64_t H) {
-    int64_t u = (H + 15) / 16;
+/* Hidden units (or rows) per block: n cut into at most 16 blocks of a multiple of 16. */
+static int64_t unit_block(int64_t n) {
+    int64_t u = (n + 15) / 16;
     return u < 16 ? 16 : (u + 15) / 16 * 16;
 }
 
@@ -185,6 +185,7 @@ static td_status layer_bwd_cpu(const td_custom_call *c, const void *const *in, v
         td_parallel_for(nb, B * 4 * H * j.ub * 2, dh_units_range, &j);
     }
     j.rev = rev;
+    j.ub = unit_block(4 * H); /* rows of dw_hh per block: each block packs all of y once */
     td_parallel_for(blocks(4 * H, j.ub), T * B * H * j.ub * 2, dw_rows_range, &j);
     return TD_OK;
 }
