@@ -51,12 +51,16 @@ typedef struct layer_job {
 
 #define LAYER_KERNELS(T_, sfx, EXP, TANH)                                                                              \
     static inline T_ sig_##sfx(T_ x) { return (T_)1 / ((T_)1 + EXP(-x)); }                                             \
-    /* units [u0, u1) of step t: acts_t[:, q H + u] += h w_hh[q H + u, :]^T for each gate q, then the cells */         \
+    /* units [u0, u1) of step t: acts_t[:, q H + u] = gx_t[:, q H + u] + h w_hh[q H + u, :]^T per gate q; cells */     \
     static void fwd_units_##sfx(const layer_job *j, int64_t u0, int64_t u1) {                                          \
         const int64_t B = j->B, H = j->H, G = 4 * H;                                                                   \
         const T_ *w = j->w, *h = j->tp < 0 ? (const T_ *)j->h0 : (const T_ *)j->y + j->tp * B * H;                     \
         const T_ *cp = j->tp < 0 ? (const T_ *)j->c0 : (const T_ *)j->cs + j->tp * B * H;                              \
         T_ *a = (T_ *)j->acts + j->t * B * G, *c = (T_ *)j->cs + j->t * B * H, *y = (T_ *)j->y + j->t * B * H;         \
+        const T_ *gx = (const T_ *)j->gx + j->t * B * G;                                                               \
+        for (int64_t b = 0; b < B; b++)                                                                                \
+            for (int q = 0; q < 4; q++)                                                                                \
+                memcpy(a + b * G + q * H + u0, gx + b * G + q * H + u0, (size_t)(u1 - u0) * sizeof(T_));               \
         for (int q = 0; q < 4; q++)                                                                                    \
             cpu_gemm_##sfx(false, true, B, u1 - u0, H, h, H, w + (q * H + u0) * H, H, a + q * H + u0, G);              \
         for (int64_t b = 0; b < B; b++) {                                                                              \
@@ -155,7 +159,6 @@ static td_status layer_fwd_cpu(const td_custom_call *c, const void *const *in, v
     td_tensor *gx = c->inputs[0];
     int64_t T = td_size(gx, 0), B = td_size(gx, 1), H = td_size(gx, 2) / 4;
     bool rev = c->args.p[0] != 0, f64 = c->dtype == TD_F64;
-    size_t es = f64 ? 8 : 4;
     layer_job j = {.T = T,
                    .B = B,
                    .H = H,
@@ -168,7 +171,6 @@ static td_status layer_fwd_cpu(const td_custom_call *c, const void *const *in, v
                    .y = out[0],
                    .cs = out[1],
                    .acts = out[2]};
-    memcpy(j.acts, j.gx, (size_t)(T * B * 4 * H) * es);
     int64_t nb = blocks(H, j.ub), cost = B * 4 * H * j.ub * 2;
     for (int64_t s = 0; s < T; s++) {
         j.t = rev ? T - 1 - s : s;
