@@ -2,7 +2,8 @@
 ** tests/fixtures/rnn.tdfx (gen_rnn_fixtures.py, torch 1.13, float64 references): outputs, final states, the
 ** gradients of the input, the initial states and every parameter for the loss sum(y gy) + sum(h_n ghn) +
 ** sum(c_n gcn), and state_dict keys in torch's order; on cpu and Vulkan (CUDA skips without a GPU). Also
-** gradcheck of the fused cell custom ops in float64, dropout in training, and bad input. Each check is
+** gradcheck of the fused cell custom ops and of the CPU's whole-layer LSTM op in float64, dropout in training, and bad
+*input. Each check is
 ** |got - want| <= 1e-5 + 1e-5 |want|. */
 #include "tdfx.h"
 #include "test_util.h"
@@ -10,7 +11,8 @@
 /* clang-format off */
 #define TESTS(X)                                                                                                       \
     X(layers_cpu) X(layers_vulkan) X(layers_cuda) X(cells_cpu) X(cells_vulkan) X(cells_cuda) X(state_dict_keys)        \
-        X(gradcheck_lstm_cell) X(gradcheck_gru_cell) X(dropout_training) X(bad_input)
+        X(gradcheck_lstm_cell) X(gradcheck_gru_cell) X(gradcheck_lstm_layer) X(lstm_layer_f32) X(dropout_training)        \
+        X(bad_input)
 /* clang-format on */
 
 #define TOL 1e-5
@@ -278,6 +280,71 @@ static void cell_gradcheck(td_multi_fn fn, int gates) {
 
 TEST(gradcheck_lstm_cell) { cell_gradcheck(lstm_cell_fn, 4); }
 TEST(gradcheck_gru_cell) { cell_gradcheck(gru_cell_fn, 3); }
+
+/* gradcheck in float64 of the CPU's whole-layer LSTM op (rnn_lstm_cpu.c), both directions: y and the cell states
+** summed with weights, back to gx, h0, c0 and w_hh (its third output, the saved gates, is the backward's own). */
+static td_tensor *lstm_layer_fn(void *user, int n, td_tensor *const *in) {
+    (void)n;
+    float reverse = *(const float *)user;
+    td_tensor *out[3];
+    if (td_custom_op_call(td_custom_op_find("rnn.lstm_layer"), 4, in, 1, &reverse, 3, out) != TD_OK) return NULL;
+    return td_add(out[0], td_mul_scalar(out[1], 0.7));
+}
+
+TEST(gradcheck_lstm_layer) {
+    td_scope_begin();
+    td_module *m = td_lstm_new(2, 3, 1, true, false, 0, false);
+    int64_t xs[3] = {2, 1, 2};
+    ASSERT_TENSOR(td_module_forward(m, test_uniform_tensor(3, xs, -1, 1, TD_F32, TD_CPU))); /* registers the op */
+    const int64_t T = 4, B = 2, H = 3;
+    int64_t g[3] = {T, B, 4 * H}, s[2] = {B, H}, w[2] = {4 * H, H};
+    for (int r = 0; r < 2; r++) {
+        td_tensor *in[4] = {
+            test_uniform_tensor(3, g, -2, 2, TD_F64, TD_CPU), test_uniform_tensor(2, s, -1, 1, TD_F64, TD_CPU),
+            test_uniform_tensor(2, s, -1.5, 1.5, TD_F64, TD_CPU), test_uniform_tensor(2, w, -0.8, 0.8, TD_F64, TD_CPU)};
+        for (int i = 0; i < 4; i++) ASSERT_OK(td_set_requires_grad(in[i], true));
+        td_gradcheck_options o = {1e-6, 1e-7, 1e-5};
+        float reverse = (float)r;
+        ASSERT_OK(td_gradcheck(lstm_layer_fn, &reverse, 4, in, &o));
+    }
+    td_module_free(m);
+    td_scope_end();
+}
+
+/* The op in float32 (its AVX2 cells where the CPU has them: H 20 is a block of 16 units and one of 4, so both the
+** vector and the scalar units run) against the same op in float64 (scalar): outputs and the four gradients. */
+TEST(lstm_layer_f32) {
+    td_scope_begin();
+    td_module *m = td_lstm_new(2, 3, 1, true, false, 0, false);
+    int64_t xs[3] = {2, 1, 2};
+    ASSERT_TENSOR(td_module_forward(m, test_uniform_tensor(3, xs, -1, 1, TD_F32, TD_CPU))); /* registers the op */
+    const int64_t T = 6, B = 3, H = 20;
+    int64_t g[3] = {T, B, 4 * H}, s[2] = {B, H}, w[2] = {4 * H, H}, ys[3] = {T, B, H};
+    td_tensor *in64[4] = {
+        test_uniform_tensor(3, g, -3, 3, TD_F32, TD_CPU), test_uniform_tensor(2, s, -1, 1, TD_F32, TD_CPU),
+        test_uniform_tensor(2, s, -1.5, 1.5, TD_F32, TD_CPU), test_uniform_tensor(2, w, -0.3, 0.3, TD_F32, TD_CPU)};
+    td_tensor *gy = test_uniform_tensor(3, ys, -1, 1, TD_F32, TD_CPU),
+              *gc = test_uniform_tensor(3, ys, -1, 1, TD_F32, TD_CPU);
+    td_tensor *res[2][6];
+    for (int r = 0; r < 2; r++) {
+        td_dtype dt = r ? TD_F64 : TD_F32;
+        td_tensor *in[4], *out[3], *grads[4];
+        for (int i = 0; i < 4; i++) {
+            in[i] = td_detach(td_cast(in64[i], dt));
+            ASSERT_OK(td_set_requires_grad(in[i], true));
+        }
+        float reverse = 0;
+        ASSERT_OK(td_custom_op_call(td_custom_op_find("rnn.lstm_layer"), 4, in, 1, &reverse, 3, out));
+        td_tensor *outs[2] = {out[0], out[1]}, *gos[2] = {td_cast(gy, dt), td_cast(gc, dt)};
+        ASSERT_OK(td_grad(2, outs, gos, 4, in, grads, false, false, false));
+        res[r][0] = out[0], res[r][1] = out[1];
+        for (int i = 0; i < 4; i++) res[r][2 + i] = grads[i];
+    }
+    static const char *const what[6] = {"y", "cs", "dgx", "dh0", "dc0", "dw_hh"};
+    for (int i = 0; i < 6; i++) check_close(res[0][i], res[1][i], "lstm_layer f32", what[i]);
+    td_module_free(m);
+    td_scope_end();
+}
 
 /* Training with dropout 0.3 between layers changes the output, reproducibly from the seed; the last layer's
 ** output and eval are untouched (a 1-layer net has no dropout). */
