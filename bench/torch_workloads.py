@@ -194,14 +194,18 @@ def unet(dev, N=16, S=128, steps=20):
              lambda x: F.conv2d(x, w[1], b[1], padding=1, groups=C)),
             ("W7-convtranspose", torch.randn(N, 2 * C, S // 2, S // 2, device=dev, requires_grad=True),
              lambda x: F.conv_transpose2d(x, w[3], b[3], stride=2))]
-    for name, x, f in runs:
-        def step():
-            for p in w + b: p.grad = None
-            x.grad = None
-            f(x).sum().backward()
-        dt = timeit(step, dev, steps)
-        emit(workload=name, device=dev, shape=list(x.shape), ms_per_step=round(dt * 1e3, 3),
-             samples_per_s=round(N / dt, 1))
+    # cuDNN's f32 convolutions: strict (Trident's default, the ratio's row) and TF32 (torch's default), on CUDA
+    for tf32 in ([False, True] if dev == "cuda" else [False]):
+        torch.backends.cudnn.allow_tf32 = tf32
+        for name, x, f in runs:
+            def step():
+                for p in w + b: p.grad = None
+                x.grad = None
+                f(x).sum().backward()
+            dt = timeit(step, dev, steps)
+            emit(workload=name, device=dev, shape=list(x.shape), tf32=tf32, ms_per_step=round(dt * 1e3, 3),
+                 samples_per_s=round(N / dt, 1))
+    torch.backends.cudnn.allow_tf32 = True
 
 def timeit(fn, dev, reps):
     for _ in range(3): fn()
