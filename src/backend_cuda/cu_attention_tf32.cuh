@@ -48,14 +48,15 @@ __host__ __device__ constexpr int tf32_tile(int cfg, int D) { return (cfg == 1 ?
 template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
 
 /* The backward's variants (TRIDENT_CUDA_ATTN_F32_BWD=0..TF32_BWD_CFGS-1, default TF32_BWD_DEFAULT; the forward's
-** configuration above does not change them): W warps a block, T rows a loop tile (halved at D = 128, 16 at least), and
-*where dq
-** is made (cu_ops_attention_tf32_bwd.cu): "split" a second pass recomputing S and dP per query block (one writer
-** an element), "fused" inside the dk/dv pass (dS through shared memory, f32 atomics: no recomputation, sums in
-** any order):
+** configuration above does not change them): W warps a block, T rows a loop tile (halved at D = 128, 16 at least),
+** and where dq is made (cu_ops_attention_tf32_bwd.cu): "split" a second pass recomputing S and dP per query block
+** (one writer an element: the same bits run to run), "fused" inside the dk/dv pass (dS through shared memory, f32
+** atomics: no recomputation, dq's sums in any order, as FlashAttention-2's):
 **     0: split W 4, T 32 (cfg 1's pair)   1: split W 4, T 64 (cfg 0's)   2: split W 8, T 32   3: split W 4, T 16
-**     4: fused W 4, T 32                  5: fused W 8, T 32             6: fused W 4, T 64   7: fused W 4, T 16 */
-constexpr int TF32_BWD_CFGS = 8, TF32_BWD_DEFAULT = 0;
+**     4: fused W 4, T 32                  5: fused W 8, T 32             6: fused W 4, T 64   7: fused W 4, T 16
+** 7 is the default: the fastest on an H100 at [8,12,1024,64], [64,6,256,64] and [16,12,1024,64] (bench/RESULTS.md,
+** fifth session); 3 the fastest of the run-to-run exact ones. */
+constexpr int TF32_BWD_CFGS = 8, TF32_BWD_DEFAULT = 7;
 __host__ __device__ constexpr bool tf32_bwd_fused(int b) { return b >= 4; }
 __host__ __device__ constexpr int tf32_bwd_warps(int b) { return b == 2 || b == 5 ? 8 : 4; }
 __host__ __device__ constexpr int tf32_bwd_tile(int b, int D) {

@@ -10,7 +10,8 @@
 ** heuristics (mode A, then the fallback list: no timing runs, as torch's benchmark=False) and cached; engines
 ** with these numerical notes are skipped: REDUCED_PRECISION_REDUCTION (accumulation below fp32), NONDETERMINISTIC
 ** (atomics: our im2col path and the captured-step tests are bit for bit run to run), and DOWN_CONVERT_INPUTS for
-** float data unless the op carries TD_OP_FLAG_TF32 ("high" matmul precision): f32 is strict fp32 by default.
+** float data unless the op carries TD_OP_FLAG_TF32 ("high" matmul precision), and for f32 without it TENSOR_CORE
+** (an f32 engine on tensor cores computes in TF32 without saying DOWN_CONVERT_INPUTS): f32 is strict by default.
 ** f16/bf16 compute in fp32; f64 in double. Workspace: the plugin's stream-ordered scratch (cu_temp_alloc), on the
 ** device's stream. While the device captures a CUDA graph only plans built before the capture run (a shape first
 ** met during a capture takes the im2col path).
@@ -160,6 +161,8 @@ static conv_plan *get_plan(cu_dev *d, const conv_key *key, char *why, size_t n) 
     unsigned avoid =
         1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
     if ((key->dt == TD_F32 && !key->tf32) || key->dt == TD_F64) avoid |= 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+    if (key->dt == TD_F32 && !key->tf32)
+        avoid |= 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE; /* f32 on tensor cores: TF32 */
     if (p->g.st == CUDNN_STATUS_SUCCESS) p->plan = cu_dnn_plan_avoiding(&p->g, h, avoid, &p->ws);
     if (!p->plan) { /* remembered, so the graph is not built again */
         p->failed = true;
