@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend_cpu/cpu.h"
+#include "backend_cpu/cpu_convert.h"
 #include "math/kernel_ir.h"
 #include "trident/kernel.h"
 
@@ -74,8 +75,15 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         switch (dt) {                                                                                                  \
         case TD_F32: CONVERT_RUN_(T, dst, (const float *)(src), s, n, (T)); break;                                     \
         case TD_F64: CONVERT_RUN_(T, dst, (const double *)(src), s, n, (T)); break;                                    \
-        case TD_F16: CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_f16_to_f32); break;                    \
-        case TD_BF16: CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_bf16_to_f32); break;                  \
+        case TD_F16:                                                                                                   \
+        case TD_BF16:                                                                                                  \
+            if (sizeof(T) == sizeof(float) && (s) == 1) /* vectorized (cpu_convert.h) */                               \
+                cpu_half_to_f32(dt, n, (float *)(dst), (const uint16_t *)(src));                                       \
+            else if ((dt) == TD_F16)                                                                                   \
+                CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_f16_to_f32);                                \
+            else                                                                                                       \
+                CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_bf16_to_f32);                               \
+            break;                                                                                                     \
         case TD_I32: CONVERT_RUN_(T, dst, (const int32_t *)(src), s, n, (T)); break;                                   \
         case TD_I64: CONVERT_RUN_(T, dst, (const int64_t *)(src), s, n, (T)); break;                                   \
         case TD_U8: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)); break;                                    \
@@ -238,6 +246,10 @@ static bool chain_op(const td_ki_insn *p) {
     HOT_ static void store_##SUF(td_dtype dt, void *base, int64_t i0, int64_t n, const T *v, bool stream) {            \
         if (stream && dt == TD_F32 && sizeof(T) == sizeof(float)) {                                                    \
             stream_f32((float *)base + i0, (const float *)v, n);                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
+        if ((dt == TD_BF16 || dt == TD_F16) && sizeof(T) == sizeof(float)) { /* vectorized (cpu_convert.h) */          \
+            cpu_f32_to_half(dt, n, (uint16_t *)base + i0, (const float *)v, stream);                                   \
             return;                                                                                                    \
         }                                                                                                              \
         switch (dt) {                                                                                                  \
