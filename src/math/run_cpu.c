@@ -10,6 +10,8 @@
 ** A chain of + - * / whose every value but the last only the next op reads
 ** (x * 1.5 + 0.5 ...) runs as one pass in registers: 8 vectors of the block
 ** at a time go through all its steps, so its values are never stored.
+** bf16 / f16 loads convert once per block into the f32 scratch and stores
+** round once, through the vectorized kernels of backend_cpu/cpu_convert.h.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
 ** A reduction cuts the domain [outer, K, inner] into tasks (o, chunk of K);
 ** each task accumulates its [inner] partials in double (a row's sum in 8
@@ -29,7 +31,8 @@
 
 #define BLK 1024
 
-/* float32 outputs of at least this many bytes are written with non-temporal stores (no read for ownership) */
+/* outputs of at least this many bytes as float32 (f32, bf16, f16) are written with non-temporal stores (no read for
+** ownership) */
 #define STREAM_BYTES ((int64_t)16 << 20)
 
 #if defined(__SSE2__)
