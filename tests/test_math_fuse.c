@@ -11,6 +11,7 @@
 **   matmul:    two regions on either side of a matmul;
 **   outputs:   several outputs of one region sharing a sub-expression.
 **   threads:   (cpu) the fused kernels give the same bits on 1, 2, 3 and 16 threads.
+**   half_rounding: (cpu) bf16 / f16 blocks round once, as the f32 block and a cast.
 ** Graphs are built with td_math_add (no parser). Each case also checks the
 ** plan's count of fused kernels (but for f64 on Vulkan, whose GLSL regions
 ** with transcendentals run composed).
@@ -323,6 +324,74 @@ TEST(threads_cpu) {
     }
 }
 
+/* The fused block in bf16 / f16 (inputs converted once per block, the f32 results rounded once at the store, by
+** the vectorized kernels of cpu_convert.h) against the same block in f32 followed by the cast op's rounding: the
+** same bits, for random bit patterns (ties to even, overflow to Inf, subnormals) and NaN payloads, Inf and zeros;
+** at a size under the streamed-store threshold (with a tail) and one over it. */
+static void half_case(td_dtype dt, int64_t n) {
+    const char *src =
+        "return x * y, ((((x*1.5+0.5)*x-2)*0.25+x)*3-1) * y, where(y > 0, x, y)"; /* the last: NaNs unquieted */
+    static const uint16_t bf16_sp[] = {0x7FC0, 0xFFC0, 0x7F81, 0xFF81, 0x7FFF, 0x7F80, 0xFF80,
+                                       0x0000, 0x8000, 0x0001, 0x807F, 0x7F7F, 0xFF7F};
+    static const uint16_t f16_sp[] = {0x7E00, 0xFE00, 0x7C01, 0xFDFF, 0x7C00, 0xFC00,
+                                      0x0000, 0x8000, 0x0001, 0x83FF, 0x7BFF};
+    const uint16_t *sp = dt == TD_BF16 ? bf16_sp : f16_sp;
+    size_t n_sp = dt == TD_BF16 ? sizeof bf16_sp / 2 : sizeof f16_sp / 2;
+    td_scope_begin();
+    uint16_t *xy = malloc(sizeof *xy * (size_t)n * 2), *got = malloc(sizeof *got * (size_t)n),
+             *want = malloc(sizeof *want * (size_t)n);
+    float *ref = malloc(sizeof *ref * (size_t)n);
+    ASSERT(xy && got && want && ref);
+    for (int64_t i = 0; i < 2 * n; i++) xy[i] = (uint16_t)test_next();
+    for (size_t k = 0; k < n_sp; k++) xy[k] = sp[k], xy[n + n_sp + k] = sp[k]; /* specials in x, and in y */
+    td_tensor *in[2], *in32[2], *res[3], *res32[3];
+    for (int k = 0; k < 2; k++) {
+        in[k] = ASSERT_TENSOR(td_from_data(xy + k * n, 1, &n, dt, TD_CPU));
+        in32[k] = ASSERT_TENSOR(td_cast(in[k], TD_F32));
+    }
+    const char *names[2] = {"x", "y"};
+    td_dtype dts[2] = {dt, dt}, f32s[2] = {TD_F32, TD_F32};
+    int nd[2] = {1, 1};
+    int64_t shapes[2][TD_MAX_DIMS] = {{n}, {n}};
+    td_math_case *c, *c32;
+    ASSERT_OK(td__math_case_parse(src, 2, names, dts, nd, (const int64_t(*)[TD_MAX_DIMS])shapes, TD_CPU, &c));
+    ASSERT_OK(td__math_case_parse(src, 2, names, f32s, nd, (const int64_t(*)[TD_MAX_DIMS])shapes, TD_CPU, &c32));
+    ASSERT_EQ_INT(td__math_case_kernels(c), 1);
+    ASSERT_OK(td__math_case_run(c, true, in, res));
+    ASSERT_OK(td__math_case_run(c32, true, in32, res32));
+    int64_t ties = 0;
+    for (int o = 0; o < 3; o++) {
+        ASSERT_OK(td_copy_to_host(res[o], got, sizeof *got * (size_t)n, dt));
+        ASSERT_OK(td_copy_to_host(ASSERT_TENSOR(td_cast(res32[o], dt)), want, sizeof *want * (size_t)n, dt));
+        ASSERT_OK(td_copy_to_host(res32[o], ref, sizeof *ref * (size_t)n, TD_F32));
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, &ref[i], 4);
+            /* exactly half an ulp of the result's type (normal range) */
+            if (dt == TD_BF16 ? (b & 0xFFFF) == 0x8000
+                              : (b & 0x1FFF) == 0x1000 && fabsf(ref[i]) >= 0x1p-14f && fabsf(ref[i]) < 65504.0f)
+                ties++;
+            if (got[i] != want[i])
+                TEST_FAIL_("%s n %lld output %d element %lld: x %04x y %04x, f32 %08x: fused %04x, cast %04x",
+                           td_dtype_name(dt), (long long)n, o, (long long)i, xy[i], xy[n + i], b, got[i], want[i]);
+        }
+    }
+    ASSERT(ties > 0);
+    free(xy), free(got), free(want), free(ref);
+    td__math_case_free(c);
+    td__math_case_free(c32);
+    td_scope_end();
+}
+
+TEST(half_rounding_cpu) {
+    test_seed();
+    td_dtype dts[] = {TD_BF16, TD_F16};
+    for (int t = 0; t < 2; t++) {
+        half_case(dts[t], (1 << 16) + 13);
+        half_case(dts[t], (1 << 22) + 5); /* outputs of >= 16 MB as f32: streamed stores */
+    }
+}
+
 #define ON_EACH_DEVICE(NAME)                                                                                           \
     TEST(NAME##_cpu) { NAME("cpu"); }                                                                                  \
     TEST(NAME##_vulkan) { NAME("vulkan:0"); }                                                                          \
@@ -342,6 +411,6 @@ ON_EACH_DEVICE(outputs)
     X(reduce_long_cpu) X(reduce_long_vulkan) X(reduce_long_cuda)                                                       \
     X(matmul_cpu) X(matmul_vulkan) X(matmul_cuda)                                                                      \
     X(outputs_cpu) X(outputs_vulkan) X(outputs_cuda)                                                                   \
-    X(threads_cpu)
+    X(threads_cpu) X(half_rounding_cpu)
 /* clang-format on */
 TEST_MAIN(TESTS)

@@ -8,9 +8,9 @@
 **       device: time, GB/s of the block's minimal traffic (inputs read once,
 **       outputs written once), % of the device's copy bandwidth, x composed,
 **       and one `add` of the first input for the dispatch cost; then (one-output
-**       blocks) the fused backward against the composed ops' backward, and the
-**       launch cost of the cached block (td_math_run) on one-element inputs
-**       against one `add` (issue 21's three speed rows:
+**       blocks) the fused backward (GB/s, % of copy) against the composed ops'
+**       backward, and the launch cost of the cached block (td_math_run) on
+**       one-element inputs against one `add` (issue 21's three speed rows:
 **       bench/math_rows.sh runs them on the 8-op block over 2^26 floats).
 ** A name without --dtype is float32; --dtype all=T sets every name.
 */
@@ -183,7 +183,8 @@ static double time_grad(td_tensor *out, td_tensor *gy, int n_in, td_tensor *cons
 
 /* The backward row: the block's fused backward (td_math_run recorded, then td_grad) against the composed ops'
 ** backward, over the bytes it must move (the inputs, the upstream gradient, the gradients); one-output blocks. */
-static int bench_backward(const args *a, td_device dev, const char *dn, td_math_case *c, td_tensor **in, int n_in) {
+static int bench_backward(const args *a, td_device dev, const char *dn, td_math_case *c, td_tensor **in, int n_in,
+                          double copy_gbs) {
     td_math_block *blk;
     if (td__math_case_outputs(c) != 1 || td_math_compile(a->expr, NULL, &blk) != TD_OK) return 0;
     td_math_binding bind[TD_MATH_MAX_INPUTS];
@@ -202,8 +203,8 @@ static int bench_backward(const args *a, td_device dev, const char *dn, td_math_
         double tf = gy ? time_grad(out, gy, n_in, in, dev, iters) : -1;
         double tc = gy && td_requires_grad(outc) ? time_grad(outc, gy, n_in, in, dev, iters) : -1;
         if (tf > 0) {
-            printf("%-10s %11s %10.1f us %10.1f us %9.1f %9s %8.2fx\n", dn, "backward", tf * 1e6, tc * 1e6,
-                   bytes / tf / 1e9, "", tc > 0 ? tc / tf : 0);
+            printf("%-10s %11s %10.1f us %10.1f us %9.1f %8.1f%% %8.2fx\n", dn, "backward", tf * 1e6, tc * 1e6,
+                   bytes / tf / 1e9, copy_gbs > 0 ? 100 * bytes / tf / 1e9 / copy_gbs : 0, tc > 0 ? tc / tf : 0);
             rc = 0;
         }
     }
@@ -253,7 +254,7 @@ static int bench_device(const args *a, td_device dev) {
     if (!c) return 1;
     int n_in = td__math_case_inputs(c);
     td_tensor *in[TD_MATH_MAX_INPUTS];
-    double bytes = 0, max_in = 0;
+    double bytes = 0, max_in = 0, copy_gbs = 0; /* copy_gbs: the copy roof (bytes read and written) */
     int rc = 0;
     td_scope_begin();
     for (int k = 0; k < n_in; k++) {
@@ -288,12 +289,13 @@ static int bench_device(const args *a, td_device dev) {
             rc = 1;
             goto done;
         }
-        double copy_gbs = tcopy > 0 ? 2.0 * (double)ne * 4 / tcopy / 1e9 : 0, gbs = bytes / tf / 1e9;
+        double gbs = bytes / tf / 1e9;
+        copy_gbs = tcopy > 0 ? 2.0 * (double)ne * 4 / tcopy / 1e9 : 0;
         printf("%-10s %3d kernels %10.1f us %10.1f us %9.1f %8.1f%% %8.2fx %10.1f us %8.1f\n", dn,
                td__math_case_kernels(c), tf * 1e6, tc * 1e6, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0, tc / tf,
                tadd * 1e6, copy_gbs);
     }
-    rc = bench_backward(a, dev, dn, c, in, n_in);
+    rc = bench_backward(a, dev, dn, c, in, n_in, copy_gbs);
     if (!rc) rc = bench_launch(a, dev, dn);
 done:
     td_scope_end();

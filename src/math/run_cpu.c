@@ -10,6 +10,8 @@
 ** A chain of + - * / whose every value but the last only the next op reads
 ** (x * 1.5 + 0.5 ...) runs as one pass in registers: 8 vectors of the block
 ** at a time go through all its steps, so its values are never stored.
+** bf16 / f16 loads convert once per block into the f32 scratch and stores
+** round once, through the vectorized kernels of backend_cpu/cpu_convert.h.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
 ** A reduction cuts the domain [outer, K, inner] into tasks (o, chunk of K);
 ** each task accumulates its [inner] partials in double (a row's sum in 8
@@ -23,12 +25,14 @@
 #include <string.h>
 
 #include "backend_cpu/cpu.h"
+#include "backend_cpu/cpu_convert.h"
 #include "math/kernel_ir.h"
 #include "trident/kernel.h"
 
 #define BLK 1024
 
-/* float32 outputs of at least this many bytes are written with non-temporal stores (no read for ownership) */
+/* outputs of at least this many bytes as float32 (f32, bf16, f16) are written with non-temporal stores (no read for
+** ownership) */
 #define STREAM_BYTES ((int64_t)16 << 20)
 
 #if defined(__SSE2__)
@@ -74,8 +78,15 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
         switch (dt) {                                                                                                  \
         case TD_F32: CONVERT_RUN_(T, dst, (const float *)(src), s, n, (T)); break;                                     \
         case TD_F64: CONVERT_RUN_(T, dst, (const double *)(src), s, n, (T)); break;                                    \
-        case TD_F16: CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_f16_to_f32); break;                    \
-        case TD_BF16: CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_bf16_to_f32); break;                  \
+        case TD_F16:                                                                                                   \
+        case TD_BF16:                                                                                                  \
+            if (sizeof(T) == sizeof(float) && (s) == 1) /* vectorized (cpu_convert.h) */                               \
+                cpu_half_to_f32(dt, n, (float *)(dst), (const uint16_t *)(src));                                       \
+            else if ((dt) == TD_F16)                                                                                   \
+                CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_f16_to_f32);                                \
+            else                                                                                                       \
+                CONVERT_RUN_(T, dst, (const uint16_t *)(src), s, n, (T)cpu_bf16_to_f32);                               \
+            break;                                                                                                     \
         case TD_I32: CONVERT_RUN_(T, dst, (const int32_t *)(src), s, n, (T)); break;                                   \
         case TD_I64: CONVERT_RUN_(T, dst, (const int64_t *)(src), s, n, (T)); break;                                   \
         case TD_U8: CONVERT_RUN_(T, dst, (const uint8_t *)(src), s, n, (T)); break;                                    \
@@ -238,6 +249,10 @@ static bool chain_op(const td_ki_insn *p) {
     HOT_ static void store_##SUF(td_dtype dt, void *base, int64_t i0, int64_t n, const T *v, bool stream) {            \
         if (stream && dt == TD_F32 && sizeof(T) == sizeof(float)) {                                                    \
             stream_f32((float *)base + i0, (const float *)v, n);                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
+        if ((dt == TD_BF16 || dt == TD_F16) && sizeof(T) == sizeof(float)) { /* vectorized (cpu_convert.h) */          \
+            cpu_f32_to_half(dt, n, (uint16_t *)base + i0, (const float *)v, stream);                                   \
             return;                                                                                                    \
         }                                                                                                              \
         switch (dt) {                                                                                                  \
