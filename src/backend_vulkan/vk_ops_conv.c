@@ -46,14 +46,16 @@ static_assert(sizeof(vk_pc_convg) == 104, "vk_pc_convg must match shaders/conv2d
 
 enum { CONV_FWD, CONV_DX, CONV_DW };
 
-/* TRIDENT_VK_CONV: "gemm" keeps every convolution on the implicit GEMM (the
-** grouped kernels off, and the transposed convolution's stride phases off),
-** "grouped" sends every geometry the grouped kernels take there (tests),
-** unset or "auto" takes them for few channels per group. */
-enum { CONV_PICK_AUTO, CONV_PICK_GEMM, CONV_PICK_GROUPED };
+/* TRIDENT_VK_CONV: "gemm" keeps every convolution on the plain implicit GEMM
+** (the grouped kernels and the strided input gradient's phases off: the
+** kernels before them), "phases" the GEMM with phases, "grouped" sends every
+** geometry the grouped kernels take there (tests), unset or "auto" takes them
+** for few channels per group and the GEMM with phases elsewhere. */
+enum { CONV_PICK_AUTO, CONV_PICK_GEMM, CONV_PICK_PHASES, CONV_PICK_GROUPED };
 static int conv_pick(void) {
     const char *e = getenv("TRIDENT_VK_CONV");
     if (e && !strcmp(e, "gemm")) return CONV_PICK_GEMM;
+    if (e && !strcmp(e, "phases")) return CONV_PICK_PHASES;
     if (e && !strcmp(e, "grouped")) return CONV_PICK_GROUPED;
     return CONV_PICK_AUTO;
 }
@@ -80,7 +82,8 @@ static td_status conv_grouped(vk_dev *d, uint32_t code, const vk_pc_conv *c, con
     *done = false;
     uint32_t Cg = c->C / c->G, Og = c->O / c->G, taps = Cg * c->KH * c->KW;
     int pick = conv_pick();
-    if (pick == CONV_PICK_GEMM || (pick == CONV_PICK_AUTO && (Cg > 4 || Og > 4))) return TD_OK;
+    if (pick == CONV_PICK_GEMM || pick == CONV_PICK_PHASES || (pick == CONV_PICK_AUTO && (Cg > 4 || Og > 4)))
+        return TD_OK;
     size_t acc = dt == TD_F64 ? 8 : 4;
     if (d->caps.shared_mem < CG_SH * acc) return TD_OK;
     vk_pc_convg pc = {.c = *c};
@@ -141,13 +144,23 @@ static const uint32_t CSMALL[6] = {256, 16, 64, 64, 4, 4}, CLARGE[6] = {256, 16,
 
 /* The implicit GEMM for conv()'s push block c and bindings; *done stays false
 ** when its grid or sizes pass the device's limits (conv() then runs the direct
-** kernel). */
+** kernel). A strided input gradient (dilation 1; a transposed convolution's
+** forward) runs one GEMM per stride phase (shader MODE 3), which skips the taps
+** that land between dy's pixels: a 2x2 stride-2 one does a quarter of the
+** products of the plain gather. */
 static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const vk_bind *bind, td_dtype dt,
                            const td_operand *out, bool *done) {
     uint64_t Cg = c->C / c->G, Og = c->O / c->G, KK = (uint64_t)c->KH * c->KW;
     uint64_t m = code == CONV_DX ? Cg : Og, k, n;
+    uint64_t phases =
+        code == CONV_DX && (c->s0 > 1 || c->s1 > 1) && c->d0 == 1 && c->d1 == 1 && conv_pick() != CONV_PICK_GEMM
+            ? (uint64_t)c->s0 * c->s1
+            : 1;
     if (code == CONV_FWD)
         k = Cg * KK, n = (uint64_t)c->N * c->Ho * c->Wo;
+    else if (phases > 1) /* phase (0, 0), which has the most taps and pixels */
+        k = Og * ((c->KH + c->s0 - 1) / c->s0) * ((c->KW + c->s1 - 1) / c->s1),
+        n = (uint64_t)c->N * ((c->H + c->s0 - 1) / c->s0) * ((c->W + c->s1 - 1) / c->s1);
     else if (code == CONV_DX)
         k = Og * KK, n = (uint64_t)c->N * c->H * c->W;
     else
@@ -162,10 +175,10 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
     }
     uint64_t kchunk = ((k + chunks - 1) / chunks + spec[1] - 1) / spec[1] * spec[1];
     chunks = (k + kchunk - 1) / kchunk;
-    uint64_t elems = (uint64_t)td_operand_numel(out) * chunks;
+    uint64_t elems = (uint64_t)td_operand_numel(out) * chunks, gz = c->G * chunks * phases;
     *done = false;
-    if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || c->G * chunks > d->caps.max_groups[2] ||
-        n > UINT32_MAX || k > UINT32_MAX || elems > UINT32_MAX)
+    if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || gz > d->caps.max_groups[2] || n > UINT32_MAX ||
+        k > UINT32_MAX || elems > UINT32_MAX)
         return TD_OK;
     vk_pc_convmm pc = {.M = (uint32_t)m,
                        .N = (uint32_t)n,
@@ -193,7 +206,7 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
                        .o_off = c->o_off,
                        .has_b = c->has_b};
     if (code == CONV_DW) pc.x_off = c->b_off, pc.y_off = c->a_off; /* conv() binds dy first, x second */
-    uint32_t sp[7] = {spec[0], spec[1], spec[2], spec[3], spec[4], spec[5], code};
+    uint32_t sp[7] = {spec[0], spec[1], spec[2], spec[3], spec[4], spec[5], phases > 1 ? 3 : code};
     vk_bind b[4] = {bind[0], bind[1], bind[2], bind[3]};
     if (code == CONV_DW) b[0] = bind[1], b[1] = bind[0];
     td_buffer *scratch = NULL;
@@ -204,7 +217,7 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
         b[3] = vk_bind_buffer(scratch, true), pc.o_off = 0;
     }
     st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_gemm_f32, dt), sp, 7, 4, b, &pc, sizeof pc, (uint32_t)gx,
-                     (uint32_t)gy, (uint32_t)(c->G * chunks));
+                     (uint32_t)gy, (uint32_t)gz);
     if (st == TD_OK && scratch) st = conv_sum_parts(d, scratch, chunks, dt, out);
     if (scratch) vk_free(scratch);
     *done = st == TD_OK;
