@@ -86,6 +86,7 @@ void conv_tile() {
         }
     } else {
         uint g = oc / Cg, cl = oc % Cg;
+        bool unit = pc.s0 == 1u && pc.s1 == 1u;
         // dy rows ibase .. ibase + IH - 1 cover every i = (h + p0 - kh d0) / s0 of the tile's rows h (same for j)
         int ibase = floordiv(int(i0) + pc.p0 - int(pc.KH - 1u) * pc.d0, int(pc.s0));
         int jbase = floordiv(int(j0) + pc.p1 - int(pc.KW - 1u) * pc.d1, int(pc.s1));
@@ -97,6 +98,14 @@ void conv_tile() {
                 for (uint kw = 0u; kw < pc.KW; kw++) {
                     ACC wv = ACC(LD(A_DT, y[pc.y_off + (od * Cg + cl) * KK + kh * pc.KW + kw]));
                     int tv = int(j) + pc.p1 - int(kw) * pc.d1;
+                    if (unit) { // stride 1: every tap lands on a dy pixel (the tile's zeros outside)
+                        uint col = uint(tv - jbase), row = uint(int(i0 + ty) + pc.p0 - int(kh) * pc.d0 - ibase);
+                        [[unroll]] for (uint r = 0u; r < 4u; r++) {
+                            if (r >= pc.R) break;
+                            acc[r] = fma(wv, tile[(row + 8u * r) * pc.IW + col], acc[r]);
+                        }
+                        continue;
+                    }
                     if (tv < 0 || tv % int(pc.s1) != 0) continue;
                     uint col = uint(tv / int(pc.s1) - jbase);
                     [[unroll]] for (uint r = 0u; r < 4u; r++) {
@@ -122,18 +131,22 @@ void weight_grad() {
     uint t = gl_LocalInvocationID.x, oc = gl_WorkGroupID.y, g = oc / Og, tap0 = gl_WorkGroupID.z * TAPS;
     uint hw = pc.Ho * pc.Wo, total = pc.N * hw, beg = gl_WorkGroupID.x * pc.slab, end = min(total, beg + pc.slab);
     ACC acc[TAPS];
-    [[unroll]] for (uint k = 0u; k < TAPS; k++) acc[k] = ACC(0);
+    int dh[TAPS], dv[TAPS]; // tap k: x row i s0 + dh[k], column j s1 + dv[k], channel g Cg + ch[k]
+    uint ch[TAPS];
+    [[unroll]] for (uint k = 0u; k < TAPS; k++) {
+        uint tap = min(tap0 + k, taps - 1u), kk = tap % KK;
+        acc[k] = ACC(0), ch[k] = g * Cg + tap / KK;
+        dh[k] = int(kk / pc.KW) * pc.d0 - pc.p0, dv[k] = int(kk % pc.KW) * pc.d1 - pc.p1;
+    }
+    uint ntap = min(TAPS, taps - tap0);
     for (uint e = beg + t; e < end; e += WG) {
         uint n = e / hw, q = e % hw, i = q / pc.Wo, j = q % pc.Wo;
         ACC dy = ACC(LD(A_DT, y[pc.y_off + (n * pc.O + oc) * hw + q]));
         [[unroll]] for (uint k = 0u; k < TAPS; k++) {
-            uint tap = tap0 + k;
-            if (tap >= taps) break;
-            uint c = tap / KK, kk = tap % KK;
-            int h = int(i * pc.s0) - pc.p0 + int(kk / pc.KW) * pc.d0;
-            int v = int(j * pc.s1) - pc.p1 + int(kk % pc.KW) * pc.d1;
+            if (k >= ntap) break;
+            int h = int(i * pc.s0) + dh[k], v = int(j * pc.s1) + dv[k];
             if (h >= 0 && v >= 0 && h < int(pc.H) && v < int(pc.W))
-                acc[k] = fma(dy, ACC(LD(A_DT, x[pc.x_off + ((n * pc.C + g * Cg + c) * pc.H + uint(h)) * pc.W + uint(v)])),
+                acc[k] = fma(dy, ACC(LD(A_DT, x[pc.x_off + ((n * pc.C + ch[k]) * pc.H + uint(h)) * pc.W + uint(v)])),
                              acc[k]);
         }
     }
