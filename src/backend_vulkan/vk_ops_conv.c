@@ -1,8 +1,10 @@
 /*
 ** CONV2D and both backward passes (pooling is in vk_ops_pool.c). All operands
-** are contiguous NCHW. Convolutions run as implicit GEMMs on the tiled matmul
-** machinery (shaders/conv2d_gemm.comp); the weight gradient splits its long
-** K (batch x pixels) into chunks summed by a SUM reduction. Products whose
+** are contiguous NCHW. Few channels per group (depthwise) take direct kernels
+** over shared-memory tiles (shaders/conv2d_grouped.comp). Other convolutions
+** run as implicit GEMMs on the tiled matmul machinery (shaders/conv2d_gemm.comp);
+** the weight gradient splits its long K (batch x pixels) into chunks summed by
+** a SUM reduction. Products whose
 ** grid would pass the device's limits take the direct kernels of
 ** shaders/conv2d.comp. Backward passes gather instead of scattering, so
 ** results are deterministic and need no float atomics.
@@ -206,7 +208,9 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
                        .o_off = c->o_off,
                        .has_b = c->has_b};
     if (code == CONV_DW) pc.x_off = c->b_off, pc.y_off = c->a_off; /* conv() binds dy first, x second */
-    uint32_t sp[7] = {spec[0], spec[1], spec[2], spec[3], spec[4], spec[5], phases > 1 ? 3 : code};
+    /* square kernels up to 3 x 3 fix their size in the pipeline (its tap decompositions divide by constants) */
+    uint32_t ks = c->KH == c->KW && c->KH <= 3 && conv_pick() != CONV_PICK_GEMM ? c->KH : 0;
+    uint32_t sp[8] = {spec[0], spec[1], spec[2], spec[3], spec[4], spec[5], phases > 1 ? 3 : code, ks};
     vk_bind b[4] = {bind[0], bind[1], bind[2], bind[3]};
     if (code == CONV_DW) b[0] = bind[1], b[1] = bind[0];
     td_buffer *scratch = NULL;
@@ -216,7 +220,7 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
         if (st != TD_OK) return st;
         b[3] = vk_bind_buffer(scratch, true), pc.o_off = 0;
     }
-    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_gemm_f32, dt), sp, 7, 4, b, &pc, sizeof pc, (uint32_t)gx,
+    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_gemm_f32, dt), sp, 8, 4, b, &pc, sizeof pc, (uint32_t)gx,
                      (uint32_t)gy, (uint32_t)gz);
     if (st == TD_OK && scratch) st = conv_sum_parts(d, scratch, chunks, dt, out);
     if (scratch) vk_free(scratch);
