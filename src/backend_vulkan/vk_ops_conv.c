@@ -4,10 +4,9 @@
 ** over shared-memory tiles (shaders/conv2d_grouped.comp). Other convolutions
 ** run as implicit GEMMs on the tiled matmul machinery (shaders/conv2d_gemm.comp);
 ** the weight gradient splits its long K (batch x pixels) into chunks summed by
-** a SUM reduction. Products whose
-** grid would pass the device's limits take the direct kernels of
-** shaders/conv2d.comp. Backward passes gather instead of scattering, so
-** results are deterministic and need no float atomics.
+** a SUM reduction. Products whose grid would pass the device's limits take
+** the direct kernels of shaders/conv2d.comp. Backward passes gather instead of
+** scattering, so results are deterministic and need no float atomics.
 */
 #include <stdlib.h>
 #include <string.h>
