@@ -13,7 +13,7 @@
     X(fill_dtypes) X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float)                 \
     X(unary_int_clamp) X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul)            \
     X(matmul_dtypes) X(matmul_tiles) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d)             \
-    X(conv2d_large) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)
+    X(conv2d_large) X(conv2d_grouped) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)
 /* clang-format on */
 
 TEST(fill_dtypes) {
@@ -1011,6 +1011,18 @@ TEST(conv2d_large) {
     setup();
     conv_check((const int[]){6, 8, 16, 16, 130, 1, 3, 3, 1, 1, 1, 1, 1, 1});
     conv_check((const int[]){3, 6, 13, 11, 12, 3, 5, 3, 2, 3, 2, 0, 1, 1});
+    check_clean();
+}
+
+/* depthwise and few channels per group (the grouped kernels: tiles cut along both
+** axes, the weight gradient in slabs), and a 2x2 stride-2 transposed convolution's
+** geometry (the input gradient by stride phases) */
+TEST(conv2d_grouped) {
+    setup();
+    conv_check((const int[]){4, 8, 70, 37, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1});
+    conv_check((const int[]){2, 6, 41, 35, 12, 6, 5, 3, 2, 3, 2, 1, 2, 1});
+    conv_check((const int[]){3, 6, 19, 66, 3, 3, 3, 3, 1, 2, 3, 2, 3, 2});
+    conv_check((const int[]){2, 16, 24, 20, 12, 1, 2, 2, 2, 2, 0, 0, 1, 1});
     check_clean();
 }
 

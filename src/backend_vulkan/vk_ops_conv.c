@@ -1,12 +1,14 @@
 /*
 ** CONV2D and both backward passes (pooling is in vk_ops_pool.c). All operands
-** are contiguous NCHW. Convolutions run as implicit GEMMs on the tiled matmul
-** machinery (shaders/conv2d_gemm.comp); the weight gradient splits its long
-** K (batch x pixels) into chunks summed by a SUM reduction. Products whose
-** grid would pass the device's limits take the direct kernels of
-** shaders/conv2d.comp. Backward passes gather instead of scattering, so
-** results are deterministic and need no float atomics.
+** are contiguous NCHW. Few channels per group (depthwise) take direct kernels
+** over shared-memory tiles (shaders/conv2d_grouped.comp). Other convolutions
+** run as implicit GEMMs on the tiled matmul machinery (shaders/conv2d_gemm.comp);
+** the weight gradient splits its long K (batch x pixels) into chunks summed by
+** a SUM reduction. Products whose grid would pass the device's limits take
+** the direct kernels of shaders/conv2d.comp. Backward passes gather instead of
+** scattering, so results are deterministic and need no float atomics.
 */
+#include <stdlib.h>
 #include <string.h>
 
 #include "vk_ops.h"
@@ -36,7 +38,105 @@ typedef struct vk_pc_convmm {
 } vk_pc_convmm;
 static_assert(sizeof(vk_pc_convmm) == 100, "vk_pc_convmm must match shaders/conv2d_gemm.comp");
 
+/* GLSL: shaders/conv2d_grouped.comp, block PC. */
+typedef struct vk_pc_convg {
+    vk_pc_conv c;
+    uint32_t R, IH, IW, tiles_w, slab;
+} vk_pc_convg;
+static_assert(sizeof(vk_pc_convg) == 104, "vk_pc_convg must match shaders/conv2d_grouped.comp");
+
 enum { CONV_FWD, CONV_DX, CONV_DW };
+
+/* TRIDENT_VK_CONV: "gemm" keeps every convolution on the plain implicit GEMM
+** (the grouped kernels and the strided input gradient's phases off: the
+** kernels before them), "phases" the GEMM with phases, "grouped" sends every
+** geometry the grouped kernels take there (tests), unset or "auto" takes them
+** for few channels per group and the GEMM with phases elsewhere. */
+enum { CONV_PICK_AUTO, CONV_PICK_GEMM, CONV_PICK_PHASES, CONV_PICK_GROUPED };
+static int conv_pick(void) {
+    const char *e = getenv("TRIDENT_VK_CONV");
+    if (e && !strcmp(e, "gemm")) return CONV_PICK_GEMM;
+    if (e && !strcmp(e, "phases")) return CONV_PICK_PHASES;
+    if (e && !strcmp(e, "grouped")) return CONV_PICK_GROUPED;
+    return CONV_PICK_AUTO;
+}
+
+/* out = the sum over q of scratch[q, :] (parts of out's numel each) */
+static td_status conv_sum_parts(vk_dev *d, td_buffer *scratch, uint64_t parts_n, td_dtype dt, const td_operand *out) {
+    int64_t per = td_operand_numel(out);
+    td_operand parts = {.buf = scratch, .dtype = dt, .ndim = 2, .shape = {(int64_t)parts_n, per}, .strides = {per, 1}};
+    td_operand sum = {
+        .buf = out->buf, .offset = out->offset, .dtype = dt, .ndim = 2, .shape = {1, per}, .strides = {per, 1}};
+    td_op red = {.kind = TD_OP_SUM, .n_in = 1, .n_out = 1, .in = &parts, .out = &sum, .p.reduce.dims = 1};
+    return vk_op_SUM(d, &red);
+}
+
+/* The grouped kernels (shaders/conv2d_grouped.comp) for conv()'s push block c
+** and bindings; *done stays false where they do not fit (a tile's input past
+** shared memory, a grid past the device's limits) or, under auto, where the
+** groups are wide enough for the GEMM. */
+#define CG_TW   32   /* output tile width */
+#define CG_SH   4096 /* shared tile elements */
+#define CG_TAPS 16   /* weight-gradient taps per workgroup */
+static td_status conv_grouped(vk_dev *d, uint32_t code, const vk_pc_conv *c, const vk_bind *bind, td_dtype dt,
+                              const td_operand *out, bool *done) {
+    *done = false;
+    uint32_t Cg = c->C / c->G, Og = c->O / c->G, taps = Cg * c->KH * c->KW;
+    int pick = conv_pick();
+    if (pick == CONV_PICK_GEMM || pick == CONV_PICK_PHASES || (pick == CONV_PICK_AUTO && (Cg > 4 || Og > 4)))
+        return TD_OK;
+    size_t acc = dt == TD_F64 ? 8 : 4;
+    if (d->caps.shared_mem < CG_SH * acc) return TD_OK;
+    vk_pc_convg pc = {.c = *c};
+    if (code == CONV_DW) pc.c.a_off = c->b_off, pc.c.b_off = c->a_off; /* conv() binds dy first, x second */
+    vk_bind b[4] = {bind[0], bind[1], bind[2], bind[3]};
+    if (code == CONV_DW) b[0] = bind[1], b[1] = bind[0];
+    uint64_t gx, gy, gz = 1;
+    td_buffer *scratch = NULL;
+    uint64_t slabs = 1;
+    if (code == CONV_DW) {
+        /* slabs of pixels so that about 2048 workgroups run, each at least 1024 pixels */
+        uint64_t pix = (uint64_t)c->N * c->Ho * c->Wo, chunks = (taps + CG_TAPS - 1) / CG_TAPS;
+        slabs = (2048 + c->O * chunks - 1) / (c->O * chunks);
+        if (slabs > pix / 1024) slabs = pix / 1024 > 0 ? pix / 1024 : 1;
+        uint64_t slab = (pix + slabs - 1) / slabs;
+        slabs = (pix + slab - 1) / slab;
+        pc.slab = (uint32_t)slab, gx = slabs, gy = c->O, gz = chunks;
+    } else {
+        uint32_t rows = code == CONV_FWD ? c->Ho : c->H, cols = code == CONV_FWD ? c->Wo : c->W, R = 4;
+        for (; R >= 1; R /= 2) {
+            uint32_t TH = 8 * R;
+            if (code == CONV_FWD)
+                pc.IH = (TH - 1) * c->s0 + (c->KH - 1) * c->d0 + 1,
+                pc.IW = (CG_TW - 1) * c->s1 + (c->KW - 1) * c->d1 + 1;
+            else
+                pc.IH = (TH - 1 + (c->KH - 1) * c->d0) / c->s0 + 2,
+                pc.IW = (CG_TW - 1 + (c->KW - 1) * c->d1) / c->s1 + 2;
+            if ((uint64_t)pc.IH * pc.IW <= CG_SH && (R == 1 || rows > 8 * R / 2)) break;
+        }
+        if (R == 0) return TD_OK;
+        pc.R = R, pc.tiles_w = (cols + CG_TW - 1) / CG_TW;
+        gx = (uint64_t)pc.tiles_w * ((rows + 8 * R - 1) / (8 * R)),
+        gy = (uint64_t)c->N * (code == CONV_FWD ? c->O : c->C);
+    }
+    if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || gz > d->caps.max_groups[2] ||
+        (uint64_t)td_operand_numel(out) * slabs > UINT32_MAX || (uint64_t)c->N * c->C * c->H * c->W > UINT32_MAX ||
+        (uint64_t)c->N * c->O * c->Ho * c->Wo > UINT32_MAX)
+        return TD_OK;
+    td_status st = TD_OK;
+    if (slabs > 1) { /* slab q writes scratch[q, :], then dw = sum over q */
+        st = vk_alloc(d, (size_t)(slabs * td_operand_numel(out)) * td_dtype_size(dt), &scratch);
+        if (st != TD_OK) return st;
+        b[3] = vk_bind_buffer(scratch, true), pc.c.o_off = 0;
+    }
+    uint32_t spec[1] = {code};
+    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_grouped_f32, dt), spec, 1, 4, b, &pc, sizeof pc, (uint32_t)gx,
+                     (uint32_t)gy, (uint32_t)gz);
+    if (st == TD_OK && scratch) st = conv_sum_parts(d, scratch, slabs, dt, out);
+    if (scratch) vk_free(scratch);
+    *done = st == TD_OK;
+    return st;
+}
 
 /* tile configs {WG, BK, BM, BN, TM, TN} as in vk_ops_matmul.c, and 32 x 128 for
 ** few channels (W2's first layer); shared memory <= 17 KiB */
@@ -45,13 +145,23 @@ static const uint32_t CSMALL[6] = {256, 16, 64, 64, 4, 4}, CLARGE[6] = {256, 16,
 
 /* The implicit GEMM for conv()'s push block c and bindings; *done stays false
 ** when its grid or sizes pass the device's limits (conv() then runs the direct
-** kernel). */
+** kernel). A strided input gradient (dilation 1; a transposed convolution's
+** forward) runs one GEMM per stride phase (shader MODE 3), which skips the taps
+** that land between dy's pixels: a 2x2 stride-2 one does a quarter of the
+** products of the plain gather. */
 static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const vk_bind *bind, td_dtype dt,
                            const td_operand *out, bool *done) {
     uint64_t Cg = c->C / c->G, Og = c->O / c->G, KK = (uint64_t)c->KH * c->KW;
     uint64_t m = code == CONV_DX ? Cg : Og, k, n;
+    uint64_t phases =
+        code == CONV_DX && (c->s0 > 1 || c->s1 > 1) && c->d0 == 1 && c->d1 == 1 && conv_pick() != CONV_PICK_GEMM
+            ? (uint64_t)c->s0 * c->s1
+            : 1;
     if (code == CONV_FWD)
         k = Cg * KK, n = (uint64_t)c->N * c->Ho * c->Wo;
+    else if (phases > 1) /* phase (0, 0), which has the most taps and pixels */
+        k = Og * ((c->KH + c->s0 - 1) / c->s0) * ((c->KW + c->s1 - 1) / c->s1),
+        n = (uint64_t)c->N * ((c->H + c->s0 - 1) / c->s0) * ((c->W + c->s1 - 1) / c->s1);
     else if (code == CONV_DX)
         k = Og * KK, n = (uint64_t)c->N * c->H * c->W;
     else
@@ -66,10 +176,10 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
     }
     uint64_t kchunk = ((k + chunks - 1) / chunks + spec[1] - 1) / spec[1] * spec[1];
     chunks = (k + kchunk - 1) / kchunk;
-    uint64_t elems = (uint64_t)td_operand_numel(out) * chunks;
+    uint64_t elems = (uint64_t)td_operand_numel(out) * chunks, gz = c->G * chunks * phases;
     *done = false;
-    if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || c->G * chunks > d->caps.max_groups[2] ||
-        n > UINT32_MAX || k > UINT32_MAX || elems > UINT32_MAX)
+    if (gx > d->caps.max_groups[0] || gy > d->caps.max_groups[1] || gz > d->caps.max_groups[2] || n > UINT32_MAX ||
+        k > UINT32_MAX || elems > UINT32_MAX)
         return TD_OK;
     vk_pc_convmm pc = {.M = (uint32_t)m,
                        .N = (uint32_t)n,
@@ -97,7 +207,9 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
                        .o_off = c->o_off,
                        .has_b = c->has_b};
     if (code == CONV_DW) pc.x_off = c->b_off, pc.y_off = c->a_off; /* conv() binds dy first, x second */
-    uint32_t sp[7] = {spec[0], spec[1], spec[2], spec[3], spec[4], spec[5], code};
+    /* square kernels up to 3 x 3 fix their size in the pipeline (its tap decompositions divide by constants) */
+    uint32_t ks = c->KH == c->KW && c->KH <= 3 && conv_pick() != CONV_PICK_GEMM ? c->KH : 0;
+    uint32_t sp[8] = {spec[0], spec[1], spec[2], spec[3], spec[4], spec[5], phases > 1 ? 3 : code, ks};
     vk_bind b[4] = {bind[0], bind[1], bind[2], bind[3]};
     if (code == CONV_DW) b[0] = bind[1], b[1] = bind[0];
     td_buffer *scratch = NULL;
@@ -107,17 +219,9 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
         if (st != TD_OK) return st;
         b[3] = vk_bind_buffer(scratch, true), pc.o_off = 0;
     }
-    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_gemm_f32, dt), sp, 7, 4, b, &pc, sizeof pc, (uint32_t)gx,
-                     (uint32_t)gy, (uint32_t)(c->G * chunks));
-    if (st == TD_OK && scratch) {
-        int64_t per = td_operand_numel(out);
-        td_operand parts = {
-            .buf = scratch, .dtype = dt, .ndim = 2, .shape = {(int64_t)chunks, per}, .strides = {per, 1}};
-        td_operand sum = {
-            .buf = out->buf, .offset = out->offset, .dtype = dt, .ndim = 2, .shape = {1, per}, .strides = {per, 1}};
-        td_op red = {.kind = TD_OP_SUM, .n_in = 1, .n_out = 1, .in = &parts, .out = &sum, .p.reduce.dims = 1};
-        st = vk_op_SUM(d, &red);
-    }
+    st = vk_dispatch(d, VK_DT_SHADER(VK_SHADER_conv2d_gemm_f32, dt), sp, 8, 4, b, &pc, sizeof pc, (uint32_t)gx,
+                     (uint32_t)gy, (uint32_t)gz);
+    if (st == TD_OK && scratch) st = conv_sum_parts(d, scratch, chunks, dt, out);
     if (scratch) vk_free(scratch);
     *done = st == TD_OK;
     return st;
@@ -160,6 +264,7 @@ static td_status conv(vk_dev *d, const td_op *op, uint32_t code, const td_operan
     if (st == TD_OK) st = vk_bind_view(d, out, true, &bind[3], &pc.o_off);
     if (st != TD_OK) return st;
     bool done;
+    if ((st = conv_grouped(d, code, &pc, bind, out->dtype, out, &done)) != TD_OK || done) return st;
     if ((st = conv_gemm(d, code, &pc, bind, out->dtype, out, &done)) != TD_OK || done) return st;
     uint32_t spec[2] = {WG, code};
     int64_t n = td_operand_numel(out);
