@@ -9,8 +9,8 @@
 ** On CUDA, TRIDENT_CUDA_ATTN=own|cudnn picks our kernels or cuDNN's fused attention; the row's impl then reads
 ** "trident-own" or "trident-cudnn"; in f32, TRIDENT_CUDA_ATTN_F32_CFG=0..3|wmma picks the kernels' tile configuration
 ** (cu_attention_tf32.cuh), named by a "-f32cfg<N>" suffix (scripts/attn-f32-sweep runs each).
-** On Vulkan, TRIDENT_VK_ATTN=coopmat|scalar picks the f16 forward's tensor-core or scalar shader, named likewise
-** ("trident-coopmat", "trident-scalar").
+** On Vulkan, TRIDENT_VK_ATTN=coopmat|scalar picks the tensor-core (f16 and bf16, forward and backward) or scalar
+** shaders, named likewise ("trident-coopmat", "trident-scalar"); bench/attention_vk.sh runs both beside composed.
 */
 #include <math.h>
 #include <stdio.h>

@@ -1,0 +1,101 @@
+// The cooperative-matrix attention shaders' common part (attention_coopmat.comp, the forward;
+// attention_coopmat_bwd.comp, the backward): the extensions, push block (shaders/attention.comp's; C mirror
+// vk_pc_attn in src/backend_vulkan/vk_ops_attention.c), the fragment types of NV or, with -DCOOPMAT_KHR=1, KHR
+// cooperative matrices, and the storage type HT of q, k, v, out and their gradients with A_DT = 2 (f16) or 3 (bf16).
+// bf16 reaches the f16 tensor cores as the f16 of its value (TO_H): exact for 2^-14 <= |x| <= 65504 (bf16's
+// 8-bit significand fits f16's 11), on f16's subnormal grid (2^-24 apart) below that, inf above; results are
+// accumulated in f32 and rounded once to bf16 (FROM_F).
+// -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
+// lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
+// fragments that every invocation of a virtual 32-invocation subgroup holds whole (CM_* emulate the cooperative
+// operations element by element: products of f16 values summed in f32, as on tensor cores).
+#ifndef ATTENTION_COOPMAT_GLSL
+#define ATTENTION_COOPMAT_GLSL
+#if defined(COOPMAT_EMU)
+#elif defined(COOPMAT_KHR)
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#else
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#endif
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "types.glsl"
+
+layout(push_constant) uniform PC {
+    uint N, n1, L, S, E, Ev;
+    uint q_off, k_off, v_off, m_off, o_off, l_off, do_off, g_off;
+    uint ms0, ms1, ms2, ms3;
+    float scale_f, zs_f;
+    uint threshold, flags; // flags: 1 causal (2 dropout and 4 mask never come here)
+    uint seed_lo, seed_hi, off_lo, off_hi;
+    uint scale_lo, scale_hi, zs_lo, zs_hi;
+} pc;
+
+#if A_DT == DT_BF16
+#define HT          uint16_t
+#define TO_H(x)     float16_t(bf16_to_f32(uint(x)))
+#define TO_F(x)     bf16_to_f32(uint(x))
+#define FROM_F(v)   uint16_t(f32_to_bf16(v))
+#else
+#define HT          float16_t
+#define TO_H(x)     (x)
+#define TO_F(x)     float(x)
+#define FROM_F(v)   float16_t(v)
+#endif
+
+#if defined(COOPMAT_EMU)
+struct CM { float x[256]; }; // a 16 x 16 fragment, row-major
+#define HALF  CM
+#define HALFB CM
+#define ACCM  CM
+#define CM_ZERO emu_zero()
+#define CM_LOAD(m, buf, at, stride) \
+    for (uint i_ = 0u; i_ < 256u; i_++) m.x[i_] = float(buf[(at) + (i_ >> 4) * (stride) + (i_ & 15u)])
+#define CM_LOAD_T(m, buf, at, stride) \
+    for (uint i_ = 0u; i_ < 256u; i_++) m.x[i_] = float(buf[(at) + (i_ & 15u) * (stride) + (i_ >> 4)])
+#define CM_STORE(m, buf, at, stride) \
+    for (uint i_ = 0u; i_ < 256u; i_++) buf[(at) + (i_ >> 4) * (stride) + (i_ & 15u)] = m.x[i_]
+#define CM_MULADD emu_mad
+CM emu_zero() {
+    CM m;
+    for (uint i = 0u; i < 256u; i++) m.x[i] = 0.0;
+    return m;
+}
+// c + a b
+CM emu_mad(CM a, CM b, CM c) {
+    for (uint i = 0u; i < 16u; i++)
+        for (uint j = 0u; j < 16u; j++) {
+            float s = c.x[i * 16u + j];
+            for (uint k = 0u; k < 16u; k++) s += a.x[i * 16u + k] * b.x[k * 16u + j];
+            c.x[i * 16u + j] = s;
+        }
+    return c;
+}
+#define SUBGROUP_ID (gl_LocalInvocationID.x / 32u)
+#elif defined(COOPMAT_KHR)
+#define HALF  coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
+#define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
+#define ACCM  coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
+#define CM_LOAD(m, buf, at, stride)   coopMatLoad(m, buf, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_LOAD_T(m, buf, at, stride) coopMatLoad(m, buf, at, stride, gl_CooperativeMatrixLayoutColumnMajor)
+#define CM_STORE(m, buf, at, stride)  coopMatStore(m, buf, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_MULADD coopMatMulAdd
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
+#else
+#define HALF  fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
+#define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
+#define ACCM  fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
+#define CM_LOAD(m, buf, at, stride)   coopMatLoadNV(m, buf, at, stride, false)
+#define CM_LOAD_T(m, buf, at, stride) coopMatLoadNV(m, buf, at, stride, true)
+#define CM_STORE(m, buf, at, stride)  coopMatStoreNV(m, buf, at, stride, false)
+#define CM_MULADD coopMatMulAddNV
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
+#endif
+
+float neg_inf() { return uintBitsToFloat(0xFF800000u); }
+#endif
