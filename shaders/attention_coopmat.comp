@@ -23,7 +23,7 @@ layout(constant_id = 0) const uint WG = 128; // BQ / 16 subgroups
 layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
-layout(constant_id = 4) const uint BQ = 64; // query rows per workgroup, 16 per subgroup
+layout(constant_id = 4) const uint BQ = 64; // query rows per workgroup, 16 per subgroup: 16, 32 or 64
 layout(constant_id = 5) const uint D = 64;  // head dim (E = Ev), 64 or 128
 layout(local_size_x_id = 0) in;
 

@@ -7,8 +7,8 @@
 // accumulated in f32 and rounded once to bf16 (FROM_F).
 // -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
 // lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
-// fragments that every invocation of a virtual 32-invocation subgroup holds whole (CM_* emulate the cooperative
-// operations element by element: products of f16 values summed in f32, as on tensor cores).
+// fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by
+// element: products of f16 values summed in f32, as on tensor cores).
 #ifndef ATTENTION_COOPMAT_GLSL
 #define ATTENTION_COOPMAT_GLSL
 #if defined(COOPMAT_EMU)
@@ -47,31 +47,43 @@ layout(push_constant) uniform PC {
 #endif
 
 #if defined(COOPMAT_EMU)
-struct CM { float x[256]; }; // a 16 x 16 fragment, row-major
-#define HALF  CM
-#define HALFB CM
-#define ACCM  CM
+// 16 x 16 fragments over a virtual subgroup of 32 invocations: lane l holds of an A fragment row l/2 (16), of a B
+// fragment columns 8 (l%2) .. +8 (16 x 8), of an accumulator row l/2, columns 8 (l%2) .. +8; the length of x
+// tells which (a compile-time constant).
+struct CMA { float x[16]; };
+struct CMB { float x[128]; };
+struct CMC { float x[8]; };
+#define HALF  CMA
+#define HALFB CMB
+#define ACCM  CMC
+uint emu_r(uint len, uint i) { return len == 128u ? i / 8u : (gl_LocalInvocationID.x % 32u) / 2u; }
+uint emu_c(uint len, uint i) {
+    return len == 16u ? i : (gl_LocalInvocationID.x % 2u) * 8u + (len == 128u ? i % 8u : i);
+}
+#define EMU_N(m) uint(m.x.length())
 #define CM_ZERO emu_zero()
-#define CM_LOAD(m, buf, at, stride) \
-    for (uint i_ = 0u; i_ < 256u; i_++) m.x[i_] = float(buf[(at) + (i_ >> 4) * (stride) + (i_ & 15u)])
-#define CM_LOAD_T(m, buf, at, stride) \
-    for (uint i_ = 0u; i_ < 256u; i_++) m.x[i_] = float(buf[(at) + (i_ & 15u) * (stride) + (i_ >> 4)])
-#define CM_STORE(m, buf, at, stride) \
-    for (uint i_ = 0u; i_ < 256u; i_++) buf[(at) + (i_ >> 4) * (stride) + (i_ & 15u)] = m.x[i_]
+#define CM_LOAD(m, buf, at, stride)                                                                    \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
+    m.x[i_] = float(buf[(at) + emu_r(EMU_N(m), i_) * (stride) + emu_c(EMU_N(m), i_)])
+#define CM_LOAD_T(m, buf, at, stride)                                                                  \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
+    m.x[i_] = float(buf[(at) + emu_c(EMU_N(m), i_) * (stride) + emu_r(EMU_N(m), i_)])
+#define CM_STORE(m, buf, at, stride)                                                                   \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
+    buf[(at) + emu_r(EMU_N(m), i_) * (stride) + emu_c(EMU_N(m), i_)] = m.x[i_]
 #define CM_MULADD emu_mad
-CM emu_zero() {
-    CM m;
-    for (uint i = 0u; i < 256u; i++) m.x[i] = 0.0;
+CMC emu_zero() {
+    CMC m;
+    for (uint i = 0u; i < 8u; i++) m.x[i] = 0.0;
     return m;
 }
-// c + a b
-CM emu_mad(CM a, CM b, CM c) {
-    for (uint i = 0u; i < 16u; i++)
-        for (uint j = 0u; j < 16u; j++) {
-            float s = c.x[i * 16u + j];
-            for (uint k = 0u; k < 16u; k++) s += a.x[i * 16u + k] * b.x[k * 16u + j];
-            c.x[i * 16u + j] = s;
-        }
+// c + a b on this lane's 8 elements
+CMC emu_mad(CMA a, CMB b, CMC c) {
+    for (uint j = 0u; j < 8u; j++) {
+        float s = c.x[j];
+        for (uint k = 0u; k < 16u; k++) s += a.x[k] * b.x[k * 8u + j];
+        c.x[j] = s;
+    }
     return c;
 }
 #define SUBGROUP_ID (gl_LocalInvocationID.x / 32u)

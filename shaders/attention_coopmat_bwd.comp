@@ -16,8 +16,8 @@
 // shared memory (floats) to the invocations that exponentiate them (P is kept as f16, as the forward's P V
 // does). The accumulators dk, dv (dq) stay in registers and leave through S's buffer 32 columns at a time,
 // rounded once. D_i is recomputed from dout and out where the query rows are staged. Shared memory:
-//   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 BR f:
-//   47.0 KiB for D 64, BR 64 (WG 128); 44.0 KiB for D 128, BR 32.
+//   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 (BR+BC) f:
+//   47.3 KiB for D 64, BR 64 (WG 128); 44.3 KiB for D 128, BR 32; 30.8 KiB for D 128, BR 16 (WG 32).
 // Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse, 6 dout, 7 dk (MODE 0) or dq (MODE 1; g_off).
 #include "attention_coopmat.glsl"
 
@@ -25,7 +25,7 @@ layout(constant_id = 0) const uint WG = 128; // BR / 16 subgroups
 layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
-layout(constant_id = 4) const uint BR = 64; // rows a workgroup owns: keys (MODE 0) or queries (MODE 1); 32 or 64
+layout(constant_id = 4) const uint BR = 64; // rows a workgroup owns: keys (MODE 0) or queries (MODE 1); 16, 32, 64
 layout(constant_id = 5) const uint D = 64;  // head dim (E = Ev), 64 or 128
 layout(constant_id = 6) const uint MODE = 0;
 layout(local_size_x_id = 0) in;
@@ -52,7 +52,7 @@ shared float16_t oth1[BC * LDH]; // MODE 0: dO rows; 1: V rows
 shared float ss[BR * LDS];       // S, then dP (rows: the owned rows), then the outputs
 shared float16_t ps[2u * BR * LDP]; // P, then dS at DS0 (transposed in MODE 0)
 shared float red[WG];
-shared float rl[BR], rd[BR]; // lse_i and D_i of the staged query rows
+shared float rl[BR + BC], rd[BR + BC]; // lse_i and D_i of the staged query rows (BR or BC of them)
 
 // rows r0 .. r0 + nr of src (from element base; zeros from row `rows` on) into dst's rows
 #define STAGE(dst, src, base, r0, rows, nr)                                                                  \

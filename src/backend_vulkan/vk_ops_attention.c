@@ -105,7 +105,8 @@ enum { COOP_FWD, COOP_DKDV, COOP_DQ };
 ** matrix (or the matmul's failed its self-test), or no variant of d's path in this build; a fragment shape that does
 ** not tile 16 rows x 32 keys; too little shared memory. TRIDENT_VK_ATTN=emulated takes the _emu variants instead
 ** (attention_coopmat.glsl: 16 x 16 x 16 fragments, subgroups of 32, any device with f16 arithmetic; for the tests).
-** spec gets WG, LM, LN, LK, the rows a workgroup owns (64 where they fit, else 32), D and, for the backward, MODE. */
+** spec gets WG, LM, LN, LK, the rows a workgroup owns (64 where they fit, else 32 or 16), D and, for the backward,
+*MODE. */
 static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pass, uint32_t spec[7], const char **why) {
     const char *env = getenv("TRIDENT_VK_ATTN");
     const td_operand *x = qkv(op);
@@ -133,12 +134,12 @@ static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pas
              dt == TD_BF16 ? "bf16" : "f16");
     int shader = vk_variant_id(name);
     if (shader < 0) return *why = "this build has no such variant (no glslang >= 13 for KHR)", -1;
-    for (uint32_t br = 64; br >= 32; br /= 2) {
+    for (uint32_t br = 64; br >= 16; br /= 2) {
         uint32_t wg = br / 16 * sg, e = pc->E;
         /* shared bytes of the shaders' headers for br owned rows */
         size_t fwd = 2 * 32 * (e + 8) * 2 + (size_t)br * (e + 4) * 4 + br * 36 * 4 + br * 40 * 2 + wg * 4 + br * 8;
-        size_t bwd =
-            2 * (size_t)br * (e + 8) * 2 + 2 * 32 * (e + 8) * 2 + br * 36 * 4 + 2 * br * 40 * 2 + wg * 4 + br * 8;
+        size_t bwd = 2 * (size_t)br * (e + 8) * 2 + 2 * 32 * (e + 8) * 2 + br * 36 * 4 + 2 * br * 40 * 2 + wg * 4 +
+                     (br + 32) * 8;
         if ((pass == COOP_FWD ? fwd : bwd) > c->shared_mem || wg > c->max_wg_invocations) continue;
         uint32_t s[7] = {wg, cs[0], cs[1], cs[2], br, e, pass == COOP_DQ};
         memcpy(spec, s, sizeof s);
