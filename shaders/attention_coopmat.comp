@@ -31,6 +31,9 @@ layout(binding = 0) readonly buffer BQ_ { HT q[]; };
 layout(binding = 1) readonly buffer BK_ { HT k[]; };
 layout(binding = 2) readonly buffer BV_ { HT v[]; };
 layout(binding = 4) writeonly buffer BO_ { HT o[]; };
+layout(binding = 0) readonly buffer BQ4_ { uvec4 q4[]; }; // the same, 8 elements a load (offsets multiples of 8)
+layout(binding = 1) readonly buffer BK4_ { uvec4 k4[]; };
+layout(binding = 2) readonly buffer BV4_ { uvec4 v4[]; };
 layout(binding = 5) writeonly buffer BL_ { float lse[]; };
 
 const uint BKV = 32u;
@@ -46,16 +49,6 @@ shared float16_t ps[BQ * LDP];
 shared float red[WG];
 shared float ms[BQ], ls[BQ];
 
-// rows r0.. of x (rows of D halfs from element base) into kv at row 0, zeros from row `rows` on
-void stage(uint base, uint r0, uint rows, uint nrows, uint at, bool is_q) {
-    for (uint e = gl_LocalInvocationID.x; e < nrows * D; e += WG) {
-        uint r = e / D, c = e % D, g = base + (r0 + r) * D + c;
-        float16_t x = float16_t(0.0);
-        if (r0 + r < rows) x = is_q ? TO_H(q[g]) : at == 0u ? TO_H(k[g]) : TO_H(v[g]);
-        kv[at + r * LDH + c] = x;
-    }
-}
-
 void main() {
     uint t = gl_LocalInvocationID.x, sg = SUBGROUP_ID, row0 = 16u * sg;
     uint r = t / PR, part = t % PR; // the softmax's row and part of it
@@ -66,7 +59,7 @@ void main() {
         barrier(); // the previous task's output is read
         for (uint e = t; e < BQ * LDO; e += WG) os[e] = 0.0;
         if (t < BQ) ms[t] = neg_inf(), ls[t] = 0.0;
-        stage(pc.q_off + n * pc.L * D, q0, pc.L, BQ, 0u, true);
+        STAGE8(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ);
         barrier();
         HALF qf[FM][FD];
         [[unroll]] for (uint f = 0u; f < FM; f++)
@@ -74,8 +67,8 @@ void main() {
         uint jend = causal ? min(pc.S, q0 + BQ) : pc.S;
         for (uint j0 = 0u; j0 < jend; j0 += BKV) {
             barrier(); // Q fragments, the previous V tile and P are consumed
-            stage(pc.k_off + n * pc.S * D, j0, pc.S, BKV, 0u, false);
-            stage(pc.v_off + n * pc.S * D, j0, pc.S, BKV, BKV * LDH, false);
+            STAGE8(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV);
+            STAGE8(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV);
             barrier();
             // S = Q K^T for this subgroup's 16 rows
             [[unroll]] for (uint f = 0u; f < FM; f++)

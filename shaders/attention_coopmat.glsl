@@ -34,12 +34,15 @@ layout(push_constant) uniform PC {
     uint scale_lo, scale_hi, zs_lo, zs_hi;
 } pc;
 
+// UNPACK2(w): the f16 pair of a word of two stored elements (uvec4 views stage 8 at a time)
 #if A_DT == DT_BF16
+#define UNPACK2(w)  f16vec2(float16_t(uintBitsToFloat((w) << 16)), float16_t(uintBitsToFloat((w) & 0xFFFF0000u)))
 #define HT          uint16_t
 #define TO_H(x)     float16_t(bf16_to_f32(uint(x)))
 #define TO_F(x)     bf16_to_f32(uint(x))
 #define FROM_F(v)   uint16_t(f32_to_bf16(v))
 #else
+#define UNPACK2(w)  unpackFloat2x16(w)
 #define HT          float16_t
 #define TO_H(x)     (x)
 #define TO_F(x)     float(x)
@@ -110,4 +113,17 @@ CMC emu_mad(CMA a, CMB b, CMC c) {
 #endif
 
 float neg_inf() { return uintBitsToFloat(0xFF800000u); }
+
+// rows r0 .. r0 + nr of the uvec4 view src4 (rows of D elements from element base, a multiple of 8; zeros from row
+// `rows` on) into the f16 array dst from element at, rows LDH apart: 8 elements per load
+#define STAGE8(dst, at, src4, base, r0, rows, nr)                                                      \
+    for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 8u); e_ += WG) {                           \
+        uint r_ = e_ / (D / 8u), c_ = (e_ % (D / 8u)) * 8u;                                            \
+        uvec4 w_ = (r0) + r_ < (rows) ? src4[((base) + ((r0) + r_) * D + c_) / 8u] : uvec4(0u);        \
+        [[unroll]] for (uint h_ = 0u; h_ < 4u; h_++) {                                                 \
+            f16vec2 p_ = UNPACK2(w_[h_]);                                                              \
+            dst[(at) + r_ * LDH + c_ + 2u * h_] = p_.x;                                                \
+            dst[(at) + r_ * LDH + c_ + 2u * h_ + 1u] = p_.y;                                           \
+        }                                                                                              \
+    }
 #endif

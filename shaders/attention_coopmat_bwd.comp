@@ -38,6 +38,10 @@ layout(binding = 4) readonly buffer BO_ { HT o[]; };
 layout(binding = 5) readonly buffer BL_ { float lse[]; };
 layout(binding = 6) readonly buffer BD_ { HT dout[]; };
 layout(binding = 7) writeonly buffer BG_ { HT grad[]; };
+layout(binding = 0) readonly buffer BQ4_ { uvec4 q4[]; }; // the same, 8 elements a load (offsets multiples of 8)
+layout(binding = 1) readonly buffer BK4_ { uvec4 k4[]; };
+layout(binding = 2) readonly buffer BV4_ { uvec4 v4[]; };
+layout(binding = 6) readonly buffer BD4_ { uvec4 dout4[]; };
 
 const uint BC = 32u;       // rows per step on the other side: queries (MODE 0) or keys (MODE 1)
 const uint LDH = D + 8u;   // staged rows, halfs: 16-byte multiples
@@ -53,13 +57,6 @@ shared float ss[BR * LDS];       // S, then dP (rows: the owned rows), then the 
 shared float16_t ps[2u * BR * LDP]; // P, then dS at DS0 (transposed in MODE 0)
 shared float red[WG];
 shared float rl[BR + BC], rd[BR + BC]; // lse_i and D_i of the staged query rows (BR or BC of them)
-
-// rows r0 .. r0 + nr of src (from element base; zeros from row `rows` on) into dst's rows
-#define STAGE(dst, src, base, r0, rows, nr)                                                                  \
-    for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * D; e_ += WG) {                                        \
-        uint r_ = e_ / D, c_ = e_ % D;                                                                         \
-        dst[r_ * LDH + c_] = (r0) + r_ < (rows) ? TO_H(src[(base) + ((r0) + r_) * D + c_]) : float16_t(0.0); \
-    }
 
 // rl, rd of query rows i0 .. i0 + nq of head n: lse_i (-inf past L) and D_i = dout_i.out_i
 void row_stats(uint n, uint i0, uint nq) {
@@ -102,11 +99,11 @@ void main() {
         uint n = task / nb, r0 = (task % nb) * BR;
         barrier(); // the previous task's tiles and outputs are consumed
         if (MODE == 0u) {
-            STAGE(own0, k, pc.k_off + n * pc.S * D, r0, pc.S, BR);
-            STAGE(own1, v, pc.v_off + n * pc.S * D, r0, pc.S, BR);
+            STAGE8(own0, 0u, k4, pc.k_off + n * pc.S * D, r0, pc.S, BR);
+            STAGE8(own1, 0u, v4, pc.v_off + n * pc.S * D, r0, pc.S, BR);
         } else {
-            STAGE(own0, q, pc.q_off + n * pc.L * D, r0, pc.L, BR);
-            STAGE(own1, dout, pc.do_off + n * pc.L * D, r0, pc.L, BR);
+            STAGE8(own0, 0u, q4, pc.q_off + n * pc.L * D, r0, pc.L, BR);
+            STAGE8(own1, 0u, dout4, pc.do_off + n * pc.L * D, r0, pc.L, BR);
             row_stats(n, r0, BR);
         }
         ACCM ga[FM][FO], gb[FM][FO]; // MODE 0: dk, dv; MODE 1: dq in ga
@@ -120,12 +117,12 @@ void main() {
         for (uint c0 = c_begin; c0 < c_end; c0 += BC) {
             barrier(); // the previous step's tiles are consumed
             if (MODE == 0u) {
-                STAGE(oth0, q, pc.q_off + n * pc.L * D, c0, pc.L, BC);
-                STAGE(oth1, dout, pc.do_off + n * pc.L * D, c0, pc.L, BC);
+                STAGE8(oth0, 0u, q4, pc.q_off + n * pc.L * D, c0, pc.L, BC);
+                STAGE8(oth1, 0u, dout4, pc.do_off + n * pc.L * D, c0, pc.L, BC);
                 row_stats(n, c0, BC);
             } else {
-                STAGE(oth0, k, pc.k_off + n * pc.S * D, c0, pc.S, BC);
-                STAGE(oth1, v, pc.v_off + n * pc.S * D, c0, pc.S, BC);
+                STAGE8(oth0, 0u, k4, pc.k_off + n * pc.S * D, c0, pc.S, BC);
+                STAGE8(oth1, 0u, v4, pc.v_off + n * pc.S * D, c0, pc.S, BC);
             }
             barrier();
             // S (S^T in MODE 0) = own0 oth0^T: this subgroup's 16 rows x BC

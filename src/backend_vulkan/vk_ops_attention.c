@@ -99,14 +99,14 @@ static td_status attn_bind(vk_dev *d, const td_op *op, uint32_t mode, vk_bind *b
 ** dispatches (shaders/attention_coopmat_bwd.comp, MODE 0 and 1). */
 enum { COOP_FWD, COOP_DKDV, COOP_DQ };
 
-/* The tensor-core shader of pass, or -1 where op or d does not take it: TRIDENT_VK_ATTN=scalar; not f16 or bf16;
-** a mask or dropout; E != Ev or not 64 or 128; and, for an op of that kind (*why then says which, for a forced
-** TRIDENT_VK_ATTN=coopmat or emulated to report): a forward offset not a multiple of 8 elements; no cooperative
-** matrix (or the matmul's failed its self-test), or no variant of d's path in this build; a fragment shape that does
-** not tile 16 rows x 32 keys; too little shared memory. TRIDENT_VK_ATTN=emulated takes the _emu variants instead
-** (attention_coopmat.glsl: 16 x 16 x 16 fragments, subgroups of 32, any device with f16 arithmetic; for the tests).
-** spec gets WG, LM, LN, LK, the rows a workgroup owns (64 where they fit, else 32 or 16), D and, for the backward,
-*MODE. */
+/* The tensor-core shader of pass, or -1 where op or d does not take it: TRIDENT_VK_ATTN=scalar; not f16 or
+** bf16; a mask or dropout; E != Ev or not 64 or 128; and, for an op of that kind (*why then says which, for a
+** forced TRIDENT_VK_ATTN=coopmat or emulated to report): an offset of a staged operand not a multiple of 8
+** elements; no cooperative matrix (or the matmul's failed its self-test), or no variant of d's path in this
+** build; a fragment shape that does not tile 16 rows x 32 keys; too little shared memory.
+** TRIDENT_VK_ATTN=emulated takes the _emu variants instead (attention_coopmat.glsl: 16 x 16 x 16 fragments,
+** subgroups of 32, any device with f16 arithmetic; for the tests). spec gets WG, LM, LN, LK, the rows a
+** workgroup owns (64 where they fit, else 32 or 16), D and, for the backward, MODE. */
 static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pass, uint32_t spec[7], const char **why) {
     const char *env = getenv("TRIDENT_VK_ATTN");
     const td_operand *x = qkv(op);
@@ -122,7 +122,7 @@ static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pas
     if (emu && !c->fp16_arith) return *why = "the device has no f16 arithmetic", -1;
     if (!emu && (c->coopmat == VK_COOPMAT_NONE || d->coopmat_state < 0))
         return *why = "no cooperative-matrix path on the device (or the matmul's self-test failed)", -1;
-    if (pass == COOP_FWD && (pc->q_off | pc->k_off | pc->v_off | pc->o_off) % 8)
+    if ((pc->q_off | pc->k_off | pc->v_off | (pass == COOP_FWD ? pc->o_off : pc->do_off)) % 8) /* 8 a load */
         return *why = "an operand's offset is not a multiple of 8 elements", -1;
     if (!cs[0] || 16 % cs[0] || 32 % cs[1] || 32 % cs[2] || sg % 16 || sg > 128)
         return *why = "the fragment shape or subgroup size does not tile 16 rows x 32 keys", -1;
