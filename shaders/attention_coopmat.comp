@@ -27,13 +27,10 @@ layout(constant_id = 4) const uint BQ = 64; // query rows per workgroup, 16 per 
 layout(constant_id = 5) const uint D = 64;  // head dim (E = Ev), 64 or 128
 layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer BQ_ { HT q[]; };
-layout(binding = 1) readonly buffer BK_ { HT k[]; };
-layout(binding = 2) readonly buffer BV_ { HT v[]; };
+layout(binding = 0) readonly buffer BQ_ { uvec4 q4[]; }; // read 8 elements a load (offsets multiples of 8)
+layout(binding = 1) readonly buffer BK_ { uvec4 k4[]; };
+layout(binding = 2) readonly buffer BV_ { uvec4 v4[]; };
 layout(binding = 4) writeonly buffer BO_ { HT o[]; };
-layout(binding = 0) readonly buffer BQ4_ { uvec4 q4[]; }; // the same, 8 elements a load (offsets multiples of 8)
-layout(binding = 1) readonly buffer BK4_ { uvec4 k4[]; };
-layout(binding = 2) readonly buffer BV4_ { uvec4 v4[]; };
 layout(binding = 5) writeonly buffer BL_ { float lse[]; };
 
 const uint BKV = 32u;

@@ -2,9 +2,9 @@
 // attention_coopmat_bwd.comp, the backward): the extensions, push block (shaders/attention.comp's; C mirror
 // vk_pc_attn in src/backend_vulkan/vk_ops_attention.c), the fragment types of NV or, with -DCOOPMAT_KHR=1, KHR
 // cooperative matrices, and the storage type HT of q, k, v, out and their gradients with A_DT = 2 (f16) or 3 (bf16).
-// bf16 reaches the f16 tensor cores as the f16 of its value (TO_H): exact for 2^-14 <= |x| <= 65504 (bf16's
-// 8-bit significand fits f16's 11), on f16's subnormal grid (2^-24 apart) below that, inf above; results are
-// accumulated in f32 and rounded once to bf16 (FROM_F).
+// bf16 reaches the f16 tensor cores as the f16 of its value (UNPACK2): exact for 2^-14 <= |x| <= 65504 (bf16's
+// 8-bit significand fits f16's 11), rounded by the device's f32 -> f16 conversion to f16's subnormal grid (2^-24
+// apart) below that, inf above; results are accumulated in f32 and rounded once to bf16 (FROM_F).
 // -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
 // lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
 // fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by
@@ -34,18 +34,16 @@ layout(push_constant) uniform PC {
     uint scale_lo, scale_hi, zs_lo, zs_hi;
 } pc;
 
-// UNPACK2(w): the f16 pair of a word of two stored elements (uvec4 views stage 8 at a time)
+// UNPACK2(w), UNPACK2F(w): the f16 or float pair of a word of two stored elements (uvec4 views read 8 at a time)
 #if A_DT == DT_BF16
+#define UNPACK2F(w) vec2(uintBitsToFloat((w) << 16), uintBitsToFloat((w) & 0xFFFF0000u))
 #define UNPACK2(w)  f16vec2(float16_t(uintBitsToFloat((w) << 16)), float16_t(uintBitsToFloat((w) & 0xFFFF0000u)))
 #define HT          uint16_t
-#define TO_H(x)     float16_t(bf16_to_f32(uint(x)))
-#define TO_F(x)     bf16_to_f32(uint(x))
 #define FROM_F(v)   uint16_t(f32_to_bf16(v))
 #else
 #define UNPACK2(w)  unpackFloat2x16(w)
+#define UNPACK2F(w) unpackHalf2x16(w)
 #define HT          float16_t
-#define TO_H(x)     (x)
-#define TO_F(x)     float(x)
 #define FROM_F(v)   float16_t(v)
 #endif
 

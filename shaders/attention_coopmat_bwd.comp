@@ -30,18 +30,14 @@ layout(constant_id = 5) const uint D = 64;  // head dim (E = Ev), 64 or 128
 layout(constant_id = 6) const uint MODE = 0;
 layout(local_size_x_id = 0) in;
 
-layout(binding = 0) readonly buffer BQ_ { HT q[]; };
-layout(binding = 1) readonly buffer BK_ { HT k[]; };
-layout(binding = 2) readonly buffer BV_ { HT v[]; };
+layout(binding = 0) readonly buffer BQ_ { uvec4 q4[]; }; // read 8 elements a load (offsets multiples of 8)
+layout(binding = 1) readonly buffer BK_ { uvec4 k4[]; };
+layout(binding = 2) readonly buffer BV_ { uvec4 v4[]; };
 layout(binding = 3) writeonly buffer BDV_ { HT dv[]; };
-layout(binding = 4) readonly buffer BO_ { HT o[]; };
+layout(binding = 4) readonly buffer BO_ { uvec4 o4[]; };
 layout(binding = 5) readonly buffer BL_ { float lse[]; };
-layout(binding = 6) readonly buffer BD_ { HT dout[]; };
+layout(binding = 6) readonly buffer BD_ { uvec4 dout4[]; };
 layout(binding = 7) writeonly buffer BG_ { HT grad[]; };
-layout(binding = 0) readonly buffer BQ4_ { uvec4 q4[]; }; // the same, 8 elements a load (offsets multiples of 8)
-layout(binding = 1) readonly buffer BK4_ { uvec4 k4[]; };
-layout(binding = 2) readonly buffer BV4_ { uvec4 v4[]; };
-layout(binding = 6) readonly buffer BD4_ { uvec4 dout4[]; };
 
 const uint BC = 32u;       // rows per step on the other side: queries (MODE 0) or keys (MODE 1)
 const uint LDH = D + 8u;   // staged rows, halfs: 16-byte multiples
@@ -60,12 +56,13 @@ shared float rl[BR + BC], rd[BR + BC]; // lse_i and D_i of the staged query rows
 
 // rl, rd of query rows i0 .. i0 + nq of head n: lse_i (-inf past L) and D_i = dout_i.out_i
 void row_stats(uint n, uint i0, uint nq) {
-    uint t = gl_LocalInvocationID.x, pr = WG / nq, r = t / pr, part = t % pr, i = i0 + r, w = D / pr;
+    uint t = gl_LocalInvocationID.x, pr = WG / nq, r = t / pr, part = t % pr, i = i0 + r;
     float acc = 0.0;
-    if (i < pc.L) {
-        uint b = (n * pc.L + i) * D + part * w;
-        for (uint c = 0u; c < w; c++) acc += TO_F(dout[pc.do_off + b + c]) * TO_F(o[pc.o_off + b + c]);
-    }
+    if (i < pc.L) // 8 elements of dout and out a load
+        for (uint g = part; g < D / 8u; g += pr) {
+            uvec4 a = dout4[(pc.do_off + (n * pc.L + i) * D) / 8u + g], b = o4[(pc.o_off + (n * pc.L + i) * D) / 8u + g];
+            [[unroll]] for (uint h = 0u; h < 4u; h++) acc += dot(UNPACK2F(a[h]), UNPACK2F(b[h]));
+        }
     red[t] = acc;
     barrier();
     if (part == 0u) {

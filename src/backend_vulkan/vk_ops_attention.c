@@ -122,7 +122,7 @@ static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pas
     if (emu && !c->fp16_arith) return *why = "the device has no f16 arithmetic", -1;
     if (!emu && (c->coopmat == VK_COOPMAT_NONE || d->coopmat_state < 0))
         return *why = "no cooperative-matrix path on the device (or the matmul's self-test failed)", -1;
-    if ((pc->q_off | pc->k_off | pc->v_off | (pass == COOP_FWD ? pc->o_off : pc->do_off)) % 8) /* 8 a load */
+    if ((pc->q_off | pc->k_off | pc->v_off | pc->o_off | (pass == COOP_FWD ? 0 : pc->do_off)) % 8) /* 8 a load */
         return *why = "an operand's offset is not a multiple of 8 elements", -1;
     if (!cs[0] || 16 % cs[0] || 32 % cs[1] || 32 % cs[2] || sg % 16 || sg > 128)
         return *why = "the fragment shape or subgroup size does not tile 16 rows x 32 keys", -1;
