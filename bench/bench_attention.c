@@ -11,8 +11,8 @@
 ** (cu_attention_tf32.cuh), named by a "-f32cfg<N>" suffix, and TRIDENT_CUDA_ATTN_F32_BWD=0..7 the backward's
 ** variant, "-f32bwd<N>" (scripts/attn-f32-sweep runs each). bwd_ms is fwd_bwd_ms - fwd_ms. --check 1 adds
 ** "max_err": the largest |fused - composed| over out, dq, dk and dv, each over that tensor's largest |composed|.
-** On Vulkan, TRIDENT_VK_ATTN=coopmat|scalar picks the f16 forward's tensor-core or scalar shader, named likewise
-** ("trident-coopmat", "trident-scalar").
+** On Vulkan, TRIDENT_VK_ATTN=coopmat|scalar picks the tensor-core (f16 and bf16, forward and backward) or scalar
+** shaders, named likewise ("trident-coopmat", "trident-scalar"); bench/attention_vk.sh runs both beside composed.
 */
 #include <math.h>
 #include <stdio.h>

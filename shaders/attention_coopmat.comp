@@ -1,8 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// ATTENTION forward for f16 on tensor cores (FlashAttention-2) through GL_NV_cooperative_matrix, or with
+// ATTENTION forward for f16 and bf16 on tensor cores (FlashAttention-2) through GL_NV_cooperative_matrix, or with
 // -DCOOPMAT_KHR=1 through GL_KHR_cooperative_matrix (glslang >= 13; same kernel). No mask, no dropout:
-//   q [N,L,D], k [N,S,D], v [N,S,D], out [N,L,D] contiguous f16, lse [N,L] float,
+//   q [N,L,D], k [N,S,D], v [N,S,D], out [N,L,D] contiguous f16 or bf16 (A_DT; bf16 staged as f16, see
+//   attention_coopmat.glsl), lse [N,L] float,
 //   s_ij = scale q_i.k_j (-inf where causal and j > i),  lse_i = log sum_j exp(s_ij),
 //   out_i = sum_j exp(s_ij - lse_i) v_j.  A row without keys gives out 0 and lse -inf.
 // A workgroup owns BQ = 16 x subgroups query rows of one (batch, head) (constant 4), a subgroup 16 of
@@ -15,40 +16,21 @@
 //   O += P V (cooperative matrices loaded from and stored back to O's rows).
 // At the end out_i = O_i / l_i and lse_i = m_i + log l_i. Shared memory (halfs, floats):
 //   2 BKV (D+8) h + BQ (D+4) f + BQ (BKV+4) f + BQ (BKV+8) h: 41.5 KiB for D 128, BQ 32; 40.9 KiB for D 64, BQ 64.
-// Push block and bindings: shaders/attention.comp's (C mirror vk_pc_attn, src/backend_vulkan/vk_ops_attention.c).
-#ifdef COOPMAT_KHR
-#extension GL_KHR_cooperative_matrix : require
-#else
-#extension GL_NV_cooperative_matrix : require
-#endif
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_EXT_control_flow_attributes : require
-#include "types.glsl"
+// Push block (attention_coopmat.glsl) and bindings: shaders/attention.comp's.
+#include "attention_coopmat.glsl"
 
 layout(constant_id = 0) const uint WG = 128; // BQ / 16 subgroups
 layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
-layout(constant_id = 4) const uint BQ = 64; // query rows per workgroup, 16 per subgroup
+layout(constant_id = 4) const uint BQ = 64; // query rows per workgroup, 16 per subgroup: 16, 32 or 64
 layout(constant_id = 5) const uint D = 64;  // head dim (E = Ev), 64 or 128
 layout(local_size_x_id = 0) in;
 
-layout(push_constant) uniform PC {
-    uint N, n1, L, S, E, Ev;
-    uint q_off, k_off, v_off, m_off, o_off, l_off, do_off, g_off;
-    uint ms0, ms1, ms2, ms3;
-    float scale_f, zs_f;
-    uint threshold, flags; // flags: 1 causal (2 dropout and 4 mask never come here)
-    uint seed_lo, seed_hi, off_lo, off_hi;
-    uint scale_lo, scale_hi, zs_lo, zs_hi;
-} pc;
-
-layout(binding = 0) readonly buffer BQ_ { float16_t q[]; };
-layout(binding = 1) readonly buffer BK_ { float16_t k[]; };
-layout(binding = 2) readonly buffer BV_ { float16_t v[]; };
-layout(binding = 4) writeonly buffer BO_ { float16_t o[]; };
+layout(binding = 0) readonly buffer BQ_ { uvec4 q4[]; }; // read 8 elements a load (offsets multiples of 8)
+layout(binding = 1) readonly buffer BK_ { uvec4 k4[]; };
+layout(binding = 2) readonly buffer BV_ { uvec4 v4[]; };
+layout(binding = 4) writeonly buffer BO_ { HT o[]; };
 layout(binding = 5) writeonly buffer BL_ { float lse[]; };
 
 const uint BKV = 32u;
@@ -64,38 +46,8 @@ shared float16_t ps[BQ * LDP];
 shared float red[WG];
 shared float ms[BQ], ls[BQ];
 
-#ifdef COOPMAT_KHR
-#define HALF  coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
-#define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
-#define ACCM  coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
-#define CM_LOAD(m, buf, at, stride)   coopMatLoad(m, buf, at, stride, gl_CooperativeMatrixLayoutRowMajor)
-#define CM_LOAD_T(m, buf, at, stride) coopMatLoad(m, buf, at, stride, gl_CooperativeMatrixLayoutColumnMajor)
-#define CM_STORE(m, buf, at, stride)  coopMatStore(m, buf, at, stride, gl_CooperativeMatrixLayoutRowMajor)
-#define CM_MULADD coopMatMulAdd
-#else
-#define HALF  fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
-#define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
-#define ACCM  fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
-#define CM_LOAD(m, buf, at, stride)   coopMatLoadNV(m, buf, at, stride, false)
-#define CM_LOAD_T(m, buf, at, stride) coopMatLoadNV(m, buf, at, stride, true)
-#define CM_STORE(m, buf, at, stride)  coopMatStoreNV(m, buf, at, stride, false)
-#define CM_MULADD coopMatMulAddNV
-#endif
-
-float neg_inf() { return uintBitsToFloat(0xFF800000u); }
-
-// rows r0.. of x (rows of D halfs from element base) into kv at row 0, zeros from row `rows` on
-void stage(uint base, uint r0, uint rows, uint nrows, uint at, bool is_q) {
-    for (uint e = gl_LocalInvocationID.x; e < nrows * D; e += WG) {
-        uint r = e / D, c = e % D, g = base + (r0 + r) * D + c;
-        float16_t x = float16_t(0.0);
-        if (r0 + r < rows) x = is_q ? q[g] : at == 0u ? k[g] : v[g];
-        kv[at + r * LDH + c] = x;
-    }
-}
-
 void main() {
-    uint t = gl_LocalInvocationID.x, sg = gl_SubgroupID, row0 = 16u * sg;
+    uint t = gl_LocalInvocationID.x, sg = SUBGROUP_ID, row0 = 16u * sg;
     uint r = t / PR, part = t % PR; // the softmax's row and part of it
     uint nq = (pc.L + BQ - 1u) / BQ;
     bool causal = (pc.flags & 1u) != 0u;
@@ -104,7 +56,7 @@ void main() {
         barrier(); // the previous task's output is read
         for (uint e = t; e < BQ * LDO; e += WG) os[e] = 0.0;
         if (t < BQ) ms[t] = neg_inf(), ls[t] = 0.0;
-        stage(pc.q_off + n * pc.L * D, q0, pc.L, BQ, 0u, true);
+        STAGE8(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ);
         barrier();
         HALF qf[FM][FD];
         [[unroll]] for (uint f = 0u; f < FM; f++)
@@ -112,13 +64,13 @@ void main() {
         uint jend = causal ? min(pc.S, q0 + BQ) : pc.S;
         for (uint j0 = 0u; j0 < jend; j0 += BKV) {
             barrier(); // Q fragments, the previous V tile and P are consumed
-            stage(pc.k_off + n * pc.S * D, j0, pc.S, BKV, 0u, false);
-            stage(pc.v_off + n * pc.S * D, j0, pc.S, BKV, BKV * LDH, false);
+            STAGE8(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV);
+            STAGE8(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV);
             barrier();
             // S = Q K^T for this subgroup's 16 rows
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint j = 0u; j < FS; j++) {
-                    ACCM acc = ACCM(0.0);
+                    ACCM acc = CM_ZERO;
                     [[unroll]] for (uint d = 0u; d < FD; d++) {
                         HALFB kf;
                         CM_LOAD_T(kf, kv, (j * LN) * LDH + d * LK, LDH);
@@ -175,7 +127,7 @@ void main() {
         if (i < pc.L) {
             float l = ls[r], inv = l > 0.0 ? 1.0 / l : 0.0;
             for (uint c = part * (D / PR); c < (part + 1u) * (D / PR); c++)
-                o[pc.o_off + (n * pc.L + i) * D + c] = float16_t(os[r * LDO + c] * inv);
+                o[pc.o_off + (n * pc.L + i) * D + c] = FROM_F(os[r * LDO + c] * inv);
             if (part == 0u) lse[pc.l_off + n * pc.L + i] = l > 0.0 ? ms[r] + log(l) : neg_inf();
         }
     }

@@ -1,27 +1,38 @@
-/* The fused attention forward on vulkan:0's tensor cores (shaders/attention_coopmat.comp: f16, no mask or
-** dropout, head dim 64 or 128, causal or not) against the float64 CPU attention, with the gradients of q, k
-** and v through the backward (which reads the forward's out and lse), for lengths that are and are not
-** multiples of the 64-query and 32-key blocks. Each case runs under TRIDENT_VK_ATTN=coopmat (skipped with
-** the reason on a device without cooperative matrices) and TRIDENT_VK_ATTN=scalar (attention.comp, any
-** device), and the two paths must agree. */
+/* The fused attention on vulkan:0's tensor cores, forward (shaders/attention_coopmat.comp) and backward
+** (shaders/attention_coopmat_bwd.comp): f16 and bf16, no mask or dropout, head dim 64 or 128, causal or not,
+** against the float64 CPU attention of the same rounded inputs: out, and dq, dk, dv through the backward (which
+** reads the forward's out and lse), for lengths that are and are not multiples of the 64- or 32-row blocks.
+** Each case runs under TRIDENT_VK_ATTN=coopmat (skipped with the reason on a device without cooperative
+** matrices), TRIDENT_VK_ATTN=emulated (the same two kernels with the cooperative-matrix operations emulated,
+** any device with f16 arithmetic, e.g. lavapipe: their tiling, masking and indexing) and TRIDENT_VK_ATTN=scalar
+** (attention.comp, any device), and the tensor-core and scalar paths must agree. A forced coopmat or emulated
+** path that the op cannot take is an error, not a fallback, so these cases run the kernels they name. */
 #include <math.h>
 #include <string.h>
 
 #include "test_util.h"
 #include "trident/backend.h"
 
-#define TESTS(X) X(coopmat) X(scalar) X(paths_agree)
+#define TESTS(X) X(coopmat) X(emulated) X(scalar) X(paths_agree)
 
 typedef struct vk_cfg {
     const char *name;
     int64_t b, h, l, s, e;
     bool causal;
+    td_dtype dt;
 } vk_cfg;
 
 static const vk_cfg cfgs[] = {
-    {"E 64, L = S = 64", 1, 2, 64, 64, 64, false},  {"E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true},
-    {"E 64, L 37 S 45", 1, 3, 37, 45, 64, false},   {"E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true},
-    {"E 128, L 70 S 33", 2, 1, 70, 33, 128, false},
+    {"f16 E 64, L = S = 64", 1, 2, 64, 64, 64, false, TD_F16},
+    {"f16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_F16},
+    {"f16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_F16},
+    {"f16 E 64 causal, L = S = 256", 1, 2, 256, 256, 64, true, TD_F16},
+    {"f16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_F16},
+    {"f16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_F16},
+    {"bf16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_BF16},
+    {"bf16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_BF16},
+    {"bf16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_BF16},
+    {"bf16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_BF16},
 };
 
 static const td_device VK0 = {TD_DEVICE_VULKAN, 0};
@@ -37,15 +48,28 @@ static const char *no_coopmat(void) {
     return why;
 }
 
+/* why vulkan:0 cannot run the emulated kernels ("" when it can) */
+static const char *no_f16(void) {
+    static char why[300];
+    const td_backend *be = td_backend_for(TD_DEVICE_VULKAN);
+    td_device_info info;
+    if (!be || be->iface->device_info(0, &info) != TD_OK) return "no vulkan:0";
+    if (strstr(info.features, "fp16=1")) return "";
+    snprintf(why, sizeof why, "no f16 arithmetic on %s", info.name);
+    return why;
+}
+
 static td_tensor *leaf(td_tensor *host, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_detach(td_to(td_cast(host, dt), dev)));
     ASSERT_OK(td_set_requires_grad(t, true));
     return t;
 }
 
-/* c on vulkan:0 in f16 under TRIDENT_VK_ATTN=path: out and the gradients within tol of the f64 CPU attention
-** of the same (f16-rounded) inputs; the f16 output into got (when not NULL). */
+/* c on vulkan:0 in its dtype under TRIDENT_VK_ATTN=path: out and the gradients within tol (f16; bf16's results
+** are rounded to 8 bits, 2^-9 relative, so 4 tol there) of the f64 CPU attention of the same rounded inputs; the
+** output into got (when not NULL). */
 static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got) {
+    if (c->dt == TD_BF16) tol *= 4;
     ASSERT(setenv("TRIDENT_VK_ATTN", path, 1) == 0);
     test_seed();
     int64_t sq[4] = {c->b, c->h, c->l, c->e}, sk[4] = {c->b, c->h, c->s, c->e};
@@ -55,7 +79,7 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
         int64_t n = shapes[i][0] * shapes[i][1] * shapes[i][2] * shapes[i][3];
         double *x = malloc((size_t)n * sizeof *x);
         for (int64_t j = 0; j < n; j++) x[j] = test_uniform(i == 0 ? -3 : -1, i == 0 ? 3 : 1); /* peaked rows */
-        host[i] = td_cast(test_tensor_f64(x, 4, shapes[i], TD_F16), TD_F64);
+        host[i] = td_cast(test_tensor_f64(x, 4, shapes[i], c->dt), TD_F64);
         free(x);
     }
     td_tensor *rx[3] = {leaf(host[0], TD_F64, TD_CPU), leaf(host[1], TD_F64, TD_CPU), leaf(host[2], TD_F64, TD_CPU)};
@@ -63,16 +87,16 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     int64_t no = td_numel(ry);
     double *dyv = malloc((size_t)no * sizeof *dyv);
     for (int64_t j = 0; j < no; j++) dyv[j] = test_uniform(-1, 1);
-    td_tensor *rdy = td_cast(test_tensor_f64(dyv, 4, td_shape(ry), TD_F16), TD_F64), *rg[3], *g[3];
+    td_tensor *rdy = td_cast(test_tensor_f64(dyv, 4, td_shape(ry), c->dt), TD_F64), *rg[3], *g[3];
     free(dyv);
     ASSERT_OK(td_grad(1, &ry, &rdy, 3, rx, rg, false, false, false));
-    td_tensor *x[3] = {leaf(host[0], TD_F16, VK0), leaf(host[1], TD_F16, VK0), leaf(host[2], TD_F16, VK0)};
+    td_tensor *x[3] = {leaf(host[0], c->dt, VK0), leaf(host[1], c->dt, VK0), leaf(host[2], c->dt, VK0)};
     td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, c->causal, NAN));
-    td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(rdy, TD_F16), VK0));
+    td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(rdy, c->dt), VK0));
     ASSERT_OK(td_grad(1, &y, &dy, 3, x, g, false, false, false));
     double e[4] = {test_rel_err(y, ry), test_rel_err(g[0], rg[0]), test_rel_err(g[1], rg[1]),
                    test_rel_err(g[2], rg[2])};
-    fprintf(stderr, "    %-7s %-32s out %.1e dq %.1e dk %.1e dv %.1e\n", path, c->name, e[0], e[1], e[2], e[3]);
+    fprintf(stderr, "    %-8s %-34s out %.1e dq %.1e dk %.1e dv %.1e\n", path, c->name, e[0], e[1], e[2], e[3]);
     static const char *what[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++)
         if (!(e[i] <= tol)) TEST_FAIL_("%s %s: %s off by %.3g (limit %.3g)", path, c->name, what[i], e[i], tol);
@@ -84,7 +108,7 @@ static void need_vulkan(void) {
     if (!td_device_available(VK0)) TEST_SKIP("no vulkan:0: %s", td_backend_unavailable_reason(TD_DEVICE_VULKAN));
 }
 
-/* f16 inputs and outputs, f32 accumulation; the coopmat path also rounds P to f16 */
+/* f16 or bf16 inputs and outputs, f32 accumulation; the coopmat path also rounds P and dS to f16 */
 TEST(coopmat) {
     need_vulkan();
     const char *why = no_coopmat();
@@ -92,22 +116,32 @@ TEST(coopmat) {
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) check(&cfgs[i], "coopmat", 4e-3, NULL);
 }
 
+/* the same kernels, emulated: the same results up to the summation order of the fragments' products */
+TEST(emulated) {
+    need_vulkan();
+    const char *why = no_f16();
+    if (*why) TEST_SKIP("%s", why);
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) check(&cfgs[i], "emulated", 4e-3, NULL);
+}
+
 TEST(scalar) {
     need_vulkan();
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) check(&cfgs[i], "scalar", 2e-3, NULL);
 }
 
-/* the two paths' outputs within two f16 roundings of each other */
+/* the tensor-core path's outputs (emulated on a device without cooperative matrices) and the scalar one's within two
+** roundings of each other */
 TEST(paths_agree) {
     need_vulkan();
-    const char *why = no_coopmat();
+    const char *path = *no_coopmat() ? "emulated" : "coopmat", *why = *no_coopmat() ? no_f16() : "";
     if (*why) TEST_SKIP("%s", why);
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
         td_tensor *a, *b;
-        check(&cfgs[i], "coopmat", 4e-3, &a);
+        check(&cfgs[i], path, 4e-3, &a);
         check(&cfgs[i], "scalar", 2e-3, &b);
         double e = test_rel_err(a, b);
-        if (!(e <= 2e-3)) TEST_FAIL_("%s: coopmat and scalar outputs differ by %.3g", cfgs[i].name, e);
+        if (!(e <= (cfgs[i].dt == TD_BF16 ? 8e-3 : 2e-3)))
+            TEST_FAIL_("%s: %s and scalar outputs differ by %.3g", cfgs[i].name, path, e);
     }
 }
 

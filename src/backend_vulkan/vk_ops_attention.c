@@ -5,11 +5,13 @@
 ** each recomputing the probabilities from lse, so every output element has one
 ** writer and no atomics are needed. Bool masks use the _bmask variants. Shapes and math: the shader's header
 ** and src/backend_cpu/cpu_attention.c. Head dims up to 128 (E and Ev).
-** The f16 forward without mask or dropout, head dim 64 or 128, runs on tensor cores
-** (shaders/attention_coopmat.comp) where the device has cooperative matrices, unless
-** TRIDENT_VK_ATTN=scalar; the backward and everything else take attention.comp.
+** f16 and bf16 without mask or dropout, head dim 64 or 128, run on tensor cores where the device has
+** cooperative matrices, unless TRIDENT_VK_ATTN=scalar: the forward in shaders/attention_coopmat.comp, the
+** backward in shaders/attention_coopmat_bwd.comp (two dispatches: dk and dv by keys, then dq by queries);
+** everything else takes attention.comp.
 */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,35 +95,66 @@ static td_status attn_bind(vk_dev *d, const td_op *op, uint32_t mode, vk_bind *b
     return st;
 }
 
-/* The forward on tensor cores (shaders/attention_coopmat.comp): its shader, or -1 where op or d does not take
-** it: TRIDENT_VK_ATTN=scalar; not f16; a mask or dropout; E != Ev or not 64 or 128; an offset not a multiple of 8
-** elements; no cooperative matrix (or the matmul's failed its self-test), or no variant of d's path in this build; a
-*fragment shape that does not tile
-** 16 rows x 32 keys; too little shared memory. spec gets WG, LM, LN, LK, BQ, D (BQ 64 where it fits, else 32). */
-static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, uint32_t spec[6]) {
+/* The passes on tensor cores: the forward (shaders/attention_coopmat.comp), and the backward's dk-dv and dq
+** dispatches (shaders/attention_coopmat_bwd.comp, MODE 0 and 1). */
+enum { COOP_FWD, COOP_DKDV, COOP_DQ };
+
+/* The tensor-core shader of pass, or -1 where op or d does not take it: TRIDENT_VK_ATTN=scalar; not f16 or
+** bf16; a mask or dropout; E != Ev or not 64 or 128; and, for an op of that kind (*why then says which, for a
+** forced TRIDENT_VK_ATTN=coopmat or emulated to report): an offset of a staged operand not a multiple of 8
+** elements; no cooperative matrix (or the matmul's failed its self-test), or no variant of d's path in this
+** build; a fragment shape that does not tile 16 rows x 32 keys; too little shared memory.
+** TRIDENT_VK_ATTN=emulated takes the _emu variants instead (attention_coopmat.glsl: 16 x 16 x 16 fragments,
+** subgroups of 32, any device with f16 arithmetic; for the tests). spec gets WG, LM, LN, LK, the rows a
+** workgroup owns (64 where they fit, else 32 or 16), D and, for the backward, MODE. */
+static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pass, uint32_t spec[7], const char **why) {
     const char *env = getenv("TRIDENT_VK_ATTN");
     const td_operand *x = qkv(op);
     const vk_caps *c = &d->caps;
-    const uint32_t *cs = c->coopmat_shape, sg = c->subgroup_size;
-    if ((env && !strcmp(env, "scalar")) || op->kind != TD_OP_ATTENTION || x[0].dtype != TD_F16 || x[3].buf ||
-        op->p.attn.dropout_p > 0 || pc->E != pc->Ev || (pc->E != 64 && pc->E != 128) || c->coopmat == VK_COOPMAT_NONE ||
-        d->coopmat_state < 0)
+    bool emu = env && !strcmp(env, "emulated");
+    static const uint32_t emu_shape[3] = {16, 16, 16};
+    const uint32_t *cs = emu ? emu_shape : c->coopmat_shape, sg = emu ? 32 : c->subgroup_size;
+    td_dtype dt = x[0].dtype;
+    *why = NULL;
+    if ((env && !strcmp(env, "scalar")) || (dt != TD_F16 && dt != TD_BF16) || x[3].buf || op->p.attn.dropout_p > 0 ||
+        pc->E != pc->Ev || (pc->E != 64 && pc->E != 128))
         return -1;
-    if ((pc->q_off | pc->k_off | pc->v_off | pc->o_off) % 8) return -1;
-    if (!cs[0] || 16 % cs[0] || 32 % cs[1] || 32 % cs[2] || sg % 16 || sg > 128) return -1;
-    int shader =
-        c->coopmat == VK_COOPMAT_KHR ? vk_variant_id("attention_coopmat_khr_f16") : VK_SHADER_attention_coopmat_f16;
-    if (shader < 0) return -1;
-    /* shared bytes of the shader's header for BQ query rows: the K and V tiles, O, S, P and the row stats */
-    for (uint32_t bq = 64; bq >= 32; bq /= 2) {
-        uint32_t wg = bq / 16 * sg, e = pc->E;
-        size_t bytes = 2 * 32 * (e + 8) * 2 + (size_t)bq * (e + 4) * 4 + bq * 36 * 4 + bq * 40 * 2 + wg * 4 + bq * 8;
-        if (bytes > c->shared_mem || wg > c->max_wg_invocations) continue;
-        uint32_t s[6] = {wg, cs[0], cs[1], cs[2], bq, e};
+    if (emu && !c->fp16_arith) return *why = "the device has no f16 arithmetic", -1;
+    if (!emu && (c->coopmat == VK_COOPMAT_NONE || d->coopmat_state < 0))
+        return *why = "no cooperative-matrix path on the device (or the matmul's self-test failed)", -1;
+    if ((pc->q_off | pc->k_off | pc->v_off | pc->o_off | (pass == COOP_FWD ? 0 : pc->do_off)) % 8) /* 8 a load */
+        return *why = "an operand's offset is not a multiple of 8 elements", -1;
+    if (!cs[0] || 16 % cs[0] || 32 % cs[1] || 32 % cs[2] || sg % 16 || sg > 128)
+        return *why = "the fragment shape or subgroup size does not tile 16 rows x 32 keys", -1;
+    char name[48];
+    snprintf(name, sizeof name, "attention_coopmat%s%s_%s", pass == COOP_FWD ? "" : "_bwd",
+             emu                            ? "_emu"
+             : c->coopmat == VK_COOPMAT_KHR ? "_khr"
+                                            : "",
+             dt == TD_BF16 ? "bf16" : "f16");
+    int shader = vk_variant_id(name);
+    if (shader < 0) return *why = "this build has no such variant (no glslang >= 13 for KHR)", -1;
+    for (uint32_t br = 64; br >= 16; br /= 2) {
+        uint32_t wg = br / 16 * sg, e = pc->E;
+        /* shared bytes of the shaders' headers for br owned rows */
+        size_t fwd = 2 * 32 * (e + 8) * 2 + (size_t)br * (e + 4) * 4 + br * 36 * 4 + br * 40 * 2 + wg * 4 + br * 8;
+        size_t bwd = 2 * (size_t)br * (e + 8) * 2 + 2 * 32 * (e + 8) * 2 + br * 36 * 4 + 2 * br * 40 * 2 + wg * 4 +
+                     (br + 32) * 8;
+        if ((pass == COOP_FWD ? fwd : bwd) > c->shared_mem || wg > c->max_wg_invocations) continue;
+        uint32_t s[7] = {wg, cs[0], cs[1], cs[2], br, e, pass == COOP_DQ};
         memcpy(spec, s, sizeof s);
         return shader;
     }
-    return -1;
+    return *why = "too little shared memory or too few invocations per workgroup", -1;
+}
+
+/* TD_OK, or where TRIDENT_VK_ATTN=coopmat or emulated forces the tensor-core path and op cannot take it, an error
+** saying why (not a silent fallback: the tests rely on the path they ask for). */
+static td_status coop_forced(const vk_dev *d, const char *why) {
+    const char *env = getenv("TRIDENT_VK_ATTN");
+    if (!why || !env || (strcmp(env, "coopmat") && strcmp(env, "emulated"))) return TD_OK;
+    return td_error_set(TD_ERR_UNSUPPORTED, "vulkan: %s: TRIDENT_VK_ATTN=%s: attention cannot take it: %s",
+                        d->props.deviceName, env, why);
 }
 
 static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
@@ -129,8 +162,10 @@ static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
     vk_pc_attn pc = {0};
     td_status st = attn_bind(d, op, mode, b, &pc);
     if (st != TD_OK) return st;
-    uint32_t cspec[6];
-    int coop = mode == 0 ? coop_shader(d, op, &pc, cspec) : -1;
+    uint32_t cspec[7];
+    const char *why = NULL;
+    int coop = mode == 0 ? coop_shader(d, op, &pc, COOP_FWD, cspec, &why) : -1;
+    if ((st = coop_forced(d, why)) != TD_OK) return st;
     if (coop >= 0)
         return vk_dispatch(d, coop, cspec, 6, 8, b, &pc, sizeof pc,
                            vk_groups((int64_t)pc.N * ((pc.L + cspec[4] - 1) / cspec[4]), 1), 1, 1);
@@ -145,12 +180,37 @@ static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
                        1, 1);
 }
 
+/* The backward on tensor cores: dk and dv (dv bound at 3, the mask's place), then dq. *taken false where the op
+** or device does not take it (nothing dispatched, TD_OK). */
+static td_status coop_backward(vk_dev *d, const td_op *op, bool *taken) {
+    vk_bind b[8];
+    vk_pc_attn pc = {0};
+    uint32_t spec[7];
+    td_status st = attn_bind(d, op, 1, b, &pc); /* the gradient binding: dk */
+    if (st == TD_OK) st = vk_bind_view(d, &op->out[2], true, &b[3], &pc.m_off);
+    const char *why = NULL;
+    int shader = st == TD_OK ? coop_shader(d, op, &pc, COOP_DKDV, spec, &why) : -1;
+    if (st == TD_OK) st = coop_forced(d, why);
+    *taken = st != TD_OK || shader >= 0; /* an error ends the op */
+    if (st != TD_OK || shader < 0) return st;
+    st = vk_dispatch(d, shader, spec, 7, 8, b, &pc, sizeof pc,
+                     vk_groups((int64_t)pc.N * ((pc.S + spec[4] - 1) / spec[4]), 1), 1, 1);
+    if (st == TD_OK) st = attn_bind(d, op, 3, b, &pc); /* dq */
+    spec[6] = 1;
+    if (st == TD_OK)
+        st = vk_dispatch(d, shader, spec, 7, 8, b, &pc, sizeof pc,
+                         vk_groups((int64_t)pc.N * ((pc.L + spec[4] - 1) / spec[4]), 1), 1, 1);
+    return st;
+}
+
 /* in = (q, k, v, mask?), out = (out, lse) */
 td_status vk_op_ATTENTION(vk_dev *d, const td_op *op) { return attn_run(d, op, 0); }
 
 /* in = (dout, q, k, v, mask?, out, lse), out = (dq, dk, dv) */
 td_status vk_op_ATTENTION_BACKWARD(vk_dev *d, const td_op *op) {
-    td_status st = TD_OK;
+    bool taken;
+    td_status st = coop_backward(d, op, &taken);
+    if (taken) return st;
     for (uint32_t mode = 1; mode <= 3 && st == TD_OK; mode++) st = attn_run(d, op, mode);
     return st;
 }

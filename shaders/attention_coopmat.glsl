@@ -1,0 +1,127 @@
+// The cooperative-matrix attention shaders' common part (attention_coopmat.comp, the forward;
+// attention_coopmat_bwd.comp, the backward): the extensions, push block (shaders/attention.comp's; C mirror
+// vk_pc_attn in src/backend_vulkan/vk_ops_attention.c), the fragment types of NV or, with -DCOOPMAT_KHR=1, KHR
+// cooperative matrices, and the storage type HT of q, k, v, out and their gradients with A_DT = 2 (f16) or 3 (bf16).
+// bf16 reaches the f16 tensor cores as the f16 of its value (UNPACK2): exact for 2^-14 <= |x| <= 65504 (bf16's
+// 8-bit significand fits f16's 11), rounded by the device's f32 -> f16 conversion to f16's subnormal grid (2^-24
+// apart) below that, inf above; results are accumulated in f32 and rounded once to bf16 (FROM_F).
+// -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
+// lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
+// fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by
+// element: products of f16 values summed in f32, as on tensor cores).
+#ifndef ATTENTION_COOPMAT_GLSL
+#define ATTENTION_COOPMAT_GLSL
+#if defined(COOPMAT_EMU)
+#elif defined(COOPMAT_KHR)
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#else
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#endif
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "types.glsl"
+
+layout(push_constant) uniform PC {
+    uint N, n1, L, S, E, Ev;
+    uint q_off, k_off, v_off, m_off, o_off, l_off, do_off, g_off;
+    uint ms0, ms1, ms2, ms3;
+    float scale_f, zs_f;
+    uint threshold, flags; // flags: 1 causal (2 dropout and 4 mask never come here)
+    uint seed_lo, seed_hi, off_lo, off_hi;
+    uint scale_lo, scale_hi, zs_lo, zs_hi;
+} pc;
+
+// UNPACK2(w), UNPACK2F(w): the f16 or float pair of a word of two stored elements (uvec4 views read 8 at a time)
+#if A_DT == DT_BF16
+#define UNPACK2F(w) vec2(uintBitsToFloat((w) << 16), uintBitsToFloat((w) & 0xFFFF0000u))
+#define UNPACK2(w)  f16vec2(float16_t(uintBitsToFloat((w) << 16)), float16_t(uintBitsToFloat((w) & 0xFFFF0000u)))
+#define HT          uint16_t
+#define FROM_F(v)   uint16_t(f32_to_bf16(v))
+#else
+#define UNPACK2(w)  unpackFloat2x16(w)
+#define UNPACK2F(w) unpackHalf2x16(w)
+#define HT          float16_t
+#define FROM_F(v)   float16_t(v)
+#endif
+
+#if defined(COOPMAT_EMU)
+// 16 x 16 fragments over a virtual subgroup of 32 invocations: lane l holds of an A fragment row l/2 (16), of a B
+// fragment columns 8 (l%2) .. +8 (16 x 8), of an accumulator row l/2, columns 8 (l%2) .. +8; the length of x
+// tells which (a compile-time constant).
+struct CMA { float x[16]; };
+struct CMB { float x[128]; };
+struct CMC { float x[8]; };
+#define HALF  CMA
+#define HALFB CMB
+#define ACCM  CMC
+uint emu_r(uint len, uint i) { return len == 128u ? i / 8u : (gl_LocalInvocationID.x % 32u) / 2u; }
+uint emu_c(uint len, uint i) {
+    return len == 16u ? i : (gl_LocalInvocationID.x % 2u) * 8u + (len == 128u ? i % 8u : i);
+}
+#define EMU_N(m) uint(m.x.length())
+#define CM_ZERO emu_zero()
+#define CM_LOAD(m, buf, at, stride)                                                                    \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
+    m.x[i_] = float(buf[(at) + emu_r(EMU_N(m), i_) * (stride) + emu_c(EMU_N(m), i_)])
+#define CM_LOAD_T(m, buf, at, stride)                                                                  \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
+    m.x[i_] = float(buf[(at) + emu_c(EMU_N(m), i_) * (stride) + emu_r(EMU_N(m), i_)])
+#define CM_STORE(m, buf, at, stride)                                                                   \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
+    buf[(at) + emu_r(EMU_N(m), i_) * (stride) + emu_c(EMU_N(m), i_)] = m.x[i_]
+#define CM_MULADD emu_mad
+CMC emu_zero() {
+    CMC m;
+    for (uint i = 0u; i < 8u; i++) m.x[i] = 0.0;
+    return m;
+}
+// c + a b on this lane's 8 elements
+CMC emu_mad(CMA a, CMB b, CMC c) {
+    for (uint j = 0u; j < 8u; j++) {
+        float s = c.x[j];
+        for (uint k = 0u; k < 16u; k++) s += a.x[k] * b.x[k * 8u + j];
+        c.x[j] = s;
+    }
+    return c;
+}
+#define SUBGROUP_ID (gl_LocalInvocationID.x / 32u)
+#elif defined(COOPMAT_KHR)
+#define HALF  coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
+#define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
+#define ACCM  coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
+#define CM_LOAD(m, buf, at, stride)   coopMatLoad(m, buf, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_LOAD_T(m, buf, at, stride) coopMatLoad(m, buf, at, stride, gl_CooperativeMatrixLayoutColumnMajor)
+#define CM_STORE(m, buf, at, stride)  coopMatStore(m, buf, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_MULADD coopMatMulAdd
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
+#else
+#define HALF  fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
+#define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
+#define ACCM  fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
+#define CM_LOAD(m, buf, at, stride)   coopMatLoadNV(m, buf, at, stride, false)
+#define CM_LOAD_T(m, buf, at, stride) coopMatLoadNV(m, buf, at, stride, true)
+#define CM_STORE(m, buf, at, stride)  coopMatStoreNV(m, buf, at, stride, false)
+#define CM_MULADD coopMatMulAddNV
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
+#endif
+
+float neg_inf() { return uintBitsToFloat(0xFF800000u); }
+
+// rows r0 .. r0 + nr of the uvec4 view src4 (rows of D elements from element base, a multiple of 8; zeros from row
+// `rows` on) into the f16 array dst from element at, rows LDH apart: 8 elements per load
+#define STAGE8(dst, at, src4, base, r0, rows, nr)                                                      \
+    for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 8u); e_ += WG) {                           \
+        uint r_ = e_ / (D / 8u), c_ = (e_ % (D / 8u)) * 8u;                                            \
+        uvec4 w_ = (r0) + r_ < (rows) ? src4[((base) + ((r0) + r_) * D + c_) / 8u] : uvec4(0u);        \
+        [[unroll]] for (uint h_ = 0u; h_ < 4u; h_++) {                                                 \
+            f16vec2 p_ = UNPACK2(w_[h_]);                                                              \
+            dst[(at) + r_ * LDH + c_ + 2u * h_] = p_.x;                                                \
+            dst[(at) + r_ * LDH + c_ + 2u * h_ + 1u] = p_.y;                                           \
+        }                                                                                              \
+    }
+#endif
