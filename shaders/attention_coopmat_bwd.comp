@@ -103,7 +103,8 @@ void main() {
             STAGE8(own1, 0u, dout4, pc.do_off + n * pc.L * D, r0, pc.L, BR);
             row_stats(n, r0, BR);
         }
-        ACCM ga[FM][FO], gb[FM][FO]; // MODE 0: dk, dv; MODE 1: dq in ga
+        ACCM ga[FM][FO]; // MODE 0: dk; MODE 1: dq
+        ACCM gb[FM][FO]; // MODE 0: dv (one declarator each: glslang 13 drops a coopmat's use from the second)
         [[unroll]] for (uint f = 0u; f < FM; f++)
             [[unroll]] for (uint e = 0u; e < FO; e++) {
                 ga[f][e] = CM_ZERO;
