@@ -41,6 +41,14 @@ static int conv_mode(void) {
     return !e ? 0 : !strcmp(e, "own") ? 1 : !strcmp(e, "cudnn") ? 2 : 0;
 }
 
+/* TRIDENT_CUDA_CONV_NONDET=1: engines with atomics (NONDETERMINISTIC) may run too, as torch's default
+** cudnn.deterministic=False allows; read once. */
+static bool conv_nondeterministic(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("TRIDENT_CUDA_CONV_NONDET") && !strcmp(getenv("TRIDENT_CUDA_CONV_NONDET"), "1");
+    return v == 1;
+}
+
 static const char *op_name(const td_op *op) {
     return op->kind == TD_OP_CONV2D                  ? "conv2d"
            : op->kind == TD_OP_CONV2D_BACKWARD_INPUT ? "conv2d_backward_input"
@@ -158,8 +166,8 @@ static conv_plan *get_plan(cu_dev *d, const conv_key *key, char *why, size_t n) 
     cudnnBackendDescriptor_t x = nchw(&p->g, U_X, io, key->x), w = nchw(&p->g, U_W, io, key->w);
     cudnnBackendDescriptor_t y = nchw(&p->g, U_Y, io, key->y);
     cu_dnn_convolution(&p->g, key->dir, comp, key->pre, key->post, key->stride, key->dil, x, w, y);
-    unsigned avoid =
-        1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION | 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    unsigned avoid = 1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+    if (!conv_nondeterministic()) avoid |= 1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
     if ((key->dt == TD_F32 && !key->tf32) || key->dt == TD_F64) avoid |= 1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
     if (key->dt == TD_F32 && !key->tf32)
         avoid |= 1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE; /* f32 on tensor cores: TF32 */
