@@ -9,7 +9,7 @@
 ** Plans are chosen once per (device, direction, dtype, TF32, shapes, stride, padding, dilation) by cuDNN's
 ** heuristics (mode A, then the fallback list: no timing runs, as torch's benchmark=False) and cached; engines
 ** with these numerical notes are skipped: REDUCED_PRECISION_REDUCTION (accumulation below fp32), NONDETERMINISTIC
-** (atomics: our im2col path and the captured-step tests are bit for bit run to run), and DOWN_CONVERT_INPUTS for
+** only under TRIDENT_CUDA_CONV_DETERMINISTIC=1 (atomics; torch's default allows them too), and DOWN_CONVERT_INPUTS for
 ** float data unless the op carries TD_OP_FLAG_TF32 ("high" matmul precision), and for f32 without it TENSOR_CORE
 ** (an f32 engine on tensor cores computes in TF32 without saying DOWN_CONVERT_INPUTS): f32 is strict by default.
 ** f16/bf16 compute in fp32; f64 in double. Workspace: the plugin's stream-ordered scratch (cu_temp_alloc), on the
@@ -41,11 +41,15 @@ static int conv_mode(void) {
     return !e ? 0 : !strcmp(e, "own") ? 1 : !strcmp(e, "cudnn") ? 2 : 0;
 }
 
-/* TRIDENT_CUDA_CONV_NONDET=1: engines with atomics (NONDETERMINISTIC) may run too, as torch's default
-** cudnn.deterministic=False allows; read once. */
+/* Engines with atomics (NONDETERMINISTIC: sums in any order) run by default, as torch's cudnn.deterministic=False
+** allows: W7 on an H100 takes 5.7 ms with them against 11.2 without. TRIDENT_CUDA_CONV_DETERMINISTIC=1 keeps them
+** out (the same bits run to run); read once. */
 static bool conv_nondeterministic(void) {
     static int v = -1;
-    if (v < 0) v = getenv("TRIDENT_CUDA_CONV_NONDET") && !strcmp(getenv("TRIDENT_CUDA_CONV_NONDET"), "1");
+    if (v < 0) {
+        const char *e = getenv("TRIDENT_CUDA_CONV_DETERMINISTIC");
+        v = !(e && !strcmp(e, "1"));
+    }
     return v == 1;
 }
 
