@@ -13,6 +13,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "cpu.h"
 #include "cpu_ew.h"
@@ -35,9 +38,18 @@ static inline bool cpu_has_avx512f(void) {
 #endif
 }
 
+/* F16C from cpuid leaf 1 (clang's __builtin_cpu_supports does not know "f16c"), read once: in a VM each cpuid
+** traps to the hypervisor */
 static inline bool cpu_has_f16c(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    return __builtin_cpu_supports("f16c");
+    static int has = -1;
+    int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
+    if (h < 0) {
+        unsigned a, b, c, d;
+        h = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+        __atomic_store_n(&has, h, __ATOMIC_RELAXED);
+    }
+    return h;
 #else
     return false;
 #endif
