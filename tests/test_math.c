@@ -65,10 +65,8 @@ C(softmax, td_softmax(x, -1))
 C(log_softmax, td_log_softmax(x, 0))
 C(layer_norm, td_layer_norm(x, 1, y, y, 1e-5))
 C(cross_entropy, td_cross_entropy_loss(x, t, NULL, -100, 0, TD_REDUCE_MEAN))
-C(chain, td_mean(td_pow_scalar(td_sub(td_tanh(td_matmul(td_mul(x, y), td_transpose(x, 0, 1))),
-                                      td_scalar(0.25, td_tensor_dtype(x), TD_CPU)),
-                               2),
-                 0, NULL, false))
+C(chain, td_mean(td_pow_scalar(td_sub(td_tanh(td_matmul(td_mul(x, y), td_transpose(x, 0, 1))), S(0.25, x)), 2), 0, NULL,
+                 false))
 
 typedef struct op_case {
     const char *name, *src;

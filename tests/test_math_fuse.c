@@ -147,7 +147,9 @@ static void ew_ops(const char *spec_dev) {
             out(&g, r);
             /* and in a chain: (op(...) * x + 1) */
             out(&g, ew(&g, TD_MEW_ADD, ew(&g, TD_MEW_MUL, r, x, -1), cst(&g, 1), -1));
-            spec s[2] = {{2, {37, 65}, 0.5, 2.0}, {2, {37, 65}, 0.5, 2.0}};
+            /* odd ops on 37 x 64 elements (the GPU kernels' vector path: n % 4 == 0), even ones on 37 x 65 */
+            int64_t cols = op % 2 ? 64 : 65;
+            spec s[2] = {{2, {37, cols}, 0.5, 2.0}, {2, {37, cols}, 0.5, 2.0}};
             check(&g, s, DTYPES[t], dev, 1, EW_NAMES[op]);
             td_scope_end();
         }

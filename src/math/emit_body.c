@@ -34,12 +34,12 @@ static void load_expr(FILE *f, bool cuda, td_dtype dt, const char *T, const char
     }
 }
 
-/* value v of the compute type as a buffer element of dtype dt */
-static void store_expr(FILE *f, bool cuda, td_dtype dt, const char *v) {
+/* value v of the compute type as a buffer element of dtype dt (raw: GLSL f16 / bf16 as a uint of the bits) */
+static void store_expr(FILE *f, bool cuda, td_dtype dt, const char *v, bool raw) {
     const char *st = td_ki_type(cuda, dt);
     switch (dt) {
-    case TD_F16: fprintf(f, "%s(td_f32_to_f16(float(%s)))", cuda ? "(unsigned short)" : st, v); break;
-    case TD_BF16: fprintf(f, "%s(td_f32_to_bf16(float(%s)))", cuda ? "(unsigned short)" : st, v); break;
+    case TD_F16: fprintf(f, "%s(td_f32_to_f16(float(%s)))", cuda ? "(unsigned short)" : raw ? "" : st, v); break;
+    case TD_BF16: fprintf(f, "%s(td_f32_to_bf16(float(%s)))", cuda ? "(unsigned short)" : raw ? "" : st, v); break;
     case TD_BOOL: fprintf(f, "%s(%s != 0 ? 1 : 0)", cuda ? "(unsigned char)" : st, v); break;
     default: fprintf(f, cuda ? "(%s)(%s)" : "%s(%s)", st, v); break;
     }
@@ -65,6 +65,17 @@ bool td_ki_emit_supported(const td_kernel_ir *ir, bool cuda) {
         case TD_MEW_POW: return false;
         default: break;
         }
+    }
+    return true;
+}
+
+bool td_ki_vectorizes(const td_kernel_ir *ir, int vec) {
+    if (ir->n % vec || ir->n < vec) return false;
+    for (int v = 0; v < ir->n_insns; v++) {
+        const td_ki_insn *p = &ir->insns[v];
+        bool scalar = true;
+        for (int d = 0; d < ir->ndim; d++) scalar &= p->strides[d] == 0;
+        if (p->op == TD_KI_LOAD && !scalar && !td_ki_contiguous(ir, p)) return false;
     }
     return true;
 }
@@ -179,7 +190,7 @@ void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *
     for (int s = 0; s < ir->n_stores; s++) {
         snprintf(x, sizeof x, "v%d", ir->store_value[s]);
         fprintf(f, vec ? "%ss%d[e] = " : "%sb%d[i] = ", ind, ir->store_buf[s]);
-        store_expr(f, cuda, ir->buf_dtype[ir->store_buf[s]], x);
+        store_expr(f, cuda, ir->buf_dtype[ir->store_buf[s]], x, vec && !cuda);
         fprintf(f, ";\n");
     }
 }
@@ -193,7 +204,7 @@ static void store_reduced(FILE *f, const td_kernel_ir *ir, bool cuda, const char
     else
         snprintf(v, sizeof v, "%s", acc);
     fprintf(f, "%s%s[%s] = ", ind, dst, idx);
-    store_expr(f, cuda, ir->buf_dtype[ir->red_buf], v);
+    store_expr(f, cuda, ir->buf_dtype[ir->red_buf], v, false);
     fprintf(f, ";\n");
 }
 

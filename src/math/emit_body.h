@@ -14,8 +14,13 @@
 const char *td_ki_type(bool cuda, td_dtype dt);
 /* Whether the language can run ir (GLSL: no f64 transcendentals, 32-bit indices). */
 bool td_ki_emit_supported(const td_kernel_ir *ir, bool cuda);
+/* Whether an elementwise kernel can move vec elements a thread as vectors: every load contiguous (or one
+** element for all), vec dividing the domain. Buffers are bound from element 0 of fresh or offset-0
+** contiguous tensors (plan.c), aligned for any vector. */
+bool td_ki_vectorizes(const td_kernel_ir *ir, int vec);
 /* The statements for domain element i (of type idx_t), each line indented by ind. vec: contiguous loads read
-** l<buf>[e] and stores write s<buf>[e] (raw elements the caller moves as vectors). */
+** l<buf>[e] and stores write s<buf>[e] (elements the caller moves as vectors; in GLSL, f16 / bf16 as the
+** uint of their bits). */
 void td_ki_emit_element(FILE *f, const td_kernel_ir *ir, bool cuda, const char *ind, const char *idx_t, bool vec);
 /* The reduction's td_comb(a, b) and TD_RED_INIT, for compute type T. */
 void td_ki_emit_combine(FILE *f, const td_kernel_ir *ir, bool cuda, const char *T);

@@ -29,20 +29,6 @@ static void helpers(FILE *f, const char *T) {
     fprintf(f, "__device__ inline %s td_pow(%s a, %s b) { return pow(a, b); }\n", T, T, T);
 }
 
-/* Whether the elementwise kernel moves VEC elements a thread as vectors: every load contiguous (or one
-** element for all), VEC dividing the domain. Buffers are bound from element 0 of fresh or offset-0
-** contiguous tensors, aligned for any vector. */
-static bool vectorizes(const td_kernel_ir *ir) {
-    if (ir->n % VEC || ir->n < VEC) return false;
-    for (int v = 0; v < ir->n_insns; v++) {
-        const td_ki_insn *p = &ir->insns[v];
-        bool scalar = true;
-        for (int d = 0; d < ir->ndim; d++) scalar &= p->strides[d] == 0;
-        if (p->op == TD_KI_LOAD && !scalar && !td_ki_contiguous(ir, p)) return false;
-    }
-    return true;
-}
-
 /* Buffer b's VEC elements at group g to or from the local array l<b> / s<b>, as 16-byte (or narrower) words. */
 static void vector_move(FILE *f, const td_kernel_ir *ir, int b, bool load) {
     size_t bytes = VEC * td_dtype_size(ir->buf_dtype[b]);
@@ -75,7 +61,7 @@ char *td_ki_emit_cuda(const td_kernel_ir *ir, int part, uint32_t *grid, uint32_t
                 td_ki_type(true, ir->buf_dtype[b]), b);
     if (part == 0 && ir->red_value >= 0 && ir->split > 1) fprintf(f, ", %s *__restrict__ b%d", T, ir->n_bufs);
     fprintf(f, ") {\n");
-    if (ir->red_value < 0 && vectorizes(ir)) {
+    if (ir->red_value < 0 && td_ki_vectorizes(ir, VEC)) {
         int64_t blocks = (ir->n / VEC + BLOCK - 1) / BLOCK;
         *grid = (uint32_t)(blocks < 8192 ? (blocks ? blocks : 1) : 8192);
         fprintf(f, "    for (%s g = blockIdx.x * %du + threadIdx.x; g < %lldu; g += gridDim.x * %du) {\n", I, BLOCK,
