@@ -13,6 +13,22 @@
 ** iteration; the innermost merged dim is Lt's strided batch, outer ones loop on
 ** the host. Descriptors and the heuristic's algorithm are cached per shape (a
 ** shape Lt has no algorithm for is cached as such).
+** Autotuning (TRIDENT_CUDA_GEMM_TUNE=1, read once; off by default), as torch's
+** cudnn.benchmark: the first call of a shape asks the heuristic for up to
+** TUNE_ALGOS algorithms, runs each on the call's own operands (one warm-up,
+** then TUNE_REPS timed runs between CUDA events on the device's stream; an
+** algorithm Lt refuses at launch or that wants more than the workspace is
+** skipped) and caches the fastest (the heuristic's first unless another is 2%
+** faster). That first call waits for the device: ONE HOST SYNC PER NEW SHAPE
+** (in a loop of fixed shapes, the first step's only; td_host_sync_count does
+** not count it). Every candidate is a valid Lt algorithm for the key, so
+** results stay correct; as with cudnn.benchmark the choice (and so the low
+** bits, split-K orders differing) may change from run to run. While the device
+** captures a CUDA graph nothing is timed: the heuristic's first is used, not
+** marked tuned, and the shape is tuned at its next eager call; a call whose
+** output overlaps an input is not timed either (the reruns would read what
+** they wrote). TRIDENT_CUDA_GEMM_TUNE=2 also prints each shape's choice to
+** stderr (heuristic #1's and the chosen algorithm's ms).
 **
 ** Epilogues (2-D products only): BIAS and GELU_AUX_BIAS add LINEAR_GELU's
 ** bias; BGRADB writes LINEAR_WGRAD's bias gradient, the sum of Lt's B (dy^T,
@@ -43,6 +59,7 @@ typedef struct plan_key {
 typedef struct plan {
     plan_key key;
     bool used, failed; /* failed: Lt had no algorithm for this key */
+    bool tuned;        /* algo is the fastest of the timed candidates (TRIDENT_CUDA_GEMM_TUNE) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -64,7 +81,8 @@ static int alignment(const void *p) {
     return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 2;
 }
 
-static td_status make_plan(cu_dev *d, plan *p) {
+/* p's descriptor and layouts, from its key. */
+static td_status make_plan(plan *p) {
     const plan_key *k = &p->key;
     cudaDataType_t ty = k->dt == TD_F64    ? CUDA_R_64F
                         : k->dt == TD_F16  ? CUDA_R_16F
@@ -79,7 +97,7 @@ static td_status make_plan(cu_dev *d, plan *p) {
     if (st != TD_OK) return st;
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    if (k->epi != CU_EPI_NONE) { /* bias and aux pointers are set per call (cu_lt_matmul) */
+    if (k->epi != CU_EPI_NONE) { /* bias and aux pointers are set per call (lt_run) */
         cublasLtEpilogue_t e = k->epi == CU_EPI_BIAS     ? CUBLASLT_EPILOGUE_BIAS
                                : k->epi == CU_EPI_BGRADB ? CUBLASLT_EPILOGUE_BGRADB
                                : k->epi == CU_EPI_DGELU  ? CUBLASLT_EPILOGUE_DGELU
@@ -106,8 +124,128 @@ static td_status make_plan(cu_dev *d, plan *p) {
                                              sizeof strides[i]);
         }
     }
+    return TD_OK;
+}
+
+/* The operands of one Lt call: Lt's A and B, C (= D), and the epilogue's bias and aux pointers. */
+typedef struct lt_call {
+    const void *a, *b;
+    void *c;
+    const void *bias;
+    void *aux;
+} lt_call;
+
+static const float one32 = 1, zero32 = 0;
+static const double one64 = 1, zero64 = 0;
+
+/* Lt's D = op(A) op(B) with algo and the epilogue's pointers of call; under plans_lock when p has an epilogue
+** (the pointers live in the descriptor). */
+static cublasStatus_t lt_run(cu_dev *d, plan *p, const cublasLtMatmulAlgo_t *algo, const lt_call *call) {
+    bool f64 = p->key.dt == TD_F64;
+    if (p->key.epi != CU_EPI_NONE) {
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call->bias, sizeof call->bias);
+        if (p->key.epi == CU_EPI_GELU_AUX_BIAS || p->key.epi == CU_EPI_DGELU)
+            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call->aux,
+                                           sizeof call->aux);
+    }
+    return cublasLtMatmul(d->lt, p->op, f64 ? (const void *)&one64 : (const void *)&one32, call->a, p->la, call->b,
+                          p->lb, f64 ? (const void *)&zero64 : (const void *)&zero32, call->c, p->lc, call->c, p->lc,
+                          algo, d->lt_workspace, d->lt_workspace_size, d->stream);
+}
+
+/* TRIDENT_CUDA_GEMM_TUNE: 0 (unset) heuristic only, 1 time the candidates, 2 and print each choice; read once, under
+** plans_lock */
+static int tune_mode(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TRIDENT_CUDA_GEMM_TUNE");
+        v = !e || !strcmp(e, "0") ? 0 : !strcmp(e, "2") ? 2 : 1;
+    }
+    return v;
+}
+
+enum { TUNE_ALGOS = 8, TUNE_REPS = 5 };
+
+/* Byte range [lo, hi) of a column-major rows x cols operand with leading dim ld, batch of them stride apart. */
+static void extent(const void *ptr, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride, size_t es,
+                   uintptr_t r[2]) {
+    r[0] = (uintptr_t)ptr;
+    r[1] = r[0] + (uintptr_t)(((batch - 1) * (stride > 0 ? stride : 0) + ld * (cols - 1) + rows) * (int64_t)es);
+}
+
+/* Whether a rerun of call could read what an earlier run wrote: C (or BGRADB's bias, GELU_AUX_BIAS's aux) overlaps
+** an input. */
+static bool writes_inputs(const plan_key *k, const lt_call *call) {
+    size_t es = td_dtype_size(k->dt);
+    uintptr_t in[4][2], out[3][2];
+    int nin = 2, nout = 1;
+    extent(call->a, k->trans_a ? k->k : k->n, k->trans_a ? k->n : k->k, k->lda, k->batch, k->sa, es, in[0]);
+    extent(call->b, k->trans_b ? k->m : k->k, k->trans_b ? k->k : k->m, k->ldb, k->batch, k->sb, es, in[1]);
+    extent(call->c, k->n, k->m, k->n, k->batch, k->sc, es, out[0]);
+    if (k->epi == CU_EPI_DGELU) extent(call->aux, k->n, k->m, k->n, 1, 0, es, in[nin++]);
+    if (k->epi == CU_EPI_GELU_AUX_BIAS) extent(call->aux, k->n, k->m, k->n, 1, 0, es, out[nout++]);
+    if (k->epi == CU_EPI_BIAS || k->epi == CU_EPI_GELU_AUX_BIAS) extent(call->bias, k->n, 1, k->n, 1, 0, es, in[nin++]);
+    if (k->epi == CU_EPI_BGRADB) extent(call->bias, k->m, 1, k->m, 1, 0, es, out[nout++]);
+    for (int i = 0; i < nin; i++)
+        for (int j = 0; j < nout; j++)
+            if (in[i][0] < out[j][1] && out[j][0] < in[i][1]) return true;
+    return false;
+}
+
+/* p->algo: the fastest of the n candidates res run on call's operands (see the top comment); one host sync. */
+static td_status time_algos(cu_dev *d, plan *p, const lt_call *call, const cublasLtMatmulHeuristicResult_t *res,
+                            int n) {
+    cudaEvent_t ev[2 * TUNE_ALGOS] = {0};
+    bool ran[TUNE_ALGOS] = {0};
+    float ms[TUNE_ALGOS];
+    td_status st = TD_OK;
+    for (int i = 0; i < 2 * n && st == TD_OK; i++)
+        st = cu_status(cudaEventCreate(&ev[i]), "gemm tune: cudaEventCreate");
+    for (int i = 0; i < n && st == TD_OK; i++) {
+        /* the warm-up: an algorithm Lt refuses at launch is skipped */
+        if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > d->lt_workspace_size ||
+            lt_run(d, p, &res[i].algo, call) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        st = cu_status(cudaEventRecord(ev[2 * i], d->stream), "gemm tune: cudaEventRecord");
+        bool ok = true;
+        for (int r = 0; r < TUNE_REPS && ok && st == TD_OK; r++)
+            ok = lt_run(d, p, &res[i].algo, call) == CUBLAS_STATUS_SUCCESS;
+        if (st == TD_OK) st = cu_status(cudaEventRecord(ev[2 * i + 1], d->stream), "gemm tune: cudaEventRecord");
+        ran[i] = ok;
+    }
+    if (st == TD_OK) st = cu_status(cudaStreamSynchronize(d->stream), "gemm tune: cudaStreamSynchronize");
+    int best = -1;
+    for (int i = 0; i < n && st == TD_OK; i++) {
+        if (!ran[i]) continue;
+        st = cu_status(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]), "gemm tune: cudaEventElapsedTime");
+        if (best < 0 || ms[i] < ms[best]) best = i;
+    }
+    for (int i = 0; i < 2 * n; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    if (st != TD_OK) return st;
+    if (best > 0 && ran[0] && ms[best] > 0.98f * ms[0]) best = 0; /* within noise: keep the heuristic's first */
+    if (best >= 0) p->algo = res[best].algo;
+    if (tune_mode() == 2) {
+        const plan_key *k = &p->key;
+        int timed = 0;
+        for (int i = 0; i < n; i++) timed += ran[i];
+        fprintf(stderr,
+                "trident: gemm tune cuda:%d %s m=%lld n=%lld k=%lld batch=%lld op=%c%c epi=%d: heuristic #1 %.4f "
+                "ms, chosen #%d %.4f ms (%d of %d timed)\n",
+                k->dev, td_dtype_name(k->dt), (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch,
+                k->trans_a ? 'T' : 'N', k->trans_b ? 'T' : 'N', k->epi, ran[0] ? ms[0] / TUNE_REPS : -1.0, best + 1,
+                best >= 0 ? ms[best] / TUNE_REPS : -1.0, timed, n);
+    }
+    return TD_OK;
+}
+
+/* p->algo for p's key: the heuristic's first; when tuning, not capturing and call writes no input, the fastest of
+** its first TUNE_ALGOS, timed on call's operands (p->tuned). */
+static td_status pick_algo(cu_dev *d, plan *p, const lt_call *call) {
+    const plan_key *k = &p->key;
+    bool tune = tune_mode() > 0 && !d->capturing && !writes_inputs(k, call);
     cublasLtMatmulPreference_t pref;
-    st = cu_blas_status(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    td_status st = cu_blas_status(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     if (st != TD_OK) return st;
     uint64_t ws = d->lt_workspace_size;
     uint32_t al[3] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_c};
@@ -116,9 +254,10 @@ static td_status make_plan(cu_dev *d, plan *p) {
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], 4);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], 4);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], 4);
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[TUNE_ALGOS];
     int found = 0;
-    st = cu_blas_status(cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found),
+    st = cu_blas_status(cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref,
+                                                       tune ? TUNE_ALGOS : 1, res, &found),
                         "cublasLtMatmulAlgoGetHeuristic");
     cublasLtMatmulPreferenceDestroy(pref);
     /* an epilogue Lt refuses for these layouts (INVALID_VALUE): unsupported, so the caller falls back */
@@ -127,8 +266,10 @@ static td_status make_plan(cu_dev *d, plan *p) {
     if (st == TD_OK && found == 0)
         st = td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt has no algorithm for %s [%lld,%lld]x[%lld,%lld]",
                           td_dtype_name(k->dt), (long long)k->m, (long long)k->k, (long long)k->k, (long long)k->n);
-    if (st == TD_OK) p->algo = res.algo;
-    return st;
+    if (st != TD_OK) return st;
+    p->algo = res[0].algo;
+    p->tuned = tune;
+    return tune && found > 1 ? time_algos(d, p, call, res, found) : TD_OK;
 }
 
 static void plan_destroy(plan *p) {
@@ -139,8 +280,9 @@ static void plan_destroy(plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* The cached plan of key, made on first use. */
-static td_status get_plan(cu_dev *d, const plan_key *key, plan **out) {
+/* The cached plan of key, made on first use (and tuned there, or at the first use that may tune, on call's
+** operands). */
+static td_status get_plan(cu_dev *d, const plan_key *key, const lt_call *call, plan **out) {
     pthread_mutex_lock(&plans_lock);
     uint64_t h = key_hash(key);
     plan *slot = NULL;
@@ -148,9 +290,14 @@ static td_status get_plan(cu_dev *d, const plan_key *key, plan **out) {
         plan *p = &plans[(h + (uint64_t)i) % PLANS];
         if (p->used && !memcmp(&p->key, key, sizeof *key)) {
             *out = p;
+            td_status st = p->failed
+                               ? td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt has no algorithm for this shape")
+                               : TD_OK;
+            /* made while capturing (or on overlapping operands) with tuning on: tuned now */
+            if (st == TD_OK && tune_mode() > 0 && !p->tuned && !d->capturing && !writes_inputs(key, call))
+                st = pick_algo(d, p, call);
             pthread_mutex_unlock(&plans_lock);
-            return p->failed ? td_error_set(TD_ERR_UNSUPPORTED, "matmul: cuBLASLt has no algorithm for this shape")
-                             : TD_OK;
+            return st;
         }
         if (!p->used) slot = p;
     }
@@ -159,7 +306,8 @@ static td_status get_plan(cu_dev *d, const plan_key *key, plan **out) {
         plan_destroy(slot);
     }
     slot->key = *key;
-    td_status st = make_plan(d, slot);
+    td_status st = make_plan(slot);
+    if (st == TD_OK) st = pick_algo(d, slot, call);
     if (st != TD_OK) {
         plan_destroy(slot);
         if (st == TD_ERR_UNSUPPORTED) /* remembered, so the heuristic is not asked again */
@@ -235,21 +383,13 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
             while (*al[j] > 2 && ((uint64_t)(steps[j] * (int64_t)es) % (uint64_t)*al[j])) *al[j] /= 2;
     }
     plan *p;
-    td_status st = get_plan(d, &key, &p);
+    lt_call call = {.a = pb, .b = pa, .c = pc, .bias = bias, .aux = aux}; /* batch 0's */
+    td_status st = get_plan(d, &key, &call, &p);
     if (st != TD_OK) return st;
-    float one = 1, zero = 0;
-    double one64 = 1, zero64 = 0;
-    const void *alpha = c->dtype == TD_F64 ? (const void *)&one64 : (const void *)&one;
-    const void *beta = c->dtype == TD_F64 ? (const void *)&zero64 : (const void *)&zero;
     if (epi !=
         CU_EPI_NONE) { /* a 2-D GEMM with an epilogue: one call, under the lock, as the pointers live in the plan */
         pthread_mutex_lock(&plans_lock);
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-        if (epi == CU_EPI_GELU_AUX_BIAS || epi == CU_EPI_DGELU)
-            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
-        st = cu_blas_status(cublasLtMatmul(d->lt, p->op, alpha, pb, p->la, pa, p->lb, beta, pc, p->lc, pc, p->lc,
-                                           &p->algo, d->lt_workspace, d->lt_workspace_size, d->stream),
-                            "cublasLtMatmul (epilogue)");
+        st = cu_blas_status(lt_run(d, p, &p->algo, &call), "cublasLtMatmul (epilogue)");
         pthread_mutex_unlock(&plans_lock);
         return st;
     }
@@ -260,11 +400,9 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
             rest /= bshape[i];
             for (int j = 0; j < 3; j++) off[j] += idx * bs[j][i];
         }
-        st = cu_blas_status(cublasLtMatmul(d->lt, p->op, alpha, pb + off[2] * (int64_t)es, p->la,
-                                           pa + off[1] * (int64_t)es, p->lb, beta, pc + off[0] * (int64_t)es, p->lc,
-                                           pc + off[0] * (int64_t)es, p->lc, &p->algo, d->lt_workspace,
-                                           d->lt_workspace_size, d->stream),
-                            "cublasLtMatmul");
+        lt_call batch = {
+            .a = pb + off[2] * (int64_t)es, .b = pa + off[1] * (int64_t)es, .c = pc + off[0] * (int64_t)es};
+        st = cu_blas_status(lt_run(d, p, &p->algo, &batch), "cublasLtMatmul");
     }
     return st;
 }
