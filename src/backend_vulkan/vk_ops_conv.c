@@ -141,19 +141,7 @@ static td_status conv_grouped(vk_dev *d, uint32_t code, const vk_pc_conv *c, con
 /* tile configs {WG, BK, BM, BN, TM, TN} as in vk_ops_matmul.c, and 32 x 128 for
 ** few channels (W2's first layer); shared memory <= 17 KiB */
 static const uint32_t CSMALL[6] = {256, 16, 64, 64, 4, 4}, CLARGE[6] = {256, 16, 128, 128, 8, 8},
-                      CLARGE64[6] = {256, 8, 128, 128, 8, 8}, CTHIN[6] = {256, 16, 32, 128, 4, 4},
-                      CWIDE[6] = {256, 16, 64, 256, 8, 8};
-
-/* The tiles of an f32 product of m rows, n columns: CWIDE for 33..127 rows (a U-Net's 64 channels over batch x
-** pixels) where its 21 KiB of shared memory fit, with 8 x 8 outputs an invocation as CLARGE's instead of CSMALL's
-** 4 x 4; TRIDENT_VK_CONV_TILES=small keeps CSMALL there (measurements). */
-static const uint32_t *conv_tiles(const vk_dev *d, td_dtype dt, uint64_t m, uint64_t n) {
-    const char *e = getenv("TRIDENT_VK_CONV_TILES");
-    bool wide = dt == TD_F32 && m > 32 && m < 128 && n >= 256 && !(e && !strcmp(e, "small")) &&
-                d->caps.shared_mem >= (uint64_t)CWIDE[1] * (CWIDE[2] / 4 + 1 + CWIDE[3] / 4 + 1) * 16;
-    if (wide) return CWIDE;
-    return m <= 32 && n >= 128 ? CTHIN : m < 128 || n < 128 ? CSMALL : dt == TD_F64 ? CLARGE64 : CLARGE;
-}
+                      CLARGE64[6] = {256, 8, 128, 128, 8, 8}, CTHIN[6] = {256, 16, 32, 128, 4, 4};
 
 /* The implicit GEMM for conv()'s push block c and bindings; *done stays false
 ** when its grid or sizes pass the device's limits (conv() then runs the direct
@@ -178,7 +166,7 @@ static td_status conv_gemm(vk_dev *d, uint32_t code, const vk_pc_conv *c, const 
         k = Og * KK, n = (uint64_t)c->N * c->H * c->W;
     else
         k = (uint64_t)c->N * c->Ho * c->Wo, n = Cg * KK;
-    const uint32_t *spec = conv_tiles(d, dt, m, n);
+    const uint32_t *spec = m <= 32 && n >= 128 ? CTHIN : m < 128 || n < 128 ? CSMALL : dt == TD_F64 ? CLARGE64 : CLARGE;
     uint64_t gx = (n + spec[3] - 1) / spec[3], gy = (m + spec[2] - 1) / spec[2];
     /* weight gradient: split K so that about 1024 workgroups run (not for 16-bit partial sums) */
     uint64_t chunks = 1, tiles = gx * gy * c->G;
