@@ -10,10 +10,13 @@
 **   h = x w^T + b, y = gelu(h). The GEMM is MATMUL's (w read as the column-major
 ** [K, N] it is) with the bias in Lt's epilogue (EPILOGUE_BIAS, added in fp32
 ** before the one rounding), then one GELU pass h -> y (GELU's kernel). The
-** tanh form with a bias and N % 8 == 0 takes EPILOGUE_GELU_AUX_BIAS instead:
-** one GEMM writes y and keeps h as its aux output (Lt's GELU is the tanh form,
-** so the erf form cannot use it). f64, K = 0, or a shape Lt has no epilogue
-** algorithm for: the plain GEMM, then ADD's and GELU's kernels.
+** tanh form in f16 / bf16 with a bias and N % 8 == 0 takes EPILOGUE_GELU_AUX_BIAS
+** instead: one GEMM writes y and keeps h as its aux output (Lt's GELU is the
+** tanh form, so the erf form cannot use it). f32 keeps the separate pass: its
+** GEMM runs on the FMA units, where the epilogue's tanh is not free
+** (bench/gemm_epilogue_sweep, H100: W5's fc1 1.83 ms with it, 1.55 + 0.14
+** without; bf16 0.156 with, 0.113 + 0.068 without). f64, K = 0, or a shape Lt
+** has no epilogue algorithm for: the plain GEMM, then ADD's and GELU's kernels.
 ** LINEAR_WGRAD: in = (dy [M, N], x [M, K]), out = (dw [N, K], db? [N]):
 **   dw = dy^T x is MATMUL's GEMM with dy read transposed (column-major [N, M]);
 **   db = sum over m of dy comes out of the same GEMM (EPILOGUE_BGRADB: Lt's B
@@ -24,9 +27,10 @@
 **   dh = (dy w) gelu'(h) is MATMUL's GEMM (w row-major [N, K]) with the tanh
 ** form's derivative in Lt's epilogue (EPILOGUE_DGELU, aux = h as GELU_AUX_BIAS
 ** wrote it, applied to the fp32 product before the one rounding), so the MLP's
-** input gradient through fc2 and the GELU is one GEMM. The erf form, f64,
-** K % 8 != 0 (aux's ld) or a shape Lt has no DGELU algorithm for: the plain
-** GEMM, then GELU_BACKWARD's kernel in place.
+** input gradient through fc2 and the GELU is one GEMM in f16 / bf16. The erf
+** form, f32 (as LINEAR_GELU: W5's fc2 2.08 ms with the epilogue, 1.69 + 0.20
+** without), f64, K % 8 != 0 (aux's ld) or a shape Lt has no DGELU algorithm
+** for: the plain GEMM, then GELU_BACKWARD's kernel in place.
 */
 #include "cu.h"
 
@@ -63,10 +67,10 @@ extern "C" td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
     if (M == 0 || N == 0) return TD_OK;
     td_operand mm_in[2];
     td_op mm = td_linear_gelu_matmul(op, mm_in, &y);
-    bool tanh_form = op->p.gelu.approximate == TD_GELU_TANH;
+    bool tanh_form = op->p.gelu.approximate == TD_GELU_TANH, half = x->dtype == TD_F16 || x->dtype == TD_BF16;
     bool lt_bias = b->buf && x->dtype != TD_F64 && K > 0;
     td_status st;
-    if (tanh_form && lt_bias && N % 8 == 0) { /* y and h from one GEMM */
+    if (tanh_form && half && lt_bias && N % 8 == 0) { /* y and h from one GEMM */
         st = cu_lt_matmul(d, &mm, CU_EPI_GELU_AUX_BIAS, cu_data(b), cu_data(&h));
         if (st != TD_ERR_UNSUPPORTED) return st;
         td_clear_error();
@@ -125,7 +129,8 @@ extern "C" td_status cu_op_LINEAR_DGELU(cu_dev *d, const td_op *op) {
     td_op mm = {};
     mm.kind = TD_OP_MATMUL, mm.n_in = 2, mm.n_out = 1, mm.in = op->in, mm.out = dh, mm.flags = op->flags;
     td_status st;
-    if (op->p.gelu.approximate == TD_GELU_TANH && dy->dtype != TD_F64 && N > 0 && K % 8 == 0) {
+    bool half = dy->dtype == TD_F16 || dy->dtype == TD_BF16;
+    if (op->p.gelu.approximate == TD_GELU_TANH && half && N > 0 && K % 8 == 0) {
         st = cu_lt_matmul(d, &mm, CU_EPI_DGELU, NULL, cu_data(h)); /* dh from one GEMM */
         if (st != TD_ERR_UNSUPPORTED) return st;
         td_clear_error();
