@@ -20,8 +20,10 @@
 ** takes 32-row tiles (SKINNY64/32), not 64-row ones half empty; each output's
 ** sum runs over k in the same order in every tile shape, so the bits are the same.
 **
-** Knobs (f32/f64 tiled kernel; read on each product; a bad value is a one-line
-** TD_ERR_MISUSE; scripts/vk-skinny-sweep measures them):
+** Knobs of the tiled kernel (split-K: f32 and f64; skinny tiles: every dtype
+** there; the bf16 tensor-core split keeps K >= 4096, slices >= 512, 256
+** workgroups), read on each product; a bad value is a one-line TD_ERR_MISUSE;
+** scripts/vk-skinny-sweep measures them:
 **   TRIDENT_VK_SPLITK_MIN_K   split K from this length (default 512; 4096 with
 **                             SLICE 512 and SKINNY 0 is the rule before these)
 **   TRIDENT_VK_SPLITK_SLICE   shortest slice (default 128)
