@@ -12,8 +12,8 @@
 #define TESTS(X)                                                                                                       \
     X(fill_dtypes) X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float)                 \
     X(unary_int_clamp) X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul)            \
-    X(matmul_dtypes) X(matmul_tiles) X(random_philox) X(softmax) X(cross_entropy) X(optimizers) X(conv2d)             \
-    X(conv2d_large) X(conv2d_grouped) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)
+    X(matmul_dtypes) X(matmul_tiles) X(matmul_skinny) X(random_philox) X(softmax) X(cross_entropy) X(optimizers)      \
+    X(conv2d) X(conv2d_large) X(conv2d_grouped) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)
 /* clang-format on */
 
 TEST(fill_dtypes) {
@@ -727,6 +727,77 @@ TEST(matmul_tiles) {
                     be->iface->buffer_free(out.buf);
                     free(a), free(ha), free(want);
                 }
+    check_clean();
+}
+
+/* The skinny tiles and the split-K of few-tile products (vk_ops_matmul.c's knobs), f32, against double
+** loops: W6's LSTM step products [32, 512] @ [512, 2048] and [32, 2048] @ [2048, 512], odd sizes
+** [31, 1000]^T @ [1000, 513], a weight-gradient-like [200, 4096]^T @ [4096, 130] (the 64 x 64 tiles'
+** split) and [16, 2048] @ [2048, 40]^T. Knob settings: the defaults, twice; SKINNY 2; slices down to 16
+** within 1024 workgroups; the rule before the skinny tiles; no split with SKINNY 0, 1, 2. Each within
+** tolerance; the defaults twice give the same bits; without a split the skinny tiles give the 64 x 64
+** tiles' bits (the same sum order), and the default split other bits (so it ran); a bad knob is a
+** one-line TD_ERR_MISUSE. */
+TEST(matmul_skinny) {
+    setup();
+    static const int sizes[5][5] = {{32, 512, 2048, 0, 0},
+                                    {32, 2048, 512, 0, 0},
+                                    {31, 1000, 513, 1, 0},
+                                    {200, 4096, 130, 1, 0},
+                                    {16, 2048, 40, 0, 1}};
+    /* TRIDENT_VK_SPLITK_MIN_K, _SLICE, _GROUPS, TRIDENT_VK_GEMM_SKINNY; "" = default */
+    static const char *knobs[8][4] = {{"", "", "", ""},         {"", "", "", ""},         {"", "", "", "2"},
+                                      {"", "16", "1024", ""},   {"4096", "512", "", "0"}, {"1000000", "", "", "0"},
+                                      {"1000000", "", "", "1"}, {"1000000", "", "", "2"}};
+    static const char *names[4] = {"TRIDENT_VK_SPLITK_MIN_K", "TRIDENT_VK_SPLITK_SLICE", "TRIDENT_VK_SPLITK_GROUPS",
+                                   "TRIDENT_VK_GEMM_SKINNY"};
+    for (int s = 0; s < 5; s++) {
+        int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2], at = sizes[s][3], bt = sizes[s][4];
+        float *a = malloc(sizeof(float) * ((size_t)M * K + (size_t)K * N)), *b = a + M * K;
+        float *got[8];
+        double *want = malloc(sizeof(double) * M * N);
+        for (int i = 0; i < M * K + K * N; i++) a[i] = (float)srand1();
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double acc = 0;
+                for (int k = 0; k < K; k++)
+                    acc += (double)a[at ? k * M + m : m * K + k] * b[bt ? n * K + k : k * N + n];
+                want[m * N + n] = acc;
+            }
+        td_operand in[2] = {dev_tensor(TD_F32, 2, at ? (int64_t[]){K, M} : (int64_t[]){M, K}, a),
+                            dev_tensor(TD_F32, 2, bt ? (int64_t[]){N, K} : (int64_t[]){K, N}, b)};
+        if (at) in[0].shape[0] = M, in[0].shape[1] = K, in[0].strides[0] = 1, in[0].strides[1] = M;
+        if (bt) in[1].shape[0] = K, in[1].shape[1] = N, in[1].strides[0] = 1, in[1].strides[1] = K;
+        td_operand out = dev_tensor(TD_F32, 2, (int64_t[]){M, N}, NULL);
+        td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+        for (int c = 0; c < 8; c++) {
+            for (int i = 0; i < 4; i++) setenv(names[i], knobs[c][i], 1);
+            got[c] = malloc(sizeof(float) * M * N);
+            run(&op);
+            fetch(&out, got[c]);
+            char what[96];
+            snprintf(what, sizeof what, "matmul [%d,%d]%s @ [%d,%d]%s, knobs %d", M, K, at ? "^T" : "", K, N,
+                     bt ? "^T" : "", c);
+            check_close(what, got[c], want, M * N, 2e-5 * sqrt((double)K), 1e-5);
+        }
+        size_t bytes = sizeof(float) * M * N;
+        ASSERT(!memcmp(got[0], got[1], bytes));
+        ASSERT(!memcmp(got[5], got[6], bytes) && !memcmp(got[5], got[7], bytes));
+        ASSERT(memcmp(got[0], got[5], bytes));
+        for (int c = 0; c < 8; c++) free(got[c]);
+        for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
+        be->iface->buffer_free(out.buf);
+        free(a), free(want);
+    }
+    /* a bad knob */
+    setenv("TRIDENT_VK_GEMM_SKINNY", "3", 1);
+    td_operand x = dev_tensor(TD_F32, 2, (int64_t[]){4, 4}, NULL), y = dev_tensor(TD_F32, 2, (int64_t[]){4, 4}, NULL);
+    td_operand in[2] = {x, x};
+    td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &y};
+    ASSERT_EQ_INT(be->iface->run(0, &op), TD_ERR_MISUSE);
+    ASSERT(strstr(td_last_error(), "TRIDENT_VK_GEMM_SKINNY=3"));
+    for (int i = 0; i < 4; i++) unsetenv(names[i]);
+    be->iface->buffer_free(x.buf), be->iface->buffer_free(y.buf);
     check_clean();
 }
 

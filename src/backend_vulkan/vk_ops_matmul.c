@@ -9,10 +9,28 @@
 ** shader, and grids past 65535 batch entries are split.
 **
 ** Split-K (split_k_of): one product with few output tiles and a long K (a
-** weight gradient a^T dy with K = B*T, as autograd folds Linear's) would run on
-** a handful of workgroups, each looping over all of K. It runs instead as S
-** products over K/S-long slices, the slices a batch dim of the shader, into a
-** scratch [S, M, N], which a SUM over dim 0 (reduce_tile.comp) adds into out.
+** weight gradient a^T dy with K = B*T, as autograd folds Linear's; an LSTM
+** step's dh = dgates [32, 4H] @ W_hh [4H, H]) would run on a handful of
+** workgroups, each looping over all of K. It runs instead as S products over
+** K/S-long slices, the slices a batch dim of the shader, into a scratch
+** [S, M, N], which a SUM over dim 0 (reduce_tile.comp) adds into out in slice
+** order: the same bits on every run.
+**
+** Skinny tiles: a product of at most 32 rows (an LSTM step's [32, K] @ [K, 4H])
+** takes 32-row tiles (SKINNY64/32), not 64-row ones half empty; each output's
+** sum runs over k in the same order in every tile shape, so the bits are the same.
+**
+** Knobs of the tiled kernel (split-K: f32 and f64; skinny tiles: every dtype
+** there; the bf16 tensor-core split keeps K >= 4096, slices >= 512, 256
+** workgroups), read on each product; a bad value is a one-line TD_ERR_MISUSE;
+** scripts/vk-skinny-sweep measures them:
+**   TRIDENT_VK_SPLITK_MIN_K   split K from this length (default 512; 4096 with
+**                             SLICE 512 and SKINNY 0 is the rule before these)
+**   TRIDENT_VK_SPLITK_SLICE   shortest slice (default 128)
+**   TRIDENT_VK_SPLITK_GROUPS  most workgroups a split makes (default 256); the
+**                             products of GROUPS / 2 tiles or more are not split
+**   TRIDENT_VK_GEMM_SKINNY    0: 64 x 64 tiles for few rows too; 1 (default):
+**                             32 x 64 tiles of 128 threads; 2: 32 x 32 of 64
 **
 ** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has KHR
 ** or NV cooperative matrices (vk_coopmat.c picks one), after a self-test on first use: two products (aligned
@@ -60,6 +78,36 @@ static td_status gemm_ku(uint32_t spec[7]) {
         return td_error_set(TD_ERR_MISUSE, "TRIDENT_VK_GEMM_KU=%s: must be 4, 8 or 16", env);
     spec[6] = (uint32_t)atoi(env);
     return TD_OK;
+}
+
+/* Skinny tiles for M <= 32 (TRIDENT_VK_GEMM_SKINNY 1, 2): 32 x 64 blocks of 128 threads, 32 x 32 of 64;
+** shared memory 6 and 4 KiB (f32), twice that for f64. */
+static const uint32_t SKINNY64[7] = {128, 16, 32, 64, 4, 4, 16}, SKINNY32[7] = {64, 16, 32, 32, 4, 4, 16};
+
+/* The tiled kernel's knobs (see the top comment). */
+typedef struct gemm_knobs {
+    uint32_t min_k, slice, groups, skinny;
+} gemm_knobs;
+
+/* The value of environment variable name, an integer in [lo, hi], in *v (unset or empty: def), or an error. */
+static td_status env_u32(const char *name, uint32_t lo, uint32_t hi, uint32_t def, uint32_t *v) {
+    const char *env = getenv(name);
+    *v = def;
+    if (!env || !*env) return TD_OK;
+    char *end;
+    unsigned long x = strtoul(env, &end, 10);
+    if (*end || env[0] < '0' || env[0] > '9' || x < lo || x > hi)
+        return td_error_set(TD_ERR_MISUSE, "%s=%s: must be an integer from %u to %u", name, env, lo, hi);
+    *v = (uint32_t)x;
+    return TD_OK;
+}
+
+static td_status gemm_knobs_get(gemm_knobs *k) {
+    td_status st = env_u32("TRIDENT_VK_SPLITK_MIN_K", 2, 1u << 30, 512, &k->min_k);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_SPLITK_SLICE", 16, 1u << 30, 128, &k->slice);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_SPLITK_GROUPS", 2, 1u << 20, 256, &k->groups);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_GEMM_SKINNY", 0, 2, 1, &k->skinny);
+    return st;
 }
 
 /* Large tiles from this many workgroups of them: fewer leave a large GPU's cores idle (an H100 has
@@ -114,26 +162,40 @@ bool vk_supports_MATMUL(vk_dev *d, const td_op *op) {
     return n == td_operand_numel(o);
 }
 
-/* Slices of K for a single f32/f64 product (coop: a bf16 one on the tensor cores, 128 x 128 tiles)
-** whose output tiles (large ones where M and N reach 128) are fewer than 128, so fewer workgroups than a
-** large GPU has cores, with K at least 4096 (a weight gradient dy^T x over B*T rows): the largest power
-** of two up to 64 that divides K, keeps slices of 512 or more and brings the workgroups to 256 at most;
-** 1: no split. tiled() then picks the tiles of the sliced product. */
-static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt, bool coop) {
+/* The skinny tiles for pc's product under knobs k, or NULL where it takes the 64 x 64 or larger ones. */
+static const uint32_t *skinny_of(const vk_pc_matmul *pc, const gemm_knobs *k) {
+    return pc->M > 32 || k->skinny == 0 ? NULL : k->skinny == 1 ? SKINNY64 : SKINNY32;
+}
+
+/* Slices of K for a single f32/f64 product under knobs k (coop: a bf16 one on the tensor cores, 128 x 128
+** tiles, under the fixed rule K >= 4096, slices >= 512, 256 workgroups) whose output tiles (skinny ones for
+** few rows, large ones where M and N reach 128) are fewer than half k's workgroups, so fewer than a large GPU
+** has cores (an H100 has 132), with K at least k's MIN_K: the largest power of two up to 64 that divides K,
+** keeps slices of k's SLICE or more and the workgroups within k's GROUPS; 1: no split. tiled() then picks the
+** tiles of the sliced product. */
+static int64_t split_k_of(const vk_pc_matmul *pc, int nb, td_dtype dt, bool coop, const gemm_knobs *k) {
     static const uint32_t COOP[7] = {256, 0, 128, 128};
-    const uint32_t *spec = coop ? COOP : pc->M < 128 || pc->N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
+    static const gemm_knobs COOP_RULE = {4096, 512, 256, 0};
+    if (coop) k = &COOP_RULE;
+    const uint32_t *sk = coop ? NULL : skinny_of(pc, k);
+    const uint32_t *spec = coop ? COOP : sk ? sk : pc->M < 128 || pc->N < 128 ? SMALL : dt == TD_F64 ? LARGE64 : LARGE;
     int64_t tiles = (int64_t)((pc->M + spec[2] - 1) / spec[2]) * ((pc->N + spec[3] - 1) / spec[3]), s = 1;
-    if (nb != 0 || (!coop && dt != TD_F32 && dt != TD_F64) || tiles >= 128 || pc->K < 4096) return 1;
-    while (s < 64 && pc->K % (2 * s) == 0 && pc->K / (2 * s) >= 512 && tiles * 2 * s <= 256) s *= 2;
+    if (nb != 0 || (!coop && dt != TD_F32 && dt != TD_F64) || 2 * tiles >= k->groups || pc->K < k->min_k) return 1;
+    while (s < 64 && pc->K % (2 * s) == 0 && pc->K / (2 * s) >= k->slice && tiles * 2 * s <= k->groups) s *= 2;
     return s;
 }
 
-/* The tiled kernel on pc's product, gz batch entries: large tiles from 128 rows and columns where
-** they make LARGE_MIN_GROUPS workgroups (until their pipeline is made, small ones, so that a first
-** step with an empty pipeline cache does not wait for it; the sums go in the same order, so the
-** results are the same bits). */
-static td_status tiled(vk_dev *d, td_dtype dt, const vk_pc_matmul *pc, const vk_bind *bind, uint32_t gz) {
+/* The tiled kernel on pc's product, gz batch entries: skinny tiles for few rows (skinny_of); else large
+** tiles from 128 rows and columns where they make LARGE_MIN_GROUPS workgroups (until their pipeline is made,
+** small ones, so that a first step with an empty pipeline cache does not wait for it; the sums go in the
+** same order, so the results are the same bits). */
+static td_status tiled(vk_dev *d, td_dtype dt, const vk_pc_matmul *pc, const vk_bind *bind, uint32_t gz,
+                       const gemm_knobs *k) {
     int shader = VK_DT_SHADER(VK_SHADER_matmul_f32, dt);
+    const uint32_t *sk = skinny_of(pc, k);
+    if (sk)
+        return vk_dispatch(d, shader, sk, 7, 3, bind, pc, sizeof *pc, (pc->N + sk[3] - 1) / sk[3],
+                           (pc->M + sk[2] - 1) / sk[2], gz);
     uint32_t large[7];
     td_status st = gemm_ku(large);
     if (st != TD_OK) return st;
@@ -147,7 +209,8 @@ static td_status tiled(vk_dev *d, td_dtype dt, const vk_pc_matmul *pc, const vk_
 
 /* out[M, N] = sum over s of a[:, s Kc:(s+1) Kc] @ b[s Kc:(s+1) Kc, :]: the
 ** slices as a batch of S products into scratch, then SUM over the batch. */
-static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, const vk_bind *bind, int64_t S) {
+static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, const vk_bind *bind, int64_t S,
+                                const gemm_knobs *k) {
     const td_operand *o = &op->out[0];
     td_dtype dt = o->dtype;
     uint32_t kc = pc.K / (uint32_t)S;
@@ -157,7 +220,7 @@ static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, con
     pc.K = kc, pc.bdim = 1, pc.bshape[0] = (uint32_t)S;
     pc.a_bs[0] = kc * pc.a_cs, pc.b_bs[0] = kc * pc.b_rs, pc.o_off = 0, pc.zbase = 0;
     vk_bind b3[3] = {bind[0], bind[1], vk_bind_buffer(scratch, true)};
-    st = tiled(d, dt, &pc, b3, (uint32_t)S);
+    st = tiled(d, dt, &pc, b3, (uint32_t)S, k);
     int64_t mn = (int64_t)pc.M * pc.N;
     td_operand parts = {.buf = scratch, .dtype = dt, .ndim = 2, .shape = {S, mn}, .strides = {mn, 1}};
     td_operand sum = {.buf = o->buf, .offset = o->offset, .dtype = dt, .ndim = 2, .shape = {1, mn}, .strides = {mn, 1}};
@@ -284,17 +347,19 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     for (int i = 0; i < inner; i++)
         pc.bshape[i] = (uint32_t)bs[outer + i], pc.a_bs[i] = (uint32_t)as_[outer + i],
         pc.b_bs[i] = (uint32_t)bbs[outer + i];
+    gemm_knobs knobs;
+    if ((st = gemm_knobs_get(&knobs)) != TD_OK) return st;
     if (coop && a->dtype == TD_BF16) {
         if (outer == 0 && bf16_fits(&pc, per)) {
             pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
-            return matmul_bf16(d, &pc, bind, per, split_k_of(&pc, nb, TD_BF16, true));
+            return matmul_bf16(d, &pc, bind, per, split_k_of(&pc, nb, TD_BF16, true, &knobs));
         }
         coop = false;
     }
-    int64_t split = coop || n_outer != 1 ? 1 : split_k_of(&pc, nb, a->dtype, false);
+    int64_t split = coop || n_outer != 1 ? 1 : split_k_of(&pc, nb, a->dtype, false, &knobs);
     if (split > 1) {
         pc.a_off = off[0], pc.b_off = off[1];
-        return matmul_split_k(d, op, pc, bind, split);
+        return matmul_split_k(d, op, pc, bind, split, &knobs);
     }
     /* 128 x 128 tiles in 256 / subgroup size subgroups of 64 x subgroup size (4 subgroups
     ** of 64 x 64 ran no faster on an H200); the device's fragment shape */
@@ -318,7 +383,7 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
             uint32_t gz = (uint32_t)(per - z < 65535 ? per - z : 65535);
             st = coop ? vk_dispatch(d, shader, coop_spec, 5, 3, bind, &pc, sizeof pc, (pc.N + 127) / 128,
                                     (pc.M + 127) / 128, gz)
-                      : tiled(d, a->dtype, &pc, bind, gz);
+                      : tiled(d, a->dtype, &pc, bind, gz, &knobs);
         }
     }
     return st;
