@@ -100,8 +100,14 @@ static td_status step(int which, int n_in, int n_out, td_tensor *const *ts, cons
     step_launch l = {NULL, n_in + n_out, ts, a};
     td_status st = kernel_get(which, td_tensor_device(ts[0]), td_tensor_dtype(ts[0]), &l.k);
     if (st != TD_OK) return st;
-    if (__builtin_expect(td__profiling, 0)) return td__profile_custom(step_names[which], n_in, n_out, ts, step_run, &l);
-    return step_run(&l);
+    if (!__builtin_expect(td__profiling, 0)) return step_run(&l);
+    /* recorded with step t's slices of the [T, ...] buffers, so that its bytes are the step's */
+    td_tensor *views[8];
+    td_scope_begin();
+    for (int i = 0; i < n_in + n_out; i++) views[i] = td_ndim(ts[i]) == 3 ? td_select(ts[i], 0, a->t) : ts[i];
+    st = td__profile_custom(step_names[which], n_in, n_out, views, step_run, &l);
+    td_scope_end();
+    return st;
 }
 
 /* t contiguous from element 0 (kernels bind whole buffers), or NULL. */
