@@ -407,9 +407,10 @@ TEST(bad_input) {
 
 TEST_MAIN(TESTS)
 
-/* The Vulkan LSTM's layer node (rnn_lstm_seq.c) in float32 against the CPU's layer op: a 2-layer bidirectional
-** batch-first LSTM at odd sizes (B H = 333: two workgroups of the step kernels) with initial states, forward
-** outputs and every gradient. */
+/* The Vulkan LSTM's layer node (rnn_lstm_seq.c) in float32 against the CPU's layer op, in both modes (fused, and
+** TRIDENT_VK_LSTM=gemm): a 2-layer bidirectional batch-first LSTM at odd sizes (B H = 333: two workgroups of the
+** step kernels; H 37: a partial unit block and K tile of the fused ones) with initial states, forward outputs and
+** every gradient. */
 TEST(lstm_vulkan_vs_cpu) {
     td_device vk = test_device_or_skip("vulkan:0");
     td_scope_begin();
@@ -427,10 +428,12 @@ TEST(lstm_vulkan_vs_cpu) {
     static const char *const what[] = {"y", "h_n", "c_n", "dx", "dh0", "dc0"};
     static const char *const pnames[] = {"weight_ih_l0", "weight_hh_l0",         "bias_ih_l1",
                                          "weight_hh_l1", "weight_hh_l1_reverse", "bias_hh_l0_reverse"};
-    td_tensor *res[2][12];
-    for (int r = 0; r < 2; r++) {
+    td_tensor *res[3][12];
+    for (int r = 0; r < 3; r++) {
         td_device dev = r ? vk : TD_CPU;
+        if (r == 2) ASSERT(setenv("TRIDENT_VK_LSTM", "gemm", 1) == 0);
         ASSERT_OK(td_module_to(m, dev));
+        td_module_zero_grad(m); /* the second Vulkan run starts from none too */
         td_tensor *x = leaf(td_detach(td_to(x_h, dev))), *h0 = leaf(td_detach(td_to(h0_h, dev))),
                   *c0 = leaf(td_detach(td_to(c0_h, dev)));
         td_tensor *hn = NULL, *cn = NULL;
@@ -441,8 +444,11 @@ TEST(lstm_vulkan_vs_cpu) {
         for (int i = 0; i < 6; i++) got[6 + i] = td_grad_of(ASSERT_TENSOR(td_module_get(m, pnames[i])));
         for (int i = 0; i < 12; i++) res[r][i] = td_to(ASSERT_TENSOR(got[i]), TD_CPU);
     }
-    for (int i = 0; i < 12; i++)
-        check_close_tol(res[1][i], res[0][i], "lstm vulkan vs cpu", i < 6 ? what[i] : pnames[i - 6], 1e-4);
+    ASSERT(unsetenv("TRIDENT_VK_LSTM") == 0);
+    for (int r = 1; r < 3; r++)
+        for (int i = 0; i < 12; i++)
+            check_close_tol(res[r][i], res[0][i], r == 1 ? "lstm vulkan (fused) vs cpu" : "lstm vulkan (gemm) vs cpu",
+                            i < 6 ? what[i] : pnames[i - 6], 1e-4);
     td_module_free(m);
     td_scope_end();
 }
@@ -474,23 +480,34 @@ static int64_t lstm_ops(td_device dev, int64_t T, const char *op, int backward) 
     return count;
 }
 
-/* Each further time step of each layer direction costs the Vulkan LSTM four dispatches: forward one GEMM (h W_hh^T)
-** and one step kernel, backward one step kernel and one GEMM (dG W_hh); no copies, adds, concatenations or per-step
-** dW_hh. Measured as the difference between T 4 and T 9 (2 layers, 2 directions: 20 more step-layers). */
+/* Each further time step of each layer direction costs the Vulkan LSTM two dispatches, the fused step kernel each
+** way (its GEMM inside); with TRIDENT_VK_LSTM=gemm four: forward one GEMM (h W_hh^T) and one step kernel, backward
+** one step kernel and one GEMM (dG W_hh). No copies, adds, concatenations or per-step dW_hh either way. Measured as
+** the difference between T 4 and T 9 (2 layers, 2 directions: 20 more step-layers). */
 TEST(lstm_vulkan_ops_per_step) {
     td_device vk = test_device_or_skip("vulkan:0");
     const int64_t dT = 5, dirs = 4;
-    static const struct {
+    typedef struct {
         const char *op;
         int backward;
-    } per_step[] = {{"linear", 0}, {"rnn.lstm_seq_step", 0}, {"rnn.lstm_seq_step_backward", 1}, {"matmul", 1}};
-    for (int i = 0; i < 4; i++) {
-        int64_t d = lstm_ops(vk, 4 + dT, per_step[i].op, per_step[i].backward) -
-                    lstm_ops(vk, 4, per_step[i].op, per_step[i].backward);
-        if (d != dT * dirs)
-            TEST_FAIL_("%s (%s): %lld more calls for 20 more step-layers, want 20", per_step[i].op,
-                       per_step[i].backward ? "backward" : "forward", (long long)d);
+    } per_step_op;
+    static const per_step_op fused[] = {{"rnn.lstm_seq_fused", 0}, {"rnn.lstm_seq_fused_backward", 1}};
+    static const per_step_op gemm[] = {
+        {"linear", 0}, {"rnn.lstm_seq_step", 0}, {"rnn.lstm_seq_step_backward", 1}, {"matmul", 1}};
+    for (int mode = 0; mode < 2; mode++) {
+        if (mode) ASSERT(setenv("TRIDENT_VK_LSTM", "gemm", 1) == 0);
+        const per_step_op *ops = mode ? gemm : fused;
+        int n = mode ? 4 : 2;
+        for (int i = 0; i < n; i++) {
+            int64_t d = lstm_ops(vk, 4 + dT, ops[i].op, ops[i].backward) - lstm_ops(vk, 4, ops[i].op, ops[i].backward);
+            if (d != dT * dirs)
+                TEST_FAIL_("%s (%s): %lld more calls for 20 more step-layers, want 20", ops[i].op,
+                           ops[i].backward ? "backward" : "forward", (long long)d);
+        }
+        int64_t total = lstm_ops(vk, 4 + dT, NULL, -1) - lstm_ops(vk, 4, NULL, -1);
+        if (total != n * dT * dirs)
+            TEST_FAIL_("%s: %lld more ops in all for 20 more step-layers, want %lld", mode ? "gemm" : "fused",
+                       (long long)total, (long long)(n * dT * dirs));
     }
-    int64_t total = lstm_ops(vk, 4 + dT, NULL, -1) - lstm_ops(vk, 4, NULL, -1);
-    if (total != 4 * dT * dirs) TEST_FAIL_("%lld more ops in all for 20 more step-layers, want 80", (long long)total);
+    ASSERT(unsetenv("TRIDENT_VK_LSTM") == 0);
 }

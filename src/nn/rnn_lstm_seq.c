@@ -24,6 +24,8 @@
 ** rnn.lstm_seq_step and rnn.lstm_seq_step_backward.
 */
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/linear_wgrad.h"
 #include "core/profile_rec.h"
@@ -31,23 +33,29 @@
 #include "trident/kernel.h"
 
 /* embedded by CMakeLists.txt from src/nn/kernels/ */
-extern const char td_rnn_lstm_seq_step_comp[], td_rnn_lstm_seq_step_backward_comp[];
+extern const char td_rnn_lstm_seq_step_comp[], td_rnn_lstm_seq_step_backward_comp[], td_rnn_lstm_seq_fused_comp[],
+    td_rnn_lstm_seq_fused_backward_comp[];
 
 /* The shaders' push-constant block seq_args. */
 typedef struct seq_args {
     uint32_t n;  /* B * H */
     uint32_t H;  /* hidden */
     uint32_t t;  /* this step */
-    uint32_t tp; /* the previous step, NO_PREV: none (c0) */
+    uint32_t tp; /* the previous step, NO_PREV: none (h0, c0) */
+    uint32_t tn; /* the fused backward: the next step (done before this one), NO_PREV: none */
 } seq_args;
-_Static_assert(sizeof(seq_args) == 16 && sizeof(seq_args) <= 128, "seq_args mirrors the shaders' push block");
+_Static_assert(sizeof(seq_args) == 20 && sizeof(seq_args) <= 128, "seq_args mirrors the shaders' push block");
 
 #define NO_PREV 0xFFFFFFFFu
-#define BLOCK   256u
+#define BLOCK   256u /* the step kernels' TD_BLOCK */
+#define FUSED_B 16u  /* the fused kernels' workgroup: BT batch rows by JT units */
+#define FUSED_J 8u
 
-enum { STEP_FWD, STEP_BWD };
-static const char *const step_names[2] = {"rnn.lstm_seq_step", "rnn.lstm_seq_step_backward"};
-static const char *const step_files[2] = {"lstm_seq_step.comp", "lstm_seq_step_backward.comp"};
+enum { STEP_FWD, STEP_BWD, FUSED_FWD, FUSED_BWD, N_KINDS };
+static const char *const step_names[N_KINDS] = {"rnn.lstm_seq_step", "rnn.lstm_seq_step_backward", "rnn.lstm_seq_fused",
+                                                "rnn.lstm_seq_fused_backward"};
+static const char *const step_files[N_KINDS] = {"lstm_seq_step.comp", "lstm_seq_step_backward.comp",
+                                                "lstm_seq_fused.comp", "lstm_seq_fused_backward.comp"};
 
 /* Compiled step kernels per (which, device, dtype), kept for the process (as registered custom ops are). */
 typedef struct step_kernel {
@@ -72,7 +80,9 @@ static td_status kernel_get(int which, td_device dev, td_dtype dt, td_user_kerne
     } else if (!*out) {
         const char *defs[1] = {"scalar_t=double"};
         td_kernel_options o = {.defines = defs, .n_defines = dt == TD_F64, .name = step_files[which]};
-        const char *src = which == STEP_FWD ? td_rnn_lstm_seq_step_comp : td_rnn_lstm_seq_step_backward_comp;
+        const char *const srcs[N_KINDS] = {td_rnn_lstm_seq_step_comp, td_rnn_lstm_seq_step_backward_comp,
+                                           td_rnn_lstm_seq_fused_comp, td_rnn_lstm_seq_fused_backward_comp};
+        const char *src = srcs[which];
         char log[512];
         st = td_kernel_compile(dev, TD_KERNEL_GLSL, src, NULL, &o, out, log, sizeof log);
         if (st == TD_OK) kernels[n_kernels++] = (step_kernel){which, dev, dt, *out};
@@ -83,6 +93,7 @@ static td_status kernel_get(int which, td_device dev, td_dtype dt, td_user_kerne
 
 typedef struct step_launch {
     td_user_kernel *k;
+    bool fused;
     int n;
     td_tensor *const *ts;
     const seq_args *a;
@@ -92,12 +103,14 @@ static td_status step_run(void *user) {
     const step_launch *l = user;
     uint32_t blocks = (l->a->n + BLOCK - 1) / BLOCK; /* past 65535 the grid turns 2-D; td_global_id folds it */
     uint32_t grid[3] = {blocks < 65535 ? blocks : 65535, (blocks + 65534) / 65535, 1};
+    if (l->fused) /* (units, batch rows) */
+        grid[0] = (l->a->H + FUSED_J - 1) / FUSED_J, grid[1] = (l->a->n / l->a->H + FUSED_B - 1) / FUSED_B;
     return td_kernel_launch(l->k, grid, NULL, 0, l->n, l->ts, l->a, sizeof *l->a);
 }
 
 /* Launch step kernel which over ts (n_in inputs, then n_out outputs; whole contiguous buffers) for args a. */
 static td_status step(int which, int n_in, int n_out, td_tensor *const *ts, const seq_args *a) {
-    step_launch l = {NULL, n_in + n_out, ts, a};
+    step_launch l = {NULL, which >= FUSED_FWD, n_in + n_out, ts, a};
     td_status st = kernel_get(which, td_tensor_device(ts[0]), td_tensor_dtype(ts[0]), &l.k);
     if (st != TD_OK) return st;
     if (!__builtin_expect(td__profiling, 0)) return step_run(&l);
@@ -116,27 +129,38 @@ static td_tensor *bound(td_tensor *t) {
     return t && td_storage_offset(t) != 0 ? td_clone(t) : t;
 }
 
-/* The step order: step s's time index and its predecessor's (NO_PREV for the first). */
+/* The step order: step s's time index, its predecessor's and its successor's (NO_PREV for none). */
 static void step_at(int64_t s, int64_t T, bool rev, seq_args *a) {
     a->t = (uint32_t)(rev ? T - 1 - s : s);
     a->tp = s == 0 ? NO_PREV : (uint32_t)(rev ? a->t + 1 : a->t - 1);
+    a->tn = s == T - 1 ? NO_PREV : (uint32_t)(rev ? a->t - 1 : a->t + 1);
 }
+
+/* A call's mode: the direction, and whether the recurrent GEMM runs inside the step kernels. */
+typedef struct seq_mode {
+    bool rev, fused;
+} seq_mode;
 
 /* (gx, h0, c0, w_hh) -> (y, cs); saves h0, c0, w_hh, y, cs, acts */
 static td_status seq_forward(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
     (void)n_in, (void)n_out;
-    bool rev = *(const bool *)td_ctx_user(ctx);
-    td_tensor *gx = bound(in[0]), *h0 = in[1], *c0 = bound(in[2]), *w = in[3];
-    if (!gx || !c0) return td_last_status();
+    seq_mode md = *(const seq_mode *)td_ctx_user(ctx);
+    td_tensor *gx = bound(in[0]), *h0 = bound(in[1]), *c0 = bound(in[2]), *w = bound(in[3]);
+    if (!gx || !h0 || !c0 || !w) return td_last_status();
     int64_t T = td_size(gx, 0), B = td_size(gx, 1), H = td_size(gx, 2) / 4;
     td_dtype dt = td_tensor_dtype(gx);
     td_device dev = td_tensor_device(gx);
     td_tensor *y = td_empty(3, (int64_t[]){T, B, H}, dt, dev), *cs = td_empty(3, (int64_t[]){T, B, H}, dt, dev);
     td_tensor *acts = td_empty(3, (int64_t[]){T, B, 4 * H}, dt, dev);
     if (!y || !cs || !acts) return td_last_status();
-    seq_args a = {(uint32_t)(B * H), (uint32_t)H, 0, 0};
+    seq_args a = {(uint32_t)(B * H), (uint32_t)H, 0, 0, 0};
     for (int64_t s = 0; s < T; s++) {
-        step_at(s, T, rev, &a);
+        step_at(s, T, md.rev, &a);
+        if (md.fused) {
+            td_status st = step(FUSED_FWD, 4, 3, (td_tensor *[]){gx, w, h0, c0, y, cs, acts}, &a);
+            if (st != TD_OK) return st;
+            continue;
+        }
         td_scope_begin(); /* the step's gh and view go when the step is queued */
         td_tensor *gh = bound(td_linear(a.tp == NO_PREV ? h0 : td_select(y, 0, a.tp), w, NULL));
         td_status st = gh ? step(STEP_FWD, 3, 3, (td_tensor *[]){gx, gh, c0, y, cs, acts}, &a) : td_last_status();
@@ -150,8 +174,8 @@ static td_status seq_forward(td_function_ctx *ctx, int n_in, td_tensor *const *i
 /* (dy, dcs) -> (dgx, dh0, dc0, dw_hh) */
 static td_status seq_backward(td_function_ctx *ctx, int n_out, td_tensor *const *gout, int n_in, td_tensor **gin) {
     (void)n_out, (void)n_in;
-    bool rev = *(const bool *)td_ctx_user(ctx);
-    td_tensor *h0 = td_ctx_saved(ctx, 0), *c0 = bound(td_ctx_saved(ctx, 1)), *w = td_ctx_saved(ctx, 2);
+    seq_mode md = *(const seq_mode *)td_ctx_user(ctx);
+    td_tensor *h0 = td_ctx_saved(ctx, 0), *c0 = bound(td_ctx_saved(ctx, 1)), *w = bound(td_ctx_saved(ctx, 2));
     td_tensor *y = bound(td_ctx_saved(ctx, 3)), *cs = bound(td_ctx_saved(ctx, 4)), *acts = bound(td_ctx_saved(ctx, 5));
     td_tensor *dy = bound(gout[0]), *dcs = bound(gout[1]);
     if (!h0 || !c0 || !w || !y || !cs || !acts || !dy || !dcs) return td_last_status();
@@ -162,12 +186,13 @@ static td_status seq_backward(td_function_ctx *ctx, int n_out, td_tensor *const 
     td_tensor *dh = td_zeros(2, (int64_t[]){B, H}, dt, dev), *dc = td_zeros(2, (int64_t[]){B, H}, dt, dev);
     if (!dg || !dh || !dc) return td_last_status();
     bool need_dh0 = td_ctx_needs_input_grad(ctx, 1);
-    seq_args a = {(uint32_t)(B * H), (uint32_t)H, 0, 0};
+    seq_args a = {(uint32_t)(B * H), (uint32_t)H, 0, 0, 0};
     for (int64_t s = T - 1; s >= 0; s--) {
-        step_at(s, T, rev, &a);
-        td_status st = step(STEP_BWD, 6, 2, (td_tensor *[]){acts, cs, c0, dy, dcs, dh, dc, dg}, &a);
+        step_at(s, T, md.rev, &a);
+        td_status st = md.fused ? step(FUSED_BWD, 6, 2, (td_tensor *[]){acts, cs, c0, dy, dcs, w, dc, dg}, &a)
+                                : step(STEP_BWD, 6, 2, (td_tensor *[]){acts, cs, c0, dy, dcs, dh, dc, dg}, &a);
         if (st != TD_OK) return st;
-        if (s == 0 && !need_dh0) break;
+        if (s == 0 ? !need_dh0 : md.fused) continue; /* fused: the next kernel computes its dh */
         td_scope_begin(); /* the step's view goes; the new dh moves to the backward's scope */
         dh = td__scope_end_keep(bound(td_matmul(td_select(dg, 0, a.t), w)));
         if (!dh) return td_last_status();
@@ -177,8 +202,8 @@ static td_status seq_backward(td_function_ctx *ctx, int n_out, td_tensor *const 
         /* dW_hh = sum_t dG_t^T h_prev(t): one GEMM over [T*B] rows */
         td_tensor *h0r = td_unsqueeze(h0, 0), *hp = h0r;
         if (T > 1) {
-            td_tensor *ys = td_slice(y, 0, rev ? 1 : 0, rev ? T : T - 1, 1);
-            hp = td_cat(2, rev ? (td_tensor *[]){ys, h0r} : (td_tensor *[]){h0r, ys}, 0);
+            td_tensor *ys = td_slice(y, 0, md.rev ? 1 : 0, md.rev ? T : T - 1, 1);
+            hp = td_cat(2, md.rev ? (td_tensor *[]){ys, h0r} : (td_tensor *[]){h0r, ys}, 0);
         }
         if (!hp) return td_last_status();
         td_status st = td__linear_wgrad(dg, hp, false, &gin[3], NULL);
@@ -198,10 +223,13 @@ bool td__lstm_layer_seq_takes(td_tensor *gx) {
 
 td_tensor *td__lstm_layer_seq(td_tensor *gx, td_tensor *h0, td_tensor *c0, td_tensor *w_hh, bool reverse,
                               td_tensor **h_last, td_tensor **c_last) {
-    static const bool dirs[2] = {false, true};
+    static const seq_mode modes[2][2] = {{{false, false}, {false, true}}, {{true, false}, {true, true}}};
+    const char *env = getenv("TRIDENT_VK_LSTM");
+    bool fused = !env || strcmp(env, "gemm") != 0;
     *h_last = *c_last = NULL;
     td_tensor *out[2];
-    if (td_function_apply(&seq_fn, (void *)&dirs[reverse], 4, (td_tensor *[]){gx, h0, c0, w_hh}, 2, out) != TD_OK)
+    if (td_function_apply(&seq_fn, (void *)&modes[reverse][fused], 4, (td_tensor *[]){gx, h0, c0, w_hh}, 2, out) !=
+        TD_OK)
         return NULL;
     int64_t last = reverse ? 0 : td_size(gx, 0) - 1;
     *h_last = td_select(out[0], 0, last);

@@ -14,6 +14,7 @@ layout(push_constant) uniform seq_args {
     uint H;
     uint t;  // this step
     uint tp; // the previous step, 0xFFFFFFFF: none
+    uint tn; // (the fused backward only)
 } pc;
 layout(std430, binding = 0) readonly buffer GX { scalar_t gx[]; };
 layout(std430, binding = 1) readonly buffer GH { scalar_t gh[]; };

@@ -18,6 +18,7 @@ layout(push_constant) uniform seq_args {
     uint H;
     uint t;  // this step
     uint tp; // the previous step (c_prev = cs[tp]), 0xFFFFFFFF: c0
+    uint tn; // (the fused backward only)
 } pc;
 layout(std430, binding = 0) readonly buffer ACTS { scalar_t acts[]; };
 layout(std430, binding = 1) readonly buffer CS { scalar_t cs[]; };

@@ -1,0 +1,73 @@
+#version 450
+#define TD_NO_ARGS
+#include <trident.glsl>
+// Backward of step t with the recurrent GEMM of the step after it inside (lstm_seq_fused.comp; rnn_lstm_seq.c):
+// storage scalar_t, the GEMM in scalar_t, the gate math in float as lstm_seq_step_backward.comp. n = B H.
+//   acts [T, B, 4H], cs [T, B, H], c0 [B, H], dy, dcs [T, B, H], w [4H, H]
+//   dc [B, H]: in, the gradient reaching c_t from the step after; out, the one reaching c_prev
+//   dg [T, B, 4H]: reads dG of step tn (the step after t, done before it), writes dG_t
+//   pass 1  dh[b, j] = sum_r dG_tn[b, r] w[r, j] over r < 4H in tiles of KT through shared memory (0 when tn is
+//           0xFFFFFFFF: t is the last step)
+//   pass 2  the cell backward of lstm_seq_step_backward.comp with that dh
+// Workgroup (JT units, BT batch rows), one invocation per (b, j); grid ceil(H / JT) x ceil(B / BT).
+#define BT 16u
+#define JT 8u
+#define KT 32u
+layout(local_size_x = 128) in; // BT * JT
+// C mirror: seq_args of rnn_lstm_seq.c
+layout(push_constant) uniform seq_args {
+    uint n;  // B * H
+    uint H;
+    uint t;  // this step
+    uint tp; // the previous step (c_prev = cs[tp]), 0xFFFFFFFF: c0
+    uint tn; // the next step (its dG feeds dh), 0xFFFFFFFF: none
+} pc;
+layout(std430, binding = 0) readonly buffer ACTS { scalar_t acts[]; };
+layout(std430, binding = 1) readonly buffer CS { scalar_t cs[]; };
+layout(std430, binding = 2) readonly buffer C0 { scalar_t c0[]; };
+layout(std430, binding = 3) readonly buffer DY { scalar_t dy[]; };
+layout(std430, binding = 4) readonly buffer DCS { scalar_t dcs[]; };
+layout(std430, binding = 5) readonly buffer W { scalar_t w[]; };
+layout(std430, binding = 6) buffer DC { scalar_t dc[]; }; // each invocation reads then writes its own element
+layout(std430, binding = 7) buffer DG { scalar_t dg[]; }; // reads step tn, writes step t
+
+shared scalar_t gs[BT][KT + 1u];
+shared scalar_t ws[KT][JT + 1u];
+
+float th(float x) { return tanh(clamp(x, -10.0, 10.0)); } // as the forward
+
+void main() {
+    uint H = pc.H, B = pc.n / H, G = 4u * H, lid = gl_LocalInvocationID.x, lj = lid % JT, lb = lid / JT;
+    uint j0 = gl_WorkGroupID.x * JT, b0 = gl_WorkGroupID.y * BT, j = j0 + lj, b = b0 + lb;
+    // pass 1
+    scalar_t acc = scalar_t(0);
+    if (pc.tn != 0xFFFFFFFFu) {
+        uint goff = pc.tn * 4u * pc.n;
+        for (uint k0 = 0u; k0 < G; k0 += KT) {
+            for (uint e = lid; e < BT * KT; e += BT * JT) {
+                uint r = e / KT, kk = k0 + e % KT, bb = b0 + r;
+                gs[r][e % KT] = bb < B && kk < G ? dg[goff + bb * G + kk] : scalar_t(0);
+            }
+            for (uint e = lid; e < KT * JT; e += BT * JT) {
+                uint r = e / JT, jj = j0 + e % JT;
+                ws[r][e % JT] = jj < H && k0 + r < G ? w[(k0 + r) * H + jj] : scalar_t(0);
+            }
+            barrier();
+            for (uint c = 0u; c < KT; c++) acc += gs[lb][c] * ws[c][lj];
+            barrier();
+        }
+    }
+    if (b >= B || j >= H) return; // past every barrier
+    // pass 2
+    uint a = pc.t * 4u * pc.n + b * G + j, e = b * H + j, s = pc.t * pc.n + e;
+    float i = float(acts[a]), f = float(acts[a + H]), g = float(acts[a + 2u * H]), o = float(acts[a + 3u * H]);
+    float cp = pc.tp == 0xFFFFFFFFu ? float(c0[e]) : float(cs[pc.tp * pc.n + e]);
+    float tc = th(float(cs[s]));
+    float dhs = float(dy[s] + acc);
+    float dct = float(dcs[s] + dc[e]) + dhs * o * (1.0 - tc * tc);
+    dg[a] = scalar_t(dct * g * i * (1.0 - i));
+    dg[a + H] = scalar_t(dct * cp * f * (1.0 - f));
+    dg[a + 2u * H] = scalar_t(dct * i * (1.0 - g * g));
+    dg[a + 3u * H] = scalar_t(dhs * tc * o * (1.0 - o));
+    dc[e] = scalar_t(dct * f);
+}
