@@ -408,16 +408,16 @@ TEST(bad_input) {
 TEST_MAIN(TESTS)
 
 /* The Vulkan LSTM's layer node (rnn_lstm_seq.c) in float32 against the CPU's layer op, in both modes (fused, and
-** TRIDENT_VK_LSTM=gemm): a 2-layer bidirectional batch-first LSTM at odd sizes (B H = 333: two workgroups of the
-** step kernels; H 37: a partial unit block and K tile of the fused ones) with initial states, forward outputs and
-** every gradient. */
+** TRIDENT_VK_LSTM=gemm): a 2-layer bidirectional batch-first LSTM at odd sizes (B H = 603: three workgroups of the
+** step kernels; H 67: a partial unit block, and two K tiles, the second partial, of the fused ones) with initial
+** states, forward outputs and every gradient. */
 TEST(lstm_vulkan_vs_cpu) {
     td_device vk = test_device_or_skip("vulkan:0");
     td_scope_begin();
     td_manual_seed(5);
-    td_module *m = td_lstm_new(5, 37, 2, true, true, 0, true);
+    td_module *m = td_lstm_new(5, 67, 2, true, true, 0, true);
     ASSERT(m);
-    const int64_t B = 9, T = 9, H = 37;
+    const int64_t B = 9, T = 9, H = 67;
     int64_t xs[3] = {B, T, 5}, ss[3] = {4, B, H}, ys[3] = {B, T, 2 * H};
     td_tensor *x_h = test_uniform_tensor(3, xs, -1, 1, TD_F32, TD_CPU),
               *h0_h = test_uniform_tensor(3, ss, -1, 1, TD_F32, TD_CPU),

@@ -5,13 +5,17 @@
 // scalar_t, the GEMM in scalar_t, the gate math in float as lstm_seq_step.comp. T steps, B batch, H hidden, n = B H.
 //   gx [T, B, 4H] (x W_ih^T + b), w [4H, H] (W_hh), h0, c0 [B, H]; y, cs [T, B, H]; acts [T, B, 4H]
 //   pass 1  gh[b, q H + j] = sum_k h_prev[b, k] w[q H + j, k] for the workgroup's BT rows b and JT units j, all four
-//           gates q: k in tiles of KT through shared memory (h_prev = y[tp], or h0 when tp is 0xFFFFFFFF)
+//           gates q: k in tiles of KT through shared memory (h_prev = y[tp], or h0 when tp is 0xFFFFFFFF); the next
+//           tile is read into registers while this one is multiplied (few workgroups: latency is not hidden else)
 //   pass 2  the cell of lstm_seq_step.comp on gx_t + gh: c_t, h_t into cs[t], y[t]; i, f, g, o into acts[t]
 // Workgroup (JT units, BT batch rows), one invocation per (b, j); grid ceil(H / JT) x ceil(B / BT).
 #define BT 16u
 #define JT 8u
-#define KT 32u
-layout(local_size_x = 128) in; // BT * JT
+#define KT 64u
+#define NT (BT * JT)        // invocations
+#define NH (BT * KT / NT)   // h_prev tile elements per invocation
+#define NW (4u * JT * KT / NT) // w tile elements per invocation
+layout(local_size_x = 128) in; // NT
 // C mirror: seq_args of rnn_lstm_seq.c
 layout(push_constant) uniform seq_args {
     uint n;  // B * H
@@ -31,6 +35,22 @@ layout(std430, binding = 6) writeonly buffer ACTS { scalar_t acts[]; };
 shared scalar_t hs[BT][KT + 1u];      // +1: the rows start in different banks
 shared scalar_t ws[4u * JT][KT + 1u]; // row q JT + jj is w's row q H + j0 + jj
 
+scalar_t rh[NH], rw[NW]; // the next tiles
+
+// tile k0 of h_prev (rows b0.., columns k0..) and of w (rows q H + j0.., columns k0..) into rh, rw
+void load_tiles(uint k0, uint b0, uint j0, uint H, uint B, bool first, uint hoff) {
+    uint lid = gl_LocalInvocationID.x;
+    for (uint q = 0u; q < NH; q++) {
+        uint e = lid + q * NT, bb = b0 + e / KT, kk = k0 + e % KT;
+        rh[q] = scalar_t(0);
+        if (bb < B && kk < H) rh[q] = first ? h0[bb * H + kk] : y[hoff + bb * H + kk];
+    }
+    for (uint q = 0u; q < NW; q++) {
+        uint e = lid + q * NT, r = e / KT, kk = k0 + e % KT, jj = j0 + r % JT;
+        rw[q] = jj < H && kk < H ? w[((r / JT) * H + jj) * H + kk] : scalar_t(0);
+    }
+}
+
 float sig(float x) { return 1.0 / (1.0 + exp(-x)); }
 float th(float x) { return tanh(clamp(x, -10.0, 10.0)); } // tanh(10) is 1 in f32; unclamped tanh may overflow exp
 
@@ -41,18 +61,12 @@ void main() {
     uint hoff = first ? 0u : pc.tp * pc.n;
     // pass 1
     scalar_t a0 = scalar_t(0), a1 = scalar_t(0), a2 = scalar_t(0), a3 = scalar_t(0);
+    load_tiles(0u, b0, j0, H, B, first, hoff);
     for (uint k0 = 0u; k0 < H; k0 += KT) {
-        for (uint e = lid; e < BT * KT; e += BT * JT) {
-            uint r = e / KT, kk = k0 + e % KT, bb = b0 + r;
-            scalar_t v = scalar_t(0);
-            if (bb < B && kk < H) v = first ? h0[bb * H + kk] : y[hoff + bb * H + kk];
-            hs[r][e % KT] = v;
-        }
-        for (uint e = lid; e < 4u * JT * KT; e += BT * JT) {
-            uint r = e / KT, kk = k0 + e % KT, jj = j0 + r % JT;
-            ws[r][e % KT] = jj < H && kk < H ? w[((r / JT) * H + jj) * H + kk] : scalar_t(0);
-        }
+        for (uint q = 0u; q < NH; q++) hs[(lid + q * NT) / KT][(lid + q * NT) % KT] = rh[q];
+        for (uint q = 0u; q < NW; q++) ws[(lid + q * NT) / KT][(lid + q * NT) % KT] = rw[q];
         barrier();
+        if (k0 + KT < H) load_tiles(k0 + KT, b0, j0, H, B, first, hoff);
         for (uint c = 0u; c < KT; c++) {
             scalar_t hv = hs[lb][c];
             a0 += hv * ws[lj][c];

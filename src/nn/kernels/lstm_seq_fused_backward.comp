@@ -7,13 +7,16 @@
 //   dc [B, H]: in, the gradient reaching c_t from the step after; out, the one reaching c_prev
 //   dg [T, B, 4H]: reads dG of step tn (the step after t, done before it), writes dG_t
 //   pass 1  dh[b, j] = sum_r dG_tn[b, r] w[r, j] over r < 4H in tiles of KT through shared memory (0 when tn is
-//           0xFFFFFFFF: t is the last step)
+//           0xFFFFFFFF: t is the last step); the next tile is read into registers while this one is multiplied
 //   pass 2  the cell backward of lstm_seq_step_backward.comp with that dh
 // Workgroup (JT units, BT batch rows), one invocation per (b, j); grid ceil(H / JT) x ceil(B / BT).
 #define BT 16u
 #define JT 8u
-#define KT 32u
-layout(local_size_x = 128) in; // BT * JT
+#define KT 64u
+#define NT (BT * JT)           // invocations
+#define NG (BT * KT / NT)      // dG tile elements per invocation
+#define NW (KT * JT / NT)      // w tile elements per invocation
+layout(local_size_x = 128) in; // NT
 // C mirror: seq_args of rnn_lstm_seq.c
 layout(push_constant) uniform seq_args {
     uint n;  // B * H
@@ -34,6 +37,21 @@ layout(std430, binding = 7) buffer DG { scalar_t dg[]; }; // reads step tn, writ
 shared scalar_t gs[BT][KT + 1u];
 shared scalar_t ws[KT][JT + 1u];
 
+scalar_t rg[NG], rw[NW]; // the next tiles
+
+// tile k0 of dG_tn (rows b0.., columns k0..) and of w (rows k0.., columns j0..) into rg, rw
+void load_tiles(uint k0, uint b0, uint j0, uint H, uint B, uint goff) {
+    uint lid = gl_LocalInvocationID.x, G = 4u * H;
+    for (uint q = 0u; q < NG; q++) {
+        uint e = lid + q * NT, bb = b0 + e / KT, kk = k0 + e % KT;
+        rg[q] = bb < B && kk < G ? dg[goff + bb * G + kk] : scalar_t(0);
+    }
+    for (uint q = 0u; q < NW; q++) {
+        uint e = lid + q * NT, kk = k0 + e / JT, jj = j0 + e % JT;
+        rw[q] = jj < H && kk < G ? w[kk * H + jj] : scalar_t(0);
+    }
+}
+
 float th(float x) { return tanh(clamp(x, -10.0, 10.0)); } // as the forward
 
 void main() {
@@ -43,16 +61,12 @@ void main() {
     scalar_t acc = scalar_t(0);
     if (pc.tn != 0xFFFFFFFFu) {
         uint goff = pc.tn * 4u * pc.n;
+        load_tiles(0u, b0, j0, H, B, goff);
         for (uint k0 = 0u; k0 < G; k0 += KT) {
-            for (uint e = lid; e < BT * KT; e += BT * JT) {
-                uint r = e / KT, kk = k0 + e % KT, bb = b0 + r;
-                gs[r][e % KT] = bb < B && kk < G ? dg[goff + bb * G + kk] : scalar_t(0);
-            }
-            for (uint e = lid; e < KT * JT; e += BT * JT) {
-                uint r = e / JT, jj = j0 + e % JT;
-                ws[r][e % JT] = jj < H && k0 + r < G ? w[(k0 + r) * H + jj] : scalar_t(0);
-            }
+            for (uint q = 0u; q < NG; q++) gs[(lid + q * NT) / KT][(lid + q * NT) % KT] = rg[q];
+            for (uint q = 0u; q < NW; q++) ws[(lid + q * NT) / JT][(lid + q * NT) % JT] = rw[q];
             barrier();
+            if (k0 + KT < G) load_tiles(k0 + KT, b0, j0, H, B, goff);
             for (uint c = 0u; c < KT; c++) acc += gs[lb][c] * ws[c][lj];
             barrier();
         }
