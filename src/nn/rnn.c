@@ -16,7 +16,7 @@
 **           training when dropout > 0)
 ** On CUDA the whole layer goes to cuDNN instead where it is taken (rnn_cudnn.c);
 ** on the CPU an LSTM's passes 2 and 3 are one op and one node (rnn_lstm_cpu.c);
-** on Vulkan they are one node of a GEMM and a step kernel per step (rnn_lstm_seq.c).
+** on Vulkan they are one node of one step kernel per step each way (rnn_lstm_seq.c).
 ** Nothing in the step loop reads device memory back, so it queues without
 ** host syncs. Autograd records the GEMMs, the cells (one node each) and the
 ** concatenations; backward is their reverse.

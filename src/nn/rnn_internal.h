@@ -27,7 +27,7 @@ td_tensor *td__lstm_layer_cpu(td_tensor *gx, td_tensor *h0, td_tensor *c0, td_te
                               td_tensor **h_last, td_tensor **c_last);
 
 /* One LSTM layer direction on a GPU backend as one node (rnn_lstm_seq.c): the arguments and results of
-** td__lstm_layer_cpu; per step one GEMM and one step kernel each way, dW_hh one GEMM over all steps. Taken where
+** td__lstm_layer_cpu; per step one kernel each way (its GEMM inside), dW_hh one GEMM over all steps. Taken where
 ** td__lstm_layer_seq_takes(gx): Vulkan, float32 or float64. NULL on failure. */
 bool td__lstm_layer_seq_takes(td_tensor *gx);
 td_tensor *td__lstm_layer_seq(td_tensor *gx, td_tensor *h0, td_tensor *c0, td_tensor *w_hh, bool reverse,

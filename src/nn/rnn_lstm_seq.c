@@ -1,27 +1,32 @@
 /*
 ** One LSTM layer direction on a GPU backend (Vulkan) as one autograd node
-** built from dispatches: the per-step work is one GEMM and one fused step
-** kernel each way, with no copies, concatenations or gradient adds between
-** steps. T steps, B batch, H hidden; gx [T, B, 4H] = x W_ih^T + b for every
-** step comes in (rnn.c's pass 1).
+** built from dispatches, with no copies, concatenations or gradient adds
+** between steps. T steps, B batch, H hidden; gx [T, B, 4H] = x W_ih^T + b
+** for every step comes in (rnn.c's pass 1). Two modes:
+** fused (the default): one dispatch per step each way, the recurrent GEMM
+** inside the step kernel (a workgroup per 16 batch rows by 8 hidden units)
 **   forward, per step t (T-1 down to 0 when reverse), tp the step before:
-**     gh = h_tp W_hh^T                       one GEMM (linear) on a view of y
-**     lstm_seq_step.comp                     reads gx_t and c_tp in place and
-**                                            writes h_t, c_t and the activated
-**                                            gates into y, cs [T, B, H] and
-**                                            acts [T, B, 4H]
-**   backward, per step in reverse order:
-**     lstm_seq_step_backward.comp            adds dy_t and dcs_t to the dh, dc
-**                                            coming from the next step, writes
-**                                            dG_t into dG [T, B, 4H], carries dc
-**     dh = dG_t W_hh                         one GEMM
-**   then once: dgx = dG (the whole buffer), dW_hh = dG^T H_prev over all
-**   steps in one GEMM (linear_wgrad), H_prev = [h0, y_0 .. y_{T-2}] in
-**   step order (reverse: [y_1 .. y_{T-1}, h0]).
+**     lstm_seq_fused.comp            gh = h_tp W_hh^T for its (b, j), then
+**                                    the cell on gx_t + gh: h_t, c_t and the
+**                                    activated gates into y, cs [T, B, H] and
+**                                    acts [T, B, 4H]
+**   backward, per step in reverse order, tn the step after t:
+**     lstm_seq_fused_backward.comp   dh = dG_tn W_hh for its (b, j), then the
+**                                    cell backward: adds dy_t, dcs_t and the
+**                                    carried dc, writes dG_t into dG
+**                                    [T, B, 4H], carries dc
+** TRIDENT_VK_LSTM=gemm: two per step each way, the GEMM as the backend's op
+**   forward:  gh = h_tp W_hh^T (linear, on a view of y), then
+**             lstm_seq_step.comp (the cell, the same buffers)
+**   backward: lstm_seq_step_backward.comp (dh from the GEMM before it), then
+**             dh = dG_t W_hh (matmul)
+** Both then once: dh0 = dG_first W_hh where h0 needs it, dgx = dG (the whole
+** buffer), dW_hh = dG^T H_prev over all steps in one GEMM (linear_wgrad),
+** H_prev = [h0, y_0 .. y_{T-2}] in step order (reverse: [y_1 .. y_{T-1}, h0]).
 ** The CPU has its own layer op (rnn_lstm_cpu.c) and CUDA uses cuDNN
 ** (rnn_cudnn.c). The step kernels are GLSL launched with td_kernel_launch on
-** whole buffers, the step in push constants; the profiler records them as
-** rnn.lstm_seq_step and rnn.lstm_seq_step_backward.
+** whole buffers, the steps in push constants; the profiler records them under
+** their file names (rnn.lstm_seq_fused, ...).
 */
 #include <pthread.h>
 #include <stdlib.h>
