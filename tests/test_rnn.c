@@ -407,8 +407,9 @@ TEST(bad_input) {
 
 TEST_MAIN(TESTS)
 
-/* The Vulkan LSTM's layer node (rnn_lstm_seq.c) in float32 against the CPU's layer op, in both modes (fused, and
-** TRIDENT_VK_LSTM=gemm): a 2-layer bidirectional batch-first LSTM at odd sizes (B H = 603: three workgroups of the
+/* The Vulkan LSTM's layer node (rnn_lstm_seq.c) against the CPU's layer op in float32, in both modes (fused, and
+** TRIDENT_VK_LSTM=gemm) and fused in float64 (its own slice count): a 2-layer bidirectional batch-first LSTM at odd
+*sizes (B H = 603: three workgroups of the
 ** step kernels; H 67: a partial unit block, and two K tiles, the second partial, of the fused ones) with initial
 ** states, forward outputs and every gradient. */
 TEST(lstm_vulkan_vs_cpu) {
@@ -428,27 +429,32 @@ TEST(lstm_vulkan_vs_cpu) {
     static const char *const what[] = {"y", "h_n", "c_n", "dx", "dh0", "dc0"};
     static const char *const pnames[] = {"weight_ih_l0", "weight_hh_l0",         "bias_ih_l1",
                                          "weight_hh_l1", "weight_hh_l1_reverse", "bias_hh_l0_reverse"};
-    td_tensor *res[3][12];
-    for (int r = 0; r < 3; r++) {
+    td_tensor *res[4][12];
+    for (int r = 0; r < 4; r++) { /* cpu, vulkan fused, vulkan gemm, vulkan fused in float64 */
         td_device dev = r ? vk : TD_CPU;
+        td_dtype dt = r == 3 ? TD_F64 : TD_F32;
         if (r == 2) ASSERT(setenv("TRIDENT_VK_LSTM", "gemm", 1) == 0);
+        if (r == 3) ASSERT(unsetenv("TRIDENT_VK_LSTM") == 0);
         ASSERT_OK(td_module_to(m, dev));
+        ASSERT_OK(td_module_to_dtype(m, dt));
         td_module_zero_grad(m); /* the second Vulkan run starts from none too */
-        td_tensor *x = leaf(td_detach(td_to(x_h, dev))), *h0 = leaf(td_detach(td_to(h0_h, dev))),
-                  *c0 = leaf(td_detach(td_to(c0_h, dev)));
+        td_tensor *x = leaf(td_detach(td_cast(td_to(x_h, dev), dt))),
+                  *h0 = leaf(td_detach(td_cast(td_to(h0_h, dev), dt))),
+                  *c0 = leaf(td_detach(td_cast(td_to(c0_h, dev), dt)));
         td_tensor *hn = NULL, *cn = NULL;
         td_tensor *y = ASSERT_TENSOR(td_rnn_forward(m, x, h0, c0, &hn, &cn));
-        td_tensor *loss = td_add(td_add(dot(y, td_to(gy, dev)), dot(hn, td_to(ghn, dev))), dot(cn, td_to(gcn, dev)));
+        td_tensor *loss = td_add(td_add(dot(y, td_cast(td_to(gy, dev), dt)), dot(hn, td_cast(td_to(ghn, dev), dt))),
+                                 dot(cn, td_cast(td_to(gcn, dev), dt)));
         ASSERT_OK(td_backward(ASSERT_TENSOR(loss), NULL, false));
         td_tensor *got[12] = {y, hn, cn, td_grad_of(x), td_grad_of(h0), td_grad_of(c0)};
         for (int i = 0; i < 6; i++) got[6 + i] = td_grad_of(ASSERT_TENSOR(td_module_get(m, pnames[i])));
         for (int i = 0; i < 12; i++) res[r][i] = td_to(ASSERT_TENSOR(got[i]), TD_CPU);
     }
-    ASSERT(unsetenv("TRIDENT_VK_LSTM") == 0);
-    for (int r = 1; r < 3; r++)
+    static const char *const runs[4] = {"", "lstm vulkan (fused) vs cpu", "lstm vulkan (gemm) vs cpu",
+                                        "lstm vulkan (fused, float64) vs cpu"};
+    for (int r = 1; r < 4; r++)
         for (int i = 0; i < 12; i++)
-            check_close_tol(res[r][i], res[0][i], r == 1 ? "lstm vulkan (fused) vs cpu" : "lstm vulkan (gemm) vs cpu",
-                            i < 6 ? what[i] : pnames[i - 6], 1e-4);
+            check_close_tol(res[r][i], res[0][i], runs[r], i < 6 ? what[i] : pnames[i - 6], 1e-4);
     td_module_free(m);
     td_scope_end();
 }

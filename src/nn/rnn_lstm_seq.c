@@ -83,8 +83,8 @@ static td_status kernel_get(int which, td_device dev, td_dtype dt, td_user_kerne
     if (!*out && n_kernels == (int)(sizeof kernels / sizeof kernels[0])) {
         st = TD_ERR(TD_ERR_STATE, "LSTM: more than %d step kernels compiled", n_kernels);
     } else if (!*out) {
-        const char *defs[1] = {"scalar_t=double"};
-        td_kernel_options o = {.defines = defs, .n_defines = dt == TD_F64, .name = step_files[which]};
+        const char *defs[2] = {"scalar_t=double", "TD_F64"};
+        td_kernel_options o = {.defines = defs, .n_defines = dt == TD_F64 ? 2 : 0, .name = step_files[which]};
         const char *const srcs[N_KINDS] = {td_rnn_lstm_seq_step_comp, td_rnn_lstm_seq_step_backward_comp,
                                            td_rnn_lstm_seq_fused_comp, td_rnn_lstm_seq_fused_backward_comp};
         const char *src = srcs[which];
