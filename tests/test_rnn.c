@@ -408,10 +408,9 @@ TEST(bad_input) {
 TEST_MAIN(TESTS)
 
 /* The Vulkan LSTM's layer node (rnn_lstm_seq.c) against the CPU's layer op in float32, in both modes (fused, and
-** TRIDENT_VK_LSTM=gemm) and fused in float64 (its own slice count): a 2-layer bidirectional batch-first LSTM at odd
-*sizes (B H = 603: three workgroups of the
-** step kernels; H 67: a partial unit block, and two K tiles, the second partial, of the fused ones) with initial
-** states, forward outputs and every gradient. */
+** TRIDENT_VK_LSTM=gemm) and fused in float64 (its own slice count): a 2-layer bidirectional batch-first LSTM at
+** odd sizes (B H = 603: three workgroups of the step kernels; H 67: a partial unit block, and several K tiles, the
+** last partial, of the fused ones) with initial states, forward outputs and every gradient. */
 TEST(lstm_vulkan_vs_cpu) {
     td_device vk = test_device_or_skip("vulkan:0");
     td_scope_begin();
