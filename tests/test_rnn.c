@@ -2,9 +2,9 @@
 ** tests/fixtures/rnn.tdfx (gen_rnn_fixtures.py, torch 1.13, float64 references): outputs, final states, the
 ** gradients of the input, the initial states and every parameter for the loss sum(y gy) + sum(h_n ghn) +
 ** sum(c_n gcn), and state_dict keys in torch's order; on cpu and Vulkan (CUDA skips without a GPU). Also
-** gradcheck of the fused cell custom ops and of the CPU's whole-layer LSTM op in float64, dropout in training, and bad
-*input. Each check is
-** |got - want| <= 1e-5 + 1e-5 |want|. */
+** gradcheck of the fused cell custom ops and of the CPU's whole-layer LSTM op in float64, dropout in training, bad
+** input, the Vulkan LSTM layer node against the CPU path in float32 and its dispatches per time step. Each check is
+** |got - want| <= 1e-5 + 1e-5 |want| (1e-4 for float32 Vulkan against float32 CPU). */
 #include "tdfx.h"
 #include "test_util.h"
 
@@ -12,7 +12,7 @@
 #define TESTS(X)                                                                                                       \
     X(layers_cpu) X(layers_vulkan) X(layers_cuda) X(cells_cpu) X(cells_vulkan) X(cells_cuda) X(state_dict_keys)        \
         X(gradcheck_lstm_cell) X(gradcheck_gru_cell) X(gradcheck_lstm_layer) X(lstm_layer_f32) X(dropout_training)        \
-        X(bad_input)
+        X(bad_input) X(lstm_vulkan_vs_cpu) X(lstm_vulkan_ops_per_step)
 /* clang-format on */
 
 #define TOL 1e-5
@@ -39,8 +39,9 @@ static td_tensor *need(const char *c, const char *what, td_device dev) {
     return t;
 }
 
-/* Compare got with want elementwise; print the first mismatches and the max difference. */
-static void check_close(td_tensor *got, td_tensor *want, const char *c, const char *what) {
+/* Compare got with want elementwise within |got - want| <= tol + tol |want|; print the first mismatches and the max
+** difference. */
+static void check_close_tol(td_tensor *got, td_tensor *want, const char *c, const char *what, double tol) {
     if (!got) TEST_FAIL_("%s %s: no result (%s)", c, what, td_last_error());
     int64_t n = td_numel(want);
     if (td_ndim(got) != td_ndim(want)) TEST_FAIL_("%s %s: %d dims, want %d", c, what, td_ndim(got), td_ndim(want));
@@ -57,12 +58,16 @@ static void check_close(td_tensor *got, td_tensor *want, const char *c, const ch
     for (int64_t i = 0; i < n; i++) {
         double d = fabs(g[i] - w[i]);
         if (d > maxd || isnan(d)) maxd = isnan(d) ? INFINITY : d;
-        if (!(d <= TOL + TOL * fabs(w[i])) && bad++ < 5)
+        if (!(d <= tol + tol * fabs(w[i])) && bad++ < 5)
             fprintf(stderr, "  %s %s[%lld]: got %.9g want %.9g\n", c, what, (long long)i, g[i], w[i]);
     }
     free(g);
     free(w);
     if (bad) TEST_FAIL_("%s %s: %d of %lld elements differ, max |diff| %.3g", c, what, bad, (long long)n, maxd);
+}
+
+static void check_close(td_tensor *got, td_tensor *want, const char *c, const char *what) {
+    check_close_tol(got, want, c, what, TOL);
 }
 
 /* Load "<case>.s.*" strictly, and check that the module's state_dict keys are torch's, in torch's order. */
@@ -401,3 +406,113 @@ TEST(bad_input) {
 }
 
 TEST_MAIN(TESTS)
+
+/* The Vulkan LSTM's layer node (rnn_lstm_seq.c) against the CPU's layer op in float32, in both modes (fused, and
+** TRIDENT_VK_LSTM=gemm) and fused in float64 (its own slice count): a 2-layer bidirectional batch-first LSTM at
+** odd sizes (B H = 603: three workgroups of the step kernels; H 67: a partial unit block, and several K tiles, the
+** last partial, of the fused ones) with initial states, forward outputs and every gradient. */
+TEST(lstm_vulkan_vs_cpu) {
+    td_device vk = test_device_or_skip("vulkan:0");
+    td_scope_begin();
+    td_manual_seed(5);
+    td_module *m = td_lstm_new(5, 67, 2, true, true, 0, true);
+    ASSERT(m);
+    const int64_t B = 9, T = 9, H = 67;
+    int64_t xs[3] = {B, T, 5}, ss[3] = {4, B, H}, ys[3] = {B, T, 2 * H};
+    td_tensor *x_h = test_uniform_tensor(3, xs, -1, 1, TD_F32, TD_CPU),
+              *h0_h = test_uniform_tensor(3, ss, -1, 1, TD_F32, TD_CPU),
+              *c0_h = test_uniform_tensor(3, ss, -1, 1, TD_F32, TD_CPU),
+              *gy = test_uniform_tensor(3, ys, -1, 1, TD_F32, TD_CPU),
+              *ghn = test_uniform_tensor(3, ss, -1, 1, TD_F32, TD_CPU),
+              *gcn = test_uniform_tensor(3, ss, -1, 1, TD_F32, TD_CPU);
+    static const char *const what[] = {"y", "h_n", "c_n", "dx", "dh0", "dc0"};
+    static const char *const pnames[] = {"weight_ih_l0", "weight_hh_l0",         "bias_ih_l1",
+                                         "weight_hh_l1", "weight_hh_l1_reverse", "bias_hh_l0_reverse"};
+    td_tensor *res[4][12];
+    for (int r = 0; r < 4; r++) { /* cpu, vulkan fused, vulkan gemm, vulkan fused in float64 */
+        td_device dev = r ? vk : TD_CPU;
+        td_dtype dt = r == 3 ? TD_F64 : TD_F32;
+        if (r == 2) ASSERT(setenv("TRIDENT_VK_LSTM", "gemm", 1) == 0);
+        if (r == 3) ASSERT(unsetenv("TRIDENT_VK_LSTM") == 0);
+        ASSERT_OK(td_module_to(m, dev));
+        ASSERT_OK(td_module_to_dtype(m, dt));
+        td_module_zero_grad(m); /* the second Vulkan run starts from none too */
+        td_tensor *x = leaf(td_detach(td_cast(td_to(x_h, dev), dt))),
+                  *h0 = leaf(td_detach(td_cast(td_to(h0_h, dev), dt))),
+                  *c0 = leaf(td_detach(td_cast(td_to(c0_h, dev), dt)));
+        td_tensor *hn = NULL, *cn = NULL;
+        td_tensor *y = ASSERT_TENSOR(td_rnn_forward(m, x, h0, c0, &hn, &cn));
+        td_tensor *loss = td_add(td_add(dot(y, td_cast(td_to(gy, dev), dt)), dot(hn, td_cast(td_to(ghn, dev), dt))),
+                                 dot(cn, td_cast(td_to(gcn, dev), dt)));
+        ASSERT_OK(td_backward(ASSERT_TENSOR(loss), NULL, false));
+        td_tensor *got[12] = {y, hn, cn, td_grad_of(x), td_grad_of(h0), td_grad_of(c0)};
+        for (int i = 0; i < 6; i++) got[6 + i] = td_grad_of(ASSERT_TENSOR(td_module_get(m, pnames[i])));
+        for (int i = 0; i < 12; i++) res[r][i] = td_to(ASSERT_TENSOR(got[i]), TD_CPU);
+    }
+    static const char *const runs[4] = {"", "lstm vulkan (fused) vs cpu", "lstm vulkan (gemm) vs cpu",
+                                        "lstm vulkan (fused, float64) vs cpu"};
+    for (int r = 1; r < 4; r++)
+        for (int i = 0; i < 12; i++)
+            check_close_tol(res[r][i], res[0][i], runs[r], i < 6 ? what[i] : pnames[i - 6], 1e-4);
+    td_module_free(m);
+    td_scope_end();
+}
+
+/* Ops of one forward + backward of a 2-layer bidirectional LSTM on Vulkan over T steps, by name and phase. */
+static int64_t lstm_ops(td_device dev, int64_t T, const char *op, int backward) {
+    td_scope_begin();
+    td_manual_seed(6);
+    td_module *m = td_lstm_new(3, 5, 2, true, false, 0, true);
+    ASSERT(m);
+    ASSERT_OK(td_module_to(m, dev));
+    int64_t xs[3] = {T, 2, 3}, ss[3] = {4, 2, 5};
+    td_tensor *x = leaf(td_to(test_uniform_tensor(3, xs, -1, 1, TD_F32, TD_CPU), dev));
+    td_tensor *h0 = leaf(td_to(test_uniform_tensor(3, ss, -1, 1, TD_F32, TD_CPU), dev)), *hn = NULL, *cn = NULL;
+    ASSERT_OK(td_profile_set_roofline(dev, 1, 1)); /* no roofline measurement at td_profile_end */
+    ASSERT_OK(td_profile_begin());
+    td_tensor *y = td_rnn_forward(m, x, h0, NULL, &hn, &cn);
+    ASSERT_OK(td_backward(ASSERT_TENSOR(td_add(td_sum(y, 0, NULL, false), td_sum(cn, 0, NULL, false))), NULL, false));
+    ASSERT_OK(td_profile_end(NULL));
+    td_profile_row rows[256];
+    int n = td_profile_rows(rows, 256);
+    ASSERT(n <= 256);
+    int64_t count = 0;
+    for (int i = 0; i < n; i++)
+        if ((!op || !strcmp(rows[i].op, op)) && (backward < 0 || rows[i].backward == (backward == 1)))
+            count += rows[i].count;
+    td_module_free(m);
+    td_scope_end();
+    return count;
+}
+
+/* Each further time step of each layer direction costs the Vulkan LSTM two dispatches, the fused step kernel each
+** way (its GEMM inside); with TRIDENT_VK_LSTM=gemm four: forward one GEMM (h W_hh^T) and one step kernel, backward
+** one step kernel and one GEMM (dG W_hh). No copies, adds, concatenations or per-step dW_hh either way. Measured as
+** the difference between T 4 and T 9 (2 layers, 2 directions: 20 more step-layers). */
+TEST(lstm_vulkan_ops_per_step) {
+    td_device vk = test_device_or_skip("vulkan:0");
+    const int64_t dT = 5, dirs = 4;
+    typedef struct {
+        const char *op;
+        int backward;
+    } per_step_op;
+    static const per_step_op fused[] = {{"rnn.lstm_seq_fused", 0}, {"rnn.lstm_seq_fused_backward", 1}};
+    static const per_step_op gemm[] = {
+        {"linear", 0}, {"rnn.lstm_seq_step", 0}, {"rnn.lstm_seq_step_backward", 1}, {"matmul", 1}};
+    for (int mode = 0; mode < 2; mode++) {
+        if (mode) ASSERT(setenv("TRIDENT_VK_LSTM", "gemm", 1) == 0);
+        const per_step_op *ops = mode ? gemm : fused;
+        int n = mode ? 4 : 2;
+        for (int i = 0; i < n; i++) {
+            int64_t d = lstm_ops(vk, 4 + dT, ops[i].op, ops[i].backward) - lstm_ops(vk, 4, ops[i].op, ops[i].backward);
+            if (d != dT * dirs)
+                TEST_FAIL_("%s (%s): %lld more calls for 20 more step-layers, want 20", ops[i].op,
+                           ops[i].backward ? "backward" : "forward", (long long)d);
+        }
+        int64_t total = lstm_ops(vk, 4 + dT, NULL, -1) - lstm_ops(vk, 4, NULL, -1);
+        if (total != n * dT * dirs)
+            TEST_FAIL_("%s: %lld more ops in all for 20 more step-layers, want %lld", mode ? "gemm" : "fused",
+                       (long long)total, (long long)(n * dT * dirs));
+    }
+    ASSERT(unsetenv("TRIDENT_VK_LSTM") == 0);
+}

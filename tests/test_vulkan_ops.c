@@ -13,7 +13,8 @@
     X(fill_dtypes) X(copy_convert) X(copy_strided) X(binary_broadcast) X(compare_where) X(unary_float)                 \
     X(unary_int_clamp) X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul)            \
     X(matmul_dtypes) X(matmul_tiles) X(matmul_skinny) X(random_philox) X(softmax) X(cross_entropy) X(optimizers)      \
-    X(conv2d) X(conv2d_large) X(conv2d_grouped) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)
+    X(conv2d) X(conv2d_large) X(conv2d_grouped) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)       \
+    X(embedding_backward_rows)
 /* clang-format on */
 
 TEST(fill_dtypes) {
@@ -1415,3 +1416,37 @@ TEST(every_op_case) {
 }
 
 TEST_MAIN(TESTS)
+
+/* embedding_backward's row kernel (shaders/embedding_backward.comp) past one chunk of tokens and one block of
+** columns: T 700 tokens (3 chunks of 256) into V 7 rows of D 300 (2 blocks, the second partial), int64 and int32
+** indices, a padding row and a row no token hits, against a double loop. */
+TEST(embedding_backward_rows) {
+    setup();
+    enum { V = 7, D = 300, T = 700 };
+    static float dy[T * D], got[V * D];
+    static double want[V * D];
+    int64_t idx[T];
+    int32_t idx32[T];
+    for (int t = 0; t < T; t++) idx[t] = idx32[t] = (t * 5 + t / 7) % 6; /* row 6 gets none */
+    for (int i = 0; i < T * D; i++) dy[i] = (float)srand1();
+    for (int r = 0; r < 2; r++) {
+        td_operand vi = r ? dev_tensor(TD_I32, 1, (int64_t[]){T}, idx32) : dev_tensor(TD_I64, 1, (int64_t[]){T}, idx);
+        td_operand vdy = dev_tensor(TD_F32, 2, (int64_t[]){T, D}, dy),
+                   dw = dev_tensor(TD_F32, 2, (int64_t[]){V, D}, NULL);
+        td_operand bin[2] = {vdy, vi};
+        td_op eb = {.kind = TD_OP_EMBEDDING_BACKWARD,
+                    .n_in = 2,
+                    .n_out = 1,
+                    .in = bin,
+                    .out = &dw,
+                    .p.embedding.padding_idx = 2};
+        run(&eb);
+        fetch(&dw, got);
+        for (int i = 0; i < V * D; i++) want[i] = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < D; j++)
+                if (idx[t] != 2) want[idx[t] * D + j] += dy[t * D + j];
+        check_close(r ? "embedding_backward int32" : "embedding_backward int64", got, want, V * D, 1e-5, 1e-5);
+    }
+    check_clean();
+}

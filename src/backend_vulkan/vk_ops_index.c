@@ -137,11 +137,30 @@ bool vk_supports_EMBEDDING_BACKWARD(vk_dev *d, const td_op *op) {
     return op->out[0].ndim == 2;
 }
 
+/* A float dweight: shaders/embedding_backward.comp, a workgroup per (row, WG columns) that tests each token once
+** per row block (the same sums in the same order as scatter.comp's OP 0, which tests every token per element). */
+static td_status embedding_backward_rows(vk_dev *d, const td_op *op, vk_pc_scatter *pc) {
+    const td_operand *idx = &op->in[1], *out = &op->out[0];
+    vk_bind b[3];
+    pc->n = (uint32_t)td_operand_numel(out);
+    pc->idx64 = idx->dtype == TD_I64;
+    const td_operand *views[3] = {idx, &op->in[0], out};
+    uint32_t *offs[3] = {&pc->i_off, &pc->s_off, &pc->o_off};
+    td_status st = vk_bind_views(d, 3, views, 0x4, b, offs);
+    if (st != TD_OK) return st;
+    if (pc->idx64) pc->i_off *= 2;
+    uint64_t groups = (uint64_t)out->shape[0] * ((pc->D + WG - 1) / WG); /* 2-D past 65535; the shader folds it */
+    uint32_t spec[1] = {WG};
+    return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_embedding_backward_f32, out->dtype), spec, 1, 3, b, pc, sizeof *pc,
+                       (uint32_t)(groups < 65535 ? groups : 65535), (uint32_t)((groups + 65534) / 65535), 1);
+}
+
 td_status vk_op_EMBEDDING_BACKWARD(vk_dev *d, const td_op *op) {
     int64_t pad = op->p.embedding.padding_idx;
     vk_pc_scatter pc = {.T = (uint32_t)td_operand_numel(&op->in[1]),
                         .D = (uint32_t)op->out[0].shape[1],
                         .padding_idx = pad < 0 || pad > INT32_MAX ? -1 : (int32_t)pad};
+    if (td_dtype_is_float(op->out[0].dtype) && pc.D > 0) return embedding_backward_rows(d, op, &pc);
     return scatter_run(d, 0, NULL, &op->in[1], &op->in[0], &op->out[0], &pc);
 }
 

@@ -15,7 +15,8 @@
 **           [T, B, D*H], which feeds the next layer (through dropout in
 **           training when dropout > 0)
 ** On CUDA the whole layer goes to cuDNN instead where it is taken (rnn_cudnn.c);
-** on the CPU an LSTM's passes 2 and 3 are one op and one node (rnn_lstm_cpu.c).
+** on the CPU an LSTM's passes 2 and 3 are one op and one node (rnn_lstm_cpu.c);
+** on Vulkan they are one node of one step kernel per step each way (rnn_lstm_seq.c).
 ** Nothing in the step loop reads device memory back, so it queues without
 ** host syncs. Autograd records the GEMMs, the cells (one node each) and the
 ** concatenations; backward is their reverse.
@@ -109,6 +110,8 @@ static td_tensor *run_direction(td_module *m, int l, int d, td_tensor *inp, td_t
     td_dtype dt = td_tensor_dtype(inp);
     if (gx && c->mode == MODE_LSTM && td_tensor_device(inp).type == TD_DEVICE_CPU && (dt == TD_F32 || dt == TD_F64))
         return td__lstm_layer_cpu(gx, h, cell, param(m, l, d, 1), d == 1, h_last, c_last); /* passes 2, 3 in one */
+    if (gx && c->mode == MODE_LSTM && td__lstm_layer_seq_takes(gx))
+        return td__lstm_layer_seq(gx, h, cell, param(m, l, d, 1), d == 1, h_last, c_last); /* the same on Vulkan */
     td_tensor **steps = calloc((size_t)T * 2, sizeof *steps), **outs = steps + T;
     int64_t *ones = malloc((size_t)T * sizeof *ones);
     td_tensor *out = NULL;

@@ -1,7 +1,8 @@
 /*
 ** Recurrent-layer internals shared by rnn.c (the modules) and rnn_cells.c
 ** (the fused cells as custom ops).
-** defines: td__rnn_cells_init, td__lstm_cell, td__gru_cell, td__lstm_layer_cpu, td__rnn_dnn_call, td__rnn_cudnn.
+** defines: td__rnn_cells_init, td__lstm_cell, td__gru_cell, td__lstm_layer_cpu, td__lstm_layer_seq_takes,
+** td__lstm_layer_seq, td__rnn_dnn_call, td__rnn_cudnn.
 */
 #ifndef TRIDENT_RNN_INTERNAL_H
 #define TRIDENT_RNN_INTERNAL_H
@@ -23,6 +24,13 @@ td_tensor *td__gru_cell(td_tensor *h, td_tensor *gx, td_tensor *gh);
 ** h0 and c0 [B, H], w_hh [4H, H]; steps run T-1 down to 0 when reverse -> y [T, B, H], with the last step's h and c
 ** in *h_last and *c_last. NULL on failure. */
 td_tensor *td__lstm_layer_cpu(td_tensor *gx, td_tensor *h0, td_tensor *c0, td_tensor *w_hh, bool reverse,
+                              td_tensor **h_last, td_tensor **c_last);
+
+/* One LSTM layer direction on a GPU backend as one node (rnn_lstm_seq.c): the arguments and results of
+** td__lstm_layer_cpu; per step one kernel each way (its GEMM inside), dW_hh one GEMM over all steps. Taken where
+** td__lstm_layer_seq_takes(gx): Vulkan, float32 or float64. NULL on failure. */
+bool td__lstm_layer_seq_takes(td_tensor *gx);
+td_tensor *td__lstm_layer_seq(td_tensor *gx, td_tensor *h0, td_tensor *c0, td_tensor *w_hh, bool reverse,
                               td_tensor **h_last, td_tensor **c_last);
 
 /* A multi-layer module as rnn_cudnn.c sees it. mode: TD_RNN_DNN_* of rnn_cudnn.h (rnn.c's MODE_* in the same order);
