@@ -14,18 +14,17 @@
 **   at 3 TF32 products.
 ** Tiles: rows of D floats in shared memory padded to TF32_LD(D) = D + 4 floats (row stride = 4 banks mod 32), so
 ** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
-** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0).
-** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the WMMA kernels
-*of
-** cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass); a loop tile has
-** T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
+** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0)
+** from global rows at any stride that is a multiple of 4 floats (cu_attn_lay's .r).
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the
+** WMMA kernels of cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass);
+** a loop tile has T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
 **     cfg 0: W 4, T 64   cfg 1: W 4, T 32   cfg 2: W 8, T 64   cfg 3: W 2, T 64
 ** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
 ** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split, tf32_mma3, tf32_a_ld,
 **          tf32_a_regs, tf32_a_from_c, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_order,
-**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_warps,
-**          tf32_bwd_tile, cu_attn_tf32_bwd_cfg, tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd,
-*cu_attn_tf32_bwd.
+**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_warps, tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
+**          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
 */
 #ifndef TRIDENT_CU_ATTENTION_TF32_CUH
 #define TRIDENT_CU_ATTENTION_TF32_CUH

@@ -99,11 +99,10 @@ __device__ __forceinline__ void add2(float *p, float x, float y) {
 #endif
 }
 
-/* FUSED's dq rows [0, rows) of this query tile (at dq, row stride ld) += (scale dS) K over the first kw warps' keys
-*(the others
-** saw none of the tile's queries: causal), after the barrier that publishes Ps; warp w owns rows 16 (w % MT) ..
-** + 15 and columns 8 e0 .. 8 (e0 + NE) - 1. A = scale dS [query][key] read from Ps [key][query] in tf32_b_kn's
-** k order (k = t: key 2t, t + 4: key 2t + 1), B = K [key][e] (tf32_b_kn). */
+/* FUSED's dq rows [0, rows) of this query tile (at dq, row stride ld) += (scale dS) K over the first kw warps'
+** keys (the others saw none of the tile's queries: causal), after the barrier that publishes Ps; warp w owns
+** rows 16 (w % MT) .. 16 (w % MT) + 15 and columns 8 e0 .. 8 (e0 + NE) - 1. A = scale dS [query][key] read
+** from Ps [key][query] in tf32_b_kn's k order (k = t: key 2t, t + 4: key 2t + 1), B = K [key][e] (tf32_b_kn). */
 template <int D, int W, int T>
 __device__ __forceinline__ void dq_tile(const float *Ks, const float *Ps, float *dq, int64_t ld, int64_t rows, int kw) {
     constexpr int LD = tf32_ld<D>(), PLD = ds_ld<T>(), MT = T / 16, NE = D / 8 / (W / MT);
