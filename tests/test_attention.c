@@ -293,9 +293,10 @@ TEST(strided_cpu) {
     }
 }
 
-/* Every f32 path (the 3xTF32 forward in its default configuration and the backward in each variant of
-** TRIDENT_CUDA_ATTN_F32_BWD; E 32 and TRIDENT_CUDA_ATTN_F32_CFG=wmma the WMMA kernels; f64 the generic ones) and
-** the f16/bf16 mma.sync kernels (TRIDENT_CUDA_ATTN=own) on strided operands with no copy. */
+/* Every f32 path (the 3xTF32 backward in each variant of TRIDENT_CUDA_ATTN_F32_BWD, the forward in each
+** configuration of TRIDENT_CUDA_ATTN_F32_CFG; E 32 and TRIDENT_CUDA_ATTN_F32_CFG=wmma the WMMA kernels; f64 the
+** generic ones) and the f16/bf16 mma.sync kernels (TRIDENT_CUDA_ATTN=own) on strided operands with no copy; then
+** rows that are not 16-byte aligned, which are copied. */
 TEST(strided_cuda) {
     td_device dev = {TD_DEVICE_CUDA, 0};
     const char *env = getenv("TD_ATTN_DEVICES");
@@ -317,9 +318,12 @@ TEST(strided_cuda) {
         STRIDED_NO_COPY(TD_F32, TF32_TOL)
     }
     unsetenv("TRIDENT_CUDA_ATTN_F32_BWD");
-    fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=wmma\n");
-    setenv("TRIDENT_CUDA_ATTN_F32_CFG", "wmma", 1);
-    STRIDED_NO_COPY(TD_F32, TF32_TOL)
+    static const char *fwd_pick[] = {"0", "1", "2", "3", "wmma"};
+    for (int p = 0; p < 5; p++) { /* the forward's tile configurations, then the WMMA kernels */
+        setenv("TRIDENT_CUDA_ATTN_F32_CFG", fwd_pick[p], 1);
+        fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=%s\n", fwd_pick[p]);
+        STRIDED_NO_COPY(TD_F32, TF32_TOL)
+    }
     unsetenv("TRIDENT_CUDA_ATTN_F32_CFG");
     STRIDED_NO_COPY(TD_F64, 1e-12)
     fprintf(stderr, "  TRIDENT_CUDA_ATTN=own\n");
@@ -328,6 +332,11 @@ TEST(strided_cuda) {
     STRIDED_NO_COPY(TD_BF16, 1e-2)
     unsetenv("TRIDENT_CUDA_ATTN");
 #undef STRIDED_NO_COPY
+    /* rows 3 H E = 270 floats apart (not a multiple of 16 bytes): supports() declines, the core copies */
+    static const attn_cfg unaligned = {"strided E 30 (rows off 16 bytes), T 77", 1, 3, 77, 77, 30, 30, 0, true, 0};
+    check_strided(&unaligned, dev, TD_F32, TF32_TOL, &fwd, &bwd);
+    ASSERT_EQ_INT(fwd, 3);
+    ASSERT(bwd > 0);
 }
 
 /* x rounded to TF32 (10 mantissa bits, nearest, ties away: cvt.rna.tf32.f32) */
