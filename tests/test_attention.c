@@ -9,13 +9,16 @@
 #include <string.h>
 
 #include "test_util.h"
+#include "trident/profile.h"
 
 #define TESTS(X)                                                                                                       \
     X(composed_cpu)                                                                                                    \
     X(composed_vulkan)                                                                                                 \
     X(composed_cuda)                                                                                                   \
     X(tf32_cuda)                                                                                                       \
-    X(tf32_bwd_cuda) X(tf32_tolerance_tells) X(dropout_reproducible) X(errors) X(mha_key_padding) X(mha_dropout)
+    X(tf32_bwd_cuda)                                                                                                   \
+    X(strided_cpu)                                                                                                     \
+    X(strided_cuda) X(tf32_tolerance_tells) X(dropout_reproducible) X(errors) X(mha_key_padding) X(mha_dropout)
 
 typedef struct attn_cfg {
     const char *name;
@@ -191,6 +194,149 @@ TEST(tf32_bwd_cuda) {
         check_cfg(&longer, dev, TD_F32, TF32_TOL);
     }
     unsetenv("TRIDENT_CUDA_ATTN_F32_BWD");
+}
+
+/* Heads split from one projection, as src/nn/attention.c does: q, k, v [B,H,T,E] views of qkv [B,T,3 H E] (row
+** stride 3 H E, head stride E), dout a [B,H,T,E] view of a [B,T,H,E] tensor, so out, dq, dk and dv come in those
+** layouts; each case against the f64 composed reference on the CPU (L = S = T). On CUDA the kernels read and write
+** these strides in place: no `copy` op runs in the forward or the backward (td_profile's rows). On the CPU (its
+** kernels read contiguous operands) the copies show: 3 forward (q, k, v) and 4 backward (dout, and the 3 contiguous
+** [B,H,T,E] gradients reshaped back to [B,T,C] through the permute, where CUDA's dq, dk, dv are views of one
+** [B,T,3,H,E] buffer, which the split's backward also takes with no concatenation). */
+static const attn_cfg strided_cfgs[] = {
+    {"strided E 64 causal, T 77", 2, 3, 77, 77, 64, 64, 0, true, 0},
+    {"strided E 64, T 77", 2, 3, 77, 77, 64, 64, 0, false, 0},
+    {"strided E 128 causal, key padding, T 77", 1, 2, 77, 77, 128, 128, 1, true, 0},
+    {"strided E 32, T 77", 2, 2, 77, 77, 32, 32, 0, false, 0},
+};
+
+/* qkv [B,T,3 H E] split (td_split, as src/workloads/workloads.c's GPT block) into x[0..2] = q, k, v [B,H,T,E] */
+static void split_qkv(td_tensor *qkv, const attn_cfg *c, td_tensor **x) {
+    static const int perm[4] = {0, 2, 1, 3};
+    int64_t he = c->h * c->e, shape[4] = {c->b, c->l, c->h, c->e}, sizes[3] = {he, he, he};
+    ASSERT_OK(td_split(qkv, 3, sizes, 2, x));
+    for (int i = 0; i < 3; i++) x[i] = ASSERT_TENSOR(td_permute(td_reshape(x[i], 4, shape), perm));
+}
+
+/* copies recorded since td_profile_begin: *fwd outside backward nodes, *bwd inside (each node's printed) */
+static void strided_copies(int64_t *fwd, int64_t *bwd) {
+    td_profile_row rows[256];
+    int n = td_profile_rows(rows, 256);
+    ASSERT(n <= 256);
+    *fwd = *bwd = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rows[i].op, "copy")) {
+            *(rows[i].backward ? bwd : fwd) += rows[i].count;
+            fprintf(stderr, "      copy x%lld %s%s\n", (long long)rows[i].count,
+                    rows[i].backward ? "in backward of " : "", rows[i].backward ? rows[i].node : "in forward");
+        }
+}
+
+/* One case of strided_cfgs on dev in dt: out and d qkv against the reference; *fwd, *bwd the copies made */
+static void check_strided(const attn_cfg *c, td_device dev, td_dtype dt, double tol, int64_t *fwd, int64_t *bwd) {
+    td_scope_begin();
+    int64_t sx[3] = {c->b, c->l, 3 * c->h * c->e}, sg[4] = {c->b, c->l, c->h, c->e}, ls[2] = {c->l, c->l},
+            sm[4] = {c->b, 1, 1, c->l}, nx = sx[0] * sx[1] * sx[2], ng = nx / 3;
+    static const int perm[4] = {0, 2, 1, 3};
+    double *x = malloc((size_t)nx * sizeof *x), *gv = malloc((size_t)ng * sizeof *gv),
+           *cv = malloc((size_t)(c->l * c->l) * sizeof *cv), *mv = malloc((size_t)(c->b * c->l) * sizeof *mv);
+    for (int64_t j = 0; j < nx; j++) x[j] = test_uniform(-1, 1);
+    for (int64_t j = 0; j < ng; j++) gv[j] = test_uniform(-1, 1);
+    for (int64_t i = 0; i < c->l; i++)
+        for (int64_t j = 0; j < c->l; j++) cv[i * c->l + j] = j <= i;
+    for (int64_t j = 0; j < c->b * c->l; j++) mv[j] = j % c->l == 0 || test_uniform(0, 1) < 0.7;
+    td_tensor *hx = td_cast(test_tensor_f64(x, 3, sx, dt), TD_F64),
+              *hg = td_cast(test_tensor_f64(gv, 4, sg, dt), TD_F64);
+    td_tensor *keep = td_cast(test_tensor_f64(cv, 2, ls, TD_F64), TD_BOOL);
+    td_tensor *hm = c->mask ? td_cast(test_tensor_f64(mv, 4, sm, TD_F64), TD_BOOL) : NULL;
+    free(x), free(gv), free(cv), free(mv);
+
+    td_tensor *rx = leaf(hx, TD_F64, TD_CPU), *rdy = td_permute(hg, perm), *rg, *rh[3], *x3[3];
+    split_qkv(rx, c, rh);
+    td_tensor *ry = ASSERT_TENSOR(composed(rh[0], rh[1], rh[2], hm, c, 0, 0, keep));
+    ASSERT_OK(td_grad(1, &ry, &rdy, 1, &rx, &rg, false, false, false));
+
+    td_tensor *dx = leaf(hx, dt, dev), *g;
+    td_tensor *dy = td_permute(ASSERT_TENSOR(td_to(td_cast(hg, dt), dev)), perm);
+    split_qkv(dx, c, x3);
+    td_tensor *m = hm ? ASSERT_TENSOR(td_to(hm, dev)) : NULL;
+    ASSERT(dy && !td_is_contiguous(x3[0]) && !td_is_contiguous(dy));
+    ASSERT_OK(td_synchronize(dev));
+    ASSERT_OK(td_profile_set_roofline(dev, 1, 1));
+    ASSERT_OK(td_profile_begin());
+    td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention_ext(x3[0], x3[1], x3[2], m, 0, c->causal, NAN, 0, 0));
+    ASSERT_OK(td_grad(1, &y, &dy, 1, &dx, &g, false, false, false));
+    ASSERT_OK(td_synchronize(dev));
+    ASSERT_OK(td_profile_end(NULL));
+    strided_copies(fwd, bwd);
+    double e[2] = {test_rel_err(y, ry), test_rel_err(g, rg)};
+    char dn[32];
+    fprintf(stderr, "    %-8s %-4s %-42s out %.1e dqkv %.1e, copies %lld forward %lld backward\n",
+            td_device_str(dev, dn, sizeof dn), td_dtype_name(dt), c->name, e[0], e[1], (long long)*fwd,
+            (long long)*bwd);
+    if (!(e[0] <= tol)) TEST_FAIL_("%s %s %s: out off by %.3g (limit %.3g)", dn, td_dtype_name(dt), c->name, e[0], tol);
+    if (!(e[1] <= tol))
+        TEST_FAIL_("%s %s %s: d qkv off by %.3g (limit %.3g)", dn, td_dtype_name(dt), c->name, e[1], tol);
+    td_release(rg), td_release(g);
+    td_scope_end();
+}
+
+/* The CPU reads contiguous operands: the same cases pass through the core's copies, which the profile counts (so
+** strided_cuda's count of 0 can fail). */
+TEST(strided_cpu) {
+    test_seed();
+    int64_t fwd, bwd;
+    for (size_t i = 0; i < sizeof strided_cfgs / sizeof *strided_cfgs; i++) {
+        check_strided(&strided_cfgs[i], TD_CPU, TD_F64, 1e-12, &fwd, &bwd);
+        ASSERT_EQ_INT(fwd, 3);
+        ASSERT_EQ_INT(bwd, 4);
+    }
+}
+
+/* Every f32 path (the 3xTF32 backward in each variant of TRIDENT_CUDA_ATTN_F32_BWD, the forward in each
+** configuration of TRIDENT_CUDA_ATTN_F32_CFG; E 32 and TRIDENT_CUDA_ATTN_F32_CFG=wmma the WMMA kernels; f64 the
+** generic ones) and the f16/bf16 mma.sync kernels (TRIDENT_CUDA_ATTN=own) on strided operands with no copy; then
+** rows that are not 16-byte aligned, which are copied. */
+TEST(strided_cuda) {
+    td_device dev = {TD_DEVICE_CUDA, 0};
+    const char *env = getenv("TD_ATTN_DEVICES");
+    if (env && !strstr(env, "cuda:0")) TEST_SKIP("cuda:0 is not in TD_ATTN_DEVICES");
+    if (!td_device_available(dev)) TEST_SKIP("no cuda:0 device");
+    test_seed();
+    int nc = (int)(sizeof strided_cfgs / sizeof *strided_cfgs);
+    int64_t fwd, bwd;
+#define STRIDED_NO_COPY(dt, tol)                                                                                       \
+    for (int i = 0; i < nc; i++) {                                                                                     \
+        check_strided(&strided_cfgs[i], dev, dt, tol, &fwd, &bwd);                                                     \
+        ASSERT_EQ_INT(fwd, 0);                                                                                         \
+        ASSERT_EQ_INT(bwd, 0);                                                                                         \
+    }
+    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
+    for (int p = 0; p < 8; p++) {
+        setenv("TRIDENT_CUDA_ATTN_F32_BWD", pick[p], 1);
+        fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_BWD=%s\n", pick[p]);
+        STRIDED_NO_COPY(TD_F32, TF32_TOL)
+    }
+    unsetenv("TRIDENT_CUDA_ATTN_F32_BWD");
+    static const char *fwd_pick[] = {"0", "1", "2", "3", "wmma"};
+    for (int p = 0; p < 5; p++) { /* the forward's tile configurations, then the WMMA kernels */
+        setenv("TRIDENT_CUDA_ATTN_F32_CFG", fwd_pick[p], 1);
+        fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=%s\n", fwd_pick[p]);
+        STRIDED_NO_COPY(TD_F32, TF32_TOL)
+    }
+    unsetenv("TRIDENT_CUDA_ATTN_F32_CFG");
+    STRIDED_NO_COPY(TD_F64, 1e-12)
+    fprintf(stderr, "  TRIDENT_CUDA_ATTN=own\n");
+    setenv("TRIDENT_CUDA_ATTN", "own", 1);
+    STRIDED_NO_COPY(TD_F16, 2e-3)
+    STRIDED_NO_COPY(TD_BF16, 1e-2)
+    unsetenv("TRIDENT_CUDA_ATTN");
+#undef STRIDED_NO_COPY
+    /* rows 3 H E = 270 floats apart (not a multiple of 16 bytes): supports() declines, the core copies */
+    static const attn_cfg unaligned = {"strided E 30 (rows off 16 bytes), T 77", 1, 3, 77, 77, 30, 30, 0, true, 0};
+    check_strided(&unaligned, dev, TD_F32, TF32_TOL, &fwd, &bwd);
+    ASSERT_EQ_INT(fwd, 3);
+    ASSERT(bwd > 0);
 }
 
 /* x rounded to TF32 (10 mantissa bits, nearest, ties away: cvt.rna.tf32.f32) */

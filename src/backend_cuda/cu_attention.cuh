@@ -2,14 +2,21 @@
 ** Shared by the attention kernel files: the arguments of one ATTENTION or
 ** ATTENTION_BACKWARD launch (cu_ops_attention.cu builds them from the td_op)
 ** and the tensor-core forwards and backwards (cu_ops_attention_fa*.cu, cu_ops_attention_mma*.cu).
-** defines: cu_attn_args, cu_attn_fa_fwd, cu_attn_fa_bwd, cu_attn_mma_fwd, cu_attn_mma_bwd, the device helpers
-** cu_attn_mask and cu_attn_drop.
+** Every kernel reads q, k, v, out, dout and writes out, dq, dk, dv through their strides (cu_attn_lay: batch n0,
+** head n1, row; the element stride is 1), so heads split from a [N,T,3,H,E] projection are read in place.
+** defines: cu_attn_lay, cu_attn_args, cu_attn_at, cu_attn_lay_of, cu_attn_aligned, cu_attn_fa_fwd, cu_attn_fa_bwd,
+** cu_attn_mma_fwd, cu_attn_mma_bwd, the device helpers cu_attn_mask and cu_attn_drop.
 */
 #ifndef TRIDENT_CU_ATTENTION_CUH
 #define TRIDENT_CU_ATTENTION_CUH
 
 #include "cu_kernels.cuh"
 #include <type_traits>
+
+/* An operand [N0,N1,rows,D]'s strides in elements over N0, N1 and rows; its last dim's stride is 1 */
+typedef struct cu_attn_lay {
+    int64_t n0, n1, r;
+} cu_attn_lay;
 
 typedef struct cu_attn_args {
     int64_t N, n1, L, S, E, Ev; /* N = N0 * N1 batch*heads; n1 splits n for the mask's strides */
@@ -18,9 +25,29 @@ typedef struct cu_attn_args {
     uint32_t threshold;         /* dropout: keep when (w >> 8) >= threshold */
     bool dropout, causal, mask_bool;
     uint64_t seed, offset;
-    const void *mask; /* element (0, 0, 0, 0) of the mask, NULL: none */
-    int64_t ms[4];    /* its strides over [N0, N1, L, S] */
+    const void *mask;          /* element (0, 0, 0, 0) of the mask, NULL: none */
+    int64_t ms[4];             /* its strides over [N0, N1, L, S] */
+    cu_attn_lay q, k, v, o, g; /* q, k, v, out, dout (g: the backward's only) */
+    cu_attn_lay dq, dk, dv;    /* the backward's outputs */
 } cu_attn_args;
+
+/* The offset of row 0 of head n = n0 N1 + n1 in an operand laid out s: row i starts i s.r further */
+__host__ __device__ __forceinline__ int64_t cu_attn_at(const cu_attn_args &a, const cu_attn_lay &s, int64_t n) {
+    return (n / a.n1) * s.n0 + (n % a.n1) * s.n1;
+}
+
+/* x's layout (a 4-d operand) */
+static inline cu_attn_lay cu_attn_lay_of(const td_operand *x) { return {x->strides[0], x->strides[1], x->strides[2]}; }
+
+/* Whether every row of x starts 16-byte aligned (cp.async and vector loads and stores): its first element, and its
+** strides over the dims of more than one element in multiples of 16 bytes */
+static inline bool cu_attn_aligned(const td_operand *x) {
+    int64_t es = (int64_t)td_dtype_size(x->dtype);
+    if (((uintptr_t)cu_data(x) & 15) != 0) return false;
+    for (int d = 0; d < 3; d++)
+        if (x->shape[d] > 1 && (x->strides[d] * es) % 16 != 0) return false;
+    return true;
+}
 
 /* The mma.sync forward (f16/bf16, cu_ops_attention_fa.cu): launches and returns true when it takes the op, false
 ** to leave it to the next path. */

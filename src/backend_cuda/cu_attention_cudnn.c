@@ -404,7 +404,7 @@ bool cu_dnn_attn_fwd(cu_dev *d, const cu_dnn_attn *a, const void *q, const void 
     if (ws) cu_temp_free(d, ws);
     if (no) log_choice(a, "forward", no);
     atomic_fetch_add(&counts[ok ? 0 : 1], 1);
-    if (!ok && !td_attn_dense(a->op)) /* our kernels read only contiguous operands */
+    if (!ok && !cu_attn_own_takes(a->op)) /* strided operands our kernels do not take */
         return *st = td_error_set(TD_ERR_UNSUPPORTED, "attention: cuDNN failed on strided operands (%s)",
                                   no ? no : "at run time"),
                true;
@@ -444,7 +444,7 @@ bool cu_dnn_attn_bwd(cu_dev *d, const cu_dnn_attn *a, const void *dout, const vo
     if (ws) cu_temp_free(d, ws);
     if (no) log_choice(a, "backward", no);
     atomic_fetch_add(&counts[ok ? 2 : 3], 1);
-    if (!ok && !td_attn_dense(a->op))
+    if (!ok && !cu_attn_own_takes(a->op))
         return *st = td_error_set(TD_ERR_UNSUPPORTED, "attention_backward: cuDNN failed on strided operands (%s)",
                                   no ? no : "at run time"),
                true;

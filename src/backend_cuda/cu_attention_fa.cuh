@@ -11,7 +11,7 @@
 ** A tile is 64 rows of D elements in shared memory, rows padded to FA_LD(D) = D + 8 elements (the 8 row addresses
 ** of an ldmatrix fall in distinct 16-byte bank groups), staged with cp.async (16 bytes; rows past the end zero).
 ** defines: FA_ROWS, FA_THREADS, FA_LOG2E, fa_ld, fa_ldsm4, fa_ldsm4t, fa_mma, fa_pack, fa_load, fa_commit, fa_wait,
-**          fa_lda, fa_ldb_nk, fa_ldb_kn, fa_mma_nk, fa_mma_kn, fa_a_from_c, fa_aligned, fa_order, cu_attn_fa_takes.
+**          fa_lda, fa_ldb_nk, fa_ldb_kn, fa_mma_nk, fa_mma_kn, fa_a_from_c, fa_order, cu_attn_fa_takes.
 */
 #ifndef TRIDENT_CU_ATTENTION_FA_CUH
 #define TRIDENT_CU_ATTENTION_FA_CUH
@@ -79,14 +79,16 @@ template <typename T> __device__ __forceinline__ void fa_a_from_c(uint32_t *a, c
 __device__ __forceinline__ void fa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void fa_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-/* sm [64][fa_ld] = rows [r0, r0 + 64) of x [rows][D], zeros past rows (asynchronous: fa_commit, fa_wait) */
-template <typename T, int D> __device__ __forceinline__ void fa_load(T *sm, const T *x, int64_t r0, int64_t rows) {
+/* sm [64][fa_ld] = rows [r0, r0 + 64) of x [rows][D] (row stride ld, a multiple of 8), zeros past rows
+** (asynchronous: fa_commit, fa_wait) */
+template <typename T, int D>
+__device__ __forceinline__ void fa_load(T *sm, const T *x, int64_t r0, int64_t rows, int64_t ld) {
     constexpr int C = D / 8; /* 16-byte chunks per row */
     for (int c = threadIdx.x; c < FA_ROWS * C; c += FA_THREADS) {
         int r = c / C, e = (c % C) * 8;
         bool ok = r0 + r < rows;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem(sm + r * fa_ld<D>() + e)),
-                     "l"(x + (ok ? (r0 + r) * D + e : 0)), "r"(ok ? 16 : 0));
+                     "l"(x + (ok ? (r0 + r) * ld + e : 0)), "r"(ok ? 16 : 0));
     }
 }
 
@@ -120,9 +122,6 @@ template <typename T> __device__ __forceinline__ void fa_mma_kn(float (*c)[4], c
     fa_mma<T>(c[1], a, b[2], b[3]);
 }
 
-/* Whether p is 16-byte aligned (cp.async and the vector stores need it) */
-static inline bool fa_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 /* task -> (n, tile): tiles in the order given by first (the heaviest first), n fastest */
 __device__ __forceinline__ void fa_order(const cu_attn_args &a, int64_t tiles, bool reverse, int64_t *n, int64_t *r0) {
     int64_t task = blockIdx.x, tile = task / a.N;
@@ -132,7 +131,7 @@ __device__ __forceinline__ void fa_order(const cu_attn_args &a, int64_t tiles, b
 
 /* Whether these kernels take the op (dtype dt): f16/bf16, E == Ev in {32, 64, 128}, sm_80 or newer, a grid of
 ** N ceil(L / 64) (or S) blocks within limits; TRIDENT_CUDA_ATTN_MMA=0 leaves every attention to the generic
-** kernels (for comparisons). The launchers also ask for 16-byte aligned operands. */
+** kernels (for comparisons). The launchers also ask for 16-byte aligned rows (cu_attn_aligned). */
 static inline bool cu_attn_fa_takes(const cu_dev *d, const cu_attn_args *a, td_dtype dt) {
     static int off = -1;
     if (off < 0) off = getenv("TRIDENT_CUDA_ATTN_MMA") && !strcmp(getenv("TRIDENT_CUDA_ATTN_MMA"), "0");

@@ -51,21 +51,23 @@ template <> struct mma_t<float> {
     }
 };
 
-/* rows [r0, r0 + 64) of a [rows, D] matrix into sm [64][mma_ldt], zeros past rows; 16-byte copies when aligned */
-template <typename T, int D> __device__ __forceinline__ void mma_stage(T *sm, const T *x, int64_t r0, int64_t rows) {
+/* rows [r0, r0 + 64) of a [rows, D] matrix x (row stride ld) into sm [64][mma_ldt], zeros past rows; 16-byte
+** copies when every row is aligned */
+template <typename T, int D>
+__device__ __forceinline__ void mma_stage(T *sm, const T *x, int64_t r0, int64_t rows, int64_t ld) {
     constexpr int LT = mma_ldt<D>();
-    if (((uintptr_t)x & 15) == 0) {
+    if (((uintptr_t)x & 15) == 0 && (ld * (int64_t)sizeof(T)) % 16 == 0) {
         constexpr int V = 16 / sizeof(T), DV = D / V;
         for (int e = threadIdx.x; e < MMA_ROWS * DV; e += blockDim.x) {
             int64_t r = r0 + e / DV;
-            uint4 w = r < rows ? ((const uint4 *)(x + r * D))[e % DV] : make_uint4(0, 0, 0, 0);
+            uint4 w = r < rows ? ((const uint4 *)(x + r * ld))[e % DV] : make_uint4(0, 0, 0, 0);
             ((uint4 *)(sm + (e / DV) * LT))[e % DV] = w;
         }
         return;
     }
     for (int e = threadIdx.x; e < MMA_ROWS * D; e += blockDim.x) {
         int64_t r = r0 + e / D;
-        sm[(e / D) * LT + e % D] = r < rows ? x[r * D + e % D] : mma_to<T>(0.0f);
+        sm[(e / D) * LT + e % D] = r < rows ? x[r * ld + e % D] : mma_to<T>(0.0f);
     }
 }
 

@@ -14,18 +14,17 @@
 **   at 3 TF32 products.
 ** Tiles: rows of D floats in shared memory padded to TF32_LD(D) = D + 4 floats (row stride = 4 banks mod 32), so
 ** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
-** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0).
-** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the WMMA kernels
-*of
-** cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass); a loop tile has
-** T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
+** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0)
+** from global rows at any stride that is a multiple of 4 floats (cu_attn_lay's .r).
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the
+** WMMA kernels of cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass);
+** a loop tile has T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
 **     cfg 0: W 4, T 64   cfg 1: W 4, T 32   cfg 2: W 8, T 64   cfg 3: W 2, T 64
 ** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
 ** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split, tf32_mma3, tf32_a_ld,
 **          tf32_a_regs, tf32_a_from_c, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_order,
-**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_warps,
-**          tf32_bwd_tile, cu_attn_tf32_bwd_cfg, tf32_takes, tf32_on_cfg, tf32_aligned, tf32_dispatch, cu_attn_tf32_fwd,
-*cu_attn_tf32_bwd.
+**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_warps, tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
+**          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
 */
 #ifndef TRIDENT_CU_ATTENTION_TF32_CUH
 #define TRIDENT_CU_ATTENTION_TF32_CUH
@@ -37,7 +36,7 @@
 #include "cu_attention.cuh"
 
 /* The forward and backward (cu_ops_attention_tf32*.cu): launch and return true when they take the op (f32,
-** E == Ev in {64, 128}, sm_80+, 16-byte aligned operands, the configuration not "wmma"); false leaves it to the
+** E == Ev in {64, 128}, sm_80+, 16-byte aligned rows, the configuration not "wmma"); false leaves it to the
 ** next path. The backward sets *st to its launches' status. */
 extern "C" bool cu_attn_tf32_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
 extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st);
@@ -72,7 +71,8 @@ int cu_attn_tf32_cfg(void);
 int cu_attn_tf32_bwd_cfg(void);
 
 /* Whether these kernels take the op (dtype dt): f32, E == Ev in {64, 128}, sm_80 or newer, a grid of N ceil(rows /
-** 16) blocks within limits and a configuration picked (*cfg). The launchers also ask for 16-byte aligned operands. */
+** 16) blocks within limits and a configuration picked (*cfg). The launchers also ask for 16-byte aligned rows
+** (cu_attn_aligned). */
 static inline bool tf32_takes(const cu_dev *d, const cu_attn_args *a, td_dtype dt, int *cfg) {
     int64_t rows = a->L > a->S ? a->L : a->S;
     if (dt != TD_F32 || d->cc_major < 8 || a->E != a->Ev || (a->E != 64 && a->E != 128)) return false;
@@ -80,7 +80,6 @@ static inline bool tf32_takes(const cu_dev *d, const cu_attn_args *a, td_dtype d
     *cfg = cu_attn_tf32_cfg();
     return *cfg >= 0;
 }
-static inline bool tf32_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* f(dim, std::integral_constant<int, C>()) for the C in C... that equals cfg, else for C = 0 */
 template <typename F, typename Dim, int... C>
@@ -168,17 +167,17 @@ __device__ __forceinline__ tf32_frag_b tf32_b_kn(const float *p, int ld) {
 __device__ __forceinline__ void tf32_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void tf32_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-/* sm [R][tf32_ld] = rows [r0, r0 + R) of x [rows][D], zeros past rows (asynchronous: tf32_commit, tf32_wait);
-** NTH threads share the copy */
+/* sm [R][tf32_ld] = rows [r0, r0 + R) of x [rows][D] (row stride ld, a multiple of 4), zeros past rows
+** (asynchronous: tf32_commit, tf32_wait); NTH threads share the copy */
 template <int D, int R, int NTH>
-__device__ __forceinline__ void tf32_load(float *sm, const float *x, int64_t r0, int64_t rows) {
+__device__ __forceinline__ void tf32_load(float *sm, const float *x, int64_t r0, int64_t rows, int64_t ld) {
     constexpr int C = D / 4; /* 16-byte chunks a row */
     for (int c = threadIdx.x; c < R * C; c += NTH) {
         int r = c / C, e = (c % C) * 4;
         bool ok = r0 + r < rows;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
                          (uint32_t)__cvta_generic_to_shared(sm + r * tf32_ld<D>() + e)),
-                     "l"(x + (ok ? (r0 + r) * D + e : 0)), "r"(ok ? 16 : 0));
+                     "l"(x + (ok ? (r0 + r) * ld + e : 0)), "r"(ok ? 16 : 0));
     }
 }
 

@@ -36,9 +36,13 @@ typedef struct cu_dnn_attn {
 bool cu_dnn_attn_fwd(cu_dev *d, const cu_dnn_attn *a, const void *q, const void *k, const void *v, void *out,
                      float *lse, td_status *st);
 /* supports() of ATTENTION* with strided operands (td_attn_dense false): whether cuDNN takes this call (its plan
-** built now, or cached); the core makes the operands contiguous where not. A strided call cuDNN then fails at run
-** time returns an error instead of reaching our kernels, which read only the contiguous layout. */
+** built now, or cached); where neither it nor our kernels (cu_attn_own_takes) do, the core makes the operands
+** contiguous. A strided call cuDNN then fails at run time goes to our kernels where they take it, else returns an
+** error. */
 bool cu_dnn_attn_takes_strided(cu_dev *d, const td_op *op);
+/* Whether our own attention kernels (cu_ops_attention*.cu) take op's operands as laid out: contiguous, or strided
+** with the last dims' stride 1 and 16-byte aligned rows (cu_ops_attention.cu). */
+bool cu_attn_own_takes(const td_op *op);
 /* ATTENTION_BACKWARD on cuDNN, the same contract: dq, dk, dv from dout, q, k, v, out and lse. */
 bool cu_dnn_attn_bwd(cu_dev *d, const cu_dnn_attn *a, const void *dout, const void *q, const void *k, const void *v,
                      const void *out, const float *lse, void *dq, void *dk, void *dv, td_status *st);

@@ -4,7 +4,9 @@
 ** recomputes the probabilities from the saved row logsumexp.
 ** Shapes (src/core/op_attention.c makes them; the math is written out in
 ** src/backend_cpu/cpu_attention.c): N = N0*N1, L queries, S keys,
-**   q [N,L,E], k [N,S,E], v [N,S,Ev], out/dout [N,L,Ev] contiguous, lse [N,L]
+**   q [N,L,E], k [N,S,E], v [N,S,Ev], out/dout [N,L,Ev], the gradients as q, k, v,
+**   each read and written through its strides over (N0, N1, row) (cu_attn_lay; element
+**   stride 1: heads split from a [N0,T,3,N1,E] projection read in place), lse [N,L] contiguous
 **   (float; double for f64), mask [N0,N1,L,S] any strides (bool: false = -inf;
 **   the input dtype: added), dropout z_ij = keep_ij / (1 - p) from Philox element
 **   (n L + i) S + j of (seed, offset), td_dropout's rule.
@@ -18,7 +20,7 @@
 ** writer (no atomics), so results do not depend on scheduling.
 ** Which path takes which (TRIDENT_CUDA_ATTN_MMA=0 forces these generic kernels), masks,
 ** causal and dropout included everywhere:
-**   f16/bf16 with E == Ev in {32, 64, 128} and 16-byte aligned operands: the
+**   f16/bf16 with E == Ev in {32, 64, 128} and 16-byte aligned rows: the
 **     mma.sync forward of cu_ops_attention_fa.cu and backward of cu_ops_attention_fa_bwd.cu;
 **   f32 with E == Ev in {64, 128}: the 3xTF32 mma.sync forward of cu_ops_attention_tf32.cu and backward of
 **     cu_ops_attention_tf32_bwd.cu (TRIDENT_CUDA_ATTN_F32_CFG picks a tile configuration, =wmma: the next line);
@@ -65,15 +67,16 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
         C qr[DP], acc[DP], m = cu_attn_neg_inf<C>(), l = 0;
 #pragma unroll
         for (int e = 0; e < DP; e++) {
-            qr[e] = valid && e < a.E ? cu_to<C>(q[(n * a.L + i) * a.E + e]) : (C)0;
+            qr[e] = valid && e < a.E ? cu_to<C>(q[cu_attn_at(a, a.q, n) + i * a.q.r + e]) : (C)0;
             acc[e] = 0;
         }
+        const T *kn = k + cu_attn_at(a, a.k, n), *vn = v + cu_attn_at(a, a.v, n);
         for (int64_t j0 = 0; j0 < jend; j0 += BR) {
             __syncthreads(); /* the previous tile is consumed */
             int64_t js = j0 + t;
             if (js < a.S) {
-                for (int e = 0; e < a.E; e++) ks[t][e] = cu_to<C>(k[(n * a.S + js) * a.E + e]);
-                for (int e = 0; e < a.Ev; e++) vs[t][e] = cu_to<C>(v[(n * a.S + js) * a.Ev + e]);
+                for (int e = 0; e < a.E; e++) ks[t][e] = cu_to<C>(kn[js * a.k.r + e]);
+                for (int e = 0; e < a.Ev; e++) vs[t][e] = cu_to<C>(vn[js * a.v.r + e]);
             }
             __syncthreads();
             if (!valid) continue;
@@ -105,7 +108,7 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
             C inv = l > 0 ? (C)1 / l : (C)0;
 #pragma unroll
             for (int e = 0; e < DP; e++)
-                if (e < a.Ev) out[(n * a.L + i) * a.Ev + e] = cu_from<T>(acc[e] * inv);
+                if (e < a.Ev) out[cu_attn_at(a, a.o, n) + i * a.o.r + e] = cu_from<T>(acc[e] * inv);
             lse[n * a.L + i] = l > 0 ? m + log(l) : cu_attn_neg_inf<C>();
         }
     }
@@ -126,20 +129,21 @@ __global__ void __launch_bounds__(attn_rows<C>::BR) attn_dkdv(cu_attn_args a, co
         C kr[DP], vr[DP], dkr[DP], dvr[DP];
 #pragma unroll
         for (int e = 0; e < DP; e++) {
-            kr[e] = valid && e < a.E ? cu_to<C>(k[(n * a.S + j) * a.E + e]) : (C)0;
-            vr[e] = valid && e < a.Ev ? cu_to<C>(v[(n * a.S + j) * a.Ev + e]) : (C)0;
+            kr[e] = valid && e < a.E ? cu_to<C>(k[cu_attn_at(a, a.k, n) + j * a.k.r + e]) : (C)0;
+            vr[e] = valid && e < a.Ev ? cu_to<C>(v[cu_attn_at(a, a.v, n) + j * a.v.r + e]) : (C)0;
             dkr[e] = dvr[e] = 0;
         }
+        const T *qn = q + cu_attn_at(a, a.q, n), *gn = dout + cu_attn_at(a, a.g, n), *on = out + cu_attn_at(a, a.o, n);
         for (int64_t i0 = a.causal ? j0 : 0; i0 < a.L; i0 += BR) {
             __syncthreads();
             int64_t is = i0 + t;
             if (is < a.L) {
                 C D = 0;
-                for (int e = 0; e < a.E; e++) qs[t][e] = cu_to<C>(q[(n * a.L + is) * a.E + e]);
+                for (int e = 0; e < a.E; e++) qs[t][e] = cu_to<C>(qn[is * a.q.r + e]);
                 for (int e = 0; e < a.Ev; e++) {
-                    C g = cu_to<C>(dout[(n * a.L + is) * a.Ev + e]);
+                    C g = cu_to<C>(gn[is * a.g.r + e]);
                     gs[t][e] = g;
-                    D += g * cu_to<C>(out[(n * a.L + is) * a.Ev + e]);
+                    D += g * cu_to<C>(on[is * a.o.r + e]);
                 }
                 ls[t] = lse[n * a.L + is];
                 Ds[t] = D;
@@ -169,8 +173,8 @@ __global__ void __launch_bounds__(attn_rows<C>::BR) attn_dkdv(cu_attn_args a, co
         if (valid) {
 #pragma unroll
             for (int e = 0; e < DP; e++) {
-                if (e < a.E) dk[(n * a.S + j) * a.E + e] = cu_from<T>(dkr[e]);
-                if (e < a.Ev) dv[(n * a.S + j) * a.Ev + e] = cu_from<T>(dvr[e]);
+                if (e < a.E) dk[cu_attn_at(a, a.dk, n) + j * a.dk.r + e] = cu_from<T>(dkr[e]);
+                if (e < a.Ev) dv[cu_attn_at(a, a.dv, n) + j * a.dv.r + e] = cu_from<T>(dvr[e]);
             }
         }
     }
@@ -188,17 +192,18 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
         C qr[DP], gr[DP], dqr[DP], D = 0, lse_i = valid ? lse[n * a.L + i] : cu_attn_neg_inf<C>();
 #pragma unroll
         for (int e = 0; e < DP; e++) {
-            qr[e] = valid && e < a.E ? cu_to<C>(q[(n * a.L + i) * a.E + e]) : (C)0;
-            gr[e] = valid && e < a.Ev ? cu_to<C>(dout[(n * a.L + i) * a.Ev + e]) : (C)0;
-            if (valid && e < a.Ev) D += gr[e] * cu_to<C>(out[(n * a.L + i) * a.Ev + e]);
+            qr[e] = valid && e < a.E ? cu_to<C>(q[cu_attn_at(a, a.q, n) + i * a.q.r + e]) : (C)0;
+            gr[e] = valid && e < a.Ev ? cu_to<C>(dout[cu_attn_at(a, a.g, n) + i * a.g.r + e]) : (C)0;
+            if (valid && e < a.Ev) D += gr[e] * cu_to<C>(out[cu_attn_at(a, a.o, n) + i * a.o.r + e]);
             dqr[e] = 0;
         }
+        const T *kn = k + cu_attn_at(a, a.k, n), *vn = v + cu_attn_at(a, a.v, n);
         for (int64_t j0 = 0; j0 < jend; j0 += BR) {
             __syncthreads();
             int64_t js = j0 + t;
             if (js < a.S) {
-                for (int e = 0; e < a.E; e++) ks[t][e] = cu_to<C>(k[(n * a.S + js) * a.E + e]);
-                for (int e = 0; e < a.Ev; e++) vs[t][e] = cu_to<C>(v[(n * a.S + js) * a.Ev + e]);
+                for (int e = 0; e < a.E; e++) ks[t][e] = cu_to<C>(kn[js * a.k.r + e]);
+                for (int e = 0; e < a.Ev; e++) vs[t][e] = cu_to<C>(vn[js * a.v.r + e]);
             }
             __syncthreads();
             if (!valid || lse_i == cu_attn_neg_inf<C>()) continue;
@@ -222,7 +227,7 @@ __global__ void __launch_bounds__(attn_rows<C>::BR)
         if (valid) {
 #pragma unroll
             for (int e = 0; e < DP; e++)
-                if (e < a.E) dq[(n * a.L + i) * a.E + e] = cu_from<T>(dqr[e]);
+                if (e < a.E) dq[cu_attn_at(a, a.dq, n) + i * a.dq.r + e] = cu_from<T>(dqr[e]);
         }
     }
 }
@@ -262,6 +267,13 @@ static cu_attn_args attn_args(const td_op *op) {
         a.mask = cu_data(&x[3]), a.mask_bool = x[3].dtype == TD_BOOL;
         for (int d = 0; d < 4; d++) a.ms[d] = x[3].strides[d];
     }
+    a.q = cu_attn_lay_of(&x[0]), a.k = cu_attn_lay_of(&x[1]), a.v = cu_attn_lay_of(&x[2]);
+    if (op->kind == TD_OP_ATTENTION)
+        a.o = cu_attn_lay_of(&op->out[0]);
+    else {
+        a.g = cu_attn_lay_of(&op->in[0]), a.o = cu_attn_lay_of(&op->in[5]);
+        a.dq = cu_attn_lay_of(&op->out[0]), a.dk = cu_attn_lay_of(&op->out[1]), a.dv = cu_attn_lay_of(&op->out[2]);
+    }
     return a;
 }
 
@@ -280,9 +292,30 @@ static cu_dnn_attn dnn_args(const td_op *op, const cu_attn_args &a) {
     return c;
 }
 
-CU_SUPPORTS(ATTENTION) { return attn_head_dims_ok(op) && (td_attn_dense(op) || cu_dnn_attn_takes_strided(d, op)); }
+/* Every kernel here and in cu_ops_attention_{fa,tf32,mma}*.cu reads and writes through the strides (cu_attn_lay),
+** the tensor-core ones with 16-byte vector copies: strided operands are taken where each last dim's stride is 1 and
+** every row is 16-byte aligned (cu_attn_aligned), lse contiguous. Elsewhere (a row stride not a multiple of 16
+** bytes) this declines: the core's contiguous copies then feed the tensor-core kernels, which would otherwise
+** decline and leave the rows to the generic kernels. */
+extern "C" bool cu_attn_own_takes(const td_op *op) {
+    if (td_attn_dense(op)) return true;
+    bool bwd = op->kind == TD_OP_ATTENTION_BACKWARD;
+    int mask = bwd ? 4 : 3, lse = bwd ? 6 : -1;
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        const td_operand *x = i < op->n_in ? &op->in[i] : &op->out[i - op->n_in];
+        if (i == mask || !x->buf) continue;
+        if (i == lse || (!bwd && i == op->n_in + 1)) {
+            if (!td_operand_is_contiguous(x)) return false;
+            continue;
+        }
+        if ((x->shape[3] > 1 && x->strides[3] != 1) || !cu_attn_aligned(x)) return false;
+    }
+    return true;
+}
+
+CU_SUPPORTS(ATTENTION) { return attn_head_dims_ok(op) && (cu_attn_own_takes(op) || cu_dnn_attn_takes_strided(d, op)); }
 CU_SUPPORTS(ATTENTION_BACKWARD) {
-    return attn_head_dims_ok(op) && (td_attn_dense(op) || cu_dnn_attn_takes_strided(d, op));
+    return attn_head_dims_ok(op) && (cu_attn_own_takes(op) || cu_dnn_attn_takes_strided(d, op));
 }
 
 /* in = (q, k, v, mask?), out = (out, lse) */

@@ -10,7 +10,8 @@
 **     O_w += (P z) V, P z rounded to the input dtype as the A operand                        (tensor cores)
 **   out = O / l, lse = (m + log2 l) ln 2; a row without keys: out 0, lse -inf (as the generic kernel).
 **   Causal: a block stops after the key tile holding its last query; blocks start heaviest first.
-** Shapes: q [N,L,E], k [N,S,E], v [N,S,E], out [N,L,E], lse [N,L] float; see cu_ops_attention.cu.
+** Shapes: q [N,L,E], k [N,S,E], v [N,S,E], out [N,L,E], each through its strides (a.q, a.k, a.v, a.o: head
+** offset cu_attn_at, row stride .r, a multiple of 8), lse [N,L] float contiguous; see cu_ops_attention.cu.
 */
 #include "cu_attention_fa.cuh"
 
@@ -32,9 +33,9 @@ __global__ void __launch_bounds__(FA_THREADS)
     fa_order(a, (a.L + B - 1) / B, true, &n, &i0);
     int64_t iw = i0 + w * 16, iend = i0 + B < a.L ? i0 + B : a.L, jend = a.causal && iend < a.S ? iend : a.S;
     int nkt = (int)((jend + B - 1) / B);
-    const T *kn = k + n * a.S * D, *vn = v + n * a.S * D;
-    fa_load<T, D>(Qs, q + n * a.L * D, i0, a.L);
-    if (nkt > 0) fa_load<T, D>(Ks, kn, 0, a.S), fa_load<T, D>(Vs, vn, 0, a.S);
+    const T *kn = k + cu_attn_at(a, a.k, n), *vn = v + cu_attn_at(a, a.v, n);
+    fa_load<T, D>(Qs, q + cu_attn_at(a, a.q, n), i0, a.L, a.q.r);
+    if (nkt > 0) fa_load<T, D>(Ks, kn, 0, a.S, a.k.r), fa_load<T, D>(Vs, vn, 0, a.S, a.v.r);
     fa_commit();
     const float sl2 = a.scale_f * FA_LOG2E;
     float o[D / 8][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
@@ -42,8 +43,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     for (int jt = 0; jt < nkt; jt++) {
         int64_t j0 = (int64_t)jt * B;
         if (jt + 1 < nkt) { /* the next tile into the other buffer, freed by the last iteration's barrier */
-            fa_load<T, D>(Ks + ((jt + 1) % 2) * B * LD, kn, j0 + B, a.S);
-            fa_load<T, D>(Vs + ((jt + 1) % 2) * B * LD, vn, j0 + B, a.S);
+            fa_load<T, D>(Ks + ((jt + 1) % 2) * B * LD, kn, j0 + B, a.S, a.k.r);
+            fa_load<T, D>(Vs + ((jt + 1) % 2) * B * LD, vn, j0 + B, a.S, a.v.r);
         }
         fa_commit();
         fa_wait<1>();
@@ -127,7 +128,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     __syncwarp();
     for (int c = lane; c < 16 * (D / 8); c += 32) {
         int rr = c / (D / 8), e = (c % (D / 8)) * 8;
-        if (iw + rr < a.L) *(uint4 *)(out + (n * a.L + iw + rr) * D + e) = *(const uint4 *)(Os + rr * LD + e);
+        if (iw + rr < a.L)
+            *(uint4 *)(out + cu_attn_at(a, a.o, n) + (iw + rr) * a.o.r + e) = *(const uint4 *)(Os + rr * LD + e);
     }
 }
 
@@ -150,7 +152,7 @@ extern "C" bool cu_attn_fa_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a
     td_dtype dt = op->in[0].dtype;
     if (!cu_attn_fa_takes(d, a, dt)) return false;
     for (int k = 0; k < 3; k++)
-        if (!fa_aligned(cu_data(&op->in[k]))) return false;
-    if (!fa_aligned(cu_data(&op->out[0]))) return false;
+        if (!cu_attn_aligned(&op->in[k])) return false;
+    if (!cu_attn_aligned(&op->out[0])) return false;
     return dt == TD_F16 ? launch_d<__half>(d, op, a) : launch_d<__nv_bfloat16>(d, op, a);
 }

@@ -14,7 +14,8 @@
 **                   S_w = Q_w K^T, dP_w = dout_w V^T, dS = P (z dP - D), dQ_w += dS K      (tensor cores)
 **                 dq = scale dQ.
 ** Every output element has one writer (no atomics): results are the same run to run.
-** Shapes: as cu_ops_attention.cu; lse [N,L] float.
+** Shapes: as cu_ops_attention.cu: q, k, v, dout, out, dq, dk, dv [N,rows,D] each through its strides (a.q .. a.dv:
+** head offset cu_attn_at, row stride .r, a multiple of 8 elements), lse [N,L] float contiguous.
 */
 #include "cu_attention_fa.cuh"
 
@@ -22,13 +23,15 @@ namespace {
 
 constexpr int B = FA_ROWS, NT = B / 8;
 
-/* D [rows] = rowsum(dout * out), dout and out [rows, E] */
-template <typename T> __global__ void attn_rowdot(const T *dout, const T *out, float *Dv, int64_t rows, int64_t E) {
+/* D [N L] = rowsum(dout * out), dout and out [N, L, Ev] (a.g, a.o) */
+template <typename T> __global__ void attn_rowdot(cu_attn_args a, const T *dout, const T *out, float *Dv) {
     int lane = threadIdx.x % 32;
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < a.N * a.L;
          r += (int64_t)gridDim.x * blockDim.x / 32) {
+        int64_t n = r / a.L, i = r % a.L;
+        const T *g = dout + cu_attn_at(a, a.g, n) + i * a.g.r, *o = out + cu_attn_at(a, a.o, n) + i * a.o.r;
         float s = 0;
-        for (int64_t e = lane; e < E; e += 32) s += cu_to<float>(dout[r * E + e]) * cu_to<float>(out[r * E + e]);
+        for (int64_t e = lane; e < a.Ev; e += 32) s += cu_to<float>(g[e]) * cu_to<float>(o[e]);
         for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
         if (lane == 0) Dv[r] = s;
     }
@@ -69,13 +72,13 @@ __global__ void __launch_bounds__(FA_THREADS)
     fa_order(a, (a.S + B - 1) / B, false, &n, &j0); /* causal: the first keys see the most queries */
     int64_t jw = j0 + w * 16, ist = a.causal ? j0 : 0;
     int nit = ist < a.L ? (int)((a.L - ist + B - 1) / B) : 0;
-    const T *qn = q + n * a.L * D, *gn = dout + n * a.L * D;
-    fa_load<T, D>(Ks, k + n * a.S * D, j0, a.S);
-    fa_load<T, D>(Vs, v + n * a.S * D, j0, a.S);
+    const T *qn = q + cu_attn_at(a, a.q, n), *gn = dout + cu_attn_at(a, a.g, n);
+    fa_load<T, D>(Ks, k + cu_attn_at(a, a.k, n), j0, a.S, a.k.r);
+    fa_load<T, D>(Vs, v + cu_attn_at(a, a.v, n), j0, a.S, a.v.r);
     auto stage = [&](int it) { /* query tile it into buffer it % 2 */
                                int64_t i0 = ist + (int64_t)it * B;
-                               fa_load<T, D>(Qs + (it % 2) * B * LD, qn, i0, a.L);
-                               fa_load<T, D>(Gs + (it % 2) * B * LD, gn, i0, a.L);
+                               fa_load<T, D>(Qs + (it % 2) * B * LD, qn, i0, a.L, a.q.r);
+                               fa_load<T, D>(Gs + (it % 2) * B * LD, gn, i0, a.L, a.g.r);
                                for (int r = threadIdx.x; r < B; r += FA_THREADS) {
                                    bool ok = i0 + r < a.L;
                                    ls[(it % 2) * B + r] = ok ? lse[n * a.L + i0 + r] * FA_LOG2E : -INFINITY;
@@ -148,8 +151,8 @@ __global__ void __launch_bounds__(FA_THREADS)
     for (int c = lane; c < 16 * (D / 8); c += 32) {
         int rr = c / (D / 8), e = (c % (D / 8)) * 8;
         if (jw + rr < a.S) {
-            *(uint4 *)(dk + (n * a.S + jw + rr) * D + e) = *(const uint4 *)(Kw + rr * LD + e);
-            *(uint4 *)(dv + (n * a.S + jw + rr) * D + e) = *(const uint4 *)(Vw + rr * LD + e);
+            *(uint4 *)(dk + cu_attn_at(a, a.dk, n) + (jw + rr) * a.dk.r + e) = *(const uint4 *)(Kw + rr * LD + e);
+            *(uint4 *)(dv + cu_attn_at(a, a.dv, n) + (jw + rr) * a.dv.r + e) = *(const uint4 *)(Vw + rr * LD + e);
         }
     }
 }
@@ -168,10 +171,10 @@ __global__ void __launch_bounds__(FA_THREADS) attn_dq_fa(cu_attn_args a, const T
     fa_order(a, (a.L + B - 1) / B, true, &n, &i0);
     int64_t iw = i0 + w * 16, iend = i0 + B < a.L ? i0 + B : a.L, jend = a.causal && iend < a.S ? iend : a.S;
     int nkt = (int)((jend + B - 1) / B);
-    const T *kn = k + n * a.S * D, *vn = v + n * a.S * D;
-    fa_load<T, D>(Qs, q + n * a.L * D, i0, a.L);
-    fa_load<T, D>(Gs, dout + n * a.L * D, i0, a.L);
-    if (nkt > 0) fa_load<T, D>(Ks, kn, 0, a.S), fa_load<T, D>(Vs, vn, 0, a.S);
+    const T *kn = k + cu_attn_at(a, a.k, n), *vn = v + cu_attn_at(a, a.v, n);
+    fa_load<T, D>(Qs, q + cu_attn_at(a, a.q, n), i0, a.L, a.q.r);
+    fa_load<T, D>(Gs, dout + cu_attn_at(a, a.g, n), i0, a.L, a.g.r);
+    if (nkt > 0) fa_load<T, D>(Ks, kn, 0, a.S, a.k.r), fa_load<T, D>(Vs, vn, 0, a.S, a.v.r);
     fa_commit();
     float l2[2], Dr[2]; /* this lane's rows iw + g and iw + g + 8 */
 #pragma unroll
@@ -185,8 +188,8 @@ __global__ void __launch_bounds__(FA_THREADS) attn_dq_fa(cu_attn_args a, const T
     for (int jt = 0; jt < nkt; jt++) {
         int64_t j0 = (int64_t)jt * B;
         if (jt + 1 < nkt) {
-            fa_load<T, D>(Ks + ((jt + 1) % 2) * B * LD, kn, j0 + B, a.S);
-            fa_load<T, D>(Vs + ((jt + 1) % 2) * B * LD, vn, j0 + B, a.S);
+            fa_load<T, D>(Ks + ((jt + 1) % 2) * B * LD, kn, j0 + B, a.S, a.k.r);
+            fa_load<T, D>(Vs + ((jt + 1) % 2) * B * LD, vn, j0 + B, a.S, a.v.r);
         }
         fa_commit();
         fa_wait<1>();
@@ -243,7 +246,8 @@ __global__ void __launch_bounds__(FA_THREADS) attn_dq_fa(cu_attn_args a, const T
     __syncwarp();
     for (int c = threadIdx.x % 32; c < 16 * (D / 8); c += 32) {
         int rr = c / (D / 8), e = (c % (D / 8)) * 8;
-        if (iw + rr < a.L) *(uint4 *)(dq + (n * a.L + iw + rr) * D + e) = *(const uint4 *)(Qw + rr * LD + e);
+        if (iw + rr < a.L)
+            *(uint4 *)(dq + cu_attn_at(a, a.dq, n) + (iw + rr) * a.dq.r + e) = *(const uint4 *)(Qw + rr * LD + e);
     }
 }
 
@@ -270,7 +274,7 @@ template <typename T> static td_status launch_t(cu_dev *d, const td_op *op, cons
     td_status st = cu_temp_alloc(d, (size_t)(a->N * a->L) * sizeof(float), &Dv);
     if (st != TD_OK) return st;
     attn_rowdot<T><<<cu_grid(d, a->N * a->L * 32, 256), 256, 0, d->stream>>>(
-        (const T *)cu_data(&op->in[0]), (const T *)cu_data(&op->in[5]), (float *)Dv, a->N * a->L, a->E);
+        *a, (const T *)cu_data(&op->in[0]), (const T *)cu_data(&op->in[5]), (float *)Dv);
     st = CU_LAUNCHED("attention_backward rowsum(dout out)");
     if (st == TD_OK) /* cu_attn_fa_takes admitted E */
         cu_attn_head_dim(a->E, [&](auto dim) { st = launch<T, decltype(dim)::value>(d, op, a, (const float *)Dv); });
@@ -285,9 +289,9 @@ extern "C" bool cu_attn_fa_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a
     td_dtype dt = op->in[1].dtype;
     if (!cu_attn_fa_takes(d, a, dt)) return false;
     for (int k = 0; k < 4; k++)
-        if (!fa_aligned(cu_data(&op->in[k]))) return false;
+        if (!cu_attn_aligned(&op->in[k])) return false;
     for (int k = 0; k < 3; k++)
-        if (!fa_aligned(cu_data(&op->out[k]))) return false;
+        if (!cu_attn_aligned(&op->out[k])) return false;
     *st = dt == TD_F16 ? launch_t<__half>(d, op, a) : launch_t<__nv_bfloat16>(d, op, a);
     return true;
 }

@@ -9,7 +9,8 @@
 **     P = exp(s - m_new), l = l alpha + rowsum P, O_w *= alpha; P z (dropout)
 **   O_w += (P z) V (16 x E, fp32 in shared memory)                                       (tensor cores)
 **   out = O / l, lse = m + log l (a row without keys: 0 and -inf), as the generic kernel.
-** Shapes: q [N,L,E], k [N,S,E], v [N,S,E], out [N,L,E], lse [N,L] float; see cu_ops_attention.cu.
+** Shapes: q [N,L,E], k [N,S,E], v [N,S,E], out [N,L,E], each through its strides (a.q, a.k, a.v, a.o: head
+** offset cu_attn_at, row stride .r), lse [N,L] float contiguous; see cu_ops_attention.cu.
 */
 #include "cu_attention_mma.cuh"
 
@@ -43,14 +44,14 @@ __global__ void __launch_bounds__(WARPS * 32)
         int64_t n = task / nqb, i0 = (task % nqb) * BQ, i = i0 + w * 16 + r;
         int64_t iend = i0 + BQ < a.L ? i0 + BQ : a.L, jend = a.causal ? (iend < a.S ? iend : a.S) : a.S;
         __syncthreads(); /* the previous task is done with the tiles */
-        mma_stage<T, D>(Qs, q + n * a.L * D, i0, a.L);
+        mma_stage<T, D>(Qs, q + cu_attn_at(a, a.q, n), i0, a.L, a.q.r);
         for (int c = lane; c < 16 * LO; c += 32) Of[c] = 0;
         __syncwarp();
         float m = -INFINITY, l = 0;
         for (int64_t j0 = 0; j0 < jend; j0 += BK) {
             __syncthreads();
-            mma_stage<T, D>(Ks, k + n * a.S * D, j0, a.S);
-            mma_stage<T, D>(Vs, v + n * a.S * D, j0, a.S);
+            mma_stage<T, D>(Ks, k + cu_attn_at(a, a.k, n), j0, a.S, a.k.r);
+            mma_stage<T, D>(Vs, v + cu_attn_at(a, a.v, n), j0, a.S, a.v.r);
             __syncthreads();
             /* S_w = Q_w K^T: K [64][D] row-major is K^T column-major */
 #pragma unroll
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         if (i < a.L) {                           /* a row without keys: out 0, lse -inf */
             float inv = l > 0 ? 1.0f / l : 0.0f; /* and a row without keys never reads Of */
             for (int c = h * (D / 2); c < (h + 1) * (D / 2); c++)
-                out[(n * a.L + i) * D + c] = mma_to<T>(l > 0 ? Of[r * LO + c] * inv : 0.0f);
+                out[cu_attn_at(a, a.o, n) + i * a.o.r + c] = mma_to<T>(l > 0 ? Of[r * LO + c] * inv : 0.0f);
             if (h == 0) lse[n * a.L + i] = l > 0 ? m + logf(l) : -INFINITY;
         }
     }

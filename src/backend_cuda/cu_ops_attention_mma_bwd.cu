@@ -13,7 +13,8 @@
 **                    S_w = Q_w K^T, dP_w = dout_w V^T, dS = P (z dP - D)   dQ_w += dS K  (tensor cores)
 **                  dq = scale dQ.
 ** Every output element has one writer (no atomics): results are the same run to run.
-** Shapes: as cu_ops_attention.cu; lse [N,L] float.
+** Shapes: as cu_ops_attention.cu: q, k, v, dout, out, dq, dk, dv [N,rows,D] each through its strides (a.q .. a.dv:
+** head offset cu_attn_at, row stride .r), lse [N,L] float contiguous.
 */
 
 #include "cu_attention_mma.cuh"
@@ -25,16 +26,17 @@ constexpr int BT = MMA_ROWS, WARPS = 4; /* rows per tile (queries or keys), warp
 constexpr int LDP = BT + 8, LDF = BT + 4;
 template <int D> __host__ __device__ constexpr int ldt() { return mma_ldt<D>(); }
 
-/* this warp's 16 rows [i0 + 16w, +16): Dw[r] = dout_i . out_i (dout from shared memory), lw[r] = lse_i */
+/* this warp's 16 rows [i0 + 16w, +16): Dw[r] = dout_i . out_i (dout from shared memory; out: head n's row 0, row
+** stride ld), lw[r] = lse_i */
 template <typename T, int D>
-__device__ __forceinline__ void row_terms(float *Dw, float *lw, const T *dos_w, const T *out, const float *lse,
-                                          int64_t n, int64_t iw, int64_t L) {
+__device__ __forceinline__ void row_terms(float *Dw, float *lw, const T *dos_w, const T *out, int64_t ld,
+                                          const float *lse, int64_t n, int64_t iw, int64_t L) {
     int lane = threadIdx.x % 32;
     for (int r = 0; r < 16; r++) {
         int64_t i = iw + r;
         float s = 0;
         if (i < L)
-            for (int e = lane; e < D; e += 32) s += (float)dos_w[r * ldt<D>() + e] * (float)out[(n * L + i) * D + e];
+            for (int e = lane; e < D; e += 32) s += (float)dos_w[r * ldt<D>() + e] * (float)out[i * ld + e];
         for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
         if (lane == 0) Dw[r] = s, lw[r] = i < L ? lse[n * L + i] : -INFINITY;
     }
@@ -81,9 +83,10 @@ template <typename T, int D> __device__ __forceinline__ void mm_acc(frag_acc<T> 
                                                              B + kk * KS * ldt<D>() + ct * 16, ldt<D>());
 }
 
-/* rows [r0, r0 + 16) of a [rows, D] T matrix = scale acc, through the warp's f32 scratch (>= 16 D floats) */
+/* rows [r0, r0 + 16) of a [rows, D] T matrix x (row stride ld) = scale acc, through the warp's f32 scratch (>= 16 D
+** floats) */
 template <typename T, int D>
-__device__ __forceinline__ void store_rows(T *x, frag_acc<T> *acc, float *scratch, float scale, int64_t r0,
+__device__ __forceinline__ void store_rows(T *x, int64_t ld, frag_acc<T> *acc, float *scratch, float scale, int64_t r0,
                                            int64_t rows) {
     int lane = threadIdx.x % 32;
 #pragma unroll
@@ -91,7 +94,7 @@ __device__ __forceinline__ void store_rows(T *x, frag_acc<T> *acc, float *scratc
         nvcuda::wmma::store_matrix_sync(scratch + ct * 16, acc[ct], D, nvcuda::wmma::mem_row_major);
     __syncwarp();
     for (int c = lane; c < 16 * D; c += 32)
-        if (r0 + c / D < rows) x[(r0 + c / D) * D + c % D] = mma_to<T>(scratch[c] * scale);
+        if (r0 + c / D < rows) x[(r0 + c / D) * ld + c % D] = mma_to<T>(scratch[c] * scale);
     __syncwarp();
 }
 
@@ -121,18 +124,19 @@ __global__ void __launch_bounds__(WARPS * 32) attn_dkdv_mma(cu_attn_args a, cons
     for (int64_t task = blockIdx.x; task < a.N * nkb; task += gridDim.x) {
         int64_t n = task / nkb, j0 = (task % nkb) * BT, jw = j0 + w * 16;
         __syncthreads(); /* the previous task is done with the tiles */
-        mma_stage<T, D>(t.Ks, k + n * a.S * D, j0, a.S);
-        mma_stage<T, D>(t.Vs, v + n * a.S * D, j0, a.S);
+        mma_stage<T, D>(t.Ks, k + cu_attn_at(a, a.k, n), j0, a.S, a.k.r);
+        mma_stage<T, D>(t.Vs, v + cu_attn_at(a, a.v, n), j0, a.S, a.v.r);
         frag_acc<T> dK[D / 16], dV[D / 16];
 #pragma unroll
         for (int ct = 0; ct < D / 16; ct++)
             nvcuda::wmma::fill_fragment(dK[ct], 0.0f), nvcuda::wmma::fill_fragment(dV[ct], 0.0f);
         for (int64_t i0 = a.causal ? j0 : 0; i0 < a.L; i0 += BT) {
             __syncthreads(); /* the previous query tile is consumed */
-            mma_stage<T, D>(t.Qs, q + n * a.L * D, i0, a.L);
-            mma_stage<T, D>(t.Gs, dout + n * a.L * D, i0, a.L);
+            mma_stage<T, D>(t.Qs, q + cu_attn_at(a, a.q, n), i0, a.L, a.q.r);
+            mma_stage<T, D>(t.Gs, dout + cu_attn_at(a, a.g, n), i0, a.L, a.g.r);
             __syncthreads();
-            row_terms<T, D>(t.Ds + w * 16, t.ls + w * 16, t.Gs + w * 16 * ldt<D>(), out, lse, n, i0 + w * 16, a.L);
+            row_terms<T, D>(t.Ds + w * 16, t.ls + w * 16, t.Gs + w * 16 * ldt<D>(), out + cu_attn_at(a, a.o, n), a.o.r,
+                            lse, n, i0 + w * 16, a.L);
             mm_abt<T, D>(t.Sf, t.Ks + w * 16 * ldt<D>(), t.Qs); /* S^T_w = K_w Q^T */
             __syncthreads();                                    /* every warp's lse, D are in */
             for (int c = lane; c < 16 * BT; c += 32) {          /* row = key j, column = query i */
@@ -155,8 +159,8 @@ __global__ void __launch_bounds__(WARPS * 32) attn_dkdv_mma(cu_attn_args a, cons
             __syncwarp();
             mm_acc<T, D>(dK, t.St, t.Qs); /* dK_w += dS^T Q */
         }
-        store_rows<T, D>(dk + n * a.S * D, dK, t.Sf, a.scale_f, jw, a.S);
-        store_rows<T, D>(dv + n * a.S * D, dV, t.Sf, 1.0f, jw, a.S);
+        store_rows<T, D>(dk + cu_attn_at(a, a.dk, n), a.dk.r, dK, t.Sf, a.scale_f, jw, a.S);
+        store_rows<T, D>(dv + cu_attn_at(a, a.dv, n), a.dv.r, dV, t.Sf, 1.0f, jw, a.S);
     }
 }
 
@@ -171,17 +175,18 @@ __global__ void __launch_bounds__(WARPS * 32) attn_dq_mma(cu_attn_args a, const 
         int64_t n = task / nqb, i0 = (task % nqb) * BT, iw = i0 + w * 16;
         int64_t iend = i0 + BT < a.L ? i0 + BT : a.L, jend = a.causal ? (iend < a.S ? iend : a.S) : a.S;
         __syncthreads();
-        mma_stage<T, D>(t.Qs, q + n * a.L * D, i0, a.L);
-        mma_stage<T, D>(t.Gs, dout + n * a.L * D, i0, a.L);
+        mma_stage<T, D>(t.Qs, q + cu_attn_at(a, a.q, n), i0, a.L, a.q.r);
+        mma_stage<T, D>(t.Gs, dout + cu_attn_at(a, a.g, n), i0, a.L, a.g.r);
         __syncthreads();
-        row_terms<T, D>(t.Ds + w * 16, t.ls + w * 16, t.Gs + w * 16 * ldt<D>(), out, lse, n, iw, a.L);
+        row_terms<T, D>(t.Ds + w * 16, t.ls + w * 16, t.Gs + w * 16 * ldt<D>(), out + cu_attn_at(a, a.o, n), a.o.r, lse,
+                        n, iw, a.L);
         frag_acc<T> dQ[D / 16];
 #pragma unroll
         for (int ct = 0; ct < D / 16; ct++) nvcuda::wmma::fill_fragment(dQ[ct], 0.0f);
         for (int64_t j0 = 0; j0 < jend; j0 += BT) {
             __syncthreads();
-            mma_stage<T, D>(t.Ks, k + n * a.S * D, j0, a.S);
-            mma_stage<T, D>(t.Vs, v + n * a.S * D, j0, a.S);
+            mma_stage<T, D>(t.Ks, k + cu_attn_at(a, a.k, n), j0, a.S, a.k.r);
+            mma_stage<T, D>(t.Vs, v + cu_attn_at(a, a.v, n), j0, a.S, a.v.r);
             __syncthreads();
             mm_abt<T, D>(t.Sf, t.Qs + w * 16 * ldt<D>(), t.Ks); /* S_w = Q_w K^T */
             mm_abt<T, D>(t.Pf, t.Gs + w * 16 * ldt<D>(), t.Vs); /* dP_w = dout_w V^T */
@@ -197,7 +202,7 @@ __global__ void __launch_bounds__(WARPS * 32) attn_dq_mma(cu_attn_args a, const 
             __syncwarp();
             mm_acc<T, D>(dQ, t.St, t.Ks); /* dQ_w += dS K */
         }
-        store_rows<T, D>(dq + n * a.L * D, dQ, t.Sf, a.scale_f, iw, a.L);
+        store_rows<T, D>(dq + cu_attn_at(a, a.dq, n), a.dq.r, dQ, t.Sf, a.scale_f, iw, a.L);
     }
 }
 

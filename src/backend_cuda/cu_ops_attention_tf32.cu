@@ -14,7 +14,8 @@
 **   Causal: a block stops after the key tile holding its last query, a warp skips tiles wholly above its rows;
 **   blocks start heaviest first.
 ** Also the reader of TRIDENT_CUDA_ATTN_F32_CFG (cu_attn_tf32_cfg).
-** Shapes: q [N,L,E], k [N,S,E], v [N,S,E], out [N,L,E], lse [N,L] float; see cu_ops_attention.cu.
+** Shapes: q [N,L,E], k [N,S,E], v [N,S,E], out [N,L,E], each through its strides (a.q, a.k, a.v, a.o: head
+** offset cu_attn_at, row stride .r, a multiple of 4), lse [N,L] float contiguous; see cu_ops_attention.cu.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,17 +53,17 @@ __global__ void __launch_bounds__(W * 32)
     tf32_order(a, a.L, BQ, true, &n, &i0);
     int64_t iw = i0 + w * 16, iend = i0 + BQ < a.L ? i0 + BQ : a.L, jend = a.causal && iend < a.S ? iend : a.S;
     int nkt = (int)((jend + T - 1) / T);
-    const float *kn = k + n * a.S * D, *vn = v + n * a.S * D;
-    tf32_load<D, BQ, W * 32>(Qs, q + n * a.L * D, i0, a.L);
-    if (nkt > 0) tf32_load<D, T, W * 32>(Ks, kn, 0, a.S), tf32_load<D, T, W * 32>(Vs, vn, 0, a.S);
+    const float *kn = k + cu_attn_at(a, a.k, n), *vn = v + cu_attn_at(a, a.v, n);
+    tf32_load<D, BQ, W * 32>(Qs, q + cu_attn_at(a, a.q, n), i0, a.L, a.q.r);
+    if (nkt > 0) tf32_load<D, T, W * 32>(Ks, kn, 0, a.S, a.k.r), tf32_load<D, T, W * 32>(Vs, vn, 0, a.S, a.v.r);
     tf32_commit();
     const float sl2 = a.scale_f * LOG2E;
     float o[KT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
     for (int jt = 0; jt < nkt; jt++) {
         int64_t j0 = (int64_t)jt * T;
         if (jt + 1 < nkt) { /* the next tile into the other buffer, freed by the last iteration's barrier */
-            tf32_load<D, T, W * 32>(Ks + ((jt + 1) % 2) * T * LD, kn, j0 + T, a.S);
-            tf32_load<D, T, W * 32>(Vs + ((jt + 1) % 2) * T * LD, vn, j0 + T, a.S);
+            tf32_load<D, T, W * 32>(Ks + ((jt + 1) % 2) * T * LD, kn, j0 + T, a.S, a.k.r);
+            tf32_load<D, T, W * 32>(Vs + ((jt + 1) % 2) * T * LD, vn, j0 + T, a.S, a.v.r);
         }
         tf32_commit();
         tf32_wait<1>();
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(W * 32)
         float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         int64_t i = iw + g + 8 * r;
         if (i >= a.L) continue;
-        float *orow = out + (n * a.L + i) * D + 2 * t;
+        float *orow = out + cu_attn_at(a, a.o, n) + i * a.o.r + 2 * t;
 #pragma unroll
         for (int et = 0; et < KT; et++)
             *(float2 *)(orow + et * 8) = make_float2(o[et][2 * r] * inv, o[et][2 * r + 1] * inv);
@@ -158,8 +159,8 @@ extern "C" bool cu_attn_tf32_fwd(cu_dev *d, const td_op *op, const cu_attn_args 
     int cfg;
     if (!tf32_takes(d, a, op->in[0].dtype, &cfg)) return false;
     for (int k = 0; k < 3; k++)
-        if (!tf32_aligned(cu_data(&op->in[k]))) return false;
-    if (!tf32_aligned(cu_data(&op->out[0]))) return false;
+        if (!cu_attn_aligned(&op->in[k])) return false;
+    if (!cu_attn_aligned(&op->out[0])) return false;
     return tf32_dispatch(a->E, cfg,
                          [&](auto dim, auto c) { launch<decltype(dim)::value, decltype(c)::value>(d, op, a); });
 }

@@ -3,7 +3,7 @@
 ** cu_attention_tf32.cuh) for E == Ev in {64, 128} (masks, causal, dropout), FlashAttention-2's backward with every
 ** accumulator in registers, the structure of cu_ops_attention_fa_bwd.cu:
 **   p_ij = 2^(s_ij - lse_i log2e), s_ij = (q_i.k_j scale + mask_ij) log2e,  ds_ij = p_ij (z_ij dout_i.v_j - D_i)
-**   attn_rowdot_f32  a warp per query row: D_i = dout_i . out_i (a scratch [N, L])
+**   attn_rowdot_f32  a warp per query row: D_i = dout_i . out_i (a scratch [N, L] contiguous)
 **   attn_dkdv_tf32   a block of W warps owns 16 W keys (16 a warp; K, V staged once); per tile of T queries
 **                    (q, dout, lse log2e, D staged by cp.async, double-buffered), causal: from query j0 on:
 **                      S^T_w = K_w Q^T, P^T = 2^(S^T - lse)                                (tensor cores)
@@ -16,9 +16,11 @@
 **   or, "fused" (TRIDENT_CUDA_ATTN_F32_BWD, cu_attention_tf32.cuh), dq inside attn_dkdv_tf32 (FlashAttention-2's
 **   way, no second S and dP): per query tile, scale dS^T to shared memory, then the block's T x D product
 **                      dq_tile += (scale dS) K_block (k over the block's 16 W keys)      (tensor cores)
-**                    split over the warps (16-row by NE 8-column pieces), added to dq (zeroed first) by f32 atomics.
+**                    split over the warps (16-row by NE 8-column pieces), added to dq (its rows zeroed first by
+**                    attn_zero_f32, in its layout) by f32 atomics.
 ** Also the reader of TRIDENT_CUDA_ATTN_F32_BWD (cu_attn_tf32_bwd_cfg).
-** Shapes: as cu_ops_attention.cu; lse [N,L] float.
+** Shapes: as cu_ops_attention.cu: q, k, v, dout, out, dq, dk, dv [N,rows,D] each through its strides (a.q .. a.dv:
+** head offset cu_attn_at, row stride .r, a multiple of 4 floats), lse [N,L] float contiguous.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,15 +44,27 @@ namespace {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
-/* D [rows] = rowsum(dout * out), dout and out [rows, E] */
-__global__ void attn_rowdot_f32(const float *dout, const float *out, float *Dv, int64_t rows, int64_t E) {
+/* D [N L] = rowsum(dout * out), dout and out [N, L, Ev] (a.g, a.o) */
+__global__ void attn_rowdot_f32(cu_attn_args a, const float *dout, const float *out, float *Dv) {
     int lane = threadIdx.x % 32;
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < a.N * a.L;
          r += (int64_t)gridDim.x * blockDim.x / 32) {
+        int64_t n = r / a.L, i = r % a.L;
+        const float *g = dout + cu_attn_at(a, a.g, n) + i * a.g.r, *o = out + cu_attn_at(a, a.o, n) + i * a.o.r;
         float s = 0;
-        for (int64_t e = lane; e < E; e += 32) s += dout[r * E + e] * out[r * E + e];
+        for (int64_t e = lane; e < a.Ev; e += 32) s += g[e] * o[e];
         for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
         if (lane == 0) Dv[r] = s;
+    }
+}
+
+/* dq [N, L, D] (a.dq) = 0, a float4 a thread */
+template <int D> __global__ void attn_zero_f32(cu_attn_args a, float *dq) {
+    constexpr int C = D / 4;
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < a.N * a.L * C;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = x / C, n = r / a.L, i = r % a.L;
+        *(float4 *)(dq + cu_attn_at(a, a.dq, n) + i * a.dq.r + (x % C) * 4) = make_float4(0, 0, 0, 0);
     }
 }
 
@@ -85,12 +99,12 @@ __device__ __forceinline__ void add2(float *p, float x, float y) {
 #endif
 }
 
-/* FUSED's dq rows [0, rows) of this query tile (at dq) += (scale dS) K over the first kw warps' keys (the others
-** saw none of the tile's queries: causal), after the barrier that publishes Ps; warp w owns rows 16 (w % MT) ..
-** + 15 and columns 8 e0 .. 8 (e0 + NE) - 1. A = scale dS [query][key] read from Ps [key][query] in tf32_b_kn's
-** k order (k = t: key 2t, t + 4: key 2t + 1), B = K [key][e] (tf32_b_kn). */
+/* FUSED's dq rows [0, rows) of this query tile (at dq, row stride ld) += (scale dS) K over the first kw warps'
+** keys (the others saw none of the tile's queries: causal), after the barrier that publishes Ps; warp w owns
+** rows 16 (w % MT) .. 16 (w % MT) + 15 and columns 8 e0 .. 8 (e0 + NE) - 1. A = scale dS [query][key] read
+** from Ps [key][query] in tf32_b_kn's k order (k = t: key 2t, t + 4: key 2t + 1), B = K [key][e] (tf32_b_kn). */
 template <int D, int W, int T>
-__device__ __forceinline__ void dq_tile(const float *Ks, const float *Ps, float *dq, int64_t rows, int kw) {
+__device__ __forceinline__ void dq_tile(const float *Ks, const float *Ps, float *dq, int64_t ld, int64_t rows, int kw) {
     constexpr int LD = tf32_ld<D>(), PLD = ds_ld<T>(), MT = T / 16, NE = D / 8 / (W / MT);
     static_assert(T % 16 == 0 && W % MT == 0 && (D / 8) % (W / MT) == 0, "dq_tile: the warps split T x D evenly");
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, mt = w % MT, e0 = (w / MT) * NE;
@@ -108,7 +122,7 @@ __device__ __forceinline__ void dq_tile(const float *Ks, const float *Ps, float 
         int i = mt * 16 + g + 8 * r;
         if (i >= rows) continue;
 #pragma unroll
-        for (int e = 0; e < NE; e++) add2(dq + (int64_t)i * D + (e0 + e) * 8 + 2 * t, acc[e][2 * r], acc[e][2 * r + 1]);
+        for (int e = 0; e < NE; e++) add2(dq + i * ld + (e0 + e) * 8 + 2 * t, acc[e][2 * r], acc[e][2 * r + 1]);
     }
 }
 
@@ -125,11 +139,11 @@ __global__ void __launch_bounds__(W * 32)
     tf32_order(a, a.S, BK, false, &n, &j0); /* causal: the first keys see the most queries */
     int64_t jw = j0 + w * 16, ist = a.causal ? j0 : 0;
     int nit = ist < a.L ? (int)((a.L - ist + T - 1) / T) : 0;
-    const float *qn = q + n * a.L * D, *gn = dout + n * a.L * D;
+    const float *qn = q + cu_attn_at(a, a.q, n), *gn = dout + cu_attn_at(a, a.g, n);
     auto stage = [&](int it) { /* query tile it into buffer it % 2 */
                                int64_t i0 = ist + (int64_t)it * T;
-                               tf32_load<D, T, W * 32>(Qs + (it % 2) * T * LD, qn, i0, a.L);
-                               tf32_load<D, T, W * 32>(Gs + (it % 2) * T * LD, gn, i0, a.L);
+                               tf32_load<D, T, W * 32>(Qs + (it % 2) * T * LD, qn, i0, a.L, a.q.r);
+                               tf32_load<D, T, W * 32>(Gs + (it % 2) * T * LD, gn, i0, a.L, a.g.r);
                                for (int r = threadIdx.x; r < T; r += W * 32) {
                                    bool ok = i0 + r < a.L;
                                    ls[(it % 2) * T + r] = ok ? lse[n * a.L + i0 + r] * LOG2E : -INFINITY;
@@ -137,8 +151,8 @@ __global__ void __launch_bounds__(W * 32)
                                }
     };
     if (nit > 0) {
-        tf32_load<D, BK, W * 32>(Ks, k + n * a.S * D, j0, a.S);
-        tf32_load<D, BK, W * 32>(Vs, v + n * a.S * D, j0, a.S);
+        tf32_load<D, BK, W * 32>(Ks, k + cu_attn_at(a, a.k, n), j0, a.S, a.k.r);
+        tf32_load<D, BK, W * 32>(Vs, v + cu_attn_at(a, a.v, n), j0, a.S, a.v.r);
         stage(0);
     }
     tf32_commit();
@@ -200,7 +214,7 @@ __global__ void __launch_bounds__(W * 32)
         }
         if constexpr (FUSED) {
             int64_t kw = a.causal ? (i0 + T - 1 - j0) / 16 + 1 : W; /* warps that saw the tile: a prefix */
-            dq_tile<D, W, T>(Ks, Ps, dq + (n * a.L + i0) * D, a.L - i0, kw < W ? (int)kw : W);
+            dq_tile<D, W, T>(Ks, Ps, dq + cu_attn_at(a, a.dq, n) + i0 * a.dq.r, a.dq.r, a.L - i0, kw < W ? (int)kw : W);
         }
         __syncthreads(); /* every warp is done with this buffer */
     }
@@ -210,7 +224,8 @@ __global__ void __launch_bounds__(W * 32)
     for (int r = 0; r < 2; r++) {
         int64_t j = jw + g + 8 * r;
         if (j >= a.S) continue;
-        float *krow = dk + (n * a.S + j) * D + 2 * t, *vrow = dv + (n * a.S + j) * D + 2 * t;
+        float *krow = dk + cu_attn_at(a, a.dk, n) + j * a.dk.r + 2 * t,
+              *vrow = dv + cu_attn_at(a, a.dv, n) + j * a.dv.r + 2 * t;
 #pragma unroll
         for (int et = 0; et < KT; et++) {
             *(float2 *)(krow + et * 8) = make_float2(dK[et][2 * r] * a.scale_f, dK[et][2 * r + 1] * a.scale_f);
@@ -236,10 +251,10 @@ __global__ void __launch_bounds__(W * 32)
     tf32_order(a, a.L, BQ, true, &n, &i0);
     int64_t iw = i0 + w * 16, iend = i0 + BQ < a.L ? i0 + BQ : a.L, jend = a.causal && iend < a.S ? iend : a.S;
     int nkt = (int)((jend + T - 1) / T);
-    const float *kn = k + n * a.S * D, *vn = v + n * a.S * D;
-    tf32_load<D, BQ, W * 32>(Qs, q + n * a.L * D, i0, a.L);
-    tf32_load<D, BQ, W * 32>(Gs, dout + n * a.L * D, i0, a.L);
-    if (nkt > 0) tf32_load<D, T, W * 32>(Ks, kn, 0, a.S), tf32_load<D, T, W * 32>(Vs, vn, 0, a.S);
+    const float *kn = k + cu_attn_at(a, a.k, n), *vn = v + cu_attn_at(a, a.v, n);
+    tf32_load<D, BQ, W * 32>(Qs, q + cu_attn_at(a, a.q, n), i0, a.L, a.q.r);
+    tf32_load<D, BQ, W * 32>(Gs, dout + cu_attn_at(a, a.g, n), i0, a.L, a.g.r);
+    if (nkt > 0) tf32_load<D, T, W * 32>(Ks, kn, 0, a.S, a.k.r), tf32_load<D, T, W * 32>(Vs, vn, 0, a.S, a.v.r);
     tf32_commit();
     float l2[2], Dr[2]; /* this lane's rows iw + g and iw + g + 8 */
 #pragma unroll
@@ -252,8 +267,8 @@ __global__ void __launch_bounds__(W * 32)
     for (int jt = 0; jt < nkt; jt++) {
         int64_t j0 = (int64_t)jt * T;
         if (jt + 1 < nkt) {
-            tf32_load<D, T, W * 32>(Ks + ((jt + 1) % 2) * T * LD, kn, j0 + T, a.S);
-            tf32_load<D, T, W * 32>(Vs + ((jt + 1) % 2) * T * LD, vn, j0 + T, a.S);
+            tf32_load<D, T, W * 32>(Ks + ((jt + 1) % 2) * T * LD, kn, j0 + T, a.S, a.k.r);
+            tf32_load<D, T, W * 32>(Vs + ((jt + 1) % 2) * T * LD, vn, j0 + T, a.S, a.v.r);
         }
         tf32_commit();
         tf32_wait<1>();
@@ -301,7 +316,7 @@ __global__ void __launch_bounds__(W * 32)
     for (int r = 0; r < 2; r++) {
         int64_t i = iw + g + 8 * r;
         if (i >= a.L) continue;
-        float *qrow = dq + (n * a.L + i) * D + 2 * t;
+        float *qrow = dq + cu_attn_at(a, a.dq, n) + i * a.dq.r + 2 * t;
 #pragma unroll
         for (int et = 0; et < KT; et++)
             *(float2 *)(qrow + et * 8) = make_float2(dQ[et][2 * r] * a.scale_f, dQ[et][2 * r + 1] * a.scale_f);
@@ -318,8 +333,8 @@ template <int D, int B> static td_status launch(cu_dev *d, const td_op *op, cons
     float *dq = (float *)cu_data(&o[0]);
     size_t s1 = smem_dkdv<D, W, T, FUSED>();
     if (FUSED) {
-        td_status st = cu_status(cudaMemsetAsync(dq, 0, (size_t)(a->N * a->L * D) * sizeof(float), d->stream),
-                                 "attention_backward dq = 0 (3xTF32 mma)");
+        attn_zero_f32<D><<<cu_grid(d, a->N * a->L * (D / 4), 256), 256, 0, d->stream>>>(*a, dq);
+        td_status st = CU_LAUNCHED("attention_backward dq = 0 (3xTF32 mma)");
         if (st != TD_OK) return st;
     }
     cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T, FUSED>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
@@ -342,14 +357,14 @@ extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args 
     int cfg;
     if (!tf32_takes(d, a, op->in[1].dtype, &cfg)) return false;
     for (int k = 0; k < 4; k++)
-        if (!tf32_aligned(cu_data(&op->in[k]))) return false;
+        if (!cu_attn_aligned(&op->in[k])) return false;
     for (int k = 0; k < 3; k++)
-        if (!tf32_aligned(cu_data(&op->out[k]))) return false;
+        if (!cu_attn_aligned(&op->out[k])) return false;
     void *Dv = NULL;
     *st = cu_temp_alloc(d, (size_t)(a->N * a->L) * sizeof(float), &Dv);
     if (*st != TD_OK) return true;
     attn_rowdot_f32<<<cu_grid(d, a->N * a->L * 32, 256), 256, 0, d->stream>>>(
-        (const float *)cu_data(&op->in[0]), (const float *)cu_data(&op->in[5]), (float *)Dv, a->N * a->L, a->E);
+        *a, (const float *)cu_data(&op->in[0]), (const float *)cu_data(&op->in[5]), (float *)Dv);
     *st = CU_LAUNCHED("attention_backward rowsum(dout out)");
     if (*st == TD_OK) /* tf32_takes admitted E */
         tf32_dispatch<TF32_BWD_CFGS>(a->E, cu_attn_tf32_bwd_cfg(), [&](auto dim, auto c) {
