@@ -3,8 +3,10 @@
 ** built from dispatches, with no copies, concatenations or gradient adds
 ** between steps. T steps, B batch, H hidden; gx [T, B, 4H] = x W_ih^T + b
 ** for every step comes in (rnn.c's pass 1). Two modes:
-** fused (the default): one dispatch per step each way, the recurrent GEMM
-** inside the step kernel (a workgroup per 16 batch rows by 8 hidden units)
+** fused (the default; W6 on an H100's Vulkan 20.8 ms/step against the gemm
+** mode's 22.6 and the composed cells' 91.4): one dispatch per step each way,
+** the recurrent GEMM inside the step kernel (a workgroup per 16 batch rows by
+** 8 hidden units)
 **   forward, per step t (T-1 down to 0 when reverse), tp the step before:
 **     lstm_seq_fused.comp            gh = h_tp W_hh^T for its (b, j), then
 **                                    the cell on gx_t + gh: h_t, c_t and the
