@@ -144,8 +144,8 @@ typedef double f64x4 __attribute__((vector_size(32)));
 ** write one. */
 #define CHAIN_EACH_(M, ...)                                                                                            \
     M(0, __VA_ARGS__)                                                                                                  \
-    M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__)        \
-        M(7, __VA_ARGS__)
+    M(1, __VA_ARGS__)                                                                                                  \
+    M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__)
 #define CHAIN_LOAD_(k, LD, p)      r##k = LD(p, k * L);
 #define CHAIN_STORE_(k, ST, p, nt) ST(p, k *L, r##k, nt);
 #define CHAIN_SET_(k, v)           r##k = (v);
@@ -206,11 +206,12 @@ typedef double f64x4 __attribute__((vector_size(32)));
 #define STF_X86_(p, j, r, stream)  STH128_X86_(p, j, half8_f16_round((__m256)(r)), stream)
 #endif
 
-/* NAME(st, ns, a, af, as, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af; FORM_ONE:
-** the number as), then each step, in registers (CHAIN_VECS vectors of V at a time), then a scalar tail. Half bits
-** (FORM_HALF operands; o when oh) are of dtype h; stream: o aligned to a vector, non-temporal where ST* has it. */
+/* NAME(st, ns, a, af, as, tap, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
+** FORM_ONE: the number as), then each step, in registers (CHAIN_VECS vectors of V at a time), then a scalar tail.
+** Half bits (FORM_HALF operands; o when oh) are of dtype h; stream: o aligned to a vector, non-temporal where ST*
+** has it; tap (or NULL): a FORM_HALF a, converted, is also written there for the steps that read it again. */
 #define CHAIN_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                               \
-    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, void *o, bool oh, int h,          \
+    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, T *tap, void *o, bool oh, int h,  \
                           bool stream, int64_t n) {                                                                    \
         enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
         V r0, r1, r2, r3, r4, r5, r6, r7, bc[CHAIN_MAX], ra;                                                           \
@@ -224,6 +225,9 @@ typedef double f64x4 __attribute__((vector_size(32)));
                 CHAIN_EACH_(CHAIN_LOAD_, LDT, (const T *)a + i)                                                        \
             } else if (af == FORM_HALF) {                                                                              \
                 CHAIN_EACH_(CHAIN_LOAD_, LDH, (const uint16_t *)a + i)                                                 \
+                if (tap) {                                                                                             \
+                    CHAIN_EACH_(CHAIN_STORE_, STT, tap + i, false)                                                     \
+                }                                                                                                      \
             } else {                                                                                                   \
                 CHAIN_EACH_(CHAIN_SET_, ra)                                                                            \
             }                                                                                                          \
@@ -249,6 +253,7 @@ typedef double f64x4 __attribute__((vector_size(32)));
         }                                                                                                              \
         for (; i < n; i++) { /* the tail, one element at a time */                                                     \
             T x = af == FORM_ARRAY ? ((const T *)a)[i] : af == FORM_HALF ? LD1H_(T, h, a, i) : as;                     \
+            if (tap) tap[i] = x;                                                                                       \
             for (int t = 0; t < ns; t++) {                                                                             \
                 int f = st[t].op % 3;                                                                                  \
                 T b = f == FORM_ARRAY  ? ((const T *)st[t].b)[i]                                                       \
@@ -278,19 +283,19 @@ CHAIN_RUN_(chain_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_,
 CHAIN_RUN_(chain_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
 #endif
 /* the chain runner for f32 compute: AVX2 / F16C where the CPU has them */
-static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, void *o, bool oh, int h,
-                           bool stream, int64_t n) {
+static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, float *tap, void *o, bool oh,
+                           int h, bool stream, int64_t n) {
 #if CHAIN_X86_
     if (cpu_has_avx2() && cpu_has_f16c()) {
-        (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, o, oh, h, stream, n);
+        (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, tap, o, oh, h, stream, n);
         return;
     }
 #endif
-    chain_run_f32(st, ns, a, af, as, o, oh, h, stream, n);
+    chain_run_f32(st, ns, a, af, as, tap, o, oh, h, stream, n);
 }
-static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, void *o, bool oh, int h,
-                           bool stream, int64_t n) {
-    chain_run_f64(st, ns, a, af, as, o, oh, h, stream, n);
+static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, double *tap, void *o,
+                           bool oh, int h, bool stream, int64_t n) {
+    chain_run_f64(st, ns, a, af, as, tap, o, oh, h, stream, n);
 }
 
 /* What a thread keeps across its blocks. */
@@ -541,8 +546,15 @@ static bool chain_op(const td_ki_insn *p) {
             need_##SUF(ir, scratch, vals, rt, first, n);                                                               \
             af = FORM_ARRAY;                                                                                           \
         }                                                                                                              \
-        chain_pick_##SUF(st, ns, af == FORM_ONE ? NULL : (const void *)vals[first], af,                                \
-                         af == FORM_ONE ? vals[first][0] : 0, o, oh, h, stream, n);                                    \
+        T *tap = NULL; /* f16 (dearer to convert than bf16): the steps reading first again read it converted */        \
+        for (int t = 0; t < ns && af == FORM_HALF && h == TD_F16; t++)                                                 \
+            if (st[t].v == first && st[t].op % 3 == FORM_HALF) {                                                       \
+                tap = scratch + (int64_t)ir->insns[first].slot * BLK;                                                  \
+                st[t].b = tap, st[t].op += FORM_ARRAY - FORM_HALF;                                                     \
+            }                                                                                                          \
+        const void *a = af == FORM_ONE ? NULL : (const void *)vals[first];                                             \
+        if (tap) vals[first] = tap, rt->raw[first] = 0; /* converted for its later readers too */                      \
+        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, tap, o, oh, h, stream, n);                \
         if (os >= 0) rt->stored[os] = true;                                                                            \
         vals[last] = (const T *)o, uni[last] = false, rt->raw[last] = oh ? h : 0;                                      \
         return last;                                                                                                   \
