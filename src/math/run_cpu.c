@@ -10,7 +10,11 @@
 ** A chain of + - * / whose every value but the last only the next op reads
 ** (x * 1.5 + 0.5 ...) runs as one pass in registers: 8 vectors of the block
 ** at a time go through all its steps, so its values are never stored.
-** bf16 / f16 loads convert once per block into the f32 scratch and stores
+** A contiguous bf16 / f16 load is read raw: a chain converts it in registers
+** while reading it (backend_cpu/x86/half8_avx2.h), and a chain whose value
+** only a store reads writes it straight to its buffer, rounded in registers
+** (streamed for large outputs), so such a block is one pass over memory.
+** Other readers convert it once per block into its f32 slot and other stores
 ** round once, through the vectorized kernels of backend_cpu/cpu_convert.h.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
 ** A reduction cuts the domain [outer, K, inner] into tasks (o, chunk of K);
@@ -28,6 +32,13 @@
 #include "backend_cpu/cpu_convert.h"
 #include "math/kernel_ir.h"
 #include "trident/kernel.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "backend_cpu/x86/half8_avx2.h"
+#define CHAIN_X86_ 1 /* chain_run_f32_x86: AVX2 + F16C, half conversions in registers */
+#else
+#define CHAIN_X86_ 0
+#endif
 
 #define BLK 1024
 
@@ -112,44 +123,189 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
                        : (T)cpu_to_i64((double)(v), -9223372036854775808.0, 9223372036854774784.0))
 
 /* A chain of binary + - * / whose values only the next one reads runs in registers: r = r op b (or b op r when
-** the chain's value is the op's right operand) for each step, b an array or one number s. */
+** the chain's value is the op's right operand) for each step, b an array, one number s, or the raw bits of a half
+** load (converted in registers while read). */
 #define CHAIN_MAX 32
 enum { CHAIN_ADD, CHAIN_SUB, CHAIN_MUL, CHAIN_DIV };
+enum { FORM_ARRAY, FORM_ONE, FORM_HALF }; /* an operand: an array of the compute type, one number, half bits */
 #define CHAIN_OP_(NAME, RIGHT) (CHAIN_##NAME * 2 + (RIGHT))
 #define CHAIN_VECS             8 /* vectors of 32 bytes in registers at a time */
 typedef struct chain_step {
-    int op;        /* CHAIN_OP_ * 2 + (b is NULL) */
-    const void *b; /* the other operand's array, or NULL: s */
+    int op;        /* CHAIN_OP_ * 3 + b's FORM_ */
+    int v;         /* b's value */
+    const void *b; /* b's array or half bits (FORM_ONE: NULL, the number s) */
     double s;
 } chain_step;
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef double f64x4 __attribute__((vector_size(32)));
 
-/* M(k, A) for each register vector rk, k < CHAIN_VECS */
-#define CHAIN_EACH_(M, A)  M(0, A) M(1, A) M(2, A) M(3, A) M(4, A) M(5, A) M(6, A) M(7, A)
-#define CHAIN_LOAD_(k, p)  memcpy(&r##k, (p) + k * L, sizeof r##k);
-#define CHAIN_STORE_(k, p) memcpy((p) + k * L, &r##k, sizeof r##k);
-#define CHAIN_SET_(k, v)   r##k = (v);
-#define CHAIN_BL_(k, OP)                                                                                               \
+/* M(k, ...) for each register vector rk, k < CHAIN_VECS. In a runner, LDT(p, j) / LDH(p, j) read the vector at
+** element j of an array / of half bits p (typed pointers at the tile), STT(p, j, r, stream) / STH(p, j, r, stream)
+** write one. */
+#define CHAIN_EACH_(M, ...)                                                                                            \
+    M(0, __VA_ARGS__)                                                                                                  \
+    M(1, __VA_ARGS__)                                                                                                  \
+    M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__)
+#define CHAIN_LOAD_(k, LD, p)      r##k = LD(p, k * L);
+#define CHAIN_STORE_(k, ST, p, nt) ST(p, k *L, r##k, nt);
+#define CHAIN_SET_(k, v)           r##k = (v);
+#define CHAIN_BL_(k, OP, LD, p)                                                                                        \
     {                                                                                                                  \
-        __typeof__(r0) b_;                                                                                             \
-        memcpy(&b_, b + k * L, sizeof b_);                                                                             \
+        __typeof__(r0) b_ = LD(p, k * L);                                                                              \
         r##k = r##k OP b_;                                                                                             \
     }
-#define CHAIN_BR_(k, OP)                                                                                               \
+#define CHAIN_BR_(k, OP, LD, p)                                                                                        \
     {                                                                                                                  \
-        __typeof__(r0) b_;                                                                                             \
-        memcpy(&b_, b + k * L, sizeof b_);                                                                             \
+        __typeof__(r0) b_ = LD(p, k * L);                                                                              \
         r##k = b_ OP r##k;                                                                                             \
     }
 #define CHAIN_SL_(k, OP) r##k = r##k OP bc[t];
 #define CHAIN_SR_(k, OP) r##k = bc[t] OP r##k;
-/* the switch cases of op NAME (C operator OP): rk op= b (or rk = b op rk), b the step's array b or its number bc[t] */
-#define CHAIN_CASES_(NAME, OP)                                                                                         \
-    case CHAIN_OP_(NAME, 0) * 2: CHAIN_EACH_(CHAIN_BL_, OP) break;                                                     \
-    case CHAIN_OP_(NAME, 1) * 2: CHAIN_EACH_(CHAIN_BR_, OP) break;                                                     \
-    case CHAIN_OP_(NAME, 0) * 2 + 1: CHAIN_EACH_(CHAIN_SL_, OP) break;                                                 \
-    case CHAIN_OP_(NAME, 1) * 2 + 1: CHAIN_EACH_(CHAIN_SR_, OP) break;
+/* the switch cases of op NAME (C operator OP): rk op= b (or rk = b op rk), b the step's array, half bits or number */
+#define CHAIN_CASES_(NAME, OP, LDT, LDH)                                                                               \
+    case CHAIN_OP_(NAME, 0) * 3 + FORM_ARRAY: CHAIN_EACH_(CHAIN_BL_, OP, LDT, bt) break;                               \
+    case CHAIN_OP_(NAME, 1) * 3 + FORM_ARRAY: CHAIN_EACH_(CHAIN_BR_, OP, LDT, bt) break;                               \
+    case CHAIN_OP_(NAME, 0) * 3 + FORM_ONE: CHAIN_EACH_(CHAIN_SL_, OP) break;                                          \
+    case CHAIN_OP_(NAME, 1) * 3 + FORM_ONE: CHAIN_EACH_(CHAIN_SR_, OP) break;                                          \
+    case CHAIN_OP_(NAME, 0) * 3 + FORM_HALF: CHAIN_EACH_(CHAIN_BL_, OP, LDH, bh) break;                                \
+    case CHAIN_OP_(NAME, 1) * 3 + FORM_HALF: CHAIN_EACH_(CHAIN_BR_, OP, LDH, bh) break;
+
+/* one element of half bits p (dtype h: TD_BF16 or TD_F16) as T, and x rounded into one */
+#define LD1H_(T, h, p, i)                                                                                              \
+    ((h) == TD_BF16 ? (T)cpu_bf16_to_f32(((const uint16_t *)(p))[i]) : (T)cpu_f16_to_f32(((const uint16_t *)(p))[i]))
+#define ST1H_(h, p, i, x)                                                                                              \
+    (((uint16_t *)(p))[i] = (h) == TD_BF16 ? cpu_f32_to_bf16((float)(x)) : cpu_f32_to_f16((float)(x)))
+/* the portable vectors: T arrays through memcpy, half bits (dtype h) a lane at a time; no streaming */
+#define LDT_(p, j)                                                                                                     \
+    ({                                                                                                                 \
+        __typeof__(r0) v_;                                                                                             \
+        memcpy(&v_, (p) + (j), sizeof v_);                                                                             \
+        v_;                                                                                                            \
+    })
+#define LDH_(p, j)                                                                                                     \
+    ({                                                                                                                 \
+        __typeof__(r0) v_;                                                                                             \
+        for (int l_ = 0; l_ < L; l_++) v_[l_] = LD1H_(__typeof__(r0[0]), h, p, (j) + l_);                              \
+        v_;                                                                                                            \
+    })
+#define STT_(p, j, r, stream) memcpy((p) + (j), &(r), sizeof(r))
+#define STH_(p, j, r, stream)                                                                                          \
+    do {                                                                                                               \
+        for (int l_ = 0; l_ < L; l_++) ST1H_(h, p, (j) + l_, (r)[l_]);                                                 \
+    } while (0)
+#if CHAIN_X86_
+/* AVX2 / F16C: bf16 and f16 bits converted in registers (half8_avx2.h); stream: non-temporal, p + i aligned */
+#define LDT_X86_(p, j)  ((f32x8)_mm256_loadu_ps((p) + (j)))
+#define LDBF_X86_(p, j) ((f32x8)half8_bf16_load((p) + (j)))
+#define LDF_X86_(p, j)  ((f32x8)half8_f16_load((p) + (j)))
+#define STT_X86_(p, j, r, stream)                                                                                      \
+    ((stream) ? _mm256_stream_ps((p) + (j), (__m256)(r)) : _mm256_storeu_ps((p) + (j), (__m256)(r)))
+#define STH128_X86_(p, j, h, stream)                                                                                   \
+    ((stream) ? _mm_stream_si128((__m128i *)((p) + (j)), (h)) : _mm_storeu_si128((__m128i *)((p) + (j)), (h)))
+#define STBF_X86_(p, j, r, stream) STH128_X86_(p, j, half8_bf16_pack((__m256)(r)), stream)
+#define STF_X86_(p, j, r, stream)  STH128_X86_(p, j, half8_f16_round((__m256)(r)), stream)
+#endif
+
+/* NAME(st, ns, a, af, as, tap, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
+** FORM_ONE: the number as), then each step, in registers (CHAIN_VECS vectors of V at a time), then a scalar tail.
+** Half bits (FORM_HALF operands; o when oh) are of dtype h; stream: o aligned to a vector, non-temporal where ST*
+** has it; tap (or NULL): a FORM_HALF a, converted, is also written there for the steps that read it again. */
+#define CHAIN_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                               \
+    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, T *tap, void *o, bool oh, int h,  \
+                          bool stream, int64_t n) {                                                                    \
+        enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
+        V r0, r1, r2, r3, r4, r5, r6, r7, bc[CHAIN_MAX], ra;                                                           \
+        (void)h, (void)stream;                                                                                         \
+        for (int t = 0; t < ns; t++)                                                                                   \
+            for (int l = 0; l < L; l++) bc[t][l] = (T)st[t].s;                                                         \
+        for (int l = 0; l < L; l++) ra[l] = as;                                                                        \
+        int64_t i = 0;                                                                                                 \
+        for (; i + CHAIN_VECS * L <= n; i += CHAIN_VECS * L) {                                                         \
+            if (af == FORM_ARRAY) {                                                                                    \
+                CHAIN_EACH_(CHAIN_LOAD_, LDT, (const T *)a + i)                                                        \
+            } else if (af == FORM_HALF) {                                                                              \
+                CHAIN_EACH_(CHAIN_LOAD_, LDH, (const uint16_t *)a + i)                                                 \
+                if (tap) {                                                                                             \
+                    CHAIN_EACH_(CHAIN_STORE_, STT, tap + i, false)                                                     \
+                }                                                                                                      \
+            } else {                                                                                                   \
+                CHAIN_EACH_(CHAIN_SET_, ra)                                                                            \
+            }                                                                                                          \
+            for (int t = 0; t < ns; t++) {                                                                             \
+                const T *bt = (const T *)st[t].b + i; /* the step's tile, as an array or as half bits */               \
+                const uint16_t *bh = (const uint16_t *)st[t].b + i;                                                    \
+                switch (st[t].op) {                                                                                    \
+                    CHAIN_CASES_(ADD, +, LDT, LDH)                                                                     \
+                    CHAIN_CASES_(SUB, -, LDT, LDH)                                                                     \
+                    CHAIN_CASES_(MUL, *, LDT, LDH)                                                                     \
+                    CHAIN_CASES_(DIV, /, LDT, LDH)                                                                     \
+                }                                                                                                      \
+            }                                                                                                          \
+            if (oh && stream) {                                                                                        \
+                CHAIN_EACH_(CHAIN_STORE_, STH, (uint16_t *)o + i, true)                                                \
+            } else if (oh) {                                                                                           \
+                CHAIN_EACH_(CHAIN_STORE_, STH, (uint16_t *)o + i, false)                                               \
+            } else if (stream) {                                                                                       \
+                CHAIN_EACH_(CHAIN_STORE_, STT, (T *)o + i, true)                                                       \
+            } else {                                                                                                   \
+                CHAIN_EACH_(CHAIN_STORE_, STT, (T *)o + i, false)                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (; i < n; i++) { /* the tail, one element at a time */                                                     \
+            T x = af == FORM_ARRAY ? ((const T *)a)[i] : af == FORM_HALF ? LD1H_(T, h, a, i) : as;                     \
+            if (tap) tap[i] = x;                                                                                       \
+            for (int t = 0; t < ns; t++) {                                                                             \
+                int f = st[t].op % 3;                                                                                  \
+                T b = f == FORM_ARRAY  ? ((const T *)st[t].b)[i]                                                       \
+                      : f == FORM_HALF ? LD1H_(T, h, st[t].b, i)                                                       \
+                                       : (T)st[t].s;                                                                   \
+                switch (st[t].op / 3) {                                                                                \
+                case CHAIN_OP_(ADD, 0): x = x + b; break;                                                              \
+                case CHAIN_OP_(ADD, 1): x = b + x; break;                                                              \
+                case CHAIN_OP_(SUB, 0): x = x - b; break;                                                              \
+                case CHAIN_OP_(SUB, 1): x = b - x; break;                                                              \
+                case CHAIN_OP_(MUL, 0): x = x * b; break;                                                              \
+                case CHAIN_OP_(MUL, 1): x = b * x; break;                                                              \
+                case CHAIN_OP_(DIV, 0): x = x / b; break;                                                              \
+                default: x = b / x; break;                                                                             \
+                }                                                                                                      \
+            }                                                                                                          \
+            if (oh)                                                                                                    \
+                ST1H_(h, o, i, x);                                                                                     \
+            else                                                                                                       \
+                ((T *)o)[i] = x;                                                                                       \
+        }                                                                                                              \
+    }
+CHAIN_RUN_(chain_run_f32, float, f32x8, HOT_, LDT_, LDH_, STT_, STH_)
+CHAIN_RUN_(chain_run_f64, double, f64x4, HOT_, LDT_, LDH_, STT_, STH_)
+#if CHAIN_X86_
+CHAIN_RUN_(chain_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_, STT_X86_, STBF_X86_)
+CHAIN_RUN_(chain_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
+#endif
+/* the chain runner for f32 compute: AVX2 / F16C where the CPU has them */
+static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, float *tap, void *o, bool oh,
+                           int h, bool stream, int64_t n) {
+#if CHAIN_X86_
+    if (cpu_has_avx2() && cpu_has_f16c()) {
+        (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, tap, o, oh, h, stream, n);
+        return;
+    }
+#endif
+    chain_run_f32(st, ns, a, af, as, tap, o, oh, h, stream, n);
+}
+static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, double *tap, void *o,
+                           bool oh, int h, bool stream, int64_t n) {
+    chain_run_f64(st, ns, a, af, as, tap, o, oh, h, stream, n);
+}
+
+/* What a thread keeps across its blocks. */
+typedef struct run_state {
+    const int *uses;  /* per value: the instructions, stores and reduction that read it */
+    const bool *lazy; /* per value: a contiguous bf16 / f16 load under f32 compute, read raw */
+    int *raw;         /* per value: 0, or the half dtype whose bits vals[v] points to (a lazy load in this block) */
+    bool *stored;     /* per store: a chain wrote it straight to its buffer in this block */
+    bool stream;      /* large outputs: non-temporal stores */
+} run_state;
 
 /* Whether p is a chain's op. */
 static bool chain_op(const td_ki_insn *p) {
@@ -167,7 +323,8 @@ static bool chain_op(const td_ki_insn *p) {
                                              : CHAIN_DIV) *                                                            \
                         2 +                                                                                            \
                     ((right) ? 1 : 0);                                                                                 \
-        st[ns].op = st[ns].op * 2 + (uni[b_] ? 1 : 0);                                                                 \
+        st[ns].op = st[ns].op * 3 + (uni[b_] ? FORM_ONE : rt->raw[b_] ? FORM_HALF : FORM_ARRAY);                       \
+        st[ns].v = b_;                                                                                                 \
         st[ns].b = uni[b_] ? NULL : (const void *)vals[b_];                                                            \
         st[ns].s = uni[b_] ? (double)vals[b_][0] : 0;                                                                  \
         ns++;                                                                                                          \
@@ -270,6 +427,13 @@ static bool chain_op(const td_ki_insn *p) {
         for (int64_t i = 1; i < n; i++) w[i] = w[0];                                                                   \
         vals[v] = w, uni[v] = false;                                                                                   \
     }                                                                                                                  \
+    /* value v, when read raw (a lazy half load), converted into its slot */                                           \
+    static void need_##SUF(const td_kernel_ir *ir, T *scratch, const T **vals, run_state *rt, int v, int64_t n) {      \
+        if (!rt->raw[v]) return;                                                                                       \
+        T *w = scratch + (int64_t)ir->insns[v].slot * BLK;                                                             \
+        cpu_half_to_f32((td_dtype)rt->raw[v], n, (float *)(void *)w, (const uint16_t *)(const void *)vals[v]);         \
+        vals[v] = w, rt->raw[v] = 0;                                                                                   \
+    }                                                                                                                  \
     /* acc[j..] op= v[0..n) where j = domain index % inner (j: the first's); returns the j after the last */           \
     HOT_ static int64_t fold_##SUF(int op, double *acc, int64_t inner, int64_t j, const T *v, int64_t n) {             \
         if ((op == TD_MRED_SUM || op == TD_MRED_MEAN) && inner == 1) { /* 8 lanes, then added pairwise */              \
@@ -297,10 +461,16 @@ static bool chain_op(const td_ki_insn *p) {
         return j;                                                                                                      \
     }                                                                                                                  \
     /* instruction v over the block [i0, i0 + n) into vals[v], uni[v] */                                               \
-    static void insn_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni, int v,    \
-                           int64_t i0, int64_t n) {                                                                    \
+    static void insn_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,           \
+                           run_state *rt, int v, int64_t i0, int64_t n) {                                              \
         const td_ki_insn *p = &ir->insns[v];                                                                           \
-        uni[v] = false;                                                                                                \
+        uni[v] = false, rt->raw[v] = 0;                                                                                \
+        if (rt->lazy[v]) { /* raw half bits, converted by the readers; the next block prefetched */                    \
+            const uint16_t *h = (const uint16_t *)bufs[p->buf] + i0;                                                   \
+            vals[v] = (const T *)(const void *)h, rt->raw[v] = ir->buf_dtype[p->buf];                                  \
+            for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 32) __builtin_prefetch(h + j);                       \
+            return;                                                                                                    \
+        }                                                                                                              \
         if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */         \
             vals[v] = (const T *)bufs[p->buf] + i0;                                                                    \
             for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                             \
@@ -315,6 +485,7 @@ static bool chain_op(const td_ki_insn *p) {
             uni[v] = true; /* o[0] holds it */                                                                         \
         else {                                                                                                         \
             int a0 = p->a[0], a1 = p->n_a > 1 ? p->a[1] : a0, a2 = p->n_a > 2 ? p->a[2] : a0, var = 0;                 \
+            for (int k = 0; k < p->n_a; k++) need_##SUF(ir, scratch, vals, rt, p->a[k], n);                            \
             if (uni[a0] && uni[a1] && uni[a2]) {                                                                       \
                 ew_##SUF(p->ew, p->dtype, 1, o, vals[a0], vals[a1], vals[a2], 0);                                      \
                 uni[v] = true;                                                                                         \
@@ -327,98 +498,90 @@ static bool chain_op(const td_ki_insn *p) {
             ew_##SUF(p->ew, p->dtype, n, o, vals[a0], vals[a1], vals[a2], var);                                        \
         }                                                                                                              \
     }                                                                                                                  \
-    /* o = the chain's value over n elements: r = a, then each step, in registers (CHAIN_VECS vectors at a time) */    \
-    HOT_ static void chain_run_##SUF(const chain_step *st, int ns, const T *a, T as, T *o, int64_t n) {                \
-        enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
-        V r0, r1, r2, r3, r4, r5, r6, r7, bc[CHAIN_MAX], ra;                                                           \
-        for (int t = 0; t < ns; t++)                                                                                   \
-            for (int l = 0; l < L; l++) bc[t][l] = (T)st[t].s;                                                         \
-        for (int l = 0; l < L; l++) ra[l] = as;                                                                        \
-        int64_t i = 0;                                                                                                 \
-        for (; i + CHAIN_VECS * L <= n; i += CHAIN_VECS * L) {                                                         \
-            if (a) {                                                                                                   \
-                CHAIN_EACH_(CHAIN_LOAD_, a + i)                                                                        \
-            } else {                                                                                                   \
-                CHAIN_EACH_(CHAIN_SET_, ra)                                                                            \
-            }                                                                                                          \
-            for (int t = 0; t < ns; t++) {                                                                             \
-                const T *b = (const T *)st[t].b + i;                                                                   \
-                switch (st[t].op) {                                                                                    \
-                    CHAIN_CASES_(ADD, +)                                                                               \
-                    CHAIN_CASES_(SUB, -)                                                                               \
-                    CHAIN_CASES_(MUL, *)                                                                               \
-                    CHAIN_CASES_(DIV, /)                                                                               \
-                }                                                                                                      \
-            }                                                                                                          \
-            CHAIN_EACH_(CHAIN_STORE_, o + i)                                                                           \
-        }                                                                                                              \
-        for (; i < n; i++) { /* the tail, one element at a time */                                                     \
-            T x = a ? a[i] : as;                                                                                       \
-            for (int t = 0; t < ns; t++) {                                                                             \
-                T b = st[t].b ? ((const T *)st[t].b)[i] : (T)st[t].s;                                                  \
-                switch (st[t].op >> 1) {                                                                               \
-                case CHAIN_OP_(ADD, 0): x = x + b; break;                                                              \
-                case CHAIN_OP_(ADD, 1): x = b + x; break;                                                              \
-                case CHAIN_OP_(SUB, 0): x = x - b; break;                                                              \
-                case CHAIN_OP_(SUB, 1): x = b - x; break;                                                              \
-                case CHAIN_OP_(MUL, 0): x = x * b; break;                                                              \
-                case CHAIN_OP_(MUL, 1): x = b * x; break;                                                              \
-                case CHAIN_OP_(DIV, 0): x = x / b; break;                                                              \
-                default: x = b / x; break;                                                                             \
-                }                                                                                                      \
-            }                                                                                                          \
-            o[i] = x;                                                                                                  \
-        }                                                                                                              \
-    }                                                                                                                  \
-    /* Instructions v.. as one chain, when v starts one: binary + - * / each of whose value only the next one reads,   \
-    ** literals and in-place loads between them run first. Returns the chain's last instruction, or -1 (nothing        \
-    ** ran but literals and in-place loads). */                                                                        \
+    /* Instructions v.. as one chain, when v starts one: binary + - * / each of whose value but the last only the      \
+    ** next one reads, literals and in-place or raw loads between them run first. Returns the chain's last             \
+    ** instruction, or -1 (nothing ran but literals and in-place or raw loads). */                                     \
     static int chain_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,           \
-                           const int *uses, int v, int64_t i0, int64_t n, bool stream) {                               \
+                           run_state *rt, int v, int64_t i0, int64_t n) {                                              \
         chain_step st[CHAIN_MAX];                                                                                      \
         const td_ki_insn *p = &ir->insns[v];                                                                           \
         if (!chain_op(p) || (uni[p->a[0]] && uni[p->a[1]])) return -1;                                                 \
         int first = p->a[0], ns = 0, last = v;                                                                         \
         CHAIN_STEP_(p, 0);                                                                                             \
-        for (int j = v + 1; j < ir->n_insns && ns < CHAIN_MAX && uses[last] == 1; j++) {                               \
+        for (int j = v + 1; j < ir->n_insns && ns < CHAIN_MAX && rt->uses[last] == 1; j++) {                           \
             const td_ki_insn *q = &ir->insns[j];                                                                       \
-            if (q->op == TD_KI_CONST || (q->op == TD_KI_LOAD && q->slot < 0)) {                                        \
-                insn_##SUF(ir, bufs, scratch, vals, uni, j, i0, n);                                                    \
+            if (q->op == TD_KI_CONST || (q->op == TD_KI_LOAD && (q->slot < 0 || rt->lazy[j]))) {                       \
+                insn_##SUF(ir, bufs, scratch, vals, uni, rt, j, i0, n);                                                \
                 continue;                                                                                              \
             }                                                                                                          \
             if (!chain_op(q) || (q->a[0] == last) == (q->a[1] == last)) break;                                         \
             CHAIN_STEP_(q, q->a[1] == last);                                                                           \
             last = j;                                                                                                  \
         }                                                                                                              \
-        if (ns < 2) return -1;                                                                                         \
-        T *o = scratch + (int64_t)ir->insns[last].slot * BLK;                                                          \
-        for (int s = 0; s < ir->n_stores && uses[last] == 1 && !stream;                                                \
-             s++) /* its one reader a store: straight there */                                                         \
-            if (ir->store_value[s] == last && td_dtype_size(ir->buf_dtype[ir->store_buf[s]]) == sizeof(T) &&           \
-                td_dtype_is_float(ir->buf_dtype[ir->store_buf[s]]))                                                    \
-                o = (T *)bufs[ir->store_buf[s]] + i0;                                                                  \
-        chain_run_##SUF(st, ns, uni[first] ? NULL : vals[first], vals[first][0], o, n);                                \
-        vals[last] = o, uni[last] = false;                                                                             \
+        /* one op gains from the registers only when it converts a raw operand or may write a store */                 \
+        if (ns < 2 && !rt->raw[p->a[0]] && !rt->raw[p->a[1]] && rt->uses[last] != 1) return -1;                        \
+        /* h: the half dtype whose bits the chain reads raw (the first met); other half operands convert first */      \
+        int h = uni[first] ? 0 : rt->raw[first];                                                                       \
+        for (int t = 0; t < ns; t++) {                                                                                 \
+            int w = st[t].v;                                                                                           \
+            if (st[t].op % 3 != FORM_HALF) continue;                                                                   \
+            if (!h) h = rt->raw[w];                                                                                    \
+            if (rt->raw[w] != h) need_##SUF(ir, scratch, vals, rt, w, n);                                              \
+            if (!rt->raw[w]) st[t].b = vals[w], st[t].op += FORM_ARRAY - FORM_HALF; /* converted */                    \
+        }                                                                                                              \
+        void *o = scratch + (int64_t)ir->insns[last].slot * BLK;                                                       \
+        int os = -1;                                                                                                   \
+        for (int s = 0; s < ir->n_stores && rt->uses[last] == 1; s++) { /* its one reader a store: straight there */   \
+            td_dtype dt = ir->buf_dtype[ir->store_buf[s]];                                                             \
+            bool half = sizeof(T) == sizeof(float) && (dt == TD_BF16 || dt == TD_F16) && (!h || (int)dt == h);         \
+            if (ir->store_value[s] == last && (half || (td_dtype_size(dt) == sizeof(T) && td_dtype_is_float(dt)))) {   \
+                o = (char *)bufs[ir->store_buf[s]] + i0 * (int64_t)td_dtype_size(dt), os = s;                          \
+                if (half) h = dt;                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        bool oh = os >= 0 && ir->buf_dtype[ir->store_buf[os]] != TD_F32 && ir->buf_dtype[ir->store_buf[os]] != TD_F64; \
+        bool stream = os >= 0 && rt->stream && !((uintptr_t)o & (oh ? 15 : 31));                                       \
+        int af = uni[first] ? FORM_ONE : rt->raw[first] ? FORM_HALF : FORM_ARRAY;                                      \
+        if (af == FORM_HALF && rt->raw[first] != h) { /* a chain writing f16 from bf16 bits (or back) */               \
+            need_##SUF(ir, scratch, vals, rt, first, n);                                                               \
+            af = FORM_ARRAY;                                                                                           \
+        }                                                                                                              \
+        T *tap = NULL; /* f16 (dearer to convert than bf16): the steps reading first again read it converted */        \
+        for (int t = 0; t < ns && af == FORM_HALF && h == TD_F16; t++)                                                 \
+            if (st[t].v == first && st[t].op % 3 == FORM_HALF) {                                                       \
+                tap = scratch + (int64_t)ir->insns[first].slot * BLK;                                                  \
+                st[t].b = tap, st[t].op += FORM_ARRAY - FORM_HALF;                                                     \
+            }                                                                                                          \
+        const void *a = af == FORM_ONE ? NULL : (const void *)vals[first];                                             \
+        if (tap) vals[first] = tap, rt->raw[first] = 0; /* converted for its later readers too */                      \
+        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, tap, o, oh, h, stream, n);                \
+        if (os >= 0) rt->stored[os] = true;                                                                            \
+        vals[last] = (const T *)o, uni[last] = false, rt->raw[last] = oh ? h : 0;                                      \
         return last;                                                                                                   \
     }                                                                                                                  \
     /* the block [i0, i0 + n): every instruction, then the stores; vals[v] is value v's array, of one number           \
-    ** (vals[v][0]) when uni[v] */                                                                                     \
+    ** (vals[v][0]) when uni[v], of raw half bits when rt->raw[v] */                                                   \
     static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,          \
-                            const int *uses, int64_t i0, int64_t n, bool stream) {                                     \
+                            run_state *rt, int64_t i0, int64_t n) {                                                    \
+        for (int s = 0; s < ir->n_stores; s++) rt->stored[s] = false;                                                  \
         for (int v = 0; v < ir->n_insns; v++) {                                                                        \
-            int end = chain_##SUF(ir, bufs, scratch, vals, uni, uses, v, i0, n, stream);                               \
+            int end = chain_##SUF(ir, bufs, scratch, vals, uni, rt, v, i0, n);                                         \
             if (end >= 0)                                                                                              \
                 v = end;                                                                                               \
             else                                                                                                       \
-                insn_##SUF(ir, bufs, scratch, vals, uni, v, i0, n);                                                    \
+                insn_##SUF(ir, bufs, scratch, vals, uni, rt, v, i0, n);                                                \
         }                                                                                                              \
         for (int s = 0; s < ir->n_stores; s++) {                                                                       \
-            if (vals[ir->store_value[s]] == (const T *)bufs[ir->store_buf[s]] + i0) continue; /* a chain wrote it */   \
+            if (rt->stored[s]) continue; /* a chain wrote it */                                                        \
+            need_##SUF(ir, scratch, vals, rt, ir->store_value[s], n);                                                  \
             widen_##SUF(ir, scratch, vals, uni, ir->store_value[s], n);                                                \
             store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]],      \
-                        stream && !((uintptr_t)bufs[ir->store_buf[s]] & 15));                                          \
+                        rt->stream && !((uintptr_t)bufs[ir->store_buf[s]] & 15));                                      \
         }                                                                                                              \
-        if (ir->red_value >= 0) widen_##SUF(ir, scratch, vals, uni, ir->red_value, n);                                 \
+        if (ir->red_value >= 0) {                                                                                      \
+            need_##SUF(ir, scratch, vals, rt, ir->red_value, n);                                                       \
+            widen_##SUF(ir, scratch, vals, uni, ir->red_value, n);                                                     \
+        }                                                                                                              \
     }
 
 #define EW_(stmt)                                                                                                      \
@@ -454,6 +617,7 @@ typedef struct run_ctx {
     int64_t chunks, chunk; /* reduction: K cut into chunks of chunk */
     double *partials;      /* [outer * chunks, inner] */
     int *uses;             /* per value: the instructions, stores and reduction that read it */
+    bool *lazy;            /* per value: a load read raw (run_state) */
     _Atomic bool oom;      /* a worker found no memory for its scratch */
 } run_ctx;
 
@@ -467,9 +631,11 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
     size_t es = f64 ? sizeof(double) : sizeof(float), ni = (size_t)(ir->n_insns ? ir->n_insns : 1);
     void *scratch = malloc(es * BLK * (size_t)(ir->n_slots ? ir->n_slots : 1));
     const void **vals = malloc(sizeof *vals * ni);
-    bool *uni = malloc(sizeof *uni * ni);
-    if (!scratch || !vals || !uni) {
-        free(scratch), free(vals), free(uni);
+    bool *uni = malloc(sizeof *uni * ni), *stored = malloc(sizeof *stored * (size_t)(ir->n_stores + 1));
+    int *raw = calloc(ni, sizeof *raw);
+    run_state rt = {.uses = c->uses, .lazy = c->lazy, .raw = raw, .stored = stored, .stream = stream};
+    if (!scratch || !vals || !uni || !stored || !raw) {
+        free(scratch), free(vals), free(uni), free(stored), free(raw);
         c->oom = true;
         return;
     }
@@ -493,9 +659,9 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
         for (int64_t i0 = lo, j = 0; i0 < hi; i0 += BLK) {
             int64_t n = hi - i0 < BLK ? hi - i0 : BLK;
             if (f64)
-                block_f64(ir, c->bufs, scratch, (const double **)vals, uni, c->uses, i0, n, stream);
+                block_f64(ir, c->bufs, scratch, (const double **)vals, uni, &rt, i0, n);
             else
-                block_f32(ir, c->bufs, scratch, (const float **)vals, uni, c->uses, i0, n, stream);
+                block_f32(ir, c->bufs, scratch, (const float **)vals, uni, &rt, i0, n);
             if (!acc) continue;
             if (f64)
                 j = fold_f64(ir->red_op, acc, ir->inner, j, vals[ir->red_value], n);
@@ -504,7 +670,7 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
         }
     }
     if (stream) stream_fence();
-    free(scratch), free(vals), free(uni);
+    free(scratch), free(vals), free(uni), free(stored), free(raw);
 }
 
 /* The region's reductions over their tasks (see the top of the file). */
@@ -556,7 +722,13 @@ bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
     run_ctx c = {.ir = ir, .bufs = bufs};
     int64_t cost = (int64_t)ir->n_insns + ir->n_stores + 1;
     c.uses = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *c.uses);
-    if (!c.uses) return false;
+    c.lazy = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *c.lazy);
+    if (!c.uses || !c.lazy) return free(c.uses), free(c.lazy), false;
+    for (int v = 0; v < ir->n_insns; v++) { /* once per run, not per block */
+        const td_ki_insn *p = &ir->insns[v];
+        td_dtype dt = p->op == TD_KI_LOAD ? ir->buf_dtype[p->buf] : TD_F32;
+        c.lazy[v] = ir->compute == TD_F32 && (dt == TD_BF16 || dt == TD_F16) && td_ki_contiguous(ir, p);
+    }
     for (int v = 0; v < ir->n_insns; v++)
         if (ir->insns[v].op == TD_KI_EW)
             for (int k = 0; k < ir->insns[v].n_a; k++) c.uses[ir->insns[v].a[k]]++;
@@ -568,6 +740,6 @@ bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
         ok = !c.oom;
     } else
         ok = run_reduction(ir, bufs, &c, cost);
-    free(c.uses);
+    free(c.uses), free(c.lazy);
     return ok;
 }
