@@ -1078,10 +1078,12 @@ TEST(conv2d) {
 }
 
 /* shapes for the implicit GEMM's large tiles (130 output channels, 1536
-** pixels) and its split weight gradient (K = 6 x 16 x 16 in 6 chunks) */
+** pixels), 64 x 64 tiles on ragged edges (70 and 40 channels, 646 pixels)
+** and its split weight gradient (K = 6 x 16 x 16 in 6 chunks) */
 TEST(conv2d_large) {
     setup();
     conv_check((const int[]){6, 8, 16, 16, 130, 1, 3, 3, 1, 1, 1, 1, 1, 1});
+    conv_check((const int[]){2, 40, 17, 19, 70, 1, 3, 3, 1, 1, 1, 1, 1, 1});
     conv_check((const int[]){3, 6, 13, 11, 12, 3, 5, 3, 2, 3, 2, 0, 1, 1});
     check_clean();
 }
