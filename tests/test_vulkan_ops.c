@@ -675,6 +675,16 @@ TEST(matmul_dtypes) {
     check_clean();
 }
 
+/* want[M, N] = a @ b in double, a stored [M, K] or [K, M] (at), b [K, N] or [N, K] (bt) */
+static void ref_matmul(const float *a, const float *b, int M, int K, int N, int at, int bt, double *want) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)a[at ? k * M + m : m * K + k] * b[bt ? n * K + k : k * N + n];
+            want[m * N + n] = acc;
+        }
+}
+
 /* The tiled kernels' load paths: f32 (16-byte runs where aligned, else strided
 ** loads) and f16 (tensor cores where the device has them) for row-major and
 ** transposed operands, aligned and odd sizes, partial tiles and K < the tile
@@ -697,14 +707,7 @@ TEST(matmul_tiles) {
                         ha[i] = (_Float16)srand1();
                         a[i] = h ? (float)ha[i] : (float)srand1();
                     }
-                    /* a stored [M, K] or [K, M] (at), b [K, N] or [N, K] (bt) */
-                    for (int m = 0; m < M; m++)
-                        for (int n = 0; n < N; n++) {
-                            double acc = 0;
-                            for (int k = 0; k < K; k++)
-                                acc += (double)a[at ? k * M + m : m * K + k] * b[bt ? n * K + k : k * N + n];
-                            want[m * N + n] = acc;
-                        }
+                    ref_matmul(a, b, M, K, N, at, bt, want);
                     td_dtype dt = h ? TD_F16 : TD_F32;
                     td_operand in[2] = {
                         dev_tensor(dt, 2, at ? (int64_t[]){K, M} : (int64_t[]){M, K}, h ? (void *)ha : a),
@@ -758,13 +761,7 @@ TEST(matmul_skinny) {
         float *got[8];
         double *want = malloc(sizeof(double) * M * N);
         for (int i = 0; i < M * K + K * N; i++) a[i] = (float)srand1();
-        for (int m = 0; m < M; m++)
-            for (int n = 0; n < N; n++) {
-                double acc = 0;
-                for (int k = 0; k < K; k++)
-                    acc += (double)a[at ? k * M + m : m * K + k] * b[bt ? n * K + k : k * N + n];
-                want[m * N + n] = acc;
-            }
+        ref_matmul(a, b, M, K, N, at, bt, want);
         td_operand in[2] = {dev_tensor(TD_F32, 2, at ? (int64_t[]){K, M} : (int64_t[]){M, K}, a),
                             dev_tensor(TD_F32, 2, bt ? (int64_t[]){N, K} : (int64_t[]){K, N}, b)};
         if (at) in[0].shape[0] = M, in[0].shape[1] = K, in[0].strides[0] = 1, in[0].strides[1] = M;
