@@ -1227,6 +1227,15 @@ TEST(layer_norm_arange_cat) {
     check_clean();
 }
 
+/* want [V, D] = the rows of dy [T, D] summed by token index idx, rows of index pad left 0 (embedding backward). */
+static void ref_embedding_backward(const int64_t *idx, const float *dy, int T, int D, int V, int64_t pad,
+                                   double *want) {
+    for (int i = 0; i < V * D; i++) want[i] = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < D; j++)
+            if (idx[t] != pad) want[idx[t] * D + j] += dy[t * D + j];
+}
+
 TEST(indexing) {
     setup();
     enum { V = 6, D = 5, T = 8 };
@@ -1252,10 +1261,7 @@ TEST(indexing) {
         .kind = TD_OP_EMBEDDING_BACKWARD, .n_in = 2, .n_out = 1, .in = bin, .out = &dw, .p.embedding.padding_idx = 5};
     run(&eb);
     fetch(&dw, got);
-    for (int i = 0; i < V * D; i++) want[i] = 0;
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < D; j++)
-            if (idx[t] != 5) want[idx[t] * D + j] += dy[t * D + j];
+    ref_embedding_backward(idx, dy, T, D, V, 5, want);
     check_close("embedding_backward", got, want, V * D, 1e-6, 1e-6);
     /* index_select along dim 1 of w with int32 indices */
     int32_t sel[3] = {4, 0, 4};
@@ -1368,6 +1374,37 @@ static int case_compare(const op_case *c, const op_case *v, const td_backend *cp
 
 /* Each op of the op table at each of its dtypes the device supports: its case on vulkan:0 and on the CPU
 ** backend, from the same inputs (outputs too: the optimizer steps update them in place). */
+/* embedding_backward's row kernel (shaders/embedding_backward.comp) past one chunk of tokens and one block of
+** columns: T 700 tokens (3 chunks of 256) into V 7 rows of D 300 (2 blocks, the second partial), int64 and int32
+** indices, a padding row and a row no token hits, against a double loop. */
+TEST(embedding_backward_rows) {
+    setup();
+    enum { V = 7, D = 300, T = 700 };
+    static float dy[T * D], got[V * D];
+    static double want[V * D];
+    int64_t idx[T];
+    int32_t idx32[T];
+    for (int t = 0; t < T; t++) idx[t] = idx32[t] = (t * 5 + t / 7) % 6; /* row 6 gets none */
+    for (int i = 0; i < T * D; i++) dy[i] = (float)srand1();
+    for (int r = 0; r < 2; r++) {
+        td_operand vi = r ? dev_tensor(TD_I32, 1, (int64_t[]){T}, idx32) : dev_tensor(TD_I64, 1, (int64_t[]){T}, idx);
+        td_operand vdy = dev_tensor(TD_F32, 2, (int64_t[]){T, D}, dy),
+                   dw = dev_tensor(TD_F32, 2, (int64_t[]){V, D}, NULL);
+        td_operand bin[2] = {vdy, vi};
+        td_op eb = {.kind = TD_OP_EMBEDDING_BACKWARD,
+                    .n_in = 2,
+                    .n_out = 1,
+                    .in = bin,
+                    .out = &dw,
+                    .p.embedding.padding_idx = 2};
+        run(&eb);
+        fetch(&dw, got);
+        ref_embedding_backward(idx, dy, T, D, V, 2, want);
+        check_close(r ? "embedding_backward int32" : "embedding_backward int64", got, want, V * D, 1e-5, 1e-5);
+    }
+    check_clean();
+}
+
 TEST(every_op_case) {
     setup();
     const td_backend *cpu = td_backend_for(TD_DEVICE_CPU);
@@ -1415,37 +1452,3 @@ TEST(every_op_case) {
 }
 
 TEST_MAIN(TESTS)
-
-/* embedding_backward's row kernel (shaders/embedding_backward.comp) past one chunk of tokens and one block of
-** columns: T 700 tokens (3 chunks of 256) into V 7 rows of D 300 (2 blocks, the second partial), int64 and int32
-** indices, a padding row and a row no token hits, against a double loop. */
-TEST(embedding_backward_rows) {
-    setup();
-    enum { V = 7, D = 300, T = 700 };
-    static float dy[T * D], got[V * D];
-    static double want[V * D];
-    int64_t idx[T];
-    int32_t idx32[T];
-    for (int t = 0; t < T; t++) idx[t] = idx32[t] = (t * 5 + t / 7) % 6; /* row 6 gets none */
-    for (int i = 0; i < T * D; i++) dy[i] = (float)srand1();
-    for (int r = 0; r < 2; r++) {
-        td_operand vi = r ? dev_tensor(TD_I32, 1, (int64_t[]){T}, idx32) : dev_tensor(TD_I64, 1, (int64_t[]){T}, idx);
-        td_operand vdy = dev_tensor(TD_F32, 2, (int64_t[]){T, D}, dy),
-                   dw = dev_tensor(TD_F32, 2, (int64_t[]){V, D}, NULL);
-        td_operand bin[2] = {vdy, vi};
-        td_op eb = {.kind = TD_OP_EMBEDDING_BACKWARD,
-                    .n_in = 2,
-                    .n_out = 1,
-                    .in = bin,
-                    .out = &dw,
-                    .p.embedding.padding_idx = 2};
-        run(&eb);
-        fetch(&dw, got);
-        for (int i = 0; i < V * D; i++) want[i] = 0;
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < D; j++)
-                if (idx[t] != 2) want[idx[t] * D + j] += dy[t * D + j];
-        check_close(r ? "embedding_backward int32" : "embedding_backward int64", got, want, V * D, 1e-5, 1e-5);
-    }
-    check_clean();
-}
