@@ -200,6 +200,7 @@ int64_t bench_unet_side(const bench_session *s);
 td_status bench_run_captured(bench_session *s, int device);
 /* W3-captured: the same for W3's step (under --amp, the autocast step). */
 td_status bench_run_gpt_captured(bench_session *s, int device);
+td_status bench_run_gpt2_captured(bench_session *s, int device);
 /* The eager row a captured row is compared with ("W2-captured" -> "W2-cnn", "W3-captured" -> "W3-gpt-mini"), or
 ** NULL for a row that is not a captured step. */
 const char *bench_captured_eager(const char *workload);

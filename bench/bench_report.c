@@ -12,11 +12,12 @@
 **                "-amp" row's own, and what was allocated when that started; null where the backend keeps no
 **                statistics),
 **              "torch_peak_bytes" (the twin's torch.cuda.max_memory_allocated for the row; null: none),
-**              training rows (W1-W3, W5, W2/W3-captured; variant "float32", or "<dtype>-amp" under --amp) also: "note",
-*"params", "ms_per_step" (= median_ms),
+**              training rows (W1-W3, W5, W2/W3/W5-captured; variant "float32", or "<dtype>-amp" under --amp) also:
+*"note", "params", "ms_per_step" (= median_ms),
 **                "host_waits_per_step" (td_host_sync_count over the timed steps / steps), and
 **                W1/W2: "steps_per_epoch", "epoch_s" (median step x steps), "torch_epoch_s";
-**                W2/W3-captured: "eager_ms_per_step" (W2-cnn's / W3-gpt-mini's median on the device), "speedup"
+**                W2/W3/W5-captured: "eager_ms_per_step" (W2-cnn's / W3-gpt-mini's / W5-gpt2-small's median on the
+*device), "speedup"
 **                  (eager / captured; both null without that row);
 **                W3, W5: "torch_ms_per_step", "torch_compiled_rate", "torch_compiled_ms_per_step";
 **              dispatch also: "us_per_op" (median_ms * 1000 / work)}]}

@@ -197,7 +197,10 @@ static td_dtype dtype_of(const char *name) {
 
 /* Rows compare across backends by workload and variant; roofline sweep rows also by size. */
 const char *bench_captured_eager(const char *workload) {
-    return !strcmp(workload, "W2-captured") ? "W2-cnn" : !strcmp(workload, "W3-captured") ? "W3-gpt-mini" : NULL;
+    return !strcmp(workload, "W2-captured")   ? "W2-cnn"
+           : !strcmp(workload, "W3-captured") ? "W3-gpt-mini"
+           : !strcmp(workload, "W5-captured") ? "W5-gpt2-small"
+                                              : NULL;
 }
 
 static bool same_key(const bench_row *a, const bench_row *b) {

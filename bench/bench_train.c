@@ -330,12 +330,12 @@ static td_status capture_step(captured_arg *c, td_device dev, bool *none) {
 
 /* The W2 or W3 step captured (variant "float32", or W3's "<dtype>-amp" under --amp) and timed as row name; no
 ** row where the backend does not capture. */
-static td_status run_captured(bench_session *s, int device, workload_kind kind, const char *name) {
+/* Row name: model's step (W2's CNN; W3's or W5's transformer: cfg and batch b) captured once and replayed. */
+static td_status run_captured(bench_session *s, int device, workload_kind kind, const char *name, const char *model,
+                              workload_gpt_config cfg, int64_t b) {
     td_device dev = s->devices[device].dev;
     const bool text = kind == WORKLOAD_GPT;
-    workload_gpt_config cfg = bench_gpt_config(s);
     captured_arg c = {.a = {.k = 1}};
-    int64_t b = text ? bench_gpt_batch(s, device) : bench_image_batch(s);
     const int64_t xs[2] = {b, text ? cfg.context : 784};
     char note[192] = "", size[80], data[128] = "", variant[32] = "float32";
     if (text) {
@@ -367,8 +367,7 @@ static td_status run_captured(bench_session *s, int device, workload_kind kind, 
     } else if (st != TD_OK) {
         bench_fail(s, device, name, variant, NULL);
     } else {
-        snprintf(note, sizeof note, "captured %s step replayed, host batch copied in first; %s", text ? "W3" : "W2",
-                 data);
+        snprintf(note, sizeof note, "captured %s step replayed, host batch copied in first; %s", model, data);
         st = time_steps_ext(s, device, name, variant, size, text ? BENCH_UNIT_TOKENS : BENCH_UNIT_SAMPLES,
                             (double)(text ? b * cfg.context : b), &c.a, fn_replay, &c, note,
                             text ? 0 : (int)(TRAIN_IMAGES / b));
@@ -383,9 +382,14 @@ static td_status run_captured(bench_session *s, int device, workload_kind kind, 
 }
 
 td_status bench_run_captured(bench_session *s, int device) {
-    return run_captured(s, device, WORKLOAD_CNN, "W2-captured");
+    return run_captured(s, device, WORKLOAD_CNN, "W2-captured", "W2", bench_gpt_config(s), bench_image_batch(s));
 }
 
 td_status bench_run_gpt_captured(bench_session *s, int device) {
-    return run_captured(s, device, WORKLOAD_GPT, "W3-captured");
+    return run_captured(s, device, WORKLOAD_GPT, "W3-captured", "W3", bench_gpt_config(s), bench_gpt_batch(s, device));
+}
+
+td_status bench_run_gpt2_captured(bench_session *s, int device) {
+    if (!s->opt.quick && s->devices[device].dev.type == TD_DEVICE_CPU) return TD_OK; /* no row: as W5's */
+    return run_captured(s, device, WORKLOAD_GPT, "W5-captured", "W5", bench_gpt2_config(s), bench_gpt2_batch(s));
 }

@@ -329,7 +329,8 @@ static td_status run_unet(bench_session *s, int d) { return run_unet_row(s, d, 0
 static td_status run_unet_depthwise(bench_session *s, int d) { return run_unet_row(s, d, 1); }
 static td_status run_unet_convtranspose(bench_session *s, int d) { return run_unet_row(s, d, 2); }
 
-/* The workloads, in run order: W1-W3 from bench_train.c (W2-captured after W2, W3-captured after W3),
+/* The workloads, in run order: W1-W3 from bench_train.c (W2-captured after W2, W3-captured after W3,
+** W5-captured after W5),
 ** the W4 ops, then dispatch. */
 const bench_workload bench_workloads[] = {
     {"W1-mlp", "MLP training step, batch 128, Adam: ms/step, s/epoch (468 steps), samples/s", bench_run_mlp,
@@ -346,6 +347,8 @@ const bench_workload bench_workloads[] = {
      bench_run_gpt_captured, NULL, 0, false, NULL},
     {"W5-gpt2-small", "GPT-2-small shape (byte vocab), training step, 16x1024 tokens, AdamW, GPUs only: ms/step",
      bench_run_gpt2, "tokens_per_s", 1, false, "w5"},
+    {"W5-captured", "W5's step captured once and replayed (under --amp, the autocast step): ms/step, speedup",
+     bench_run_gpt2_captured, NULL, 0, false, NULL},
     {"W6-lstm", "LSTM language model training step (2 layers, hidden 512), 32x256 tokens, Adam: ms/step, tokens/s",
      bench_run_lstm, "tokens_per_s", 1, false, "w6"},
     {"W4-matmul", "matmul n x n x n, f32 (+bf16/fp16 where native), GFLOP/s = 2n^3/t", run_matmul, "tflops", 1e3, false,

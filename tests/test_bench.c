@@ -127,13 +127,15 @@ static void check_dispatch_row(json_t *r, double med) {
     ASSERT(!json_object_get(r, "host_waits_per_step")); /* training rows only */
 }
 
-/* A captured row beside its eager row (W2-captured: W2-cnn, W3-captured: W3-gpt-mini) on the same device and
+/* A captured row beside its eager row (W2-captured: W2-cnn, W3-captured: W3-gpt-mini, W5-captured:
+** W5-gpt2-small) on the same device and
 ** variant: the eager step and the speedup. */
 static void check_captured_row(json_t *rows, json_t *r, const char *dev, double med) {
     size_t i;
     json_t *e;
     double eager = 0;
-    const char *of = !strcmp(get_str(r, "workload"), "W2-captured") ? "W2-cnn" : "W3-gpt-mini";
+    const char *w = get_str(r, "workload");
+    const char *of = !strcmp(w, "W2-captured") ? "W2-cnn" : !strcmp(w, "W3-captured") ? "W3-gpt-mini" : "W5-gpt2-small";
     json_array_foreach(rows, i, e) if (!strcmp(get_str(e, "workload"), of) && !strcmp(get_str(e, "device"), dev) &&
                                        !strcmp(get_str(e, "variant"), get_str(r, "variant"))) eager =
         get_num(e, "median_ms");
@@ -146,7 +148,7 @@ static void check_captured_row(json_t *rows, json_t *r, const char *dev, double 
 #define N_WANT 14
 
 /* Check a --quick --reps 4 JSON of the devices in devs[]: every field, every W1-W4, dispatch and
-** roofline row on every device without error, W2- and W3-captured exactly on the devices that capture
+** roofline row on every device without error, W2-, W3- and W5-captured exactly on the devices that capture
 ** (captures[d]), and the medians and rates recomputed from the raw samples. */
 static void check_json(const char *path, int n_dev, const char *const *devs, const bool *captures,
                        bool allow_unsupported) {
@@ -184,7 +186,7 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
         while (d < n_dev && strcmp(dev, devs[d])) d++;
         if (d == n_dev) TEST_FAIL_("row %s on unknown device %s", w, dev);
         for (int k = 0; k < N_WANT; k++) found[d][k] += !strcmp(w, want[k]);
-        captured[d] += !strcmp(w, "W2-captured") + !strcmp(w, "W3-captured");
+        captured[d] += !strcmp(w, "W2-captured") + !strcmp(w, "W3-captured") + !strcmp(w, "W5-captured");
         if (json_object_get(r, "error")) {
             const char *why = get_str(r, "error");
             if (!allow_unsupported || !strstr(why, "not supported")) TEST_FAIL_("row %s on %s failed: %s", w, dev, why);
@@ -233,8 +235,8 @@ static void check_json(const char *path, int n_dev, const char *const *devs, con
     for (int d = 0; d < n_dev; d++) {
         for (int k = 0; k < N_WANT; k++)
             if (!found[d][k]) TEST_FAIL_("no %s row on %s", want[k], devs[d]);
-        if (captured[d] != (captures[d] ? 2 : 0))
-            TEST_FAIL_("%d W2-/W3-captured rows on %s, which %s", captured[d], devs[d],
+        if (captured[d] != (captures[d] ? 3 : 0))
+            TEST_FAIL_("%d W2-/W3-/W5-captured rows on %s, which %s", captured[d], devs[d],
                        captures[d] ? "captures" : "does not capture");
     }
     json_decref(j);
