@@ -855,26 +855,32 @@ TEST(random_philox) {
     check_clean();
 }
 
+/* rows of 300 (held in registers) and of 3000 (past the 4 x 256 the kernel holds: the rest read again) */
 TEST(softmax) {
     setup();
-    enum { R = 7, C = 300 };
-    static float x[R * C], got[R * C];
-    static double want[R * C];
-    for (int i = 0; i < R * C; i++) x[i] = (float)(10 * srand1());
-    x[5] = 80; /* exp overflows without the max shift */
-    int64_t shape[2] = {R, C};
-    td_operand in = dev_tensor(TD_F32, 2, shape, x), out = dev_tensor(TD_F32, 2, shape, NULL);
-    for (int lg = 0; lg < 2; lg++) {
-        td_op op = {.kind = lg ? TD_OP_LOG_SOFTMAX : TD_OP_SOFTMAX, .n_in = 1, .n_out = 1, .in = &in, .out = &out};
-        run(&op);
-        fetch(&out, got);
-        for (int r = 0; r < R; r++) {
-            double m = -INFINITY, s = 0;
-            for (int c = 0; c < C; c++) m = fmax(m, x[r * C + c]);
-            for (int c = 0; c < C; c++) s += exp(x[r * C + c] - m);
-            for (int c = 0; c < C; c++) want[r * C + c] = lg ? x[r * C + c] - m - log(s) : exp(x[r * C + c] - m) / s;
+    enum { R = 7, CMAX = 3000 };
+    static float x[R * CMAX], got[R * CMAX];
+    static double want[R * CMAX];
+    for (int w = 0; w < 2; w++) {
+        const int C = w ? CMAX : 300;
+        for (int i = 0; i < R * C; i++) x[i] = (float)(10 * srand1());
+        x[5] = 80;              /* exp overflows without the max shift */
+        x[2 * C + C - 1] = 200; /* a row max in its last element (the tail, for C 3000): exp overflows unshifted */
+        int64_t shape[2] = {R, C};
+        td_operand in = dev_tensor(TD_F32, 2, shape, x), out = dev_tensor(TD_F32, 2, shape, NULL);
+        for (int lg = 0; lg < 2; lg++) {
+            td_op op = {.kind = lg ? TD_OP_LOG_SOFTMAX : TD_OP_SOFTMAX, .n_in = 1, .n_out = 1, .in = &in, .out = &out};
+            run(&op);
+            fetch(&out, got);
+            for (int r = 0; r < R; r++) {
+                double m = -INFINITY, s = 0;
+                for (int c = 0; c < C; c++) m = fmax(m, x[r * C + c]);
+                for (int c = 0; c < C; c++) s += exp(x[r * C + c] - m);
+                for (int c = 0; c < C; c++)
+                    want[r * C + c] = lg ? x[r * C + c] - m - log(s) : exp(x[r * C + c] - m) / s;
+            }
+            check_close(lg ? "log_softmax" : "softmax", got, want, R * C, 1e-6, 1e-5);
         }
-        check_close(lg ? "log_softmax" : "softmax", got, want, R * C, 1e-6, 1e-5);
     }
     check_clean();
 }

@@ -35,6 +35,14 @@ typedef struct vk_pc_xent {
 } vk_pc_xent;
 static_assert(sizeof(vk_pc_xent) == 56, "vk_pc_xent must match shaders/cross_entropy.comp");
 
+/* The workgroup of the row kernels that keep 4 elements per invocation in registers: the power of two
+** within [64, 256] that covers a row of C 4 times (64 for W3's rows of 256). */
+static uint32_t row_wg4(int64_t C) {
+    uint32_t wg = 64;
+    while (wg < 256 && (int64_t)wg * 4 < C) wg *= 2;
+    return wg;
+}
+
 static td_status softmax(vk_dev *d, const td_op *op, uint32_t code) {
     const td_operand *in = &op->in[0], *out = &op->out[0];
     int64_t C = in->ndim ? in->shape[in->ndim - 1] : 1, n = td_operand_numel(in);
@@ -43,7 +51,7 @@ static td_status softmax(vk_dev *d, const td_op *op, uint32_t code) {
     td_status st = vk_bind_view(d, in, false, &b[0], &pc.in_off);
     if (st == TD_OK) st = vk_bind_view(d, out, true, &b[1], &pc.out_off);
     if (st != TD_OK) return st;
-    uint32_t spec[2] = {vk_row_wg(C), code};
+    uint32_t spec[2] = {row_wg4(C), code};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_softmax_f32, in->dtype), spec, 2, 2, b, &pc, sizeof pc,
                        vk_groups(pc.rows, 1), 1, 1);
 }
@@ -52,8 +60,6 @@ td_status vk_op_SOFTMAX(vk_dev *d, const td_op *op) { return softmax(d, op, 0); 
 td_status vk_op_LOG_SOFTMAX(vk_dev *d, const td_op *op) { return softmax(d, op, 1); }
 
 /* (dy, y) -> dx, all [rows, C] */
-/* The shader keeps 4 elements per invocation in registers: the power of two
-** within [64, 256] that covers the row 4 times (64 for W3's rows of 256). */
 static td_status softmax_backward(vk_dev *d, const td_op *op, uint32_t code) {
     const td_operand *dy = &op->in[0], *y = &op->in[1], *dx = &op->out[0];
     int64_t C = dy->ndim ? dy->shape[dy->ndim - 1] : 1, n = td_operand_numel(dy);
@@ -64,9 +70,7 @@ static td_status softmax_backward(vk_dev *d, const td_op *op, uint32_t code) {
     if (st == TD_OK) st = vk_bind_view(d, y, false, &b[1], &pc.y_off);
     if (st == TD_OK) st = vk_bind_view(d, dx, true, &b[2], &pc.dx_off);
     if (st != TD_OK) return st;
-    uint32_t wg = 64;
-    while (wg < 256 && (int64_t)wg * 4 < C) wg *= 2;
-    uint32_t spec[2] = {wg, code};
+    uint32_t spec[2] = {row_wg4(C), code};
     return vk_dispatch(d, VK_DT_SHADER(VK_SHADER_softmax_backward_f32, dy->dtype), spec, 2, 3, b, &pc, sizeof pc,
                        vk_groups(pc.rows, 1), 1, 1);
 }
