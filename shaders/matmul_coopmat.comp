@@ -8,12 +8,13 @@
 // subgroup size invocations) a BM/WM x BN/WN grid of WM x WN blocks (WN: constant
 // 4), each held as (WM/LM) x (WN/LN) cooperative matrices of the device's LM x LN
 // x LK shape (constants 1..3, listed by vkGetPhysicalDeviceCooperativeMatrix-
-// Properties{NV,KHR}), f32 accumulators. BM, BN, BK, WM and the staging layouts
-// come packed in constant 6 (TILE, written by vk_ops_matmul.c's coop_spec), the
+// Properties{NV,KHR}), f32 accumulators. BM, BN, BK, WM, EPI, STAGES and the staging
+// layouts come packed in constant 6 (TILE, written by vk_ops_matmul.c's coop_launch_of), the
 // shared memory's size in 16-byte units in constant 7 (SMV).
 // K goes in steps of BK: every invocation loads its runs of 8 halfs of the next A
 // (BM x BK) and B (BK x BN) tile into registers while the subgroups multiply the
-// current tiles from shared memory (two stages, one barrier per step). A run lies
+// current tiles from shared memory (two stages and one barrier per step, or with
+// STAGES 1 one stage and a second barrier before it is overwritten). A run lies
 // along the operand's unit stride: A row-major (A_T 0) is staged as BM rows of BK
 // (+8 pad), A column-major (A_T 1, a_rs 1: a weight gradient's dy^T) as BK rows of
 // BM and its fragments load column-major; B row-major (B_T 0) as BK rows of BN, B
@@ -23,10 +24,10 @@
 // outside). Shared memory holds uvec4 runs (16-byte aligned, so fragments load as
 // whole rows or columns; the 8-half pad keeps 16-byte row reads conflict-free);
 // every fragment loop unrolls, so fragment arrays stay in registers. The
-// accumulators are rounded to f16 into shared memory (the stage buffers), WM rows
-// at a time, and stored with bounds checks.
-// Shared memory: 2 stages x (A + B tile) halfs, or WM x (BN + 8) halfs for the
-// result, whichever is more (128 x 128 x 32, row-major: 37 KiB).
+// accumulators are rounded to f16 into shared memory (the stage buffers), EPI rows
+// at a time (a multiple of LM), and stored with bounds checks.
+// Shared memory: STAGES x (A + B tile) halfs, or EPI x (BN + 8) halfs for the
+// result, whichever is more (128 x 128 x 32, row-major, 2 stages: 37 KiB).
 // Used only after a self-test against a host reference (vk_ops_matmul.c).
 #ifdef COOPMAT_KHR
 #extension GL_KHR_cooperative_matrix : require
@@ -44,7 +45,8 @@ layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;     // subgroup block width
-layout(constant_id = 6) const uint TILE = 35080; // BM/16 | BN/16 << 5 | BK/16 << 10 | WM/16 << 13 | A_T << 17 | B_T << 18
+layout(constant_id = 6) const uint TILE = 10520840; // BM/16 | BN/16 << 5 | BK/16 << 10 | WM/16 << 13 | A_T << 17 | B_T << 18
+                                                 // | EPI/16 << 19 | (STAGES - 1) << 23
 layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
 layout(local_size_x_id = 0) in;
 
@@ -64,6 +66,7 @@ layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
 
 const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
 const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
+const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
 // staged tiles: A as AR rows of LDA halfs (BM x BK row-major, or BK x BM), B as BR rows of LDB
 const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
 const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
@@ -190,22 +193,24 @@ void main() {
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
         }
-        if (more) store_tiles(s ^ 1u);
+        uint nxt = STAGES == 2u ? s ^ 1u : 0u;
+        if (STAGES == 1u) barrier(); // one stage: every subgroup has read it
+        if (more) store_tiles(nxt);
         barrier();
-        s ^= 1u;
+        s = nxt;
     }
-    // the result WM rows at a time (the subgroups of one row of the grid store, then all write out)
+    // the result EPI rows at a time (the subgroups holding them store, then all write out)
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
-    [[unroll]] for (uint h = 0u; h < BM / WM; h++) {
-        if (wm == h * WM)
-            [[unroll]] for (uint i = 0u; i < FM; i++)
+    [[unroll]] for (uint h = 0u; h < BM / EPI; h++) {
+        [[unroll]] for (uint i = 0u; i < FM; i++)
+            if ((wm + i * LM) / EPI == h)
                 [[unroll]] for (uint j = 0u; j < FN; j++) {
                     OUTM o16 = OUTM(acc[i][j]);
-                    CM_STORE(o16, (i * LM * LDC + wn + j * LN) / 8u, LDC / 8u);
+                    CM_STORE(o16, ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 8u, LDC / 8u);
                 }
         barrier();
-        for (uint e = t; e < WM * BN / 8u; e += WG) {
-            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + h * WM + r, gn = n0 + c;
+        for (uint e = t; e < EPI * BN / 8u; e += WG) {
+            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + h * EPI + r, gn = n0 + c;
             if (gm >= pc.M) continue;
             uvec4 v = sm[(r * LDC + c) / 8u];
             if (ovec) {

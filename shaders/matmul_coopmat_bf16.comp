@@ -3,7 +3,7 @@
 // MATMUL for bf16 on the f16 tensor cores (NV, or with -DCOOPMAT_KHR=1 KHR cooperative
 // matrices): out[z] = a[z] @ b[z], all bf16, f32 accumulation, out rounded once to bf16.
 // The tiling, staging (layouts A_T, B_T included) and push block are matmul_coopmat.comp's
-// (read it first; the result goes out WM rows at a time as f32, WM x (BN + 8) floats), plus
+// (read it first; the result goes out EPI rows at a time as f32, EPI x (BN + 8) floats), plus
 // keys: binding 3 holds, per row i of a and per column j of b, the largest finite
 // |x| as bf16 magnitude bits (matmul_bf16_keys.comp; a at z ka_zs + i, b at kb_off +
 // z kb_zs + j, z the batch entry, ka_zs / kb_zs 0 for an operand without batch).
@@ -44,7 +44,7 @@ layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;
 layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded (split-K slices, vk_ops_matmul.c)
-layout(constant_id = 6) const uint TILE = 35080; // as matmul_coopmat.comp's
+layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's
 layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
 layout(local_size_x_id = 0) in;
 
@@ -67,6 +67,7 @@ layout(binding = 3) readonly buffer BKEYS { uint keys[]; };
 
 const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
 const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
+const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
 const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
 const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
 const uint A_SZ = AR * LDA, STAGE = A_SZ + BR * LDB, LDC = BN + 8u; // LDC in floats
@@ -287,20 +288,22 @@ void main() {
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
         }
-        if (more) store_tiles(s ^ 1u);
+        uint nxt = STAGES == 2u ? s ^ 1u : 0u;
+        if (STAGES == 1u) barrier(); // one stage: every subgroup has read it
+        if (more) store_tiles(nxt);
         barrier();
-        s ^= 1u;
+        s = nxt;
     }
-    // the f32 result, WM rows at a time (sm as floats, rows of LDC), scaled and rounded to bf16
+    // the f32 result, EPI rows at a time (sm as floats, rows of LDC), scaled and rounded to bf16
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
-    [[unroll]] for (uint h = 0u; h < BM / WM; h++) {
-        if (wm == h * WM)
-            [[unroll]] for (uint i = 0u; i < FM; i++)
+    [[unroll]] for (uint h = 0u; h < BM / EPI; h++) {
+        [[unroll]] for (uint i = 0u; i < FM; i++)
+            if ((wm + i * LM) / EPI == h)
                 [[unroll]] for (uint j = 0u; j < FN; j++)
-                    CM_STORE(acc[i][j], (i * LM * LDC + wn + j * LN) / 4u, LDC / 4u);
+                    CM_STORE(acc[i][j], ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 4u, LDC / 4u);
         barrier();
-        for (uint e = t; e < WM * BN / 8u; e += WG) {
-            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + h * WM + r, gn = n0 + c;
+        for (uint e = t; e < EPI * BN / 8u; e += WG) {
+            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + h * EPI + r, gn = n0 + c;
             if (gm >= pc.M) continue;
             int pa = exp_of(keys[ka + gm]) - 141;
             uvec4 v0 = sm[(r * LDC + c) / 4u], v1 = sm[(r * LDC + c) / 4u + 1u];

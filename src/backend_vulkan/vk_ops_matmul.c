@@ -41,10 +41,11 @@
 ** A column-major operand (a weight gradient's dy^T, Linear's W^T) is staged transposed, read in 16-byte
 ** runs along its unit stride. Knobs of both cooperative-matrix kernels (f16, bf16), read on each product
 ** (scripts/vk-coop-sweep times them; a bad value, or a tile the device cannot run, is a TD_ERR_MISUSE):
-**   TRIDENT_VK_COOP_TILE   index into COOP_TILES (workgroup BM x BN, K step BK, subgroup blocks WM x WN):
-**                          0 (default) 128x128x32 / 64 x subgroup size; 1 128x128x32 / 64x64; 2 128x256x32
-**                          / 64x64; 3 256x128x32 / 64x64; 4..7 those with BK 64 (shared memory beyond 48 KiB
-**                          for 2, 3, 4..7: only where maxComputeSharedMemorySize allows)
+**   TRIDENT_VK_COOP_TILE   index into COOP_TILES (workgroup BM x BN, K step BK, subgroup blocks WM x WN,
+**                          shared stages): 0 (default) 128x128x32 / 64 x subgroup size, 2 stages; 1 the
+**                          same with 64x64 blocks; 2 128x256x32 / 64x64, 1 stage; 3 256x128x32 / 64x64, 1;
+**                          4 128x128x64 / 64 x sg, 1; 5 128x128x64 / 64x64, 1; 6 tile 0 with 1 stage;
+**                          7 128x256x32 / 64 x sg (512 invocations), 1 (all within 48 KiB of shared memory)
 **   TRIDENT_VK_COOP_TRANS  0: column-major operands take the row-major staging (8 strided loads per run),
 **                          the rule before the transposed staging; 1 (default): staged transposed
 **
@@ -240,12 +241,13 @@ static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, con
     return st;
 }
 
-/* Tiles of the cooperative-matrix kernels (TRIDENT_VK_COOP_TILE picks one by index): {BM, BN, BK, WM, WN},
-** the workgroup's BM x BN block of out in K steps of BK, each subgroup's WM x WN block (WN 0: the subgroup
-** size, which makes 0 the kernels' first rule: 256 invocations in 128 x 128 tiles). */
-static const uint16_t COOP_TILES[][5] = {
-    {128, 128, 32, 64, 0}, {128, 128, 32, 64, 64}, {128, 256, 32, 64, 64}, {256, 128, 32, 64, 64},
-    {128, 128, 64, 64, 0}, {128, 128, 64, 64, 64}, {128, 256, 64, 64, 64}, {256, 128, 64, 64, 64},
+/* Tiles of the cooperative-matrix kernels (TRIDENT_VK_COOP_TILE picks one by index): {BM, BN, BK, WM, WN,
+** STAGES}, the workgroup's BM x BN block of out in K steps of BK, each subgroup's WM x WN block (WN 0: the
+** subgroup size, which makes 0 the kernels' first rule: 256 invocations in 128 x 128 tiles), STAGES shared
+** stages (one where two would pass 48 KiB, NVIDIA's maxComputeSharedMemorySize). */
+static const uint16_t COOP_TILES[][6] = {
+    {128, 128, 32, 64, 0, 2}, {128, 128, 32, 64, 64, 2}, {128, 256, 32, 64, 64, 1}, {256, 128, 32, 64, 64, 1},
+    {128, 128, 64, 64, 0, 1}, {128, 128, 64, 64, 64, 1}, {128, 128, 32, 64, 0, 1},  {128, 256, 32, 64, 0, 1},
 };
 #define N_COOP_TILES ((uint32_t)(sizeof COOP_TILES / sizeof COOP_TILES[0]))
 
@@ -255,13 +257,16 @@ typedef struct coop_launch {
     uint32_t spec[8], bm, bn;
 } coop_launch;
 
-/* Shared memory (bytes) of tile t with A (B) staged transposed where at (bt): two stages of halfs, or the
-** result's WM rows of BN + 8 (halfs; bf16: floats), whichever is more. */
-static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16) {
+/* Shared memory (bytes) of tile t with A (B) staged transposed where at (bt), the result going out in
+** passes of *epi rows (set here: WM, halved while that needs more than the stages, down to 16 rows and
+** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16: floats), whichever is more. */
+static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint32_t lm, uint32_t *epi) {
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3];
     uint32_t a = at ? bk * (bm + 8) : bm * (bk + 8), b = bt ? bn * (bk + 8) : bk * (bn + 8);
-    uint32_t stages = 2 * (a + b) * 2, out = wm * (bn + 8) * (bf16 ? 4 : 2);
-    return stages > out ? stages : out;
+    uint32_t stages = t[5] * (a + b) * 2, row = (bn + 8) * (bf16 ? 4 : 2);
+    *epi = wm;
+    while (*epi * row > stages && *epi / 2 >= 16 && (*epi / 2) % lm == 0) *epi /= 2;
+    return stages > *epi * row ? stages : *epi * row;
 }
 
 /* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp, f32_out its
@@ -270,7 +275,7 @@ static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16) {
 ** W^T), unless TRIDENT_VK_COOP_TRANS=0 or the transposed staging would not fit the device's shared memory;
 ** a tile the device cannot run is a one-line TD_ERR_MISUSE. */
 static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, bool bf16, bool f32_out, coop_launch *l) {
-    uint32_t idx, trans;
+    uint32_t idx, trans, epi;
     td_status st = env_u32("TRIDENT_VK_COOP_TILE", 0, N_COOP_TILES - 1, 0, &idx);
     if (st == TD_OK) st = env_u32("TRIDENT_VK_COOP_TRANS", 0, 1, 1, &trans);
     if (st != TD_OK) return st;
@@ -279,17 +284,20 @@ static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, bool bf
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
     uint32_t wg = bn % wn ? 0 : (bm / wm) * (bn / wn) * sg;
     bool at = trans && pc->a_rs == 1 && pc->a_cs != 1, bt = trans && pc->b_rs == 1 && pc->b_cs != 1;
-    if (coop_shared(t, at, bt, bf16) > d->caps.shared_mem) at = bt = false;
-    /* fragments tile the subgroup block; whole runs per invocation; the bf16 lane scales' rows (columns)
-    ** the same in every run (WG a multiple of BM / 8, BN / 8) */
-    if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || wg > d->caps.max_wg_invocations || (bm * bk / 8) % wg ||
-        (bn * bk / 8) % wg || wg % (bm / 8) || wg % (bn / 8) || coop_shared(t, false, false, bf16) > d->caps.shared_mem)
+    if (coop_shared(t, at, bt, bf16, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
+    uint32_t shared = coop_shared(t, at, bt, bf16, cs[0], &epi);
+    /* fragments tile the subgroup block and the result's passes; whole runs per invocation; the bf16 lane
+    ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
+    if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
+        (bm * bk / 8) % wg || (bn * bk / 8) % wg || wg % (bm / 8) || wg % (bn / 8) || shared > d->caps.shared_mem)
         return td_error_set(TD_ERR_MISUSE,
-                            "TRIDENT_VK_COOP_TILE=%u (%ux%ux%u, subgroup blocks %ux%u): does not fit this device "
-                            "(fragments %ux%ux%u, subgroups of %u, %u bytes of shared memory)",
-                            idx, bm, bn, bk, wm, wn, cs[0], cs[1], cs[2], sg, (unsigned)d->caps.shared_mem);
-    uint32_t tile = bm / 16 | bn / 16 << 5 | bk / 16 << 10 | wm / 16 << 13 | (uint32_t)at << 17 | (uint32_t)bt << 18;
-    *l = (coop_launch){{wg, cs[0], cs[1], cs[2], wn, f32_out, tile, coop_shared(t, at, bt, bf16) / 16}, bm, bn};
+                            "TRIDENT_VK_COOP_TILE=%u (%ux%ux%u, subgroup blocks %ux%u, %u stages): does not fit this "
+                            "device (fragments %ux%ux%u, subgroups of %u, %u of %u bytes of shared memory)",
+                            idx, bm, bn, bk, wm, wn, t[5], cs[0], cs[1], cs[2], sg, shared,
+                            (unsigned)d->caps.shared_mem);
+    uint32_t tile = bm / 16 | bn / 16 << 5 | bk / 16 << 10 | wm / 16 << 13 | (uint32_t)at << 17 | (uint32_t)bt << 18 |
+                    epi / 16 << 19 | (t[5] - 1u) << 23;
+    *l = (coop_launch){{wg, cs[0], cs[1], cs[2], wn, f32_out, tile, shared / 16}, bm, bn};
     return TD_OK;
 }
 
