@@ -4,21 +4,30 @@
 // -DCOOPMAT_KHR=1 through GL_KHR_cooperative_matrix (glslang >= 13; same kernel):
 // out[z] = a[z] @ b[z], a [.., M, K], b [.., K, N], out [.., M, N] contiguous,
 // same strides and push block as matmul.comp (C mirror vk_pc_matmul).
-// A workgroup owns a 128 x 128 block of out; its S subgroups (constant 0 =
-// S x subgroup size invocations) a 2 x S/2 grid of 64 x WN blocks (WN = 256 / S,
-// constant 4), each held as (64/LM) x (WN/LN) cooperative matrices of the
-// device's LM x LN x LK shape (constants 1..3, listed by
-// vkGetPhysicalDeviceCooperativeMatrixProperties{NV,KHR}), f32 accumulators.
-// K goes in steps of BK = 32: every invocation loads its 512 / WG runs of 8
-// halfs of the next A (128 x 32) and of the next B (32 x 128) tile into
-// registers while the subgroups multiply the current tiles from shared memory
-// (two stages, one barrier per step). Runs are one 16-byte load where the
-// operand is row-major with 8-aligned rows, offset and length, else 8 strided
-// loads with bounds checks (zeros outside). Shared memory holds uvec4 runs
-// (16-byte aligned, so fragments load as whole rows); every fragment loop
-// unrolls, so fragment arrays stay in registers. The accumulators are rounded
-// to f16 into shared memory (the stage buffers) and stored with bounds checks.
-// Shared memory: 2 stages x (128 x 40 + 32 x 136) halfs = 37 KiB <= 48 KiB.
+// A workgroup owns a BM x BN block of out; its S subgroups (constant 0 = S x
+// subgroup size invocations) a BM/WM x BN/WN grid of WM x WN blocks (WN: constant
+// 4), each held as (WM/LM) x (WN/LN) cooperative matrices of the device's LM x LN
+// x LK shape (constants 1..3, listed by vkGetPhysicalDeviceCooperativeMatrix-
+// Properties{NV,KHR}), f32 accumulators. BM, BN, BK, WM, EPI, STAGES and the staging
+// layouts come packed in constant 6 (TILE, written by vk_ops_matmul.c's coop_launch_of), the
+// shared memory's size in 16-byte units in constant 7 (SMV).
+// K goes in steps of BK: every invocation loads its runs of 8 halfs of the next A
+// (BM x BK) and B (BK x BN) tile into registers while the subgroups multiply the
+// current tiles from shared memory (two stages and one barrier per step, or with
+// STAGES 1 one stage and a second barrier before it is overwritten). A run lies
+// along the operand's unit stride: A row-major (A_T 0) is staged as BM rows of BK
+// (+8 pad), A column-major (A_T 1, a_rs 1: a weight gradient's dy^T) as BK rows of
+// BM and its fragments load column-major; B row-major (B_T 0) as BK rows of BN, B
+// column-major (B_T 1, b_rs 1: Linear's W^T) as BN rows of BK, loaded column-major.
+// A run is one 16-byte load where its stride is 1 and the other stride, offset and
+// run dimension are multiples of 8, else 8 strided loads with bounds checks (zeros
+// outside). Shared memory holds uvec4 runs (16-byte aligned, so fragments load as
+// whole rows or columns; the 8-half pad keeps 16-byte row reads conflict-free);
+// every fragment loop unrolls, so fragment arrays stay in registers. The
+// accumulators are rounded to f16 into shared memory (the stage buffers), EPI rows
+// at a time (a multiple of LM), and stored with bounds checks.
+// Shared memory: STAGES x (A + B tile) halfs, or EPI x (BN + 8) halfs for the
+// result, whichever is more (128 x 128 x 32, row-major, 2 stages: 37 KiB).
 // Used only after a self-test against a host reference (vk_ops_matmul.c).
 #ifdef COOPMAT_KHR
 #extension GL_KHR_cooperative_matrix : require
@@ -31,11 +40,14 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
 
-layout(constant_id = 0) const uint WG = 256; // 128 x 128 / (64 x WN) subgroups
+layout(constant_id = 0) const uint WG = 256; // (BM / WM) x (BN / WN) subgroups
 layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
-layout(constant_id = 4) const uint WN = 32; // subgroup block width
+layout(constant_id = 4) const uint WN = 32;     // subgroup block width
+layout(constant_id = 6) const uint TILE = 10520840; // BM/16 | BN/16 << 5 | BK/16 << 10 | WM/16 << 13 | A_T << 17 | B_T << 18
+                                                 // | EPI/16 << 19 | (STAGES - 1) << 23
+layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
@@ -52,17 +64,17 @@ layout(binding = 1) readonly buffer BB4 { uvec4 b4[]; };
 layout(binding = 2) writeonly buffer BO { float16_t o[]; };
 layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
 
-#define BM 128u
-#define BN 128u
-#define BK 32u
-#define LDA 40u  // BK + 8 halfs: 80-byte rows, conflict-free 16-byte row reads
-#define LDB 136u // BN + 8
-#define LDC 136u
-#define A_SZ (BM * LDA)
-#define STAGE (A_SZ + BK * LDB)
-const uint FM = 64u / LM, FN = WN / LN;
+const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
+const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
+const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
+// staged tiles: A as AR rows of LDA halfs (BM x BK row-major, or BK x BM), B as BR rows of LDB
+const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
+const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
+const uint A_SZ = AR * LDA, STAGE = A_SZ + BR * LDB, LDC = BN + 8u;
+const uint ARUN = (LDA - 8u) / 8u, BRUN = (LDB - 8u) / 8u; // runs per staged row
+const uint FM = WM / LM, FN = WN / LN;
 // offsets below count halfs (multiples of 8); stage s: A at s * STAGE, B after it; C at 0 in the end
-shared uvec4 sm[2u * STAGE / 8u];
+shared uvec4 sm[SMV];
 
 #ifdef COOPMAT_KHR
 #define HALF coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
@@ -70,6 +82,7 @@ shared uvec4 sm[2u * STAGE / 8u];
 #define ACCM coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
 #define OUTM coopmat<float16_t, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
 #define CM_LOAD(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_LOAD_T(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define CM_STORE(m, at, stride) coopMatStore(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_MULADD coopMatMulAdd
 #else
@@ -78,35 +91,45 @@ shared uvec4 sm[2u * STAGE / 8u];
 #define ACCM fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
 #define OUTM fcoopmatNV<16, gl_ScopeSubgroup, LM, LN>
 #define CM_LOAD(m, at, stride) coopMatLoadNV(m, sm, at, stride, false)
+#define CM_LOAD_T(m, at, stride) coopMatLoadNV(m, sm, at, stride, true)
 #define CM_STORE(m, at, stride) coopMatStoreNV(m, sm, at, stride, false)
 #define CM_MULADD coopMatMulAddNV
 #endif
 
-const uint RUNS = BM * BK / 8u / WG; // 16-byte runs of A (and of B) per invocation
-uvec4 ra[RUNS], rb[RUNS];
+const uint RUNS_A = BM * BK / 8u / WG, RUNS_B = BN * BK / 8u / WG; // 16-byte runs per invocation
+uvec4 ra[RUNS_A], rb[RUNS_B];
 
 uint pack2(float16_t x, float16_t y) { return packFloat2x16(f16vec2(x, y)); }
 
-// run u = t + i WG of this invocation: A row u / 4, k 8 (u % 4); B row u / 16, n 8 (u % 16)
+// run u = t + i WG of this invocation: staged row u / ARUN, 8 (u % ARUN) (B: BRUN) along it; element j of
+// a run at (gm + j A_T, gk + j (1 - A_T)) of a, (gk + j (1 - B_T), gn + j B_T) of b
 void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
     uint t = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
-        uint u = t + i * WG, gm = gl_WorkGroupID.y * BM + u / 4u, gk = k0 + 8u * (u % 4u);
+    [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
+        uint u = t + i * WG, r = u / ARUN, c = 8u * (u % ARUN);
+        uint gm = gl_WorkGroupID.y * BM + (A_T != 0u ? c : r), gk = k0 + (A_T != 0u ? r : c);
         if (avec) {
-            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk) / 8u] : uvec4(0u);
+            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk * pc.a_cs) / 8u] : uvec4(0u);
         } else {
             float16_t v[8];
-            [[unroll]] for (uint j = 0u; j < 8u; j++)
-                v[j] = gm < pc.M && gk + j < pc.K ? a[ao + gm * pc.a_rs + (gk + j) * pc.a_cs] : float16_t(0.0);
+            [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                uint m = gm + j * A_T, k = gk + j * (1u - A_T);
+                v[j] = m < pc.M && k < pc.K ? a[ao + m * pc.a_rs + k * pc.a_cs] : float16_t(0.0);
+            }
             ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
-        uint kb = k0 + u / 16u, gn = gl_WorkGroupID.x * BN + 8u * (u % 16u);
+    }
+    [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
+        uint u = t + i * WG, r = u / BRUN, c = 8u * (u % BRUN);
+        uint gn = gl_WorkGroupID.x * BN + (B_T != 0u ? r : c), gk = k0 + (B_T != 0u ? c : r);
         if (bvec) {
-            rb[i] = kb < pc.K && gn < pc.N ? b4[(bo + kb * pc.b_rs + gn) / 8u] : uvec4(0u);
+            rb[i] = gk < pc.K && gn < pc.N ? b4[(bo + gk * pc.b_rs + gn * pc.b_cs) / 8u] : uvec4(0u);
         } else {
             float16_t v[8];
-            [[unroll]] for (uint j = 0u; j < 8u; j++)
-                v[j] = kb < pc.K && gn + j < pc.N ? b[bo + kb * pc.b_rs + (gn + j) * pc.b_cs] : float16_t(0.0);
+            [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                uint k = gk + j * B_T, n = gn + j * (1u - B_T);
+                v[j] = k < pc.K && n < pc.N ? b[bo + k * pc.b_rs + n * pc.b_cs] : float16_t(0.0);
+            }
             rb[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
     }
@@ -114,12 +137,19 @@ void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
 
 void store_tiles(uint s) {
     uint t = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
+    [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG;
-        sm[(s * STAGE + (u / 4u) * LDA + 8u * (u % 4u)) / 8u] = ra[i];
-        sm[(s * STAGE + A_SZ + (u / 16u) * LDB + 8u * (u % 16u)) / 8u] = rb[i];
+        sm[(s * STAGE + (u / ARUN) * LDA + 8u * (u % ARUN)) / 8u] = ra[i];
+    }
+    [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
+        uint u = t + i * WG;
+        sm[(s * STAGE + A_SZ + (u / BRUN) * LDB + 8u * (u % BRUN)) / 8u] = rb[i];
     }
 }
+
+// Whether an operand's runs are single 16-byte loads: unit stride along the run (st1), the other stride
+// (st2), the offset and the run dimension's length multiples of 8
+bool vec_ok(uint st1, uint st2, uint off, uint len) { return st1 == 1u && st2 % 8u == 0u && off % 8u == 0u && len % 8u == 0u; }
 
 void main() {
     uint t = gl_LocalInvocationID.x;
@@ -132,9 +162,9 @@ void main() {
         ao += c * pc.a_bs[d];
         bo += c * pc.b_bs[d];
     }
-    bool avec = pc.a_cs == 1u && pc.a_rs % 8u == 0u && ao % 8u == 0u && pc.K % 8u == 0u;
-    bool bvec = pc.b_cs == 1u && pc.b_rs % 8u == 0u && bo % 8u == 0u && pc.N % 8u == 0u;
-    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * 64u, wn = (sg % (BN / WN)) * WN;
+    bool avec = A_T != 0u ? vec_ok(pc.a_rs, pc.a_cs, ao, pc.M) : vec_ok(pc.a_cs, pc.a_rs, ao, pc.K);
+    bool bvec = B_T != 0u ? vec_ok(pc.b_rs, pc.b_cs, bo, pc.K) : vec_ok(pc.b_cs, pc.b_rs, bo, pc.N);
+    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
     ACCM acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
@@ -148,35 +178,50 @@ void main() {
         [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
             HALF fa[FM];
             HALFB fb[FN];
-            [[unroll]] for (uint i = 0u; i < FM; i++)
-                CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
-            [[unroll]] for (uint j = 0u; j < FN; j++)
-                CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
+            [[unroll]] for (uint i = 0u; i < FM; i++) {
+                if (A_T != 0u)
+                    CM_LOAD_T(fa[i], (s * STAGE + kk * LDA + wm + i * LM) / 8u, LDA / 8u);
+                else
+                    CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
+            }
+            [[unroll]] for (uint j = 0u; j < FN; j++) {
+                if (B_T != 0u)
+                    CM_LOAD_T(fb[j], (s * STAGE + A_SZ + (wn + j * LN) * LDB + kk) / 8u, LDB / 8u);
+                else
+                    CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
+            }
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
         }
-        if (more) store_tiles(s ^ 1u);
+        uint nxt = STAGES == 2u ? s ^ 1u : 0u;
+        if (STAGES == 1u) barrier(); // one stage: every subgroup has read it
+        if (more) store_tiles(nxt);
         barrier();
-        s ^= 1u;
+        s = nxt;
     }
-    [[unroll]] for (uint i = 0u; i < FM; i++)
-        [[unroll]] for (uint j = 0u; j < FN; j++) {
-            OUTM h = OUTM(acc[i][j]);
-            CM_STORE(h, ((wm + i * LM) * LDC + wn + j * LN) / 8u, LDC / 8u);
-        }
-    barrier();
+    // the result EPI rows at a time (the subgroups holding them store, then all write out)
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
-    for (uint e = t; e < BM * BN / 8u; e += WG) {
-        uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + r, gn = n0 + c;
-        if (gm >= pc.M) continue;
-        uvec4 v = sm[(r * LDC + c) / 8u];
-        if (ovec) {
-            if (gn < pc.N) o4[(oo + gm * pc.N + gn) / 8u] = v;
-        } else {
-            [[unroll]] for (uint j = 0u; j < 8u; j++) {
-                f16vec2 h = unpackFloat2x16(v[j / 2u]);
-                if (gn + j < pc.N) o[oo + gm * pc.N + gn + j] = j % 2u == 0u ? h.x : h.y;
+    [[unroll]] for (uint h = 0u; h < BM / EPI; h++) {
+        [[unroll]] for (uint i = 0u; i < FM; i++)
+            if ((wm + i * LM) / EPI == h)
+                [[unroll]] for (uint j = 0u; j < FN; j++) {
+                    OUTM o16 = OUTM(acc[i][j]);
+                    CM_STORE(o16, ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 8u, LDC / 8u);
+                }
+        barrier();
+        for (uint e = t; e < EPI * BN / 8u; e += WG) {
+            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + h * EPI + r, gn = n0 + c;
+            if (gm >= pc.M) continue;
+            uvec4 v = sm[(r * LDC + c) / 8u];
+            if (ovec) {
+                if (gn < pc.N) o4[(oo + gm * pc.N + gn) / 8u] = v;
+            } else {
+                [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                    f16vec2 hv = unpackFloat2x16(v[j / 2u]);
+                    if (gn + j < pc.N) o[oo + gm * pc.N + gn + j] = j % 2u == 0u ? hv.x : hv.y;
+                }
             }
         }
+        barrier();
     }
 }

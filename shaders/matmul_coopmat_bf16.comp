@@ -2,7 +2,8 @@
 #extension GL_GOOGLE_include_directive : require
 // MATMUL for bf16 on the f16 tensor cores (NV, or with -DCOOPMAT_KHR=1 KHR cooperative
 // matrices): out[z] = a[z] @ b[z], all bf16, f32 accumulation, out rounded once to bf16.
-// The tiling, staging and push block are matmul_coopmat.comp's (read it first), plus
+// The tiling, staging (layouts A_T, B_T included) and push block are matmul_coopmat.comp's
+// (read it first; the result goes out EPI rows at a time as f32, EPI x (BN + 8) floats), plus
 // keys: binding 3 holds, per row i of a and per column j of b, the largest finite
 // |x| as bf16 magnitude bits (matmul_bf16_keys.comp; a at z ka_zs + i, b at kb_off +
 // z kb_zs + j, z the batch entry, ka_zs / kb_zs 0 for an operand without batch).
@@ -43,6 +44,8 @@ layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;
 layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded (split-K slices, vk_ops_matmul.c)
+layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's
+layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
@@ -60,24 +63,24 @@ layout(binding = 1) readonly buffer BB4 { uvec4 b4[]; };
 layout(binding = 2) writeonly buffer BO { uint16_t o[]; };
 layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
 layout(binding = 2) writeonly buffer BOF { float of[]; }; // F32_OUT
-layout(binding = 3) readonly buffer BK { uint keys[]; };
+layout(binding = 3) readonly buffer BKEYS { uint keys[]; };
 
-#define BM 128u
-#define BN 128u
-#define BK 32u
-#define LDA 40u
-#define LDB 136u
-#define LDC 136u // floats: the f32 result goes out in two halves of 64 rows
-#define A_SZ (BM * LDA)
-#define STAGE (A_SZ + BK * LDB)
-const uint FM = 64u / LM, FN = WN / LN;
-shared uvec4 sm[2u * STAGE / 8u]; // 37 KiB; a half of the result: 64 x 136 floats = 34 KiB
+const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
+const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
+const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
+const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
+const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
+const uint A_SZ = AR * LDA, STAGE = A_SZ + BR * LDB, LDC = BN + 8u; // LDC in floats
+const uint ARUN = (LDA - 8u) / 8u, BRUN = (LDB - 8u) / 8u;
+const uint FM = WM / LM, FN = WN / LN;
+shared uvec4 sm[SMV];
 
 #ifdef COOPMAT_KHR
 #define HALF coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
 #define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
 #define ACCM coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
 #define CM_LOAD(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_LOAD_T(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define CM_STORE(m, at, stride) coopMatStore(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_MULADD coopMatMulAdd
 #else
@@ -85,19 +88,22 @@ shared uvec4 sm[2u * STAGE / 8u]; // 37 KiB; a half of the result: 64 x 136 floa
 #define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
 #define ACCM fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>
 #define CM_LOAD(m, at, stride) coopMatLoadNV(m, sm, at, stride, false)
+#define CM_LOAD_T(m, at, stride) coopMatLoadNV(m, sm, at, stride, true)
 #define CM_STORE(m, at, stride) coopMatStoreNV(m, sm, at, stride, false)
 #define CM_MULADD coopMatMulAddNV
 #endif
 
-const uint RUNS = BM * BK / 8u / WG;
-uvec4 ra[RUNS], rb[RUNS];
-// this invocation's A rows (t / 4 + i WG / 4) and B columns (8 (t % 16) + 0..7) keep
-// their scales for the whole K loop: scale 2^(141 - E) and (2^7 max(E - 28, 1)) - 1,
-// the magnitude below which a nonzero element takes the slow path (in both halves)
-float sa[RUNS];
-uint la[RUNS];
-vec4 sb_lo, sb_hi; // columns 8 (t % 16) + 2q and + 2q + 1
-uvec4 lb;          // lanes of word q: columns 2q, 2q + 1
+const uint RUNS_A = BM * BK / 8u / WG, RUNS_B = BN * BK / 8u / WG;
+uvec4 ra[RUNS_A], rb[RUNS_B];
+// the scales of this invocation's elements, kept for the whole K loop: scale 2^(141 - E) and
+// (2^7 max(E - 28, 1)) - 1, the magnitude below which a nonzero element takes the slow path (in both
+// halves). A run along K (A_T 0; B_T 1) has one row of a (column of b) per run: sa, la (sb, lbr); a run
+// along M (A_T 1; B_T 0) holds rows m0 + 8 (t % ARUN) + 0..7 (columns n0 + 8 (t % BRUN) + 0..7), the same in
+// every run since WG is a multiple of ARUN (BRUN): lanes 2q and 2q + 1 in sa_lo[q], sa_hi[q], words la4[q]
+float sa[RUNS_A], sb[RUNS_B];
+uint la[RUNS_A], lbr[RUNS_B];
+vec4 sa_lo, sa_hi, sb_lo, sb_hi;
+uvec4 la4, lb4;
 
 int exp_of(uint key) { return clamp(key >= 0x80u ? int(key >> 7) : findMSB(key) - 6, 15, 254); }
 float scale_of(int e) { return uintBitsToFloat(uint(268 - e) << 23); }
@@ -153,25 +159,34 @@ uvec4 to_f16(uvec4 w, vec4 s_lo, vec4 s_hi, uvec4 lw) {
 
 uint pack2(uint x, uint y) { return x | (y << 16); }
 
+// as matmul_coopmat.comp's load_tiles, on bf16 bits
 void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
     uint t = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
-        uint u = t + i * WG, gm = gl_WorkGroupID.y * BM + u / 4u, gk = k0 + 8u * (u % 4u);
+    [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
+        uint u = t + i * WG, r = u / ARUN, c = 8u * (u % ARUN);
+        uint gm = gl_WorkGroupID.y * BM + (A_T != 0u ? c : r), gk = k0 + (A_T != 0u ? r : c);
         if (avec) {
-            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk) / 8u] : uvec4(0u);
+            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk * pc.a_cs) / 8u] : uvec4(0u);
         } else {
             uint v[8];
-            [[unroll]] for (uint j = 0u; j < 8u; j++)
-                v[j] = gm < pc.M && gk + j < pc.K ? uint(a[ao + gm * pc.a_rs + (gk + j) * pc.a_cs]) : 0u;
+            [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                uint m = gm + j * A_T, k = gk + j * (1u - A_T);
+                v[j] = m < pc.M && k < pc.K ? uint(a[ao + m * pc.a_rs + k * pc.a_cs]) : 0u;
+            }
             ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
-        uint kb = k0 + u / 16u, gn = gl_WorkGroupID.x * BN + 8u * (u % 16u);
+    }
+    [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
+        uint u = t + i * WG, r = u / BRUN, c = 8u * (u % BRUN);
+        uint gn = gl_WorkGroupID.x * BN + (B_T != 0u ? r : c), gk = k0 + (B_T != 0u ? c : r);
         if (bvec) {
-            rb[i] = kb < pc.K && gn < pc.N ? b4[(bo + kb * pc.b_rs + gn) / 8u] : uvec4(0u);
+            rb[i] = gk < pc.K && gn < pc.N ? b4[(bo + gk * pc.b_rs + gn * pc.b_cs) / 8u] : uvec4(0u);
         } else {
             uint v[8];
-            [[unroll]] for (uint j = 0u; j < 8u; j++)
-                v[j] = kb < pc.K && gn + j < pc.N ? uint(b[bo + kb * pc.b_rs + (gn + j) * pc.b_cs]) : 0u;
+            [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                uint k = gk + j * B_T, n = gn + j * (1u - B_T);
+                v[j] = k < pc.K && n < pc.N ? uint(b[bo + k * pc.b_rs + n * pc.b_cs]) : 0u;
+            }
             rb[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
     }
@@ -180,12 +195,39 @@ void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
 // converted to f16 here, after the multiplies of the step, so the loads stay in flight meanwhile
 void store_tiles(uint s) {
     uint t = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
+    [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG;
-        sm[(s * STAGE + (u / 4u) * LDA + 8u * (u % 4u)) / 8u] = to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
-        sm[(s * STAGE + A_SZ + (u / 16u) * LDB + 8u * (u % 16u)) / 8u] = to_f16(rb[i], sb_lo, sb_hi, lb);
+        sm[(s * STAGE + (u / ARUN) * LDA + 8u * (u % ARUN)) / 8u] =
+            A_T != 0u ? to_f16(ra[i], sa_lo, sa_hi, la4) : to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
+    }
+    [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
+        uint u = t + i * WG;
+        sm[(s * STAGE + A_SZ + (u / BRUN) * LDB + 8u * (u % BRUN)) / 8u] =
+            B_T != 0u ? to_f16(rb[i], vec4(sb[i]), vec4(sb[i]), uvec4(lbr[i])) : to_f16(rb[i], sb_lo, sb_hi, lb4);
     }
 }
+
+// the exponent E of key i of n (keys k0 + i; 0 past n)
+int exp_at(uint k0, uint i, uint n) { return exp_of(i < n ? keys[k0 + i] : 0u); }
+
+// one scale and bound for a run of index i (of n) whose lanes share it
+void run_scale(uint k0, uint i, uint n, out float sc, out uint lw) {
+    int e = exp_at(k0, i, n);
+    sc = scale_of(e);
+    lw = low_of(e) * 0x00010001u;
+}
+
+// the lane scales and bounds of runs starting at index i0 (of n): lanes 2q, 2q + 1
+void lane_scales(uint k0, uint i0, uint n, out vec4 lo, out vec4 hi, out uvec4 lw) {
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        int e0 = exp_at(k0, i0 + 2u * q, n), e1 = exp_at(k0, i0 + 2u * q + 1u, n);
+        lo[q] = scale_of(e0);
+        hi[q] = scale_of(e1);
+        lw[q] = low_of(e0) | (low_of(e1) << 16);
+    }
+}
+
+bool vec_ok(uint st1, uint st2, uint off, uint len) { return st1 == 1u && st2 % 8u == 0u && off % 8u == 0u && len % 8u == 0u; }
 
 // c 2^(pa + pb), pa, pb in [-126, 113]: as two factors of one sign, each a normal f32
 float rescale(float c, int pa, int pb) {
@@ -205,23 +247,19 @@ void main() {
         ao += c * pc.a_bs[d];
         bo += c * pc.b_bs[d];
     }
-    [[unroll]] for (uint i = 0u; i < RUNS; i++) {
-        uint gm = m0 + (t + i * WG) / 4u;
-        int e = exp_of(gm < pc.M ? keys[ka + gm] : 0u);
-        sa[i] = scale_of(e);
-        la[i] = low_of(e) * 0x00010001u;
+    if (A_T != 0u) {
+        lane_scales(ka, m0 + 8u * (t % ARUN), pc.M, sa_lo, sa_hi, la4);
+    } else {
+        [[unroll]] for (uint i = 0u; i < RUNS_A; i++) run_scale(ka, m0 + (t + i * WG) / ARUN, pc.M, sa[i], la[i]);
     }
-    uint c0 = n0 + 8u * (t % 16u);
-    [[unroll]] for (uint q = 0u; q < 4u; q++) {
-        int e0 = exp_of(c0 + 2u * q < pc.N ? keys[kb + c0 + 2u * q] : 0u);
-        int e1 = exp_of(c0 + 2u * q + 1u < pc.N ? keys[kb + c0 + 2u * q + 1u] : 0u);
-        sb_lo[q] = scale_of(e0);
-        sb_hi[q] = scale_of(e1);
-        lb[q] = low_of(e0) | (low_of(e1) << 16);
+    if (B_T != 0u) {
+        [[unroll]] for (uint i = 0u; i < RUNS_B; i++) run_scale(kb, n0 + (t + i * WG) / BRUN, pc.N, sb[i], lbr[i]);
+    } else {
+        lane_scales(kb, n0 + 8u * (t % BRUN), pc.N, sb_lo, sb_hi, lb4);
     }
-    bool avec = pc.a_cs == 1u && pc.a_rs % 8u == 0u && ao % 8u == 0u && pc.K % 8u == 0u;
-    bool bvec = pc.b_cs == 1u && pc.b_rs % 8u == 0u && bo % 8u == 0u && pc.N % 8u == 0u;
-    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * 64u, wn = (sg % (BN / WN)) * WN;
+    bool avec = A_T != 0u ? vec_ok(pc.a_rs, pc.a_cs, ao, pc.M) : vec_ok(pc.a_cs, pc.a_rs, ao, pc.K);
+    bool bvec = B_T != 0u ? vec_ok(pc.b_rs, pc.b_cs, bo, pc.K) : vec_ok(pc.b_cs, pc.b_rs, bo, pc.N);
+    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
     ACCM acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
@@ -235,35 +273,42 @@ void main() {
         [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
             HALF fa[FM];
             HALFB fb[FN];
-            [[unroll]] for (uint i = 0u; i < FM; i++)
-                CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
-            [[unroll]] for (uint j = 0u; j < FN; j++)
-                CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
+            [[unroll]] for (uint i = 0u; i < FM; i++) {
+                if (A_T != 0u)
+                    CM_LOAD_T(fa[i], (s * STAGE + kk * LDA + wm + i * LM) / 8u, LDA / 8u);
+                else
+                    CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
+            }
+            [[unroll]] for (uint j = 0u; j < FN; j++) {
+                if (B_T != 0u)
+                    CM_LOAD_T(fb[j], (s * STAGE + A_SZ + (wn + j * LN) * LDB + kk) / 8u, LDB / 8u);
+                else
+                    CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
+            }
             [[unroll]] for (uint i = 0u; i < FM; i++)
                 [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
         }
-        if (more) store_tiles(s ^ 1u);
+        uint nxt = STAGES == 2u ? s ^ 1u : 0u;
+        if (STAGES == 1u) barrier(); // one stage: every subgroup has read it
+        if (more) store_tiles(nxt);
         barrier();
-        s ^= 1u;
+        s = nxt;
     }
-    // the f32 result, 64 rows at a time (sm as floats, rows of LDC), scaled and rounded to bf16
-    int pb[8];
-    [[unroll]] for (uint q = 0u; q < 4u; q++) {
-        pb[2u * q] = exp_of_scale(sb_lo[q]) - 141;
-        pb[2u * q + 1u] = exp_of_scale(sb_hi[q]) - 141;
-    }
+    // the f32 result, EPI rows at a time (sm as floats, rows of LDC), scaled and rounded to bf16
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
-    [[unroll]] for (uint h = 0u; h < 2u; h++) {
-        if (wm == 64u * h)
-            [[unroll]] for (uint i = 0u; i < FM; i++)
+    [[unroll]] for (uint h = 0u; h < BM / EPI; h++) {
+        [[unroll]] for (uint i = 0u; i < FM; i++)
+            if ((wm + i * LM) / EPI == h)
                 [[unroll]] for (uint j = 0u; j < FN; j++)
-                    CM_STORE(acc[i][j], (i * LM * LDC + wn + j * LN) / 4u, LDC / 4u);
+                    CM_STORE(acc[i][j], ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 4u, LDC / 4u);
         barrier();
-        for (uint e = t; e < 64u * BN / 8u; e += WG) {
-            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + 64u * h + r, gn = n0 + c;
+        for (uint e = t; e < EPI * BN / 8u; e += WG) {
+            uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + h * EPI + r, gn = n0 + c;
             if (gm >= pc.M) continue;
             int pa = exp_of(keys[ka + gm]) - 141;
             uvec4 v0 = sm[(r * LDC + c) / 4u], v1 = sm[(r * LDC + c) / 4u + 1u];
+            int pb[8];
+            [[unroll]] for (uint j = 0u; j < 8u; j++) pb[j] = exp_at(kb, gn + j, pc.N) - 141;
             uint w[8];
             if (F32_OUT != 0u) {
                 [[unroll]] for (uint j = 0u; j < 8u; j++)

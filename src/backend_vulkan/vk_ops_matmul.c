@@ -34,10 +34,20 @@
 **                             tiles of 128 threads; 2 (default): 32 x 32 of 64
 **
 ** f16 uses tensor cores (shaders/matmul_coopmat.comp) where the device has KHR
-** or NV cooperative matrices (vk_coopmat.c picks one), after a self-test on first use: two products (aligned
-** row-major operands; odd sizes with a transposed operand) must match a
-** double-precision host reference within f16 rounding and f32 accumulation
+** or NV cooperative matrices (vk_coopmat.c picks one), after a self-test on first use: seven products (every
+** staging layout: row-major operands, a, b and both transposed, with 16-byte runs and with odd sizes) must
+** match a double-precision host reference within f16 rounding and f32 accumulation
 ** error, else that device keeps the tiled kernel (and says so on stderr).
+** A column-major operand (a weight gradient's dy^T, Linear's W^T) is staged transposed, read in 16-byte
+** runs along its unit stride. Knobs of both cooperative-matrix kernels (f16, bf16), read on each product
+** (scripts/vk-coop-sweep times them; a bad value, or a tile the device cannot run, is a TD_ERR_MISUSE):
+**   TRIDENT_VK_COOP_TILE   index into COOP_TILES (workgroup BM x BN, K step BK, subgroup blocks WM x WN,
+**                          shared stages): 0 (default) 128x128x32 / 64 x subgroup size, 2 stages; 1 the
+**                          same with 64x64 blocks; 2 128x256x32 / 64x64, 1 stage; 3 256x128x32 / 64x64, 1;
+**                          4 128x128x64 / 64 x sg, 1; 5 128x128x64 / 64x64, 1; 6 tile 0 with 1 stage;
+**                          7 128x256x32 / 64 x sg (512 invocations), 1 (all within 48 KiB of shared memory)
+**   TRIDENT_VK_COOP_TRANS  0: column-major operands take the row-major staging (8 strided loads per run),
+**                          the rule before the transposed staging; 1 (default): staged transposed
 **
 ** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
@@ -231,6 +241,66 @@ static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, con
     return st;
 }
 
+/* Tiles of the cooperative-matrix kernels (TRIDENT_VK_COOP_TILE picks one by index): {BM, BN, BK, WM, WN,
+** STAGES}, the workgroup's BM x BN block of out in K steps of BK, each subgroup's WM x WN block (WN 0: the
+** subgroup size, which makes 0 the kernels' first rule: 256 invocations in 128 x 128 tiles), STAGES shared
+** stages (one where two would pass 48 KiB, NVIDIA's maxComputeSharedMemorySize). */
+static const uint16_t COOP_TILES[][6] = {
+    {128, 128, 32, 64, 0, 2}, {128, 128, 32, 64, 64, 2}, {128, 256, 32, 64, 64, 1}, {256, 128, 32, 64, 64, 1},
+    {128, 128, 64, 64, 0, 1}, {128, 128, 64, 64, 64, 1}, {128, 128, 32, 64, 0, 1},  {128, 256, 32, 64, 0, 1},
+};
+#define N_COOP_TILES ((uint32_t)(sizeof COOP_TILES / sizeof COOP_TILES[0]))
+
+/* A cooperative-matrix kernel's launch: its specialization constants (matmul_coopmat*.comp: WG, LM, LN,
+** LK, WN, F32_OUT, TILE, SMV) and workgroup tile. */
+typedef struct coop_launch {
+    uint32_t spec[8], bm, bn;
+} coop_launch;
+
+/* Shared memory (bytes) of tile t with A (B) staged transposed where at (bt), the result going out in
+** passes of *epi rows (set here: WM, halved while that needs more than the stages, down to 16 rows and
+** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16: floats), whichever is more. */
+static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint32_t lm, uint32_t *epi) {
+    uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3];
+    uint32_t a = at ? bk * (bm + 8) : bm * (bk + 8), b = bt ? bn * (bk + 8) : bk * (bn + 8);
+    uint32_t stages = t[5] * (a + b) * 2, row = (bn + 8) * (bf16 ? 4 : 2);
+    *epi = wm;
+    while (*epi * row > stages && *epi / 2 >= 16 && (*epi / 2) % lm == 0) *epi /= 2;
+    return stages > *epi * row ? stages : *epi * row;
+}
+
+/* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp, f32_out its
+** F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES, default 0), A staged transposed
+** where a is column-major (a_rs 1: a weight gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's
+** W^T), unless TRIDENT_VK_COOP_TRANS=0 or the transposed staging would not fit the device's shared memory;
+** a tile the device cannot run is a one-line TD_ERR_MISUSE. */
+static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, bool bf16, bool f32_out, coop_launch *l) {
+    uint32_t idx, trans, epi;
+    td_status st = env_u32("TRIDENT_VK_COOP_TILE", 0, N_COOP_TILES - 1, 0, &idx);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_COOP_TRANS", 0, 1, 1, &trans);
+    if (st != TD_OK) return st;
+    const uint16_t *t = COOP_TILES[idx];
+    const uint32_t *cs = d->caps.coopmat_shape, sg = d->caps.subgroup_size;
+    uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
+    uint32_t wg = bn % wn ? 0 : (bm / wm) * (bn / wn) * sg;
+    bool at = trans && pc->a_rs == 1 && pc->a_cs != 1, bt = trans && pc->b_rs == 1 && pc->b_cs != 1;
+    if (coop_shared(t, at, bt, bf16, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
+    uint32_t shared = coop_shared(t, at, bt, bf16, cs[0], &epi);
+    /* fragments tile the subgroup block and the result's passes; whole runs per invocation; the bf16 lane
+    ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
+    if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
+        (bm * bk / 8) % wg || (bn * bk / 8) % wg || wg % (bm / 8) || wg % (bn / 8) || shared > d->caps.shared_mem)
+        return td_error_set(TD_ERR_MISUSE,
+                            "TRIDENT_VK_COOP_TILE=%u (%ux%ux%u, subgroup blocks %ux%u, %u stages): does not fit this "
+                            "device (fragments %ux%ux%u, subgroups of %u, %u of %u bytes of shared memory)",
+                            idx, bm, bn, bk, wm, wn, t[5], cs[0], cs[1], cs[2], sg, shared,
+                            (unsigned)d->caps.shared_mem);
+    uint32_t tile = bm / 16 | bn / 16 << 5 | bk / 16 << 10 | wm / 16 << 13 | (uint32_t)at << 17 | (uint32_t)bt << 18 |
+                    epi / 16 << 19 | (t[5] - 1u) << 23;
+    *l = (coop_launch){{wg, cs[0], cs[1], cs[2], wn, f32_out, tile, shared / 16}, bm, bn};
+    return TD_OK;
+}
+
 /* The bf16 kernel of d's cooperative-matrix path, or -1 where this build lacks it. */
 static int bf16_shader(const vk_dev *d) {
     return d->caps.coopmat == VK_COOPMAT_KHR ? vk_variant_id("matmul_coopmat_khr_bf16") : VK_SHADER_matmul_coopmat_bf16;
@@ -287,8 +357,8 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     if (st == TD_OK) st = bf16_keys(d, bind[1], kw, bdims, pc->b_off, (uint32_t)na, pc, pc->b_bs, b_batched ? per : 1);
     vk_pc_matmul_bf16 p = {
         .mm = *pc, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
-    const uint32_t *cs = d->caps.coopmat_shape;
-    uint32_t spec[6] = {256, cs[0], cs[1], cs[2], d->caps.subgroup_size, S > 1};
+    coop_launch l;
+    if (st == TD_OK) st = coop_launch_of(d, pc, true, S > 1, &l);
     vk_bind b4[4] = {bind[0], bind[1], bind[2], kr};
     td_buffer *parts = NULL;
     if (S > 1 && st == TD_OK) { /* the slices as a batch dim of S entries; every slice reads the same keys */
@@ -300,8 +370,8 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     }
     for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
         p.mm.zbase = (uint32_t)z;
-        st = vk_dispatch(d, bf16_shader(d), spec, 6, 4, b4, &p, sizeof p, (pc->N + 127) / 128, (pc->M + 127) / 128,
-                         (uint32_t)(per - z < 65535 ? per - z : 65535));
+        st = vk_dispatch(d, bf16_shader(d), l.spec, 8, 4, b4, &p, sizeof p, (pc->N + l.bn - 1) / l.bn,
+                         (pc->M + l.bm - 1) / l.bm, (uint32_t)(per - z < 65535 ? per - z : 65535));
     }
     if (parts && st == TD_OK)
         st = vk_sum_f32_rows(d, vk_bind_buffer(parts, false), bind[2], pc->o_off, S, (int64_t)pc->M * pc->N, TD_BF16);
@@ -362,10 +432,9 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
         pc.a_off = off[0], pc.b_off = off[1];
         return matmul_split_k(d, op, pc, bind, split, &knobs);
     }
-    /* 128 x 128 tiles in 256 / subgroup size subgroups of 64 x subgroup size (4 subgroups
-    ** of 64 x 64 ran no faster on an H200); the device's fragment shape */
-    const uint32_t *cs = d->caps.coopmat_shape, sg = d->caps.subgroup_size;
-    uint32_t coop_spec[5] = {256, cs[0], cs[1], cs[2], sg};
+    /* the tile of TRIDENT_VK_COOP_TILE, the device's fragment shape */
+    coop_launch l;
+    if (coop && (st = coop_launch_of(d, &pc, false, false, &l)) != TD_OK) return st;
     int shader = VK_SHADER_matmul_coopmat_f16;
 #ifdef TRIDENT_VK_COOPMAT_KHR
     if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
@@ -382,8 +451,8 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
         for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
             pc.zbase = (uint32_t)z;
             uint32_t gz = (uint32_t)(per - z < 65535 ? per - z : 65535);
-            st = coop ? vk_dispatch(d, shader, coop_spec, 5, 3, bind, &pc, sizeof pc, (pc.N + 127) / 128,
-                                    (pc.M + 127) / 128, gz)
+            st = coop ? vk_dispatch(d, shader, l.spec, 8, 3, bind, &pc, sizeof pc, (pc.N + l.bn - 1) / l.bn,
+                                    (pc.M + l.bm - 1) / l.bm, gz)
                       : tiled(d, a->dtype, &pc, bind, gz, &knobs);
         }
     }
@@ -421,22 +490,22 @@ static float dt_value(uint16_t u, td_dtype dt) {
 }
 
 /* One self-test product a [M, K] @ b [K, N] in dt (f16 or bf16) on the cooperative-matrix
-** kernel, a row-major or transposed (column-major), b row-major; inputs are multiples
-** of 1/16 in [-1, 1], for bf16 times 2^-30 .. 2^30 by row of a and 2^-24 .. 2^24 by
-** column of b (the kernel's scaling). Each output must be within 2^-10 |ref| (bf16:
-** 2^-7 |ref|) + 2^-12 sum|a b| of the double reference (output rounding plus f32
-** accumulation). */
-static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, td_dtype dt) {
+** kernel, a row-major or transposed (column-major: stored [K, M]), b row-major or transposed
+** (stored [N, K]); inputs are multiples of 1/16 in [-1, 1], for bf16 times 2^-30 .. 2^30 by
+** row of a and 2^-24 .. 2^24 by column of b (the kernel's scaling). Each output must be within
+** 2^-10 |ref| (bf16: 2^-7 |ref|) + 2^-12 sum|a b| of the double reference (output rounding plus
+** f32 accumulation). */
+static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, bool b_trans, td_dtype dt) {
     size_t na = (size_t)M * K, nb = (size_t)K * N, no = (size_t)M * N;
     uint16_t *ha = malloc(2 * (na + nb + no)), *hb = ha + na, *ho = hb + nb;
     if (!ha) return false;
     for (size_t i = 0; i < na + nb; i++) {
-        size_t row = i < na ? (a_trans ? i % M : i / K) : (i - na) % N; /* a's m, b's n */
+        size_t row = i < na ? (a_trans ? i % M : i / K) : b_trans ? (i - na) / K : (i - na) % N; /* a's m, b's n */
         int e = dt != TD_BF16 ? 0 : i < na ? ((int)(row * 5 % 11) - 5) * 6 : ((int)(row * 3 % 7) - 3) * 8;
         ha[i] = dt_bits(ldexpf((float)((int)((i * 2654435761u) >> 7) % 33 - 16) / 16.0f, e), dt);
     }
     td_operand v[3] = {{.dtype = dt, .ndim = 2, .shape = {M, K}, .strides = {a_trans ? 1 : K, a_trans ? M : 1}},
-                       {.dtype = dt, .ndim = 2, .shape = {K, N}, .strides = {N, 1}},
+                       {.dtype = dt, .ndim = 2, .shape = {K, N}, .strides = {b_trans ? 1 : N, b_trans ? K : 1}},
                        {.dtype = dt, .ndim = 2, .shape = {M, N}, .strides = {N, 1}}};
     size_t bytes[3] = {2 * na, 2 * nb, 2 * no};
     bool ok = true;
@@ -450,14 +519,15 @@ static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, td_dtype 
             double ref = 0, mag = 0;
             for (int k = 0; k < K; k++) {
                 double x = dt_value(ha[a_trans ? (size_t)k * M + m : (size_t)m * K + k], dt);
-                double p = x * dt_value(hb[(size_t)k * N + n], dt);
+                double p = x * dt_value(hb[b_trans ? (size_t)n * K + k : (size_t)k * N + n], dt);
                 ref += p, mag += fabs(p);
             }
             double got = dt_value(ho[(size_t)m * N + n], dt);
             ok = fabs(got - ref) <= fabs(ref) * rel + mag / 4096;
             if (!ok)
-                td_error_set(TD_ERR_DEVICE, "%s [%d, %d] @ [%d, %d]%s: out[%d, %d] = %g, want %g", td_dtype_name(dt), M,
-                             K, K, N, a_trans ? " (a transposed)" : "", m, n, got, ref);
+                td_error_set(TD_ERR_DEVICE, "%s [%d, %d] @ [%d, %d]%s%s: out[%d, %d] = %g, want %g", td_dtype_name(dt),
+                             M, K, K, N, a_trans ? " (a transposed)" : "", b_trans ? " (b transposed)" : "", m, n, got,
+                             ref);
         }
     for (int i = 0; i < 3; i++)
         if (v[i].buf) vk_free(v[i].buf);
@@ -465,8 +535,17 @@ static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, td_dtype 
     return ok;
 }
 
+/* Every layout the kernels stage, under the tile of TRIDENT_VK_COOP_TILE: row-major operands; a, b and
+** both transposed with 16-byte runs (sizes multiples of 8; more than one 256-wide tile); a, b and both
+** transposed with odd sizes (8 strided loads per run). K spans several steps of BK = 64. */
 static bool coopmat_selftest(vk_dev *d, td_dtype dt) {
-    return coopmat_case(d, 150, 72, 136, false, dt) && coopmat_case(d, 70, 40, 90, true, dt);
+    static const int CASES[][5] = {{150, 72, 136, 0, 0},  {136, 200, 264, 1, 0}, {264, 136, 150, 0, 1},
+                                   {136, 208, 264, 1, 1}, {70, 40, 90, 1, 0},    {70, 44, 90, 0, 1},
+                                   {70, 36, 90, 1, 1}};
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof CASES / sizeof CASES[0]; i++)
+        ok = coopmat_case(d, CASES[i][0], CASES[i][1], CASES[i][2], CASES[i][3], CASES[i][4], dt);
+    return ok;
 }
 
 /* Whether op is a bf16 product for the tensor cores: where d has them, unless
