@@ -14,7 +14,12 @@
 //   (m' = max(m, max_j s), l' = l exp(m - m') + sum_j exp(s - m')), write P = exp(s - m') as f16 and
 //   rescale the row of the output accumulator O (f32, shared memory) by exp(m - m');
 //   O += P V (cooperative matrices loaded from and stored back to O's rows).
-// At the end out_i = O_i / l_i and lse_i = m_i + log l_i. Shared memory (halfs, floats):
+// At the end out_i = O_i / l_i and lse_i = m_i + log l_i.
+// bf16: each staged Q, K and V tile is scaled by its own power of two (attention_coopmat.glsl: exact for any
+// finite range), S unshifted before the softmax scale, each tile's P V unshifted as it is added to O. Per tile
+// this adds a second pass over the staged K and V in shared memory, one barrier, two shared atomics per
+// invocation, three multiplies per score and one accumulator add per output fragment; f16 is unchanged.
+// Shared memory (halfs, floats):
 //   2 BKV (D+8) h + BQ (D+4) f + BQ (BKV+4) f + BQ (BKV+8) h: 41.5 KiB for D 128, BQ 32; 40.9 KiB for D 64, BQ 64.
 // Push block (attention_coopmat.glsl) and bindings: shaders/attention.comp's.
 #include "attention_coopmat.glsl"
@@ -51,22 +56,45 @@ void main() {
     uint r = t / PR, part = t % PR; // the softmax's row and part of it
     uint nq = (pc.L + BQ - 1u) / BQ;
     bool causal = (pc.flags & 1u) != 0u;
+#if A_DT == DT_BF16
+    if (t < 3u) tmax[t] = 0u; // slots: 0 the Q tile, 1 K, 2 V
+#endif
     for (uint task = gl_WorkGroupID.x; task < pc.N * nq; task += gl_NumWorkGroups.x) {
         uint n = task / nq, q0 = (task % nq) * BQ;
         barrier(); // the previous task's output is read
         for (uint e = t; e < BQ * LDO; e += WG) os[e] = 0.0;
         if (t < BQ) ms[t] = neg_inf(), ls[t] = 0.0;
+#if A_DT == DT_BF16
+        STAGE_RAW(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ, 0u);
+        barrier();
+        int shq = tile_shift(tmax[0]);
+        STAGE_SCALE(kv, 0u, BQ, shq);
+        barrier();
+        if (t == 0u) tmax[0] = 0u;
+#else
         STAGE8(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ);
         barrier();
+#endif
         HALF qf[FM][FD];
         [[unroll]] for (uint f = 0u; f < FM; f++)
             [[unroll]] for (uint d = 0u; d < FD; d++) CM_LOAD(qf[f][d], kv, (row0 + f * LM) * LDH + d * LK, LDH);
         uint jend = causal ? min(pc.S, q0 + BQ) : pc.S;
         for (uint j0 = 0u; j0 < jend; j0 += BKV) {
             barrier(); // Q fragments, the previous V tile and P are consumed
+#if A_DT == DT_BF16
+            STAGE_RAW(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV, 1u);
+            STAGE_RAW(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV, 2u);
+            barrier();
+            int shk = tile_shift(tmax[1]), shv = tile_shift(tmax[2]);
+            STAGE_SCALE(kv, 0u, BKV, shk);
+            STAGE_SCALE(kv, BKV * LDH, BKV, shv);
+            barrier();
+            if (t == 0u) tmax[1] = 0u, tmax[2] = 0u;
+#else
             STAGE8(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV);
             STAGE8(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV);
             barrier();
+#endif
             // S = Q K^T for this subgroup's 16 rows
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint j = 0u; j < FS; j++) {
@@ -84,7 +112,11 @@ void main() {
             float mx = neg_inf();
             for (uint c = c0; c < c0 + BKV / PR; c++) {
                 uint j = j0 + c;
+#if A_DT == DT_BF16
+                float s = j >= pc.S || (causal && j > i) ? neg_inf() : unshift(ss[r * LDS + c], shq + shk) * pc.scale_f;
+#else
                 float s = j >= pc.S || (causal && j > i) ? neg_inf() : ss[r * LDS + c] * pc.scale_f;
+#endif
                 ss[r * LDS + c] = s;
                 mx = max(mx, s);
             }
@@ -111,7 +143,11 @@ void main() {
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint e = 0u; e < FO; e++) {
                     ACCM acc;
+#if A_DT == DT_BF16
+                    acc = CM_ZERO; // this tile's P V in V's staged units, then added to O unshifted
+#else
                     CM_LOAD(acc, os, (row0 + f * LM) * LDO + e * LN, LDO);
+#endif
                     [[unroll]] for (uint c = 0u; c < BKV; c += LK) {
                         HALF pf;
                         HALFB vf;
@@ -119,6 +155,11 @@ void main() {
                         CM_LOAD(vf, kv, BKV * LDH + c * LDH + e * LN, LDH);
                         acc = CM_MULADD(pf, vf, acc);
                     }
+#if A_DT == DT_BF16
+                    ACCM o;
+                    CM_LOAD(o, os, (row0 + f * LM) * LDO + e * LN, LDO);
+                    acc = CM_ADD_SHIFTED(o, acc, shv);
+#endif
                     CM_STORE(acc, os, (row0 + f * LM) * LDO + e * LN, LDO);
                 }
         }

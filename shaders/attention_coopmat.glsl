@@ -2,9 +2,22 @@
 // attention_coopmat_bwd.comp, the backward): the extensions, push block (shaders/attention.comp's; C mirror
 // vk_pc_attn in src/backend_vulkan/vk_ops_attention.c), the fragment types of NV or, with -DCOOPMAT_KHR=1, KHR
 // cooperative matrices, and the storage type HT of q, k, v, out and their gradients with A_DT = 2 (f16) or 3 (bf16).
-// bf16 reaches the f16 tensor cores as the f16 of its value (UNPACK2): exact for 2^-14 <= |x| <= 65504 (bf16's
-// 8-bit significand fits f16's 11), rounded by the device's f32 -> f16 conversion to f16's subnormal grid (2^-24
-// apart) below that, inf above; results are accumulated in f32 and rounded once to bf16 (FROM_F).
+// bf16 reaches the f16 tensor cores scaled by a power of two per staged tile (bf16 has f32's exponent range, f16
+// tops out at 65504), results accumulated in f32 and rounded once to bf16 (FROM_F):
+//   STAGE_RAW copies a tile's raw bf16 bits into its f16 shared array and takes the tile's largest magnitude
+//   (atomicMax of the f32 bits into tmax[slot]); after a barrier, STAGE_SCALE rewrites the tile in place as the
+//   f16 of x 2^sh, sh = tile_shift(max) = 141 - E (E the max's biased exponent, clamped to [15, 254]), so the
+//   tile's max lands in [2^14, 2^15). bf16's 8-bit significand fits f16's 11, so an x within 2^28 of its tile's
+//   max is staged exactly (one exact f32 multiply, one exact f32 -> f16 conversion); one further below lands on
+//   f16's subnormal grid: |dx| <= 2^-24 2^-sh < 2^-38 max (elements of a tile of one head more than 2^28 apart;
+//   none in real data). A product of two staged tiles (f16 products are exact in f32, summed in f32) is the
+//   product of the values times 2^(sh_a + sh_b), undone in f32 by unshift / CM_ADD_SHIFTED in two exact
+//   power-of-two steps of one sign. So in range the scores, dP and the accumulated outputs are those of an f32
+//   computation of the same bf16 values (up to the order of the f32 sums), at any magnitude f32 holds; the error
+//   the scaling adds is below 2^-14 of one f32 rounding of the tile's largest product. What stays rounded to f16
+//   is what was before: P in [0, 1] and, in the backward, dS (now scaled per tile the same way: relative 2^-11).
+//   The per-tile exponent lives in a register of every invocation; a slot of tmax is zeroed after the barrier
+//   that follows its last read, and written again only after a later barrier.
 // -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
 // lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
 // fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by
@@ -124,4 +137,49 @@ float neg_inf() { return uintBitsToFloat(0xFF800000u); }
             dst[(at) + r_ * LDH + c_ + 2u * h_ + 1u] = p_.y;                                           \
         }                                                                                              \
     }
+
+#if A_DT == DT_BF16
+shared uint tmax[5]; // the largest magnitude (f32 bits) of each staged tile being scaled: the kernels' slots
+
+// 2^e for -126 <= e <= 127
+float exp2i(int e) { return uintBitsToFloat(uint(e + 127) << 23); }
+// the shift that puts a tile whose largest magnitude has f32 bits m into [2^14, 2^15)
+int tile_shift(uint m) { return 141 - clamp(int(m >> 23), 15, 254); }
+// x 2^-t, x a sum of products of staged values whose shifts add to t (|t| <= 252)
+float unshift(float x, int t) { return x * exp2i(-(t / 2)) * exp2i(t / 2 - t); }
+
+// STAGE8's loads, the raw bf16 bits stored as they are, and the tile's largest magnitude into tmax[slot]
+#define STAGE_RAW(dst, at, src4, base, r0, rows, nr, slot)                                             \
+    {                                                                                                  \
+        uint m_ = 0u;                                                                                  \
+        for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 8u); e_ += WG) {                       \
+            uint r_ = e_ / (D / 8u), c_ = (e_ % (D / 8u)) * 8u;                                        \
+            uvec4 w_ = (r0) + r_ < (rows) ? src4[((base) + ((r0) + r_) * D + c_) / 8u] : uvec4(0u);    \
+            [[unroll]] for (uint h_ = 0u; h_ < 4u; h_++) {                                             \
+                f16vec2 p_ = unpackFloat2x16(w_[h_]);                                                  \
+                dst[(at) + r_ * LDH + c_ + 2u * h_] = p_.x;                                            \
+                dst[(at) + r_ * LDH + c_ + 2u * h_ + 1u] = p_.y;                                       \
+                m_ = max(m_, max((w_[h_] << 16) & 0x7FFF0000u, w_[h_] & 0x7FFF0000u));                 \
+            }                                                                                          \
+        }                                                                                              \
+        if (m_ != 0u) atomicMax(tmax[slot], m_);                                                       \
+    }
+// rows 0 .. nr of dst from element at (LDH apart), raw bf16 bits, in place to the f16 of x 2^sh
+#define STAGE_SCALE(dst, at, nr, sh)                                                                   \
+    for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 2u); e_ += WG) {                           \
+        uint i_ = (at) + e_ / (D / 2u) * LDH + (e_ % (D / 2u)) * 2u;                                   \
+        vec2 v_ = UNPACK2F(packFloat2x16(f16vec2(dst[i_], dst[i_ + 1u]))) * exp2i(sh);                 \
+        dst[i_] = float16_t(v_.x), dst[i_ + 1u] = float16_t(v_.y);                                     \
+    }
+#if defined(COOPMAT_EMU)
+CMC emu_add_shifted(CMC c, CMC a, int t) {
+    for (uint i = 0u; i < 8u; i++) c.x[i] += unshift(a.x[i], t);
+    return c;
+}
+#define CM_ADD_SHIFTED emu_add_shifted
+#else
+// c + a 2^-t (unshift on every element)
+#define CM_ADD_SHIFTED(c, a, t) ((c) + ((a) * exp2i(-((t) / 2))) * exp2i((t) / 2 - (t)))
+#endif
+#endif
 #endif

@@ -15,7 +15,12 @@
 // The GEMMs take f16 fragments of the device's LM x LN x LK shape with f32 accumulators; S and dP pass through
 // shared memory (floats) to the invocations that exponentiate them (P is kept as f16, as the forward's P V
 // does). The accumulators dk, dv (dq) stay in registers and leave through S's buffer 32 columns at a time,
-// rounded once. D_i is recomputed from dout and out where the query rows are staged. Shared memory:
+// rounded once. D_i is recomputed from dout and out where the query rows are staged.
+// bf16: each staged tile (K, V, Q, dO) and each dS tile is scaled by its own power of two (attention_coopmat.glsl:
+// exact for any finite range); S and dP are unshifted before the exponential, each step's dv and dk (dq)
+// products unshifted as they are added to the register accumulators. Per step this adds a second pass over the
+// two staged tiles and over dS in shared memory, two barriers, three shared atomics per invocation and one
+// accumulator add per output fragment and product; f16 is unchanged. Shared memory:
 //   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 (BR+BC) f:
 //   47.3 KiB for D 64, BR 64 (WG 128); 44.3 KiB for D 128, BR 32; 30.8 KiB for D 128, BR 16 (WG 32).
 // Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse, 6 dout, 7 dk (MODE 0) or dq (MODE 1; g_off).
@@ -92,9 +97,28 @@ void main() {
     uint t = gl_LocalInvocationID.x, row0 = 16u * SUBGROUP_ID;
     bool causal = (pc.flags & 1u) != 0u;
     uint rows = MODE == 0u ? pc.S : pc.L, nb = (rows + BR - 1u) / BR;
+#if A_DT == DT_BF16
+    if (t < 5u) tmax[t] = 0u; // slots: 0 own0, 1 own1 (per task), 2 oth0, 3 oth1, 4 dS (per step)
+#endif
     for (uint task = gl_WorkGroupID.x; task < pc.N * nb; task += gl_NumWorkGroups.x) {
         uint n = task / nb, r0 = (task % nb) * BR;
         barrier(); // the previous task's tiles and outputs are consumed
+#if A_DT == DT_BF16
+        if (MODE == 0u) {
+            STAGE_RAW(own0, 0u, k4, pc.k_off + n * pc.S * D, r0, pc.S, BR, 0u);
+            STAGE_RAW(own1, 0u, v4, pc.v_off + n * pc.S * D, r0, pc.S, BR, 1u);
+        } else {
+            STAGE_RAW(own0, 0u, q4, pc.q_off + n * pc.L * D, r0, pc.L, BR, 0u);
+            STAGE_RAW(own1, 0u, dout4, pc.do_off + n * pc.L * D, r0, pc.L, BR, 1u);
+            row_stats(n, r0, BR);
+        }
+        barrier();
+        int sho0 = tile_shift(tmax[0]), sho1 = tile_shift(tmax[1]);
+        STAGE_SCALE(own0, 0u, BR, sho0);
+        STAGE_SCALE(own1, 0u, BR, sho1);
+        barrier();
+        if (t == 0u) tmax[0] = 0u, tmax[1] = 0u;
+#else
         if (MODE == 0u) {
             STAGE8(own0, 0u, k4, pc.k_off + n * pc.S * D, r0, pc.S, BR);
             STAGE8(own1, 0u, v4, pc.v_off + n * pc.S * D, r0, pc.S, BR);
@@ -103,6 +127,7 @@ void main() {
             STAGE8(own1, 0u, dout4, pc.do_off + n * pc.L * D, r0, pc.L, BR);
             row_stats(n, r0, BR);
         }
+#endif
         ACCM ga[FM][FO]; // MODE 0: dk; MODE 1: dq
         ACCM gb[FM][FO]; // MODE 0: dv (one declarator each: glslang 13 drops a coopmat's use from the second)
         [[unroll]] for (uint f = 0u; f < FM; f++)
@@ -114,6 +139,22 @@ void main() {
         uint c_end = MODE == 0u ? pc.L : causal ? min(pc.S, r0 + BR) : pc.S;
         for (uint c0 = c_begin; c0 < c_end; c0 += BC) {
             barrier(); // the previous step's tiles are consumed
+#if A_DT == DT_BF16
+            if (MODE == 0u) {
+                STAGE_RAW(oth0, 0u, q4, pc.q_off + n * pc.L * D, c0, pc.L, BC, 2u);
+                STAGE_RAW(oth1, 0u, dout4, pc.do_off + n * pc.L * D, c0, pc.L, BC, 3u);
+                row_stats(n, c0, BC);
+            } else {
+                STAGE_RAW(oth0, 0u, k4, pc.k_off + n * pc.S * D, c0, pc.S, BC, 2u);
+                STAGE_RAW(oth1, 0u, v4, pc.v_off + n * pc.S * D, c0, pc.S, BC, 3u);
+            }
+            barrier();
+            int sht0 = tile_shift(tmax[2]), sht1 = tile_shift(tmax[3]);
+            STAGE_SCALE(oth0, 0u, BC, sht0);
+            STAGE_SCALE(oth1, 0u, BC, sht1);
+            barrier();
+            if (t == 0u) tmax[2] = 0u, tmax[3] = 0u;
+#else
             if (MODE == 0u) {
                 STAGE8(oth0, 0u, q4, pc.q_off + n * pc.L * D, c0, pc.L, BC);
                 STAGE8(oth1, 0u, dout4, pc.do_off + n * pc.L * D, c0, pc.L, BC);
@@ -123,6 +164,7 @@ void main() {
                 STAGE8(oth1, 0u, v4, pc.v_off + n * pc.S * D, c0, pc.S, BC);
             }
             barrier();
+#endif
             // S (S^T in MODE 0) = own0 oth0^T: this subgroup's 16 rows x BC
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint j = 0u; j < FC; j++) {
@@ -143,20 +185,34 @@ void main() {
                 uint i = MODE == 0u ? c0 + c : r0 + r, j = MODE == 0u ? r0 + r : c0 + c;
                 float l = rl[MODE == 0u ? c : r], p = 0.0;
                 if (i < pc.L && j < pc.S && !(causal && j > i) && l != neg_inf())
+#if A_DT == DT_BF16
+                    p = exp(unshift(ss[r * LDS + c], sho0 + sht0) * pc.scale_f - l);
+#else
                     p = exp(ss[r * LDS + c] * pc.scale_f - l);
+#endif
                 ps[r * LDP + c] = float16_t(p);
             }
             barrier();
             if (MODE == 0u) // dv += P^T dO
                 [[unroll]] for (uint f = 0u; f < FM; f++)
-                    [[unroll]] for (uint e = 0u; e < FO; e++)
+                    [[unroll]] for (uint e = 0u; e < FO; e++) {
+#if A_DT == DT_BF16
+                        ACCM acc = CM_ZERO; // in dO's staged units
+#define DV_ACC acc
+#else
+#define DV_ACC gb[f][e]
+#endif
                         [[unroll]] for (uint c = 0u; c < BC; c += LK) {
                             HALF a;
                             HALFB b;
                             CM_LOAD(a, ps, (row0 + f * LM) * LDP + c, LDP);
                             CM_LOAD(b, oth1, c * LDH + e * LN, LDH);
-                            gb[f][e] = CM_MULADD(a, b, gb[f][e]);
+                            DV_ACC = CM_MULADD(a, b, DV_ACC);
                         }
+#if A_DT == DT_BF16
+                        gb[f][e] = CM_ADD_SHIFTED(gb[f][e], acc, sht1);
+#endif
+                    }
             // dP (dP^T in MODE 0) = own1 oth1^T
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint j = 0u; j < FC; j++) {
@@ -172,22 +228,53 @@ void main() {
                 }
             barrier();
             // dS = scale P (dP - D_i)
+#if A_DT == DT_BF16
+            // in f32 into ss, then into ps scaled by the tile's power of two (dS's range is the inputs')
+            uint m = 0u;
+            for (uint x = t; x < BR * BC; x += WG) {
+                uint r = x / BC, c = x % BC;
+                float p = float(ps[r * LDP + c]);
+                float ds = p * (unshift(ss[r * LDS + c], sho1 + sht1) - rd[MODE == 0u ? c : r]) * pc.scale_f;
+                ss[r * LDS + c] = ds;
+                m = max(m, floatBitsToUint(ds) & 0x7FFFFFFFu);
+            }
+            if (m != 0u) atomicMax(tmax[4], m);
+            barrier();
+            int shs = tile_shift(tmax[4]);
+            for (uint x = t; x < BR * BC; x += WG) {
+                uint r = x / BC, c = x % BC;
+                ps[DS0 + r * LDP + c] = float16_t(ss[r * LDS + c] * exp2i(shs));
+            }
+            barrier();
+            if (t == 0u) tmax[4] = 0u;
+#else
             for (uint x = t; x < BR * BC; x += WG) {
                 uint r = x / BC, c = x % BC;
                 float p = float(ps[r * LDP + c]);
                 ps[DS0 + r * LDP + c] = float16_t(p * (ss[r * LDS + c] - rd[MODE == 0u ? c : r]) * pc.scale_f);
             }
             barrier();
+#endif
             // dk += dS^T Q (MODE 0) or dq += dS K (MODE 1): the other side's rows, row-major, as B
             [[unroll]] for (uint f = 0u; f < FM; f++)
-                [[unroll]] for (uint e = 0u; e < FO; e++)
+                [[unroll]] for (uint e = 0u; e < FO; e++) {
+#if A_DT == DT_BF16
+                    ACCM acc = CM_ZERO; // in dS's and the rows' staged units
+#define DG_ACC acc
+#else
+#define DG_ACC ga[f][e]
+#endif
                     [[unroll]] for (uint c = 0u; c < BC; c += LK) {
                         HALF a;
                         HALFB b;
                         CM_LOAD(a, ps, DS0 + (row0 + f * LM) * LDP + c, LDP);
                         CM_LOAD(b, oth0, c * LDH + e * LN, LDH);
-                        ga[f][e] = CM_MULADD(a, b, ga[f][e]);
+                        DG_ACC = CM_MULADD(a, b, DG_ACC);
                     }
+#if A_DT == DT_BF16
+                    ga[f][e] = CM_ADD_SHIFTED(ga[f][e], acc, shs + sht0);
+#endif
+                }
         }
         if (MODE == 0u) {
             WRITE_OUT(ga, grad, pc.g_off, r0, pc.S);

@@ -6,7 +6,9 @@
 ** matrices), TRIDENT_VK_ATTN=emulated (the same two kernels with the cooperative-matrix operations emulated,
 ** any device with f16 arithmetic, e.g. lavapipe: their tiling, masking and indexing) and TRIDENT_VK_ATTN=scalar
 ** (attention.comp, any device), and the tensor-core and scalar paths must agree. A forced coopmat or emulated
-** path that the op cannot take is an error, not a fallback, so these cases run the kernels they name. */
+** path that the op cannot take is an error, not a fallback, so these cases run the kernels they name.
+** The range cases scale q, k, v and dout per head by powers of ten from 1e-6 to 1e6 (bf16 has f32's exponent
+** range; f16's ends at 65504 and its normals at 6e-5), scores staying O(1), and are measured per head. */
 #include <math.h>
 #include <string.h>
 
@@ -20,19 +22,26 @@ typedef struct vk_cfg {
     int64_t b, h, l, s, e;
     bool causal;
     td_dtype dt;
+    const double (*mag)[4]; /* range cases: q, k, v, dout of head h times mag[h % 3] */
 } vk_cfg;
 
+/* huge q with tiny k and the reverse (and tiny v, dout with huge dout, v); a head with only tiny v, dout */
+static const double mixed[3][4] = {{1e6, 1e-6, 1e-6, 1e6}, {1e-6, 1e6, 1e6, 1e-6}, {1e-4, 1e4, 1e-6, 1e-6}};
+static const double mixed2[3][4] = {{1e4, 1e-4, 1e6, 1e6}, {1e-6, 1e6, 1e-6, 1e6}, {1e6, 1e-6, 1e6, 1e-6}};
+
 static const vk_cfg cfgs[] = {
-    {"f16 E 64, L = S = 64", 1, 2, 64, 64, 64, false, TD_F16},
-    {"f16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_F16},
-    {"f16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_F16},
-    {"f16 E 64 causal, L = S = 256", 1, 2, 256, 256, 64, true, TD_F16},
-    {"f16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_F16},
-    {"f16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_F16},
-    {"bf16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_BF16},
-    {"bf16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_BF16},
-    {"bf16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_BF16},
-    {"bf16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_BF16},
+    {"f16 E 64, L = S = 64", 1, 2, 64, 64, 64, false, TD_F16, NULL},
+    {"f16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_F16, NULL},
+    {"f16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_F16, NULL},
+    {"f16 E 64 causal, L = S = 256", 1, 2, 256, 256, 64, true, TD_F16, NULL},
+    {"f16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_F16, NULL},
+    {"f16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_F16, NULL},
+    {"bf16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_BF16, NULL},
+    {"bf16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_BF16, NULL},
+    {"bf16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_BF16, NULL},
+    {"bf16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_BF16, NULL},
+    {"bf16 E 64 causal, L = S = 100, range", 2, 3, 100, 100, 64, true, TD_BF16, mixed},
+    {"bf16 E 128, L 70 S 33, range", 1, 3, 70, 33, 128, false, TD_BF16, mixed2},
 };
 
 static const td_device VK0 = {TD_DEVICE_VULKAN, 0};
@@ -59,6 +68,26 @@ static const char *no_f16(void) {
     return why;
 }
 
+/* the largest over the [b, h] blocks of blk elements of |a - b| / max |b| (the error relative to each head's own
+** scale) */
+static double head_rel_err(td_tensor *a, td_tensor *b, int64_t blk) {
+    double *x = test_host(a), *y = test_host(b), worst = 0;
+    int64_t n = td_numel(b);
+    ASSERT_EQ_INT(td_numel(a), n);
+    for (int64_t i0 = 0; i0 < n; i0 += blk) {
+        double err = 0, big = 0;
+        for (int64_t i = i0; i < i0 + blk; i++) {
+            double d = fabs(x[i] - y[i]);
+            err = d > err || d != d ? d : err;
+            big = fabs(y[i]) > big ? fabs(y[i]) : big;
+        }
+        double e = big > 0 ? err / big : err;
+        worst = e > worst || e != e ? e : worst;
+    }
+    free(x), free(y);
+    return worst;
+}
+
 static td_tensor *leaf(td_tensor *host, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_detach(td_to(td_cast(host, dt), dev)));
     ASSERT_OK(td_set_requires_grad(t, true));
@@ -78,7 +107,9 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     for (int i = 0; i < 3; i++) {
         int64_t n = shapes[i][0] * shapes[i][1] * shapes[i][2] * shapes[i][3];
         double *x = malloc((size_t)n * sizeof *x);
-        for (int64_t j = 0; j < n; j++) x[j] = test_uniform(i == 0 ? -3 : -1, i == 0 ? 3 : 1); /* peaked rows */
+        for (int64_t j = 0; j < n; j++) /* peaked rows */
+            x[j] = test_uniform(i == 0 ? -3 : -1, i == 0 ? 3 : 1) *
+                   (c->mag ? c->mag[j / (shapes[i][2] * c->e) % c->h % 3][i] : 1);
         host[i] = td_cast(test_tensor_f64(x, 4, shapes[i], c->dt), TD_F64);
         free(x);
     }
@@ -86,7 +117,8 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     td_tensor *ry = ASSERT_TENSOR(td_scaled_dot_product_attention(rx[0], rx[1], rx[2], NULL, 0, c->causal, NAN));
     int64_t no = td_numel(ry);
     double *dyv = malloc((size_t)no * sizeof *dyv);
-    for (int64_t j = 0; j < no; j++) dyv[j] = test_uniform(-1, 1);
+    for (int64_t j = 0; j < no; j++)
+        dyv[j] = test_uniform(-1, 1) * (c->mag ? c->mag[j / (c->l * c->e) % c->h % 3][3] : 1);
     td_tensor *rdy = td_cast(test_tensor_f64(dyv, 4, td_shape(ry), c->dt), TD_F64), *rg[3], *g[3];
     free(dyv);
     ASSERT_OK(td_grad(1, &ry, &rdy, 3, rx, rg, false, false, false));
@@ -94,8 +126,11 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, c->causal, NAN));
     td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(rdy, c->dt), VK0));
     ASSERT_OK(td_grad(1, &y, &dy, 3, x, g, false, false, false));
-    double e[4] = {test_rel_err(y, ry), test_rel_err(g[0], rg[0]), test_rel_err(g[1], rg[1]),
-                   test_rel_err(g[2], rg[2])};
+    double e[4];
+    for (int i = 0; i < 4; i++) {
+        td_tensor *a = i ? g[i - 1] : y, *r = i ? rg[i - 1] : ry;
+        e[i] = c->mag ? head_rel_err(a, r, td_numel(r) / (c->b * c->h)) : test_rel_err(a, r);
+    }
     fprintf(stderr, "    %-8s %-34s out %.1e dq %.1e dk %.1e dv %.1e\n", path, c->name, e[0], e[1], e[2], e[3]);
     static const char *what[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++)

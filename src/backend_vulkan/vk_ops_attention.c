@@ -8,7 +8,8 @@
 ** f16 and bf16 without mask or dropout, head dim 64 or 128, run on tensor cores where the device has
 ** cooperative matrices, unless TRIDENT_VK_ATTN=scalar: the forward in shaders/attention_coopmat.comp, the
 ** backward in shaders/attention_coopmat_bwd.comp (two dispatches: dk and dv by keys, then dq by queries);
-** everything else takes attention.comp.
+** everything else takes attention.comp. bf16 of any finite range is exact there too: each staged tile is scaled
+** by a power of two into f16's range and unscaled in f32 (shaders/attention_coopmat.glsl).
 */
 #include <math.h>
 #include <stdio.h>
@@ -136,10 +137,11 @@ static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pas
     if (shader < 0) return *why = "this build has no such variant (no glslang >= 13 for KHR)", -1;
     for (uint32_t br = 64; br >= 16; br /= 2) {
         uint32_t wg = br / 16 * sg, e = pc->E;
-        /* shared bytes of the shaders' headers for br owned rows */
-        size_t fwd = 2 * 32 * (e + 8) * 2 + (size_t)br * (e + 4) * 4 + br * 36 * 4 + br * 40 * 2 + wg * 4 + br * 8;
+        /* shared bytes of the shaders' headers for br owned rows (bf16: and the tiles' maxima, tmax) */
+        size_t fwd = 2 * 32 * (e + 8) * 2 + (size_t)br * (e + 4) * 4 + br * 36 * 4 + br * 40 * 2 + wg * 4 + br * 8 +
+                     (dt == TD_BF16 ? 20 : 0);
         size_t bwd = 2 * (size_t)br * (e + 8) * 2 + 2 * 32 * (e + 8) * 2 + br * 36 * 4 + 2 * br * 40 * 2 + wg * 4 +
-                     (br + 32) * 8;
+                     (br + 32) * 8 + (dt == TD_BF16 ? 20 : 0);
         if ((pass == COOP_FWD ? fwd : bwd) > c->shared_mem || wg > c->max_wg_invocations) continue;
         uint32_t s[7] = {wg, cs[0], cs[1], cs[2], br, e, pass == COOP_DQ};
         memcpy(spec, s, sizeof s);
