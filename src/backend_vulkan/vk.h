@@ -222,6 +222,7 @@ typedef struct vk_dev {
     int coopmat_state;
     /* bf16 matmul on them (vk_ops_matmul.c): 0 not yet checked, 1 verified, -1 failed its self-test */
     int coopmat_bf16_state;
+    uint32_t coop_tile_test; /* vk_ops_matmul.c: 1 + the tile its self-test prefers, 0 outside it */
     /* capture: while set, commands go into this graph's command buffer */
     struct td_graph *capturing;
     /* the graph replayed last, whose fence vk_idle also checks (a replay is not a batch) */

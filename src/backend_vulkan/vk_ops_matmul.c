@@ -42,8 +42,9 @@
 ** runs along its unit stride. Knobs of both cooperative-matrix kernels (f16, bf16), read on each product
 ** (scripts/vk-coop-sweep times them; a bad value, or a tile the device cannot run, is a TD_ERR_MISUSE):
 **   TRIDENT_VK_COOP_TILE   index into COOP_TILES (workgroup BM x BN, K step BK, subgroup blocks WM x WN,
-**                          shared stages): 0 (default) 128x128x32 / 64 x subgroup size, 2 stages; 1 the
-**                          same with 64x64 blocks; 2 128x256x32 / 64x64, 1 stage; 3 256x128x32 / 64x64, 1;
+**                          shared stages; default: COOP_WIDE's rule, 7 or 0): 0 128x128x32 / 64 x
+**                          subgroup size, 2 stages; 1 the same with 64x64 blocks; 2 128x256x32 / 64x64,
+**                          1 stage; 3 256x128x32 / 64x64, 1;
 **                          4 128x128x64 / 64 x sg, 1; 5 128x128x64 / 64x64, 1; 6 tile 0 with 1 stage;
 **                          7 128x256x32 / 64 x sg (512 invocations), 1 (all within 48 KiB of shared memory)
 **   TRIDENT_VK_COOP_TRANS  0: column-major operands take the row-major staging (8 strided loads per run),
@@ -250,6 +251,12 @@ static const uint16_t COOP_TILES[][6] = {
     {128, 128, 64, 64, 0, 1}, {128, 128, 64, 64, 64, 1}, {128, 128, 32, 64, 0, 1},  {128, 256, 32, 64, 0, 1},
 };
 #define N_COOP_TILES ((uint32_t)(sizeof COOP_TILES / sizeof COOP_TILES[0]))
+/* The default tile: 7 (128 x 256, 512 invocations) for bf16, and for f16 where it makes at least
+** COOP_WIDE_MIN_GROUPS workgroups, else 0 (128 x 128). From scripts/vk-coop-sweep on an H100 (RESULTS, seventh
+** session): 7 ran W5's bf16 products 1.1-1.7x faster than 0 (all but fc2's 16384x3072x768, 0.89x) and f16
+** 4096^3 1.48x, while f16's weight gradient 768x16384x2304 (54 such workgroups) ran 0.78x. */
+#define COOP_WIDE            7u
+#define COOP_WIDE_MIN_GROUPS 128
 
 /* A cooperative-matrix kernel's launch: its specialization constants (matmul_coopmat*.comp: WG, LM, LN,
 ** LK, WN, F32_OUT, TILE, SMV) and workgroup tile. */
@@ -270,15 +277,24 @@ static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint
 }
 
 /* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp, f32_out its
-** F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES, default 0), A staged transposed
+** F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule, and tile 0
+** where the default does not fit the device), for batch workgroup layers of the tile; A staged transposed
 ** where a is column-major (a_rs 1: a weight gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's
 ** W^T), unless TRIDENT_VK_COOP_TRANS=0 or the transposed staging would not fit the device's shared memory;
 ** a tile the device cannot run is a one-line TD_ERR_MISUSE. */
-static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, bool bf16, bool f32_out, coop_launch *l) {
+static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t batch, bool bf16, bool f32_out,
+                                coop_launch *l) {
     uint32_t idx, trans, epi;
-    td_status st = env_u32("TRIDENT_VK_COOP_TILE", 0, N_COOP_TILES - 1, 0, &idx);
+    const char *env = getenv("TRIDENT_VK_COOP_TILE");
+    bool forced = env && *env;
+    int64_t wide_groups = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
+    uint32_t def = d->coop_tile_test                             ? d->coop_tile_test - 1
+                   : bf16 || wide_groups >= COOP_WIDE_MIN_GROUPS ? COOP_WIDE
+                                                                 : 0;
+    td_status st = env_u32("TRIDENT_VK_COOP_TILE", 0, N_COOP_TILES - 1, def, &idx);
     if (st == TD_OK) st = env_u32("TRIDENT_VK_COOP_TRANS", 0, 1, 1, &trans);
     if (st != TD_OK) return st;
+retry:;
     const uint16_t *t = COOP_TILES[idx];
     const uint32_t *cs = d->caps.coopmat_shape, sg = d->caps.subgroup_size;
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
@@ -289,12 +305,17 @@ static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, bool bf
     /* fragments tile the subgroup block and the result's passes; whole runs per invocation; the bf16 lane
     ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
     if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
-        (bm * bk / 8) % wg || (bn * bk / 8) % wg || wg % (bm / 8) || wg % (bn / 8) || shared > d->caps.shared_mem)
+        (bm * bk / 8) % wg || (bn * bk / 8) % wg || wg % (bm / 8) || wg % (bn / 8) || shared > d->caps.shared_mem) {
+        if (!forced && idx != 0) { /* a default the device cannot run: tile 0 */
+            idx = 0;
+            goto retry;
+        }
         return td_error_set(TD_ERR_MISUSE,
                             "TRIDENT_VK_COOP_TILE=%u (%ux%ux%u, subgroup blocks %ux%u, %u stages): does not fit this "
                             "device (fragments %ux%ux%u, subgroups of %u, %u of %u bytes of shared memory)",
                             idx, bm, bn, bk, wm, wn, t[5], cs[0], cs[1], cs[2], sg, shared,
                             (unsigned)d->caps.shared_mem);
+    }
     uint32_t tile = bm / 16 | bn / 16 << 5 | bk / 16 << 10 | wm / 16 << 13 | (uint32_t)at << 17 | (uint32_t)bt << 18 |
                     epi / 16 << 19 | (t[5] - 1u) << 23;
     *l = (coop_launch){{wg, cs[0], cs[1], cs[2], wn, f32_out, tile, shared / 16}, bm, bn};
@@ -358,7 +379,7 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     vk_pc_matmul_bf16 p = {
         .mm = *pc, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
     coop_launch l;
-    if (st == TD_OK) st = coop_launch_of(d, pc, true, S > 1, &l);
+    if (st == TD_OK) st = coop_launch_of(d, pc, S > 1 ? S : per, true, S > 1, &l);
     vk_bind b4[4] = {bind[0], bind[1], bind[2], kr};
     td_buffer *parts = NULL;
     if (S > 1 && st == TD_OK) { /* the slices as a batch dim of S entries; every slice reads the same keys */
@@ -434,7 +455,7 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     }
     /* the tile of TRIDENT_VK_COOP_TILE, the device's fragment shape */
     coop_launch l;
-    if (coop && (st = coop_launch_of(d, &pc, false, false, &l)) != TD_OK) return st;
+    if (coop && (st = coop_launch_of(d, &pc, per * n_outer, false, false, &l)) != TD_OK) return st;
     int shader = VK_SHADER_matmul_coopmat_f16;
 #ifdef TRIDENT_VK_COOPMAT_KHR
     if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
@@ -535,16 +556,22 @@ static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, bool b_tr
     return ok;
 }
 
-/* Every layout the kernels stage, under the tile of TRIDENT_VK_COOP_TILE: row-major operands; a, b and
-** both transposed with 16-byte runs (sizes multiples of 8; more than one 256-wide tile); a, b and both
-** transposed with odd sizes (8 strided loads per run). K spans several steps of BK = 64. */
+/* Every layout the kernels stage, under each tile the default rule may pick (COOP_WIDE where the device runs
+** it, and 0) or the one of TRIDENT_VK_COOP_TILE: row-major operands; a, b and both transposed with 16-byte runs
+** (sizes multiples of 8; more than one 256-wide tile); a, b and both transposed with odd sizes (8 strided
+** loads per run). K spans several steps of BK = 64. */
 static bool coopmat_selftest(vk_dev *d, td_dtype dt) {
     static const int CASES[][5] = {{150, 72, 136, 0, 0},  {136, 200, 264, 1, 0}, {264, 136, 150, 0, 1},
                                    {136, 208, 264, 1, 1}, {70, 40, 90, 1, 0},    {70, 44, 90, 0, 1},
                                    {70, 36, 90, 1, 1}};
+    static const uint32_t TILES[2] = {COOP_WIDE, 0};
     bool ok = true;
-    for (size_t i = 0; ok && i < sizeof CASES / sizeof CASES[0]; i++)
-        ok = coopmat_case(d, CASES[i][0], CASES[i][1], CASES[i][2], CASES[i][3], CASES[i][4], dt);
+    for (int k = 0; ok && k < 2; k++) {
+        d->coop_tile_test = TILES[k] + 1;
+        for (size_t i = 0; ok && i < sizeof CASES / sizeof CASES[0]; i++)
+            ok = coopmat_case(d, CASES[i][0], CASES[i][1], CASES[i][2], CASES[i][3], CASES[i][4], dt);
+    }
+    d->coop_tile_test = 0;
     return ok;
 }
 
