@@ -119,9 +119,10 @@
     X(LAYER_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "(x,w?,b?) -> (y, mean, rstd) per row")         \
     X(ADD_LAYER_NORM, 4, 4, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                             \
       "(x, r, w?, b?) -> (y = layer_norm(s), s = x + r, mean, rstd) per row")                                          \
-    /* layer_norm's backward, and add_layer_norm's with the residual's gradient ds passed through */                   \
-    X(LAYER_NORM_BACKWARD, 6, 3, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                       \
-      "(dy, x [R,D], w?[D], mean, rstd [R], ds? [R,D]) -> (dx = LN'(dy) + ds, dw?, db? [D])")                          \
+    /* layer_norm's backward, and add_layer_norm's with the residual's gradient ds passed through; dxn: dx rounded */  \
+    /* to dy's f16/bf16 as a COPY rounds it, for add_layer_norm's narrow residual (autocast's) */                      \
+    X(LAYER_NORM_BACKWARD, 6, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                       \
+      "(dy, x [R,D], w?[D], mean, rstd [R], ds? [R,D]) -> (dx = LN'(dy) + ds, dw?, db? [D], dxn?)")                    \
     X(GROUP_NORM, 3, 3, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32,                                                 \
       "(x[N,C,*], w?[C], b?[C]) -> (y, mean[N,G], rstd[N,G]); G from mean")                                            \
     /* lse: each row's logsumexp (f32; f64 for f64), saved so the backward need not find it again (optional) */        \
@@ -230,7 +231,7 @@
     X(LOG_SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                          \
     X(LAYER_NORM, 0, 0, TD_COST_ELEM, "x,?x[3],?x[3]->h,x[2],x[2]", (.norm = {1e-5}))                                  \
     X(ADD_LAYER_NORM, 0, 0, TD_COST_ELEM, "x,h,?x[3],?x[3]->h,x,x[2],x[2]", (.norm = {1e-5}))                          \
-    X(LAYER_NORM_BACKWARD, 0, 0, TD_COST_ELEM, "h,x,?x[3],x[2],x[2],?x->x,?x[3],?x[3]", ())                            \
+    X(LAYER_NORM_BACKWARD, 0, 0, TD_COST_ELEM, "h,x,?x[3],x[2],x[2],?x->x,?x[3],?x[3],?h", ())                         \
     X(GROUP_NORM, 0, 0, TD_COST_ELEM, "x[2,4,3],?x[4],?x[4]->x[2,4,3],x[2,2],x[2,2]", (.norm = {1e-5}))                \
     X(CROSS_ENTROPY, 0, 0, TD_COST_ELEM, "x,l[2],?x->a[],?w[2]", (TD_PROBE_XENT))                                      \
     X(CROSS_ENTROPY_BACKWARD, 0, 0, TD_COST_ELEM, "a[],x,l[2],?x,?w[2]->x", (TD_PROBE_XENT))                           \

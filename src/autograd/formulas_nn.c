@@ -206,18 +206,20 @@ static void norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw
 ** from the saved mean and rstd, with ds (add_layer_norm: the gradient the sum
 ** received itself) added to dx in the same pass; false where the op cannot
 ** serve (create_graph, which needs differentiable ops, or a backend without it)
-** or where the math block (norm_fused.c) is switched on instead. */
+** or where the math block (norm_fused.c) is switched on instead. dxn (non-NULL):
+** dx in dtype nt as well, from the same op where it can (td__layer_norm_backward_to). */
 static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tensor *ds, int om, int iw, td_tensor **dx,
-                             td_tensor **gx) {
+                             td_dtype nt, td_tensor **dxn, td_tensor **gx) {
     if (td_grad_enabled() || td__layer_norm_block_on(xs)) return false;
     const td__tmeta *mw = &n->in_meta[iw], *mb = &n->in_meta[iw + 1], *ma = mw->present ? mw : mb;
     const td__tmeta *mx = &n->out_meta[0];
     int64_t numel = td__numel(mx->ndim, mx->shape), R = td__numel(n->out_meta[om].ndim, n->out_meta[om].shape);
     int64_t D = ma->present ? td__numel(ma->ndim, ma->shape) : R ? numel / R : 0;
     if (numel == 0 || D < 1) return false; /* empty: the composed formula's zeros */
-    td_tensor *dw = NULL, *db = NULL;
-    td_status st = td__layer_norm_backward(dyt, xs, mw->present ? IN(iw) : NULL, OUT(om), OUT(om + 1), ds, D, NEED(iw),
-                                           NEED(iw + 1), dx, &dw, &db);
+    td_tensor *dw = NULL, *db = NULL, *spare = NULL;
+    td_status st =
+        td__layer_norm_backward_to(dyt, xs, mw->present ? IN(iw) : NULL, OUT(om), OUT(om + 1), ds, D, NEED(iw),
+                                   NEED(iw + 1), dxn ? nt : td_tensor_dtype(xs), dx, &dw, &db, dxn ? dxn : &spare);
     if (st == TD_ERR_UNSUPPORTED) {
         td_clear_error();
         return false;
@@ -230,7 +232,7 @@ static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tenso
 td_status td__bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
     td_tensor *dx = NULL;
-    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, gx))
+    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, TD_F32, NULL, gx))
         gx[0] = NEED(0) ? dx : NULL;
     else
         norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
@@ -246,15 +248,21 @@ td_status td__bw_group_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 }
 
 /* (y, s) = (layer_norm(s), s = x + r): ds = layer_norm's dx of dy, plus the
-** gradient s received itself (one LAYER_NORM_BACKWARD pass); dx = dr = ds. Under
-** create_graph the first gradients read s, so a second backward reaches this node through s alone. */
+** gradient s received itself (one LAYER_NORM_BACKWARD pass); dx = dr = ds. A
+** residual r narrower than s (autocast's bf16 projection beside the f32 stream)
+** takes ds rounded to its dtype from the same pass, where the engine would cast
+** it. Under create_graph the first gradients read s, so a second backward
+** reaches this node through s alone. */
 td_status td__bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
-    td_tensor *ds = NULL;
-    bool fused = gy[0] && norm_grads_fused(n, OUT(1), gy[0], gy[1], 2, 2, &ds, gx); /* LN'(dy) + gy[1], one pass */
+    td_tensor *ds = NULL, *dsn = NULL;
+    td_dtype rt = n->in_meta[1].dtype;
+    bool narrow_r = NEED(1) && rt != n->out_meta[1].dtype && td_dtype_size(rt) < td_dtype_size(n->out_meta[1].dtype);
+    bool fused = gy[0] && norm_grads_fused(n, OUT(1), gy[0], gy[1], 2, 2, &ds, rt, narrow_r ? &dsn : NULL,
+                                           gx); /* LN'(dy) + gy[1], one pass */
     if (!fused && gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
     if (!fused && gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
     if (NEED(0)) gx[0] = ds;
-    if (NEED(1)) gx[1] = ds;
+    if (NEED(1)) gx[1] = dsn ? dsn : ds;
     if (!gy[0]) return TD_OK; /* only s received a gradient (a second backward through s): w and b get none */
     return td__done(n, gx);
 }

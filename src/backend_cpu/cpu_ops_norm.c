@@ -17,6 +17,7 @@
 ** gradients from the saved mean and rstd.
 */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_nn.h"
 #include "cpu_rows.h"
@@ -191,8 +192,9 @@ td_status cpu_op_GROUP_NORM(const td_op *op) {
 }
 
 /* LAYER_NORM_BACKWARD: in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]),
-** out = (dx [R, D], dw? [D], db? [D]), contiguous, one dtype (dy may be f16/bf16
-** for f32 x: widened into an f32 copy, exactly as a cast would):
+** out = (dx [R, D], dw? [D], db? [D], dxn? [R, D]), contiguous, one dtype (dy
+** and dxn may be f16/bf16 for f32 x: dy widened into an f32 copy, exactly as a
+** cast would; dxn = dx rounded as a COPY rounds it):
 **   xhat = (x - mean_r) rstd_r,  g = dy w (w absent: 1)
 **   pass 1 (rows in parallel): dx = rstd_r (g - mean_D(g) - xhat mean_D(g xhat)) + ds
 **   pass 2 (blocks of 64 columns in parallel, rows in order):
@@ -239,6 +241,17 @@ td_status cpu_op_GROUP_NORM(const td_op *op) {
 LN_BACKWARD_ROWS_(float)
 LN_BACKWARD_ROWS_(double)
 
+/* out[3] (dxn), when present, from dx of x's dtype (f32 or f64) at dx: a cast's rounding */
+static td_status dx_narrow(const td_op *op, const void *dx) {
+    const td_operand *n = &op->out[3];
+    if (!n->buf) return TD_OK;
+    if (n->dtype == op->out[0].dtype)
+        memcpy(cpu_ptr(n), dx, (size_t)td_operand_numel(n) * td_dtype_size(n->dtype));
+    else
+        cpu_nn_from_f32(n, dx); /* f32 x: the table's 'h' leaves f16/bf16 */
+    return TD_OK;
+}
+
 td_status cpu_op_LAYER_NORM_BACKWARD(const td_op *op) {
     const td_operand *x = &op->in[1];
     int64_t R = td_operand_numel(&op->in[3]), D = R ? td_operand_numel(x) / R : 0;
@@ -255,7 +268,7 @@ td_status cpu_op_LAYER_NORM_BACKWARD(const td_op *op) {
         else
             ln_backward_rows_float(wide ? wide : p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
         free(wide);
-        return TD_OK;
+        return dx_narrow(op, p[6]);
     }
     td_status st = TD_OK; /* f16/bf16: widened copies, results narrowed back */
     for (int i = 0; i < 9 && st == TD_OK; i++) {
@@ -267,6 +280,7 @@ td_status cpu_op_LAYER_NORM_BACKWARD(const td_op *op) {
         ln_backward_rows_float(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], R, D);
         for (int i = 6; i < 9; i++)
             if (p[i]) cpu_nn_from_f32(ops[i], p[i]);
+        if (op->out[3].buf) cpu_nn_from_f32(&op->out[3], p[6]); /* x's dtype, as dx */
     }
     for (int i = 0; i < 9; i++) free(p[i]);
     return st;

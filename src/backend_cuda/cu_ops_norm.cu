@@ -3,7 +3,8 @@
 ** residual add fused in front) (reference: src/backend_cpu/cpu_layernorm.c),
 ** and GROUP_NORM, the same rows over (n, group) with a per-channel affine;
 ** LAYER_NORM_BACKWARD, layer_norm's gradients from the saved mean and rstd
-** (dx in one row pass with add_layer_norm's residual gradient added, dw and
+** (dx in one row pass with add_layer_norm's residual gradient added, and its
+** copy rounded to dy's narrow dtype for a narrow residual, dw and
 ** db summed in the same pass into one partial per block; rows too long for
 ** registers: dw, db over row chunks in a second pass).
 ** x is (R, n) contiguous (R = product of the leading dims). One row group per
@@ -226,17 +227,17 @@ extern "C" td_status cu_op_LAYER_NORM(cu_dev *d, const td_op *op) { return layer
 CU_SUPPORTS(ADD_LAYER_NORM) { return layer_norm_ok(op, true); }
 extern "C" td_status cu_op_ADD_LAYER_NORM(cu_dev *d, const td_op *op) { return layer_norm_run(d, op, true); }
 
-/* layer_norm's backward rows: dy, x, ds, dx (R, n); w (n) or NULL; mean, rstd
+/* layer_norm's backward rows: dy, x, ds, dx, dxn (R, n); w (n) or NULL; mean, rstd
 ** (R); ds NULL for LAYER_NORM (add_layer_norm: the sum's own gradient):
 **   xhat = (x - mean) rstd,  g = dy w
 **   pass 1: s1 = mean_n(g), s2 = mean_n(g xhat)  (the row held in registers)
-**   pass 2: dx = rstd (g - s1 - xhat s2) + ds
-** dy of G (T, or f16/bf16 for f32 T), the rest of T.
+**   pass 2: dx = rstd (g - s1 - xhat s2) + ds,  dxn = dx rounded to G (or NULL)
+** dy and dxn of G (T, or f16/bf16 for f32 T), the rest of T.
 ** Reference: the composed formula (src/autograd/formulas_nn.c, norm_grads). */
 template <typename T, typename G, int TPR, int VPT, int V>
 __global__ void CU_ROWS_BOUNDS(TPR)
     layer_norm_backward_kernel(const G *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds, T *dx,
-                               int64_t R, int64_t n) {
+                               G *dxn, int64_t R, int64_t n) {
     CU_ROW_SETUP(T, TPR);
     for (int64_t r = cu_row_first<TPR>(); r < R; r += cu_row_stride<TPR>()) {
         const G *dyr = dy + r * n;
@@ -260,12 +261,15 @@ __global__ void CU_ROWS_BOUNDS(TPR)
             C g = VPT > 0 ? vg[k] : cu_to<C>(dyr[j]) * (w ? cu_to<C>(w[j]) : (C)1);
             C xh = VPT > 0 ? vx[k] : (cu_to<C>(xr[j]) - m) * rs;
             C e = rs * (g - s1 - xh * s2) + (ds ? cu_to<C>(ds[r * n + j]) : (C)0);
-            if (VPT > 0)
+            if (VPT > 0) {
                 vg[k] = e;
-            else
+            } else {
                 dxr[j] = cu_from<T>(e);
+                if (dxn) dxn[r * n + j] = cu_from<G>(e);
+            }
         });
         cu_row_store<TPR, VPT, V>(dxr, n, t, vg);
+        if (dxn) ln_row_store<TPR, VPT, V>(dxn + r * n, n, t, vg);
     }
 }
 
@@ -322,12 +326,13 @@ static td_status layer_norm_backward_parts(cu_dev *d, const typename cu_compute<
 ** sums, and their bits, are the same every run. dx as in
 ** layer_norm_backward_kernel:
 **   pass 1: xhat = (x - mean) rstd, g = dy w, s1 = mean_n(g), s2 = mean_n(g xhat)
-**   pass 2: dx = rstd (g - s1 - xhat s2) + ds  (ds loaded into dy's registers)
-** dy of G (T, or f16/bf16 for f32 T), the rest of T. */
+**   pass 2: dx = rstd (g - s1 - xhat s2) + ds  (ds loaded into dy's registers),
+**           dxn = dx rounded to G (NULL: none)
+** dy and dxn of G (T, or f16/bf16 for f32 T), the rest of T. */
 template <typename T, typename G, int TPR, int VPT, int V>
 __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
     layer_norm_backward_fused_kernel(const G *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,
-                                     T *dx, typename cu_compute<T>::type *part, int64_t R, int64_t n) {
+                                     T *dx, G *dxn, typename cu_compute<T>::type *part, int64_t R, int64_t n) {
     CU_ROW_SETUP(T, TPR);
     C aw[VPT], ab[VPT];
 #pragma unroll
@@ -353,6 +358,7 @@ __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
             cu_row_each<TPR, VPT, V>(n, t, [&](int k, int64_t) { vx[k] += vd[k]; });
         }
         cu_row_store<TPR, VPT, V>(dx + r * n, n, t, vx);
+        if (dxn) ln_row_store<TPR, VPT, V>(dxn + r * n, n, t, vx);
     }
     C *pw = part + 2 * (int64_t)blockIdx.x * n, *pb = pw + n;
     if constexpr (TPR == 32) { /* the warps' sums added in warp order; n <= 32 VPT <= 1024 */
@@ -375,13 +381,14 @@ __global__ void __launch_bounds__(TPR == 32 ? LN_BWD_WARP_BLOCK : TPR)
 /* The fused kernel with TPR threads a row and VPT slots a thread, over as many
 ** blocks as fit on the device at once (never more than the rows need): each
 ** block's rows then cover many rows, and the partials stay few. vec: the rows
-** of dy, x, ds and dx aligned for V = cu_vec<T>::N elements a vector. */
+** of dy, x, ds, dx and dxn aligned for V = cu_vec<T>::N elements a vector. */
 template <typename T, typename G, int TPR, int VPT>
 static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const G *dy, const T *x, const T *w, const T *mean,
-                                           const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n) {
+                                           const T *rstd, const T *ds, T *dx, G *dxn, T *dw, T *db, int64_t R,
+                                           int64_t n) {
     typedef typename cu_compute<T>::type C;
     const int NV = VPT % cu_vec<T>::N == 0 ? cu_vec<T>::N : 1, block = TPR == 32 ? LN_BWD_WARP_BLOCK : TPR;
-    void (*kernel)(const G *, const T *, const T *, const T *, const T *, const T *, T *, C *, int64_t, int64_t) =
+    void (*kernel)(const G *, const T *, const T *, const T *, const T *, const T *, T *, G *, C *, int64_t, int64_t) =
         vec ? layer_norm_backward_fused_kernel<T, G, TPR, VPT, NV>
             : layer_norm_backward_fused_kernel<T, G, TPR, VPT, 1>;
     /* blocks an SM holds, asked once per kernel (the first device's answer: the kernels' registers decide it) */
@@ -396,7 +403,7 @@ static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const G *dy, con
     C *part;
     td_status st = cu_temp_alloc(d, sizeof(C) * (size_t)(2 * P * n), (void **)&part);
     if (st != TD_OK) return st;
-    kernel<<<(unsigned)P, block, 0, d->stream>>>(dy, x, w, mean, rstd, ds, dx, part, R, n);
+    kernel<<<(unsigned)P, block, 0, d->stream>>>(dy, x, w, mean, rstd, ds, dx, dxn, part, R, n);
     st = CU_LAUNCHED("layer_norm_backward (fused)");
     if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, dw, db, n, P);
     cu_temp_free(d, part);
@@ -412,14 +419,14 @@ static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const G *dy, con
 ** passes run instead. */
 template <typename T, typename G>
 static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const G *dy, const T *x, const T *w, const T *mean,
-                                           const T *rstd, const T *ds, T *dx, T *dw, T *db, int64_t R, int64_t n,
-                                           td_status *st) {
+                                           const T *rstd, const T *ds, T *dx, G *dxn, T *dw, T *db, int64_t R,
+                                           int64_t n, td_status *st) {
     static int off = -1;
     if (off < 0) off = getenv("TRIDENT_CUDA_LN_BWD") && !strcmp(getenv("TRIDENT_CUDA_LN_BWD"), "0");
     if (off) return false;
 #define LN_BWD_TIER_(TPR, VPT)                                                                                         \
     if (n <= (TPR) * (VPT)) {                                                                                          \
-        *st = layer_norm_backward_fused<T, G, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dw, db, R, n);           \
+        *st = layer_norm_backward_fused<T, G, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dxn, dw, db, R, n);      \
         return true;                                                                                                   \
     }
     LN_BWD_TIER_(32, 4)
@@ -456,7 +463,7 @@ __global__ void __launch_bounds__(CU_BLOCK)
 }
 
 /* LAYER_NORM_BACKWARD: in = (dy, x [R, n], w? [n], mean, rstd [R], ds? [R, n]),
-** out = (dx [R, n], dw? [n], db? [n]); dy of G, the rest of T. dw or db wanted:
+** out = (dx [R, n], dw? [n], db? [n], dxn? [R, n]); dy and dxn of G, the rest of T. dw or db wanted:
 ** the fused kernel (one read of the rows) where the row fits its registers, else
 ** the rows kernel and the column partials over chunks of rows (a second read);
 ** then the partials' sum: deterministic, no atomics. Neither wanted: the rows
@@ -472,12 +479,14 @@ template <typename T, typename G> static td_status layer_norm_backward_run(cu_de
     const T *pm = (const T *)cu_data(&op->in[3]), *pr = (const T *)cu_data(&op->in[4]);
     const T *pds = (const T *)cu_data(&op->in[5]);
     T *pdx = (T *)cu_data(&op->out[0]), *pdw = (T *)cu_data(&op->out[1]), *pdb = (T *)cu_data(&op->out[2]);
-    bool vec = cu_rows_aligned(n, sizeof(T), px, pdx) && ln_aligned(n, cu_vec<T>::N, sizeof(G), pdy);
+    G *pdxn = (G *)cu_data(&op->out[3]);
+    bool vec = cu_rows_aligned(n, sizeof(T), px, pdx) && ln_aligned(n, cu_vec<T>::N, sizeof(G), pdy) &&
+               ln_aligned(n, cu_vec<T>::N, sizeof(G), pdxn);
     td_status st;
     if ((pdw || pdb) && layer_norm_backward_fused_tier<T, G>(d, vec && cu_rows_aligned(n, sizeof(T), pds, NULL), pdy,
-                                                             px, pw, pm, pr, pds, pdx, pdw, pdb, R, n, &st))
+                                                             px, pw, pm, pr, pds, pdx, pdxn, pdw, pdb, R, n, &st))
         return st;
-    LN_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, (T, G), pdy, px, pw, pm, pr, pds, pdx, R, n);
+    LN_ROWS_LAUNCH(d, R, n, vec, layer_norm_backward_kernel, (T, G), pdy, px, pw, pm, pr, pds, pdx, pdxn, R, n);
     st = CU_LAUNCHED("layer_norm_backward");
     if (st != TD_OK || (!pdw && !pdb)) return st;
     /* about 8 blocks an SM over (column blocks) x (row chunks of >= 16 rows) */
@@ -496,9 +505,12 @@ template <typename T, typename G> static td_status layer_norm_backward_run(cu_de
     return st;
 }
 
-/* dy of x's dtype, or (the op table's 'h') f16/bf16 for f32 x */
+/* dy of x's dtype, or (the op table's 'h') f16/bf16 for f32 x; dxn (if any) of dy's */
 extern "C" td_status cu_op_LAYER_NORM_BACKWARD(cu_dev *d, const td_op *op) {
     td_dtype g = op->in[0].dtype, xt = op->in[1].dtype;
+    if (op->out[3].buf && op->out[3].dtype != g)
+        return td_error_set(TD_ERR_UNSUPPORTED, "cuda layer_norm_backward: dxn %s beside dy %s",
+                            td_dtype_name(op->out[3].dtype), td_dtype_name(g));
     if (g == xt) CU_SWITCH_FLOAT(xt, { return layer_norm_backward_run<T, T>(d, op); });
     if (xt == TD_F32 && g == TD_BF16) return layer_norm_backward_run<float, __nv_bfloat16>(d, op);
     if (xt == TD_F32 && g == TD_F16) return layer_norm_backward_run<float, __half>(d, op);

@@ -117,7 +117,8 @@ td_status vk_op_GROUP_NORM(vk_dev *d, const td_op *op) {
 }
 
 /* ---- LAYER_NORM_BACKWARD ----
-** in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]), out = (dx, dw? [D], db? [D]). MODE 0 writes dx, a
+** in = (dy, x [R, D], w? [D], mean, rstd [R], ds? [R, D]), out = (dx, dw? [D], db? [D], dxn?): dxn (a narrow
+** copy of dx) is declined, as a narrow dy is (td__norm_narrow_ok: the core casts here). MODE 0 writes dx, a
 ** workgroup per chunk of q rows, and when dw or db is wanted each chunk's column partials into a scratch
 ** [chunks, 2 D] in the same pass; MODE 1 sums the scratch's rows in order into dw and db. */
 
@@ -139,6 +140,7 @@ static_assert(sizeof(vk_pc_norm_backward) == 64, "vk_pc_norm_backward must match
 
 td_status vk_op_LAYER_NORM_BACKWARD(vk_dev *d, const td_op *op) {
     int64_t rows = td_operand_numel(&op->in[3]), n = td_operand_numel(&op->in[1]);
+    if (op->out[3].buf) return td_error_set(TD_ERR_UNSUPPORTED, "vulkan layer_norm_backward: no dxn output");
     if (rows == 0 || n == 0) return TD_OK; /* the core sends no empty rows */
     const td_operand *in = op->in, *out = op->out;
     bool cols = out[1].buf || out[2].buf;

@@ -1,7 +1,7 @@
 /*
 ** layer_norm's backward in one op (op_norm_backward.c), and which devices'
 ** layer norm ops take f16/bf16 operands beside f32 x (op_norm.c).
-** defines: td__layer_norm_backward, td__norm_narrow_ok.
+** defines: td__layer_norm_backward, td__layer_norm_backward_to, td__norm_narrow_ok.
 */
 #ifndef TRIDENT_CORE_NORM_BACKWARD_H
 #define TRIDENT_CORE_NORM_BACKWARD_H
@@ -27,6 +27,13 @@
 TD_API td_status td__layer_norm_backward(td_tensor *dy, td_tensor *x, td_tensor *w, td_tensor *mean, td_tensor *rstd,
                                          td_tensor *ds, int64_t D, bool need_dw, bool need_db, td_tensor **dx,
                                          td_tensor **dw, td_tensor **db);
+
+/* td__layer_norm_backward with *dxn = dx cast to dtype nt as well (add_layer_norm's gradient for an f16/bf16
+** residual beside f32 x, autocast's): written by the same op (its fourth output, the same bits as td_cast of dx)
+** where dy reaches the op in nt (td__norm_narrow_ok), else td_cast(dx, nt); nt = x's dtype: *dxn = dx. */
+TD_API td_status td__layer_norm_backward_to(td_tensor *dy, td_tensor *x, td_tensor *w, td_tensor *mean, td_tensor *rstd,
+                                            td_tensor *ds, int64_t D, bool need_dw, bool need_db, td_dtype nt,
+                                            td_tensor **dx, td_tensor **dw, td_tensor **db, td_tensor **dxn);
 
 /* Whether x's device runs LAYER_NORM, ADD_LAYER_NORM and LAYER_NORM_BACKWARD
 ** with an operand of dtype narrow (y, the residual r, dy: the op table's 'h')
