@@ -14,6 +14,12 @@
 ** while reading it (backend_cpu/x86/half8_avx2.h), and a chain whose value
 ** only a store reads writes it straight to its buffer, rounded in registers
 ** (streamed for large outputs), so such a block is one pass over memory.
+** A chain's value is always the result of + - * /, a number or a quiet NaN,
+** so its f16 loads and its roundings skip the NaN payload fixups that a
+** plain conversion needs (half8_avx2.h: half8_f16_load_op, *_pack16*).
+** When a block ran as such chains alone (nothing in scratch: every load read
+** in place or raw, every value stored by its chain), the rest of the
+** thread's blocks run as one span, without the per-block setup.
 ** Other readers convert it once per block into its f32 slot and other stores
 ** round once, through the vectorized kernels of backend_cpu/cpu_convert.h.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
@@ -140,14 +146,17 @@ typedef float f32x8 __attribute__((vector_size(32)));
 typedef double f64x4 __attribute__((vector_size(32)));
 
 /* M(k, ...) for each register vector rk, k < CHAIN_VECS. In a runner, LDT(p, j) / LDH(p, j) read the vector at
-** element j of an array / of half bits p (typed pointers at the tile), STT(p, j, r, stream) / STH(p, j, r, stream)
-** write one. */
+** element j of an array / of half bits p (typed pointers at the tile), STT(p, j, r, stream) writes one,
+** STH(p, j, ra, rb, stream) two as half bits. */
 #define CHAIN_EACH_(M, ...)                                                                                            \
     M(0, __VA_ARGS__)                                                                                                  \
     M(1, __VA_ARGS__)                                                                                                  \
     M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__)
 #define CHAIN_LOAD_(k, LD, p)      r##k = LD(p, k * L);
 #define CHAIN_STORE_(k, ST, p, nt) ST(p, k *L, r##k, nt);
+/* M(k, k + 1, ...) for each pair of register vectors */
+#define CHAIN_PAIRS_(M, ...) M(0, 1, __VA_ARGS__) M(2, 3, __VA_ARGS__) M(4, 5, __VA_ARGS__) M(6, 7, __VA_ARGS__)
+#define CHAIN_STORE2_(k, k1, ST, p, nt) ST(p, k *L, r##k, r##k1, nt);
 #define CHAIN_SET_(k, v)           r##k = (v);
 #define CHAIN_BL_(k, OP, LD, p)                                                                                        \
     {                                                                                                                  \
@@ -189,29 +198,30 @@ typedef double f64x4 __attribute__((vector_size(32)));
         v_;                                                                                                            \
     })
 #define STT_(p, j, r, stream) memcpy((p) + (j), &(r), sizeof(r))
-#define STH_(p, j, r, stream)                                                                                          \
+#define STH_(p, j, ra, rb, stream)                                                                                     \
     do {                                                                                                               \
-        for (int l_ = 0; l_ < L; l_++) ST1H_(h, p, (j) + l_, (r)[l_]);                                                 \
+        for (int l_ = 0; l_ < L; l_++) ST1H_(h, p, (j) + l_, (ra)[l_]), ST1H_(h, p, (j) + L + l_, (rb)[l_]);           \
     } while (0)
 #if CHAIN_X86_
 /* AVX2 / F16C: bf16 and f16 bits converted in registers (half8_avx2.h); stream: non-temporal, p + i aligned */
 #define LDT_X86_(p, j)  ((f32x8)_mm256_loadu_ps((p) + (j)))
 #define LDBF_X86_(p, j) ((f32x8)half8_bf16_load((p) + (j)))
-#define LDF_X86_(p, j)  ((f32x8)half8_f16_load((p) + (j)))
+#define LDF_X86_(p, j)  ((f32x8)half8_f16_load_op((p) + (j))) /* an op reads it: its NaN may be quiet */
 #define STT_X86_(p, j, r, stream)                                                                                      \
     ((stream) ? _mm256_stream_ps((p) + (j), (__m256)(r)) : _mm256_storeu_ps((p) + (j), (__m256)(r)))
-#define STH128_X86_(p, j, h, stream)                                                                                   \
-    ((stream) ? _mm_stream_si128((__m128i *)((p) + (j)), (h)) : _mm_storeu_si128((__m128i *)((p) + (j)), (h)))
-#define STBF_X86_(p, j, r, stream) STH128_X86_(p, j, half8_bf16_pack((__m256)(r)), stream)
-#define STF_X86_(p, j, r, stream)  STH128_X86_(p, j, half8_f16_round((__m256)(r)), stream)
+#define STH256_X86_(p, j, h, stream)                                                                                   \
+    ((stream) ? _mm256_stream_si256((__m256i *)((p) + (j)), (h)) : _mm256_storeu_si256((__m256i *)((p) + (j)), (h)))
+#define STBF_X86_(p, j, ra, rb, stream)                                                                                \
+    STH256_X86_(p, j, half8_bf16_pack16_quiet((__m256)(ra), (__m256)(rb)), stream)
+#define STF_X86_(p, j, ra, rb, stream) STH256_X86_(p, j, half8_f16_pack16((__m256)(ra), (__m256)(rb)), stream)
 #endif
 
-/* NAME(st, ns, a, af, as, tap, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
+/* NAME(st, ns, a, af, as, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
 ** FORM_ONE: the number as), then each step, in registers (CHAIN_VECS vectors of V at a time), then a scalar tail.
-** Half bits (FORM_HALF operands; o when oh) are of dtype h; stream: o aligned to a vector, non-temporal where ST*
-** has it; tap (or NULL): a FORM_HALF a, converted, is also written there for the steps that read it again. */
+** Half bits (FORM_HALF operands; o when oh) are of dtype h; stream: o 32-byte aligned, non-temporal where ST*
+** has it. */
 #define CHAIN_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                               \
-    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, T *tap, void *o, bool oh, int h,  \
+    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, void *o, bool oh, int h,          \
                           bool stream, int64_t n) {                                                                    \
         enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
         V r0, r1, r2, r3, r4, r5, r6, r7, bc[CHAIN_MAX], ra;                                                           \
@@ -225,9 +235,6 @@ typedef double f64x4 __attribute__((vector_size(32)));
                 CHAIN_EACH_(CHAIN_LOAD_, LDT, (const T *)a + i)                                                        \
             } else if (af == FORM_HALF) {                                                                              \
                 CHAIN_EACH_(CHAIN_LOAD_, LDH, (const uint16_t *)a + i)                                                 \
-                if (tap) {                                                                                             \
-                    CHAIN_EACH_(CHAIN_STORE_, STT, tap + i, false)                                                     \
-                }                                                                                                      \
             } else {                                                                                                   \
                 CHAIN_EACH_(CHAIN_SET_, ra)                                                                            \
             }                                                                                                          \
@@ -242,9 +249,9 @@ typedef double f64x4 __attribute__((vector_size(32)));
                 }                                                                                                      \
             }                                                                                                          \
             if (oh && stream) {                                                                                        \
-                CHAIN_EACH_(CHAIN_STORE_, STH, (uint16_t *)o + i, true)                                                \
+                CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)o + i, true)                                              \
             } else if (oh) {                                                                                           \
-                CHAIN_EACH_(CHAIN_STORE_, STH, (uint16_t *)o + i, false)                                               \
+                CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)o + i, false)                                             \
             } else if (stream) {                                                                                       \
                 CHAIN_EACH_(CHAIN_STORE_, STT, (T *)o + i, true)                                                       \
             } else {                                                                                                   \
@@ -253,7 +260,6 @@ typedef double f64x4 __attribute__((vector_size(32)));
         }                                                                                                              \
         for (; i < n; i++) { /* the tail, one element at a time */                                                     \
             T x = af == FORM_ARRAY ? ((const T *)a)[i] : af == FORM_HALF ? LD1H_(T, h, a, i) : as;                     \
-            if (tap) tap[i] = x;                                                                                       \
             for (int t = 0; t < ns; t++) {                                                                             \
                 int f = st[t].op % 3;                                                                                  \
                 T b = f == FORM_ARRAY  ? ((const T *)st[t].b)[i]                                                       \
@@ -283,19 +289,19 @@ CHAIN_RUN_(chain_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_,
 CHAIN_RUN_(chain_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
 #endif
 /* the chain runner for f32 compute: AVX2 / F16C where the CPU has them */
-static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, float *tap, void *o, bool oh,
-                           int h, bool stream, int64_t n) {
+static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, void *o, bool oh, int h,
+                           bool stream, int64_t n) {
 #if CHAIN_X86_
     if (cpu_has_avx2() && cpu_has_f16c()) {
-        (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, tap, o, oh, h, stream, n);
+        (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, o, oh, h, stream, n);
         return;
     }
 #endif
-    chain_run_f32(st, ns, a, af, as, tap, o, oh, h, stream, n);
+    chain_run_f32(st, ns, a, af, as, o, oh, h, stream, n);
 }
-static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, double *tap, void *o,
-                           bool oh, int h, bool stream, int64_t n) {
-    chain_run_f64(st, ns, a, af, as, tap, o, oh, h, stream, n);
+static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, void *o, bool oh, int h,
+                           bool stream, int64_t n) {
+    chain_run_f64(st, ns, a, af, as, o, oh, h, stream, n);
 }
 
 /* What a thread keeps across its blocks. */
@@ -305,6 +311,7 @@ typedef struct run_state {
     int *raw;         /* per value: 0, or the half dtype whose bits vals[v] points to (a lazy load in this block) */
     bool *stored;     /* per store: a chain wrote it straight to its buffer in this block */
     bool stream;      /* large outputs: non-temporal stores */
+    bool clean;       /* this block ran as chains alone: nothing written to scratch, every store by its chain */
 } run_state;
 
 /* Whether p is a chain's op. */
@@ -430,6 +437,7 @@ static bool chain_op(const td_ki_insn *p) {
     /* value v, when read raw (a lazy half load), converted into its slot */                                           \
     static void need_##SUF(const td_kernel_ir *ir, T *scratch, const T **vals, run_state *rt, int v, int64_t n) {      \
         if (!rt->raw[v]) return;                                                                                       \
+        rt->clean = false;                                                                                             \
         T *w = scratch + (int64_t)ir->insns[v].slot * BLK;                                                             \
         cpu_half_to_f32((td_dtype)rt->raw[v], n, (float *)(void *)w, (const uint16_t *)(const void *)vals[v]);         \
         vals[v] = w, rt->raw[v] = 0;                                                                                   \
@@ -468,17 +476,18 @@ static bool chain_op(const td_ki_insn *p) {
         if (rt->lazy[v]) { /* raw half bits, converted by the readers; the next block prefetched */                    \
             const uint16_t *h = (const uint16_t *)bufs[p->buf] + i0;                                                   \
             vals[v] = (const T *)(const void *)h, rt->raw[v] = ir->buf_dtype[p->buf];                                  \
-            for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 32) __builtin_prefetch(h + j);                       \
+            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 32) __builtin_prefetch(h + j);          \
             return;                                                                                                    \
         }                                                                                                              \
         if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */         \
             vals[v] = (const T *)bufs[p->buf] + i0;                                                                    \
-            for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                             \
+            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                \
                 __builtin_prefetch(vals[v] + j);                                                                       \
             return;                                                                                                    \
         }                                                                                                              \
         T *o = scratch + (int64_t)p->slot * BLK;                                                                       \
         vals[v] = o;                                                                                                   \
+        if (p->op != TD_KI_CONST) rt->clean = false; /* a value in scratch */                                          \
         if (p->op == TD_KI_LOAD)                                                                                       \
             uni[v] = load_##SUF(ir, p, bufs[p->buf], i0, n, o);                                                        \
         else if (p->op == TD_KI_CONST)                                                                                 \
@@ -540,22 +549,18 @@ static bool chain_op(const td_ki_insn *p) {
             }                                                                                                          \
         }                                                                                                              \
         bool oh = os >= 0 && ir->buf_dtype[ir->store_buf[os]] != TD_F32 && ir->buf_dtype[ir->store_buf[os]] != TD_F64; \
-        bool stream = os >= 0 && rt->stream && !((uintptr_t)o & (oh ? 15 : 31));                                       \
+        bool stream = os >= 0 && rt->stream && !((uintptr_t)o & 31);                                                   \
         int af = uni[first] ? FORM_ONE : rt->raw[first] ? FORM_HALF : FORM_ARRAY;                                      \
         if (af == FORM_HALF && rt->raw[first] != h) { /* a chain writing f16 from bf16 bits (or back) */               \
             need_##SUF(ir, scratch, vals, rt, first, n);                                                               \
             af = FORM_ARRAY;                                                                                           \
         }                                                                                                              \
-        T *tap = NULL; /* f16 (dearer to convert than bf16): the steps reading first again read it converted */        \
-        for (int t = 0; t < ns && af == FORM_HALF && h == TD_F16; t++)                                                 \
-            if (st[t].v == first && st[t].op % 3 == FORM_HALF) {                                                       \
-                tap = scratch + (int64_t)ir->insns[first].slot * BLK;                                                  \
-                st[t].b = tap, st[t].op += FORM_ARRAY - FORM_HALF;                                                     \
-            }                                                                                                          \
         const void *a = af == FORM_ONE ? NULL : (const void *)vals[first];                                             \
-        if (tap) vals[first] = tap, rt->raw[first] = 0; /* converted for its later readers too */                      \
-        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, tap, o, oh, h, stream, n);                \
-        if (os >= 0) rt->stored[os] = true;                                                                            \
+        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, o, oh, h, stream, n);                     \
+        if (os >= 0)                                                                                                   \
+            rt->stored[os] = true;                                                                                     \
+        else                                                                                                           \
+            rt->clean = false; /* its value in scratch */                                                              \
         vals[last] = (const T *)o, uni[last] = false, rt->raw[last] = oh ? h : 0;                                      \
         return last;                                                                                                   \
     }                                                                                                                  \
@@ -564,6 +569,7 @@ static bool chain_op(const td_ki_insn *p) {
     static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,          \
                             run_state *rt, int64_t i0, int64_t n) {                                                    \
         for (int s = 0; s < ir->n_stores; s++) rt->stored[s] = false;                                                  \
+        rt->clean = ir->red_value < 0;                                                                                 \
         for (int v = 0; v < ir->n_insns; v++) {                                                                        \
             int end = chain_##SUF(ir, bufs, scratch, vals, uni, rt, v, i0, n);                                         \
             if (end >= 0)                                                                                              \
@@ -573,6 +579,7 @@ static bool chain_op(const td_ki_insn *p) {
         }                                                                                                              \
         for (int s = 0; s < ir->n_stores; s++) {                                                                       \
             if (rt->stored[s]) continue; /* a chain wrote it */                                                        \
+            rt->clean = false;                                                                                         \
             need_##SUF(ir, scratch, vals, rt, ir->store_value[s], n);                                                  \
             widen_##SUF(ir, scratch, vals, uni, ir->store_value[s], n);                                                \
             store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]],      \
@@ -646,22 +653,26 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
             else
                 ((float *)scratch)[ir->insns[v].slot * BLK] = (float)ir->insns[v].value;
         }
-    for (int64_t b = b0; b < b1; b++) {
-        int64_t lo, hi, o = 0;
+    bool span = false; /* the last block ran clean (run_state): the rest of the piece as one block */
+    for (int64_t b = b0; b < b1;) {
+        int64_t lo, hi, o = 0, nb = 1;
         if (ir->red_value < 0) {
-            lo = b * BLK, hi = lo + BLK < ir->n ? lo + BLK : ir->n;
+            nb = span ? b1 - b : 1;
+            lo = b * BLK, hi = lo + nb * BLK < ir->n ? lo + nb * BLK : ir->n;
         } else {
             o = b / c->chunks;
             int64_t k0 = (b % c->chunks) * c->chunk, k1 = k0 + c->chunk < ir->k ? k0 + c->chunk : ir->k;
             lo = (o * ir->k + k0) * ir->inner, hi = (o * ir->k + k1) * ir->inner;
         }
         double *acc = ir->red_value >= 0 ? c->partials + b * ir->inner : NULL;
-        for (int64_t i0 = lo, j = 0; i0 < hi; i0 += BLK) {
-            int64_t n = hi - i0 < BLK ? hi - i0 : BLK;
+        b += nb;
+        for (int64_t i0 = lo, j = 0, step = nb > 1 ? hi - lo : BLK; i0 < hi; i0 += step) {
+            int64_t n = hi - i0 < step ? hi - i0 : step;
             if (f64)
                 block_f64(ir, c->bufs, scratch, (const double **)vals, uni, &rt, i0, n);
             else
                 block_f32(ir, c->bufs, scratch, (const float **)vals, uni, &rt, i0, n);
+            span = rt.clean;
             if (!acc) continue;
             if (f64)
                 j = fold_f64(ir->red_op, acc, ir->inner, j, vals[ir->red_value], n);

@@ -3,9 +3,11 @@
 ** broadcast scalar), 16 elements a step: the halves widened to float32 in
 ** registers, one float32 op, rounded back to nearest even (half8_avx2.h, the
 ** same bits as cpu_ops_elementwise.c's scalar rows: o = round(float(a) op
-** float(b))). The tail (and, for streamed outputs, the head up to 32-byte
-** alignment) goes through the same vector step on a padded copy, so every
-** element takes one path.
+** float(b))). The op's result is a quiet NaN or a number whatever the NaN
+** payloads it reads, so the loads and the rounding skip half8's NaN fixups
+** (half8_f16_load_op, half8_bf16_pack16_quiet). The tail (and, for streamed
+** outputs, the head up to 32-byte alignment) goes through the same vector
+** step on a padded copy, so every element takes one path.
 */
 #include <string.h>
 
@@ -26,13 +28,6 @@ enum { STEP = 16 };
         else                                                                                                           \
             _mm256_storeu_si256((__m256i *)(o), p_);                                                                   \
     } while (0)
-
-/* 16 floats (two vectors) rounded and packed in order */
-HALF8_ __m256i bf16_pack16(__m256 v0, __m256 v1) {
-    /* packus interleaves 128-bit halves: [a0-3 b0-3 a4-7 b4-7]; the permute puts them in order */
-    return _mm256_permute4x64_epi64(_mm256_packus_epi32(half8_bf16_round(v0), half8_bf16_round(v1)), 0xD8);
-}
-HALF8_ __m256i f16_pack16(__m256 v0, __m256 v1) { return _mm256_set_m128i(half8_f16_round(v1), half8_f16_round(v0)); }
 
 /* elements [i, i + m) (m < STEP) through one step on padded copies */
 #define HALF_RAGGED_(LD, PACK16, OP, i, m)                                                                             \
@@ -65,8 +60,8 @@ HALF8_ __m256i f16_pack16(__m256 v0, __m256 v1) { return _mm256_set_m128i(half8_
     HALF_ROW_(P##_sub, LD, PACK16, _mm256_sub_ps)                                                                      \
     HALF_ROW_(P##_mul, LD, PACK16, _mm256_mul_ps)                                                                      \
     HALF_ROW_(P##_div, LD, PACK16, _mm256_div_ps)
-ROWS_(bf16, half8_bf16_load, bf16_pack16)
-ROWS_(f16, half8_f16_load, f16_pack16)
+ROWS_(bf16, half8_bf16_load, half8_bf16_pack16_quiet)
+ROWS_(f16, half8_f16_load_op, half8_f16_pack16)
 
 typedef void (*half_row_fn)(int64_t, uint16_t *, const uint16_t *, int64_t, const uint16_t *, int64_t, __m256, __m256,
                             bool);
