@@ -155,9 +155,9 @@ typedef double f64x4 __attribute__((vector_size(32)));
 #define CHAIN_LOAD_(k, LD, p)      r##k = LD(p, k * L);
 #define CHAIN_STORE_(k, ST, p, nt) ST(p, k *L, r##k, nt);
 /* M(k, k + 1, ...) for each pair of register vectors */
-#define CHAIN_PAIRS_(M, ...) M(0, 1, __VA_ARGS__) M(2, 3, __VA_ARGS__) M(4, 5, __VA_ARGS__) M(6, 7, __VA_ARGS__)
+#define CHAIN_PAIRS_(M, ...)            M(0, 1, __VA_ARGS__) M(2, 3, __VA_ARGS__) M(4, 5, __VA_ARGS__) M(6, 7, __VA_ARGS__)
 #define CHAIN_STORE2_(k, k1, ST, p, nt) ST(p, k *L, r##k, r##k1, nt);
-#define CHAIN_SET_(k, v)           r##k = (v);
+#define CHAIN_SET_(k, v)                r##k = (v);
 #define CHAIN_BL_(k, OP, LD, p)                                                                                        \
     {                                                                                                                  \
         __typeof__(r0) b_ = LD(p, k * L);                                                                              \
@@ -211,9 +211,8 @@ typedef double f64x4 __attribute__((vector_size(32)));
     ((stream) ? _mm256_stream_ps((p) + (j), (__m256)(r)) : _mm256_storeu_ps((p) + (j), (__m256)(r)))
 #define STH256_X86_(p, j, h, stream)                                                                                   \
     ((stream) ? _mm256_stream_si256((__m256i *)((p) + (j)), (h)) : _mm256_storeu_si256((__m256i *)((p) + (j)), (h)))
-#define STBF_X86_(p, j, ra, rb, stream)                                                                                \
-    STH256_X86_(p, j, half8_bf16_pack16_quiet((__m256)(ra), (__m256)(rb)), stream)
-#define STF_X86_(p, j, ra, rb, stream) STH256_X86_(p, j, half8_f16_pack16((__m256)(ra), (__m256)(rb)), stream)
+#define STBF_X86_(p, j, ra, rb, stream) STH256_X86_(p, j, half8_bf16_pack16_quiet((__m256)(ra), (__m256)(rb)), stream)
+#define STF_X86_(p, j, ra, rb, stream)  STH256_X86_(p, j, half8_f16_pack16((__m256)(ra), (__m256)(rb)), stream)
 #endif
 
 /* NAME(st, ns, a, af, as, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
@@ -302,6 +301,206 @@ static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, 
 static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, void *o, bool oh, int h,
                            bool stream, int64_t n) {
     chain_run_f64(st, ns, a, af, as, o, oh, h, stream, n);
+}
+
+/* A region of + - * / alone over contiguous loads and literals (f32 compute, at most one half dtype h, no
+** reduction) runs as one program over each thread's whole range: 8 vectors at a time go through all its steps, a
+** value that more than the next op reads is saved to a local tile of 8 vectors (it stays in L1), each store is
+** written from the registers; no per-block setup, no scratch. A step: r = b (START), r = r op b / b op r (as a
+** chain's, by code CHAIN_OP_ * 4 + b's form), save r (SAVE), write r to a buffer (STORE_*). */
+#define PROG_MAX 96
+#define PROG_LOC 16
+enum { FORM_LOC = 3 };                                                /* an operand in the local tile loc */
+enum { PROG_START = 32, PROG_SAVE = 36, PROG_STORE_T, PROG_STORE_H }; /* START + b's form */
+typedef struct prog_step {
+    int code;
+    const void *b; /* b's buffer (element 0), or the store's */
+    float s;       /* FORM_ONE: the number */
+    int loc;       /* FORM_LOC and SAVE: the tile */
+} prog_step;
+typedef struct prog {
+    prog_step st[PROG_MAX];
+    int n, h; /* steps; the half dtype of the raw loads and half stores (0: none) */
+} prog;
+
+#define PROG_BL_(k, OP, LD, p, j) r##k = r##k OP LD(p, (j) + k * L);
+#define PROG_BR_(k, OP, LD, p, j) r##k = LD(p, (j) + k * L) OP r##k;
+#define PROG_SL_(k, OP)           r##k = r##k OP bc[t];
+#define PROG_SR_(k, OP)           r##k = bc[t] OP r##k;
+#define PROG_SET_(k, LD, p, j)    r##k = LD(p, (j) + k * L);
+/* the switch cases of op NAME (C operator OP) for each form of b */
+#define PROG_CASES_(T, NAME, OP, LDT, LDH)                                                                             \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_ARRAY: CHAIN_EACH_(PROG_BL_, OP, LDT, (const T *)q->b, i) break;                \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_ARRAY: CHAIN_EACH_(PROG_BR_, OP, LDT, (const T *)q->b, i) break;                \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_ONE: CHAIN_EACH_(PROG_SL_, OP) break;                                           \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_ONE: CHAIN_EACH_(PROG_SR_, OP) break;                                           \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_HALF: CHAIN_EACH_(PROG_BL_, OP, LDH, (const uint16_t *)q->b, i) break;          \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_HALF: CHAIN_EACH_(PROG_BR_, OP, LDH, (const uint16_t *)q->b, i) break;          \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_LOC: CHAIN_EACH_(PROG_BL_, OP, LDT, loc[q->loc], 0) break;                      \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_LOC: CHAIN_EACH_(PROG_BR_, OP, LDT, loc[q->loc], 0) break;
+/* one element's operand b of step q at element i (x: the tail's locals) */
+#define PROG_B1_(T, q, i)                                                                                              \
+    ((q)->code % 4 == FORM_ARRAY  ? ((const T *)(q)->b)[i]                                                             \
+     : (q)->code % 4 == FORM_HALF ? LD1H_(T, pr->h, (q)->b, i)                                                         \
+     : (q)->code % 4 == FORM_ONE  ? (T)(q)->s                                                                          \
+                                  : xl[(q)->loc])
+
+/* NAME(pr, stream, i0, n): the program over elements [i0, i0 + n), then a scalar tail; stream: non-temporal stores
+** (the buffers and i0 32-byte aligned) */
+#define PROG_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                                \
+    ATTR static void NAME(const prog *pr, bool stream, int64_t i0, int64_t n) {                                        \
+        enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
+        V r0 = {0}, r1 = r0, r2 = r0, r3 = r0, r4 = r0, r5 = r0, r6 = r0, r7 = r0, bc[PROG_MAX]; /* a START first */   \
+        T loc[PROG_LOC][CHAIN_VECS * L] __attribute__((aligned(32)));                                                  \
+        int h = pr->h;                                                                                                 \
+        (void)h;                                                                                                       \
+        for (int t = 0; t < pr->n; t++)                                                                                \
+            for (int l = 0; l < L; l++) bc[t][l] = (T)pr->st[t].s;                                                     \
+        int64_t i = i0, end = i0 + n;                                                                                  \
+        for (; i + CHAIN_VECS * L <= end; i += CHAIN_VECS * L)                                                         \
+            for (int t = 0; t < pr->n; t++) {                                                                          \
+                const prog_step *q = &pr->st[t];                                                                       \
+                switch (q->code) {                                                                                     \
+                    PROG_CASES_(T, ADD, +, LDT, LDH)                                                                   \
+                    PROG_CASES_(T, SUB, -, LDT, LDH)                                                                   \
+                    PROG_CASES_(T, MUL, *, LDT, LDH)                                                                   \
+                    PROG_CASES_(T, DIV, /, LDT, LDH)                                                                   \
+                case PROG_START + FORM_ONE: CHAIN_EACH_(CHAIN_SET_, bc[t]) break;                                      \
+                case PROG_START + FORM_ARRAY: CHAIN_EACH_(PROG_SET_, LDT, (const T *)q->b, i) break;                   \
+                case PROG_START + FORM_HALF: CHAIN_EACH_(PROG_SET_, LDH, (const uint16_t *)q->b, i) break;             \
+                case PROG_START + FORM_LOC: CHAIN_EACH_(PROG_SET_, LDT, loc[q->loc], 0) break;                         \
+                case PROG_SAVE: CHAIN_EACH_(CHAIN_STORE_, STT, loc[q->loc], false) break;                              \
+                case PROG_STORE_T:                                                                                     \
+                    if (stream) {                                                                                      \
+                        CHAIN_EACH_(CHAIN_STORE_, STT, (T *)q->b + i, true)                                            \
+                    } else {                                                                                           \
+                        CHAIN_EACH_(CHAIN_STORE_, STT, (T *)q->b + i, false)                                           \
+                    }                                                                                                  \
+                    break;                                                                                             \
+                case PROG_STORE_H:                                                                                     \
+                    if (stream) {                                                                                      \
+                        CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)q->b + i, true)                                   \
+                    } else {                                                                                           \
+                        CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)q->b + i, false)                                  \
+                    }                                                                                                  \
+                    break;                                                                                             \
+                }                                                                                                      \
+            }                                                                                                          \
+        for (; i < end; i++) { /* the tail, one element at a time */                                                   \
+            T x = 0, xl[PROG_LOC];                                                                                     \
+            for (int t = 0; t < pr->n; t++) {                                                                          \
+                const prog_step *q = &pr->st[t];                                                                       \
+                if (q->code == PROG_SAVE)                                                                              \
+                    xl[q->loc] = x;                                                                                    \
+                else if (q->code == PROG_STORE_T)                                                                      \
+                    ((T *)q->b)[i] = x;                                                                                \
+                else if (q->code == PROG_STORE_H)                                                                      \
+                    ST1H_(pr->h, (uint16_t *)q->b, i, x);                                                              \
+                else if (q->code >= PROG_START)                                                                        \
+                    x = PROG_B1_(T, q, i);                                                                             \
+                else {                                                                                                 \
+                    T b = PROG_B1_(T, q, i);                                                                           \
+                    switch (q->code / 4) {                                                                             \
+                    case CHAIN_OP_(ADD, 0): x = x + b; break;                                                          \
+                    case CHAIN_OP_(ADD, 1): x = b + x; break;                                                          \
+                    case CHAIN_OP_(SUB, 0): x = x - b; break;                                                          \
+                    case CHAIN_OP_(SUB, 1): x = b - x; break;                                                          \
+                    case CHAIN_OP_(MUL, 0): x = x * b; break;                                                          \
+                    case CHAIN_OP_(MUL, 1): x = b * x; break;                                                          \
+                    case CHAIN_OP_(DIV, 0): x = x / b; break;                                                          \
+                    default: x = b / x; break;                                                                         \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+PROG_RUN_(prog_run_f32, float, f32x8, HOT_, LDT_, LDH_, STT_, STH_)
+#if CHAIN_X86_
+PROG_RUN_(prog_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_, STT_X86_, STBF_X86_)
+PROG_RUN_(prog_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
+#endif
+static void prog_run(const prog *pr, bool stream, int64_t i0, int64_t n) {
+#if CHAIN_X86_
+    if (cpu_has_avx2() && cpu_has_f16c()) {
+        (pr->h == TD_F16 ? prog_run_f16_x86 : prog_run_bf16_x86)(pr, stream, i0, n);
+        return;
+    }
+#endif
+    prog_run_f32(pr, stream, i0, n);
+}
+
+/* Whether p is a chain's op. */
+static bool chain_op(const td_ki_insn *p);
+
+/* The program of region ir (bufs its buffers, uses / lazy as run_ctx's) into pr; false when the region is not one
+** (see prog above). */
+static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *uses, const bool *lazy, prog *pr) {
+    int loc_of[256], n_loc = 0, cur = -1;
+    pr->n = 0, pr->h = 0;
+    if (ir->compute != TD_F32 || ir->red_value >= 0 || ir->n_insns > 256) return false;
+    for (int s = 0; s < ir->n_stores; s++) { /* stores of computed values, f32 or the one half dtype */
+        td_dtype dt = ir->buf_dtype[ir->store_buf[s]];
+        if (ir->insns[ir->store_value[s]].op != TD_KI_EW) return false;
+        if (dt == TD_BF16 || dt == TD_F16) {
+            if (pr->h && pr->h != (int)dt) return false;
+            pr->h = dt;
+        } else if (dt != TD_F32)
+            return false;
+    }
+    for (int v = 0; v < ir->n_insns; v++) {
+        const td_ki_insn *p = &ir->insns[v];
+        loc_of[v] = -1;
+        if (p->op == TD_KI_CONST) continue;
+        if (p->op == TD_KI_LOAD) {
+            td_dtype dt = ir->buf_dtype[p->buf];
+            if (lazy[v] && (!pr->h || pr->h == (int)dt))
+                pr->h = dt;
+            else if (!(p->slot < 0 && dt == TD_F32))
+                return false;
+            continue;
+        }
+        if (!chain_op(p)) return false;
+        int x = p->a[0], y = p->a[1], right = cur == y && cur != x;
+        const td_ki_insn *b[2] = {&ir->insns[x], &ir->insns[y]};
+        if (b[0]->op == TD_KI_CONST && b[1]->op == TD_KI_CONST) return false;
+        if (pr->n + 4 + ir->n_stores > PROG_MAX) return false;
+        for (int k = cur == x || cur == y ? 1 : 0; k < 2; k++) { /* START with x (unless r holds an operand), op */
+            int w = k == 0 ? x : right ? x : y;
+            const td_ki_insn *q = &ir->insns[w];
+            prog_step *st = &pr->st[pr->n++];
+            int form = q->op == TD_KI_CONST  ? FORM_ONE
+                       : q->op == TD_KI_LOAD ? (lazy[w] ? FORM_HALF : FORM_ARRAY)
+                                             : FORM_LOC;
+            if (form == FORM_LOC && loc_of[w] < 0) return false;
+            int op = p->ew == TD_MEW_ADD   ? CHAIN_ADD
+                     : p->ew == TD_MEW_SUB ? CHAIN_SUB
+                     : p->ew == TD_MEW_MUL ? CHAIN_MUL
+                                           : CHAIN_DIV;
+            st->code = k == 0 ? PROG_START + form : (op * 2 + right) * 4 + form;
+            st->b = q->op == TD_KI_LOAD ? bufs[q->buf] : NULL;
+            st->s = q->op == TD_KI_CONST ? (float)q->value : 0;
+            st->loc = form == FORM_LOC ? loc_of[w] : 0;
+        }
+        cur = v;
+        int n_st = 0, next = v + 1;
+        for (int s = 0; s < ir->n_stores; s++)
+            if (ir->store_value[s] == v) {
+                prog_step *st = &pr->st[pr->n++];
+                td_dtype dt = ir->buf_dtype[ir->store_buf[s]];
+                st->code = dt == TD_F32 ? PROG_STORE_T : PROG_STORE_H;
+                st->b = bufs[ir->store_buf[s]], st->s = 0, st->loc = 0;
+                n_st++;
+            }
+        while (next < ir->n_insns && ir->insns[next].op != TD_KI_EW) next++;
+        int readers = uses[v] - n_st; /* the ops that read v */
+        bool by_reg = next < ir->n_insns && (ir->insns[next].a[0] == v) != (ir->insns[next].a[1] == v);
+        if (readers >= 2 || (readers == 1 && !by_reg)) {
+            if (n_loc == PROG_LOC) return false;
+            loc_of[v] = n_loc++;
+            pr->st[pr->n++] = (prog_step){.code = PROG_SAVE, .loc = loc_of[v]};
+        }
+    }
+    return pr->n > 0;
 }
 
 /* What a thread keeps across its blocks. */
@@ -476,12 +675,12 @@ static bool chain_op(const td_ki_insn *p) {
         if (rt->lazy[v]) { /* raw half bits, converted by the readers; the next block prefetched */                    \
             const uint16_t *h = (const uint16_t *)bufs[p->buf] + i0;                                                   \
             vals[v] = (const T *)(const void *)h, rt->raw[v] = ir->buf_dtype[p->buf];                                  \
-            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 32) __builtin_prefetch(h + j);          \
+            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 32) __builtin_prefetch(h + j);           \
             return;                                                                                                    \
         }                                                                                                              \
         if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */         \
             vals[v] = (const T *)bufs[p->buf] + i0;                                                                    \
-            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                \
+            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                 \
                 __builtin_prefetch(vals[v] + j);                                                                       \
             return;                                                                                                    \
         }                                                                                                              \
@@ -625,8 +824,21 @@ typedef struct run_ctx {
     double *partials;      /* [outer * chunks, inner] */
     int *uses;             /* per value: the instructions, stores and reduction that read it */
     bool *lazy;            /* per value: a load read raw (run_state) */
+    const prog *pr;        /* the region as one program, or NULL */
     _Atomic bool oom;      /* a worker found no memory for its scratch */
 } run_ctx;
+
+/* blocks [b0, b1) of a region that is one program: the program over their elements at once */
+static void run_prog_piece(void *user, int64_t b0, int64_t b1) {
+    run_ctx *c = user;
+    const td_kernel_ir *ir = c->ir;
+    bool stream = CAN_STREAM_ && ir->n * (int64_t)sizeof(float) >= STREAM_BYTES;
+    for (int t = 0; t < c->pr->n; t++) /* the stores' buffers aligned for 32-byte non-temporal stores */
+        if (c->pr->st[t].code >= PROG_STORE_T && ((uintptr_t)c->pr->st[t].b & 31)) stream = false;
+    int64_t i0 = b0 * BLK, end = b1 * BLK < ir->n ? b1 * BLK : ir->n;
+    prog_run(c->pr, stream, i0, end - i0);
+    if (stream) stream_fence();
+}
 
 static double red_init(int op) { return op == TD_MRED_AMAX ? -INFINITY : op == TD_MRED_AMIN ? INFINITY : 0; }
 
@@ -746,11 +958,16 @@ bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
     for (int s = 0; s < ir->n_stores; s++) c.uses[ir->store_value[s]]++;
     if (ir->red_value >= 0) c.uses[ir->red_value]++;
     bool ok;
-    if (ir->red_value < 0) {
+    prog *pr = ir->red_value < 0 ? malloc(sizeof *pr) : NULL;
+    if (pr && prog_build(ir, bufs, c.uses, c.lazy, pr)) c.pr = pr;
+    if (c.pr) {
+        td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_prog_piece, &c);
+        ok = true;
+    } else if (ir->red_value < 0) {
         td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_piece, &c);
         ok = !c.oom;
     } else
         ok = run_reduction(ir, bufs, &c, cost);
-    free(c.uses), free(c.lazy);
+    free(c.uses), free(c.lazy), free(pr);
     return ok;
 }
