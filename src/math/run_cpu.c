@@ -20,6 +20,10 @@
 ** When a block ran as such chains alone (nothing in scratch: every load read
 ** in place or raw, every value stored by its chain), the rest of the
 ** thread's blocks run as one span, without the per-block setup.
+** A region of + - * / alone over contiguous loads and literals (a bias add,
+** a gradient's chain rule) is compiled once per run into a program (prog
+** below) that runs over each thread's whole range, its shared values in
+** local tiles of 8 vectors: no blocks, no scratch.
 ** Other readers convert it once per block into its f32 slot and other stores
 ** round once, through the vectorized kernels of backend_cpu/cpu_convert.h.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
