@@ -17,7 +17,7 @@
 
 enum { STEP = 16 };
 
-/* 16 lanes of a (broadcast: av) op 16 of b (bv) rounded into 32 bytes at o; LD / RND8 the dtype's conversions */
+/* 16 lanes of a (broadcast: av) op 16 of b (bv) rounded into 32 bytes at o; LD / PACK16 the dtype's conversions */
 #define HALF_STEP_(LD, PACK16, OP, o, a, sa, av, b, sb, bv, st)                                                        \
     do {                                                                                                               \
         __m256 x0_ = (sa) ? LD(a) : (av), x1_ = (sa) ? LD((a) + 8) : (av);                                             \
@@ -72,6 +72,7 @@ HALF8_TARGET_ bool cpu_binary_half_avx2(td_op_kind kind, td_dtype dt, int64_t n,
                                            {f16_add, f16_sub, f16_mul, f16_div}};
     int k = kind == TD_OP_ADD ? 0 : kind == TD_OP_SUB ? 1 : kind == TD_OP_MUL ? 2 : kind == TD_OP_DIV ? 3 : -1;
     if (k < 0 || (dt != TD_BF16 && dt != TD_F16) || (sa != 0 && sa != 1) || (sb != 0 && sb != 1)) return false;
+    if (n <= 0) return true;
     /* a broadcast side: its one element widened once (the scalar conversion gives the vector's bits) */
     float as = dt == TD_BF16 ? cpu_bf16_to_f32(a[0]) : cpu_f16_to_f32(a[0]);
     float bs = dt == TD_BF16 ? cpu_bf16_to_f32(b[0]) : cpu_f16_to_f32(b[0]);
