@@ -2,8 +2,10 @@
 ** The CPU backend's elementwise ops: unary math and activations (with CLAMP and GELU_BACKWARD),
 ** binary arithmetic, comparisons and WHERE. The tiled driver is cpu_ew.c.
 */
+#include "cpu_convert.h"
 #include "cpu_ew.h"
 #include "cpu_rows.h"
+#include "x86/binary_half_avx2.h"
 
 /*
 ** Unary elementwise ops, x and out of one shape and dtype:
@@ -158,7 +160,8 @@ static void gelu_backward_row(const td_op *op, int64_t n, char *const *p, const 
 ** dims) and one dtype. Floats compute in their own precision (f16/bf16 in
 ** f32); integers wrap around like PyTorch's. MAXIMUM/MINIMUM propagate NaN.
 ** Contiguous f32 ADD/SUB/MUL/DIV (one side may be a broadcast scalar) take the
-** AVX2 path in x86/binary_avx2.c.
+** AVX2 path in x86/binary_avx2.c, and bf16 / f16 ones x86/binary_half_avx2.c
+** (the conversions in registers, the same bits as these rows).
 */
 
 /* o[i] = EXPR with x = a[i], y = b[i] loaded as C */
@@ -207,6 +210,11 @@ static void binary_row(const td_op *op, int64_t n, char *const *p, const int64_t
     if (dt == TD_F32 && s[0] == 1 && (s[1] | s[2]) <= 1 && cpu_has_avx2() &&
         cpu_binary_f32_avx2(k, n, (float *)p[0], (const float *)p[1], s[1], (const float *)p[2], s[2],
                             td_operand_numel(&op->out[0]) * 4 >= CPU_STREAM_BYTES))
+        return;
+    if ((dt == TD_BF16 || dt == TD_F16) && s[0] == 1 && (s[1] == 0 || s[1] == 1) && (s[2] == 0 || s[2] == 1) &&
+        cpu_has_avx2() && cpu_has_f16c() &&
+        cpu_binary_half_avx2(k, dt, n, (uint16_t *)p[0], (const uint16_t *)p[1], s[1], (const uint16_t *)p[2], s[2],
+                             td_operand_numel(&op->out[0]) * 4 >= CPU_STREAM_BYTES))
         return;
     CPU_ROW_SWITCH_(dt, BIN_CALL_, bin_row)
 }

@@ -14,6 +14,16 @@
 ** while reading it (backend_cpu/x86/half8_avx2.h), and a chain whose value
 ** only a store reads writes it straight to its buffer, rounded in registers
 ** (streamed for large outputs), so such a block is one pass over memory.
+** A chain's value is always the result of + - * /, a number or a quiet NaN,
+** so its f16 loads and its roundings skip the NaN payload fixups that a
+** plain conversion needs (half8_avx2.h: half8_f16_load_op, *_pack16*).
+** When a block ran as such chains alone (nothing in scratch: every load read
+** in place or raw, every value stored by its chain), the rest of the
+** thread's blocks run as one span, without the per-block setup.
+** A region of + - * / alone over contiguous loads and literals (a bias add,
+** a gradient's chain rule) is compiled once per run into a program (prog
+** below) that runs over each thread's whole range, its shared values in
+** local tiles of 8 vectors: no blocks, no scratch.
 ** Other readers convert it once per block into its f32 slot and other stores
 ** round once, through the vectorized kernels of backend_cpu/cpu_convert.h.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
@@ -140,15 +150,18 @@ typedef float f32x8 __attribute__((vector_size(32)));
 typedef double f64x4 __attribute__((vector_size(32)));
 
 /* M(k, ...) for each register vector rk, k < CHAIN_VECS. In a runner, LDT(p, j) / LDH(p, j) read the vector at
-** element j of an array / of half bits p (typed pointers at the tile), STT(p, j, r, stream) / STH(p, j, r, stream)
-** write one. */
+** element j of an array / of half bits p (typed pointers at the tile), STT(p, j, r, stream) writes one,
+** STH(p, j, ra, rb, stream) two as half bits. */
 #define CHAIN_EACH_(M, ...)                                                                                            \
     M(0, __VA_ARGS__)                                                                                                  \
     M(1, __VA_ARGS__)                                                                                                  \
     M(2, __VA_ARGS__) M(3, __VA_ARGS__) M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__)
 #define CHAIN_LOAD_(k, LD, p)      r##k = LD(p, k * L);
 #define CHAIN_STORE_(k, ST, p, nt) ST(p, k *L, r##k, nt);
-#define CHAIN_SET_(k, v)           r##k = (v);
+/* M(k, k + 1, ...) for each pair of register vectors */
+#define CHAIN_PAIRS_(M, ...)            M(0, 1, __VA_ARGS__) M(2, 3, __VA_ARGS__) M(4, 5, __VA_ARGS__) M(6, 7, __VA_ARGS__)
+#define CHAIN_STORE2_(k, k1, ST, p, nt) ST(p, k *L, r##k, r##k1, nt);
+#define CHAIN_SET_(k, v)                r##k = (v);
 #define CHAIN_BL_(k, OP, LD, p)                                                                                        \
     {                                                                                                                  \
         __typeof__(r0) b_ = LD(p, k * L);                                                                              \
@@ -189,29 +202,29 @@ typedef double f64x4 __attribute__((vector_size(32)));
         v_;                                                                                                            \
     })
 #define STT_(p, j, r, stream) memcpy((p) + (j), &(r), sizeof(r))
-#define STH_(p, j, r, stream)                                                                                          \
+#define STH_(p, j, ra, rb, stream)                                                                                     \
     do {                                                                                                               \
-        for (int l_ = 0; l_ < L; l_++) ST1H_(h, p, (j) + l_, (r)[l_]);                                                 \
+        for (int l_ = 0; l_ < L; l_++) ST1H_(h, p, (j) + l_, (ra)[l_]), ST1H_(h, p, (j) + L + l_, (rb)[l_]);           \
     } while (0)
 #if CHAIN_X86_
 /* AVX2 / F16C: bf16 and f16 bits converted in registers (half8_avx2.h); stream: non-temporal, p + i aligned */
 #define LDT_X86_(p, j)  ((f32x8)_mm256_loadu_ps((p) + (j)))
 #define LDBF_X86_(p, j) ((f32x8)half8_bf16_load((p) + (j)))
-#define LDF_X86_(p, j)  ((f32x8)half8_f16_load((p) + (j)))
+#define LDF_X86_(p, j)  ((f32x8)half8_f16_load_op((p) + (j))) /* an op reads it: its NaN may be quiet */
 #define STT_X86_(p, j, r, stream)                                                                                      \
     ((stream) ? _mm256_stream_ps((p) + (j), (__m256)(r)) : _mm256_storeu_ps((p) + (j), (__m256)(r)))
-#define STH128_X86_(p, j, h, stream)                                                                                   \
-    ((stream) ? _mm_stream_si128((__m128i *)((p) + (j)), (h)) : _mm_storeu_si128((__m128i *)((p) + (j)), (h)))
-#define STBF_X86_(p, j, r, stream) STH128_X86_(p, j, half8_bf16_pack((__m256)(r)), stream)
-#define STF_X86_(p, j, r, stream)  STH128_X86_(p, j, half8_f16_round((__m256)(r)), stream)
+#define STH256_X86_(p, j, h, stream)                                                                                   \
+    ((stream) ? _mm256_stream_si256((__m256i *)((p) + (j)), (h)) : _mm256_storeu_si256((__m256i *)((p) + (j)), (h)))
+#define STBF_X86_(p, j, ra, rb, stream) STH256_X86_(p, j, half8_bf16_pack16_quiet((__m256)(ra), (__m256)(rb)), stream)
+#define STF_X86_(p, j, ra, rb, stream)  STH256_X86_(p, j, half8_f16_pack16((__m256)(ra), (__m256)(rb)), stream)
 #endif
 
-/* NAME(st, ns, a, af, as, tap, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
+/* NAME(st, ns, a, af, as, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
 ** FORM_ONE: the number as), then each step, in registers (CHAIN_VECS vectors of V at a time), then a scalar tail.
-** Half bits (FORM_HALF operands; o when oh) are of dtype h; stream: o aligned to a vector, non-temporal where ST*
-** has it; tap (or NULL): a FORM_HALF a, converted, is also written there for the steps that read it again. */
+** Half bits (FORM_HALF operands; o when oh) are of dtype h; stream: o 32-byte aligned, non-temporal where ST*
+** has it. */
 #define CHAIN_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                               \
-    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, T *tap, void *o, bool oh, int h,  \
+    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, void *o, bool oh, int h,          \
                           bool stream, int64_t n) {                                                                    \
         enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
         V r0, r1, r2, r3, r4, r5, r6, r7, bc[CHAIN_MAX], ra;                                                           \
@@ -225,9 +238,6 @@ typedef double f64x4 __attribute__((vector_size(32)));
                 CHAIN_EACH_(CHAIN_LOAD_, LDT, (const T *)a + i)                                                        \
             } else if (af == FORM_HALF) {                                                                              \
                 CHAIN_EACH_(CHAIN_LOAD_, LDH, (const uint16_t *)a + i)                                                 \
-                if (tap) {                                                                                             \
-                    CHAIN_EACH_(CHAIN_STORE_, STT, tap + i, false)                                                     \
-                }                                                                                                      \
             } else {                                                                                                   \
                 CHAIN_EACH_(CHAIN_SET_, ra)                                                                            \
             }                                                                                                          \
@@ -242,9 +252,9 @@ typedef double f64x4 __attribute__((vector_size(32)));
                 }                                                                                                      \
             }                                                                                                          \
             if (oh && stream) {                                                                                        \
-                CHAIN_EACH_(CHAIN_STORE_, STH, (uint16_t *)o + i, true)                                                \
+                CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)o + i, true)                                              \
             } else if (oh) {                                                                                           \
-                CHAIN_EACH_(CHAIN_STORE_, STH, (uint16_t *)o + i, false)                                               \
+                CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)o + i, false)                                             \
             } else if (stream) {                                                                                       \
                 CHAIN_EACH_(CHAIN_STORE_, STT, (T *)o + i, true)                                                       \
             } else {                                                                                                   \
@@ -253,7 +263,6 @@ typedef double f64x4 __attribute__((vector_size(32)));
         }                                                                                                              \
         for (; i < n; i++) { /* the tail, one element at a time */                                                     \
             T x = af == FORM_ARRAY ? ((const T *)a)[i] : af == FORM_HALF ? LD1H_(T, h, a, i) : as;                     \
-            if (tap) tap[i] = x;                                                                                       \
             for (int t = 0; t < ns; t++) {                                                                             \
                 int f = st[t].op % 3;                                                                                  \
                 T b = f == FORM_ARRAY  ? ((const T *)st[t].b)[i]                                                       \
@@ -283,19 +292,219 @@ CHAIN_RUN_(chain_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_,
 CHAIN_RUN_(chain_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
 #endif
 /* the chain runner for f32 compute: AVX2 / F16C where the CPU has them */
-static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, float *tap, void *o, bool oh,
-                           int h, bool stream, int64_t n) {
+static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, void *o, bool oh, int h,
+                           bool stream, int64_t n) {
 #if CHAIN_X86_
     if (cpu_has_avx2() && cpu_has_f16c()) {
-        (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, tap, o, oh, h, stream, n);
+        (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, o, oh, h, stream, n);
         return;
     }
 #endif
-    chain_run_f32(st, ns, a, af, as, tap, o, oh, h, stream, n);
+    chain_run_f32(st, ns, a, af, as, o, oh, h, stream, n);
 }
-static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, double *tap, void *o,
-                           bool oh, int h, bool stream, int64_t n) {
-    chain_run_f64(st, ns, a, af, as, tap, o, oh, h, stream, n);
+static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, void *o, bool oh, int h,
+                           bool stream, int64_t n) {
+    chain_run_f64(st, ns, a, af, as, o, oh, h, stream, n);
+}
+
+/* A region of + - * / alone over contiguous loads and literals (f32 compute, at most one half dtype h, no
+** reduction) runs as one program over each thread's whole range: 8 vectors at a time go through all its steps, a
+** value that more than the next op reads is saved to a local tile of 8 vectors (it stays in L1), each store is
+** written from the registers; no per-block setup, no scratch. A step: r = b (START), r = r op b / b op r (as a
+** chain's, by code CHAIN_OP_ * 4 + b's form), save r (SAVE), write r to a buffer (STORE_*). */
+#define PROG_MAX 96
+#define PROG_LOC 16
+enum { FORM_LOC = 3 };                                                /* an operand in the local tile loc */
+enum { PROG_START = 32, PROG_SAVE = 36, PROG_STORE_T, PROG_STORE_H }; /* START + b's form */
+typedef struct prog_step {
+    int code;
+    const void *b; /* b's buffer (element 0), or the store's */
+    float s;       /* FORM_ONE: the number */
+    int loc;       /* FORM_LOC and SAVE: the tile */
+} prog_step;
+typedef struct prog {
+    prog_step st[PROG_MAX];
+    int n, h; /* steps; the half dtype of the raw loads and half stores (0: none) */
+} prog;
+
+#define PROG_BL_(k, OP, LD, p, j) r##k = r##k OP LD(p, (j) + k * L);
+#define PROG_BR_(k, OP, LD, p, j) r##k = LD(p, (j) + k * L) OP r##k;
+#define PROG_SL_(k, OP)           r##k = r##k OP bc[t];
+#define PROG_SR_(k, OP)           r##k = bc[t] OP r##k;
+#define PROG_SET_(k, LD, p, j)    r##k = LD(p, (j) + k * L);
+/* the switch cases of op NAME (C operator OP) for each form of b */
+#define PROG_CASES_(T, NAME, OP, LDT, LDH)                                                                             \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_ARRAY: CHAIN_EACH_(PROG_BL_, OP, LDT, (const T *)q->b, i) break;                \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_ARRAY: CHAIN_EACH_(PROG_BR_, OP, LDT, (const T *)q->b, i) break;                \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_ONE: CHAIN_EACH_(PROG_SL_, OP) break;                                           \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_ONE: CHAIN_EACH_(PROG_SR_, OP) break;                                           \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_HALF: CHAIN_EACH_(PROG_BL_, OP, LDH, (const uint16_t *)q->b, i) break;          \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_HALF: CHAIN_EACH_(PROG_BR_, OP, LDH, (const uint16_t *)q->b, i) break;          \
+    case CHAIN_OP_(NAME, 0) * 4 + FORM_LOC: CHAIN_EACH_(PROG_BL_, OP, LDT, loc[q->loc], 0) break;                      \
+    case CHAIN_OP_(NAME, 1) * 4 + FORM_LOC: CHAIN_EACH_(PROG_BR_, OP, LDT, loc[q->loc], 0) break;
+/* one element's operand b of step q at element i (x: the tail's locals) */
+#define PROG_B1_(T, q, i)                                                                                              \
+    ((q)->code % 4 == FORM_ARRAY  ? ((const T *)(q)->b)[i]                                                             \
+     : (q)->code % 4 == FORM_HALF ? LD1H_(T, pr->h, (q)->b, i)                                                         \
+     : (q)->code % 4 == FORM_ONE  ? (T)(q)->s                                                                          \
+                                  : xl[(q)->loc])
+
+/* NAME(pr, stream, i0, n): the program over elements [i0, i0 + n), then a scalar tail; stream: non-temporal stores
+** (the buffers and i0 32-byte aligned) */
+#define PROG_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                                \
+    ATTR static void NAME(const prog *pr, bool stream, int64_t i0, int64_t n) {                                        \
+        enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
+        V r0 = {0}, r1 = r0, r2 = r0, r3 = r0, r4 = r0, r5 = r0, r6 = r0, r7 = r0, bc[PROG_MAX]; /* a START first */   \
+        T loc[PROG_LOC][CHAIN_VECS * L] __attribute__((aligned(32)));                                                  \
+        int h = pr->h;                                                                                                 \
+        (void)h;                                                                                                       \
+        for (int t = 0; t < pr->n; t++)                                                                                \
+            for (int l = 0; l < L; l++) bc[t][l] = (T)pr->st[t].s;                                                     \
+        int64_t i = i0, end = i0 + n;                                                                                  \
+        for (; i + CHAIN_VECS * L <= end; i += CHAIN_VECS * L)                                                         \
+            for (int t = 0; t < pr->n; t++) {                                                                          \
+                const prog_step *q = &pr->st[t];                                                                       \
+                switch (q->code) {                                                                                     \
+                    PROG_CASES_(T, ADD, +, LDT, LDH)                                                                   \
+                    PROG_CASES_(T, SUB, -, LDT, LDH)                                                                   \
+                    PROG_CASES_(T, MUL, *, LDT, LDH)                                                                   \
+                    PROG_CASES_(T, DIV, /, LDT, LDH)                                                                   \
+                case PROG_START + FORM_ONE: CHAIN_EACH_(CHAIN_SET_, bc[t]) break;                                      \
+                case PROG_START + FORM_ARRAY: CHAIN_EACH_(PROG_SET_, LDT, (const T *)q->b, i) break;                   \
+                case PROG_START + FORM_HALF: CHAIN_EACH_(PROG_SET_, LDH, (const uint16_t *)q->b, i) break;             \
+                case PROG_START + FORM_LOC: CHAIN_EACH_(PROG_SET_, LDT, loc[q->loc], 0) break;                         \
+                case PROG_SAVE: CHAIN_EACH_(CHAIN_STORE_, STT, loc[q->loc], false) break;                              \
+                case PROG_STORE_T:                                                                                     \
+                    if (stream) {                                                                                      \
+                        CHAIN_EACH_(CHAIN_STORE_, STT, (T *)q->b + i, true)                                            \
+                    } else {                                                                                           \
+                        CHAIN_EACH_(CHAIN_STORE_, STT, (T *)q->b + i, false)                                           \
+                    }                                                                                                  \
+                    break;                                                                                             \
+                case PROG_STORE_H:                                                                                     \
+                    if (stream) {                                                                                      \
+                        CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)q->b + i, true)                                   \
+                    } else {                                                                                           \
+                        CHAIN_PAIRS_(CHAIN_STORE2_, STH, (uint16_t *)q->b + i, false)                                  \
+                    }                                                                                                  \
+                    break;                                                                                             \
+                }                                                                                                      \
+            }                                                                                                          \
+        for (; i < end; i++) { /* the tail, one element at a time */                                                   \
+            T x = 0, xl[PROG_LOC];                                                                                     \
+            for (int t = 0; t < pr->n; t++) {                                                                          \
+                const prog_step *q = &pr->st[t];                                                                       \
+                if (q->code == PROG_SAVE)                                                                              \
+                    xl[q->loc] = x;                                                                                    \
+                else if (q->code == PROG_STORE_T)                                                                      \
+                    ((T *)q->b)[i] = x;                                                                                \
+                else if (q->code == PROG_STORE_H)                                                                      \
+                    ST1H_(pr->h, (uint16_t *)q->b, i, x);                                                              \
+                else if (q->code >= PROG_START)                                                                        \
+                    x = PROG_B1_(T, q, i);                                                                             \
+                else {                                                                                                 \
+                    T b = PROG_B1_(T, q, i);                                                                           \
+                    switch (q->code / 4) {                                                                             \
+                    case CHAIN_OP_(ADD, 0): x = x + b; break;                                                          \
+                    case CHAIN_OP_(ADD, 1): x = b + x; break;                                                          \
+                    case CHAIN_OP_(SUB, 0): x = x - b; break;                                                          \
+                    case CHAIN_OP_(SUB, 1): x = b - x; break;                                                          \
+                    case CHAIN_OP_(MUL, 0): x = x * b; break;                                                          \
+                    case CHAIN_OP_(MUL, 1): x = b * x; break;                                                          \
+                    case CHAIN_OP_(DIV, 0): x = x / b; break;                                                          \
+                    default: x = b / x; break;                                                                         \
+                    }                                                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+PROG_RUN_(prog_run_f32, float, f32x8, HOT_, LDT_, LDH_, STT_, STH_)
+#if CHAIN_X86_
+PROG_RUN_(prog_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_, STT_X86_, STBF_X86_)
+PROG_RUN_(prog_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
+#endif
+static void prog_run(const prog *pr, bool stream, int64_t i0, int64_t n) {
+#if CHAIN_X86_
+    if (cpu_has_avx2() && cpu_has_f16c()) {
+        (pr->h == TD_F16 ? prog_run_f16_x86 : prog_run_bf16_x86)(pr, stream, i0, n);
+        return;
+    }
+#endif
+    prog_run_f32(pr, stream, i0, n);
+}
+
+/* Whether p is a chain's op. */
+static bool chain_op(const td_ki_insn *p);
+
+/* The program of region ir (bufs its buffers, uses / lazy as run_ctx's) into pr; false when the region is not one
+** (see prog above). */
+static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *uses, const bool *lazy, prog *pr) {
+    int loc_of[256], n_loc = 0, cur = -1;
+    pr->n = 0, pr->h = 0;
+    if (ir->compute != TD_F32 || ir->red_value >= 0 || ir->n_insns > 256) return false;
+    for (int s = 0; s < ir->n_stores; s++) { /* stores of computed values, f32 or the one half dtype */
+        td_dtype dt = ir->buf_dtype[ir->store_buf[s]];
+        if (ir->insns[ir->store_value[s]].op != TD_KI_EW) return false;
+        if (dt == TD_BF16 || dt == TD_F16) {
+            if (pr->h && pr->h != (int)dt) return false;
+            pr->h = dt;
+        } else if (dt != TD_F32)
+            return false;
+    }
+    for (int v = 0; v < ir->n_insns; v++) {
+        const td_ki_insn *p = &ir->insns[v];
+        loc_of[v] = -1;
+        if (p->op == TD_KI_CONST) continue;
+        if (p->op == TD_KI_LOAD) {
+            td_dtype dt = ir->buf_dtype[p->buf];
+            if (lazy[v] && (!pr->h || pr->h == (int)dt))
+                pr->h = dt;
+            else if (!(p->slot < 0 && dt == TD_F32))
+                return false;
+            continue;
+        }
+        if (!chain_op(p)) return false;
+        int x = p->a[0], y = p->a[1], right = cur == y && cur != x;
+        const td_ki_insn *b[2] = {&ir->insns[x], &ir->insns[y]};
+        if (b[0]->op == TD_KI_CONST && b[1]->op == TD_KI_CONST) return false;
+        if (pr->n + 4 + ir->n_stores > PROG_MAX) return false;
+        for (int k = cur == x || cur == y ? 1 : 0; k < 2; k++) { /* START with x (unless r holds an operand), op */
+            int w = k == 0 ? x : right ? x : y;
+            const td_ki_insn *q = &ir->insns[w];
+            prog_step *st = &pr->st[pr->n++];
+            int form = q->op == TD_KI_CONST  ? FORM_ONE
+                       : q->op == TD_KI_LOAD ? (lazy[w] ? FORM_HALF : FORM_ARRAY)
+                                             : FORM_LOC;
+            if (form == FORM_LOC && loc_of[w] < 0) return false;
+            int op = p->ew == TD_MEW_ADD   ? CHAIN_ADD
+                     : p->ew == TD_MEW_SUB ? CHAIN_SUB
+                     : p->ew == TD_MEW_MUL ? CHAIN_MUL
+                                           : CHAIN_DIV;
+            st->code = k == 0 ? PROG_START + form : (op * 2 + right) * 4 + form;
+            st->b = q->op == TD_KI_LOAD ? bufs[q->buf] : NULL;
+            st->s = q->op == TD_KI_CONST ? (float)q->value : 0;
+            st->loc = form == FORM_LOC ? loc_of[w] : 0;
+        }
+        cur = v;
+        int n_st = 0, next = v + 1;
+        for (int s = 0; s < ir->n_stores; s++)
+            if (ir->store_value[s] == v) {
+                prog_step *st = &pr->st[pr->n++];
+                td_dtype dt = ir->buf_dtype[ir->store_buf[s]];
+                st->code = dt == TD_F32 ? PROG_STORE_T : PROG_STORE_H;
+                st->b = bufs[ir->store_buf[s]], st->s = 0, st->loc = 0;
+                n_st++;
+            }
+        while (next < ir->n_insns && ir->insns[next].op != TD_KI_EW) next++;
+        int readers = uses[v] - n_st; /* the ops that read v */
+        bool by_reg = next < ir->n_insns && (ir->insns[next].a[0] == v) != (ir->insns[next].a[1] == v);
+        if (readers >= 2 || (readers == 1 && !by_reg)) {
+            if (n_loc == PROG_LOC) return false;
+            loc_of[v] = n_loc++;
+            pr->st[pr->n++] = (prog_step){.code = PROG_SAVE, .loc = loc_of[v]};
+        }
+    }
+    return pr->n > 0;
 }
 
 /* What a thread keeps across its blocks. */
@@ -305,6 +514,7 @@ typedef struct run_state {
     int *raw;         /* per value: 0, or the half dtype whose bits vals[v] points to (a lazy load in this block) */
     bool *stored;     /* per store: a chain wrote it straight to its buffer in this block */
     bool stream;      /* large outputs: non-temporal stores */
+    bool clean;       /* this block ran as chains alone: nothing written to scratch, every store by its chain */
 } run_state;
 
 /* Whether p is a chain's op. */
@@ -430,6 +640,7 @@ static bool chain_op(const td_ki_insn *p) {
     /* value v, when read raw (a lazy half load), converted into its slot */                                           \
     static void need_##SUF(const td_kernel_ir *ir, T *scratch, const T **vals, run_state *rt, int v, int64_t n) {      \
         if (!rt->raw[v]) return;                                                                                       \
+        rt->clean = false;                                                                                             \
         T *w = scratch + (int64_t)ir->insns[v].slot * BLK;                                                             \
         cpu_half_to_f32((td_dtype)rt->raw[v], n, (float *)(void *)w, (const uint16_t *)(const void *)vals[v]);         \
         vals[v] = w, rt->raw[v] = 0;                                                                                   \
@@ -468,17 +679,18 @@ static bool chain_op(const td_ki_insn *p) {
         if (rt->lazy[v]) { /* raw half bits, converted by the readers; the next block prefetched */                    \
             const uint16_t *h = (const uint16_t *)bufs[p->buf] + i0;                                                   \
             vals[v] = (const T *)(const void *)h, rt->raw[v] = ir->buf_dtype[p->buf];                                  \
-            for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 32) __builtin_prefetch(h + j);                       \
+            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 32) __builtin_prefetch(h + j);           \
             return;                                                                                                    \
         }                                                                                                              \
         if (p->slot < 0) { /* contiguous and of the compute dtype: read in place, the next block prefetched */         \
             vals[v] = (const T *)bufs[p->buf] + i0;                                                                    \
-            for (int64_t j = n; j < 2 * n && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                             \
+            for (int64_t j = n; j < 2 * n && n <= BLK && i0 + j < ir->n; j += 64 / (int64_t)sizeof(T))                 \
                 __builtin_prefetch(vals[v] + j);                                                                       \
             return;                                                                                                    \
         }                                                                                                              \
         T *o = scratch + (int64_t)p->slot * BLK;                                                                       \
         vals[v] = o;                                                                                                   \
+        if (p->op != TD_KI_CONST) rt->clean = false; /* a value in scratch */                                          \
         if (p->op == TD_KI_LOAD)                                                                                       \
             uni[v] = load_##SUF(ir, p, bufs[p->buf], i0, n, o);                                                        \
         else if (p->op == TD_KI_CONST)                                                                                 \
@@ -540,22 +752,18 @@ static bool chain_op(const td_ki_insn *p) {
             }                                                                                                          \
         }                                                                                                              \
         bool oh = os >= 0 && ir->buf_dtype[ir->store_buf[os]] != TD_F32 && ir->buf_dtype[ir->store_buf[os]] != TD_F64; \
-        bool stream = os >= 0 && rt->stream && !((uintptr_t)o & (oh ? 15 : 31));                                       \
+        bool stream = os >= 0 && rt->stream && !((uintptr_t)o & 31);                                                   \
         int af = uni[first] ? FORM_ONE : rt->raw[first] ? FORM_HALF : FORM_ARRAY;                                      \
         if (af == FORM_HALF && rt->raw[first] != h) { /* a chain writing f16 from bf16 bits (or back) */               \
             need_##SUF(ir, scratch, vals, rt, first, n);                                                               \
             af = FORM_ARRAY;                                                                                           \
         }                                                                                                              \
-        T *tap = NULL; /* f16 (dearer to convert than bf16): the steps reading first again read it converted */        \
-        for (int t = 0; t < ns && af == FORM_HALF && h == TD_F16; t++)                                                 \
-            if (st[t].v == first && st[t].op % 3 == FORM_HALF) {                                                       \
-                tap = scratch + (int64_t)ir->insns[first].slot * BLK;                                                  \
-                st[t].b = tap, st[t].op += FORM_ARRAY - FORM_HALF;                                                     \
-            }                                                                                                          \
         const void *a = af == FORM_ONE ? NULL : (const void *)vals[first];                                             \
-        if (tap) vals[first] = tap, rt->raw[first] = 0; /* converted for its later readers too */                      \
-        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, tap, o, oh, h, stream, n);                \
-        if (os >= 0) rt->stored[os] = true;                                                                            \
+        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, o, oh, h, stream, n);                     \
+        if (os >= 0)                                                                                                   \
+            rt->stored[os] = true;                                                                                     \
+        else                                                                                                           \
+            rt->clean = false; /* its value in scratch */                                                              \
         vals[last] = (const T *)o, uni[last] = false, rt->raw[last] = oh ? h : 0;                                      \
         return last;                                                                                                   \
     }                                                                                                                  \
@@ -564,6 +772,7 @@ static bool chain_op(const td_ki_insn *p) {
     static void block_##SUF(const td_kernel_ir *ir, void *const *bufs, T *scratch, const T **vals, bool *uni,          \
                             run_state *rt, int64_t i0, int64_t n) {                                                    \
         for (int s = 0; s < ir->n_stores; s++) rt->stored[s] = false;                                                  \
+        rt->clean = ir->red_value < 0;                                                                                 \
         for (int v = 0; v < ir->n_insns; v++) {                                                                        \
             int end = chain_##SUF(ir, bufs, scratch, vals, uni, rt, v, i0, n);                                         \
             if (end >= 0)                                                                                              \
@@ -573,6 +782,7 @@ static bool chain_op(const td_ki_insn *p) {
         }                                                                                                              \
         for (int s = 0; s < ir->n_stores; s++) {                                                                       \
             if (rt->stored[s]) continue; /* a chain wrote it */                                                        \
+            rt->clean = false;                                                                                         \
             need_##SUF(ir, scratch, vals, rt, ir->store_value[s], n);                                                  \
             widen_##SUF(ir, scratch, vals, uni, ir->store_value[s], n);                                                \
             store_##SUF(ir->buf_dtype[ir->store_buf[s]], bufs[ir->store_buf[s]], i0, n, vals[ir->store_value[s]],      \
@@ -618,8 +828,21 @@ typedef struct run_ctx {
     double *partials;      /* [outer * chunks, inner] */
     int *uses;             /* per value: the instructions, stores and reduction that read it */
     bool *lazy;            /* per value: a load read raw (run_state) */
+    const prog *pr;        /* the region as one program, or NULL */
     _Atomic bool oom;      /* a worker found no memory for its scratch */
 } run_ctx;
+
+/* blocks [b0, b1) of a region that is one program: the program over their elements at once */
+static void run_prog_piece(void *user, int64_t b0, int64_t b1) {
+    run_ctx *c = user;
+    const td_kernel_ir *ir = c->ir;
+    bool stream = CAN_STREAM_ && ir->n * (int64_t)sizeof(float) >= STREAM_BYTES;
+    for (int t = 0; t < c->pr->n; t++) /* the stores' buffers aligned for 32-byte non-temporal stores */
+        if (c->pr->st[t].code >= PROG_STORE_T && ((uintptr_t)c->pr->st[t].b & 31)) stream = false;
+    int64_t i0 = b0 * BLK, end = b1 * BLK < ir->n ? b1 * BLK : ir->n;
+    prog_run(c->pr, stream, i0, end - i0);
+    if (stream) stream_fence();
+}
 
 static double red_init(int op) { return op == TD_MRED_AMAX ? -INFINITY : op == TD_MRED_AMIN ? INFINITY : 0; }
 
@@ -646,22 +869,26 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
             else
                 ((float *)scratch)[ir->insns[v].slot * BLK] = (float)ir->insns[v].value;
         }
-    for (int64_t b = b0; b < b1; b++) {
-        int64_t lo, hi, o = 0;
+    bool span = false; /* the last block ran clean (run_state): the rest of the piece as one block */
+    for (int64_t b = b0; b < b1;) {
+        int64_t lo, hi, o = 0, nb = 1;
         if (ir->red_value < 0) {
-            lo = b * BLK, hi = lo + BLK < ir->n ? lo + BLK : ir->n;
+            nb = span ? b1 - b : 1;
+            lo = b * BLK, hi = lo + nb * BLK < ir->n ? lo + nb * BLK : ir->n;
         } else {
             o = b / c->chunks;
             int64_t k0 = (b % c->chunks) * c->chunk, k1 = k0 + c->chunk < ir->k ? k0 + c->chunk : ir->k;
             lo = (o * ir->k + k0) * ir->inner, hi = (o * ir->k + k1) * ir->inner;
         }
         double *acc = ir->red_value >= 0 ? c->partials + b * ir->inner : NULL;
-        for (int64_t i0 = lo, j = 0; i0 < hi; i0 += BLK) {
-            int64_t n = hi - i0 < BLK ? hi - i0 : BLK;
+        b += nb;
+        for (int64_t i0 = lo, j = 0, step = nb > 1 ? hi - lo : BLK; i0 < hi; i0 += step) {
+            int64_t n = hi - i0 < step ? hi - i0 : step;
             if (f64)
                 block_f64(ir, c->bufs, scratch, (const double **)vals, uni, &rt, i0, n);
             else
                 block_f32(ir, c->bufs, scratch, (const float **)vals, uni, &rt, i0, n);
+            span = rt.clean;
             if (!acc) continue;
             if (f64)
                 j = fold_f64(ir->red_op, acc, ir->inner, j, vals[ir->red_value], n);
@@ -735,11 +962,16 @@ bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
     for (int s = 0; s < ir->n_stores; s++) c.uses[ir->store_value[s]]++;
     if (ir->red_value >= 0) c.uses[ir->red_value]++;
     bool ok;
-    if (ir->red_value < 0) {
+    prog *pr = ir->red_value < 0 ? malloc(sizeof *pr) : NULL;
+    if (pr && prog_build(ir, bufs, c.uses, c.lazy, pr)) c.pr = pr;
+    if (c.pr) {
+        td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_prog_piece, &c);
+        ok = true;
+    } else if (ir->red_value < 0) {
         td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_piece, &c);
         ok = !c.oom;
     } else
         ok = run_reduction(ir, bufs, &c, cost);
-    free(c.uses), free(c.lazy);
+    free(c.uses), free(c.lazy), free(pr);
     return ok;
 }

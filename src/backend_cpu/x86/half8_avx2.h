@@ -6,7 +6,8 @@
 ** without -mavx2 may call them from a function of the same target (HALF8_TARGET_).
 ** The bits equal cpu.h's scalar conversions (see convert_avx2.c's header).
 ** defines: HALF8_TARGET_, half8_bf16_load, half8_bf16_round, half8_bf16_pack,
-** half8_f16_load, half8_f16_round
+** half8_f16_load, half8_f16_round, half8_f16_load_op, half8_bf16_pack16_quiet,
+** half8_f16_pack16
 */
 #ifndef TRIDENT_CPU_HALF8_AVX2_H
 #define TRIDENT_CPU_HALF8_AVX2_H
@@ -58,6 +59,33 @@ HALF8_ __m128i half8_f16_round(__m256 v) {
     __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7FFF)), _mm_set1_epi16(0x7C00));
     __m128i q = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(0x7E00));
     return _mm_blendv_epi8(h, q, nan);
+}
+
+/* 8 f16 at x as 8 floats for an arithmetic op to read: vcvtph2ps alone, a NaN quieted (sign | 0x7FC00000 |
+** (mant << 13)); the op quiets half8_f16_load's NaN the same way, so its result has the same bits */
+HALF8_ __m256 half8_f16_load_op(const uint16_t *x) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x)); }
+
+/* 16 floats whose NaNs are quiet (results of + - * /) rounded to bf16, packed in order into 256 bits: as
+** half8_bf16_round, (x + 0x7FFF + ((x >> 16) & 1)) >> 16, a NaN x >> 16 (its bit 6 already set) */
+HALF8_ __m256i half8_bf16_pack16_quiet(__m256 v0, __m256 v1) {
+    const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7FFF);
+    __m256i x0 = _mm256_castps_si256(v0), x1 = _mm256_castps_si256(v1);
+    __m256i b0 = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(x0, 16), one), half);
+    __m256i b1 = _mm256_add_epi32(_mm256_and_si256(_mm256_srli_epi32(x1, 16), one), half);
+    b0 = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q)), b0); /* NaN: no rounding */
+    b1 = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(v1, v1, _CMP_UNORD_Q)), b1);
+    __m256i r0 = _mm256_srli_epi32(_mm256_add_epi32(x0, b0), 16), r1 = _mm256_srli_epi32(_mm256_add_epi32(x1, b1), 16);
+    /* packus interleaves 128-bit halves: [a0-3 b0-3 a4-7 b4-7]; the permute puts them in order */
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(r0, r1), 0xD8);
+}
+
+/* 16 floats rounded to f16 (vcvtps2ph, to nearest even), packed in order into 256 bits; a NaN (vcvtps2ph's is
+** quiet: sign | 0x7E00 | payload) is sign | 0x7E00, as half8_f16_round */
+HALF8_ __m256i half8_f16_pack16(__m256 v0, __m256 v1) {
+    const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m256i h = _mm256_set_m128i(_mm256_cvtps_ph(v1, rn), _mm256_cvtps_ph(v0, rn));
+    __m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(0x7C00));
+    return _mm256_andnot_si256(_mm256_and_si256(nan, _mm256_set1_epi16(0x01FF)), h);
 }
 
 #endif
