@@ -33,6 +33,9 @@
 #extension GL_KHR_memory_scope_semantics : require
 #endif
 #extension GL_KHR_shader_subgroup_basic : require
+#if !defined(COOPMAT_EMU)
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
@@ -148,6 +151,18 @@ int tile_shift(uint m) { return 141 - clamp(int(m >> 23), 15, 254); }
 // x 2^-t, x a sum of products of staged values whose shifts add to t (|t| <= 252)
 float unshift(float x, int t) { return x * exp2i(-(t / 2)) * exp2i(t / 2 - t); }
 
+// m into tmax[slot]: one shared atomic per subgroup (per invocation in the emulated kernels, which run where
+// subgroup arithmetic may be missing). In uniform control flow.
+#if defined(COOPMAT_EMU)
+#define TILE_MAX(slot, m) \
+    if ((m) != 0u) atomicMax(tmax[slot], (m));
+#else
+#define TILE_MAX(slot, m)                                 \
+    {                                                     \
+        uint sm_ = subgroupMax(m);                        \
+        if (subgroupElect() && sm_ != 0u) atomicMax(tmax[slot], sm_); \
+    }
+#endif
 // STAGE8's loads, the raw bf16 bits stored as they are, and the tile's largest magnitude into tmax[slot]
 #define STAGE_RAW(dst, at, src4, base, r0, rows, nr, slot)                                             \
     {                                                                                                  \
@@ -162,7 +177,7 @@ float unshift(float x, int t) { return x * exp2i(-(t / 2)) * exp2i(t / 2 - t); }
                 m_ = max(m_, max((w_[h_] << 16) & 0x7FFF0000u, w_[h_] & 0x7FFF0000u));                 \
             }                                                                                          \
         }                                                                                              \
-        if (m_ != 0u) atomicMax(tmax[slot], m_);                                                       \
+        TILE_MAX(slot, m_);                                                                            \
     }
 // rows 0 .. nr of dst from element at (LDH apart), raw bf16 bits, in place to the f16 of x 2^sh
 #define STAGE_SCALE(dst, at, nr, sh)                                                                   \
