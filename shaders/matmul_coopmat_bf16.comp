@@ -46,6 +46,7 @@ layout(constant_id = 4) const uint WN = 32;
 layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded (split-K slices, vk_ops_matmul.c)
 layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's
 layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
+layout(constant_id = 8) const uint PRESCALED = 0; // 1: a and b are already the staged f16 (matmul_bf16_scale.comp)
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
@@ -64,6 +65,7 @@ layout(binding = 2) writeonly buffer BO { uint16_t o[]; };
 layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
 layout(binding = 2) writeonly buffer BOF { float of[]; }; // F32_OUT
 layout(binding = 3) readonly buffer BKEYS { uint keys[]; };
+#include "bf16_scale.glsl"
 
 const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
 const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
@@ -105,58 +107,6 @@ uint la[RUNS_A], lbr[RUNS_B];
 vec4 sa_lo, sa_hi, sb_lo, sb_hi;
 uvec4 la4, lb4;
 
-int exp_of(uint key) { return clamp(key >= 0x80u ? int(key >> 7) : findMSB(key) - 6, 15, 254); }
-float scale_of(int e) { return uintBitsToFloat(uint(268 - e) << 23); }
-uint low_of(int e) { return (uint(max(e - 28, 1)) << 7) - 1u; }
-int exp_of_scale(float s) { return 268 - int(floatBitsToUint(s) >> 23); }
-
-// bf16 bits h -> f16 bits of h 2^(141 - e), exactly where representable (see the top)
-uint to_f16_slow(uint h, int e) {
-    uint sign = h & 0x8000u, ab = h & 0x7FFFu;
-    if (ab >= 0x7F80u) return sign | 0x7C00u | ((ab & 0x7Fu) << 3); // inf, nan
-    if (ab == 0u) return sign;
-    int ex = int(ab >> 7);
-    uint sig = ab & 0x7Fu;
-    if (ex == 0) { // bf16 subnormal: normalize, sig x 2^(ex - 134) with bit 7 set
-        int sh = 7 - findMSB(sig);
-        sig <<= uint(sh);
-        ex = 1 - sh;
-    } else {
-        sig |= 0x80u;
-    }
-    int e16 = ex + 29 - e; // <= 29
-    if (e16 >= 1) return sign | (uint(e16) << 10) | ((sig & 0x7Fu) << 3);
-    int r = -(e16 + 2); // f16 subnormal: sig x 2^(e16 + 2) units of 2^-24
-    uint q = 0u;
-    if (r <= 0) {
-        q = sig << uint(-r);
-    } else if (r < 9) {
-        q = sig >> uint(r);
-        uint rem = sig & ((1u << uint(r)) - 1u), half_ = 1u << uint(r - 1);
-        if (rem > half_ || (rem == half_ && (q & 1u) != 0u)) q++;
-    }
-    return sign | max(q, 1u);
-}
-
-// 8 bf16 (4 words, lanes lo / hi) -> 8 f16: lane scales s_lo[q], s_hi[q], slow-path bounds lw[q]
-uvec4 to_f16(uvec4 w, vec4 s_lo, vec4 s_hi, uvec4 lw) {
-    uvec4 ab = w & 0x7FFF7FFFu;
-    uvec4 g = (ab | 0x80008000u) - 0x00010001u; // lane bit 15: ab != 0
-    uvec4 g2 = g - lw;                          // lane bit 15: ab >= bound (no borrow out of a lane)
-    uvec4 bad = g & ~g2 & 0x80008000u;
-    uvec4 r;
-    if (any(notEqual(bad, uvec4(0u)))) {
-        [[unroll]] for (uint q = 0u; q < 4u; q++)
-            r[q] = to_f16_slow(w[q] & 0xFFFFu, exp_of_scale(s_lo[q])) |
-                   (to_f16_slow(w[q] >> 16, exp_of_scale(s_hi[q])) << 16);
-    } else {
-        [[unroll]] for (uint q = 0u; q < 4u; q++)
-            r[q] = packHalf2x16(vec2(uintBitsToFloat(w[q] << 16) * s_lo[q],
-                                     uintBitsToFloat(w[q] & 0xFFFF0000u) * s_hi[q]));
-    }
-    return r;
-}
-
 uint pack2(uint x, uint y) { return x | (y << 16); }
 
 // as matmul_coopmat.comp's load_tiles, on bf16 bits
@@ -193,37 +143,22 @@ void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
 }
 
 // converted to f16 here, after the multiplies of the step, so the loads stay in flight meanwhile
+// (PRESCALED: stored as loaded)
 void store_tiles(uint s) {
     uint t = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG;
         sm[(s * STAGE + (u / ARUN) * LDA + 8u * (u % ARUN)) / 8u] =
-            A_T != 0u ? to_f16(ra[i], sa_lo, sa_hi, la4) : to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
+            PRESCALED != 0u ? ra[i]
+            : A_T != 0u     ? to_f16(ra[i], sa_lo, sa_hi, la4)
+                            : to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
     }
     [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
         uint u = t + i * WG;
         sm[(s * STAGE + A_SZ + (u / BRUN) * LDB + 8u * (u % BRUN)) / 8u] =
-            B_T != 0u ? to_f16(rb[i], vec4(sb[i]), vec4(sb[i]), uvec4(lbr[i])) : to_f16(rb[i], sb_lo, sb_hi, lb4);
-    }
-}
-
-// the exponent E of key i of n (keys k0 + i; 0 past n)
-int exp_at(uint k0, uint i, uint n) { return exp_of(i < n ? keys[k0 + i] : 0u); }
-
-// one scale and bound for a run of index i (of n) whose lanes share it
-void run_scale(uint k0, uint i, uint n, out float sc, out uint lw) {
-    int e = exp_at(k0, i, n);
-    sc = scale_of(e);
-    lw = low_of(e) * 0x00010001u;
-}
-
-// the lane scales and bounds of runs starting at index i0 (of n): lanes 2q, 2q + 1
-void lane_scales(uint k0, uint i0, uint n, out vec4 lo, out vec4 hi, out uvec4 lw) {
-    [[unroll]] for (uint q = 0u; q < 4u; q++) {
-        int e0 = exp_at(k0, i0 + 2u * q, n), e1 = exp_at(k0, i0 + 2u * q + 1u, n);
-        lo[q] = scale_of(e0);
-        hi[q] = scale_of(e1);
-        lw[q] = low_of(e0) | (low_of(e1) << 16);
+            PRESCALED != 0u ? rb[i]
+            : B_T != 0u     ? to_f16(rb[i], vec4(sb[i]), vec4(sb[i]), uvec4(lbr[i]))
+                            : to_f16(rb[i], sb_lo, sb_hi, lb4);
     }
 }
 
@@ -247,15 +182,17 @@ void main() {
         ao += c * pc.a_bs[d];
         bo += c * pc.b_bs[d];
     }
-    if (A_T != 0u) {
-        lane_scales(ka, m0 + 8u * (t % ARUN), pc.M, sa_lo, sa_hi, la4);
-    } else {
-        [[unroll]] for (uint i = 0u; i < RUNS_A; i++) run_scale(ka, m0 + (t + i * WG) / ARUN, pc.M, sa[i], la[i]);
-    }
-    if (B_T != 0u) {
-        [[unroll]] for (uint i = 0u; i < RUNS_B; i++) run_scale(kb, n0 + (t + i * WG) / BRUN, pc.N, sb[i], lbr[i]);
-    } else {
-        lane_scales(kb, n0 + 8u * (t % BRUN), pc.N, sb_lo, sb_hi, lb4);
+    if (PRESCALED == 0u) { // the lane scales of the conversion
+        if (A_T != 0u) {
+            lane_scales(ka, m0 + 8u * (t % ARUN), pc.M, sa_lo, sa_hi, la4);
+        } else {
+            [[unroll]] for (uint i = 0u; i < RUNS_A; i++) run_scale(ka, m0 + (t + i * WG) / ARUN, pc.M, sa[i], la[i]);
+        }
+        if (B_T != 0u) {
+            [[unroll]] for (uint i = 0u; i < RUNS_B; i++) run_scale(kb, n0 + (t + i * WG) / BRUN, pc.N, sb[i], lbr[i]);
+        } else {
+            lane_scales(kb, n0 + 8u * (t % BRUN), pc.N, sb_lo, sb_hi, lb4);
+        }
     }
     bool avec = A_T != 0u ? vec_ok(pc.a_rs, pc.a_cs, ao, pc.M) : vec_ok(pc.a_cs, pc.a_rs, ao, pc.K);
     bool bvec = B_T != 0u ? vec_ok(pc.b_rs, pc.b_cs, bo, pc.K) : vec_ok(pc.b_cs, pc.b_rs, bo, pc.N);
