@@ -27,7 +27,8 @@
 // (plus the f32 accumulation and final bf16 rounding both paths have): 2^-14 of one f32
 // ulp of the largest term's scale. Rows within a 2^28 range (every real one) are exact.
 // Used after a self-test against a host reference (vk_ops_matmul.c).
-#ifdef COOPMAT_KHR
+#if defined(COOPMAT_EMU)
+#elif defined(COOPMAT_KHR)
 #extension GL_KHR_cooperative_matrix : require
 #else
 #extension GL_NV_cooperative_matrix : require
@@ -44,9 +45,8 @@ layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;
 layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded (split-K slices, vk_ops_matmul.c)
-layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's
+layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's, and bit 24 PRESCALED
 layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
-layout(constant_id = 8) const uint PRESCALED = 0; // 1: a and b are already the staged f16 (matmul_bf16_scale.comp)
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
@@ -70,6 +70,7 @@ layout(binding = 3) readonly buffer BKEYS { uint keys[]; };
 const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
 const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
 const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
+const uint PRESCALED = (TILE >> 24) & 1u; // 1: a and b are already the staged f16 (matmul_bf16_scale.comp)
 const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
 const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
 const uint A_SZ = AR * LDA, STAGE = A_SZ + BR * LDB, LDC = BN + 8u; // LDC in floats
@@ -77,7 +78,53 @@ const uint ARUN = (LDA - 8u) / 8u, BRUN = (LDB - 8u) / 8u;
 const uint FM = WM / LM, FN = WN / LN;
 shared uvec4 sm[SMV];
 
-#ifdef COOPMAT_KHR
+#if defined(COOPMAT_EMU)
+// -DCOOPMAT_EMU=1 (matmul_coopmat_emu_bf16, which TRIDENT_VULKAN_COOPMAT_BF16=emulated runs on any device, e.g.
+// lavapipe, so that the tests check the staging, the prescaled copies and the epilogue): 16 x 16 x 16 fragments
+// over virtual 32-invocation subgroups, as attention_coopmat.glsl's: lane l holds of an A fragment row l/2 (16),
+// of a B fragment columns 8 (l%2) .. +8 (16 x 8), of an accumulator row l/2, columns 8 (l%2) .. +8; products of
+// the f16 values summed in f32, as on tensor cores.
+struct CMA { float x[16]; };
+struct CMB { float x[128]; };
+struct CMC { float x[8]; };
+#define HALF CMA
+#define HALFB CMB
+#define ACCM CMC
+uint emu_r(uint len, uint i) { return len == 128u ? i / 8u : (gl_LocalInvocationID.x % 32u) / 2u; }
+uint emu_c(uint len, uint i) { return len == 16u ? i : (gl_LocalInvocationID.x % 2u) * 8u + (len == 128u ? i % 8u : i); }
+float emu_half(uint e) { // f16 element e of sm
+    vec2 v = unpackHalf2x16(sm[e / 8u][(e % 8u) / 2u]);
+    return (e & 1u) != 0u ? v.y : v.x;
+}
+void emu_store(uint e, float v) { sm[e / 4u][e % 4u] = floatBitsToUint(v); } // f32 element e of sm
+#define EMU_N(m) uint(m.x.length())
+#define CM_LOAD(m, at, stride)                                                                                    \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                                        \
+    m.x[i_] = emu_half((at) * 8u + emu_r(EMU_N(m), i_) * (stride) * 8u + emu_c(EMU_N(m), i_))
+#define CM_LOAD_T(m, at, stride)                                                                                  \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                                        \
+    m.x[i_] = emu_half((at) * 8u + emu_c(EMU_N(m), i_) * (stride) * 8u + emu_r(EMU_N(m), i_))
+#define CM_STORE(m, at, stride)                                                                                   \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                                        \
+    emu_store((at) * 4u + emu_r(EMU_N(m), i_) * (stride) * 4u + emu_c(EMU_N(m), i_), m.x[i_])
+#define CM_MULADD emu_mad
+#define CM_ZERO emu_zero()
+#define SUBGROUP_ID (gl_LocalInvocationID.x / 32u)
+CMC emu_zero() {
+    CMC m;
+    for (uint i = 0u; i < 8u; i++) m.x[i] = 0.0;
+    return m;
+}
+// c + a b on this lane's 8 elements
+CMC emu_mad(CMA a, CMB b, CMC c) {
+    for (uint j = 0u; j < 8u; j++) {
+        float s = c.x[j];
+        for (uint k = 0u; k < 16u; k++) s += a.x[k] * b.x[k * 8u + j];
+        c.x[j] = s;
+    }
+    return c;
+}
+#elif defined(COOPMAT_KHR)
 #define HALF coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
 #define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
 #define ACCM coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
@@ -85,6 +132,8 @@ shared uvec4 sm[SMV];
 #define CM_LOAD_T(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define CM_STORE(m, at, stride) coopMatStore(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_MULADD coopMatMulAdd
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
 #else
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
 #define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
@@ -93,6 +142,8 @@ shared uvec4 sm[SMV];
 #define CM_LOAD_T(m, at, stride) coopMatLoadNV(m, sm, at, stride, true)
 #define CM_STORE(m, at, stride) coopMatStoreNV(m, sm, at, stride, false)
 #define CM_MULADD coopMatMulAddNV
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
 #endif
 
 const uint RUNS_A = BM * BK / 8u / WG, RUNS_B = BN * BK / 8u / WG;
@@ -196,10 +247,10 @@ void main() {
     }
     bool avec = A_T != 0u ? vec_ok(pc.a_rs, pc.a_cs, ao, pc.M) : vec_ok(pc.a_cs, pc.a_rs, ao, pc.K);
     bool bvec = B_T != 0u ? vec_ok(pc.b_rs, pc.b_cs, bo, pc.K) : vec_ok(pc.b_cs, pc.b_rs, bo, pc.N);
-    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
+    uint sg = SUBGROUP_ID, wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
     ACCM acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
-        [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
+        [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_ZERO;
     load_tiles(0u, ao, bo, avec, bvec);
     store_tiles(0u);
     barrier();

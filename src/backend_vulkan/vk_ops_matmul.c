@@ -266,9 +266,9 @@ static const uint16_t COOP_TILES[][6] = {
 #define COOP_WIDE_MIN_GROUPS 128
 
 /* A cooperative-matrix kernel's launch: its specialization constants (matmul_coopmat*.comp: WG, LM, LN,
-** LK, WN, F32_OUT, TILE, SMV; the bf16 kernel's PRESCALED, set by its caller) and workgroup tile. */
+** LK, WN, F32_OUT, TILE, SMV; TILE's bit 24 the bf16 kernel's PRESCALED, set by its caller) and workgroup tile. */
 typedef struct coop_launch {
-    uint32_t spec[9], bm, bn;
+    uint32_t spec[8], bm, bn;
 } coop_launch;
 
 /* Shared memory (bytes) of tile t with A (B) staged transposed where at (bt), the result going out in
@@ -281,6 +281,14 @@ static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint
     *epi = wm;
     while (*epi * row > stages && *epi / 2 >= 16 && (*epi / 2) % lm == 0) *epi /= 2;
     return stages > *epi * row ? stages : *epi * row;
+}
+
+/* Whether TRIDENT_VULKAN_COOPMAT_BF16=emulated: bf16 products on the bf16 kernel's emulated variant
+** (matmul_coopmat_emu_bf16: 16 x 16 x 16 fragments over virtual 32-invocation subgroups, element by element)
+** on any device, lavapipe included, without the self-test, so that the tests run the kernel's logic. */
+static bool bf16_emu(void) {
+    const char *env = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    return env && !strcmp(env, "emulated");
 }
 
 /* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp, f32_out its
@@ -303,7 +311,9 @@ static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t
     if (st != TD_OK) return st;
 retry:;
     const uint16_t *t = COOP_TILES[idx];
-    const uint32_t *cs = d->caps.coopmat_shape, sg = d->caps.subgroup_size;
+    static const uint32_t EMU_SHAPE[3] = {16, 16, 16};
+    bool emu = bf16 && bf16_emu();
+    const uint32_t *cs = emu ? EMU_SHAPE : d->caps.coopmat_shape, sg = emu ? 32 : d->caps.subgroup_size;
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
     uint32_t wg = bn % wn ? 0 : (bm / wm) * (bn / wn) * sg;
     bool at = trans && pc->a_rs == 1 && pc->a_cs != 1, bt = trans && pc->b_rs == 1 && pc->b_cs != 1;
@@ -313,8 +323,8 @@ retry:;
     ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
     if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
         (bm * bk / 8) % wg || (bn * bk / 8) % wg || wg % (bm / 8) || wg % (bn / 8) || shared > d->caps.shared_mem) {
-        if (!forced && idx != 0) { /* a default the device cannot run: tile 0 */
-            idx = 0;
+        if (!forced && idx != 6) { /* a default the device cannot run: tile 0, then 6 (one stage) */
+            idx = idx == 0 ? 6 : 0;
             goto retry;
         }
         return td_error_set(TD_ERR_MISUSE,
@@ -325,12 +335,13 @@ retry:;
     }
     uint32_t tile = bm / 16 | bn / 16 << 5 | bk / 16 << 10 | wm / 16 << 13 | (uint32_t)at << 17 | (uint32_t)bt << 18 |
                     epi / 16 << 19 | (t[5] - 1u) << 23;
-    *l = (coop_launch){{wg, cs[0], cs[1], cs[2], wn, f32_out, tile, shared / 16, 0}, bm, bn};
+    *l = (coop_launch){{wg, cs[0], cs[1], cs[2], wn, f32_out, tile, shared / 16}, bm, bn};
     return TD_OK;
 }
 
-/* The bf16 kernel of d's cooperative-matrix path, or -1 where this build lacks it. */
+/* The bf16 kernel of d's cooperative-matrix path (or the emulated one), or -1 where this build lacks it. */
 static int bf16_shader(const vk_dev *d) {
+    if (bf16_emu()) return VK_SHADER_matmul_coopmat_emu_bf16;
     return d->caps.coopmat == VK_COOPMAT_KHR ? vk_variant_id("matmul_coopmat_khr_bf16") : VK_SHADER_matmul_coopmat_bf16;
 }
 
@@ -445,7 +456,7 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
         .mm = q, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
     coop_launch l;
     if (st == TD_OK && (st = coop_launch_of(d, &q, S > 1 ? S : per, true, S > 1, &l)) == TD_OK)
-        l.spec[8] = f16 != NULL; /* PRESCALED */
+        l.spec[6] |= (uint32_t)(f16 != NULL) << 24; /* PRESCALED */
     td_buffer *parts = NULL;
     if (S > 1 && st == TD_OK) { /* the slices as a batch dim of S entries; every slice reads the same keys */
         uint32_t kc = pc->K / (uint32_t)S;
@@ -456,7 +467,7 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     }
     for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
         p.mm.zbase = (uint32_t)z;
-        st = vk_dispatch(d, bf16_shader(d), l.spec, 9, 4, b4, &p, sizeof p, (pc->N + l.bn - 1) / l.bn,
+        st = vk_dispatch(d, bf16_shader(d), l.spec, 8, 4, b4, &p, sizeof p, (pc->N + l.bn - 1) / l.bn,
                          (pc->M + l.bm - 1) / l.bm, (uint32_t)(per - z < 65535 ? per - z : 65535));
     }
     if (parts && st == TD_OK)
@@ -643,11 +654,11 @@ static bool coopmat_selftest(vk_dev *d, td_dtype dt) {
 
 /* Whether op is a bf16 product for the tensor cores: where d has them, unless
 ** TRIDENT_VULKAN_COOPMAT_BF16=0, with the kernel of d's path in this build, once its
-** self-test passed (run on first use; a failure is said on stderr). */
+** self-test passed (run on first use; a failure is said on stderr); under =emulated, always. */
 static bool bf16_coop(vk_dev *d, const td_op *op) {
-    if (op->in[0].dtype != TD_BF16 || op->in[1].dtype != TD_BF16 || op->out[0].dtype != TD_BF16 ||
-        d->coopmat_state == 0 || bf16_shader(d) < 0)
-        return false;
+    if (op->in[0].dtype != TD_BF16 || op->in[1].dtype != TD_BF16 || op->out[0].dtype != TD_BF16) return false;
+    if (bf16_emu()) return true;
+    if (d->coopmat_state == 0 || bf16_shader(d) < 0) return false;
     const char *env = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
     if (env && !strcmp(env, "0")) return false;
     if (d->coopmat_bf16_state == 0) {
