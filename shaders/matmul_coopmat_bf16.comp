@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // MATMUL for bf16 on the f16 tensor cores (NV, or with -DCOOPMAT_KHR=1 KHR cooperative
-// matrices): out[z] = a[z] @ b[z], all bf16, f32 accumulation, out rounded once to bf16.
+// matrices; -DCOOPMAT_EMU=1 emulated, below): out[z] = a[z] @ b[z], all bf16, f32 accumulation, out rounded once to bf16.
 // The tiling, staging (layouts A_T, B_T included) and push block are matmul_coopmat.comp's
 // (read it first; the result goes out EPI rows at a time as f32, EPI x (BN + 8) floats), plus
 // keys: binding 3 holds, per row i of a and per column j of b, the largest finite
@@ -26,6 +26,11 @@
 //   |out_ij - (f32 GEMM)_ij| <~ 2^-38 (max_k|a_ik| sum_k|b_kj| + max_k|b_kj| sum_k|a_ik|)
 // (plus the f32 accumulation and final bf16 rounding both paths have): 2^-14 of one f32
 // ulp of the largest term's scale. Rows within a 2^28 range (every real one) are exact.
+// PRESCALED (TILE's bit 24): a and b are already these f16 (matmul_bf16_scale.comp wrote them with the same
+// conversion, bf16_scale.glsl, in runs of 8 that start where the kernel's do), staged as loaded, so the K loop
+// does no conversion; the keys then serve only the epilogue. (Where runs start elsewhere, under
+// TRIDENT_VK_COOP_TRANS=0 or split-K slices not a multiple of 8 long, only a NaN's payload may differ: to_f16
+// takes one path per run.)
 // Used after a self-test against a host reference (vk_ops_matmul.c).
 #if defined(COOPMAT_EMU)
 #elif defined(COOPMAT_KHR)

@@ -52,10 +52,16 @@
 **
 ** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
-** and column of b into a scratch buffer on the device (no host read), and the kernel
-** stages each bf16 as the f16 of x times a power of two of its row (column), exact
-** within 2^28 of that max, undoing the scales on the f32 result (the bound and the
-** inf/NaN rules are in the shader). Where the device has cooperative matrices, unless
+** and column of b into a scratch buffer on the device (no host read); each bf16 is staged
+** as the f16 of x times a power of two of its row (column), exact within 2^28 of that
+** max, and the kernel undoes the scales on the f32 result (the bound and the inf/NaN
+** rules are in the shader). The conversion runs ahead of the kernel by default
+** (shaders/matmul_bf16_scale.comp writes scaled f16 copies of a and b, (M K + K N) 2 bytes
+** per batch entry, freed after the product; the kernel then stages them as loaded, out of
+** its K loop); TRIDENT_VK_BF16_PRESCALE=0 (read on each product) converts inside the
+** K loop as before: the same f16 in shared memory, the same bits out (test_vulkan_bf16mm's
+** prescale). TRIDENT_VULKAN_COOPMAT_BF16=emulated runs the kernel's emulated variant on any
+** device (lavapipe), for the tests. Where the device has cooperative matrices, unless
 ** TRIDENT_VULKAN_COOPMAT_BF16=0, after its own self-test (rows and columns scaled
 ** 2^-30 .. 2^30); products of more than 3 merged batch dims, or more than 2^19 rows
 ** in a pre-pass grid, take the tiled kernel. A weight gradient's few output tiles over a long K
