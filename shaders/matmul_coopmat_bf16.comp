@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // MATMUL for bf16 on the f16 tensor cores (NV, or with -DCOOPMAT_KHR=1 KHR cooperative
-// matrices): out[z] = a[z] @ b[z], all bf16, f32 accumulation, out rounded once to bf16.
+// matrices; -DCOOPMAT_EMU=1 emulated, below): out[z] = a[z] @ b[z], all bf16, f32 accumulation, out rounded once to bf16.
 // The tiling, staging (layouts A_T, B_T included) and push block are matmul_coopmat.comp's
 // (read it first; the result goes out EPI rows at a time as f32, EPI x (BN + 8) floats), plus
 // keys: binding 3 holds, per row i of a and per column j of b, the largest finite
@@ -26,8 +26,14 @@
 //   |out_ij - (f32 GEMM)_ij| <~ 2^-38 (max_k|a_ik| sum_k|b_kj| + max_k|b_kj| sum_k|a_ik|)
 // (plus the f32 accumulation and final bf16 rounding both paths have): 2^-14 of one f32
 // ulp of the largest term's scale. Rows within a 2^28 range (every real one) are exact.
+// PRESCALED (TILE's bit 24): a and b are already these f16 (matmul_bf16_scale.comp wrote them with the same
+// conversion, bf16_scale.glsl, in runs of 8 that start where the kernel's do), staged as loaded, so the K loop
+// does no conversion; the keys then serve only the epilogue. (Where runs start elsewhere, under
+// TRIDENT_VK_COOP_TRANS=0 or split-K slices not a multiple of 8 long, only a NaN's payload may differ: to_f16
+// takes one path per run.)
 // Used after a self-test against a host reference (vk_ops_matmul.c).
-#ifdef COOPMAT_KHR
+#if defined(COOPMAT_EMU)
+#elif defined(COOPMAT_KHR)
 #extension GL_KHR_cooperative_matrix : require
 #else
 #extension GL_NV_cooperative_matrix : require
@@ -44,7 +50,7 @@ layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;
 layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded (split-K slices, vk_ops_matmul.c)
-layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's
+layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's, and bit 24 PRESCALED
 layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
 layout(local_size_x_id = 0) in;
 
@@ -64,10 +70,12 @@ layout(binding = 2) writeonly buffer BO { uint16_t o[]; };
 layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
 layout(binding = 2) writeonly buffer BOF { float of[]; }; // F32_OUT
 layout(binding = 3) readonly buffer BKEYS { uint keys[]; };
+#include "bf16_scale.glsl"
 
 const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
 const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
 const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
+const uint PRESCALED = (TILE >> 24) & 1u; // 1: a and b are already the staged f16 (matmul_bf16_scale.comp)
 const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
 const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
 const uint A_SZ = AR * LDA, STAGE = A_SZ + BR * LDB, LDC = BN + 8u; // LDC in floats
@@ -75,7 +83,53 @@ const uint ARUN = (LDA - 8u) / 8u, BRUN = (LDB - 8u) / 8u;
 const uint FM = WM / LM, FN = WN / LN;
 shared uvec4 sm[SMV];
 
-#ifdef COOPMAT_KHR
+#if defined(COOPMAT_EMU)
+// -DCOOPMAT_EMU=1 (matmul_coopmat_emu_bf16, which TRIDENT_VULKAN_COOPMAT_BF16=emulated runs on any device, e.g.
+// lavapipe, so that the tests check the staging, the prescaled copies and the epilogue): 16 x 16 x 16 fragments
+// over virtual 32-invocation subgroups, as attention_coopmat.glsl's: lane l holds of an A fragment row l/2 (16),
+// of a B fragment columns 8 (l%2) .. +8 (16 x 8), of an accumulator row l/2, columns 8 (l%2) .. +8; products of
+// the f16 values summed in f32, as on tensor cores.
+struct CMA { float x[16]; };
+struct CMB { float x[128]; };
+struct CMC { float x[8]; };
+#define HALF CMA
+#define HALFB CMB
+#define ACCM CMC
+uint emu_r(uint len, uint i) { return len == 128u ? i / 8u : (gl_LocalInvocationID.x % 32u) / 2u; }
+uint emu_c(uint len, uint i) { return len == 16u ? i : (gl_LocalInvocationID.x % 2u) * 8u + (len == 128u ? i % 8u : i); }
+float emu_half(uint e) { // f16 element e of sm
+    vec2 v = unpackHalf2x16(sm[e / 8u][(e % 8u) / 2u]);
+    return (e & 1u) != 0u ? v.y : v.x;
+}
+void emu_store(uint e, float v) { sm[e / 4u][e % 4u] = floatBitsToUint(v); } // f32 element e of sm
+#define EMU_N(m) uint(m.x.length())
+#define CM_LOAD(m, at, stride)                                                                                    \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                                        \
+    m.x[i_] = emu_half((at) * 8u + emu_r(EMU_N(m), i_) * (stride) * 8u + emu_c(EMU_N(m), i_))
+#define CM_LOAD_T(m, at, stride)                                                                                  \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                                        \
+    m.x[i_] = emu_half((at) * 8u + emu_c(EMU_N(m), i_) * (stride) * 8u + emu_r(EMU_N(m), i_))
+#define CM_STORE(m, at, stride)                                                                                   \
+    for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                                        \
+    emu_store((at) * 4u + emu_r(EMU_N(m), i_) * (stride) * 4u + emu_c(EMU_N(m), i_), m.x[i_])
+#define CM_MULADD emu_mad
+#define CM_ZERO emu_zero()
+#define SUBGROUP_ID (gl_LocalInvocationID.x / 32u)
+CMC emu_zero() {
+    CMC m;
+    for (uint i = 0u; i < 8u; i++) m.x[i] = 0.0;
+    return m;
+}
+// c + a b on this lane's 8 elements
+CMC emu_mad(CMA a, CMB b, CMC c) {
+    for (uint j = 0u; j < 8u; j++) {
+        float s = c.x[j];
+        for (uint k = 0u; k < 16u; k++) s += a.x[k] * b.x[k * 8u + j];
+        c.x[j] = s;
+    }
+    return c;
+}
+#elif defined(COOPMAT_KHR)
 #define HALF coopmat<float16_t, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA>
 #define HALFB coopmat<float16_t, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB>
 #define ACCM coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>
@@ -83,6 +137,8 @@ shared uvec4 sm[SMV];
 #define CM_LOAD_T(m, at, stride) coopMatLoad(m, sm, at, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define CM_STORE(m, at, stride) coopMatStore(m, sm, at, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_MULADD coopMatMulAdd
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
 #else
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, LM, LK>
 #define HALFB fcoopmatNV<16, gl_ScopeSubgroup, LK, LN>
@@ -91,6 +147,8 @@ shared uvec4 sm[SMV];
 #define CM_LOAD_T(m, at, stride) coopMatLoadNV(m, sm, at, stride, true)
 #define CM_STORE(m, at, stride) coopMatStoreNV(m, sm, at, stride, false)
 #define CM_MULADD coopMatMulAddNV
+#define CM_ZERO ACCM(0.0)
+#define SUBGROUP_ID gl_SubgroupID
 #endif
 
 const uint RUNS_A = BM * BK / 8u / WG, RUNS_B = BN * BK / 8u / WG;
@@ -104,58 +162,6 @@ float sa[RUNS_A], sb[RUNS_B];
 uint la[RUNS_A], lbr[RUNS_B];
 vec4 sa_lo, sa_hi, sb_lo, sb_hi;
 uvec4 la4, lb4;
-
-int exp_of(uint key) { return clamp(key >= 0x80u ? int(key >> 7) : findMSB(key) - 6, 15, 254); }
-float scale_of(int e) { return uintBitsToFloat(uint(268 - e) << 23); }
-uint low_of(int e) { return (uint(max(e - 28, 1)) << 7) - 1u; }
-int exp_of_scale(float s) { return 268 - int(floatBitsToUint(s) >> 23); }
-
-// bf16 bits h -> f16 bits of h 2^(141 - e), exactly where representable (see the top)
-uint to_f16_slow(uint h, int e) {
-    uint sign = h & 0x8000u, ab = h & 0x7FFFu;
-    if (ab >= 0x7F80u) return sign | 0x7C00u | ((ab & 0x7Fu) << 3); // inf, nan
-    if (ab == 0u) return sign;
-    int ex = int(ab >> 7);
-    uint sig = ab & 0x7Fu;
-    if (ex == 0) { // bf16 subnormal: normalize, sig x 2^(ex - 134) with bit 7 set
-        int sh = 7 - findMSB(sig);
-        sig <<= uint(sh);
-        ex = 1 - sh;
-    } else {
-        sig |= 0x80u;
-    }
-    int e16 = ex + 29 - e; // <= 29
-    if (e16 >= 1) return sign | (uint(e16) << 10) | ((sig & 0x7Fu) << 3);
-    int r = -(e16 + 2); // f16 subnormal: sig x 2^(e16 + 2) units of 2^-24
-    uint q = 0u;
-    if (r <= 0) {
-        q = sig << uint(-r);
-    } else if (r < 9) {
-        q = sig >> uint(r);
-        uint rem = sig & ((1u << uint(r)) - 1u), half_ = 1u << uint(r - 1);
-        if (rem > half_ || (rem == half_ && (q & 1u) != 0u)) q++;
-    }
-    return sign | max(q, 1u);
-}
-
-// 8 bf16 (4 words, lanes lo / hi) -> 8 f16: lane scales s_lo[q], s_hi[q], slow-path bounds lw[q]
-uvec4 to_f16(uvec4 w, vec4 s_lo, vec4 s_hi, uvec4 lw) {
-    uvec4 ab = w & 0x7FFF7FFFu;
-    uvec4 g = (ab | 0x80008000u) - 0x00010001u; // lane bit 15: ab != 0
-    uvec4 g2 = g - lw;                          // lane bit 15: ab >= bound (no borrow out of a lane)
-    uvec4 bad = g & ~g2 & 0x80008000u;
-    uvec4 r;
-    if (any(notEqual(bad, uvec4(0u)))) {
-        [[unroll]] for (uint q = 0u; q < 4u; q++)
-            r[q] = to_f16_slow(w[q] & 0xFFFFu, exp_of_scale(s_lo[q])) |
-                   (to_f16_slow(w[q] >> 16, exp_of_scale(s_hi[q])) << 16);
-    } else {
-        [[unroll]] for (uint q = 0u; q < 4u; q++)
-            r[q] = packHalf2x16(vec2(uintBitsToFloat(w[q] << 16) * s_lo[q],
-                                     uintBitsToFloat(w[q] & 0xFFFF0000u) * s_hi[q]));
-    }
-    return r;
-}
 
 uint pack2(uint x, uint y) { return x | (y << 16); }
 
@@ -193,37 +199,22 @@ void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
 }
 
 // converted to f16 here, after the multiplies of the step, so the loads stay in flight meanwhile
+// (PRESCALED: stored as loaded)
 void store_tiles(uint s) {
     uint t = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG;
         sm[(s * STAGE + (u / ARUN) * LDA + 8u * (u % ARUN)) / 8u] =
-            A_T != 0u ? to_f16(ra[i], sa_lo, sa_hi, la4) : to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
+            PRESCALED != 0u ? ra[i]
+            : A_T != 0u     ? to_f16(ra[i], sa_lo, sa_hi, la4)
+                            : to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
     }
     [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
         uint u = t + i * WG;
         sm[(s * STAGE + A_SZ + (u / BRUN) * LDB + 8u * (u % BRUN)) / 8u] =
-            B_T != 0u ? to_f16(rb[i], vec4(sb[i]), vec4(sb[i]), uvec4(lbr[i])) : to_f16(rb[i], sb_lo, sb_hi, lb4);
-    }
-}
-
-// the exponent E of key i of n (keys k0 + i; 0 past n)
-int exp_at(uint k0, uint i, uint n) { return exp_of(i < n ? keys[k0 + i] : 0u); }
-
-// one scale and bound for a run of index i (of n) whose lanes share it
-void run_scale(uint k0, uint i, uint n, out float sc, out uint lw) {
-    int e = exp_at(k0, i, n);
-    sc = scale_of(e);
-    lw = low_of(e) * 0x00010001u;
-}
-
-// the lane scales and bounds of runs starting at index i0 (of n): lanes 2q, 2q + 1
-void lane_scales(uint k0, uint i0, uint n, out vec4 lo, out vec4 hi, out uvec4 lw) {
-    [[unroll]] for (uint q = 0u; q < 4u; q++) {
-        int e0 = exp_at(k0, i0 + 2u * q, n), e1 = exp_at(k0, i0 + 2u * q + 1u, n);
-        lo[q] = scale_of(e0);
-        hi[q] = scale_of(e1);
-        lw[q] = low_of(e0) | (low_of(e1) << 16);
+            PRESCALED != 0u ? rb[i]
+            : B_T != 0u     ? to_f16(rb[i], vec4(sb[i]), vec4(sb[i]), uvec4(lbr[i]))
+                            : to_f16(rb[i], sb_lo, sb_hi, lb4);
     }
 }
 
@@ -247,22 +238,24 @@ void main() {
         ao += c * pc.a_bs[d];
         bo += c * pc.b_bs[d];
     }
-    if (A_T != 0u) {
-        lane_scales(ka, m0 + 8u * (t % ARUN), pc.M, sa_lo, sa_hi, la4);
-    } else {
-        [[unroll]] for (uint i = 0u; i < RUNS_A; i++) run_scale(ka, m0 + (t + i * WG) / ARUN, pc.M, sa[i], la[i]);
-    }
-    if (B_T != 0u) {
-        [[unroll]] for (uint i = 0u; i < RUNS_B; i++) run_scale(kb, n0 + (t + i * WG) / BRUN, pc.N, sb[i], lbr[i]);
-    } else {
-        lane_scales(kb, n0 + 8u * (t % BRUN), pc.N, sb_lo, sb_hi, lb4);
+    if (PRESCALED == 0u) { // the lane scales of the conversion
+        if (A_T != 0u) {
+            lane_scales(ka, m0 + 8u * (t % ARUN), pc.M, sa_lo, sa_hi, la4);
+        } else {
+            [[unroll]] for (uint i = 0u; i < RUNS_A; i++) run_scale(ka, m0 + (t + i * WG) / ARUN, pc.M, sa[i], la[i]);
+        }
+        if (B_T != 0u) {
+            [[unroll]] for (uint i = 0u; i < RUNS_B; i++) run_scale(kb, n0 + (t + i * WG) / BRUN, pc.N, sb[i], lbr[i]);
+        } else {
+            lane_scales(kb, n0 + 8u * (t % BRUN), pc.N, sb_lo, sb_hi, lb4);
+        }
     }
     bool avec = A_T != 0u ? vec_ok(pc.a_rs, pc.a_cs, ao, pc.M) : vec_ok(pc.a_cs, pc.a_rs, ao, pc.K);
     bool bvec = B_T != 0u ? vec_ok(pc.b_rs, pc.b_cs, bo, pc.K) : vec_ok(pc.b_cs, pc.b_rs, bo, pc.N);
-    uint sg = gl_SubgroupID, wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
+    uint sg = SUBGROUP_ID, wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
     ACCM acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
-        [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
+        [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_ZERO;
     load_tiles(0u, ao, bo, avec, bvec);
     store_tiles(0u);
     barrier();

@@ -2,7 +2,10 @@
 ** bf16 MATMUL on vulkan:0 (vk_ops_matmul.c): on the f16 tensor cores with per-row and
 ** per-column power-of-two scaling where the device has cooperative matrices, else the
 ** tiled kernel. Every case holds for both paths and runs on each device (the path is
-** printed); switch_off needs the cooperative-matrix path and skips without it.
+** printed); switch_off needs the cooperative-matrix path and skips without it. Under
+** TRIDENT_VULKAN_COOPMAT_BF16=emulated every case runs the kernel's emulated variant (any device, lavapipe
+** included); prescale compares TRIDENT_VK_BF16_PRESCALE 0 and 1 bit for bit, on that variant where the device
+** has no cooperative matrices.
 ** Each output must be the bf16 rounding of a value within f32 accumulation error of
 ** the double-precision product of the same bf16 inputs: in
 ** [bf16(ref - tol), bf16(ref + tol)], tol = 2^-16 sum_k |a_ik b_kj| (bf16 rounding of
@@ -10,7 +13,7 @@
 */
 #include "vulkan_harness.h"
 
-#define TESTS(X) X(shapes) X(transposed) X(wide_range) X(inf_nan) X(switch_off)
+#define TESTS(X) X(shapes) X(transposed) X(wide_range) X(inf_nan) X(switch_off) X(prescale)
 
 static bool coop; /* vulkan:0 runs bf16 on cooperative matrices */
 
@@ -19,8 +22,11 @@ static void setup_bf16(void) {
     td_device_info info;
     ASSERT_OK(be->iface->device_info(0, &info));
     const char *sw = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
-    coop = !strstr(info.features, "coopmat=none") && !(sw && !strcmp(sw, "0"));
-    printf("  bf16 matmul path: %s\n", coop ? "cooperative matrix (f16, scaled)" : "tiled kernel");
+    bool emu = sw && !strcmp(sw, "emulated");
+    coop = !strstr(info.features, "coopmat=none") && !(sw && !strcmp(sw, "0")) && !emu;
+    printf("  bf16 matmul path: %s\n", emu    ? "cooperative-matrix kernel, emulated"
+                                       : coop ? "cooperative matrix (f16, scaled)"
+                                              : "tiled kernel");
 }
 
 static uint16_t bf16_of(double v) { /* round to nearest even */
@@ -160,6 +166,82 @@ TEST(switch_off) {
     unsetenv("TRIDENT_VULKAN_COOPMAT_BF16");
     printf("  switch off: %g\n", bf16_val(o[0]));
     ASSERT(bf16_val(o[0]) == ldexp(1, 40));
+    check_clean();
+}
+
+/* a [B, M, K] @ b under TRIDENT_VK_BF16_PRESCALE=pre into out [B, M, N]: b [B, K, N] where bb, else [K, N]
+** shared by the entries; a (b) stored with its last two dims swapped where at (bt) */
+static void batched_mm(const char *pre, int B, int M, int K, int N, bool at, bool bt, bool bb, const uint16_t *a,
+                       const uint16_t *b, uint16_t *out) {
+    setenv("TRIDENT_VK_BF16_PRESCALE", pre, 1);
+    int64_t as[3] = {B, at ? K : M, at ? M : K}, bs[3] = {B, bt ? N : K, bt ? K : N};
+    td_operand in[2] = {dev_tensor(TD_BF16, 3, as, a), dev_tensor(TD_BF16, bb ? 3 : 2, bb ? bs : bs + 1, b)};
+    bool tr[2] = {at, bt};
+    for (int i = 0; i < 2; i++) {
+        int n = in[i].ndim;
+        if (!tr[i]) continue;
+        int64_t t = in[i].shape[n - 1];
+        in[i].shape[n - 1] = in[i].shape[n - 2], in[i].shape[n - 2] = t;
+        t = in[i].strides[n - 1];
+        in[i].strides[n - 1] = in[i].strides[n - 2], in[i].strides[n - 2] = t;
+    }
+    td_operand o = dev_tensor(TD_BF16, 3, (int64_t[]){B, M, N}, NULL);
+    td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &o};
+    run(&op);
+    fetch(&o, out);
+    for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
+    be->iface->buffer_free(o.buf);
+    unsetenv("TRIDENT_VK_BF16_PRESCALE");
+}
+
+/* bf16 values the conversion treats apart: per row a scale 2^-40 .. 2^40, and among ordinary values ones 2^-35
+** below it (the slow path: f16 subnormals, rounded), bf16 subnormals, +-0 */
+static uint16_t tricky(int row) {
+    double u = urand(), x = srand1() * ldexp(1, (row * 7) % 81 - 40);
+    return u < 0.06   ? bf16_of(x * ldexp(1, -35))
+           : u < 0.09 ? (uint16_t)((urand() < 0.5 ? 0x8000 : 0) | (1 + (int)(urand() * 127)))
+           : u < 0.1  ? (urand() < 0.5 ? 0x8000 : 0)
+                      : bf16_of(x);
+}
+
+/* The prescaled f16 copies (shaders/matmul_bf16_scale.comp) stage exactly what the kernel's own conversion does:
+** TRIDENT_VK_BF16_PRESCALE 0 and 1 give the same bits (NaN as NaN) on row-major and transposed operands, odd
+** sizes (unaligned runs), batches with b shared or not, a split K, and infs and NaNs */
+TEST(prescale) {
+    setup_bf16();
+    const char *sw = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    if (sw && !strcmp(sw, "0")) TEST_SKIP("TRIDENT_VULKAN_COOPMAT_BF16=0");
+    bool emu = !coop && !sw;
+    if (emu) setenv("TRIDENT_VULKAN_COOPMAT_BF16", "emulated", 1);
+    static const int CASES[][7] = {/* B, M, K, N, at, bt, bb */
+                                   {1, 150, 72, 136, 0, 0, 0}, {1, 70, 44, 90, 1, 0, 0},  {1, 136, 200, 264, 0, 1, 0},
+                                   {1, 70, 36, 90, 1, 1, 0},   {3, 40, 64, 24, 0, 0, 0},  {2, 33, 40, 17, 1, 0, 1},
+                                   {2, 24, 48, 40, 0, 1, 1},   {1, 40, 4096, 24, 0, 0, 0}};
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        int B = CASES[c][0], M = CASES[c][1], K = CASES[c][2], N = CASES[c][3];
+        bool at = CASES[c][4], bt = CASES[c][5], bb = CASES[c][6];
+        size_t na = (size_t)B * M * K, nb = (size_t)(bb ? B : 1) * K * N, no = (size_t)B * M * N;
+        uint16_t *a = malloc(2 * (na + nb + 2 * no)), *b = a + na, *o0 = b + nb, *o1 = o0 + no;
+        for (size_t i = 0; i < na; i++) a[i] = tricky((int)(at ? i % M : i / K % M));     /* by row of a */
+        for (size_t i = 0; i < nb; i++) b[i] = tricky((int)(bt ? i / K % N : i % N) + 3); /* by column of b */
+        if (c == 0) a[5 * K + 9] = 0x7F80, a[9 * K + 1] = 0xFF80, b[3 * N + 7] = 0x7FC0, b[4 * N + 8] = 0x7F80;
+        batched_mm("0", B, M, K, N, at, bt, bb, a, b, o0);
+        batched_mm("1", B, M, K, N, at, bt, bb, a, b, o1);
+        int bad = 0, nan = 0;
+        for (size_t i = 0; i < no; i++) {
+            bool n0 = isnan(bf16_val(o0[i])), n1 = isnan(bf16_val(o1[i]));
+            nan += n0;
+            if (n0 != n1 || (!n0 && o0[i] != o1[i])) {
+                if (bad++ < 5)
+                    fprintf(stderr, "  case %zu: out[%zu] = 0x%04x prescaled, 0x%04x not\n", c, i, o1[i], o0[i]);
+            }
+        }
+        printf("  [%d, %d, %d] @ [%d, %d]%s%s%s: %zu outputs (%d NaN), %d differ\n", B, M, K, K, N, at ? " a^T" : "",
+               bt ? " b^T" : "", bb ? " b batched" : "", no, nan, bad);
+        free(a);
+        if (bad) TEST_FAIL_("prescaled and in-loop conversion differ: case %zu, %d outputs", c, bad);
+    }
+    if (emu) unsetenv("TRIDENT_VULKAN_COOPMAT_BF16");
     check_clean();
 }
 

@@ -64,7 +64,9 @@ if(VK_KHR_BUILT)
 endif()
 # bf16 MATMUL on the f16 tensor cores (vk_ops_matmul.c); its KHR variant only where glslang >= 13 builds it
 vk_shader(matmul_bf16_keys matmul_bf16_keys.comp)
+vk_shader(matmul_bf16_scale matmul_bf16_scale.comp) # the prescaled f16 copies (TRIDENT_VK_BF16_PRESCALE)
 vk_shader(matmul_coopmat_bf16 matmul_coopmat_bf16.comp A_DT=3)
+vk_shader(matmul_coopmat_emu_bf16 matmul_coopmat_bf16.comp A_DT=3 COOPMAT_EMU=1) # TRIDENT_VULKAN_COOPMAT_BF16=emulated
 if(VK_GLSLANG_KHR)
   vk_shader(matmul_coopmat_khr_bf16 matmul_coopmat_bf16.comp A_DT=3 COOPMAT_KHR=1)
 endif()

@@ -52,10 +52,16 @@
 **
 ** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
-** and column of b into a scratch buffer on the device (no host read), and the kernel
-** stages each bf16 as the f16 of x times a power of two of its row (column), exact
-** within 2^28 of that max, undoing the scales on the f32 result (the bound and the
-** inf/NaN rules are in the shader). Where the device has cooperative matrices, unless
+** and column of b into a scratch buffer on the device (no host read); each bf16 is staged
+** as the f16 of x times a power of two of its row (column), exact within 2^28 of that
+** max, and the kernel undoes the scales on the f32 result (the bound and the inf/NaN
+** rules are in the shader). The conversion runs ahead of the kernel by default
+** (shaders/matmul_bf16_scale.comp writes scaled f16 copies of a and b, (M K + K N) 2 bytes
+** per batch entry, freed after the product; the kernel then stages them as loaded, out of
+** its K loop); TRIDENT_VK_BF16_PRESCALE=0 (read on each product) converts inside the
+** K loop as before: the same f16 in shared memory, the same bits out (test_vulkan_bf16mm's
+** prescale). TRIDENT_VULKAN_COOPMAT_BF16=emulated runs the kernel's emulated variant on any
+** device (lavapipe), for the tests. Where the device has cooperative matrices, unless
 ** TRIDENT_VULKAN_COOPMAT_BF16=0, after its own self-test (rows and columns scaled
 ** 2^-30 .. 2^30); products of more than 3 merged batch dims, or more than 2^19 rows
 ** in a pre-pass grid, take the tiled kernel. A weight gradient's few output tiles over a long K
@@ -150,6 +156,13 @@ typedef struct vk_pc_bf16_keys {
     uint32_t bdim, bshape[3], x_bs[3];
 } vk_pc_bf16_keys;
 static_assert(sizeof(vk_pc_bf16_keys) == 60, "vk_pc_bf16_keys must match shaders/matmul_bf16_keys.comp");
+
+/* GLSL: shaders/matmul_bf16_scale.comp, block PC: the keys' block, then where the f16 copy goes. */
+typedef struct vk_pc_bf16_scale {
+    vk_pc_bf16_keys k;
+    uint32_t o_off, o_zs, inner;
+} vk_pc_bf16_scale;
+static_assert(sizeof(vk_pc_bf16_scale) == 72, "vk_pc_bf16_scale must match shaders/matmul_bf16_scale.comp");
 
 /* Batch dim i of the nb = max(a, b) - 2 batch dims, right-aligned: its size and
 ** each operand's stride (0 when absent or broadcast). */
@@ -259,7 +272,7 @@ static const uint16_t COOP_TILES[][6] = {
 #define COOP_WIDE_MIN_GROUPS 128
 
 /* A cooperative-matrix kernel's launch: its specialization constants (matmul_coopmat*.comp: WG, LM, LN,
-** LK, WN, F32_OUT, TILE, SMV) and workgroup tile. */
+** LK, WN, F32_OUT, TILE, SMV; TILE's bit 24 the bf16 kernel's PRESCALED, set by its caller) and workgroup tile. */
 typedef struct coop_launch {
     uint32_t spec[8], bm, bn;
 } coop_launch;
@@ -274,6 +287,14 @@ static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint
     *epi = wm;
     while (*epi * row > stages && *epi / 2 >= 16 && (*epi / 2) % lm == 0) *epi /= 2;
     return stages > *epi * row ? stages : *epi * row;
+}
+
+/* Whether TRIDENT_VULKAN_COOPMAT_BF16=emulated: bf16 products on the bf16 kernel's emulated variant
+** (matmul_coopmat_emu_bf16: 16 x 16 x 16 fragments over virtual 32-invocation subgroups, element by element)
+** on any device, lavapipe included, without the self-test, so that the tests run the kernel's logic. */
+static bool bf16_emu(void) {
+    const char *env = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    return env && !strcmp(env, "emulated");
 }
 
 /* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp, f32_out its
@@ -296,7 +317,9 @@ static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t
     if (st != TD_OK) return st;
 retry:;
     const uint16_t *t = COOP_TILES[idx];
-    const uint32_t *cs = d->caps.coopmat_shape, sg = d->caps.subgroup_size;
+    static const uint32_t EMU_SHAPE[3] = {16, 16, 16};
+    bool emu = bf16 && bf16_emu();
+    const uint32_t *cs = emu ? EMU_SHAPE : d->caps.coopmat_shape, sg = emu ? 32 : d->caps.subgroup_size;
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
     uint32_t wg = bn % wn ? 0 : (bm / wm) * (bn / wn) * sg;
     bool at = trans && pc->a_rs == 1 && pc->a_cs != 1, bt = trans && pc->b_rs == 1 && pc->b_cs != 1;
@@ -306,8 +329,8 @@ retry:;
     ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
     if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
         (bm * bk / 8) % wg || (bn * bk / 8) % wg || wg % (bm / 8) || wg % (bn / 8) || shared > d->caps.shared_mem) {
-        if (!forced && idx != 0) { /* a default the device cannot run: tile 0 */
-            idx = 0;
+        if (!forced && idx != 6) { /* a default the device cannot run: tile 0, then 6 (one stage) */
+            idx = idx == 0 ? 6 : 0;
             goto retry;
         }
         return td_error_set(TD_ERR_MISUSE,
@@ -322,17 +345,16 @@ retry:;
     return TD_OK;
 }
 
-/* The bf16 kernel of d's cooperative-matrix path, or -1 where this build lacks it. */
+/* The bf16 kernel of d's cooperative-matrix path (or the emulated one), or -1 where this build lacks it. */
 static int bf16_shader(const vk_dev *d) {
+    if (bf16_emu()) return VK_SHADER_matmul_coopmat_emu_bf16;
     return d->caps.coopmat == VK_COOPMAT_KHR ? vk_variant_id("matmul_coopmat_khr_bf16") : VK_SHADER_matmul_coopmat_bf16;
 }
 
-/* keys[k_off + z k_zs + r] = the largest finite |x| (bf16 magnitude bits) of row r of x[z], x's
-** rows R long-L runs at strides rs, es (keys zeroed before); batched: per entries of pc's batch dims
-** (x's strides x_bs), else z = 0 only. */
-static td_status bf16_keys(vk_dev *d, vk_bind x, vk_bind keys, const uint32_t dims[4], uint32_t x_off, uint32_t k_off,
-                           const vk_pc_matmul *pc, const uint32_t *x_bs, int64_t per) {
-    bool batched = per > 1;
+/* The keys' push block of x's rows: R long-L runs at strides rs, es (dims), x at x_off, keys at k_off;
+** batched: over pc's batch dims (x's strides x_bs), keys k_zs = R apart. */
+static vk_pc_bf16_keys keys_pc(const uint32_t dims[4], uint32_t x_off, uint32_t k_off, const vk_pc_matmul *pc,
+                               const uint32_t *x_bs, bool batched) {
     vk_pc_bf16_keys kp = {.R = dims[0],
                           .L = dims[1],
                           .rs = dims[2],
@@ -342,6 +364,15 @@ static td_status bf16_keys(vk_dev *d, vk_bind x, vk_bind keys, const uint32_t di
                           .k_zs = batched ? dims[0] : 0,
                           .bdim = batched ? pc->bdim : 0};
     for (uint32_t i = 0; i < kp.bdim; i++) kp.bshape[i] = pc->bshape[i], kp.x_bs[i] = x_bs[i];
+    return kp;
+}
+
+/* keys[k_off + z k_zs + r] = the largest finite |x| (bf16 magnitude bits) of row r of x[z], x's
+** rows R long-L runs at strides rs, es (keys zeroed before); batched: per entries of pc's batch dims
+** (x's strides x_bs), else z = 0 only. */
+static td_status bf16_keys(vk_dev *d, vk_bind x, vk_bind keys, const uint32_t dims[4], uint32_t x_off, uint32_t k_off,
+                           const vk_pc_matmul *pc, const uint32_t *x_bs, int64_t per) {
+    vk_pc_bf16_keys kp = keys_pc(dims, x_off, k_off, pc, x_bs, per > 1);
     uint32_t rows = kp.es == 1 ? 8 : 64, spec[1] = {256};
     vk_bind b[2] = {x, keys};
     td_status st = TD_OK;
@@ -349,6 +380,30 @@ static td_status bf16_keys(vk_dev *d, vk_bind x, vk_bind keys, const uint32_t di
         kp.zbase = (uint32_t)z;
         st = vk_dispatch(d, VK_SHADER_matmul_bf16_keys, spec, 1, 2, b, &kp, sizeof kp, (kp.L + 511) / 512,
                          (kp.R + rows - 1) / rows, (uint32_t)(per - z < 65535 ? per - z : 65535));
+    }
+    return st;
+}
+
+/* The scaled f16 copy of x (shaders/matmul_bf16_scale.comp; rows, keys and batch as bf16_keys') into out at
+** o_off, per entry a contiguous block: [R, L], or [L, R] where x has unit stride along its rows (dims[2] 1,
+** dims[3] not: a column-major a, a row-major b), so that the kernel stages the copy as it would stage x. The
+** copy's strides (of a row, along L) in rs_es. */
+static td_status bf16_scale(vk_dev *d, vk_bind x, vk_bind keys, vk_bind out, const uint32_t dims[4], uint32_t x_off,
+                            uint32_t k_off, uint32_t o_off, const vk_pc_matmul *pc, const uint32_t *x_bs, int64_t per,
+                            uint32_t rs_es[2]) {
+    vk_pc_bf16_scale sp = {.k = keys_pc(dims, x_off, k_off, pc, x_bs, per > 1),
+                           .o_off = o_off,
+                           .o_zs = per > 1 ? dims[0] * dims[1] : 0,
+                           .inner = dims[2] == 1 && dims[3] != 1};
+    rs_es[0] = sp.inner ? 1 : dims[1], rs_es[1] = sp.inner ? dims[0] : 1;
+    uint64_t runs = (uint64_t)(sp.inner ? dims[1] : dims[0]) * (((sp.inner ? dims[0] : dims[1]) + 7u) / 8u);
+    uint32_t gx = runs / 256 >= 1024 ? 1024 : (uint32_t)(runs / 256) + 1, spec[1] = {256};
+    vk_bind b[3] = {x, keys, out};
+    td_status st = TD_OK;
+    for (int64_t z = 0; z < per && st == TD_OK; z += 65535) {
+        sp.k.zbase = (uint32_t)z;
+        st = vk_dispatch(d, VK_SHADER_matmul_bf16_scale, spec, 1, 3, b, &sp, sizeof sp, gx,
+                         (uint32_t)(per - z < 65535 ? per - z : 65535), 1);
     }
     return st;
 }
@@ -361,31 +416,58 @@ static bool bf16_fits(const vk_pc_matmul *pc, int64_t per) {
 }
 
 /* pc's bf16 product (inner batch dims only) on the tensor cores: keys of a's rows then b's
-** columns into a scratch buffer, then the kernel; S > 1 (one product, split_k_of): the kernel on S slices
+** columns into a scratch buffer; then (TRIDENT_VK_BF16_PRESCALE=1, the default, where the copies' indices fit
+** 31 bits and one binding) the scaled f16 copies of a and b into a second scratch, which the kernel
+** (PRESCALED) stages as they are, else the kernel converting in its K loop: the same f16 in shared memory,
+** the same bits out. S > 1 (one product, split_k_of): the kernel on S slices
 ** of K (the keys of the whole rows and columns), unrounded into an f32 scratch [S, M, N], which
 ** vk_sum_f32_rows adds in slice order into out, rounding once to bf16. */
 static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int64_t per, int64_t S) {
+    uint32_t pre;
+    td_status st = env_u32("TRIDENT_VK_BF16_PRESCALE", 0, 1, 1, &pre);
+    if (st != TD_OK) return st;
     bool a_batched = false, b_batched = false;
     for (uint32_t i = 0; i < pc->bdim; i++) a_batched |= pc->a_bs[i] != 0, b_batched |= pc->b_bs[i] != 0;
     int64_t na = (a_batched ? per : 1) * pc->M, nb = (b_batched ? per : 1) * pc->N;
-    td_buffer *keys;
-    td_status st = vk_alloc(d, (size_t)(na + nb) * 4, &keys);
-    if (st != TD_OK) return st;
+    int64_t ea = na * pc->K, eb = nb * pc->K, eb_off = (ea + 7) / 8 * 8; /* the copies' elements, b's offset */
+    uint64_t f16_bytes = (uint64_t)(eb_off + eb) * 2;
+    bool prescale =
+        pre && eb_off + eb < (1ll << 31) && f16_bytes <= d->caps.max_storage_range && f16_bytes <= d->caps.max_alloc;
+    td_buffer *keys, *f16 = NULL;
+    if ((st = vk_alloc(d, (size_t)(na + nb) * 4, &keys)) != TD_OK) return st;
     vk_bind kw = vk_bind_buffer(keys, true), kr = vk_bind_buffer(keys, false);
     st = vk_cmd_fill(d, kw.buf, kw.offset, (VkDeviceSize)(na + nb) * 4, 0);
     const uint32_t adims[4] = {pc->M, pc->K, pc->a_rs, pc->a_cs}, bdims[4] = {pc->N, pc->K, pc->b_cs, pc->b_rs};
     if (st == TD_OK) st = bf16_keys(d, bind[0], kw, adims, pc->a_off, 0, pc, pc->a_bs, a_batched ? per : 1);
     if (st == TD_OK) st = bf16_keys(d, bind[1], kw, bdims, pc->b_off, (uint32_t)na, pc, pc->b_bs, b_batched ? per : 1);
-    vk_pc_matmul_bf16 p = {
-        .mm = *pc, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
-    coop_launch l;
-    if (st == TD_OK) st = coop_launch_of(d, pc, S > 1 ? S : per, true, S > 1, &l);
+    vk_pc_matmul q = *pc; /* the product as the kernel reads it */
     vk_bind b4[4] = {bind[0], bind[1], bind[2], kr};
+    if (st == TD_OK && prescale) { /* per entry a copy [M, K] or [K, M], b [K, N] or [N, K]; flat batch */
+        uint32_t ars[2], brs[2];
+        if ((st = vk_alloc(d, (size_t)f16_bytes, &f16)) == TD_OK) {
+            vk_bind fw = vk_bind_buffer(f16, true);
+            st = bf16_scale(d, bind[0], kr, fw, adims, pc->a_off, 0, 0, pc, pc->a_bs, a_batched ? per : 1, ars);
+            if (st == TD_OK)
+                st = bf16_scale(d, bind[1], kr, fw, bdims, pc->b_off, (uint32_t)na, (uint32_t)eb_off, pc, pc->b_bs,
+                                b_batched ? per : 1, brs);
+        }
+        if (st == TD_OK) {
+            q.a_off = 0, q.b_off = (uint32_t)eb_off, q.a_rs = ars[0], q.a_cs = ars[1], q.b_cs = brs[0], q.b_rs = brs[1];
+            q.bdim = per > 1, q.bshape[0] = (uint32_t)per;
+            q.a_bs[0] = a_batched ? pc->M * pc->K : 0, q.b_bs[0] = b_batched ? pc->K * pc->N : 0;
+            b4[0] = b4[1] = vk_bind_buffer(f16, false);
+        }
+    }
+    vk_pc_matmul_bf16 p = {
+        .mm = q, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
+    coop_launch l;
+    if (st == TD_OK && (st = coop_launch_of(d, &q, S > 1 ? S : per, true, S > 1, &l)) == TD_OK)
+        l.spec[6] |= (uint32_t)(f16 != NULL) << 24; /* PRESCALED */
     td_buffer *parts = NULL;
     if (S > 1 && st == TD_OK) { /* the slices as a batch dim of S entries; every slice reads the same keys */
         uint32_t kc = pc->K / (uint32_t)S;
-        p.mm.K = kc, p.mm.bdim = 1, p.mm.bshape[0] = (uint32_t)S, p.mm.a_bs[0] = kc * pc->a_cs;
-        p.mm.b_bs[0] = kc * pc->b_rs, p.mm.o_off = 0, per = S;
+        p.mm.K = kc, p.mm.bdim = 1, p.mm.bshape[0] = (uint32_t)S, p.mm.a_bs[0] = kc * q.a_cs;
+        p.mm.b_bs[0] = kc * q.b_rs, p.mm.o_off = 0, per = S;
         st = vk_alloc(d, (size_t)S * pc->M * pc->N * 4, &parts);
         if (st == TD_OK) b4[2] = vk_bind_buffer(parts, true);
     }
@@ -397,6 +479,7 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     if (parts && st == TD_OK)
         st = vk_sum_f32_rows(d, vk_bind_buffer(parts, false), bind[2], pc->o_off, S, (int64_t)pc->M * pc->N, TD_BF16);
     if (parts) vk_free(parts);
+    if (f16) vk_free(f16);
     vk_free(keys);
     return st;
 }
@@ -577,11 +660,11 @@ static bool coopmat_selftest(vk_dev *d, td_dtype dt) {
 
 /* Whether op is a bf16 product for the tensor cores: where d has them, unless
 ** TRIDENT_VULKAN_COOPMAT_BF16=0, with the kernel of d's path in this build, once its
-** self-test passed (run on first use; a failure is said on stderr). */
+** self-test passed (run on first use; a failure is said on stderr); under =emulated, always. */
 static bool bf16_coop(vk_dev *d, const td_op *op) {
-    if (op->in[0].dtype != TD_BF16 || op->in[1].dtype != TD_BF16 || op->out[0].dtype != TD_BF16 ||
-        d->coopmat_state == 0 || bf16_shader(d) < 0)
-        return false;
+    if (op->in[0].dtype != TD_BF16 || op->in[1].dtype != TD_BF16 || op->out[0].dtype != TD_BF16) return false;
+    if (bf16_emu()) return true;
+    if (d->coopmat_state == 0 || bf16_shader(d) < 0) return false;
     const char *env = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
     if (env && !strcmp(env, "0")) return false;
     if (d->coopmat_bf16_state == 0) {
