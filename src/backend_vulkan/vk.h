@@ -28,7 +28,7 @@
 #define VK_N_BATCHES           3     /* command buffers in flight */
 #define VK_BATCH_DISPATCHES    256   /* dispatches recorded before a batch is submitted without waiting */
 #define VK_MAX_HAZARDS         64    /* ranges tracked since the last barrier */
-#define VK_N_CLASSES           256   /* size classes of the free lists (8 per power of two) */
+#define VK_N_CLASSES           128   /* size classes of the free lists (4 per power of two) */
 #define VK_QUERY_COUNT         16384 /* timestamp queries (events; the profiler keeps up to 2049 per device) */
 #define VK_MAX_SPEC            8     /* specialization constants per pipeline (id 0 = workgroup size) */
 #define VK_COMPILE_THREADS     8     /* threads making pipelines (vk_compile.c), at most the CPUs */

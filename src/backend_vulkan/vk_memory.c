@@ -2,7 +2,7 @@
 ** Device memory: a caching sub-allocator, and host <-> device transfers.
 **
 ** Blocks: large VkDeviceMemory allocations, each with one VkBuffer over all of
-** it. A request is rounded up to a size class (256 B * {1, 1.125, 1.25, ..., 2, 2.25, ...})
+** it. A request is rounded up to a size class (256 B * {1, 1.25, 1.5, 1.75, 2, ...})
 ** and served from that class's free list, else bump-allocated from a block.
 ** Requests above half a block get a dedicated block of their size (rounded to
 ** 64 KiB), cached on a best-fit list that reuses one at most 25% larger.
@@ -35,11 +35,10 @@
 
 #define STAGING_SIZE ((VkDeviceSize)16 << 20)
 
-/* 256 B * {1, 1.125, 1.25, ..., 1.875, 2, 2.25, ...}: 8 classes per power of two (as the CUDA allocator's), so
-** at most a ninth of a buffer unused */
+/* 256 B * {1, 1.25, 1.5, 1.75, 2, 2.5, ...}: 4 classes per power of two, so at most a fifth of a buffer unused */
 static VkDeviceSize class_size(int c) {
-    VkDeviceSize base = (VkDeviceSize)VK_ALIGN << (c / 8);
-    return base + base / 8 * (VkDeviceSize)(c % 8);
+    VkDeviceSize base = (VkDeviceSize)VK_ALIGN << (c / 4);
+    return base + base / 4 * (VkDeviceSize)(c % 4);
 }
 
 static int class_of(VkDeviceSize n) {
