@@ -186,6 +186,9 @@ void bench_run_all(bench_session *s) {
             td_clear_error();
             progress_rows(s, from);
         }
+        /* the device's cached memory goes back before the next device's rows (cuda:0 and vulkan:0 share a GPU) */
+        td_memory_empty_cache(dev->dev);
+        td_clear_error();
     }
 }
 
