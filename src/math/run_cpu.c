@@ -139,7 +139,19 @@ static void unflatten(const td_kernel_ir *ir, int64_t i, int64_t *idx) {
 enum { CHAIN_ADD, CHAIN_SUB, CHAIN_MUL, CHAIN_DIV };
 enum { FORM_ARRAY, FORM_ONE, FORM_HALF }; /* an operand: an array of the compute type, one number, half bits */
 #define CHAIN_OP_(NAME, RIGHT) (CHAIN_##NAME * 2 + (RIGHT))
-#define CHAIN_VECS             8 /* vectors of 32 bytes in registers at a time */
+/* x = x op b, or b op x for a right op, by CHAIN_OP_ code c: one element (the scalar loops) */
+#define CHAIN_APPLY1_(c, x, b)                                                                                         \
+    switch (c) {                                                                                                       \
+    case CHAIN_OP_(ADD, 0): x = x + b; break;                                                                          \
+    case CHAIN_OP_(ADD, 1): x = b + x; break;                                                                          \
+    case CHAIN_OP_(SUB, 0): x = x - b; break;                                                                          \
+    case CHAIN_OP_(SUB, 1): x = b - x; break;                                                                          \
+    case CHAIN_OP_(MUL, 0): x = x * b; break;                                                                          \
+    case CHAIN_OP_(MUL, 1): x = b * x; break;                                                                          \
+    case CHAIN_OP_(DIV, 0): x = x / b; break;                                                                          \
+    default: x = b / x; break;                                                                                         \
+    }
+#define CHAIN_VECS 8 /* vectors of 32 bytes in registers at a time */
 typedef struct chain_step {
     int op;        /* CHAIN_OP_ * 3 + b's FORM_ */
     int v;         /* b's value */
@@ -268,16 +280,7 @@ typedef double f64x4 __attribute__((vector_size(32)));
                 T b = f == FORM_ARRAY  ? ((const T *)st[t].b)[i]                                                       \
                       : f == FORM_HALF ? LD1H_(T, h, st[t].b, i)                                                       \
                                        : (T)st[t].s;                                                                   \
-                switch (st[t].op / 3) {                                                                                \
-                case CHAIN_OP_(ADD, 0): x = x + b; break;                                                              \
-                case CHAIN_OP_(ADD, 1): x = b + x; break;                                                              \
-                case CHAIN_OP_(SUB, 0): x = x - b; break;                                                              \
-                case CHAIN_OP_(SUB, 1): x = b - x; break;                                                              \
-                case CHAIN_OP_(MUL, 0): x = x * b; break;                                                              \
-                case CHAIN_OP_(MUL, 1): x = b * x; break;                                                              \
-                case CHAIN_OP_(DIV, 0): x = x / b; break;                                                              \
-                default: x = b / x; break;                                                                             \
-                }                                                                                                      \
+                CHAIN_APPLY1_(st[t].op / 3, x, b)                                                                      \
             }                                                                                                          \
             if (oh)                                                                                                    \
                 ST1H_(h, o, i, x);                                                                                     \
@@ -404,16 +407,7 @@ typedef struct prog {
                     x = PROG_B1_(T, q, i);                                                                             \
                 else {                                                                                                 \
                     T b = PROG_B1_(T, q, i);                                                                           \
-                    switch (q->code / 4) {                                                                             \
-                    case CHAIN_OP_(ADD, 0): x = x + b; break;                                                          \
-                    case CHAIN_OP_(ADD, 1): x = b + x; break;                                                          \
-                    case CHAIN_OP_(SUB, 0): x = x - b; break;                                                          \
-                    case CHAIN_OP_(SUB, 1): x = b - x; break;                                                          \
-                    case CHAIN_OP_(MUL, 0): x = x * b; break;                                                          \
-                    case CHAIN_OP_(MUL, 1): x = b * x; break;                                                          \
-                    case CHAIN_OP_(DIV, 0): x = x / b; break;                                                          \
-                    default: x = b / x; break;                                                                         \
-                    }                                                                                                  \
+                    CHAIN_APPLY1_(q->code / 4, x, b)                                                                   \
                 }                                                                                                      \
             }                                                                                                          \
         }                                                                                                              \
