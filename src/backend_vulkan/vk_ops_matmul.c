@@ -298,8 +298,8 @@ static bool bf16_emu(void) {
 }
 
 /* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp, f32_out its
-** F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule, and tile 0
-** where the default does not fit the device), for batch workgroup layers of the tile; A staged transposed
+** F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule, and tile 0,
+** then 6, where the default does not fit the device), for batch workgroup layers of the tile; A staged transposed
 ** where a is column-major (a_rs 1: a weight gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's
 ** W^T), unless TRIDENT_VK_COOP_TRANS=0 or the transposed staging would not fit the device's shared memory;
 ** a tile the device cannot run is a one-line TD_ERR_MISUSE. */
