@@ -82,8 +82,8 @@ HALF8_ __m256i half8_bf16_pack16_quiet(__m256 v0, __m256 v1) {
 /* 16 floats rounded to f16 (vcvtps2ph, to nearest even), packed in order into 256 bits; a NaN (vcvtps2ph's is
 ** quiet: sign | 0x7E00 | payload) is sign | 0x7E00, as half8_f16_round */
 HALF8_ __m256i half8_f16_pack16(__m256 v0, __m256 v1) {
-    const int rn = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    __m256i h = _mm256_set_m128i(_mm256_cvtps_ph(v1, rn), _mm256_cvtps_ph(v0, rn));
+    __m256i h = _mm256_set_m128i(_mm256_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                 _mm256_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     __m256i nan = _mm256_cmpgt_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(0x7C00));
     return _mm256_andnot_si256(_mm256_and_si256(nan, _mm256_set1_epi16(0x01FF)), h);
 }
