@@ -13,6 +13,7 @@
 **   threads:   (cpu) the fused kernels give the same bits on 1, 2, 3 and 16 threads.
 **   half_rounding: (cpu) bf16 / f16 blocks round once, as the f32 block and a cast.
 **   half_binary: (cpu) the bf16 / f16 add, sub, mul, div ops, as the f32 op and a cast.
+**   isa_paths: (cpu) the runner's instruction-set paths (TRIDENT_CPU_ISA) give the same bits.
 ** Graphs are built with td_math_add (no parser). Each case also checks the
 ** plan's count of fused kernels (but for f64 on Vulkan, whose GLSL regions
 ** with transcendentals run composed).
@@ -458,6 +459,79 @@ TEST(half_binary_cpu) {
         for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) half_binary_case(dts[t], ns[k]);
 }
 
+/* The CPU runner's instruction-set paths (TRIDENT_CPU_ISA: the portable vectors, AVX2 + F16C, AVX-512 with
+** AVX512_BF16; a path the CPU lacks falls back to the best it has) give the same bits: bf16, f16 and f32 blocks run
+** as chains over blocks and as one program, for random bit patterns (subnormal f32 results: AVX-512's bf16
+** rounding takes another route there, NaN payloads, ties), at ragged lengths and a streamed one. */
+static void isa_case(td_dtype dt, int64_t n, const char *src) {
+    static const char *isas[] = {"scalar", "avx2", "avx512"};
+    size_t es = td_dtype_size(dt);
+    td_scope_begin();
+    uint16_t *xy = malloc(es * (size_t)n);
+    unsigned char *bits[3][3] = {{NULL}}; /* [path][output] */
+    ASSERT(xy);
+    td_tensor *in[2];
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < n * (int64_t)es / 2; i++) xy[i] = (uint16_t)test_next();
+        in[k] = ASSERT_TENSOR(td_from_data(xy, 1, &n, dt, TD_CPU));
+    }
+    const char *names[2] = {"x", "y"};
+    td_dtype dts[2] = {dt, dt};
+    int nd[2] = {1, 1};
+    int64_t shapes[2][TD_MAX_DIMS] = {{n}, {n}};
+    td_math_case *c;
+    ASSERT_OK(td__math_case_parse(src, 2, names, dts, nd, (const int64_t(*)[TD_MAX_DIMS])shapes, TD_CPU, &c));
+    ASSERT_EQ_INT(td__math_case_kernels(c), 1);
+    for (int k = 0; k < 3; k++) {
+        td_tensor *res[3] = {NULL};
+        setenv("TRIDENT_CPU_ISA", isas[k], 1);
+        td_status st = td__math_case_run(c, true, in, res);
+        unsetenv("TRIDENT_CPU_ISA");
+        ASSERT_OK(st);
+        for (int o = 0; o < 3 && res[o]; o++) {
+            bits[k][o] = malloc(es * (size_t)n);
+            ASSERT(bits[k][o]);
+            ASSERT_OK(td_copy_to_host(res[o], bits[k][o], es * (size_t)n, dt));
+            if (k == 0) continue;
+            /* AVX-512 against AVX2 exactly; AVX2 against the portable vectors, but for NaN op NaN, which may give
+            ** either payload (the compiler may swap a commutative op's operands) */
+            const unsigned char *want = bits[k - 1][o], *got = bits[k][o];
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t g = 0, w = 0;
+                memcpy(&g, got + i * (int64_t)es, es), memcpy(&w, want + i * (int64_t)es, es);
+                if (g == w) continue;
+                float gf, wf;
+                memcpy(&gf, &g, 4), memcpy(&wf, &w, 4);
+                bool nans =
+                    dt == TD_F32 ? gf != gf && wf != wf : half_nan(dt, (uint16_t)g) && half_nan(dt, (uint16_t)w);
+                if (k == 1 && nans) continue;
+                TEST_FAIL_("%s n %lld output %d element %lld: %s %08x, %s %08x (%s)", td_dtype_name(dt), (long long)n,
+                           o, (long long)i, isas[k], g, isas[k - 1], w, src);
+            }
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        for (int o = 0; o < 3; o++) free(bits[k][o]);
+    free(xy);
+    td__math_case_free(c);
+    td_scope_end();
+}
+
+TEST(isa_paths_cpu) {
+    test_seed();
+    const char *srcs[3] = {"((((x*1.5+0.5)*x-2)*0.25+x)*3-1)",
+                           "return x * y, ((((x*1.5+0.5)*x-2)*0.25+x)*3-1) * y, where(y > 0, x, y)",
+                           "a = x * 3; b = a * 0.25; return x * y, (a + b * (y * 1.5 + 0.5)) + b * y * 1.5, (x + y) / "
+                           "(x - y) - 2 / y"};
+    td_dtype dts[] = {TD_BF16, TD_F16, TD_F32};
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < 3; k++) {
+            isa_case(dts[t], 5, srcs[k]);
+            isa_case(dts[t], 3 * 1024 + 1001, srcs[k]);
+            isa_case(dts[t], (1 << 22) + 5, srcs[k]); /* streamed stores */
+        }
+}
+
 #define ON_EACH_DEVICE(NAME)                                                                                           \
     TEST(NAME##_cpu) { NAME("cpu"); }                                                                                  \
     TEST(NAME##_vulkan) { NAME("vulkan:0"); }                                                                          \
@@ -477,6 +551,6 @@ ON_EACH_DEVICE(outputs)
     X(reduce_long_cpu) X(reduce_long_vulkan) X(reduce_long_cuda)                                                       \
     X(matmul_cpu) X(matmul_vulkan) X(matmul_cuda)                                                                      \
     X(outputs_cpu) X(outputs_vulkan) X(outputs_cuda)                                                                   \
-    X(threads_cpu) X(half_rounding_cpu) X(half_binary_cpu)
+    X(threads_cpu) X(half_rounding_cpu) X(half_binary_cpu) X(isa_paths_cpu)
 /* clang-format on */
 TEST_MAIN(TESTS)

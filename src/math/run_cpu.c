@@ -35,6 +35,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,11 +45,54 @@
 #include "trident/kernel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+#include "backend_cpu/x86/half16_avx512.h"
 #include "backend_cpu/x86/half8_avx2.h"
-#define CHAIN_X86_ 1 /* chain_run_f32_x86: AVX2 + F16C, half conversions in registers */
+#define CHAIN_X86_    1              /* chain_run_f32_x86: AVX2 + F16C, half conversions in registers */
+#define CHAIN_AVX512_ HALF16_AVX512_ /* and with AVX-512 (16 lanes) for half dtypes */
 #else
-#define CHAIN_X86_ 0
+#define CHAIN_X86_    0
+#define CHAIN_AVX512_ 0
 #endif
+
+/* The register runners' instruction sets, best last: the portable vectors, AVX2 + F16C, AVX-512 (F, BW, DQ,
+** BF16; used for blocks that read or write bf16 / f16, where the conversions are the work). TRIDENT_CPU_ISA
+** (scalar, avx2 or avx512) caps it, to compare the paths: each gives the same bits. */
+enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512 };
+
+/* the best of them this CPU has (cpuid read once: in a VM each traps to the hypervisor) */
+static int isa_cpu(void) {
+    static int best = -1;
+    int b = __atomic_load_n(&best, __ATOMIC_RELAXED);
+    if (b >= 0) return b;
+    b = ISA_SCALAR;
+#if CHAIN_X86_
+    if (cpu_has_avx2() && cpu_has_f16c()) b = ISA_AVX2;
+#endif
+#if CHAIN_AVX512_
+    unsigned a, bx, c, d; /* cpuid leaf 7 sub-leaf 1: eax bit 5 is AVX512_BF16 */
+    if (b == ISA_AVX2 && cpu_has_avx512f() && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __get_cpuid_count(7, 1, &a, &bx, &c, &d) && (a & (1u << 5)))
+        b = ISA_AVX512;
+#endif
+    __atomic_store_n(&best, b, __ATOMIC_RELAXED);
+    return b;
+}
+
+/* the instruction set a run uses: the CPU's best, capped by TRIDENT_CPU_ISA (read each run, so a test can switch) */
+static int isa_pick(void) {
+    static const char *names[] = {"scalar", "avx2", "avx512"};
+    int b = isa_cpu();
+    const char *e = getenv("TRIDENT_CPU_ISA");
+    if (!e || !*e) return b;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(e, names[k])) return k < b ? k : b;
+    static _Atomic bool told;
+    if (!atomic_exchange(&told, true))
+        fprintf(stderr, "trident: TRIDENT_CPU_ISA=%s is not scalar, avx2 or avx512; using %s\n", e, names[b]);
+    return b;
+}
 
 #define BLK 1024
 
@@ -230,6 +274,26 @@ typedef double f64x4 __attribute__((vector_size(32)));
 #define STBF_X86_(p, j, ra, rb, stream) STH256_X86_(p, j, half8_bf16_pack16_quiet((__m256)(ra), (__m256)(rb)), stream)
 #define STF_X86_(p, j, ra, rb, stream)  STH256_X86_(p, j, half8_f16_pack16((__m256)(ra), (__m256)(rb)), stream)
 #endif
+#if CHAIN_AVX512_
+/* AVX-512: 16 lanes (half16_avx512.h); a streamed 64-byte store as two 32-byte ones, so p + j needs the same
+** 32-byte alignment as AVX2's */
+typedef float f32x16 __attribute__((vector_size(64)));
+#define LDT_Z_(p, j)  ((f32x16)_mm512_loadu_ps((p) + (j)))
+#define LDBF_Z_(p, j) ((f32x16)half16_bf16_load((p) + (j)))
+#define LDF_Z_(p, j)  ((f32x16)half16_f16_load_op((p) + (j)))
+#define ST512_Z_(p, v, stream)                                                                                         \
+    do {                                                                                                               \
+        __m512i v_ = (v);                                                                                              \
+        if (stream) {                                                                                                  \
+            _mm256_stream_si256((__m256i *)(void *)(p), _mm512_castsi512_si256(v_));                                   \
+            _mm256_stream_si256((__m256i *)(void *)(p) + 1, _mm512_extracti64x4_epi64(v_, 1));                         \
+        } else                                                                                                         \
+            _mm512_storeu_si512((void *)(p), v_);                                                                      \
+    } while (0)
+#define STT_Z_(p, j, r, stream)       ST512_Z_((p) + (j), _mm512_castps_si512((__m512)(r)), stream)
+#define STBF_Z_(p, j, ra, rb, stream) ST512_Z_((p) + (j), half16_bf16_pack32_quiet((__m512)(ra), (__m512)(rb)), stream)
+#define STF_Z_(p, j, ra, rb, stream)  ST512_Z_((p) + (j), half16_f16_pack32((__m512)(ra), (__m512)(rb)), stream)
+#endif
 
 /* NAME(st, ns, a, af, as, o, oh, h, stream, n): o = the chain's value over n elements, r = a (of FORM_ af;
 ** FORM_ONE: the number as), then each step, in registers (CHAIN_VECS vectors of V at a time), then a scalar tail.
@@ -294,11 +358,22 @@ CHAIN_RUN_(chain_run_f64, double, f64x4, HOT_, LDT_, LDH_, STT_, STH_)
 CHAIN_RUN_(chain_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_, STT_X86_, STBF_X86_)
 CHAIN_RUN_(chain_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
 #endif
-/* the chain runner for f32 compute: AVX2 / F16C where the CPU has them */
+#if CHAIN_AVX512_
+CHAIN_RUN_(chain_run_bf16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDBF_Z_, STT_Z_, STBF_Z_)
+CHAIN_RUN_(chain_run_f16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDF_Z_, STT_Z_, STF_Z_)
+#endif
+/* the chain runner for f32 compute with instruction set isa (ISA_*): AVX-512 when it reads or writes half bits
+** (h), AVX2 / F16C */
 static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, float as, void *o, bool oh, int h,
-                           bool stream, int64_t n) {
+                           bool stream, int64_t n, int isa) {
+#if CHAIN_AVX512_
+    if (isa >= ISA_AVX512 && h) {
+        (h == TD_F16 ? chain_run_f16_z : chain_run_bf16_z)(st, ns, a, af, as, o, oh, h, stream, n);
+        return;
+    }
+#endif
 #if CHAIN_X86_
-    if (cpu_has_avx2() && cpu_has_f16c()) {
+    if (isa >= ISA_AVX2) {
         (h == TD_F16 ? chain_run_f16_x86 : chain_run_bf16_x86)(st, ns, a, af, as, o, oh, h, stream, n);
         return;
     }
@@ -306,7 +381,8 @@ static void chain_pick_f32(const chain_step *st, int ns, const void *a, int af, 
     chain_run_f32(st, ns, a, af, as, o, oh, h, stream, n);
 }
 static void chain_pick_f64(const chain_step *st, int ns, const void *a, int af, double as, void *o, bool oh, int h,
-                           bool stream, int64_t n) {
+                           bool stream, int64_t n, int isa) {
+    (void)isa;
     chain_run_f64(st, ns, a, af, as, o, oh, h, stream, n);
 }
 
@@ -358,7 +434,7 @@ typedef struct prog {
     ATTR static void NAME(const prog *pr, bool stream, int64_t i0, int64_t n) {                                        \
         enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
         V r0 = {0}, r1 = r0, r2 = r0, r3 = r0, r4 = r0, r5 = r0, r6 = r0, r7 = r0, bc[PROG_MAX]; /* a START first */   \
-        T loc[PROG_LOC][CHAIN_VECS * L] __attribute__((aligned(32)));                                                  \
+        T loc[PROG_LOC][CHAIN_VECS * L] __attribute__((aligned(sizeof(V))));                                           \
         int h = pr->h;                                                                                                 \
         (void)h;                                                                                                       \
         for (int t = 0; t < pr->n; t++)                                                                                \
@@ -417,9 +493,20 @@ PROG_RUN_(prog_run_f32, float, f32x8, HOT_, LDT_, LDH_, STT_, STH_)
 PROG_RUN_(prog_run_bf16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDBF_X86_, STT_X86_, STBF_X86_)
 PROG_RUN_(prog_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT_X86_, STF_X86_)
 #endif
-static void prog_run(const prog *pr, bool stream, int64_t i0, int64_t n) {
+#if CHAIN_AVX512_
+PROG_RUN_(prog_run_bf16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDBF_Z_, STT_Z_, STBF_Z_)
+PROG_RUN_(prog_run_f16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDF_Z_, STT_Z_, STF_Z_)
+#endif
+/* the program runner with instruction set isa (ISA_*): AVX-512 when it reads or writes half bits, AVX2 / F16C */
+static void prog_run(const prog *pr, bool stream, int64_t i0, int64_t n, int isa) {
+#if CHAIN_AVX512_
+    if (isa >= ISA_AVX512 && pr->h) {
+        (pr->h == TD_F16 ? prog_run_f16_z : prog_run_bf16_z)(pr, stream, i0, n);
+        return;
+    }
+#endif
 #if CHAIN_X86_
-    if (cpu_has_avx2() && cpu_has_f16c()) {
+    if (isa >= ISA_AVX2) {
         (pr->h == TD_F16 ? prog_run_f16_x86 : prog_run_bf16_x86)(pr, stream, i0, n);
         return;
     }
@@ -508,6 +595,7 @@ typedef struct run_state {
     int *raw;         /* per value: 0, or the half dtype whose bits vals[v] points to (a lazy load in this block) */
     bool *stored;     /* per store: a chain wrote it straight to its buffer in this block */
     bool stream;      /* large outputs: non-temporal stores */
+    int isa;          /* the register runners' instruction set (ISA_*) */
     bool clean;       /* this block ran as chains alone: nothing written to scratch, every store by its chain */
 } run_state;
 
@@ -753,7 +841,7 @@ static bool chain_op(const td_ki_insn *p) {
             af = FORM_ARRAY;                                                                                           \
         }                                                                                                              \
         const void *a = af == FORM_ONE ? NULL : (const void *)vals[first];                                             \
-        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, o, oh, h, stream, n);                     \
+        chain_pick_##SUF(st, ns, a, af, af == FORM_ONE ? vals[first][0] : 0, o, oh, h, stream, n, rt->isa);            \
         if (os >= 0)                                                                                                   \
             rt->stored[os] = true;                                                                                     \
         else                                                                                                           \
@@ -823,6 +911,7 @@ typedef struct run_ctx {
     int *uses;             /* per value: the instructions, stores and reduction that read it */
     bool *lazy;            /* per value: a load read raw (run_state) */
     const prog *pr;        /* the region as one program, or NULL */
+    int isa;               /* the register runners' instruction set (ISA_*) */
     _Atomic bool oom;      /* a worker found no memory for its scratch */
 } run_ctx;
 
@@ -834,7 +923,7 @@ static void run_prog_piece(void *user, int64_t b0, int64_t b1) {
     for (int t = 0; t < c->pr->n; t++) /* the stores' buffers aligned for 32-byte non-temporal stores */
         if (c->pr->st[t].code >= PROG_STORE_T && ((uintptr_t)c->pr->st[t].b & 31)) stream = false;
     int64_t i0 = b0 * BLK, end = b1 * BLK < ir->n ? b1 * BLK : ir->n;
-    prog_run(c->pr, stream, i0, end - i0);
+    prog_run(c->pr, stream, i0, end - i0, c->isa);
     if (stream) stream_fence();
 }
 
@@ -850,7 +939,7 @@ static void run_piece(void *user, int64_t b0, int64_t b1) {
     const void **vals = malloc(sizeof *vals * ni);
     bool *uni = malloc(sizeof *uni * ni), *stored = malloc(sizeof *stored * (size_t)(ir->n_stores + 1));
     int *raw = calloc(ni, sizeof *raw);
-    run_state rt = {.uses = c->uses, .lazy = c->lazy, .raw = raw, .stored = stored, .stream = stream};
+    run_state rt = {.uses = c->uses, .lazy = c->lazy, .raw = raw, .stored = stored, .stream = stream, .isa = c->isa};
     if (!scratch || !vals || !uni || !stored || !raw) {
         free(scratch), free(vals), free(uni), free(stored), free(raw);
         c->oom = true;
@@ -940,7 +1029,7 @@ static bool run_reduction(const td_kernel_ir *ir, void *const *bufs, run_ctx *c,
 }
 
 bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
-    run_ctx c = {.ir = ir, .bufs = bufs};
+    run_ctx c = {.ir = ir, .bufs = bufs, .isa = isa_pick()};
     int64_t cost = (int64_t)ir->n_insns + ir->n_stores + 1;
     c.uses = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *c.uses);
     c.lazy = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *c.lazy);
