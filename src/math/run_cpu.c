@@ -538,20 +538,9 @@ static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *use
         } else if (dt != TD_F32)
             return false;
     }
-    for (int v = 0; v < ir->n_insns; v++) loc_of[v] = -1;
-    /* a raw half load that several ops read is converted once, first, into a local tile (up to half of them) that
-    ** they read: one conversion a tile instead of one a read (each op then reads its operands as before, in their
-    ** order: NaN op NaN gives the same payload) */
-    for (int v = 0; v < ir->n_insns && n_loc < PROG_LOC / 2; v++) {
-        const td_ki_insn *p = &ir->insns[v];
-        td_dtype dt = p->op == TD_KI_LOAD ? ir->buf_dtype[p->buf] : TD_F32;
-        if (p->op != TD_KI_LOAD || !lazy[v] || uses[v] < 2 || (pr->h && pr->h != (int)dt)) continue;
-        pr->h = dt, loc_of[v] = n_loc++;
-        pr->st[pr->n++] = (prog_step){.code = PROG_START + FORM_HALF, .b = bufs[p->buf]};
-        pr->st[pr->n++] = (prog_step){.code = PROG_SAVE, .loc = loc_of[v]};
-    }
     for (int v = 0; v < ir->n_insns; v++) {
         const td_ki_insn *p = &ir->insns[v];
+        loc_of[v] = -1;
         if (p->op == TD_KI_CONST) continue;
         if (p->op == TD_KI_LOAD) {
             td_dtype dt = ir->buf_dtype[p->buf];
@@ -570,9 +559,9 @@ static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *use
             int w = k == 0 ? x : right ? x : y;
             const td_ki_insn *q = &ir->insns[w];
             prog_step *st = &pr->st[pr->n++];
-            int form = q->op == TD_KI_CONST                   ? FORM_ONE
-                       : q->op == TD_KI_LOAD && loc_of[w] < 0 ? (lazy[w] ? FORM_HALF : FORM_ARRAY)
-                                                              : FORM_LOC;
+            int form = q->op == TD_KI_CONST  ? FORM_ONE
+                       : q->op == TD_KI_LOAD ? (lazy[w] ? FORM_HALF : FORM_ARRAY)
+                                             : FORM_LOC;
             if (form == FORM_LOC && loc_of[w] < 0) return false;
             int op = p->ew == TD_MEW_ADD   ? CHAIN_ADD
                      : p->ew == TD_MEW_SUB ? CHAIN_SUB
