@@ -23,8 +23,7 @@
 ** A region of + - * / alone over contiguous loads and literals (a bias add,
 ** a gradient's chain rule) is compiled once per run into a program (prog
 ** below) that runs over each thread's whole range, its shared values in
-** local tiles of 8 vectors: no blocks, no scratch. A half load that several
-** of its ops read is converted once a tile into a local tile.
+** local tiles of 8 vectors: no blocks, no scratch.
 ** The register runners come for three instruction sets (ISA_ below): the
 ** portable vectors, AVX2 + F16C (8 lanes), and, for blocks that read or
 ** write bf16 / f16, AVX-512 with AVX512_BF16 (16 lanes; x86/half16_avx512.h),
