@@ -27,8 +27,9 @@
 ** The register runners come for three instruction sets (ISA_ below): the
 ** portable vectors, AVX2 + F16C (8 lanes), and, for blocks that read or
 ** write bf16 / f16, AVX-512 with AVX512_BF16 (16 lanes; x86/half16_avx512.h),
-** picked by cpuid; TRIDENT_CPU_ISA=scalar|avx2|avx512 caps the choice. Each
-** gives the same bits.
+** picked by cpuid; TRIDENT_CPU_ISA=scalar|avx2|avx512 caps the choice. They
+** give the same bits (AVX-512 and AVX2 exactly; the portable vectors may keep
+** the other payload of NaN op NaN).
 ** Other readers convert it once per block into its f32 slot and other stores
 ** round once, through the vectorized kernels of backend_cpu/cpu_convert.h.
 ** Blocks spread over the CPU backend's threads (td_parallel_for).
