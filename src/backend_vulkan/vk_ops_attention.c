@@ -38,6 +38,7 @@ static_assert(sizeof(vk_pc_attn) == 120, "vk_pc_attn must match shaders/attentio
 typedef struct vk_pc_amax {
     uint32_t N, len, x_off, k_off, k_zs;
 } vk_pc_amax;
+static_assert(sizeof(vk_pc_amax) == 20, "vk_pc_amax must match shaders/attention_bf16_amax.comp");
 
 /* q, k, v of either op: in[0..2] of ATTENTION, in[1..3] of ATTENTION_BACKWARD */
 static const td_operand *qkv(const td_op *op) { return &op->in[op->kind == TD_OP_ATTENTION_BACKWARD]; }
@@ -166,7 +167,7 @@ static td_status coop_forced(const vk_dev *d, const char *why) {
 
 /* The heads' keys of the bf16 kernels (shaders/attention_bf16_amax.comp): word 4 n + k of keys (zeroed here) the
 ** largest finite |x| of head n of operand k, as bf16 bits, for the n_x operands x[k] (bound views, elements from
-** off[k], len[k] a head); the forward's q, k, v, or the backward's and dout. */
+** off[k], len[k] a head): q, k, v and, for the backward, dout. */
 static td_status head_keys(vk_dev *d, uint32_t N, int n_x, const vk_bind *x, const uint32_t *off, const uint32_t *len,
                            vk_bind keys) {
     td_status st = vk_cmd_fill(d, keys.buf, keys.offset, (VkDeviceSize)N * 16, 0);
