@@ -7,11 +7,11 @@
 ** any device with f16 arithmetic, e.g. lavapipe: their tiling, masking and indexing) and TRIDENT_VK_ATTN=scalar
 ** (attention.comp, any device), and the tensor-core and scalar paths must agree. A forced coopmat or emulated
 ** path that the op cannot take is an error, not a fallback, so these cases run the kernels they name.
-** The range cases scale q, k, v and dout per head by powers of ten from 1e-6 to 1e6 (bf16 has f32's exponent
-** range; f16's ends at 65504 and its normals at 6e-5), scores staying O(1), and are measured per head. The wide
-** case spans 1e-5 .. 1e5 within each head of v and dout (32-row blocks alternating, beyond the 2^28 that a bf16
-** head's one power of two stages exactly): measured per head (asserted) and per row (printed; rows of only tiny
-** values keep f16's subnormal precision, attention_coopmat.glsl). */
+** The range cases scale q, k, v and dout per head by powers of ten from 1e-6 to 1e6, or 1e-37 to 3e37 (bf16 has
+** f32's exponent range; f16's ends at 65504 and its normals at 6e-5), scores staying O(1), and are measured per
+** head. The wide case spans 1e-5 .. 1e5 within each head of v and dout (32-row blocks alternating, beyond the 2^28
+** that a bf16 head's one power of two stages exactly): measured per head (asserted) and per row (printed; rows of
+** only tiny values keep f16's subnormal precision, attention_coopmat.glsl). */
 #include <math.h>
 #include <string.h>
 
@@ -32,6 +32,8 @@ typedef struct vk_cfg {
 /* huge q with tiny k and the reverse (and tiny v, dout with huge dout, v); a head with only tiny v, dout */
 static const double mixed[3][4] = {{1e6, 1e-6, 1e-6, 1e6}, {1e-6, 1e6, 1e6, 1e-6}, {1e-4, 1e4, 1e-6, 1e-6}};
 static const double mixed2[3][4] = {{1e4, 1e-4, 1e6, 1e6}, {1e-6, 1e6, 1e-6, 1e6}, {1e6, 1e-6, 1e6, 1e-6}};
+/* near bf16's ends, every result a normal f32 (the reference's dS ~ 1e-34 in the third head) */
+static const double extreme[3][4] = {{3e37, 1e-37, 1e-30, 1e30}, {1e-37, 3e37, 1e30, 1e-30}, {1, 1, 1e-17, 1e-17}};
 
 static const vk_cfg cfgs[] = {
     {"f16 E 64, L = S = 64", 1, 2, 64, 64, 64, false, TD_F16, NULL, false},
@@ -46,6 +48,7 @@ static const vk_cfg cfgs[] = {
     {"bf16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_BF16, NULL, false},
     {"bf16 E 64 causal, L = S = 100, range", 2, 3, 100, 100, 64, true, TD_BF16, mixed, false},
     {"bf16 E 128, L 70 S 33, range", 1, 3, 70, 33, 128, false, TD_BF16, mixed2, false},
+    {"bf16 E 128 causal, L = S = 70, extreme", 1, 3, 70, 70, 128, true, TD_BF16, extreme, false},
     {"bf16 E 64 causal, L = S = 100, wide", 1, 2, 100, 100, 64, true, TD_BF16, NULL, true},
 };
 
