@@ -11,7 +11,7 @@
 //   max into [2^14, 2^15), and STAGE_SHIFT stages every tile of that operand as the f16 of x 2^sh in one pass.
 //   bf16's 8-bit significand fits f16's 11, so an x within 2^28 of its head's max is staged exactly (one exact f32
 //   multiply, one exact f32 -> f16 conversion); one further below lands on f16's subnormal grid: |dx| <= 2^-24
-//   2^-sh < 2^-38 max (a head whose values span more than 2^28; none in real data). A product of two staged
+//   2^-sh < 2^-38 max (only where a head's values span more than 2^28). A product of two staged
 //   operands (f16 products are exact in f32, summed in f32) is the product of the values times 2^(sh_a + sh_b),
 //   constant over the head: the kernels accumulate in staged units and undo the shifts once, with unshift (two
 //   exact power-of-two steps of one sign), on the scores, dP and the outputs. So in range the scores, dP and the
@@ -19,6 +19,10 @@
 //   magnitude f32 holds. What stays rounded to f16 is what was before: P in [0, 1] and, in the backward, dS,
 //   staged with ds_shift's bound of |dS| from the keys (< 2^15 staged: no overflow; an absolute error below 2^-39
 //   of the bound). An inf or NaN input does not count toward its head's key and stays inf or NaN when staged.
+//   So every result is exact to its head's largest (per-tile scaling adapted to each tile instead, at a second
+//   pass, barrier and atomics per tile); a row of values 2^28 or more below its head's largest keeps only f16's
+//   subnormal precision, and a dS row 2^29 below the bound is lost (tests/test_attention_vk.c's wide case: such
+//   rows of out 2e-2, of dq 1.0 off relative to their own size).
 // -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
 // lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
 // fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by

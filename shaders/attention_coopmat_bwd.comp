@@ -17,12 +17,14 @@
 // does). The accumulators dk, dv (dq) stay in registers and leave through S's buffer 32 columns at a time,
 // rounded once. D_i is recomputed from dout and out where the query rows are staged.
 // bf16: K, V, Q and dO staged with their head's power of two and dS with ds_shift's (attention_coopmat.glsl:
-// exact for any finite range; the heads' keys from attention_bf16_amax.comp at the front of lse's binding, which
-// the host then fills with a copy of lse from element l_off on); S and dP unshifted before the exponential, dk, dv
-// (dq) accumulated in staged units and unshifted once as they are written; f16 is unchanged. Shared memory:
+// exact to each head's largest for any finite range; the heads' keys from attention_bf16_amax.comp at the front
+// of lse's binding, which the host then fills with a copy of lse from element l_off on); S and dP unshifted before
+// the exponential, dk, dv (dq) accumulated in staged units and unshifted once as they are written; f16 is
+// unchanged. Shared memory:
 //   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 (BR+BC) f:
 //   47.3 KiB for D 64, BR 64 (WG 128); 44.3 KiB for D 128, BR 32; 30.8 KiB for D 128, BR 16 (WG 32).
-// Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse, 6 dout, 7 dk (MODE 0) or dq (MODE 1; g_off).
+// Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse (bf16: after the keys), 6 dout, 7 dk (MODE 0) or dq
+// (MODE 1; g_off).
 #include "attention_coopmat.glsl"
 
 layout(constant_id = 0) const uint WG = 128; // BR / 16 subgroups
@@ -85,16 +87,17 @@ void row_stats(uint n, uint i0, uint nq) {
 // the rows' accumulators acc[FM][FO] (rows row0.. of the workgroup's, row r0 + row of buf from element off) to
 // buf, through ss BC columns at a time, times 2^-t (bf16's staged units; t 0 for f16); rows from `rows` on are not
 // written
-#define WRITE_OUT(acc, buf, off, r0, rows, t)                                                             \
+#define WRITE_OUT(acc, buf, off, r0, rows, t)                                                          \
     [[unroll]] for (uint c0 = 0u; c0 < D; c0 += BC) {                                                  \
         barrier();                                                                                     \
         [[unroll]] for (uint f = 0u; f < FM; f++)                                                      \
             [[unroll]] for (uint e = 0u; e < FW; e++)                                                  \
-                CM_STORE(acc[f][c0 / LN + e], ss, (row0 + f * LM) * LDS + e * LN, LDS);                 \
+                CM_STORE(acc[f][c0 / LN + e], ss, (row0 + f * LM) * LDS + e * LN, LDS);                \
         barrier();                                                                                     \
         for (uint x = gl_LocalInvocationID.x; x < BR * BC; x += WG) {                                  \
             uint r = x / BC, c = x % BC;                                                               \
-            if ((r0) + r < (rows)) buf[(off) + (n * (rows) + (r0) + r) * D + c0 + c] = FROM_F(OUT_VAL(ss[r * LDS + c], t)); \
+            if ((r0) + r < (rows))                                                                     \
+                buf[(off) + (n * (rows) + (r0) + r) * D + c0 + c] = FROM_F(OUT_VAL(ss[r * LDS + c], t)); \
         }                                                                                              \
     }
 
