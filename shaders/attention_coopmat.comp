@@ -15,13 +15,12 @@
 //   rescale the row of the output accumulator O (f32, shared memory) by exp(m - m');
 //   O += P V (cooperative matrices loaded from and stored back to O's rows).
 // At the end out_i = O_i / l_i and lse_i = m_i + log l_i.
-// bf16: each staged Q, K and V tile is scaled by its own power of two (attention_coopmat.glsl: exact for any
-// finite range), S unshifted before the softmax scale, each tile's P V unshifted as it is added to O. Per tile
-// this adds a second pass over the staged K and V in shared memory, one barrier, two shared atomics per
-// invocation, three multiplies per score and one accumulator add per output fragment; f16 is unchanged.
+// bf16: Q, K and V staged with their head's power of two (keys at binding 3 from attention_bf16_amax.comp;
+// attention_coopmat.glsl: exact to each head's largest for any finite range), S unshifted before the softmax
+// scale, O accumulated in V's staged units and unshifted once at the end; f16 is unchanged.
 // Shared memory (halfs, floats):
 //   2 BKV (D+8) h + BQ (D+4) f + BQ (BKV+4) f + BQ (BKV+8) h: 41.5 KiB for D 128, BQ 32; 40.9 KiB for D 64, BQ 64.
-// Push block (attention_coopmat.glsl) and bindings: shaders/attention.comp's.
+// Push block (attention_coopmat.glsl) and bindings: shaders/attention.comp's (bf16: the keys at the mask's 3).
 #include "attention_coopmat.glsl"
 
 layout(constant_id = 0) const uint WG = 128; // BQ / 16 subgroups
@@ -35,6 +34,9 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer BQ_ { uvec4 q4[]; }; // read 8 elements a load (offsets multiples of 8)
 layout(binding = 1) readonly buffer BK_ { uvec4 k4[]; };
 layout(binding = 2) readonly buffer BV_ { uvec4 v4[]; };
+#if A_DT == DT_BF16
+layout(binding = 3) readonly buffer BKEY_ { uint keys[]; }; // the heads' keys: 4 n + 0 q, 1 k, 2 v
+#endif
 layout(binding = 4) writeonly buffer BO_ { HT o[]; };
 layout(binding = 5) writeonly buffer BL_ { float lse[]; };
 
@@ -56,21 +58,16 @@ void main() {
     uint r = t / PR, part = t % PR; // the softmax's row and part of it
     uint nq = (pc.L + BQ - 1u) / BQ;
     bool causal = (pc.flags & 1u) != 0u;
-#if A_DT == DT_BF16
-    if (t < 3u) tmax[t] = 0u; // slots: 0 the Q tile, 1 K, 2 V
-#endif
     for (uint task = gl_WorkGroupID.x; task < pc.N * nq; task += gl_NumWorkGroups.x) {
         uint n = task / nq, q0 = (task % nq) * BQ;
         barrier(); // the previous task's output is read
         for (uint e = t; e < BQ * LDO; e += WG) os[e] = 0.0;
         if (t < BQ) ms[t] = neg_inf(), ls[t] = 0.0;
 #if A_DT == DT_BF16
-        STAGE_RAW(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ, 0u);
+        int shq = head_shift(keys[4u * n]), shk = head_shift(keys[4u * n + 1u]), shv = head_shift(keys[4u * n + 2u]);
+        float fk = exp2i(shk), fv = exp2i(shv);
+        STAGE_SHIFT(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ, exp2i(shq));
         barrier();
-        int shq = tile_shift(tmax[0]);
-        STAGE_SCALE(kv, 0u, BQ, shq);
-        barrier();
-        if (t == 0u) tmax[0] = 0u;
 #else
         STAGE8(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ);
         barrier();
@@ -82,19 +79,13 @@ void main() {
         for (uint j0 = 0u; j0 < jend; j0 += BKV) {
             barrier(); // Q fragments, the previous V tile and P are consumed
 #if A_DT == DT_BF16
-            STAGE_RAW(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV, 1u);
-            STAGE_RAW(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV, 2u);
-            barrier();
-            int shk = tile_shift(tmax[1]), shv = tile_shift(tmax[2]);
-            STAGE_SCALE(kv, 0u, BKV, shk);
-            STAGE_SCALE(kv, BKV * LDH, BKV, shv);
-            barrier();
-            if (t == 0u) tmax[1] = 0u, tmax[2] = 0u;
+            STAGE_SHIFT(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV, fk);
+            STAGE_SHIFT(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV, fv);
 #else
             STAGE8(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV);
             STAGE8(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV);
-            barrier();
 #endif
+            barrier();
             // S = Q K^T for this subgroup's 16 rows
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint j = 0u; j < FS; j++) {
@@ -142,12 +133,8 @@ void main() {
             // O += P V for this subgroup's rows
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint e = 0u; e < FO; e++) {
-                    ACCM acc;
-#if A_DT == DT_BF16
-                    acc = CM_ZERO; // this tile's P V in V's staged units, then added to O unshifted
-#else
+                    ACCM acc; // bf16: in V's staged units
                     CM_LOAD(acc, os, (row0 + f * LM) * LDO + e * LN, LDO);
-#endif
                     [[unroll]] for (uint c = 0u; c < BKV; c += LK) {
                         HALF pf;
                         HALFB vf;
@@ -155,11 +142,6 @@ void main() {
                         CM_LOAD(vf, kv, BKV * LDH + c * LDH + e * LN, LDH);
                         acc = CM_MULADD(pf, vf, acc);
                     }
-#if A_DT == DT_BF16
-                    ACCM o;
-                    CM_LOAD(o, os, (row0 + f * LM) * LDO + e * LN, LDO);
-                    acc = CM_ADD_SHIFTED(o, acc, shv);
-#endif
                     CM_STORE(acc, os, (row0 + f * LM) * LDO + e * LN, LDO);
                 }
         }
@@ -168,7 +150,11 @@ void main() {
         if (i < pc.L) {
             float l = ls[r], inv = l > 0.0 ? 1.0 / l : 0.0;
             for (uint c = part * (D / PR); c < (part + 1u) * (D / PR); c++)
+#if A_DT == DT_BF16
+                o[pc.o_off + (n * pc.L + i) * D + c] = FROM_F(unshift(os[r * LDO + c] * inv, shv));
+#else
                 o[pc.o_off + (n * pc.L + i) * D + c] = FROM_F(os[r * LDO + c] * inv);
+#endif
             if (part == 0u) lse[pc.l_off + n * pc.L + i] = l > 0.0 ? ms[r] + log(l) : neg_inf();
         }
     }

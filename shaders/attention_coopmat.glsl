@@ -2,22 +2,27 @@
 // attention_coopmat_bwd.comp, the backward): the extensions, push block (shaders/attention.comp's; C mirror
 // vk_pc_attn in src/backend_vulkan/vk_ops_attention.c), the fragment types of NV or, with -DCOOPMAT_KHR=1, KHR
 // cooperative matrices, and the storage type HT of q, k, v, out and their gradients with A_DT = 2 (f16) or 3 (bf16).
-// bf16 reaches the f16 tensor cores scaled by a power of two per staged tile (bf16 has f32's exponent range, f16
-// tops out at 65504), results accumulated in f32 and rounded once to bf16 (FROM_F):
-//   STAGE_RAW copies a tile's raw bf16 bits into its f16 shared array and takes the tile's largest magnitude
-//   (atomicMax of the f32 bits into tmax[slot]); after a barrier, STAGE_SCALE rewrites the tile in place as the
-//   f16 of x 2^sh, sh = tile_shift(max) = 141 - E (E the max's biased exponent, clamped to [15, 254]), so the
-//   tile's max lands in [2^14, 2^15). bf16's 8-bit significand fits f16's 11, so an x within 2^28 of its tile's
-//   max is staged exactly (one exact f32 multiply, one exact f32 -> f16 conversion); one further below lands on
-//   f16's subnormal grid: |dx| <= 2^-24 2^-sh < 2^-38 max (elements of a tile of one head more than 2^28 apart;
-//   none in real data). A product of two staged tiles (f16 products are exact in f32, summed in f32) is the
-//   product of the values times 2^(sh_a + sh_b), undone in f32 by unshift / CM_ADD_SHIFTED in two exact
-//   power-of-two steps of one sign. So in range the scores, dP and the accumulated outputs are those of an f32
-//   computation of the same bf16 values (up to the order of the f32 sums), at any magnitude f32 holds; the error
-//   the scaling adds is below 2^-14 of one f32 rounding of the tile's largest product. What stays rounded to f16
-//   is what was before: P in [0, 1] and, in the backward, dS (now scaled per tile the same way: relative 2^-11).
-//   The per-tile exponent lives in a register of every invocation; a slot of tmax is zeroed after the barrier
-//   that follows its last read, and written again only after a later barrier.
+// bf16 reaches the f16 tensor cores scaled by one power of two per operand and head (bf16 has f32's exponent
+// range, f16 tops out at 65504), results accumulated in f32 and rounded once to bf16 (FROM_F):
+//   before the kernels, shaders/attention_bf16_amax.comp writes each head's largest finite magnitude of q, k, v
+//   (and dout for the backward) as bf16 bits, the head's key, to word 4 n + 0 (q) .. 3 (dout) of a small buffer
+//   (the forward's binding 3, the front of the backward's lse binding); a kernel takes the shift
+//   sh = head_shift(key) = 141 - E (E the max's f32 biased exponent, clamped to [15, 254]), which puts the head's
+//   max into [2^14, 2^15), and STAGE_SHIFT stages every tile of that operand as the f16 of x 2^sh in one pass.
+//   bf16's 8-bit significand fits f16's 11, so an x within 2^28 of its head's max is staged exactly (one exact f32
+//   multiply, one exact f32 -> f16 conversion); one further below lands on f16's subnormal grid: |dx| <= 2^-24
+//   2^-sh < 2^-38 max (only where a head's values span more than 2^28). A product of two staged
+//   operands (f16 products are exact in f32, summed in f32) is the product of the values times 2^(sh_a + sh_b),
+//   constant over the head: the kernels accumulate in staged units and undo the shifts once, with unshift (two
+//   exact power-of-two steps of one sign), on the scores, dP and the outputs. So in range the scores, dP and the
+//   outputs are those of an f32 computation of the same bf16 values (up to the order of the f32 sums), at any
+//   magnitude f32 holds. What stays rounded to f16 is what was before: P in [0, 1] and, in the backward, dS,
+//   staged with ds_shift's bound of |dS| from the keys (< 2^15 staged: no overflow; an absolute error below 2^-39
+//   of the bound). An inf or NaN input does not count toward its head's key and stays inf or NaN when staged.
+//   So every result is exact to its head's largest (per-tile scaling adapted to each tile instead, at a second
+//   pass, barrier and atomics per tile); a row of values 2^28 or more below its head's largest keeps only f16's
+//   subnormal precision, and a dS row 2^29 below the bound is lost (tests/test_attention_vk.c's wide case: such
+//   rows of out 2e-2, of dq 1.0 off relative to their own size).
 // -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
 // lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
 // fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by
@@ -142,59 +147,31 @@ float neg_inf() { return uintBitsToFloat(0xFF800000u); }
     }
 
 #if A_DT == DT_BF16
-shared uint tmax[5]; // the largest magnitude (f32 bits) of each staged tile being scaled: the kernels' slots
-
 // 2^e for -126 <= e <= 127
 float exp2i(int e) { return uintBitsToFloat(uint(e + 127) << 23); }
-// the shift that puts a tile whose largest magnitude has f32 bits m into [2^14, 2^15)
-int tile_shift(uint m) { return 141 - clamp(int(m >> 23), 15, 254); }
+// the shift that puts values whose largest magnitude has f32 biased exponent e into [2^14, 2^15): -113 .. 126
+int exp_shift(int e) { return 141 - clamp(e, 15, 254); }
+// the shift of a head whose largest finite magnitude has bf16 bits key (0: none; the shift is then 126)
+int head_shift(uint key) { return exp_shift(int(key >> 7)); }
 // x 2^-t, x a sum of products of staged values whose shifts add to t (|t| <= 252)
 float unshift(float x, int t) { return x * exp2i(-(t / 2)) * exp2i(t / 2 - t); }
-
-// m into tmax[slot]: one shared atomic per subgroup (per invocation in the emulated kernels, which run where
-// subgroup arithmetic may be missing). In uniform control flow.
-#if defined(COOPMAT_EMU)
-#define TILE_MAX(slot, m) \
-    if ((m) != 0u) atomicMax(tmax[slot], (m));
-#else
-#define TILE_MAX(slot, m)                                 \
-    {                                                     \
-        uint sm_ = subgroupMax(m);                        \
-        if (subgroupElect() && sm_ != 0u) atomicMax(tmax[slot], sm_); \
-    }
-#endif
-// STAGE8's loads, the raw bf16 bits stored as they are, and the tile's largest magnitude into tmax[slot]
-#define STAGE_RAW(dst, at, src4, base, r0, rows, nr, slot)                                             \
-    {                                                                                                  \
-        uint m_ = 0u;                                                                                  \
-        for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 8u); e_ += WG) {                       \
-            uint r_ = e_ / (D / 8u), c_ = (e_ % (D / 8u)) * 8u;                                        \
-            uvec4 w_ = (r0) + r_ < (rows) ? src4[((base) + ((r0) + r_) * D + c_) / 8u] : uvec4(0u);    \
-            [[unroll]] for (uint h_ = 0u; h_ < 4u; h_++) {                                             \
-                f16vec2 p_ = unpackFloat2x16(w_[h_]);                                                  \
-                dst[(at) + r_ * LDH + c_ + 2u * h_] = p_.x;                                            \
-                dst[(at) + r_ * LDH + c_ + 2u * h_ + 1u] = p_.y;                                       \
-                m_ = max(m_, max((w_[h_] << 16) & 0x7FFF0000u, w_[h_] & 0x7FFF0000u));                 \
-            }                                                                                          \
-        }                                                                                              \
-        TILE_MAX(slot, m_);                                                                            \
-    }
-// rows 0 .. nr of dst from element at (LDH apart), raw bf16 bits, in place to the f16 of x 2^sh
-#define STAGE_SCALE(dst, at, nr, sh)                                                                   \
-    for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 2u); e_ += WG) {                           \
-        uint i_ = (at) + e_ / (D / 2u) * LDH + (e_ % (D / 2u)) * 2u;                                   \
-        vec2 v_ = UNPACK2F(packFloat2x16(f16vec2(dst[i_], dst[i_ + 1u]))) * exp2i(sh);                 \
-        dst[i_] = float16_t(v_.x), dst[i_ + 1u] = float16_t(v_.y);                                     \
-    }
-#if defined(COOPMAT_EMU)
-CMC emu_add_shifted(CMC c, CMC a, int t) {
-    for (uint i = 0u; i < 8u; i++) c.x[i] += unshift(a.x[i], t);
-    return c;
+// dS's shift from the heads' keys of dout and v: |ds| = |scale p (dP - D_i)| <= |scale| 2 D max|dout| max|v|
+// (p <= 1, D_i ~ a p-weighted mean of dP; d the head dim, a power of two), < 2^(Es + 1 + 1 + log2 d + Eo + 1 +
+// Ev + 1), one bit more for D_i's roundings; E the unbiased exponents
+int ds_shift(uint kdo, uint kv, float scale, uint d) {
+    int es = int(floatBitsToUint(abs(scale)) >> 23) - 127, eo = int(kdo >> 7) - 127, ev = int(kv >> 7) - 127;
+    return exp_shift(es + eo + ev + findMSB(d) + 4 + 127);
 }
-#define CM_ADD_SHIFTED emu_add_shifted
-#else
-// c + a 2^-t (unshift on every element)
-#define CM_ADD_SHIFTED(c, a, t) ((c) + ((a) * exp2i(-((t) / 2))) * exp2i((t) / 2 - (t)))
-#endif
+// rows r0 .. r0 + nr of the uvec4 view src4 (as STAGE8) into dst, each bf16 x as the f16 of x f (f = 2^sh)
+#define STAGE_SHIFT(dst, at, src4, base, r0, rows, nr, f)                                              \
+    for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 8u); e_ += WG) {                           \
+        uint r_ = e_ / (D / 8u), c_ = (e_ % (D / 8u)) * 8u;                                            \
+        uvec4 w_ = (r0) + r_ < (rows) ? src4[((base) + ((r0) + r_) * D + c_) / 8u] : uvec4(0u);        \
+        [[unroll]] for (uint h_ = 0u; h_ < 4u; h_++) {                                                 \
+            vec2 p_ = UNPACK2F(w_[h_]) * (f);                                                          \
+            dst[(at) + r_ * LDH + c_ + 2u * h_] = float16_t(p_.x);                                     \
+            dst[(at) + r_ * LDH + c_ + 2u * h_ + 1u] = float16_t(p_.y);                                \
+        }                                                                                              \
+    }
 #endif
 #endif

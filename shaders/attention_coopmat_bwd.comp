@@ -16,14 +16,15 @@
 // shared memory (floats) to the invocations that exponentiate them (P is kept as f16, as the forward's P V
 // does). The accumulators dk, dv (dq) stay in registers and leave through S's buffer 32 columns at a time,
 // rounded once. D_i is recomputed from dout and out where the query rows are staged.
-// bf16: each staged tile (K, V, Q, dO) and each dS tile is scaled by its own power of two (attention_coopmat.glsl:
-// exact for any finite range); S and dP are unshifted before the exponential, each step's dv and dk (dq)
-// products unshifted as they are added to the register accumulators. Per step this adds a second pass over the
-// two staged tiles and over dS in shared memory, two barriers, three shared atomics per invocation and one
-// accumulator add per output fragment and product; f16 is unchanged. Shared memory:
+// bf16: K, V, Q and dO staged with their head's power of two and dS with ds_shift's (attention_coopmat.glsl:
+// exact to each head's largest for any finite range; the heads' keys from attention_bf16_amax.comp at the front
+// of lse's binding, which the host then fills with a copy of lse from element l_off on); S and dP unshifted before
+// the exponential, dk, dv (dq) accumulated in staged units and unshifted once as they are written; f16 is
+// unchanged. Shared memory:
 //   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 (BR+BC) f:
 //   47.3 KiB for D 64, BR 64 (WG 128); 44.3 KiB for D 128, BR 32; 30.8 KiB for D 128, BR 16 (WG 32).
-// Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse, 6 dout, 7 dk (MODE 0) or dq (MODE 1; g_off).
+// Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse (bf16: after the keys), 6 dout, 7 dk (MODE 0) or dq
+// (MODE 1; g_off).
 #include "attention_coopmat.glsl"
 
 layout(constant_id = 0) const uint WG = 128; // BR / 16 subgroups
@@ -40,7 +41,7 @@ layout(binding = 1) readonly buffer BK_ { uvec4 k4[]; };
 layout(binding = 2) readonly buffer BV_ { uvec4 v4[]; };
 layout(binding = 3) writeonly buffer BDV_ { HT dv[]; };
 layout(binding = 4) readonly buffer BO_ { uvec4 o4[]; };
-layout(binding = 5) readonly buffer BL_ { float lse[]; };
+layout(binding = 5) readonly buffer BL_ { uint lse_u[]; }; // floats (bf16: after the heads' keys 4 n + 0 q .. 3 dout)
 layout(binding = 6) readonly buffer BD_ { uvec4 dout4[]; };
 layout(binding = 7) writeonly buffer BG_ { HT grad[]; };
 
@@ -74,22 +75,29 @@ void row_stats(uint n, uint i0, uint nq) {
         float s = 0.0;
         for (uint p = 0u; p < pr; p++) s += red[r * pr + p];
         rd[r] = s;
-        rl[r] = i < pc.L ? lse[pc.l_off + n * pc.L + i] : neg_inf();
+        rl[r] = i < pc.L ? uintBitsToFloat(lse_u[pc.l_off + n * pc.L + i]) : neg_inf();
     }
 }
 
+#if A_DT == DT_BF16
+#define OUT_VAL(x, t) unshift(x, t)
+#else
+#define OUT_VAL(x, t) (x)
+#endif
 // the rows' accumulators acc[FM][FO] (rows row0.. of the workgroup's, row r0 + row of buf from element off) to
-// buf, through ss BC columns at a time; rows from `rows` on are not written
-#define WRITE_OUT(acc, buf, off, r0, rows)                                                             \
+// buf, through ss BC columns at a time, times 2^-t (bf16's staged units; t 0 for f16); rows from `rows` on are not
+// written
+#define WRITE_OUT(acc, buf, off, r0, rows, t)                                                          \
     [[unroll]] for (uint c0 = 0u; c0 < D; c0 += BC) {                                                  \
         barrier();                                                                                     \
         [[unroll]] for (uint f = 0u; f < FM; f++)                                                      \
             [[unroll]] for (uint e = 0u; e < FW; e++)                                                  \
-                CM_STORE(acc[f][c0 / LN + e], ss, (row0 + f * LM) * LDS + e * LN, LDS);                 \
+                CM_STORE(acc[f][c0 / LN + e], ss, (row0 + f * LM) * LDS + e * LN, LDS);                \
         barrier();                                                                                     \
         for (uint x = gl_LocalInvocationID.x; x < BR * BC; x += WG) {                                  \
             uint r = x / BC, c = x % BC;                                                               \
-            if ((r0) + r < (rows)) buf[(off) + (n * (rows) + (r0) + r) * D + c0 + c] = FROM_F(ss[r * LDS + c]); \
+            if ((r0) + r < (rows))                                                                     \
+                buf[(off) + (n * (rows) + (r0) + r) * D + c0 + c] = FROM_F(OUT_VAL(ss[r * LDS + c], t)); \
         }                                                                                              \
     }
 
@@ -97,27 +105,25 @@ void main() {
     uint t = gl_LocalInvocationID.x, row0 = 16u * SUBGROUP_ID;
     bool causal = (pc.flags & 1u) != 0u;
     uint rows = MODE == 0u ? pc.S : pc.L, nb = (rows + BR - 1u) / BR;
-#if A_DT == DT_BF16
-    if (t < 5u) tmax[t] = 0u; // slots: 0 own0, 1 own1 (per task), 2 oth0, 3 oth1, 4 dS (per step)
-#endif
     for (uint task = gl_WorkGroupID.x; task < pc.N * nb; task += gl_NumWorkGroups.x) {
         uint n = task / nb, r0 = (task % nb) * BR;
         barrier(); // the previous task's tiles and outputs are consumed
 #if A_DT == DT_BF16
+        // the shifts of q, k, v, dout; of own0, own1, oth0, oth1 (MODE 0: k, v, q, dout; 1: q, dout, k, v); of dS
+        int shx[4];
+        [[unroll]] for (uint o = 0u; o < 4u; o++) shx[o] = head_shift(lse_u[4u * n + o]);
+        int sho0 = shx[MODE == 0u ? 1 : 0], sho1 = shx[MODE == 0u ? 2 : 3];
+        int sht0 = shx[MODE == 0u ? 0 : 1], sht1 = shx[MODE == 0u ? 3 : 2];
+        int shs = ds_shift(lse_u[4u * n + 3u], lse_u[4u * n + 2u], pc.scale_f, D);
+        float ft0 = exp2i(sht0), ft1 = exp2i(sht1), fs = exp2i(shs);
         if (MODE == 0u) {
-            STAGE_RAW(own0, 0u, k4, pc.k_off + n * pc.S * D, r0, pc.S, BR, 0u);
-            STAGE_RAW(own1, 0u, v4, pc.v_off + n * pc.S * D, r0, pc.S, BR, 1u);
+            STAGE_SHIFT(own0, 0u, k4, pc.k_off + n * pc.S * D, r0, pc.S, BR, exp2i(sho0));
+            STAGE_SHIFT(own1, 0u, v4, pc.v_off + n * pc.S * D, r0, pc.S, BR, exp2i(sho1));
         } else {
-            STAGE_RAW(own0, 0u, q4, pc.q_off + n * pc.L * D, r0, pc.L, BR, 0u);
-            STAGE_RAW(own1, 0u, dout4, pc.do_off + n * pc.L * D, r0, pc.L, BR, 1u);
+            STAGE_SHIFT(own0, 0u, q4, pc.q_off + n * pc.L * D, r0, pc.L, BR, exp2i(sho0));
+            STAGE_SHIFT(own1, 0u, dout4, pc.do_off + n * pc.L * D, r0, pc.L, BR, exp2i(sho1));
             row_stats(n, r0, BR);
         }
-        barrier();
-        int sho0 = tile_shift(tmax[0]), sho1 = tile_shift(tmax[1]);
-        STAGE_SCALE(own0, 0u, BR, sho0);
-        STAGE_SCALE(own1, 0u, BR, sho1);
-        barrier();
-        if (t == 0u) tmax[0] = 0u, tmax[1] = 0u;
 #else
         if (MODE == 0u) {
             STAGE8(own0, 0u, k4, pc.k_off + n * pc.S * D, r0, pc.S, BR);
@@ -141,19 +147,13 @@ void main() {
             barrier(); // the previous step's tiles are consumed
 #if A_DT == DT_BF16
             if (MODE == 0u) {
-                STAGE_RAW(oth0, 0u, q4, pc.q_off + n * pc.L * D, c0, pc.L, BC, 2u);
-                STAGE_RAW(oth1, 0u, dout4, pc.do_off + n * pc.L * D, c0, pc.L, BC, 3u);
+                STAGE_SHIFT(oth0, 0u, q4, pc.q_off + n * pc.L * D, c0, pc.L, BC, ft0);
+                STAGE_SHIFT(oth1, 0u, dout4, pc.do_off + n * pc.L * D, c0, pc.L, BC, ft1);
                 row_stats(n, c0, BC);
             } else {
-                STAGE_RAW(oth0, 0u, k4, pc.k_off + n * pc.S * D, c0, pc.S, BC, 2u);
-                STAGE_RAW(oth1, 0u, v4, pc.v_off + n * pc.S * D, c0, pc.S, BC, 3u);
+                STAGE_SHIFT(oth0, 0u, k4, pc.k_off + n * pc.S * D, c0, pc.S, BC, ft0);
+                STAGE_SHIFT(oth1, 0u, v4, pc.v_off + n * pc.S * D, c0, pc.S, BC, ft1);
             }
-            barrier();
-            int sht0 = tile_shift(tmax[2]), sht1 = tile_shift(tmax[3]);
-            STAGE_SCALE(oth0, 0u, BC, sht0);
-            STAGE_SCALE(oth1, 0u, BC, sht1);
-            barrier();
-            if (t == 0u) tmax[2] = 0u, tmax[3] = 0u;
 #else
             if (MODE == 0u) {
                 STAGE8(oth0, 0u, q4, pc.q_off + n * pc.L * D, c0, pc.L, BC);
@@ -163,8 +163,8 @@ void main() {
                 STAGE8(oth0, 0u, k4, pc.k_off + n * pc.S * D, c0, pc.S, BC);
                 STAGE8(oth1, 0u, v4, pc.v_off + n * pc.S * D, c0, pc.S, BC);
             }
-            barrier();
 #endif
+            barrier();
             // S (S^T in MODE 0) = own0 oth0^T: this subgroup's 16 rows x BC
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint j = 0u; j < FC; j++) {
@@ -193,26 +193,16 @@ void main() {
                 ps[r * LDP + c] = float16_t(p);
             }
             barrier();
-            if (MODE == 0u) // dv += P^T dO
+            if (MODE == 0u) // dv += P^T dO (bf16: in dO's staged units)
                 [[unroll]] for (uint f = 0u; f < FM; f++)
-                    [[unroll]] for (uint e = 0u; e < FO; e++) {
-#if A_DT == DT_BF16
-                        ACCM acc = CM_ZERO; // in dO's staged units
-#define DV_ACC acc
-#else
-#define DV_ACC gb[f][e]
-#endif
+                    [[unroll]] for (uint e = 0u; e < FO; e++)
                         [[unroll]] for (uint c = 0u; c < BC; c += LK) {
                             HALF a;
                             HALFB b;
                             CM_LOAD(a, ps, (row0 + f * LM) * LDP + c, LDP);
                             CM_LOAD(b, oth1, c * LDH + e * LN, LDH);
-                            DV_ACC = CM_MULADD(a, b, DV_ACC);
+                            gb[f][e] = CM_MULADD(a, b, gb[f][e]);
                         }
-#if A_DT == DT_BF16
-                        gb[f][e] = CM_ADD_SHIFTED(gb[f][e], acc, sht1);
-#endif
-                    }
             // dP (dP^T in MODE 0) = own1 oth1^T
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint j = 0u; j < FC; j++) {
@@ -228,59 +218,39 @@ void main() {
                 }
             barrier();
             // dS = scale P (dP - D_i)
-#if A_DT == DT_BF16
-            // in f32 into ss, then into ps scaled by the tile's power of two (dS's range is the inputs')
-            uint m = 0u;
             for (uint x = t; x < BR * BC; x += WG) {
                 uint r = x / BC, c = x % BC;
                 float p = float(ps[r * LDP + c]);
-                float ds = p * (unshift(ss[r * LDS + c], sho1 + sht1) - rd[MODE == 0u ? c : r]) * pc.scale_f;
-                ss[r * LDS + c] = ds;
-                m = max(m, floatBitsToUint(ds) & 0x7FFFFFFFu);
-            }
-            if (m != 0u) atomicMax(tmax[4], m);
-            barrier();
-            int shs = tile_shift(tmax[4]);
-            for (uint x = t; x < BR * BC; x += WG) {
-                uint r = x / BC, c = x % BC;
-                ps[DS0 + r * LDP + c] = float16_t(ss[r * LDS + c] * exp2i(shs));
-            }
-            barrier();
-            if (t == 0u) tmax[4] = 0u;
+#if A_DT == DT_BF16 // dP unshifted, dS staged with dS's shift
+                ps[DS0 + r * LDP + c] =
+                    float16_t(p * (unshift(ss[r * LDS + c], sho1 + sht1) - rd[MODE == 0u ? c : r]) * pc.scale_f * fs);
 #else
-            for (uint x = t; x < BR * BC; x += WG) {
-                uint r = x / BC, c = x % BC;
-                float p = float(ps[r * LDP + c]);
                 ps[DS0 + r * LDP + c] = float16_t(p * (ss[r * LDS + c] - rd[MODE == 0u ? c : r]) * pc.scale_f);
+#endif
             }
             barrier();
-#endif
             // dk += dS^T Q (MODE 0) or dq += dS K (MODE 1): the other side's rows, row-major, as B
+            // (bf16: in dS's and the rows' staged units)
             [[unroll]] for (uint f = 0u; f < FM; f++)
-                [[unroll]] for (uint e = 0u; e < FO; e++) {
-#if A_DT == DT_BF16
-                    ACCM acc = CM_ZERO; // in dS's and the rows' staged units
-#define DG_ACC acc
-#else
-#define DG_ACC ga[f][e]
-#endif
+                [[unroll]] for (uint e = 0u; e < FO; e++)
                     [[unroll]] for (uint c = 0u; c < BC; c += LK) {
                         HALF a;
                         HALFB b;
                         CM_LOAD(a, ps, DS0 + (row0 + f * LM) * LDP + c, LDP);
                         CM_LOAD(b, oth0, c * LDH + e * LN, LDH);
-                        DG_ACC = CM_MULADD(a, b, DG_ACC);
+                        ga[f][e] = CM_MULADD(a, b, ga[f][e]);
                     }
-#if A_DT == DT_BF16
-                    ga[f][e] = CM_ADD_SHIFTED(ga[f][e], acc, shs + sht0);
-#endif
-                }
         }
+#if A_DT == DT_BF16
+        int tg = shs + sht0, tv = sht1;
+#else
+        int tg = 0, tv = 0;
+#endif
         if (MODE == 0u) {
-            WRITE_OUT(ga, grad, pc.g_off, r0, pc.S);
-            WRITE_OUT(gb, dv, pc.m_off, r0, pc.S);
+            WRITE_OUT(ga, grad, pc.g_off, r0, pc.S, tg);
+            WRITE_OUT(gb, dv, pc.m_off, r0, pc.S, tv);
         } else {
-            WRITE_OUT(ga, grad, pc.g_off, r0, pc.L);
+            WRITE_OUT(ga, grad, pc.g_off, r0, pc.L, tg);
         }
     }
 }

@@ -7,8 +7,11 @@
 ** any device with f16 arithmetic, e.g. lavapipe: their tiling, masking and indexing) and TRIDENT_VK_ATTN=scalar
 ** (attention.comp, any device), and the tensor-core and scalar paths must agree. A forced coopmat or emulated
 ** path that the op cannot take is an error, not a fallback, so these cases run the kernels they name.
-** The range cases scale q, k, v and dout per head by powers of ten from 1e-6 to 1e6 (bf16 has f32's exponent
-** range; f16's ends at 65504 and its normals at 6e-5), scores staying O(1), and are measured per head. */
+** The range cases scale q, k, v and dout per head by powers of ten from 1e-6 to 1e6, or 1e-37 to 3e37 (bf16 has
+** f32's exponent range; f16's ends at 65504 and its normals at 6e-5), scores staying O(1), and are measured per
+** head. The wide case spans 1e-5 .. 1e5 within each head of v and dout (32-row blocks alternating, beyond the 2^28
+** that a bf16 head's one power of two stages exactly): measured per head (asserted) and per row (printed; rows of
+** only tiny values keep f16's subnormal precision, attention_coopmat.glsl). */
 #include <math.h>
 #include <string.h>
 
@@ -23,26 +26,34 @@ typedef struct vk_cfg {
     bool causal;
     td_dtype dt;
     const double (*mag)[4]; /* range cases: q, k, v, dout of head h times mag[h % 3] */
+    bool wide;              /* rows r of v and dout times 1e-5 or 1e5 as r / 32 is even or odd */
 } vk_cfg;
 
 /* huge q with tiny k and the reverse (and tiny v, dout with huge dout, v); a head with only tiny v, dout */
 static const double mixed[3][4] = {{1e6, 1e-6, 1e-6, 1e6}, {1e-6, 1e6, 1e6, 1e-6}, {1e-4, 1e4, 1e-6, 1e-6}};
 static const double mixed2[3][4] = {{1e4, 1e-4, 1e6, 1e6}, {1e-6, 1e6, 1e-6, 1e6}, {1e6, 1e-6, 1e6, 1e-6}};
+/* near bf16's ends, every result a normal f32 (the reference's dS ~ 1e-34 in the third head) */
+static const double extreme[3][4] = {{3e37, 1e-37, 1e-30, 1e30}, {1e-37, 3e37, 1e30, 1e-30}, {1, 1, 1e-17, 1e-17}};
 
 static const vk_cfg cfgs[] = {
-    {"f16 E 64, L = S = 64", 1, 2, 64, 64, 64, false, TD_F16, NULL},
-    {"f16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_F16, NULL},
-    {"f16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_F16, NULL},
-    {"f16 E 64 causal, L = S = 256", 1, 2, 256, 256, 64, true, TD_F16, NULL},
-    {"f16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_F16, NULL},
-    {"f16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_F16, NULL},
-    {"bf16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_BF16, NULL},
-    {"bf16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_BF16, NULL},
-    {"bf16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_BF16, NULL},
-    {"bf16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_BF16, NULL},
-    {"bf16 E 64 causal, L = S = 100, range", 2, 3, 100, 100, 64, true, TD_BF16, mixed},
-    {"bf16 E 128, L 70 S 33, range", 1, 3, 70, 33, 128, false, TD_BF16, mixed2},
+    {"f16 E 64, L = S = 64", 1, 2, 64, 64, 64, false, TD_F16, NULL, false},
+    {"f16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_F16, NULL, false},
+    {"f16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_F16, NULL, false},
+    {"f16 E 64 causal, L = S = 256", 1, 2, 256, 256, 64, true, TD_F16, NULL, false},
+    {"f16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_F16, NULL, false},
+    {"f16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_F16, NULL, false},
+    {"bf16 E 64 causal, L = S = 100", 2, 3, 100, 100, 64, true, TD_BF16, NULL, false},
+    {"bf16 E 64, L 37 S 45", 1, 3, 37, 45, 64, false, TD_BF16, NULL, false},
+    {"bf16 E 128 causal, L = S = 130", 1, 2, 130, 130, 128, true, TD_BF16, NULL, false},
+    {"bf16 E 128, L 70 S 33", 2, 1, 70, 33, 128, false, TD_BF16, NULL, false},
+    {"bf16 E 64 causal, L = S = 100, range", 2, 3, 100, 100, 64, true, TD_BF16, mixed, false},
+    {"bf16 E 128, L 70 S 33, range", 1, 3, 70, 33, 128, false, TD_BF16, mixed2, false},
+    {"bf16 E 128 causal, L = S = 70, extreme", 1, 3, 70, 70, 128, true, TD_BF16, extreme, false},
+    {"bf16 E 64 causal, L = S = 100, wide", 1, 2, 100, 100, 64, true, TD_BF16, NULL, true},
 };
+
+/* the wide cases' factor of row r */
+static double wide(const vk_cfg *c, int64_t r) { return !c->wide ? 1 : r / 32 % 2 ? 1e5 : 1e-5; }
 
 static const td_device VK0 = {TD_DEVICE_VULKAN, 0};
 
@@ -109,7 +120,8 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
         double *x = malloc((size_t)n * sizeof *x);
         for (int64_t j = 0; j < n; j++) /* peaked rows */
             x[j] = test_uniform(i == 0 ? -3 : -1, i == 0 ? 3 : 1) *
-                   (c->mag ? c->mag[j / (shapes[i][2] * c->e) % c->h % 3][i] : 1);
+                   (c->mag ? c->mag[j / (shapes[i][2] * c->e) % c->h % 3][i] : 1) *
+                   (i == 2 ? wide(c, j / c->e % shapes[i][2]) : 1);
         host[i] = td_cast(test_tensor_f64(x, 4, shapes[i], c->dt), TD_F64);
         free(x);
     }
@@ -118,7 +130,8 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     int64_t no = td_numel(ry);
     double *dyv = malloc((size_t)no * sizeof *dyv);
     for (int64_t j = 0; j < no; j++)
-        dyv[j] = test_uniform(-1, 1) * (c->mag ? c->mag[j / (c->l * c->e) % c->h % 3][3] : 1);
+        dyv[j] =
+            test_uniform(-1, 1) * (c->mag ? c->mag[j / (c->l * c->e) % c->h % 3][3] : 1) * wide(c, j / c->e % c->l);
     td_tensor *rdy = td_cast(test_tensor_f64(dyv, 4, td_shape(ry), c->dt), TD_F64), *rg[3], *g[3];
     free(dyv);
     ASSERT_OK(td_grad(1, &ry, &rdy, 3, rx, rg, false, false, false));
@@ -126,12 +139,16 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention(x[0], x[1], x[2], NULL, 0, c->causal, NAN));
     td_tensor *dy = ASSERT_TENSOR(td_to(td_cast(rdy, c->dt), VK0));
     ASSERT_OK(td_grad(1, &y, &dy, 3, x, g, false, false, false));
-    double e[4];
+    double e[4], er[4];
     for (int i = 0; i < 4; i++) {
         td_tensor *a = i ? g[i - 1] : y, *r = i ? rg[i - 1] : ry;
-        e[i] = c->mag ? head_rel_err(a, r, td_numel(r) / (c->b * c->h)) : test_rel_err(a, r);
+        e[i] = c->mag || c->wide ? head_rel_err(a, r, td_numel(r) / (c->b * c->h)) : test_rel_err(a, r);
+        er[i] = c->wide ? head_rel_err(a, r, c->e) : 0;
     }
     fprintf(stderr, "    %-8s %-34s out %.1e dq %.1e dk %.1e dv %.1e\n", path, c->name, e[0], e[1], e[2], e[3]);
+    if (c->wide)
+        fprintf(stderr, "    %-8s %-34s per row: out %.1e dq %.1e dk %.1e dv %.1e\n", path, c->name, er[0], er[1],
+                er[2], er[3]);
     static const char *what[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++)
         if (!(e[i] <= tol)) TEST_FAIL_("%s %s: %s off by %.3g (limit %.3g)", path, c->name, what[i], e[i], tol);

@@ -80,6 +80,7 @@ endif()
 vk_shader(attention_coopmat_bf16 attention_coopmat.comp A_DT=3)
 vk_shader(attention_coopmat_bwd_f16 attention_coopmat_bwd.comp A_DT=2)
 vk_shader(attention_coopmat_bwd_bf16 attention_coopmat_bwd.comp A_DT=3)
+vk_shader(attention_bf16_amax attention_bf16_amax.comp) # the heads' keys of the bf16 kernels above
 # their emulated twins (TRIDENT_VK_ATTN=emulated: the tests run the kernels' logic on devices without coopmat)
 vk_shader(attention_coopmat_emu_f16 attention_coopmat.comp A_DT=2 COOPMAT_EMU=1)
 vk_shader(attention_coopmat_emu_bf16 attention_coopmat.comp A_DT=3 COOPMAT_EMU=1)

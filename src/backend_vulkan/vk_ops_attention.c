@@ -8,8 +8,9 @@
 ** f16 and bf16 without mask or dropout, head dim 64 or 128, run on tensor cores where the device has
 ** cooperative matrices, unless TRIDENT_VK_ATTN=scalar: the forward in shaders/attention_coopmat.comp, the
 ** backward in shaders/attention_coopmat_bwd.comp (two dispatches: dk and dv by keys, then dq by queries);
-** everything else takes attention.comp. bf16 of any finite range is exact there too: each staged tile is scaled
-** by a power of two into f16's range and unscaled in f32 (shaders/attention_coopmat.glsl).
+** everything else takes attention.comp. bf16 of any finite range is exact there too: each head's q, k, v (and
+** dout) is staged scaled by a power of two into f16's range and unscaled in f32 (shaders/attention_coopmat.glsl),
+** the powers from the heads' keys, which a small pass (shaders/attention_bf16_amax.comp) writes first.
 */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +33,12 @@ typedef struct vk_pc_attn {
     uint32_t scale_lo, scale_hi, zs_lo, zs_hi;
 } vk_pc_attn;
 static_assert(sizeof(vk_pc_attn) == 120, "vk_pc_attn must match shaders/attention.comp");
+
+/* GLSL: shaders/attention_bf16_amax.comp, block PC. */
+typedef struct vk_pc_amax {
+    uint32_t N, len, x_off, k_off, k_zs;
+} vk_pc_amax;
+static_assert(sizeof(vk_pc_amax) == 20, "vk_pc_amax must match shaders/attention_bf16_amax.comp");
 
 /* q, k, v of either op: in[0..2] of ATTENTION, in[1..3] of ATTENTION_BACKWARD */
 static const td_operand *qkv(const td_op *op) { return &op->in[op->kind == TD_OP_ATTENTION_BACKWARD]; }
@@ -137,11 +144,10 @@ static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pas
     if (shader < 0) return *why = "this build has no such variant (no glslang >= 13 for KHR)", -1;
     for (uint32_t br = 64; br >= 16; br /= 2) {
         uint32_t wg = br / 16 * sg, e = pc->E;
-        /* shared bytes of the shaders' headers for br owned rows (bf16: and the tiles' maxima, tmax) */
-        size_t fwd = 2 * 32 * (e + 8) * 2 + (size_t)br * (e + 4) * 4 + br * 36 * 4 + br * 40 * 2 + wg * 4 + br * 8 +
-                     (dt == TD_BF16 ? 20 : 0);
+        /* shared bytes of the shaders' headers for br owned rows */
+        size_t fwd = 2 * 32 * (e + 8) * 2 + (size_t)br * (e + 4) * 4 + br * 36 * 4 + br * 40 * 2 + wg * 4 + br * 8;
         size_t bwd = 2 * (size_t)br * (e + 8) * 2 + 2 * 32 * (e + 8) * 2 + br * 36 * 4 + 2 * br * 40 * 2 + wg * 4 +
-                     (br + 32) * 8 + (dt == TD_BF16 ? 20 : 0);
+                     (br + 32) * 8;
         if ((pass == COOP_FWD ? fwd : bwd) > c->shared_mem || wg > c->max_wg_invocations) continue;
         uint32_t s[7] = {wg, cs[0], cs[1], cs[2], br, e, pass == COOP_DQ};
         memcpy(spec, s, sizeof s);
@@ -159,6 +165,22 @@ static td_status coop_forced(const vk_dev *d, const char *why) {
                         d->props.deviceName, env, why);
 }
 
+/* The heads' keys of the bf16 kernels (shaders/attention_bf16_amax.comp): word 4 n + k of keys (zeroed here) the
+** largest finite |x| of head n of operand k, as bf16 bits, for the n_x operands x[k] (bound views, elements from
+** off[k], len[k] a head): q, k, v and, for the backward, dout. */
+static td_status head_keys(vk_dev *d, uint32_t N, int n_x, const vk_bind *x, const uint32_t *off, const uint32_t *len,
+                           vk_bind keys) {
+    td_status st = vk_cmd_fill(d, keys.buf, keys.offset, (VkDeviceSize)N * 16, 0);
+    for (int k = 0; k < n_x && st == TD_OK; k++) {
+        vk_pc_amax pc = {N, len[k], off[k], (uint32_t)k, 4};
+        uint32_t spec[1] = {256}, chunks = (len[k] / 8 + 1023) / 1024;
+        vk_bind b[2] = {x[k], keys};
+        st = vk_dispatch(d, VK_SHADER_attention_bf16_amax, spec, 1, 2, b, &pc, sizeof pc,
+                         chunks < 65535 ? chunks : 65535, N < 65535 ? N : 65535, 1);
+    }
+    return st;
+}
+
 static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
     vk_bind b[8];
     vk_pc_attn pc = {0};
@@ -168,6 +190,18 @@ static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
     const char *why = NULL;
     int coop = mode == 0 ? coop_shader(d, op, &pc, COOP_FWD, cspec, &why) : -1;
     if ((st = coop_forced(d, why)) != TD_OK) return st;
+    if (coop >= 0 && qkv(op)[0].dtype == TD_BF16) { /* the heads' keys at the mask's binding 3 */
+        td_buffer *keys;
+        if ((st = vk_alloc(d, (size_t)pc.N * 16, &keys)) != TD_OK) return st;
+        const uint32_t off[3] = {pc.q_off, pc.k_off, pc.v_off}, len[3] = {pc.L * pc.E, pc.S * pc.E, pc.S * pc.E};
+        st = head_keys(d, pc.N, 3, b, off, len, vk_bind_buffer(keys, true));
+        b[3] = vk_bind_buffer(keys, false);
+        if (st == TD_OK)
+            st = vk_dispatch(d, coop, cspec, 6, 8, b, &pc, sizeof pc,
+                             vk_groups((int64_t)pc.N * ((pc.L + cspec[4] - 1) / cspec[4]), 1), 1, 1);
+        vk_free(keys);
+        return st;
+    }
     if (coop >= 0)
         return vk_dispatch(d, coop, cspec, 6, 8, b, &pc, sizeof pc,
                            vk_groups((int64_t)pc.N * ((pc.L + cspec[4] - 1) / cspec[4]), 1), 1, 1);
@@ -182,7 +216,8 @@ static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
                        1, 1);
 }
 
-/* The backward on tensor cores: dk and dv (dv bound at 3, the mask's place), then dq. *taken false where the op
+/* The backward on tensor cores: dk and dv (dv bound at 3, the mask's place), then dq. bf16: lse's binding 5 takes
+** a scratch of the heads' keys of q, k, v, dout (4 N words) and then a copy of lse. *taken false where the op
 ** or device does not take it (nothing dispatched, TD_OK). */
 static td_status coop_backward(vk_dev *d, const td_op *op, bool *taken) {
     vk_bind b[8];
@@ -195,13 +230,29 @@ static td_status coop_backward(vk_dev *d, const td_op *op, bool *taken) {
     if (st == TD_OK) st = coop_forced(d, why);
     *taken = st != TD_OK || shader >= 0; /* an error ends the op */
     if (st != TD_OK || shader < 0) return st;
-    st = vk_dispatch(d, shader, spec, 7, 8, b, &pc, sizeof pc,
-                     vk_groups((int64_t)pc.N * ((pc.S + spec[4] - 1) / spec[4]), 1), 1, 1);
+    td_buffer *scratch = NULL;
+    if (qkv(op)[0].dtype == TD_BF16) {
+        VkDeviceSize kb = (VkDeviceSize)pc.N * 16, lb = (VkDeviceSize)pc.N * pc.L * 4;
+        if ((st = vk_alloc(d, (size_t)(kb + lb), &scratch)) != TD_OK) return st;
+        const vk_bind x[4] = {b[0], b[1], b[2], b[6]};
+        const uint32_t off[4] = {pc.q_off, pc.k_off, pc.v_off, pc.do_off},
+                       len[4] = {pc.L * pc.E, pc.S * pc.E, pc.S * pc.E, pc.L * pc.E};
+        vk_bind s = vk_bind_buffer(scratch, true);
+        st = head_keys(d, pc.N, 4, x, off, len, s);
+        if (st == TD_OK)
+            st = vk_cmd_copy(d, b[5].buf, b[5].offset + (VkDeviceSize)pc.l_off * 4, s.buf, s.offset + kb, lb);
+    }
+    if (scratch) b[5] = vk_bind_buffer(scratch, false), pc.l_off = pc.N * 4;
+    if (st == TD_OK)
+        st = vk_dispatch(d, shader, spec, 7, 8, b, &pc, sizeof pc,
+                         vk_groups((int64_t)pc.N * ((pc.S + spec[4] - 1) / spec[4]), 1), 1, 1);
     if (st == TD_OK) st = attn_bind(d, op, 3, b, &pc); /* dq */
+    if (scratch) b[5] = vk_bind_buffer(scratch, false), pc.l_off = pc.N * 4;
     spec[6] = 1;
     if (st == TD_OK)
         st = vk_dispatch(d, shader, spec, 7, 8, b, &pc, sizeof pc,
                          vk_groups((int64_t)pc.N * ((pc.L + spec[4] - 1) / spec[4]), 1), 1, 1);
+    if (scratch) vk_free(scratch);
     return st;
 }
 
