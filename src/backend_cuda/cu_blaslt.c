@@ -398,12 +398,12 @@ static td_status lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias
         for (int j = 0; j < 3; j++)
             while (*al[j] > 2 && ((uint64_t)(steps[j] * (int64_t)(j == 2 ? es_c : es)) % (uint64_t)*al[j])) *al[j] /= 2;
     }
+    if (cin && outer > 1) return td_error_set(TD_ERR_UNSUPPORTED, "matmul: an accumulated C with batch dims");
     if (cin && alignment(cin) < key.align_c) key.align_c = alignment(cin); /* C's alignment too */
     plan *p;
     lt_call call = {.a = pb, .b = pa, .c = pc, .cin = cin, .bias = bias, .aux = aux}; /* batch 0's */
     td_status st = get_plan(d, &key, &call, &p);
     if (st != TD_OK) return st;
-    if (cin && outer > 1) return td_error_set(TD_ERR_UNSUPPORTED, "matmul: an accumulated C with batch dims");
     if (cin && epi == CU_EPI_NONE) return cu_blas_status(lt_run(d, p, &p->algo, &call), "cublasLtMatmul (C)");
     if (epi !=
         CU_EPI_NONE) { /* a 2-D GEMM with an epilogue: one call, under the lock, as the pointers live in the plan */

@@ -112,9 +112,10 @@ static bool use_fused_attention(td_tensor *q) {
     return dt == TD_F16 || dt == TD_BF16;
 }
 
-/* r + lin(a) as one LINEAR_RESIDUAL (td_linear_residual): lin's bias and the residual are added in the GEMM, with no
-** pass of their own, and under autocast y stays in r's float32 without a bf16 rounding (its backward: dr = g, dx = g
-** W, dW and db from one LINEAR_WGRAD). Autocast casts the leaf W (once, cached), so its gradient reaches W contiguous. */
+/* r + lin(a) as one LINEAR_RESIDUAL (td_linear_residual): lin's bias and the residual are added in the GEMM, with
+** no pass of their own, and under autocast y stays in r's float32 without a bf16 rounding (its backward: dr = g,
+** dx = g W, dW and db from one LINEAR_WGRAD). Autocast casts the leaf W (once, cached), so its gradient reaches W
+** contiguous. */
 static td_tensor *linear_residual(td_module *lin, td_tensor *a, td_tensor *r) {
     return td_linear_residual(a, td_module_get(lin, "weight"), td_module_get(lin, "bias"), r);
 }
