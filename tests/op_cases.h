@@ -136,6 +136,7 @@ static inline void op_case_make(td_op_kind k, td_dtype dt, op_case *c, td_buffer
     X(linear_gelu, LINEAR_GELU, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(linear_wgrad, LINEAR_WGRAD, CONF_CLASS, TOL_ACCUM, NONE, __VA_ARGS__) \
     X(linear_dgelu, LINEAR_DGELU, CONF_CLASS, TOL_ACCUM, NONE, __VA_ARGS__) \
+    X(linear_residual, LINEAR_RESIDUAL, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(softmax, SOFTMAX, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(log_softmax, LOG_SOFTMAX, CONF_CLASS, TOL_ACCUM, CHECK, __VA_ARGS__) \
     X(softmax_backward, SOFTMAX_BACKWARD, CONF_CLASS, TOL_ACCUM, GRADGRAD, __VA_ARGS__) \

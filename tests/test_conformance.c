@@ -650,6 +650,41 @@ static int case_linear_dgelu(conf_ctx *c, int v, td_tensor **out) {
     RETURN1(td__linear_dgelu(dy, w, h, tanh_form));
 }
 
+/* td_linear_residual (one LINEAR_RESIDUAL op): y = x w^T + b + r. "wide r": b and r float32 under f16/bf16 x and
+** w (autocast's residual stream; y float32), y compared in x's dtype, since a backend without the op (Vulkan)
+** rounds the product to it before the adds; tests/test_linear_residual.c holds the CPU's and CUDA's float32 y to
+** float32 tolerances. */
+static int case_linear_residual(conf_ctx *c, int v, td_tensor **out) {
+    int64_t M = 37, K = 33, N = 40;
+    bool bias = true, three_d = false, wide = false;
+    switch (v) {
+    case 0: VARIANT("x[37,33] w[40,33] b[40] r[37,40]"); break;
+    case 1: VARIANT("x[2,5,33] w[40,33] b[40] r[2,5,40]"), three_d = true; break;
+    case 2:
+        VARIANT("no bias, long K: x[9,1000] w[7,1000] r[9,7]"), M = 9, K = BIG(c, 1000, 45), N = 7, bias = false;
+        break;
+    case 3: VARIANT("wide r: b[40] and r[37,40] f32, x and w f16/bf16"), wide = true; break;
+    case 4: VARIANT("wide r, no bias: x[9,32] w[7,32] r[9,7]"), M = 9, K = 32, N = 7, wide = true, bias = false; break;
+    case 5: VARIANT("size 1 x[1,1] w[1,1] b[1] r[1,1]"), M = K = N = 1; break;
+    case 6: VARIANT("size 0 rows x[0,33] r[0,40]"), M = 0; break;
+    case 7: VARIANT("K = 0: x[4,0] w[40,0] b[40] r[4,40]"), M = 4, K = 0; break;
+    case CONF_PERF:
+        VARIANT(c->tiny ? "x[128,256] w[64,256] b[64] r[128,64]" : "W5's fc2: x[4096,3072] w[768,3072] r[4096,768]");
+        M = BIG(c, 4096, 128), N = BIG(c, 768, 64), K = 4 * N;
+        c->flops = 2.0 * (double)M * (double)N * (double)K;
+        break;
+    default: return 0;
+    }
+    td_tensor *x = three_d ? conf_in(c, -1, 1, SHAPE(2, 5, K)) : conf_in(c, -1, 1, SHAPE(M, K));
+    td_tensor *w = conf_in(c, -0.5, 0.5, SHAPE(N, K)), *b = bias ? conf_in(c, -1, 1, SHAPE(N)) : NULL;
+    td_tensor *r = three_d ? conf_in(c, -1, 1, SHAPE(2, 5, N)) : conf_in(c, -1, 1, SHAPE(M, N));
+    bool widen = wide && !c->ref && (c->dt == TD_F16 || c->dt == TD_BF16);
+    if (widen) b = b ? td_cast(b, TD_F32) : NULL, r = td_cast(r, TD_F32);
+    if (v == CONF_PERF) RETURN1(TIMED(c, td_linear_residual(x, w, b, r)));
+    td_tensor *y = td_linear_residual(x, w, b, r);
+    RETURN1(widen ? td_cast(y, c->dt) : y);
+}
+
 /* softmax and log_softmax over the last dim; inputs in [-20, 20] test the max shift */
 static int softmax_case(conf_ctx *c, int v, td_tensor **out, td_tensor *(*fn)(td_tensor *, int)) {
     switch (v) {

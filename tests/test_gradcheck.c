@@ -267,6 +267,12 @@ FN(LINEAR_GELU) { /* erf form with a bias on a 3-d x; tanh form without */
     return td_add(td_linear_gelu(x[0], x[1], x[2], false), td_linear_gelu(x[0], x[1], NULL, true));
 }
 CASE(LINEAR_GELU, 3, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5))
+FN(LINEAR_RESIDUAL) { /* with a bias on a 3-d x and without */
+    UNUSED;
+    return td_add(td_linear_residual(x[0], x[1], x[2], x[3]),
+                  td_mul_scalar(td_linear_residual(x[0], x[1], NULL, x[3]), 0.5));
+}
+CASE(LINEAR_RESIDUAL, 4, S(G, 3, 2, 3, 4), S(G, 2, 5, 4), S(G, 1, 5), S(G, 3, 2, 3, 5))
 EXPR_CASE(SOFTMAX, td_softmax(x[0], -1), 1, S(G, 2, 2, 4))
 EXPR_CASE(LOG_SOFTMAX, td_log_softmax(x[0], -1), 1, S(G, 2, 2, 4))
 EXPR_CASE(softmax_dim0, td_softmax(x[0], 0), 1, S(G, 2, 3, 4))

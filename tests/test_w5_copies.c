@@ -117,7 +117,7 @@ TEST(leaf_sums_released) {
 
 /* The step's copies on the CPU (traced with gdb on td__dispatch), per W5 layer:
 **   forward phase (19): 7 weight casts to bf16 (qkv w, b; proj w, b; fc w, b; out w), 8 casts of bf16 gradients to
-**     their f32 .grad (the same and out's bias, which the `y + b + r` block sums in bf16), 3 q, k, v made contiguous
+**     their f32 .grad (the same and out's bias, whose gradient LINEAR_WGRAD sums in bf16), 3 q, k, v made contiguous
 **     and 1 attention output reshaped (the CPU kernels read dense operands; cuDNN reads the strided views). The
 **     model: the tied head's cast of tok.weight (1). The layer norms', tok's and pos's f32 gradients: none.
 **   backward nodes (5): the MLP node's f32 incoming gradient cast to bf16, and 4 CPU-only (attention's dout made

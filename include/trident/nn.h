@@ -263,8 +263,8 @@ TD_API td_module *td_linear_gelu_new(int64_t in_features, int64_t out_features, 
 ** autograd node: y = gelu(x W1^T + b1) W2^T + b2 + r. x [..., in], w1
 ** [hidden, in], b1 [hidden] or NULL, w2 [out, hidden], b2 [out] or NULL, r
 ** NULL or broadcastable to [..., out]; gelu is the erf form or tanh_approx.
-** Forward is LINEAR_GELU then LINEAR (with r: the GEMM, then y + b + r in one
-** pass); backward takes the input gradient through w2 and the GELU as one
+** Forward is LINEAR_GELU then LINEAR (with r: LINEAR_RESIDUAL, b2 and r added
+** in the GEMM); backward takes the input gradient through w2 and the GELU as one
 ** LINEAR_DGELU op (on CUDA, the tanh form: one cuBLASLt GEMM with gelu' in its
 ** epilogue) and both bias gradients from the weight-gradient ops. Equal to
 ** td_add(td_linear(td_gelu(td_linear(x, w1, b1)), w2, b2), r) within rounding,

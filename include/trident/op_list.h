@@ -112,6 +112,10 @@
     /* the MLP's input gradient through fc2 and the GELU: one GEMM with gelu'(h) in its epilogue where it can */     \
     X(LINEAR_DGELU, 3, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
       "(dy [M,N], w [N,K], h [M,K]) -> dh = (dy w) gelu'(h) [M,K]")                                                    \
+    /* linear into a residual stream, the add in the GEMM (CUDA: r is cuBLASLt's C, beta = 1); autocast casts x */     \
+    /* and w only, so y, b and r keep r's dtype: float32 for f16/bf16 x and w, the product not rounded to them */      \
+    X(LINEAR_RESIDUAL, 4, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW,                                            \
+      "(x [M,K], w [N,K], b? [N], r [M,N]) -> y = x w^T + b + r [M,N]")                                                \
     X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
     X(LOG_SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "log_softmax over the last dim")               \
     X(SOFTMAX_BACKWARD, 2, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(dy, y) -> y (dy - sum_last(dy y))")    \
@@ -225,6 +229,7 @@
     X(LINEAR_GELU, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4],x[2,4]", ())                                       \
     X(LINEAR_WGRAD, 1, 0, TD_COST_CONV_DW, "x[2,4],x[2,3]->x[4,3],?x[4]", ())                                          \
     X(LINEAR_DGELU, 1, 0, TD_COST_GEMM, "x[2,4],x[4,3],x[2,3]->x[2,3]", ())                                            \
+    X(LINEAR_RESIDUAL, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?a[4],a[2,4]->a[2,4]", ())                                   \
     X(SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \
     X(LOG_SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                     \
     X(SOFTMAX_BACKWARD, 0, 0, TD_COST_ELEM, "x,x->x", ())                                                              \

@@ -112,6 +112,18 @@ TD_API td_tensor *td_linear(td_tensor *x, td_tensor *w, td_tensor *b);
 ** w, b)) within rounding, gradients included. NULL with the error set on
 ** failure: TD_ERR_SHAPE, TD_ERR_DTYPE. */
 TD_API td_tensor *td_linear_gelu(td_tensor *x, td_tensor *w, td_tensor *b, bool tanh_approx);
+/* CONSTRUCTOR. x @ w^T + b + r as one op (LINEAR_RESIDUAL): a linear layer
+** whose output joins a residual stream r, with b and r added to the GEMM's
+** result before it is stored (on CUDA, r is cuBLASLt's C operand), so there is
+** no separate pass over the output. x [..., in], w [out, in], b [out] or NULL,
+** r [..., out] with x's leading dims -> y of r's shape and dtype. x and w share
+** a float dtype; b and r share r's: x's, or float32 for f16/bf16 x (autocast
+** casts x and w only, so a float32 residual stream stays float32 and the
+** product is not rounded to the low dtype; a backend without the op rounds it
+** and adds). Other shapes and dtypes run as td_add(td_add(td_linear(x, w,
+** NULL), b), r), broadcasting and promoting. Differentiable. NULL with the
+** error set on failure: TD_ERR_SHAPE, TD_ERR_DTYPE. */
+TD_API td_tensor *td_linear_residual(td_tensor *x, td_tensor *w, td_tensor *b, td_tensor *r);
 
 /* How a loss reduces its per-element values (torch's reduction=): the
 ** unreduced losses, their (weighted) mean, or their sum. The losses are in

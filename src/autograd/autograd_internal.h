@@ -89,11 +89,11 @@ td__backward td__bw_copy, td__bw_add, td__bw_sub, td__bw_mul, td__bw_div, td__bw
     td__bw_where, td__bw_neg, td__bw_abs, td__bw_exp, td__bw_log, td__bw_sqrt, td__bw_rsqrt, td__bw_sin, td__bw_cos,
     td__bw_tanh, td__bw_sigmoid, td__bw_relu, td__bw_gelu, td__bw_gelu_backward, td__bw_silu, td__bw_clamp, td__bw_sum,
     td__bw_mean, td__bw_extremum, td__bw_var, td__bw_logsumexp, td__bw_attention, td__bw_matmul, td__bw_linear,
-    td__bw_linear_gelu, td__bw_softmax, td__bw_log_softmax, td__bw_layer_norm, td__bw_add_layer_norm, td__bw_group_norm,
-    td__bw_cross_entropy, td__bw_conv2d, td__bw_max_pool2d, td__bw_avg_pool2d, td__bw_dropout,
-    td__bw_cross_entropy_backward, td__bw_softmax_backward, td__bw_log_softmax_backward, td__bw_conv2d_backward_input,
-    td__bw_conv2d_backward_weight, td__bw_max_pool2d_backward, td__bw_avg_pool2d_backward, td__bw_embedding,
-    td__bw_embedding_backward, td__bw_index_select, td__bw_gather, td__bw_scatter_add, td__bw_cat;
+    td__bw_linear_gelu, td__bw_linear_residual, td__bw_softmax, td__bw_log_softmax, td__bw_layer_norm,
+    td__bw_add_layer_norm, td__bw_group_norm, td__bw_cross_entropy, td__bw_conv2d, td__bw_max_pool2d, td__bw_avg_pool2d,
+    td__bw_dropout, td__bw_cross_entropy_backward, td__bw_softmax_backward, td__bw_log_softmax_backward,
+    td__bw_conv2d_backward_input, td__bw_conv2d_backward_weight, td__bw_max_pool2d_backward, td__bw_avg_pool2d_backward,
+    td__bw_embedding, td__bw_embedding_backward, td__bw_index_select, td__bw_gather, td__bw_scatter_add, td__bw_cat;
 
 /* ---- nodes (graph.c) ---- */
 /* New node with refcount 1 and edges to in[] (those requiring grad). */

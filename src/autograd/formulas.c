@@ -39,6 +39,7 @@ static const td__formula table[TD_OP_COUNT] = {
     [TD_OP_MATMUL] = {td__bw_matmul, 3, 0, 0},
     [TD_OP_LINEAR] = {td__bw_linear, 3, 0, 1},
     [TD_OP_LINEAR_GELU] = {td__bw_linear_gelu, 7, 2, 1},
+    [TD_OP_LINEAR_RESIDUAL] = {td__bw_linear_residual, 3, 0, 1},
     [TD_OP_SOFTMAX] = {td__bw_softmax, 0, 1, 0},
     [TD_OP_LOG_SOFTMAX] = {td__bw_log_softmax, 0, 1, 0},
     [TD_OP_LAYER_NORM] = {td__bw_layer_norm, 3, 6, 1},

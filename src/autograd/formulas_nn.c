@@ -1,5 +1,5 @@
 /*
-** Derivatives of the linear-algebra and nn ops: matmul, linear, linear_gelu, softmax,
+** Derivatives of the linear-algebra and nn ops: matmul, linear, linear_gelu, linear_residual, softmax,
 ** log_softmax, layer_norm, group_norm, cross_entropy, conv2d, the pools, dropout and
 ** attention, and of the fused backward ops their formulas call (recorded only
 ** under create_graph; their formulas give the second derivatives). Dimension
@@ -100,6 +100,19 @@ td_status td__bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH), *dw = NULL, *db = NULL;
     if (NEED(0)) gx[0] = td_matmul(dh, IN(1));
     if ((NEED(1) || NEED(2)) && td__linear_wgrad(dh, IN(0), NEED(2), &dw, &db) == TD_OK) /* dw = dh^T x, db = sum dh */
+        gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
+    return td__done(n, gx);
+}
+
+/* y = linear_residual(x, w, b, r) = x w^T + b + r; x [M, K], w [N, K], b [N], r [M, N], y in r's dtype:
+**   dr = dy;  dx = dy w;  dw = dy^T x;  db = sum_M dy  (dw and db: one LINEAR_WGRAD)
+** with dy cast to x's dtype for the GEMMs (autocast's f32 residual stream, bf16 x and w) */
+td_status td__bw_linear_residual(td_node *n, td_tensor *const *gy, td_tensor **gx) {
+    td_tensor *dy = gy[0], *dw = NULL, *db = NULL;
+    if (NEED(3)) gx[3] = dy;
+    if ((NEED(0) || NEED(1) || NEED(2)) && dy->dtype != n->in_meta[0].dtype) dy = td_cast(dy, n->in_meta[0].dtype);
+    if (NEED(0)) gx[0] = td_matmul(dy, IN(1));
+    if ((NEED(1) || NEED(2)) && td__linear_wgrad(dy, IN(0), NEED(2), &dw, &db) == TD_OK)
         gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
     return td__done(n, gx);
 }

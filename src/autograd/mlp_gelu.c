@@ -8,8 +8,8 @@
 ** Dimension letters: M rows (x's leading dims), K = in, H = hidden, N = out.
 ** Forward (x [..., K], W1 [H, K], b1 [H]?, W2 [N, H], b2 [N]?, r [..., N]?):
 **   h = x W1^T + b1, a = gelu(h)   (one LINEAR_GELU, which keeps h)
-**   y = a W2^T + b2 + r            (one LINEAR; with r, a W2^T then the math
-**                                   block y + b + r, one pass)
+**   y = a W2^T + b2 + r            (one LINEAR_RESIDUAL, b2 and r added in the
+**                                   GEMM; without r one LINEAR)
 ** Backward (dy [..., N]):
 **   dr = dy
 **   dW2 = dy^T a, db2 = sum_M dy   (one LINEAR_WGRAD)
@@ -23,7 +23,6 @@
 #include "autograd_internal.h"
 #include "core/linear_dgelu.h"
 #include "core/linear_wgrad.h"
-#include "core/math_fuse.h"
 #include "trident/nn.h"
 
 /* Which operands a call has; the node's user pointer is one of `variants`. */
@@ -49,24 +48,13 @@ static slots slots_of(unsigned v) {
 
 enum { SAVED_X, SAVED_W1, SAVED_W2, SAVED_A, SAVED_H, SAVED_B1 }; /* b1 last, when present */
 
-/* y + b + r in one pass (a math block through core's hook: autograd sits below src/math), else two adds */
-static td_tensor *bias_residual(td_tensor *y, td_tensor *b, td_tensor *r) {
-    static td__math_once block = TD_MATH_ONCE("y + b + r");
-    td_math_binding bind[3] = {{.name = "y", .tensor = y}, {.name = "b", .tensor = b}, {.name = "r", .tensor = r}};
-    td_tensor *out = NULL;
-    if (y && td__math_once_run(&block, bind, 3, &out) == TD_OK) return out;
-    td_clear_error();
-    return td_add(td_add(y, b), r);
-}
-
 static td_status mlp_forward(td_function_ctx *ctx, int n_in, td_tensor *const *in, int n_out, td_tensor **out) {
     (void)n_in, (void)n_out;
     unsigned v = *(const unsigned char *)td_ctx_user(ctx);
     slots s = slots_of(v);
     td_tensor *b1 = s.b1 >= 0 ? in[s.b1] : NULL, *b2 = s.b2 >= 0 ? in[s.b2] : NULL, *h = NULL;
     td_tensor *a = td__linear_gelu_keep(in[s.x], in[s.w1], b1, v & MLP_TANH, &h);
-    td_tensor *y = td_linear(a, in[s.w2], s.r >= 0 ? NULL : b2);
-    if (s.r >= 0) y = b2 ? bias_residual(y, b2, in[s.r]) : td_add(y, in[s.r]);
+    td_tensor *y = s.r >= 0 ? td_linear_residual(a, in[s.w2], b2, in[s.r]) : td_linear(a, in[s.w2], b2);
     if (!y) return td_last_status();
     out[0] = y;
     td_tensor *saved[6] = {in[s.x], in[s.w1], in[s.w2], a, h, b1};
@@ -128,7 +116,7 @@ td_tensor *td_mlp_gelu(td_tensor *x, td_tensor *w1, td_tensor *b1, td_tensor *w2
         TD_FAIL_NULL(TD_ERR_SHAPE, "%s: fc2's bias must be [%lld], got %s", op, (long long)w2->shape[0],
                      td__shape_str(b2->ndim, b2->shape, sa, sizeof sa));
     /* autocast: fc1's operands and fc2's weight as LINEAR_GELU's policy; b2 and r keep their dtype, so that with a
-    ** float32 residual y stays float32 as the math block y + b + r makes it */
+    ** float32 residual LINEAR_RESIDUAL keeps y float32 (as td_linear_residual's autocast does) */
     td_tensor *cast[4] = {x, w1, b1, w2}, *held[4];
     if (!td__autocast(TD_OP_LINEAR_GELU, 4, cast, held)) return NULL;
     unsigned v = (tanh_approx ? MLP_TANH : 0) | (b1 ? MLP_B1 : 0) | (b2 ? MLP_B2 : 0) | (r ? MLP_R : 0);

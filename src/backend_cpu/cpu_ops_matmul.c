@@ -1,5 +1,5 @@
 /*
-** The CPU backend's matmul ops: MATMUL and the fused LINEAR_GELU (GEMMs in cpu_gemm.c).
+** The CPU backend's matmul ops: MATMUL, LINEAR and the fused LINEAR_GELU and LINEAR_RESIDUAL (GEMMs in cpu_gemm.c).
 */
 #include <math.h>
 #include <stdlib.h>
@@ -126,6 +126,22 @@ static void mm_run(const td_operand *a, const void *pa, const td_operand *b, con
     for (int64_t task = 0; task < tasks; task++) mm_task(&p, task);
 }
 
+/* The product a @ b (MATMUL's views, K > 0) into pc, contiguous in f64 for f64 operands, else f32: f16/bf16
+** operands are widened to contiguous f32 (broadcast batches materialized) and the product is not rounded to them. */
+static td_status mm_wide(const td_operand *a, const td_operand *b, void *pc) {
+    if (a->dtype == TD_F32 || a->dtype == TD_F64) {
+        mm_run(a, cpu_ptr(a), b, cpu_ptr(b), a->dtype, pc);
+        return TD_OK;
+    }
+    td_operand ca = *a, cb = *b;
+    cpu_contiguous_strides(a->ndim, a->shape, ca.strides);
+    cpu_contiguous_strides(b->ndim, b->shape, cb.strides);
+    float *fa = cpu_nn_to_f32(a), *fb = cpu_nn_to_f32(b);
+    if (fa && fb) mm_run(&ca, fa, &cb, fb, TD_F32, pc);
+    free(fa), free(fb);
+    return fa && fb ? TD_OK : td_last_status();
+}
+
 td_status cpu_op_MATMUL(const td_op *op) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *out = &op->out[0];
     int nd = a->ndim;
@@ -136,23 +152,13 @@ td_status cpu_op_MATMUL(const td_op *op) {
         memset(cpu_ptr(out), 0, (size_t)n_out * td_dtype_size(out->dtype));
         return TD_OK;
     }
-    if (a->dtype == TD_F32 || a->dtype == TD_F64) {
-        mm_run(a, cpu_ptr(a), b, cpu_ptr(b), a->dtype, cpu_ptr(out));
-        return TD_OK;
-    }
-    /* f16/bf16: widen both operands to contiguous f32 (broadcast batches materialized) */
-    td_operand ca = *a, cb = *b;
-    cpu_contiguous_strides(nd, a->shape, ca.strides);
-    cpu_contiguous_strides(nd, b->shape, cb.strides);
-    float *fa = cpu_nn_to_f32(a), *fb = cpu_nn_to_f32(b), *fc = malloc((size_t)n_out * sizeof(float));
-    td_status st = TD_OK;
-    if (!fa || !fb || !fc)
-        st = fc ? td_last_status() : cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
-    else {
-        mm_run(&ca, fa, &cb, fb, TD_F32, fc);
-        cpu_nn_from_f32(out, fc);
-    }
-    free(fa), free(fb), free(fc);
+    if (a->dtype == TD_F32 || a->dtype == TD_F64) return mm_wide(a, b, cpu_ptr(out));
+    /* f16/bf16: the f32 product, rounded to out's dtype */
+    float *fc = malloc((size_t)n_out * sizeof(float));
+    if (!fc) return cpu_nn_oom("matmul", (size_t)n_out * sizeof(float));
+    td_status st = mm_wide(a, b, fc);
+    if (st == TD_OK) cpu_nn_from_f32(out, fc);
+    free(fc);
     return st;
 }
 
@@ -236,4 +242,54 @@ td_status cpu_op_LINEAR_GELU(const td_op *op) {
     }
     td_op gelu = {.kind = TD_OP_GELU, .n_in = 1, .n_out = 1, .in = &h, .out = &y, .p = op->p};
     return cpu_op_GELU(&gelu);
+}
+
+/* LINEAR_RESIDUAL: in = (x [M, K], w [N, K], b [N]?, r [M, N]), out = y [M, N], contiguous; y, b and r in one
+** dtype, x's or f32 for f16/bf16 x:
+**   acc = x w^T       (MATMUL's GEMM in f64 for f64, else f32; f16/bf16 x and w widened, the product not rounded)
+**   y = acc + b + r   (one pass over the rows in acc's precision, then one rounding to y's dtype)
+** acc is y itself when y is f32 or f64. */
+td_status cpu_op_LINEAR_RESIDUAL(const td_op *op) {
+    const td_operand *x = &op->in[0], *b = &op->in[2], *r = &op->in[3];
+    td_operand *y = &op->out[0];
+    int64_t M = x->shape[0], K = x->shape[1], N = op->in[1].shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    bool f64 = y->dtype == TD_F64, direct = f64 || y->dtype == TD_F32;
+    size_t es = f64 ? sizeof(double) : sizeof(float), bytes = (size_t)(M * N) * es;
+    void *acc = direct ? cpu_ptr(y) : malloc(bytes);
+    /* f16/bf16 b and r (y of their dtype) widened; f32 and f64 ones read in place */
+    float *fb = direct ? NULL : cpu_nn_to_f32(b), *fr = direct ? NULL : cpu_nn_to_f32(r);
+    td_status st = !acc                                  ? cpu_nn_oom("linear_residual", bytes)
+                   : !direct && (!fr || (b->buf && !fb)) ? td_last_status()
+                                                         : TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, y);
+    if (st == TD_OK && K == 0)
+        memset(acc, 0, bytes); /* an empty sum */
+    else if (st == TD_OK)
+        st = mm_wide(&mm.in[0], &mm.in[1], acc);
+    if (st == TD_OK) {
+        int nt = cpu_threads_for(M * N, 2);
+        if (f64) {
+            const double *pb = b->buf ? cpu_ptr(b) : NULL, *pr = cpu_ptr(r);
+#pragma omp parallel for num_threads(nt)
+            for (int64_t i = 0; i < M; i++) {
+                double *ar = (double *)acc + i * N;
+                const double *rr = pr + i * N;
+                for (int64_t j = 0; j < N; j++) ar[j] = (ar[j] + (pb ? pb[j] : 0.0)) + rr[j];
+            }
+        } else {
+            const float *pb = direct ? (b->buf ? cpu_ptr(b) : NULL) : fb, *pr = direct ? cpu_ptr(r) : fr;
+#pragma omp parallel for num_threads(nt)
+            for (int64_t i = 0; i < M; i++) {
+                float *ar = (float *)acc + i * N;
+                const float *rr = pr + i * N;
+                for (int64_t j = 0; j < N; j++) ar[j] = (ar[j] + (pb ? pb[j] : 0.0f)) + rr[j];
+            }
+            if (!direct) cpu_nn_from_f32(y, acc);
+        }
+    }
+    if (!direct) free(acc);
+    free(fb), free(fr);
+    return st;
 }

@@ -124,6 +124,11 @@ enum { CU_EPI_NONE, CU_EPI_BIAS, CU_EPI_GELU_AUX_BIAS, CU_EPI_BGRADB, CU_EPI_DGE
 /* op's MATMUL (in = (a, b), out = c; TD_LAYOUT_MATRIX) with epilogue epi;
 ** TD_ERR_UNSUPPORTED when Lt has no algorithm for the shape. */
 td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux);
+/* The same, 2-D, accumulating: out = a @ b + bias + c, with c [M, N] of out's
+** layout and dtype (f32 for f16/bf16 a and b, or theirs) read as Lt's C with
+** beta = 1, and bias (epi CU_EPI_BIAS or NONE) of out's dtype too; K > 0.
+** TD_ERR_UNSUPPORTED when Lt has no algorithm, K = 0 or batch dims. */
+td_status cu_lt_matmul_add(cu_dev *d, const td_op *op, int epi, const void *bias, const void *c);
 
 /* ---- copies (cu_ops_fill.cu) ---- */
 /* out = cast(in) elementwise; in and out of one shape, any strides and dtypes

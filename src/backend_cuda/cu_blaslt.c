@@ -35,7 +35,12 @@
 ** taken transposed) over the GEMM's k (the rows of dy), to the bias pointer;
 ** DGELU (LINEAR_DGELU) multiplies the fp32 product by gelu'(aux) before the one
 ** rounding, aux being the pre-activation h [M, N] that GELU_AUX_BIAS kept.
-** Used by MATMUL, LINEAR_GELU, LINEAR_WGRAD and LINEAR_DGELU (cu_ops_matmul.cu): cu_lt_matmul (cu.h).
+** Accumulating (cu_lt_matmul_add, LINEAR_RESIDUAL): D = op(A) op(B) + bias + C
+** with C an input of D's layout (beta = 1), so a residual add costs no pass of
+** its own; C, D and the bias may be f32 for f16/bf16 A and B (a combination Lt
+** takes under CUBLAS_COMPUTE_32F), so the fp32 sum is rounded once, to f32.
+** Used by MATMUL, LINEAR_GELU, LINEAR_WGRAD, LINEAR_DGELU and LINEAR_RESIDUAL (cu_ops_matmul.cu): cu_lt_matmul and
+** cu_lt_matmul_add (cu.h).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +50,10 @@
 
 /* What one Lt call looks like; the cache key. */
 typedef struct plan_key {
-    td_dtype dt;
+    td_dtype dt;   /* of Lt's A and B */
+    td_dtype dt_c; /* of C and D: dt, or f32 for f16/bf16 dt (cu_lt_matmul_add) */
     int tf32;
+    int accum;                     /* C is an input (beta = 1), not D */
     int trans_a, trans_b;          /* Lt's A = b, Lt's B = a */
     int64_t m, n, k;               /* of C = A B in row-major terms */
     int64_t lda, ldb;              /* leading dims of Lt's A and B */
@@ -81,13 +88,14 @@ static int alignment(const void *p) {
     return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 2;
 }
 
+static cudaDataType_t lt_type(td_dtype dt) {
+    return dt == TD_F64 ? CUDA_R_64F : dt == TD_F16 ? CUDA_R_16F : dt == TD_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 /* p's descriptor and layouts, from its key. */
 static td_status make_plan(plan *p) {
     const plan_key *k = &p->key;
-    cudaDataType_t ty = k->dt == TD_F64    ? CUDA_R_64F
-                        : k->dt == TD_F16  ? CUDA_R_16F
-                        : k->dt == TD_BF16 ? CUDA_R_16BF
-                                           : CUDA_R_32F;
+    cudaDataType_t ty = lt_type(k->dt), ty_c = lt_type(k->dt_c);
     cublasComputeType_t ct = k->dt == TD_F64              ? CUBLAS_COMPUTE_64F
                              : k->dt == TD_F32 && k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                           : CUBLAS_COMPUTE_32F;
@@ -112,7 +120,7 @@ static td_status make_plan(plan *p) {
     uint64_t rb = k->trans_b ? k->m : k->k, cb = k->trans_b ? k->k : k->m;
     st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->la, ty, ra, ca, k->lda), "layout A");
     if (st == TD_OK) st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->lb, ty, rb, cb, k->ldb), "layout B");
-    if (st == TD_OK) st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->lc, ty, k->n, k->m, k->n), "layout C");
+    if (st == TD_OK) st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->lc, ty_c, k->n, k->m, k->n), "layout C");
     if (st != TD_OK) return st;
     if (k->batch > 1) {
         int32_t count = (int32_t)k->batch;
@@ -127,10 +135,12 @@ static td_status make_plan(plan *p) {
     return TD_OK;
 }
 
-/* The operands of one Lt call: Lt's A and B, C (= D), and the epilogue's bias and aux pointers. */
+/* The operands of one Lt call: Lt's A and B, D, the accumulated C (NULL: none, beta = 0), and the epilogue's bias
+** and aux pointers. */
 typedef struct lt_call {
     const void *a, *b;
     void *c;
+    const void *cin;
     const void *bias;
     void *aux;
 } lt_call;
@@ -138,8 +148,8 @@ typedef struct lt_call {
 static const float one32 = 1, zero32 = 0;
 static const double one64 = 1, zero64 = 0;
 
-/* Lt's D = op(A) op(B) with algo and the epilogue's pointers of call; under plans_lock when p has an epilogue
-** (the pointers live in the descriptor). */
+/* Lt's D = op(A) op(B) (+ C when call has one) with algo and the epilogue's pointers of call; under plans_lock when
+** p has an epilogue (the pointers live in the descriptor). */
 static cublasStatus_t lt_run(cu_dev *d, plan *p, const cublasLtMatmulAlgo_t *algo, const lt_call *call) {
     bool f64 = p->key.dt == TD_F64;
     if (p->key.epi != CU_EPI_NONE) {
@@ -148,9 +158,10 @@ static cublasStatus_t lt_run(cu_dev *d, plan *p, const cublasLtMatmulAlgo_t *alg
             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call->aux,
                                            sizeof call->aux);
     }
-    return cublasLtMatmul(d->lt, p->op, f64 ? (const void *)&one64 : (const void *)&one32, call->a, p->la, call->b,
-                          p->lb, f64 ? (const void *)&zero64 : (const void *)&zero32, call->c, p->lc, call->c, p->lc,
-                          algo, d->lt_workspace, d->lt_workspace_size, d->stream);
+    const void *one = f64 ? (const void *)&one64 : (const void *)&one32;
+    const void *beta = call->cin ? one : f64 ? (const void *)&zero64 : (const void *)&zero32;
+    return cublasLtMatmul(d->lt, p->op, one, call->a, p->la, call->b, p->lb, beta, call->cin ? call->cin : call->c,
+                          p->lc, call->c, p->lc, algo, d->lt_workspace, d->lt_workspace_size, d->stream);
 }
 
 /* TRIDENT_CUDA_GEMM_TUNE: 0 (unset) heuristic only, 1 time the candidates, 2 and print each choice; read once, under
@@ -173,19 +184,21 @@ static void extent(const void *ptr, int64_t rows, int64_t cols, int64_t ld, int6
     r[1] = r[0] + (uintptr_t)(((batch - 1) * (stride > 0 ? stride : 0) + ld * (cols - 1) + rows) * (int64_t)es);
 }
 
-/* Whether a rerun of call could read what an earlier run wrote: C (or BGRADB's bias, GELU_AUX_BIAS's aux) overlaps
+/* Whether a rerun of call could read what an earlier run wrote: D (or BGRADB's bias, GELU_AUX_BIAS's aux) overlaps
 ** an input. */
 static bool writes_inputs(const plan_key *k, const lt_call *call) {
-    size_t es = td_dtype_size(k->dt);
-    uintptr_t in[4][2], out[3][2];
+    size_t es = td_dtype_size(k->dt), es_c = td_dtype_size(k->dt_c);
+    uintptr_t in[5][2], out[3][2];
     int nin = 2, nout = 1;
     extent(call->a, k->trans_a ? k->k : k->n, k->trans_a ? k->n : k->k, k->lda, k->batch, k->sa, es, in[0]);
     extent(call->b, k->trans_b ? k->m : k->k, k->trans_b ? k->k : k->m, k->ldb, k->batch, k->sb, es, in[1]);
-    extent(call->c, k->n, k->m, k->n, k->batch, k->sc, es, out[0]);
-    if (k->epi == CU_EPI_DGELU) extent(call->aux, k->n, k->m, k->n, 1, 0, es, in[nin++]);
-    if (k->epi == CU_EPI_GELU_AUX_BIAS) extent(call->aux, k->n, k->m, k->n, 1, 0, es, out[nout++]);
-    if (k->epi == CU_EPI_BIAS || k->epi == CU_EPI_GELU_AUX_BIAS) extent(call->bias, k->n, 1, k->n, 1, 0, es, in[nin++]);
-    if (k->epi == CU_EPI_BGRADB) extent(call->bias, k->m, 1, k->m, 1, 0, es, out[nout++]);
+    extent(call->c, k->n, k->m, k->n, k->batch, k->sc, es_c, out[0]);
+    if (call->cin) extent(call->cin, k->n, k->m, k->n, k->batch, k->sc, es_c, in[nin++]);
+    if (k->epi == CU_EPI_DGELU) extent(call->aux, k->n, k->m, k->n, 1, 0, es_c, in[nin++]);
+    if (k->epi == CU_EPI_GELU_AUX_BIAS) extent(call->aux, k->n, k->m, k->n, 1, 0, es_c, out[nout++]);
+    if (k->epi == CU_EPI_BIAS || k->epi == CU_EPI_GELU_AUX_BIAS)
+        extent(call->bias, k->n, 1, k->n, 1, 0, es_c, in[nin++]);
+    if (k->epi == CU_EPI_BGRADB) extent(call->bias, k->m, 1, k->m, 1, 0, es_c, out[nout++]);
     for (int i = 0; i < nin; i++)
         for (int j = 0; j < nout; j++)
             if (in[i][0] < out[j][1] && out[j][0] < in[i][1]) return true;
@@ -334,18 +347,21 @@ static bool lt_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *
     return false;
 }
 
-td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux) {
+/* cu_lt_matmul, accumulating onto cin (of out's dtype and layout; NULL: none) when given */
+static td_status lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux, const void *cin) {
     /* a and b are [batch..., M, K] and [batch..., K, N] views of one rank; out is contiguous with those batch
     ** dims and M, N (a 1-D operand's size-1 dim dropped), which is the same memory as [batch..., M, N] */
     const td_operand *a = &op->in[0], *b = &op->in[1], *c = &op->out[0];
     int nd = a->ndim;
     int64_t m = a->shape[nd - 2], k = a->shape[nd - 1], n = b->shape[nd - 1];
-    size_t es = td_dtype_size(c->dtype);
+    size_t es = td_dtype_size(a->dtype), es_c = td_dtype_size(c->dtype);
+    if (k == 0 && cin) return td_error_set(TD_ERR_UNSUPPORTED, "matmul: K = 0 with an accumulated C");
     if (k == 0)
-        return cu_status(cudaMemsetAsync(cu_data(c), 0, (size_t)td_operand_numel(c) * es, d->stream), "matmul: K = 0");
+        return cu_status(cudaMemsetAsync(cu_data(c), 0, (size_t)td_operand_numel(c) * es_c, d->stream),
+                         "matmul: K = 0");
     plan_key key;
     memset(&key, 0, sizeof key);
-    key.dt = c->dtype;
+    key.dt = a->dtype, key.dt_c = c->dtype, key.accum = cin != NULL;
     key.tf32 = (op->flags & TD_OP_FLAG_TF32) != 0;
     key.m = m, key.n = n, key.k = k, key.dev = d->index, key.epi = epi;
     /* Lt's A is b [K, N]; Lt's B is a [M, K] */
@@ -380,12 +396,15 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
         int64_t steps[3] = {bs[2][i], bs[1][i], bs[0][i]};
         int *al[3] = {&key.align_a, &key.align_b, &key.align_c};
         for (int j = 0; j < 3; j++)
-            while (*al[j] > 2 && ((uint64_t)(steps[j] * (int64_t)es) % (uint64_t)*al[j])) *al[j] /= 2;
+            while (*al[j] > 2 && ((uint64_t)(steps[j] * (int64_t)(j == 2 ? es_c : es)) % (uint64_t)*al[j])) *al[j] /= 2;
     }
+    if (cin && outer > 1) return td_error_set(TD_ERR_UNSUPPORTED, "matmul: an accumulated C with batch dims");
+    if (cin && alignment(cin) < key.align_c) key.align_c = alignment(cin); /* C's alignment too */
     plan *p;
-    lt_call call = {.a = pb, .b = pa, .c = pc, .bias = bias, .aux = aux}; /* batch 0's */
+    lt_call call = {.a = pb, .b = pa, .c = pc, .cin = cin, .bias = bias, .aux = aux}; /* batch 0's */
     td_status st = get_plan(d, &key, &call, &p);
     if (st != TD_OK) return st;
+    if (cin && epi == CU_EPI_NONE) return cu_blas_status(lt_run(d, p, &p->algo, &call), "cublasLtMatmul (C)");
     if (epi !=
         CU_EPI_NONE) { /* a 2-D GEMM with an epilogue: one call, under the lock, as the pointers live in the plan */
         pthread_mutex_lock(&plans_lock);
@@ -401,8 +420,16 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
             for (int j = 0; j < 3; j++) off[j] += idx * bs[j][i];
         }
         lt_call batch = {
-            .a = pb + off[2] * (int64_t)es, .b = pa + off[1] * (int64_t)es, .c = pc + off[0] * (int64_t)es};
+            .a = pb + off[2] * (int64_t)es, .b = pa + off[1] * (int64_t)es, .c = pc + off[0] * (int64_t)es_c};
         st = cu_blas_status(lt_run(d, p, &p->algo, &batch), "cublasLtMatmul");
     }
     return st;
+}
+
+td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, void *aux) {
+    return lt_matmul(d, op, epi, bias, aux, NULL);
+}
+
+td_status cu_lt_matmul_add(cu_dev *d, const td_op *op, int epi, const void *bias, const void *c) {
+    return lt_matmul(d, op, epi, bias, NULL, c);
 }

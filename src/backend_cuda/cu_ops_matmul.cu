@@ -1,6 +1,6 @@
 /*
-** The matmul family on CUDA: MATMUL, LINEAR, LINEAR_GELU, LINEAR_WGRAD and LINEAR_DGELU, on the cuBLASLt GEMM of
-** cu_blaslt.c (cu_lt_matmul); neither has a capability test.
+** The matmul family on CUDA: MATMUL, LINEAR, LINEAR_GELU, LINEAR_WGRAD, LINEAR_DGELU and LINEAR_RESIDUAL, on the
+** cuBLASLt GEMM of cu_blaslt.c (cu_lt_matmul, cu_lt_matmul_add); none has a capability test.
 ** MATMUL: out[..., M, N] = a[..., M, K] @ b[..., K, N], batch dims broadcast
 ** (stride 0), each matrix row- or column-major (TD_LAYOUT_MATRIX).
 ** LINEAR: in = (x [M, K], w [N, K], b [N]?), out = y [M, N]: y = x w^T + b,
@@ -31,6 +31,14 @@
 ** form, f32 (as LINEAR_GELU: W5's fc2 2.08 ms with the epilogue, 1.69 + 0.20
 ** without), f64, K % 8 != 0 (aux's ld) or a shape Lt has no DGELU algorithm
 ** for: the plain GEMM, then GELU_BACKWARD's kernel in place.
+** LINEAR_RESIDUAL: in = (x [M, K], w [N, K], b [N]?, r [M, N]), out = y [M, N],
+** y, b and r of x's dtype or f32 for f16/bf16 x: y = x w^T + b + r is MATMUL's
+** GEMM with r as Lt's C (beta = 1) and b in the BIAS epilogue, both added to
+** the fp32 product before its one rounding (to f32 under autocast: no bf16 y),
+** so a transformer block's residual add costs no pass of its own. f64 (no bias
+** epilogue) or a shape Lt has no BIAS algorithm for: the GEMM onto r, then
+** ADD's kernel; K = 0: y = r (a copy), then ADD's kernel. No algorithm at all:
+** TD_ERR_UNSUPPORTED, and the core composes the ops.
 */
 #include "cu.h"
 
@@ -140,4 +148,33 @@ extern "C" td_status cu_op_LINEAR_DGELU(cu_dev *d, const td_op *op) {
     td_op bw = {};
     bw.kind = TD_OP_GELU_BACKWARD, bw.n_in = 2, bw.n_out = 1, bw.in = bw_in, bw.out = dh, bw.p = op->p;
     return cu_op_GELU_BACKWARD(d, &bw);
+}
+
+extern "C" td_status cu_op_LINEAR_RESIDUAL(cu_dev *d, const td_op *op) {
+    const td_operand *x = &op->in[0], *b = &op->in[2], *r = &op->in[3];
+    td_operand *y = &op->out[0];
+    int64_t M = x->shape[0], K = x->shape[1], N = op->in[1].shape[0];
+    if (M == 0 || N == 0) return TD_OK;
+    td_operand mm_in[2];
+    td_op mm = td_linear_gelu_matmul(op, mm_in, y);
+    bool lt_bias = b->buf && x->dtype != TD_F64 && K > 0;
+    td_status st;
+    if (K == 0) /* an empty product: y = r */
+        st = cu_copy_view(d, r, y);
+    else {
+        st = cu_lt_matmul_add(d, &mm, lt_bias ? CU_EPI_BIAS : CU_EPI_NONE, lt_bias ? cu_data(b) : NULL, cu_data(r));
+        if (st == TD_ERR_UNSUPPORTED && lt_bias) { /* no bias epilogue for this shape: the GEMM onto r, then ADD */
+            td_clear_error();
+            lt_bias = false;
+            st = cu_lt_matmul_add(d, &mm, CU_EPI_NONE, NULL, cu_data(r));
+        }
+    }
+    if (st != TD_OK || !b->buf || lt_bias) return st;
+    td_operand add_in[2] = {*y, *b}; /* y += b, broadcast over the rows */
+    add_in[1].ndim = 2;
+    add_in[1].shape[0] = M, add_in[1].shape[1] = N;
+    add_in[1].strides[0] = 0, add_in[1].strides[1] = 1;
+    td_op add = {};
+    add.kind = TD_OP_ADD, add.n_in = 2, add.n_out = 1, add.in = add_in, add.out = y;
+    return cu_op_ADD(d, &add);
 }

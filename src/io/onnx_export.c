@@ -390,6 +390,22 @@ static td_status map_op(ex *e, const td__tr_event *ev, const char *const *in, co
         node_end(e, at);
         return TD_OK;
     }
+    case TD_OP_LINEAR_RESIDUAL: { /* y = x w^T (Gemm; cast to r's dtype, an autocast f32 stream's) + b + r */
+        const char *h = fresh(e, "gemm");
+        size_t at = node_begin(e, "Gemm", 2, in, 1, &h);
+        attr_int(e, "transB", 1);
+        node_end(e, at);
+        if (x->dtype != y->dtype) {
+            const char *c = fresh(e, "cast");
+            at = node_begin(e, "Cast", 1, &h, 1, &c);
+            attr_int(e, "to", onnx_dtype(y->dtype));
+            node_end(e, at);
+            h = c;
+        }
+        if (ev->in[2]) h = NODE(e, "Add", NULL, h, in[2]);
+        NODE(e, "Add", out[0], h, in[3]);
+        return TD_OK;
+    }
     case TD_OP_LINEAR_GELU: { /* h = x w^T + b (Gemm), y = gelu(h) */
         size_t at = node_begin(e, "Gemm", ev->in[2] ? 3 : 2, in, 1, &out[1]);
         attr_int(e, "transB", 1);

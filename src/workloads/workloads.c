@@ -7,7 +7,6 @@
 ** H heads, D = C / H per head, V vocabulary.
 */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,28 +112,12 @@ static bool use_fused_attention(td_tensor *q) {
     return dt == TD_F16 || dt == TD_BF16;
 }
 
-/* TRIDENT_MATH_FUSE (issue 21; the library's switch, read once here too, as this library sees only the
-** public API): 0 keeps the table ops, unset or 1 takes the math blocks (CPU-measured faster: `y + b + r` over
-** [16384, 384] is one pass at 1.1-1.4x the two adds). */
-static bool fuse_on = true;
-static void fuse_read(void) {
-    const char *e = getenv("TRIDENT_MATH_FUSE");
-    fuse_on = !e || !*e || strcmp(e, "0") != 0;
-}
-static bool math_fuse(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, fuse_read);
-    return fuse_on;
-}
-
-/* r + lin(a) with lin's bias add and the residual add as one math block (one pass where td_linear's add and
-** td_add are two): y = a W^T, then y + b + r (its backward: dy = dr = g, db = sum_rows(g)). y by td_linear without
-** a bias, so that autocast casts the leaf W (once, cached) and its gradient reaches W contiguous, where a matmul
-** with W^T cast the transposed view and handed W a strided gradient to copy. */
+/* r + lin(a) as one LINEAR_RESIDUAL (td_linear_residual): lin's bias and the residual are added in the GEMM, with
+** no pass of their own, and under autocast y stays in r's float32 without a bf16 rounding (its backward: dr = g,
+** dx = g W, dW and db from one LINEAR_WGRAD). Autocast casts the leaf W (once, cached), so its gradient reaches W
+** contiguous. */
 static td_tensor *linear_residual(td_module *lin, td_tensor *a, td_tensor *r) {
-    td_tensor *w = td_module_get(lin, "weight"), *bias = td_module_get(lin, "bias");
-    td_tensor *y = td_linear(a, w, NULL);
-    return bias ? td_m("y + b + r", "y", y, "b", bias, "r", r, NULL) : td_add(r, y);
+    return td_linear_residual(a, td_module_get(lin, "weight"), td_module_get(lin, "bias"), r);
 }
 
 /* The fused MLP as one td_mlp_gelu node (issue 22: its backward runs fc2's input gradient and the GELU's as one
@@ -203,7 +186,7 @@ static td_tensor *gpt_block_forward(td_module *self, td_tensor *x) {
                            td_module_get(b->out, "weight"), td_module_get(b->out, "bias"), s, b->gelu_tanh);
     td_tensor *mlp = td_module_forward(b->fc, h);
     td_tensor *a = b->fused_mlp ? mlp : td_gelu(mlp, b->gelu_tanh);
-    return math_fuse() ? linear_residual(b->out, a, s) : td_add(s, td_module_forward(b->out, a));
+    return linear_residual(b->out, a, s);
 }
 
 /* Register child under name in m, remembering it in *slot. */
