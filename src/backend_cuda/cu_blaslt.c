@@ -8,7 +8,8 @@
 ** transpose); a column-major one takes op T.
 ** Precision: f32 is strict fp32 (CUBLAS_COMPUTE_32F) unless the op carries
 ** TD_OP_FLAG_TF32 ("high"); f16/bf16 multiply on tensor cores and accumulate in
-** fp32; f64 in fp64.
+** fp32; f64 in fp64. An f32 out of f16/bf16 a and b (LINEAR_WGRAD's wide dw)
+** is Lt's D in f32 from the same fp32 sums (CUBLAS_COMPUTE_32F), rounded once.
 ** Batches: the batch dims of (out, a, b) are merged like an elementwise
 ** iteration; the innermost merged dim is Lt's strided batch, outer ones loop on
 ** the host. Descriptors and the heuristic's algorithm are cached per shape (a
@@ -54,6 +55,7 @@ typedef struct plan_key {
     int epi;                       /* CU_EPI_*: what the epilogue adds (LINEAR_GELU) or sums (LINEAR_WGRAD) */
     int align_a, align_b, align_c; /* bytes: 16, 8, 4 or 2 */
     int dev;
+    td_dtype in_dt; /* Lt's A and B: dt, or f16/bf16 under an f32 dt (their f32 sums written wide) */
 } plan_key;
 
 typedef struct plan {
@@ -82,15 +84,16 @@ static int alignment(const void *p) {
 }
 
 /* p's descriptor and layouts, from its key. */
+static cudaDataType_t lt_type(td_dtype dt) {
+    return dt == TD_F64 ? CUDA_R_64F : dt == TD_F16 ? CUDA_R_16F : dt == TD_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 static td_status make_plan(plan *p) {
     const plan_key *k = &p->key;
-    cudaDataType_t ty = k->dt == TD_F64    ? CUDA_R_64F
-                        : k->dt == TD_F16  ? CUDA_R_16F
-                        : k->dt == TD_BF16 ? CUDA_R_16BF
-                                           : CUDA_R_32F;
-    cublasComputeType_t ct = k->dt == TD_F64              ? CUBLAS_COMPUTE_64F
-                             : k->dt == TD_F32 && k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                          : CUBLAS_COMPUTE_32F;
+    cudaDataType_t ty = lt_type(k->dt), ty_in = lt_type(k->in_dt);
+    cublasComputeType_t ct = k->dt == TD_F64                                    ? CUBLAS_COMPUTE_64F
+                             : k->dt == TD_F32 && k->in_dt == TD_F32 && k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                : CUBLAS_COMPUTE_32F;
     cudaDataType_t scale = k->dt == TD_F64 ? CUDA_R_64F : CUDA_R_32F;
     cublasOperation_t ta = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     td_status st = cu_blas_status(cublasLtMatmulDescCreate(&p->op, ct, scale), "cublasLtMatmulDescCreate");
@@ -110,8 +113,8 @@ static td_status make_plan(plan *p) {
     /* Lt's A: op(A) is N x K; Lt's B: op(B) is K x M; C is N x M */
     uint64_t ra = k->trans_a ? k->k : k->n, ca = k->trans_a ? k->n : k->k;
     uint64_t rb = k->trans_b ? k->m : k->k, cb = k->trans_b ? k->k : k->m;
-    st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->la, ty, ra, ca, k->lda), "layout A");
-    if (st == TD_OK) st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->lb, ty, rb, cb, k->ldb), "layout B");
+    st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->la, ty_in, ra, ca, k->lda), "layout A");
+    if (st == TD_OK) st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->lb, ty_in, rb, cb, k->ldb), "layout B");
     if (st == TD_OK) st = cu_blas_status(cublasLtMatrixLayoutCreate(&p->lc, ty, k->n, k->m, k->n), "layout C");
     if (st != TD_OK) return st;
     if (k->batch > 1) {
@@ -176,11 +179,11 @@ static void extent(const void *ptr, int64_t rows, int64_t cols, int64_t ld, int6
 /* Whether a rerun of call could read what an earlier run wrote: C (or BGRADB's bias, GELU_AUX_BIAS's aux) overlaps
 ** an input. */
 static bool writes_inputs(const plan_key *k, const lt_call *call) {
-    size_t es = td_dtype_size(k->dt);
+    size_t es = td_dtype_size(k->dt), es_in = td_dtype_size(k->in_dt);
     uintptr_t in[4][2], out[3][2];
     int nin = 2, nout = 1;
-    extent(call->a, k->trans_a ? k->k : k->n, k->trans_a ? k->n : k->k, k->lda, k->batch, k->sa, es, in[0]);
-    extent(call->b, k->trans_b ? k->m : k->k, k->trans_b ? k->k : k->m, k->ldb, k->batch, k->sb, es, in[1]);
+    extent(call->a, k->trans_a ? k->k : k->n, k->trans_a ? k->n : k->k, k->lda, k->batch, k->sa, es_in, in[0]);
+    extent(call->b, k->trans_b ? k->m : k->k, k->trans_b ? k->k : k->m, k->ldb, k->batch, k->sb, es_in, in[1]);
     extent(call->c, k->n, k->m, k->n, k->batch, k->sc, es, out[0]);
     if (k->epi == CU_EPI_DGELU) extent(call->aux, k->n, k->m, k->n, 1, 0, es, in[nin++]);
     if (k->epi == CU_EPI_GELU_AUX_BIAS) extent(call->aux, k->n, k->m, k->n, 1, 0, es, out[nout++]);
@@ -340,12 +343,13 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
     const td_operand *a = &op->in[0], *b = &op->in[1], *c = &op->out[0];
     int nd = a->ndim;
     int64_t m = a->shape[nd - 2], k = a->shape[nd - 1], n = b->shape[nd - 1];
-    size_t es = td_dtype_size(c->dtype);
+    size_t es = td_dtype_size(c->dtype), es_in = td_dtype_size(a->dtype); /* es_in: a's and b's */
     if (k == 0)
         return cu_status(cudaMemsetAsync(cu_data(c), 0, (size_t)td_operand_numel(c) * es, d->stream), "matmul: K = 0");
     plan_key key;
     memset(&key, 0, sizeof key);
     key.dt = c->dtype;
+    key.in_dt = a->dtype;
     key.tf32 = (op->flags & TD_OP_FLAG_TF32) != 0;
     key.m = m, key.n = n, key.k = k, key.dev = d->index, key.epi = epi;
     /* Lt's A is b [K, N]; Lt's B is a [M, K] */
@@ -379,8 +383,10 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
     for (int i = 0; i + 1 < nb; i++) { /* outer batches must keep the alignment */
         int64_t steps[3] = {bs[2][i], bs[1][i], bs[0][i]};
         int *al[3] = {&key.align_a, &key.align_b, &key.align_c};
-        for (int j = 0; j < 3; j++)
-            while (*al[j] > 2 && ((uint64_t)(steps[j] * (int64_t)es) % (uint64_t)*al[j])) *al[j] /= 2;
+        for (int j = 0; j < 3; j++) {
+            int64_t bytes = steps[j] * (int64_t)(j < 2 ? es_in : es);
+            while (*al[j] > 2 && ((uint64_t)bytes % (uint64_t)*al[j])) *al[j] /= 2;
+        }
     }
     plan *p;
     lt_call call = {.a = pb, .b = pa, .c = pc, .bias = bias, .aux = aux}; /* batch 0's */
@@ -401,7 +407,7 @@ td_status cu_lt_matmul(cu_dev *d, const td_op *op, int epi, const void *bias, vo
             for (int j = 0; j < 3; j++) off[j] += idx * bs[j][i];
         }
         lt_call batch = {
-            .a = pb + off[2] * (int64_t)es, .b = pa + off[1] * (int64_t)es, .c = pc + off[0] * (int64_t)es};
+            .a = pb + off[2] * (int64_t)es_in, .b = pa + off[1] * (int64_t)es_in, .c = pc + off[0] * (int64_t)es};
         st = cu_blas_status(lt_run(d, p, &p->algo, &batch), "cublasLtMatmul");
     }
     return st;

@@ -22,7 +22,11 @@
 **   db = sum over m of dy comes out of the same GEMM (EPILOGUE_BGRADB: Lt's B
 ** is dy^T, summed over the GEMM's k = M), so dy is read once. f64, no
 ** db, or a shape Lt has no BGRADB algorithm for: the plain GEMM, then SUM's
-** kernel over dim 0.
+** kernel over dim 0. dw and db in f32 for f16/bf16 dy (the op table's 'a':
+** gradients bound for f32 parameters): Lt's D and bias gradient written in
+** f32 from the same fp32 sums; with a db that BGRADB cannot give (SUM's kernel
+** writes dy's dtype) the op declines (TD_ERR_UNSUPPORTED) before writing
+** anything, and the core runs it in dy's dtype and casts.
 ** LINEAR_DGELU: in = (dy [M, N], w [N, K], h [M, K]), out = dh [M, K]:
 **   dh = (dy w) gelu'(h) is MATMUL's GEMM (w row-major [N, K]) with the tanh
 ** form's derivative in Lt's epilogue (EPILOGUE_DGELU, aux = h as GELU_AUX_BIAS
@@ -112,6 +116,10 @@ extern "C" td_status cu_op_LINEAR_WGRAD(cu_dev *d, const td_op *op) {
         if (st != TD_ERR_UNSUPPORTED) return st;
         td_clear_error();
     }
+    if (db->buf && db->dtype != dy->dtype)
+        return td_error_set(TD_ERR_UNSUPPORTED,
+                            "cuda linear_wgrad: no BGRADB algorithm for a %s db of %s dy [%lld, %lld]",
+                            td_dtype_name(db->dtype), td_dtype_name(dy->dtype), (long long)M, (long long)N);
     if (K > 0 && (st = cu_lt_matmul(d, &mm, CU_EPI_NONE, NULL, NULL)) != TD_OK) return st;
     if (!db->buf) return TD_OK;
     td_operand sum = *db;
