@@ -109,7 +109,7 @@
     /* linear's weight and bias gradients: the bias gradient in the GEMM's epilogue where the backend can */           \
     X(LINEAR_WGRAD, 2, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
       "(dy [M,N], x [M,K]) -> (dw = dy^T x [N,K], db? = sum over M of dy [N]); dw, db: dy's dtype or f32")             \
-    /* the MLP's input gradient through fc2 and the GELU: one GEMM with gelu'(h) in its epilogue where it can */       \
+    /* the MLP's input gradient through fc2 and the GELU: one GEMM with gelu'(h) in its epilogue where it can */     \
     X(LINEAR_DGELU, 3, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
       "(dy [M,N], w [N,K], h [M,K]) -> dh = (dy w) gelu'(h) [M,K]")                                                    \
     X(SOFTMAX, 1, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_F32, "softmax over the last dim")                       \
