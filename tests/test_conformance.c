@@ -602,8 +602,8 @@ static int case_linear(conf_ctx *c, int v, td_tensor **out) {
 
 /* linear's weight and bias gradients (td__linear_wgrad): dw = dy^T x [N,K], db = sum over rows of dy [N];
 ** the "f32 out" variants ask td__linear_wgrad_to for float32 dw and db of f16/bf16 dy (the op table's 'a', as
-** autograd does for autocast's f32 parameters), compared in f32 (no rounding to dy's dtype); on CUDA "no rows" and
-** "K = 0" there have no BGRADB GEMM: the backend declines and the core casts the op run in dy's dtype */
+** autograd does for autocast's f32 parameters), compared in f32 (no rounding to dy's dtype); a backend that
+** declines them (Vulkan: the core casts the op run in dy's dtype) is compared in dy's dtype */
 static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
     int64_t M = 37, N = 40, K = 33;
     bool bias = true, wide = false;
@@ -637,6 +637,9 @@ static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
         fprintf(stderr, "linear_wgrad: f32 out gave %s dw\n", td_dtype_name(td_tensor_dtype(dw)));
         return -1;
     }
+    td_tensor *in[2] = {dy, x}, *probe[2] = {td_empty(SHAPE(N, K), TD_F32, c->dev), td_empty(SHAPE(N), TD_F32, c->dev)};
+    if (wide && half && !td__supports(TD_OP_LINEAR_WGRAD, 2, in, bias ? 2 : 1, probe, NULL))
+        dw = td_cast(dw, dt), db = db ? td_cast(db, dt) : NULL;
     out[0] = dw, out[1] = db;
     return bias ? 2 : 1;
 }

@@ -83,11 +83,12 @@ static int alignment(const void *p) {
     return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 2;
 }
 
-/* p's descriptor and layouts, from its key. */
+/* Lt's data type of dt (a float) */
 static cudaDataType_t lt_type(td_dtype dt) {
     return dt == TD_F64 ? CUDA_R_64F : dt == TD_F16 ? CUDA_R_16F : dt == TD_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
+/* p's descriptor and layouts, from its key. */
 static td_status make_plan(plan *p) {
     const plan_key *k = &p->key;
     cudaDataType_t ty = lt_type(k->dt), ty_in = lt_type(k->in_dt);

@@ -21,8 +21,8 @@ TD_API td_status td__linear_wgrad(td_tensor *dy, td_tensor *x, bool need_db, td_
 ** bfloat16 dy (the op table's 'a'): the GEMM's fp32 sums then round once to
 ** f32, not to dy's dtype first, for a gradient bound for a float32 parameter
 ** (autograd's td__grad_dtype). Where the backend declines the wide outputs
-** (its supports(), or TD_ERR_UNSUPPORTED from the run: CUDA without a BGRADB
-** algorithm for the shape) the op runs in dy's dtype and the results are cast.
+** (its supports(), as Vulkan's, or TD_ERR_UNSUPPORTED from the run) the op
+** runs in dy's dtype and the results are cast, as the engine's cast would.
 ** TD_ERR_DTYPE for another dt. */
 TD_API td_status td__linear_wgrad_to(td_tensor *dy, td_tensor *x, bool need_db, td_dtype dt, td_tensor **dw,
                                      td_tensor **db);
