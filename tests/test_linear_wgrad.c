@@ -17,8 +17,12 @@
     X(fused_equals_unfused_cpu)                                                                                        \
     X(fused_equals_unfused_cuda)                                                                                       \
     X(vulkan_against_f64)                                                                                              \
-    X(deterministic_vulkan) X(linear_gelu_backward_cpu) X(one_output_strided_cpu) X(wide_outputs_cpu)                  \
-        X(wide_outputs_cuda) X(wide_outputs_vulkan)
+    X(deterministic_vulkan)                                                                                            \
+    X(linear_gelu_backward_cpu)                                                                                        \
+    X(one_output_strided_cpu)                                                                                          \
+    X(wide_outputs_cpu)                                                                                                \
+    X(wide_outputs_cuda)                                                                                               \
+    X(wide_outputs_vulkan)
 
 /* dy [M, N], x [M, K] of dt on dev: td__linear_wgrad against dy^T x (MATMUL) and sum over rows (SUM) */
 static void check(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, double tol) {
