@@ -600,16 +600,27 @@ static int case_linear(conf_ctx *c, int v, td_tensor **out) {
     RETURN1(td_linear(x, w, b));
 }
 
-/* linear's weight and bias gradients (td__linear_wgrad): dw = dy^T x [N,K], db = sum over rows of dy [N] */
+/* linear's weight and bias gradients (td__linear_wgrad): dw = dy^T x [N,K], db = sum over rows of dy [N];
+** the "f32 out" variants ask td__linear_wgrad_to for float32 dw and db of f16/bf16 dy (the op table's 'a', as
+** autograd does for autocast's f32 parameters), compared in f32 (no rounding to dy's dtype); a backend that
+** declines them (Vulkan: the core casts the op run in dy's dtype) is compared in dy's dtype */
 static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
     int64_t M = 37, N = 40, K = 33;
-    bool bias = true;
+    bool bias = true, wide = false;
     switch (v) {
     case 0: VARIANT("dy[37,40] x[37,33]"); break;
     case 1: VARIANT("no db, odd M: dy[1000,7] x[1000,9]"), M = BIG(c, 1000, 45), N = 7, K = 9, bias = false; break;
     case 2: VARIANT("size 1 dy[1,1] x[1,1]"), M = N = K = 1; break;
     case 3: VARIANT("no rows: dy[0,40] x[0,33] (zeros)"), M = 0; break;
     case 4: VARIANT("K = 0: dy[37,40] x[37,0]"), K = 0; break;
+    case 5: VARIANT("f32 out: dy[64,48] x[64,32]"), M = 64, N = 48, K = 32, wide = true; break;
+    case 6:
+        VARIANT("f32 out, no db, odd: dy[1000,7] x[1000,9]"), M = BIG(c, 1000, 45), N = 7, K = 9, wide = true,
+                                                              bias = false;
+        break;
+    case 7: VARIANT("f32 out, odd: dy[37,40] x[37,33]"), wide = true; break;
+    case 8: VARIANT("f32 out, no rows: dy[0,40] x[0,33] (zeros)"), M = 0, wide = true; break;
+    case 9: VARIANT("f32 out, K = 0: dy[37,40] x[37,0]"), K = 0, wide = true; break;
     case CONF_PERF:
         VARIANT(c->tiny ? "dy[128,256] x[128,64]" : "W5's fc: dy[4096,3072] x[4096,768]");
         M = BIG(c, 4096, 128), K = BIG(c, 768, 64), N = 4 * K;
@@ -618,7 +629,17 @@ static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
     default: return 0;
     }
     td_tensor *dy = conf_in(c, -1, 1, SHAPE(M, N)), *x = conf_in(c, -1, 1, SHAPE(M, K)), *dw = NULL, *db = NULL;
-    if (!dy || !x || TIMED_ST(c, td__linear_wgrad(dy, x, bias, &dw, &db)) != TD_OK) return -1;
+    if (!dy || !x) return -1;
+    td_dtype dt = td_tensor_dtype(dy);
+    bool half = dt == TD_F16 || dt == TD_BF16;
+    if (TIMED_ST(c, td__linear_wgrad_to(dy, x, bias, wide && half ? TD_F32 : dt, &dw, &db)) != TD_OK) return -1;
+    if (wide && half && (td_tensor_dtype(dw) != TD_F32 || (db && td_tensor_dtype(db) != TD_F32))) {
+        fprintf(stderr, "linear_wgrad: f32 out gave %s dw\n", td_dtype_name(td_tensor_dtype(dw)));
+        return -1;
+    }
+    td_tensor *in[2] = {dy, x}, *probe[2] = {td_empty(SHAPE(N, K), TD_F32, c->dev), td_empty(SHAPE(N), TD_F32, c->dev)};
+    if (wide && half && !td__supports(TD_OP_LINEAR_WGRAD, 2, in, bias ? 2 : 1, probe, NULL))
+        dw = td_cast(dw, dt), db = db ? td_cast(db, dt) : NULL;
     out[0] = dw, out[1] = db;
     return bias ? 2 : 1;
 }

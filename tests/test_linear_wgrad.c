@@ -2,7 +2,11 @@
 ** op, against the unfused MATMUL and SUM on the same device. On CUDA the bias
 ** gradient comes out of the weight-gradient GEMM (cuBLASLt's BGRADB
 ** epilogue); the CPU runs MATMUL's and SUM's kernels. Also LINEAR_GELU's
-** backward, which takes it, against the composed linear + gelu's gradients. */
+** backward, which takes it, against the composed linear + gelu's gradients.
+** wide_outputs_<dev>: td__linear_wgrad_to's f32 dw and db of f16/bf16 operands
+** (autocast's f32 parameters) equal the f32 product of the widened operands
+** (no rounding to the half dtype between: a bound a rounded result misses by
+** far); Vulkan declines them and the core casts its half-precision results. */
 #include <string.h>
 
 #include "test_util.h"
@@ -12,7 +16,13 @@
 #define TESTS(X)                                                                                                       \
     X(fused_equals_unfused_cpu)                                                                                        \
     X(fused_equals_unfused_cuda)                                                                                       \
-    X(vulkan_against_f64) X(deterministic_vulkan) X(linear_gelu_backward_cpu) X(one_output_strided_cpu)
+    X(vulkan_against_f64)                                                                                              \
+    X(deterministic_vulkan)                                                                                            \
+    X(linear_gelu_backward_cpu)                                                                                        \
+    X(one_output_strided_cpu)                                                                                          \
+    X(wide_outputs_cpu)                                                                                                \
+    X(wide_outputs_cuda)                                                                                               \
+    X(wide_outputs_vulkan)
 
 /* dy [M, N], x [M, K] of dt on dev: td__linear_wgrad against dy^T x (MATMUL) and sum over rows (SUM) */
 static void check(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, double tol) {
@@ -141,5 +151,60 @@ TEST(one_output_strided_cpu) {
     }
     td_scope_end();
 }
+
+/* f32 dw, db of dt (f16/bf16) dy [M, N] and x [M, K] on dev against the f32 MATMUL and SUM of the operands
+** widened to f32, within tol (rel), and their bf16/f16-rounded value at least 10 tol away (a half result would
+** fail); wide_ok false: the backend declines (Vulkan), so the results are the half op's, cast: within 2e-2 */
+static void check_wide(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, bool wide_ok) {
+    td_scope_begin();
+    td_tensor *dy = ASSERT_TENSOR(td_to(td_randn(2, (int64_t[]){M, N}, 11, 0, dt, TD_CPU), dev));
+    td_tensor *x = ASSERT_TENSOR(td_to(td_randn(2, (int64_t[]){M, K}, 12, 0, dt, TD_CPU), dev));
+    td_tensor *dw = NULL, *db = NULL, *only_w = NULL;
+    ASSERT_OK(td__linear_wgrad_to(dy, x, true, TD_F32, &dw, &db));
+    ASSERT_OK(td__linear_wgrad_to(dy, x, false, TD_F32, &only_w, NULL));
+    ASSERT(td_tensor_dtype(dw) == TD_F32 && td_tensor_dtype(db) == TD_F32 && td_tensor_dtype(only_w) == TD_F32);
+    td_tensor *dy32 = td_cast(td_to(dy, TD_CPU), TD_F32), *x32 = td_cast(td_to(x, TD_CPU), TD_F32);
+    int rows = 0;
+    td_tensor *rw = ASSERT_TENSOR(td_matmul(td_transpose(dy32, 0, 1), x32)),
+              *rb = ASSERT_TENSOR(td_sum(dy32, 1, &rows, false));
+    double tol = wide_ok ? 2e-5 : 2e-2;
+    double ew = test_max_rel(dw, rw), eb = test_max_rel(db, rb), e1 = test_max_rel(only_w, rw);
+    double rounded = test_max_rel(td_cast(td_cast(rw, dt), TD_F32), rw);
+    printf("  %s -> f32 [%lld,%lld]x[%lld,%lld]: dw %.3g, db %.3g, dw alone %.3g (rounded to %s: %.3g)\n",
+           td_dtype_name(dt), (long long)M, (long long)N, (long long)M, (long long)K, ew, eb, e1, td_dtype_name(dt),
+           rounded);
+    ASSERT(ew <= tol && eb <= tol && e1 <= tol);
+    if (wide_ok) ASSERT(rounded >= 10 * tol);
+    td_scope_end();
+}
+
+static void wide_all(td_device dev, bool wide_ok) {
+    const td_dtype dts[2] = {TD_BF16, TD_F16};
+    for (int i = 0; i < 2; i++) {
+        check_wide(dev, dts[i], 256, 64, 96, wide_ok);
+        check_wide(dev, dts[i], 1024, 96, 48, wide_ok);
+        /* odd: CUDA's Lt may have no BGRADB algorithm (unaligned): declined there, then cast */
+        check_wide(dev, dts[i], 37, 7, 9, wide_ok && dev.type == TD_DEVICE_CPU);
+    }
+}
+
+TEST(wide_outputs_cpu) {
+    wide_all(TD_CPU, true);
+    td_scope_begin(); /* f32 out of f32 dy is the plain op; a narrower or other dtype is a one-line error */
+    td_tensor *dy = td_randn(2, (int64_t[]){8, 4}, 1, 0, TD_F32, TD_CPU),
+              *x = td_randn(2, (int64_t[]){8, 3}, 2, 0, TD_F32, TD_CPU);
+    td_tensor *dw = NULL, *db = NULL;
+    ASSERT_OK(td__linear_wgrad_to(dy, x, true, TD_F32, &dw, &db));
+    ASSERT(td_tensor_dtype(dw) == TD_F32 && td_tensor_dtype(db) == TD_F32);
+    ASSERT(td__linear_wgrad_to(dy, x, true, TD_BF16, &dw, &db) == TD_ERR_DTYPE);
+    ASSERT(strstr(td_last_error(), "linear_wgrad: gradients of bfloat16 for dy of float32"));
+    ASSERT(td__linear_wgrad_to(td_cast(dy, TD_BF16), td_cast(x, TD_BF16), true, TD_F64, &dw, &db) == TD_ERR_DTYPE);
+    td_clear_error();
+    td_scope_end();
+}
+
+TEST(wide_outputs_cuda) { wide_all(test_device_or_skip("cuda:0"), true); }
+
+TEST(wide_outputs_vulkan) { wide_all(test_device_or_skip("vulkan:0"), false); }
 
 TEST_MAIN(TESTS)

@@ -7,6 +7,9 @@
 ** leaf_sums_released: a chain of Linears under bf16 autocast: when the first layer's weight gets its .grad (the
 **   last leaf finished), the bf16 weight gradients of the layers finished before it are freed already: the memory
 **   held then grows by each layer's f32 .grad, not by its bf16 sum too.
+** wgrad_in_f32: a Linear and the fused MLP under bf16 autocast: the weight and bias gradients come out of
+**   LINEAR_WGRAD in f32 (autograd's td__grad_dtype: the f32 parameters behind autocast's casts), so the backward
+**   issues no `copy` for them; each .grad is the f32 product of the bf16 operands, not that product rounded to bf16.
 ** w5_step_cpu: a small W5 (tied lm-head, 2 layers, head dim 64 as W5) step of workload_train_step under bf16 autocast
 *on the CPU: the
 **   profiled second step issues exactly the copies listed at W5_FWD and W5_BWD (no clone of an f32 gradient).
@@ -21,7 +24,7 @@
 #include "trident/profile.h"
 #include "workloads/workloads.h"
 
-#define TESTS(X) X(leaf_grad_owned) X(leaf_sums_released) X(w5_step_cpu) X(w5_step_cuda)
+#define TESTS(X) X(leaf_grad_owned) X(leaf_sums_released) X(wgrad_in_f32) X(w5_step_cpu) X(w5_step_cuda)
 
 /* `copy` ops recorded since td_profile_begin: *fwd in the forward phase (which counts the engine's leaf casts, issued
 ** outside any node), *bwd by backward nodes */
@@ -115,18 +118,60 @@ TEST(leaf_sums_released) {
         TEST_FAIL_("each finished layer still holds its bf16 gradient sum (%lld bytes)", (long long)per);
 }
 
+/* |a - ref| / (1 + |ref|) over a's elements against ref, and the same for ref rounded to bf16 (*rounded) */
+static double err_and_rounded(td_tensor *a, td_tensor *ref, double *rounded) {
+    *rounded = test_max_rel(td_cast(td_cast(ref, TD_BF16), TD_F32), ref);
+    return test_max_rel(a, ref);
+}
+
+TEST(wgrad_in_f32) {
+    test_seed();
+    td_scope_begin();
+    ASSERT_OK(td_profile_set_roofline(TD_CPU, 1, 1));
+    enum { M = 64, K = 48, H = 96, N = 40 };
+    td_tensor *x = test_uniform_tensor(2, (int64_t[]){M, K}, -1, 1, TD_F32, TD_CPU);
+    td_tensor *w = leaf(2, (int64_t[]){N, K}), *b = leaf(1, (int64_t[]){N});
+    td_tensor *w1 = leaf(2, (int64_t[]){H, K}), *b1 = leaf(1, (int64_t[]){H}), *w2 = leaf(2, (int64_t[]){N, H});
+    td_tensor *b2 = leaf(1, (int64_t[]){N}), *r = test_uniform_tensor(2, (int64_t[]){M, N}, -1, 1, TD_F32, TD_CPU);
+    td_tensor *c = test_uniform_tensor(2, (int64_t[]){M, N}, -1, 1, TD_F32, TD_CPU);
+    ASSERT_OK(td_autocast_begin(TD_DEVICE_CPU, TD_BF16));
+    td_tensor *y = ASSERT_TENSOR(td_linear(x, w, b)), *z = ASSERT_TENSOR(td_mlp_gelu(x, w1, b1, w2, b2, r, true));
+    ASSERT_OK(td_autocast_end());
+    td_tensor *loss = ASSERT_TENSOR(td_sum(td_mul(td_add(td_cast(y, TD_F32), td_cast(z, TD_F32)), c), 0, NULL, false));
+    ASSERT_OK(td_profile_begin());
+    ASSERT_OK(td_backward(loss, NULL, false));
+    ASSERT_OK(td_profile_end(NULL));
+    int64_t fwd, bwd;
+    count_copies(&fwd, &bwd);
+    fprintf(stderr, "    linear + mlp under bf16 autocast, backward: %lld copy (leaves), %lld copy (nodes)\n",
+            (long long)fwd, (long long)bwd);
+    ASSERT_EQ_INT(fwd, 0); /* the 7 parameters' gradients: none cast (7 before: each bf16 dW, db cast to f32) */
+    ASSERT_EQ_INT(bwd, 2); /* f32 dy cast to bf16: y's (its cast's backward) and z's (inside the MLP node) */
+    td_tensor *ps[5] = {w, b, w1, b1, w2};
+    for (int i = 0; i < 5; i++) ASSERT(td_tensor_dtype(td_grad_of(ps[i])) == TD_F32);
+    /* Linear: dw = dy^T x and db = sum dy in f32 of the bf16 operands (dy = c rounded to bf16) */
+    td_tensor *dy = td_cast(td_cast(c, TD_BF16), TD_F32), *xb = td_cast(td_cast(x, TD_BF16), TD_F32);
+    int rows = 0;
+    double rounded, e = err_and_rounded(td_grad_of(w), td_matmul(td_transpose(dy, 0, 1), xb), &rounded);
+    double eb = test_max_rel(td_grad_of(b), td_sum(dy, 1, &rows, false));
+    fprintf(stderr, "    linear dw %.3g (bf16-rounded: %.3g), db %.3g\n", e, rounded, eb);
+    ASSERT(e <= 1e-5 && eb <= 1e-5 && rounded >= 1e-4);
+    td_scope_end();
+}
+
 /* The step's copies on the CPU (traced with gdb on td__dispatch), per W5 layer:
-**   forward phase (19): 7 weight casts to bf16 (qkv w, b; proj w, b; fc w, b; out w), 8 casts of bf16 gradients to
-**     their f32 .grad (the same and out's bias, whose gradient LINEAR_WGRAD sums in bf16), 3 q, k, v made contiguous
+**   forward phase (11): 7 weight casts to bf16 (qkv w, b; proj w, b; fc w, b; out w), 3 q, k, v made contiguous
 **     and 1 attention output reshaped (the CPU kernels read dense operands; cuDNN reads the strided views). The
-**     model: the tied head's cast of tok.weight (1). The layer norms', tok's and pos's f32 gradients: none.
+**     model: the tied head's cast of tok.weight (1). No gradient is cast to its f32 .grad: the layer norms', tok's
+**     and pos's are f32, and the 8 weight and bias gradients of the Linears and the MLP (the same and out's bias)
+**     come out of LINEAR_WGRAD in f32 (td__grad_dtype; 8 more casts a layer before).
 **   backward nodes (5): the MLP node's f32 incoming gradient cast to bf16, and 4 CPU-only (attention's dout made
-**     contiguous, dq, dk, dv reshaped); the model: the head's bf16 gradient of tok.weight cast to f32 to be summed
-**     with the embedding's (1). proj's bf16 gradient (the residual's f32 one rounded) comes from ln2's
+**     contiguous, dq, dk, dv reshaped). The head's gradient of tok.weight is f32 too, summed with the embedding's
+**     without a cast (1 more before). proj's bf16 gradient (the residual's f32 one rounded) comes from ln2's
 **     LAYER_NORM_BACKWARD op itself (src/autograd/formulas_nn.c, td__bw_add_layer_norm), not a cast. */
 #define W5_LAYERS 2
-#define W5_FWD(l) (19 * (l) + 1)
-#define W5_BWD(l) (5 * (l) + 1)
+#define W5_FWD(l) (11 * (l) + 1)
+#define W5_BWD(l) (5 * (l))
 
 /* One profiled W5-shaped bf16 step on dev (after an unprofiled one): its copies. */
 static void w5_step(td_device dev, int64_t *fwd, int64_t *bwd) {

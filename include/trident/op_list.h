@@ -108,7 +108,7 @@
       "(x[M,K], w[N,K], b?[N]) -> (y = gelu(h), h = x w^T + b)")                                                       \
     /* linear's weight and bias gradients: the bias gradient in the GEMM's epilogue where the backend can */           \
     X(LINEAR_WGRAD, 2, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
-      "(dy [M,N], x [M,K]) -> (dw = dy^T x [N,K], db? = sum over M of dy [N])")                                        \
+      "(dy [M,N], x [M,K]) -> (dw = dy^T x [N,K], db? = sum over M of dy [N]); dw, db: dy's dtype or f32")             \
     /* the MLP's input gradient through fc2 and the GELU: one GEMM with gelu'(h) in its epilogue where it can */     \
     X(LINEAR_DGELU, 3, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
       "(dy [M,N], w [N,K], h [M,K]) -> dh = (dy w) gelu'(h) [M,K]")                                                    \
@@ -227,7 +227,7 @@
     X(MATMUL, 1, 0, TD_COST_GEMM, "x[2,3],x[3,4]->x[2,4]", ())                                                         \
     X(LINEAR, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4]", ())                                                   \
     X(LINEAR_GELU, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4],x[2,4]", ())                                       \
-    X(LINEAR_WGRAD, 1, 0, TD_COST_CONV_DW, "x[2,4],x[2,3]->x[4,3],?x[4]", ())                                          \
+    X(LINEAR_WGRAD, 1, 0, TD_COST_CONV_DW, "x[2,4],x[2,3]->a[4,3],?a[4]", ())                                          \
     X(LINEAR_DGELU, 1, 0, TD_COST_GEMM, "x[2,4],x[4,3],x[2,3]->x[2,3]", ())                                            \
     X(LINEAR_RESIDUAL, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?a[4],a[2,4]->a[2,4]", ())                                   \
     X(SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \

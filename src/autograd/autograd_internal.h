@@ -68,6 +68,7 @@ struct td_node {
     uint64_t run;
     int state;          /* 0 unvisited, 1 on the DFS stack, 2 done */
     uint64_t need_mask; /* inputs whose gradient this run needs */
+    uint64_t wide_mask; /* inputs whose gradient may come in their cast's source dtype (td__grad_dtype) */
     td_tensor **buf;    /* n_out accumulated output gradients */
 };
 
@@ -107,6 +108,18 @@ void td__node_attach(td_node *n, td_tensor *out, int nr);
 td_tensor *td__alias(td_tensor *t);
 /* Whether input i's gradient is needed by the current backward run. */
 static inline bool td__needs(const td_node *n, int i) { return (n->need_mask >> i) & 1; }
+/* The dtype in which n's formula may hand back input i's gradient: the input's
+** own, or, where the input is a same-device cast from a wider float (autocast's
+** weight casts: the f32 parameter cast to bf16) whose backward this run only
+** widens again, the cast's source dtype, so that a formula that can write its
+** result wide (LINEAR_WGRAD's dw and db) saves that cast. Not under
+** create_graph, nor for a cast whose own gradient td_grad returns. */
+static inline td_dtype td__grad_dtype(const td_node *n, int i) {
+    return i < 64 && (n->wide_mask >> i) & 1 ? n->edges[i].node->in_meta[0].dtype : n->in_meta[i].dtype;
+}
+/* td__grad_dtype of a custom function's node for input i (function.c), or
+** dflt where there is none (no node recorded, i out of range) */
+td_dtype td__ctx_grad_dtype(const td_function_ctx *ctx, int i, td_dtype dflt);
 /* Saved input i (borrowed), or saved output j: a detached alias, re-attached
 ** to n (scope-owned) when grad mode is on so that create_graph differentiates
 ** through it. */

@@ -131,6 +131,17 @@ static bool edge_needed(const run_state *rs, const td__edge *e) {
     return false;
 }
 
+/* Whether e leads to a cast from a wider float on the same device whose backward only widens the gradient again
+** (td__grad_dtype), so that a gradient already in the wide dtype passes through it as it is. */
+static bool widening_cast(const run_state *rs, const td__edge *e) {
+    const td_node *c = e->node;
+    if (!c || c->kind != TD_OP_COPY || c->n_in != 1 || c->n_out != 1 || rs->req->create_graph || node_is_target(rs, c))
+        return false;
+    const td__tmeta *src = &c->in_meta[0], *dst = &c->out_meta[0];
+    return src->present && td_dtype_is_float(src->dtype) && td_dtype_is_float(dst->dtype) &&
+           td_dtype_size(src->dtype) > td_dtype_size(dst->dtype) && td_device_equal(src->device, dst->device);
+}
+
 /* pass 1: iterative DFS; a node is appended after all its inputs' nodes. */
 static td_status topo_sort(run_state *rs) {
     typedef struct frame {
@@ -165,9 +176,11 @@ static td_status topo_sort(run_state *rs) {
                 continue;
             }
             top--;
-            n->need_mask = 0;
-            for (int i = 0; i < n->n_in && i < 64; i++)
+            n->need_mask = n->wide_mask = 0;
+            for (int i = 0; i < n->n_in && i < 64; i++) {
                 if (edge_needed(rs, &n->edges[i])) n->need_mask |= (uint64_t)1 << i;
+                if (widening_cast(rs, &n->edges[i])) n->wide_mask |= (uint64_t)1 << i;
+            }
             n->state = 2;
             if (rs->n_order == rs->cap_order) {
                 size_t c2 = rs->cap_order ? rs->cap_order * 2 : 64;
@@ -216,7 +229,8 @@ static td_tensor *fit_grad(td_node *n, int i, td_tensor *g, bool keep_dtype) {
         g = td__sum_to(g, m->ndim, m->shape);
     }
     bool low = keep_dtype && g && td_dtype_is_float(g->dtype) && td_dtype_size(g->dtype) < td_dtype_size(m->dtype);
-    return g && g->dtype != m->dtype && !low ? td_cast(g, m->dtype) : g;
+    bool wide = g && g->dtype == td__grad_dtype(n, i); /* the cast behind input i widens it back anyway */
+    return g && g->dtype != m->dtype && !low && !wide ? td_cast(g, m->dtype) : g;
 }
 
 /* pass 3 for one node. */

@@ -79,13 +79,23 @@ td_status td__bw_matmul(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     return td__done(n, gx);
 }
 
+/* The dtype of linear's dw and db for dy: td__grad_dtype's where every one of them needed agrees (the f32
+** parameters behind autocast's weight casts: LINEAR_WGRAD writes f32, and the casts' backward has nothing to do),
+** else dy's. */
+static td_dtype wgrad_dtype(td_node *n, const td_tensor *dy) {
+    td_dtype dt = td_tensor_dtype(dy), w = td__grad_dtype(n, NEED(1) ? 1 : 2);
+    bool half = dt == TD_F16 || dt == TD_BF16;
+    return half && w == TD_F32 && (!NEED(2) || td__grad_dtype(n, 2) == w) ? w : dt;
+}
+
 /* y = linear(x, w, b) = x w^T + b; x [M, K], w [N, K], b [N]:
 **   dx = dy w;  dw = dy^T x;  db = sum_M dy  (dw and db: one LINEAR_WGRAD, on
-** CUDA the bias gradient in the weight-gradient GEMM's epilogue) */
+** CUDA the bias gradient in the weight-gradient GEMM's epilogue; in f32 for the
+** f32 parameters of autocast's bf16 casts, wgrad_dtype) */
 td_status td__bw_linear(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *dw = NULL, *db = NULL;
     if (NEED(0)) gx[0] = td_matmul(gy[0], IN(1));
-    if ((NEED(1) || NEED(2)) && td__linear_wgrad(gy[0], IN(0), NEED(2), &dw, &db) == TD_OK)
+    if ((NEED(1) || NEED(2)) && td__linear_wgrad_to(gy[0], IN(0), NEED(2), wgrad_dtype(n, gy[0]), &dw, &db) == TD_OK)
         gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
     return td__done(n, gx);
 }
@@ -99,7 +109,8 @@ td_status td__bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *h = td_grad_enabled() ? td_linear(IN(0), IN(1), b) : OUT(1);
     td_tensor *dh = td__gelu_backward(gy[0], h, n->p.gelu.approximate == TD_GELU_TANH), *dw = NULL, *db = NULL;
     if (NEED(0)) gx[0] = td_matmul(dh, IN(1));
-    if ((NEED(1) || NEED(2)) && td__linear_wgrad(dh, IN(0), NEED(2), &dw, &db) == TD_OK) /* dw = dh^T x, db = sum dh */
+    if ((NEED(1) || NEED(2)) && /* dw = dh^T x, db = sum dh */
+        td__linear_wgrad_to(dh, IN(0), NEED(2), wgrad_dtype(n, dh), &dw, &db) == TD_OK)
         gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
     return td__done(n, gx);
 }

@@ -84,6 +84,10 @@ bool td_ctx_needs_input_grad(const td_function_ctx *ctx, int i) {
     return ctx->node ? td__needs(ctx->node, i) : ctx->in_requires_grad[i];
 }
 
+td_dtype td__ctx_grad_dtype(const td_function_ctx *ctx, int i, td_dtype dflt) {
+    return ctx && ctx->node && i >= 0 && i < ctx->n_in ? td__grad_dtype(ctx->node, i) : dflt;
+}
+
 void *td_ctx_user(const td_function_ctx *ctx) { return ctx ? ctx->user : NULL; }
 void *td_ctx_data(const td_function_ctx *ctx) { return ctx ? ctx->data : NULL; }
 

@@ -12,7 +12,8 @@
 **                                   GEMM; without r one LINEAR)
 ** Backward (dy [..., N]):
 **   dr = dy
-**   dW2 = dy^T a, db2 = sum_M dy   (one LINEAR_WGRAD)
+**   dW2 = dy^T a, db2 = sum_M dy   (one LINEAR_WGRAD; f32 for f32 parameters
+**                                   under autocast: wgrad_dtype)
 **   dh = (dy W2) gelu'(h)          (one LINEAR_DGELU)
 **   dW1 = dh^T x, db1 = sum_M dh   (one LINEAR_WGRAD)
 **   dx = dh W1                     (one MATMUL)
@@ -61,6 +62,17 @@ static td_status mlp_forward(td_function_ctx *ctx, int n_in, td_tensor *const *i
     return td_ctx_save_for_backward(ctx, b1 ? 6 : 5, saved);
 }
 
+/* The dtype of the weight and bias gradients (w, b: their input slots, b -1 when absent) computed from dy: f32
+** where every needed one is bound for f32 (td__grad_dtype: autocast's casts of f32 parameters, or an f32 b2 beside
+** the bf16 product), so LINEAR_WGRAD writes them in f32 and no cast follows; else dy's. */
+static td_dtype wgrad_dtype(const td_function_ctx *ctx, int w, int b, const td_tensor *dy) {
+    td_dtype dt = td_tensor_dtype(dy);
+    bool half = dt == TD_F16 || dt == TD_BF16, nw = td_ctx_needs_input_grad(ctx, w);
+    bool nb = b >= 0 && td_ctx_needs_input_grad(ctx, b);
+    td_dtype want = td__ctx_grad_dtype(ctx, nw ? w : b, dt);
+    return half && want == TD_F32 && (!nb || td__ctx_grad_dtype(ctx, b, dt) == want) ? want : dt;
+}
+
 static td_status mlp_backward(td_function_ctx *ctx, int n_out, td_tensor *const *gy, int n_in, td_tensor **gx) {
     (void)n_out, (void)n_in;
     unsigned v = *(const unsigned char *)td_ctx_user(ctx);
@@ -80,7 +92,7 @@ static td_status mlp_backward(td_function_ctx *ctx, int n_out, td_tensor *const 
         dy = td_cast(dy, td_tensor_dtype(a)); /* y kept the residual's dtype (autocast) */
     td_tensor *dw = NULL, *db = NULL;
     if (NEEDS(s.w2) || NEEDS(s.b2)) {
-        td_status st = td__linear_wgrad(dy, a, NEEDS(s.b2), &dw, &db);
+        td_status st = td__linear_wgrad_to(dy, a, NEEDS(s.b2), wgrad_dtype(ctx, s.w2, s.b2, dy), &dw, &db);
         if (st != TD_OK) return st;
         gx[s.w2] = dw;
         if (NEEDS(s.b2)) gx[s.b2] = db;
@@ -89,7 +101,7 @@ static td_status mlp_backward(td_function_ctx *ctx, int n_out, td_tensor *const 
     td_tensor *dh = td__linear_dgelu(dy, w2, h, tanh_form);
     if (!dh) return td_last_status();
     if (NEEDS(s.w1) || NEEDS(s.b1)) {
-        td_status st = td__linear_wgrad(dh, x, NEEDS(s.b1), &dw, &db);
+        td_status st = td__linear_wgrad_to(dh, x, NEEDS(s.b1), wgrad_dtype(ctx, s.w1, s.b1, dh), &dw, &db);
         if (st != TD_OK) return st;
         gx[s.w1] = dw;
         if (NEEDS(s.b1)) gx[s.b1] = db;

@@ -3,6 +3,8 @@
 ** db? [N]), contiguous:
 **   dw = dy^T x            (MATMUL's kernel, dy read transposed in place)
 **   db = sum over m of dy  (SUM's kernel over dim 0)
+** dw and db in dy's dtype or, for f16/bf16 dy, f32 (the op table's 'a'): both
+** kernels sum in f32 or wider and round once to the output's dtype.
 */
 #include "cpu.h"
 

@@ -8,7 +8,8 @@
 ** transpose); a column-major one takes op T.
 ** Precision: f32 is strict fp32 (CUBLAS_COMPUTE_32F) unless the op carries
 ** TD_OP_FLAG_TF32 ("high"); f16/bf16 multiply on tensor cores and accumulate in
-** fp32; f64 in fp64.
+** fp32; f64 in fp64. An f32 out of f16/bf16 a and b (LINEAR_WGRAD's wide dw)
+** is Lt's D in f32 from the same fp32 sums (CUBLAS_COMPUTE_32F), rounded once.
 ** Batches: the batch dims of (out, a, b) are merged like an elementwise
 ** iteration; the innermost merged dim is Lt's strided batch, outer ones loop on
 ** the host. Descriptors and the heuristic's algorithm are cached per shape (a
@@ -51,7 +52,7 @@
 /* What one Lt call looks like; the cache key. */
 typedef struct plan_key {
     td_dtype dt;   /* of Lt's A and B */
-    td_dtype dt_c; /* of C and D: dt, or f32 for f16/bf16 dt (cu_lt_matmul_add) */
+    td_dtype dt_c; /* of C and D: dt, or f32 for f16/bf16 dt (cu_lt_matmul_add; LINEAR_WGRAD's f32 sums) */
     int tf32;
     int accum;                     /* C is an input (beta = 1), not D */
     int trans_a, trans_b;          /* Lt's A = b, Lt's B = a */
@@ -88,6 +89,7 @@ static int alignment(const void *p) {
     return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 2;
 }
 
+/* Lt's data type of dt (a float) */
 static cudaDataType_t lt_type(td_dtype dt) {
     return dt == TD_F64 ? CUDA_R_64F : dt == TD_F16 ? CUDA_R_16F : dt == TD_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }

@@ -22,7 +22,11 @@
 **   db = sum over m of dy comes out of the same GEMM (EPILOGUE_BGRADB: Lt's B
 ** is dy^T, summed over the GEMM's k = M), so dy is read once. f64, no
 ** db, or a shape Lt has no BGRADB algorithm for: the plain GEMM, then SUM's
-** kernel over dim 0.
+** kernel over dim 0. dw and db in f32 for f16/bf16 dy (the op table's 'a':
+** gradients bound for f32 parameters): Lt's D and bias gradient written in
+** f32 from the same fp32 sums; where BGRADB cannot give db, the plain GEMM
+** writes dw in f32 and wgrad_db_f32_kernel sums db (SUM's kernel writes dy's
+** dtype only).
 ** LINEAR_DGELU: in = (dy [M, N], w [N, K], h [M, K]), out = dh [M, K]:
 **   dh = (dy w) gelu'(h) is MATMUL's GEMM (w row-major [N, K]) with the tanh
 ** form's derivative in Lt's epilogue (EPILOGUE_DGELU, aux = h as GELU_AUX_BIAS
@@ -40,6 +44,9 @@
 ** ADD's kernel; K = 0: y = r (a copy), then ADD's kernel. No algorithm at all:
 ** TD_ERR_UNSUPPORTED, and the core composes the ops.
 */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cu.h"
 
 extern "C" td_status cu_op_MATMUL(cu_dev *d, const td_op *op) { return cu_lt_matmul(d, op, CU_EPI_NONE, NULL, NULL); }
@@ -104,6 +111,27 @@ extern "C" td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
     return cu_op_GELU(d, &step);
 }
 
+/* LINEAR_WGRAD's f32 db of f16/bf16 dy [M, N] without BGRADB: db[n] = sum over m of dy[m, n], in fp32; a thread a
+** column, so a warp reads 32 adjacent columns of each row */
+template <typename T> __global__ void wgrad_db_f32_kernel(const T *dy, float *db, int64_t M, int64_t N) {
+    for (int64_t n = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; n < N; n += (int64_t)gridDim.x * blockDim.x) {
+        float s = 0;
+        for (int64_t m = 0; m < M; m++) s += (float)dy[m * N + n];
+        db[n] = s;
+    }
+}
+
+static td_status wgrad_db_f32(cu_dev *d, const td_operand *dy, td_operand *db) {
+    int64_t M = dy->shape[0], N = dy->shape[1];
+    unsigned grid = cu_grid(d, N, CU_BLOCK);
+    if (dy->dtype == TD_BF16)
+        wgrad_db_f32_kernel<<<grid, CU_BLOCK, 0, d->stream>>>((const __nv_bfloat16 *)cu_data(dy), (float *)cu_data(db),
+                                                              M, N);
+    else
+        wgrad_db_f32_kernel<<<grid, CU_BLOCK, 0, d->stream>>>((const __half *)cu_data(dy), (float *)cu_data(db), M, N);
+    return CU_LAUNCHED("linear_wgrad (f32 db)");
+}
+
 extern "C" td_status cu_op_LINEAR_WGRAD(cu_dev *d, const td_op *op) {
     const td_operand *dy = &op->in[0], *x = &op->in[1];
     td_operand *db = &op->out[1];
@@ -122,6 +150,7 @@ extern "C" td_status cu_op_LINEAR_WGRAD(cu_dev *d, const td_op *op) {
     }
     if (K > 0 && (st = cu_lt_matmul(d, &mm, CU_EPI_NONE, NULL, NULL)) != TD_OK) return st;
     if (!db->buf) return TD_OK;
+    if (db->dtype != dy->dtype) return wgrad_db_f32(d, dy, db);
     td_operand sum = *db;
     sum.ndim = 2, sum.shape[0] = 1, sum.shape[1] = N, sum.strides[0] = N, sum.strides[1] = 1;
     td_op red = {};

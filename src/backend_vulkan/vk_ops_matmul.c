@@ -772,7 +772,15 @@ td_status vk_op_LINEAR_GELU(vk_dev *d, const td_op *op) {
 
 /* LINEAR_WGRAD: in = (dy [M, N], x [M, K]), out = (dw [N, K], db? [N]):
 **   dw = dy^T x  (MATMUL's shader, dy read transposed in place)
-**   db = sum over m of dy  (SUM's shader over dim 0) */
+**   db = sum over m of dy  (SUM's shader over dim 0)
+** in dy's dtype only: f32 outputs of f16/bf16 dy (the op table's 'a') are
+** declined, and the core casts the results of the op run in dy's dtype. */
+bool vk_supports_LINEAR_WGRAD(vk_dev *d, const td_op *op) {
+    (void)d;
+    td_dtype dt = op->in[0].dtype;
+    return op->out[0].dtype == dt && (op->n_out < 2 || !op->out[1].buf || op->out[1].dtype == dt);
+}
+
 td_status vk_op_LINEAR_WGRAD(vk_dev *d, const td_op *op) {
     const td_operand *dy = &op->in[0], *x = &op->in[1];
     int64_t M = dy->shape[0], N = dy->shape[1];

@@ -133,9 +133,10 @@ TD_API td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, c
                               td_tensor *const *out, const td_op_params *p);
 /* Whether the backend of the operands' device would take kind with exactly these
 ** views (its supports()), without running it: the front-end of an op that offers
-** strided operands first (ATTENTION*) asks this and makes them contiguous where not. */
-bool td__supports(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
-                  const td_op_params *p);
+** strided operands first (ATTENTION*) asks this and makes them contiguous where not. Exported for the tests
+** (test_conformance's linear_wgrad: a backend that declines its f32 outputs). */
+TD_API bool td__supports(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
+                         const td_op_params *p);
 /* td__dispatch for ops of layout TD_LAYOUT_CONTIG: runs kind on contiguous
 ** copies of the non-NULL in[0..n_in) (n_in <= 4) and releases the copies
 ** before returning. A NULL out[k] (a failed td__alloc) returns the error
