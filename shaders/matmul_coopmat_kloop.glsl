@@ -61,11 +61,12 @@
         for (uint k0 = 0u; k0 < NK; k0 += PIPE) {
             [[unroll]] for (uint p = 0u; p < PIPE; p++) {
                 uint kt = k0 + p, slot = (p + D) % PIPE; // k0 % PIPE == 0: the slot of tile kt + D
+                uint st = PIPE % 2u == 0u ? p & 1u : kt & 1u; // tile kt's stage (STAGES 2), constant for even P
                 if (kt < NK) {
                     if (STAGES == 2u) {
-                        if (kt + 1u < NK) store_tiles((kt + 1u) & 1u, slot);
+                        if (kt + 1u < NK) store_tiles(st ^ 1u, slot);
                         if (kt + 1u + PIPE < NK) load_tiles((kt + 1u + PIPE) * BK, ao, bo, avec, bvec, slot);
-                        KSTEP(kt & 1u)
+                        KSTEP(st)
                     } else {
                         store_tiles(0u, slot);
                         if (kt + PIPE < NK) load_tiles((kt + PIPE) * BK, ao, bo, avec, bvec, slot);

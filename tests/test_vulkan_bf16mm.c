@@ -250,11 +250,13 @@ TEST(prescale) {
 
 /* The K loop's register pipeline (shaders/matmul_coopmat_kloop.glsl) changes when tiles are loaded and stored, not
 ** the sums: under TRIDENT_VK_COOP_PIPE 2 and 3 (even and odd slot counts, K tails of every length modulo them, K
-** shorter than the pipeline) every tile shape of one or two stages (0: 2 stages, BK 32; 7: one stage; 8, 9: two
-** stages, BK 16) gives the bits of PIPE 0, which must match the double reference, on row-major, transposed, odd
-** (strided loads) and batched operands; tiles 7 and 9 with the conversion in the K loop (TRIDENT_VK_BF16_PRESCALE=0,
-** so that it runs on the slots), 0 and 8 on the prescaled copies. A tile past the device's shared memory (lavapipe
-** has 32 KiB: tile 0, and 9 on row-major operands) is said and left out; tiles 7 and 8 fit every device. */
+** shorter than the pipeline) tiles 7 (one stage), 8 (two stages, BK 16) and, on a device with cooperative
+** matrices, 0 (two stages, BK 32) and 9 give the bits of PIPE 0, which must match the double reference, on
+** row-major operands and odd transposed ones (strided loads), and there also on transposed aligned and batched
+** ones (the emulated variant on lavapipe is slow: its subset takes minutes). Tiles 8 and 9 convert in the K loop
+** (TRIDENT_VK_BF16_PRESCALE=0, so that the conversion runs on the slots), 7 and 0 stage the prescaled copies. A
+** tile past the device's shared memory (0 and 9 at lavapipe's 32 KiB) is said and left out; 7 and 8 fit every
+** device. */
 TEST(pipeline) {
     setup_bf16();
     const char *sw = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
@@ -263,12 +265,13 @@ TEST(pipeline) {
     if (emu) setenv("TRIDENT_VULKAN_COOPMAT_BF16", "emulated", 1);
     static const int CASES[][7] = {/* B, M, K, N, at, bt, bb */
                                    {1, 150, 200, 136, 0, 0, 0},
-                                   {1, 70, 44, 90, 1, 0, 0},
+                                   {1, 70, 44, 90, 1, 1, 0},
                                    {1, 136, 72, 264, 0, 1, 0},
-                                   {2, 40, 24, 24, 1, 1, 1}};
-    static const char *TILES[4] = {"0", "7", "8", "9"}, *PIPES[3] = {"0", "2", "3"};
-    for (int t = 0; t < 4; t++)
-        for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+                                   {2, 40, 24, 24, 1, 0, 1}};
+    static const char *TILES[4] = {"7", "8", "0", "9"}, *PIPES[3] = {"0", "2", "3"};
+    int n = coop ? 4 : 2; /* tiles and cases */
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < n; c++) {
             int B = CASES[c][0], M = CASES[c][1], K = CASES[c][2], N = CASES[c][3];
             bool at = CASES[c][4], bt = CASES[c][5], bb = CASES[c][6];
             size_t na = (size_t)B * M * K, nb = (size_t)(bb ? B : 1) * K * N, no = (size_t)B * M * N;
@@ -280,8 +283,7 @@ TEST(pipeline) {
             for (int p = 0; p < 3 && !bad; p++) {
                 setenv("TRIDENT_VK_COOP_PIPE", PIPES[p], 1);
                 td_status st = batched_mm(t % 2 ? "0" : "1", B, M, K, N, at, bt, bb, a, b, p ? o1 : o0);
-                fits =
-                    !(st == TD_ERR_MISUSE && strstr(td_last_error(), "does not fit this device") && t != 1 && t != 2);
+                fits = !(st == TD_ERR_MISUSE && strstr(td_last_error(), "does not fit this device") && t >= 2);
                 if (!fits) break;
                 ASSERT_OK(st);
                 if (!p) {
@@ -304,7 +306,7 @@ TEST(pipeline) {
             free(a);
             unsetenv("TRIDENT_VK_COOP_TILE");
             unsetenv("TRIDENT_VK_COOP_PIPE");
-            if (bad) TEST_FAIL_("tile %s, case %zu: %d outputs off", TILES[t], c, bad);
+            if (bad) TEST_FAIL_("tile %s, case %d: %d outputs off", TILES[t], c, bad);
         }
     if (emu) unsetenv("TRIDENT_VULKAN_COOPMAT_BF16");
     check_clean();
