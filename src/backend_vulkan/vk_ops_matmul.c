@@ -312,13 +312,12 @@ static bool bf16_emu(void) {
 }
 
 /* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp; f32_out the
-** kernel's F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule, and tile
-*0,
-** then 6, where the default does not fit the device) with TRIDENT_VK_COOP_PIPE's register tiles in flight, for
-** batch workgroup layers of the tile; A staged transposed
-** where a is column-major (a_rs 1: a weight gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's
-** W^T), unless TRIDENT_VK_COOP_TRANS=0 or the transposed staging would not fit the device's shared memory;
-** a tile the device cannot run is a one-line TD_ERR_MISUSE. */
+** kernel's F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule,
+** and tile 0, then 6, where the default does not fit the device) with TRIDENT_VK_COOP_PIPE's register tiles in
+** flight, for batch workgroup layers of the tile; A staged transposed where a is column-major (a_rs 1: a weight
+** gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's W^T), unless TRIDENT_VK_COOP_TRANS=0 or the
+** transposed staging would not fit the device's shared memory; a tile the device cannot run is a one-line
+** TD_ERR_MISUSE. */
 static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t batch, bool bf16, bool f32_out,
                                 coop_launch *l) {
     uint32_t idx, trans, pipe, epi;
@@ -582,7 +581,7 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
 #ifdef TRIDENT_VK_COOPMAT_KHR
     if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
 #endif
-    uint32_t coop_split;
+    uint32_t coop_split = 0;
     if (coop && (st = env_u32("TRIDENT_VK_COOP_SPLITK", 0, 1, 0, &coop_split)) != TD_OK) return st;
     if (coop && coop_split && n_outer == 1 && per == 1 && (split = split_k_of(&pc, nb, TD_F16, true, &knobs)) > 1) {
         pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
