@@ -8,13 +8,13 @@
 // subgroup size invocations) a BM/WM x BN/WN grid of WM x WN blocks (WN: constant
 // 4), each held as (WM/LM) x (WN/LN) cooperative matrices of the device's LM x LN
 // x LK shape (constants 1..3, listed by vkGetPhysicalDeviceCooperativeMatrix-
-// Properties{NV,KHR}), f32 accumulators. BM, BN, BK, WM, EPI, STAGES and the staging
+// Properties{NV,KHR}), f32 accumulators. BM, BN, BK, WM, EPI, STAGES, PIPE and the staging
 // layouts come packed in constant 6 (TILE, written by vk_ops_matmul.c's coop_launch_of), the
 // shared memory's size in 16-byte units in constant 7 (SMV).
-// K goes in steps of BK: every invocation loads its runs of 8 halfs of the next A
-// (BM x BK) and B (BK x BN) tile into registers while the subgroups multiply the
-// current tiles from shared memory (two stages and one barrier per step, or with
-// STAGES 1 one stage and a second barrier before it is overwritten). A run lies
+// K goes in steps of BK (matmul_coopmat_kloop.glsl): every invocation loads its runs of 8 halfs of coming A
+// (BM x BK) and B (BK x BN) tiles into registers (the next one, or with PIPE P the P next ones, in P register
+// slots) while the subgroups multiply the current tiles from shared memory (two stages and one barrier per
+// step, or with STAGES 1 one stage and a second barrier before it is overwritten). A run lies
 // along the operand's unit stride: A row-major (A_T 0) is staged as BM rows of BK
 // (+8 pad), A column-major (A_T 1, a_rs 1: a weight gradient's dy^T) as BK rows of
 // BM and its fragments load column-major; B row-major (B_T 0) as BK rows of BN, B
@@ -25,8 +25,9 @@
 // whole rows or columns; the 8-half pad keeps 16-byte row reads conflict-free);
 // every fragment loop unrolls, so fragment arrays stay in registers. The
 // accumulators are rounded to f16 into shared memory (the stage buffers), EPI rows
-// at a time (a multiple of LM), and stored with bounds checks.
-// Shared memory: STAGES x (A + B tile) halfs, or EPI x (BN + 8) halfs for the
+// at a time (a multiple of LM), and stored with bounds checks; with F32_OUT (constant 5: a split K's
+// slices, vk_ops_matmul.c) stored as the f32 they are, EPI x (BN + 8) floats at a time, into an f32 out.
+// Shared memory: STAGES x (A + B tile) halfs, or EPI x (BN + 8) halfs (F32_OUT: floats) for the
 // result, whichever is more (128 x 128 x 32, row-major, 2 stages: 37 KiB).
 // Used only after a self-test against a host reference (vk_ops_matmul.c).
 #ifdef COOPMAT_KHR
@@ -45,8 +46,9 @@ layout(constant_id = 1) const uint LM = 16;
 layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;     // subgroup block width
+layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded
 layout(constant_id = 6) const uint TILE = 10520840; // BM/16 | BN/16 << 5 | BK/16 << 10 | WM/16 << 13 | A_T << 17 | B_T << 18
-                                                 // | EPI/16 << 19 | (STAGES - 1) << 23
+                                                 // | EPI/16 << 19 | (STAGES - 1) << 23 | PIPE << 25
 layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
 layout(local_size_x_id = 0) in;
 
@@ -63,10 +65,12 @@ layout(binding = 1) readonly buffer BB { float16_t b[]; };
 layout(binding = 1) readonly buffer BB4 { uvec4 b4[]; };
 layout(binding = 2) writeonly buffer BO { float16_t o[]; };
 layout(binding = 2) writeonly buffer BO4 { uvec4 o4[]; };
+layout(binding = 2) writeonly buffer BOF { float of[]; }; // F32_OUT
 
 const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
 const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
 const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
+const uint PIPE = (TILE >> 25) & 3u, SLOTS = PIPE == 0u ? 1u : PIPE; // matmul_coopmat_kloop.glsl
 // staged tiles: A as AR rows of LDA halfs (BM x BK row-major, or BK x BM), B as BR rows of LDB
 const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
 const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
@@ -97,53 +101,53 @@ shared uvec4 sm[SMV];
 #endif
 
 const uint RUNS_A = BM * BK / 8u / WG, RUNS_B = BN * BK / 8u / WG; // 16-byte runs per invocation
-uvec4 ra[RUNS_A], rb[RUNS_B];
+uvec4 ra[SLOTS * RUNS_A], rb[SLOTS * RUNS_B]; // slot q: runs q RUNS_A .. (B: q RUNS_B ..)
 
 uint pack2(float16_t x, float16_t y) { return packFloat2x16(f16vec2(x, y)); }
 
 // run u = t + i WG of this invocation: staged row u / ARUN, 8 (u % ARUN) (B: BRUN) along it; element j of
 // a run at (gm + j A_T, gk + j (1 - A_T)) of a, (gk + j (1 - B_T), gn + j B_T) of b
-void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
+void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec, uint q) {
     uint t = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG, r = u / ARUN, c = 8u * (u % ARUN);
         uint gm = gl_WorkGroupID.y * BM + (A_T != 0u ? c : r), gk = k0 + (A_T != 0u ? r : c);
         if (avec) {
-            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk * pc.a_cs) / 8u] : uvec4(0u);
+            ra[q * RUNS_A + i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk * pc.a_cs) / 8u] : uvec4(0u);
         } else {
             float16_t v[8];
             [[unroll]] for (uint j = 0u; j < 8u; j++) {
                 uint m = gm + j * A_T, k = gk + j * (1u - A_T);
                 v[j] = m < pc.M && k < pc.K ? a[ao + m * pc.a_rs + k * pc.a_cs] : float16_t(0.0);
             }
-            ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+            ra[q * RUNS_A + i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
     }
     [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
         uint u = t + i * WG, r = u / BRUN, c = 8u * (u % BRUN);
         uint gn = gl_WorkGroupID.x * BN + (B_T != 0u ? r : c), gk = k0 + (B_T != 0u ? c : r);
         if (bvec) {
-            rb[i] = gk < pc.K && gn < pc.N ? b4[(bo + gk * pc.b_rs + gn * pc.b_cs) / 8u] : uvec4(0u);
+            rb[q * RUNS_B + i] = gk < pc.K && gn < pc.N ? b4[(bo + gk * pc.b_rs + gn * pc.b_cs) / 8u] : uvec4(0u);
         } else {
             float16_t v[8];
             [[unroll]] for (uint j = 0u; j < 8u; j++) {
                 uint k = gk + j * B_T, n = gn + j * (1u - B_T);
                 v[j] = k < pc.K && n < pc.N ? b[bo + k * pc.b_rs + n * pc.b_cs] : float16_t(0.0);
             }
-            rb[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+            rb[q * RUNS_B + i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
     }
 }
 
-void store_tiles(uint s) {
+void store_tiles(uint s, uint q) {
     uint t = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG;
-        sm[(s * STAGE + (u / ARUN) * LDA + 8u * (u % ARUN)) / 8u] = ra[i];
+        sm[(s * STAGE + (u / ARUN) * LDA + 8u * (u % ARUN)) / 8u] = ra[q * RUNS_A + i];
     }
     [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
         uint u = t + i * WG;
-        sm[(s * STAGE + A_SZ + (u / BRUN) * LDB + 8u * (u % BRUN)) / 8u] = rb[i];
+        sm[(s * STAGE + A_SZ + (u / BRUN) * LDB + 8u * (u % BRUN)) / 8u] = rb[q * RUNS_B + i];
     }
 }
 
@@ -168,50 +172,30 @@ void main() {
     ACCM acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = ACCM(0.0);
-    load_tiles(0u, ao, bo, avec, bvec);
-    store_tiles(0u);
-    barrier();
-    uint s = 0u;
-    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-        bool more = k0 + BK < pc.K;
-        if (more) load_tiles(k0 + BK, ao, bo, avec, bvec);
-        [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
-            HALF fa[FM];
-            HALFB fb[FN];
-            [[unroll]] for (uint i = 0u; i < FM; i++) {
-                if (A_T != 0u)
-                    CM_LOAD_T(fa[i], (s * STAGE + kk * LDA + wm + i * LM) / 8u, LDA / 8u);
-                else
-                    CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
-            }
-            [[unroll]] for (uint j = 0u; j < FN; j++) {
-                if (B_T != 0u)
-                    CM_LOAD_T(fb[j], (s * STAGE + A_SZ + (wn + j * LN) * LDB + kk) / 8u, LDB / 8u);
-                else
-                    CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
-            }
-            [[unroll]] for (uint i = 0u; i < FM; i++)
-                [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
-        }
-        uint nxt = STAGES == 2u ? s ^ 1u : 0u;
-        if (STAGES == 1u) barrier(); // one stage: every subgroup has read it
-        if (more) store_tiles(nxt);
-        barrier();
-        s = nxt;
-    }
+#include "matmul_coopmat_kloop.glsl"
     // the result EPI rows at a time (the subgroups holding them store, then all write out)
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
     [[unroll]] for (uint h = 0u; h < BM / EPI; h++) {
         [[unroll]] for (uint i = 0u; i < FM; i++)
             if ((wm + i * LM) / EPI == h)
                 [[unroll]] for (uint j = 0u; j < FN; j++) {
-                    OUTM o16 = OUTM(acc[i][j]);
-                    CM_STORE(o16, ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 8u, LDC / 8u);
+                    if (F32_OUT != 0u) { // rows of LDC floats
+                        CM_STORE(acc[i][j], ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 4u, LDC / 4u);
+                    } else {
+                        OUTM o16 = OUTM(acc[i][j]);
+                        CM_STORE(o16, ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 8u, LDC / 8u);
+                    }
                 }
         barrier();
         for (uint e = t; e < EPI * BN / 8u; e += WG) {
             uint r = e / (BN / 8u), c = 8u * (e % (BN / 8u)), gm = m0 + h * EPI + r, gn = n0 + c;
             if (gm >= pc.M) continue;
+            if (F32_OUT != 0u) {
+                uvec4 v0 = sm[(r * LDC + c) / 4u], v1 = sm[(r * LDC + c) / 4u + 1u];
+                [[unroll]] for (uint j = 0u; j < 8u; j++)
+                    if (gn + j < pc.N) of[oo + gm * pc.N + gn + j] = uintBitsToFloat(j < 4u ? v0[j] : v1[j - 4u]);
+                continue;
+            }
             uvec4 v = sm[(r * LDC + c) / 8u];
             if (ovec) {
                 if (gn < pc.N) o4[(oo + gm * pc.N + gn) / 8u] = v;

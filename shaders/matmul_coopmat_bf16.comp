@@ -50,7 +50,7 @@ layout(constant_id = 2) const uint LN = 16;
 layout(constant_id = 3) const uint LK = 16;
 layout(constant_id = 4) const uint WN = 32;
 layout(constant_id = 5) const uint F32_OUT = 0; // 1: out is f32, unrounded (split-K slices, vk_ops_matmul.c)
-layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's, and bit 24 PRESCALED
+layout(constant_id = 6) const uint TILE = 10520840; // as matmul_coopmat.comp's (PIPE in bits 25-26), and bit 24 PRESCALED
 layout(constant_id = 7) const uint SMV = 2368;   // shared memory, uvec4s
 layout(local_size_x_id = 0) in;
 
@@ -75,6 +75,7 @@ layout(binding = 3) readonly buffer BKEYS { uint keys[]; };
 const uint BM = (TILE & 31u) * 16u, BN = ((TILE >> 5) & 31u) * 16u, BK = ((TILE >> 10) & 7u) * 16u;
 const uint WM = ((TILE >> 13) & 15u) * 16u, A_T = (TILE >> 17) & 1u, B_T = (TILE >> 18) & 1u;
 const uint EPI = ((TILE >> 19) & 15u) * 16u, STAGES = ((TILE >> 23) & 1u) + 1u; // result rows per pass; 1 or 2
+const uint PIPE = (TILE >> 25) & 3u, SLOTS = PIPE == 0u ? 1u : PIPE; // matmul_coopmat_kloop.glsl
 const uint PRESCALED = (TILE >> 24) & 1u; // 1: a and b are already the staged f16 (matmul_bf16_scale.comp)
 const uint AR = A_T * BK + (1u - A_T) * BM, LDA = A_T * BM + (1u - A_T) * BK + 8u;
 const uint BR = B_T * BN + (1u - B_T) * BK, LDB = B_T * BK + (1u - B_T) * BN + 8u;
@@ -152,7 +153,7 @@ CMC emu_mad(CMA a, CMB b, CMC c) {
 #endif
 
 const uint RUNS_A = BM * BK / 8u / WG, RUNS_B = BN * BK / 8u / WG;
-uvec4 ra[RUNS_A], rb[RUNS_B];
+uvec4 ra[SLOTS * RUNS_A], rb[SLOTS * RUNS_B]; // slot q: runs q RUNS_A .. (B: q RUNS_B ..)
 // the scales of this invocation's elements, kept for the whole K loop: scale 2^(141 - E) and
 // (2^7 max(E - 28, 1)) - 1, the magnitude below which a nonzero element takes the slow path (in both
 // halves). A run along K (A_T 0; B_T 1) has one row of a (column of b) per run: sa, la (sb, lbr); a run
@@ -166,55 +167,55 @@ uvec4 la4, lb4;
 uint pack2(uint x, uint y) { return x | (y << 16); }
 
 // as matmul_coopmat.comp's load_tiles, on bf16 bits
-void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec) {
+void load_tiles(uint k0, uint ao, uint bo, bool avec, bool bvec, uint q) {
     uint t = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG, r = u / ARUN, c = 8u * (u % ARUN);
         uint gm = gl_WorkGroupID.y * BM + (A_T != 0u ? c : r), gk = k0 + (A_T != 0u ? r : c);
         if (avec) {
-            ra[i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk * pc.a_cs) / 8u] : uvec4(0u);
+            ra[q * RUNS_A + i] = gm < pc.M && gk < pc.K ? a4[(ao + gm * pc.a_rs + gk * pc.a_cs) / 8u] : uvec4(0u);
         } else {
             uint v[8];
             [[unroll]] for (uint j = 0u; j < 8u; j++) {
                 uint m = gm + j * A_T, k = gk + j * (1u - A_T);
                 v[j] = m < pc.M && k < pc.K ? uint(a[ao + m * pc.a_rs + k * pc.a_cs]) : 0u;
             }
-            ra[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+            ra[q * RUNS_A + i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
     }
     [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
         uint u = t + i * WG, r = u / BRUN, c = 8u * (u % BRUN);
         uint gn = gl_WorkGroupID.x * BN + (B_T != 0u ? r : c), gk = k0 + (B_T != 0u ? c : r);
         if (bvec) {
-            rb[i] = gk < pc.K && gn < pc.N ? b4[(bo + gk * pc.b_rs + gn * pc.b_cs) / 8u] : uvec4(0u);
+            rb[q * RUNS_B + i] = gk < pc.K && gn < pc.N ? b4[(bo + gk * pc.b_rs + gn * pc.b_cs) / 8u] : uvec4(0u);
         } else {
             uint v[8];
             [[unroll]] for (uint j = 0u; j < 8u; j++) {
                 uint k = gk + j * B_T, n = gn + j * (1u - B_T);
                 v[j] = k < pc.K && n < pc.N ? uint(b[bo + k * pc.b_rs + n * pc.b_cs]) : 0u;
             }
-            rb[i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
+            rb[q * RUNS_B + i] = uvec4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7]));
         }
     }
 }
 
-// converted to f16 here, after the multiplies of the step, so the loads stay in flight meanwhile
-// (PRESCALED: stored as loaded)
-void store_tiles(uint s) {
+// slot q's runs into stage s, converted to f16 here, a step (PIPE P: P steps) after their loads, so that
+// the loads stay in flight meanwhile (PRESCALED: stored as loaded)
+void store_tiles(uint s, uint q) {
     uint t = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0u; i < RUNS_A; i++) {
         uint u = t + i * WG;
         sm[(s * STAGE + (u / ARUN) * LDA + 8u * (u % ARUN)) / 8u] =
-            PRESCALED != 0u ? ra[i]
-            : A_T != 0u     ? to_f16(ra[i], sa_lo, sa_hi, la4)
-                            : to_f16(ra[i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
+            PRESCALED != 0u ? ra[q * RUNS_A + i]
+            : A_T != 0u     ? to_f16(ra[q * RUNS_A + i], sa_lo, sa_hi, la4)
+                            : to_f16(ra[q * RUNS_A + i], vec4(sa[i]), vec4(sa[i]), uvec4(la[i]));
     }
     [[unroll]] for (uint i = 0u; i < RUNS_B; i++) {
         uint u = t + i * WG;
         sm[(s * STAGE + A_SZ + (u / BRUN) * LDB + 8u * (u % BRUN)) / 8u] =
-            PRESCALED != 0u ? rb[i]
-            : B_T != 0u     ? to_f16(rb[i], vec4(sb[i]), vec4(sb[i]), uvec4(lbr[i]))
-                            : to_f16(rb[i], sb_lo, sb_hi, lb4);
+            PRESCALED != 0u ? rb[q * RUNS_B + i]
+            : B_T != 0u     ? to_f16(rb[q * RUNS_B + i], vec4(sb[i]), vec4(sb[i]), uvec4(lbr[i]))
+                            : to_f16(rb[q * RUNS_B + i], sb_lo, sb_hi, lb4);
     }
 }
 
@@ -256,37 +257,7 @@ void main() {
     ACCM acc[FM][FN];
     [[unroll]] for (uint i = 0u; i < FM; i++)
         [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_ZERO;
-    load_tiles(0u, ao, bo, avec, bvec);
-    store_tiles(0u);
-    barrier();
-    uint s = 0u;
-    for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-        bool more = k0 + BK < pc.K;
-        if (more) load_tiles(k0 + BK, ao, bo, avec, bvec);
-        [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
-            HALF fa[FM];
-            HALFB fb[FN];
-            [[unroll]] for (uint i = 0u; i < FM; i++) {
-                if (A_T != 0u)
-                    CM_LOAD_T(fa[i], (s * STAGE + kk * LDA + wm + i * LM) / 8u, LDA / 8u);
-                else
-                    CM_LOAD(fa[i], (s * STAGE + (wm + i * LM) * LDA + kk) / 8u, LDA / 8u);
-            }
-            [[unroll]] for (uint j = 0u; j < FN; j++) {
-                if (B_T != 0u)
-                    CM_LOAD_T(fb[j], (s * STAGE + A_SZ + (wn + j * LN) * LDB + kk) / 8u, LDB / 8u);
-                else
-                    CM_LOAD(fb[j], (s * STAGE + A_SZ + kk * LDB + wn + j * LN) / 8u, LDB / 8u);
-            }
-            [[unroll]] for (uint i = 0u; i < FM; i++)
-                [[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = CM_MULADD(fa[i], fb[j], acc[i][j]);
-        }
-        uint nxt = STAGES == 2u ? s ^ 1u : 0u;
-        if (STAGES == 1u) barrier(); // one stage: every subgroup has read it
-        if (more) store_tiles(nxt);
-        barrier();
-        s = nxt;
-    }
+#include "matmul_coopmat_kloop.glsl"
     // the f32 result, EPI rows at a time (sm as floats, rows of LDC), scaled and rounded to bf16
     bool ovec = pc.N % 8u == 0u && oo % 8u == 0u;
     [[unroll]] for (uint h = 0u; h < BM / EPI; h++) {

@@ -5,7 +5,8 @@
 ** printed); switch_off needs the cooperative-matrix path and skips without it. Under
 ** TRIDENT_VULKAN_COOPMAT_BF16=emulated every case runs the kernel's emulated variant (any device, lavapipe
 ** included); prescale compares TRIDENT_VK_BF16_PRESCALE 0 and 1 bit for bit, on that variant where the device
-** has no cooperative matrices.
+** has no cooperative matrices; pipeline compares TRIDENT_VK_COOP_PIPE 2 and 3 with 0 bit for bit, on the same
+** variant there.
 ** Each output must be the bf16 rounding of a value within f32 accumulation error of
 ** the double-precision product of the same bf16 inputs: in
 ** [bf16(ref - tol), bf16(ref + tol)], tol = 2^-16 sum_k |a_ik b_kj| (bf16 rounding of
@@ -13,7 +14,7 @@
 */
 #include "vulkan_harness.h"
 
-#define TESTS(X) X(shapes) X(transposed) X(wide_range) X(inf_nan) X(switch_off) X(prescale)
+#define TESTS(X) X(shapes) X(transposed) X(wide_range) X(inf_nan) X(switch_off) X(prescale) X(pipeline)
 
 static bool coop; /* vulkan:0 runs bf16 on cooperative matrices */
 
@@ -170,9 +171,9 @@ TEST(switch_off) {
 }
 
 /* a [B, M, K] @ b under TRIDENT_VK_BF16_PRESCALE=pre into out [B, M, N]: b [B, K, N] where bb, else [K, N]
-** shared by the entries; a (b) stored with its last two dims swapped where at (bt) */
-static void batched_mm(const char *pre, int B, int M, int K, int N, bool at, bool bt, bool bb, const uint16_t *a,
-                       const uint16_t *b, uint16_t *out) {
+** shared by the entries; a (b) stored with its last two dims swapped where at (bt); the run's status */
+static td_status batched_mm(const char *pre, int B, int M, int K, int N, bool at, bool bt, bool bb, const uint16_t *a,
+                            const uint16_t *b, uint16_t *out) {
     setenv("TRIDENT_VK_BF16_PRESCALE", pre, 1);
     int64_t as[3] = {B, at ? K : M, at ? M : K}, bs[3] = {B, bt ? N : K, bt ? K : N};
     td_operand in[2] = {dev_tensor(TD_BF16, 3, as, a), dev_tensor(TD_BF16, bb ? 3 : 2, bb ? bs : bs + 1, b)};
@@ -187,11 +188,13 @@ static void batched_mm(const char *pre, int B, int M, int K, int N, bool at, boo
     }
     td_operand o = dev_tensor(TD_BF16, 3, (int64_t[]){B, M, N}, NULL);
     td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &o};
-    run(&op);
-    fetch(&o, out);
+    if (!be->iface->supports(0, &op)) TEST_FAIL_("vulkan does not support %s", td_op_name(op.kind));
+    td_status st = be->iface->run(0, &op);
+    if (st == TD_OK) fetch(&o, out);
     for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
     be->iface->buffer_free(o.buf);
     unsetenv("TRIDENT_VK_BF16_PRESCALE");
+    return st;
 }
 
 /* bf16 values the conversion treats apart: per row a scale 2^-40 .. 2^40, and among ordinary values ones 2^-35
@@ -225,8 +228,8 @@ TEST(prescale) {
         for (size_t i = 0; i < na; i++) a[i] = tricky((int)(at ? i % M : i / K % M));     /* by row of a */
         for (size_t i = 0; i < nb; i++) b[i] = tricky((int)(bt ? i / K % N : i % N) + 3); /* by column of b */
         if (c == 0) a[5 * K + 9] = 0x7F80, a[9 * K + 1] = 0xFF80, b[3 * N + 7] = 0x7FC0, b[4 * N + 8] = 0x7F80;
-        batched_mm("0", B, M, K, N, at, bt, bb, a, b, o0);
-        batched_mm("1", B, M, K, N, at, bt, bb, a, b, o1);
+        ASSERT_OK(batched_mm("0", B, M, K, N, at, bt, bb, a, b, o0));
+        ASSERT_OK(batched_mm("1", B, M, K, N, at, bt, bb, a, b, o1));
         int bad = 0, nan = 0;
         for (size_t i = 0; i < no; i++) {
             bool n0 = isnan(bf16_val(o0[i])), n1 = isnan(bf16_val(o1[i]));
@@ -241,6 +244,70 @@ TEST(prescale) {
         free(a);
         if (bad) TEST_FAIL_("prescaled and in-loop conversion differ: case %zu, %d outputs", c, bad);
     }
+    if (emu) unsetenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    check_clean();
+}
+
+/* The K loop's register pipeline (shaders/matmul_coopmat_kloop.glsl) changes when tiles are loaded and stored, not
+** the sums: under TRIDENT_VK_COOP_PIPE 2 and 3 (even and odd slot counts, K tails of every length modulo them, K
+** shorter than the pipeline) tiles 7 (one stage), 8 (two stages, BK 16) and, on a device with cooperative
+** matrices, 0 (two stages, BK 32) and 9 give the bits of PIPE 0, which must match the double reference, on
+** row-major operands and odd transposed ones (strided loads), and there also on transposed aligned and batched
+** ones (the emulated variant on lavapipe is slow: its subset takes minutes). Tiles 8 and 9 convert in the K loop
+** (TRIDENT_VK_BF16_PRESCALE=0, so that the conversion runs on the slots), 7 and 0 stage the prescaled copies. A
+** tile past the device's shared memory (0 and 9 at lavapipe's 32 KiB) is said and left out; 7 and 8 fit every
+** device. */
+TEST(pipeline) {
+    setup_bf16();
+    const char *sw = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    if (sw && !strcmp(sw, "0")) TEST_SKIP("TRIDENT_VULKAN_COOPMAT_BF16=0");
+    bool emu = !coop && !sw;
+    if (emu) setenv("TRIDENT_VULKAN_COOPMAT_BF16", "emulated", 1);
+    static const int CASES[][7] = {/* B, M, K, N, at, bt, bb */
+                                   {1, 150, 200, 136, 0, 0, 0},
+                                   {1, 70, 44, 90, 1, 1, 0},
+                                   {1, 136, 72, 264, 0, 1, 0},
+                                   {2, 40, 24, 24, 1, 0, 1}};
+    static const char *TILES[4] = {"7", "8", "0", "9"}, *PIPES[3] = {"0", "2", "3"};
+    int n = coop ? 4 : 2; /* tiles and cases */
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < n; c++) {
+            int B = CASES[c][0], M = CASES[c][1], K = CASES[c][2], N = CASES[c][3];
+            bool at = CASES[c][4], bt = CASES[c][5], bb = CASES[c][6];
+            size_t na = (size_t)B * M * K, nb = (size_t)(bb ? B : 1) * K * N, no = (size_t)B * M * N;
+            uint16_t *a = malloc(2 * (na + nb + 2 * no)), *b = a + na, *o0 = b + nb, *o1 = o0 + no;
+            random_bf16(a, na + nb);
+            setenv("TRIDENT_VK_COOP_TILE", TILES[t], 1);
+            int bad = 0;
+            bool fits = true;
+            for (int p = 0; p < 3 && !bad; p++) {
+                setenv("TRIDENT_VK_COOP_PIPE", PIPES[p], 1);
+                td_status st = batched_mm(t % 2 ? "0" : "1", B, M, K, N, at, bt, bb, a, b, p ? o1 : o0);
+                fits = !(st == TD_ERR_MISUSE && strstr(td_last_error(), "does not fit this device") && t >= 2);
+                if (!fits) break;
+                ASSERT_OK(st);
+                if (!p) {
+                    for (int z = 0; z < B && !bad; z++)
+                        bad = check_rows("pipe 0", M, K, N, at, bt, a + (size_t)z * M * K,
+                                         b + (bb ? (size_t)z * K * N : 0), o0 + (size_t)z * M * N, 1);
+                    continue;
+                }
+                for (size_t i = 0; i < no; i++)
+                    if (o0[i] != o1[i] && bad++ < 5)
+                        fprintf(stderr, "  out[%zu] = 0x%04x under pipe %s, 0x%04x under 0\n", i, o1[i], PIPES[p],
+                                o0[i]);
+            }
+            printf("  tile %s: [%d, %d, %d] @ [%d, %d]%s%s%s: %s\n", TILES[t], B, M, K, K, N, at ? " a^T" : "",
+                   bt ? " b^T" : "", bb ? " b batched" : "",
+                   !fits ? "does not fit this device"
+                   : bad ? "differ"
+                         : "pipes 0, 2, 3 agree");
+            td_clear_error();
+            free(a);
+            unsetenv("TRIDENT_VK_COOP_TILE");
+            unsetenv("TRIDENT_VK_COOP_PIPE");
+            if (bad) TEST_FAIL_("tile %s, case %d: %d outputs off", TILES[t], c, bad);
+        }
     if (emu) unsetenv("TRIDENT_VULKAN_COOPMAT_BF16");
     check_clean();
 }

@@ -14,7 +14,7 @@
     X(unary_int_clamp) X(unary_f64) X(reductions) X(reduce_nan_arg) X(reduce_int) X(reduce_long) X(matmul)            \
     X(matmul_dtypes) X(matmul_tiles) X(matmul_skinny) X(random_philox) X(softmax) X(cross_entropy) X(optimizers)      \
     X(conv2d) X(conv2d_large) X(conv2d_grouped) X(pooling) X(layer_norm_arange_cat) X(indexing) X(every_op_case)       \
-    X(embedding_backward_rows)
+    X(embedding_backward_rows) X(matmul_coop_pipe)
 /* clang-format on */
 
 TEST(fill_dtypes) {
@@ -731,6 +731,111 @@ TEST(matmul_tiles) {
                     be->iface->buffer_free(out.buf);
                     free(a), free(ha), free(want);
                 }
+    check_clean();
+}
+
+/* The f16 tensor-core kernel's K-loop pipeline (TRIDENT_VK_COOP_PIPE, shaders/matmul_coopmat_kloop.glsl) where
+** the device has cooperative matrices: for tiles 0 (2 stages, BK 32), 7 (one stage), 8 and 9 (2 stages, BK 16),
+** PIPE 2 and 3 give the bits of PIPE 0 (the same sums in the same order), which must match a double loop, on
+** row-major and transposed operands of aligned sizes (16-byte runs; K 200: 7 and 13 steps) and odd ones (strided
+** loads; K 44: fewer steps than PIPE 3 at BK 32); the kernel passed its self-test (coopmat=<kind>/2). A tile past
+** the device's shared memory is said and left out. Then the f16 split K (TRIDENT_VK_COOP_SPLITK=1: F32_OUT slices
+** summed in order) on a weight-gradient-like [200, 4096]^T @ [4096, 130] (8 slices) against the double loop, on
+** tiles 0 and 7, with the count of outputs that differ from the unsplit product's bits. (lavapipe has no cooperative
+*matrices: test_vulkan_bf16mm's
+** pipeline runs the same loop on the bf16 kernel's emulated variant.) */
+TEST(matmul_coop_pipe) {
+    setup();
+    td_device_info info;
+    ASSERT_OK(be->iface->device_info(0, &info));
+    if (strstr(info.features, "coopmat=none")) TEST_SKIP("vulkan:0 has no cooperative matrix");
+    static const int sizes[2][3] = {{264, 200, 136}, {70, 44, 90}};
+    static const char *tiles[4] = {"0", "7", "8", "9"}, *pipes[3] = {"0", "2", "3"};
+    for (int s = 0; s < 2; s++)
+        for (int l = 0; l < 4; l++) {
+            int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2], at = l & 1, bt = l >> 1;
+            float *a = malloc(sizeof(float) * (M * K + K * N + M * N)), *b = a + M * K, *got = b + K * N;
+            _Float16 *ha = malloc(sizeof(_Float16) * (M * K + K * N + 2 * M * N)), *hb = ha + M * K, *h0 = hb + K * N,
+                     *h1 = h0 + M * N;
+            double *want = malloc(sizeof(double) * M * N);
+            for (int i = 0; i < M * K + K * N; i++) a[i] = (float)(ha[i] = (_Float16)srand1());
+            ref_matmul(a, b, M, K, N, at, bt, want);
+            td_operand in[2] = {dev_tensor(TD_F16, 2, at ? (int64_t[]){K, M} : (int64_t[]){M, K}, ha),
+                                dev_tensor(TD_F16, 2, bt ? (int64_t[]){N, K} : (int64_t[]){K, N}, hb)};
+            if (at) in[0].shape[0] = M, in[0].shape[1] = K, in[0].strides[0] = 1, in[0].strides[1] = M;
+            if (bt) in[1].shape[0] = K, in[1].shape[1] = N, in[1].strides[0] = 1, in[1].strides[1] = K;
+            td_operand out = dev_tensor(TD_F16, 2, (int64_t[]){M, N}, NULL);
+            td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+            for (int t = 0; t < 4; t++) {
+                setenv("TRIDENT_VK_COOP_TILE", tiles[t], 1);
+                int bad = 0;
+                for (int p = 0; p < 3; p++) {
+                    setenv("TRIDENT_VK_COOP_PIPE", pipes[p], 1);
+                    td_status st = be->iface->run(0, &op);
+                    if (st == TD_ERR_MISUSE && strstr(td_last_error(), "does not fit this device")) {
+                        printf("  tile %s: %s\n", tiles[t], td_last_error());
+                        td_clear_error();
+                        break;
+                    }
+                    ASSERT_OK(st);
+                    fetch(&out, p ? h1 : h0);
+                    if (p) {
+                        for (int i = 0; i < M * N; i++) bad += memcmp(&h0[i], &h1[i], sizeof h0[i]) != 0;
+                        continue;
+                    }
+                    for (int i = 0; i < M * N; i++) got[i] = (float)h0[i];
+                    char what[80];
+                    snprintf(what, sizeof what, "f16 tile %s [%d,%d]%s @ [%d,%d]%s", tiles[t], M, K, at ? "^T" : "", K,
+                             N, bt ? "^T" : "");
+                    check_close(what, got, want, M * N, 8e-3, 2e-3);
+                }
+                if (bad)
+                    TEST_FAIL_("f16 tile %s [%d,%d] @ [%d,%d] (at %d, bt %d): %d outputs differ from PIPE 0", tiles[t],
+                               M, K, K, N, at, bt, bad);
+            }
+            unsetenv("TRIDENT_VK_COOP_TILE");
+            unsetenv("TRIDENT_VK_COOP_PIPE");
+            for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
+            be->iface->buffer_free(out.buf);
+            free(a), free(ha), free(want);
+        }
+    {
+        enum { M = 200, K = 4096, N = 130 };
+        float *a = malloc(sizeof(float) * (M * K + K * N + M * N)), *b = a + M * K, *got = b + K * N;
+        _Float16 *ha = malloc(sizeof(_Float16) * (M * K + K * N + 2 * M * N)), *hb = ha + M * K, *h0 = hb + K * N,
+                 *h1 = h0 + M * N;
+        double *want = malloc(sizeof(double) * M * N);
+        for (int i = 0; i < M * K + K * N; i++) a[i] = (float)(ha[i] = (_Float16)srand1());
+        ref_matmul(a, b, M, K, N, 1, 0, want);
+        td_operand in[2] = {dev_tensor(TD_F16, 2, (int64_t[]){K, M}, ha), dev_tensor(TD_F16, 2, (int64_t[]){K, N}, hb)};
+        in[0].shape[0] = M, in[0].shape[1] = K, in[0].strides[0] = 1, in[0].strides[1] = M;
+        td_operand out = dev_tensor(TD_F16, 2, (int64_t[]){M, N}, NULL);
+        td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = in, .out = &out};
+        for (int t = 0; t < 2; t++) {
+            setenv("TRIDENT_VK_COOP_TILE", t ? "7" : "0", 1);
+            setenv("TRIDENT_VK_COOP_SPLITK", "0", 1);
+            run(&op);
+            fetch(&out, h0);
+            setenv("TRIDENT_VK_COOP_SPLITK", "1", 1);
+            run(&op);
+            fetch(&out, h1);
+            int differ = 0;
+            for (int i = 0; i < M * N; i++) got[i] = (float)h1[i], differ += memcmp(&h0[i], &h1[i], sizeof h0[i]) != 0;
+            char what[64];
+            snprintf(what, sizeof what, "f16 split K, tile %d", t ? 7 : 0);
+            check_close(what, got, want, M * N, 8e-3, 2e-3);
+            printf("  %s: %d of %d outputs differ from the unsplit product\n", what, differ, M * N);
+        }
+        unsetenv("TRIDENT_VK_COOP_TILE");
+        unsetenv("TRIDENT_VK_COOP_SPLITK");
+        for (int i = 0; i < 2; i++) be->iface->buffer_free(in[i].buf);
+        be->iface->buffer_free(out.buf);
+        free(a), free(ha), free(want);
+    }
+    ASSERT_OK(be->iface->device_info(0, &info));
+    const char *cm = strstr(info.features, "coopmat=");
+    printf("  %.40s\n", cm);
+    ASSERT(cm && strchr(cm, '/') && atoi(strchr(cm, '/') + 1) == 2);
     check_clean();
 }
 

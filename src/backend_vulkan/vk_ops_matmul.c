@@ -46,9 +46,20 @@
 **                          subgroup size, 2 stages; 1 the same with 64x64 blocks; 2 128x256x32 / 64x64,
 **                          1 stage; 3 256x128x32 / 64x64, 1;
 **                          4 128x128x64 / 64 x sg, 1; 5 128x128x64 / 64x64, 1; 6 tile 0 with 1 stage;
-**                          7 128x256x32 / 64 x sg (512 invocations), 1 (all within 48 KiB of shared memory)
+**                          7 128x256x32 / 64 x sg (512 invocations), 1; 8 128x256x16 / 64x64, 2; 9 256x128x16 /
+**                          64x64, 2 (8 and 9: tile 7's and 3's work in two stages, half as deep; all within 48
+**                          KiB of shared memory, NVIDIA's maxComputeSharedMemorySize, which Vulkan cannot raise)
+**   TRIDENT_VK_COOP_PIPE   tiles in flight in registers (shaders/matmul_coopmat_kloop.glsl): 0 (default) the
+**                          next tile, loaded while the current one is multiplied and stored right after; 1..3
+**                          that many, tile k + 1 stored before tile k is multiplied (one stage: tile k), so that
+**                          each load has that many steps to arrive in; the same sums in the same order, so the
+**                          same bits as 0 (test_vulkan_bf16mm's pipeline)
 **   TRIDENT_VK_COOP_TRANS  0: column-major operands take the row-major staging (8 strided loads per run),
 **                          the rule before the transposed staging; 1 (default): staged transposed
+**   TRIDENT_VK_COOP_SPLITK f16 only: 1 splits K of a single product with few output tiles as bf16 does
+**                          (split_k_of's tensor-core rule: K >= 4096, slices >= 512, 256 workgroups; a weight
+**                          gradient [768, 16384] @ [16384, 2304] in 2), the slices' f32 sums added in order and
+**                          rounded once (matmul_f16_split); 0 (default): no split
 **
 ** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
@@ -260,8 +271,9 @@ static td_status matmul_split_k(vk_dev *d, const td_op *op, vk_pc_matmul pc, con
 ** subgroup size, which makes 0 the kernels' first rule: 256 invocations in 128 x 128 tiles), STAGES shared
 ** stages (one where two would pass 48 KiB, NVIDIA's maxComputeSharedMemorySize). */
 static const uint16_t COOP_TILES[][6] = {
-    {128, 128, 32, 64, 0, 2}, {128, 128, 32, 64, 64, 2}, {128, 256, 32, 64, 64, 1}, {256, 128, 32, 64, 64, 1},
-    {128, 128, 64, 64, 0, 1}, {128, 128, 64, 64, 64, 1}, {128, 128, 32, 64, 0, 1},  {128, 256, 32, 64, 0, 1},
+    {128, 128, 32, 64, 0, 2},  {128, 128, 32, 64, 64, 2}, {128, 256, 32, 64, 64, 1}, {256, 128, 32, 64, 64, 1},
+    {128, 128, 64, 64, 0, 1},  {128, 128, 64, 64, 64, 1}, {128, 128, 32, 64, 0, 1},  {128, 256, 32, 64, 0, 1},
+    {128, 256, 16, 64, 64, 2}, {256, 128, 16, 64, 64, 2},
 };
 #define N_COOP_TILES ((uint32_t)(sizeof COOP_TILES / sizeof COOP_TILES[0]))
 /* The default tile: 7 (128 x 256, 512 invocations) for bf16, and for f16 where it makes at least
@@ -272,14 +284,16 @@ static const uint16_t COOP_TILES[][6] = {
 #define COOP_WIDE_MIN_GROUPS 128
 
 /* A cooperative-matrix kernel's launch: its specialization constants (matmul_coopmat*.comp: WG, LM, LN,
-** LK, WN, F32_OUT, TILE, SMV; TILE's bit 24 the bf16 kernel's PRESCALED, set by its caller) and workgroup tile. */
+** LK, WN, F32_OUT, TILE, SMV; TILE's bit 24 the bf16 kernel's PRESCALED, set by its caller; bits 25-26 PIPE) and
+** workgroup tile. */
 typedef struct coop_launch {
     uint32_t spec[8], bm, bn;
 } coop_launch;
 
 /* Shared memory (bytes) of tile t with A (B) staged transposed where at (bt), the result going out in
 ** passes of *epi rows (set here: WM, halved while that needs more than the stages, down to 16 rows and
-** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16: floats), whichever is more. */
+** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16 or f32 out: floats), whichever is
+** more. */
 static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint32_t lm, uint32_t *epi) {
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3];
     uint32_t a = at ? bk * (bm + 8) : bm * (bk + 8), b = bt ? bn * (bk + 8) : bk * (bn + 8);
@@ -297,15 +311,16 @@ static bool bf16_emu(void) {
     return env && !strcmp(env, "emulated");
 }
 
-/* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp, f32_out its
-** F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule, and tile 0,
-** then 6, where the default does not fit the device), for batch workgroup layers of the tile; A staged transposed
-** where a is column-major (a_rs 1: a weight gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's
-** W^T), unless TRIDENT_VK_COOP_TRANS=0 or the transposed staging would not fit the device's shared memory;
-** a tile the device cannot run is a one-line TD_ERR_MISUSE. */
+/* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp; f32_out the
+** kernel's F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule,
+** and tile 0, then 6, where the default does not fit the device) with TRIDENT_VK_COOP_PIPE's register tiles in
+** flight, for batch workgroup layers of the tile; A staged transposed where a is column-major (a_rs 1: a weight
+** gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's W^T), unless TRIDENT_VK_COOP_TRANS=0 or the
+** transposed staging would not fit the device's shared memory; a tile the device cannot run is a one-line
+** TD_ERR_MISUSE. */
 static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t batch, bool bf16, bool f32_out,
                                 coop_launch *l) {
-    uint32_t idx, trans, epi;
+    uint32_t idx, trans, pipe, epi;
     const char *env = getenv("TRIDENT_VK_COOP_TILE");
     bool forced = env && *env;
     int64_t wide_groups = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
@@ -314,6 +329,7 @@ static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t
                                                                  : 0;
     td_status st = env_u32("TRIDENT_VK_COOP_TILE", 0, N_COOP_TILES - 1, def, &idx);
     if (st == TD_OK) st = env_u32("TRIDENT_VK_COOP_TRANS", 0, 1, 1, &trans);
+    if (st == TD_OK) st = env_u32("TRIDENT_VK_COOP_PIPE", 0, 3, 0, &pipe);
     if (st != TD_OK) return st;
 retry:;
     const uint16_t *t = COOP_TILES[idx];
@@ -323,8 +339,8 @@ retry:;
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
     uint32_t wg = bn % wn ? 0 : (bm / wm) * (bn / wn) * sg;
     bool at = trans && pc->a_rs == 1 && pc->a_cs != 1, bt = trans && pc->b_rs == 1 && pc->b_cs != 1;
-    if (coop_shared(t, at, bt, bf16, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
-    uint32_t shared = coop_shared(t, at, bt, bf16, cs[0], &epi);
+    if (coop_shared(t, at, bt, bf16 || f32_out, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
+    uint32_t shared = coop_shared(t, at, bt, bf16 || f32_out, cs[0], &epi);
     /* fragments tile the subgroup block and the result's passes; whole runs per invocation; the bf16 lane
     ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
     if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
@@ -340,7 +356,7 @@ retry:;
                             (unsigned)d->caps.shared_mem);
     }
     uint32_t tile = bm / 16 | bn / 16 << 5 | bk / 16 << 10 | wm / 16 << 13 | (uint32_t)at << 17 | (uint32_t)bt << 18 |
-                    epi / 16 << 19 | (t[5] - 1u) << 23;
+                    epi / 16 << 19 | (t[5] - 1u) << 23 | pipe << 25;
     *l = (coop_launch){{wg, cs[0], cs[1], cs[2], wn, f32_out, tile, shared / 16}, bm, bn};
     return TD_OK;
 }
@@ -484,6 +500,28 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     return st;
 }
 
+/* pc's single f16 product on the tensor cores over S slices of K (split_k_of; TRIDENT_VK_COOP_SPLITK=1): the
+** slices a batch dim of the kernel, each unrounded (F32_OUT) into an f32 scratch [S, M, N], which
+** vk_sum_f32_rows adds in slice order into out, rounding once to f16. */
+static td_status matmul_f16_split(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int shader, int64_t S) {
+    coop_launch l;
+    td_status st = coop_launch_of(d, pc, S, false, true, &l);
+    if (st != TD_OK) return st;
+    uint32_t kc = pc->K / (uint32_t)S;
+    vk_pc_matmul q = *pc;
+    q.K = kc, q.bdim = 1, q.bshape[0] = (uint32_t)S, q.a_bs[0] = kc * pc->a_cs, q.b_bs[0] = kc * pc->b_rs;
+    q.o_off = 0, q.zbase = 0;
+    td_buffer *parts;
+    if ((st = vk_alloc(d, (size_t)S * pc->M * pc->N * 4, &parts)) != TD_OK) return st;
+    vk_bind b3[3] = {bind[0], bind[1], vk_bind_buffer(parts, true)};
+    st = vk_dispatch(d, shader, l.spec, 8, 3, b3, &q, sizeof q, (pc->N + l.bn - 1) / l.bn, (pc->M + l.bm - 1) / l.bm,
+                     (uint32_t)S);
+    if (st == TD_OK)
+        st = vk_sum_f32_rows(d, vk_bind_buffer(parts, false), bind[2], pc->o_off, S, (int64_t)pc->M * pc->N, TD_F16);
+    vk_free(parts);
+    return st;
+}
+
 static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
     int nd = (a->ndim > b->ndim ? a->ndim : b->ndim);
@@ -543,6 +581,12 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
 #ifdef TRIDENT_VK_COOPMAT_KHR
     if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
 #endif
+    uint32_t coop_split = 0;
+    if (coop && (st = env_u32("TRIDENT_VK_COOP_SPLITK", 0, 1, 0, &coop_split)) != TD_OK) return st;
+    if (coop && coop_split && n_outer == 1 && per == 1 && (split = split_k_of(&pc, nb, TD_F16, true, &knobs)) > 1) {
+        pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
+        return matmul_f16_split(d, &pc, bind, shader, split);
+    }
     for (int64_t ob = 0; ob < n_outer && st == TD_OK; ob++) {
         int64_t rem = ob, ao = 0, bo = 0;
         for (int i = outer - 1; i >= 0; i--) {
