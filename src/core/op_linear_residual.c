@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "math_fuse.h"
 
 /* The product of t's dims but the last: its rows. */
 static int64_t rows_of(const td_tensor *t) {
@@ -23,6 +24,18 @@ static int64_t rows_of(const td_tensor *t) {
 static td_tensor *composed(td_tensor *x, td_tensor *w, td_tensor *b, td_tensor *r) {
     td_tensor *y = td_linear(x, w, NULL); /* no bias: autocast leaves b as it is */
     return td_add(b ? td_add(y, b) : y, r);
+}
+
+/* For a backend that declines the op: x w^T, then b and r added in one pass (the math block y + b + r, through
+** core's hook), else composed's two ADDs */
+static td_tensor *declined(td_tensor *x, td_tensor *w, td_tensor *b, td_tensor *r) {
+    static td__math_once block = TD_MATH_ONCE("y + b + r");
+    if (!b) return composed(x, w, b, r);
+    td_tensor *y = td_linear(x, w, NULL), *out = NULL;
+    td_math_binding bind[3] = {{.name = "y", .tensor = y}, {.name = "b", .tensor = b}, {.name = "r", .tensor = r}};
+    if (y && td__math_once_run(&block, bind, 3, &out) == TD_OK) return out;
+    td_clear_error();
+    return y ? td_add(td_add(y, b), r) : NULL;
 }
 
 /* x [..., K] and r [..., N] viewed as [M, K] and [M, N], one LINEAR_RESIDUAL, y reshaped to r's shape. */
@@ -55,7 +68,7 @@ static td_tensor *linear_residual(td_tensor *x, td_tensor *w, td_tensor *b, td_t
     if (st == TD_ERR_UNSUPPORTED) { /* a backend without the op (or dtypes, or views too wide for it) */
         td_release(y);
         td_clear_error();
-        return composed(x, w, b, r);
+        return declined(x, w, b, r);
     }
     y = td__finish(st, y);
     return y ? td_reshape(y, r->ndim, r->shape) : NULL;
