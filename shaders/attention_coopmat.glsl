@@ -17,12 +17,13 @@
 //   exact power-of-two steps of one sign), on the scores, dP and the outputs. So in range the scores, dP and the
 //   outputs are those of an f32 computation of the same bf16 values (up to the order of the f32 sums), at any
 //   magnitude f32 holds. What stays rounded to f16 is what was before: P in [0, 1] and, in the backward, dS,
-//   staged with ds_shift's bound of |dS| from the keys (< 2^15 staged: no overflow; an absolute error below 2^-39
-//   of the bound). An inf or NaN input does not count toward its head's key and stays inf or NaN when staged.
-//   So every result is exact to its head's largest (per-tile scaling adapted to each tile instead, at a second
-//   pass, barrier and atomics per tile); a row of values 2^28 or more below its head's largest keeps only f16's
-//   subnormal precision, and a dS row 2^29 below the bound is lost (tests/test_attention_vk.c's wide case: such
-//   rows of out 2e-2, of dq 1.0 off relative to their own size).
+//   whose range no key bounds well, so it adapts: each step's 16 x 32 dS block of a subgroup is staged with the
+//   power of two that puts its own largest |dS| into [2^14, 2^15) (a subgroup max of values kept in registers)
+//   and that step's products unshifted as they are added (CM_ADD_SHIFTED). An inf or NaN input does not count
+//   toward its head's key and stays inf or NaN when staged. So every result is exact to its head's largest; a
+//   row of values 2^28 or more below its head's largest keeps only f16's subnormal precision (tests/
+//   test_attention_vk.c's wide case: such rows of out 2e-2 off, of dq up to 0.3 where the row cancels, relative
+//   to their own size).
 // -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
 // lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
 // fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by
@@ -155,13 +156,16 @@ int exp_shift(int e) { return 141 - clamp(e, 15, 254); }
 int head_shift(uint key) { return exp_shift(int(key >> 7)); }
 // x 2^-t, x a sum of products of staged values whose shifts add to t (|t| <= 252)
 float unshift(float x, int t) { return x * exp2i(-(t / 2)) * exp2i(t / 2 - t); }
-// dS's shift from the heads' keys of dout and v: |ds| = |scale p (dP - D_i)| <= |scale| 2 D max|dout| max|v|
-// (p <= 1, D_i ~ a p-weighted mean of dP; d the head dim, a power of two), < 2^(Es + 1 + 1 + log2 d + Eo + 1 +
-// Ev + 1), one bit more for D_i's roundings; E the unbiased exponents
-int ds_shift(uint kdo, uint kv, float scale, uint d) {
-    int es = int(floatBitsToUint(abs(scale)) >> 23) - 127, eo = int(kdo >> 7) - 127, ev = int(kv >> 7) - 127;
-    return exp_shift(es + eo + ev + findMSB(d) + 4 + 127);
+// c + a 2^-t on every element of the accumulators (two exact power-of-two steps of one sign, as unshift)
+#if defined(COOPMAT_EMU)
+CMC emu_add_shifted(CMC c, CMC a, int t) {
+    for (uint i = 0u; i < 8u; i++) c.x[i] += unshift(a.x[i], t);
+    return c;
 }
+#define CM_ADD_SHIFTED emu_add_shifted
+#else
+#define CM_ADD_SHIFTED(c, a, t) ((c) + ((a) * exp2i(-((t) / 2))) * exp2i((t) / 2 - (t)))
+#endif
 // rows r0 .. r0 + nr of the uvec4 view src4 (as STAGE8) into dst, each bf16 x as the f16 of x f (f = 2^sh)
 #define STAGE_SHIFT(dst, at, src4, base, r0, rows, nr, f)                                              \
     for (uint e_ = gl_LocalInvocationID.x; e_ < (nr) * (D / 8u); e_ += WG) {                           \

@@ -16,11 +16,14 @@
 // shared memory (floats) to the invocations that exponentiate them (P is kept as f16, as the forward's P V
 // does). The accumulators dk, dv (dq) stay in registers and leave through S's buffer 32 columns at a time,
 // rounded once. D_i is recomputed from dout and out where the query rows are staged.
-// bf16: K, V, Q and dO staged with their head's power of two and dS with ds_shift's (attention_coopmat.glsl:
-// exact to each head's largest for any finite range; the heads' keys from attention_bf16_amax.comp at the front
-// of lse's binding, which the host then fills with a copy of lse from element l_off on); S and dP unshifted before
-// the exponential, dk, dv (dq) accumulated in staged units and unshifted once as they are written; f16 is
-// unchanged. Shared memory:
+// bf16: K, V, Q and dO staged with their head's power of two (attention_coopmat.glsl: exact to each head's
+// largest for any finite range; the heads' keys from attention_bf16_amax.comp at the front of lse's binding, which
+// the host then fills with a copy of lse from element l_off on); S and dP unshifted before the exponential; dv
+// accumulated in dO's staged units and unshifted once as it is written. dS adapts per step: each subgroup computes
+// its own 16 rows of dS into registers (NDS an invocation), takes their largest |dS| (SG_MAX: a subgroup max; the
+// emulated variants, whose subgroups are virtual, through red and one barrier) and stages them with the power of
+// two that puts it into [2^14, 2^15); that step's dk (dq) products are unshifted as they are added. No pass or
+// barrier more than f16's (emulated: one barrier). f16 is unchanged. Shared memory:
 //   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 (BR+BC) f:
 //   47.3 KiB for D 64, BR 64 (WG 128); 44.3 KiB for D 128, BR 32; 30.8 KiB for D 128, BR 16 (WG 32).
 // Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse (bf16: after the keys), 6 dout, 7 dk (MODE 0) or dq
@@ -59,6 +62,27 @@ shared float ss[BR * LDS];       // S, then dP (rows: the owned rows), then the 
 shared float16_t ps[2u * BR * LDP]; // P, then dS at DS0 (transposed in MODE 0)
 shared float red[WG];
 shared float rl[BR + BC], rd[BR + BC]; // lse_i and D_i of the staged query rows (BR or BC of them)
+
+#if A_DT == DT_BF16
+// a subgroup's SGN invocations (the emulated variants': 32, virtual) and this one's place SG_LANE among them;
+// SG_MAX(m): the largest m of the subgroup (emulated: through red, a barrier: every invocation must call it)
+#if defined(COOPMAT_EMU)
+const uint SGN = 32u;
+#define SG_LANE (gl_LocalInvocationID.x % 32u)
+uint SG_MAX(uint m) {
+    red[gl_LocalInvocationID.x] = uintBitsToFloat(m); // m <= inf's bits (a flushed subnormal: the same shift)
+    barrier();
+    uint r = 0u, s0 = gl_LocalInvocationID.x / 32u * 32u;
+    for (uint i = 0u; i < 32u; i++) r = max(r, floatBitsToUint(red[s0 + i]));
+    return r;
+}
+#else
+const uint SGN = WG / (BR / 16u);
+#define SG_LANE gl_SubgroupInvocationID
+#define SG_MAX  subgroupMax
+#endif
+const uint NDS = 16u * BC / SGN; // dS elements per invocation
+#endif
 
 // rl, rd of query rows i0 .. i0 + nq of head n: lse_i (-inf past L) and D_i = dout_i.out_i
 void row_stats(uint n, uint i0, uint nq) {
@@ -114,8 +138,7 @@ void main() {
         [[unroll]] for (uint o = 0u; o < 4u; o++) shx[o] = head_shift(lse_u[4u * n + o]);
         int sho0 = shx[MODE == 0u ? 1 : 0], sho1 = shx[MODE == 0u ? 2 : 3];
         int sht0 = shx[MODE == 0u ? 0 : 1], sht1 = shx[MODE == 0u ? 3 : 2];
-        int shs = ds_shift(lse_u[4u * n + 3u], lse_u[4u * n + 2u], pc.scale_f, D);
-        float ft0 = exp2i(sht0), ft1 = exp2i(sht1), fs = exp2i(shs);
+        float ft0 = exp2i(sht0), ft1 = exp2i(sht1);
         if (MODE == 0u) {
             STAGE_SHIFT(own0, 0u, k4, pc.k_off + n * pc.S * D, r0, pc.S, BR, exp2i(sho0));
             STAGE_SHIFT(own1, 0u, v4, pc.v_off + n * pc.S * D, r0, pc.S, BR, exp2i(sho1));
@@ -218,31 +241,54 @@ void main() {
                 }
             barrier();
             // dS = scale P (dP - D_i)
+#if A_DT == DT_BF16
+            // dP unshifted; each subgroup's own 16 rows x BC, in registers, staged with the power of two shs that
+            // puts their largest |dS| into [2^14, 2^15) (SG_MAX: the largest over the subgroup)
+            float dsv[NDS];
+            uint m = 0u;
+            [[unroll]] for (uint k = 0u; k < NDS; k++) {
+                uint x = SG_LANE + k * SGN, r = row0 + x / BC, c = x % BC;
+                float p = float(ps[r * LDP + c]);
+                dsv[k] = p * (unshift(ss[r * LDS + c], sho1 + sht1) - rd[MODE == 0u ? c : r]) * pc.scale_f;
+                m = max(m, min(floatBitsToUint(dsv[k]) & 0x7FFFFFFFu, 0x7F800000u)); // NaN counts as inf
+            }
+            int shs = exp_shift(int(SG_MAX(m) >> 23u));
+            [[unroll]] for (uint k = 0u; k < NDS; k++) {
+                uint x = SG_LANE + k * SGN, r = row0 + x / BC, c = x % BC;
+                ps[DS0 + r * LDP + c] = float16_t(dsv[k] * exp2i(shs));
+            }
+#else
             for (uint x = t; x < BR * BC; x += WG) {
                 uint r = x / BC, c = x % BC;
                 float p = float(ps[r * LDP + c]);
-#if A_DT == DT_BF16 // dP unshifted, dS staged with dS's shift
-                ps[DS0 + r * LDP + c] =
-                    float16_t(p * (unshift(ss[r * LDS + c], sho1 + sht1) - rd[MODE == 0u ? c : r]) * pc.scale_f * fs);
-#else
                 ps[DS0 + r * LDP + c] = float16_t(p * (ss[r * LDS + c] - rd[MODE == 0u ? c : r]) * pc.scale_f);
-#endif
             }
+#endif
             barrier();
-            // dk += dS^T Q (MODE 0) or dq += dS K (MODE 1): the other side's rows, row-major, as B
-            // (bf16: in dS's and the rows' staged units)
+            // dk += dS^T Q (MODE 0) or dq += dS K (MODE 1): the other side's rows, row-major, as B (bf16: the step's
+            // products in dS's and the rows' staged units, unshifted as they are added)
             [[unroll]] for (uint f = 0u; f < FM; f++)
-                [[unroll]] for (uint e = 0u; e < FO; e++)
+                [[unroll]] for (uint e = 0u; e < FO; e++) {
+#if A_DT == DT_BF16
+                    ACCM acc = CM_ZERO;
+#define DG_ACC acc
+#else
+#define DG_ACC ga[f][e]
+#endif
                     [[unroll]] for (uint c = 0u; c < BC; c += LK) {
                         HALF a;
                         HALFB b;
                         CM_LOAD(a, ps, DS0 + (row0 + f * LM) * LDP + c, LDP);
                         CM_LOAD(b, oth0, c * LDH + e * LN, LDH);
-                        ga[f][e] = CM_MULADD(a, b, ga[f][e]);
+                        DG_ACC = CM_MULADD(a, b, DG_ACC);
                     }
+#if A_DT == DT_BF16
+                    ga[f][e] = CM_ADD_SHIFTED(ga[f][e], acc, shs + sht0);
+#endif
+                }
         }
 #if A_DT == DT_BF16
-        int tg = shs + sht0, tv = sht1;
+        int tg = 0, tv = sht1; // dk (dq) unshifted step by step
 #else
         int tg = 0, tv = 0;
 #endif
