@@ -56,10 +56,11 @@
 **                          same bits as 0 (test_vulkan_bf16mm's pipeline)
 **   TRIDENT_VK_COOP_TRANS  0: column-major operands take the row-major staging (8 strided loads per run),
 **                          the rule before the transposed staging; 1 (default): staged transposed
-**   TRIDENT_VK_COOP_SPLITK f16 only: 1 splits K of a single product with few output tiles as bf16 does
-**                          (split_k_of's tensor-core rule: K >= 4096, slices >= 512, 256 workgroups; a weight
+**   TRIDENT_VK_COOP_SPLITK f16 only: 1 (default) splits K of a single product with few output tiles as bf16
+**                          does (split_k_of's tensor-core rule: K >= 4096, slices >= 512, 256 workgroups; a weight
 **                          gradient [768, 16384] @ [16384, 2304] in 2), the slices' f32 sums added in order and
-**                          rounded once (matmul_f16_split); 0 (default): no split
+**                          rounded once (matmul_f16_split; that gradient 112 -> 158 TFLOP/s on an H100, the other
+**                          W5 shapes unchanged); 0: no split
 **
 ** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
@@ -582,7 +583,7 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
 #endif
     uint32_t coop_split = 0;
-    if (coop && (st = env_u32("TRIDENT_VK_COOP_SPLITK", 0, 1, 0, &coop_split)) != TD_OK) return st;
+    if (coop && (st = env_u32("TRIDENT_VK_COOP_SPLITK", 0, 1, 1, &coop_split)) != TD_OK) return st;
     if (coop && coop_split && n_outer == 1 && per == 1 && (split = split_k_of(&pc, nb, TD_F16, true, &knobs)) > 1) {
         pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
         return matmul_f16_split(d, &pc, bind, shader, split);
