@@ -170,9 +170,9 @@ static void check_wide(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t
     double tol = wide_ok ? 2e-5 : 2e-2;
     double ew = test_max_rel(dw, rw), eb = test_max_rel(db, rb), e1 = test_max_rel(only_w, rw);
     double rounded = test_max_rel(td_cast(td_cast(rw, dt), TD_F32), rw);
-    printf("  %s -> f32 [%lld,%lld]x[%lld,%lld]: dw %.3g, db %.3g, dw alone %.3g (rounded to %s: %.3g)\n",
-           td_dtype_name(dt), (long long)M, (long long)N, (long long)M, (long long)K, ew, eb, e1, td_dtype_name(dt),
-           rounded);
+    fprintf(stderr, "  %s -> f32 [%lld,%lld]x[%lld,%lld]: dw %.3g, db %.3g, dw alone %.3g (rounded to %s: %.3g)\n",
+            td_dtype_name(dt), (long long)M, (long long)N, (long long)M, (long long)K, ew, eb, e1, td_dtype_name(dt),
+            rounded);
     ASSERT(ew <= tol && eb <= tol && e1 <= tol);
     if (wide_ok) ASSERT(rounded >= 10 * tol);
     td_scope_end();
