@@ -153,8 +153,9 @@ TEST(one_output_strided_cpu) {
 }
 
 /* f32 dw, db of dt (f16/bf16) dy [M, N] and x [M, K] on dev against the f32 MATMUL and SUM of the operands
-** widened to f32, within tol (rel), and their bf16/f16-rounded value at least 10 tol away (a half result would
-** fail); wide_ok false: the backend declines (Vulkan), so the results are the half op's, cast: within 2e-2 */
+** widened to f32, within tol (rel; 1e-4: the H100's tensor cores sum K = 1024 half products to within 7e-5), and
+** their bf16/f16-rounded value at least 3 tol away (a half result would fail); wide_ok false: the backend declines
+** (Vulkan), so the results are the half op's, cast: within 2e-2 */
 static void check_wide(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t K, bool wide_ok) {
     td_scope_begin();
     td_tensor *dy = ASSERT_TENSOR(td_to(td_randn(2, (int64_t[]){M, N}, 11, 0, dt, TD_CPU), dev));
@@ -167,14 +168,14 @@ static void check_wide(td_device dev, td_dtype dt, int64_t M, int64_t N, int64_t
     int rows = 0;
     td_tensor *rw = ASSERT_TENSOR(td_matmul(td_transpose(dy32, 0, 1), x32)),
               *rb = ASSERT_TENSOR(td_sum(dy32, 1, &rows, false));
-    double tol = wide_ok ? 2e-5 : 2e-2;
+    double tol = wide_ok ? 1e-4 : 2e-2;
     double ew = test_max_rel(dw, rw), eb = test_max_rel(db, rb), e1 = test_max_rel(only_w, rw);
     double rounded = test_max_rel(td_cast(td_cast(rw, dt), TD_F32), rw);
     fprintf(stderr, "  %s -> f32 [%lld,%lld]x[%lld,%lld]: dw %.3g, db %.3g, dw alone %.3g (rounded to %s: %.3g)\n",
             td_dtype_name(dt), (long long)M, (long long)N, (long long)M, (long long)K, ew, eb, e1, td_dtype_name(dt),
             rounded);
     ASSERT(ew <= tol && eb <= tol && e1 <= tol);
-    if (wide_ok) ASSERT(rounded >= 10 * tol);
+    if (wide_ok) ASSERT(rounded >= 3 * tol);
     td_scope_end();
 }
 
