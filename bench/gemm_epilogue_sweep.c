@@ -16,11 +16,16 @@
 **   attn.proj  y = x[16384,768] w[768,768]^T + b: BIAS                                                   Lt TN
 **   qkv        y = x[16384,768] w[2304,768]^T + b: BIAS                                                  Lt TN
 **   fc2.wgrad  dw[768,3072] = dy[16384,768]^T x[16384,3072], db = sum_rows dy: BGRADB                    Lt NT
-** Usage: gemm_epilogue_sweep [bf16|f32|all] [reps]   (defaults: all, 20)
+** wgrad mode: W5's four weight gradients (qkv, attn.proj, fc1, fc2: dw[m, n] = dy[16384, m]^T x[16384, n]) in bf16
+** with D in f32 (LINEAR_WGRAD's f32 dw for f32 leaves under autocast) and in bf16, and in f32, with BGRADB and
+** without, under the 32 MiB workspace and a 256 MiB one: per variant the heuristic's #1 and the best of its first
+** 32 (split-K configurations need workspace), and the column-sum pass that BGRADB replaces (read dy once).
+** Usage: gemm_epilogue_sweep [bf16|f32|all|wgrad] [reps]   (defaults: all, 20)
 ** Build (CUDA builds only): ninja -C build gemm_epilogue_sweep; run: build/bench/gemm_epilogue_sweep
 */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +48,7 @@
         }                                                                                                              \
     } while (0)
 
-enum { ALGOS = 8, WARMUP = 2 };
+enum { ALGOS = 8, WGRAD_ALGOS = 32, WARMUP = 2 };
 #define WORKSPACE ((size_t)32 << 20) /* Trident's on Hopper (cu_device.c) */
 
 /* One GEMM in Lt's column-major terms: D (n x m) = op(A) (n x k) op(B) (k x m), with epilogue epi. */
@@ -73,6 +78,7 @@ typedef struct sweep {
     cublasLtHandle_t lt;
     cudaStream_t s;
     void *ws;
+    size_t ws_size;               /* WORKSPACE, or the wgrad mode's larger one */
     void *a, *b, *d, *aux, *bias; /* each big enough for the largest case in f32 */
     cudaEvent_t e0, e1;
     int reps;
@@ -80,8 +86,8 @@ typedef struct sweep {
 } sweep;
 
 /* Lt's descriptor and layouts of c in dtype ty (epi: CUBLASLT_EPILOGUE_DEFAULT for the plain GEMM). */
-static void describe(const sweep *sw, const gemm_case *c, cudaDataType_t ty, cublasLtEpilogue_t epi,
-                     cublasLtMatmulDesc_t *op, cublasLtMatrixLayout_t l[3]) {
+static void describe_d(const sweep *sw, const gemm_case *c, cudaDataType_t ty, cudaDataType_t dty,
+                       cublasLtEpilogue_t epi, cublasLtMatmulDesc_t *op, cublasLtMatrixLayout_t l[3]) {
     cublasOperation_t ta = c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescCreate(op, CUBLAS_COMPUTE_32F, CUDA_R_32F)); /* f32: strict, no TF32 */
     LT_CHECK(cublasLtMatmulDescSetAttribute(*op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -97,7 +103,16 @@ static void describe(const sweep *sw, const gemm_case *c, cudaDataType_t ty, cub
     }
     LT_CHECK(cublasLtMatrixLayoutCreate(&l[0], ty, c->ta ? c->k : c->n, c->ta ? c->n : c->k, c->ta ? c->k : c->n));
     LT_CHECK(cublasLtMatrixLayoutCreate(&l[1], ty, c->tb ? c->m : c->k, c->tb ? c->k : c->m, c->tb ? c->m : c->k));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&l[2], ty, c->n, c->m, c->n));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&l[2], dty, c->n, c->m, c->n));
+    if (epi == CUBLASLT_EPILOGUE_BGRADB && dty != ty) { /* the bias gradient in D's dtype */
+        cudaDataType_t bt = dty;
+        LT_CHECK(cublasLtMatmulDescSetAttribute(*op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+}
+
+static void describe(const sweep *sw, const gemm_case *c, cudaDataType_t ty, cublasLtEpilogue_t epi,
+                     cublasLtMatmulDesc_t *op, cublasLtMatrixLayout_t l[3]) {
+    describe_d(sw, c, ty, ty, epi, op, l);
 }
 
 static void undescribe(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t l[3]) {
@@ -106,17 +121,22 @@ static void undescribe(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t l[3]) {
 }
 
 /* The heuristic's first ALGOS algorithms for (op, l) within the workspace; how many in *found. */
-static void heuristic(const sweep *sw, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t l[3],
-                      cublasLtMatmulHeuristicResult_t res[ALGOS], int *found) {
+static void heuristic_n(const sweep *sw, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t l[3], int want,
+                        cublasLtMatmulHeuristicResult_t *res, int *found) {
     cublasLtMatmulPreference_t pref;
-    uint64_t ws = WORKSPACE;
+    uint64_t ws = sw->ws_size;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     *found = 0;
-    if (cublasLtMatmulAlgoGetHeuristic(sw->lt, op, l[0], l[1], l[2], l[2], pref, ALGOS, res, found) !=
+    if (cublasLtMatmulAlgoGetHeuristic(sw->lt, op, l[0], l[1], l[2], l[2], pref, want, res, found) !=
         CUBLAS_STATUS_SUCCESS)
         *found = 0;
     cublasLtMatmulPreferenceDestroy(pref);
+}
+
+static void heuristic(const sweep *sw, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t l[3],
+                      cublasLtMatmulHeuristicResult_t res[ALGOS], int *found) {
+    heuristic_n(sw, op, l, ALGOS, res, found);
 }
 
 /* ms per call of algo, or -1 when Lt refuses it at launch. */
@@ -126,7 +146,7 @@ static double time_algo(const sweep *sw, cublasLtMatmulDesc_t op, cublasLtMatrix
     for (int r = 0; r < WARMUP + sw->reps; r++) {
         if (r == WARMUP) CHECK(cudaEventRecord(sw->e0, sw->s));
         if (cublasLtMatmul(sw->lt, op, &one, sw->a, l[0], sw->b, l[1], &zero, sw->d, l[2], sw->d, l[2], algo, sw->ws,
-                           WORKSPACE, sw->s) != CUBLAS_STATUS_SUCCESS) {
+                           sw->ws_size, sw->s) != CUBLAS_STATUS_SUCCESS) {
             CHECK(cudaStreamSynchronize(sw->s));
             return -1;
         }
@@ -184,7 +204,7 @@ static void run_case(const sweep *sw, const gemm_case *c, cudaDataType_t ty, con
     for (int i = 0; i < found; i++) {
         char cfg[96];
         algo_config(&res[i].algo, cfg, sizeof cfg);
-        double t = res[i].workspaceSize <= WORKSPACE ? time_algo(sw, op, l, &res[i].algo) : -1;
+        double t = res[i].workspaceSize <= sw->ws_size ? time_algo(sw, op, l, &res[i].algo) : -1;
         if (t < 0)
             printf("  #%d %s  refused at launch\n", i + 1, cfg);
         else
@@ -192,6 +212,58 @@ static void run_case(const sweep *sw, const gemm_case *c, cudaDataType_t ty, con
                    flop / (t * 1e-3) / 1e12);
     }
     undescribe(op, l);
+}
+
+/* W5's weight gradients in Lt's terms (as fc2.wgrad above): D (n x m) = dy^T-side op(A) (n x k) op(B) (k x m) */
+static const gemm_case wgrad_cases[] = {
+    {"qkv.wgrad", CUBLASLT_EPILOGUE_BGRADB, "BGRADB", 768, 2304, 16384, 0, 1, 1},
+    {"proj.wgrad", CUBLASLT_EPILOGUE_BGRADB, "BGRADB", 768, 768, 16384, 0, 1, 1},
+    {"fc1.wgrad", CUBLASLT_EPILOGUE_BGRADB, "BGRADB", 768, 3072, 16384, 0, 1, 1},
+    {"fc2.wgrad", CUBLASLT_EPILOGUE_BGRADB, "BGRADB", 3072, 768, 16384, 0, 1, 1},
+};
+
+/* One wgrad variant: heuristic #1 and the best of the first WGRAD_ALGOS, with the best one's config. */
+static void run_wgrad_variant(sweep *sw, const gemm_case *c, cudaDataType_t ty, cudaDataType_t dty,
+                              cublasLtEpilogue_t epi, size_t ws_size) {
+    double flop = 2.0 * (double)c->n * (double)c->m * (double)c->k;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t l[3];
+    cublasLtMatmulHeuristicResult_t res[WGRAD_ALGOS];
+    int found;
+    sw->ws_size = ws_size;
+    describe_d(sw, c, ty, dty, epi, &op, l);
+    heuristic_n(sw, op, l, WGRAD_ALGOS, res, &found);
+    double first = -1, best = -1;
+    int at = 0;
+    for (int i = 0; i < found; i++) {
+        double t = res[i].workspaceSize <= ws_size ? time_algo(sw, op, l, &res[i].algo) : -1;
+        if (i == 0) first = t;
+        if (t > 0 && (best < 0 || t < best)) best = t, at = i;
+    }
+    char cfg[96] = "-";
+    if (found) algo_config(&res[at].algo, cfg, sizeof cfg);
+    printf("  D %-4s %-7s ws %3zuM: %2d algos, #1 %6.4f ms (%5.1f TF/s), best #%-2d %6.4f ms (%5.1f TF/s) %s\n",
+           dty == CUDA_R_32F ? "f32" : "bf16", epi == CUBLASLT_EPILOGUE_BGRADB ? "BGRADB" : "none", ws_size >> 20,
+           found, first, flop / (first * 1e-3) / 1e12, at + 1, best, flop / (best * 1e-3) / 1e12, cfg);
+    undescribe(op, l);
+    sw->ws_size = WORKSPACE;
+}
+
+/* es 2: bf16 A and B, D in f32 and bf16; es 4: f32 (strict) throughout */
+static void run_wgrad(sweep *sw, size_t es) {
+    static const size_t big = (size_t)256 << 20;
+    cudaDataType_t ty = es == 2 ? CUDA_R_16BF : CUDA_R_32F;
+    for (int i = 0; i < (int)(sizeof wgrad_cases / sizeof wgrad_cases[0]); i++) {
+        const gemm_case *c = &wgrad_cases[i];
+        double pass_ms = (double)c->k * (double)c->m * (double)es / (sw->copy_gbs * 1e9) * 1e3; /* read dy once */
+        printf("%-4s %-10s dw[%lld,%lld] k %lld | column-sum pass ~%5.3f ms\n", es == 2 ? "bf16" : "f32", c->name,
+               (long long)c->m, (long long)c->n, (long long)c->k, pass_ms);
+        for (int d = 0; d < (es == 2 ? 2 : 1); d++)
+            for (int e = 0; e < 2; e++)
+                for (int w = 0; w < 2; w++)
+                    run_wgrad_variant(sw, c, ty, d ? CUDA_R_16BF : CUDA_R_32F,
+                                      e ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BGRADB, w ? big : WORKSPACE);
+    }
 }
 
 /* A 64-bit LCG's high bits, values in [-1, 1) */
@@ -229,16 +301,17 @@ static void fill(const sweep *sw, size_t elems, size_t es) {
 
 int main(int argc, char **argv) {
     const char *which = argc > 1 ? argv[1] : "all";
-    sweep sw = {.reps = argc > 2 ? atoi(argv[2]) : 20};
-    if (strcmp(which, "all") && strcmp(which, "bf16") && strcmp(which, "f32")) {
-        fprintf(stderr, "usage: gemm_epilogue_sweep [bf16|f32|all] [reps]\n");
+    sweep sw = {.reps = argc > 2 ? atoi(argv[2]) : 20, .ws_size = WORKSPACE};
+    bool wgrad = !strcmp(which, "wgrad");
+    if (strcmp(which, "all") && strcmp(which, "bf16") && strcmp(which, "f32") && !wgrad) {
+        fprintf(stderr, "usage: gemm_epilogue_sweep [bf16|f32|all|wgrad] [reps]\n");
         return 2;
     }
     if (sw.reps < 1) sw.reps = 1;
     size_t elems = (size_t)3072 * 16384; /* the largest operand */
     CHECK(cudaStreamCreate(&sw.s));
     LT_CHECK(cublasLtCreate(&sw.lt));
-    CHECK(cudaMalloc(&sw.ws, WORKSPACE));
+    CHECK(cudaMalloc(&sw.ws, (size_t)256 << 20)); /* the wgrad mode's larger workspace */
     CHECK(cudaMalloc(&sw.a, elems * 4));
     CHECK(cudaMalloc(&sw.b, elems * 4));
     CHECK(cudaMalloc(&sw.d, elems * 4));
@@ -259,7 +332,13 @@ int main(int argc, char **argv) {
     CHECK(cudaGetDeviceProperties(&prop, 0));
     printf("gemm_epilogue_sweep: %s, cuBLASLt %zu, D2D copy %.0f GB/s, %d reps, times in ms per call\n", prop.name,
            cublasLtGetVersion(), sw.copy_gbs, sw.reps);
-    for (int t = 0; t < 2; t++) {
+    if (wgrad) {
+        fill(&sw, elems, 2);
+        run_wgrad(&sw, 2);
+        fill(&sw, elems, 4);
+        run_wgrad(&sw, 4);
+    }
+    for (int t = 0; t < 2 && !wgrad; t++) {
         if (strcmp(which, "all") && strcmp(which, t == 0 ? "bf16" : "f32")) continue;
         fill(&sw, elems, t == 0 ? 2 : 4);
         for (int i = 0; i < NCASES; i++)

@@ -19,14 +19,15 @@
 ** has no epilogue algorithm for: the plain GEMM, then ADD's and GELU's kernels.
 ** LINEAR_WGRAD: in = (dy [M, N], x [M, K]), out = (dw [N, K], db? [N]):
 **   dw = dy^T x is MATMUL's GEMM with dy read transposed (column-major [N, M]);
-**   db = sum over m of dy comes out of the same GEMM (EPILOGUE_BGRADB: Lt's B
-** is dy^T, summed over the GEMM's k = M), so dy is read once. f64, no
-** db, or a shape Lt has no BGRADB algorithm for: the plain GEMM, then SUM's
-** kernel over dim 0. dw and db in f32 for f16/bf16 dy (the op table's 'a':
-** gradients bound for f32 parameters): Lt's D and bias gradient written in
-** f32 from the same fp32 sums; where BGRADB cannot give db, the plain GEMM
-** writes dw in f32 and wgrad_db_f32_kernel sums db (SUM's kernel writes dy's
-** dtype only).
+**   f32: db = sum over m of dy comes out of the same GEMM (EPILOGUE_BGRADB:
+** Lt's B is dy^T, summed over the GEMM's k = M), so dy is read once. f64, or
+** a shape Lt has no BGRADB algorithm for: the plain GEMM, then SUM's kernel
+** over dim 0. f16/bf16: the plain GEMM, then wgrad_db's column sums (one read
+** of dy): on the tensor cores BGRADB costs more than that pass
+** (`gemm_epilogue_sweep wgrad`, H100: W5's weight gradients at 704-752
+** TFLOP/s without it, 358-598 with; the pass ~0.01-0.03 ms). dw and db in f32
+** for f16/bf16 dy (the op table's 'a': gradients bound for f32 parameters):
+** Lt's D in f32 from the same fp32 sums, and db rounded once from fp32.
 ** LINEAR_DGELU: in = (dy [M, N], w [N, K], h [M, K]), out = dh [M, K]:
 **   dh = (dy w) gelu'(h) is MATMUL's GEMM (w row-major [N, K]) with the tanh
 ** form's derivative in Lt's epilogue (EPILOGUE_DGELU, aux = h as GELU_AUX_BIAS
@@ -111,25 +112,86 @@ extern "C" td_status cu_op_LINEAR_GELU(cu_dev *d, const td_op *op) {
     return cu_op_GELU(d, &step);
 }
 
-/* LINEAR_WGRAD's f32 db of f16/bf16 dy [M, N] without BGRADB: db[n] = sum over m of dy[m, n], in fp32; a thread a
-** column, so a warp reads 32 adjacent columns of each row */
-template <typename T> __global__ void wgrad_db_f32_kernel(const T *dy, float *db, int64_t M, int64_t N) {
-    for (int64_t n = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; n < N; n += (int64_t)gridDim.x * blockDim.x) {
-        float s = 0;
-        for (int64_t m = 0; m < M; m++) s += (float)dy[m * N + n];
-        db[n] = s;
+/* LINEAR_WGRAD's db for f16/bf16 dy [M, N] (contiguous): db[n] = sum over m of dy[m, n] in fp32, rounded once to
+** db's dtype (f32 for f32 leaves, else dy's). Pass 1: a block of (32, 8) threads owns 32 * V columns (a thread V
+** adjacent ones: one 16-byte load a row when V = 8) of one chunk of rows, its 8 row lanes merged through shared
+** memory, the chunk's partial sums to part[chunk][n] (about 4 blocks an SM). Pass 2 adds the chunks in a fixed
+** order: deterministic, no atomics. */
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+    wgrad_db_part_kernel(const T *dy, float *part, int64_t M, int64_t N, int64_t chunk) {
+    __shared__ float tile[8][32 * V];
+    int x = threadIdx.x, y = threadIdx.y;
+    int64_t n0 = ((int64_t)blockIdx.x * 32 + x) * V, m0 = (int64_t)blockIdx.y * chunk;
+    int64_t m1 = m0 + chunk < M ? m0 + chunk : M;
+    float s[V];
+    for (int k = 0; k < V; k++) s[k] = 0;
+    if (n0 < N)
+#pragma unroll 4
+        for (int64_t m = m0 + y; m < m1; m += 8) {
+            alignas(16) T e[V];
+            if constexpr (V == 8)
+                *(uint4 *)e = *(const uint4 *)(dy + m * N + n0);
+            else
+                e[0] = dy[m * N + n0];
+            for (int k = 0; k < V; k++) s[k] += (float)e[k];
+        }
+    for (int k = 0; k < V; k++) tile[y][x * V + k] = s[k];
+    __syncthreads();
+    for (int c = y * 32 + x; c < 32 * V; c += 256) { /* column c of the block: its 8 row lanes, in order */
+        int64_t n = (int64_t)blockIdx.x * 32 * V + c;
+        if (n >= N) continue;
+        float t = 0;
+        for (int r = 0; r < 8; r++) t += tile[r][c];
+        part[blockIdx.y * N + n] = t;
     }
 }
 
-static td_status wgrad_db_f32(cu_dev *d, const td_operand *dy, td_operand *db) {
+/* Pass 2: block (32, 32) owns 32 columns; thread (x, y) adds chunks y, y + 32, ... of column x, and the 32 lanes
+** merge in order through shared memory (a thread a column would walk every chunk serially: latency-bound). */
+template <typename O>
+__global__ void __launch_bounds__(1024) wgrad_db_merge_kernel(const float *part, O *db, int64_t N, int split) {
+    __shared__ float tile[32][33];
+    int x = threadIdx.x, y = threadIdx.y;
+    int64_t n = (int64_t)blockIdx.x * 32 + x;
+    float t = 0;
+    if (n < N)
+        for (int c = y; c < split; c += 32) t += part[c * N + n];
+    tile[y][x] = t;
+    __syncthreads();
+    if (y != 0 || n >= N) return;
+    for (int r = 1; r < 32; r++) t += tile[r][x];
+    db[n] = (O)t;
+}
+
+template <typename T, typename O> static td_status wgrad_db(cu_dev *d, const td_operand *dy, td_operand *db) {
     int64_t M = dy->shape[0], N = dy->shape[1];
-    unsigned grid = cu_grid(d, N, CU_BLOCK);
-    if (dy->dtype == TD_BF16)
-        wgrad_db_f32_kernel<<<grid, CU_BLOCK, 0, d->stream>>>((const __nv_bfloat16 *)cu_data(dy), (float *)cu_data(db),
-                                                              M, N);
+    bool vec = N % 8 == 0 && (uintptr_t)cu_data(dy) % 16 == 0;
+    int64_t bx = (N + (vec ? 256 : 32) - 1) / (vec ? 256 : 32);
+    /* about 4 blocks an SM (W5's profile: 1 to 16 tried), each chunk at least 64 rows */
+    int64_t split = (4 * (int64_t)d->sm_count + bx - 1) / bx, most = (M + 63) / 64;
+    if (split > most) split = most;
+    if (split < 1) split = 1;
+    int64_t chunk = ((M + split - 1) / split + 7) / 8 * 8;
+    float *part = NULL;
+    td_status st = cu_temp_alloc(d, (size_t)(split * N) * sizeof(float), (void **)&part);
+    if (st != TD_OK) return st;
+    dim3 grid((unsigned)bx, (unsigned)split), block(32, 8);
+    if (vec)
+        wgrad_db_part_kernel<T, 8><<<grid, block, 0, d->stream>>>((const T *)cu_data(dy), part, M, N, chunk);
     else
-        wgrad_db_f32_kernel<<<grid, CU_BLOCK, 0, d->stream>>>((const __half *)cu_data(dy), (float *)cu_data(db), M, N);
-    return CU_LAUNCHED("linear_wgrad (f32 db)");
+        wgrad_db_part_kernel<T, 1><<<grid, block, 0, d->stream>>>((const T *)cu_data(dy), part, M, N, chunk);
+    wgrad_db_merge_kernel<O>
+        <<<(unsigned)((N + 31) / 32), dim3(32, 32), 0, d->stream>>>(part, (O *)cu_data(db), N, (int)split);
+    cu_temp_free(d, part);
+    return CU_LAUNCHED("linear_wgrad (db)");
+}
+
+static td_status wgrad_db_half(cu_dev *d, const td_operand *dy, td_operand *db) {
+    bool wide = db->dtype == TD_F32;
+    if (dy->dtype == TD_BF16)
+        return wide ? wgrad_db<__nv_bfloat16, float>(d, dy, db) : wgrad_db<__nv_bfloat16, __nv_bfloat16>(d, dy, db);
+    return wide ? wgrad_db<__half, float>(d, dy, db) : wgrad_db<__half, __half>(d, dy, db);
 }
 
 extern "C" td_status cu_op_LINEAR_WGRAD(cu_dev *d, const td_op *op) {
@@ -143,14 +205,15 @@ extern "C" td_status cu_op_LINEAR_WGRAD(cu_dev *d, const td_op *op) {
     mm.kind = TD_OP_MATMUL, mm.n_in = 2, mm.n_out = 1, mm.in = mm_in, mm.out = &op->out[0], mm.flags = op->flags;
     if (N == 0) return TD_OK;
     td_status st = TD_OK;
-    if (db->buf && dy->dtype != TD_F64 && M > 0 && K > 0) { /* dw and db from one GEMM */
+    bool half = dy->dtype == TD_F16 || dy->dtype == TD_BF16;
+    if (db->buf && dy->dtype == TD_F32 && M > 0 && K > 0) { /* dw and db from one GEMM */
         st = cu_lt_matmul(d, &mm, CU_EPI_BGRADB, cu_data(db), NULL);
         if (st != TD_ERR_UNSUPPORTED) return st;
         td_clear_error();
     }
     if (K > 0 && (st = cu_lt_matmul(d, &mm, CU_EPI_NONE, NULL, NULL)) != TD_OK) return st;
     if (!db->buf) return TD_OK;
-    if (db->dtype != dy->dtype) return wgrad_db_f32(d, dy, db);
+    if (half) return wgrad_db_half(d, dy, db);
     td_operand sum = *db;
     sum.ndim = 2, sum.shape[0] = 1, sum.shape[1] = N, sum.strides[0] = N, sum.strides[1] = 1;
     td_op red = {};
