@@ -15,6 +15,8 @@
 **   gradient), and the backward the adds at W5_BWD_ADDS (no residual-stream sum).
 ** w5_step_cuda: the same step on cuda:0 (cuDNN attention reads the strided heads): no more copies than the CPU's,
 **   the same adds; it prints the count expected without the CPU-only attention copies.
+** w5_grads_{cpu,cuda}: the same model in fp32: td_grad's parameter gradients (the residual sums taken into ln1's
+**   backward, W5_BWD_ADDS adds) equal create_graph's composed ones within fp32 rounding.
 */
 #include <string.h>
 
@@ -24,7 +26,9 @@
 #include "trident/profile.h"
 #include "workloads/workloads.h"
 
-#define TESTS(X) X(leaf_grad_owned) X(leaf_sums_released) X(wgrad_in_f32) X(w5_step_cpu) X(w5_step_cuda)
+#define TESTS(X)                                                                                                       \
+    X(leaf_grad_owned)                                                                                                 \
+    X(leaf_sums_released) X(wgrad_in_f32) X(w5_step_cpu) X(w5_step_cuda) X(w5_grads_cpu) X(w5_grads_cuda)
 
 /* op's ops recorded since td_profile_begin: *fwd in the forward phase (which counts the engine's leaf casts, issued
 ** outside any node), *bwd by backward nodes (the engine's sums of two gradients among them) */
@@ -237,5 +241,50 @@ TEST(w5_step_cuda) {
     if (fwd > W5_FWD(W5_LAYERS) || bwd > W5_BWD(W5_LAYERS))
         TEST_FAIL_("cuda:0 issued more copies than the CPU (%lld, %lld)", (long long)fwd, (long long)bwd);
 }
+
+/* A small W5's fp32 parameter gradients of its summed loss (td_grad: each of size about 1), each layer's residual sum
+*taken into ln1's LAYER_NORM_BACKWARD,
+** against create_graph's (the composed formulas, which take nothing): equal within fp32 rounding; the plain
+** backward issues the adds at W5_BWD_ADDS. */
+static void w5_grads(td_device dev) {
+    workload_gpt_config cfg = {
+        .vocab = 256, .d_model = 128, .heads = 2, .layers = W5_LAYERS, .context = 64, .gpt2 = true};
+    int64_t sh[2] = {2, 64}, flat = 128, rc[2] = {128, 256};
+    double ids[128], next[128];
+    test_rng_state = 5;
+    for (int i = 0; i < 128; i++) ids[i] = (double)test_int(256), next[i] = (double)test_int(256);
+    td_manual_seed(0);
+    workload w;
+    ASSERT_OK(workload_init(&w, WORKLOAD_GPT, &cfg, dev, NULL, 0, false));
+    td_scope_begin();
+    td_tensor *x = ASSERT_TENSOR(td_to(test_tensor_f64(ids, 2, sh, TD_I64), dev));
+    td_tensor *y = ASSERT_TENSOR(td_to(test_tensor_f64(next, 1, &flat, TD_I64), dev));
+    td_tensor *logits = ASSERT_TENSOR(td_module_forward(w.model, x));
+    td_tensor *loss = ASSERT_TENSOR(td_cross_entropy_loss(td_reshape(logits, 2, rc), y, NULL, -100, 0, TD_REDUCE_SUM));
+    enum { CAP = 64 };
+    td_tensor *ps[CAP], *g[2][CAP];
+    int n = td_module_parameters(w.model, ps, CAP);
+    ASSERT(n > 0 && n <= CAP);
+    ASSERT_OK(td_profile_set_roofline(dev, 1, 1));
+    ASSERT_OK(td_profile_begin());
+    ASSERT_OK(td_grad(1, &loss, NULL, n, ps, g[0], true, false, false));
+    ASSERT_OK(td_synchronize(dev));
+    ASSERT_OK(td_profile_end(NULL));
+    int64_t adds_fwd, adds;
+    count_ops("add", &adds_fwd, &adds);
+    ASSERT_OK(td_grad(1, &loss, NULL, n, ps, g[1], false, true, false)); /* composed */
+    double worst = 0;
+    for (int i = 0; i < n; i++) worst = fmax(worst, test_max_rel(g[0][i], td_detach(g[1][i])));
+    fprintf(stderr, "    W5 %d layers, fp32 on %s: %lld add (backward); %d gradients, worst against composed %.3g\n",
+            W5_LAYERS, dev.type == TD_DEVICE_CPU ? "cpu" : "cuda:0", (long long)adds, n, worst);
+    ASSERT_EQ_INT(adds, W5_BWD_ADDS);
+    ASSERT(worst <= 1e-4);
+    td_scope_end();
+    workload_free(&w);
+}
+
+TEST(w5_grads_cpu) { w5_grads(TD_CPU); }
+
+TEST(w5_grads_cuda) { w5_grads(test_device_or_skip("cuda:0")); }
 
 TEST_MAIN(TESTS)

@@ -174,7 +174,8 @@ bool td__engine_accumulating(void);
 ** formula's gx[i] must then include it (borrowed, scope-owned). NULL (nothing
 ** taken) when none is pending, when n does not run now or i's gradient is not
 ** needed, under create_graph (the sum would have to be differentiable), or
-** when its dtype or shape is not input i's. Leaf hooks and captures see the
+** when its dtype or shape is not input i's, and always with TRIDENT_GRAD_TAKE=0
+** (the engine's add passes, the baseline). Leaf hooks and captures see the
 ** same total, as they read it only when the last contribution is in. */
 td_tensor *td__take_input_grad(const td_node *n, int i);
 

@@ -15,6 +15,7 @@
 **           DDP's hooks launch their all-reduces from there.
 ** Everything runs inside one scope, with grad mode on only under create_graph.
 */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,9 +273,19 @@ static td_status run_node(run_state *rs, td_node *n) {
     return st;
 }
 
+static pthread_once_t take_once = PTHREAD_ONCE_INIT;
+static bool take_off; /* TRIDENT_GRAD_TAKE=0: the engine's add passes (the baseline) */
+
+static void take_env(void) {
+    const char *e = getenv("TRIDENT_GRAD_TAKE");
+    take_off = e && !strcmp(e, "0");
+}
+
 td_tensor *td__take_input_grad(const td_node *n, int i) {
     run_state *rs = running;
-    if (!rs || n != running_node || i < 0 || i >= n->n_in || i >= 64 || !td__needs(n, i) || rs->req->create_graph)
+    pthread_once(&take_once, take_env);
+    if (take_off || !rs || n != running_node || i < 0 || i >= n->n_in || i >= 64 || !td__needs(n, i) ||
+        rs->req->create_graph)
         return NULL;
     const td__edge *e = &n->edges[i];
     td_tensor **slot = NULL;
