@@ -7,7 +7,9 @@
 **   pass 2  seed the roots' gradients;
 **   pass 3  visit the nodes in reverse post-order (a topological order), call
 **           each formula on its accumulated output gradients and add the
-**           results into the producers' buffers or the leaves' sums;
+**           results into the producers' buffers or the leaves' sums (a
+**           formula may take such a sum into its kernel and return the
+**           total instead: td__take_input_grad);
 **   pass 4  run leaf hooks, then hand out captured gradients and accumulate
 **           (+=) into .grad, then run post-accumulate hooks. In a td_backward
 **           this happens for each leaf as soon as the last node feeding it
