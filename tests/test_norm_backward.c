@@ -7,17 +7,25 @@
 ** row counts and lengths that reach every CUDA tier (a warp a row, a block a
 ** row, the two-pass path past the registers), with dw and db the same bits
 ** on a second run; the Vulkan shader against the
-** composed formula, and its dw and db the same bits twice. */
+** composed formula, and its dw and db the same bits twice.
+** residual_taken_{cpu,vulkan}: s = x + ln(x) c0 (a residual block's shape): ln's backward runs after the add's,
+** so it takes x's gradient so far into its op as ds (td__take_input_grad), and the backward issues no `add`; x's,
+** w's and b's gradients equal the two branches' gradients summed apart (td_grad of each), for x a non-leaf
+** (td_grad capturing it), and a leaf with a hook (which sees the total) under retain_graph (a second backward
+** doubles .grad), in f32 and bf16; create_graph (no take: the composed formula) gives the same first gradients. */
 #include <string.h>
 
 #include "test_util.h"
+#include "trident/profile.h"
 
 #include "core/norm_backward.h"
 
 #define TESTS(X)                                                                                                       \
     X(fused_equals_composed_cpu)                                                                                       \
     X(fused_equals_composed_cuda)                                                                                      \
-    X(fused_equals_composed_vulkan) X(deterministic_vulkan) X(against_f64_cpu) X(against_f64_cuda) X(bad_operands)
+    X(fused_equals_composed_vulkan)                                                                                    \
+    X(deterministic_vulkan) X(against_f64_cpu) X(against_f64_cuda) X(bad_operands) X(residual_taken_cpu)               \
+        X(residual_taken_vulkan)
 
 static td_tensor *leaf(int nd, const int64_t *shape, uint64_t seed, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_to(td_randn(nd, shape, seed, 0, dt, TD_CPU), dev));
@@ -205,6 +213,88 @@ TEST(bad_operands) {
     ASSERT_EQ_INT(td__layer_norm_backward(x, x, NULL, m64, m, NULL, 6, true, true, &dx, &dw, &db), TD_ERR_DTYPE);
     ASSERT(dx == NULL && dw == NULL && db == NULL);
     td_scope_end();
+}
+
+/* the residual branch of s = x + ln(x) c0 (whole: with x itself), summed against c1 */
+static td_tensor *residual_loss(td_tensor *x, td_tensor *w, td_tensor *b, td_tensor *c0, td_tensor *c1, bool whole) {
+    td_tensor *branch = td_mul(ASSERT_TENSOR(td_layer_norm(x, 1, w, b, 1e-5)), c0);
+    return ASSERT_TENSOR(td_sum(td_mul(whole ? td_add(x, branch) : branch, c1), 0, NULL, false));
+}
+
+static td_tensor *hook_seen; /* the gradient the leaf's hook saw last */
+static td_tensor *note_grad(td_tensor *grad, void *user) {
+    (void)user;
+    td_release(hook_seen);
+    hook_seen = td_retain(grad);
+    return NULL;
+}
+
+/* `add` ops a profiled backward node issued */
+static int64_t backward_adds(void) {
+    td_profile_row rows[256];
+    int n = td_profile_rows(rows, 256);
+    ASSERT(n <= 256);
+    int64_t adds = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rows[i].op, "add") && rows[i].backward) adds += rows[i].count;
+    return adds;
+}
+
+static void residual_taken(td_device dev, td_dtype dt, double tol) {
+    td_scope_begin();
+    ASSERT_OK(td_profile_set_roofline(dev, 1, 1));
+    int64_t xs[3] = {3, 5, 96}, D = 96;
+    td_tensor *a = leaf(3, xs, 1, dt, dev), *w = leaf(1, &D, 2, dt, dev), *b = leaf(1, &D, 3, dt, dev);
+    td_tensor *c0 = ASSERT_TENSOR(td_to(td_randn(3, xs, 4, 0, dt, TD_CPU), dev));
+    td_tensor *c1 = ASSERT_TENSOR(td_to(td_randn(3, xs, 5, 0, dt, TD_CPU), dev));
+    /* x a non-leaf: the reference sums the branches' gradients of x (the add's is c1), w and b */
+    td_tensor *x = ASSERT_TENSOR(td_mul_scalar(a, 1.5)), *in[3] = {x, w, b}, *ref[3], *got[3], *comp[3];
+    ASSERT_OK(
+        td_grad(1, (td_tensor *[]){residual_loss(x, w, b, c0, c1, false)}, NULL, 3, in, ref, false, false, false));
+    ref[0] = td_add(ref[0], c1);
+    td_tensor *loss = residual_loss(x, w, b, c0, c1, true);
+    ASSERT_OK(td_profile_begin());
+    ASSERT_OK(td_grad(1, &loss, NULL, 3, in, got, true, false, false));
+    ASSERT_OK(td_synchronize(dev));
+    ASSERT_OK(td_profile_end(NULL));
+    int64_t adds = backward_adds();
+    ASSERT_OK(td_grad(1, &loss, NULL, 3, in, comp, false, true, false)); /* composed: nothing taken */
+    double worst = 0, worst_comp = 0;
+    for (int i = 0; i < 3; i++) {
+        worst = fmax(worst, test_max_rel(got[i], ref[i]));
+        worst_comp = fmax(worst_comp, test_max_rel(td_detach(comp[i]), ref[i]));
+    }
+    /* x a leaf with a hook, two backwards (retain_graph): .grad is twice the total, which the hook saw */
+    ASSERT_OK(td_register_hook(a, note_grad, NULL));
+    td_tensor *ref_a, *la = residual_loss(a, w, b, c0, c1, true);
+    ASSERT_OK(
+        td_grad(1, (td_tensor *[]){residual_loss(a, w, b, c0, c1, false)}, NULL, 1, &a, &ref_a, false, false, false));
+    ref_a = td_add(ref_a, c1);
+    ASSERT_OK(td_backward(la, NULL, true));
+    ASSERT(hook_seen != NULL);
+    double hooked = test_max_rel(hook_seen, ref_a);
+    ASSERT_OK(td_backward(la, NULL, false));
+    double twice = test_max_rel(td_grad_of(a), td_mul_scalar(hook_seen, 2));
+    td_release(hook_seen);
+    hook_seen = NULL;
+    char name[32];
+    fprintf(stderr, "  %s %s: %lld add in the backward, worst %.3g (composed %.3g), hook %.3g, twice %.3g\n",
+            td_device_str(dev, name, sizeof name), td_dtype_name(dt), (long long)adds, worst, worst_comp, hooked,
+            twice);
+    ASSERT_EQ_INT(adds, 0);
+    ASSERT(worst <= tol && worst_comp <= tol && hooked <= tol && twice <= tol);
+    td_scope_end();
+}
+
+TEST(residual_taken_cpu) {
+    residual_taken(TD_CPU, TD_F32, 1e-5);
+    residual_taken(TD_CPU, TD_BF16, 2e-2);
+}
+
+TEST(residual_taken_vulkan) {
+    setenv("TRIDENT_MATH_FUSE", "0", 1); /* the op, not the math block */
+    td_device dev = test_device_or_skip("vulkan:0");
+    residual_taken(dev, TD_F32, 1e-5);
 }
 
 TEST_MAIN(TESTS)

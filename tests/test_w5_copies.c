@@ -11,10 +11,12 @@
 **   LINEAR_WGRAD in f32 (autograd's td__grad_dtype: the f32 parameters behind autocast's casts), so the backward
 **   issues no `copy` for them; each .grad is the f32 product of the bf16 operands, not that product rounded to bf16.
 ** w5_step_cpu: a small W5 (tied lm-head, 2 layers, head dim 64 as W5) step of workload_train_step under bf16 autocast
-*on the CPU: the
-**   profiled second step issues exactly the copies listed at W5_FWD and W5_BWD (no clone of an f32 gradient).
-** w5_step_cuda: the same step on cuda:0 (cuDNN attention reads the strided heads): no more copies than the CPU's;
-**   it prints the count expected without the CPU-only attention copies.
+**   on the CPU: the profiled second step issues exactly the copies listed at W5_FWD and W5_BWD (no clone of an f32
+**   gradient), and the backward the adds at W5_BWD_ADDS (no residual-stream sum).
+** w5_step_cuda: the same step on cuda:0 (cuDNN attention reads the strided heads): no more copies than the CPU's,
+**   the same adds; it prints the count expected without the CPU-only attention copies.
+** w5_grads_{cpu,cuda}: the same model in fp32: td_grad's parameter gradients (the residual sums taken into ln1's
+**   backward, W5_BWD_ADDS adds) equal create_graph's composed ones within fp32 rounding.
 */
 #include <string.h>
 
@@ -24,18 +26,22 @@
 #include "trident/profile.h"
 #include "workloads/workloads.h"
 
-#define TESTS(X) X(leaf_grad_owned) X(leaf_sums_released) X(wgrad_in_f32) X(w5_step_cpu) X(w5_step_cuda)
+#define TESTS(X)                                                                                                       \
+    X(leaf_grad_owned)                                                                                                 \
+    X(leaf_sums_released) X(wgrad_in_f32) X(w5_step_cpu) X(w5_step_cuda) X(w5_grads_cpu) X(w5_grads_cuda)
 
-/* `copy` ops recorded since td_profile_begin: *fwd in the forward phase (which counts the engine's leaf casts, issued
-** outside any node), *bwd by backward nodes */
-static void count_copies(int64_t *fwd, int64_t *bwd) {
+/* op's ops recorded since td_profile_begin: *fwd in the forward phase (which counts the engine's leaf casts, issued
+** outside any node), *bwd by backward nodes (the engine's sums of two gradients among them) */
+static void count_ops(const char *op, int64_t *fwd, int64_t *bwd) {
     td_profile_row rows[512];
     int n = td_profile_rows(rows, 512);
     ASSERT(n <= 512);
     *fwd = *bwd = 0;
     for (int i = 0; i < n; i++)
-        if (!strcmp(rows[i].op, "copy")) *(rows[i].backward ? bwd : fwd) += rows[i].count;
+        if (!strcmp(rows[i].op, op)) *(rows[i].backward ? bwd : fwd) += rows[i].count;
 }
+
+static void count_copies(int64_t *fwd, int64_t *bwd) { count_ops("copy", fwd, bwd); }
 
 static td_tensor *leaf(int ndim, const int64_t *shape) {
     td_tensor *t = test_uniform_tensor(ndim, shape, -1, 1, TD_F32, TD_CPU);
@@ -173,8 +179,14 @@ TEST(wgrad_in_f32) {
 #define W5_FWD(l) (11 * (l) + 1)
 #define W5_BWD(l) (5 * (l))
 
-/* One profiled W5-shaped bf16 step on dev (after an unprofiled one): its copies. */
-static void w5_step(td_device dev, int64_t *fwd, int64_t *bwd) {
+/* The step's `add` ops issued by backward nodes: the tied tok.weight's two gradients (the head's dW and the
+** embedding's scatter-add, EMBEDDING_BACKWARD, which has no input to add into) summed by the engine. Each layer's
+** residual sum (x's gradient from ln1 and from add_layer_norm) is none: ln1's LAYER_NORM_BACKWARD takes the
+** add_layer_norm's gradient of x as its ds (td__take_input_grad; one add a layer before). */
+#define W5_BWD_ADDS 1
+
+/* One profiled W5-shaped bf16 step on dev (after an unprofiled one): its copies, and *adds, its backward's adds. */
+static void w5_step(td_device dev, int64_t *fwd, int64_t *bwd, int64_t *adds) {
     workload_gpt_config cfg = {
         .vocab = 256, .d_model = 128, .heads = 2, .layers = W5_LAYERS, .context = 64, .gpt2 = true};
     int64_t sh[2] = {2, 64};
@@ -196,11 +208,14 @@ static void w5_step(td_device dev, int64_t *fwd, int64_t *bwd) {
     ASSERT_OK(td_synchronize(dev));
     ASSERT_OK(td_profile_end(NULL));
     count_copies(fwd, bwd);
+    int64_t adds_fwd;
+    count_ops("add", &adds_fwd, adds);
     ASSERT_OK(workload_train_step(&w, x, y, &l1));
     fprintf(stderr,
-            "    W5 %d layers, bf16 autocast on %s: %lld copy (forward and leaves), %lld copy (backward); loss %.4f "
-            "-> %.4f\n",
-            W5_LAYERS, dev.type == TD_DEVICE_CPU ? "cpu" : "cuda:0", (long long)*fwd, (long long)*bwd, l0, l1);
+            "    W5 %d layers, bf16 autocast on %s: %lld copy (forward and leaves), %lld copy (backward), %lld add "
+            "(backward); loss %.4f -> %.4f\n",
+            W5_LAYERS, dev.type == TD_DEVICE_CPU ? "cpu" : "cuda:0", (long long)*fwd, (long long)*bwd, (long long)*adds,
+            l0, l1);
     ASSERT(l1 < l0); /* the step trained */
     td_scope_end();
     workload_free(&w);
@@ -208,21 +223,68 @@ static void w5_step(td_device dev, int64_t *fwd, int64_t *bwd) {
 
 TEST(w5_step_cpu) {
     setenv("TRIDENT_ATTENTION", "fused", 1); /* CUDA's attention op (the CPU default is the composed one) */
-    int64_t fwd, bwd;
-    w5_step(TD_CPU, &fwd, &bwd);
+    int64_t fwd, bwd, adds;
+    w5_step(TD_CPU, &fwd, &bwd, &adds);
     ASSERT_EQ_INT(fwd, W5_FWD(W5_LAYERS));
     ASSERT_EQ_INT(bwd, W5_BWD(W5_LAYERS));
+    ASSERT_EQ_INT(adds, W5_BWD_ADDS);
 }
 
 TEST(w5_step_cuda) {
     test_need_cudnn();
-    int64_t fwd, bwd;
-    w5_step((td_device){TD_DEVICE_CUDA, 0}, &fwd, &bwd);
+    int64_t fwd, bwd, adds;
+    w5_step((td_device){TD_DEVICE_CUDA, 0}, &fwd, &bwd, &adds);
+    ASSERT_EQ_INT(adds, W5_BWD_ADDS);
     /* cuDNN reads the strided heads and writes dq, dk, dv packed: the CPU's 4 + 4 attention copies a layer go */
     fprintf(stderr, "    expected with cuDNN: %d and %d\n", W5_FWD(W5_LAYERS) - 4 * W5_LAYERS,
             W5_BWD(W5_LAYERS) - 4 * W5_LAYERS);
     if (fwd > W5_FWD(W5_LAYERS) || bwd > W5_BWD(W5_LAYERS))
         TEST_FAIL_("cuda:0 issued more copies than the CPU (%lld, %lld)", (long long)fwd, (long long)bwd);
 }
+
+/* A small W5's fp32 parameter gradients of its summed loss (td_grad: each of size about 1), each layer's residual sum
+*taken into ln1's LAYER_NORM_BACKWARD,
+** against create_graph's (the composed formulas, which take nothing): equal within fp32 rounding; the plain
+** backward issues the adds at W5_BWD_ADDS. */
+static void w5_grads(td_device dev) {
+    workload_gpt_config cfg = {
+        .vocab = 256, .d_model = 128, .heads = 2, .layers = W5_LAYERS, .context = 64, .gpt2 = true};
+    int64_t sh[2] = {2, 64}, flat = 128, rc[2] = {128, 256};
+    double ids[128], next[128];
+    test_rng_state = 5;
+    for (int i = 0; i < 128; i++) ids[i] = (double)test_int(256), next[i] = (double)test_int(256);
+    td_manual_seed(0);
+    workload w;
+    ASSERT_OK(workload_init(&w, WORKLOAD_GPT, &cfg, dev, NULL, 0, false));
+    td_scope_begin();
+    td_tensor *x = ASSERT_TENSOR(td_to(test_tensor_f64(ids, 2, sh, TD_I64), dev));
+    td_tensor *y = ASSERT_TENSOR(td_to(test_tensor_f64(next, 1, &flat, TD_I64), dev));
+    td_tensor *logits = ASSERT_TENSOR(td_module_forward(w.model, x));
+    td_tensor *loss = ASSERT_TENSOR(td_cross_entropy_loss(td_reshape(logits, 2, rc), y, NULL, -100, 0, TD_REDUCE_SUM));
+    enum { CAP = 64 };
+    td_tensor *ps[CAP], *g[2][CAP];
+    int n = td_module_parameters(w.model, ps, CAP);
+    ASSERT(n > 0 && n <= CAP);
+    ASSERT_OK(td_profile_set_roofline(dev, 1, 1));
+    ASSERT_OK(td_profile_begin());
+    ASSERT_OK(td_grad(1, &loss, NULL, n, ps, g[0], true, false, false));
+    ASSERT_OK(td_synchronize(dev));
+    ASSERT_OK(td_profile_end(NULL));
+    int64_t adds_fwd, adds;
+    count_ops("add", &adds_fwd, &adds);
+    ASSERT_OK(td_grad(1, &loss, NULL, n, ps, g[1], false, true, false)); /* composed */
+    double worst = 0;
+    for (int i = 0; i < n; i++) worst = fmax(worst, test_max_rel(g[0][i], td_detach(g[1][i])));
+    fprintf(stderr, "    W5 %d layers, fp32 on %s: %lld add (backward); %d gradients, worst against composed %.3g\n",
+            W5_LAYERS, dev.type == TD_DEVICE_CPU ? "cpu" : "cuda:0", (long long)adds, n, worst);
+    ASSERT_EQ_INT(adds, W5_BWD_ADDS);
+    ASSERT(worst <= 1e-4);
+    td_scope_end();
+    workload_free(&w);
+}
+
+TEST(w5_grads_cpu) { w5_grads(TD_CPU); }
+
+TEST(w5_grads_cuda) { w5_grads(test_device_or_skip("cuda:0")); }
 
 TEST_MAIN(TESTS)

@@ -167,6 +167,17 @@ td_status td__engine_run(const td__engine_req *req);
 /* Whether the run now executing on this thread accumulates into .grad
 ** (td_backward) or not (td_grad); checkpoint's inner run follows it. */
 bool td__engine_accumulating(void);
+/* The gradient summed so far for input i of n, the node whose formula runs now
+** on this thread, taken out of the engine's sum, so that a kernel that can add
+** a tensor into its result in the same pass (LAYER_NORM_BACKWARD's ds) returns
+** the total where the engine would add the two in a pass of its own; the
+** formula's gx[i] must then include it (borrowed, scope-owned). NULL (nothing
+** taken) when none is pending, when n does not run now or i's gradient is not
+** needed, under create_graph (the sum would have to be differentiable), or
+** when its dtype or shape is not input i's, and always with TRIDENT_GRAD_TAKE=0
+** (the engine's add passes, the baseline). Leaf hooks and captures see the
+** same total, as they read it only when the last contribution is in. */
+td_tensor *td__take_input_grad(const td_node *n, int i);
 
 /* The end of a call that hands out ts[0..n) (+1 each): on TD_OK they join the
 ** current scope, else they are released and set to NULL. Returns st. */

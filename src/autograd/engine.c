@@ -7,7 +7,9 @@
 **   pass 2  seed the roots' gradients;
 **   pass 3  visit the nodes in reverse post-order (a topological order), call
 **           each formula on its accumulated output gradients and add the
-**           results into the producers' buffers or the leaves' sums;
+**           results into the producers' buffers or the leaves' sums (a
+**           formula may take such a sum into its kernel and return the
+**           total instead: td__take_input_grad);
 **   pass 4  run leaf hooks, then hand out captured gradients and accumulate
 **           (+=) into .grad, then run post-accumulate hooks. In a td_backward
 **           this happens for each leaf as soon as the last node feeding it
@@ -15,6 +17,7 @@
 **           DDP's hooks launch their all-reduces from there.
 ** Everything runs inside one scope, with grad mode on only under create_graph.
 */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +41,8 @@ typedef struct run_state {
 
 static atomic_uint_fast64_t run_counter;
 static _Thread_local bool run_accumulates; /* of the innermost run on this thread */
+static _Thread_local run_state *running;   /* the run and node whose formula runs now (td__take_input_grad) */
+static _Thread_local const td_node *running_node;
 
 bool td__engine_accumulating(void) { return run_accumulates; }
 
@@ -249,7 +254,11 @@ static td_status run_node(run_state *rs, td_node *n) {
     if (__builtin_expect(td__profiling, 0)) /* its ops are the backward of n, issued by n's module */
         td__prof_at.module = n->module, td__prof_at.node = n->name, td__prof_at.backward = true;
     td_scope_begin();
+    run_state *outer = running;
+    const td_node *outer_node = running_node;
+    running = rs, running_node = n;
     td_status st = n->backward(n, n->buf, gx);
+    running = outer, running_node = outer_node;
     if (st != TD_OK && td_last_status() != TD_OK) st = td_last_status();
     for (int i = 0; st == TD_OK && i < n->n_in && i < 64; i++) {
         if (!gx[i] || !td__needs(n, i)) continue;
@@ -264,6 +273,37 @@ static td_status run_node(run_state *rs, td_node *n) {
     td_scope_end();
     td__prof_at.module = at_module, td__prof_at.node = at_node, td__prof_at.backward = at_backward;
     return st;
+}
+
+static pthread_once_t take_once = PTHREAD_ONCE_INIT;
+static bool take_off; /* TRIDENT_GRAD_TAKE=0: the engine's add passes (the baseline) */
+
+static void take_env(void) {
+    const char *e = getenv("TRIDENT_GRAD_TAKE");
+    take_off = e && !strcmp(e, "0");
+}
+
+td_tensor *td__take_input_grad(const td_node *n, int i) {
+    run_state *rs = running;
+    pthread_once(&take_once, take_env);
+    if (take_off || !rs || n != running_node || i < 0 || i >= n->n_in || i >= 64 || !td__needs(n, i) ||
+        rs->req->create_graph)
+        return NULL;
+    const td__edge *e = &n->edges[i];
+    td_tensor **slot = NULL;
+    if (e->node && e->node->buf) {
+        slot = &e->node->buf[e->nr];
+    } else if (e->leaf) {
+        leaf_sum *l = find_leaf(rs, e->leaf);
+        slot = l ? &l->grad : NULL;
+    }
+    const td__tmeta *m = &n->in_meta[i];
+    td_tensor *g = slot ? *slot : NULL;
+    if (!g || g->dtype != m->dtype || !td_device_equal(g->storage->device, m->device) ||
+        !same_shape(g->ndim, g->shape, m->ndim, m->shape))
+        return NULL;
+    *slot = NULL;
+    return td__scope_add(g); /* the formula's scope releases the sum's reference */
 }
 
 static td_tensor *root_grad(const td__engine_req *req, int r) {

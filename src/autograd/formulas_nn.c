@@ -231,9 +231,13 @@ static void norm_grads(td_node *n, td_tensor *xs, td_tensor *dyt, int om, int iw
 ** received itself) added to dx in the same pass; false where the op cannot
 ** serve (create_graph, which needs differentiable ops, or a backend without it)
 ** or where the math block (norm_fused.c) is switched on instead. dxn (non-NULL):
-** dx in dtype nt as well, from the same op where it can (td__layer_norm_backward_to). */
+** dx in dtype nt as well, from the same op where it can (td__layer_norm_backward_to).
+** taken (non-NULL, ds NULL): the gradient already summed for input 0, x, is
+** taken as ds (td__take_input_grad: a residual stream's other branch), so that
+** dx is x's total gradient where the engine would add it in a pass of its own;
+** *taken is set even when the op then declines (false), and the caller adds it. */
 static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tensor *ds, int om, int iw, td_tensor **dx,
-                             td_dtype nt, td_tensor **dxn, td_tensor **gx) {
+                             td_dtype nt, td_tensor **dxn, td_tensor **gx, td_tensor **taken) {
     if (td_grad_enabled() || td__layer_norm_block_on(xs)) return false;
     const td__tmeta *mw = &n->in_meta[iw], *mb = &n->in_meta[iw + 1], *ma = mw->present ? mw : mb;
     const td__tmeta *mx = &n->out_meta[0];
@@ -241,6 +245,7 @@ static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tenso
     int64_t D = ma->present ? td__numel(ma->ndim, ma->shape) : R ? numel / R : 0;
     if (numel == 0 || D < 1) return false; /* empty: the composed formula's zeros */
     td_tensor *dw = NULL, *db = NULL, *spare = NULL;
+    if (taken && !ds) ds = *taken = td__take_input_grad(n, 0);
     td_status st =
         td__layer_norm_backward_to(dyt, xs, mw->present ? IN(iw) : NULL, OUT(om), OUT(om + 1), ds, D, NEED(iw),
                                    NEED(iw + 1), dxn ? nt : td_tensor_dtype(xs), dx, &dw, &db, dxn ? dxn : &spare);
@@ -255,11 +260,13 @@ static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tenso
 
 td_status td__bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
-    td_tensor *dx = NULL;
-    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, TD_F32, NULL, gx))
+    td_tensor *dx = NULL, *taken = NULL; /* x's gradient so far, taken into dx (the residual stream's other branch) */
+    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, TD_F32, NULL, gx, NEED(0) ? &taken : NULL)) {
         gx[0] = NEED(0) ? dx : NULL;
-    else
+    } else {
         norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
+        if (taken && gx[0]) gx[0] = td_add(gx[0], taken); /* the op declined after the take: added here instead */
+    }
     return td__done(n, gx);
 }
 
@@ -281,8 +288,8 @@ td_status td__bw_add_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx
     td_tensor *ds = NULL, *dsn = NULL;
     td_dtype rt = n->in_meta[1].dtype;
     bool narrow_r = NEED(1) && rt != n->out_meta[1].dtype && td_dtype_size(rt) < td_dtype_size(n->out_meta[1].dtype);
-    bool fused = gy[0] && norm_grads_fused(n, OUT(1), gy[0], gy[1], 2, 2, &ds, rt, narrow_r ? &dsn : NULL,
-                                           gx); /* LN'(dy) + gy[1], one pass */
+    bool fused = gy[0] && norm_grads_fused(n, OUT(1), gy[0], gy[1], 2, 2, &ds, rt, narrow_r ? &dsn : NULL, gx,
+                                           NULL); /* LN'(dy) + gy[1], one pass */
     if (!fused && gy[0]) norm_grads(n, OUT(1), gy[0], 2, 2, 1, NEED(0) || NEED(1), &ds, gx);
     if (!fused && gy[1]) ds = ds ? td_add(ds, gy[1]) : gy[1];
     if (NEED(0)) gx[0] = ds;
