@@ -491,9 +491,9 @@ td_status vk_device_info(int index, td_device_info *out) {
              "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d subgroup_arith=%d",
              c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv, c->coopmat_khr,
              vk_coopmat_name(c->coopmat), d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1],
-             c->coopmat_shape[2], c->coopmat_bf16, c->coopmat_bf16_native, d->bf16_native_state, c->push_descriptor, c->bda, c->memory_budget,
-             (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem, vk_validation_errors(),
-             c->subgroup_arith);
+             c->coopmat_shape[2], c->coopmat_bf16, c->coopmat_bf16_native, d->bf16_native_state, c->push_descriptor,
+             c->bda, c->memory_budget, (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem,
+             vk_validation_errors(), c->subgroup_arith);
     /* last, so that a long list is what gets cut */
     size_t at = strlen(out->features);
     if (c->disabled) snprintf(out->features + at, sizeof out->features - at, " disabled=%s", off);

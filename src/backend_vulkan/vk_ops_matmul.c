@@ -56,13 +56,18 @@
 **                          same bits as 0 (test_vulkan_bf16mm's pipeline)
 **   TRIDENT_VK_COOP_TRANS  0: column-major operands take the row-major staging (8 strided loads per run),
 **                          the rule before the transposed staging; 1 (default): staged transposed
-**   TRIDENT_VK_COOP_SPLITK f16 only: 1 (default) splits K of a single product with few output tiles as bf16
-**                          does (split_k_of's tensor-core rule: K >= 4096, slices >= 512, 256 workgroups; a weight
-**                          gradient [768, 16384] @ [16384, 2304] in 2), the slices' f32 sums added in order and
-**                          rounded once (matmul_f16_split; that gradient 112 -> 158 TFLOP/s on an H100, the other
-**                          W5 shapes unchanged); 0: no split
+**   TRIDENT_VK_COOP_SPLITK f16 and native bf16: 1 (default) splits K of a single product with few output tiles
+**                          as scaled bf16 does (split_k_of's tensor-core rule: K >= 4096, slices >= 512, 256
+**                          workgroups; a weight gradient [768, 16384] @ [16384, 2304] in 2), the slices' f32 sums
+**                          added in order and rounded once (matmul_f16_split; that gradient 112 -> 158 TFLOP/s on
+**                          an H100, the other W5 shapes unchanged); 0: no split
 **
-** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
+** bf16 (a, b and out) runs natively where the device has bf16 cooperative matrices (caps.coopmat_bf16_native,
+** vk_coopmat.c): the f16 kernel itself, its SPIR-V retyped to bf16 (variant matmul_coopmat_native_bf16,
+** vk_spirv_bf16.c), launched exactly as for f16 (tile rule, TRIDENT_VK_COOP_SPLITK's split rounding once to
+** bf16), with no pre-pass and no scratch, after its own first-use self-test (coopmat_selftest on that path;
+** bf16_native). TRIDENT_VK_BF16=native|scaled (read on each product) forces a path. Elsewhere, or scaled,
+** bf16 runs on the f16 tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
 ** and column of b into a scratch buffer on the device (no host read); each bf16 is staged
 ** as the f16 of x times a power of two of its row (column), exact within 2^28 of that

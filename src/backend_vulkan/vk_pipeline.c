@@ -185,8 +185,10 @@ td_status vk_pipeline_module(vk_dev *d, int shader) {
     if (c->retype == VK_RETYPE_BF16) {
         char why[256];
         if (!d->caps.coopmat_bf16_native)
-            return td_error_set(TD_ERR_UNAVAILABLE, "vulkan: shader %s needs VK_KHR_shader_bfloat16's cooperative "
-                                "matrices, which vulkan:%d lacks", c->name, d->index);
+            return td_error_set(TD_ERR_UNAVAILABLE,
+                                "vulkan: shader %s needs VK_KHR_shader_bfloat16's cooperative matrices, which "
+                                "vulkan:%d lacks",
+                                c->name, d->index);
         if (vk_spirv_bf16(c->code, c->size / 4, &words, &n, why, sizeof why))
             return td_error_set(TD_ERR_DEVICE, "vulkan: shader %s: cannot retype to bf16: %s", c->name, why);
     }
