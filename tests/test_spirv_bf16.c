@@ -2,13 +2,16 @@
 ** The SPIR-V retyping of src/backend_vulkan/vk_spirv_bf16.c on the CPU (no device): the real f16
 ** cooperative-matrix GEMM (shaders/spirv/matmul_coopmat_khr_f16.spv, the KHR kernel as scripts/refresh-spirv
 ** writes it) retyped word by word, constants re-encoded, and a module with f16 arithmetic refused.
-** spirv-val 13 does not know SPV_KHR_bfloat16, so the checks read the words.
+** spirv-val 13 does not know SPV_KHR_bfloat16, so the checks read the words; spirv_val also runs a spirv-val
+** that does (SPIRV-Tools >= 2025.2, TD_SPIRV_VAL: scripts/install-deps puts 2025.5 in .deps/spirv-tools) on the
+** retyped kernel, and skips without one.
 */
 #include "runner.h"
 
 #include "backend_vulkan/vk_spirv_bf16.h"
 
-#define TESTS(X) X(kernel) X(constants) X(arithmetic_refused) X(nv_coopmat_refused) X(not_spirv) X(f16_to_bf16)
+#define TESTS(X)                                                                                                       \
+    X(kernel) X(constants) X(arithmetic_refused) X(nv_coopmat_refused) X(not_spirv) X(f16_to_bf16) X(spirv_val)
 
 /* The words of a SPIR-V file (n set), or NULL. */
 static uint32_t *read_words(const char *path, size_t *n) {
@@ -102,10 +105,29 @@ TEST(kernel) {
 static size_t module(uint32_t *w, uint16_t v, const uint32_t *extra, size_t n_extra) {
     size_t o = 0;
     const uint32_t head[] = {
-        0x07230203u,   0x00010500u, 0, 20,         0, 2u << 16 | 17, 1, /* OpCapability Shader */
-        2u << 16 | 17, 9,                                               /* OpCapability Float16 */
-        3u << 16 | 14, 0,           1,                                  /* OpMemoryModel Logical GLSL450 */
-        5u << 16 | 15, 5,           4, 0x6E69616D, 0                    /* OpEntryPoint GLCompute %4 "main" */
+        0x07230203u,
+        0x00010500u,
+        0,
+        20,
+        0,
+        2u << 16 | 17,
+        1, /* OpCapability Shader */
+        2u << 16 | 17,
+        9, /* OpCapability Float16 */
+        3u << 16 | 14,
+        0,
+        1, /* OpMemoryModel Logical GLSL450 */
+        5u << 16 | 15,
+        5,
+        4,
+        0x6E69616D,
+        0, /* OpEntryPoint GLCompute %4 "main" */
+        6u << 16 | 16,
+        4,
+        17,
+        1,
+        1,
+        1 /* OpExecutionMode %4 LocalSize 1 1 1 */
     };
     memcpy(w, head, sizeof head), o = sizeof head / 4;
     const uint32_t types[] = {
@@ -174,9 +196,9 @@ TEST(nv_coopmat_refused) {
     uint32_t w[128], *out;
     const uint32_t nv[] = {6u << 16 | 5358, 15, 6, 16, 16, 16}; /* OpTypeCooperativeMatrixNV %6 ... */
     size_t n = module(w, 0, NULL, 0), m;
-    /* the type goes before the function: after %10 (OpTypeVector, ending at word 40) */
-    memmove(w + 40 + 6, w + 40, 4 * (n - 40));
-    memcpy(w + 40, nv, sizeof nv);
+    /* the type goes before the function: after %10 (OpTypeVector, ending at word 46) */
+    memmove(w + 46 + 6, w + 46, 4 * (n - 46));
+    memcpy(w + 46, nv, sizeof nv);
     n += 6;
     char why[256] = "";
     ASSERT_EQ_INT(vk_spirv_bf16(w, n, &out, &m, why, sizeof why), -1);
@@ -195,7 +217,7 @@ TEST(not_spirv) {
     ASSERT_EQ_INT(vk_spirv_bf16(w, n, &out, &m, why, sizeof why), -1);
     ASSERT(strstr(why, "runs past") != NULL);
     w[0] = 0x07230203u, n = module(w, 0, NULL, 0);
-    w[22] = 4u << 16 | 22; /* %6 = OpTypeFloat 16 with an encoding already (the next word taken for it) */
+    w[28] = 4u << 16 | 22; /* %6 = OpTypeFloat 16 with an encoding already (the next word taken for it) */
     ASSERT_EQ_INT(vk_spirv_bf16(w, n, &out, &m, why, sizeof why), -1);
     ASSERT(strstr(why, "already has an FP encoding") != NULL);
 }
@@ -218,6 +240,61 @@ TEST(f16_to_bf16) {
         ASSERT(fabs(f - v) <= ulp / 2);
         ASSERT_EQ_INT(b >> 15, h >> 15);
     }
+}
+
+/* Whether TD_SPIRV_VAL is a spirv-val of SPIRV-Tools 2025.2 or later (it prints "SPIRV-Tools v<year>.<n>"). */
+static bool spirv_val_knows_bf16(void) {
+    if (access(TD_SPIRV_VAL, X_OK) != 0) return false;
+    FILE *p = popen("'" TD_SPIRV_VAL "' --version", "r");
+    char line[256] = "";
+    int year = 0, n = 0;
+    if (p) {
+        if (!fgets(line, sizeof line, p)) line[0] = 0;
+        pclose(p);
+    }
+    const char *v = strstr(line, "SPIRV-Tools v");
+    if (v) sscanf(v + 13, "%d.%d", &year, &n);
+    return year > 2025 || (year == 2025 && n >= 2);
+}
+
+/* spirv-val --target-env vulkan1.3 on w[n] (written to a temporary file); its exit status. */
+static int spirv_val(const uint32_t *w, size_t n) {
+    char path[] = "/tmp/test_spirv_bf16_XXXXXX", cmd[512];
+    int fd = mkstemp(path);
+    ASSERT(fd >= 0);
+    ASSERT(write(fd, w, 4 * n) == (ssize_t)(4 * n));
+    close(fd);
+    snprintf(cmd, sizeof cmd, "'%s' --target-env vulkan1.3 %s", TD_SPIRV_VAL, path);
+    int rc = system(cmd);
+    unlink(path);
+    return rc;
+}
+
+/* The retyped kernel is valid SPIR-V for Vulkan 1.3 by a validator that knows SPV_KHR_bfloat16's rules, and that
+** validator does enforce them: the small module retyped, with its f32 conversion of the bf16 constant turned into
+** a bf16 OpFNegate, is refused. */
+TEST(spirv_val) {
+    if (!spirv_val_knows_bf16())
+        TEST_SKIP("no spirv-val of SPIRV-Tools >= 2025.2 at " TD_SPIRV_VAL " (scripts/install-deps puts one in "
+                  ".deps/spirv-tools; CMake's TRIDENT_SPIRV_VAL names another)");
+    size_t n, m;
+    uint32_t *in = read_words(TD_SPIRV_DIR "/matmul_coopmat_khr_f16.spv", &n), *out;
+    char why[256] = "";
+    ASSERT(in != NULL);
+    ASSERT_EQ_INT(vk_spirv_bf16(in, n, &out, &m, why, sizeof why), 0);
+    ASSERT_EQ_INT(spirv_val(in, n), 0);
+    ASSERT_EQ_INT(spirv_val(out, m), 0);
+    free(in);
+    free(out);
+    uint32_t w[128];
+    n = module(w, 0x3C00, NULL, 0);
+    ASSERT_EQ_INT(vk_spirv_bf16(w, n, &out, &m, why, sizeof why), 0);
+    ASSERT_EQ_INT(spirv_val(out, m), 0);
+    for (size_t i = 5; i < m; i += out[i] >> 16)
+        if (out[i] == (4u << 16 | 115) && out[i + 2] == 12) out[i] = 4u << 16 | 127, out[i + 1] = 6;
+    fprintf(stderr, "  a bf16 OpFNegate, which spirv-val must refuse:\n");
+    ASSERT(spirv_val(out, m) != 0);
+    free(out);
 }
 
 TEST_MAIN(TESTS)
