@@ -378,22 +378,21 @@ TEST(native_shapes) {
     check_clean();
 }
 
-/* Every tile of TRIDENT_VK_COOP_TILE (0-9; one the device cannot run is said and left out) on the native path,
-** each staging layout, odd sizes and aligned ones, against the reference. */
+/* The tiles of TRIDENT_VK_COOP_TILE on the native path against the reference: the default rule's (7 and 0, and 6
+** where those do not fit) on every staging layout with odd sizes and aligned ones, every other tile on one of
+** them (a tile the device cannot run is said and left out). */
 TEST(native_tiles) {
     setup_native();
     static const int CASES[][5] = {/* M, K, N, at, bt */
-                                   {150, 200, 136, 0, 0},
-                                   {136, 208, 264, 0, 1},
-                                   {264, 136, 150, 1, 0},
-                                   {70, 36, 90, 1, 1},
-                                   {70, 44, 90, 0, 1}};
+                                   {150, 200, 136, 0, 0}, {136, 208, 264, 0, 1}, {264, 136, 150, 1, 0},
+                                   {70, 36, 90, 1, 1},    {70, 44, 90, 0, 1}};
     int ran = 0;
     for (int t = 0; t < 10; t++) {
         char tile[4];
         snprintf(tile, sizeof tile, "%d", t);
         setenv("TRIDENT_VK_COOP_TILE", tile, 1);
-        for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        bool every = t == 0 || t == 6 || t == 7;
+        for (int c = every ? 0 : t % 5; c < (every ? 5 : t % 5 + 1); c++) {
             int M = CASES[c][0], K = CASES[c][1], N = CASES[c][2];
             bool at = CASES[c][3], bt = CASES[c][4];
             uint16_t *a = malloc(2 * ((size_t)M * K + (size_t)K * N + (size_t)M * N)), *b = a + (size_t)M * K,
@@ -409,14 +408,15 @@ TEST(native_tiles) {
             }
             ASSERT_OK(st);
             char what[64];
-            snprintf(what, sizeof what, "tile %d [%d,%d]%s @ [%d,%d]%s", t, M, K, at ? "^T" : "", K, N, bt ? "^T" : "");
+            snprintf(what, sizeof what, "tile %d [%d,%d]%s @ [%d,%d]%s", t, M, K, at ? "^T" : "", K, N,
+                     bt ? "^T" : "");
             int bad = check_rows(what, M, K, N, at, bt, a, b, o, 1);
             free(a);
             if (bad) TEST_FAIL_("%s: %d outputs off", what, bad);
+            printf("  %s: ok\n", what);
             ran++;
         }
     }
-    printf("  %d products over the tiles agree with the reference\n", ran);
     unsetenv("TRIDENT_VK_COOP_TILE");
     unsetenv("TRIDENT_VK_BF16");
     ASSERT(ran >= 10);
