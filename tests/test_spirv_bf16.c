@@ -1,7 +1,8 @@
 /*
 ** The SPIR-V retyping of src/backend_vulkan/vk_spirv_bf16.c on the CPU (no device): the real f16
-** cooperative-matrix GEMM (shaders/spirv/matmul_coopmat_khr_f16.spv, the KHR kernel as scripts/refresh-spirv
-** writes it) retyped word by word, constants re-encoded, and a module with f16 arithmetic refused.
+** cooperative-matrix GEMM (shaders/spirv/matmul_coopmat_khr_f16_bf16bits.spv, the KHR kernel's BF16_BITS variant
+** as scripts/refresh-spirv writes it, the words the native bf16 GEMM retypes) retyped word by word, constants
+** re-encoded, and a module with f16 arithmetic refused.
 ** spirv-val 13 does not know SPV_KHR_bfloat16, so the checks read the words; spirv_val also runs a spirv-val
 ** that does (SPIRV-Tools >= 2025.2, TD_SPIRV_VAL: scripts/install-deps puts 2025.5 in .deps/spirv-tools) on the
 ** retyped kernel, and skips without one.
@@ -58,7 +59,7 @@ static census count(const uint32_t *w, size_t n) {
 
 TEST(kernel) {
     size_t n, m;
-    uint32_t *in = read_words(TD_SPIRV_DIR "/matmul_coopmat_khr_f16.spv", &n), *out;
+    uint32_t *in = read_words(TD_SPIRV_DIR "/matmul_coopmat_khr_f16_bf16bits.spv", &n), *out;
     ASSERT(in != NULL);
     census before = count(in, n);
     ASSERT_EQ_INT(before.f16_plain, 1);
@@ -96,6 +97,21 @@ TEST(kernel) {
         i += in[i] >> 16, j += out[j] >> 16;
     }
     ASSERT(i == n && j == m);
+    /* cooperative matrices of bf16: only uses A and B (the accumulators f32), so Vulkan needs no bf16 x bf16 -> bf16 */
+    int bf16_mats = 0;
+    for (size_t k = 5; k < m; k += out[k] >> 16) {
+        if ((out[k] & 0xFFFF) != 4456) continue; /* OpTypeCooperativeMatrixKHR: id, component, scope, rows, cols, use */
+        bool bf16 = false;
+        for (size_t q = 5; q < m; q += out[q] >> 16)
+            if ((out[q] & 0xFFFF) == 22 && out[q + 1] == out[k + 2] && (out[q] >> 16) == 4) bf16 = true;
+        if (!bf16) continue;
+        bf16_mats++;
+        uint32_t use = 99;
+        for (size_t q = 5; q < m; q += out[q] >> 16)
+            if ((out[q] & 0xFFFF) == 43 && out[q + 2] == out[k + 6]) use = out[q + 3];
+        ASSERT(use == 0 || use == 1); /* MatrixAKHR, MatrixBKHR */
+    }
+    ASSERT_EQ_INT(bf16_mats, 2);
     free(in);
     free(out);
 }
@@ -278,7 +294,7 @@ TEST(spirv_val) {
         TEST_SKIP("no spirv-val of SPIRV-Tools >= 2025.2 at " TD_SPIRV_VAL " (scripts/install-deps puts one in "
                   ".deps/spirv-tools; CMake's TRIDENT_SPIRV_VAL names another)");
     size_t n, m;
-    uint32_t *in = read_words(TD_SPIRV_DIR "/matmul_coopmat_khr_f16.spv", &n), *out;
+    uint32_t *in = read_words(TD_SPIRV_DIR "/matmul_coopmat_khr_f16_bf16bits.spv", &n), *out;
     char why[256] = "";
     ASSERT(in != NULL);
     ASSERT_EQ_INT(vk_spirv_bf16(in, n, &out, &m, why, sizeof why), 0);

@@ -15,9 +15,7 @@
 **
 ** bf16 (VK_KHR_shader_bfloat16): where the device has the extension with shaderBFloat16Type and
 ** shaderBFloat16CooperativeMatrix, the KHR path is chosen and the driver lists bf16 x bf16 -> f32 at the f16
-** shape, plus a bf16 matrix of the result's LM x LN (the kernel converts its f32 accumulators to a bf16
-** accumulator-use matrix before storing; a listed A (M x K) or B (K x N) matrix of that size serves, as the
-** Vulkan rule asks only that some listed matrix have the type and size), caps.coopmat_bf16_native is set and
+** shape (the retyped kernel's only bf16 matrices are its A and B fragments), caps.coopmat_bf16_native is set and
 ** the extension and both features are enabled at device creation: bf16 MATMUL then runs the f16 kernel's SPIR-V
 ** retyped to bf16 (vk_spirv_bf16.c; GL_EXT_bfloat16 itself needs glslang >= 15.3, which the build lacks).
 ** TRIDENT_VK_BF16=scaled (read on each product, vk_ops_matmul.c) runs bf16 as before all the same.
@@ -125,17 +123,15 @@ static const char *forced_why(const vk_dev *d, const char *force, bool khr_built
     return "";
 }
 
-/* Whether b16 lists bf16 x bf16 -> f32 at shape (M, N, K) and a bf16 matrix of M x N (the result's). */
+/* Whether b16 lists bf16 x bf16 -> f32 (f32 C) at shape (M, N, K). */
 static bool bf16_native_shape(const bf16_shapes *b16, const uint32_t shape[3]) {
-    int32_t m = (int32_t)shape[0], n = (int32_t)shape[1], k = (int32_t)shape[2];
-    bool mma = false, out = false;
     for (int i = 0; i < b16->n; i++) {
         const int32_t *e = b16->s[i];
-        mma |= e[0] == m && e[1] == n && e[2] == k && e[3] == CT_FLOAT32 && e[4] == CT_FLOAT32;
-        out |= (e[0] == m && e[2] == n) || (e[2] == m && e[1] == n) ||
-               (e[0] == m && e[1] == n && (e[3] == CT_BFLOAT16 || e[4] == CT_BFLOAT16));
+        if (e[0] == (int32_t)shape[0] && e[1] == (int32_t)shape[1] && e[2] == (int32_t)shape[2] && e[3] == CT_FLOAT32 &&
+            e[4] == CT_FLOAT32)
+            return true;
     }
-    return mma && out;
+    return false;
 }
 
 void vk_coopmat_probe(vk_dev *d) {

@@ -298,8 +298,8 @@ typedef struct coop_launch {
 
 /* Shared memory (bytes) of tile t with A (B) staged transposed where at (bt), the result going out in
 ** passes of *epi rows (set here: WM, halved while that needs more than the stages, down to 16 rows and
-** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16 or f32 out: floats), whichever is
-** more. */
+** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16 (both kernels) or f32 out: floats),
+** whichever is more. */
 static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint32_t lm, uint32_t *epi) {
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3];
     uint32_t a = at ? bk * (bm + 8) : bm * (bk + 8), b = bt ? bn * (bk + 8) : bk * (bn + 8);
@@ -317,15 +317,16 @@ static bool bf16_emu(void) {
     return env && !strcmp(env, "emulated");
 }
 
-/* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp; f32_out the
-** kernel's F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule,
-** and tile 0, then 6, where the default does not fit the device) with TRIDENT_VK_COOP_PIPE's register tiles in
-** flight, for batch workgroup layers of the tile; A staged transposed where a is column-major (a_rs 1: a weight
+/* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp; native: the f16
+** kernel's BF16_BITS variant retyped, whose result rows are floats; f32_out the kernel's F32_OUT) in *l: the tile
+** of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule, and tile 0, then 6, where the default
+** does not fit the device) with TRIDENT_VK_COOP_PIPE's register tiles in flight, for batch workgroup layers of the
+** tile; A staged transposed where a is column-major (a_rs 1: a weight
 ** gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's W^T), unless TRIDENT_VK_COOP_TRANS=0 or the
 ** transposed staging would not fit the device's shared memory; a tile the device cannot run is a one-line
 ** TD_ERR_MISUSE. */
-static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t batch, bool bf16, bool f32_out,
-                                coop_launch *l) {
+static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t batch, bool bf16, bool native,
+                                bool f32_out, coop_launch *l) {
     uint32_t idx, trans, pipe, epi;
     const char *env = getenv("TRIDENT_VK_COOP_TILE");
     bool forced = env && *env;
@@ -345,8 +346,9 @@ retry:;
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
     uint32_t wg = bn % wn ? 0 : (bm / wm) * (bn / wn) * sg;
     bool at = trans && pc->a_rs == 1 && pc->a_cs != 1, bt = trans && pc->b_rs == 1 && pc->b_cs != 1;
-    if (coop_shared(t, at, bt, bf16 || f32_out, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
-    uint32_t shared = coop_shared(t, at, bt, bf16 || f32_out, cs[0], &epi);
+    bool floats = bf16 || native || f32_out;
+    if (coop_shared(t, at, bt, floats, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
+    uint32_t shared = coop_shared(t, at, bt, floats, cs[0], &epi);
     /* fragments tile the subgroup block and the result's passes; whole runs per invocation; the bf16 lane
     ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
     if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
@@ -483,7 +485,7 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     vk_pc_matmul_bf16 p = {
         .mm = q, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
     coop_launch l;
-    if (st == TD_OK && (st = coop_launch_of(d, &q, S > 1 ? S : per, true, S > 1, &l)) == TD_OK)
+    if (st == TD_OK && (st = coop_launch_of(d, &q, S > 1 ? S : per, true, false, S > 1, &l)) == TD_OK)
         l.spec[6] |= (uint32_t)(f16 != NULL) << 24; /* PRESCALED */
     td_buffer *parts = NULL;
     if (S > 1 && st == TD_OK) { /* the slices as a batch dim of S entries; every slice reads the same keys */
@@ -512,7 +514,7 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
 static td_status matmul_f16_split(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int shader, int64_t S,
                                   td_dtype dt) {
     coop_launch l;
-    td_status st = coop_launch_of(d, pc, S, false, true, &l);
+    td_status st = coop_launch_of(d, pc, S, false, dt == TD_BF16, true, &l);
     if (st != TD_OK) return st;
     uint32_t kc = pc->K / (uint32_t)S;
     vk_pc_matmul q = *pc;
@@ -586,7 +588,7 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop, bool native) {
     }
     /* the tile of TRIDENT_VK_COOP_TILE, the device's fragment shape */
     coop_launch l;
-    if (coop && (st = coop_launch_of(d, &pc, per * n_outer, false, false, &l)) != TD_OK) return st;
+    if (coop && (st = coop_launch_of(d, &pc, per * n_outer, false, native, false, &l)) != TD_OK) return st;
     int shader = VK_SHADER_matmul_coopmat_f16;
 #ifdef TRIDENT_VK_COOPMAT_KHR
     if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;

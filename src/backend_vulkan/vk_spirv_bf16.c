@@ -8,9 +8,10 @@
 ** matrices' MulAdd and Length (their Load and Store are memory instructions), OpSelect, OpPhi,
 ** OpReturnValue and OpLifetimeStart/Stop: no arithmetic, no comparison. matmul_coopmat.comp uses its
 ** 16-bit floats only so (loads and stores, zero constants, packing runs of 8 through OpBitcast, the
-** coopmat MulAdd with f32 accumulators and the f32 -> f16 OpFConvert of the result), so the same words
-** with every 16-bit float retyped are the bf16 kernel: bf16 x bf16 products summed in f32, the result
-** converted once to bf16 (Vulkan's rounding for that conversion: round to nearest even).
+** coopmat MulAdd with f32 accumulators), and its BF16_BITS variant (the words retyped) rounds the f32
+** result to bf16 bits with integer arithmetic and stores them through OpBitcast, declaring no 16-bit
+** accumulator matrix; so those words with every 16-bit float retyped are the bf16 kernel: bf16 x bf16
+** products summed in f32, the result rounded once to bf16 (nearest even, as the tiled kernel rounds).
 **
 ** The pass, over the module's instructions in order (types are declared before use):
 **   1. OpTypeFloat 16 gets the encoding operand (one word longer); every type built on a retyped one
