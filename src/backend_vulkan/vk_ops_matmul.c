@@ -63,8 +63,8 @@
 **                          an H100, the other W5 shapes unchanged); 0: no split
 **
 ** bf16 (a, b and out) runs natively where the device has bf16 cooperative matrices (caps.coopmat_bf16_native,
-** vk_coopmat.c): the f16 kernel itself, its SPIR-V retyped to bf16 (variant matmul_coopmat_native_bf16,
-** vk_spirv_bf16.c), launched exactly as for f16 (tile rule, TRIDENT_VK_COOP_SPLITK's split rounding once to
+** vk_coopmat.c): the f16 kernel itself (its BF16_BITS variant, whose f32 result is rounded to bf16 bits) with its
+** SPIR-V retyped to bf16 (variant matmul_coopmat_native_bf16, vk_spirv_bf16.c), launched as for f16 (tile rule, TRIDENT_VK_COOP_SPLITK's split rounding once to
 ** bf16), with no pre-pass and no scratch, after its own first-use self-test (coopmat_selftest on that path;
 ** bf16_native). TRIDENT_VK_BF16=native|scaled (read on each product) forces a path. Elsewhere, or scaled,
 ** bf16 runs on the f16 tensor cores (shaders/matmul_coopmat_bf16.comp): a
