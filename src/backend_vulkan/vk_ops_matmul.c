@@ -64,10 +64,10 @@
 **
 ** bf16 (a, b and out) runs natively where the device has bf16 cooperative matrices (caps.coopmat_bf16_native,
 ** vk_coopmat.c): the f16 kernel itself (its BF16_BITS variant, whose f32 result is rounded to bf16 bits) with its
-** SPIR-V retyped to bf16 (variant matmul_coopmat_native_bf16, vk_spirv_bf16.c), launched as for f16 (tile rule, TRIDENT_VK_COOP_SPLITK's split rounding once to
-** bf16), with no pre-pass and no scratch, after its own first-use self-test (coopmat_selftest on that path;
-** bf16_native). TRIDENT_VK_BF16=native|scaled (read on each product) forces a path. Elsewhere, or scaled,
-** bf16 runs on the f16 tensor cores (shaders/matmul_coopmat_bf16.comp): a
+** SPIR-V retyped to bf16 (variant matmul_coopmat_native_bf16, vk_spirv_bf16.c), launched as for f16 (tile rule,
+** TRIDENT_VK_COOP_SPLITK's split rounding once to bf16), with no pre-pass and no scratch, after its own first-use
+** self-test (coopmat_selftest on that path; bf16_native). TRIDENT_VK_BF16=native|scaled (read on each product)
+** forces a path. Elsewhere, or scaled, bf16 runs on the f16 tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
 ** and column of b into a scratch buffer on the device (no host read); each bf16 is staged
 ** as the f16 of x times a power of two of its row (column), exact within 2^28 of that
