@@ -27,8 +27,14 @@
 // accumulators are rounded to f16 into shared memory (the stage buffers), EPI rows
 // at a time (a multiple of LM), and stored with bounds checks; with F32_OUT (constant 5: a split K's
 // slices, vk_ops_matmul.c) stored as the f32 they are, EPI x (BN + 8) floats at a time, into an f32 out.
-// Shared memory: STAGES x (A + B tile) halfs, or EPI x (BN + 8) halfs (F32_OUT: floats) for the
+// Shared memory: STAGES x (A + B tile) halfs, or EPI x (BN + 8) halfs (F32_OUT, BF16_BITS: floats) for the
 // result, whichever is more (128 x 128 x 32, row-major, 2 stages: 37 KiB).
+// -DBF16_BITS=1: the variant that src/backend_vulkan/vk_spirv_bf16.c retypes to bf16 (its 16-bit floats become
+// bf16: a, b and out bf16, the same tensor-core products summed in f32). Its result always goes through shared
+// memory as f32, as with F32_OUT, and unless F32_OUT is rounded per element to bf16 bits (f32_to_bf16: nearest
+// even, NaN kept quiet, as the tiled kernel rounds) and stored as the 16-bit values they are: so the module
+// declares no 16-bit accumulator matrix (Vulkan allows a bf16 one only where the driver lists bf16 x bf16 ->
+// bf16) and, like the f16 kernel, does no arithmetic on 16-bit values (bf16 allows none).
 // Used only after a self-test against a host reference (vk_ops_matmul.c).
 #ifdef COOPMAT_KHR
 #extension GL_KHR_cooperative_matrix : require
@@ -98,6 +104,12 @@ shared uvec4 sm[SMV];
 #define CM_LOAD_T(m, at, stride) coopMatLoadNV(m, sm, at, stride, true)
 #define CM_STORE(m, at, stride) coopMatStoreNV(m, sm, at, stride, false)
 #define CM_MULADD coopMatMulAddNV
+#endif
+
+#ifdef BF16_BITS
+#define F32_STAGE true // the result staged as f32 (see the top)
+#else
+#define F32_STAGE (F32_OUT != 0u)
 #endif
 
 const uint RUNS_A = BM * BK / 8u / WG, RUNS_B = BN * BK / 8u / WG; // 16-byte runs per invocation
@@ -179,11 +191,13 @@ void main() {
         [[unroll]] for (uint i = 0u; i < FM; i++)
             if ((wm + i * LM) / EPI == h)
                 [[unroll]] for (uint j = 0u; j < FN; j++) {
-                    if (F32_OUT != 0u) { // rows of LDC floats
+                    if (F32_STAGE) { // rows of LDC floats
                         CM_STORE(acc[i][j], ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 4u, LDC / 4u);
                     } else {
+#ifndef BF16_BITS
                         OUTM o16 = OUTM(acc[i][j]);
                         CM_STORE(o16, ((wm + i * LM - h * EPI) * LDC + wn + j * LN) / 8u, LDC / 8u);
+#endif
                     }
                 }
         barrier();
@@ -196,6 +210,23 @@ void main() {
                     if (gn + j < pc.N) of[oo + gm * pc.N + gn + j] = uintBitsToFloat(j < 4u ? v0[j] : v1[j - 4u]);
                 continue;
             }
+#ifdef BF16_BITS
+            { // the f32 sums rounded to bf16 bits, 8 at a time
+                uvec4 v0 = sm[(r * LDC + c) / 4u], v1 = sm[(r * LDC + c) / 4u + 1u];
+                uint w[8];
+                [[unroll]] for (uint j = 0u; j < 8u; j++)
+                    w[j] = f32_to_bf16(uintBitsToFloat(j < 4u ? v0[j] : v1[j - 4u]));
+                if (ovec) {
+                    if (gn < pc.N)
+                        o4[(oo + gm * pc.N + gn) / 8u] =
+                            uvec4(w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16));
+                } else {
+                    [[unroll]] for (uint j = 0u; j < 8u; j++)
+                        if (gn + j < pc.N) o[oo + gm * pc.N + gn + j] = unpackFloat2x16(w[j]).x; // the bits as they are
+                }
+                continue;
+            }
+#endif
             uvec4 v = sm[(r * LDC + c) / 8u];
             if (ovec) {
                 if (gn < pc.N) o4[(oo + gm * pc.N + gn) / 8u] = v;

@@ -1,8 +1,12 @@
 /*
 ** bf16 MATMUL on vulkan:0 (vk_ops_matmul.c): on the f16 tensor cores with per-row and
 ** per-column power-of-two scaling where the device has cooperative matrices, else the
-** tiled kernel. Every case holds for both paths and runs on each device (the path is
-** printed); switch_off needs the cooperative-matrix path and skips without it. Under
+** tiled kernel. The cases up to pipeline run that scaled path (TRIDENT_VK_BF16=scaled) where the device would
+** run bf16 natively. Every case holds for both paths and runs on each device (the path is
+** printed); switch_off needs the cooperative-matrix path and skips without it.
+** The native_* cases run the native path (bf16 cooperative matrices: the f16 kernel retyped, vk_spirv_bf16.c;
+** TRIDENT_VK_BF16=native) and skip with the reason where the device lacks it (features bf16_native=0: lavapipe,
+** drivers without VK_KHR_shader_bfloat16); native_refused runs where it is missing. Under
 ** TRIDENT_VULKAN_COOPMAT_BF16=emulated every case runs the kernel's emulated variant (any device, lavapipe
 ** included); prescale compares TRIDENT_VK_BF16_PRESCALE 0 and 1 bit for bit, on that variant where the device
 ** has no cooperative matrices; pipeline compares TRIDENT_VK_COOP_PIPE 2 and 3 with 0 bit for bit, on the same
@@ -14,14 +18,20 @@
 */
 #include "vulkan_harness.h"
 
-#define TESTS(X) X(shapes) X(transposed) X(wide_range) X(inf_nan) X(switch_off) X(prescale) X(pipeline)
+#define TESTS(X)                                                                                                       \
+    X(shapes)                                                                                                          \
+    X(transposed) X(wide_range) X(inf_nan) X(switch_off) X(prescale) X(pipeline) X(native_shapes) X(native_tiles)      \
+        X(native_special) X(native_refused)
 
-static bool coop; /* vulkan:0 runs bf16 on cooperative matrices */
+static bool coop;   /* vulkan:0 runs bf16 on cooperative matrices */
+static bool native; /* ... and could natively (bf16 cooperative matrices) */
 
 static void setup_bf16(void) {
     setup();
     td_device_info info;
     ASSERT_OK(be->iface->device_info(0, &info));
+    native = strstr(info.features, "bf16_native=1") != NULL;
+    setenv("TRIDENT_VK_BF16", "scaled", 1);
     const char *sw = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
     bool emu = sw && !strcmp(sw, "emulated");
     coop = !strstr(info.features, "coopmat=none") && !(sw && !strcmp(sw, "0")) && !emu;
@@ -309,6 +319,155 @@ TEST(pipeline) {
             if (bad) TEST_FAIL_("tile %s, case %d: %d outputs off", TILES[t], c, bad);
         }
     if (emu) unsetenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    check_clean();
+}
+
+/* The native path where vulkan:0 has it (else the case skips, saying why). */
+static void setup_native(void) {
+    setup_bf16();
+    if (!native)
+        TEST_SKIP("vulkan:0 has no native bf16 matmul (features bf16_native=0: no VK_KHR_shader_bfloat16 with bf16 "
+                  "cooperative matrices at the f16 kernel's shape)");
+    setenv("TRIDENT_VK_BF16", "native", 1);
+    printf("  bf16 matmul path: cooperative matrix (bf16, native)\n");
+}
+
+/* a [B, M, K] @ b (batched_mm's layouts) on the path of TRIDENT_VK_BF16=mode, checked against the double
+** reference; its output in out. Returns the misses. */
+static int native_case(const char *mode, int B, int M, int K, int N, bool at, bool bt, bool bb, const uint16_t *a,
+                       const uint16_t *b, uint16_t *out, int step) {
+    setenv("TRIDENT_VK_BF16", mode, 1);
+    ASSERT_OK(batched_mm("1", B, M, K, N, at, bt, bb, a, b, out));
+    int bad = 0;
+    char what[96];
+    snprintf(what, sizeof what, "%s [%d,%d,%d]%s @ [%d,%d]%s", mode, B, M, K, at ? "^T" : "", K, N, bt ? "^T" : "");
+    for (int z = 0; z < B; z++)
+        bad += check_rows(what, M, K, N, at, bt, a + (size_t)z * M * K, b + (bb ? (size_t)z * K * N : 0),
+                          out + (size_t)z * M * N, step);
+    return bad;
+}
+
+/* The native path against the double reference of the same bf16 inputs (within f32 accumulation, rounded once)
+** and against the scaled path on the same inputs (both within that bound; the bits that differ are printed): odd
+** sizes (strided staging), every staging layout (a, b transposed), batches with b shared or not, a split K
+** (one 128 x 128 tile over K = 8192: f32 slices summed in order, rounded once to bf16), W5's shapes. */
+TEST(native_shapes) {
+    setup_native();
+    static const int CASES[][8] = {
+        /* B, M, K, N, at, bt, bb, row step */
+        {1, 128, 128, 128, 0, 0, 0, 1},  {1, 257, 129, 300, 0, 0, 0, 1},    {1, 257, 129, 300, 0, 1, 0, 1},
+        {1, 129, 257, 300, 1, 0, 0, 1},  {1, 130, 72, 136, 1, 1, 0, 1},     {1, 1, 40, 7, 0, 0, 0, 1},
+        {3, 40, 64, 24, 0, 0, 0, 1},     {2, 33, 40, 17, 1, 0, 1, 1},       {2, 24, 48, 40, 0, 1, 1, 1},
+        {1, 128, 8192, 128, 0, 0, 0, 1}, {1, 4096, 768, 2304, 0, 1, 0, 61}, {1, 768, 4096, 3072, 1, 0, 0, 31}};
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        int B = CASES[c][0], M = CASES[c][1], K = CASES[c][2], N = CASES[c][3], step = CASES[c][7];
+        bool at = CASES[c][4], bt = CASES[c][5], bb = CASES[c][6];
+        size_t na = (size_t)B * M * K, nb = (size_t)(bb ? B : 1) * K * N, no = (size_t)B * M * N;
+        uint16_t *a = malloc(2 * (na + nb + 2 * no)), *b = a + na, *o0 = b + nb, *o1 = o0 + no;
+        random_bf16(a, na + nb);
+        int bad = native_case("native", B, M, K, N, at, bt, bb, a, b, o0, step);
+        bad += native_case("scaled", B, M, K, N, at, bt, bb, a, b, o1, step);
+        size_t differ = 0;
+        for (size_t i = 0; i < no; i++) differ += o0[i] != o1[i];
+        printf("  [%d, %d, %d] @ [%d, %d]%s%s%s: native and scaled differ in %zu of %zu outputs\n", B, M, K, K, N,
+               at ? " a^T" : "", bt ? " b^T" : "", bb ? " b batched" : "", differ, no);
+        free(a);
+        if (bad) TEST_FAIL_("case %zu: %d outputs off the reference", c, bad);
+    }
+    unsetenv("TRIDENT_VK_BF16");
+    check_clean();
+}
+
+/* The tiles of TRIDENT_VK_COOP_TILE on the native path against the reference: the default rule's (7 and 0, and 6
+** where those do not fit) on every staging layout with odd sizes and aligned ones, every other tile on one of
+** them (a tile the device cannot run is said and left out). */
+TEST(native_tiles) {
+    setup_native();
+    static const int CASES[][5] = {/* M, K, N, at, bt */
+                                   {150, 200, 136, 0, 0}, {136, 208, 264, 0, 1}, {264, 136, 150, 1, 0},
+                                   {70, 36, 90, 1, 1},    {70, 44, 90, 0, 1}};
+    int ran = 0;
+    for (int t = 0; t < 10; t++) {
+        char tile[4];
+        snprintf(tile, sizeof tile, "%d", t);
+        setenv("TRIDENT_VK_COOP_TILE", tile, 1);
+        bool every = t == 0 || t == 6 || t == 7;
+        for (int c = every ? 0 : t % 5; c < (every ? 5 : t % 5 + 1); c++) {
+            int M = CASES[c][0], K = CASES[c][1], N = CASES[c][2];
+            bool at = CASES[c][3], bt = CASES[c][4];
+            uint16_t *a = malloc(2 * ((size_t)M * K + (size_t)K * N + (size_t)M * N)), *b = a + (size_t)M * K,
+                     *o = b + (size_t)K * N;
+            random_bf16(a, (size_t)M * K + (size_t)K * N);
+            setenv("TRIDENT_VK_BF16", "native", 1);
+            td_status st = batched_mm("1", 1, M, K, N, at, bt, false, a, b, o);
+            if (st == TD_ERR_MISUSE && strstr(td_last_error(), "does not fit this device")) {
+                printf("  tile %d: %s\n", t, td_last_error());
+                td_clear_error();
+                free(a);
+                break;
+            }
+            ASSERT_OK(st);
+            char what[64];
+            snprintf(what, sizeof what, "tile %d [%d,%d]%s @ [%d,%d]%s", t, M, K, at ? "^T" : "", K, N,
+                     bt ? "^T" : "");
+            int bad = check_rows(what, M, K, N, at, bt, a, b, o, 1);
+            free(a);
+            if (bad) TEST_FAIL_("%s: %d outputs off", what, bad);
+            printf("  %s: ok\n", what);
+            ran++;
+        }
+    }
+    unsetenv("TRIDENT_VK_COOP_TILE");
+    unsetenv("TRIDENT_VK_BF16");
+    ASSERT(ran >= 10);
+    check_clean();
+}
+
+/* What only the native path gets right, so that it is known to have run: a row [2^100, 2^40] @ a column [0, 1]
+** is 2^40 exactly (bf16 products summed in f32; the scaled path stages 2^40, 2^-60 of its row's max, as 2^62:
+** switch_off). Then wide ranges and inf / NaN as in f32 (wide_range's and inf_nan's inputs). */
+TEST(native_special) {
+    setup_native();
+    uint16_t a1[2] = {bf16_of(ldexp(1, 100)), bf16_of(ldexp(1, 40))}, b1[2] = {0, bf16_of(1)}, o1[1];
+    device_mm(1, 2, 1, false, false, a1, b1, o1);
+    printf("  native: %g (2^%g)\n", bf16_val(o1[0]), log2(bf16_val(o1[0])));
+    ASSERT(bf16_val(o1[0]) == ldexp(1, 40));
+    enum { M = 70, K = 96, N = 40 };
+    uint16_t a[M * K], b[K * N], o[M * N];
+    for (int i = 0; i < M * K; i++) a[i] = bf16_of((i % 3 ? 1e-30 : 1e30) * srand1());
+    for (int i = 0; i < K * N; i++) b[i] = bf16_of((i % 5 ? 1e-34 : 1e4) * srand1());
+    device_mm(M, K, N, false, false, a, b, o);
+    int bad = check_rows("native wide range", M, K, N, false, false, a, b, o, 1);
+    random_bf16(a, M * K);
+    for (int i = 0; i < K * N; i++) b[i] = bf16_of(0.5 + urand());
+    a[3 * K + 7] = 0x7F80, b[7 * N + 9] = 0, b[11 * N + 15] = 0x7FC0;
+    device_mm(M, K, N, false, false, a, b, o);
+    bad += check_rows("native inf/nan", M, K, N, false, false, a, b, o, 1);
+    ASSERT(bf16_val(o[3 * N + 2]) == INFINITY);
+    ASSERT(isnan(bf16_val(o[3 * N + 9])) && isnan(bf16_val(o[0 * N + 15])));
+    unsetenv("TRIDENT_VK_BF16");
+    if (bad) TEST_FAIL_("%d outputs off", bad);
+    check_clean();
+}
+
+/* TRIDENT_VK_BF16=native where the device has no native path is a one-line TD_ERR_UNAVAILABLE saying why (never
+** the scaled path unawares); a value other than native or scaled is TD_ERR_MISUSE. */
+TEST(native_refused) {
+    setup_bf16();
+    uint16_t a[4] = {0x3F80, 0x3F80, 0x3F80, 0x3F80}, o[4];
+    setenv("TRIDENT_VK_BF16", "fast", 1);
+    ASSERT_EQ_INT(batched_mm("1", 1, 2, 2, 2, false, false, false, a, a, o), TD_ERR_MISUSE);
+    ASSERT(strstr(td_last_error(), "TRIDENT_VK_BF16=fast") != NULL);
+    td_clear_error();
+    if (native) TEST_SKIP("vulkan:0 has the native bf16 path (native_* run it)");
+    setenv("TRIDENT_VK_BF16", "native", 1);
+    ASSERT_EQ_INT(batched_mm("1", 1, 2, 2, 2, false, false, false, a, a, o), TD_ERR_UNAVAILABLE);
+    printf("  %s\n", td_last_error());
+    ASSERT(strstr(td_last_error(), "no native bf16 matmul") != NULL);
+    td_clear_error();
+    unsetenv("TRIDENT_VK_BF16");
+    ASSERT_OK(batched_mm("1", 1, 2, 2, 2, false, false, false, a, a, o));
+    ASSERT(o[0] == 0x4000);
     check_clean();
 }
 

@@ -61,6 +61,8 @@ endforeach()
 vk_shader(matmul_coopmat_f16 matmul_coopmat.comp A_DT=2)
 if(VK_KHR_BUILT)
   vk_shader(matmul_coopmat_khr_f16 matmul_coopmat.comp A_DT=2 COOPMAT_KHR=1)
+  # the words the native bf16 GEMM retypes (CMakeLists.txt's matmul_coopmat_native_bf16 row): embedded, no row
+  vk_spirv(matmul_coopmat_khr_f16_bf16bits matmul_coopmat.comp A_DT=2 COOPMAT_KHR=1 BF16_BITS=1)
 endif()
 # bf16 MATMUL on the f16 tensor cores (vk_ops_matmul.c); its KHR variant only where glslang >= 13 builds it
 vk_shader(matmul_bf16_keys matmul_bf16_keys.comp)

@@ -160,6 +160,9 @@ typedef struct vk_caps {
     int coopmat;               /* the f16 matmul's tensor-core path: VK_COOPMAT_NONE, _NV or _KHR (vk_coopmat.c) */
     uint32_t coopmat_shape[3]; /* its M, N, K (the largest listed that tiles 64 x subgroup size x 32) */
     bool coopmat_bf16;         /* the KHR extension lists bf16 shapes */
+    bool bf16_type;            /* VK_KHR_shader_bfloat16 with shaderBFloat16Type and ...CooperativeMatrix */
+    bool coopmat_bf16_native;  /* ... and bf16 x bf16 -> f32 at coopmat_shape on the KHR path: the retyped f16
+                               ** GEMM runs bf16 (vk_coopmat.c; enabled at device creation) */
     bool memory_model;         /* vulkanMemoryModel (the cooperative-matrix shader needs it) */
     float timestamp_period;    /* ns per tick */
     VkDeviceSize max_storage_range, max_alloc, min_storage_align, shared_mem;
@@ -222,6 +225,8 @@ typedef struct vk_dev {
     int coopmat_state;
     /* bf16 matmul on them (vk_ops_matmul.c): 0 not yet checked, 1 verified, -1 failed its self-test */
     int coopmat_bf16_state;
+    /* bf16 matmul on the retyped f16 kernel (caps.coopmat_bf16_native): 0 not yet checked, 1 verified, -1 failed */
+    int bf16_native_state;
     uint32_t coop_tile_test; /* vk_ops_matmul.c: 1 + the tile its self-test prefers, 0 outside it */
     /* capture: while set, commands go into this graph's command buffer */
     struct td_graph *capturing;
@@ -257,6 +262,16 @@ typedef struct vk_coopmat_feat {
 void vk_coopmat_probe(vk_dev *d);
 /* f filled for the chosen extension, chained before next; next when there is none. */
 void *vk_coopmat_chain(const vk_dev *d, vk_coopmat_feat *f, void *next);
+/* VkPhysicalDeviceShaderBfloat16FeaturesKHR (Debian 12's headers predate it) */
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR_ ((VkStructureType)1000141000)
+typedef struct vk_bf16_feat {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
+} vk_bf16_feat;
+/* f filled with the two bf16 features the retyped GEMM needs, chained before next, where
+** caps.coopmat_bf16_native; else next. */
+void *vk_bf16_chain(const vk_dev *d, vk_bf16_feat *f, void *next);
 const char *vk_coopmat_name(int path); /* "khr", "nv", "none" */
 
 /* ---- vk_feature.c ---- */

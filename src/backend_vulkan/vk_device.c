@@ -141,6 +141,7 @@ static const char *probe(vk_dev *d) {
     c->coopmat_nv = has_ext(ext, n_ext, "VK_NV_cooperative_matrix");
     c->coopmat_khr = has_ext(ext, n_ext, "VK_KHR_cooperative_matrix");
     bool atomic_float_ext = has_ext(ext, n_ext, "VK_EXT_shader_atomic_float");
+    bool bf16_ext = has_ext(ext, n_ext, "VK_KHR_shader_bfloat16");
     free(ext);
 
     VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -152,10 +153,13 @@ static const char *probe(vk_dev *d) {
                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
                         (sub.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
 
+    vk_bf16_feat fbf = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR_};
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT, .pNext = bf16_ext ? &fbf : NULL};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = atomic_float_ext ? &fat : NULL};
+                                            .pNext = atomic_float_ext ? (void *)&fat
+                                                     : bf16_ext       ? (void *)&fbf
+                                                                      : NULL};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
@@ -171,6 +175,7 @@ static const char *probe(vk_dev *d) {
     c->int16 = f2.features.shaderInt16;
     c->atomic_float = atomic_float_ext;
     c->atomic_float_add = atomic_float_ext && fat.shaderBufferFloat32AtomicAdd;
+    c->bf16_type = bf16_ext && fbf.shaderBFloat16Type && fbf.shaderBFloat16CooperativeMatrix;
 
     const VkPhysicalDeviceLimits *lim = &d->props.limits;
     c->timestamps = lim->timestampComputeAndGraphics && lim->timestampPeriod > 0;
@@ -366,18 +371,20 @@ static td_status create_device(vk_dev *d) {
                                    .queueFamilyIndex = d->qfam,
                                    .queueCount = 1,
                                    .pQueuePriorities = &prio};
-    const char *exts[5];
+    const char *exts[6];
     uint32_t ne = 0;
     if (c->push_descriptor) exts[ne++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     if (c->memory_budget) exts[ne++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
     if (c->coopmat == VK_COOPMAT_NV) exts[ne++] = "VK_NV_cooperative_matrix";
     if (c->coopmat == VK_COOPMAT_KHR) exts[ne++] = "VK_KHR_cooperative_matrix";
     if (c->atomic_float_add) exts[ne++] = "VK_EXT_shader_atomic_float";
+    if (c->coopmat_bf16_native) exts[ne++] = "VK_KHR_shader_bfloat16";
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT fat = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
         .shaderBufferFloat32AtomicAdd = VK_TRUE};
     vk_coopmat_feat fcm;
-    void *chain = vk_coopmat_chain(d, &fcm, NULL);
+    vk_bf16_feat fbf;
+    void *chain = vk_coopmat_chain(d, &fcm, vk_bf16_chain(d, &fbf, NULL));
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                             .pNext = c->atomic_float_add ? (void *)&fat : NULL,
                                             .storageBuffer8BitAccess = c->storage8,
@@ -480,13 +487,13 @@ td_status vk_device_info(int index, td_device_info *out) {
     vk_feature_names(c->disabled, off, sizeof off);
     snprintf(out->features, sizeof out->features,
              "fp16=%d int8=%d storage16=%d storage8=%d int64=%d fp64=%d coopmat_nv=%d coopmat_khr=%d "
-             "coopmat=%s/%d/%ux%ux%u bf16_shapes=%d "
+             "coopmat=%s/%d/%ux%ux%u bf16_shapes=%d bf16_native=%d/%d "
              "push_descriptor=%d bda=%d budget=%d max_binding=%llu shared=%llu validation_errors=%d subgroup_arith=%d",
              c->fp16_arith, c->int8_arith, c->storage16, c->storage8, c->int64, c->fp64, c->coopmat_nv, c->coopmat_khr,
              vk_coopmat_name(c->coopmat), d->coopmat_state, c->coopmat_shape[0], c->coopmat_shape[1],
-             c->coopmat_shape[2], c->coopmat_bf16, c->push_descriptor, c->bda, c->memory_budget,
-             (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem, vk_validation_errors(),
-             c->subgroup_arith);
+             c->coopmat_shape[2], c->coopmat_bf16, c->coopmat_bf16_native, d->bf16_native_state, c->push_descriptor,
+             c->bda, c->memory_budget, (unsigned long long)c->max_storage_range, (unsigned long long)c->shared_mem,
+             vk_validation_errors(), c->subgroup_arith);
     /* last, so that a long list is what gets cut */
     size_t at = strlen(out->features);
     if (c->disabled) snprintf(out->features + at, sizeof out->features - at, " disabled=%s", off);

@@ -56,13 +56,18 @@
 **                          same bits as 0 (test_vulkan_bf16mm's pipeline)
 **   TRIDENT_VK_COOP_TRANS  0: column-major operands take the row-major staging (8 strided loads per run),
 **                          the rule before the transposed staging; 1 (default): staged transposed
-**   TRIDENT_VK_COOP_SPLITK f16 only: 1 (default) splits K of a single product with few output tiles as bf16
-**                          does (split_k_of's tensor-core rule: K >= 4096, slices >= 512, 256 workgroups; a weight
-**                          gradient [768, 16384] @ [16384, 2304] in 2), the slices' f32 sums added in order and
-**                          rounded once (matmul_f16_split; that gradient 112 -> 158 TFLOP/s on an H100, the other
-**                          W5 shapes unchanged); 0: no split
+**   TRIDENT_VK_COOP_SPLITK f16 and native bf16: 1 (default) splits K of a single product with few output tiles
+**                          as scaled bf16 does (split_k_of's tensor-core rule: K >= 4096, slices >= 512, 256
+**                          workgroups; a weight gradient [768, 16384] @ [16384, 2304] in 2), the slices' f32 sums
+**                          added in order and rounded once (matmul_f16_split; that gradient 112 -> 158 TFLOP/s on
+**                          an H100, the other W5 shapes unchanged); 0: no split
 **
-** bf16 (a, b and out) runs on the same tensor cores (shaders/matmul_coopmat_bf16.comp): a
+** bf16 (a, b and out) runs natively where the device has bf16 cooperative matrices (caps.coopmat_bf16_native,
+** vk_coopmat.c): the f16 kernel itself (its BF16_BITS variant, whose f32 result is rounded to bf16 bits) with its
+** SPIR-V retyped to bf16 (variant matmul_coopmat_native_bf16, vk_spirv_bf16.c), launched as for f16 (tile rule,
+** TRIDENT_VK_COOP_SPLITK's split rounding once to bf16), with no pre-pass and no scratch, after its own first-use
+** self-test (coopmat_selftest on that path; bf16_native). TRIDENT_VK_BF16=native|scaled (read on each product)
+** forces a path. Elsewhere, or scaled, bf16 runs on the f16 tensor cores (shaders/matmul_coopmat_bf16.comp): a
 ** pre-pass (shaders/matmul_bf16_keys.comp) takes the largest finite |x| of each row of a
 ** and column of b into a scratch buffer on the device (no host read); each bf16 is staged
 ** as the f16 of x times a power of two of its row (column), exact within 2^28 of that
@@ -293,8 +298,8 @@ typedef struct coop_launch {
 
 /* Shared memory (bytes) of tile t with A (B) staged transposed where at (bt), the result going out in
 ** passes of *epi rows (set here: WM, halved while that needs more than the stages, down to 16 rows and
-** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16 or f32 out: floats), whichever is
-** more. */
+** multiples of lm): the stages of halfs, or *epi rows of BN + 8 (halfs; bf16 (both kernels) or f32 out: floats),
+** whichever is more. */
 static uint32_t coop_shared(const uint16_t *t, bool at, bool bt, bool bf16, uint32_t lm, uint32_t *epi) {
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3];
     uint32_t a = at ? bk * (bm + 8) : bm * (bk + 8), b = bt ? bn * (bk + 8) : bk * (bn + 8);
@@ -312,15 +317,16 @@ static bool bf16_emu(void) {
     return env && !strcmp(env, "emulated");
 }
 
-/* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp; f32_out the
-** kernel's F32_OUT) in *l: the tile of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule,
-** and tile 0, then 6, where the default does not fit the device) with TRIDENT_VK_COOP_PIPE's register tiles in
-** flight, for batch workgroup layers of the tile; A staged transposed where a is column-major (a_rs 1: a weight
+/* The launch of pc's product on d's cooperative-matrix kernel (bf16: matmul_coopmat_bf16.comp; native: the f16
+** kernel's BF16_BITS variant retyped, whose result rows are floats; f32_out the kernel's F32_OUT) in *l: the tile
+** of TRIDENT_VK_COOP_TILE (index into COOP_TILES; default COOP_WIDE's rule, and tile 0, then 6, where the default
+** does not fit the device) with TRIDENT_VK_COOP_PIPE's register tiles in flight, for batch workgroup layers of the
+** tile; A staged transposed where a is column-major (a_rs 1: a weight
 ** gradient's dy^T), B where b is (b_cs not 1, b_rs 1: Linear's W^T), unless TRIDENT_VK_COOP_TRANS=0 or the
 ** transposed staging would not fit the device's shared memory; a tile the device cannot run is a one-line
 ** TD_ERR_MISUSE. */
-static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t batch, bool bf16, bool f32_out,
-                                coop_launch *l) {
+static td_status coop_launch_of(const vk_dev *d, const vk_pc_matmul *pc, int64_t batch, bool bf16, bool native,
+                                bool f32_out, coop_launch *l) {
     uint32_t idx, trans, pipe, epi;
     const char *env = getenv("TRIDENT_VK_COOP_TILE");
     bool forced = env && *env;
@@ -340,8 +346,9 @@ retry:;
     uint32_t bm = t[0], bn = t[1], bk = t[2], wm = t[3], wn = t[4] ? t[4] : sg;
     uint32_t wg = bn % wn ? 0 : (bm / wm) * (bn / wn) * sg;
     bool at = trans && pc->a_rs == 1 && pc->a_cs != 1, bt = trans && pc->b_rs == 1 && pc->b_cs != 1;
-    if (coop_shared(t, at, bt, bf16 || f32_out, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
-    uint32_t shared = coop_shared(t, at, bt, bf16 || f32_out, cs[0], &epi);
+    bool floats = bf16 || native || f32_out;
+    if (coop_shared(t, at, bt, floats, cs[0], &epi) > d->caps.shared_mem) at = bt = false;
+    uint32_t shared = coop_shared(t, at, bt, floats, cs[0], &epi);
     /* fragments tile the subgroup block and the result's passes; whole runs per invocation; the bf16 lane
     ** scales' rows (columns) the same in every run (WG a multiple of BM / 8, BN / 8) */
     if (!wg || wm % cs[0] || wn % cs[1] || bk % cs[2] || epi % cs[0] || wg > d->caps.max_wg_invocations ||
@@ -478,7 +485,7 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     vk_pc_matmul_bf16 p = {
         .mm = q, .ka_zs = a_batched ? pc->M : 0, .kb_off = (uint32_t)na, .kb_zs = b_batched ? pc->N : 0};
     coop_launch l;
-    if (st == TD_OK && (st = coop_launch_of(d, &q, S > 1 ? S : per, true, S > 1, &l)) == TD_OK)
+    if (st == TD_OK && (st = coop_launch_of(d, &q, S > 1 ? S : per, true, false, S > 1, &l)) == TD_OK)
         l.spec[6] |= (uint32_t)(f16 != NULL) << 24; /* PRESCALED */
     td_buffer *parts = NULL;
     if (S > 1 && st == TD_OK) { /* the slices as a batch dim of S entries; every slice reads the same keys */
@@ -501,12 +508,13 @@ static td_status matmul_bf16(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *b
     return st;
 }
 
-/* pc's single f16 product on the tensor cores over S slices of K (split_k_of; TRIDENT_VK_COOP_SPLITK=1): the
-** slices a batch dim of the kernel, each unrounded (F32_OUT) into an f32 scratch [S, M, N], which
-** vk_sum_f32_rows adds in slice order into out, rounding once to f16. */
-static td_status matmul_f16_split(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int shader, int64_t S) {
+/* pc's single f16 product (dt f16; bf16 on the retyped kernel) on the tensor cores over S slices of K
+** (split_k_of; TRIDENT_VK_COOP_SPLITK=1): the slices a batch dim of the kernel, each unrounded (F32_OUT) into an
+** f32 scratch [S, M, N], which vk_sum_f32_rows adds in slice order into out, rounding once to dt. */
+static td_status matmul_f16_split(vk_dev *d, const vk_pc_matmul *pc, const vk_bind *bind, int shader, int64_t S,
+                                  td_dtype dt) {
     coop_launch l;
-    td_status st = coop_launch_of(d, pc, S, false, true, &l);
+    td_status st = coop_launch_of(d, pc, S, false, dt == TD_BF16, true, &l);
     if (st != TD_OK) return st;
     uint32_t kc = pc->K / (uint32_t)S;
     vk_pc_matmul q = *pc;
@@ -518,12 +526,15 @@ static td_status matmul_f16_split(vk_dev *d, const vk_pc_matmul *pc, const vk_bi
     st = vk_dispatch(d, shader, l.spec, 8, 3, b3, &q, sizeof q, (pc->N + l.bn - 1) / l.bn, (pc->M + l.bm - 1) / l.bm,
                      (uint32_t)S);
     if (st == TD_OK)
-        st = vk_sum_f32_rows(d, vk_bind_buffer(parts, false), bind[2], pc->o_off, S, (int64_t)pc->M * pc->N, TD_F16);
+        st = vk_sum_f32_rows(d, vk_bind_buffer(parts, false), bind[2], pc->o_off, S, (int64_t)pc->M * pc->N, dt);
     vk_free(parts);
     return st;
 }
 
-static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
+/* op on the tiled kernel, or (coop) on the cooperative-matrix kernels: f16's, bf16's scaled one, or with native
+** (bf16 only) the f16 kernel retyped to bf16 (matmul_coopmat_native_bf16), which runs bf16 as the f16 kernel runs
+** f16: no keys, no copies. */
+static td_status matmul(vk_dev *d, const td_op *op, bool coop, bool native) {
     const td_operand *a = &op->in[0], *b = &op->in[1], *o = &op->out[0];
     int nd = (a->ndim > b->ndim ? a->ndim : b->ndim);
     vk_pc_matmul pc = {.M = (uint32_t)a->shape[a->ndim - 2],
@@ -563,7 +574,7 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
         pc.b_bs[i] = (uint32_t)bbs[outer + i];
     gemm_knobs knobs;
     if ((st = gemm_knobs_get(&knobs)) != TD_OK) return st;
-    if (coop && a->dtype == TD_BF16) {
+    if (coop && a->dtype == TD_BF16 && !native) {
         if (outer == 0 && bf16_fits(&pc, per)) {
             pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
             return matmul_bf16(d, &pc, bind, per, split_k_of(&pc, nb, TD_BF16, true, &knobs));
@@ -577,16 +588,17 @@ static td_status matmul(vk_dev *d, const td_op *op, bool coop) {
     }
     /* the tile of TRIDENT_VK_COOP_TILE, the device's fragment shape */
     coop_launch l;
-    if (coop && (st = coop_launch_of(d, &pc, per * n_outer, false, false, &l)) != TD_OK) return st;
+    if (coop && (st = coop_launch_of(d, &pc, per * n_outer, false, native, false, &l)) != TD_OK) return st;
     int shader = VK_SHADER_matmul_coopmat_f16;
 #ifdef TRIDENT_VK_COOPMAT_KHR
     if (d->caps.coopmat == VK_COOPMAT_KHR) shader = VK_SHADER_matmul_coopmat_khr_f16;
+    if (native) shader = VK_SHADER_matmul_coopmat_native_bf16;
 #endif
     uint32_t coop_split = 0;
     if (coop && (st = env_u32("TRIDENT_VK_COOP_SPLITK", 0, 1, 1, &coop_split)) != TD_OK) return st;
     if (coop && coop_split && n_outer == 1 && per == 1 && (split = split_k_of(&pc, nb, TD_F16, true, &knobs)) > 1) {
         pc.a_off = off[0], pc.b_off = off[1], pc.o_off = off[2];
-        return matmul_f16_split(d, &pc, bind, shader, split);
+        return matmul_f16_split(d, &pc, bind, shader, split, a->dtype);
     }
     for (int64_t ob = 0; ob < n_outer && st == TD_OK; ob++) {
         int64_t rem = ob, ao = 0, bo = 0;
@@ -644,7 +656,7 @@ static float dt_value(uint16_t u, td_dtype dt) {
 ** row of a and 2^-24 .. 2^24 by column of b (the kernel's scaling). Each output must be within
 ** 2^-10 |ref| (bf16: 2^-7 |ref|) + 2^-12 sum|a b| of the double reference (output rounding plus
 ** f32 accumulation). */
-static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, bool b_trans, td_dtype dt) {
+static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, bool b_trans, td_dtype dt, bool native) {
     size_t na = (size_t)M * K, nb = (size_t)K * N, no = (size_t)M * N;
     uint16_t *ha = malloc(2 * (na + nb + no)), *hb = ha + na, *ho = hb + nb;
     if (!ha) return false;
@@ -661,7 +673,7 @@ static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, bool b_tr
     for (int i = 0; i < 3; i++) ok = ok && vk_alloc(d, bytes[i], &v[i].buf) == TD_OK;
     ok = ok && vk_write(v[0].buf, 0, ha, bytes[0]) == TD_OK && vk_write(v[1].buf, 0, hb, bytes[1]) == TD_OK;
     td_op op = {.kind = TD_OP_MATMUL, .n_in = 2, .n_out = 1, .in = v, .out = &v[2]};
-    ok = ok && matmul(d, &op, true) == TD_OK && vk_read(v[2].buf, 0, ho, bytes[2]) == TD_OK;
+    ok = ok && matmul(d, &op, true, native) == TD_OK && vk_read(v[2].buf, 0, ho, bytes[2]) == TD_OK;
     double rel = dt == TD_BF16 ? 1.0 / 128 : 1.0 / 1024;
     for (int m = 0; ok && m < M; m++)
         for (int n = 0; ok && n < N; n++) {
@@ -688,7 +700,7 @@ static bool coopmat_case(vk_dev *d, int M, int K, int N, bool a_trans, bool b_tr
 ** it, and 0) or the one of TRIDENT_VK_COOP_TILE: row-major operands; a, b and both transposed with 16-byte runs
 ** (sizes multiples of 8; more than one 256-wide tile); a, b and both transposed with odd sizes (8 strided
 ** loads per run). K spans several steps of BK = 64. */
-static bool coopmat_selftest(vk_dev *d, td_dtype dt) {
+static bool coopmat_selftest(vk_dev *d, td_dtype dt, bool native) {
     static const int CASES[][5] = {{150, 72, 136, 0, 0},  {136, 200, 264, 1, 0}, {264, 136, 150, 0, 1},
                                    {136, 208, 264, 1, 1}, {70, 40, 90, 1, 0},    {70, 44, 90, 0, 1},
                                    {70, 36, 90, 1, 1}};
@@ -697,7 +709,7 @@ static bool coopmat_selftest(vk_dev *d, td_dtype dt) {
     for (int k = 0; ok && k < 2; k++) {
         d->coop_tile_test = TILES[k] + 1;
         for (size_t i = 0; ok && i < sizeof CASES / sizeof CASES[0]; i++)
-            ok = coopmat_case(d, CASES[i][0], CASES[i][1], CASES[i][2], CASES[i][3], CASES[i][4], dt);
+            ok = coopmat_case(d, CASES[i][0], CASES[i][1], CASES[i][2], CASES[i][3], CASES[i][4], dt, native);
     }
     d->coop_tile_test = 0;
     return ok;
@@ -714,7 +726,7 @@ static bool bf16_coop(vk_dev *d, const td_op *op) {
     if (env && !strcmp(env, "0")) return false;
     if (d->coopmat_bf16_state == 0) {
         td_clear_error();
-        d->coopmat_bf16_state = coopmat_selftest(d, TD_BF16) ? 1 : -1;
+        d->coopmat_bf16_state = coopmat_selftest(d, TD_BF16, false) ? 1 : -1;
         if (d->coopmat_bf16_state < 0)
             fprintf(stderr,
                     "trident: vulkan:%d: bf16 matmul on cooperative matrices failed its self-test (%s); using the "
@@ -725,10 +737,60 @@ static bool bf16_coop(vk_dev *d, const td_op *op) {
     return d->coopmat_bf16_state > 0;
 }
 
+/* Whether op, a bf16 product, runs natively (bf16 cooperative matrices, the retyped f16 kernel) in *native:
+** TRIDENT_VK_BF16 (read on each product) native, scaled, or unset: native where the device has the path
+** (caps.coopmat_bf16_native, the f16 kernel not failed) and its self-test passed (run on first use, as
+** coopmat_selftest; a failure is said on stderr and leaves the scaled path), not under
+** TRIDENT_VULKAN_COOPMAT_BF16=0 or =emulated. =native where the path is missing or failed is a one-line
+** TD_ERR_UNAVAILABLE, so that a comparison never measures the other path unawares. */
+static td_status bf16_native(vk_dev *d, bool *native) {
+    *native = false;
+    const char *env = getenv("TRIDENT_VK_BF16"), *off = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    bool force = env && !strcmp(env, "native");
+    if (env && *env && !force && strcmp(env, "scaled"))
+        return td_error_set(TD_ERR_MISUSE, "TRIDENT_VK_BF16=%s: must be native or scaled", env);
+    if (env && !strcmp(env, "scaled")) return TD_OK;
+    const char *why = NULL;
+#ifdef TRIDENT_VK_COOPMAT_KHR
+    if (off && (!strcmp(off, "0") || !strcmp(off, "emulated")))
+        why = "TRIDENT_VULKAN_COOPMAT_BF16 turns it off";
+    else if (!d->caps.coopmat_bf16_native)
+        why = "the device lacks VK_KHR_shader_bfloat16 with bf16 x bf16 -> f32 cooperative matrices at the f16 "
+              "kernel's shape on the KHR path";
+    else if (d->coopmat_state < 0)
+        why = "the f16 cooperative-matrix kernel failed its self-test";
+    if (!why && d->bf16_native_state == 0) {
+        td_clear_error();
+        d->bf16_native_state = coopmat_selftest(d, TD_BF16, true) ? 1 : -1;
+        if (d->bf16_native_state < 0)
+            fprintf(stderr,
+                    "trident: vulkan:%d: bf16 matmul on bf16 cooperative matrices (the retyped f16 kernel) failed its "
+                    "self-test (%s); using the scaled f16 path\n",
+                    d->index, td_last_error());
+        td_clear_error();
+    }
+    if (!why && d->bf16_native_state < 0) why = "its self-test failed (said on stderr)";
+#else
+    (void)off;
+    why = "this build has no KHR cooperative-matrix shader";
+#endif
+    if (why && force)
+        return td_error_set(TD_ERR_UNAVAILABLE, "TRIDENT_VK_BF16=native: vulkan:%d has no native bf16 matmul: %s",
+                            d->index, why);
+    *native = !why;
+    return TD_OK;
+}
+
 td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
+    bool bf16 = op->in[0].dtype == TD_BF16 && op->in[1].dtype == TD_BF16 && op->out[0].dtype == TD_BF16, native;
+    if (bf16) {
+        td_status st = bf16_native(d, &native);
+        if (st != TD_OK) return st;
+        if (native) return matmul(d, op, true, true);
+    }
     if (op->in[0].dtype == TD_F16 && d->coopmat_state == 1) {
         td_clear_error();
-        d->coopmat_state = coopmat_selftest(d, TD_F16) ? 2 : -1;
+        d->coopmat_state = coopmat_selftest(d, TD_F16, false) ? 2 : -1;
         if (d->coopmat_state < 0)
             fprintf(stderr,
                     "trident: vulkan:%d: cooperative-matrix matmul failed its self-test (%s); using the tiled "
@@ -736,7 +798,7 @@ td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
                     d->index, td_last_error());
         td_clear_error();
     }
-    return matmul(d, op, (op->in[0].dtype == TD_F16 && d->coopmat_state == 2) || bf16_coop(d, op));
+    return matmul(d, op, (op->in[0].dtype == TD_F16 && d->coopmat_state == 2) || bf16_coop(d, op), false);
 }
 
 /* ---- LINEAR ----

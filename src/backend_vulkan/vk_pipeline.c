@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "vk.h"
+#include "vk_spirv_bf16.h"
 
 bool vk_cache_dir(char *dir, size_t n) { return td_kernel_cache_dir("TRIDENT_VULKAN_PIPELINE_CACHE", dir, n); }
 
@@ -174,12 +175,27 @@ int vk_variant_id(const char *name) {
     return -1;
 }
 
+/* A retyped variant's module (VK_RETYPE_BF16) is made from its words rewritten by vk_spirv_bf16, on the
+** device that has the bf16 features (vk_coopmat.c) only. */
 td_status vk_pipeline_module(vk_dev *d, int shader) {
     if (d->modules[shader]) return TD_OK;
     const vk_shader_code *c = &vk_shader_table[shader];
+    uint32_t *words = NULL;
+    size_t n = c->size / 4;
+    if (c->retype == VK_RETYPE_BF16) {
+        char why[256];
+        if (!d->caps.coopmat_bf16_native)
+            return td_error_set(TD_ERR_UNAVAILABLE,
+                                "vulkan: shader %s needs VK_KHR_shader_bfloat16's cooperative matrices, which "
+                                "vulkan:%d lacks",
+                                c->name, d->index);
+        if (vk_spirv_bf16(c->code, c->size / 4, &words, &n, why, sizeof why))
+            return td_error_set(TD_ERR_DEVICE, "vulkan: shader %s: cannot retype to bf16: %s", c->name, why);
+    }
     VkShaderModuleCreateInfo mi = {
-        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = c->size, .pCode = c->code};
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = 4 * n, .pCode = words ? words : c->code};
     VkResult r = vkCreateShaderModule(d->dev, &mi, NULL, &d->modules[shader]);
+    free(words);
     return r == VK_SUCCESS ? TD_OK : vk_fail(r, "vkCreateShaderModule");
 }
 

@@ -47,9 +47,11 @@ void vk_prewarm_save(vk_dev *d) {
     if (!ok || rename(tmp, path) != 0) unlink(tmp);
 }
 
-/* Whether variant v is what runs on d now (its base picks it; the chosen cooperative-matrix path). */
+/* Whether variant v is what runs on d now (its base picks it; the chosen cooperative-matrix path; the bf16
+** retyped GEMM where the device has its features). */
 static bool runs_now(const vk_dev *d, int v) {
     const char *name = vk_shader_table[v].name;
+    if (vk_shader_table[v].retype == VK_RETYPE_BF16) return d->coopmat_state > 0 && d->caps.coopmat_bf16_native;
     if (!strncmp(name, "matmul_coopmat", 14))
         return d->coopmat_state > 0 && (strstr(name, "_khr_") != NULL) == (d->caps.coopmat == VK_COOPMAT_KHR);
     int base = v;
