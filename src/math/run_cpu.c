@@ -512,12 +512,15 @@ PROG_RUN_(prog_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT
 PROG_RUN_(prog_run_bf16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDBF_Z_, STT_Z_, STBF_Z_)
 PROG_RUN_(prog_run_f16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDF_Z_, STT_Z_, STF_Z_)
 #endif
-/* the program runner with instruction set isa (ISA_*): AVX-512 when it reads or writes half bits, AVX2 / F16C */
+/* the program runner with instruction set isa (ISA_*): AVX-512 when it reads or writes half bits (its whole rounds of
+** 8 vectors; the rest, under 128 elements, as AVX2's 8 vectors and tail: the same bits), AVX2 / F16C */
 static void prog_run(const prog *pr, bool stream, int64_t i0, int64_t n, int isa) {
 #if CHAIN_AVX512_
     if (isa >= ISA_AVX512 && pr->h) {
-        (pr->h == TD_F16 ? prog_run_f16_z : prog_run_bf16_z)(pr, stream, i0, n);
-        return;
+        int64_t m = n / (CHAIN_VECS * 16) * (CHAIN_VECS * 16);
+        if (m) (pr->h == TD_F16 ? prog_run_f16_z : prog_run_bf16_z)(pr, stream, i0, m);
+        i0 += m, n -= m;
+        if (!n) return;
     }
 #endif
 #if CHAIN_X86_
