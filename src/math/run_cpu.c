@@ -21,9 +21,11 @@
 ** in place or raw, every value stored by its chain), the rest of the
 ** thread's blocks run as one span, without the per-block setup.
 ** A region of + - * / alone over contiguous loads and literals (a bias add,
-** a gradient's chain rule) is compiled once per run into a program (prog
-** below) that runs over each thread's whole range, its shared values in
-** local tiles of 8 vectors: no blocks, no scratch.
+** a gradient's chain rule) is compiled once, with the region (td_ki_finish:
+** td_ki_cpu_prepare), into a program (prog below) that runs over each
+** thread's whole range, its shared values in local tiles of 8 vectors: no
+** blocks, no scratch; a launch only binds its buffers. A large run prefetches
+** the buffers it reads a few rounds ahead.
 ** The register runners come for three instruction sets (ISA_ below): the
 ** portable vectors, AVX2 + F16C (8 lanes), and, for blocks that read or
 ** write bf16 / f16, AVX-512 with AVX512_BF16 (16 lanes; x86/half16_avx512.h),
@@ -416,10 +418,20 @@ typedef struct prog_step {
     float s;       /* FORM_ONE: the number */
     int loc;       /* FORM_LOC and SAVE: the tile */
 } prog_step;
+#define PROG_PF 8 /* read streams prefetched */
 typedef struct prog {
     prog_step st[PROG_MAX];
-    int n, h; /* steps; the half dtype of the raw loads and half stores (0: none) */
+    int n, h;                /* steps; the half dtype of the raw loads and half stores (0: none) */
+    int n_pf;                /* the distinct buffers the steps read (the first PROG_PF) */
+    const char *pf[PROG_PF]; /* their element 0 */
+    int pf_es[PROG_PF];      /* their element size */
 } prog;
+
+/* Large runs (those that stream their stores) prefetch each buffer the program reads this many elements ahead of
+** its round: the hardware prefetchers alone keep too few lines in flight when a round's work fills the core's
+** window (a block's backward reads two buffers with some 250 instructions per 128 elements; a copy, a few per
+** line). */
+#define PROG_AHEAD 1024
 
 #define PROG_BL_(k, OP, LD, p, j) r##k = r##k OP LD(p, (j) + k * L);
 #define PROG_BR_(k, OP, LD, p, j) r##k = LD(p, (j) + k * L) OP r##k;
@@ -455,7 +467,10 @@ typedef struct prog {
         for (int t = 0; t < pr->n; t++)                                                                                \
             for (int l = 0; l < L; l++) bc[t][l] = (T)pr->st[t].s;                                                     \
         int64_t i = i0, end = i0 + n;                                                                                  \
-        for (; i + CHAIN_VECS * L <= end; i += CHAIN_VECS * L)                                                         \
+        for (; i + CHAIN_VECS * L <= end; i += CHAIN_VECS * L) {                                                       \
+            for (int f = 0; stream && f < pr->n_pf; f++) /* the round PROG_AHEAD elements on */                        \
+                for (int c = 0; c < CHAIN_VECS * L * pr->pf_es[f]; c += 64)                                            \
+                    __builtin_prefetch(pr->pf[f] + (i + PROG_AHEAD) * pr->pf_es[f] + c, 0, 3);                         \
             for (int t = 0; t < pr->n; t++) {                                                                          \
                 const prog_step *q = &pr->st[t];                                                                       \
                 switch (q->code) {                                                                                     \
@@ -484,6 +499,7 @@ typedef struct prog {
                     break;                                                                                             \
                 }                                                                                                      \
             }                                                                                                          \
+        }                                                                                                              \
         for (; i < end; i++) { /* the tail, one element at a time */                                                   \
             T x = 0, xl[PROG_LOC];                                                                                     \
             for (int t = 0; t < pr->n; t++) {                                                                          \
@@ -1085,10 +1101,17 @@ bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
     int64_t cost = (int64_t)ir->n_insns + ir->n_stores + 1;
     if (k->is_one) { /* the program with its steps bound to this run's buffers */
         prog pr;
-        pr.n = k->pr.n, pr.h = k->pr.h;
+        pr.n = k->pr.n, pr.h = k->pr.h, pr.n_pf = 0;
         for (int t = 0; t < pr.n; t++) {
-            pr.st[t] = k->pr.st[t];
-            if (pr.st[t].buf >= 0) pr.st[t].b = bufs[pr.st[t].buf];
+            prog_step *q = &pr.st[t];
+            *q = k->pr.st[t];
+            if (q->buf < 0) continue;
+            q->b = bufs[q->buf];
+            if (q->code >= PROG_SAVE || (q->code % 4 != FORM_ARRAY && q->code % 4 != FORM_HALF)) continue;
+            int f = 0;
+            while (f < pr.n_pf && pr.pf[f] != (const char *)q->b) f++;
+            if (f < pr.n_pf || f == PROG_PF) continue; /* seen, or beyond the streams prefetched */
+            pr.pf[f] = q->b, pr.pf_es[f] = q->code % 4 == FORM_HALF ? 2 : (int)sizeof(float), pr.n_pf++;
         }
         c.pr = &pr;
         td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_prog_piece, &c);
