@@ -18,7 +18,8 @@ void td_ki_init(td_kernel_ir *ir, int ndim, const int64_t *shape) {
 
 void td_ki_free(td_kernel_ir *ir) {
     free(ir->insns);
-    ir->insns = NULL;
+    td_ki_cpu_free(ir->cpu);
+    ir->insns = NULL, ir->cpu = NULL;
     ir->n_insns = ir->cap_insns = 0;
 }
 
@@ -176,7 +177,9 @@ bool td_ki_finish(td_kernel_ir *ir) {
         if (last[v] == v && p->slot >= 0) free_slots[n_free++] = p->slot; /* unused value */
     }
     free(last), free(free_slots);
-    return true;
+    td_ki_cpu_free(ir->cpu);
+    ir->cpu = td_ki_cpu_prepare(ir);
+    return ir->cpu != NULL;
 }
 
 const char *td_ki_ew_name(int ew) {

@@ -60,6 +60,7 @@ typedef struct td_kernel_ir {
                    ** second kernel reduces the chunks' partials, kept in the compute dtype) */
     bool columns;  /* after td_ki_finish: GPU kernels give each thread an output (inner >= 32), not each group */
     int n_slots;   /* after td_ki_finish */
+    struct td_ki_cpu *cpu; /* after td_ki_finish: what the CPU's runs read that depends on the IR alone (run_cpu.c) */
 } td_kernel_ir;
 
 /* Construction (plan.c builds regions with these). Each returns the new
@@ -71,8 +72,9 @@ int td_ki_load(td_kernel_ir *ir, int buf, const int64_t *strides, td_dtype dt);
 int td_ki_const(td_kernel_ir *ir, double value, td_dtype dt);
 int td_ki_ew(td_kernel_ir *ir, int ew, int n_a, const int *a, td_dtype dt);
 
-/* Merge domain dims that every load walks as one, pick the compute dtype and
-** (CPU) give values scratch slots, reusing dead ones. Returns false out of memory. */
+/* Merge domain dims that every load walks as one, pick the compute dtype,
+** (CPU) give values scratch slots, reusing dead ones, and build the CPU's
+** per-region state (td_ki_cpu_prepare). Returns false out of memory. */
 bool td_ki_finish(td_kernel_ir *ir);
 
 /* Whether load p reads its buffer at element i of the domain (row-major over it). */
@@ -85,8 +87,13 @@ void td_ki_print(const td_kernel_ir *ir, const td_math_graph *g, FILE *f);
 const char *td_ki_ew_name(int ew);
 const char *td_ki_red_name(int red);
 
-/* Run on the CPU: bufs[b] is the host address of buffer b's element 0.
-** Returns false out of memory. */
+/* The CPU's per-region state (the readers of each value, the raw half loads,
+** the region as one program), built once by td_ki_finish; NULL out of memory. */
+struct td_ki_cpu *td_ki_cpu_prepare(const td_kernel_ir *ir);
+void td_ki_cpu_free(struct td_ki_cpu *k);
+
+/* Run on the CPU (after td_ki_finish): bufs[b] is the host address of buffer
+** b's element 0. Returns false out of memory. */
 bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs);
 
 /* Kernel source for a GPU backend (malloc'd; NULL when the backend cannot take

@@ -21,9 +21,11 @@
 ** in place or raw, every value stored by its chain), the rest of the
 ** thread's blocks run as one span, without the per-block setup.
 ** A region of + - * / alone over contiguous loads and literals (a bias add,
-** a gradient's chain rule) is compiled once per run into a program (prog
-** below) that runs over each thread's whole range, its shared values in
-** local tiles of 8 vectors: no blocks, no scratch.
+** a gradient's chain rule) is compiled once, with the region (td_ki_finish:
+** td_ki_cpu_prepare), into a program (prog below) that runs over each
+** thread's whole range, its shared values in local tiles of 8 vectors: no
+** blocks, no scratch; a launch only binds its buffers. A large run prefetches
+** the buffers it reads a few rounds ahead.
 ** The register runners come for three instruction sets (ISA_ below): the
 ** portable vectors, AVX2 + F16C (8 lanes), and, for blocks that read or
 ** write bf16 / f16, AVX-512 with AVX512_BF16 (16 lanes; x86/half16_avx512.h),
@@ -128,6 +130,14 @@ static void stream_fence(void) {}
 #define HOT_ __attribute__((target_clones("avx2", "default")))
 #else
 #define HOT_
+#endif
+/* The register runners inline every call (their scalar tails' half conversions): a call into code built for the
+** baseline runs legacy SSE instructions while the runner's AVX / AVX-512 registers are dirty, and each such
+** transition cost as much as a whole tiny launch (0.6 us on the dev CPU). */
+#if defined(__GNUC__)
+#define FLAT_ __attribute__((flatten))
+#else
+#define FLAT_
 #endif
 
 /* Element offset of flat domain index i for strides s, as a multi-index walk
@@ -306,8 +316,8 @@ typedef float f32x16 __attribute__((vector_size(64)));
 ** Half bits (FORM_HALF operands; o when oh) are of dtype h; stream: o 32-byte aligned, non-temporal where ST*
 ** has it. */
 #define CHAIN_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                               \
-    ATTR static void NAME(const chain_step *st, int ns, const void *a, int af, T as, void *o, bool oh, int h,          \
-                          bool stream, int64_t n) {                                                                    \
+    ATTR FLAT_ static void NAME(const chain_step *st, int ns, const void *a, int af, T as, void *o, bool oh, int h,    \
+                                bool stream, int64_t n) {                                                              \
         enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
         V r0, r1, r2, r3, r4, r5, r6, r7, bc[CHAIN_MAX], ra;                                                           \
         (void)h, (void)stream;                                                                                         \
@@ -403,14 +413,25 @@ enum { FORM_LOC = 3 };                                                /* an oper
 enum { PROG_START = 32, PROG_SAVE = 36, PROG_STORE_T, PROG_STORE_H }; /* START + b's form */
 typedef struct prog_step {
     int code;
+    int buf;       /* b's buffer or the store's (-1: none); td_ki_run_cpu binds b to it */
     const void *b; /* b's buffer (element 0), or the store's */
     float s;       /* FORM_ONE: the number */
     int loc;       /* FORM_LOC and SAVE: the tile */
 } prog_step;
+#define PROG_PF 8 /* read streams prefetched */
 typedef struct prog {
     prog_step st[PROG_MAX];
-    int n, h; /* steps; the half dtype of the raw loads and half stores (0: none) */
+    int n, h;                /* steps; the half dtype of the raw loads and half stores (0: none) */
+    int n_pf;                /* the distinct buffers the steps read (the first PROG_PF) */
+    const char *pf[PROG_PF]; /* their element 0 */
+    int pf_es[PROG_PF];      /* their element size */
 } prog;
+
+/* Large runs (those that stream their stores) prefetch each buffer the program reads this many elements ahead of
+** its round: the hardware prefetchers alone keep too few lines in flight when a round's work fills the core's
+** window (a block's backward reads two buffers with some 250 instructions per 128 elements; a copy, a few per
+** line). */
+#define PROG_AHEAD 1024
 
 #define PROG_BL_(k, OP, LD, p, j) r##k = r##k OP LD(p, (j) + k * L);
 #define PROG_BR_(k, OP, LD, p, j) r##k = LD(p, (j) + k * L) OP r##k;
@@ -437,7 +458,7 @@ typedef struct prog {
 /* NAME(pr, stream, i0, n): the program over elements [i0, i0 + n), then a scalar tail; stream: non-temporal stores
 ** (the buffers and i0 32-byte aligned) */
 #define PROG_RUN_(NAME, T, V, ATTR, LDT, LDH, STT, STH)                                                                \
-    ATTR static void NAME(const prog *pr, bool stream, int64_t i0, int64_t n) {                                        \
+    ATTR FLAT_ static void NAME(const prog *pr, bool stream, int64_t i0, int64_t n) {                                  \
         enum { L = (int)(sizeof(V) / sizeof(T)) };                                                                     \
         V r0 = {0}, r1 = r0, r2 = r0, r3 = r0, r4 = r0, r5 = r0, r6 = r0, r7 = r0, bc[PROG_MAX]; /* a START first */   \
         T loc[PROG_LOC][CHAIN_VECS * L] __attribute__((aligned(sizeof(V))));                                           \
@@ -446,7 +467,10 @@ typedef struct prog {
         for (int t = 0; t < pr->n; t++)                                                                                \
             for (int l = 0; l < L; l++) bc[t][l] = (T)pr->st[t].s;                                                     \
         int64_t i = i0, end = i0 + n;                                                                                  \
-        for (; i + CHAIN_VECS * L <= end; i += CHAIN_VECS * L)                                                         \
+        for (; i + CHAIN_VECS * L <= end; i += CHAIN_VECS * L) {                                                       \
+            for (int f = 0; stream && f < pr->n_pf; f++) /* the round PROG_AHEAD elements on */                        \
+                for (int c = 0; c < CHAIN_VECS * L * pr->pf_es[f]; c += 64)                                            \
+                    __builtin_prefetch(pr->pf[f] + (i + PROG_AHEAD) * pr->pf_es[f] + c, 0, 3);                         \
             for (int t = 0; t < pr->n; t++) {                                                                          \
                 const prog_step *q = &pr->st[t];                                                                       \
                 switch (q->code) {                                                                                     \
@@ -475,6 +499,7 @@ typedef struct prog {
                     break;                                                                                             \
                 }                                                                                                      \
             }                                                                                                          \
+        }                                                                                                              \
         for (; i < end; i++) { /* the tail, one element at a time */                                                   \
             T x = 0, xl[PROG_LOC];                                                                                     \
             for (int t = 0; t < pr->n; t++) {                                                                          \
@@ -503,12 +528,15 @@ PROG_RUN_(prog_run_f16_x86, float, f32x8, HALF8_TARGET_, LDT_X86_, LDF_X86_, STT
 PROG_RUN_(prog_run_bf16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDBF_Z_, STT_Z_, STBF_Z_)
 PROG_RUN_(prog_run_f16_z, float, f32x16, HALF16_TARGET_, LDT_Z_, LDF_Z_, STT_Z_, STF_Z_)
 #endif
-/* the program runner with instruction set isa (ISA_*): AVX-512 when it reads or writes half bits, AVX2 / F16C */
+/* the program runner with instruction set isa (ISA_*): AVX-512 when it reads or writes half bits (its whole rounds of
+** 8 vectors; the rest, under 128 elements, as AVX2's 8 vectors and tail: the same bits), AVX2 / F16C */
 static void prog_run(const prog *pr, bool stream, int64_t i0, int64_t n, int isa) {
 #if CHAIN_AVX512_
     if (isa >= ISA_AVX512 && pr->h) {
-        (pr->h == TD_F16 ? prog_run_f16_z : prog_run_bf16_z)(pr, stream, i0, n);
-        return;
+        int64_t m = n / (CHAIN_VECS * 16) * (CHAIN_VECS * 16);
+        if (m) (pr->h == TD_F16 ? prog_run_f16_z : prog_run_bf16_z)(pr, stream, i0, m);
+        i0 += m, n -= m;
+        if (!n) return;
     }
 #endif
 #if CHAIN_X86_
@@ -523,9 +551,9 @@ static void prog_run(const prog *pr, bool stream, int64_t i0, int64_t n, int isa
 /* Whether p is a chain's op. */
 static bool chain_op(const td_ki_insn *p);
 
-/* The program of region ir (bufs its buffers, uses / lazy as run_ctx's) into pr; false when the region is not one
-** (see prog above). */
-static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *uses, const bool *lazy, prog *pr) {
+/* The program of region ir (uses / lazy as run_ctx's) into pr, its steps' buffers unbound (b NULL); false when the
+** region is not one (see prog above). */
+static bool prog_build(const td_kernel_ir *ir, const int *uses, const bool *lazy, prog *pr) {
     int loc_of[256], n_loc = 0, cur = -1;
     pr->n = 0, pr->h = 0;
     if (ir->compute != TD_F32 || ir->red_value >= 0 || ir->n_insns > 256) return false;
@@ -568,7 +596,7 @@ static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *use
                      : p->ew == TD_MEW_MUL ? CHAIN_MUL
                                            : CHAIN_DIV;
             st->code = k == 0 ? PROG_START + form : (op * 2 + right) * 4 + form;
-            st->b = q->op == TD_KI_LOAD ? bufs[q->buf] : NULL;
+            st->buf = q->op == TD_KI_LOAD ? q->buf : -1, st->b = NULL;
             st->s = q->op == TD_KI_CONST ? (float)q->value : 0;
             st->loc = form == FORM_LOC ? loc_of[w] : 0;
         }
@@ -579,7 +607,7 @@ static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *use
                 prog_step *st = &pr->st[pr->n++];
                 td_dtype dt = ir->buf_dtype[ir->store_buf[s]];
                 st->code = dt == TD_F32 ? PROG_STORE_T : PROG_STORE_H;
-                st->b = bufs[ir->store_buf[s]], st->s = 0, st->loc = 0;
+                st->buf = ir->store_buf[s], st->b = NULL, st->s = 0, st->loc = 0;
                 n_st++;
             }
         while (next < ir->n_insns && ir->insns[next].op != TD_KI_EW) next++;
@@ -588,7 +616,7 @@ static bool prog_build(const td_kernel_ir *ir, void *const *bufs, const int *use
         if (readers >= 2 || (readers == 1 && !by_reg)) {
             if (n_loc == PROG_LOC) return false;
             loc_of[v] = n_loc++;
-            pr->st[pr->n++] = (prog_step){.code = PROG_SAVE, .loc = loc_of[v]};
+            pr->st[pr->n++] = (prog_step){.code = PROG_SAVE, .buf = -1, .loc = loc_of[v]};
         }
     }
     return pr->n > 0;
@@ -914,8 +942,8 @@ typedef struct run_ctx {
     void *const *bufs;
     int64_t chunks, chunk; /* reduction: K cut into chunks of chunk */
     double *partials;      /* [outer * chunks, inner] */
-    int *uses;             /* per value: the instructions, stores and reduction that read it */
-    bool *lazy;            /* per value: a load read raw (run_state) */
+    const int *uses;       /* per value: the instructions, stores and reduction that read it */
+    const bool *lazy;      /* per value: a load read raw (run_state) */
     const prog *pr;        /* the region as one program, or NULL */
     int isa;               /* the register runners' instruction set (ISA_*) */
     _Atomic bool oom;      /* a worker found no memory for its scratch */
@@ -1034,33 +1062,64 @@ static bool run_reduction(const td_kernel_ir *ir, void *const *bufs, run_ctx *c,
     return !c->oom;
 }
 
-bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
-    run_ctx c = {.ir = ir, .bufs = bufs, .isa = isa_pick()};
-    int64_t cost = (int64_t)ir->n_insns + ir->n_stores + 1;
-    c.uses = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *c.uses);
-    c.lazy = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *c.lazy);
-    if (!c.uses || !c.lazy) return free(c.uses), free(c.lazy), false;
-    for (int v = 0; v < ir->n_insns; v++) { /* once per run, not per block */
+/* What the runs of a region read that depends on its IR alone, built once (td_ki_finish) rather than per run. */
+struct td_ki_cpu {
+    int *uses;   /* per value: the instructions, stores and reduction that read it */
+    bool *lazy;  /* per value: a contiguous bf16 / f16 load under f32 compute, read raw */
+    bool is_one; /* the region is one program: pr, its buffers unbound */
+    prog pr;
+};
+
+void td_ki_cpu_free(struct td_ki_cpu *k) {
+    if (!k) return;
+    free(k->uses), free(k->lazy), free(k);
+}
+
+struct td_ki_cpu *td_ki_cpu_prepare(const td_kernel_ir *ir) {
+    struct td_ki_cpu *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->uses = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *k->uses);
+    k->lazy = calloc((size_t)(ir->n_insns ? ir->n_insns : 1), sizeof *k->lazy);
+    if (!k->uses || !k->lazy) return td_ki_cpu_free(k), NULL;
+    for (int v = 0; v < ir->n_insns; v++) {
         const td_ki_insn *p = &ir->insns[v];
         td_dtype dt = p->op == TD_KI_LOAD ? ir->buf_dtype[p->buf] : TD_F32;
-        c.lazy[v] = ir->compute == TD_F32 && (dt == TD_BF16 || dt == TD_F16) && td_ki_contiguous(ir, p);
+        k->lazy[v] = ir->compute == TD_F32 && (dt == TD_BF16 || dt == TD_F16) && td_ki_contiguous(ir, p);
     }
     for (int v = 0; v < ir->n_insns; v++)
         if (ir->insns[v].op == TD_KI_EW)
-            for (int k = 0; k < ir->insns[v].n_a; k++) c.uses[ir->insns[v].a[k]]++;
-    for (int s = 0; s < ir->n_stores; s++) c.uses[ir->store_value[s]]++;
-    if (ir->red_value >= 0) c.uses[ir->red_value]++;
-    bool ok;
-    prog *pr = ir->red_value < 0 ? malloc(sizeof *pr) : NULL;
-    if (pr && prog_build(ir, bufs, c.uses, c.lazy, pr)) c.pr = pr;
-    if (c.pr) {
+            for (int j = 0; j < ir->insns[v].n_a; j++) k->uses[ir->insns[v].a[j]]++;
+    for (int s = 0; s < ir->n_stores; s++) k->uses[ir->store_value[s]]++;
+    if (ir->red_value >= 0) k->uses[ir->red_value]++;
+    k->is_one = prog_build(ir, k->uses, k->lazy, &k->pr);
+    return k;
+}
+
+bool td_ki_run_cpu(const td_kernel_ir *ir, void *const *bufs) {
+    const struct td_ki_cpu *k = ir->cpu;
+    run_ctx c = {.ir = ir, .bufs = bufs, .uses = k->uses, .lazy = k->lazy, .isa = isa_pick()};
+    int64_t cost = (int64_t)ir->n_insns + ir->n_stores + 1;
+    if (k->is_one) { /* the program with its steps bound to this run's buffers */
+        prog pr;
+        pr.n = k->pr.n, pr.h = k->pr.h, pr.n_pf = 0;
+        for (int t = 0; t < pr.n; t++) {
+            prog_step *q = &pr.st[t];
+            *q = k->pr.st[t];
+            if (q->buf < 0) continue;
+            q->b = bufs[q->buf];
+            if (q->code >= PROG_SAVE || (q->code % 4 != FORM_ARRAY && q->code % 4 != FORM_HALF)) continue;
+            int f = 0;
+            while (f < pr.n_pf && pr.pf[f] != (const char *)q->b) f++;
+            if (f < pr.n_pf || f == PROG_PF) continue; /* seen, or beyond the streams prefetched */
+            pr.pf[f] = q->b, pr.pf_es[f] = q->code % 4 == FORM_HALF ? 2 : (int)sizeof(float), pr.n_pf++;
+        }
+        c.pr = &pr;
         td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_prog_piece, &c);
-        ok = true;
-    } else if (ir->red_value < 0) {
+        return true;
+    }
+    if (ir->red_value < 0) {
         td_parallel_for((ir->n + BLK - 1) / BLK, cost * BLK, run_piece, &c);
-        ok = !c.oom;
-    } else
-        ok = run_reduction(ir, bufs, &c, cost);
-    free(c.uses), free(c.lazy), free(pr);
-    return ok;
+        return !c.oom;
+    }
+    return run_reduction(ir, bufs, &c, cost);
 }
