@@ -28,14 +28,18 @@
 ** TFLOP/s without it, 358-598 with; the pass ~0.01-0.03 ms). dw and db in f32
 ** for f16/bf16 dy (the op table's 'a': gradients bound for f32 parameters):
 ** Lt's D in f32 from the same fp32 sums, and db rounded once from fp32.
-** LINEAR_DGELU: in = (dy [M, N], w [N, K], h [M, K]), out = dh [M, K]:
+** LINEAR_DGELU: in = (dy [M, N], w [N, K], h [M, K]), out = (dh [M, K], db? [K]):
 **   dh = (dy w) gelu'(h) is MATMUL's GEMM (w row-major [N, K]) with the tanh
 ** form's derivative in Lt's epilogue (EPILOGUE_DGELU, aux = h as GELU_AUX_BIAS
 ** wrote it, applied to the fp32 product before the one rounding), so the MLP's
-** input gradient through fc2 and the GELU is one GEMM in f16 / bf16. The erf
-** form, f32 (as LINEAR_GELU: W5's fc2 2.08 ms with the epilogue, 1.69 + 0.20
-** without), f64, K % 8 != 0 (aux's ld) or a shape Lt has no DGELU algorithm
-** for: the plain GEMM, then GELU_BACKWARD's kernel in place.
+** input gradient through fc2 and the GELU is one GEMM in f16 / bf16 (then
+** wgrad_db's column sums of dh for db). The erf form, f32 (as LINEAR_GELU: W5's
+** fc2 2.08 ms with the epilogue, 1.69 + 0.20 without), f64, K % 8 != 0 (aux's
+** ld) or a shape Lt has no DGELU algorithm for: the plain GEMM, then
+** GELU_BACKWARD's kernel in place; with db (fc1's bias gradient, sum over m of
+** dh, f32 for f16/bf16 dh under autocast) in f16/bf16/f32, one pass instead
+** (dgelu_db_part_kernel) writes dh and sums it per chunk of rows, then
+** wgrad_db's merge, so dh is not read again for db; f64: then SUM's kernel.
 ** LINEAR_RESIDUAL: in = (x [M, K], w [N, K], b [N]?, r [M, N]), out = y [M, N],
 ** y, b and r of x's dtype or f32 for f16/bf16 x: y = x w^T + b + r is MATMUL's
 ** GEMM with r as Lt's C (beta = 1) and b in the BIAS epilogue, both added to
