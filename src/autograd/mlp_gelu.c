@@ -14,8 +14,9 @@
 **   dr = dy
 **   dW2 = dy^T a, db2 = sum_M dy   (one LINEAR_WGRAD; f32 for f32 parameters
 **                                   under autocast: wgrad_dtype)
-**   dh = (dy W2) gelu'(h)          (one LINEAR_DGELU)
-**   dW1 = dh^T x, db1 = sum_M dh   (one LINEAR_WGRAD)
+**   dh = (dy W2) gelu'(h),         (one LINEAR_DGELU; db1 its optional output:
+**   db1 = sum_M dh                  on CUDA summed in the pass that writes dh)
+**   dW1 = dh^T x                   (one LINEAR_WGRAD, no db)
 **   dx = dh W1                     (one MATMUL)
 ** Under create_graph, h and a are recomputed from x, W1 and b1 with ops, and
 ** the gradients are composed from differentiable ops (each helper's rule), so
