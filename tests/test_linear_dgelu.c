@@ -26,9 +26,9 @@
 static void check(td_device dev, td_dtype dt, td_dtype db_dt, int64_t M, int64_t N, int64_t K, bool tanh_form,
                   double tol) {
     td_scope_begin();
-    td_tensor *dy = ASSERT_TENSOR(td_randn(2, (int64_t[]){M, N}, 1, 0, dt, dev));
-    td_tensor *w = ASSERT_TENSOR(td_mul_scalar(td_randn(2, (int64_t[]){N, K}, 2, 0, dt, dev), 0.05));
-    td_tensor *h = ASSERT_TENSOR(td_mul_scalar(td_randn(2, (int64_t[]){M, K}, 3, 0, dt, dev), 2));
+    td_tensor *dy = ASSERT_TENSOR(td_cast(td_randn(2, (int64_t[]){M, N}, 1, 0, TD_F32, dev), dt));
+    td_tensor *w = ASSERT_TENSOR(td_mul_scalar(td_cast(td_randn(2, (int64_t[]){N, K}, 2, 0, TD_F32, dev), dt), 0.05));
+    td_tensor *h = ASSERT_TENSOR(td_mul_scalar(td_cast(td_randn(2, (int64_t[]){M, K}, 3, 0, TD_F32, dev), dt), 2));
     td_tensor *db = NULL, *dh = ASSERT_TENSOR(td__linear_dgelu(dy, w, h, tanh_form, &db, db_dt));
     td_tensor *only = ASSERT_TENSOR(td__linear_dgelu(dy, w, h, tanh_form, NULL, db_dt));
     ASSERT_EQ_INT(td_tensor_dtype(db), db_dt);
