@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(256)
 }
 
 /* LINEAR_DGELU's pass after the plain GEMM g = dy w (in dh [M, K]) when db is asked for: dh = g gelu'(h) in place
-** (cu_gelu_grad in the compute type, as GELU_BACKWARD's kernel: dh is the same bit for bit) and pass 1 of db = sum
+** (cu_gelu_grad in the compute type: GELU_BACKWARD's kernel's arithmetic, dh as it writes) and pass 1 of db = sum
 ** over m of dh, over one chunk of rows. db sums the products in fp32 before they round to dh's dtype (LINEAR_WGRAD
 ** sums the rounded dh: the two differ by about one rounding of each term, well within the bias gradient's
 ** tolerance). T: f16, bf16 or f32 (V elements a thread: 16 bytes, or 1 where unaligned). */
