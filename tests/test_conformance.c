@@ -645,10 +645,15 @@ static int case_linear_wgrad(conf_ctx *c, int v, td_tensor **out) {
 }
 
 /* The MLP's input gradient through fc2 and the GELU (td__linear_dgelu): dh = (dy w) gelu'(h), erf and tanh
-** forms; h in [-4, 4] reaches both GELU tails. K % 8 == 0 takes cuBLASLt's DGELU epilogue on CUDA (tanh). */
+** forms; h in [-4, 4] reaches both GELU tails. K % 8 == 0 takes cuBLASLt's DGELU epilogue on CUDA (tanh). The
+** "db" variants ask for the bias gradient db = sum over rows of dh too (LINEAR_DGELU's optional output), "f32 db"
+** in float32 for f16/bf16 dy (the op table's 'a', as autograd does for autocast's f32 parameters), checked to be
+** float32 and compared in dy's dtype: it sums dh, which rounds to dy's dtype (the CPU and Vulkan sum the rounded dh,
+** CUDA the fp32 products), so it is not the f64 reference's sum to float32 precision. tests/test_linear_dgelu.c
+** holds it to the sum of dh. */
 static int case_linear_dgelu(conf_ctx *c, int v, td_tensor **out) {
     int64_t M = 37, N = 40, K = 32;
-    bool tanh_form = true, three_d = false;
+    bool tanh_form = true, three_d = false, bias = false, wide = false;
     switch (v) {
     case 0: VARIANT("dy[37,40] w[40,32] h[37,32], tanh"); break;
     case 1: VARIANT("dy[37,40] w[40,32] h[37,32], erf"), tanh_form = false; break;
@@ -657,6 +662,19 @@ static int case_linear_dgelu(conf_ctx *c, int v, td_tensor **out) {
     case 4: VARIANT("size 1 dy[1,1] w[1,1] h[1,1]"), M = N = K = 1; break;
     case 5: VARIANT("size 0 rows dy[0,40] h[0,32]"), M = 0; break;
     case 6: VARIANT("N = 0: dy[4,0] w[0,32] (zeros)"), M = 4, N = 0; break;
+    case 7: VARIANT("db, erf: dy[37,40] w[40,32] h[37,32]"), tanh_form = false, bias = true; break;
+    case 8: VARIANT("db, tanh: dy[37,40] w[40,32] h[37,32]"), bias = true; break;
+    case 9:
+        VARIANT("f32 db, erf, odd: dy[1000,7] w[7,33] h[1000,33]"), M = BIG(c, 1000, 45), N = 7, K = 33,
+                                                                    tanh_form = false, bias = wide = true;
+        break;
+    case 10: VARIANT("f32 db, tanh: dy[64,48] w[48,32] h[64,32]"), M = 64, N = 48, bias = wide = true; break;
+    case 11:
+        VARIANT("f32 db, erf: dy[2,5,40] w[40,32] h[2,5,32]"), M = 10, three_d = true, tanh_form = false,
+                                                               bias = wide = true;
+        break;
+    case 12: VARIANT("db, no rows: dy[0,40] h[0,32] (zeros)"), M = 0, bias = true; break;
+    case 13: VARIANT("f32 db, N = 0: dy[4,0] w[0,32] (zeros)"), M = 4, N = 0, bias = wide = true; break;
     case CONF_PERF:
         VARIANT(c->tiny ? "dy[128,64] w[64,256] h[128,256]" : "W5's fc2: dy[4096,768] w[768,3072] h[4096,3072]");
         M = BIG(c, 4096, 128), N = BIG(c, 768, 64), K = 4 * N;
@@ -666,9 +684,19 @@ static int case_linear_dgelu(conf_ctx *c, int v, td_tensor **out) {
     }
     td_tensor *dy = three_d ? conf_in(c, -1, 1, SHAPE(2, 5, N)) : conf_in(c, -1, 1, SHAPE(M, N));
     td_tensor *h = three_d ? conf_in(c, -4, 4, SHAPE(2, 5, K)) : conf_in(c, -4, 4, SHAPE(M, K));
-    td_tensor *w = conf_in(c, -0.5, 0.5, SHAPE(N, K));
-    if (v == CONF_PERF) RETURN1(TIMED(c, td__linear_dgelu(dy, w, h, tanh_form)));
-    RETURN1(td__linear_dgelu(dy, w, h, tanh_form));
+    td_tensor *w = conf_in(c, -0.5, 0.5, SHAPE(N, K)), *db = NULL;
+    if (!dy || !h || !w) return -1;
+    if (v == CONF_PERF) RETURN1(TIMED(c, td__linear_dgelu(dy, w, h, tanh_form, NULL, c->dt)));
+    td_dtype dt = td_tensor_dtype(dy);
+    bool half = dt == TD_F16 || dt == TD_BF16;
+    if (!(out[0] = td__linear_dgelu(dy, w, h, tanh_form, bias ? &db : NULL, wide && half ? TD_F32 : dt))) return -1;
+    if (!bias) return 1;
+    if (td_tensor_dtype(db) != (wide && half ? TD_F32 : dt)) {
+        fprintf(stderr, "linear_dgelu: %s db for %s dy\n", td_dtype_name(td_tensor_dtype(db)), td_dtype_name(dt));
+        return -1;
+    }
+    out[1] = wide && half ? td_cast(db, dt) : db;
+    return 2;
 }
 
 /* td_linear_residual (one LINEAR_RESIDUAL op): y = x w^T + b + r. "wide r": b and r float32 under f16/bf16 x and

@@ -13,7 +13,7 @@
 #define TESTS(X)                                                                                                       \
     X(matches_composed_cpu)                                                                                            \
     X(matches_composed_vulkan)                                                                                         \
-    X(matches_composed_cuda) X(gradcheck_cpu) X(autocast_cpu) X(bad_input) X(w3_loss_curve_cpu)
+    X(matches_composed_cuda) X(gradcheck_cpu) X(autocast_cpu) X(autocast_cuda) X(bad_input) X(w3_loss_curve_cpu)
 
 enum { K = 24, H = 40, N = 16 }; /* in, hidden (not a multiple of 8 on purpose in one case), out */
 
@@ -127,16 +127,18 @@ TEST(gradcheck_cpu) {
     }
 }
 
-/* Under a bf16 autocast scope on the CPU: y takes the float32 residual's dtype, as the composed ops'
-** add does, and float32 leaves get float32 gradients close to the composed ones. */
-TEST(autocast_cpu) {
+/* Under a bf16 autocast scope on dev: y takes the float32 residual's dtype, as the composed ops' add does, and
+** float32 leaves get float32 gradients close to the composed ones (b1's from LINEAR_DGELU's db, in f32: on CUDA
+** the erf form's sum in the gelu' pass, the tanh form's after the DGELU epilogue; hidden H and 64, a multiple of 8
+** that takes the epilogue and the 16-byte loads). */
+static void autocast_on(td_device dev, bool tanh_form, int64_t hid) {
     td_scope_begin();
     td_tensor *a[NOPS], *b[NOPS];
     unsigned all = (1u << B1) | (1u << B2) | (1u << R_);
-    make(a, H, all, TD_F32, TD_CPU);
-    make(b, H, all, TD_F32, TD_CPU);
-    ASSERT_OK(td_autocast_begin(TD_DEVICE_CPU, TD_BF16));
-    td_tensor *ya = ASSERT_TENSOR(fused(a, true)), *yb = ASSERT_TENSOR(composed(b, true));
+    make(a, hid, all, TD_F32, dev);
+    make(b, hid, all, TD_F32, dev);
+    ASSERT_OK(td_autocast_begin(dev.type, TD_BF16));
+    td_tensor *ya = ASSERT_TENSOR(fused(a, tanh_form)), *yb = ASSERT_TENSOR(composed(b, tanh_form));
     ASSERT_EQ_INT(td_tensor_dtype(ASSERT_TENSOR(td_linear(b[X_], b[W1], b[B1]))), TD_BF16); /* the scope casts */
     ASSERT_OK(td_autocast_end());
     ASSERT_EQ_INT(td_tensor_dtype(ya), TD_F32);
@@ -147,12 +149,22 @@ TEST(autocast_cpu) {
         td_tensor *g = ASSERT_TENSOR(td_grad_of(a[i]));
         ASSERT_EQ_INT(td_tensor_dtype(g), TD_F32);
         double e = norm_err(g, ASSERT_TENSOR(td_grad_of(b[i])));
-        printf("  operand %d: %.3g\n", i, e);
+        printf("  %s hid %lld operand %d: %.3g\n", tanh_form ? "tanh" : "erf", (long long)hid, i, e);
         ASSERT(e <= 3e-2);
     }
     release_all(a);
     release_all(b);
     td_scope_end();
+}
+
+TEST(autocast_cpu) { autocast_on(TD_CPU, true, H); }
+
+TEST(autocast_cuda) {
+    td_device dev = test_device_or_skip("cuda:0");
+    for (int tf = 0; tf < 2; tf++) {
+        autocast_on(dev, tf, H);
+        autocast_on(dev, tf, 64);
+    }
 }
 
 TEST(bad_input) {

@@ -109,9 +109,9 @@
     /* linear's weight and bias gradients: the bias gradient in the GEMM's epilogue where the backend can */           \
     X(LINEAR_WGRAD, 2, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
       "(dy [M,N], x [M,K]) -> (dw = dy^T x [N,K], db? = sum over M of dy [N]); dw, db: dy's dtype or f32")             \
-    /* the MLP's input gradient through fc2 and the GELU: one GEMM with gelu'(h) in its epilogue where it can */     \
-    X(LINEAR_DGELU, 3, 1, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
-      "(dy [M,N], w [N,K], h [M,K]) -> dh = (dy w) gelu'(h) [M,K]")                                                    \
+    /* the MLP's input gradient through fc2 and the GELU (and its bias gradient, sum dh, where the backend can) */     \
+    X(LINEAR_DGELU, 3, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                              \
+      "(dy [M,N], w [N,K], h [M,K]) -> (dh = (dy w) gelu'(h) [M,K], db? = sum over M of dh [K]); db: dh's or f32")     \
     /* linear into a residual stream, the add in the GEMM (CUDA: r is cuBLASLt's C, beta = 1); autocast casts x */     \
     /* and w only, so y, b and r keep r's dtype: float32 for f16/bf16 x and w, the product not rounded to them */      \
     X(LINEAR_RESIDUAL, 4, 1, 1, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_LOW,                                            \
@@ -228,7 +228,7 @@
     X(LINEAR, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4]", ())                                                   \
     X(LINEAR_GELU, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?x[4]->x[2,4],x[2,4]", ())                                       \
     X(LINEAR_WGRAD, 1, 0, TD_COST_CONV_DW, "x[2,4],x[2,3]->a[4,3],?a[4]", ())                                          \
-    X(LINEAR_DGELU, 1, 0, TD_COST_GEMM, "x[2,4],x[4,3],x[2,3]->x[2,3]", ())                                            \
+    X(LINEAR_DGELU, 1, 0, TD_COST_GEMM, "x[2,4],x[4,3],x[2,3]->x[2,3],?a[3]", ())                                      \
     X(LINEAR_RESIDUAL, 1, 0, TD_COST_GEMM, "x[2,3],x[4,3],?a[4],a[2,4]->a[2,4]", ())                                   \
     X(SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                         \
     X(LOG_SOFTMAX, 0, 0, TD_COST_ELEM, "x->x", ())                                                                     \

@@ -14,8 +14,9 @@
 **   dr = dy
 **   dW2 = dy^T a, db2 = sum_M dy   (one LINEAR_WGRAD; f32 for f32 parameters
 **                                   under autocast: wgrad_dtype)
-**   dh = (dy W2) gelu'(h)          (one LINEAR_DGELU)
-**   dW1 = dh^T x, db1 = sum_M dh   (one LINEAR_WGRAD)
+**   dh = (dy W2) gelu'(h),         (one LINEAR_DGELU; db1 its optional output:
+**   db1 = sum_M dh                  on CUDA summed in the pass that writes dh)
+**   dW1 = dh^T x                   (one LINEAR_WGRAD, no db)
 **   dx = dh W1                     (one MATMUL)
 ** Under create_graph, h and a are recomputed from x, W1 and b1 with ops, and
 ** the gradients are composed from differentiable ops (each helper's rule), so
@@ -98,13 +99,16 @@ static td_status mlp_backward(td_function_ctx *ctx, int n_out, td_tensor *const 
         if (NEEDS(s.b2)) gx[s.b2] = db;
     }
     if (!NEEDS(s.x) && !NEEDS(s.w1) && !NEEDS(s.b1)) return TD_OK;
-    td_tensor *dh = td__linear_dgelu(dy, w2, h, tanh_form);
+    /* db1 = sum over rows of dh out of LINEAR_DGELU (on CUDA, the pass that writes dh), so LINEAR_WGRAD gives dW1
+    ** alone and dh is not read again for it; dW1 and db1 in the dtype wgrad_dtype picks for both */
+    td_dtype dt1 = wgrad_dtype(ctx, s.w1, s.b1, dy);
+    td_tensor *dh = td__linear_dgelu(dy, w2, h, tanh_form, NEEDS(s.b1) ? &db : NULL, dt1);
     if (!dh) return td_last_status();
-    if (NEEDS(s.w1) || NEEDS(s.b1)) {
-        td_status st = td__linear_wgrad_to(dh, x, NEEDS(s.b1), wgrad_dtype(ctx, s.w1, s.b1, dh), &dw, &db);
+    if (NEEDS(s.b1)) gx[s.b1] = db;
+    if (NEEDS(s.w1)) {
+        td_status st = td__linear_wgrad_to(dh, x, false, dt1, &dw, NULL);
         if (st != TD_OK) return st;
         gx[s.w1] = dw;
-        if (NEEDS(s.b1)) gx[s.b1] = db;
     }
     if (NEEDS(s.x) && !(gx[s.x] = td_matmul(dh, w1))) return td_last_status();
 #undef NEEDS

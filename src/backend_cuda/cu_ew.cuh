@@ -16,9 +16,11 @@
 ** Both are grid-stride loops of CU_BLOCK threads.
 **
 ** Also here: cu_cast<TO>(x), the CPU backend's conversion rule (COPY, FILL,
-** ARANGE), and float/double overloads of the libm functions.
+** ARANGE), float/double overloads of the libm functions, and GELU's
+** derivative (GELU_BACKWARD, and LINEAR_DGELU's pass in cu_ops_matmul.cu).
 ** defines: cu_ew_vec, cu_ew_offsets, cu_ew_strided, cu_ew_contig, cu_ew_run,
-** cu_ew_is_scalar, cu_cast, cu_ew_fabs/exp/log/sqrt/sin/cos/tanh/erfc/pow.
+** cu_ew_is_scalar, cu_cast, cu_ew_fabs/exp/log/sqrt/sin/cos/tanh/erfc/pow,
+** CU_GELU_K/C, CU_INV_SQRT2, CU_INV_SQRT_2PI, cu_gelu_grad.
 */
 #ifndef TRIDENT_CU_EW_CUH
 #define TRIDENT_CU_EW_CUH
@@ -43,6 +45,28 @@ CU_EW_MATH_(erfc)
 #undef CU_EW_MATH_
 __device__ __forceinline__ float cu_ew_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double cu_ew_pow(double x, double y) { return pow(x, y); }
+
+/* ---- GELU: gelu(x) = x Phi(x) (erf form), or x (1 + tanh(k (x + c x^3))) / 2 (tanh form) ---- */
+#define CU_GELU_K       0.7978845608028654 /* sqrt(2/pi) */
+#define CU_GELU_C       0.044715
+#define CU_INV_SQRT2    0.7071067811865476
+#define CU_INV_SQRT_2PI 0.3989422804014327
+
+/* gelu'(x) in the compute type C:
+**   erf form:  Phi(x) + x*phi(x), phi(x) = e^(-x^2/2)/sqrt(2pi)
+**   tanh form: (1+t)/2 + x/2 * (1-t^2) * k*(1 + 3c*x^2) with t = tanh(u), u = k*(x + c*x^3),
+**              computed as s + 2x s s' k*(1 + 3c*x^2) with s = sigmoid(2u), s' = sigmoid(-2u)
+**              (s = (1 + tanh u)/2, 1 - s = s': 1 + tanh u cancels below x ~ -2) */
+template <typename C, bool TANH> __device__ __forceinline__ C cu_gelu_grad(C x) {
+    const C one = 1, half = 0.5, k = (C)CU_GELU_K, c = (C)CU_GELU_C;
+    if constexpr (TANH) {
+        C u2 = 2 * k * (x + c * x * x * x), sp = one / (one + cu_ew_exp(-u2)), sm = one / (one + cu_ew_exp(u2));
+        return sp + 2 * x * sp * sm * k * (one + 3 * c * x * x);
+    } else {
+        (void)one, (void)k, (void)c;
+        return half * cu_ew_erfc(-x * (C)CU_INV_SQRT2) + x * (C)CU_INV_SQRT_2PI * cu_ew_exp(-half * x * x);
+    }
+}
 
 /* ---- the CPU backend's conversion rule (cpu_load / cpu_store in cpu.h) ----
 ** Every value goes through double: integers and bool load exactly (int64 with

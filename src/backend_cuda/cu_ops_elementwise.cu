@@ -186,11 +186,6 @@ extern "C" td_status cu_op_WHERE(cu_dev *d, const td_op *op) {
 
 /* ==== unary ==== */
 
-#define CU_GELU_K       0.7978845608028654 /* sqrt(2/pi) */
-#define CU_GELU_C       0.044715
-#define CU_INV_SQRT2    0.7071067811865476
-#define CU_INV_SQRT_2PI 0.3989422804014327
-
 /* ---- the ops on the compute type C ---- */
 
 namespace { /* file-local types and kernels */
@@ -324,27 +319,14 @@ extern "C" td_status cu_op_CLAMP(cu_dev *d, const td_op *op) {
     return st;
 }
 
-/* ---- GELU_BACKWARD, differentiating y = x*Phi(x) ----
-**   erf form:  dx = dy * (Phi(x) + x*phi(x)), phi(x) = e^(-x^2/2)/sqrt(2pi)
-**   tanh form: y = x*(1+t)/2 with t = tanh(u), u = k*(x + c*x^3):
-**              dx = dy * ((1+t)/2 + x/2 * (1-t^2) * k*(1 + 3c*x^2)),
-**              computed as s + 2x s s' k*(1 + 3c*x^2) with s = sigmoid(2u), s' = sigmoid(-2u)
-** in = (dy, x), both of out's shape. */
+/* ---- GELU_BACKWARD, differentiating y = x*Phi(x): dx = dy * gelu'(x) (cu_gelu_grad, cu_ew.cuh: erf or tanh
+** form), in = (dy, x), both of out's shape. */
 namespace { /* file-local types and kernels */
 
 template <typename T, bool TANH> struct cu_gelu_backward_f {
     __device__ T operator()(T dy_, T x_) const {
         typedef typename cu_compute<T>::type C;
-        const C one = 1, half = 0.5, k = (C)CU_GELU_K, c = (C)CU_GELU_C;
-        C x = cu_to<C>(x_), g = cu_to<C>(dy_), dx;
-        if constexpr (TANH) {
-            /* s = (1 + tanh u)/2 = sigmoid(2u), 1 - s = sigmoid(-2u): 1 + tanh u cancels below x ~ -2 */
-            C u2 = 2 * k * (x + c * x * x * x), sp = one / (one + cu_ew_exp(-u2)), sm = one / (one + cu_ew_exp(u2));
-            dx = sp + 2 * x * sp * sm * k * (one + 3 * c * x * x);
-        } else {
-            dx = half * cu_ew_erfc(-x * (C)CU_INV_SQRT2) + x * (C)CU_INV_SQRT_2PI * cu_ew_exp(-half * x * x);
-        }
-        return cu_from<T>(g * dx);
+        return cu_from<T>(cu_to<C>(dy_) * cu_gelu_grad<C, TANH>(cu_to<C>(x_)));
     }
 };
 

@@ -26,7 +26,7 @@ TD_OP_LIST(VK_OP_DECLARE_)
     X(MAX_POOL2D) X(MAX_POOL2D_BACKWARD) X(AVG_POOL2D) X(AVG_POOL2D_BACKWARD)                                          \
     X(EMBEDDING) X(EMBEDDING_BACKWARD) X(INDEX_SELECT) X(GATHER) X(SCATTER_ADD) X(ONE_HOT)                             \
     X(ATTENTION) X(ATTENTION_BACKWARD) X(ADAM_STEP) X(SGD_STEP) X(RMSPROP_STEP) X(AMP_UNSCALE)                         \
-    X(LINEAR_WGRAD)
+    X(LINEAR_WGRAD) X(LINEAR_DGELU)
 /* clang-format on */
 
 #define VK_SUPPORTS_DECLARE_(N) bool vk_supports_##N(vk_dev *d, const td_op *op);

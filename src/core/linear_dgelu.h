@@ -17,11 +17,18 @@ td_tensor *td__linear_gelu_keep(td_tensor *x, td_tensor *w, td_tensor *b, bool t
 
 /* For y = gelu(h) W2^T (+ ...) with dy = dL/dy [..., N], w = W2 [N, K] and h
 ** [..., K] (the same leading dims): dh = (dy w) gelu'(h) [..., K], erf form or
-** tanh_approx. One LINEAR_DGELU op (on CUDA, the tanh form is one GEMM with
-** gelu' in cuBLASLt's epilogue); MATMUL then GELU_BACKWARD where the backend
-** declines it, and while grad mode records a graph through an operand
+** tanh_approx, and where db is not NULL, OUT *db = the sum of dh over its rows
+** [K] (the bias gradient of the layer that made h) of dtype db_dt: dy's, or
+** float32 for float16 / bfloat16 dy (the op table's 'a', as
+** td__linear_wgrad_to's). One LINEAR_DGELU op (on CUDA, the tanh form is one
+** GEMM with gelu' in cuBLASLt's epilogue, and db comes out of the pass that
+** writes dh); where the backend declines db, the op for dh, then SUM (in dh's
+** dtype, then cast to db_dt); MATMUL, GELU_BACKWARD (and SUM) where it declines
+** the op, and while grad mode records a graph through an operand
 ** (create_graph), as those are differentiable. Autoreleased; NULL with the
-** error set: TD_ERR_SHAPE, TD_ERR_DTYPE, or the op's error. */
-TD_API td_tensor *td__linear_dgelu(td_tensor *dy, td_tensor *w, td_tensor *h, bool tanh_approx);
+** error set: TD_ERR_SHAPE, TD_ERR_DTYPE (operands, or a db_dt other than
+** those), or the op's error. */
+TD_API td_tensor *td__linear_dgelu(td_tensor *dy, td_tensor *w, td_tensor *h, bool tanh_approx, td_tensor **db,
+                                   td_dtype db_dt);
 
 #endif /* TRIDENT_CORE_LINEAR_DGELU_H */
