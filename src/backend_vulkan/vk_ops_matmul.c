@@ -742,8 +742,9 @@ static bool bf16_coop(vk_dev *d, const td_op *op) {
 ** (caps.coopmat_bf16_native, the f16 kernel not failed) and its self-test passed (run on first use, as
 ** coopmat_selftest; a failure is said on stderr and leaves the scaled path), not under
 ** TRIDENT_VULKAN_COOPMAT_BF16=0 or =emulated. =native where the path is missing or failed is a one-line
-** TD_ERR_UNAVAILABLE, so that a comparison never measures the other path unawares. */
-static td_status bf16_native(vk_dev *d, bool *native) {
+** TD_ERR_UNAVAILABLE, so that a comparison never measures the other path unawares. bf16 attention asks the same
+** (vk_ops_attention.c: its native kernels are the f16 ones' BF16_BITS variants, retyped alike). */
+td_status vk_bf16_native(vk_dev *d, bool *native) {
     *native = false;
     const char *env = getenv("TRIDENT_VK_BF16"), *off = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
     bool force = env && !strcmp(env, "native");
@@ -784,7 +785,7 @@ static td_status bf16_native(vk_dev *d, bool *native) {
 td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
     bool bf16 = op->in[0].dtype == TD_BF16 && op->in[1].dtype == TD_BF16 && op->out[0].dtype == TD_BF16, native;
     if (bf16) {
-        td_status st = bf16_native(d, &native);
+        td_status st = vk_bf16_native(d, &native);
         if (st != TD_OK) return st;
         if (native) return matmul(d, op, true, true);
     }
