@@ -19,7 +19,8 @@
 ** lavapipe) and on their emulated twins (any device with f16 arithmetic). No scaling, so no subnormal floor: the
 ** wide case's rows within wide_tol_native (seeds 1 .. 5 and 12345 emulated on lavapipe: out 5e-3, dq 4e-2, dk 3e-2
 ** (dS rounded to bf16's 8 bits), dv 6e-3; the scaled kernels: 2e-2, 0.3, 1e-2, 4e-3). native_refused: the forced
-** native path where the device lacks it is a one-line error. */
+** native path where the device lacks it (TRIDENT_VK_BF16=native, or attention's own TRIDENT_VK_ATTN_BF16=native) is a
+** one-line error. */
 #include <math.h>
 #include <string.h>
 
@@ -259,8 +260,8 @@ TEST(native_emulated) {
     native_cases("emulated");
 }
 
-/* TRIDENT_VK_BF16=native where the device lacks the native path: bf16 attention is a one-line error, not the scaled
-** kernels unawares */
+/* TRIDENT_VK_BF16=native or TRIDENT_VK_ATTN_BF16=native where the device lacks the native path: bf16 attention is a
+** one-line error, not the scaled kernels unawares; unforced it runs */
 TEST(native_refused) {
     need_vulkan();
     if (!*no_native()) TEST_SKIP("vulkan:0 has the native bf16 path");
@@ -268,13 +269,19 @@ TEST(native_refused) {
     double x[16 * 64];
     for (int i = 0; i < 16 * 64; i++) x[i] = (i % 7) * 0.25 - 0.75;
     td_tensor *q = ASSERT_TENSOR(td_to(test_tensor_f64(x, 4, sh, TD_BF16), VK0));
-    ASSERT(setenv("TRIDENT_VK_BF16", "native", 1) == 0);
-    td_tensor *y = td_scaled_dot_product_attention(q, q, q, NULL, 0, true, NAN);
-    unsetenv("TRIDENT_VK_BF16");
-    ASSERT(y == NULL);
-    fprintf(stderr, "    refused as it should: %s\n", td_last_error());
-    ASSERT(strstr(td_last_error(), "TRIDENT_VK_BF16=native") != NULL);
-    td_clear_error();
+    static const char *const vars[2] = {"TRIDENT_VK_BF16", "TRIDENT_VK_ATTN_BF16"}; /* the GEMM's, attention's own */
+    for (int k = 0; k < 2; k++) {
+        ASSERT(setenv(vars[k], "native", 1) == 0);
+        td_tensor *y = td_scaled_dot_product_attention(q, q, q, NULL, 0, true, NAN);
+        unsetenv(vars[k]);
+        ASSERT(y == NULL);
+        fprintf(stderr, "    refused as it should: %s\n", td_last_error());
+        ASSERT(strstr(td_last_error(), vars[k]) != NULL && strstr(td_last_error(), "no native bf16 attention") != NULL);
+        td_clear_error();
+    }
+    td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention(q, q, q, NULL, 0, true, NAN)); /* unforced: scaled */
+    td_release(y);
+    td_release(q);
 }
 
 TEST_MAIN(TESTS)

@@ -111,15 +111,17 @@ static td_status attn_bind(vk_dev *d, const td_op *op, uint32_t mode, vk_bind *b
 ** dispatches (shaders/attention_coopmat_bwd.comp, MODE 0 and 1). */
 enum { COOP_FWD, COOP_DKDV, COOP_DQ };
 
-/* Whether op, bf16 attention, runs on the native bf16 kernels (*native): where vk_bf16_native says bf16 runs natively
-** (an error where TRIDENT_VK_BF16=native forces a path the device lacks); under TRIDENT_VK_ATTN=emulated only with
-** TRIDENT_VK_BF16=native, which then takes the native kernels' emulated twins (any device, for the tests). */
+/* Whether op, bf16 attention, runs on the native bf16 kernels (*native): where vk_bf16_native says bf16 runs natively,
+** switched by TRIDENT_VK_ATTN_BF16=native|scaled where that is set, else by the GEMM's TRIDENT_VK_BF16 (a forced
+** native path the device lacks is an error); under TRIDENT_VK_ATTN=emulated only where that switch says native, which
+** then takes the native kernels' emulated twins (any device, for the tests). */
 static td_status attn_native(vk_dev *d, const td_op *op, bool *native) {
-    const char *attn = getenv("TRIDENT_VK_ATTN"), *bf = getenv("TRIDENT_VK_BF16");
+    const char *attn = getenv("TRIDENT_VK_ATTN"), *own = getenv("TRIDENT_VK_ATTN_BF16");
+    const char *var = own && *own ? "TRIDENT_VK_ATTN_BF16" : "TRIDENT_VK_BF16", *bf = getenv(var);
     *native = false;
     if (qkv(op)[0].dtype != TD_BF16 || (attn && !strcmp(attn, "scalar"))) return TD_OK;
     if (attn && !strcmp(attn, "emulated")) return *native = bf && !strcmp(bf, "native"), TD_OK;
-    return vk_bf16_native(d, native);
+    return vk_bf16_native(d, var, "attention", native);
 }
 
 /* The tensor-core shader of pass, or -1 where op or d does not take it: TRIDENT_VK_ATTN=scalar; not f16 or
