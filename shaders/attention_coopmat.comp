@@ -18,6 +18,8 @@
 // bf16: Q, K and V staged with their head's power of two (keys at binding 3 from attention_bf16_amax.comp;
 // attention_coopmat.glsl: exact to each head's largest for any finite range), S unshifted before the softmax
 // scale, O accumulated in V's staged units and unshifted once at the end; f16 is unchanged.
+// bf16 with -DBF16_BITS=1 (the native kernel, retyped to bf16; attention_coopmat.glsl): Q, K, V staged as the bf16
+// bits they are, P rounded to bf16 bits (TO_H), no keys (binding 3 unused) and no shifts.
 // Shared memory (halfs, floats):
 //   2 BKV (D+8) h + BQ (D+4) f + BQ (BKV+4) f + BQ (BKV+8) h: 41.5 KiB for D 128, BQ 32; 40.9 KiB for D 64, BQ 64.
 // Push block (attention_coopmat.glsl) and bindings: shaders/attention.comp's (bf16: the keys at the mask's 3).

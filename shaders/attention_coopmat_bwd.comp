@@ -23,7 +23,9 @@
 // its own 16 rows of dS into registers (NDS an invocation), takes their largest |dS| (SG_MAX: a subgroup max; the
 // emulated variants, whose subgroups are virtual, through red and one barrier) and stages them with the power of
 // two that puts it into [2^14, 2^15); that step's dk (dq) products are unshifted as they are added. No pass or
-// barrier more than f16's (emulated: one barrier). f16 is unchanged. Shared memory:
+// barrier more than f16's (emulated: one barrier). f16 is unchanged. bf16 with -DBF16_BITS=1 (the native kernel,
+// retyped to bf16; attention_coopmat.glsl): the rows staged as the bf16 bits they are, P and dS rounded to bf16 bits
+// (TO_H) and P read back as bits (H2F), lse's binding lse itself, no shifts. Shared memory:
 //   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 (BR+BC) f:
 //   47.3 KiB for D 64, BR 64 (WG 128); 44.3 KiB for D 128, BR 32; 30.8 KiB for D 128, BR 16 (WG 32).
 // Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse (bf16: after the keys), 6 dout, 7 dk (MODE 0) or dq
