@@ -162,6 +162,11 @@ int main(int argc, char **argv) {
     char impl[96], errs[48] = "";
     int w = snprintf(impl, sizeof impl, "trident%s%s%s", c.composed ? "-composed" : "", pick && !c.composed ? "-" : "",
                      pick && !c.composed ? pick : "");
+    /* Vulkan bf16: the switch of the native or scaled kernels, where set (vk_ops_attention.c's attn_native) */
+    const char *bfp = getenv("TRIDENT_VK_ATTN_BF16");
+    if (!bfp || !*bfp) bfp = getenv("TRIDENT_VK_BF16");
+    if (bfp && *bfp && c.dev.type == TD_DEVICE_VULKAN && c.dt == TD_BF16 && !c.composed)
+        w += snprintf(impl + w, sizeof impl - (size_t)w, "-bf16%s", bfp);
     if (f32cfg && c.dt == TD_F32 && !c.composed) w += snprintf(impl + w, sizeof impl - (size_t)w, "-f32cfg%s", f32cfg);
     if (f32bwd && c.dt == TD_F32 && !c.composed) snprintf(impl + w, sizeof impl - (size_t)w, "-f32bwd%s", f32bwd);
     if (c.check) snprintf(errs, sizeof errs, ", \"max_err\": %.3g", isnan(err) ? -1.0 : err);

@@ -18,6 +18,8 @@
 // bf16: Q, K and V staged with their head's power of two (keys at binding 3 from attention_bf16_amax.comp;
 // attention_coopmat.glsl: exact to each head's largest for any finite range), S unshifted before the softmax
 // scale, O accumulated in V's staged units and unshifted once at the end; f16 is unchanged.
+// bf16 with -DBF16_BITS=1 (the native kernel, retyped to bf16; attention_coopmat.glsl): Q, K, V staged as the bf16
+// bits they are, P rounded to bf16 bits (TO_H), no keys (binding 3 unused) and no shifts.
 // Shared memory (halfs, floats):
 //   2 BKV (D+8) h + BQ (D+4) f + BQ (BKV+4) f + BQ (BKV+8) h: 41.5 KiB for D 128, BQ 32; 40.9 KiB for D 64, BQ 64.
 // Push block (attention_coopmat.glsl) and bindings: shaders/attention.comp's (bf16: the keys at the mask's 3).
@@ -34,7 +36,7 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer BQ_ { uvec4 q4[]; }; // read 8 elements a load (offsets multiples of 8)
 layout(binding = 1) readonly buffer BK_ { uvec4 k4[]; };
 layout(binding = 2) readonly buffer BV_ { uvec4 v4[]; };
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
 layout(binding = 3) readonly buffer BKEY_ { uint keys[]; }; // the heads' keys: 4 n + 0 q, 1 k, 2 v
 #endif
 layout(binding = 4) writeonly buffer BO_ { HT o[]; };
@@ -63,7 +65,7 @@ void main() {
         barrier(); // the previous task's output is read
         for (uint e = t; e < BQ * LDO; e += WG) os[e] = 0.0;
         if (t < BQ) ms[t] = neg_inf(), ls[t] = 0.0;
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
         int shq = head_shift(keys[4u * n]), shk = head_shift(keys[4u * n + 1u]), shv = head_shift(keys[4u * n + 2u]);
         float fk = exp2i(shk), fv = exp2i(shv);
         STAGE_SHIFT(kv, 0u, q4, pc.q_off + n * pc.L * D, q0, pc.L, BQ, exp2i(shq));
@@ -78,7 +80,7 @@ void main() {
         uint jend = causal ? min(pc.S, q0 + BQ) : pc.S;
         for (uint j0 = 0u; j0 < jend; j0 += BKV) {
             barrier(); // Q fragments, the previous V tile and P are consumed
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
             STAGE_SHIFT(kv, 0u, k4, pc.k_off + n * pc.S * D, j0, pc.S, BKV, fk);
             STAGE_SHIFT(kv, BKV * LDH, v4, pc.v_off + n * pc.S * D, j0, pc.S, BKV, fv);
 #else
@@ -103,7 +105,7 @@ void main() {
             float mx = neg_inf();
             for (uint c = c0; c < c0 + BKV / PR; c++) {
                 uint j = j0 + c;
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
                 float s = j >= pc.S || (causal && j > i) ? neg_inf() : unshift(ss[r * LDS + c], shq + shk) * pc.scale_f;
 #else
                 float s = j >= pc.S || (causal && j > i) ? neg_inf() : ss[r * LDS + c] * pc.scale_f;
@@ -118,7 +120,7 @@ void main() {
             float alpha = mnew == neg_inf() ? 1.0 : exp(mold - mnew), sum = 0.0;
             for (uint c = c0; c < c0 + BKV / PR; c++) {
                 float s = ss[r * LDS + c], p = s == neg_inf() ? 0.0 : exp(s - mnew);
-                ps[r * LDP + c] = float16_t(p);
+                ps[r * LDP + c] = TO_H(p);
                 sum += p;
             }
             for (uint c = part * (D / PR); c < (part + 1u) * (D / PR); c++) os[r * LDO + c] *= alpha;
@@ -150,7 +152,7 @@ void main() {
         if (i < pc.L) {
             float l = ls[r], inv = l > 0.0 ? 1.0 / l : 0.0;
             for (uint c = part * (D / PR); c < (part + 1u) * (D / PR); c++)
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
                 o[pc.o_off + (n * pc.L + i) * D + c] = FROM_F(unshift(os[r * LDO + c] * inv, shv));
 #else
                 o[pc.o_off + (n * pc.L + i) * D + c] = FROM_F(os[r * LDO + c] * inv);

@@ -24,6 +24,17 @@
 //   row of values 2^28 or more below its head's largest keeps only f16's subnormal precision (tests/
 //   test_attention_vk.c's wide case: such rows of out 2e-2 off, of dq up to 0.3 where the row cancels, relative
 //   to their own size).
+// -DBF16_BITS=1 with A_DT = 3 (the native bf16 kernels: vk_ops_attention.c retypes their words with
+// src/backend_vulkan/vk_spirv_bf16.c, every 16-bit float becoming bf16, for devices with VK_KHR_shader_bfloat16's
+// cooperative matrices): no keys, no shifts. The tiles are staged as the bf16 bits they are into the 16-bit float
+// arrays (bf16 after the retyping), P and dS are rounded from f32 to bf16 bits with integer arithmetic (TO_H:
+// f32_to_bf16, nearest even) and stored as the 16-bit values they are, the fragments are bf16 A and B matrices
+// with f32 accumulators (no bf16 accumulator matrix, which Vulkan would allow only where the driver lists bf16 x
+// bf16 -> bf16), and a stored bf16 is read back as bits (H2F: packFloat2x16, bf16_to_f32): so the module does no
+// arithmetic or comparison on 16-bit floats (bf16 allows none). Results: products of the bf16 values summed in
+// f32, P and dS rounded to bf16 (8 bits, f16's 11 in the scaled kernels) at any magnitude f32 holds, no subnormal
+// floor. With COOPMAT_EMU (the _emu_native variants, TRIDENT_VK_ATTN=emulated with TRIDENT_VK_BF16=native, so that
+// lavapipe runs the same kernels unretyped) the f16 arrays hold the same bits, and H2F reads them as bf16.
 // -DCOOPMAT_EMU=1 (the _emu variants, run by TRIDENT_VK_ATTN=emulated on any device with f16 arithmetic, e.g.
 // lavapipe, so that the tests check the kernels' tiling, masking and indexing): the same kernels with 16 x 16 x 16
 // fragments spread over virtual 32-invocation subgroups (CM_* emulate the cooperative operations element by
@@ -56,10 +67,25 @@ layout(push_constant) uniform PC {
     uint scale_lo, scale_hi, zs_lo, zs_hi;
 } pc;
 
-// UNPACK2(w), UNPACK2F(w): the f16 or float pair of a word of two stored elements (uvec4 views read 8 at a time)
+#if A_DT == DT_BF16 && !defined(BF16_BITS)
+#define BF16_SCALED 1 // bf16 staged into f16 with the heads' powers of two
+#endif
+
+// UNPACK2(w), UNPACK2F(w): the f16 or float pair of a word of two stored elements (uvec4 views read 8 at a time);
+// TO_H(v): float v as a staged 16-bit element (f16: converted; bf16 native: its bf16 bits); H2F(h): back to float
+#if defined(BF16_BITS)
+#define UNPACK2(w) unpackFloat2x16(w) // the bits as they are
+#define TO_H(v)    unpackFloat2x16(f32_to_bf16(v)).x
+#define H2F(h)     bf16_to_f32(packFloat2x16(f16vec2(h, float16_t(0.0))))
+#else
+#define TO_H(v)    float16_t(v)
+#define H2F(h)     float(h)
+#endif
 #if A_DT == DT_BF16
 #define UNPACK2F(w) vec2(uintBitsToFloat((w) << 16), uintBitsToFloat((w) & 0xFFFF0000u))
+#ifndef BF16_BITS
 #define UNPACK2(w)  f16vec2(float16_t(uintBitsToFloat((w) << 16)), float16_t(uintBitsToFloat((w) & 0xFFFF0000u)))
+#endif
 #define HT          uint16_t
 #define FROM_F(v)   uint16_t(f32_to_bf16(v))
 #else
@@ -87,14 +113,17 @@ uint emu_c(uint len, uint i) {
 #define CM_ZERO emu_zero()
 #define CM_LOAD(m, buf, at, stride)                                                                    \
     for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
-    m.x[i_] = float(buf[(at) + emu_r(EMU_N(m), i_) * (stride) + emu_c(EMU_N(m), i_)])
+    m.x[i_] = emu_val(buf[(at) + emu_r(EMU_N(m), i_) * (stride) + emu_c(EMU_N(m), i_)])
 #define CM_LOAD_T(m, buf, at, stride)                                                                  \
     for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
-    m.x[i_] = float(buf[(at) + emu_c(EMU_N(m), i_) * (stride) + emu_r(EMU_N(m), i_)])
+    m.x[i_] = emu_val(buf[(at) + emu_c(EMU_N(m), i_) * (stride) + emu_r(EMU_N(m), i_)])
 #define CM_STORE(m, buf, at, stride)                                                                   \
     for (uint i_ = 0u; i_ < EMU_N(m); i_++)                                                            \
     buf[(at) + emu_r(EMU_N(m), i_) * (stride) + emu_c(EMU_N(m), i_)] = m.x[i_]
 #define CM_MULADD emu_mad
+// an element loaded into a fragment: a staged 16-bit one (H2F) or an accumulator's float
+float emu_val(float16_t h) { return H2F(h); }
+float emu_val(float x) { return x; }
 CMC emu_zero() {
     CMC m;
     for (uint i = 0u; i < 8u; i++) m.x[i] = 0.0;
@@ -147,7 +176,7 @@ float neg_inf() { return uintBitsToFloat(0xFF800000u); }
         }                                                                                              \
     }
 
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
 // 2^e for -126 <= e <= 127
 float exp2i(int e) { return uintBitsToFloat(uint(e + 127) << 23); }
 // the shift that puts values whose largest magnitude has f32 biased exponent e into [2^14, 2^15): -113 .. 126

@@ -23,7 +23,9 @@
 // its own 16 rows of dS into registers (NDS an invocation), takes their largest |dS| (SG_MAX: a subgroup max; the
 // emulated variants, whose subgroups are virtual, through red and one barrier) and stages them with the power of
 // two that puts it into [2^14, 2^15); that step's dk (dq) products are unshifted as they are added. No pass or
-// barrier more than f16's (emulated: one barrier). f16 is unchanged. Shared memory:
+// barrier more than f16's (emulated: one barrier). f16 is unchanged. bf16 with -DBF16_BITS=1 (the native kernel,
+// retyped to bf16; attention_coopmat.glsl): the rows staged as the bf16 bits they are, P and dS rounded to bf16 bits
+// (TO_H) and P read back as bits (H2F), lse's binding lse itself, no shifts. Shared memory:
 //   2 BR (D+8) h + 2 BC (D+8) h + BR (BC+4) f + 2 BR (BC+8) h + WG f + 2 (BR+BC) f:
 //   47.3 KiB for D 64, BR 64 (WG 128); 44.3 KiB for D 128, BR 32; 30.8 KiB for D 128, BR 16 (WG 32).
 // Bindings: 0 q, 1 k, 2 v, 3 dv (MODE 0; m_off), 4 out, 5 lse (bf16: after the keys), 6 dout, 7 dk (MODE 0) or dq
@@ -63,7 +65,7 @@ shared float16_t ps[2u * BR * LDP]; // P, then dS at DS0 (transposed in MODE 0)
 shared float red[WG];
 shared float rl[BR + BC], rd[BR + BC]; // lse_i and D_i of the staged query rows (BR or BC of them)
 
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
 // a subgroup's SGN invocations (the emulated variants': 32, virtual) and this one's place SG_LANE among them;
 // SG_MAX(m): the largest m of the subgroup (emulated: through red, a barrier: every invocation must call it)
 #if defined(COOPMAT_EMU)
@@ -103,7 +105,7 @@ void row_stats(uint n, uint i0, uint nq) {
     }
 }
 
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
 #define OUT_VAL(x, t) unshift(x, t)
 #else
 #define OUT_VAL(x, t) (x)
@@ -132,7 +134,7 @@ void main() {
     for (uint task = gl_WorkGroupID.x; task < pc.N * nb; task += gl_NumWorkGroups.x) {
         uint n = task / nb, r0 = (task % nb) * BR;
         barrier(); // the previous task's tiles and outputs are consumed
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
         // the shifts of q, k, v, dout; of own0, own1, oth0, oth1 (MODE 0: k, v, q, dout; 1: q, dout, k, v); of dS
         int shx[4];
         [[unroll]] for (uint o = 0u; o < 4u; o++) shx[o] = head_shift(lse_u[4u * n + o]);
@@ -168,7 +170,7 @@ void main() {
         uint c_end = MODE == 0u ? pc.L : causal ? min(pc.S, r0 + BR) : pc.S;
         for (uint c0 = c_begin; c0 < c_end; c0 += BC) {
             barrier(); // the previous step's tiles are consumed
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
             if (MODE == 0u) {
                 STAGE_SHIFT(oth0, 0u, q4, pc.q_off + n * pc.L * D, c0, pc.L, BC, ft0);
                 STAGE_SHIFT(oth1, 0u, dout4, pc.do_off + n * pc.L * D, c0, pc.L, BC, ft1);
@@ -208,12 +210,12 @@ void main() {
                 uint i = MODE == 0u ? c0 + c : r0 + r, j = MODE == 0u ? r0 + r : c0 + c;
                 float l = rl[MODE == 0u ? c : r], p = 0.0;
                 if (i < pc.L && j < pc.S && !(causal && j > i) && l != neg_inf())
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
                     p = exp(unshift(ss[r * LDS + c], sho0 + sht0) * pc.scale_f - l);
 #else
                     p = exp(ss[r * LDS + c] * pc.scale_f - l);
 #endif
-                ps[r * LDP + c] = float16_t(p);
+                ps[r * LDP + c] = TO_H(p);
             }
             barrier();
             if (MODE == 0u) // dv += P^T dO (bf16: in dO's staged units)
@@ -241,14 +243,14 @@ void main() {
                 }
             barrier();
             // dS = scale P (dP - D_i)
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
             // dP unshifted; each subgroup's own 16 rows x BC, in registers, staged with the power of two shs that
             // puts their largest |dS| into [2^14, 2^15) (SG_MAX: the largest over the subgroup)
             float dsv[NDS];
             uint m = 0u;
             [[unroll]] for (uint k = 0u; k < NDS; k++) {
                 uint x = SG_LANE + k * SGN, r = row0 + x / BC, c = x % BC;
-                float p = float(ps[r * LDP + c]);
+                float p = H2F(ps[r * LDP + c]);
                 dsv[k] = p * (unshift(ss[r * LDS + c], sho1 + sht1) - rd[MODE == 0u ? c : r]) * pc.scale_f;
                 m = max(m, min(floatBitsToUint(dsv[k]) & 0x7FFFFFFFu, 0x7F800000u)); // NaN counts as inf
             }
@@ -260,8 +262,8 @@ void main() {
 #else
             for (uint x = t; x < BR * BC; x += WG) {
                 uint r = x / BC, c = x % BC;
-                float p = float(ps[r * LDP + c]);
-                ps[DS0 + r * LDP + c] = float16_t(p * (ss[r * LDS + c] - rd[MODE == 0u ? c : r]) * pc.scale_f);
+                float p = H2F(ps[r * LDP + c]);
+                ps[DS0 + r * LDP + c] = TO_H(p * (ss[r * LDS + c] - rd[MODE == 0u ? c : r]) * pc.scale_f);
             }
 #endif
             barrier();
@@ -269,7 +271,7 @@ void main() {
             // products in dS's and the rows' staged units, unshifted as they are added)
             [[unroll]] for (uint f = 0u; f < FM; f++)
                 [[unroll]] for (uint e = 0u; e < FO; e++) {
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
                     ACCM acc = CM_ZERO;
 #define DG_ACC acc
 #else
@@ -282,12 +284,12 @@ void main() {
                         CM_LOAD(b, oth0, c * LDH + e * LN, LDH);
                         DG_ACC = CM_MULADD(a, b, DG_ACC);
                     }
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
                     ga[f][e] = CM_ADD_SHIFTED(ga[f][e], acc, shs + sht0);
 #endif
                 }
         }
-#if A_DT == DT_BF16
+#ifdef BF16_SCALED
         int tg = 0, tv = sht1; // dk (dq) unshifted step by step
 #else
         int tg = 0, tv = 0;

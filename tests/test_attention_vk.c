@@ -13,14 +13,21 @@
 ** that a bf16 head's one power of two stages exactly): measured per head and per row, both asserted. Per row, the
 ** tensor-core path's rows of only tiny values keep f16's subnormal precision of v and dout (attention_coopmat.glsl:
 ** out ~2e-2 off, dq up to ~0.3 where its row cancels; seeds 1 .. 5 and 12345 on lavapipe), so the rows' limit is
-** wide_tol; a row lost (dS flushed to zero, as a fixed per-head dS scale did) is off by 1. */
+** wide_tol; a row lost (dS flushed to zero, as a fixed per-head dS scale did) is off by 1.
+** native, native_emulated: the bf16 cases under TRIDENT_VK_BF16=native on the native bf16 kernels (the f16 ones'
+** BF16_BITS variants retyped to bf16; skipped with the reason where vulkan:0 lacks bf16 cooperative matrices, e.g.
+** lavapipe) and on their emulated twins (any device with f16 arithmetic). No scaling, so no subnormal floor: the
+** wide case's rows within wide_tol_native (seeds 1 .. 5 and 12345 emulated on lavapipe: out 5e-3, dq 4e-2, dk 3e-2
+** (dS rounded to bf16's 8 bits), dv 6e-3; the scaled kernels: 2e-2, 0.3, 1e-2, 4e-3). native_refused: the forced
+** native path where the device lacks it (TRIDENT_VK_BF16=native, or attention's own TRIDENT_VK_ATTN_BF16=native) is a
+** one-line error. */
 #include <math.h>
 #include <string.h>
 
 #include "test_util.h"
 #include "trident/backend.h"
 
-#define TESTS(X) X(coopmat) X(emulated) X(scalar) X(paths_agree)
+#define TESTS(X) X(coopmat) X(emulated) X(scalar) X(paths_agree) X(native) X(native_emulated) X(native_refused)
 
 typedef struct vk_cfg {
     const char *name;
@@ -58,8 +65,10 @@ static const vk_cfg cfgs[] = {
 
 /* the wide cases' factor of row r */
 static double wide(const vk_cfg *c, int64_t r) { return !c->wide ? 1 : r / 32 % 2 ? 1e5 : 1e-5; }
-/* the wide cases' limits per row of out, dq, dk, dv */
+/* the wide cases' limits per row of out, dq, dk, dv: the scaled kernels' and (native bf16, no subnormal floor) the
+** native ones' */
 static const double wide_tol[4] = {5e-2, 0.5, 5e-2, 5e-2};
+static const double wide_tol_native[4] = {1.5e-2, 0.1, 5e-2, 1.5e-2};
 
 static const td_device VK0 = {TD_DEVICE_VULKAN, 0};
 
@@ -158,9 +167,11 @@ static void check(const vk_cfg *c, const char *path, double tol, td_tensor **got
     static const char *what[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++)
         if (!(e[i] <= tol)) TEST_FAIL_("%s %s: %s off by %.3g (limit %.3g)", path, c->name, what[i], e[i], tol);
+    const char *bf = getenv("TRIDENT_VK_BF16");
+    const double *wt = c->dt == TD_BF16 && bf && !strcmp(bf, "native") ? wide_tol_native : wide_tol;
     for (int i = 0; i < 4 && c->wide; i++)
-        if (!(er[i] <= wide_tol[i]))
-            TEST_FAIL_("%s %s: a row of %s off by %.3g (limit %.3g)", path, c->name, what[i], er[i], wide_tol[i]);
+        if (!(er[i] <= wt[i]))
+            TEST_FAIL_("%s %s: a row of %s off by %.3g (limit %.3g)", path, c->name, what[i], er[i], wt[i]);
     if (got) *got = ASSERT_TENSOR(td_to(y, TD_CPU));
     unsetenv("TRIDENT_VK_ATTN");
 }
@@ -169,12 +180,15 @@ static void need_vulkan(void) {
     if (!td_device_available(VK0)) TEST_SKIP("no vulkan:0: %s", td_backend_unavailable_reason(TD_DEVICE_VULKAN));
 }
 
-/* f16 or bf16 inputs and outputs, f32 accumulation; the coopmat path also rounds P and dS to f16 */
+/* f16 or bf16 inputs and outputs, f32 accumulation; the coopmat path also rounds P and dS to f16 (bf16: the scaled
+** kernels, TRIDENT_VK_BF16=scaled, also where the device runs bf16 natively) */
 TEST(coopmat) {
     need_vulkan();
     const char *why = no_coopmat();
     if (*why) TEST_SKIP("%s", why);
+    ASSERT(setenv("TRIDENT_VK_BF16", "scaled", 1) == 0);
     for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) check(&cfgs[i], "coopmat", 4e-3, NULL);
+    unsetenv("TRIDENT_VK_BF16");
 }
 
 /* the same kernels, emulated: the same results up to the summation order of the fragments' products */
@@ -204,6 +218,70 @@ TEST(paths_agree) {
         if (!(e <= (cfgs[i].dt == TD_BF16 ? 8e-3 : 2e-3)))
             TEST_FAIL_("%s: %s and scalar outputs differ by %.3g", cfgs[i].name, path, e);
     }
+}
+
+/* why vulkan:0 cannot run bf16 attention natively ("" when it can): its features' bf16_native (vk_bf16_native) */
+static const char *no_native(void) {
+    static char why[300];
+    const td_backend *be = td_backend_for(TD_DEVICE_VULKAN);
+    td_device_info info;
+    if (!be || be->iface->device_info(0, &info) != TD_OK) return "no vulkan:0";
+    if (strstr(info.features, "bf16_native=1")) return "";
+    snprintf(why, sizeof why,
+             "%s has no native bf16 (features bf16_native=0: no VK_KHR_shader_bfloat16 with bf16 x bf16 -> f32 "
+             "cooperative matrices at the f16 shape)",
+             info.name);
+    return why;
+}
+
+/* the bf16 cases under TRIDENT_VK_BF16=native on path: P and dS rounded to bf16 (8 bits to f16's 11) but no
+** subnormal floor, so the same limits per head and tighter ones per row of the wide case (wide_tol_native) */
+static void native_cases(const char *path) {
+    ASSERT(setenv("TRIDENT_VK_BF16", "native", 1) == 0);
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++)
+        if (cfgs[i].dt == TD_BF16) check(&cfgs[i], path, 4e-3, NULL);
+    unsetenv("TRIDENT_VK_BF16");
+}
+
+/* the native bf16 kernels (the f16 ones' BF16_BITS variants retyped to bf16) on the device's cooperative matrices */
+TEST(native) {
+    need_vulkan();
+    const char *why = no_native();
+    if (*why) TEST_SKIP("%s", why);
+    native_cases("coopmat");
+}
+
+/* the native kernels' emulated twins (unretyped: bf16 bits in f16 arrays, read as bf16): their tiling, masking,
+** indexing and bf16 rounding on any device with f16 arithmetic */
+TEST(native_emulated) {
+    need_vulkan();
+    const char *why = no_f16();
+    if (*why) TEST_SKIP("%s", why);
+    native_cases("emulated");
+}
+
+/* TRIDENT_VK_BF16=native or TRIDENT_VK_ATTN_BF16=native where the device lacks the native path: bf16 attention is a
+** one-line error, not the scaled kernels unawares; unforced it runs */
+TEST(native_refused) {
+    need_vulkan();
+    if (!*no_native()) TEST_SKIP("vulkan:0 has the native bf16 path");
+    int64_t sh[4] = {1, 1, 16, 64};
+    double x[16 * 64];
+    for (int i = 0; i < 16 * 64; i++) x[i] = (i % 7) * 0.25 - 0.75;
+    td_tensor *q = ASSERT_TENSOR(td_to(test_tensor_f64(x, 4, sh, TD_BF16), VK0));
+    static const char *const vars[2] = {"TRIDENT_VK_BF16", "TRIDENT_VK_ATTN_BF16"}; /* the GEMM's, attention's own */
+    for (int k = 0; k < 2; k++) {
+        ASSERT(setenv(vars[k], "native", 1) == 0);
+        td_tensor *y = td_scaled_dot_product_attention(q, q, q, NULL, 0, true, NAN);
+        unsetenv(vars[k]);
+        ASSERT(y == NULL);
+        fprintf(stderr, "    refused as it should: %s\n", td_last_error());
+        ASSERT(strstr(td_last_error(), vars[k]) != NULL && strstr(td_last_error(), "no native bf16 attention") != NULL);
+        td_clear_error();
+    }
+    td_tensor *y = ASSERT_TENSOR(td_scaled_dot_product_attention(q, q, q, NULL, 0, true, NAN)); /* unforced: scaled */
+    td_release(y);
+    td_release(q);
 }
 
 TEST_MAIN(TESTS)

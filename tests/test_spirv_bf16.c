@@ -1,7 +1,8 @@
 /*
 ** The SPIR-V retyping of src/backend_vulkan/vk_spirv_bf16.c on the CPU (no device): the real f16
 ** cooperative-matrix GEMM (shaders/spirv/matmul_coopmat_khr_f16_bf16bits.spv, the KHR kernel's BF16_BITS variant
-** as scripts/refresh-spirv writes it, the words the native bf16 GEMM retypes) retyped word by word, constants
+** as scripts/refresh-spirv writes it, the words the native bf16 GEMM retypes) and attention forward and backward
+** (attention_coopmat{,_bwd}_khr_bf16bits.spv, the native bf16 attention's words) retyped word by word, constants
 ** re-encoded, and a module with f16 arithmetic refused.
 ** spirv-val 13 does not know SPV_KHR_bfloat16, so the checks read the words; spirv_val also runs a spirv-val
 ** that does (SPIRV-Tools >= 2025.2, TD_SPIRV_VAL: scripts/install-deps puts 2025.5 in .deps/spirv-tools) on the
@@ -12,7 +13,8 @@
 #include "backend_vulkan/vk_spirv_bf16.h"
 
 #define TESTS(X)                                                                                                       \
-    X(kernel) X(constants) X(arithmetic_refused) X(nv_coopmat_refused) X(not_spirv) X(f16_to_bf16) X(spirv_val)
+    X(kernel)                                                                                                          \
+    X(attention) X(constants) X(arithmetic_refused) X(nv_coopmat_refused) X(not_spirv) X(f16_to_bf16) X(spirv_val)
 
 /* The words of a SPIR-V file (n set), or NULL. */
 static uint32_t *read_words(const char *path, size_t *n) {
@@ -57,15 +59,24 @@ static census count(const uint32_t *w, size_t n) {
     return c;
 }
 
-TEST(kernel) {
+/* The committed kernels the native bf16 paths retype (shaders/spirv/) */
+static const char *const KERNELS[] = {"matmul_coopmat_khr_f16_bf16bits", "attention_coopmat_khr_bf16bits",
+                                      "attention_coopmat_bwd_khr_bf16bits"};
+
+/* Kernel name retyped: its one OpTypeFloat 16 (and nothing else) changed, nothing refused, the capabilities and the
+** extension added, and its bf16 cooperative matrices only A and B operands (the accumulators f32: Vulkan would
+** allow a bf16 accumulator only where the driver lists bf16 x bf16 -> bf16). */
+static void retype_kernel(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.spv", TD_SPIRV_DIR, name);
     size_t n, m;
-    uint32_t *in = read_words(TD_SPIRV_DIR "/matmul_coopmat_khr_f16_bf16bits.spv", &n), *out;
-    ASSERT(in != NULL);
+    uint32_t *in = read_words(path, &n), *out;
+    if (!in) TEST_FAIL_("cannot read %s", path);
     census before = count(in, n);
     ASSERT_EQ_INT(before.f16_plain, 1);
     char why[256] = "";
     int rc = vk_spirv_bf16(in, n, &out, &m, why, sizeof why);
-    if (rc) fprintf(stderr, "  refused: %s\n", why);
+    if (rc) fprintf(stderr, "  %s refused: %s\n", name, why);
     ASSERT_EQ_INT(rc, 0);
     census after = count(out, m);
     ASSERT_EQ_INT(after.f16_plain, 0);
@@ -91,29 +102,47 @@ TEST(kernel) {
             ASSERT_EQ_INT(out[j + 1], in[i + 1]);
         } else {
             ASSERT_EQ_INT(out[j] >> 16, in[i] >> 16);
-            /* constants of the retyped float: zeros only in the kernel, whose bits do not change */
+            /* constants of the retyped float: zeros only in the kernels, whose bits do not change */
             ASSERT(memcmp(out + j, in + i, 4 * (in[i] >> 16)) == 0);
         }
         i += in[i] >> 16, j += out[j] >> 16;
     }
     ASSERT(i == n && j == m);
     /* cooperative matrices of bf16: only uses A and B (the accumulators f32), so Vulkan needs no bf16 x bf16 -> bf16 */
-    int bf16_mats = 0;
+    int bf16_mats = 0, f32_acc = 0;
     for (size_t k = 5; k < m; k += out[k] >> 16) {
         if ((out[k] & 0xFFFF) != 4456) continue; /* OpTypeCooperativeMatrixKHR: id, component, scope, rows, cols, use */
-        bool bf16 = false;
+        bool bf16 = false, f32 = false;
         for (size_t q = 5; q < m; q += out[q] >> 16)
-            if ((out[q] & 0xFFFF) == 22 && out[q + 1] == out[k + 2] && (out[q] >> 16) == 4) bf16 = true;
-        if (!bf16) continue;
-        bf16_mats++;
+            if ((out[q] & 0xFFFF) == 22 && out[q + 1] == out[k + 2]) {
+                bf16 |= (out[q] >> 16) == 4;
+                f32 |= (out[q] >> 16) == 3 && out[q + 2] == 32;
+            }
         uint32_t use = 99;
         for (size_t q = 5; q < m; q += out[q] >> 16)
             if ((out[q] & 0xFFFF) == 43 && out[q + 2] == out[k + 6]) use = out[q + 3];
-        ASSERT(use == 0 || use == 1); /* MatrixAKHR, MatrixBKHR */
+        if (bf16) {
+            bf16_mats++;
+            ASSERT(use == 0 || use == 1); /* MatrixAKHR, MatrixBKHR */
+        } else {
+            ASSERT(f32);
+            ASSERT_EQ_INT(use, 2); /* MatrixAccumulatorKHR */
+            f32_acc++;
+        }
     }
     ASSERT_EQ_INT(bf16_mats, 2);
+    ASSERT(f32_acc >= 1);
+    fprintf(stderr, "  %s: %zu words retyped, 2 bf16 operand and %d f32 accumulator matrix types\n", name, n, f32_acc);
     free(in);
     free(out);
+}
+
+TEST(kernel) { retype_kernel(KERNELS[0]); }
+
+/* the native bf16 attention's forward and backward (shaders/attention_coopmat.glsl's BF16_BITS) */
+TEST(attention) {
+    retype_kernel(KERNELS[1]);
+    retype_kernel(KERNELS[2]);
 }
 
 /* A small module by hand: capabilities, OpTypeFloat 16 and 32, an f16 constant of value v and a function
@@ -286,7 +315,7 @@ static int spirv_val(const uint32_t *w, size_t n) {
     return rc;
 }
 
-/* The retyped kernel is valid SPIR-V for Vulkan 1.3 by a validator that knows SPV_KHR_bfloat16's rules, and that
+/* The retyped kernels are valid SPIR-V for Vulkan 1.3 by a validator that knows SPV_KHR_bfloat16's rules, and that
 ** validator does enforce them: the small module retyped, with its f32 conversion of the bf16 constant turned into
 ** a bf16 OpFNegate, is refused. */
 TEST(spirv_val) {
@@ -294,14 +323,20 @@ TEST(spirv_val) {
         TEST_SKIP("no spirv-val of SPIRV-Tools >= 2025.2 at " TD_SPIRV_VAL " (scripts/install-deps puts one in "
                   ".deps/spirv-tools; CMake's TRIDENT_SPIRV_VAL names another)");
     size_t n, m;
-    uint32_t *in = read_words(TD_SPIRV_DIR "/matmul_coopmat_khr_f16_bf16bits.spv", &n), *out;
+    uint32_t *out;
     char why[256] = "";
-    ASSERT(in != NULL);
-    ASSERT_EQ_INT(vk_spirv_bf16(in, n, &out, &m, why, sizeof why), 0);
-    ASSERT_EQ_INT(spirv_val(in, n), 0);
-    ASSERT_EQ_INT(spirv_val(out, m), 0);
-    free(in);
-    free(out);
+    for (size_t k = 0; k < sizeof KERNELS / sizeof *KERNELS; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s.spv", TD_SPIRV_DIR, KERNELS[k]);
+        uint32_t *in = read_words(path, &n);
+        ASSERT(in != NULL);
+        ASSERT_EQ_INT(vk_spirv_bf16(in, n, &out, &m, why, sizeof why), 0);
+        ASSERT_EQ_INT(spirv_val(in, n), 0);
+        ASSERT_EQ_INT(spirv_val(out, m), 0);
+        fprintf(stderr, "  %s: valid before and after\n", KERNELS[k]);
+        free(in);
+        free(out);
+    }
     uint32_t w[128];
     n = module(w, 0x3C00, NULL, 0);
     ASSERT_EQ_INT(vk_spirv_bf16(w, n, &out, &m, why, sizeof why), 0);

@@ -71,6 +71,10 @@ static inline uint32_t vk_row_wg(int64_t n) {
 ** (vk_ops_reduce.c); split-K products add their f32 slices with it. */
 td_status vk_sum_f32_rows(vk_dev *d, vk_bind in, vk_bind out, uint32_t out_off, int64_t rows, int64_t n, td_dtype dt);
 #define VK_DT_SHADER(first, dt) ((int)(first) + (int)(dt))
+/* Whether bf16 `what` runs natively on d (bf16 cooperative matrices, the retyped f16 kernels) in *native: the GEMM's
+** rule with the switch in environment variable var (TRIDENT_VK_BF16; vk_ops_matmul.c), which bf16 attention shares
+** (vk_ops_attention.c). */
+td_status vk_bf16_native(vk_dev *d, const char *var, const char *what, bool *native);
 
 /* Float dtypes of the op class TD_DTS_FLOAT that the float shaders take. */
 static inline bool vk_is_float(td_dtype dt) { return td_dtype_is_float(dt); }

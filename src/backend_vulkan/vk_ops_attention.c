@@ -10,7 +10,11 @@
 ** backward in shaders/attention_coopmat_bwd.comp (two dispatches: dk and dv by keys, then dq by queries);
 ** everything else takes attention.comp. bf16 of any finite range is exact there too: each head's q, k, v (and
 ** dout) is staged scaled by a power of two into f16's range and unscaled in f32 (shaders/attention_coopmat.glsl),
-** the powers from the heads' keys, which a small pass (shaders/attention_bf16_amax.comp) writes first.
+** the powers from the heads' keys, which a small pass (shaders/attention_bf16_amax.comp) writes first. Where bf16
+** runs natively (vk_bf16_native: the device's bf16 cooperative matrices, TRIDENT_VK_BF16, as for the GEMM), bf16
+** takes the kernels' BF16_BITS variants retyped to bf16 instead (attention_coopmat_native_bf16,
+** attention_coopmat_bwd_native_bf16; vk_spirv_bf16.c): bf16 A and B fragments, f32 accumulators, no keys, no
+** scaling (shaders/attention_coopmat.glsl).
 */
 #include <math.h>
 #include <stdio.h>
@@ -107,15 +111,30 @@ static td_status attn_bind(vk_dev *d, const td_op *op, uint32_t mode, vk_bind *b
 ** dispatches (shaders/attention_coopmat_bwd.comp, MODE 0 and 1). */
 enum { COOP_FWD, COOP_DKDV, COOP_DQ };
 
+/* Whether op, bf16 attention, runs on the native bf16 kernels (*native): where vk_bf16_native says bf16 runs natively,
+** switched by TRIDENT_VK_ATTN_BF16=native|scaled where that is set, else by the GEMM's TRIDENT_VK_BF16 (a forced
+** native path the device lacks is an error); under TRIDENT_VK_ATTN=emulated only where that switch says native, which
+** then takes the native kernels' emulated twins (any device, for the tests). */
+static td_status attn_native(vk_dev *d, const td_op *op, bool *native) {
+    const char *attn = getenv("TRIDENT_VK_ATTN"), *own = getenv("TRIDENT_VK_ATTN_BF16");
+    const char *var = own && *own ? "TRIDENT_VK_ATTN_BF16" : "TRIDENT_VK_BF16", *bf = getenv(var);
+    *native = false;
+    if (qkv(op)[0].dtype != TD_BF16 || (attn && !strcmp(attn, "scalar"))) return TD_OK;
+    if (attn && !strcmp(attn, "emulated")) return *native = bf && !strcmp(bf, "native"), TD_OK;
+    return vk_bf16_native(d, var, "attention", native);
+}
+
 /* The tensor-core shader of pass, or -1 where op or d does not take it: TRIDENT_VK_ATTN=scalar; not f16 or
 ** bf16; a mask or dropout; E != Ev or not 64 or 128; and, for an op of that kind (*why then says which, for a
 ** forced TRIDENT_VK_ATTN=coopmat or emulated to report): an offset of a staged operand not a multiple of 8
 ** elements; no cooperative matrix (or the matmul's failed its self-test), or no variant of d's path in this
 ** build; a fragment shape that does not tile 16 rows x 32 keys; too little shared memory.
 ** TRIDENT_VK_ATTN=emulated takes the _emu variants instead (attention_coopmat.glsl: 16 x 16 x 16 fragments,
-** subgroups of 32, any device with f16 arithmetic; for the tests). spec gets WG, LM, LN, LK, the rows a
-** workgroup owns (64 where they fit, else 32 or 16), D and, for the backward, MODE. */
-static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pass, uint32_t spec[7], const char **why) {
+** subgroups of 32, any device with f16 arithmetic; for the tests). native (bf16, attn_native): the native kernels
+** (or their _emu_native twins). spec gets WG, LM, LN, LK, the rows a workgroup owns (64 where they fit, else 32 or
+** 16), D and, for the backward, MODE. */
+static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pass, bool native, uint32_t spec[7],
+                       const char **why) {
     const char *env = getenv("TRIDENT_VK_ATTN");
     const td_operand *x = qkv(op);
     const vk_caps *c = &d->caps;
@@ -136,12 +155,14 @@ static int coop_shader(vk_dev *d, const td_op *op, const vk_pc_attn *pc, int pas
         return *why = "the fragment shape or subgroup size does not tile 16 rows x 32 keys", -1;
     char name[48];
     snprintf(name, sizeof name, "attention_coopmat%s%s_%s", pass == COOP_FWD ? "" : "_bwd",
-             emu                            ? "_emu"
+             emu                            ? (native ? "_emu_native" : "_emu")
+             : native                       ? "_native"
              : c->coopmat == VK_COOPMAT_KHR ? "_khr"
                                             : "",
              dt == TD_BF16 ? "bf16" : "f16");
     int shader = vk_variant_id(name);
-    if (shader < 0) return *why = "this build has no such variant (no glslang >= 13 for KHR)", -1;
+    if (shader < 0)
+        return *why = "this build has no such variant (no glslang >= 13 for KHR, or a stale shaders/spirv/)", -1;
     for (uint32_t br = 64; br >= 16; br /= 2) {
         uint32_t wg = br / 16 * sg, e = pc->E;
         /* shared bytes of the shaders' headers for br owned rows */
@@ -188,9 +209,11 @@ static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
     if (st != TD_OK) return st;
     uint32_t cspec[7];
     const char *why = NULL;
-    int coop = mode == 0 ? coop_shader(d, op, &pc, COOP_FWD, cspec, &why) : -1;
+    bool native = false;
+    if (mode == 0 && (st = attn_native(d, op, &native)) != TD_OK) return st;
+    int coop = mode == 0 ? coop_shader(d, op, &pc, COOP_FWD, native, cspec, &why) : -1;
     if ((st = coop_forced(d, why)) != TD_OK) return st;
-    if (coop >= 0 && qkv(op)[0].dtype == TD_BF16) { /* the heads' keys at the mask's binding 3 */
+    if (coop >= 0 && qkv(op)[0].dtype == TD_BF16 && !native) { /* the heads' keys at the mask's binding 3 */
         td_buffer *keys;
         if ((st = vk_alloc(d, (size_t)pc.N * 16, &keys)) != TD_OK) return st;
         const uint32_t off[3] = {pc.q_off, pc.k_off, pc.v_off}, len[3] = {pc.L * pc.E, pc.S * pc.E, pc.S * pc.E};
@@ -216,8 +239,8 @@ static td_status attn_run(vk_dev *d, const td_op *op, uint32_t mode) {
                        1, 1);
 }
 
-/* The backward on tensor cores: dk and dv (dv bound at 3, the mask's place), then dq. bf16: lse's binding 5 takes
-** a scratch of the heads' keys of q, k, v, dout (4 N words) and then a copy of lse. *taken false where the op
+/* The backward on tensor cores: dk and dv (dv bound at 3, the mask's place), then dq. bf16 (scaled): lse's binding 5
+** takes a scratch of the heads' keys of q, k, v, dout (4 N words) and then a copy of lse. *taken false where the op
 ** or device does not take it (nothing dispatched, TD_OK). */
 static td_status coop_backward(vk_dev *d, const td_op *op, bool *taken) {
     vk_bind b[8];
@@ -226,12 +249,14 @@ static td_status coop_backward(vk_dev *d, const td_op *op, bool *taken) {
     td_status st = attn_bind(d, op, 1, b, &pc); /* the gradient binding: dk */
     if (st == TD_OK) st = vk_bind_view(d, &op->out[2], true, &b[3], &pc.m_off);
     const char *why = NULL;
-    int shader = st == TD_OK ? coop_shader(d, op, &pc, COOP_DKDV, spec, &why) : -1;
+    bool native = false;
+    if (st == TD_OK) st = attn_native(d, op, &native);
+    int shader = st == TD_OK ? coop_shader(d, op, &pc, COOP_DKDV, native, spec, &why) : -1;
     if (st == TD_OK) st = coop_forced(d, why);
     *taken = st != TD_OK || shader >= 0; /* an error ends the op */
     if (st != TD_OK || shader < 0) return st;
     td_buffer *scratch = NULL;
-    if (qkv(op)[0].dtype == TD_BF16) {
+    if (qkv(op)[0].dtype == TD_BF16 && !native) {
         VkDeviceSize kb = (VkDeviceSize)pc.N * 16, lb = (VkDeviceSize)pc.N * pc.L * 4;
         if ((st = vk_alloc(d, (size_t)(kb + lb), &scratch)) != TD_OK) return st;
         const vk_bind x[4] = {b[0], b[1], b[2], b[6]};

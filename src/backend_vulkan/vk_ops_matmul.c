@@ -737,18 +737,21 @@ static bool bf16_coop(vk_dev *d, const td_op *op) {
     return d->coopmat_bf16_state > 0;
 }
 
-/* Whether op, a bf16 product, runs natively (bf16 cooperative matrices, the retyped f16 kernel) in *native:
-** TRIDENT_VK_BF16 (read on each product) native, scaled, or unset: native where the device has the path
+/* Whether op, a bf16 product (what "matmul"), runs natively (bf16 cooperative matrices, the retyped f16 kernel) in
+** *native: the environment variable var (TRIDENT_VK_BF16; read on each product) native, scaled, or unset: native
+** where the device has the path
 ** (caps.coopmat_bf16_native, the f16 kernel not failed) and its self-test passed (run on first use, as
 ** coopmat_selftest; a failure is said on stderr and leaves the scaled path), not under
 ** TRIDENT_VULKAN_COOPMAT_BF16=0 or =emulated. =native where the path is missing or failed is a one-line
-** TD_ERR_UNAVAILABLE, so that a comparison never measures the other path unawares. */
-static td_status bf16_native(vk_dev *d, bool *native) {
+** TD_ERR_UNAVAILABLE, so that a comparison never measures the other path unawares. bf16 attention asks the same
+** (vk_ops_attention.c: its native kernels are the f16 ones' BF16_BITS variants, retyped alike; what "attention",
+** var TRIDENT_VK_ATTN_BF16 where that is set). */
+td_status vk_bf16_native(vk_dev *d, const char *var, const char *what, bool *native) {
     *native = false;
-    const char *env = getenv("TRIDENT_VK_BF16"), *off = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
+    const char *env = getenv(var), *off = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
     bool force = env && !strcmp(env, "native");
     if (env && *env && !force && strcmp(env, "scaled"))
-        return td_error_set(TD_ERR_MISUSE, "TRIDENT_VK_BF16=%s: must be native or scaled", env);
+        return td_error_set(TD_ERR_MISUSE, "%s=%s: must be native or scaled", var, env);
     if (env && !strcmp(env, "scaled")) return TD_OK;
     const char *why = NULL;
 #ifdef TRIDENT_VK_COOPMAT_KHR
@@ -775,8 +778,8 @@ static td_status bf16_native(vk_dev *d, bool *native) {
     why = "this build has no KHR cooperative-matrix shader";
 #endif
     if (why && force)
-        return td_error_set(TD_ERR_UNAVAILABLE, "TRIDENT_VK_BF16=native: vulkan:%d has no native bf16 matmul: %s",
-                            d->index, why);
+        return td_error_set(TD_ERR_UNAVAILABLE, "%s=native: vulkan:%d has no native bf16 %s: %s", var, d->index, what,
+                            why);
     *native = !why;
     return TD_OK;
 }
@@ -784,7 +787,7 @@ static td_status bf16_native(vk_dev *d, bool *native) {
 td_status vk_op_MATMUL(vk_dev *d, const td_op *op) {
     bool bf16 = op->in[0].dtype == TD_BF16 && op->in[1].dtype == TD_BF16 && op->out[0].dtype == TD_BF16, native;
     if (bf16) {
-        td_status st = bf16_native(d, &native);
+        td_status st = vk_bf16_native(d, "TRIDENT_VK_BF16", "matmul", &native);
         if (st != TD_OK) return st;
         if (native) return matmul(d, op, true, true);
     }

@@ -1,5 +1,5 @@
 /*
-** The f16 cooperative-matrix GEMM as a bf16 one, by retyping its SPIR-V (vk_spirv_bf16.h).
+** The f16 cooperative-matrix GEMM and attention kernels as bf16 ones, by retyping their SPIR-V (vk_spirv_bf16.h).
 **
 ** Why: bf16 cooperative matrices (VK_KHR_shader_bfloat16) need SPIR-V's SPV_KHR_bfloat16, which GLSL reaches
 ** only through GL_EXT_bfloat16 (glslang >= 15.3; the build has 13). SPV_KHR_bfloat16 adds no instruction:
@@ -11,7 +11,10 @@
 ** coopmat MulAdd with f32 accumulators), and its BF16_BITS variant (the words retyped) rounds the f32
 ** result to bf16 bits with integer arithmetic and stores them through OpBitcast, declaring no 16-bit
 ** accumulator matrix; so those words with every 16-bit float retyped are the bf16 kernel: bf16 x bf16
-** products summed in f32, the result rounded once to bf16 (nearest even, as the tiled kernel rounds).
+** products summed in f32, the result rounded once to bf16 (nearest even, as the tiled kernel rounds). The
+** attention kernels' BF16_BITS variants (shaders/attention_coopmat.glsl) likewise: bf16 bits staged as they are,
+** P and dS rounded to bf16 bits with integer arithmetic, f32 accumulators, their 16-bit shared arrays only loaded,
+** stored and bitcast.
 **
 ** The pass, over the module's instructions in order (types are declared before use):
 **   1. OpTypeFloat 16 gets the encoding operand (one word longer); every type built on a retyped one

@@ -1,7 +1,8 @@
 /*
 ** Retyping a SPIR-V module's 16-bit floats to bfloat16 (SPV_KHR_bfloat16), so that the f16
-** cooperative-matrix GEMM (shaders/matmul_coopmat.comp, KHR variant) runs as a bf16 one without a
-** GL_EXT_bfloat16 compiler (glslang >= 15.3). vk_spirv_bf16.c says what it changes and refuses.
+** cooperative-matrix GEMM (shaders/matmul_coopmat.comp, KHR variant) and attention kernels
+** (shaders/attention_coopmat*.comp) run as bf16 ones without a GL_EXT_bfloat16 compiler (glslang >= 15.3).
+** vk_spirv_bf16.c says what it changes and refuses.
 ** No Vulkan here: tests/test_spirv_bf16.c runs it on the CPU.
 */
 #ifndef VK_SPIRV_BF16_H
