@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(1024) col_sum_merge_kernel(const float *part, 
 template <typename P>
 static td_status col_sums(cu_dev *d, int64_t M, int64_t N, int v, td_operand *db, const char *what, P pass1) {
     int64_t bx = (N + 32 * v - 1) / (32 * v);
-    /* about 4 blocks an SM (W5's profile: 1 to 16 tried), each chunk at least 64 rows */
+    /* about 4 blocks an SM (W5's profile tried 1 to 16 for each pass 1), each chunk at least 64 rows */
     int64_t split = (4 * (int64_t)d->sm_count + bx - 1) / bx, most = (M + 63) / 64;
     if (split > most) split = most;
     if (split < 1) split = 1;
