@@ -715,6 +715,18 @@ static bool coopmat_selftest(vk_dev *d, td_dtype dt, bool native) {
     return ok;
 }
 
+/* A bf16 path's self-test (coopmat_selftest; native: the retyped kernel), run once: *state 0 -> 1 passed, -1 failed,
+** which is said on stderr with what failed and the path used instead. */
+static void selftest_once(vk_dev *d, int *state, bool native, const char *what, const char *instead) {
+    if (*state != 0) return;
+    td_clear_error();
+    *state = coopmat_selftest(d, TD_BF16, native) ? 1 : -1;
+    if (*state < 0)
+        fprintf(stderr, "trident: vulkan:%d: %s failed its self-test (%s); using %s\n", d->index, what, td_last_error(),
+                instead);
+    td_clear_error();
+}
+
 /* Whether op is a bf16 product for the tensor cores: where d has them, unless
 ** TRIDENT_VULKAN_COOPMAT_BF16=0, with the kernel of d's path in this build, once its
 ** self-test passed (run on first use; a failure is said on stderr); under =emulated, always. */
@@ -724,24 +736,14 @@ static bool bf16_coop(vk_dev *d, const td_op *op) {
     if (d->coopmat_state == 0 || bf16_shader(d) < 0) return false;
     const char *env = getenv("TRIDENT_VULKAN_COOPMAT_BF16");
     if (env && !strcmp(env, "0")) return false;
-    if (d->coopmat_bf16_state == 0) {
-        td_clear_error();
-        d->coopmat_bf16_state = coopmat_selftest(d, TD_BF16, false) ? 1 : -1;
-        if (d->coopmat_bf16_state < 0)
-            fprintf(stderr,
-                    "trident: vulkan:%d: bf16 matmul on cooperative matrices failed its self-test (%s); using the "
-                    "tiled kernel\n",
-                    d->index, td_last_error());
-        td_clear_error();
-    }
+    selftest_once(d, &d->coopmat_bf16_state, false, "bf16 matmul on cooperative matrices", "the tiled kernel");
     return d->coopmat_bf16_state > 0;
 }
 
 /* Whether op, a bf16 product (what "matmul"), runs natively (bf16 cooperative matrices, the retyped f16 kernel) in
 ** *native: the environment variable var (TRIDENT_VK_BF16; read on each product) native, scaled, or unset: native
-** where the device has the path
-** (caps.coopmat_bf16_native, the f16 kernel not failed) and its self-test passed (run on first use, as
-** coopmat_selftest; a failure is said on stderr and leaves the scaled path), not under
+** where the device has the path (caps.coopmat_bf16_native, the f16 kernel not failed) and its self-test passed (run
+** on first use, selftest_once; a failure is said on stderr and leaves the scaled path), not under
 ** TRIDENT_VULKAN_COOPMAT_BF16=0 or =emulated. =native where the path is missing or failed is a one-line
 ** TD_ERR_UNAVAILABLE, so that a comparison never measures the other path unawares. bf16 attention asks the same
 ** (vk_ops_attention.c: its native kernels are the f16 ones' BF16_BITS variants, retyped alike; what "attention",
@@ -762,16 +764,9 @@ td_status vk_bf16_native(vk_dev *d, const char *var, const char *what, bool *nat
               "kernel's shape on the KHR path";
     else if (d->coopmat_state < 0)
         why = "the f16 cooperative-matrix kernel failed its self-test";
-    if (!why && d->bf16_native_state == 0) {
-        td_clear_error();
-        d->bf16_native_state = coopmat_selftest(d, TD_BF16, true) ? 1 : -1;
-        if (d->bf16_native_state < 0)
-            fprintf(stderr,
-                    "trident: vulkan:%d: bf16 matmul on bf16 cooperative matrices (the retyped f16 kernel) failed its "
-                    "self-test (%s); using the scaled f16 path\n",
-                    d->index, td_last_error());
-        td_clear_error();
-    }
+    if (!why)
+        selftest_once(d, &d->bf16_native_state, true,
+                      "bf16 matmul on bf16 cooperative matrices (the retyped f16 kernel)", "the scaled f16 path");
     if (!why && d->bf16_native_state < 0) why = "its self-test failed (said on stderr)";
 #else
     (void)off;
