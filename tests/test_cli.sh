@@ -7,7 +7,7 @@
 #        test_cli.sh - --list
 # Exit 0 pass, 1 fail.
 set -u
-CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names kernel_help kernel_scalar_shape kernel_bad_ref kernel_check_glsl train_plural"
+CASES="version version_no_plugins help bench_only bench_ddp_values kernel_params kernel_names kernel_help kernel_scalar_shape kernel_bad_ref kernel_check_glsl train_plural math_bench_rows"
 [ "$2" = --list ] && { echo "$CASES" | tr ' ' '\n'; exit 0; }
 BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 KERNEL=$(cd "$(dirname "$0")/../examples/custom_ops" && pwd)/bias_gelu_cpu.c # a C kernel with a backward
@@ -53,6 +53,12 @@ version_no_plugins)
     has out.txt '^  cuda +unavailable: plugin not loaded: .*libtrident-cuda\.so'
     has out.txt '^  vulkan +unavailable: plugin not loaded: .*libtrident-vulkan\.so'
     has out.txt '^plugins in .*/empty: none$' ;;
+math_bench_rows)
+    # the three rows of issue 21 on the CPU, each share of the copy a number (paired with a copy timed beside it)
+    ok math --bench 'x*2+1' --shape x=65536 --device cpu --iters 3
+    has out.txt '^cpu +1 kernels +[0-9.]+ us +[0-9.]+ us +[0-9.]+ +[0-9.]+% +[0-9.]+x +[0-9.]+ us +[0-9.]+$'
+    has out.txt '^cpu +backward +[0-9.]+ us +[0-9.]+ us +[0-9.]+ +[0-9.]+% +[0-9.]+x +[0-9.]+$'
+    has out.txt "^cpu +launch +[0-9.]+ us +one add +[0-9.]+ us: [0-9.]+x of an add's launch$" ;;
 help)
     ok --help
     has out.txt 'gradcheck'

@@ -6,7 +6,8 @@
 **   trident math --bench 'EXPR' --shape ... [--dtype ...] [--device cpu|cuda:0|vulkan:0|all]
 **       the fused plan against the same math as separate ops (composed), per
 **       device: time, GB/s of the block's minimal traffic (inputs read once,
-**       outputs written once), % of the device's copy bandwidth, x composed,
+**       outputs written once), % of the device's copy bandwidth (paired: each
+**       sample against a copy timed right after it, the median ratio), x composed,
 **       and one `add` of the first input for the dispatch cost; then (one-output
 **       blocks) the fused backward (GB/s, % of copy) against the composed ops'
 **       backward, and the launch cost of the cached block (td_math_run) on
@@ -130,61 +131,74 @@ static td_math_case *make_case(const args *a, td_device dev) {
     return c;
 }
 
-/* seconds per call of fused / composed / copy / add (mode 0..3), median of 5 samples of iters calls */
-static double time_it(td_math_case *c, int mode, td_tensor *const *in, td_tensor *copy_dst, td_tensor *copy_src,
-                      td_device dev, int iters) {
-    double s[5];
-    for (int r = -1; r < 5; r++) {
-        td_synchronize(dev);
-        double t0 = bench_now_s();
-        for (int i = 0; i < (r < 0 ? 2 : iters); i++) {
-            td_scope_begin();
-            td_tensor *out[TD_MATH_MAX_OUTPUTS];
-            td_status st = TD_OK;
-            if (mode <= 1)
-                st = td__math_case_run(c, mode == 0, in, out);
-            else if (mode == 2)
-                st = td_copy_(copy_dst, copy_src);
-            else if (!td_add(in[0], in[0]))
-                st = td_last_status();
-            if (st) {
-                td_scope_end();
-                fprintf(stderr, "trident math: %s\n", td_last_error());
-                return -1;
-            }
-            if (mode <= 1)
-                for (int k = 0; k < td__math_case_outputs(c); k++) td_release(out[k]);
-            td_scope_end();
-        }
-        td_synchronize(dev);
-        if (r >= 0) s[r] = (bench_now_s() - t0) / iters;
+/* What one timed call runs: the block fused or composed, a copy (cd <- cs), an add, or the backward of out. */
+enum { T_FUSED, T_COMPOSED, T_COPY, T_ADD, T_GRAD };
+typedef struct timed {
+    int mode;
+    td_math_case *c;
+    td_tensor *const *in; /* the block's inputs (T_GRAD: the n_in it differentiates against) */
+    int n_in;
+    td_tensor *cd, *cs;  /* T_COPY */
+    td_tensor *out, *gy; /* T_GRAD: the output (its graph kept) and the upstream gradient */
+} timed;
+
+/* seconds per call of calls calls of t, or -1 (said on stderr) */
+static double sample(const timed *t, td_device dev, int calls) {
+    td_synchronize(dev);
+    double t0 = bench_now_s();
+    for (int i = 0; i < calls; i++) {
+        td_scope_begin();
+        td_tensor *out[TD_MATH_MAX_OUTPUTS], *g[TD_MATH_MAX_INPUTS];
+        td_status st = TD_OK;
+        if (t->mode <= T_COMPOSED)
+            st = td__math_case_run(t->c, t->mode == T_FUSED, t->in, out);
+        else if (t->mode == T_COPY)
+            st = td_copy_(t->cd, t->cs);
+        else if (t->mode == T_ADD)
+            st = td_add(t->in[0], t->in[0]) ? TD_OK : td_last_status();
+        else
+            st = td_grad(1, (td_tensor *[]){t->out}, (td_tensor *[]){t->gy}, t->n_in, t->in, g, true, false, true);
+        if (st == TD_OK && t->mode <= T_COMPOSED)
+            for (int k = 0; k < td__math_case_outputs(t->c); k++) td_release(out[k]);
+        td_scope_end();
+        if (st)
+            return fprintf(stderr, "trident math: %s%s\n", t->mode == T_GRAD ? "backward: " : "", td_last_error()), -1;
     }
+    td_synchronize(dev);
+    return (bench_now_s() - t0) / calls;
+}
+
+/* seconds per call of t: the median of 5 samples of iters calls after 2 warm-up calls */
+static double time_it(const timed *t, td_device dev, int iters) {
+    double s[5];
+    if (sample(t, dev, 2) < 0) return -1;
+    for (int r = 0; r < 5; r++)
+        if ((s[r] = sample(t, dev, iters)) < 0) return -1;
     return bench_median_inplace(s, 5);
 }
 
-/* seconds per call of the backward of outs (from td_grad, the graph kept), median of 5 samples of iters calls */
-static double time_grad(td_tensor *out, td_tensor *gy, int n_in, td_tensor *const *in, td_device dev, int iters) {
-    double s[5];
-    for (int r = -1; r < 5; r++) {
-        td_synchronize(dev);
-        double t0 = bench_now_s();
-        for (int i = 0; i < (r < 0 ? 2 : iters); i++) {
-            td_scope_begin();
-            td_tensor *g[TD_MATH_MAX_INPUTS];
-            td_status st = td_grad(1, &out, &gy, n_in, in, g, true, false, true);
-            td_scope_end();
-            if (st) return fprintf(stderr, "trident math: backward: %s\n", td_last_error()), -1;
-        }
-        td_synchronize(dev);
-        if (r >= 0) s[r] = (bench_now_s() - t0) / iters;
+/* t's bandwidth (bytes a call) as % of the copy's (copy_bytes read and written a call), paired: 5 rounds of a
+** sample of t, then one of the copy right after it, and the median of the rounds' ratios, so that a host whose
+** bandwidth drifts within one command (the GPU host's Xeon: 66 to 167 GB/s) compares each sample with the copy
+** beside it; *copy_gbs the copy's median GB/s. -1 when a call fails. */
+static double pct_of_copy(const timed *t, const timed *copy, td_device dev, int iters, double bytes, double copy_bytes,
+                          double *copy_gbs) {
+    double pct[5], gbs[5];
+    if (sample(t, dev, 2) < 0 || sample(copy, dev, 2) < 0) return -1;
+    for (int r = 0; r < 5; r++) {
+        double a = sample(t, dev, iters), b = sample(copy, dev, iters);
+        if (a <= 0 || b <= 0) return -1;
+        gbs[r] = copy_bytes / b / 1e9;
+        pct[r] = 100 * (bytes / a / 1e9) / gbs[r];
     }
-    return bench_median_inplace(s, 5);
+    *copy_gbs = bench_median_inplace(gbs, 5);
+    return bench_median_inplace(pct, 5);
 }
 
 /* The backward row: the block's fused backward (td_math_run recorded, then td_grad) against the composed ops'
 ** backward, over the bytes it must move (the inputs, the upstream gradient, the gradients); one-output blocks. */
 static int bench_backward(const args *a, td_device dev, const char *dn, td_math_case *c, td_tensor **in, int n_in,
-                          double copy_gbs) {
+                          const timed *copy, double copy_bytes) {
     td_math_block *blk;
     if (td__math_case_outputs(c) != 1 || td_math_compile(a->expr, NULL, &blk) != TD_OK) return 0;
     td_math_binding bind[TD_MATH_MAX_INPUTS];
@@ -200,11 +214,14 @@ static int bench_backward(const args *a, td_device dev, const char *dn, td_math_
         td_tensor *gy = td_ones(td_ndim(out), td_shape(out), td_tensor_dtype(out), dev);
         bytes += (double)td_numel(out) * (double)td_dtype_size(td_tensor_dtype(out));
         int iters = a->iters > 0 ? a->iters : bytes > 1e8 ? 10 : bytes > 1e6 ? 100 : 1000;
-        double tf = gy ? time_grad(out, gy, n_in, in, dev, iters) : -1;
-        double tc = gy && td_requires_grad(outc) ? time_grad(outc, gy, n_in, in, dev, iters) : -1;
-        if (tf > 0) {
-            printf("%-10s %11s %10.1f us %10.1f us %9.1f %8.1f%% %8.2fx\n", dn, "backward", tf * 1e6, tc * 1e6,
-                   bytes / tf / 1e9, copy_gbs > 0 ? 100 * bytes / tf / 1e9 / copy_gbs : 0, tc > 0 ? tc / tf : 0);
+        timed f = {.mode = T_GRAD, .in = in, .n_in = n_in, .out = out, .gy = gy}, fc = f;
+        fc.out = outc;
+        double tf = gy ? time_it(&f, dev, iters) : -1,
+               tc = gy && td_requires_grad(outc) ? time_it(&fc, dev, iters) : -1;
+        double copy_gbs = 0, pct = tf > 0 && copy ? pct_of_copy(&f, copy, dev, iters, bytes, copy_bytes, &copy_gbs) : 0;
+        if (tf > 0 && pct >= 0) {
+            printf("%-10s %11s %10.1f us %10.1f us %9.1f %8.1f%% %8.2fx %13s %8.1f\n", dn, "backward", tf * 1e6,
+                   tc * 1e6, bytes / tf / 1e9, pct, tc > 0 ? tc / tf : 0, "", copy_gbs);
             rc = 0;
         }
     }
@@ -254,7 +271,8 @@ static int bench_device(const args *a, td_device dev) {
     if (!c) return 1;
     int n_in = td__math_case_inputs(c);
     td_tensor *in[TD_MATH_MAX_INPUTS];
-    double bytes = 0, max_in = 0, copy_gbs = 0; /* copy_gbs: the copy roof (bytes read and written) */
+    double bytes = 0, max_in = 0, copy_bytes = 0; /* copy_bytes: a copy's bytes read and written */
+    timed copy = {.mode = T_COPY};
     int rc = 0;
     td_scope_begin();
     for (int k = 0; k < n_in; k++) {
@@ -280,22 +298,22 @@ static int bench_device(const args *a, td_device dev) {
         for (int k = 0; k < td__math_case_outputs(c); k++)
             bytes += (double)td_numel(out[k]) * (double)td_dtype_size(td_tensor_dtype(out[k]));
         int64_t ne = (int64_t)(max_in / 4 > 1 ? max_in / 4 : 1); /* copy of the largest input's bytes, as f32 */
-        td_tensor *cs = td_rand(1, &ne, 7, 0, TD_F32, dev), *cd = td_empty(1, &ne, TD_F32, dev);
+        copy.cs = td_rand(1, &ne, 7, 0, TD_F32, dev), copy.cd = td_empty(1, &ne, TD_F32, dev);
+        copy_bytes = 2.0 * (double)ne * 4;
         int iters = a->iters > 0 ? a->iters : bytes > 1e8 ? 10 : bytes > 1e6 ? 100 : 1000;
-        double tf = time_it(c, 0, in, NULL, NULL, dev, iters), tc = time_it(c, 1, in, NULL, NULL, dev, iters);
-        double tcopy = cs && cd ? time_it(c, 2, in, cd, cs, dev, iters) : -1;
-        double tadd = time_it(c, 3, in, NULL, NULL, dev, iters);
-        if (tf < 0 || tc < 0) {
+        timed f = {.mode = T_FUSED, .c = c, .in = in}, fc = f, add = f;
+        fc.mode = T_COMPOSED, add.mode = T_ADD;
+        double tf = time_it(&f, dev, iters), tc = time_it(&fc, dev, iters), tadd = time_it(&add, dev, iters);
+        double copy_gbs = 0, pct = 0;
+        if (tf > 0 && copy.cs && copy.cd) pct = pct_of_copy(&f, &copy, dev, iters, bytes, copy_bytes, &copy_gbs);
+        if (tf < 0 || tc < 0 || pct < 0) {
             rc = 1;
             goto done;
         }
-        double gbs = bytes / tf / 1e9;
-        copy_gbs = tcopy > 0 ? 2.0 * (double)ne * 4 / tcopy / 1e9 : 0;
         printf("%-10s %3d kernels %10.1f us %10.1f us %9.1f %8.1f%% %8.2fx %10.1f us %8.1f\n", dn,
-               td__math_case_kernels(c), tf * 1e6, tc * 1e6, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0, tc / tf,
-               tadd * 1e6, copy_gbs);
+               td__math_case_kernels(c), tf * 1e6, tc * 1e6, bytes / tf / 1e9, pct, tc / tf, tadd * 1e6, copy_gbs);
     }
-    rc = bench_backward(a, dev, dn, c, in, n_in, copy_gbs);
+    rc = bench_backward(a, dev, dn, c, in, n_in, copy.cs && copy.cd ? &copy : NULL, copy_bytes);
     if (!rc) rc = bench_launch(a, dev, dn);
 done:
     td_scope_end();
