@@ -24,8 +24,12 @@
     X(fused_equals_composed_cpu)                                                                                       \
     X(fused_equals_composed_cuda)                                                                                      \
     X(fused_equals_composed_vulkan)                                                                                    \
-    X(deterministic_vulkan) X(against_f64_cpu) X(against_f64_cuda) X(bad_operands) X(residual_taken_cpu)               \
-        X(residual_taken_vulkan)
+    X(deterministic_vulkan)                                                                                            \
+    X(against_f64_cpu)                                                                                                 \
+    X(against_f64_cuda)                                                                                                \
+    X(bad_operands)                                                                                                    \
+    X(residual_taken_cpu)                                                                                              \
+    X(residual_taken_vulkan)
 
 static td_tensor *leaf(int nd, const int64_t *shape, uint64_t seed, td_dtype dt, td_device dev) {
     td_tensor *t = ASSERT_TENSOR(td_to(td_randn(nd, shape, seed, 0, dt, TD_CPU), dev));

@@ -20,8 +20,16 @@
 
 #define TESTS(X)                                                                                                       \
     X(shapes)                                                                                                          \
-    X(transposed) X(wide_range) X(inf_nan) X(switch_off) X(prescale) X(pipeline) X(native_shapes) X(native_tiles)      \
-        X(native_special) X(native_refused)
+    X(transposed)                                                                                                      \
+    X(wide_range)                                                                                                      \
+    X(inf_nan)                                                                                                         \
+    X(switch_off)                                                                                                      \
+    X(prescale)                                                                                                        \
+    X(pipeline)                                                                                                        \
+    X(native_shapes)                                                                                                   \
+    X(native_tiles)                                                                                                    \
+    X(native_special)                                                                                                  \
+    X(native_refused)
 
 static bool coop;   /* vulkan:0 runs bf16 on cooperative matrices */
 static bool native; /* ... and could natively (bf16 cooperative matrices) */
@@ -384,8 +392,11 @@ TEST(native_shapes) {
 TEST(native_tiles) {
     setup_native();
     static const int CASES[][5] = {/* M, K, N, at, bt */
-                                   {150, 200, 136, 0, 0}, {136, 208, 264, 0, 1}, {264, 136, 150, 1, 0},
-                                   {70, 36, 90, 1, 1},    {70, 44, 90, 0, 1}};
+                                   {150, 200, 136, 0, 0},
+                                   {136, 208, 264, 0, 1},
+                                   {264, 136, 150, 1, 0},
+                                   {70, 36, 90, 1, 1},
+                                   {70, 44, 90, 0, 1}};
     int ran = 0;
     for (int t = 0; t < 10; t++) {
         char tile[4];
@@ -408,8 +419,7 @@ TEST(native_tiles) {
             }
             ASSERT_OK(st);
             char what[64];
-            snprintf(what, sizeof what, "tile %d [%d,%d]%s @ [%d,%d]%s", t, M, K, at ? "^T" : "", K, N,
-                     bt ? "^T" : "");
+            snprintf(what, sizeof what, "tile %d [%d,%d]%s @ [%d,%d]%s", t, M, K, at ? "^T" : "", K, N, bt ? "^T" : "");
             int bad = check_rows(what, M, K, N, at, bt, a, b, o, 1);
             free(a);
             if (bad) TEST_FAIL_("%s: %d outputs off", what, bad);

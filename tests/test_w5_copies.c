@@ -243,9 +243,8 @@ TEST(w5_step_cuda) {
 }
 
 /* A small W5's fp32 parameter gradients of its summed loss (td_grad: each of size about 1), each layer's residual sum
-*taken into ln1's LAYER_NORM_BACKWARD,
-** against create_graph's (the composed formulas, which take nothing): equal within fp32 rounding; the plain
-** backward issues the adds at W5_BWD_ADDS. */
+** taken into ln1's LAYER_NORM_BACKWARD, against create_graph's (the composed formulas, which take nothing): equal
+** within fp32 rounding; the plain backward issues the adds at W5_BWD_ADDS. */
 static void w5_grads(td_device dev) {
     workload_gpt_config cfg = {
         .vocab = 256, .d_model = 128, .heads = 2, .layers = W5_LAYERS, .context = 64, .gpt2 = true};

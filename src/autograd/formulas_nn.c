@@ -260,7 +260,8 @@ static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tenso
 
 td_status td__bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
-    td_tensor *dx = NULL, *taken = NULL; /* x's gradient so far, taken into dx (the residual stream's other branch) */
+    /* taken: x's gradient so far, taken into dx (the residual stream's other branch) */
+    td_tensor *dx = NULL, *taken = NULL;
     if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, TD_F32, NULL, gx, NEED(0) ? &taken : NULL)) {
         gx[0] = NEED(0) ? dx : NULL;
     } else {
