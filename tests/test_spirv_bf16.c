@@ -189,7 +189,8 @@ static size_t module(uint32_t *w, uint16_t v, const uint32_t *extra, size_t n_ex
         5u << 16 | 80,  10, 13, 8,           8  /* %13 = OpCompositeConstruct %10 %8 %8 */
     };
     memcpy(w + o, types, sizeof types), o += sizeof types / 4;
-    memcpy(w + o, extra, 4 * n_extra), o += n_extra;
+    if (n_extra) /* extra may be NULL */
+        memcpy(w + o, extra, 4 * n_extra), o += n_extra;
     const uint32_t tail[] = {1u << 16 | 253, 1u << 16 | 56}; /* OpReturn, OpFunctionEnd */
     memcpy(w + o, tail, sizeof tail), o += sizeof tail / 4;
     return o;
