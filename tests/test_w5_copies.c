@@ -118,9 +118,10 @@ TEST(leaf_sums_released) {
     int64_t f32 = 256 * 256 * 4, bf16 = 256 * 256 * 2, per = (b - a) / 4;
     fprintf(stderr, "    held at the first weight's .grad: %lld bytes a layer (f32 .grad %lld, bf16 sum %lld)\n",
             (long long)per, (long long)f32, (long long)bf16);
-    /* a layer adds its f32 .grad and frees its saved bf16 weight cast (and a small bf16 input): f32 - bf16 held;
-    ** a bf16 sum kept until the end of the backward would add bf16 more */
-    if (per > f32 - bf16 / 2)
+    /* a layer adds its f32 .grad (its saved bf16 weight cast is the parameter's shadow, src/core/shadow.c, which
+    ** outlives the backward; only a small bf16 input is freed): f32 held; a bf16 sum kept until the end of the
+    ** backward would add bf16 more */
+    if (per > f32 + bf16 / 2)
         TEST_FAIL_("each finished layer still holds its bf16 gradient sum (%lld bytes)", (long long)per);
 }
 
@@ -166,9 +167,11 @@ TEST(wgrad_in_f32) {
 }
 
 /* The step's copies on the CPU (traced with gdb on td__dispatch), per W5 layer:
-**   forward phase (11): 7 weight casts to bf16 (qkv w, b; proj w, b; fc w, b; out w), 3 q, k, v made contiguous
-**     and 1 attention output reshaped (the CPU kernels read dense operands; cuDNN reads the strided views). The
-**     model: the tied head's cast of tok.weight (1). No gradient is cast to its f32 .grad: the layer norms', tok's
+**   forward phase (4): 3 q, k, v made contiguous and 1 attention output reshaped (the CPU kernels read dense
+**     operands; cuDNN reads the strided views). No parameter is cast: the 7 weights and biases a layer read in bf16
+**     (qkv w, b; proj w, b; fc w, b; out w) and the tied head's tok.weight come from their shadows, which the
+**     first step's ADAM_STEP wrote (src/core/shadow.c; 7 casts a layer and 1 more before). No gradient is cast to
+**     its f32 .grad: the layer norms', tok's
 **     and pos's are f32, and the 8 weight and bias gradients of the Linears and the MLP (the same and out's bias)
 **     come out of LINEAR_WGRAD in f32 (td__grad_dtype; 8 more casts a layer before).
 **   backward nodes (5): the MLP node's f32 incoming gradient cast to bf16, and 4 CPU-only (attention's dout made
@@ -176,7 +179,7 @@ TEST(wgrad_in_f32) {
 **     without a cast (1 more before). proj's bf16 gradient (the residual's f32 one rounded) comes from ln2's
 **     LAYER_NORM_BACKWARD op itself (src/autograd/formulas_nn.c, td__bw_add_layer_norm), not a cast. */
 #define W5_LAYERS 2
-#define W5_FWD(l) (11 * (l) + 1)
+#define W5_FWD(l) (4 * (l))
 #define W5_BWD(l) (5 * (l))
 
 /* The step's `add` ops issued by backward nodes: the tied tok.weight's two gradients (the head's dW and the

@@ -65,7 +65,9 @@ TD_API td_status td_kernel_compile(td_device dev, int lang, const char *source, 
 ** Returns TD_OK, TD_ERR_MISUSE (a NULL tensor, a tensor count that differs
 ** from the kernel's bindings, too much push data, a misaligned tensor, a
 ** block larger than the device allows), TD_ERR_DEVICE (a tensor on another
-** device), TD_ERR_STATE (a released tensor). Does not wait for the kernel. */
+** device), TD_ERR_STATE (a released tensor). Does not wait for the kernel.
+** The kernel may write any of tensors: a parameter among them loses its
+** autocast shadow (include/trident/amp.h). */
 TD_API td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], const uint32_t block[3],
                                   size_t shared_bytes, int n, td_tensor *const *tensors, const void *push,
                                   size_t push_size);

@@ -159,8 +159,9 @@
     /* fused optimizer updates, in place on the outputs */                                                             \
     /* lr? (0-d, present: the lr read from device memory instead of params) and Adam's step? (0-d f32, the */          \
     /* steps done; present: t = floor(step) + 1 instead of params, then step += 1): the capturable optimizers' */      \
-    X(ADAM_STEP, 2, 5, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                                 \
-      "(grad, lr?) -> (param, m, v, vmax?, step?) Adam/AdamW")                                                         \
+    /* low? (f16/bf16 beside an f32 param): the updated param rounded to it, autocast's shadow (core/shadow.c) */      \
+    X(ADAM_STEP, 2, 6, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP,                                                 \
+      "(grad, lr?) -> (param, m, v, vmax?, step?, low?) Adam/AdamW")                                                   \
     X(SGD_STEP, 2, 2, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(grad, lr?) -> (param, buf?) SGD")              \
     X(RMSPROP_STEP, 2, 4, 0, TD_DTS_FLOAT, TD_LAYOUT_CONTIG, TD_AMP_KEEP, "(grad, lr?) -> (param, sq, buf?, gavg?)")   \
     /* mixed precision: the GradScaler's unscale, in place on the outputs */                                           \
@@ -258,7 +259,7 @@
     X(ATTENTION, 0, 0, TD_COST_ELEM, TD_ATTN3_ ",?m->" TD_ATTN_ ",w[1,2,3]", (.attn = {.scale = 0.5}))                 \
     X(ATTENTION_BACKWARD, 0, 0, TD_COST_ELEM, TD_ATTN_ "," TD_ATTN3_ ",?m," TD_ATTN_ ",w[1,2,3]->" TD_ATTN3_,          \
       (.attn = {.scale = 0.5}))                                                                                        \
-    X(ADAM_STEP, 0, 1, TD_COST_ELEM, "x,?w[]->x,x,x,?x,?f[]",                                                          \
+    X(ADAM_STEP, 0, 1, TD_COST_ELEM, "x,?w[]->x,x,x,?x,?f[],?h",                                                       \
       (.adam = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 1}))                                    \
     X(SGD_STEP, 0, 1, TD_COST_ELEM, "x,?w[]->x,?x", (.sgd = {.lr = 0.1}))                                              \
     X(RMSPROP_STEP, 0, 0, TD_COST_ELEM, "x,?w[]->x,x,?x,?x", (.rmsprop = {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8}))    \

@@ -4,18 +4,21 @@
 #include <math.h>
 
 #include "cpu.h"
+#include "cpu_convert.h"
 #include "cpu_optim.h"
 
 /*
 ** Fused optimizer updates, in place: ADAM_STEP, SGD_STEP, RMSPROP_STEP.
-** in = (grad, lr?); out = (param, state..., Adam's step?), all contiguous [n]
+** in = (grad, lr?); out = (param, state..., Adam's step?, Adam's low?), all contiguous [n]
 ** of one float dtype; absent optional state has buf == NULL. A present lr (0-d,
 ** f64 for f64, else f32) replaces params' lr; a present step (0-d f32, the
 ** steps done) replaces params' step with step + 1 and is advanced after the
 ** update: the constants come from them exactly as from params, so the
 ** capturable optimizer's path equals the host one. f32 computes in float (Adam with
 ** AVX2 when the CPU has it), f64 in double, f16/bf16 load to float and store
-** back rounded. Adam's formula is in cpu_optim.h; SGD and RMSprop are below.
+** back rounded; Adam's low (f16/bf16 beside an f32 param, autocast's shadow)
+** takes each block of the updated param rounded, while it is in cache. Adam's
+** formula is in cpu_optim.h; SGD and RMSprop are below.
 ** Elements are independent, so the work is split into blocks over threads.
 */
 
@@ -63,9 +66,11 @@ static td_status adam_run(const td_op *op) {
     void *p = cpu_ptr(&op->out[0]), *m = cpu_ptr(&op->out[1]), *v = cpu_ptr(&op->out[2]), *vmax = opt_ptr(&op->out[3]);
     const void *g = cpu_ptr(&op->in[0]);
     cpu_adam_k_float kf = cpu_adam_consts_float(op);
+    const td_operand *low = op->n_out > 5 && op->out[5].buf ? &op->out[5] : NULL;
     switch (op->out[0].dtype) {
     case TD_F32: {
         bool avx2 = __builtin_cpu_supports("avx2");
+        uint16_t *lo = low ? cpu_ptr(low) : NULL;
         int nt = cpu_threads_for(n, 16);
 #pragma omp parallel for num_threads(nt)
         for (int64_t b = 0; b < n; b += BLOCK) {
@@ -78,6 +83,7 @@ static td_status adam_run(const td_op *op) {
             else
                 for (int64_t i = 0; i < len; i++)
                     pb[i] = cpu_adam_elem_float(pb[i], gb[i], &mb[i], &vb[i], xb ? &xb[i] : NULL, &kf);
+            if (lo) cpu_f32_to_half(low->dtype, len, lo + b, pb, false);
         }
         break;
     }
@@ -97,6 +103,9 @@ static td_status adam_run(const td_op *op) {
 
 /* The update with params' lr and step replaced by the device's: t = floor(step) + 1, then step += 1. */
 td_status cpu_op_ADAM_STEP(const td_op *op) {
+    if (op->n_out > 5 && op->out[5].buf && (op->out[0].dtype != TD_F32 || op->out[5].dtype == TD_F32))
+        return td_error_set(TD_ERR_UNSUPPORTED, "adam_step: a %s low copy of a %s param",
+                            td_dtype_name(op->out[5].dtype), td_dtype_name(op->out[0].dtype));
     td_op o = *op;
     device_lr(op, &o.p.adam.lr);
     float *step = op->n_out > 4 ? opt_ptr(&op->out[4]) : NULL;

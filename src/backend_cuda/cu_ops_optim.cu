@@ -3,8 +3,10 @@
 ** AMP_UNSCALE (the GradScaler's), and the multi-tensor Adam, SGD and unscale
 ** of cu_optim.h (references:
 ** src/backend_cpu/cpu_optim.c and cpu_optim.h, whose formulas these are).
-**   in = (grad, lr?); out = (param, state..., Adam's step?), each contiguous
-**   [n] of one float dtype; absent state has buf == NULL. lr (0-d, f64 for
+**   in = (grad, lr?); out = (param, state..., Adam's step?, Adam's low?), each
+**   contiguous [n] of one float dtype; absent state has buf == NULL. Adam's low
+**   (f16 or bf16 beside an f32 param: autocast's shadow, core/shadow.c) takes
+**   the updated param rounded to nearest even, stored with it. lr (0-d, f64 for
 **   f64, else f32) and step (0-d f32, the steps done) are the capturable
 **   optimizer's: read from device memory by each block (functor at()), so a
 **   replayed graph sees the lr set since and counts t = step + 1; a second,
@@ -25,7 +27,7 @@
 #include "cu_optim.h"
 #include "cu_reduce.cuh"
 
-#define OPT_MAX_TENSORS 64 /* tensors per launch: the table stays under the 4 KiB kernel-argument limit */
+#define OPT_MAX_TENSORS 48 /* tensors per launch: the table stays under the 4 KiB kernel-argument limit */
 #define OPT_SLOTS       5  /* grad, param, state 1..3 */
 
 /* Parameters of one launch: ptr[s][i] is slot s of tensor i (NULL when absent). */
@@ -34,6 +36,8 @@ typedef struct opt_table {
     int64_t n[OPT_MAX_TENSORS];     /* elements, > 0 */
     int first[OPT_MAX_TENSORS + 1]; /* first block of each tensor; first[count] = total */
     float *step[OPT_MAX_TENSORS];   /* Adam's step count on the device, or NULL */
+    void *low[OPT_MAX_TENSORS];     /* Adam's low copy of an f32 param, or NULL */
+    bool low_bf16[OPT_MAX_TENSORS]; /* low is bf16 (else f16) */
     int count;
     int64_t chunk; /* elements per block, a multiple of 16 */
 } opt_table;
@@ -44,12 +48,21 @@ static void *opt_out(const td_op *op, int k, bool used) { return used && k < op-
 /* The device lr of op (in[1]), or NULL when it has none. */
 static const void *opt_lr(const td_op *op) { return op->n_in > 1 ? cu_data(&op->in[1]) : NULL; }
 
+/* Adam's low output (out[5]), or NULL when absent */
+static const td_operand *opt_low(const td_op *op) {
+    return op->kind == TD_OP_ADAM_STEP && op->n_out > 5 && op->out[5].buf ? &op->out[5] : NULL;
+}
+
 /* every present output of out[0..3] of grad's size; out[0..n_state] (param
 ** and the states every step updates) present; a present lr or out[4] (step)
-** of one element (dtypes: the dispatcher checked them) */
+** of one element; a present low of grad's size, f16/bf16 beside an f32 param
+** (dtypes: the dispatcher checked the rest) */
 static bool opt_operands_ok(const td_op *op, int n_state) {
+    const td_operand *low = opt_low(op);
     if ((op->n_in > 1 && op->in[1].buf && td_operand_numel(&op->in[1]) != 1) ||
-        (op->n_out > 4 && op->out[4].buf && td_operand_numel(&op->out[4]) != 1))
+        (op->n_out > 4 && op->out[4].buf && td_operand_numel(&op->out[4]) != 1) ||
+        (low &&
+         (op->out[0].dtype != TD_F32 || low->dtype == TD_F32 || td_operand_numel(low) != td_operand_numel(&op->in[0]))))
         return false;
     for (int i = 0; i < op->n_out && i < 4; i++) {
         const td_operand *o = &op->out[i];
@@ -272,8 +285,17 @@ static_assert(sizeof(opt_table) + sizeof(opt_adam<double>) <= 4096,
 
 /* ---- the kernel ---- */
 
-/* Update element j of the slots (grad, param, states) through f. */
-template <typename T, class F> __device__ __forceinline__ void opt_elem(const F &f, T *const *ptr, int64_t j) {
+/* low[j] = p rounded to bf16 or f16: the f32 param's low copy (other param types have none) */
+template <typename C> __device__ __forceinline__ void opt_low_store(void *low, bool bf16, int64_t j, C p) {
+    if (bf16)
+        ((__nv_bfloat16 *)low)[j] = cu_from<__nv_bfloat16>((float)p);
+    else
+        ((__half *)low)[j] = cu_from<__half>((float)p);
+}
+
+/* Update element j of the slots (grad, param, states) through f; the param's low copy too. */
+template <typename T, class F>
+__device__ __forceinline__ void opt_elem(const F &f, T *const *ptr, void *low, bool bf16, int64_t j) {
     typedef typename cu_compute<T>::type C;
     C x[OPT_SLOTS];
 #pragma unroll
@@ -282,10 +304,13 @@ template <typename T, class F> __device__ __forceinline__ void opt_elem(const F 
 #pragma unroll
     for (int s = 1; s < OPT_SLOTS; s++)
         if (ptr[s]) ptr[s][j] = cu_from<T>(x[s]);
+    if (low) opt_low_store(low, bf16, j, x[1]);
 }
 
-/* Update vector v (16 bytes of every slot, all aligned) through f. */
-template <typename T, class F> __device__ __forceinline__ void opt_vec(const F &f, T *const *ptr, int64_t v) {
+/* Update vector v (16 bytes of every slot, all aligned) through f; the param's low copy (V
+** elements, aligned) too. */
+template <typename T, class F>
+__device__ __forceinline__ void opt_vec(const F &f, T *const *ptr, void *low, bool bf16, int64_t v) {
     typedef typename cu_compute<T>::type C;
     const int V = cu_vec<T>::N;
     cu_vec<T> x[OPT_SLOTS];
@@ -300,6 +325,7 @@ template <typename T, class F> __device__ __forceinline__ void opt_vec(const F &
         f(c[1], c[0], c[2], c[3], c[4]);
 #pragma unroll
         for (int s = 1; s < OPT_SLOTS; s++) x[s].v[e] = cu_from<T>(c[s]);
+        if (low) opt_low_store(low, bf16, v * V + e, c[1]);
     }
 #pragma unroll
     for (int s = 1; s < OPT_SLOTS; s++)
@@ -320,6 +346,8 @@ __global__ void __launch_bounds__(256) optim_kernel(const __grid_constant__ opt_
     }
     const F f = f0.at(tab.step[lo]);
     T *ptr[OPT_SLOTS];
+    void *low = tab.low[lo];
+    bool bf16 = tab.low_bf16[lo];
     uintptr_t align = 0;
 #pragma unroll
     for (int s = 0; s < OPT_SLOTS; s++) ptr[s] = (T *)tab.ptr[s][lo], align |= (uintptr_t)ptr[s];
@@ -328,10 +356,10 @@ __global__ void __launch_bounds__(256) optim_kernel(const __grid_constant__ opt_
     const int V = cu_vec<T>::N;
     int64_t j0 = start;
     if (align % 16 == 0) { /* start is a multiple of V: whole vectors, then the tensor's tail */
-        for (int64_t v = start / V + threadIdx.x; v < end / V; v += blockDim.x) opt_vec<T>(f, ptr, v);
+        for (int64_t v = start / V + threadIdx.x; v < end / V; v += blockDim.x) opt_vec<T>(f, ptr, low, bf16, v);
         j0 = end / V * V;
     }
-    for (int64_t j = j0 + threadIdx.x; j < end; j += blockDim.x) opt_elem<T>(f, ptr, j);
+    for (int64_t j = j0 + threadIdx.x; j < end; j += blockDim.x) opt_elem<T>(f, ptr, low, bf16, j);
 }
 
 /* step[i] = t (the count read by optim_kernel, + 1) for each tensor i of tab
@@ -359,6 +387,9 @@ static td_status opt_launch(cu_dev *d, int n, const td_op *ops, td_dtype dt, con
             F<float>::slots(&ops[i], s);
             for (int k = 0; k < OPT_SLOTS; k++) tab.ptr[k][tab.count] = s[k];
             tab.step[tab.count] = F<float>::step(&ops[i]);
+            const td_operand *low = opt_low(&ops[i]);
+            tab.low[tab.count] = low ? cu_data(low) : NULL;
+            tab.low_bf16[tab.count] = low && low->dtype == TD_BF16;
             steps = steps || tab.step[tab.count];
             tab.n[tab.count++] = numel;
             total += numel;

@@ -82,8 +82,10 @@ static td_status optim(vk_dev *d, const td_op *op, uint32_t code, vk_pc_optim *p
     return vk_dispatch(d, shader, spec, 2, 7, b, pc, sizeof *pc, 1, 1, 1);
 }
 
+/* declines the low copy of an f32 param (out[5], autocast's shadow): the shadow then goes stale and autocast
+** casts again */
 bool vk_supports_ADAM_STEP(vk_dev *d, const td_op *op) {
-    return (void)d, optim_ok(op) && (!op->p.adam.amsgrad || op->out[3].buf);
+    return (void)d, optim_ok(op) && (!op->p.adam.amsgrad || op->out[3].buf) && !(op->n_out > 5 && op->out[5].buf);
 }
 
 td_status vk_op_ADAM_STEP(vk_dev *d, const td_op *op) {

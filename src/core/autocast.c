@@ -83,7 +83,8 @@ static td_tensor *cast_to(td_tensor *t, td_dtype dt, bool low) {
             cache_entry *e = &ac.cache[i];
             if (e->src == t && e->dt == dt && e->version == version) return td_retain(e->cast);
         }
-    td_tensor *c = td_keep(td_cast(t, dt));
+    td_tensor *c;
+    if (!td__shadow_cast(t, dt, &c)) c = td_keep(td_cast(t, dt));
     if (!c || !cacheable) return c;
     if (ac.n_cache == ac.cap_cache) {
         int cap = ac.cap_cache ? 2 * ac.cap_cache : 64;

@@ -223,8 +223,8 @@ static td_status launch(td__custom_state *s, const td_custom_impl *im, const td_
     td_tensor *all[CUSTOM_MAX_IN + CUSTOM_MAX_OUT];
     for (int i = 0; i < c->n_in; i++) all[i] = c->inputs[i];
     for (int j = 0; j < c->n_out; j++) all[c->n_in + j] = c->outputs[j];
-    return td_kernel_launch(k, grid, c->device.type == TD_DEVICE_CUDA ? threads : NULL, 0, c->n_in + c->n_out, all,
-                            &c->args, sizeof c->args);
+    return td__kernel_launch(k, grid, c->device.type == TD_DEVICE_CUDA ? threads : NULL, 0, c->n_in + c->n_out, all,
+                             &c->args, sizeof c->args);
 }
 
 typedef struct profiled_launch {

@@ -217,6 +217,7 @@ td_tensor *td_from_foreign(td_device dev, uint64_t address, int ndim, const int6
     s->device = dev;
     s->backend = be;
     s->nbytes = nbytes;
+    s->flags = TD__STORAGE_SHARED;                          /* its producer may write it */
     td_tensor *t = td__tensor_over(s, ndim, shape, st, dt); /* takes s; on failure releases it (running the deleter) */
     if (!t) return NULL;
     return td__scope_add(t);
@@ -233,7 +234,9 @@ td_status td_capture_begin(td_device dev) {
     const td_backend *be = backend_of(dev, "capture_begin");
     if (!be) return td_last_status();
     if (!be->iface->capture_begin) return missing(dev, "capture_begin", "capture");
-    return be->iface->capture_begin(dev.index);
+    td_status st = be->iface->capture_begin(dev.index);
+    if (st == TD_OK) td__shadow_capturing(true); /* the graph must not read a shadow that outlives it */
+    return st;
 }
 
 td_status td_capture_end(td_device dev, td_captured_graph **out) {
@@ -244,6 +247,7 @@ td_status td_capture_end(td_device dev, td_captured_graph **out) {
     if (!be->iface->capture_end) return missing(dev, "capture_end", "capture");
     td_captured_graph *g = calloc(1, sizeof *g);
     td_status st = g ? be->iface->capture_end(dev.index, &g->g) : TD_ERR(TD_ERR_OOM, "capture_end: out of host memory");
+    td__shadow_capturing(false);
     if (st == TD_OK)
         g->be = be, *out = g;
     else
@@ -253,6 +257,7 @@ td_status td_capture_end(td_device dev, td_captured_graph **out) {
 
 td_status td_graph_replay(td_captured_graph *g) {
     if (!g) return TD_ERR(TD_ERR_MISUSE, "graph_replay: graph is NULL");
+    td__shadow_forget_all(); /* the replay writes its tensors without the dispatcher */
     return g->be->iface->graph_replay(g->g);
 }
 

@@ -258,6 +258,7 @@ static td_status batch_add(const td_backend *be, td_device dev, const td_op *op,
                     batch.ops[0].op.kind != op->kind || memcmp(&batch.ops[0].op.p, &op->p, sizeof op->p)))
         st = batch_flush();
     if (st != TD_OK) return st;
+    td__storage_written(n_out, out); /* issued now: the next op's view of the versions */
     held_op *h = &batch.ops[batch.n++];
     batch.be = be, batch.dev = dev;
     h->op = *op;
@@ -328,8 +329,7 @@ td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, const td
                    : __builtin_expect(td__profiling, 0) ? td__profile_run(be, dev, 1, &op)
                                                         : be->iface->run(dev.index, &op);
     if (st != TD_OK) return run_failed(st, kind, dev);
-    for (int i = 0; i < n_out; i++)
-        if (out[i]) atomic_fetch_add(&out[i]->storage->version, 1);
+    td__storage_written(n_out, out);
     if (__builtin_expect(td__trace_hook != NULL, 0)) td__trace_hook(kind, n_in, in, n_out, out, p);
     if (td__record_hook && op_meta[kind].differentiable) return td__record_hook(kind, n_in, in, n_out, out, p);
     return TD_OK;
@@ -341,11 +341,7 @@ bool td__supports(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td
     if (n_in > MAX_PROBED || n_out > MAX_PROBED) return false;
     td_operand iv[MAX_PROBED], ov[MAX_PROBED];
     for (int i = 0; i < n_in; i++) iv[i] = in[i] ? td__view_of(in[i]) : (td_operand){0};
-    for (int i = 0; i < n_out; i++)
-        if (!out[i])
-            return false;
-        else
-            ov[i] = td__view_of(out[i]);
+    for (int i = 0; i < n_out; i++) ov[i] = out[i] ? td__view_of(out[i]) : (td_operand){0};
     td_op op = {.kind = kind, .n_in = n_in, .n_out = n_out, .in = iv, .out = ov, .flags = td__op_flags(kind)};
     if (p) op.p = *p;
     const td_tensor *first = n_out ? out[0] : in[0];

@@ -117,6 +117,10 @@ static td_status export_new(td_tensor *t, uint32_t flags, void *stream, const ch
     else
         c->view = td__make_view(t, t->ndim, t->shape, t->strides, t->offset);
     td_no_grad_end();
+    if (!(flags & (TD_DLPACK_COPY | TD_DLPACK_READ_ONLY))) { /* the consumer may write it: no autocast shadow */
+        t->storage->flags |= TD__STORAGE_SHARED;
+        td__shadow_drop(t);
+    }
     if (!c->view) {
         free(c);
         return td_error_prefix("%s", fn);

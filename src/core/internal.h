@@ -25,7 +25,17 @@ typedef struct td_storage {
     size_t guard;         /* guard bytes on each side (TD_DEBUG_GUARDS), else 0 */
     atomic_ulong version; /* ops that wrote it (the dispatcher counts each output), shared by its views:
                              autograd refuses saved tensors written since they were saved */
+    /* autocast's low-precision shadow of a parameter storage (src/core/shadow.c) */
+    struct td_tensor *low;     /* +1: a flat tensor of this storage's floats cast to a 16-bit float, or NULL */
+    unsigned long low_version; /* the version (and shadow epoch) low matches */
+    unsigned long low_epoch;
+    unsigned char flags; /* TD__STORAGE_* */
 } td_storage;
+
+enum {
+    TD__STORAGE_ARENA = 1,  /* a parameter arena (td_module_flatten_parameters): shadowed whole */
+    TD__STORAGE_SHARED = 2, /* memory another framework may write (DLPack, td_from_foreign): never shadowed */
+};
 
 struct td_node; /* autograd graph node, src/autograd */
 
@@ -134,7 +144,8 @@ TD_API td_status td__dispatch(td_op_kind kind, int n_in, td_tensor *const *in, c
 /* Whether the backend of the operands' device would take kind with exactly these
 ** views (its supports()), without running it: the front-end of an op that offers
 ** strided operands first (ATTENTION*) asks this and makes them contiguous where not. Exported for the tests
-** (test_conformance's linear_wgrad: a backend that declines its f32 outputs). */
+** (test_conformance's linear_wgrad: a backend that declines its f32 outputs). A NULL in[k] or out[k] is an
+** absent optional operand. */
 TD_API bool td__supports(td_op_kind kind, int n_in, td_tensor *const *in, int n_out, td_tensor *const *out,
                          const td_op_params *p);
 /* td__dispatch for ops of layout TD_LAYOUT_CONTIG: runs kind on contiguous
@@ -263,6 +274,40 @@ void td__autocast_release(int n, td_tensor **held);
 void td__autocast_suspend(bool on);
 /* Parameters cast and cached in this thread's scope (tests). */
 TD_API int td__autocast_cache_size(void);
+
+/* ---- parameter shadows (shadow.c) ----
+** A parameter's storage may keep its floats cast to autocast's 16-bit dtype,
+** so that the next autocast region reads the cast without a pass: the
+** optimizer's step writes it beside the parameter (ADAM_STEP's low output),
+** and any other write makes it stale (the storage's version, counted by the
+** dispatcher; a shadow epoch that captures and replays, which write without
+** the dispatcher, advance). */
+/* t cast to dt from its storage's shadow, recorded for autograd as a COPY of
+** t, into *out (+1; NULL with the error set on failure): true when t is a
+** shadowable parameter (a float32 leaf that requires grad, contiguous, the
+** whole of its storage or a view of a parameter arena, on a device that is not
+** capturing); false, *out untouched, when it is not. A stale shadow is first
+** refreshed by one cast of the whole storage. */
+bool td__shadow_cast(td_tensor *t, td_dtype dt, td_tensor **out);
+/* The current shadow of param's elements as a +1 view (for an optimizer step
+** to write beside param), or NULL when its storage has none current. */
+td_tensor *td__shadow_view(td_tensor *param);
+/* Count a write of out[0..n) (NULLs skipped): each storage's version
+** advances; a storage written together with its current shadow by one op keeps
+** the shadow current. The dispatcher's bookkeeping after an op. */
+void td__storage_written(int n, td_tensor *const *out);
+/* t's storage's shadow goes stale (a user kernel may have written t). */
+void td__shadow_drop(const td_tensor *t);
+/* Every shadow goes stale: a capture began or ended, a graph was replayed. */
+void td__shadow_forget_all(void);
+/* Whether a capture is open on some device (no shadow is read or written then). */
+void td__shadow_capturing(bool begin);
+
+/* ---- kernels (kernel.c) ---- */
+/* td_kernel_launch for the library's own kernels (math blocks, custom ops,
+** the LSTM's steps), which write only their outputs: no parameter's shadow is dropped. */
+td_status td__kernel_launch(td_user_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                            int n, td_tensor *const *tensors, const void *push, size_t push_size);
 
 /* ---- device waits ---- */
 /* Counts a device-to-host wait on s's device (none on the CPU): td_host_sync_count. */

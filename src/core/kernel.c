@@ -101,6 +101,13 @@ td_status td_kernel_compile(td_device dev, int lang, const char *source, const c
 
 td_status td_kernel_launch(td_user_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
                            int n, td_tensor *const *tensors, const void *push, size_t push_size) {
+    td_status st = td__kernel_launch(k, grid, block, shared_bytes, n, tensors, push, push_size);
+    for (int i = 0; st == TD_OK && i < n; i++) td__shadow_drop(tensors[i]);
+    return st;
+}
+
+td_status td__kernel_launch(td_user_kernel *k, const uint32_t grid[3], const uint32_t block[3], size_t shared_bytes,
+                            int n, td_tensor *const *tensors, const void *push, size_t push_size) {
     if (!k || !grid || n < 0 || (n > 0 && !tensors))
         return TD_ERR(TD_ERR_MISUSE, "td_kernel_launch: NULL kernel, grid or tensors");
     if (n > KERNEL_MAX_TENSORS)

@@ -73,8 +73,14 @@ td_status td_adam_update(td_tensor *param, td_tensor *grad, td_tensor *m, td_ten
     TRY(check_range(weight_decay, "weight_decay", 0, INFINITY, true, op));
     if (step < 1) return TD_ERR(TD_ERR_MISUSE, "%s: step = %lld, but steps count from 1", op, (long long)step);
     td_op_params p = {.adam = {lr, beta1, beta2, eps, weight_decay, step, decoupled_weight_decay, amsgrad, maximize}};
-    td_tensor *in[2] = {grad, NULL}, *out[5] = {param, m, v, amsgrad ? vmax : NULL, NULL};
-    return td__dispatch(TD_OP_ADAM_STEP, 2, in, NULL, 5, out, &p);
+    td_tensor *in[2] = {grad, NULL}, *out[6] = {param, m, v, amsgrad ? vmax : NULL, NULL, td__shadow_view(param)};
+    if (out[5] && !td__supports(TD_OP_ADAM_STEP, 2, in, 6, out, &p)) { /* the shadow goes stale instead */
+        td_release(out[5]);
+        out[5] = NULL;
+    }
+    td_status st = td__dispatch(TD_OP_ADAM_STEP, 2, in, NULL, 6, out, &p);
+    td_release(out[5]);
+    return st;
 }
 
 td_status td_sgd_update(td_tensor *param, td_tensor *grad, td_tensor *buf, double lr, double momentum, double dampening,

@@ -161,6 +161,7 @@ static void storage_check_guards(td_storage *s) {
 
 static void storage_release(td_storage *s) {
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    td_release(s->low);
     if (s->guard) storage_check_guards(s);
     s->backend->iface->buffer_free(s->buf);
     storage_header_free(s);

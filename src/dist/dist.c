@@ -496,6 +496,7 @@ static td_status stage(td_tensor *t, const char *api, const char *arg, bool queu
 
 /* Write a staged host copy back to its Vulkan tensor (queued), and free it. */
 static td_status unstage(staged *s, td_status st) {
+    if (st == TD_OK) td__storage_written(1, &s->t); /* the transport wrote it in place */
     if (s->hc.hb && st == TD_OK) st = td__host_copy_back(&s->hc);
     td__host_copy_drop(&s->hc); /* after a failure */
     if (s->host && st == TD_OK) st = td_copy_(s->t, s->host);

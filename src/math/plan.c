@@ -376,11 +376,11 @@ static td_status run_kernel(td_math_plan *p, plan_step *s, td_tensor **vals) {
         if (!(t[s->ir.n_bufs] = td_empty(1, &n, s->ir.compute, p->dev))) return td_last_status();
     }
     uint32_t grid[3] = {s->grid[0], 1, 1}, block[3] = {s->block[0], 1, 1};
-    td_status st = td_kernel_launch(s->gpu[0], grid, cuda ? block : NULL, 0, s->ir.n_bufs + split, t, NULL, 0);
+    td_status st = td__kernel_launch(s->gpu[0], grid, cuda ? block : NULL, 0, s->ir.n_bufs + split, t, NULL, 0);
     if (st || !split) return st;
     td_tensor *fin[2] = {t[s->ir.n_bufs], t[s->ir.red_buf]};
     grid[0] = s->grid[1], block[0] = s->block[1];
-    st = td_kernel_launch(s->gpu[1], grid, cuda ? block : NULL, 0, 2, fin, NULL, 0);
+    st = td__kernel_launch(s->gpu[1], grid, cuda ? block : NULL, 0, 2, fin, NULL, 0);
     td_keep(fin[0]);
     td_release(fin[0]); /* freed once the launches that use it are done (the backends keep it alive) */
     return st;

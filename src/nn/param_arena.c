@@ -60,7 +60,10 @@ static td_status flatten(td_module *m, td_device dev, td_tensor **ps, int n) {
         a[n_a] = (td_arena){.dtype = dt,
                             .params = td_keep(td_empty(1, &numel, dt, dev)),
                             .grads = td_keep(td_zeros(1, &numel, dt, dev))};
-        if (!a[n_a].params || !a[n_a].grads) st = td_last_status();
+        if (!a[n_a].params || !a[n_a].grads)
+            st = td_last_status();
+        else
+            a[n_a].params->storage->flags |= TD__STORAGE_ARENA; /* autocast shadows it whole (core/shadow.c) */
         int64_t at = 0;
         for (int j = i; j < n && st == TD_OK; j++) {
             if (ps[j]->dtype != dt) continue;

@@ -112,7 +112,7 @@ static td_status step_run(void *user) {
     uint32_t grid[3] = {blocks < 65535 ? blocks : 65535, (blocks + 65534) / 65535, 1};
     if (l->fused) /* (units, batch rows) */
         grid[0] = (l->a->H + FUSED_J - 1) / FUSED_J, grid[1] = (l->a->n / l->a->H + FUSED_B - 1) / FUSED_B;
-    return td_kernel_launch(l->k, grid, NULL, 0, l->n, l->ts, l->a, sizeof *l->a);
+    return td__kernel_launch(l->k, grid, NULL, 0, l->n, l->ts, l->a, sizeof *l->a);
 }
 
 /* Launch step kernel which over ts (n_in inputs, then n_out outputs; whole contiguous buffers) for args a. */

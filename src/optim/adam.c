@@ -33,8 +33,8 @@ static td_status capturable_update(const td_optim_options *o, td_param_state *ps
     td_op_params p = {
         .adam = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, 1, decoupled, o->amsgrad, o->maximize}};
     td_tensor *in[2] = {g, ps->lr_t};
-    td_tensor *out[5] = {ps->param, ps->slot[0], ps->slot[1], o->amsgrad ? ps->slot[2] : NULL, ps->step_t};
-    return td__dispatch(TD_OP_ADAM_STEP, 2, in, NULL, 5, out, &p);
+    td_tensor *out[6] = {ps->param, ps->slot[0], ps->slot[1], o->amsgrad ? ps->slot[2] : NULL, ps->step_t, NULL};
+    return td__dispatch(TD_OP_ADAM_STEP, 2, in, NULL, 6, out, &p);
 }
 
 static td_status update(const td_optim_options *o, td_param_state *ps, td_tensor *g, bool decoupled) {
