@@ -16,7 +16,9 @@
 // Bindings: 0 grad, 1 param, 2..4 state (Adam m, v, vmax; SGD buf; RMSprop
 // sq, buf, gavg); absent state is bound to a dummy and flagged off; 5 the
 // device lr (flag 4: replaces the host's; f64 in the f64 variant, else f32),
-// 6 Adam's device step count (flag 5: f32, the steps done, t = step + 1).
+// 6 Adam's device step count (flag 5: f32, the steps done, t = step + 1),
+// 7 Adam's low copy of an f32 param (flag 6; bf16 bits, f16 with flag 7):
+// the updated p rounded to nearest even, autocast's shadow (src/core/shadow.c).
 // With either, Adam's 1 - lr wd, -lr / (1-b1^t) and sqrt(1-b2^t) are computed
 // here (omp() below) from K(5) = the host's lr, K(6), K(7) = log b1, log b2
 // and pc.t = the host's t, where those are not on the device.
@@ -31,10 +33,11 @@ layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform PC {
     uint n, flags;
-    uint off[7];
+    uint off[8];
     uint t;
     uint k[18];
-} pc;
+}
+pc;
 
 layout(binding = 0) readonly buffer BG { ST(A_DT) gr[]; };
 layout(binding = 1) buffer BP { ST(A_DT) pr[]; };
@@ -47,6 +50,7 @@ layout(binding = 5) readonly buffer BL { double lrb[]; };
 layout(binding = 5) readonly buffer BL { float lrb[]; };
 #endif
 layout(binding = 6) buffer BS { float stepb[]; };
+layout(binding = 7) writeonly buffer BO { uint16_t lo[]; };
 
 #define T VT(A_DT)
 #if A_DT == DT_F64
@@ -106,6 +110,7 @@ void main() {
             p = p + neg_step * (m / (sqrt(vv) / bc2_sqrt + K(8u)));
             s1[pc.off[2] + i] = SV(A_DT, m);
             s2[pc.off[3] + i] = SV(A_DT, v);
+            if (F(6u)) lo[pc.off[7] + i] = uint16_t(F(7u) ? f32_to_f16(float(p)) : f32_to_bf16(float(p)));
         } else if (OP == 1u) {
             if (F(2u)) g = -g;
             if (K(3u) != T(0)) g += K(3u) * p;

@@ -1,7 +1,8 @@
 /*
 ** ADAM_STEP, SGD_STEP, RMSPROP_STEP (shaders/optim.comp): in = (grad, lr?),
-** out = (param, state..., Adam's step?) updated in place; every operand
-** contiguous [n] of one float dtype; absent optional state has buf == NULL.
+** out = (param, state..., Adam's step?, Adam's low?) updated in place; every
+** operand contiguous [n] of one float dtype but low, the f16/bf16 copy of an
+** f32 param (autocast's shadow); absent optional state has buf == NULL.
 ** Constants are computed in double and rounded once to the compute type, as
 ** the CPU does; with a device lr (0-d, f64 for f64 else f32) or step (0-d
 ** f32, the steps done) the shader computes the ones that depend on them (t =
@@ -19,13 +20,14 @@
 /* GLSL: shaders/optim.comp, block PC. */
 typedef struct vk_pc_optim {
     uint32_t n, flags;
-    uint32_t off[7];
+    uint32_t off[8];
     uint32_t t; /* Adam's step with a device lr but no device step */
     uint32_t k[18];
 } vk_pc_optim;
-static_assert(sizeof(vk_pc_optim) == 112, "vk_pc_optim must match shaders/optim.comp");
+static_assert(sizeof(vk_pc_optim) == 116, "vk_pc_optim must match shaders/optim.comp");
 
-enum { LR_FLAG = 1u << 4, STEP_FLAG = 1u << 5 }; /* flags: lr / step bound (bindings 5, 6) */
+/* flags: lr / step / low bound (bindings 5, 6, 7), low is f16 */
+enum { LR_FLAG = 1u << 4, STEP_FLAG = 1u << 5, LOW_FLAG = 1u << 6, LOW_F16_FLAG = 1u << 7 };
 
 static void put_k(vk_pc_optim *pc, td_dtype dt, int i, double v) {
     if (dt == TD_F64) {
@@ -38,14 +40,21 @@ static void put_k(vk_pc_optim *pc, td_dtype dt, int i, double v) {
     }
 }
 
-/* the device lr (in[1]) and step (out[4]), or NULL when absent */
+/* the device lr (in[1]), step (out[4]) and Adam's low copy (out[5]), or NULL when absent */
 static const td_operand *optim_lr(const td_op *op) { return op->n_in > 1 && op->in[1].buf ? &op->in[1] : NULL; }
 static const td_operand *optim_step(const td_op *op) { return op->n_out > 4 && op->out[4].buf ? &op->out[4] : NULL; }
+static const td_operand *optim_low(const td_op *op) {
+    return op->kind == TD_OP_ADAM_STEP && op->n_out > 5 && op->out[5].buf ? &op->out[5] : NULL;
+}
 
-/* every state operand present has grad's length; lr and step one element */
+/* every state operand present has grad's length; lr and step one element; a low copy f16/bf16 of grad's length
+** beside an f32 param */
 static bool optim_ok(const td_op *op) {
+    const td_operand *low = optim_low(op);
     if ((optim_lr(op) && td_operand_numel(optim_lr(op)) != 1) ||
-        (optim_step(op) && td_operand_numel(optim_step(op)) != 1))
+        (optim_step(op) && td_operand_numel(optim_step(op)) != 1) ||
+        (low && (op->out[0].dtype != TD_F32 || low->dtype == TD_F32 ||
+                 td_operand_numel(low) != td_operand_numel(&op->in[0]))))
         return false;
     for (int i = 0; i < op->n_out && i < 4; i++)
         if (op->out[i].buf && td_operand_numel(&op->out[i]) != td_operand_numel(&op->in[0])) return false;
@@ -61,31 +70,31 @@ static td_status bind_or_dummy(vk_dev *d, const td_operand *v, bool write, vk_bi
 }
 
 /* present[k]: whether out[k] takes part (else its binding is the dummy);
-** the lr and step are bound when the op has them (flags LR_FLAG, STEP_FLAG),
-** and a step is advanced by a second dispatch (code 3) */
+** the lr, step and low copy are bound when the op has them (flags LR_FLAG,
+** STEP_FLAG, LOW_FLAG), and a step is advanced by a second dispatch (code 3) */
 static td_status optim(vk_dev *d, const td_op *op, uint32_t code, vk_pc_optim *pc, const bool *present) {
-    vk_bind b[7];
+    vk_bind b[8];
     pc->n = (uint32_t)td_operand_numel(&op->in[0]);
-    const td_operand *lr = optim_lr(op), *step = code == 0 ? optim_step(op) : NULL;
-    pc->flags |= (lr ? LR_FLAG : 0) | (step ? STEP_FLAG : 0);
+    const td_operand *lr = optim_lr(op), *step = code == 0 ? optim_step(op) : NULL, *low = optim_low(op);
+    pc->flags |= (lr ? LR_FLAG : 0) | (step ? STEP_FLAG : 0) | (low ? LOW_FLAG : 0) |
+                 (low && low->dtype == TD_F16 ? LOW_F16_FLAG : 0);
     td_status st = vk_bind_view(d, &op->in[0], false, &b[0], &pc->off[0]);
     for (int k = 0; k < 4 && st == TD_OK; k++)
         st = bind_or_dummy(d, k < op->n_out && present[k] ? &op->out[k] : NULL, true, &b[k + 1], &pc->off[k + 1]);
     if (st == TD_OK) st = bind_or_dummy(d, lr, false, &b[5], &pc->off[5]);
     if (st == TD_OK) st = bind_or_dummy(d, step, true, &b[6], &pc->off[6]);
+    if (st == TD_OK) st = bind_or_dummy(d, low, true, &b[7], &pc->off[7]);
     if (st != TD_OK) return st;
     uint32_t spec[2] = {WG, code};
     int shader = VK_DT_SHADER(VK_SHADER_optim_f32, op->in[0].dtype);
-    st = vk_dispatch(d, shader, spec, 2, 7, b, pc, sizeof *pc, vk_groups(pc->n, WG), 1, 1);
+    st = vk_dispatch(d, shader, spec, 2, 8, b, pc, sizeof *pc, vk_groups(pc->n, WG), 1, 1);
     if (st != TD_OK || !step) return st;
     spec[1] = 3;
-    return vk_dispatch(d, shader, spec, 2, 7, b, pc, sizeof *pc, 1, 1, 1);
+    return vk_dispatch(d, shader, spec, 2, 8, b, pc, sizeof *pc, 1, 1, 1);
 }
 
-/* declines the low copy of an f32 param (out[5], autocast's shadow): the shadow then goes stale and autocast
-** casts again */
 bool vk_supports_ADAM_STEP(vk_dev *d, const td_op *op) {
-    return (void)d, optim_ok(op) && (!op->p.adam.amsgrad || op->out[3].buf) && !(op->n_out > 5 && op->out[5].buf);
+    return (void)d, optim_ok(op) && (!op->p.adam.amsgrad || op->out[3].buf);
 }
 
 td_status vk_op_ADAM_STEP(vk_dev *d, const td_op *op) {
