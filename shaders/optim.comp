@@ -16,12 +16,12 @@
 // Bindings: 0 grad, 1 param, 2..4 state (Adam m, v, vmax; SGD buf; RMSprop
 // sq, buf, gavg); absent state is bound to a dummy and flagged off; 5 the
 // device lr (flag 4: replaces the host's; f64 in the f64 variant, else f32),
-// 6 Adam's device step count (flag 5: f32, the steps done, t = step + 1),
-// 7 Adam's low copy of an f32 param (flag 6; bf16 bits, f16 with flag 7):
-// the updated p rounded to nearest even, autocast's shadow (src/core/shadow.c).
+// 6 Adam's device step count (flag 5: f32, the steps done, t = step + 1).
 // With either, Adam's 1 - lr wd, -lr / (1-b1^t) and sqrt(1-b2^t) are computed
 // here (omp() below) from K(5) = the host's lr, K(6), K(7) = log b1, log b2
-// and pc.t = the host's t, where those are not on the device.
+// and pc.t = the host's t, where those are not on the device. Binding 7 is
+// Adam's low copy of an f32 param (flag 6; bf16 bits, f16 with flag 7): the
+// updated p rounded to nearest even, autocast's shadow (src/core/shadow.c).
 // k[] holds the constants, rounded once on the host to the compute type:
 // floats as 32-bit words, doubles (f64 variant) as word pairs.
 // C mirror: vk_pc_optim (vk_ops_optim.c). Variants optim_<float dt>.
@@ -36,8 +36,7 @@ layout(push_constant) uniform PC {
     uint off[8];
     uint t;
     uint k[18];
-}
-pc;
+} pc;
 
 layout(binding = 0) readonly buffer BG { ST(A_DT) gr[]; };
 layout(binding = 1) buffer BP { ST(A_DT) pr[]; };

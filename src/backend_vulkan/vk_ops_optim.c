@@ -53,8 +53,8 @@ static bool optim_ok(const td_op *op) {
     const td_operand *low = optim_low(op);
     if ((optim_lr(op) && td_operand_numel(optim_lr(op)) != 1) ||
         (optim_step(op) && td_operand_numel(optim_step(op)) != 1) ||
-        (low && (op->out[0].dtype != TD_F32 || low->dtype == TD_F32 ||
-                 td_operand_numel(low) != td_operand_numel(&op->in[0]))))
+        (low &&
+         (op->out[0].dtype != TD_F32 || low->dtype == TD_F32 || td_operand_numel(low) != td_operand_numel(&op->in[0]))))
         return false;
     for (int i = 0; i < op->n_out && i < 4; i++)
         if (op->out[i].buf && td_operand_numel(&op->out[i]) != td_operand_numel(&op->in[0])) return false;
