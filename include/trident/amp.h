@@ -19,6 +19,20 @@
 ** written (its storage version changes). Backward passes run with autocast
 ** off, as torch's autograd engine threads do.
 **
+** Shadows. An f32 parameter that is the whole of its storage, or a view of a
+** module's parameter arena (td_module_flatten_parameters), keeps its low cast
+** between scopes (llm.c's bf16 weights beside the f32 masters): the first cast
+** of its storage makes the shadow, and the Adam/AdamW step writes it beside
+** the parameter in the same kernel, so a training step's forward casts no
+** parameter (2 bytes a parameter stay allocated). Any other write through
+** Trident (an op, copy_, a collective, a user kernel given the parameter, a
+** capture or a graph replay) makes the shadow stale: the next cast refreshes
+** it, one pass over the storage. A parameter exported writable through DLPack,
+** or imported from another framework's memory, has none: its memory may change
+** behind Trident's back. A graph saved before an optimizer step that rewrote a
+** shadow it reads fails its backward with the in-place error (torch would use
+** the cast made before the step).
+**
 ** Scopes are per thread and nest: the innermost open scope for a device type
 ** decides. Run the forward pass and the loss inside the scope, backward and
 ** the optimizer step after it.
