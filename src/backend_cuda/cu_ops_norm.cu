@@ -570,9 +570,12 @@ static td_status layer_norm_backward_warp(cu_dev *d, int W, const G *dy, const T
     static std::atomic<int> per_sm[2];
     int wi = W == 8, bps = per_sm[wi].load(std::memory_order_relaxed);
     size_t most = (size_t)W * 2 * 32 * VPT * sizeof(C), smem = (size_t)W * 2 * (size_t)n * sizeof(C);
+    /* past the 48 KiB a block may use unasked: asked on this device (the attribute is the device's) */
+    if (most > 48 * 1024 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) != cudaSuccess)
+        return CU_LAUNCHED("layer_norm_backward (warp: shared memory)");
     if (bps == 0) {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, 32 * W, most) != cudaSuccess || bps < 1)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, 32 * W, most) != cudaSuccess || bps < 1)
             bps = 1;
         per_sm[wi].store(bps, std::memory_order_relaxed);
     }
