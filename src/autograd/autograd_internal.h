@@ -182,7 +182,8 @@ td_tensor *td__take_input_grad(const td_node *n, int i);
 /* A narrow copy of gradient g made in the same pass as g by the formula that made it (LAYER_NORM_BACKWARD's dxn:
 ** td_cast(g, twin's dtype) bit for bit), for the node that receives g and casts it (td__grad_cast): kept (+1
 ** each) by the run of the formula that runs now until taken or the run ends (at most TD__GRAD_TWINS at once);
-** nothing outside a formula or under create_graph. */
+** nothing outside a formula, under create_graph, or with TRIDENT_GRAD_TWIN=0 (the consumers' casts, the
+** baseline). */
 #define TD__GRAD_TWINS 8
 void td__grad_twin_put(td_tensor *g, td_tensor *twin);
 /* g cast to dt (borrowed, scope-owned): the twin td__grad_twin_put left for this very tensor while its storage is

@@ -313,9 +313,18 @@ td_tensor *td__take_input_grad(const td_node *n, int i) {
     return td__scope_add(g); /* the formula's scope releases the sum's reference */
 }
 
+static pthread_once_t twin_once = PTHREAD_ONCE_INIT;
+static bool twin_off; /* TRIDENT_GRAD_TWIN=0: no twins kept, the consumers cast (the baseline) */
+
+static void twin_env(void) {
+    const char *e = getenv("TRIDENT_GRAD_TWIN");
+    twin_off = e && !strcmp(e, "0");
+}
+
 void td__grad_twin_put(td_tensor *g, td_tensor *twin) {
     run_state *rs = running;
-    if (!rs || rs->req->create_graph || !g || !twin || rs->n_twins == TD__GRAD_TWINS) return;
+    pthread_once(&twin_once, twin_env);
+    if (twin_off || !rs || rs->req->create_graph || !g || !twin || rs->n_twins == TD__GRAD_TWINS) return;
     rs->twins[rs->n_twins++] =
         (grad_twin){.g = td_retain(g), .twin = td_retain(twin), .version = atomic_load(&g->storage->version)};
 }
