@@ -8,7 +8,7 @@
 ** ln_bwd_*, add_ln_bwd_*: the gradients of every input through the narrow op against the composed graph's.
 ** w3_step_*: a small GPT's bf16-autocast forward and backward (the workload's block, src/workloads/workloads.c)
 **   against TRIDENT_LN_AMP=composed: the same loss bit for bit, the same parameter gradients (bit for bit on the
-**   CPU), fewer `copy` ops.
+**   CPU), fewer `copy` ops (the MLP node's dy cast among them: ln1's bf16 dx twin, src/autograd/engine.c).
 ** add_ln_bwd_vulkan: the same bits where the core casts around Vulkan's f32 kernels.
 ** The *_cuda and *_vulkan cases skip without the device.
 */
@@ -273,8 +273,9 @@ static void w3_step(td_device dev) {
         else
             ASSERT(test_max_rel(g[i], g2[i]) < 1e-3);
     /* per layer: ln1's and ln2's y casts and their gradients' casts back, the residual's cast and its gradient's
-    ** (LAYER_NORM_BACKWARD writes the bf16 residual gradient); the final ln's two */
-    ASSERT_EQ_INT(copies2 - copies, 6 * cfg.layers + 2);
+    ** (LAYER_NORM_BACKWARD writes the bf16 residual gradient), and the MLP node's cast of its f32 dy to bf16 (the
+    ** next ln1's or the final ln's LAYER_NORM_BACKWARD writes it: td__grad_twin_put); the final ln's two */
+    ASSERT_EQ_INT(copies2 - copies, 7 * cfg.layers + 2);
     for (int i = 0; i < n; i++) td_release(g[i]), td_release(g2[i]);
     td_scope_end();
     td_module_free(m);

@@ -140,10 +140,11 @@ static double against_f64(td_device dev, td_dtype dt, int64_t R, int64_t n, bool
     return worst;
 }
 
-/* R, n: odd counts; n below a warp, not a multiple of 8, 768 (the 24-slot tier), past 1024 (a block a row),
-** past the fused kernel's registers (8192) */
-static const int64_t shapes[][2] = {{7, 5},      {333, 33},  {4099, 768}, {1001, 1000},
-                                    {257, 1030}, {65, 5001}, {130, 8192}, {9, 20000}};
+/* R, n: odd counts; n below a warp, not a multiple of 8, 128, 256 and 512 (the 4-, 8- and 16-slot tiers with
+** vector loads), 768 (the 24-slot tier), past 1024 (a block a row), past the fused kernel's registers (8192).
+** On CUDA each TRIDENT_CUDA_LN_BWD variant runs these (.gpu scripts: one run a variant). */
+static const int64_t shapes[][2] = {{7, 5},       {333, 33},   {515, 128}, {300, 256},  {129, 512}, {4099, 768},
+                                    {1001, 1000}, {257, 1030}, {65, 5001}, {130, 8192}, {9, 20000}};
 
 static void against_f64_all(td_device dev, const td_dtype *dts, const double *tol, int n_dt) {
     for (int i = 0; i < n_dt; i++)

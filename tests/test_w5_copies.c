@@ -171,16 +171,17 @@ TEST(wgrad_in_f32) {
 **     operands; cuDNN reads the strided views). No parameter is cast: the 7 weights and biases a layer read in bf16
 **     (qkv w, b; proj w, b; fc w, b; out w) and the tied head's tok.weight come from their shadows, which the
 **     first step's ADAM_STEP wrote (src/core/shadow.c; 7 casts a layer and 1 more before). No gradient is cast to
-**     its f32 .grad: the layer norms', tok's
-**     and pos's are f32, and the 8 weight and bias gradients of the Linears and the MLP (the same and out's bias)
-**     come out of LINEAR_WGRAD in f32 (td__grad_dtype; 8 more casts a layer before).
-**   backward nodes (5): the MLP node's f32 incoming gradient cast to bf16, and 4 CPU-only (attention's dout made
-**     contiguous, dq, dk, dv reshaped). The head's gradient of tok.weight is f32 too, summed with the embedding's
-**     without a cast (1 more before). proj's bf16 gradient (the residual's f32 one rounded) comes from ln2's
-**     LAYER_NORM_BACKWARD op itself (src/autograd/formulas_nn.c, td__bw_add_layer_norm), not a cast. */
+**     its f32 .grad: the layer norms', tok's and pos's are f32, and the 8 weight and bias gradients of the Linears
+**     and the MLP (the same and out's bias) come out of LINEAR_WGRAD in f32 (td__grad_dtype; 8 more casts a layer
+**     before).
+**   backward nodes (4): CPU-only (attention's dout made contiguous, dq, dk, dv reshaped). The MLP node's f32
+**     incoming gradient reaches it in bf16 too, written by the next ln1's (or the final ln's) LAYER_NORM_BACKWARD
+**     (td__grad_twin_put; one cast a layer before). The head's gradient of tok.weight is f32 too, summed with the
+**     embedding's without a cast (1 more before). proj's bf16 gradient (the residual's f32 one rounded) comes from
+**     ln2's LAYER_NORM_BACKWARD op itself (src/autograd/formulas_nn.c, td__bw_add_layer_norm), not a cast. */
 #define W5_LAYERS 2
 #define W5_FWD(l) (4 * (l))
-#define W5_BWD(l) (5 * (l))
+#define W5_BWD(l) (4 * (l))
 
 /* The step's `add` ops issued by backward nodes: the tied tok.weight's two gradients (the head's dW and the
 ** embedding's scatter-add, EMBEDDING_BACKWARD, which has no input to add into) summed by the engine. Each layer's

@@ -179,6 +179,24 @@ bool td__engine_accumulating(void);
 ** same total, as they read it only when the last contribution is in. */
 td_tensor *td__take_input_grad(const td_node *n, int i);
 
+/* A narrow copy of gradient g made in the same pass as g by the formula that made it (LAYER_NORM_BACKWARD's dxn:
+** td_cast(g, twin's dtype) bit for bit), for the node that receives g and casts it (td__grad_cast): kept (+1
+** each) by the run of the formula that runs now until taken or the run ends (at most TD__GRAD_TWINS at once);
+** nothing outside a formula, under create_graph, or with TRIDENT_GRAD_TWIN=0 (the consumers' casts, the
+** baseline). */
+#define TD__GRAD_TWINS 8
+void td__grad_twin_put(td_tensor *g, td_tensor *twin);
+/* g cast to dt (borrowed, scope-owned): the twin td__grad_twin_put left for this very tensor while its storage is
+** unchanged since (its version), taken out of the run; else td_cast(g, dt); g itself when it is dt already. */
+td_tensor *td__grad_cast(td_tensor *g, td_dtype dt);
+/* The dtype node p's formula casts output nr's gradient to (td__grad_cast) before its products, or
+** TD_DTYPE_COUNT (none, or no node): LINEAR_RESIDUAL's and the fused MLP's, autocast's bf16 activations beside
+** an f32 residual stream (formulas_nn.c). */
+td_dtype td__grad_cast_dtype(const td_node *p, int nr);
+/* the fused MLP node's (mlp_gelu.c): its x's dtype, the one its backward casts dy to; TD_DTYPE_COUNT for
+** another node */
+td_dtype td__mlp_gelu_dy_dtype(const td_node *p);
+
 /* The end of a call that hands out ts[0..n) (+1 each): on TD_OK they join the
 ** current scope, else they are released and set to NULL. Returns st. */
 td_status td__hand_out(td_status st, int n, td_tensor **ts);

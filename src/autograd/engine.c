@@ -30,6 +30,11 @@ typedef struct leaf_sum {
     bool done;       /* pass 4 ran for it */
 } leaf_sum;
 
+typedef struct grad_twin {
+    td_tensor *g, *twin; /* +1 each */
+    uint64_t version;    /* g's storage version when put */
+} grad_twin;
+
 typedef struct run_state {
     const td__engine_req *req;
     uint64_t id;
@@ -37,6 +42,8 @@ typedef struct run_state {
     size_t n_order, cap_order;
     leaf_sum *leaves;
     size_t n_leaves, cap_leaves;
+    grad_twin twins[TD__GRAD_TWINS]; /* td__grad_twin_put's, not taken yet */
+    int n_twins;
 } run_state;
 
 static atomic_uint_fast64_t run_counter;
@@ -306,6 +313,38 @@ td_tensor *td__take_input_grad(const td_node *n, int i) {
     return td__scope_add(g); /* the formula's scope releases the sum's reference */
 }
 
+static pthread_once_t twin_once = PTHREAD_ONCE_INIT;
+static bool twin_off; /* TRIDENT_GRAD_TWIN=0: no twins kept, the consumers cast (the baseline) */
+
+static void twin_env(void) {
+    const char *e = getenv("TRIDENT_GRAD_TWIN");
+    twin_off = e && !strcmp(e, "0");
+}
+
+void td__grad_twin_put(td_tensor *g, td_tensor *twin) {
+    run_state *rs = running;
+    pthread_once(&twin_once, twin_env);
+    if (twin_off || !rs || rs->req->create_graph || !g || !twin || rs->n_twins == TD__GRAD_TWINS) return;
+    rs->twins[rs->n_twins++] =
+        (grad_twin){.g = td_retain(g), .twin = td_retain(twin), .version = atomic_load(&g->storage->version)};
+}
+
+td_tensor *td__grad_cast(td_tensor *g, td_dtype dt) {
+    if (!g || g->dtype == dt) return g;
+    run_state *rs = running;
+    for (int k = 0; rs && k < rs->n_twins; k++) {
+        grad_twin e = rs->twins[k];
+        if (e.g != g || e.twin->dtype != dt) continue;
+        rs->twins[k] = rs->twins[--rs->n_twins];
+        bool same = atomic_load(&g->storage->version) == e.version;
+        td_release(e.g);
+        if (same) return td__scope_add(e.twin);
+        td_release(e.twin);
+        break;
+    }
+    return td_cast(g, dt);
+}
+
 static td_tensor *root_grad(const td__engine_req *req, int r) {
     td_tensor *t = req->roots[r], *g = req->grads ? req->grads[r] : NULL;
     char a[96], b[96];
@@ -440,6 +479,7 @@ td_status td__engine_run(const td__engine_req *req) {
     if (st == TD_OK) st = finish_leaves(&rs);
     for (size_t k = 0; k < rs.n_order; k++) free_buf(rs.order[k]);
     for (size_t k = 0; k < rs.n_leaves; k++) td_release(rs.leaves[k].grad);
+    for (int k = 0; k < rs.n_twins; k++) td_release(rs.twins[k].g), td_release(rs.twins[k].twin);
     free(rs.order);
     free(rs.leaves);
     td_scope_end();

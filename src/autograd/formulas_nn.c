@@ -121,7 +121,7 @@ td_status td__bw_linear_gelu(td_node *n, td_tensor *const *gy, td_tensor **gx) {
 td_status td__bw_linear_residual(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     td_tensor *dy = gy[0], *dw = NULL, *db = NULL;
     if (NEED(3)) gx[3] = dy;
-    if ((NEED(0) || NEED(1) || NEED(2)) && dy->dtype != n->in_meta[0].dtype) dy = td_cast(dy, n->in_meta[0].dtype);
+    if (NEED(0) || NEED(1) || NEED(2)) dy = td__grad_cast(dy, n->in_meta[0].dtype); /* maybe ln1's twin */
     if (NEED(0)) gx[0] = td_matmul(dy, IN(1));
     if ((NEED(1) || NEED(2)) && td__linear_wgrad(dy, IN(0), NEED(2), &dw, &db) == TD_OK)
         gx[1] = NEED(1) ? dw : NULL, gx[2] = db;
@@ -258,12 +258,25 @@ static bool norm_grads_fused(td_node *n, td_tensor *xs, td_tensor *dyt, td_tenso
     return true;
 }
 
+td_dtype td__grad_cast_dtype(const td_node *p, int nr) {
+    if (!p || nr != 0) return TD_DTYPE_COUNT;
+    if (p->backward == td__bw_linear_residual) return p->in_meta[0].dtype;
+    return td__mlp_gelu_dy_dtype(p);
+}
+
+/* twin: x's producer casts x's gradient to a narrower dtype before its products (td__grad_cast_dtype: the
+** previous block's MLP under autocast) and dy reaches the op in that dtype, so the op writes dx in it too (its
+** dxn, as add_layer_norm's residual gradient), handed to that node (td__grad_twin_put) in place of its cast. */
 td_status td__bw_layer_norm(td_node *n, td_tensor *const *gy, td_tensor **gx) {
     if (!gy[0]) return TD_OK; /* only mean/rstd received gradients: they are not differentiable */
     /* taken: x's gradient so far, taken into dx (the residual stream's other branch) */
-    td_tensor *dx = NULL, *taken = NULL;
-    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, TD_F32, NULL, gx, NEED(0) ? &taken : NULL)) {
+    td_tensor *dx = NULL, *taken = NULL, *dxn = NULL;
+    td_dtype nt = NEED(0) ? td__grad_cast_dtype(n->edges[0].node, n->edges[0].nr) : TD_DTYPE_COUNT;
+    bool twin = nt != TD_DTYPE_COUNT && td_dtype_size(nt) < td_dtype_size(n->in_meta[0].dtype) && gy[0]->dtype == nt &&
+                td__norm_narrow_ok(IN(0), nt);
+    if (norm_grads_fused(n, IN(0), gy[0], NULL, 1, 1, &dx, nt, twin ? &dxn : NULL, gx, NEED(0) ? &taken : NULL)) {
         gx[0] = NEED(0) ? dx : NULL;
+        if (gx[0] && dxn) td__grad_twin_put(dx, dxn);
     } else {
         norm_grads(n, IN(0), gy[0], 1, 1, 1, NEED(0), &gx[0], gx);
         if (taken && gx[0]) gx[0] = td_add(gx[0], taken); /* the op declined after the take: added here instead */

@@ -89,8 +89,7 @@ static td_status mlp_backward(td_function_ctx *ctx, int n_out, td_tensor *const 
 #define NEEDS(i) ((i) >= 0 && td_ctx_needs_input_grad(ctx, i))
     td_tensor *dy = gy[0];
     if (NEEDS(s.r)) gx[s.r] = dy;
-    if (td_tensor_dtype(dy) != td_tensor_dtype(a))
-        dy = td_cast(dy, td_tensor_dtype(a)); /* y kept the residual's dtype (autocast) */
+    dy = td__grad_cast(dy, td_tensor_dtype(a)); /* y kept the residual's dtype (autocast); maybe ln1's twin */
     td_tensor *dw = NULL, *db = NULL;
     if (NEEDS(s.w2) || NEEDS(s.b2)) {
         td_status st = td__linear_wgrad_to(dy, a, NEEDS(s.b2), wgrad_dtype(ctx, s.w2, s.b2, dy), &dw, &db);
@@ -116,6 +115,11 @@ static td_status mlp_backward(td_function_ctx *ctx, int n_out, td_tensor *const 
 }
 
 static const td_function mlp_fn = {.name = "mlp_gelu", .forward = mlp_forward, .backward = mlp_backward};
+
+/* a (the GELU's output, the dtype dy is cast to) has x's dtype: LINEAR_GELU's of x and W1 (autocast's) */
+td_dtype td__mlp_gelu_dy_dtype(const td_node *p) {
+    return p && p->kind == -1 && p->name == mlp_fn.name ? p->in_meta[0].dtype : TD_DTYPE_COUNT;
+}
 
 td_tensor *td_mlp_gelu(td_tensor *x, td_tensor *w1, td_tensor *b1, td_tensor *w2, td_tensor *b2, td_tensor *r,
                        bool tanh_approx) {

@@ -278,6 +278,7 @@ __global__ void CU_ROWS_BOUNDS(TPR)
 
 /* dw and db from P partials (the fused kernel's blocks or the column pass's row chunks),
 ** part[2p][j] = sum dy xhat, part[2p+1][j] = sum dy over partial p, in a fixed order:
+** blockIdx.y = 0 sums dw's columns, 1 db's (twice the blocks of one grid over both);
 ** thread (x, y) of a block of 32 x Y sums p = y, y + Y, ... of column j (a warp reads 32
 ** adjacent columns of a partial; Y independent loads in flight a column); thread y = 0
 ** then adds the Y sums in y order:
@@ -286,19 +287,19 @@ template <typename T>
 __global__ void __launch_bounds__(32 * LN_BWD_PARTS_Y)
     layer_norm_backward_parts_kernel(const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n, int64_t P) {
     typedef typename cu_compute<T>::type C;
-    __shared__ C sw[LN_BWD_PARTS_Y][32], sb[LN_BWD_PARTS_Y][32];
-    int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
-    C aw = 0, ab = 0;
+    __shared__ C sa[LN_BWD_PARTS_Y][32];
+    int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, y = blockIdx.y;
+    T *out = y ? db : dw;
+    if (!out) return; /* the whole block: no __syncthreads below is reached */
+    C a = 0;
     if (j < n)
-#pragma unroll 4
-        for (int64_t p = threadIdx.y; p < P; p += LN_BWD_PARTS_Y)
-            aw += part[2 * p * n + j], ab += part[(2 * p + 1) * n + j];
-    sw[threadIdx.y][threadIdx.x] = aw, sb[threadIdx.y][threadIdx.x] = ab;
+#pragma unroll 8
+        for (int64_t p = threadIdx.y; p < P; p += LN_BWD_PARTS_Y) a += part[(2 * p + y) * n + j];
+    sa[threadIdx.y][threadIdx.x] = a;
     __syncthreads();
     if (threadIdx.y != 0 || j >= n) return;
-    for (int q = 1; q < LN_BWD_PARTS_Y; q++) aw += sw[q][threadIdx.x], ab += sb[q][threadIdx.x];
-    if (dw) dw[j] = cu_from<T>(aw);
-    if (db) db[j] = cu_from<T>(ab);
+    for (int q = 1; q < LN_BWD_PARTS_Y; q++) a += sa[q][threadIdx.x];
+    out[j] = cu_from<T>(a);
 }
 
 /* Sum the P partials of part into dw and db (either NULL) on d's stream. */
@@ -306,7 +307,7 @@ template <typename T>
 static td_status layer_norm_backward_parts(cu_dev *d, const typename cu_compute<T>::type *part, T *dw, T *db, int64_t n,
                                            int64_t P) {
     layer_norm_backward_parts_kernel<T>
-        <<<(unsigned)((n + 31) / 32), dim3(32, LN_BWD_PARTS_Y), 0, d->stream>>>(part, dw, db, n, P);
+        <<<dim3((unsigned)((n + 31) / 32), 2), dim3(32, LN_BWD_PARTS_Y), 0, d->stream>>>(part, dw, db, n, P);
     return CU_LAUNCHED("layer_norm_backward (dw, db)");
 }
 
@@ -410,22 +411,226 @@ static td_status layer_norm_backward_fused(cu_dev *d, bool vec, const G *dy, con
     return st;
 }
 
+/* The warp-a-row variants of the fused kernel (TRIDENT_CUDA_LN_BWD = 2..9, layer_norm_backward_variant): the
+** same math and partials as layer_norm_backward_fused_kernel (thread t owns the same columns j in every row,
+** 16-byte vectors, V elements each), with
+**   PRE:  ds loaded with dy and x at the row's start (one memory latency a row, VPT more registers), else
+**         after the row sums, as the fused kernel does;
+**   SACC: the column sums aw, ab kept in the warp's slice of shared memory, acc[warp][j] and acc[warp][n + j]
+**         (each lane reads and writes only its own columns: no barrier), not in 2 VPT registers;
+**   CAP:  registers capped (__maxnreg__) at the row's (2 VPT, PRE 3 VPT) plus CAP, so that more warps fit
+**         an SM (CAP 0: no cap). sm_90, VPT 24, f32 x, bf16 dy: 130 registers (PRE 155); SACC 108 (PRE 134);
+**         SACC capped +56: 104 (PRE 128), +48: 96 (a few bytes spilled);
+**   every access a 16-byte vector (w's too) walked per vector, not per element: lane t's nq vectors of a row
+**         (i = q 32 + t < n / V) are known once, so no per-element bound is held across rows (the per-element
+**         walk of the fused kernel costs ~40 registers at VPT 24); blockDim.x / 32 warps a block (4 or 8); the
+**         grid sized by the launcher so that every warp visits the same number of rows, within one.
+** The math, per row: xhat = (x - mean) rstd, g = dy w, s1 = mean_n(g), s2 = mean_n(g xhat),
+**   dx = rstd (g - s1 - xhat s2) + ds,  dxn = dx rounded to G;  aw[j] += dy xhat,  ab[j] += dy.
+** At the end each warp's sums sit in its slice (SACC: already there), and the block adds the slices in warp
+** order into its partial, part[2 blk][j] (dw) and part[2 blk + 1][j] (db): the sums' order is fixed by the
+** grid, so the bits are the same every run. */
+#define LN_BWD_REGS(VPT, PRE, CAP)                                                                                     \
+    ((CAP) && ((PRE) ? 3 : 2) * (VPT) + (CAP) < 255 ? ((PRE) ? 3 : 2) * (VPT) + (CAP) : 255)
+template <typename T, typename G, int VPT, int V, bool PRE, bool SACC, int CAP>
+__global__ void __launch_bounds__(256) __maxnreg__(LN_BWD_REGS(VPT, PRE, CAP))
+    layer_norm_backward_warp_kernel(const G *dy, const T *x, const T *w, const T *mean, const T *rstd, const T *ds,
+                                    T *dx, G *dxn, typename cu_compute<T>::type *part, int64_t R, int64_t n) {
+    typedef typename cu_compute<T>::type C;
+    typedef ln_pack<C, V> CP;
+    typedef ln_pack<T, V> TP;
+    typedef ln_pack<G, V> GP;
+    const int NQ = VPT / V; /* vectors a lane */
+    extern __shared__ __align__(32) unsigned char ln_bwd_smem[];
+    C *acc = (C *)ln_bwd_smem + (threadIdx.x / 32) * 2 * n; /* this warp's slice: dw's n sums, then db's */
+    int t = threadIdx.x % 32, nv = (int)(n / V), nq = 0;    /* nq: this lane's vectors in the row (the first nq) */
+    while (nq < NQ && nq * 32 + t < nv) nq++;
+    C aw[SACC ? 1 : VPT], ab[SACC ? 1 : VPT];
+#pragma unroll
+    for (int q = 0; q < NQ; q++) {
+        if (q >= nq) break;
+        if constexpr (SACC) {
+            CP z;
+#pragma unroll
+            for (int e = 0; e < V; e++) z.v[e] = 0;
+            ((CP *)acc)[q * 32 + t] = z, ((CP *)(acc + n))[q * 32 + t] = z;
+        } else {
+#pragma unroll
+            for (int e = 0; e < V; e++) aw[q * V + e] = 0, ab[q * V + e] = 0;
+        }
+    }
+    for (int64_t r = cu_row_first<32>(); r < R; r += cu_row_stride<32>()) {
+        const GP *dyr = (const GP *)(dy + r * n) + t;
+        const TP *xr = (const TP *)(x + r * n) + t, *dsr = ds ? (const TP *)(ds + r * n) + t : nullptr;
+        C vd[VPT], vx[VPT], vs[VPT]; /* dy then g; x then xhat then dx; ds */
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            if (q >= nq) break;
+            GP a = dyr[q * 32];
+            TP b = xr[q * 32];
+#pragma unroll
+            for (int e = 0; e < V; e++) vd[q * V + e] = cu_to<C>(a.v[e]), vx[q * V + e] = cu_to<C>(b.v[e]);
+            if (PRE && dsr) {
+                TP c = dsr[q * 32];
+#pragma unroll
+                for (int e = 0; e < V; e++) vs[q * V + e] = cu_to<C>(c.v[e]);
+            }
+        }
+        C m = cu_to<C>(mean[r]), rs = cu_to<C>(rstd[r]), s1 = 0, s2 = 0;
+        /* pass 1, with the column sums */
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            if (q >= nq) break;
+            int i = q * 32 + t;
+            TP pw;
+            if (w) pw = ((const TP *)w)[i];
+            CP cw, cb;
+            if constexpr (SACC) cw = ((CP *)acc)[i], cb = ((CP *)(acc + n))[i];
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                int k = q * V + e;
+                C xh = (vx[k] - m) * rs, g = vd[k] * (w ? cu_to<C>(pw.v[e]) : (C)1);
+                if constexpr (SACC)
+                    cw.v[e] += vd[k] * xh, cb.v[e] += vd[k];
+                else
+                    aw[k] += vd[k] * xh, ab[k] += vd[k];
+                vd[k] = g, vx[k] = xh;
+                s1 += g, s2 += g * xh;
+            }
+            if constexpr (SACC) ((CP *)acc)[i] = cw, ((CP *)(acc + n))[i] = cb;
+        }
+        s1 = cu_warp_sum(s1) / (C)n;
+        s2 = cu_warp_sum(s2) / (C)n;
+        /* pass 2 */
+        TP *dxr = (TP *)(dx + r * n) + t;
+        GP *dxnr = dxn ? (GP *)(dxn + r * n) + t : nullptr;
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            if (q >= nq) break;
+            TP c;
+            if (!PRE && dsr) c = dsr[q * 32];
+            TP o;
+            GP on;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                int k = q * V + e;
+                C v = rs * (vd[k] - s1 - vx[k] * s2);
+                if (dsr) v += PRE ? vs[k] : cu_to<C>(c.v[e]);
+                o.v[e] = cu_from<T>(v), on.v[e] = cu_from<G>(v);
+            }
+            dxr[q * 32] = o;
+            if (dxnr) dxnr[q * 32] = on;
+        }
+    }
+    if constexpr (!SACC) {
+#pragma unroll
+        for (int q = 0; q < NQ; q++) {
+            if (q >= nq) break;
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                acc[(q * 32 + t) * V + e] = aw[q * V + e], acc[n + (q * 32 + t) * V + e] = ab[q * V + e];
+        }
+    }
+    __syncthreads();
+    const C *all = (const C *)ln_bwd_smem;
+    C *pb = part + 2 * (int64_t)blockIdx.x * n;
+    int warps = blockDim.x / 32;
+    for (int64_t j = threadIdx.x; j < 2 * n; j += blockDim.x) {
+        C a = all[j];
+        for (int q = 1; q < warps; q++) a += all[q * 2 * n + j];
+        pb[j] = a;
+    }
+}
+
+/* The warp kernel's variants: (PRE, SACC, CAP, warps a block) of TRIDENT_CUDA_LN_BWD = 2 + index */
+// clang-format off
+#define LN_BWD_WARP_VARIANTS(X) \
+    X(false, false, 0, 4)   /* 2 */ \
+    X(true, false, 0, 4)    /* 3 */ \
+    X(false, true, 0, 4)    /* 4 */ \
+    X(true, true, 0, 4)     /* 5 */ \
+    X(true, true, 56, 4)    /* 6 */ \
+    X(true, true, 56, 8)    /* 7 */ \
+    X(false, true, 48, 4)   /* 8 */ \
+    X(false, true, 0, 8)    /* 9 */
+// clang-format on
+
+/* layer_norm_backward_warp_kernel<PRE, SACC, CAP> with W warps a block: blocks of as many warps as fit on the device
+** at once would give some warps one row more than others (16384 rows over 1584 warps: 11 and 10), so the grid
+** holds ceil(R / ceil(R / resident warps)) warps: each visits ceil(R / resident) rows or one fewer. Every row
+** 16-byte aligned for V = cu_vec<T>::N (vec), VPT % V == 0. */
+template <typename T, typename G, int VPT, bool PRE, bool SACC, int CAP>
+static td_status layer_norm_backward_warp(cu_dev *d, int W, const G *dy, const T *x, const T *w, const T *mean,
+                                          const T *rstd, const T *ds, T *dx, G *dxn, T *dw, T *db, int64_t R,
+                                          int64_t n) {
+    typedef typename cu_compute<T>::type C;
+    void (*kernel)(const G *, const T *, const T *, const T *, const T *, const T *, T *, G *, C *, int64_t, int64_t) =
+        layer_norm_backward_warp_kernel<T, G, VPT, cu_vec<T>::N, PRE, SACC, CAP>;
+    /* blocks an SM holds at the tier's longest row, asked once per kernel and W (the first device's answer) */
+    static std::atomic<int> per_sm[2];
+    int wi = W == 8, bps = per_sm[wi].load(std::memory_order_relaxed);
+    size_t most = (size_t)W * 2 * 32 * VPT * sizeof(C), smem = (size_t)W * 2 * (size_t)n * sizeof(C);
+    /* past the 48 KiB a block may use unasked: asked on this device (the attribute is the device's) */
+    if (most > 48 * 1024 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) != cudaSuccess)
+        return CU_LAUNCHED("layer_norm_backward (warp: shared memory)");
+    if (bps == 0) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, 32 * W, most) != cudaSuccess || bps < 1)
+            bps = 1;
+        per_sm[wi].store(bps, std::memory_order_relaxed);
+    }
+    int64_t resident = (int64_t)d->sm_count * bps * W, rows = (R + resident - 1) / resident;
+    int64_t warps = (R + rows - 1) / rows, P = (warps + W - 1) / W;
+    C *part;
+    td_status st = cu_temp_alloc(d, sizeof(C) * (size_t)(2 * P * n), (void **)&part);
+    if (st != TD_OK) return st;
+    kernel<<<(unsigned)P, 32 * W, smem, d->stream>>>(dy, x, w, mean, rstd, ds, dx, dxn, part, R, n);
+    st = CU_LAUNCHED("layer_norm_backward (warp)");
+    if (st == TD_OK) st = layer_norm_backward_parts<T>(d, part, dw, db, n, P);
+    cu_temp_free(d, part);
+    return st;
+}
+
+/* TRIDENT_CUDA_LN_BWD (read at each call, so that one process can compare them): 0 the two-pass path (the rows
+** kernel, then the column passes reading dy and x again), 1 the fused kernel, 2..9 the warp kernel's variants
+** (LN_BWD_WARP_VARIANTS); unset or anything else: LN_BWD_DEFAULT. */
+#define LN_BWD_DEFAULT 1
+static int layer_norm_backward_variant(void) {
+    const char *e = getenv("TRIDENT_CUDA_LN_BWD");
+    int v = e && e[0] >= '0' && e[0] <= '9' && !e[1] ? e[0] - '0' : LN_BWD_DEFAULT;
+    return v;
+}
+
 /* The fused kernel's tiers, as CU_ROWS_LAUNCH's (plus 24 slots, n = 768 of
 ** GPT-2 small without 8 idle registers: 168 registers a thread for f32 on
 ** sm_90): a warp a row up to n = 1024, a block of 512 up to 8192; f64 (4 VPT
 ** doubles a thread, spilled past VPT 16 on sm_90) a warp a row up to 512, a
-** block of 512 up to 4096. Longer rows, or TRIDENT_CUDA_LN_BWD=0 (the
-** two-pass path, to compare), answer false: the rows kernel and the column
-** passes run instead. */
+** block of 512 up to 4096. Variants 2..9 take the warp tiers of f32, f16 and
+** bf16 x with aligned rows (w too) and VPT a multiple of V; the rest of those
+** calls run the fused kernel. Longer rows, or variant 0, answer false: the
+** rows kernel and the column passes run instead. */
 template <typename T, typename G>
 static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const G *dy, const T *x, const T *w, const T *mean,
                                            const T *rstd, const T *ds, T *dx, G *dxn, T *dw, T *db, int64_t R,
                                            int64_t n, td_status *st) {
-    static int off = -1;
-    if (off < 0) off = getenv("TRIDENT_CUDA_LN_BWD") && !strcmp(getenv("TRIDENT_CUDA_LN_BWD"), "0");
-    if (off) return false;
+    int variant = layer_norm_backward_variant();
+    if (variant == 0) return false;
+    bool warp_ok = variant >= 2 && vec && sizeof(T) <= 4 && cu_rows_aligned(n, sizeof(T), w, NULL);
+#define LN_BWD_WARP_(PRE, SACC, CAP, W)                                                                                \
+    if (variant == v_++) {                                                                                             \
+        *st = layer_norm_backward_warp<T, G, VPT_, PRE, SACC, CAP>(d, W, dy, x, w, mean, rstd, ds, dx, dxn, dw, db, R, \
+                                                                   n);                                                 \
+        return true;                                                                                                   \
+    }
 #define LN_BWD_TIER_(TPR, VPT)                                                                                         \
     if (n <= (TPR) * (VPT)) {                                                                                          \
+        if constexpr ((TPR) == 32 && sizeof(T) <= 4 && (VPT) % cu_vec<T>::N == 0) {                                    \
+            if (warp_ok) {                                                                                             \
+                const int VPT_ = (VPT);                                                                                \
+                int v_ = 2;                                                                                            \
+                LN_BWD_WARP_VARIANTS(LN_BWD_WARP_)                                                                     \
+            }                                                                                                          \
+        }                                                                                                              \
         *st = layer_norm_backward_fused<T, G, TPR, VPT>(d, vec, dy, x, w, mean, rstd, ds, dx, dxn, dw, db, R, n);      \
         return true;                                                                                                   \
     }
@@ -440,6 +645,7 @@ static bool layer_norm_backward_fused_tier(cu_dev *d, bool vec, const G *dy, con
     LN_BWD_TIER_(512, 8)
     if constexpr (sizeof(T) < 8) LN_BWD_TIER_(512, 16)
 #undef LN_BWD_TIER_
+#undef LN_BWD_WARP_
     return false;
 }
 
