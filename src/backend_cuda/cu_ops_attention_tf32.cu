@@ -4,7 +4,8 @@
 ** registers, the structure of cu_ops_attention_fa.cu:
 **   a block of W warps owns 16 W query rows (16 a warp; Q staged once in shared memory, its A fragments read per
 **   tile: in registers, with the accumulators and 3xTF32's hi/lo pairs, they spill at D = 128); per tile of T keys
-**   (K, V staged by cp.async into one of two buffers while the other is used):
+**   (K, V staged by cp.async into one of two buffers while the other is used; "pre" configurations split them once
+**   into hi and lo planes, tf32_split_tile, before the barrier that publishes them):
 **     S_w = Q_w K^T (16 x T fp32)                                                           (tensor cores)
 **     s = S scale log2e + mask log2e (only on tiles that need it: a mask, the causal diagonal, the last keys)
 **     m_new = max(m, rowmax s) (quad shuffles), alpha = 2^(m - m_new), P = 2^(s - m_new),
@@ -42,12 +43,18 @@ namespace {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
-template <int D, int W, int T>
+/* dynamic shared memory: Q [16 W][LD], K and V [2][T][LD]; PRE: their lo planes [T][LD] */
+template <int D, int W, int T, bool PRE> constexpr size_t smem_fwd() {
+    return (16 * W + (PRE ? 6 : 4) * T) * tf32_ld<D>() * sizeof(float);
+}
+
+template <int D, int W, int T, bool PRE>
 __global__ void __launch_bounds__(W * 32)
     attn_fwd_tf32(cu_attn_args a, const float *q, const float *k, const float *v, float *out, float *lse) {
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int LD = tf32_ld<D>(), BQ = 16 * W, NT = T / 8, KT = D / 8;
     float *Qs = (float *)smem, *Ks = Qs + BQ * LD, *Vs = Ks + 2 * T * LD; /* Q [BQ][LD], K and V [2][T][LD] */
+    float *Kl = Vs + 2 * T * LD, *Vl = Kl + T * LD;                       /* PRE: lo planes [T][LD] */
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int64_t n, i0;
     tf32_order(a, a.L, BQ, true, &n, &i0);
@@ -67,8 +74,10 @@ __global__ void __launch_bounds__(W * 32)
         }
         tf32_commit();
         tf32_wait<1>();
+        float *Kt = Ks + (jt % 2) * T * LD, *Vt = Vs + (jt % 2) * T * LD;
+        if constexpr (PRE) /* the lo planes are free: the last iteration ended on a barrier */
+            tf32_split_tile<D, T, W * 32>(Kt, Kl), tf32_split_tile<D, T, W * 32>(Vt, Vl);
         __syncthreads();
-        const float *Kt = Ks + (jt % 2) * T * LD, *Vt = Vs + (jt % 2) * T * LD;
         if (!(a.causal && j0 > iw + 15)) { /* else every key of the tile is above this warp's rows */
             /* S_w = Q_w K^T: B^T = K [key][e] */
             float s[NT][4] = {};
@@ -78,7 +87,8 @@ __global__ void __launch_bounds__(W * 32)
                 tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
                 tf32_frag_a qa = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]);
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) tf32_mma3(s[nt], qa, tf32_b_nk(Kt + nt * 8 * LD + kk * 8, LD));
+                for (int nt = 0; nt < NT; nt++)
+                    tf32_mma3(s[nt], qa, tf32_b_nk<PRE>(Kt + nt * 8 * LD + kk * 8, LD, Kl - Kt));
             }
             /* scores in the log2 domain; element (nt, c): row iw + g + 8 (c / 2), key j0 + 8 nt + 2 t + c % 2 */
             bool edge = a.mask || j0 + T > a.S || (a.causal && j0 + T - 1 > iw);
@@ -121,7 +131,8 @@ __global__ void __launch_bounds__(W * 32)
             for (int kk = 0; kk < NT; kk++) {
                 tf32_frag_a pa = tf32_a_from_c(s, kk);
 #pragma unroll
-                for (int et = 0; et < KT; et++) tf32_mma3(o[et], pa, tf32_b_kn(Vt + kk * 8 * LD + et * 8, LD));
+                for (int et = 0; et < KT; et++)
+                    tf32_mma3(o[et], pa, tf32_b_kn<PRE>(Vt + kk * 8 * LD + et * 8, LD, Vl - Vt));
             }
         }
         __syncthreads(); /* every warp is done with this buffer */
@@ -145,10 +156,11 @@ __global__ void __launch_bounds__(W * 32)
 
 template <int D, int CFG> static void launch(cu_dev *d, const td_op *op, const cu_attn_args *a) {
     constexpr int W = tf32_warps(CFG), T = tf32_tile(CFG, D);
-    size_t sm = (16 * W + 4 * T) * tf32_ld<D>() * sizeof(float);
-    cudaFuncSetAttribute(attn_fwd_tf32<D, W, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    constexpr bool PRE = tf32_pre(CFG);
+    size_t sm = smem_fwd<D, W, T, PRE>();
+    cudaFuncSetAttribute(attn_fwd_tf32<D, W, T, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     unsigned grid = (unsigned)(a->N * ((a->L + 16 * W - 1) / (16 * W)));
-    attn_fwd_tf32<D, W, T><<<grid, W * 32, sm, d->stream>>>(
+    attn_fwd_tf32<D, W, T, PRE><<<grid, W * 32, sm, d->stream>>>(
         *a, (const float *)cu_data(&op->in[0]), (const float *)cu_data(&op->in[1]), (const float *)cu_data(&op->in[2]),
         (float *)cu_data(&op->out[0]), (float *)cu_data(&op->out[1]));
 }
