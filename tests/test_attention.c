@@ -165,8 +165,8 @@ TEST(tf32_cuda) {
     if (env && !strstr(env, "cuda:0")) TEST_SKIP("cuda:0 is not in TD_ATTN_DEVICES");
     if (!td_device_available(dev)) TEST_SKIP("no cuda:0 device");
     test_seed();
-    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6"};
-    for (int p = 0; p < 7; p++) {
+    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
+    for (int p = 0; p < 8; p++) {
         setenv("TRIDENT_CUDA_ATTN_F32_CFG", pick[p], 1);
         fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=%s\n", pick[p]);
         for (size_t i = 0; i < sizeof tf32_cfgs / sizeof *tf32_cfgs; i++)
@@ -318,8 +318,8 @@ TEST(strided_cuda) {
         STRIDED_NO_COPY(TD_F32, TF32_TOL)
     }
     unsetenv("TRIDENT_CUDA_ATTN_F32_BWD");
-    static const char *fwd_pick[] = {"0", "1", "2", "3", "4", "5", "6", "wmma"};
-    for (int p = 0; p < 8; p++) { /* the forward's tile configurations, then the WMMA kernels */
+    static const char *fwd_pick[] = {"0", "1", "2", "3", "4", "5", "6", "7", "wmma"};
+    for (int p = 0; p < 9; p++) { /* the forward's tile configurations, then the WMMA kernels */
         setenv("TRIDENT_CUDA_ATTN_F32_CFG", fwd_pick[p], 1);
         fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=%s\n", fwd_pick[p]);
         STRIDED_NO_COPY(TD_F32, TF32_TOL)

@@ -16,15 +16,16 @@
 ** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
 ** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0)
 ** from global rows at any stride that is a multiple of 4 floats (cu_attn_lay's .r).
-** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..6, default 1, the fastest measured; =wmma leaves f32 to the
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..7, default 1, the fastest measured; =wmma leaves f32 to the
 ** WMMA kernels of cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass);
 ** a loop tile has T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory);
 ** "pre": K and V tiles presplit (tf32_split_tile: one more plane a tile, lo; no split in the fragment reads):
 **     cfg 0: W 4, T 64   cfg 1: W 4, T 32   cfg 2: W 8, T 64   cfg 3: W 2, T 64
-**     cfg 4: W 4, T 32 pre                  cfg 5: W 8, T 32 pre                  cfg 6: W 4, T 16 pre (also at D 128)
+**     cfg 4: W 4, T 32 pre   cfg 5: W 8, T 32 pre   cfg 6: W 4, T 16 pre (16 at D 128 too)
+**     cfg 7: W 4, T 32 pre, and the warp's Q A fragments split once into registers ("qreg", D = 64; cfg 4 at 128)
 ** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
-** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_pre, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split, tf32_mma3,
-**          tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c, tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load,
+** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_pre, tf32_qreg, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split,
+**          tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c, tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load,
 **          tf32_commit, tf32_wait, tf32_split_tile, tf32_order, cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused,
 **          tf32_bwd_pre, tf32_bwd_warps, tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
 **          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
@@ -45,12 +46,13 @@
 extern "C" bool cu_attn_tf32_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
 extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st);
 
-constexpr int TF32_CFGS = 7;
+constexpr int TF32_CFGS = 8;
 __host__ __device__ constexpr int tf32_warps(int cfg) { return cfg == 2 || cfg == 5 ? 8 : cfg == 3 ? 2 : 4; }
 __host__ __device__ constexpr int tf32_tile(int cfg, int D) {
-    return cfg == 6 ? 16 : (cfg == 1 || cfg == 4 || cfg == 5 ? 32 : 64) / (D == 128 ? 2 : 1);
+    return cfg == 6 ? 16 : (cfg == 1 || cfg == 4 || cfg == 5 || cfg == 7 ? 32 : 64) / (D == 128 ? 2 : 1);
 }
 __host__ __device__ constexpr bool tf32_pre(int cfg) { return cfg >= 4; }
+__host__ __device__ constexpr bool tf32_qreg(int cfg) { return cfg == 7; }
 template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
 
 /* The backward's variants (TRIDENT_CUDA_ATTN_F32_BWD=0..TF32_BWD_CFGS-1, default TF32_BWD_DEFAULT; the forward's
@@ -61,7 +63,8 @@ template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
 **     0: split W 4, T 32 (cfg 1's pair)   1: split W 4, T 64 (cfg 0's)   2: split W 8, T 32   3: split W 4, T 16
 **     4: fused W 4, T 32                  5: fused W 8, T 32             6: fused W 4, T 64   7: fused W 4, T 16
 **     8: fused pre W 4, T 16              9: fused pre W 4, T 32         10: fused pre W 8, T 16 (T 16 at D 128)
-** "pre": the block's K and each tile's Q and dout presplit (tf32_split_tile), scale dS^T stored split.
+** "pre" (D = 64; at D = 128 the variant without it): the block's K and each tile's Q and dout presplit
+** (tf32_split_tile), scale dS^T stored split, V's A fragments split once into registers.
 ** 7 is the default: the fastest on an H100 at [8,12,1024,64], [64,6,256,64] and [16,12,1024,64] (bench/RESULTS.md,
 ** fifth session); 3 the fastest of the run-to-run exact ones. */
 constexpr int TF32_BWD_CFGS = 11, TF32_BWD_DEFAULT = 7;

@@ -5,7 +5,8 @@
 **   a block of W warps owns 16 W query rows (16 a warp; Q staged once in shared memory, its A fragments read per
 **   tile: in registers, with the accumulators and 3xTF32's hi/lo pairs, they spill at D = 128); per tile of T keys
 **   (K, V staged by cp.async into one of two buffers while the other is used; "pre" configurations split them once
-**   into hi and lo planes, tf32_split_tile, before the barrier that publishes them):
+**   into hi and lo planes, tf32_split_tile, before the barrier that publishes them; "qreg" ones hold the warp's Q
+**   A fragments split once in registers at D = 64):
 **     S_w = Q_w K^T (16 x T fp32)                                                           (tensor cores)
 **     s = S scale log2e + mask log2e (only on tiles that need it: a mask, the causal diagonal, the last keys)
 **     m_new = max(m, rowmax s) (quad shuffles), alpha = 2^(m - m_new), P = 2^(s - m_new),
@@ -48,7 +49,7 @@ template <int D, int W, int T, bool PRE> constexpr size_t smem_fwd() {
     return (16 * W + (PRE ? 6 : 4) * T) * tf32_ld<D>() * sizeof(float);
 }
 
-template <int D, int W, int T, bool PRE>
+template <int D, int W, int T, bool PRE, bool QREG>
 __global__ void __launch_bounds__(W * 32)
     attn_fwd_tf32(cu_attn_args a, const float *q, const float *k, const float *v, float *out, float *lse) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -66,6 +67,17 @@ __global__ void __launch_bounds__(W * 32)
     tf32_commit();
     const float sl2 = a.scale_f * LOG2E;
     float o[KT][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
+    tf32_frag_a qf[QREG ? KT : 1]; /* QREG: the warp's Q A fragments split once, in registers (64 at D = 64) */
+    if constexpr (QREG) {
+        tf32_wait<0>(); /* the first K, V tiles too: the loop's first wait is then a no-op */
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < KT; kk++) {
+            float qr[4];
+            tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
+            qf[kk] = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]);
+        }
+    }
     for (int jt = 0; jt < nkt; jt++) {
         int64_t j0 = (int64_t)jt * T;
         if (jt + 1 < nkt) { /* the next tile into the other buffer, freed by the last iteration's barrier */
@@ -83,9 +95,14 @@ __global__ void __launch_bounds__(W * 32)
             float s[NT][4] = {};
 #pragma unroll
             for (int kk = 0; kk < KT; kk++) {
-                float qr[4];
-                tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
-                tf32_frag_a qa = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]);
+                tf32_frag_a qa;
+                if constexpr (QREG) {
+                    qa = qf[kk];
+                } else {
+                    float qr[4];
+                    tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
+                    qa = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]);
+                }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     tf32_mma3(s[nt], qa, tf32_b_nk<PRE>(Kt + nt * 8 * LD + kk * 8, LD, Kl - Kt));
@@ -156,11 +173,11 @@ __global__ void __launch_bounds__(W * 32)
 
 template <int D, int CFG> static void launch(cu_dev *d, const td_op *op, const cu_attn_args *a) {
     constexpr int W = tf32_warps(CFG), T = tf32_tile(CFG, D);
-    constexpr bool PRE = tf32_pre(CFG);
+    constexpr bool PRE = tf32_pre(CFG), QREG = tf32_qreg(CFG) && D == 64; /* at D = 128 Q's 128 registers spill */
     size_t sm = smem_fwd<D, W, T, PRE>();
-    cudaFuncSetAttribute(attn_fwd_tf32<D, W, T, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    cudaFuncSetAttribute(attn_fwd_tf32<D, W, T, PRE, QREG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     unsigned grid = (unsigned)(a->N * ((a->L + 16 * W - 1) / (16 * W)));
-    attn_fwd_tf32<D, W, T, PRE><<<grid, W * 32, sm, d->stream>>>(
+    attn_fwd_tf32<D, W, T, PRE, QREG><<<grid, W * 32, sm, d->stream>>>(
         *a, (const float *)cu_data(&op->in[0]), (const float *)cu_data(&op->in[1]), (const float *)cu_data(&op->in[2]),
         (float *)cu_data(&op->out[0]), (float *)cu_data(&op->out[1]));
 }

@@ -18,9 +18,10 @@
 **                      dq_tile += (scale dS) K_block (k over the block's 16 W keys)      (tensor cores)
 **                    split over the warps (16-row by NE 8-column pieces), added to dq (its rows zeroed first by
 **                    attn_zero_f32, in its layout) by f32 atomics.
-**   "pre" variants (fused only): K split into hi and lo planes once a block, each Q and dout tile once a tile
-**   (tf32_split_tile, by the threads that staged it), scale dS^T stored split: no split in the fragment reads
-**   but V's (read by its own warp only); one more plane of K, Q, dout and dS^T in shared memory.
+**   "pre" variants (fused, D = 64): K split into hi and lo planes once a block, each Q and dout tile once a tile
+**   (tf32_split_tile, by the threads that staged it), scale dS^T stored split, and each warp's V A fragments
+**   split once into registers: no split in the fragment reads; one more plane of K, Q, dout and dS^T in shared
+**   memory (2 blocks of 4 warps an SM). dq_tile's key steps alternate between two accumulators (shorter chains).
 ** Also the reader of TRIDENT_CUDA_ATTN_F32_BWD (cu_attn_tf32_bwd_cfg).
 ** Shapes: as cu_ops_attention.cu: q, k, v, dout, out, dq, dk, dv [N,rows,D] each through its strides (a.q .. a.dv:
 ** head offset cu_attn_at, row stride .r, a multiple of 4 floats), lse [N,L] float contiguous.
@@ -116,28 +117,32 @@ __device__ __forceinline__ void dq_tile(const float *Ks, const float *Kl, const 
     constexpr int LD = tf32_ld<D>(), PLD = ds_ld<T>(), MT = T / 16, NE = D / 8 / (W / MT);
     static_assert(T % 16 == 0 && W % MT == 0 && (D / 8) % (W / MT) == 0, "dq_tile: the warps split T x D evenly");
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, mt = w % MT, e0 = (w / MT) * NE;
-    __syncthreads(); /* Ps holds every active warp's rows */
-    float acc[NE][4] = {};
+    __syncthreads();          /* Ps holds every active warp's rows */
+    float acc[2][NE][4] = {}; /* even and odd key steps: two independent mma chains a column block */
     const float *P = Ps + mt * 16;
-    for (int ks = 0; ks < 2 * kw; ks++) {
-        int o = (ks * 8 + 2 * t) * PLD, oa[4] = {o + g, o + g + 8, o + PLD + g, o + PLD + g + 8};
-        tf32_frag_a sa;
-        if constexpr (PRE) {
+    for (int k2 = 0; k2 < kw; k2++)
 #pragma unroll
-            for (int r = 0; r < 4; r++)
-                sa.h[r] = __float_as_uint(P[oa[r]]), sa.l[r] = __float_as_uint(P[Pl - Ps + oa[r]]);
-        } else
-            sa = tf32_a_regs(P[oa[0]], P[oa[1]], P[oa[2]], P[oa[3]]);
+        for (int h = 0; h < 2; h++) {
+            int ks = 2 * k2 + h, o = (ks * 8 + 2 * t) * PLD, oa[4] = {o + g, o + g + 8, o + PLD + g, o + PLD + g + 8};
+            tf32_frag_a sa;
+            if constexpr (PRE) {
 #pragma unroll
-        for (int e = 0; e < NE; e++)
-            tf32_mma3(acc[e], sa, tf32_b_kn<PRE>(Ks + ks * 8 * LD + (e0 + e) * 8, LD, Kl - Ks));
-    }
+                for (int r = 0; r < 4; r++)
+                    sa.h[r] = __float_as_uint(P[oa[r]]), sa.l[r] = __float_as_uint(P[Pl - Ps + oa[r]]);
+            } else
+                sa = tf32_a_regs(P[oa[0]], P[oa[1]], P[oa[2]], P[oa[3]]);
+#pragma unroll
+            for (int e = 0; e < NE; e++)
+                tf32_mma3(acc[h][e], sa, tf32_b_kn<PRE>(Ks + ks * 8 * LD + (e0 + e) * 8, LD, Kl - Ks));
+        }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         int i = mt * 16 + g + 8 * r;
         if (i >= rows) continue;
 #pragma unroll
-        for (int e = 0; e < NE; e++) add2(dq + i * ld + (e0 + e) * 8 + 2 * t, acc[e][2 * r], acc[e][2 * r + 1]);
+        for (int e = 0; e < NE; e++)
+            add2(dq + i * ld + (e0 + e) * 8 + 2 * t, acc[0][e][2 * r] + acc[1][e][2 * r],
+                 acc[0][e][2 * r + 1] + acc[1][e][2 * r + 1]);
     }
 }
 
@@ -150,7 +155,7 @@ __global__ void __launch_bounds__(W * 32)
     float *Ks = (float *)smem, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *Gs = Qs + 2 * T * LD;
     float *ls = Gs + 2 * T * LD, *Ds = ls + 2 * T, *Ps = Ds + 2 * T; /* Ps: FUSED's scale dS^T [16 W][ds_ld] */
     float *Pl = Ps + BK * ds_ld<T>(), *Kl = Pl + BK * ds_ld<T>(), *Ql = Kl + BK * LD, *Gl = Ql + T * LD; /* PRE's */
-    static_assert(FUSED || !PRE, "the presplit backward is the fused one");
+    static_assert(!PRE || (FUSED && D == 64), "the presplit backward is the fused one at D = 64");
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int64_t n, j0;
     tf32_order(a, a.S, BK, false, &n, &j0); /* causal: the first keys see the most queries */
@@ -174,6 +179,17 @@ __global__ void __launch_bounds__(W * 32)
     }
     tf32_commit();
     float dK[KT][4] = {}, dV[KT][4] = {};
+    tf32_frag_a vf[PRE ? KT : 1]; /* PRE: the warp's V A fragments split once, in registers (64 of them) */
+    if constexpr (PRE) {
+        tf32_wait<0>(); /* the first tile's group too: the loop's first wait is then a no-op */
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < KT; kk++) {
+            float vr[4];
+            tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
+            vf[kk] = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
+        }
+    }
     for (int it = 0; it < nit; it++) {
         int64_t i0 = ist + (int64_t)it * T;
         if (it + 1 < nit) stage(it + 1);
@@ -191,9 +207,14 @@ __global__ void __launch_bounds__(W * 32)
             float st[NT][4] = {}, dpt[NT][4] = {};
 #pragma unroll
             for (int kk = 0; kk < KT; kk++) {
-                float vr[4];
-                tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
-                tf32_frag_a ka, va = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
+                tf32_frag_a ka, va;
+                if constexpr (PRE) {
+                    va = vf[kk];
+                } else {
+                    float vr[4];
+                    tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
+                    va = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
+                }
                 if constexpr (PRE) {
                     ka = tf32_a_pre(Ks + w * 16 * LD + kk * 8, LD, Kl - Ks);
                 } else {
@@ -361,7 +382,8 @@ __global__ void __launch_bounds__(W * 32)
 
 template <int D, int B> static td_status launch(cu_dev *d, const td_op *op, const cu_attn_args *a, const float *Dv) {
     constexpr int W = tf32_bwd_warps(B), T = tf32_bwd_tile(B, D);
-    constexpr bool FUSED = tf32_bwd_fused(B), PRE = tf32_bwd_pre(B);
+    /* PRE at D = 128 would spill (V's fragments in registers): its non-presplit twin runs there */
+    constexpr bool FUSED = tf32_bwd_fused(B), PRE = tf32_bwd_pre(B) && D == 64;
     const td_operand *in = op->in, *o = op->out;
     const float *dout = (const float *)cu_data(&in[0]), *q = (const float *)cu_data(&in[1]),
                 *k = (const float *)cu_data(&in[2]), *v = (const float *)cu_data(&in[3]),
