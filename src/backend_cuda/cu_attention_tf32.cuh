@@ -27,7 +27,7 @@
 ** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_pre, tf32_qreg, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split,
 **          tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c, tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load,
 **          tf32_commit, tf32_wait, tf32_split_tile, tf32_order, cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused,
-**          tf32_bwd_pre, tf32_bwd_warps, tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
+**          tf32_bwd_pre, tf32_bwd_preq, tf32_bwd_warps, tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
 **          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
 */
 #ifndef TRIDENT_CU_ATTENTION_TF32_CUH
@@ -62,17 +62,18 @@ template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
 ** atomics: no recomputation, dq's sums in any order, as FlashAttention-2's):
 **     0: split W 4, T 32 (cfg 1's pair)   1: split W 4, T 64 (cfg 0's)   2: split W 8, T 32   3: split W 4, T 16
 **     4: fused W 4, T 32                  5: fused W 8, T 32             6: fused W 4, T 64   7: fused W 4, T 16
-**     8: fused pre W 4, T 16              9: fused pre W 4, T 32         10: fused pre W 8, T 16 (T 16 at D 128)
-** "pre" (D = 64; at D = 128 the variant without it): the block's K and each tile's Q and dout presplit
-** (tf32_split_tile), scale dS^T stored split, V's A fragments split once into registers.
+**     8: fused pre W 4, T 16              9: fused pre W 4, T 16, Q and dout split at each read   10: as 8, W 8
+** "pre" (D = 64; at D = 128 the variant without it): the block's K presplit (tf32_split_tile), scale dS^T stored
+** split, V's A fragments split once into registers, and (not in 9) each tile's Q and dout presplit.
 ** 7 is the default: the fastest on an H100 at [8,12,1024,64], [64,6,256,64] and [16,12,1024,64] (bench/RESULTS.md,
 ** fifth session); 3 the fastest of the run-to-run exact ones. */
 constexpr int TF32_BWD_CFGS = 11, TF32_BWD_DEFAULT = 7;
 __host__ __device__ constexpr bool tf32_bwd_fused(int b) { return b >= 4; }
 __host__ __device__ constexpr bool tf32_bwd_pre(int b) { return b >= 8; }
+__host__ __device__ constexpr bool tf32_bwd_preq(int b) { return b == 8 || b == 10; }
 __host__ __device__ constexpr int tf32_bwd_warps(int b) { return b == 2 || b == 5 || b == 10 ? 8 : 4; }
 __host__ __device__ constexpr int tf32_bwd_tile(int b, int D) {
-    return b == 3 || b == 7 || b == 8 || b == 10 ? 16 : (b == 1 || b == 6 ? 64 : 32) / (D == 128 ? 2 : 1);
+    return b == 3 || b >= 7 ? 16 : (b == 1 || b == 6 ? 64 : 32) / (D == 128 ? 2 : 1);
 }
 
 /* The configuration TRIDENT_CUDA_ATTN_F32_CFG picks (read at every call, so a test or bench may change it):

@@ -18,10 +18,10 @@
 **                      dq_tile += (scale dS) K_block (k over the block's 16 W keys)      (tensor cores)
 **                    split over the warps (16-row by NE 8-column pieces), added to dq (its rows zeroed first by
 **                    attn_zero_f32, in its layout) by f32 atomics.
-**   "pre" variants (fused, D = 64): K split into hi and lo planes once a block, each Q and dout tile once a tile
-**   (tf32_split_tile, by the threads that staged it), scale dS^T stored split, and each warp's V A fragments
-**   split once into registers: no split in the fragment reads; one more plane of K, Q, dout and dS^T in shared
-**   memory (2 blocks of 4 warps an SM). dq_tile's key steps alternate between two accumulators (shorter chains).
+**   "pre" variants (fused, D = 64): K split into hi and lo planes once a block, scale dS^T stored split, each
+**   warp's V A fragments split once into registers, and (all but 9: "preq") each Q and dout tile split once a
+**   tile (tf32_split_tile, by the threads that staged it): no split in those fragment reads, one more plane each
+**   in shared memory (2 blocks of 4 warps an SM). dq_tile's key steps alternate between two accumulators.
 ** Also the reader of TRIDENT_CUDA_ATTN_F32_BWD (cu_attn_tf32_bwd_cfg).
 ** Shapes: as cu_ops_attention.cu: q, k, v, dout, out, dq, dk, dv [N,rows,D] each through its strides (a.q .. a.dv:
 ** head offset cu_attn_at, row stride .r, a multiple of 4 floats), lse [N,L] float contiguous.
@@ -91,9 +91,9 @@ __device__ __forceinline__ float prob(const cu_attn_args &a, float x, float l2, 
 template <int T> __host__ __device__ constexpr int ds_ld() { return T + 4; }
 
 /* dynamic shared memory: K, V [16 W][LD]; Q, dout [2][T][LD]; lse log2e, D [2][T]; fused: scale dS^T [16 W][T + 4];
-** PRE (fused only): the lo planes of K [16 W][LD], Q, dout [T][LD] and scale dS^T [16 W][T + 4] */
-template <int D, int W, int T, bool FUSED, bool PRE> constexpr size_t smem_dkdv() {
-    return ((2 + PRE) * 16 * W + (PRE ? 6 : 4) * T) * tf32_ld<D>() * sizeof(float) + 4 * T * sizeof(float) +
+** PRE (fused only): the lo planes of K [16 W][LD] and scale dS^T [16 W][T + 4]; PREQ: of Q and dout [T][LD] */
+template <int D, int W, int T, bool FUSED, bool PRE, bool PREQ> constexpr size_t smem_dkdv() {
+    return ((2 + PRE) * 16 * W + (PREQ ? 6 : 4) * T) * tf32_ld<D>() * sizeof(float) + 4 * T * sizeof(float) +
            (FUSED ? (1 + PRE) * 16 * W * ds_ld<T>() * sizeof(float) : 0);
 }
 
@@ -146,7 +146,7 @@ __device__ __forceinline__ void dq_tile(const float *Ks, const float *Kl, const 
     }
 }
 
-template <int D, int W, int T, bool FUSED, bool PRE>
+template <int D, int W, int T, bool FUSED, bool PRE, bool PREQ>
 __global__ void __launch_bounds__(W * 32)
     attn_dkdv_tf32(cu_attn_args a, const float *dout, const float *q, const float *k, const float *v, const float *lse,
                    const float *Dv, float *dk, float *dv, float *dq) {
@@ -156,6 +156,7 @@ __global__ void __launch_bounds__(W * 32)
     float *ls = Gs + 2 * T * LD, *Ds = ls + 2 * T, *Ps = Ds + 2 * T; /* Ps: FUSED's scale dS^T [16 W][ds_ld] */
     float *Pl = Ps + BK * ds_ld<T>(), *Kl = Pl + BK * ds_ld<T>(), *Ql = Kl + BK * LD, *Gl = Ql + T * LD; /* PRE's */
     static_assert(!PRE || (FUSED && D == 64), "the presplit backward is the fused one at D = 64");
+    static_assert(PRE || !PREQ, "Q and dout presplit with K");
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int64_t n, j0;
     tf32_order(a, a.S, BK, false, &n, &j0); /* causal: the first keys see the most queries */
@@ -198,7 +199,7 @@ __global__ void __launch_bounds__(W * 32)
         float *Qt = Qs + (it % 2) * T * LD, *Gt = Gs + (it % 2) * T * LD;
         if constexpr (PRE) { /* the lo planes are free: the last iteration ended on a barrier */
             if (it == 0) tf32_split_tile<D, BK, W * 32>(Ks, Kl);
-            tf32_split_tile<D, T, W * 32>(Qt, Ql), tf32_split_tile<D, T, W * 32>(Gt, Gl);
+            if constexpr (PREQ) tf32_split_tile<D, T, W * 32>(Qt, Ql), tf32_split_tile<D, T, W * 32>(Gt, Gl);
         }
         __syncthreads();
         const float *lt = ls + (it % 2) * T, *Dt = Ds + (it % 2) * T;
@@ -224,8 +225,8 @@ __global__ void __launch_bounds__(W * 32)
                 }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    tf32_mma3(st[nt], ka, tf32_b_nk<PRE>(Qt + nt * 8 * LD + kk * 8, LD, Ql - Qt));
-                    tf32_mma3(dpt[nt], va, tf32_b_nk<PRE>(Gt + nt * 8 * LD + kk * 8, LD, Gl - Gt));
+                    tf32_mma3(st[nt], ka, tf32_b_nk<PREQ>(Qt + nt * 8 * LD + kk * 8, LD, Ql - Qt));
+                    tf32_mma3(dpt[nt], va, tf32_b_nk<PREQ>(Gt + nt * 8 * LD + kk * 8, LD, Gl - Gt));
                 }
             }
             /* P^T z into st, dS^T into dpt; element (nt, c): key jw + g + 8 (c / 2), query i0 + 8 nt + 2 t + c % 2 */
@@ -263,8 +264,8 @@ __global__ void __launch_bounds__(W * 32)
                 tf32_frag_a pa = tf32_a_from_c(st, kk), sa = tf32_a_from_c(dpt, kk);
 #pragma unroll
                 for (int et = 0; et < KT; et++) {
-                    tf32_mma3(dV[et], pa, tf32_b_kn<PRE>(Gt + kk * 8 * LD + et * 8, LD, Gl - Gt));
-                    tf32_mma3(dK[et], sa, tf32_b_kn<PRE>(Qt + kk * 8 * LD + et * 8, LD, Ql - Qt));
+                    tf32_mma3(dV[et], pa, tf32_b_kn<PREQ>(Gt + kk * 8 * LD + et * 8, LD, Gl - Gt));
+                    tf32_mma3(dK[et], sa, tf32_b_kn<PREQ>(Qt + kk * 8 * LD + et * 8, LD, Ql - Qt));
                 }
             }
         }
@@ -383,21 +384,23 @@ __global__ void __launch_bounds__(W * 32)
 template <int D, int B> static td_status launch(cu_dev *d, const td_op *op, const cu_attn_args *a, const float *Dv) {
     constexpr int W = tf32_bwd_warps(B), T = tf32_bwd_tile(B, D);
     /* PRE at D = 128 would spill (V's fragments in registers): its non-presplit twin runs there */
-    constexpr bool FUSED = tf32_bwd_fused(B), PRE = tf32_bwd_pre(B) && D == 64;
+    constexpr bool FUSED = tf32_bwd_fused(B), PRE = tf32_bwd_pre(B) && D == 64, PREQ = PRE && tf32_bwd_preq(B);
     const td_operand *in = op->in, *o = op->out;
     const float *dout = (const float *)cu_data(&in[0]), *q = (const float *)cu_data(&in[1]),
                 *k = (const float *)cu_data(&in[2]), *v = (const float *)cu_data(&in[3]),
                 *lse = (const float *)cu_data(&in[6]);
     float *dq = (float *)cu_data(&o[0]);
-    size_t s1 = smem_dkdv<D, W, T, FUSED, PRE>();
+    size_t s1 = smem_dkdv<D, W, T, FUSED, PRE, PREQ>();
     if (FUSED) {
         attn_zero_f32<D><<<cu_grid(d, a->N * a->L * (D / 4), 256), 256, 0, d->stream>>>(*a, dq);
         td_status st = CU_LAUNCHED("attention_backward dq = 0 (3xTF32 mma)");
         if (st != TD_OK) return st;
     }
-    cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T, FUSED, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
-    attn_dkdv_tf32<D, W, T, FUSED, PRE><<<(unsigned)(a->N * ((a->S + 16 * W - 1) / (16 * W))), W * 32, s1, d->stream>>>(
-        *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[1]), (float *)cu_data(&o[2]), dq);
+    cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T, FUSED, PRE, PREQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)s1);
+    attn_dkdv_tf32<D, W, T, FUSED, PRE, PREQ>
+        <<<(unsigned)(a->N * ((a->S + 16 * W - 1) / (16 * W))), W * 32, s1, d->stream>>>(
+            *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[1]), (float *)cu_data(&o[2]), dq);
     td_status st =
         CU_LAUNCHED(FUSED ? "attention_backward dq, dk, dv (3xTF32 mma)" : "attention_backward dk, dv (3xTF32 mma)");
     if (st != TD_OK || FUSED) return st;
