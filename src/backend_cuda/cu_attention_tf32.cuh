@@ -25,9 +25,10 @@
 **     cfg 7: W 4, T 32 pre, and the warp's Q A fragments split once into registers ("qreg", D = 64; cfg 4 at 128)
 ** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
 ** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_pre, tf32_qreg, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split,
-**          tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c, tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load,
-**          tf32_commit, tf32_wait, tf32_split_tile, tf32_order, cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused,
-**          tf32_bwd_pre, tf32_bwd_preq, tf32_bwd_warps, tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
+**          tf32_exp2, tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c, tf32_b_at, tf32_b_nk,
+**          tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_split_tile, tf32_order, cu_attn_tf32_cfg,
+**          TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_pre, tf32_bwd_preq, tf32_bwd_warps, tf32_bwd_tile,
+**          cu_attn_tf32_bwd_cfg,
 **          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
 */
 #ifndef TRIDENT_CU_ATTENTION_TF32_CUH
@@ -127,6 +128,14 @@ struct tf32_frag_b {
 __device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo) {
     hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
     lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+/* 2^x on MUFU.EX2 (ex2.approx.ftz): exp2f's instruction without its fix-up for results below 2^-126 (a scale before
+** and a square after), which are 0 here: a probability under 1e-38 of the row's largest (1) adds nothing */
+__device__ __forceinline__ float tf32_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 
 __device__ __forceinline__ void tf32_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {

@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(W * 32)
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
                 base[r] = mx[r] == -INFINITY ? 0.0f : mx[r]; /* a row with no key yet: every p is 0 */
-                float alpha = exp2f(m[r] - base[r]);
+                float alpha = tf32_exp2(m[r] - base[r]);
                 m[r] = mx[r];
                 l[r] *= alpha;
 #pragma unroll
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(W * 32)
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
-                    float p = exp2f(s[nt][c] - base[c / 2]);
+                    float p = tf32_exp2(s[nt][c] - base[c / 2]);
                     l[c / 2] += p;
                     if (a.dropout) p *= cu_attn_drop<float>(a, n, iw + g + (c / 2) * 8, j0 + nt * 8 + 2 * t + c % 2);
                     s[nt][c] = p;

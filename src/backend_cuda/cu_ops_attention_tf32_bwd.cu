@@ -83,7 +83,7 @@ __device__ __forceinline__ float prob(const cu_attn_args &a, float x, float l2, 
         if (i >= a.L || j >= a.S) return 0.0f;
         x += cu_attn_mask<float, float>(a, n, i, j) * LOG2E;
     }
-    return l2 == -INFINITY ? 0.0f : exp2f(x - l2);
+    return l2 == -INFINITY ? 0.0f : tf32_exp2(x - l2);
 }
 
 /* row stride of the fused variant's scale dS^T [16 W][T + 4]: T + 4 = 4 (mod 16), so its reads (2t, g) land in
