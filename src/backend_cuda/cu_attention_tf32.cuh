@@ -16,7 +16,7 @@
 ** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
 ** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0)
 ** from global rows at any stride that is a multiple of 4 floats (cu_attn_lay's .r).
-** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..7, default 1, the fastest measured; =wmma leaves f32 to the
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..7, default TF32_CFG_DEFAULT; =wmma leaves f32 to the
 ** WMMA kernels of cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass);
 ** a loop tile has T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory);
 ** "pre": K and V tiles presplit (tf32_split_tile: one more plane a tile, lo; no split in the fragment reads):
@@ -24,11 +24,11 @@
 **     cfg 4: W 4, T 32 pre   cfg 5: W 8, T 32 pre   cfg 6: W 4, T 16 pre (16 at D 128 too)
 **     cfg 7: W 4, T 32 pre, and the warp's Q A fragments split once into registers ("qreg", D = 64; cfg 4 at 128)
 ** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
-** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_pre, tf32_qreg, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split,
-**          tf32_exp2, tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c, tf32_b_at, tf32_b_nk,
-**          tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_split_tile, tf32_order, cu_attn_tf32_cfg,
-**          TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_pre, tf32_bwd_preq, tf32_bwd_warps, tf32_bwd_tile,
-**          cu_attn_tf32_bwd_cfg,
+** defines: TF32_CFGS, TF32_CFG_DEFAULT, tf32_warps, tf32_tile, tf32_pre, tf32_qreg, tf32_ld, tf32_frag_a,
+**          tf32_frag_b, tf32_split, tf32_exp2, tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c,
+**          tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_split_tile, tf32_order,
+**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_pre, tf32_bwd_preq, tf32_bwd_warps,
+**          tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
 **          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
 */
 #ifndef TRIDENT_CU_ATTENTION_TF32_CUH
@@ -47,7 +47,8 @@
 extern "C" bool cu_attn_tf32_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
 extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st);
 
-constexpr int TF32_CFGS = 8;
+/* 1: the fastest on an H100 at W3's and W5's shapes (bench/RESULTS.md, fourth session) */
+constexpr int TF32_CFGS = 8, TF32_CFG_DEFAULT = 1;
 __host__ __device__ constexpr int tf32_warps(int cfg) { return cfg == 2 || cfg == 5 ? 8 : cfg == 3 ? 2 : 4; }
 __host__ __device__ constexpr int tf32_tile(int cfg, int D) {
     return cfg == 6 ? 16 : (cfg == 1 || cfg == 4 || cfg == 5 || cfg == 7 ? 32 : 64) / (D == 128 ? 2 : 1);
@@ -79,7 +80,7 @@ __host__ __device__ constexpr int tf32_bwd_tile(int b, int D) {
 
 /* The configuration TRIDENT_CUDA_ATTN_F32_CFG picks (read at every call, so a test or bench may change it):
 ** 0..TF32_CFGS-1, or -1 for "wmma" (these kernels decline) or TRIDENT_CUDA_ATTN_MMA=0 / TRIDENT_CUDA_ATTN_TF32=0
-** (every tensor-core path off). Anything else: a one-line warning once, and configuration 0. */
+** (every tensor-core path off). Anything else: a one-line warning once, and TF32_CFG_DEFAULT. */
 int cu_attn_tf32_cfg(void);
 /* The backward variant TRIDENT_CUDA_ATTN_F32_BWD picks (read at every call): 0..TF32_BWD_CFGS-1; unset or empty:
 ** TF32_BWD_DEFAULT; anything else: a one-line warning once, and TF32_BWD_DEFAULT. */

@@ -29,15 +29,16 @@ int cu_attn_tf32_cfg(void) {
     const char *mma = getenv("TRIDENT_CUDA_ATTN_MMA"), *tf = getenv("TRIDENT_CUDA_ATTN_TF32"),
                *e = getenv("TRIDENT_CUDA_ATTN_F32_CFG");
     if ((mma && !strcmp(mma, "0")) || (tf && !strcmp(tf, "0"))) return -1;
-    if (!e || !*e) return 1; /* the fastest on an H100 at W3's and W5's shapes (bench/RESULTS.md) */
+    if (!e || !*e) return TF32_CFG_DEFAULT;
     if (!strcmp(e, "wmma")) return -1;
     if (e[0] >= '0' && e[0] < '0' + TF32_CFGS && !e[1]) return e[0] - '0';
     static bool warned = false;
     if (!warned) {
         warned = true;
-        fprintf(stderr, "trident: TRIDENT_CUDA_ATTN_F32_CFG='%s' is not 0..%d or wmma; using 1\n", e, TF32_CFGS - 1);
+        fprintf(stderr, "trident: TRIDENT_CUDA_ATTN_F32_CFG='%s' is not 0..%d or wmma; using %d\n", e, TF32_CFGS - 1,
+                TF32_CFG_DEFAULT);
     }
-    return 1;
+    return TF32_CFG_DEFAULT;
 }
 
 namespace {
