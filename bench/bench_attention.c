@@ -7,8 +7,8 @@
 ** own scope and followed by td_synchronize (the clock is the host's). bench/attention_vs_torch.sh runs it
 ** beside bench/torch_attention.py (torch.nn.functional.scaled_dot_product_attention) and prints the ratios.
 ** On CUDA, TRIDENT_CUDA_ATTN=own|cudnn picks our kernels or cuDNN's fused attention; the row's impl then reads
-** "trident-own" or "trident-cudnn"; in f32, TRIDENT_CUDA_ATTN_F32_CFG=0..3|wmma picks the kernels' tile configuration
-** (cu_attention_tf32.cuh), named by a "-f32cfg<N>" suffix, and TRIDENT_CUDA_ATTN_F32_BWD=0..7 the backward's
+** "trident-own" or "trident-cudnn"; in f32, TRIDENT_CUDA_ATTN_F32_CFG=0..7|wmma picks the kernels' tile configuration
+** (cu_attention_tf32.cuh), named by a "-f32cfg<N>" suffix, and TRIDENT_CUDA_ATTN_F32_BWD=0..10 the backward's
 ** variant, "-f32bwd<N>" (scripts/attn-f32-sweep runs each). bwd_ms is fwd_bwd_ms - fwd_ms. --check 1 adds
 ** "max_err": the largest |fused - composed| over out, dq, dk and dv, each over that tensor's largest |composed|.
 ** On Vulkan, TRIDENT_VK_ATTN=coopmat|scalar picks the tensor-core (f16 and bf16, forward and backward) or scalar

@@ -165,8 +165,8 @@ TEST(tf32_cuda) {
     if (env && !strstr(env, "cuda:0")) TEST_SKIP("cuda:0 is not in TD_ATTN_DEVICES");
     if (!td_device_available(dev)) TEST_SKIP("no cuda:0 device");
     test_seed();
-    static const char *pick[] = {"0", "1", "2", "3"};
-    for (int p = 0; p < 4; p++) {
+    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
+    for (int p = 0; p < 8; p++) {
         setenv("TRIDENT_CUDA_ATTN_F32_CFG", pick[p], 1);
         fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=%s\n", pick[p]);
         for (size_t i = 0; i < sizeof tf32_cfgs / sizeof *tf32_cfgs; i++)
@@ -175,7 +175,7 @@ TEST(tf32_cuda) {
     unsetenv("TRIDENT_CUDA_ATTN_F32_CFG");
 }
 
-/* The backward's variants (TRIDENT_CUDA_ATTN_F32_BWD 0..7, cu_attention_tf32.cuh: dq in its own pass, or inside
+/* The backward's variants (TRIDENT_CUDA_ATTN_F32_BWD 0..10, cu_attention_tf32.cuh: dq in its own pass, or inside
 ** the dk/dv pass by atomics) on the same cases, at the same tolerance, plus one long causal run (many tiles, the
 ** warps that see none of a tile's queries). */
 TEST(tf32_bwd_cuda) {
@@ -185,8 +185,8 @@ TEST(tf32_bwd_cuda) {
     if (!td_device_available(dev)) TEST_SKIP("no cuda:0 device");
     test_seed();
     static const attn_cfg longer = {"E 64 causal, L = S = 300", 1, 2, 300, 300, 64, 64, 0, true, 0};
-    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
-    for (int p = 0; p < 8; p++) {
+    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"};
+    for (int p = 0; p < 11; p++) {
         setenv("TRIDENT_CUDA_ATTN_F32_BWD", pick[p], 1);
         fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_BWD=%s\n", pick[p]);
         for (size_t i = 0; i < sizeof tf32_cfgs / sizeof *tf32_cfgs; i++)
@@ -311,15 +311,15 @@ TEST(strided_cuda) {
         ASSERT_EQ_INT(fwd, 0);                                                                                         \
         ASSERT_EQ_INT(bwd, 0);                                                                                         \
     }
-    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
-    for (int p = 0; p < 8; p++) {
+    static const char *pick[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"};
+    for (int p = 0; p < 11; p++) {
         setenv("TRIDENT_CUDA_ATTN_F32_BWD", pick[p], 1);
         fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_BWD=%s\n", pick[p]);
         STRIDED_NO_COPY(TD_F32, TF32_TOL)
     }
     unsetenv("TRIDENT_CUDA_ATTN_F32_BWD");
-    static const char *fwd_pick[] = {"0", "1", "2", "3", "wmma"};
-    for (int p = 0; p < 5; p++) { /* the forward's tile configurations, then the WMMA kernels */
+    static const char *fwd_pick[] = {"0", "1", "2", "3", "4", "5", "6", "7", "wmma"};
+    for (int p = 0; p < 9; p++) { /* the forward's tile configurations, then the WMMA kernels */
         setenv("TRIDENT_CUDA_ATTN_F32_CFG", fwd_pick[p], 1);
         fprintf(stderr, "  TRIDENT_CUDA_ATTN_F32_CFG=%s\n", fwd_pick[p]);
         STRIDED_NO_COPY(TD_F32, TF32_TOL)

@@ -16,19 +16,25 @@
 ** every fragment read is conflict-free: A and B-from-[n][k] read (g, t) at g LD + t (banks 4g + t), B-from-[k][n]
 ** reads (2t, g) and (2t + 1, g) at 2t LD + g (banks 8t + g). Staged with cp.async (16 bytes, rows past the end 0)
 ** from global rows at any stride that is a multiple of 4 floats (cu_attn_lay's .r).
-** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..3, default 1, the fastest measured; =wmma leaves f32 to the
+** Configurations (TRIDENT_CUDA_ATTN_F32_CFG=0..7, default TF32_CFG_DEFAULT; =wmma leaves f32 to the
 ** WMMA kernels of cu_ops_attention_mma*.cu): W warps a block own 16 W rows (queries, or keys in the dk/dv pass);
-** a loop tile has T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory):
+** a loop tile has T rows (keys, or queries in the dk/dv pass), halved at D = 128 (registers and shared memory);
+** "pre": K and V tiles presplit (tf32_split_tile: one more plane a tile, lo; no split in the fragment reads):
 **     cfg 0: W 4, T 64   cfg 1: W 4, T 32   cfg 2: W 8, T 64   cfg 3: W 2, T 64
+**     cfg 4: W 4, T 32 pre   cfg 5: W 8, T 32 pre   cfg 6: W 4, T 16 pre (16 at D 128 too)
+**     cfg 7: W 4, T 32 pre, and the warp's Q A fragments split once into registers ("qreg", D = 64; cfg 4 at 128)
 ** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
-** defines: TF32_CFGS, tf32_warps, tf32_tile, tf32_ld, tf32_frag_a, tf32_frag_b, tf32_split, tf32_mma3, tf32_a_ld,
-**          tf32_a_regs, tf32_a_from_c, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_order,
-**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_warps, tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
+** defines: TF32_CFGS, TF32_CFG_DEFAULT, tf32_warps, tf32_tile, tf32_pre, tf32_qreg, tf32_ld, tf32_frag_a,
+**          tf32_frag_b, tf32_split, tf32_exp2, tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c,
+**          tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_split_tile, tf32_order,
+**          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_pre, tf32_bwd_preq, tf32_bwd_warps,
+**          tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
 **          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
 */
 #ifndef TRIDENT_CU_ATTENTION_TF32_CUH
 #define TRIDENT_CU_ATTENTION_TF32_CUH
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <utility>
@@ -41,9 +47,14 @@
 extern "C" bool cu_attn_tf32_fwd(cu_dev *d, const td_op *op, const cu_attn_args *a);
 extern "C" bool cu_attn_tf32_bwd(cu_dev *d, const td_op *op, const cu_attn_args *a, td_status *st);
 
-constexpr int TF32_CFGS = 4;
-__host__ __device__ constexpr int tf32_warps(int cfg) { return cfg == 2 ? 8 : cfg == 3 ? 2 : 4; }
-__host__ __device__ constexpr int tf32_tile(int cfg, int D) { return (cfg == 1 ? 32 : 64) / (D == 128 ? 2 : 1); }
+/* 1: the fastest on an H100 at W3's and W5's shapes (bench/RESULTS.md, fourth session) */
+constexpr int TF32_CFGS = 8, TF32_CFG_DEFAULT = 1;
+__host__ __device__ constexpr int tf32_warps(int cfg) { return cfg == 2 || cfg == 5 ? 8 : cfg == 3 ? 2 : 4; }
+__host__ __device__ constexpr int tf32_tile(int cfg, int D) {
+    return cfg == 6 ? 16 : (cfg == 1 || cfg == 4 || cfg == 5 || cfg == 7 ? 32 : 64) / (D == 128 ? 2 : 1);
+}
+__host__ __device__ constexpr bool tf32_pre(int cfg) { return cfg >= 4; }
+__host__ __device__ constexpr bool tf32_qreg(int cfg) { return cfg == 7; }
 template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
 
 /* The backward's variants (TRIDENT_CUDA_ATTN_F32_BWD=0..TF32_BWD_CFGS-1, default TF32_BWD_DEFAULT; the forward's
@@ -53,18 +64,23 @@ template <int D> __host__ __device__ constexpr int tf32_ld() { return D + 4; }
 ** atomics: no recomputation, dq's sums in any order, as FlashAttention-2's):
 **     0: split W 4, T 32 (cfg 1's pair)   1: split W 4, T 64 (cfg 0's)   2: split W 8, T 32   3: split W 4, T 16
 **     4: fused W 4, T 32                  5: fused W 8, T 32             6: fused W 4, T 64   7: fused W 4, T 16
+**     8: fused pre W 4, T 16              9: fused pre W 4, T 16, Q and dout split at each read   10: as 8, W 8
+** "pre" (D = 64; at D = 128 the variant without it): the block's K presplit (tf32_split_tile), scale dS^T stored
+** split, V's A fragments split once into registers, and (not in 9) each tile's Q and dout presplit.
 ** 7 is the default: the fastest on an H100 at [8,12,1024,64], [64,6,256,64] and [16,12,1024,64] (bench/RESULTS.md,
 ** fifth session); 3 the fastest of the run-to-run exact ones. */
-constexpr int TF32_BWD_CFGS = 8, TF32_BWD_DEFAULT = 7;
+constexpr int TF32_BWD_CFGS = 11, TF32_BWD_DEFAULT = 7;
 __host__ __device__ constexpr bool tf32_bwd_fused(int b) { return b >= 4; }
-__host__ __device__ constexpr int tf32_bwd_warps(int b) { return b == 2 || b == 5 ? 8 : 4; }
+__host__ __device__ constexpr bool tf32_bwd_pre(int b) { return b >= 8; }
+__host__ __device__ constexpr bool tf32_bwd_preq(int b) { return b == 8 || b == 10; }
+__host__ __device__ constexpr int tf32_bwd_warps(int b) { return b == 2 || b == 5 || b == 10 ? 8 : 4; }
 __host__ __device__ constexpr int tf32_bwd_tile(int b, int D) {
-    return b == 3 || b == 7 ? 16 : (b == 1 || b == 6 ? 64 : 32) / (D == 128 ? 2 : 1);
+    return b == 3 || b >= 7 ? 16 : (b == 1 || b == 6 ? 64 : 32) / (D == 128 ? 2 : 1);
 }
 
 /* The configuration TRIDENT_CUDA_ATTN_F32_CFG picks (read at every call, so a test or bench may change it):
 ** 0..TF32_CFGS-1, or -1 for "wmma" (these kernels decline) or TRIDENT_CUDA_ATTN_MMA=0 / TRIDENT_CUDA_ATTN_TF32=0
-** (every tensor-core path off). Anything else: a one-line warning once, and configuration 0. */
+** (every tensor-core path off). Anything else: a one-line warning once, and TF32_CFG_DEFAULT. */
 int cu_attn_tf32_cfg(void);
 /* The backward variant TRIDENT_CUDA_ATTN_F32_BWD picks (read at every call): 0..TF32_BWD_CFGS-1; unset or empty:
 ** TF32_BWD_DEFAULT; anything else: a one-line warning once, and TF32_BWD_DEFAULT. */
@@ -106,10 +122,21 @@ struct tf32_frag_b {
     uint32_t h[2], l[2];
 };
 
-/* x = hi + lo, hi rounded to TF32 (nearest, ties away), lo = x - hi */
+/* x = hi + lo, hi rounded to TF32 (nearest, ties away: half a TF32 ulp, bit 12, added to the magnitude's bits, the
+** low 13 bits cleared; a carry into the exponent is the rounding up), lo = x - hi. cvt.rna.tf32.f32's bits for every
+** finite x in two integer operations (sm_90's cvt is five: it also keeps inf and NaN apart, which lo = x - hi
+** carries here: NaN or inf in x make lo NaN, as they did through cvt). */
 __device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo) {
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
+    hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
     lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+/* 2^x on MUFU.EX2 (ex2.approx.ftz): exp2f's instruction without its fix-up for results below 2^-126 (a scale before
+** and a square after), which are 0 here: a probability under 1e-38 of the row's largest (1) adds nothing */
+__device__ __forceinline__ float tf32_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 
 __device__ __forceinline__ void tf32_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -142,26 +169,44 @@ __device__ __forceinline__ void tf32_a_ld(float (&r)[4], const float *p, int64_t
     r[0] = p[g * ld + t], r[1] = p[(g + 8) * ld + t], r[2] = p[g * ld + t + 4], r[3] = p[(g + 8) * ld + t + 4];
 }
 
+/* Presplit tiles ("pre" variants): hi = tf32(x) in place of x and lo = x - hi at p + lo (the same layout), split
+** once a tile by tf32_split_tile instead of once a fragment by every warp that reads it: a fragment read is two
+** plain loads an element, no arithmetic. The A fragment (rows 0..15, columns 0..7) of such a tile: */
+__device__ __forceinline__ tf32_frag_a tf32_a_pre(const float *p, int ld, ptrdiff_t lo) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4,
+        o[4] = {g * ld + t, (g + 8) * ld + t, g * ld + t + 4, (g + 8) * ld + t + 4};
+    tf32_frag_a f;
+#pragma unroll
+    for (int r = 0; r < 4; r++) f.h[r] = __float_as_uint(p[o[r]]), f.l[r] = __float_as_uint(p[lo + o[r]]);
+    return f;
+}
+
 /* The A fragment of k-step kk (columns 8 kk .. 8 kk + 7) of a 16-row C product c[n-tile][4], k order permuted */
 __device__ __forceinline__ tf32_frag_a tf32_a_from_c(const float (*c)[4], int kk) {
     return tf32_a_regs(c[kk][0], c[kk][2], c[kk][1], c[kk][3]);
 }
 
-/* B fragment (k 8, n 8) when B^T = p [n][k] is row-major: b0 = p[g][t], b1 = p[g][t + 4] */
-__device__ __forceinline__ tf32_frag_b tf32_b_nk(const float *p, int ld) {
-    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+/* the B fragment of elements p[o0], p[o1]: split here, or (PRE) read from a presplit tile (lo planes at p + lo) */
+template <bool PRE> __device__ __forceinline__ tf32_frag_b tf32_b_at(const float *p, int o0, int o1, ptrdiff_t lo) {
     tf32_frag_b f;
-    tf32_split(p[g * ld + t], f.h[0], f.l[0]);
-    tf32_split(p[g * ld + t + 4], f.h[1], f.l[1]);
+    if constexpr (PRE) {
+        f.h[0] = __float_as_uint(p[o0]), f.l[0] = __float_as_uint(p[lo + o0]);
+        f.h[1] = __float_as_uint(p[o1]), f.l[1] = __float_as_uint(p[lo + o1]);
+    } else {
+        tf32_split(p[o0], f.h[0], f.l[0]);
+        tf32_split(p[o1], f.h[1], f.l[1]);
+    }
     return f;
 }
-/* B fragment when B = p [k][n] is row-major, in tf32_a_from_c's k order: b0 = p[2t][g], b1 = p[2t + 1][g] */
-__device__ __forceinline__ tf32_frag_b tf32_b_kn(const float *p, int ld) {
+/* B fragment (k 8, n 8) when B^T = p [n][k] is row-major: b0 = p[g][t], b1 = p[g][t + 4] */
+template <bool PRE = false> __device__ __forceinline__ tf32_frag_b tf32_b_nk(const float *p, int ld, ptrdiff_t lo = 0) {
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    tf32_frag_b f;
-    tf32_split(p[2 * t * ld + g], f.h[0], f.l[0]);
-    tf32_split(p[(2 * t + 1) * ld + g], f.h[1], f.l[1]);
-    return f;
+    return tf32_b_at<PRE>(p, g * ld + t, g * ld + t + 4, lo);
+}
+/* B fragment when B = p [k][n] is row-major, in tf32_a_from_c's k order: b0 = p[2t][g], b1 = p[2t + 1][g] */
+template <bool PRE = false> __device__ __forceinline__ tf32_frag_b tf32_b_kn(const float *p, int ld, ptrdiff_t lo = 0) {
+    int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+    return tf32_b_at<PRE>(p, 2 * t * ld + g, (2 * t + 1) * ld + g, lo);
 }
 
 __device__ __forceinline__ void tf32_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -178,6 +223,23 @@ __device__ __forceinline__ void tf32_load(float *sm, const float *x, int64_t r0,
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
                          (uint32_t)__cvta_generic_to_shared(sm + r * tf32_ld<D>() + e)),
                      "l"(x + (ok ? (r0 + r) * ld + e : 0)), "r"(ok ? 16 : 0));
+    }
+}
+
+/* The presplit of a tile staged by tf32_load<D, R, NTH>(sm, ...): each thread splits the chunks it staged itself
+** (so only its own tf32_wait comes before, no barrier), x -> hi in place, lo into the plane lo (same layout). */
+template <int D, int R, int NTH> __device__ __forceinline__ void tf32_split_tile(float *sm, float *lo) {
+    constexpr int C = D / 4;
+    for (int c = threadIdx.x; c < R * C; c += NTH) {
+        int o = (c / C) * tf32_ld<D>() + (c % C) * 4;
+        float4 v = *(float4 *)(sm + o);
+        uint32_t h[4], l[4];
+        tf32_split(v.x, h[0], l[0]), tf32_split(v.y, h[1], l[1]), tf32_split(v.z, h[2], l[2]);
+        tf32_split(v.w, h[3], l[3]);
+        *(float4 *)(sm + o) =
+            make_float4(__uint_as_float(h[0]), __uint_as_float(h[1]), __uint_as_float(h[2]), __uint_as_float(h[3]));
+        *(float4 *)(lo + o) =
+            make_float4(__uint_as_float(l[0]), __uint_as_float(l[1]), __uint_as_float(l[2]), __uint_as_float(l[3]));
     }
 }
 

@@ -18,6 +18,10 @@
 **                      dq_tile += (scale dS) K_block (k over the block's 16 W keys)      (tensor cores)
 **                    split over the warps (16-row by NE 8-column pieces), added to dq (its rows zeroed first by
 **                    attn_zero_f32, in its layout) by f32 atomics.
+**   "pre" variants (fused, D = 64): K split into hi and lo planes once a block, scale dS^T stored split, each
+**   warp's V A fragments split once into registers, and (all but 9: "preq") each Q and dout tile split once a
+**   tile (tf32_split_tile, by the threads that staged it): no split in those fragment reads, one more plane each
+**   in shared memory (2 blocks of 4 warps an SM). dq_tile's key steps alternate between two accumulators.
 ** Also the reader of TRIDENT_CUDA_ATTN_F32_BWD (cu_attn_tf32_bwd_cfg).
 ** Shapes: as cu_ops_attention.cu: q, k, v, dout, out, dq, dk, dv [N,rows,D] each through its strides (a.q .. a.dv:
 ** head offset cu_attn_at, row stride .r, a multiple of 4 floats), lse [N,L] float contiguous.
@@ -30,7 +34,9 @@
 int cu_attn_tf32_bwd_cfg(void) {
     const char *e = getenv("TRIDENT_CUDA_ATTN_F32_BWD");
     if (!e || !*e) return TF32_BWD_DEFAULT;
-    if (e[0] >= '0' && e[0] < '0' + TF32_BWD_CFGS && !e[1]) return e[0] - '0';
+    char *end;
+    long b = strtol(e, &end, 10);
+    if (e[0] >= '0' && e[0] <= '9' && !*end && b < TF32_BWD_CFGS) return (int)b;
     static bool warned = false;
     if (!warned) {
         warned = true;
@@ -77,17 +83,18 @@ __device__ __forceinline__ float prob(const cu_attn_args &a, float x, float l2, 
         if (i >= a.L || j >= a.S) return 0.0f;
         x += cu_attn_mask<float, float>(a, n, i, j) * LOG2E;
     }
-    return l2 == -INFINITY ? 0.0f : exp2f(x - l2);
+    return l2 == -INFINITY ? 0.0f : tf32_exp2(x - l2);
 }
 
 /* row stride of the fused variant's scale dS^T [16 W][T + 4]: T + 4 = 4 (mod 16), so its reads (2t, g) land in
 ** banks 8t + g */
 template <int T> __host__ __device__ constexpr int ds_ld() { return T + 4; }
 
-/* dynamic shared memory: K, V [16 W][LD]; Q, dout [2][T][LD]; lse log2e, D [2][T]; fused: scale dS^T */
-template <int D, int W, int T, bool FUSED> constexpr size_t smem_dkdv() {
-    return (2 * 16 * W + 4 * T) * tf32_ld<D>() * sizeof(float) + 4 * T * sizeof(float) +
-           (FUSED ? 16 * W * ds_ld<T>() * sizeof(float) : 0);
+/* dynamic shared memory: K, V [16 W][LD]; Q, dout [2][T][LD]; lse log2e, D [2][T]; fused: scale dS^T [16 W][T + 4];
+** PRE (fused only): the lo planes of K [16 W][LD] and scale dS^T [16 W][T + 4]; PREQ: of Q and dout [T][LD] */
+template <int D, int W, int T, bool FUSED, bool PRE, bool PREQ> constexpr size_t smem_dkdv() {
+    return ((2 + PRE) * 16 * W + (PREQ ? 6 : 4) * T) * tf32_ld<D>() * sizeof(float) + 4 * T * sizeof(float) +
+           (FUSED ? (1 + PRE) * 16 * W * ds_ld<T>() * sizeof(float) : 0);
 }
 
 /* dq [i][2e, 2e + 1] += (x, y) */
@@ -102,31 +109,44 @@ __device__ __forceinline__ void add2(float *p, float x, float y) {
 /* FUSED's dq rows [0, rows) of this query tile (at dq, row stride ld) += (scale dS) K over the first kw warps'
 ** keys (the others saw none of the tile's queries: causal), after the barrier that publishes Ps; warp w owns
 ** rows 16 (w % MT) .. 16 (w % MT) + 15 and columns 8 e0 .. 8 (e0 + NE) - 1. A = scale dS [query][key] read
-** from Ps [key][query] in tf32_b_kn's k order (k = t: key 2t, t + 4: key 2t + 1), B = K [key][e] (tf32_b_kn). */
-template <int D, int W, int T>
-__device__ __forceinline__ void dq_tile(const float *Ks, const float *Ps, float *dq, int64_t ld, int64_t rows, int kw) {
+** from Ps [key][query] in tf32_b_kn's k order (k = t: key 2t, t + 4: key 2t + 1), B = K [key][e] (tf32_b_kn).
+** PRE: Ps and Ks presplit, their lo planes at Pl and Kl. */
+template <int D, int W, int T, bool PRE>
+__device__ __forceinline__ void dq_tile(const float *Ks, const float *Kl, const float *Ps, const float *Pl, float *dq,
+                                        int64_t ld, int64_t rows, int kw) {
     constexpr int LD = tf32_ld<D>(), PLD = ds_ld<T>(), MT = T / 16, NE = D / 8 / (W / MT);
     static_assert(T % 16 == 0 && W % MT == 0 && (D / 8) % (W / MT) == 0, "dq_tile: the warps split T x D evenly");
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, mt = w % MT, e0 = (w / MT) * NE;
-    __syncthreads(); /* Ps holds every active warp's rows */
-    float acc[NE][4] = {};
+    __syncthreads();          /* Ps holds every active warp's rows */
+    float acc[2][NE][4] = {}; /* even and odd key steps: two independent mma chains a column block */
     const float *P = Ps + mt * 16;
-    for (int ks = 0; ks < 2 * kw; ks++) {
-        const float *p = P + (ks * 8 + 2 * t) * PLD;
-        tf32_frag_a sa = tf32_a_regs(p[g], p[g + 8], p[PLD + g], p[PLD + g + 8]);
+    for (int k2 = 0; k2 < kw; k2++)
 #pragma unroll
-        for (int e = 0; e < NE; e++) tf32_mma3(acc[e], sa, tf32_b_kn(Ks + ks * 8 * LD + (e0 + e) * 8, LD));
-    }
+        for (int h = 0; h < 2; h++) {
+            int ks = 2 * k2 + h, o = (ks * 8 + 2 * t) * PLD, oa[4] = {o + g, o + g + 8, o + PLD + g, o + PLD + g + 8};
+            tf32_frag_a sa;
+            if constexpr (PRE) {
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    sa.h[r] = __float_as_uint(P[oa[r]]), sa.l[r] = __float_as_uint(P[Pl - Ps + oa[r]]);
+            } else
+                sa = tf32_a_regs(P[oa[0]], P[oa[1]], P[oa[2]], P[oa[3]]);
+#pragma unroll
+            for (int e = 0; e < NE; e++)
+                tf32_mma3(acc[h][e], sa, tf32_b_kn<PRE>(Ks + ks * 8 * LD + (e0 + e) * 8, LD, Kl - Ks));
+        }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         int i = mt * 16 + g + 8 * r;
         if (i >= rows) continue;
 #pragma unroll
-        for (int e = 0; e < NE; e++) add2(dq + i * ld + (e0 + e) * 8 + 2 * t, acc[e][2 * r], acc[e][2 * r + 1]);
+        for (int e = 0; e < NE; e++)
+            add2(dq + i * ld + (e0 + e) * 8 + 2 * t, acc[0][e][2 * r] + acc[1][e][2 * r],
+                 acc[0][e][2 * r + 1] + acc[1][e][2 * r + 1]);
     }
 }
 
-template <int D, int W, int T, bool FUSED>
+template <int D, int W, int T, bool FUSED, bool PRE, bool PREQ>
 __global__ void __launch_bounds__(W * 32)
     attn_dkdv_tf32(cu_attn_args a, const float *dout, const float *q, const float *k, const float *v, const float *lse,
                    const float *Dv, float *dk, float *dv, float *dq) {
@@ -134,6 +154,9 @@ __global__ void __launch_bounds__(W * 32)
     constexpr int LD = tf32_ld<D>(), BK = 16 * W, NT = T / 8, KT = D / 8;
     float *Ks = (float *)smem, *Vs = Ks + BK * LD, *Qs = Vs + BK * LD, *Gs = Qs + 2 * T * LD;
     float *ls = Gs + 2 * T * LD, *Ds = ls + 2 * T, *Ps = Ds + 2 * T; /* Ps: FUSED's scale dS^T [16 W][ds_ld] */
+    float *Pl = Ps + BK * ds_ld<T>(), *Kl = Pl + BK * ds_ld<T>(), *Ql = Kl + BK * LD, *Gl = Ql + T * LD; /* PRE's */
+    static_assert(!PRE || (FUSED && D == 64), "the presplit backward is the fused one at D = 64");
+    static_assert(PRE || !PREQ, "Q and dout presplit with K");
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int64_t n, j0;
     tf32_order(a, a.S, BK, false, &n, &j0); /* causal: the first keys see the most queries */
@@ -157,27 +180,53 @@ __global__ void __launch_bounds__(W * 32)
     }
     tf32_commit();
     float dK[KT][4] = {}, dV[KT][4] = {};
+    tf32_frag_a vf[PRE ? KT : 1]; /* PRE: the warp's V A fragments split once, in registers (64 of them) */
+    if constexpr (PRE) {
+        tf32_wait<0>(); /* the first tile's group too: the loop's first wait is then a no-op */
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < KT; kk++) {
+            float vr[4];
+            tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
+            vf[kk] = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
+        }
+    }
     for (int it = 0; it < nit; it++) {
         int64_t i0 = ist + (int64_t)it * T;
         if (it + 1 < nit) stage(it + 1);
         tf32_commit();
         tf32_wait<1>();
+        float *Qt = Qs + (it % 2) * T * LD, *Gt = Gs + (it % 2) * T * LD;
+        if constexpr (PRE) { /* the lo planes are free: the last iteration ended on a barrier */
+            if (it == 0) tf32_split_tile<D, BK, W * 32>(Ks, Kl);
+            if constexpr (PREQ) tf32_split_tile<D, T, W * 32>(Qt, Ql), tf32_split_tile<D, T, W * 32>(Gt, Gl);
+        }
         __syncthreads();
-        const float *Qt = Qs + (it % 2) * T * LD, *Gt = Gs + (it % 2) * T * LD;
         const float *lt = ls + (it % 2) * T, *Dt = Ds + (it % 2) * T;
         if (!(a.causal && i0 + T - 1 < jw)) { /* else every query of the tile is before this warp's keys */
             /* S^T_w = K_w Q^T, dP^T_w = V_w dout^T (16 keys x T queries): B^T = Q, dout [query][e] */
             float st[NT][4] = {}, dpt[NT][4] = {};
 #pragma unroll
             for (int kk = 0; kk < KT; kk++) {
-                float kr[4], vr[4];
-                tf32_a_ld(kr, Ks + w * 16 * LD + kk * 8, LD);
-                tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
-                tf32_frag_a ka = tf32_a_regs(kr[0], kr[1], kr[2], kr[3]), va = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
+                tf32_frag_a ka, va;
+                if constexpr (PRE) {
+                    va = vf[kk];
+                } else {
+                    float vr[4];
+                    tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
+                    va = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
+                }
+                if constexpr (PRE) {
+                    ka = tf32_a_pre(Ks + w * 16 * LD + kk * 8, LD, Kl - Ks);
+                } else {
+                    float kr[4];
+                    tf32_a_ld(kr, Ks + w * 16 * LD + kk * 8, LD);
+                    ka = tf32_a_regs(kr[0], kr[1], kr[2], kr[3]);
+                }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    tf32_mma3(st[nt], ka, tf32_b_nk(Qt + nt * 8 * LD + kk * 8, LD));
-                    tf32_mma3(dpt[nt], va, tf32_b_nk(Gt + nt * 8 * LD + kk * 8, LD));
+                    tf32_mma3(st[nt], ka, tf32_b_nk<PREQ>(Qt + nt * 8 * LD + kk * 8, LD, Ql - Qt));
+                    tf32_mma3(dpt[nt], va, tf32_b_nk<PREQ>(Gt + nt * 8 * LD + kk * 8, LD, Gl - Gt));
                 }
             }
             /* P^T z into st, dS^T into dpt; element (nt, c): key jw + g + 8 (c / 2), query i0 + 8 nt + 2 t + c % 2 */
@@ -197,9 +246,17 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                    for (int r = 0; r < 2; r++)
-                        *(float2 *)(Ps + (w * 16 + g + 8 * r) * ds_ld<T>() + nt * 8 + 2 * t) =
-                            make_float2(dpt[nt][2 * r] * a.scale_f, dpt[nt][2 * r + 1] * a.scale_f);
+                    for (int r = 0; r < 2; r++) {
+                        int o = (w * 16 + g + 8 * r) * ds_ld<T>() + nt * 8 + 2 * t;
+                        float x = dpt[nt][2 * r] * a.scale_f, y = dpt[nt][2 * r + 1] * a.scale_f;
+                        if constexpr (PRE) { /* split here, once, for every warp's dq_tile */
+                            uint32_t xh, xl, yh, yl;
+                            tf32_split(x, xh, xl), tf32_split(y, yh, yl);
+                            *(float2 *)(Ps + o) = make_float2(__uint_as_float(xh), __uint_as_float(yh));
+                            *(float2 *)(Pl + o) = make_float2(__uint_as_float(xl), __uint_as_float(yl));
+                        } else
+                            *(float2 *)(Ps + o) = make_float2(x, y);
+                    }
             }
             /* dV_w += (P^T z) dout, dK_w += dS^T Q: B = dout, Q [query][e] */
 #pragma unroll
@@ -207,14 +264,15 @@ __global__ void __launch_bounds__(W * 32)
                 tf32_frag_a pa = tf32_a_from_c(st, kk), sa = tf32_a_from_c(dpt, kk);
 #pragma unroll
                 for (int et = 0; et < KT; et++) {
-                    tf32_mma3(dV[et], pa, tf32_b_kn(Gt + kk * 8 * LD + et * 8, LD));
-                    tf32_mma3(dK[et], sa, tf32_b_kn(Qt + kk * 8 * LD + et * 8, LD));
+                    tf32_mma3(dV[et], pa, tf32_b_kn<PREQ>(Gt + kk * 8 * LD + et * 8, LD, Gl - Gt));
+                    tf32_mma3(dK[et], sa, tf32_b_kn<PREQ>(Qt + kk * 8 * LD + et * 8, LD, Ql - Qt));
                 }
             }
         }
         if constexpr (FUSED) {
             int64_t kw = a.causal ? (i0 + T - 1 - j0) / 16 + 1 : W; /* warps that saw the tile: a prefix */
-            dq_tile<D, W, T>(Ks, Ps, dq + cu_attn_at(a, a.dq, n) + i0 * a.dq.r, a.dq.r, a.L - i0, kw < W ? (int)kw : W);
+            dq_tile<D, W, T, PRE>(Ks, Kl, Ps, Pl, dq + cu_attn_at(a, a.dq, n) + i0 * a.dq.r, a.dq.r, a.L - i0,
+                                  kw < W ? (int)kw : W);
         }
         __syncthreads(); /* every warp is done with this buffer */
     }
@@ -325,21 +383,24 @@ __global__ void __launch_bounds__(W * 32)
 
 template <int D, int B> static td_status launch(cu_dev *d, const td_op *op, const cu_attn_args *a, const float *Dv) {
     constexpr int W = tf32_bwd_warps(B), T = tf32_bwd_tile(B, D);
-    constexpr bool FUSED = tf32_bwd_fused(B);
+    /* PRE at D = 128 would spill (V's fragments in registers): its non-presplit twin runs there */
+    constexpr bool FUSED = tf32_bwd_fused(B), PRE = tf32_bwd_pre(B) && D == 64, PREQ = PRE && tf32_bwd_preq(B);
     const td_operand *in = op->in, *o = op->out;
     const float *dout = (const float *)cu_data(&in[0]), *q = (const float *)cu_data(&in[1]),
                 *k = (const float *)cu_data(&in[2]), *v = (const float *)cu_data(&in[3]),
                 *lse = (const float *)cu_data(&in[6]);
     float *dq = (float *)cu_data(&o[0]);
-    size_t s1 = smem_dkdv<D, W, T, FUSED>();
+    size_t s1 = smem_dkdv<D, W, T, FUSED, PRE, PREQ>();
     if (FUSED) {
         attn_zero_f32<D><<<cu_grid(d, a->N * a->L * (D / 4), 256), 256, 0, d->stream>>>(*a, dq);
         td_status st = CU_LAUNCHED("attention_backward dq = 0 (3xTF32 mma)");
         if (st != TD_OK) return st;
     }
-    cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T, FUSED>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1);
-    attn_dkdv_tf32<D, W, T, FUSED><<<(unsigned)(a->N * ((a->S + 16 * W - 1) / (16 * W))), W * 32, s1, d->stream>>>(
-        *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[1]), (float *)cu_data(&o[2]), dq);
+    cudaFuncSetAttribute(attn_dkdv_tf32<D, W, T, FUSED, PRE, PREQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         (int)s1);
+    attn_dkdv_tf32<D, W, T, FUSED, PRE, PREQ>
+        <<<(unsigned)(a->N * ((a->S + 16 * W - 1) / (16 * W))), W * 32, s1, d->stream>>>(
+            *a, dout, q, k, v, lse, Dv, (float *)cu_data(&o[1]), (float *)cu_data(&o[2]), dq);
     td_status st =
         CU_LAUNCHED(FUSED ? "attention_backward dq, dk, dv (3xTF32 mma)" : "attention_backward dk, dv (3xTF32 mma)");
     if (st != TD_OK || FUSED) return st;
