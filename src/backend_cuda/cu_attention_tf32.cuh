@@ -25,8 +25,9 @@
 **     cfg 7: W 4, T 32 pre, and the warp's Q A fragments split once into registers ("qreg", D = 64; cfg 4 at 128)
 ** (the forward's; the backward has its own list, TRIDENT_CUDA_ATTN_F32_BWD, below).
 ** defines: TF32_CFGS, TF32_CFG_DEFAULT, tf32_warps, tf32_tile, tf32_pre, tf32_qreg, tf32_ld, tf32_frag_a,
-**          tf32_frag_b, tf32_split, tf32_exp2, tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_pre, tf32_a_from_c,
-**          tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_split_tile, tf32_order,
+**          tf32_frag_b, tf32_split, tf32_exp2, tf32_mma3, tf32_a_ld, tf32_a_regs, tf32_a_split_rows, tf32_a_pre,
+**          tf32_a_from_c, tf32_b_at, tf32_b_nk, tf32_b_kn, tf32_load, tf32_commit, tf32_wait, tf32_split_tile,
+**          tf32_order,
 **          cu_attn_tf32_cfg, TF32_BWD_CFGS, tf32_bwd_fused, tf32_bwd_pre, tf32_bwd_preq, tf32_bwd_warps,
 **          tf32_bwd_tile, cu_attn_tf32_bwd_cfg,
 **          tf32_takes, tf32_on_cfg, tf32_dispatch, cu_attn_tf32_fwd, cu_attn_tf32_bwd.
@@ -167,6 +168,17 @@ __device__ __forceinline__ tf32_frag_a tf32_a_regs(float a0, float a1, float a2,
 __device__ __forceinline__ void tf32_a_ld(float (&r)[4], const float *p, int64_t ld) {
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
     r[0] = p[g * ld + t], r[1] = p[(g + 8) * ld + t], r[2] = p[g * ld + t + 4], r[3] = p[(g + 8) * ld + t + 4];
+}
+
+/* f[kk] = the A fragment of k-step kk (columns 8 kk .. 8 kk + 7) of the 16 rows at p, split once into registers
+** (the "qreg" forward's Q, the "pre" backward's V) */
+template <int KT> __device__ __forceinline__ void tf32_a_split_rows(tf32_frag_a (&f)[KT], const float *p, int64_t ld) {
+#pragma unroll
+    for (int kk = 0; kk < KT; kk++) {
+        float r[4];
+        tf32_a_ld(r, p + kk * 8, ld);
+        f[kk] = tf32_a_regs(r[0], r[1], r[2], r[3]);
+    }
 }
 
 /* Presplit tiles ("pre" variants): hi = tf32(x) in place of x and lo = x - hi at p + lo (the same layout), split

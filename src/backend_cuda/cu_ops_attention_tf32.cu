@@ -72,12 +72,7 @@ __global__ void __launch_bounds__(W * 32)
     if constexpr (QREG) {
         tf32_wait<0>(); /* the first K, V tiles too: the loop's first wait is then a no-op */
         __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < KT; kk++) {
-            float qr[4];
-            tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
-            qf[kk] = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]);
-        }
+        tf32_a_split_rows(qf, Qs + w * 16 * LD, LD);
     }
     for (int jt = 0; jt < nkt; jt++) {
         int64_t j0 = (int64_t)jt * T;

@@ -184,12 +184,7 @@ __global__ void __launch_bounds__(W * 32)
     if constexpr (PRE) {
         tf32_wait<0>(); /* the first tile's group too: the loop's first wait is then a no-op */
         __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < KT; kk++) {
-            float vr[4];
-            tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
-            vf[kk] = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
-        }
+        tf32_a_split_rows(vf, Vs + w * 16 * LD, LD);
     }
     for (int it = 0; it < nit; it++) {
         int64_t i0 = ist + (int64_t)it * T;
