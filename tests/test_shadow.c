@@ -10,6 +10,10 @@
 **   step, none.
 ** backward_after_step_cpu: a graph saved before the step reads a shadow that the step rewrote (dx = dy w): its
 **   backward fails with autograd's in-place error instead of using the new weights.
+** refresh_keeps_saved_cpu: a graph saved before copy_ wrote the parameter: the next forward's refresh makes a new
+**   shadow (the fresh values), and the old graph's backward reads the old one: dx = dy w as it was.
+** refresh_keeps_saved_cpu: a graph saved before copy_ wrote the parameter: the next forward's refresh makes a new
+**   shadow (the fresh values), and the old graph's backward reads the old one: dx = dy w as it was.
 ** capture_cuda: a parameter updated by a replayed graph (no dispatcher on the replay): the eager forward after the
 **   replay reads the replayed values.
 */
@@ -27,7 +31,8 @@
     X(steps_cpu)                                                                                                       \
     X(steps_cuda)                                                                                                      \
     X(steps_vulkan)                                                                                                    \
-    X(stale_after_copy_cpu) X(kernel_write_vulkan) X(arena_cpu) X(backward_after_step_cpu) X(capture_cuda)
+    X(stale_after_copy_cpu)                                                                                            \
+    X(kernel_write_vulkan) X(arena_cpu) X(backward_after_step_cpu) X(refresh_keeps_saved_cpu) X(capture_cuda)
 
 enum { M = 16, K = 64, N = 32 };
 
@@ -210,6 +215,26 @@ TEST(backward_after_step_cpu) {
     td_tensor *loss = td_sum(autocast_linear(x1, w, b, NULL), 0, NULL, false); /* saves w's shadow view */
     one_step(x, w, b);                                                         /* rewrites the shadow */
     ASSERT_ERROR(td_backward(loss, NULL, false), TD_ERR_STATE, "modified by an inplace operation");
+    td_release(w), td_release(b);
+    td_scope_end();
+}
+
+TEST(refresh_keeps_saved_cpu) {
+    test_seed();
+    td_scope_begin();
+    td_tensor *x = test_uniform_tensor(2, (int64_t[]){M, K}, -1, 1, TD_F32, TD_CPU);
+    td_tensor *w = param(2, (int64_t[]){N, K}, TD_CPU), *b = param(1, (int64_t[]){N}, TD_CPU);
+    td_tensor *x1 = td_detach(x);
+    ASSERT_OK(td_set_requires_grad(x1, true));
+    td_tensor *y = autocast_linear(x1, w, b, NULL); /* saves w's shadow view */
+    td_tensor *dy = test_uniform_tensor(2, (int64_t[]){M, N}, -1, 1, TD_BF16, TD_CPU);
+    td_no_grad_begin();
+    td_tensor *want = td_matmul(dy, td_cast(w, TD_BF16)); /* dx with the weights the forward read */
+    ASSERT_OK(td_copy_(w, test_uniform_tensor(2, (int64_t[]){N, K}, -2, 2, TD_F32, TD_CPU)));
+    td_no_grad_end();
+    check_fresh(autocast_linear(x, w, b, NULL), x, w, b); /* the refresh: a new shadow */
+    ASSERT_OK(td_backward(y, dy, false));
+    ASSERT(test_max_rel(td_grad_of(x1), want) == 0);
     td_release(w), td_release(b);
     td_scope_end();
 }

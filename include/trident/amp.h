@@ -31,7 +31,8 @@
 ** or imported from another framework's memory, has none: its memory may change
 ** behind Trident's back. A graph saved before an optimizer step that rewrote a
 ** shadow it reads fails its backward with the in-place error (torch would use
-** the cast made before the step).
+** the cast made before the step); after other writes the refresh leaves such
+** a graph its old shadow.
 **
 ** Scopes are per thread and nest: the innermost open scope for a device type
 ** decides. Run the forward pass and the loss inside the scope, backward and

@@ -39,10 +39,12 @@ static bool shadowable(const td_tensor *t, td_dtype dt) {
     return (s->flags & TD__STORAGE_ARENA) || (t->offset == 0 && (size_t)td_numel(t) * sizeof(float) == s->nbytes);
 }
 
-/* s's floats cast to dt into its shadow (allocated on first use), which is then current. */
+/* s's floats cast to dt into its shadow, which is then current: a new one where there is none, or where the
+** old one has another dtype or views elsewhere (a graph saved before the write keeps the values it read, as
+** torch's per-region casts would) */
 static td_status refresh(td_storage *s, td_dtype dt) {
     int64_t n = (int64_t)(s->nbytes / sizeof(float)), one = 1;
-    if (s->low && s->low->dtype != dt) {
+    if (s->low && (s->low->dtype != dt || atomic_load(&s->low->storage->refcount) > 1)) {
         td_release(s->low);
         s->low = NULL;
     }
