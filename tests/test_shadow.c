@@ -4,6 +4,7 @@
 ** steps_{cpu,cuda,vulkan}: three Adam steps of a Linear under bf16 autocast: each forward equals the Linear of the
 **   parameters' fresh casts bit for bit (a stale shadow would give the last step's weights), and from the second
 **   step on the forward casts no parameter: ADAM_STEP wrote their shadows (only x's cast is a `copy`).
+** off_cpu: TRIDENT_AUTOCAST_SHADOW=0: every step's forward casts x, w and b, with the same values.
 ** stale_after_copy_cpu: a parameter written by copy_ after a step: the next forward reads the new values.
 ** kernel_write_vulkan: a parameter written by a user's GLSL kernel (td_kernel_launch): the same.
 ** arena_cpu: a flattened two-Linear module: one cast of the whole arena serves its four parameters; after the
@@ -31,6 +32,7 @@
     X(steps_cpu)                                                                                                       \
     X(steps_cuda)                                                                                                      \
     X(steps_vulkan)                                                                                                    \
+    X(off_cpu)                                                                                                         \
     X(stale_after_copy_cpu)                                                                                            \
     X(kernel_write_vulkan) X(arena_cpu) X(backward_after_step_cpu) X(refresh_keeps_saved_cpu) X(capture_cuda)
 
@@ -82,7 +84,8 @@ static void check_fresh(td_tensor *y, td_tensor *x, td_tensor *w, td_tensor *b) 
     if (err != 0) TEST_FAIL_("the autocast forward differs from the fresh casts' by %g (a stale shadow)", err);
 }
 
-static void steps(td_device dev) {
+/* later: the forward's copies from the second step on */
+static void steps(td_device dev, int64_t later) {
     test_seed();
     td_scope_begin();
     td_tensor *x = test_uniform_tensor(2, (int64_t[]){M, K}, -1, 1, TD_F32, dev);
@@ -95,8 +98,8 @@ static void steps(td_device dev) {
         int64_t copies;
         td_tensor *y = autocast_linear(x, w, b, &copies);
         check_fresh(y, x, w, b);
-        /* step 0 casts x, w and b; later only x */
-        int64_t want = step == 0 ? 3 : 1;
+        /* step 0 casts x, w and b; later only x where the step wrote their shadows */
+        int64_t want = step == 0 ? 3 : later;
         fprintf(stderr, "    step %d: %lld forward copies (expected %lld)\n", step, (long long)copies, (long long)want);
         ASSERT_EQ_INT(copies, want);
         ASSERT_OK(td_backward(td_sum(td_mul(y, y), 0, NULL, false), NULL, false));
@@ -109,9 +112,14 @@ static void steps(td_device dev) {
     td_scope_end();
 }
 
-TEST(steps_cpu) { steps(TD_CPU); }
-TEST(steps_cuda) { steps(test_device_or_skip("cuda:0")); }
-TEST(steps_vulkan) { steps(test_device_or_skip("vulkan:0")); }
+TEST(steps_cpu) { steps(TD_CPU, 1); }
+TEST(steps_cuda) { steps(test_device_or_skip("cuda:0"), 1); }
+TEST(steps_vulkan) { steps(test_device_or_skip("vulkan:0"), 1); }
+
+TEST(off_cpu) {
+    setenv("TRIDENT_AUTOCAST_SHADOW", "0", 1); /* read once a process: each case runs in its own */
+    steps(TD_CPU, 3);
+}
 
 /* One step of w, b through Adam (their shadows then current where the backend writes them). */
 static void one_step(td_tensor *x, td_tensor *w, td_tensor *b) {

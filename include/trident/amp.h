@@ -32,7 +32,7 @@
 ** behind Trident's back. A graph saved before an optimizer step that rewrote a
 ** shadow it reads fails its backward with the in-place error (torch would use
 ** the cast made before the step); after other writes the refresh leaves such
-** a graph its old shadow.
+** a graph its old shadow. TRIDENT_AUTOCAST_SHADOW=0 turns shadows off.
 **
 ** Scopes are per thread and nest: the innermost open scope for a device type
 ** decides. Run the forward pass and the loss inside the scope, backward and

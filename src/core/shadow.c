@@ -16,8 +16,12 @@
 ** A storage is shadowed whole, so only parameters that are all of their
 ** storage, or views of a parameter arena (td_module_flatten_parameters), have
 ** one; memory that another framework may write (DLPack, td_from_foreign) never.
+** TRIDENT_AUTOCAST_SHADOW=0 turns them off: autocast casts every region (the
+** baseline, and 2 bytes a parameter less).
 */
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 #include "trident/autograd.h"
@@ -25,6 +29,13 @@
 static atomic_ulong epoch = 1; /* a shadow with low_epoch 0 is stale */
 static atomic_int capturing;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* s->low's replacement against its readers */
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static bool off; /* TRIDENT_AUTOCAST_SHADOW=0 */
+
+static void read_env(void) {
+    const char *e = getenv("TRIDENT_AUTOCAST_SHADOW");
+    off = e && !strcmp(e, "0");
+}
 
 static bool current(const td_storage *s, td_dtype dt) {
     return s->low && s->low->dtype == dt && s->low_epoch == atomic_load(&epoch) &&
@@ -33,7 +44,8 @@ static bool current(const td_storage *s, td_dtype dt) {
 
 static bool shadowable(const td_tensor *t, td_dtype dt) {
     const td_storage *s = t->storage;
-    if (t->dtype != TD_F32 || (dt != TD_F16 && dt != TD_BF16) || !t->requires_grad || t->grad_fn ||
+    pthread_once(&env_once, read_env);
+    if (off || t->dtype != TD_F32 || (dt != TD_F16 && dt != TD_BF16) || !t->requires_grad || t->grad_fn ||
         (s->flags & TD__STORAGE_SHARED) || atomic_load(&capturing) || !td_is_contiguous(t))
         return false;
     return (s->flags & TD__STORAGE_ARENA) || (t->offset == 0 && (size_t)td_numel(t) * sizeof(float) == s->nbytes);
