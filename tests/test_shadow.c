@@ -13,8 +13,6 @@
 **   backward fails with autograd's in-place error instead of using the new weights.
 ** refresh_keeps_saved_cpu: a graph saved before copy_ wrote the parameter: the next forward's refresh makes a new
 **   shadow (the fresh values), and the old graph's backward reads the old one: dx = dy w as it was.
-** refresh_keeps_saved_cpu: a graph saved before copy_ wrote the parameter: the next forward's refresh makes a new
-**   shadow (the fresh values), and the old graph's backward reads the old one: dx = dy w as it was.
 ** capture_cuda: a parameter updated by a replayed graph (no dispatcher on the replay): the eager forward after the
 **   replay reads the replayed values.
 */
