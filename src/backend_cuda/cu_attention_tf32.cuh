@@ -164,21 +164,17 @@ __device__ __forceinline__ tf32_frag_a tf32_a_regs(float a0, float a1, float a2,
     return f;
 }
 
-/* the raw A elements (rows 0..15, columns 0..7) of a row-major tile p with leading dim ld (shared or global) */
-__device__ __forceinline__ void tf32_a_ld(float (&r)[4], const float *p, int64_t ld) {
+/* the A fragment (rows 0..15, columns 0..7) of a row-major tile p with leading dim ld (shared or global), split */
+__device__ __forceinline__ tf32_frag_a tf32_a_ld(const float *p, int64_t ld) {
     int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-    r[0] = p[g * ld + t], r[1] = p[(g + 8) * ld + t], r[2] = p[g * ld + t + 4], r[3] = p[(g + 8) * ld + t + 4];
+    return tf32_a_regs(p[g * ld + t], p[(g + 8) * ld + t], p[g * ld + t + 4], p[(g + 8) * ld + t + 4]);
 }
 
 /* f[kk] = the A fragment of k-step kk (columns 8 kk .. 8 kk + 7) of the 16 rows at p, split once into registers
 ** (the "qreg" forward's Q, the "pre" backward's V) */
 template <int KT> __device__ __forceinline__ void tf32_a_split_rows(tf32_frag_a (&f)[KT], const float *p, int64_t ld) {
 #pragma unroll
-    for (int kk = 0; kk < KT; kk++) {
-        float r[4];
-        tf32_a_ld(r, p + kk * 8, ld);
-        f[kk] = tf32_a_regs(r[0], r[1], r[2], r[3]);
-    }
+    for (int kk = 0; kk < KT; kk++) f[kk] = tf32_a_ld(p + kk * 8, ld);
 }
 
 /* Presplit tiles ("pre" variants): hi = tf32(x) in place of x and lo = x - hi at p + lo (the same layout), split

@@ -92,13 +92,10 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
             for (int kk = 0; kk < KT; kk++) {
                 tf32_frag_a qa;
-                if constexpr (QREG) {
+                if constexpr (QREG)
                     qa = qf[kk];
-                } else {
-                    float qr[4];
-                    tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
-                    qa = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]);
-                }
+                else
+                    qa = tf32_a_ld(Qs + w * 16 * LD + kk * 8, LD);
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     tf32_mma3(s[nt], qa, tf32_b_nk<PRE>(Kt + nt * 8 * LD + kk * 8, LD, Kl - Kt));

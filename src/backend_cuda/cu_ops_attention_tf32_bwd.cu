@@ -206,17 +206,10 @@ __global__ void __launch_bounds__(W * 32)
                 tf32_frag_a ka, va;
                 if constexpr (PRE) {
                     va = vf[kk];
-                } else {
-                    float vr[4];
-                    tf32_a_ld(vr, Vs + w * 16 * LD + kk * 8, LD);
-                    va = tf32_a_regs(vr[0], vr[1], vr[2], vr[3]);
-                }
-                if constexpr (PRE) {
                     ka = tf32_a_pre(Ks + w * 16 * LD + kk * 8, LD, Kl - Ks);
                 } else {
-                    float kr[4];
-                    tf32_a_ld(kr, Ks + w * 16 * LD + kk * 8, LD);
-                    ka = tf32_a_regs(kr[0], kr[1], kr[2], kr[3]);
+                    va = tf32_a_ld(Vs + w * 16 * LD + kk * 8, LD);
+                    ka = tf32_a_ld(Ks + w * 16 * LD + kk * 8, LD);
                 }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
@@ -332,10 +325,8 @@ __global__ void __launch_bounds__(W * 32)
             float s[NT][4] = {}, dp[NT][4] = {};
 #pragma unroll
             for (int kk = 0; kk < KT; kk++) {
-                float qr[4], gr[4];
-                tf32_a_ld(qr, Qs + w * 16 * LD + kk * 8, LD);
-                tf32_a_ld(gr, Gs + w * 16 * LD + kk * 8, LD);
-                tf32_frag_a qa = tf32_a_regs(qr[0], qr[1], qr[2], qr[3]), ga = tf32_a_regs(gr[0], gr[1], gr[2], gr[3]);
+                tf32_frag_a qa = tf32_a_ld(Qs + w * 16 * LD + kk * 8, LD),
+                            ga = tf32_a_ld(Gs + w * 16 * LD + kk * 8, LD);
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     tf32_mma3(s[nt], qa, tf32_b_nk(Kt + nt * 8 * LD + kk * 8, LD));
